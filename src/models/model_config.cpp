@@ -1,0 +1,283 @@
+// Model shapes: presets, validation and the closed-form parameter count.
+//
+// The count below must match what src/models/gpt2.cpp and src/models/llama.cpp register as
+// parameters, and for the published presets it must equal the published count exactly (checked
+// in tests/test_model_config.cpp), so that the memory plan and the 6N FLOPs estimate use the
+// same N as the real model.
+#include "accumbench/model_config.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "accumbench/error.hpp"
+
+namespace accumbench {
+
+std::string to_string(Architecture arch) {
+  switch (arch) {
+    case Architecture::kGpt2:
+      return "gpt2";
+    case Architecture::kLlama:
+      return "llama";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// Sums and products of shape sizes: a shape read from a hand-edited config.json can be large
+// enough to overflow int64, and a silently wrapped count would poison every memory prediction.
+class CheckedCount {
+ public:
+  explicit CheckedCount(const ModelConfig& cfg) : cfg_(cfg) {}
+
+  int64_t mul(int64_t a, int64_t b) const {
+    int64_t r = 0;
+    if (__builtin_mul_overflow(a, b, &r)) overflow();
+    return r;
+  }
+  int64_t add(int64_t a, int64_t b) const {
+    int64_t r = 0;
+    if (__builtin_add_overflow(a, b, &r)) overflow();
+    return r;
+  }
+
+ private:
+  [[noreturn]] void overflow() const {
+    throw UserError("model \"" + cfg_.name +
+                    "\" has more parameters than a 64-bit count can hold; check its sizes "
+                    "(vocab_size, d_model, d_ff, n_layers) for a typo");
+  }
+  const ModelConfig& cfg_;
+};
+
+// Position-embedding table: learned for GPT-2 (wpe, max_seq_len × d), none for RoPE models
+// (the rotary cos/sin tables are buffers, not parameters).
+int64_t position_embedding_parameters(const ModelConfig& cfg, const CheckedCount& c) {
+  return cfg.arch == Architecture::kGpt2 ? c.mul(cfg.max_seq_len, cfg.d_model) : 0;
+}
+
+// Parameters of one transformer block.
+int64_t block_parameters(const ModelConfig& cfg, const CheckedCount& c) {
+  const int64_t d = cfg.d_model;
+  if (cfg.arch == Architecture::kGpt2) {
+    // GPT-2 block (HF GPT2Block; nanoGPT model.py Block): every Linear has a bias.
+    const int64_t norms = c.mul(2, c.mul(2, d));                    // ln_1, ln_2: weight+bias
+    const int64_t qkv = c.add(c.mul(d, c.mul(3, d)), c.mul(3, d));  // c_attn d→3d
+    const int64_t attn_out = c.add(c.mul(d, d), d);                 // attn.c_proj d→d
+    const int64_t fc = c.add(c.mul(d, cfg.d_ff), cfg.d_ff);         // c_fc d→d_ff
+    const int64_t mlp_out = c.add(c.mul(cfg.d_ff, d), d);           // mlp.c_proj d_ff→d
+    return c.add(c.add(c.add(norms, qkv), c.add(attn_out, fc)), mlp_out);
+  }
+  // Llama-family block (HF LlamaDecoderLayer / Qwen2DecoderLayer): no biases except the
+  // q/k/v bias of Qwen2; q and o use n_heads·head_dim, which may differ from d (explicit
+  // head_dim in config.json), k and v use n_kv_heads·head_dim (grouped-query attention).
+  const int64_t q_width = c.mul(cfg.n_heads, cfg.head_dim);
+  const int64_t kv_width = c.mul(cfg.n_kv_heads, cfg.head_dim);
+  const int64_t norms = c.mul(2, d);                                      // two RMSNorm weights
+  int64_t attn = c.add(c.mul(d, q_width), c.mul(2, c.mul(d, kv_width)));  // q, k, v
+  if (cfg.qkv_bias) attn = c.add(attn, c.add(q_width, c.mul(2, kv_width)));
+  attn = c.add(attn, c.mul(q_width, d));             // o_proj, no bias
+  const int64_t mlp = c.mul(3, c.mul(d, cfg.d_ff));  // gate, up, down
+  return c.add(c.add(norms, attn), mlp);
+}
+
+int64_t checked_parameter_count(const ModelConfig& cfg) {
+  const CheckedCount c(cfg);
+  const int64_t token_embedding = c.mul(cfg.vocab_size, cfg.d_model);
+  // An untied head is a second V×d matrix without bias (GPT2LMHeadModel and LlamaForCausalLM
+  // both build lm_head with bias=False); a tied head reuses the token embedding.
+  const int64_t head = cfg.tied_embeddings ? 0 : token_embedding;
+  // Final norm: LayerNorm weight+bias (GPT-2 ln_f) or RMSNorm weight (Llama norm).
+  const int64_t final_norm = cfg.arch == Architecture::kGpt2 ? c.mul(2, cfg.d_model) : cfg.d_model;
+  const int64_t blocks = c.mul(cfg.n_layers, block_parameters(cfg, c));
+  return c.add(c.add(c.add(token_embedding, head), position_embedding_parameters(cfg, c)),
+               c.add(blocks, final_norm));
+}
+
+[[noreturn]] void invalid(const ModelConfig& cfg, const std::string& problem,
+                          const std::string& fix) {
+  throw UserError("model \"" + cfg.name + "\": " + problem + "; " + fix);
+}
+
+void require_positive(const ModelConfig& cfg, const char* field, int64_t value) {
+  if (value <= 0)
+    invalid(cfg, std::string(field) + " is " + std::to_string(value),
+            std::string("set ") + field + " to a positive integer");
+}
+
+std::string format_double(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+void validate(const ModelConfig& cfg) {
+  require_positive(cfg, "vocab_size", cfg.vocab_size);
+  require_positive(cfg, "d_model", cfg.d_model);
+  require_positive(cfg, "n_layers", cfg.n_layers);
+  require_positive(cfg, "n_heads", cfg.n_heads);
+  require_positive(cfg, "n_kv_heads", cfg.n_kv_heads);
+  require_positive(cfg, "head_dim", cfg.head_dim);
+  require_positive(cfg, "d_ff", cfg.d_ff);
+  require_positive(cfg, "max_seq_len", cfg.max_seq_len);
+  if (!(cfg.norm_eps > 0.0) || !std::isfinite(cfg.norm_eps))
+    invalid(cfg, "norm_eps is " + format_double(cfg.norm_eps),
+            "set norm_eps to a small positive number such as 1e-5");
+
+  if (cfg.arch == Architecture::kGpt2) {
+    // GPT-2 splits d_model into heads (c_attn is d→3d), so the heads must tile d exactly.
+    if (cfg.d_model % cfg.n_heads != 0)
+      invalid(cfg,
+              "n_heads " + std::to_string(cfg.n_heads) + " does not divide d_model " +
+                  std::to_string(cfg.d_model),
+              "pick n_heads that divides d_model");
+    if (cfg.head_dim != cfg.d_model / cfg.n_heads)
+      invalid(cfg,
+              "head_dim " + std::to_string(cfg.head_dim) +
+                  " is not d_model / n_heads = " + std::to_string(cfg.d_model / cfg.n_heads),
+              "GPT-2 has no separate head_dim, so set head_dim to d_model / n_heads");
+    if (cfg.n_kv_heads != cfg.n_heads)
+      invalid(cfg,
+              "n_kv_heads " + std::to_string(cfg.n_kv_heads) + " differs from n_heads " +
+                  std::to_string(cfg.n_heads),
+              "GPT-2 uses multi-head attention, so set n_kv_heads equal to n_heads");
+  } else {
+    // Each key/value head serves n_heads / n_kv_heads query heads (grouped-query attention).
+    if (cfg.n_heads % cfg.n_kv_heads != 0)
+      invalid(cfg,
+              "n_kv_heads " + std::to_string(cfg.n_kv_heads) + " does not divide n_heads " +
+                  std::to_string(cfg.n_heads),
+              "pick n_kv_heads that divides n_heads");
+    // RoPE rotates pairs of channels within a head.
+    if (cfg.head_dim % 2 != 0)
+      invalid(cfg, "head_dim " + std::to_string(cfg.head_dim) + " is odd",
+              "RoPE rotates channel pairs, so use an even head_dim");
+    if (!(cfg.rope_theta > 0.0) || !std::isfinite(cfg.rope_theta))
+      invalid(cfg, "rope_theta is " + format_double(cfg.rope_theta),
+              "set rope_theta to a positive base such as 10000");
+  }
+  checked_parameter_count(cfg);  // throws when the count overflows int64
+}
+
+// Closed form, one term per parameter tensor (see block_parameters for the per-block list):
+//   GPT-2: V·d (wte, tied head) + T·d (wpe) + L·(4d + 3d²+3d + d²+d + 2·d·d_ff + d_ff + d) + 2d
+//   Llama: V·d (+ V·d untied head) + L·(2d + d·(H+2K)·hd [+ (H+2K)·hd bias] + H·hd·d
+//          + 3·d·d_ff) + d
+// Assumes validate(cfg) passed; throws UserError only when the count overflows int64.
+int64_t parameter_count(const ModelConfig& cfg) { return checked_parameter_count(cfg); }
+
+// nanoGPT's convention (GPT.get_num_params(non_embedding=True)): subtract the position
+// embeddings only. The token embedding stays in because, tied or not, it is the output head's
+// weight and takes part in the head matmul, which the 6N estimate counts. This differs from
+// Kaplan et al. (2020), who drop all embeddings; for RoPE models nothing is subtracted.
+// Informational only (the models listing); no prediction depends on it.
+int64_t non_embedding_parameter_count(const ModelConfig& cfg) {
+  const CheckedCount c(cfg);
+  return checked_parameter_count(cfg) - position_embedding_parameters(cfg, c);
+}
+
+namespace {
+
+ModelConfig gpt2(std::string name, int64_t vocab, int64_t d, int64_t layers, int64_t heads,
+                 int64_t max_seq_len, int64_t d_ff, std::string published) {
+  ModelConfig c;
+  c.name = std::move(name);
+  c.arch = Architecture::kGpt2;
+  c.vocab_size = vocab;
+  c.d_model = d;
+  c.n_layers = layers;
+  c.n_heads = heads;
+  c.n_kv_heads = heads;
+  c.head_dim = d / heads;
+  c.d_ff = d_ff;
+  c.max_seq_len = max_seq_len;
+  c.norm_eps = 1e-5;  // layer_norm_epsilon in every GPT-2 config.json
+  c.tied_embeddings = true;
+  c.qkv_bias = false;  // GPT-2's biases are part of the architecture, not this flag
+  c.published_parameters = std::move(published);
+  return c;
+}
+
+struct LlamaShape {
+  int64_t vocab, d, layers, heads, kv_heads, d_ff, max_seq_len;
+  double rope_theta, norm_eps;
+  bool tied, qkv_bias;
+};
+
+ModelConfig llama(std::string name, const LlamaShape& s, std::string published) {
+  ModelConfig c;
+  c.name = std::move(name);
+  c.arch = Architecture::kLlama;
+  c.vocab_size = s.vocab;
+  c.d_model = s.d;
+  c.n_layers = s.layers;
+  c.n_heads = s.heads;
+  c.n_kv_heads = s.kv_heads;
+  c.head_dim = s.d / s.heads;
+  c.d_ff = s.d_ff;
+  c.max_seq_len = s.max_seq_len;
+  c.rope_theta = s.rope_theta;
+  c.norm_eps = s.norm_eps;
+  c.tied_embeddings = s.tied;
+  c.qkv_bias = s.qkv_bias;
+  c.published_parameters = std::move(published);
+  return c;
+}
+
+std::vector<ModelConfig> make_presets() {
+  std::vector<ModelConfig> p;
+  // GPT-2 family: Radford et al. 2019 and the openai-community/gpt2{,-medium,-large,-xl}
+  // config.json files (vocab 50257, n_positions 1024, n_inner null → 4·n_embd).
+  // Counts: 124,439,808 / 354,823,168 / 774,030,080 / 1,557,611,200, as GPT2LMHeadModel reports
+  // them; OpenAI's corrected names (124M, 355M, 774M, 1.5B) replace the paper's 117M/345M/762M.
+  p.push_back(gpt2("gpt2-124m", 50257, 768, 12, 12, 1024, 4 * 768, "124M"));
+  p.push_back(gpt2("gpt2-350m", 50257, 1024, 24, 16, 1024, 4 * 1024, "355M"));
+  p.push_back(gpt2("gpt2-774m", 50257, 1280, 36, 20, 1024, 4 * 1280, "774M"));
+  p.push_back(gpt2("gpt2-1.5b", 50257, 1600, 48, 25, 1024, 4 * 1600, "1.5B"));
+
+  // HuggingFaceTB/SmolLM2-135M and -360M config.json (LlamaForCausalLM, tied, rope_theta 1e5).
+  p.push_back(llama("smollm2-135m", {49152, 576, 30, 9, 3, 1536, 8192, 100000.0, 1e-5, true, false},
+                    "135M"));
+  p.push_back(llama("smollm2-360m",
+                    {49152, 960, 32, 15, 5, 2560, 8192, 100000.0, 1e-5, true, false}, "360M"));
+  // Qwen/Qwen2.5-0.5B config.json (Qwen2ForCausalLM: q/k/v bias, tied); model card: 0.49B.
+  p.push_back(llama("qwen2.5-0.5b",
+                    {151936, 896, 24, 14, 2, 4864, 32768, 1000000.0, 1e-6, true, true}, "0.49B"));
+  // meta-llama/Llama-3.2-1B config.json (head_dim 64 = 2048/32, tied); model card: 1.23B.
+  // Its llama3 rope_scaling only rescales RoPE frequencies, which changes no shape or cost.
+  p.push_back(llama("llama-3.2-1b",
+                    {128256, 2048, 16, 32, 8, 8192, 131072, 500000.0, 1e-5, true, false}, "1.23B"));
+
+  // Small shapes for CPU tests and the default run; not published models.
+  // gpt2-mini is the default sweep model: big enough that a step is not pure overhead, small
+  // enough that a sweep finishes in well under a minute on two CPU cores.
+  p.push_back(gpt2("gpt2-tiny", 512, 64, 2, 4, 256, 256, ""));
+  p.push_back(gpt2("gpt2-mini", 4096, 128, 4, 4, 512, 512, ""));
+  // d_ff follows Llama's SwiGLU sizing, 2/3·4d rounded up to a multiple (Touvron et al. 2023;
+  // meta-llama/llama model.py `multiple_of`): 2/3·256 = 170.7 → 176 (×16), 2/3·512 = 341.3 →
+  // 352 (×32). llama-tiny is untied so the separate lm_head path is exercised too.
+  p.push_back(llama("llama-tiny", {512, 64, 2, 4, 2, 176, 256, 10000.0, 1e-5, false, false}, ""));
+  p.push_back(llama("llama-mini", {4096, 128, 4, 4, 2, 352, 512, 10000.0, 1e-5, true, false}, ""));
+  return p;
+}
+
+}  // namespace
+
+const std::vector<ModelConfig>& presets() {
+  static const std::vector<ModelConfig> kPresets = make_presets();
+  return kPresets;
+}
+
+const ModelConfig& find_preset(const std::string& name) {
+  for (const ModelConfig& cfg : presets())
+    if (cfg.name == name) return cfg;
+  std::string names;
+  for (const ModelConfig& cfg : presets()) names += (names.empty() ? "" : ", ") + cfg.name;
+  throw UserError("unknown model preset \"" + name +
+                  "\"; run \"accumbench models\" to list presets (" + names + ")");
+}
+
+}  // namespace accumbench
