@@ -1,0 +1,100 @@
+// `accumbench compare a.json b.json`: two sweeps side by side (two devices, two builds, before
+// and after a change), one row per split.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "accumbench/report.hpp"
+#include "report/format.hpp"
+
+namespace accumbench {
+
+namespace {
+
+const RunResult* find_run(const SweepResult& sweep, const std::string& key) {
+  for (const RunResult& run : sweep.runs) {
+    if (run.config.key() == key) return &run;
+  }
+  return nullptr;
+}
+
+// A missing split is "-"; a split that failed shows why (its status), not a blank.
+std::string step_cell(const RunResult* run) {
+  if (run == nullptr) return "-";
+  if (run->status != RunStatus::kOk) return run_status_name(run->status);
+  return text::format_significant(run->step_seconds.median, 3);
+}
+
+std::string peak_cell(const RunResult* run) {
+  if (run == nullptr || (run->status != RunStatus::kOk && run->peak_allocated_bytes <= 0)) {
+    return "-";
+  }
+  return format_bytes(run->peak_allocated_bytes);
+}
+
+bool usable(const RunResult* run) { return run != nullptr && run->status == RunStatus::kOk; }
+
+std::string describe(const SweepResult& sweep) {
+  const SweepContext& c = sweep.context;
+  std::string line = c.device_name.empty() ? c.device : c.device_name;
+  line += ", model " + c.model + ", T=" + std::to_string(c.seq_len) + ", batch " +
+          std::to_string(c.batch);
+  if (!c.git_commit.empty()) line += ", commit " + c.git_commit;
+  if (!c.date.empty()) line += ", " + c.date;
+  return line;
+}
+
+}  // namespace
+
+void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& out) {
+  // A's order first, then splits only B has, so a sweep compared with itself reads top to bottom.
+  std::vector<std::string> keys;
+  const auto add_key = [&keys](const std::string& key) {
+    for (const std::string& k : keys) {
+      if (k == key) return;
+    }
+    keys.push_back(key);
+  };
+  for (const RunResult& run : a.runs) add_key(run.config.key());
+  for (const RunResult& run : b.runs) add_key(run.config.key());
+
+  // Precision is part of the key; it only needs a place in the split cell when it differs.
+  bool mixed_precision = false;
+  const std::string* first_precision = nullptr;
+  for (const SweepResult* sweep : {&a, &b}) {
+    for (const RunResult& run : sweep->runs) {
+      if (first_precision == nullptr) first_precision = &run.config.precision;
+      mixed_precision = mixed_precision || run.config.precision != *first_precision;
+    }
+  }
+
+  using text::Align;
+  text::TextTable table({{"split", Align::kLeft},
+                         {"A step s", Align::kRight},
+                         {"B step s", Align::kRight},
+                         {"B/A", Align::kRight},
+                         {"A peak", Align::kRight},
+                         {"B peak", Align::kRight},
+                         {"B/A", Align::kRight}});
+  for (const std::string& key : keys) {
+    const RunResult* ra = find_run(a, key);
+    const RunResult* rb = find_run(b, key);
+    const RunResult* any = ra != nullptr ? ra : rb;
+    const bool both = usable(ra) && usable(rb);
+    const std::string step_ratio =
+        both ? text::format_ratio(rb->step_seconds.median / ra->step_seconds.median, 2) : "-";
+    const std::string peak_ratio =
+        both && ra->peak_allocated_bytes > 0
+            ? text::format_ratio(static_cast<double>(rb->peak_allocated_bytes) /
+                                     static_cast<double>(ra->peak_allocated_bytes),
+                                 2)
+            : "-";
+    table.add_row({mixed_precision ? key : any->config.label(), step_cell(ra), step_cell(rb),
+                   step_ratio, peak_cell(ra), peak_cell(rb), peak_ratio});
+  }
+
+  out << "A: " << describe(a) << '\n' << "B: " << describe(b) << "\n\n";
+  table.render(out);
+}
+
+}  // namespace accumbench

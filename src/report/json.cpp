@@ -1,0 +1,449 @@
+// The JSON result file: written after every configuration (so --resume and `compare` read it
+// back), therefore lossless. Each struct's fields are named once, in fields() below, and the
+// same list drives both writing and reading, so the two directions cannot drift apart.
+//
+// Layout: {"json_schema_version": 1, "context": {...}, "runs": [...], "recommendation": {...}}.
+// NaN ("not measured") is written as null and read back as NaN; JSON has no NaN literal.
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "accumbench/error.hpp"
+#include "accumbench/report.hpp"
+
+namespace accumbench {
+
+namespace {
+
+// ordered_json keeps fields in the order they are listed, so the file reads like the structs.
+using Json = nlohmann::ordered_json;
+
+template <class S, class T>
+using IfIs = std::enable_if_t<std::is_same_v<std::remove_const_t<S>, T>>;
+
+// The field lists. `S` is the struct, const when writing; `v(name, member)` is called per field.
+template <class S, class V>
+auto fields(S& s, V& v) -> IfIs<S, PhaseSpan> {
+  v("micro_step", s.micro_step);
+  v("phase", s.phase);
+  v("start_seconds", s.start_seconds);
+  v("duration_seconds", s.duration_seconds);
+  v("bytes_at_start", s.bytes_at_start);
+  v("bytes_at_end", s.bytes_at_end);
+  v("peak_bytes", s.peak_bytes);
+}
+
+template <class S, class V>
+auto fields(S& s, V& v) -> IfIs<S, StepSample> {
+  v("step_seconds", s.step_seconds);
+  v("host_seconds", s.host_seconds);
+  v("device_seconds", s.device_seconds);
+  v("loss", s.loss);
+  v("tokens", s.tokens);
+  v("peak_allocated_bytes", s.peak_allocated_bytes);
+  v("skipped", s.skipped);
+}
+
+template <class S, class V>
+auto fields(S& s, V& v) -> IfIs<S, MemoryBreakdown> {
+  v("parameters_bytes", s.parameters_bytes);
+  v("gradients_bytes", s.gradients_bytes);
+  v("optimizer_state_bytes", s.optimizer_state_bytes);
+  v("activations_bytes", s.activations_bytes);
+  v("slack_bytes", s.slack_bytes);
+}
+
+template <class S, class V>
+auto fields(S& s, V& v) -> IfIs<S, SplitConfig> {
+  v("micro_batch", s.micro_batch);
+  v("accum_steps", s.accum_steps);
+  v("precision", s.precision);
+  v("optimizer_in_backward", s.optimizer_in_backward);
+  v("activation_checkpointing", s.activation_checkpointing);
+  v("cuda_graphs", s.cuda_graphs);
+}
+
+template <class S, class V>
+auto fields(S& s, V& v) -> IfIs<S, Summary> {
+  v("median", s.median);
+  v("min", s.min);
+  v("mean", s.mean);
+  v("stddev", s.stddev);
+  v("cv", s.cv);
+  v("ci_low", s.ci_low);
+  v("ci_high", s.ci_high);
+  v("count", s.count);
+}
+
+template <class S, class V>
+auto fields(S& s, V& v) -> IfIs<S, RunResult> {
+  v("config", s.config);
+  v("status", s.status);
+  v("error", s.error);
+  v("step_seconds", s.step_seconds);
+  v("phase_median_seconds", s.phase_median_seconds);
+  v("device_median_seconds", s.device_median_seconds);
+  v("device_busy_fraction", s.device_busy_fraction);
+  v("tokens_per_step", s.tokens_per_step);
+  v("tokens_per_second", s.tokens_per_second);
+  v("samples_per_second", s.samples_per_second);
+  v("achieved_tflops", s.achieved_tflops);
+  v("mfu", s.mfu);
+  v("peak_allocated_bytes", s.peak_allocated_bytes);
+  v("peak_reserved_bytes", s.peak_reserved_bytes);
+  v("peak_breakdown", s.peak_breakdown);
+  v("predicted_peak_bytes", s.predicted_peak_bytes);
+  v("fits", s.fits);
+  v("steps", s.steps);
+  v("timeline", s.timeline);
+}
+
+template <class S, class V>
+auto fields(S& s, V& v) -> IfIs<S, Recommendation> {
+  v("best_index", s.best_index);
+  v("tied_indices", s.tied_indices);
+  v("reason", s.reason);
+}
+
+template <class S, class V>
+auto fields(S& s, V& v) -> IfIs<S, SweepContext> {
+  v("json_schema_version", s.json_schema_version);
+  v("date", s.date);
+  v("host", s.host);
+  v("device", s.device);
+  v("device_name", s.device_name);
+  v("device_memory_bytes", s.device_memory_bytes);
+  v("driver", s.driver);
+  v("libtorch_version", s.libtorch_version);
+  v("build_type", s.build_type);
+  v("git_commit", s.git_commit);
+  v("threads", s.threads);
+  v("model", s.model);
+  v("parameters", s.parameters);
+  v("seq_len", s.seq_len);
+  v("batch", s.batch);
+  v("flops_per_token", s.flops_per_token);
+  v("peak_tflops", s.peak_tflops);
+  v("memory_limit_bytes", s.memory_limit_bytes);
+  v("options", s.options);
+}
+
+template <class T>
+inline constexpr bool kIsRecord =
+    std::is_same_v<T, PhaseSpan> || std::is_same_v<T, StepSample> ||
+    std::is_same_v<T, MemoryBreakdown> || std::is_same_v<T, SplitConfig> ||
+    std::is_same_v<T, Summary> || std::is_same_v<T, RunResult> ||
+    std::is_same_v<T, Recommendation> || std::is_same_v<T, SweepContext>;
+
+// A problem at a place in the document ("runs[2].steps[0].loss"); turned into a UserError that
+// also names the file.
+struct FormatError {
+  std::string path;
+  std::string problem;
+};
+
+// ---- writing --------------------------------------------------------------------------------
+
+Json encode(double value);
+Json encode(bool value);
+Json encode(int value);
+Json encode(int64_t value);
+Json encode(const std::string& value);
+Json encode(Phase value);
+Json encode(RunStatus value);
+Json encode(const PhaseSeconds& value);
+Json encode(const std::vector<std::pair<std::string, std::string>>& options);
+template <class T>
+Json encode(const std::vector<T>& values);
+template <class S, std::enable_if_t<kIsRecord<S>, int> = 0>
+Json encode(const S& record);
+
+struct Writer {
+  Json& object;
+  template <class T>
+  void operator()(const char* name, const T& value) {
+    object[name] = encode(value);
+  }
+};
+
+// Non-finite values become null: JSON has no NaN, and null reads back as "not measured".
+Json encode(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
+Json encode(bool value) { return Json(value); }
+Json encode(int value) { return Json(value); }
+Json encode(int64_t value) { return Json(value); }
+Json encode(const std::string& value) { return Json(value); }
+Json encode(Phase value) { return Json(phase_name(value)); }
+Json encode(RunStatus value) { return Json(run_status_name(value)); }
+
+// Keyed by phase name rather than position, so the file says which number is which.
+Json encode(const PhaseSeconds& value) {
+  Json object = Json::object();
+  for (int p = 0; p < kPhaseCount; ++p) {
+    object[phase_name(static_cast<Phase>(p))] = encode(value[p]);
+  }
+  return object;
+}
+
+// [name, value] pairs: the CLI order is part of the record, and an object would not keep it for
+// every reader.
+Json encode(const std::vector<std::pair<std::string, std::string>>& options) {
+  Json array = Json::array();
+  for (const auto& [name, value] : options) array.push_back(Json::array({name, value}));
+  return array;
+}
+
+template <class T>
+Json encode(const std::vector<T>& values) {
+  Json array = Json::array();
+  for (const T& value : values) array.push_back(encode(value));
+  return array;
+}
+
+template <class S, std::enable_if_t<kIsRecord<S>, int>>
+Json encode(const S& record) {
+  Json object = Json::object();
+  Writer writer{object};
+  fields(record, writer);
+  return object;
+}
+
+// ---- reading --------------------------------------------------------------------------------
+
+void decode(const Json& j, const std::string& path, double& out);
+void decode(const Json& j, const std::string& path, bool& out);
+void decode(const Json& j, const std::string& path, int& out);
+void decode(const Json& j, const std::string& path, int64_t& out);
+void decode(const Json& j, const std::string& path, std::string& out);
+void decode(const Json& j, const std::string& path, Phase& out);
+void decode(const Json& j, const std::string& path, RunStatus& out);
+void decode(const Json& j, const std::string& path, PhaseSeconds& out);
+void decode(const Json& j, const std::string& path,
+            std::vector<std::pair<std::string, std::string>>& out);
+template <class T>
+void decode(const Json& j, const std::string& path, std::vector<T>& out);
+template <class S, std::enable_if_t<kIsRecord<S>, int> = 0>
+void decode(const Json& j, const std::string& path, S& record);
+
+const Json& member(const Json& object, const std::string& path, const char* name) {
+  const auto it = object.find(name);
+  if (it == object.end()) throw FormatError{path, std::string("has no field \"") + name + "\""};
+  return *it;
+}
+
+std::string join_path(const std::string& path, const char* name) {
+  return path.empty() ? std::string(name) : path + "." + name;
+}
+
+struct Reader {
+  const Json& object;
+  const std::string& path;
+  template <class T>
+  void operator()(const char* name, T& value) {
+    decode(member(object, path, name), join_path(path, name), value);
+  }
+};
+
+[[noreturn]] void wrong_type(const Json& j, const std::string& path, const char* expected) {
+  throw FormatError{path, std::string("is ") + j.type_name() + ", expected " + expected};
+}
+
+void decode(const Json& j, const std::string& path, double& out) {
+  if (j.is_null()) {
+    out = std::numeric_limits<double>::quiet_NaN();
+  } else if (j.is_number()) {
+    out = j.get<double>();
+  } else {
+    wrong_type(j, path, "a number or null");
+  }
+}
+
+void decode(const Json& j, const std::string& path, bool& out) {
+  if (!j.is_boolean()) wrong_type(j, path, "true or false");
+  out = j.get<bool>();
+}
+
+void decode(const Json& j, const std::string& path, int64_t& out) {
+  if (!j.is_number_integer() ||
+      (j.is_number_unsigned() &&
+       j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
+    wrong_type(j, path, "an integer");
+  }
+  out = j.get<int64_t>();
+}
+
+void decode(const Json& j, const std::string& path, int& out) {
+  int64_t wide = 0;
+  decode(j, path, wide);
+  if (wide < std::numeric_limits<int>::min() || wide > std::numeric_limits<int>::max()) {
+    throw FormatError{path, "is " + std::to_string(wide) + ", out of range"};
+  }
+  out = static_cast<int>(wide);
+}
+
+void decode(const Json& j, const std::string& path, std::string& out) {
+  if (!j.is_string()) wrong_type(j, path, "a string");
+  out = j.get<std::string>();
+}
+
+void decode(const Json& j, const std::string& path, Phase& out) {
+  std::string name;
+  decode(j, path, name);
+  for (int p = 0; p < kPhaseCount; ++p) {
+    if (name == phase_name(static_cast<Phase>(p))) {
+      out = static_cast<Phase>(p);
+      return;
+    }
+  }
+  throw FormatError{path, "is \"" + name +
+                              "\", not a phase (data, h2d, forward, backward, optimizer, other)"};
+}
+
+void decode(const Json& j, const std::string& path, RunStatus& out) {
+  std::string name;
+  decode(j, path, name);
+  try {
+    out = run_status_from_name(name);
+  } catch (const UserError&) {
+    throw FormatError{path,
+                      "is \"" + name + "\", not a run status (ok, oom, predicted-oom, error)"};
+  }
+}
+
+void decode(const Json& j, const std::string& path, PhaseSeconds& out) {
+  if (!j.is_object()) wrong_type(j, path, "an object keyed by phase");
+  for (int p = 0; p < kPhaseCount; ++p) {
+    const char* name = phase_name(static_cast<Phase>(p));
+    decode(member(j, path, name), join_path(path, name), out[p]);
+  }
+}
+
+void decode(const Json& j, const std::string& path,
+            std::vector<std::pair<std::string, std::string>>& out) {
+  if (!j.is_array()) wrong_type(j, path, "an array of [name, value] pairs");
+  out.clear();
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const std::string item_path = path + "[" + std::to_string(i) + "]";
+    const Json& pair = j[i];
+    if (!pair.is_array() || pair.size() != 2) wrong_type(pair, item_path, "a [name, value] pair");
+    std::pair<std::string, std::string> option;
+    decode(pair[0], item_path + "[0]", option.first);
+    decode(pair[1], item_path + "[1]", option.second);
+    out.push_back(std::move(option));
+  }
+}
+
+template <class T>
+void decode(const Json& j, const std::string& path, std::vector<T>& out) {
+  if (!j.is_array()) wrong_type(j, path, "an array");
+  out.clear();
+  out.resize(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    decode(j[i], path + "[" + std::to_string(i) + "]", out[i]);
+  }
+}
+
+template <class S, std::enable_if_t<kIsRecord<S>, int>>
+void decode(const Json& j, const std::string& path, S& record) {
+  if (!j.is_object()) wrong_type(j, path, "an object");
+  Reader reader{j, path};
+  fields(record, reader);
+}
+
+}  // namespace
+
+std::string to_json(const SweepResult& result) {
+  Json root = Json::object();
+  // The version of the layout this code writes, first, so a reader can check it before anything.
+  root["json_schema_version"] = kJsonSchemaVersion;
+  root["context"] = encode(result.context);
+  root["runs"] = encode(result.runs);
+  root["recommendation"] = encode(result.recommendation);
+  // error_handler_t::replace: an exception message from a failed run may hold invalid UTF-8;
+  // the file must still be written.
+  return root.dump(2, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n";
+}
+
+SweepResult sweep_result_from_json(const std::string& json_text, const std::string& origin) {
+  Json root;
+  try {
+    root = Json::parse(json_text);
+  } catch (const Json::parse_error& e) {
+    throw UserError(origin + " is not valid JSON (" + e.what() +
+                    "); pass a file written by `accumbench sweep --json`");
+  }
+  if (!root.is_object() || !root.contains("json_schema_version")) {
+    throw UserError(origin + " has no json_schema_version, so it is not an accumbench result; "
+                             "pass a file written by `accumbench sweep --json`");
+  }
+  const Json& version = root["json_schema_version"];
+  if (!version.is_number_integer() || version.get<int64_t>() != kJsonSchemaVersion) {
+    throw UserError(origin + " has json_schema_version " + version.dump() +
+                    " but this accumbench reads version " + std::to_string(kJsonSchemaVersion) +
+                    "; rerun the sweep with this build or read it with the build that wrote it");
+  }
+
+  SweepResult result;
+  try {
+    decode(member(root, "", "context"), "context", result.context);
+    decode(member(root, "", "runs"), "runs", result.runs);
+    decode(member(root, "", "recommendation"), "recommendation", result.recommendation);
+  } catch (const FormatError& e) {
+    const std::string where = e.path.empty() ? "the top level" : e.path;
+    throw UserError(origin + ": " + where + " " + e.problem +
+                    "; the file is damaged or was edited, so rerun the sweep to write it again");
+  }
+  return result;
+}
+
+SweepResult load_sweep_result(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw UserError("cannot read " + path + " (" + std::strerror(errno) +
+                    "); check the path of the result file");
+  }
+  std::ostringstream content;
+  content << in.rdbuf();
+  return sweep_result_from_json(content.str(), path);
+}
+
+void write_file_atomically(const std::string& path, const std::string& content) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      throw UserError("cannot write " + temporary + " (" + std::strerror(errno) +
+                      "); check that the directory exists and is writable");
+    }
+    out << content;
+    out.flush();
+    if (!out) {
+      std::remove(temporary.c_str());
+      throw UserError("cannot write " + temporary + " (" + std::strerror(errno) +
+                      "); check the free space of the disk");
+    }
+  }
+  // rename() replaces the old file in one step: a reader sees the old or the new content, never
+  // half of one.
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    std::remove(temporary.c_str());
+    throw UserError("cannot replace " + path + " (" + reason +
+                    "); check that the directory is writable");
+  }
+}
+
+void JsonReporter::report(const SweepResult& result, std::ostream& out) const {
+  out << to_json(result);
+}
+
+}  // namespace accumbench

@@ -1,0 +1,400 @@
+// Named pure statistics, the derived fields of a run, and the recommendation with its reason.
+#include "accumbench/statistics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+#include "accumbench/report.hpp"
+#include "report/format.hpp"
+
+namespace accumbench {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// A NaN in a series means "not measured" (device time on CPU); sorting it is undefined, and any
+// statistic of a partly unmeasured series would be misleading, so it propagates.
+bool has_nan(const std::vector<double>& values) {
+  return std::any_of(values.begin(), values.end(), [](double v) { return std::isnan(v); });
+}
+
+// splitmix64 (Steele, Lea, Flood 2014; Vigna's reference code): exact integer arithmetic, so the
+// bootstrap draws the same indices on every compiler and platform, unlike std::uniform_int_
+// distribution whose algorithm the standard leaves open.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  // Modulo bias is below n / 2^64: invisible for the few hundred samples of a run.
+  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
+
+ private:
+  uint64_t state_;
+};
+
+}  // namespace
+
+double median(std::vector<double> values) {
+  if (values.empty() || has_nan(values)) return kNaN;
+  const std::size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
+  const double upper = values[mid];
+  if (values.size() % 2 == 1) return upper;
+  // nth_element leaves everything before `mid` no larger than it; the largest of those is the
+  // other middle value.
+  const double lower =
+      *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
+  return (lower + upper) / 2.0;
+}
+
+double minimum(const std::vector<double>& values) {
+  if (values.empty() || has_nan(values)) return kNaN;
+  return *std::min_element(values.begin(), values.end());
+}
+
+double mean(const std::vector<double>& values) {
+  if (values.empty()) return kNaN;
+  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
+double stddev(const std::vector<double>& values) {
+  if (values.empty()) return kNaN;
+  if (values.size() == 1) return has_nan(values) ? kNaN : 0.0;
+  // Two passes: subtracting the mean first keeps precision for step times that differ in the
+  // fourth significant digit (the one-pass sum-of-squares formula cancels them away).
+  const double m = mean(values);
+  double squares = 0.0;
+  for (double v : values) squares += (v - m) * (v - m);
+  return std::sqrt(squares / static_cast<double>(values.size() - 1));
+}
+
+double cv(const std::vector<double>& values) {
+  const double m = mean(values);
+  if (m == 0.0) return kNaN;
+  return stddev(values) / m;
+}
+
+std::pair<double, double> bootstrap_median_interval(const std::vector<double>& values,
+                                                    double confidence, int resamples,
+                                                    uint64_t seed) {
+  if (!(confidence > 0.0 && confidence < 1.0) || resamples < 1) {
+    // A caller's bug, not a user mistake: fail loudly.
+    throw std::invalid_argument(
+        "bootstrap_median_interval: confidence must be in (0, 1) and resamples >= 1");
+  }
+  if (values.empty() || has_nan(values)) return {kNaN, kNaN};
+  if (values.size() == 1) return {values[0], values[0]};
+
+  SplitMix64 rng(seed);
+  std::vector<double> medians(static_cast<std::size_t>(resamples));
+  std::vector<double> sample(values.size());
+  for (double& m : medians) {
+    for (double& s : sample) s = values[rng.below(values.size())];
+    m = median(sample);
+  }
+  std::sort(medians.begin(), medians.end());
+  // Percentile method with order statistics rather than interpolation: the bounds are resampled
+  // medians themselves, so no fused multiply-add on some CPU can move them by an ulp. The 1e-9
+  // absorbs representation error in (1 - confidence) / 2 · resamples (0.05 / 2 · 2000 = 50).
+  const double tail = (1.0 - confidence) / 2.0;
+  const std::size_t last = medians.size() - 1;
+  const std::size_t k = std::min(
+      static_cast<std::size_t>(std::floor(tail * static_cast<double>(resamples) + 1e-9)), last / 2);
+  return {medians[k], medians[last - k]};
+}
+
+Summary summarize(const std::vector<double>& values) {
+  Summary s;
+  s.median = median(values);
+  s.min = minimum(values);
+  s.mean = mean(values);
+  s.stddev = stddev(values);
+  s.cv = cv(values);
+  std::tie(s.ci_low, s.ci_high) = bootstrap_median_interval(values);
+  s.count = static_cast<int64_t>(values.size());
+  return s;
+}
+
+void finalize_run(RunResult& run, double flops_per_token, double peak_tflops) {
+  // A failed run keeps exactly what the runner recorded; there is nothing to derive.
+  if (run.status != RunStatus::kOk) return;
+
+  std::vector<double> step_seconds;
+  std::vector<double> tokens;
+  for (const StepSample& step : run.steps) {
+    step_seconds.push_back(step.step_seconds);
+    tokens.push_back(static_cast<double>(step.tokens));
+    run.peak_allocated_bytes = std::max(run.peak_allocated_bytes, step.peak_allocated_bytes);
+  }
+  run.step_seconds = summarize(step_seconds);
+  if (run.steps.empty()) return;
+
+  for (int p = 0; p < kPhaseCount; ++p) {
+    std::vector<double> host;
+    std::vector<double> device;
+    for (const StepSample& step : run.steps) {
+      host.push_back(step.host_seconds[p]);
+      device.push_back(step.device_seconds[p]);
+    }
+    run.phase_median_seconds[p] = median(host);
+    run.device_median_seconds[p] = median(device);
+  }
+
+  const double step_median = run.step_seconds.median;
+  // kOther is the untimed remainder of the wall time, not device work; NaN (CPU) propagates.
+  double device_busy_seconds = 0.0;
+  for (int p = 0; p < kPhaseCount; ++p) {
+    if (static_cast<Phase>(p) != Phase::kOther) device_busy_seconds += run.device_median_seconds[p];
+  }
+  run.device_busy_fraction = device_busy_seconds / step_median;
+
+  run.tokens_per_step = static_cast<int64_t>(std::llround(median(tokens)));
+  const double tokens_per_step = static_cast<double>(run.tokens_per_step);
+  run.tokens_per_second = tokens_per_step / step_median;
+  run.samples_per_second =
+      static_cast<double>(run.config.micro_batch * run.config.accum_steps) / step_median;
+  run.achieved_tflops = flops_per_token * tokens_per_step / step_median / 1e12;
+  run.mfu =
+      (std::isfinite(peak_tflops) && peak_tflops > 0.0) ? run.achieved_tflops / peak_tflops : kNaN;
+}
+
+// --------------------------------------------------------------------------------------------
+// Recommendation
+
+namespace {
+
+std::string seconds_text(double seconds) { return text::format_significant(seconds, 3) + " s"; }
+
+// "mostly in backward": the words after "mostly".
+std::string phase_words(Phase phase) {
+  switch (phase) {
+    case Phase::kData:
+      return "in data loading";
+    case Phase::kH2D:
+      return "in host-to-device copies";
+    case Phase::kForward:
+      return "in forward";
+    case Phase::kBackward:
+      return "in backward";
+    case Phase::kOptimizer:
+      return "in the optimizer step";
+    case Phase::kOther:
+      return "outside the timed phases";
+  }
+  return "";
+}
+
+// How long each phase held up the step: a host-bound phase is as long as its dispatch (host
+// time), a device-bound one as long as its kernels (device time), whichever is larger. Host time
+// alone hides device work that the host waits for elsewhere; device time alone hides a
+// host-bound phase. On CPU only host time exists. kOther is host-only by definition.
+PhaseSeconds limiting_phase_seconds(const RunResult& run) {
+  PhaseSeconds seconds = run.phase_median_seconds;
+  for (int p = 0; p < kPhaseCount; ++p) {
+    const double device = run.device_median_seconds[p];
+    if (static_cast<Phase>(p) != Phase::kOther && std::isfinite(device)) {
+      seconds[p] = std::max(seconds[p], device);
+    }
+  }
+  return seconds;
+}
+
+bool host_bound(const RunResult& run) {
+  // NaN (CPU: no device timeline) compares false: a CPU run is never called host-bound.
+  return run.device_busy_fraction < 0.5;
+}
+
+std::string host_bound_words(const RunResult& run) {
+  return "host-bound (device busy " + text::format_percent(run.device_busy_fraction, 0) +
+         " of the step)";
+}
+
+std::string no_success_reason(const std::vector<RunResult>& runs, const std::vector<int>& ok,
+                              int64_t memory_limit_bytes) {
+  if (runs.empty()) return "No split ran.";
+  if (!ok.empty()) {
+    // Every split ran but none fits the limit: name the one that came closest.
+    int smallest = ok.front();
+    for (int i : ok) {
+      if (runs[i].peak_allocated_bytes < runs[smallest].peak_allocated_bytes) smallest = i;
+    }
+    return "No split fits in the " + format_bytes(memory_limit_bytes) +
+           " memory limit; the smallest peak was " +
+           format_bytes(runs[smallest].peak_allocated_bytes) + " (" +
+           runs[smallest].config.label() +
+           "); try smaller micro-batches or activation checkpointing.";
+  }
+  int oom = 0, predicted = 0, errors = 0, untimed = 0;
+  const RunResult* first_error = nullptr;
+  for (const RunResult& run : runs) {
+    switch (run.status) {
+      case RunStatus::kOk:
+        ++untimed;
+        break;
+      case RunStatus::kOutOfMemory:
+        ++oom;
+        break;
+      case RunStatus::kPredictedOutOfMemory:
+        ++predicted;
+        break;
+      case RunStatus::kError:
+        ++errors;
+        if (first_error == nullptr) first_error = &run;
+        break;
+    }
+  }
+  std::vector<std::string> parts;
+  if (oom > 0) parts.push_back(std::to_string(oom) + " ran out of memory");
+  if (predicted > 0) parts.push_back(std::to_string(predicted) + " predicted not to fit");
+  if (errors > 0) {
+    parts.push_back(std::to_string(errors) + " failed with an error (" +
+                    first_error->config.label() + ": " + first_error->error + ")");
+  }
+  if (untimed > 0) parts.push_back(std::to_string(untimed) + " produced no timed steps");
+  std::string reason = "No split ran successfully: ";
+  for (std::size_t i = 0; i < parts.size(); ++i) reason += (i > 0 ? ", " : "") + parts[i];
+  return reason + ".";
+}
+
+std::string explain(const std::vector<RunResult>& runs, const std::vector<int>& ok,
+                    const std::vector<int>& candidates, const std::vector<int>& ties, int best,
+                    int fastest, int64_t memory_limit_bytes) {
+  const RunResult& b = runs[best];
+  const RunResult& f = runs[fastest];
+  const double best_median = b.step_seconds.median;
+  const std::string per_step =
+      " per step (" + text::format_count(b.tokens_per_second) + " tokens/s)";
+
+  std::string lead;
+  if (candidates.size() == 1) {
+    lead = b.config.label() + " is the only split that ran" +
+           (memory_limit_bytes > 0 ? " and fits" : "") + ": " + seconds_text(best_median) +
+           per_step;
+  } else if (best == fastest) {
+    lead = b.config.label() + " is fastest at " + seconds_text(best_median) + per_step;
+    if (ties.size() > 1) {
+      lead += " and needs the least memory (" + format_bytes(b.peak_allocated_bytes) + ") of the " +
+              std::to_string(ties.size()) + " splits within the noise";
+    }
+  } else {
+    lead = b.config.label() + " ties with the fastest split " + f.config.label() + " (" +
+           seconds_text(best_median) + " vs " + seconds_text(f.step_seconds.median) +
+           " per step, within the noise) and is chosen for its lower peak memory (" +
+           format_bytes(b.peak_allocated_bytes) + " vs " + format_bytes(f.peak_allocated_bytes) +
+           ")";
+  }
+
+  std::vector<std::string> clauses;
+  if (host_bound(b)) clauses.push_back("it is " + host_bound_words(b));
+  const double optimizer_share =
+      b.phase_median_seconds[static_cast<int>(Phase::kOptimizer)] / best_median;
+  // Above a tenth of the step the optimizer is worth knowing about: it is the part that
+  // accumulation amortizes and that fused/in-backward optimizers shrink.
+  if (optimizer_share > 0.10) {
+    clauses.push_back("the optimizer takes " + text::format_percent(optimizer_share, 0) +
+                      " of its step");
+  }
+  if (memory_limit_bytes > 0) {
+    clauses.push_back("its " + format_bytes(b.peak_allocated_bytes) + " peak leaves " +
+                      format_bytes(memory_limit_bytes - b.peak_allocated_bytes) + " of the " +
+                      format_bytes(memory_limit_bytes) + " limit free");
+  }
+  std::string reason = lead;
+  for (const std::string& clause : clauses) reason += "; " + clause;
+  reason += ".";
+
+  // Second sentence: what the slowest split that ran loses, and where.
+  int slowest = ok.front();
+  for (int i : ok) {
+    if (runs[i].step_seconds.median > runs[slowest].step_seconds.median) slowest = i;
+  }
+  const RunResult& s = runs[slowest];
+  const double ratio = s.step_seconds.median / best_median;
+  // Below 1 % the "slower" split is noise, and saying it is slower would mislead.
+  if (slowest != best && ratio >= 1.01) {
+    reason += " " + s.config.label() + " is ";
+    if (host_bound(s)) reason += host_bound_words(s) + " and ";
+    reason += text::format_ratio(ratio, ratio < 1.095 ? 2 : 1) + " slower";
+    const PhaseSeconds slow_phases = limiting_phase_seconds(s);
+    const PhaseSeconds best_phases = limiting_phase_seconds(b);
+    int widest = -1;
+    double widest_seconds = 0.0;
+    for (int p = 0; p < kPhaseCount; ++p) {
+      const double difference = slow_phases[p] - best_phases[p];
+      if (difference > widest_seconds) {
+        widest = p;
+        widest_seconds = difference;
+      }
+    }
+    if (widest >= 0) {
+      reason += ", mostly " + phase_words(static_cast<Phase>(widest)) + " (+" +
+                seconds_text(widest_seconds) + ")";
+    }
+    reason += ".";
+  }
+  return reason;
+}
+
+}  // namespace
+
+Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limit_bytes,
+                         double tie_tolerance) {
+  Recommendation rec;
+  std::vector<int> ok;          // ran and has a median step time
+  std::vector<int> candidates;  // ... and fits the memory limit
+  for (int i = 0; i < static_cast<int>(runs.size()); ++i) {
+    const RunResult& run = runs[i];
+    if (run.status != RunStatus::kOk || !std::isfinite(run.step_seconds.median)) continue;
+    ok.push_back(i);
+    if (memory_limit_bytes <= 0 || run.fits) candidates.push_back(i);
+  }
+  if (candidates.empty()) {
+    rec.reason = no_success_reason(runs, ok, memory_limit_bytes);
+    return rec;
+  }
+
+  int fastest = candidates.front();
+  for (int i : candidates) {
+    if (runs[i].step_seconds.median < runs[fastest].step_seconds.median) fastest = i;
+  }
+  const Summary& f = runs[fastest].step_seconds;
+
+  std::vector<int> ties;
+  for (int i : candidates) {
+    const Summary& s = runs[i].step_seconds;
+    const bool within_tolerance = s.median - f.median <= tie_tolerance * f.median;
+    // NaN bounds (no interval computed) compare false: only the tolerance can make a tie.
+    const bool intervals_overlap = s.ci_low <= f.ci_high && s.ci_high >= f.ci_low;
+    if (within_tolerance || intervals_overlap) ties.push_back(i);
+  }
+
+  // Among ties: lowest peak memory, then the faster, then the earlier in the sweep.
+  int best = ties.front();
+  for (int i : ties) {
+    const RunResult& a = runs[i];
+    const RunResult& b = runs[best];
+    if (a.peak_allocated_bytes < b.peak_allocated_bytes ||
+        (a.peak_allocated_bytes == b.peak_allocated_bytes &&
+         a.step_seconds.median < b.step_seconds.median)) {
+      best = i;
+    }
+  }
+
+  rec.best_index = best;
+  rec.tied_indices = ties;
+  rec.reason = explain(runs, ok, candidates, ties, best, fastest, memory_limit_bytes);
+  return rec;
+}
+
+}  // namespace accumbench

@@ -1,0 +1,548 @@
+// Reporters print a hand-built SweepResult; every line is compared with the expected text. The
+// JSON file must read back exactly what was written, and a bad file must give a plain UserError.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "accumbench/error.hpp"
+#include "accumbench/report.hpp"
+
+namespace accumbench {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+template <class R>
+std::vector<std::string> report_lines(const R& reporter, const SweepResult& result) {
+  std::ostringstream out;
+  reporter.report(result, out);
+  return lines_of(out.str());
+}
+
+// Line by line, so a failure names the line that differs.
+void expect_lines(const std::vector<std::string>& actual,
+                  const std::vector<std::string>& expected) {
+  for (std::size_t i = 0; i < std::max(actual.size(), expected.size()); ++i) {
+    EXPECT_EQ(i < actual.size() ? actual[i] : "<missing>",
+              i < expected.size() ? expected[i] : "<extra>")
+        << "line " << i;
+  }
+}
+
+RunResult ok_run(int64_t micro, int64_t accum) {
+  RunResult run;
+  run.config.micro_batch = micro;
+  run.config.accum_steps = accum;
+  run.config.precision = "bf16";
+  return run;
+}
+
+// Three splits on an H200: the fast one, a slow checkpointed one, one that ran out of memory.
+SweepResult sample_result() {
+  SweepResult result;
+  SweepContext& c = result.context;
+  c.date = "2025-01-01T00:00:00Z";
+  c.host = "testhost";
+  c.device = "cuda:0";
+  c.device_name = "NVIDIA H200";
+  c.device_memory_bytes = 150754820096;
+  c.driver = "driver 580.65, CUDA 13.0";
+  c.libtorch_version = "2.11.0";
+  c.build_type = "Release";
+  c.git_commit = "abc123def456";
+  c.threads = 16;
+  c.model = "gpt2-124m";
+  c.parameters = 124439808;
+  c.seq_len = 1024;
+  c.batch = 64;
+  c.flops_per_token = 859885056.0;
+  c.peak_tflops = 989.4;
+  c.options = {{"seq-len", "1024"}, {"batch", "64"}, {"model", "gpt2-124m"}};
+
+  RunResult fast = ok_run(8, 8);
+  fast.step_seconds = {0.191, 0.189, 0.1915, 0.0012, 0.00627, 0.189, 0.193, 10};
+  fast.phase_median_seconds = {0.0012, 0.0021, 0.0453, 0.0987, 0.0301, 0.0137};
+  fast.device_median_seconds = {0.0010, 0.0020, 0.0500, 0.1000, 0.0290, kNaN};
+  fast.device_busy_fraction = 0.93;
+  fast.tokens_per_step = 65536;
+  fast.tokens_per_second = 343120.4;
+  fast.samples_per_second = 335.08;
+  fast.achieved_tflops = 295.0;
+  fast.mfu = 0.298;
+  fast.peak_allocated_bytes = 5583457484;  // 5.20 GiB
+  fast.peak_reserved_bytes = 6 * kGiB;
+  fast.predicted_peak_bytes = 5 * kGiB;
+
+  RunResult slow = ok_run(1, 64);
+  slow.config.activation_checkpointing = "blocks";
+  slow.step_seconds = {0.402, 0.397, 0.403, 0.004, 0.00993, 0.398, 0.410, 10};
+  slow.phase_median_seconds = {0.0011, 0.0020, 0.1205, 0.2610, 0.0099, 0.0075};
+  slow.device_median_seconds = {0.0010, 0.0019, 0.0600, 0.1200, 0.0090, kNaN};
+  slow.device_busy_fraction = 0.48;
+  slow.tokens_per_step = 65536;
+  slow.tokens_per_second = 163024;
+  slow.samples_per_second = 159.2;
+  slow.achieved_tflops = 140.2;
+  slow.mfu = 0.141;
+  slow.peak_allocated_bytes = 3 * kGiB;
+  slow.peak_reserved_bytes = 3 * kGiB;
+
+  RunResult oom = ok_run(64, 1);
+  oom.config.optimizer_in_backward = true;
+  oom.status = RunStatus::kOutOfMemory;
+  oom.error = "CUDA out of memory. Tried to allocate 2.00 GiB";
+  oom.predicted_peak_bytes = 150 * kGiB;
+  oom.fits = false;
+
+  result.runs = {fast, slow, oom};
+  result.recommendation.best_index = 0;
+  result.recommendation.tied_indices = {0};
+  result.recommendation.reason = "8\u00d78 is fastest.";
+  return result;
+}
+
+const char* const kContextLine =
+    "model gpt2-124m, 124,439,808 parameters, T=1024, batch 64, device NVIDIA H200 (cuda:0), "
+    "precision bf16";
+
+// ---- console ---------------------------------------------------------------------------------
+
+TEST(ConsoleReporter, TableAndRecommendation) {
+  // Each row is split after the "opt ms" column to fit the line.
+  expect_lines(report_lines(ConsoleReporter(), sample_result()), {
+      kContextLine,
+      "",
+      "split             step s  data ms  h2d ms  fwd ms  bwd ms  opt ms"
+      "  other ms  tokens/s     MFU      peak   predicted  fits  vs best  status",
+      "8\u00d78        0.191 \u00b1 0.002      1.2     2.1    45.3    98.7    30.1"
+      "      13.7   343,120  29.8 %  5.20 GiB    5.00 GiB  yes     1.00\u00d7  ok",
+      "1\u00d764 ckpt  0.402 \u00b1 0.006      1.1     2.0   120.5   261.0     9.9"
+      "       7.5   163,024  14.1 %  3.00 GiB           -  yes     2.10\u00d7  ok",
+      "64\u00d71 oib               -        -       -       -       -       -"
+      "         -         -       -         -  150.00 GiB  no          -"
+      "  oom: CUDA out of memory. Tried to allocate 2.00 GiB",
+      "",
+      "Recommendation: 8\u00d78 \u2014 8\u00d78 is fastest.",
+  });
+}
+
+TEST(ConsoleReporter, ColumnsThatWouldBeEmptyAreLeftOut) {
+  SweepResult result = sample_result();
+  result.runs.pop_back();  // no failure: no status column
+  for (RunResult& run : result.runs) {
+    run.phase_median_seconds[1] = 0.0;  // no host-to-device copies (CPU)
+    run.predicted_peak_bytes = -1;      // no plan
+    run.step_seconds.ci_low = run.step_seconds.ci_high = kNaN;  // spread falls back to stddev
+  }
+  const std::vector<std::string> lines = report_lines(ConsoleReporter(), result);
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_EQ(lines[2],
+            "split             step s  data ms  fwd ms  bwd ms  opt ms"
+            "  other ms  tokens/s     MFU      peak  fits  vs best");
+  EXPECT_EQ(lines[3],
+            "8\u00d78        0.191 \u00b1 0.001      1.2    45.3    98.7    30.1"
+            "      13.7   343,120  29.8 %  5.20 GiB  yes     1.00\u00d7");
+}
+
+TEST(ConsoleReporter, ColourMarksTheBestRowGreenAndFailuresRed) {
+  const std::vector<std::string> lines =
+      report_lines(ConsoleReporter({/*color=*/true}), sample_result());
+  ASSERT_GE(lines.size(), 6u);
+  EXPECT_EQ(lines[2].find('\x1b'), std::string::npos);  // header plain
+  EXPECT_EQ(lines[3].rfind("\x1b[32m8\u00d78 ", 0), 0u);
+  EXPECT_EQ(lines[3].substr(lines[3].size() - 4), "\x1b[0m");
+  EXPECT_EQ(lines[4].find('\x1b'), std::string::npos);  // an ordinary run stays plain
+  EXPECT_EQ(lines[5].rfind("\x1b[31m64\u00d71 oib", 0), 0u);
+  // Without colour there is no escape anywhere.
+  std::ostringstream plain;
+  ConsoleReporter().report(sample_result(), plain);
+  EXPECT_EQ(plain.str().find('\x1b'), std::string::npos);
+}
+
+TEST(ConsoleReporter, NoRecommendation) {
+  SweepResult result = sample_result();
+  result.recommendation = {};
+  result.recommendation.reason = "No split ran successfully: 3 ran out of memory.";
+  const std::vector<std::string> lines = report_lines(ConsoleReporter(), result);
+  EXPECT_EQ(lines.back(),
+            "Recommendation: none \u2014 No split ran successfully: 3 ran out of memory.");
+  EXPECT_NE(lines[3].find("  -  ok"), std::string::npos);  // no "vs best" without a best
+}
+
+// ---- CSV -------------------------------------------------------------------------------------
+
+TEST(CsvReporter, HeaderAndOneLinePerRun) {
+  expect_lines(report_lines(CsvReporter(), sample_result()), {
+      "label,micro_batch,accum_steps,precision,activation_checkpointing,optimizer_in_backward,"
+      "cuda_graphs,status,steps,step_seconds_median,step_seconds_min,step_seconds_mean,"
+      "step_seconds_stddev,step_seconds_cv,step_seconds_ci_low,step_seconds_ci_high,data_seconds,"
+      "h2d_seconds,forward_seconds,backward_seconds,optimizer_seconds,other_seconds,"
+      "device_busy_fraction,tokens_per_second,samples_per_second,achieved_tflops,mfu,"
+      "peak_allocated_bytes,peak_reserved_bytes,predicted_peak_bytes,fits,error",
+      "8\u00d78,8,8,bf16,none,false,false,ok,10,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
+      "0.0012,0.0021,0.0453,0.0987,0.0301,0.0137,0.93,343120.4,335.08,295,0.298,5583457484,"
+      "6442450944,5368709120,true,",
+      "1\u00d764 ckpt,1,64,bf16,blocks,false,false,ok,10,0.402,0.397,0.403,0.004,0.00993,0.398,"
+      "0.41,0.0011,0.002,0.1205,0.261,0.0099,0.0075,0.48,163024,159.2,140.2,0.141,3221225472,"
+      "3221225472,-1,true,",
+      // A failed run has no measurements: empty fields, not zeros.
+      "64\u00d71 oib,64,1,bf16,none,true,false,oom,,,,,,,,,,,,,,,,,,,,0,0,161061273600,false,"
+      "CUDA out of memory. Tried to allocate 2.00 GiB",
+  });
+}
+
+TEST(CsvReporter, QuotesFieldsWithCommasAndQuotesPerRfc4180) {
+  SweepResult result = sample_result();
+  result.runs[2].status = RunStatus::kError;
+  result.runs[2].error = "bad value \"x\", giving up";
+  const std::vector<std::string> lines = report_lines(CsvReporter(), result);
+  ASSERT_EQ(lines.size(), 4u);
+  const std::string expected_tail = ",false,\"bad value \"\"x\"\", giving up\"";
+  EXPECT_EQ(lines[3].substr(lines[3].size() - expected_tail.size()), expected_tail);
+}
+
+// ---- Markdown --------------------------------------------------------------------------------
+
+TEST(MarkdownReporter, ShowsOnlyColumnsThatVary) {
+  expect_lines(report_lines(MarkdownReporter(), sample_result()), {
+      kContextLine,
+      "",
+      "| split | step s | tokens/s | MFU | peak | predicted | fits | status |",
+      "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+      "| 8\u00d78 | 0.191 \u00b1 0.002 | 343,120 | 29.8 % | 5.20 GiB | 5.00 GiB | yes | ok |",
+      "| 1\u00d764 ckpt | 0.402 \u00b1 0.006 | 163,024 | 14.1 % | 3.00 GiB | - | yes | ok |",
+      "| 64\u00d71 oib | - | - | - | - | 150.00 GiB | no | oom: CUDA out of memory. Tried to "
+      "allocate 2.00 GiB |",
+      "",
+      "**Recommendation:** 8\u00d78 \u2014 8\u00d78 is fastest.",
+  });
+}
+
+TEST(MarkdownReporter, MinimalTableWhenNothingVaries) {
+  SweepResult result = sample_result();
+  result.runs.pop_back();
+  for (RunResult& run : result.runs) {
+    run.mfu = kNaN;
+    run.predicted_peak_bytes = -1;
+  }
+  result.runs[1].config.precision = "fp32";  // now precision varies and gets a column
+  result.runs[1].error = "a|b";              // a pipe would split the cell; never shown here
+  const std::vector<std::string> lines = report_lines(MarkdownReporter(), result);
+  ASSERT_GE(lines.size(), 6u);
+  EXPECT_EQ(lines[0],
+            "model gpt2-124m, 124,439,808 parameters, T=1024, batch 64, device NVIDIA H200 "
+            "(cuda:0), precision bf16/fp32");
+  EXPECT_EQ(lines[2], "| split | precision | step s | tokens/s | peak |");
+  EXPECT_EQ(lines[3], "| --- | --- | ---: | ---: | ---: |");
+  EXPECT_EQ(lines[5], "| 1\u00d764 ckpt | fp32 | 0.402 \u00b1 0.006 | 163,024 | 3.00 GiB |");
+
+  result.runs[1].config.precision = "bf16";
+  EXPECT_EQ(report_lines(MarkdownReporter(), result)[2], "| split | step s | tokens/s | peak |");
+}
+
+TEST(MarkdownReporter, EscapesPipes) {
+  SweepResult result = sample_result();
+  result.runs[2].error = "a|b";
+  const std::vector<std::string> lines = report_lines(MarkdownReporter(), result);
+  EXPECT_EQ(lines[6], "| 64\u00d71 oib | - | - | - | - | 150.00 GiB | no | oom: a\\|b |");
+}
+
+// ---- compare ---------------------------------------------------------------------------------
+
+TEST(PrintComparison, MatchedByKeyUnmatchedShownWithDash) {
+  const SweepResult a = sample_result();
+  SweepResult b = sample_result();
+  b.context.device_name = "NVIDIA A100-SXM4-80GB";
+  b.context.git_commit = "";
+  b.runs[0].step_seconds.median = 0.382;
+  b.runs[0].peak_allocated_bytes = 2 * a.runs[0].peak_allocated_bytes;
+  RunResult only_b = ok_run(2, 32);
+  only_b.step_seconds.median = 0.25;
+  only_b.peak_allocated_bytes = 4 * kGiB;
+  b.runs = {b.runs[0], b.runs[2], only_b};  // 1×64 ckpt only in A, 2×32 only in B
+
+  std::ostringstream out;
+  print_comparison(a, b, out);
+  expect_lines(lines_of(out.str()), {
+      "A: NVIDIA H200, model gpt2-124m, T=1024, batch 64, commit abc123def456, "
+      "2025-01-01T00:00:00Z",
+      "B: NVIDIA A100-SXM4-80GB, model gpt2-124m, T=1024, batch 64, 2025-01-01T00:00:00Z",
+      "",
+      "split      A step s  B step s    B/A    A peak     B peak    B/A",
+      "8\u00d78           0.191     0.382  2.00\u00d7  5.20 GiB  10.40 GiB  2.00\u00d7",
+      "1\u00d764 ckpt     0.402         -      -  3.00 GiB          -      -",
+      "64\u00d71 oib        oom       oom      -         -          -      -",
+      "2\u00d732              -     0.250      -         -   4.00 GiB      -",
+  });
+}
+
+TEST(PrintComparison, MixedPrecisionsShowTheFullKey) {
+  SweepResult a = sample_result();
+  SweepResult b = sample_result();
+  b.runs[0].config.precision = "fp32";
+  std::ostringstream out;
+  print_comparison(a, b, out);
+  const std::vector<std::string> lines = lines_of(out.str());
+  ASSERT_GE(lines.size(), 8u);
+  EXPECT_EQ(lines[4].rfind("8\u00d78/bf16 ", 0), 0u);
+  EXPECT_EQ(lines[7].rfind("8\u00d78/fp32 ", 0), 0u);
+}
+
+// ---- JSON ------------------------------------------------------------------------------------
+
+// Every field set, NaN in several places, every status, non-alphabetical options.
+SweepResult populated_result() {
+  SweepResult result = sample_result();
+  result.context.memory_limit_bytes = 16 * kGiB;
+
+  RunResult& fast = result.runs[0];
+  fast.config.cuda_graphs = true;
+  fast.peak_breakdown = {497758208, 497758208, 995516416, 3500000000, 123456789};
+  StepSample s1;
+  s1.step_seconds = 0.1 + 0.2;  // 0.30000000000000004: the shortest text must read back exactly
+  s1.host_seconds = {0.001, 0.002, 0.05, 0.1, 0.03, 0.0137};
+  s1.device_seconds = {0.0009, 0.0019, 0.049, 0.099, kNaN, kNaN};
+  s1.loss = 10.987654321;
+  s1.tokens = 65536;
+  s1.peak_allocated_bytes = 5583457484;
+  StepSample s2 = s1;
+  s2.step_seconds = 1.0 / 3.0;
+  s2.skipped = true;
+  s2.loss = kNaN;
+  fast.steps = {s1, s2};
+  fast.timeline = {{0, Phase::kForward, 0.0, 0.05, 1000, 2000, 2500},
+                   {-1, Phase::kOptimizer, 0.25, 0.03, 2000, 1000, 3000}};
+
+  RunResult predicted = ok_run(32, 2);
+  predicted.status = RunStatus::kPredictedOutOfMemory;
+  predicted.predicted_peak_bytes = 80 * kGiB;
+  predicted.fits = false;
+  RunResult error = ok_run(16, 4);
+  error.status = RunStatus::kError;
+  error.error = "quote \" backslash \\ newline \n tab \t \u00d7";
+  result.runs.push_back(predicted);
+  result.runs.push_back(error);
+  result.recommendation = {0, {0, 1}, "tied \u00d7 reason"};
+  return result;
+}
+
+TEST(Json, RoundTripIsLossless) {
+  const SweepResult original = populated_result();
+  const std::string text = to_json(original);
+  const SweepResult back = sweep_result_from_json(text, "test.json");
+  EXPECT_EQ(to_json(back), text);
+
+  // The re-serialized text would hide a field both directions forgot; check values directly.
+  EXPECT_EQ(back.context.options, original.context.options);
+  EXPECT_EQ(back.context.memory_limit_bytes, 16 * kGiB);
+  EXPECT_EQ(back.context.peak_tflops, 989.4);
+  ASSERT_EQ(back.runs.size(), 5u);
+  const RunResult& fast = back.runs[0];
+  EXPECT_TRUE(fast.config.cuda_graphs);
+  EXPECT_EQ(fast.config.key(), "8\u00d78 graphs/bf16");
+  EXPECT_EQ(fast.steps[0].step_seconds, 0.1 + 0.2);
+  EXPECT_EQ(fast.steps[1].step_seconds, 1.0 / 3.0);
+  EXPECT_TRUE(fast.steps[1].skipped);
+  EXPECT_TRUE(std::isnan(fast.steps[1].loss));
+  EXPECT_TRUE(std::isnan(fast.steps[0].device_seconds[4]));
+  EXPECT_EQ(fast.steps[0].device_seconds[3], 0.099);
+  EXPECT_EQ(fast.steps[0].loss, 10.987654321);
+  EXPECT_TRUE(std::isnan(fast.device_median_seconds[5]));
+  EXPECT_EQ(fast.peak_breakdown.activations_bytes, 3500000000);
+  EXPECT_EQ(fast.peak_breakdown.slack_bytes, 123456789);
+  EXPECT_EQ(fast.step_seconds.count, 10);
+  ASSERT_EQ(fast.timeline.size(), 2u);
+  EXPECT_EQ(fast.timeline[1].micro_step, -1);
+  EXPECT_EQ(fast.timeline[1].phase, Phase::kOptimizer);
+  EXPECT_EQ(fast.timeline[0].peak_bytes, 2500);
+  EXPECT_EQ(back.runs[1].config.activation_checkpointing, "blocks");
+  EXPECT_EQ(back.runs[2].status, RunStatus::kOutOfMemory);
+  EXPECT_EQ(back.runs[3].status, RunStatus::kPredictedOutOfMemory);
+  EXPECT_EQ(back.runs[3].predicted_peak_bytes, 80 * kGiB);
+  EXPECT_FALSE(back.runs[3].fits);
+  EXPECT_EQ(back.runs[4].status, RunStatus::kError);
+  EXPECT_EQ(back.runs[4].error, original.runs[4].error);
+  EXPECT_TRUE(std::isnan(back.runs[4].step_seconds.median));
+  EXPECT_EQ(back.recommendation.tied_indices, std::vector<int>({0, 1}));
+  EXPECT_EQ(back.recommendation.reason, "tied \u00d7 reason");
+}
+
+TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
+  const std::string text = to_json(populated_result());
+  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 1,\n  \"context\": {\n", 0), 0u);
+  EXPECT_NE(text.find("\"options\": [\n      [\n        \"seq-len\",\n        \"1024\"\n      ],"),
+            std::string::npos);
+  EXPECT_NE(text.find("\"loss\": null"), std::string::npos);
+  EXPECT_NE(text.find("\"phase\": \"optimizer\""), std::string::npos);
+  EXPECT_NE(text.find("\"status\": \"predicted-oom\""), std::string::npos);
+  EXPECT_NE(text.find("\"host_seconds\": {\n            \"data\": 0.001,"), std::string::npos);
+  EXPECT_EQ(text.find("NaN"), std::string::npos);
+  EXPECT_EQ(text.find("nan"), std::string::npos);
+}
+
+std::string user_error_of(const std::string& json_text) {
+  try {
+    sweep_result_from_json(json_text, "sweep.json");
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "<no UserError>";
+}
+
+TEST(Json, BrokenJsonIsAUserErrorNamingTheFile) {
+  const std::string message = user_error_of("{\"json_schema_version\": 1, \"context\": ");
+  EXPECT_EQ(message.rfind("sweep.json is not valid JSON (", 0), 0u) << message;
+  const std::string tail = "); pass a file written by `accumbench sweep --json`";
+  EXPECT_EQ(message.substr(message.size() - tail.size()), tail) << message;
+}
+
+TEST(Json, MissingOrWrongSchemaVersion) {
+  EXPECT_EQ(user_error_of("{}"),
+            "sweep.json has no json_schema_version, so it is not an accumbench result; pass a "
+            "file written by `accumbench sweep --json`");
+  EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
+  EXPECT_EQ(user_error_of("{\"json_schema_version\": 2}"),
+            "sweep.json has json_schema_version 2 but this accumbench reads version 1; rerun the "
+            "sweep with this build or read it with the build that wrote it");
+  EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
+            std::string("sweep.json has ").size());
+}
+
+TEST(Json, MissingFieldOrWrongTypeNamesThePlace) {
+  nlohmann::json doc = nlohmann::json::parse(to_json(populated_result()));
+  doc["runs"][0]["steps"][1].erase("loss");
+  EXPECT_EQ(user_error_of(doc.dump()),
+            "sweep.json: runs[0].steps[1] has no field \"loss\"; the file is damaged or was "
+            "edited, so rerun the sweep to write it again");
+
+  doc = nlohmann::json::parse(to_json(populated_result()));
+  doc["runs"] = nlohmann::json::object();
+  EXPECT_EQ(user_error_of(doc.dump()),
+            "sweep.json: runs is object, expected an array; the file is damaged or was edited, "
+            "so rerun the sweep to write it again");
+
+  doc = nlohmann::json::parse(to_json(populated_result()));
+  doc["runs"][2]["status"] = "exploded";
+  EXPECT_NE(user_error_of(doc.dump()).find("runs[2].status is \"exploded\", not a run status"),
+            std::string::npos);
+
+  doc = nlohmann::json::parse(to_json(populated_result()));
+  doc.erase("recommendation");
+  EXPECT_NE(user_error_of(doc.dump()).find("sweep.json: the top level has no field "
+                                           "\"recommendation\""),
+            std::string::npos);
+}
+
+TEST(Json, FileWriteAndLoad) {
+  const std::string path = ::testing::TempDir() + "accumbench_test_sweep.json";
+  write_file_atomically(path, to_json(populated_result()));
+  std::ifstream tmp(path + ".tmp");
+  EXPECT_FALSE(tmp.good());  // the temporary was renamed away
+  const SweepResult back = load_sweep_result(path);
+  EXPECT_EQ(to_json(back), to_json(populated_result()));
+  std::remove(path.c_str());
+
+  EXPECT_THROW(load_sweep_result(path), UserError);
+  EXPECT_THROW(write_file_atomically("/nonexistent-dir/x/sweep.json", "{}"), UserError);
+}
+
+TEST(Json, InvalidUtf8InAnErrorMessageIsReplacedNotFatal) {
+  SweepResult result = sample_result();
+  result.runs[2].error = "bad \xff byte";
+  std::string text;
+  ASSERT_NO_THROW(text = to_json(result));
+  EXPECT_NE(text.find("\"error\": \"bad \xEF\xBF\xBD byte\""), std::string::npos);  // U+FFFD
+}
+
+TEST(JsonReporter, PrintsToJson) {
+  std::ostringstream out;
+  JsonReporter().report(sample_result(), out);
+  EXPECT_EQ(out.str(), to_json(sample_result()));
+}
+
+// ---- bytes -----------------------------------------------------------------------------------
+
+TEST(FormatBytes, BinaryUnits) {
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(1023), "1023 B");
+  EXPECT_EQ(format_bytes(1024), "1.0 KiB");
+  EXPECT_EQ(format_bytes(536870912), "512.0 MiB");
+  EXPECT_EQ(format_bytes(3200000000), "2.98 GiB");
+  EXPECT_EQ(format_bytes(16 * kGiB), "16.00 GiB");
+  EXPECT_EQ(format_bytes(2048 * kGiB), "2.00 TiB");
+  EXPECT_EQ(format_bytes(-kGiB), "-1.00 GiB");
+}
+
+TEST(ParseBytes, AcceptedForms) {
+  EXPECT_EQ(parse_bytes("16GiB"), 17179869184);
+  EXPECT_EQ(parse_bytes("16 GiB"), 17179869184);
+  EXPECT_EQ(parse_bytes("16gib"), 17179869184);
+  EXPECT_EQ(parse_bytes("512MiB"), 536870912);
+  EXPECT_EQ(parse_bytes("16GB"), 16000000000);
+  EXPECT_EQ(parse_bytes("1.5G"), 1610612736);
+  EXPECT_EQ(parse_bytes("4096"), 4096);
+  EXPECT_EQ(parse_bytes("4096 B"), 4096);
+  EXPECT_EQ(parse_bytes(" 2 KiB "), 2048);
+  EXPECT_EQ(parse_bytes("1TB"), 1000000000000);
+  EXPECT_EQ(parse_bytes(".5K"), 512);
+}
+
+TEST(ParseBytes, RejectsEverythingElseWithTheAcceptedForms) {
+  for (const char* bad : {"", "GiB", "-1GiB", "16 XB", "1e3", "16GiBs", "1.2.3", "0x10",
+                          "99999999999TiB"}) {
+    EXPECT_THROW(parse_bytes(bad), UserError) << bad;
+  }
+  try {
+    parse_bytes("16 XB");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(),
+                 "cannot read '16 XB' as a byte count; write a number with an optional unit, "
+                 "e.g. 16GiB, 512MiB, 1.5G (1024-based), 16GB (1000-based) or 17179869184 "
+                 "(bytes)");
+  }
+}
+
+TEST(SplitConfig, LabelAndKey) {
+  SplitConfig c;
+  c.micro_batch = 8;
+  c.accum_steps = 8;
+  EXPECT_EQ(c.label(), "8\u00d78");
+  EXPECT_EQ(c.key(), "8\u00d78/fp32");
+  c.activation_checkpointing = "blocks";
+  c.optimizer_in_backward = true;
+  c.cuda_graphs = true;
+  c.precision = "bf16";
+  EXPECT_EQ(c.label(), "8\u00d78 ckpt oib graphs");
+  EXPECT_EQ(c.key(), "8\u00d78 ckpt oib graphs/bf16");
+}
+
+TEST(RunStatusNames, BothWays) {
+  for (RunStatus s : {RunStatus::kOk, RunStatus::kOutOfMemory, RunStatus::kPredictedOutOfMemory,
+                      RunStatus::kError}) {
+    EXPECT_EQ(run_status_from_name(run_status_name(s)), s);
+  }
+  EXPECT_STREQ(run_status_name(RunStatus::kPredictedOutOfMemory), "predicted-oom");
+  EXPECT_THROW(run_status_from_name("OOM"), UserError);
+  EXPECT_STREQ(phase_name(Phase::kH2D), "h2d");
+  EXPECT_STREQ(phase_name(Phase::kOther), "other");
+}
+
+}  // namespace
+}  // namespace accumbench

@@ -1,0 +1,351 @@
+// Statistics are exact on small vectors; the recommendation is checked on hand-built runs whose
+// numbers make the expected choice and reason obvious.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "accumbench/model_config.hpp"
+#include "accumbench/statistics.hpp"
+#include "accumbench/throughput.hpp"
+
+namespace accumbench {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+// ---- named statistics ------------------------------------------------------------------------
+
+TEST(Median, OddSizeIsTheMiddleValue) {
+  EXPECT_EQ(median({3, 1, 2}), 2.0);
+  EXPECT_EQ(median({5}), 5.0);
+}
+
+TEST(Median, EvenSizeIsTheMeanOfTheTwoMiddleValues) {
+  EXPECT_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_EQ(median({0.2, 0.1}), 0.15000000000000002);  // (0.1 + 0.2) / 2 in binary
+}
+
+TEST(Median, EmptyOrNotMeasuredIsNaN) {
+  EXPECT_TRUE(std::isnan(median({})));
+  EXPECT_TRUE(std::isnan(median({1.0, kNaN, 3.0})));
+}
+
+TEST(Minimum, SmallestValue) {
+  EXPECT_EQ(minimum({3, 1, 2}), 1.0);
+  EXPECT_EQ(minimum({-0.5, 7}), -0.5);
+  EXPECT_TRUE(std::isnan(minimum({})));
+}
+
+TEST(Mean, ArithmeticMean) {
+  EXPECT_EQ(mean({2, 4, 4, 4, 5, 5, 7, 9}), 5.0);
+  EXPECT_EQ(mean({1, 2}), 1.5);
+  EXPECT_TRUE(std::isnan(mean({})));
+}
+
+TEST(Stddev, SampleStandardDeviationDividesByNMinusOne) {
+  // Squared deviations from 5 sum to 32; 32 / 7 (n - 1), not 32 / 8 (which would give exactly 2).
+  EXPECT_DOUBLE_EQ(stddev({2, 4, 4, 4, 5, 5, 7, 9}), 2.138089935299395);
+  EXPECT_EQ(stddev({1, 3}), std::sqrt(2.0));
+}
+
+TEST(Stddev, SingleValueIsZeroEmptyIsNaN) {
+  EXPECT_EQ(stddev({0.25}), 0.0);
+  EXPECT_TRUE(std::isnan(stddev({})));
+}
+
+TEST(Cv, StddevOverMean) {
+  EXPECT_DOUBLE_EQ(cv({2, 4, 4, 4, 5, 5, 7, 9}), 2.138089935299395 / 5.0);
+  EXPECT_EQ(cv({3, 3, 3}), 0.0);
+  EXPECT_TRUE(std::isnan(cv({0, 0})));
+  EXPECT_TRUE(std::isnan(cv({})));
+}
+
+// ---- bootstrap interval ----------------------------------------------------------------------
+
+const std::vector<double> kSteps = {0.105, 0.101, 0.099, 0.110, 0.102, 0.098, 0.103, 0.100};
+
+TEST(Bootstrap, KnownValuesForTheDefaultSeed) {
+  // Reference values from an independent Python implementation of the same splitmix64 draws
+  // (index = next() % n) and order-statistic percentiles: the interval is the same everywhere.
+  const auto [low, high] = bootstrap_median_interval(kSteps);
+  EXPECT_EQ(low, 0.099);
+  EXPECT_EQ(high, 0.105);
+  const auto [low90, high90] = bootstrap_median_interval(kSteps, 0.90, 500, /*seed=*/1);
+  EXPECT_EQ(low90, 0.0995);
+  EXPECT_EQ(high90, 0.104);
+}
+
+TEST(Bootstrap, ReproducibleAndBracketsTheMedian) {
+  const auto first = bootstrap_median_interval(kSteps);
+  const auto second = bootstrap_median_interval(kSteps);
+  EXPECT_EQ(first, second);
+  const double m = median(kSteps);  // 0.1015
+  EXPECT_LE(first.first, m);
+  EXPECT_GE(first.second, m);
+  EXPECT_GE(first.first, minimum(kSteps));
+  EXPECT_LE(first.second, 0.110);
+  EXPECT_LT(first.first, first.second);  // eight different values: the interval has a width
+}
+
+TEST(Bootstrap, DegenerateInputs) {
+  EXPECT_EQ(bootstrap_median_interval({0.5}), std::make_pair(0.5, 0.5));
+  EXPECT_EQ(bootstrap_median_interval({2, 2, 2}), std::make_pair(2.0, 2.0));
+  const auto empty = bootstrap_median_interval({});
+  EXPECT_TRUE(std::isnan(empty.first));
+  EXPECT_TRUE(std::isnan(empty.second));
+}
+
+TEST(Summarize, AllFieldsFromOneSeries) {
+  const Summary s = summarize({2, 4, 4, 4, 5, 5, 7, 9});
+  EXPECT_EQ(s.median, 4.5);
+  EXPECT_EQ(s.min, 2.0);
+  EXPECT_EQ(s.mean, 5.0);
+  EXPECT_DOUBLE_EQ(s.stddev, 2.138089935299395);
+  EXPECT_DOUBLE_EQ(s.cv, 2.138089935299395 / 5.0);
+  EXPECT_LE(s.ci_low, 4.5);
+  EXPECT_GE(s.ci_high, 4.5);
+  EXPECT_EQ(s.count, 8);
+}
+
+// ---- finalize_run ----------------------------------------------------------------------------
+
+StepSample step(double seconds, PhaseSeconds host, int64_t tokens, int64_t peak_bytes) {
+  StepSample s;
+  s.step_seconds = seconds;
+  s.host_seconds = host;
+  s.device_seconds.fill(kNaN);  // CPU: no device timeline
+  s.tokens = tokens;
+  s.peak_allocated_bytes = peak_bytes;
+  return s;
+}
+
+RunResult cpu_run() {
+  RunResult run;
+  run.config.micro_batch = 2;
+  run.config.accum_steps = 4;
+  //                    data   h2d  forward backward optimizer other
+  run.steps.push_back(step(0.30, {0.01, 0.0, 0.06, 0.12, 0.02, 0.09}, 4096, 100));
+  run.steps.push_back(step(0.20, {0.03, 0.0, 0.04, 0.10, 0.02, 0.01}, 4000, 300));
+  run.steps.push_back(step(0.25, {0.02, 0.0, 0.05, 0.14, 0.02, 0.02}, 4096, 200));
+  return run;
+}
+
+TEST(FinalizeRun, DerivedNumbersOnCpu) {
+  RunResult run = cpu_run();
+  finalize_run(run, /*flops_per_token=*/1e9, /*peak_tflops=*/kNaN);
+  EXPECT_EQ(run.step_seconds.median, 0.25);
+  EXPECT_EQ(run.step_seconds.min, 0.20);
+  EXPECT_EQ(run.step_seconds.count, 3);
+  EXPECT_EQ(run.phase_median_seconds[0], 0.02);
+  EXPECT_EQ(run.phase_median_seconds[2], 0.05);
+  EXPECT_EQ(run.phase_median_seconds[3], 0.12);
+  EXPECT_EQ(run.phase_median_seconds[5], 0.02);
+  EXPECT_TRUE(std::isnan(run.device_median_seconds[2]));
+  EXPECT_TRUE(std::isnan(run.device_busy_fraction));
+  EXPECT_EQ(run.tokens_per_step, 4096);
+  EXPECT_EQ(run.tokens_per_second, 16384.0);   // 4096 / 0.25
+  EXPECT_EQ(run.samples_per_second, 32.0);     // 2 × 4 / 0.25
+  EXPECT_EQ(run.achieved_tflops, 16.384);      // 1e9 · 4096 / 0.25 / 1e12
+  EXPECT_TRUE(std::isnan(run.mfu));            // CPU: no peak, no MFU
+  EXPECT_EQ(run.peak_allocated_bytes, 300);
+}
+
+TEST(FinalizeRun, DeviceBusyFractionAndMfuOnCuda) {
+  RunResult run = cpu_run();
+  for (StepSample& s : run.steps) s.device_seconds = {0.01, 0.0, 0.05, 0.10, 0.02, 0.5};
+  run.peak_allocated_bytes = 500;  // already larger (set by the runner): kept
+  finalize_run(run, 1e9, /*peak_tflops=*/100.0);
+  // kOther (0.5) is not device work: (0.01 + 0 + 0.05 + 0.10 + 0.02) / 0.25.
+  EXPECT_DOUBLE_EQ(run.device_busy_fraction, 0.72);
+  EXPECT_EQ(run.device_median_seconds[3], 0.10);
+  EXPECT_DOUBLE_EQ(run.mfu, 0.16384);
+  EXPECT_EQ(run.peak_allocated_bytes, 500);
+}
+
+TEST(FinalizeRun, FailedRunsAreLeftAlone) {
+  RunResult run = cpu_run();
+  run.status = RunStatus::kOutOfMemory;
+  finalize_run(run, 1e9, 100.0);
+  EXPECT_TRUE(std::isnan(run.step_seconds.median));
+  EXPECT_EQ(run.tokens_per_second, 0.0);
+  EXPECT_EQ(run.peak_allocated_bytes, 0);
+}
+
+// ---- recommend -------------------------------------------------------------------------------
+
+// A run as finalize_run would leave it, with only what recommend reads.
+RunResult timed(int64_t micro, int64_t accum, double median_seconds, double ci_low,
+                double ci_high, int64_t peak_bytes) {
+  RunResult run;
+  run.config.micro_batch = micro;
+  run.config.accum_steps = accum;
+  run.step_seconds.median = median_seconds;
+  run.step_seconds.ci_low = ci_low;
+  run.step_seconds.ci_high = ci_high;
+  run.peak_allocated_bytes = peak_bytes;
+  run.tokens_per_second = 65536 / median_seconds;
+  run.phase_median_seconds.fill(0.0);
+  run.device_median_seconds.fill(kNaN);
+  return run;
+}
+
+RunResult failed(int64_t micro, int64_t accum, RunStatus status, std::string error) {
+  RunResult run;
+  run.config.micro_batch = micro;
+  run.config.accum_steps = accum;
+  run.status = status;
+  run.error = std::move(error);
+  return run;
+}
+
+// 8×8 is device-bound and fast; 1×64 is host-bound and slow, the difference in backward.
+std::vector<RunResult> gpu_like_runs() {
+  RunResult fast = timed(8, 8, 0.191, 0.190, 0.192, 5 * kGiB);
+  fast.phase_median_seconds = {0.001, 0.001, 0.02, 0.04, 0.008, 0.121};
+  fast.device_median_seconds = {0.001, 0.001, 0.06, 0.12, 0.008, kNaN};
+  fast.device_busy_fraction = 0.99;
+  RunResult slow = timed(1, 64, 0.400, 0.39, 0.41, 3 * kGiB);
+  slow.phase_median_seconds = {0.001, 0.001, 0.12, 0.26, 0.008, 0.010};
+  slow.device_median_seconds = {0.001, 0.001, 0.03, 0.05, 0.008, kNaN};
+  slow.device_busy_fraction = 0.23;
+  return {fast, slow, failed(64, 1, RunStatus::kOutOfMemory, "CUDA out of memory")};
+}
+
+TEST(Recommend, FastestWinsAndTheReasonSaysWhy) {
+  const Recommendation r = recommend(gpu_like_runs());
+  EXPECT_EQ(r.best_index, 0);
+  EXPECT_EQ(r.tied_indices, std::vector<int>({0}));
+  EXPECT_EQ(r.reason,
+            "8\u00d78 is fastest at 0.191 s per step (343,120 tokens/s). 1\u00d764 is host-bound "
+            "(device busy 23 % of the step) and 2.1\u00d7 slower, mostly in backward (+0.140 s).");
+}
+
+TEST(Recommend, TieGoesToTheLowerPeakMemory) {
+  std::vector<RunResult> runs = gpu_like_runs();
+  // 4×16: 1.6 % slower, inside the 2 % tolerance, and its interval overlaps the fastest's.
+  runs.push_back(timed(4, 16, 0.194, 0.190, 0.197, 3 * kGiB));
+  runs[3].device_busy_fraction = 0.95;
+  const Recommendation r = recommend(runs);
+  EXPECT_EQ(r.best_index, 3);
+  EXPECT_EQ(r.tied_indices, std::vector<int>({0, 3}));
+  EXPECT_EQ(r.reason.substr(0, r.reason.find(". ") + 1),
+            "4\u00d716 ties with the fastest split 8\u00d78 (0.194 s vs 0.191 s per step, within "
+            "the noise) and is chosen for its lower peak memory (3.00 GiB vs 5.00 GiB).");
+}
+
+TEST(Recommend, TieByOverlappingIntervalsOutsideTheTolerance) {
+  std::vector<RunResult> runs = {timed(8, 8, 1.00, 0.95, 1.06, 5 * kGiB),
+                                 timed(4, 16, 1.05, 1.04, 1.20, 4 * kGiB),   // overlaps: tie
+                                 timed(2, 32, 1.07, 1.065, 1.08, 1 * kGiB)};  // no overlap, > 2 %
+  const Recommendation r = recommend(runs, 0, /*tie_tolerance=*/0.02);
+  EXPECT_EQ(r.best_index, 1);
+  EXPECT_EQ(r.tied_indices, std::vector<int>({0, 1}));
+}
+
+TEST(Recommend, TieByToleranceWhenNoIntervalWasComputed) {
+  std::vector<RunResult> runs = {timed(8, 8, 1.00, kNaN, kNaN, 5 * kGiB),
+                                 timed(4, 16, 1.015, kNaN, kNaN, 4 * kGiB),  // 1.5 %: tie
+                                 timed(2, 32, 1.03, kNaN, kNaN, 1 * kGiB)};  // 3 %: not
+  EXPECT_EQ(recommend(runs, 0, 0.02).best_index, 1);
+  EXPECT_EQ(recommend(runs, 0, 0.05).best_index, 2);  // a wider tolerance makes all three ties
+  EXPECT_EQ(recommend(runs, 0, 0.0).best_index, 0);
+}
+
+TEST(Recommend, FastestTiedSplitThatAlsoUsesLeastMemorySaysSo) {
+  std::vector<RunResult> runs = {timed(8, 8, 0.100, 0.099, 0.101, 2 * kGiB),
+                                 timed(4, 16, 0.1005, 0.0995, 0.102, 3 * kGiB)};
+  const Recommendation r = recommend(runs);
+  EXPECT_EQ(r.best_index, 0);
+  EXPECT_EQ(r.reason,
+            "8\u00d78 is fastest at 0.100 s per step (655,360 tokens/s) and needs the least "
+            "memory (2.00 GiB) of the 2 splits within the noise.");
+}
+
+TEST(Recommend, FailedRunsAreIgnoredEvenWhenTheirNumbersLookFast) {
+  std::vector<RunResult> runs = gpu_like_runs();
+  RunResult broken = timed(2, 32, 0.001, 0.001, 0.001, 1);
+  broken.status = RunStatus::kError;
+  runs.push_back(broken);
+  EXPECT_EQ(recommend(runs).best_index, 0);
+}
+
+TEST(Recommend, AllFailedGivesNoBestAndSaysWhy) {
+  const std::vector<RunResult> runs = {
+      failed(8, 1, RunStatus::kOutOfMemory, "CUDA out of memory"),
+      failed(4, 2, RunStatus::kPredictedOutOfMemory, ""),
+      failed(2, 4, RunStatus::kError, "boom")};
+  const Recommendation r = recommend(runs);
+  EXPECT_EQ(r.best_index, -1);
+  EXPECT_TRUE(r.tied_indices.empty());
+  EXPECT_EQ(r.reason,
+            "No split ran successfully: 1 ran out of memory, 1 predicted not to fit, 1 failed "
+            "with an error (2\u00d74: boom).");
+  EXPECT_EQ(recommend({}).reason, "No split ran.");
+}
+
+TEST(Recommend, MemoryLimitExcludesSplitsThatDoNotFitAndReportsHeadroom) {
+  std::vector<RunResult> runs = gpu_like_runs();
+  runs[0].fits = false;  // 5 GiB over a 4 GiB limit
+  const Recommendation r = recommend(runs, 4 * kGiB);
+  EXPECT_EQ(r.best_index, 1);
+  EXPECT_EQ(r.reason,
+            "1\u00d764 is the only split that ran and fits: 0.400 s per step (163,840 tokens/s); "
+            "it is host-bound (device busy 23 % of the step); its 3.00 GiB peak leaves 1.00 GiB "
+            "of the 4.00 GiB limit free.");
+
+  runs[1].fits = false;
+  const Recommendation none = recommend(runs, 2 * kGiB);
+  EXPECT_EQ(none.best_index, -1);
+  EXPECT_EQ(none.reason,
+            "No split fits in the 2.00 GiB memory limit; the smallest peak was 3.00 GiB "
+            "(1\u00d764); try smaller micro-batches or activation checkpointing.");
+}
+
+TEST(Recommend, MentionsALargeOptimizerShare) {
+  std::vector<RunResult> runs = {timed(8, 8, 0.200, 0.199, 0.201, 2 * kGiB),
+                                 timed(1, 64, 0.300, 0.299, 0.301, 2 * kGiB)};
+  runs[0].phase_median_seconds[static_cast<int>(Phase::kOptimizer)] = 0.03;  // 15 %
+  runs[1].phase_median_seconds[static_cast<int>(Phase::kForward)] = 0.13;
+  EXPECT_EQ(recommend(runs).reason,
+            "8\u00d78 is fastest at 0.200 s per step (327,680 tokens/s); the optimizer takes "
+            "15 % of its step. 1\u00d764 is 1.5\u00d7 slower, mostly in forward (+0.130 s).");
+}
+
+// ---- FLOPs and device peaks ------------------------------------------------------------------
+
+TEST(FlopsPerToken, SixNPlusAttention) {
+  const ModelConfig& cfg = find_preset("gpt2-124m");
+  // 6 · 124,439,808 + 12 · 12 layers · (12 heads · 64) · 1024 = 746,638,848 + 113,246,208.
+  EXPECT_EQ(flops_per_token(cfg, 1024), 859885056.0);
+  // Only the attention term grows with T.
+  EXPECT_EQ(flops_per_token(cfg, 2048) - flops_per_token(cfg, 1024), 113246208.0);
+}
+
+TEST(DevicePeak, DatasheetTableByDeviceName) {
+  EXPECT_DOUBLE_EQ(device_peak_tflops("NVIDIA H200", "bf16"), 989.4);
+  EXPECT_DOUBLE_EQ(device_peak_tflops("NVIDIA H100 80GB HBM3", "fp32"), 494.7);
+  EXPECT_DOUBLE_EQ(device_peak_tflops("NVIDIA H100 PCIe", "bf16"), 756.5);
+  EXPECT_DOUBLE_EQ(device_peak_tflops("NVIDIA A100-SXM4-80GB", "fp16"), 312.0);
+  EXPECT_DOUBLE_EQ(device_peak_tflops("NVIDIA A100-SXM4-80GB", "fp32"), 156.0);
+  EXPECT_DOUBLE_EQ(device_peak_tflops("NVIDIA L4", "bf16"), 121.0);
+  EXPECT_DOUBLE_EQ(device_peak_tflops("NVIDIA L40S", "bf16"), 362.05);  // not the L4
+  EXPECT_DOUBLE_EQ(device_peak_tflops("NVIDIA A10", "bf16"), 125.0);
+  EXPECT_DOUBLE_EQ(device_peak_tflops("Tesla T4", "fp16"), 65.0);
+  EXPECT_DOUBLE_EQ(device_peak_tflops("Tesla T4", "fp32"), 8.1);
+  EXPECT_DOUBLE_EQ(device_peak_tflops("Tesla V100-SXM2-16GB", "fp16"), 125.0);
+}
+
+TEST(DevicePeak, NaNWhenUnknown) {
+  EXPECT_TRUE(std::isnan(device_peak_tflops("cpu", "fp32")));
+  EXPECT_TRUE(std::isnan(device_peak_tflops("Intel(R) Xeon(R) CPU @ 2.20GHz", "fp32")));
+  EXPECT_TRUE(std::isnan(device_peak_tflops("NVIDIA A10G", "bf16")));  // not the A10
+  EXPECT_TRUE(std::isnan(device_peak_tflops("Tesla T4", "bf16")));     // no bf16 tensor cores
+  EXPECT_TRUE(std::isnan(device_peak_tflops("NVIDIA H200", "int8")));
+}
+
+}  // namespace
+}  // namespace accumbench
