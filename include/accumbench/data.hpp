@@ -1,0 +1,67 @@
+// Token batches for one optimizer step: synthetic and seeded, fixed length or variable lengths
+// padded to T with ignored targets, so a step's token count varies as in real padded data.
+//
+//   DataOptions o{/*vocab_size=*/512, /*seq_len=*/64, /*batch=*/8, LengthMode::kVariable};
+//   StepBatches data(make_synthetic_batches(o));
+//   const TokenBatch& b = data.batch(/*step=*/0);   // inputs/targets (8, 64) int64 on the host
+//   int64_t n = b.token_count;                      // non-ignored targets in the whole step
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace accumbench {
+
+// Targets at padded positions; PyTorch's cross_entropy default ignore_index.
+inline constexpr int64_t kIgnoreIndex = -100;
+
+enum class LengthMode { kFixed, kVariable };
+std::string to_string(LengthMode mode);
+LengthMode length_mode_from_string(const std::string& text);  // "fixed" | "variable"; UserError
+
+struct DataOptions {
+  int64_t vocab_size = 0;
+  int64_t seq_len = 0;
+  int64_t batch = 0;                     // sequences per optimizer step
+  LengthMode lengths = LengthMode::kFixed;
+  double min_length_fraction = 0.25;     // variable lengths are uniform in [ceil(f·T), T]
+  uint64_t seed = 0;
+  int distinct_batches = 2;              // steps cycle through this many different batches
+  bool pin_memory = false;               // page-locked host memory for async copies to CUDA
+};
+
+struct TokenBatch {
+  at::Tensor inputs;   // (B, T) int64
+  at::Tensor targets;  // (B, T) int64, kIgnoreIndex where padded
+  std::vector<int64_t> sequence_tokens;  // non-ignored targets per sequence (host copy)
+  int64_t token_count = 0;               // sum of sequence_tokens
+
+  int64_t sequences() const { return static_cast<int64_t>(sequence_tokens.size()); }
+  // Non-ignored targets in sequences [first, first + count).
+  int64_t tokens_in(int64_t first, int64_t count) const;
+};
+
+// Seeded random tokens; `distinct_batches` different steps.
+std::vector<TokenBatch> make_synthetic_batches(const DataOptions& options);
+
+// The batches a run cycles through, one per optimizer step.
+class StepBatches {
+ public:
+  explicit StepBatches(std::vector<TokenBatch> batches);
+  const TokenBatch& batch(int64_t step) const;
+  size_t size() const { return batches_.size(); }
+
+ private:
+  std::vector<TokenBatch> batches_;
+};
+
+// Reads a token file: little-endian uint16 (nanoGPT's .bin) or uint32 token ids, and cuts it into
+// batches of (batch, seq_len + 1) windows. Throws UserError when the file is missing, empty, has a
+// size that is not a multiple of the token width, holds ids >= vocab_size, or is too short.
+std::vector<TokenBatch> load_token_file(const std::string& path, int token_bytes,
+                                        const DataOptions& options);
+
+}  // namespace accumbench

@@ -1,0 +1,136 @@
+// One optimizer step exactly as ARCHITECTURE.md specifies: per micro-batch a summed cross-entropy
+// over non-ignored targets divided by the token count of the WHOLE step, so every split computes
+// the same gradient, also for variable-length padded batches.
+//
+//   Trainer trainer(model, torch::kCPU, TrainOptions{});
+//   StepOptions step{/*micro_batch=*/4};
+//   StepOutcome out = trainer.step(batch, step, &tracer);   // tracer: a PhaseObserver, optional
+//   double loss = out.loss();                                // synchronizes
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "accumbench/data.hpp"
+#include "accumbench/models.hpp"
+#include "accumbench/result.hpp"
+
+namespace accumbench {
+
+enum class Precision { kFp32, kBf16, kFp16 };
+std::string to_string(Precision precision);
+Precision precision_from_string(const std::string& text);  // "fp32" | "bf16" | "fp16"; UserError
+std::optional<at::ScalarType> autocast_dtype(Precision precision);
+
+enum class LossNormalization {
+  kToken,       // sum over the micro-batch / tokens in the whole step (correct)
+  kMeanOfMeans  // mean per micro-batch / accumulation steps (the widely reported bug)
+};
+std::string to_string(LossNormalization normalization);
+LossNormalization loss_normalization_from_string(const std::string& text);  // "token" | "mean-of-means"
+
+// AdamW hyperparameters (PyTorch's defaults except the learning rate, which is the anchor's).
+struct OptimizerOptions {
+  double lr = 1e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+};
+
+struct TrainOptions {
+  Precision precision = Precision::kFp32;
+  OptimizerOptions optimizer;
+  // fp16 dynamic loss scaling (torch.cuda.amp.GradScaler's defaults).
+  double initial_loss_scale = 65536.0;
+  double loss_scale_growth_factor = 2.0;
+  double loss_scale_backoff_factor = 0.5;
+  int loss_scale_growth_interval = 2000;
+};
+
+struct StepOptions {
+  int64_t micro_batch = 1;
+  LossNormalization loss_normalization = LossNormalization::kToken;
+  bool optimizer_in_backward = false;  // accumulation steps must be 1
+  bool activation_checkpointing = false;
+};
+
+// Observes phase boundaries of a step (src/trace implements it). micro_step is -1 for the
+// optimizer phase. Called on the host thread, never inside a phase's work.
+class PhaseObserver {
+ public:
+  virtual ~PhaseObserver() = default;
+  virtual void begin(Phase phase, int micro_step) = 0;
+  virtual void end(Phase phase, int micro_step) = 0;
+};
+
+struct StepOutcome {
+  at::Tensor loss_sum;       // device scalar: Σ_k loss_k (already normalized), unscaled
+  int64_t tokens = 0;        // non-ignored targets in the whole step
+  int64_t accum_steps = 0;
+  bool skipped = false;      // fp16: gradients overflowed, no update (known after step())
+  double loss() const;       // reads loss_sum (synchronizes)
+};
+
+class AdamW;
+
+class Trainer {
+ public:
+  Trainer(LanguageModel model, c10::Device device, TrainOptions options);
+  ~Trainer();
+
+  // Forward and backward over every micro-batch of `batch` (phases data, h2d, forward, backward),
+  // leaving the step's gradient in the parameters' .grad (unless optimizer_in_backward).
+  // Throws UserError when batch % micro_batch != 0 or optimizer-in-backward meets accumulation.
+  StepOutcome accumulate(const TokenBatch& batch, const StepOptions& options,
+                         PhaseObserver* observer = nullptr);
+  // AdamW step and zeroing of gradients (phase optimizer). With fp16, unscales and skips the step
+  // on inf/nan. Sets outcome.skipped.
+  void optimizer_step(StepOutcome& outcome, const StepOptions& options,
+                      PhaseObserver* observer = nullptr);
+  // accumulate + optimizer_step.
+  StepOutcome step(const TokenBatch& batch, const StepOptions& options,
+                   PhaseObserver* observer = nullptr);
+
+  // Drops gradients and the optimizer's moments and step counts (as if freshly built).
+  void reset_optimizer();
+
+  LanguageModel& model() { return model_; }
+  c10::Device device() const { return device_; }
+  const TrainOptions& options() const { return options_; }
+  double loss_scale() const { return loss_scale_; }
+
+  int64_t parameter_bytes() const;
+  int64_t gradient_bytes() const;        // bytes of currently defined .grad tensors
+  int64_t optimizer_state_bytes() const;
+
+ private:
+  void run_optimizer(bool gradients_finite);
+
+  LanguageModel model_;
+  c10::Device device_;
+  TrainOptions options_;
+  std::vector<at::Tensor> params_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::vector<std::shared_ptr<void>> backward_hooks_;
+  bool step_in_backward_ = false;  // read by the post-accumulate-grad hooks
+  double loss_scale_ = 1.0;
+  int steps_since_backoff_ = 0;
+};
+
+// Validates a split: micro_batch divides batch. Returns the accumulation steps.
+int64_t accumulation_steps(int64_t batch, int64_t micro_batch);
+
+// Divisors of n in increasing order (the default sweep splits).
+std::vector<int64_t> divisors(int64_t n);
+
+// Resolves "auto" | "cpu" | "cuda" | "cuda:N". Throws UserError for cuda without a GPU.
+c10::Device resolve_device(const std::string& name);
+
+}  // namespace accumbench

@@ -1,0 +1,22 @@
+// Two error tiers (STYLE.md): a broken invariant fails loudly (TORCH_CHECK); a user mistake
+// throws UserError with one sentence that says what is wrong and what to do; the CLI prints it
+// and exits with code 2.
+//
+//   if (batch % micro_batch != 0)
+//     throw accumbench::UserError("batch 10 is not divisible by micro-batch 4; pick a divisor of 10");
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace accumbench {
+
+class UserError : public std::runtime_error {
+ public:
+  explicit UserError(const std::string& message) : std::runtime_error(message) {}
+};
+
+// Exit code for user mistakes (bad preset, bad config file, batch not divisible, ...).
+inline constexpr int kUserErrorExitCode = 2;
+
+}  // namespace accumbench

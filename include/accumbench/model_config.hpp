@@ -1,0 +1,60 @@
+// Model shapes: presets at published sizes, Hugging Face config.json import, closed-form
+// parameter counts. No LibTorch here, so the plan and the CLI can use it without building a model.
+//
+//   ModelConfig cfg = accumbench::find_preset("gpt2-124m");
+//   int64_t n = accumbench::parameter_count(cfg);   // 124,439,808
+//   ModelConfig hf = accumbench::load_hf_config("config.json");
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace accumbench {
+
+enum class Architecture {
+  kGpt2,   // learned positions, LayerNorm, GELU-tanh MLP, biases everywhere, tied embeddings
+  kLlama,  // RoPE, RMSNorm, SwiGLU MLP, grouped-query attention, optional q/k/v bias (Qwen2)
+};
+
+std::string to_string(Architecture arch);
+
+struct ModelConfig {
+  std::string name;
+  Architecture arch = Architecture::kGpt2;
+  int64_t vocab_size = 0;
+  int64_t d_model = 0;
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;   // == n_heads for GPT-2 (multi-head attention)
+  int64_t head_dim = 0;     // usually d_model / n_heads
+  int64_t d_ff = 0;         // MLP hidden width (4·d for GPT-2)
+  int64_t max_seq_len = 0;  // learned positions (GPT-2) / RoPE table length (Llama)
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  bool tied_embeddings = true;
+  bool qkv_bias = false;    // Qwen2 puts a bias on q/k/v projections
+  std::string published_parameters;  // e.g. "124M"; empty for test presets
+};
+
+// Throws UserError naming the field when the shape is impossible (heads not dividing, ...).
+void validate(const ModelConfig& cfg);
+
+// Closed form of the number of trainable parameters (see src/models/model_config.cpp).
+int64_t parameter_count(const ModelConfig& cfg);
+
+// Parameters outside the transformer blocks' matrices that do not take part in the 6N FLOPs
+// estimate: position embeddings (token embeddings count once, through the tied/untied head).
+int64_t non_embedding_parameter_count(const ModelConfig& cfg);
+
+const std::vector<ModelConfig>& presets();
+
+// Throws UserError listing the known names when `name` is not a preset.
+const ModelConfig& find_preset(const std::string& name);
+
+// Builds a ModelConfig from a Hugging Face config.json (model_type gpt2, llama, qwen2, mistral).
+// Throws UserError on unreadable files, broken JSON, unknown model_type, missing/invalid fields.
+ModelConfig load_hf_config(const std::string& path);
+ModelConfig parse_hf_config(const std::string& json_text, const std::string& origin);
+
+}  // namespace accumbench

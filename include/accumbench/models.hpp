@@ -1,0 +1,54 @@
+// LibTorch modules for the two families: GPT-2 and Llama (also Qwen2, Mistral, SmolLM2).
+// Weights are random and seeded: time and memory do not depend on their values.
+//
+//   auto model = accumbench::build_model(accumbench::find_preset("gpt2-tiny"), /*seed=*/0);
+//   model->to(torch::kCPU);
+//   at::Tensor logits = model->forward(tokens);      // tokens (B, T) int64 -> logits (B, T, V)
+//   model->set_activation_checkpointing(true);       // recompute each block in backward
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "accumbench/model_config.hpp"
+
+namespace accumbench {
+
+// One transformer block, (B, T, C) -> (B, T, C); defined in src/models/blocks.hpp.
+class TransformerBlockImpl;
+
+class LanguageModelImpl : public torch::nn::Module {
+ public:
+  explicit LanguageModelImpl(ModelConfig config) : config_(std::move(config)) {}
+  // tokens: (B, T) int64 with T <= max_seq_len. Returns logits (B, T, V).
+  virtual at::Tensor forward(const at::Tensor& tokens) = 0;
+
+  const ModelConfig& config() const { return config_; }
+
+  // Activation checkpointing per block: forward keeps only each block's input; backward
+  // recomputes the block. `autocast_dtype` is the autocast state to recompute under.
+  void set_activation_checkpointing(bool enabled) { checkpointing_ = enabled; }
+  bool activation_checkpointing() const { return checkpointing_; }
+  void set_autocast_dtype(std::optional<at::ScalarType> dtype) { autocast_dtype_ = dtype; }
+
+ protected:
+  // Runs `block` on x, through a checkpoint when enabled (src/models/model.cpp).
+  at::Tensor run_block(TransformerBlockImpl& block, const at::Tensor& x);
+
+  ModelConfig config_;
+  bool checkpointing_ = false;
+  std::optional<at::ScalarType> autocast_dtype_;
+};
+
+using LanguageModel = std::shared_ptr<LanguageModelImpl>;
+
+// Builds the architecture of cfg.arch with weights drawn from a generator seeded by `seed`
+// (GPT-2 init: normal(0, 0.02), residual projections scaled by 1/sqrt(2·L)).
+LanguageModel build_model(const ModelConfig& cfg, uint64_t seed);
+
+int64_t count_parameters(const torch::nn::Module& module);
+
+}  // namespace accumbench

@@ -1,0 +1,156 @@
+// Results are data (STYLE.md, google/benchmark): the sweep fills these plain structs, statistics
+// and the recommendation are computed from them, and reporters only print them. No LibTorch here.
+//
+//   SweepResult result = run_sweep(options);          // src/sweep/runner.cpp
+//   ConsoleReporter().report(result, std::cout);     // src/report/
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accumbench {
+
+inline constexpr int kJsonSchemaVersion = 1;
+
+// Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
+enum class Phase : int { kData = 0, kH2D, kForward, kBackward, kOptimizer, kOther };
+inline constexpr int kPhaseCount = 6;
+const char* phase_name(Phase phase);  // "data", "h2d", "forward", "backward", "optimizer", "other"
+
+using PhaseSeconds = std::array<double, kPhaseCount>;
+
+inline constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
+
+// One phase of one micro-step (the optimizer phase has micro_step == -1), from one recorded
+// optimizer step. Times are relative to the start of that step. Feeds the memory timeline and
+// the Chrome trace.
+struct PhaseSpan {
+  int micro_step = 0;
+  Phase phase = Phase::kData;
+  double start_seconds = 0;
+  double duration_seconds = 0;
+  int64_t bytes_at_start = 0;  // allocated bytes at the phase boundary
+  int64_t bytes_at_end = 0;
+  int64_t peak_bytes = 0;      // peak allocated bytes inside the phase
+};
+
+// One timed optimizer step.
+struct StepSample {
+  double step_seconds = 0;             // wall time, steady_clock, after the step's synchronize
+  PhaseSeconds host_seconds{};         // host wall time per phase, summed over micro-steps
+  PhaseSeconds device_seconds{};       // CUDA event time per phase; NaN on CPU
+  double loss = 0;                     // token-weighted mean loss of the whole step
+  int64_t tokens = 0;                  // non-ignored target tokens in the step
+  int64_t peak_allocated_bytes = 0;    // peak during this step
+  bool skipped = false;                // fp16: step skipped because gradients overflowed
+};
+
+// Where the peak bytes went (at the moment of the peak).
+struct MemoryBreakdown {
+  int64_t parameters_bytes = 0;
+  int64_t gradients_bytes = 0;
+  int64_t optimizer_state_bytes = 0;
+  int64_t activations_bytes = 0;  // the rest of the live bytes
+  int64_t slack_bytes = 0;        // reserved − allocated (CUDA caching allocator); 0 on CPU
+};
+
+// One point of the sweep grid: a micro-batch × accumulation split plus the memory knobs.
+struct SplitConfig {
+  int64_t micro_batch = 1;
+  int64_t accum_steps = 1;
+  std::string precision = "fp32";               // fp32 | bf16 | fp16
+  bool optimizer_in_backward = false;
+  std::string activation_checkpointing = "none";  // none | blocks
+  bool cuda_graphs = false;
+
+  // "8×8", "64×1 oib", "1×64 ckpt": micro × accum plus the knobs that are on.
+  std::string label() const;
+  // Stable identity for --resume: label plus precision.
+  std::string key() const;
+};
+
+enum class RunStatus { kOk, kOutOfMemory, kPredictedOutOfMemory, kError };
+const char* run_status_name(RunStatus status);  // "ok", "oom", "predicted-oom", "error"
+RunStatus run_status_from_name(const std::string& name);  // throws UserError on unknown names
+
+// Summary statistics of a series (statistics.hpp computes them).
+struct Summary {
+  double median = kNotMeasured;
+  double min = kNotMeasured;
+  double mean = kNotMeasured;
+  double stddev = kNotMeasured;
+  double cv = kNotMeasured;          // stddev / mean
+  double ci_low = kNotMeasured;      // bootstrap interval of the median
+  double ci_high = kNotMeasured;
+  int64_t count = 0;
+};
+
+struct RunResult {
+  SplitConfig config;
+  RunStatus status = RunStatus::kOk;
+  std::string error;                 // the error message when status != kOk
+
+  std::vector<StepSample> steps;     // timed steps only (warmup discarded)
+  Summary step_seconds;              // over steps[].step_seconds
+  PhaseSeconds phase_median_seconds{};   // median over steps of host_seconds per phase
+  PhaseSeconds device_median_seconds{};  // median over steps of device_seconds (NaN on CPU)
+  double device_busy_fraction = kNotMeasured;  // sum of device phase time / step time (CUDA)
+
+  int64_t tokens_per_step = 0;       // median tokens per optimizer step
+  double tokens_per_second = 0;      // tokens_per_step / median step
+  double samples_per_second = 0;
+  double achieved_tflops = 0;        // flops_per_token · tokens / median step / 1e12
+  double mfu = kNotMeasured;         // achieved / peak; NaN when the device has no peak (CPU)
+
+  int64_t peak_allocated_bytes = 0;  // max over timed steps
+  int64_t peak_reserved_bytes = 0;   // CUDA caching allocator; == allocated on CPU
+  MemoryBreakdown peak_breakdown;
+  int64_t predicted_peak_bytes = -1; // from the plan; -1 when not predicted
+  bool fits = true;                  // measured (or predicted) peak within the memory limit
+
+  std::vector<PhaseSpan> timeline;   // phases of the last timed step
+};
+
+struct Recommendation {
+  int best_index = -1;               // index into SweepResult::runs; -1 when no run succeeded
+  std::vector<int> tied_indices;     // runs within the noise of the fastest (includes the best)
+  std::string reason;                // one or two sentences from the measurements
+};
+
+// Everything needed to reproduce and interpret the run (google/benchmark's "context").
+struct SweepContext {
+  int json_schema_version = kJsonSchemaVersion;
+  std::string date;                  // ISO 8601, UTC
+  std::string host;
+  std::string device;                // "cpu" or "cuda:0"
+  std::string device_name;           // "NVIDIA H200", or the CPU model name
+  int64_t device_memory_bytes = 0;
+  std::string driver;                // CUDA driver/runtime versions; empty on CPU
+  std::string libtorch_version;
+  std::string build_type;
+  std::string git_commit;
+  int threads = 0;
+
+  std::string model;                 // preset name or config path
+  int64_t parameters = 0;
+  int64_t seq_len = 0;
+  int64_t batch = 0;                 // effective batch in sequences
+  double flops_per_token = 0;        // 6N + 12·L·d·T (see sweep/flops)
+  double peak_tflops = kNotMeasured; // device peak used for MFU; NaN when unknown
+  int64_t memory_limit_bytes = 0;    // 0 when unlimited
+
+  // Every option as given (name, value), in CLI order, so a report is self-describing.
+  std::vector<std::pair<std::string, std::string>> options;
+};
+
+struct SweepResult {
+  SweepContext context;
+  std::vector<RunResult> runs;
+  Recommendation recommendation;
+};
+
+}  // namespace accumbench

@@ -1,0 +1,47 @@
+// Statistics are named pure functions (STYLE.md, google/benchmark), each tested exactly on small
+// vectors in tests/test_statistics.cpp. No LibTorch here.
+//
+//   std::vector<double> s = {0.12, 0.10, 0.11};
+//   double m = accumbench::median(s);                 // 0.11
+//   Summary sum = accumbench::summarize(s);           // median, min, mean, stddev, cv, bootstrap CI
+//   Recommendation r = accumbench::recommend(runs);   // fastest median; ties by lower peak memory
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "accumbench/result.hpp"
+
+namespace accumbench {
+
+// All return NaN for an empty input.
+double median(std::vector<double> values);      // mean of the two middle values for even sizes
+double minimum(const std::vector<double>& values);
+double mean(const std::vector<double>& values);
+double stddev(const std::vector<double>& values);  // sample standard deviation (n − 1); 0 for n == 1
+double cv(const std::vector<double>& values);      // stddev / mean
+
+// Percentile bootstrap interval of the median: `resamples` resamples with replacement drawn by a
+// fixed-seed generator, so the interval is reproducible.
+std::pair<double, double> bootstrap_median_interval(const std::vector<double>& values,
+                                                    double confidence = 0.95,
+                                                    int resamples = 2000,
+                                                    uint64_t seed = 0x5eed);
+
+Summary summarize(const std::vector<double>& values);
+
+// Fills the derived fields of a run from its steps: step_seconds summary, per-phase medians,
+// device busy fraction, tokens/s, samples/s, achieved TFLOP/s and MFU (NaN when peak_tflops is
+// NaN), peak memory. `flops_per_token` comes from the context.
+void finalize_run(RunResult& run, double flops_per_token, double peak_tflops);
+
+// Fastest median step among runs with status kOk. Runs whose median lies inside the noise of the
+// fastest are ties (their bootstrap intervals overlap the fastest's, or they are within
+// `tie_tolerance` of it); among ties the lowest peak memory wins. The reason is one or two
+// sentences from the measurements (host-bound, optimizer share, memory headroom, phase that
+// differs most from the slowest split).
+Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limit_bytes = 0,
+                         double tie_tolerance = 0.02);
+
+}  // namespace accumbench

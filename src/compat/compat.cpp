@@ -1,0 +1,267 @@
+#include "compat/compat.hpp"
+
+#include <torch/torch.h>
+#include <torch/version.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <ATen/autocast_mode.h>
+
+#include <cmath>
+#include <sstream>
+
+#if ACCUMBENCH_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
+#endif
+
+#define ACCUMBENCH_TORCH_2 (TORCH_VERSION_MAJOR >= 2)
+
+namespace accumbench::compat {
+
+std::string libtorch_version() {
+  std::ostringstream out;
+  out << TORCH_VERSION_MAJOR << "." << TORCH_VERSION_MINOR << "." << TORCH_VERSION_PATCH;
+  return out.str();
+}
+
+bool built_with_cuda() { return ACCUMBENCH_WITH_CUDA != 0; }
+
+bool cuda_available() {
+#if ACCUMBENCH_WITH_CUDA
+  return torch::cuda::is_available();
+#else
+  return false;
+#endif
+}
+
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t heads = q.size(1);
+  const int64_t kv_heads = k.size(1);
+  TORCH_CHECK(heads % kv_heads == 0, "query heads ", heads, " not a multiple of kv heads ", kv_heads);
+#if ACCUMBENCH_TORCH_2
+  // Flash / memory-efficient kernels; GQA handled inside the kernel without copying k and v.
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                          /*is_causal=*/true, /*scale=*/std::nullopt,
+                                          /*enable_gqa=*/heads != kv_heads);
+#else
+  at::Tensor keys = k;
+  at::Tensor values = v;
+  if (heads != kv_heads) {  // (B, Hkv, T, hd) -> (B, H, T, hd)
+    keys = k.repeat_interleave(heads / kv_heads, /*dim=*/1);
+    values = v.repeat_interleave(heads / kv_heads, /*dim=*/1);
+  }
+  const int64_t seq_len = q.size(2);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  at::Tensor scores = at::matmul(q, keys.transpose(-2, -1)) * scale;  // (B, H, T, T)
+  at::Tensor future = at::ones({seq_len, seq_len}, q.options().dtype(at::kBool)).triu(/*diagonal=*/1);
+  scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+  at::Tensor weights = at::softmax(scores, /*dim=*/-1);
+  return at::matmul(weights, values);  // (B, H, T, hd)
+#endif
+}
+
+// ---- autocast ----
+
+namespace {
+bool autocast_enabled(c10::DeviceType type) {
+#if ACCUMBENCH_TORCH_2
+  return at::autocast::is_autocast_enabled(type);
+#else
+  return type == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+#endif
+}
+void set_autocast_enabled(c10::DeviceType type, bool enabled) {
+#if ACCUMBENCH_TORCH_2
+  at::autocast::set_autocast_enabled(type, enabled);
+#else
+  if (type == c10::DeviceType::CUDA) {
+    at::autocast::set_enabled(enabled);
+  } else {
+    at::autocast::set_cpu_enabled(enabled);
+  }
+#endif
+}
+at::ScalarType autocast_dtype(c10::DeviceType type) {
+#if ACCUMBENCH_TORCH_2
+  return at::autocast::get_autocast_dtype(type);
+#else
+  return type == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
+                                       : at::autocast::get_autocast_cpu_dtype();
+#endif
+}
+void set_autocast_dtype(c10::DeviceType type, at::ScalarType dtype) {
+#if ACCUMBENCH_TORCH_2
+  at::autocast::set_autocast_dtype(type, dtype);
+#else
+  if (type == c10::DeviceType::CUDA) {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  }
+#endif
+}
+}  // namespace
+
+AutocastGuard::AutocastGuard(c10::DeviceType device_type, std::optional<at::ScalarType> dtype)
+    : device_type_(device_type) {
+  if (!dtype) return;
+  active_ = true;
+  previous_enabled_ = autocast_enabled(device_type);
+  previous_dtype_ = autocast_dtype(device_type);
+  set_autocast_enabled(device_type, true);
+  set_autocast_dtype(device_type, *dtype);
+  at::autocast::increment_nesting();
+}
+
+AutocastGuard::~AutocastGuard() {
+  if (!active_) return;
+  // As torch.autocast.__exit__: the cast cache lives until the outermost region closes.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  set_autocast_enabled(device_type_, previous_enabled_);
+  set_autocast_dtype(device_type_, previous_dtype_);
+}
+
+// ---- post-accumulate-grad hook ----
+
+namespace {
+class PostAccumulateHook : public torch::autograd::FunctionPostHook {
+ public:
+  PostAccumulateHook(at::Tensor param, std::function<void(const at::Tensor&)> hook)
+      : param_(std::move(param)), hook_(std::move(hook)) {}
+  torch::autograd::variable_list operator()(
+      const torch::autograd::variable_list& outputs,
+      const torch::autograd::variable_list& /*inputs*/) override {
+    hook_(param_);
+    return outputs;
+  }
+
+ private:
+  // A weak reference would do, but AccumulateGrad already holds the parameter strongly, so
+  // this adds no cycle: the parameter only holds its accumulator weakly.
+  at::Tensor param_;
+  std::function<void(const at::Tensor&)> hook_;
+};
+}  // namespace
+
+std::shared_ptr<void> add_post_accumulate_grad_hook(
+    const at::Tensor& param, std::function<void(const at::Tensor& param)> hook) {
+  TORCH_CHECK(param.is_leaf() && param.requires_grad(), "hook needs a leaf that requires grad");
+  std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(param);
+  accumulator->add_post_hook(std::make_unique<PostAccumulateHook>(param, std::move(hook)));
+  return accumulator;
+}
+
+bool is_out_of_memory(const std::exception& error) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&error) != nullptr) return true;
+  const std::string message = error.what();
+  return message.find("out of memory") != std::string::npos ||
+         message.find("Out of memory") != std::string::npos;
+}
+
+// ---- CUDA ----
+
+#if ACCUMBENCH_WITH_CUDA
+namespace {
+constexpr size_t kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+}
+
+DeviceMemoryStats cuda_memory_stats(int device_index) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_index);
+  DeviceMemoryStats out;
+  out.allocated_bytes = stats.allocated_bytes[kAggregate].current;
+  out.reserved_bytes = stats.reserved_bytes[kAggregate].current;
+  out.peak_allocated_bytes = stats.allocated_bytes[kAggregate].peak;
+  out.peak_reserved_bytes = stats.reserved_bytes[kAggregate].peak;
+  return out;
+}
+void cuda_reset_peak_memory_stats(int device_index) {
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device_index);
+}
+void cuda_empty_cache() { c10::cuda::CUDACachingAllocator::emptyCache(); }
+void cuda_set_memory_fraction(double fraction, int device_index) {
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device_index);
+}
+void cuda_synchronize(int device_index) {
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_index));
+  C10_CUDA_CHECK(cudaDeviceSynchronize());
+}
+std::string cuda_device_name(int device_index) {
+  return at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(device_index))->name;
+}
+int64_t cuda_device_total_memory_bytes(int device_index) {
+  return static_cast<int64_t>(
+      at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(device_index))->totalGlobalMem);
+}
+std::string cuda_driver_description() {
+  int runtime = 0;
+  int driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  std::ostringstream out;
+  out << "CUDA runtime " << runtime / 1000 << "." << (runtime % 1000) / 10 << ", driver "
+      << driver / 1000 << "." << (driver % 1000) / 10;
+  return out.str();
+}
+void allow_tf32(bool allow) {
+  at::globalContext().setAllowTF32CuBLAS(allow);
+  at::globalContext().setAllowTF32CuDNN(allow);
+}
+
+DeviceEvent::DeviceEvent() {
+  cudaEvent_t event = nullptr;
+  C10_CUDA_CHECK(cudaEventCreate(&event));
+  event_ = event;
+}
+DeviceEvent::~DeviceEvent() {
+  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+void DeviceEvent::record() {
+  C10_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_),
+                                 at::cuda::getCurrentCUDAStream().stream()));
+}
+double DeviceEvent::seconds_until(const DeviceEvent& later) const {
+  float milliseconds = 0;
+  C10_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, static_cast<cudaEvent_t>(event_),
+                                      static_cast<cudaEvent_t>(later.event_)));
+  return milliseconds / 1e3;
+}
+#else
+DeviceMemoryStats cuda_memory_stats(int) { return {}; }
+void cuda_reset_peak_memory_stats(int) {}
+void cuda_empty_cache() {}
+void cuda_set_memory_fraction(double, int) {}
+void cuda_synchronize(int) {}
+std::string cuda_device_name(int) { return ""; }
+int64_t cuda_device_total_memory_bytes(int) { return 0; }
+std::string cuda_driver_description() { return ""; }
+void allow_tf32(bool) {}
+DeviceEvent::DeviceEvent() = default;
+DeviceEvent::~DeviceEvent() = default;
+void DeviceEvent::record() {}
+double DeviceEvent::seconds_until(const DeviceEvent&) const {
+  return std::numeric_limits<double>::quiet_NaN();
+}
+#endif
+
+DeviceEvent::DeviceEvent(DeviceEvent&& other) noexcept : event_(other.event_) {
+  other.event_ = nullptr;
+}
+
+bool fused_adamw(std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads,
+                 std::vector<at::Tensor>& exp_avgs, std::vector<at::Tensor>& exp_avg_sqs,
+                 std::vector<at::Tensor>& steps, double lr, double beta1, double beta2,
+                 double weight_decay, double eps) {
+#if ACCUMBENCH_TORCH_2 && ACCUMBENCH_WITH_CUDA
+  if (params.empty() || !params.front().is_cuda()) return false;
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1,
+                    beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace accumbench::compat

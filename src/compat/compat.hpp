@@ -1,0 +1,97 @@
+// The only place that knows LibTorch versions: Debian's 1.13 (CPU) and PyTorch 2.11 + CUDA 13 on
+// the GPU machine. Everything else calls these functions.
+//
+//   at::Tensor y = compat::causal_attention(q, k, v);        // SDPA on 2.x, masked softmax on 1.13
+//   compat::AutocastGuard autocast(device.type(), at::kBFloat16);
+//   compat::add_post_accumulate_grad_hook(p, [&](const at::Tensor& param) { ... });
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace accumbench::compat {
+
+std::string libtorch_version();  // "1.13.0", "2.11.0"
+bool cuda_available();
+bool built_with_cuda();
+
+// Causal self-attention. q: (B, H, T, hd); k, v: (B, Hkv, T, hd) with H % Hkv == 0 (grouped-query
+// attention repeats each k/v head H/Hkv times). Returns (B, H, T, hd).
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+// Autocast on `device_type` with `dtype` for the guard's lifetime; no-op when dtype is nullopt.
+// Restores the previous state and clears the cast cache on exit (as torch.autocast does).
+class AutocastGuard {
+ public:
+  AutocastGuard(c10::DeviceType device_type, std::optional<at::ScalarType> dtype);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  c10::DeviceType device_type_;
+  bool active_ = false;
+  bool previous_enabled_ = false;
+  at::ScalarType previous_dtype_ = at::kFloat;
+};
+
+// Calls hook(param) after param's gradient has been accumulated in backward (PyTorch 2.1's
+// register_post_accumulate_grad_hook, built the way that API is: a post-hook on the parameter's
+// AccumulateGrad node, which exists on 1.13 and 2.x alike). Keep the returned handle alive while
+// the hook should run: it owns the node, which the parameter only references weakly.
+std::shared_ptr<void> add_post_accumulate_grad_hook(
+    const at::Tensor& param, std::function<void(const at::Tensor& param)> hook);
+
+// True when the error is an allocator out-of-memory (CUDA caching allocator, or our counting CPU
+// allocator under --memory-limit).
+bool is_out_of_memory(const std::exception& error);
+
+// ---- CUDA (all no-ops / zero on CPU-only builds) ----
+struct DeviceMemoryStats {
+  int64_t allocated_bytes = 0;
+  int64_t reserved_bytes = 0;
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+};
+DeviceMemoryStats cuda_memory_stats(int device_index);
+void cuda_reset_peak_memory_stats(int device_index);
+void cuda_empty_cache();
+void cuda_set_memory_fraction(double fraction, int device_index);
+void cuda_synchronize(int device_index);
+std::string cuda_device_name(int device_index);
+int64_t cuda_device_total_memory_bytes(int device_index);
+std::string cuda_driver_description();  // "CUDA runtime 13.0, driver 13.0"
+void allow_tf32(bool allow);
+
+// A CUDA event on the current stream. On CPU builds record() is a no-op and elapsed is NaN.
+class DeviceEvent {
+ public:
+  DeviceEvent();
+  ~DeviceEvent();
+  DeviceEvent(const DeviceEvent&) = delete;
+  DeviceEvent& operator=(const DeviceEvent&) = delete;
+  DeviceEvent(DeviceEvent&& other) noexcept;
+  void record();
+  // Seconds from this event to `later`; both must have completed (after a synchronize).
+  double seconds_until(const DeviceEvent& later) const;
+
+ private:
+  void* event_ = nullptr;  // cudaEvent_t
+};
+
+// AdamW over many tensors at once: at::_fused_adamw_ on CUDA (2.x), otherwise nullopt-returning
+// false so the caller uses the per-tensor path. `steps` are float scalar tensors (1-based after
+// increment) kept on the parameters' device, as the fused kernel expects.
+bool fused_adamw(std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads,
+                 std::vector<at::Tensor>& exp_avgs, std::vector<at::Tensor>& exp_avg_sqs,
+                 std::vector<at::Tensor>& steps, double lr, double beta1, double beta2,
+                 double weight_decay, double eps);
+
+}  // namespace accumbench::compat

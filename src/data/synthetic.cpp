@@ -1,0 +1,136 @@
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include "accumbench/data.hpp"
+#include "accumbench/error.hpp"
+
+namespace accumbench {
+
+std::string to_string(LengthMode mode) { return mode == LengthMode::kFixed ? "fixed" : "variable"; }
+
+LengthMode length_mode_from_string(const std::string& text) {
+  if (text == "fixed") return LengthMode::kFixed;
+  if (text == "variable") return LengthMode::kVariable;
+  throw UserError("unknown --lengths \"" + text + "\"; use fixed or variable");
+}
+
+int64_t TokenBatch::tokens_in(int64_t first, int64_t count) const {
+  TORCH_CHECK(first >= 0 && count >= 0 && first + count <= sequences(), "sequence range out of bounds");
+  return std::accumulate(sequence_tokens.begin() + first, sequence_tokens.begin() + first + count, int64_t{0});
+}
+
+namespace {
+
+// Builds a batch from (B, T + 1) token windows: inputs are the first T, targets the last T
+// (next-token prediction). Positions at or past a sequence's length get the ignore index.
+TokenBatch make_batch(const at::Tensor& windows, const std::vector<int64_t>& lengths, bool pin) {
+  const int64_t seq_len = windows.size(1) - 1;
+  TokenBatch batch;
+  batch.inputs = windows.narrow(1, 0, seq_len).clone();
+  batch.targets = windows.narrow(1, 1, seq_len).clone();
+  auto inputs = batch.inputs.accessor<int64_t, 2>();
+  auto targets = batch.targets.accessor<int64_t, 2>();
+  for (int64_t b = 0; b < windows.size(0); ++b) {
+    for (int64_t t = lengths[b]; t < seq_len; ++t) {
+      inputs[b][t] = 0;  // pad token; its logits are computed and ignored, as in padded batches
+      targets[b][t] = kIgnoreIndex;
+    }
+    batch.sequence_tokens.push_back(lengths[b]);
+  }
+  batch.token_count = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+  if (pin) {
+    batch.inputs = batch.inputs.pin_memory();
+    batch.targets = batch.targets.pin_memory();
+  }
+  return batch;
+}
+
+void check_shape(const DataOptions& o) {
+  if (o.vocab_size <= 0) throw UserError("vocabulary size must be positive");
+  if (o.seq_len <= 0) throw UserError("--seq-len must be positive, got " + std::to_string(o.seq_len));
+  if (o.batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(o.batch));
+}
+
+}  // namespace
+
+std::vector<TokenBatch> make_synthetic_batches(const DataOptions& options) {
+  check_shape(options);
+  std::vector<TokenBatch> batches;
+  std::mt19937_64 rng(options.seed);
+  const int64_t min_len = std::max<int64_t>(
+      1, static_cast<int64_t>(std::ceil(options.min_length_fraction * static_cast<double>(options.seq_len))));
+  std::uniform_int_distribution<int64_t> length_dist(min_len, options.seq_len);
+  std::uniform_int_distribution<int64_t> token_dist(0, options.vocab_size - 1);
+  for (int i = 0; i < std::max(1, options.distinct_batches); ++i) {
+    at::Tensor windows = torch::empty({options.batch, options.seq_len + 1}, torch::kLong);
+    int64_t* data = windows.data_ptr<int64_t>();
+    for (int64_t j = 0; j < windows.numel(); ++j) data[j] = token_dist(rng);
+    std::vector<int64_t> lengths(options.batch, options.seq_len);
+    if (options.lengths == LengthMode::kVariable) {
+      for (auto& len : lengths) len = length_dist(rng);
+    }
+    batches.push_back(make_batch(windows, lengths, options.pin_memory));
+  }
+  return batches;
+}
+
+StepBatches::StepBatches(std::vector<TokenBatch> batches) : batches_(std::move(batches)) {
+  TORCH_CHECK(!batches_.empty(), "StepBatches needs at least one batch");
+}
+
+const TokenBatch& StepBatches::batch(int64_t step) const {
+  return batches_[static_cast<size_t>(step) % batches_.size()];
+}
+
+std::vector<TokenBatch> load_token_file(const std::string& path, int token_bytes,
+                                        const DataOptions& options) {
+  check_shape(options);
+  if (token_bytes != 2 && token_bytes != 4) {
+    throw UserError("token width must be 2 (uint16) or 4 (uint32) bytes, got " + std::to_string(token_bytes));
+  }
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw UserError("cannot open token file \"" + path + "\"; check the path");
+  const auto size = static_cast<int64_t>(in.tellg());
+  if (size == 0) throw UserError("token file \"" + path + "\" is empty");
+  if (size % token_bytes != 0) {
+    throw UserError("token file \"" + path + "\" has " + std::to_string(size) +
+                    " bytes, not a multiple of the " + std::to_string(token_bytes) +
+                    "-byte token width; pass the right --token-bytes");
+  }
+  const int64_t count = size / token_bytes;
+  const int64_t window = options.seq_len + 1;
+  const int64_t windows_per_batch = options.batch;
+  const int64_t batches = count / (window * windows_per_batch);
+  if (batches == 0) {
+    throw UserError("token file \"" + path + "\" holds " + std::to_string(count) + " tokens, fewer than one step needs (" +
+                    std::to_string(window * windows_per_batch) + " = batch × (seq-len + 1)); use a longer file or a smaller batch");
+  }
+  in.seekg(0);
+  std::vector<char> bytes(static_cast<size_t>(size));
+  in.read(bytes.data(), size);
+  std::vector<TokenBatch> out;
+  const int64_t used = std::min<int64_t>(batches, std::max(1, options.distinct_batches));
+  for (int64_t b = 0; b < used; ++b) {
+    at::Tensor windows = torch::empty({windows_per_batch, window}, torch::kLong);
+    int64_t* data = windows.data_ptr<int64_t>();
+    for (int64_t j = 0; j < windows.numel(); ++j) {
+      const size_t offset = static_cast<size_t>((b * windows.numel() + j) * token_bytes);
+      uint32_t id = 0;
+      for (int k = token_bytes - 1; k >= 0; --k) id = (id << 8) | static_cast<unsigned char>(bytes[offset + k]);
+      if (static_cast<int64_t>(id) >= options.vocab_size) {
+        throw UserError("token file \"" + path + "\" holds token id " + std::to_string(id) + " at position " +
+                        std::to_string(offset / token_bytes) + ", outside the model's vocabulary of " +
+                        std::to_string(options.vocab_size) + "; use a matching model or token width");
+      }
+      data[j] = id;
+    }
+    out.push_back(make_batch(windows, std::vector<int64_t>(windows_per_batch, options.seq_len), options.pin_memory));
+  }
+  return out;
+}
+
+}  // namespace accumbench

@@ -1,0 +1,95 @@
+#include "engine/adamw.hpp"
+
+#include <cmath>
+
+#include "compat/compat.hpp"
+
+namespace accumbench {
+
+AdamW::AdamW(std::vector<at::Tensor> params, OptimizerOptions options)
+    : params_(std::move(params)), options_(options) {
+  torch::NoGradGuard no_grad;
+  for (const auto& p : params_) {
+    // Moments in fp32 like the parameters (torch.optim keeps them in the parameter's dtype).
+    exp_avg_.push_back(torch::zeros_like(p, at::MemoryFormat::Preserve));
+    exp_avg_sq_.push_back(torch::zeros_like(p, at::MemoryFormat::Preserve));
+    step_count_.push_back(0);
+  }
+}
+
+void AdamW::step_one(size_t index) {
+  torch::NoGradGuard no_grad;
+  at::Tensor& param = params_[index];
+  const at::Tensor& grad = param.grad();
+  if (!grad.defined()) return;
+  const OptimizerOptions& o = options_;
+  const int64_t step = ++step_count_[index];
+  step_tensors_stale_ = true;
+  // torch.optim.adamw._single_tensor_adamw, term by term.
+  param.mul_(1.0 - o.lr * o.weight_decay);
+  exp_avg_[index].mul_(o.beta1).add_(grad, 1.0 - o.beta1);
+  exp_avg_sq_[index].mul_(o.beta2).addcmul_(grad, grad, 1.0 - o.beta2);
+  const double bias_correction1 = 1.0 - std::pow(o.beta1, static_cast<double>(step));
+  const double bias_correction2 = 1.0 - std::pow(o.beta2, static_cast<double>(step));
+  const double step_size = o.lr / bias_correction1;
+  at::Tensor denom = (exp_avg_sq_[index].sqrt() / std::sqrt(bias_correction2)).add_(o.eps);
+  param.addcdiv_(exp_avg_[index], denom, -step_size);
+}
+
+void AdamW::step() {
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+  std::vector<size_t> indices;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].grad().defined()) continue;
+    indices.push_back(i);
+  }
+  if (!indices.empty() && params_[indices.front()].is_cuda()) {
+    if (step_tensor_.empty()) {
+      for (const auto& p : params_) step_tensor_.push_back(torch::zeros({}, p.options().dtype(at::kFloat)));
+      step_tensors_stale_ = true;
+    }
+    if (step_tensors_stale_) {  // after per-parameter steps (optimizer-in-backward) or a reset
+      for (size_t i = 0; i < params_.size(); ++i) step_tensor_[i].fill_(static_cast<double>(step_count_[i]));
+      step_tensors_stale_ = false;
+    }
+    for (size_t i : indices) {
+      params.push_back(params_[i]);
+      grads.push_back(params_[i].grad());
+      exp_avgs.push_back(exp_avg_[i]);
+      exp_avg_sqs.push_back(exp_avg_sq_[i]);
+      steps.push_back(step_tensor_[i]);
+    }
+    // The fused kernel reads the already-incremented step, as torch.optim increments first.
+    at::_foreach_add_(steps, 1.0);
+    if (compat::fused_adamw(params, grads, exp_avgs, exp_avg_sqs, steps, options_.lr, options_.beta1,
+                            options_.beta2, options_.weight_decay, options_.eps)) {
+      for (size_t i : indices) ++step_count_[i];
+      return;
+    }
+    at::_foreach_sub_(steps, 1.0);
+  }
+  for (size_t i : indices) step_one(i);
+}
+
+void AdamW::zero_grad() {
+  for (auto& p : params_) p.mutable_grad().reset();
+}
+
+void AdamW::reset() {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    exp_avg_[i].zero_();
+    exp_avg_sq_[i].zero_();
+    step_count_[i] = 0;
+  }
+  step_tensors_stale_ = true;
+}
+
+int64_t AdamW::state_bytes() const {
+  int64_t total = 0;
+  for (size_t i = 0; i < params_.size(); ++i) total += exp_avg_[i].nbytes() + exp_avg_sq_[i].nbytes();
+  return total;
+}
+
+}  // namespace accumbench

@@ -1,0 +1,254 @@
+#include <torch/torch.h>
+
+#include "accumbench/engine.hpp"
+#include "accumbench/error.hpp"
+#include "compat/compat.hpp"
+#include "engine/adamw.hpp"
+
+namespace accumbench {
+
+std::string to_string(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp16: return "fp16";
+  }
+  return "?";
+}
+
+Precision precision_from_string(const std::string& text) {
+  if (text == "fp32") return Precision::kFp32;
+  if (text == "bf16") return Precision::kBf16;
+  if (text == "fp16") return Precision::kFp16;
+  throw UserError("unknown precision \"" + text + "\"; use fp32, bf16 or fp16");
+}
+
+std::optional<at::ScalarType> autocast_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32: return std::nullopt;
+    case Precision::kBf16: return at::kBFloat16;
+    case Precision::kFp16: return at::kHalf;
+  }
+  return std::nullopt;
+}
+
+std::string to_string(LossNormalization normalization) {
+  return normalization == LossNormalization::kToken ? "token" : "mean-of-means";
+}
+
+LossNormalization loss_normalization_from_string(const std::string& text) {
+  if (text == "token") return LossNormalization::kToken;
+  if (text == "mean-of-means") return LossNormalization::kMeanOfMeans;
+  throw UserError("unknown --loss-normalization \"" + text + "\"; use token or mean-of-means");
+}
+
+int64_t accumulation_steps(int64_t batch, int64_t micro_batch) {
+  if (micro_batch <= 0) throw UserError("micro-batch must be positive, got " + std::to_string(micro_batch));
+  if (batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(batch));
+  if (batch % micro_batch != 0) {
+    throw UserError("batch " + std::to_string(batch) + " is not divisible by micro-batch " +
+                    std::to_string(micro_batch) + "; pick micro-batches that divide the batch");
+  }
+  return batch / micro_batch;
+}
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+c10::Device resolve_device(const std::string& name) {
+  if (name == "cpu") return c10::Device(c10::kCPU);
+  if (name == "auto") return compat::cuda_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  if (name == "cuda" || name.rfind("cuda:", 0) == 0) {
+    if (!compat::cuda_available()) {
+      throw UserError(std::string("--device ") + name + " was asked for but no CUDA GPU is available" +
+                      (compat::built_with_cuda() ? "" : " (this build uses a CPU-only LibTorch)") +
+                      "; use --device cpu or run on a machine with a GPU");
+    }
+    return name == "cuda" ? c10::Device(c10::kCUDA, 0) : c10::Device(name);
+  }
+  throw UserError("unknown --device \"" + name + "\"; use auto, cpu, cuda or cuda:N");
+}
+
+double StepOutcome::loss() const { return loss_sum.defined() ? loss_sum.item<double>() : 0.0; }
+
+Trainer::Trainer(LanguageModel model, c10::Device device, TrainOptions options)
+    : model_(std::move(model)), device_(device), options_(options) {
+  if (options_.precision == Precision::kFp16 && !device_.is_cuda()) {
+    throw UserError("fp16 needs a CUDA device (autocast with loss scaling); use bf16 or fp32 on the CPU");
+  }
+  model_->to(device_);
+  model_->train();
+  model_->set_autocast_dtype(autocast_dtype(options_.precision));
+  params_ = model_->parameters();
+  optimizer_ = std::make_unique<AdamW>(params_, options_.optimizer);
+  if (options_.precision == Precision::kFp16) loss_scale_ = options_.initial_loss_scale;
+  // Optimizer-in-backward: each parameter steps as soon as its gradient is complete, and the
+  // gradient is freed at once, so the full set of gradients is never alive together.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    backward_hooks_.push_back(compat::add_post_accumulate_grad_hook(params_[i], [this, i](const at::Tensor& param) {
+      if (!step_in_backward_) return;
+      optimizer_->step_one(i);
+      const_cast<at::Tensor&>(param).mutable_grad().reset();
+    }));
+  }
+}
+
+Trainer::~Trainer() = default;
+
+namespace {
+struct PhaseScope {
+  PhaseScope(PhaseObserver* observer, Phase phase, int micro_step)
+      : observer_(observer), phase_(phase), micro_step_(micro_step) {
+    if (observer_ != nullptr) observer_->begin(phase_, micro_step_);
+  }
+  ~PhaseScope() {
+    if (observer_ != nullptr) observer_->end(phase_, micro_step_);
+  }
+  PhaseObserver* observer_;
+  Phase phase_;
+  int micro_step_;
+};
+}  // namespace
+
+StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& options,
+                                PhaseObserver* observer) {
+  const int64_t micro = options.micro_batch;
+  const int64_t accum = accumulation_steps(batch.sequences(), micro);
+  if (options.optimizer_in_backward) {
+    if (accum != 1) {
+      throw UserError("--optimizer-in-backward needs accumulation steps = 1 (micro-batch = batch), but " +
+                      std::to_string(batch.sequences()) + " / " + std::to_string(micro) + " = " +
+                      std::to_string(accum) + "; drop the option or use micro-batch " +
+                      std::to_string(batch.sequences()));
+    }
+    if (options_.precision == Precision::kFp16) {
+      throw UserError("--optimizer-in-backward cannot be combined with fp16 loss scaling (an overflow is only known after every parameter stepped); use bf16");
+    }
+  }
+  model_->set_activation_checkpointing(options.activation_checkpointing);
+  step_in_backward_ = options.optimizer_in_backward;
+
+  StepOutcome outcome;
+  outcome.tokens = batch.token_count;
+  outcome.accum_steps = accum;
+  TORCH_CHECK(outcome.tokens > 0, "a step without target tokens");
+  const auto dtype = autocast_dtype(options_.precision);
+  const bool non_blocking = device_.is_cuda();
+
+  for (int64_t k = 0; k < accum; ++k) {
+    const int micro_step = static_cast<int>(k);
+    at::Tensor host_inputs, host_targets;
+    {
+      PhaseScope scope(observer, Phase::kData, micro_step);
+      host_inputs = batch.inputs.narrow(0, k * micro, micro);   // (b, T) view, no copy
+      host_targets = batch.targets.narrow(0, k * micro, micro);
+    }
+    at::Tensor inputs, targets;
+    {
+      PhaseScope scope(observer, Phase::kH2D, micro_step);
+      inputs = host_inputs.to(device_, /*non_blocking=*/non_blocking);
+      targets = host_targets.to(device_, /*non_blocking=*/non_blocking);
+    }
+    // Token normalization divides by the whole step's token count (known on the host: no sync);
+    // mean-of-means divides by this micro-batch's own count and by the accumulation steps.
+    const double divisor = options.loss_normalization == LossNormalization::kToken
+                               ? static_cast<double>(outcome.tokens)
+                               : static_cast<double>(batch.tokens_in(k * micro, micro) * accum);
+    at::Tensor loss;
+    {
+      PhaseScope scope(observer, Phase::kForward, micro_step);
+      at::Tensor logits;  // (b, T, V)
+      {
+        compat::AutocastGuard autocast(device_.type(), dtype);
+        logits = model_->forward(inputs);
+      }
+      // Cross-entropy in fp32, as autocast runs it on CUDA.
+      at::Tensor flat = logits.reshape({-1, logits.size(-1)});
+      if (flat.scalar_type() != at::kFloat) flat = flat.to(at::kFloat);
+      at::Tensor loss_sum = at::cross_entropy_loss(flat, targets.reshape({-1}), /*weight=*/{},
+                                                   at::Reduction::Sum, kIgnoreIndex);
+      loss = loss_sum / divisor;
+    }
+    {
+      PhaseScope scope(observer, Phase::kBackward, micro_step);
+      (options_.precision == Precision::kFp16 ? loss * loss_scale_ : loss).backward();
+    }
+    at::Tensor detached = loss.detach();
+    outcome.loss_sum = outcome.loss_sum.defined() ? outcome.loss_sum + detached : detached;
+  }
+  return outcome;
+}
+
+void Trainer::optimizer_step(StepOutcome& outcome, const StepOptions& options, PhaseObserver* observer) {
+  PhaseScope scope(observer, Phase::kOptimizer, -1);
+  if (options.optimizer_in_backward) {
+    step_in_backward_ = false;  // every parameter already stepped inside backward
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  bool finite = true;
+  if (options_.precision == Precision::kFp16) {
+    // GradScaler.unscale_ + step: one check of all gradients, then unscale or skip.
+    std::vector<at::Tensor> flags;
+    for (const auto& p : params_) {
+      if (p.grad().defined()) flags.push_back(p.grad().isfinite().all().logical_not());
+    }
+    finite = flags.empty() || !at::stack(flags).any().item<bool>();
+    if (finite) {
+      for (auto& p : params_) {
+        if (p.grad().defined()) p.mutable_grad().mul_(1.0 / loss_scale_);
+      }
+    }
+  }
+  run_optimizer(finite);
+  outcome.skipped = !finite;
+}
+
+void Trainer::run_optimizer(bool gradients_finite) {
+  if (gradients_finite) optimizer_->step();
+  optimizer_->zero_grad();
+  if (options_.precision != Precision::kFp16) return;
+  if (!gradients_finite) {
+    loss_scale_ *= options_.loss_scale_backoff_factor;
+    steps_since_backoff_ = 0;
+  } else if (++steps_since_backoff_ >= options_.loss_scale_growth_interval) {
+    loss_scale_ *= options_.loss_scale_growth_factor;
+    steps_since_backoff_ = 0;
+  }
+}
+
+StepOutcome Trainer::step(const TokenBatch& batch, const StepOptions& options, PhaseObserver* observer) {
+  StepOutcome outcome = accumulate(batch, options, observer);
+  optimizer_step(outcome, options, observer);
+  return outcome;
+}
+
+void Trainer::reset_optimizer() {
+  optimizer_->zero_grad();
+  optimizer_->reset();
+  if (options_.precision == Precision::kFp16) loss_scale_ = options_.initial_loss_scale;
+  steps_since_backoff_ = 0;
+}
+
+int64_t Trainer::parameter_bytes() const {
+  int64_t total = 0;
+  for (const auto& p : params_) total += p.nbytes();
+  return total;
+}
+
+int64_t Trainer::gradient_bytes() const {
+  int64_t total = 0;
+  for (const auto& p : params_) {
+    if (p.grad().defined()) total += p.grad().nbytes();
+  }
+  return total;
+}
+
+int64_t Trainer::optimizer_state_bytes() const { return optimizer_->state_bytes(); }
+
+}  // namespace accumbench

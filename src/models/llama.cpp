@@ -1,0 +1,157 @@
+// Llama family (HF transformers modeling_llama.py; Qwen2 and Mistral share it): pre-RMSNorm
+// blocks, rotary position embeddings, grouped-query attention, SwiGLU MLP, no biases except
+// Qwen2's q/k/v projections, head tied or untied.
+#include "models/blocks.hpp"
+
+#include <cmath>
+
+#include "compat/compat.hpp"
+
+namespace accumbench {
+namespace {
+
+// RMSNorm as HF computes it: in fp32, then back to the input dtype before the weight.
+class RmsNormImpl : public torch::nn::Module {
+ public:
+  RmsNormImpl(int64_t dim, double eps) : eps_(eps) {
+    weight = register_parameter("weight", torch::ones({dim}));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor xf = x.to(at::kFloat);
+    at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(/*dim=*/{-1}, /*keepdim=*/true) + eps_);
+    return weight * normed.to(x.scalar_type());
+  }
+  at::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RmsNorm);
+
+// cos/sin tables of rotary embeddings for the sequence length in use (not for max positions:
+// Llama 3.2's 131,072-position table would cost 64 MiB for nothing).
+class RotaryCache {
+ public:
+  RotaryCache(int64_t head_dim, double theta) : head_dim_(head_dim), theta_(theta) {}
+
+  // Returns (cos, sin), each (T, hd), on `like`'s device in `like`'s dtype.
+  std::pair<at::Tensor, at::Tensor> get(int64_t seq, const at::Tensor& like) {
+    if (!cos_.defined() || cos_.size(0) != seq || cos_.device() != like.device() ||
+        cos_.scalar_type() != like.scalar_type()) {
+      torch::NoGradGuard no_grad;
+      auto f32 = torch::TensorOptions().dtype(at::kFloat);
+      at::Tensor inv_freq = 1.0 / at::pow(theta_, at::arange(0, head_dim_, 2, f32) / static_cast<double>(head_dim_));
+      at::Tensor freqs = at::outer(at::arange(seq, f32), inv_freq);  // (T, hd/2)
+      at::Tensor angles = at::cat({freqs, freqs}, /*dim=*/-1);          // (T, hd)
+      cos_ = angles.cos().to(like.device(), like.scalar_type());
+      sin_ = angles.sin().to(like.device(), like.scalar_type());
+    }
+    return {cos_, sin_};
+  }
+
+ private:
+  int64_t head_dim_;
+  double theta_;
+  at::Tensor cos_, sin_;
+};
+
+at::Tensor rotate_half(const at::Tensor& x) {
+  std::vector<at::Tensor> halves = x.chunk(2, /*dim=*/-1);
+  return at::cat({-halves[1], halves[0]}, /*dim=*/-1);
+}
+
+class LlamaBlockImpl : public TransformerBlockImpl {
+ public:
+  LlamaBlockImpl(const ModelConfig& cfg, std::shared_ptr<RotaryCache> rotary)
+      : n_heads_(cfg.n_heads), n_kv_heads_(cfg.n_kv_heads), head_dim_(cfg.head_dim),
+        rotary_(std::move(rotary)) {
+    const int64_t d = cfg.d_model;
+    auto linear = [](int64_t in, int64_t out, bool bias) {
+      return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+    };
+    input_layernorm = register_module("input_layernorm", RmsNorm(d, cfg.norm_eps));
+    q_proj = register_module("q_proj", linear(d, n_heads_ * head_dim_, cfg.qkv_bias));
+    k_proj = register_module("k_proj", linear(d, n_kv_heads_ * head_dim_, cfg.qkv_bias));
+    v_proj = register_module("v_proj", linear(d, n_kv_heads_ * head_dim_, cfg.qkv_bias));
+    o_proj = register_module("o_proj", linear(n_heads_ * head_dim_, d, false));
+    post_attention_layernorm = register_module("post_attention_layernorm", RmsNorm(d, cfg.norm_eps));
+    gate_proj = register_module("gate_proj", linear(d, cfg.d_ff, false));
+    up_proj = register_module("up_proj", linear(d, cfg.d_ff, false));
+    down_proj = register_module("down_proj", linear(cfg.d_ff, d, false));
+  }
+
+  at::Tensor forward(const at::Tensor& x) override {  // x: (B, T, C)
+    const int64_t batch = x.size(0);
+    const int64_t seq = x.size(1);
+    at::Tensor normed = input_layernorm(x);
+    auto heads = [&](const at::Tensor& t, int64_t n) {  // (B, T, n·hd) -> (B, n, T, hd)
+      return t.view({batch, seq, n, head_dim_}).transpose(1, 2);
+    };
+    at::Tensor q = heads(q_proj(normed), n_heads_);
+    at::Tensor k = heads(k_proj(normed), n_kv_heads_);
+    at::Tensor v = heads(v_proj(normed), n_kv_heads_);
+    auto [cos, sin] = rotary_->get(seq, q);  // (T, hd), broadcast over (B, H)
+    q = q * cos + rotate_half(q) * sin;
+    k = k * cos + rotate_half(k) * sin;
+    at::Tensor y = compat::causal_attention(q, k, v).transpose(1, 2).reshape({batch, seq, n_heads_ * head_dim_});
+    at::Tensor h = x + o_proj(y);
+    at::Tensor m = post_attention_layernorm(h);
+    return h + down_proj(at::silu(gate_proj(m)) * up_proj(m));
+  }
+
+  RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+
+ private:
+  int64_t n_heads_, n_kv_heads_, head_dim_;
+  std::shared_ptr<RotaryCache> rotary_;
+};
+
+class LlamaImpl : public LanguageModelImpl {
+ public:
+  explicit LlamaImpl(const ModelConfig& cfg) : LanguageModelImpl(cfg) {
+    auto rotary = std::make_shared<RotaryCache>(cfg.head_dim, cfg.rope_theta);
+    embed_tokens = register_module("embed_tokens", torch::nn::Embedding(cfg.vocab_size, cfg.d_model));
+    for (int64_t i = 0; i < cfg.n_layers; ++i) {
+      layers.push_back(register_module("layers" + std::to_string(i), std::make_shared<LlamaBlockImpl>(cfg, rotary)));
+    }
+    norm = register_module("norm", RmsNorm(cfg.d_model, cfg.norm_eps));
+    if (!cfg.tied_embeddings) {
+      lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, cfg.vocab_size).bias(false)));
+    }
+    init_weights();
+  }
+
+  at::Tensor forward(const at::Tensor& tokens) override {  // tokens: (B, T)
+    at::Tensor x = embed_tokens(tokens);  // (B, T, C)
+    for (auto& layer : layers) x = run_block(*layer, x);
+    at::Tensor head = config_.tied_embeddings ? embed_tokens->weight : lm_head->weight;
+    return at::linear(norm(x), head);  // (B, T, V)
+  }
+
+  torch::nn::Embedding embed_tokens{nullptr};
+  std::vector<std::shared_ptr<LlamaBlockImpl>> layers;
+  RmsNorm norm{nullptr};
+  torch::nn::Linear lm_head{nullptr};
+
+ private:
+  // HF LlamaPreTrainedModel._init_weights: N(0, initializer_range = 0.02), zero biases.
+  void init_weights() {
+    torch::NoGradGuard no_grad;
+    for (auto& p : named_parameters()) {
+      if (p.key().find("layernorm") != std::string::npos || p.key().rfind("norm.", 0) == 0) continue;
+      if (p.value().dim() == 1) {
+        p.value().zero_();  // q/k/v biases (Qwen2)
+      } else {
+        p.value().normal_(0.0, 0.02);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+LanguageModel build_llama(const ModelConfig& cfg) { return std::make_shared<LlamaImpl>(cfg); }
+
+}  // namespace accumbench

@@ -1,0 +1,272 @@
+// The sweep runner: one model and optimizer per precision, every split measured in turn with
+// warmup steps discarded; a split that fails (out of memory or anything else) is recorded and the
+// sweep goes on.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+
+#include "accumbench/error.hpp"
+#include "accumbench/report.hpp"
+#include "accumbench/statistics.hpp"
+#include "accumbench/sweep.hpp"
+#include "accumbench/throughput.hpp"
+#include "accumbench/trace.hpp"
+#include "compat/compat.hpp"
+
+namespace accumbench {
+
+ModelConfig resolve_model(const ModelOptions& options) {
+  return options.hf_config.empty() ? find_preset(options.preset) : load_hf_config(options.hf_config);
+}
+
+namespace {
+
+template <typename T>
+std::string join(const std::vector<T>& values) {
+  std::ostringstream out;
+  for (size_t i = 0; i < values.size(); ++i) out << (i ? "," : "") << values[i];
+  return out.str();
+}
+
+std::string number(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// c10 errors carry a C++ backtrace in what(); the report wants the sentence.
+std::string error_message(const std::exception& error) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
+    std::string message = c10_error->what_without_backtrace();
+    const auto newline = message.find('\n');
+    return newline == std::string::npos ? message : message.substr(0, newline);
+  }
+  return error.what();
+}
+
+// Attribute the measured peak to categories. Parameters and optimizer moments are exact; the
+// gradients are counted whole when the peak falls after the first backward began (they stay
+// alive across the step) and as zero before it or with optimizer-in-backward (each gradient is
+// freed as soon as its parameter stepped); activations are the rest of the live bytes.
+MemoryBreakdown attribute_peak(const RunResult& run, const Trainer& trainer, int64_t baseline_bytes) {
+  MemoryBreakdown breakdown;
+  breakdown.parameters_bytes = trainer.parameter_bytes();
+  breakdown.optimizer_state_bytes = trainer.optimizer_state_bytes();
+  const PhaseSpan* peak_span = nullptr;
+  for (const auto& span : run.timeline) {
+    if (peak_span == nullptr || span.peak_bytes > peak_span->peak_bytes) peak_span = &span;
+  }
+  const bool gradients_alive = peak_span != nullptr && !run.config.optimizer_in_backward &&
+                               !(peak_span->micro_step == 0 && peak_span->phase != Phase::kBackward &&
+                                 peak_span->phase != Phase::kOptimizer);
+  if (gradients_alive) breakdown.gradients_bytes = breakdown.parameters_bytes;
+  const int64_t known = baseline_bytes + breakdown.gradients_bytes;
+  breakdown.activations_bytes = std::max<int64_t>(0, run.peak_allocated_bytes - known);
+  breakdown.slack_bytes = std::max<int64_t>(0, run.peak_reserved_bytes - run.peak_allocated_bytes);
+  return breakdown;
+}
+
+}  // namespace
+
+std::vector<SplitConfig> sweep_grid(const SweepOptions& options) {
+  std::vector<int64_t> micro_batches = options.micro_batches.empty() ? divisors(options.batch) : options.micro_batches;
+  std::vector<SplitConfig> grid;
+  for (const std::string& precision : options.precisions) {
+    precision_from_string(precision);  // validates
+    for (int64_t micro : micro_batches) {
+      SplitConfig split;
+      split.micro_batch = micro;
+      split.accum_steps = accumulation_steps(options.batch, micro);
+      split.precision = precision;
+      split.cuda_graphs = options.cuda_graphs;
+      grid.push_back(split);
+      if (!options.knobs) continue;
+      SplitConfig checkpointed = split;
+      checkpointed.activation_checkpointing = "blocks";
+      grid.push_back(checkpointed);
+      if (split.accum_steps == 1) {  // optimizer-in-backward needs the whole batch in one backward
+        SplitConfig in_backward = split;
+        in_backward.optimizer_in_backward = true;
+        grid.push_back(in_backward);
+      }
+    }
+  }
+  return grid;
+}
+
+std::vector<std::pair<std::string, std::string>> describe_options(const SweepOptions& o) {
+  return {
+      {"model", o.model.hf_config.empty() ? o.model.preset : o.model.hf_config},
+      {"seed", std::to_string(o.model.seed)},
+      {"seq_len", std::to_string(o.seq_len)},
+      {"batch", std::to_string(o.batch)},
+      {"micro_batches", o.micro_batches.empty() ? "all divisors" : join(o.micro_batches)},
+      {"device", o.device},
+      {"precisions", join(o.precisions)},
+      {"lengths", o.lengths},
+      {"loss_normalization", o.loss_normalization},
+      {"lr", number(o.optimizer.lr)},
+      {"beta1", number(o.optimizer.beta1)},
+      {"beta2", number(o.optimizer.beta2)},
+      {"eps", number(o.optimizer.eps)},
+      {"weight_decay", number(o.optimizer.weight_decay)},
+      {"warmup", std::to_string(o.warmup)},
+      {"steps", std::to_string(o.steps)},
+      {"time_budget_seconds", number(o.time_budget_seconds)},
+      {"memory_limit_bytes", std::to_string(o.memory_limit_bytes)},
+      {"knobs", o.knobs ? "true" : "false"},
+      {"cuda_graphs", o.cuda_graphs ? "true" : "false"},
+      {"peak_tflops", std::isnan(o.peak_tflops) ? "device table" : number(o.peak_tflops)},
+      {"token_file", o.token_file.empty() ? "synthetic" : o.token_file},
+      {"threads", o.threads == 0 ? "all" : std::to_string(o.threads)},
+  };
+}
+
+SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split, const SweepResult* resume,
+                      const ProgressCallback& on_step) {
+  if (options.warmup < 0) throw UserError("--warmup must not be negative");
+  if (options.steps <= 0) throw UserError("--steps must be positive, got " + std::to_string(options.steps));
+  if (options.cuda_graphs) {
+    throw UserError("--cuda-graphs is not implemented yet in this build; drop the option");
+  }
+  configure_threads(options.threads);
+  const c10::Device device = resolve_device(options.device);
+  MemoryProbe memory(device);  // on CPU this installs the counting allocator before anything is allocated
+  const ModelConfig cfg = resolve_model(options.model);
+  if (options.seq_len > cfg.max_seq_len) {
+    throw UserError("--seq-len " + std::to_string(options.seq_len) + " exceeds " + cfg.name + "'s " +
+                    std::to_string(cfg.max_seq_len) + " positions; use a shorter sequence");
+  }
+  const std::vector<SplitConfig> grid = sweep_grid(options);
+  if (device.is_cuda()) compat::allow_tf32(true);  // as the PyTorch anchor does
+
+  SweepResult result;
+  result.context = describe_environment(device.str());
+  result.context.model = cfg.name;
+  result.context.parameters = parameter_count(cfg);
+  result.context.seq_len = options.seq_len;
+  result.context.batch = options.batch;
+  result.context.flops_per_token = flops_per_token(cfg, options.seq_len);
+  result.context.memory_limit_bytes = options.memory_limit_bytes;
+  result.context.options = describe_options(options);
+  const std::string primary_precision = options.precisions.empty() ? "fp32" : options.precisions.front();
+  result.context.peak_tflops = std::isnan(options.peak_tflops)
+                                   ? (device.is_cuda() ? device_peak_tflops(result.context.device_name, primary_precision)
+                                                       : kNotMeasured)
+                                   : options.peak_tflops;
+
+  DataOptions data_options;
+  data_options.vocab_size = cfg.vocab_size;
+  data_options.seq_len = options.seq_len;
+  data_options.batch = options.batch;
+  data_options.lengths = length_mode_from_string(options.lengths);
+  data_options.seed = options.model.seed;
+  data_options.pin_memory = device.is_cuda();
+  const StepBatches data(options.token_file.empty() ? make_synthetic_batches(data_options)
+                                                    : load_token_file(options.token_file, options.token_bytes, data_options));
+  const LossNormalization normalization = loss_normalization_from_string(options.loss_normalization);
+
+  // fp32 weights and AdamW's two fp32 moments stay allocated for the whole sweep.
+  const int64_t resident_bytes = 3 * static_cast<int64_t>(sizeof(float)) * result.context.parameters;
+  if (options.memory_limit_bytes > 0 && options.memory_limit_bytes < resident_bytes) {
+    throw UserError("--memory-limit " + format_bytes(options.memory_limit_bytes) + " is below the " +
+                    format_bytes(resident_bytes) + " that " + cfg.name +
+                    "'s fp32 weights and AdamW moments alone need; raise the limit or pick a smaller model");
+  }
+  // Past this point nothing throws a UserError for the whole sweep: failures belong to one split.
+  memory.set_limit_bytes(options.memory_limit_bytes);
+  LanguageModel model = build_model(cfg, options.model.seed);
+  std::unique_ptr<Trainer> trainer;
+  std::string trainer_precision;
+  const auto sweep_start = std::chrono::steady_clock::now();
+
+  for (size_t index = 0; index < grid.size(); ++index) {
+    const SplitConfig& split = grid[index];
+    if (resume != nullptr) {
+      const auto done = std::find_if(resume->runs.begin(), resume->runs.end(), [&](const RunResult& r) {
+        return r.status == RunStatus::kOk && r.config.key() == split.key();
+      });
+      if (done != resume->runs.end()) {
+        result.runs.push_back(*done);
+        result.recommendation = recommend(result.runs, options.memory_limit_bytes);
+        if (on_split) on_split(result);
+        continue;
+      }
+    }
+    RunResult run;
+    run.config = split;
+    try {
+      if (!trainer || trainer_precision != split.precision) {
+        trainer.reset();  // frees the previous optimizer state first
+        memory.empty_cache();
+        TrainOptions train_options;
+        train_options.precision = precision_from_string(split.precision);
+        train_options.optimizer = options.optimizer;
+        trainer = std::make_unique<Trainer>(model, device, train_options);
+        trainer_precision = split.precision;
+      }
+      trainer->reset_optimizer();
+      memory.empty_cache();
+      StepOptions step_options;
+      step_options.micro_batch = split.micro_batch;
+      step_options.loss_normalization = normalization;
+      step_options.optimizer_in_backward = split.optimizer_in_backward;
+      step_options.activation_checkpointing = split.activation_checkpointing == "blocks";
+      const int64_t baseline_bytes = memory.allocated_bytes();  // parameters + optimizer state
+      StepTracer tracer(device, &memory);
+      const auto timed_start = std::chrono::steady_clock::now();
+      double timed_seconds = 0;
+      for (int i = 0;; ++i) {
+        const bool warm = i >= options.warmup;
+        if (warm && static_cast<int>(run.steps.size()) >= options.steps &&
+            (options.time_budget_seconds <= 0 || timed_seconds >= options.time_budget_seconds)) {
+          break;
+        }
+        if (on_step) {
+          SweepProgress progress;
+          progress.split_index = static_cast<int>(index);
+          progress.split_count = static_cast<int>(grid.size());
+          progress.step_index = i;
+          progress.step_count = options.warmup + options.steps;
+          progress.elapsed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sweep_start).count();
+          on_step(progress);
+        }
+        tracer.start_step();
+        StepOutcome outcome = trainer->step(data.batch(i), step_options, &tracer);
+        StepSample sample = tracer.finish_step();
+        sample.loss = outcome.loss();
+        sample.tokens = outcome.tokens;
+        sample.skipped = outcome.skipped;
+        if (warm) {
+          run.steps.push_back(sample);
+          timed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_start).count();
+        }
+      }
+      run.timeline = tracer.timeline();
+      run.peak_reserved_bytes = device.is_cuda() ? memory.peak_reserved_bytes() : 0;
+      for (const auto& s : run.steps) run.peak_allocated_bytes = std::max(run.peak_allocated_bytes, s.peak_allocated_bytes);
+      if (!device.is_cuda()) run.peak_reserved_bytes = run.peak_allocated_bytes;
+      run.peak_breakdown = attribute_peak(run, *trainer, baseline_bytes);
+    } catch (const std::exception& error) {
+      run.status = compat::is_out_of_memory(error) ? RunStatus::kOutOfMemory : RunStatus::kError;
+      run.error = error_message(error);
+      run.steps.clear();
+      if (trainer) trainer->reset_optimizer();  // drop partial gradients before the next split
+    }
+    const double peak = std::isnan(options.peak_tflops)
+                            ? (device.is_cuda() ? device_peak_tflops(result.context.device_name, split.precision) : kNotMeasured)
+                            : options.peak_tflops;
+    finalize_run(run, result.context.flops_per_token, peak);
+    run.fits = run.status == RunStatus::kOk &&
+               (options.memory_limit_bytes == 0 || run.peak_reserved_bytes <= options.memory_limit_bytes);
+    result.runs.push_back(std::move(run));
+    result.recommendation = recommend(result.runs, options.memory_limit_bytes);
+    if (on_split) on_split(result);
+  }
+  memory.set_limit_bytes(0);
+  return result;
+}
+
+}  // namespace accumbench

@@ -1,0 +1,69 @@
+// Facts about the machine for the report's context block.
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "accumbench/sweep.hpp"
+#include "compat/compat.hpp"
+
+#include "accumbench_build_info.hpp"
+
+namespace accumbench {
+namespace {
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "CPU";
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return buffer;
+}
+
+}  // namespace
+
+int configure_threads(int threads) {
+  const int wanted = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(wanted);
+  return at::get_num_threads();
+}
+
+SweepContext describe_environment(const std::string& device_name) {
+  SweepContext context;
+  context.date = utc_now_iso8601();
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) == 0) context.host = host;
+  const c10::Device device(device_name);
+  context.device = device.str();
+  if (device.is_cuda()) {
+    const int index = device.has_index() ? device.index() : 0;
+    context.device_name = compat::cuda_device_name(index);
+    context.device_memory_bytes = compat::cuda_device_total_memory_bytes(index);
+    context.driver = compat::cuda_driver_description();
+  } else {
+    context.device_name = cpu_model_name();
+    context.device_memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  }
+  context.libtorch_version = compat::libtorch_version();
+  context.build_type = ACCUMBENCH_BUILD_TYPE;
+  context.git_commit = ACCUMBENCH_GIT_COMMIT;
+  context.threads = at::get_num_threads();
+  return context;
+}
+
+}  // namespace accumbench

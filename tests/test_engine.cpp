@@ -1,0 +1,165 @@
+// The training step: every split computes the whole batch's gradient and update (fp32, fixed and
+// variable lengths, both families); mean-of-means is right only for fixed lengths; the memory
+// knobs give the same update; bad splits are user errors.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "accumbench/engine.hpp"
+#include "accumbench/error.hpp"
+#include "accumbench/verify.hpp"
+
+namespace ab = accumbench;
+
+namespace {
+
+ab::VerifyOptions small(const std::string& preset, const std::string& lengths) {
+  ab::VerifyOptions o;
+  o.model.preset = preset;
+  o.seq_len = 48;
+  o.batch = 8;
+  o.lengths = lengths;
+  o.device = "cpu";
+  return o;
+}
+
+}  // namespace
+
+struct SplitCase {
+  const char* preset;
+  const char* lengths;
+};
+
+class EverySplit : public ::testing::TestWithParam<SplitCase> {};
+
+// Tolerance: relative L2 gradient error 1e-5 in fp32 (ab::gradient_tolerance). Splits only change
+// the order of float32 summations; measured errors are ~1e-7.
+TEST_P(EverySplit, EqualsTheWholeBatch) {
+  const ab::VerifyResult r = ab::run_verify(small(GetParam().preset, GetParam().lengths));
+  ASSERT_EQ(r.splits.size(), 4u);  // 1, 2, 4, 8
+  for (const auto& s : r.splits) {
+    EXPECT_LT(s.rel_l2_grad_error, 1e-5) << s.config.label();
+    EXPECT_LT(s.rel_l2_update_error, 1e-4) << s.config.label();
+    EXPECT_NEAR(s.loss, r.reference_loss, 1e-5) << s.config.label();
+    EXPECT_TRUE(s.pass) << s.config.label();
+  }
+  EXPECT_TRUE(r.all_pass);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fp32, EverySplit,
+                         ::testing::Values(SplitCase{"gpt2-tiny", "fixed"}, SplitCase{"gpt2-tiny", "variable"},
+                                           SplitCase{"llama-tiny", "fixed"}, SplitCase{"llama-tiny", "variable"}));
+
+TEST(LossNormalization, MeanOfMeansEqualsTokenOnFixedLengths) {
+  ab::VerifyOptions o = small("gpt2-tiny", "fixed");
+  o.loss_normalization = "mean-of-means";
+  const ab::VerifyResult r = ab::run_verify(o);
+  for (const auto& s : r.splits) EXPECT_LT(s.rel_l2_grad_error, 1e-5) << s.config.label();
+  EXPECT_TRUE(r.all_pass);
+}
+
+TEST(LossNormalization, MeanOfMeansDiffersOnVariableLengths) {
+  ab::VerifyOptions o = small("gpt2-tiny", "variable");
+  o.loss_normalization = "mean-of-means";
+  const ab::VerifyResult r = ab::run_verify(o);
+  EXPECT_FALSE(r.all_pass);
+  // Splits whose micro-batches hold different token counts weigh short sequences' tokens more:
+  // errors of several %. (Two micro-batches can happen to hold equal counts, so 4×2 may agree.)
+  for (const auto& s : r.splits) {
+    if (s.config.accum_steps >= 4) {
+      EXPECT_GT(s.rel_l2_grad_error, 1e-2) << s.config.label();
+      EXPECT_FALSE(s.pass) << s.config.label();
+    } else if (s.config.accum_steps == 1) {
+      EXPECT_LT(s.rel_l2_grad_error, 1e-5);
+    }
+  }
+}
+
+TEST(MemoryKnobs, CheckpointingAndOptimizerInBackwardGiveTheSameUpdate) {
+  for (const char* preset : {"gpt2-tiny", "llama-tiny"}) {
+    ab::VerifyOptions o = small(preset, "variable");
+    o.activation_checkpointing = true;
+    o.optimizer_in_backward = true;
+    const ab::VerifyResult r = ab::run_verify(o);
+    ASSERT_EQ(r.splits.size(), 5u);
+    EXPECT_TRUE(r.splits.back().config.optimizer_in_backward);
+    for (const auto& s : r.splits) {
+      EXPECT_LT(s.rel_l2_grad_error, 1e-5) << preset << " " << s.config.label();
+      EXPECT_LT(s.rel_l2_update_error, 1e-4) << preset << " " << s.config.label();
+    }
+  }
+}
+
+TEST(Precision, Bf16SplitsAgreeWithinTheStatedTolerance) {
+  ab::VerifyOptions o = small("llama-tiny", "variable");
+  o.precision = "bf16";
+  const ab::VerifyResult r = ab::run_verify(o);
+  EXPECT_EQ(r.gradient_tolerance, 3e-2);
+  for (const auto& s : r.splits) EXPECT_LT(s.rel_l2_grad_error, 3e-2) << s.config.label();
+}
+
+TEST(Trainer, LossMatchesAPlainCrossEntropy) {
+  const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
+  ab::LanguageModel model = ab::build_model(cfg, 0);
+  ab::DataOptions d;
+  d.vocab_size = cfg.vocab_size;
+  d.seq_len = 16;
+  d.batch = 4;
+  d.lengths = ab::LengthMode::kVariable;
+  const ab::TokenBatch batch = ab::make_synthetic_batches(d).front();
+  at::Tensor expected;
+  {
+    torch::NoGradGuard no_grad;
+    at::Tensor logits = model->forward(batch.inputs);
+    expected = torch::nn::functional::cross_entropy(
+        logits.reshape({-1, cfg.vocab_size}), batch.targets.reshape({-1}),
+        torch::nn::functional::CrossEntropyFuncOptions().ignore_index(ab::kIgnoreIndex));
+  }
+  ab::Trainer trainer(model, torch::kCPU, {});
+  ab::StepOptions step;
+  step.micro_batch = 1;
+  const ab::StepOutcome out = trainer.accumulate(batch, step);
+  EXPECT_EQ(out.tokens, batch.token_count);
+  EXPECT_EQ(out.accum_steps, 4);
+  EXPECT_NEAR(out.loss(), expected.item<double>(), 1e-5);
+}
+
+TEST(Trainer, RejectsBadSplitsAsUserErrors) {
+  const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
+  ab::Trainer trainer(ab::build_model(cfg, 0), torch::kCPU, {});
+  ab::DataOptions d;
+  d.vocab_size = cfg.vocab_size;
+  d.seq_len = 8;
+  d.batch = 6;
+  const ab::TokenBatch batch = ab::make_synthetic_batches(d).front();
+  ab::StepOptions step;
+  step.micro_batch = 4;
+  EXPECT_THROW(trainer.step(batch, step), ab::UserError);
+  step.micro_batch = 2;
+  step.optimizer_in_backward = true;
+  EXPECT_THROW(trainer.step(batch, step), ab::UserError);
+  ab::TrainOptions fp16;
+  fp16.precision = ab::Precision::kFp16;
+  EXPECT_THROW(ab::Trainer(ab::build_model(cfg, 0), torch::kCPU, fp16), ab::UserError);
+  EXPECT_THROW(ab::resolve_device("cuda"), ab::UserError);  // CI has no GPU
+  EXPECT_EQ(ab::divisors(12), (std::vector<int64_t>{1, 2, 3, 4, 6, 12}));
+}
+
+TEST(Data, VariableLengthsArePaddedWithIgnoredTargets) {
+  ab::DataOptions d;
+  d.vocab_size = 100;
+  d.seq_len = 40;
+  d.batch = 16;
+  d.lengths = ab::LengthMode::kVariable;
+  d.seed = 3;
+  const ab::TokenBatch b = ab::make_synthetic_batches(d).front();
+  int64_t counted = (b.targets != ab::kIgnoreIndex).sum().item<int64_t>();
+  EXPECT_EQ(counted, b.token_count);
+  EXPECT_LT(b.token_count, 16 * 40);
+  for (int64_t len : b.sequence_tokens) {
+    EXPECT_GE(len, 10);  // ceil(0.25 · 40)
+    EXPECT_LE(len, 40);
+  }
+  EXPECT_EQ(b.tokens_in(0, 16), b.token_count);
+  // Same seed, same data.
+  EXPECT_TRUE(torch::equal(ab::make_synthetic_batches(d).front().inputs, b.inputs));
+}

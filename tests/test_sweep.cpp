@@ -1,0 +1,100 @@
+// The sweep on the CPU: every split measured, statistics filled, out-of-memory splits recorded
+// while the others finish, JSON round trip of a real result.
+#include <gtest/gtest.h>
+
+#include "accumbench/error.hpp"
+#include "accumbench/report.hpp"
+#include "accumbench/sweep.hpp"
+
+namespace ab = accumbench;
+
+namespace {
+ab::SweepOptions tiny() {
+  ab::SweepOptions o;
+  o.model.preset = "gpt2-tiny";
+  o.seq_len = 32;
+  o.batch = 4;
+  o.device = "cpu";
+  o.warmup = 1;
+  o.steps = 2;
+  return o;
+}
+}  // namespace
+
+TEST(Sweep, MeasuresEverySplitAndRecommendsOne) {
+  int callbacks = 0;
+  const ab::SweepResult r = ab::run_sweep(tiny(), [&](const ab::SweepResult& partial) {
+    ++callbacks;
+    EXPECT_EQ(static_cast<int>(partial.runs.size()), callbacks);  // appended as each split finishes
+  });
+  ASSERT_EQ(r.runs.size(), 3u);  // 1×4, 2×2, 4×1
+  EXPECT_EQ(callbacks, 3);
+  for (const auto& run : r.runs) {
+    EXPECT_EQ(run.status, ab::RunStatus::kOk) << run.error;
+    EXPECT_EQ(run.steps.size(), 2u);
+    EXPECT_GT(run.step_seconds.median, 0);
+    EXPECT_EQ(run.tokens_per_step, 4 * 32);
+    EXPECT_GT(run.peak_allocated_bytes, 0);
+    // Phases add up to the step: 'other' is the remainder, never negative.
+    double sum = 0;
+    for (double s : run.steps[0].host_seconds) sum += s;
+    EXPECT_NEAR(sum, run.steps[0].step_seconds, 1e-9 + 1e-6 * run.steps[0].step_seconds);
+    // The timeline has data/h2d/forward/backward per micro-step plus the optimizer.
+    EXPECT_EQ(run.timeline.size(), static_cast<size_t>(4 * run.config.accum_steps + 1));
+  }
+  // Larger micro-batches hold more activations at once.
+  EXPECT_LT(r.runs[0].peak_allocated_bytes, r.runs[2].peak_allocated_bytes);
+  EXPECT_GE(r.recommendation.best_index, 0);
+  EXPECT_FALSE(r.recommendation.reason.empty());
+  EXPECT_EQ(r.context.parameters, 149248);
+}
+
+TEST(Sweep, OutOfMemorySplitsAreRecordedAndTheRestFinish) {
+  // First find the peaks without a limit, then cap memory between the smallest and largest.
+  const ab::SweepResult free = ab::run_sweep(tiny());
+  const int64_t small_peak = free.runs.front().peak_allocated_bytes;
+  const int64_t large_peak = free.runs.back().peak_allocated_bytes;
+  ASSERT_LT(small_peak, large_peak);
+  ab::SweepOptions capped = tiny();
+  capped.memory_limit_bytes = (small_peak + large_peak) / 2;
+  const ab::SweepResult r = ab::run_sweep(capped);
+  ASSERT_EQ(r.runs.size(), 3u);
+  EXPECT_EQ(r.runs.front().status, ab::RunStatus::kOk);
+  EXPECT_EQ(r.runs.back().status, ab::RunStatus::kOutOfMemory);
+  EXPECT_NE(r.runs.back().error.find("out of memory"), std::string::npos);
+  EXPECT_GE(r.recommendation.best_index, 0);
+  EXPECT_NE(r.runs[r.recommendation.best_index].status, ab::RunStatus::kOutOfMemory);
+}
+
+TEST(Sweep, JsonRoundTripOfARealSweep) {
+  const ab::SweepResult r = ab::run_sweep(tiny());
+  const ab::SweepResult back = ab::sweep_result_from_json(ab::to_json(r), "memory");
+  EXPECT_EQ(ab::to_json(back), ab::to_json(r));
+  ASSERT_EQ(back.runs.size(), r.runs.size());
+  EXPECT_EQ(back.runs[1].step_seconds.median, r.runs[1].step_seconds.median);
+}
+
+TEST(Sweep, ResumeSkipsFinishedSplits) {
+  ab::SweepResult first = ab::run_sweep(tiny());
+  first.runs.pop_back();  // as if killed before the last split
+  const ab::SweepResult resumed = ab::run_sweep(tiny(), nullptr, &first);
+  ASSERT_EQ(resumed.runs.size(), 3u);
+  EXPECT_EQ(resumed.runs[0].step_seconds.median, first.runs[0].step_seconds.median);  // copied
+  EXPECT_EQ(resumed.runs[1].step_seconds.median, first.runs[1].step_seconds.median);
+  EXPECT_EQ(resumed.runs[2].status, ab::RunStatus::kOk);                              // measured
+}
+
+TEST(Sweep, BadInputIsAUserError) {
+  ab::SweepOptions o = tiny();
+  o.micro_batches = {3};
+  EXPECT_THROW(ab::run_sweep(o), ab::UserError);
+  o = tiny();
+  o.model.preset = "gpt2-125m";
+  EXPECT_THROW(ab::run_sweep(o), ab::UserError);
+  o = tiny();
+  o.memory_limit_bytes = 1000;  // below the weights and AdamW moments
+  EXPECT_THROW(ab::run_sweep(o), ab::UserError);
+  o = tiny();
+  o.seq_len = 100000;
+  EXPECT_THROW(ab::run_sweep(o), ab::UserError);
+}

@@ -1,0 +1,218 @@
+// accumbench: parses the command line and calls the library; nothing else (STYLE.md).
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "accumbench/error.hpp"
+#include "accumbench/model_config.hpp"
+#include "accumbench/report.hpp"
+#include "accumbench/statistics.hpp"
+#include "accumbench/sweep.hpp"
+#include "accumbench/verify.hpp"
+
+namespace ab = accumbench;
+
+namespace {
+
+bool stdout_is_tty() { return isatty(STDOUT_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr; }
+bool stderr_is_tty() { return isatty(STDERR_FILENO) != 0; }
+
+struct OutputFiles {
+  std::string json, csv, markdown, html, trace;
+
+  void add_to(CLI::App* command) {
+    command->add_option("--json", json, "write the results as JSON (rewritten after every split)");
+    command->add_option("--csv", csv, "write one CSV line per split");
+    command->add_option("--markdown", markdown, "write a Markdown table (only the columns that vary)");
+    command->add_option("--html", html, "write a self-contained HTML report with charts");
+    command->add_option("--trace", trace, "write a Chrome/Perfetto trace (one process per split)");
+  }
+  void write(const ab::SweepResult& result) const {
+    if (!json.empty()) ab::write_file_atomically(json, ab::to_json(result));
+    write_with(ab::CsvReporter(), csv, result);
+    write_with(ab::MarkdownReporter(), markdown, result);
+    write_with(ab::HtmlReporter(), html, result);
+    write_with(ab::ChromeTraceReporter(), trace, result);
+  }
+
+ private:
+  static void write_with(const ab::Reporter& reporter, const std::string& path, const ab::SweepResult& result) {
+    if (path.empty()) return;
+    std::ostringstream out;
+    reporter.report(result, out);
+    ab::write_file_atomically(path, out.str());
+  }
+};
+
+// Options shared by sweep, verify and plan: which model.
+void add_model_options(CLI::App* command, ab::ModelOptions& model) {
+  command->add_option("--model", model.preset, "model preset (see `accumbench models`)")->capture_default_str();
+  command->add_option("--hf-config", model.hf_config,
+                      "Hugging Face config.json (model_type gpt2, llama, qwen2, mistral); overrides --model");
+  command->add_option("--seed", model.seed, "seed of the random weights and tokens")->capture_default_str();
+}
+
+void add_optimizer_options(CLI::App* command, ab::OptimizerOptions& o) {
+  command->add_option("--lr", o.lr, "AdamW learning rate")->capture_default_str();
+  command->add_option("--beta1", o.beta1, "AdamW beta1")->capture_default_str();
+  command->add_option("--beta2", o.beta2, "AdamW beta2")->capture_default_str();
+  command->add_option("--adam-eps", o.eps, "AdamW epsilon")->capture_default_str();
+  command->add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
+}
+
+void print_models(std::ostream& out) {
+  out << std::left << std::setw(15) << "preset" << std::setw(7) << "family" << std::right << std::setw(7) << "layers"
+      << std::setw(8) << "d_model" << std::setw(7) << "heads" << std::setw(9) << "kv_heads" << std::setw(7) << "d_ff"
+      << std::setw(8) << "vocab" << std::setw(9) << "max_T" << std::setw(15) << "parameters" << "  published\n";
+  for (const auto& m : ab::presets()) {
+    out << std::left << std::setw(15) << m.name << std::setw(7) << ab::to_string(m.arch) << std::right << std::setw(7)
+        << m.n_layers << std::setw(8) << m.d_model << std::setw(7) << m.n_heads << std::setw(9) << m.n_kv_heads
+        << std::setw(7) << m.d_ff << std::setw(8) << m.vocab_size << std::setw(9) << m.max_seq_len << std::setw(15)
+        << ab::parameter_count(m) << "  " << (m.published_parameters.empty() ? "(test size)" : m.published_parameters)
+        << "\n";
+  }
+}
+
+void print_progress(const ab::SweepProgress& p) {
+  const double done = p.split_index + static_cast<double>(p.step_index) / std::max(1, p.step_count);
+  const double remaining = done > 0 ? p.elapsed_seconds * (p.split_count - done) / done : 0;
+  std::cerr << "\r\033[K" << "split " << p.split_index + 1 << "/" << p.split_count << ", step " << p.step_index + 1
+            << "/" << p.step_count << ", " << std::fixed << std::setprecision(0) << p.elapsed_seconds
+            << " s elapsed, ~" << remaining << " s left" << std::defaultfloat << std::flush;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{
+      "accumbench: which micro-batch x gradient-accumulation split of your effective batch is fastest,\n"
+      "which fit in memory, and why, measured on this device with LibTorch."};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every subcommand");
+
+  // ---- sweep ----
+  ab::SweepOptions sweep;
+  OutputFiles sweep_files;
+  std::string memory_limit, resume_path;
+  CLI::App* sweep_cmd = app.add_subcommand("sweep", "measure every micro-batch x accumulation split of one batch");
+  add_model_options(sweep_cmd, sweep.model);
+  sweep_cmd->add_option("--seq-len", sweep.seq_len, "sequence length T")->capture_default_str();
+  sweep_cmd->add_option("--batch", sweep.batch, "effective batch per optimizer step, in sequences")->capture_default_str();
+  sweep_cmd->add_option("--micro-batches", sweep.micro_batches, "micro-batch sizes to try (default: every divisor of --batch)")
+      ->delimiter(',');
+  sweep_cmd->add_option("--device", sweep.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+  sweep_cmd->add_option("--precision", sweep.precisions, "fp32, bf16 (autocast) or fp16 (autocast + loss scaling, CUDA); a list sweeps each")
+      ->delimiter(',')->capture_default_str();
+  sweep_cmd->add_option("--lengths", sweep.lengths, "fixed, or variable (uniform in [T/4, T], padded)")->capture_default_str();
+  sweep_cmd->add_option("--loss-normalization", sweep.loss_normalization, "token (correct) or mean-of-means (the bug)")
+      ->capture_default_str();
+  sweep_cmd->add_option("--warmup", sweep.warmup, "steps per split before timing (discarded)")->capture_default_str();
+  sweep_cmd->add_option("--steps", sweep.steps, "timed steps per split")->capture_default_str();
+  sweep_cmd->add_option("--time-budget", sweep.time_budget_seconds, "seconds of timed steps per split (at least --steps)")
+      ->capture_default_str();
+  sweep_cmd->add_option("--memory-limit", memory_limit, "cap usable memory, e.g. 16GiB (CUDA: allocator fraction; CPU: counting allocator)");
+  sweep_cmd->add_flag("--knobs", sweep.knobs, "also sweep activation checkpointing and optimizer-in-backward (at accumulation 1)");
+  sweep_cmd->add_flag("--cuda-graphs", sweep.cuda_graphs, "replay the micro-step as a CUDA graph (GPU)");
+  sweep_cmd->add_option("--peak-tflops", sweep.peak_tflops, "device peak TFLOP/s for MFU (default: built-in table; none on CPU)");
+  sweep_cmd->add_option("--tokens", sweep.token_file, "token file (uint16 or uint32 ids) instead of synthetic tokens");
+  sweep_cmd->add_option("--token-bytes", sweep.token_bytes, "bytes per token id in --tokens: 2 or 4")->capture_default_str();
+  sweep_cmd->add_option("--threads", sweep.threads, "CPU threads (0: every hardware thread)")->capture_default_str();
+  sweep_cmd->add_option("--resume", resume_path, "skip splits already measured in this JSON file (and keep writing it)");
+  add_optimizer_options(sweep_cmd, sweep.optimizer);
+  sweep_files.add_to(sweep_cmd);
+
+  // ---- verify ----
+  ab::VerifyOptions verify;
+  CLI::App* verify_cmd = app.add_subcommand("verify", "prove that every split computes the same update as the whole batch");
+  add_model_options(verify_cmd, verify.model);
+  verify_cmd->add_option("--seq-len", verify.seq_len, "sequence length T")->capture_default_str();
+  verify_cmd->add_option("--batch", verify.batch, "effective batch, in sequences")->capture_default_str();
+  verify_cmd->add_option("--micro-batches", verify.micro_batches, "micro-batch sizes (default: every divisor of --batch)")
+      ->delimiter(',');
+  verify_cmd->add_option("--device", verify.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+  verify_cmd->add_option("--precision", verify.precision, "fp32, bf16 or fp16")->capture_default_str();
+  verify_cmd->add_option("--lengths", verify.lengths, "fixed or variable")->capture_default_str();
+  verify_cmd->add_option("--loss-normalization", verify.loss_normalization, "token or mean-of-means")->capture_default_str();
+  verify_cmd->add_flag("--optimizer-in-backward", verify.optimizer_in_backward, "also check 1 x batch with AdamW inside backward");
+  verify_cmd->add_flag("--activation-checkpointing", verify.activation_checkpointing, "run the splits with checkpointed blocks");
+  verify_cmd->add_option("--threads", verify.threads, "CPU threads (0: every hardware thread)")->capture_default_str();
+  add_optimizer_options(verify_cmd, verify.optimizer);
+
+  // ---- report / compare / models ----
+  std::string report_input;
+  OutputFiles report_files;
+  CLI::App* report_cmd = app.add_subcommand("report", "render a saved sweep JSON again (console, or files)");
+  report_cmd->add_option("results", report_input, "a JSON file written by `accumbench sweep --json`")->required();
+  report_files.add_to(report_cmd);
+
+  std::string compare_a, compare_b;
+  CLI::App* compare_cmd = app.add_subcommand("compare", "compare two sweep JSON files split by split");
+  compare_cmd->add_option("a", compare_a, "baseline JSON")->required();
+  compare_cmd->add_option("b", compare_b, "other JSON")->required();
+
+  CLI::App* models_cmd = app.add_subcommand("models", "list the model presets");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    if (error.get_exit_code() == 0) return app.exit(error);  // --help
+    std::cerr << "accumbench: error: " << error.what() << "; see `accumbench "
+              << (app.get_subcommands().empty() ? "" : app.get_subcommands().front()->get_name() + " ") << "--help`\n";
+    return ab::kUserErrorExitCode;
+  }
+
+  if (*models_cmd) {
+    print_models(std::cout);
+    return 0;
+  }
+  if (*compare_cmd) {
+    ab::print_comparison(ab::load_sweep_result(compare_a), ab::load_sweep_result(compare_b), std::cout);
+    return 0;
+  }
+  if (*report_cmd) {
+    const ab::SweepResult result = ab::load_sweep_result(report_input);
+    const bool any_file = !report_files.json.empty() || !report_files.csv.empty() || !report_files.markdown.empty() ||
+                          !report_files.html.empty() || !report_files.trace.empty();
+    report_files.write(result);
+    if (!any_file) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
+    return 0;
+  }
+  if (*verify_cmd) {
+    const ab::VerifyResult result = ab::run_verify(verify);
+    ab::print_verify(result, std::cout);
+    return result.all_pass ? 0 : 1;
+  }
+  // sweep
+  if (!memory_limit.empty()) sweep.memory_limit_bytes = ab::parse_bytes(memory_limit);
+  ab::SweepResult resume;
+  const bool resuming = !resume_path.empty();
+  if (resuming) {
+    resume = ab::load_sweep_result(resume_path);
+    if (sweep_files.json.empty()) sweep_files.json = resume_path;
+  }
+  const bool progress = stderr_is_tty();
+  const ab::SweepResult result = ab::run_sweep(
+      sweep,
+      [&](const ab::SweepResult& partial) { sweep_files.write(partial); },
+      resuming ? &resume : nullptr,
+      progress ? ab::ProgressCallback(print_progress) : ab::ProgressCallback());
+  if (progress) std::cerr << "\r\033[K" << std::flush;
+  ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const ab::UserError& error) {
+    std::cerr << "accumbench: error: " << error.what() << "\n";
+    return ab::kUserErrorExitCode;
+  } catch (const std::exception& error) {
+    std::cerr << "accumbench: internal error: " << error.what() << "\n";
+    return 1;
+  }
+}
