@@ -1,0 +1,452 @@
+// The analytic memory plan (plan.hpp). Every line is a tensor that the real step allocates, with
+// the shape formula read off the model code (src/models/gpt2.cpp, llama.cpp, model.cpp), the
+// training step (src/engine/trainer.cpp, adamw.cpp) and the tensors autograd saves for backward
+// (PyTorch tools/autograd/derivatives.yaml: linear/addmm and mm save their input and weight,
+// layer_norm its input, mean and rstd, gelu/silu their input, softmax and log_softmax their
+// output, mul both operands, masked_fill its mask, bmm both operands). Symbols: b micro-batch,
+// T sequence length, d model width, a = H·hd attention width, kv = Hkv·hd, f = d_ff, V vocabulary,
+// L blocks, P parameters, c bytes of the compute dtype (4 in fp32, 2 under bf16/fp16 autocast).
+#include "accumbench/plan.hpp"
+
+#include <algorithm>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#include "accumbench/error.hpp"
+#include "accumbench/report.hpp"
+
+namespace accumbench {
+
+std::string to_string(AttentionKind kind) { return kind == AttentionKind::kFlash ? "flash" : "explicit"; }
+
+AttentionKind attention_kind_from_string(const std::string& text) {
+  if (text == "explicit") return AttentionKind::kExplicit;
+  if (text == "flash") return AttentionKind::kFlash;
+  throw UserError("unknown --attention \"" + text + "\"; use explicit (LibTorch 1.x, CPU) or flash (LibTorch 2.x, CUDA)");
+}
+
+const char* plan_phase_name(PlanPhase phase) {
+  switch (phase) {
+    case PlanPhase::kForward: return "forward";
+    case PlanPhase::kBackward: return "backward";
+    case PlanPhase::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+int64_t total_bytes(const std::vector<PlanLine>& lines) {
+  int64_t total = 0;
+  for (const auto& line : lines) total += line.bytes;
+  return total;
+}
+
+namespace {
+
+constexpr int64_t kFp32 = 4;
+constexpr int64_t kInt64 = 8;
+constexpr int64_t kBool = 1;
+
+// Adds lines to one table; `count` repeats a tensor (per block: L).
+struct Table {
+  std::vector<PlanLine>* lines;
+  void add(const std::string& name, const std::string& formula, int64_t bytes, const std::string& why) const {
+    lines->push_back(PlanLine{name, formula, bytes, why});
+  }
+};
+
+// The parameters whose weights are cast to the compute dtype under autocast: every matrix that
+// goes through at::linear (block projections and the head). Embedding lookups, norms and biases
+// are not linear weights (biases are cast and cached too, but only until the autocast region
+// ends, and no backward saves them).
+int64_t linear_weight_numel_per_block(const ModelConfig& m) {
+  const int64_t d = m.d_model, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
+  if (m.arch == Architecture::kGpt2) return d * 3 * a + a * d + d * m.d_ff + m.d_ff * d;
+  return d * a + 2 * d * kv + a * d + 3 * d * m.d_ff;
+}
+
+int64_t largest_parameter_numel(const ModelConfig& m) {
+  const int64_t d = m.d_model;
+  int64_t largest = m.vocab_size * d;  // token embedding (and an untied head of the same size)
+  if (m.arch == Architecture::kGpt2) {
+    largest = std::max({largest, m.max_seq_len * d, d * 3 * m.n_heads * m.head_dim, d * m.d_ff});
+  } else {
+    largest = std::max({largest, d * m.n_heads * m.head_dim, d * m.d_ff});
+  }
+  return largest;
+}
+
+// One block's tensors saved for backward (without checkpointing), GPT-2.
+void gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, int64_t c, const Table& t) {
+  const int64_t T = o.seq_len, d = m.d_model, a = m.n_heads * m.head_dim, f = m.d_ff, H = m.n_heads, L = m.n_layers;
+  const int64_t N = b * T;
+  const bool cast = c != kFp32;
+  t.add("block input x", "L·b·T·d·4", L * N * d * kFp32, "fp32 residual stream, saved by ln_1");
+  t.add("ln_1 mean, rstd", "L·2·b·T·4", L * 2 * N * kFp32, "saved by layer_norm's backward");
+  t.add(cast ? "ln_1 output, cast to c" : "ln_1 output", "L·b·T·d·c", L * N * d * c,
+        cast ? "autocast casts the linear's input; the cast is what c_attn saves" : "saved by c_attn (linear)");
+  if (o.attention == AttentionKind::kExplicit) {
+    t.add("q, k copies", "L·2·b·T·a·c", L * 2 * N * a * c,
+          "matmul folds the transposed head views into bmm operands (a copy), bmm saves both");
+    t.add("attention probabilities", "L·b·H·T·T·c", L * b * H * T * T * c, "softmax saves its output (b, H, T, T)");
+    t.add("causal mask", "L·T·T·1", L * T * T * kBool, "masked_fill saves the (T, T) bool mask");
+    t.add("v copy", "L·b·T·a·c", L * N * a * c, "bmm(probabilities, v) saves v's contiguous copy");
+    t.add("attention output copy", "L·b·T·a·c", L * N * a * c,
+          "transpose + reshape copies (b, H, T, hd) to (b, T, a); attn_c_proj saves it");
+  } else {
+    t.add("qkv projection output", "L·b·T·3a·c", L * N * 3 * a * c, "scaled_dot_product_attention saves q, k, v (views of it)");
+    t.add("attention output", "L·b·T·a·c", L * N * a * c, "saved by the flash kernel and, as a view, by attn_c_proj");
+    t.add("attention logsumexp", "L·b·H·T·4", L * b * H * T * kFp32, "flash saves the row logsumexp instead of (T, T) probabilities");
+  }
+  t.add("residual h after attention", "L·b·T·d·4", L * N * d * kFp32, "x + attn_c_proj(y) in fp32, saved by ln_2");
+  t.add("ln_2 mean, rstd", "L·2·b·T·4", L * 2 * N * kFp32, "saved by layer_norm's backward");
+  t.add(cast ? "ln_2 output, cast to c" : "ln_2 output", "L·b·T·d·c", L * N * d * c, "saved by c_fc (linear)");
+  t.add("c_fc output", "L·b·T·f·c", L * N * f * c, "gelu saves its input");
+  t.add("gelu output", "L·b·T·f·c", L * N * f * c, "mlp_c_proj (linear) saves its input");
+}
+
+// One block's tensors saved for backward (without checkpointing), Llama family.
+void llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, int64_t c, const Table& t) {
+  const int64_t T = o.seq_len, d = m.d_model, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
+  const int64_t f = m.d_ff, H = m.n_heads, L = m.n_layers;
+  const int64_t N = b * T;
+  const bool cast = c != kFp32;
+  const bool gqa = m.n_kv_heads != m.n_heads;
+  t.add("block input x", "L·b·T·d·4", L * N * d * kFp32, "fp32 residual stream, saved by RMSNorm's pow and mul");
+  if (o.libtorch_major < 2) {
+    t.add("input RMSNorm x²", "L·b·T·d·4", L * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input x.pow(2)");
+  }
+  t.add("input RMSNorm rsqrt", "L·b·T·4", L * N * kFp32, "rsqrt saves its output, (b, T, 1)");
+  t.add("input RMSNorm normed", "L·b·T·d·4", L * N * d * kFp32, "weight · normed saves normed (fp32, as HF)");
+  if (cast) {
+    t.add("RMSNorm output, 3 casts to c", "L·3·b·T·d·c", L * 3 * N * d * c,
+          "autocast casts the input of q_proj, k_proj and v_proj separately; each linear saves its cast");
+  } else {
+    t.add("input RMSNorm output", "L·b·T·d·4", L * N * d * kFp32, "saved by q_proj, k_proj, v_proj (one tensor)");
+  }
+  // RoPE saves nothing: cos and sin do not require grad, so q·cos and rotate_half(q)·sin keep
+  // no operand, and the projections are freed once the rotated q, k exist.
+  if (o.attention == AttentionKind::kExplicit) {
+    t.add("rotated q copy", "L·b·T·a·c", L * N * a * c, "matmul folds q into a bmm operand (a copy), bmm saves it");
+    t.add(gqa ? "k repeated to H heads" : "rotated k copy", "L·b·T·a·c", L * N * a * c,
+          gqa ? "repeat_interleave (b, Hkv, T, hd) -> (b, H, T, hd); bmm saves it" : "bmm operand copy, saved");
+    t.add("attention probabilities", "L·b·H·T·T·c", L * b * H * T * T * c, "softmax saves its output (b, H, T, T)");
+    t.add("causal mask", "L·T·T·1", L * T * T * kBool, "masked_fill saves the (T, T) bool mask");
+    t.add(gqa ? "v repeated to H heads" : "v copy", "L·b·T·a·c", L * N * a * c, "bmm(probabilities, v) saves it");
+    t.add("attention output copy", "L·b·T·a·c", L * N * a * c,
+          "transpose + reshape copies (b, H, T, hd) to (b, T, a); o_proj saves it");
+  } else {
+    t.add("rotated q, k", "L·b·T·(a+kv)·c", L * N * (a + kv) * c, "scaled_dot_product_attention saves q, k");
+    t.add("v projection", "L·b·T·kv·c", L * N * kv * c, "scaled_dot_product_attention saves v");
+    t.add("attention output", "L·b·T·a·c", L * N * a * c, "saved by the flash kernel and, as a view, by o_proj");
+    t.add("attention logsumexp", "L·b·H·T·4", L * b * H * T * kFp32, "flash saves the row logsumexp");
+  }
+  t.add("residual h after attention", "L·b·T·d·4", L * N * d * kFp32, "x + o_proj(y) in fp32, saved by RMSNorm");
+  if (o.libtorch_major < 2) {
+    t.add("post-attention RMSNorm h²", "L·b·T·d·4", L * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input");
+  }
+  t.add("post-attention RMSNorm rsqrt", "L·b·T·4", L * N * kFp32, "rsqrt saves its output");
+  t.add("post-attention RMSNorm normed", "L·b·T·d·4", L * N * d * kFp32, "weight · normed saves normed");
+  if (cast) {
+    t.add("RMSNorm output, 2 casts to c", "L·2·b·T·d·c", L * 2 * N * d * c, "gate_proj and up_proj each save their own cast");
+  } else {
+    t.add("post-attention RMSNorm output", "L·b·T·d·4", L * N * d * kFp32, "saved by gate_proj and up_proj (one tensor)");
+  }
+  t.add("gate projection", "L·b·T·f·c", L * N * f * c, "silu saves its input");
+  t.add("silu(gate), up projection", "L·2·b·T·f·c", L * 2 * N * f * c, "silu(g)·u saves both operands");
+  t.add("silu(gate)·up", "L·b·T·f·c", L * N * f * c, "down_proj (linear) saves its input");
+}
+
+void check_split(const ModelConfig& m, const PlanOptions& o, const SplitConfig& s) {
+  if (s.precision != "fp32" && s.precision != "bf16" && s.precision != "fp16") {
+    throw UserError("unknown precision \"" + s.precision + "\"; use fp32, bf16 or fp16");
+  }
+  if (s.precision == "fp16" && o.cpu) throw UserError("fp16 needs a CUDA device; plan bf16 or fp32 for the CPU");
+  if (s.optimizer_in_backward && s.accum_steps != 1) {
+    throw UserError("optimizer-in-backward needs accumulation steps = 1; plan micro-batch = batch");
+  }
+  if (s.micro_batch <= 0 || o.seq_len <= 0) throw UserError("micro-batch and sequence length must be positive");
+  if (o.seq_len > m.max_seq_len) {
+    throw UserError("--seq-len " + std::to_string(o.seq_len) + " exceeds " + m.name + "'s " +
+                    std::to_string(m.max_seq_len) + " positions; use a shorter sequence");
+  }
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitConfig& split) {
+  check_split(m, o, split);
+  MemoryPlan plan;
+  plan.split = split;
+  plan.model = m;
+  plan.options = o;
+  const int64_t P = parameter_count(m);
+  const int64_t b = split.micro_batch, T = o.seq_len, N = b * T;
+  const int64_t d = m.d_model, V = m.vocab_size, L = m.n_layers;
+  const bool autocast = split.precision != "fp32";
+  const int64_t c = autocast ? 2 : kFp32;
+  const bool checkpointing = split.activation_checkpointing == "blocks";
+  const bool accumulating = split.accum_steps > 1;
+
+  // ---- resident for the whole step ----
+  const Table resident{&plan.resident};
+  resident.add("weights", "P·4", P * kFp32, "fp32 parameters (autocast keeps fp32 masters, casts per op)");
+  resident.add("AdamW exp_avg", "P·4", P * kFp32, "first moment, allocated up front (src/engine/adamw.cpp)");
+  resident.add("AdamW exp_avg_sq", "P·4", P * kFp32, "second moment, allocated up front");
+  if (o.cpu) {
+    const int64_t B = o.batch;
+    resident.add("token batches (inputs, targets)", "2·n·B·T·8", 2 * o.token_batches * B * T * kInt64,
+                 "the runner's n distinct host batches; on the CPU they are the device memory");
+  }
+  if (m.arch == Architecture::kLlama) {
+    resident.add("rotary cos, sin", "2·T·hd·c", 2 * T * m.head_dim * c, "RotaryCache keeps them in q's dtype");
+  }
+  if (split.precision == "fp16") {
+    resident.add("loss scale", "0", 0, "a host double in the Trainer (GradScaler state), no device bytes");
+  }
+
+  // ---- gradients ----
+  const Table grads{&plan.gradients};
+  grads.add("gradients", "P·4", P * kFp32,
+            split.optimizer_in_backward ? "freed one by one as each parameter steps in backward"
+                                        : "fp32 .grad, alive from the first backward to zero_grad");
+
+  // ---- saved for backward by one micro-step ----
+  const Table saved{&plan.saved};
+  if (!o.cpu) saved.add("micro-batch tokens on the device", "2·b·T·8", 2 * N * kInt64, "inputs for the embedding, targets for the loss");
+  if (m.arch == Architecture::kGpt2) saved.add("positions", "T·8", T * kInt64, "wpe's embedding saves its indices");
+  const size_t block_lines_begin = plan.saved.size();
+  if (checkpointing) {
+    saved.add("block input x (checkpoint)", "L·b·T·d·4", L * N * d * kFp32, "checkpointing keeps only each block's input");
+  } else if (m.arch == Architecture::kGpt2) {
+    gpt2_block_saved(m, o, b, c, saved);
+  } else {
+    llama_block_saved(m, o, b, c, saved);
+  }
+  if (autocast && !checkpointing) {
+    saved.add("block linear weights cast to c", "L·(linear weights)·c", L * linear_weight_numel_per_block(m) * c,
+              "autocast's cast cache; each linear's backward saves its cast weight");
+  }
+  const size_t block_lines_end = plan.saved.size();
+  if (autocast) {
+    saved.add("head weight cast to c", "V·d·c", V * d * c, "the head linear saves its cast weight");
+  }
+  saved.add("final norm input", "b·T·d·4", N * d * kFp32, "the last block's output, saved by the final norm");
+  if (m.arch == Architecture::kGpt2) {
+    saved.add("ln_f mean, rstd", "2·b·T·4", 2 * N * kFp32, "saved by layer_norm's backward");
+    saved.add(autocast ? "ln_f output, cast to c" : "ln_f output", "b·T·d·c", N * d * c, "the head linear saves its input");
+  } else {
+    if (o.libtorch_major < 2) {
+      saved.add("final RMSNorm x²", "b·T·d·4", N * d * kFp32, "LibTorch 1.x's mean backward keeps its input");
+    }
+    saved.add("final RMSNorm rsqrt, normed", "b·T·(d+1)·4", N * (d + 1) * kFp32, "rsqrt and weight · normed save them");
+    saved.add(autocast ? "final RMSNorm output, cast to c" : "final RMSNorm output", "b·T·d·c", N * d * c,
+              "the head linear saves its input");
+  }
+  saved.add("log_softmax output", "b·T·V·4", N * V * kFp32, "cross-entropy's log_softmax saves it; nll_loss reads it");
+
+  // ---- short-lived tensors at each phase's peak ----
+  const Table fwd{&plan.forward_peak};
+  fwd.add("logits", "b·T·V·c", N * V * c, "the head's output; freed when the forward ends (not saved)");
+  if (autocast) fwd.add("logits fp32 copy", "b·T·V·4", N * V * kFp32, "Trainer::accumulate runs cross-entropy in fp32");
+
+  const Table bwd{&plan.backward_peak};
+  bwd.add("nll_loss gradient", "b·T·V·4", N * V * kFp32, "grad of the log-probabilities, (b·T, V)");
+  bwd.add("log_softmax gradient", "b·T·V·4", N * V * kFp32, "grad of the logits, alive with its input");
+
+  const Table opt{&plan.optimizer_peak};
+  const int64_t largest = largest_parameter_numel(m);
+  opt.add("AdamW sqrt(exp_avg_sq), denom", "2·max(numel)·4", 2 * largest * kFp32,
+          "exp_avg_sq.sqrt() / bias correction: two temporaries of the largest parameter");
+
+  // The last block's backward: the head is done (its saved tensors are freed, its gradient
+  // exists), the block's own saved tensors are still there (recomputed, with checkpointing).
+  const Table blk{&plan.block_backward_peak};
+  const int64_t H = m.n_heads, f = m.d_ff;
+  if (!accumulating) {
+    blk.add("head and final-norm gradients", "(V·d + norm)·4",
+            (V * d + (m.arch == Architecture::kGpt2 ? 2 * d : d)) * kFp32, "the first gradients backward produces");
+  }
+  if (checkpointing) {
+    int64_t one_block = 0;
+    {
+      MemoryPlan full;  // the recomputed block saves what a plain forward saves
+      ModelConfig single = m;
+      single.n_layers = 1;
+      const Table recompute{&full.saved};
+      if (m.arch == Architecture::kGpt2) {
+        gpt2_block_saved(single, o, b, c, recompute);
+      } else {
+        llama_block_saved(single, o, b, c, recompute);
+      }
+      one_block = total_bytes(full.saved) - N * d * kFp32;  // its input is already counted
+    }
+    blk.add("recomputed block's saved tensors", "(one block of the table above)", one_block,
+            "backward reruns the block's forward with grad enabled");
+    if (autocast) {
+      blk.add("recomputed block's weights cast to c", "(linear weights)·c", linear_weight_numel_per_block(m) * c,
+              "the recompute's autocast region caches and saves them again");
+    }
+  }
+  blk.add("gradient of the residual stream", "b·T·d·4", N * d * kFp32, "flows into the block from above");
+  const int64_t softmax_pair = o.attention == AttentionKind::kExplicit ? 2 * b * H * T * T * c : 0;
+  const int64_t mlp_pair = 2 * N * f * c;
+  if (softmax_pair >= mlp_pair) {
+    blk.add("softmax backward: grads of probs, scores", "2·b·H·T·T·c", softmax_pair,
+            "softmax's backward holds its input gradient and output gradient at once");
+  } else {
+    blk.add("MLP backward: grads of act. out, in", "2·b·T·f·c", mlp_pair,
+            "the activation's backward holds its input gradient and output gradient at once");
+  }
+
+  // ---- peaks per phase ----
+  const int64_t resident_bytes = total_bytes(plan.resident);
+  const int64_t grad_bytes = total_bytes(plan.gradients);
+  const int64_t saved_bytes = total_bytes(plan.saved);
+  int64_t block_saved_bytes = 0;
+  for (size_t i = block_lines_begin; i < block_lines_end; ++i) block_saved_bytes += plan.saved[i].bytes;
+  // With accumulation the gradients of the earlier micro-steps are alive during the later
+  // micro-steps' forward and backward; at accumulation 1 they grow during the backward.
+  const int64_t grads_in_micro_step = accumulating ? grad_bytes : 0;
+  plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)] =
+      resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.forward_peak);
+  const int64_t backward_head = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak);
+  const int64_t backward_block = resident_bytes + grads_in_micro_step + block_saved_bytes +
+                                 total_bytes(plan.block_backward_peak);
+  // The end of backward: every gradient alive (none with optimizer-in-backward, which frees
+  // them as it goes) while the embedding's dense gradient is added into the token embedding's.
+  const int64_t backward_tail =
+      resident_bytes + (split.optimizer_in_backward ? 0 : grad_bytes) + V * d * kFp32 +
+      (split.optimizer_in_backward ? total_bytes(plan.optimizer_peak) : 0);
+  plan.phase_peak_bytes[static_cast<int>(PlanPhase::kBackward)] = std::max({backward_head, backward_block, backward_tail});
+  plan.phase_peak_bytes[static_cast<int>(PlanPhase::kOptimizer)] =
+      split.optimizer_in_backward ? resident_bytes : resident_bytes + grad_bytes + total_bytes(plan.optimizer_peak);
+  plan.peak_bytes = 0;
+  for (int p = 0; p < kPlanPhaseCount; ++p) {
+    if (plan.phase_peak_bytes[p] > plan.peak_bytes) {
+      plan.peak_bytes = plan.phase_peak_bytes[p];
+      plan.peak_phase = static_cast<PlanPhase>(p);
+    }
+  }
+  return plan;
+}
+
+int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, const std::string& precision,
+                            bool activation_checkpointing, int64_t memory_bytes) {
+  auto fits = [&](int64_t b) {
+    SplitConfig split;
+    split.micro_batch = b;
+    split.accum_steps = 2;
+    split.precision = precision;
+    split.activation_checkpointing = activation_checkpointing ? "blocks" : "none";
+    return plan_memory(cfg, options, split).peak_bytes <= memory_bytes;
+  };
+  if (!fits(1)) return 0;
+  int64_t lo = 1, hi = 2;
+  while (fits(hi) && hi < (int64_t{1} << 40)) {
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {  // fits(lo) && !fits(hi)
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+std::vector<MemoryPlan> plan_splits(const ModelConfig& cfg, const PlanOptions& options, const std::string& precision,
+                                    bool knobs) {
+  std::vector<MemoryPlan> plans;
+  for (int64_t micro = 1; micro <= options.batch; ++micro) {
+    if (options.batch % micro != 0) continue;
+    SplitConfig split;
+    split.micro_batch = micro;
+    split.accum_steps = options.batch / micro;
+    split.precision = precision;
+    plans.push_back(plan_memory(cfg, options, split));
+    if (!knobs) continue;
+    SplitConfig checkpointed = split;
+    checkpointed.activation_checkpointing = "blocks";
+    plans.push_back(plan_memory(cfg, options, checkpointed));
+    if (split.accum_steps == 1) {
+      SplitConfig in_backward = split;
+      in_backward.optimizer_in_backward = true;
+      plans.push_back(plan_memory(cfg, options, in_backward));
+    }
+  }
+  return plans;
+}
+
+Calibration fit_calibration(int64_t micro_batch_a, int64_t measured_a, int64_t predicted_a, int64_t micro_batch_b,
+                            int64_t measured_b, int64_t predicted_b) {
+  if (micro_batch_a == micro_batch_b) throw UserError("the two calibration probes need different micro-batches");
+  Calibration c;
+  c.micro_batch_a = micro_batch_a;
+  c.micro_batch_b = micro_batch_b;
+  c.measured_a = measured_a;
+  c.measured_b = measured_b;
+  c.predicted_a = predicted_a;
+  c.predicted_b = predicted_b;
+  const double error_a = static_cast<double>(measured_a - predicted_a);
+  const double error_b = static_cast<double>(measured_b - predicted_b);
+  c.slope_bytes = (error_b - error_a) / static_cast<double>(micro_batch_b - micro_batch_a);
+  c.intercept_bytes = error_a - c.slope_bytes * static_cast<double>(micro_batch_a);
+  return c;
+}
+
+int64_t Calibration::predict(const MemoryPlan& plan) const {
+  const double error = intercept_bytes + slope_bytes * static_cast<double>(plan.split.micro_batch);
+  return plan.peak_bytes + static_cast<int64_t>(error >= 0 ? error + 0.5 : error - 0.5);
+}
+
+// ---- printing ----
+
+namespace {
+void print_table(const std::string& title, const std::vector<PlanLine>& lines, std::ostream& out) {
+  if (lines.empty()) return;
+  out << title << "\n";
+  for (const auto& line : lines) {
+    out << "  " << std::left << std::setw(34) << line.name << std::setw(22) << line.formula << std::right
+        << std::setw(11) << format_bytes(line.bytes) << "  " << line.why << "\n";
+  }
+  out << "  " << std::left << std::setw(56) << "total" << std::right << std::setw(11)
+      << format_bytes(total_bytes(lines)) << "\n";
+}
+}  // namespace
+
+void print_plan(const MemoryPlan& plan, std::ostream& out) {
+  const ModelConfig& m = plan.model;
+  out << "memory plan: " << m.name << ", T=" << plan.options.seq_len << ", split " << plan.split.label() << ", "
+      << plan.split.precision << ", attention " << to_string(plan.options.attention) << "\n";
+  out << "  P=" << parameter_count(m) << " L=" << m.n_layers << " d=" << m.d_model << " H=" << m.n_heads
+      << " Hkv=" << m.n_kv_heads << " hd=" << m.head_dim << " f=" << m.d_ff << " V=" << m.vocab_size
+      << " b=" << plan.split.micro_batch << " c=" << (plan.split.precision == "fp32" ? 4 : 2) << "\n";
+  print_table("resident (whole step)", plan.resident, out);
+  print_table("gradients", plan.gradients, out);
+  print_table("saved for backward (one micro-step)", plan.saved, out);
+  print_table("forward peak: loss head", plan.forward_peak, out);
+  print_table("backward peak: first node (loss head)", plan.backward_peak, out);
+  print_table("backward peak candidate: the last block's backward", plan.block_backward_peak, out);
+  print_table("optimizer peak: temporaries", plan.optimizer_peak, out);
+  out << "predicted peak per phase:";
+  for (int p = 0; p < kPlanPhaseCount; ++p) {
+    out << " " << plan_phase_name(static_cast<PlanPhase>(p)) << " " << format_bytes(plan.phase_peak_bytes[p]) << ";";
+  }
+  out << " peak " << format_bytes(plan.peak_bytes) << " in " << plan_phase_name(plan.peak_phase) << "\n";
+}
+
+void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out) {
+  out << std::left << std::setw(16) << "split" << std::right << std::setw(12) << "forward" << std::setw(12)
+      << "backward" << std::setw(12) << "optimizer" << std::setw(12) << "peak" << "  " << std::left << std::setw(10)
+      << "held by" << (memory_bytes > 0 ? "fits in " + format_bytes(memory_bytes) : std::string()) << "\n";
+  for (const auto& plan : plans) {
+    out << std::left << std::setw(16) << plan.split.label() << std::right;
+    for (int p = 0; p < kPlanPhaseCount; ++p) out << std::setw(12) << format_bytes(plan.phase_peak_bytes[p]);
+    out << std::setw(12) << format_bytes(plan.peak_bytes) << "  " << std::left << std::setw(10)
+        << plan_phase_name(plan.peak_phase);
+    if (memory_bytes > 0) out << (plan.peak_bytes <= memory_bytes ? "yes" : "no");
+    out << "\n";
+  }
+}
+
+}  // namespace accumbench

@@ -1,0 +1,132 @@
+// The memory plan: what one optimizer step keeps alive, one line per tensor group with its
+// formula and the reason it is alive (llm.c's activation table), the predicted peak per phase,
+// the largest micro-batch that fits and which splits of a batch fit. Pure arithmetic on the
+// model's shape: no LibTorch here, nothing is allocated.
+//
+//   PlanOptions o;                                   // T, batch, attention kind, device kind
+//   o.seq_len = 1024; o.batch = 64; o.attention = AttentionKind::kFlash; o.cpu = false;
+//   SplitConfig split; split.micro_batch = 8; split.accum_steps = 8; split.precision = "bf16";
+//   MemoryPlan plan = plan_memory(find_preset("gpt2-124m"), o, split);
+//   plan.peak_bytes;                                 // predicted peak, plan.peak_phase holds it
+//   print_plan(plan, std::cout);                     // the table
+//
+// The calibrated prediction (src/plan/calibrate.cpp, in accumbench_core because it measures)
+// corrects the analytic plan with a line through two measured probes.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "accumbench/model_config.hpp"
+#include "accumbench/result.hpp"
+
+namespace accumbench {
+
+// How attention is computed, which decides what it saves for backward (compat::causal_attention):
+// kExplicit (LibTorch 1.x): softmax(QKᵀ/√d + mask)·V saves the (b, H, T, T) probabilities;
+// kFlash (LibTorch 2.x scaled_dot_product_attention): saves only the output and the logsumexp.
+enum class AttentionKind { kExplicit, kFlash };
+std::string to_string(AttentionKind kind);                        // "explicit" | "flash"
+AttentionKind attention_kind_from_string(const std::string& text);  // UserError on others
+
+// What does not change between the splits of one batch.
+struct PlanOptions {
+  int64_t seq_len = 1024;
+  int64_t batch = 64;  // effective batch, in sequences
+  AttentionKind attention = AttentionKind::kExplicit;
+  // CPU: the host token batches are device memory too (DataOptions::distinct_batches of them,
+  // each the whole step's inputs and targets). CUDA: only one micro-batch's copy is on the device.
+  bool cpu = true;
+  int token_batches = 2;
+  // Autograd formulas differ between LibTorch 1.x and 2.x (mean's backward keeps its input on 1.x).
+  int libtorch_major = 1;
+};
+
+enum class PlanPhase : int { kForward = 0, kBackward, kOptimizer };
+inline constexpr int kPlanPhaseCount = 3;
+const char* plan_phase_name(PlanPhase phase);  // "forward", "backward", "optimizer"
+
+// One tensor (or a group of identical tensors) with its size and why it is alive.
+struct PlanLine {
+  std::string name;     // "c_fc output (gelu input)"
+  std::string formula;  // "L·b·T·dff·4"
+  int64_t bytes = 0;
+  std::string why;      // "saved by gelu's backward"
+};
+
+struct MemoryPlan {
+  SplitConfig split;
+  ModelConfig model;
+  PlanOptions options;
+  // Alive for the whole step: weights, optimizer moments, token batches.
+  std::vector<PlanLine> resident;
+  // Gradients: alive from the first backward to the optimizer's zero_grad (not with
+  // optimizer-in-backward, where each one is freed right after its parameter steps).
+  std::vector<PlanLine> gradients;
+  // Saved for backward by one micro-step's forward, alive at the end of the forward.
+  std::vector<PlanLine> saved;
+  // Short-lived tensors on top of the above at the moment each phase peaks.
+  std::vector<PlanLine> forward_peak;    // the loss head: logits and their fp32 copies
+  std::vector<PlanLine> backward_peak;   // gradients of the loss head, first node of backward
+  std::vector<PlanLine> block_backward_peak;  // the last block's backward (recomputed with checkpointing)
+  std::vector<PlanLine> optimizer_peak;  // AdamW's temporaries for the largest parameter
+
+  std::array<int64_t, kPlanPhaseCount> phase_peak_bytes{};
+  int64_t peak_bytes = 0;
+  PlanPhase peak_phase = PlanPhase::kForward;
+};
+
+// Sum of a table's bytes.
+int64_t total_bytes(const std::vector<PlanLine>& lines);
+
+// The plan of one split. Throws UserError on a bad precision, on fp16 on the CPU, or on
+// optimizer-in-backward with accumulation.
+MemoryPlan plan_memory(const ModelConfig& cfg, const PlanOptions& options, const SplitConfig& split);
+
+// The largest micro-batch (any size, not only divisors of the batch) whose step fits in
+// `memory_bytes` with accumulation (gradients alive during the later micro-steps' forward),
+// with the given precision and activation checkpointing. 0 when not even 1 fits.
+int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, const std::string& precision,
+                            bool activation_checkpointing, int64_t memory_bytes);
+
+// One plan per split of options.batch: every divisor, plus the knobs' variants when `knobs`
+// (checkpointing everywhere, optimizer-in-backward at accumulation 1), as sweep_grid builds them.
+std::vector<MemoryPlan> plan_splits(const ModelConfig& cfg, const PlanOptions& options,
+                                    const std::string& precision, bool knobs);
+
+// Calibration: the analytic plan plus a line through the two probes' measured − predicted
+// errors, so a constant the plan misses (allocator temporaries, a library's cache) and a
+// per-sequence one both vanish.
+struct Calibration {
+  int64_t micro_batch_a = 0, micro_batch_b = 0;
+  int64_t measured_a = 0, measured_b = 0;   // measured peaks of the probes
+  int64_t predicted_a = 0, predicted_b = 0; // analytic peaks of the probes
+  // error(b) = intercept + slope·b, in bytes.
+  double intercept_bytes = 0;
+  double slope_bytes = 0;
+  int64_t predict(const MemoryPlan& plan) const;
+};
+Calibration fit_calibration(int64_t micro_batch_a, int64_t measured_a, int64_t predicted_a,
+                            int64_t micro_batch_b, int64_t measured_b, int64_t predicted_b);
+
+// Measured peak bytes of one optimizer step of `split` on `device` ("cpu" or "cuda:N"), after a
+// warmup step, counted from before the model was built: weights, optimizer moments, token
+// batches, activations, gradients, temporaries. Builds the model and runs two steps; lives in
+// accumbench_core (src/plan/calibrate.cpp). `timeline` (optional) receives the measured step's phases.
+int64_t measure_step_peak(const ModelConfig& cfg, const PlanOptions& options, const SplitConfig& split,
+                          const std::string& device, std::vector<PhaseSpan>* timeline = nullptr);
+
+// Two probes (split's knobs at micro-batches a and b, with the split's accumulation pattern)
+// measured with measure_step_peak, fitted by fit_calibration. accumbench_core.
+Calibration calibrate(const ModelConfig& cfg, const PlanOptions& options, const SplitConfig& split,
+                      const std::string& device, int64_t micro_batch_a, int64_t micro_batch_b);
+
+// The table, the per-phase peaks, and (when memory_bytes > 0) whether it fits.
+void print_plan(const MemoryPlan& plan, std::ostream& out);
+// One line per split: label, predicted peak per phase, the phase that holds it, fits or not.
+void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out);
+
+}  // namespace accumbench
