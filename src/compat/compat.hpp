@@ -7,7 +7,11 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
+#include <torch/version.h>
+
+#include <cstring>
 
 #include <cstdint>
 #include <functional>
@@ -48,6 +52,21 @@ class AutocastGuard {
 // the hook should run: it owns the node, which the parameter only references weakly.
 std::shared_ptr<void> add_post_accumulate_grad_hook(
     const at::Tensor& param, std::function<void(const at::Tensor& param)> hook);
+
+// c10::Allocator changed in 2.x: allocate() is no longer const and copy_data() is pure virtual.
+// Derive from this and implement allocate_bytes() to work with both.
+class AllocatorBase : public c10::Allocator {
+ public:
+  virtual c10::DataPtr allocate_bytes(size_t nbytes) const = 0;
+#if TORCH_VERSION_MAJOR >= 2
+  c10::DataPtr allocate(size_t nbytes) override { return allocate_bytes(nbytes); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+#else
+  c10::DataPtr allocate(size_t nbytes) const override { return allocate_bytes(nbytes); }
+#endif
+};
 
 // True when the error is an allocator out-of-memory (CUDA caching allocator, or our counting CPU
 // allocator under --memory-limit).

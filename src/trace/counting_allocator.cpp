@@ -11,6 +11,7 @@
 
 #include "accumbench/report.hpp"
 #include "accumbench/trace.hpp"
+#include "compat/compat.hpp"
 
 namespace accumbench {
 namespace {
@@ -36,9 +37,9 @@ void counting_free(void* data) {
   c10::free_cpu(block);
 }
 
-class CountingAllocatorImpl final : public c10::Allocator {
+class CountingAllocatorImpl final : public compat::AllocatorBase {
  public:
-  c10::DataPtr allocate(size_t nbytes) const override {
+  c10::DataPtr allocate_bytes(size_t nbytes) const override {
     if (nbytes == 0) return {nullptr, nullptr, &counting_free, c10::Device(c10::DeviceType::CPU)};
     const auto bytes = static_cast<int64_t>(nbytes);
     const int64_t limit = g_limit.load(std::memory_order_relaxed);
