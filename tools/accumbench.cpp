@@ -114,7 +114,6 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   sweep_cmd->add_option("--memory-limit", memory_limit, "cap usable memory, e.g. 16GiB (CUDA: allocator fraction; CPU: counting allocator)");
   sweep_cmd->add_flag("--knobs", sweep.knobs, "also sweep activation checkpointing and optimizer-in-backward (at accumulation 1)");
-  sweep_cmd->add_flag("--cuda-graphs", sweep.cuda_graphs, "replay the micro-step as a CUDA graph (GPU)");
   sweep_cmd->add_option("--peak-tflops", sweep.peak_tflops, "device peak TFLOP/s for MFU (default: built-in table; none on CPU)");
   sweep_cmd->add_option("--tokens", sweep.token_file, "token file (uint16 or uint32 ids) instead of synthetic tokens");
   sweep_cmd->add_option("--token-bytes", sweep.token_bytes, "bytes per token id in --tokens: 2 or 4")->capture_default_str();
