@@ -1,9 +1,13 @@
-// The counting CPU allocator and the memory limit.
+// The counting CPU allocator and the memory limit; the memory plan against measured peaks.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "accumbench/plan.hpp"
 #include "accumbench/trace.hpp"
 #include "compat/compat.hpp"
+
+#include <cmath>
+#include <iostream>
 
 namespace ab = accumbench;
 
@@ -35,4 +39,160 @@ TEST(CountingAllocator, LimitRaisesLibTorchsOutOfMemoryError) {
   counter.set_limit_bytes(0);
   at::Tensor now_fine = torch::empty({16}, torch::kFloat);
   EXPECT_EQ(now_fine.numel(), 16);
+}
+
+
+// ---- the plan against the counting allocator ----
+//
+// Measured: measure_step_peak, one step after a warmup step through the real Trainer, counted
+// from before the model was built (weights, AdamW moments, token batches, activations,
+// gradients, temporaries), the way the sweep measures run.peak_allocated_bytes.
+
+namespace {
+
+constexpr int64_t kSeqLen = 64;
+
+ab::PlanOptions plan_options(int64_t batch) {
+  ab::PlanOptions o;
+  o.seq_len = kSeqLen;
+  o.batch = batch;
+  o.attention = ab::AttentionKind::kExplicit;  // LibTorch 1.13 on the CPU
+  o.cpu = true;
+  return o;
+}
+
+ab::SplitConfig split_of(int64_t micro, int64_t accum, const std::string& precision) {
+  ab::SplitConfig s;
+  s.micro_batch = micro;
+  s.accum_steps = accum;
+  s.precision = precision;
+  return s;
+}
+
+double relative_error(int64_t predicted, int64_t measured) {
+  return static_cast<double>(predicted - measured) / static_cast<double>(measured);
+}
+
+const char* const kSmallPresets[] = {"gpt2-tiny", "llama-tiny", "gpt2-mini", "llama-mini"};
+
+}  // namespace
+
+TEST(MemoryPlan, AnalyticPeakWithinTenPercentOfMeasured) {
+  for (const char* preset : kSmallPresets) {
+    const ab::ModelConfig cfg = ab::find_preset(preset);
+    for (const std::string precision : {"fp32", "bf16"}) {
+      for (int64_t micro : {1, 4}) {
+        for (int64_t accum : {1, 2}) {
+          const ab::PlanOptions o = plan_options(micro * accum);
+          const ab::SplitConfig s = split_of(micro, accum, precision);
+          const int64_t predicted = ab::plan_memory(cfg, o, s).peak_bytes;
+          const int64_t measured = ab::measure_step_peak(cfg, o, s, "cpu");
+          const double error = relative_error(predicted, measured);
+          std::cout << "[ analytic ] " << preset << " " << precision << " " << s.label() << " T=" << kSeqLen
+                    << " predicted " << predicted << " measured " << measured << " error " << 100 * error << " %\n";
+          EXPECT_LT(std::abs(error), 0.10) << preset << " " << precision << " " << s.label();
+        }
+      }
+    }
+  }
+}
+
+TEST(MemoryPlan, KnobsWithinTenPercentOfMeasured) {
+  for (const char* preset : kSmallPresets) {
+    const ab::ModelConfig cfg = ab::find_preset(preset);
+    for (const std::string precision : {"fp32", "bf16"}) {
+      ab::SplitConfig checkpointed = split_of(4, 1, precision);
+      checkpointed.activation_checkpointing = "blocks";
+      ab::SplitConfig in_backward = split_of(4, 1, precision);
+      in_backward.optimizer_in_backward = true;
+      for (const ab::SplitConfig& s : {checkpointed, in_backward}) {
+        const ab::PlanOptions o = plan_options(4);
+        const int64_t predicted = ab::plan_memory(cfg, o, s).peak_bytes;
+        const int64_t measured = ab::measure_step_peak(cfg, o, s, "cpu");
+        const double error = relative_error(predicted, measured);
+        std::cout << "[ knobs    ] " << preset << " " << precision << " " << s.label() << " predicted " << predicted
+                  << " measured " << measured << " error " << 100 * error << " %\n";
+        EXPECT_LT(std::abs(error), 0.10) << preset << " " << precision << " " << s.label();
+      }
+    }
+  }
+}
+
+TEST(MemoryPlan, CalibratedPeakWithinThreePercentOfMeasured) {
+  for (const char* preset : kSmallPresets) {
+    const ab::ModelConfig cfg = ab::find_preset(preset);
+    for (const std::string precision : {"fp32", "bf16"}) {
+      for (int64_t accum : {1, 2}) {
+        const ab::Calibration calibration =
+            ab::calibrate(cfg, plan_options(accum), split_of(1, accum, precision), "cpu", /*a=*/1, /*b=*/4);
+        for (int64_t micro : {2, 6}) {
+          const ab::PlanOptions o = plan_options(micro * accum);
+          const ab::SplitConfig s = split_of(micro, accum, precision);
+          const int64_t predicted = calibration.predict(ab::plan_memory(cfg, o, s));
+          const int64_t measured = ab::measure_step_peak(cfg, o, s, "cpu");
+          const double error = relative_error(predicted, measured);
+          std::cout << "[calibrated] " << preset << " " << precision << " " << s.label() << " predicted " << predicted
+                    << " measured " << measured << " error " << 100 * error << " %\n";
+          EXPECT_LT(std::abs(error), 0.03) << preset << " " << precision << " " << s.label();
+        }
+      }
+    }
+  }
+}
+
+// Large parameters, small activations (T=16, one sequence): the optimizer step holds the plain
+// step's peak (weights + 2 moments + gradients + AdamW's temporaries). Stepping inside backward
+// frees each gradient at once; what remains at the end of backward is the token embedding's
+// gradient (its two contributions, head and lookup, are summed before its hook fires) and the
+// AdamW temporaries for it, so the saving is the gradient bytes minus that.
+TEST(MemoryKnobs, OptimizerInBackwardLowersThePeakByTheGradientBytes) {
+  for (const char* preset : {"gpt2-mini", "llama-mini"}) {
+    const ab::ModelConfig cfg = ab::find_preset(preset);
+    ab::PlanOptions o = plan_options(1);
+    o.seq_len = 16;
+    const ab::SplitConfig plain = split_of(1, 1, "fp32");
+    ab::SplitConfig in_backward = plain;
+    in_backward.optimizer_in_backward = true;
+    const ab::MemoryPlan plain_plan = ab::plan_memory(cfg, o, plain);
+    const ab::MemoryPlan oib_plan = ab::plan_memory(cfg, o, in_backward);
+    ASSERT_EQ(plain_plan.peak_phase, ab::PlanPhase::kOptimizer) << preset;
+    const int64_t gradient_bytes = ab::total_bytes(plain_plan.gradients);
+    const int64_t measured_saving = ab::measure_step_peak(cfg, o, plain, "cpu") - ab::measure_step_peak(cfg, o, in_backward, "cpu");
+    const int64_t predicted_saving = plain_plan.peak_bytes - oib_plan.peak_bytes;
+    std::cout << "[   oib    ] " << preset << " gradient bytes " << gradient_bytes << " measured saving " << measured_saving
+              << " predicted saving " << predicted_saving << "\n";
+    EXPECT_GT(measured_saving, gradient_bytes / 2) << preset;
+    EXPECT_LT(std::abs(relative_error(predicted_saving, measured_saving)), 0.05) << preset;
+  }
+}
+
+// Checkpointing keeps only each block's input at the end of the forward.
+TEST(MemoryKnobs, CheckpointingLowersActivationMemory) {
+  for (const char* preset : {"gpt2-mini", "llama-mini"}) {
+    const ab::ModelConfig cfg = ab::find_preset(preset);
+    const ab::PlanOptions o = plan_options(4);
+    const ab::SplitConfig plain = split_of(4, 1, "fp32");
+    ab::SplitConfig checkpointed = plain;
+    checkpointed.activation_checkpointing = "blocks";
+    auto saved_after_forward = [&](const ab::SplitConfig& s) {
+      std::vector<ab::PhaseSpan> timeline;
+      const int64_t peak = ab::measure_step_peak(cfg, o, s, "cpu", &timeline);
+      for (const auto& span : timeline) {
+        if (span.phase == ab::Phase::kForward) return std::make_pair(span.bytes_at_end - span.bytes_at_start, peak);
+      }
+      return std::make_pair(int64_t{-1}, peak);
+    };
+    const auto [plain_saved, plain_peak] = saved_after_forward(plain);
+    const auto [ckpt_saved, ckpt_peak] = saved_after_forward(checkpointed);
+    const int64_t predicted_plain = ab::total_bytes(ab::plan_memory(cfg, o, plain).saved);
+    const int64_t predicted_ckpt = ab::total_bytes(ab::plan_memory(cfg, o, checkpointed).saved);
+    std::cout << "[   ckpt   ] " << preset << " saved after forward: plain " << plain_saved << " (plan " << predicted_plain
+              << "), checkpointed " << ckpt_saved << " (plan " << predicted_ckpt << "); peak " << plain_peak << " -> "
+              << ckpt_peak << "\n";
+    EXPECT_LT(ckpt_saved, plain_saved / 2) << preset;
+    EXPECT_LT(ckpt_peak, plain_peak) << preset;
+    // The forward also leaves the loss on the books: a few bytes.
+    EXPECT_LT(std::abs(relative_error(predicted_plain, plain_saved)), 0.01) << preset;
+    EXPECT_LT(std::abs(relative_error(predicted_ckpt, ckpt_saved)), 0.01) << preset;
+  }
 }

@@ -1,0 +1,78 @@
+// The measured side of the plan: one real optimizer step through the Trainer, traced by the same
+// StepTracer and memory probe as the sweep, and the calibration through two such probes.
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "accumbench/data.hpp"
+#include "accumbench/engine.hpp"
+#include "accumbench/models.hpp"
+#include "accumbench/plan.hpp"
+#include "accumbench/trace.hpp"
+
+namespace accumbench {
+
+int64_t measure_step_peak(const ModelConfig& cfg, const PlanOptions& options, const SplitConfig& split,
+                          const std::string& device_name, std::vector<PhaseSpan>* timeline) {
+  const c10::Device device = resolve_device(device_name);
+  MemoryProbe memory(device);
+  memory.empty_cache();
+  // Everything from here on is the step's: weights, moments, token batches, activations.
+  const int64_t baseline_bytes = memory.allocated_bytes();
+  int64_t peak_bytes = 0;
+  {
+    TrainOptions train_options;
+    train_options.precision = precision_from_string(split.precision);
+    Trainer trainer(build_model(cfg, /*seed=*/0), device, train_options);
+    DataOptions data_options;
+    data_options.vocab_size = cfg.vocab_size;
+    data_options.seq_len = options.seq_len;
+    data_options.batch = split.micro_batch * split.accum_steps;
+    data_options.distinct_batches = options.token_batches;
+    data_options.pin_memory = device.is_cuda();
+    const StepBatches data(make_synthetic_batches(data_options));
+    StepOptions step_options;
+    step_options.micro_batch = split.micro_batch;
+    step_options.optimizer_in_backward = split.optimizer_in_backward;
+    step_options.activation_checkpointing = split.activation_checkpointing == "blocks";
+    StepTracer tracer(device, &memory);
+    // The first step is a warmup (lazy caches, the rotary table), as in the sweep.
+    for (int i = 0; i < 2; ++i) {
+      tracer.start_step();
+      trainer.step(data.batch(i), step_options, &tracer);
+      tracer.finish_step();
+    }
+    for (const auto& span : tracer.timeline()) peak_bytes = std::max(peak_bytes, span.peak_bytes);
+    if (timeline != nullptr) {
+      *timeline = tracer.timeline();
+      for (auto& span : *timeline) {
+        span.bytes_at_start -= baseline_bytes;
+        span.bytes_at_end -= baseline_bytes;
+        span.peak_bytes -= baseline_bytes;
+      }
+    }
+  }
+  memory.empty_cache();
+  return peak_bytes - baseline_bytes;
+}
+
+Calibration calibrate(const ModelConfig& cfg, const PlanOptions& options, const SplitConfig& split,
+                      const std::string& device, int64_t micro_batch_a, int64_t micro_batch_b) {
+  // Each probe keeps the split's pattern: accumulation (gradients alive in the later
+  // micro-steps) or not, and the same knobs; two micro-steps stand for any accumulation.
+  auto probe = [&](int64_t micro, int64_t* predicted) {
+    SplitConfig s = split;
+    s.micro_batch = micro;
+    s.accum_steps = split.accum_steps > 1 ? 2 : 1;
+    PlanOptions o = options;
+    o.batch = s.micro_batch * s.accum_steps;
+    *predicted = plan_memory(cfg, o, s).peak_bytes;
+    return measure_step_peak(cfg, o, s, device);
+  };
+  int64_t predicted_a = 0, predicted_b = 0;
+  const int64_t measured_a = probe(micro_batch_a, &predicted_a);
+  const int64_t measured_b = probe(micro_batch_b, &predicted_b);
+  return fit_calibration(micro_batch_a, measured_a, predicted_a, micro_batch_b, measured_b, predicted_b);
+}
+
+}  // namespace accumbench
