@@ -1,0 +1,131 @@
+// The analytic memory plan: exact arithmetic on known shapes (no LibTorch). The comparison with
+// measured peaks is in tests/test_memory.cpp.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "accumbench/error.hpp"
+#include "accumbench/plan.hpp"
+
+namespace ab = accumbench;
+
+namespace {
+
+ab::PlanOptions options(int64_t seq_len, int64_t batch, ab::AttentionKind attention = ab::AttentionKind::kExplicit) {
+  ab::PlanOptions o;
+  o.seq_len = seq_len;
+  o.batch = batch;
+  o.attention = attention;
+  return o;
+}
+
+ab::SplitConfig split(int64_t micro, int64_t accum, const std::string& precision = "fp32") {
+  ab::SplitConfig s;
+  s.micro_batch = micro;
+  s.accum_steps = accum;
+  s.precision = precision;
+  return s;
+}
+
+int64_t line_bytes(const std::vector<ab::PlanLine>& lines, const std::string& name) {
+  for (const auto& line : lines) {
+    if (line.name == name) return line.bytes;
+  }
+  ADD_FAILURE() << "no line " << name;
+  return -1;
+}
+
+}  // namespace
+
+TEST(Plan, WeightsAndAdamWMomentsOfGpt2_124m) {
+  const ab::MemoryPlan p = ab::plan_memory(ab::find_preset("gpt2-124m"), options(1024, 64), split(8, 8));
+  EXPECT_EQ(line_bytes(p.resident, "weights"), 124439808LL * 4);
+  EXPECT_EQ(line_bytes(p.resident, "AdamW exp_avg"), 124439808LL * 4);
+  EXPECT_EQ(line_bytes(p.resident, "AdamW exp_avg_sq"), 124439808LL * 4);
+  EXPECT_EQ(ab::total_bytes(p.gradients), 124439808LL * 4);
+  // Two host batches of inputs and targets, (64, 1024) int64 each.
+  EXPECT_EQ(line_bytes(p.resident, "token batches (inputs, targets)"), 2LL * 2 * 64 * 1024 * 8);
+}
+
+TEST(Plan, ExplicitAttentionSavesTheProbabilitiesFlashTheLogsumexp) {
+  const ab::ModelConfig m = ab::find_preset("gpt2-124m");
+  const int64_t b = 2, T = 1024, H = 12, L = 12;
+  const auto s = split(b, 1);
+  const int64_t explicit_saved = ab::total_bytes(ab::plan_memory(m, options(T, b), s).saved);
+  const int64_t flash_saved = ab::total_bytes(ab::plan_memory(m, options(T, b, ab::AttentionKind::kFlash), s).saved);
+  // Per layer: (b, H, T, T) fp32 probabilities and the (T, T) bool mask, against a (b, H, T)
+  // fp32 logsumexp; q, k, v and the output cost 4·b·T·a·c in both.
+  EXPECT_EQ(explicit_saved - flash_saved, L * (b * H * T * T * 4 + T * T - b * H * T * 4));
+}
+
+TEST(Plan, AccumulationKeepsTheGradientsAliveDuringForward) {
+  const ab::ModelConfig m = ab::find_preset("gpt2-mini");
+  const ab::MemoryPlan one = ab::plan_memory(m, options(128, 8), split(4, 1));
+  const ab::MemoryPlan two = ab::plan_memory(m, options(128, 8), split(4, 2));
+  EXPECT_EQ(two.phase_peak_bytes[0] - one.phase_peak_bytes[0], ab::parameter_count(m) * 4);
+  EXPECT_EQ(two.phase_peak_bytes[2], one.phase_peak_bytes[2]);  // the optimizer step is the same
+}
+
+TEST(Plan, OptimizerInBackwardHasNoGradientsAtTheOptimizerPhase) {
+  const ab::ModelConfig m = ab::find_preset("gpt2-124m");
+  ab::SplitConfig s = split(1, 1);
+  s.optimizer_in_backward = true;
+  const ab::MemoryPlan p = ab::plan_memory(m, options(64, 1), s);
+  EXPECT_EQ(p.phase_peak_bytes[static_cast<int>(ab::PlanPhase::kOptimizer)], ab::total_bytes(p.resident));
+  // Short sequences: without the knob the optimizer step holds the peak, with it backward does.
+  EXPECT_EQ(ab::plan_memory(m, options(64, 1), split(1, 1)).peak_phase, ab::PlanPhase::kOptimizer);
+  EXPECT_EQ(p.peak_phase, ab::PlanPhase::kBackward);
+  s.accum_steps = 2;
+  EXPECT_THROW(ab::plan_memory(m, options(64, 2), s), ab::UserError);
+}
+
+TEST(Plan, CheckpointingKeepsOnlyBlockInputs) {
+  const ab::ModelConfig m = ab::find_preset("llama-mini");
+  ab::SplitConfig s = split(4, 1);
+  s.activation_checkpointing = "blocks";
+  const ab::MemoryPlan p = ab::plan_memory(m, options(128, 4), s);
+  EXPECT_EQ(line_bytes(p.saved, "block input x (checkpoint)"), m.n_layers * 4 * 128 * m.d_model * 4);
+  EXPECT_LT(p.peak_bytes, ab::plan_memory(m, options(128, 4), split(4, 1)).peak_bytes);
+}
+
+TEST(Plan, LargestMicroBatchIsTheLastThatFits) {
+  const ab::ModelConfig m = ab::find_preset("gpt2-124m");
+  const ab::PlanOptions o = options(1024, 64);
+  const int64_t memory = 16LL << 30;
+  const int64_t best = ab::largest_micro_batch(m, o, "bf16", false, memory);
+  ASSERT_GT(best, 0);
+  EXPECT_LE(ab::plan_memory(m, o, split(best, 2, "bf16")).peak_bytes, memory);
+  EXPECT_GT(ab::plan_memory(m, o, split(best + 1, 2, "bf16")).peak_bytes, memory);
+  EXPECT_EQ(ab::largest_micro_batch(m, o, "fp32", false, 1 << 20), 0);  // 1 MiB: not even weights
+}
+
+TEST(Plan, CalibrationRecoversALinearError) {
+  // error(b) = 1000 + 250·b: probes at 1 and 4 find it, and predict b = 8 exactly.
+  const ab::Calibration c = ab::fit_calibration(1, 10000 + 1250, 10000, 4, 40000 + 2000, 40000);
+  EXPECT_DOUBLE_EQ(c.slope_bytes, 250.0);
+  EXPECT_DOUBLE_EQ(c.intercept_bytes, 1000.0);
+  ab::MemoryPlan p;
+  p.split.micro_batch = 8;
+  p.peak_bytes = 80000;
+  EXPECT_EQ(c.predict(p), 80000 + 1000 + 250 * 8);
+  EXPECT_THROW(ab::fit_calibration(2, 1, 1, 2, 1, 1), ab::UserError);
+}
+
+TEST(Plan, RejectsUnknownNamesAndImpossibleSplits) {
+  EXPECT_EQ(ab::attention_kind_from_string("flash"), ab::AttentionKind::kFlash);
+  EXPECT_EQ(ab::attention_kind_from_string("explicit"), ab::AttentionKind::kExplicit);
+  EXPECT_THROW(ab::attention_kind_from_string("sdpa"), ab::UserError);
+  const ab::ModelConfig m = ab::find_preset("gpt2-tiny");
+  EXPECT_THROW(ab::plan_memory(m, options(64, 4), split(4, 1, "fp16")), ab::UserError);  // CPU
+  EXPECT_THROW(ab::plan_memory(m, options(64, 4), split(4, 1, "int8")), ab::UserError);
+  EXPECT_THROW(ab::plan_memory(m, options(4096, 4), split(4, 1)), ab::UserError);  // > max positions
+}
+
+TEST(Plan, PrintsThePeakPerPhase) {
+  const ab::MemoryPlan p = ab::plan_memory(ab::find_preset("gpt2-tiny"), options(64, 4), split(4, 1));
+  std::ostringstream out;
+  ab::print_plan(p, out);
+  EXPECT_NE(out.str().find("memory plan: gpt2-tiny, T=64, split 4×1, fp32, attention explicit\n"), std::string::npos);
+  EXPECT_NE(out.str().find("  weights                           P·4"), std::string::npos);
+  EXPECT_NE(out.str().find(" peak 5.9 MiB in backward\n"), std::string::npos) << out.str();
+}

@@ -14,6 +14,7 @@
 
 #include "accumbench/engine.hpp"
 #include "accumbench/model_config.hpp"
+#include "accumbench/plan.hpp"
 #include "accumbench/result.hpp"
 
 namespace accumbench {
@@ -41,6 +42,9 @@ struct SweepOptions {
   double time_budget_seconds = 0;          // > 0: time steps until the budget, at least `steps`
   int64_t memory_limit_bytes = 0;          // 0: the device's own memory
   bool knobs = false;                      // add checkpointing and optimizer-in-backward points
+  // Splits whose planned peak (src/plan) exceeds memory_limit_bytes are skipped and recorded as
+  // predicted-oom; true runs them anyway.
+  bool try_predicted_oom = false;
   bool cuda_graphs = false;
   double peak_tflops = kNotMeasured;       // overrides the device peak table
   std::string token_file;                  // real tokens instead of synthetic ones
@@ -65,6 +69,10 @@ struct SweepProgress {
   double elapsed_seconds = 0;
 };
 using ProgressCallback = std::function<void(const SweepProgress& progress)>;
+
+// The plan's options for this sweep on `device_is_cuda`: attention kind from the LibTorch
+// version and device (explicit softmax on 1.x or the CPU, flash on CUDA 2.x).
+PlanOptions sweep_plan_options(const SweepOptions& options, bool device_is_cuda, int token_batches);
 
 // Runs the sweep. Splits whose key is in `resume.runs` (status ok) are copied, not re-measured.
 SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split = nullptr,

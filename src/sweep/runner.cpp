@@ -96,6 +96,19 @@ std::vector<SplitConfig> sweep_grid(const SweepOptions& options) {
   return grid;
 }
 
+PlanOptions sweep_plan_options(const SweepOptions& options, bool device_is_cuda, int token_batches) {
+  PlanOptions plan;
+  plan.seq_len = options.seq_len;
+  plan.batch = options.batch;
+  plan.cpu = !device_is_cuda;
+  plan.token_batches = token_batches;
+  plan.libtorch_major = std::stoi(compat::libtorch_version());
+  // compat::causal_attention: scaled_dot_product_attention from LibTorch 2.0 (flash kernels on
+  // CUDA), the explicit masked softmax before.
+  plan.attention = plan.libtorch_major >= 2 && device_is_cuda ? AttentionKind::kFlash : AttentionKind::kExplicit;
+  return plan;
+}
+
 std::vector<std::pair<std::string, std::string>> describe_options(const SweepOptions& o) {
   return {
       {"model", o.model.hf_config.empty() ? o.model.preset : o.model.hf_config},
@@ -117,6 +130,7 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
       {"time_budget_seconds", number(o.time_budget_seconds)},
       {"memory_limit_bytes", std::to_string(o.memory_limit_bytes)},
       {"knobs", o.knobs ? "true" : "false"},
+      {"try_predicted_oom", o.try_predicted_oom ? "true" : "false"},
       {"cuda_graphs", o.cuda_graphs ? "true" : "false"},
       {"peak_tflops", std::isnan(o.peak_tflops) ? "device table" : number(o.peak_tflops)},
       {"token_file", o.token_file.empty() ? "synthetic" : o.token_file},
@@ -178,6 +192,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // Past this point nothing throws a UserError for the whole sweep: failures belong to one split.
   memory.set_limit_bytes(options.memory_limit_bytes);
   LanguageModel model = build_model(cfg, options.model.seed);
+  const PlanOptions plan_options = sweep_plan_options(options, device.is_cuda(), static_cast<int>(data.size()));
   std::unique_ptr<Trainer> trainer;
   std::string trainer_precision;
   const auto sweep_start = std::chrono::steady_clock::now();
@@ -197,6 +212,23 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     }
     RunResult run;
     run.config = split;
+    try {
+      run.predicted_peak_bytes = plan_memory(cfg, plan_options, split).peak_bytes;
+    } catch (const UserError&) {
+      run.predicted_peak_bytes = -1;  // a split the plan rejects fails below with the engine's message
+    }
+    if (options.memory_limit_bytes > 0 && run.predicted_peak_bytes > options.memory_limit_bytes &&
+        !options.try_predicted_oom) {
+      run.status = RunStatus::kPredictedOutOfMemory;
+      run.error = "predicted peak " + format_bytes(run.predicted_peak_bytes) + " exceeds the memory limit " +
+                  format_bytes(options.memory_limit_bytes) + " (skipped; --try-predicted-oom runs it anyway)";
+      run.fits = false;
+      finalize_run(run, result.context.flops_per_token, kNotMeasured);
+      result.runs.push_back(std::move(run));
+      result.recommendation = recommend(result.runs, options.memory_limit_bytes);
+      if (on_split) on_split(result);
+      continue;
+    }
     try {
       if (!trainer || trainer_precision != split.precision) {
         trainer.reset();  // frees the previous optimizer state first
