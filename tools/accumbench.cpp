@@ -9,6 +9,7 @@
 
 #include "accumbench/error.hpp"
 #include "accumbench/model_config.hpp"
+#include "accumbench/plan.hpp"
 #include "accumbench/report.hpp"
 #include "accumbench/statistics.hpp"
 #include "accumbench/sweep.hpp"
@@ -85,6 +86,51 @@ void print_progress(const ab::SweepProgress& p) {
             << " s elapsed, ~" << remaining << " s left" << std::defaultfloat << std::flush;
 }
 
+int run_plan(const ab::SweepOptions& options, const std::string& precision, const std::string& attention,
+             const std::string& memory_text, int64_t micro_batch, bool calibrate) {
+  const ab::ModelConfig cfg = ab::resolve_model(options.model);
+  const bool cuda = ab::resolve_device(options.device).is_cuda();
+  ab::PlanOptions plan_options = ab::sweep_plan_options(options, cuda, ab::DataOptions{}.distinct_batches);
+  if (attention != "auto") plan_options.attention = ab::attention_kind_from_string(attention);
+  int64_t memory_bytes = 0;
+  if (!memory_text.empty()) {
+    memory_bytes = ab::parse_bytes(memory_text);
+  } else if (cuda) {
+    memory_bytes = ab::describe_environment(options.device).device_memory_bytes;
+  }
+  const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, plan_options, precision, options.knobs);
+  const ab::MemoryPlan* shown = nullptr;
+  for (const auto& p : plans) {
+    const bool plain = !p.split.optimizer_in_backward && p.split.activation_checkpointing == "none";
+    if (!plain) continue;
+    if (micro_batch > 0 ? p.split.micro_batch == micro_batch : (memory_bytes == 0 || p.peak_bytes <= memory_bytes)) shown = &p;
+  }
+  if (micro_batch > 0 && shown == nullptr) {
+    throw ab::UserError("--micro-batch " + std::to_string(micro_batch) + " does not divide --batch " +
+                        std::to_string(options.batch) + "; pick a divisor");
+  }
+  if (shown == nullptr) shown = &plans.front();
+  ab::print_plan(*shown, std::cout);
+  std::cout << "\nsplits of batch " << options.batch << " (" << precision << ", attention "
+            << ab::to_string(plan_options.attention) << "):\n";
+  ab::print_split_summary(plans, memory_bytes, std::cout);
+  if (memory_bytes > 0) {
+    std::cout << "largest micro-batch that fits in " << ab::format_bytes(memory_bytes) << " (with accumulation): "
+              << ab::largest_micro_batch(cfg, plan_options, precision, false, memory_bytes) << ", with checkpointing: "
+              << ab::largest_micro_batch(cfg, plan_options, precision, true, memory_bytes) << "\n";
+  }
+  if (calibrate) {
+    std::cout << "\ncalibrated (probes at micro-batches 1 and 2 on " << options.device << "):\n";
+    for (const auto& p : plans) {
+      const ab::Calibration c = ab::calibrate(cfg, plan_options, p.split, options.device, 1, 2);
+      std::cout << "  " << std::left << std::setw(16) << p.split.label() << std::right << " analytic " << std::setw(11)
+                << ab::format_bytes(p.peak_bytes) << "  calibrated " << std::setw(11) << ab::format_bytes(c.predict(p))
+                << "\n";
+    }
+  }
+  return 0;
+}
+
 int run(int argc, char** argv) {
   CLI::App app{
       "accumbench: which micro-batch x gradient-accumulation split of your effective batch is fastest,\n"
@@ -139,6 +185,31 @@ int run(int argc, char** argv) {
   verify_cmd->add_option("--threads", verify.threads, "CPU threads (0: every hardware thread)")->capture_default_str();
   add_optimizer_options(verify_cmd, verify.optimizer);
 
+  // ---- plan ----
+  ab::SweepOptions plan;  // model, T, batch, device, precision: the sweep's defaults
+  plan.seq_len = 1024;
+  plan.batch = 64;
+  plan.model.preset = "gpt2-124m";
+  std::string plan_precision = "fp32", plan_attention = "auto", plan_memory;
+  int64_t plan_micro_batch = 0;
+  bool plan_calibrate = false;
+  CLI::App* plan_cmd = app.add_subcommand("plan", "predict peak memory per split without running anything (src/plan)");
+  add_model_options(plan_cmd, plan.model);
+  plan_cmd->add_option("--seq-len", plan.seq_len, "sequence length T")->capture_default_str();
+  plan_cmd->add_option("--batch", plan.batch, "effective batch per optimizer step, in sequences")->capture_default_str();
+  plan_cmd->add_option("--micro-batch", plan_micro_batch,
+                       "split whose table is printed (default: the largest divisor of --batch that fits)");
+  plan_cmd->add_option("--precision", plan_precision, "fp32, bf16 or fp16 (autocast)")->capture_default_str();
+  plan_cmd->add_option("--attention", plan_attention,
+                       "explicit (LibTorch 1.x / CPU) or flash (LibTorch 2.x on CUDA); auto picks from this build and --device")
+      ->capture_default_str();
+  plan_cmd->add_option("--device", plan.device, "auto, cpu, cuda or cuda:N (attention kind, memory, calibration)")
+      ->capture_default_str();
+  plan_cmd->add_option("--memory", plan_memory, "device memory to fit in, e.g. 16GiB (default: the CUDA device's own; none on the CPU)");
+  plan_cmd->add_flag("--knobs", plan.knobs, "also plan activation checkpointing and optimizer-in-backward (at accumulation 1)");
+  plan_cmd->add_flag("--calibrate", plan_calibrate,
+                     "also measure two short probes (micro-batches 1 and 2) on --device and print calibrated peaks");
+
   // ---- report / compare / models ----
   std::string report_input;
   OutputFiles report_files;
@@ -178,6 +249,7 @@ int run(int argc, char** argv) {
     if (!any_file) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
     return 0;
   }
+  if (*plan_cmd) return run_plan(plan, plan_precision, plan_attention, plan_memory, plan_micro_batch, plan_calibrate);
   if (*verify_cmd) {
     const ab::VerifyResult result = ab::run_verify(verify);
     ab::print_verify(result, std::cout);

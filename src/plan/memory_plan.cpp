@@ -9,7 +9,6 @@
 #include "accumbench/plan.hpp"
 
 #include <algorithm>
-#include <iomanip>
 #include <ostream>
 #include <sstream>
 
@@ -402,15 +401,22 @@ int64_t Calibration::predict(const MemoryPlan& plan) const {
 // ---- printing ----
 
 namespace {
+// Pads to a width in characters, not bytes: the formulas and labels hold "·" and "×" (UTF-8).
+std::string pad(const std::string& text, size_t width, bool right_align = false) {
+  size_t chars = 0;
+  for (unsigned char byte : text) chars += (byte & 0xC0) != 0x80;
+  const std::string fill(chars < width ? width - chars : 0, ' ');
+  return right_align ? fill + text : text + fill;
+}
+
 void print_table(const std::string& title, const std::vector<PlanLine>& lines, std::ostream& out) {
   if (lines.empty()) return;
   out << title << "\n";
   for (const auto& line : lines) {
-    out << "  " << std::left << std::setw(34) << line.name << std::setw(22) << line.formula << std::right
-        << std::setw(11) << format_bytes(line.bytes) << "  " << line.why << "\n";
+    out << "  " << pad(line.name, 42) << pad(line.formula, 22) << pad(format_bytes(line.bytes), 11, true) << "  "
+        << line.why << "\n";
   }
-  out << "  " << std::left << std::setw(56) << "total" << std::right << std::setw(11)
-      << format_bytes(total_bytes(lines)) << "\n";
+  out << "  " << pad("total", 64) << pad(format_bytes(total_bytes(lines)), 11, true) << "\n";
 }
 }  // namespace
 
@@ -436,14 +442,13 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
 }
 
 void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out) {
-  out << std::left << std::setw(16) << "split" << std::right << std::setw(12) << "forward" << std::setw(12)
-      << "backward" << std::setw(12) << "optimizer" << std::setw(12) << "peak" << "  " << std::left << std::setw(10)
-      << "held by" << (memory_bytes > 0 ? "fits in " + format_bytes(memory_bytes) : std::string()) << "\n";
+  out << pad("split", 16) << pad("forward", 12, true) << pad("backward", 12, true) << pad("optimizer", 12, true)
+      << pad("peak", 12, true) << "  " << pad("held by", 10)
+      << (memory_bytes > 0 ? "fits in " + format_bytes(memory_bytes) : std::string()) << "\n";
   for (const auto& plan : plans) {
-    out << std::left << std::setw(16) << plan.split.label() << std::right;
-    for (int p = 0; p < kPlanPhaseCount; ++p) out << std::setw(12) << format_bytes(plan.phase_peak_bytes[p]);
-    out << std::setw(12) << format_bytes(plan.peak_bytes) << "  " << std::left << std::setw(10)
-        << plan_phase_name(plan.peak_phase);
+    out << pad(plan.split.label(), 16);
+    for (int p = 0; p < kPlanPhaseCount; ++p) out << pad(format_bytes(plan.phase_peak_bytes[p]), 12, true);
+    out << pad(format_bytes(plan.peak_bytes), 12, true) << "  " << pad(plan_phase_name(plan.peak_phase), 10);
     if (memory_bytes > 0) out << (plan.peak_bytes <= memory_bytes ? "yes" : "no");
     out << "\n";
   }
