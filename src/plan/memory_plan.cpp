@@ -312,11 +312,20 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
   const int64_t backward_head = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak);
   const int64_t backward_block = resident_bytes + grads_in_micro_step + block_saved_bytes +
                                  total_bytes(plan.block_backward_peak);
-  // The end of backward: every gradient alive (none with optimizer-in-backward, which frees
-  // them as it goes) while the embedding's dense gradient is added into the token embedding's.
-  const int64_t backward_tail =
-      resident_bytes + (split.optimizer_in_backward ? 0 : grad_bytes) + V * d * kFp32 +
-      (split.optimizer_in_backward ? total_bytes(plan.optimizer_peak) : 0);
+  // The end of backward, at the token embedding. Tied: its two gradients (the head's, waiting in
+  // autograd's input buffer, and the lookup's dense one) and their sum are alive at once;
+  // untied: the lookup's dense gradient, added into .grad when one exists. Every other gradient
+  // is alive by then (none with optimizer-in-backward, which frees them as it goes and steps
+  // the embedding last, with AdamW's temporaries).
+  const int64_t embedding_grad = V * d * kFp32;
+  int64_t backward_tail = 0;
+  if (split.optimizer_in_backward) {
+    backward_tail = resident_bytes + embedding_grad + total_bytes(plan.optimizer_peak);
+  } else {
+    const int64_t in_flight = (m.tied_embeddings ? 3 : 1) * embedding_grad;
+    const int64_t others = accumulating ? grad_bytes : grad_bytes - embedding_grad;
+    backward_tail = resident_bytes + others + in_flight;
+  }
   plan.phase_peak_bytes[static_cast<int>(PlanPhase::kBackward)] = std::max({backward_head, backward_block, backward_tail});
   plan.phase_peak_bytes[static_cast<int>(PlanPhase::kOptimizer)] =
       split.optimizer_in_backward ? resident_bytes : resident_bytes + grad_bytes + total_bytes(plan.optimizer_peak);
