@@ -57,6 +57,7 @@ TEST(Sweep, OutOfMemorySplitsAreRecordedAndTheRestFinish) {
   ASSERT_LT(small_peak, large_peak);
   ab::SweepOptions capped = tiny();
   capped.memory_limit_bytes = (small_peak + large_peak) / 2;
+  capped.try_predicted_oom = true;  // run the split the plan would skip, to test the real OOM path
   const ab::SweepResult r = ab::run_sweep(capped);
   ASSERT_EQ(r.runs.size(), 3u);
   EXPECT_EQ(r.runs.front().status, ab::RunStatus::kOk);

@@ -159,6 +159,8 @@ int run(int argc, char** argv) {
   sweep_cmd->add_option("--time-budget", sweep.time_budget_seconds, "seconds of timed steps per split (at least --steps)")
       ->capture_default_str();
   sweep_cmd->add_option("--memory-limit", memory_limit, "cap usable memory, e.g. 16GiB (CUDA: allocator fraction; CPU: counting allocator)");
+  sweep_cmd->add_flag("--try-predicted-oom", sweep.try_predicted_oom,
+                      "run splits that the memory plan predicts will not fit under --memory-limit");
   sweep_cmd->add_flag("--knobs", sweep.knobs, "also sweep activation checkpointing and optimizer-in-backward (at accumulation 1)");
   sweep_cmd->add_option("--peak-tflops", sweep.peak_tflops, "device peak TFLOP/s for MFU (default: built-in table; none on CPU)");
   sweep_cmd->add_option("--tokens", sweep.token_file, "token file (uint16 or uint32 ids) instead of synthetic tokens");
@@ -228,6 +230,14 @@ int run(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     if (error.get_exit_code() == 0) return app.exit(error);  // --help
+    if (app.get_subcommands().empty()) {
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
+      std::cerr << "accumbench: error: "
+                << (argc > 1 ? "unknown subcommand or option \"" + std::string(argv[1]) + "\"" : std::string("no subcommand given"))
+                << "; use one of " << names << " (see `accumbench --help`)\n";
+      return ab::kUserErrorExitCode;
+    }
     std::cerr << "accumbench: error: " << error.what() << "; see `accumbench "
               << (app.get_subcommands().empty() ? "" : app.get_subcommands().front()->get_name() + " ") << "--help`\n";
     return ab::kUserErrorExitCode;
@@ -271,7 +281,8 @@ int run(int argc, char** argv) {
       progress ? ab::ProgressCallback(print_progress) : ab::ProgressCallback());
   if (progress) std::cerr << "\r\033[K" << std::flush;
   ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
-  return 0;
+  // Every split failed: the table says why; the exit code lets scripts notice.
+  return result.recommendation.best_index >= 0 ? 0 : 1;
 }
 
 }  // namespace

@@ -25,17 +25,22 @@ void ConsoleReporter::report(const SweepResult& result, std::ostream& out) const
 
   // Columns that would be all "-" on this sweep are left out: h2d is CUDA-only, predictions
   // need a plan, the status column only matters when something failed.
-  bool show_h2d = false, show_predicted = false, show_status = false;
+  bool show_h2d = false, show_predicted = false, show_status = false, show_precision = false;
   for (const RunResult& run : runs) {
     const double h2d = run.phase_median_seconds[static_cast<int>(Phase::kH2D)];
     show_h2d = show_h2d || (run.status == RunStatus::kOk && std::isfinite(h2d) && h2d > 0.0);
     show_predicted = show_predicted || run.predicted_peak_bytes >= 0;
     show_status = show_status || run.status != RunStatus::kOk;
+    show_precision = show_precision || run.config.precision != runs.front().config.precision;
   }
 
   using text::Align;
   std::vector<text::Column> columns = {
-      {"split", Align::kLeft}, {"step s", Align::kRight}, {"data ms", Align::kRight}};
+      {"split", Align::kLeft}};
+  // A precision sweep has rows with the same split label: say which precision each row is.
+  if (show_precision) columns.push_back({"precision", Align::kLeft});
+  columns.push_back({"step s", Align::kRight});
+  columns.push_back({"data ms", Align::kRight});
   if (show_h2d) columns.push_back({"h2d ms", Align::kRight});
   for (const char* header : {"fwd ms", "bwd ms", "opt ms", "other ms", "tokens/s", "MFU", "peak"}) {
     columns.push_back({header, Align::kRight});
@@ -52,9 +57,10 @@ void ConsoleReporter::report(const SweepResult& result, std::ostream& out) const
     const auto phase = [&](Phase p) {
       return ok ? milliseconds(run.phase_median_seconds[static_cast<int>(p)]) : "-";
     };
-    std::vector<std::string> cells = {run.config.label(),
-                                      ok ? text::format_step_seconds(run.step_seconds) : "-",
-                                      phase(Phase::kData)};
+    std::vector<std::string> cells = {run.config.label()};
+    if (show_precision) cells.push_back(run.config.precision);
+    cells.push_back(ok ? text::format_step_seconds(run.step_seconds) : "-");
+    cells.push_back(phase(Phase::kData));
     if (show_h2d) cells.push_back(phase(Phase::kH2D));
     cells.push_back(phase(Phase::kForward));
     cells.push_back(phase(Phase::kBackward));
@@ -89,7 +95,9 @@ void ConsoleReporter::report(const SweepResult& result, std::ostream& out) const
 
   out << text::context_line(result) << "\n\n";
   table.render(out);
-  out << "\nRecommendation: " << (have_best ? runs[best].config.label() : std::string("none"))
+  out << "\nRecommendation: "
+      << (have_best ? runs[best].config.label() + (show_precision ? " " + runs[best].config.precision : "")
+                    : std::string("none"))
       << " \xE2\x80\x94 " << result.recommendation.reason << "\n";  // em dash
 }
 

@@ -145,6 +145,15 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   if (options.cuda_graphs) {
     throw UserError("--cuda-graphs is not implemented yet in this build; drop the option");
   }
+  if (options.threads < 0) {
+    throw UserError("--threads must not be negative, got " + std::to_string(options.threads) +
+                    "; use 0 for every hardware thread");
+  }
+  if (options.time_budget_seconds < 0) {
+    std::ostringstream value;
+    value << options.time_budget_seconds;
+    throw UserError("--time-budget must not be negative, got " + value.str() + "; use 0 for exactly --steps steps");
+  }
   configure_threads(options.threads);
   const c10::Device device = resolve_device(options.device);
   MemoryProbe memory(device);  // on CPU this installs the counting allocator before anything is allocated
@@ -154,6 +163,21 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
                     std::to_string(cfg.max_seq_len) + " positions; use a shorter sequence");
   }
   const std::vector<SplitConfig> grid = sweep_grid(options);
+  for (const SplitConfig& split : grid) {
+    if (split.precision == "fp16" && !device.is_cuda()) {
+      throw UserError("fp16 needs a CUDA device (autocast with loss scaling); use bf16 or fp32 on the CPU");
+    }
+  }
+  if (resume != nullptr) {
+    // A resume file from another configuration would mix two experiments in one report.
+    const SweepContext& done = resume->context;
+    if (done.model != cfg.name || done.seq_len != options.seq_len || done.batch != options.batch) {
+      throw UserError("--resume file holds a sweep of " + done.model + " at T=" + std::to_string(done.seq_len) +
+                      ", batch " + std::to_string(done.batch) + ", not " + cfg.name + " at T=" +
+                      std::to_string(options.seq_len) + ", batch " + std::to_string(options.batch) +
+                      "; resume with the same model, --seq-len and --batch, or write to a new file");
+    }
+  }
   if (device.is_cuda()) compat::allow_tf32(true);  // as the PyTorch anchor does
 
   SweepResult result;
