@@ -5,6 +5,7 @@
 # device tool brings that folder back) or bench/out.
 #   bench/run_h200.sh            # full grid 1,2,4,...,64
 #   MICRO=8,64 bench/run_h200.sh # fewer splits
+# Before the call, on the CPU machine: scripts/stage-gpu-deps.sh, and pass carry [".gpu-deps"].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-bench/out}"
