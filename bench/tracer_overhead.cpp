@@ -11,6 +11,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "accumbench/cpu_runtime.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/statistics.hpp"
 #include "accumbench/sweep.hpp"
@@ -20,6 +21,7 @@
 namespace ab = accumbench;
 
 int main(int argc, char** argv) {
+  ab::use_passive_openmp_wait(argv);
   ab::ModelOptions model;
   int64_t seq_len = 128, batch = 8, micro_batch = 1;
   int steps = 20;

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "accumbench/cpu_runtime.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/model_config.hpp"
 #include "accumbench/plan.hpp"
@@ -288,6 +289,11 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Only the commands that run training steps; the others never start a parallel region.
+  if (argc > 1 && (std::string(argv[1]) == "sweep" || std::string(argv[1]) == "verify" ||
+                   std::string(argv[1]) == "plan")) {
+    ab::use_passive_openmp_wait(argv);
+  }
   try {
     return run(argc, argv);
   } catch (const ab::UserError& error) {
