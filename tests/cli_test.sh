@@ -580,14 +580,14 @@ spawn sweep_and_reread
 sweep_knobs() {
   tiny_args --knobs --json "$tmp/knobs.json"
   expect "sweep --knobs" 0 "Recommendation:" -- sweep "${args[@]}" || return
-  check "knobs checkpoint every split and put the optimizer in backward only at accumulation 1" py '
+  check "knobs checkpoint every split and put the optimizer in backward (alone and checkpointed) only at accumulation 1" py '
 runs = load(sys.argv[1])["runs"]
 if any(r["status"] != "ok" for r in runs): fail("a run failed")
 keys = {key(r) for r in runs}
 for s in ("1x4", "2x2", "4x1"):
     if s + " fp32 ckpt=blocks oib=False" not in keys: fail("no checkpointed " + s)
 oib = [key(r) for r in runs if r["config"]["optimizer_in_backward"]]
-if oib != ["4x1 fp32 ckpt=none oib=True"]: fail("optimizer-in-backward runs %s" % oib)
+if oib != ["4x1 fp32 ckpt=none oib=True", "4x1 fp32 ckpt=blocks oib=True"]: fail("optimizer-in-backward runs %s" % oib)
 ' "$tmp/knobs.json"
 }
 sweep_precisions() {

@@ -73,6 +73,11 @@ struct SplitConfig {
   std::string key() const;
 };
 
+// The grid points of one split: itself, and with `knobs` also activation checkpointing, and at
+// accumulation 1 optimizer-in-backward alone and with checkpointing (the lowest-memory point).
+// sweep_grid and plan_splits both build their grids from this.
+std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs);
+
 enum class RunStatus { kOk, kOutOfMemory, kPredictedOutOfMemory, kError };
 const char* run_status_name(RunStatus status);  // "ok", "oom", "predicted-oom", "error"
 RunStatus run_status_from_name(const std::string& name);  // throws UserError on unknown names

@@ -371,16 +371,7 @@ std::vector<MemoryPlan> plan_splits(const ModelConfig& cfg, const PlanOptions& o
     split.micro_batch = micro;
     split.accum_steps = options.batch / micro;
     split.precision = precision;
-    plans.push_back(plan_memory(cfg, options, split));
-    if (!knobs) continue;
-    SplitConfig checkpointed = split;
-    checkpointed.activation_checkpointing = "blocks";
-    plans.push_back(plan_memory(cfg, options, checkpointed));
-    if (split.accum_steps == 1) {
-      SplitConfig in_backward = split;
-      in_backward.optimizer_in_backward = true;
-      plans.push_back(plan_memory(cfg, options, in_backward));
-    }
+    for (const SplitConfig& point : knob_variants(split, knobs)) plans.push_back(plan_memory(cfg, options, point));
   }
   return plans;
 }

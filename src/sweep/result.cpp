@@ -32,6 +32,22 @@ std::string SplitConfig::label() const {
   return text;
 }
 
+std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs) {
+  std::vector<SplitConfig> points = {split};
+  if (!knobs) return points;
+  SplitConfig checkpointed = split;
+  checkpointed.activation_checkpointing = "blocks";
+  points.push_back(checkpointed);
+  if (split.accum_steps == 1) {  // optimizer-in-backward needs the whole batch in one backward
+    SplitConfig in_backward = split;
+    in_backward.optimizer_in_backward = true;
+    points.push_back(in_backward);
+    in_backward.activation_checkpointing = "blocks";
+    points.push_back(in_backward);
+  }
+  return points;
+}
+
 std::string SplitConfig::key() const { return label() + "/" + precision; }
 
 namespace {

@@ -81,16 +81,7 @@ std::vector<SplitConfig> sweep_grid(const SweepOptions& options) {
       split.accum_steps = accumulation_steps(options.batch, micro);
       split.precision = precision;
       split.cuda_graphs = options.cuda_graphs;
-      grid.push_back(split);
-      if (!options.knobs) continue;
-      SplitConfig checkpointed = split;
-      checkpointed.activation_checkpointing = "blocks";
-      grid.push_back(checkpointed);
-      if (split.accum_steps == 1) {  // optimizer-in-backward needs the whole batch in one backward
-        SplitConfig in_backward = split;
-        in_backward.optimizer_in_backward = true;
-        grid.push_back(in_backward);
-      }
+      for (const SplitConfig& point : knob_variants(split, options.knobs)) grid.push_back(point);
     }
   }
   return grid;
@@ -135,6 +126,7 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
       {"peak_tflops", std::isnan(o.peak_tflops) ? "device table" : number(o.peak_tflops)},
       {"token_file", o.token_file.empty() ? "synthetic" : o.token_file},
       {"threads", o.threads == 0 ? "all" : std::to_string(o.threads)},
+      {"OMP_WAIT_POLICY", std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(unset)"},
   };
 }
 
