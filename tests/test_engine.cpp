@@ -2,6 +2,8 @@
 // variable lengths, both families); mean-of-means is right only for fixed lengths; the memory
 // knobs give the same update; bad splits are user errors.
 #include <gtest/gtest.h>
+
+#include <cctype>
 #include <torch/torch.h>
 
 #include "accumbench/engine.hpp"
@@ -47,7 +49,12 @@ TEST_P(EverySplit, EqualsTheWholeBatch) {
 
 INSTANTIATE_TEST_SUITE_P(Fp32, EverySplit,
                          ::testing::Values(SplitCase{"gpt2-tiny", "fixed"}, SplitCase{"gpt2-tiny", "variable"},
-                                           SplitCase{"llama-tiny", "fixed"}, SplitCase{"llama-tiny", "variable"}));
+                                           SplitCase{"llama-tiny", "fixed"}, SplitCase{"llama-tiny", "variable"}),
+                         [](const ::testing::TestParamInfo<SplitCase>& info) {
+                           std::string name = std::string(info.param.preset) + "_" + info.param.lengths;
+                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
 
 TEST(LossNormalization, MeanOfMeansEqualsTokenOnFixedLengths) {
   ab::VerifyOptions o = small("gpt2-tiny", "fixed");
