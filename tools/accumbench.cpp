@@ -249,7 +249,9 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (*compare_cmd) {
-    ab::print_comparison(ab::load_sweep_result(compare_a), ab::load_sweep_result(compare_b), std::cout);
+    const ab::SweepResult a = ab::load_sweep_result(compare_a);  // in order: errors name the first bad file
+    const ab::SweepResult b = ab::load_sweep_result(compare_b);
+    ab::print_comparison(a, b, std::cout);
     return 0;
   }
   if (*report_cmd) {

@@ -65,6 +65,9 @@ class StepTracer : public PhaseObserver {
   // this step are available from timeline() until the next start_step().
   StepSample finish_step();
   const std::vector<PhaseSpan>& timeline() const { return spans_; }
+  // Peak reserved bytes (CUDA caching allocator) of the last step; == allocated on the CPU. The
+  // probe's own peak is reset at every phase, so the step's peak is collected here.
+  int64_t step_peak_reserved_bytes() const { return step_peak_reserved_bytes_; }
 
  private:
   struct OpenSpan;
@@ -75,6 +78,7 @@ class StepTracer : public PhaseObserver {
   std::vector<std::unique_ptr<OpenSpan>> open_;  // per span: host and device marks
   size_t used_ = 0;
   int64_t step_peak_bytes_ = 0;
+  int64_t step_peak_reserved_bytes_ = 0;
 };
 
 }  // namespace accumbench

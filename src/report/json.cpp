@@ -378,7 +378,11 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
   try {
     root = Json::parse(json_text);
   } catch (const Json::parse_error& e) {
-    throw UserError(origin + " is not valid JSON (" + e.what() +
+    // Drop nlohmann's "[json.exception.parse_error.101] " tag; keep the line and column.
+    std::string detail = e.what();
+    const auto tag_end = detail.find("] ");
+    if (tag_end != std::string::npos) detail = detail.substr(tag_end + 2);
+    throw UserError(origin + " is not valid JSON (" + detail +
                     "); pass a file written by `accumbench sweep --json`");
   }
   if (!root.is_object() || !root.contains("json_schema_version")) {

@@ -289,11 +289,11 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
         sample.skipped = outcome.skipped;
         if (warm) {
           run.steps.push_back(sample);
+          run.peak_reserved_bytes = std::max(run.peak_reserved_bytes, tracer.step_peak_reserved_bytes());
           timed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_start).count();
         }
       }
       run.timeline = tracer.timeline();
-      run.peak_reserved_bytes = device.is_cuda() ? memory.peak_reserved_bytes() : 0;
       for (const auto& s : run.steps) run.peak_allocated_bytes = std::max(run.peak_allocated_bytes, s.peak_allocated_bytes);
       if (!device.is_cuda()) run.peak_reserved_bytes = run.peak_allocated_bytes;
       run.peak_breakdown = attribute_peak(run, *trainer, baseline_bytes);

@@ -69,6 +69,7 @@ void StepTracer::start_step() {
   used_ = 0;
   memory_->reset_peak();
   step_peak_bytes_ = memory_->allocated_bytes();
+  step_peak_reserved_bytes_ = memory_->reserved_bytes();
   step_start_ = std::chrono::steady_clock::now();
 }
 
@@ -97,6 +98,7 @@ void StepTracer::end(Phase phase, int micro_step) {
   span.bytes_at_end = memory_->allocated_bytes();
   span.peak_bytes = std::max(memory_->peak_allocated_bytes(), span.bytes_at_end);
   step_peak_bytes_ = std::max(step_peak_bytes_, span.peak_bytes);
+  step_peak_reserved_bytes_ = std::max(step_peak_reserved_bytes_, memory_->peak_reserved_bytes());
 }
 
 StepSample StepTracer::finish_step() {
