@@ -40,6 +40,9 @@ struct ModelConfig {
 // Throws UserError naming the field when the shape is impossible (heads not dividing, ...).
 void validate(const ModelConfig& cfg);
 
+// Throws UserError when seq_len is not positive or beyond the model's positions.
+void check_sequence_length(const ModelConfig& cfg, int64_t seq_len);
+
 // Closed form of the number of trainable parameters (see src/models/model_config.cpp).
 int64_t parameter_count(const ModelConfig& cfg);
 

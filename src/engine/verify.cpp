@@ -59,10 +59,7 @@ VerifyResult run_verify(const VerifyOptions& options) {
   configure_threads(options.threads);
   const c10::Device device = resolve_device(options.device);
   const ModelConfig cfg = resolve_model(options.model);
-  if (options.seq_len > cfg.max_seq_len) {
-    throw UserError("--seq-len " + std::to_string(options.seq_len) + " exceeds " + cfg.name + "'s " +
-                    std::to_string(cfg.max_seq_len) + " positions; use a shorter sequence");
-  }
+  check_sequence_length(cfg, options.seq_len);
   const Precision precision = precision_from_string(options.precision);
   const std::vector<int64_t> micro_batches = options.micro_batches.empty() ? divisors(options.batch) : options.micro_batches;
   for (int64_t micro : micro_batches) accumulation_steps(options.batch, micro);

@@ -280,4 +280,12 @@ const ModelConfig& find_preset(const std::string& name) {
                   "\"; run \"accumbench models\" to list presets (" + names + ")");
 }
 
+void check_sequence_length(const ModelConfig& cfg, int64_t seq_len) {
+  if (seq_len <= 0) throw UserError("--seq-len must be positive, got " + std::to_string(seq_len));
+  if (seq_len > cfg.max_seq_len) {
+    throw UserError("--seq-len " + std::to_string(seq_len) + " exceeds " + cfg.name + "'s " +
+                    std::to_string(cfg.max_seq_len) + " positions; use a shorter sequence");
+  }
+}
+
 }  // namespace accumbench

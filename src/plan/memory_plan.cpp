@@ -165,10 +165,7 @@ void check_split(const ModelConfig& m, const PlanOptions& o, const SplitConfig& 
     throw UserError("optimizer-in-backward needs accumulation steps = 1; plan micro-batch = batch");
   }
   if (s.micro_batch <= 0 || o.seq_len <= 0) throw UserError("micro-batch and sequence length must be positive");
-  if (o.seq_len > m.max_seq_len) {
-    throw UserError("--seq-len " + std::to_string(o.seq_len) + " exceeds " + m.name + "'s " +
-                    std::to_string(m.max_seq_len) + " positions; use a shorter sequence");
-  }
+  check_sequence_length(m, o.seq_len);
 }
 
 }  // namespace

@@ -150,10 +150,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   const c10::Device device = resolve_device(options.device);
   MemoryProbe memory(device);  // on CPU this installs the counting allocator before anything is allocated
   const ModelConfig cfg = resolve_model(options.model);
-  if (options.seq_len > cfg.max_seq_len) {
-    throw UserError("--seq-len " + std::to_string(options.seq_len) + " exceeds " + cfg.name + "'s " +
-                    std::to_string(cfg.max_seq_len) + " positions; use a shorter sequence");
-  }
+  check_sequence_length(cfg, options.seq_len);
   const std::vector<SplitConfig> grid = sweep_grid(options);
   for (const SplitConfig& split : grid) {
     if (split.precision == "fp16" && !device.is_cuda()) {
