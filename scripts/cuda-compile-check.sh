@@ -27,6 +27,7 @@ sources=(
   src/engine/adamw.cpp src/engine/trainer.cpp src/engine/verify.cpp
   src/trace/counting_allocator.cpp src/trace/tracer.cpp src/trace/device_info.cpp
   src/sweep/runner.cpp
+  tests/test_cuda.cpp
 )
 # Any further torch source listed in accumbench_core is checked too.
 while read -r extra; do

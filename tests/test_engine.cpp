@@ -148,6 +148,12 @@ TEST(Trainer, RejectsBadSplitsAsUserErrors) {
   fp16.precision = ab::Precision::kFp16;
   EXPECT_THROW(ab::Trainer(ab::build_model(cfg, 0), torch::kCPU, fp16), ab::UserError);
   EXPECT_THROW(ab::resolve_device("cuda"), ab::UserError);  // CI has no GPU
+  step.optimizer_in_backward = false;
+  step.cuda_graphs = true;  // graphs replay GPU kernels
+  EXPECT_THROW(trainer.step(batch, step), ab::UserError);
+  ab::VerifyOptions graphed = small("gpt2-tiny", "fixed");
+  graphed.cuda_graphs = true;
+  EXPECT_THROW(ab::run_verify(graphed), ab::UserError);
   EXPECT_EQ(ab::divisors(12), (std::vector<int64_t>{1, 2, 3, 4, 6, 12}));
 }
 

@@ -98,4 +98,25 @@ TEST(Sweep, BadInputIsAUserError) {
   o = tiny();
   o.seq_len = 100000;
   EXPECT_THROW(ab::run_sweep(o), ab::UserError);
+  o = tiny();
+  o.cuda_graphs = true;  // CI's device is the CPU
+  EXPECT_THROW(ab::run_sweep(o), ab::UserError);
+}
+
+TEST(Sweep, CudaGraphsAreTheirOwnGridDimension) {
+  ab::SweepOptions o = tiny();
+  o.micro_batches = {1, 4};
+  o.knobs = true;
+  o.cuda_graphs = true;
+  std::vector<std::string> labels;
+  for (const ab::SplitConfig& s : ab::sweep_grid(o)) labels.push_back(s.label());
+  // Every point again from graphs, except optimizer-in-backward (its step cannot be captured).
+  auto split = [](int micro, int accum, const char* knobs) {
+    return std::to_string(micro) + "\xC3\x97" + std::to_string(accum) + knobs;  // "1×4 graphs"
+  };
+  const std::vector<std::string> expected = {
+      split(1, 4, ""), split(1, 4, " graphs"), split(1, 4, " ckpt"), split(1, 4, " ckpt graphs"),
+      split(4, 1, ""), split(4, 1, " graphs"), split(4, 1, " ckpt"), split(4, 1, " ckpt graphs"),
+      split(4, 1, " oib"), split(4, 1, " ckpt oib")};
+  EXPECT_EQ(labels, expected);
 }

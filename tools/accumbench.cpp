@@ -163,6 +163,8 @@ int run(int argc, char** argv) {
   sweep_cmd->add_flag("--try-predicted-oom", sweep.try_predicted_oom,
                       "run splits that the memory plan predicts will not fit under --memory-limit");
   sweep_cmd->add_flag("--knobs", sweep.knobs, "also sweep activation checkpointing and optimizer-in-backward (at accumulation 1)");
+  sweep_cmd->add_flag("--cuda-graphs", sweep.cuda_graphs,
+                      "also run every split replayed from CUDA graphs (forward and backward captured once per split; CUDA only)");
   sweep_cmd->add_option("--peak-tflops", sweep.peak_tflops, "device peak TFLOP/s for MFU (default: built-in table; none on CPU)");
   sweep_cmd->add_option("--tokens", sweep.token_file, "token file (uint16 or uint32 ids) instead of synthetic tokens");
   sweep_cmd->add_option("--token-bytes", sweep.token_bytes, "bytes per token id in --tokens: 2 or 4")->capture_default_str();
@@ -185,6 +187,7 @@ int run(int argc, char** argv) {
   verify_cmd->add_option("--loss-normalization", verify.loss_normalization, "token or mean-of-means")->capture_default_str();
   verify_cmd->add_flag("--optimizer-in-backward", verify.optimizer_in_backward, "also check 1 x batch with AdamW inside backward");
   verify_cmd->add_flag("--activation-checkpointing", verify.activation_checkpointing, "run the splits with checkpointed blocks");
+  verify_cmd->add_flag("--cuda-graphs", verify.cuda_graphs, "also check every split replayed from CUDA graphs (CUDA only)");
   verify_cmd->add_option("--threads", verify.threads, "CPU threads (0: every hardware thread)")->capture_default_str();
   add_optimizer_options(verify_cmd, verify.optimizer);
 

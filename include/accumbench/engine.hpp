@@ -59,6 +59,9 @@ struct StepOptions {
   LossNormalization loss_normalization = LossNormalization::kToken;
   bool optimizer_in_backward = false;  // accumulation steps must be 1
   bool activation_checkpointing = false;
+  // Replay each micro-step from CUDA graphs (forward and backward, captured once per micro-batch
+  // shape). CUDA only; not with optimizer_in_backward.
+  bool cuda_graphs = false;
 };
 
 // Observes phase boundaries of a step (src/trace implements it). micro_step is -1 for the
@@ -79,6 +82,7 @@ struct StepOutcome {
 };
 
 class AdamW;
+class GraphedMicroStep;
 
 class Trainer {
  public:
@@ -94,6 +98,10 @@ class Trainer {
   // on inf/nan. Sets outcome.skipped.
   void optimizer_step(StepOutcome& outcome, const StepOptions& options,
                       PhaseObserver* observer = nullptr);
+  // Validates `options` against this trainer and, with cuda_graphs, captures the graphs for the
+  // micro-batch shape of `batch` (warmup micro-steps included) unless already captured, so that
+  // capture does not land in a timed step. accumulate() calls it too.
+  void prepare(const TokenBatch& batch, const StepOptions& options);
   // accumulate + optimizer_step.
   StepOutcome step(const TokenBatch& batch, const StepOptions& options,
                    PhaseObserver* observer = nullptr);
@@ -109,6 +117,9 @@ class Trainer {
   int64_t parameter_bytes() const;
   int64_t gradient_bytes() const;        // bytes of currently defined .grad tensors
   int64_t optimizer_state_bytes() const;
+  // Bytes held by the captured graphs' private pool (0 without graphs): activations that the
+  // caching allocator does not count as allocated while graphs replay.
+  int64_t graph_pool_bytes() const;
 
  private:
   void run_optimizer(bool gradients_finite);
@@ -118,6 +129,7 @@ class Trainer {
   TrainOptions options_;
   std::vector<at::Tensor> params_;
   std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<GraphedMicroStep> graphed_;  // with StepOptions::cuda_graphs
   std::vector<std::shared_ptr<void>> backward_hooks_;
   bool step_in_backward_ = false;  // read by the post-accumulate-grad hooks
   double loss_scale_ = 1.0;
@@ -129,6 +141,9 @@ int64_t accumulation_steps(int64_t batch, int64_t micro_batch);
 
 // Divisors of n in increasing order (the default sweep splits).
 std::vector<int64_t> divisors(int64_t n);
+
+// Throws UserError unless `device` is CUDA (--cuda-graphs replays GPU kernels).
+void require_cuda_for_graphs(c10::Device device);
 
 // Resolves "auto" | "cpu" | "cuda" | "cuda:N". Throws UserError for cuda without a GPU.
 c10::Device resolve_device(const std::string& name);

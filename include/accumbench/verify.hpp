@@ -28,6 +28,7 @@ struct VerifyOptions {
   std::string loss_normalization = "token";
   bool optimizer_in_backward = false;     // also check 1×B with the optimizer inside backward
   bool activation_checkpointing = false;  // run the splits with checkpointed blocks
+  bool cuda_graphs = false;               // also run every split from CUDA graphs (CUDA only)
   OptimizerOptions optimizer;
   int threads = 0;
 };

@@ -72,8 +72,17 @@ void AdamW::step() {
   for (size_t i : indices) step_one(i);
 }
 
-void AdamW::zero_grad() {
-  for (auto& p : params_) p.mutable_grad().reset();
+void AdamW::zero_grad(bool set_to_none) {
+  if (set_to_none) {
+    for (auto& p : params_) p.mutable_grad().reset();
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
+  for (auto& p : params_) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  at::_foreach_zero_(grads);
 }
 
 void AdamW::reset() {

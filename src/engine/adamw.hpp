@@ -19,7 +19,8 @@ class AdamW {
   void step();
   // Updates parameter `index` from its current gradient.
   void step_one(size_t index);
-  void zero_grad();  // set_to_none, as torch.optim's default
+  // set_to_none frees the gradients (torch.optim's default); otherwise they are zeroed in place.
+  void zero_grad(bool set_to_none);
   void reset();      // zero moments and step counts
   int64_t state_bytes() const;
   const std::vector<at::Tensor>& params() const { return params_; }

@@ -4,6 +4,8 @@
 #include "accumbench/error.hpp"
 #include "compat/compat.hpp"
 #include "engine/adamw.hpp"
+#include "engine/cuda_graph.hpp"
+#include "engine/micro_step.hpp"
 
 namespace accumbench {
 
@@ -74,6 +76,12 @@ c10::Device resolve_device(const std::string& name) {
   throw UserError("unknown --device \"" + name + "\"; use auto, cpu, cuda or cuda:N");
 }
 
+void require_cuda_for_graphs(c10::Device device) {
+  if (device.is_cuda()) return;
+  throw UserError("--cuda-graphs needs --device cuda (a graph replays GPU kernels), but the device is " +
+                  device.str() + "; drop the option or run on a GPU");
+}
+
 double StepOutcome::loss() const { return loss_sum.defined() ? loss_sum.item<double>() : 0.0; }
 
 Trainer::Trainer(LanguageModel model, c10::Device device, TrainOptions options)
@@ -115,8 +123,19 @@ struct PhaseScope {
 };
 }  // namespace
 
-StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& options,
-                                PhaseObserver* observer) {
+at::Tensor summed_cross_entropy(LanguageModelImpl& model, const at::Tensor& inputs, const at::Tensor& targets,
+                                c10::DeviceType device_type, std::optional<at::ScalarType> autocast) {
+  at::Tensor logits;  // (b, T, V)
+  {
+    compat::AutocastGuard guard(device_type, autocast);
+    logits = model.forward(inputs);
+  }
+  at::Tensor flat = logits.reshape({-1, logits.size(-1)});  // (b·T, V)
+  if (flat.scalar_type() != at::kFloat) flat = flat.to(at::kFloat);
+  return at::cross_entropy_loss(flat, targets.reshape({-1}), /*weight=*/{}, at::Reduction::Sum, kIgnoreIndex);
+}
+
+void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
   const int64_t micro = options.micro_batch;
   const int64_t accum = accumulation_steps(batch.sequences(), micro);
   if (options.optimizer_in_backward) {
@@ -131,6 +150,28 @@ StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& opti
     }
   }
   model_->set_activation_checkpointing(options.activation_checkpointing);
+  if (!options.cuda_graphs) {
+    graphed_.reset();  // eager steps may reset the gradients the graphs write to
+    return;
+  }
+  require_cuda_for_graphs(device_);
+  if (options.optimizer_in_backward) {
+    throw UserError("--cuda-graphs cannot be combined with --optimizer-in-backward (the optimizer step inside backward would be frozen into the graph); drop one of them");
+  }
+  const GraphedMicroStep::Shape shape{micro, batch.inputs.size(1), options.activation_checkpointing};
+  if (graphed_ && graphed_->shape() == shape) return;
+  graphed_.reset();  // frees the previous shape's pool before capturing the next
+  step_in_backward_ = false;
+  graphed_ = std::make_unique<GraphedMicroStep>(*model_, params_, device_, autocast_dtype(options_.precision),
+                                                options_.precision == Precision::kFp16, shape,
+                                                batch.inputs.narrow(0, 0, micro), batch.targets.narrow(0, 0, micro));
+}
+
+StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& options,
+                                PhaseObserver* observer) {
+  prepare(batch, options);
+  const int64_t micro = options.micro_batch;
+  const int64_t accum = batch.sequences() / micro;
   step_in_backward_ = options.optimizer_in_backward;
 
   StepOutcome outcome;
@@ -139,6 +180,7 @@ StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& opti
   TORCH_CHECK(outcome.tokens > 0, "a step without target tokens");
   const auto dtype = autocast_dtype(options_.precision);
   const bool non_blocking = device_.is_cuda();
+  const double loss_scale = options_.precision == Precision::kFp16 ? loss_scale_ : 1.0;
 
   for (int64_t k = 0; k < accum; ++k) {
     const int micro_step = static_cast<int>(k);
@@ -148,38 +190,44 @@ StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& opti
       host_inputs = batch.inputs.narrow(0, k * micro, micro);   // (b, T) view, no copy
       host_targets = batch.targets.narrow(0, k * micro, micro);
     }
-    at::Tensor inputs, targets;
-    {
-      PhaseScope scope(observer, Phase::kH2D, micro_step);
-      inputs = host_inputs.to(device_, /*non_blocking=*/non_blocking);
-      targets = host_targets.to(device_, /*non_blocking=*/non_blocking);
-    }
     // Token normalization divides by the whole step's token count (known on the host: no sync);
     // mean-of-means divides by this micro-batch's own count and by the accumulation steps.
     const double divisor = options.loss_normalization == LossNormalization::kToken
                                ? static_cast<double>(outcome.tokens)
                                : static_cast<double>(batch.tokens_in(k * micro, micro) * accum);
     at::Tensor loss;
-    {
-      PhaseScope scope(observer, Phase::kForward, micro_step);
-      at::Tensor logits;  // (b, T, V)
+    if (graphed_) {
       {
-        compat::AutocastGuard autocast(device_.type(), dtype);
-        logits = model_->forward(inputs);
+        PhaseScope scope(observer, Phase::kH2D, micro_step);
+        graphed_->load(host_inputs, host_targets, divisor, loss_scale);
       }
-      // Cross-entropy in fp32, as autocast runs it on CUDA.
-      at::Tensor flat = logits.reshape({-1, logits.size(-1)});
-      if (flat.scalar_type() != at::kFloat) flat = flat.to(at::kFloat);
-      at::Tensor loss_sum = at::cross_entropy_loss(flat, targets.reshape({-1}), /*weight=*/{},
-                                                   at::Reduction::Sum, kIgnoreIndex);
-      loss = loss_sum / divisor;
+      {
+        PhaseScope scope(observer, Phase::kForward, micro_step);
+        graphed_->forward();
+      }
+      {
+        PhaseScope scope(observer, Phase::kBackward, micro_step);
+        graphed_->backward();
+      }
+      loss = graphed_->loss().detach().clone();  // the next replay overwrites the graph's output
+    } else {
+      at::Tensor inputs, targets;
+      {
+        PhaseScope scope(observer, Phase::kH2D, micro_step);
+        inputs = host_inputs.to(device_, /*non_blocking=*/non_blocking);
+        targets = host_targets.to(device_, /*non_blocking=*/non_blocking);
+      }
+      {
+        PhaseScope scope(observer, Phase::kForward, micro_step);
+        loss = summed_cross_entropy(*model_, inputs, targets, device_.type(), dtype) / divisor;
+      }
+      {
+        PhaseScope scope(observer, Phase::kBackward, micro_step);
+        (options_.precision == Precision::kFp16 ? loss * loss_scale : loss).backward();
+      }
+      loss = loss.detach();
     }
-    {
-      PhaseScope scope(observer, Phase::kBackward, micro_step);
-      (options_.precision == Precision::kFp16 ? loss * loss_scale_ : loss).backward();
-    }
-    at::Tensor detached = loss.detach();
-    outcome.loss_sum = outcome.loss_sum.defined() ? outcome.loss_sum + detached : detached;
+    outcome.loss_sum = outcome.loss_sum.defined() ? outcome.loss_sum + loss : loss;
   }
   return outcome;
 }
@@ -211,7 +259,7 @@ void Trainer::optimizer_step(StepOutcome& outcome, const StepOptions& options, P
 
 void Trainer::run_optimizer(bool gradients_finite) {
   if (gradients_finite) optimizer_->step();
-  optimizer_->zero_grad();
+  optimizer_->zero_grad(/*set_to_none=*/!graphed_);  // captured graphs write to the gradients' addresses
   if (options_.precision != Precision::kFp16) return;
   if (!gradients_finite) {
     loss_scale_ *= options_.loss_scale_backoff_factor;
@@ -229,7 +277,8 @@ StepOutcome Trainer::step(const TokenBatch& batch, const StepOptions& options, P
 }
 
 void Trainer::reset_optimizer() {
-  optimizer_->zero_grad();
+  graphed_.reset();
+  optimizer_->zero_grad(/*set_to_none=*/true);
   optimizer_->reset();
   if (options_.precision == Precision::kFp16) loss_scale_ = options_.initial_loss_scale;
   steps_since_backoff_ = 0;
@@ -250,5 +299,7 @@ int64_t Trainer::gradient_bytes() const {
 }
 
 int64_t Trainer::optimizer_state_bytes() const { return optimizer_->state_bytes(); }
+
+int64_t Trainer::graph_pool_bytes() const { return graphed_ ? graphed_->pool_bytes() : 0; }
 
 }  // namespace accumbench

@@ -58,6 +58,7 @@ Snapshot one_step(Trainer& trainer, const std::vector<at::Tensor>& initial, cons
 VerifyResult run_verify(const VerifyOptions& options) {
   configure_threads(options.threads);
   const c10::Device device = resolve_device(options.device);
+  if (options.cuda_graphs) require_cuda_for_graphs(device);
   const ModelConfig cfg = resolve_model(options.model);
   check_sequence_length(cfg, options.seq_len);
   const Precision precision = precision_from_string(options.precision);
@@ -107,6 +108,14 @@ VerifyResult run_verify(const VerifyOptions& options) {
     step.activation_checkpointing = options.activation_checkpointing;
     runs.push_back(step);
   }
+  if (options.cuda_graphs) {
+    const size_t eager_runs = runs.size();
+    for (size_t i = 0; i < eager_runs; ++i) {
+      StepOptions graphed = runs[i];
+      graphed.cuda_graphs = true;
+      runs.push_back(graphed);
+    }
+  }
   if (options.optimizer_in_backward) {
     StepOptions step;
     step.micro_batch = options.batch;
@@ -124,6 +133,7 @@ VerifyResult run_verify(const VerifyOptions& options) {
     split.config.precision = options.precision;
     split.config.optimizer_in_backward = step.optimizer_in_backward;
     split.config.activation_checkpointing = step.activation_checkpointing ? "blocks" : "none";
+    split.config.cuda_graphs = step.cuda_graphs;
     split.loss = got.loss;
     double diff_sq = 0, ref_sq = 0;
     for (size_t i = 0; i < got.gradients.size(); ++i) {
@@ -160,11 +170,13 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
       << r.reference_loss << "\n";
   out << std::defaultfloat << "tolerance: relative L2 error of the gradient <= " << r.gradient_tolerance
       << ", of the weight update <= " << r.update_tolerance << "\n\n";
-  out << pad_right("split", 14) << std::right << std::setw(12) << "loss" << std::setw(14) << "max |dgrad|"
+  size_t label_width = 14;  // wider only when a label needs it ("8×1 ckpt graphs")
+  for (const auto& s : r.splits) label_width = std::max(label_width, s.config.label().size() + 1);
+  out << pad_right("split", label_width) << std::right << std::setw(12) << "loss" << std::setw(14) << "max |dgrad|"
       << std::setw(14) << "rel L2 grad" << std::setw(14) << "max |dw|" << std::setw(16) << "rel L2 update"
       << "  result\n";
   for (const auto& s : r.splits) {
-    out << pad_right(s.config.label(), 14) << std::right << std::fixed << std::setprecision(6) << std::setw(12) << s.loss
+    out << pad_right(s.config.label(), label_width) << std::right << std::fixed << std::setprecision(6) << std::setw(12) << s.loss
         << std::scientific << std::setprecision(2) << std::setw(14) << s.max_abs_grad_diff << std::setw(14)
         << s.rel_l2_grad_error << std::setw(14) << s.max_weight_diff << std::setw(16) << s.rel_l2_update_error << "  "
         << (s.pass ? "PASS" : "FAIL") << "\n";

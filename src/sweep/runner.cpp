@@ -58,9 +58,11 @@ MemoryBreakdown attribute_peak(const RunResult& run, const Trainer& trainer, int
   for (const auto& span : run.timeline) {
     if (peak_span == nullptr || span.peak_bytes > peak_span->peak_bytes) peak_span = &span;
   }
-  const bool gradients_alive = peak_span != nullptr && !run.config.optimizer_in_backward &&
-                               !(peak_span->micro_step == 0 && peak_span->phase != Phase::kBackward &&
-                                 peak_span->phase != Phase::kOptimizer);
+  // CUDA graphs keep the gradients allocated for good (the graphs write to their addresses).
+  const bool gradients_alive = run.config.cuda_graphs ||
+                               (peak_span != nullptr && !run.config.optimizer_in_backward &&
+                                !(peak_span->micro_step == 0 && peak_span->phase != Phase::kBackward &&
+                                  peak_span->phase != Phase::kOptimizer));
   if (gradients_alive) breakdown.gradients_bytes = breakdown.parameters_bytes;
   const int64_t known = baseline_bytes + breakdown.gradients_bytes;
   breakdown.activations_bytes = std::max<int64_t>(0, run.peak_allocated_bytes - known);
@@ -80,8 +82,16 @@ std::vector<SplitConfig> sweep_grid(const SweepOptions& options) {
       split.micro_batch = micro;
       split.accum_steps = accumulation_steps(options.batch, micro);
       split.precision = precision;
-      split.cuda_graphs = options.cuda_graphs;
-      for (const SplitConfig& point : knob_variants(split, options.knobs)) grid.push_back(point);
+      for (const SplitConfig& point : knob_variants(split, options.knobs)) {
+        grid.push_back(point);
+        // CUDA graphs are their own dimension: every point again, replayed from graphs (except
+        // optimizer-in-backward, whose in-backward optimizer step cannot be frozen in a graph).
+        if (options.cuda_graphs && !point.optimizer_in_backward) {
+          SplitConfig graphed = point;
+          graphed.cuda_graphs = true;
+          grid.push_back(graphed);
+        }
+      }
     }
   }
   return grid;
@@ -134,9 +144,6 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
                       const ProgressCallback& on_step) {
   if (options.warmup < 0) throw UserError("--warmup must not be negative");
   if (options.steps <= 0) throw UserError("--steps must be positive, got " + std::to_string(options.steps));
-  if (options.cuda_graphs) {
-    throw UserError("--cuda-graphs is not implemented yet in this build; drop the option");
-  }
   if (options.threads < 0) {
     throw UserError("--threads must not be negative, got " + std::to_string(options.threads) +
                     "; use 0 for every hardware thread");
@@ -148,6 +155,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   }
   configure_threads(options.threads);
   const c10::Device device = resolve_device(options.device);
+  if (options.cuda_graphs) require_cuda_for_graphs(device);
   MemoryProbe memory(device);  // on CPU this installs the counting allocator before anything is allocated
   const ModelConfig cfg = resolve_model(options.model);
   check_sequence_length(cfg, options.seq_len);
@@ -259,7 +267,9 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       step_options.loss_normalization = normalization;
       step_options.optimizer_in_backward = split.optimizer_in_backward;
       step_options.activation_checkpointing = split.activation_checkpointing == "blocks";
+      step_options.cuda_graphs = split.cuda_graphs;
       const int64_t baseline_bytes = memory.allocated_bytes();  // parameters + optimizer state
+      trainer->prepare(data.batch(0), step_options);  // CUDA graphs: warmup + capture, untimed
       StepTracer tracer(device, &memory);
       const auto timed_start = std::chrono::steady_clock::now();
       double timed_seconds = 0;
@@ -292,6 +302,9 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       }
       run.timeline = tracer.timeline();
       for (const auto& s : run.steps) run.peak_allocated_bytes = std::max(run.peak_allocated_bytes, s.peak_allocated_bytes);
+      // Replays allocate nothing: the micro-step's activations sit in the graphs' pool, which the
+      // allocator counts as reserved only. They are live during every replay.
+      run.peak_allocated_bytes += trainer->graph_pool_bytes();
       if (!device.is_cuda()) run.peak_reserved_bytes = run.peak_allocated_bytes;
       run.peak_breakdown = attribute_peak(run, *trainer, baseline_bytes);
     } catch (const std::exception& error) {

@@ -1,0 +1,203 @@
+// GPU tests (built with -DACCUMBENCH_GPU_TESTS=ON; each skips without a CUDA device):
+// CUDA-graph micro-steps compute the eager step's gradients and updates, and the memory plan
+// predicts the measured CUDA peak within 5 % for the issue's two real models.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+#include <torch/torch.h>
+
+#include "accumbench/engine.hpp"
+#include "accumbench/error.hpp"
+#include "accumbench/sweep.hpp"
+#include "accumbench/verify.hpp"
+#include "compat/compat.hpp"
+
+namespace ab = accumbench;
+
+namespace {
+
+#define SKIP_WITHOUT_CUDA() \
+  if (!ab::compat::cuda_available()) GTEST_SKIP() << "no CUDA device"
+
+double relative_l2(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want) {
+  double diff_sq = 0, ref_sq = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const at::Tensor a = got[i].to(at::kCPU, at::kDouble);
+    const at::Tensor b = want[i].to(at::kCPU, at::kDouble);
+    diff_sq += (a - b).pow(2).sum().item<double>();
+    ref_sq += b.pow(2).sum().item<double>();
+  }
+  return ref_sq > 0 ? std::sqrt(diff_sq / ref_sq) : 0.0;
+}
+
+std::vector<at::Tensor> gradients(ab::Trainer& trainer) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : trainer.model()->parameters()) out.push_back(p.grad().detach().clone());
+  return out;
+}
+
+std::vector<at::Tensor> weights(ab::Trainer& trainer) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : trainer.model()->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+struct GraphCase {
+  const char* preset;
+  ab::Precision precision;
+  bool checkpointing;
+};
+
+std::string case_name(const ::testing::TestParamInfo<GraphCase>& info) {
+  std::string name = std::string(info.param.preset) + "_" + ab::to_string(info.param.precision) +
+                     (info.param.checkpointing ? "_ckpt" : "");
+  for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return name;
+}
+
+}  // namespace
+
+class GraphedSteps : public ::testing::TestWithParam<GraphCase> {};
+
+// Same weights, same batches, 2×4 split, three optimizer steps: eager and graphed trainers must
+// agree. The graphs replay the kernels eager mode launched for this shape, so fp32 agrees to
+// summation order (1e-6, a 10× margin over float32 accumulation noise of these sizes) and
+// bf16/fp16 within verify's autocast tolerance (3e-2). Three steps check that the in-place
+// zeroing between steps and the static input buffers work, not just the first replay.
+TEST_P(GraphedSteps, MatchEagerGradientsAndUpdates) {
+  SKIP_WITHOUT_CUDA();
+  const GraphCase c = GetParam();
+  const ab::ModelConfig cfg = ab::find_preset(c.preset);
+  const c10::Device cuda(c10::kCUDA, 0);
+  ab::TrainOptions train;
+  train.precision = c.precision;
+  ab::Trainer eager(ab::build_model(cfg, 7), cuda, train);
+  ab::Trainer graphed(ab::build_model(cfg, 7), cuda, train);
+  ab::DataOptions d;
+  d.vocab_size = cfg.vocab_size;
+  d.seq_len = 64;
+  d.batch = 8;
+  d.lengths = ab::LengthMode::kVariable;
+  d.distinct_batches = 3;
+  d.pin_memory = true;
+  const std::vector<ab::TokenBatch> batches = ab::make_synthetic_batches(d);
+  ab::StepOptions eager_options;
+  eager_options.micro_batch = 2;
+  eager_options.activation_checkpointing = c.checkpointing;
+  ab::StepOptions graph_options = eager_options;
+  graph_options.cuda_graphs = true;
+  const double gradient_tolerance = c.precision == ab::Precision::kFp32 ? 1e-6 : ab::gradient_tolerance(c.precision);
+  const double update_tolerance = c.precision == ab::Precision::kFp32 ? 1e-5 : ab::update_tolerance(c.precision);
+  std::vector<at::Tensor> start = weights(eager);
+
+  for (int step = 0; step < 3; ++step) {
+    ab::StepOutcome a = eager.accumulate(batches[step], eager_options);
+    ab::StepOutcome b = graphed.accumulate(batches[step], graph_options);
+    const double grad_error = relative_l2(gradients(graphed), gradients(eager));
+    EXPECT_LE(grad_error, gradient_tolerance) << "step " << step;
+    EXPECT_NEAR(b.loss(), a.loss(), gradient_tolerance * std::max(1.0, std::abs(a.loss()))) << "step " << step;
+    eager.optimizer_step(a, eager_options);
+    graphed.optimizer_step(b, graph_options);
+    EXPECT_EQ(a.skipped, b.skipped);
+    std::vector<at::Tensor> eager_update, graphed_update;
+    const std::vector<at::Tensor> after_eager = weights(eager);
+    const std::vector<at::Tensor> after_graphed = weights(graphed);
+    for (size_t i = 0; i < start.size(); ++i) {
+      eager_update.push_back(after_eager[i] - start[i]);
+      graphed_update.push_back(after_graphed[i] - start[i]);
+    }
+    const double update_error = relative_l2(graphed_update, eager_update);
+    EXPECT_LE(update_error, update_tolerance) << "step " << step;
+    std::cout << "[ graphs ] " << c.preset << " " << ab::to_string(c.precision) << (c.checkpointing ? " ckpt" : "")
+              << " step " << step << ": rel L2 grad " << grad_error << ", update " << update_error << "\n";
+  }
+  EXPECT_GT(graphed.graph_pool_bytes(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, GraphedSteps,
+                         ::testing::Values(GraphCase{"gpt2-tiny", ab::Precision::kFp32, false},
+                                           GraphCase{"gpt2-tiny", ab::Precision::kBf16, false},
+                                           GraphCase{"gpt2-tiny", ab::Precision::kFp16, false},
+                                           GraphCase{"gpt2-tiny", ab::Precision::kBf16, true},
+                                           GraphCase{"llama-tiny", ab::Precision::kFp32, false},
+                                           GraphCase{"llama-tiny", ab::Precision::kBf16, false}),
+                         case_name);
+
+// The user-facing proof: `verify --cuda-graphs` on a real preset shape, every split eager and graphed.
+TEST(CudaGraphs, VerifyPassesForEveryGraphedSplit) {
+  SKIP_WITHOUT_CUDA();
+  ab::VerifyOptions o;
+  o.model.preset = "gpt2-mini";
+  o.seq_len = 128;
+  o.batch = 8;
+  o.device = "cuda";
+  o.precision = "bf16";
+  o.lengths = "variable";
+  o.cuda_graphs = true;
+  const ab::VerifyResult r = ab::run_verify(o);
+  ab::print_verify(r, std::cout);
+  int graphed = 0;
+  for (const auto& s : r.splits) graphed += s.config.cuda_graphs ? 1 : 0;
+  EXPECT_EQ(graphed, 4);  // 1, 2, 4, 8
+  EXPECT_TRUE(r.all_pass);
+}
+
+TEST(CudaGraphs, SweepMeasuresGraphedSplits) {
+  SKIP_WITHOUT_CUDA();
+  ab::SweepOptions o;
+  o.model.preset = "gpt2-mini";
+  o.seq_len = 128;
+  o.batch = 8;
+  o.micro_batches = {1, 8};
+  o.device = "cuda";
+  o.precisions = {"bf16"};
+  o.cuda_graphs = true;
+  o.warmup = 1;
+  o.steps = 3;
+  const ab::SweepResult result = ab::run_sweep(o);
+  ASSERT_EQ(result.runs.size(), 4u);
+  for (const auto& run : result.runs) {
+    EXPECT_EQ(run.status, ab::RunStatus::kOk) << run.config.label() << ": " << run.error;
+    EXPECT_EQ(run.steps.size(), 3u) << run.config.label();
+    EXPECT_GT(run.peak_allocated_bytes, 0) << run.config.label();
+    EXPECT_GE(run.peak_reserved_bytes, run.peak_allocated_bytes - (64 << 20)) << run.config.label();
+    std::cout << "[ graphs ] " << run.config.label() << " median step " << run.step_seconds.median << " s, peak "
+              << run.peak_allocated_bytes << " B allocated, " << run.peak_reserved_bytes << " B reserved\n";
+  }
+}
+
+// Issue 3/4's GPU goal: the plan within 5 % of the measured CUDA peak (allocated bytes) for
+// GPT-2 124M and Qwen2.5-0.5B at T=1024, bf16, with and without accumulation.
+class PlanOnCuda : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PlanOnCuda, PredictedPeakWithinFivePercentOfMeasured) {
+  SKIP_WITHOUT_CUDA();
+  ab::SweepOptions o;
+  o.model.preset = GetParam();
+  o.seq_len = 1024;
+  o.batch = 8;
+  o.micro_batches = {1, 4, 8};
+  o.device = "cuda";
+  o.precisions = {"bf16"};
+  o.knobs = true;
+  o.warmup = 1;
+  o.steps = 2;
+  const ab::SweepResult result = ab::run_sweep(o);
+  for (const auto& run : result.runs) {
+    ASSERT_EQ(run.status, ab::RunStatus::kOk) << run.config.label() << ": " << run.error;
+    ASSERT_GT(run.predicted_peak_bytes, 0) << run.config.label();
+    const double error = static_cast<double>(run.predicted_peak_bytes - run.peak_allocated_bytes) /
+                         static_cast<double>(run.peak_allocated_bytes);
+    std::cout << "[ plan   ] " << GetParam() << " " << run.config.label() << " predicted " << run.predicted_peak_bytes
+              << " measured " << run.peak_allocated_bytes << " error " << 100 * error << " %\n";
+    EXPECT_LE(std::abs(error), 0.05) << run.config.label();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, PlanOnCuda, ::testing::Values("gpt2-124m", "qwen2.5-0.5b"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
