@@ -1,23 +1,73 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: build against its PyTorch's LibTorch, run accumbench's sweep and the
-# plain-PyTorch reference on the same configuration (GPT-2 124M, vocab 50304 as the reference,
-# T=1024, batch 64, bf16), and print the side-by-side table with ratios. Results go to $OUT (the
-# device tool brings that folder back) or bench/out.
-#   bench/run_h200.sh            # full grid 1,2,4,...,64
-#   MICRO=8,64 bench/run_h200.sh # fewer splits
+# One call on the GPU machine (15 minutes of device time per session: keep it to one call):
+#  1. build against its PyTorch's LibTorch, with the GPU tests, and run them (CUDA graphs against
+#     eager steps, verify --cuda-graphs, the plan against CUDA peaks for gpt2-124m / qwen2.5-0.5b);
+#  2. the PyTorch reference (eager, and compiled for two splits) and accumbench's sweep, eager and
+#     from CUDA graphs, on the same configuration (GPT-2 124M, vocab 50304 as the reference,
+#     T=1024, batch 64, bf16), and the side-by-side table with ratios;
+#  3. one profiled step at 64×1 and 1×64 on both sides, compared kernel by kernel
+#     (bench/kernel_diff.py), to explain any gap;
+#  4. the tracer's overhead.
+# Results go to $OUT (the device tool brings that folder back: 8 files at most, so the small ones
+# are bundled into results.tar.gz) or bench/out. Each stage logs to $out and goes on after a
+# failure, so one broken stage does not lose the others' numbers.
+#   bench/run_h200.sh                 # full grid 1,2,4,...,64
+#   MICRO=1,8,64 bench/run_h200.sh    # fewer splits
 # Before the call, on the CPU machine: scripts/stage-gpu-deps.sh, and pass carry [".gpu-deps"].
-set -euo pipefail
+set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-bench/out}"
-mkdir -p "$out"
+work="$out/results"
+mkdir -p "$work"
 micro="${MICRO:-1,2,4,8,16,32,64}"
 anchor=../shared/bench/pytorch_anchor.py
+[ -f "$anchor" ] || anchor=.gpu-deps/shared/bench/pytorch_anchor.py   # ../shared does not travel: staged copy
+export PYTHONUNBUFFERED=1
+status=0
+stage() {  # stage NAME COMMAND...: runs, logs to $work/NAME.log, remembers a failure
+  local name=$1
+  shift
+  echo "=== $name ($(date +%T))"
+  "$@" > "$work/$name.log" 2>&1
+  local rc=$?
+  tail -n 40 "$work/$name.log"
+  [ $rc -eq 0 ] || { echo "=== $name FAILED (exit $rc)"; status=1; }
+  return 0
+}
+bundle() { tar czf "$out/results.tar.gz" -C "$out" results; }
+trap bundle EXIT
 
-scripts/build.sh -DACCUMBENCH_BUILD_TESTS=OFF 2>&1 | tail -n 20
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; which cmake g++ ninja; \
+  python3 -c 'import torch; print(torch.__version__, torch.version.cuda)'; } > "$work/machine.txt" 2>&1
+cat "$work/machine.txt"
 
-python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches "$micro" | tee "$out/anchor-eager.jsonl"
-build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 --micro-batches "$micro" \
-  --device cuda --precision bf16 --json "$out/accumbench.json" --html "$out/report.html" | tee "$out/accumbench.txt"
-python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches 64 --compile | tee "$out/anchor-compile.jsonl"
-python3 bench/side_by_side.py "$out/accumbench.json" "$out/anchor-eager.jsonl" "$out/anchor-compile.jsonl" | tee "$out/side-by-side.md"
+stage build scripts/build.sh -DACCUMBENCH_GPU_TESTS=ON || exit 1
+[ -x build/accumbench ] || { echo "no build/accumbench: stopping"; exit 1; }
+stage gpu-tests build/accumbench_gpu_tests --gtest_color=no
+
+stage anchor-eager python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches "$micro"
+grep '^{' "$work/anchor-eager.log" > "$work/anchor-eager.jsonl"
+stage accumbench build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
+  --micro-batches "$micro" --device cuda --precision bf16 --cuda-graphs \
+  --json "$work/accumbench.json" --html "$work/report.html"
+stage anchor-compile python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches 4,64 --compile
+grep '^{' "$work/anchor-compile.log" > "$work/anchor-compile.jsonl"
+stage side-by-side python3 bench/side_by_side.py "$work/accumbench.json" "$work/anchor-eager.jsonl" "$work/anchor-compile.jsonl"
+cp "$work/side-by-side.log" "$out/side-by-side.md"
+
+mkdir -p "$work/traces"
+stage profile-ours build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
+  --micro-batches 1,64 --device cuda --precision bf16 --warmup 2 --steps 3 --profile "$work/traces" \
+  --json "$work/profiled.json"
+for mb in 64 1; do
+  stage "profile-anchor-$mb" python3 bench/anchor_profile.py --micro-batch "$mb" --trace "$work/traces/anchor-${mb}.trace.json"
+  stage "kernel-diff-$mb" python3 bench/kernel_diff.py "$work/traces/${mb}x$((64 / mb))-bf16.trace.json" \
+    "$work/traces/anchor-${mb}.trace.json" --top 30
+done
+stage tracer-overhead build/tracer_overhead --device cuda --model gpt2-124m --seq-len 1024 --batch 8 --micro-batch 8
+
+# The traces are large: keep the two 64×1 ones whole (gzip) next to the bundle.
+gzip -c "$work/traces/64x1-bf16.trace.json" > "$out/ours-64x1.trace.json.gz" 2>/dev/null
+gzip -c "$work/traces/anchor-64.trace.json" > "$out/anchor-64x1.trace.json.gz" 2>/dev/null
+rm -rf "$work/traces"
+exit $status

@@ -34,14 +34,14 @@ def main():
     print(f"# {ctx['model']}, T={ctx['seq_len']}, batch {ctx['batch']}, {ctx['device_name']}, "
           f"LibTorch {ctx['libtorch_version']}, {ctx['date']}")
     print()
-    print("| split | accumbench step s | PyTorch eager step s | ratio | accumbench peak GiB | PyTorch peak GiB | compiled step s |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| split | accumbench step s | PyTorch eager step s | ratio | accumbench peak GiB | PyTorch peak GiB | compiled step s | device busy |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for run in ours["runs"]:
         cfg = run["config"]
         mb = cfg["micro_batch"]
-        label = f"{mb} × {cfg['accum_steps']}"
+        label = f"{mb} × {cfg['accum_steps']}" + (" graphs" if cfg.get("cuda_graphs") else "")
         if run["status"] != "ok":
-            print(f"| {label} | {run['status']} | | | | | |")
+            print(f"| {label} | {run['status']} | | | | | | |")
             continue
         step = run["step_seconds"]["median"]
         peak = run["peak_allocated_bytes"] / 2**30
@@ -49,8 +49,10 @@ def main():
         ref_step = ref.get("step_s")
         ratio = f"{step / ref_step:.2f}" if ref_step else "-"
         comp = compiled.get(mb, {}).get("step_s", "")
+        busy = run.get("device_busy_fraction")
+        busy = f"{busy:.0%}" if isinstance(busy, (int, float)) else "-"
         print(f"| {label} | {step:.4f} | {ref_step if ref_step else '-'} | {ratio} | {peak:.2f} | "
-              f"{ref.get('peak_gib', '-')} | {comp} |")
+              f"{ref.get('peak_gib', '-')} | {comp} | {busy} |")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ configure_args=(-DCMAKE_BUILD_TYPE=Release)
 if torch_prefix=$(python3 -c 'import torch, sys; assert torch.cuda.is_available(); print(torch.utils.cmake_prefix_path)' 2>/dev/null); then
   configure_args+=(-DCMAKE_PREFIX_PATH="$torch_prefix")
 fi
+# The GPU machine's image has CMake and ninja; make is not promised there.
+if ! command -v make >/dev/null 2>&1 && command -v ninja >/dev/null 2>&1 && [ ! -f "$build_dir/CMakeCache.txt" ]; then
+  configure_args+=(-G Ninja)
+fi
 # Configuring again is quick and refreshes the git commit recorded in every report.
 cmake -S . -B "$build_dir" "${configure_args[@]}" "$@" >/dev/null
 

@@ -11,6 +11,7 @@ packages=(
   libgloo-dev                          # c10d/Gloo multi-process tests
   chromium                             # headless screenshots of the HTML report (tests)
   xz-utils                             # unpacks the LibTorch 2.11 headers for the CUDA compile-check
+  python3                              # bench/*.py, and the kernel_diff test
 )
 
 # On the GPU machine the LibTorch inside python3's CUDA PyTorch is used instead of Debian's.

@@ -373,6 +373,8 @@ spawn expect_user_error "unknown device" '"tpu"' "cuda:N" -- sweep "${args[@]}"
 tiny_args --cuda-graphs
 spawn expect_user_error "--cuda-graphs on the CPU (sweep)" "--cuda-graphs" "--device cuda" -- sweep "${args[@]}"
 spawn expect_user_error "--cuda-graphs on the CPU (verify)" "--cuda-graphs" "--device cuda" -- verify "${tiny_verify[@]}" --cuda-graphs
+tiny_args --profile "$tmp/profile"
+spawn expect_user_error "--profile without CUDA and Kineto" "--profile" "--device cuda" "Kineto" -- sweep "${args[@]}"
 # Only meaningful where there is no GPU.
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then
   section "(--device cuda without a GPU: skipped, this machine has a GPU)"

@@ -165,6 +165,9 @@ int run(int argc, char** argv) {
   sweep_cmd->add_flag("--knobs", sweep.knobs, "also sweep activation checkpointing and optimizer-in-backward (at accumulation 1)");
   sweep_cmd->add_flag("--cuda-graphs", sweep.cuda_graphs,
                       "also run every split replayed from CUDA graphs (forward and backward captured once per split; CUDA only)");
+  sweep_cmd->add_option("--profile", sweep.profile_dir,
+                        "directory: one more step per split under PyTorch's Kineto profiler, saved as <split>.trace.json "
+                        "(CUDA, LibTorch 2.x); device busy then comes from the GPU's kernel time");
   sweep_cmd->add_option("--peak-tflops", sweep.peak_tflops, "device peak TFLOP/s for MFU (default: built-in table; none on CPU)");
   sweep_cmd->add_option("--tokens", sweep.token_file, "token file (uint16 or uint32 ids) instead of synthetic tokens");
   sweep_cmd->add_option("--token-bytes", sweep.token_bytes, "bytes per token id in --tokens: 2 or 4")->capture_default_str();

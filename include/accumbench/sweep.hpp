@@ -45,7 +45,11 @@ struct SweepOptions {
   // Splits whose planned peak (src/plan) exceeds memory_limit_bytes are skipped and recorded as
   // predicted-oom; true runs them anyway.
   bool try_predicted_oom = false;
-  bool cuda_graphs = false;
+  bool cuda_graphs = false;                // also replay every split from CUDA graphs
+  // Non-empty: after its timed steps each split runs one more step under PyTorch's Kineto
+  // profiler, saved as <dir>/<split>.trace.json; device_busy_fraction then comes from the GPU's
+  // kernel time in it (CUDA, LibTorch 2.x).
+  std::string profile_dir;
   double peak_tflops = kNotMeasured;       // overrides the device peak table
   std::string token_file;                  // real tokens instead of synthetic ones
   int token_bytes = 2;

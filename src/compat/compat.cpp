@@ -7,8 +7,16 @@
 #include <torch/csrc/autograd/variable.h>
 #include <ATen/autocast_mode.h>
 
+#define ACCUMBENCH_TORCH_2 (TORCH_VERSION_MAJOR >= 2)
+
+#include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
+
+#if ACCUMBENCH_WITH_CUDA && ACCUMBENCH_TORCH_2
+#include <torch/csrc/autograd/profiler_kineto.h>
+#endif
 
 #if ACCUMBENCH_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -18,7 +26,6 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#define ACCUMBENCH_TORCH_2 (TORCH_VERSION_MAJOR >= 2)
 
 namespace accumbench::compat {
 
@@ -250,6 +257,59 @@ double DeviceEvent::seconds_until(const DeviceEvent&) const {
 DeviceEvent::DeviceEvent(DeviceEvent&& other) noexcept : event_(other.event_) {
   other.event_ = nullptr;
 }
+
+// ---- Kineto ----
+
+#if ACCUMBENCH_WITH_CUDA && ACCUMBENCH_TORCH_2
+namespace {
+namespace kineto = torch::autograd::profiler;
+using torch::profiler::impl::ActivityType;
+using torch::profiler::impl::ProfilerConfig;
+using torch::profiler::impl::ProfilerState;
+const std::set<ActivityType>& profiled_activities() {
+  static const std::set<ActivityType> activities = {ActivityType::CPU, ActivityType::CUDA};
+  return activities;
+}
+}  // namespace
+
+bool KernelProfile::available() { return cuda_available(); }
+
+void KernelProfile::start() {
+  const ProfilerConfig config(ProfilerState::KINETO, /*report_input_shapes=*/true);
+  kineto::prepareProfiler(config, profiled_activities());
+  kineto::enableProfiler(config, profiled_activities());
+}
+
+KernelProfile::Summary KernelProfile::stop(const std::string& trace_path) {
+  std::unique_ptr<kineto::ProfilerResult> result = kineto::disableProfiler();
+  std::vector<std::pair<uint64_t, uint64_t>> intervals;  // [start, end) in ns, GPU activities
+  for (const auto& event : result->events()) {
+    if (event.deviceType() != c10::DeviceType::CUDA || event.durationNs() == 0) continue;
+    intervals.emplace_back(event.startNs(), event.startNs() + event.durationNs());
+  }
+  std::sort(intervals.begin(), intervals.end());
+  Summary summary;
+  summary.device_events = static_cast<int64_t>(intervals.size());
+  uint64_t covered_ns = 0, open_start = 0, open_end = 0;
+  for (const auto& [start, end] : intervals) {  // union: concurrent streams count once
+    if (start > open_end) {
+      covered_ns += open_end - open_start;
+      open_start = start;
+      open_end = end;
+    } else {
+      open_end = std::max(open_end, end);
+    }
+  }
+  covered_ns += open_end - open_start;
+  summary.device_busy_seconds = static_cast<double>(covered_ns) / 1e9;
+  if (!trace_path.empty()) result->save(trace_path);
+  return summary;
+}
+#else
+bool KernelProfile::available() { return false; }
+void KernelProfile::start() { TORCH_CHECK(false, "KernelProfile needs LibTorch 2.x with CUDA"); }
+KernelProfile::Summary KernelProfile::stop(const std::string&) { return {}; }
+#endif
 
 bool fused_adamw(std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads,
                  std::vector<at::Tensor>& exp_avgs, std::vector<at::Tensor>& exp_avg_sqs,

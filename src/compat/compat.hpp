@@ -105,6 +105,25 @@ class DeviceEvent {
   void* event_ = nullptr;  // cudaEvent_t
 };
 
+// PyTorch's Kineto profiler (CPU operators, and CUDA kernels through CUPTI) around one region,
+// saved as a Chrome trace that Perfetto, chrome://tracing and TensorBoard open. LibTorch 2.x
+// with CUDA only: Debian's 1.13 is built without Kineto (available() is false there).
+//
+//   compat::KernelProfile profile;
+//   profile.start();
+//   ... one training step ...
+//   compat::KernelProfile::Summary s = profile.stop("split.trace.json");  // after a synchronize
+class KernelProfile {
+ public:
+  struct Summary {
+    double device_busy_seconds = 0;  // union of the GPU's kernel, memcpy and memset intervals
+    int64_t device_events = 0;
+  };
+  static bool available();
+  void start();
+  Summary stop(const std::string& trace_path);
+};
+
 // AdamW over many tensors at once: at::_fused_adamw_ on CUDA (2.x), otherwise nullopt-returning
 // false so the caller uses the per-tensor path. `steps` are float scalar tensors (1-based after
 // increment) kept on the parameters' device, as the fused kernel expects.

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <sstream>
 
@@ -70,6 +71,62 @@ MemoryBreakdown attribute_peak(const RunResult& run, const Trainer& trainer, int
   return breakdown;
 }
 
+StepOptions step_options_of(const SplitConfig& split, LossNormalization normalization) {
+  StepOptions step;
+  step.micro_batch = split.micro_batch;
+  step.loss_normalization = normalization;
+  step.optimizer_in_backward = split.optimizer_in_backward;
+  step.activation_checkpointing = split.activation_checkpointing == "blocks";
+  step.cuda_graphs = split.cuda_graphs;
+  return step;
+}
+
+// "8×8 ckpt graphs" / bf16 -> "8x8-ckpt-graphs-bf16": a file name without spaces or UTF-8.
+std::string file_stem(const SplitConfig& split) {
+  std::string label = split.label();
+  std::string stem;
+  for (size_t i = 0; i < label.size(); ++i) {
+    if (label.compare(i, 2, "\xC3\x97") == 0) {
+      stem += 'x';
+      ++i;
+    } else {
+      stem += label[i] == ' ' ? '-' : label[i];
+    }
+  }
+  return stem + "-" + split.precision;
+}
+
+// One more step under the Kineto profiler: its Chrome trace, and the GPU's busy time (union of
+// kernel intervals, which CUDA events per phase cannot see) over the median unprofiled step.
+// The profiler's host overhead slows the profiled step, not the GPU's kernels, so the ratio uses
+// the median of the timed steps. A failure here leaves the measured run as it is.
+void profile_split(RunResult& run, Trainer& trainer, const TokenBatch& batch, const StepOptions& step,
+                   c10::Device device, const std::string& directory) {
+  compat::KernelProfile profile;
+  bool profiling = false;
+  try {
+    compat::cuda_synchronize(device.index());
+    profile.start();
+    profiling = true;
+    trainer.step(batch, step);
+    compat::cuda_synchronize(device.index());
+    const std::string path = (std::filesystem::path(directory) / (file_stem(run.config) + ".trace.json")).string();
+    profiling = false;
+    const compat::KernelProfile::Summary summary = profile.stop(path);
+    if (run.step_seconds.median > 0 && summary.device_events > 0) {
+      run.device_busy_fraction = std::min(1.0, summary.device_busy_seconds / run.step_seconds.median);
+    }
+  } catch (const std::exception& error) {
+    if (profiling) {
+      try {
+        profile.stop("");
+      } catch (const std::exception&) {  // the profiler was not running after all
+      }
+    }
+    run.error = "profile failed: " + error_message(error);
+  }
+}
+
 }  // namespace
 
 std::vector<SplitConfig> sweep_grid(const SweepOptions& options) {
@@ -133,6 +190,7 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
       {"knobs", o.knobs ? "true" : "false"},
       {"try_predicted_oom", o.try_predicted_oom ? "true" : "false"},
       {"cuda_graphs", o.cuda_graphs ? "true" : "false"},
+      {"profile_dir", o.profile_dir.empty() ? "none" : o.profile_dir},
       {"peak_tflops", std::isnan(o.peak_tflops) ? "device table" : number(o.peak_tflops)},
       {"token_file", o.token_file.empty() ? "synthetic" : o.token_file},
       {"threads", o.threads == 0 ? "all" : std::to_string(o.threads)},
@@ -156,6 +214,18 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   configure_threads(options.threads);
   const c10::Device device = resolve_device(options.device);
   if (options.cuda_graphs) require_cuda_for_graphs(device);
+  if (!options.profile_dir.empty()) {
+    if (!device.is_cuda() || !compat::KernelProfile::available()) {
+      throw UserError("--profile needs --device cuda and a LibTorch 2.x built with Kineto (PyTorch's own; this one is " +
+                      compat::libtorch_version() + " on " + device.str() + "); drop the option");
+    }
+    std::error_code error;
+    std::filesystem::create_directories(options.profile_dir, error);
+    if (error || !std::filesystem::is_directory(options.profile_dir)) {
+      throw UserError("--profile " + options.profile_dir + " is not a directory that can be created (" + error.message() +
+                      "); give a writable directory");
+    }
+  }
   MemoryProbe memory(device);  // on CPU this installs the counting allocator before anything is allocated
   const ModelConfig cfg = resolve_model(options.model);
   check_sequence_length(cfg, options.seq_len);
@@ -262,12 +332,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       }
       trainer->reset_optimizer();
       memory.empty_cache();
-      StepOptions step_options;
-      step_options.micro_batch = split.micro_batch;
-      step_options.loss_normalization = normalization;
-      step_options.optimizer_in_backward = split.optimizer_in_backward;
-      step_options.activation_checkpointing = split.activation_checkpointing == "blocks";
-      step_options.cuda_graphs = split.cuda_graphs;
+      const StepOptions step_options = step_options_of(split, normalization);
       const int64_t baseline_bytes = memory.allocated_bytes();  // parameters + optimizer state
       trainer->prepare(data.batch(0), step_options);  // CUDA graphs: warmup + capture, untimed
       StepTracer tracer(device, &memory);
@@ -317,6 +382,10 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
                             ? (device.is_cuda() ? device_peak_tflops(result.context.device_name, split.precision) : kNotMeasured)
                             : options.peak_tflops;
     finalize_run(run, result.context.flops_per_token, peak);
+    if (!options.profile_dir.empty() && run.status == RunStatus::kOk) {
+      profile_split(run, *trainer, data.batch(options.warmup + options.steps), step_options_of(run.config, normalization),
+                    device, options.profile_dir);
+    }
     run.fits = run.status == RunStatus::kOk &&
                (options.memory_limit_bytes == 0 || run.peak_reserved_bytes <= options.memory_limit_bytes);
     result.runs.push_back(std::move(run));
