@@ -237,6 +237,21 @@ TEST(Recommend, TieGoesToTheLowerPeakMemory) {
             "the noise) and is chosen for its lower peak memory (3.00 GiB vs 5.00 GiB).");
 }
 
+TEST(Recommend, PrecisionSweepsNameThePrecisionInTheReason) {
+  std::vector<RunResult> runs = gpu_like_runs();
+  runs.resize(2);
+  for (RunResult& run : runs) run.config.precision = "fp32";
+  RunResult bf16 = runs[0];
+  bf16.config.precision = "bf16";
+  bf16.step_seconds = {0.100, 0.100, 0.100, 0.0, 0.0, 0.099, 0.101, 5};
+  bf16.tokens_per_second = 65536 / 0.100;
+  runs.push_back(bf16);
+  const Recommendation r = recommend(runs);
+  EXPECT_EQ(r.best_index, 2);
+  EXPECT_EQ(r.reason.substr(0, r.reason.find(" (")), "8\u00d78 bf16 is fastest at 0.100 s per step");
+  EXPECT_NE(r.reason.find("1\u00d764 fp32 is host-bound"), std::string::npos) << r.reason;
+}
+
 TEST(Recommend, TieByOverlappingIntervalsOutsideTheTolerance) {
   std::vector<RunResult> runs = {timed(8, 8, 1.00, 0.95, 1.06, 5 * kGiB),
                                  timed(4, 16, 1.05, 1.04, 1.20, 4 * kGiB),   // overlaps: tie

@@ -220,6 +220,15 @@ std::string host_bound_words(const RunResult& run) {
          " of the step)";
 }
 
+// The split's label, with its precision when the sweep has several ("8×8 bf16"): without it a
+// precision sweep's reason could name two different runs the same way.
+std::string run_name(const RunResult& run, const std::vector<RunResult>& runs) {
+  for (const RunResult& other : runs) {
+    if (other.config.precision != run.config.precision) return run.config.label() + " " + run.config.precision;
+  }
+  return run.config.label();
+}
+
 std::string no_success_reason(const std::vector<RunResult>& runs, const std::vector<int>& ok,
                               int64_t memory_limit_bytes) {
   if (runs.empty()) return "No split ran.";
@@ -232,7 +241,7 @@ std::string no_success_reason(const std::vector<RunResult>& runs, const std::vec
     return "No split fits in the " + format_bytes(memory_limit_bytes) +
            " memory limit; the smallest peak was " +
            format_bytes(runs[smallest].peak_allocated_bytes) + " (" +
-           runs[smallest].config.label() +
+           run_name(runs[smallest], runs) +
            "); try smaller micro-batches or activation checkpointing.";
   }
   int oom = 0, predicted = 0, errors = 0, untimed = 0;
@@ -259,7 +268,7 @@ std::string no_success_reason(const std::vector<RunResult>& runs, const std::vec
   if (predicted > 0) parts.push_back(std::to_string(predicted) + " predicted not to fit");
   if (errors > 0) {
     parts.push_back(std::to_string(errors) + " failed with an error (" +
-                    first_error->config.label() + ": " + first_error->error + ")");
+                    run_name(*first_error, runs) + ": " + first_error->error + ")");
   }
   if (untimed > 0) parts.push_back(std::to_string(untimed) + " produced no timed steps");
   std::string reason = "No split ran successfully: ";
@@ -278,17 +287,17 @@ std::string explain(const std::vector<RunResult>& runs, const std::vector<int>& 
 
   std::string lead;
   if (candidates.size() == 1) {
-    lead = b.config.label() + " is the only split that ran" +
+    lead = run_name(b, runs) + " is the only split that ran" +
            (memory_limit_bytes > 0 ? " and fits" : "") + ": " + seconds_text(best_median) +
            per_step;
   } else if (best == fastest) {
-    lead = b.config.label() + " is fastest at " + seconds_text(best_median) + per_step;
+    lead = run_name(b, runs) + " is fastest at " + seconds_text(best_median) + per_step;
     if (ties.size() > 1) {
       lead += " and needs the least memory (" + format_bytes(b.peak_allocated_bytes) + ") of the " +
               std::to_string(ties.size()) + " splits within the noise";
     }
   } else {
-    lead = b.config.label() + " ties with the fastest split " + f.config.label() + " (" +
+    lead = run_name(b, runs) + " ties with the fastest split " + run_name(f, runs) + " (" +
            seconds_text(best_median) + " vs " + seconds_text(f.step_seconds.median) +
            " per step, within the noise) and is chosen for its lower peak memory (" +
            format_bytes(b.peak_allocated_bytes) + " vs " + format_bytes(f.peak_allocated_bytes) +
@@ -323,7 +332,7 @@ std::string explain(const std::vector<RunResult>& runs, const std::vector<int>& 
   const double ratio = s.step_seconds.median / best_median;
   // Below 1 % the "slower" split is noise, and saying it is slower would mislead.
   if (slowest != best && ratio >= 1.01) {
-    reason += " " + s.config.label() + " is ";
+    reason += " " + run_name(s, runs) + " is ";
     if (host_bound(s)) reason += host_bound_words(s) + " and ";
     reason += text::format_ratio(ratio, ratio < 1.095 ? 2 : 1) + " slower";
     const PhaseSeconds slow_phases = limiting_phase_seconds(s);
