@@ -9,6 +9,10 @@ build_dir="${ACCUMBENCH_BUILD_DIR:-build}"
 configure_args=(-DCMAKE_BUILD_TYPE=Release)
 if torch_prefix=$(python3 -c 'import torch, sys; assert torch.cuda.is_available(); print(torch.utils.cmake_prefix_path)' 2>/dev/null); then
   configure_args+=(-DCMAKE_PREFIX_PATH="$torch_prefix")
+  # nccl.h for c10d's NCCL backend (data parallel), from the nvidia-nccl wheel beside PyTorch.
+  if nccl_include=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "include"))' 2>/dev/null); then
+    configure_args+=(-DACCUMBENCH_NCCL_INCLUDE_DIR="$nccl_include")
+  fi
 fi
 # The GPU machine's image has CMake and ninja; make is not promised there.
 if ! command -v make >/dev/null 2>&1 && command -v ninja >/dev/null 2>&1 && [ ! -f "$build_dir/CMakeCache.txt" ]; then

@@ -39,7 +39,7 @@ trap 'rm -rf "$generated"' EXIT
 printf '#pragma once\n#define ACCUMBENCH_GIT_COMMIT "check"\n#define ACCUMBENCH_BUILD_TYPE "check"\n' \
   > "$generated/accumbench_build_info.hpp"
 
-flags=(-std=c++17 -fsyntax-only -DACCUMBENCH_WITH_CUDA=1 -D_GLIBCXX_USE_CXX11_ABI=1
+flags=(-std=c++17 -fsyntax-only -DACCUMBENCH_WITH_CUDA=1 -DACCUMBENCH_WITH_NCCL=1 -D_GLIBCXX_USE_CXX11_ABI=1
        -Iinclude -Isrc -I"$generated"
        -isystem "$headers/include" -isystem "$headers/include/torch/csrc/api/include"
        -isystem "$cuda_include")

@@ -649,6 +649,83 @@ verify_optimizer_in_backward() {
     verify --model gpt2-tiny --batch 4 --seq-len 32 --device cpu --threads 1 --optimizer-in-backward || return
   check "verify: the optimizer-in-backward row passes" grep -qE '^[0-9]+×[0-9]+ oib .*PASS$' "$out"
 }
+# ---- data parallel: torchrun's variables, ranks as processes on 127.0.0.1 (Gloo) ----
+dp_port=$((20000 + $$ % 20000))
+# dp_run RANKS PORT ARGS...: accumbench ARGS as RANKS processes; rank 0's output in $out/$err
+# and its status in $rc, the other ranks' output in $out.rank<r>, their worst status in $dp_rc.
+dp_run() {
+  local ranks=$1 port=$2 r pid
+  shift 2
+  last_command="WORLD_SIZE=$ranks MASTER_PORT=$port accumbench $*"
+  local pids=()
+  for ((r = 1; r < ranks; r++)); do
+    WORLD_SIZE=$ranks RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout "$run_limit_s" "$bin" "$@" >"$out.rank$r" 2>&1 &
+    pids+=("$!")
+  done
+  WORLD_SIZE=$ranks RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" "$@" >"$out" 2>"$err"
+  rc=$?
+  dp_rc=0
+  for pid in "${pids[@]}"; do wait "$pid" || dp_rc=$?; done
+}
+dp_verify() {
+  dp_run 2 "$dp_port" verify --model gpt2-tiny --batch 8 --seq-len 32 --lengths variable --device cpu --threads 1
+  if [ "$rc" -ne 0 ] || [ "$dp_rc" -ne 0 ]; then
+    fail "data parallel verify (2 ranks)" "exit status rank 0: $rc, rank 1: $dp_rc"
+    return
+  fi
+  pass "data parallel verify (2 ranks)"
+  check "data parallel verify: header names 2 ranks, every split passes" py '
+text = open(sys.argv[1], encoding="utf-8").read()
+if "data parallel over 2 ranks" not in text: fail("no world size in the header")
+rows = split_rows(sys.argv[1])
+if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" % rows)
+' "$out"
+  check "data parallel verify: rank 1 prints nothing" test ! -s "$out.rank1"
+}
+dp_sweep() {
+  tiny_args --batch 8 --json "$tmp/dp.json"
+  dp_run 2 "$((dp_port + 1))" sweep "${args[@]}"
+  if [ "$rc" -ne 0 ] || [ "$dp_rc" -ne 0 ]; then
+    fail "data parallel sweep (2 ranks)" "exit status rank 0: $rc, rank 1: $dp_rc"
+    return
+  fi
+  pass "data parallel sweep (2 ranks)"
+  check "data parallel sweep: JSON has world size 2, gloo, an allreduce phase, all ranks' tokens" py '
+r = load(sys.argv[1])
+c = r["context"]
+if (c["world_size"], c["distributed_backend"]) != (2, "gloo"): fail("context %s %s" % (c["world_size"], c["distributed_backend"]))
+splits = sorted((x["config"]["micro_batch"], x["config"]["accum_steps"]) for x in r["runs"])
+if splits != [(1, 4), (2, 2), (4, 1)]: fail("splits %s (4 sequences per rank)" % splits)
+for x in r["runs"]:
+    if x["config"]["world_size"] != 2: fail("run world size %s" % x["config"]["world_size"])
+    if not x["phase_median_seconds"]["allreduce"] > 0: fail("no allreduce time in %s" % key(x))
+    if x["tokens_per_step"] != 8 * 32: fail("tokens per step %s, expected 256 (both ranks)" % x["tokens_per_step"])
+' "$tmp/dp.json"
+  check "data parallel sweep: console shows the allreduce column" grep -q "allreduce ms" "$out"
+  check "data parallel sweep: rank 1 prints nothing" test ! -s "$out.rank1"
+}
+dp_user_errors() {
+  export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((dp_port + 2)) WORLD_SIZE=2
+  tiny_args --batch 8
+  expect_user_error "WORLD_SIZE=2 without RANK" "RANK" "torchrun" -- sweep "${args[@]}"
+  export RANK=2
+  expect_user_error "RANK outside the world" "RANK=2" "WORLD_SIZE=2" -- sweep "${args[@]}"
+  export RANK=0
+  tiny_args --batch 5
+  expect_user_error "batch not divisible by WORLD_SIZE" "--batch 5" "WORLD_SIZE=2" -- sweep "${args[@]}"
+  tiny_args --batch 8 --micro-batches 3
+  expect_user_error "micro-batch not dividing a rank's share" "micro-batch 3" "4 sequences per rank" -- sweep "${args[@]}"
+  tiny_args --batch 8 --time-budget 1
+  expect_user_error "--time-budget with data parallel" "--time-budget" "--steps" -- sweep "${args[@]}"
+  expect_user_error "verify --optimizer-in-backward with data parallel" "--optimizer-in-backward" "data parallel" \
+    -- verify --model gpt2-tiny --batch 8 --seq-len 32 --device cpu --threads 1 --optimizer-in-backward
+}
+section "data parallel (c10d, Gloo, 2 processes)"
+spawn dp_verify
+spawn dp_sweep
+spawn dp_user_errors
+
 section "sweep variants, help, verify"
 spawn sweep_knobs
 spawn sweep_precisions

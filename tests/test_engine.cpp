@@ -9,6 +9,13 @@
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/verify.hpp"
+#include "compat/distributed.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <thread>
 
 namespace ab = accumbench;
 
@@ -175,4 +182,67 @@ TEST(Data, VariableLengthsArePaddedWithIgnoredTargets) {
   EXPECT_EQ(b.tokens_in(0, 16), b.token_count);
   // Same seed, same data.
   EXPECT_TRUE(torch::equal(ab::make_synthetic_batches(d).front().inputs, b.inputs));
+}
+
+// ---- data parallel (c10d) ----
+
+// Two ranks in two threads of this process (Gloo over loopback, a file store): each computes a
+// 2×2 split of its half of an 8-sequence variable-length batch and the all-reduce sums them. The
+// result must be the single-process gradient of the whole batch (fp32 tolerance 1e-5 as verify;
+// only the summation order differs), and the step's loss the whole batch's.
+TEST(DataParallel, TwoRanksSumToTheWholeBatchGradient) {
+  const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
+  ab::DataOptions d;
+  d.vocab_size = cfg.vocab_size;
+  d.seq_len = 32;
+  d.batch = 8;
+  d.lengths = ab::LengthMode::kVariable;
+  const ab::TokenBatch batch = ab::make_synthetic_batches(d).front();
+
+  ab::Trainer whole(ab::build_model(cfg, 3), torch::kCPU, {});
+  ab::StepOptions one;
+  one.micro_batch = 8;
+  const double whole_loss = whole.accumulate(batch, one).loss();
+  std::vector<at::Tensor> expected;
+  for (const auto& p : whole.model()->parameters()) expected.push_back(p.grad().clone());
+
+  const std::string store = ::testing::TempDir() + "accumbench-dp-store-" + std::to_string(::getpid());
+  std::remove(store.c_str());
+  std::vector<std::vector<at::Tensor>> got(2);
+  std::vector<double> losses(2, 0.0);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      try {
+        auto group = ab::compat::ProcessGroup::from_file(store, rank, 2, torch::kCPU, /*timeout_seconds=*/60);
+        ab::Trainer trainer(ab::build_model(cfg, 3), torch::kCPU, {});
+        trainer.set_process_group(group.get());
+        ab::StepOptions split;
+        split.micro_batch = 2;
+        const ab::TokenBatch share = ab::shard(batch, rank, 2);
+        EXPECT_EQ(share.sequences(), 4);
+        EXPECT_EQ(share.step_tokens(), batch.token_count);
+        losses[rank] = trainer.accumulate(share, split).loss();
+        for (const auto& p : trainer.model()->parameters()) got[rank].push_back(p.grad().clone());
+        group->barrier();
+      } catch (const std::exception& error) {
+        errors[rank] = error.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  std::remove(store.c_str());
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(errors[rank].empty()) << "rank " << rank << ": " << errors[rank];
+    ASSERT_EQ(got[rank].size(), expected.size());
+    double diff_sq = 0, ref_sq = 0;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      diff_sq += (got[rank][i] - expected[i]).pow(2).sum().item<double>();
+      ref_sq += expected[i].pow(2).sum().item<double>();
+    }
+    EXPECT_LT(std::sqrt(diff_sq / ref_sq), 1e-5) << "rank " << rank;
+    EXPECT_NEAR(losses[rank], whole_loss, 1e-5) << "rank " << rank;
+  }
+  EXPECT_THROW(ab::shard(batch, 0, 3), ab::UserError);  // 8 sequences over 3 ranks
 }

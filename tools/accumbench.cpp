@@ -269,9 +269,11 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (*plan_cmd) return run_plan(plan, plan_precision, plan_attention, plan_memory, plan_micro_batch, plan_calibrate);
+  // Data parallel (torchrun): every rank measures, rank 0 alone prints and writes files.
+  const bool primary = ab::process_rank() == 0;
   if (*verify_cmd) {
     const ab::VerifyResult result = ab::run_verify(verify);
-    ab::print_verify(result, std::cout);
+    if (primary) ab::print_verify(result, std::cout);
     return result.all_pass ? 0 : 1;
   }
   // sweep
@@ -282,14 +284,16 @@ int run(int argc, char** argv) {
     resume = ab::load_sweep_result(resume_path);
     if (sweep_files.json.empty()) sweep_files.json = resume_path;
   }
-  const bool progress = stderr_is_tty();
+  const bool progress = primary && stderr_is_tty();
   const ab::SweepResult result = ab::run_sweep(
       sweep,
-      [&](const ab::SweepResult& partial) { sweep_files.write(partial); },
+      [&](const ab::SweepResult& partial) {
+        if (primary) sweep_files.write(partial);
+      },
       resuming ? &resume : nullptr,
       progress ? ab::ProgressCallback(print_progress) : ab::ProgressCallback());
   if (progress) std::cerr << "\r\033[K" << std::flush;
-  ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
+  if (primary) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
   // Every split failed: the table says why; the exit code lets scripts notice.
   return result.recommendation.best_index >= 0 ? 0 : 1;
 }

@@ -38,11 +38,21 @@ struct TokenBatch {
   at::Tensor targets;  // (B, T) int64, kIgnoreIndex where padded
   std::vector<int64_t> sequence_tokens;  // non-ignored targets per sequence (host copy)
   int64_t token_count = 0;               // sum of sequence_tokens
+  // Data parallel: non-ignored targets of the whole optimizer step over every rank, the loss
+  // divisor of token normalization. -1: this batch is the whole step (one process).
+  int64_t global_token_count = -1;
 
   int64_t sequences() const { return static_cast<int64_t>(sequence_tokens.size()); }
+  // Targets of the whole step: the loss divisor and the tokens a step trains on.
+  int64_t step_tokens() const { return global_token_count >= 0 ? global_token_count : token_count; }
   // Non-ignored targets in sequences [first, first + count).
   int64_t tokens_in(int64_t first, int64_t count) const;
 };
+
+// Rank `rank`'s contiguous share of a step's sequences, as DistributedSampler splits a global
+// batch (views, no copy), with global_token_count set to the whole step's targets. Throws
+// UserError unless world_size divides the step's sequences.
+TokenBatch shard(const TokenBatch& step, int rank, int world_size);
 
 // Seeded random tokens; `distinct_batches` different steps.
 std::vector<TokenBatch> make_synthetic_batches(const DataOptions& options);

@@ -23,6 +23,10 @@
 
 namespace accumbench {
 
+namespace compat {
+class ProcessGroup;  // src/compat/distributed.hpp
+}
+
 enum class Precision { kFp32, kBf16, kFp16 };
 std::string to_string(Precision precision);
 Precision precision_from_string(const std::string& text);  // "fp32" | "bf16" | "fp16"; UserError
@@ -106,6 +110,12 @@ class Trainer {
   StepOutcome step(const TokenBatch& batch, const StepOptions& options,
                    PhaseObserver* observer = nullptr);
 
+  // Data parallel: `batch` holds this rank's share of the step (see shard()), and accumulate()
+  // sums the gradients over the group's ranks once per step, after the last micro-step (phase
+  // allreduce, micro_step -1), as DDP with no_sync() on the other micro-steps does; the step's
+  // loss is summed with them. nullptr (the default): one process.
+  void set_process_group(compat::ProcessGroup* group) { group_ = group; }
+
   // Drops gradients and the optimizer's moments and step counts (as if freshly built).
   void reset_optimizer();
 
@@ -130,6 +140,7 @@ class Trainer {
   std::vector<at::Tensor> params_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GraphedMicroStep> graphed_;  // with StepOptions::cuda_graphs
+  compat::ProcessGroup* group_ = nullptr;      // not owned
   std::vector<std::shared_ptr<void>> backward_hooks_;
   bool step_in_backward_ = false;  // read by the post-accumulate-grad hooks
   double loss_scale_ = 1.0;
@@ -145,7 +156,8 @@ std::vector<int64_t> divisors(int64_t n);
 // Throws UserError unless `device` is CUDA (--cuda-graphs replays GPU kernels).
 void require_cuda_for_graphs(c10::Device device);
 
-// Resolves "auto" | "cpu" | "cuda" | "cuda:N". Throws UserError for cuda without a GPU.
+// Resolves "auto" | "cpu" | "cuda" | "cuda:N". Throws UserError for cuda without a GPU. With
+// data parallel (WORLD_SIZE > 1) "cuda" and "auto" mean cuda:LOCAL_RANK.
 c10::Device resolve_device(const std::string& name);
 
 }  // namespace accumbench

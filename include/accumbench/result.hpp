@@ -14,12 +14,15 @@
 
 namespace accumbench {
 
-inline constexpr int kJsonSchemaVersion = 1;
+inline constexpr int kJsonSchemaVersion = 2;  // 2: data parallel (world size, allreduce phase)
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
-enum class Phase : int { kData = 0, kH2D, kForward, kBackward, kOptimizer, kOther };
-inline constexpr int kPhaseCount = 6;
-const char* phase_name(Phase phase);  // "data", "h2d", "forward", "backward", "optimizer", "other"
+// kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
+// last so that the older phases keep their indices; reporters show it in timeline order.
+enum class Phase : int { kData = 0, kH2D, kForward, kBackward, kOptimizer, kOther, kAllReduce };
+inline constexpr int kPhaseCount = 7;
+// "data", "h2d", "forward", "backward", "optimizer", "other", "allreduce"
+const char* phase_name(Phase phase);
 
 using PhaseSeconds = std::array<double, kPhaseCount>;
 
@@ -66,10 +69,12 @@ struct SplitConfig {
   bool optimizer_in_backward = false;
   std::string activation_checkpointing = "none";  // none | blocks
   bool cuda_graphs = false;
+  int world_size = 1;  // data-parallel ranks (WORLD_SIZE); micro × accum × world = the batch
 
-  // "8×8", "64×1 oib", "1×64 ckpt": micro × accum plus the knobs that are on.
+  // "8×8", "64×1 oib", "1×64 ckpt": micro × accum plus the knobs that are on (the world size is
+  // the same for a whole sweep and is printed once, in the header).
   std::string label() const;
-  // Stable identity for --resume: label plus precision.
+  // Stable identity for --resume: label plus precision (and the world size when above 1).
   std::string key() const;
 };
 
@@ -139,6 +144,8 @@ struct SweepContext {
   std::string build_type;
   std::string git_commit;
   int threads = 0;
+  int world_size = 1;                // data-parallel ranks; every number is rank 0's
+  std::string distributed_backend;   // "gloo" or "nccl"; empty with one process
 
   std::string model;                 // preset name or config path
   int64_t parameters = 0;

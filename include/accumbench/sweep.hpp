@@ -56,9 +56,15 @@ struct SweepOptions {
   int threads = 0;                         // 0: every hardware thread
 };
 
-// The grid: one SplitConfig per micro-batch × precision (× knobs). Throws UserError when a
-// micro-batch does not divide the batch.
-std::vector<SplitConfig> sweep_grid(const SweepOptions& options);
+// The grid: one SplitConfig per micro-batch × precision (× knobs, × CUDA graphs). With data
+// parallel each of `world_size` ranks holds batch / world_size sequences, split into micro-batch
+// × accumulation steps (no optimizer-in-backward). Throws UserError when a micro-batch does not
+// divide a rank's share, or the world size the batch.
+std::vector<SplitConfig> sweep_grid(const SweepOptions& options, int world_size = 1);
+
+// This process's data-parallel rank (RANK, set by torchrun), 0 with one process. The CLI prints
+// and writes files on rank 0 only. Throws UserError for a malformed launch environment.
+int process_rank();
 
 // Called after every finished split with the result so far (the CLI saves files and prints
 // progress there: measurement never prints).

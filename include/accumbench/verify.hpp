@@ -64,6 +64,7 @@ struct VerifyResult {
   std::string precision;
   std::string lengths;
   std::string loss_normalization;
+  int world_size = 1;             // data-parallel ranks that ran the splits
   double reference_loss = 0;      // loss of the whole batch in one micro-batch
   double gradient_tolerance = 0;
   double update_tolerance = 0;

@@ -18,6 +18,24 @@ LengthMode length_mode_from_string(const std::string& text) {
   throw UserError("unknown --lengths \"" + text + "\"; use fixed or variable");
 }
 
+TokenBatch shard(const TokenBatch& step, int rank, int world_size) {
+  TORCH_CHECK(rank >= 0 && rank < world_size, "rank ", rank, " outside world size ", world_size);
+  const int64_t sequences = step.sequences();
+  if (sequences % world_size != 0) {
+    throw UserError("batch " + std::to_string(sequences) + " does not split evenly over " + std::to_string(world_size) +
+                    " data-parallel ranks; pick a --batch divisible by WORLD_SIZE");
+  }
+  const int64_t per_rank = sequences / world_size;
+  TokenBatch out;
+  out.inputs = step.inputs.narrow(0, rank * per_rank, per_rank);
+  out.targets = step.targets.narrow(0, rank * per_rank, per_rank);
+  out.sequence_tokens.assign(step.sequence_tokens.begin() + rank * per_rank,
+                             step.sequence_tokens.begin() + (rank + 1) * per_rank);
+  out.token_count = out.tokens_in(0, per_rank);
+  out.global_token_count = step.step_tokens();
+  return out;
+}
+
 int64_t TokenBatch::tokens_in(int64_t first, int64_t count) const {
   TORCH_CHECK(first >= 0 && count >= 0 && first + count <= sequences(), "sequence range out of bounds");
   return std::accumulate(sequence_tokens.begin() + first, sequence_tokens.begin() + first + count, int64_t{0});

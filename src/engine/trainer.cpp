@@ -3,6 +3,7 @@
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
 #include "compat/compat.hpp"
+#include "compat/distributed.hpp"
 #include "engine/adamw.hpp"
 #include "engine/cuda_graph.hpp"
 #include "engine/micro_step.hpp"
@@ -64,14 +65,18 @@ std::vector<int64_t> divisors(int64_t n) {
 
 c10::Device resolve_device(const std::string& name) {
   if (name == "cpu") return c10::Device(c10::kCPU);
-  if (name == "auto") return compat::cuda_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  if (name == "auto") return compat::cuda_available() ? resolve_device("cuda") : c10::Device(c10::kCPU);
   if (name == "cuda" || name.rfind("cuda:", 0) == 0) {
     if (!compat::cuda_available()) {
       throw UserError(std::string("--device ") + name + " was asked for but no CUDA GPU is available" +
                       (compat::built_with_cuda() ? "" : " (this build uses a CPU-only LibTorch)") +
                       "; use --device cpu or run on a machine with a GPU");
     }
-    return name == "cuda" ? c10::Device(c10::kCUDA, 0) : c10::Device(name);
+    if (name == "cuda") {  // data parallel (torchrun): each rank on its own GPU
+      const compat::LaunchEnvironment launch = compat::launch_environment();
+      return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(launch.world_size > 1 ? launch.local_rank : 0));
+    }
+    return c10::Device(name);
   }
   throw UserError("unknown --device \"" + name + "\"; use auto, cpu, cuda or cuda:N");
 }
@@ -149,6 +154,9 @@ void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
       throw UserError("--optimizer-in-backward cannot be combined with fp16 loss scaling (an overflow is only known after every parameter stepped); use bf16");
     }
   }
+  if (options.optimizer_in_backward && group_ != nullptr && group_->world_size() > 1) {
+    throw UserError("--optimizer-in-backward cannot be combined with data parallel (each parameter would step before its gradient is summed over the ranks); drop the option or run one process");
+  }
   model_->set_activation_checkpointing(options.activation_checkpointing);
   if (!options.cuda_graphs) {
     graphed_.reset();  // eager steps may reset the gradients the graphs write to
@@ -175,7 +183,8 @@ StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& opti
   step_in_backward_ = options.optimizer_in_backward;
 
   StepOutcome outcome;
-  outcome.tokens = batch.token_count;
+  outcome.tokens = batch.step_tokens();  // over every rank with data parallel
+  const int world_size = group_ != nullptr ? group_->world_size() : 1;
   outcome.accum_steps = accum;
   TORCH_CHECK(outcome.tokens > 0, "a step without target tokens");
   const auto dtype = autocast_dtype(options_.precision);
@@ -190,11 +199,12 @@ StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& opti
       host_inputs = batch.inputs.narrow(0, k * micro, micro);   // (b, T) view, no copy
       host_targets = batch.targets.narrow(0, k * micro, micro);
     }
-    // Token normalization divides by the whole step's token count (known on the host: no sync);
-    // mean-of-means divides by this micro-batch's own count and by the accumulation steps.
+    // Token normalization divides by the whole step's token count, over every rank (known on the
+    // host: no sync); mean-of-means divides by this micro-batch's own count, by the accumulation
+    // steps and, as DDP averages gradients, by the world size.
     const double divisor = options.loss_normalization == LossNormalization::kToken
                                ? static_cast<double>(outcome.tokens)
-                               : static_cast<double>(batch.tokens_in(k * micro, micro) * accum);
+                               : static_cast<double>(batch.tokens_in(k * micro, micro) * accum * world_size);
     at::Tensor loss;
     if (graphed_) {
       {
@@ -228,6 +238,15 @@ StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& opti
       loss = loss.detach();
     }
     outcome.loss_sum = outcome.loss_sum.defined() ? outcome.loss_sum + loss : loss;
+  }
+  if (world_size > 1) {  // the step's gradient, summed over the ranks, once per step
+    PhaseScope scope(observer, Phase::kAllReduce, -1);
+    std::vector<at::Tensor> gradients;
+    for (const auto& p : params_) {
+      if (p.grad().defined()) gradients.push_back(p.grad());
+    }
+    gradients.push_back(outcome.loss_sum);  // rides in the last bucket: the whole step's loss
+    group_->all_reduce_sum(gradients);
   }
   return outcome;
 }

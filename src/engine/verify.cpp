@@ -6,6 +6,7 @@
 #include "accumbench/error.hpp"
 #include "accumbench/verify.hpp"
 #include "compat/compat.hpp"
+#include "compat/distributed.hpp"
 
 namespace accumbench {
 
@@ -57,13 +58,23 @@ Snapshot one_step(Trainer& trainer, const std::vector<at::Tensor>& initial, cons
 
 VerifyResult run_verify(const VerifyOptions& options) {
   configure_threads(options.threads);
+  const compat::LaunchEnvironment launch = compat::launch_environment();
   const c10::Device device = resolve_device(options.device);
   if (options.cuda_graphs) require_cuda_for_graphs(device);
+  if (launch.world_size > 1 && options.optimizer_in_backward) {
+    throw UserError("--optimizer-in-backward cannot be combined with data parallel (each parameter would step before its gradient is summed over the ranks); drop the option or run one process");
+  }
   const ModelConfig cfg = resolve_model(options.model);
   check_sequence_length(cfg, options.seq_len);
   const Precision precision = precision_from_string(options.precision);
-  const std::vector<int64_t> micro_batches = options.micro_batches.empty() ? divisors(options.batch) : options.micro_batches;
-  for (int64_t micro : micro_batches) accumulation_steps(options.batch, micro);
+  if (options.batch % launch.world_size != 0) {
+    throw UserError("--batch " + std::to_string(options.batch) + " does not split evenly over WORLD_SIZE=" +
+                    std::to_string(launch.world_size) + " data-parallel ranks; pick a batch divisible by " +
+                    std::to_string(launch.world_size));
+  }
+  const int64_t rank_batch = options.batch / launch.world_size;  // sequences per rank
+  const std::vector<int64_t> micro_batches = options.micro_batches.empty() ? divisors(rank_batch) : options.micro_batches;
+  for (int64_t micro : micro_batches) accumulation_steps(rank_batch, micro);
 
   DataOptions data_options;
   data_options.vocab_size = cfg.vocab_size;
@@ -73,6 +84,10 @@ VerifyResult run_verify(const VerifyOptions& options) {
   data_options.seed = options.model.seed;
   data_options.distinct_batches = 1;
   const TokenBatch batch = make_synthetic_batches(data_options).front();
+  // Data parallel: the splits run on this rank's share and sum gradients over the ranks; the
+  // reference is still the whole batch in one process, computed by every rank alone.
+  const TokenBatch rank_share = launch.world_size > 1 ? shard(batch, launch.rank, launch.world_size) : batch;
+  const std::unique_ptr<compat::ProcessGroup> group = compat::ProcessGroup::from_environment(device);
 
   TrainOptions train_options;
   train_options.precision = precision;
@@ -99,6 +114,8 @@ VerifyResult run_verify(const VerifyOptions& options) {
   reference_options.micro_batch = options.batch;
   const Snapshot reference = one_step(trainer, initial, batch, reference_options);
   result.reference_loss = reference.loss;
+  result.world_size = launch.world_size;
+  trainer.set_process_group(group.get());
 
   std::vector<StepOptions> runs;
   for (int64_t micro : micro_batches) {
@@ -126,10 +143,11 @@ VerifyResult run_verify(const VerifyOptions& options) {
   }
 
   for (const StepOptions& step : runs) {
-    const Snapshot got = one_step(trainer, initial, batch, step);
+    const Snapshot got = one_step(trainer, initial, rank_share, step);
     VerifySplit split;
     split.config.micro_batch = step.micro_batch;
-    split.config.accum_steps = options.batch / step.micro_batch;
+    split.config.accum_steps = rank_batch / step.micro_batch;
+    split.config.world_size = launch.world_size;
     split.config.precision = options.precision;
     split.config.optimizer_in_backward = step.optimizer_in_backward;
     split.config.activation_checkpointing = step.activation_checkpointing ? "blocks" : "none";
@@ -165,7 +183,9 @@ VerifyResult run_verify(const VerifyOptions& options) {
 void print_verify(const VerifyResult& r, std::ostream& out) {
   out << "verify " << r.model << " (" << r.parameters << " parameters), T=" << r.seq_len << ", batch " << r.batch
       << ", " << r.tokens << " target tokens, " << r.lengths << " lengths, " << r.precision << ", loss normalization "
-      << r.loss_normalization << "\n";
+      << r.loss_normalization;
+  if (r.world_size > 1) out << ", data parallel over " << r.world_size << " ranks (splits per rank)";
+  out << "\n";
   out << "reference: 1 micro-batch of " << r.batch << ", token-normalized, loss " << std::fixed << std::setprecision(6)
       << r.reference_loss << "\n";
   out << std::defaultfloat << "tolerance: relative L2 error of the gradient <= " << r.gradient_tolerance

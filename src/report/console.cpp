@@ -25,10 +25,11 @@ void ConsoleReporter::report(const SweepResult& result, std::ostream& out) const
 
   // Columns that would be all "-" on this sweep are left out: h2d is CUDA-only, predictions
   // need a plan, the status column only matters when something failed.
-  bool show_h2d = false, show_predicted = false, show_status = false, show_precision = false;
+  bool show_h2d = false, show_allreduce = false, show_predicted = false, show_status = false, show_precision = false;
   for (const RunResult& run : runs) {
     const double h2d = run.phase_median_seconds[static_cast<int>(Phase::kH2D)];
     show_h2d = show_h2d || (run.status == RunStatus::kOk && std::isfinite(h2d) && h2d > 0.0);
+    show_allreduce = show_allreduce || run.config.world_size > 1;
     show_predicted = show_predicted || run.predicted_peak_bytes >= 0;
     show_status = show_status || run.status != RunStatus::kOk;
     show_precision = show_precision || run.config.precision != runs.front().config.precision;
@@ -42,7 +43,10 @@ void ConsoleReporter::report(const SweepResult& result, std::ostream& out) const
   columns.push_back({"step s", Align::kRight});
   columns.push_back({"data ms", Align::kRight});
   if (show_h2d) columns.push_back({"h2d ms", Align::kRight});
-  for (const char* header : {"fwd ms", "bwd ms", "opt ms", "other ms", "tokens/s", "MFU", "peak"}) {
+  columns.push_back({"fwd ms", Align::kRight});
+  columns.push_back({"bwd ms", Align::kRight});
+  if (show_allreduce) columns.push_back({"allreduce ms", Align::kRight});
+  for (const char* header : {"opt ms", "other ms", "tokens/s", "MFU", "peak"}) {
     columns.push_back({header, Align::kRight});
   }
   if (show_predicted) columns.push_back({"predicted", Align::kRight});
@@ -64,6 +68,7 @@ void ConsoleReporter::report(const SweepResult& result, std::ostream& out) const
     if (show_h2d) cells.push_back(phase(Phase::kH2D));
     cells.push_back(phase(Phase::kForward));
     cells.push_back(phase(Phase::kBackward));
+    if (show_allreduce) cells.push_back(phase(Phase::kAllReduce));
     cells.push_back(phase(Phase::kOptimizer));
     cells.push_back(phase(Phase::kOther));
     cells.push_back(ok ? text::format_count(run.tokens_per_second) : "-");

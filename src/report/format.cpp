@@ -215,6 +215,10 @@ std::string context_line(const SweepResult& result) {
   const std::string precisions = precisions_of(result.runs);
   if (!precisions.empty()) line << ", precision " << precisions;
   if (c.memory_limit_bytes > 0) line << ", memory limit " << format_bytes(c.memory_limit_bytes);
+  if (c.world_size > 1) {
+    line << ", data parallel over " << c.world_size << " ranks (" << c.distributed_backend
+         << "; times and memory of rank 0, tokens/s of all ranks)";
+  }
   return line.str();
 }
 

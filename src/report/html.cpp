@@ -292,6 +292,7 @@ const char* const kPhaseColors[kPhaseCount] = {
     "#f28e2b",  // backward
     "#59a14f",  // optimizer
     "#bab0ac",  // other
+    "#76b7b2",  // allreduce
 };
 const char* const kAccent = "#2563eb";
 const char* const kBad = "#c0392b";

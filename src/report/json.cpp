@@ -2,7 +2,7 @@
 // back), therefore lossless. Each struct's fields are named once, in fields() below, and the
 // same list drives both writing and reading, so the two directions cannot drift apart.
 //
-// Layout: {"json_schema_version": 1, "context": {...}, "runs": [...], "recommendation": {...}}.
+// Layout: {"json_schema_version": 2, "context": {...}, "runs": [...], "recommendation": {...}}.
 // NaN ("not measured") is written as null and read back as NaN; JSON has no NaN literal.
 #include <cerrno>
 #include <cmath>
@@ -71,6 +71,7 @@ auto fields(S& s, V& v) -> IfIs<S, SplitConfig> {
   v("optimizer_in_backward", s.optimizer_in_backward);
   v("activation_checkpointing", s.activation_checkpointing);
   v("cuda_graphs", s.cuda_graphs);
+  v("world_size", s.world_size);
 }
 
 template <class S, class V>
@@ -128,6 +129,8 @@ auto fields(S& s, V& v) -> IfIs<S, SweepContext> {
   v("build_type", s.build_type);
   v("git_commit", s.git_commit);
   v("threads", s.threads);
+  v("world_size", s.world_size);
+  v("distributed_backend", s.distributed_backend);
   v("model", s.model);
   v("parameters", s.parameters);
   v("seq_len", s.seq_len);
@@ -305,7 +308,7 @@ void decode(const Json& j, const std::string& path, Phase& out) {
     }
   }
   throw FormatError{path, "is \"" + name +
-                              "\", not a phase (data, h2d, forward, backward, optimizer, other)"};
+                              "\", not a phase (data, h2d, forward, backward, optimizer, other, allreduce)"};
 }
 
 void decode(const Json& j, const std::string& path, RunStatus& out) {

@@ -19,6 +19,7 @@ const char* phase_name(Phase phase) {
     case Phase::kBackward: return "backward";
     case Phase::kOptimizer: return "optimizer";
     case Phase::kOther: return "other";
+    case Phase::kAllReduce: return "allreduce";
   }
   return "unknown";  // unreachable for valid enum values; keeps -Wreturn-type quiet
 }
@@ -48,7 +49,9 @@ std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs) {
   return points;
 }
 
-std::string SplitConfig::key() const { return label() + "/" + precision; }
+std::string SplitConfig::key() const {
+  return label() + "/" + precision + (world_size > 1 ? "/world" + std::to_string(world_size) : "");
+}
 
 namespace {
 

@@ -15,6 +15,7 @@
 #include "accumbench/throughput.hpp"
 #include "accumbench/trace.hpp"
 #include "compat/compat.hpp"
+#include "compat/distributed.hpp"
 
 namespace accumbench {
 
@@ -129,17 +130,34 @@ void profile_split(RunResult& run, Trainer& trainer, const TokenBatch& batch, co
 
 }  // namespace
 
-std::vector<SplitConfig> sweep_grid(const SweepOptions& options) {
-  std::vector<int64_t> micro_batches = options.micro_batches.empty() ? divisors(options.batch) : options.micro_batches;
+int process_rank() { return compat::launch_environment().rank; }
+
+std::vector<SplitConfig> sweep_grid(const SweepOptions& options, int world_size) {
+  if (world_size > 1 && options.batch % world_size != 0) {
+    throw UserError("--batch " + std::to_string(options.batch) + " does not split evenly over WORLD_SIZE=" +
+                    std::to_string(world_size) + " data-parallel ranks; pick a batch divisible by " +
+                    std::to_string(world_size));
+  }
+  const int64_t rank_batch = options.batch / world_size;  // sequences per rank and step
+  std::vector<int64_t> micro_batches = options.micro_batches.empty() ? divisors(rank_batch) : options.micro_batches;
   std::vector<SplitConfig> grid;
   for (const std::string& precision : options.precisions) {
     precision_from_string(precision);  // validates
     for (int64_t micro : micro_batches) {
       SplitConfig split;
       split.micro_batch = micro;
-      split.accum_steps = accumulation_steps(options.batch, micro);
+      if (world_size > 1 && rank_batch % micro != 0) {
+        throw UserError("micro-batch " + std::to_string(micro) + " does not divide the " + std::to_string(rank_batch) +
+                        " sequences per rank (--batch " + std::to_string(options.batch) + " over " +
+                        std::to_string(world_size) + " ranks); pick micro-batches that divide " +
+                        std::to_string(rank_batch));
+      }
+      split.accum_steps = accumulation_steps(rank_batch, micro);
       split.precision = precision;
+      split.world_size = world_size;
       for (const SplitConfig& point : knob_variants(split, options.knobs)) {
+        // Optimizer-in-backward would step before the gradients are summed over the ranks.
+        if (point.optimizer_in_backward && world_size > 1) continue;
         grid.push_back(point);
         // CUDA graphs are their own dimension: every point again, replayed from graphs (except
         // optimizer-in-backward, whose in-backward optimizer step cannot be frozen in a graph).
@@ -212,7 +230,11 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     throw UserError("--time-budget must not be negative, got " + value.str() + "; use 0 for exactly --steps steps");
   }
   configure_threads(options.threads);
+  const compat::LaunchEnvironment launch = compat::launch_environment();
   const c10::Device device = resolve_device(options.device);
+  if (launch.world_size > 1 && options.time_budget_seconds > 0) {
+    throw UserError("--time-budget cannot be used with data parallel (each rank would stop after a different number of steps); use --steps");
+  }
   if (options.cuda_graphs) require_cuda_for_graphs(device);
   if (!options.profile_dir.empty()) {
     if (!device.is_cuda() || !compat::KernelProfile::available()) {
@@ -229,7 +251,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   MemoryProbe memory(device);  // on CPU this installs the counting allocator before anything is allocated
   const ModelConfig cfg = resolve_model(options.model);
   check_sequence_length(cfg, options.seq_len);
-  const std::vector<SplitConfig> grid = sweep_grid(options);
+  const std::vector<SplitConfig> grid = sweep_grid(options, launch.world_size);
   for (const SplitConfig& split : grid) {
     if (split.precision == "fp16" && !device.is_cuda()) {
       throw UserError("fp16 needs a CUDA device (autocast with loss scaling); use bf16 or fp32 on the CPU");
@@ -238,7 +260,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   if (resume != nullptr) {
     // A resume file from another configuration would mix two experiments in one report.
     const SweepContext& done = resume->context;
-    if (done.model != cfg.name || done.seq_len != options.seq_len || done.batch != options.batch) {
+    if (done.model != cfg.name || done.seq_len != options.seq_len || done.batch != options.batch ||
+        done.world_size != launch.world_size) {
       throw UserError("--resume file holds a sweep of " + done.model + " at T=" + std::to_string(done.seq_len) +
                       ", batch " + std::to_string(done.batch) + ", not " + cfg.name + " at T=" +
                       std::to_string(options.seq_len) + ", batch " + std::to_string(options.batch) +
@@ -256,6 +279,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   result.context.flops_per_token = flops_per_token(cfg, options.seq_len);
   result.context.memory_limit_bytes = options.memory_limit_bytes;
   result.context.options = describe_options(options);
+  result.context.world_size = launch.world_size;
   const std::string primary_precision = options.precisions.empty() ? "fp32" : options.precisions.front();
   result.context.peak_tflops = std::isnan(options.peak_tflops)
                                    ? (device.is_cuda() ? device_peak_tflops(result.context.device_name, primary_precision)
@@ -269,8 +293,14 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   data_options.lengths = length_mode_from_string(options.lengths);
   data_options.seed = options.model.seed;
   data_options.pin_memory = device.is_cuda();
-  const StepBatches data(options.token_file.empty() ? make_synthetic_batches(data_options)
-                                                    : load_token_file(options.token_file, options.token_bytes, data_options));
+  std::vector<TokenBatch> batches = options.token_file.empty()
+                                        ? make_synthetic_batches(data_options)
+                                        : load_token_file(options.token_file, options.token_bytes, data_options);
+  // Every rank builds the same global batches (same seed or file) and keeps its share.
+  if (launch.world_size > 1) {
+    for (TokenBatch& batch : batches) batch = shard(batch, launch.rank, launch.world_size);
+  }
+  const StepBatches data(std::move(batches));
   const LossNormalization normalization = loss_normalization_from_string(options.loss_normalization);
 
   // fp32 weights and AdamW's two fp32 moments stay allocated for the whole sweep.
@@ -280,10 +310,14 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
                     format_bytes(resident_bytes) + " that " + cfg.name +
                     "'s fp32 weights and AdamW moments alone need; raise the limit or pick a smaller model");
   }
+  // Joins the other ranks last, after every check that could stop this one alone.
+  const std::unique_ptr<compat::ProcessGroup> group = compat::ProcessGroup::from_environment(device);
+  if (group) result.context.distributed_backend = group->backend();
   // Past this point nothing throws a UserError for the whole sweep: failures belong to one split.
   memory.set_limit_bytes(options.memory_limit_bytes);
   LanguageModel model = build_model(cfg, options.model.seed);
-  const PlanOptions plan_options = sweep_plan_options(options, device.is_cuda(), static_cast<int>(data.size()));
+  PlanOptions plan_options = sweep_plan_options(options, device.is_cuda(), static_cast<int>(data.size()));
+  plan_options.batch = options.batch / launch.world_size;  // each rank holds its share
   std::unique_ptr<Trainer> trainer;
   std::string trainer_precision;
   const auto sweep_start = std::chrono::steady_clock::now();
@@ -328,6 +362,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
         train_options.precision = precision_from_string(split.precision);
         train_options.optimizer = options.optimizer;
         trainer = std::make_unique<Trainer>(model, device, train_options);
+        trainer->set_process_group(group.get());
         trainer_precision = split.precision;
       }
       trainer->reset_optimizer();

@@ -191,6 +191,8 @@ std::string phase_words(Phase phase) {
       return "in the optimizer step";
     case Phase::kOther:
       return "outside the timed phases";
+    case Phase::kAllReduce:
+      return "in the gradient all-reduce";
   }
   return "";
 }

@@ -1,0 +1,66 @@
+// Data parallel across processes through PyTorch's c10d: Gloo on CPU builds, NCCL on CUDA
+// builds. Launched torchrun-style (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; LOCAL_RANK picks
+// the GPU), so `torchrun --nproc-per-node 2 --no-python accumbench sweep ...` works; or, for
+// tests, two threads or processes sharing a file store.
+//
+//   std::unique_ptr<compat::ProcessGroup> group = compat::ProcessGroup::from_environment(device);
+//   if (group) group->all_reduce_sum(gradients);   // in place, every rank gets the sum
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace accumbench::compat {
+
+// The torchrun variables of this process; world_size 1 when WORLD_SIZE is unset.
+struct LaunchEnvironment {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr;
+  int master_port = 0;
+};
+// Throws UserError when WORLD_SIZE > 1 but RANK, MASTER_ADDR or MASTER_PORT is missing or
+// malformed, or RANK is outside [0, WORLD_SIZE).
+LaunchEnvironment launch_environment();
+
+class ProcessGroup {
+ public:
+  // nullptr when WORLD_SIZE is unset or 1. Connects to the TCP store at MASTER_ADDR:MASTER_PORT
+  // (rank 0 serves it) and waits up to `timeout_seconds` for every rank.
+  static std::unique_ptr<ProcessGroup> from_environment(c10::Device device, double timeout_seconds = 300);
+  // Ranks that share `path` (a file store; the file must not exist before the first rank comes).
+  static std::unique_ptr<ProcessGroup> from_file(const std::string& path, int rank, int world_size,
+                                                 c10::Device device, double timeout_seconds = 120);
+  // "gloo" on CPU builds, "nccl" on CUDA builds; empty when this build has neither.
+  static std::string backend_for(c10::Device device);
+
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  const std::string& backend() const { return backend_; }
+
+  // Sums `tensors` over the ranks, in place, and waits. Tensors of one dtype are reduced through
+  // flat buckets of up to `bucket_bytes` (as DDP's 25 MiB buckets), so a model's hundreds of
+  // gradients cost a few collectives and at most one bucket of extra memory.
+  void all_reduce_sum(const std::vector<at::Tensor>& tensors, int64_t bucket_bytes = 25 << 20);
+  void barrier();
+
+ private:
+  struct Impl;
+  ProcessGroup(std::unique_ptr<Impl> impl, int rank, int world_size, std::string backend);
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0;
+  int world_size_ = 1;
+  std::string backend_;
+};
+
+}  // namespace accumbench::compat
