@@ -1044,7 +1044,9 @@ void draw_timeline_panel(Svg& svg, const RunResult& run, const std::string& role
     const double y = y_of(s.peak_bytes);
     const int ph = std::max(0, std::min(kPhaseCount - 1, static_cast<int>(s.phase)));
     const std::string where =
-        s.micro_step < 0 ? "optimizer step" : "micro-step " + std::to_string(s.micro_step + 1);
+        s.phase == Phase::kAllReduce ? "after the micro-steps"
+        : s.micro_step < 0           ? "optimizer step"
+                                     : "micro-step " + std::to_string(s.micro_step + 1);
     svg.open_group("class=\"span\"", where + " \u00b7 " + phase_name(s.phase) + " " +
                                          format_duration(s.duration_seconds) + "\nallocated " +
                                          format_bytes(s.bytes_at_start) + " \u2192 " +
