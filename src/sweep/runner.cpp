@@ -111,7 +111,9 @@ void profile_split(RunResult& run, Trainer& trainer, const TokenBatch& batch, co
     profiling = true;
     trainer.step(batch, step);
     compat::cuda_synchronize(device.index());
-    const std::string path = (std::filesystem::path(directory) / (file_stem(run.config) + ".trace.json")).string();
+    // Data parallel: every rank runs the step (it all-reduces), rank 0 alone writes the trace.
+    const std::string path =
+        directory.empty() ? "" : (std::filesystem::path(directory) / (file_stem(run.config) + ".trace.json")).string();
     profiling = false;
     const compat::KernelProfile::Summary summary = profile.stop(path);
     if (run.step_seconds.median > 0 && summary.device_events > 0) {
@@ -419,7 +421,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     finalize_run(run, result.context.flops_per_token, peak);
     if (!options.profile_dir.empty() && run.status == RunStatus::kOk) {
       profile_split(run, *trainer, data.batch(options.warmup + options.steps), step_options_of(run.config, normalization),
-                    device, options.profile_dir);
+                    device, launch.rank == 0 ? options.profile_dir : "");
     }
     run.fits = run.status == RunStatus::kOk &&
                (options.memory_limit_bytes == 0 || run.peak_reserved_bytes <= options.memory_limit_bytes);
