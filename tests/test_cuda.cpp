@@ -163,7 +163,8 @@ TEST(CudaGraphs, SweepMeasuresGraphedSplits) {
     EXPECT_GT(run.peak_allocated_bytes, 0) << run.config.label();
     EXPECT_GE(run.peak_reserved_bytes, run.peak_allocated_bytes - (64 << 20)) << run.config.label();
     std::cout << "[ graphs ] " << run.config.label() << " median step " << run.step_seconds.median << " s, peak "
-              << run.peak_allocated_bytes << " B allocated, " << run.peak_reserved_bytes << " B reserved\n";
+              << run.peak_allocated_bytes << " B allocated (plan " << run.predicted_peak_bytes << "), "
+              << run.peak_reserved_bytes << " B reserved\n";
   }
 }
 

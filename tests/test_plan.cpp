@@ -66,6 +66,24 @@ TEST(Plan, AccumulationKeepsTheGradientsAliveDuringForward) {
   EXPECT_EQ(two.phase_peak_bytes[2], one.phase_peak_bytes[2]);  // the optimizer step is the same
 }
 
+TEST(Plan, CudaGraphsKeepGradientsAndTheActivationPoolThroughTheStep) {
+  const ab::ModelConfig m = ab::find_preset("gpt2-mini");
+  const ab::PlanOptions o = options(128, 8, ab::AttentionKind::kFlash);
+  ab::SplitConfig graphed = split(8, 1);
+  graphed.cuda_graphs = true;
+  const ab::MemoryPlan eager = ab::plan_memory(m, o, split(8, 1));
+  const ab::MemoryPlan g = ab::plan_memory(m, o, graphed);
+  // The gradients exist before the first forward, as with accumulation.
+  EXPECT_EQ(g.phase_peak_bytes[0] - eager.phase_peak_bytes[0], ab::parameter_count(m) * 4);
+  // The optimizer step runs next to the pool: the micro-step's high-water mark above the
+  // weights, moments, batches and gradients.
+  const int64_t resident_and_grads = ab::total_bytes(g.resident) + ab::total_bytes(g.gradients);
+  const int64_t pool = std::max(g.phase_peak_bytes[0], g.phase_peak_bytes[1]) - resident_and_grads;
+  EXPECT_EQ(g.phase_peak_bytes[2], resident_and_grads + ab::total_bytes(g.optimizer_peak) + pool);
+  EXPECT_EQ(g.peak_phase, ab::PlanPhase::kOptimizer);
+  EXPECT_GT(g.peak_bytes, eager.peak_bytes);
+}
+
 TEST(Plan, OptimizerInBackwardHasNoGradientsAtTheOptimizerPhase) {
   const ab::ModelConfig m = ab::find_preset("gpt2-124m");
   ab::SplitConfig s = split(1, 1);

@@ -182,7 +182,9 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
   const bool autocast = split.precision != "fp32";
   const int64_t c = autocast ? 2 : kFp32;
   const bool checkpointing = split.activation_checkpointing == "blocks";
-  const bool accumulating = split.accum_steps > 1;
+  // CUDA graphs keep every gradient allocated from the start (the captured backward adds into
+  // them), as accumulation does from the second micro-step on.
+  const bool accumulating = split.accum_steps > 1 || split.cuda_graphs;
 
   // ---- resident for the whole step ----
   const Table resident{&plan.resident};
@@ -326,6 +328,14 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
   plan.phase_peak_bytes[static_cast<int>(PlanPhase::kBackward)] = std::max({backward_head, backward_block, backward_tail});
   plan.phase_peak_bytes[static_cast<int>(PlanPhase::kOptimizer)] =
       split.optimizer_in_backward ? resident_bytes : resident_bytes + grad_bytes + total_bytes(plan.optimizer_peak);
+  if (split.cuda_graphs) {
+    // The graphs' private pool keeps the micro-step's high-water mark of activations and
+    // temporaries reserved for good, so it is still there during the optimizer step.
+    const int64_t pool = std::max(plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)],
+                                  plan.phase_peak_bytes[static_cast<int>(PlanPhase::kBackward)]) -
+                         resident_bytes - grad_bytes;
+    plan.phase_peak_bytes[static_cast<int>(PlanPhase::kOptimizer)] += std::max<int64_t>(0, pool);
+  }
   plan.peak_bytes = 0;
   for (int p = 0; p < kPlanPhaseCount; ++p) {
     if (plan.phase_peak_bytes[p] > plan.peak_bytes) {
