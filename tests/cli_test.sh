@@ -691,7 +691,7 @@ dp_sweep() {
     return
   fi
   pass "data parallel sweep (2 ranks)"
-  check "data parallel sweep: JSON has world size 2, gloo, an allreduce phase, all ranks' tokens" py '
+  check "data parallel sweep: JSON has world size 2, gloo, an allreduce phase, all ranks' tokens, plan within 5 %" py '
 r = load(sys.argv[1])
 c = r["context"]
 if (c["world_size"], c["distributed_backend"]) != (2, "gloo"): fail("context %s %s" % (c["world_size"], c["distributed_backend"]))
@@ -701,6 +701,9 @@ for x in r["runs"]:
     if x["config"]["world_size"] != 2: fail("run world size %s" % x["config"]["world_size"])
     if not x["phase_median_seconds"]["allreduce"] > 0: fail("no allreduce time in %s" % key(x))
     if x["tokens_per_step"] != 8 * 32: fail("tokens per step %s, expected 256 (both ranks)" % x["tokens_per_step"])
+    error = abs(x["predicted_peak_bytes"] - x["peak_allocated_bytes"]) / x["peak_allocated_bytes"]
+    if error > 0.05: fail("%s: plan %s vs measured %s bytes (bucket copies included), %.1f %% off" % (
+        key(x), x["predicted_peak_bytes"], x["peak_allocated_bytes"], 100 * error))
 ' "$tmp/dp.json"
   check "data parallel sweep: console shows the allreduce column" grep -q "allreduce ms" "$out"
   check "data parallel sweep: rank 1 prints nothing" test ! -s "$out.rank1"

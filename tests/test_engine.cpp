@@ -187,7 +187,8 @@ TEST(Data, VariableLengthsArePaddedWithIgnoredTargets) {
 // ---- data parallel (c10d) ----
 
 // Two ranks in two threads of this process (Gloo over loopback, a file store): each computes a
-// 2×2 split of its half of an 8-sequence variable-length batch and the all-reduce sums them. The
+// 2×2 split of its half of an 8-sequence variable-length batch and the bucketed all-reduce,
+// started during the last backward, sums them. The
 // result must be the single-process gradient of the whole batch (fp32 tolerance 1e-5 as verify;
 // only the summation order differs), and the step's loss the whole batch's.
 TEST(DataParallel, TwoRanksSumToTheWholeBatchGradient) {
@@ -210,14 +211,20 @@ TEST(DataParallel, TwoRanksSumToTheWholeBatchGradient) {
   std::remove(store.c_str());
   std::vector<std::vector<at::Tensor>> got(2);
   std::vector<double> losses(2, 0.0);
+  std::vector<size_t> overlapped(2, 0);
   std::vector<std::string> errors(2);
+  // Built here: build_model seeds and draws from LibTorch's one global generator, which two
+  // threads must not share.
+  std::vector<ab::LanguageModel> models = {ab::build_model(cfg, 3), ab::build_model(cfg, 3)};
   std::vector<std::thread> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     ranks.emplace_back([&, rank] {
       try {
         auto group = ab::compat::ProcessGroup::from_file(store, rank, 2, torch::kCPU, /*timeout_seconds=*/60);
-        ab::Trainer trainer(ab::build_model(cfg, 3), torch::kCPU, {});
-        trainer.set_process_group(group.get());
+        ab::Trainer trainer(models[rank], torch::kCPU, {});
+        // 64 KiB buckets: gpt2-tiny's 0.6 MB of gradients in several, so that some start their
+        // all-reduce inside backward (overlap) and the order across ranks matters.
+        trainer.set_process_group(group.get(), /*bucket_bytes=*/64 << 10);
         ab::StepOptions split;
         split.micro_batch = 2;
         const ab::TokenBatch share = ab::shard(batch, rank, 2);
@@ -225,6 +232,7 @@ TEST(DataParallel, TwoRanksSumToTheWholeBatchGradient) {
         EXPECT_EQ(share.step_tokens(), batch.token_count);
         losses[rank] = trainer.accumulate(share, split).loss();
         for (const auto& p : trainer.model()->parameters()) got[rank].push_back(p.grad().clone());
+        overlapped[rank] = trainer.overlapped_buckets();
         group->barrier();
       } catch (const std::exception& error) {
         errors[rank] = error.what();
@@ -243,6 +251,7 @@ TEST(DataParallel, TwoRanksSumToTheWholeBatchGradient) {
     }
     EXPECT_LT(std::sqrt(diff_sq / ref_sq), 1e-5) << "rank " << rank;
     EXPECT_NEAR(losses[rank], whole_loss, 1e-5) << "rank " << rank;
+    EXPECT_GT(overlapped[rank], 1u) << "rank " << rank << ": no bucket started inside backward";
   }
   EXPECT_THROW(ab::shard(batch, 0, 3), ab::UserError);  // 8 sequences over 3 ranks
 }

@@ -87,6 +87,7 @@ struct StepOutcome {
 
 class AdamW;
 class GraphedMicroStep;
+class GradientReducer;
 
 class Trainer {
  public:
@@ -111,10 +112,13 @@ class Trainer {
                    PhaseObserver* observer = nullptr);
 
   // Data parallel: `batch` holds this rank's share of the step (see shard()), and accumulate()
-  // sums the gradients over the group's ranks once per step, after the last micro-step (phase
-  // allreduce, micro_step -1), as DDP with no_sync() on the other micro-steps does; the step's
-  // loss is summed with them. nullptr (the default): one process.
-  void set_process_group(compat::ProcessGroup* group) { group_ = group; }
+  // sums the gradients over the group's ranks once per step, as DDP with no_sync() on the other
+  // micro-steps does: 25 MiB buckets start their all-reduce during the last micro-step's
+  // backward as their gradients complete, and phase allreduce (micro_step -1) is the wait for
+  // what backward did not hide. The step's loss is summed too. nullptr (the default): one process.
+  void set_process_group(compat::ProcessGroup* group, int64_t bucket_bytes = 25 << 20);
+  // Buckets whose all-reduce started inside the last step's backward (0 without data parallel).
+  size_t overlapped_buckets() const;
 
   // Drops gradients and the optimizer's moments and step counts (as if freshly built).
   void reset_optimizer();
@@ -141,6 +145,7 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GraphedMicroStep> graphed_;  // with StepOptions::cuda_graphs
   compat::ProcessGroup* group_ = nullptr;      // not owned
+  std::unique_ptr<GradientReducer> reducer_;   // with a group of more than one rank
   std::vector<std::shared_ptr<void>> backward_hooks_;
   bool step_in_backward_ = false;  // read by the post-accumulate-grad hooks
   double loss_scale_ = 1.0;

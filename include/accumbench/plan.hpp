@@ -43,6 +43,9 @@ struct PlanOptions {
   int token_batches = 2;
   // Autograd formulas differ between LibTorch 1.x and 2.x (mean's backward keeps its input on 1.x).
   int libtorch_major = 1;
+  // Data-parallel ranks. Above 1 the all-reduce buckets copy the gradients at the end of the
+  // last backward (batch is then one rank's share).
+  int world_size = 1;
 };
 
 enum class PlanPhase : int { kForward = 0, kBackward, kOptimizer };

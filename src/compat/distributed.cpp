@@ -166,8 +166,52 @@ std::unique_ptr<ProcessGroup> ProcessGroup::from_file(const std::string& path, i
   return std::unique_ptr<ProcessGroup>(new ProcessGroup(std::move(impl), rank, world_size, kBackendName));
 }
 
-void ProcessGroup::all_reduce_sum(const std::vector<at::Tensor>& tensors, int64_t bucket_bytes) {
+struct PendingReduce::State {
+  std::vector<at::Tensor> tensors;  // where the sums go
+  std::vector<at::Tensor> flat;     // the one buffer the collective reduces
+  c10::intrusive_ptr<c10d::Work> work;
+};
+
+PendingReduce::PendingReduce(std::unique_ptr<State> state) : state_(std::move(state)) {}
+PendingReduce::~PendingReduce() = default;
+
+void PendingReduce::wait() {
+  if (!state_->work) return;
+  state_->work->wait();
+  state_->work.reset();
+  const at::Tensor& flat = state_->flat.front();
+  if (flat.is_same(state_->tensors.front())) return;  // reduced in place
   torch::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (const at::Tensor& t : state_->tensors) {
+    const int64_t n = t.numel();
+    t.copy_(flat.narrow(0, offset, n).view(t.sizes()));
+    offset += n;
+  }
+  state_->flat.clear();  // frees the bucket's copy now, not when the handle goes
+}
+
+std::unique_ptr<PendingReduce> ProcessGroup::all_reduce_sum_async(std::vector<at::Tensor> tensors) {
+  TORCH_CHECK(!tensors.empty(), "an all-reduce of nothing");
+  torch::NoGradGuard no_grad;
+  auto state = std::make_unique<PendingReduce::State>();
+  if (tensors.size() == 1 && tensors.front().is_contiguous()) {
+    state->flat.push_back(tensors.front());  // reduced in place, no copy
+  } else {
+    std::vector<at::Tensor> views;
+    for (const at::Tensor& t : tensors) {
+      TORCH_CHECK(t.scalar_type() == tensors.front().scalar_type() && t.device() == tensors.front().device(),
+                  "one all-reduce bucket needs one dtype and one device");
+      views.push_back(t.reshape({-1}));
+    }
+    state->flat.push_back(at::cat(views));
+  }
+  state->tensors = std::move(tensors);
+  state->work = impl_->backend->allreduce(state->flat);
+  return std::unique_ptr<PendingReduce>(new PendingReduce(std::move(state)));
+}
+
+void ProcessGroup::all_reduce_sum(const std::vector<at::Tensor>& tensors, int64_t bucket_bytes) {
   size_t first = 0;
   while (first < tensors.size()) {
     // One bucket: consecutive tensors of one dtype and device, up to bucket_bytes.
@@ -178,23 +222,7 @@ void ProcessGroup::all_reduce_sum(const std::vector<at::Tensor>& tensors, int64_
       bytes += tensors[last].nbytes();
       ++last;
     }
-    std::vector<at::Tensor> flat;
-    if (last - first == 1 && tensors[first].is_contiguous()) {
-      flat.push_back(tensors[first]);  // reduced in place, no copy
-    } else {
-      std::vector<at::Tensor> views;
-      for (size_t i = first; i < last; ++i) views.push_back(tensors[i].reshape({-1}));
-      flat.push_back(at::cat(views));
-    }
-    impl_->backend->allreduce(flat)->wait();
-    if (!flat.front().is_same(tensors[first])) {
-      int64_t offset = 0;
-      for (size_t i = first; i < last; ++i) {
-        const int64_t n = tensors[i].numel();
-        tensors[i].copy_(flat.front().narrow(0, offset, n).view(tensors[i].sizes()));
-        offset += n;
-      }
-    }
+    all_reduce_sum_async({tensors.begin() + first, tensors.begin() + last})->wait();
     first = last;
   }
 }
@@ -215,6 +243,11 @@ std::unique_ptr<ProcessGroup> ProcessGroup::from_file(const std::string&, int, i
   throw UserError("data parallel needs NCCL, which this CUDA build of accumbench was configured without (no nccl.h); "
                   "rebuild with -DACCUMBENCH_NCCL_INCLUDE_DIR=<folder with nccl.h>");
 }
+struct PendingReduce::State {};
+PendingReduce::PendingReduce(std::unique_ptr<State> state) : state_(std::move(state)) {}
+PendingReduce::~PendingReduce() = default;
+void PendingReduce::wait() {}
+std::unique_ptr<PendingReduce> ProcessGroup::all_reduce_sum_async(std::vector<at::Tensor>) { return nullptr; }
 void ProcessGroup::all_reduce_sum(const std::vector<at::Tensor>&, int64_t) {}
 void ProcessGroup::barrier() {}
 

@@ -29,6 +29,21 @@ struct LaunchEnvironment {
 // malformed, or RANK is outside [0, WORLD_SIZE).
 LaunchEnvironment launch_environment();
 
+// An all-reduce under way; wait() blocks until it is done and writes the sums back.
+class PendingReduce {
+ public:
+  ~PendingReduce();
+  PendingReduce(const PendingReduce&) = delete;
+  PendingReduce& operator=(const PendingReduce&) = delete;
+  void wait();
+
+ private:
+  friend class ProcessGroup;
+  struct State;
+  explicit PendingReduce(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
 class ProcessGroup {
  public:
   // nullptr when WORLD_SIZE is unset or 1. Connects to the TCP store at MASTER_ADDR:MASTER_PORT
@@ -52,6 +67,9 @@ class ProcessGroup {
   // flat buckets of up to `bucket_bytes` (as DDP's 25 MiB buckets), so a model's hundreds of
   // gradients cost a few collectives and at most one bucket of extra memory.
   void all_reduce_sum(const std::vector<at::Tensor>& tensors, int64_t bucket_bytes = 25 << 20);
+  // Starts summing `tensors` (one dtype, one device) through one flat buffer and returns at once.
+  // Every rank must start its collectives in the same order.
+  std::unique_ptr<PendingReduce> all_reduce_sum_async(std::vector<at::Tensor> tensors);
   void barrier();
 
  private:

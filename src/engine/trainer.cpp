@@ -6,6 +6,7 @@
 #include "compat/distributed.hpp"
 #include "engine/adamw.hpp"
 #include "engine/cuda_graph.hpp"
+#include "engine/gradient_reducer.hpp"
 #include "engine/micro_step.hpp"
 
 namespace accumbench {
@@ -104,6 +105,7 @@ Trainer::Trainer(LanguageModel model, c10::Device device, TrainOptions options)
   // gradient is freed at once, so the full set of gradients is never alive together.
   for (size_t i = 0; i < params_.size(); ++i) {
     backward_hooks_.push_back(compat::add_post_accumulate_grad_hook(params_[i], [this, i](const at::Tensor& param) {
+      if (reducer_) reducer_->on_gradient_ready(i);  // data parallel: overlap the all-reduce
       if (!step_in_backward_) return;
       optimizer_->step_one(i);
       const_cast<at::Tensor&>(param).mutable_grad().reset();
@@ -233,20 +235,16 @@ StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& opti
       }
       {
         PhaseScope scope(observer, Phase::kBackward, micro_step);
+        if (reducer_ && k == accum - 1) reducer_->arm();  // the step's last backward
         (options_.precision == Precision::kFp16 ? loss * loss_scale : loss).backward();
       }
       loss = loss.detach();
     }
     outcome.loss_sum = outcome.loss_sum.defined() ? outcome.loss_sum + loss : loss;
   }
-  if (world_size > 1) {  // the step's gradient, summed over the ranks, once per step
-    PhaseScope scope(observer, Phase::kAllReduce, -1);
-    std::vector<at::Tensor> gradients;
-    for (const auto& p : params_) {
-      if (p.grad().defined()) gradients.push_back(p.grad());
-    }
-    gradients.push_back(outcome.loss_sum);  // rides in the last bucket: the whole step's loss
-    group_->all_reduce_sum(gradients);
+  if (reducer_) {  // the step's gradient and loss, summed over the ranks, once per step
+    PhaseScope scope(observer, Phase::kAllReduce, -1);  // what backward did not hide
+    reducer_->finish(outcome.loss_sum);
   }
   return outcome;
 }
@@ -318,6 +316,15 @@ int64_t Trainer::gradient_bytes() const {
 }
 
 int64_t Trainer::optimizer_state_bytes() const { return optimizer_->state_bytes(); }
+
+void Trainer::set_process_group(compat::ProcessGroup* group, int64_t bucket_bytes) {
+  group_ = group;
+  reducer_ = group != nullptr && group->world_size() > 1
+                 ? std::make_unique<GradientReducer>(params_, *group, bucket_bytes)
+                 : nullptr;
+}
+
+size_t Trainer::overlapped_buckets() const { return reducer_ ? reducer_->overlapped_buckets() : 0; }
 
 int64_t Trainer::graph_pool_bytes() const { return graphed_ ? graphed_->pool_bytes() : 0; }
 

@@ -324,6 +324,15 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
     const int64_t in_flight = (m.tied_embeddings ? 3 : 1) * embedding_grad;
     const int64_t others = accumulating ? grad_bytes : grad_bytes - embedding_grad;
     backward_tail = resident_bytes + others + in_flight;
+    if (o.world_size > 1) {
+      // Data parallel (src/engine/gradient_reducer.cpp): each 25 MiB bucket, filled in reverse
+      // parameter order, all-reduces a flat copy of its gradients from the moment its last one
+      // is done. At the embedding's backward every bucket but the embedding's own has started;
+      // once it has too, all the copies are alive until the all-reduce is waited for.
+      const int64_t bucket_limit = int64_t{25} << 20;
+      const int64_t last_bucket = std::min(grad_bytes, std::max(embedding_grad, bucket_limit));
+      backward_tail = std::max(backward_tail + grad_bytes - last_bucket, resident_bytes + 2 * grad_bytes);
+    }
   }
   plan.phase_peak_bytes[static_cast<int>(PlanPhase::kBackward)] = std::max({backward_head, backward_block, backward_tail});
   plan.phase_peak_bytes[static_cast<int>(PlanPhase::kOptimizer)] =

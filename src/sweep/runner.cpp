@@ -320,6 +320,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   LanguageModel model = build_model(cfg, options.model.seed);
   PlanOptions plan_options = sweep_plan_options(options, device.is_cuda(), static_cast<int>(data.size()));
   plan_options.batch = options.batch / launch.world_size;  // each rank holds its share
+  plan_options.world_size = launch.world_size;
   std::unique_ptr<Trainer> trainer;
   std::string trainer_precision;
   const auto sweep_start = std::chrono::steady_clock::now();
