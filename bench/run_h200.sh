@@ -2,12 +2,14 @@
 # One call on the GPU machine (15 minutes of device time per session: keep it to one call):
 #  1. build against its PyTorch's LibTorch, with the GPU tests, and run them (CUDA graphs against
 #     eager steps, verify --cuda-graphs, the plan against CUDA peaks for gpt2-124m / qwen2.5-0.5b);
-#  2. the PyTorch reference (eager, and compiled for two splits) and accumbench's sweep, eager and
+#  2. the PyTorch reference (eager, and compiled at 64×1) and accumbench's sweep, eager and
 #     from CUDA graphs, on the same configuration (GPT-2 124M, vocab 50304 as the reference,
 #     T=1024, batch 64, bf16), and the side-by-side table with ratios;
 #  3. one profiled step at 64×1 and 1×64 on both sides, compared kernel by kernel
 #     (bench/kernel_diff.py), to explain any gap;
 #  4. the tracer's overhead.
+# Every stage has its own time limit, and a stage that would start after BUDGET_S (540 s) is
+# skipped, so the call ends inside the device's 10 minutes; stages run most important first.
 # Results go to $OUT (the device tool brings that folder back: 8 files at most, so the small ones
 # are bundled into results.tar.gz) or bench/out. Each stage logs to $out and goes on after a
 # failure, so one broken stage does not lose the others' numbers.
@@ -24,50 +26,64 @@ anchor=../shared/bench/pytorch_anchor.py
 [ -f "$anchor" ] || anchor=.gpu-deps/shared/bench/pytorch_anchor.py   # ../shared does not travel: staged copy
 export PYTHONUNBUFFERED=1
 status=0
-stage() {  # stage NAME COMMAND...: runs, logs to $work/NAME.log, remembers a failure
-  local name=$1
-  shift
-  echo "=== $name ($(date +%T))"
-  "$@" > "$work/$name.log" 2>&1
+deadline=$((SECONDS + ${BUDGET_S:-540}))   # the device call allows 600 s
+bundle() { tar czf "$out/results.tar.gz" -C "$out" results 2>/dev/null; }
+stage() {  # stage NAME SECONDS COMMAND...: runs (killed after SECONDS or at the deadline), logs to $work/NAME.log
+  local name=$1 limit=$2
+  shift 2
+  local left=$((deadline - SECONDS))
+  if [ "$left" -lt 20 ]; then
+    echo "=== $name SKIPPED (out of time)" | tee "$work/$name.log"
+    status=1
+    return 0
+  fi
+  [ "$limit" -le "$left" ] || limit=$left
+  echo "=== $name ($(date +%T), limit ${limit} s)"
+  timeout "$limit" "$@" > "$work/$name.log" 2>&1
   local rc=$?
   tail -n 40 "$work/$name.log"
   [ $rc -eq 0 ] || { echo "=== $name FAILED (exit $rc)"; status=1; }
+  bundle   # after every stage: a call killed later still brings these back
   return 0
 }
-bundle() { tar czf "$out/results.tar.gz" -C "$out" results; }
-trap bundle EXIT
 
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; which cmake g++ ninja; \
   python3 -c 'import torch; print(torch.__version__, torch.version.cuda)'; } > "$work/machine.txt" 2>&1
 cat "$work/machine.txt"
 
-stage build scripts/build.sh -DACCUMBENCH_GPU_TESTS=ON || exit 1
+stage build 240 scripts/build.sh -DACCUMBENCH_GPU_TESTS=ON || exit 1
 [ -x build/accumbench ] || { echo "no build/accumbench: stopping"; exit 1; }
-stage gpu-tests build/accumbench_gpu_tests --gtest_color=no
+stage gpu-tests 150 build/accumbench_gpu_tests --gtest_color=no
 
-stage anchor-eager python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches "$micro"
+stage anchor-eager 120 python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches "$micro"
 grep '^{' "$work/anchor-eager.log" > "$work/anchor-eager.jsonl"
-stage accumbench build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
+stage accumbench 150 build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
   --micro-batches "$micro" --device cuda --precision bf16 --cuda-graphs \
   --json "$work/accumbench.json" --html "$work/report.html"
-stage anchor-compile python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches 4,64 --compile
-grep '^{' "$work/anchor-compile.log" > "$work/anchor-compile.jsonl"
-stage side-by-side python3 bench/side_by_side.py "$work/accumbench.json" "$work/anchor-eager.jsonl" "$work/anchor-compile.jsonl"
+stage side-by-side 30 python3 bench/side_by_side.py "$work/accumbench.json" "$work/anchor-eager.jsonl"
 cp "$work/side-by-side.log" "$out/side-by-side.md"
 
-mkdir -p "$work/traces"
-stage profile-ours build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
-  --micro-batches 1,64 --device cuda --precision bf16 --warmup 2 --steps 3 --profile "$work/traces" \
+traces=$(mktemp -d)   # large: outside $OUT, only the two 64×1 traces come back (gzip)
+stage profile-ours 120 build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
+  --micro-batches 1,64 --device cuda --precision bf16 --warmup 2 --steps 3 --profile "$traces" \
   --json "$work/profiled.json"
-for mb in 64 1; do
-  stage "profile-anchor-$mb" python3 bench/anchor_profile.py --micro-batch "$mb" --trace "$work/traces/anchor-${mb}.trace.json"
-  stage "kernel-diff-$mb" python3 bench/kernel_diff.py "$work/traces/${mb}x$((64 / mb))-bf16.trace.json" \
-    "$work/traces/anchor-${mb}.trace.json" --top 30
-done
-stage tracer-overhead build/tracer_overhead --device cuda --model gpt2-124m --seq-len 1024 --batch 8 --micro-batch 8
+profile_pair() {  # the reference's trace of one split, and the kernel-by-kernel difference
+  local mb=$1
+  stage "profile-anchor-$mb" 90 python3 bench/anchor_profile.py --micro-batch "$mb" --trace "$traces/anchor-${mb}.trace.json"
+  stage "kernel-diff-$mb" 60 python3 bench/kernel_diff.py "$traces/${mb}x$((64 / mb))-bf16.trace.json" \
+    "$traces/anchor-${mb}.trace.json" --top 30
+}
+profile_pair 64
+stage tracer-overhead 90 build/tracer_overhead --device cuda --model gpt2-124m --seq-len 1024 --batch 8 --micro-batch 8
+stage anchor-compile 150 python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches 64 --compile
+grep '^{' "$work/anchor-compile.log" > "$work/anchor-compile.jsonl"
+stage side-by-side-compiled 30 python3 bench/side_by_side.py "$work/accumbench.json" "$work/anchor-eager.jsonl" \
+  "$work/anchor-compile.jsonl"
+cp "$work/side-by-side-compiled.log" "$out/side-by-side.md"
+profile_pair 1
 
 # The traces are large: keep the two 64×1 ones whole (gzip) next to the bundle.
-gzip -c "$work/traces/64x1-bf16.trace.json" > "$out/ours-64x1.trace.json.gz" 2>/dev/null
-gzip -c "$work/traces/anchor-64.trace.json" > "$out/anchor-64x1.trace.json.gz" 2>/dev/null
-rm -rf "$work/traces"
+gzip -c "$traces/64x1-bf16.trace.json" > "$out/ours-64x1.trace.json.gz" 2>/dev/null
+gzip -c "$traces/anchor-64.trace.json" > "$out/anchor-64x1.trace.json.gz" 2>/dev/null
+rm -rf "$traces"
 exit $status
