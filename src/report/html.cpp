@@ -1225,6 +1225,7 @@ std::string title_line(const SweepContext& c) {
   t += " \u00b7 seq len " + std::to_string(c.seq_len) + " \u00b7 batch " + std::to_string(c.batch);
   if (!c.device_name.empty() || !c.device.empty())
     t += " \u00b7 " + (c.device_name.empty() ? c.device : c.device_name);
+  if (c.world_size > 1) t += " \u00d7 " + std::to_string(c.world_size) + " ranks";
   return t;
 }
 
@@ -1417,6 +1418,9 @@ std::string context_section(const SweepResult& result) {
                                         ? text::format_significant(c.peak_tflops, 4)
                                         : "unknown (no MFU)");
   h += context_entry("memory_limit_bytes", bytes_with_unit(c.memory_limit_bytes, "unlimited"));
+  h += context_entry("world_size", c.world_size > 1 ? std::to_string(c.world_size) + " ranks (" +
+                                                          c.distributed_backend + "; rank 0's times and memory)"
+                                                    : "1 (one process)");
   h += "</dl><h3>Options</h3>";
   if (c.options.empty()) {
     h += "<p class=\"note\">none recorded</p>";
