@@ -725,6 +725,9 @@ dp_user_errors() {
     -- verify --model gpt2-tiny --batch 8 --seq-len 32 --device cpu --threads 1 --optimizer-in-backward
 }
 section "data parallel (c10d, Gloo, 2 processes)"
+spawn expect_user_error "plan --world-size not dividing the batch" "--world-size 3" "--batch 64" -- plan --world-size 3
+spawn expect "plan --world-size 8 plans one rank's share" 0 "over 8 data-parallel ranks, 8 per rank" -- \
+  plan --model gpt2-124m --seq-len 1024 --batch 64 --world-size 8 --precision bf16 --memory 80GiB
 spawn dp_verify
 spawn dp_sweep
 spawn dp_user_errors

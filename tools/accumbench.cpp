@@ -88,10 +88,20 @@ void print_progress(const ab::SweepProgress& p) {
 }
 
 int run_plan(const ab::SweepOptions& options, const std::string& precision, const std::string& attention,
-             const std::string& memory_text, int64_t micro_batch, bool calibrate) {
+             const std::string& memory_text, int64_t micro_batch, bool calibrate, int world_size) {
   const ab::ModelConfig cfg = ab::resolve_model(options.model);
   const bool cuda = ab::resolve_device(options.device).is_cuda();
   ab::PlanOptions plan_options = ab::sweep_plan_options(options, cuda, ab::DataOptions{}.distinct_batches);
+  if (world_size < 1 || options.batch % world_size != 0) {
+    throw ab::UserError("--world-size " + std::to_string(world_size) + " does not divide --batch " +
+                        std::to_string(options.batch) + "; give a world size of at least 1 that divides the batch");
+  }
+  if (calibrate && world_size > 1) {
+    throw ab::UserError("--calibrate measures probes in one process, which cannot calibrate a --world-size " +
+                        std::to_string(world_size) + " plan; drop one of the two options");
+  }
+  plan_options.batch = options.batch / world_size;  // one rank's share
+  plan_options.world_size = world_size;
   if (attention != "auto") plan_options.attention = ab::attention_kind_from_string(attention);
   int64_t memory_bytes = 0;
   if (!memory_text.empty()) {
@@ -107,13 +117,16 @@ int run_plan(const ab::SweepOptions& options, const std::string& precision, cons
     if (micro_batch > 0 ? p.split.micro_batch == micro_batch : (memory_bytes == 0 || p.peak_bytes <= memory_bytes)) shown = &p;
   }
   if (micro_batch > 0 && shown == nullptr) {
-    throw ab::UserError("--micro-batch " + std::to_string(micro_batch) + " does not divide --batch " +
-                        std::to_string(options.batch) + "; pick a divisor");
+    throw ab::UserError("--micro-batch " + std::to_string(micro_batch) + " does not divide " +
+                        (world_size > 1 ? "the " + std::to_string(plan_options.batch) + " sequences per rank"
+                                        : "--batch " + std::to_string(options.batch)) +
+                        "; pick a divisor");
   }
   if (shown == nullptr) shown = &plans.front();
   ab::print_plan(*shown, std::cout);
-  std::cout << "\nsplits of batch " << options.batch << " (" << precision << ", attention "
-            << ab::to_string(plan_options.attention) << "):\n";
+  std::cout << "\nsplits of batch " << options.batch;
+  if (world_size > 1) std::cout << " over " << world_size << " data-parallel ranks, " << plan_options.batch << " per rank";
+  std::cout << " (" << precision << ", attention " << ab::to_string(plan_options.attention) << "):\n";
   ab::print_split_summary(plans, memory_bytes, std::cout);
   if (memory_bytes > 0) {
     std::cout << "largest micro-batch that fits in " << ab::format_bytes(memory_bytes) << " (with accumulation): "
@@ -216,6 +229,10 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   plan_cmd->add_option("--memory", plan_memory, "device memory to fit in, e.g. 16GiB (default: the CUDA device's own; none on the CPU)");
   plan_cmd->add_flag("--knobs", plan.knobs, "also plan activation checkpointing and optimizer-in-backward (at accumulation 1)");
+  int plan_world_size = 1;
+  plan_cmd->add_option("--world-size", plan_world_size,
+                       "data-parallel ranks: plan one rank's share of --batch, with the all-reduce buckets")
+      ->capture_default_str();
   plan_cmd->add_flag("--calibrate", plan_calibrate,
                      "also measure two short probes (micro-batches 1 and 2) on --device and print calibrated peaks");
 
@@ -268,7 +285,9 @@ int run(int argc, char** argv) {
     if (!any_file) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
     return 0;
   }
-  if (*plan_cmd) return run_plan(plan, plan_precision, plan_attention, plan_memory, plan_micro_batch, plan_calibrate);
+  if (*plan_cmd) {
+    return run_plan(plan, plan_precision, plan_attention, plan_memory, plan_micro_batch, plan_calibrate, plan_world_size);
+  }
   // Data parallel (torchrun): every rank measures, rank 0 alone prints and writes files.
   const bool primary = ab::process_rank() == 0;
   if (*verify_cmd) {

@@ -387,7 +387,12 @@ std::vector<MemoryPlan> plan_splits(const ModelConfig& cfg, const PlanOptions& o
     split.micro_batch = micro;
     split.accum_steps = options.batch / micro;
     split.precision = precision;
-    for (const SplitConfig& point : knob_variants(split, knobs)) plans.push_back(plan_memory(cfg, options, point));
+    split.world_size = options.world_size;
+    for (const SplitConfig& point : knob_variants(split, knobs)) {
+      // Optimizer-in-backward is refused with data parallel (src/engine/trainer.cpp).
+      if (point.optimizer_in_backward && options.world_size > 1) continue;
+      plans.push_back(plan_memory(cfg, options, point));
+    }
   }
   return plans;
 }
