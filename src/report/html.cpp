@@ -308,6 +308,16 @@ struct Slot {
   bool tied = false;
 };
 
+// The allreduce phase exists only with data parallel (world size > 1); without it, it is left
+// out of legends, tooltips and the table rather than shown as zeros.
+bool phase_shown(const std::vector<Slot>& slots, int ph) {
+  if (static_cast<Phase>(ph) != Phase::kAllReduce) return true;
+  for (const Slot& s : slots) {
+    if (s.run->config.world_size > 1) return true;
+  }
+  return false;
+}
+
 std::vector<Slot> make_slots(const SweepResult& result) {
   std::vector<Slot> slots;
   for (std::size_t i = 0; i < result.runs.size(); ++i) {
@@ -524,7 +534,7 @@ std::string step_time_chart(const std::vector<Slot>& slots) {
 
   std::vector<LegendEntry> legend;
   for (int ph = 0; ph < kPhaseCount; ++ph) {
-    legend.push_back({phase_name(static_cast<Phase>(ph)), kPhaseColors[ph]});
+    if (phase_shown(slots, ph)) legend.push_back({phase_name(static_cast<Phase>(ph)), kPhaseColors[ph]});
   }
   legend.push_back({"spread", kInk, LegendEntry::Kind::kWhisker});
 
@@ -555,6 +565,7 @@ std::string step_time_chart(const std::vector<Slot>& slots) {
     std::string tooltip = s.label + ": median " + format_duration(run.step_seconds.median) +
                           " over " + std::to_string(run.step_seconds.count) + " timed steps";
     for (int ph = 0; ph < kPhaseCount; ++ph) {
+      if (!phase_shown(slots, ph)) continue;
       tooltip += std::string("\n") + phase_name(static_cast<Phase>(ph)) + " " +
                  format_duration(bar.segments[ph]);
     }
@@ -1299,10 +1310,11 @@ std::string cell(const std::string& content, const std::string& cls = "") {
 
 std::string bytes_cell(int64_t bytes) { return cell(bytes >= 0 ? format_bytes(bytes) : kDash); }
 
-// Columns from "median" to "peak reserved": a failed run's error spans them.
-constexpr int kMeasuredColumns = 5 + kPhaseCount + 6;
-
 std::string table_section(const std::vector<Slot>& slots) {
+  int phase_columns = 0;
+  for (int ph = 0; ph < kPhaseCount; ++ph) phase_columns += phase_shown(slots, ph) ? 1 : 0;
+  // Columns from "median" to "peak reserved": a failed run's error spans them.
+  const int measured_columns = 5 + phase_columns + 6;
   double max_median = 0;
   for (const Slot& s : slots) {
     if (s.ok && finite(s.run->step_seconds.median))
@@ -1322,7 +1334,9 @@ std::string table_section(const std::vector<Slot>& slots) {
   h += "<div class=\"table-wrap\"><table id=\"results-table\"><thead><tr>";
   std::vector<std::string> headers = {"split", "status",  "median",  "min",
                                       "mean",  "std dev", "interval"};
-  for (int ph = 0; ph < kPhaseCount; ++ph) headers.push_back(phase_name(static_cast<Phase>(ph)));
+  for (int ph = 0; ph < kPhaseCount; ++ph) {
+    if (phase_shown(slots, ph)) headers.push_back(phase_name(static_cast<Phase>(ph)));
+  }
   for (const char* c : {"tokens/s", "samples/s", "TFLOP/s", "MFU", "peak allocated",
                         "peak reserved", "predicted", "predicted vs measured", "fits"}) {
     headers.push_back(c);
@@ -1346,7 +1360,7 @@ std::string table_section(const std::vector<Slot>& slots) {
     h += cell(run_status_name(r.status), s.ok ? "text status-ok" : "text status-bad");
     if (!s.ok) {
       // A failed run has no measurements: its error takes their place.
-      h += "<td class=\"error\" colspan=\"" + std::to_string(kMeasuredColumns) + "\">" +
+      h += "<td class=\"error\" colspan=\"" + std::to_string(measured_columns) + "\">" +
            html_escape(r.error.empty() ? "no error message was recorded" : r.error) + "</td>";
     } else {
       const Summary& st = r.step_seconds;
@@ -1357,6 +1371,7 @@ std::string table_section(const std::vector<Slot>& slots) {
                     : kDash);
       const StepBar bar = step_bar(r);
       for (int ph = 0; ph < kPhaseCount; ++ph) {
+        if (!phase_shown(slots, ph)) continue;
         const bool other = static_cast<Phase>(ph) == Phase::kOther;
         h += time_cell(other ? bar.segments[ph] : r.phase_median_seconds[ph]);
       }
