@@ -50,12 +50,13 @@ struct OutputFiles {
   }
 };
 
-// Options shared by sweep, verify and plan: which model.
-void add_model_options(CLI::App* command, ab::ModelOptions& model) {
+// Options shared by sweep, verify and plan: which model (and, where values matter, the seed of
+// its random weights and tokens; plan's memory does not depend on them).
+void add_model_options(CLI::App* command, ab::ModelOptions& model, bool seed = true) {
   command->add_option("--model", model.preset, "model preset (see `accumbench models`)")->capture_default_str();
   command->add_option("--hf-config", model.hf_config,
                       "Hugging Face config.json (model_type gpt2, llama, qwen2, mistral); overrides --model");
-  command->add_option("--seed", model.seed, "seed of the random weights and tokens")->capture_default_str();
+  if (seed) command->add_option("--seed", model.seed, "seed of the random weights and tokens")->capture_default_str();
 }
 
 void add_optimizer_options(CLI::App* command, ab::OptimizerOptions& o) {
@@ -216,7 +217,7 @@ int run(int argc, char** argv) {
   int64_t plan_micro_batch = 0;
   bool plan_calibrate = false;
   CLI::App* plan_cmd = app.add_subcommand("plan", "predict peak memory per split without running anything (src/plan)");
-  add_model_options(plan_cmd, plan.model);
+  add_model_options(plan_cmd, plan.model, /*seed=*/false);
   plan_cmd->add_option("--seq-len", plan.seq_len, "sequence length T")->capture_default_str();
   plan_cmd->add_option("--batch", plan.batch, "effective batch per optimizer step, in sequences")->capture_default_str();
   plan_cmd->add_option("--micro-batch", plan_micro_batch,

@@ -192,6 +192,7 @@ void cuda_empty_cache() { c10::cuda::CUDACachingAllocator::emptyCache(); }
 void cuda_set_memory_fraction(double fraction, int device_index) {
   c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device_index);
 }
+void cuda_set_device(int device_index) { c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index)); }
 void cuda_synchronize(int device_index) {
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_index));
   C10_CUDA_CHECK(cudaDeviceSynchronize());
@@ -242,6 +243,7 @@ void cuda_reset_peak_memory_stats(int) {}
 void cuda_empty_cache() {}
 void cuda_set_memory_fraction(double, int) {}
 void cuda_synchronize(int) {}
+void cuda_set_device(int) {}
 std::string cuda_device_name(int) { return ""; }
 int64_t cuda_device_total_memory_bytes(int) { return 0; }
 std::string cuda_driver_description() { return ""; }

@@ -84,6 +84,9 @@ void cuda_reset_peak_memory_stats(int device_index);
 void cuda_empty_cache();
 void cuda_set_memory_fraction(double fraction, int device_index);
 void cuda_synchronize(int device_index);
+// Makes `device_index` the current CUDA device of this thread: events and streams without an
+// explicit device (the tracer's) then refer to it (data parallel: cuda:LOCAL_RANK).
+void cuda_set_device(int device_index);
 std::string cuda_device_name(int device_index);
 int64_t cuda_device_total_memory_bytes(int device_index);
 std::string cuda_driver_description();  // "CUDA runtime 13.0, driver 13.0"

@@ -60,6 +60,7 @@ VerifyResult run_verify(const VerifyOptions& options) {
   configure_threads(options.threads);
   const compat::LaunchEnvironment launch = compat::launch_environment();
   const c10::Device device = resolve_device(options.device);
+  if (device.is_cuda()) compat::cuda_set_device(device.index());
   if (options.cuda_graphs) require_cuda_for_graphs(device);
   if (launch.world_size > 1 && options.optimizer_in_backward) {
     throw UserError("--optimizer-in-backward cannot be combined with data parallel (each parameter would step before its gradient is summed over the ranks); drop the option or run one process");

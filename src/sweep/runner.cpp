@@ -234,6 +234,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   configure_threads(options.threads);
   const compat::LaunchEnvironment launch = compat::launch_environment();
   const c10::Device device = resolve_device(options.device);
+  if (device.is_cuda()) compat::cuda_set_device(device.index());
   if (launch.world_size > 1 && options.time_budget_seconds > 0) {
     throw UserError("--time-budget cannot be used with data parallel (each rank would stop after a different number of steps); use --steps");
   }
