@@ -40,12 +40,7 @@ int main(int argc, char** argv) {
     const c10::Device device = ab::resolve_device(device_name);
     ab::MemoryProbe memory(device);
     const ab::ModelConfig cfg = ab::resolve_model(model);
-    ab::DataOptions d;
-    d.vocab_size = cfg.vocab_size;
-    d.seq_len = seq_len;
-    d.batch = batch;
-    d.pin_memory = device.is_cuda();
-    const ab::StepBatches data(ab::make_synthetic_batches(d));
+    const ab::StepBatches data(ab::make_synthetic_batches(ab::data_options_for(cfg.vocab_size, seq_len, batch, device.is_cuda())));
     ab::TrainOptions train;
     train.precision = ab::precision_from_string(precision);
     ab::Trainer trainer(ab::build_model(cfg, 0), device, train);

@@ -93,15 +93,11 @@ int run_plan(const ab::SweepOptions& options, const std::string& precision, cons
   const ab::ModelConfig cfg = ab::resolve_model(options.model);
   const bool cuda = ab::resolve_device(options.device).is_cuda();
   ab::PlanOptions plan_options = ab::sweep_plan_options(options, cuda, ab::DataOptions{}.distinct_batches);
-  if (world_size < 1 || options.batch % world_size != 0) {
-    throw ab::UserError("--world-size " + std::to_string(world_size) + " does not divide --batch " +
-                        std::to_string(options.batch) + "; give a world size of at least 1 that divides the batch");
-  }
   if (calibrate && world_size > 1) {
     throw ab::UserError("--calibrate measures probes in one process, which cannot calibrate a --world-size " +
                         std::to_string(world_size) + " plan; drop one of the two options");
   }
-  plan_options.batch = options.batch / world_size;  // one rank's share
+  plan_options.batch = ab::sequences_per_rank(options.batch, world_size);  // one rank's share
   plan_options.world_size = world_size;
   if (attention != "auto") plan_options.attention = ab::attention_kind_from_string(attention);
   int64_t memory_bytes = 0;

@@ -49,6 +49,14 @@ struct TokenBatch {
   int64_t tokens_in(int64_t first, int64_t count) const;
 };
 
+// The shape every run's batches share: the model's vocabulary, T, sequences per step, and pinned
+// host memory when they feed a CUDA device. Callers set lengths, seed, distinct_batches.
+DataOptions data_options_for(int64_t vocab_size, int64_t seq_len, int64_t batch, bool cuda);
+
+// Sequences each of `world_size` data-parallel ranks holds per step. Throws UserError unless
+// world_size (>= 1) divides the batch. The one check of that rule (sweep, verify, plan, shard).
+int64_t sequences_per_rank(int64_t batch, int world_size);
+
 // Rank `rank`'s contiguous share of a step's sequences, as DistributedSampler splits a global
 // batch (views, no copy), with global_token_count set to the whole step's targets. Throws
 // UserError unless world_size divides the step's sequences.

@@ -152,8 +152,16 @@ class Trainer {
   int steps_since_backoff_ = 0;
 };
 
-// Validates a split: micro_batch divides batch. Returns the accumulation steps.
-int64_t accumulation_steps(int64_t batch, int64_t micro_batch);
+// The step options of one grid point (micro-batch and knobs of `split`).
+StepOptions step_options_for(const SplitConfig& split, LossNormalization normalization = LossNormalization::kToken);
+
+// Validates a split: micro_batch divides the sequences each of `world_size` data-parallel ranks
+// holds (sequences_per_rank). Returns the accumulation steps.
+int64_t accumulation_steps(int64_t batch, int64_t micro_batch, int world_size = 1);
+
+// Throws UserError for optimizer-in-backward with more than one rank: each parameter would step
+// before its gradient is summed over the ranks.
+void require_one_rank_for_optimizer_in_backward(int world_size);
 
 // Divisors of n in increasing order (the default sweep splits).
 std::vector<int64_t> divisors(int64_t n);

@@ -79,7 +79,8 @@ struct SplitConfig {
 };
 
 // The grid points of one split: itself, and with `knobs` also activation checkpointing, and at
-// accumulation 1 optimizer-in-backward alone and with checkpointing (the lowest-memory point).
+// accumulation 1 in one process optimizer-in-backward alone and with checkpointing (the
+// lowest-memory point).
 // sweep_grid and plan_splits both build their grids from this.
 std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs);
 

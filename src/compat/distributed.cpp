@@ -211,22 +211,6 @@ std::unique_ptr<PendingReduce> ProcessGroup::all_reduce_sum_async(std::vector<at
   return std::unique_ptr<PendingReduce>(new PendingReduce(std::move(state)));
 }
 
-void ProcessGroup::all_reduce_sum(const std::vector<at::Tensor>& tensors, int64_t bucket_bytes) {
-  size_t first = 0;
-  while (first < tensors.size()) {
-    // One bucket: consecutive tensors of one dtype and device, up to bucket_bytes.
-    size_t last = first + 1;
-    int64_t bytes = tensors[first].nbytes();
-    while (last < tensors.size() && tensors[last].scalar_type() == tensors[first].scalar_type() &&
-           tensors[last].device() == tensors[first].device() && bytes + static_cast<int64_t>(tensors[last].nbytes()) <= bucket_bytes) {
-      bytes += tensors[last].nbytes();
-      ++last;
-    }
-    all_reduce_sum_async({tensors.begin() + first, tensors.begin() + last})->wait();
-    first = last;
-  }
-}
-
 void ProcessGroup::barrier() { impl_->backend->barrier()->wait(); }
 
 #else  // CUDA build without NCCL headers
@@ -248,7 +232,6 @@ PendingReduce::PendingReduce(std::unique_ptr<State> state) : state_(std::move(st
 PendingReduce::~PendingReduce() = default;
 void PendingReduce::wait() {}
 std::unique_ptr<PendingReduce> ProcessGroup::all_reduce_sum_async(std::vector<at::Tensor>) { return nullptr; }
-void ProcessGroup::all_reduce_sum(const std::vector<at::Tensor>&, int64_t) {}
 void ProcessGroup::barrier() {}
 
 #endif

@@ -4,7 +4,8 @@
 // tests, two threads or processes sharing a file store.
 //
 //   std::unique_ptr<compat::ProcessGroup> group = compat::ProcessGroup::from_environment(device);
-//   if (group) group->all_reduce_sum(gradients);   // in place, every rank gets the sum
+//   if (group) group->all_reduce_sum_async({gradient})->wait();   // every rank gets the sum
+// (src/engine/gradient_reducer.cpp groups the gradients into buckets and overlaps them.)
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -63,10 +64,6 @@ class ProcessGroup {
   int world_size() const { return world_size_; }
   const std::string& backend() const { return backend_; }
 
-  // Sums `tensors` over the ranks, in place, and waits. Tensors of one dtype are reduced through
-  // flat buckets of up to `bucket_bytes` (as DDP's 25 MiB buckets), so a model's hundreds of
-  // gradients cost a few collectives and at most one bucket of extra memory.
-  void all_reduce_sum(const std::vector<at::Tensor>& tensors, int64_t bucket_bytes = 25 << 20);
   // Starts summing `tensors` (one dtype, one device) through one flat buffer and returns at once.
   // Every rank must start its collectives in the same order.
   std::unique_ptr<PendingReduce> all_reduce_sum_async(std::vector<at::Tensor> tensors);

@@ -18,14 +18,28 @@ LengthMode length_mode_from_string(const std::string& text) {
   throw UserError("unknown --lengths \"" + text + "\"; use fixed or variable");
 }
 
-TokenBatch shard(const TokenBatch& step, int rank, int world_size) {
-  TORCH_CHECK(rank >= 0 && rank < world_size, "rank ", rank, " outside world size ", world_size);
-  const int64_t sequences = step.sequences();
-  if (sequences % world_size != 0) {
-    throw UserError("batch " + std::to_string(sequences) + " does not split evenly over " + std::to_string(world_size) +
-                    " data-parallel ranks; pick a --batch divisible by WORLD_SIZE");
+DataOptions data_options_for(int64_t vocab_size, int64_t seq_len, int64_t batch, bool cuda) {
+  DataOptions options;
+  options.vocab_size = vocab_size;
+  options.seq_len = seq_len;
+  options.batch = batch;
+  options.pin_memory = cuda;
+  return options;
+}
+
+int64_t sequences_per_rank(int64_t batch, int world_size) {
+  if (world_size < 1 || batch % world_size != 0) {
+    const std::string w = std::to_string(world_size);
+    throw UserError("--batch " + std::to_string(batch) + " does not split evenly over " + w +
+                    " data-parallel ranks (WORLD_SIZE=" + w + " / --world-size " + w +
+                    "); pick a batch divisible by the world size");
   }
-  const int64_t per_rank = sequences / world_size;
+  return batch / world_size;
+}
+
+TokenBatch shard(const TokenBatch& step, int rank, int world_size) {
+  const int64_t per_rank = sequences_per_rank(step.sequences(), world_size);
+  TORCH_CHECK(rank >= 0 && rank < world_size, "rank ", rank, " outside world size ", world_size);
   TokenBatch out;
   out.inputs = step.inputs.narrow(0, rank * per_rank, per_rank);
   out.targets = step.targets.narrow(0, rank * per_rank, per_rank);

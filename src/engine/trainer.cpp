@@ -46,14 +46,38 @@ LossNormalization loss_normalization_from_string(const std::string& text) {
   throw UserError("unknown --loss-normalization \"" + text + "\"; use token or mean-of-means");
 }
 
-int64_t accumulation_steps(int64_t batch, int64_t micro_batch) {
+int64_t accumulation_steps(int64_t batch, int64_t micro_batch, int world_size) {
   if (micro_batch <= 0) throw UserError("micro-batch must be positive, got " + std::to_string(micro_batch));
   if (batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(batch));
+  if (world_size > 1) {
+    const int64_t per_rank = sequences_per_rank(batch, world_size);
+    if (per_rank % micro_batch != 0) {
+      throw UserError("micro-batch " + std::to_string(micro_batch) + " does not divide the " + std::to_string(per_rank) +
+                      " sequences per rank (--batch " + std::to_string(batch) + " over " + std::to_string(world_size) +
+                      " ranks); pick micro-batches that divide " + std::to_string(per_rank));
+    }
+    return per_rank / micro_batch;
+  }
   if (batch % micro_batch != 0) {
     throw UserError("batch " + std::to_string(batch) + " is not divisible by micro-batch " +
                     std::to_string(micro_batch) + "; pick micro-batches that divide the batch");
   }
   return batch / micro_batch;
+}
+
+StepOptions step_options_for(const SplitConfig& split, LossNormalization normalization) {
+  StepOptions step;
+  step.micro_batch = split.micro_batch;
+  step.loss_normalization = normalization;
+  step.optimizer_in_backward = split.optimizer_in_backward;
+  step.activation_checkpointing = split.activation_checkpointing == "blocks";
+  step.cuda_graphs = split.cuda_graphs;
+  return step;
+}
+
+void require_one_rank_for_optimizer_in_backward(int world_size) {
+  if (world_size <= 1) return;
+  throw UserError("--optimizer-in-backward cannot be combined with data parallel (each parameter would step before its gradient is summed over the ranks); drop the option or run one process");
 }
 
 std::vector<int64_t> divisors(int64_t n) {
@@ -156,9 +180,7 @@ void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
       throw UserError("--optimizer-in-backward cannot be combined with fp16 loss scaling (an overflow is only known after every parameter stepped); use bf16");
     }
   }
-  if (options.optimizer_in_backward && group_ != nullptr && group_->world_size() > 1) {
-    throw UserError("--optimizer-in-backward cannot be combined with data parallel (each parameter would step before its gradient is summed over the ranks); drop the option or run one process");
-  }
+  if (options.optimizer_in_backward && group_ != nullptr) require_one_rank_for_optimizer_in_backward(group_->world_size());
   model_->set_activation_checkpointing(options.activation_checkpointing);
   if (!options.cuda_graphs) {
     graphed_.reset();  // eager steps may reset the gradients the graphs write to

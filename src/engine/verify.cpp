@@ -62,25 +62,15 @@ VerifyResult run_verify(const VerifyOptions& options) {
   const c10::Device device = resolve_device(options.device);
   if (device.is_cuda()) compat::cuda_set_device(device.index());
   if (options.cuda_graphs) require_cuda_for_graphs(device);
-  if (launch.world_size > 1 && options.optimizer_in_backward) {
-    throw UserError("--optimizer-in-backward cannot be combined with data parallel (each parameter would step before its gradient is summed over the ranks); drop the option or run one process");
-  }
+  if (options.optimizer_in_backward) require_one_rank_for_optimizer_in_backward(launch.world_size);
   const ModelConfig cfg = resolve_model(options.model);
   check_sequence_length(cfg, options.seq_len);
   const Precision precision = precision_from_string(options.precision);
-  if (options.batch % launch.world_size != 0) {
-    throw UserError("--batch " + std::to_string(options.batch) + " does not split evenly over WORLD_SIZE=" +
-                    std::to_string(launch.world_size) + " data-parallel ranks; pick a batch divisible by " +
-                    std::to_string(launch.world_size));
-  }
-  const int64_t rank_batch = options.batch / launch.world_size;  // sequences per rank
+  const int64_t rank_batch = sequences_per_rank(options.batch, launch.world_size);
   const std::vector<int64_t> micro_batches = options.micro_batches.empty() ? divisors(rank_batch) : options.micro_batches;
-  for (int64_t micro : micro_batches) accumulation_steps(rank_batch, micro);
+  for (int64_t micro : micro_batches) accumulation_steps(options.batch, micro, launch.world_size);
 
-  DataOptions data_options;
-  data_options.vocab_size = cfg.vocab_size;
-  data_options.seq_len = options.seq_len;
-  data_options.batch = options.batch;
+  DataOptions data_options = data_options_for(cfg.vocab_size, options.seq_len, options.batch, device.is_cuda());
   data_options.lengths = length_mode_from_string(options.lengths);
   data_options.seed = options.model.seed;
   data_options.distinct_batches = 1;

@@ -24,17 +24,11 @@ int64_t measure_step_peak(const ModelConfig& cfg, const PlanOptions& options, co
     TrainOptions train_options;
     train_options.precision = precision_from_string(split.precision);
     Trainer trainer(build_model(cfg, /*seed=*/0), device, train_options);
-    DataOptions data_options;
-    data_options.vocab_size = cfg.vocab_size;
-    data_options.seq_len = options.seq_len;
-    data_options.batch = split.micro_batch * split.accum_steps;
+    DataOptions data_options =
+        data_options_for(cfg.vocab_size, options.seq_len, split.micro_batch * split.accum_steps, device.is_cuda());
     data_options.distinct_batches = options.token_batches;
-    data_options.pin_memory = device.is_cuda();
     const StepBatches data(make_synthetic_batches(data_options));
-    StepOptions step_options;
-    step_options.micro_batch = split.micro_batch;
-    step_options.optimizer_in_backward = split.optimizer_in_backward;
-    step_options.activation_checkpointing = split.activation_checkpointing == "blocks";
+    const StepOptions step_options = step_options_for(split);
     StepTracer tracer(device, &memory);
     // The first step is a warmup (lazy caches, the rotary table), as in the sweep.
     for (int i = 0; i < 2; ++i) {

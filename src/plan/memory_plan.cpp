@@ -388,11 +388,7 @@ std::vector<MemoryPlan> plan_splits(const ModelConfig& cfg, const PlanOptions& o
     split.accum_steps = options.batch / micro;
     split.precision = precision;
     split.world_size = options.world_size;
-    for (const SplitConfig& point : knob_variants(split, knobs)) {
-      // Optimizer-in-backward is refused with data parallel (src/engine/trainer.cpp).
-      if (point.optimizer_in_backward && options.world_size > 1) continue;
-      plans.push_back(plan_memory(cfg, options, point));
-    }
+    for (const SplitConfig& point : knob_variants(split, knobs)) plans.push_back(plan_memory(cfg, options, point));
   }
   return plans;
 }

@@ -39,7 +39,9 @@ std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs) {
   SplitConfig checkpointed = split;
   checkpointed.activation_checkpointing = "blocks";
   points.push_back(checkpointed);
-  if (split.accum_steps == 1) {  // optimizer-in-backward needs the whole batch in one backward
+  // Optimizer-in-backward needs the whole batch in one backward, and one rank (it would step
+  // before the gradients are summed over the ranks).
+  if (split.accum_steps == 1 && split.world_size == 1) {
     SplitConfig in_backward = split;
     in_backward.optimizer_in_backward = true;
     points.push_back(in_backward);

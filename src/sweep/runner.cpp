@@ -72,16 +72,6 @@ MemoryBreakdown attribute_peak(const RunResult& run, const Trainer& trainer, int
   return breakdown;
 }
 
-StepOptions step_options_of(const SplitConfig& split, LossNormalization normalization) {
-  StepOptions step;
-  step.micro_batch = split.micro_batch;
-  step.loss_normalization = normalization;
-  step.optimizer_in_backward = split.optimizer_in_backward;
-  step.activation_checkpointing = split.activation_checkpointing == "blocks";
-  step.cuda_graphs = split.cuda_graphs;
-  return step;
-}
-
 // "8×8 ckpt graphs" / bf16 -> "8x8-ckpt-graphs-bf16": a file name without spaces or UTF-8.
 std::string file_stem(const SplitConfig& split) {
   std::string label = split.label();
@@ -135,12 +125,7 @@ void profile_split(RunResult& run, Trainer& trainer, const TokenBatch& batch, co
 int process_rank() { return compat::launch_environment().rank; }
 
 std::vector<SplitConfig> sweep_grid(const SweepOptions& options, int world_size) {
-  if (world_size > 1 && options.batch % world_size != 0) {
-    throw UserError("--batch " + std::to_string(options.batch) + " does not split evenly over WORLD_SIZE=" +
-                    std::to_string(world_size) + " data-parallel ranks; pick a batch divisible by " +
-                    std::to_string(world_size));
-  }
-  const int64_t rank_batch = options.batch / world_size;  // sequences per rank and step
+  const int64_t rank_batch = sequences_per_rank(options.batch, world_size);
   std::vector<int64_t> micro_batches = options.micro_batches.empty() ? divisors(rank_batch) : options.micro_batches;
   std::vector<SplitConfig> grid;
   for (const std::string& precision : options.precisions) {
@@ -148,18 +133,10 @@ std::vector<SplitConfig> sweep_grid(const SweepOptions& options, int world_size)
     for (int64_t micro : micro_batches) {
       SplitConfig split;
       split.micro_batch = micro;
-      if (world_size > 1 && rank_batch % micro != 0) {
-        throw UserError("micro-batch " + std::to_string(micro) + " does not divide the " + std::to_string(rank_batch) +
-                        " sequences per rank (--batch " + std::to_string(options.batch) + " over " +
-                        std::to_string(world_size) + " ranks); pick micro-batches that divide " +
-                        std::to_string(rank_batch));
-      }
-      split.accum_steps = accumulation_steps(rank_batch, micro);
+      split.accum_steps = accumulation_steps(options.batch, micro, world_size);
       split.precision = precision;
       split.world_size = world_size;
       for (const SplitConfig& point : knob_variants(split, options.knobs)) {
-        // Optimizer-in-backward would step before the gradients are summed over the ranks.
-        if (point.optimizer_in_backward && world_size > 1) continue;
         grid.push_back(point);
         // CUDA graphs are their own dimension: every point again, replayed from graphs (except
         // optimizer-in-backward, whose in-backward optimizer step cannot be frozen in a graph).
@@ -289,13 +266,9 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
                                                        : kNotMeasured)
                                    : options.peak_tflops;
 
-  DataOptions data_options;
-  data_options.vocab_size = cfg.vocab_size;
-  data_options.seq_len = options.seq_len;
-  data_options.batch = options.batch;
+  DataOptions data_options = data_options_for(cfg.vocab_size, options.seq_len, options.batch, device.is_cuda());
   data_options.lengths = length_mode_from_string(options.lengths);
   data_options.seed = options.model.seed;
-  data_options.pin_memory = device.is_cuda();
   std::vector<TokenBatch> batches = options.token_file.empty()
                                         ? make_synthetic_batches(data_options)
                                         : load_token_file(options.token_file, options.token_bytes, data_options);
@@ -371,7 +344,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       }
       trainer->reset_optimizer();
       memory.empty_cache();
-      const StepOptions step_options = step_options_of(split, normalization);
+      const StepOptions step_options = step_options_for(split, normalization);
       const int64_t baseline_bytes = memory.allocated_bytes();  // parameters + optimizer state
       trainer->prepare(data.batch(0), step_options);  // CUDA graphs: warmup + capture, untimed
       StepTracer tracer(device, &memory);
@@ -422,7 +395,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
                             : options.peak_tflops;
     finalize_run(run, result.context.flops_per_token, peak);
     if (!options.profile_dir.empty() && run.status == RunStatus::kOk) {
-      profile_split(run, *trainer, data.batch(options.warmup + options.steps), step_options_of(run.config, normalization),
+      profile_split(run, *trainer, data.batch(options.warmup + options.steps), step_options_for(run.config, normalization),
                     device, launch.rank == 0 ? options.profile_dir : "");
     }
     run.fits = run.status == RunStatus::kOk &&
