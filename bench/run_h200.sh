@@ -74,6 +74,8 @@ profile_pair() {  # the reference's trace of one split, and the kernel-by-kernel
     "$traces/anchor-${mb}.trace.json" --top 30
 }
 profile_pair 64
+stage chunked 120 build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
+  --micro-batches 8,64 --device cuda --precision bf16 --chunked-loss --json "$work/chunked.json"
 stage tracer-overhead 90 build/tracer_overhead --device cuda --model gpt2-124m --seq-len 1024 --batch 8 --micro-batch 8
 stage anchor-compile 150 python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches 64 --compile
 grep '^{' "$work/anchor-compile.log" > "$work/anchor-compile.jsonl"

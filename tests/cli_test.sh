@@ -175,7 +175,7 @@ py() {
   local code=$1
   shift
   python3 - "$@" <<EOF
-import json, sys
+import csv, json, sys
 def fail(reason):
     print(reason)
     sys.exit(1)
@@ -184,8 +184,9 @@ def load(path):
         return json.load(f)
 def key(run):
     c = run["config"]
-    return "%dx%d %s ckpt=%s oib=%s" % (c["micro_batch"], c["accum_steps"], c["precision"],
-                                         c["activation_checkpointing"], c["optimizer_in_backward"])
+    return "%dx%d %s ckpt=%s oib=%s%s" % (c["micro_batch"], c["accum_steps"], c["precision"],
+                                           c["activation_checkpointing"], c["optimizer_in_backward"],
+                                           " chunked" if c["chunked_loss"] else "")
 def split_rows(path):
     """The console table's rows: lines whose first word is a split such as 2×4."""
     rows = []
@@ -605,6 +606,47 @@ for row, p in zip(rows, ("fp32", "bf16")):
     if p not in row: fail("row does not say %s: %s" % (p, row))
 ' "$out"
 }
+sweep_chunked() {
+  tiny_args --chunked-loss --json "$tmp/chunked.json" --csv "$tmp/chunked.csv"
+  expect "sweep --chunked-loss" 0 "4×1 chunked-ce" "Recommendation:" -- sweep "${args[@]}" || return
+  check "--chunked-loss runs every split twice, planned within 10 %, and 4×1 (128 tokens, V=512) peaks lower chunked" py '
+d = load(sys.argv[1])
+runs = d["runs"]
+if any(r["status"] != "ok" for r in runs): fail("a run failed")
+keys = [key(r) for r in runs]
+want = ["1x4 fp32 ckpt=none oib=False", "1x4 fp32 ckpt=none oib=False chunked", "2x2 fp32 ckpt=none oib=False",
+        "2x2 fp32 ckpt=none oib=False chunked", "4x1 fp32 ckpt=none oib=False", "4x1 fp32 ckpt=none oib=False chunked"]
+if keys != want: fail("runs %s" % keys)
+if dict(d["context"]["options"]).get("chunked_loss") != "true": fail("context options do not say chunked_loss")
+plain, chunked = runs[4], runs[5]
+if chunked["peak_allocated_bytes"] >= plain["peak_allocated_bytes"]: fail("%s does not peak below the plain head" % key(chunked))
+for chunked in runs[1::2]:
+    error = abs(chunked["predicted_peak_bytes"] - chunked["peak_allocated_bytes"]) / chunked["peak_allocated_bytes"]
+    if error > 0.10: fail("%s: plan %.1f %% off" % (key(chunked), 100 * error))
+' "$tmp/chunked.json"
+  check "the CSV has a chunked_loss column" py '
+rows = list(csv.DictReader(open(sys.argv[1], encoding="utf-8")))
+if [r["chunked_loss"] for r in rows] != ["false", "true"] * 3: fail("chunked_loss column %s" % [r["chunked_loss"] for r in rows])
+' "$tmp/chunked.csv"
+}
+verify_chunked() {
+  expect "verify --chunked-loss: variable lengths" 0 "PASS: every split" -- \
+    verify --model gpt2-tiny --batch 4 --seq-len 32 --lengths variable --device cpu --threads 1 --chunked-loss || return
+  check "verify --chunked-loss: the three splits again with the chunked loss, all passing" py '
+rows = split_rows(sys.argv[1])
+if len(rows) != 6 or not all(r.endswith("PASS") for r in rows): fail("rows %s" % rows)
+if [r.split()[1] for r in rows[3:]] != ["chunked-ce"] * 3: fail("rows %s" % rows)
+' "$out"
+}
+plan_chunked() {
+  expect "plan --chunked-loss" 0 "one chunk's logits, fp32" "with the chunked loss:" -- \
+    plan --model gpt2-124m --seq-len 1024 --batch 64 --precision bf16 --attention flash --memory 32GiB --chunked-loss || return
+  check "plan --chunked-loss: every split plain and chunked; the chunked 64×1 fits 32 GiB, the plain does not" py '
+rows = {" ".join(r.split()[:2]) if "chunked-ce" in r else r.split()[0]: r for r in split_rows(sys.argv[1])}
+if len(rows) != 14: fail("%d split rows" % len(rows))
+if not rows["64×1"].endswith("no") or not rows["64×1 chunked-ce"].endswith("yes"): fail("64×1 rows %s" % rows)
+' "$out"
+}
 sweep_tokens() {
   tiny_args --micro-batches 4 --tokens "$tmp/good.u32" --token-bytes 4 --json "$tmp/tokens.json"
   expect "sweep on a 4-byte token file" 0 "Recommendation:" -- sweep "${args[@]}" || return
@@ -736,6 +778,9 @@ section "sweep variants, help, verify"
 spawn sweep_knobs
 spawn sweep_precisions
 spawn sweep_tokens
+spawn sweep_chunked
+spawn verify_chunked
+spawn plan_chunked
 tiny_args --seq-len "$tiny_max_t" --batch 1 --warmup 0 --steps 1
 spawn expect "sweep at exactly the model's $tiny_max_t positions" 0 "Recommendation:" -- sweep "${args[@]}"
 spawn help_defaults

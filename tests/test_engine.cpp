@@ -6,10 +6,12 @@
 #include <cctype>
 #include <torch/torch.h>
 
+#include "accumbench/chunked_loss.hpp"
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/verify.hpp"
 #include "compat/distributed.hpp"
+#include "engine/micro_step.hpp"
 
 #include <unistd.h>
 
@@ -101,6 +103,104 @@ TEST(MemoryKnobs, CheckpointingAndOptimizerInBackwardGiveTheSameUpdate) {
       EXPECT_LT(s.rel_l2_update_error, 1e-4) << preset << " " << s.config.label();
     }
   }
+}
+
+// The chunked cross-entropy against the plain head's whole-batch reference: same loss, gradient
+// and update for every split, with padding (ignored targets), both families (tied and untied
+// heads), checkpointing. fp32: measured rel L2 gradient errors up to 5e-7 (the chunked head
+// scales its gradients by 1/tokens after the matmuls, the plain head before), asserted at the
+// verify tolerance 1e-5.
+TEST(ChunkedLoss, EverySplitEqualsThePlainHeadsWholeBatch) {
+  for (const char* preset : {"gpt2-tiny", "llama-tiny", "gpt2-mini"}) {
+    ab::VerifyOptions o = small(preset, "variable");
+    o.chunked_loss = true;
+    o.activation_checkpointing = std::string(preset) == "llama-tiny";
+    const ab::VerifyResult r = ab::run_verify(o);
+    ASSERT_EQ(r.splits.size(), 8u);  // 1, 2, 4, 8, each plain and chunked
+    for (size_t i = 0; i < r.splits.size(); ++i) {
+      const ab::VerifySplit& s = r.splits[i];
+      EXPECT_EQ(s.config.chunked_loss, i >= 4);
+      EXPECT_LT(s.rel_l2_grad_error, 1e-5) << preset << " " << s.config.label();
+      EXPECT_NEAR(s.loss, r.reference_loss, 1e-5) << preset << " " << s.config.label();
+      EXPECT_TRUE(s.pass) << preset << " " << s.config.label();
+    }
+  }
+}
+
+// bf16: the head's matmuls in bf16 as autocast runs them; the weight gradient is summed over the
+// chunks in fp32 (the plain head rounds it to bf16 once), measured 5e-3 against the 3e-2 tolerance.
+TEST(ChunkedLoss, Bf16WithinTheStatedTolerance) {
+  ab::VerifyOptions o = small("gpt2-mini", "variable");
+  o.precision = "bf16";
+  o.chunked_loss = true;
+  o.micro_batches = {2, 8};
+  const ab::VerifyResult r = ab::run_verify(o);
+  ASSERT_EQ(r.splits.size(), 4u);
+  for (const auto& s : r.splits) {
+    EXPECT_LT(s.rel_l2_grad_error, 3e-2) << s.config.label();
+    EXPECT_TRUE(s.pass) << s.config.label();
+  }
+}
+
+// Several chunks, the last one short, against the plain head through autograd: the loss and
+// both gradients (hidden states, head weight) within 1e-6 relative in fp32, 3e-2 in bf16 (the
+// plain head rounds its weight gradient to bf16 once, the chunks sum theirs in fp32); without
+// gradients (evaluation) the same sum. Chunk sizes from loss_chunk_tokens: at least 1024 tokens,
+// at most 16 chunks.
+TEST(ChunkedLoss, SeveralChunksGiveThePlainLossAndGradients) {
+  const ab::ModelConfig cfg = ab::find_preset("llama-tiny");  // untied head
+  ab::LanguageModel model = ab::build_model(cfg, 0);
+  ab::DataOptions d;
+  d.vocab_size = cfg.vocab_size;
+  d.seq_len = 40;  // 3·40 = 120 tokens in chunks of 16: 7 full ones and 8 rows
+  d.batch = 3;
+  d.lengths = ab::LengthMode::kVariable;
+  const ab::TokenBatch batch = ab::make_synthetic_batches(d).front();
+  at::Tensor hidden_data;
+  {
+    torch::NoGradGuard no_grad;
+    hidden_data = model->final_hidden(batch.inputs);
+  }
+  const at::Tensor weight_data = model->head_weight().detach();
+  struct Result {
+    double loss;
+    at::Tensor grad_hidden, grad_weight;
+  };
+  auto run = [&](bool chunked, std::optional<at::ScalarType> autocast) {
+    at::Tensor hidden = hidden_data.clone().requires_grad_(true);
+    at::Tensor weight = weight_data.clone().requires_grad_(true);
+    at::Tensor loss;
+    if (chunked) {
+      loss = ab::chunked_cross_entropy(hidden, weight, batch.targets, autocast, /*chunk_tokens=*/16);
+    } else {
+      at::Tensor logits = autocast ? at::linear(hidden.to(*autocast), weight.to(*autocast)).to(at::kFloat)
+                                   : at::linear(hidden, weight);
+      loss = at::cross_entropy_loss(logits.reshape({-1, cfg.vocab_size}), batch.targets.reshape({-1}), {},
+                                    at::Reduction::Sum, ab::kIgnoreIndex);
+    }
+    (loss * 0.5).backward();  // backward scales by the incoming gradient
+    return Result{loss.item<double>(), hidden.grad(), weight.grad()};
+  };
+  auto rel_l2 = [](const at::Tensor& a, const at::Tensor& b) {
+    return ((a.to(at::kDouble) - b.to(at::kDouble)).norm() / b.to(at::kDouble).norm()).item<double>();
+  };
+  for (const auto& [autocast, tolerance] :
+       {std::pair<std::optional<at::ScalarType>, double>{std::nullopt, 1e-6}, {at::kBFloat16, 3e-2}}) {
+    const Result plain = run(false, autocast);
+    const Result chunked = run(true, autocast);
+    EXPECT_NEAR(chunked.loss, plain.loss, tolerance * plain.loss);
+    EXPECT_LT(rel_l2(chunked.grad_hidden, plain.grad_hidden), tolerance);
+    EXPECT_LT(rel_l2(chunked.grad_weight, plain.grad_weight), tolerance);
+  }
+  const double plain_loss = run(false, std::nullopt).loss;
+  torch::NoGradGuard no_grad;
+  const double evaluation = ab::chunked_cross_entropy(hidden_data, weight_data, batch.targets, std::nullopt, 16).item<double>();
+  EXPECT_NEAR(evaluation, plain_loss, 1e-6 * plain_loss);
+
+  EXPECT_EQ(ab::loss_chunk_tokens(120), 120);             // one chunk: the whole micro-batch
+  EXPECT_EQ(ab::loss_chunk_tokens(8 * 1024), 1024);       // 8 chunks of at least 1024
+  EXPECT_EQ(ab::loss_chunk_tokens(64 * 1024), 4096);      // at most 16 chunks
+  EXPECT_EQ(ab::loss_chunk_tokens(3000), 1024);           // 3 chunks, the last one short
 }
 
 TEST(Precision, Bf16SplitsAgreeWithinTheStatedTolerance) {

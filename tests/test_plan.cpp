@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "accumbench/chunked_loss.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/plan.hpp"
 
@@ -56,6 +57,35 @@ TEST(Plan, ExplicitAttentionSavesTheProbabilitiesFlashTheLogsumexp) {
   // Per layer: (b, H, T, T) fp32 probabilities and the (T, T) bool mask, against a (b, H, T)
   // fp32 logsumexp; q, k, v and the output cost 4·b·T·a·c in both.
   EXPECT_EQ(explicit_saved - flash_saved, L * (b * H * T * T * 4 + T * T - b * H * T * 4));
+}
+
+// The chunked loss head on GPT-2 124M, T=1024, micro-batch 8, bf16, flash attention (the H200
+// configuration): 8 chunks of 1024 tokens; the plain head's forward holds the bf16 logits, their
+// fp32 copy and log_softmax's fp32 output, 10 bytes per logit; the chunked one holds the head's
+// two gradients, the hidden states, their bf16 casts, and one chunk's fp32 logits with its
+// log_softmax output.
+TEST(Plan, ChunkedLossReplacesTheLogitsByOneChunk) {
+  const ab::ModelConfig m = ab::find_preset("gpt2-124m");
+  ab::PlanOptions o = options(1024, 64, ab::AttentionKind::kFlash);
+  o.cpu = false;
+  ab::SplitConfig chunked = split(8, 8, "bf16");
+  chunked.chunked_loss = true;
+  const ab::MemoryPlan plain = ab::plan_memory(m, o, split(8, 8, "bf16"));
+  const ab::MemoryPlan with_chunks = ab::plan_memory(m, o, chunked);
+  const int64_t N = 8 * 1024, V = 50257, d = 768, r = 1024;
+  EXPECT_EQ(ab::loss_chunk_tokens(N), r);
+  EXPECT_EQ(ab::total_bytes(plain.forward_peak), N * V * (2 + 4));
+  EXPECT_EQ(line_bytes(plain.saved, "log_softmax output"), N * V * 4);
+  EXPECT_EQ(line_bytes(with_chunks.saved, "chunked loss: grad of the hidden states"), N * d * 4);
+  EXPECT_EQ(line_bytes(with_chunks.saved, "chunked loss: grad of the head weight"), V * d * 4);
+  EXPECT_EQ(line_bytes(with_chunks.forward_peak, "chunk log_softmax output"), r * V * 4);  // > r·V·2 + V·d·2
+  EXPECT_EQ(ab::total_bytes(with_chunks.forward_peak), N * d * 4 + (N + V) * d * 2 + 2 * r * V * 4);
+  EXPECT_TRUE(with_chunks.backward_peak.empty());  // backward only scales what the forward made
+  // 4.1 GB of logits per micro-batch of 8 become 0.5 GB: the peak falls by more than 3 GiB.
+  EXPECT_GT(plain.peak_bytes - with_chunks.peak_bytes, int64_t{3} << 30);
+  const int64_t memory = int64_t{16} << 30;
+  EXPECT_GT(ab::largest_micro_batch(m, o, "bf16", false, memory, /*chunked_loss=*/true),
+            ab::largest_micro_batch(m, o, "bf16", false, memory));
 }
 
 TEST(Plan, AccumulationKeepsTheGradientsAliveDuringForward) {

@@ -190,19 +190,19 @@ TEST(ConsoleReporter, NoRecommendation) {
 TEST(CsvReporter, HeaderAndOneLinePerRun) {
   expect_lines(report_lines(CsvReporter(), sample_result()), {
       "label,micro_batch,accum_steps,precision,activation_checkpointing,optimizer_in_backward,"
-      "cuda_graphs,world_size,status,steps,step_seconds_median,step_seconds_min,step_seconds_mean,"
+      "cuda_graphs,chunked_loss,world_size,status,steps,step_seconds_median,step_seconds_min,step_seconds_mean,"
       "step_seconds_stddev,step_seconds_cv,step_seconds_ci_low,step_seconds_ci_high,data_seconds,"
       "h2d_seconds,forward_seconds,backward_seconds,allreduce_seconds,optimizer_seconds,other_seconds,"
       "device_busy_fraction,tokens_per_second,samples_per_second,achieved_tflops,mfu,"
       "peak_allocated_bytes,peak_reserved_bytes,predicted_peak_bytes,fits,error",
-      "8\u00d78,8,8,bf16,none,false,false,1,ok,10,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
+      "8\u00d78,8,8,bf16,none,false,false,false,1,ok,10,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
       "0.0012,0.0021,0.0453,0.0987,0,0.0301,0.0137,0.93,343120.4,335.08,295,0.298,5583457484,"
       "6442450944,5368709120,true,",
-      "1\u00d764 ckpt,1,64,bf16,blocks,false,false,1,ok,10,0.402,0.397,0.403,0.004,0.00993,0.398,"
+      "1\u00d764 ckpt,1,64,bf16,blocks,false,false,false,1,ok,10,0.402,0.397,0.403,0.004,0.00993,0.398,"
       "0.41,0.0011,0.002,0.1205,0.261,0,0.0099,0.0075,0.48,163024,159.2,140.2,0.141,3221225472,"
       "3221225472,-1,true,",
       // A failed run has no measurements: empty fields, not zeros.
-      "64\u00d71 oib,64,1,bf16,none,true,false,1,oom,,,,,,,,,,,,,,,,,,,,,0,0,161061273600,false,"
+      "64\u00d71 oib,64,1,bf16,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,0,0,161061273600,false,"
       "CUDA out of memory. Tried to allocate 2.00 GiB",
   });
 }
@@ -313,6 +313,7 @@ SweepResult populated_result() {
 
   RunResult& fast = result.runs[0];
   fast.config.cuda_graphs = true;
+  fast.config.chunked_loss = true;
   fast.peak_breakdown = {497758208, 497758208, 995516416, 3500000000, 123456789};
   StepSample s1;
   s1.step_seconds = 0.1 + 0.2;  // 0.30000000000000004: the shortest text must read back exactly
@@ -355,7 +356,8 @@ TEST(Json, RoundTripIsLossless) {
   ASSERT_EQ(back.runs.size(), 5u);
   const RunResult& fast = back.runs[0];
   EXPECT_TRUE(fast.config.cuda_graphs);
-  EXPECT_EQ(fast.config.key(), "8\u00d78 graphs/bf16");
+  EXPECT_TRUE(fast.config.chunked_loss);
+  EXPECT_EQ(fast.config.key(), "8\u00d78 chunked-ce graphs/bf16");
   EXPECT_EQ(fast.steps[0].step_seconds, 0.1 + 0.2);
   EXPECT_EQ(fast.steps[1].step_seconds, 1.0 / 3.0);
   EXPECT_TRUE(fast.steps[1].skipped);
@@ -385,7 +387,7 @@ TEST(Json, RoundTripIsLossless) {
 
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
   const std::string text = to_json(populated_result());
-  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 2,\n  \"context\": {\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 3,\n  \"context\": {\n", 0), 0u);
   EXPECT_NE(text.find("\"options\": [\n      [\n        \"seq-len\",\n        \"1024\"\n      ],"),
             std::string::npos);
   EXPECT_NE(text.find("\"loss\": null"), std::string::npos);
@@ -418,7 +420,7 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "file written by `accumbench sweep --json`");
   EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
   EXPECT_EQ(user_error_of("{\"json_schema_version\": 1}"),
-            "sweep.json has json_schema_version 1 but this accumbench reads version 2; rerun the "
+            "sweep.json has json_schema_version 1 but this accumbench reads version 3; rerun the "
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());
@@ -531,6 +533,9 @@ TEST(SplitConfig, LabelAndKey) {
   c.precision = "bf16";
   EXPECT_EQ(c.label(), "8\u00d78 ckpt oib graphs");
   EXPECT_EQ(c.key(), "8\u00d78 ckpt oib graphs/bf16");
+  c.optimizer_in_backward = false;
+  c.chunked_loss = true;
+  EXPECT_EQ(c.label(), "8\u00d78 ckpt chunked-ce graphs");
 }
 
 TEST(RunStatusNames, BothWays) {

@@ -106,10 +106,13 @@ int run_plan(const ab::SweepOptions& options, const std::string& precision, cons
   } else if (cuda) {
     memory_bytes = ab::describe_environment(options.device).device_memory_bytes;
   }
-  const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, plan_options, precision, options.knobs);
+  const std::vector<ab::MemoryPlan> plans =
+      ab::plan_splits(cfg, plan_options, precision, options.knobs, options.chunked_loss);
   const ab::MemoryPlan* shown = nullptr;
   for (const auto& p : plans) {
-    const bool plain = !p.split.optimizer_in_backward && p.split.activation_checkpointing == "none";
+    // The table shown: no knobs, and the chunked loss head when it was asked for.
+    const bool plain = !p.split.optimizer_in_backward && p.split.activation_checkpointing == "none" &&
+                       p.split.chunked_loss == options.chunked_loss;
     if (!plain) continue;
     if (micro_batch > 0 ? p.split.micro_batch == micro_batch : (memory_bytes == 0 || p.peak_bytes <= memory_bytes)) shown = &p;
   }
@@ -128,7 +131,13 @@ int run_plan(const ab::SweepOptions& options, const std::string& precision, cons
   if (memory_bytes > 0) {
     std::cout << "largest micro-batch that fits in " << ab::format_bytes(memory_bytes) << " (with accumulation): "
               << ab::largest_micro_batch(cfg, plan_options, precision, false, memory_bytes) << ", with checkpointing: "
-              << ab::largest_micro_batch(cfg, plan_options, precision, true, memory_bytes) << "\n";
+              << ab::largest_micro_batch(cfg, plan_options, precision, true, memory_bytes);
+    if (options.chunked_loss) {
+      std::cout << ", with the chunked loss: "
+                << ab::largest_micro_batch(cfg, plan_options, precision, false, memory_bytes, true)
+                << ", with both: " << ab::largest_micro_batch(cfg, plan_options, precision, true, memory_bytes, true);
+    }
+    std::cout << "\n";
   }
   if (calibrate) {
     std::cout << "\ncalibrated (probes at micro-batches 1 and 2 on " << options.device << "):\n";
@@ -173,6 +182,9 @@ int run(int argc, char** argv) {
   sweep_cmd->add_flag("--try-predicted-oom", sweep.try_predicted_oom,
                       "run splits that the memory plan predicts will not fit under --memory-limit");
   sweep_cmd->add_flag("--knobs", sweep.knobs, "also sweep activation checkpointing and optimizer-in-backward (at accumulation 1)");
+  sweep_cmd->add_flag("--chunked-loss", sweep.chunked_loss,
+                      "also run every split with the chunked cross-entropy (no (b*T, V) logits; the head's gradients are "
+                      "computed in the forward)");
   sweep_cmd->add_flag("--cuda-graphs", sweep.cuda_graphs,
                       "also run every split replayed from CUDA graphs (forward and backward captured once per split; CUDA only)");
   sweep_cmd->add_option("--profile", sweep.profile_dir,
@@ -200,6 +212,8 @@ int run(int argc, char** argv) {
   verify_cmd->add_option("--loss-normalization", verify.loss_normalization, "token or mean-of-means")->capture_default_str();
   verify_cmd->add_flag("--optimizer-in-backward", verify.optimizer_in_backward, "also check 1 x batch with AdamW inside backward");
   verify_cmd->add_flag("--activation-checkpointing", verify.activation_checkpointing, "run the splits with checkpointed blocks");
+  verify_cmd->add_flag("--chunked-loss", verify.chunked_loss,
+                       "also check every split with the chunked cross-entropy (against the plain loss's reference)");
   verify_cmd->add_flag("--cuda-graphs", verify.cuda_graphs, "also check every split replayed from CUDA graphs (CUDA only)");
   verify_cmd->add_option("--threads", verify.threads, "CPU threads (0: every hardware thread)")->capture_default_str();
   add_optimizer_options(verify_cmd, verify.optimizer);
@@ -226,6 +240,8 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   plan_cmd->add_option("--memory", plan_memory, "device memory to fit in, e.g. 16GiB (default: the CUDA device's own; none on the CPU)");
   plan_cmd->add_flag("--knobs", plan.knobs, "also plan activation checkpointing and optimizer-in-backward (at accumulation 1)");
+  plan_cmd->add_flag("--chunked-loss", plan.chunked_loss,
+                     "also plan every split with the chunked cross-entropy; the table shown is the chunked one");
   int plan_world_size = 1;
   plan_cmd->add_option("--world-size", plan_world_size,
                        "data-parallel ranks: plan one rank's share of --batch, with the all-reduce buckets")

@@ -66,6 +66,9 @@ struct StepOptions {
   // Replay each micro-step from CUDA graphs (forward and backward, captured once per micro-batch
   // shape). CUDA only; not with optimizer_in_backward.
   bool cuda_graphs = false;
+  // Cross-entropy chunk by chunk of tokens with the head's gradients computed in the forward
+  // (src/engine/chunked_loss.cpp): the (b·T, V) logits are never materialized.
+  bool chunked_loss = false;
 };
 
 // Observes phase boundaries of a step (src/trace implements it). micro_step is -1 for the

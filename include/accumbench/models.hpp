@@ -23,8 +23,14 @@ class TransformerBlockImpl;
 class LanguageModelImpl : public torch::nn::Module {
  public:
   explicit LanguageModelImpl(ModelConfig config) : config_(std::move(config)) {}
-  // tokens: (B, T) int64 with T <= max_seq_len. Returns logits (B, T, V).
-  virtual at::Tensor forward(const at::Tensor& tokens) = 0;
+  // tokens: (B, T) int64 with T <= max_seq_len. Returns logits (B, T, V): the head applied to
+  // final_hidden(tokens).
+  at::Tensor forward(const at::Tensor& tokens);
+  // The final norm's output (B, T, C), the head's input. The chunked cross-entropy
+  // (src/engine/chunked_loss.cpp) takes it with head_weight() instead of the logits.
+  virtual at::Tensor final_hidden(const at::Tensor& tokens) = 0;
+  // The head's weight (V, C): the token embedding's when tied.
+  virtual at::Tensor head_weight() const = 0;
 
   const ModelConfig& config() const { return config_; }
 

@@ -72,7 +72,7 @@ struct MemoryPlan {
   // Saved for backward by one micro-step's forward, alive at the end of the forward.
   std::vector<PlanLine> saved;
   // Short-lived tensors on top of the above at the moment each phase peaks.
-  std::vector<PlanLine> forward_peak;    // the loss head: logits and their fp32 copies
+  std::vector<PlanLine> forward_peak;    // the loss head: logits and their fp32 copies (or one chunk's)
   std::vector<PlanLine> backward_peak;   // gradients of the loss head, first node of backward
   std::vector<PlanLine> block_backward_peak;  // the last block's backward (recomputed with checkpointing)
   std::vector<PlanLine> optimizer_peak;  // AdamW's temporaries for the largest parameter
@@ -91,14 +91,15 @@ MemoryPlan plan_memory(const ModelConfig& cfg, const PlanOptions& options, const
 
 // The largest micro-batch (any size, not only divisors of the batch) whose step fits in
 // `memory_bytes` with accumulation (gradients alive during the later micro-steps' forward),
-// with the given precision and activation checkpointing. 0 when not even 1 fits.
+// with the given precision, activation checkpointing and loss head. 0 when not even 1 fits.
 int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, const std::string& precision,
-                            bool activation_checkpointing, int64_t memory_bytes);
+                            bool activation_checkpointing, int64_t memory_bytes, bool chunked_loss = false);
 
 // One plan per split of options.batch: every divisor, plus the knobs' variants when `knobs`
-// (checkpointing everywhere, optimizer-in-backward at accumulation 1), as sweep_grid builds them.
+// (checkpointing everywhere, optimizer-in-backward at accumulation 1) and each again with the
+// chunked cross-entropy when `chunked_loss`, as sweep_grid builds them.
 std::vector<MemoryPlan> plan_splits(const ModelConfig& cfg, const PlanOptions& options,
-                                    const std::string& precision, bool knobs);
+                                    const std::string& precision, bool knobs, bool chunked_loss = false);
 
 // Calibration: the analytic plan plus a line through the two probes' measured − predicted
 // errors, so a constant the plan misses (allocator temporaries, a library's cache) and a

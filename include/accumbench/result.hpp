@@ -14,7 +14,7 @@
 
 namespace accumbench {
 
-inline constexpr int kJsonSchemaVersion = 2;  // 2: data parallel (world size, allreduce phase)
+inline constexpr int kJsonSchemaVersion = 3;  // 2: data parallel (world size, allreduce phase); 3: chunked_loss
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -69,9 +69,10 @@ struct SplitConfig {
   bool optimizer_in_backward = false;
   std::string activation_checkpointing = "none";  // none | blocks
   bool cuda_graphs = false;
+  bool chunked_loss = false;  // cross-entropy over chunks of tokens, no (b·T, V) logits
   int world_size = 1;  // data-parallel ranks (WORLD_SIZE); micro × accum × world = the batch
 
-  // "8×8", "64×1 oib", "1×64 ckpt": micro × accum plus the knobs that are on (the world size is
+  // "8×8", "64×1 oib", "1×64 ckpt chunked-ce": micro × accum plus the knobs that are on (the world size is
   // the same for a whole sweep and is printed once, in the header).
   std::string label() const;
   // Stable identity for --resume: label plus precision (and the world size when above 1).
@@ -83,6 +84,8 @@ struct SplitConfig {
 // lowest-memory point).
 // sweep_grid and plan_splits both build their grids from this.
 std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs);
+// `points`, followed with `chunked` by each of them again with the chunked cross-entropy.
+std::vector<SplitConfig> loss_variants(std::vector<SplitConfig> points, bool chunked);
 
 enum class RunStatus { kOk, kOutOfMemory, kPredictedOutOfMemory, kError };
 const char* run_status_name(RunStatus status);  // "ok", "oom", "predicted-oom", "error"

@@ -46,6 +46,7 @@ struct SweepOptions {
   // predicted-oom; true runs them anyway.
   bool try_predicted_oom = false;
   bool cuda_graphs = false;                // also replay every split from CUDA graphs
+  bool chunked_loss = false;               // also run every split with the chunked cross-entropy
   // Non-empty: after its timed steps each split runs one more step under PyTorch's Kineto
   // profiler, saved as <dir>/<split>.trace.json; device_busy_fraction then comes from the GPU's
   // kernel time in it (CUDA, LibTorch 2.x).
@@ -56,7 +57,7 @@ struct SweepOptions {
   int threads = 0;                         // 0: every hardware thread
 };
 
-// The grid: one SplitConfig per micro-batch × precision (× knobs, × CUDA graphs). With data
+// The grid: one SplitConfig per micro-batch × precision (× knobs, × chunked loss, × CUDA graphs). With data
 // parallel each of `world_size` ranks holds batch / world_size sequences, split into micro-batch
 // × accumulation steps (no optimizer-in-backward). Throws UserError when a micro-batch does not
 // divide a rank's share, or the world size the batch.

@@ -29,6 +29,7 @@ struct VerifyOptions {
   bool optimizer_in_backward = false;     // also check 1×B with the optimizer inside backward
   bool activation_checkpointing = false;  // run the splits with checkpointed blocks
   bool cuda_graphs = false;               // also run every split from CUDA graphs (CUDA only)
+  bool chunked_loss = false;              // also run every split with the chunked cross-entropy
   OptimizerOptions optimizer;
   int threads = 0;
 };
@@ -42,7 +43,10 @@ double gradient_tolerance(Precision precision);
 // Relative L2 error of the weight update (w_after − w_before) against the whole batch's update.
 // AdamW's first update is lr·g/(|g|+eps), whose slope at g ≈ 0 is lr/eps: a gradient element
 // that is zero up to rounding can flip sign and move by 2·lr, so the update is checked in L2
-// (a few flipped elements stay small) and not element by element. fp32: 1e-4; bf16/fp16: 1e-1.
+// (a few flipped elements stay small) and not element by element. fp32: 1e-3, against measured
+// rounding-level errors up to 1.3e-4 (the chunked loss on gpt2-mini, variable lengths: it scales
+// the head's gradients by 1/tokens after its matmuls, the plain head before them) and 0.45–0.65
+// for a real error (mean-of-means on variable lengths). bf16/fp16: 1e-1.
 double update_tolerance(Precision precision);
 
 struct VerifySplit {

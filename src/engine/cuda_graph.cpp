@@ -104,7 +104,7 @@ GraphedMicroStep::GraphedMicroStep(LanguageModelImpl& model, const std::vector<a
     }
   };
   auto micro_step = [&]() -> at::Tensor {  // the backward root
-    at::Tensor summed = summed_cross_entropy(model, s.inputs, s.targets, device.type(), autocast);
+    at::Tensor summed = summed_cross_entropy(model, s.inputs, s.targets, device.type(), autocast, shape.chunked_loss);
     s.loss = summed / s.divisor;
     return scaled_loss ? s.loss * s.loss_scale : s.loss;
   };

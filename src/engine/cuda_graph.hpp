@@ -33,9 +33,10 @@ class GraphedMicroStep {
     int64_t micro_batch = 0;
     int64_t seq_len = 0;
     bool activation_checkpointing = false;
+    bool chunked_loss = false;  // the captured forward runs chunked_cross_entropy
     bool operator==(const Shape& other) const {
       return micro_batch == other.micro_batch && seq_len == other.seq_len &&
-             activation_checkpointing == other.activation_checkpointing;
+             activation_checkpointing == other.activation_checkpointing && chunked_loss == other.chunked_loss;
     }
   };
 

@@ -72,6 +72,7 @@ StepOptions step_options_for(const SplitConfig& split, LossNormalization normali
   step.optimizer_in_backward = split.optimizer_in_backward;
   step.activation_checkpointing = split.activation_checkpointing == "blocks";
   step.cuda_graphs = split.cuda_graphs;
+  step.chunked_loss = split.chunked_loss;
   return step;
 }
 
@@ -155,7 +156,15 @@ struct PhaseScope {
 }  // namespace
 
 at::Tensor summed_cross_entropy(LanguageModelImpl& model, const at::Tensor& inputs, const at::Tensor& targets,
-                                c10::DeviceType device_type, std::optional<at::ScalarType> autocast) {
+                                c10::DeviceType device_type, std::optional<at::ScalarType> autocast, bool chunked) {
+  if (chunked) {
+    at::Tensor hidden;  // (b, T, C)
+    {
+      compat::AutocastGuard guard(device_type, autocast);
+      hidden = model.final_hidden(inputs);
+    }
+    return chunked_cross_entropy(hidden, model.head_weight(), targets, autocast);
+  }
   at::Tensor logits;  // (b, T, V)
   {
     compat::AutocastGuard guard(device_type, autocast);
@@ -190,7 +199,8 @@ void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
   if (options.optimizer_in_backward) {
     throw UserError("--cuda-graphs cannot be combined with --optimizer-in-backward (the optimizer step inside backward would be frozen into the graph); drop one of them");
   }
-  const GraphedMicroStep::Shape shape{micro, batch.inputs.size(1), options.activation_checkpointing};
+  const GraphedMicroStep::Shape shape{micro, batch.inputs.size(1), options.activation_checkpointing,
+                                      options.chunked_loss};
   if (graphed_ && graphed_->shape() == shape) return;
   graphed_.reset();  // frees the previous shape's pool before capturing the next
   step_in_backward_ = false;
@@ -253,7 +263,7 @@ StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& opti
       }
       {
         PhaseScope scope(observer, Phase::kForward, micro_step);
-        loss = summed_cross_entropy(*model_, inputs, targets, device_.type(), dtype) / divisor;
+        loss = summed_cross_entropy(*model_, inputs, targets, device_.type(), dtype, options.chunked_loss) / divisor;
       }
       {
         PhaseScope scope(observer, Phase::kBackward, micro_step);

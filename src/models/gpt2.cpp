@@ -59,15 +59,17 @@ class Gpt2Impl : public LanguageModelImpl {
     init_weights();
   }
 
-  at::Tensor forward(const at::Tensor& tokens) override {  // tokens: (B, T)
+  at::Tensor final_hidden(const at::Tensor& tokens) override {  // tokens: (B, T)
     const int64_t seq = tokens.size(1);
     TORCH_CHECK(seq <= config_.max_seq_len, "sequence length ", seq, " exceeds the model's ",
                 config_.max_seq_len, " positions");
     at::Tensor positions = at::arange(seq, tokens.options().dtype(at::kLong));  // (T)
     at::Tensor x = wte(tokens) + wpe(positions);                                // (B, T, C)
     for (auto& block : blocks) x = run_block(*block, x);
-    return at::linear(ln_f(x), config_.tied_embeddings ? wte->weight : lm_head->weight);  // (B, T, V)
+    return ln_f(x);  // (B, T, C)
   }
+
+  at::Tensor head_weight() const override { return config_.tied_embeddings ? wte->weight : lm_head->weight; }
 
   torch::nn::Embedding wte{nullptr}, wpe{nullptr};
   std::vector<std::shared_ptr<Gpt2BlockImpl>> blocks;

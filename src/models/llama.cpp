@@ -123,12 +123,13 @@ class LlamaImpl : public LanguageModelImpl {
     init_weights();
   }
 
-  at::Tensor forward(const at::Tensor& tokens) override {  // tokens: (B, T)
+  at::Tensor final_hidden(const at::Tensor& tokens) override {  // tokens: (B, T)
     at::Tensor x = embed_tokens(tokens);  // (B, T, C)
     for (auto& layer : layers) x = run_block(*layer, x);
-    at::Tensor head = config_.tied_embeddings ? embed_tokens->weight : lm_head->weight;
-    return at::linear(norm(x), head);  // (B, T, V)
+    return norm(x);  // (B, T, C)
   }
+
+  at::Tensor head_weight() const override { return config_.tied_embeddings ? embed_tokens->weight : lm_head->weight; }
 
   torch::nn::Embedding embed_tokens{nullptr};
   std::vector<std::shared_ptr<LlamaBlockImpl>> layers;

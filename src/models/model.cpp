@@ -40,6 +40,10 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
 
 }  // namespace
 
+at::Tensor LanguageModelImpl::forward(const at::Tensor& tokens) {
+  return at::linear(final_hidden(tokens), head_weight());  // (B, T, V)
+}
+
 at::Tensor LanguageModelImpl::run_block(TransformerBlockImpl& block, const at::Tensor& x) {
   if (checkpointing_ && is_training() && torch::GradMode::is_enabled()) {
     return CheckpointFunction::apply(x, &block, autocast_dtype_);

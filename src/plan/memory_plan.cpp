@@ -12,6 +12,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "accumbench/chunked_loss.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/report.hpp"
 
@@ -75,11 +76,15 @@ int64_t largest_parameter_numel(const ModelConfig& m) {
   return largest;
 }
 
-// One block's tensors saved for backward (without checkpointing), GPT-2.
-void gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, int64_t c, const Table& t) {
+// One block's tensors saved for backward (without checkpointing), GPT-2, in forward order.
+// Returns the index (in t) of the first line that a block's backward has already released when
+// it reaches the attention softmax's backward (explicit attention): bmm(probabilities, v)'s
+// v and everything after it; the table's end with flash attention.
+size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, int64_t c, const Table& t) {
   const int64_t T = o.seq_len, d = m.d_model, a = m.n_heads * m.head_dim, f = m.d_ff, H = m.n_heads, L = m.n_layers;
   const int64_t N = b * T;
   const bool cast = c != kFp32;
+  size_t released_before_softmax = 0;  // set below with explicit attention
   t.add("block input x", "L·b·T·d·4", L * N * d * kFp32, "fp32 residual stream, saved by ln_1");
   t.add("ln_1 mean, rstd", "L·2·b·T·4", L * 2 * N * kFp32, "saved by layer_norm's backward");
   t.add(cast ? "ln_1 output, cast to c" : "ln_1 output", "L·b·T·d·c", L * N * d * c,
@@ -89,6 +94,7 @@ void gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, int
           "matmul folds the transposed head views into bmm operands (a copy), bmm saves both");
     t.add("attention probabilities", "L·b·H·T·T·c", L * b * H * T * T * c, "softmax saves its output (b, H, T, T)");
     t.add("causal mask", "L·T·T·1", L * T * T * kBool, "masked_fill saves the (T, T) bool mask");
+    released_before_softmax = t.lines->size();
     t.add("v copy", "L·b·T·a·c", L * N * a * c, "bmm(probabilities, v) saves v's contiguous copy");
     t.add("attention output copy", "L·b·T·a·c", L * N * a * c,
           "transpose + reshape copies (b, H, T, hd) to (b, T, a); attn_c_proj saves it");
@@ -102,15 +108,18 @@ void gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, int
   t.add(cast ? "ln_2 output, cast to c" : "ln_2 output", "L·b·T·d·c", L * N * d * c, "saved by c_fc (linear)");
   t.add("c_fc output", "L·b·T·f·c", L * N * f * c, "gelu saves its input");
   t.add("gelu output", "L·b·T·f·c", L * N * f * c, "mlp_c_proj (linear) saves its input");
+  return o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
 }
 
-// One block's tensors saved for backward (without checkpointing), Llama family.
-void llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, int64_t c, const Table& t) {
+// One block's tensors saved for backward (without checkpointing), Llama family; returns as
+// gpt2_block_saved does.
+size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, int64_t c, const Table& t) {
   const int64_t T = o.seq_len, d = m.d_model, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
   const int64_t f = m.d_ff, H = m.n_heads, L = m.n_layers;
   const int64_t N = b * T;
   const bool cast = c != kFp32;
   const bool gqa = m.n_kv_heads != m.n_heads;
+  size_t released_before_softmax = 0;  // set below with explicit attention
   t.add("block input x", "L·b·T·d·4", L * N * d * kFp32, "fp32 residual stream, saved by RMSNorm's pow and mul");
   if (o.libtorch_major < 2) {
     t.add("input RMSNorm x²", "L·b·T·d·4", L * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input x.pow(2)");
@@ -131,6 +140,7 @@ void llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, in
           gqa ? "repeat_interleave (b, Hkv, T, hd) -> (b, H, T, hd); bmm saves it" : "bmm operand copy, saved");
     t.add("attention probabilities", "L·b·H·T·T·c", L * b * H * T * T * c, "softmax saves its output (b, H, T, T)");
     t.add("causal mask", "L·T·T·1", L * T * T * kBool, "masked_fill saves the (T, T) bool mask");
+    released_before_softmax = t.lines->size();
     t.add(gqa ? "v repeated to H heads" : "v copy", "L·b·T·a·c", L * N * a * c, "bmm(probabilities, v) saves it");
     t.add("attention output copy", "L·b·T·a·c", L * N * a * c,
           "transpose + reshape copies (b, H, T, hd) to (b, T, a); o_proj saves it");
@@ -154,6 +164,7 @@ void llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, in
   t.add("gate projection", "L·b·T·f·c", L * N * f * c, "silu saves its input");
   t.add("silu(gate), up projection", "L·2·b·T·f·c", L * 2 * N * f * c, "silu(g)·u saves both operands");
   t.add("silu(gate)·up", "L·b·T·f·c", L * N * f * c, "down_proj (linear) saves its input");
+  return o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
 }
 
 void check_split(const ModelConfig& m, const PlanOptions& o, const SplitConfig& s) {
@@ -226,31 +237,57 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
               "autocast's cast cache; each linear's backward saves its cast weight");
   }
   const size_t block_lines_end = plan.saved.size();
-  if (autocast) {
+  const bool chunked = split.chunked_loss;
+  if (autocast && !chunked) {
     saved.add("head weight cast to c", "V·d·c", V * d * c, "the head linear saves its cast weight");
   }
   saved.add("final norm input", "b·T·d·4", N * d * kFp32, "the last block's output, saved by the final norm");
   if (m.arch == Architecture::kGpt2) {
     saved.add("ln_f mean, rstd", "2·b·T·4", 2 * N * kFp32, "saved by layer_norm's backward");
-    saved.add(autocast ? "ln_f output, cast to c" : "ln_f output", "b·T·d·c", N * d * c, "the head linear saves its input");
+    if (!chunked) saved.add(autocast ? "ln_f output, cast to c" : "ln_f output", "b·T·d·c", N * d * c, "the head linear saves its input");
   } else {
     if (o.libtorch_major < 2) {
       saved.add("final RMSNorm x²", "b·T·d·4", N * d * kFp32, "LibTorch 1.x's mean backward keeps its input");
     }
     saved.add("final RMSNorm rsqrt, normed", "b·T·(d+1)·4", N * (d + 1) * kFp32, "rsqrt and weight · normed save them");
-    saved.add(autocast ? "final RMSNorm output, cast to c" : "final RMSNorm output", "b·T·d·c", N * d * c,
-              "the head linear saves its input");
+    if (!chunked) {
+      saved.add(autocast ? "final RMSNorm output, cast to c" : "final RMSNorm output", "b·T·d·c", N * d * c,
+                "the head linear saves its input");
+    }
   }
-  saved.add("log_softmax output", "b·T·V·4", N * V * kFp32, "cross-entropy's log_softmax saves it; nll_loss reads it");
-
-  // ---- short-lived tensors at each phase's peak ----
   const Table fwd{&plan.forward_peak};
-  fwd.add("logits", "b·T·V·c", N * V * c, "the head's output; freed when the forward ends (not saved)");
-  if (autocast) fwd.add("logits fp32 copy", "b·T·V·4", N * V * kFp32, "Trainer::accumulate runs cross-entropy in fp32");
-
   const Table bwd{&plan.backward_peak};
-  bwd.add("nll_loss gradient", "b·T·V·4", N * V * kFp32, "grad of the log-probabilities, (b·T, V)");
-  bwd.add("log_softmax gradient", "b·T·V·4", N * V * kFp32, "grad of the logits, alive with its input");
+  if (chunked) {
+    // src/engine/chunked_loss.cpp: the head's gradients are computed in the forward and kept
+    // until backward scales them; per chunk of r tokens the logits exist in fp32 only.
+    saved.add("chunked loss: grad of the hidden states", "b·T·d·4", N * d * kFp32,
+              "computed chunk by chunk in the forward, scaled in backward");
+    saved.add("chunked loss: grad of the head weight", "V·d·4", V * d * kFp32, "accumulated over the chunks in fp32");
+    const int64_t r = loss_chunk_tokens(N);
+    const std::string chunk = "r·V·4 (r=" + std::to_string(r) + ")";
+    fwd.add("final hidden states", "b·T·d·4", N * d * kFp32, "the head's input, alive during the chunk loop");
+    if (autocast) {
+      fwd.add("hidden states and head weight cast to c", "(b·T+V)·d·c", (N + V) * d * c, "the chunk matmuls' operands");
+    }
+    fwd.add("one chunk's logits, fp32", chunk, r * V * kFp32, "become softmax − one-hot in place");
+    // The larger of log_softmax's output next to the logits and the gradient's cast to c plus
+    // the weight gradient's per-chunk product in c (fp32: added in place, no temporaries), which
+    // the CPU's TensorIterator casts to fp32 in a temporary before adding it (CUDA casts in the
+    // kernel).
+    const int64_t gradient_temporaries = autocast ? r * V * c + V * d * c + (o.cpu ? V * d * kFp32 : 0) : 0;
+    if (gradient_temporaries > r * V * kFp32) {
+      fwd.add("chunk gradient cast, weight product", o.cpu ? "r·V·c + V·d·(c+4)" : "r·V·c + V·d·c", gradient_temporaries,
+              o.cpu ? "in c, and the product cast to fp32 to be added (CPU)" : "in c; the product is added to fp32");
+    } else {
+      fwd.add("chunk log_softmax output", "r·V·4", r * V * kFp32, "next to the chunk's logits");
+    }
+  } else {
+    saved.add("log_softmax output", "b·T·V·4", N * V * kFp32, "cross-entropy's log_softmax saves it; nll_loss reads it");
+    fwd.add("logits", "b·T·V·c", N * V * c, "the head's output; freed when the forward ends (not saved)");
+    if (autocast) fwd.add("logits fp32 copy", "b·T·V·4", N * V * kFp32, "Trainer::accumulate runs cross-entropy in fp32");
+    bwd.add("nll_loss gradient", "b·T·V·4", N * V * kFp32, "grad of the log-probabilities, (b·T, V)");
+    bwd.add("log_softmax gradient", "b·T·V·4", N * V * kFp32, "grad of the logits, alive with its input");
+  }
 
   const Table opt{&plan.optimizer_peak};
   const int64_t largest = largest_parameter_numel(m);
@@ -265,34 +302,72 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
     blk.add("head and final-norm gradients", "(V·d + norm)·4",
             (V * d + (m.arch == Architecture::kGpt2 ? 2 * d : d)) * kFp32, "the first gradients backward produces");
   }
-  if (checkpointing) {
-    int64_t one_block = 0;
-    {
-      MemoryPlan full;  // the recomputed block saves what a plain forward saves
-      ModelConfig single = m;
-      single.n_layers = 1;
-      const Table recompute{&full.saved};
-      if (m.arch == Architecture::kGpt2) {
-        gpt2_block_saved(single, o, b, c, recompute);
-      } else {
-        llama_block_saved(single, o, b, c, recompute);
-      }
-      one_block = total_bytes(full.saved) - N * d * kFp32;  // its input is already counted
+  // One block's saved tensors (what a recompute saves again), and those that the block's own
+  // backward has released by the time it reaches the attention softmax's backward.
+  int64_t one_block = 0;
+  int64_t released_before_softmax = 0;
+  {
+    MemoryPlan single_plan;
+    ModelConfig single = m;
+    single.n_layers = 1;
+    const Table one{&single_plan.saved};
+    const size_t released_from = m.arch == Architecture::kGpt2 ? gpt2_block_saved(single, o, b, c, one)
+                                                                : llama_block_saved(single, o, b, c, one);
+    for (size_t i = 0; i < single_plan.saved.size(); ++i) {
+      one_block += single_plan.saved[i].bytes;
+      if (i >= released_from) released_before_softmax += single_plan.saved[i].bytes;
     }
-    blk.add("recomputed block's saved tensors", "(one block of the table above)", one_block,
-            "backward reruns the block's forward with grad enabled");
+  }
+  if (checkpointing) {
+    blk.add("recomputed block's saved tensors", "(one block of the table above)", one_block - N * d * kFp32,
+            "backward reruns the block's forward with grad enabled (its input is already counted)");
     if (autocast) {
       blk.add("recomputed block's weights cast to c", "(linear weights)·c", linear_weight_numel_per_block(m) * c,
               "the recompute's autocast region caches and saves them again");
     }
   }
   blk.add("gradient of the residual stream", "b·T·d·4", N * d * kFp32, "flows into the block from above");
-  const int64_t softmax_pair = o.attention == AttentionKind::kExplicit ? 2 * b * H * T * T * c : 0;
+  // Two candidates: the MLP activation's backward, by which time the MLP's output projection has
+  // released its input (and cast weight) and made its weight gradient; or the attention
+  // softmax's (explicit attention), by which time the MLP, the attention's output projection and
+  // bmm(probabilities, v) have released what they saved, and made their weight gradients.
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t a = m.n_heads * m.head_dim;
+  const int64_t new_gradient = accumulating ? 0 : kFp32;  // accumulation adds into existing ones
+  const int64_t mlp_released = N * f * c + (autocast ? d * f * c : 0);
+  const int64_t mlp_grads = (f * d + (gpt2 ? d : 0)) * new_gradient;
   const int64_t mlp_pair = 2 * N * f * c;
-  if (softmax_pair >= mlp_pair) {
+  const int64_t softmax_pair = o.attention == AttentionKind::kExplicit ? 2 * b * H * T * T * c : 0;
+  const int64_t softmax_released =
+      released_before_softmax + (autocast ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
+  const int64_t softmax_grads =
+      (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient;
+  const int64_t mlp_side = mlp_pair + mlp_grads - mlp_released;
+  const int64_t softmax_side = softmax_pair + N * a * c + softmax_grads - softmax_released;
+  if (checkpointing) {
+    // The recompute's inner backward: measured within 5 % (gpt2/llama tiny and mini) when the
+    // releases above are left out, which the recomputed output and the inner graph's input
+    // gradient roughly make up for; the larger pair alone.
+    if (softmax_pair >= mlp_pair) {
+      blk.add("softmax backward: grads of probs, scores", "2·b·H·T·T·c", softmax_pair,
+              "softmax's backward holds its input gradient and output gradient at once");
+    } else {
+      blk.add("MLP backward: grads of act. out, in", "2·b·T·f·c", mlp_pair,
+              "the activation's backward holds its input gradient and output gradient at once");
+    }
+  } else if (softmax_pair > 0 && softmax_side > mlp_side) {
+    blk.add("released before the softmax's backward", "−(one block from v on)", -softmax_released,
+            "the MLP, output projection and bmm(probabilities, v) are done");
+    if (softmax_grads > 0) {
+      blk.add("the block's MLP and projection gradients", "(MLP, norm, proj.)·4", softmax_grads, "made on the way");
+    }
+    blk.add("gradient of v", "b·T·a·c", N * a * c, "waits in the qkv split's backward for q's and k's");
     blk.add("softmax backward: grads of probs, scores", "2·b·H·T·T·c", softmax_pair,
             "softmax's backward holds its input gradient and output gradient at once");
   } else {
+    blk.add("released before the activation's backward", "−b·T·f·c (+ d·f·c)", -mlp_released,
+            "the output projection's saved input (and cast weight)");
+    if (mlp_grads > 0) blk.add("the output projection's gradient", "(f·d + bias)·4", mlp_grads, "made on the way");
     blk.add("MLP backward: grads of act. out, in", "2·b·T·f·c", mlp_pair,
             "the activation's backward holds its input gradient and output gradient at once");
   }
@@ -356,13 +431,14 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
 }
 
 int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, const std::string& precision,
-                            bool activation_checkpointing, int64_t memory_bytes) {
+                            bool activation_checkpointing, int64_t memory_bytes, bool chunked_loss) {
   auto fits = [&](int64_t b) {
     SplitConfig split;
     split.micro_batch = b;
     split.accum_steps = 2;
     split.precision = precision;
     split.activation_checkpointing = activation_checkpointing ? "blocks" : "none";
+    split.chunked_loss = chunked_loss;
     return plan_memory(cfg, options, split).peak_bytes <= memory_bytes;
   };
   if (!fits(1)) return 0;
@@ -379,7 +455,7 @@ int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, 
 }
 
 std::vector<MemoryPlan> plan_splits(const ModelConfig& cfg, const PlanOptions& options, const std::string& precision,
-                                    bool knobs) {
+                                    bool knobs, bool chunked_loss) {
   std::vector<MemoryPlan> plans;
   for (int64_t micro = 1; micro <= options.batch; ++micro) {
     if (options.batch % micro != 0) continue;
@@ -388,7 +464,9 @@ std::vector<MemoryPlan> plan_splits(const ModelConfig& cfg, const PlanOptions& o
     split.accum_steps = options.batch / micro;
     split.precision = precision;
     split.world_size = options.world_size;
-    for (const SplitConfig& point : knob_variants(split, knobs)) plans.push_back(plan_memory(cfg, options, point));
+    for (const SplitConfig& point : loss_variants(knob_variants(split, knobs), chunked_loss)) {
+      plans.push_back(plan_memory(cfg, options, point));
+    }
   }
   return plans;
 }
@@ -419,9 +497,14 @@ int64_t Calibration::predict(const MemoryPlan& plan) const {
 
 namespace {
 // Pads to a width in characters, not bytes: the formulas and labels hold "·" and "×" (UTF-8).
-std::string pad(const std::string& text, size_t width, bool right_align = false) {
+size_t columns(const std::string& text) {
   size_t chars = 0;
   for (unsigned char byte : text) chars += (byte & 0xC0) != 0x80;
+  return chars;
+}
+
+std::string pad(const std::string& text, size_t width, bool right_align = false) {
+  const size_t chars = columns(text);
   const std::string fill(chars < width ? width - chars : 0, ' ');
   return right_align ? fill + text : text + fill;
 }
@@ -459,11 +542,13 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
 }
 
 void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out) {
-  out << pad("split", 16) << pad("forward", 12, true) << pad("backward", 12, true) << pad("optimizer", 12, true)
+  size_t label_width = 16;  // wider only when a label needs it ("64×1 ckpt oib chunked-ce")
+  for (const auto& plan : plans) label_width = std::max(label_width, columns(plan.split.label()) + 1);
+  out << pad("split", label_width) << pad("forward", 12, true) << pad("backward", 12, true) << pad("optimizer", 12, true)
       << pad("peak", 12, true) << "  " << pad("held by", 10)
       << (memory_bytes > 0 ? "fits in " + format_bytes(memory_bytes) : std::string()) << "\n";
   for (const auto& plan : plans) {
-    out << pad(plan.split.label(), 16);
+    out << pad(plan.split.label(), label_width);
     for (int p = 0; p < kPlanPhaseCount; ++p) out << pad(format_bytes(plan.phase_peak_bytes[p]), 12, true);
     out << pad(format_bytes(plan.peak_bytes), 12, true) << "  " << pad(plan_phase_name(plan.peak_phase), 10);
     if (memory_bytes > 0) out << (plan.peak_bytes <= memory_bytes ? "yes" : "no");

@@ -49,6 +49,7 @@ const std::vector<CsvColumn>& csv_columns() {
       {"optimizer_in_backward",
        [](const RunResult& r) { return flag(r.config.optimizer_in_backward); }},
       {"cuda_graphs", [](const RunResult& r) { return flag(r.config.cuda_graphs); }},
+      {"chunked_loss", [](const RunResult& r) { return flag(r.config.chunked_loss); }},
       {"world_size", [](const RunResult& r) { return std::to_string(r.config.world_size); }},
       {"status", [](const RunResult& r) { return std::string(run_status_name(r.status)); }},
       {"steps", [](const RunResult& r) { return number(r.step_seconds.count); }, true},

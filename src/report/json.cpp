@@ -2,7 +2,7 @@
 // back), therefore lossless. Each struct's fields are named once, in fields() below, and the
 // same list drives both writing and reading, so the two directions cannot drift apart.
 //
-// Layout: {"json_schema_version": 2, "context": {...}, "runs": [...], "recommendation": {...}}.
+// Layout: {"json_schema_version": 3, "context": {...}, "runs": [...], "recommendation": {...}}.
 // NaN ("not measured") is written as null and read back as NaN; JSON has no NaN literal.
 #include <cerrno>
 #include <cmath>
@@ -71,6 +71,7 @@ auto fields(S& s, V& v) -> IfIs<S, SplitConfig> {
   v("optimizer_in_backward", s.optimizer_in_backward);
   v("activation_checkpointing", s.activation_checkpointing);
   v("cuda_graphs", s.cuda_graphs);
+  v("chunked_loss", s.chunked_loss);
   v("world_size", s.world_size);
 }
 

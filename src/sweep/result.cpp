@@ -29,6 +29,7 @@ std::string SplitConfig::label() const {
   std::string text = std::to_string(micro_batch) + "\xC3\x97" + std::to_string(accum_steps);
   if (activation_checkpointing == "blocks") text += " ckpt";
   if (optimizer_in_backward) text += " oib";
+  if (chunked_loss) text += " chunked-ce";
   if (cuda_graphs) text += " graphs";
   return text;
 }
@@ -47,6 +48,17 @@ std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs) {
     points.push_back(in_backward);
     in_backward.activation_checkpointing = "blocks";
     points.push_back(in_backward);
+  }
+  return points;
+}
+
+std::vector<SplitConfig> loss_variants(std::vector<SplitConfig> points, bool chunked) {
+  if (!chunked) return points;
+  const size_t plain = points.size();
+  for (size_t i = 0; i < plain; ++i) {
+    SplitConfig with_chunks = points[i];
+    with_chunks.chunked_loss = true;
+    points.push_back(with_chunks);
   }
   return points;
 }

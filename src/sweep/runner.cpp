@@ -136,7 +136,7 @@ std::vector<SplitConfig> sweep_grid(const SweepOptions& options, int world_size)
       split.accum_steps = accumulation_steps(options.batch, micro, world_size);
       split.precision = precision;
       split.world_size = world_size;
-      for (const SplitConfig& point : knob_variants(split, options.knobs)) {
+      for (const SplitConfig& point : loss_variants(knob_variants(split, options.knobs), options.chunked_loss)) {
         grid.push_back(point);
         // CUDA graphs are their own dimension: every point again, replayed from graphs (except
         // optimizer-in-backward, whose in-backward optimizer step cannot be frozen in a graph).
@@ -187,6 +187,7 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
       {"knobs", o.knobs ? "true" : "false"},
       {"try_predicted_oom", o.try_predicted_oom ? "true" : "false"},
       {"cuda_graphs", o.cuda_graphs ? "true" : "false"},
+      {"chunked_loss", o.chunked_loss ? "true" : "false"},
       {"profile_dir", o.profile_dir.empty() ? "none" : o.profile_dir},
       {"peak_tflops", std::isnan(o.peak_tflops) ? "device table" : number(o.peak_tflops)},
       {"token_file", o.token_file.empty() ? "synthetic" : o.token_file},

@@ -1,0 +1,117 @@
+// The chunked cross-entropy: Σ cross-entropy of linear(hidden, weight) without the (N, V) logits.
+//
+// The plain loss head keeps, per micro-batch, the logits in the compute dtype, their fp32 copy,
+// log_softmax's fp32 output (saved for backward) and in backward two more fp32 (N, V) gradients:
+// at V = 50k–150k that is 10–30× the hidden states, the largest activation of a small model.
+// Here, as Liger-Kernel's fused linear cross-entropy does, the forward walks over chunks of
+// loss_chunk_tokens() tokens (include/accumbench/chunked_loss.hpp) and for each computes the
+// logits, the loss and at once the gradients of the loss with respect to the chunk's hidden
+// states and the head weight
+// (softmax − one-hot, two matmuls); backward only scales them by the incoming gradient (the
+// 1/tokens divisor, the fp16 loss scale). No extra FLOPs: the head's two backward matmuls move
+// into the forward. Every operation is free of host synchronization, so CUDA graphs capture it.
+#include <torch/torch.h>
+
+#include "accumbench/chunked_loss.hpp"
+#include "accumbench/data.hpp"
+#include "engine/micro_step.hpp"
+
+namespace accumbench {
+namespace {
+
+struct ChunkSums {
+  at::Tensor loss;         // () fp32: Σ over the non-ignored targets
+  at::Tensor grad_hidden;  // (N, C) fp32: ∂loss/∂hidden (undefined without gradients)
+  at::Tensor grad_weight;  // (V, C) fp32: ∂loss/∂weight
+};
+
+// hidden (N, C), weight (V, C), targets (N) int64 with kIgnoreIndex for padding. The matmuls run
+// in `compute` (the autocast dtype, as autocast would run the head's linear); softmax, loss and
+// the accumulated weight gradient in fp32, as the plain path's fp32 cross-entropy does.
+ChunkSums chunked_sums(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
+                       int64_t chunk_rows, at::ScalarType compute, bool with_gradients) {
+  const int64_t tokens = hidden.size(0);
+  const at::Tensor hidden_c = hidden.to(compute);  // (N, C)
+  const at::Tensor weight_c = weight.to(compute);  // (V, C)
+  ChunkSums sums;
+  sums.loss = at::zeros({}, hidden.options().dtype(at::kFloat));
+  if (with_gradients) {
+    sums.grad_hidden = at::empty({tokens, hidden.size(1)}, hidden.options().dtype(at::kFloat));
+    sums.grad_weight = at::zeros(weight.sizes(), weight.options().dtype(at::kFloat));
+  }
+  for (int64_t start = 0; start < tokens; start += chunk_rows) {
+    const int64_t rows = std::min(chunk_rows, tokens - start);
+    const at::Tensor h = hidden_c.narrow(0, start, rows);   // (r, C)
+    const at::Tensor t = targets.narrow(0, start, rows);    // (r)
+    const at::Tensor valid = t.ne(kIgnoreIndex);            // (r) bool
+    const at::Tensor safe_targets = t.masked_fill(valid.logical_not(), 0).unsqueeze(1);  // (r, 1)
+    // The plain head's own arithmetic, row for row: log_softmax of the fp32 logits, the loss
+    // read from it, and the gradient exp(log_softmax) − one-hot that log_softmax's backward
+    // computes from it.
+    at::Tensor logits = at::mm(h, weight_c.t()).to(at::kFloat);  // (r, V); the product in c dies here
+    at::Tensor log_probs = at::log_softmax(logits, /*dim=*/1);     // (r, V)
+    logits.reset();
+    const at::Tensor valid_f = valid.to(at::kFloat).unsqueeze(1);  // (r, 1)
+    sums.loss.sub_((log_probs.gather(1, safe_targets) * valid_f).sum());
+    if (!with_gradients) continue;
+    // ∂Σloss/∂logits = softmax − one-hot(target) on valid rows, 0 on padding; in place.
+    at::Tensor grad_logits = log_probs.exp_();
+    grad_logits.scatter_add_(1, safe_targets, valid_f.neg());
+    grad_logits.mul_(valid_f);
+    const at::Tensor grad_c = grad_logits.to(compute);  // (r, V)
+    sums.grad_hidden.narrow(0, start, rows).copy_(at::mm(grad_c, weight_c));  // (r, C)
+    if (compute == at::kFloat) {
+      sums.grad_weight.addmm_(grad_c.t(), h);  // (V, C)
+    } else {
+      sums.grad_weight.add_(at::mm(grad_c.t(), h));  // accumulated over the chunks in fp32
+    }
+  }
+  return sums;
+}
+
+struct ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& weight,
+                            const at::Tensor& targets, int64_t chunk_rows, int64_t compute_code) {
+    const auto compute = static_cast<at::ScalarType>(compute_code);
+    const at::Tensor flat = hidden.reshape({-1, hidden.size(-1)});  // (N, C)
+    ChunkSums sums = chunked_sums(flat, weight, targets.reshape({-1}), chunk_rows, compute, /*with_gradients=*/true);
+    // saved_data, not save_for_backward: these are results, and backward takes them out so
+    // they die with the head's backward instead of with the graph.
+    ctx->saved_data["grad_hidden"] = sums.grad_hidden.view(hidden.sizes());
+    ctx->saved_data["grad_weight"] = sums.grad_weight;
+    ctx->saved_data["hidden_dtype"] = static_cast<int64_t>(hidden.scalar_type());
+    ctx->saved_data["weight_dtype"] = static_cast<int64_t>(weight.scalar_type());
+    return sums.loss;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const at::Tensor& scale = grad_outputs[0];  // () the divisor and loss scale of the root
+    TORCH_CHECK(ctx->saved_data.count("grad_hidden") == 1,
+                "the chunked cross-entropy's backward ran twice (its gradients are consumed by the first)");
+    at::Tensor grad_hidden = ctx->saved_data["grad_hidden"].toTensor();
+    at::Tensor grad_weight = ctx->saved_data["grad_weight"].toTensor();
+    const auto hidden_dtype = static_cast<at::ScalarType>(ctx->saved_data["hidden_dtype"].toInt());
+    const auto weight_dtype = static_cast<at::ScalarType>(ctx->saved_data["weight_dtype"].toInt());
+    ctx->saved_data.erase("grad_hidden");
+    ctx->saved_data.erase("grad_weight");
+    grad_hidden.mul_(scale);
+    grad_weight.mul_(scale);
+    return {grad_hidden.to(hidden_dtype), grad_weight.to(weight_dtype), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor chunked_cross_entropy(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
+                                 std::optional<at::ScalarType> autocast, int64_t chunk_tokens) {
+  const at::ScalarType compute = autocast.value_or(at::kFloat);
+  const int64_t chunk_rows = chunk_tokens > 0 ? chunk_tokens : loss_chunk_tokens(targets.numel());
+  if (torch::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad())) {
+    return ChunkedCrossEntropy::apply(hidden, weight, targets, chunk_rows, static_cast<int64_t>(compute));
+  }
+  const at::Tensor flat = hidden.reshape({-1, hidden.size(-1)});
+  return chunked_sums(flat, weight, targets.reshape({-1}), chunk_rows, compute, /*with_gradients=*/false).loss;
+}
+
+}  // namespace accumbench
