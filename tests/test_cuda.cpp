@@ -57,6 +57,18 @@ std::string case_name(const ::testing::TestParamInfo<GraphCase>& info) {
   return name;
 }
 
+// gpt2-mini, T=128, batch 8 on the GPU: the shape the verify and sweep tests share (Options is
+// VerifyOptions or SweepOptions).
+template <class Options>
+Options gpt2_mini_on_cuda() {
+  Options o;
+  o.model.preset = "gpt2-mini";
+  o.seq_len = 128;
+  o.batch = 8;
+  o.device = "cuda";
+  return o;
+}
+
 }  // namespace
 
 class GraphedSteps : public ::testing::TestWithParam<GraphCase> {};
@@ -128,11 +140,7 @@ INSTANTIATE_TEST_SUITE_P(Cuda, GraphedSteps,
 // The user-facing proof: `verify --cuda-graphs` on a real preset shape, every split eager and graphed.
 TEST(CudaGraphs, VerifyPassesForEveryGraphedSplit) {
   SKIP_WITHOUT_CUDA();
-  ab::VerifyOptions o;
-  o.model.preset = "gpt2-mini";
-  o.seq_len = 128;
-  o.batch = 8;
-  o.device = "cuda";
+  auto o = gpt2_mini_on_cuda<ab::VerifyOptions>();
   o.precision = "bf16";
   o.lengths = "variable";
   o.cuda_graphs = true;
@@ -146,16 +154,12 @@ TEST(CudaGraphs, VerifyPassesForEveryGraphedSplit) {
 
 // The chunked cross-entropy on the GPU, eager and captured in graphs, against the plain head's
 // whole batch: the same tolerance as every bf16 split (3e-2), and on GPT-2's real vocabulary
-// (50257, chunks of 128 tokens at micro-batch 8, T=1024) the measured peak below the plain
+// (50257; 8 chunks of 1024 tokens at micro-batch 8, T=1024) the measured peak below the plain
 // head's by at least half the logits' bytes. PlanOnCuda checks the chunked plan.
 TEST(ChunkedLoss, VerifyPassesEagerAndGraphedOnCuda) {
   SKIP_WITHOUT_CUDA();
-  ab::VerifyOptions o;
-  o.model.preset = "gpt2-mini";
-  o.seq_len = 128;
-  o.batch = 8;
+  auto o = gpt2_mini_on_cuda<ab::VerifyOptions>();
   o.micro_batches = {1, 8};
-  o.device = "cuda";
   o.precision = "bf16";
   o.lengths = "variable";
   o.cuda_graphs = true;
@@ -193,12 +197,8 @@ TEST(ChunkedLoss, LowersTheMeasuredPeakOfGpt2_124m) {
 
 TEST(CudaGraphs, SweepMeasuresGraphedSplits) {
   SKIP_WITHOUT_CUDA();
-  ab::SweepOptions o;
-  o.model.preset = "gpt2-mini";
-  o.seq_len = 128;
-  o.batch = 8;
+  auto o = gpt2_mini_on_cuda<ab::SweepOptions>();
   o.micro_batches = {1, 8};
-  o.device = "cuda";
   o.precisions = {"bf16"};
   o.cuda_graphs = true;
   o.warmup = 1;
