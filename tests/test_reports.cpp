@@ -420,10 +420,26 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "file written by `accumbench sweep --json`");
   EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
   EXPECT_EQ(user_error_of("{\"json_schema_version\": 1}"),
-            "sweep.json has json_schema_version 1 but this accumbench reads version 3; rerun the "
+            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 and 3; rerun the "
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());
+}
+
+// A version-2 file (written before the chunked loss existed) reads as version 3 with the chunked
+// loss off in every run, and writes back as version 3.
+TEST(Json, Version2ReadsWithTheChunkedLossOff) {
+  SweepResult original = populated_result();
+  for (RunResult& run : original.runs) run.config.chunked_loss = false;
+  nlohmann::json doc = nlohmann::json::parse(to_json(original));
+  doc["json_schema_version"] = 2;
+  doc["context"]["json_schema_version"] = 2;
+  for (auto& run : doc["runs"]) run["config"].erase("chunked_loss");
+  const SweepResult back = sweep_result_from_json(doc.dump(), "old.json");
+  ASSERT_EQ(back.runs.size(), original.runs.size());
+  for (const RunResult& run : back.runs) EXPECT_FALSE(run.config.chunked_loss);
+  EXPECT_EQ(back.context.json_schema_version, 3);
+  EXPECT_EQ(to_json(back), to_json(original));
 }
 
 TEST(Json, MissingFieldOrWrongTypeNamesThePlace) {

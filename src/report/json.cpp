@@ -363,6 +363,18 @@ void decode(const Json& j, const std::string& path, S& record) {
   fields(record, reader);
 }
 
+// Version 2 (before the chunked loss) lacks only chunked_loss in each run's split, which was
+// then always off: a v2 file reads as v3, so --resume, report and compare keep working on it.
+void upgrade_from_version_2(Json& root) {
+  root["json_schema_version"] = 3;
+  if (root.contains("context") && root["context"].is_object()) root["context"]["json_schema_version"] = 3;
+  if (!root.contains("runs") || !root["runs"].is_array()) return;  // decode names the problem
+  for (Json& run : root["runs"]) {
+    if (!run.is_object() || !run.contains("config") || !run["config"].is_object()) continue;
+    if (!run["config"].contains("chunked_loss")) run["config"]["chunked_loss"] = false;
+  }
+}
+
 }  // namespace
 
 std::string to_json(const SweepResult& result) {
@@ -394,9 +406,10 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
                              "pass a file written by `accumbench sweep --json`");
   }
   const Json& version = root["json_schema_version"];
+  if (version.is_number_integer() && version.get<int64_t>() == 2) upgrade_from_version_2(root);
   if (!version.is_number_integer() || version.get<int64_t>() != kJsonSchemaVersion) {
     throw UserError(origin + " has json_schema_version " + version.dump() +
-                    " but this accumbench reads version " + std::to_string(kJsonSchemaVersion) +
+                    " but this accumbench reads versions 2 and " + std::to_string(kJsonSchemaVersion) +
                     "; rerun the sweep with this build or read it with the build that wrote it");
   }
 
