@@ -779,6 +779,12 @@ spawn sweep_knobs
 spawn sweep_precisions
 spawn sweep_tokens
 spawn sweep_chunked
+if ! command -v nvidia-smi >/dev/null 2>&1; then  # planning for a GPU that is not attached
+  spawn expect "plan --device cuda without a GPU plans for PyTorch 2.x on CUDA" 0 "not attached here" \
+    "attention flash" "8×8" -- plan --device cuda --model gpt2-124m --precision bf16 --memory 80GiB
+  spawn expect_user_error "plan --device cuda --calibrate without a GPU" "--calibrate" "not attached" -- \
+    plan --device cuda --calibrate --model gpt2-tiny --seq-len 64 --batch 4
+fi
 spawn verify_chunked
 spawn plan_chunked
 tiny_args --seq-len "$tiny_max_t" --batch 1 --warmup 0 --steps 1

@@ -91,8 +91,12 @@ void print_progress(const ab::SweepProgress& p) {
 int run_plan(const ab::SweepOptions& options, const std::string& precision, const std::string& attention,
              const std::string& memory_text, int64_t micro_batch, bool calibrate, int world_size) {
   const ab::ModelConfig cfg = ab::resolve_model(options.model);
-  const bool cuda = ab::resolve_device(options.device).is_cuda();
-  ab::PlanOptions plan_options = ab::sweep_plan_options(options, cuda, ab::DataOptions{}.distinct_batches);
+  const ab::PlanTarget target = ab::plan_target(options, ab::DataOptions{}.distinct_batches);
+  ab::PlanOptions plan_options = target.options;
+  if (calibrate && !target.attached) {
+    throw ab::UserError("--calibrate measures two probes on --device " + options.device +
+                        ", which is not attached here; drop --calibrate or run the plan on the machine with the GPU");
+  }
   if (calibrate && world_size > 1) {
     throw ab::UserError("--calibrate measures probes in one process, which cannot calibrate a --world-size " +
                         std::to_string(world_size) + " plan; drop one of the two options");
@@ -103,8 +107,13 @@ int run_plan(const ab::SweepOptions& options, const std::string& precision, cons
   int64_t memory_bytes = 0;
   if (!memory_text.empty()) {
     memory_bytes = ab::parse_bytes(memory_text);
-  } else if (cuda) {
+  } else if (target.cuda && target.attached) {
     memory_bytes = ab::describe_environment(options.device).device_memory_bytes;
+  }
+  if (!target.attached) {
+    std::cout << "planning for " << options.device << ", which is not attached here: PyTorch 2.x on CUDA assumed"
+              << (attention == "auto" ? " (flash attention)" : "")
+              << (memory_text.empty() ? "; pass --memory to see which splits fit" : "") << "\n\n";
   }
   const std::vector<ab::MemoryPlan> plans =
       ab::plan_splits(cfg, plan_options, precision, options.knobs, options.chunked_loss);

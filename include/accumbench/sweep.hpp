@@ -85,6 +85,16 @@ using ProgressCallback = std::function<void(const SweepProgress& progress)>;
 // version and device (explicit softmax on 1.x or the CPU, flash on CUDA 2.x).
 PlanOptions sweep_plan_options(const SweepOptions& options, bool device_is_cuda, int token_batches);
 
+// What `accumbench plan` plans for. The plan is arithmetic, so --device cuda needs no GPU here:
+// without one attached it plans for PyTorch 2.x on CUDA (flash attention, 2.x autograd), the
+// usual training setup, and `attached` is false (no device memory to read, no probes to run).
+struct PlanTarget {
+  PlanOptions options;
+  bool cuda = false;
+  bool attached = true;
+};
+PlanTarget plan_target(const SweepOptions& options, int token_batches);
+
 // Runs the sweep. Splits whose key is in `resume.runs` (status ok) are copied, not re-measured.
 SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split = nullptr,
                       const SweepResult* resume = nullptr, const ProgressCallback& on_step = nullptr);

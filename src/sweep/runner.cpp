@@ -164,6 +164,22 @@ PlanOptions sweep_plan_options(const SweepOptions& options, bool device_is_cuda,
   return plan;
 }
 
+PlanTarget plan_target(const SweepOptions& options, int token_batches) {
+  PlanTarget target;
+  const bool names_cuda = options.device == "cuda" || options.device.rfind("cuda:", 0) == 0;
+  if (names_cuda && !compat::cuda_available()) {
+    target.cuda = true;
+    target.attached = false;
+    target.options = sweep_plan_options(options, /*device_is_cuda=*/true, token_batches);
+    target.options.libtorch_major = std::max(target.options.libtorch_major, 2);
+    target.options.attention = AttentionKind::kFlash;
+    return target;
+  }
+  target.cuda = resolve_device(options.device).is_cuda();  // validates the name
+  target.options = sweep_plan_options(options, target.cuda, token_batches);
+  return target;
+}
+
 std::vector<std::pair<std::string, std::string>> describe_options(const SweepOptions& o) {
   return {
       {"model", o.model.hf_config.empty() ? o.model.preset : o.model.hf_config},
