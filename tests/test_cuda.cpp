@@ -158,18 +158,20 @@ TEST(CudaGraphs, VerifyPassesForEveryGraphedSplit) {
 // head's by at least half the logits' bytes. PlanOnCuda checks the chunked plan.
 TEST(ChunkedLoss, VerifyPassesEagerAndGraphedOnCuda) {
   SKIP_WITHOUT_CUDA();
-  auto o = gpt2_mini_on_cuda<ab::VerifyOptions>();
-  o.micro_batches = {1, 8};
-  o.precision = "bf16";
-  o.lengths = "variable";
-  o.cuda_graphs = true;
-  o.chunked_loss = true;
-  const ab::VerifyResult r = ab::run_verify(o);
-  ab::print_verify(r, std::cout);
-  int chunked = 0;
-  for (const auto& s : r.splits) chunked += s.config.chunked_loss ? 1 : 0;
-  EXPECT_EQ(chunked, 4);  // 1 and 8, eager and graphed
-  EXPECT_TRUE(r.all_pass);
+  for (const char* precision : {"bf16", "fp16"}) {  // fp16: the weight product in fp32, loss scaling
+    auto o = gpt2_mini_on_cuda<ab::VerifyOptions>();
+    o.micro_batches = {1, 8};
+    o.precision = precision;
+    o.lengths = "variable";
+    o.cuda_graphs = true;
+    o.chunked_loss = true;
+    const ab::VerifyResult r = ab::run_verify(o);
+    ab::print_verify(r, std::cout);
+    int chunked = 0;
+    for (const auto& s : r.splits) chunked += s.config.chunked_loss ? 1 : 0;
+    EXPECT_EQ(chunked, 4) << precision;  // 1 and 8, eager and graphed
+    EXPECT_TRUE(r.all_pass) << precision;
+  }
 }
 
 TEST(ChunkedLoss, LowersTheMeasuredPeakOfGpt2_124m) {

@@ -26,8 +26,9 @@ struct ChunkSums {
 };
 
 // hidden (N, C), weight (V, C), targets (N) int64 with kIgnoreIndex for padding. The matmuls run
-// in `compute` (the autocast dtype, as autocast would run the head's linear); softmax, loss and
-// the accumulated weight gradient in fp32, as the plain path's fp32 cross-entropy does.
+// in `compute` (the autocast dtype, as autocast would run the head's linear; fp16's weight
+// product in fp32); softmax, loss and the accumulated weight gradient in fp32, as the plain
+// path's fp32 cross-entropy does.
 ChunkSums chunked_sums(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
                        int64_t chunk_rows, at::ScalarType compute, bool with_gradients) {
   const int64_t tokens = hidden.size(0);
@@ -62,6 +63,11 @@ ChunkSums chunked_sums(const at::Tensor& hidden, const at::Tensor& weight, const
     sums.grad_hidden.narrow(0, start, rows).copy_(at::mm(grad_c, weight_c));  // (r, C)
     if (compute == at::kFloat) {
       sums.grad_weight.addmm_(grad_c.t(), h);  // (V, C)
+    } else if (compute == at::kHalf) {
+      // fp16's largest value is 65504: summed over a chunk's rows without the 1/tokens and loss
+      // scale that the plain head's backward applies first, the product could overflow, and
+      // the loss scaler would skip every step. In fp32, added in place.
+      sums.grad_weight.addmm_(grad_logits.t(), hidden.narrow(0, start, rows).to(at::kFloat));
     } else {
       sums.grad_weight.add_(at::mm(grad_c.t(), h));  // accumulated over the chunks in fp32
     }

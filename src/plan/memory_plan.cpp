@@ -274,7 +274,10 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
     // the weight gradient's per-chunk product in c (fp32: added in place, no temporaries), which
     // the CPU's TensorIterator casts to fp32 in a temporary before adding it (CUDA casts in the
     // kernel).
-    const int64_t gradient_temporaries = autocast ? r * V * c + V * d * c + (o.cpu ? V * d * kFp32 : 0) : 0;
+    // fp16 computes the weight product in fp32, in place (its range could overflow otherwise).
+    const bool fp16 = split.precision == "fp16";
+    const int64_t gradient_temporaries =
+        !autocast ? 0 : fp16 ? r * V * c : r * V * c + V * d * c + (o.cpu ? V * d * kFp32 : 0);
     if (gradient_temporaries > r * V * kFp32) {
       fwd.add("chunk gradient cast, weight product", o.cpu ? "r·V·c + V·d·(c+4)" : "r·V·c + V·d·c", gradient_temporaries,
               o.cpu ? "in c, and the product cast to fp32 to be added (CPU)" : "in c; the product is added to fp32");
