@@ -76,6 +76,7 @@ profile_pair() {  # the reference's trace of one split, and the kernel-by-kernel
 profile_pair 64
 stage chunked 120 build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
   --micro-batches 8,64 --device cuda --precision bf16 --chunked-loss --json "$work/chunked.json"
+stage side-by-side-chunked 30 python3 bench/side_by_side.py "$work/chunked.json" "$work/anchor-eager.jsonl"
 stage tracer-overhead 90 build/tracer_overhead --device cuda --model gpt2-124m --seq-len 1024 --batch 8 --micro-batch 8
 stage anchor-compile 150 python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches 64 --compile
 grep '^{' "$work/anchor-compile.log" > "$work/anchor-compile.jsonl"

@@ -39,7 +39,8 @@ def main():
     for run in ours["runs"]:
         cfg = run["config"]
         mb = cfg["micro_batch"]
-        label = f"{mb} × {cfg['accum_steps']}" + (" graphs" if cfg.get("cuda_graphs") else "")
+        label = (f"{mb} × {cfg['accum_steps']}" + (" chunked-ce" if cfg.get("chunked_loss") else "")
+                 + (" graphs" if cfg.get("cuda_graphs") else ""))
         if run["status"] != "ok":
             print(f"| {label} | {run['status']} | | | | | | |")
             continue
