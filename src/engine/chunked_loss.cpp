@@ -6,10 +6,10 @@
 // Here, as Liger-Kernel's fused linear cross-entropy does, the forward walks over chunks of
 // loss_chunk_tokens() tokens (include/accumbench/chunked_loss.hpp) and for each computes the
 // logits, the loss and at once the gradients of the loss with respect to the chunk's hidden
-// states and the head weight
-// (softmax − one-hot, two matmuls); backward only scales them by the incoming gradient (the
-// 1/tokens divisor, the fp16 loss scale). No extra FLOPs: the head's two backward matmuls move
-// into the forward. Every operation is free of host synchronization, so CUDA graphs capture it.
+// states and the head weight (softmax − one-hot, two matmuls); backward only scales them by the
+// incoming gradient (the 1/tokens divisor, the fp16 loss scale). No extra FLOPs: the head's two
+// backward matmuls move into the forward. Every operation is free of host synchronization, so
+// CUDA graphs capture it.
 #include <torch/torch.h>
 
 #include "accumbench/chunked_loss.hpp"
