@@ -638,6 +638,11 @@ if len(rows) != 6 or not all(r.endswith("PASS") for r in rows): fail("rows %s" %
 if [r.split()[1] for r in rows[3:]] != ["chunked-ce"] * 3: fail("rows %s" % rows)
 ' "$out"
 }
+verify_small_chunks() {
+  expect "verify --chunked-loss --loss-chunk-tokens 7: many chunks, the last one short" 0 "PASS: every split" -- \
+    verify --model llama-tiny --batch 4 --seq-len 32 --lengths variable --device cpu --threads 1 --chunked-loss \
+    --loss-chunk-tokens 7
+}
 plan_chunked() {
   expect "plan --chunked-loss" 0 "one chunk's logits, fp32" "with the chunked loss:" -- \
     plan --model gpt2-124m --seq-len 1024 --batch 64 --precision bf16 --attention flash --memory 32GiB --chunked-loss || return
@@ -779,6 +784,10 @@ spawn sweep_knobs
 spawn sweep_precisions
 spawn sweep_tokens
 spawn sweep_chunked
+tiny_args --loss-chunk-tokens 8
+spawn expect_user_error "--loss-chunk-tokens without --chunked-loss" "--loss-chunk-tokens" "--chunked-loss" -- sweep "${args[@]}"
+spawn expect_user_error "negative --loss-chunk-tokens" "--loss-chunk-tokens" "-8" -- \
+  verify --model gpt2-tiny --device cpu --chunked-loss --loss-chunk-tokens -8
 if ! command -v nvidia-smi >/dev/null 2>&1; then  # planning for a GPU that is not attached
   spawn expect "plan --device cuda without a GPU plans for PyTorch 2.x on CUDA" 0 "not attached here" \
     "attention flash" "8×8" -- plan --device cuda --model gpt2-124m --precision bf16 --memory 80GiB
@@ -786,6 +795,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then  # planning for a GPU that is n
     plan --device cuda --calibrate --model gpt2-tiny --seq-len 64 --batch 4
 fi
 spawn verify_chunked
+spawn verify_small_chunks
 spawn plan_chunked
 tiny_args --seq-len "$tiny_max_t" --batch 1 --warmup 0 --steps 1
 spawn expect "sweep at exactly the model's $tiny_max_t positions" 0 "Recommendation:" -- sweep "${args[@]}"

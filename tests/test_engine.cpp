@@ -201,6 +201,8 @@ TEST(ChunkedLoss, SeveralChunksGiveThePlainLossAndGradients) {
   EXPECT_EQ(ab::loss_chunk_tokens(8 * 1024), 1024);       // 8 chunks of at least 1024
   EXPECT_EQ(ab::loss_chunk_tokens(64 * 1024), 4096);      // at most 16 chunks
   EXPECT_EQ(ab::loss_chunk_tokens(3000), 1024);           // 3 chunks, the last one short
+  EXPECT_EQ(ab::loss_chunk_tokens(3000, 100), 100);       // --loss-chunk-tokens 100
+  EXPECT_EQ(ab::loss_chunk_tokens(120, 500), 120);        // never more than the tokens
 }
 
 TEST(Precision, Bf16SplitsAgreeWithinTheStatedTolerance) {

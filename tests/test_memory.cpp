@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "accumbench/chunked_loss.hpp"
 #include "accumbench/plan.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/trace.hpp"
@@ -9,6 +10,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <tuple>
 
 namespace ab = accumbench;
 
@@ -204,14 +206,16 @@ TEST(MemoryKnobs, CheckpointingLowersActivationMemory) {
 // plan within 3 % of the measured peak (measured: within 1 %; the peak moves from the loss head
 // to the last block's backward, so this also checks that part of the plan), and the measured
 // peak below the plain head's, as planned. T = 256: 8×1 is 2048 tokens in two chunks of 1024,
-// 2×2 one chunk of 512.
+// 2×2 one chunk of 512, and 8×1 again in 21 chunks of 100 (--loss-chunk-tokens), the last short.
 TEST(MemoryPlan, ChunkedLossWithinThreePercentOfMeasuredAndBelowThePlainHead) {
   for (const char* preset : kSmallPresets) {
     const ab::ModelConfig cfg = ab::find_preset(preset);
     for (const std::string precision : {"fp32", "bf16"}) {
-      for (const auto& [micro, accum] : {std::pair<int64_t, int64_t>{8, 1}, {2, 2}}) {
+      for (const auto& [micro, accum, chunk_tokens] :
+           {std::tuple<int64_t, int64_t, int64_t>{8, 1, 0}, {2, 2, 0}, {8, 1, 100}}) {
         ab::PlanOptions o = plan_options(micro * accum);
         o.seq_len = 256;
+        o.loss_chunk_tokens = chunk_tokens;
         ab::SplitConfig plain = split_of(micro, accum, precision);
         ab::SplitConfig chunked = plain;
         chunked.chunked_loss = true;
@@ -220,7 +224,8 @@ TEST(MemoryPlan, ChunkedLossWithinThreePercentOfMeasuredAndBelowThePlainHead) {
         const int64_t plain_predicted = ab::plan_memory(cfg, o, plain).peak_bytes;
         const int64_t plain_measured = ab::measure_step_peak(cfg, o, plain, "cpu");
         const double error = relative_error(predicted, measured);
-        std::cout << "[ chunked  ] " << preset << " " << precision << " " << chunked.label() << " T=256 predicted "
+        std::cout << "[ chunked  ] " << preset << " " << precision << " " << chunked.label() << " chunks of "
+                  << ab::loss_chunk_tokens(micro * 256, chunk_tokens) << " T=256 predicted "
                   << predicted << " measured " << measured << " error " << 100 * error << " %; plain head measured "
                   << plain_measured << " (plan " << plain_predicted << ")\n";
         EXPECT_LT(std::abs(error), 0.03) << preset << " " << precision << " " << chunked.label();

@@ -194,6 +194,9 @@ int run(int argc, char** argv) {
   sweep_cmd->add_flag("--chunked-loss", sweep.chunked_loss,
                       "also run every split with the chunked cross-entropy (no (b*T, V) logits; the head's gradients are "
                       "computed in the forward)");
+  sweep_cmd->add_option("--loss-chunk-tokens", sweep.loss_chunk_tokens,
+                        "tokens per chunk of the chunked loss (0: at least 1024, at most 16 chunks per micro-batch)")
+      ->capture_default_str();
   sweep_cmd->add_flag("--cuda-graphs", sweep.cuda_graphs,
                       "also run every split replayed from CUDA graphs (forward and backward captured once per split; CUDA only)");
   sweep_cmd->add_option("--profile", sweep.profile_dir,
@@ -223,6 +226,9 @@ int run(int argc, char** argv) {
   verify_cmd->add_flag("--activation-checkpointing", verify.activation_checkpointing, "run the splits with checkpointed blocks");
   verify_cmd->add_flag("--chunked-loss", verify.chunked_loss,
                        "also check every split with the chunked cross-entropy (against the plain loss's reference)");
+  verify_cmd->add_option("--loss-chunk-tokens", verify.loss_chunk_tokens,
+                         "tokens per chunk of the chunked loss (0: at least 1024, at most 16 chunks per micro-batch)")
+      ->capture_default_str();
   verify_cmd->add_flag("--cuda-graphs", verify.cuda_graphs, "also check every split replayed from CUDA graphs (CUDA only)");
   verify_cmd->add_option("--threads", verify.threads, "CPU threads (0: every hardware thread)")->capture_default_str();
   add_optimizer_options(verify_cmd, verify.optimizer);
@@ -251,6 +257,9 @@ int run(int argc, char** argv) {
   plan_cmd->add_flag("--knobs", plan.knobs, "also plan activation checkpointing and optimizer-in-backward (at accumulation 1)");
   plan_cmd->add_flag("--chunked-loss", plan.chunked_loss,
                      "also plan every split with the chunked cross-entropy; the table shown is the chunked one");
+  plan_cmd->add_option("--loss-chunk-tokens", plan.loss_chunk_tokens,
+                       "tokens per chunk of the chunked loss (0: at least 1024, at most 16 chunks per micro-batch)")
+      ->capture_default_str();
   int plan_world_size = 1;
   plan_cmd->add_option("--world-size", plan_world_size,
                        "data-parallel ranks: plan one rank's share of --batch, with the all-reduce buckets")

@@ -69,6 +69,7 @@ struct StepOptions {
   // Cross-entropy chunk by chunk of tokens with the head's gradients computed in the forward
   // (src/engine/chunked_loss.cpp): the (b·T, V) logits are never materialized.
   bool chunked_loss = false;
+  int64_t loss_chunk_tokens = 0;  // tokens per chunk; 0: loss_chunk_tokens()'s rule
 };
 
 // Observes phase boundaries of a step (src/trace implements it). micro_step is -1 for the
@@ -156,7 +157,8 @@ class Trainer {
 };
 
 // The step options of one grid point (micro-batch and knobs of `split`).
-StepOptions step_options_for(const SplitConfig& split, LossNormalization normalization = LossNormalization::kToken);
+StepOptions step_options_for(const SplitConfig& split, LossNormalization normalization = LossNormalization::kToken,
+                             int64_t loss_chunk_tokens = 0);
 
 // Validates a split: micro_batch divides the sequences each of `world_size` data-parallel ranks
 // holds (sequences_per_rank). Returns the accumulation steps.

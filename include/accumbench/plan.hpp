@@ -46,6 +46,8 @@ struct PlanOptions {
   // Data-parallel ranks. Above 1 the all-reduce buckets copy the gradients at the end of the
   // last backward (batch is then one rank's share).
   int world_size = 1;
+  // Tokens per chunk of the chunked loss (--loss-chunk-tokens); 0: loss_chunk_tokens()'s rule.
+  int64_t loss_chunk_tokens = 0;
 };
 
 enum class PlanPhase : int { kForward = 0, kBackward, kOptimizer };

@@ -47,6 +47,7 @@ struct SweepOptions {
   bool try_predicted_oom = false;
   bool cuda_graphs = false;                // also replay every split from CUDA graphs
   bool chunked_loss = false;               // also run every split with the chunked cross-entropy
+  int64_t loss_chunk_tokens = 0;           // tokens per chunk of it; 0: at least 1024, at most 16 chunks
   // Non-empty: after its timed steps each split runs one more step under PyTorch's Kineto
   // profiler, saved as <dir>/<split>.trace.json; device_busy_fraction then comes from the GPU's
   // kernel time in it (CUDA, LibTorch 2.x).

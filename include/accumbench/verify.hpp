@@ -30,6 +30,7 @@ struct VerifyOptions {
   bool activation_checkpointing = false;  // run the splits with checkpointed blocks
   bool cuda_graphs = false;               // also run every split from CUDA graphs (CUDA only)
   bool chunked_loss = false;              // also run every split with the chunked cross-entropy
+  int64_t loss_chunk_tokens = 0;          // tokens per chunk of it; 0: at least 1024, at most 16 chunks
   OptimizerOptions optimizer;
   int threads = 0;
 };

@@ -112,7 +112,7 @@ struct ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntrop
 at::Tensor chunked_cross_entropy(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
                                  std::optional<at::ScalarType> autocast, int64_t chunk_tokens) {
   const at::ScalarType compute = autocast.value_or(at::kFloat);
-  const int64_t chunk_rows = chunk_tokens > 0 ? chunk_tokens : loss_chunk_tokens(targets.numel());
+  const int64_t chunk_rows = loss_chunk_tokens(targets.numel(), chunk_tokens);
   if (torch::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad())) {
     return ChunkedCrossEntropy::apply(hidden, weight, targets, chunk_rows, static_cast<int64_t>(compute));
   }

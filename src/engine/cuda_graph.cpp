@@ -104,7 +104,8 @@ GraphedMicroStep::GraphedMicroStep(LanguageModelImpl& model, const std::vector<a
     }
   };
   auto micro_step = [&]() -> at::Tensor {  // the backward root
-    at::Tensor summed = summed_cross_entropy(model, s.inputs, s.targets, device.type(), autocast, shape.chunked_loss);
+    at::Tensor summed = summed_cross_entropy(model, s.inputs, s.targets, device.type(), autocast, shape.chunked_loss,
+                                             shape.loss_chunk_tokens);
     s.loss = summed / s.divisor;
     return scaled_loss ? s.loss * s.loss_scale : s.loss;
   };

@@ -34,9 +34,11 @@ class GraphedMicroStep {
     int64_t seq_len = 0;
     bool activation_checkpointing = false;
     bool chunked_loss = false;  // the captured forward runs chunked_cross_entropy
+    int64_t loss_chunk_tokens = 0;
     bool operator==(const Shape& other) const {
       return micro_batch == other.micro_batch && seq_len == other.seq_len &&
-             activation_checkpointing == other.activation_checkpointing && chunked_loss == other.chunked_loss;
+             activation_checkpointing == other.activation_checkpointing && chunked_loss == other.chunked_loss &&
+             loss_chunk_tokens == other.loss_chunk_tokens;
     }
   };
 

@@ -65,7 +65,7 @@ int64_t accumulation_steps(int64_t batch, int64_t micro_batch, int world_size) {
   return batch / micro_batch;
 }
 
-StepOptions step_options_for(const SplitConfig& split, LossNormalization normalization) {
+StepOptions step_options_for(const SplitConfig& split, LossNormalization normalization, int64_t loss_chunk_tokens) {
   StepOptions step;
   step.micro_batch = split.micro_batch;
   step.loss_normalization = normalization;
@@ -73,6 +73,7 @@ StepOptions step_options_for(const SplitConfig& split, LossNormalization normali
   step.activation_checkpointing = split.activation_checkpointing == "blocks";
   step.cuda_graphs = split.cuda_graphs;
   step.chunked_loss = split.chunked_loss;
+  step.loss_chunk_tokens = loss_chunk_tokens;
   return step;
 }
 
@@ -156,14 +157,15 @@ struct PhaseScope {
 }  // namespace
 
 at::Tensor summed_cross_entropy(LanguageModelImpl& model, const at::Tensor& inputs, const at::Tensor& targets,
-                                c10::DeviceType device_type, std::optional<at::ScalarType> autocast, bool chunked) {
+                                c10::DeviceType device_type, std::optional<at::ScalarType> autocast, bool chunked,
+                                int64_t chunk_tokens) {
   if (chunked) {
     at::Tensor hidden;  // (b, T, C)
     {
       compat::AutocastGuard guard(device_type, autocast);
       hidden = model.final_hidden(inputs);
     }
-    return chunked_cross_entropy(hidden, model.head_weight(), targets, autocast);
+    return chunked_cross_entropy(hidden, model.head_weight(), targets, autocast, chunk_tokens);
   }
   at::Tensor logits;  // (b, T, V)
   {
@@ -200,7 +202,7 @@ void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
     throw UserError("--cuda-graphs cannot be combined with --optimizer-in-backward (the optimizer step inside backward would be frozen into the graph); drop one of them");
   }
   const GraphedMicroStep::Shape shape{micro, batch.inputs.size(1), options.activation_checkpointing,
-                                      options.chunked_loss};
+                                      options.chunked_loss, options.loss_chunk_tokens};
   if (graphed_ && graphed_->shape() == shape) return;
   graphed_.reset();  // frees the previous shape's pool before capturing the next
   step_in_backward_ = false;
@@ -263,7 +265,9 @@ StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& opti
       }
       {
         PhaseScope scope(observer, Phase::kForward, micro_step);
-        loss = summed_cross_entropy(*model_, inputs, targets, device_.type(), dtype, options.chunked_loss) / divisor;
+        loss = summed_cross_entropy(*model_, inputs, targets, device_.type(), dtype, options.chunked_loss,
+                                    options.loss_chunk_tokens) /
+               divisor;
       }
       {
         PhaseScope scope(observer, Phase::kBackward, micro_step);

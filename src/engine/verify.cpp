@@ -3,6 +3,7 @@
 #include <cmath>
 #include <iomanip>
 
+#include "accumbench/chunked_loss.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/verify.hpp"
 #include "compat/compat.hpp"
@@ -62,6 +63,7 @@ VerifyResult run_verify(const VerifyOptions& options) {
   const c10::Device device = resolve_device(options.device);
   if (device.is_cuda()) compat::cuda_set_device(device.index());
   if (options.cuda_graphs) require_cuda_for_graphs(device);
+  check_loss_chunk_tokens(options.loss_chunk_tokens, options.chunked_loss);
   if (options.optimizer_in_backward) require_one_rank_for_optimizer_in_backward(launch.world_size);
   const ModelConfig cfg = resolve_model(options.model);
   check_sequence_length(cfg, options.seq_len);
@@ -138,6 +140,7 @@ VerifyResult run_verify(const VerifyOptions& options) {
     for (size_t i = 0; i < plain_runs; ++i) {
       StepOptions chunked = runs[i];
       chunked.chunked_loss = true;
+      chunked.loss_chunk_tokens = options.loss_chunk_tokens;
       runs.push_back(chunked);
     }
   }

@@ -28,7 +28,7 @@ int64_t measure_step_peak(const ModelConfig& cfg, const PlanOptions& options, co
         data_options_for(cfg.vocab_size, options.seq_len, split.micro_batch * split.accum_steps, device.is_cuda());
     data_options.distinct_batches = options.token_batches;
     const StepBatches data(make_synthetic_batches(data_options));
-    const StepOptions step_options = step_options_for(split);
+    const StepOptions step_options = step_options_for(split, LossNormalization::kToken, options.loss_chunk_tokens);
     StepTracer tracer(device, &memory);
     // The first step is a warmup (lazy caches, the rotary table), as in the sweep.
     for (int i = 0; i < 2; ++i) {

@@ -265,7 +265,7 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
     saved.add("chunked loss: grad of the hidden states", "b·T·d·4", N * d * kFp32,
               "computed chunk by chunk in the forward, scaled in backward");
     saved.add("chunked loss: grad of the head weight", "V·d·4", V * d * kFp32, "accumulated over the chunks in fp32");
-    const int64_t r = loss_chunk_tokens(N);
+    const int64_t r = loss_chunk_tokens(N, o.loss_chunk_tokens);
     const std::string chunk = "r·V·4 (r=" + std::to_string(r) + ")";
     fwd.add("final hidden states", "b·T·d·4", N * d * kFp32, "the head's input, alive during the chunk loop");
     if (autocast) {

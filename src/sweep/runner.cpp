@@ -8,6 +8,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "accumbench/chunked_loss.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/report.hpp"
 #include "accumbench/statistics.hpp"
@@ -154,6 +155,7 @@ std::vector<SplitConfig> sweep_grid(const SweepOptions& options, int world_size)
 PlanOptions sweep_plan_options(const SweepOptions& options, bool device_is_cuda, int token_batches) {
   PlanOptions plan;
   plan.seq_len = options.seq_len;
+  plan.loss_chunk_tokens = options.loss_chunk_tokens;
   plan.batch = options.batch;
   plan.cpu = !device_is_cuda;
   plan.token_batches = token_batches;
@@ -165,6 +167,7 @@ PlanOptions sweep_plan_options(const SweepOptions& options, bool device_is_cuda,
 }
 
 PlanTarget plan_target(const SweepOptions& options, int token_batches) {
+  check_loss_chunk_tokens(options.loss_chunk_tokens, options.chunked_loss);
   PlanTarget target;
   const bool names_cuda = options.device == "cuda" || options.device.rfind("cuda:", 0) == 0;
   if (names_cuda && !compat::cuda_available()) {
@@ -204,6 +207,7 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
       {"try_predicted_oom", o.try_predicted_oom ? "true" : "false"},
       {"cuda_graphs", o.cuda_graphs ? "true" : "false"},
       {"chunked_loss", o.chunked_loss ? "true" : "false"},
+      {"loss_chunk_tokens", o.loss_chunk_tokens == 0 ? "auto" : std::to_string(o.loss_chunk_tokens)},
       {"profile_dir", o.profile_dir.empty() ? "none" : o.profile_dir},
       {"peak_tflops", std::isnan(o.peak_tflops) ? "device table" : number(o.peak_tflops)},
       {"token_file", o.token_file.empty() ? "synthetic" : o.token_file},
@@ -216,6 +220,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
                       const ProgressCallback& on_step) {
   if (options.warmup < 0) throw UserError("--warmup must not be negative");
   if (options.steps <= 0) throw UserError("--steps must be positive, got " + std::to_string(options.steps));
+  check_loss_chunk_tokens(options.loss_chunk_tokens, options.chunked_loss);
   if (options.threads < 0) {
     throw UserError("--threads must not be negative, got " + std::to_string(options.threads) +
                     "; use 0 for every hardware thread");
@@ -361,7 +366,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       }
       trainer->reset_optimizer();
       memory.empty_cache();
-      const StepOptions step_options = step_options_for(split, normalization);
+      const StepOptions step_options = step_options_for(split, normalization, options.loss_chunk_tokens);
       const int64_t baseline_bytes = memory.allocated_bytes();  // parameters + optimizer state
       trainer->prepare(data.batch(0), step_options);  // CUDA graphs: warmup + capture, untimed
       StepTracer tracer(device, &memory);
@@ -412,7 +417,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
                             : options.peak_tflops;
     finalize_run(run, result.context.flops_per_token, peak);
     if (!options.profile_dir.empty() && run.status == RunStatus::kOk) {
-      profile_split(run, *trainer, data.batch(options.warmup + options.steps), step_options_for(run.config, normalization),
+      profile_split(run, *trainer, data.batch(options.warmup + options.steps),
+                    step_options_for(run.config, normalization, options.loss_chunk_tokens),
                     device, launch.rank == 0 ? options.profile_dir : "");
     }
     run.fits = run.status == RunStatus::kOk &&
