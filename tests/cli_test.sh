@@ -643,6 +643,15 @@ verify_small_chunks() {
     verify --model llama-tiny --batch 4 --seq-len 32 --lengths variable --device cpu --threads 1 --chunked-loss \
     --loss-chunk-tokens 7
 }
+plan_calibrated() {
+  expect "plan --calibrate --knobs --chunked-loss" 0 "calibrated (probes" -- \
+    plan --calibrate --knobs --chunked-loss --model gpt2-tiny --seq-len 32 --batch 2 --device cpu || return
+  check "plan --calibrate: one line per split (2 micro-batches × knobs × loss heads), the columns aligned" py '
+lines = [l for l in open(sys.argv[1], encoding="utf-8") if " analytic " in l]
+if len(lines) != 12: fail("%d calibrated lines" % len(lines))
+if len({l.index(" analytic ") for l in lines}) != 1: fail("analytic column not aligned:\n" + "".join(lines))
+' "$out"
+}
 plan_chunked() {
   expect "plan --chunked-loss" 0 "one chunk's logits, fp32" "with the chunked loss:" -- \
     plan --model gpt2-124m --seq-len 1024 --batch 64 --precision bf16 --attention flash --memory 32GiB --chunked-loss || return
@@ -797,6 +806,7 @@ fi
 spawn verify_chunked
 spawn verify_small_chunks
 spawn plan_chunked
+spawn plan_calibrated
 tiny_args --seq-len "$tiny_max_t" --batch 1 --warmup 0 --steps 1
 spawn expect "sweep at exactly the model's $tiny_max_t positions" 0 "Recommendation:" -- sweep "${args[@]}"
 spawn help_defaults
