@@ -203,10 +203,11 @@ TEST(MemoryKnobs, CheckpointingLowersActivationMemory) {
 }
 
 // The chunked cross-entropy (src/engine/chunked_loss.cpp) never holds the (b·T, V) logits: its
-// plan within 3 % of the measured peak (measured: within 1 %; the peak moves from the loss head
-// to the last block's backward, so this also checks that part of the plan), and the measured
-// peak below the plain head's, as planned. T = 256: 8×1 is 2048 tokens in two chunks of 1024,
-// 2×2 one chunk of 512, and 8×1 again in 21 chunks of 100 (--loss-chunk-tokens), the last short.
+// plan within 3 % of the measured peak (measured: within 2.5 %, most within 0.1 %; the peak moves
+// from the loss head to the last block's backward, so this also checks that part of the plan),
+// and the measured peak below the plain head's, as planned. T = 256: 8×1 is 2048 tokens in two
+// chunks of 1024, 2×2 one chunk of 512, and 8×1 again in 21 chunks of 100 (--loss-chunk-tokens),
+// the last one short.
 TEST(MemoryPlan, ChunkedLossWithinThreePercentOfMeasuredAndBelowThePlainHead) {
   for (const char* preset : kSmallPresets) {
     const ab::ModelConfig cfg = ab::find_preset(preset);
