@@ -33,6 +33,16 @@ ab::VerifyOptions small(const std::string& preset, const std::string& lengths) {
   return o;
 }
 
+// One synthetic step of `batch` variable-length sequences padded to `seq_len` for cfg's vocabulary.
+ab::TokenBatch variable_batch(const ab::ModelConfig& cfg, int64_t seq_len, int64_t batch) {
+  ab::DataOptions d;
+  d.vocab_size = cfg.vocab_size;
+  d.seq_len = seq_len;
+  d.batch = batch;
+  d.lengths = ab::LengthMode::kVariable;
+  return ab::make_synthetic_batches(d).front();
+}
+
 }  // namespace
 
 struct SplitCase {
@@ -150,12 +160,8 @@ TEST(ChunkedLoss, Bf16WithinTheStatedTolerance) {
 TEST(ChunkedLoss, SeveralChunksGiveThePlainLossAndGradients) {
   const ab::ModelConfig cfg = ab::find_preset("llama-tiny");  // untied head
   ab::LanguageModel model = ab::build_model(cfg, 0);
-  ab::DataOptions d;
-  d.vocab_size = cfg.vocab_size;
-  d.seq_len = 40;  // 3·40 = 120 tokens in chunks of 16: 7 full ones and 8 rows
-  d.batch = 3;
-  d.lengths = ab::LengthMode::kVariable;
-  const ab::TokenBatch batch = ab::make_synthetic_batches(d).front();
+  // 3·40 = 120 tokens in chunks of 16: 7 full ones and 8 rows.
+  const ab::TokenBatch batch = variable_batch(cfg, /*seq_len=*/40, /*batch=*/3);
   at::Tensor hidden_data;
   {
     torch::NoGradGuard no_grad;
@@ -216,12 +222,7 @@ TEST(Precision, Bf16SplitsAgreeWithinTheStatedTolerance) {
 TEST(Trainer, LossMatchesAPlainCrossEntropy) {
   const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
   ab::LanguageModel model = ab::build_model(cfg, 0);
-  ab::DataOptions d;
-  d.vocab_size = cfg.vocab_size;
-  d.seq_len = 16;
-  d.batch = 4;
-  d.lengths = ab::LengthMode::kVariable;
-  const ab::TokenBatch batch = ab::make_synthetic_batches(d).front();
+  const ab::TokenBatch batch = variable_batch(cfg, /*seq_len=*/16, /*batch=*/4);
   at::Tensor expected;
   {
     torch::NoGradGuard no_grad;
@@ -295,12 +296,7 @@ TEST(Data, VariableLengthsArePaddedWithIgnoredTargets) {
 // only the summation order differs), and the step's loss the whole batch's.
 TEST(DataParallel, TwoRanksSumToTheWholeBatchGradient) {
   const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
-  ab::DataOptions d;
-  d.vocab_size = cfg.vocab_size;
-  d.seq_len = 32;
-  d.batch = 8;
-  d.lengths = ab::LengthMode::kVariable;
-  const ab::TokenBatch batch = ab::make_synthetic_batches(d).front();
+  const ab::TokenBatch batch = variable_batch(cfg, /*seq_len=*/32, /*batch=*/8);
 
   ab::Trainer whole(ab::build_model(cfg, 3), torch::kCPU, {});
   ab::StepOptions one;

@@ -150,21 +150,9 @@ int run_plan(const ab::SweepOptions& options, const std::string& precision, cons
   }
   if (calibrate) {
     std::cout << "\ncalibrated (probes at micro-batches 1 and 2 on " << options.device << "):\n";
-    // Labels hold "×" (two bytes, one column): pad by columns, as wide as the longest label.
-    auto columns = [](const std::string& text) {
-      size_t count = 0;
-      for (unsigned char byte : text) count += (byte & 0xC0) != 0x80;
-      return count;
-    };
-    size_t label_width = 15;
-    for (const auto& p : plans) label_width = std::max(label_width, columns(p.split.label()));
-    for (const auto& p : plans) {
-      const ab::Calibration c = ab::calibrate(cfg, plan_options, p.split, options.device, 1, 2);
-      const std::string label = p.split.label();
-      std::cout << "  " << label << std::string(label_width - columns(label), ' ') << " analytic " << std::setw(11)
-                << ab::format_bytes(p.peak_bytes) << "  calibrated " << std::setw(11) << ab::format_bytes(c.predict(p))
-                << "\n";
-    }
+    std::vector<ab::Calibration> calibrations;
+    for (const auto& p : plans) calibrations.push_back(ab::calibrate(cfg, plan_options, p.split, options.device, 1, 2));
+    ab::print_calibrated(plans, calibrations, std::cout);
   }
   return 0;
 }

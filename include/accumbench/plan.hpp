@@ -134,5 +134,8 @@ Calibration calibrate(const ModelConfig& cfg, const PlanOptions& options, const 
 void print_plan(const MemoryPlan& plan, std::ostream& out);
 // One line per split: label, predicted peak per phase, the phase that holds it, fits or not.
 void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out);
+// One line per split: the analytic peak and calibrations[i]'s prediction for plans[i].
+void print_calibrated(const std::vector<MemoryPlan>& plans, const std::vector<Calibration>& calibrations,
+                      std::ostream& out);
 
 }  // namespace accumbench

@@ -8,6 +8,7 @@
 #include "accumbench/verify.hpp"
 #include "compat/compat.hpp"
 #include "compat/distributed.hpp"
+#include "report/format.hpp"
 
 namespace accumbench {
 
@@ -18,8 +19,7 @@ namespace {
 
 // Pads to `width` terminal columns; "×" is two bytes but one column.
 std::string pad_right(const std::string& text, size_t width) {
-  size_t columns = 0;
-  for (unsigned char c : text) columns += (c & 0xC0) != 0x80;
+  const size_t columns = text::display_width(text);
   return text + std::string(columns < width ? width - columns : 0, ' ');
 }
 
@@ -110,52 +110,41 @@ VerifyResult run_verify(const VerifyOptions& options) {
   result.world_size = launch.world_size;
   trainer.set_process_group(group.get());
 
-  std::vector<StepOptions> runs;
-  for (int64_t micro : micro_batches) {
-    StepOptions step;
-    step.micro_batch = micro;
-    step.loss_normalization = loss_normalization_from_string(options.loss_normalization);
-    step.activation_checkpointing = options.activation_checkpointing;
-    runs.push_back(step);
-  }
+  // The splits as grid points (what the sweep would label them), each run through
+  // step_options_for like a sweep's: every micro-batch, again from CUDA graphs, the whole batch
+  // with the optimizer in backward, and all of them again with the chunked loss.
+  const LossNormalization normalization = loss_normalization_from_string(options.loss_normalization);
+  std::vector<SplitConfig> runs;
+  auto split_of = [&](int64_t micro) {
+    SplitConfig split;
+    split.micro_batch = micro;
+    split.accum_steps = rank_batch / micro;
+    split.world_size = launch.world_size;
+    split.precision = options.precision;
+    split.activation_checkpointing = options.activation_checkpointing ? "blocks" : "none";
+    return split;
+  };
+  for (int64_t micro : micro_batches) runs.push_back(split_of(micro));
   if (options.cuda_graphs) {
     const size_t eager_runs = runs.size();
     for (size_t i = 0; i < eager_runs; ++i) {
-      StepOptions graphed = runs[i];
+      SplitConfig graphed = runs[i];
       graphed.cuda_graphs = true;
       runs.push_back(graphed);
     }
   }
   if (options.optimizer_in_backward) {
-    StepOptions step;
-    step.micro_batch = options.batch;
-    step.loss_normalization = loss_normalization_from_string(options.loss_normalization);
-    step.optimizer_in_backward = true;
-    step.activation_checkpointing = options.activation_checkpointing;
-    runs.push_back(step);
+    SplitConfig in_backward = split_of(options.batch);
+    in_backward.optimizer_in_backward = true;
+    runs.push_back(in_backward);
   }
+  runs = loss_variants(std::move(runs), options.chunked_loss);  // the reference stays the plain head
 
-  if (options.chunked_loss) {  // the reference stays the plain loss head
-    const size_t plain_runs = runs.size();
-    for (size_t i = 0; i < plain_runs; ++i) {
-      StepOptions chunked = runs[i];
-      chunked.chunked_loss = true;
-      chunked.loss_chunk_tokens = options.loss_chunk_tokens;
-      runs.push_back(chunked);
-    }
-  }
-
-  for (const StepOptions& step : runs) {
-    const Snapshot got = one_step(trainer, initial, rank_share, step);
+  for (const SplitConfig& config : runs) {
+    const Snapshot got =
+        one_step(trainer, initial, rank_share, step_options_for(config, normalization, options.loss_chunk_tokens));
     VerifySplit split;
-    split.config.micro_batch = step.micro_batch;
-    split.config.accum_steps = rank_batch / step.micro_batch;
-    split.config.world_size = launch.world_size;
-    split.config.precision = options.precision;
-    split.config.optimizer_in_backward = step.optimizer_in_backward;
-    split.config.activation_checkpointing = step.activation_checkpointing ? "blocks" : "none";
-    split.config.cuda_graphs = step.cuda_graphs;
-    split.config.chunked_loss = step.chunked_loss;
+    split.config = config;
     split.loss = got.loss;
     double diff_sq = 0, ref_sq = 0;
     for (size_t i = 0; i < got.gradients.size(); ++i) {

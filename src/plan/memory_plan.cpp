@@ -15,6 +15,7 @@
 #include "accumbench/chunked_loss.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/report.hpp"
+#include "report/format.hpp"
 
 namespace accumbench {
 
@@ -501,14 +502,8 @@ int64_t Calibration::predict(const MemoryPlan& plan) const {
 
 namespace {
 // Pads to a width in characters, not bytes: the formulas and labels hold "·" and "×" (UTF-8).
-size_t columns(const std::string& text) {
-  size_t chars = 0;
-  for (unsigned char byte : text) chars += (byte & 0xC0) != 0x80;
-  return chars;
-}
-
 std::string pad(const std::string& text, size_t width, bool right_align = false) {
-  const size_t chars = columns(text);
+  const size_t chars = text::display_width(text);
   const std::string fill(chars < width ? width - chars : 0, ' ');
   return right_align ? fill + text : text + fill;
 }
@@ -545,9 +540,19 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
   out << " peak " << format_bytes(plan.peak_bytes) << " in " << plan_phase_name(plan.peak_phase) << "\n";
 }
 
+void print_calibrated(const std::vector<MemoryPlan>& plans, const std::vector<Calibration>& calibrations,
+                      std::ostream& out) {
+  size_t label_width = 15;  // wider only when a label needs it ("2×1 ckpt oib chunked-ce")
+  for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.label()));
+  for (size_t i = 0; i < plans.size() && i < calibrations.size(); ++i) {
+    out << "  " << pad(plans[i].split.label(), label_width) << " analytic " << pad(format_bytes(plans[i].peak_bytes), 11, true)
+        << "  calibrated " << pad(format_bytes(calibrations[i].predict(plans[i])), 11, true) << "\n";
+  }
+}
+
 void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out) {
   size_t label_width = 16;  // wider only when a label needs it ("64×1 ckpt oib chunked-ce")
-  for (const auto& plan : plans) label_width = std::max(label_width, columns(plan.split.label()) + 1);
+  for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.label()) + 1);
   out << pad("split", label_width) << pad("forward", 12, true) << pad("backward", 12, true) << pad("optimizer", 12, true)
       << pad("peak", 12, true) << "  " << pad("held by", 10)
       << (memory_bytes > 0 ? "fits in " + format_bytes(memory_bytes) : std::string()) << "\n";
