@@ -10,6 +10,7 @@
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/plan.hpp"
+#include "accumbench/report.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/verify.hpp"
 #include "compat/compat.hpp"
@@ -57,11 +58,9 @@ std::string case_name(const ::testing::TestParamInfo<GraphCase>& info) {
   return name;
 }
 
-// gpt2-mini, T=128, batch 8 on the GPU: the shape the verify and sweep tests share (Options is
-// VerifyOptions or SweepOptions).
-template <class Options>
-Options gpt2_mini_on_cuda() {
-  Options o;
+// gpt2-mini, T=128, batch 8 on the GPU: the workload the verify and sweep tests share.
+ab::WorkloadOptions gpt2_mini_on_cuda() {
+  ab::WorkloadOptions o = ab::workload_defaults(ab::Command::kVerify);
   o.model.preset = "gpt2-mini";
   o.seq_len = 128;
   o.batch = 8;
@@ -140,10 +139,10 @@ INSTANTIATE_TEST_SUITE_P(Cuda, GraphedSteps,
 // The user-facing proof: `verify --cuda-graphs` on a real preset shape, every split eager and graphed.
 TEST(CudaGraphs, VerifyPassesForEveryGraphedSplit) {
   SKIP_WITHOUT_CUDA();
-  auto o = gpt2_mini_on_cuda<ab::VerifyOptions>();
-  o.precision = "bf16";
-  o.lengths = "variable";
-  o.cuda_graphs = true;
+  ab::WorkloadOptions o = gpt2_mini_on_cuda();
+  o.precisions = {ab::Precision::kBf16};
+  o.data.lengths = ab::LengthMode::kVariable;
+  o.grid.cuda_graphs = true;
   const ab::VerifyResult r = ab::run_verify(o);
   ab::print_verify(r, std::cout);
   int graphed = 0;
@@ -159,12 +158,12 @@ TEST(CudaGraphs, VerifyPassesForEveryGraphedSplit) {
 TEST(ChunkedLoss, VerifyPassesEagerAndGraphedOnCuda) {
   SKIP_WITHOUT_CUDA();
   for (const char* precision : {"bf16", "fp16"}) {  // fp16: the weight product in fp32, loss scaling
-    auto o = gpt2_mini_on_cuda<ab::VerifyOptions>();
+    ab::WorkloadOptions o = gpt2_mini_on_cuda();
     o.micro_batches = {1, 8};
-    o.precision = precision;
-    o.lengths = "variable";
-    o.cuda_graphs = true;
-    o.chunked_loss = true;
+    o.precisions = {ab::precision_from_string(precision)};
+    o.data.lengths = ab::LengthMode::kVariable;
+    o.grid.cuda_graphs = true;
+    o.loss.chunked = true;
     const ab::VerifyResult r = ab::run_verify(o);
     ab::print_verify(r, std::cout);
     int chunked = 0;
@@ -186,7 +185,7 @@ TEST(ChunkedLoss, LowersTheMeasuredPeakOfGpt2_124m) {
   ab::SplitConfig plain;
   plain.micro_batch = 8;
   plain.accum_steps = 1;
-  plain.precision = "bf16";
+  plain.precision = ab::Precision::kBf16;
   ab::SplitConfig chunked = plain;
   chunked.chunked_loss = true;
   const int64_t plain_measured = ab::measure_step_peak(cfg, o, plain, "cuda");
@@ -199,10 +198,12 @@ TEST(ChunkedLoss, LowersTheMeasuredPeakOfGpt2_124m) {
 
 TEST(CudaGraphs, SweepMeasuresGraphedSplits) {
   SKIP_WITHOUT_CUDA();
-  auto o = gpt2_mini_on_cuda<ab::SweepOptions>();
-  o.micro_batches = {1, 8};
-  o.precisions = {"bf16"};
-  o.cuda_graphs = true;
+  ab::SweepOptions o;
+  o.workload = gpt2_mini_on_cuda();
+  o.workload.data.lengths = ab::LengthMode::kFixed;
+  o.workload.micro_batches = {1, 8};
+  o.workload.precisions = {ab::Precision::kBf16};
+  o.workload.grid.cuda_graphs = true;
   o.warmup = 1;
   o.steps = 3;
   const ab::SweepResult result = ab::run_sweep(o);
@@ -225,14 +226,14 @@ class PlanOnCuda : public ::testing::TestWithParam<const char*> {};
 TEST_P(PlanOnCuda, PredictedPeakWithinFivePercentOfMeasured) {
   SKIP_WITHOUT_CUDA();
   ab::SweepOptions o;
-  o.model.preset = GetParam();
-  o.seq_len = 1024;
-  o.batch = 8;
-  o.micro_batches = {1, 4, 8};
-  o.device = "cuda";
-  o.precisions = {"bf16"};
-  o.knobs = true;
-  o.chunked_loss = true;
+  o.workload.model.preset = GetParam();
+  o.workload.seq_len = 1024;
+  o.workload.batch = 8;
+  o.workload.micro_batches = {1, 4, 8};
+  o.workload.device = "cuda";
+  o.workload.precisions = {ab::Precision::kBf16};
+  o.workload.grid.knobs = true;
+  o.workload.loss.chunked = true;
   o.warmup = 1;
   o.steps = 2;
   const ab::SweepResult result = ab::run_sweep(o);

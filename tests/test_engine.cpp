@@ -23,12 +23,12 @@ namespace ab = accumbench;
 
 namespace {
 
-ab::VerifyOptions small(const std::string& preset, const std::string& lengths) {
-  ab::VerifyOptions o;
+ab::WorkloadOptions small(const std::string& preset, const std::string& lengths) {
+  ab::WorkloadOptions o = ab::workload_defaults(ab::Command::kVerify);
   o.model.preset = preset;
   o.seq_len = 48;
   o.batch = 8;
-  o.lengths = lengths;
+  o.data.lengths = ab::length_mode_from_string(lengths);
   o.device = "cpu";
   return o;
 }
@@ -76,16 +76,16 @@ INSTANTIATE_TEST_SUITE_P(Fp32, EverySplit,
                          });
 
 TEST(LossNormalization, MeanOfMeansEqualsTokenOnFixedLengths) {
-  ab::VerifyOptions o = small("gpt2-tiny", "fixed");
-  o.loss_normalization = "mean-of-means";
+  ab::WorkloadOptions o = small("gpt2-tiny", "fixed");
+  o.loss.normalization = ab::LossNormalization::kMeanOfMeans;
   const ab::VerifyResult r = ab::run_verify(o);
   for (const auto& s : r.splits) EXPECT_LT(s.rel_l2_grad_error, 1e-5) << s.config.label();
   EXPECT_TRUE(r.all_pass);
 }
 
 TEST(LossNormalization, MeanOfMeansDiffersOnVariableLengths) {
-  ab::VerifyOptions o = small("gpt2-tiny", "variable");
-  o.loss_normalization = "mean-of-means";
+  ab::WorkloadOptions o = small("gpt2-tiny", "variable");
+  o.loss.normalization = ab::LossNormalization::kMeanOfMeans;
   const ab::VerifyResult r = ab::run_verify(o);
   EXPECT_FALSE(r.all_pass);
   // Splits whose micro-batches hold different token counts weigh short sequences' tokens more:
@@ -102,9 +102,9 @@ TEST(LossNormalization, MeanOfMeansDiffersOnVariableLengths) {
 
 TEST(MemoryKnobs, CheckpointingAndOptimizerInBackwardGiveTheSameUpdate) {
   for (const char* preset : {"gpt2-tiny", "llama-tiny"}) {
-    ab::VerifyOptions o = small(preset, "variable");
-    o.activation_checkpointing = true;
-    o.optimizer_in_backward = true;
+    ab::WorkloadOptions o = small(preset, "variable");
+    o.grid.checkpointing = ab::Checkpointing::kBlocks;
+    o.grid.optimizer_in_backward = true;
     const ab::VerifyResult r = ab::run_verify(o);
     ASSERT_EQ(r.splits.size(), 5u);
     EXPECT_TRUE(r.splits.back().config.optimizer_in_backward);
@@ -122,14 +122,15 @@ TEST(MemoryKnobs, CheckpointingAndOptimizerInBackwardGiveTheSameUpdate) {
 // verify tolerance 1e-5.
 TEST(ChunkedLoss, EverySplitEqualsThePlainHeadsWholeBatch) {
   for (const char* preset : {"gpt2-tiny", "llama-tiny", "gpt2-mini"}) {
-    ab::VerifyOptions o = small(preset, "variable");
-    o.chunked_loss = true;
-    o.activation_checkpointing = std::string(preset) == "llama-tiny";
+    ab::WorkloadOptions o = small(preset, "variable");
+    o.loss.chunked = true;
+    o.grid.checkpointing = std::string(preset) == "llama-tiny" ? ab::Checkpointing::kBlocks : ab::Checkpointing::kNone;
     const ab::VerifyResult r = ab::run_verify(o);
-    ASSERT_EQ(r.splits.size(), 8u);  // 1, 2, 4, 8, each plain and chunked
+    ASSERT_EQ(r.splits.size(), 8u);  // 1, 2, 4, 8, each plain then chunked (split_grid's order)
     for (size_t i = 0; i < r.splits.size(); ++i) {
       const ab::VerifySplit& s = r.splits[i];
-      EXPECT_EQ(s.config.chunked_loss, i >= 4);
+      EXPECT_EQ(s.config.chunked_loss, i % 2 == 1);
+      EXPECT_EQ(s.config.micro_batch, int64_t{1} << (i / 2));
       EXPECT_LT(s.rel_l2_grad_error, 1e-5) << preset << " " << s.config.label();
       EXPECT_NEAR(s.loss, r.reference_loss, 1e-5) << preset << " " << s.config.label();
       EXPECT_TRUE(s.pass) << preset << " " << s.config.label();
@@ -140,9 +141,9 @@ TEST(ChunkedLoss, EverySplitEqualsThePlainHeadsWholeBatch) {
 // bf16: the head's matmuls in bf16 as autocast runs them; the weight gradient is summed over the
 // chunks in fp32 (the plain head rounds it to bf16 once), measured 5e-3 against the 3e-2 tolerance.
 TEST(ChunkedLoss, Bf16WithinTheStatedTolerance) {
-  ab::VerifyOptions o = small("gpt2-mini", "variable");
-  o.precision = "bf16";
-  o.chunked_loss = true;
+  ab::WorkloadOptions o = small("gpt2-mini", "variable");
+  o.precisions = {ab::Precision::kBf16};
+  o.loss.chunked = true;
   o.micro_batches = {2, 8};
   const ab::VerifyResult r = ab::run_verify(o);
   ASSERT_EQ(r.splits.size(), 4u);
@@ -212,8 +213,8 @@ TEST(ChunkedLoss, SeveralChunksGiveThePlainLossAndGradients) {
 }
 
 TEST(Precision, Bf16SplitsAgreeWithinTheStatedTolerance) {
-  ab::VerifyOptions o = small("llama-tiny", "variable");
-  o.precision = "bf16";
+  ab::WorkloadOptions o = small("llama-tiny", "variable");
+  o.precisions = {ab::Precision::kBf16};
   const ab::VerifyResult r = ab::run_verify(o);
   EXPECT_EQ(r.gradient_tolerance, 3e-2);
   for (const auto& s : r.splits) EXPECT_LT(s.rel_l2_grad_error, 3e-2) << s.config.label();
@@ -261,8 +262,8 @@ TEST(Trainer, RejectsBadSplitsAsUserErrors) {
   step.optimizer_in_backward = false;
   step.cuda_graphs = true;  // graphs replay GPU kernels
   EXPECT_THROW(trainer.step(batch, step), ab::UserError);
-  ab::VerifyOptions graphed = small("gpt2-tiny", "fixed");
-  graphed.cuda_graphs = true;
+  ab::WorkloadOptions graphed = small("gpt2-tiny", "fixed");
+  graphed.grid.cuda_graphs = true;
   EXPECT_THROW(ab::run_verify(graphed), ab::UserError);
   EXPECT_EQ(ab::divisors(12), (std::vector<int64_t>{1, 2, 3, 4, 6, 12}));
 }

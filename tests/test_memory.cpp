@@ -4,6 +4,7 @@
 
 #include "accumbench/chunked_loss.hpp"
 #include "accumbench/plan.hpp"
+#include "accumbench/report.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/trace.hpp"
 #include "compat/compat.hpp"
@@ -68,7 +69,7 @@ ab::SplitConfig split_of(int64_t micro, int64_t accum, const std::string& precis
   ab::SplitConfig s;
   s.micro_batch = micro;
   s.accum_steps = accum;
-  s.precision = precision;
+  s.precision = ab::precision_from_string(precision);
   return s;
 }
 
@@ -105,7 +106,7 @@ TEST(MemoryPlan, KnobsWithinTenPercentOfMeasured) {
     const ab::ModelConfig cfg = ab::find_preset(preset);
     for (const std::string precision : {"fp32", "bf16"}) {
       ab::SplitConfig checkpointed = split_of(4, 1, precision);
-      checkpointed.activation_checkpointing = "blocks";
+      checkpointed.activation_checkpointing = ab::Checkpointing::kBlocks;
       ab::SplitConfig in_backward = split_of(4, 1, precision);
       in_backward.optimizer_in_backward = true;
       for (const ab::SplitConfig& s : {checkpointed, in_backward}) {
@@ -178,7 +179,7 @@ TEST(MemoryKnobs, CheckpointingLowersActivationMemory) {
     const ab::PlanOptions o = plan_options(4);
     const ab::SplitConfig plain = split_of(4, 1, "fp32");
     ab::SplitConfig checkpointed = plain;
-    checkpointed.activation_checkpointing = "blocks";
+    checkpointed.activation_checkpointing = ab::Checkpointing::kBlocks;
     auto saved_after_forward = [&](const ab::SplitConfig& s) {
       std::vector<ab::PhaseSpan> timeline;
       const int64_t peak = ab::measure_step_peak(cfg, o, s, "cpu", &timeline);
@@ -241,10 +242,10 @@ TEST(MemoryPlan, ChunkedLossWithinThreePercentOfMeasuredAndBelowThePlainHead) {
 // not to fit under the limit is skipped (recorded as predicted-oom) unless asked to try it.
 TEST(MemoryPlan, SweepSkipsSplitsPredictedNotToFit) {
   ab::SweepOptions o;
-  o.model.preset = "gpt2-tiny";
-  o.seq_len = 32;
-  o.batch = 4;
-  o.device = "cpu";
+  o.workload.model.preset = "gpt2-tiny";
+  o.workload.seq_len = 32;
+  o.workload.batch = 4;
+  o.workload.device = "cpu";
   o.warmup = 1;
   o.steps = 1;
   const ab::SweepResult free = ab::run_sweep(o);
@@ -255,7 +256,7 @@ TEST(MemoryPlan, SweepSkipsSplitsPredictedNotToFit) {
     // The sweep's measured peak also counts whatever else the process holds: a few bytes here.
     EXPECT_LT(std::abs(relative_error(run.predicted_peak_bytes, run.peak_allocated_bytes)), 0.10) << run.config.label();
   }
-  o.memory_limit_bytes = (free.runs.front().predicted_peak_bytes + free.runs.back().predicted_peak_bytes) / 2;
+  o.workload.memory_limit_bytes = (free.runs.front().predicted_peak_bytes + free.runs.back().predicted_peak_bytes) / 2;
   const ab::SweepResult skipped = ab::run_sweep(o);
   EXPECT_EQ(skipped.runs.front().status, ab::RunStatus::kOk);
   EXPECT_EQ(skipped.runs.back().status, ab::RunStatus::kPredictedOutOfMemory);

@@ -7,6 +7,7 @@
 #include "accumbench/chunked_loss.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/plan.hpp"
+#include "accumbench/report.hpp"
 
 namespace ab = accumbench;
 
@@ -24,7 +25,7 @@ ab::SplitConfig split(int64_t micro, int64_t accum, const std::string& precision
   ab::SplitConfig s;
   s.micro_batch = micro;
   s.accum_steps = accum;
-  s.precision = precision;
+  s.precision = ab::precision_from_string(precision);
   return s;
 }
 
@@ -84,8 +85,8 @@ TEST(Plan, ChunkedLossReplacesTheLogitsByOneChunk) {
   // 4.1 GB of logits per micro-batch of 8 become 0.5 GB: the peak falls by more than 3 GiB.
   EXPECT_GT(plain.peak_bytes - with_chunks.peak_bytes, int64_t{3} << 30);
   const int64_t memory = int64_t{16} << 30;
-  EXPECT_GT(ab::largest_micro_batch(m, o, "bf16", false, memory, /*chunked_loss=*/true),
-            ab::largest_micro_batch(m, o, "bf16", false, memory));
+  EXPECT_GT(ab::largest_micro_batch(m, o, ab::Precision::kBf16, ab::Checkpointing::kNone, memory, /*chunked_loss=*/true),
+            ab::largest_micro_batch(m, o, ab::Precision::kBf16, ab::Checkpointing::kNone, memory));
 }
 
 TEST(Plan, AccumulationKeepsTheGradientsAliveDuringForward) {
@@ -131,7 +132,7 @@ TEST(Plan, OptimizerInBackwardHasNoGradientsAtTheOptimizerPhase) {
 TEST(Plan, CheckpointingKeepsOnlyBlockInputs) {
   const ab::ModelConfig m = ab::find_preset("llama-mini");
   ab::SplitConfig s = split(4, 1);
-  s.activation_checkpointing = "blocks";
+  s.activation_checkpointing = ab::Checkpointing::kBlocks;
   const ab::MemoryPlan p = ab::plan_memory(m, options(128, 4), s);
   EXPECT_EQ(line_bytes(p.saved, "block input x (checkpoint)"), m.n_layers * 4 * 128 * m.d_model * 4);
   EXPECT_LT(p.peak_bytes, ab::plan_memory(m, options(128, 4), split(4, 1)).peak_bytes);
@@ -141,11 +142,11 @@ TEST(Plan, LargestMicroBatchIsTheLastThatFits) {
   const ab::ModelConfig m = ab::find_preset("gpt2-124m");
   const ab::PlanOptions o = options(1024, 64);
   const int64_t memory = 16LL << 30;
-  const int64_t best = ab::largest_micro_batch(m, o, "bf16", false, memory);
+  const int64_t best = ab::largest_micro_batch(m, o, ab::Precision::kBf16, ab::Checkpointing::kNone, memory);
   ASSERT_GT(best, 0);
   EXPECT_LE(ab::plan_memory(m, o, split(best, 2, "bf16")).peak_bytes, memory);
   EXPECT_GT(ab::plan_memory(m, o, split(best + 1, 2, "bf16")).peak_bytes, memory);
-  EXPECT_EQ(ab::largest_micro_batch(m, o, "fp32", false, 1 << 20), 0);  // 1 MiB: not even weights
+  EXPECT_EQ(ab::largest_micro_batch(m, o, ab::Precision::kFp32, ab::Checkpointing::kNone, 1 << 20), 0);  // 1 MiB: not even weights
 }
 
 TEST(Plan, CalibrationRecoversALinearError) {

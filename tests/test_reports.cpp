@@ -49,7 +49,7 @@ RunResult ok_run(int64_t micro, int64_t accum) {
   RunResult run;
   run.config.micro_batch = micro;
   run.config.accum_steps = accum;
-  run.config.precision = "bf16";
+  run.config.precision = Precision::kBf16;
   return run;
 }
 
@@ -90,7 +90,7 @@ SweepResult sample_result() {
   fast.predicted_peak_bytes = 5 * kGiB;
 
   RunResult slow = ok_run(1, 64);
-  slow.config.activation_checkpointing = "blocks";
+  slow.config.activation_checkpointing = Checkpointing::kBlocks;
   slow.step_seconds = {0.402, 0.397, 0.403, 0.004, 0.00993, 0.398, 0.410, 10};
   slow.phase_median_seconds = {0.0011, 0.0020, 0.1205, 0.2610, 0.0099, 0.0075};
   slow.device_median_seconds = {0.0010, 0.0019, 0.0600, 0.1200, 0.0090, kNaN};
@@ -241,7 +241,7 @@ TEST(MarkdownReporter, MinimalTableWhenNothingVaries) {
     run.mfu = kNaN;
     run.predicted_peak_bytes = -1;
   }
-  result.runs[1].config.precision = "fp32";  // now precision varies and gets a column
+  result.runs[1].config.precision = Precision::kFp32;  // now precision varies and gets a column
   result.runs[1].error = "a|b";              // a pipe would split the cell; never shown here
   const std::vector<std::string> lines = report_lines(MarkdownReporter(), result);
   ASSERT_GE(lines.size(), 6u);
@@ -252,7 +252,7 @@ TEST(MarkdownReporter, MinimalTableWhenNothingVaries) {
   EXPECT_EQ(lines[3], "| --- | --- | ---: | ---: | ---: |");
   EXPECT_EQ(lines[5], "| 1\u00d764 ckpt | fp32 | 0.402 \u00b1 0.006 | 163,024 | 3.00 GiB |");
 
-  result.runs[1].config.precision = "bf16";
+  result.runs[1].config.precision = Precision::kBf16;
   EXPECT_EQ(report_lines(MarkdownReporter(), result)[2], "| split | step s | tokens/s | peak |");
 }
 
@@ -295,7 +295,7 @@ TEST(PrintComparison, MatchedByKeyUnmatchedShownWithDash) {
 TEST(PrintComparison, MixedPrecisionsShowTheFullKey) {
   SweepResult a = sample_result();
   SweepResult b = sample_result();
-  b.runs[0].config.precision = "fp32";
+  b.runs[0].config.precision = Precision::kFp32;
   std::ostringstream out;
   print_comparison(a, b, out);
   const std::vector<std::string> lines = lines_of(out.str());
@@ -373,7 +373,7 @@ TEST(Json, RoundTripIsLossless) {
   EXPECT_EQ(fast.timeline[1].micro_step, -1);
   EXPECT_EQ(fast.timeline[1].phase, Phase::kOptimizer);
   EXPECT_EQ(fast.timeline[0].peak_bytes, 2500);
-  EXPECT_EQ(back.runs[1].config.activation_checkpointing, "blocks");
+  EXPECT_EQ(back.runs[1].config.activation_checkpointing, Checkpointing::kBlocks);
   EXPECT_EQ(back.runs[2].status, RunStatus::kOutOfMemory);
   EXPECT_EQ(back.runs[3].status, RunStatus::kPredictedOutOfMemory);
   EXPECT_EQ(back.runs[3].predicted_peak_bytes, 80 * kGiB);
@@ -543,10 +543,10 @@ TEST(SplitConfig, LabelAndKey) {
   c.accum_steps = 8;
   EXPECT_EQ(c.label(), "8\u00d78");
   EXPECT_EQ(c.key(), "8\u00d78/fp32");
-  c.activation_checkpointing = "blocks";
+  c.activation_checkpointing = Checkpointing::kBlocks;
   c.optimizer_in_backward = true;
   c.cuda_graphs = true;
-  c.precision = "bf16";
+  c.precision = Precision::kBf16;
   EXPECT_EQ(c.label(), "8\u00d78 ckpt oib graphs");
   EXPECT_EQ(c.key(), "8\u00d78 ckpt oib graphs/bf16");
   c.optimizer_in_backward = false;

@@ -240,9 +240,9 @@ TEST(Recommend, TieGoesToTheLowerPeakMemory) {
 TEST(Recommend, PrecisionSweepsNameThePrecisionInTheReason) {
   std::vector<RunResult> runs = gpu_like_runs();
   runs.resize(2);
-  for (RunResult& run : runs) run.config.precision = "fp32";
+  for (RunResult& run : runs) run.config.precision = Precision::kFp32;
   RunResult bf16 = runs[0];
-  bf16.config.precision = "bf16";
+  bf16.config.precision = Precision::kBf16;
   bf16.step_seconds = {0.100, 0.100, 0.100, 0.0, 0.0, 0.099, 0.101, 5};
   bf16.tokens_per_second = 65536 / 0.100;
   runs.push_back(bf16);

@@ -11,10 +11,10 @@ namespace ab = accumbench;
 namespace {
 ab::SweepOptions tiny() {
   ab::SweepOptions o;
-  o.model.preset = "gpt2-tiny";
-  o.seq_len = 32;
-  o.batch = 4;
-  o.device = "cpu";
+  o.workload.model.preset = "gpt2-tiny";
+  o.workload.seq_len = 32;
+  o.workload.batch = 4;
+  o.workload.device = "cpu";
   o.warmup = 1;
   o.steps = 2;
   return o;
@@ -56,7 +56,7 @@ TEST(Sweep, OutOfMemorySplitsAreRecordedAndTheRestFinish) {
   const int64_t large_peak = free.runs.back().peak_allocated_bytes;
   ASSERT_LT(small_peak, large_peak);
   ab::SweepOptions capped = tiny();
-  capped.memory_limit_bytes = (small_peak + large_peak) / 2;
+  capped.workload.memory_limit_bytes = (small_peak + large_peak) / 2;
   capped.try_predicted_oom = true;  // run the split the plan would skip, to test the real OOM path
   const ab::SweepResult r = ab::run_sweep(capped);
   ASSERT_EQ(r.runs.size(), 3u);
@@ -87,29 +87,29 @@ TEST(Sweep, ResumeSkipsFinishedSplits) {
 
 TEST(Sweep, BadInputIsAUserError) {
   ab::SweepOptions o = tiny();
-  o.micro_batches = {3};
+  o.workload.micro_batches = {3};
   EXPECT_THROW(ab::run_sweep(o), ab::UserError);
   o = tiny();
-  o.model.preset = "gpt2-125m";
+  o.workload.model.preset = "gpt2-125m";
   EXPECT_THROW(ab::run_sweep(o), ab::UserError);
   o = tiny();
-  o.memory_limit_bytes = 1000;  // below the weights and AdamW moments
+  o.workload.memory_limit_bytes = 1000;  // below the weights and AdamW moments
   EXPECT_THROW(ab::run_sweep(o), ab::UserError);
   o = tiny();
-  o.seq_len = 100000;
+  o.workload.seq_len = 100000;
   EXPECT_THROW(ab::run_sweep(o), ab::UserError);
   o = tiny();
-  o.cuda_graphs = true;  // CI's device is the CPU
+  o.workload.grid.cuda_graphs = true;  // CI's device is the CPU
   EXPECT_THROW(ab::run_sweep(o), ab::UserError);
 }
 
 TEST(Sweep, CudaGraphsAreTheirOwnGridDimension) {
   ab::SweepOptions o = tiny();
-  o.micro_batches = {1, 4};
-  o.knobs = true;
-  o.cuda_graphs = true;
+  o.workload.micro_batches = {1, 4};
+  o.workload.grid.knobs = true;
+  o.workload.grid.cuda_graphs = true;
   std::vector<std::string> labels;
-  for (const ab::SplitConfig& s : ab::sweep_grid(o)) labels.push_back(s.label());
+  for (const ab::SplitConfig& s : ab::split_grid(o.workload, 1)) labels.push_back(s.label());
   // Every point again from graphs, except optimizer-in-backward (its step cannot be captured).
   auto split = [](int micro, int accum, const char* knobs) {
     return std::to_string(micro) + "\xC3\x97" + std::to_string(accum) + knobs;  // "1×4 graphs"

@@ -18,9 +18,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <string>
-
-#include "accumbench/error.hpp"
 
 namespace accumbench {
 
@@ -35,17 +32,6 @@ inline int64_t loss_chunk_tokens(int64_t tokens, int64_t requested = 0) {
   int64_t rows = 1;
   while (rows < wanted) rows *= 2;
   return std::min(rows, most);
-}
-
-// --loss-chunk-tokens: not negative, and only with --chunked-loss (alone it would change nothing).
-inline void check_loss_chunk_tokens(int64_t requested, bool chunked_loss) {
-  if (requested < 0) {
-    throw UserError("--loss-chunk-tokens must not be negative, got " + std::to_string(requested) +
-                    "; use 0 for the automatic size");
-  }
-  if (requested > 0 && !chunked_loss) {
-    throw UserError("--loss-chunk-tokens sizes the chunks of the chunked loss, which is off; add --chunked-loss or drop the option");
-  }
 }
 
 }  // namespace accumbench

@@ -13,14 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "accumbench/result.hpp"  // LengthMode, sequences_per_rank
+
 namespace accumbench {
 
 // Targets at padded positions; PyTorch's cross_entropy default ignore_index.
 inline constexpr int64_t kIgnoreIndex = -100;
 
-enum class LengthMode { kFixed, kVariable };
-std::string to_string(LengthMode mode);
-LengthMode length_mode_from_string(const std::string& text);  // "fixed" | "variable"; UserError
 
 struct DataOptions {
   int64_t vocab_size = 0;
@@ -52,10 +51,6 @@ struct TokenBatch {
 // The shape every run's batches share: the model's vocabulary, T, sequences per step, and pinned
 // host memory when they feed a CUDA device. Callers set lengths, seed, distinct_batches.
 DataOptions data_options_for(int64_t vocab_size, int64_t seq_len, int64_t batch, bool cuda);
-
-// Sequences each of `world_size` data-parallel ranks holds per step. Throws UserError unless
-// world_size (>= 1) divides the batch. The one check of that rule (sweep, verify, plan, shard).
-int64_t sequences_per_rank(int64_t batch, int world_size);
 
 // Rank `rank`'s contiguous share of a step's sequences, as DistributedSampler splits a global
 // batch (views, no copy), with global_token_count set to the whole step's targets. Throws

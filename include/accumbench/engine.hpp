@@ -1,4 +1,4 @@
-// One optimizer step exactly as ARCHITECTURE.md specifies: per micro-batch a summed cross-entropy
+// One optimizer step as docs/ARCHITECTURE.md specifies: per micro-batch a summed cross-entropy
 // over non-ignored targets divided by the token count of the WHOLE step, so every split computes
 // the same gradient, also for variable-length padded batches.
 //
@@ -27,26 +27,9 @@ namespace compat {
 class ProcessGroup;  // src/compat/distributed.hpp
 }
 
-enum class Precision { kFp32, kBf16, kFp16 };
-std::string to_string(Precision precision);
-Precision precision_from_string(const std::string& text);  // "fp32" | "bf16" | "fp16"; UserError
+// Precision, LossNormalization and OptimizerOptions are in accumbench/options.hpp.
+// The autocast dtype of a precision; none for fp32.
 std::optional<at::ScalarType> autocast_dtype(Precision precision);
-
-enum class LossNormalization {
-  kToken,       // sum over the micro-batch / tokens in the whole step (correct)
-  kMeanOfMeans  // mean per micro-batch / accumulation steps (the widely reported bug)
-};
-std::string to_string(LossNormalization normalization);
-LossNormalization loss_normalization_from_string(const std::string& text);  // "token" | "mean-of-means"
-
-// AdamW hyperparameters (PyTorch's defaults except the learning rate, which is the anchor's).
-struct OptimizerOptions {
-  double lr = 1e-4;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.01;
-};
 
 struct TrainOptions {
   Precision precision = Precision::kFp32;
@@ -159,17 +142,6 @@ class Trainer {
 // The step options of one grid point (micro-batch and knobs of `split`).
 StepOptions step_options_for(const SplitConfig& split, LossNormalization normalization = LossNormalization::kToken,
                              int64_t loss_chunk_tokens = 0);
-
-// Validates a split: micro_batch divides the sequences each of `world_size` data-parallel ranks
-// holds (sequences_per_rank). Returns the accumulation steps.
-int64_t accumulation_steps(int64_t batch, int64_t micro_batch, int world_size = 1);
-
-// Throws UserError for optimizer-in-backward with more than one rank: each parameter would step
-// before its gradient is summed over the ranks.
-void require_one_rank_for_optimizer_in_backward(int world_size);
-
-// Divisors of n in increasing order (the default sweep splits).
-std::vector<int64_t> divisors(int64_t n);
 
 // Throws UserError unless `device` is CUDA (--cuda-graphs replays GPU kernels).
 void require_cuda_for_graphs(c10::Device device);

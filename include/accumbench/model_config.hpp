@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "accumbench/options.hpp"
+
 namespace accumbench {
 
 enum class Architecture {
@@ -59,5 +61,8 @@ const ModelConfig& find_preset(const std::string& name);
 // Throws UserError on unreadable files, broken JSON, unknown model_type, missing/invalid fields.
 ModelConfig load_hf_config(const std::string& path);
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& origin);
+
+// The model a run asks for: the Hugging Face config when one is given, else the preset.
+ModelConfig resolve_model(const ModelOptions& options);
 
 }  // namespace accumbench

@@ -5,10 +5,10 @@
 //
 //   PlanOptions o;                                   // T, batch, attention kind, device kind
 //   o.seq_len = 1024; o.batch = 64; o.attention = AttentionKind::kFlash; o.cpu = false;
-//   SplitConfig split; split.micro_batch = 8; split.accum_steps = 8; split.precision = "bf16";
+//   SplitConfig split; split.micro_batch = 8; split.accum_steps = 8; split.precision = Precision::kBf16;
 //   MemoryPlan plan = plan_memory(find_preset("gpt2-124m"), o, split);
 //   plan.peak_bytes;                                 // predicted peak, plan.peak_phase holds it
-//   print_plan(plan, std::cout);                     // the table
+//   print_plan(plan, std::cout);                     // the table (report.hpp)
 //
 // The calibrated prediction (src/plan/calibrate.cpp, in accumbench_core because it measures)
 // corrects the analytic plan with a line through two measured probes.
@@ -16,7 +16,6 @@
 
 #include <array>
 #include <cstdint>
-#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -94,14 +93,12 @@ MemoryPlan plan_memory(const ModelConfig& cfg, const PlanOptions& options, const
 // The largest micro-batch (any size, not only divisors of the batch) whose step fits in
 // `memory_bytes` with accumulation (gradients alive during the later micro-steps' forward),
 // with the given precision, activation checkpointing and loss head. 0 when not even 1 fits.
-int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, const std::string& precision,
-                            bool activation_checkpointing, int64_t memory_bytes, bool chunked_loss = false);
+int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, Precision precision,
+                            Checkpointing checkpointing, int64_t memory_bytes, bool chunked_loss = false);
 
-// One plan per split of options.batch: every divisor, plus the knobs' variants when `knobs`
-// (checkpointing everywhere, optimizer-in-backward at accumulation 1) and each again with the
-// chunked cross-entropy when `chunked_loss`, as sweep_grid builds them.
-std::vector<MemoryPlan> plan_splits(const ModelConfig& cfg, const PlanOptions& options,
-                                    const std::string& precision, bool knobs, bool chunked_loss = false);
+// One plan per point of split_grid(workload, options.world_size): the same grid a sweep of this
+// workload measures (micro-batches, precisions, knobs, chunked loss).
+std::vector<MemoryPlan> plan_splits(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload);
 
 // Calibration: the analytic plan plus a line through the two probes' measured − predicted
 // errors, so a constant the plan misses (allocator temporaries, a library's cache) and a
@@ -129,13 +126,5 @@ int64_t measure_step_peak(const ModelConfig& cfg, const PlanOptions& options, co
 // measured with measure_step_peak, fitted by fit_calibration. accumbench_core.
 Calibration calibrate(const ModelConfig& cfg, const PlanOptions& options, const SplitConfig& split,
                       const std::string& device, int64_t micro_batch_a, int64_t micro_batch_b);
-
-// The table, the per-phase peaks, and (when memory_bytes > 0) whether it fits.
-void print_plan(const MemoryPlan& plan, std::ostream& out);
-// One line per split: label, predicted peak per phase, the phase that holds it, fits or not.
-void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out);
-// One line per split: the analytic peak and calibrations[i]'s prediction for plans[i].
-void print_calibrated(const std::vector<MemoryPlan>& plans, const std::vector<Calibration>& calibrations,
-                      std::ostream& out);
 
 }  // namespace accumbench

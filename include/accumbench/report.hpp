@@ -1,5 +1,6 @@
-// Reporters print a SweepResult; they never measure (STYLE.md). One small interface, one class
-// per format; output lines are tested against expected text in tests/test_reports.cpp.
+// Reporters print results; they never measure (docs/ARCHITECTURE.md). One small interface, one
+// class per format for a sweep, and the printers of the plan, verify and the model list; output
+// lines are tested against expected text in tests/test_reports.cpp.
 //
 //   ConsoleReporter({/*color=*/false}).report(result, std::cout);
 //   write_file_atomically("sweep.json", to_json(result));
@@ -8,8 +9,13 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
+#include "accumbench/model_config.hpp"
+#include "accumbench/plan.hpp"
 #include "accumbench/result.hpp"
+#include "accumbench/units.hpp"
+#include "accumbench/verify.hpp"
 
 namespace accumbench {
 
@@ -76,10 +82,21 @@ void write_file_atomically(const std::string& path, const std::string& content);
 // with the ratio b / a of median step time and of peak memory.
 void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& out);
 
-// Human-readable byte counts in GiB/MiB/KiB (1024-based): "2.98 GiB", "512.0 MiB".
-std::string format_bytes(int64_t bytes);
-// Parses "16GiB", "16 GiB", "512MiB", "16GB" (1000-based), "1.5G" (1024-based), plain bytes.
-// Throws UserError with the accepted forms on anything else.
-int64_t parse_bytes(const std::string& text);
+// ---- the plan (src/report/plan_text.cpp) ----
+// The table, the per-phase peaks, and (when memory_bytes > 0) whether it fits.
+void print_plan(const MemoryPlan& plan, std::ostream& out);
+// One line per split: label, predicted peak per phase, the phase that holds it, fits or not.
+void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out);
+// One line per split: the analytic peak and calibrations[i]'s prediction for plans[i].
+void print_calibrated(const std::vector<MemoryPlan>& plans, const std::vector<Calibration>& calibrations,
+                      std::ostream& out);
+
+// ---- verify (src/report/verify_text.cpp) ----
+// The header, the tolerances, one line per split and the verdict.
+void print_verify(const VerifyResult& result, std::ostream& out);
+
+// ---- the presets (src/report/models_text.cpp) ----
+// `accumbench models`: one line per preset with its shape and parameter count.
+void print_models(const std::vector<ModelConfig>& models, std::ostream& out);
 
 }  // namespace accumbench

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "accumbench/options.hpp"
+
 namespace accumbench {
 
 inline constexpr int kJsonSchemaVersion = 3;  // 2: data parallel (world size, allreduce phase); 3: chunked_loss
@@ -23,6 +25,20 @@ enum class Phase : int { kData = 0, kH2D, kForward, kBackward, kOptimizer, kOthe
 inline constexpr int kPhaseCount = 7;
 // "data", "h2d", "forward", "backward", "optimizer", "other", "allreduce"
 const char* phase_name(Phase phase);
+
+// Every fact about a phase in one place: its names, the words the recommendation uses, its colour
+// in the charts. phase_table() lists them in timeline order (data, h2d, forward, backward,
+// allreduce, optimizer, other), the order every report shows them in.
+struct PhaseInfo {
+  Phase phase;
+  const char* name;    // "forward": JSON keys, CSV "<name>_seconds", HTML headers
+  const char* abbrev;  // "fwd": the console's "fwd ms"
+  const char* words;   // "in forward": "mostly in forward" in the recommendation
+  const char* colour;  // the charts' colour, "#4e79a7"
+  bool data_parallel_only;  // allreduce: shown only where a run is data parallel
+};
+const std::array<PhaseInfo, kPhaseCount>& phase_table();
+const PhaseInfo& phase_info(Phase phase);
 
 using PhaseSeconds = std::array<double, kPhaseCount>;
 
@@ -65,9 +81,9 @@ struct MemoryBreakdown {
 struct SplitConfig {
   int64_t micro_batch = 1;
   int64_t accum_steps = 1;
-  std::string precision = "fp32";               // fp32 | bf16 | fp16
+  Precision precision = Precision::kFp32;
   bool optimizer_in_backward = false;
-  std::string activation_checkpointing = "none";  // none | blocks
+  Checkpointing activation_checkpointing = Checkpointing::kNone;
   bool cuda_graphs = false;
   bool chunked_loss = false;  // cross-entropy over chunks of tokens, no (b·T, V) logits
   int world_size = 1;  // data-parallel ranks (WORLD_SIZE); micro × accum × world = the batch
@@ -79,13 +95,33 @@ struct SplitConfig {
   std::string key() const;
 };
 
+// The rules between batch, micro-batch, accumulation and world size (src/types/split.cpp).
+// Divisors of n in increasing order (the default splits).
+std::vector<int64_t> divisors(int64_t n);
+// Sequences each of `world_size` data-parallel ranks holds per step. Throws UserError unless
+// world_size (>= 1) divides the batch. The one check of that rule (sweep, verify, plan, shard).
+int64_t sequences_per_rank(int64_t batch, int world_size);
+// Validates a split: micro_batch divides the sequences each of `world_size` data-parallel ranks
+// holds. Returns the accumulation steps.
+int64_t accumulation_steps(int64_t batch, int64_t micro_batch, int world_size = 1);
+// Throws UserError for optimizer-in-backward with more than one rank: each parameter would step
+// before its gradient is summed over the ranks.
+void require_one_rank_for_optimizer_in_backward(int world_size);
+
 // The grid points of one split: itself, and with `knobs` also activation checkpointing, and at
 // accumulation 1 in one process optimizer-in-backward alone and with checkpointing (the
 // lowest-memory point).
-// sweep_grid and plan_splits both build their grids from this.
 std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs);
 // `points`, followed with `chunked` by each of them again with the chunked cross-entropy.
 std::vector<SplitConfig> loss_variants(std::vector<SplitConfig> points, bool chunked);
+
+// The one grid builder, for sweep, plan and verify: per precision, per micro-batch (default:
+// every divisor of a rank's share of the batch), the split with the grid's checkpointing, its
+// knob variants (grid.knobs), each again with the chunked loss (loss.chunked), each followed by
+// its CUDA-graph replay (grid.cuda_graphs); then, with grid.optimizer_in_backward, the whole
+// batch in one micro-step with the optimizer inside backward (unless the knobs made it already).
+// Throws UserError when a micro-batch does not divide a rank's share, or the world size the batch.
+std::vector<SplitConfig> split_grid(const WorkloadOptions& workload, int world_size);
 
 enum class RunStatus { kOk, kOutOfMemory, kPredictedOutOfMemory, kError };
 const char* run_status_name(RunStatus status);  // "ok", "oom", "predicted-oom", "error"

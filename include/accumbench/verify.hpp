@@ -1,39 +1,20 @@
 // `accumbench verify`: from identical weights and data, one optimizer step with the whole batch
-// and one with each split; the gradients and the updated weights must agree within a tolerance
-// stated per precision.
+// and one with each split of the workload's grid; the gradients and the updated weights must
+// agree within a tolerance stated per precision.
 //
-//   VerifyOptions o;  o.model.preset = "gpt2-tiny";  o.batch = 8;  o.lengths = "variable";
-//   VerifyResult r = run_verify(o);
-//   print_verify(r, std::cout);      // exit code 1 when !r.all_pass
+//   WorkloadOptions w = workload_defaults(Command::kVerify);   // gpt2-tiny, variable lengths
+//   VerifyResult r = run_verify(w);
+//   print_verify(r, std::cout);      // report.hpp; exit code 1 when !r.all_pass
 #pragma once
 
 #include <cstdint>
-#include <ostream>
 #include <string>
 #include <vector>
 
-#include "accumbench/engine.hpp"
-#include "accumbench/sweep.hpp"
+#include "accumbench/options.hpp"
+#include "accumbench/result.hpp"
 
 namespace accumbench {
-
-struct VerifyOptions {
-  ModelOptions model{"gpt2-tiny", "", 0};
-  int64_t seq_len = 64;
-  int64_t batch = 8;
-  std::vector<int64_t> micro_batches;  // empty: every divisor of batch
-  std::string device = "auto";
-  std::string precision = "fp32";
-  std::string lengths = "variable";
-  std::string loss_normalization = "token";
-  bool optimizer_in_backward = false;     // also check 1×B with the optimizer inside backward
-  bool activation_checkpointing = false;  // run the splits with checkpointed blocks
-  bool cuda_graphs = false;               // also run every split from CUDA graphs (CUDA only)
-  bool chunked_loss = false;              // also run every split with the chunked cross-entropy
-  int64_t loss_chunk_tokens = 0;          // tokens per chunk of it; 0: at least 1024, at most 16 chunks
-  OptimizerOptions optimizer;
-  int threads = 0;
-};
 
 // Tolerances on the relative L2 error of the gradient, per precision, and the justification.
 // fp32: summation order differs between splits, so errors are a few float32 ulps of the
@@ -66,9 +47,9 @@ struct VerifyResult {
   int64_t seq_len = 0;
   int64_t batch = 0;
   int64_t tokens = 0;             // non-ignored targets in the step
-  std::string precision;
-  std::string lengths;
-  std::string loss_normalization;
+  Precision precision = Precision::kFp32;
+  LengthMode lengths = LengthMode::kFixed;
+  LossNormalization loss_normalization = LossNormalization::kToken;
   int world_size = 1;             // data-parallel ranks that ran the splits
   double reference_loss = 0;      // loss of the whole batch in one micro-batch
   double gradient_tolerance = 0;
@@ -77,7 +58,8 @@ struct VerifyResult {
   bool all_pass = true;
 };
 
-VerifyResult run_verify(const VerifyOptions& options);
-void print_verify(const VerifyResult& result, std::ostream& out);
+// The splits are split_grid(workload) (one precision; grid.knobs is not a verify option) against
+// the whole batch in one micro-step with the plain loss head. Throws UserError on bad options.
+VerifyResult run_verify(const WorkloadOptions& workload);
 
 }  // namespace accumbench

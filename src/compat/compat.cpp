@@ -35,6 +35,8 @@ std::string libtorch_version() {
   return out.str();
 }
 
+int libtorch_major_version() { return TORCH_VERSION_MAJOR; }
+
 bool built_with_cuda() { return ACCUMBENCH_WITH_CUDA != 0; }
 
 bool cuda_available() {

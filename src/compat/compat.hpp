@@ -23,6 +23,7 @@
 namespace accumbench::compat {
 
 std::string libtorch_version();  // "1.13.0", "2.11.0"
+int libtorch_major_version();     // 1, 2: autograd formulas and attention kernels differ
 bool cuda_available();
 bool built_with_cuda();
 

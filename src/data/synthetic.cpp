@@ -10,14 +10,6 @@
 
 namespace accumbench {
 
-std::string to_string(LengthMode mode) { return mode == LengthMode::kFixed ? "fixed" : "variable"; }
-
-LengthMode length_mode_from_string(const std::string& text) {
-  if (text == "fixed") return LengthMode::kFixed;
-  if (text == "variable") return LengthMode::kVariable;
-  throw UserError("unknown --lengths \"" + text + "\"; use fixed or variable");
-}
-
 DataOptions data_options_for(int64_t vocab_size, int64_t seq_len, int64_t batch, bool cuda) {
   DataOptions options;
   options.vocab_size = vocab_size;
@@ -25,16 +17,6 @@ DataOptions data_options_for(int64_t vocab_size, int64_t seq_len, int64_t batch,
   options.batch = batch;
   options.pin_memory = cuda;
   return options;
-}
-
-int64_t sequences_per_rank(int64_t batch, int world_size) {
-  if (world_size < 1 || batch % world_size != 0) {
-    const std::string w = std::to_string(world_size);
-    throw UserError("--batch " + std::to_string(batch) + " does not split evenly over " + w +
-                    " data-parallel ranks (WORLD_SIZE=" + w + " / --world-size " + w +
-                    "); pick a batch divisible by the world size");
-  }
-  return batch / world_size;
 }
 
 TokenBatch shard(const TokenBatch& step, int rank, int world_size) {

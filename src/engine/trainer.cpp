@@ -11,22 +11,6 @@
 
 namespace accumbench {
 
-std::string to_string(Precision precision) {
-  switch (precision) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp16: return "fp16";
-  }
-  return "?";
-}
-
-Precision precision_from_string(const std::string& text) {
-  if (text == "fp32") return Precision::kFp32;
-  if (text == "bf16") return Precision::kBf16;
-  if (text == "fp16") return Precision::kFp16;
-  throw UserError("unknown precision \"" + text + "\"; use fp32, bf16 or fp16");
-}
-
 std::optional<at::ScalarType> autocast_dtype(Precision precision) {
   switch (precision) {
     case Precision::kFp32: return std::nullopt;
@@ -36,58 +20,16 @@ std::optional<at::ScalarType> autocast_dtype(Precision precision) {
   return std::nullopt;
 }
 
-std::string to_string(LossNormalization normalization) {
-  return normalization == LossNormalization::kToken ? "token" : "mean-of-means";
-}
-
-LossNormalization loss_normalization_from_string(const std::string& text) {
-  if (text == "token") return LossNormalization::kToken;
-  if (text == "mean-of-means") return LossNormalization::kMeanOfMeans;
-  throw UserError("unknown --loss-normalization \"" + text + "\"; use token or mean-of-means");
-}
-
-int64_t accumulation_steps(int64_t batch, int64_t micro_batch, int world_size) {
-  if (micro_batch <= 0) throw UserError("micro-batch must be positive, got " + std::to_string(micro_batch));
-  if (batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(batch));
-  if (world_size > 1) {
-    const int64_t per_rank = sequences_per_rank(batch, world_size);
-    if (per_rank % micro_batch != 0) {
-      throw UserError("micro-batch " + std::to_string(micro_batch) + " does not divide the " + std::to_string(per_rank) +
-                      " sequences per rank (--batch " + std::to_string(batch) + " over " + std::to_string(world_size) +
-                      " ranks); pick micro-batches that divide " + std::to_string(per_rank));
-    }
-    return per_rank / micro_batch;
-  }
-  if (batch % micro_batch != 0) {
-    throw UserError("batch " + std::to_string(batch) + " is not divisible by micro-batch " +
-                    std::to_string(micro_batch) + "; pick micro-batches that divide the batch");
-  }
-  return batch / micro_batch;
-}
-
 StepOptions step_options_for(const SplitConfig& split, LossNormalization normalization, int64_t loss_chunk_tokens) {
   StepOptions step;
   step.micro_batch = split.micro_batch;
   step.loss_normalization = normalization;
   step.optimizer_in_backward = split.optimizer_in_backward;
-  step.activation_checkpointing = split.activation_checkpointing == "blocks";
+  step.activation_checkpointing = split.activation_checkpointing == Checkpointing::kBlocks;
   step.cuda_graphs = split.cuda_graphs;
   step.chunked_loss = split.chunked_loss;
   step.loss_chunk_tokens = loss_chunk_tokens;
   return step;
-}
-
-void require_one_rank_for_optimizer_in_backward(int world_size) {
-  if (world_size <= 1) return;
-  throw UserError("--optimizer-in-backward cannot be combined with data parallel (each parameter would step before its gradient is summed over the ranks); drop the option or run one process");
-}
-
-std::vector<int64_t> divisors(int64_t n) {
-  std::vector<int64_t> out;
-  for (int64_t d = 1; d <= n; ++d) {
-    if (n % d == 0) out.push_back(d);
-  }
-  return out;
 }
 
 c10::Device resolve_device(const std::string& name) {

@@ -288,4 +288,8 @@ void check_sequence_length(const ModelConfig& cfg, int64_t seq_len) {
   }
 }
 
+ModelConfig resolve_model(const ModelOptions& options) {
+  return options.hf_config.empty() ? find_preset(options.preset) : load_hf_config(options.hf_config);
+}
+
 }  // namespace accumbench

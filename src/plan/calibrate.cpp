@@ -22,7 +22,7 @@ int64_t measure_step_peak(const ModelConfig& cfg, const PlanOptions& options, co
   int64_t peak_bytes = 0;
   {
     TrainOptions train_options;
-    train_options.precision = precision_from_string(split.precision);
+    train_options.precision = split.precision;
     Trainer trainer(build_model(cfg, /*seed=*/0), device, train_options);
     DataOptions data_options =
         data_options_for(cfg.vocab_size, options.seq_len, split.micro_batch * split.accum_steps, device.is_cuda());

@@ -14,8 +14,6 @@
 
 #include "accumbench/chunked_loss.hpp"
 #include "accumbench/error.hpp"
-#include "accumbench/report.hpp"
-#include "report/format.hpp"
 
 namespace accumbench {
 
@@ -169,10 +167,7 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
 }
 
 void check_split(const ModelConfig& m, const PlanOptions& o, const SplitConfig& s) {
-  if (s.precision != "fp32" && s.precision != "bf16" && s.precision != "fp16") {
-    throw UserError("unknown precision \"" + s.precision + "\"; use fp32, bf16 or fp16");
-  }
-  if (s.precision == "fp16" && o.cpu) throw UserError("fp16 needs a CUDA device; plan bf16 or fp32 for the CPU");
+  if (s.precision == Precision::kFp16 && o.cpu) throw UserError("fp16 needs a CUDA device; plan bf16 or fp32 for the CPU");
   if (s.optimizer_in_backward && s.accum_steps != 1) {
     throw UserError("optimizer-in-backward needs accumulation steps = 1; plan micro-batch = batch");
   }
@@ -180,269 +175,329 @@ void check_split(const ModelConfig& m, const PlanOptions& o, const SplitConfig& 
   check_sequence_length(m, o.seq_len);
 }
 
-}  // namespace
-
-MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitConfig& split) {
-  check_split(m, o, split);
+// The symbols of the formulas for one split, and the plan's tables filled step by step. Each step
+// adds the lines of one part of the step's memory; phase_peaks() adds them up per phase.
+struct PlanBuilder {
+  const ModelConfig& m;
+  const PlanOptions& o;
+  const SplitConfig& split;
   MemoryPlan plan;
-  plan.split = split;
-  plan.model = m;
-  plan.options = o;
-  const int64_t P = parameter_count(m);
-  const int64_t b = split.micro_batch, T = o.seq_len, N = b * T;
-  const int64_t d = m.d_model, V = m.vocab_size, L = m.n_layers;
-  const bool autocast = split.precision != "fp32";
-  const int64_t c = autocast ? 2 : kFp32;
-  const bool checkpointing = split.activation_checkpointing == "blocks";
-  // CUDA graphs keep every gradient allocated from the start (the captured backward adds into
-  // them), as accumulation does from the second micro-step on.
-  const bool accumulating = split.accum_steps > 1 || split.cuda_graphs;
+  int64_t P, b, T, N, d, V, L, c;
+  bool autocast, checkpointing, accumulating, chunked;
+  size_t block_lines_begin = 0, block_lines_end = 0;  // the blocks' lines in plan.saved
+
+  PlanBuilder(const ModelConfig& model, const PlanOptions& options, const SplitConfig& s)
+      : m(model), o(options), split(s) {
+    plan.split = s;
+    plan.model = model;
+    plan.options = options;
+    P = parameter_count(m);
+    b = split.micro_batch;
+    T = o.seq_len;
+    N = b * T;
+    d = m.d_model;
+    V = m.vocab_size;
+    L = m.n_layers;
+    autocast = split.precision != Precision::kFp32;
+    c = compute_bytes(split.precision);
+    checkpointing = split.activation_checkpointing == Checkpointing::kBlocks;
+    // CUDA graphs keep every gradient allocated from the start (the captured backward adds into
+    // them), as accumulation does from the second micro-step on.
+    accumulating = split.accum_steps > 1 || split.cuda_graphs;
+    chunked = split.chunked_loss;
+  }
 
   // ---- resident for the whole step ----
-  const Table resident{&plan.resident};
-  resident.add("weights", "P·4", P * kFp32, "fp32 parameters (autocast keeps fp32 masters, casts per op)");
-  resident.add("AdamW exp_avg", "P·4", P * kFp32, "first moment, allocated up front (src/engine/adamw.cpp)");
-  resident.add("AdamW exp_avg_sq", "P·4", P * kFp32, "second moment, allocated up front");
-  if (o.cpu) {
-    const int64_t B = o.batch;
-    resident.add("token batches (inputs, targets)", "2·n·B·T·8", 2 * o.token_batches * B * T * kInt64,
-                 "the runner's n distinct host batches; on the CPU they are the device memory");
-  }
-  if (m.arch == Architecture::kLlama) {
-    resident.add("rotary cos, sin", "2·T·hd·c", 2 * T * m.head_dim * c, "RotaryCache keeps them in q's dtype");
-  }
-  if (split.precision == "fp16") {
-    resident.add("loss scale", "0", 0, "a host double in the Trainer (GradScaler state), no device bytes");
+  void resident_tensors() {
+    const Table resident{&plan.resident};
+    resident.add("weights", "P·4", P * kFp32, "fp32 parameters (autocast keeps fp32 masters, casts per op)");
+    resident.add("AdamW exp_avg", "P·4", P * kFp32, "first moment, allocated up front (src/engine/adamw.cpp)");
+    resident.add("AdamW exp_avg_sq", "P·4", P * kFp32, "second moment, allocated up front");
+    if (o.cpu) {
+      const int64_t B = o.batch;
+      resident.add("token batches (inputs, targets)", "2·n·B·T·8", 2 * o.token_batches * B * T * kInt64,
+                   "the runner's n distinct host batches; on the CPU they are the device memory");
+    }
+    if (m.arch == Architecture::kLlama) {
+      resident.add("rotary cos, sin", "2·T·hd·c", 2 * T * m.head_dim * c, "RotaryCache keeps them in q's dtype");
+    }
+    if (split.precision == Precision::kFp16) {
+      resident.add("loss scale", "0", 0, "a host double in the Trainer (GradScaler state), no device bytes");
+    }
   }
 
   // ---- gradients ----
-  const Table grads{&plan.gradients};
-  grads.add("gradients", "P·4", P * kFp32,
-            split.optimizer_in_backward ? "freed one by one as each parameter steps in backward"
-                                        : "fp32 .grad, alive from the first backward to zero_grad");
+  void gradients() {
+    const Table grads{&plan.gradients};
+    grads.add("gradients", "P·4", P * kFp32,
+              split.optimizer_in_backward ? "freed one by one as each parameter steps in backward"
+                                          : "fp32 .grad, alive from the first backward to zero_grad");
+  }
 
   // ---- saved for backward by one micro-step ----
-  const Table saved{&plan.saved};
-  if (!o.cpu) saved.add("micro-batch tokens on the device", "2·b·T·8", 2 * N * kInt64, "inputs for the embedding, targets for the loss");
-  if (m.arch == Architecture::kGpt2) saved.add("positions", "T·8", T * kInt64, "wpe's embedding saves its indices");
-  const size_t block_lines_begin = plan.saved.size();
-  if (checkpointing) {
-    saved.add("block input x (checkpoint)", "L·b·T·d·4", L * N * d * kFp32, "checkpointing keeps only each block's input");
-  } else if (m.arch == Architecture::kGpt2) {
-    gpt2_block_saved(m, o, b, c, saved);
-  } else {
-    llama_block_saved(m, o, b, c, saved);
-  }
-  if (autocast && !checkpointing) {
-    saved.add("block linear weights cast to c", "L·(linear weights)·c", L * linear_weight_numel_per_block(m) * c,
-              "autocast's cast cache; each linear's backward saves its cast weight");
-  }
-  const size_t block_lines_end = plan.saved.size();
-  const bool chunked = split.chunked_loss;
-  if (autocast && !chunked) {
-    saved.add("head weight cast to c", "V·d·c", V * d * c, "the head linear saves its cast weight");
-  }
-  saved.add("final norm input", "b·T·d·4", N * d * kFp32, "the last block's output, saved by the final norm");
-  if (m.arch == Architecture::kGpt2) {
-    saved.add("ln_f mean, rstd", "2·b·T·4", 2 * N * kFp32, "saved by layer_norm's backward");
-    if (!chunked) {
-      saved.add(autocast ? "ln_f output, cast to c" : "ln_f output", "b·T·d·c", N * d * c, "the head linear saves its input");
-    }
-  } else {
-    if (o.libtorch_major < 2) {
-      saved.add("final RMSNorm x²", "b·T·d·4", N * d * kFp32, "LibTorch 1.x's mean backward keeps its input");
-    }
-    saved.add("final RMSNorm rsqrt, normed", "b·T·(d+1)·4", N * (d + 1) * kFp32, "rsqrt and weight · normed save them");
-    if (!chunked) {
-      saved.add(autocast ? "final RMSNorm output, cast to c" : "final RMSNorm output", "b·T·d·c", N * d * c,
-                "the head linear saves its input");
-    }
-  }
-  const Table fwd{&plan.forward_peak};
-  const Table bwd{&plan.backward_peak};
-  if (chunked) {
-    // src/engine/chunked_loss.cpp: the head's gradients are computed in the forward and kept
-    // until backward scales them; per chunk of r tokens the logits exist in fp32 only.
-    saved.add("chunked loss: grad of the hidden states", "b·T·d·4", N * d * kFp32,
-              "computed chunk by chunk in the forward, scaled in backward");
-    saved.add("chunked loss: grad of the head weight", "V·d·4", V * d * kFp32, "accumulated over the chunks in fp32");
-    const int64_t r = loss_chunk_tokens(N, o.loss_chunk_tokens);
-    const std::string chunk = "r·V·4 (r=" + std::to_string(r) + ")";
-    fwd.add("final hidden states", "b·T·d·4", N * d * kFp32, "the head's input, alive during the chunk loop");
-    if (autocast) {
-      fwd.add("hidden states and head weight cast to c", "(b·T+V)·d·c", (N + V) * d * c, "the chunk matmuls' operands");
-    }
-    fwd.add("one chunk's logits, fp32", chunk, r * V * kFp32, "become softmax − one-hot in place");
-    // The larger of log_softmax's output next to the logits and the gradient's cast to c plus
-    // the weight gradient's per-chunk product in c, which the CPU's TensorIterator casts to fp32
-    // in a temporary before adding it (CUDA casts in the kernel). fp32, and fp16 (whose range
-    // could overflow), add the product in place in fp32: no product temporary.
-    const bool fp16 = split.precision == "fp16";
-    const int64_t gradient_temporaries =
-        !autocast ? 0 : fp16 ? r * V * c : r * V * c + V * d * c + (o.cpu ? V * d * kFp32 : 0);
-    if (gradient_temporaries > r * V * kFp32) {
-      fwd.add("chunk gradient cast, weight product", o.cpu ? "r·V·c + V·d·(c+4)" : "r·V·c + V·d·c", gradient_temporaries,
-              o.cpu ? "in c, and the product cast to fp32 to be added (CPU)" : "in c; the product is added to fp32");
+  void saved_tensors() {
+    const Table saved{&plan.saved};
+    if (!o.cpu)
+      saved.add("micro-batch tokens on the device", "2·b·T·8", 2 * N * kInt64,
+                "inputs for the embedding, targets for the loss");
+    if (m.arch == Architecture::kGpt2) saved.add("positions", "T·8", T * kInt64, "wpe's embedding saves its indices");
+    block_lines_begin = plan.saved.size();
+    if (checkpointing) {
+      saved.add("block input x (checkpoint)", "L·b·T·d·4", L * N * d * kFp32,
+                "checkpointing keeps only each block's input");
+    } else if (m.arch == Architecture::kGpt2) {
+      gpt2_block_saved(m, o, b, c, saved);
     } else {
-      fwd.add("chunk log_softmax output", "r·V·4", r * V * kFp32, "next to the chunk's logits");
+      llama_block_saved(m, o, b, c, saved);
     }
-  } else {
-    saved.add("log_softmax output", "b·T·V·4", N * V * kFp32, "cross-entropy's log_softmax saves it; nll_loss reads it");
-    fwd.add("logits", "b·T·V·c", N * V * c, "the head's output; freed when the forward ends (not saved)");
-    if (autocast) fwd.add("logits fp32 copy", "b·T·V·4", N * V * kFp32, "Trainer::accumulate runs cross-entropy in fp32");
-    bwd.add("nll_loss gradient", "b·T·V·4", N * V * kFp32, "grad of the log-probabilities, (b·T, V)");
-    bwd.add("log_softmax gradient", "b·T·V·4", N * V * kFp32, "grad of the logits, alive with its input");
+    if (autocast && !checkpointing) {
+      saved.add("block linear weights cast to c", "L·(linear weights)·c", L * linear_weight_numel_per_block(m) * c,
+                "autocast's cast cache; each linear's backward saves its cast weight");
+    }
+    block_lines_end = plan.saved.size();
+    if (autocast && !chunked) {
+      saved.add("head weight cast to c", "V·d·c", V * d * c, "the head linear saves its cast weight");
+    }
+    saved.add("final norm input", "b·T·d·4", N * d * kFp32, "the last block's output, saved by the final norm");
+    if (m.arch == Architecture::kGpt2) {
+      saved.add("ln_f mean, rstd", "2·b·T·4", 2 * N * kFp32, "saved by layer_norm's backward");
+      if (!chunked) {
+        saved.add(autocast ? "ln_f output, cast to c" : "ln_f output", "b·T·d·c", N * d * c,
+                  "the head linear saves its input");
+      }
+    } else {
+      if (o.libtorch_major < 2) {
+        saved.add("final RMSNorm x²", "b·T·d·4", N * d * kFp32, "LibTorch 1.x's mean backward keeps its input");
+      }
+      saved.add("final RMSNorm rsqrt, normed", "b·T·(d+1)·4", N * (d + 1) * kFp32,
+                "rsqrt and weight · normed save them");
+      if (!chunked) {
+        saved.add(autocast ? "final RMSNorm output, cast to c" : "final RMSNorm output", "b·T·d·c", N * d * c,
+                  "the head linear saves its input");
+      }
+    }
   }
 
-  const Table opt{&plan.optimizer_peak};
-  const int64_t largest = largest_parameter_numel(m);
-  opt.add("AdamW sqrt(exp_avg_sq), denom", "2·max(numel)·4", 2 * largest * kFp32,
-          "exp_avg_sq.sqrt() / bias correction: two temporaries of the largest parameter");
-
-  // The last block's backward: the head is done (its saved tensors are freed, its gradient
-  // exists), the block's own saved tensors are still there (recomputed, with checkpointing).
-  const Table blk{&plan.block_backward_peak};
-  const int64_t H = m.n_heads, f = m.d_ff;
-  if (!accumulating) {
-    blk.add("head and final-norm gradients", "(V·d + norm)·4",
-            (V * d + (m.arch == Architecture::kGpt2 ? 2 * d : d)) * kFp32, "the first gradients backward produces");
+  // The loss head's tensors: saved, and the transients at the forward's and backward's peaks.
+  void loss_head() {
+    const Table saved{&plan.saved};
+    const Table fwd{&plan.forward_peak};
+    const Table bwd{&plan.backward_peak};
+    if (chunked) {
+      // src/engine/chunked_loss.cpp: the head's gradients are computed in the forward and kept
+      // until backward scales them; per chunk of r tokens the logits exist in fp32 only.
+      saved.add("chunked loss: grad of the hidden states", "b·T·d·4", N * d * kFp32,
+                "computed chunk by chunk in the forward, scaled in backward");
+      saved.add("chunked loss: grad of the head weight", "V·d·4", V * d * kFp32, "accumulated over the chunks in fp32");
+      const int64_t r = loss_chunk_tokens(N, o.loss_chunk_tokens);
+      const std::string chunk = "r·V·4 (r=" + std::to_string(r) + ")";
+      fwd.add("final hidden states", "b·T·d·4", N * d * kFp32, "the head's input, alive during the chunk loop");
+      if (autocast) {
+        fwd.add("hidden states and head weight cast to c", "(b·T+V)·d·c", (N + V) * d * c,
+                "the chunk matmuls' operands");
+      }
+      fwd.add("one chunk's logits, fp32", chunk, r * V * kFp32, "become softmax − one-hot in place");
+      // The larger of log_softmax's output next to the logits and the gradient's cast to c plus
+      // the weight gradient's per-chunk product in c, which the CPU's TensorIterator casts to fp32
+      // in a temporary before adding it (CUDA casts in the kernel). fp32, and fp16 (whose range
+      // could overflow), add the product in place in fp32: no product temporary.
+      const bool fp16 = split.precision == Precision::kFp16;
+      const int64_t gradient_temporaries = !autocast ? 0
+                                           : fp16    ? r * V * c
+                                                     : r * V * c + V * d * c + (o.cpu ? V * d * kFp32 : 0);
+      if (gradient_temporaries > r * V * kFp32) {
+        fwd.add("chunk gradient cast, weight product", o.cpu ? "r·V·c + V·d·(c+4)" : "r·V·c + V·d·c",
+                gradient_temporaries,
+                o.cpu ? "in c, and the product cast to fp32 to be added (CPU)" : "in c; the product is added to fp32");
+      } else {
+        fwd.add("chunk log_softmax output", "r·V·4", r * V * kFp32, "next to the chunk's logits");
+      }
+    } else {
+      saved.add("log_softmax output", "b·T·V·4", N * V * kFp32,
+                "cross-entropy's log_softmax saves it; nll_loss reads it");
+      fwd.add("logits", "b·T·V·c", N * V * c, "the head's output; freed when the forward ends (not saved)");
+      if (autocast)
+        fwd.add("logits fp32 copy", "b·T·V·4", N * V * kFp32, "Trainer::accumulate runs cross-entropy in fp32");
+      bwd.add("nll_loss gradient", "b·T·V·4", N * V * kFp32, "grad of the log-probabilities, (b·T, V)");
+      bwd.add("log_softmax gradient", "b·T·V·4", N * V * kFp32, "grad of the logits, alive with its input");
+    }
   }
+
+  void optimizer_temporaries() {
+    const Table opt{&plan.optimizer_peak};
+    const int64_t largest = largest_parameter_numel(m);
+    opt.add("AdamW sqrt(exp_avg_sq), denom", "2·max(numel)·4", 2 * largest * kFp32,
+            "exp_avg_sq.sqrt() / bias correction: two temporaries of the largest parameter");
+  }
+
   // One block's saved tensors (what a recompute saves again), and those that the block's own
   // backward has released by the time it reaches the attention softmax's backward.
-  int64_t one_block = 0;
-  int64_t released_before_softmax = 0;
-  {
+  std::pair<int64_t, int64_t> one_block_saved_and_released() const {
+    int64_t one_block = 0;
+    int64_t released_before_softmax = 0;
     MemoryPlan single_plan;
     ModelConfig single = m;
     single.n_layers = 1;
     const Table one{&single_plan.saved};
     const size_t released_from = m.arch == Architecture::kGpt2 ? gpt2_block_saved(single, o, b, c, one)
-                                                                : llama_block_saved(single, o, b, c, one);
+                                                               : llama_block_saved(single, o, b, c, one);
     for (size_t i = 0; i < single_plan.saved.size(); ++i) {
       one_block += single_plan.saved[i].bytes;
       if (i >= released_from) released_before_softmax += single_plan.saved[i].bytes;
     }
+    return {one_block, released_before_softmax};
   }
-  if (checkpointing) {
-    blk.add("recomputed block's saved tensors", "(one block of the table above)", one_block - N * d * kFp32,
-            "backward reruns the block's forward with grad enabled (its input is already counted)");
-    if (autocast) {
-      blk.add("recomputed block's weights cast to c", "(linear weights)·c", linear_weight_numel_per_block(m) * c,
-              "the recompute's autocast region caches and saves them again");
+
+  // The last block's backward: the head is done (its saved tensors are freed, its gradient
+  // exists), the block's own saved tensors are still there (recomputed, with checkpointing).
+  void block_backward() {
+    const Table blk{&plan.block_backward_peak};
+    const auto [one_block, released_before_softmax] = one_block_saved_and_released();
+    if (!accumulating) {
+      blk.add("head and final-norm gradients", "(V·d + norm)·4",
+              (V * d + (m.arch == Architecture::kGpt2 ? 2 * d : d)) * kFp32, "the first gradients backward produces");
     }
+    if (checkpointing) {
+      blk.add("recomputed block's saved tensors", "(one block of the table above)", one_block - N * d * kFp32,
+              "backward reruns the block's forward with grad enabled (its input is already counted)");
+      if (autocast) {
+        blk.add("recomputed block's weights cast to c", "(linear weights)·c", linear_weight_numel_per_block(m) * c,
+                "the recompute's autocast region caches and saves them again");
+      }
+    }
+    blk.add("gradient of the residual stream", "b·T·d·4", N * d * kFp32, "flows into the block from above");
+    peak_candidates(blk, released_before_softmax);
   }
-  blk.add("gradient of the residual stream", "b·T·d·4", N * d * kFp32, "flows into the block from above");
+
   // Two candidates: the MLP activation's backward, by which time the MLP's output projection has
   // released its input (and cast weight) and made its weight gradient; or the attention
   // softmax's (explicit attention), by which time the MLP, the attention's output projection and
   // bmm(probabilities, v) have released what they saved, and made their weight gradients.
-  const bool gpt2 = m.arch == Architecture::kGpt2;
-  const int64_t a = m.n_heads * m.head_dim;
-  const int64_t new_gradient = accumulating ? 0 : kFp32;  // accumulation adds into existing ones
-  const int64_t mlp_released = N * f * c + (autocast ? d * f * c : 0);
-  const int64_t mlp_grads = (f * d + (gpt2 ? d : 0)) * new_gradient;
-  const int64_t mlp_pair = 2 * N * f * c;
-  const int64_t softmax_pair = o.attention == AttentionKind::kExplicit ? 2 * b * H * T * T * c : 0;
-  const int64_t softmax_released =
-      released_before_softmax + (autocast ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
-  const int64_t softmax_grads =
-      (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient;
-  const int64_t mlp_side = mlp_pair + mlp_grads - mlp_released;
-  const int64_t softmax_side = softmax_pair + N * a * c + softmax_grads - softmax_released;
-  if (checkpointing) {
-    // The recompute's inner backward: measured within 3 % (gpt2/llama tiny and mini) when the
-    // releases above are left out, which the recomputed output and the inner graph's input
-    // gradient roughly make up for; the larger pair alone.
-    if (softmax_pair >= mlp_pair) {
+  void peak_candidates(const Table& blk, int64_t released_before_softmax) {
+    const int64_t H = m.n_heads, f = m.d_ff;
+    const bool gpt2 = m.arch == Architecture::kGpt2;
+    const int64_t a = m.n_heads * m.head_dim;
+    const int64_t new_gradient = accumulating ? 0 : kFp32;  // accumulation adds into existing ones
+    const int64_t mlp_released = N * f * c + (autocast ? d * f * c : 0);
+    const int64_t mlp_grads = (f * d + (gpt2 ? d : 0)) * new_gradient;
+    const int64_t mlp_pair = 2 * N * f * c;
+    const int64_t softmax_pair = o.attention == AttentionKind::kExplicit ? 2 * b * H * T * T * c : 0;
+    const int64_t softmax_released = released_before_softmax + (autocast ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
+    const int64_t softmax_grads = (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient;
+    const int64_t mlp_side = mlp_pair + mlp_grads - mlp_released;
+    const int64_t softmax_side = softmax_pair + N * a * c + softmax_grads - softmax_released;
+    if (checkpointing) {
+      // The recompute's inner backward: measured within 3 % (gpt2/llama tiny and mini) when the
+      // releases above are left out, which the recomputed output and the inner graph's input
+      // gradient roughly make up for; the larger pair alone.
+      if (softmax_pair >= mlp_pair) {
+        blk.add("softmax backward: grads of probs, scores", "2·b·H·T·T·c", softmax_pair,
+                "softmax's backward holds its input gradient and output gradient at once");
+      } else {
+        blk.add("MLP backward: grads of act. out, in", "2·b·T·f·c", mlp_pair,
+                "the activation's backward holds its input gradient and output gradient at once");
+      }
+    } else if (softmax_pair > 0 && softmax_side > mlp_side) {
+      blk.add("released before the softmax's backward", "−(one block from v on)", -softmax_released,
+              "the MLP, output projection and bmm(probabilities, v) are done");
+      if (softmax_grads > 0) {
+        blk.add("the block's MLP and projection gradients", "(MLP, norm, proj.)·4", softmax_grads, "made on the way");
+      }
+      blk.add("gradient of v", "b·T·a·c", N * a * c, "waits in the qkv split's backward for q's and k's");
       blk.add("softmax backward: grads of probs, scores", "2·b·H·T·T·c", softmax_pair,
               "softmax's backward holds its input gradient and output gradient at once");
     } else {
+      blk.add("released before the activation's backward", "−b·T·f·c (+ d·f·c)", -mlp_released,
+              "the output projection's saved input (and cast weight)");
+      if (mlp_grads > 0) blk.add("the output projection's gradient", "(f·d + bias)·4", mlp_grads, "made on the way");
       blk.add("MLP backward: grads of act. out, in", "2·b·T·f·c", mlp_pair,
               "the activation's backward holds its input gradient and output gradient at once");
     }
-  } else if (softmax_pair > 0 && softmax_side > mlp_side) {
-    blk.add("released before the softmax's backward", "−(one block from v on)", -softmax_released,
-            "the MLP, output projection and bmm(probabilities, v) are done");
-    if (softmax_grads > 0) {
-      blk.add("the block's MLP and projection gradients", "(MLP, norm, proj.)·4", softmax_grads, "made on the way");
-    }
-    blk.add("gradient of v", "b·T·a·c", N * a * c, "waits in the qkv split's backward for q's and k's");
-    blk.add("softmax backward: grads of probs, scores", "2·b·H·T·T·c", softmax_pair,
-            "softmax's backward holds its input gradient and output gradient at once");
-  } else {
-    blk.add("released before the activation's backward", "−b·T·f·c (+ d·f·c)", -mlp_released,
-            "the output projection's saved input (and cast weight)");
-    if (mlp_grads > 0) blk.add("the output projection's gradient", "(f·d + bias)·4", mlp_grads, "made on the way");
-    blk.add("MLP backward: grads of act. out, in", "2·b·T·f·c", mlp_pair,
-            "the activation's backward holds its input gradient and output gradient at once");
   }
 
   // ---- peaks per phase ----
-  const int64_t resident_bytes = total_bytes(plan.resident);
-  const int64_t grad_bytes = total_bytes(plan.gradients);
-  const int64_t saved_bytes = total_bytes(plan.saved);
-  int64_t block_saved_bytes = 0;
-  for (size_t i = block_lines_begin; i < block_lines_end; ++i) block_saved_bytes += plan.saved[i].bytes;
-  // With accumulation the gradients of the earlier micro-steps are alive during the later
-  // micro-steps' forward and backward; at accumulation 1 they grow during the backward.
-  const int64_t grads_in_micro_step = accumulating ? grad_bytes : 0;
-  plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)] =
-      resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.forward_peak);
-  const int64_t backward_head = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak);
-  const int64_t backward_block = resident_bytes + grads_in_micro_step + block_saved_bytes +
-                                 total_bytes(plan.block_backward_peak);
-  // The end of backward, at the token embedding. Tied: its two gradients (the head's, waiting in
-  // autograd's input buffer, and the lookup's dense one) and their sum are alive at once;
-  // untied: the lookup's dense gradient, added into .grad when one exists. Every other gradient
-  // is alive by then (none with optimizer-in-backward, which frees them as it goes and steps
-  // the embedding last, with AdamW's temporaries).
-  const int64_t embedding_grad = V * d * kFp32;
-  int64_t backward_tail = 0;
-  if (split.optimizer_in_backward) {
-    backward_tail = resident_bytes + embedding_grad + total_bytes(plan.optimizer_peak);
-  } else {
-    const int64_t in_flight = (m.tied_embeddings ? 3 : 1) * embedding_grad;
-    const int64_t others = accumulating ? grad_bytes : grad_bytes - embedding_grad;
-    backward_tail = resident_bytes + others + in_flight;
-    if (o.world_size > 1) {
-      // Data parallel (src/engine/gradient_reducer.cpp): each 25 MiB bucket, filled in reverse
-      // parameter order, all-reduces a flat copy of its gradients from the moment its last one
-      // is done. At the embedding's backward every bucket but the embedding's own has started;
-      // once it has too, all the copies are alive until the all-reduce is waited for.
-      const int64_t bucket_limit = int64_t{25} << 20;
-      const int64_t last_bucket = std::min(grad_bytes, std::max(embedding_grad, bucket_limit));
-      backward_tail = std::max(backward_tail + grad_bytes - last_bucket, resident_bytes + 2 * grad_bytes);
+  void phase_peaks() {
+    const int64_t resident_bytes = total_bytes(plan.resident);
+    const int64_t grad_bytes = total_bytes(plan.gradients);
+    const int64_t saved_bytes = total_bytes(plan.saved);
+    int64_t block_saved_bytes = 0;
+    for (size_t i = block_lines_begin; i < block_lines_end; ++i) block_saved_bytes += plan.saved[i].bytes;
+    // With accumulation the gradients of the earlier micro-steps are alive during the later
+    // micro-steps' forward and backward; at accumulation 1 they grow during the backward.
+    const int64_t grads_in_micro_step = accumulating ? grad_bytes : 0;
+    plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)] =
+        resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.forward_peak);
+    const int64_t backward_head = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak);
+    const int64_t backward_block =
+        resident_bytes + grads_in_micro_step + block_saved_bytes + total_bytes(plan.block_backward_peak);
+    // The end of backward, at the token embedding. Tied: its two gradients (the head's, waiting in
+    // autograd's input buffer, and the lookup's dense one) and their sum are alive at once;
+    // untied: the lookup's dense gradient, added into .grad when one exists. Every other gradient
+    // is alive by then (none with optimizer-in-backward, which frees them as it goes and steps
+    // the embedding last, with AdamW's temporaries).
+    const int64_t embedding_grad = V * d * kFp32;
+    int64_t backward_tail = 0;
+    if (split.optimizer_in_backward) {
+      backward_tail = resident_bytes + embedding_grad + total_bytes(plan.optimizer_peak);
+    } else {
+      const int64_t in_flight = (m.tied_embeddings ? 3 : 1) * embedding_grad;
+      const int64_t others = accumulating ? grad_bytes : grad_bytes - embedding_grad;
+      backward_tail = resident_bytes + others + in_flight;
+      if (o.world_size > 1) {
+        // Data parallel (src/engine/gradient_reducer.cpp): each 25 MiB bucket, filled in reverse
+        // parameter order, all-reduces a flat copy of its gradients from the moment its last one
+        // is done. At the embedding's backward every bucket but the embedding's own has started;
+        // once it has too, all the copies are alive until the all-reduce is waited for.
+        const int64_t bucket_limit = int64_t{25} << 20;
+        const int64_t last_bucket = std::min(grad_bytes, std::max(embedding_grad, bucket_limit));
+        backward_tail = std::max(backward_tail + grad_bytes - last_bucket, resident_bytes + 2 * grad_bytes);
+      }
+    }
+    plan.phase_peak_bytes[static_cast<int>(PlanPhase::kBackward)] =
+        std::max({backward_head, backward_block, backward_tail});
+    plan.phase_peak_bytes[static_cast<int>(PlanPhase::kOptimizer)] =
+        split.optimizer_in_backward ? resident_bytes : resident_bytes + grad_bytes + total_bytes(plan.optimizer_peak);
+    if (split.cuda_graphs) {
+      // The graphs' private pool keeps the micro-step's high-water mark of activations and
+      // temporaries reserved for good, so it is still there during the optimizer step.
+      const int64_t pool = std::max(plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)],
+                                    plan.phase_peak_bytes[static_cast<int>(PlanPhase::kBackward)]) -
+                           resident_bytes - grad_bytes;
+      plan.phase_peak_bytes[static_cast<int>(PlanPhase::kOptimizer)] += std::max<int64_t>(0, pool);
+    }
+    plan.peak_bytes = 0;
+    for (int p = 0; p < kPlanPhaseCount; ++p) {
+      if (plan.phase_peak_bytes[p] > plan.peak_bytes) {
+        plan.peak_bytes = plan.phase_peak_bytes[p];
+        plan.peak_phase = static_cast<PlanPhase>(p);
+      }
     }
   }
-  plan.phase_peak_bytes[static_cast<int>(PlanPhase::kBackward)] = std::max({backward_head, backward_block, backward_tail});
-  plan.phase_peak_bytes[static_cast<int>(PlanPhase::kOptimizer)] =
-      split.optimizer_in_backward ? resident_bytes : resident_bytes + grad_bytes + total_bytes(plan.optimizer_peak);
-  if (split.cuda_graphs) {
-    // The graphs' private pool keeps the micro-step's high-water mark of activations and
-    // temporaries reserved for good, so it is still there during the optimizer step.
-    const int64_t pool = std::max(plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)],
-                                  plan.phase_peak_bytes[static_cast<int>(PlanPhase::kBackward)]) -
-                         resident_bytes - grad_bytes;
-    plan.phase_peak_bytes[static_cast<int>(PlanPhase::kOptimizer)] += std::max<int64_t>(0, pool);
-  }
-  plan.peak_bytes = 0;
-  for (int p = 0; p < kPlanPhaseCount; ++p) {
-    if (plan.phase_peak_bytes[p] > plan.peak_bytes) {
-      plan.peak_bytes = plan.phase_peak_bytes[p];
-      plan.peak_phase = static_cast<PlanPhase>(p);
-    }
-  }
-  return plan;
+};
+
+}  // namespace
+
+MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitConfig& split) {
+  check_split(m, o, split);
+  PlanBuilder builder(m, o, split);
+  builder.resident_tensors();
+  builder.gradients();
+  builder.saved_tensors();
+  builder.loss_head();
+  builder.optimizer_temporaries();
+  builder.block_backward();
+  builder.phase_peaks();
+  return std::move(builder.plan);
 }
 
-int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, const std::string& precision,
-                            bool activation_checkpointing, int64_t memory_bytes, bool chunked_loss) {
+int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, Precision precision,
+                            Checkpointing checkpointing, int64_t memory_bytes, bool chunked_loss) {
   auto fits = [&](int64_t b) {
     SplitConfig split;
     split.micro_batch = b;
     split.accum_steps = 2;
     split.precision = precision;
-    split.activation_checkpointing = activation_checkpointing ? "blocks" : "none";
+    split.activation_checkpointing = checkpointing;
     split.chunked_loss = chunked_loss;
     return plan_memory(cfg, options, split).peak_bytes <= memory_bytes;
   };
@@ -459,19 +514,11 @@ int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, 
   return lo;
 }
 
-std::vector<MemoryPlan> plan_splits(const ModelConfig& cfg, const PlanOptions& options, const std::string& precision,
-                                    bool knobs, bool chunked_loss) {
+std::vector<MemoryPlan> plan_splits(const ModelConfig& cfg, const PlanOptions& options,
+                                    const WorkloadOptions& workload) {
   std::vector<MemoryPlan> plans;
-  for (int64_t micro = 1; micro <= options.batch; ++micro) {
-    if (options.batch % micro != 0) continue;
-    SplitConfig split;
-    split.micro_batch = micro;
-    split.accum_steps = options.batch / micro;
-    split.precision = precision;
-    split.world_size = options.world_size;
-    for (const SplitConfig& point : loss_variants(knob_variants(split, knobs), chunked_loss)) {
-      plans.push_back(plan_memory(cfg, options, point));
-    }
+  for (const SplitConfig& split : split_grid(workload, options.world_size)) {
+    plans.push_back(plan_memory(cfg, options, split));
   }
   return plans;
 }
@@ -496,73 +543,6 @@ Calibration fit_calibration(int64_t micro_batch_a, int64_t measured_a, int64_t p
 int64_t Calibration::predict(const MemoryPlan& plan) const {
   const double error = intercept_bytes + slope_bytes * static_cast<double>(plan.split.micro_batch);
   return plan.peak_bytes + static_cast<int64_t>(error >= 0 ? error + 0.5 : error - 0.5);
-}
-
-// ---- printing ----
-
-namespace {
-// Pads to a width in characters, not bytes: the formulas and labels hold "·" and "×" (UTF-8).
-std::string pad(const std::string& text, size_t width, bool right_align = false) {
-  const size_t chars = text::display_width(text);
-  const std::string fill(chars < width ? width - chars : 0, ' ');
-  return right_align ? fill + text : text + fill;
-}
-
-void print_table(const std::string& title, const std::vector<PlanLine>& lines, std::ostream& out) {
-  if (lines.empty()) return;
-  out << title << "\n";
-  for (const auto& line : lines) {
-    out << "  " << pad(line.name, 42) << pad(line.formula, 22) << pad(format_bytes(line.bytes), 11, true) << "  "
-        << line.why << "\n";
-  }
-  out << "  " << pad("total", 64) << pad(format_bytes(total_bytes(lines)), 11, true) << "\n";
-}
-}  // namespace
-
-void print_plan(const MemoryPlan& plan, std::ostream& out) {
-  const ModelConfig& m = plan.model;
-  out << "memory plan: " << m.name << ", T=" << plan.options.seq_len << ", split " << plan.split.label() << ", "
-      << plan.split.precision << ", attention " << to_string(plan.options.attention) << "\n";
-  out << "  P=" << parameter_count(m) << " L=" << m.n_layers << " d=" << m.d_model << " H=" << m.n_heads
-      << " Hkv=" << m.n_kv_heads << " hd=" << m.head_dim << " f=" << m.d_ff << " V=" << m.vocab_size
-      << " b=" << plan.split.micro_batch << " c=" << (plan.split.precision == "fp32" ? 4 : 2) << "\n";
-  print_table("resident (whole step)", plan.resident, out);
-  print_table("gradients", plan.gradients, out);
-  print_table("saved for backward (one micro-step)", plan.saved, out);
-  print_table("forward peak: loss head", plan.forward_peak, out);
-  print_table("backward peak: first node (loss head)", plan.backward_peak, out);
-  print_table("backward peak candidate: the last block's backward", plan.block_backward_peak, out);
-  print_table("optimizer peak: temporaries", plan.optimizer_peak, out);
-  out << "predicted peak per phase:";
-  for (int p = 0; p < kPlanPhaseCount; ++p) {
-    out << " " << plan_phase_name(static_cast<PlanPhase>(p)) << " " << format_bytes(plan.phase_peak_bytes[p]) << ";";
-  }
-  out << " peak " << format_bytes(plan.peak_bytes) << " in " << plan_phase_name(plan.peak_phase) << "\n";
-}
-
-void print_calibrated(const std::vector<MemoryPlan>& plans, const std::vector<Calibration>& calibrations,
-                      std::ostream& out) {
-  size_t label_width = 15;  // wider only when a label needs it ("2×1 ckpt oib chunked-ce")
-  for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.label()));
-  for (size_t i = 0; i < plans.size() && i < calibrations.size(); ++i) {
-    out << "  " << pad(plans[i].split.label(), label_width) << " analytic " << pad(format_bytes(plans[i].peak_bytes), 11, true)
-        << "  calibrated " << pad(format_bytes(calibrations[i].predict(plans[i])), 11, true) << "\n";
-  }
-}
-
-void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out) {
-  size_t label_width = 16;  // wider only when a label needs it ("64×1 ckpt oib chunked-ce")
-  for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.label()) + 1);
-  out << pad("split", label_width) << pad("forward", 12, true) << pad("backward", 12, true) << pad("optimizer", 12, true)
-      << pad("peak", 12, true) << "  " << pad("held by", 10)
-      << (memory_bytes > 0 ? "fits in " + format_bytes(memory_bytes) : std::string()) << "\n";
-  for (const auto& plan : plans) {
-    out << pad(plan.split.label(), label_width);
-    for (int p = 0; p < kPlanPhaseCount; ++p) out << pad(format_bytes(plan.phase_peak_bytes[p]), 12, true);
-    out << pad(format_bytes(plan.peak_bytes), 12, true) << "  " << pad(plan_phase_name(plan.peak_phase), 10);
-    if (memory_bytes > 0) out << (plan.peak_bytes <= memory_bytes ? "yes" : "no");
-    out << "\n";
-  }
 }
 
 }  // namespace accumbench

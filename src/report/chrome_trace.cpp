@@ -156,7 +156,7 @@ void append_run(const RunResult& run, int pid, int sort_index, std::vector<json>
   step.args = {{"split", run.config.label()},
                {"micro_batch", run.config.micro_batch},
                {"accum_steps", run.config.accum_steps},
-               {"precision", run.config.precision},
+               {"precision", to_string(run.config.precision)},
                {"peak_bytes", peak}};
   if (std::isfinite(run.step_seconds.median))
     step.args["median_step_seconds"] = run.step_seconds.median;

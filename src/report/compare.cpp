@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "accumbench/report.hpp"
+#include "report/columns.hpp"
 #include "report/format.hpp"
 
 namespace accumbench {
@@ -18,18 +19,20 @@ const RunResult* find_run(const SweepResult& sweep, const std::string& key) {
   return nullptr;
 }
 
+// The two measurements compared, read through the column table (columns.cpp).
+double step_seconds(const RunResult& run) { return report::column("step_seconds").number(run); }
+double peak_bytes(const RunResult& run) { return report::column("peak").number(run); }
+
 // A missing split is "-"; a split that failed shows why (its status), not a blank.
 std::string step_cell(const RunResult* run) {
   if (run == nullptr) return "-";
   if (run->status != RunStatus::kOk) return run_status_name(run->status);
-  return text::format_significant(run->step_seconds.median, 3);
+  return text::format_significant(step_seconds(*run), 3);
 }
 
 std::string peak_cell(const RunResult* run) {
-  if (run == nullptr || (run->status != RunStatus::kOk && run->peak_allocated_bytes <= 0)) {
-    return "-";
-  }
-  return format_bytes(run->peak_allocated_bytes);
+  if (run == nullptr) return "-";
+  return report::cell_text(report::column("peak"), report::View::kConsole, *run, {});
 }
 
 bool usable(const RunResult* run) { return run != nullptr && run->status == RunStatus::kOk; }
@@ -60,7 +63,7 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
 
   // Precision is part of the key; it only needs a place in the split cell when it differs.
   bool mixed_precision = false;
-  const std::string* first_precision = nullptr;
+  const Precision* first_precision = nullptr;
   for (const SweepResult* sweep : {&a, &b}) {
     for (const RunResult& run : sweep->runs) {
       if (first_precision == nullptr) first_precision = &run.config.precision;
@@ -81,14 +84,9 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
     const RunResult* rb = find_run(b, key);
     const RunResult* any = ra != nullptr ? ra : rb;
     const bool both = usable(ra) && usable(rb);
-    const std::string step_ratio =
-        both ? text::format_ratio(rb->step_seconds.median / ra->step_seconds.median, 2) : "-";
+    const std::string step_ratio = both ? text::format_ratio(step_seconds(*rb) / step_seconds(*ra), 2) : "-";
     const std::string peak_ratio =
-        both && ra->peak_allocated_bytes > 0
-            ? text::format_ratio(static_cast<double>(rb->peak_allocated_bytes) /
-                                     static_cast<double>(ra->peak_allocated_bytes),
-                                 2)
-            : "-";
+        both && peak_bytes(*ra) > 0 ? text::format_ratio(peak_bytes(*rb) / peak_bytes(*ra), 2) : "-";
     table.add_row({mixed_precision ? key : any->config.label(), step_cell(ra), step_cell(rb),
                    step_ratio, peak_cell(ra), peak_cell(rb), peak_ratio});
   }

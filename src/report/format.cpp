@@ -1,183 +1,12 @@
-// Byte counts in and out (public, report.hpp) and the private text helpers (format.hpp).
+// The reporters' helpers that read results (format.hpp); the plain number and table helpers
+// are in the leaf module (src/util/units.cpp).
 #include "report/format.hpp"
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <cmath>
-#include <cstdio>
-#include <limits>
 #include <sstream>
 
-#include "accumbench/error.hpp"
-#include "accumbench/report.hpp"
-
-namespace accumbench {
-
-namespace {
-
-constexpr double kKiB = 1024.0;
-constexpr double kMiB = kKiB * 1024.0;
-constexpr double kGiB = kMiB * 1024.0;
-constexpr double kTiB = kGiB * 1024.0;
-
-}  // namespace
-
-std::string format_bytes(int64_t bytes) {
-  if (bytes < 0) {
-    // Negative byte counts appear as differences (headroom, deltas); keep the sign readable.
-    const uint64_t magnitude = 0 - static_cast<uint64_t>(bytes);
-    return "-" + format_bytes(static_cast<int64_t>(std::min<uint64_t>(
-                     magnitude, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))));
-  }
-  const double b = static_cast<double>(bytes);
-  char buffer[64];
-  // GiB with two decimals separates devices (79.10 GiB vs 79.65 GiB); smaller units need one.
-  if (b >= kTiB) {
-    std::snprintf(buffer, sizeof buffer, "%.2f TiB", b / kTiB);
-  } else if (b >= kGiB) {
-    std::snprintf(buffer, sizeof buffer, "%.2f GiB", b / kGiB);
-  } else if (b >= kMiB) {
-    std::snprintf(buffer, sizeof buffer, "%.1f MiB", b / kMiB);
-  } else if (b >= kKiB) {
-    std::snprintf(buffer, sizeof buffer, "%.1f KiB", b / kKiB);
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%lld B", static_cast<long long>(bytes));
-  }
-  return buffer;
-}
-
-int64_t parse_bytes(const std::string& text) {
-  const auto fail = [&text]() -> UserError {
-    return UserError("cannot read '" + text +
-                     "' as a byte count; write a number with an optional unit, e.g. 16GiB, "
-                     "512MiB, 1.5G (1024-based), 16GB (1000-based) or 17179869184 (bytes)");
-  };
-
-  std::size_t pos = 0;
-  const auto skip_spaces = [&] {
-    while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
-  };
-  skip_spaces();
-  const std::size_t number_begin = pos;
-  bool digits = false;
-  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
-    ++pos;
-    digits = true;
-  }
-  if (pos < text.size() && text[pos] == '.') {
-    ++pos;
-    while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
-      ++pos;
-      digits = true;
-    }
-  }
-  if (!digits) throw fail();
-  // strtod on a validated [digits][.digits] span: no sign, exponent, hex or inf can sneak in.
-  const double number = std::strtod(text.substr(number_begin, pos - number_begin).c_str(), nullptr);
-
-  skip_spaces();
-  std::string unit;
-  while (pos < text.size() && std::isalpha(static_cast<unsigned char>(text[pos]))) {
-    unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[pos])));
-    ++pos;
-  }
-  skip_spaces();
-  if (pos != text.size()) throw fail();
-
-  // Units are case-insensitive. "KiB/MiB/GiB/TiB" and the bare letters are 1024-based (what
-  // nvidia-smi and torch.cuda.memory_* print); "KB/MB/GB/TB" are SI, 1000-based.
-  struct Unit {
-    const char* name;
-    double scale;
-  };
-  static const Unit kUnits[] = {
-      {"", 1.0},        {"b", 1.0},
-      {"k", kKiB},      {"kib", kKiB},    {"kb", 1e3},
-      {"m", kMiB},      {"mib", kMiB},    {"mb", 1e6},
-      {"g", kGiB},      {"gib", kGiB},    {"gb", 1e9},
-      {"t", kTiB},      {"tib", kTiB},    {"tb", 1e12},
-  };
-  const Unit* found = nullptr;
-  for (const Unit& u : kUnits) {
-    if (unit == u.name) found = &u;
-  }
-  if (found == nullptr) throw fail();
-
-  const double bytes = std::round(number * found->scale);
-  // 2^63 is exactly representable; anything at or above it does not fit in int64_t.
-  if (!(bytes < 9223372036854775808.0)) throw fail();
-  return static_cast<int64_t>(bytes);
-}
-
-namespace text {
-
-std::size_t display_width(const std::string& s) {
-  std::size_t width = 0;
-  for (unsigned char c : s) {
-    if ((c & 0xC0) != 0x80) ++width;  // count lead bytes only
-  }
-  return width;
-}
-
-int decimals_for_significant(double value, int digits) {
-  if (!std::isfinite(value) || value == 0.0) return std::max(0, digits - 1);
-  const double magnitude = std::fabs(value);
-  const int exponent = static_cast<int>(std::floor(std::log10(magnitude)));
-  int decimals = std::max(0, digits - 1 - exponent);
-  // 0.9996 at 3 digits rounds up to 1.00, not 1.000: one decade more, one decimal fewer.
-  const double scale = std::pow(10.0, decimals);
-  if (decimals > 0 && std::round(magnitude * scale) / scale >= std::pow(10.0, exponent + 1)) {
-    --decimals;
-  }
-  return decimals;
-}
-
-std::string format_fixed(double value, int decimals) {
-  if (!std::isfinite(value)) return "-";
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
-  return buffer;
-}
-
-std::string format_significant(double value, int digits) {
-  return format_fixed(value, decimals_for_significant(value, digits));
-}
-
-std::string format_count(int64_t value) {
-  const bool negative = value < 0;
-  uint64_t magnitude = negative ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value);
-  std::string digits = std::to_string(magnitude);
-  std::string out;
-  const std::size_t n = digits.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i > 0 && (n - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return negative ? "-" + out : out;
-}
-
-std::string format_count(double value) {
-  if (!std::isfinite(value)) return "-";
-  return format_count(static_cast<int64_t>(std::llround(value)));
-}
-
-std::string format_percent(double fraction, int decimals) {
-  if (!std::isfinite(fraction)) return "-";
-  return format_fixed(fraction * 100.0, decimals) + " %";
-}
-
-std::string format_ratio(double ratio, int decimals) {
-  if (!std::isfinite(ratio)) return "-";
-  return format_fixed(ratio, decimals) + "\xC3\x97";  // ×
-}
-
-std::string format_exact(double value) {
-  if (std::isnan(value)) return "";
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-  return std::string(buffer, result.ptr);
-}
+namespace accumbench::text {
 
 std::string format_step_seconds(const Summary& s) {
   if (!std::isfinite(s.median)) return "-";
@@ -193,9 +22,8 @@ std::string format_step_seconds(const Summary& s) {
 std::string precisions_of(const std::vector<RunResult>& runs) {
   std::vector<std::string> seen;
   for (const RunResult& run : runs) {
-    if (std::find(seen.begin(), seen.end(), run.config.precision) == seen.end()) {
-      seen.push_back(run.config.precision);
-    }
+    const std::string precision = to_string(run.config.precision);
+    if (std::find(seen.begin(), seen.end(), precision) == seen.end()) seen.push_back(precision);
   }
   std::string out;
   for (const std::string& p : seen) out += (out.empty() ? "" : "/") + p;
@@ -222,45 +50,4 @@ std::string context_line(const SweepResult& result) {
   return line.str();
 }
 
-void TextTable::add_row(std::vector<std::string> cells, std::string prefix, std::string suffix) {
-  cells.resize(columns_.size());
-  rows_.push_back({std::move(cells), std::move(prefix), std::move(suffix)});
-}
-
-std::string TextTable::render_cells(const std::vector<std::string>& cells,
-                                    const std::vector<std::size_t>& widths) const {
-  std::string line;
-  for (std::size_t i = 0; i < columns_.size(); ++i) {
-    if (i > 0) line += "  ";
-    const std::size_t pad = widths[i] - display_width(cells[i]);
-    const bool last = i + 1 == columns_.size();
-    if (columns_[i].align == Align::kRight) {
-      line += std::string(pad, ' ') + cells[i];
-    } else {
-      line += cells[i];
-      if (!last) line += std::string(pad, ' ');
-    }
-  }
-  return line;
-}
-
-void TextTable::render(std::ostream& out) const {
-  std::vector<std::size_t> widths(columns_.size(), 0);
-  std::vector<std::string> header;
-  for (std::size_t i = 0; i < columns_.size(); ++i) {
-    header.push_back(columns_[i].header);
-    widths[i] = display_width(columns_[i].header);
-  }
-  for (const Row& row : rows_) {
-    for (std::size_t i = 0; i < columns_.size(); ++i) {
-      widths[i] = std::max(widths[i], display_width(row.cells[i]));
-    }
-  }
-  out << render_cells(header, widths) << '\n';
-  for (const Row& row : rows_) {
-    out << row.prefix << render_cells(row.cells, widths) << row.suffix << '\n';
-  }
-}
-
-}  // namespace text
-}  // namespace accumbench
+}  // namespace accumbench::text

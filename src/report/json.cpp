@@ -165,6 +165,8 @@ Json encode(int64_t value);
 Json encode(const std::string& value);
 Json encode(Phase value);
 Json encode(RunStatus value);
+Json encode(Precision value);
+Json encode(Checkpointing value);
 Json encode(const PhaseSeconds& value);
 Json encode(const std::vector<std::pair<std::string, std::string>>& options);
 template <class T>
@@ -188,6 +190,8 @@ Json encode(int64_t value) { return Json(value); }
 Json encode(const std::string& value) { return Json(value); }
 Json encode(Phase value) { return Json(phase_name(value)); }
 Json encode(RunStatus value) { return Json(run_status_name(value)); }
+Json encode(Precision value) { return Json(to_string(value)); }
+Json encode(Checkpointing value) { return Json(to_string(value)); }
 
 // Keyed by phase name rather than position, so the file says which number is which.
 Json encode(const PhaseSeconds& value) {
@@ -230,6 +234,8 @@ void decode(const Json& j, const std::string& path, int64_t& out);
 void decode(const Json& j, const std::string& path, std::string& out);
 void decode(const Json& j, const std::string& path, Phase& out);
 void decode(const Json& j, const std::string& path, RunStatus& out);
+void decode(const Json& j, const std::string& path, Precision& out);
+void decode(const Json& j, const std::string& path, Checkpointing& out);
 void decode(const Json& j, const std::string& path, PhaseSeconds& out);
 void decode(const Json& j, const std::string& path,
             std::vector<std::pair<std::string, std::string>>& out);
@@ -321,6 +327,26 @@ void decode(const Json& j, const std::string& path, RunStatus& out) {
     throw FormatError{path,
                       "is \"" + name + "\", not a run status (ok, oom, predicted-oom, error)"};
   }
+}
+
+// An option's name in the file: the same words as on the command line.
+template <class Enum>
+void decode_name(const Json& j, const std::string& path, Enum& out, Enum (*from_string)(const std::string&)) {
+  std::string name;
+  decode(j, path, name);
+  try {
+    out = from_string(name);
+  } catch (const UserError& error) {
+    throw FormatError{path, "is \"" + name + "\", not a known value (" + error.what() + ")"};
+  }
+}
+
+void decode(const Json& j, const std::string& path, Precision& out) {
+  decode_name(j, path, out, precision_from_string);
+}
+
+void decode(const Json& j, const std::string& path, Checkpointing& out) {
+  decode_name(j, path, out, checkpointing_from_string);
 }
 
 void decode(const Json& j, const std::string& path, PhaseSeconds& out) {

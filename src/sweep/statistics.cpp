@@ -9,8 +9,7 @@
 #include <string>
 #include <tuple>
 
-#include "accumbench/report.hpp"
-#include "report/format.hpp"
+#include "accumbench/units.hpp"
 
 namespace accumbench {
 
@@ -176,26 +175,8 @@ namespace {
 
 std::string seconds_text(double seconds) { return text::format_significant(seconds, 3) + " s"; }
 
-// "mostly in backward": the words after "mostly".
-std::string phase_words(Phase phase) {
-  switch (phase) {
-    case Phase::kData:
-      return "in data loading";
-    case Phase::kH2D:
-      return "in host-to-device copies";
-    case Phase::kForward:
-      return "in forward";
-    case Phase::kBackward:
-      return "in backward";
-    case Phase::kOptimizer:
-      return "in the optimizer step";
-    case Phase::kOther:
-      return "outside the timed phases";
-    case Phase::kAllReduce:
-      return "in the gradient all-reduce";
-  }
-  return "";
-}
+// "mostly in backward": the words after "mostly" (the phase table's).
+std::string phase_words(Phase phase) { return phase_info(phase).words; }
 
 // How long each phase held up the step: a host-bound phase is as long as its dispatch (host
 // time), a device-bound one as long as its kernels (device time), whichever is larger. Host time
@@ -226,7 +207,7 @@ std::string host_bound_words(const RunResult& run) {
 // precision sweep's reason could name two different runs the same way.
 std::string run_name(const RunResult& run, const std::vector<RunResult>& runs) {
   for (const RunResult& other : runs) {
-    if (other.config.precision != run.config.precision) return run.config.label() + " " + run.config.precision;
+    if (other.config.precision != run.config.precision) return run.config.label() + " " + to_string(run.config.precision);
   }
   return run.config.label();
 }

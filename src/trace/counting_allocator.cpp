@@ -9,7 +9,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "accumbench/report.hpp"
+#include "accumbench/units.hpp"
 #include "accumbench/trace.hpp"
 #include "compat/compat.hpp"
 

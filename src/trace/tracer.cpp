@@ -1,7 +1,7 @@
 #include <torch/torch.h>
 
 #include "accumbench/error.hpp"
-#include "accumbench/report.hpp"
+#include "accumbench/units.hpp"
 #include "accumbench/trace.hpp"
 #include "compat/compat.hpp"
 

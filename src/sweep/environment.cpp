@@ -1,4 +1,4 @@
-// Facts about the machine for the report's context block.
+// Facts about the machine for the report's context block, and the CPU thread count of a run.
 #include <torch/torch.h>
 #include <unistd.h>
 

@@ -1,0 +1,144 @@
+// What to run: the options that sweep, verify and plan share, typed, with their defaults in one
+// place (workload_defaults) and no LibTorch. The CLI registers them with one function
+// (tools/accumbench.cpp, add_workload_options), the runners read them, and the report's context
+// block lists them (describe_workload).
+//
+//   WorkloadOptions w = workload_defaults(Command::kSweep);   // gpt2-mini, T=128, batch 8, fp32
+//   w.micro_batches = {1, 8};
+//   w.precisions = {Precision::kBf16};
+//   w.grid.knobs = true;                                     // checkpointing, optimizer-in-backward
+//
+// The fields for LoRA, the weights' storage dtype, padding and packing are laid out now so that
+// those features drop in here; until each lands, validate_workload refuses anything but today's
+// behaviour with one sentence.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accumbench {
+
+// Autocast precision of the compute: fp32 (none), bf16, or fp16 with dynamic loss scaling.
+enum class Precision { kFp32, kBf16, kFp16 };
+std::string to_string(Precision precision);                 // "fp32" | "bf16" | "fp16"
+Precision precision_from_string(const std::string& text);   // UserError naming the choices
+// Bytes per element of the autocast compute dtype (c in the plan's formulas): 4 or 2.
+int64_t compute_bytes(Precision precision);
+
+// Activation checkpointing: none, or per transformer block (keep its input, recompute it).
+enum class Checkpointing { kNone, kBlocks };
+std::string to_string(Checkpointing checkpointing);             // "none" | "blocks"
+Checkpointing checkpointing_from_string(const std::string& text);
+
+enum class LossNormalization {
+  kToken,       // sum over the micro-batch / tokens in the whole step (correct)
+  kMeanOfMeans  // mean per micro-batch / accumulation steps (the widely reported bug)
+};
+std::string to_string(LossNormalization normalization);  // "token" | "mean-of-means"
+LossNormalization loss_normalization_from_string(const std::string& text);
+
+// Sample lengths: all T, or uniform in [T/4, T] (padded to T with ignored targets).
+enum class LengthMode { kFixed, kVariable };
+std::string to_string(LengthMode mode);  // "fixed" | "variable"
+LengthMode length_mode_from_string(const std::string& text);
+
+// How a micro-batch's samples are padded: to T (today's only mode; per-micro-batch padding
+// arrives with the real-data work).
+enum class Padding { kMax };
+std::string to_string(Padding padding);  // "max"
+// How samples are packed into rows: not at all (today's only mode).
+enum class Packing { kNone };
+std::string to_string(Packing packing);  // "none"
+
+// What model to build: a preset name or a Hugging Face config.json (which wins when given), and
+// the seed of its random weights and of the synthetic tokens.
+struct ModelOptions {
+  std::string preset = "gpt2-mini";
+  std::string hf_config;
+  uint64_t seed = 0;
+};
+
+// AdamW hyperparameters (PyTorch's defaults except the learning rate, which is the anchor's).
+struct OptimizerOptions {
+  double lr = 1e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+};
+
+struct LossOptions {
+  LossNormalization normalization = LossNormalization::kToken;
+  // Also run every split with the chunked cross-entropy (src/engine/chunked_loss.cpp).
+  bool chunked = false;
+  int64_t chunk_tokens = 0;  // tokens per chunk; 0: loss_chunk_tokens()'s rule
+};
+
+// Where the tokens come from and how they are laid out in a micro-batch.
+struct DataSource {
+  LengthMode lengths = LengthMode::kFixed;
+  std::string token_file;  // real tokens (uint16 or uint32 ids) instead of synthetic ones
+  int token_bytes = 2;
+  Padding padding = Padding::kMax;
+  Packing packing = Packing::kNone;
+};
+
+// Low-rank adapters on a frozen base (rank 0: full fine-tuning, today's only mode).
+struct LoraOptions {
+  int64_t rank = 0;
+  double alpha = 0;                    // 0: 2·rank; the scaling is alpha / rank
+  std::string targets = "all-linear";  // all-linear | attention | mlp | a comma list of names
+  double dropout = 0;
+  bool enabled() const { return rank > 0; }
+};
+
+// The grid dimensions beyond micro-batch and precision.
+struct GridOptions {
+  Checkpointing checkpointing = Checkpointing::kNone;  // of every point
+  // Also each split with checkpointing and, at accumulation 1 in one process, with the optimizer
+  // inside backward (alone and with checkpointing: the lowest-memory point).
+  bool knobs = false;
+  // Also the whole batch in one micro-step with the optimizer inside backward.
+  bool optimizer_in_backward = false;
+  bool cuda_graphs = false;  // also every point replayed from CUDA graphs (CUDA only)
+};
+
+// Everything that says which training step is measured, verified or planned.
+struct WorkloadOptions {
+  ModelOptions model;
+  int64_t seq_len = 128;
+  int64_t batch = 8;                        // effective batch per optimizer step, in sequences
+  std::vector<int64_t> micro_batches;       // empty: every divisor of a rank's share of the batch
+  std::string device = "auto";              // auto | cpu | cuda | cuda:N
+  std::vector<Precision> precisions = {Precision::kFp32};
+  Precision weights_dtype = Precision::kFp32;  // storage dtype of the weights (fp32 only, for now)
+  LossOptions loss;
+  DataSource data;
+  LoraOptions lora;
+  GridOptions grid;
+  OptimizerOptions optimizer;
+  int64_t memory_limit_bytes = 0;           // 0: the device's own memory
+  int world_size = 1;                       // plan: data-parallel ranks to plan for
+  int threads = 0;                          // CPU threads; 0: every hardware thread
+};
+
+enum class Command { kSweep, kVerify, kPlan };
+// The defaults of each subcommand, kept here and nowhere else (the CLI's help prints them).
+// sweep: gpt2-mini, T=128, batch 8, fixed lengths. verify: gpt2-tiny, T=64, batch 8, variable
+// lengths (padding is what token normalization is about). plan: gpt2-124m, T=1024, batch 64.
+WorkloadOptions workload_defaults(Command command);
+
+// Throws UserError for values no run can use: non-positive T or batch, negative threads or
+// memory limit, a negative chunk size or one without the chunked loss, and options whose
+// feature has not landed yet (LoRA, another weights dtype).
+void validate_workload(const WorkloadOptions& workload);
+
+// Every option as (name, value), for the report's context block.
+std::vector<std::pair<std::string, std::string>> describe_workload(const WorkloadOptions& workload);
+
+// "fp32,bf16"
+std::string join_precisions(const std::vector<Precision>& precisions);
+
+}  // namespace accumbench

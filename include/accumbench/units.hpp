@@ -1,0 +1,80 @@
+// Units and text: byte counts in and out, numbers in words, and plain-text tables padded by
+// terminal columns. The leaf of the project (docs/ARCHITECTURE.md, "Layers"): no LibTorch, no
+// other accumbench header, so every layer may use it, and messages, plans and reports print
+// numbers the same way.
+//
+//   format_bytes(3 * (int64_t{1} << 30));   // "3.00 GiB"
+//   parse_bytes("16GiB");                    // 17179869184; UserError on "16 parsecs"
+//   text::format_count(342737);              // "342,737"
+//   text::TextTable t({{"split", text::Align::kLeft}, {"step s", text::Align::kRight}});
+//   t.add_row({"8×8", "0.191"});  t.render(std::cout);
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace accumbench {
+
+// Human-readable byte counts in GiB/MiB/KiB (1024-based): "2.98 GiB", "512.0 MiB".
+std::string format_bytes(int64_t bytes);
+// Parses "16GiB", "16 GiB", "512MiB", "16GB" (1000-based), "1.5G" (1024-based), plain bytes.
+// Throws UserError with the accepted forms on anything else.
+int64_t parse_bytes(const std::string& text);
+
+namespace text {
+
+// Columns on a terminal, not bytes: UTF-8 continuation bytes take no column ("×", "±", "—").
+std::size_t display_width(const std::string& s);
+
+enum class Align { kLeft, kRight };
+// `s` padded with spaces to `width` terminal columns (never cut).
+std::string pad(const std::string& s, std::size_t width, Align align = Align::kLeft);
+
+// Decimals needed to show `value` with `digits` significant digits (0 for |value| >= 10^digits).
+int decimals_for_significant(double value, int digits);
+// Fixed notation with `decimals` decimals; "-" for NaN/inf.
+std::string format_fixed(double value, int decimals);
+// `digits` significant digits in fixed notation: 0.19134 → "0.191", 1.4712 → "1.47", 123.4 → "123".
+std::string format_significant(double value, int digits);
+// Integer with thousands separators: 342737 → "342,737"; -1234 → "-1,234".
+std::string format_count(int64_t value);
+// Rounds, then format_count; "-" for NaN/inf.
+std::string format_count(double value);
+// 0.234 → "23 %" (decimals = 0) or "23.4 %" (decimals = 1); "-" for NaN.
+std::string format_percent(double fraction, int decimals);
+// 2.104 → "2.10×" (decimals = 2); "-" for NaN/inf.
+std::string format_ratio(double ratio, int decimals);
+// Shortest text that reads back to the same double (std::to_chars); "" for NaN.
+std::string format_exact(double value);
+
+struct Column {
+  std::string header;
+  Align align = Align::kRight;
+};
+
+// A plain-text table whose columns are padded to the widest cell (by display width). The last
+// column is not padded, so lines carry no trailing spaces. Two spaces separate columns.
+class TextTable {
+ public:
+  explicit TextTable(std::vector<Column> columns) : columns_(std::move(columns)) {}
+  // `prefix`/`suffix` wrap the whole rendered line without counting toward widths (ANSI colour).
+  void add_row(std::vector<std::string> cells, std::string prefix = "", std::string suffix = "");
+  void render(std::ostream& out) const;
+
+ private:
+  struct Row {
+    std::vector<std::string> cells;
+    std::string prefix;
+    std::string suffix;
+  };
+  std::string render_cells(const std::vector<std::string>& cells,
+                           const std::vector<std::size_t>& widths) const;
+  std::vector<Column> columns_;
+  std::vector<Row> rows_;
+};
+
+}  // namespace text
+}  // namespace accumbench

@@ -1,0 +1,352 @@
+// The column table (columns.hpp). One entry per column; the printers only choose a view.
+#include "report/columns.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "report/format.hpp"
+
+namespace accumbench::report {
+
+namespace {
+
+using text::Align;
+
+bool ok(const RunResult& run) { return run.status == RunStatus::kOk; }
+std::string exact(double value) { return text::format_exact(value); }
+std::string exact(int64_t value) { return std::to_string(value); }
+std::string flag(bool value) { return value ? "true" : "false"; }
+std::string milliseconds(double seconds) { return text::format_fixed(seconds * 1e3, 1); }
+std::string bytes_or_dash(int64_t bytes) { return bytes >= 0 ? format_bytes(bytes) : "-"; }
+
+// A column that only the CSV has: a name and the exact value.
+ColumnDef csv_only(const std::string& name, std::function<std::string(const RunResult&)> raw, bool measured = false) {
+  ColumnDef c;
+  c.id = name;
+  c.csv = name;
+  c.measured = measured;
+  c.raw = std::move(raw);
+  return c;
+}
+
+// A step-time statistic: CSV exact seconds, and an HTML column in the table's time unit.
+ColumnDef step_statistic(const std::string& csv, const std::string& html_header, double Summary::*field) {
+  ColumnDef c;
+  c.id = csv;
+  c.csv = csv;
+  c.html_header = html_header;
+  c.html = html_header.empty() ? Shown::kNever : Shown::kAlways;
+  c.measured = true;
+  c.number = [field](const RunResult& r) { return r.step_seconds.*field; };
+  c.raw = [field](const RunResult& r) { return exact(r.step_seconds.*field); };
+  c.html_cell = [field](const RunResult& r, const TableContext& t) {
+    const double v = r.step_seconds.*field;
+    return std::isfinite(v) ? text::format_significant(v / t.time_divisor, 4) : "-";
+  };
+  return c;
+}
+
+// One phase from the phase table: "fwd ms" on the console, forward_seconds in the CSV.
+ColumnDef phase_column(const PhaseInfo& info) {
+  const int index = static_cast<int>(info.phase);
+  ColumnDef c;
+  c.id = info.name;
+  c.header = std::string(info.abbrev) + " ms";
+  c.html_header = info.name;
+  c.csv = std::string(info.name) + "_seconds";
+  c.console = info.phase == Phase::kH2D ? Shown::kWhenAnyPositive
+              : info.data_parallel_only ? Shown::kWhenDataParallel
+                                        : Shown::kAlways;
+  c.html = info.data_parallel_only ? Shown::kWhenDataParallel : Shown::kAlways;
+  c.measured = true;
+  c.number = [index](const RunResult& r) { return r.phase_median_seconds[index]; };
+  c.cell = [index](const RunResult& r, const TableContext&) { return milliseconds(r.phase_median_seconds[index]); };
+  c.raw = [index](const RunResult& r) { return exact(r.phase_median_seconds[index]); };
+  return c;
+}
+
+std::vector<ColumnDef> build_columns() {
+  std::vector<ColumnDef> all;
+  {
+    ColumnDef c;
+    c.id = "split";
+    c.header = "split";
+    c.html_header = "split";
+    c.csv = "label";
+    c.align = Align::kLeft;
+    c.console = c.markdown = c.html = Shown::kAlways;
+    c.cell = [](const RunResult& r, const TableContext&) { return r.config.label(); };
+    c.raw = [](const RunResult& r) { return r.config.label(); };
+    all.push_back(c);
+  }
+  all.push_back(csv_only("micro_batch", [](const RunResult& r) { return exact(r.config.micro_batch); }));
+  all.push_back(csv_only("accum_steps", [](const RunResult& r) { return exact(r.config.accum_steps); }));
+  {
+    // The label spells out micro-batch, accumulation and the knobs; precision is the one sweep
+    // dimension it leaves out, so a precision sweep needs it beside the label.
+    ColumnDef c;
+    c.id = "precision";
+    c.header = "precision";
+    c.csv = "precision";
+    c.align = Align::kLeft;
+    c.console = c.markdown = Shown::kWhenVaries;
+    c.cell = [](const RunResult& r, const TableContext&) { return to_string(r.config.precision); };
+    c.raw = [](const RunResult& r) { return to_string(r.config.precision); };
+    all.push_back(c);
+  }
+  all.push_back(csv_only("activation_checkpointing",
+                         [](const RunResult& r) { return to_string(r.config.activation_checkpointing); }));
+  all.push_back(csv_only("optimizer_in_backward", [](const RunResult& r) { return flag(r.config.optimizer_in_backward); }));
+  all.push_back(csv_only("cuda_graphs", [](const RunResult& r) { return flag(r.config.cuda_graphs); }));
+  all.push_back(csv_only("chunked_loss", [](const RunResult& r) { return flag(r.config.chunked_loss); }));
+  all.push_back(csv_only("world_size", [](const RunResult& r) { return std::to_string(r.config.world_size); }));
+  {
+    ColumnDef c = csv_only("status", [](const RunResult& r) { return std::string(run_status_name(r.status)); });
+    c.html_header = "status";
+    c.html = Shown::kAlways;
+    c.align = Align::kLeft;
+    c.cell = [](const RunResult& r, const TableContext&) { return std::string(run_status_name(r.status)); };
+    all.push_back(c);
+  }
+  all.push_back(csv_only("steps", [](const RunResult& r) { return exact(r.step_seconds.count); }, true));
+  {
+    ColumnDef c = step_statistic("step_seconds_median", "median", &Summary::median);
+    c.id = "step_seconds";
+    c.header = "step s";
+    c.console = c.markdown = Shown::kAlways;
+    c.cell = [](const RunResult& r, const TableContext&) { return text::format_step_seconds(r.step_seconds); };
+    all.push_back(c);
+  }
+  all.push_back(step_statistic("step_seconds_min", "min", &Summary::min));
+  all.push_back(step_statistic("step_seconds_mean", "mean", &Summary::mean));
+  all.push_back(step_statistic("step_seconds_stddev", "std dev", &Summary::stddev));
+  all.push_back(step_statistic("step_seconds_cv", "", &Summary::cv));
+  all.push_back(step_statistic("step_seconds_ci_low", "", &Summary::ci_low));
+  all.push_back(step_statistic("step_seconds_ci_high", "", &Summary::ci_high));
+  {
+    ColumnDef c;
+    c.id = "interval";
+    c.html_header = "interval";
+    c.html = Shown::kAlways;
+    c.measured = true;
+    c.html_cell = [](const RunResult& r, const TableContext& t) {
+      const Summary& s = r.step_seconds;
+      if (!std::isfinite(s.ci_low) || !std::isfinite(s.ci_high)) return std::string("-");
+      return text::format_significant(s.ci_low / t.time_divisor, 4) + " \u2013 " +
+             text::format_significant(s.ci_high / t.time_divisor, 4);
+    };
+    all.push_back(c);
+  }
+  for (const PhaseInfo& info : phase_table()) all.push_back(phase_column(info));
+  all.push_back(csv_only("device_busy_fraction", [](const RunResult& r) { return exact(r.device_busy_fraction); }, true));
+  {
+    ColumnDef c;
+    c.id = "tokens_per_second";
+    c.header = c.html_header = "tokens/s";
+    c.csv = "tokens_per_second";
+    c.console = c.markdown = c.html = Shown::kAlways;
+    c.measured = true;
+    c.number = [](const RunResult& r) { return r.tokens_per_second; };
+    c.cell = [](const RunResult& r, const TableContext&) { return text::format_count(r.tokens_per_second); };
+    c.raw = [](const RunResult& r) { return exact(r.tokens_per_second); };
+    all.push_back(c);
+  }
+  {
+    ColumnDef c = csv_only("samples_per_second", [](const RunResult& r) { return exact(r.samples_per_second); }, true);
+    c.html_header = "samples/s";
+    c.html = Shown::kAlways;
+    c.html_cell = [](const RunResult& r, const TableContext&) { return text::format_significant(r.samples_per_second, 4); };
+    all.push_back(c);
+  }
+  {
+    ColumnDef c = csv_only("achieved_tflops", [](const RunResult& r) { return exact(r.achieved_tflops); }, true);
+    c.html_header = "TFLOP/s";
+    c.html = Shown::kAlways;
+    c.html_cell = [](const RunResult& r, const TableContext&) { return text::format_significant(r.achieved_tflops, 3); };
+    all.push_back(c);
+  }
+  {
+    ColumnDef c;
+    c.id = "mfu";
+    c.header = c.html_header = "MFU";
+    c.csv = "mfu";
+    c.console = c.html = Shown::kAlways;
+    c.markdown = Shown::kWhenAnyFinite;
+    c.measured = true;
+    c.number = [](const RunResult& r) { return r.mfu; };
+    c.cell = [](const RunResult& r, const TableContext&) { return text::format_percent(r.mfu, 1); };
+    c.raw = [](const RunResult& r) { return exact(r.mfu); };
+    all.push_back(c);
+  }
+  {
+    ColumnDef c;
+    c.id = "peak";
+    c.header = "peak";
+    c.html_header = "peak allocated";
+    c.csv = "peak_allocated_bytes";
+    c.console = c.markdown = c.html = Shown::kAlways;
+    c.number = [](const RunResult& r) { return static_cast<double>(r.peak_allocated_bytes); };
+    // A run that failed before its first step has no peak; 0 B would read as a measurement.
+    c.cell = [](const RunResult& r, const TableContext&) {
+      return ok(r) || r.peak_allocated_bytes > 0 ? format_bytes(r.peak_allocated_bytes) : "-";
+    };
+    c.raw = [](const RunResult& r) { return exact(r.peak_allocated_bytes); };
+    all.push_back(c);
+  }
+  {
+    ColumnDef c = csv_only("peak_reserved_bytes", [](const RunResult& r) { return exact(r.peak_reserved_bytes); });
+    c.html_header = "peak reserved";
+    c.html = Shown::kAlways;
+    c.measured = false;
+    c.html_cell = [](const RunResult& r, const TableContext&) { return bytes_or_dash(r.peak_reserved_bytes); };
+    all.push_back(c);
+  }
+  {
+    ColumnDef c;
+    c.id = "predicted";
+    c.header = c.html_header = "predicted";
+    c.csv = "predicted_peak_bytes";
+    c.console = c.markdown = Shown::kWhenPredicted;
+    c.html = Shown::kAlways;
+    c.number = [](const RunResult& r) { return static_cast<double>(r.predicted_peak_bytes); };
+    c.cell = [](const RunResult& r, const TableContext&) { return bytes_or_dash(r.predicted_peak_bytes); };
+    c.raw = [](const RunResult& r) { return exact(r.predicted_peak_bytes); };
+    all.push_back(c);
+  }
+  {
+    ColumnDef c;
+    c.id = "predicted_error";
+    c.html_header = "predicted vs measured";
+    c.html = Shown::kAlways;
+    c.html_cell = [](const RunResult& r, const TableContext&) {
+      if (!ok(r) || r.predicted_peak_bytes < 0 || r.peak_allocated_bytes <= 0) return std::string("-");
+      const double error =
+          static_cast<double>(r.predicted_peak_bytes) / static_cast<double>(r.peak_allocated_bytes) - 1;
+      return (error >= 0 ? "+" : "") + text::format_percent(error, 1);
+    };
+    all.push_back(c);
+  }
+  {
+    ColumnDef c;
+    c.id = "fits";
+    c.header = c.html_header = "fits";
+    c.csv = "fits";
+    c.align = Align::kLeft;
+    c.console = c.html = Shown::kAlways;
+    c.markdown = Shown::kWhenVaries;
+    c.cell = [](const RunResult& r, const TableContext&) { return std::string(r.fits ? "yes" : "no"); };
+    c.raw = [](const RunResult& r) { return flag(r.fits); };
+    all.push_back(c);
+  }
+  {
+    ColumnDef c;
+    c.id = "vs_best";
+    c.header = "vs best";
+    c.console = Shown::kAlways;
+    c.measured = true;
+    c.cell = [](const RunResult& r, const TableContext& t) {
+      return t.best != nullptr ? text::format_ratio(r.step_seconds.median / t.best->step_seconds.median, 2) : "-";
+    };
+    all.push_back(c);
+  }
+  {
+    // The status with its error, where something failed (CSV: the error alone, beside "status").
+    ColumnDef c;
+    c.id = "error";
+    c.header = "status";
+    c.csv = "error";
+    c.align = Align::kLeft;
+    c.console = c.markdown = Shown::kWhenAnyFailed;
+    c.cell = [](const RunResult& r, const TableContext&) {
+      std::string status = run_status_name(r.status);
+      if (!r.error.empty()) status += ": " + r.error;
+      return status;
+    };
+    c.raw = [](const RunResult& r) { return r.error; };
+    all.push_back(c);
+  }
+  return all;
+}
+
+bool visible(const ColumnDef& c, Shown rule, const std::vector<RunResult>& runs) {
+  switch (rule) {
+    case Shown::kNever: return false;
+    case Shown::kAlways: return true;
+    case Shown::kWhenVaries:
+      for (const RunResult& r : runs) {
+        if (c.cell(r, {}) != c.cell(runs.front(), {})) return true;
+      }
+      return false;
+    case Shown::kWhenAnyFinite:
+    case Shown::kWhenAnyPositive:
+      for (const RunResult& r : runs) {
+        const double v = c.number(r);
+        if (ok(r) && std::isfinite(v) && (rule == Shown::kWhenAnyFinite || v > 0.0)) return true;
+      }
+      return false;
+    case Shown::kWhenPredicted:
+      for (const RunResult& r : runs) {
+        if (r.predicted_peak_bytes >= 0) return true;
+      }
+      return false;
+    case Shown::kWhenDataParallel:
+      for (const RunResult& r : runs) {
+        if (r.config.world_size > 1) return true;
+      }
+      return false;
+    case Shown::kWhenAnyFailed:
+      for (const RunResult& r : runs) {
+        if (!ok(r)) return true;
+      }
+      return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+TableContext TableContext::of(const SweepResult& result) {
+  TableContext context;
+  const int best = result.recommendation.best_index;
+  if (best >= 0 && best < static_cast<int>(result.runs.size())) context.best = &result.runs[best];
+  return context;
+}
+
+const std::vector<ColumnDef>& columns() {
+  static const std::vector<ColumnDef> kColumns = build_columns();
+  return kColumns;
+}
+
+const ColumnDef& column(const std::string& id) {
+  for (const ColumnDef& c : columns()) {
+    if (c.id == id) return c;
+  }
+  throw std::out_of_range("no column \"" + id + "\" in src/report/columns.cpp");
+}
+
+bool visible_in(const ColumnDef& c, View view, const std::vector<RunResult>& runs) {
+  switch (view) {
+    case View::kCsv: return !c.csv.empty();
+    case View::kConsole: return visible(c, c.console, runs);
+    case View::kMarkdown: return visible(c, c.markdown, runs);
+    case View::kHtml: return visible(c, c.html, runs);
+  }
+  return false;
+}
+
+std::vector<const ColumnDef*> shown_columns(View view, const std::vector<RunResult>& runs) {
+  std::vector<const ColumnDef*> shown;
+  for (const ColumnDef& c : columns()) {
+    if (visible_in(c, view, runs)) shown.push_back(&c);
+  }
+  return shown;
+}
+
+std::string cell_text(const ColumnDef& c, View view, const RunResult& run, const TableContext& context) {
+  if (view == View::kCsv) return c.measured && !ok(run) ? "" : c.raw(run);
+  if (c.measured && !ok(run)) return "-";
+  if (view == View::kHtml && c.html_cell) return c.html_cell(run, context);
+  return c.cell(run, context);
+}
+
+}  // namespace accumbench::report

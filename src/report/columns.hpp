@@ -1,0 +1,74 @@
+// The column table: every column of a sweep's results defined once (id, headers, CSV name, kind
+// of value, when it is shown, how its value is read), and read by every printer: the console,
+// Markdown, CSV, the HTML table and `compare` (llama-bench's get_fields()/get_values()). Adding a
+// column is adding one entry to columns() in columns.cpp.
+//
+//   for (const ColumnDef* c : shown_columns(View::kConsole, result.runs)) { ... c->header ... }
+//   std::string cell = c->cell(run, TableContext::of(result));   // "0.191 ± 0.002"
+//   std::string raw = c->raw(run);                               // CSV: "0.19134"
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "accumbench/result.hpp"
+#include "accumbench/units.hpp"
+
+namespace accumbench::report {
+
+enum class View { kConsole, kMarkdown, kHtml, kCsv };
+
+// When a column appears in a human table (console, Markdown, HTML). A rule other than kAlways
+// hides a column that would say nothing on this sweep.
+enum class Shown {
+  kNever,
+  kAlways,
+  kWhenVaries,        // its cells differ between runs (precision in a precision sweep)
+  kWhenAnyFinite,     // some finished run has a number (MFU needs a device peak)
+  kWhenAnyPositive,   // some finished run spent time in it (h2d is CUDA-only)
+  kWhenPredicted,     // some run has a planned peak
+  kWhenDataParallel,  // world size > 1 (the allreduce phase)
+  kWhenAnyFailed,     // some run did not finish (status and error)
+};
+
+// What a cell needs beyond its run: the recommended run ("vs best") and the HTML table's time unit.
+struct TableContext {
+  const RunResult* best = nullptr;
+  double time_divisor = 1.0;  // seconds per unit of the HTML table's times
+  static TableContext of(const SweepResult& result);
+};
+
+struct ColumnDef {
+  std::string id;           // stable name, used by compare and tests
+  std::string header;       // console and Markdown header
+  std::string html_header;  // the HTML table's header ("" : not in it)
+  std::string csv;          // CSV header ("" : not in the CSV)
+  text::Align align = text::Align::kRight;
+  Shown console = Shown::kNever;
+  Shown markdown = Shown::kNever;
+  Shown html = Shown::kNever;
+  // A run that did not finish has no measurements: "-" in tables, an empty CSV field, and the
+  // HTML table's error cell spans these columns.
+  bool measured = false;
+  // The value read from a run: a number where the column has one (the "shown" rules use it).
+  std::function<double(const RunResult&)> number;
+  std::function<std::string(const RunResult&, const TableContext&)> cell;  // console, Markdown
+  std::function<std::string(const RunResult&, const TableContext&)> html_cell;  // HTML (default: cell)
+  std::function<std::string(const RunResult&)> raw;  // CSV, exact
+};
+
+// Every column, in table order.
+const std::vector<ColumnDef>& columns();
+const ColumnDef& column(const std::string& id);  // throws std::out_of_range on an unknown id
+
+// Whether a view shows `column` for these runs (CSV: whenever it has a CSV name).
+bool visible_in(const ColumnDef& column, View view, const std::vector<RunResult>& runs);
+
+// The columns a view shows for these runs, in table order (CSV: every column with a CSV name).
+std::vector<const ColumnDef*> shown_columns(View view, const std::vector<RunResult>& runs);
+
+// The text of one cell in a view: "-" for a measured column of a run that did not finish.
+std::string cell_text(const ColumnDef& column, View view, const RunResult& run, const TableContext& context);
+
+}  // namespace accumbench::report

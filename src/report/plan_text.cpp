@@ -1,0 +1,73 @@
+// The plan's printers (report.hpp): the per-tensor table of one split, the split summary, the
+// calibrated peaks. The plan itself (src/plan) only computes.
+#include <algorithm>
+#include <ostream>
+
+#include "accumbench/report.hpp"
+
+namespace accumbench {
+
+namespace {
+// Pads to a width in characters, not bytes: the formulas and labels hold "·" and "×" (UTF-8).
+std::string pad(const std::string& s, size_t width, bool right_align = false) {
+  return text::pad(s, width, right_align ? text::Align::kRight : text::Align::kLeft);
+}
+
+void print_table(const std::string& title, const std::vector<PlanLine>& lines, std::ostream& out) {
+  if (lines.empty()) return;
+  out << title << "\n";
+  for (const auto& line : lines) {
+    out << "  " << pad(line.name, 42) << pad(line.formula, 22) << pad(format_bytes(line.bytes), 11, true) << "  "
+        << line.why << "\n";
+  }
+  out << "  " << pad("total", 64) << pad(format_bytes(total_bytes(lines)), 11, true) << "\n";
+}
+}  // namespace
+
+void print_plan(const MemoryPlan& plan, std::ostream& out) {
+  const ModelConfig& m = plan.model;
+  out << "memory plan: " << m.name << ", T=" << plan.options.seq_len << ", split " << plan.split.label() << ", "
+      << to_string(plan.split.precision) << ", attention " << to_string(plan.options.attention) << "\n";
+  out << "  P=" << parameter_count(m) << " L=" << m.n_layers << " d=" << m.d_model << " H=" << m.n_heads
+      << " Hkv=" << m.n_kv_heads << " hd=" << m.head_dim << " f=" << m.d_ff << " V=" << m.vocab_size
+      << " b=" << plan.split.micro_batch << " c=" << compute_bytes(plan.split.precision) << "\n";
+  print_table("resident (whole step)", plan.resident, out);
+  print_table("gradients", plan.gradients, out);
+  print_table("saved for backward (one micro-step)", plan.saved, out);
+  print_table("forward peak: loss head", plan.forward_peak, out);
+  print_table("backward peak: first node (loss head)", plan.backward_peak, out);
+  print_table("backward peak candidate: the last block's backward", plan.block_backward_peak, out);
+  print_table("optimizer peak: temporaries", plan.optimizer_peak, out);
+  out << "predicted peak per phase:";
+  for (int p = 0; p < kPlanPhaseCount; ++p) {
+    out << " " << plan_phase_name(static_cast<PlanPhase>(p)) << " " << format_bytes(plan.phase_peak_bytes[p]) << ";";
+  }
+  out << " peak " << format_bytes(plan.peak_bytes) << " in " << plan_phase_name(plan.peak_phase) << "\n";
+}
+
+void print_calibrated(const std::vector<MemoryPlan>& plans, const std::vector<Calibration>& calibrations,
+                      std::ostream& out) {
+  size_t label_width = 15;  // wider only when a label needs it ("2×1 ckpt oib chunked-ce")
+  for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.label()));
+  for (size_t i = 0; i < plans.size() && i < calibrations.size(); ++i) {
+    out << "  " << pad(plans[i].split.label(), label_width) << " analytic " << pad(format_bytes(plans[i].peak_bytes), 11, true)
+        << "  calibrated " << pad(format_bytes(calibrations[i].predict(plans[i])), 11, true) << "\n";
+  }
+}
+
+void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out) {
+  size_t label_width = 16;  // wider only when a label needs it ("64×1 ckpt oib chunked-ce")
+  for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.label()) + 1);
+  out << pad("split", label_width) << pad("forward", 12, true) << pad("backward", 12, true) << pad("optimizer", 12, true)
+      << pad("peak", 12, true) << "  " << pad("held by", 10)
+      << (memory_bytes > 0 ? "fits in " + format_bytes(memory_bytes) : std::string()) << "\n";
+  for (const auto& plan : plans) {
+    out << pad(plan.split.label(), label_width);
+    for (int p = 0; p < kPlanPhaseCount; ++p) out << pad(format_bytes(plan.phase_peak_bytes[p]), 12, true);
+    out << pad(format_bytes(plan.peak_bytes), 12, true) << "  " << pad(plan_phase_name(plan.peak_phase), 10);
+    if (memory_bytes > 0) out << (plan.peak_bytes <= memory_bytes ? "yes" : "no");
+    out << "\n";
+  }
+}
+
+}  // namespace accumbench

@@ -1,0 +1,38 @@
+// `accumbench verify`'s output (report.hpp): what was compared, the tolerances, one line per
+// split and the verdict.
+#include <algorithm>
+#include <iomanip>
+#include <ostream>
+
+#include "accumbench/report.hpp"
+
+namespace accumbench {
+
+void print_verify(const VerifyResult& r, std::ostream& out) {
+  out << "verify " << r.model << " (" << r.parameters << " parameters), T=" << r.seq_len << ", batch " << r.batch
+      << ", " << r.tokens << " target tokens, " << to_string(r.lengths) << " lengths, " << to_string(r.precision)
+      << ", loss normalization " << to_string(r.loss_normalization);
+  if (r.world_size > 1) out << ", data parallel over " << r.world_size << " ranks (splits per rank)";
+  out << "\n";
+  out << "reference: 1 micro-batch of " << r.batch << ", token-normalized, loss " << std::fixed << std::setprecision(6)
+      << r.reference_loss << "\n";
+  out << std::defaultfloat << "tolerance: relative L2 error of the gradient <= " << r.gradient_tolerance
+      << ", of the weight update <= " << r.update_tolerance << "\n\n";
+  size_t label_width = 14;  // wider only when a label needs it ("8×1 ckpt graphs")
+  for (const auto& s : r.splits) label_width = std::max(label_width, s.config.label().size() + 1);
+  out << text::pad("split", label_width) << std::right << std::setw(12) << "loss" << std::setw(14) << "max |dgrad|"
+      << std::setw(14) << "rel L2 grad" << std::setw(14) << "max |dw|" << std::setw(16) << "rel L2 update"
+      << "  result\n";
+  for (const auto& s : r.splits) {
+    out << text::pad(s.config.label(), label_width) << std::right << std::fixed << std::setprecision(6)
+        << std::setw(12) << s.loss << std::scientific << std::setprecision(2) << std::setw(14) << s.max_abs_grad_diff
+        << std::setw(14) << s.rel_l2_grad_error << std::setw(14) << s.max_weight_diff << std::setw(16)
+        << s.rel_l2_update_error << "  " << (s.pass ? "PASS" : "FAIL") << "\n";
+  }
+  out << std::defaultfloat << "\n"
+      << (r.all_pass ? "PASS: every split computes the same update as the whole batch"
+                     : "FAIL: some splits compute a different update than the whole batch")
+      << "\n";
+}
+
+}  // namespace accumbench

@@ -1,0 +1,222 @@
+// SplitMeasurement (split_measurement.hpp): the steps of measuring one split.
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "accumbench/error.hpp"
+#include "accumbench/statistics.hpp"
+#include "accumbench/throughput.hpp"
+#include "accumbench/units.hpp"
+#include "compat/compat.hpp"
+#include "compat/distributed.hpp"
+#include "sweep/split_measurement.hpp"
+
+namespace accumbench {
+
+namespace {
+
+// c10 errors carry a C++ backtrace in what(); the report wants the sentence.
+std::string error_message(const std::exception& error) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
+    std::string message = c10_error->what_without_backtrace();
+    const auto newline = message.find('\n');
+    return newline == std::string::npos ? message : message.substr(0, newline);
+  }
+  return error.what();
+}
+
+// Attribute the measured peak to categories. Parameters and optimizer moments are exact; the
+// gradients are counted whole when the peak falls after the first backward began (they stay
+// alive across the step) and as zero before it or with optimizer-in-backward (each gradient is
+// freed as soon as its parameter stepped); activations are the rest of the live bytes.
+MemoryBreakdown attribute_peak(const RunResult& run, const Trainer& trainer, int64_t baseline_bytes) {
+  MemoryBreakdown breakdown;
+  breakdown.parameters_bytes = trainer.parameter_bytes();
+  breakdown.optimizer_state_bytes = trainer.optimizer_state_bytes();
+  const PhaseSpan* peak_span = nullptr;
+  for (const auto& span : run.timeline) {
+    if (peak_span == nullptr || span.peak_bytes > peak_span->peak_bytes) peak_span = &span;
+  }
+  // CUDA graphs keep the gradients allocated for good (the graphs write to their addresses).
+  const bool gradients_alive = run.config.cuda_graphs ||
+                               (peak_span != nullptr && !run.config.optimizer_in_backward &&
+                                !(peak_span->micro_step == 0 && peak_span->phase != Phase::kBackward &&
+                                  peak_span->phase != Phase::kOptimizer));
+  if (gradients_alive) breakdown.gradients_bytes = breakdown.parameters_bytes;
+  const int64_t known = baseline_bytes + breakdown.gradients_bytes;
+  breakdown.activations_bytes = std::max<int64_t>(0, run.peak_allocated_bytes - known);
+  breakdown.slack_bytes = std::max<int64_t>(0, run.peak_reserved_bytes - run.peak_allocated_bytes);
+  return breakdown;
+}
+
+// "8×8 ckpt graphs" / bf16 -> "8x8-ckpt-graphs-bf16": a file name without spaces or UTF-8.
+std::string file_stem(const SplitConfig& split) {
+  std::string label = split.label();
+  std::string stem;
+  for (size_t i = 0; i < label.size(); ++i) {
+    if (label.compare(i, 2, "\xC3\x97") == 0) {
+      stem += 'x';
+      ++i;
+    } else {
+      stem += label[i] == ' ' ? '-' : label[i];
+    }
+  }
+  return stem + "-" + to_string(split.precision);
+}
+
+}  // namespace
+
+SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfig& cfg, c10::Device device,
+                                   MemoryProbe& memory, const StepBatches& data, compat::ProcessGroup* group,
+                                   const SweepContext& context, ProgressCallback on_step)
+    : options_(options), cfg_(cfg), device_(device), memory_(memory), data_(data), group_(group),
+      context_(context), on_step_(std::move(on_step)), sweep_start_(std::chrono::steady_clock::now()) {
+  memory_.set_limit_bytes(options.workload.memory_limit_bytes);
+  model_ = build_model(cfg, options.workload.model.seed);
+  plan_options_ = sweep_plan_options(options.workload, device.is_cuda(), static_cast<int>(data.size()));
+  plan_options_.world_size = context.world_size;
+  plan_options_.batch = options.workload.batch / context.world_size;  // each rank holds its share
+}
+
+SplitMeasurement::~SplitMeasurement() = default;
+
+RunResult SplitMeasurement::run(const SplitConfig& split, size_t index, size_t count) {
+  RunResult run;
+  run.config = split;
+  const LossOptions& loss = options_.workload.loss;
+  const StepOptions step = step_options_for(split, loss.normalization, loss.chunk_tokens);
+  if (!plan(run)) return run;
+  try {
+    Trainer& trainer = trainer_for(split.precision);
+    trainer.reset_optimizer();
+    memory_.empty_cache();
+    const int64_t baseline_bytes = memory_.allocated_bytes();  // parameters + optimizer state
+    trainer.prepare(data_.batch(0), step);  // CUDA graphs: warmup + capture, untimed
+    warm_up_and_time(run, trainer, step, index, count);
+    record_memory(run, trainer, baseline_bytes);
+  } catch (const std::exception& error) {
+    run.status = compat::is_out_of_memory(error) ? RunStatus::kOutOfMemory : RunStatus::kError;
+    run.error = error_message(error);
+    run.steps.clear();
+    if (trainer_) trainer_->reset_optimizer();  // drop partial gradients before the next split
+  }
+  finalize_run(run, context_.flops_per_token, peak_tflops(split.precision));
+  if (!options_.profile_dir.empty() && run.status == RunStatus::kOk) profile(run, *trainer_, step);
+  const int64_t limit = options_.workload.memory_limit_bytes;
+  run.fits = run.status == RunStatus::kOk && (limit == 0 || run.peak_reserved_bytes <= limit);
+  return run;
+}
+
+bool SplitMeasurement::plan(RunResult& run) {
+  try {
+    run.predicted_peak_bytes = plan_memory(cfg_, plan_options_, run.config).peak_bytes;
+  } catch (const UserError&) {
+    run.predicted_peak_bytes = -1;  // a split the plan rejects fails later with the engine's message
+  }
+  const int64_t limit = options_.workload.memory_limit_bytes;
+  if (limit == 0 || run.predicted_peak_bytes <= limit || options_.try_predicted_oom) return true;
+  run.status = RunStatus::kPredictedOutOfMemory;
+  run.error = "predicted peak " + format_bytes(run.predicted_peak_bytes) + " exceeds the memory limit " +
+              format_bytes(limit) + " (skipped; --try-predicted-oom runs it anyway)";
+  run.fits = false;
+  finalize_run(run, context_.flops_per_token, kNotMeasured);
+  return false;
+}
+
+// One trainer per precision in a row: a new precision frees the previous optimizer state first.
+Trainer& SplitMeasurement::trainer_for(Precision precision) {
+  if (!trainer_ || trainer_->options().precision != precision) {
+    trainer_.reset();
+    memory_.empty_cache();
+    TrainOptions train_options;
+    train_options.precision = precision;
+    train_options.optimizer = options_.workload.optimizer;
+    trainer_ = std::make_unique<Trainer>(model_, device_, train_options);
+    trainer_->set_process_group(group_);
+  }
+  return *trainer_;
+}
+
+void SplitMeasurement::warm_up_and_time(RunResult& run, Trainer& trainer, const StepOptions& step, size_t index,
+                                        size_t count) {
+  tracer_ = std::make_unique<StepTracer>(device_, &memory_);
+  const auto timed_start = std::chrono::steady_clock::now();
+  double timed_seconds = 0;
+  for (int i = 0;; ++i) {
+    const bool warm = i >= options_.warmup;
+    if (warm && static_cast<int>(run.steps.size()) >= options_.steps &&
+        (options_.time_budget_seconds <= 0 || timed_seconds >= options_.time_budget_seconds)) {
+      break;
+    }
+    if (on_step_) {
+      SweepProgress progress;
+      progress.split_index = static_cast<int>(index);
+      progress.split_count = static_cast<int>(count);
+      progress.step_index = i;
+      progress.step_count = options_.warmup + options_.steps;
+      progress.elapsed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sweep_start_).count();
+      on_step_(progress);
+    }
+    tracer_->start_step();
+    StepOutcome outcome = trainer.step(data_.batch(i), step, tracer_.get());
+    StepSample sample = tracer_->finish_step();
+    sample.loss = outcome.loss();
+    sample.tokens = outcome.tokens;
+    sample.skipped = outcome.skipped;
+    if (warm) {
+      run.steps.push_back(sample);
+      run.peak_reserved_bytes = std::max(run.peak_reserved_bytes, tracer_->step_peak_reserved_bytes());
+      timed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_start).count();
+    }
+  }
+}
+
+void SplitMeasurement::record_memory(RunResult& run, const Trainer& trainer, int64_t baseline_bytes) {
+  run.timeline = tracer_->timeline();
+  for (const auto& s : run.steps) run.peak_allocated_bytes = std::max(run.peak_allocated_bytes, s.peak_allocated_bytes);
+  // Replays allocate nothing: the micro-step's activations sit in the graphs' pool, which the
+  // allocator counts as reserved only. They are live during every replay.
+  run.peak_allocated_bytes += trainer.graph_pool_bytes();
+  if (!device_.is_cuda()) run.peak_reserved_bytes = run.peak_allocated_bytes;
+  run.peak_breakdown = attribute_peak(run, trainer, baseline_bytes);
+}
+
+// One more step under the Kineto profiler: its Chrome trace, and the GPU's busy time (union of
+// kernel intervals, which CUDA events per phase cannot see) over the median unprofiled step.
+// The profiler's host overhead slows the profiled step, not the GPU's kernels, so the ratio uses
+// the median of the timed steps. A failure here leaves the measured run as it is.
+void SplitMeasurement::profile(RunResult& run, Trainer& trainer, const StepOptions& step) {
+  compat::KernelProfile profile;
+  bool profiling = false;
+  try {
+    compat::cuda_synchronize(device_.index());
+    profile.start();
+    profiling = true;
+    trainer.step(data_.batch(options_.warmup + options_.steps), step);
+    compat::cuda_synchronize(device_.index());
+    // Data parallel: every rank runs the step (it all-reduces), rank 0 alone writes the trace.
+    const bool writes = compat::launch_environment().rank == 0;
+    const std::string path =
+        writes ? (std::filesystem::path(options_.profile_dir) / (file_stem(run.config) + ".trace.json")).string() : "";
+    profiling = false;
+    const compat::KernelProfile::Summary summary = profile.stop(path);
+    if (run.step_seconds.median > 0 && summary.device_events > 0) {
+      run.device_busy_fraction = std::min(1.0, summary.device_busy_seconds / run.step_seconds.median);
+    }
+  } catch (const std::exception& error) {
+    if (profiling) {
+      try {
+        profile.stop("");
+      } catch (const std::exception&) {  // the profiler was not running after all
+      }
+    }
+    run.error = "profile failed: " + error_message(error);
+  }
+}
+
+double SplitMeasurement::peak_tflops(Precision precision) const {
+  if (!std::isnan(options_.peak_tflops)) return options_.peak_tflops;
+  return device_.is_cuda() ? device_peak_tflops(context_.device_name, to_string(precision)) : kNotMeasured;
+}
+
+}  // namespace accumbench

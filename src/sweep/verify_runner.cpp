@@ -1,0 +1,168 @@
+// `accumbench verify` (verify.hpp): the whole batch in one micro-step is the reference; every
+// split of the workload's grid starts from the same weights with a fresh optimizer and must end
+// at the same gradient and the same updated weights.
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "accumbench/data.hpp"
+#include "accumbench/engine.hpp"
+#include "accumbench/error.hpp"
+#include "accumbench/sweep.hpp"
+#include "accumbench/verify.hpp"
+#include "compat/compat.hpp"
+#include "compat/distributed.hpp"
+
+namespace accumbench {
+
+double gradient_tolerance(Precision precision) { return precision == Precision::kFp32 ? 1e-5 : 3e-2; }
+double update_tolerance(Precision precision) { return precision == Precision::kFp32 ? 1e-3 : 1e-1; }
+
+namespace {
+
+struct Snapshot {
+  std::vector<at::Tensor> gradients;  // fp64 copies on the CPU
+  std::vector<at::Tensor> weights;
+  double loss = 0;
+};
+
+std::vector<at::Tensor> clone_to_cpu_double(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> out;
+  for (const auto& t : tensors) out.push_back(t.defined() ? t.detach().to(at::kCPU, at::kDouble).clone() : at::Tensor());
+  return out;
+}
+
+// One optimizer step from `initial` weights with a fresh optimizer.
+Snapshot one_step(Trainer& trainer, const std::vector<at::Tensor>& initial, const TokenBatch& batch,
+                  const StepOptions& options) {
+  std::vector<at::Tensor> params = trainer.model()->parameters();
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < params.size(); ++i) params[i].copy_(initial[i]);
+  }
+  trainer.reset_optimizer();
+  Snapshot snapshot;
+  StepOutcome outcome = trainer.accumulate(batch, options);
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params) grads.push_back(p.grad());
+  if (!options.optimizer_in_backward) snapshot.gradients = clone_to_cpu_double(grads);
+  trainer.optimizer_step(outcome, options);
+  snapshot.loss = outcome.loss();
+  snapshot.weights = clone_to_cpu_double(params);
+  return snapshot;
+}
+
+// Everything verify needs before the first step: device, model shape, grid, and the one batch.
+struct VerifySetup {
+  c10::Device device{c10::kCPU};
+  compat::LaunchEnvironment launch;
+  ModelConfig model;
+  Precision precision = Precision::kFp32;
+  std::vector<SplitConfig> grid;
+  TokenBatch batch;       // the whole step
+  TokenBatch rank_share;  // this rank's sequences (the whole step with one process)
+};
+
+VerifySetup prepare(const WorkloadOptions& w) {
+  validate_workload(w);
+  if (w.precisions.size() != 1) {
+    throw UserError("verify checks one precision at a time, got " + join_precisions(w.precisions) +
+                    "; run it once per precision");
+  }
+  if (w.grid.knobs) throw UserError("verify has no --knobs; use --activation-checkpointing and --optimizer-in-backward");
+  configure_threads(w.threads);
+  VerifySetup s;
+  s.launch = compat::launch_environment();
+  s.device = resolve_device(w.device);
+  if (s.device.is_cuda()) compat::cuda_set_device(s.device.index());
+  if (w.grid.cuda_graphs) require_cuda_for_graphs(s.device);
+  s.model = resolve_model(w.model);
+  check_sequence_length(s.model, w.seq_len);
+  s.precision = w.precisions.front();
+  s.grid = split_grid(w, s.launch.world_size);
+
+  DataOptions data = data_options_for(s.model.vocab_size, w.seq_len, w.batch, s.device.is_cuda());
+  data.lengths = w.data.lengths;
+  data.seed = w.model.seed;
+  data.distinct_batches = 1;
+  s.batch = make_synthetic_batches(data).front();
+  // Data parallel: the splits run on this rank's share and sum gradients over the ranks; the
+  // reference is still the whole batch in one process, computed by every rank alone.
+  s.rank_share = s.launch.world_size > 1 ? shard(s.batch, s.launch.rank, s.launch.world_size) : s.batch;
+  return s;
+}
+
+// Relative L2 errors of `got` against the reference (gradient and weight update), and the pass.
+VerifySplit compare(const SplitConfig& config, const Snapshot& got, const Snapshot& reference,
+                    const std::vector<at::Tensor>& initial_cpu, const VerifyResult& result) {
+  VerifySplit split;
+  split.config = config;
+  split.loss = got.loss;
+  double diff_sq = 0, ref_sq = 0;
+  for (size_t i = 0; i < got.gradients.size(); ++i) {
+    if (!reference.gradients[i].defined() || !got.gradients[i].defined()) continue;
+    const at::Tensor diff = got.gradients[i] - reference.gradients[i];
+    split.max_abs_grad_diff = std::max(split.max_abs_grad_diff, diff.abs().max().item<double>());
+    diff_sq += diff.pow(2).sum().item<double>();
+    ref_sq += reference.gradients[i].pow(2).sum().item<double>();
+  }
+  split.rel_l2_grad_error = ref_sq > 0 ? std::sqrt(diff_sq / ref_sq) : 0.0;
+  double update_diff_sq = 0, update_ref_sq = 0;
+  for (size_t i = 0; i < got.weights.size(); ++i) {
+    const at::Tensor diff = got.weights[i] - reference.weights[i];
+    const at::Tensor reference_update = reference.weights[i] - initial_cpu[i];
+    split.max_weight_diff = std::max(split.max_weight_diff, diff.abs().max().item<double>());
+    update_diff_sq += diff.pow(2).sum().item<double>();
+    update_ref_sq += reference_update.pow(2).sum().item<double>();
+  }
+  split.rel_l2_update_error = update_ref_sq > 0 ? std::sqrt(update_diff_sq / update_ref_sq) : 0.0;
+  split.pass = split.rel_l2_grad_error <= result.gradient_tolerance &&
+               split.rel_l2_update_error <= result.update_tolerance &&
+               std::abs(split.loss - reference.loss) <= result.gradient_tolerance * std::max(1.0, std::abs(reference.loss));
+  return split;
+}
+
+}  // namespace
+
+VerifyResult run_verify(const WorkloadOptions& w) {
+  const VerifySetup setup = prepare(w);
+  const std::unique_ptr<compat::ProcessGroup> group = compat::ProcessGroup::from_environment(setup.device);
+  TrainOptions train_options;
+  train_options.precision = setup.precision;
+  train_options.optimizer = w.optimizer;
+  Trainer trainer(build_model(setup.model, w.model.seed), setup.device, train_options);
+  std::vector<at::Tensor> initial;
+  for (const auto& p : trainer.model()->parameters()) initial.push_back(p.detach().clone());
+
+  VerifyResult result;
+  result.model = setup.model.name;
+  result.parameters = parameter_count(setup.model);
+  result.seq_len = w.seq_len;
+  result.batch = w.batch;
+  result.tokens = setup.batch.token_count;
+  result.precision = setup.precision;
+  result.lengths = w.data.lengths;
+  result.loss_normalization = w.loss.normalization;
+  result.world_size = setup.launch.world_size;
+  result.gradient_tolerance = gradient_tolerance(setup.precision);
+  result.update_tolerance = update_tolerance(setup.precision);
+  const std::vector<at::Tensor> initial_cpu = clone_to_cpu_double(initial);
+
+  // The reference: the whole batch in one micro-batch, token-normalized, plain loss head and
+  // optimizer step, in this process alone.
+  StepOptions reference_options;
+  reference_options.micro_batch = w.batch;
+  const Snapshot reference = one_step(trainer, initial, setup.batch, reference_options);
+  result.reference_loss = reference.loss;
+  trainer.set_process_group(group.get());
+
+  for (const SplitConfig& config : setup.grid) {
+    const StepOptions step = step_options_for(config, w.loss.normalization, w.loss.chunk_tokens);
+    const Snapshot got = one_step(trainer, initial, setup.rank_share, step);
+    result.splits.push_back(compare(config, got, reference, initial_cpu, result));
+    result.all_pass = result.all_pass && result.splits.back().pass;
+  }
+  return result;
+}
+
+}  // namespace accumbench

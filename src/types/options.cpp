@@ -1,0 +1,155 @@
+// Names of the option enums (both ways, defined once), the subcommands' defaults, and the checks
+// that need no model or device (options.hpp).
+#include "accumbench/options.hpp"
+
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "accumbench/error.hpp"
+
+namespace accumbench {
+
+namespace {
+
+// One table per enum: the name each value has on the command line and in result files.
+template <typename Enum, size_t N>
+using Names = std::array<std::pair<Enum, const char*>, N>;
+
+constexpr Names<Precision, 3> kPrecisionNames = {{
+    {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}}};
+constexpr Names<Checkpointing, 2> kCheckpointingNames = {{
+    {Checkpointing::kNone, "none"}, {Checkpointing::kBlocks, "blocks"}}};
+constexpr Names<LossNormalization, 2> kNormalizationNames = {{
+    {LossNormalization::kToken, "token"}, {LossNormalization::kMeanOfMeans, "mean-of-means"}}};
+constexpr Names<LengthMode, 2> kLengthNames = {{
+    {LengthMode::kFixed, "fixed"}, {LengthMode::kVariable, "variable"}}};
+
+template <typename Enum, size_t N>
+std::string name_of(const Names<Enum, N>& names, Enum value) {
+  for (const auto& [known, name] : names) {
+    if (known == value) return name;
+  }
+  return "?";
+}
+
+// `what` is the option ("precision", "--lengths"); the message lists the choices in table order.
+template <typename Enum, size_t N>
+Enum value_of(const Names<Enum, N>& names, const std::string& text, const std::string& what) {
+  std::string choices;
+  for (size_t i = 0; i < N; ++i) {
+    if (text == names[i].second) return names[i].first;
+    choices += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + std::string(names[i].second);
+  }
+  throw UserError("unknown " + what + " \"" + text + "\"; use " + choices);
+}
+
+std::string number(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+template <typename T>
+std::string join(const std::vector<T>& values) {
+  std::ostringstream out;
+  for (size_t i = 0; i < values.size(); ++i) out << (i ? "," : "") << values[i];
+  return out.str();
+}
+
+std::string flag(bool value) { return value ? "true" : "false"; }
+
+}  // namespace
+
+std::string to_string(Precision precision) { return name_of(kPrecisionNames, precision); }
+Precision precision_from_string(const std::string& text) { return value_of(kPrecisionNames, text, "precision"); }
+int64_t compute_bytes(Precision precision) { return precision == Precision::kFp32 ? 4 : 2; }
+
+std::string to_string(Checkpointing checkpointing) { return name_of(kCheckpointingNames, checkpointing); }
+Checkpointing checkpointing_from_string(const std::string& text) {
+  return value_of(kCheckpointingNames, text, "--activation-checkpointing");
+}
+
+std::string to_string(LossNormalization normalization) { return name_of(kNormalizationNames, normalization); }
+LossNormalization loss_normalization_from_string(const std::string& text) {
+  return value_of(kNormalizationNames, text, "--loss-normalization");
+}
+
+std::string to_string(LengthMode mode) { return name_of(kLengthNames, mode); }
+LengthMode length_mode_from_string(const std::string& text) { return value_of(kLengthNames, text, "--lengths"); }
+
+std::string to_string(Padding) { return "max"; }
+std::string to_string(Packing) { return "none"; }
+
+WorkloadOptions workload_defaults(Command command) {
+  WorkloadOptions w;
+  switch (command) {
+    case Command::kSweep:
+      break;  // the struct's own defaults: gpt2-mini, T=128, batch 8
+    case Command::kVerify:
+      w.model.preset = "gpt2-tiny";
+      w.seq_len = 64;
+      w.data.lengths = LengthMode::kVariable;
+      break;
+    case Command::kPlan:
+      w.model.preset = "gpt2-124m";
+      w.seq_len = 1024;
+      w.batch = 64;
+      break;
+  }
+  return w;
+}
+
+void validate_workload(const WorkloadOptions& w) {
+  if (w.seq_len <= 0) throw UserError("--seq-len must be positive, got " + std::to_string(w.seq_len));
+  if (w.batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(w.batch));
+  for (int64_t micro : w.micro_batches) {
+    if (micro <= 0) throw UserError("micro-batch must be positive, got " + std::to_string(micro));
+  }
+  if (w.precisions.empty()) throw UserError("--precision needs at least one of fp32, bf16, fp16");
+  if (w.threads < 0) {
+    throw UserError("--threads must not be negative, got " + std::to_string(w.threads) +
+                    "; use 0 for every hardware thread");
+  }
+  if (w.memory_limit_bytes < 0) throw UserError("--memory-limit must not be negative");
+  if (w.world_size < 1) throw UserError("--world-size must be at least 1, got " + std::to_string(w.world_size));
+  if (w.loss.chunk_tokens < 0) {
+    throw UserError("--loss-chunk-tokens must not be negative, got " + std::to_string(w.loss.chunk_tokens) +
+                    "; use 0 for the automatic size");
+  }
+  if (w.loss.chunk_tokens > 0 && !w.loss.chunked) {
+    throw UserError("--loss-chunk-tokens sizes the chunks of the chunked loss, which is off; add --chunked-loss or drop the option");
+  }
+  if (w.lora.enabled()) throw UserError("LoRA is not implemented yet; drop the LoRA options");
+  if (w.weights_dtype != Precision::kFp32) {
+    throw UserError("weights stored in " + to_string(w.weights_dtype) + " are not implemented yet; keep fp32 weights");
+  }
+}
+
+std::string join_precisions(const std::vector<Precision>& precisions) {
+  std::string out;
+  for (size_t i = 0; i < precisions.size(); ++i) out += (i ? "," : "") + to_string(precisions[i]);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> describe_workload(const WorkloadOptions& w) {
+  return {
+      {"model", w.model.hf_config.empty() ? w.model.preset : w.model.hf_config},
+      {"seed", std::to_string(w.model.seed)},
+      {"seq_len", std::to_string(w.seq_len)},
+      {"batch", std::to_string(w.batch)},
+      {"micro_batches", w.micro_batches.empty() ? "all divisors" : join(w.micro_batches)},
+      {"device", w.device},
+      {"precisions", join_precisions(w.precisions)},
+      {"lengths", to_string(w.data.lengths)},
+      {"loss_normalization", to_string(w.loss.normalization)},
+      {"lr", number(w.optimizer.lr)},
+      {"beta1", number(w.optimizer.beta1)},
+      {"beta2", number(w.optimizer.beta2)},
+      {"eps", number(w.optimizer.eps)},
+      {"weight_decay", number(w.optimizer.weight_decay)},
+  };
+}
+
+}  // namespace accumbench

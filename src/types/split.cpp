@@ -1,0 +1,146 @@
+// Grid points: the split label and key, the rules that relate batch, micro-batch, accumulation
+// and world size, and the one grid builder that sweep, plan and verify share. The label and key
+// strings are part of the JSON/CSV format and of --resume, so changing one is a format change:
+// bump kJsonSchemaVersion.
+#include <algorithm>
+#include <string>
+
+#include "accumbench/error.hpp"
+#include "accumbench/result.hpp"
+
+namespace accumbench {
+
+std::string SplitConfig::label() const {
+  // U+00D7 MULTIPLICATION SIGN, UTF-8 encoded: "8×8" reads as micro-batch × accumulation steps.
+  std::string text = std::to_string(micro_batch) + "\xC3\x97" + std::to_string(accum_steps);
+  if (activation_checkpointing == Checkpointing::kBlocks) text += " ckpt";
+  if (optimizer_in_backward) text += " oib";
+  if (chunked_loss) text += " chunked-ce";
+  if (cuda_graphs) text += " graphs";
+  return text;
+}
+
+std::string SplitConfig::key() const {
+  return label() + "/" + to_string(precision) + (world_size > 1 ? "/world" + std::to_string(world_size) : "");
+}
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+int64_t sequences_per_rank(int64_t batch, int world_size) {
+  if (world_size < 1 || batch % world_size != 0) {
+    const std::string w = std::to_string(world_size);
+    throw UserError("--batch " + std::to_string(batch) + " does not split evenly over " + w +
+                    " data-parallel ranks (WORLD_SIZE=" + w + " / --world-size " + w +
+                    "); pick a batch divisible by the world size");
+  }
+  return batch / world_size;
+}
+
+int64_t accumulation_steps(int64_t batch, int64_t micro_batch, int world_size) {
+  if (micro_batch <= 0) throw UserError("micro-batch must be positive, got " + std::to_string(micro_batch));
+  if (batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(batch));
+  if (world_size > 1) {
+    const int64_t per_rank = sequences_per_rank(batch, world_size);
+    if (per_rank % micro_batch != 0) {
+      throw UserError("micro-batch " + std::to_string(micro_batch) + " does not divide the " + std::to_string(per_rank) +
+                      " sequences per rank (--batch " + std::to_string(batch) + " over " + std::to_string(world_size) +
+                      " ranks); pick micro-batches that divide " + std::to_string(per_rank));
+    }
+    return per_rank / micro_batch;
+  }
+  if (batch % micro_batch != 0) {
+    throw UserError("batch " + std::to_string(batch) + " is not divisible by micro-batch " +
+                    std::to_string(micro_batch) + "; pick micro-batches that divide the batch");
+  }
+  return batch / micro_batch;
+}
+
+void require_one_rank_for_optimizer_in_backward(int world_size) {
+  if (world_size <= 1) return;
+  throw UserError("--optimizer-in-backward cannot be combined with data parallel (each parameter would step before its gradient is summed over the ranks); drop the option or run one process");
+}
+
+std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs) {
+  std::vector<SplitConfig> points = {split};
+  if (!knobs) return points;
+  SplitConfig checkpointed = split;
+  checkpointed.activation_checkpointing = Checkpointing::kBlocks;
+  points.push_back(checkpointed);
+  // Optimizer-in-backward needs the whole batch in one backward, and one rank (it would step
+  // before the gradients are summed over the ranks).
+  if (split.accum_steps == 1 && split.world_size == 1) {
+    SplitConfig in_backward = split;
+    in_backward.optimizer_in_backward = true;
+    points.push_back(in_backward);
+    in_backward.activation_checkpointing = Checkpointing::kBlocks;
+    points.push_back(in_backward);
+  }
+  return points;
+}
+
+std::vector<SplitConfig> loss_variants(std::vector<SplitConfig> points, bool chunked) {
+  if (!chunked) return points;
+  const size_t plain = points.size();
+  for (size_t i = 0; i < plain; ++i) {
+    SplitConfig with_chunks = points[i];
+    with_chunks.chunked_loss = true;
+    points.push_back(with_chunks);
+  }
+  return points;
+}
+
+namespace {
+
+// `points`, each followed by its CUDA-graph replay when `graphs` (not optimizer-in-backward,
+// whose in-backward optimizer step cannot be frozen in a graph).
+void append_with_graphs(const std::vector<SplitConfig>& points, bool graphs, std::vector<SplitConfig>& grid) {
+  for (const SplitConfig& point : points) {
+    grid.push_back(point);
+    if (graphs && !point.optimizer_in_backward) {
+      SplitConfig graphed = point;
+      graphed.cuda_graphs = true;
+      grid.push_back(graphed);
+    }
+  }
+}
+
+bool contains(const std::vector<SplitConfig>& grid, const SplitConfig& point) {
+  return std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& p) { return p.key() == point.key(); });
+}
+
+}  // namespace
+
+std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
+  const int64_t rank_batch = sequences_per_rank(w.batch, world_size);
+  const std::vector<int64_t> micro_batches = w.micro_batches.empty() ? divisors(rank_batch) : w.micro_batches;
+  if (w.grid.optimizer_in_backward) require_one_rank_for_optimizer_in_backward(world_size);
+  std::vector<SplitConfig> grid;
+  for (Precision precision : w.precisions) {
+    SplitConfig split;
+    split.precision = precision;
+    split.world_size = world_size;
+    split.activation_checkpointing = w.grid.checkpointing;
+    for (int64_t micro : micro_batches) {
+      split.micro_batch = micro;
+      split.accum_steps = accumulation_steps(w.batch, micro, world_size);
+      append_with_graphs(loss_variants(knob_variants(split, w.grid.knobs), w.loss.chunked), w.grid.cuda_graphs, grid);
+    }
+    if (w.grid.optimizer_in_backward) {
+      split.micro_batch = rank_batch;
+      split.accum_steps = 1;
+      split.optimizer_in_backward = true;
+      for (const SplitConfig& point : loss_variants({split}, w.loss.chunked)) {
+        if (!contains(grid, point)) grid.push_back(point);
+      }
+    }
+  }
+  return grid;
+}
+
+}  // namespace accumbench
