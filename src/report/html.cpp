@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "accumbench/report.hpp"
+#include "accumbench_report_css.hpp"  // kReportCss: src/report/html/report.css, generated
 #include "accumbench/result.hpp"
 #include "report/format.hpp"
 
@@ -1126,111 +1127,6 @@ std::string timeline_chart(const SweepResult& result) {
 // ---------------------------------------------------------------------------------------------
 // Page sections
 
-const char* const kCss = R"CSS(
-:root { --ink:#1f2430; --muted:#5b6472; --line:#e3e6eb; --accent:#2563eb; --bad:#c0392b;
-  --good:#1e7e34; }
-* { box-sizing: border-box; }
-html { -webkit-text-size-adjust: 100%; }
-body { margin: 0; background: #f3f4f7; color: var(--ink); font: 15px/1.5 system-ui, -apple-system,
-  "Segoe UI", Roboto, "Helvetica Neue", "DejaVu Sans", Arial, sans-serif; }
-main { max-width: 1120px; margin: 0 auto; padding: 28px 20px 40px; }
-header h1 { font-size: 26px; line-height: 1.25; margin: 0 0 4px; letter-spacing: -0.01em; }
-header .subtitle { margin: 0; color: var(--muted); }
-h2 { font-size: 18px; margin: 0 0 2px; }
-.card { background: #fff; border: 1px solid var(--line); border-radius: 12px; padding: 18px 22px;
-  margin: 18px 0; box-shadow: 0 1px 2px rgba(16,24,40,.04); }
-.note { color: var(--muted); font-size: 13.5px; margin: 0 0 10px; }
-.recommendation { border-left: 6px solid var(--accent); }
-.recommendation.none { border-left-color: var(--bad); }
-.rec-kicker { font-size: 12px; font-weight: 600; letter-spacing: .08em; text-transform: uppercase;
-  color: var(--accent); }
-.rec-label { font-size: 30px; font-weight: 700; line-height: 1.2; margin: 2px 0 6px; }
-.rec-reason { margin: 0; font-size: 16px; max-width: 70em; }
-.rec-ties { margin: 6px 0 0; color: var(--muted); font-size: 14px; }
-.kpis { display: flex; flex-wrap: wrap; gap: 10px 34px; margin-top: 16px; padding-top: 14px;
-  border-top: 1px solid var(--line); }
-.kpi .k { font-size: 11.5px; color: var(--muted); text-transform: uppercase;
-  letter-spacing: .05em; }
-.kpi .v { font-size: 20px; font-weight: 650; font-variant-numeric: tabular-nums; }
-figure.chart { margin: 8px 0 0; }
-figure.chart svg { display: block; width: 100%; height: auto; }
-svg text { fill: var(--ink); }
-svg .tick { fill: var(--muted); font-size: 11px; font-variant-numeric: tabular-nums; }
-svg .axis-title { fill: var(--muted); font-size: 12px; }
-svg .legend { font-size: 12px; }
-svg .split-label { font-size: 12.5px; font-weight: 500; }
-svg .split-label.recommended, svg .value.recommended, svg .panel-title.recommended {
-  fill: var(--accent); font-weight: 700; }
-svg .split-label.failed { fill: var(--bad); }
-svg .value { font-size: 11.5px; font-weight: 600; font-variant-numeric: tabular-nums; }
-svg .value.bad { fill: var(--bad); }
-svg .value-sub { font-size: 10.5px; fill: var(--muted); }
-svg .gap-label { font-size: 12px; font-weight: 700; letter-spacing: .04em; fill: var(--bad); }
-svg .gap-sub { font-size: 10px; fill: var(--bad); }
-svg .panel-title { font-size: 14px; font-weight: 650; }
-svg .panel-sub { font-size: 12px; fill: var(--muted); }
-svg .window-label { font-size: 10px; fill: var(--muted); }
-svg .limit-label { font-size: 11px; font-weight: 600; fill: var(--bad); }
-svg .note-text { fill: var(--muted); font-size: 14px; }
-svg g.bar:hover rect, svg g.span:hover rect { filter: brightness(1.08); }
-.table-wrap { overflow-x: auto; -webkit-overflow-scrolling: touch; border: 1px solid var(--line);
-  border-radius: 8px; }
-table { border-collapse: collapse; width: 100%; font-size: 13px; font-variant-numeric: tabular-nums;
-  white-space: nowrap; }
-th, td { padding: 6px 10px; text-align: right; border-bottom: 1px solid var(--line);
-  vertical-align: top; }
-thead th { background: #f7f8fa; font-weight: 600; color: #39404d; position: sticky; top: 0; }
-th:first-child, td:first-child { text-align: left; position: sticky; left: 0; background: #fff;
-  font-weight: 600; }
-thead th:first-child { background: #f7f8fa; z-index: 1; }
-tbody tr:last-child td { border-bottom: none; }
-tr.recommended td { background: #eef4ff; }
-tr.failed td { color: #8a3a30; background: #fdf6f5; }
-td.text, th.text { text-align: left; }
-td.error { text-align: left; white-space: normal; min-width: 18em; }
-.status-ok { color: var(--good); }
-.status-bad { color: var(--bad); font-weight: 600; }
-.badge { display: inline-block; font-size: 10.5px; font-weight: 700; letter-spacing: .03em;
-  padding: 0 6px; border-radius: 9px; background: var(--accent); color: #fff; margin-left: 6px;
-  vertical-align: 1px; }
-.badge.tie { background: #dbe6fb; color: #1d4ed8; }
-dl.context { display: grid; grid-template-columns: max-content 1fr; gap: 3px 18px; margin: 6px 0 0;
-  font-size: 13.5px; }
-dl.context dt { color: var(--muted);
-  font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, "DejaVu Sans Mono", monospace;
-  font-size: 12.5px; }
-dl.context dd { margin: 0; overflow-wrap: anywhere; }
-h3 { font-size: 14px; margin: 16px 0 4px; color: #39404d; }
-footer { color: var(--muted); font-size: 12.5px; text-align: center; margin-top: 8px; }
-@media (max-width: 640px) {
-  main { padding: 16px 10px 28px; }
-  .card { padding: 14px 12px; border-radius: 10px; }
-  header h1 { font-size: 21px; }
-  .rec-label { font-size: 24px; }
-  dl.context { grid-template-columns: 1fr; }
-  dl.context dd { margin-bottom: 6px; }
-  /* Below ~680 px the chart text would shrink under 9 px: scroll the chart sideways instead. */
-  figure.chart { overflow-x: auto; -webkit-overflow-scrolling: touch; }
-  figure.chart svg { min-width: 680px; }
-}
-@media print {
-  @page { margin: 14mm; }
-  body { background: #fff; font-size: 11pt; }
-  main { max-width: none; padding: 0; }
-  .card { box-shadow: none; border: none; border-radius: 0; padding: 0; margin: 0 0 10mm;
-    break-inside: avoid; }
-  .card.table-card, .card.context-card { break-inside: auto; }
-  .table-wrap { overflow: visible; border: none; }
-  table { font-size: 7.5pt; white-space: normal; }
-  th, td { padding: 2px 4px; }
-  thead th, th:first-child, td:first-child { position: static; }
-  tr.recommended td, tr.failed td, thead th { -webkit-print-color-adjust: exact;
-    print-color-adjust: exact; }
-  figure.chart { overflow: visible; }
-  figure.chart svg { min-width: 0; -webkit-print-color-adjust: exact; print-color-adjust: exact; }
-}
-)CSS";
-
 std::string title_line(const SweepContext& c) {
   std::string t = c.model.empty() ? "unnamed model" : c.model;
   t += " \u00b7 seq len " + std::to_string(c.seq_len) + " \u00b7 batch " + std::to_string(c.batch);
@@ -1477,7 +1373,7 @@ void HtmlReporter::report(const SweepResult& result, std::ostream& out) const {
   page += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   page += "<meta name=\"generator\" content=\"accumbench\">\n";
   page += "<title>accumbench \u2014 " + html_escape(title_line(c)) + "</title>\n";
-  page += "<style>" + std::string(kCss) + "</style>\n</head>\n<body>\n<main>\n";
+  page += "<style>\n" + std::string(html::kReportCss) + "</style>\n</head>\n<body>\n<main>\n";
   page +=
       "<header><h1>accumbench \u00b7 " + html_escape(c.model.empty() ? "sweep" : c.model) + "</h1>";
   page += "<p class=\"subtitle\">" + html_escape(title_line(c)) +
