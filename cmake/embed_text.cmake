@@ -58,7 +58,7 @@ if(NOT closed)  # empty, or no final newline
 endif()
 
 get_filename_component(input_name "${INPUT}" NAME)
-set(header "// Generated from ${input_name} by cmake/embed_text.cmake; edit that file, not this one.\n")
+set(header "// Generated from ${input_name} by cmake/embed_text.cmake; edit that file instead.\n")
 string(APPEND header "#pragma once\n\n")
 if(DEFINED NAMESPACE AND NOT "${NAMESPACE}" STREQUAL "")
   string(APPEND header "namespace ${NAMESPACE} {\n\n")
