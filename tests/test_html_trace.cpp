@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -18,6 +19,8 @@
 
 #include "accumbench/report.hpp"
 #include "accumbench/result.hpp"
+// The SVG writer is private to the library; this target has no src/ include path.
+#include "../src/report/html/svg.hpp"
 
 namespace accumbench {
 namespace {
@@ -364,6 +367,43 @@ TEST(HtmlReport, NoRunsStillRendersEveryChart) {
     EXPECT_FALSE(chart_element(html, id).empty()) << id;
   }
   EXPECT_NE(html.find("No split completed"), std::string::npos);
+}
+
+TEST(HtmlReport, EmbedsTheWholeStylesheetVerbatim) {
+  // report.css is compiled in at build time (cmake/embed_text.cmake): the page must carry the file
+  // byte for byte, quotes and the @media blocks included.
+  std::ifstream file(std::string(ACCUMBENCH_TEST_DATA) + "/../../src/report/html/report.css",
+                     std::ios::binary);
+  ASSERT_TRUE(file) << "report.css not found";
+  const std::string css((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  ASSERT_GT(css.size(), 1000u);
+  const std::string html = render_html(make_sweep());
+  EXPECT_EQ(count(html, "<style>\n" + css + "</style>\n</head>"), 1u);
+  EXPECT_EQ(count(html, "<style"), 1u);
+}
+
+TEST(HtmlSvgWriter, EscapesTextAndAttributeValues) {
+  html::Svg svg("a<b & \"c\"");
+  svg.text(1.5, 2, "x</text><script>", {{"class", "v\" onload=\"y"}});
+  svg.open_group({{"class", "bar"}}, "t<i>'");
+  svg.rect(0, 10, -3, 4.25, "#fff", {{"rx", "2"}});
+  svg.close_group();
+  svg.path("M0 0 L1 1", {{"fill", "none"}});
+  EXPECT_EQ(svg.finish(960, 80.5),
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 960 80.5\" role=\"img\" "
+            "aria-label=\"a&lt;b &amp; &quot;c&quot;\" font-size=\"12\">"
+            "<text x=\"1.5\" y=\"2\" class=\"v&quot; onload=&quot;y\">x&lt;/text&gt;&lt;script&gt;"
+            "</text><g class=\"bar\"><title>t&lt;i&gt;&#39;</title>"
+            "<rect x=\"0\" y=\"10\" width=\"0\" height=\"4.25\" fill=\"#fff\" rx=\"2\"/></g>"
+            "<path d=\"M0 0 L1 1\" fill=\"none\"/></svg>");
+}
+
+TEST(HtmlSvgWriter, CoordinatesHaveAtMostTwoDecimals) {
+  EXPECT_EQ(html::num(960), "960");
+  EXPECT_EQ(html::num(1.1), "1.1");
+  EXPECT_EQ(html::num(2.346), "2.35");
+  EXPECT_EQ(html::num(-12.5), "-12.5");
+  EXPECT_EQ(html::num(-0.001), "0");  // not "-0"
 }
 
 // ---------------------------------------------------------------------------------------------

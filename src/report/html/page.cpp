@@ -1,0 +1,249 @@
+// HtmlReporter: one self-contained page a user can mail around. Inline CSS (report.css, embedded
+// at build time), inline SVG charts drawn by charts.hpp, no script that runs and no network
+// reference (the only URL is the SVG namespace).
+//
+//   header + recommendation
+//   charts  #chart-step-time  #chart-throughput  #chart-memory  #chart-timeline
+//   the table of every number (table.cpp), the context block, the sweep as JSON (to_json) for tools
+//
+// Failed runs keep their slot in every chart as a labelled gap ("OOM") so a reader sees what is
+// missing. Every text that came from outside (model, host, errors) goes through html_escape, and
+// the embedded JSON through json_for_script, so a hostile name cannot close the <script>.
+#include <string>
+#include <vector>
+
+#include "accumbench/report.hpp"
+#include "accumbench/result.hpp"
+#include "accumbench_report_css.hpp"  // html::kReportCss, generated from report.css
+#include "report/format.hpp"
+#include "report/html/charts.hpp"
+#include "report/html/frame.hpp"
+#include "report/html/table.hpp"
+#include "report/html/text.hpp"
+
+namespace accumbench {
+namespace html {
+namespace {
+
+// JSON inside <script> must never contain "</script" or "<!--". JSON syntax outside strings never
+// uses '<', '>' or '&', and inside strings \u003c is the same character, so a textual replace is
+// exact and the parsed data is unchanged.
+std::string json_for_script(const std::string& json) {
+  std::string out;
+  out.reserve(json.size());
+  for (char c : json) {
+    switch (c) {
+      case '<':
+        out += "\\u003c";
+        break;
+      case '>':
+        out += "\\u003e";
+        break;
+      case '&':
+        out += "\\u0026";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string title_line(const SweepContext& c) {
+  std::string t = c.model.empty() ? "unnamed model" : c.model;
+  t += " \u00b7 seq len " + std::to_string(c.seq_len) + " \u00b7 batch " + std::to_string(c.batch);
+  if (!c.device_name.empty() || !c.device.empty())
+    t += " \u00b7 " + (c.device_name.empty() ? c.device : c.device_name);
+  if (c.world_size > 1) t += " \u00d7 " + std::to_string(c.world_size) + " ranks";
+  return t;
+}
+
+std::string kpi(const std::string& key, const std::string& value) {
+  return "<div class=\"kpi\"><div class=\"k\">" + html_escape(key) + "</div><div class=\"v\">" +
+         html_escape(value) + "</div></div>";
+}
+
+// The recommended split's headline numbers.
+std::string kpis(const SweepResult& result, const std::vector<Slot>& slots, const RunResult& best) {
+  std::string h = "<div class=\"kpis\">";
+  h += kpi("median step", format_duration(best.step_seconds.median));
+  h += kpi("tokens / s", format_compact(best.tokens_per_second));
+  if (finite(best.mfu)) h += kpi("MFU", format_mfu(best.mfu));
+  const int64_t limit = memory_limit(result.context);
+  h += kpi("peak memory", format_bytes(best.peak_allocated_bytes) +
+                              (limit > 0 ? " of " + format_bytes(limit) : ""));
+  double slowest = kNotMeasured;
+  for (const Slot& s : slots) {
+    const double m = s.run->step_seconds.median;
+    if (s.ok && finite(m) && !(m <= slowest)) slowest = m;
+  }
+  const double median = best.step_seconds.median;
+  if (finite(slowest) && finite(median) && median > 0 && slowest > median * 1.0005) {
+    h += kpi("vs slowest split", text::format_ratio(slowest / median, 2) + " faster");
+  }
+  h += kpi("timed steps per split", std::to_string(best.step_seconds.count));
+  return h + "</div>";
+}
+
+std::string recommendation_section(const SweepResult& result, const std::vector<Slot>& slots) {
+  const Recommendation& rec = result.recommendation;
+  const bool has_best =
+      rec.best_index >= 0 && rec.best_index < static_cast<int>(result.runs.size());
+  std::string h = std::string("<section class=\"card recommendation") + (has_best ? "" : " none") +
+                  "\" id=\"recommendation\">";
+  if (!has_best) {
+    h += "<div class=\"rec-kicker\">No recommendation</div><div class=\"rec-label\">No split "
+         "completed</div>";
+    h += "<p class=\"rec-reason\">" +
+         html_escape(rec.reason.empty() ? "Every configuration failed; see the table below."
+                                        : rec.reason) +
+         "</p>";
+    return h + "</section>\n";
+  }
+  const RunResult& best = result.runs[static_cast<std::size_t>(rec.best_index)];
+  h += "<div class=\"rec-kicker\">Recommended split (micro-batch \u00d7 accumulation steps)</div>";
+  h += "<div class=\"rec-label\">" + html_escape(best.config.label()) + "</div>";
+  if (!rec.reason.empty()) h += "<p class=\"rec-reason\">" + html_escape(rec.reason) + "</p>";
+
+  std::string ties;
+  for (int i : rec.tied_indices) {
+    if (i == rec.best_index || i < 0 || i >= static_cast<int>(result.runs.size())) continue;
+    ties += (ties.empty() ? "" : ", ") + result.runs[static_cast<std::size_t>(i)].config.label();
+  }
+  if (!ties.empty()) {
+    h += "<p class=\"rec-ties\">Within the measurement noise of the fastest: " + html_escape(ties) +
+         " (the lower peak memory wins a tie).</p>";
+  }
+  return h + kpis(result, slots, best) + "</section>\n";
+}
+
+std::string chart_section(const std::string& id, const std::string& title, const std::string& note,
+                          const std::string& svg) {
+  return "<section class=\"card\"><h2>" + html_escape(title) + "</h2><p class=\"note\">" +
+         html_escape(note) + "</p><figure class=\"chart\" id=\"" + id + "\">" + svg +
+         "</figure></section>\n";
+}
+
+std::string throughput_note(const SweepContext& c, const std::vector<Slot>& slots) {
+  return std::string("Non-ignored target tokens per second of wall time.") +
+         (any_mfu(slots) ? " MFU = achieved model FLOP/s \u00f7 device peak (" +
+                               text::format_significant(c.peak_tflops, 4) + " TFLOP/s)."
+                         : " MFU is not shown: the peak FLOP/s of this device is unknown.");
+}
+
+std::string memory_note(const SweepContext& c) {
+  std::string note =
+      "Peak allocated bytes during a timed step, split by what held them at the peak.";
+  const int64_t limit = memory_limit(c);
+  if (limit > 0) {
+    note += std::string(c.memory_limit_bytes > 0 ? " Dashed line: the memory limit "
+                                                 : " Dashed line: device memory ") +
+            format_bytes(limit) + ".";
+  }
+  return note + " Diamonds: the memory plan's prediction.";
+}
+
+std::string chart_sections(const SweepResult& result, const std::vector<Slot>& slots) {
+  std::string h = chart_section(
+      "chart-step-time", "Step time by phase",
+      "Median seconds per optimizer step, split into phases (medians over the timed steps). "
+      "Whiskers: bootstrap interval of the median, or min\u2013max of the timed steps where no "
+      "interval was computed.",
+      step_time_chart(slots));
+  h += chart_section("chart-throughput", "Throughput", throughput_note(result.context, slots),
+                     throughput_chart(slots));
+  h += chart_section("chart-memory", "Peak memory", memory_note(result.context),
+                     memory_chart(result, slots));
+  h += chart_section("chart-timeline", "Memory through one optimizer step",
+                     "Allocated bytes across the last timed step, phase by phase: each block is "
+                     "the peak inside that phase, the line joins the values at the phase "
+                     "boundaries. Each panel has its own memory scale.",
+                     timeline_chart(result));
+  return h;
+}
+
+std::string context_entry(const std::string& key, const std::string& value) {
+  return "<dt>" + html_escape(key) + "</dt><dd>" + html_escape(value.empty() ? kDash : value) +
+         "</dd>";
+}
+
+std::string bytes_with_unit(int64_t bytes, const std::string& zero_means) {
+  if (bytes <= 0) return std::to_string(bytes) + " (" + zero_means + ")";
+  return text::format_count(bytes) + " B (" + format_bytes(bytes) + ")";
+}
+
+std::string context_section(const SweepResult& result) {
+  const SweepContext& c = result.context;
+  std::string h =
+      "<section class=\"card context-card\" id=\"context\"><h2>Context</h2><p class=\"note\">"
+      "Everything needed to reproduce and interpret these numbers.</p><dl class=\"context\">";
+  h += context_entry("json_schema_version", std::to_string(c.json_schema_version));
+  h += context_entry("date", c.date);
+  h += context_entry("host", c.host);
+  h += context_entry("device", c.device);
+  h += context_entry("device_name", c.device_name);
+  h += context_entry("device_memory_bytes", bytes_with_unit(c.device_memory_bytes, "unknown"));
+  h += context_entry("driver", c.driver);
+  h += context_entry("libtorch_version", c.libtorch_version);
+  h += context_entry("build_type", c.build_type);
+  h += context_entry("git_commit", c.git_commit);
+  h += context_entry("threads", std::to_string(c.threads));
+  h += context_entry("model", c.model);
+  h += context_entry("parameters", text::format_count(c.parameters));
+  h += context_entry("seq_len", std::to_string(c.seq_len));
+  h += context_entry("batch", std::to_string(c.batch) + " sequences");
+  h += context_entry("flops_per_token", text::format_count(c.flops_per_token));
+  h += context_entry("peak_tflops", finite(c.peak_tflops)
+                                        ? text::format_significant(c.peak_tflops, 4)
+                                        : "unknown (no MFU)");
+  h += context_entry("memory_limit_bytes", bytes_with_unit(c.memory_limit_bytes, "unlimited"));
+  h += context_entry("world_size", c.world_size > 1
+                                       ? std::to_string(c.world_size) + " ranks (" +
+                                             c.distributed_backend + "; rank 0's times and memory)"
+                                       : "1 (one process)");
+  h += "</dl><h3>Options</h3>";
+  if (c.options.empty()) {
+    h += "<p class=\"note\">none recorded</p>";
+  } else {
+    h += "<dl class=\"context options\">";
+    for (const auto& [name, value] : c.options) h += context_entry(name, value);
+    h += "</dl>";
+  }
+  return h + "</section>\n";
+}
+
+std::string head(const SweepContext& c) {
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  h += "<meta name=\"generator\" content=\"accumbench\">\n";
+  h += "<title>accumbench \u2014 " + html_escape(title_line(c)) + "</title>\n";
+  h += "<style>\n" + std::string(kReportCss) + "</style>\n</head>\n";
+  return h;
+}
+
+}  // namespace
+}  // namespace html
+
+void HtmlReporter::report(const SweepResult& result, std::ostream& out) const {
+  using namespace html;
+  const SweepContext& c = result.context;
+  const std::vector<Slot> slots = make_slots(result);
+  std::string page = head(c);
+  page += "<body>\n<main>\n";
+  page +=
+      "<header><h1>accumbench \u00b7 " + html_escape(c.model.empty() ? "sweep" : c.model) + "</h1>";
+  page += "<p class=\"subtitle\">" + html_escape(title_line(c)) +
+          (c.date.empty() ? "" : " \u00b7 " + html_escape(c.date)) + "</p></header>\n";
+  page += recommendation_section(result, slots);
+  page += chart_sections(result, slots);
+  page += table_section(slots);
+  page += context_section(result);
+  page += "<footer>Generated by accumbench \u00b7 JSON schema v" +
+          std::to_string(c.json_schema_version) +
+          " \u00b7 the data of this page is embedded below as JSON (#accumbench-data)</footer>\n";
+  page += "</main>\n<script type=\"application/json\" id=\"accumbench-data\">" +
+          json_for_script(to_json(result)) + "</script>\n</body>\n</html>\n";
+  out << page;
+}
+
+}  // namespace accumbench

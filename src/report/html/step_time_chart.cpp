@@ -1,0 +1,163 @@
+// Chart 1 of the HTML report: median step time per split, stacked by phase, with the spread as a
+// whisker and the distance to the fastest split over each column.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "report/format.hpp"
+#include "report/html/charts.hpp"
+#include "report/html/text.hpp"
+
+namespace accumbench::html {
+
+StepBar step_bar(const RunResult& run) {
+  StepBar bar;
+  double timed = 0;
+  for (int ph = 0; ph < kPhaseCount; ++ph) {
+    if (static_cast<Phase>(ph) == Phase::kOther) continue;
+    const double v = run.phase_median_seconds[ph];
+    bar.segments[ph] = finite(v) && v > 0 ? v : 0;
+    timed += bar.segments[ph];
+  }
+  const double median = run.step_seconds.median;
+  // Medians of parts need not add up to the median of the whole; "other" absorbs the rest and a
+  // bar never ends below the measured median.
+  bar.segments[static_cast<int>(Phase::kOther)] =
+      finite(median) ? std::max(0.0, median - timed) : 0;
+  bar.total = std::max(timed, finite(median) ? median : 0.0);
+
+  const Summary& s = run.step_seconds;
+  if (finite(s.ci_low) && finite(s.ci_high)) {
+    bar.whisker_low = s.ci_low;
+    bar.whisker_high = s.ci_high;
+    bar.whisker_is_interval = true;
+  } else if (!run.steps.empty()) {
+    bar.whisker_low = bar.whisker_high = run.steps.front().step_seconds;
+    for (const StepSample& step : run.steps) {
+      bar.whisker_low = std::min(bar.whisker_low, step.step_seconds);
+      bar.whisker_high = std::max(bar.whisker_high, step.step_seconds);
+    }
+  } else if (finite(s.min)) {
+    bar.whisker_low = s.min;
+    bar.whisker_high = finite(median) ? std::max(median, s.min) : s.min;
+  }
+  return bar;
+}
+
+namespace {
+
+double fastest_median(const std::vector<Slot>& slots) {
+  double best = kNotMeasured;
+  for (const Slot& s : slots) {
+    const double m = s.run->step_seconds.median;
+    if (s.ok && finite(m) && !(m >= best)) best = m;
+  }
+  return best;
+}
+
+std::string bar_tooltip(const std::vector<Slot>& slots, const Slot& s, const StepBar& bar) {
+  const RunResult& run = *s.run;
+  std::string tooltip = s.label + ": median " + format_duration(run.step_seconds.median) +
+                        " over " + std::to_string(run.step_seconds.count) + " timed steps";
+  for (int ph = 0; ph < kPhaseCount; ++ph) {
+    if (!phase_shown(slots, ph)) continue;
+    tooltip += std::string("\n") + phase_name(static_cast<Phase>(ph)) + " " +
+               format_duration(bar.segments[ph]);
+  }
+  if (finite(bar.whisker_low)) {
+    tooltip += std::string("\n") +
+               (bar.whisker_is_interval ? "interval of the median " : "min\u2013max ") +
+               format_duration(bar.whisker_low) + " \u2013 " + format_duration(bar.whisker_high);
+  }
+  return tooltip;
+}
+
+// The stacked phases and the whisker of column `i`; returns the y its value label sits above.
+double draw_bar(Svg& svg, const Panel& p, std::size_t i, const StepBar& bar, const Unit& unit) {
+  const double w = p.bar_width();
+  const double x = p.center(i) - w / 2;
+  double acc = 0;
+  for (int ph = 0; ph < kPhaseCount; ++ph) {
+    const double v = bar.segments[ph] / unit.divisor;
+    if (v <= 0) continue;
+    const double y_top = p.y(acc + v);
+    svg.rect(x, y_top, w, p.y(acc) - y_top, kPhaseColors[ph]);
+    acc += v;
+  }
+  double label_y = p.y(bar.total / unit.divisor);
+  if (finite(bar.whisker_low)) {
+    const double y_low = p.y(bar.whisker_low / unit.divisor);
+    const double y_high = p.y(bar.whisker_high / unit.divisor);
+    const double cx = p.center(i);
+    svg.line(cx, y_low, cx, y_high, kInk, 1.3, {{"class", "whisker"}});
+    svg.line(cx - 6, y_low, cx + 6, y_low, kInk, 1.3);
+    svg.line(cx - 6, y_high, cx + 6, y_high, kInk, 1.3);
+    label_y = std::min(label_y, y_high);
+  }
+  return label_y;
+}
+
+// The median over the column, and under it "fastest" or "+26%" where the columns are wide enough.
+void draw_value(Svg& svg, const Panel& p, std::size_t i, const Slot& s, double label_y,
+                double fastest) {
+  const double median = s.run->step_seconds.median;
+  std::string relative;
+  if (finite(median) && finite(fastest) && p.slot_width() >= 56) {
+    relative = median <= fastest
+                   ? "fastest"
+                   : "+" + text::format_significant((median / fastest - 1) * 100, 2) + "%";
+  }
+  const double value_y = label_y - (relative.empty() ? 7 : 21);
+  svg.text(p.center(i), value_y, format_duration(median),
+           {{"text-anchor", "middle"},
+            {"class", std::string("value") + (s.recommended ? " recommended" : "")}});
+  if (!relative.empty()) {
+    svg.text(p.center(i), value_y + 14, relative,
+             {{"text-anchor", "middle"}, {"class", "value-sub"}});
+  }
+}
+
+std::vector<LegendEntry> step_legend(const std::vector<Slot>& slots) {
+  std::vector<LegendEntry> legend;
+  for (int ph = 0; ph < kPhaseCount; ++ph) {
+    if (phase_shown(slots, ph))
+      legend.push_back({phase_name(static_cast<Phase>(ph)), kPhaseColors[ph]});
+  }
+  legend.push_back({"spread", kInk, LegendEntry::Kind::kWhisker});
+  return legend;
+}
+
+}  // namespace
+
+std::string step_time_chart(const std::vector<Slot>& slots) {
+  if (slots.empty()) return empty_chart("No runs in this sweep");
+  std::vector<StepBar> bars;
+  double max_seconds = 0;
+  for (const Slot& s : slots) {
+    bars.push_back(s.ok ? step_bar(*s.run) : StepBar{});
+    if (!s.ok) continue;
+    max_seconds = std::max(max_seconds, bars.back().total);
+    if (finite(bars.back().whisker_high))
+      max_seconds = std::max(max_seconds, bars.back().whisker_high);
+  }
+  const Unit unit = time_unit(max_seconds);
+  ColumnChart chart = start_column_chart(
+      "Median step time per split, stacked by phase", "hatch-step", step_legend(slots), slots,
+      nice_axis(max_seconds / unit.divisor * 1.12), "step time (" + unit.name + ")");
+  Svg& svg = chart.svg;
+  const Panel& p = chart.panel;
+  const double fastest = fastest_median(slots);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (!slots[i].ok) {
+      draw_gap(svg, p, i, slots[i], "hatch-step");
+      continue;
+    }
+    svg.open_group({{"class", "bar"}}, bar_tooltip(slots, slots[i], bars[i]));
+    const double label_y = draw_bar(svg, p, i, bars[i], unit);
+    svg.close_group();
+    draw_value(svg, p, i, slots[i], label_y, fastest);
+  }
+  return finish_column_chart(chart, slots);
+}
+
+}  // namespace accumbench::html
