@@ -20,7 +20,7 @@
 #include "accumbench/report.hpp"
 #include "accumbench/result.hpp"
 // The SVG writer is private to the library; this target has no src/ include path.
-#include "../src/report/html/svg.hpp"
+#include "report/html/svg.hpp"
 
 namespace accumbench {
 namespace {

@@ -1,6 +1,7 @@
 // The column table (columns.hpp). One entry per column; the printers only choose a view.
 #include "report/columns.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -18,6 +19,24 @@ std::string exact(int64_t value) { return std::to_string(value); }
 std::string flag(bool value) { return value ? "true" : "false"; }
 std::string milliseconds(double seconds) { return text::format_fixed(seconds * 1e3, 1); }
 std::string bytes_or_dash(int64_t bytes) { return bytes >= 0 ? format_bytes(bytes) : "-"; }
+std::string html_bytes(int64_t bytes) { return bytes >= 0 ? format_bytes(bytes) : kHtmlDash; }
+std::string html_significant(double v, int digits) {
+  return std::isfinite(v) ? text::format_significant(v, digits) : kHtmlDash;
+}
+
+// A phase's median; "other" in the HTML is what the step's median leaves after the timed
+// phases (medians of parts need not add up to the median of the whole), as the step-time chart
+// draws it.
+double html_phase_seconds(const RunResult& r, Phase phase) {
+  if (phase != Phase::kOther) return r.phase_median_seconds[static_cast<int>(phase)];
+  double timed = 0;
+  for (const PhaseInfo& info : phase_table()) {
+    const double v = r.phase_median_seconds[static_cast<int>(info.phase)];
+    if (info.phase != Phase::kOther && std::isfinite(v) && v > 0) timed += v;
+  }
+  const double median = r.step_seconds.median;
+  return std::isfinite(median) ? std::max(0.0, median - timed) : 0.0;
+}
 
 // A column that only the CSV has: a name and the exact value.
 ColumnDef csv_only(const std::string& name, std::function<std::string(const RunResult&)> raw, bool measured = false) {
@@ -40,8 +59,7 @@ ColumnDef step_statistic(const std::string& csv, const std::string& html_header,
   c.number = [field](const RunResult& r) { return r.step_seconds.*field; };
   c.raw = [field](const RunResult& r) { return exact(r.step_seconds.*field); };
   c.html_cell = [field](const RunResult& r, const TableContext& t) {
-    const double v = r.step_seconds.*field;
-    return std::isfinite(v) ? text::format_significant(v / t.time_divisor, 4) : "-";
+    return html_significant(r.step_seconds.*field / t.time_divisor, 4);
   };
   return c;
 }
@@ -62,6 +80,10 @@ ColumnDef phase_column(const PhaseInfo& info) {
   c.number = [index](const RunResult& r) { return r.phase_median_seconds[index]; };
   c.cell = [index](const RunResult& r, const TableContext&) { return milliseconds(r.phase_median_seconds[index]); };
   c.raw = [index](const RunResult& r) { return exact(r.phase_median_seconds[index]); };
+  const Phase phase = info.phase;
+  c.html_cell = [phase](const RunResult& r, const TableContext& t) {
+    return html_significant(html_phase_seconds(r, phase) / t.time_divisor, 4);
+  };
   return c;
 }
 
@@ -106,6 +128,7 @@ std::vector<ColumnDef> build_columns() {
     c.html = Shown::kAlways;
     c.align = Align::kLeft;
     c.cell = [](const RunResult& r, const TableContext&) { return std::string(run_status_name(r.status)); };
+    c.html_class = [](const RunResult& r) { return std::string(ok(r) ? "text status-ok" : "text status-bad"); };
     all.push_back(c);
   }
   all.push_back(csv_only("steps", [](const RunResult& r) { return exact(r.step_seconds.count); }, true));
@@ -131,7 +154,7 @@ std::vector<ColumnDef> build_columns() {
     c.measured = true;
     c.html_cell = [](const RunResult& r, const TableContext& t) {
       const Summary& s = r.step_seconds;
-      if (!std::isfinite(s.ci_low) || !std::isfinite(s.ci_high)) return std::string("-");
+      if (!std::isfinite(s.ci_low) || !std::isfinite(s.ci_high)) return std::string(kHtmlDash);
       return text::format_significant(s.ci_low / t.time_divisor, 4) + " \u2013 " +
              text::format_significant(s.ci_high / t.time_divisor, 4);
     };
@@ -155,14 +178,14 @@ std::vector<ColumnDef> build_columns() {
     ColumnDef c = csv_only("samples_per_second", [](const RunResult& r) { return exact(r.samples_per_second); }, true);
     c.html_header = "samples/s";
     c.html = Shown::kAlways;
-    c.html_cell = [](const RunResult& r, const TableContext&) { return text::format_significant(r.samples_per_second, 4); };
+    c.html_cell = [](const RunResult& r, const TableContext&) { return html_significant(r.samples_per_second, 4); };
     all.push_back(c);
   }
   {
     ColumnDef c = csv_only("achieved_tflops", [](const RunResult& r) { return exact(r.achieved_tflops); }, true);
     c.html_header = "TFLOP/s";
     c.html = Shown::kAlways;
-    c.html_cell = [](const RunResult& r, const TableContext&) { return text::format_significant(r.achieved_tflops, 3); };
+    c.html_cell = [](const RunResult& r, const TableContext&) { return html_significant(r.achieved_tflops, 3); };
     all.push_back(c);
   }
   {
@@ -175,6 +198,9 @@ std::vector<ColumnDef> build_columns() {
     c.measured = true;
     c.number = [](const RunResult& r) { return r.mfu; };
     c.cell = [](const RunResult& r, const TableContext&) { return text::format_percent(r.mfu, 1); };
+    c.html_cell = [](const RunResult& r, const TableContext&) {
+      return std::isfinite(r.mfu) ? text::format_percent(r.mfu, 1) : kHtmlDash;
+    };
     c.raw = [](const RunResult& r) { return exact(r.mfu); };
     all.push_back(c);
   }
@@ -190,6 +216,7 @@ std::vector<ColumnDef> build_columns() {
     c.cell = [](const RunResult& r, const TableContext&) {
       return ok(r) || r.peak_allocated_bytes > 0 ? format_bytes(r.peak_allocated_bytes) : "-";
     };
+    c.html_cell = [](const RunResult& r, const TableContext&) { return html_bytes(r.peak_allocated_bytes); };
     c.raw = [](const RunResult& r) { return exact(r.peak_allocated_bytes); };
     all.push_back(c);
   }
@@ -198,7 +225,7 @@ std::vector<ColumnDef> build_columns() {
     c.html_header = "peak reserved";
     c.html = Shown::kAlways;
     c.measured = false;
-    c.html_cell = [](const RunResult& r, const TableContext&) { return bytes_or_dash(r.peak_reserved_bytes); };
+    c.html_cell = [](const RunResult& r, const TableContext&) { return html_bytes(r.peak_reserved_bytes); };
     all.push_back(c);
   }
   {
@@ -210,6 +237,7 @@ std::vector<ColumnDef> build_columns() {
     c.html = Shown::kAlways;
     c.number = [](const RunResult& r) { return static_cast<double>(r.predicted_peak_bytes); };
     c.cell = [](const RunResult& r, const TableContext&) { return bytes_or_dash(r.predicted_peak_bytes); };
+    c.html_cell = [](const RunResult& r, const TableContext&) { return html_bytes(r.predicted_peak_bytes); };
     c.raw = [](const RunResult& r) { return exact(r.predicted_peak_bytes); };
     all.push_back(c);
   }
@@ -219,7 +247,7 @@ std::vector<ColumnDef> build_columns() {
     c.html_header = "predicted vs measured";
     c.html = Shown::kAlways;
     c.html_cell = [](const RunResult& r, const TableContext&) {
-      if (!ok(r) || r.predicted_peak_bytes < 0 || r.peak_allocated_bytes <= 0) return std::string("-");
+      if (!ok(r) || r.predicted_peak_bytes < 0 || r.peak_allocated_bytes <= 0) return std::string(kHtmlDash);
       const double error =
           static_cast<double>(r.predicted_peak_bytes) / static_cast<double>(r.peak_allocated_bytes) - 1;
       return (error >= 0 ? "+" : "") + text::format_percent(error, 1);
@@ -235,6 +263,7 @@ std::vector<ColumnDef> build_columns() {
     c.console = c.html = Shown::kAlways;
     c.markdown = Shown::kWhenVaries;
     c.cell = [](const RunResult& r, const TableContext&) { return std::string(r.fits ? "yes" : "no"); };
+    c.html_class = [](const RunResult& r) { return std::string(r.fits ? "text" : "text status-bad"); };
     c.raw = [](const RunResult& r) { return flag(r.fits); };
     all.push_back(c);
   }

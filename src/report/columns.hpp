@@ -39,6 +39,9 @@ struct TableContext {
   static TableContext of(const SweepResult& result);
 };
 
+// What the HTML table shows for a number that was not measured.
+inline constexpr char kHtmlDash[] = "\u2014";
+
 struct ColumnDef {
   std::string id;           // stable name, used by compare and tests
   std::string header;       // console and Markdown header
@@ -55,6 +58,8 @@ struct ColumnDef {
   std::function<double(const RunResult&)> number;
   std::function<std::string(const RunResult&, const TableContext&)> cell;  // console, Markdown
   std::function<std::string(const RunResult&, const TableContext&)> html_cell;  // HTML (default: cell)
+  // The HTML cell's class: "text" for words, with "status-bad" where the cell reads as a problem.
+  std::function<std::string(const RunResult&)> html_class;
   std::function<std::string(const RunResult&)> raw;  // CSV, exact
 };
 

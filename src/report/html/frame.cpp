@@ -12,15 +12,6 @@
 
 namespace accumbench::html {
 
-const char* const kPhaseColors[kPhaseCount] = {
-    "#b07aa1",  // data
-    "#edc948",  // h2d
-    "#4e79a7",  // forward
-    "#f28e2b",  // backward
-    "#59a14f",  // optimizer
-    "#bab0ac",  // other
-    "#76b7b2",  // allreduce
-};
 
 // ---------------------------------------------------------------------------------------------
 // Units and axes

@@ -44,8 +44,8 @@ Axis nice_axis(double max_value, int target_ticks = 5);
 // ---------------------------------------------------------------------------------------------
 // Colours
 
-// Tableau 10 (Tableau Software, 2016): distinct, colour-blind-aware, pleasant on white.
-extern const char* const kPhaseColors[kPhaseCount];
+// A phase's colour in every chart: the phase table's (result.hpp).
+inline const char* phase_colour(int ph) { return phase_info(static_cast<Phase>(ph)).colour; }
 inline constexpr char kInk[] = "#1f2430";
 inline constexpr char kBad[] = "#c0392b";
 

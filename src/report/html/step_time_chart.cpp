@@ -59,7 +59,8 @@ std::string bar_tooltip(const std::vector<Slot>& slots, const Slot& s, const Ste
   const RunResult& run = *s.run;
   std::string tooltip = s.label + ": median " + format_duration(run.step_seconds.median) +
                         " over " + std::to_string(run.step_seconds.count) + " timed steps";
-  for (int ph = 0; ph < kPhaseCount; ++ph) {
+  for (const PhaseInfo& info : phase_table()) {  // timeline order
+    const int ph = static_cast<int>(info.phase);
     if (!phase_shown(slots, ph)) continue;
     tooltip += std::string("\n") + phase_name(static_cast<Phase>(ph)) + " " +
                format_duration(bar.segments[ph]);
@@ -77,11 +78,12 @@ double draw_bar(Svg& svg, const Panel& p, std::size_t i, const StepBar& bar, con
   const double w = p.bar_width();
   const double x = p.center(i) - w / 2;
   double acc = 0;
-  for (int ph = 0; ph < kPhaseCount; ++ph) {
+  for (const PhaseInfo& info : phase_table()) {  // timeline order
+    const int ph = static_cast<int>(info.phase);
     const double v = bar.segments[ph] / unit.divisor;
     if (v <= 0) continue;
     const double y_top = p.y(acc + v);
-    svg.rect(x, y_top, w, p.y(acc) - y_top, kPhaseColors[ph]);
+    svg.rect(x, y_top, w, p.y(acc) - y_top, phase_colour(ph));
     acc += v;
   }
   double label_y = p.y(bar.total / unit.divisor);
@@ -119,9 +121,10 @@ void draw_value(Svg& svg, const Panel& p, std::size_t i, const Slot& s, double l
 
 std::vector<LegendEntry> step_legend(const std::vector<Slot>& slots) {
   std::vector<LegendEntry> legend;
-  for (int ph = 0; ph < kPhaseCount; ++ph) {
+  for (const PhaseInfo& info : phase_table()) {  // timeline order
+    const int ph = static_cast<int>(info.phase);
     if (phase_shown(slots, ph))
-      legend.push_back({phase_name(static_cast<Phase>(ph)), kPhaseColors[ph]});
+      legend.push_back({phase_name(static_cast<Phase>(ph)), phase_colour(ph)});
   }
   legend.push_back({"spread", kInk, LegendEntry::Kind::kWhisker});
   return legend;

@@ -212,7 +212,7 @@ void draw_untimed_rest(Svg& svg, const TimelinePanel& t) {
   const Panel& p = t.plot;
   const double x0 = t.x(t.last_end);
   const double x1 = t.x(t.step_end);
-  svg.rect(x0, p.top, x1 - x0, p.height, kPhaseColors[static_cast<int>(Phase::kOther)],
+  svg.rect(x0, p.top, x1 - x0, p.height, phase_colour(static_cast<int>(Phase::kOther)),
            {{"fill-opacity", "0.16"}});
   if (x1 - x0 >= text_width("other", 10) + 4) {
     svg.text((x0 + x1) / 2, p.top + 10, "other",
@@ -240,7 +240,7 @@ void draw_spans(Svg& svg, const TimelinePanel& t) {
     const double y = t.y(s.peak_bytes);
     const int ph = std::max(0, std::min(kPhaseCount - 1, static_cast<int>(s.phase)));
     svg.open_group({{"class", "span"}}, span_tooltip(s));
-    svg.rect(x0, y, x1 - x0, t.plot.bottom() - y, kPhaseColors[ph], {{"fill-opacity", "0.8"}});
+    svg.rect(x0, y, x1 - x0, t.plot.bottom() - y, phase_colour(ph), {{"fill-opacity", "0.8"}});
     svg.close_group();
     path += (path.empty() ? "M" : " L") + num(x0) + ' ' + num(t.y(s.bytes_at_start));
     path += " L" + num(x1) + ' ' + num(t.y(s.bytes_at_end));
@@ -280,10 +280,11 @@ std::vector<LegendEntry> timeline_legend(const SweepResult& result,
     any_limit = any_limit || limit_within_scale(limit, timeline_max_bytes(run));
   }
   std::vector<LegendEntry> legend;
-  for (int ph = 0; ph < kPhaseCount; ++ph) {
+  for (const PhaseInfo& info : phase_table()) {  // timeline order
+    const int ph = static_cast<int>(info.phase);
     if (!phases_seen[ph]) continue;
     legend.push_back(
-        {std::string("peak in ") + phase_name(static_cast<Phase>(ph)), kPhaseColors[ph]});
+        {std::string("peak in ") + phase_name(static_cast<Phase>(ph)), phase_colour(ph)});
   }
   legend.push_back({"allocated at phase boundaries", kInk, LegendEntry::Kind::kLine});
   if (any_limit) {
