@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# CLI cases that run one command and check its output or files beyond fixed strings; one ctest
+# case per mode (tests/cli/CMakeLists.txt).
+#
+#   tests/cli/command_checks.sh BINARY DATA_DIR CLI_DIR CASE MODE
+# shellcheck disable=SC2317  # the mode functions are called as "$mode"
+source "$(dirname "$0")/lib.sh"
+cli_init "$@"
+
+# cli.models.lists_presets: the table's columns hold the numbers the other cases rely on.
+models() {
+  expect 0 "gpt2-124m" -- models
+  local tiny_vocab tiny_max_t
+  tiny_vocab=$(awk 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i } $1 == "gpt2-tiny" { print $col["vocab"] }' "$out")
+  tiny_max_t=$(awk 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i } $1 == "gpt2-tiny" { print $col["max_T"] }' "$out")
+  check "models gives gpt2-124m 124439808 parameters" \
+    grep -qE '^gpt2-124m[[:space:]].*[[:space:]]124439808[[:space:]]' "$out"
+  check "models gives gpt2-tiny vocab 512 and 256 positions (user_errors.tsv and make_inputs.py use them)" \
+    test "${tiny_vocab:-}" = 512 -a "${tiny_max_t:-}" = 256
+}
+
+# cli.sweep.knobs: the flag reaches the grid and every point runs. The grid's exact shape is
+# SweepGrid.KnobsCheckpointEverySplitAndPutTheOptimizerInBackwardWithoutAccumulation.
+knobs() {
+  tiny_args --knobs --json "$work/knobs.json"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  check "--knobs: every run ok, with checkpointed and optimizer-in-backward runs" py '
+runs = load(sys.argv[1])["runs"]
+if any(r["status"] != "ok" for r in runs): fail("a run failed")
+if not any(r["config"]["activation_checkpointing"] == "blocks" for r in runs): fail("no checkpointed run")
+if not any(r["config"]["optimizer_in_backward"] for r in runs): fail("no optimizer-in-backward run")
+' "$work/knobs.json"
+}
+
+# cli.sweep.precisions
+precisions() {
+  tiny_args --micro-batches 4 --precision fp32,bf16
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  check "each console row of a precision sweep names its precision" py '
+rows = split_rows(sys.argv[1])
+if len(rows) != 2: fail("%d rows" % len(rows))
+for row, p in zip(rows, ("fp32", "bf16")):
+    if p not in row: fail("row does not say %s: %s" % (p, row))
+' "$out"
+}
+
+# cli.sweep.chunked_loss: the flag reaches the options, the console, the JSON and the CSV. Which
+# runs, their peaks and the plan's accuracy are ChunkedLossSweep.* in test_cli_library.cpp.
+chunked_loss() {
+  tiny_args --chunked-loss --json "$work/chunked.json" --csv "$work/chunked.csv"
+  expect 0 "4×1 chunked-ce" "Recommendation:" -- sweep "${args[@]}"
+  check "--chunked-loss: every run ok, the context options say chunked_loss" py '
+d = load(sys.argv[1])
+if any(r["status"] != "ok" for r in d["runs"]): fail("a run failed")
+if dict(d["context"]["options"]).get("chunked_loss") != "true": fail("context options do not say chunked_loss")
+' "$work/chunked.json"
+  check "the CSV has a chunked_loss column: every split plain, then chunked" py '
+rows = list(csv.DictReader(open(sys.argv[1], encoding="utf-8")))
+if [r["chunked_loss"] for r in rows] != ["false", "true"] * 3: fail("chunked_loss column %s" % [r["chunked_loss"] for r in rows])
+' "$work/chunked.csv"
+}
+
+# cli.sweep.token_file (the file comes from the cli_inputs fixture)
+token_file() {
+  tiny_args --micro-batches 4 --tokens "$inputs/good.u32" --token-bytes 4 --json "$work/tokens.json"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  check "the context names the token file" py '
+opts = dict(load(sys.argv[1])["context"]["options"])
+if opts.get("token_file") != sys.argv[2]: fail("token_file %r" % opts.get("token_file"))
+' "$work/tokens.json" "$inputs/good.u32"
+}
+
+# cli.help.defaults_are_used: help prints the defaults, and they are what sweep uses.
+help_defaults() {
+  expect 0 "--memory-limit" "--knobs" "--resume" -- sweep --help
+  local help_seq_len help_batch
+  help_seq_len=$(grep -oE -- '--seq-len INT=[0-9]+' "$out" | grep -oE '[0-9]+$')
+  help_batch=$(grep -oE -- '--batch INT=[0-9]+' "$out" | grep -oE '[0-9]+$')
+  if [ -z "$help_seq_len" ] || [ -z "$help_batch" ]; then
+    fail "help prints no \"--seq-len INT=N\" or \"--batch INT=N\""
+  fi
+  # Leave --seq-len and --batch out: the run must use the defaults that the help printed.
+  expect 0 -- sweep --model gpt2-tiny --device cpu --threads 1 \
+    --warmup 0 --steps 1 --micro-batches "$help_batch" --json "$work/defaults.json"
+  check "help's defaults (--seq-len $help_seq_len, --batch $help_batch) are what sweep uses" py '
+c = load(sys.argv[1])["context"]
+if (c["seq_len"], c["batch"]) != (int(sys.argv[2]), int(sys.argv[3])):
+    fail("sweep used seq_len %s batch %s" % (c["seq_len"], c["batch"]))
+' "$work/defaults.json" "$help_seq_len" "$help_batch"
+}
+
+# cli.verify.token_normalization
+verify_token() {
+  expect 0 "PASS" -- verify --model gpt2-tiny --batch 4 --seq-len 32 --lengths variable --device cpu --threads 1
+  check "verify: every split passes" py '
+rows = split_rows(sys.argv[1])
+if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" % rows)
+' "$out"
+}
+
+# cli.verify.chunked_loss
+verify_chunked() {
+  expect 0 "PASS: every split" -- \
+    verify --model gpt2-tiny --batch 4 --seq-len 32 --lengths variable --device cpu --threads 1 --chunked-loss
+  check "verify --chunked-loss: the three splits again with the chunked loss, all passing" py '
+rows = split_rows(sys.argv[1])
+if len(rows) != 6 or not all(r.endswith("PASS") for r in rows): fail("rows %s" % rows)
+if [r.split()[1] for r in rows[3:]] != ["chunked-ce"] * 3: fail("rows %s" % rows)
+' "$out"
+}
+
+# cli.verify.optimizer_in_backward
+verify_oib() {
+  expect 0 "PASS" -- verify --model gpt2-tiny --batch 4 --seq-len 32 --device cpu --threads 1 --optimizer-in-backward
+  check "verify: the optimizer-in-backward row passes" grep -qE '^[0-9]+×[0-9]+ oib .*PASS$' "$out"
+}
+
+# cli.plan.chunked_loss
+plan_chunked() {
+  expect 0 "one chunk's logits, fp32" "with the chunked loss:" -- \
+    plan --model gpt2-124m --seq-len 1024 --batch 64 --precision bf16 --attention flash --memory 32GiB --chunked-loss
+  check "plan --chunked-loss: every split plain and chunked; the chunked 64×1 fits 32 GiB, the plain does not" py '
+rows = {" ".join(r.split()[:2]) if "chunked-ce" in r else r.split()[0]: r for r in split_rows(sys.argv[1])}
+if len(rows) != 14: fail("%d split rows" % len(rows))
+if not rows["64×1"].endswith("no") or not rows["64×1 chunked-ce"].endswith("yes"): fail("64×1 rows %s" % rows)
+' "$out"
+}
+
+# cli.plan.calibrate_aligned
+plan_calibrate() {
+  expect 0 "calibrated (probes" -- \
+    plan --calibrate --knobs --chunked-loss --model gpt2-tiny --seq-len 32 --batch 2 --device cpu
+  check "plan --calibrate: one line per split (2 micro-batches × knobs × loss heads), the columns aligned" py '
+lines = [l for l in open(sys.argv[1], encoding="utf-8") if " analytic " in l]
+if len(lines) != 12: fail("%d calibrated lines" % len(lines))
+if len({l.index(" analytic ") for l in lines}) != 1: fail("analytic column not aligned:\n" + "".join(lines))
+' "$out"
+}
+
+mode=${case_args[0]:-}
+case $mode in
+  models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
+    verify_oib | plan_chunked | plan_calibrate) "$mode" ;;
+  *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
+esac
+cli_pass

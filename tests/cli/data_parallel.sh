@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Data parallel as torchrun launches it: WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT, one process
+# per rank on 127.0.0.1 (c10d, Gloo). One ctest case per mode; each takes a free port, so the
+# cases run in parallel with each other.
+#
+#   tests/cli/data_parallel.sh BINARY DATA_DIR CLI_DIR CASE verify|sweep
+# shellcheck disable=SC2317  # the mode functions are called as "$mode"
+source "$(dirname "$0")/lib.sh"
+cli_init "$@"
+
+# dp_run RANKS ARGS...: accumbench ARGS as RANKS processes; rank 0's output in $out/$err and its
+# status in $rc, the other ranks' output in $out.rank<r>, their worst status in $dp_rc.
+dp_run() {
+  local ranks=$1 port r pid
+  shift
+  port=$(free_port) || fail "no free port"
+  last_command="WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port accumbench $*"
+  local pids=()
+  for ((r = 1; r < ranks; r++)); do
+    WORLD_SIZE=$ranks RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout "$run_limit_s" "$bin" "$@" >"$out.rank$r" 2>&1 &
+    pids+=("$!")
+    background_pids+=("$!")
+  done
+  WORLD_SIZE=$ranks RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" "$@" >"$out" 2>"$err"
+  rc=$?
+  dp_rc=0
+  for pid in "${pids[@]}"; do wait "$pid" || dp_rc=$?; done
+  if [ "$rc" -ne 0 ] || [ "$dp_rc" -ne 0 ]; then
+    [ ! -s "$out.rank1" ] || sed -n '1,30s/^/     rank 1: /p' "$out.rank1"
+    fail "exit status rank 0: $rc, rank 1: $dp_rc"
+  fi
+}
+
+# cli.data_parallel.verify
+verify() {
+  dp_run 2 verify --model gpt2-tiny --batch 8 --seq-len 32 --lengths variable --device cpu --threads 1
+  check "data parallel verify: header names 2 ranks, every split passes" py '
+text = open(sys.argv[1], encoding="utf-8").read()
+if "data parallel over 2 ranks" not in text: fail("no world size in the header")
+rows = split_rows(sys.argv[1])
+if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" % rows)
+' "$out"
+  check "data parallel verify: rank 1 prints nothing" test ! -s "$out.rank1"
+}
+
+# cli.data_parallel.sweep
+sweep() {
+  tiny_args --batch 8 --json "$work/dp.json"
+  dp_run 2 sweep "${args[@]}"
+  check "data parallel sweep: JSON has world size 2, gloo, an allreduce phase, all ranks' tokens, plan within 5 %" py '
+r = load(sys.argv[1])
+c = r["context"]
+if (c["world_size"], c["distributed_backend"]) != (2, "gloo"): fail("context %s %s" % (c["world_size"], c["distributed_backend"]))
+splits = sorted((x["config"]["micro_batch"], x["config"]["accum_steps"]) for x in r["runs"])
+if splits != [(1, 4), (2, 2), (4, 1)]: fail("splits %s (4 sequences per rank)" % splits)
+for x in r["runs"]:
+    if x["config"]["world_size"] != 2: fail("run world size %s" % x["config"]["world_size"])
+    if not x["phase_median_seconds"]["allreduce"] > 0: fail("no allreduce time in %s" % key(x))
+    if x["tokens_per_step"] != 8 * 32: fail("tokens per step %s, expected 256 (both ranks)" % x["tokens_per_step"])
+    error = abs(x["predicted_peak_bytes"] - x["peak_allocated_bytes"]) / x["peak_allocated_bytes"]
+    if error > 0.05: fail("%s: plan %s vs measured %s bytes (bucket copies included), %.1f %% off" % (
+        key(x), x["predicted_peak_bytes"], x["peak_allocated_bytes"], 100 * error))
+' "$work/dp.json"
+  check "data parallel sweep: console shows the allreduce column" grep -q "allreduce ms" "$out"
+  check "data parallel sweep: rank 1 prints nothing" test ! -s "$out.rank1"
+}
+
+mode=${case_args[0]:-}
+case $mode in
+  verify | sweep) "$mode" ;;
+  *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
+esac
+cli_pass

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Writes the inputs of the CLI cases into DIR (the ctest fixture cli_inputs):
+token files, good and broken, for --tokens, and result files that report, compare and --resume
+must refuse.
+
+    tests/cli/make_inputs.py DIR
+"""
+import os
+import shutil
+import struct
+import sys
+
+# gpt2-tiny's vocabulary, as cli.models.lists_presets checks; the token cases name ids around it.
+VOCAB = 512
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: make_inputs.py DIR")
+    d = sys.argv[1]
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+
+    def write(name, fmt, ids):
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(struct.pack("<%d%s" % (len(ids), fmt), *ids))
+
+    def write_bytes(name, data):
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
+
+    # One step of the tiny sweep reads batch × (seq-len + 1) = 4 × 33 = 132 tokens.
+    ok = [i % VOCAB for i in range(1000)]
+    write("good.u16", "H", ok)
+    write("good.u32", "I", ok)
+    write("short.u16", "H", ok[:131])
+    write("vocab_first.u16", "H", [VOCAB + 88] + ok[1:])
+    write("vocab_target.u16", "H", ok[:131] + [VOCAB] + ok[132:])  # the last target of step 1
+    write("vocab.u32", "I", [70000] + ok[1:])
+    write_bytes("empty.u16", b"")
+    write_bytes("odd.u16", b"\x01\x00\x02")
+    write_bytes("six.u32", b"\x00" * 6)
+
+    write_bytes("broken.json", b'{"json_schema_version": 1, "runs": [')
+    write_bytes("foreign.json", b'{"runs": []}\n')
+
+
+if __name__ == "__main__":
+    main()
