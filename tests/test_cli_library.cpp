@@ -19,20 +19,20 @@ namespace {
 // two timed steps, one CPU thread (every hardware thread is ~50x slower on a busy machine).
 ab::SweepOptions tiny() {
   ab::SweepOptions o;
-  o.model.preset = "gpt2-tiny";
-  o.seq_len = 32;
-  o.batch = 4;
-  o.device = "cpu";
+  o.workload.model.preset = "gpt2-tiny";
+  o.workload.seq_len = 32;
+  o.workload.batch = 4;
+  o.workload.device = "cpu";
+  o.workload.threads = 1;
   o.warmup = 1;
   o.steps = 2;
-  o.threads = 1;
   return o;
 }
 
 // "4x1 ckpt=blocks oib=true chunked": every field the grid varies, in ASCII for readable failures.
 std::string key(const ab::SplitConfig& c) {
-  return std::to_string(c.micro_batch) + "x" + std::to_string(c.accum_steps) + " " + c.precision +
-         " ckpt=" + c.activation_checkpointing + " oib=" + (c.optimizer_in_backward ? "true" : "false") +
+  return std::to_string(c.micro_batch) + "x" + std::to_string(c.accum_steps) + " " + ab::to_string(c.precision) +
+         " ckpt=" + ab::to_string(c.activation_checkpointing) + " oib=" + (c.optimizer_in_backward ? "true" : "false") +
          (c.chunked_loss ? " chunked" : "");
 }
 
@@ -42,9 +42,9 @@ std::string key(const ab::SplitConfig& c) {
 // checkpointed) only where there is no accumulation, since it steps before the next micro-batch.
 TEST(SweepGrid, KnobsCheckpointEverySplitAndPutTheOptimizerInBackwardWithoutAccumulation) {
   ab::SweepOptions o = tiny();
-  o.knobs = true;
+  o.workload.grid.knobs = true;
   std::vector<std::string> keys;
-  for (const ab::SplitConfig& c : ab::sweep_grid(o)) keys.push_back(key(c));
+  for (const ab::SplitConfig& c : ab::split_grid(o.workload, 1)) keys.push_back(key(c));
   const std::vector<std::string> expected = {
       "1x4 fp32 ckpt=none oib=false", "1x4 fp32 ckpt=blocks oib=false",
       "2x2 fp32 ckpt=none oib=false", "2x2 fp32 ckpt=blocks oib=false",
@@ -58,7 +58,7 @@ TEST(SweepGrid, KnobsCheckpointEverySplitAndPutTheOptimizerInBackwardWithoutAccu
 // peaks lower, and the plan predicts its peak within 10 %.
 TEST(ChunkedLossSweep, RunsEverySplitTwicePeaksLowerAndIsPlannedWithinTenPercent) {
   ab::SweepOptions o = tiny();
-  o.chunked_loss = true;
+  o.workload.loss.chunked = true;
   const ab::SweepResult r = ab::run_sweep(o);
   std::vector<std::string> keys;
   for (const ab::RunResult& run : r.runs) {
