@@ -153,6 +153,49 @@ void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
                                                 batch.inputs.narrow(0, 0, micro), batch.targets.narrow(0, 0, micro));
 }
 
+// One micro-step's copy to the device, forward and backward (replayed from CUDA graphs when
+// captured); returns its loss, normalized and unscaled.
+at::Tensor Trainer::micro_step_loss(const at::Tensor& host_inputs, const at::Tensor& host_targets, double divisor,
+                                    bool last, const StepOptions& options, PhaseObserver* observer, int micro_step) {
+  const double loss_scale = options_.precision == Precision::kFp16 ? loss_scale_ : 1.0;
+  at::Tensor loss;
+  if (graphed_) {
+    {
+      PhaseScope scope(observer, Phase::kH2D, micro_step);
+      graphed_->load(host_inputs, host_targets, divisor, loss_scale);
+    }
+    {
+      PhaseScope scope(observer, Phase::kForward, micro_step);
+      graphed_->forward();
+    }
+    {
+      PhaseScope scope(observer, Phase::kBackward, micro_step);
+      graphed_->backward();
+    }
+    loss = graphed_->loss().detach().clone();  // the next replay overwrites the graph's output
+  } else {
+    at::Tensor inputs, targets;
+    {
+      PhaseScope scope(observer, Phase::kH2D, micro_step);
+      inputs = host_inputs.to(device_, /*non_blocking=*/device_.is_cuda());
+      targets = host_targets.to(device_, /*non_blocking=*/device_.is_cuda());
+    }
+    {
+      PhaseScope scope(observer, Phase::kForward, micro_step);
+      loss = summed_cross_entropy(*model_, inputs, targets, device_.type(), autocast_dtype(options_.precision),
+                                  options.chunked_loss, options.loss_chunk_tokens) /
+             divisor;
+    }
+    {
+      PhaseScope scope(observer, Phase::kBackward, micro_step);
+      if (reducer_ && last) reducer_->arm();  // the step's last backward
+      (options_.precision == Precision::kFp16 ? loss * loss_scale : loss).backward();
+    }
+    loss = loss.detach();
+  }
+  return loss;
+}
+
 StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& options,
                                 PhaseObserver* observer) {
   prepare(batch, options);
@@ -165,10 +208,6 @@ StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& opti
   const int world_size = group_ != nullptr ? group_->world_size() : 1;
   outcome.accum_steps = accum;
   TORCH_CHECK(outcome.tokens > 0, "a step without target tokens");
-  const auto dtype = autocast_dtype(options_.precision);
-  const bool non_blocking = device_.is_cuda();
-  const double loss_scale = options_.precision == Precision::kFp16 ? loss_scale_ : 1.0;
-
   for (int64_t k = 0; k < accum; ++k) {
     const int micro_step = static_cast<int>(k);
     at::Tensor host_inputs, host_targets;
@@ -183,41 +222,8 @@ StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& opti
     const double divisor = options.loss_normalization == LossNormalization::kToken
                                ? static_cast<double>(outcome.tokens)
                                : static_cast<double>(batch.tokens_in(k * micro, micro) * accum * world_size);
-    at::Tensor loss;
-    if (graphed_) {
-      {
-        PhaseScope scope(observer, Phase::kH2D, micro_step);
-        graphed_->load(host_inputs, host_targets, divisor, loss_scale);
-      }
-      {
-        PhaseScope scope(observer, Phase::kForward, micro_step);
-        graphed_->forward();
-      }
-      {
-        PhaseScope scope(observer, Phase::kBackward, micro_step);
-        graphed_->backward();
-      }
-      loss = graphed_->loss().detach().clone();  // the next replay overwrites the graph's output
-    } else {
-      at::Tensor inputs, targets;
-      {
-        PhaseScope scope(observer, Phase::kH2D, micro_step);
-        inputs = host_inputs.to(device_, /*non_blocking=*/non_blocking);
-        targets = host_targets.to(device_, /*non_blocking=*/non_blocking);
-      }
-      {
-        PhaseScope scope(observer, Phase::kForward, micro_step);
-        loss = summed_cross_entropy(*model_, inputs, targets, device_.type(), dtype, options.chunked_loss,
-                                    options.loss_chunk_tokens) /
-               divisor;
-      }
-      {
-        PhaseScope scope(observer, Phase::kBackward, micro_step);
-        if (reducer_ && k == accum - 1) reducer_->arm();  // the step's last backward
-        (options_.precision == Precision::kFp16 ? loss * loss_scale : loss).backward();
-      }
-      loss = loss.detach();
-    }
+    const at::Tensor loss =
+        micro_step_loss(host_inputs, host_targets, divisor, k == accum - 1, options, observer, micro_step);
     outcome.loss_sum = outcome.loss_sum.defined() ? outcome.loss_sum + loss : loss;
   }
   if (reducer_) {  // the step's gradient and loss, summed over the ranks, once per step

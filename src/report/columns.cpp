@@ -87,8 +87,8 @@ ColumnDef phase_column(const PhaseInfo& info) {
   return c;
 }
 
-std::vector<ColumnDef> build_columns() {
-  std::vector<ColumnDef> all;
+// What the run was: the split, its grid point, its status.
+void add_identity_columns(std::vector<ColumnDef>& all) {
   {
     ColumnDef c;
     c.id = "split";
@@ -131,6 +131,10 @@ std::vector<ColumnDef> build_columns() {
     c.html_class = [](const RunResult& r) { return std::string(ok(r) ? "text status-ok" : "text status-bad"); };
     all.push_back(c);
   }
+}
+
+// The step time and its statistics.
+void add_step_time_columns(std::vector<ColumnDef>& all) {
   all.push_back(csv_only("steps", [](const RunResult& r) { return exact(r.step_seconds.count); }, true));
   {
     ColumnDef c = step_statistic("step_seconds_median", "median", &Summary::median);
@@ -160,6 +164,10 @@ std::vector<ColumnDef> build_columns() {
     };
     all.push_back(c);
   }
+}
+
+// The phases, then throughput.
+void add_phase_and_throughput_columns(std::vector<ColumnDef>& all) {
   for (const PhaseInfo& info : phase_table()) all.push_back(phase_column(info));
   all.push_back(csv_only("device_busy_fraction", [](const RunResult& r) { return exact(r.device_busy_fraction); }, true));
   {
@@ -204,6 +212,10 @@ std::vector<ColumnDef> build_columns() {
     c.raw = [](const RunResult& r) { return exact(r.mfu); };
     all.push_back(c);
   }
+}
+
+// Memory measured and planned.
+void add_memory_columns(std::vector<ColumnDef>& all) {
   {
     ColumnDef c;
     c.id = "peak";
@@ -254,6 +266,10 @@ std::vector<ColumnDef> build_columns() {
     };
     all.push_back(c);
   }
+}
+
+// The verdicts: fits, relative to the best, and what went wrong.
+void add_verdict_columns(std::vector<ColumnDef>& all) {
   {
     ColumnDef c;
     c.id = "fits";
@@ -294,6 +310,15 @@ std::vector<ColumnDef> build_columns() {
     c.raw = [](const RunResult& r) { return r.error; };
     all.push_back(c);
   }
+}
+
+std::vector<ColumnDef> build_columns() {
+  std::vector<ColumnDef> all;
+  add_identity_columns(all);
+  add_step_time_columns(all);
+  add_phase_and_throughput_columns(all);
+  add_memory_columns(all);
+  add_verdict_columns(all);
   return all;
 }
 

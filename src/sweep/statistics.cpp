@@ -259,9 +259,9 @@ std::string no_success_reason(const std::vector<RunResult>& runs, const std::vec
   return reason + ".";
 }
 
-std::string explain(const std::vector<RunResult>& runs, const std::vector<int>& ok,
-                    const std::vector<int>& candidates, const std::vector<int>& ties, int best,
-                    int fastest, int64_t memory_limit_bytes) {
+// The first sentence: which split and why it was chosen, with what is worth knowing about it.
+std::string why_chosen(const std::vector<RunResult>& runs, const std::vector<int>& candidates,
+                       const std::vector<int>& ties, int best, int fastest, int64_t memory_limit_bytes) {
   const RunResult& b = runs[best];
   const RunResult& f = runs[fastest];
   const double best_median = b.step_seconds.median;
@@ -304,38 +304,45 @@ std::string explain(const std::vector<RunResult>& runs, const std::vector<int>& 
   }
   std::string reason = lead;
   for (const std::string& clause : clauses) reason += "; " + clause;
-  reason += ".";
+  return reason + ".";
+}
 
-  // Second sentence: what the slowest split that ran loses, and where.
+// The second sentence: what the slowest split that ran loses against the chosen one, and where;
+// empty when it is the chosen one or within 1 % of it (noise, and "slower" would mislead).
+std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std::vector<int>& ok, int best) {
   int slowest = ok.front();
   for (int i : ok) {
     if (runs[i].step_seconds.median > runs[slowest].step_seconds.median) slowest = i;
   }
   const RunResult& s = runs[slowest];
-  const double ratio = s.step_seconds.median / best_median;
-  // Below 1 % the "slower" split is noise, and saying it is slower would mislead.
-  if (slowest != best && ratio >= 1.01) {
-    reason += " " + run_name(s, runs) + " is ";
-    if (host_bound(s)) reason += host_bound_words(s) + " and ";
-    reason += text::format_ratio(ratio, ratio < 1.095 ? 2 : 1) + " slower";
-    const PhaseSeconds slow_phases = limiting_phase_seconds(s);
-    const PhaseSeconds best_phases = limiting_phase_seconds(b);
-    int widest = -1;
-    double widest_seconds = 0.0;
-    for (int p = 0; p < kPhaseCount; ++p) {
-      const double difference = slow_phases[p] - best_phases[p];
-      if (difference > widest_seconds) {
-        widest = p;
-        widest_seconds = difference;
-      }
+  const RunResult& b = runs[best];
+  const double ratio = s.step_seconds.median / b.step_seconds.median;
+  if (slowest == best || ratio < 1.01) return "";
+  std::string reason = " " + run_name(s, runs) + " is ";
+  if (host_bound(s)) reason += host_bound_words(s) + " and ";
+  reason += text::format_ratio(ratio, ratio < 1.095 ? 2 : 1) + " slower";
+  const PhaseSeconds slow_phases = limiting_phase_seconds(s);
+  const PhaseSeconds best_phases = limiting_phase_seconds(b);
+  int widest = -1;
+  double widest_seconds = 0.0;
+  for (int p = 0; p < kPhaseCount; ++p) {
+    const double difference = slow_phases[p] - best_phases[p];
+    if (difference > widest_seconds) {
+      widest = p;
+      widest_seconds = difference;
     }
-    if (widest >= 0) {
-      reason += ", mostly " + phase_words(static_cast<Phase>(widest)) + " (+" +
-                seconds_text(widest_seconds) + ")";
-    }
-    reason += ".";
   }
-  return reason;
+  if (widest >= 0) {
+    reason += ", mostly " + phase_words(static_cast<Phase>(widest)) + " (+" + seconds_text(widest_seconds) + ")";
+  }
+  return reason + ".";
+}
+
+std::string explain(const std::vector<RunResult>& runs, const std::vector<int>& ok,
+                    const std::vector<int>& candidates, const std::vector<int>& ties, int best,
+                    int fastest, int64_t memory_limit_bytes) {
+  return why_chosen(runs, candidates, ties, best, fastest, memory_limit_bytes) +
+         what_the_slowest_loses(runs, ok, best);
 }
 
 }  // namespace

@@ -1,0 +1,42 @@
+// One transformer block's tensors saved for backward, as the plan's table lines (src/plan,
+// private). Shared by plan_memory's saved-tensor table and its recompute of one block.
+//
+//   Table t{&plan.saved};
+//   size_t released = gpt2_block_saved(model, options, /*b=*/8, /*c=*/2, t);
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "accumbench/plan.hpp"
+
+namespace accumbench::plan_detail {
+
+inline constexpr int64_t kFp32 = 4;
+inline constexpr int64_t kInt64 = 8;
+inline constexpr int64_t kBool = 1;
+
+// Adds lines to one table; `count` repeats a tensor (per block: L).
+struct Table {
+  std::vector<PlanLine>* lines;
+  void add(const std::string& name, const std::string& formula, int64_t bytes, const std::string& why) const {
+    lines->push_back(PlanLine{name, formula, bytes, why});
+  }
+};
+
+// Elements of the matrices one block runs through at::linear (autocast casts and caches them).
+int64_t linear_weight_numel_per_block(const ModelConfig& m);
+// Elements of the largest parameter (AdamW's temporaries are its size).
+int64_t largest_parameter_numel(const ModelConfig& m);
+
+// One block's tensors saved for backward (without checkpointing), in forward order, for b
+// sequences in a compute dtype of c bytes. Returns the index (in t) of the first line that a
+// block's backward has already released when it reaches the attention softmax's backward
+// (explicit attention): bmm(probabilities, v)'s v and everything after it; the table's end with
+// flash attention.
+size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, int64_t c, const Table& t);
+size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, int64_t c, const Table& t);
+
+}  // namespace accumbench::plan_detail
