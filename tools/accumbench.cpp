@@ -111,6 +111,11 @@ void add_shape_options(CLI::App* command, WorkloadFlags& f) {
       ->capture_default_str();
 }
 
+// What a subcommand does with each split: "run", "check" or "plan" it.
+std::string verb(ab::Command command) {
+  return command == ab::Command::kSweep ? "run" : command == ab::Command::kVerify ? "check" : "plan";
+}
+
 void add_data_and_loss_options(CLI::App* command, WorkloadFlags& f) {
   ab::WorkloadOptions& w = f.workload;
   if (f.command != ab::Command::kPlan) {
@@ -119,8 +124,9 @@ void add_data_and_loss_options(CLI::App* command, WorkloadFlags& f) {
         ->capture_default_str();
   }
   command->add_flag("--chunked-loss", w.loss.chunked,
-                    "also run every split with the chunked cross-entropy (no (b*T, V) logits; the head's gradients "
-                    "are computed in the forward)");
+                    "also " + verb(f.command) +
+                        " every split with the chunked cross-entropy (no (b*T, V) logits; the head's gradients are "
+                        "computed in the forward)");
   command->add_option("--loss-chunk-tokens", w.loss.chunk_tokens,
                       "tokens per chunk of the chunked loss (0: at least 1024, at most 16 chunks per micro-batch)")
       ->capture_default_str();
@@ -130,16 +136,19 @@ void add_grid_options(CLI::App* command, WorkloadFlags& f) {
   ab::WorkloadOptions& w = f.workload;
   if (f.command != ab::Command::kVerify) {
     command->add_flag("--knobs", w.grid.knobs,
-                      "also each split with activation checkpointing, and with the optimizer inside backward (at "
-                      "accumulation 1)");
+                      "also " + verb(f.command) +
+                          " each split with activation checkpointing, and with the optimizer inside backward (at "
+                          "accumulation 1)");
   }
-  command->add_flag("--activation-checkpointing", f.checkpointing, "every split with checkpointed blocks");
+  command->add_flag("--activation-checkpointing", f.checkpointing,
+                    verb(f.command) + " every split with checkpointed blocks");
   command->add_flag("--optimizer-in-backward", w.grid.optimizer_in_backward,
-                    "also the whole batch in one micro-step with AdamW inside backward");
+                    "also " + verb(f.command) + " the whole batch in one micro-step with AdamW inside backward");
   if (f.command != ab::Command::kPlan) {
     command->add_flag("--cuda-graphs", w.grid.cuda_graphs,
-                      "also every split replayed from CUDA graphs (forward and backward captured once per split; "
-                      "CUDA only)");
+                      "also " + verb(f.command) +
+                          " every split replayed from CUDA graphs (forward and backward captured once per split; "
+                          "CUDA only)");
   }
 }
 
@@ -412,7 +421,8 @@ int parse_error(const CLI::App& app, const CLI::ParseError& error, int argc, cha
 int run(int argc, char** argv) {
   CLI::App app{
       "accumbench: which micro-batch x gradient-accumulation split of your effective batch is fastest,\n"
-      "which fit in memory, and why, measured on this device with LibTorch."};
+      "which fit in memory, and why, measured on this device with LibTorch.",
+      "accumbench"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
   SweepCommand sweep;

@@ -1,4 +1,4 @@
-// Two error tiers (STYLE.md): a broken invariant fails loudly (TORCH_CHECK); a user mistake
+// Two error tiers (docs/ARCHITECTURE.md): a broken invariant fails loudly (TORCH_CHECK); a user mistake
 // throws UserError with one sentence that says what is wrong and what to do; the CLI prints it
 // and exits with code 2.
 //

@@ -56,7 +56,7 @@ class MarkdownReporter : public Reporter {
   void report(const SweepResult& result, std::ostream& out) const override;
 };
 
-// One self-contained HTML file with inline SVG charts (src/report/html.cpp).
+// One self-contained HTML file with inline SVG charts (src/report/html/).
 class HtmlReporter : public Reporter {
  public:
   void report(const SweepResult& result, std::ostream& out) const override;

@@ -1,4 +1,4 @@
-// Results are data (STYLE.md, google/benchmark): the sweep fills these plain structs, statistics
+// Results are data (docs/ARCHITECTURE.md, google/benchmark): the sweep fills these plain structs, statistics
 // and the recommendation are computed from them, and reporters only print them. No LibTorch here.
 //
 //   SweepResult result = run_sweep(options);          // src/sweep/runner.cpp

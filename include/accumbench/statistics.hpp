@@ -1,4 +1,4 @@
-// Statistics are named pure functions (STYLE.md, google/benchmark), each tested exactly on small
+// Statistics are named pure functions (docs/ARCHITECTURE.md, google/benchmark), each tested exactly on small
 // vectors in tests/test_statistics.cpp. No LibTorch here.
 //
 //   std::vector<double> s = {0.12, 0.10, 0.11};

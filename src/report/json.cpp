@@ -314,8 +314,9 @@ void decode(const Json& j, const std::string& path, Phase& out) {
       return;
     }
   }
-  throw FormatError{path, "is \"" + name +
-                              "\", not a phase (data, h2d, forward, backward, optimizer, other, allreduce)"};
+  std::string names;
+  for (const PhaseInfo& info : phase_table()) names += (names.empty() ? "" : ", ") + std::string(info.name);
+  throw FormatError{path, "is \"" + name + "\", not a phase (" + names + ")"};
 }
 
 void decode(const Json& j, const std::string& path, RunStatus& out) {
