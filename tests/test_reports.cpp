@@ -387,7 +387,7 @@ TEST(Json, RoundTripIsLossless) {
 
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
   const std::string text = to_json(populated_result());
-  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 3,\n  \"context\": {\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 4,\n  \"context\": {\n", 0), 0u);
   EXPECT_NE(text.find("\"options\": [\n      [\n        \"seq-len\",\n        \"1024\"\n      ],"),
             std::string::npos);
   EXPECT_NE(text.find("\"loss\": null"), std::string::npos);
@@ -420,25 +420,58 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "file written by `accumbench sweep --json`");
   EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
   EXPECT_EQ(user_error_of("{\"json_schema_version\": 1}"),
-            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 and 3; rerun the "
+            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 4; rerun the "
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());
 }
 
-// A version-2 file (written before the chunked loss existed) reads as version 3 with the chunked
-// loss off in every run, and writes back as version 3.
+// A result as a version-3 file (before LoRA) held it: every parameter trains, no recompute
+// FLOPs, no transformers figure.
+SweepResult version_3_result() {
+  SweepResult r = populated_result();
+  r.context.trainable_parameters = r.context.parameters;
+  r.context.transformers_flops_per_token = kNotMeasured;
+  for (RunResult& run : r.runs) run.hardware_tflops = run.achieved_tflops;
+  return r;
+}
+
+nlohmann::json as_version_3(const SweepResult& result) {
+  nlohmann::json doc = nlohmann::json::parse(to_json(result));
+  doc["json_schema_version"] = 3;
+  doc["context"]["json_schema_version"] = 3;
+  doc["context"].erase("trainable_parameters");
+  doc["context"].erase("transformers_flops_per_token");
+  for (auto& run : doc["runs"]) run.erase("hardware_tflops");
+  return doc;
+}
+
+// A version-2 file (written before the chunked loss existed) reads as version 4 with the chunked
+// loss off in every run, and writes back as version 4.
 TEST(Json, Version2ReadsWithTheChunkedLossOff) {
-  SweepResult original = populated_result();
+  SweepResult original = version_3_result();
   for (RunResult& run : original.runs) run.config.chunked_loss = false;
-  nlohmann::json doc = nlohmann::json::parse(to_json(original));
+  nlohmann::json doc = as_version_3(original);
   doc["json_schema_version"] = 2;
   doc["context"]["json_schema_version"] = 2;
   for (auto& run : doc["runs"]) run["config"].erase("chunked_loss");
   const SweepResult back = sweep_result_from_json(doc.dump(), "old.json");
   ASSERT_EQ(back.runs.size(), original.runs.size());
   for (const RunResult& run : back.runs) EXPECT_FALSE(run.config.chunked_loss);
-  EXPECT_EQ(back.context.json_schema_version, 3);
+  EXPECT_EQ(back.context.json_schema_version, 4);
+  EXPECT_EQ(to_json(back), to_json(original));
+}
+
+// A version-3 file (before LoRA) reads as version 4: every parameter trainable, hardware TFLOP/s
+// equal to the model's, transformers' figure not measured.
+TEST(Json, Version3ReadsAsFullFineTuning) {
+  const SweepResult original = version_3_result();
+  const SweepResult back = sweep_result_from_json(as_version_3(original).dump(), "v3.json");
+  EXPECT_EQ(back.context.json_schema_version, 4);
+  EXPECT_EQ(back.context.trainable_parameters, original.context.parameters);
+  EXPECT_TRUE(std::isnan(back.context.transformers_flops_per_token));
+  ASSERT_FALSE(back.runs.empty());
+  EXPECT_EQ(back.runs[0].hardware_tflops, original.runs[0].achieved_tflops);
   EXPECT_EQ(to_json(back), to_json(original));
 }
 

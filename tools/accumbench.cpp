@@ -57,13 +57,14 @@ struct WorkloadFlags {
   ab::Command command;
   ab::WorkloadOptions workload;
   std::vector<std::string> precisions;
-  std::string lengths, normalization, memory_limit;
+  std::string lengths, normalization, memory_limit, weights_dtype;
   bool checkpointing = false;
 
   explicit WorkloadFlags(ab::Command c) : command(c), workload(ab::workload_defaults(c)) {
     precisions = {ab::join_precisions(workload.precisions)};
     lengths = ab::to_string(workload.data.lengths);
     normalization = ab::to_string(workload.loss.normalization);
+    weights_dtype = ab::to_string(workload.weights_dtype);
   }
 
   // Throws UserError (exit 2) on a word that names no value.
@@ -73,6 +74,7 @@ struct WorkloadFlags {
     for (const std::string& p : precisions) w.precisions.push_back(ab::precision_from_string(p));
     w.data.lengths = ab::length_mode_from_string(lengths);
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
+    w.weights_dtype = ab::weights_dtype_from_string(weights_dtype);
     if (!memory_limit.empty()) w.memory_limit_bytes = ab::parse_bytes(memory_limit);
     if (checkpointing) w.grid.checkpointing = ab::Checkpointing::kBlocks;
     return w;
@@ -152,6 +154,25 @@ void add_grid_options(CLI::App* command, WorkloadFlags& f) {
   }
 }
 
+// LoRA and the weights' storage dtype: what trains, and in what the weights are kept.
+void add_training_options(CLI::App* command, WorkloadFlags& f) {
+  ab::WorkloadOptions& w = f.workload;
+  command->add_option("--weights-dtype", f.weights_dtype,
+                      "dtype the weights are stored in: fp32, bf16 or fp16 (fp16: CUDA); with LoRA the frozen base's, "
+                      "the adapters stay fp32")
+      ->capture_default_str();
+  command->add_option("--lora-rank", w.lora.rank, "LoRA rank on a frozen base (0: full fine-tuning)")
+      ->capture_default_str();
+  command->add_option("--lora-alpha", w.lora.alpha, "LoRA alpha; the adapters are scaled by alpha / rank (default: 2 x rank)");
+  command->add_option("--lora-targets", w.lora.targets,
+                      "all-linear (every block linear, not the LM head), attention, mlp, or a comma list of the "
+                      "model's linears (q,k,v,o,gate,up,down; GPT-2: c_attn,c_proj,c_fc)")
+      ->capture_default_str();
+  command->add_option("--lora-dropout", w.lora.dropout,
+                      "dropout on each adapter's input (trl sft --use_peft defaults to 0.05)")
+      ->capture_default_str();
+}
+
 void add_run_options(CLI::App* command, WorkloadFlags& f) {
   ab::WorkloadOptions& w = f.workload;
   if (f.command != ab::Command::kVerify) {
@@ -181,6 +202,7 @@ void add_workload_options(CLI::App* command, WorkloadFlags& flags) {
   add_shape_options(command, flags);
   add_data_and_loss_options(command, flags);
   add_grid_options(command, flags);
+  add_training_options(command, flags);
   add_run_options(command, flags);
 }
 

@@ -115,7 +115,8 @@ class Trainer {
   const TrainOptions& options() const { return options_; }
   double loss_scale() const { return loss_scale_; }
 
-  int64_t parameter_bytes() const;
+  int64_t parameter_bytes() const;            // every parameter, frozen or not
+  int64_t trainable_parameter_bytes() const;  // those with gradients and optimizer state
   int64_t gradient_bytes() const;        // bytes of currently defined .grad tensors
   int64_t optimizer_state_bytes() const;
   // Bytes held by the captured graphs' private pool (0 without graphs): activations that the
@@ -144,6 +145,10 @@ class Trainer {
 // The step options of one grid point (micro-batch and knobs of `split`).
 StepOptions step_options_for(const SplitConfig& split, LossNormalization normalization = LossNormalization::kToken,
                              int64_t loss_chunk_tokens = 0);
+
+// Throws UserError when the weights cannot be stored in `dtype` on `device`: fp16 on the CPU
+// (LibTorch 1.13's CPU matrix products have no fp16 kernels).
+void require_weights_dtype_runs_on(Precision dtype, c10::Device device);
 
 // Throws UserError unless `device` is CUDA (--cuda-graphs replays GPU kernels).
 void require_cuda_for_graphs(c10::Device device);

@@ -65,4 +65,27 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& ori
 // The model a run asks for: the Hugging Face config when one is given, else the preset.
 ModelConfig resolve_model(const ModelOptions& options);
 
+// ---- LoRA on the block linears (src/models/adapters.cpp) ----
+
+// One linear layer of a transformer block, as LoRA targets it.
+struct BlockLinear {
+  std::string name;         // Llama family: q, k, v, o, gate, up, down; GPT-2: c_attn, attn_c_proj, c_fc, mlp_c_proj
+  int64_t in = 0, out = 0;  // features
+  bool attention = false;   // in the attention (else in the MLP)
+};
+// The linears of one block, in forward order.
+std::vector<BlockLinear> block_linears(const ModelConfig& cfg);
+// The block linears that `targets` names: all-linear (every block linear, never the LM head, as
+// PEFT's "all-linear"), attention, mlp, or a comma list of names (q_proj-style names and GPT-2's
+// c_proj, which names both of its projections, are accepted too). UserError on an unknown name,
+// listing the model's names.
+std::vector<BlockLinear> lora_targets(const ModelConfig& cfg, const std::string& targets);
+// Throws UserError when the LoRA options do not fit this model: a rank above a target's smaller
+// dimension, an unknown target.
+void validate_lora(const ModelConfig& cfg, const LoraOptions& lora);
+// Trainable adapter parameters: L · Σ over the targets of r·(in + out).
+int64_t lora_parameter_count(const ModelConfig& cfg, const LoraOptions& lora);
+// alpha / rank, with alpha 0 meaning 2·rank (the CLI's default).
+double lora_scaling(const LoraOptions& lora);
+
 }  // namespace accumbench

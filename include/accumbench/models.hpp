@@ -31,6 +31,8 @@ class LanguageModelImpl : public torch::nn::Module {
   virtual at::Tensor final_hidden(const at::Tensor& tokens) = 0;
   // The head's weight (V, C): the token embedding's when tied.
   virtual at::Tensor head_weight() const = 0;
+  // The transformer blocks, first to last.
+  virtual std::vector<TransformerBlockImpl*> transformer_blocks() = 0;
 
   const ModelConfig& config() const { return config_; }
 
@@ -54,6 +56,18 @@ using LanguageModel = std::shared_ptr<LanguageModelImpl>;
 // Builds the architecture of cfg.arch with weights drawn from a generator seeded by `seed`
 // (GPT-2 init: normal(0, 0.02), residual projections scaled by 1/sqrt(2·L)).
 LanguageModel build_model(const ModelConfig& cfg, uint64_t seed);
+
+// How a run trains the model (options.hpp): every parameter is stored in `weights_dtype`; with
+// LoRA every parameter is then frozen (no .grad, no optimizer state) and each target linear of
+// every block gets an fp32 adapter (PEFT's defaults: A kaiming-uniform, B zero, or B drawn from
+// N(0, 0.02) with `nonzero_b`, as verify needs so that gradients reach A). The adapters are drawn
+// from the generator build_model seeded, after the base weights. Throws UserError for a LoRA
+// request that does not fit the model.
+void configure_training(LanguageModelImpl& model, Precision weights_dtype, const LoraOptions& lora,
+                        bool nonzero_b = false);
+
+// The parameters that train: all of them, or the adapters' with LoRA.
+std::vector<at::Tensor> trainable_parameters(const torch::nn::Module& module);
 
 int64_t count_parameters(const torch::nn::Module& module);
 

@@ -8,9 +8,7 @@
 //   w.precisions = {Precision::kBf16};
 //   w.grid.knobs = true;                                     // checkpointing, optimizer-in-backward
 //
-// The fields for LoRA, the weights' storage dtype, padding and packing are laid out now so that
-// those features drop in here; until each lands, validate_workload refuses anything but today's
-// behaviour with one sentence.
+// The fields for padding and packing are laid out now so that those features drop in here.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +22,9 @@ namespace accumbench {
 enum class Precision { kFp32, kBf16, kFp16 };
 std::string to_string(Precision precision);                 // "fp32" | "bf16" | "fp16"
 Precision precision_from_string(const std::string& text);   // UserError naming the choices
-// Bytes per element of the autocast compute dtype (c in the plan's formulas): 4 or 2.
+// The same names for --weights-dtype (its message names that option).
+Precision weights_dtype_from_string(const std::string& text);
+// Bytes per element of the dtype (c in the plan's formulas): 4 or 2.
 int64_t compute_bytes(Precision precision);
 
 // Activation checkpointing: none, or per transformer block (keep its input, recompute it).
@@ -85,7 +85,7 @@ struct DataSource {
   Packing packing = Packing::kNone;
 };
 
-// Low-rank adapters on a frozen base (rank 0: full fine-tuning, today's only mode).
+// Low-rank adapters on a frozen base (rank 0: full fine-tuning).
 struct LoraOptions {
   int64_t rank = 0;
   double alpha = 0;                    // 0: 2·rank; the scaling is alpha / rank
@@ -113,7 +113,9 @@ struct WorkloadOptions {
   std::vector<int64_t> micro_batches;       // empty: every divisor of a rank's share of the batch
   std::string device = "auto";              // auto | cpu | cuda | cuda:N
   std::vector<Precision> precisions = {Precision::kFp32};
-  Precision weights_dtype = Precision::kFp32;  // storage dtype of the weights (fp32 only, for now)
+  // Storage dtype of the weights (with LoRA: of the frozen base; the adapters stay fp32). Without
+  // LoRA the AdamW moments are in it too, as torch.optim keeps them in the parameter's dtype.
+  Precision weights_dtype = Precision::kFp32;
   LossOptions loss;
   DataSource data;
   LoraOptions lora;
@@ -131,8 +133,8 @@ enum class Command { kSweep, kVerify, kPlan };
 WorkloadOptions workload_defaults(Command command);
 
 // Throws UserError for values no run can use: non-positive T or batch, negative threads or
-// memory limit, a negative chunk size or one without the chunked loss, and options whose
-// feature has not landed yet (LoRA, another weights dtype).
+// memory limit, a negative chunk size or one without the chunked loss, a negative LoRA rank,
+// LoRA options without a rank, a dropout outside [0, 1).
 void validate_workload(const WorkloadOptions& workload);
 
 // Every option as (name, value), for the report's context block.

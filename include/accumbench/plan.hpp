@@ -47,6 +47,9 @@ struct PlanOptions {
   int world_size = 1;
   // Tokens per chunk of the chunked loss (--loss-chunk-tokens); 0: loss_chunk_tokens()'s rule.
   int64_t loss_chunk_tokens = 0;
+  // The weights' storage dtype and LoRA (options.hpp): what is frozen, what trains.
+  Precision weights_dtype = Precision::kFp32;
+  LoraOptions lora;
 };
 
 enum class PlanPhase : int { kForward = 0, kBackward, kOptimizer };

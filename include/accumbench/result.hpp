@@ -16,7 +16,9 @@
 
 namespace accumbench {
 
-inline constexpr int kJsonSchemaVersion = 3;  // 2: data parallel (world size, allreduce phase); 3: chunked_loss
+// 2: data parallel (world size, allreduce phase); 3: chunked_loss; 4: LoRA (trainable parameters,
+// transformers' 6N FLOPs, hardware TFLOP/s with checkpointing's recompute).
+inline constexpr int kJsonSchemaVersion = 4;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -153,7 +155,8 @@ struct RunResult {
   int64_t tokens_per_step = 0;       // median tokens per optimizer step
   double tokens_per_second = 0;      // tokens_per_step / median step
   double samples_per_second = 0;
-  double achieved_tflops = 0;        // flops_per_token · tokens / median step / 1e12
+  double achieved_tflops = 0;        // flops_per_token · tokens / median step / 1e12 (model FLOPs)
+  double hardware_tflops = 0;        // also counting checkpointing's recomputed forward
   double mfu = kNotMeasured;         // achieved / peak; NaN when the device has no peak (CPU)
 
   int64_t peak_allocated_bytes = 0;  // max over timed steps
@@ -189,9 +192,11 @@ struct SweepContext {
 
   std::string model;                 // preset name or config path
   int64_t parameters = 0;
+  int64_t trainable_parameters = 0;  // with gradients and optimizer state (the adapters' with LoRA)
   int64_t seq_len = 0;
   int64_t batch = 0;                 // effective batch in sequences
-  double flops_per_token = 0;        // 6N + 12·L·d·T (see sweep/flops)
+  double flops_per_token = 0;        // model FLOPs: 6N (LoRA: 4N + 6N_lora) + 12·L·a·T (sweep/flops)
+  double transformers_flops_per_token = kNotMeasured;  // 6 · N without embeddings: transformers' total_flos
   double peak_tflops = kNotMeasured; // device peak used for MFU; NaN when unknown
   int64_t memory_limit_bytes = 0;    // 0 when unlimited
 

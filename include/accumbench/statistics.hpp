@@ -34,7 +34,8 @@ Summary summarize(const std::vector<double>& values);
 // Fills the derived fields of a run from its steps: step_seconds summary, per-phase medians,
 // device busy fraction, tokens/s, samples/s, achieved TFLOP/s and MFU (NaN when peak_tflops is
 // NaN), peak memory. `flops_per_token` comes from the context.
-void finalize_run(RunResult& run, double flops_per_token, double peak_tflops);
+// `recompute_flops_per_token`: what checkpointing adds, counted in hardware_tflops only.
+void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, double recompute_flops_per_token = 0);
 
 // Fastest median step among runs with status kOk. Runs whose median lies inside the noise of the
 // fastest are ties (their bootstrap intervals overlap the fastest's, or they are within

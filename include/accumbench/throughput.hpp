@@ -15,7 +15,13 @@ namespace accumbench {
 
 // Training FLOPs per token (forward + backward) of a dense decoder: 6·N for the weight matrices
 // plus 12·L·(n_heads·head_dim)·T for attention scores and values, N = parameter_count(cfg).
-double flops_per_token(const ModelConfig& cfg, int64_t seq_len);
+// With LoRA (a frozen base): 4·N + 6·N_lora + the attention term.
+double flops_per_token(const ModelConfig& cfg, int64_t seq_len, const LoraOptions& lora = {});
+// What activation checkpointing adds per token (hardware FLOPs, not in MFU): one more forward of
+// the blocks.
+double recompute_flops_per_token(const ModelConfig& cfg, int64_t seq_len, const LoraOptions& lora = {});
+// The figure transformers reports as total_flos per token: 6 · N without the embeddings.
+double transformers_flops_per_token(const ModelConfig& cfg, const LoraOptions& lora = {});
 
 // Dense (no structured sparsity) tensor-core peak in TFLOP/s for `precision` ("fp32" counts as
 // TF32, "bf16", "fp16") on the CUDA device whose name contains a known model ("NVIDIA H200",

@@ -44,6 +44,9 @@ struct VerifySplit {
 struct VerifyResult {
   std::string model;
   int64_t parameters = 0;
+  int64_t trainable_parameters = 0;  // the adapters' with LoRA
+  Precision weights_dtype = Precision::kFp32;
+  LoraOptions lora;               // with LoRA, B is drawn non-zero (so that gradients reach A)
   int64_t seq_len = 0;
   int64_t batch = 0;
   int64_t tokens = 0;             // non-ignored targets in the step

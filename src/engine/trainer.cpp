@@ -56,6 +56,12 @@ void require_cuda_for_graphs(c10::Device device) {
                   device.str() + "; drop the option or run on a GPU");
 }
 
+void require_weights_dtype_runs_on(Precision dtype, c10::Device device) {
+  if (dtype != Precision::kFp16 || device.is_cuda()) return;
+  throw UserError("--weights-dtype fp16 needs a CUDA device (the CPU build's matrix products have no fp16 kernels); "
+                  "use --weights-dtype bf16 or fp32 on the CPU");
+}
+
 double StepOutcome::loss() const { return loss_sum.defined() ? loss_sum.item<double>() : 0.0; }
 
 Trainer::Trainer(LanguageModel model, c10::Device device, TrainOptions options)
@@ -66,7 +72,8 @@ Trainer::Trainer(LanguageModel model, c10::Device device, TrainOptions options)
   model_->to(device_);
   model_->train();
   model_->set_autocast_dtype(autocast_dtype(options_.precision));
-  params_ = model_->parameters();
+  params_ = trainable_parameters(*model_);  // with LoRA only the adapters: no .grad, no moments for the base
+  TORCH_CHECK(!params_.empty(), "a model without trainable parameters");
   optimizer_ = std::make_unique<AdamW>(params_, options_.optimizer);
   if (options_.precision == Precision::kFp16) loss_scale_ = options_.initial_loss_scale;
   // Optimizer-in-backward: each parameter steps as soon as its gradient is complete, and the
@@ -286,6 +293,12 @@ void Trainer::reset_optimizer() {
 }
 
 int64_t Trainer::parameter_bytes() const {
+  int64_t total = 0;
+  for (const auto& p : model_->parameters()) total += p.nbytes();
+  return total;
+}
+
+int64_t Trainer::trainable_parameter_bytes() const {
   int64_t total = 0;
   for (const auto& p : params_) total += p.nbytes();
   return total;

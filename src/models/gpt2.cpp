@@ -15,11 +15,11 @@ class Gpt2BlockImpl : public TransformerBlockImpl {
     const int64_t d = cfg.d_model;
     const int64_t attn = cfg.n_heads * cfg.head_dim;
     ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(cfg.norm_eps)));
-    c_attn = register_module("c_attn", torch::nn::Linear(d, 3 * attn));
-    attn_proj = register_module("attn_c_proj", torch::nn::Linear(attn, d));
+    c_attn = register_module("c_attn", AdaptedLinear(d, 3 * attn, /*bias=*/true));
+    attn_proj = register_module("attn_c_proj", AdaptedLinear(attn, d, /*bias=*/true));
     ln_2 = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(cfg.norm_eps)));
-    c_fc = register_module("c_fc", torch::nn::Linear(d, cfg.d_ff));
-    mlp_proj = register_module("mlp_c_proj", torch::nn::Linear(cfg.d_ff, d));
+    c_fc = register_module("c_fc", AdaptedLinear(d, cfg.d_ff, /*bias=*/true));
+    mlp_proj = register_module("mlp_c_proj", AdaptedLinear(cfg.d_ff, d, /*bias=*/true));
   }
 
   at::Tensor forward(const at::Tensor& x) override {  // x: (B, T, C)
@@ -36,8 +36,12 @@ class Gpt2BlockImpl : public TransformerBlockImpl {
     return h + mlp_proj(at::gelu(c_fc(ln_2(h)), /*approximate=*/"tanh"));
   }
 
+  std::vector<std::pair<std::string, AdaptedLinear>> linears() override {
+    return {{"c_attn", c_attn}, {"attn_c_proj", attn_proj}, {"c_fc", c_fc}, {"mlp_c_proj", mlp_proj}};
+  }
+
   torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
-  torch::nn::Linear c_attn{nullptr}, attn_proj{nullptr}, c_fc{nullptr}, mlp_proj{nullptr};
+  AdaptedLinear c_attn{nullptr}, attn_proj{nullptr}, c_fc{nullptr}, mlp_proj{nullptr};
 
  private:
   int64_t n_heads_;
@@ -71,6 +75,12 @@ class Gpt2Impl : public LanguageModelImpl {
 
   at::Tensor head_weight() const override { return config_.tied_embeddings ? wte->weight : lm_head->weight; }
 
+  std::vector<TransformerBlockImpl*> transformer_blocks() override {
+    std::vector<TransformerBlockImpl*> out;
+    for (auto& block : blocks) out.push_back(block.get());
+    return out;
+  }
+
   torch::nn::Embedding wte{nullptr}, wpe{nullptr};
   std::vector<std::shared_ptr<Gpt2BlockImpl>> blocks;
   torch::nn::LayerNorm ln_f{nullptr};
@@ -87,7 +97,7 @@ class Gpt2Impl : public LanguageModelImpl {
     wpe->weight.normal_(0.0, 0.01);
     if (lm_head) lm_head->weight.normal_(0.0, std);
     for (auto& block : blocks) {
-      for (torch::nn::Linear* linear : {&block->c_attn, &block->attn_proj, &block->c_fc, &block->mlp_proj}) {
+      for (AdaptedLinear* linear : {&block->c_attn, &block->attn_proj, &block->c_fc, &block->mlp_proj}) {
         (*linear)->weight.normal_(0.0, std);
         (*linear)->bias.zero_();
       }

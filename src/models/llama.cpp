@@ -66,9 +66,7 @@ class LlamaBlockImpl : public TransformerBlockImpl {
       : n_heads_(cfg.n_heads), n_kv_heads_(cfg.n_kv_heads), head_dim_(cfg.head_dim),
         rotary_(std::move(rotary)) {
     const int64_t d = cfg.d_model;
-    auto linear = [](int64_t in, int64_t out, bool bias) {
-      return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
-    };
+    auto linear = [](int64_t in, int64_t out, bool bias) { return AdaptedLinear(in, out, bias); };
     input_layernorm = register_module("input_layernorm", RmsNorm(d, cfg.norm_eps));
     q_proj = register_module("q_proj", linear(d, n_heads_ * head_dim_, cfg.qkv_bias));
     k_proj = register_module("k_proj", linear(d, n_kv_heads_ * head_dim_, cfg.qkv_bias));
@@ -99,9 +97,14 @@ class LlamaBlockImpl : public TransformerBlockImpl {
     return h + down_proj(at::silu(gate_proj(m)) * up_proj(m));
   }
 
+  std::vector<std::pair<std::string, AdaptedLinear>> linears() override {
+    return {{"q", q_proj},       {"k", k_proj},   {"v", v_proj},     {"o", o_proj},
+            {"gate", gate_proj}, {"up", up_proj}, {"down", down_proj}};
+  }
+
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
-  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  AdaptedLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  AdaptedLinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
  private:
   int64_t n_heads_, n_kv_heads_, head_dim_;
@@ -130,6 +133,12 @@ class LlamaImpl : public LanguageModelImpl {
   }
 
   at::Tensor head_weight() const override { return config_.tied_embeddings ? embed_tokens->weight : lm_head->weight; }
+
+  std::vector<TransformerBlockImpl*> transformer_blocks() override {
+    std::vector<TransformerBlockImpl*> out;
+    for (auto& layer : layers) out.push_back(layer.get());
+    return out;
+  }
 
   torch::nn::Embedding embed_tokens{nullptr};
   std::vector<std::shared_ptr<LlamaBlockImpl>> layers;

@@ -1,5 +1,7 @@
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "accumbench/models.hpp"
 #include "compat/compat.hpp"
 #include "models/blocks.hpp"
@@ -46,7 +48,11 @@ at::Tensor LanguageModelImpl::forward(const at::Tensor& tokens) {
 
 at::Tensor LanguageModelImpl::run_block(TransformerBlockImpl& block, const at::Tensor& x) {
   if (checkpointing_ && is_training() && torch::GradMode::is_enabled()) {
-    return CheckpointFunction::apply(x, &block, autocast_dtype_);
+    // Reentrant checkpointing needs an input that requires grad, or the block's output would not
+    // either: with a frozen base (LoRA) the embeddings' output does not, so it is made to, as
+    // transformers' enable_input_require_grads() does for PEFT models.
+    const at::Tensor input = x.requires_grad() ? x : x.detach().requires_grad_(true);
+    return CheckpointFunction::apply(input, &block, autocast_dtype_);
   }
   return block.forward(x);
 }
@@ -61,6 +67,44 @@ LanguageModel build_model(const ModelConfig& cfg, uint64_t seed) {
       return build_llama(cfg);
   }
   TORCH_CHECK(false, "unknown architecture");
+}
+
+namespace {
+
+at::ScalarType storage_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32: return at::kFloat;
+    case Precision::kBf16: return at::kBFloat16;
+    case Precision::kFp16: return at::kHalf;
+  }
+  return at::kFloat;
+}
+
+}  // namespace
+
+void configure_training(LanguageModelImpl& model, Precision weights_dtype, const LoraOptions& lora, bool nonzero_b) {
+  if (weights_dtype != Precision::kFp32) model.to(storage_dtype(weights_dtype));
+  if (!lora.enabled()) return;
+  validate_lora(model.config(), lora);
+  for (auto& p : model.parameters()) p.requires_grad_(false);
+  std::vector<std::string> targets;
+  for (const BlockLinear& l : lora_targets(model.config(), lora.targets)) targets.push_back(l.name);
+  const double scaling = lora_scaling(lora);
+  for (TransformerBlockImpl* block : model.transformer_blocks()) {
+    for (auto& [name, linear] : block->linears()) {
+      if (std::find(targets.begin(), targets.end(), name) != targets.end()) {
+        linear->add_adapter(lora.rank, scaling, lora.dropout, nonzero_b);
+      }
+    }
+  }
+}
+
+std::vector<at::Tensor> trainable_parameters(const torch::nn::Module& module) {
+  std::vector<at::Tensor> trainable;
+  for (const auto& p : module.parameters()) {
+    if (p.requires_grad()) trainable.push_back(p);
+  }
+  return trainable;
 }
 
 int64_t count_parameters(const torch::nn::Module& module) {

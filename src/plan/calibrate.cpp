@@ -23,7 +23,9 @@ int64_t measure_step_peak(const ModelConfig& cfg, const PlanOptions& options, co
   {
     TrainOptions train_options;
     train_options.precision = split.precision;
-    Trainer trainer(build_model(cfg, /*seed=*/0), device, train_options);
+    LanguageModel model = build_model(cfg, /*seed=*/0);
+    configure_training(*model, options.weights_dtype, options.lora);
+    Trainer trainer(model, device, train_options);
     DataOptions data_options =
         data_options_for(cfg.vocab_size, options.seq_len, split.micro_batch * split.accum_steps, device.is_cuda());
     data_options.distinct_batches = options.token_batches;

@@ -30,11 +30,21 @@ std::string precisions_of(const std::vector<RunResult>& runs) {
   return out;
 }
 
+std::string trainable_line(int64_t trainable, int64_t total) {
+  return "trainable " + format_count(trainable) + " of " + format_count(total) + " (" +
+         format_percent(total > 0 ? static_cast<double>(trainable) / static_cast<double>(total) : 0.0, 2) + ")";
+}
+
 std::string context_line(const SweepResult& result) {
   const SweepContext& c = result.context;
   std::ostringstream line;
-  line << "model " << c.model << ", " << format_count(c.parameters) << " parameters, T="
-       << c.seq_len << ", batch " << c.batch << ", device ";
+  line << "model " << c.model << ", ";
+  if (c.trainable_parameters > 0 && c.trainable_parameters != c.parameters) {
+    line << trainable_line(c.trainable_parameters, c.parameters) << " parameters, T=";
+  } else {
+    line << format_count(c.parameters) << " parameters, T=";
+  }
+  line << c.seq_len << ", batch " << c.batch << ", device ";
   if (c.device_name.empty() || c.device_name == c.device) {
     line << c.device;
   } else {

@@ -21,6 +21,9 @@ std::string format_step_seconds(const Summary& summary);
 // Distinct precisions of the runs in first-seen order, joined by "/": "bf16" or "fp32/bf16".
 std::string precisions_of(const std::vector<RunResult>& runs);
 
+// "trainable 4,718,592 of 129,158,400 (3.65 %)": what LoRA trains out of the whole model.
+std::string trainable_line(int64_t trainable, int64_t total);
+
 // One line describing what was measured (model, parameters, T, batch, device, precision, limit);
 // the console and Markdown reporters open with it.
 std::string context_line(const SweepResult& result);

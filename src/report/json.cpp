@@ -2,7 +2,7 @@
 // back), therefore lossless. Each struct's fields are named once, in fields() below, and the
 // same list drives both writing and reading, so the two directions cannot drift apart.
 //
-// Layout: {"json_schema_version": 3, "context": {...}, "runs": [...], "recommendation": {...}}.
+// Layout: {"json_schema_version": 4, "context": {...}, "runs": [...], "recommendation": {...}}.
 // NaN ("not measured") is written as null and read back as NaN; JSON has no NaN literal.
 #include <cerrno>
 #include <cmath>
@@ -100,6 +100,7 @@ auto fields(S& s, V& v) -> IfIs<S, RunResult> {
   v("tokens_per_second", s.tokens_per_second);
   v("samples_per_second", s.samples_per_second);
   v("achieved_tflops", s.achieved_tflops);
+  v("hardware_tflops", s.hardware_tflops);
   v("mfu", s.mfu);
   v("peak_allocated_bytes", s.peak_allocated_bytes);
   v("peak_reserved_bytes", s.peak_reserved_bytes);
@@ -134,9 +135,11 @@ auto fields(S& s, V& v) -> IfIs<S, SweepContext> {
   v("distributed_backend", s.distributed_backend);
   v("model", s.model);
   v("parameters", s.parameters);
+  v("trainable_parameters", s.trainable_parameters);
   v("seq_len", s.seq_len);
   v("batch", s.batch);
   v("flops_per_token", s.flops_per_token);
+  v("transformers_flops_per_token", s.transformers_flops_per_token);
   v("peak_tflops", s.peak_tflops);
   v("memory_limit_bytes", s.memory_limit_bytes);
   v("options", s.options);
@@ -402,6 +405,27 @@ void upgrade_from_version_2(Json& root) {
   }
 }
 
+// Version 3 (before LoRA) trained every parameter and had no recompute FLOPs: a v3 file reads as
+// v4 with trainable = all parameters, hardware TFLOP/s = model TFLOP/s, and transformers' 6N
+// figure unknown (null).
+void upgrade_from_version_3(Json& root) {
+  root["json_schema_version"] = 4;
+  if (root.contains("context") && root["context"].is_object()) {
+    Json& context = root["context"];
+    context["json_schema_version"] = 4;
+    if (!context.contains("trainable_parameters") && context.contains("parameters")) {
+      context["trainable_parameters"] = context["parameters"];
+    }
+    if (!context.contains("transformers_flops_per_token")) context["transformers_flops_per_token"] = nullptr;
+  }
+  if (!root.contains("runs") || !root["runs"].is_array()) return;
+  for (Json& run : root["runs"]) {
+    if (run.is_object() && !run.contains("hardware_tflops") && run.contains("achieved_tflops")) {
+      run["hardware_tflops"] = run["achieved_tflops"];
+    }
+  }
+}
+
 }  // namespace
 
 std::string to_json(const SweepResult& result) {
@@ -434,9 +458,10 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
   }
   const Json& version = root["json_schema_version"];
   if (version.is_number_integer() && version.get<int64_t>() == 2) upgrade_from_version_2(root);
+  if (version.is_number_integer() && version.get<int64_t>() == 3) upgrade_from_version_3(root);
   if (!version.is_number_integer() || version.get<int64_t>() != kJsonSchemaVersion) {
     throw UserError(origin + " has json_schema_version " + version.dump() +
-                    " but this accumbench reads versions 2 and " + std::to_string(kJsonSchemaVersion) +
+                    " but this accumbench reads versions 2 to " + std::to_string(kJsonSchemaVersion) +
                     "; rerun the sweep with this build or read it with the build that wrote it");
   }
 

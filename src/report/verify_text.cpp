@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "accumbench/report.hpp"
+#include "report/format.hpp"
 
 namespace accumbench {
 
@@ -13,7 +14,12 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
       << ", " << r.tokens << " target tokens, " << to_string(r.lengths) << " lengths, " << to_string(r.precision)
       << ", loss normalization " << to_string(r.loss_normalization);
   if (r.world_size > 1) out << ", data parallel over " << r.world_size << " ranks (splits per rank)";
+  if (r.weights_dtype != Precision::kFp32) out << ", " << to_string(r.weights_dtype) << " weights";
   out << "\n";
+  if (r.lora.enabled()) {
+    out << "LoRA rank " << r.lora.rank << " on " << r.lora.targets << ", " << text::trainable_line(r.trainable_parameters, r.parameters)
+        << "; B drawn from N(0, 0.02) instead of zero, so that gradients reach A too\n";
+  }
   out << "reference: 1 micro-batch of " << r.batch << ", token-normalized, loss " << std::fixed << std::setprecision(6)
       << r.reference_loss << "\n";
   out << std::defaultfloat << "tolerance: relative L2 error of the gradient <= " << r.gradient_tolerance

@@ -8,7 +8,33 @@
 
 namespace accumbench {
 
-double flops_per_token(const ModelConfig& cfg, int64_t seq_len) {
+namespace {
+
+// 12·L·H·Q·T: the attention scores QKᵀ and the weighted sum over values, forward and backward.
+double attention_flops(const ModelConfig& cfg, int64_t seq_len) {
+  return 12.0 * static_cast<double>(cfg.n_layers) * static_cast<double>(cfg.n_heads * cfg.head_dim) *
+         static_cast<double>(seq_len);
+}
+
+// Weights of the blocks' matrices (what a recomputed block multiplies by).
+double block_matrix_parameters(const ModelConfig& cfg) {
+  double per_block = 0;
+  for (const BlockLinear& l : block_linears(cfg)) per_block += static_cast<double>(l.in * l.out);
+  return static_cast<double>(cfg.n_layers) * per_block;
+}
+
+}  // namespace
+
+double flops_per_token(const ModelConfig& cfg, int64_t seq_len, const LoraOptions& lora) {
+  if (lora.enabled()) {
+    // A frozen base does its forward (2N) and the input gradients of its backward (2N), but no
+    // weight gradients; the adapters train in full (6·N_lora). The attention term is unchanged:
+    // freezing weights does not shrink the score and context matmuls (the accounting,
+    // after PaLM appendix B).
+    const double n = static_cast<double>(parameter_count(cfg));
+    const double n_lora = static_cast<double>(lora_parameter_count(cfg, lora));
+    return 4.0 * n + 6.0 * n_lora + attention_flops(cfg, seq_len);
+  }
   // PaLM (Chowdhery et al. 2022), appendix B, as coded in nanoGPT's GPT.estimate_mfu():
   //   flops_per_token = 6*N + 12*L*H*Q*T
   // 6·N: each weight does one multiply-add (2 FLOPs) per token forward and twice that backward.
@@ -18,10 +44,27 @@ double flops_per_token(const ModelConfig& cfg, int64_t seq_len) {
   // so TFLOP/s compare one to one; nanoGPT drops the position embedding (a lookup, not a matmul),
   // which moves GPT-2 124M's figure by 0.6 % and RoPE models' not at all.
   const double n = static_cast<double>(parameter_count(cfg));
-  const double attention = 12.0 * static_cast<double>(cfg.n_layers) *
-                           static_cast<double>(cfg.n_heads * cfg.head_dim) *
-                           static_cast<double>(seq_len);
-  return 6.0 * n + attention;
+  return 6.0 * n + attention_flops(cfg, seq_len);
+}
+
+double recompute_flops_per_token(const ModelConfig& cfg, int64_t seq_len, const LoraOptions& lora) {
+  // Activation checkpointing runs each block's forward once more in backward (Korthikanti et al.
+  // 2022, "Reducing Activation Recomputation in Large Transformer Models", section 5: hardware
+  // FLOPs = model FLOPs + one forward): 2 FLOPs per block weight, the adapters' too, and the
+  // forward third of the attention term.
+  const double n_lora = static_cast<double>(lora_parameter_count(cfg, lora));
+  return 2.0 * (block_matrix_parameters(cfg) + n_lora) + attention_flops(cfg, seq_len) / 3.0;
+}
+
+double transformers_flops_per_token(const ModelConfig& cfg, const LoraOptions& lora) {
+  // transformers' PreTrainedModel.floating_point_ops(): 6 · tokens · num_parameters(
+  // exclude_embeddings=True), summed into TrainerState.total_flos. The embeddings are the
+  // nn.Embedding modules: the token embedding (also the tied head) and GPT-2's positions. A PEFT
+  // model counts its adapters among the parameters.
+  double n = static_cast<double>(parameter_count(cfg) + lora_parameter_count(cfg, lora));
+  n -= static_cast<double>(cfg.vocab_size * cfg.d_model);
+  if (cfg.arch == Architecture::kGpt2) n -= static_cast<double>(cfg.max_seq_len * cfg.d_model);
+  return 6.0 * n;
 }
 
 namespace {

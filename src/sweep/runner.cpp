@@ -66,13 +66,17 @@ void check_resume(const SweepResult& resume, const ModelConfig& cfg, const Workl
   }
 }
 
-// fp32 weights and AdamW's two fp32 moments stay allocated for the whole sweep.
+// The weights and AdamW's two moments of what trains stay allocated for the whole sweep.
 void check_memory_limit_holds_the_model(const WorkloadOptions& w, const ModelConfig& cfg) {
-  const int64_t resident_bytes = 3 * static_cast<int64_t>(sizeof(float)) * parameter_count(cfg);
+  const int64_t weight_bytes = compute_bytes(w.weights_dtype) * parameter_count(cfg);
+  const int64_t adapter_bytes = 4 * lora_parameter_count(cfg, w.lora);  // fp32 adapters
+  const int64_t moment_bytes = 2 * (w.lora.enabled() ? adapter_bytes : weight_bytes);
+  const int64_t resident_bytes = weight_bytes + adapter_bytes + moment_bytes;
   if (w.memory_limit_bytes > 0 && w.memory_limit_bytes < resident_bytes) {
     throw UserError("--memory-limit " + format_bytes(w.memory_limit_bytes) + " is below the " +
-                    format_bytes(resident_bytes) + " that " + cfg.name +
-                    "'s fp32 weights and AdamW moments alone need; raise the limit or pick a smaller model");
+                    format_bytes(resident_bytes) + " that " + cfg.name + "'s " + to_string(w.weights_dtype) +
+                    " weights" + (w.lora.enabled() ? ", adapters" : "") +
+                    " and AdamW moments alone need; raise the limit or pick a smaller model");
   }
 }
 
@@ -95,10 +99,12 @@ SweepContext sweep_context(const SweepOptions& options, const ModelConfig& cfg, 
   const WorkloadOptions& w = options.workload;
   SweepContext context = describe_environment(device.str());
   context.model = cfg.name;
-  context.parameters = parameter_count(cfg);
+  context.parameters = parameter_count(cfg) + lora_parameter_count(cfg, w.lora);
+  context.trainable_parameters = w.lora.enabled() ? lora_parameter_count(cfg, w.lora) : context.parameters;
   context.seq_len = w.seq_len;
   context.batch = w.batch;
-  context.flops_per_token = flops_per_token(cfg, w.seq_len);
+  context.flops_per_token = flops_per_token(cfg, w.seq_len, w.lora);
+  context.transformers_flops_per_token = transformers_flops_per_token(cfg, w.lora);
   context.memory_limit_bytes = w.memory_limit_bytes;
   context.options = describe_options(options);
   context.world_size = world_size;
@@ -117,6 +123,8 @@ PlanOptions sweep_plan_options(const WorkloadOptions& w, bool device_is_cuda, in
   PlanOptions plan;
   plan.seq_len = w.seq_len;
   plan.loss_chunk_tokens = w.loss.chunk_tokens;
+  plan.weights_dtype = w.weights_dtype;
+  plan.lora = w.lora;
   plan.batch = w.batch;
   plan.cpu = !device_is_cuda;
   plan.token_batches = token_batches;
@@ -190,6 +198,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   if (!device.is_cuda() && std::count(w.precisions.begin(), w.precisions.end(), Precision::kFp16) > 0) {
     throw UserError("fp16 needs a CUDA device (autocast with loss scaling); use bf16 or fp32 on the CPU");
   }
+  require_weights_dtype_runs_on(w.weights_dtype, device);
+  validate_lora(cfg, w.lora);
   if (resume != nullptr) check_resume(*resume, cfg, w, launch.world_size);
   if (device.is_cuda()) compat::allow_tf32(true);  // as the PyTorch anchor does
 

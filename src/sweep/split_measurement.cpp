@@ -42,7 +42,7 @@ MemoryBreakdown attribute_peak(const RunResult& run, const Trainer& trainer, int
                                (peak_span != nullptr && !run.config.optimizer_in_backward &&
                                 !(peak_span->micro_step == 0 && peak_span->phase != Phase::kBackward &&
                                   peak_span->phase != Phase::kOptimizer));
-  if (gradients_alive) breakdown.gradients_bytes = breakdown.parameters_bytes;
+  if (gradients_alive) breakdown.gradients_bytes = trainer.trainable_parameter_bytes();
   const int64_t known = baseline_bytes + breakdown.gradients_bytes;
   breakdown.activations_bytes = std::max<int64_t>(0, run.peak_allocated_bytes - known);
   breakdown.slack_bytes = std::max<int64_t>(0, run.peak_reserved_bytes - run.peak_allocated_bytes);
@@ -73,6 +73,7 @@ SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfi
       context_(context), on_step_(std::move(on_step)), sweep_start_(std::chrono::steady_clock::now()) {
   memory_.set_limit_bytes(options.workload.memory_limit_bytes);
   model_ = build_model(cfg, options.workload.model.seed);
+  configure_training(*model_, options.workload.weights_dtype, options.workload.lora);
   plan_options_ = sweep_plan_options(options.workload, device.is_cuda(), static_cast<int>(data.size()));
   plan_options_.world_size = context.world_size;
   plan_options_.batch = options.workload.batch / context.world_size;  // each rank holds its share
@@ -100,7 +101,10 @@ RunResult SplitMeasurement::run(const SplitConfig& split, size_t index, size_t c
     run.steps.clear();
     if (trainer_) trainer_->reset_optimizer();  // drop partial gradients before the next split
   }
-  finalize_run(run, context_.flops_per_token, peak_tflops(split.precision));
+  const double recompute = split.activation_checkpointing == Checkpointing::kBlocks
+                               ? recompute_flops_per_token(cfg_, options_.workload.seq_len, options_.workload.lora)
+                               : 0.0;
+  finalize_run(run, context_.flops_per_token, peak_tflops(split.precision), recompute);
   if (!options_.profile_dir.empty() && run.status == RunStatus::kOk) profile(run, *trainer_, step);
   const int64_t limit = options_.workload.memory_limit_bytes;
   run.fits = run.status == RunStatus::kOk && (limit == 0 || run.peak_reserved_bytes <= limit);

@@ -125,7 +125,7 @@ Summary summarize(const std::vector<double>& values) {
   return s;
 }
 
-void finalize_run(RunResult& run, double flops_per_token, double peak_tflops) {
+void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, double recompute_flops_per_token) {
   // A failed run keeps exactly what the runner recorded; there is nothing to derive.
   if (run.status != RunStatus::kOk) return;
 
@@ -164,6 +164,7 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops) {
   run.samples_per_second =
       static_cast<double>(run.config.micro_batch * run.config.accum_steps) / step_median;
   run.achieved_tflops = flops_per_token * tokens_per_step / step_median / 1e12;
+  run.hardware_tflops = (flops_per_token + recompute_flops_per_token) * tokens_per_step / step_median / 1e12;
   run.mfu =
       (std::isfinite(peak_tflops) && peak_tflops > 0.0) ? run.achieved_tflops / peak_tflops : kNaN;
 }

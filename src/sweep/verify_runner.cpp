@@ -78,6 +78,8 @@ VerifySetup prepare(const WorkloadOptions& w) {
   if (w.grid.cuda_graphs) require_cuda_for_graphs(s.device);
   s.model = resolve_model(w.model);
   check_sequence_length(s.model, w.seq_len);
+  require_weights_dtype_runs_on(w.weights_dtype, s.device);
+  validate_lora(s.model, w.lora);
   s.precision = w.precisions.front();
   s.grid = split_grid(w, s.launch.world_size);
 
@@ -130,13 +132,20 @@ VerifyResult run_verify(const WorkloadOptions& w) {
   TrainOptions train_options;
   train_options.precision = setup.precision;
   train_options.optimizer = w.optimizer;
-  Trainer trainer(build_model(setup.model, w.model.seed), setup.device, train_options);
+  LanguageModel model = build_model(setup.model, w.model.seed);
+  // A fresh adapter's B is zero, which leaves A without a gradient: verify draws B so that
+  // every adapter weight is checked (and says so).
+  configure_training(*model, w.weights_dtype, w.lora, /*nonzero_b=*/true);
+  Trainer trainer(model, setup.device, train_options);
   std::vector<at::Tensor> initial;
   for (const auto& p : trainer.model()->parameters()) initial.push_back(p.detach().clone());
 
   VerifyResult result;
   result.model = setup.model.name;
-  result.parameters = parameter_count(setup.model);
+  result.parameters = parameter_count(setup.model) + lora_parameter_count(setup.model, w.lora);
+  result.trainable_parameters = w.lora.enabled() ? lora_parameter_count(setup.model, w.lora) : result.parameters;
+  result.weights_dtype = w.weights_dtype;
+  result.lora = w.lora;
   result.seq_len = w.seq_len;
   result.batch = w.batch;
   result.tokens = setup.batch.token_count;

@@ -64,6 +64,9 @@ std::string flag(bool value) { return value ? "true" : "false"; }
 
 std::string to_string(Precision precision) { return name_of(kPrecisionNames, precision); }
 Precision precision_from_string(const std::string& text) { return value_of(kPrecisionNames, text, "precision"); }
+Precision weights_dtype_from_string(const std::string& text) {
+  return value_of(kPrecisionNames, text, "--weights-dtype");
+}
 int64_t compute_bytes(Precision precision) { return precision == Precision::kFp32 ? 4 : 2; }
 
 std::string to_string(Checkpointing checkpointing) { return name_of(kCheckpointingNames, checkpointing); }
@@ -101,6 +104,26 @@ WorkloadOptions workload_defaults(Command command) {
   return w;
 }
 
+namespace {
+
+void validate_lora_options(const LoraOptions& lora) {
+  if (lora.rank < 0) {
+    throw UserError("--lora-rank must not be negative, got " + std::to_string(lora.rank) + "; use 0 for full fine-tuning");
+  }
+  if (lora.rank == 0 && (lora.alpha != 0 || lora.dropout != 0 || lora.targets != "all-linear")) {
+    throw UserError("--lora-alpha, --lora-targets and --lora-dropout shape LoRA adapters, which are off (--lora-rank 0); "
+                    "add --lora-rank R or drop them");
+  }
+  if (!(lora.alpha >= 0) || !std::isfinite(lora.alpha)) {
+    throw UserError("--lora-alpha must be a positive number (0: twice the rank), got " + number(lora.alpha));
+  }
+  if (!(lora.dropout >= 0 && lora.dropout < 1)) {
+    throw UserError("--lora-dropout must be in [0, 1), got " + number(lora.dropout));
+  }
+}
+
+}  // namespace
+
 void validate_workload(const WorkloadOptions& w) {
   if (w.seq_len <= 0) throw UserError("--seq-len must be positive, got " + std::to_string(w.seq_len));
   if (w.batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(w.batch));
@@ -121,10 +144,7 @@ void validate_workload(const WorkloadOptions& w) {
   if (w.loss.chunk_tokens > 0 && !w.loss.chunked) {
     throw UserError("--loss-chunk-tokens sizes the chunks of the chunked loss, which is off; add --chunked-loss or drop the option");
   }
-  if (w.lora.enabled()) throw UserError("LoRA is not implemented yet; drop the LoRA options");
-  if (w.weights_dtype != Precision::kFp32) {
-    throw UserError("weights stored in " + to_string(w.weights_dtype) + " are not implemented yet; keep fp32 weights");
-  }
+  validate_lora_options(w.lora);
 }
 
 std::string join_precisions(const std::vector<Precision>& precisions) {
@@ -149,6 +169,11 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
       {"beta2", number(w.optimizer.beta2)},
       {"eps", number(w.optimizer.eps)},
       {"weight_decay", number(w.optimizer.weight_decay)},
+      {"weights_dtype", to_string(w.weights_dtype)},
+      {"lora_rank", std::to_string(w.lora.rank)},
+      {"lora_alpha", w.lora.enabled() ? number(w.lora.alpha > 0 ? w.lora.alpha : 2.0 * w.lora.rank) : "-"},
+      {"lora_targets", w.lora.enabled() ? w.lora.targets : "-"},
+      {"lora_dropout", w.lora.enabled() ? number(w.lora.dropout) : "-"},
   };
 }
 

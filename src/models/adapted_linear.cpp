@@ -1,0 +1,41 @@
+// AdaptedLinear (adapted_linear.hpp).
+#include "models/adapted_linear.hpp"
+
+#include <cmath>
+
+namespace accumbench {
+
+AdaptedLinearImpl::AdaptedLinearImpl(int64_t in_features, int64_t out_features, bool with_bias) {
+  // torch::nn::LinearImpl::reset() and reset_parameters(), draw for draw.
+  weight = register_parameter("weight", torch::empty({out_features, in_features}));
+  bias = with_bias ? register_parameter("bias", torch::empty(out_features))
+                   : register_parameter("bias", {}, /*requires_grad=*/false);
+  torch::nn::init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (with_bias) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+    torch::nn::init::uniform_(bias, -bound, bound);
+  }
+}
+
+void AdaptedLinearImpl::add_adapter(int64_t rank, double scaling, double dropout, bool nonzero_b) {
+  torch::NoGradGuard no_grad;
+  const auto fp32 = weight.options().dtype(at::kFloat);
+  lora_A = register_parameter("lora_A", torch::empty({rank, weight.size(1)}, fp32));
+  lora_B = register_parameter("lora_B", torch::zeros({weight.size(0), rank}, fp32));
+  torch::nn::init::kaiming_uniform_(lora_A, std::sqrt(5.0));  // PEFT's reset_lora_parameters
+  if (nonzero_b) lora_B.normal_(0.0, 0.02);
+  scaling_ = scaling;
+  dropout_ = dropout;
+}
+
+at::Tensor AdaptedLinearImpl::forward(const at::Tensor& x) {
+  at::Tensor result = at::linear(x, weight, bias);
+  if (!lora_A.defined()) return result;
+  at::Tensor input = x.to(lora_A.scalar_type());  // a copy only when x is in another dtype
+  // PEFT uses nn.Identity for p = 0: no mask, no copy.
+  if (dropout_ > 0.0 && is_training()) input = at::dropout(input, dropout_, /*train=*/true);
+  const at::Tensor delta = at::linear(at::linear(input, lora_A), lora_B) * scaling_;
+  return (result + delta).to(result.scalar_type());
+}
+
+}  // namespace accumbench
