@@ -8,6 +8,57 @@
 
 namespace accumbench::plan_detail {
 
+namespace {
+
+// The block linears that keep their input for backward: every one in a full fine-tune (for its
+// weight gradient); with LoRA only the adapted ones, whose A saves it. PyTorch saves an operand
+// only for a gradient that is needed, and a frozen base weight needs none.
+std::vector<std::string> saving_linears(const ModelConfig& m, const PlanOptions& o) {
+  std::vector<std::string> names;
+  for (const BlockLinear& l : o.lora.enabled() ? lora_targets(m, o.lora.targets) : block_linears(m)) names.push_back(l.name);
+  return names;
+}
+
+int count_of(const std::vector<std::string>& saving, std::initializer_list<const char*> names) {
+  int n = 0;
+  for (const char* name : names) n += std::find(saving.begin(), saving.end(), name) != saving.end() ? 1 : 0;
+  return n;
+}
+
+// The input of the linears `names` (width `in`), as they save it: one tensor that they share
+// (fp32), or one cast copy each (autocast casts per use). With LoRA dropout each adapter keeps its
+// dropped copy (fp32; under autocast its cast) and the dropout's noise (x · noise saves it, fp32).
+void linear_input(const Table& t, const std::string& what, std::initializer_list<const char*> names,
+                  const std::vector<std::string>& saving, int64_t L, int64_t N, int64_t in, const std::string& width,
+                  int64_t c, const PlanOptions& o) {
+  const int64_t n = count_of(saving, names);
+  if (n == 0) return;  // LoRA without an adapter here: the frozen linears keep nothing
+  const bool dropout = o.lora.enabled() && o.lora.dropout > 0;
+  const bool cast = c != kFp32;
+  const std::string count = std::to_string(n);
+  if (dropout) {
+    t.add(what + ", dropped, per adapter", "L·" + count + "·b·T·" + width + "·" + (cast ? "c" : "4"), L * n * N * in * (cast ? c : kFp32),
+          cast ? "each adapter's dropout output cast to c, saved by its A" : "each adapter's dropout output, saved by its A");
+    t.add(what + ", dropout noise", "L·" + count + "·b·T·" + width + "·4", L * n * N * in * kFp32,
+          "dropout multiplies by a scaled Bernoulli noise tensor and saves it (CPU)");
+  } else if (cast) {
+    t.add(what + ", " + count + (n > 1 ? " casts" : " cast") + " to c", "L·" + count + "·b·T·" + width + "·c", L * n * N * in * c,
+          "autocast casts the input per linear; each saves its cast (LoRA: each adapter's A)");
+  } else {
+    t.add(what, "L·b·T·" + width + "·4", L * N * in * kFp32, "saved by the linears that read it (one tensor)");
+  }
+}
+
+// Each adapter's r-wide A(x), saved by B's linear, in the compute dtype.
+void adapter_intermediates(const ModelConfig& m, const PlanOptions& o, int64_t N, int64_t c, const Table& t) {
+  if (!o.lora.enabled()) return;
+  const int64_t adapters = static_cast<int64_t>(lora_targets(m, o.lora.targets).size());
+  t.add("LoRA A outputs", "L·n·b·T·r·c", m.n_layers * adapters * N * o.lora.rank * c,
+        std::to_string(adapters) + " adapters per block; each B saves its r-wide input");
+}
+
+}  // namespace
+
 // The parameters whose weights are cast to the compute dtype under autocast: every matrix that
 // goes through at::linear (block projections and the head). Embedding lookups, norms and biases
 // are not linear weights (biases are cast and cached too, but only until the autocast region
@@ -40,8 +91,8 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, i
   size_t released_before_softmax = 0;  // set below with explicit attention
   t.add("block input x", "L·b·T·d·4", L * N * d * kFp32, "fp32 residual stream, saved by ln_1");
   t.add("ln_1 mean, rstd", "L·2·b·T·4", L * 2 * N * kFp32, "saved by layer_norm's backward");
-  t.add(cast ? "ln_1 output, cast to c" : "ln_1 output", "L·b·T·d·c", L * N * d * c,
-        cast ? "autocast casts the linear's input; the cast is what c_attn saves" : "saved by c_attn (linear)");
+  const std::vector<std::string> saving = saving_linears(m, o);
+  linear_input(t, "ln_1 output", {"c_attn"}, saving, L, N, d, "d", c, o);
   if (o.attention == AttentionKind::kExplicit) {
     t.add("q, k copies", "L·2·b·T·a·c", L * 2 * N * a * c,
           "matmul folds the transposed head views into bmm operands (a copy), bmm saves both");
@@ -49,8 +100,7 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, i
     t.add("causal mask", "L·T·T·1", L * T * T * kBool, "masked_fill saves the (T, T) bool mask");
     released_before_softmax = t.lines->size();
     t.add("v copy", "L·b·T·a·c", L * N * a * c, "bmm(probabilities, v) saves v's contiguous copy");
-    t.add("attention output copy", "L·b·T·a·c", L * N * a * c,
-          "transpose + reshape copies (b, H, T, hd) to (b, T, a); attn_c_proj saves it");
+    linear_input(t, "attention output copy (transpose + reshape)", {"attn_c_proj"}, saving, L, N, a, "a", c, o);
   } else {
     t.add("qkv projection output", "L·b·T·3a·c", L * N * 3 * a * c, "scaled_dot_product_attention saves q, k, v (views of it)");
     t.add("attention output", "L·b·T·a·c", L * N * a * c, "saved by the flash kernel and, as a view, by attn_c_proj");
@@ -58,10 +108,12 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, i
   }
   t.add("residual h after attention", "L·b·T·d·4", L * N * d * kFp32, "x + attn_c_proj(y) in fp32, saved by ln_2");
   t.add("ln_2 mean, rstd", "L·2·b·T·4", L * 2 * N * kFp32, "saved by layer_norm's backward");
-  t.add(cast ? "ln_2 output, cast to c" : "ln_2 output", "L·b·T·d·c", L * N * d * c, "saved by c_fc (linear)");
+  linear_input(t, "ln_2 output", {"c_fc"}, saving, L, N, d, "d", c, o);
   t.add("c_fc output", "L·b·T·f·c", L * N * f * c, "gelu saves its input");
-  t.add("gelu output", "L·b·T·f·c", L * N * f * c, "mlp_c_proj (linear) saves its input");
-  return o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
+  linear_input(t, "gelu output", {"mlp_c_proj"}, saving, L, N, f, "f", c, o);
+  const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
+  adapter_intermediates(m, o, N, c, t);
+  return released;
 }
 
 // One block's tensors saved for backward (without checkpointing), Llama family; returns as
@@ -78,13 +130,10 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
     t.add("input RMSNorm x²", "L·b·T·d·4", L * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input x.pow(2)");
   }
   t.add("input RMSNorm rsqrt", "L·b·T·4", L * N * kFp32, "rsqrt saves its output, (b, T, 1)");
-  t.add("input RMSNorm normed", "L·b·T·d·4", L * N * d * kFp32, "weight · normed saves normed (fp32, as HF)");
-  if (cast) {
-    t.add("RMSNorm output, 3 casts to c", "L·3·b·T·d·c", L * 3 * N * d * c,
-          "autocast casts the input of q_proj, k_proj and v_proj separately; each linear saves its cast");
-  } else {
-    t.add("input RMSNorm output", "L·b·T·d·4", L * N * d * kFp32, "saved by q_proj, k_proj, v_proj (one tensor)");
-  }
+  const bool frozen = o.lora.enabled();  // weight · normed saves normed only for the weight's gradient
+  if (!frozen) t.add("input RMSNorm normed", "L·b·T·d·4", L * N * d * kFp32, "weight · normed saves normed (fp32, as HF)");
+  const std::vector<std::string> saving = saving_linears(m, o);
+  linear_input(t, "input RMSNorm output", {"q", "k", "v"}, saving, L, N, d, "d", c, o);
   // RoPE saves nothing: cos and sin do not require grad, so q·cos and rotate_half(q)·sin keep
   // no operand, and the projections are freed once the rotated q, k exist.
   if (o.attention == AttentionKind::kExplicit) {
@@ -95,8 +144,7 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
     t.add("causal mask", "L·T·T·1", L * T * T * kBool, "masked_fill saves the (T, T) bool mask");
     released_before_softmax = t.lines->size();
     t.add(gqa ? "v repeated to H heads" : "v copy", "L·b·T·a·c", L * N * a * c, "bmm(probabilities, v) saves it");
-    t.add("attention output copy", "L·b·T·a·c", L * N * a * c,
-          "transpose + reshape copies (b, H, T, hd) to (b, T, a); o_proj saves it");
+    linear_input(t, "attention output copy (transpose + reshape)", {"o"}, saving, L, N, a, "a", c, o);
   } else {
     t.add("rotated q, k", "L·b·T·(a+kv)·c", L * N * (a + kv) * c, "scaled_dot_product_attention saves q, k");
     t.add("v projection", "L·b·T·kv·c", L * N * kv * c, "scaled_dot_product_attention saves v");
@@ -108,16 +156,14 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
     t.add("post-attention RMSNorm h²", "L·b·T·d·4", L * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input");
   }
   t.add("post-attention RMSNorm rsqrt", "L·b·T·4", L * N * kFp32, "rsqrt saves its output");
-  t.add("post-attention RMSNorm normed", "L·b·T·d·4", L * N * d * kFp32, "weight · normed saves normed");
-  if (cast) {
-    t.add("RMSNorm output, 2 casts to c", "L·2·b·T·d·c", L * 2 * N * d * c, "gate_proj and up_proj each save their own cast");
-  } else {
-    t.add("post-attention RMSNorm output", "L·b·T·d·4", L * N * d * kFp32, "saved by gate_proj and up_proj (one tensor)");
-  }
+  if (!frozen) t.add("post-attention RMSNorm normed", "L·b·T·d·4", L * N * d * kFp32, "weight · normed saves normed");
+  linear_input(t, "post-attention RMSNorm output", {"gate", "up"}, saving, L, N, d, "d", c, o);
   t.add("gate projection", "L·b·T·f·c", L * N * f * c, "silu saves its input");
   t.add("silu(gate), up projection", "L·2·b·T·f·c", L * 2 * N * f * c, "silu(g)·u saves both operands");
-  t.add("silu(gate)·up", "L·b·T·f·c", L * N * f * c, "down_proj (linear) saves its input");
-  return o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
+  linear_input(t, "silu(gate)·up", {"down"}, saving, L, N, f, "f", c, o);
+  const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
+  adapter_intermediates(m, o, N, c, t);
+  return released;
 }
 
 }  // namespace accumbench::plan_detail

@@ -62,7 +62,10 @@ struct PlanBuilder {
   const SplitConfig& split;
   MemoryPlan plan;
   int64_t P, b, T, N, d, V, L, c;
-  bool autocast, checkpointing, accumulating, chunked;
+  int64_t w;        // bytes per weight in the storage dtype (--weights-dtype)
+  int64_t trained;  // parameters with gradients and AdamW moments: all, or the adapters' (LoRA)
+  int64_t t;        // bytes per trained parameter (and per gradient and moment)
+  bool autocast, checkpointing, accumulating, chunked, lora;
   size_t block_lines_begin = 0, block_lines_end = 0;  // the blocks' lines in plan.saved
 
   PlanBuilder(const ModelConfig& model, const PlanOptions& options, const SplitConfig& s)
@@ -84,21 +87,38 @@ struct PlanBuilder {
     // them), as accumulation does from the second micro-step on.
     accumulating = split.accum_steps > 1 || split.cuda_graphs;
     chunked = split.chunked_loss;
+    lora = o.lora.enabled();
+    w = compute_bytes(o.weights_dtype);
+    trained = lora ? lora_parameter_count(m, o.lora) : P;
+    t = lora ? kFp32 : w;  // adapters are fp32 (PEFT's default); a full fine-tune trains in the weights' dtype
   }
+
+  // Weights cast to c by autocast exist only when they are stored in another dtype.
+  bool weights_cast() const { return autocast && w != c; }
 
   // ---- resident for the whole step ----
   void resident_tensors() {
     const Table resident{&plan.resident};
-    resident.add("weights", "P·4", P * kFp32, "fp32 parameters (autocast keeps fp32 masters, casts per op)");
-    resident.add("AdamW exp_avg", "P·4", P * kFp32, "first moment, allocated up front (src/engine/adamw.cpp)");
-    resident.add("AdamW exp_avg_sq", "P·4", P * kFp32, "second moment, allocated up front");
+    if (w == kFp32) {
+      resident.add("weights", "P·4", P * kFp32, "fp32 parameters (autocast keeps fp32 masters, casts per op)");
+    } else {
+      resident.add("weights", "P·w", P * w, "stored in --weights-dtype (" + to_string(o.weights_dtype) + ")");
+    }
+    const std::string n_t = lora ? "N_lora·4" : (w == kFp32 ? "P·4" : "P·w");
+    if (lora) {
+      resident.add("LoRA adapters A, B", n_t, trained * kFp32,
+                   "fp32, " + std::to_string(trained) + " trainable parameters; the base is frozen");
+    }
+    resident.add("AdamW exp_avg", n_t, trained * t, "first moment of what trains, allocated up front (src/engine/adamw.cpp)");
+    resident.add("AdamW exp_avg_sq", n_t, trained * t, "second moment, allocated up front");
     if (o.cpu) {
       const int64_t B = o.batch;
       resident.add("token batches (inputs, targets)", "2·n·B·T·8", 2 * o.token_batches * B * T * kInt64,
                    "the runner's n distinct host batches; on the CPU they are the device memory");
     }
     if (m.arch == Architecture::kLlama) {
-      resident.add("rotary cos, sin", "2·T·hd·c", 2 * T * m.head_dim * c, "RotaryCache keeps them in q's dtype");
+      const int64_t q_bytes = autocast ? c : w;  // q is the projection's output: autocast's dtype, else the weights'
+      resident.add("rotary cos, sin", "2·T·hd·c", 2 * T * m.head_dim * q_bytes, "RotaryCache keeps them in q's dtype");
     }
     if (split.precision == Precision::kFp16) {
       resident.add("loss scale", "0", 0, "a host double in the Trainer (GradScaler state), no device bytes");
@@ -108,9 +128,9 @@ struct PlanBuilder {
   // ---- gradients ----
   void gradients() {
     const Table grads{&plan.gradients};
-    grads.add("gradients", "P·4", P * kFp32,
+    grads.add(lora ? "adapter gradients" : "gradients", lora ? "N_lora·4" : (w == kFp32 ? "P·4" : "P·w"), trained * t,
               split.optimizer_in_backward ? "freed one by one as each parameter steps in backward"
-                                          : "fp32 .grad, alive from the first backward to zero_grad");
+                                          : ".grad of what trains, alive from the first backward to zero_grad");
   }
 
   // ---- saved for backward by one micro-step ----
@@ -129,12 +149,15 @@ struct PlanBuilder {
     } else {
       llama_block_saved(m, o, b, c, saved);
     }
-    if (autocast && !checkpointing) {
+    if (weights_cast() && !checkpointing) {
       saved.add("block linear weights cast to c", "L·(linear weights)·c", L * linear_weight_numel_per_block(m) * c,
                 "autocast's cast cache; each linear's backward saves its cast weight");
     }
+    if (autocast && lora && !checkpointing) {
+      saved.add("adapter weights cast to c", "N_lora·c", trained * c, "autocast's cast cache of every A and B, saved by their linears");
+    }
     block_lines_end = plan.saved.size();
-    if (autocast && !chunked) {
+    if (weights_cast() && !chunked) {
       saved.add("head weight cast to c", "V·d·c", V * d * c, "the head linear saves its cast weight");
     }
     saved.add("final norm input", "b·T·d·4", N * d * kFp32, "the last block's output, saved by the final norm");
@@ -148,8 +171,12 @@ struct PlanBuilder {
       if (o.libtorch_major < 2) {
         saved.add("final RMSNorm x²", "b·T·d·4", N * d * kFp32, "LibTorch 1.x's mean backward keeps its input");
       }
-      saved.add("final RMSNorm rsqrt, normed", "b·T·(d+1)·4", N * (d + 1) * kFp32,
-                "rsqrt and weight · normed save them");
+      if (lora) {  // a frozen norm weight: weight · normed keeps no normed
+        saved.add("final RMSNorm rsqrt", "b·T·4", N * kFp32, "rsqrt saves its output");
+      } else {
+        saved.add("final RMSNorm rsqrt, normed", "b·T·(d+1)·4", N * (d + 1) * kFp32,
+                  "rsqrt and weight · normed save them");
+      }
       if (!chunked) {
         saved.add(autocast ? "final RMSNorm output, cast to c" : "final RMSNorm output", "b·T·d·c", N * d * c,
                   "the head linear saves its input");
@@ -204,9 +231,13 @@ struct PlanBuilder {
 
   void optimizer_temporaries() {
     const Table opt{&plan.optimizer_peak};
-    const int64_t largest = largest_parameter_numel(m);
-    opt.add("AdamW sqrt(exp_avg_sq), denom", "2·max(numel)·4", 2 * largest * kFp32,
-            "exp_avg_sq.sqrt() / bias correction: two temporaries of the largest parameter");
+    int64_t largest = largest_parameter_numel(m);
+    if (lora) {  // the largest adapter matrix: A (r, in) or B (out, r)
+      largest = 0;
+      for (const BlockLinear& l : lora_targets(m, o.lora.targets)) largest = std::max({largest, o.lora.rank * l.in, o.lora.rank * l.out});
+    }
+    opt.add("AdamW sqrt(exp_avg_sq), denom", lora ? "2·max(adapter numel)·4" : "2·max(numel)·t", 2 * largest * t,
+            "exp_avg_sq.sqrt() / bias correction: two temporaries of the largest trained parameter");
   }
 
   // One block's saved tensors (what a recompute saves again), and those that the block's own
@@ -232,9 +263,9 @@ struct PlanBuilder {
   void block_backward() {
     const Table blk{&plan.block_backward_peak};
     const auto [one_block, released_before_softmax] = one_block_saved_and_released();
-    if (!accumulating) {
-      blk.add("head and final-norm gradients", "(V·d + norm)·4",
-              (V * d + (m.arch == Architecture::kGpt2 ? 2 * d : d)) * kFp32, "the first gradients backward produces");
+    if (!accumulating && !lora) {  // LoRA: the head and norms are frozen
+      blk.add("head and final-norm gradients", "(V·d + norm)·t",
+              (V * d + (m.arch == Architecture::kGpt2 ? 2 * d : d)) * t, "the first gradients backward produces");
     }
     if (checkpointing) {
       blk.add("recomputed block's saved tensors", "(one block of the table above)", one_block - N * d * kFp32,
@@ -256,7 +287,8 @@ struct PlanBuilder {
     const int64_t H = m.n_heads, f = m.d_ff;
     const bool gpt2 = m.arch == Architecture::kGpt2;
     const int64_t a = m.n_heads * m.head_dim;
-    const int64_t new_gradient = accumulating ? 0 : kFp32;  // accumulation adds into existing ones
+    // Accumulation adds into existing gradients; a frozen base makes none (the adapters' are small).
+    const int64_t new_gradient = accumulating || lora ? 0 : t;
     const int64_t mlp_released = N * f * c + (autocast ? d * f * c : 0);
     const int64_t mlp_grads = (f * d + (gpt2 ? d : 0)) * new_gradient;
     const int64_t mlp_pair = 2 * N * f * c;
@@ -314,9 +346,12 @@ struct PlanBuilder {
     // untied: the lookup's dense gradient, added into .grad when one exists. Every other gradient
     // is alive by then (none with optimizer-in-backward, which frees them as it goes and steps
     // the embedding last, with AdamW's temporaries).
-    const int64_t embedding_grad = V * d * kFp32;
+    const int64_t embedding_grad = lora ? 0 : V * d * t;  // LoRA: the embedding is frozen
     int64_t backward_tail = 0;
-    if (split.optimizer_in_backward) {
+    if (lora) {
+      // A frozen base ends backward with the adapters' gradients and nothing at the embedding.
+      backward_tail = resident_bytes + (split.optimizer_in_backward ? total_bytes(plan.optimizer_peak) : grad_bytes);
+    } else if (split.optimizer_in_backward) {
       backward_tail = resident_bytes + embedding_grad + total_bytes(plan.optimizer_peak);
     } else {
       const int64_t in_flight = (m.tied_embeddings ? 3 : 1) * embedding_grad;
