@@ -97,7 +97,10 @@ struct PlanBuilder {
       resident.add("token batches (inputs, targets)", "2·n·B·T·8", 2 * o.token_batches * B * T * kInt64,
                    "the runner's n distinct host batches; on the CPU they are the device memory");
     }
-    if (m.arch == Architecture::kLlama) {
+    if (m.arch == Architecture::kLlama && m.qk_norm) {
+      resident.add("rotary cos, sin", "2·T·hd·4", 2 * T * m.head_dim * kFp32,
+                   "RotaryCache keeps them in q's dtype: fp32, as the q/k norms' fp32 weights promote q");
+    } else if (m.arch == Architecture::kLlama) {
       resident.add("rotary cos, sin", "2·T·hd·c", 2 * T * m.head_dim * c, "RotaryCache keeps them in q's dtype");
     }
     if (split.precision == Precision::kFp16) {
