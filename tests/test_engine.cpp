@@ -68,7 +68,8 @@ TEST_P(EverySplit, EqualsTheWholeBatch) {
 
 INSTANTIATE_TEST_SUITE_P(Fp32, EverySplit,
                          ::testing::Values(SplitCase{"gpt2-tiny", "fixed"}, SplitCase{"gpt2-tiny", "variable"},
-                                           SplitCase{"llama-tiny", "fixed"}, SplitCase{"llama-tiny", "variable"}),
+                                           SplitCase{"llama-tiny", "fixed"}, SplitCase{"llama-tiny", "variable"},
+                                           SplitCase{"qwen3-tiny", "fixed"}, SplitCase{"qwen3-tiny", "variable"}),
                          [](const ::testing::TestParamInfo<SplitCase>& info) {
                            std::string name = std::string(info.param.preset) + "_" + info.param.lengths;
                            for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
@@ -101,7 +102,7 @@ TEST(LossNormalization, MeanOfMeansDiffersOnVariableLengths) {
 }
 
 TEST(MemoryKnobs, CheckpointingAndOptimizerInBackwardGiveTheSameUpdate) {
-  for (const char* preset : {"gpt2-tiny", "llama-tiny"}) {
+  for (const char* preset : {"gpt2-tiny", "llama-tiny", "qwen3-tiny"}) {
     ab::WorkloadOptions o = small(preset, "variable");
     o.grid.checkpointing = ab::Checkpointing::kBlocks;
     o.grid.optimizer_in_backward = true;
@@ -213,11 +214,13 @@ TEST(ChunkedLoss, SeveralChunksGiveThePlainLossAndGradients) {
 }
 
 TEST(Precision, Bf16SplitsAgreeWithinTheStatedTolerance) {
-  ab::WorkloadOptions o = small("llama-tiny", "variable");
-  o.precisions = {ab::Precision::kBf16};
-  const ab::VerifyResult r = ab::run_verify(o);
-  EXPECT_EQ(r.gradient_tolerance, 3e-2);
-  for (const auto& s : r.splits) EXPECT_LT(s.rel_l2_grad_error, 3e-2) << s.config.label();
+  for (const char* preset : {"llama-tiny", "qwen3-tiny"}) {
+    ab::WorkloadOptions o = small(preset, "variable");
+    o.precisions = {ab::Precision::kBf16};
+    const ab::VerifyResult r = ab::run_verify(o);
+    EXPECT_EQ(r.gradient_tolerance, 3e-2);
+    for (const auto& s : r.splits) EXPECT_LT(s.rel_l2_grad_error, 3e-2) << preset << " " << s.config.label();
+  }
 }
 
 TEST(Trainer, LossMatchesAPlainCrossEntropy) {

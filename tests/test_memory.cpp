@@ -12,6 +12,7 @@
 #include <cmath>
 #include <iostream>
 #include <tuple>
+#include <utility>
 
 namespace ab = accumbench;
 
@@ -138,6 +139,42 @@ TEST(MemoryPlan, CalibratedPeakWithinThreePercentOfMeasured) {
           std::cout << "[calibrated] " << preset << " " << precision << " " << s.label() << " predicted " << predicted
                     << " measured " << measured << " error " << 100 * error << " %\n";
           EXPECT_LT(std::abs(error), 0.03) << preset << " " << precision << " " << s.label();
+        }
+      }
+    }
+  }
+}
+
+// Qwen3 (q/k RMSNorm over the head dim, head_dim ≠ d/H): qwen3-tiny (tied, H·hd = 2d) and
+// tests/data/hf/qwen3_untied (untied, hd 24 ≠ 96/6), splits 1×2, 2×1 and 4×1, fp32 and bf16.
+// Without checkpointing: within 3 % of the counting allocator and never more than 2 % under it
+// (measured: within 0.004 %). With checkpointing the bar is the knobs' 10 % (measured: −9.5 % to
+// +0.1 %, under-predicting): the checkpointed inner backward's model ("the larger pair alone")
+// misses attention gradients when H·hd ≠ d, with or without the q/k norms (the same shapes with
+// qk_norm off measured −8.9 % to +0.1 %), so that gap is not in the q/k norms' terms.
+TEST(MemoryPlan, Qwen3WithinThreePercentOfMeasuredCheckpointedWithinTen) {
+  const ab::ModelConfig shapes[] = {ab::find_preset("qwen3-tiny"),
+                                    ab::load_hf_config(std::string(ACCUMBENCH_TEST_DATA) + "/hf/qwen3_untied")};
+  for (const ab::ModelConfig& cfg : shapes) {
+    ASSERT_TRUE(cfg.qk_norm);
+    ASSERT_NE(cfg.n_heads * cfg.head_dim, cfg.d_model);
+    for (const std::string precision : {"fp32", "bf16"}) {
+      for (const auto checkpointing : {ab::Checkpointing::kNone, ab::Checkpointing::kBlocks}) {
+        for (const auto& [micro, accum] : {std::pair<int64_t, int64_t>{1, 2}, {2, 1}, {4, 1}}) {
+          const ab::PlanOptions o = plan_options(micro * accum);
+          ab::SplitConfig s = split_of(micro, accum, precision);
+          s.activation_checkpointing = checkpointing;
+          const int64_t predicted = ab::plan_memory(cfg, o, s).peak_bytes;
+          const int64_t measured = ab::measure_step_peak(cfg, o, s, "cpu");
+          const double error = relative_error(predicted, measured);
+          std::cout << "[  qwen3   ] " << cfg.name << " " << precision << " " << s.label() << " T=" << kSeqLen
+                    << " predicted " << predicted << " measured " << measured << " error " << 100 * error << " %\n";
+          if (checkpointing == ab::Checkpointing::kBlocks) {
+            EXPECT_LT(std::abs(error), 0.10) << cfg.name << " " << precision << " " << s.label();
+          } else {
+            EXPECT_LT(std::abs(error), 0.03) << cfg.name << " " << precision << " " << s.label();
+            EXPECT_GT(error, -0.02) << cfg.name << " " << precision << " " << s.label();
+          }
         }
       }
     }

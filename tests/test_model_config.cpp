@@ -2,6 +2,10 @@
 // validation and Hugging Face config.json import (real files under tests/data/hf).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -53,6 +57,54 @@ TEST(Preset, ParameterCountEqualsPublishedCount) {
   }
 }
 
+// Qwen3's model cards give rounded totals: Qwen3-0.6B "0.6B" and "0.44B" non-embedding,
+// Qwen3-1.7B "1.7B" and "1.4B". Qwen counts non-embedding as the total minus the (tied) token
+// embedding V·d. A rounded figure only says the count lies within half a unit of its last digit
+// (0.6B: [0.55B, 0.65B); 0.44B: [0.435B, 0.445B)), so that is the tolerance; the exact counts are
+// the closed form's, which the module matches (tests/test_models.cpp).
+TEST(Preset, Qwen3CountsMatchTheModelCardsWithinTheirRounding) {
+  struct Card {
+    const char* name;
+    double total, total_half_unit, non_embedding, non_embedding_half_unit;
+    int64_t exact;
+  };
+  const Card cards[] = {
+      {"qwen3-0.6b", 0.6e9, 0.05e9, 0.44e9, 0.005e9, 596'049'920},
+      {"qwen3-1.7b", 1.7e9, 0.05e9, 1.4e9, 0.05e9, 1'720'574'976},
+  };
+  for (const Card& card : cards) {
+    SCOPED_TRACE(card.name);
+    const ModelConfig& cfg = find_preset(card.name);
+    const int64_t total = parameter_count(cfg);
+    const int64_t non_embedding = total - cfg.vocab_size * cfg.d_model;
+    EXPECT_LT(std::abs(static_cast<double>(total) - card.total), card.total_half_unit) << total;
+    EXPECT_LT(std::abs(static_cast<double>(non_embedding) - card.non_embedding), card.non_embedding_half_unit)
+        << non_embedding;
+    EXPECT_EQ(total, card.exact);
+    EXPECT_EQ(cfg.published_parameters, card.name == std::string("qwen3-0.6b") ? "0.6B" : "1.7B");
+  }
+}
+
+TEST(Preset, Qwen3HyperparametersMatchConfigJson) {
+  for (const char* name : {"qwen3-0.6b", "qwen3-1.7b"}) {
+    SCOPED_TRACE(name);
+    const ModelConfig& cfg = find_preset(name);
+    EXPECT_EQ(cfg.arch, Architecture::kLlama);
+    EXPECT_TRUE(cfg.qk_norm);
+    EXPECT_FALSE(cfg.qkv_bias);
+    EXPECT_TRUE(cfg.tied_embeddings);
+    EXPECT_EQ(std::vector<int64_t>({cfg.vocab_size, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
+                                    cfg.max_seq_len}),
+              std::vector<int64_t>({151936, 28, 16, 8, 128, 40960}));
+    EXPECT_DOUBLE_EQ(cfg.rope_theta, 1e6);
+    EXPECT_DOUBLE_EQ(cfg.norm_eps, 1e-6);
+  }
+  EXPECT_EQ(find_preset("qwen3-0.6b").d_model, 1024);
+  EXPECT_EQ(find_preset("qwen3-0.6b").d_ff, 3072);
+  EXPECT_EQ(find_preset("qwen3-1.7b").d_model, 2048);
+  EXPECT_EQ(find_preset("qwen3-1.7b").d_ff, 6144);
+}
+
 TEST(Preset, SmallPresetsHaveTheChosenShapes) {
   const ModelConfig& gt = find_preset("gpt2-tiny");
   EXPECT_EQ(gt.arch, Architecture::kGpt2);
@@ -80,8 +132,19 @@ TEST(Preset, SmallPresetsHaveTheChosenShapes) {
             std::vector<int64_t>({4096, 128, 4, 4, 2, 32, 512, 352}));
   EXPECT_TRUE(lm.tied_embeddings);
 
-  for (const ModelConfig* cfg : {&gt, &gm, &lt, &lm})
+  // llama-tiny with Qwen3's attention: head_dim 32 ≠ 64 / 4, q/k norms, tied.
+  const ModelConfig& qt = find_preset("qwen3-tiny");
+  EXPECT_EQ(qt.arch, Architecture::kLlama);
+  EXPECT_EQ(std::vector<int64_t>({qt.vocab_size, qt.d_model, qt.n_layers, qt.n_heads, qt.n_kv_heads,
+                                  qt.head_dim, qt.max_seq_len, qt.d_ff}),
+            std::vector<int64_t>({512, 64, 2, 4, 2, 32, 256, 176}));
+  EXPECT_TRUE(qt.qk_norm);
+  EXPECT_FALSE(qt.qkv_bias);
+  EXPECT_TRUE(qt.tied_embeddings);
+
+  for (const ModelConfig* cfg : {&gt, &gm, &lt, &lm, &qt})
     EXPECT_TRUE(cfg->published_parameters.empty());
+  for (const ModelConfig* cfg : {&gt, &gm, &lt, &lm}) EXPECT_FALSE(cfg->qk_norm);
 }
 
 TEST(Preset, PublishedHyperparametersMatchConfigJson) {
@@ -108,7 +171,7 @@ TEST(Preset, AllValidateAndNamesAreUnique) {
     EXPECT_TRUE(names.insert(cfg.name).second);
     EXPECT_EQ(&find_preset(cfg.name), &cfg);
   }
-  EXPECT_EQ(names.size(), 12u);
+  EXPECT_EQ(names.size(), 15u);
 }
 
 TEST(Preset, UnknownNameListsPresets) {
@@ -153,6 +216,22 @@ TEST(ModelConfig, QkvBiasAddsOneBiasPerProjectionOutput) {
   cfg.qkv_bias = true;
   // q: 4·32, k and v: 2·32 each, per layer; o_proj stays bias-free.
   EXPECT_EQ(parameter_count(cfg) - without, 4 * (4 * 32 + 2 * 2 * 32));
+}
+
+TEST(ModelConfig, QkNormAddsTwoHeadDimWeightsPerLayer) {
+  ModelConfig cfg = find_preset("llama-mini");
+  const int64_t without = parameter_count(cfg);
+  cfg.qk_norm = true;
+  // q_norm and k_norm: one weight of head_dim 32 each, shared by the heads, per layer.
+  EXPECT_EQ(parameter_count(cfg) - without, 4 * 2 * 32);
+}
+
+TEST(ModelConfig, Qwen3TinyCountIsTheSumOfItsTensors) {
+  // wte 512·64 (tied) + 2 × (norms 2·64 + q 64·128 + k,v 2·64·64 + q/k norms 2·32 + o 128·64
+  // + gate/up/down 3·64·176) + norm 64
+  const int64_t block = 128 + 64 * 128 + 2 * 64 * 64 + 2 * 32 + 128 * 64 + 3 * 64 * 176;
+  EXPECT_EQ(parameter_count(find_preset("qwen3-tiny")), 512 * 64 + 2 * block + 64);
+  EXPECT_EQ(parameter_count(find_preset("qwen3-tiny")), 149'952);
 }
 
 TEST(ModelConfig, ExplicitHeadDimSizesAttentionNotTheResidual) {
@@ -233,6 +312,7 @@ void expect_same_shape(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_DOUBLE_EQ(a.norm_eps, b.norm_eps);
   EXPECT_EQ(a.tied_embeddings, b.tied_embeddings);
   EXPECT_EQ(a.qkv_bias, b.qkv_bias);
+  EXPECT_EQ(a.qk_norm, b.qk_norm);
   if (a.arch == Architecture::kLlama) EXPECT_DOUBLE_EQ(a.rope_theta, b.rope_theta);
   EXPECT_EQ(parameter_count(a), parameter_count(b));
 }
@@ -249,6 +329,52 @@ TEST(HfConfig, Qwen2MatchesPresetWithQkvBias) {
   expect_same_shape(cfg, find_preset("qwen2.5-0.5b"));
   EXPECT_TRUE(cfg.qkv_bias);
   EXPECT_EQ(parameter_count(cfg), 494'032'768);
+}
+
+TEST(HfConfig, Qwen3MatchesPresetWithQkNorm) {
+  // Qwen/Qwen3-0.6B's config.json: head_dim 128 given explicitly (16 · 128 ≠ 1024).
+  const ModelConfig cfg = load_hf_config(kHfDir + "qwen3.json");
+  expect_same_shape(cfg, find_preset("qwen3-0.6b"));
+  EXPECT_TRUE(cfg.qk_norm);
+  EXPECT_FALSE(cfg.qkv_bias);
+  EXPECT_EQ(parameter_count(cfg), 596'049'920);
+}
+
+TEST(HfConfig, Qwen3DefaultsFollowQwen3Config) {
+  // Qwen3Config: head_dim defaults to 128 (not hidden / heads), untied, eps 1e-6, KV heads =
+  // heads; q/k norms always, q/k/v bias never.
+  const ModelConfig q = parse_hf_config(
+      R"({"model_type":"qwen3","vocab_size":512,"hidden_size":64,"intermediate_size":176,)"
+      R"("num_hidden_layers":2,"num_attention_heads":4,"max_position_embeddings":256})",
+      "inline");
+  EXPECT_EQ(q.head_dim, 128);
+  EXPECT_EQ(q.n_kv_heads, 4);
+  EXPECT_FALSE(q.tied_embeddings);
+  EXPECT_DOUBLE_EQ(q.norm_eps, 1e-6);
+  EXPECT_TRUE(q.qk_norm);
+  EXPECT_FALSE(q.qkv_bias);
+  // The other Llama-family types keep their attention as it was.
+  for (const char* type : {"llama", "qwen2", "mistral"}) {
+    const ModelConfig other = parse_hf_config(
+        std::string(R"({"model_type":")") + type +
+            R"(","vocab_size":512,"hidden_size":64,"intermediate_size":176,"num_hidden_layers":2,)"
+            R"("num_attention_heads":4,"max_position_embeddings":256})",
+        type);
+    EXPECT_FALSE(other.qk_norm) << type;
+    EXPECT_EQ(other.head_dim, 16) << type;
+  }
+}
+
+TEST(HfConfig, Qwen3SmallUntiedShapeFromItsDirectory) {
+  // tests/data/hf/qwen3_untied/config.json: head_dim 24 ≠ 96 / 6, untied head (the plan's
+  // second Qwen3 shape in tests/test_memory.cpp).
+  const ModelConfig cfg = load_hf_config(kHfDir + "qwen3_untied");
+  EXPECT_EQ(cfg.name, kHfDir + "qwen3_untied/config.json");
+  EXPECT_EQ(std::vector<int64_t>({cfg.vocab_size, cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads,
+                                  cfg.head_dim, cfg.max_seq_len, cfg.d_ff}),
+            std::vector<int64_t>({1024, 96, 3, 6, 2, 24, 512, 256}));
+  EXPECT_TRUE(cfg.qk_norm);
+  EXPECT_FALSE(cfg.tied_embeddings);
 }
 
 TEST(HfConfig, LlamaMatchesPreset) {
@@ -322,6 +448,7 @@ TEST(HfConfig, BadFixturesNameFileAndProblem) {
       {"bad_missing_field.json", {"\"num_hidden_layers\" is missing"}},
       {"bad_type.json", {"\"hidden_size\" is \"2048\"", "positive integer"}},
       {"bad_heads.json", {"\"num_key_value_heads\" (5) does not divide", "(32)"}},
+      {"bad_qwen3_attention_bias.json", {"\"attention_bias\" is true", "o_proj", "set it to false"}},
       {"does_not_exist.json", {"cannot read config", "No such file"}},
   };
   for (const Case& k : cases) {
@@ -332,12 +459,15 @@ TEST(HfConfig, BadFixturesNameFileAndProblem) {
     for (const char* e : k.expected) EXPECT_CONTAINS(msg, e);
   }
   const std::string dir = user_error([] { load_hf_config(kHfDir); });
-  EXPECT_CONTAINS(dir, "is a directory");
+  EXPECT_CONTAINS(dir, "config directory \"" + kHfDir + "\" has no config.json");
 }
 
 TEST(HfConfig, BadValuesNameTheField) {
   const std::string llama_head =
       R"({"model_type":"llama","vocab_size":512,"intermediate_size":176,)"
+      R"("num_hidden_layers":2,"max_position_embeddings":256,)";
+  const std::string qwen3_head =
+      R"({"model_type":"qwen3","vocab_size":512,"intermediate_size":176,)"
       R"("num_hidden_layers":2,"max_position_embeddings":256,)";
   struct Case {
     std::string json;
@@ -368,6 +498,18 @@ TEST(HfConfig, BadValuesNameTheField) {
       {llama_head + R"("hidden_size":64,"num_attention_heads":4,"mlp_bias":true})",
        {"\"mlp_bias\" is true"}},
       {llama_head + R"("hidden_size":60,"num_attention_heads":4})", {"head_dim 15 is odd"}},
+      {qwen3_head +
+           R"("hidden_size":64,"num_attention_heads":4,"attention_bias":true})",
+       {"\"attention_bias\" is true", "Qwen3"}},
+      {qwen3_head +
+           R"("hidden_size":64,"num_attention_heads":4,"head_dim":0})",
+       {"\"head_dim\" is 0"}},
+      {qwen3_head +
+           R"("hidden_size":64,"num_attention_heads":4,"head_dim":33})",
+       {"head_dim 33 is odd"}},
+      {qwen3_head +
+           R"("hidden_size":64,"num_attention_heads":4,"num_key_value_heads":3,"head_dim":16})",
+       {"\"num_key_value_heads\" (3) does not divide"}},
       {R"({"model_type":"gpt2","vocab_size":512,"n_embd":64,"n_layer":2,"n_head":5,"n_positions":256})",
        {"\"n_head\" (5) does not divide \"n_embd\" (64)"}},
       {R"({"model_type":"gpt2","vocab_size":512,"n_embd":64,"n_layer":2,"n_head":4})",
@@ -388,6 +530,151 @@ TEST(HfConfig, Qwen2AlwaysHasQkvBiasAndMistralNever) {
   EXPECT_TRUE(parse_hf_config(R"({"model_type":"qwen2",)" + shape, "q").qkv_bias);
   EXPECT_FALSE(parse_hf_config(R"({"model_type":"mistral",)" + shape, "m").qkv_bias);
   EXPECT_FALSE(parse_hf_config(R"({"model_type":"llama",)" + shape, "l").qkv_bias);
+}
+
+// ---------------------------------------------------------------------------------------------
+// --hf-config DIR and Hub ids from the local cache (a fake cache in a temporary directory)
+
+namespace fs = std::filesystem;
+
+// Sets one environment variable for the scope, restoring its previous state.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value == nullptr)
+      unsetenv(name);
+    else
+      setenv(name, value, /*overwrite=*/1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+// A Hub cache laid out as huggingface_hub writes it: models--ORG--NAME/{refs/main, blobs/,
+// snapshots/<rev>/config.json -> ../../blobs/<hash>}.
+class HubCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "accumbench_hub_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    cache_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(cache_); }
+
+  fs::path repo(const std::string& org, const std::string& name) const {
+    return cache_ / ("models--" + org + "--" + name);
+  }
+  // A snapshot whose config.json is a link into blobs/, holding a Qwen3 shape of `layers` layers.
+  void add_snapshot(const fs::path& repo_dir, const std::string& rev, int layers) const {
+    fs::create_directories(repo_dir / "blobs");
+    fs::create_directories(repo_dir / "snapshots" / rev);
+    std::ofstream(repo_dir / "blobs" / ("blob-" + rev))
+        << R"({"model_type":"qwen3","vocab_size":512,"hidden_size":64,"intermediate_size":176,)"
+        << R"("num_hidden_layers":)" << layers
+        << R"(,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":32,)"
+        << R"("max_position_embeddings":256,"tie_word_embeddings":true})";
+    fs::create_symlink(fs::path("..") / ".." / "blobs" / ("blob-" + rev), repo_dir / "snapshots" / rev / "config.json");
+  }
+  void set_ref(const fs::path& repo_dir, const std::string& rev) const {
+    fs::create_directories(repo_dir / "refs");
+    std::ofstream(repo_dir / "refs" / "main") << rev;  // huggingface_hub writes no newline
+  }
+
+  fs::path cache_;
+};
+
+TEST_F(HubCache, CacheDirectoryFollowsHuggingfaceHub) {
+  ScopedEnv hub("HF_HUB_CACHE", "/x/hub-cache");
+  ScopedEnv home_hf("HF_HOME", "/x/hf-home");
+  ScopedEnv home("HOME", "/x/home");
+  EXPECT_EQ(hf_hub_cache_dir(), "/x/hub-cache");
+  {
+    ScopedEnv no_hub("HF_HUB_CACHE", nullptr);
+    EXPECT_EQ(hf_hub_cache_dir(), "/x/hf-home/hub");
+    ScopedEnv no_home_hf("HF_HOME", nullptr);
+    EXPECT_EQ(hf_hub_cache_dir(), "/x/home/.cache/huggingface/hub");
+  }
+}
+
+TEST_F(HubCache, IdResolvesThroughRefsMain) {
+  ScopedEnv hub("HF_HUB_CACHE", cache_.c_str());
+  const fs::path r = repo("test-org", "Qwen3-Small");
+  add_snapshot(r, "1111aaaa", 2);
+  add_snapshot(r, "2222bbbb", 3);  // refs/main points here
+  set_ref(r, "2222bbbb");
+  EXPECT_EQ(resolve_hf_config_path("test-org/Qwen3-Small"), (r / "snapshots" / "2222bbbb" / "config.json").string());
+  const ModelConfig cfg = load_hf_config("test-org/Qwen3-Small");
+  EXPECT_EQ(cfg.name, "test-org/Qwen3-Small");  // the id, not the snapshot path
+  EXPECT_EQ(cfg.n_layers, 3);
+  EXPECT_TRUE(cfg.qk_norm);
+  // qwen3-tiny's shape with a third block.
+  const int64_t tiny = parameter_count(find_preset("qwen3-tiny"));
+  EXPECT_EQ(parameter_count(cfg) - tiny, (tiny - 512 * 64 - 64) / 2);
+}
+
+TEST_F(HubCache, OnlySnapshotWithoutRefIsUsed) {
+  ScopedEnv hub("HF_HUB_CACHE", cache_.c_str());
+  add_snapshot(repo("test-org", "m"), "cafe", 2);
+  EXPECT_EQ(load_hf_config("test-org/m").n_layers, 2);
+}
+
+TEST_F(HubCache, HfHomeIsUsedWithoutHubCache) {
+  ScopedEnv no_hub("HF_HUB_CACHE", nullptr);
+  ScopedEnv home_hf("HF_HOME", cache_.c_str());
+  add_snapshot(cache_ / "hub" / "models--test-org--m", "cafe", 2);
+  EXPECT_EQ(load_hf_config("test-org/m").n_layers, 2);
+}
+
+TEST_F(HubCache, RefusesWhatItCannotResolve) {
+  ScopedEnv hub("HF_HUB_CACHE", cache_.c_str());
+  // Not cached: where it looked, which variable chose that, and what to do.
+  const std::string missing = user_error([] { load_hf_config("Qwen/Qwen3-1.7B"); });
+  EXPECT_CONTAINS(missing, "\"Qwen/Qwen3-1.7B\"");
+  EXPECT_CONTAINS(missing, "not in the local Hugging Face cache");
+  EXPECT_CONTAINS(missing, (cache_ / "models--Qwen--Qwen3-1.7B").string());
+  EXPECT_CONTAINS(missing, "$HF_HUB_CACHE");
+  EXPECT_CONTAINS(missing, "huggingface-cli download Qwen/Qwen3-1.7B config.json");
+
+  // Several snapshots and no refs/main: no guess.
+  add_snapshot(repo("test-org", "two"), "aaaa", 2);
+  add_snapshot(repo("test-org", "two"), "bbbb", 3);
+  const std::string several = user_error([] { load_hf_config("test-org/two"); });
+  EXPECT_CONTAINS(several, "has 2 snapshots");
+  EXPECT_CONTAINS(several, "no refs/main");
+
+  // refs/main naming a snapshot that is not there.
+  add_snapshot(repo("test-org", "stale"), "aaaa", 2);
+  set_ref(repo("test-org", "stale"), "ffff");
+  EXPECT_CONTAINS(user_error([] { load_hf_config("test-org/stale"); }), "names revision \"ffff\"");
+
+  // A snapshot without config.json (only the weights were downloaded).
+  fs::create_directories(repo("test-org", "weights-only") / "snapshots" / "aaaa");
+  EXPECT_CONTAINS(user_error([] { load_hf_config("test-org/weights-only"); }), "has no");
+
+  // A missing file that looks like a path is reported as a file, not looked up in the cache.
+  const std::string file = user_error([] { load_hf_config("some-dir/config.json"); });
+  EXPECT_CONTAINS(file, "cannot read config \"some-dir/config.json\"");
+}
+
+TEST_F(HubCache, DirectoryMeansItsConfigJson) {
+  ScopedEnv hub("HF_HUB_CACHE", cache_.c_str());
+  add_snapshot(repo("test-org", "m"), "cafe", 2);
+  const fs::path snapshot = repo("test-org", "m") / "snapshots" / "cafe";
+  const ModelConfig cfg = load_hf_config(snapshot.string());
+  EXPECT_EQ(cfg.name, (snapshot / "config.json").string());
+  EXPECT_EQ(cfg.n_layers, 2);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ int64_t module_params(const std::string& preset) {
 }  // namespace
 
 TEST(Models, SmallPresetModulesMatchClosedForm) {
-  for (const char* name : {"gpt2-tiny", "gpt2-mini", "llama-tiny", "llama-mini"}) {
+  for (const char* name : {"gpt2-tiny", "gpt2-mini", "llama-tiny", "llama-mini", "qwen3-tiny"}) {
     EXPECT_EQ(module_params(name), ab::parameter_count(ab::find_preset(name))) << name;
   }
 }
@@ -26,10 +26,55 @@ TEST(Models, PublishedPresetModulesMatchPublishedCounts) {
   EXPECT_EQ(module_params("gpt2-124m"), 124439808);
   EXPECT_EQ(module_params("smollm2-135m"), 134515008);
   EXPECT_EQ(module_params("qwen2.5-0.5b"), 494032768);
+  // Qwen3: q_norm and k_norm (head_dim each, per layer) are registered, and the closed form
+  // counts them.
+  EXPECT_EQ(module_params("qwen3-0.6b"), ab::parameter_count(ab::find_preset("qwen3-0.6b")));
+  EXPECT_EQ(module_params("qwen3-0.6b"), 596049920);
+  EXPECT_EQ(module_params("qwen3-1.7b"), ab::parameter_count(ab::find_preset("qwen3-1.7b")));
+}
+
+// The q/k norms are HF's Qwen3RMSNorm over each head's hd: the weight (head_dim, ones at the
+// start) is shared by the heads, and scaling one head's rows of q_proj or k_proj changes nothing
+// downstream (the norm divides it out per head), which a norm over all H·hd channels, or none
+// (llama-tiny), would not.
+TEST(Models, Qwen3QkNormsNormalizeEachHead) {
+  const ab::ModelConfig cfg = ab::find_preset("qwen3-tiny");
+  int norms = 0;
+  for (const auto& p : ab::build_model(cfg, 0)->named_parameters()) {
+    if (p.key().find("q_norm.weight") == std::string::npos && p.key().find("k_norm.weight") == std::string::npos)
+      continue;
+    ++norms;
+    EXPECT_EQ(p.value().sizes(), (std::vector<int64_t>{cfg.head_dim})) << p.key();
+    EXPECT_TRUE(torch::equal(p.value(), torch::ones({cfg.head_dim}))) << p.key();
+  }
+  EXPECT_EQ(norms, 2 * cfg.n_layers);
+
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(3);
+  const at::Tensor tokens = torch::randint(cfg.vocab_size, {2, 16}, torch::kLong);
+  for (const char* name : {"qwen3-tiny", "llama-tiny"}) {
+    const ab::ModelConfig c = ab::find_preset(name);
+    ab::LanguageModel model = ab::build_model(c, 0);
+    model->eval();
+    const at::Tensor before = model->forward(tokens);
+    for (auto& p : model->named_parameters()) {
+      const bool q = p.key().find("q_proj.weight") != std::string::npos;
+      const bool k = p.key().find("k_proj.weight") != std::string::npos;
+      if (q) p.value().narrow(0, 1 * c.head_dim, c.head_dim).mul_(10.0);  // query head 1
+      if (k) p.value().narrow(0, 0, c.head_dim).mul_(4.0);                 // key head 0
+    }
+    const double change = (model->forward(tokens) - before).abs().max().item<double>();
+    if (c.qk_norm) {
+      EXPECT_LT(change, 1e-4) << name;  // fp32 rounding of logits of magnitude ~1
+    } else {
+      EXPECT_GT(change, 1e-3) << name;  // the test can fail
+      EXPECT_FALSE(c.qk_norm);
+    }
+  }
 }
 
 TEST(Models, HfConfigsBuildTheirShapes) {
-  for (const char* file : {"gpt2.json", "qwen2.json"}) {
+  for (const char* file : {"gpt2.json", "qwen2.json", "qwen3_untied"}) {
     const ab::ModelConfig cfg = ab::load_hf_config(std::string(ACCUMBENCH_TEST_DATA) + "/hf/" + file);
     ab::LanguageModel model = ab::build_model(cfg, 0);
     EXPECT_EQ(ab::count_parameters(*model), ab::parameter_count(cfg)) << file;
@@ -67,4 +112,4 @@ TEST_P(Causality, FutureTokensDoNotChangePastLogits) {
   EXPECT_GT((a.narrow(1, t + 1, seq - t - 1) - b.narrow(1, t + 1, seq - t - 1)).abs().max().item<double>(), 1e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(BothFamilies, Causality, ::testing::Values("gpt2-tiny", "llama-tiny", "llama-mini"));
+INSTANTIATE_TEST_SUITE_P(BothFamilies, Causality, ::testing::Values("gpt2-tiny", "llama-tiny", "llama-mini", "qwen3-tiny"));

@@ -87,7 +87,7 @@ void add_model_options(CLI::App* command, WorkloadFlags& f) {
   ab::ModelOptions& model = f.workload.model;
   command->add_option("--model", model.preset, "model preset (see `accumbench models`)")->capture_default_str();
   command->add_option("--hf-config", model.hf_config,
-                      "Hugging Face config.json (model_type gpt2, llama, qwen2, mistral); overrides --model");
+                      "model_type gpt2, llama, qwen2, qwen3, mistral; a config.json, a model directory, or a Hub id from the local cache; overrides --model");
   if (f.command != ab::Command::kPlan) {
     command->add_option("--seed", model.seed, "seed of the random weights and tokens")->capture_default_str();
   }

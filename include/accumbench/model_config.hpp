@@ -3,7 +3,8 @@
 //
 //   ModelConfig cfg = accumbench::find_preset("gpt2-124m");
 //   int64_t n = accumbench::parameter_count(cfg);   // 124,439,808
-//   ModelConfig hf = accumbench::load_hf_config("config.json");
+//   ModelConfig hf = accumbench::load_hf_config("config.json");   // or a directory, or a cached
+//   ModelConfig q3 = accumbench::load_hf_config("Qwen/Qwen3-1.7B"); // Hub id (never downloaded)
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@ namespace accumbench {
 enum class Architecture {
   kGpt2,   // learned positions, LayerNorm, GELU-tanh MLP, biases everywhere, tied embeddings
   kLlama,  // RoPE, RMSNorm, SwiGLU MLP, grouped-query attention, optional q/k/v bias (Qwen2)
+           // and q/k RMSNorm over the head dim (Qwen3)
 };
 
 std::string to_string(Architecture arch);
@@ -29,13 +31,15 @@ struct ModelConfig {
   int64_t n_layers = 0;
   int64_t n_heads = 0;
   int64_t n_kv_heads = 0;   // == n_heads for GPT-2 (multi-head attention)
-  int64_t head_dim = 0;     // usually d_model / n_heads
+  int64_t head_dim = 0;     // usually d_model / n_heads; Qwen3 sets it (attention width H·hd ≠ d)
   int64_t d_ff = 0;         // MLP hidden width (4·d for GPT-2)
   int64_t max_seq_len = 0;  // learned positions (GPT-2) / RoPE table length (Llama)
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   bool tied_embeddings = true;
   bool qkv_bias = false;    // Qwen2 puts a bias on q/k/v projections
+  bool qk_norm = false;     // Qwen3: RMSNorm (weight of size head_dim, shared by the heads) on
+                            // each head's q and k before RoPE
   std::string published_parameters;  // e.g. "124M"; empty for test presets
 };
 
@@ -57,10 +61,22 @@ const std::vector<ModelConfig>& presets();
 // Throws UserError listing the known names when `name` is not a preset.
 const ModelConfig& find_preset(const std::string& name);
 
-// Builds a ModelConfig from a Hugging Face config.json (model_type gpt2, llama, qwen2, mistral).
-// Throws UserError on unreadable files, broken JSON, unknown model_type, missing/invalid fields.
-ModelConfig load_hf_config(const std::string& path);
+// Builds a ModelConfig from a Hugging Face config.json (model_type gpt2, llama, qwen2, qwen3,
+// mistral). `spec` is the file, a model directory (its config.json) or a Hub id ORG/NAME found in
+// the local cache only (resolve_hf_config_path). Throws UserError on unreadable files, broken
+// JSON, unknown model_type, missing/invalid fields, an id that is not cached.
+ModelConfig load_hf_config(const std::string& spec);
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& origin);
+
+// The config.json that --hf-config means: a directory's config.json; for ORG/NAME that is not a
+// path on disk, models--ORG--NAME/snapshots/<refs/main, or the only snapshot>/config.json in the
+// local Hub cache (never the network); anything else unchanged. Throws UserError (with where it
+// looked and what to do) when a directory has no config.json or an id is not cached.
+std::string resolve_hf_config_path(const std::string& spec);
+
+// The local Hub cache huggingface_hub uses: $HF_HUB_CACHE, else $HF_HOME/hub, else
+// ~/.cache/huggingface/hub.
+std::string hf_hub_cache_dir();
 
 // The model a run asks for: the Hugging Face config when one is given, else the preset.
 ModelConfig resolve_model(const ModelOptions& options);

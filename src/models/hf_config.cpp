@@ -1,19 +1,24 @@
-// Hugging Face config.json → ModelConfig, for model_type gpt2, llama, qwen2 and mistral.
+// Hugging Face config.json → ModelConfig, for model_type gpt2, llama, qwen2, qwen3 and mistral,
+// read from a file, a model directory or a Hub id in the local Hugging Face cache (never the
+// network).
 //
 // Only fields that set a shape (or the norm epsilon / RoPE base, which the model uses) are read;
 // everything else (dropout, token ids, torch_dtype, rope_scaling, sliding_window, ...) changes
 // neither the parameter count nor the amount of work per token at the lengths the benchmark runs,
 // and is ignored. Field names and defaults follow transformers' GPT2Config, LlamaConfig,
-// Qwen2Config and MistralConfig; shape fields have no default here, because a config.json saved
+// Qwen2Config, Qwen3Config and MistralConfig; shape fields have no default here, because a config.json saved
 // by transformers always writes them and a missing one means the file is not what the user thinks.
+#include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "accumbench/error.hpp"
 #include "accumbench/model_config.hpp"
@@ -23,7 +28,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kSupportedModelTypes = "gpt2, llama, qwen2 or mistral";
+constexpr const char* kSupportedModelTypes = "gpt2, llama, qwen2, qwen3 or mistral";
 
 // Reads typed fields from one config object; every failure names the file and the field.
 class FieldReader {
@@ -127,7 +132,7 @@ ModelConfig gpt2_from(const FieldReader& f) {
   return c;
 }
 
-// transformers LlamaConfig / Qwen2Config / MistralConfig (same field names).
+// transformers LlamaConfig / Qwen2Config / Qwen3Config / MistralConfig (same field names).
 ModelConfig llama_family_from(const FieldReader& f, const std::string& model_type) {
   ModelConfig c;
   c.arch = Architecture::kLlama;
@@ -144,9 +149,12 @@ ModelConfig llama_family_from(const FieldReader& f, const std::string& model_typ
                ") does not divide \"num_attention_heads\" (" + std::to_string(c.n_heads) + ")",
            "grouped-query attention needs a key/value head count that divides the head count");
   // An explicit head_dim may make n_heads·head_dim differ from hidden_size (Mistral-Nemo:
-  // 32 × 128 ≠ 5120); without it transformers uses hidden_size / num_attention_heads.
+  // 32 × 128 ≠ 5120; Qwen3-0.6B: 16 × 128 ≠ 1024); without it transformers uses
+  // hidden_size / num_attention_heads, except Qwen3Config, whose head_dim defaults to 128.
   if (f.has("head_dim")) {
     c.head_dim = f.positive_int("head_dim");
+  } else if (model_type == "qwen3") {
+    c.head_dim = 128;
   } else {
     if (c.d_model % c.n_heads != 0)
       f.fail("field \"num_attention_heads\" (" + std::to_string(c.n_heads) +
@@ -160,6 +168,15 @@ ModelConfig llama_family_from(const FieldReader& f, const std::string& model_typ
 
   if (model_type == "qwen2") {
     c.qkv_bias = true;  // Qwen2Attention: q/k/v_proj bias=True, o_proj bias=False, always
+  } else if (model_type == "qwen3") {
+    // Qwen3Attention: q_norm, k_norm (RMSNorm over head_dim) before RoPE; no bias unless
+    // attention_bias, which (as in Llama) puts one on o_proj too.
+    c.qk_norm = true;
+    if (f.boolean_or("attention_bias", false))
+      f.fail(
+          "field \"attention_bias\" is true, which adds biases to q/k/v_proj and o_proj that the "
+          "Qwen3 model here does not have",
+          "set it to false to benchmark the same shape without attention biases");
   } else if (model_type == "llama") {
     // LlamaAttention puts attention_bias on o_proj as well as q/k/v, and mlp_bias on all three
     // MLP projections; the Llama module here has neither, so such a file cannot be modelled
@@ -200,7 +217,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& ori
   ModelConfig cfg;
   if (model_type == "gpt2") {
     cfg = gpt2_from(fields);
-  } else if (model_type == "llama" || model_type == "qwen2" || model_type == "mistral") {
+  } else if (model_type == "llama" || model_type == "qwen2" || model_type == "qwen3" || model_type == "mistral") {
     cfg = llama_family_from(fields, model_type);
   } else {
     fields.fail("model_type \"" + model_type + "\" is not supported",
@@ -211,20 +228,126 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& ori
   return cfg;
 }
 
-ModelConfig load_hf_config(const std::string& path) {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A Hub model id, ORG/NAME (huggingface_hub's repo-id characters), that is not a path on disk; a
+// name ending in .json is a mistyped file, not an id.
+bool looks_like_hub_id(const std::string& text) {
+  const auto slash = text.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == text.size() ||
+      text.find('/', slash + 1) != std::string::npos)
+    return false;
+  if (text.size() >= 5 && text.compare(text.size() - 5, 5, ".json") == 0) return false;
+  for (const char ch : text)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && std::strchr("/-_.", ch) == nullptr) return false;
+  return text[0] != '.' && text[slash + 1] != '.';
+}
+
+std::string env_or_empty(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+// Which rule picked the cache directory, for the not-found message.
+std::string hub_cache_origin() {
+  if (!env_or_empty("HF_HUB_CACHE").empty()) return "$HF_HUB_CACHE";
+  if (!env_or_empty("HF_HOME").empty()) return "$HF_HOME/hub";
+  return "the default cache";
+}
+
+// huggingface_hub's layout: models--ORG--NAME/refs/main holds the revision of the snapshot
+// directory snapshots/<rev>/, whose files link into blobs/.
+fs::path cached_snapshot(const std::string& id, const fs::path& repo_dir) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw UserError("config \"" + path + "\" is a directory; pass the config.json file inside it");
+  const fs::path snapshots = repo_dir / "snapshots";
+  std::ifstream ref(repo_dir / "refs" / "main");
+  if (ref) {
+    std::string rev;
+    ref >> rev;
+    if (!rev.empty() && fs::is_directory(snapshots / rev, ec)) return snapshots / rev;
+    throw UserError("the cached Hub model \"" + id + "\" names revision \"" + rev + "\" in " +
+                    (repo_dir / "refs" / "main").string() + " but has no snapshot " +
+                    (snapshots / rev).string() + "; download it again (huggingface-cli download " +
+                    id + " config.json)");
+  }
+  std::vector<fs::path> found;
+  for (fs::directory_iterator it(snapshots, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory(ec)) found.push_back(it->path());
+  if (found.size() == 1) return found.front();
+  if (found.empty())
+    throw UserError("the Hub model \"" + id + "\" has no snapshot in the local Hugging Face cache (" +
+                    snapshots.string() + " is empty or missing); download it with huggingface-cli download " +
+                    id + " config.json, or pass the path of its config.json");
+  throw UserError("the cached Hub model \"" + id + "\" has " + std::to_string(found.size()) +
+                  " snapshots under " + snapshots.string() +
+                  " and no refs/main to choose one; pass the snapshot directory you mean instead of the id");
+}
+
+// The config.json of a Hub id from the local cache only: --hf-config never downloads.
+std::string cached_hub_config(const std::string& id) {
+  const std::string org = id.substr(0, id.find('/'));
+  const std::string name = id.substr(id.find('/') + 1);
+  const std::string cache = hf_hub_cache_dir();
+  const fs::path repo_dir = fs::path(cache) / ("models--" + org + "--" + name);
+  std::error_code ec;
+  if (!fs::is_directory(repo_dir, ec))
+    throw UserError("\"" + id + "\" is neither a file nor a directory, and as a Hub id it is not in the local " +
+                    "Hugging Face cache (looked for " + repo_dir.string() + ", from " + hub_cache_origin() +
+                    "); download it with huggingface-cli download " + id +
+                    " config.json, set HF_HUB_CACHE to the cache that holds it, or pass the path of its config.json");
+  const fs::path config = cached_snapshot(id, repo_dir) / "config.json";
+  if (!fs::is_regular_file(config, ec))
+    throw UserError("the cached Hub model \"" + id + "\" has no " + config.string() +
+                    "; download it with huggingface-cli download " + id + " config.json");
+  return config.string();
+}
+
+std::string read_config_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw UserError("cannot read config \"" + path + "\" (" + std::strerror(errno) +
-                    "); pass the path of a Hugging Face config.json");
+                    "); pass the path of a Hugging Face config.json, a model directory or a cached Hub id");
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad())
     throw UserError("cannot read config \"" + path + "\" (" + std::strerror(errno) +
                     "); pass the path of a readable Hugging Face config.json");
-  return parse_hf_config(text.str(), path);
+  return text.str();
+}
+
+}  // namespace
+
+std::string hf_hub_cache_dir() {
+  // huggingface_hub's constants: HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub.
+  const std::string hub_cache = env_or_empty("HF_HUB_CACHE");
+  if (!hub_cache.empty()) return hub_cache;
+  const std::string hf_home = env_or_empty("HF_HOME");
+  if (!hf_home.empty()) return (fs::path(hf_home) / "hub").string();
+  const std::string home = env_or_empty("HOME");
+  return ((home.empty() ? fs::path("~") : fs::path(home)) / ".cache" / "huggingface" / "hub").string();
+}
+
+std::string resolve_hf_config_path(const std::string& spec) {
+  std::error_code ec;
+  if (fs::is_directory(spec, ec)) {
+    const fs::path config = fs::path(spec) / "config.json";
+    if (!fs::exists(config, ec))
+      throw UserError("config directory \"" + spec +
+                      "\" has no config.json; pass a model directory that holds one, or the config.json file itself");
+    return config.string();
+  }
+  if (!fs::exists(spec, ec) && looks_like_hub_id(spec)) return cached_hub_config(spec);
+  return spec;
+}
+
+ModelConfig load_hf_config(const std::string& spec) {
+  const std::string path = resolve_hf_config_path(spec);
+  ModelConfig cfg = parse_hf_config(read_config_text(path), path);
+  std::error_code ec;
+  if (!fs::exists(spec, ec)) cfg.name = spec;  // a Hub id names the model, not its snapshot path
+  return cfg;
 }
 
 }  // namespace accumbench

@@ -71,6 +71,10 @@ class LlamaBlockImpl : public TransformerBlockImpl {
     q_proj = register_module("q_proj", linear(d, n_heads_ * head_dim_, cfg.qkv_bias));
     k_proj = register_module("k_proj", linear(d, n_kv_heads_ * head_dim_, cfg.qkv_bias));
     v_proj = register_module("v_proj", linear(d, n_kv_heads_ * head_dim_, cfg.qkv_bias));
+    if (cfg.qk_norm) {  // Qwen3Attention: one weight of size head_dim each, shared by the heads
+      q_norm = register_module("q_norm", RmsNorm(head_dim_, cfg.norm_eps));
+      k_norm = register_module("k_norm", RmsNorm(head_dim_, cfg.norm_eps));
+    }
     o_proj = register_module("o_proj", linear(n_heads_ * head_dim_, d, false));
     post_attention_layernorm = register_module("post_attention_layernorm", RmsNorm(d, cfg.norm_eps));
     gate_proj = register_module("gate_proj", linear(d, cfg.d_ff, false));
@@ -88,6 +92,10 @@ class LlamaBlockImpl : public TransformerBlockImpl {
     at::Tensor q = heads(q_proj(normed), n_heads_);
     at::Tensor k = heads(k_proj(normed), n_kv_heads_);
     at::Tensor v = heads(v_proj(normed), n_kv_heads_);
+    if (q_norm) {  // Qwen3: RMSNorm over each head's hd on the (B, T, n, hd) view, before RoPE, as HF
+      q = q_norm(q.transpose(1, 2)).transpose(1, 2);
+      k = k_norm(k.transpose(1, 2)).transpose(1, 2);
+    }
     auto [cos, sin] = rotary_->get(seq, q);  // (T, hd), broadcast over (B, H)
     q = q * cos + rotate_half(q) * sin;
     k = k * cos + rotate_half(k) * sin;
@@ -103,6 +111,7 @@ class LlamaBlockImpl : public TransformerBlockImpl {
   }
 
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  RmsNorm q_norm{nullptr}, k_norm{nullptr};  // Qwen3 only
   AdaptedLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   AdaptedLinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
@@ -151,6 +160,7 @@ class LlamaImpl : public LanguageModelImpl {
     torch::NoGradGuard no_grad;
     for (auto& p : named_parameters()) {
       if (p.key().find("layernorm") != std::string::npos || p.key().rfind("norm.", 0) == 0) continue;
+      if (p.key().find("q_norm.") != std::string::npos || p.key().find("k_norm.") != std::string::npos) continue;
       if (p.value().dim() == 1) {
         p.value().zero_();  // q/k/v biases (Qwen2)
       } else {

@@ -69,14 +69,17 @@ int64_t block_parameters(const ModelConfig& cfg, const CheckedCount& c) {
     const int64_t mlp_out = c.add(c.mul(cfg.d_ff, d), d);           // mlp.c_proj d_ff→d
     return c.add(c.add(c.add(norms, qkv), c.add(attn_out, fc)), mlp_out);
   }
-  // Llama-family block (HF LlamaDecoderLayer / Qwen2DecoderLayer): no biases except the
-  // q/k/v bias of Qwen2; q and o use n_heads·head_dim, which may differ from d (explicit
-  // head_dim in config.json), k and v use n_kv_heads·head_dim (grouped-query attention).
+  // Llama-family block (HF LlamaDecoderLayer / Qwen2DecoderLayer / Qwen3DecoderLayer): no biases
+  // except the q/k/v bias of Qwen2; q and o use n_heads·head_dim, which may differ from d
+  // (explicit head_dim in config.json), k and v use n_kv_heads·head_dim (grouped-query attention).
   const int64_t q_width = c.mul(cfg.n_heads, cfg.head_dim);
   const int64_t kv_width = c.mul(cfg.n_kv_heads, cfg.head_dim);
   const int64_t norms = c.mul(2, d);                                      // two RMSNorm weights
   int64_t attn = c.add(c.mul(d, q_width), c.mul(2, c.mul(d, kv_width)));  // q, k, v
   if (cfg.qkv_bias) attn = c.add(attn, c.add(q_width, c.mul(2, kv_width)));
+  // Qwen3Attention's q_norm and k_norm: one RMSNorm weight of size head_dim each, shared by all
+  // heads (not H·hd: the norm runs over the last dim of the (…, H, hd) view).
+  if (cfg.qk_norm) attn = c.add(attn, c.mul(2, cfg.head_dim));
   attn = c.add(attn, c.mul(q_width, d));             // o_proj, no bias
   const int64_t mlp = c.mul(3, c.mul(d, cfg.d_ff));  // gate, up, down
   return c.add(c.add(norms, attn), mlp);
@@ -164,8 +167,8 @@ void validate(const ModelConfig& cfg) {
 
 // Closed form, one term per parameter tensor (see block_parameters for the per-block list):
 //   GPT-2: V·d (wte, tied head) + T·d (wpe) + L·(4d + 3d²+3d + d²+d + 2·d·d_ff + d_ff + d) + 2d
-//   Llama: V·d (+ V·d untied head) + L·(2d + d·(H+2K)·hd [+ (H+2K)·hd bias] + H·hd·d
-//          + 3·d·d_ff) + d
+//   Llama: V·d (+ V·d untied head) + L·(2d + d·(H+2K)·hd [+ (H+2K)·hd bias] [+ 2·hd q/k norm]
+//          + H·hd·d + 3·d·d_ff) + d
 // Assumes validate(cfg) passed; throws UserError only when the count overflows int64.
 int64_t parameter_count(const ModelConfig& cfg) { return checked_parameter_count(cfg); }
 
@@ -205,6 +208,8 @@ struct LlamaShape {
   int64_t vocab, d, layers, heads, kv_heads, d_ff, max_seq_len;
   double rope_theta, norm_eps;
   bool tied, qkv_bias;
+  int64_t head_dim = 0;  // 0: d / heads, as transformers does without an explicit head_dim
+  bool qk_norm = false;  // Qwen3
 };
 
 ModelConfig llama(std::string name, const LlamaShape& s, std::string published) {
@@ -216,13 +221,14 @@ ModelConfig llama(std::string name, const LlamaShape& s, std::string published) 
   c.n_layers = s.layers;
   c.n_heads = s.heads;
   c.n_kv_heads = s.kv_heads;
-  c.head_dim = s.d / s.heads;
+  c.head_dim = s.head_dim > 0 ? s.head_dim : s.d / s.heads;
   c.d_ff = s.d_ff;
   c.max_seq_len = s.max_seq_len;
   c.rope_theta = s.rope_theta;
   c.norm_eps = s.norm_eps;
   c.tied_embeddings = s.tied;
   c.qkv_bias = s.qkv_bias;
+  c.qk_norm = s.qk_norm;
   c.published_parameters = std::move(published);
   return c;
 }
@@ -250,6 +256,13 @@ std::vector<ModelConfig> make_presets() {
   // Its llama3 rope_scaling only rescales RoPE frequencies, which changes no shape or cost.
   p.push_back(llama("llama-3.2-1b",
                     {128256, 2048, 16, 32, 8, 8192, 131072, 500000.0, 1e-5, true, false}, "1.23B"));
+  // Qwen/Qwen3-0.6B and Qwen/Qwen3-1.7B config.json (Qwen3ForCausalLM: q/k RMSNorm, no bias,
+  // explicit head_dim 128, so H·hd = 2048 ≠ d = 1024 for 0.6B; tied). Model cards: 0.6B total
+  // and 0.44B non-embedding; 1.7B and 1.4B (checked in tests/test_model_config.cpp).
+  p.push_back(llama("qwen3-0.6b",
+                    {151936, 1024, 28, 16, 8, 3072, 40960, 1000000.0, 1e-6, true, false, 128, true}, "0.6B"));
+  p.push_back(llama("qwen3-1.7b",
+                    {151936, 2048, 28, 16, 8, 6144, 40960, 1000000.0, 1e-6, true, false, 128, true}, "1.7B"));
 
   // Small shapes for CPU tests and the default run; not published models.
   // gpt2-mini is the default sweep model: big enough that a step is not pure overhead, small
@@ -261,6 +274,9 @@ std::vector<ModelConfig> make_presets() {
   // 352 (×32). llama-tiny is untied so the separate lm_head path is exercised too.
   p.push_back(llama("llama-tiny", {512, 64, 2, 4, 2, 176, 256, 10000.0, 1e-5, false, false}, ""));
   p.push_back(llama("llama-mini", {4096, 128, 4, 4, 2, 352, 512, 10000.0, 1e-5, true, false}, ""));
+  // qwen3-tiny: llama-tiny's size with Qwen3's attention: q/k norms, and head_dim 32 ≠ 64/4, so
+  // the attention width H·hd = 128 is twice d (as in Qwen3-0.6B); tied, like the small Qwen3s.
+  p.push_back(llama("qwen3-tiny", {512, 64, 2, 4, 2, 176, 256, 1000000.0, 1e-6, true, false, 32, true}, ""));
   return p;
 }
 

@@ -134,8 +134,25 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   if (!frozen) t.add("input RMSNorm normed", "L·b·T·d·4", L * N * d * kFp32, "weight · normed saves normed (fp32, as HF)");
   const std::vector<std::string> saving = saving_linears(m, o);
   linear_input(t, "input RMSNorm output", {"q", "k", "v"}, saving, L, N, d, "d", c, o);
+  if (m.qk_norm) {
+    // Qwen3's q_norm and k_norm (llama.cpp: RmsNorm on the (b, T, n, hd) views of q_proj's and
+    // k_proj's outputs, before RoPE): the tensors of the block's RMSNorms, over a + kv channels.
+    const int64_t Hkv = m.n_kv_heads;
+    t.add("q/k RMSNorm fp32 inputs", "L·b·T·(a+kv)·4", L * N * (a + kv) * kFp32,
+          cast ? "x.to(fp32) copies q_proj's and k_proj's outputs; pow and mul save the copies"
+               : "q_proj's and k_proj's outputs themselves (to(fp32) is a no-op); pow and mul save them");
+    if (o.libtorch_major < 2) {
+      t.add("q/k RMSNorm x²", "L·b·T·(a+kv)·4", L * N * (a + kv) * kFp32, "LibTorch 1.x's mean backward keeps its input");
+    }
+    t.add("q/k RMSNorm rsqrt", "L·b·T·(H+Hkv)·4", L * N * (H + Hkv) * kFp32, "rsqrt saves its output, one per head");
+    if (!frozen) {
+      t.add("q/k RMSNorm normed, in c", "L·b·T·(a+kv)·c", L * N * (a + kv) * c,
+            cast ? "weight · normed.to(c) saves the cast (its fp32 weight makes q, k fp32 again)"
+                 : "weight · normed saves normed");
+    }
+  }
   // RoPE saves nothing: cos and sin do not require grad, so q·cos and rotate_half(q)·sin keep
-  // no operand, and the projections are freed once the rotated q, k exist.
+  // no operand, and the projections are freed once the rotated q, k exist (Qwen3: once normed).
   if (o.attention == AttentionKind::kExplicit) {
     t.add("rotated q copy", "L·b·T·a·c", L * N * a * c, "matmul folds q into a bmm operand (a copy), bmm saves it");
     t.add(gqa ? "k repeated to H heads" : "rotated k copy", "L·b·T·a·c", L * N * a * c,

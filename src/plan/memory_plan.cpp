@@ -117,7 +117,9 @@ struct PlanBuilder {
                    "the runner's n distinct host batches; on the CPU they are the device memory");
     }
     if (m.arch == Architecture::kLlama) {
-      const int64_t q_bytes = autocast ? c : w;  // q is the projection's output: autocast's dtype, else the weights'
+      // q is the projection's output, in autocast's dtype or else the weights'; Qwen3's q/k norms
+      // multiply it by their weight, which promotes it to the weights' dtype (fp32 under autocast).
+      const int64_t q_bytes = m.qk_norm || !autocast ? w : c;
       resident.add("rotary cos, sin", "2·T·hd·c", 2 * T * m.head_dim * q_bytes, "RotaryCache keeps them in q's dtype");
     }
     if (split.precision == Precision::kFp16) {
