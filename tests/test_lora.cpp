@@ -1,0 +1,220 @@
+// LoRA on a frozen base and the weights' storage dtype: what trains, that every split still
+// computes the same update, what the plan predicts against the counting allocator, and the bad
+// input that exits 2.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <iostream>
+
+#include "accumbench/engine.hpp"
+#include "accumbench/error.hpp"
+#include "accumbench/models.hpp"
+#include "accumbench/plan.hpp"
+#include "accumbench/throughput.hpp"
+#include "accumbench/verify.hpp"
+
+namespace ab = accumbench;
+
+namespace {
+
+ab::LoraOptions rank(int64_t r, const std::string& targets = "all-linear") {
+  ab::LoraOptions lora;
+  lora.rank = r;
+  lora.targets = targets;
+  return lora;
+}
+
+ab::WorkloadOptions small_lora(const std::string& preset, ab::LengthMode lengths) {
+  ab::WorkloadOptions w = ab::workload_defaults(ab::Command::kVerify);
+  w.model.preset = preset;
+  w.seq_len = 32;
+  w.batch = 8;
+  w.device = "cpu";
+  w.threads = 1;
+  w.data.lengths = lengths;
+  w.lora = rank(4);
+  return w;
+}
+
+}  // namespace
+
+// The closed form of the adapters' size against the module, and what the Trainer optimizes.
+TEST(Lora, AdaptersAreTheOnlyTrainableParametersAndMatchTheClosedForm) {
+  for (const char* preset : {"gpt2-tiny", "llama-tiny", "qwen3-tiny"}) {
+    const ab::ModelConfig cfg = ab::find_preset(preset);
+    for (const char* targets : {"all-linear", "attention", "mlp", "q,v", "c_attn,c_proj"}) {
+      const bool gpt2 = cfg.arch == ab::Architecture::kGpt2;
+      const std::string t = targets;
+      if ((t == "q,v" && gpt2) || (t == "c_attn,c_proj" && !gpt2)) continue;
+      ab::LanguageModel model = ab::build_model(cfg, 0);
+      ab::configure_training(*model, ab::Precision::kFp32, rank(4, targets));
+      int64_t trainable = 0;
+      for (const at::Tensor& p : ab::trainable_parameters(*model)) trainable += p.numel();
+      EXPECT_EQ(trainable, ab::lora_parameter_count(cfg, rank(4, targets))) << preset << " " << targets;
+      EXPECT_EQ(ab::count_parameters(*model), ab::parameter_count(cfg) + trainable) << preset;
+    }
+  }
+  // llama-tiny, all-linear, r = 4: per block q (64→64), k, v (64→32), o (64→64), gate, up (64→176),
+  // down (176→64): r · Σ(in + out) = 4 · (128 + 96 + 96 + 128 + 240 + 240 + 240) = 4672, two blocks.
+  EXPECT_EQ(ab::lora_parameter_count(ab::find_preset("llama-tiny"), rank(4)), 2 * 4672);
+}
+
+// One step moves the adapters and nothing else; B starts at zero, as PEFT initializes it.
+TEST(Lora, AStepMovesOnlyTheAdapters) {
+  const ab::ModelConfig cfg = ab::find_preset("llama-tiny");
+  ab::LanguageModel model = ab::build_model(cfg, 0);
+  ab::configure_training(*model, ab::Precision::kFp32, rank(4));
+  std::vector<at::Tensor> before;
+  for (const auto& p : model->named_parameters()) {
+    before.push_back(p.value().detach().clone());
+    if (p.key().find("lora_B") != std::string::npos) EXPECT_EQ(p.value().abs().max().item<double>(), 0.0);
+  }
+  ab::Trainer trainer(model, c10::Device(c10::kCPU), ab::TrainOptions{});
+  ab::DataOptions d = ab::data_options_for(cfg.vocab_size, 32, 4, false);
+  const ab::TokenBatch batch = ab::make_synthetic_batches(d).front();
+  ab::StepOptions step;
+  step.micro_batch = 2;
+  trainer.step(batch, step);
+  size_t i = 0;
+  for (const auto& p : model->named_parameters()) {
+    const bool adapter = p.key().find("lora_") != std::string::npos;
+    const bool moved = !at::equal(p.value(), before[i++]);
+    EXPECT_EQ(moved, adapter) << p.key();
+  }
+}
+
+// Every split gives the whole batch's adapter gradients and update (fp32: 1e-5 and 1e-3, as for
+// a full fine-tune), fixed and variable lengths, with dropout 0; checkpointing too.
+TEST(Lora, EverySplitEqualsTheWholeBatch) {
+  for (const char* preset : {"gpt2-tiny", "llama-tiny", "qwen3-tiny"}) {
+    for (ab::LengthMode lengths : {ab::LengthMode::kFixed, ab::LengthMode::kVariable}) {
+      ab::WorkloadOptions w = small_lora(preset, lengths);
+      w.grid.checkpointing = lengths == ab::LengthMode::kVariable ? ab::Checkpointing::kBlocks : ab::Checkpointing::kNone;
+      const ab::VerifyResult r = ab::run_verify(w);
+      ASSERT_EQ(r.splits.size(), 4u);
+      EXPECT_TRUE(r.all_pass) << preset;
+      EXPECT_EQ(r.trainable_parameters, ab::lora_parameter_count(ab::find_preset(preset), w.lora));
+      for (const ab::VerifySplit& s : r.splits) {
+        EXPECT_LT(s.rel_l2_grad_error, 1e-5) << preset << " " << s.config.label();
+        EXPECT_LT(s.rel_l2_update_error, 1e-3) << preset << " " << s.config.label();
+      }
+    }
+  }
+}
+
+// The normalization bug shows through the adapters too.
+TEST(Lora, MeanOfMeansStillFails) {
+  ab::WorkloadOptions w = small_lora("gpt2-tiny", ab::LengthMode::kVariable);
+  w.loss.normalization = ab::LossNormalization::kMeanOfMeans;
+  const ab::VerifyResult r = ab::run_verify(w);
+  EXPECT_FALSE(r.all_pass);
+  EXPECT_GT(r.splits.front().rel_l2_grad_error, 0.05);
+}
+
+// bf16 weights in a full fine-tune: weights, gradients and AdamW moments all in bf16.
+TEST(WeightsDtype, Bf16FullFineTuneKeepsEverythingInBf16) {
+  const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
+  ab::LanguageModel model = ab::build_model(cfg, 0);
+  ab::configure_training(*model, ab::Precision::kBf16, ab::LoraOptions{});
+  ab::Trainer trainer(model, c10::Device(c10::kCPU), ab::TrainOptions{});
+  EXPECT_EQ(trainer.parameter_bytes(), 2 * ab::parameter_count(cfg));
+  EXPECT_EQ(trainer.optimizer_state_bytes(), 2 * 2 * ab::parameter_count(cfg));
+  ab::DataOptions d = ab::data_options_for(cfg.vocab_size, 32, 4, false);
+  ab::StepOptions step;
+  step.micro_batch = 4;
+  const ab::StepOutcome out = trainer.accumulate(ab::make_synthetic_batches(d).front(), step);
+  EXPECT_TRUE(std::isfinite(out.loss()));
+  EXPECT_EQ(trainer.gradient_bytes(), 2 * ab::parameter_count(cfg));
+}
+
+// Model FLOPs with a frozen base: 4N + 6N_lora + attention; transformers' figure is 6N without
+// the embeddings; checkpointing adds one forward of the blocks, as hardware FLOPs.
+TEST(Lora, FlopsCountWhatRuns) {
+  const ab::ModelConfig cfg = ab::find_preset("llama-tiny");
+  const double n = static_cast<double>(ab::parameter_count(cfg));
+  const double n_lora = static_cast<double>(ab::lora_parameter_count(cfg, rank(4)));
+  const double attention = 12.0 * cfg.n_layers * cfg.n_heads * cfg.head_dim * 64;
+  EXPECT_DOUBLE_EQ(ab::flops_per_token(cfg, 64), 6 * n + attention);
+  EXPECT_DOUBLE_EQ(ab::flops_per_token(cfg, 64, rank(4)), 4 * n + 6 * n_lora + attention);
+  EXPECT_DOUBLE_EQ(ab::transformers_flops_per_token(cfg, rank(4)),
+                   6 * (n + n_lora - static_cast<double>(cfg.vocab_size * cfg.d_model)));
+  // Block matrices of llama-tiny: 2 blocks · (64·64 + 2·64·32 + 64·64 + 3·64·176) = 2 · 46,080.
+  EXPECT_DOUBLE_EQ(ab::recompute_flops_per_token(cfg, 64), 2.0 * 2 * 46080 + attention / 3);
+}
+
+TEST(Lora, BadOptionsAreUserErrors) {
+  const ab::ModelConfig cfg = ab::find_preset("llama-tiny");
+  EXPECT_THROW(ab::validate_lora(cfg, rank(65)), ab::UserError);             // above min(in, out) = 64
+  EXPECT_THROW(ab::validate_lora(cfg, rank(4, "q,fc")), ab::UserError);      // fc is GPT-2's
+  EXPECT_NO_THROW(ab::validate_lora(cfg, rank(4, "q_proj, v_proj")));
+  ab::WorkloadOptions w = ab::workload_defaults(ab::Command::kSweep);
+  w.lora.rank = -1;
+  EXPECT_THROW(ab::validate_workload(w), ab::UserError);
+  w.lora.rank = 0;
+  w.lora.dropout = 0.1;  // a LoRA option without LoRA
+  EXPECT_THROW(ab::validate_workload(w), ab::UserError);
+  w.lora.rank = 4;
+  w.lora.dropout = 1.0;
+  EXPECT_THROW(ab::validate_workload(w), ab::UserError);
+  EXPECT_THROW(ab::require_weights_dtype_runs_on(ab::Precision::kFp16, c10::Device(c10::kCPU)), ab::UserError);
+}
+
+// ---- the plan against the counting allocator ----
+
+namespace {
+
+double plan_error(const char* preset, ab::Precision precision, ab::Precision weights, const ab::LoraOptions& lora,
+                  int64_t micro, int64_t accum, bool checkpointing) {
+  const ab::ModelConfig cfg = ab::find_preset(preset);
+  ab::PlanOptions o;
+  o.seq_len = 64;
+  o.batch = micro * accum;
+  o.attention = ab::AttentionKind::kExplicit;  // LibTorch 1.13 on the CPU
+  o.cpu = true;
+  o.weights_dtype = weights;
+  o.lora = lora;
+  ab::SplitConfig s;
+  s.micro_batch = micro;
+  s.accum_steps = accum;
+  s.precision = precision;
+  s.activation_checkpointing = checkpointing ? ab::Checkpointing::kBlocks : ab::Checkpointing::kNone;
+  const int64_t predicted = ab::plan_memory(cfg, o, s).peak_bytes;
+  const int64_t measured = ab::measure_step_peak(cfg, o, s, "cpu");
+  const double error = static_cast<double>(predicted - measured) / static_cast<double>(measured);
+  std::cout << "[ lora plan ] " << preset << " " << ab::to_string(precision) << " weights " << ab::to_string(weights)
+            << " r" << lora.rank << " " << micro << "x" << accum << (checkpointing ? " ckpt" : "") << " predicted "
+            << predicted << " measured " << measured << " error " << 100 * error << " %\n";
+  return error;
+}
+
+}  // namespace
+
+// LoRA on fp32 weights, fp32 and bf16 autocast, with and without checkpointing, with and without
+// accumulation. Measured: within −2.4 % .. +3.9 % (tiny models at T=64, where the resident part
+// is most of the peak); asserted: 5 %, and never an under-prediction beyond 3 %.
+TEST(LoraPlan, WithinFivePercentOfMeasured) {
+  for (const char* preset : {"gpt2-tiny", "llama-tiny"}) {
+    for (ab::Precision precision : {ab::Precision::kFp32, ab::Precision::kBf16}) {
+      for (bool ckpt : {false, true}) {
+        for (auto [micro, accum] : {std::pair<int64_t, int64_t>{1, 2}, {4, 1}}) {
+          const double e = plan_error(preset, precision, ab::Precision::kFp32, rank(4), micro, accum, ckpt);
+          EXPECT_LT(e, 0.05);
+          EXPECT_GT(e, -0.03);
+        }
+      }
+    }
+  }
+}
+
+// Dropout keeps a dropped copy and the noise per adapter. Measured +3.4 % (gpt2-tiny) and +5.6 %
+// (llama-tiny, three adapters on one input): asserted 6 %, an over-prediction.
+TEST(LoraPlan, DropoutIsPlanned) {
+  ab::LoraOptions lora = rank(4);
+  lora.dropout = 0.1;
+  for (const char* preset : {"gpt2-tiny", "llama-tiny"}) {
+    const double e = plan_error(preset, ab::Precision::kFp32, ab::Precision::kFp32, lora, 4, 1, false);
+    EXPECT_LT(e, 0.06) << preset;
+    EXPECT_GT(e, -0.02) << preset;
+  }
+}
