@@ -190,17 +190,52 @@ double plan_error(const char* preset, ab::Precision precision, ab::Precision wei
 
 }  // namespace
 
-// LoRA on fp32 weights, fp32 and bf16 autocast, with and without checkpointing, with and without
-// accumulation. Measured: within −2.4 % .. +3.9 % (tiny models at T=64, where the resident part
-// is most of the peak); asserted: 5 %, and never an under-prediction beyond 3 %.
-TEST(LoraPlan, WithinFivePercentOfMeasured) {
+// LoRA, fp32 and bf16 autocast, fp32 and bf16 weights (the seed job's recipe is bf16 autocast on
+// half-precision weights), with and without accumulation. Measured without checkpointing: +0.5 %
+// .. +1.9 %; asserted: within 3 %, never under by more than 2 %.
+TEST(LoraPlan, WithinThreePercentOfMeasured) {
+  for (const char* preset : {"gpt2-tiny", "llama-tiny"}) {
+    for (ab::Precision precision : {ab::Precision::kFp32, ab::Precision::kBf16}) {
+      for (ab::Precision weights : {ab::Precision::kFp32, ab::Precision::kBf16}) {
+        for (auto [micro, accum] : {std::pair<int64_t, int64_t>{1, 2}, {4, 1}}) {
+          const double e = plan_error(preset, precision, weights, rank(4), micro, accum, false);
+          EXPECT_LT(e, 0.03);
+          EXPECT_GT(e, -0.02);
+        }
+      }
+    }
+  }
+}
+
+// With checkpointing. Measured: −2.4 % .. +3.3 % on fp32 weights, +0.5 % .. +1.7 % for bf16
+// autocast on bf16 weights (the seed job); asserted 3.5 % and −2.5 %. Not asserted: bf16
+// weights with fp32 compute, which under-predicts by up to 7.5 % (the recompute's inner backward
+// on fp32 copies of bf16 activations is not modelled).
+TEST(LoraPlan, CheckpointedWithinThreeAndAHalfPercent) {
+  for (const char* preset : {"gpt2-tiny", "llama-tiny"}) {
+    for (auto [precision, weights] : {std::pair{ab::Precision::kFp32, ab::Precision::kFp32},
+                                      {ab::Precision::kBf16, ab::Precision::kFp32},
+                                      {ab::Precision::kBf16, ab::Precision::kBf16}}) {
+      for (auto [micro, accum] : {std::pair<int64_t, int64_t>{1, 2}, {4, 1}}) {
+        const double e = plan_error(preset, precision, weights, rank(4), micro, accum, true);
+        EXPECT_LT(e, 0.035);
+        EXPECT_GT(e, -0.025);
+      }
+    }
+  }
+}
+
+// Half-precision full fine-tuning (--weights-dtype bf16: weights, gradients, moments and the
+// residual stream in bf16; activations in bf16 without autocast too). Measured +0.0 % .. +1.2 %;
+// asserted 3 % and −2 %.
+TEST(WeightsDtypePlan, Bf16FullFineTuneWithinThreePercent) {
   for (const char* preset : {"gpt2-tiny", "llama-tiny"}) {
     for (ab::Precision precision : {ab::Precision::kFp32, ab::Precision::kBf16}) {
       for (bool ckpt : {false, true}) {
         for (auto [micro, accum] : {std::pair<int64_t, int64_t>{1, 2}, {4, 1}}) {
-          const double e = plan_error(preset, precision, ab::Precision::kFp32, rank(4), micro, accum, ckpt);
-          EXPECT_LT(e, 0.05);
-          EXPECT_GT(e, -0.03);
+          const double e = plan_error(preset, precision, ab::Precision::kBf16, ab::LoraOptions{}, micro, accum, ckpt);
+          EXPECT_LT(e, 0.03);
+          EXPECT_GT(e, -0.02);
         }
       }
     }

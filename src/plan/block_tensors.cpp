@@ -28,32 +28,41 @@ int count_of(const std::vector<std::string>& saving, std::initializer_list<const
 // The input of the linears `names` (width `in`), as they save it: one tensor that they share
 // (fp32), or one cast copy each (autocast casts per use). With LoRA dropout each adapter keeps its
 // dropped copy (fp32; under autocast its cast) and the dropout's noise (x · noise saves it, fp32).
+// `input_bytes`: the element size of the input itself (what is kept without autocast).
 void linear_input(const Table& t, const std::string& what, std::initializer_list<const char*> names,
                   const std::vector<std::string>& saving, int64_t L, int64_t N, int64_t in, const std::string& width,
-                  int64_t c, const PlanOptions& o) {
+                  const Dtypes& dt, int64_t input_bytes, const PlanOptions& o) {
   const int64_t n = count_of(saving, names);
   if (n == 0) return;  // LoRA without an adapter here: the frozen linears keep nothing
   const bool dropout = o.lora.enabled() && o.lora.dropout > 0;
-  const bool cast = c != kFp32;
+  // Autocast copies an input that is not in its dtype already; PEFT's adapters always copy theirs
+  // (to fp32, then autocast back to c).
+  const bool cast = dt.autocast && (o.lora.enabled() || input_bytes != dt.c);
+  const int64_t c = dt.c;
   const std::string count = std::to_string(n);
   if (dropout) {
     t.add(what + ", dropped, per adapter", "L·" + count + "·b·T·" + width + "·" + (cast ? "c" : "4"), L * n * N * in * (cast ? c : kFp32),
           cast ? "each adapter's dropout output cast to c, saved by its A" : "each adapter's dropout output, saved by its A");
     t.add(what + ", dropout noise", "L·" + count + "·b·T·" + width + "·4", L * n * N * in * kFp32,
           "dropout multiplies by a scaled Bernoulli noise tensor and saves it (CPU)");
+  } else if (o.lora.enabled() && !cast && input_bytes != kFp32) {
+    t.add(what + ", fp32 copy per adapter", "L·" + count + "·b·T·" + width + "·4", L * n * N * in * kFp32,
+          "PEFT casts each adapter's input to the adapter's fp32; its A saves the copy");
   } else if (cast) {
     t.add(what + ", " + count + (n > 1 ? " casts" : " cast") + " to c", "L·" + count + "·b·T·" + width + "·c", L * n * N * in * c,
           "autocast casts the input per linear; each saves its cast (LoRA: each adapter's A)");
   } else {
-    t.add(what, "L·b·T·" + width + "·4", L * N * in * kFp32, "saved by the linears that read it (one tensor)");
+    t.add(what, "L·b·T·" + width + (input_bytes == kFp32 ? "·4" : "·2"), L * N * in * input_bytes,
+          "saved by the linears that read it (one tensor)");
   }
 }
 
-// Each adapter's r-wide A(x), saved by B's linear, in the compute dtype.
-void adapter_intermediates(const ModelConfig& m, const PlanOptions& o, int64_t N, int64_t c, const Table& t) {
+// Each adapter's r-wide A(x), saved by B's linear: in autocast's dtype, else in the adapters' fp32.
+void adapter_intermediates(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, const Table& t) {
   if (!o.lora.enabled()) return;
   const int64_t adapters = static_cast<int64_t>(lora_targets(m, o.lora.targets).size());
-  t.add("LoRA A outputs", "L·n·b·T·r·c", m.n_layers * adapters * N * o.lora.rank * c,
+  const int64_t bytes = dt.autocast ? dt.c : kFp32;
+  t.add("LoRA A outputs", dt.autocast ? "L·n·b·T·r·c" : "L·n·b·T·r·4", m.n_layers * adapters * N * o.lora.rank * bytes,
         std::to_string(adapters) + " adapters per block; each B saves its r-wide input");
 }
 
@@ -84,15 +93,19 @@ int64_t largest_parameter_numel(const ModelConfig& m) {
 // Returns the index (in t) of the first line that a block's backward has already released when
 // it reaches the attention softmax's backward (explicit attention): bmm(probabilities, v)'s
 // v and everything after it; the table's end with flash attention.
-size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, int64_t c, const Table& t) {
+size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, const Table& t) {
+  const int64_t c = dt.c, w = dt.w;
   const int64_t T = o.seq_len, d = m.d_model, a = m.n_heads * m.head_dim, f = m.d_ff, H = m.n_heads, L = m.n_layers;
   const int64_t N = b * T;
-  const bool cast = c != kFp32;
+  const bool cast = dt.autocast;
   size_t released_before_softmax = 0;  // set below with explicit attention
-  t.add("block input x", "L·b·T·d·4", L * N * d * kFp32, "fp32 residual stream, saved by ln_1");
-  t.add("ln_1 mean, rstd", "L·2·b·T·4", L * 2 * N * kFp32, "saved by layer_norm's backward");
+  const int64_t Lx = dt.frozen_first_input ? L - 1 : L;  // blocks whose input requires grad
+  const std::string lx = dt.frozen_first_input ? "(L−1)" : "L";
+  t.add("block input x", lx + (w == kFp32 ? "·b·T·d·4" : "·b·T·d·w"), Lx * N * d * w,
+        "the residual stream (weights' dtype), saved by ln_1");
+  t.add("ln_1 mean, rstd", lx + "·2·b·T·4", Lx * 2 * N * kFp32, "saved by layer_norm's backward");
   const std::vector<std::string> saving = saving_linears(m, o);
-  linear_input(t, "ln_1 output", {"c_attn"}, saving, L, N, d, "d", c, o);
+  linear_input(t, "ln_1 output", {"c_attn"}, saving, L, N, d, "d", dt, w, o);
   if (o.attention == AttentionKind::kExplicit) {
     t.add("q, k copies", "L·2·b·T·a·c", L * 2 * N * a * c,
           "matmul folds the transposed head views into bmm operands (a copy), bmm saves both");
@@ -100,40 +113,47 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, i
     t.add("causal mask", "L·T·T·1", L * T * T * kBool, "masked_fill saves the (T, T) bool mask");
     released_before_softmax = t.lines->size();
     t.add("v copy", "L·b·T·a·c", L * N * a * c, "bmm(probabilities, v) saves v's contiguous copy");
-    linear_input(t, "attention output copy (transpose + reshape)", {"attn_c_proj"}, saving, L, N, a, "a", c, o);
+    linear_input(t, "attention output copy (transpose + reshape)", {"attn_c_proj"}, saving, L, N, a, "a", dt, c, o);
   } else {
     t.add("qkv projection output", "L·b·T·3a·c", L * N * 3 * a * c, "scaled_dot_product_attention saves q, k, v (views of it)");
     t.add("attention output", "L·b·T·a·c", L * N * a * c, "saved by the flash kernel and, as a view, by attn_c_proj");
     t.add("attention logsumexp", "L·b·H·T·4", L * b * H * T * kFp32, "flash saves the row logsumexp instead of (T, T) probabilities");
   }
-  t.add("residual h after attention", "L·b·T·d·4", L * N * d * kFp32, "x + attn_c_proj(y) in fp32, saved by ln_2");
+  t.add("residual h after attention", w == kFp32 ? "L·b·T·d·4" : "L·b·T·d·w", L * N * d * w,
+        "x + attn_c_proj(y) in the residual's dtype, saved by ln_2");
   t.add("ln_2 mean, rstd", "L·2·b·T·4", L * 2 * N * kFp32, "saved by layer_norm's backward");
-  linear_input(t, "ln_2 output", {"c_fc"}, saving, L, N, d, "d", c, o);
+  linear_input(t, "ln_2 output", {"c_fc"}, saving, L, N, d, "d", dt, w, o);
   t.add("c_fc output", "L·b·T·f·c", L * N * f * c, "gelu saves its input");
-  linear_input(t, "gelu output", {"mlp_c_proj"}, saving, L, N, f, "f", c, o);
+  linear_input(t, "gelu output", {"mlp_c_proj"}, saving, L, N, f, "f", dt, c, o);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
-  adapter_intermediates(m, o, N, c, t);
+  adapter_intermediates(m, o, N, dt, t);
   return released;
 }
 
 // One block's tensors saved for backward (without checkpointing), Llama family; returns as
 // gpt2_block_saved does.
-size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, int64_t c, const Table& t) {
+size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, const Table& t) {
+  const int64_t c = dt.c, w = dt.w;
   const int64_t T = o.seq_len, d = m.d_model, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
   const int64_t f = m.d_ff, H = m.n_heads, L = m.n_layers;
   const int64_t N = b * T;
-  const bool cast = c != kFp32;
+  const bool cast = dt.autocast;
   const bool gqa = m.n_kv_heads != m.n_heads;
   size_t released_before_softmax = 0;  // set below with explicit attention
-  t.add("block input x", "L·b·T·d·4", L * N * d * kFp32, "fp32 residual stream, saved by RMSNorm's pow and mul");
+  const int64_t Lx = dt.frozen_first_input ? L - 1 : L;  // blocks whose input requires grad
+  const std::string lx = dt.frozen_first_input ? "(L−1)" : "L";
+  t.add("block input x", lx + "·b·T·d·4", Lx * N * d * kFp32, "fp32 residual stream, saved by RMSNorm's pow and mul");
   if (o.libtorch_major < 2) {
-    t.add("input RMSNorm x²", "L·b·T·d·4", L * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input x.pow(2)");
+    t.add("input RMSNorm x²", lx + "·b·T·d·4", Lx * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input x.pow(2)");
   }
-  t.add("input RMSNorm rsqrt", "L·b·T·4", L * N * kFp32, "rsqrt saves its output, (b, T, 1)");
+  t.add("input RMSNorm rsqrt", lx + "·b·T·4", Lx * N * kFp32, "rsqrt saves its output, (b, T, 1)");
   const bool frozen = o.lora.enabled();  // weight · normed saves normed only for the weight's gradient
-  if (!frozen) t.add("input RMSNorm normed", "L·b·T·d·4", L * N * d * kFp32, "weight · normed saves normed (fp32, as HF)");
+  if (!frozen) {
+    t.add("input RMSNorm normed", w == kFp32 ? "L·b·T·d·4" : "L·b·T·d·w", L * N * d * w,
+          "weight · normed saves normed, cast back to the residual's dtype (as HF)");
+  }
   const std::vector<std::string> saving = saving_linears(m, o);
-  linear_input(t, "input RMSNorm output", {"q", "k", "v"}, saving, L, N, d, "d", c, o);
+  linear_input(t, "input RMSNorm output", {"q", "k", "v"}, saving, L, N, d, "d", dt, w, o);
   if (m.qk_norm) {
     // Qwen3's q_norm and k_norm (llama.cpp: RmsNorm on the (b, T, n, hd) views of q_proj's and
     // k_proj's outputs, before RoPE): the tensors of the block's RMSNorms, over a + kv channels.
@@ -161,7 +181,7 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
     t.add("causal mask", "L·T·T·1", L * T * T * kBool, "masked_fill saves the (T, T) bool mask");
     released_before_softmax = t.lines->size();
     t.add(gqa ? "v repeated to H heads" : "v copy", "L·b·T·a·c", L * N * a * c, "bmm(probabilities, v) saves it");
-    linear_input(t, "attention output copy (transpose + reshape)", {"o"}, saving, L, N, a, "a", c, o);
+    linear_input(t, "attention output copy (transpose + reshape)", {"o"}, saving, L, N, a, "a", dt, c, o);
   } else {
     t.add("rotated q, k", "L·b·T·(a+kv)·c", L * N * (a + kv) * c, "scaled_dot_product_attention saves q, k");
     t.add("v projection", "L·b·T·kv·c", L * N * kv * c, "scaled_dot_product_attention saves v");
@@ -173,13 +193,16 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
     t.add("post-attention RMSNorm h²", "L·b·T·d·4", L * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input");
   }
   t.add("post-attention RMSNorm rsqrt", "L·b·T·4", L * N * kFp32, "rsqrt saves its output");
-  if (!frozen) t.add("post-attention RMSNorm normed", "L·b·T·d·4", L * N * d * kFp32, "weight · normed saves normed");
-  linear_input(t, "post-attention RMSNorm output", {"gate", "up"}, saving, L, N, d, "d", c, o);
+  if (!frozen) {
+    t.add("post-attention RMSNorm normed", w == kFp32 ? "L·b·T·d·4" : "L·b·T·d·w", L * N * d * w,
+          "weight · normed saves normed");
+  }
+  linear_input(t, "post-attention RMSNorm output", {"gate", "up"}, saving, L, N, d, "d", dt, w, o);
   t.add("gate projection", "L·b·T·f·c", L * N * f * c, "silu saves its input");
   t.add("silu(gate), up projection", "L·2·b·T·f·c", L * 2 * N * f * c, "silu(g)·u saves both operands");
-  linear_input(t, "silu(gate)·up", {"down"}, saving, L, N, f, "f", c, o);
+  linear_input(t, "silu(gate)·up", {"down"}, saving, L, N, f, "f", dt, c, o);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
-  adapter_intermediates(m, o, N, c, t);
+  adapter_intermediates(m, o, N, dt, t);
   return released;
 }
 

@@ -2,7 +2,7 @@
 // private). Shared by plan_memory's saved-tensor table and its recompute of one block.
 //
 //   Table t{&plan.saved};
-//   size_t released = gpt2_block_saved(model, options, /*b=*/8, /*c=*/2, t);
+//   size_t released = gpt2_block_saved(model, options, /*b=*/8, Dtypes{/*c=*/2, /*w=*/4, /*autocast=*/true}, t);
 #pragma once
 
 #include <cstddef>
@@ -26,17 +26,29 @@ struct Table {
   }
 };
 
+// The element sizes a block's tensors come in: c the activations' (autocast's dtype, or the
+// weights' without autocast), w the weights' and the residual stream's (--weights-dtype: the
+// embedding's output is in it, and adding a lower-precision block output keeps it).
+struct Dtypes {
+  int64_t c = 4;
+  int64_t w = 4;
+  bool autocast = false;  // casts happen (per linear input, per weight when w != c)
+  // The first block's input does not require grad (a frozen embedding, no checkpointing), so what
+  // its first norm would save for the input's gradient is not saved there.
+  bool frozen_first_input = false;
+};
+
 // Elements of the matrices one block runs through at::linear (autocast casts and caches them).
 int64_t linear_weight_numel_per_block(const ModelConfig& m);
 // Elements of the largest parameter (AdamW's temporaries are its size).
 int64_t largest_parameter_numel(const ModelConfig& m);
 
 // One block's tensors saved for backward (without checkpointing), in forward order, for b
-// sequences in a compute dtype of c bytes. Returns the index (in t) of the first line that a
+// sequences in the dtypes `dt`. Returns the index (in t) of the first line that a
 // block's backward has already released when it reaches the attention softmax's backward
 // (explicit attention): bmm(probabilities, v)'s v and everything after it; the table's end with
 // flash attention.
-size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, int64_t c, const Table& t);
-size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, int64_t c, const Table& t);
+size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, const Table& t);
+size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, const Table& t);
 
 }  // namespace accumbench::plan_detail

@@ -81,20 +81,25 @@ struct PlanBuilder {
     V = m.vocab_size;
     L = m.n_layers;
     autocast = split.precision != Precision::kFp32;
-    c = compute_bytes(split.precision);
+    w = compute_bytes(o.weights_dtype);
+    // Activations come in autocast's dtype, or without autocast in the weights' (bf16 weights
+    // compute in bf16).
+    c = autocast ? compute_bytes(split.precision) : w;
     checkpointing = split.activation_checkpointing == Checkpointing::kBlocks;
     // CUDA graphs keep every gradient allocated from the start (the captured backward adds into
     // them), as accumulation does from the second micro-step on.
     accumulating = split.accum_steps > 1 || split.cuda_graphs;
     chunked = split.chunked_loss;
     lora = o.lora.enabled();
-    w = compute_bytes(o.weights_dtype);
     trained = lora ? lora_parameter_count(m, o.lora) : P;
     t = lora ? kFp32 : w;  // adapters are fp32 (PEFT's default); a full fine-tune trains in the weights' dtype
   }
 
   // Weights cast to c by autocast exist only when they are stored in another dtype.
   bool weights_cast() const { return autocast && w != c; }
+  Dtypes dtypes() const { return Dtypes{c, w, autocast}; }
+  // The residual stream's formula symbol: it is in the weights' dtype.
+  std::string rs() const { return w == kFp32 ? "4" : "w"; }
 
   // ---- resident for the whole step ----
   void resident_tensors() {
@@ -144,12 +149,16 @@ struct PlanBuilder {
     if (m.arch == Architecture::kGpt2) saved.add("positions", "T·8", T * kInt64, "wpe's embedding saves its indices");
     block_lines_begin = plan.saved.size();
     if (checkpointing) {
-      saved.add("block input x (checkpoint)", "L·b·T·d·4", L * N * d * kFp32,
+      saved.add("block input x (checkpoint)", "L·b·T·d·" + rs(), L * N * d * w,
                 "checkpointing keeps only each block's input");
     } else if (m.arch == Architecture::kGpt2) {
-      gpt2_block_saved(m, o, b, c, saved);
+      Dtypes dt = dtypes();
+      dt.frozen_first_input = lora;  // the embedding is frozen: block 0's input needs no gradient
+      gpt2_block_saved(m, o, b, dt, saved);
     } else {
-      llama_block_saved(m, o, b, c, saved);
+      Dtypes dt = dtypes();
+      dt.frozen_first_input = lora;
+      llama_block_saved(m, o, b, dt, saved);
     }
     if (weights_cast() && !checkpointing) {
       saved.add("block linear weights cast to c", "L·(linear weights)·c", L * linear_weight_numel_per_block(m) * c,
@@ -162,7 +171,10 @@ struct PlanBuilder {
     if (weights_cast() && !chunked) {
       saved.add("head weight cast to c", "V·d·c", V * d * c, "the head linear saves its cast weight");
     }
-    saved.add("final norm input", "b·T·d·4", N * d * kFp32, "the last block's output, saved by the final norm");
+    // LayerNorm keeps its input as it is; RMSNorm keeps its fp32 copy (the input itself in fp32).
+    const int64_t final_norm_input = m.arch == Architecture::kGpt2 ? w : kFp32;
+    saved.add("final norm input", final_norm_input == kFp32 ? "b·T·d·4" : "b·T·d·w", N * d * final_norm_input,
+              "the last block's output, saved by the final norm");
     if (m.arch == Architecture::kGpt2) {
       saved.add("ln_f mean, rstd", "2·b·T·4", 2 * N * kFp32, "saved by layer_norm's backward");
       if (!chunked) {
@@ -224,7 +236,7 @@ struct PlanBuilder {
       saved.add("log_softmax output", "b·T·V·4", N * V * kFp32,
                 "cross-entropy's log_softmax saves it; nll_loss reads it");
       fwd.add("logits", "b·T·V·c", N * V * c, "the head's output; freed when the forward ends (not saved)");
-      if (autocast)
+      if (c != kFp32)
         fwd.add("logits fp32 copy", "b·T·V·4", N * V * kFp32, "Trainer::accumulate runs cross-entropy in fp32");
       bwd.add("nll_loss gradient", "b·T·V·4", N * V * kFp32, "grad of the log-probabilities, (b·T, V)");
       bwd.add("log_softmax gradient", "b·T·V·4", N * V * kFp32, "grad of the logits, alive with its input");
@@ -251,8 +263,8 @@ struct PlanBuilder {
     ModelConfig single = m;
     single.n_layers = 1;
     const Table one{&single_plan.saved};
-    const size_t released_from = m.arch == Architecture::kGpt2 ? gpt2_block_saved(single, o, b, c, one)
-                                                               : llama_block_saved(single, o, b, c, one);
+    const size_t released_from = m.arch == Architecture::kGpt2 ? gpt2_block_saved(single, o, b, dtypes(), one)
+                                                               : llama_block_saved(single, o, b, dtypes(), one);
     for (size_t i = 0; i < single_plan.saved.size(); ++i) {
       one_block += single_plan.saved[i].bytes;
       if (i >= released_from) released_before_softmax += single_plan.saved[i].bytes;
@@ -270,14 +282,17 @@ struct PlanBuilder {
               (V * d + (m.arch == Architecture::kGpt2 ? 2 * d : d)) * t, "the first gradients backward produces");
     }
     if (checkpointing) {
-      blk.add("recomputed block's saved tensors", "(one block of the table above)", one_block - N * d * kFp32,
+      // The checkpointed input is already counted where the recompute saves it as it is (GPT-2's
+      // LayerNorm, an fp32 RMSNorm input); a bf16 RMSNorm input is saved as a new fp32 copy.
+      const int64_t counted_input = m.arch == Architecture::kGpt2 || w == kFp32 ? N * d * w : 0;
+      blk.add("recomputed block's saved tensors", "(one block of the table above)", one_block - counted_input,
               "backward reruns the block's forward with grad enabled (its input is already counted)");
-      if (autocast) {
+      if (weights_cast()) {
         blk.add("recomputed block's weights cast to c", "(linear weights)·c", linear_weight_numel_per_block(m) * c,
                 "the recompute's autocast region caches and saves them again");
       }
     }
-    blk.add("gradient of the residual stream", "b·T·d·4", N * d * kFp32, "flows into the block from above");
+    blk.add("gradient of the residual stream", "b·T·d·" + rs(), N * d * w, "flows into the block from above");
     peak_candidates(blk, released_before_softmax);
   }
 
