@@ -84,6 +84,7 @@ SweepResult sample_result() {
   fast.tokens_per_second = 343120.4;
   fast.samples_per_second = 335.08;
   fast.achieved_tflops = 295.0;
+  fast.hardware_tflops = 295.0;
   fast.mfu = 0.298;
   fast.peak_allocated_bytes = 5583457484;  // 5.20 GiB
   fast.peak_reserved_bytes = 6 * kGiB;
@@ -99,6 +100,7 @@ SweepResult sample_result() {
   slow.tokens_per_second = 163024;
   slow.samples_per_second = 159.2;
   slow.achieved_tflops = 140.2;
+  slow.hardware_tflops = 187.3;  // checkpointed: one more forward of the blocks
   slow.mfu = 0.141;
   slow.peak_allocated_bytes = 3 * kGiB;
   slow.peak_reserved_bytes = 3 * kGiB;
@@ -193,16 +195,16 @@ TEST(CsvReporter, HeaderAndOneLinePerRun) {
       "cuda_graphs,chunked_loss,world_size,status,steps,step_seconds_median,step_seconds_min,step_seconds_mean,"
       "step_seconds_stddev,step_seconds_cv,step_seconds_ci_low,step_seconds_ci_high,data_seconds,"
       "h2d_seconds,forward_seconds,backward_seconds,allreduce_seconds,optimizer_seconds,other_seconds,"
-      "device_busy_fraction,tokens_per_second,samples_per_second,achieved_tflops,mfu,"
+      "device_busy_fraction,tokens_per_second,samples_per_second,achieved_tflops,hardware_tflops,mfu,"
       "peak_allocated_bytes,peak_reserved_bytes,predicted_peak_bytes,fits,error",
       "8\u00d78,8,8,bf16,none,false,false,false,1,ok,10,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
-      "0.0012,0.0021,0.0453,0.0987,0,0.0301,0.0137,0.93,343120.4,335.08,295,0.298,5583457484,"
+      "0.0012,0.0021,0.0453,0.0987,0,0.0301,0.0137,0.93,343120.4,335.08,295,295,0.298,5583457484,"
       "6442450944,5368709120,true,",
       "1\u00d764 ckpt,1,64,bf16,blocks,false,false,false,1,ok,10,0.402,0.397,0.403,0.004,0.00993,0.398,"
-      "0.41,0.0011,0.002,0.1205,0.261,0,0.0099,0.0075,0.48,163024,159.2,140.2,0.141,3221225472,"
+      "0.41,0.0011,0.002,0.1205,0.261,0,0.0099,0.0075,0.48,163024,159.2,140.2,187.3,0.141,3221225472,"
       "3221225472,-1,true,",
       // A failed run has no measurements: empty fields, not zeros.
-      "64\u00d71 oib,64,1,bf16,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,0,0,161061273600,false,"
+      "64\u00d71 oib,64,1,bf16,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,,0,0,161061273600,false,"
       "CUDA out of memory. Tried to allocate 2.00 GiB",
   });
 }

@@ -196,6 +196,8 @@ void add_phase_and_throughput_columns(std::vector<ColumnDef>& all) {
     c.html_cell = [](const RunResult& r, const TableContext&) { return html_significant(r.achieved_tflops, 3); };
     all.push_back(c);
   }
+  // Model FLOPs plus checkpointing's recompute (Korthikanti et al. 2022): what the device ran.
+  all.push_back(csv_only("hardware_tflops", [](const RunResult& r) { return exact(r.hardware_tflops); }, true));
   {
     ColumnDef c;
     c.id = "mfu";

@@ -190,9 +190,16 @@ std::string context_section(const SweepResult& result) {
   h += context_entry("threads", std::to_string(c.threads));
   h += context_entry("model", c.model);
   h += context_entry("parameters", text::format_count(c.parameters));
+  if (c.trainable_parameters > 0 && c.trainable_parameters != c.parameters) {
+    h += context_entry("trainable_parameters", text::trainable_line(c.trainable_parameters, c.parameters));
+  }
   h += context_entry("seq_len", std::to_string(c.seq_len));
   h += context_entry("batch", std::to_string(c.batch) + " sequences");
   h += context_entry("flops_per_token", text::format_count(c.flops_per_token));
+  if (finite(c.transformers_flops_per_token)) {
+    h += context_entry("transformers_flops_per_token",
+                       text::format_count(c.transformers_flops_per_token) + " (6N without embeddings: total_flos)");
+  }
   h += context_entry("peak_tflops", finite(c.peak_tflops)
                                         ? text::format_significant(c.peak_tflops, 4)
                                         : "unknown (no MFU)");
