@@ -284,7 +284,8 @@ TEST(ModelConfig, ValidateNamesTheBadField) {
          c.vocab_size = int64_t{1} << 40;
          c.d_model = int64_t{1} << 30;
        },
-       "64-bit"},
+       "vocab_size 1099511627776, above the 134217728"},
+      {"llama-tiny", [](ModelConfig& c) { c.n_layers = 1000000; }, "n_layers 1000000, above the 4096"},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.field);
@@ -449,7 +450,7 @@ TEST(HfConfig, BadFixturesNameFileAndProblem) {
       {"bad_type.json", {"\"hidden_size\" is \"2048\"", "positive integer"}},
       {"bad_heads.json", {"\"num_key_value_heads\" (5) does not divide", "(32)"}},
       {"bad_qwen3_attention_bias.json", {"\"attention_bias\" is true", "o_proj", "set it to false"}},
-      {"does_not_exist.json", {"cannot read config", "No such file"}},
+      {"does_not_exist.json", {"--hf-config", "does not exist"}},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.file);
@@ -665,7 +666,7 @@ TEST_F(HubCache, RefusesWhatItCannotResolve) {
 
   // A missing file that looks like a path is reported as a file, not looked up in the cache.
   const std::string file = user_error([] { load_hf_config("some-dir/config.json"); });
-  EXPECT_CONTAINS(file, "cannot read config \"some-dir/config.json\"");
+  EXPECT_CONTAINS(file, "--hf-config \"some-dir/config.json\" does not exist");
 }
 
 TEST_F(HubCache, DirectoryMeansItsConfigJson) {

@@ -120,3 +120,39 @@ TEST(Sweep, CudaGraphsAreTheirOwnGridDimension) {
       split(4, 1, " oib"), split(4, 1, " ckpt oib")};
   EXPECT_EQ(labels, expected);
 }
+
+// --resume refuses a file measured with another option that changes a measurement, naming it.
+TEST(Sweep, ResumeRefusesAnotherConfiguration) {
+  const ab::SweepResult first = ab::run_sweep(tiny());
+  ab::SweepOptions other = tiny();
+  other.workload.optimizer.lr = 1e-3;
+  try {
+    ab::run_sweep(other, nullptr, &first);
+    FAIL() << "a different --lr was resumed";
+  } catch (const ab::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--lr \"0.0001\", this sweep has \"0.001\""), std::string::npos) << e.what();
+  }
+  other = tiny();
+  other.steps = 3;
+  EXPECT_THROW(ab::run_sweep(other, nullptr, &first), ab::UserError);
+  other = tiny();
+  other.workload.model.seed = 7;
+  EXPECT_THROW(ab::run_sweep(other, nullptr, &first), ab::UserError);
+}
+
+// A resumed sweep over fewer micro-batches keeps the file's other splits, and judges every
+// "fits" again against today's memory limit.
+TEST(Sweep, ResumeKeepsOtherSplitsAndJudgesFitsAgain) {
+  const ab::SweepResult first = ab::run_sweep(tiny());
+  ASSERT_EQ(first.runs.size(), 3u);
+  ab::SweepOptions subset = tiny();
+  subset.workload.micro_batches = {1};
+  subset.workload.memory_limit_bytes = first.runs[1].peak_reserved_bytes;  // 1×4 and 2×2 fit, 4×1 not
+  const ab::SweepResult resumed = ab::run_sweep(subset, nullptr, &first);
+  ASSERT_EQ(resumed.runs.size(), 3u);
+  EXPECT_EQ(resumed.runs[0].config.label(), "1\u00d74");
+  EXPECT_EQ(resumed.runs[0].step_seconds.median, first.runs[0].step_seconds.median);  // copied
+  EXPECT_EQ(resumed.runs[2].config.label(), "4\u00d71");                              // kept
+  EXPECT_TRUE(resumed.runs[1].fits);
+  EXPECT_FALSE(resumed.runs[2].fits);
+}

@@ -431,11 +431,12 @@ int parse_error(const CLI::App& app, const CLI::ParseError& error, int argc, cha
     std::string names;
     for (const CLI::App* sub : app.get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
     std::cerr << "accumbench: error: "
-              << (argc > 1 ? "unknown subcommand or option \"" + std::string(argv[1]) + "\"" : std::string("no subcommand given"))
+              << (argc > 1 ? "unknown subcommand or option " + ab::text::quoted(argv[1]) : std::string("no subcommand given"))
               << "; use one of " << names << " (see `accumbench --help`)\n";
     return ab::kUserErrorExitCode;
   }
-  std::cerr << "accumbench: error: " << error.what() << "; see `accumbench "
+  // CLI11 echoes the offending value whole; a 500,000-character argument must not flood stderr.
+  std::cerr << "accumbench: error: " << ab::text::shortened(error.what(), 200) << "; see `accumbench "
             << app.get_subcommands().front()->get_name() << " --help`\n";
   return ab::kUserErrorExitCode;
 }

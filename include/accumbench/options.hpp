@@ -126,6 +126,12 @@ struct WorkloadOptions {
   int threads = 0;                          // CPU threads; 0: every hardware thread
 };
 
+// Limits of the shape options: far above any real run, low enough that every byte count the plan
+// computes stays in int64.
+inline constexpr int64_t kMaxSeqLen = int64_t{1} << 20;
+inline constexpr int64_t kMaxBatch = int64_t{1} << 20;
+inline constexpr int64_t kMaxStepTokens = int64_t{1} << 28;
+
 enum class Command { kSweep, kVerify, kPlan };
 // The defaults of each subcommand, kept here and nowhere else (the CLI's help prints them).
 // sweep: gpt2-mini, T=128, batch 8, fixed lengths. verify: gpt2-tiny, T=64, batch 8, variable

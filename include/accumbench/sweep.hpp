@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "accumbench/model_config.hpp"
 #include "accumbench/options.hpp"
 #include "accumbench/plan.hpp"
 #include "accumbench/result.hpp"
@@ -74,6 +75,10 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
 
 // Every option as (name, value), for the report's context block.
 std::vector<std::pair<std::string, std::string>> describe_options(const SweepOptions& options);
+
+// Throws UserError when the weights and AdamW moments of `workload`'s model alone exceed the
+// memory of `device` ("cpu" or "cuda:N"): refused before anything is built.
+void require_model_fits_device(const WorkloadOptions& workload, const ModelConfig& cfg, const std::string& device);
 
 // Date, host, device name and memory, driver, LibTorch version, build type, git commit.
 SweepContext describe_environment(const std::string& device_name);

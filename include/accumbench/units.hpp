@@ -50,6 +50,12 @@ std::string format_ratio(double ratio, int decimals);
 // Shortest text that reads back to the same double (std::to_chars); "" for NaN.
 std::string format_exact(double value);
 
+// A value from outside as a message quotes it: in double quotes, cut to `max_chars` characters
+// with "…" when longer, so a 500,000-character argument does not flood the terminal.
+std::string quoted(const std::string& value, std::size_t max_chars = 80);
+// The same cut without the quotes.
+std::string shortened(const std::string& value, std::size_t max_chars = 80);
+
 struct Column {
   std::string header;
   Align align = Align::kRight;
@@ -77,4 +83,14 @@ class TextTable {
 };
 
 }  // namespace text
+
+// FNV-1a 64-bit hash of a file's bytes, as 16 hex digits; "" when it cannot be read. Identifies a
+// config.json or token file in a result's context, so --resume can tell an edited file.
+std::string file_fingerprint(const std::string& path);
+
+// Throws UserError unless `path` names a regular file that can be opened for reading: a
+// directory, a FIFO or a device gets "is a directory" and the like. `what` is the option that
+// named it ("--tokens", "--hf-config").
+void require_readable_file(const std::string& path, const std::string& what);
+
 }  // namespace accumbench

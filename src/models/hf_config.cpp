@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "accumbench/error.hpp"
+#include "accumbench/units.hpp"
 #include "accumbench/model_config.hpp"
 
 namespace accumbench {
@@ -207,6 +208,10 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& ori
     if (tag_end != std::string::npos) detail = detail.substr(tag_end + 2);
     throw UserError("config \"" + origin + "\" is not valid JSON (" + detail +
                     "); fix the file or download config.json again");
+  } catch (const json::out_of_range& e) {
+    // nlohmann reports a number such as 1e999 that no double can hold as out_of_range 406.
+    throw UserError("config \"" + origin + "\" holds a number too large for a double (" +
+                    text::shortened(e.what(), 120) + "); fix the file or download config.json again");
   }
   if (!root.is_object())
     throw UserError("config \"" + origin + "\" holds a JSON " + root.type_name() +
@@ -305,6 +310,7 @@ std::string cached_hub_config(const std::string& id) {
 }
 
 std::string read_config_text(const std::string& path) {
+  require_readable_file(path, "--hf-config");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw UserError("cannot read config \"" + path + "\" (" + std::strerror(errno) +

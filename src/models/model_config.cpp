@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "accumbench/error.hpp"
+#include "accumbench/units.hpp"
 
 namespace accumbench {
 
@@ -117,6 +118,12 @@ std::string format_double(double v) {
 
 }  // namespace
 
+static void require_at_most(const ModelConfig& cfg, const char* field, int64_t value, int64_t limit) {
+  if (value <= limit) return;
+  throw UserError("model \"" + cfg.name + "\" has " + field + " " + std::to_string(value) + ", above the " +
+                  std::to_string(limit) + " accumbench can plan for; check the config for a typo");
+}
+
 void validate(const ModelConfig& cfg) {
   require_positive(cfg, "vocab_size", cfg.vocab_size);
   require_positive(cfg, "d_model", cfg.d_model);
@@ -126,6 +133,16 @@ void validate(const ModelConfig& cfg) {
   require_positive(cfg, "head_dim", cfg.head_dim);
   require_positive(cfg, "d_ff", cfg.d_ff);
   require_positive(cfg, "max_seq_len", cfg.max_seq_len);
+  // Limits far above any published model that keep every size in the plan's int64 arithmetic
+  // (bytes of the largest tensors) from overflowing.
+  require_at_most(cfg, "vocab_size", cfg.vocab_size, int64_t{1} << 27);
+  require_at_most(cfg, "d_model", cfg.d_model, int64_t{1} << 17);
+  require_at_most(cfg, "n_layers", cfg.n_layers, int64_t{1} << 12);
+  require_at_most(cfg, "n_heads", cfg.n_heads, int64_t{1} << 12);
+  require_at_most(cfg, "n_kv_heads", cfg.n_kv_heads, int64_t{1} << 12);
+  require_at_most(cfg, "head_dim", cfg.head_dim, int64_t{1} << 12);
+  require_at_most(cfg, "d_ff", cfg.d_ff, int64_t{1} << 20);
+  require_at_most(cfg, "max_seq_len", cfg.max_seq_len, int64_t{1} << 24);
   if (!(cfg.norm_eps > 0.0) || !std::isfinite(cfg.norm_eps))
     invalid(cfg, "norm_eps is " + format_double(cfg.norm_eps),
             "set norm_eps to a small positive number such as 1e-5");
@@ -292,8 +309,8 @@ const ModelConfig& find_preset(const std::string& name) {
     if (cfg.name == name) return cfg;
   std::string names;
   for (const ModelConfig& cfg : presets()) names += (names.empty() ? "" : ", ") + cfg.name;
-  throw UserError("unknown model preset \"" + name +
-                  "\"; run \"accumbench models\" to list presets (" + names + ")");
+  throw UserError("unknown model preset " + text::quoted(name) +
+                  "; run \"accumbench models\" to list presets (" + names + ")");
 }
 
 void check_sequence_length(const ModelConfig& cfg, int64_t seq_len) {

@@ -52,6 +52,16 @@ void check_split(const ModelConfig& m, const PlanOptions& o, const SplitConfig& 
   }
   if (s.micro_batch <= 0 || o.seq_len <= 0) throw UserError("micro-batch and sequence length must be positive");
   check_sequence_length(m, o.seq_len);
+  // The largest terms in doubles first: the plan's int64 byte counts must not overflow, and a
+  // split this large fits no device anyway.
+  const double b = static_cast<double>(s.micro_batch), T = static_cast<double>(o.seq_len);
+  const double largest = std::max({static_cast<double>(m.n_layers * m.n_heads) * b * T * T * 4.0,
+                                    static_cast<double>(m.vocab_size) * b * T * 16.0,
+                                    static_cast<double>(m.n_layers) * b * T * static_cast<double>(m.d_model + m.d_ff) * 32.0});
+  if (largest > 1.0e18) {
+    throw UserError("split " + s.label() + " of " + m.name + " at T=" + std::to_string(o.seq_len) +
+                    " needs more than an exabyte of activations; pick a smaller micro-batch or sequence length");
+  }
 }
 
 // The symbols of the formulas for one split, and the plan's tables filled step by step. Each step

@@ -47,6 +47,32 @@ std::string describe(const SweepResult& sweep) {
   return line;
 }
 
+// What differs between the two sweeps' configurations, "model (a vs b), seq_len (...)"; empty when
+// they measured the same thing (compare is meant for two devices or two builds of one sweep).
+std::string configuration_differences(const SweepContext& a, const SweepContext& b) {
+  std::vector<std::string> differences;
+  const auto differ = [&](const std::string& name, const std::string& x, const std::string& y) {
+    if (x != y) differences.push_back(name + " (" + text::shortened(x, 40) + " vs " + text::shortened(y, 40) + ")");
+  };
+  differ("model", a.model, b.model);
+  differ("seq_len", std::to_string(a.seq_len), std::to_string(b.seq_len));
+  differ("batch", std::to_string(a.batch), std::to_string(b.batch));
+  differ("world_size", std::to_string(a.world_size), std::to_string(b.world_size));
+  for (const auto& [name, value] : a.options) {
+    if (name == "model" || name == "seq_len" || name == "batch" || name == "device" || name == "OMP_WAIT_POLICY" ||
+        name == "threads") {
+      continue;  // named above, or a property of the machine rather than of the measurement
+    }
+    for (const auto& [other_name, other_value] : b.options) {
+      if (other_name == name) differ(name, value, other_value);
+    }
+  }
+  std::string text;
+  for (size_t i = 0; i < differences.size() && i < 6; ++i) text += (i ? ", " : "") + differences[i];
+  if (differences.size() > 6) text += ", and " + std::to_string(differences.size() - 6) + " more";
+  return text;
+}
+
 }  // namespace
 
 void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& out) {
@@ -91,7 +117,10 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
                    step_ratio, peak_cell(ra), peak_cell(rb), peak_ratio});
   }
 
-  out << "A: " << describe(a) << '\n' << "B: " << describe(b) << "\n\n";
+  out << "A: " << describe(a) << '\n' << "B: " << describe(b) << "\n";
+  const std::string differences = configuration_differences(a.context, b.context);
+  if (!differences.empty()) out << "warning: the two sweeps measured different configurations: " << differences << "\n";
+  out << "\n";
   table.render(out);
 }
 

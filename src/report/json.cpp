@@ -451,6 +451,8 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
     if (tag_end != std::string::npos) detail = detail.substr(tag_end + 2);
     throw UserError(origin + " is not valid JSON (" + detail +
                     "); pass a file written by `accumbench sweep --json`");
+  } catch (const Json::out_of_range& e) {
+    throw UserError(origin + " holds a number too large for a double; pass a file written by `accumbench sweep --json`");
   }
   if (!root.is_object() || !root.contains("json_schema_version")) {
     throw UserError(origin + " has no json_schema_version, so it is not an accumbench result; "
@@ -479,6 +481,7 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
 }
 
 SweepResult load_sweep_result(const std::string& path) {
+  require_readable_file(path, "the result file");
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw UserError("cannot read " + path + " (" + std::strerror(errno) +

@@ -12,16 +12,19 @@ namespace accumbench {
 
 namespace {
 
-// A "|" inside a cell would end the cell; newlines would end the row.
+// A "|" inside a cell would end the cell; newlines would end the row; "<", ">" and "&" would be
+// read as HTML by every Markdown renderer (a model path or an error message is outside text).
 std::string markdown_cell(const std::string& value) {
   std::string escaped;
   for (char c : value) {
-    if (c == '|') {
-      escaped += "\\|";
-    } else if (c == '\n' || c == '\r') {
-      escaped += ' ';
-    } else {
-      escaped += c;
+    switch (c) {
+      case '|': escaped += "\\|"; break;
+      case '\n':
+      case '\r': escaped += ' '; break;
+      case '<': escaped += "&lt;"; break;
+      case '>': escaped += "&gt;"; break;
+      case '&': escaped += "&amp;"; break;
+      default: escaped += c;
     }
   }
   return escaped;
@@ -34,7 +37,7 @@ void MarkdownReporter::report(const SweepResult& result, std::ostream& out) cons
   const report::TableContext context = report::TableContext::of(result);
   const std::vector<const report::ColumnDef*> shown = report::shown_columns(View::kMarkdown, result.runs);
 
-  out << text::context_line(result) << "\n\n";
+  out << markdown_cell(text::context_line(result)) << "\n\n";
   std::string header = "|", rule = "|";
   for (const report::ColumnDef* column : shown) {
     header += " " + column->header + " |";

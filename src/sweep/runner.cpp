@@ -36,9 +36,17 @@ void check_sweep_options(const SweepOptions& options) {
   validate_workload(options.workload);
   if (options.warmup < 0) throw UserError("--warmup must not be negative");
   if (options.steps <= 0) throw UserError("--steps must be positive, got " + std::to_string(options.steps));
-  if (options.time_budget_seconds < 0) {
-    throw UserError("--time-budget must not be negative, got " + number(options.time_budget_seconds) +
+  constexpr int kMaxSteps = 1000000;
+  if (options.warmup > kMaxSteps || options.steps > kMaxSteps) {
+    throw UserError("--warmup and --steps must be at most " + std::to_string(kMaxSteps) + "; use --time-budget for long runs");
+  }
+  if (!(options.time_budget_seconds >= 0) || !(options.time_budget_seconds <= 1e7)) {
+    throw UserError("--time-budget must be a number of seconds in [0, 1e7], got " + number(options.time_budget_seconds) +
                     "; use 0 for exactly --steps steps");
+  }
+  // NaN is "not given" (the device table); anything else must be a finite positive peak.
+  if (!std::isnan(options.peak_tflops) && !(options.peak_tflops > 0 && std::isfinite(options.peak_tflops))) {
+    throw UserError("--peak-tflops must be a positive number of TFLOP/s, got " + number(options.peak_tflops));
   }
 }
 
@@ -55,23 +63,70 @@ void check_profile_dir(const std::string& directory, c10::Device device) {
   }
 }
 
-// A resume file from another configuration would mix two experiments in one report.
-void check_resume(const SweepResult& resume, const ModelConfig& cfg, const WorkloadOptions& w, int world_size) {
+// Options a resumed sweep may change: the grid's dimensions (splits measured before stay in the
+// file), the memory limit (every "fits" is judged again), output and machine settings.
+bool may_differ_on_resume(const std::string& option) {
+  static const char* const kFree[] = {"micro_batches", "precisions",   "knobs",       "cuda_graphs",
+                                      "chunked_loss",  "activation_checkpointing", "optimizer_in_backward",
+                                      "memory_limit_bytes", "try_predicted_oom", "profile_dir", "OMP_WAIT_POLICY",
+                                      "peak_tflops"};
+  for (const char* free : kFree) {
+    if (option == free) return true;
+  }
+  return false;
+}
+
+// A resume file from another configuration would mix two experiments in one report: every option
+// that changes a measurement (the options list carries the config.json's and token file's
+// content fingerprints), the LibTorch version and the device must match. The file is left as
+// it is (nothing has been written yet).
+void check_resume(const SweepResult& resume, const SweepContext& now) {
   const SweepContext& done = resume.context;
-  if (done.model != cfg.name || done.seq_len != w.seq_len || done.batch != w.batch || done.world_size != world_size) {
-    throw UserError("--resume file holds a sweep of " + done.model + " at T=" + std::to_string(done.seq_len) +
-                    ", batch " + std::to_string(done.batch) + ", not " + cfg.name + " at T=" +
-                    std::to_string(w.seq_len) + ", batch " + std::to_string(w.batch) +
-                    "; resume with the same model, --seq-len and --batch, or write to a new file");
+  const auto mismatch = [](const std::string& what, const std::string& then, const std::string& wanted) {
+    throw UserError("--resume file was measured with " + what + " " + text::quoted(then, 60) + ", this sweep has " +
+                    text::quoted(wanted, 60) + "; resume with the same options, or write to a new file");
+  };
+  if (done.model != now.model) mismatch("model", done.model, now.model);
+  if (done.seq_len != now.seq_len) mismatch("--seq-len", std::to_string(done.seq_len), std::to_string(now.seq_len));
+  if (done.batch != now.batch) mismatch("--batch", std::to_string(done.batch), std::to_string(now.batch));
+  if (done.world_size != now.world_size) {
+    mismatch("world size", std::to_string(done.world_size), std::to_string(now.world_size));
+  }
+  if (done.libtorch_version != now.libtorch_version) mismatch("LibTorch", done.libtorch_version, now.libtorch_version);
+  if (done.device_name != now.device_name) mismatch("device", done.device_name, now.device_name);
+  for (const auto& [name, value] : now.options) {
+    if (may_differ_on_resume(name)) continue;
+    std::string then = "(absent)";
+    for (const auto& [done_name, done_value] : done.options) {
+      if (done_name == name) then = done_value;
+    }
+    if (then != value) mismatch("--" + name, then, value);
   }
 }
 
+// The runs of `resume` that this sweep's grid does not measure again, with their "fits" judged
+// again against today's limit: kept, never dropped.
+std::vector<RunResult> runs_kept_from(const SweepResult& resume, const std::vector<SplitConfig>& grid, int64_t limit) {
+  std::vector<RunResult> kept;
+  for (RunResult run : resume.runs) {
+    const bool in_grid = std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& s) { return s.key() == run.config.key(); });
+    if (in_grid) continue;
+    if (run.status == RunStatus::kOk) run.fits = limit == 0 || run.peak_reserved_bytes <= limit;
+    kept.push_back(run);
+  }
+  return kept;
+}
+
 // The weights and AdamW's two moments of what trains stay allocated for the whole sweep.
-void check_memory_limit_holds_the_model(const WorkloadOptions& w, const ModelConfig& cfg) {
+int64_t resident_model_bytes(const WorkloadOptions& w, const ModelConfig& cfg) {
   const int64_t weight_bytes = compute_bytes(w.weights_dtype) * parameter_count(cfg);
   const int64_t adapter_bytes = 4 * lora_parameter_count(cfg, w.lora);  // fp32 adapters
   const int64_t moment_bytes = 2 * (w.lora.enabled() ? adapter_bytes : weight_bytes);
-  const int64_t resident_bytes = weight_bytes + adapter_bytes + moment_bytes;
+  return weight_bytes + adapter_bytes + moment_bytes;
+}
+
+void check_memory_limit_holds_the_model(const WorkloadOptions& w, const ModelConfig& cfg) {
+  const int64_t resident_bytes = resident_model_bytes(w, cfg);
   if (w.memory_limit_bytes > 0 && w.memory_limit_bytes < resident_bytes) {
     throw UserError("--memory-limit " + format_bytes(w.memory_limit_bytes) + " is below the " +
                     format_bytes(resident_bytes) + " that " + cfg.name + "'s " + to_string(w.weights_dtype) +
@@ -118,6 +173,16 @@ SweepContext sweep_context(const SweepOptions& options, const ModelConfig& cfg, 
 }  // namespace
 
 int process_rank() { return compat::launch_environment().rank; }
+
+void require_model_fits_device(const WorkloadOptions& w, const ModelConfig& cfg, const std::string& device) {
+  const int64_t resident_bytes = resident_model_bytes(w, cfg);
+  const int64_t device_bytes = describe_environment(device).device_memory_bytes;
+  if (device_bytes > 0 && resident_bytes > device_bytes) {
+    throw UserError(cfg.name + "'s weights and AdamW moments alone need " + format_bytes(resident_bytes) +
+                    ", more than the " + format_bytes(device_bytes) + " of " + device +
+                    "; pick a smaller model, LoRA, or plan it with `accumbench plan`");
+  }
+}
 
 PlanOptions sweep_plan_options(const WorkloadOptions& w, bool device_is_cuda, int token_batches) {
   PlanOptions plan;
@@ -171,6 +236,9 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
       {"profile_dir", o.profile_dir.empty() ? "none" : o.profile_dir},
       {"peak_tflops", std::isnan(o.peak_tflops) ? "device table" : number(o.peak_tflops)},
       {"token_file", w.data.token_file.empty() ? "synthetic" : w.data.token_file},
+      // Content fingerprints, so that --resume tells an edited file at the same path.
+      {"model_file_fingerprint", w.model.hf_config.empty() ? "preset" : file_fingerprint(resolve_hf_config_path(w.model.hf_config))},
+      {"token_file_fingerprint", w.data.token_file.empty() ? "synthetic" : file_fingerprint(w.data.token_file)},
       {"threads", w.threads == 0 ? "all" : std::to_string(w.threads)},
       {"OMP_WAIT_POLICY", std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(unset)"},
   };
@@ -194,17 +262,18 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   MemoryProbe memory(device);  // on CPU this installs the counting allocator before anything is allocated
   const ModelConfig cfg = resolve_model(w.model);
   check_sequence_length(cfg, w.seq_len);
+  require_model_fits_device(w, cfg, device.str());
   const std::vector<SplitConfig> grid = split_grid(w, launch.world_size);
   if (!device.is_cuda() && std::count(w.precisions.begin(), w.precisions.end(), Precision::kFp16) > 0) {
     throw UserError("fp16 needs a CUDA device (autocast with loss scaling); use bf16 or fp32 on the CPU");
   }
   require_weights_dtype_runs_on(w.weights_dtype, device);
   validate_lora(cfg, w.lora);
-  if (resume != nullptr) check_resume(*resume, cfg, w, launch.world_size);
   if (device.is_cuda()) compat::allow_tf32(true);  // as the PyTorch anchor does
 
   SweepResult result;
   result.context = sweep_context(options, cfg, device, launch.world_size);
+  if (resume != nullptr) check_resume(*resume, result.context);
   const StepBatches data(load_batches(w, cfg, device, launch));
   check_memory_limit_holds_the_model(w, cfg);
   // Joins the other ranks last, after every check that could stop this one alone.
@@ -212,6 +281,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   if (group) result.context.distributed_backend = group->backend();
   // Past this point nothing throws a UserError for the whole sweep: failures belong to one split.
   SplitMeasurement measurement(options, cfg, device, memory, data, group.get(), result.context, on_step);
+  const std::vector<RunResult> kept = resume != nullptr ? runs_kept_from(*resume, grid, w.memory_limit_bytes)
+                                                        : std::vector<RunResult>{};
   for (size_t index = 0; index < grid.size(); ++index) {
     const RunResult* done = nullptr;
     if (resume != nullptr) {
@@ -220,10 +291,19 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       });
       if (found != resume->runs.end()) done = &*found;
     }
-    result.runs.push_back(done != nullptr ? *done : measurement.run(grid[index], index, grid.size()));
-    result.recommendation = recommend(result.runs, w.memory_limit_bytes);
-    if (on_split) on_split(result);
+    RunResult run = done != nullptr ? *done : measurement.run(grid[index], index, grid.size());
+    if (done != nullptr) {  // judged again against today's limit
+      run.fits = w.memory_limit_bytes == 0 || run.peak_reserved_bytes <= w.memory_limit_bytes;
+    }
+    result.runs.push_back(run);
+    // The file's other splits follow this sweep's, so an interrupted resume still holds them all.
+    SweepResult partial = result;
+    partial.runs.insert(partial.runs.end(), kept.begin(), kept.end());
+    partial.recommendation = recommend(partial.runs, w.memory_limit_bytes);
+    if (on_split) on_split(partial);
   }
+  result.runs.insert(result.runs.end(), kept.begin(), kept.end());
+  result.recommendation = recommend(result.runs, w.memory_limit_bytes);
   memory.set_limit_bytes(0);
   return result;
 }

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 
 #include "accumbench/data.hpp"
 #include "accumbench/engine.hpp"
@@ -80,6 +81,7 @@ VerifySetup prepare(const WorkloadOptions& w) {
   check_sequence_length(s.model, w.seq_len);
   require_weights_dtype_runs_on(w.weights_dtype, s.device);
   validate_lora(s.model, w.lora);
+  require_model_fits_device(w, s.model, s.device.str());
   s.precision = w.precisions.front();
   s.grid = split_grid(w, s.launch.world_size);
 
@@ -108,7 +110,10 @@ VerifySplit compare(const SplitConfig& config, const Snapshot& got, const Snapsh
     diff_sq += diff.pow(2).sum().item<double>();
     ref_sq += reference.gradients[i].pow(2).sum().item<double>();
   }
-  split.rel_l2_grad_error = ref_sq > 0 ? std::sqrt(diff_sq / ref_sq) : 0.0;
+  // Non-finite sums (a NaN learning rate, an overflow) are an error, never a pass: NaN > 0 is false,
+  // so they must not fall through to the "no reference, no error" zero.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  split.rel_l2_grad_error = !std::isfinite(diff_sq) || !std::isfinite(ref_sq) ? nan : ref_sq > 0 ? std::sqrt(diff_sq / ref_sq) : 0.0;
   double update_diff_sq = 0, update_ref_sq = 0;
   for (size_t i = 0; i < got.weights.size(); ++i) {
     const at::Tensor diff = got.weights[i] - reference.weights[i];
@@ -117,7 +122,9 @@ VerifySplit compare(const SplitConfig& config, const Snapshot& got, const Snapsh
     update_diff_sq += diff.pow(2).sum().item<double>();
     update_ref_sq += reference_update.pow(2).sum().item<double>();
   }
-  split.rel_l2_update_error = update_ref_sq > 0 ? std::sqrt(update_diff_sq / update_ref_sq) : 0.0;
+  split.rel_l2_update_error = !std::isfinite(update_diff_sq) || !std::isfinite(update_ref_sq) ? nan
+                              : update_ref_sq > 0 ? std::sqrt(update_diff_sq / update_ref_sq)
+                                                  : 0.0;
   split.pass = split.rel_l2_grad_error <= result.gradient_tolerance &&
                split.rel_l2_update_error <= result.update_tolerance &&
                std::abs(split.loss - reference.loss) <= result.gradient_tolerance * std::max(1.0, std::abs(reference.loss));

@@ -8,6 +8,9 @@
 #include <sstream>
 
 #include "accumbench/error.hpp"
+#include "accumbench/units.hpp"
+
+#include <thread>
 
 namespace accumbench {
 
@@ -42,7 +45,7 @@ Enum value_of(const Names<Enum, N>& names, const std::string& text, const std::s
     if (text == names[i].second) return names[i].first;
     choices += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + std::string(names[i].second);
   }
-  throw UserError("unknown " + what + " \"" + text + "\"; use " + choices);
+  throw UserError("unknown " + what + " " + text::quoted(text) + "; use " + choices);
 }
 
 std::string number(double value) {
@@ -122,11 +125,49 @@ void validate_lora_options(const LoraOptions& lora) {
   }
 }
 
+// `value` must be finite and in [low, high] (`low_open`: above low); the message names the option.
+void require_in_range(const std::string& option, double value, double low, double high, bool low_open,
+                      const std::string& what) {
+  const bool ok = std::isfinite(value) && (low_open ? value > low : value >= low) && value <= high;
+  if (!ok) throw UserError(option + " must be " + what + ", got " + number(value));
+}
+
+void require_at_most(const std::string& option, int64_t value, int64_t limit, const std::string& why) {
+  if (value > limit) {
+    throw UserError(option + " " + std::to_string(value) + " is above the limit of " + std::to_string(limit) + " (" + why +
+                    "); pick a smaller value");
+  }
+}
+
+void validate_optimizer(const OptimizerOptions& o) {
+  require_in_range("--lr", o.lr, 0, 10, false, "a finite number in [0, 10]");
+  require_in_range("--beta1", o.beta1, 0, 1, false, "in [0, 1)");
+  if (o.beta1 >= 1) throw UserError("--beta1 must be in [0, 1), got " + number(o.beta1));
+  require_in_range("--beta2", o.beta2, 0, 1, false, "in [0, 1)");
+  if (o.beta2 >= 1) throw UserError("--beta2 must be in [0, 1), got " + number(o.beta2));
+  require_in_range("--adam-eps", o.eps, 0, 1, true, "a positive number of at most 1");
+  require_in_range("--weight-decay", o.weight_decay, 0, 10, false, "a finite number in [0, 10]");
+}
+
+// Limits that protect the machine and keep sizes in int64 arithmetic: far above any real run.
+void validate_limits(const WorkloadOptions& w) {
+  require_at_most("--seq-len", w.seq_len, kMaxSeqLen, "tokens per sequence");
+  require_at_most("--batch", w.batch, kMaxBatch, "sequences per step");
+  require_at_most("--batch × --seq-len", w.batch * w.seq_len, kMaxStepTokens, "tokens per step");
+  const int64_t hardware = std::max(1u, std::thread::hardware_concurrency());
+  require_at_most("--threads", w.threads, 4 * hardware, "four times this machine's " + std::to_string(hardware) + " hardware threads");
+  require_at_most("--world-size", w.world_size, int64_t{1} << 16, "data-parallel ranks");
+  require_at_most("--loss-chunk-tokens", w.loss.chunk_tokens, int64_t{1} << 31, "tokens per chunk");
+  require_at_most("--lora-rank", w.lora.rank, int64_t{1} << 16, "adapter rank");
+}
+
 }  // namespace
 
 void validate_workload(const WorkloadOptions& w) {
   if (w.seq_len <= 0) throw UserError("--seq-len must be positive, got " + std::to_string(w.seq_len));
   if (w.batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(w.batch));
+  validate_limits(w);
+  validate_optimizer(w.optimizer);
   for (int64_t micro : w.micro_batches) {
     if (micro <= 0) throw UserError("micro-batch must be positive, got " + std::to_string(micro));
   }

@@ -25,11 +25,15 @@ std::string SplitConfig::key() const {
 }
 
 std::vector<int64_t> divisors(int64_t n) {
-  std::vector<int64_t> out;
-  for (int64_t d = 1; d <= n; ++d) {
-    if (n % d == 0) out.push_back(d);
+  // Pairs (d, n/d) with d ≤ √n: O(√n) even for a huge --batch.
+  std::vector<int64_t> small, large;
+  for (int64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    small.push_back(d);
+    if (d != n / d) large.push_back(n / d);
   }
-  return out;
+  small.insert(small.end(), large.rbegin(), large.rend());
+  return small;
 }
 
 int64_t sequences_per_rank(int64_t batch, int world_size) {
@@ -118,7 +122,13 @@ bool contains(const std::vector<SplitConfig>& grid, const SplitConfig& point) {
 
 std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
   const int64_t rank_batch = sequences_per_rank(w.batch, world_size);
-  const std::vector<int64_t> micro_batches = w.micro_batches.empty() ? divisors(rank_batch) : w.micro_batches;
+  std::vector<int64_t> micro_batches = w.micro_batches.empty() ? divisors(rank_batch) : w.micro_batches;
+  // A micro-batch given twice is measured once, where it first appears.
+  std::vector<int64_t> unique;
+  for (int64_t micro : micro_batches) {
+    if (std::find(unique.begin(), unique.end(), micro) == unique.end()) unique.push_back(micro);
+  }
+  micro_batches = unique;
   if (w.grid.optimizer_in_backward) require_one_rank_for_optimizer_in_backward(world_size);
   std::vector<SplitConfig> grid;
   for (Precision precision : w.precisions) {

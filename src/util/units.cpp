@@ -11,6 +11,9 @@
 
 #include "accumbench/error.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 namespace accumbench {
 
 namespace {
@@ -224,5 +227,50 @@ void TextTable::render(std::ostream& out) const {
   }
 }
 
+std::string shortened(const std::string& value, std::size_t max_chars) {
+  if (display_width(value) <= max_chars) return value;
+  // Cut at a character boundary: skip back over UTF-8 continuation bytes.
+  std::size_t cut = 0, chars = 0;
+  while (cut < value.size() && chars < max_chars) {
+    ++cut;
+    while (cut < value.size() && (static_cast<unsigned char>(value[cut]) & 0xC0) == 0x80) ++cut;
+    ++chars;
+  }
+  return value.substr(0, cut) + "\u2026 (" + std::to_string(value.size()) + " bytes)";
+}
+
+std::string quoted(const std::string& value, std::size_t max_chars) {
+  return "\"" + shortened(value, max_chars) + "\"";
+}
+
 }  // namespace text
+
+std::string file_fingerprint(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return "";
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a offset basis
+  unsigned char buffer[65536];
+  std::size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) {
+    for (std::size_t i = 0; i < n; ++i) hash = (hash ^ buffer[i]) * 1099511628211ull;  // FNV prime
+  }
+  std::fclose(file);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
+}
+
+void require_readable_file(const std::string& path, const std::string& what) {
+  struct stat info {};
+  const std::string shown = text::quoted(path, 240);  // paths are long; a 500,000-character one is still cut
+  if (::stat(path.c_str(), &info) != 0) {
+    throw UserError(what + " " + shown + " does not exist; give the path of an existing file");
+  }
+  if (S_ISDIR(info.st_mode)) throw UserError(what + " " + shown + " is a directory; give a file");
+  if (!S_ISREG(info.st_mode)) {
+    throw UserError(what + " " + shown + " is not a regular file (a FIFO, socket or device); give a file");
+  }
+  if (::access(path.c_str(), R_OK) != 0) throw UserError(what + " " + shown + " cannot be read; check its permissions");
+}
+
 }  // namespace accumbench

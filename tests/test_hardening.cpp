@@ -1,0 +1,159 @@
+// Bad input ends in one sentence, never a crash, a hang or runaway resources: the validation
+// pass over every option, sizes that keep the plan's arithmetic in int64, messages that do not
+// echo huge values, files that are not files, and the smaller holes (Markdown escaping,
+// repeated micro-batches, compare of two different configurations).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "accumbench/error.hpp"
+#include "accumbench/model_config.hpp"
+#include "accumbench/options.hpp"
+#include "accumbench/plan.hpp"
+#include "accumbench/report.hpp"
+#include "accumbench/result.hpp"
+#include "accumbench/units.hpp"
+
+namespace ab = accumbench;
+
+namespace {
+
+std::string user_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ab::UserError& e) {
+    return e.what();
+  }
+  return "(no UserError)";
+}
+
+ab::WorkloadOptions defaults() { return ab::workload_defaults(ab::Command::kSweep); }
+
+}  // namespace
+
+TEST(Validation, EveryNumericOptionIsFiniteAndInRange) {
+  const double nan = std::nan("");
+  const std::vector<std::pair<std::function<void(ab::WorkloadOptions&)>, std::string>> cases = {
+      {[&](ab::WorkloadOptions& w) { w.optimizer.lr = nan; }, "--lr must be a finite number"},
+      {[](ab::WorkloadOptions& w) { w.optimizer.lr = INFINITY; }, "--lr must be"},
+      {[](ab::WorkloadOptions& w) { w.optimizer.beta1 = 1.0; }, "--beta1 must be in [0, 1)"},
+      {[&](ab::WorkloadOptions& w) { w.optimizer.beta2 = nan; }, "--beta2 must be in [0, 1)"},
+      {[](ab::WorkloadOptions& w) { w.optimizer.eps = 0; }, "--adam-eps must be a positive number"},
+      {[](ab::WorkloadOptions& w) { w.optimizer.weight_decay = -0.1; }, "--weight-decay must be"},
+      {[](ab::WorkloadOptions& w) { w.threads = 1000000; }, "--threads 1000000 is above the limit"},
+      {[](ab::WorkloadOptions& w) { w.batch = int64_t{1} << 21; }, "--batch 2097152 is above the limit of 1048576"},
+      {[](ab::WorkloadOptions& w) { w.seq_len = int64_t{1} << 21; }, "--seq-len 2097152 is above the limit"},
+      {[](ab::WorkloadOptions& w) { w.batch = 1 << 19; w.seq_len = 1 << 19; }, "tokens per step"},
+      {[](ab::WorkloadOptions& w) { w.world_size = 1 << 20; }, "--world-size"},
+  };
+  for (const auto& [mutate, expected] : cases) {
+    ab::WorkloadOptions w = defaults();
+    mutate(w);
+    EXPECT_NE(user_error([&] { ab::validate_workload(w); }).find(expected), std::string::npos) << expected;
+  }
+  EXPECT_NO_THROW(ab::validate_workload(defaults()));
+}
+
+TEST(Validation, DivisorsOfAHugeBatchAreQuick) {
+  EXPECT_EQ(ab::divisors(12), (std::vector<int64_t>{1, 2, 3, 4, 6, 12}));
+  EXPECT_EQ(ab::divisors(36), (std::vector<int64_t>{1, 2, 3, 4, 6, 9, 12, 18, 36}));
+  EXPECT_EQ(ab::divisors(1), (std::vector<int64_t>{1}));
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int64_t> d = ab::divisors(99999999977);  // a prime: √n ≈ 316,228 tries
+  EXPECT_EQ(d, (std::vector<int64_t>{1, 99999999977}));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+}
+
+TEST(Validation, RepeatedMicroBatchesAreMeasuredOnce) {
+  ab::WorkloadOptions w = defaults();
+  w.micro_batches = {2, 8, 2, 8};
+  std::vector<std::string> labels;
+  for (const ab::SplitConfig& s : ab::split_grid(w, 1)) labels.push_back(s.label());
+  EXPECT_EQ(labels, (std::vector<std::string>{"2\u00d74", "8\u00d71"}));
+}
+
+TEST(Validation, ModelSizesStayPlannable) {
+  ab::ModelConfig m = ab::find_preset("llama-tiny");
+  m.vocab_size = int64_t{1} << 40;
+  EXPECT_NE(user_error([&] { ab::validate(m); }).find("above the 134217728"), std::string::npos);
+  // An exabyte split is refused rather than overflowing the plan's byte counts.
+  ab::PlanOptions o;
+  o.seq_len = 131072;
+  o.batch = 65536;
+  ab::SplitConfig s;
+  s.micro_batch = 65536;  // 16 layers · 32 heads · 65536 · 131072² · 4 bytes of probabilities: 2.3 EB
+  const ab::ModelConfig big = ab::find_preset("llama-3.2-1b");
+  EXPECT_NE(user_error([&] { ab::plan_memory(big, o, s); }).find("more than an exabyte"), std::string::npos);
+}
+
+TEST(Validation, ConfigNumbersBeyondADoubleAreAUserError) {
+  const std::string msg = user_error([] {
+    ab::parse_hf_config(R"({"model_type": "llama", "vocab_size": 1e999})", "big.json");
+  });
+  EXPECT_NE(msg.find("too large for a double"), std::string::npos) << msg;
+}
+
+TEST(Messages, LongValuesAreCutShort) {
+  const std::string huge(500000, 'x');
+  const std::string msg = user_error([&] { ab::find_preset(huge); });
+  EXPECT_LT(msg.size(), 400u);
+  EXPECT_NE(msg.find("\u2026 (500000 bytes)"), std::string::npos);
+  EXPECT_EQ(ab::text::quoted("short"), "\"short\"");
+  EXPECT_EQ(ab::text::shortened("\u00d7\u00d7\u00d7", 2), "\u00d7\u00d7\u2026 (6 bytes)");  // never cuts a character
+}
+
+TEST(Messages, DirectoriesAndMissingFilesAreNamed) {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  EXPECT_NE(user_error([&] { ab::require_readable_file(dir, "--tokens"); }).find("is a directory"), std::string::npos);
+  EXPECT_NE(user_error([&] { ab::load_sweep_result(dir); }).find("is a directory"), std::string::npos);
+  EXPECT_NE(user_error([] { ab::require_readable_file("/no/such/file", "--tokens"); }).find("does not exist"),
+            std::string::npos);
+  EXPECT_NE(user_error([] { ab::require_readable_file("/dev/null", "--tokens"); }).find("not a regular file"),
+            std::string::npos);
+}
+
+namespace {
+
+ab::SweepResult one_run(const std::string& model, int64_t seq_len) {
+  ab::SweepResult r;
+  r.context.model = model;
+  r.context.seq_len = seq_len;
+  r.context.batch = 8;
+  r.context.parameters = 1000;
+  r.context.options = {{"lr", "0.0001"}};
+  ab::RunResult run;
+  run.config.micro_batch = 8;
+  run.config.accum_steps = 1;
+  run.step_seconds.median = 0.5;
+  run.peak_allocated_bytes = 1 << 20;
+  r.runs.push_back(run);
+  r.recommendation.best_index = 0;
+  r.recommendation.reason = "only <one> & it";
+  return r;
+}
+
+}  // namespace
+
+TEST(Markdown, EscapesHtmlFromPathsAndMessages) {
+  std::ostringstream out;
+  ab::MarkdownReporter().report(one_run("<script>x</script>", 64), out);
+  EXPECT_EQ(out.str().find("<script>"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("&lt;script&gt;x&lt;/script&gt;"), std::string::npos);
+  EXPECT_NE(out.str().find("only &lt;one&gt; &amp; it"), std::string::npos);
+}
+
+TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
+  std::ostringstream same, different;
+  ab::print_comparison(one_run("gpt2-mini", 64), one_run("gpt2-mini", 64), same);
+  EXPECT_EQ(same.str().find("warning"), std::string::npos);
+  ab::SweepResult b = one_run("gpt2-mini", 128);
+  b.context.options = {{"lr", "0.001"}};
+  ab::print_comparison(one_run("gpt2-mini", 64), b, different);
+  EXPECT_NE(different.str().find("warning: the two sweeps measured different configurations: seq_len (64 vs 128), "
+                                 "lr (0.0001 vs 0.001)"),
+            std::string::npos)
+      << different.str();
+}
