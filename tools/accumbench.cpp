@@ -188,6 +188,9 @@ void add_run_options(CLI::App* command, WorkloadFlags& f) {
     return;
   }
   command->add_option("--threads", w.threads, "CPU threads (0: every hardware thread)")->capture_default_str();
+  command->add_option("--dist-timeout", w.dist_timeout_seconds,
+                      "data parallel: seconds a rank waits for the others (joining, and every collective)")
+      ->capture_default_str();
   ab::OptimizerOptions& o = w.optimizer;
   command->add_option("--lr", o.lr, "AdamW learning rate")->capture_default_str();
   command->add_option("--beta1", o.beta1, "AdamW beta1")->capture_default_str();

@@ -123,6 +123,7 @@ struct WorkloadOptions {
   OptimizerOptions optimizer;
   int64_t memory_limit_bytes = 0;           // 0: the device's own memory
   int world_size = 1;                       // plan: data-parallel ranks to plan for
+  double dist_timeout_seconds = 300;        // data parallel: how long a rank waits for the others
   int threads = 0;                          // CPU threads; 0: every hardware thread
 };
 

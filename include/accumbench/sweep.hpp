@@ -76,6 +76,14 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
 // Every option as (name, value), for the report's context block.
 std::vector<std::pair<std::string, std::string>> describe_options(const SweepOptions& options);
 
+namespace compat {
+class ProcessGroup;
+}
+// Data parallel: throws UserError on every rank when one was started with other options (the
+// first difference named), before any collective (src/compat's store exchange).
+void require_same_options_on_every_rank(compat::ProcessGroup& group,
+                                        const std::vector<std::pair<std::string, std::string>>& options);
+
 // Throws UserError when the weights and AdamW moments of `workload`'s model alone exceed the
 // memory of `device` ("cpu" or "cuda:N"): refused before anything is built.
 void require_model_fits_device(const WorkloadOptions& workload, const ModelConfig& cfg, const std::string& device);

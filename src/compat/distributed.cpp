@@ -213,6 +213,22 @@ std::unique_ptr<PendingReduce> ProcessGroup::all_reduce_sum_async(std::vector<at
 
 void ProcessGroup::barrier() { impl_->backend->barrier()->wait(); }
 
+std::vector<std::string> ProcessGroup::exchange(const std::string& key, const std::string& value) {
+  // Through the store, before any collective: a mismatch found here cannot pair up collectives.
+  impl_->store->set(key + "/" + std::to_string(rank_), std::vector<uint8_t>(value.begin(), value.end()));
+  std::vector<std::string> values;
+  for (int r = 0; r < world_size_; ++r) {
+    try {
+      const std::vector<uint8_t> bytes = impl_->store->get(key + "/" + std::to_string(r));
+      values.emplace_back(bytes.begin(), bytes.end());
+    } catch (const c10::Error& error) {
+      throw UserError("rank " + std::to_string(r) + " did not answer rank " + std::to_string(rank_) + " (" +
+                      error.what_without_backtrace() + "); start every rank, or raise --dist-timeout");
+    }
+  }
+  return values;
+}
+
 #else  // CUDA build without NCCL headers
 
 struct ProcessGroup::Impl {};
@@ -233,6 +249,7 @@ PendingReduce::~PendingReduce() = default;
 void PendingReduce::wait() {}
 std::unique_ptr<PendingReduce> ProcessGroup::all_reduce_sum_async(std::vector<at::Tensor>) { return nullptr; }
 void ProcessGroup::barrier() {}
+std::vector<std::string> ProcessGroup::exchange(const std::string&, const std::string& value) { return {value}; }
 
 #endif
 

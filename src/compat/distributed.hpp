@@ -68,6 +68,9 @@ class ProcessGroup {
   // Every rank must start its collectives in the same order.
   std::unique_ptr<PendingReduce> all_reduce_sum_async(std::vector<at::Tensor> tensors);
   void barrier();
+  // Every rank's `value` under `key`, in rank order, through the store (no collective). Throws
+  // UserError when a rank does not answer within the timeout.
+  std::vector<std::string> exchange(const std::string& key, const std::string& value);
 
  private:
   struct Impl;

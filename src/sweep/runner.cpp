@@ -174,6 +174,27 @@ SweepContext sweep_context(const SweepOptions& options, const ModelConfig& cfg, 
 
 int process_rank() { return compat::launch_environment().rank; }
 
+void require_same_options_on_every_rank(compat::ProcessGroup& group,
+                                        const std::vector<std::pair<std::string, std::string>>& options) {
+  // Ranks started with different arguments would pair up the wrong collectives: compare the
+  // options (all but the machine's own) before the first one, and stop every rank by name.
+  std::string mine;
+  for (const auto& [name, value] : options) {
+    if (name != "OMP_WAIT_POLICY") mine += name + "=" + value + "\n";
+  }
+  const std::vector<std::string> all = group.exchange("accumbench/options", mine);
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    if (all[r] == mine) continue;
+    std::istringstream a(mine), b(all[r]);
+    std::string line_a, line_b;
+    while (std::getline(a, line_a) && std::getline(b, line_b) && line_a == line_b) {
+    }
+    throw UserError("rank " + std::to_string(r) + " was started with " + text::quoted(line_b, 60) + ", rank " +
+                    std::to_string(group.rank()) + " with " + text::quoted(line_a, 60) +
+                    "; start every rank with the same arguments");
+  }
+}
+
 void require_model_fits_device(const WorkloadOptions& w, const ModelConfig& cfg, const std::string& device) {
   const int64_t resident_bytes = resident_model_bytes(w, cfg);
   const int64_t device_bytes = describe_environment(device).device_memory_bytes;
@@ -240,6 +261,7 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
       {"model_file_fingerprint", w.model.hf_config.empty() ? "preset" : file_fingerprint(resolve_hf_config_path(w.model.hf_config))},
       {"token_file_fingerprint", w.data.token_file.empty() ? "synthetic" : file_fingerprint(w.data.token_file)},
       {"threads", w.threads == 0 ? "all" : std::to_string(w.threads)},
+      {"dist_timeout_seconds", number(w.dist_timeout_seconds)},
       {"OMP_WAIT_POLICY", std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(unset)"},
   };
   options.insert(options.end(), sweep.begin(), sweep.end());
@@ -277,8 +299,12 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   const StepBatches data(load_batches(w, cfg, device, launch));
   check_memory_limit_holds_the_model(w, cfg);
   // Joins the other ranks last, after every check that could stop this one alone.
-  const std::unique_ptr<compat::ProcessGroup> group = compat::ProcessGroup::from_environment(device);
-  if (group) result.context.distributed_backend = group->backend();
+  const std::unique_ptr<compat::ProcessGroup> group =
+      compat::ProcessGroup::from_environment(device, w.dist_timeout_seconds);
+  if (group) {
+    result.context.distributed_backend = group->backend();
+    require_same_options_on_every_rank(*group, result.context.options);
+  }
   // Past this point nothing throws a UserError for the whole sweep: failures belong to one split.
   SplitMeasurement measurement(options, cfg, device, memory, data, group.get(), result.context, on_step);
   const std::vector<RunResult> kept = resume != nullptr ? runs_kept_from(*resume, grid, w.memory_limit_bytes)

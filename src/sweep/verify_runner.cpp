@@ -135,7 +135,9 @@ VerifySplit compare(const SplitConfig& config, const Snapshot& got, const Snapsh
 
 VerifyResult run_verify(const WorkloadOptions& w) {
   const VerifySetup setup = prepare(w);
-  const std::unique_ptr<compat::ProcessGroup> group = compat::ProcessGroup::from_environment(setup.device);
+  const std::unique_ptr<compat::ProcessGroup> group =
+      compat::ProcessGroup::from_environment(setup.device, w.dist_timeout_seconds);
+  if (group) require_same_options_on_every_rank(*group, describe_workload(w));
   TrainOptions train_options;
   train_options.precision = setup.precision;
   train_options.optimizer = w.optimizer;

@@ -168,6 +168,7 @@ void validate_workload(const WorkloadOptions& w) {
   if (w.batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(w.batch));
   validate_limits(w);
   validate_optimizer(w.optimizer);
+  require_in_range("--dist-timeout", w.dist_timeout_seconds, 0, 86400, true, "a number of seconds in (0, 86400]");
   for (int64_t micro : w.micro_batches) {
     if (micro <= 0) throw UserError("micro-batch must be positive, got " + std::to_string(micro));
   }

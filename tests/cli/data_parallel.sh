@@ -66,9 +66,30 @@ for x in r["runs"]:
   check "data parallel sweep: rank 1 prints nothing" test ! -s "$out.rank1"
 }
 
+# cli.data_parallel.mismatch: ranks started with different arguments stop, every one, with a
+# sentence naming the option, before any collective.
+mismatch() {
+  local port
+  port=$(free_port) || fail "no free port"
+  last_command="WORLD_SIZE=2 ... accumbench verify --lr 0.001 (rank 1) / --lr 0.0001 (rank 0)"
+  WORLD_SIZE=2 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" verify \
+    --model gpt2-tiny --batch 4 --seq-len 32 --device cpu --threads 1 --lr 0.001 --dist-timeout 60 >"$out.rank1" 2>&1 &
+  local pid=$!
+  background_pids+=("$pid")
+  WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" verify \
+    --model gpt2-tiny --batch 4 --seq-len 32 --device cpu --threads 1 --lr 0.0001 --dist-timeout 60 >"$out" 2>"$err"
+  rc=$?
+  local rc1=0
+  wait "$pid" || rc1=$?
+  [ "$rc" -eq 2 ] || fail "rank 0 exited $rc, expected 2"
+  [ "$rc1" -eq 2 ] || fail "rank 1 exited $rc1, expected 2"
+  check "rank 0 names rank 1's --lr" grep -q 'rank 1 was started with "lr=0.001"' "$err"
+  check "rank 1 names rank 0's --lr" grep -q 'rank 0 was started with "lr=0.0001"' "$out.rank1"
+}
+
 mode=${case_args[0]:-}
 case $mode in
-  verify | sweep) "$mode" ;;
+  verify | sweep | mismatch) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
