@@ -45,7 +45,7 @@ for row, p in zip(rows, ("fp32", "bf16")):
 }
 
 # cli.sweep.chunked_loss: the flag reaches the options, the console, the JSON and the CSV. Which
-# runs, their peaks and the plan's accuracy are ChunkedLossSweep.* in test_cli_library.cpp.
+# runs, their peaks and the plan's accuracy are ChunkedLossSweep.* in test_sweep.cpp.
 chunked_loss() {
   tiny_args --chunked-loss --json "$work/chunked.json" --csv "$work/chunked.csv"
   expect 0 "4×1 chunked-ce" "Recommendation:" -- sweep "${args[@]}"
