@@ -7,7 +7,8 @@
 #     T=1024, batch 64, bf16), and the side-by-side table with ratios;
 #  3. one profiled step at 64×1 and 1×64 on both sides, compared kernel by kernel
 #     (bench/kernel_diff.py), to explain any gap;
-#  4. the tracer's overhead.
+#  4. the tracer's overhead;
+#  5. the LoRA job that motivated the tool: Qwen3-1.7B, fp16 weights, LoRA r16, T=512, batch 4 and 16.
 # Every stage has its own time limit, and a stage that would start after BUDGET_S (540 s) is
 # skipped, so the call ends inside the device's 10 minutes; stages run most important first.
 # Results go to $OUT (the device tool brings that folder back: 8 files at most, so the small ones
@@ -77,6 +78,13 @@ profile_pair 64
 stage chunked 120 build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
   --micro-batches 8,64 --device cuda --precision bf16 --chunked-loss --json "$work/chunked.json"
 stage side-by-side-chunked 30 python3 bench/side_by_side.py "$work/chunked.json" "$work/anchor-eager.jsonl"
+# The job that motivated the tool (issue 13): Qwen3-1.7B, fp16 weights, LoRA r16 alpha 32 on every
+# linear, fp16 autocast, checkpointing, T=512, at effective batch 4 and 16.
+for lora_batch in 4 16; do
+  stage "lora-qwen3-1.7b-b$lora_batch" 90 build/accumbench sweep --model qwen3-1.7b --seq-len 512 --batch "$lora_batch" \
+    --device cuda --precision fp16 --weights-dtype fp16 --lora-rank 16 --lora-alpha 32 --activation-checkpointing \
+    --warmup 2 --steps 5 --json "$work/lora-qwen3-b$lora_batch.json"
+done
 stage tracer-overhead 90 build/tracer_overhead --device cuda --model gpt2-124m --seq-len 1024 --batch 8 --micro-batch 8
 stage anchor-compile 150 python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches 64 --compile
 grep '^{' "$work/anchor-compile.log" > "$work/anchor-compile.jsonl"
