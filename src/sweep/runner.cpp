@@ -85,9 +85,7 @@ std::vector<TokenBatch> load_batches(const WorkloadOptions& w, const ModelConfig
   DataOptions data_options = data_options_for(cfg.vocab_size, w.seq_len, w.batch, device.is_cuda());
   data_options.lengths = w.data.lengths;
   data_options.seed = w.model.seed;
-  std::vector<TokenBatch> batches = w.data.token_file.empty()
-                                        ? make_synthetic_batches(data_options)
-                                        : load_token_file(w.data.token_file, w.data.token_bytes, data_options);
+  std::vector<TokenBatch> batches = make_batches(w.data, data_options);
   // Every rank builds the same global batches (same seed or file) and keeps its share.
   if (launch.world_size > 1) {
     for (TokenBatch& batch : batches) batch = shard(batch, launch.rank, launch.world_size);
@@ -171,12 +169,24 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
       {"profile_dir", o.profile_dir.empty() ? "none" : o.profile_dir},
       {"peak_tflops", std::isnan(o.peak_tflops) ? "device table" : number(o.peak_tflops)},
       {"token_file", w.data.token_file.empty() ? "synthetic" : w.data.token_file},
+      {"eos_id", w.data.eos_id >= 0 ? std::to_string(w.data.eos_id) : "none"},
       {"threads", w.threads == 0 ? "all" : std::to_string(w.threads)},
       {"OMP_WAIT_POLICY", std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(unset)"},
   };
   options.insert(options.end(), sweep.begin(), sweep.end());
   return options;
 }
+
+namespace {
+
+// The real-data source (lengths file or documents) in the context block: how many samples, how
+// many were cut to T. The model's vocabulary checks the documents' ids.
+void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t vocab_size) {
+  const std::optional<SampleSource> source = read_sample_source(w.data, w.seq_len, vocab_size);
+  if (source) context.options.emplace_back("samples", source->description);
+}
+
+}  // namespace
 
 SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split, const SweepResult* resume,
                       const ProgressCallback& on_step) {
@@ -205,6 +215,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
 
   SweepResult result;
   result.context = sweep_context(options, cfg, device, launch.world_size);
+  describe_samples(result.context, w, cfg.vocab_size);
   const StepBatches data(load_batches(w, cfg, device, launch));
   check_memory_limit_holds_the_model(w, cfg);
   // Joins the other ranks last, after every check that could stop this one alone.

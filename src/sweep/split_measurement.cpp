@@ -85,7 +85,8 @@ RunResult SplitMeasurement::run(const SplitConfig& split, size_t index, size_t c
   RunResult run;
   run.config = split;
   const LossOptions& loss = options_.workload.loss;
-  const StepOptions step = step_options_for(split, loss.normalization, loss.chunk_tokens);
+  StepOptions step = step_options_for(split, loss.normalization, loss.chunk_tokens);
+  apply_padding(step, options_.workload.data);
   if (!plan(run)) return run;
   try {
     Trainer& trainer = trainer_for(split.precision);
@@ -166,6 +167,8 @@ void SplitMeasurement::warm_up_and_time(RunResult& run, Trainer& trainer, const 
     StepSample sample = tracer_->finish_step();
     sample.loss = outcome.loss();
     sample.tokens = outcome.tokens;
+    sample.positions = outcome.positions;
+    sample.computed_positions = outcome.computed_positions;
     sample.skipped = outcome.skipped;
     if (warm) {
       run.steps.push_back(sample);

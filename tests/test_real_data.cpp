@@ -1,0 +1,135 @@
+// Real data through the training step: per-micro-batch padding counts what it computes and still
+// gives the whole batch's gradient (verify with a skewed lengths file, every split, longest and
+// multiple:N padding, grouping, packing); mean-of-means still fails; the same options give the
+// same samples; CUDA graphs refuse a changing shape.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include <fstream>
+#include <numeric>
+
+#include "accumbench/data.hpp"
+#include "accumbench/engine.hpp"
+#include "accumbench/error.hpp"
+#include "accumbench/verify.hpp"
+
+namespace ab = accumbench;
+
+namespace {
+
+// A skewed distribution: mostly short samples, a few near T = 32 and one above it.
+std::string skewed_lengths_file() {
+  const std::string path = ::testing::TempDir() + "skewed_lengths.txt";
+  std::ofstream out(path);
+  for (int64_t length : {3, 4, 2, 30, 5, 3, 6, 2, 4, 40, 3, 5, 7, 2, 3, 28}) out << length << "\n";
+  return path;
+}
+
+ab::WorkloadOptions skewed(const std::string& padding) {
+  ab::WorkloadOptions w = ab::workload_defaults(ab::Command::kVerify);
+  w.seq_len = 32;
+  w.batch = 8;
+  w.device = "cpu";
+  w.threads = 1;
+  ab::set_lengths(w.data, skewed_lengths_file());
+  ab::set_padding(w.data, padding);
+  return w;
+}
+
+ab::DataOptions data_options(int64_t seq_len, int64_t batch) {
+  return ab::data_options_for(ab::find_preset("gpt2-tiny").vocab_size, seq_len, batch, /*cuda=*/false);
+}
+
+}  // namespace
+
+// Lengths 1..16 in order, T = 16, micro-batch 4 with longest padding: 160 positions computed,
+// 136 of them real (tests/test_lengths.cpp works the numbers out), and the same loss as padding
+// every row to T (pads are at the end of each row, their targets ignored, attention causal).
+TEST(RealData, LongestPaddingComputesFewerPositionsForTheSameLoss) {
+  const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
+  std::vector<int64_t> lengths(16);
+  std::iota(lengths.begin(), lengths.end(), int64_t{1});
+  const ab::TokenBatch batch = ab::batch_with_lengths(lengths, data_options(16, 16));
+  ab::Trainer trainer(ab::build_model(cfg, 0), torch::kCPU, {});
+  ab::StepOptions step;
+  step.micro_batch = 4;
+  step.padding = ab::Padding::kLongest;
+  const ab::StepOutcome longest = trainer.accumulate(batch, step);
+  EXPECT_EQ(longest.positions, 136);
+  EXPECT_EQ(longest.computed_positions, 160);
+  EXPECT_EQ(longest.tokens, 136);  // the loss divisor: every real target of the step
+  trainer.reset_optimizer();
+  step.padding = ab::Padding::kMax;
+  const ab::StepOutcome max = trainer.accumulate(batch, step);
+  EXPECT_EQ(max.computed_positions, 256);
+  EXPECT_NEAR(longest.loss(), max.loss(), 1e-6);
+}
+
+// verify's fp32 bar (relative L2 gradient error 1e-5) for every split of a skewed lengths file.
+TEST(RealData, VerifyPassesWithLongestAndMultiplePadding) {
+  for (const std::string padding : {"longest", "multiple:8"}) {
+    const ab::VerifyResult r = ab::run_verify(skewed(padding));
+    ASSERT_EQ(r.splits.size(), 4u) << padding;  // 1, 2, 4, 8
+    for (const auto& s : r.splits) EXPECT_TRUE(s.pass) << padding << " " << s.config.label() << " " << s.rel_l2_grad_error;
+    EXPECT_TRUE(r.all_pass) << padding;
+  }
+}
+
+TEST(RealData, VerifyPassesWithGroupingAndPacking) {
+  ab::WorkloadOptions grouped = skewed("longest");
+  grouped.data.group_by_length = true;
+  EXPECT_TRUE(ab::run_verify(grouped).all_pass);
+  ab::WorkloadOptions packed = skewed("longest");
+  packed.data.packing = ab::Packing::kWrapped;
+  EXPECT_TRUE(ab::run_verify(packed).all_pass);
+}
+
+TEST(RealData, MeanOfMeansStillFailsWithLongestPadding) {
+  ab::WorkloadOptions w = skewed("longest");
+  w.loss.normalization = ab::LossNormalization::kMeanOfMeans;
+  const ab::VerifyResult r = ab::run_verify(w);
+  EXPECT_FALSE(r.all_pass);
+}
+
+// Every split reads the same batches: make_batches is a function of the options alone. The
+// lengths file's 16 samples fill two steps of 8; 40 is cut to 32.
+TEST(RealData, SameOptionsGiveTheSameSamples) {
+  ab::DataSource data;
+  ab::set_lengths(data, skewed_lengths_file());
+  data.group_by_length = true;
+  const std::vector<ab::TokenBatch> a = ab::make_batches(data, data_options(32, 8));
+  const std::vector<ab::TokenBatch> b = ab::make_batches(data, data_options(32, 8));
+  ASSERT_EQ(a.size(), 2u);
+  std::vector<int64_t> all;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::equal(a[i].inputs, b[i].inputs));
+    EXPECT_EQ(a[i].sequence_tokens, b[i].sequence_tokens);
+    all.insert(all.end(), a[i].sequence_tokens.begin(), a[i].sequence_tokens.end());
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, (std::vector<int64_t>{2, 2, 2, 3, 3, 3, 3, 4, 4, 5, 5, 6, 7, 28, 30, 32}));
+  EXPECT_EQ(a[0].sequence_tokens[0], 32);  // grouping puts the longest sample first
+}
+
+TEST(RealData, WrappedPackingFillsEveryRow) {
+  ab::DataSource data;
+  ab::set_lengths(data, skewed_lengths_file());
+  data.packing = ab::Packing::kWrapped;
+  for (const ab::TokenBatch& batch : ab::make_batches(data, data_options(32, 4))) {
+    EXPECT_EQ(batch.token_count, 4 * 32);
+    EXPECT_EQ((batch.targets == ab::kIgnoreIndex).sum().item<int64_t>(), 0);
+  }
+}
+
+TEST(RealData, CudaGraphsRefuseAChangingShape) {
+  ab::WorkloadOptions w = skewed("longest");
+  w.grid.cuda_graphs = true;
+  try {
+    ab::validate_workload(w);
+    FAIL() << "no UserError";
+  } catch (const ab::UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("--padding max"), std::string::npos) << error.what();
+  }
+}
+
