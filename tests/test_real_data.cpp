@@ -12,6 +12,8 @@
 #include "accumbench/data.hpp"
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
+#include "accumbench/plan.hpp"
+#include "accumbench/sweep.hpp"
 #include "accumbench/verify.hpp"
 
 namespace ab = accumbench;
@@ -133,3 +135,29 @@ TEST(RealData, CudaGraphsRefuseAChangingShape) {
   }
 }
 
+// The plan judges memory on the longest padded micro-batch of the whole lengths file: lengths up
+// to 10 with multiple:8 padding give micro-batches of at most 16 positions, so the activations
+// are those of T = 16 while the host token batches stay (B, 32): the plan for T = 16 plus
+// 2 batches · 2 tensors · B · (32 − 16) · 8 bytes.
+TEST(RealData, PlanJudgesTheLongestPaddedMicroBatchOfTheWholeFile) {
+  const std::string path = ::testing::TempDir() + "short_lengths.txt";
+  std::ofstream(path) << "3\n4\n2\n10\n5\n";
+  ab::WorkloadOptions w = skewed("multiple:8");
+  ab::set_lengths(w.data, path);
+  const ab::PlanOptions o = ab::sweep_plan_options(w, /*device_is_cuda=*/false, /*token_batches=*/2);
+  EXPECT_EQ(o.activation_seq_len, 16);
+  EXPECT_NE(o.worst_micro_batch.find("sample 4 of"), std::string::npos) << o.worst_micro_batch;
+  EXPECT_NE(o.worst_micro_batch.find("(10 positions), padded to 16"), std::string::npos) << o.worst_micro_batch;
+  ab::PlanOptions at_16 = o;
+  at_16.seq_len = 16;
+  at_16.activation_seq_len = 0;
+  const ab::ModelConfig cfg = ab::find_preset("llama-tiny");
+  ab::SplitConfig split;
+  split.micro_batch = 4;
+  split.accum_steps = 2;
+  EXPECT_EQ(ab::plan_memory(cfg, o, split).peak_bytes,
+            ab::plan_memory(cfg, at_16, split).peak_bytes + 2 * 2 * w.batch * (32 - 16) * 8);
+  ab::WorkloadOptions max = w;
+  ab::set_padding(max.data, "max");
+  EXPECT_EQ(ab::sweep_plan_options(max, false, 2).activation_seq_len, 0);  // every row is T
+}

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "accumbench/data.hpp"
@@ -113,6 +114,23 @@ SweepContext sweep_context(const SweepOptions& options, const ModelConfig& cfg, 
   return context;
 }
 
+// Per-micro-batch padding: plan the activations for the longest padded micro-batch of the whole
+// source, not for T (wrapped packing and max padding fill every row to T anyway). The ids of a
+// token file are checked against the model where the sweep loads it, not here.
+void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
+  if (w.data.padding == Padding::kMax || w.data.packing == Packing::kWrapped) return;
+  const std::optional<SampleSource> source =
+      read_sample_source(w.data, w.seq_len, std::numeric_limits<int64_t>::max());
+  if (!source) return;  // synthetic lengths reach T
+  const WorstMicroBatch worst = worst_micro_batch(source->lengths, w.data, w.seq_len);
+  plan.activation_seq_len = worst.padded_length;
+  plan.worst_micro_batch = "the one holding sample " + std::to_string(worst.sample + 1) + " of " +
+                           lengths_name(w.data) + " (" + std::to_string(worst.length) + " positions" +
+                           (source->truncated > 0 && worst.length == w.seq_len ? ", cut to T" : "") +
+                           "), padded to " + std::to_string(worst.padded_length) + " (--padding " +
+                           padding_name(w.data) + ")";
+}
+
 }  // namespace
 
 int process_rank() { return compat::launch_environment().rank; }
@@ -130,6 +148,7 @@ PlanOptions sweep_plan_options(const WorkloadOptions& w, bool device_is_cuda, in
   // compat::causal_attention: scaled_dot_product_attention from LibTorch 2.0 (flash kernels on
   // CUDA), the explicit masked softmax before.
   plan.attention = plan.libtorch_major >= 2 && device_is_cuda ? AttentionKind::kFlash : AttentionKind::kExplicit;
+  plan_for_worst_micro_batch(plan, w);
   return plan;
 }
 
