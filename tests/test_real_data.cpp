@@ -161,3 +161,41 @@ TEST(RealData, PlanJudgesTheLongestPaddedMicroBatchOfTheWholeFile) {
   ab::set_padding(max.data, "max");
   EXPECT_EQ(ab::sweep_plan_options(max, false, 2).activation_seq_len, 0);  // every row is T
 }
+
+// A sweep on the skewed file (T = 32, batch 8, two steps of 8 samples) with longest padding:
+// micro-batches of 1 pad nothing, one micro-batch of 8 pads to its longest sample, the padding
+// fraction is Σ pad / Σ computed over the timed steps, computed positions per second exceed real
+// tokens per second, and the context names the samples and the micro-batch memory is judged on.
+TEST(RealData, SweepReportsPaddingPerSplit) {
+  ab::SweepOptions options;
+  options.workload = skewed("longest");
+  options.workload.model.preset = "gpt2-tiny";
+  options.workload.micro_batches = {1, 8};
+  options.warmup = 0;
+  options.steps = 2;
+  const ab::SweepResult r = ab::run_sweep(options);
+  ASSERT_EQ(r.runs.size(), 2u);
+  const ab::RunResult& one = r.runs[0];
+  const ab::RunResult& eight = r.runs[1];
+  ASSERT_EQ(one.status, ab::RunStatus::kOk) << one.error;
+  ASSERT_EQ(eight.status, ab::RunStatus::kOk) << eight.error;
+  EXPECT_EQ(one.padding_fraction, 0.0);
+  for (const ab::StepSample& step : one.steps) EXPECT_EQ(step.computed_positions, step.positions);
+  int64_t positions = 0, computed = 0;
+  for (const ab::StepSample& step : eight.steps) {
+    EXPECT_EQ(step.computed_positions % 8, 0);  // 8 rows of the step's longest sample
+    EXPECT_GT(step.computed_positions, step.positions);
+    EXPECT_EQ(step.positions, step.tokens);
+    positions += step.positions;
+    computed += step.computed_positions;
+  }
+  EXPECT_DOUBLE_EQ(eight.padding_fraction, static_cast<double>(computed - positions) / static_cast<double>(computed));
+  EXPECT_GT(eight.computed_tokens_per_second, eight.tokens_per_second);
+  bool samples = false, judged = false;
+  for (const auto& [name, value] : r.context.options) {
+    samples |= name == "samples" && value.find("16 samples, 1 cut to T=32") != std::string::npos;
+    judged |= name == "memory_judged_on" && value.find("padded to 32") != std::string::npos;
+  }
+  EXPECT_TRUE(samples);
+  EXPECT_TRUE(judged);
+}

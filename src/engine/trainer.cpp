@@ -154,6 +154,9 @@ void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
     return;
   }
   require_cuda_for_graphs(device_);
+  if (options.padding != Padding::kMax) {
+    throw UserError("--cuda-graphs replays one fixed micro-batch shape, but per-micro-batch padding changes it; use --padding max with --cuda-graphs");
+  }
   if (options.optimizer_in_backward) {
     throw UserError("--cuda-graphs cannot be combined with --optimizer-in-backward (the optimizer step inside backward would be frozen into the graph); drop one of them");
   }

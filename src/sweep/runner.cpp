@@ -199,10 +199,14 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
 namespace {
 
 // The real-data source (lengths file or documents) in the context block: how many samples, how
-// many were cut to T. The model's vocabulary checks the documents' ids.
+// many were cut to T, and the micro-batch memory is judged on. The model's vocabulary checks the
+// documents' ids.
 void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t vocab_size) {
   const std::optional<SampleSource> source = read_sample_source(w.data, w.seq_len, vocab_size);
   if (source) context.options.emplace_back("samples", source->description);
+  PlanOptions plan;
+  plan_for_worst_micro_batch(plan, w);  // what the predicted peaks and the fits verdict judge
+  if (!plan.worst_micro_batch.empty()) context.options.emplace_back("memory_judged_on", plan.worst_micro_batch);
 }
 
 }  // namespace

@@ -151,6 +151,7 @@ VerifyResult run_verify(const WorkloadOptions& w) {
   result.tokens = setup.batch.token_count;
   result.precision = setup.precision;
   result.lengths = w.data.lengths;
+  result.data = w.data;
   result.loss_normalization = w.loss.normalization;
   result.world_size = setup.launch.world_size;
   result.gradient_tolerance = gradient_tolerance(setup.precision);
