@@ -5,6 +5,8 @@
 //   StepBatches data(make_synthetic_batches(o));
 //   const TokenBatch& b = data.batch(/*step=*/0);   // inputs/targets (8, 64) int64 on the host
 //   int64_t n = b.token_count;                      // non-ignored targets in the whole step
+//   std::vector<TokenBatch> steps = make_batches(workload.data, o);  // real data: lengths file,
+//                                                   // documents, length grouping, wrapped packing
 #pragma once
 
 #include <ATen/core/Tensor.h>

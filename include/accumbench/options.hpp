@@ -7,8 +7,7 @@
 //   w.micro_batches = {1, 8};
 //   w.precisions = {Precision::kBf16};
 //   w.grid.knobs = true;                                     // checkpointing, optimizer-in-backward
-//
-// The fields for padding and packing are laid out now so that those features drop in here.
+//   w.data.padding = Padding::kLongest;                      // real data: set_lengths(w.data, "chat.txt")
 #pragma once
 
 #include <cstdint>
@@ -152,7 +151,8 @@ WorkloadOptions workload_defaults(Command command);
 
 // Throws UserError for values no run can use: non-positive T or batch, negative threads or
 // memory limit, a negative chunk size or one without the chunked loss, a negative LoRA rank,
-// LoRA options without a rank, a dropout outside [0, 1).
+// LoRA options without a rank, a dropout outside [0, 1), --padding multiple:N with N <= 0, CUDA
+// graphs with per-micro-batch padding, --eos-id without --tokens or with a lengths file.
 void validate_workload(const WorkloadOptions& workload);
 
 // Every option as (name, value), for the report's context block.

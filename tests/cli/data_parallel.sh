@@ -66,9 +66,23 @@ for x in r["runs"]:
   check "data parallel sweep: rank 1 prints nothing" test ! -s "$out.rank1"
 }
 
+# cli.data_parallel.verify_longest_padding: each rank trims its own micro-batches to their
+# longest sample; the loss is still divided by the real target tokens of the whole step over both
+# ranks, so every split passes.
+verify_longest_padding() {
+  dp_run 2 verify --model gpt2-tiny --batch 8 --seq-len 32 --lengths "$data/lengths/skewed.txt" \
+    --padding longest --device cpu --threads 1
+  check "data parallel verify, longest padding: 2 ranks, padding longest, every split passes" py '
+text = open(sys.argv[1], encoding="utf-8").read()
+if "data parallel over 2 ranks" not in text or "padding longest" not in text: fail("header")
+rows = split_rows(sys.argv[1])
+if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" % rows)
+' "$out"
+}
+
 mode=${case_args[0]:-}
 case $mode in
-  verify | sweep) "$mode" ;;
+  verify | sweep | verify_longest_padding) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
