@@ -199,3 +199,35 @@ TEST(RealData, SweepReportsPaddingPerSplit) {
   EXPECT_TRUE(samples);
   EXPECT_TRUE(judged);
 }
+
+// The fits verdict judges the longest micro-batch of the whole file, not only the timed steps: 17
+// samples of 3 positions except one of 32 that the seeded order leaves out of the two timed steps
+// of 8. Under a memory limit between what the timed steps peaked at and what the plan predicts for
+// the long sample's micro-batch, the split is skipped as predicted-oom, and when it is run anyway
+// (--try-predicted-oom) it succeeds but does not fit.
+TEST(RealData, FitsJudgesTheLongestMicroBatchOfTheFile) {
+  const std::vector<int64_t> order = ab::shuffled_order(17, /*seed=*/0);
+  std::vector<int64_t> lengths(17, 3);
+  lengths[static_cast<size_t>(order[16])] = 32;  // the 17th sample visited: after both steps
+  const std::string path = ::testing::TempDir() + "one_long_sample.txt";
+  {
+    std::ofstream out(path);
+    for (int64_t length : lengths) out << length << "\n";
+  }
+  ab::SweepOptions options;
+  options.workload = skewed("longest");
+  ab::set_lengths(options.workload.data, path);
+  options.workload.micro_batches = {8};
+  options.warmup = 0;
+  options.steps = 2;
+  const ab::RunResult free = ab::run_sweep(options).runs.at(0);
+  ASSERT_EQ(free.status, ab::RunStatus::kOk) << free.error;
+  for (const ab::StepSample& step : free.steps) EXPECT_EQ(step.computed_positions, 8 * 3);  // never met the 32
+  ASSERT_LT(free.peak_reserved_bytes, free.predicted_peak_bytes);
+  options.workload.memory_limit_bytes = (free.peak_reserved_bytes + free.predicted_peak_bytes) / 2;
+  EXPECT_EQ(ab::run_sweep(options).runs.at(0).status, ab::RunStatus::kPredictedOutOfMemory);
+  options.try_predicted_oom = true;
+  const ab::RunResult tried = ab::run_sweep(options).runs.at(0);
+  EXPECT_EQ(tried.status, ab::RunStatus::kOk) << tried.error;
+  EXPECT_FALSE(tried.fits);
+}
