@@ -231,3 +231,23 @@ TEST(RealData, FitsJudgesTheLongestMicroBatchOfTheFile) {
   EXPECT_EQ(tried.status, ab::RunStatus::kOk) << tried.error;
   EXPECT_FALSE(tried.fits);
 }
+
+// A resumed sweep keeps the data's layout: splits measured with max padding are not mixed into a
+// sweep with longest padding.
+TEST(RealData, ResumeRefusesOtherPadding) {
+  ab::SweepOptions options;
+  options.workload = skewed("max");
+  options.workload.micro_batches = {8};
+  options.warmup = 0;
+  options.steps = 1;
+  const ab::SweepResult done = ab::run_sweep(options);
+  ab::set_padding(options.workload.data, "longest");
+  try {
+    ab::run_sweep(options, {}, &done);
+    FAIL() << "no UserError";
+  } catch (const ab::UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("padding max, not longest"), std::string::npos) << error.what();
+  }
+  ab::set_padding(options.workload.data, "max");
+  EXPECT_EQ(ab::run_sweep(options, {}, &done).runs.size(), 1u);  // the same options resume
+}

@@ -67,6 +67,19 @@ void check_resume(const SweepResult& resume, const ModelConfig& cfg, const Workl
   }
 }
 
+// The data's layout changes every split's numbers too; files from before it was recorded hold
+// only "lengths", and their padding was max.
+void check_resume_data(const SweepResult& resume, const WorkloadOptions& w) {
+  for (const auto& [name, value] : describe_workload(w)) {
+    if (name != "lengths" && name != "padding" && name != "group_by_length" && name != "packing") continue;
+    for (const auto& [done_name, done_value] : resume.context.options) {
+      if (done_name != name || done_value == value) continue;
+      throw UserError("--resume file was measured with " + name + " " + done_value + ", not " + value +
+                      "; resume with the same data options, or write to a new file");
+    }
+  }
+}
+
 // The weights and AdamW's two moments of what trains stay allocated for the whole sweep.
 void check_memory_limit_holds_the_model(const WorkloadOptions& w, const ModelConfig& cfg) {
   const int64_t weight_bytes = compute_bytes(w.weights_dtype) * parameter_count(cfg);
@@ -234,6 +247,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   require_weights_dtype_runs_on(w.weights_dtype, device);
   validate_lora(cfg, w.lora);
   if (resume != nullptr) check_resume(*resume, cfg, w, launch.world_size);
+  if (resume != nullptr) check_resume_data(*resume, w);
   if (device.is_cuda()) compat::allow_tf32(true);  // as the PyTorch anchor does
 
   SweepResult result;
