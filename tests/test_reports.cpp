@@ -162,6 +162,32 @@ TEST(ConsoleReporter, ColumnsThatWouldBeEmptyAreLeftOut) {
             "      13.7   343,120  29.8 %  5.20 GiB  yes     1.00\u00d7");
 }
 
+// With per-micro-batch padding the real tokens/s sit next to the computed ones and the padding
+// fraction; without padding (the tests above) neither column shows.
+TEST(ConsoleReporter, PaddedRunsShowComputedTokensAndThePaddingFraction) {
+  SweepResult result = sample_result();
+  result.runs.pop_back();
+  for (RunResult& run : result.runs) {
+    run.phase_median_seconds[1] = 0.0;
+    run.predicted_peak_bytes = -1;
+    run.step_seconds.ci_low = run.step_seconds.ci_high = kNaN;
+  }
+  result.runs[0].computed_tokens_per_second = 400000;
+  result.runs[0].padding_fraction = 0.15;
+  result.runs[1].computed_tokens_per_second = 163024;
+  const std::vector<std::string> lines = report_lines(ConsoleReporter(), result);
+  ASSERT_GE(lines.size(), 5u);
+  EXPECT_EQ(lines[2],
+            "split             step s  data ms  fwd ms  bwd ms  opt ms"
+            "  other ms  tokens/s  computed/s     pad     MFU      peak  fits  vs best");
+  EXPECT_EQ(lines[3],
+            "8\u00d78        0.191 \u00b1 0.001      1.2    45.3    98.7    30.1"
+            "      13.7   343,120     400,000  15.0 %  29.8 %  5.20 GiB  yes     1.00\u00d7");
+  EXPECT_EQ(lines[4],
+            "1\u00d764 ckpt  0.402 \u00b1 0.004      1.1   120.5   261.0     9.9"
+            "       7.5   163,024     163,024   0.0 %  14.1 %  3.00 GiB  yes     2.10\u00d7");
+}
+
 TEST(ConsoleReporter, ColourMarksTheBestRowGreenAndFailuresRed) {
   const std::vector<std::string> lines =
       report_lines(ConsoleReporter({/*color=*/true}), sample_result());
@@ -195,16 +221,16 @@ TEST(CsvReporter, HeaderAndOneLinePerRun) {
       "cuda_graphs,chunked_loss,world_size,status,steps,step_seconds_median,step_seconds_min,step_seconds_mean,"
       "step_seconds_stddev,step_seconds_cv,step_seconds_ci_low,step_seconds_ci_high,data_seconds,"
       "h2d_seconds,forward_seconds,backward_seconds,allreduce_seconds,optimizer_seconds,other_seconds,"
-      "device_busy_fraction,tokens_per_second,samples_per_second,achieved_tflops,hardware_tflops,mfu,"
-      "peak_allocated_bytes,peak_reserved_bytes,predicted_peak_bytes,fits,error",
+      "device_busy_fraction,tokens_per_second,computed_tokens_per_second,padding_fraction,samples_per_second,"
+      "achieved_tflops,hardware_tflops,mfu,peak_allocated_bytes,peak_reserved_bytes,predicted_peak_bytes,fits,error",
       "8\u00d78,8,8,bf16,none,false,false,false,1,ok,10,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
-      "0.0012,0.0021,0.0453,0.0987,0,0.0301,0.0137,0.93,343120.4,335.08,295,295,0.298,5583457484,"
+      "0.0012,0.0021,0.0453,0.0987,0,0.0301,0.0137,0.93,343120.4,0,0,335.08,295,295,0.298,5583457484,"
       "6442450944,5368709120,true,",
       "1\u00d764 ckpt,1,64,bf16,blocks,false,false,false,1,ok,10,0.402,0.397,0.403,0.004,0.00993,0.398,"
-      "0.41,0.0011,0.002,0.1205,0.261,0,0.0099,0.0075,0.48,163024,159.2,140.2,187.3,0.141,3221225472,"
+      "0.41,0.0011,0.002,0.1205,0.261,0,0.0099,0.0075,0.48,163024,0,0,159.2,140.2,187.3,0.141,3221225472,"
       "3221225472,-1,true,",
       // A failed run has no measurements: empty fields, not zeros.
-      "64\u00d71 oib,64,1,bf16,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,,0,0,161061273600,false,"
+      "64\u00d71 oib,64,1,bf16,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,,,,0,0,161061273600,false,"
       "CUDA out of memory. Tried to allocate 2.00 GiB",
   });
 }
@@ -389,7 +415,7 @@ TEST(Json, RoundTripIsLossless) {
 
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
   const std::string text = to_json(populated_result());
-  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 4,\n  \"context\": {\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 5,\n  \"context\": {\n", 0), 0u);
   EXPECT_NE(text.find("\"options\": [\n      [\n        \"seq-len\",\n        \"1024\"\n      ],"),
             std::string::npos);
   EXPECT_NE(text.find("\"loss\": null"), std::string::npos);
@@ -422,7 +448,7 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "file written by `accumbench sweep --json`");
   EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
   EXPECT_EQ(user_error_of("{\"json_schema_version\": 1}"),
-            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 4; rerun the "
+            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 5; rerun the "
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());
@@ -430,8 +456,32 @@ TEST(Json, MissingOrWrongSchemaVersion) {
 
 // A result as a version-3 file (before LoRA) held it: every parameter trains, no recompute
 // FLOPs, no transformers figure.
-SweepResult version_3_result() {
+// A result as a version-4 file (before real data) held it: every sample padded to T, so no padding
+// counts and computed tokens per second equal to the real ones.
+SweepResult version_4_result() {
   SweepResult r = populated_result();
+  for (RunResult& run : r.runs) {
+    run.padding_fraction = 0;
+    run.computed_tokens_per_second = run.tokens_per_second;
+    for (StepSample& step : run.steps) step.positions = step.computed_positions = step.tokens;
+  }
+  return r;
+}
+
+nlohmann::json as_version_4(const SweepResult& result) {
+  nlohmann::json doc = nlohmann::json::parse(to_json(result));
+  doc["json_schema_version"] = 4;
+  doc["context"]["json_schema_version"] = 4;
+  for (auto& run : doc["runs"]) {
+    run.erase("padding_fraction");
+    run.erase("computed_tokens_per_second");
+    for (auto& step : run["steps"]) step.erase("positions"), step.erase("computed_positions");
+  }
+  return doc;
+}
+
+SweepResult version_3_result() {
+  SweepResult r = version_4_result();
   r.context.trainable_parameters = r.context.parameters;
   r.context.transformers_flops_per_token = kNotMeasured;
   for (RunResult& run : r.runs) run.hardware_tflops = run.achieved_tflops;
@@ -439,7 +489,7 @@ SweepResult version_3_result() {
 }
 
 nlohmann::json as_version_3(const SweepResult& result) {
-  nlohmann::json doc = nlohmann::json::parse(to_json(result));
+  nlohmann::json doc = as_version_4(result);
   doc["json_schema_version"] = 3;
   doc["context"]["json_schema_version"] = 3;
   doc["context"].erase("trainable_parameters");
@@ -448,8 +498,19 @@ nlohmann::json as_version_3(const SweepResult& result) {
   return doc;
 }
 
-// A version-2 file (written before the chunked loss existed) reads as version 4 with the chunked
-// loss off in every run, and writes back as version 4.
+// A version-4 file (before real data) reads as version 5 without padding: padding fraction 0,
+// computed tokens per second the real ones, every step's positions its tokens.
+TEST(Json, Version4ReadsWithoutPadding) {
+  const SweepResult original = version_4_result();
+  const SweepResult back = sweep_result_from_json(as_version_4(original).dump(), "v4.json");
+  EXPECT_EQ(back.context.json_schema_version, 5);
+  ASSERT_FALSE(back.runs.empty());
+  EXPECT_EQ(back.runs[0].computed_tokens_per_second, original.runs[0].tokens_per_second);
+  EXPECT_EQ(to_json(back), to_json(original));
+}
+
+// A version-2 file (written before the chunked loss existed) reads as version 5 with the chunked
+// loss off in every run, and writes back as version 5.
 TEST(Json, Version2ReadsWithTheChunkedLossOff) {
   SweepResult original = version_3_result();
   for (RunResult& run : original.runs) run.config.chunked_loss = false;
@@ -460,16 +521,16 @@ TEST(Json, Version2ReadsWithTheChunkedLossOff) {
   const SweepResult back = sweep_result_from_json(doc.dump(), "old.json");
   ASSERT_EQ(back.runs.size(), original.runs.size());
   for (const RunResult& run : back.runs) EXPECT_FALSE(run.config.chunked_loss);
-  EXPECT_EQ(back.context.json_schema_version, 4);
+  EXPECT_EQ(back.context.json_schema_version, 5);
   EXPECT_EQ(to_json(back), to_json(original));
 }
 
-// A version-3 file (before LoRA) reads as version 4: every parameter trainable, hardware TFLOP/s
-// equal to the model's, transformers' figure not measured.
+// A version-3 file (before LoRA) reads as version 5: every parameter trainable, hardware TFLOP/s
+// equal to the model's, transformers' figure not measured, no padding.
 TEST(Json, Version3ReadsAsFullFineTuning) {
   const SweepResult original = version_3_result();
   const SweepResult back = sweep_result_from_json(as_version_3(original).dump(), "v3.json");
-  EXPECT_EQ(back.context.json_schema_version, 4);
+  EXPECT_EQ(back.context.json_schema_version, 5);
   EXPECT_EQ(back.context.trainable_parameters, original.context.parameters);
   EXPECT_TRUE(std::isnan(back.context.transformers_flops_per_token));
   ASSERT_FALSE(back.runs.empty());

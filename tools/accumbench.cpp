@@ -57,7 +57,7 @@ struct WorkloadFlags {
   ab::Command command;
   ab::WorkloadOptions workload;
   std::vector<std::string> precisions;
-  std::string lengths, normalization, memory_limit, weights_dtype;
+  std::string lengths, normalization, memory_limit, weights_dtype, padding, packing;
   bool checkpointing = false;
 
   explicit WorkloadFlags(ab::Command c) : command(c), workload(ab::workload_defaults(c)) {
@@ -65,6 +65,8 @@ struct WorkloadFlags {
     lengths = ab::to_string(workload.data.lengths);
     normalization = ab::to_string(workload.loss.normalization);
     weights_dtype = ab::to_string(workload.weights_dtype);
+    padding = ab::padding_name(workload.data);
+    packing = ab::to_string(workload.data.packing);
   }
 
   // Throws UserError (exit 2) on a word that names no value.
@@ -72,7 +74,9 @@ struct WorkloadFlags {
     ab::WorkloadOptions& w = workload;
     w.precisions.clear();
     for (const std::string& p : precisions) w.precisions.push_back(ab::precision_from_string(p));
-    w.data.lengths = ab::length_mode_from_string(lengths);
+    ab::set_lengths(w.data, lengths);
+    ab::set_padding(w.data, padding);
+    w.data.packing = ab::packing_from_string(packing);
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
     w.weights_dtype = ab::weights_dtype_from_string(weights_dtype);
     if (!memory_limit.empty()) w.memory_limit_bytes = ab::parse_bytes(memory_limit);
@@ -118,10 +122,14 @@ std::string verb(ab::Command command) {
   return command == ab::Command::kSweep ? "run" : command == ab::Command::kVerify ? "check" : "plan";
 }
 
+const char* const kLengthsHelp =
+    "fixed, variable (uniform in [T/4, T]), or a lengths file: one length per line, or JSONL rows with input_ids or "
+    "length (lengths above T are cut to T)";
+
 void add_data_and_loss_options(CLI::App* command, WorkloadFlags& f) {
   ab::WorkloadOptions& w = f.workload;
   if (f.command != ab::Command::kPlan) {
-    command->add_option("--lengths", f.lengths, "fixed, or variable (uniform in [T/4, T], padded)")->capture_default_str();
+    command->add_option("--lengths", f.lengths, kLengthsHelp)->capture_default_str();
     command->add_option("--loss-normalization", f.normalization, "token (correct) or mean-of-means (the bug)")
         ->capture_default_str();
   }
@@ -131,6 +139,23 @@ void add_data_and_loss_options(CLI::App* command, WorkloadFlags& f) {
                         "computed in the forward)");
   command->add_option("--loss-chunk-tokens", w.loss.chunk_tokens,
                       "tokens per chunk of the chunked loss (0: at least 1024, at most 16 chunks per micro-batch)")
+      ->capture_default_str();
+}
+
+// Real data: how samples are padded, ordered and packed (plan: which lengths to judge memory on).
+void add_real_data_options(CLI::App* command, WorkloadFlags& f) {
+  ab::DataSource& data = f.workload.data;
+  if (f.command == ab::Command::kPlan) command->add_option("--lengths", f.lengths, kLengthsHelp)->capture_default_str();
+  command->add_option("--padding", f.padding,
+                      "max (every sample to T), longest (each micro-batch to its longest sample, TRL's default) or "
+                      "multiple:N (that, rounded up to a multiple of N)")
+      ->capture_default_str();
+  command->add_flag("--group-by-length", data.group_by_length,
+                    "order samples as transformers' LengthGroupedSampler (megabatches of the step's samples, sorted by "
+                    "length, the longest first)");
+  command->add_option("--packing", f.packing,
+                      "none (one sample per row) or wrapped (samples concatenated and cut into rows of T; attention "
+                      "crosses documents)")
       ->capture_default_str();
 }
 
@@ -204,6 +229,7 @@ void add_workload_options(CLI::App* command, WorkloadFlags& flags) {
   add_model_options(command, flags);
   add_shape_options(command, flags);
   add_data_and_loss_options(command, flags);
+  add_real_data_options(command, flags);
   add_grid_options(command, flags);
   add_training_options(command, flags);
   add_run_options(command, flags);
@@ -243,6 +269,8 @@ struct SweepCommand {
                         "token file (uint16 or uint32 ids) instead of synthetic tokens");
     command->add_option("--token-bytes", flags.workload.data.token_bytes, "bytes per token id in --tokens: 2 or 4")
         ->capture_default_str();
+    command->add_option("--eos-id", flags.workload.data.eos_id,
+                        "split --tokens into documents after each token N: they are the samples (lengths, padding)");
     command->add_option("--resume", resume_path, "skip splits already measured in this JSON file (and keep writing it)");
     files.add_to(command);
     return command;

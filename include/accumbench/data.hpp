@@ -5,14 +5,18 @@
 //   StepBatches data(make_synthetic_batches(o));
 //   const TokenBatch& b = data.batch(/*step=*/0);   // inputs/targets (8, 64) int64 on the host
 //   int64_t n = b.token_count;                      // non-ignored targets in the whole step
+//   std::vector<TokenBatch> steps = make_batches(workload.data, o);  // real data: lengths file,
+//                                                   // documents, length grouping, wrapped packing
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "accumbench/lengths.hpp"
 #include "accumbench/result.hpp"  // LengthMode, sequences_per_rank
 
 namespace accumbench {
@@ -35,7 +39,9 @@ struct DataOptions {
 struct TokenBatch {
   at::Tensor inputs;   // (B, T) int64
   at::Tensor targets;  // (B, T) int64, kIgnoreIndex where padded
-  std::vector<int64_t> sequence_tokens;  // non-ignored targets per sequence (host copy)
+  // Non-ignored targets per sequence (host copy), which are also its non-pad positions: padding
+  // sits at the end of a row, so a micro-batch needs only its longest sequence's positions.
+  std::vector<int64_t> sequence_tokens;
   int64_t token_count = 0;               // sum of sequence_tokens
   // Data parallel: non-ignored targets of the whole optimizer step over every rank, the loss
   // divisor of token normalization. -1: this batch is the whole step (one process).
@@ -70,6 +76,17 @@ class StepBatches {
  private:
   std::vector<TokenBatch> batches_;
 };
+
+// The batches of a run from real-data options: samples of the source (random tokens for a
+// lengths file, the documents' own tokens), visited in a seeded random order or transformers'
+// length-grouped order (group batch: `options.batch`, the whole step's samples), each step the
+// next `options.batch` samples or, with wrapped packing, the next rows of T cut from them. The
+// same options give the same batches, so every split trains on the same samples. Falls back to
+// make_synthetic_batches / load_token_file when `data` asks for none of this.
+std::vector<TokenBatch> make_batches(const DataSource& data, const DataOptions& options);
+
+// A batch of (B, T) from explicit sample lengths with seeded random tokens (tests, examples).
+TokenBatch batch_with_lengths(const std::vector<int64_t>& lengths, const DataOptions& options);
 
 // Reads a token file: little-endian uint16 (nanoGPT's .bin) or uint32 token ids, and cuts it into
 // batches of (batch, seq_len + 1) windows. Throws UserError when the file is missing, empty, has a

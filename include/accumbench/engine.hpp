@@ -53,7 +53,14 @@ struct StepOptions {
   // (src/engine/chunked_loss.cpp): the (b·T, V) logits are never materialized.
   bool chunked_loss = false;
   int64_t loss_chunk_tokens = 0;  // tokens per chunk; 0: loss_chunk_tokens()'s rule
+  // Each micro-batch is trimmed from T to its padded length (--padding; max keeps T): padding
+  // sits at the end of each row, so the trimmed positions are pads whose targets are ignored.
+  Padding padding = Padding::kMax;
+  int64_t pad_multiple = 0;
 };
+
+// Copies --padding into `step`.
+void apply_padding(StepOptions& step, const DataSource& data);
 
 // Observes phase boundaries of a step (src/trace implements it). micro_step is -1 for the
 // optimizer phase. Called on the host thread, never inside a phase's work.
@@ -68,6 +75,8 @@ struct StepOutcome {
   at::Tensor loss_sum;       // device scalar: Σ_k loss_k (already normalized), unscaled
   int64_t tokens = 0;        // non-ignored targets in the whole step
   int64_t accum_steps = 0;
+  int64_t positions = 0;           // non-pad positions computed on this rank
+  int64_t computed_positions = 0;  // positions computed on this rank, padding included
   bool skipped = false;      // fp16: gradients overflowed, no update (known after step())
   double loss() const;       // reads loss_sum (synchronizes)
 };

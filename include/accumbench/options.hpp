@@ -7,8 +7,7 @@
 //   w.micro_batches = {1, 8};
 //   w.precisions = {Precision::kBf16};
 //   w.grid.knobs = true;                                     // checkpointing, optimizer-in-backward
-//
-// The fields for padding and packing are laid out now so that those features drop in here.
+//   w.data.padding = Padding::kLongest;                      // real data: set_lengths(w.data, "chat.txt")
 #pragma once
 
 #include <cstdint>
@@ -39,18 +38,21 @@ enum class LossNormalization {
 std::string to_string(LossNormalization normalization);  // "token" | "mean-of-means"
 LossNormalization loss_normalization_from_string(const std::string& text);
 
-// Sample lengths: all T, or uniform in [T/4, T] (padded to T with ignored targets).
-enum class LengthMode { kFixed, kVariable };
-std::string to_string(LengthMode mode);  // "fixed" | "variable"
-LengthMode length_mode_from_string(const std::string& text);
+// Sample lengths: all T, uniform in [T/4, T], or from a lengths file (DataSource::lengths_file).
+// A token file split at an end-of-sequence id (DataSource::eos_id) gives its documents' instead.
+enum class LengthMode { kFixed, kVariable, kFile };
+std::string to_string(LengthMode mode);  // "fixed" | "variable" | "file"
+LengthMode length_mode_from_string(const std::string& text);  // fixed or variable only
 
-// How a micro-batch's samples are padded: to T (today's only mode; per-micro-batch padding
-// arrives with the real-data work).
-enum class Padding { kMax };
-std::string to_string(Padding padding);  // "max"
-// How samples are packed into rows: not at all (today's only mode).
-enum class Packing { kNone };
-std::string to_string(Packing packing);  // "none"
+// How a micro-batch's samples are padded: to T; to its longest sample (TRL's and transformers'
+// DataCollatorWithPadding default); to that rounded up to a multiple of DataSource::pad_multiple.
+enum class Padding { kMax, kLongest, kMultiple };
+std::string to_string(Padding padding);  // "max" | "longest" | "multiple"
+// How samples are laid out in rows: one sample per row, or concatenated and cut into rows of T
+// (attention crosses documents, as in pretraining loaders).
+enum class Packing { kNone, kWrapped };
+std::string to_string(Packing packing);  // "none" | "wrapped"
+Packing packing_from_string(const std::string& text);
 
 // What model to build: a preset name or a Hugging Face config.json (which wins when given), and
 // the seed of its random weights and of the synthetic tokens.
@@ -79,11 +81,26 @@ struct LossOptions {
 // Where the tokens come from and how they are laid out in a micro-batch.
 struct DataSource {
   LengthMode lengths = LengthMode::kFixed;
+  std::string lengths_file;  // LengthMode::kFile: one length per line, or JSONL (input_ids or length)
   std::string token_file;  // real tokens (uint16 or uint32 ids) instead of synthetic ones
   int token_bytes = 2;
+  int64_t eos_id = -1;     // >= 0 with token_file: its documents, split after each eos_id, are the samples
   Padding padding = Padding::kMax;
+  int64_t pad_multiple = 0;  // Padding::kMultiple's N
+  bool group_by_length = false;  // transformers' LengthGroupedSampler (src/data/samples.cpp)
   Packing packing = Packing::kNone;
 };
+
+// --lengths: "fixed" | "variable" | the path of a lengths file (any other word).
+void set_lengths(DataSource& data, const std::string& text);
+// --lengths as written: "fixed", "variable", the lengths file, or "documents of FILE split at eos N".
+std::string lengths_name(const DataSource& data);
+// --padding: "max" | "longest" | "multiple:N"; UserError for anything else (N must be positive).
+void set_padding(DataSource& data, const std::string& text);
+std::string padding_name(const DataSource& data);  // "max", "longest", "multiple:8"
+// The length a micro-batch whose longest sample has `longest` positions is padded to, at most T.
+int64_t padded_length(Padding padding, int64_t multiple, int64_t longest, int64_t seq_len);
+int64_t padded_length(const DataSource& data, int64_t longest, int64_t seq_len);
 
 // Low-rank adapters on a frozen base (rank 0: full fine-tuning).
 struct LoraOptions {
@@ -141,7 +158,8 @@ WorkloadOptions workload_defaults(Command command);
 
 // Throws UserError for values no run can use: non-positive T or batch, negative threads or
 // memory limit, a negative chunk size or one without the chunked loss, a negative LoRA rank,
-// LoRA options without a rank, a dropout outside [0, 1).
+// LoRA options without a rank, a dropout outside [0, 1), --padding multiple:N with N <= 0, CUDA
+// graphs with per-micro-batch padding, --eos-id without --tokens or with a lengths file.
 void validate_workload(const WorkloadOptions& workload);
 
 // Every option as (name, value), for the report's context block.

@@ -50,6 +50,13 @@ struct PlanOptions {
   // The weights' storage dtype and LoRA (options.hpp): what is frozen, what trains.
   Precision weights_dtype = Precision::kFp32;
   LoraOptions lora;
+  // Real data with per-micro-batch padding: the positions of the longest padded micro-batch of
+  // the whole lengths file (worst_micro_batch in lengths.hpp), which a real run meets sooner or
+  // later; activations are planned for it, the host token batches still for seq_len. 0: seq_len.
+  int64_t activation_seq_len = 0;
+  std::string worst_micro_batch;  // which micro-batch that is, in words; empty without real data
+  // The T of every activation formula.
+  int64_t activation_length() const { return activation_seq_len > 0 ? activation_seq_len : seq_len; }
 };
 
 enum class PlanPhase : int { kForward = 0, kBackward, kOptimizer };

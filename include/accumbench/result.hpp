@@ -17,8 +17,9 @@
 namespace accumbench {
 
 // 2: data parallel (world size, allreduce phase); 3: chunked_loss; 4: LoRA (trainable parameters,
-// transformers' 6N FLOPs, hardware TFLOP/s with checkpointing's recompute).
-inline constexpr int kJsonSchemaVersion = 4;
+// transformers' 6N FLOPs, hardware TFLOP/s with checkpointing's recompute); 5: real data (padding
+// fraction, computed tokens per second, positions per step).
+inline constexpr int kJsonSchemaVersion = 5;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -66,6 +67,8 @@ struct StepSample {
   PhaseSeconds device_seconds{};       // CUDA event time per phase; NaN on CPU
   double loss = 0;                     // token-weighted mean loss of the whole step
   int64_t tokens = 0;                  // non-ignored target tokens in the step
+  int64_t positions = 0;               // non-pad positions computed on this rank
+  int64_t computed_positions = 0;      // positions computed on this rank, padding included
   int64_t peak_allocated_bytes = 0;    // peak during this step
   bool skipped = false;                // fp16: step skipped because gradients overflowed
 };
@@ -152,8 +155,12 @@ struct RunResult {
   PhaseSeconds device_median_seconds{};  // median over steps of device_seconds (NaN on CPU)
   double device_busy_fraction = kNotMeasured;  // sum of device phase time / step time (CUDA)
 
-  int64_t tokens_per_step = 0;       // median tokens per optimizer step
-  double tokens_per_second = 0;      // tokens_per_step / median step
+  int64_t tokens_per_step = 0;       // median tokens per optimizer step (non-pad targets)
+  double tokens_per_second = 0;      // tokens_per_step / median step: real tokens per second
+  // Positions computed per second, padding included (× world size), and the share of them that
+  // was padding: Σ (computed − non-pad) / Σ computed over the timed steps.
+  double computed_tokens_per_second = 0;
+  double padding_fraction = 0;
   double samples_per_second = 0;
   double achieved_tflops = 0;        // flops_per_token · tokens / median step / 1e12 (model FLOPs)
   double hardware_tflops = 0;        // also counting checkpointing's recomputed forward

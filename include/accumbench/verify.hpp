@@ -52,6 +52,7 @@ struct VerifyResult {
   int64_t tokens = 0;             // non-ignored targets in the step
   Precision precision = Precision::kFp32;
   LengthMode lengths = LengthMode::kFixed;
+  DataSource data;                // lengths file, padding, grouping, packing as given
   LossNormalization loss_normalization = LossNormalization::kToken;
   int world_size = 1;             // data-parallel ranks that ran the splits
   double reference_loss = 0;      // loss of the whole batch in one micro-batch

@@ -7,6 +7,7 @@
 
 #include "accumbench/data.hpp"
 #include "accumbench/error.hpp"
+#include "data/batch.hpp"
 
 namespace accumbench {
 
@@ -37,10 +38,6 @@ int64_t TokenBatch::tokens_in(int64_t first, int64_t count) const {
   return std::accumulate(sequence_tokens.begin() + first, sequence_tokens.begin() + first + count, int64_t{0});
 }
 
-namespace {
-
-// Builds a batch from (B, T + 1) token windows: inputs are the first T, targets the last T
-// (next-token prediction). Positions at or past a sequence's length get the ignore index.
 TokenBatch make_batch(const at::Tensor& windows, const std::vector<int64_t>& lengths, bool pin) {
   const int64_t seq_len = windows.size(1) - 1;
   TokenBatch batch;
@@ -68,8 +65,6 @@ void check_shape(const DataOptions& o) {
   if (o.seq_len <= 0) throw UserError("--seq-len must be positive, got " + std::to_string(o.seq_len));
   if (o.batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(o.batch));
 }
-
-}  // namespace
 
 std::vector<TokenBatch> make_synthetic_batches(const DataOptions& options) {
   check_shape(options);

@@ -1,5 +1,7 @@
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
 #include "compat/compat.hpp"
@@ -30,6 +32,11 @@ StepOptions step_options_for(const SplitConfig& split, LossNormalization normali
   step.chunked_loss = split.chunked_loss;
   step.loss_chunk_tokens = loss_chunk_tokens;
   return step;
+}
+
+void apply_padding(StepOptions& step, const DataSource& data) {
+  step.padding = data.padding;
+  step.pad_multiple = data.pad_multiple;
 }
 
 c10::Device resolve_device(const std::string& name) {
@@ -147,6 +154,9 @@ void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
     return;
   }
   require_cuda_for_graphs(device_);
+  if (options.padding != Padding::kMax) {
+    throw UserError("--cuda-graphs replays one fixed micro-batch shape, but per-micro-batch padding changes it; use --padding max with --cuda-graphs");
+  }
   if (options.optimizer_in_backward) {
     throw UserError("--cuda-graphs cannot be combined with --optimizer-in-backward (the optimizer step inside backward would be frozen into the graph); drop one of them");
   }
@@ -220,8 +230,18 @@ StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& opti
     at::Tensor host_inputs, host_targets;
     {
       PhaseScope scope(observer, Phase::kData, micro_step);
-      host_inputs = batch.inputs.narrow(0, k * micro, micro);   // (b, T) view, no copy
-      host_targets = batch.targets.narrow(0, k * micro, micro);
+      // (b, P): P = T with --padding max (a view, no copy), else this micro-batch's padded length.
+      const auto first = batch.sequence_tokens.begin() + k * micro;
+      const int64_t longest = *std::max_element(first, first + micro);
+      const int64_t padded = padded_length(options.padding, options.pad_multiple, longest, batch.inputs.size(1));
+      host_inputs = batch.inputs.narrow(0, k * micro, micro).narrow(1, 0, padded);
+      host_targets = batch.targets.narrow(0, k * micro, micro).narrow(1, 0, padded);
+      if (padded != batch.inputs.size(1)) {
+        host_inputs = host_inputs.contiguous();
+        host_targets = host_targets.contiguous();
+      }
+      outcome.positions += batch.tokens_in(k * micro, micro);
+      outcome.computed_positions += micro * padded;
     }
     // Token normalization divides by the whole step's token count, over every rank (known on the
     // host: no sync); mean-of-means divides by this micro-batch's own count, by the accumulation

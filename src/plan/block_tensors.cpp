@@ -95,7 +95,7 @@ int64_t largest_parameter_numel(const ModelConfig& m) {
 // v and everything after it; the table's end with flash attention.
 size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, const Table& t) {
   const int64_t c = dt.c, w = dt.w;
-  const int64_t T = o.seq_len, d = m.d_model, a = m.n_heads * m.head_dim, f = m.d_ff, H = m.n_heads, L = m.n_layers;
+  const int64_t T = o.activation_length(), d = m.d_model, a = m.n_heads * m.head_dim, f = m.d_ff, H = m.n_heads, L = m.n_layers;
   const int64_t N = b * T;
   const bool cast = dt.autocast;
   size_t released_before_softmax = 0;  // set below with explicit attention
@@ -134,7 +134,7 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
 // gpt2_block_saved does.
 size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, const Table& t) {
   const int64_t c = dt.c, w = dt.w;
-  const int64_t T = o.seq_len, d = m.d_model, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
+  const int64_t T = o.activation_length(), d = m.d_model, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
   const int64_t f = m.d_ff, H = m.n_heads, L = m.n_layers;
   const int64_t N = b * T;
   const bool cast = dt.autocast;

@@ -85,7 +85,7 @@ struct PlanBuilder {
     plan.options = options;
     P = parameter_count(m);
     b = split.micro_batch;
-    T = o.seq_len;
+    T = o.activation_length();  // with real data: the longest padded micro-batch
     N = b * T;
     d = m.d_model;
     V = m.vocab_size;
@@ -128,7 +128,7 @@ struct PlanBuilder {
     resident.add("AdamW exp_avg_sq", n_t, trained * t, "second moment, allocated up front");
     if (o.cpu) {
       const int64_t B = o.batch;
-      resident.add("token batches (inputs, targets)", "2·n·B·T·8", 2 * o.token_batches * B * T * kInt64,
+      resident.add("token batches (inputs, targets)", "2·n·B·T·8", 2 * o.token_batches * B * o.seq_len * kInt64,
                    "the runner's n distinct host batches; on the CPU they are the device memory");
     }
     if (m.arch == Architecture::kLlama) {

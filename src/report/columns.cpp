@@ -182,6 +182,31 @@ void add_phase_and_throughput_columns(std::vector<ColumnDef>& all) {
     c.raw = [](const RunResult& r) { return exact(r.tokens_per_second); };
     all.push_back(c);
   }
+  // Real tokens/s above count non-pad targets; these say what the padding cost.
+  {
+    ColumnDef c;
+    c.id = "computed_tokens_per_second";
+    c.header = c.html_header = "computed/s";
+    c.csv = "computed_tokens_per_second";
+    c.console = c.markdown = c.html = Shown::kWhenPadded;
+    c.measured = true;
+    c.number = [](const RunResult& r) { return r.computed_tokens_per_second; };
+    c.cell = [](const RunResult& r, const TableContext&) { return text::format_count(r.computed_tokens_per_second); };
+    c.raw = [](const RunResult& r) { return exact(r.computed_tokens_per_second); };
+    all.push_back(c);
+  }
+  {
+    ColumnDef c;
+    c.id = "padding_fraction";
+    c.header = c.html_header = "pad";
+    c.csv = "padding_fraction";
+    c.console = c.markdown = c.html = Shown::kWhenPadded;
+    c.measured = true;
+    c.number = [](const RunResult& r) { return r.padding_fraction; };
+    c.cell = [](const RunResult& r, const TableContext&) { return text::format_percent(r.padding_fraction, 1); };
+    c.raw = [](const RunResult& r) { return exact(r.padding_fraction); };
+    all.push_back(c);
+  }
   {
     ColumnDef c = csv_only("samples_per_second", [](const RunResult& r) { return exact(r.samples_per_second); }, true);
     c.html_header = "samples/s";
@@ -353,6 +378,11 @@ bool visible(const ColumnDef& c, Shown rule, const std::vector<RunResult>& runs)
     case Shown::kWhenAnyFailed:
       for (const RunResult& r : runs) {
         if (!ok(r)) return true;
+      }
+      return false;
+    case Shown::kWhenPadded:
+      for (const RunResult& r : runs) {
+        if (ok(r) && r.padding_fraction > 0.0) return true;
       }
       return false;
   }

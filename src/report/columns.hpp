@@ -30,6 +30,7 @@ enum class Shown {
   kWhenPredicted,     // some run has a planned peak
   kWhenDataParallel,  // world size > 1 (the allreduce phase)
   kWhenAnyFailed,     // some run did not finish (status and error)
+  kWhenPadded,        // some finished run computed padding (--padding, variable lengths)
 };
 
 // What a cell needs beyond its run: the recommended run ("vs best") and the HTML table's time unit.

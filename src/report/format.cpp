@@ -35,6 +35,32 @@ std::string trainable_line(int64_t trainable, int64_t total) {
          format_percent(total > 0 ? static_cast<double>(trainable) / static_cast<double>(total) : 0.0, 2) + ")";
 }
 
+namespace {
+
+// The value of option `name` in the context block; empty when absent (files from older sweeps).
+std::string option_value(const SweepContext& c, const std::string& name) {
+  for (const auto& [key, value] : c.options) {
+    if (key == name) return value;
+  }
+  return "";
+}
+
+// ", samples chat.txt: 512 samples, 13 cut to T=256, padding longest, grouped by length": what
+// real data a sweep trained on; empty for synthetic data padded to T.
+std::string data_words(const SweepContext& c) {
+  std::string words;
+  const std::string samples = option_value(c, "samples");
+  if (!samples.empty()) words += ", samples " + samples;
+  const std::string padding = option_value(c, "padding");
+  if (!padding.empty() && padding != "max") words += ", padding " + padding;
+  if (option_value(c, "group_by_length") == "true") words += ", grouped by length";
+  const std::string packing = option_value(c, "packing");
+  if (!packing.empty() && packing != "none") words += ", packing " + packing;
+  return words;
+}
+
+}  // namespace
+
 std::string context_line(const SweepResult& result) {
   const SweepContext& c = result.context;
   std::ostringstream line;
@@ -52,6 +78,7 @@ std::string context_line(const SweepResult& result) {
   }
   const std::string precisions = precisions_of(result.runs);
   if (!precisions.empty()) line << ", precision " << precisions;
+  line << data_words(c);
   if (c.memory_limit_bytes > 0) line << ", memory limit " << format_bytes(c.memory_limit_bytes);
   if (c.world_size > 1) {
     line << ", data parallel over " << c.world_size << " ranks (" << c.distributed_backend

@@ -50,6 +50,8 @@ auto fields(S& s, V& v) -> IfIs<S, StepSample> {
   v("device_seconds", s.device_seconds);
   v("loss", s.loss);
   v("tokens", s.tokens);
+  v("positions", s.positions);
+  v("computed_positions", s.computed_positions);
   v("peak_allocated_bytes", s.peak_allocated_bytes);
   v("skipped", s.skipped);
 }
@@ -98,6 +100,8 @@ auto fields(S& s, V& v) -> IfIs<S, RunResult> {
   v("device_busy_fraction", s.device_busy_fraction);
   v("tokens_per_step", s.tokens_per_step);
   v("tokens_per_second", s.tokens_per_second);
+  v("computed_tokens_per_second", s.computed_tokens_per_second);
+  v("padding_fraction", s.padding_fraction);
   v("samples_per_second", s.samples_per_second);
   v("achieved_tflops", s.achieved_tflops);
   v("hardware_tflops", s.hardware_tflops);
@@ -426,6 +430,28 @@ void upgrade_from_version_3(Json& root) {
   }
 }
 
+// Version 4 (before real data) padded every sample to T and had no padding counts: a v4 file
+// reads as v5 with the padding it computed unknown (0: the counts were not kept) and computed
+// tokens per second equal to the real ones, as in a run without padding.
+void upgrade_from_version_4(Json& root) {
+  root["json_schema_version"] = 5;
+  if (root.contains("context") && root["context"].is_object()) root["context"]["json_schema_version"] = 5;
+  if (!root.contains("runs") || !root["runs"].is_array()) return;
+  for (Json& run : root["runs"]) {
+    if (!run.is_object()) continue;
+    if (!run.contains("padding_fraction")) run["padding_fraction"] = 0.0;
+    if (!run.contains("computed_tokens_per_second") && run.contains("tokens_per_second")) {
+      run["computed_tokens_per_second"] = run["tokens_per_second"];
+    }
+    if (!run.contains("steps") || !run["steps"].is_array()) continue;
+    for (Json& step : run["steps"]) {
+      if (!step.is_object()) continue;
+      if (!step.contains("positions") && step.contains("tokens")) step["positions"] = step["tokens"];
+      if (!step.contains("computed_positions") && step.contains("tokens")) step["computed_positions"] = step["tokens"];
+    }
+  }
+}
+
 }  // namespace
 
 std::string to_json(const SweepResult& result) {
@@ -461,6 +487,7 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
   const Json& version = root["json_schema_version"];
   if (version.is_number_integer() && version.get<int64_t>() == 2) upgrade_from_version_2(root);
   if (version.is_number_integer() && version.get<int64_t>() == 3) upgrade_from_version_3(root);
+  if (version.is_number_integer() && version.get<int64_t>() == 4) upgrade_from_version_4(root);
   if (!version.is_number_integer() || version.get<int64_t>() != kJsonSchemaVersion) {
     throw UserError(origin + " has json_schema_version " + version.dump() +
                     " but this accumbench reads versions 2 to " + std::to_string(kJsonSchemaVersion) +

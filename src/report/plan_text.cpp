@@ -31,6 +31,10 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
   out << "  P=" << parameter_count(m) << " L=" << m.n_layers << " d=" << m.d_model << " H=" << m.n_heads
       << " Hkv=" << m.n_kv_heads << " hd=" << m.head_dim << " f=" << m.d_ff << " V=" << m.vocab_size
       << " b=" << plan.split.micro_batch << " c=" << compute_bytes(plan.split.precision) << "\n";
+  if (!plan.options.worst_micro_batch.empty()) {
+    out << "  activations for the longest micro-batch of the data, " << plan.options.worst_micro_batch
+        << ": T=" << plan.options.activation_seq_len << " in the formulas below, except the host token batches\n";
+  }
   print_table("resident (whole step)", plan.resident, out);
   print_table("gradients", plan.gradients, out);
   print_table("saved for backward (one micro-step)", plan.saved, out);

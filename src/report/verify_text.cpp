@@ -9,9 +9,22 @@
 
 namespace accumbench {
 
+namespace {
+
+// "variable lengths", or "lengths from chat.txt, padding longest, grouped by length".
+std::string data_words(const VerifyResult& r) {
+  std::string words = r.lengths == LengthMode::kFile ? "lengths from " + r.data.lengths_file : to_string(r.lengths) + " lengths";
+  if (r.data.padding != Padding::kMax) words += ", padding " + padding_name(r.data);
+  if (r.data.group_by_length) words += ", grouped by length";
+  if (r.data.packing != Packing::kNone) words += ", packing " + to_string(r.data.packing);
+  return words;
+}
+
+}  // namespace
+
 void print_verify(const VerifyResult& r, std::ostream& out) {
   out << "verify " << r.model << " (" << r.parameters << " parameters), T=" << r.seq_len << ", batch " << r.batch
-      << ", " << r.tokens << " target tokens, " << to_string(r.lengths) << " lengths, " << to_string(r.precision)
+      << ", " << r.tokens << " target tokens, " << data_words(r) << ", " << to_string(r.precision)
       << ", loss normalization " << to_string(r.loss_normalization);
   if (r.world_size > 1) out << ", data parallel over " << r.world_size << " ranks (splits per rank)";
   if (r.weights_dtype != Precision::kFp32) out << ", " << to_string(r.weights_dtype) << " weights";

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "accumbench/data.hpp"
@@ -96,9 +97,14 @@ void check_resume(const SweepResult& resume, const SweepContext& now) {
   if (done.device_name != now.device_name) mismatch("device", done.device_name, now.device_name);
   for (const auto& [name, value] : now.options) {
     if (may_differ_on_resume(name)) continue;
-    std::string then = "(absent)";
+    std::string then;
+    bool recorded = false;
     for (const auto& [done_name, done_value] : done.options) {
-      if (done_name == name) then = done_value;
+      if (done_name == name) then = done_value, recorded = true;
+    }
+    if (!recorded) {
+      throw UserError("--resume file was written before accumbench recorded " + name +
+                      ", so it cannot tell whether its splits match this sweep; write to a new file");
     }
     if (then != value) mismatch("--" + name, then, value);
   }
@@ -140,9 +146,7 @@ std::vector<TokenBatch> load_batches(const WorkloadOptions& w, const ModelConfig
   DataOptions data_options = data_options_for(cfg.vocab_size, w.seq_len, w.batch, device.is_cuda());
   data_options.lengths = w.data.lengths;
   data_options.seed = w.model.seed;
-  std::vector<TokenBatch> batches = w.data.token_file.empty()
-                                        ? make_synthetic_batches(data_options)
-                                        : load_token_file(w.data.token_file, w.data.token_bytes, data_options);
+  std::vector<TokenBatch> batches = make_batches(w.data, data_options);
   // Every rank builds the same global batches (same seed or file) and keeps its share.
   if (launch.world_size > 1) {
     for (TokenBatch& batch : batches) batch = shard(batch, launch.rank, launch.world_size);
@@ -168,6 +172,23 @@ SweepContext sweep_context(const SweepOptions& options, const ModelConfig& cfg, 
                             ? (device.is_cuda() ? device_peak_tflops(context.device_name, primary_precision) : kNotMeasured)
                             : options.peak_tflops;
   return context;
+}
+
+// Per-micro-batch padding: plan the activations for the longest padded micro-batch of the whole
+// source, not for T (wrapped packing and max padding fill every row to T anyway). The ids of a
+// token file are checked against the model where the sweep loads it, not here.
+void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
+  if (w.data.padding == Padding::kMax || w.data.packing == Packing::kWrapped) return;
+  const std::optional<SampleSource> source =
+      read_sample_source(w.data, w.seq_len, std::numeric_limits<int64_t>::max());
+  if (!source) return;  // synthetic lengths reach T
+  const WorstMicroBatch worst = worst_micro_batch(source->lengths, w.data, w.seq_len);
+  plan.activation_seq_len = worst.padded_length;
+  plan.worst_micro_batch = "the one holding sample " + std::to_string(worst.sample + 1) + " of " +
+                           lengths_name(w.data) + " (" + std::to_string(worst.length) + " positions" +
+                           (source->truncated > 0 && worst.length == w.seq_len ? ", cut to T" : "") +
+                           "), padded to " + std::to_string(worst.padded_length) + " (--padding " +
+                           padding_name(w.data) + ")";
 }
 
 }  // namespace
@@ -218,6 +239,7 @@ PlanOptions sweep_plan_options(const WorkloadOptions& w, bool device_is_cuda, in
   // compat::causal_attention: scaled_dot_product_attention from LibTorch 2.0 (flash kernels on
   // CUDA), the explicit masked softmax before.
   plan.attention = plan.libtorch_major >= 2 && device_is_cuda ? AttentionKind::kFlash : AttentionKind::kExplicit;
+  plan_for_worst_micro_batch(plan, w);
   return plan;
 }
 
@@ -260,6 +282,7 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
       // Content fingerprints, so that --resume tells an edited file at the same path.
       {"model_file_fingerprint", w.model.hf_config.empty() ? "preset" : file_fingerprint(resolve_hf_config_path(w.model.hf_config))},
       {"token_file_fingerprint", w.data.token_file.empty() ? "synthetic" : file_fingerprint(w.data.token_file)},
+      {"eos_id", w.data.eos_id >= 0 ? std::to_string(w.data.eos_id) : "none"},
       {"threads", w.threads == 0 ? "all" : std::to_string(w.threads)},
       {"dist_timeout_seconds", number(w.dist_timeout_seconds)},
       {"OMP_WAIT_POLICY", std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(unset)"},
@@ -267,6 +290,21 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
   options.insert(options.end(), sweep.begin(), sweep.end());
   return options;
 }
+
+namespace {
+
+// The real-data source (lengths file or documents) in the context block: how many samples, how
+// many were cut to T, and the micro-batch memory is judged on. The model's vocabulary checks the
+// documents' ids.
+void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t vocab_size) {
+  const std::optional<SampleSource> source = read_sample_source(w.data, w.seq_len, vocab_size);
+  if (source) context.options.emplace_back("samples", source->description);
+  PlanOptions plan;
+  plan_for_worst_micro_batch(plan, w);  // what the predicted peaks and the fits verdict judge
+  if (!plan.worst_micro_batch.empty()) context.options.emplace_back("memory_judged_on", plan.worst_micro_batch);
+}
+
+}  // namespace
 
 SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split, const SweepResult* resume,
                       const ProgressCallback& on_step) {
@@ -296,6 +334,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   SweepResult result;
   result.context = sweep_context(options, cfg, device, launch.world_size);
   if (resume != nullptr) check_resume(*resume, result.context);
+  describe_samples(result.context, w, cfg.vocab_size);
   const StepBatches data(load_batches(w, cfg, device, launch));
   check_memory_limit_holds_the_model(w, cfg);
   // Joins the other ranks last, after every check that could stop this one alone.

@@ -85,7 +85,8 @@ RunResult SplitMeasurement::run(const SplitConfig& split, size_t index, size_t c
   RunResult run;
   run.config = split;
   const LossOptions& loss = options_.workload.loss;
-  const StepOptions step = step_options_for(split, loss.normalization, loss.chunk_tokens);
+  StepOptions step = step_options_for(split, loss.normalization, loss.chunk_tokens);
+  apply_padding(step, options_.workload.data);
   if (!plan(run)) return run;
   try {
     Trainer& trainer = trainer_for(split.precision);
@@ -107,7 +108,10 @@ RunResult SplitMeasurement::run(const SplitConfig& split, size_t index, size_t c
   finalize_run(run, context_.flops_per_token, peak_tflops(split.precision), recompute);
   if (!options_.profile_dir.empty() && run.status == RunStatus::kOk) profile(run, *trainer_, step);
   const int64_t limit = options_.workload.memory_limit_bytes;
-  run.fits = run.status == RunStatus::kOk && (limit == 0 || run.peak_reserved_bytes <= limit);
+  // With per-micro-batch padding the timed steps need not have met the longest micro-batch of the
+  // lengths file; the plan for it must fit too (PlanOptions::activation_seq_len).
+  const bool worst_fits = plan_options_.activation_seq_len == 0 || run.predicted_peak_bytes <= limit;
+  run.fits = run.status == RunStatus::kOk && (limit == 0 || (run.peak_reserved_bytes <= limit && worst_fits));
   return run;
 }
 
@@ -166,6 +170,8 @@ void SplitMeasurement::warm_up_and_time(RunResult& run, Trainer& trainer, const 
     StepSample sample = tracer_->finish_step();
     sample.loss = outcome.loss();
     sample.tokens = outcome.tokens;
+    sample.positions = outcome.positions;
+    sample.computed_positions = outcome.computed_positions;
     sample.skipped = outcome.skipped;
     if (warm) {
       run.steps.push_back(sample);

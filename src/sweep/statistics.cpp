@@ -161,6 +161,16 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
   run.tokens_per_step = static_cast<int64_t>(std::llround(median(tokens)));
   const double tokens_per_step = static_cast<double>(run.tokens_per_step);
   run.tokens_per_second = tokens_per_step / step_median;
+  int64_t positions = 0, computed_positions = 0;
+  std::vector<double> computed;
+  for (const StepSample& step : run.steps) {
+    positions += step.positions;
+    computed_positions += step.computed_positions;
+    computed.push_back(static_cast<double>(step.computed_positions * run.config.world_size));
+  }
+  run.computed_tokens_per_second = median(computed) / step_median;
+  run.padding_fraction =
+      computed_positions > 0 ? static_cast<double>(computed_positions - positions) / static_cast<double>(computed_positions) : 0.0;
   run.samples_per_second =
       static_cast<double>(run.config.micro_batch * run.config.accum_steps) / step_median;
   run.achieved_tflops = flops_per_token * tokens_per_step / step_median / 1e12;

@@ -89,7 +89,7 @@ VerifySetup prepare(const WorkloadOptions& w) {
   data.lengths = w.data.lengths;
   data.seed = w.model.seed;
   data.distinct_batches = 1;
-  s.batch = make_synthetic_batches(data).front();
+  s.batch = make_batches(w.data, data).front();
   // Data parallel: the splits run on this rank's share and sum gradients over the ranks; the
   // reference is still the whole batch in one process, computed by every rank alone.
   s.rank_share = s.launch.world_size > 1 ? shard(s.batch, s.launch.rank, s.launch.world_size) : s.batch;
@@ -160,6 +160,7 @@ VerifyResult run_verify(const WorkloadOptions& w) {
   result.tokens = setup.batch.token_count;
   result.precision = setup.precision;
   result.lengths = w.data.lengths;
+  result.data = w.data;
   result.loss_normalization = w.loss.normalization;
   result.world_size = setup.launch.world_size;
   result.gradient_tolerance = gradient_tolerance(setup.precision);
@@ -175,7 +176,8 @@ VerifyResult run_verify(const WorkloadOptions& w) {
   trainer.set_process_group(group.get());
 
   for (const SplitConfig& config : setup.grid) {
-    const StepOptions step = step_options_for(config, w.loss.normalization, w.loss.chunk_tokens);
+    StepOptions step = step_options_for(config, w.loss.normalization, w.loss.chunk_tokens);
+    apply_padding(step, w.data);
     const Snapshot got = one_step(trainer, initial, setup.rank_share, step);
     result.splits.push_back(compare(config, got, reference, initial_cpu, result));
     result.all_pass = result.all_pass && result.splits.back().pass;

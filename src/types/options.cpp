@@ -2,6 +2,7 @@
 // that need no model or device (options.hpp).
 #include "accumbench/options.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -28,6 +29,12 @@ constexpr Names<LossNormalization, 2> kNormalizationNames = {{
     {LossNormalization::kToken, "token"}, {LossNormalization::kMeanOfMeans, "mean-of-means"}}};
 constexpr Names<LengthMode, 2> kLengthNames = {{
     {LengthMode::kFixed, "fixed"}, {LengthMode::kVariable, "variable"}}};
+// The modes that come from a file, for result files only (--lengths takes the path itself).
+constexpr Names<LengthMode, 3> kAllLengthNames = {{
+    {LengthMode::kFixed, "fixed"}, {LengthMode::kVariable, "variable"}, {LengthMode::kFile, "file"}}};
+constexpr Names<Padding, 3> kPaddingNames = {{
+    {Padding::kMax, "max"}, {Padding::kLongest, "longest"}, {Padding::kMultiple, "multiple"}}};
+constexpr Names<Packing, 2> kPackingNames = {{{Packing::kNone, "none"}, {Packing::kWrapped, "wrapped"}}};
 
 template <typename Enum, size_t N>
 std::string name_of(const Names<Enum, N>& names, Enum value) {
@@ -82,11 +89,64 @@ LossNormalization loss_normalization_from_string(const std::string& text) {
   return value_of(kNormalizationNames, text, "--loss-normalization");
 }
 
-std::string to_string(LengthMode mode) { return name_of(kLengthNames, mode); }
+std::string to_string(LengthMode mode) { return name_of(kAllLengthNames, mode); }
 LengthMode length_mode_from_string(const std::string& text) { return value_of(kLengthNames, text, "--lengths"); }
 
-std::string to_string(Padding) { return "max"; }
-std::string to_string(Packing) { return "none"; }
+std::string to_string(Padding padding) { return name_of(kPaddingNames, padding); }
+std::string to_string(Packing packing) { return name_of(kPackingNames, packing); }
+Packing packing_from_string(const std::string& text) { return value_of(kPackingNames, text, "--packing"); }
+
+void set_lengths(DataSource& data, const std::string& text) {
+  data.lengths_file.clear();
+  if (text == "fixed" || text == "variable") {
+    data.lengths = length_mode_from_string(text);
+    return;
+  }
+  data.lengths = LengthMode::kFile;  // src/data/lengths.cpp reads it and names a missing file
+  data.lengths_file = text;
+}
+
+std::string lengths_name(const DataSource& data) {
+  if (!data.token_file.empty() && data.eos_id >= 0) {
+    return "documents of " + data.token_file + " split at eos " + std::to_string(data.eos_id);
+  }
+  return data.lengths == LengthMode::kFile ? data.lengths_file : to_string(data.lengths);
+}
+
+void set_padding(DataSource& data, const std::string& text) {
+  const std::string prefix = "multiple:";
+  data.pad_multiple = 0;
+  if (text.rfind(prefix, 0) != 0) {
+    data.padding = value_of(kPaddingNames, text, "--padding");
+    if (data.padding == Padding::kMultiple) throw UserError("--padding multiple needs its N, as in multiple:8");
+    return;
+  }
+  const std::string digits = text.substr(prefix.size());
+  char* end = nullptr;
+  const long long n = digits.empty() ? 0 : std::strtoll(digits.c_str(), &end, 10);
+  if (digits.empty() || *end != '\0' || n <= 0) {
+    throw UserError("--padding " + text + " needs a positive multiple, as in multiple:8 (pad each micro-batch to its longest sample rounded up to 8)");
+  }
+  data.padding = Padding::kMultiple;
+  data.pad_multiple = n;
+}
+
+std::string padding_name(const DataSource& data) {
+  return data.padding == Padding::kMultiple ? "multiple:" + std::to_string(data.pad_multiple) : to_string(data.padding);
+}
+
+int64_t padded_length(Padding padding, int64_t multiple, int64_t longest, int64_t seq_len) {
+  switch (padding) {
+    case Padding::kMax: return seq_len;
+    case Padding::kLongest: return std::min(longest, seq_len);
+    case Padding::kMultiple: return std::min(seq_len, (longest + multiple - 1) / multiple * multiple);
+  }
+  return seq_len;
+}
+
+int64_t padded_length(const DataSource& data, int64_t longest, int64_t seq_len) {
+  return padded_length(data.padding, data.pad_multiple, longest, seq_len);
+}
 
 WorkloadOptions workload_defaults(Command command) {
   WorkloadOptions w;
@@ -161,6 +221,24 @@ void validate_limits(const WorkloadOptions& w) {
   require_at_most("--lora-rank", w.lora.rank, int64_t{1} << 16, "adapter rank");
 }
 
+// What the real-data options can be combined with (lengths files are read in src/data).
+void validate_data_source(const WorkloadOptions& w) {
+  const DataSource& data = w.data;
+  if (data.padding == Padding::kMultiple && data.pad_multiple <= 0) {
+    throw UserError("--padding multiple:" + std::to_string(data.pad_multiple) + " needs a positive multiple, as in multiple:8");
+  }
+  if (w.grid.cuda_graphs && data.padding != Padding::kMax) {
+    throw UserError("--cuda-graphs replays one fixed micro-batch shape, but --padding " + padding_name(data) +
+                    " changes the shape per micro-batch; use --padding max with --cuda-graphs or drop it");
+  }
+  if (data.eos_id >= 0 && data.token_file.empty()) {
+    throw UserError("--eos-id splits the documents of a --tokens file, which is not given; add --tokens FILE or drop --eos-id");
+  }
+  if (data.eos_id >= 0 && data.lengths == LengthMode::kFile) {
+    throw UserError("--lengths " + data.lengths_file + " and --eos-id both give the sample lengths; drop one of them");
+  }
+}
+
 }  // namespace
 
 void validate_workload(const WorkloadOptions& w) {
@@ -187,6 +265,7 @@ void validate_workload(const WorkloadOptions& w) {
     throw UserError("--loss-chunk-tokens sizes the chunks of the chunked loss, which is off; add --chunked-loss or drop the option");
   }
   validate_lora_options(w.lora);
+  validate_data_source(w);
 }
 
 std::string join_precisions(const std::vector<Precision>& precisions) {
@@ -204,7 +283,10 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
       {"micro_batches", w.micro_batches.empty() ? "all divisors" : join(w.micro_batches)},
       {"device", w.device},
       {"precisions", join_precisions(w.precisions)},
-      {"lengths", to_string(w.data.lengths)},
+      {"lengths", lengths_name(w.data)},
+      {"padding", padding_name(w.data)},
+      {"group_by_length", flag(w.data.group_by_length)},
+      {"packing", to_string(w.data.packing)},
       {"loss_normalization", to_string(w.loss.normalization)},
       {"lr", number(w.optimizer.lr)},
       {"beta1", number(w.optimizer.beta1)},

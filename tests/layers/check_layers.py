@@ -23,7 +23,7 @@ LAYERS = [
     ("compat", ["src/compat/"]),
     ("types", ["include/accumbench/options.hpp", "include/accumbench/result.hpp", "src/types/"]),
     ("models", ["include/accumbench/model_config.hpp", "include/accumbench/models.hpp", "src/models/"]),
-    ("data", ["include/accumbench/data.hpp", "src/data/"]),
+    ("data", ["include/accumbench/data.hpp", "include/accumbench/lengths.hpp", "src/data/"]),
     ("engine", ["include/accumbench/engine.hpp", "include/accumbench/chunked_loss.hpp", "src/engine/"]),
     ("trace", ["include/accumbench/trace.hpp", "src/trace/"]),
     ("plan", ["include/accumbench/plan.hpp", "src/plan/"]),

@@ -1,0 +1,80 @@
+// Sample lengths of real data, without LibTorch (the plan reads them too): lengths files, the
+// order a Trainer's sampler visits samples in, per-micro-batch padding, wrapped packing.
+//
+//   SampleLengths file = read_lengths_file("lengths.txt", /*seq_len=*/512);  // file.truncated: > T
+//   std::vector<int64_t> order = length_grouped_order(file.lengths, /*batch_size=*/64, /*seed=*/0);
+//   PaddingCount pad = count_padding(ordered, /*micro_batch=*/4, data, /*seq_len=*/512);
+//   double f = pad.fraction();   // pad positions / computed positions
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "accumbench/options.hpp"
+
+namespace accumbench {
+
+struct SampleLengths {
+  std::vector<int64_t> lengths;  // positions per sample, each in [1, T]
+  int64_t truncated = 0;         // samples longer than T, cut to T
+};
+
+// A text file with one length per line, or JSONL whose rows have an `input_ids` array or a
+// `length` integer (what datasets' to_json writes). Lengths above seq_len are cut to it; blank
+// lines are skipped. Throws UserError naming the line for a bad row, and for a missing or empty file.
+SampleLengths read_lengths_file(const std::string& path, int64_t seq_len);
+
+// The documents of a token stream: each ends after an `eos_id` (the last may end without one).
+// A document of n tokens is a sample of n - 1 positions (its inputs; its targets are the tokens
+// shifted by one), cut to seq_len; documents of one token train nothing and are left out.
+// `starts` (optional) receives where each kept document begins.
+SampleLengths document_lengths(const std::vector<int64_t>& tokens, int64_t eos_id, int64_t seq_len,
+                               std::vector<int64_t>* starts = nullptr);
+
+// Reads a token file of little-endian uint16 or uint32 ids. Throws UserError when it is missing,
+// empty, not a multiple of the width, or holds an id >= vocab_size.
+std::vector<int64_t> read_token_ids(const std::string& path, int token_bytes, int64_t vocab_size);
+
+// The samples of a real-data source: a lengths file, or the documents of a token file.
+struct SampleSource {
+  std::vector<int64_t> lengths;    // every sample, in source order, each cut to T
+  int64_t truncated = 0;           // how many were longer than T
+  std::vector<int64_t> starts;     // documents: where each begins in token_ids
+  std::vector<int64_t> token_ids;  // documents: the whole token file
+  std::string description;         // "lengths.txt: 1000 samples, 3 cut to T=512"
+};
+// nullopt unless `data` names a lengths file or documents (--tokens with --eos-id).
+std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t seq_len, int64_t vocab_size);
+
+// The order a seeded random sampler visits n samples in (a permutation of 0..n-1).
+std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed);
+// transformers' LengthGroupedSampler (see lengths.cpp for the rule and its source).
+// `batch_size`: the samples of one optimizer step on one rank (per-device batch × accumulation).
+std::vector<int64_t> length_grouped_order(const std::vector<int64_t>& lengths, int64_t batch_size, uint64_t seed);
+
+// Positions computed for consecutive micro-batches of `micro_batch` samples, each padded by
+// data.padding, against the samples' own positions.
+struct PaddingCount {
+  int64_t real_positions = 0;
+  int64_t computed_positions = 0;
+  double fraction() const;  // pad / computed; 0 when nothing was computed
+};
+PaddingCount count_padding(const std::vector<int64_t>& lengths, int64_t micro_batch, const DataSource& data,
+                           int64_t seq_len);
+
+// The micro-batch with the most positions anywhere in `lengths` under data.padding: the one that
+// holds the longest sample, in whatever order (sampling and grouping only decide its neighbours).
+struct WorstMicroBatch {
+  int64_t sample = -1;         // index of the longest sample in `lengths`
+  int64_t length = 0;          // its positions
+  int64_t padded_length = 0;   // what its micro-batch is padded to: the plan's sequence length
+};
+WorstMicroBatch worst_micro_batch(const std::vector<int64_t>& lengths, const DataSource& data, int64_t seq_len);
+
+// --packing wrapped: the samples' tokens concatenated and cut into rows of seq_len (the last row
+// may be shorter), as pretraining loaders do; attention crosses the documents inside a row.
+std::vector<std::vector<int64_t>> pack_wrapped(const std::vector<std::vector<int64_t>>& samples, int64_t seq_len);
+
+}  // namespace accumbench

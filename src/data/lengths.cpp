@@ -1,0 +1,214 @@
+// Sample lengths, sampler orders, padding counts and wrapped packing (lengths.hpp). No LibTorch:
+// the plan judges memory on the same lengths the sweep trains on.
+#include "accumbench/lengths.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <numeric>
+#include <random>
+
+#include "accumbench/error.hpp"
+
+namespace accumbench {
+
+namespace {
+
+// One line's length; `where` is "lengths file \"P\" line N".
+int64_t parse_length_line(const std::string& line, const std::string& where) {
+  const size_t first = line.find_first_not_of(" \t\r");
+  if (first == std::string::npos) throw UserError(where + " is empty; give one sample length per line");
+  if (line[first] == '{') {
+    nlohmann::json row;
+    try {
+      row = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      throw UserError(where + " is not valid JSON; give one JSON object per line with input_ids or length");
+    }
+    if (row.contains("input_ids") && row["input_ids"].is_array()) return static_cast<int64_t>(row["input_ids"].size());
+    if (row.contains("length") && row["length"].is_number_integer()) return row["length"].get<int64_t>();
+    throw UserError(where + " has neither an input_ids array nor a length integer; give each JSONL row one of them");
+  }
+  const std::string text = line.substr(first, line.find_last_not_of(" \t\r") + 1 - first);
+  size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || used == 0) {
+    throw UserError(where + " holds \"" + text + "\", which is not a number; give one sample length per line");
+  }
+  return value;
+}
+
+}  // namespace
+
+SampleLengths read_lengths_file(const std::string& path, int64_t seq_len) {
+  std::ifstream in(path);
+  if (!in) {
+    throw UserError("unknown --lengths \"" + path + "\"; use fixed or variable, or the path of a lengths file " +
+                    "(one length per line, or JSONL rows with input_ids or length)");
+  }
+  SampleLengths out;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    const std::string where = "lengths file \"" + path + "\" line " + std::to_string(number);
+    const int64_t length = parse_length_line(line, where);
+    if (length <= 0) {
+      throw UserError(where + " holds the length " + std::to_string(length) + "; sample lengths must be positive");
+    }
+    out.truncated += length > seq_len ? 1 : 0;
+    out.lengths.push_back(std::min(length, seq_len));
+  }
+  if (out.lengths.empty()) throw UserError("lengths file \"" + path + "\" is empty; give one sample length per line");
+  return out;
+}
+
+SampleLengths document_lengths(const std::vector<int64_t>& tokens, int64_t eos_id, int64_t seq_len,
+                               std::vector<int64_t>* starts) {
+  SampleLengths out;
+  int64_t start = 0;
+  const auto size = static_cast<int64_t>(tokens.size());
+  for (int64_t i = 0; i < size; ++i) {
+    if (tokens[static_cast<size_t>(i)] != eos_id && i + 1 < size) continue;
+    const int64_t positions = i - start;  // n tokens: n - 1 inputs with a next token
+    const int64_t begin = start;
+    start = i + 1;
+    if (positions <= 0) continue;
+    if (starts != nullptr) starts->push_back(begin);
+    out.truncated += positions > seq_len ? 1 : 0;
+    out.lengths.push_back(std::min(positions, seq_len));
+  }
+  return out;
+}
+
+std::vector<int64_t> read_token_ids(const std::string& path, int token_bytes, int64_t vocab_size) {
+  if (token_bytes != 2 && token_bytes != 4) {
+    throw UserError("token width must be 2 (uint16) or 4 (uint32) bytes, got " + std::to_string(token_bytes));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError("cannot open token file \"" + path + "\"; check the path");
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.empty()) throw UserError("token file \"" + path + "\" is empty");
+  if (bytes.size() % static_cast<size_t>(token_bytes) != 0) {
+    throw UserError("token file \"" + path + "\" has " + std::to_string(bytes.size()) + " bytes, not a multiple of the " +
+                    std::to_string(token_bytes) + "-byte token width; pass the right --token-bytes");
+  }
+  std::vector<int64_t> ids(bytes.size() / static_cast<size_t>(token_bytes));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    uint32_t id = 0;
+    for (int k = token_bytes - 1; k >= 0; --k) id = (id << 8) | static_cast<unsigned char>(bytes[i * token_bytes + k]);
+    if (static_cast<int64_t>(id) >= vocab_size) {
+      throw UserError("token file \"" + path + "\" holds token id " + std::to_string(id) + " at position " +
+                      std::to_string(i) + ", outside the model's vocabulary of " + std::to_string(vocab_size) +
+                      "; use a matching model or token width");
+    }
+    ids[i] = id;
+  }
+  return ids;
+}
+
+std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t seq_len, int64_t vocab_size) {
+  SampleSource source;
+  SampleLengths lengths;
+  std::string name;
+  if (data.lengths == LengthMode::kFile) {
+    lengths = read_lengths_file(data.lengths_file, seq_len);
+    name = data.lengths_file;
+  } else if (!data.token_file.empty() && data.eos_id >= 0) {
+    source.token_ids = read_token_ids(data.token_file, data.token_bytes, vocab_size);
+    lengths = document_lengths(source.token_ids, data.eos_id, seq_len, &source.starts);
+    name = data.token_file + " split at eos " + std::to_string(data.eos_id);
+    if (lengths.lengths.empty()) {
+      throw UserError("token file \"" + data.token_file + "\" has no document of two or more tokens between --eos-id " +
+                      std::to_string(data.eos_id) + " tokens; check --eos-id and --token-bytes");
+    }
+  } else {
+    return std::nullopt;
+  }
+  source.lengths = std::move(lengths.lengths);
+  source.truncated = lengths.truncated;
+  source.description = name + ": " + std::to_string(source.lengths.size()) + " samples, " +
+                       std::to_string(source.truncated) + " cut to T=" + std::to_string(seq_len);
+  return source;
+}
+
+std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::mt19937_64 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
+// transformers' get_length_grouped_indices (src/transformers/trainer_pt_utils.py), which the
+// Trainer's LengthGroupedSampler calls with batch_size = train_batch_size ×
+// gradient_accumulation_steps: a random permutation; megabatches of mega_batch_mult × batch_size
+// samples, mega_batch_mult = min(n // (4 · batch_size), 50) and at least 1; each megabatch sorted
+// by length, longest first (Python's sorted is stable, so is stable_sort); then the first element
+// of the megabatch with the longest sample is swapped with the very first element, so the longest
+// sample comes first and an out-of-memory shows at once. The permutation is ours (mt19937_64, not
+// torch.randperm), so the order is transformers' rule, not its exact indices.
+std::vector<int64_t> length_grouped_order(const std::vector<int64_t>& lengths, int64_t batch_size, uint64_t seed) {
+  const auto n = static_cast<int64_t>(lengths.size());
+  const int64_t mega_batch_mult = std::max<int64_t>(1, std::min<int64_t>(n / (batch_size * 4), 50));
+  const int64_t megabatch_size = mega_batch_mult * batch_size;
+  std::vector<int64_t> order = shuffled_order(n, seed);
+  const auto longer = [&](int64_t a, int64_t b) { return lengths[static_cast<size_t>(a)] > lengths[static_cast<size_t>(b)]; };
+  size_t longest_megabatch = 0;
+  for (int64_t start = 0; start < n; start += megabatch_size) {
+    const auto first = order.begin() + start;
+    std::stable_sort(first, order.begin() + std::min(n, start + megabatch_size), longer);
+    if (longer(*first, order[longest_megabatch])) longest_megabatch = static_cast<size_t>(start);  // argmax: first max
+  }
+  if (n > 0) std::swap(order[0], order[longest_megabatch]);
+  return order;
+}
+
+double PaddingCount::fraction() const {
+  return computed_positions > 0
+             ? static_cast<double>(computed_positions - real_positions) / static_cast<double>(computed_positions)
+             : 0.0;
+}
+
+PaddingCount count_padding(const std::vector<int64_t>& lengths, int64_t micro_batch, const DataSource& data,
+                           int64_t seq_len) {
+  PaddingCount count;
+  const auto n = static_cast<int64_t>(lengths.size());
+  for (int64_t start = 0; start < n; start += micro_batch) {
+    const auto first = lengths.begin() + start;
+    const auto last = lengths.begin() + std::min(n, start + micro_batch);
+    count.real_positions += std::accumulate(first, last, int64_t{0});
+    count.computed_positions += (last - first) * padded_length(data, *std::max_element(first, last), seq_len);
+  }
+  return count;
+}
+
+WorstMicroBatch worst_micro_batch(const std::vector<int64_t>& lengths, const DataSource& data, int64_t seq_len) {
+  WorstMicroBatch worst;
+  if (lengths.empty()) return worst;
+  const auto longest = std::max_element(lengths.begin(), lengths.end());
+  worst.sample = longest - lengths.begin();
+  worst.length = std::min(*longest, seq_len);
+  worst.padded_length = data.packing == Packing::kWrapped ? seq_len : padded_length(data, worst.length, seq_len);
+  return worst;
+}
+
+std::vector<std::vector<int64_t>> pack_wrapped(const std::vector<std::vector<int64_t>>& samples, int64_t seq_len) {
+  std::vector<std::vector<int64_t>> rows;
+  std::vector<int64_t> row;
+  for (const std::vector<int64_t>& sample : samples) {
+    for (int64_t token : sample) {
+      row.push_back(token);
+      if (static_cast<int64_t>(row.size()) == seq_len) rows.push_back(std::move(row)), row.clear();
+    }
+  }
+  if (!row.empty()) rows.push_back(std::move(row));
+  return rows;
+}
+
+}  // namespace accumbench

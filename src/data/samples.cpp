@@ -1,0 +1,145 @@
+// Batches from real-data options (data.hpp, make_batches): the samples of a lengths file or of a
+// token file's documents, visited in one seeded order, laid out one per row or packed.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "accumbench/data.hpp"
+#include "accumbench/error.hpp"
+#include "data/batch.hpp"
+
+namespace accumbench {
+
+namespace {
+
+using Tokens = std::vector<int64_t>;
+
+// Every sample a run may visit: its length and, on demand, its length + 1 tokens (the inputs and,
+// shifted by one, the targets).
+struct SamplePool {
+  std::vector<int64_t> lengths;
+  std::optional<SampleSource> source;  // documents: their tokens
+  uint64_t seed = 0;
+  int64_t vocab_size = 0;
+
+  Tokens tokens(int64_t index) const {
+    const int64_t count = lengths[static_cast<size_t>(index)] + 1;
+    if (source && !source->token_ids.empty()) {
+      const auto first = source->token_ids.begin() + source->starts[static_cast<size_t>(index)];
+      return Tokens(first, first + count);
+    }
+    // Random tokens, seeded per sample so that a sample has the same tokens wherever it lands.
+    std::seed_seq seq{seed, static_cast<uint64_t>(index)};
+    std::mt19937_64 rng(seq);
+    std::uniform_int_distribution<int64_t> token_dist(0, vocab_size - 1);
+    Tokens out(static_cast<size_t>(count));
+    for (auto& token : out) token = token_dist(rng);
+    return out;
+  }
+};
+
+SamplePool make_pool(const DataSource& data, const DataOptions& options) {
+  SamplePool pool;
+  pool.seed = options.seed;
+  pool.vocab_size = options.vocab_size;
+  pool.source = read_sample_source(data, options.seq_len, options.vocab_size);
+  if (pool.source) {
+    pool.lengths = pool.source->lengths;
+    return pool;
+  }
+  // Fixed or variable synthetic lengths, as many samples as the steps take.
+  const int64_t count = options.batch * std::max(1, options.distinct_batches);
+  std::mt19937_64 rng(options.seed);
+  const int64_t min_len = std::max<int64_t>(
+      1, static_cast<int64_t>(std::ceil(options.min_length_fraction * static_cast<double>(options.seq_len))));
+  std::uniform_int_distribution<int64_t> length_dist(min_len, options.seq_len);
+  pool.lengths.assign(static_cast<size_t>(count), options.seq_len);
+  if (options.lengths == LengthMode::kVariable) {
+    for (auto& length : pool.lengths) length = length_dist(rng);
+  }
+  return pool;
+}
+
+// One sample per row, padded to T (the engine trims each micro-batch to its padding).
+std::vector<TokenBatch> one_per_row(const SamplePool& pool, const std::vector<int64_t>& order,
+                                    const DataOptions& options) {
+  std::vector<TokenBatch> batches;
+  const auto n = static_cast<int64_t>(order.size());
+  for (int step = 0; step < std::max(1, options.distinct_batches); ++step) {
+    at::Tensor windows = torch::zeros({options.batch, options.seq_len + 1}, torch::kLong);  // (B, T + 1)
+    auto rows = windows.accessor<int64_t, 2>();
+    std::vector<int64_t> lengths;
+    for (int64_t b = 0; b < options.batch; ++b) {
+      const int64_t index = order[static_cast<size_t>((step * options.batch + b) % n)];  // cycles a short source
+      const Tokens tokens = pool.tokens(index);
+      for (size_t t = 0; t < tokens.size(); ++t) rows[b][static_cast<int64_t>(t)] = tokens[t];
+      lengths.push_back(pool.lengths[static_cast<size_t>(index)]);
+    }
+    batches.push_back(make_batch(windows, lengths, options.pin_memory));
+  }
+  return batches;
+}
+
+// --packing wrapped: the samples in order, concatenated and cut into rows of T (pack_wrapped);
+// a row's last target is the first token of the next row, as in a pretraining loader.
+std::vector<TokenBatch> wrapped(const SamplePool& pool, const std::vector<int64_t>& order, const DataOptions& options) {
+  const int steps = std::max(1, options.distinct_batches);
+  const int64_t rows_needed = steps * options.batch;
+  const int64_t tokens_needed = rows_needed * options.seq_len + 1;
+  std::vector<Tokens> samples;
+  int64_t tokens = 0;
+  for (size_t i = 0; tokens < tokens_needed; ++i) {
+    samples.push_back(pool.tokens(order[i % order.size()]));
+    tokens += static_cast<int64_t>(samples.back().size());
+  }
+  const std::vector<Tokens> rows = pack_wrapped(samples, options.seq_len);
+  std::vector<TokenBatch> batches;
+  for (int step = 0; step < steps; ++step) {
+    at::Tensor windows = torch::empty({options.batch, options.seq_len + 1}, torch::kLong);  // (B, T + 1)
+    auto out = windows.accessor<int64_t, 2>();
+    for (int64_t b = 0; b < options.batch; ++b) {
+      const size_t r = static_cast<size_t>(step * options.batch + b);
+      for (int64_t t = 0; t < options.seq_len; ++t) out[b][t] = rows[r][static_cast<size_t>(t)];
+      out[b][options.seq_len] = rows[r + 1][0];
+    }
+    batches.push_back(make_batch(windows, std::vector<int64_t>(options.batch, options.seq_len), options.pin_memory));
+  }
+  return batches;
+}
+
+}  // namespace
+
+std::vector<TokenBatch> make_batches(const DataSource& data, const DataOptions& options) {
+  check_shape(options);
+  const bool documents = !data.token_file.empty() && data.eos_id >= 0;
+  if (!data.token_file.empty() && !documents) return load_token_file(data.token_file, data.token_bytes, options);
+  const bool plain = data.lengths != LengthMode::kFile && !documents && !data.group_by_length &&
+                     data.packing == Packing::kNone;
+  if (plain) return make_synthetic_batches(options);  // today's batches, unchanged
+  DataOptions with_lengths = options;
+  with_lengths.lengths = data.lengths;
+  const SamplePool pool = make_pool(data, with_lengths);
+  const auto n = static_cast<int64_t>(pool.lengths.size());
+  // The Trainer builds LengthGroupedSampler with the whole step's samples (batch × accumulation),
+  // so the grouping is the same for every split.
+  const std::vector<int64_t> order = data.group_by_length ? length_grouped_order(pool.lengths, options.batch, options.seed)
+                                                          : shuffled_order(n, options.seed);
+  return data.packing == Packing::kWrapped ? wrapped(pool, order, options) : one_per_row(pool, order, options);
+}
+
+TokenBatch batch_with_lengths(const std::vector<int64_t>& lengths, const DataOptions& options) {
+  TORCH_CHECK(static_cast<int64_t>(lengths.size()) == options.batch, "one length per sequence of the batch");
+  SamplePool pool;
+  pool.lengths = lengths;
+  pool.seed = options.seed;
+  pool.vocab_size = options.vocab_size;
+  std::vector<int64_t> order(lengths.size());
+  std::iota(order.begin(), order.end(), int64_t{0});
+  DataOptions one = options;
+  one.distinct_batches = 1;
+  return one_per_row(pool, order, one).front();
+}
+
+}  // namespace accumbench

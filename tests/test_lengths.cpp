@@ -1,0 +1,161 @@
+// Real-data lengths without LibTorch: lengths files (text and JSONL) and their bad rows, document
+// lengths, padding counts with a hand-computed answer, transformers' length grouping on a
+// hand-computed case, wrapped packing's capacity and completeness, the worst micro-batch.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <numeric>
+
+#include "accumbench/error.hpp"
+#include "accumbench/lengths.hpp"
+
+namespace ab = accumbench;
+
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string error_of(const std::string& path, int64_t seq_len = 16) {
+  try {
+    ab::read_lengths_file(path, seq_len);
+  } catch (const ab::UserError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+ab::DataSource padding(const std::string& text) {
+  ab::DataSource data;
+  ab::set_padding(data, text);
+  return data;
+}
+
+std::vector<int64_t> one_to(int64_t n) {
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  std::iota(out.begin(), out.end(), int64_t{1});
+  return out;
+}
+
+}  // namespace
+
+TEST(LengthsFile, TextLinesAreLengthsCutToT) {
+  const ab::SampleLengths got = ab::read_lengths_file(write_temp("text.txt", "3\n 20 \n16\n17\n"), 16);
+  EXPECT_EQ(got.lengths, (std::vector<int64_t>{3, 16, 16, 16}));
+  EXPECT_EQ(got.truncated, 2);  // 20 and 17 are above T = 16; 16 is not
+}
+
+TEST(LengthsFile, JsonlRowsGiveInputIdsOrLength) {
+  const ab::SampleLengths got = ab::read_lengths_file(
+      write_temp("rows.jsonl", "{\"input_ids\": [5, 6, 7]}\n{\"length\": 9, \"text\": \"x\"}\n{\"input_ids\": [1]}\n"), 16);
+  EXPECT_EQ(got.lengths, (std::vector<int64_t>{3, 9, 1}));
+  EXPECT_EQ(got.truncated, 0);
+}
+
+TEST(LengthsFile, BadRowsNameTheirLine) {
+  EXPECT_NE(error_of(write_temp("empty.txt", "")).find("is empty"), std::string::npos);
+  EXPECT_NE(error_of(write_temp("blank.txt", "4\n\n5\n")).find("line 2 is empty"), std::string::npos);
+  EXPECT_NE(error_of(write_temp("word.txt", "4\nfour\n")).find("line 2 holds \"four\", which is not a number"),
+            std::string::npos);
+  EXPECT_NE(error_of(write_temp("neg.txt", "4\n5\n-3\n")).find("line 3 holds the length -3"), std::string::npos);
+  EXPECT_NE(error_of(write_temp("zero.jsonl", "{\"input_ids\": []}\n")).find("line 1 holds the length 0"),
+            std::string::npos);
+  EXPECT_NE(error_of(write_temp("field.jsonl", "{\"length\": 3}\n{\"text\": \"hi\"}\n"))
+                .find("line 2 has neither an input_ids array nor a length integer"),
+            std::string::npos);
+  EXPECT_NE(error_of(write_temp("broken.jsonl", "{\"length\": \n")).find("line 1 is not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of("/nonexistent/lengths.txt").find("fixed or variable"), std::string::npos);
+}
+
+TEST(DocumentLengths, SplitAfterEachEosCutToT) {
+  // eos = 0: documents [5 6 0] [7 0] [0] [8 9 9 9 9 9] -> 2, 1, (one token: none), 5 positions.
+  std::vector<int64_t> starts;
+  const ab::SampleLengths got = ab::document_lengths({5, 6, 0, 7, 0, 0, 8, 9, 9, 9, 9, 9}, 0, 4, &starts);
+  EXPECT_EQ(got.lengths, (std::vector<int64_t>{2, 1, 4}));
+  EXPECT_EQ(got.truncated, 1);
+  EXPECT_EQ(starts, (std::vector<int64_t>{0, 3, 6}));
+}
+
+// Lengths 1..16 in order at micro-batch 4, T = 16, longest padding: the micro-batches
+// {1,2,3,4} {5,6,7,8} {9,10,11,12} {13,14,15,16} are padded to 4, 8, 12, 16, so
+// computed = 4·(4 + 8 + 12 + 16) = 160 positions, real = 1 + … + 16 = 136, pad = 24:
+// 24 / 160 = 0.15 exactly. With max padding every row is 16: 256 computed, 120 pad, 0.46875.
+// multiple:8 pads to 8, 8, 16, 16: 192 computed, 56 pad, 0.291666….
+TEST(Padding, LengthsOneToSixteenAtMicroBatchFour) {
+  const std::vector<int64_t> lengths = one_to(16);
+  const ab::PaddingCount longest = ab::count_padding(lengths, 4, padding("longest"), 16);
+  EXPECT_EQ(longest.real_positions, 136);
+  EXPECT_EQ(longest.computed_positions, 160);
+  EXPECT_DOUBLE_EQ(longest.fraction(), 0.15);
+  EXPECT_DOUBLE_EQ(ab::count_padding(lengths, 4, padding("max"), 16).fraction(), 120.0 / 256.0);
+  EXPECT_DOUBLE_EQ(ab::count_padding(lengths, 4, padding("multiple:8"), 16).fraction(), 56.0 / 192.0);
+  EXPECT_DOUBLE_EQ(ab::count_padding(lengths, 1, padding("longest"), 16).fraction(), 0.0);
+}
+
+TEST(Padding, MultipleNeedsAPositiveN) {
+  EXPECT_THROW(padding("multiple:0"), ab::UserError);
+  EXPECT_THROW(padding("multiple:"), ab::UserError);
+  EXPECT_THROW(padding("multiple:x"), ab::UserError);
+  EXPECT_THROW(padding("ragged"), ab::UserError);
+  EXPECT_EQ(ab::padding_name(padding("multiple:64")), "multiple:64");
+  EXPECT_EQ(ab::padded_length(padding("multiple:64"), 65, 100), 100);  // never above T
+}
+
+// transformers' rule on a hand-computed case: 8 samples, batch 2 -> mega_batch_mult =
+// max(1, min(8 // (2·4), 50)) = 1, megabatches of 2 consecutive samples of the permutation,
+// each sorted longest first, then the longest sample swapped to position 0.
+TEST(GroupByLength, FollowsTransformersRule) {
+  const std::vector<int64_t> lengths = {5, 1, 7, 3, 8, 2, 6, 4};
+  const std::vector<int64_t> perm = ab::shuffled_order(8, 3);
+  std::vector<int64_t> want = perm;
+  for (size_t i = 0; i < 8; i += 2) {
+    if (lengths[static_cast<size_t>(want[i + 1])] > lengths[static_cast<size_t>(want[i])]) std::swap(want[i], want[i + 1]);
+  }
+  const size_t longest = static_cast<size_t>(std::find(want.begin(), want.end(), 4) - want.begin());  // length 8
+  std::swap(want[0], want[longest]);
+  EXPECT_EQ(ab::length_grouped_order(lengths, 2, 3), want);
+  EXPECT_EQ(ab::length_grouped_order(lengths, 2, 3)[0], 4);
+}
+
+TEST(GroupByLength, OneMegabatchIsSortedLongestFirst) {
+  // 8 samples, batch 8: 8 // 32 = 0 -> mult 1, one megabatch of all 8, sorted longest first.
+  const std::vector<int64_t> lengths = {5, 1, 7, 3, 8, 2, 6, 4};
+  const std::vector<int64_t> order = ab::length_grouped_order(lengths, 8, 0);
+  std::vector<int64_t> got;
+  for (int64_t i : order) got.push_back(lengths[static_cast<size_t>(i)]);
+  EXPECT_EQ(got, (std::vector<int64_t>{8, 7, 6, 5, 4, 3, 2, 1}));
+}
+
+TEST(Packing, WrappedRowsHoldEveryTokenOnceAndNeverExceedT) {
+  std::vector<std::vector<int64_t>> samples;
+  int64_t next = 0;
+  for (int64_t length : {3, 17, 1, 8, 16, 5, 30}) {
+    samples.emplace_back();
+    for (int64_t i = 0; i < length; ++i) samples.back().push_back(next++);  // every token distinct
+  }
+  const auto rows = ab::pack_wrapped(samples, 16);
+  std::map<int64_t, int> seen;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    EXPECT_LE(rows[r].size(), 16u);
+    if (r + 1 < rows.size()) EXPECT_EQ(rows[r].size(), 16u);  // only the last row may be short
+    for (int64_t token : rows[r]) ++seen[token];
+  }
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), next);  // 80 tokens: every one …
+  for (const auto& [token, count] : seen) EXPECT_EQ(count, 1) << token;  // … exactly once
+  EXPECT_EQ(rows.size(), 5u);  // 80 / 16
+}
+
+TEST(WorstMicroBatch, IsTheOneWithTheLongestSample) {
+  const std::vector<int64_t> lengths = {5, 1, 300, 3};
+  const ab::WorstMicroBatch worst = ab::worst_micro_batch(lengths, padding("multiple:64"), 512);
+  EXPECT_EQ(worst.sample, 2);
+  EXPECT_EQ(worst.length, 300);
+  EXPECT_EQ(worst.padded_length, 320);
+  EXPECT_EQ(ab::worst_micro_batch(lengths, padding("max"), 512).padded_length, 512);
+}

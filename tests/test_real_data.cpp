@@ -1,0 +1,254 @@
+// Real data through the training step: per-micro-batch padding counts what it computes and still
+// gives the whole batch's gradient (verify with a skewed lengths file, every split, longest and
+// multiple:N padding, grouping, packing); mean-of-means still fails; the same options give the
+// same samples; CUDA graphs refuse a changing shape.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include <fstream>
+#include <numeric>
+
+#include "accumbench/data.hpp"
+#include "accumbench/engine.hpp"
+#include "accumbench/error.hpp"
+#include "accumbench/plan.hpp"
+#include "accumbench/sweep.hpp"
+#include "accumbench/verify.hpp"
+
+namespace ab = accumbench;
+
+namespace {
+
+// A skewed distribution: mostly short samples, a few near T = 32 and one above it.
+std::string skewed_lengths_file() {
+  const std::string path = ::testing::TempDir() + "skewed_lengths.txt";
+  std::ofstream out(path);
+  for (int64_t length : {3, 4, 2, 30, 5, 3, 6, 2, 4, 40, 3, 5, 7, 2, 3, 28}) out << length << "\n";
+  return path;
+}
+
+ab::WorkloadOptions skewed(const std::string& padding) {
+  ab::WorkloadOptions w = ab::workload_defaults(ab::Command::kVerify);
+  w.seq_len = 32;
+  w.batch = 8;
+  w.device = "cpu";
+  w.threads = 1;
+  ab::set_lengths(w.data, skewed_lengths_file());
+  ab::set_padding(w.data, padding);
+  return w;
+}
+
+ab::DataOptions data_options(int64_t seq_len, int64_t batch) {
+  return ab::data_options_for(ab::find_preset("gpt2-tiny").vocab_size, seq_len, batch, /*cuda=*/false);
+}
+
+}  // namespace
+
+// Lengths 1..16 in order, T = 16, micro-batch 4 with longest padding: 160 positions computed,
+// 136 of them real (tests/test_lengths.cpp works the numbers out), and the same loss as padding
+// every row to T (pads are at the end of each row, their targets ignored, attention causal).
+TEST(RealData, LongestPaddingComputesFewerPositionsForTheSameLoss) {
+  const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
+  std::vector<int64_t> lengths(16);
+  std::iota(lengths.begin(), lengths.end(), int64_t{1});
+  const ab::TokenBatch batch = ab::batch_with_lengths(lengths, data_options(16, 16));
+  ab::Trainer trainer(ab::build_model(cfg, 0), torch::kCPU, {});
+  ab::StepOptions step;
+  step.micro_batch = 4;
+  step.padding = ab::Padding::kLongest;
+  const ab::StepOutcome longest = trainer.accumulate(batch, step);
+  EXPECT_EQ(longest.positions, 136);
+  EXPECT_EQ(longest.computed_positions, 160);
+  EXPECT_EQ(longest.tokens, 136);  // the loss divisor: every real target of the step
+  trainer.reset_optimizer();
+  step.padding = ab::Padding::kMax;
+  const ab::StepOutcome max = trainer.accumulate(batch, step);
+  EXPECT_EQ(max.computed_positions, 256);
+  EXPECT_NEAR(longest.loss(), max.loss(), 1e-6);
+}
+
+// verify's fp32 bar (relative L2 gradient error 1e-5) for every split of a skewed lengths file.
+TEST(RealData, VerifyPassesWithLongestAndMultiplePadding) {
+  for (const std::string padding : {"longest", "multiple:8"}) {
+    const ab::VerifyResult r = ab::run_verify(skewed(padding));
+    ASSERT_EQ(r.splits.size(), 4u) << padding;  // 1, 2, 4, 8
+    for (const auto& s : r.splits) EXPECT_TRUE(s.pass) << padding << " " << s.config.label() << " " << s.rel_l2_grad_error;
+    EXPECT_TRUE(r.all_pass) << padding;
+  }
+}
+
+TEST(RealData, VerifyPassesWithGroupingAndPacking) {
+  ab::WorkloadOptions grouped = skewed("longest");
+  grouped.data.group_by_length = true;
+  EXPECT_TRUE(ab::run_verify(grouped).all_pass);
+  ab::WorkloadOptions packed = skewed("longest");
+  packed.data.packing = ab::Packing::kWrapped;
+  EXPECT_TRUE(ab::run_verify(packed).all_pass);
+}
+
+TEST(RealData, MeanOfMeansStillFailsWithLongestPadding) {
+  ab::WorkloadOptions w = skewed("longest");
+  w.loss.normalization = ab::LossNormalization::kMeanOfMeans;
+  const ab::VerifyResult r = ab::run_verify(w);
+  EXPECT_FALSE(r.all_pass);
+}
+
+// Every split reads the same batches: make_batches is a function of the options alone. The
+// lengths file's 16 samples fill two steps of 8; 40 is cut to 32.
+TEST(RealData, SameOptionsGiveTheSameSamples) {
+  ab::DataSource data;
+  ab::set_lengths(data, skewed_lengths_file());
+  data.group_by_length = true;
+  const std::vector<ab::TokenBatch> a = ab::make_batches(data, data_options(32, 8));
+  const std::vector<ab::TokenBatch> b = ab::make_batches(data, data_options(32, 8));
+  ASSERT_EQ(a.size(), 2u);
+  std::vector<int64_t> all;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::equal(a[i].inputs, b[i].inputs));
+    EXPECT_EQ(a[i].sequence_tokens, b[i].sequence_tokens);
+    all.insert(all.end(), a[i].sequence_tokens.begin(), a[i].sequence_tokens.end());
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, (std::vector<int64_t>{2, 2, 2, 3, 3, 3, 3, 4, 4, 5, 5, 6, 7, 28, 30, 32}));
+  EXPECT_EQ(a[0].sequence_tokens[0], 32);  // grouping puts the longest sample first
+}
+
+TEST(RealData, WrappedPackingFillsEveryRow) {
+  ab::DataSource data;
+  ab::set_lengths(data, skewed_lengths_file());
+  data.packing = ab::Packing::kWrapped;
+  for (const ab::TokenBatch& batch : ab::make_batches(data, data_options(32, 4))) {
+    EXPECT_EQ(batch.token_count, 4 * 32);
+    EXPECT_EQ((batch.targets == ab::kIgnoreIndex).sum().item<int64_t>(), 0);
+  }
+}
+
+TEST(RealData, CudaGraphsRefuseAChangingShape) {
+  ab::WorkloadOptions w = skewed("longest");
+  w.grid.cuda_graphs = true;
+  try {
+    ab::validate_workload(w);
+    FAIL() << "no UserError";
+  } catch (const ab::UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("--padding max"), std::string::npos) << error.what();
+  }
+}
+
+// The plan judges memory on the longest padded micro-batch of the whole lengths file: lengths up
+// to 10 with multiple:8 padding give micro-batches of at most 16 positions, so the activations
+// are those of T = 16 while the host token batches stay (B, 32): the plan for T = 16 plus
+// 2 batches · 2 tensors · B · (32 − 16) · 8 bytes.
+TEST(RealData, PlanJudgesTheLongestPaddedMicroBatchOfTheWholeFile) {
+  const std::string path = ::testing::TempDir() + "short_lengths.txt";
+  std::ofstream(path) << "3\n4\n2\n10\n5\n";
+  ab::WorkloadOptions w = skewed("multiple:8");
+  ab::set_lengths(w.data, path);
+  const ab::PlanOptions o = ab::sweep_plan_options(w, /*device_is_cuda=*/false, /*token_batches=*/2);
+  EXPECT_EQ(o.activation_seq_len, 16);
+  EXPECT_NE(o.worst_micro_batch.find("sample 4 of"), std::string::npos) << o.worst_micro_batch;
+  EXPECT_NE(o.worst_micro_batch.find("(10 positions), padded to 16"), std::string::npos) << o.worst_micro_batch;
+  ab::PlanOptions at_16 = o;
+  at_16.seq_len = 16;
+  at_16.activation_seq_len = 0;
+  const ab::ModelConfig cfg = ab::find_preset("llama-tiny");
+  ab::SplitConfig split;
+  split.micro_batch = 4;
+  split.accum_steps = 2;
+  EXPECT_EQ(ab::plan_memory(cfg, o, split).peak_bytes,
+            ab::plan_memory(cfg, at_16, split).peak_bytes + 2 * 2 * w.batch * (32 - 16) * 8);
+  ab::WorkloadOptions max = w;
+  ab::set_padding(max.data, "max");
+  EXPECT_EQ(ab::sweep_plan_options(max, false, 2).activation_seq_len, 0);  // every row is T
+}
+
+// A sweep on the skewed file (T = 32, batch 8, two steps of 8 samples) with longest padding:
+// micro-batches of 1 pad nothing, one micro-batch of 8 pads to its longest sample, the padding
+// fraction is Σ pad / Σ computed over the timed steps, computed positions per second exceed real
+// tokens per second, and the context names the samples and the micro-batch memory is judged on.
+TEST(RealData, SweepReportsPaddingPerSplit) {
+  ab::SweepOptions options;
+  options.workload = skewed("longest");
+  options.workload.model.preset = "gpt2-tiny";
+  options.workload.micro_batches = {1, 8};
+  options.warmup = 0;
+  options.steps = 2;
+  const ab::SweepResult r = ab::run_sweep(options);
+  ASSERT_EQ(r.runs.size(), 2u);
+  const ab::RunResult& one = r.runs[0];
+  const ab::RunResult& eight = r.runs[1];
+  ASSERT_EQ(one.status, ab::RunStatus::kOk) << one.error;
+  ASSERT_EQ(eight.status, ab::RunStatus::kOk) << eight.error;
+  EXPECT_EQ(one.padding_fraction, 0.0);
+  for (const ab::StepSample& step : one.steps) EXPECT_EQ(step.computed_positions, step.positions);
+  int64_t positions = 0, computed = 0;
+  for (const ab::StepSample& step : eight.steps) {
+    EXPECT_EQ(step.computed_positions % 8, 0);  // 8 rows of the step's longest sample
+    EXPECT_GT(step.computed_positions, step.positions);
+    EXPECT_EQ(step.positions, step.tokens);
+    positions += step.positions;
+    computed += step.computed_positions;
+  }
+  EXPECT_DOUBLE_EQ(eight.padding_fraction, static_cast<double>(computed - positions) / static_cast<double>(computed));
+  EXPECT_GT(eight.computed_tokens_per_second, eight.tokens_per_second);
+  bool samples = false, judged = false;
+  for (const auto& [name, value] : r.context.options) {
+    samples |= name == "samples" && value.find("16 samples, 1 cut to T=32") != std::string::npos;
+    judged |= name == "memory_judged_on" && value.find("padded to 32") != std::string::npos;
+  }
+  EXPECT_TRUE(samples);
+  EXPECT_TRUE(judged);
+}
+
+// The fits verdict judges the longest micro-batch of the whole file, not only the timed steps: 17
+// samples of 3 positions except one of 32 that the seeded order leaves out of the two timed steps
+// of 8. Under a memory limit between what the timed steps peaked at and what the plan predicts for
+// the long sample's micro-batch, the split is skipped as predicted-oom, and when it is run anyway
+// (--try-predicted-oom) it succeeds but does not fit.
+TEST(RealData, FitsJudgesTheLongestMicroBatchOfTheFile) {
+  const std::vector<int64_t> order = ab::shuffled_order(17, /*seed=*/0);
+  std::vector<int64_t> lengths(17, 3);
+  lengths[static_cast<size_t>(order[16])] = 32;  // the 17th sample visited: after both steps
+  const std::string path = ::testing::TempDir() + "one_long_sample.txt";
+  {
+    std::ofstream out(path);
+    for (int64_t length : lengths) out << length << "\n";
+  }
+  ab::SweepOptions options;
+  options.workload = skewed("longest");
+  ab::set_lengths(options.workload.data, path);
+  options.workload.micro_batches = {8};
+  options.warmup = 0;
+  options.steps = 2;
+  const ab::RunResult free = ab::run_sweep(options).runs.at(0);
+  ASSERT_EQ(free.status, ab::RunStatus::kOk) << free.error;
+  for (const ab::StepSample& step : free.steps) EXPECT_EQ(step.computed_positions, 8 * 3);  // never met the 32
+  ASSERT_LT(free.peak_reserved_bytes, free.predicted_peak_bytes);
+  options.workload.memory_limit_bytes = (free.peak_reserved_bytes + free.predicted_peak_bytes) / 2;
+  EXPECT_EQ(ab::run_sweep(options).runs.at(0).status, ab::RunStatus::kPredictedOutOfMemory);
+  options.try_predicted_oom = true;
+  const ab::RunResult tried = ab::run_sweep(options).runs.at(0);
+  EXPECT_EQ(tried.status, ab::RunStatus::kOk) << tried.error;
+  EXPECT_FALSE(tried.fits);
+}
+
+// A resumed sweep keeps the data's layout: splits measured with max padding are not mixed into a
+// sweep with longest padding.
+TEST(RealData, ResumeRefusesOtherPadding) {
+  ab::SweepOptions options;
+  options.workload = skewed("max");
+  options.workload.micro_batches = {8};
+  options.warmup = 0;
+  options.steps = 1;
+  const ab::SweepResult done = ab::run_sweep(options);
+  ab::set_padding(options.workload.data, "longest");
+  try {
+    ab::run_sweep(options, {}, &done);
+    FAIL() << "no UserError";
+  } catch (const ab::UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("--padding \"max\", this sweep has \"longest\""), std::string::npos)
+        << error.what();
+  }
+  ab::set_padding(options.workload.data, "max");
+  EXPECT_EQ(ab::run_sweep(options, {}, &done).runs.size(), 1u);  // the same options resume
+}
