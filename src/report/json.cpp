@@ -2,7 +2,7 @@
 // back), therefore lossless. Each struct's fields are named once, in fields() below, and the
 // same list drives both writing and reading, so the two directions cannot drift apart.
 //
-// Layout: {"json_schema_version": 4, "context": {...}, "runs": [...], "recommendation": {...}}.
+// Layout: {"json_schema_version": 5, "context": {...}, "runs": [...], "recommendation": {...}}.
 // NaN ("not measured") is written as null and read back as NaN; JSON has no NaN literal.
 #include <cerrno>
 #include <cmath>
@@ -20,6 +20,7 @@
 
 #include "accumbench/error.hpp"
 #include "accumbench/report.hpp"
+#include "report/json_upgrade.hpp"
 
 namespace accumbench {
 
@@ -397,61 +398,6 @@ void decode(const Json& j, const std::string& path, S& record) {
   fields(record, reader);
 }
 
-// Version 2 (before the chunked loss) lacks only chunked_loss in each run's split, which was
-// then always off: a v2 file reads as v3, so --resume, report and compare keep working on it.
-void upgrade_from_version_2(Json& root) {
-  root["json_schema_version"] = 3;
-  if (root.contains("context") && root["context"].is_object()) root["context"]["json_schema_version"] = 3;
-  if (!root.contains("runs") || !root["runs"].is_array()) return;  // decode names the problem
-  for (Json& run : root["runs"]) {
-    if (!run.is_object() || !run.contains("config") || !run["config"].is_object()) continue;
-    if (!run["config"].contains("chunked_loss")) run["config"]["chunked_loss"] = false;
-  }
-}
-
-// Version 3 (before LoRA) trained every parameter and had no recompute FLOPs: a v3 file reads as
-// v4 with trainable = all parameters, hardware TFLOP/s = model TFLOP/s, and transformers' 6N
-// figure unknown (null).
-void upgrade_from_version_3(Json& root) {
-  root["json_schema_version"] = 4;
-  if (root.contains("context") && root["context"].is_object()) {
-    Json& context = root["context"];
-    context["json_schema_version"] = 4;
-    if (!context.contains("trainable_parameters") && context.contains("parameters")) {
-      context["trainable_parameters"] = context["parameters"];
-    }
-    if (!context.contains("transformers_flops_per_token")) context["transformers_flops_per_token"] = nullptr;
-  }
-  if (!root.contains("runs") || !root["runs"].is_array()) return;
-  for (Json& run : root["runs"]) {
-    if (run.is_object() && !run.contains("hardware_tflops") && run.contains("achieved_tflops")) {
-      run["hardware_tflops"] = run["achieved_tflops"];
-    }
-  }
-}
-
-// Version 4 (before real data) padded every sample to T and had no padding counts: a v4 file
-// reads as v5 with the padding it computed unknown (0: the counts were not kept) and computed
-// tokens per second equal to the real ones, as in a run without padding.
-void upgrade_from_version_4(Json& root) {
-  root["json_schema_version"] = 5;
-  if (root.contains("context") && root["context"].is_object()) root["context"]["json_schema_version"] = 5;
-  if (!root.contains("runs") || !root["runs"].is_array()) return;
-  for (Json& run : root["runs"]) {
-    if (!run.is_object()) continue;
-    if (!run.contains("padding_fraction")) run["padding_fraction"] = 0.0;
-    if (!run.contains("computed_tokens_per_second") && run.contains("tokens_per_second")) {
-      run["computed_tokens_per_second"] = run["tokens_per_second"];
-    }
-    if (!run.contains("steps") || !run["steps"].is_array()) continue;
-    for (Json& step : run["steps"]) {
-      if (!step.is_object()) continue;
-      if (!step.contains("positions") && step.contains("tokens")) step["positions"] = step["tokens"];
-      if (!step.contains("computed_positions") && step.contains("tokens")) step["computed_positions"] = step["tokens"];
-    }
-  }
-}
-
 }  // namespace
 
 std::string to_json(const SweepResult& result) {
@@ -485,9 +431,7 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
                              "pass a file written by `accumbench sweep --json`");
   }
   const Json& version = root["json_schema_version"];
-  if (version.is_number_integer() && version.get<int64_t>() == 2) upgrade_from_version_2(root);
-  if (version.is_number_integer() && version.get<int64_t>() == 3) upgrade_from_version_3(root);
-  if (version.is_number_integer() && version.get<int64_t>() == 4) upgrade_from_version_4(root);
+  upgrade_to_current_version(root);
   if (!version.is_number_integer() || version.get<int64_t>() != kJsonSchemaVersion) {
     throw UserError(origin + " has json_schema_version " + version.dump() +
                     " but this accumbench reads versions 2 to " + std::to_string(kJsonSchemaVersion) +
