@@ -523,6 +523,9 @@ int main(int argc, char** argv) {
   } catch (const ab::UserError& error) {
     std::cerr << "accumbench: error: " << error.what() << "\n";
     return ab::kUserErrorExitCode;
+  } catch (const ab::FatalRunError& error) {  // a data-parallel peer gone: saved, then stopped
+    std::cerr << "accumbench: error: " << error.what() << "\n";
+    return 1;
   } catch (const std::exception& error) {
     std::cerr << "accumbench: internal error: " << error.what() << "\n";
     return 1;

@@ -16,6 +16,14 @@ class UserError : public std::runtime_error {
   explicit UserError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A failure that ends the whole run rather than one split: a data-parallel peer that left or hung
+// (compat::CollectiveError). What was measured is saved first; the CLI prints the sentence and
+// exits 1.
+class FatalRunError : public std::runtime_error {
+ public:
+  explicit FatalRunError(const std::string& message) : std::runtime_error(message) {}
+};
+
 // Exit code for user mistakes (bad preset, bad config file, batch not divisible, ...).
 inline constexpr int kUserErrorExitCode = 2;
 

@@ -177,8 +177,16 @@ PendingReduce::~PendingReduce() = default;
 
 void PendingReduce::wait() {
   if (!state_->work) return;
-  state_->work->wait();
-  state_->work.reset();
+  const auto work = std::move(state_->work);  // waited once, even when it fails
+  try {
+    work->wait();
+  } catch (const std::exception& error) {
+    std::string what = error.what();
+    if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) what = c10_error->what_without_backtrace();
+    what = what.substr(0, what.find('\n'));
+    throw CollectiveError("an all-reduce with the other ranks failed (" + what +
+                          "): a rank has left or stopped answering; the run stops here, with what it finished saved");
+  }
   const at::Tensor& flat = state_->flat.front();
   if (flat.is_same(state_->tensors.front())) return;  // reduced in place
   torch::NoGradGuard no_grad;

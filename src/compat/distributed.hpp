@@ -16,7 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "accumbench/error.hpp"
+
 namespace accumbench::compat {
+
+// A collective that failed (a peer closed its connection, or did not answer within the timeout):
+// the group cannot be trusted any more, so it ends the run on this rank.
+class CollectiveError : public FatalRunError {
+ public:
+  explicit CollectiveError(const std::string& message) : FatalRunError(message) {}
+};
 
 // The torchrun variables of this process; world_size 1 when WORLD_SIZE is unset.
 struct LaunchEnvironment {

@@ -23,7 +23,11 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> params, compat::Process
 
 GradientReducer::~GradientReducer() {
   for (Bucket& b : buckets_) {
-    if (b.pending) b.pending->wait();  // a collective must not outlive its buffers
+    try {
+      if (b.pending) b.pending->wait();  // a collective must not outlive its buffers
+    } catch (const std::exception&) {
+      // The group failed (a peer is gone) and the run is ending; a destructor must not throw.
+    }
   }
 }
 

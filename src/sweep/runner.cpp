@@ -366,6 +366,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     partial.runs.insert(partial.runs.end(), kept.begin(), kept.end());
     partial.recommendation = recommend(partial.runs, w.memory_limit_bytes);
     if (on_split) on_split(partial);
+    if (!measurement.fatal_error().empty()) throw FatalRunError(measurement.fatal_error());
   }
   result.runs.insert(result.runs.end(), kept.begin(), kept.end());
   result.recommendation = recommend(result.runs, w.memory_limit_bytes);

@@ -96,6 +96,12 @@ RunResult SplitMeasurement::run(const SplitConfig& split, size_t index, size_t c
     trainer.prepare(data_.batch(0), step);  // CUDA graphs: warmup + capture, untimed
     warm_up_and_time(run, trainer, step, index, count);
     record_memory(run, trainer, baseline_bytes);
+  } catch (const compat::CollectiveError& error) {
+    run.status = RunStatus::kError;
+    run.error = error.what();
+    run.steps.clear();
+    fatal_error_ = error.what();
+    return run;  // the group is broken: no reset, no more collectives
   } catch (const std::exception& error) {
     run.status = compat::is_out_of_memory(error) ? RunStatus::kOutOfMemory : RunStatus::kError;
     run.error = error_message(error);

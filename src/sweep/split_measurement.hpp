@@ -26,6 +26,8 @@ class SplitMeasurement {
                    ProgressCallback on_step);
   ~SplitMeasurement();
   RunResult run(const SplitConfig& split, size_t index, size_t count);
+  // Set when a split failed in a collective (data parallel): the sweep saves and stops.
+  const std::string& fatal_error() const { return fatal_error_; }
 
  private:
   // The plan's peak; false (and the run recorded as predicted-oom) when it exceeds the limit.
@@ -50,6 +52,7 @@ class SplitMeasurement {
   std::unique_ptr<Trainer> trainer_;
   std::chrono::steady_clock::time_point sweep_start_;
   std::unique_ptr<StepTracer> tracer_;
+  std::string fatal_error_;
 };
 
 }  // namespace accumbench

@@ -104,9 +104,44 @@ if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" %
 ' "$out"
 }
 
+# cli.data_parallel.dead_peer: rank 1 killed with -9 once rank 0 has saved a split; rank 0 ends
+# with exit 1 and one sentence (no abort on an uncaught Gloo exception), its JSON keeping the
+# finished splits.
+dead_peer() {
+  local port json=$work/dead.json
+  port=$(free_port) || fail "no free port"
+  tiny_args --batch 8 --steps 300 --dist-timeout 30 --json "$json"
+  last_command="WORLD_SIZE=2 accumbench sweep ${args[*]} (rank 1 killed with -9)"
+  (WORLD_SIZE=2 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port exec "$bin" sweep "${args[@]}" >"$out.rank1" 2>&1) &
+  local rank1=$!
+  background_pids+=("$rank1")
+  (WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port exec timeout "$run_limit_s" "$bin" sweep "${args[@]}" \
+    >"$out" 2>"$err") &
+  local rank0=$!
+  background_pids+=("$rank0")
+  local deadline=$((SECONDS + run_limit_s))
+  while [ "$SECONDS" -lt "$deadline" ] && kill -0 "$rank0" 2>/dev/null; do
+    if python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["runs"] else 1)' "$json" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  kill -9 "$rank1" 2>/dev/null
+  rc=0
+  wait "$rank0" || rc=$?
+  [ "$rc" -eq 1 ] || fail "rank 0 exited $rc, expected 1 (a peer gone ends the run)"
+  check "rank 0 says why in one sentence" grep -q "accumbench: error: an all-reduce with the other ranks failed" "$err"
+  check "no abort and no uncaught exception" py '
+text = open(sys.argv[1], encoding="utf-8").read()
+if "terminate called" in text or "internal error" in text: fail(text[:300])
+' "$err"
+  check "the finished splits are saved" py '
+r = load(sys.argv[1])
+if not any(x["status"] == "ok" for x in r["runs"]): fail("no finished split in %s" % [x["status"] for x in r["runs"]])
+' "$json"
+}
+
 mode=${case_args[0]:-}
 case $mode in
-  verify | sweep | mismatch | verify_longest_padding) "$mode" ;;
+  verify | sweep | mismatch | verify_longest_padding | dead_peer) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
