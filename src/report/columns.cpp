@@ -64,6 +64,22 @@ ColumnDef step_statistic(const std::string& csv, const std::string& html_header,
   return c;
 }
 
+// A measured number of every finished run in the console, Markdown and HTML tables (`shown`),
+// formatted by `format`, and exact in the CSV under its id.
+ColumnDef measured_number(const std::string& id, const std::string& header, Shown shown, double RunResult::*field,
+                          std::string (*format)(double)) {
+  ColumnDef c;
+  c.id = id;
+  c.header = c.html_header = header;
+  c.csv = id;
+  c.console = c.markdown = c.html = shown;
+  c.measured = true;
+  c.number = [field](const RunResult& r) { return r.*field; };
+  c.cell = [field, format](const RunResult& r, const TableContext&) { return format(r.*field); };
+  c.raw = [field](const RunResult& r) { return exact(r.*field); };
+  return c;
+}
+
 // One phase from the phase table: "fwd ms" on the console, forward_seconds in the CSV.
 ColumnDef phase_column(const PhaseInfo& info) {
   const int index = static_cast<int>(info.phase);
@@ -170,43 +186,13 @@ void add_step_time_columns(std::vector<ColumnDef>& all) {
 void add_phase_and_throughput_columns(std::vector<ColumnDef>& all) {
   for (const PhaseInfo& info : phase_table()) all.push_back(phase_column(info));
   all.push_back(csv_only("device_busy_fraction", [](const RunResult& r) { return exact(r.device_busy_fraction); }, true));
-  {
-    ColumnDef c;
-    c.id = "tokens_per_second";
-    c.header = c.html_header = "tokens/s";
-    c.csv = "tokens_per_second";
-    c.console = c.markdown = c.html = Shown::kAlways;
-    c.measured = true;
-    c.number = [](const RunResult& r) { return r.tokens_per_second; };
-    c.cell = [](const RunResult& r, const TableContext&) { return text::format_count(r.tokens_per_second); };
-    c.raw = [](const RunResult& r) { return exact(r.tokens_per_second); };
-    all.push_back(c);
-  }
-  // Real tokens/s above count non-pad targets; these say what the padding cost.
-  {
-    ColumnDef c;
-    c.id = "computed_tokens_per_second";
-    c.header = c.html_header = "computed/s";
-    c.csv = "computed_tokens_per_second";
-    c.console = c.markdown = c.html = Shown::kWhenPadded;
-    c.measured = true;
-    c.number = [](const RunResult& r) { return r.computed_tokens_per_second; };
-    c.cell = [](const RunResult& r, const TableContext&) { return text::format_count(r.computed_tokens_per_second); };
-    c.raw = [](const RunResult& r) { return exact(r.computed_tokens_per_second); };
-    all.push_back(c);
-  }
-  {
-    ColumnDef c;
-    c.id = "padding_fraction";
-    c.header = c.html_header = "pad";
-    c.csv = "padding_fraction";
-    c.console = c.markdown = c.html = Shown::kWhenPadded;
-    c.measured = true;
-    c.number = [](const RunResult& r) { return r.padding_fraction; };
-    c.cell = [](const RunResult& r, const TableContext&) { return text::format_percent(r.padding_fraction, 1); };
-    c.raw = [](const RunResult& r) { return exact(r.padding_fraction); };
-    all.push_back(c);
-  }
+  // Real tokens/s count non-pad targets; computed/s and pad say what the padding cost.
+  all.push_back(measured_number("tokens_per_second", "tokens/s", Shown::kAlways, &RunResult::tokens_per_second,
+                                [](double v) { return text::format_count(v); }));
+  all.push_back(measured_number("computed_tokens_per_second", "computed/s", Shown::kWhenPadded,
+                                &RunResult::computed_tokens_per_second, [](double v) { return text::format_count(v); }));
+  all.push_back(measured_number("padding_fraction", "pad", Shown::kWhenPadded, &RunResult::padding_fraction,
+                                [](double v) { return text::format_percent(v, 1); }));
   {
     ColumnDef c = csv_only("samples_per_second", [](const RunResult& r) { return exact(r.samples_per_second); }, true);
     c.html_header = "samples/s";

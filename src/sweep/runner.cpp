@@ -110,15 +110,12 @@ void check_resume(const SweepResult& resume, const SweepContext& now) {
   }
 }
 
-// The runs of `resume` that this sweep's grid does not measure again, with their "fits" judged
-// again against today's limit: kept, never dropped.
-std::vector<RunResult> runs_kept_from(const SweepResult& resume, const std::vector<SplitConfig>& grid, int64_t limit) {
+// The runs of `resume` that this sweep's grid does not measure again: kept, never dropped.
+std::vector<RunResult> runs_kept_from(const SweepResult& resume, const std::vector<SplitConfig>& grid) {
   std::vector<RunResult> kept;
-  for (RunResult run : resume.runs) {
+  for (const RunResult& run : resume.runs) {
     const bool in_grid = std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& s) { return s.key() == run.config.key(); });
-    if (in_grid) continue;
-    if (run.status == RunStatus::kOk) run.fits = limit == 0 || run.peak_reserved_bytes <= limit;
-    kept.push_back(run);
+    if (!in_grid) kept.push_back(run);
   }
   return kept;
 }
@@ -346,8 +343,11 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   }
   // Past this point nothing throws a UserError for the whole sweep: failures belong to one split.
   SplitMeasurement measurement(options, cfg, device, memory, data, group.get(), result.context, on_step);
-  const std::vector<RunResult> kept = resume != nullptr ? runs_kept_from(*resume, grid, w.memory_limit_bytes)
-                                                        : std::vector<RunResult>{};
+  // Runs read back from the file are judged again against today's limit.
+  std::vector<RunResult> kept = resume != nullptr ? runs_kept_from(*resume, grid) : std::vector<RunResult>{};
+  for (RunResult& run : kept) {
+    if (run.status == RunStatus::kOk) measurement.judge_fits(run);
+  }
   for (size_t index = 0; index < grid.size(); ++index) {
     const RunResult* done = nullptr;
     if (resume != nullptr) {
@@ -357,15 +357,19 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       if (found != resume->runs.end()) done = &*found;
     }
     RunResult run = done != nullptr ? *done : measurement.run(grid[index], index, grid.size());
-    if (done != nullptr) {  // judged again against today's limit
-      run.fits = w.memory_limit_bytes == 0 || run.peak_reserved_bytes <= w.memory_limit_bytes;
+    if (done != nullptr) measurement.judge_fits(run);
+    result.runs.push_back(std::move(run));
+    result.recommendation = recommend(result.runs, w.memory_limit_bytes);
+    if (on_split) {
+      if (kept.empty()) {
+        on_split(result);
+      } else {  // the file's other splits follow this sweep's, so an interrupted resume keeps them
+        SweepResult partial = result;
+        partial.runs.insert(partial.runs.end(), kept.begin(), kept.end());
+        partial.recommendation = recommend(partial.runs, w.memory_limit_bytes);
+        on_split(partial);
+      }
     }
-    result.runs.push_back(run);
-    // The file's other splits follow this sweep's, so an interrupted resume still holds them all.
-    SweepResult partial = result;
-    partial.runs.insert(partial.runs.end(), kept.begin(), kept.end());
-    partial.recommendation = recommend(partial.runs, w.memory_limit_bytes);
-    if (on_split) on_split(partial);
     if (!measurement.fatal_error().empty()) throw FatalRunError(measurement.fatal_error());
   }
   result.runs.insert(result.runs.end(), kept.begin(), kept.end());

@@ -113,12 +113,16 @@ RunResult SplitMeasurement::run(const SplitConfig& split, size_t index, size_t c
                                : 0.0;
   finalize_run(run, context_.flops_per_token, peak_tflops(split.precision), recompute);
   if (!options_.profile_dir.empty() && run.status == RunStatus::kOk) profile(run, *trainer_, step);
+  judge_fits(run);
+  return run;
+}
+
+void SplitMeasurement::judge_fits(RunResult& run) const {
   const int64_t limit = options_.workload.memory_limit_bytes;
   // With per-micro-batch padding the timed steps need not have met the longest micro-batch of the
   // lengths file; the plan for it must fit too (PlanOptions::activation_seq_len).
   const bool worst_fits = plan_options_.activation_seq_len == 0 || run.predicted_peak_bytes <= limit;
   run.fits = run.status == RunStatus::kOk && (limit == 0 || (run.peak_reserved_bytes <= limit && worst_fits));
-  return run;
 }
 
 bool SplitMeasurement::plan(RunResult& run) {

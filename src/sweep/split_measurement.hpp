@@ -26,6 +26,9 @@ class SplitMeasurement {
                    ProgressCallback on_step);
   ~SplitMeasurement();
   RunResult run(const SplitConfig& split, size_t index, size_t count);
+  // The "fits" verdict of a finished run under today's --memory-limit (also for runs read back
+  // from a --resume file).
+  void judge_fits(RunResult& run) const;
   // Set when a split failed in a collective (data parallel): the sweep saves and stops.
   const std::string& fatal_error() const { return fatal_error_; }
 

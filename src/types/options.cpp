@@ -186,9 +186,10 @@ void validate_lora_options(const LoraOptions& lora) {
 }
 
 // `value` must be finite and in [low, high] (`low_open`: above low); the message names the option.
+// `high_open`: below high.
 void require_in_range(const std::string& option, double value, double low, double high, bool low_open,
-                      const std::string& what) {
-  const bool ok = std::isfinite(value) && (low_open ? value > low : value >= low) && value <= high;
+                      const std::string& what, bool high_open = false) {
+  const bool ok = std::isfinite(value) && (low_open ? value > low : value >= low) && (high_open ? value < high : value <= high);
   if (!ok) throw UserError(option + " must be " + what + ", got " + number(value));
 }
 
@@ -201,10 +202,8 @@ void require_at_most(const std::string& option, int64_t value, int64_t limit, co
 
 void validate_optimizer(const OptimizerOptions& o) {
   require_in_range("--lr", o.lr, 0, 10, false, "a finite number in [0, 10]");
-  require_in_range("--beta1", o.beta1, 0, 1, false, "in [0, 1)");
-  if (o.beta1 >= 1) throw UserError("--beta1 must be in [0, 1), got " + number(o.beta1));
-  require_in_range("--beta2", o.beta2, 0, 1, false, "in [0, 1)");
-  if (o.beta2 >= 1) throw UserError("--beta2 must be in [0, 1), got " + number(o.beta2));
+  require_in_range("--beta1", o.beta1, 0, 1, false, "in [0, 1)", /*high_open=*/true);
+  require_in_range("--beta2", o.beta2, 0, 1, false, "in [0, 1)", /*high_open=*/true);
   require_in_range("--adam-eps", o.eps, 0, 1, true, "a positive number of at most 1");
   require_in_range("--weight-decay", o.weight_decay, 0, 10, false, "a finite number in [0, 10]");
 }
