@@ -60,6 +60,13 @@ struct PhaseSpan {
   int64_t peak_bytes = 0;      // peak allocated bytes inside the phase
 };
 
+// An interval with its point estimate (NaN when not measured).
+struct Estimate {
+  double value = kNotMeasured;
+  double low = kNotMeasured;
+  double high = kNotMeasured;
+};
+
 // One timed optimizer step.
 struct StepSample {
   double step_seconds = 0;             // wall time, steady_clock, after the step's synchronize
@@ -71,6 +78,7 @@ struct StepSample {
   int64_t computed_positions = 0;      // positions computed on this rank, padding included
   int64_t peak_allocated_bytes = 0;    // peak during this step
   bool skipped = false;                // fp16: step skipped because gradients overflowed
+  int64_t round = -1;                  // the interleaved round it was timed in; -1: its own block
 };
 
 // Where the peak bytes went (at the moment of the peak).
@@ -173,12 +181,46 @@ struct RunResult {
   bool fits = true;                  // measured (or predicted) peak within the memory limit
 
   std::vector<PhaseSpan> timeline;   // phases of the last timed step
+
+  // Decisions (decision.hpp): step times are winsorized at clip_seconds (kClipFactor × the median
+  // of the split's warm-up), and runs pair by round only within one session (one sweep process).
+  double clip_seconds = kNotMeasured;
+  int64_t session = 0;               // 0: not timed in interleaved rounds
+  Estimate mean_seconds;             // winsorized mean step time with its confidence interval
+};
+
+// What the rounds decided (decision.hpp). kFastest: every other candidate is slower beyond doubt;
+// kTie: the rest are slower or equivalent within the tolerance, and some are equivalent (the least
+// memory wins); kUndecided: some candidates could still be faster or slower when the rounds ended.
+enum class DecisionKind { kNone, kOnly, kFastest, kTie, kUndecided };
+const char* to_string(DecisionKind kind);  // "none" | "only" | "fastest" | "tie" | "undecided"
+enum class Verdict { kSlower, kFaster, kEquivalent, kUndecided };
+const char* to_string(Verdict verdict);    // "slower" | "faster" | "equivalent" | "undecided"
+
+// One candidate against the fastest: the ratio of their winsorized mean step times.
+struct Comparison {
+  int index = -1;                    // the candidate (SweepResult::runs)
+  Estimate ratio;                    // mean(index) / mean(fastest)
+  int64_t paired_rounds = 0;         // rounds both ran in; 0: compared through the two means
+  Verdict verdict = Verdict::kUndecided;
+};
+
+struct Decision {
+  DecisionKind kind = DecisionKind::kNone;
+  double confidence = 0.95;          // of all intervals of the sweep together
+  double tie_tolerance = 0.03;
+  int fastest = -1;                  // lowest winsorized mean among the candidates
+  int runner_up = -1;                // the next lowest
+  std::vector<Comparison> comparisons;  // every other candidate, by mean
+  int64_t rounds = 0;                // interleaved rounds in this sweep
+  bool budget_spent = false;         // --time-budget ended the rounds with something undecided
 };
 
 struct Recommendation {
   int best_index = -1;               // index into SweepResult::runs; -1 when no run succeeded
-  std::vector<int> tied_indices;     // runs within the noise of the fastest (includes the best)
+  std::vector<int> tied_indices;     // the fastest and the candidates equivalent to it
   std::string reason;                // one or two sentences from the measurements
+  Decision decision;
 };
 
 // Everything needed to reproduce and interpret the run (google/benchmark's "context").

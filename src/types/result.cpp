@@ -56,5 +56,25 @@ RunStatus run_status_from_name(const std::string& name) {
                   "'; expected one of ok, oom, predicted-oom, error");
 }
 
+const char* to_string(DecisionKind kind) {
+  switch (kind) {
+    case DecisionKind::kNone: return "none";
+    case DecisionKind::kOnly: return "only";
+    case DecisionKind::kFastest: return "fastest";
+    case DecisionKind::kTie: return "tie";
+    case DecisionKind::kUndecided: return "undecided";
+  }
+  return "none";
+}
+
+const char* to_string(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kSlower: return "slower";
+    case Verdict::kFaster: return "faster";
+    case Verdict::kEquivalent: return "equivalent";
+    case Verdict::kUndecided: return "undecided";
+  }
+  return "undecided";
+}
 
 }  // namespace accumbench

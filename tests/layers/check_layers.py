@@ -28,7 +28,8 @@ LAYERS = [
     ("trace", ["include/accumbench/trace.hpp", "src/trace/"]),
     ("plan", ["include/accumbench/plan.hpp", "src/plan/"]),
     ("sweep", ["include/accumbench/sweep.hpp", "include/accumbench/verify.hpp",
-               "include/accumbench/statistics.hpp", "include/accumbench/throughput.hpp", "src/sweep/"]),
+               "include/accumbench/statistics.hpp", "include/accumbench/decision.hpp",
+               "include/accumbench/throughput.hpp", "src/sweep/"]),
     ("report", ["include/accumbench/report.hpp", "src/report/"]),
     ("top", ["tools/", "bench/", "tests/"]),
 ]

@@ -1,0 +1,140 @@
+// Deciding which split is fastest from interleaved rounds, with intervals that stay valid however
+// long the sweep keeps measuring (docs/ARCHITECTURE.md, "Decisions"). No LibTorch here: the
+// sweep runner feeds real step times, the tests a fake clock.
+//
+//   RoundOptions rounds;                    // --steps rounds at least, then until --time-budget
+//   RoundReport r = run_rounds(clip_seconds, candidate, rounds,
+//                              [&](int split, int64_t round) { return time_one_step(split); },
+//                              [&] { return seconds_since_start(); });
+//   Decision d = decide(r.evidence, candidates, rounds.decision);
+//
+// Method. Each split's step time is winsorized at a bound fixed before its timed steps (3× its
+// warm-up median), so one stalled step cannot swing a decision. For each split's mean, and for each
+// pair's mean paired difference over the rounds both ran in, an asymptotic confidence sequence
+// (Waudby-Smith et al. 2024, below) holds at every round at once, so stopping when it has seen
+// enough ("optional stopping") does not inflate the error as re-checking a fixed 95 % interval
+// would. Its validity is asymptotic (a time-uniform central limit theorem): it needs finite
+// variance, which the winsorizing guarantees, and no bound known in advance, so it narrows at the
+// rate of the noise actually seen; the nonasymptotic betting sequences need a range fixed in
+// advance and, with a range of several step times, hundreds of rounds for a 10 % difference.
+// Bonferroni over all K means and K(K−1)/2 pairs makes the whole family hold at once, also for
+// the pair the data later names fastest; Holm's step-down would test more sharply but gives no
+// simultaneous intervals, and the recommendation prints intervals. The tests
+// (tests/test_decision.cpp) check the error rates on a fake clock.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "accumbench/result.hpp"
+
+namespace accumbench {
+
+// The bound a split's step times are winsorized at: this many times its warm-up median.
+inline constexpr double kClipFactor = 3.0;
+
+// Rounds after which the sequences are tightest (the mixture's tuning; any choice stays valid).
+inline constexpr double kTightestAtRounds = 50;
+// Fewer observations than this give no interval (undecided): a variance from a handful of steps
+// is too rough for the asymptotic sequence to lean on.
+inline constexpr int64_t kMinRoundsToDecide = 10;
+
+// Asymptotic confidence sequence for a mean at level 1 − alpha, two-sided, uniform over time
+// (Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas, "Time-uniform central limit theory and
+// asymptotic confidence sequences", Annals of Statistics 52(6), 2024, Theorem 2.2).
+class ConfidenceSequence {
+ public:
+  ConfidenceSequence(double alpha, double tightest_at);
+  void add(double x);
+  int64_t count() const { return count_; }
+  double mean() const;        // NaN before the first observation
+  double half_width() const;  // +inf below two observations
+  double low() const;
+  double high() const;
+
+ private:
+  double alpha_;
+  double rho_squared_;
+  double z_;  // normal quantile at alpha / 2, for the small-sample widening
+  int64_t count_ = 0;
+  double mean_ = 0;
+  double squares_ = 0;  // Σ (x − mean)², Welford
+};
+
+// The evidence of one sweep: every split's winsorized step times by round, with the confidence
+// sequences of every mean and every pair. Splits timed outside the rounds (session differs, or
+// round −1) are compared unpaired, through their two means.
+class RoundEvidence {
+ public:
+  // `clip_seconds[i]`: split i's winsorizing bound (> 0). `confidence`: of the whole family.
+  RoundEvidence(std::vector<double> clip_seconds, double confidence);
+  // Step times of one interleaved round (NaN where a split did not run).
+  void add_round(const std::vector<double>& seconds);
+  // One step of split i outside the rounds (not paired with anything).
+  void add_unpaired(int split, double seconds);
+
+  int splits() const { return static_cast<int>(clip_seconds_.size()); }
+  int64_t rounds() const { return rounds_; }
+  int64_t count(int split) const { return means_[split].count(); }
+  int64_t paired_rounds(int a, int b) const;
+  // Winsorized mean step seconds of split i, with its interval.
+  Estimate mean_seconds(int split) const;
+  // mean(a) / mean(b), with its interval: from the paired differences when a and b share rounds,
+  // otherwise from the two means' intervals.
+  Estimate ratio(int a, int b) const;
+
+ private:
+  const ConfidenceSequence& pair(int a, int b) const;  // a < b: mean of (t_a − t_b)
+  ConfidenceSequence& pair(int a, int b);
+  double clipped(int split, double seconds) const;
+
+  std::vector<double> clip_seconds_;
+  int64_t rounds_ = 0;
+  std::vector<ConfidenceSequence> means_;  // of the winsorized t_i
+  std::vector<ConfidenceSequence> pairs_;  // upper triangle, of the winsorized t_a − t_b
+};
+
+struct DecisionOptions {
+  double tie_tolerance = 0.03;  // equivalent when the ratio's interval lies within 1 ± this
+  double confidence = 0.95;     // of all intervals together
+  bool budget_spent = false;    // the runner stopped on --time-budget (the words of an undecided)
+};
+
+// The verdict on every candidate against the fastest by winsorized mean (Decision in result.hpp).
+Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidates, const DecisionOptions& options);
+
+// The evidence held by finished runs: their timed steps by (session, round); steps with round −1,
+// or of another session than the first interleaved run's, are unpaired. A run without a
+// clip_seconds (older files) is winsorized at kClipFactor × its median.
+RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double confidence);
+
+struct RoundOptions {
+  int min_rounds = 5;          // --steps: every split, every round, before any stops
+  double budget_seconds = 0;   // --time-budget: more rounds for the undecided until this; 0: none
+  int64_t max_rounds = 1000000;
+  DecisionOptions decision;
+};
+
+struct RoundReport {
+  int64_t rounds = 0;
+  bool budget_spent = false;   // stopped with contenders still undecided
+  std::vector<int> failed;     // splits whose step failed (measure returned NaN)
+};
+
+// Runs rounds: in each, one step of every live split, the order rotating by one split per round.
+// Every split is live for min_rounds rounds; after that only the fastest candidate and the
+// candidates not yet decided against it. `measure(split, round)` times one step (NaN: the split
+// failed and leaves); `elapsed()` is the seconds since the rounds began. `agree(seconds, elapsed)`
+// may replace a round's times and the clock with agreed ones (data parallel: rank 0's), so every
+// rank makes the same decisions. `evidence` receives every round.
+using MeasureStep = std::function<double(int split, int64_t round)>;
+using ElapsedSeconds = std::function<double()>;
+using AgreeOnRound = std::function<void(std::vector<double>& seconds, double& elapsed)>;
+using AfterRound = std::function<void(int64_t round, const std::vector<int>& live)>;
+RoundReport run_rounds(RoundEvidence& evidence, const std::vector<bool>& candidate, const RoundOptions& options,
+                       const MeasureStep& measure, const ElapsedSeconds& elapsed, const AgreeOnRound& agree = nullptr,
+                       const AfterRound& after_round = nullptr);
+
+}  // namespace accumbench

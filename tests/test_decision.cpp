@@ -1,0 +1,255 @@
+// Decisions on a deterministic fake clock (issue: decisions you can trust). A fake workload gives
+// each split a true step time, multiplicative Gaussian noise and optionally a drift; run_rounds
+// runs it with a fake elapsed time, exactly as the sweep runner runs real steps.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "accumbench/decision.hpp"
+
+namespace accumbench {
+namespace {
+
+TEST(ConfidenceSequence, MatchesTheFormulaOnFourValues) {
+  ConfidenceSequence cs(/*alpha=*/0.05, /*tightest_at=*/50);
+  for (double x : {1.0, 2.0, 3.0, 4.0}) cs.add(x);
+  EXPECT_EQ(cs.count(), 4);
+  EXPECT_DOUBLE_EQ(cs.mean(), 2.5);
+  const double l = -2 * std::log(0.05);
+  const double rho2 = (l + std::log(l + 1)) / 50;
+  const double z = 1.959963984540054;         // normal quantile at 0.975
+  const double student = z + (z * z * z + z) / 12 + (5 * std::pow(z, 5) + 16 * z * z * z + 3 * z) / (96 * 9);
+  const double sigma = std::sqrt(5.0 / 3.0) * student / z;  // sample sd of 1..4, widened (ν = 3)
+  const double trho = 4 * rho2;
+  const double expected = sigma * std::sqrt(2 * (trho + 1) / (4 * trho) * std::log(std::sqrt(trho + 1) / 0.05));
+  EXPECT_NEAR(cs.half_width(), expected, 1e-12);
+  EXPECT_NEAR(cs.low(), 2.5 - expected, 1e-12);
+}
+
+TEST(ConfidenceSequence, OneObservationHasNoInterval) {
+  ConfidenceSequence cs(0.05, 50);
+  cs.add(3.0);
+  EXPECT_TRUE(std::isinf(cs.half_width()));
+}
+
+// Time-uniform coverage: over 400 seeded sequences of 1,000 observations with 15 % Gaussian noise,
+// the interval at the level one of three intervals gets with two splits (5 % / 3) must miss the true
+// mean at some time from kMinRoundsToDecide on in at most 2.5 % of them (nominal 1.7 %; the
+// sequence is asymptotic, so this is measured, not guaranteed).
+TEST(ConfidenceSequence, CoversTheMeanAtEveryTimeNearTheNominalLevel) {
+  int ever_missed = 0;
+  for (uint64_t seed = 1; seed <= 400; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> noise(1.0, 0.15);
+    ConfidenceSequence cs(0.05 / 3, 50);
+    bool missed = false;
+    for (int t = 1; t <= 1000 && !missed; ++t) {
+      cs.add(noise(rng));
+      missed = t >= kMinRoundsToDecide && (cs.low() > 1.0 || cs.high() < 1.0);
+    }
+    ever_missed += missed ? 1 : 0;
+  }
+  EXPECT_LE(ever_missed, 10);  // 2.5 % of 400
+}
+
+// A workload with known step times, on a fake clock.
+struct FakeWorkload {
+  std::vector<double> true_seconds;
+  double noise = 0.05;                                   // relative standard deviation per step
+  double drift_after = std::numeric_limits<double>::infinity();  // fake seconds
+  double drift_factor = 1.0;                             // every step is this much slower after it
+  std::mt19937_64 rng;
+  std::normal_distribution<double> normal{0.0, 1.0};
+  double now = 0;
+
+  FakeWorkload(std::vector<double> seconds, double relative_noise, uint64_t seed)
+      : true_seconds(std::move(seconds)), noise(relative_noise), rng(seed) {}
+
+  double step(int split) {
+    const double factor = now >= drift_after ? drift_factor : 1.0;
+    const double seconds = true_seconds[split] * factor * std::max(0.2, 1.0 + noise * normal(rng));
+    now += seconds;
+    return seconds;
+  }
+  // Two warm-up steps per split, their median (their mean, for two) as the runner's clip basis.
+  std::vector<double> clips() {
+    std::vector<double> clip;
+    for (size_t i = 0; i < true_seconds.size(); ++i) {
+      const double a = step(static_cast<int>(i)), b = step(static_cast<int>(i));
+      clip.push_back(kClipFactor * (a + b) / 2);
+    }
+    now = 0;  // the budget counts the timed rounds
+    return clip;
+  }
+};
+
+Decision run_fake(FakeWorkload& w, double budget_seconds, int min_rounds = 5) {
+  RoundEvidence evidence(w.clips(), 0.95);
+  RoundOptions options;
+  options.min_rounds = min_rounds;
+  options.budget_seconds = budget_seconds;
+  const std::vector<bool> candidate(w.true_seconds.size(), true);
+  const RoundReport report = run_rounds(
+      evidence, candidate, options, [&](int split, int64_t) { return w.step(split); }, [&] { return w.now; });
+  std::vector<int> candidates;
+  for (size_t i = 0; i < w.true_seconds.size(); ++i) candidates.push_back(static_cast<int>(i));
+  DecisionOptions decision = options.decision;
+  decision.budget_spent = report.budget_spent;
+  return decide(evidence, candidates, decision);
+}
+
+struct Tally {
+  int fastest_right = 0, fastest_wrong = 0, tie = 0, undecided = 0;
+};
+
+Tally tally(const std::vector<double>& seconds, double noise, double budget, double drift_after = INFINITY,
+            double drift_factor = 1.0) {
+  Tally t;
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    FakeWorkload w(seconds, noise, seed);
+    w.drift_after = drift_after;
+    w.drift_factor = drift_factor;
+    const Decision d = run_fake(w, budget);
+    switch (d.kind) {
+      case DecisionKind::kFastest:
+        (d.fastest == 0 ? t.fastest_right : t.fastest_wrong) += 1;
+        break;
+      case DecisionKind::kTie:
+        t.tie += 1;
+        break;
+      default:
+        t.undecided += 1;
+    }
+  }
+  return t;
+}
+
+// Split 0 takes 1.0 s, split 1 1.1 s (10 % slower), 5 % noise: 200 fake seconds of rounds.
+TEST(Decisions, TenPercentApartWithFivePercentNoiseFindsTheFasterIn95Of100) {
+  const Tally t = tally({1.0, 1.1}, 0.05, 200);
+  EXPECT_GE(t.fastest_right, 95);
+  EXPECT_EQ(t.fastest_wrong, 0);
+  EXPECT_EQ(t.tie, 0);  // 10 % is beyond the 3 % tolerance
+}
+
+// 15 % noise and a budget of 20 rounds or so: never the slower one, never a tie; undecided is fine.
+TEST(Decisions, FifteenPercentNoiseAndASmallBudgetNeverNamesTheSlower) {
+  const Tally t = tally({1.0, 1.1}, 0.15, 40);
+  EXPECT_EQ(t.fastest_wrong, 0);
+  EXPECT_EQ(t.tie, 0);
+  EXPECT_EQ(t.fastest_right + t.undecided, 100);
+  EXPECT_GT(t.undecided, 0);  // the budget really is too small to decide every time
+}
+
+TEST(Decisions, EqualSplitsAreATieOrUndecidedNeverFaster) {
+  for (double noise : {0.02, 0.05, 0.15}) {
+    const Tally t = tally({1.0, 1.0, 1.0}, noise, 300);
+    EXPECT_EQ(t.fastest_right + t.fastest_wrong, 0) << "noise " << noise;
+    EXPECT_EQ(t.tie + t.undecided, 100) << "noise " << noise;
+  }
+}
+
+// With 2 % noise equal splits are proven equivalent within ±3 % (a tie), not left undecided.
+TEST(Decisions, EqualSplitsWithLowNoiseAreProvenATie) {
+  const Tally t = tally({1.0, 1.0}, 0.02, 300);
+  EXPECT_GE(t.tie, 95);
+}
+
+// The machine gets 20 % slower half-way through the budget. Interleaved rounds put the drift on
+// both splits alike, so the decision stands.
+TEST(Decisions, ADriftHalfWayDoesNotFlipTheDecision) {
+  const Tally t = tally({1.0, 1.1}, 0.05, 200, /*drift_after=*/100, /*drift_factor=*/1.2);
+  EXPECT_EQ(t.fastest_wrong, 0);
+  EXPECT_GE(t.fastest_right, 95);
+}
+
+// The same drift on splits timed one after another (all of split 0, then all of split 1) lands on
+// split 1 alone: compared through the two means it looks slower by 32 % instead of 10 %, and with
+// the order reversed it looks faster. This is what interleaving prevents.
+TEST(Decisions, TheSameDriftFlipsASequentialMeasurement) {
+  int flipped = 0;
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    FakeWorkload w({1.1, 1.0}, 0.05, seed);  // the slower split is measured first
+    std::vector<double> clip = w.clips();
+    w.drift_after = 60;
+    w.drift_factor = 1.2;
+    RoundEvidence evidence(clip, 0.95);
+    for (int split = 0; split < 2; ++split) {
+      for (int i = 0; i < 60; ++i) evidence.add_unpaired(split, w.step(split));
+    }
+    const Decision d = decide(evidence, {0, 1}, DecisionOptions{});
+    flipped += d.fastest == 0 ? 1 : 0;  // split 0 is truly slower
+  }
+  EXPECT_GE(flipped, 95);
+}
+
+TEST(Decisions, TheSlowerStopsEarlyAndTheFastestKeepsGoing) {
+  FakeWorkload w({1.0, 2.0, 1.02}, 0.05, 7);
+  RoundEvidence evidence(w.clips(), 0.95);
+  RoundOptions options;
+  options.budget_seconds = 400;
+  std::vector<int64_t> steps(3, 0);
+  run_rounds(evidence, {true, true, true}, options,
+             [&](int split, int64_t) {
+               ++steps[split];
+               return w.step(split);
+             },
+             [&] { return w.now; });
+  EXPECT_LT(steps[1], steps[0]);  // 2× slower: decided after the first rounds that may decide
+  EXPECT_EQ(steps[1], kMinRoundsToDecide);
+}
+
+TEST(Decisions, ZeroBudgetRunsExactlyTheMinimumRounds) {
+  FakeWorkload w({1.0, 1.1}, 0.05, 3);
+  RoundEvidence evidence(w.clips(), 0.95);
+  RoundOptions options;
+  options.min_rounds = 12;
+  const RoundReport report =
+      run_rounds(evidence, {true, true}, options, [&](int s, int64_t) { return w.step(s); }, [&] { return w.now; });
+  EXPECT_EQ(report.rounds, 12);
+  EXPECT_EQ(evidence.count(0), 12);
+  EXPECT_EQ(evidence.count(1), 12);
+}
+
+TEST(Decisions, AFailingSplitLeavesTheRounds) {
+  FakeWorkload w({1.0, 1.1}, 0.05, 3);
+  RoundEvidence evidence(w.clips(), 0.95);
+  RoundOptions options;
+  options.min_rounds = 6;
+  const RoundReport report = run_rounds(
+      evidence, {true, true}, options,
+      [&](int s, int64_t round) { return s == 1 && round == 2 ? std::nan("") : w.step(s); }, [&] { return w.now; });
+  ASSERT_EQ(report.failed.size(), 1u);
+  EXPECT_EQ(report.failed[0], 1);
+  EXPECT_EQ(evidence.count(1), 2);
+  EXPECT_EQ(evidence.count(0), 6);
+}
+
+// The rounds rotate their order: split k runs first in rounds k, k + n, ...
+TEST(Decisions, RoundsRotateTheOrder) {
+  RoundEvidence evidence({1, 1, 1}, 0.95);
+  RoundOptions options;
+  options.min_rounds = 3;
+  std::vector<int> order;
+  run_rounds(evidence, {true, true, true}, options,
+             [&](int s, int64_t) {
+               order.push_back(s);
+               return 0.5;
+             },
+             [] { return 0.0; });
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 1, 2, 0, 2, 0, 1}));
+}
+
+TEST(Decisions, OneCandidateIsTheOnlyOne) {
+  RoundEvidence evidence({1, 1}, 0.95);
+  evidence.add_round({0.5, 0.6});
+  const Decision d = decide(evidence, {1}, DecisionOptions{});
+  EXPECT_EQ(d.kind, DecisionKind::kOnly);
+  EXPECT_EQ(d.fastest, 1);
+}
+
+}  // namespace
+}  // namespace accumbench
