@@ -206,6 +206,7 @@ TEST(CudaGraphs, SweepMeasuresGraphedSplits) {
   o.workload.grid.cuda_graphs = true;
   o.warmup = 1;
   o.steps = 3;
+  o.time_budget_seconds = 0;  // exactly these rounds
   const ab::SweepResult result = ab::run_sweep(o);
   ASSERT_EQ(result.runs.size(), 4u);
   for (const auto& run : result.runs) {
@@ -236,6 +237,7 @@ TEST_P(PlanOnCuda, PredictedPeakWithinFivePercentOfMeasured) {
   o.workload.loss.chunked = true;
   o.warmup = 1;
   o.steps = 2;
+  o.time_budget_seconds = 0;  // exactly these rounds
   const ab::SweepResult result = ab::run_sweep(o);
   for (const auto& run : result.runs) {
     ASSERT_EQ(run.status, ab::RunStatus::kOk) << run.config.label() << ": " << run.error;

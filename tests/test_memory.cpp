@@ -285,6 +285,7 @@ TEST(MemoryPlan, SweepSkipsSplitsPredictedNotToFit) {
   o.workload.device = "cpu";
   o.warmup = 1;
   o.steps = 1;
+  o.time_budget_seconds = 0;  // exactly these rounds
   const ab::SweepResult free = ab::run_sweep(o);
   ASSERT_EQ(free.runs.size(), 3u);
   for (const auto& run : free.runs) {

@@ -173,6 +173,7 @@ TEST(RealData, SweepReportsPaddingPerSplit) {
   options.workload.micro_batches = {1, 8};
   options.warmup = 0;
   options.steps = 2;
+  options.time_budget_seconds = 0;  // exactly these rounds
   const ab::SweepResult r = ab::run_sweep(options);
   ASSERT_EQ(r.runs.size(), 2u);
   const ab::RunResult& one = r.runs[0];
@@ -220,6 +221,7 @@ TEST(RealData, FitsJudgesTheLongestMicroBatchOfTheFile) {
   options.workload.micro_batches = {8};
   options.warmup = 0;
   options.steps = 2;
+  options.time_budget_seconds = 0;  // exactly these rounds
   const ab::RunResult free = ab::run_sweep(options).runs.at(0);
   ASSERT_EQ(free.status, ab::RunStatus::kOk) << free.error;
   for (const ab::StepSample& step : free.steps) EXPECT_EQ(step.computed_positions, 8 * 3);  // never met the 32
@@ -240,6 +242,7 @@ TEST(RealData, ResumeRefusesOtherPadding) {
   options.workload.micro_batches = {8};
   options.warmup = 0;
   options.steps = 1;
+  options.time_budget_seconds = 0;  // exactly these rounds
   const ab::SweepResult done = ab::run_sweep(options);
   ab::set_padding(options.workload.data, "longest");
   try {

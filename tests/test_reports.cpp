@@ -77,6 +77,7 @@ SweepResult sample_result() {
 
   RunResult fast = ok_run(8, 8);
   fast.step_seconds = {0.191, 0.189, 0.1915, 0.0012, 0.00627, 0.189, 0.193, 10};
+  fast.mean_seconds = {0.1915, 0.190, 0.193};
   fast.phase_median_seconds = {0.0012, 0.0021, 0.0453, 0.0987, 0.0301, 0.0137};
   fast.device_median_seconds = {0.0010, 0.0020, 0.0500, 0.1000, 0.0290, kNaN};
   fast.device_busy_fraction = 0.93;
@@ -218,19 +219,20 @@ TEST(ConsoleReporter, NoRecommendation) {
 TEST(CsvReporter, HeaderAndOneLinePerRun) {
   expect_lines(report_lines(CsvReporter(), sample_result()), {
       "label,micro_batch,accum_steps,precision,activation_checkpointing,optimizer_in_backward,"
-      "cuda_graphs,chunked_loss,world_size,status,steps,step_seconds_median,step_seconds_min,step_seconds_mean,"
+      "cuda_graphs,chunked_loss,world_size,status,steps,mean_seconds,mean_seconds_low,mean_seconds_high,"
+      "step_seconds_median,step_seconds_min,step_seconds_mean,"
       "step_seconds_stddev,step_seconds_cv,step_seconds_ci_low,step_seconds_ci_high,data_seconds,"
       "h2d_seconds,forward_seconds,backward_seconds,allreduce_seconds,optimizer_seconds,other_seconds,"
       "device_busy_fraction,tokens_per_second,computed_tokens_per_second,padding_fraction,samples_per_second,"
       "achieved_tflops,hardware_tflops,mfu,peak_allocated_bytes,peak_reserved_bytes,predicted_peak_bytes,fits,error",
-      "8\u00d78,8,8,bf16,none,false,false,false,1,ok,10,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
+      "8\u00d78,8,8,bf16,none,false,false,false,1,ok,10,0.1915,0.19,0.193,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
       "0.0012,0.0021,0.0453,0.0987,0,0.0301,0.0137,0.93,343120.4,0,0,335.08,295,295,0.298,5583457484,"
       "6442450944,5368709120,true,",
-      "1\u00d764 ckpt,1,64,bf16,blocks,false,false,false,1,ok,10,0.402,0.397,0.403,0.004,0.00993,0.398,"
+      "1\u00d764 ckpt,1,64,bf16,blocks,false,false,false,1,ok,10,,,,0.402,0.397,0.403,0.004,0.00993,0.398,"
       "0.41,0.0011,0.002,0.1205,0.261,0,0.0099,0.0075,0.48,163024,0,0,159.2,140.2,187.3,0.141,3221225472,"
       "3221225472,-1,true,",
       // A failed run has no measurements: empty fields, not zeros.
-      "64\u00d71 oib,64,1,bf16,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,,,,0,0,161061273600,false,"
+      "64\u00d71 oib,64,1,bf16,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,,,,,,,0,0,161061273600,false,"
       "CUDA out of memory. Tried to allocate 2.00 GiB",
   });
 }
@@ -415,7 +417,7 @@ TEST(Json, RoundTripIsLossless) {
 
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
   const std::string text = to_json(populated_result());
-  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 5,\n  \"context\": {\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 6,\n  \"context\": {\n", 0), 0u);
   EXPECT_NE(text.find("\"options\": [\n      [\n        \"seq-len\",\n        \"1024\"\n      ],"),
             std::string::npos);
   EXPECT_NE(text.find("\"loss\": null"), std::string::npos);
@@ -448,7 +450,7 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "file written by `accumbench sweep --json`");
   EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
   EXPECT_EQ(user_error_of("{\"json_schema_version\": 1}"),
-            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 5; rerun the "
+            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 6; rerun the "
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());
@@ -503,7 +505,7 @@ nlohmann::json as_version_3(const SweepResult& result) {
 TEST(Json, Version4ReadsWithoutPadding) {
   const SweepResult original = version_4_result();
   const SweepResult back = sweep_result_from_json(as_version_4(original).dump(), "v4.json");
-  EXPECT_EQ(back.context.json_schema_version, 5);
+  EXPECT_EQ(back.context.json_schema_version, kJsonSchemaVersion);
   ASSERT_FALSE(back.runs.empty());
   EXPECT_EQ(back.runs[0].computed_tokens_per_second, original.runs[0].tokens_per_second);
   EXPECT_EQ(to_json(back), to_json(original));
@@ -521,7 +523,7 @@ TEST(Json, Version2ReadsWithTheChunkedLossOff) {
   const SweepResult back = sweep_result_from_json(doc.dump(), "old.json");
   ASSERT_EQ(back.runs.size(), original.runs.size());
   for (const RunResult& run : back.runs) EXPECT_FALSE(run.config.chunked_loss);
-  EXPECT_EQ(back.context.json_schema_version, 5);
+  EXPECT_EQ(back.context.json_schema_version, kJsonSchemaVersion);
   EXPECT_EQ(to_json(back), to_json(original));
 }
 
@@ -530,7 +532,7 @@ TEST(Json, Version2ReadsWithTheChunkedLossOff) {
 TEST(Json, Version3ReadsAsFullFineTuning) {
   const SweepResult original = version_3_result();
   const SweepResult back = sweep_result_from_json(as_version_3(original).dump(), "v3.json");
-  EXPECT_EQ(back.context.json_schema_version, 5);
+  EXPECT_EQ(back.context.json_schema_version, kJsonSchemaVersion);
   EXPECT_EQ(back.context.trainable_parameters, original.context.parameters);
   EXPECT_TRUE(std::isnan(back.context.transformers_flops_per_token));
   ASSERT_FALSE(back.runs.empty());

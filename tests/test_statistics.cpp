@@ -177,17 +177,31 @@ TEST(FinalizeRun, FailedRunsAreLeftAlone) {
 
 // ---- recommend -------------------------------------------------------------------------------
 
-// A run as finalize_run would leave it, with only what recommend reads.
-RunResult timed(int64_t micro, int64_t accum, double median_seconds, double ci_low,
-                double ci_high, int64_t peak_bytes) {
+// A run as the sweep leaves it, with what recommend reads: `rounds` interleaved steps of one
+// session around `seconds`. Every run shares the round-to-round pattern (what a round's drift does
+// to all splits alike) with relative size `shared`, and has its own with size `own`.
+RunResult timed(int64_t micro, int64_t accum, double seconds, int64_t peak_bytes, double shared = 0.01,
+                double own = 0.002, int rounds = 20) {
   RunResult run;
   run.config.micro_batch = micro;
   run.config.accum_steps = accum;
-  run.step_seconds.median = median_seconds;
-  run.step_seconds.ci_low = ci_low;
-  run.step_seconds.ci_high = ci_high;
+  run.session = 1;
+  run.clip_seconds = kClipFactor * seconds;
+  const double phase = static_cast<double>(micro * 7 + accum);  // each run's own pattern
+  for (int r = 0; r < rounds; ++r) {
+    StepSample s;
+    s.round = r;
+    s.step_seconds = seconds * (1 + shared * std::sin(1.7 * r) + own * std::sin(2.3 * r + phase));
+    s.tokens = 65536;
+    s.computed_positions = 65536;
+    run.steps.push_back(s);
+  }
+  std::vector<double> all;
+  for (const StepSample& s : run.steps) all.push_back(s.step_seconds);
+  run.step_seconds = summarize(all);
+  run.mean_seconds.value = winsorized_mean(run);
   run.peak_allocated_bytes = peak_bytes;
-  run.tokens_per_second = 65536 / median_seconds;
+  run.tokens_per_second = 65536 / run.mean_seconds.value;
   run.phase_median_seconds.fill(0.0);
   run.device_median_seconds.fill(kNaN);
   return run;
@@ -204,11 +218,11 @@ RunResult failed(int64_t micro, int64_t accum, RunStatus status, std::string err
 
 // 8×8 is device-bound and fast; 1×64 is host-bound and slow, the difference in backward.
 std::vector<RunResult> gpu_like_runs() {
-  RunResult fast = timed(8, 8, 0.191, 0.190, 0.192, 5 * kGiB);
+  RunResult fast = timed(8, 8, 0.191, 5 * kGiB);
   fast.phase_median_seconds = {0.001, 0.001, 0.02, 0.04, 0.008, 0.121};
   fast.device_median_seconds = {0.001, 0.001, 0.06, 0.12, 0.008, kNaN};
   fast.device_busy_fraction = 0.99;
-  RunResult slow = timed(1, 64, 0.400, 0.39, 0.41, 3 * kGiB);
+  RunResult slow = timed(1, 64, 0.400, 3 * kGiB);
   slow.phase_median_seconds = {0.001, 0.001, 0.12, 0.26, 0.008, 0.010};
   slow.device_median_seconds = {0.001, 0.001, 0.03, 0.05, 0.008, kNaN};
   slow.device_busy_fraction = 0.23;
@@ -219,32 +233,82 @@ TEST(Recommend, FastestWinsAndTheReasonSaysWhy) {
   const Recommendation r = recommend(gpu_like_runs());
   EXPECT_EQ(r.best_index, 0);
   EXPECT_EQ(r.tied_indices, std::vector<int>({0}));
-  EXPECT_EQ(r.reason,
-            "8\u00d78 is fastest at 0.191 s per step (343,120 tokens/s). 1\u00d764 is host-bound "
-            "(device busy 23 % of the step) and 2.1\u00d7 slower, mostly in backward (+0.140 s).");
+  EXPECT_EQ(r.decision.kind, DecisionKind::kFastest);
+  EXPECT_EQ(r.decision.runner_up, 1);
+  EXPECT_EQ(r.reason, "8\u00d78 is fastest at 0.191 s per step (342,999 tokens/s): the runner-up 1\u00d764 takes "
+            "2.08\u20132.11\u00d7 its time (95 % confidence, 20 paired rounds). 1\u00d764 is host-bound (device "
+            "busy 23 % of the step) and 2.1\u00d7 slower, mostly in backward (+140 ms).");
 }
 
 TEST(Recommend, TieGoesToTheLowerPeakMemory) {
   std::vector<RunResult> runs = gpu_like_runs();
-  // 4×16: 1.6 % slower, inside the 2 % tolerance, and its interval overlaps the fastest's.
-  runs.push_back(timed(4, 16, 0.194, 0.190, 0.197, 3 * kGiB));
+  // 4×16: 1.6 % slower, proven within the 3 % tolerance.
+  runs.push_back(timed(4, 16, 0.194, 3 * kGiB));
   runs[3].device_busy_fraction = 0.95;
   const Recommendation r = recommend(runs);
+  EXPECT_EQ(r.decision.kind, DecisionKind::kTie);
   EXPECT_EQ(r.best_index, 3);
   EXPECT_EQ(r.tied_indices, std::vector<int>({0, 3}));
-  EXPECT_EQ(r.reason.substr(0, r.reason.find(". ") + 1),
-            "4\u00d716 ties with the fastest split 8\u00d78 (0.194 s vs 0.191 s per step, within "
-            "the noise) and is chosen for its lower peak memory (3.00 GiB vs 5.00 GiB).");
+  EXPECT_EQ(r.reason.substr(0, r.reason.find(". ") + 1), "4\u00d716 ties with the fastest split 8\u00d78 (it takes 1.01\u20131.02\u00d7 its time, equivalent "
+            "within \u00b13 % at 95 % confidence) and is chosen for its lower peak memory (3.00 GiB vs 5.00 GiB).");
+}
+
+// 5 % slower, measured precisely: slower beyond the tolerance, so never a tie, whatever the memory.
+TEST(Recommend, NeverATieWhenTheIntervalSaysSlowerThanTheTolerance) {
+  std::vector<RunResult> runs = {timed(8, 8, 1.00, 5 * kGiB), timed(4, 16, 1.05, 1 * kGiB)};
+  const Recommendation r = recommend(runs);
+  EXPECT_EQ(r.decision.kind, DecisionKind::kFastest);
+  EXPECT_EQ(r.best_index, 0);
+  EXPECT_EQ(r.tied_indices, std::vector<int>({0}));
+  ASSERT_EQ(r.decision.comparisons.size(), 1u);
+  EXPECT_EQ(r.decision.comparisons[0].verdict, Verdict::kSlower);
+  EXPECT_GT(r.decision.comparisons[0].ratio.low, 1.03);
+}
+
+TEST(Recommend, TheToleranceDecidesWhatIsATie) {
+  std::vector<RunResult> runs = {timed(8, 8, 1.00, 5 * kGiB), timed(4, 16, 1.04, 1 * kGiB)};
+  DecisionOptions options;
+  options.tie_tolerance = 0.03;
+  EXPECT_EQ(recommend(runs, 0, options).best_index, 0);
+  options.tie_tolerance = 0.08;  // 4 % is now within it: the lower memory wins
+  EXPECT_EQ(recommend(runs, 0, options).best_index, 1);
+  EXPECT_EQ(recommend(runs, 0, options).decision.kind, DecisionKind::kTie);
+}
+
+// Noisy and few rounds: the recommendation says it could not tell, and names the intervals.
+TEST(Recommend, UndecidedSaysSoWithTheIntervals) {
+  std::vector<RunResult> runs = {timed(8, 8, 1.00, 5 * kGiB, 0.0, 0.2, 12), timed(4, 16, 1.05, 1 * kGiB, 0.0, 0.2, 12)};
+  DecisionOptions options;
+  options.budget_spent = true;
+  const Recommendation r = recommend(runs, 0, options);
+  EXPECT_EQ(r.decision.kind, DecisionKind::kUndecided);
+  EXPECT_TRUE(r.decision.budget_spent);
+  EXPECT_EQ(r.best_index, 0);  // the lowest mean, as the best estimate
+  EXPECT_EQ(r.reason.substr(0, r.reason.find(". ") + 1), "Undecided after 12 rounds (--time-budget spent): 8\u00d78 has the lowest mean step time, but "
+            "4\u00d716 may still take 0.80\u20131.29\u00d7 its time (95 % confidence); a longer "
+            "--time-budget can decide.");
+}
+
+// Splits timed in separate blocks (round -1, e.g. from an older file) are compared through their
+// means: still decided when the difference is large.
+TEST(Recommend, UnpairedRunsAreComparedThroughTheirMeans) {
+  std::vector<RunResult> runs = gpu_like_runs();
+  for (RunResult& run : runs) {
+    for (StepSample& s : run.steps) s.round = -1;
+  }
+  const Recommendation r = recommend(runs);
+  EXPECT_EQ(r.decision.kind, DecisionKind::kFastest);
+  EXPECT_EQ(r.best_index, 0);
+  ASSERT_EQ(r.decision.comparisons.size(), 1u);
+  EXPECT_EQ(r.decision.comparisons[0].paired_rounds, 0);
 }
 
 TEST(Recommend, PrecisionSweepsNameThePrecisionInTheReason) {
   std::vector<RunResult> runs = gpu_like_runs();
   runs.resize(2);
   for (RunResult& run : runs) run.config.precision = Precision::kFp32;
-  RunResult bf16 = runs[0];
+  RunResult bf16 = timed(8, 8, 0.100, 5 * kGiB);
   bf16.config.precision = Precision::kBf16;
-  bf16.step_seconds = {0.100, 0.100, 0.100, 0.0, 0.0, 0.099, 0.101, 5};
-  bf16.tokens_per_second = 65536 / 0.100;
   runs.push_back(bf16);
   const Recommendation r = recommend(runs);
   EXPECT_EQ(r.best_index, 2);
@@ -252,37 +316,17 @@ TEST(Recommend, PrecisionSweepsNameThePrecisionInTheReason) {
   EXPECT_NE(r.reason.find("1\u00d764 fp32 is host-bound"), std::string::npos) << r.reason;
 }
 
-TEST(Recommend, TieByOverlappingIntervalsOutsideTheTolerance) {
-  std::vector<RunResult> runs = {timed(8, 8, 1.00, 0.95, 1.06, 5 * kGiB),
-                                 timed(4, 16, 1.05, 1.04, 1.20, 4 * kGiB),   // overlaps: tie
-                                 timed(2, 32, 1.07, 1.065, 1.08, 1 * kGiB)};  // no overlap, > 2 %
-  const Recommendation r = recommend(runs, 0, /*tie_tolerance=*/0.02);
-  EXPECT_EQ(r.best_index, 1);
-  EXPECT_EQ(r.tied_indices, std::vector<int>({0, 1}));
-}
-
-TEST(Recommend, TieByToleranceWhenNoIntervalWasComputed) {
-  std::vector<RunResult> runs = {timed(8, 8, 1.00, kNaN, kNaN, 5 * kGiB),
-                                 timed(4, 16, 1.015, kNaN, kNaN, 4 * kGiB),  // 1.5 %: tie
-                                 timed(2, 32, 1.03, kNaN, kNaN, 1 * kGiB)};  // 3 %: not
-  EXPECT_EQ(recommend(runs, 0, 0.02).best_index, 1);
-  EXPECT_EQ(recommend(runs, 0, 0.05).best_index, 2);  // a wider tolerance makes all three ties
-  EXPECT_EQ(recommend(runs, 0, 0.0).best_index, 0);
-}
-
 TEST(Recommend, FastestTiedSplitThatAlsoUsesLeastMemorySaysSo) {
-  std::vector<RunResult> runs = {timed(8, 8, 0.100, 0.099, 0.101, 2 * kGiB),
-                                 timed(4, 16, 0.1005, 0.0995, 0.102, 3 * kGiB)};
+  std::vector<RunResult> runs = {timed(8, 8, 0.100, 2 * kGiB), timed(4, 16, 0.1005, 3 * kGiB)};
   const Recommendation r = recommend(runs);
   EXPECT_EQ(r.best_index, 0);
-  EXPECT_EQ(r.reason,
-            "8\u00d78 is fastest at 0.100 s per step (655,360 tokens/s) and needs the least "
-            "memory (2.00 GiB) of the 2 splits within the noise.");
+  EXPECT_EQ(r.reason, "8\u00d78 is fastest at 0.100 s per step (655,129 tokens/s) and needs the least memory "
+            "(2.00 GiB) of the 2 splits equivalent within \u00b13 %.");
 }
 
 TEST(Recommend, FailedRunsAreIgnoredEvenWhenTheirNumbersLookFast) {
   std::vector<RunResult> runs = gpu_like_runs();
-  RunResult broken = timed(2, 32, 0.001, 0.001, 0.001, 1);
+  RunResult broken = timed(2, 32, 0.001, 1);
   broken.status = RunStatus::kError;
   runs.push_back(broken);
   EXPECT_EQ(recommend(runs).best_index, 0);
@@ -307,8 +351,8 @@ TEST(Recommend, MemoryLimitExcludesSplitsThatDoNotFitAndReportsHeadroom) {
   runs[0].fits = false;  // 5 GiB over a 4 GiB limit
   const Recommendation r = recommend(runs, 4 * kGiB);
   EXPECT_EQ(r.best_index, 1);
-  EXPECT_EQ(r.reason,
-            "1\u00d764 is the only split that ran and fits: 0.400 s per step (163,840 tokens/s); "
+  EXPECT_EQ(r.decision.kind, DecisionKind::kOnly);
+  EXPECT_EQ(r.reason, "1\u00d764 is the only split that ran and fits: 0.400 s per step (163,780 tokens/s); "
             "it is host-bound (device busy 23 % of the step); its 3.00 GiB peak leaves 1.00 GiB "
             "of the 4.00 GiB limit free.");
 
@@ -321,13 +365,28 @@ TEST(Recommend, MemoryLimitExcludesSplitsThatDoNotFitAndReportsHeadroom) {
 }
 
 TEST(Recommend, MentionsALargeOptimizerShare) {
-  std::vector<RunResult> runs = {timed(8, 8, 0.200, 0.199, 0.201, 2 * kGiB),
-                                 timed(1, 64, 0.300, 0.299, 0.301, 2 * kGiB)};
+  std::vector<RunResult> runs = {timed(8, 8, 0.200, 2 * kGiB), timed(1, 64, 0.300, 2 * kGiB)};
   runs[0].phase_median_seconds[static_cast<int>(Phase::kOptimizer)] = 0.03;  // 15 %
   runs[1].phase_median_seconds[static_cast<int>(Phase::kForward)] = 0.13;
-  EXPECT_EQ(recommend(runs).reason,
-            "8\u00d78 is fastest at 0.200 s per step (327,680 tokens/s); the optimizer takes "
-            "15 % of its step. 1\u00d764 is 1.5\u00d7 slower, mostly in forward (+0.130 s).");
+  const std::string reason = recommend(runs).reason;
+  EXPECT_NE(reason.find("; the optimizer takes 15 % of its step."), std::string::npos) << reason;
+  EXPECT_NE(reason.find(" 1\u00d764 is 1.5\u00d7 slower, mostly in forward (+130 ms)."), std::string::npos) << reason;
+}
+
+// Three splits of one precision: the time model's fixed cost per micro-step names the slowest's loss.
+TEST(Recommend, TheTimeModelExplainsTheSlowest) {
+  // step = n · 10 ms + 65,536 tokens · 1 µs + 5 ms: 1×64 0.7105 s, 8×8 0.1505 s, 64×1 0.0805 s.
+  std::vector<RunResult> runs = {timed(1, 64, 0.7105, 1 * kGiB), timed(8, 8, 0.1505, 2 * kGiB),
+                                 timed(64, 1, 0.0805, 8 * kGiB)};
+  for (RunResult& run : runs) run.phase_median_seconds[static_cast<int>(Phase::kOptimizer)] = 0.005;
+  const std::vector<TimeModel> models = fit_time_models(runs);
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_NEAR(models[0].fixed_seconds, 0.010, 2e-4);
+  EXPECT_NEAR(models[0].seconds_per_token, 1e-6, 2e-8);
+  EXPECT_NEAR(models[0].optimizer_seconds, 0.005, 1e-12);
+  EXPECT_LT(models[0].max_relative_residual, 0.01);
+  const std::string reason = recommend(runs).reason;
+  EXPECT_NE(reason.find("63 more micro-steps \u00d7 10"), std::string::npos) << reason;
 }
 
 // ---- FLOPs and device peaks ------------------------------------------------------------------

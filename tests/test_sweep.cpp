@@ -19,6 +19,7 @@ ab::SweepOptions tiny() {
   o.workload.device = "cpu";
   o.warmup = 1;
   o.steps = 2;
+  o.time_budget_seconds = 0;  // exactly `steps` rounds
   o.workload.threads = 1;  // every hardware thread is ~50x slower on a busy two-core machine
   return o;
 }
@@ -35,13 +36,21 @@ TEST(Sweep, MeasuresEverySplitAndRecommendsOne) {
   int callbacks = 0;
   const ab::SweepResult r = ab::run_sweep(tiny(), [&](const ab::SweepResult& partial) {
     ++callbacks;
-    EXPECT_EQ(static_cast<int>(partial.runs.size()), callbacks);  // appended as each split finishes
+    EXPECT_EQ(partial.runs.size(), 3u);  // saved once every split has its --steps rounds, then at the end
+    for (const auto& run : partial.runs) EXPECT_EQ(run.steps.size(), 2u);
   });
   ASSERT_EQ(r.runs.size(), 3u);  // 1×4, 2×2, 4×1
-  EXPECT_EQ(callbacks, 3);
+  EXPECT_EQ(callbacks, 2);
   for (const auto& run : r.runs) {
     EXPECT_EQ(run.status, ab::RunStatus::kOk) << run.error;
-    EXPECT_EQ(run.steps.size(), 2u);
+    ASSERT_EQ(run.steps.size(), 2u);
+    // Timed in interleaved rounds 0 and 1 of one session, winsorized at 3× the warm-up step.
+    EXPECT_EQ(run.steps[0].round, 0);
+    EXPECT_EQ(run.steps[1].round, 1);
+    EXPECT_EQ(run.session, r.runs[0].session);
+    EXPECT_NE(run.session, 0);
+    EXPECT_GT(run.clip_seconds, 0);
+    EXPECT_GT(run.mean_seconds.value, 0);
     EXPECT_GT(run.step_seconds.median, 0);
     EXPECT_EQ(run.tokens_per_step, 4 * 32);
     EXPECT_GT(run.peak_allocated_bytes, 0);
@@ -57,6 +66,36 @@ TEST(Sweep, MeasuresEverySplitAndRecommendsOne) {
   EXPECT_GE(r.recommendation.best_index, 0);
   EXPECT_FALSE(r.recommendation.reason.empty());
   EXPECT_EQ(r.context.parameters, 149248);
+  // Two rounds are too few to decide anything (kMinRoundsToDecide): said so, not guessed.
+  EXPECT_EQ(r.recommendation.decision.kind, ab::DecisionKind::kUndecided);
+  EXPECT_EQ(r.recommendation.decision.rounds, 2);
+}
+
+// With a budget the rounds go on past --steps for the splits not yet decided, on the same samples
+// per round for every split, and the sweep says what it decided.
+TEST(Sweep, AdaptiveRoundsMeasureTheContendersLonger) {
+  ab::SweepOptions o = tiny();
+  o.workload.data.lengths = ab::LengthMode::kVariable;  // the same samples per round show in the token counts
+  o.time_budget_seconds = 3;
+  const ab::SweepResult r = ab::run_sweep(o);
+  ASSERT_EQ(r.runs.size(), 3u);
+  size_t most = 0;
+  for (const auto& run : r.runs) {
+    ASSERT_EQ(run.status, ab::RunStatus::kOk) << run.error;
+    EXPECT_GE(run.steps.size(), 2u);
+    most = std::max(most, run.steps.size());
+    for (const auto& step : run.steps) {
+      for (const auto& other : r.runs) {
+        for (const auto& same_round : other.steps) {
+          if (same_round.round == step.round) EXPECT_EQ(same_round.tokens, step.tokens) << "round " << step.round;
+        }
+      }
+    }
+  }
+  EXPECT_GT(most, 2u);
+  EXPECT_EQ(r.recommendation.decision.rounds, static_cast<int64_t>(most));
+  EXPECT_NE(r.recommendation.decision.kind, ab::DecisionKind::kNone);
+  EXPECT_EQ(r.recommendation.decision.fastest >= 0, true);
 }
 
 TEST(Sweep, OutOfMemorySplitsAreRecordedAndTheRestFinish) {
@@ -93,6 +132,19 @@ TEST(Sweep, ResumeSkipsFinishedSplits) {
   EXPECT_EQ(resumed.runs[0].step_seconds.median, first.runs[0].step_seconds.median);  // copied
   EXPECT_EQ(resumed.runs[1].step_seconds.median, first.runs[1].step_seconds.median);
   EXPECT_EQ(resumed.runs[2].status, ab::RunStatus::kOk);                              // measured
+}
+
+// A sweep stopped mid-rounds saves splits with fewer than --steps timed steps: --resume measures
+// those again and keeps the complete ones.
+TEST(Sweep, ResumeMeasuresAgainSplitsShortOfTheirRounds) {
+  ab::SweepResult first = ab::run_sweep(tiny());
+  first.runs[1].steps.pop_back();  // 2×2 had one round of two when the sweep stopped
+  const ab::SweepResult resumed = ab::run_sweep(tiny(), nullptr, &first);
+  ASSERT_EQ(resumed.runs.size(), 3u);
+  EXPECT_EQ(resumed.runs[0].step_seconds.median, first.runs[0].step_seconds.median);  // copied
+  EXPECT_EQ(resumed.runs[1].steps.size(), 2u);                                        // measured again
+  EXPECT_NE(resumed.runs[1].session, first.runs[1].session);
+  EXPECT_EQ(resumed.runs[2].step_seconds.median, first.runs[2].step_seconds.median);
 }
 
 TEST(Sweep, BadInputIsAUserError) {

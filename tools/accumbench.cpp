@@ -236,6 +236,12 @@ void add_workload_options(CLI::App* command, WorkloadFlags& flags) {
 }
 
 void print_progress(const ab::SweepProgress& p) {
+  if (p.round >= 0) {
+    std::cerr << "\r\033[K" << "round " << p.round + 1 << ", " << p.live_splits << " split" << (p.live_splits == 1 ? "" : "s")
+              << " still measured, " << std::fixed << std::setprecision(0) << p.elapsed_seconds << " s elapsed"
+              << std::defaultfloat << std::flush;
+    return;
+  }
   const double done = p.split_index + static_cast<double>(p.step_index) / std::max(1, p.step_count);
   const double remaining = done > 0 ? p.elapsed_seconds * (p.split_count - done) / done : 0;
   std::cerr << "\r\033[K" << "split " << p.split_index + 1 << "/" << p.split_count << ", step " << p.step_index + 1
@@ -254,9 +260,18 @@ struct SweepCommand {
   CLI::App* add_to(CLI::App& app) {
     CLI::App* command = app.add_subcommand("sweep", "measure every micro-batch x accumulation split of one batch");
     add_workload_options(command, flags);
-    command->add_option("--warmup", options.warmup, "steps per split before timing (discarded)")->capture_default_str();
-    command->add_option("--steps", options.steps, "timed steps per split")->capture_default_str();
-    command->add_option("--time-budget", options.time_budget_seconds, "seconds of timed steps per split (at least --steps)")
+    command->add_option("--warmup", options.warmup,
+                        "untimed steps per split, alone after an emptied cache (its memory is read there; at least 1)")
+        ->capture_default_str();
+    command->add_option("--steps", options.steps, "interleaved rounds every split is timed in (at least)")
+        ->capture_default_str();
+    command->add_option("--time-budget", options.time_budget_seconds,
+                        "seconds of rounds after which splits still undecided stop (0: exactly --steps rounds)")
+        ->capture_default_str();
+    command->add_option("--tie-tolerance", options.tie_tolerance,
+                        "splits whose mean step times are proven within this fraction of each other are a tie")
+        ->capture_default_str();
+    command->add_option("--confidence", options.confidence, "confidence of all the sweep's intervals together")
         ->capture_default_str();
     command->add_flag("--try-predicted-oom", options.try_predicted_oom,
                       "run splits that the memory plan predicts will not fit under --memory-limit");

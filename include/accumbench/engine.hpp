@@ -118,6 +118,9 @@ class Trainer {
 
   // Drops gradients and the optimizer's moments and step counts (as if freshly built).
   void reset_optimizer();
+  // Steps from now on run in `precision` (autocast dtype, fp16 loss scaling); the weights and the
+  // optimizer's state stay, so one trainer serves every split of a sweep's rounds.
+  void set_precision(Precision precision);
 
   LanguageModel& model() { return model_; }
   c10::Device device() const { return device_; }
@@ -148,6 +151,7 @@ class Trainer {
   std::vector<std::shared_ptr<void>> backward_hooks_;
   bool step_in_backward_ = false;  // read by the post-accumulate-grad hooks
   double loss_scale_ = 1.0;
+  bool fp16_scale_started_ = false;
   int steps_since_backoff_ = 0;
 };
 

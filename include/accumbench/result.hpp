@@ -18,8 +18,9 @@ namespace accumbench {
 
 // 2: data parallel (world size, allreduce phase); 3: chunked_loss; 4: LoRA (trainable parameters,
 // transformers' 6N FLOPs, hardware TFLOP/s with checkpointing's recompute); 5: real data (padding
-// fraction, computed tokens per second, positions per step).
-inline constexpr int kJsonSchemaVersion = 5;
+// fraction, computed tokens per second, positions per step); 6: decisions (rounds, winsorized means
+// with intervals, the decision and its comparisons, time models).
+inline constexpr int kJsonSchemaVersion = 6;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -253,10 +254,30 @@ struct SweepContext {
   std::vector<std::pair<std::string, std::string>> options;
 };
 
+// One line through a sweep's step times (statistics.hpp, fit_time_models): for the splits that
+// share precision and knobs, step = accumulation × fixed + per_token × computed positions +
+// optimizer, fitted by least squares. Two free values for many splits, so the residuals say how
+// well "a fixed cost per micro-step" explains the ranking.
+struct TimeModelResidual {
+  int index = -1;                    // SweepResult::runs
+  double measured_seconds = 0;       // mean step time
+  double fitted_seconds = 0;
+};
+struct TimeModel {
+  Precision precision = Precision::kFp32;
+  std::string knobs;                 // the group's knobs as in its split labels ("", "ckpt", ...)
+  double fixed_seconds = kNotMeasured;      // per micro-step, whatever its size
+  double seconds_per_token = kNotMeasured;  // per computed position (padding included)
+  double optimizer_seconds = kNotMeasured;  // median optimizer phase
+  std::vector<TimeModelResidual> residuals;
+  double max_relative_residual = kNotMeasured;  // max |measured − fitted| / measured
+};
+
 struct SweepResult {
   SweepContext context;
   std::vector<RunResult> runs;
   Recommendation recommendation;
+  std::vector<TimeModel> time_models;
 };
 
 }  // namespace accumbench

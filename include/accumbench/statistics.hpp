@@ -4,13 +4,14 @@
 //   std::vector<double> s = {0.12, 0.10, 0.11};
 //   double m = accumbench::median(s);                 // 0.11
 //   Summary sum = accumbench::summarize(s);           // median, min, mean, stddev, cv, bootstrap CI
-//   Recommendation r = accumbench::recommend(runs);   // fastest median; ties by lower peak memory
+//   Recommendation r = accumbench::recommend(runs);   // decided from the rounds (decision.hpp)
 #pragma once
 
 #include <cstdint>
 #include <utility>
 #include <vector>
 
+#include "accumbench/decision.hpp"
 #include "accumbench/result.hpp"
 
 namespace accumbench {
@@ -31,18 +32,28 @@ std::pair<double, double> bootstrap_median_interval(const std::vector<double>& v
 
 Summary summarize(const std::vector<double>& values);
 
+// Mean step seconds of a run's timed steps, each capped at run.clip_seconds (kClipFactor × their
+// median when the run has none): the mean the decisions are made on.
+double winsorized_mean(const RunResult& run);
+
 // Fills the derived fields of a run from its steps: step_seconds summary, per-phase medians,
 // device busy fraction, tokens/s, samples/s, achieved TFLOP/s and MFU (NaN when peak_tflops is
 // NaN), peak memory. `flops_per_token` comes from the context.
 // `recompute_flops_per_token`: what checkpointing adds, counted in hardware_tflops only.
 void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, double recompute_flops_per_token = 0);
 
-// Fastest median step among runs with status kOk. Runs whose median lies inside the noise of the
-// fastest are ties (their bootstrap intervals overlap the fastest's, or they are within
-// `tie_tolerance` of it); among ties the lowest peak memory wins. The reason is one or two
-// sentences from the measurements (host-bound, optimizer share, memory headroom, phase that
-// differs most from the slowest split).
+// The recommendation from what the rounds decided (decision.hpp): among the runs with status kOk
+// that fit the memory limit, the fastest by winsorized mean when every other is slower beyond doubt;
+// among the fastest and the splits proven equivalent to it within options.tie_tolerance, the one
+// with the lowest peak memory; when something is still undecided, the same choice, said as
+// undecided with the intervals. The reason is one or two sentences from the measurements
+// (decision and interval, host-bound, optimizer share, memory headroom, the phase and the fixed
+// cost per micro-step that the slowest split loses).
 Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limit_bytes = 0,
-                         double tie_tolerance = 0.02);
+                         const DecisionOptions& options = DecisionOptions{});
+
+// The time model of each group of at least three splits that share precision and knobs (result.hpp,
+// TimeModel); groups that cannot tell a fixed cost from a per-token cost are left out.
+std::vector<TimeModel> fit_time_models(const std::vector<RunResult>& runs);
 
 }  // namespace accumbench

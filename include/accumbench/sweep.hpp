@@ -23,9 +23,14 @@ namespace accumbench {
 
 struct SweepOptions {
   WorkloadOptions workload = workload_defaults(Command::kSweep);
-  int warmup = 2;                          // steps per split, discarded
-  int steps = 5;                           // timed steps per split
-  double time_budget_seconds = 0;          // > 0: time steps until the budget, at least `steps`
+  int warmup = 2;                          // steps per split alone, untimed (at least one is run)
+  int steps = 5;                           // interleaved rounds every split is timed in
+  // Seconds of rounds (from the first) after which the undecided stop being measured; until then
+  // only the fastest and the splits not yet decided against it go on (decision.hpp). 0: exactly
+  // `steps` rounds.
+  double time_budget_seconds = 20;
+  double tie_tolerance = 0.03;             // equivalent when the ratio's interval is within 1 ± this
+  double confidence = 0.95;                // of all the sweep's intervals together
   // Splits whose planned peak (src/plan) exceeds the memory limit are skipped and recorded as
   // predicted-oom; true runs them anyway.
   bool try_predicted_oom = false;
@@ -48,8 +53,11 @@ using SweepCallback = std::function<void(const SweepResult& partial)>;
 struct SweepProgress {
   int split_index = 0;
   int split_count = 0;
-  int step_index = 0;      // includes warmup steps
+  int step_index = 0;      // warm-up steps of the split alone
   int step_count = 0;
+  int64_t round = -1;      // >= 0 once the interleaved rounds run
+  int live_splits = 0;     // splits in the current round
+  double budget_seconds = 0;
   double elapsed_seconds = 0;
 };
 using ProgressCallback = std::function<void(const SweepProgress& progress)>;

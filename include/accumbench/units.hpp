@@ -39,6 +39,8 @@ int decimals_for_significant(double value, int digits);
 std::string format_fixed(double value, int decimals);
 // `digits` significant digits in fixed notation: 0.19134 → "0.191", 1.4712 → "1.47", 123.4 → "123".
 std::string format_significant(double value, int digits);
+// Three significant digits in s, ms or µs, whichever keeps the number at or above 1: "4.91 ms".
+std::string format_duration(double seconds);
 // Integer with thousands separators: 342737 → "342,737"; -1234 → "-1,234".
 std::string format_count(int64_t value);
 // Rounds, then format_count; "-" for NaN/inf.

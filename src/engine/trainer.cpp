@@ -83,6 +83,7 @@ Trainer::Trainer(LanguageModel model, c10::Device device, TrainOptions options)
   TORCH_CHECK(!params_.empty(), "a model without trainable parameters");
   optimizer_ = std::make_unique<AdamW>(params_, options_.optimizer);
   if (options_.precision == Precision::kFp16) loss_scale_ = options_.initial_loss_scale;
+  fp16_scale_started_ = options_.precision == Precision::kFp16;
   // Optimizer-in-backward: each parameter steps as soon as its gradient is complete, and the
   // gradient is freed at once, so the full set of gradients is never alive together.
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -304,11 +305,26 @@ StepOutcome Trainer::step(const TokenBatch& batch, const StepOptions& options, P
   return outcome;
 }
 
+void Trainer::set_precision(Precision precision) {
+  if (precision == options_.precision) return;
+  if (precision == Precision::kFp16 && !device_.is_cuda()) {
+    throw UserError("fp16 needs a CUDA device (autocast with loss scaling); use bf16 or fp32 on the CPU");
+  }
+  graphed_.reset();  // captured under the previous autocast
+  options_.precision = precision;
+  model_->set_autocast_dtype(autocast_dtype(precision));
+  // fp16's loss scale carries over between its steps, as in one training run; the first fp16 step
+  // starts from the initial scale.
+  if (precision == Precision::kFp16 && !fp16_scale_started_) loss_scale_ = options_.initial_loss_scale;
+  fp16_scale_started_ = fp16_scale_started_ || precision == Precision::kFp16;
+}
+
 void Trainer::reset_optimizer() {
   graphed_.reset();
   optimizer_->zero_grad(/*set_to_none=*/true);
   optimizer_->reset();
   if (options_.precision == Precision::kFp16) loss_scale_ = options_.initial_loss_scale;
+  fp16_scale_started_ = options_.precision == Precision::kFp16;
   steps_since_backoff_ = 0;
 }
 

@@ -152,6 +152,10 @@ void add_identity_columns(std::vector<ColumnDef>& all) {
 // The step time and its statistics.
 void add_step_time_columns(std::vector<ColumnDef>& all) {
   all.push_back(csv_only("steps", [](const RunResult& r) { return exact(r.step_seconds.count); }, true));
+  // The mean the decisions are made on (winsorized, decision.hpp) with its confidence interval.
+  all.push_back(csv_only("mean_seconds", [](const RunResult& r) { return exact(r.mean_seconds.value); }, true));
+  all.push_back(csv_only("mean_seconds_low", [](const RunResult& r) { return exact(r.mean_seconds.low); }, true));
+  all.push_back(csv_only("mean_seconds_high", [](const RunResult& r) { return exact(r.mean_seconds.high); }, true));
   {
     ColumnDef c = step_statistic("step_seconds_median", "median", &Summary::median);
     c.id = "step_seconds";
@@ -308,6 +312,29 @@ void add_verdict_columns(std::vector<ColumnDef>& all) {
     all.push_back(c);
   }
   {
+    // Timed steps: the rounds a split took part in (the adaptive rounds measure contenders longer).
+    // (The CSV has them as "steps".)
+    ColumnDef c;
+    c.id = "timed_steps";
+    c.header = c.html_header = "steps";
+    c.console = c.markdown = c.html = Shown::kWhenVaries;
+    c.measured = true;
+    c.number = [](const RunResult& r) { return static_cast<double>(r.steps.size()); };
+    c.cell = [](const RunResult& r, const TableContext&) { return std::to_string(r.steps.size()); };
+    all.push_back(c);
+  }
+  {
+    // What the rounds decided about the split against the fastest (decision.hpp).
+    ColumnDef c;
+    c.id = "decided";
+    c.header = c.html_header = "decided";
+    c.align = Align::kLeft;
+    c.console = c.markdown = c.html = Shown::kWhenInRounds;
+    c.measured = true;
+    c.cell = [](const RunResult& r, const TableContext& t) { return t.verdict(r); };
+    all.push_back(c);
+  }
+  {
     // The status with its error, where something failed (CSV: the error alone, beside "status").
     ColumnDef c;
     c.id = "error";
@@ -351,6 +378,11 @@ bool visible(const ColumnDef& c, Shown rule, const std::vector<RunResult>& runs)
         if (ok(r) && std::isfinite(v) && (rule == Shown::kWhenAnyFinite || v > 0.0)) return true;
       }
       return false;
+    case Shown::kWhenInRounds:
+      for (const RunResult& r : runs) {
+        if (r.session != 0) return true;
+      }
+      return false;
     case Shown::kWhenPredicted:
       for (const RunResult& r : runs) {
         if (r.predicted_peak_bytes >= 0) return true;
@@ -377,8 +409,27 @@ bool visible(const ColumnDef& c, Shown rule, const std::vector<RunResult>& runs)
 
 }  // namespace
 
+std::string TableContext::verdict(const RunResult& run) const {
+  if (runs == nullptr || decision == nullptr || runs->empty()) return "-";
+  const std::ptrdiff_t index = &run - runs->data();
+  if (index < 0 || index >= static_cast<std::ptrdiff_t>(runs->size())) return "-";
+  if (index == decision->fastest) return "fastest";
+  for (const Comparison& c : decision->comparisons) {
+    if (c.index != index) continue;
+    switch (c.verdict) {
+      case Verdict::kSlower: return "slower";
+      case Verdict::kEquivalent: return "tie";
+      case Verdict::kFaster:
+      case Verdict::kUndecided: return "undecided";
+    }
+  }
+  return "-";  // not a candidate (failed, or over the memory limit)
+}
+
 TableContext TableContext::of(const SweepResult& result) {
   TableContext context;
+  context.runs = &result.runs;
+  context.decision = &result.recommendation.decision;
   const int best = result.recommendation.best_index;
   if (best >= 0 && best < static_cast<int>(result.runs.size())) context.best = &result.runs[best];
   return context;

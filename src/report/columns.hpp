@@ -31,11 +31,16 @@ enum class Shown {
   kWhenDataParallel,  // world size > 1 (the allreduce phase)
   kWhenAnyFailed,     // some run did not finish (status and error)
   kWhenPadded,        // some finished run computed padding (--padding, variable lengths)
+  kWhenInRounds,      // some run was timed in interleaved rounds (it has a decision)
 };
 
 // What a cell needs beyond its run: the recommended run ("vs best") and the HTML table's time unit.
 struct TableContext {
   const RunResult* best = nullptr;
+  // The decision on each run (the "decided" column): a run's verdict is found by its place in runs.
+  const std::vector<RunResult>* runs = nullptr;
+  const Decision* decision = nullptr;
+  std::string verdict(const RunResult& run) const;  // "fastest", "slower", "tie", "undecided" or "-"
   double time_divisor = 1.0;  // seconds per unit of the HTML table's times
   static TableContext of(const SweepResult& result);
 };

@@ -49,6 +49,7 @@ void ConsoleReporter::report(const SweepResult& result, std::ostream& out) const
               ? context.best->config.label() + (precision_shown ? " " + to_string(context.best->config.precision) : "")
               : std::string("none"))
       << " \xE2\x80\x94 " << result.recommendation.reason << "\n";  // em dash
+  for (const TimeModel& model : result.time_models) out << text::time_model_text(model, runs) << "\n";
 }
 
 }  // namespace accumbench

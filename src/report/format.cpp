@@ -87,4 +87,21 @@ std::string context_line(const SweepResult& result) {
   return line.str();
 }
 
+std::string time_model_text(const TimeModel& model, const std::vector<RunResult>& runs) {
+  int worst = -1;
+  double worst_error = -1;
+  for (const TimeModelResidual& r : model.residuals) {
+    const double error = std::abs(r.measured_seconds - r.fitted_seconds) / r.measured_seconds;
+    if (error > worst_error) worst = r.index, worst_error = error;
+  }
+  std::string group = to_string(model.precision) + (model.knobs.empty() ? "" : " " + model.knobs) + ", " +
+                      std::to_string(model.residuals.size()) + " splits";
+  std::string line = "Time model (" + group + "): each micro-step costs " + text::format_duration(model.fixed_seconds) +
+                     " fixed + " + text::format_duration(model.seconds_per_token) + " per token, the optimizer " +
+                     text::format_duration(model.optimizer_seconds) + " per step; it fits every split within " +
+                     text::format_percent(model.max_relative_residual, 1);
+  if (worst >= 0 && worst < static_cast<int>(runs.size())) line += " (worst: " + runs[worst].config.label() + ")";
+  return line + ".";
+}
+
 }  // namespace accumbench::text

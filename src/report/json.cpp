@@ -2,8 +2,10 @@
 // back), therefore lossless. Each struct's fields are named once, in fields() below, and the
 // same list drives both writing and reading, so the two directions cannot drift apart.
 //
-// Layout: {"json_schema_version": 5, "context": {...}, "runs": [...], "recommendation": {...}}.
+// Layout: {"json_schema_version": 6, "context": {...}, "runs": [...], "recommendation": {...},
+// "time_models": [...]}.
 // NaN ("not measured") is written as null and read back as NaN; JSON has no NaN literal.
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -55,6 +57,52 @@ auto fields(S& s, V& v) -> IfIs<S, StepSample> {
   v("computed_positions", s.computed_positions);
   v("peak_allocated_bytes", s.peak_allocated_bytes);
   v("skipped", s.skipped);
+  v("round", s.round);
+}
+
+template <class S, class V>
+auto fields(S& s, V& v) -> IfIs<S, Estimate> {
+  v("value", s.value);
+  v("low", s.low);
+  v("high", s.high);
+}
+
+template <class S, class V>
+auto fields(S& s, V& v) -> IfIs<S, Comparison> {
+  v("index", s.index);
+  v("ratio", s.ratio);
+  v("paired_rounds", s.paired_rounds);
+  v("verdict", s.verdict);
+}
+
+template <class S, class V>
+auto fields(S& s, V& v) -> IfIs<S, Decision> {
+  v("kind", s.kind);
+  v("confidence", s.confidence);
+  v("tie_tolerance", s.tie_tolerance);
+  v("fastest", s.fastest);
+  v("runner_up", s.runner_up);
+  v("comparisons", s.comparisons);
+  v("rounds", s.rounds);
+  v("budget_spent", s.budget_spent);
+}
+
+template <class S, class V>
+auto fields(S& s, V& v) -> IfIs<S, TimeModelResidual> {
+  v("index", s.index);
+  v("measured_seconds", s.measured_seconds);
+  v("fitted_seconds", s.fitted_seconds);
+}
+
+template <class S, class V>
+auto fields(S& s, V& v) -> IfIs<S, TimeModel> {
+  v("precision", s.precision);
+  v("knobs", s.knobs);
+  v("fixed_seconds", s.fixed_seconds);
+  v("seconds_per_token", s.seconds_per_token);
+  v("optimizer_seconds", s.optimizer_seconds);
+  v("residuals", s.residuals);
+  v("max_relative_residual", s.max_relative_residual);
 }
 
 template <class S, class V>
@@ -114,6 +162,9 @@ auto fields(S& s, V& v) -> IfIs<S, RunResult> {
   v("fits", s.fits);
   v("steps", s.steps);
   v("timeline", s.timeline);
+  v("clip_seconds", s.clip_seconds);
+  v("session", s.session);
+  v("mean_seconds", s.mean_seconds);
 }
 
 template <class S, class V>
@@ -121,6 +172,7 @@ auto fields(S& s, V& v) -> IfIs<S, Recommendation> {
   v("best_index", s.best_index);
   v("tied_indices", s.tied_indices);
   v("reason", s.reason);
+  v("decision", s.decision);
 }
 
 template <class S, class V>
@@ -155,7 +207,9 @@ inline constexpr bool kIsRecord =
     std::is_same_v<T, PhaseSpan> || std::is_same_v<T, StepSample> ||
     std::is_same_v<T, MemoryBreakdown> || std::is_same_v<T, SplitConfig> ||
     std::is_same_v<T, Summary> || std::is_same_v<T, RunResult> ||
-    std::is_same_v<T, Recommendation> || std::is_same_v<T, SweepContext>;
+    std::is_same_v<T, Recommendation> || std::is_same_v<T, SweepContext> || std::is_same_v<T, Estimate> ||
+    std::is_same_v<T, Comparison> || std::is_same_v<T, Decision> || std::is_same_v<T, TimeModelResidual> ||
+    std::is_same_v<T, TimeModel>;
 
 // A problem at a place in the document ("runs[2].steps[0].loss"); turned into a UserError that
 // also names the file.
@@ -175,6 +229,8 @@ Json encode(Phase value);
 Json encode(RunStatus value);
 Json encode(Precision value);
 Json encode(Checkpointing value);
+Json encode(DecisionKind value);
+Json encode(Verdict value);
 Json encode(const PhaseSeconds& value);
 Json encode(const std::vector<std::pair<std::string, std::string>>& options);
 template <class T>
@@ -200,6 +256,8 @@ Json encode(Phase value) { return Json(phase_name(value)); }
 Json encode(RunStatus value) { return Json(run_status_name(value)); }
 Json encode(Precision value) { return Json(to_string(value)); }
 Json encode(Checkpointing value) { return Json(to_string(value)); }
+Json encode(DecisionKind value) { return Json(to_string(value)); }
+Json encode(Verdict value) { return Json(to_string(value)); }
 
 // Keyed by phase name rather than position, so the file says which number is which.
 Json encode(const PhaseSeconds& value) {
@@ -244,6 +302,8 @@ void decode(const Json& j, const std::string& path, Phase& out);
 void decode(const Json& j, const std::string& path, RunStatus& out);
 void decode(const Json& j, const std::string& path, Precision& out);
 void decode(const Json& j, const std::string& path, Checkpointing& out);
+void decode(const Json& j, const std::string& path, DecisionKind& out);
+void decode(const Json& j, const std::string& path, Verdict& out);
 void decode(const Json& j, const std::string& path, PhaseSeconds& out);
 void decode(const Json& j, const std::string& path,
             std::vector<std::pair<std::string, std::string>>& out);
@@ -327,6 +387,32 @@ void decode(const Json& j, const std::string& path, Phase& out) {
   throw FormatError{path, "is \"" + name + "\", not a phase (" + names + ")"};
 }
 
+template <class E, size_t N>
+void decode_named(const Json& j, const std::string& path, E& out, const std::array<E, N>& values) {
+  std::string name;
+  decode(j, path, name);
+  std::string names;
+  for (E value : values) {
+    if (name == to_string(value)) {
+      out = value;
+      return;
+    }
+    names += (names.empty() ? "" : ", ") + std::string(to_string(value));
+  }
+  throw FormatError{path, "is \"" + name + "\", not one of " + names};
+}
+
+void decode(const Json& j, const std::string& path, DecisionKind& out) {
+  decode_named(j, path, out,
+               std::array<DecisionKind, 5>{DecisionKind::kNone, DecisionKind::kOnly, DecisionKind::kFastest,
+                                           DecisionKind::kTie, DecisionKind::kUndecided});
+}
+
+void decode(const Json& j, const std::string& path, Verdict& out) {
+  decode_named(j, path, out,
+               std::array<Verdict, 4>{Verdict::kSlower, Verdict::kFaster, Verdict::kEquivalent, Verdict::kUndecided});
+}
+
 void decode(const Json& j, const std::string& path, RunStatus& out) {
   std::string name;
   decode(j, path, name);
@@ -407,6 +493,7 @@ std::string to_json(const SweepResult& result) {
   root["context"] = encode(result.context);
   root["runs"] = encode(result.runs);
   root["recommendation"] = encode(result.recommendation);
+  root["time_models"] = encode(result.time_models);
   // error_handler_t::replace: an exception message from a failed run may hold invalid UTF-8;
   // the file must still be written.
   return root.dump(2, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n";
@@ -443,6 +530,7 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
     decode(member(root, "", "context"), "context", result.context);
     decode(member(root, "", "runs"), "runs", result.runs);
     decode(member(root, "", "recommendation"), "recommendation", result.recommendation);
+    decode(member(root, "", "time_models"), "time_models", result.time_models);
   } catch (const FormatError& e) {
     const std::string where = e.path.empty() ? "the top level" : e.path;
     throw UserError(origin + ": " + where + " " + e.problem +

@@ -64,6 +64,38 @@ void upgrade_from_version_4(Json& root) {
   }
 }
 
+// Version 5 (before decisions) timed each split alone: its steps read as unpaired (round −1), the
+// winsorized mean from its steps with no interval, and the recommendation as it was written
+// (decision "none": the file does not say how it was decided).
+void upgrade_from_version_5(Json& root) {
+  root["json_schema_version"] = 6;
+  if (root.contains("context") && root["context"].is_object()) root["context"]["json_schema_version"] = 6;
+  if (!root.contains("time_models")) root["time_models"] = Json::array();
+  if (root.contains("recommendation") && root["recommendation"].is_object() &&
+      !root["recommendation"].contains("decision")) {
+    root["recommendation"]["decision"] = {{"kind", "none"},     {"confidence", 0.95}, {"tie_tolerance", 0.02},
+                                          {"fastest", -1},      {"runner_up", -1},    {"comparisons", Json::array()},
+                                          {"rounds", 0},        {"budget_spent", false}};
+  }
+  if (!root.contains("runs") || !root["runs"].is_array()) return;
+  for (Json& run : root["runs"]) {
+    if (!run.is_object()) continue;
+    if (!run.contains("clip_seconds")) run["clip_seconds"] = nullptr;
+    if (!run.contains("session")) run["session"] = 0;
+    if (!run.contains("mean_seconds")) {
+      const bool has_mean = run.contains("step_seconds") && run["step_seconds"].is_object() &&
+                            run["step_seconds"].contains("mean");
+      run["mean_seconds"] = {{"value", has_mean ? run["step_seconds"]["mean"] : Json(nullptr)},
+                             {"low", nullptr},
+                             {"high", nullptr}};
+    }
+    if (!run.contains("steps") || !run["steps"].is_array()) continue;
+    for (Json& step : run["steps"]) {
+      if (step.is_object() && !step.contains("round")) step["round"] = -1;
+    }
+  }
+}
+
 }  // namespace
 
 void upgrade_to_current_version(Json& root) {
@@ -71,6 +103,7 @@ void upgrade_to_current_version(Json& root) {
   if (version.is_number_integer() && version.get<int64_t>() == 2) upgrade_from_version_2(root);
   if (version.is_number_integer() && version.get<int64_t>() == 3) upgrade_from_version_3(root);
   if (version.is_number_integer() && version.get<int64_t>() == 4) upgrade_from_version_4(root);
+  if (version.is_number_integer() && version.get<int64_t>() == 5) upgrade_from_version_5(root);
 }
 
 }  // namespace accumbench

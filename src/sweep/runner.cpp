@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "accumbench/data.hpp"
+#include "accumbench/decision.hpp"
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/statistics.hpp"
@@ -43,7 +44,14 @@ void check_sweep_options(const SweepOptions& options) {
   }
   if (!(options.time_budget_seconds >= 0) || !(options.time_budget_seconds <= 1e7)) {
     throw UserError("--time-budget must be a number of seconds in [0, 1e7], got " + number(options.time_budget_seconds) +
-                    "; use 0 for exactly --steps steps");
+                    "; use 0 for exactly --steps rounds");
+  }
+  if (!(options.tie_tolerance >= 0) || !(options.tie_tolerance < 1)) {
+    throw UserError("--tie-tolerance must be a fraction in [0, 1), got " + number(options.tie_tolerance) +
+                    "; 0.03 calls splits within 3 % of each other equivalent");
+  }
+  if (!(options.confidence > 0.5) || !(options.confidence < 1)) {
+    throw UserError("--confidence must be in (0.5, 1), got " + number(options.confidence) + "; 0.95 is the usual level");
   }
   // NaN is "not given" (the device table); anything else must be a finite positive peak.
   if (!std::isnan(options.peak_tflops) && !(options.peak_tflops > 0 && std::isfinite(options.peak_tflops))) {
@@ -70,7 +78,7 @@ bool may_differ_on_resume(const std::string& option) {
   static const char* const kFree[] = {"micro_batches", "precisions",   "knobs",       "cuda_graphs",
                                       "chunked_loss",  "activation_checkpointing", "optimizer_in_backward",
                                       "memory_limit_bytes", "try_predicted_oom", "profile_dir", "OMP_WAIT_POLICY",
-                                      "peak_tflops"};
+                                      "peak_tflops", "tie_tolerance", "confidence"};
   for (const char* free : kFree) {
     if (option == free) return true;
   }
@@ -265,6 +273,8 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
       {"warmup", std::to_string(o.warmup)},
       {"steps", std::to_string(o.steps)},
       {"time_budget_seconds", number(o.time_budget_seconds)},
+      {"tie_tolerance", number(o.tie_tolerance)},
+      {"confidence", number(o.confidence)},
       {"memory_limit_bytes", std::to_string(w.memory_limit_bytes)},
       {"knobs", w.grid.knobs ? "true" : "false"},
       {"activation_checkpointing", to_string(w.grid.checkpointing)},
@@ -311,9 +321,6 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   const compat::LaunchEnvironment launch = compat::launch_environment();
   const c10::Device device = resolve_device(w.device);
   if (device.is_cuda()) compat::cuda_set_device(device.index());
-  if (launch.world_size > 1 && options.time_budget_seconds > 0) {
-    throw UserError("--time-budget cannot be used with data parallel (each rank would stop after a different number of steps); use --steps");
-  }
   if (w.grid.cuda_graphs) require_cuda_for_graphs(device);
   if (!options.profile_dir.empty()) check_profile_dir(options.profile_dir, device);
   MemoryProbe memory(device);  // on CPU this installs the counting allocator before anything is allocated
@@ -348,32 +355,135 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   for (RunResult& run : kept) {
     if (run.status == RunStatus::kOk) measurement.judge_fits(run);
   }
+  const DecisionOptions decision_options{options.tie_tolerance, options.confidence, false};
+  // The file's other splits follow this sweep's, so an interrupted resume keeps them.
+  const auto save = [&](std::vector<RunResult> runs, const DecisionOptions& decision) {
+    if (!on_split) return;
+    SweepResult partial = result;
+    partial.runs = std::move(runs);
+    partial.runs.insert(partial.runs.end(), kept.begin(), kept.end());
+    partial.recommendation = recommend(partial.runs, w.memory_limit_bytes, decision);
+    partial.time_models = fit_time_models(partial.runs);
+    on_split(partial);
+  };
+
+  // 1. Each split alone: plan, warm-up, memory (and the whole timing of CUDA-graph splits).
+  std::vector<bool> measured(grid.size(), false);  // in this sweep, not copied from the file
   for (size_t index = 0; index < grid.size(); ++index) {
     const RunResult* done = nullptr;
     if (resume != nullptr) {
+      // Done: finished, with its --steps timed steps at least (a sweep stopped mid-rounds saves
+      // splits with fewer; they are measured again).
       const auto found = std::find_if(resume->runs.begin(), resume->runs.end(), [&](const RunResult& r) {
-        return r.status == RunStatus::kOk && r.config.key() == grid[index].key();
+        return r.status == RunStatus::kOk && r.config.key() == grid[index].key() &&
+               static_cast<int64_t>(r.steps.size()) >= options.steps;
       });
       if (found != resume->runs.end()) done = &*found;
     }
-    RunResult run = done != nullptr ? *done : measurement.run(grid[index], index, grid.size());
-    if (done != nullptr) measurement.judge_fits(run);
-    result.runs.push_back(std::move(run));
-    result.recommendation = recommend(result.runs, w.memory_limit_bytes);
-    if (on_split) {
-      if (kept.empty()) {
-        on_split(result);
-      } else {  // the file's other splits follow this sweep's, so an interrupted resume keeps them
-        SweepResult partial = result;
-        partial.runs.insert(partial.runs.end(), kept.begin(), kept.end());
-        partial.recommendation = recommend(partial.runs, w.memory_limit_bytes);
-        on_split(partial);
-      }
+    if (done != nullptr) {
+      RunResult run = *done;
+      measurement.judge_fits(run);
+      result.runs.push_back(std::move(run));
+      continue;
     }
-    if (!measurement.fatal_error().empty()) throw FatalRunError(measurement.fatal_error());
+    try {
+      result.runs.push_back(measurement.prepare(grid[index], index, grid.size()));
+    } catch (const FatalRunError&) {
+      save(result.runs, decision_options);
+      throw;
+    }
+    measured[index] = true;
+  }
+
+  // 2. The timed steps, in interleaved rounds (decision.hpp): every split for --steps rounds,
+  // then only the contenders until they are decided or --time-budget is spent.
+  std::vector<int> slot_of;  // rounds' split -> grid index
+  std::vector<double> clips;
+  std::vector<bool> candidate;
+  for (size_t index = 0; index < grid.size(); ++index) {
+    if (!measured[index] || !measurement.in_rounds(result.runs[index])) continue;
+    slot_of.push_back(static_cast<int>(index));
+    clips.push_back(result.runs[index].clip_seconds);
+    candidate.push_back(w.memory_limit_bytes <= 0 || result.runs[index].fits);
+  }
+  const int64_t session = std::max<int64_t>(1, std::chrono::steady_clock::now().time_since_epoch().count());
+  for (int index : slot_of) result.runs[index].session = session;
+  RoundOptions round_options;
+  round_options.min_rounds = options.steps;
+  round_options.budget_seconds = options.time_budget_seconds;
+  round_options.decision = decision_options;
+  const auto rounds_start = std::chrono::steady_clock::now();
+  auto last_save = rounds_start;
+  const auto finished_copies = [&] {
+    std::vector<RunResult> runs = result.runs;
+    for (int index : slot_of) measurement.finish(runs[index], index, /*final=*/false);
+    return runs;
+  };
+  // Data parallel: every rank must run the same rounds, so every rank decides on rank 0's times
+  // and clock (a sum over the ranks of rank 0's values and zeros elsewhere).
+  AgreeOnRound agree;
+  if (group) {
+    agree = [&](std::vector<double>& seconds, double& elapsed) {
+      at::Tensor values = torch::zeros({static_cast<int64_t>(seconds.size()) + 1}, torch::kFloat64);
+      if (group->rank() == 0) {
+        for (size_t i = 0; i < seconds.size(); ++i) values[i] = std::isnan(seconds[i]) ? -1.0 : seconds[i];
+        values[static_cast<int64_t>(seconds.size())] = elapsed;
+      }
+      values = values.to(device);
+      group->all_reduce_sum_async({values})->wait();
+      values = values.cpu();
+      for (size_t i = 0; i < seconds.size(); ++i) {
+        const double v = values[i].item<double>();
+        seconds[i] = v < 0 ? std::numeric_limits<double>::quiet_NaN() : v;
+      }
+      elapsed = values[static_cast<int64_t>(seconds.size())].item<double>();
+    };
+  }
+  if (agree) {  // the winsorizing bounds too: rank 0's, so that every rank's evidence is the same
+    double unused = 0;
+    agree(clips, unused);
+    for (size_t k = 0; k < slot_of.size(); ++k) result.runs[slot_of[k]].clip_seconds = clips[k];
+  }
+  RoundEvidence evidence(clips, options.confidence);
+  RoundReport report;
+  try {
+    report = run_rounds(
+        evidence, candidate, round_options,
+        [&](int split, int64_t round) {
+          const int index = slot_of[split];
+          return measurement.timed_step(result.runs[index], index, round);
+        },
+        [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - rounds_start).count(); }, agree,
+        [&](int64_t round, const std::vector<int>& live) {
+          measurement.report_round(round, static_cast<int>(live.size()), grid.size());
+          // Saved once every split has its --steps rounds, and every few seconds: a signal or
+          // kill -9 loses at most those seconds (a split with fewer than --steps timed steps in
+          // the file is measured again by --resume).
+          const auto now = std::chrono::steady_clock::now();
+          if (round + 1 == options.steps || now - last_save > std::chrono::seconds(5)) {
+            save(finished_copies(), decision_options);
+            last_save = now;
+          }
+        });
+  } catch (const FatalRunError&) {
+    save(finished_copies(), decision_options);
+    throw;
+  }
+
+  // 3. Finish: memory attribution, derived fields, profiles; intervals of the means.
+  for (int index : slot_of) measurement.finish(result.runs[index], index);
+  for (size_t k = 0; k < slot_of.size(); ++k) {
+    RunResult& run = result.runs[slot_of[k]];
+    if (run.status != RunStatus::kOk) continue;
+    const Estimate mean = evidence.mean_seconds(static_cast<int>(k));
+    run.mean_seconds = Estimate{run.mean_seconds.value, mean.low, mean.high};
   }
   result.runs.insert(result.runs.end(), kept.begin(), kept.end());
-  result.recommendation = recommend(result.runs, w.memory_limit_bytes);
+  DecisionOptions final_decision = decision_options;
+  final_decision.budget_spent = report.budget_spent;
+  result.recommendation = recommend(result.runs, w.memory_limit_bytes, final_decision);
+  result.time_models = fit_time_models(result.runs);
+  if (on_split) on_split(result);
   memory.set_limit_bytes(0);
   return result;
 }

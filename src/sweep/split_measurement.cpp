@@ -2,7 +2,9 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <limits>
 
+#include "accumbench/decision.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/statistics.hpp"
 #include "accumbench/throughput.hpp"
@@ -66,6 +68,13 @@ std::string file_stem(const SplitConfig& split) {
 
 }  // namespace
 
+// What one split keeps between its own block and its rounds.
+struct SplitMeasurement::Slot {
+  StepOptions step;
+  std::unique_ptr<StepTracer> tracer;
+  int64_t baseline_bytes = 0;  // parameters (+ optimizer state) before its first step
+};
+
 SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfig& cfg, c10::Device device,
                                    MemoryProbe& memory, const StepBatches& data, compat::ProcessGroup* group,
                                    const SweepContext& context, ProgressCallback on_step)
@@ -81,40 +90,147 @@ SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfi
 
 SplitMeasurement::~SplitMeasurement() = default;
 
-RunResult SplitMeasurement::run(const SplitConfig& split, size_t index, size_t count) {
+void SplitMeasurement::record_failure(RunResult& run, const std::exception& error) {
+  if (const auto* collective = dynamic_cast<const compat::CollectiveError*>(&error)) {
+    run.status = RunStatus::kError;
+    run.error = collective->what();
+    run.steps.clear();
+    throw FatalRunError(collective->what());  // the group is broken: no reset, no more collectives
+  }
+  run.status = compat::is_out_of_memory(error) ? RunStatus::kOutOfMemory : RunStatus::kError;
+  run.error = error_message(error);
+  run.steps.clear();
+  if (trainer_) trainer_->reset_optimizer();  // drop partial gradients before the next split
+}
+
+RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size_t count) {
+  if (slots_.size() <= index) slots_.resize(index + 1);
+  slots_[index] = std::make_unique<Slot>();
+  Slot& slot = *slots_[index];
   RunResult run;
   run.config = split;
   const LossOptions& loss = options_.workload.loss;
-  StepOptions step = step_options_for(split, loss.normalization, loss.chunk_tokens);
-  apply_padding(step, options_.workload.data);
+  slot.step = step_options_for(split, loss.normalization, loss.chunk_tokens);
+  apply_padding(slot.step, options_.workload.data);
   if (!plan(run)) return run;
   try {
     Trainer& trainer = trainer_for(split.precision);
     trainer.reset_optimizer();
     memory_.empty_cache();
-    const int64_t baseline_bytes = memory_.allocated_bytes();  // parameters + optimizer state
-    trainer.prepare(data_.batch(0), step);  // CUDA graphs: warmup + capture, untimed
-    warm_up_and_time(run, trainer, step, index, count);
-    record_memory(run, trainer, baseline_bytes);
-  } catch (const compat::CollectiveError& error) {
-    run.status = RunStatus::kError;
-    run.error = error.what();
-    run.steps.clear();
-    fatal_error_ = error.what();
-    return run;  // the group is broken: no reset, no more collectives
+    slot.baseline_bytes = memory_.allocated_bytes();  // parameters + optimizer state
+    trainer.prepare(data_.batch(0), slot.step);       // CUDA graphs: warmup + capture, untimed
+    slot.tracer = std::make_unique<StepTracer>(device_, &memory_);
+    warm_up(run, slot, index, count);
+    if (split.cuda_graphs) time_alone(run, slot, index, count);
+  } catch (const FatalRunError&) {
+    throw;
   } catch (const std::exception& error) {
-    run.status = compat::is_out_of_memory(error) ? RunStatus::kOutOfMemory : RunStatus::kError;
-    run.error = error_message(error);
-    run.steps.clear();
-    if (trainer_) trainer_->reset_optimizer();  // drop partial gradients before the next split
+    record_failure(run, error);
   }
-  const double recompute = split.activation_checkpointing == Checkpointing::kBlocks
+  if (run.status != RunStatus::kOk) {
+    finalize_run(run, context_.flops_per_token, peak_tflops(split.precision));
+  } else if (split.cuda_graphs) {
+    finish(run, index);
+  } else {
+    judge_fits(run);  // on the own block's memory: whether the split is a candidate in the rounds
+  }
+  return run;
+}
+
+bool SplitMeasurement::in_rounds(const RunResult& run) const {
+  return run.status == RunStatus::kOk && !run.config.cuda_graphs;
+}
+
+StepSample SplitMeasurement::traced_step(Slot& slot, int64_t batch_index) {
+  slot.tracer->start_step();
+  StepOutcome outcome = trainer_->step(data_.batch(batch_index), slot.step, slot.tracer.get());
+  StepSample sample = slot.tracer->finish_step();
+  sample.loss = outcome.loss();
+  sample.tokens = outcome.tokens;
+  sample.positions = outcome.positions;
+  sample.computed_positions = outcome.computed_positions;
+  sample.skipped = outcome.skipped;
+  return sample;
+}
+
+// The split's own block: warm-up steps right after an emptied cache, so that the CUDA caching
+// allocator's reserved bytes are this split's alone (the rounds that follow run every split on one
+// cache, which the largest split has grown, as a training run's allocator is after its first step).
+void SplitMeasurement::warm_up(RunResult& run, Slot& slot, size_t index, size_t count) {
+  std::vector<double> seconds;
+  const int warmup = std::max(1, options_.warmup);
+  for (int i = 0; i < warmup; ++i) {
+    if (on_step_) {
+      SweepProgress progress;
+      progress.split_index = static_cast<int>(index);
+      progress.split_count = static_cast<int>(count);
+      progress.step_index = i;
+      progress.step_count = warmup;
+      progress.elapsed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sweep_start_).count();
+      on_step_(progress);
+    }
+    const StepSample sample = traced_step(slot, i);
+    seconds.push_back(sample.step_seconds);
+    run.peak_reserved_bytes = std::max(run.peak_reserved_bytes, slot.tracer->step_peak_reserved_bytes());
+    run.peak_allocated_bytes = std::max(run.peak_allocated_bytes, sample.peak_allocated_bytes);
+  }
+  // Fixed before any timed step: the bound the decisions winsorize this split's step times at.
+  run.clip_seconds = kClipFactor * median(seconds);
+}
+
+// CUDA graphs: the timed steps follow the warm-up in the split's own block (their steps are not
+// paired with the rounds'; the decisions compare them through the means).
+void SplitMeasurement::time_alone(RunResult& run, Slot& slot, size_t index, size_t count) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0;; ++i) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (i >= options_.steps && (options_.time_budget_seconds <= 0 || elapsed >= options_.time_budget_seconds / count)) {
+      break;
+    }
+    run.steps.push_back(traced_step(slot, std::max(1, options_.warmup) + i));
+    run.peak_reserved_bytes = std::max(run.peak_reserved_bytes, slot.tracer->step_peak_reserved_bytes());
+  }
+}
+
+double SplitMeasurement::timed_step(RunResult& run, size_t index, int64_t round) {
+  Slot& slot = *slots_[index];
+  try {
+    trainer_for(run.config.precision);
+    // Every split of round r trains on the same samples: step r after the warm-up.
+    StepSample sample = traced_step(slot, std::max(1, options_.warmup) + round);
+    sample.round = round;
+    run.steps.push_back(sample);
+    return sample.step_seconds;
+  } catch (const FatalRunError&) {
+    throw;
+  } catch (const std::exception& error) {
+    record_failure(run, error);
+    finalize_run(run, context_.flops_per_token, peak_tflops(run.config.precision));
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
+void SplitMeasurement::report_round(int64_t round, int live, size_t count) {
+  if (!on_step_) return;
+  SweepProgress progress;
+  progress.split_count = static_cast<int>(count);
+  progress.round = round;
+  progress.live_splits = live;
+  progress.budget_seconds = options_.time_budget_seconds;
+  progress.elapsed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sweep_start_).count();
+  on_step_(progress);
+}
+
+void SplitMeasurement::finish(RunResult& run, size_t index, bool final) {
+  if (run.status != RunStatus::kOk) return;
+  Slot& slot = *slots_[index];
+  record_memory(run, slot);
+  const double recompute = run.config.activation_checkpointing == Checkpointing::kBlocks
                                ? recompute_flops_per_token(cfg_, options_.workload.seq_len, options_.workload.lora)
                                : 0.0;
-  finalize_run(run, context_.flops_per_token, peak_tflops(split.precision), recompute);
-  if (!options_.profile_dir.empty() && run.status == RunStatus::kOk) profile(run, *trainer_, step);
+  finalize_run(run, context_.flops_per_token, peak_tflops(run.config.precision), recompute);
+  if (final && !options_.profile_dir.empty()) profile(run, slot);
   judge_fits(run);
-  return run;
 }
 
 void SplitMeasurement::judge_fits(RunResult& run) const {
@@ -141,10 +257,10 @@ bool SplitMeasurement::plan(RunResult& run) {
   return false;
 }
 
-// One trainer per precision in a row: a new precision frees the previous optimizer state first.
+// One trainer for the whole sweep: the weights and AdamW's state do not depend on the split, and
+// a step's precision is a setting of the step (Trainer::set_precision).
 Trainer& SplitMeasurement::trainer_for(Precision precision) {
-  if (!trainer_ || trainer_->options().precision != precision) {
-    trainer_.reset();
+  if (!trainer_) {
     memory_.empty_cache();
     TrainOptions train_options;
     train_options.precision = precision;
@@ -152,67 +268,33 @@ Trainer& SplitMeasurement::trainer_for(Precision precision) {
     trainer_ = std::make_unique<Trainer>(model_, device_, train_options);
     trainer_->set_process_group(group_);
   }
+  trainer_->set_precision(precision);
   return *trainer_;
 }
 
-void SplitMeasurement::warm_up_and_time(RunResult& run, Trainer& trainer, const StepOptions& step, size_t index,
-                                        size_t count) {
-  tracer_ = std::make_unique<StepTracer>(device_, &memory_);
-  const auto timed_start = std::chrono::steady_clock::now();
-  double timed_seconds = 0;
-  for (int i = 0;; ++i) {
-    const bool warm = i >= options_.warmup;
-    if (warm && static_cast<int>(run.steps.size()) >= options_.steps &&
-        (options_.time_budget_seconds <= 0 || timed_seconds >= options_.time_budget_seconds)) {
-      break;
-    }
-    if (on_step_) {
-      SweepProgress progress;
-      progress.split_index = static_cast<int>(index);
-      progress.split_count = static_cast<int>(count);
-      progress.step_index = i;
-      progress.step_count = options_.warmup + options_.steps;
-      progress.elapsed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sweep_start_).count();
-      on_step_(progress);
-    }
-    tracer_->start_step();
-    StepOutcome outcome = trainer.step(data_.batch(i), step, tracer_.get());
-    StepSample sample = tracer_->finish_step();
-    sample.loss = outcome.loss();
-    sample.tokens = outcome.tokens;
-    sample.positions = outcome.positions;
-    sample.computed_positions = outcome.computed_positions;
-    sample.skipped = outcome.skipped;
-    if (warm) {
-      run.steps.push_back(sample);
-      run.peak_reserved_bytes = std::max(run.peak_reserved_bytes, tracer_->step_peak_reserved_bytes());
-      timed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_start).count();
-    }
-  }
-}
-
-void SplitMeasurement::record_memory(RunResult& run, const Trainer& trainer, int64_t baseline_bytes) {
-  run.timeline = tracer_->timeline();
+void SplitMeasurement::record_memory(RunResult& run, const Slot& slot) {
+  run.timeline = slot.tracer->timeline();
   for (const auto& s : run.steps) run.peak_allocated_bytes = std::max(run.peak_allocated_bytes, s.peak_allocated_bytes);
   // Replays allocate nothing: the micro-step's activations sit in the graphs' pool, which the
   // allocator counts as reserved only. They are live during every replay.
-  run.peak_allocated_bytes += trainer.graph_pool_bytes();
+  if (run.config.cuda_graphs) run.peak_allocated_bytes += trainer_->graph_pool_bytes();
   if (!device_.is_cuda()) run.peak_reserved_bytes = run.peak_allocated_bytes;
-  run.peak_breakdown = attribute_peak(run, trainer, baseline_bytes);
+  run.peak_breakdown = attribute_peak(run, *trainer_, slot.baseline_bytes);
 }
 
 // One more step under the Kineto profiler: its Chrome trace, and the GPU's busy time (union of
 // kernel intervals, which CUDA events per phase cannot see) over the median unprofiled step.
 // The profiler's host overhead slows the profiled step, not the GPU's kernels, so the ratio uses
 // the median of the timed steps. A failure here leaves the measured run as it is.
-void SplitMeasurement::profile(RunResult& run, Trainer& trainer, const StepOptions& step) {
+void SplitMeasurement::profile(RunResult& run, Slot& slot) {
   compat::KernelProfile profile;
   bool profiling = false;
   try {
+    Trainer& trainer = trainer_for(run.config.precision);
     compat::cuda_synchronize(device_.index());
     profile.start();
     profiling = true;
-    trainer.step(data_.batch(options_.warmup + options_.steps), step);
+    trainer.step(data_.batch(options_.warmup + options_.steps), slot.step);
     compat::cuda_synchronize(device_.index());
     // Data parallel: every rank runs the step (it all-reduces), rank 0 alone writes the trace.
     const bool writes = compat::launch_environment().rank == 0;

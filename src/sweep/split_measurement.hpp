@@ -1,9 +1,14 @@
-// One split of a sweep, measured in named steps (google/benchmark's BenchmarkRunner::
-// DoOneRepetition): plan, prepare, warm up, time, memory, profile, finalize. run_sweep (runner.cpp)
-// owns the loop over the grid; this owns the model and trainer that every split reuses.
+// The splits of a sweep, measured in named steps (google/benchmark's BenchmarkRunner::
+// DoOneRepetition): each split alone first (plan, prepare, warm up; its memory is read there),
+// then the timed steps in interleaved rounds (decision.hpp's run_rounds calls timed_step), then
+// finish (memory attribution, derived fields, profile). run_sweep (runner.cpp) owns the grid and
+// the rounds; this owns the one model and the one trainer that every split shares: the weights
+// and the optimizer do not depend on the split, only the step's shape and precision do.
 //
 //   SplitMeasurement m(options, cfg, device, memory, data, group, context, on_step);
-//   RunResult run = m.run(split, index, grid_size);   // never throws for a failing split
+//   RunResult run = m.prepare(split, index, grid_size);   // never throws for a failing split
+//   double seconds = m.timed_step(run, index, round);     // NaN when the split failed
+//   m.finish(run, index);
 #pragma once
 
 #include <chrono>
@@ -25,21 +30,35 @@ class SplitMeasurement {
                    const StepBatches& data, compat::ProcessGroup* group, const SweepContext& context,
                    ProgressCallback on_step);
   ~SplitMeasurement();
-  RunResult run(const SplitConfig& split, size_t index, size_t count);
+  // The split alone: plan, prepare, warm-up steps (at least one) after an emptied cache, which
+  // give its peak memory and the bound its step times are winsorized at. Splits with CUDA graphs
+  // are also timed here (their captured shape cannot change between rounds) and come back
+  // finished. `index` names the split's slot for timed_step and finish.
+  RunResult prepare(const SplitConfig& split, size_t index, size_t count);
+  // Whether `run` (as prepare left it) takes part in the rounds.
+  bool in_rounds(const RunResult& run) const;
+  // One timed step of the prepared split in round `round`; NaN (and the run recorded as failed)
+  // when it fails. Throws FatalRunError when a collective failed (data parallel).
+  double timed_step(RunResult& run, size_t index, int64_t round);
+  // Memory attribution, derived fields, the profile step (final only), the fits verdict.
+  void finish(RunResult& run, size_t index, bool final = true);
   // The "fits" verdict of a finished run under today's --memory-limit (also for runs read back
   // from a --resume file).
   void judge_fits(RunResult& run) const;
-  // Set when a split failed in a collective (data parallel): the sweep saves and stops.
-  const std::string& fatal_error() const { return fatal_error_; }
+  // Progress of the rounds, for the CLI.
+  void report_round(int64_t round, int live, size_t count);
 
  private:
+  struct Slot;
   // The plan's peak; false (and the run recorded as predicted-oom) when it exceeds the limit.
   bool plan(RunResult& run);
   Trainer& trainer_for(Precision precision);
-  // Warmup steps (discarded), then timed steps until --steps and --time-budget are both met.
-  void warm_up_and_time(RunResult& run, Trainer& trainer, const StepOptions& step, size_t index, size_t count);
-  void record_memory(RunResult& run, const Trainer& trainer, int64_t baseline_bytes);
-  void profile(RunResult& run, Trainer& trainer, const StepOptions& step);
+  StepSample traced_step(Slot& slot, int64_t batch_index);
+  void record_failure(RunResult& run, const std::exception& error);
+  void warm_up(RunResult& run, Slot& slot, size_t index, size_t count);
+  void time_alone(RunResult& run, Slot& slot, size_t index, size_t count);
+  void record_memory(RunResult& run, const Slot& slot);
+  void profile(RunResult& run, Slot& slot);
   double peak_tflops(Precision precision) const;
 
   const SweepOptions& options_;
@@ -54,8 +73,7 @@ class SplitMeasurement {
   PlanOptions plan_options_;
   std::unique_ptr<Trainer> trainer_;
   std::chrono::steady_clock::time_point sweep_start_;
-  std::unique_ptr<StepTracer> tracer_;
-  std::string fatal_error_;
+  std::vector<std::unique_ptr<Slot>> slots_;
 };
 
 }  // namespace accumbench

@@ -113,6 +113,16 @@ std::pair<double, double> bootstrap_median_interval(const std::vector<double>& v
   return {medians[k], medians[last - k]};
 }
 
+double winsorized_mean(const RunResult& run) {
+  std::vector<double> seconds;
+  for (const StepSample& s : run.steps) seconds.push_back(s.step_seconds);
+  if (seconds.empty()) return kNaN;
+  const double clip = run.clip_seconds > 0 ? run.clip_seconds : kClipFactor * median(seconds);
+  double sum = 0;
+  for (double s : seconds) sum += std::min(s, clip);
+  return sum / static_cast<double>(seconds.size());
+}
+
 Summary summarize(const std::vector<double>& values) {
   Summary s;
   s.median = median(values);
@@ -138,6 +148,7 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
   }
   run.step_seconds = summarize(step_seconds);
   if (run.steps.empty()) return;
+  run.mean_seconds = Estimate{winsorized_mean(run), kNaN, kNaN};  // the interval comes from the rounds
 
   for (int p = 0; p < kPhaseCount; ++p) {
     std::vector<double> host;
@@ -270,43 +281,88 @@ std::string no_success_reason(const std::vector<RunResult>& runs, const std::vec
   return reason + ".";
 }
 
-// The first sentence: which split and why it was chosen, with what is worth knowing about it.
-std::string why_chosen(const std::vector<RunResult>& runs, const std::vector<int>& candidates,
-                       const std::vector<int>& ties, int best, int fastest, int64_t memory_limit_bytes) {
-  const RunResult& b = runs[best];
-  const RunResult& f = runs[fastest];
-  const double best_median = b.step_seconds.median;
-  const std::string per_step =
-      " per step (" + text::format_count(b.tokens_per_second) + " tokens/s)";
+std::string times_text(const Estimate& ratio) {
+  const auto bound = [](double v) { return std::isfinite(v) ? text::format_fixed(v, 2) : std::string("\u221e"); };
+  return bound(ratio.low) + "\u2013" + bound(ratio.high) + "\u00d7";
+}
 
+std::string confidence_text(const Decision& d) {
+  return text::format_percent(d.confidence, 0) + " confidence";
+}
+
+std::string tolerance_text(const Decision& d) { return "\u00b1" + text::format_percent(d.tie_tolerance, 0); }
+
+const Comparison* comparison_of(const Decision& d, int index) {
+  for (const Comparison& c : d.comparisons) {
+    if (c.index == index) return &c;
+  }
+  return nullptr;
+}
+
+// The first sentence: what the rounds decided and which split is recommended, with what is worth
+// knowing about it.
+std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, const std::vector<int>& ties, int best,
+                       int64_t memory_limit_bytes) {
+  const RunResult& b = runs[best];
+  const RunResult& f = runs[d.fastest];
+  const std::string per_step = seconds_text(b.mean_seconds.value) + " per step (" +
+                               text::format_count(b.tokens_per_second) + " tokens/s)";
   std::string lead;
-  if (candidates.size() == 1) {
-    lead = run_name(b, runs) + " is the only split that ran" +
-           (memory_limit_bytes > 0 ? " and fits" : "") + ": " + seconds_text(best_median) +
-           per_step;
-  } else if (best == fastest) {
-    lead = run_name(b, runs) + " is fastest at " + seconds_text(best_median) + per_step;
-    if (ties.size() > 1) {
-      lead += " and needs the least memory (" + format_bytes(b.peak_allocated_bytes) + ") of the " +
-              std::to_string(ties.size()) + " splits within the noise";
+  switch (d.kind) {
+    case DecisionKind::kOnly:
+      lead = run_name(b, runs) + " is the only split that ran" + (memory_limit_bytes > 0 ? " and fits" : "") + ": " +
+             per_step;
+      break;
+    case DecisionKind::kFastest: {
+      const Comparison* r = comparison_of(d, d.runner_up);
+      lead = run_name(b, runs) + " is fastest at " + per_step;
+      if (r != nullptr) {
+        lead += ": the runner-up " + run_name(runs[r->index], runs) + " takes " + times_text(r->ratio) +
+                " its time (" + confidence_text(d) + ", " + std::to_string(r->paired_rounds) + " paired rounds)";
+      }
+      break;
     }
-  } else {
-    lead = run_name(b, runs) + " ties with the fastest split " + run_name(f, runs) + " (" +
-           seconds_text(best_median) + " vs " + seconds_text(f.step_seconds.median) +
-           " per step, within the noise) and is chosen for its lower peak memory (" +
-           format_bytes(b.peak_allocated_bytes) + " vs " + format_bytes(f.peak_allocated_bytes) +
-           ")";
+    case DecisionKind::kTie:
+    case DecisionKind::kUndecided: {
+      if (best == d.fastest) {
+        lead = run_name(b, runs) + " is fastest at " + per_step;
+        if (ties.size() > 1) {
+          lead += " and needs the least memory (" + format_bytes(b.peak_allocated_bytes) + ") of the " +
+                  std::to_string(ties.size()) + " splits equivalent within " + tolerance_text(d);
+        }
+      } else {
+        const Comparison* c = comparison_of(d, best);
+        lead = run_name(b, runs) + " ties with the fastest split " + run_name(f, runs) + " (it takes " +
+               times_text(c->ratio) + " its time, equivalent within " + tolerance_text(d) + " at " +
+               confidence_text(d) + ") and is chosen for its lower peak memory (" +
+               format_bytes(b.peak_allocated_bytes) + " vs " + format_bytes(f.peak_allocated_bytes) + ")";
+      }
+      if (d.kind == DecisionKind::kUndecided) {
+        // What is still open, and the recommendation as the best estimate so far.
+        std::string list;
+        for (const Comparison& c : d.comparisons) {
+          if (c.verdict != Verdict::kUndecided && c.verdict != Verdict::kFaster) continue;
+          list += list.empty() ? run_name(runs[c.index], runs) + " may still take " + times_text(c.ratio) + " its time"
+                               : ", " + run_name(runs[c.index], runs) + " " + times_text(c.ratio);
+        }
+        lead = "Undecided after " + std::to_string(d.rounds) + " rounds" +
+               (d.budget_spent ? " (--time-budget spent)" : "") + ": " + run_name(f, runs) +
+               " has the lowest mean step time, but " + list + " (" + confidence_text(d) +
+               "); a longer --time-budget can decide. As it stands, " + lead;
+      }
+      break;
+    }
+    case DecisionKind::kNone:
+      break;
   }
 
   std::vector<std::string> clauses;
   if (host_bound(b)) clauses.push_back("it is " + host_bound_words(b));
-  const double optimizer_share =
-      b.phase_median_seconds[static_cast<int>(Phase::kOptimizer)] / best_median;
+  const double optimizer_share = b.phase_median_seconds[static_cast<int>(Phase::kOptimizer)] / b.mean_seconds.value;
   // Above a tenth of the step the optimizer is worth knowing about: it is the part that
   // accumulation amortizes and that fused/in-backward optimizers shrink.
   if (optimizer_share > 0.10) {
-    clauses.push_back("the optimizer takes " + text::format_percent(optimizer_share, 0) +
-                      " of its step");
+    clauses.push_back("the optimizer takes " + text::format_percent(optimizer_share, 0) + " of its step");
   }
   if (memory_limit_bytes > 0) {
     clauses.push_back("its " + format_bytes(b.peak_allocated_bytes) + " peak leaves " +
@@ -318,16 +374,27 @@ std::string why_chosen(const std::vector<RunResult>& runs, const std::vector<int
   return reason + ".";
 }
 
-// The second sentence: what the slowest split that ran loses against the chosen one, and where;
-// empty when it is the chosen one or within 1 % of it (noise, and "slower" would mislead).
-std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std::vector<int>& ok, int best) {
+const TimeModel* time_model_of(const std::vector<TimeModel>& models, int index) {
+  for (const TimeModel& m : models) {
+    for (const TimeModelResidual& r : m.residuals) {
+      if (r.index == index) return &m;
+    }
+  }
+  return nullptr;
+}
+
+// The second sentence: what the slowest split that ran loses against the chosen one, where, and
+// how much of it the fixed cost per micro-step explains; empty when it is the chosen one or within
+// 1 % of it (noise, and "slower" would mislead).
+std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std::vector<int>& ok, int best,
+                                   const std::vector<TimeModel>& models) {
   int slowest = ok.front();
   for (int i : ok) {
-    if (runs[i].step_seconds.median > runs[slowest].step_seconds.median) slowest = i;
+    if (runs[i].mean_seconds.value > runs[slowest].mean_seconds.value) slowest = i;
   }
   const RunResult& s = runs[slowest];
   const RunResult& b = runs[best];
-  const double ratio = s.step_seconds.median / b.step_seconds.median;
+  const double ratio = s.mean_seconds.value / b.mean_seconds.value;
   if (slowest == best || ratio < 1.01) return "";
   std::string reason = " " + run_name(s, runs) + " is ";
   if (host_bound(s)) reason += host_bound_words(s) + " and ";
@@ -344,28 +411,28 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
     }
   }
   if (widest >= 0) {
-    reason += ", mostly " + phase_words(static_cast<Phase>(widest)) + " (+" + seconds_text(widest_seconds) + ")";
+    reason += ", mostly " + phase_words(static_cast<Phase>(widest)) + " (+" + text::format_duration(widest_seconds) + ")";
+  }
+  const TimeModel* model = time_model_of(models, slowest);
+  const int64_t extra = s.config.accum_steps - b.config.accum_steps;
+  if (model != nullptr && model == time_model_of(models, best) && extra > 0 && model->fixed_seconds > 0) {
+    const double fixed = static_cast<double>(extra) * model->fixed_seconds;
+    reason += "; " + std::to_string(extra) + " more micro-steps \u00d7 " + text::format_duration(model->fixed_seconds) +
+              " of fixed cost each = " + text::format_duration(fixed) + " of its " +
+              text::format_duration(s.mean_seconds.value - b.mean_seconds.value) + " more per step";
   }
   return reason + ".";
 }
 
-std::string explain(const std::vector<RunResult>& runs, const std::vector<int>& ok,
-                    const std::vector<int>& candidates, const std::vector<int>& ties, int best,
-                    int fastest, int64_t memory_limit_bytes) {
-  return why_chosen(runs, candidates, ties, best, fastest, memory_limit_bytes) +
-         what_the_slowest_loses(runs, ok, best);
-}
-
 }  // namespace
 
-Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limit_bytes,
-                         double tie_tolerance) {
+Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limit_bytes, const DecisionOptions& options) {
   Recommendation rec;
-  std::vector<int> ok;          // ran and has a median step time
+  std::vector<int> ok;          // ran and has timed steps
   std::vector<int> candidates;  // ... and fits the memory limit
   for (int i = 0; i < static_cast<int>(runs.size()); ++i) {
     const RunResult& run = runs[i];
-    if (run.status != RunStatus::kOk || !std::isfinite(run.step_seconds.median)) continue;
+    if (run.status != RunStatus::kOk || run.steps.empty() || !std::isfinite(run.mean_seconds.value)) continue;
     ok.push_back(i);
     if (memory_limit_bytes <= 0 || run.fits) candidates.push_back(i);
   }
@@ -373,37 +440,33 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
     rec.reason = no_success_reason(runs, ok, memory_limit_bytes);
     return rec;
   }
-
-  int fastest = candidates.front();
+  const RoundEvidence evidence = evidence_from_runs(runs, options.confidence);
+  Decision d = decide(evidence, candidates, options);
+  d.rounds = 0;
   for (int i : candidates) {
-    if (runs[i].step_seconds.median < runs[fastest].step_seconds.median) fastest = i;
-  }
-  const Summary& f = runs[fastest].step_seconds;
-
-  std::vector<int> ties;
-  for (int i : candidates) {
-    const Summary& s = runs[i].step_seconds;
-    const bool within_tolerance = s.median - f.median <= tie_tolerance * f.median;
-    // NaN bounds (no interval computed) compare false: only the tolerance can make a tie.
-    const bool intervals_overlap = s.ci_low <= f.ci_high && s.ci_high >= f.ci_low;
-    if (within_tolerance || intervals_overlap) ties.push_back(i);
+    for (const StepSample& s : runs[i].steps) d.rounds = std::max<int64_t>(d.rounds, s.round + 1);
   }
 
-  // Among ties: lowest peak memory, then the faster, then the earlier in the sweep.
+  std::vector<int> ties = {d.fastest};
+  for (const Comparison& c : d.comparisons) {
+    if (c.verdict == Verdict::kEquivalent) ties.push_back(c.index);
+  }
+  // Among ties: lowest peak memory, then the faster.
   int best = ties.front();
   for (int i : ties) {
     const RunResult& a = runs[i];
     const RunResult& b = runs[best];
     if (a.peak_allocated_bytes < b.peak_allocated_bytes ||
-        (a.peak_allocated_bytes == b.peak_allocated_bytes &&
-         a.step_seconds.median < b.step_seconds.median)) {
+        (a.peak_allocated_bytes == b.peak_allocated_bytes && a.mean_seconds.value < b.mean_seconds.value)) {
       best = i;
     }
   }
-
+  std::sort(ties.begin(), ties.end());
   rec.best_index = best;
   rec.tied_indices = ties;
-  rec.reason = explain(runs, ok, candidates, ties, best, fastest, memory_limit_bytes);
+  rec.decision = d;
+  rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes) +
+               what_the_slowest_loses(runs, ok, best, fit_time_models(runs));
   return rec;
 }
 

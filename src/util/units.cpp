@@ -142,6 +142,14 @@ std::string format_fixed(double value, int decimals) {
   return buffer;
 }
 
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds)) return "-";
+  const double magnitude = std::abs(seconds);
+  if (magnitude >= 1.0 || magnitude == 0.0) return format_significant(seconds, 3) + " s";
+  if (magnitude >= 1e-3) return format_significant(seconds * 1e3, 3) + " ms";
+  return format_significant(seconds * 1e6, 3) + " \u00b5s";
+}
+
 std::string format_significant(double value, int digits) {
   return format_fixed(value, decimals_for_significant(value, digits));
 }

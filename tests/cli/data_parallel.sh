@@ -46,7 +46,8 @@ if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" %
 
 # cli.data_parallel.sweep
 sweep() {
-  tiny_args --batch 8 --json "$work/dp.json"
+  # With a --time-budget: every rank decides on rank 0's times, so both run the same rounds.
+  tiny_args --batch 8 --time-budget 2 --json "$work/dp.json"
   dp_run 2 sweep "${args[@]}"
   # Plan within 10 %: most runs are within 1 %, but in about one run in four Gloo's all-reduce of the
   # last bucket still holds buffers (about two embedding gradients on gpt2-tiny) when backward peaks:
@@ -57,10 +58,12 @@ c = r["context"]
 if (c["world_size"], c["distributed_backend"]) != (2, "gloo"): fail("context %s %s" % (c["world_size"], c["distributed_backend"]))
 splits = sorted((x["config"]["micro_batch"], x["config"]["accum_steps"]) for x in r["runs"])
 if splits != [(1, 4), (2, 2), (4, 1)]: fail("splits %s (4 sequences per rank)" % splits)
+if r["recommendation"]["decision"]["rounds"] < 2: fail("decision %s" % r["recommendation"]["decision"])
 for x in r["runs"]:
     if x["config"]["world_size"] != 2: fail("run world size %s" % x["config"]["world_size"])
     if not x["phase_median_seconds"]["allreduce"] > 0: fail("no allreduce time in %s" % key(x))
     if x["tokens_per_step"] != 8 * 32: fail("tokens per step %s, expected 256 (both ranks)" % x["tokens_per_step"])
+    if len(x["steps"]) < 2 or [s["round"] for s in x["steps"]][:2] != [0, 1]: fail("%s: rounds %s" % (key(x), [s["round"] for s in x["steps"]]))
     error = abs(x["predicted_peak_bytes"] - x["peak_allocated_bytes"]) / x["peak_allocated_bytes"]
     if error > 0.10: fail("%s: plan %s vs measured %s bytes (bucket copies included), %.1f %% off" % (
         key(x), x["predicted_peak_bytes"], x["peak_allocated_bytes"], 100 * error))

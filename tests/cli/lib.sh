@@ -209,7 +209,7 @@ PYEOF
 # batch 4, one warmup and two timed steps, one CPU thread), with each given OPTION replacing its
 # default (the CLI rejects an option given twice) and any other argument appended.
 tiny_args() {
-  _tiny_with --model gpt2-tiny --seq-len 32 --batch 4 --warmup 1 --steps 2 --device cpu --threads 1 -- "$@"
+  _tiny_with --model gpt2-tiny --seq-len 32 --batch 4 --warmup 1 --steps 2 --time-budget 0 --device cpu --threads 1 -- "$@"
 }
 # tiny_verify_args ...: the same for verify, which takes the model and shape options of the tiny
 # sweep but no --warmup or --steps.

@@ -111,8 +111,12 @@ std::string recommendation_section(const SweepResult& result, const std::vector<
     ties += (ties.empty() ? "" : ", ") + result.runs[static_cast<std::size_t>(i)].config.label();
   }
   if (!ties.empty()) {
-    h += "<p class=\"rec-ties\">Within the measurement noise of the fastest: " + html_escape(ties) +
+    h += "<p class=\"rec-ties\">Equivalent to the fastest within \u00b1" +
+         text::format_percent(rec.decision.tie_tolerance, 0) + ": " + html_escape(ties) +
          " (the lower peak memory wins a tie).</p>";
+  }
+  for (const TimeModel& model : result.time_models) {
+    h += "<p class=\"rec-time-model\">" + html_escape(text::time_model_text(model, result.runs)) + "</p>";
   }
   return h + kpis(result, slots, best) + "</section>\n";
 }

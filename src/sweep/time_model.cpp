@@ -1,0 +1,83 @@
+// The time model of a sweep (statistics.hpp, fit_time_models): a fixed cost per micro-step and a
+// cost per computed token, fitted across the splits of one precision and set of knobs.
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "accumbench/statistics.hpp"
+
+namespace accumbench {
+
+namespace {
+
+// "8×8 ckpt chunked-ce" -> "ckpt chunked-ce"; "8×8" -> "".
+std::string knobs_of(const SplitConfig& split) {
+  const std::string label = split.label();
+  const auto space = label.find(' ');
+  return space == std::string::npos ? "" : label.substr(space + 1);
+}
+
+double mean_step_seconds(const RunResult& run) {
+  return std::isfinite(run.mean_seconds.value) ? run.mean_seconds.value : run.step_seconds.median;
+}
+
+double computed_positions_per_step(const RunResult& run) {
+  double sum = 0;
+  for (const StepSample& s : run.steps) sum += static_cast<double>(s.computed_positions);
+  return run.steps.empty() ? 0.0 : sum / static_cast<double>(run.steps.size());
+}
+
+}  // namespace
+
+std::vector<TimeModel> fit_time_models(const std::vector<RunResult>& runs) {
+  std::map<std::pair<Precision, std::string>, std::vector<int>> groups;
+  for (int i = 0; i < static_cast<int>(runs.size()); ++i) {
+    const RunResult& run = runs[i];
+    if (run.status != RunStatus::kOk || !std::isfinite(mean_step_seconds(run)) || run.steps.empty()) continue;
+    if (run.config.optimizer_in_backward) continue;  // its optimizer runs inside backward: another model
+    groups[{run.config.precision, knobs_of(run.config)}].push_back(i);
+  }
+  std::vector<TimeModel> models;
+  for (const auto& [key, members] : groups) {
+    // Three splits at least, two accumulation counts at least: otherwise the two values fit
+    // exactly and the residuals say nothing.
+    if (members.size() < 3) continue;
+    TimeModel model;
+    model.precision = key.first;
+    model.knobs = key.second;
+    std::vector<double> optimizer;
+    for (int i : members) optimizer.push_back(runs[i].phase_median_seconds[static_cast<int>(Phase::kOptimizer)]);
+    model.optimizer_seconds = median(optimizer);
+    if (!std::isfinite(model.optimizer_seconds)) model.optimizer_seconds = 0;
+    // Least squares without intercept: y = α·n + β·P, y = mean step − optimizer, n = accumulation
+    // steps, P = computed positions per step. Normal equations, 2×2.
+    double snn = 0, snp = 0, spp = 0, sny = 0, spy = 0;
+    for (int i : members) {
+      const double n = static_cast<double>(runs[i].config.accum_steps);
+      const double p = computed_positions_per_step(runs[i]);
+      const double y = mean_step_seconds(runs[i]) - model.optimizer_seconds;
+      snn += n * n, snp += n * p, spp += p * p, sny += n * y, spy += p * y;
+    }
+    const double det = snn * spp - snp * snp;
+    // Every split with the same accumulation count (or the same ratio of tokens to micro-steps):
+    // the fixed cost cannot be told from the per-token cost.
+    if (!(std::abs(det) > 1e-9 * snn * spp)) continue;
+    model.fixed_seconds = (sny * spp - spy * snp) / det;
+    model.seconds_per_token = (snn * spy - snp * sny) / det;
+    model.max_relative_residual = 0;
+    for (int i : members) {
+      TimeModelResidual r;
+      r.index = i;
+      r.measured_seconds = mean_step_seconds(runs[i]);
+      r.fitted_seconds = static_cast<double>(runs[i].config.accum_steps) * model.fixed_seconds +
+                         computed_positions_per_step(runs[i]) * model.seconds_per_token + model.optimizer_seconds;
+      model.max_relative_residual =
+          std::max(model.max_relative_residual, std::abs(r.measured_seconds - r.fitted_seconds) / r.measured_seconds);
+      model.residuals.push_back(r);
+    }
+    models.push_back(std::move(model));
+  }
+  return models;
+}
+
+}  // namespace accumbench
