@@ -87,6 +87,68 @@ TEST(RealData, VerifyPassesWithGroupingAndPacking) {
   EXPECT_TRUE(ab::run_verify(packed).all_pass);
 }
 
+// --packing bfd: the skewed file's 16 samples (139 positions) in 5 bins of T = 32 (fills 32, 32,
+// 32, 32, 11); every split computes the same update with token normalization, and mean-of-means,
+// which weighs each micro-batch's mean alike, does not.
+TEST(RealData, VerifyPassesWithBfdPackingAndMeanOfMeansFails) {
+  for (const std::string padding : {"max", "longest"}) {
+    ab::WorkloadOptions packed = skewed(padding);
+    packed.data.packing = ab::Packing::kBfd;
+    const ab::VerifyResult r = ab::run_verify(packed);
+    ASSERT_EQ(r.splits.size(), 4u) << padding;
+    for (const auto& s : r.splits) EXPECT_TRUE(s.pass) << padding << " " << s.config.label() << " " << s.rel_l2_grad_error;
+    EXPECT_TRUE(r.all_pass) << padding;
+  }
+  ab::WorkloadOptions w = skewed("max");
+  w.data.packing = ab::Packing::kBfd;
+  w.loss.normalization = ab::LossNormalization::kMeanOfMeans;
+  EXPECT_FALSE(ab::run_verify(w).all_pass);
+}
+
+// Documents of a token file whose every token is distinct (ids 1..N, each document ending in the
+// eos id 0), packed with bfd into rows of T = 24: one step of as many rows as bins holds every
+// document's inputs exactly once, no row holds more than T, each document's targets are its own
+// next tokens (the last one its eos, never the next document's first), the tail is ignored.
+TEST(RealData, BfdRowsHoldEveryTokenOnceWithinT) {
+  std::vector<uint16_t> ids;
+  std::vector<int64_t> lengths;  // positions per document: its tokens but the last
+  uint16_t next = 1;
+  for (int length : {20, 3, 11, 7, 15, 2, 9, 13, 5, 1, 17, 8}) {
+    for (int i = 0; i < length; ++i) ids.push_back(next++);
+    ids.push_back(0);  // eos
+    lengths.push_back(length);
+  }
+  const std::string path = ::testing::TempDir() + "distinct.u16";
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(ids.data()),
+                                              static_cast<std::streamsize>(ids.size() * sizeof(uint16_t)));
+  const int64_t bins = static_cast<int64_t>(ab::pack_bfd(lengths, 24).size());
+  ab::DataSource data;
+  data.token_file = path;
+  data.eos_id = 0;
+  data.packing = ab::Packing::kBfd;
+  const std::vector<ab::TokenBatch> steps = ab::make_batches(data, data_options(24, bins));
+  const ab::TokenBatch& step = steps.front();
+  ASSERT_EQ(step.documents.size(), static_cast<size_t>(bins));
+  std::vector<int> seen(next, 0);
+  auto inputs = step.inputs.accessor<int64_t, 2>();
+  auto targets = step.targets.accessor<int64_t, 2>();
+  for (int64_t row = 0; row < bins; ++row) {
+    int64_t t = 0;
+    for (int64_t length : step.documents[static_cast<size_t>(row)]) {
+      for (int64_t i = 0; i < length; ++i, ++t) {
+        ++seen[static_cast<size_t>(inputs[row][t])];
+        EXPECT_EQ(targets[row][t], i + 1 < length ? inputs[row][t + 1] : 0) << row << " " << t;
+      }
+    }
+    EXPECT_LE(t, 24);
+    EXPECT_EQ(t, step.sequence_tokens[static_cast<size_t>(row)]);
+    for (; t < 24; ++t) EXPECT_EQ(targets[row][t], ab::kIgnoreIndex);
+  }
+  EXPECT_EQ(seen[0], 0);  // eos is never an input
+  for (size_t id = 1; id < seen.size(); ++id) EXPECT_EQ(seen[id], 1) << "token " << id;
+  EXPECT_EQ(step.token_count, std::accumulate(lengths.begin(), lengths.end(), int64_t{0}));
+}
+
 TEST(RealData, MeanOfMeansStillFailsWithLongestPadding) {
   ab::WorkloadOptions w = skewed("longest");
   w.loss.normalization = ab::LossNormalization::kMeanOfMeans;
