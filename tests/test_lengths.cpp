@@ -1,6 +1,7 @@
 // Real-data lengths without LibTorch: lengths files (text and JSONL) and their bad rows, document
 // lengths, padding counts with a hand-computed answer, transformers' length grouping on a
-// hand-computed case, wrapped packing's capacity and completeness, the worst micro-batch.
+// hand-computed case, wrapped packing's capacity and completeness, bfd packing's capacity,
+// completeness and best-fit-decreasing order on hand-computed cases, the worst micro-batch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -149,6 +150,64 @@ TEST(Packing, WrappedRowsHoldEveryTokenOnceAndNeverExceedT) {
   EXPECT_EQ(static_cast<int64_t>(seen.size()), next);  // 80 tokens: every one …
   for (const auto& [token, count] : seen) EXPECT_EQ(count, 1) << token;  // … exactly once
   EXPECT_EQ(rows.size(), 5u);  // 80 / 16
+}
+
+// Every sample lands in exactly one bin, whole; no bin holds more than T; a bin's length is the
+// sum of its samples'. 500 seeded lengths in [1, 64], T = 64.
+TEST(Packing, BfdBinsHoldEverySampleOnceAndNeverExceedT) {
+  std::vector<int64_t> lengths;
+  uint64_t state = 12345;
+  for (int i = 0; i < 500; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;  // Knuth's MMIX LCG
+    lengths.push_back(1 + static_cast<int64_t>((state >> 33) % 64));
+  }
+  const std::vector<ab::PackedRow> bins = ab::pack_bfd(lengths, 64);
+  std::vector<int> seen(lengths.size(), 0);
+  int64_t packed = 0;
+  for (const ab::PackedRow& bin : bins) {
+    int64_t sum = 0;
+    for (int64_t sample : bin.samples) {
+      ++seen[static_cast<size_t>(sample)];
+      sum += lengths[static_cast<size_t>(sample)];
+    }
+    EXPECT_EQ(bin.length, sum);
+    EXPECT_LE(bin.length, 64);
+    packed += sum;
+  }
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << "sample " << i;
+  EXPECT_EQ(packed, std::accumulate(lengths.begin(), lengths.end(), int64_t{0}));
+  // Best fit leaves little room: fewer than 3 % more bins than the positions strictly need.
+  const int64_t lower_bound = (packed + 63) / 64;
+  EXPECT_LE(static_cast<double>(bins.size()), 1.03 * static_cast<double>(lower_bound));
+}
+
+// T = 10, lengths {9, 4, 7, 1, 4, 1}, longest first: 9 opens A (1 left), 7 opens B (3 left), 4
+// opens C (6 left), the second 4 goes to C (2 left), 1 to A (the least room that holds it, 1:
+// full), the last 1 to C (2 left), not to B (3 left) where first-fit would put it.
+TEST(Packing, BfdPutsEachSampleWhereTheLeastRoomRemains) {
+  const std::vector<ab::PackedRow> bins = ab::pack_bfd({9, 4, 7, 1, 4, 1}, 10);
+  ASSERT_EQ(bins.size(), 3u);
+  EXPECT_EQ(bins[0].samples, (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(bins[1].samples, (std::vector<int64_t>{2}));
+  EXPECT_EQ(bins[2].samples, (std::vector<int64_t>{1, 4, 5}));
+  EXPECT_EQ(bins[0].length, 10);
+  EXPECT_EQ(bins[1].length, 7);
+  EXPECT_EQ(bins[2].length, 9);
+}
+
+// T = 10, lengths {5, 8, 3, 6, 2, 4, 1}: 8 -> A (2 left), 6 -> B (4), 5 -> C (5), 4 -> B (full),
+// 3 -> C (2 left): A and C both have 2 left when 2 comes; TRL takes the bin that reached that
+// room first (a FIFO per room), A. Then 1 -> C. A length above T counts as T.
+TEST(Packing, BfdTiesGoToTheBinThatReachedTheRoomFirst) {
+  const std::vector<ab::PackedRow> bins = ab::pack_bfd({5, 8, 3, 6, 2, 4, 1}, 10);
+  ASSERT_EQ(bins.size(), 3u);
+  EXPECT_EQ(bins[0].samples, (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(bins[1].samples, (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(bins[2].samples, (std::vector<int64_t>{0, 2, 6}));
+  const std::vector<ab::PackedRow> cut = ab::pack_bfd({25, 3}, 10);
+  ASSERT_EQ(cut.size(), 2u);
+  EXPECT_EQ(cut[0].length, 10);
+  EXPECT_EQ(cut[1].samples, (std::vector<int64_t>{1}));
 }
 
 TEST(WorstMicroBatch, IsTheOneWithTheLongestSample) {

@@ -113,3 +113,59 @@ TEST_P(Causality, FutureTokensDoNotChangePastLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BothFamilies, Causality, ::testing::Values("gpt2-tiny", "llama-tiny", "llama-mini", "qwen3-tiny"));
+
+class PackedDocuments : public ::testing::TestWithParam<const char*> {};
+
+// --packing bfd: a row of T = 16 holding documents of 5 and 7 positions and a padded tail of 4.
+// Changing the first document leaves the second's logits as they were (attention restarts), and
+// the second's logits equal those of the same tokens alone in a row of their own (positions
+// restart: learned for GPT-2, rotary for Llama). The second row, unpacked, is unaffected.
+TEST_P(PackedDocuments, ChangingOneDocumentLeavesTheOthersLogits) {
+  const ab::ModelConfig cfg = ab::find_preset(GetParam());
+  ab::LanguageModel model = ab::build_model(cfg, 0);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(2);
+  const int64_t seq = 16;
+  const ab::RowDocuments documents = {{5, 7}, {16}};
+  at::Tensor tokens = torch::randint(cfg.vocab_size, {2, seq}, torch::kLong);
+  at::Tensor changed = tokens.clone();
+  changed.narrow(1, 0, 5).copy_(torch::randint(cfg.vocab_size, {2, 5}, torch::kLong));  // document 1 of row 0
+  changed[1].copy_(tokens[1]);
+  const at::Tensor a = model->forward(tokens, documents);
+  const at::Tensor b = model->forward(changed, documents);
+  ASSERT_EQ(a.sizes(), (std::vector<int64_t>{2, seq, cfg.vocab_size}));
+  auto second = [](const at::Tensor& logits) { return logits[0].narrow(0, 5, 7); };  // (7, V)
+  // The same operations on the same values: 1e-6 absolute on logits of magnitude ~1.
+  EXPECT_LT((second(a) - second(b)).abs().max().item<double>(), 1e-6);
+  EXPECT_LT((a[1] - b[1]).abs().max().item<double>(), 1e-6);
+  // The changed document did change (the test can fail).
+  EXPECT_GT((a[0].narrow(0, 0, 5) - b[0].narrow(0, 0, 5)).abs().max().item<double>(), 1e-3);
+  // Positions restart: the second document alone, at positions 0..6 of its own row. Other
+  // matmul shapes round differently: 1e-5.
+  const at::Tensor alone = model->forward(tokens[0].narrow(0, 5, 7).unsqueeze(0));  // (1, 7, V)
+  EXPECT_LT((second(a) - alone[0]).abs().max().item<double>(), 1e-5);
+  // Unpacked, the row is one sequence: the same tokens give other logits (the line above can fail).
+  const at::Tensor unpacked = model->forward(tokens);
+  EXPECT_GT((second(unpacked) - alone[0]).abs().max().item<double>(), 1e-3);
+}
+
+// Activation checkpointing recomputes each block with the packed layout: the same gradients.
+TEST_P(PackedDocuments, CheckpointingRecomputesWithTheSameLayout) {
+  const ab::ModelConfig cfg = ab::find_preset(GetParam());
+  torch::manual_seed(4);
+  const at::Tensor tokens = torch::randint(cfg.vocab_size, {2, 16}, torch::kLong);
+  const ab::RowDocuments documents = {{3, 9, 4}, {10}};
+  std::vector<at::Tensor> grads[2];
+  for (int checkpointed = 0; checkpointed < 2; ++checkpointed) {
+    ab::LanguageModel model = ab::build_model(cfg, 0);
+    model->set_activation_checkpointing(checkpointed == 1);
+    model->forward(tokens, documents).pow(2).mean().backward();
+    for (const auto& p : model->parameters()) grads[checkpointed].push_back(p.grad().clone());
+  }
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    EXPECT_LT((grads[0][i] - grads[1][i]).abs().max().item<double>(), 1e-6) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BothFamilies, PackedDocuments, ::testing::Values("gpt2-tiny", "llama-tiny", "qwen3-tiny"));

@@ -154,8 +154,9 @@ void add_real_data_options(CLI::App* command, WorkloadFlags& f) {
                     "order samples as transformers' LengthGroupedSampler (megabatches of the step's samples, sorted by "
                     "length, the longest first)");
   command->add_option("--packing", f.packing,
-                      "none (one sample per row) or wrapped (samples concatenated and cut into rows of T; attention "
-                      "crosses documents)")
+                      "none (one sample per row), wrapped (samples concatenated and cut into rows of T; attention "
+                      "crosses documents) or bfd (whole samples packed best-fit-decreasing into rows of T, as TRL; "
+                      "attention and positions restart at each)")
       ->capture_default_str();
 }
 

@@ -6,7 +6,7 @@
 //   const TokenBatch& b = data.batch(/*step=*/0);   // inputs/targets (8, 64) int64 on the host
 //   int64_t n = b.token_count;                      // non-ignored targets in the whole step
 //   std::vector<TokenBatch> steps = make_batches(workload.data, o);  // real data: lengths file,
-//                                                   // documents, length grouping, wrapped packing
+//                                                   // documents, length grouping, wrapped or bfd packing
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -43,6 +43,9 @@ struct TokenBatch {
   // sits at the end of a row, so a micro-batch needs only its longest sequence's positions.
   std::vector<int64_t> sequence_tokens;
   int64_t token_count = 0;               // sum of sequence_tokens
+  // --packing bfd: per row, the lengths of the documents it holds, in order (attention and
+  // positions restart at each; models.hpp's RowDocuments). Empty: one sample per row.
+  std::vector<std::vector<int64_t>> documents;
   // Data parallel: non-ignored targets of the whole optimizer step over every rank, the loss
   // divisor of token normalization. -1: this batch is the whole step (one process).
   int64_t global_token_count = -1;
@@ -80,7 +83,8 @@ class StepBatches {
 // The batches of a run from real-data options: samples of the source (random tokens for a
 // lengths file, the documents' own tokens), visited in a seeded random order or transformers'
 // length-grouped order (group batch: `options.batch`, the whole step's samples), each step the
-// next `options.batch` samples or, with wrapped packing, the next rows of T cut from them. The
+// next `options.batch` samples or, with wrapped packing, the next rows of T cut from them, or
+// with bfd packing the next bins of T (the source packed as TRL packs a dataset). The
 // same options give the same batches, so every split trains on the same samples. Falls back to
 // make_synthetic_batches / load_token_file when `data` asks for none of this.
 std::vector<TokenBatch> make_batches(const DataSource& data, const DataOptions& options);

@@ -137,8 +137,9 @@ class Trainer {
 
  private:
   void run_optimizer(bool gradients_finite);
-  at::Tensor micro_step_loss(const at::Tensor& host_inputs, const at::Tensor& host_targets, double divisor, bool last,
-                             const StepOptions& options, PhaseObserver* observer, int micro_step);
+  at::Tensor micro_step_loss(const at::Tensor& host_inputs, const at::Tensor& host_targets,
+                             const RowDocuments& documents, double divisor, bool last, const StepOptions& options,
+                             PhaseObserver* observer, int micro_step);
 
   LanguageModel model_;
   c10::Device device_;

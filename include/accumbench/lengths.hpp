@@ -1,10 +1,11 @@
 // Sample lengths of real data, without LibTorch (the plan reads them too): lengths files, the
-// order a Trainer's sampler visits samples in, per-micro-batch padding, wrapped packing.
+// order a Trainer's sampler visits samples in, per-micro-batch padding, wrapped and bfd packing.
 //
 //   SampleLengths file = read_lengths_file("lengths.txt", /*seq_len=*/512);  // file.truncated: > T
 //   std::vector<int64_t> order = length_grouped_order(file.lengths, /*batch_size=*/64, /*seed=*/0);
 //   PaddingCount pad = count_padding(ordered, /*micro_batch=*/4, data, /*seq_len=*/512);
 //   double f = pad.fraction();   // pad positions / computed positions
+//   std::vector<PackedRow> rows = pack_bfd(file.lengths, /*seq_len=*/512);  // rows[i].samples
 #pragma once
 
 #include <cstdint>
@@ -76,5 +77,18 @@ WorstMicroBatch worst_micro_batch(const std::vector<int64_t>& lengths, const Dat
 // --packing wrapped: the samples' tokens concatenated and cut into rows of seq_len (the last row
 // may be shorter), as pretraining loaders do; attention crosses the documents inside a row.
 std::vector<std::vector<int64_t>> pack_wrapped(const std::vector<std::vector<int64_t>>& samples, int64_t seq_len);
+
+// --packing bfd: one bin of capacity seq_len per row, filled best-fit-decreasing as TRL's
+// pack_dataset(strategy="bfd") does (the rule and its source are in lengths.cpp). Each sample
+// stays whole: a row holds documents, and attention and positions restart at each of them.
+struct PackedRow {
+  std::vector<int64_t> samples;  // indices into `lengths`, in the order they were placed
+  int64_t length = 0;            // positions used, <= seq_len; the rest of the row is padding
+};
+// Bins in the order they were opened. A length above seq_len counts as seq_len (TRL truncates).
+std::vector<PackedRow> pack_bfd(const std::vector<int64_t>& lengths, int64_t seq_len);
+// Samples TRL's pack_dataset packs together: datasets' map(batched=True) hands it 1000 rows at a
+// time (its default batch_size), and no bin takes samples from two such groups.
+inline constexpr int64_t kBfdGroupSamples = 1000;
 
 }  // namespace accumbench

@@ -4,6 +4,7 @@
 //   auto model = accumbench::build_model(accumbench::find_preset("gpt2-tiny"), /*seed=*/0);
 //   model->to(torch::kCPU);
 //   at::Tensor logits = model->forward(tokens);      // tokens (B, T) int64 -> logits (B, T, V)
+//   logits = model->forward(tokens, {{3, 5}, {8}});  // packed rows: documents of 3 and 5 positions
 //   model->set_activation_checkpointing(true);       // recompute each block in backward
 #pragma once
 
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "accumbench/model_config.hpp"
 
@@ -19,16 +21,22 @@ namespace accumbench {
 
 // One transformer block, (B, T, C) -> (B, T, C); defined in src/models/blocks.hpp.
 class TransformerBlockImpl;
+// What the blocks of one forward over packed rows share; defined in src/models/blocks.hpp.
+struct PackedRows;
+
+// Packed rows (--packing bfd): per row, the lengths of the documents it holds, in order. Their
+// sum may fall short of T: the tail is padding. Empty: one sequence per row.
+using RowDocuments = std::vector<std::vector<int64_t>>;
 
 class LanguageModelImpl : public torch::nn::Module {
  public:
   explicit LanguageModelImpl(ModelConfig config) : config_(std::move(config)) {}
   // tokens: (B, T) int64 with T <= max_seq_len. Returns logits (B, T, V): the head applied to
-  // final_hidden(tokens).
-  at::Tensor forward(const at::Tensor& tokens);
+  // final_hidden(tokens). With `documents`, positions and attention restart at each document.
+  at::Tensor forward(const at::Tensor& tokens, const RowDocuments& documents = {});
   // The final norm's output (B, T, C), the head's input. The chunked cross-entropy
   // (src/engine/chunked_loss.cpp) takes it with head_weight() instead of the logits.
-  virtual at::Tensor final_hidden(const at::Tensor& tokens) = 0;
+  virtual at::Tensor final_hidden(const at::Tensor& tokens, const RowDocuments& documents = {}) = 0;
   // The head's weight (V, C): the token embedding's when tied.
   virtual at::Tensor head_weight() const = 0;
   // The transformer blocks, first to last.
@@ -43,8 +51,9 @@ class LanguageModelImpl : public torch::nn::Module {
   void set_autocast_dtype(std::optional<at::ScalarType> dtype) { autocast_dtype_ = dtype; }
 
  protected:
-  // Runs `block` on x, through a checkpoint when enabled (src/models/model.cpp).
-  at::Tensor run_block(TransformerBlockImpl& block, const at::Tensor& x);
+  // Runs `block` on x, through a checkpoint when enabled (src/models/model.cpp); `packed`: null
+  // unless the rows are packed.
+  at::Tensor run_block(TransformerBlockImpl& block, const at::Tensor& x, const PackedRows* packed);
 
   ModelConfig config_;
   bool checkpointing_ = false;

@@ -48,10 +48,11 @@ LengthMode length_mode_from_string(const std::string& text);  // fixed or variab
 // DataCollatorWithPadding default); to that rounded up to a multiple of DataSource::pad_multiple.
 enum class Padding { kMax, kLongest, kMultiple };
 std::string to_string(Padding padding);  // "max" | "longest" | "multiple"
-// How samples are laid out in rows: one sample per row, or concatenated and cut into rows of T
-// (attention crosses documents, as in pretraining loaders).
-enum class Packing { kNone, kWrapped };
-std::string to_string(Packing packing);  // "none" | "wrapped"
+// How samples are laid out in rows: one sample per row; concatenated and cut into rows of T
+// (attention crosses documents, as in pretraining loaders); or whole samples packed best-fit-
+// decreasing into rows of T, attention and positions restarting at each (TRL's "bfd").
+enum class Packing { kNone, kWrapped, kBfd };
+std::string to_string(Packing packing);  // "none" | "wrapped" | "bfd"
 Packing packing_from_string(const std::string& text);
 
 // What model to build: a preset name or a Hugging Face config.json (which wins when given), and

@@ -55,6 +55,9 @@ struct PlanOptions {
   // later; activations are planned for it, the host token batches still for seq_len. 0: seq_len.
   int64_t activation_seq_len = 0;
   std::string worst_micro_batch;  // which micro-batch that is, in words; empty without real data
+  // --packing bfd: rows of T holding several documents, with positions (b, T) and, for explicit
+  // attention, one block-diagonal mask per micro-step instead of each block's (T, T) causal mask.
+  bool packed_documents = false;
   // The T of every activation formula.
   int64_t activation_length() const { return activation_seq_len > 0 ? activation_seq_len : seq_len; }
 };

@@ -47,29 +47,111 @@ bool cuda_available() {
 #endif
 }
 
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+namespace {
+
+// softmax(q·kᵀ/√hd masked)·v with the keys and values repeated to H heads; `blocked` (T, T) or
+// (B, 1, T, T) bool, true where a query must not see a key. masked_fill saves the mask for
+// backward: the shared packed mask is saved once, not per block.
+at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& blocked) {
   const int64_t heads = q.size(1);
   const int64_t kv_heads = k.size(1);
-  TORCH_CHECK(heads % kv_heads == 0, "query heads ", heads, " not a multiple of kv heads ", kv_heads);
-#if ACCUMBENCH_TORCH_2
-  // Flash / memory-efficient kernels; GQA handled inside the kernel without copying k and v.
-  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                          /*is_causal=*/true, /*scale=*/std::nullopt,
-                                          /*enable_gqa=*/heads != kv_heads);
-#else
   at::Tensor keys = k;
   at::Tensor values = v;
   if (heads != kv_heads) {  // (B, Hkv, T, hd) -> (B, H, T, hd)
     keys = k.repeat_interleave(heads / kv_heads, /*dim=*/1);
     values = v.repeat_interleave(heads / kv_heads, /*dim=*/1);
   }
-  const int64_t seq_len = q.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
   at::Tensor scores = at::matmul(q, keys.transpose(-2, -1)) * scale;  // (B, H, T, T)
-  at::Tensor future = at::ones({seq_len, seq_len}, q.options().dtype(at::kBool)).triu(/*diagonal=*/1);
-  scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+  scores = scores.masked_fill(blocked, -std::numeric_limits<float>::infinity());
   at::Tensor weights = at::softmax(scores, /*dim=*/-1);
   return at::matmul(weights, values);  // (B, H, T, hd)
+}
+
+bool varlen_flash_on(c10::Device device) {
+#if ACCUMBENCH_TORCH_2 && ACCUMBENCH_WITH_CUDA
+  return device.is_cuda();
+#else
+  (void)device;
+  return false;
+#endif
+}
+
+}  // namespace
+
+DocumentLayout document_layout(const std::vector<std::vector<int64_t>>& documents, int64_t width,
+                               c10::Device device) {
+  const auto rows = static_cast<int64_t>(documents.size());
+  at::Tensor positions = at::empty({rows, width}, at::kLong);  // (B, T)
+  at::Tensor ids = at::empty({rows, width}, at::kLong);        // (B, T): segment of each token
+  auto pos = positions.accessor<int64_t, 2>();
+  auto id = ids.accessor<int64_t, 2>();
+  std::vector<int32_t> starts{0};
+  int64_t longest = 0;
+  for (int64_t b = 0; b < rows; ++b) {
+    std::vector<int64_t> segments = documents[static_cast<size_t>(b)];
+    int64_t used = 0;
+    for (int64_t length : segments) {
+      TORCH_CHECK(length > 0, "a packed document of ", length, " positions");
+      used += length;
+    }
+    TORCH_CHECK(used <= width, "row ", b, "'s documents hold ", used, " positions, more than its ", width);
+    if (used < width) segments.push_back(width - used);  // the padded tail
+    int64_t t = 0;
+    for (int64_t length : segments) {
+      const auto segment = static_cast<int64_t>(starts.size()) - 1;
+      for (int64_t i = 0; i < length; ++i, ++t) {
+        pos[b][t] = i;
+        id[b][t] = segment;
+      }
+      starts.push_back(static_cast<int32_t>(starts.back() + length));
+      longest = std::max(longest, length);
+    }
+  }
+  DocumentLayout layout;
+  layout.positions = positions.to(device);
+  if (varlen_flash_on(device)) {
+    layout.cu_seqlens = at::tensor(starts, at::kInt).to(device);
+    layout.max_seqlen = longest;
+    return layout;
+  }
+  at::Tensor segment = ids.to(device);
+  at::Tensor future = at::ones({width, width}, at::TensorOptions(device).dtype(at::kBool)).triu(/*diagonal=*/1);
+  // (B, T, T): another document's key, or a later position; one (B, 1, T, T) mask for every head.
+  layout.blocked = segment.unsqueeze(2).ne(segment.unsqueeze(1)).logical_or_(future).unsqueeze(1);
+  return layout;
+}
+
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const DocumentLayout* documents) {
+  const int64_t heads = q.size(1);
+  const int64_t kv_heads = k.size(1);
+  TORCH_CHECK(heads % kv_heads == 0, "query heads ", heads, " not a multiple of kv heads ", kv_heads);
+  if (documents != nullptr && documents->blocked.defined()) return masked_attention(q, k, v, documents->blocked);
+#if ACCUMBENCH_TORCH_2
+  if (documents != nullptr) {
+    // Packed rows on CUDA: the variable-length flash kernel over the B·T tokens as one batch of
+    // segments (cu_seqlens), as transformers' padding-free path calls flash_attn_varlen_func;
+    // nothing T×T is formed. Its autograd node is _flash_attention_backward. GQA is native
+    // (Hkv heads of k, v). Shapes: (B, H, T, hd) -> (B·T, H, hd), a view where the heads' layout
+    // allows (the kernel needs only the last dimension contiguous).
+    TORCH_CHECK(documents->cu_seqlens.defined(), "packed rows without cu_seqlens or a mask");
+    const int64_t batch = q.size(0), seq = q.size(2), head_dim = q.size(3);
+    auto tokens = [&](const at::Tensor& t) { return t.transpose(1, 2).reshape({batch * seq, t.size(1), head_dim}); };
+    const at::Tensor out = std::get<0>(at::_flash_attention_forward(
+        tokens(q), tokens(k), tokens(v), documents->cu_seqlens, documents->cu_seqlens,
+        /*max_q=*/documents->max_seqlen, /*max_k=*/documents->max_seqlen, /*dropout_p=*/0.0,
+        /*is_causal=*/true, /*return_debug_mask=*/false));  // (B·T, H, hd)
+    return out.view({batch, seq, heads, head_dim}).transpose(1, 2);  // (B, H, T, hd)
+  }
+  // Flash / memory-efficient kernels; GQA handled inside the kernel without copying k and v.
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                          /*is_causal=*/true, /*scale=*/std::nullopt,
+                                          /*enable_gqa=*/heads != kv_heads);
+#else
+  TORCH_CHECK(documents == nullptr, "packed rows without a mask");
+  const int64_t seq_len = q.size(2);
+  return masked_attention(q, k, v, at::ones({seq_len, seq_len}, q.options().dtype(at::kBool)).triu(/*diagonal=*/1));
 #endif
 }
 
@@ -114,6 +196,11 @@ void set_autocast_dtype(c10::DeviceType type, at::ScalarType dtype) {
 #endif
 }
 }  // namespace
+
+std::optional<at::ScalarType> active_autocast_dtype(c10::DeviceType device_type) {
+  if (!autocast_enabled(device_type)) return std::nullopt;
+  return autocast_dtype(device_type);
+}
 
 AutocastGuard::AutocastGuard(c10::DeviceType device_type, std::optional<at::ScalarType> dtype)
     : device_type_(device_type) {

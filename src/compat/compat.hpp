@@ -2,6 +2,8 @@
 // the GPU machine. Everything else calls these functions.
 //
 //   at::Tensor y = compat::causal_attention(q, k, v);        // SDPA on 2.x, masked softmax on 1.13
+//   compat::DocumentLayout docs = compat::document_layout({{3, 5}, {8}}, /*width=*/8, device);
+//   at::Tensor z = compat::causal_attention(q, k, v, &docs);  // packed rows: per document
 //   compat::AutocastGuard autocast(device.type(), at::kBFloat16);
 //   compat::add_post_accumulate_grad_hook(p, [&](const at::Tensor& param) { ... });
 #pragma once
@@ -27,9 +29,31 @@ int libtorch_major_version();     // 1, 2: autograd formulas and attention kerne
 bool cuda_available();
 bool built_with_cuda();
 
+// Packed rows (--packing bfd): documents that share a row but neither attention nor positions.
+// Built once per forward; every block reads it.
+struct DocumentLayout {
+  at::Tensor positions;    // (B, T) int64: each token's position inside its document, from 0
+  // Masked softmax (LibTorch 1.x, or any CPU): (B, 1, T, T) bool, true where a query must not see
+  // a key (a later position, or another document): the block-diagonal causal mask.
+  at::Tensor blocked;
+  // Variable-length flash attention (LibTorch 2.x on CUDA): where each segment of the B·T
+  // flattened tokens begins, (segments + 1) int32 on the device, and the longest segment.
+  at::Tensor cu_seqlens;
+  int64_t max_seqlen = 0;
+};
+// The layout of rows `width` positions wide whose documents have the given lengths, row by row
+// (their sum may fall short of width: that tail is padding, a segment of its own, whose targets
+// no loss reads), on `device`, with what causal_attention uses there. Positions restart at 0 in
+// each document and in the tail.
+DocumentLayout document_layout(const std::vector<std::vector<int64_t>>& documents, int64_t width,
+                               c10::Device device);
+
 // Causal self-attention. q: (B, H, T, hd); k, v: (B, Hkv, T, hd) with H % Hkv == 0 (grouped-query
-// attention repeats each k/v head H/Hkv times). Returns (B, H, T, hd).
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+// attention repeats each k/v head H/Hkv times). Returns (B, H, T, hd). With `documents`, a token
+// attends only to the earlier tokens of its own document: the block-diagonal mask, or on CUDA
+// with LibTorch 2.x the variable-length flash kernel (fp16/bf16 only), never a dense T×T mask.
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const DocumentLayout* documents = nullptr);
 
 // Autocast on `device_type` with `dtype` for the guard's lifetime; no-op when dtype is nullopt.
 // Restores the previous state and clears the cast cache on exit (as torch.autocast does).
@@ -46,6 +70,9 @@ class AutocastGuard {
   bool previous_enabled_ = false;
   at::ScalarType previous_dtype_ = at::kFloat;
 };
+
+// The dtype autocast computes in on `device_type`, or nullopt when autocast is off there.
+std::optional<at::ScalarType> active_autocast_dtype(c10::DeviceType device_type);
 
 // Calls hook(param) after param's gradient has been accumulated in backward (PyTorch 2.1's
 // register_post_accumulate_grad_hook, built the way that API is: a post-hook on the parameter's

@@ -5,8 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <deque>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -209,6 +211,40 @@ std::vector<std::vector<int64_t>> pack_wrapped(const std::vector<std::vector<int
   }
   if (!row.empty()) rows.push_back(std::move(row));
   return rows;
+}
+
+// TRL's _pack_bfd (trl/data_utils.py, pack_dataset's default strategy "bfd"): samples longer
+// than seq_length are truncated to it (list_slice; "bfd_split" would split them instead), empty
+// ones dropped; the samples are sorted by length, longest first (a stable Arrow sort, ties in
+// source order); each goes into the open bin with the least space left that still holds it, the
+// bin that reached that space first among equals (a segment tree over spaces, a FIFO deque per
+// space); when none holds it a new bin opens. Bins come out in the order they were opened.
+// Our own code: an ordered map from space left to the bins with that space.
+std::vector<PackedRow> pack_bfd(const std::vector<int64_t>& lengths, int64_t seq_len) {
+  std::vector<int64_t> order(lengths.size());
+  std::iota(order.begin(), order.end(), int64_t{0});
+  const auto clamped = [&](int64_t i) { return std::min(lengths[static_cast<size_t>(i)], seq_len); };
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return clamped(a) > clamped(b); });
+  std::vector<PackedRow> bins;
+  std::map<int64_t, std::deque<size_t>> bins_by_space;  // space left (1 .. seq_len - 1) -> bins, FIFO
+  for (int64_t sample : order) {
+    const int64_t length = clamped(sample);
+    if (length <= 0) continue;
+    size_t bin = bins.size();
+    const auto best = bins_by_space.lower_bound(length);  // the least space that holds `length`
+    if (best != bins_by_space.end()) {
+      bin = best->second.front();
+      best->second.pop_front();
+      if (best->second.empty()) bins_by_space.erase(best);
+    } else {
+      bins.emplace_back();
+    }
+    bins[bin].samples.push_back(sample);
+    bins[bin].length += length;
+    const int64_t space = seq_len - bins[bin].length;
+    if (space > 0) bins_by_space[space].push_back(bin);
+  }
+  return bins;
 }
 
 }  // namespace accumbench

@@ -40,7 +40,7 @@ struct SamplePool {
   }
 };
 
-SamplePool make_pool(const DataSource& data, const DataOptions& options) {
+SamplePool make_pool(const DataSource& data, const DataOptions& options, int64_t samples_per_row) {
   SamplePool pool;
   pool.seed = options.seed;
   pool.vocab_size = options.vocab_size;
@@ -49,8 +49,9 @@ SamplePool make_pool(const DataSource& data, const DataOptions& options) {
     pool.lengths = pool.source->lengths;
     return pool;
   }
-  // Fixed or variable synthetic lengths, as many samples as the steps take.
-  const int64_t count = options.batch * std::max(1, options.distinct_batches);
+  // Fixed or variable synthetic lengths, as many samples as the steps take (bfd: rows of T hold
+  // up to 1 / min_length_fraction of them).
+  const int64_t count = options.batch * std::max(1, options.distinct_batches) * samples_per_row;
   std::mt19937_64 rng(options.seed);
   const int64_t min_len = std::max<int64_t>(
       1, static_cast<int64_t>(std::ceil(options.min_length_fraction * static_cast<double>(options.seq_len))));
@@ -109,6 +110,61 @@ std::vector<TokenBatch> wrapped(const SamplePool& pool, const std::vector<int64_
   return batches;
 }
 
+// --packing bfd: the whole source packed into bins of T as TRL's pack_dataset does before
+// training (pack_bfd, kBfdGroupSamples samples at a time, in source order), the bins then visited
+// as a Trainer visits rows: in a seeded random order, or with --group-by-length in transformers'
+// length-grouped order of the bins' fills. A row holds its documents back to back, each with its
+// own inputs and shifted targets (no target crosses into the next document), then padding.
+std::vector<TokenBatch> best_fit_decreasing(const SamplePool& pool, const DataSource& data, const DataOptions& options) {
+  std::vector<PackedRow> bins;
+  const auto n = static_cast<int64_t>(pool.lengths.size());
+  for (int64_t first = 0; first < n; first += kBfdGroupSamples) {
+    const std::vector<int64_t> group(pool.lengths.begin() + first,
+                                     pool.lengths.begin() + std::min(n, first + kBfdGroupSamples));
+    for (PackedRow& row : pack_bfd(group, options.seq_len)) {
+      for (int64_t& sample : row.samples) sample += first;
+      bins.push_back(std::move(row));
+    }
+  }
+  std::vector<int64_t> fills;
+  for (const PackedRow& row : bins) fills.push_back(row.length);
+  const std::vector<int64_t> order = data.group_by_length
+                                         ? length_grouped_order(fills, options.batch, options.seed)
+                                         : shuffled_order(static_cast<int64_t>(bins.size()), options.seed);
+  std::vector<TokenBatch> batches;
+  for (int step = 0; step < std::max(1, options.distinct_batches); ++step) {
+    TokenBatch batch;
+    batch.inputs = torch::zeros({options.batch, options.seq_len}, torch::kLong);                // (B, T)
+    batch.targets = torch::full({options.batch, options.seq_len}, kIgnoreIndex, torch::kLong);  // (B, T)
+    auto inputs = batch.inputs.accessor<int64_t, 2>();
+    auto targets = batch.targets.accessor<int64_t, 2>();
+    for (int64_t b = 0; b < options.batch; ++b) {
+      const size_t index = static_cast<size_t>((step * options.batch + b) % static_cast<int64_t>(order.size()));
+      const PackedRow& row = bins[static_cast<size_t>(order[index])];  // cycles a short source
+      std::vector<int64_t> documents;
+      int64_t t = 0;
+      for (int64_t sample : row.samples) {
+        const Tokens tokens = pool.tokens(sample);  // length + 1
+        const int64_t length = pool.lengths[static_cast<size_t>(sample)];
+        for (int64_t i = 0; i < length; ++i, ++t) {
+          inputs[b][t] = tokens[static_cast<size_t>(i)];
+          targets[b][t] = tokens[static_cast<size_t>(i + 1)];
+        }
+        documents.push_back(length);
+      }
+      batch.sequence_tokens.push_back(row.length);
+      batch.documents.push_back(std::move(documents));
+    }
+    batch.token_count = std::accumulate(batch.sequence_tokens.begin(), batch.sequence_tokens.end(), int64_t{0});
+    if (options.pin_memory) {
+      batch.inputs = batch.inputs.pin_memory();
+      batch.targets = batch.targets.pin_memory();
+    }
+    batches.push_back(std::move(batch));
+  }
+  return batches;
+}
+
 }  // namespace
 
 std::vector<TokenBatch> make_batches(const DataSource& data, const DataOptions& options) {
@@ -120,7 +176,12 @@ std::vector<TokenBatch> make_batches(const DataSource& data, const DataOptions& 
   if (plain) return make_synthetic_batches(options);  // today's batches, unchanged
   DataOptions with_lengths = options;
   with_lengths.lengths = data.lengths;
-  const SamplePool pool = make_pool(data, with_lengths);
+  const int64_t samples_per_row =
+      data.packing == Packing::kBfd
+          ? std::max<int64_t>(1, static_cast<int64_t>(std::floor(1.0 / options.min_length_fraction)))
+          : 1;
+  const SamplePool pool = make_pool(data, with_lengths, samples_per_row);
+  if (data.packing == Packing::kBfd) return best_fit_decreasing(pool, data, options);
   const auto n = static_cast<int64_t>(pool.lengths.size());
   // The Trainer builds LengthGroupedSampler with the whole step's samples (batch × accumulation),
   // so the grouping is the same for every split.

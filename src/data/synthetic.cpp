@@ -28,6 +28,9 @@ TokenBatch shard(const TokenBatch& step, int rank, int world_size) {
   out.targets = step.targets.narrow(0, rank * per_rank, per_rank);
   out.sequence_tokens.assign(step.sequence_tokens.begin() + rank * per_rank,
                              step.sequence_tokens.begin() + (rank + 1) * per_rank);
+  if (!step.documents.empty()) {
+    out.documents.assign(step.documents.begin() + rank * per_rank, step.documents.begin() + (rank + 1) * per_rank);
+  }
   out.token_count = out.tokens_in(0, per_rank);
   out.global_token_count = step.step_tokens();
   return out;

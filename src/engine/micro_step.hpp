@@ -15,9 +15,10 @@ namespace accumbench {
 // inputs, targets: (b, T) int64 on the model's device. The model runs under autocast with
 // `autocast` (none: fp32); the cross-entropy runs in fp32, as autocast runs it on CUDA.
 // `chunked`: through chunked_cross_entropy (chunk_tokens: 0 for its rule) instead of the logits.
+// `documents`: packed rows' documents (models.hpp), empty for one sequence per row.
 at::Tensor summed_cross_entropy(LanguageModelImpl& model, const at::Tensor& inputs, const at::Tensor& targets,
                                 c10::DeviceType device_type, std::optional<at::ScalarType> autocast,
-                                bool chunked = false, int64_t chunk_tokens = 0);
+                                bool chunked = false, int64_t chunk_tokens = 0, const RowDocuments& documents = {});
 
 // Σ cross-entropy of linear(hidden, weight) over the non-ignored targets, chunk by chunk of
 // loss_chunk_tokens() tokens (src/engine/chunked_loss.cpp): the same value and gradients as the

@@ -115,19 +115,19 @@ struct PhaseScope {
 
 at::Tensor summed_cross_entropy(LanguageModelImpl& model, const at::Tensor& inputs, const at::Tensor& targets,
                                 c10::DeviceType device_type, std::optional<at::ScalarType> autocast, bool chunked,
-                                int64_t chunk_tokens) {
+                                int64_t chunk_tokens, const RowDocuments& documents) {
   if (chunked) {
     at::Tensor hidden;  // (b, T, C)
     {
       compat::AutocastGuard guard(device_type, autocast);
-      hidden = model.final_hidden(inputs);
+      hidden = model.final_hidden(inputs, documents);
     }
     return chunked_cross_entropy(hidden, model.head_weight(), targets, autocast, chunk_tokens);
   }
   at::Tensor logits;  // (b, T, V)
   {
     compat::AutocastGuard guard(device_type, autocast);
-    logits = model.forward(inputs);
+    logits = model.forward(inputs, documents);
   }
   at::Tensor flat = logits.reshape({-1, logits.size(-1)});  // (b·T, V)
   if (flat.scalar_type() != at::kFloat) flat = flat.to(at::kFloat);
@@ -150,6 +150,10 @@ void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
   }
   if (options.optimizer_in_backward && group_ != nullptr) require_one_rank_for_optimizer_in_backward(group_->world_size());
   model_->set_activation_checkpointing(options.activation_checkpointing);
+  const bool packed = !batch.documents.empty();
+  if (packed && device_.is_cuda() && compat::libtorch_major_version() >= 2 && options_.precision == Precision::kFp32) {
+    throw UserError("--packing bfd on CUDA runs the variable-length flash kernel, which has no fp32; use --precision bf16 or fp16");
+  }
   if (!options.cuda_graphs) {
     graphed_.reset();  // eager steps may reset the gradients the graphs write to
     return;
@@ -157,6 +161,9 @@ void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
   require_cuda_for_graphs(device_);
   if (options.padding != Padding::kMax) {
     throw UserError("--cuda-graphs replays one fixed micro-batch shape, but per-micro-batch padding changes it; use --padding max with --cuda-graphs");
+  }
+  if (packed) {
+    throw UserError("--cuda-graphs replays one fixed attention layout, but every packed micro-batch has its own documents; use --packing none or wrapped with --cuda-graphs");
   }
   if (options.optimizer_in_backward) {
     throw UserError("--cuda-graphs cannot be combined with --optimizer-in-backward (the optimizer step inside backward would be frozen into the graph); drop one of them");
@@ -173,8 +180,9 @@ void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
 
 // One micro-step's copy to the device, forward and backward (replayed from CUDA graphs when
 // captured); returns its loss, normalized and unscaled.
-at::Tensor Trainer::micro_step_loss(const at::Tensor& host_inputs, const at::Tensor& host_targets, double divisor,
-                                    bool last, const StepOptions& options, PhaseObserver* observer, int micro_step) {
+at::Tensor Trainer::micro_step_loss(const at::Tensor& host_inputs, const at::Tensor& host_targets,
+                                    const RowDocuments& documents, double divisor, bool last,
+                                    const StepOptions& options, PhaseObserver* observer, int micro_step) {
   const double loss_scale = options_.precision == Precision::kFp16 ? loss_scale_ : 1.0;
   at::Tensor loss;
   if (graphed_) {
@@ -201,7 +209,7 @@ at::Tensor Trainer::micro_step_loss(const at::Tensor& host_inputs, const at::Ten
     {
       PhaseScope scope(observer, Phase::kForward, micro_step);
       loss = summed_cross_entropy(*model_, inputs, targets, device_.type(), autocast_dtype(options_.precision),
-                                  options.chunked_loss, options.loss_chunk_tokens) /
+                                  options.chunked_loss, options.loss_chunk_tokens, documents) /
              divisor;
     }
     {
@@ -229,8 +237,12 @@ StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& opti
   for (int64_t k = 0; k < accum; ++k) {
     const int micro_step = static_cast<int>(k);
     at::Tensor host_inputs, host_targets;
+    RowDocuments documents;  // packed rows: this micro-batch's
     {
       PhaseScope scope(observer, Phase::kData, micro_step);
+      if (!batch.documents.empty()) {
+        documents.assign(batch.documents.begin() + k * micro, batch.documents.begin() + (k + 1) * micro);
+      }
       // (b, P): P = T with --padding max (a view, no copy), else this micro-batch's padded length.
       const auto first = batch.sequence_tokens.begin() + k * micro;
       const int64_t longest = *std::max_element(first, first + micro);
@@ -251,7 +263,7 @@ StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& opti
                                ? static_cast<double>(outcome.tokens)
                                : static_cast<double>(batch.tokens_in(k * micro, micro) * accum * world_size);
     const at::Tensor loss =
-        micro_step_loss(host_inputs, host_targets, divisor, k == accum - 1, options, observer, micro_step);
+        micro_step_loss(host_inputs, host_targets, documents, divisor, k == accum - 1, options, observer, micro_step);
     outcome.loss_sum = outcome.loss_sum.defined() ? outcome.loss_sum + loss : loss;
   }
   if (reducer_) {  // the step's gradient and loss, summed over the ranks, once per step

@@ -8,13 +8,22 @@
 #include <vector>
 
 #include "accumbench/models.hpp"
+#include "compat/compat.hpp"
 #include "models/adapted_linear.hpp"
 
 namespace accumbench {
 
+// What the blocks of one forward over packed rows share, built once per forward: the attention
+// layout and, for Llama, the rotary tables gathered at each token's own position.
+struct PackedRows {
+  compat::DocumentLayout attention;
+  at::Tensor rotary_cos, rotary_sin;  // Llama: (B, 1, T, hd), broadcast over the heads
+};
+
 class TransformerBlockImpl : public torch::nn::Module {
  public:
-  virtual at::Tensor forward(const at::Tensor& x) = 0;  // (B, T, C) -> (B, T, C)
+  // (B, T, C) -> (B, T, C); `packed` is null unless the rows are packed.
+  virtual at::Tensor forward(const at::Tensor& x, const PackedRows* packed) = 0;
   // The block's linears, named and ordered as block_linears() (model_config.hpp) names them.
   virtual std::vector<std::pair<std::string, AdaptedLinear>> linears() = 0;
 };

@@ -22,7 +22,7 @@ class Gpt2BlockImpl : public TransformerBlockImpl {
     mlp_proj = register_module("mlp_c_proj", AdaptedLinear(cfg.d_ff, d, /*bias=*/true));
   }
 
-  at::Tensor forward(const at::Tensor& x) override {  // x: (B, T, C)
+  at::Tensor forward(const at::Tensor& x, const PackedRows* packed) override {  // x: (B, T, C)
     const int64_t batch = x.size(0);
     const int64_t seq = x.size(1);
     const int64_t attn = n_heads_ * head_dim_;
@@ -30,7 +30,8 @@ class Gpt2BlockImpl : public TransformerBlockImpl {
     auto heads = [&](const at::Tensor& t) {  // (B, T, H·hd) -> (B, H, T, hd)
       return t.view({batch, seq, n_heads_, head_dim_}).transpose(1, 2);
     };
-    at::Tensor y = compat::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]));
+    at::Tensor y = compat::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
+                                            packed != nullptr ? &packed->attention : nullptr);
     y = y.transpose(1, 2).reshape({batch, seq, attn});  // (B, T, H·hd)
     at::Tensor h = x + attn_proj(y);
     return h + mlp_proj(at::gelu(c_fc(ln_2(h)), /*approximate=*/"tanh"));
@@ -63,13 +64,18 @@ class Gpt2Impl : public LanguageModelImpl {
     init_weights();
   }
 
-  at::Tensor final_hidden(const at::Tensor& tokens) override {  // tokens: (B, T)
+  at::Tensor final_hidden(const at::Tensor& tokens, const RowDocuments& documents) override {  // tokens: (B, T)
     const int64_t seq = tokens.size(1);
     TORCH_CHECK(seq <= config_.max_seq_len, "sequence length ", seq, " exceeds the model's ",
                 config_.max_seq_len, " positions");
+    std::optional<PackedRows> packed;
     at::Tensor positions = at::arange(seq, tokens.options().dtype(at::kLong));  // (T)
-    at::Tensor x = wte(tokens) + wpe(positions);                                // (B, T, C)
-    for (auto& block : blocks) x = run_block(*block, x);
+    if (!documents.empty()) {  // learned positions restart at each document, (B, T)
+      packed = PackedRows{compat::document_layout(documents, seq, tokens.device()), {}, {}};
+      positions = packed->attention.positions;
+    }
+    at::Tensor x = wte(tokens) + wpe(positions);  // (B, T, C)
+    for (auto& block : blocks) x = run_block(*block, x, packed ? &*packed : nullptr);
     return ln_f(x);  // (B, T, C)
   }
 

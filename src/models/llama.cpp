@@ -82,7 +82,7 @@ class LlamaBlockImpl : public TransformerBlockImpl {
     down_proj = register_module("down_proj", linear(cfg.d_ff, d, false));
   }
 
-  at::Tensor forward(const at::Tensor& x) override {  // x: (B, T, C)
+  at::Tensor forward(const at::Tensor& x, const PackedRows* packed) override {  // x: (B, T, C)
     const int64_t batch = x.size(0);
     const int64_t seq = x.size(1);
     at::Tensor normed = input_layernorm(x);
@@ -96,10 +96,13 @@ class LlamaBlockImpl : public TransformerBlockImpl {
       q = q_norm(q.transpose(1, 2)).transpose(1, 2);
       k = k_norm(k.transpose(1, 2)).transpose(1, 2);
     }
-    auto [cos, sin] = rotary_->get(seq, q);  // (T, hd), broadcast over (B, H)
+    // (T, hd), broadcast over (B, H); packed rows: each token's own position, (B, 1, T, hd)
+    auto [cos, sin] = packed != nullptr ? std::make_pair(packed->rotary_cos, packed->rotary_sin) : rotary_->get(seq, q);
     q = q * cos + rotate_half(q) * sin;
     k = k * cos + rotate_half(k) * sin;
-    at::Tensor y = compat::causal_attention(q, k, v).transpose(1, 2).reshape({batch, seq, n_heads_ * head_dim_});
+    at::Tensor y = compat::causal_attention(q, k, v, packed != nullptr ? &packed->attention : nullptr)
+                       .transpose(1, 2)
+                       .reshape({batch, seq, n_heads_ * head_dim_});
     at::Tensor h = x + o_proj(y);
     at::Tensor m = post_attention_layernorm(h);
     return h + down_proj(at::silu(gate_proj(m)) * up_proj(m));
@@ -124,6 +127,7 @@ class LlamaImpl : public LanguageModelImpl {
  public:
   explicit LlamaImpl(const ModelConfig& cfg) : LanguageModelImpl(cfg) {
     auto rotary = std::make_shared<RotaryCache>(cfg.head_dim, cfg.rope_theta);
+    rotary_ = rotary;
     embed_tokens = register_module("embed_tokens", torch::nn::Embedding(cfg.vocab_size, cfg.d_model));
     for (int64_t i = 0; i < cfg.n_layers; ++i) {
       layers.push_back(register_module("layers" + std::to_string(i), std::make_shared<LlamaBlockImpl>(cfg, rotary)));
@@ -135,9 +139,23 @@ class LlamaImpl : public LanguageModelImpl {
     init_weights();
   }
 
-  at::Tensor final_hidden(const at::Tensor& tokens) override {  // tokens: (B, T)
+  at::Tensor final_hidden(const at::Tensor& tokens, const RowDocuments& documents) override {  // tokens: (B, T)
     at::Tensor x = embed_tokens(tokens);  // (B, T, C)
-    for (auto& layer : layers) x = run_block(*layer, x);
+    std::optional<PackedRows> packed;
+    if (!documents.empty()) {
+      // Rotary positions restart at each document, as HF's position_ids do for padding-free
+      // batches: the (T, hd) tables gathered at each token's position, once for every block.
+      const int64_t batch = tokens.size(0), seq = tokens.size(1);
+      packed = PackedRows{compat::document_layout(documents, seq, tokens.device()), {}, {}};
+      // In q's dtype: autocast's when it is on, else the projections' weights'.
+      const at::ScalarType q_dtype =
+          compat::active_autocast_dtype(tokens.device().type()).value_or(layers.front()->q_proj->weight.scalar_type());
+      auto [cos, sin] = rotary_->get(seq, at::empty({0}, x.options().dtype(q_dtype)));
+      const at::Tensor at_position = packed->attention.positions.reshape({-1});  // (B·T)
+      packed->rotary_cos = cos.index_select(0, at_position).view({batch, 1, seq, cos.size(1)});
+      packed->rotary_sin = sin.index_select(0, at_position).view({batch, 1, seq, sin.size(1)});
+    }
+    for (auto& layer : layers) x = run_block(*layer, x, packed ? &*packed : nullptr);
     return norm(x);  // (B, T, C)
   }
 
@@ -155,6 +173,8 @@ class LlamaImpl : public LanguageModelImpl {
   torch::nn::Linear lm_head{nullptr};
 
  private:
+  std::shared_ptr<RotaryCache> rotary_;  // the blocks' shared tables
+
   // HF LlamaPreTrainedModel._init_weights: N(0, initializer_range = 0.02), zero biases.
   void init_weights() {
     torch::NoGradGuard no_grad;

@@ -13,13 +13,48 @@ namespace {
 // without building a graph and saves only its input; backward recomputes the block with the
 // autocast state of the forward, then backpropagates through the recomputed graph, which
 // accumulates the block's parameter gradients directly (and fires their hooks).
+// The packed rows' tensors kept for a recompute (an autograd context holds IValues, not structs).
+void save_packed(torch::autograd::AutogradContext* ctx, const PackedRows* packed) {
+  if (packed == nullptr) return;
+  const compat::DocumentLayout& a = packed->attention;
+  for (const auto& [key, tensor] : {std::pair<const char*, at::Tensor>{"positions", a.positions},
+                                    {"blocked", a.blocked}, {"cu_seqlens", a.cu_seqlens},
+                                    {"rotary_cos", packed->rotary_cos}, {"rotary_sin", packed->rotary_sin}}) {
+    if (tensor.defined()) ctx->saved_data[key] = tensor;
+  }
+  ctx->saved_data["max_seqlen"] = a.max_seqlen;
+}
+
+std::optional<PackedRows> load_packed(torch::autograd::AutogradContext* ctx) {
+  if (ctx->saved_data.find("positions") == ctx->saved_data.end()) return std::nullopt;
+  auto tensor = [&](const char* key) {
+    const auto found = ctx->saved_data.find(key);
+    return found == ctx->saved_data.end() ? at::Tensor() : found->second.toTensor();
+  };
+  PackedRows packed;
+  packed.attention.positions = tensor("positions");
+  packed.attention.blocked = tensor("blocked");
+  packed.attention.cu_seqlens = tensor("cu_seqlens");
+  packed.attention.max_seqlen = ctx->saved_data["max_seqlen"].toInt();
+  packed.rotary_cos = tensor("rotary_cos");
+  packed.rotary_sin = tensor("rotary_sin");
+  return packed;
+}
+
+// Activation checkpointing as PyTorch's reentrant torch.utils.checkpoint: forward runs the block
+// without building a graph and saves only its input (and the packed rows' layout, shared with
+// the forward); backward recomputes the block with the autocast state of the forward, then
+// backpropagates through the recomputed graph, which accumulates the block's parameter gradients
+// directly (and fires their hooks).
 struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            TransformerBlockImpl* block, std::optional<at::ScalarType> autocast) {
+                            TransformerBlockImpl* block, std::optional<at::ScalarType> autocast,
+                            const PackedRows* packed) {
     ctx->save_for_backward({x});
     ctx->saved_data["block"] = reinterpret_cast<int64_t>(block);
     ctx->saved_data["autocast"] = autocast ? static_cast<int64_t>(*autocast) : int64_t{-1};
-    return block->forward(x);  // Function::apply runs forward with grad mode off
+    save_packed(ctx, packed);
+    return block->forward(x, packed);  // Function::apply runs forward with grad mode off
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -29,32 +64,33 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
     const int64_t autocast_code = ctx->saved_data["autocast"].toInt();
     std::optional<at::ScalarType> autocast;
     if (autocast_code >= 0) autocast = static_cast<at::ScalarType>(autocast_code);
+    const std::optional<PackedRows> packed = load_packed(ctx);
     at::Tensor y;
     {
       torch::AutoGradMode enable_grad(true);
       compat::AutocastGuard guard(x.device().type(), autocast);
-      y = block->forward(x);
+      y = block->forward(x, packed ? &*packed : nullptr);
     }
     torch::autograd::backward({y}, {grad_outputs[0]});
-    return {x.grad(), at::Tensor(), at::Tensor()};
+    return {x.grad(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
-at::Tensor LanguageModelImpl::forward(const at::Tensor& tokens) {
-  return at::linear(final_hidden(tokens), head_weight());  // (B, T, V)
+at::Tensor LanguageModelImpl::forward(const at::Tensor& tokens, const RowDocuments& documents) {
+  return at::linear(final_hidden(tokens, documents), head_weight());  // (B, T, V)
 }
 
-at::Tensor LanguageModelImpl::run_block(TransformerBlockImpl& block, const at::Tensor& x) {
+at::Tensor LanguageModelImpl::run_block(TransformerBlockImpl& block, const at::Tensor& x, const PackedRows* packed) {
   if (checkpointing_ && is_training() && torch::GradMode::is_enabled()) {
     // Reentrant checkpointing needs an input that requires grad, or the block's output would not
     // either: with a frozen base (LoRA) the embeddings' output does not, so it is made to, as
     // transformers' enable_input_require_grads() does for PEFT models.
     const at::Tensor input = x.requires_grad() ? x : x.detach().requires_grad_(true);
-    return CheckpointFunction::apply(input, &block, autocast_dtype_);
+    return CheckpointFunction::apply(input, &block, autocast_dtype_, packed);
   }
-  return block.forward(x);
+  return block.forward(x, packed);
 }
 
 LanguageModel build_model(const ModelConfig& cfg, uint64_t seed) {

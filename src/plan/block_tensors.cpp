@@ -110,7 +110,9 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
     t.add("q, k copies", "L·2·b·T·a·c", L * 2 * N * a * c,
           "matmul folds the transposed head views into bmm operands (a copy), bmm saves both");
     t.add("attention probabilities", "L·b·H·T·T·c", L * b * H * T * T * c, "softmax saves its output (b, H, T, T)");
-    t.add("causal mask", "L·T·T·1", L * T * T * kBool, "masked_fill saves the (T, T) bool mask");
+    if (!o.packed_documents) {  // packed rows share one mask (packed_rows_saved)
+      t.add("causal mask", "L·T·T·1", L * T * T * kBool, "masked_fill saves the (T, T) bool mask");
+    }
     released_before_softmax = t.lines->size();
     t.add("v copy", "L·b·T·a·c", L * N * a * c, "bmm(probabilities, v) saves v's contiguous copy");
     linear_input(t, "attention output copy (transpose + reshape)", {"attn_c_proj"}, saving, L, N, a, "a", dt, c, o);
@@ -178,7 +180,9 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
     t.add(gqa ? "k repeated to H heads" : "rotated k copy", "L·b·T·a·c", L * N * a * c,
           gqa ? "repeat_interleave (b, Hkv, T, hd) -> (b, H, T, hd); bmm saves it" : "bmm operand copy, saved");
     t.add("attention probabilities", "L·b·H·T·T·c", L * b * H * T * T * c, "softmax saves its output (b, H, T, T)");
-    t.add("causal mask", "L·T·T·1", L * T * T * kBool, "masked_fill saves the (T, T) bool mask");
+    if (!o.packed_documents) {  // packed rows share one mask (packed_rows_saved)
+      t.add("causal mask", "L·T·T·1", L * T * T * kBool, "masked_fill saves the (T, T) bool mask");
+    }
     released_before_softmax = t.lines->size();
     t.add(gqa ? "v repeated to H heads" : "v copy", "L·b·T·a·c", L * N * a * c, "bmm(probabilities, v) saves it");
     linear_input(t, "attention output copy (transpose + reshape)", {"o"}, saving, L, N, a, "a", dt, c, o);
@@ -204,6 +208,21 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
   adapter_intermediates(m, o, N, dt, t);
   return released;
+}
+
+void packed_rows_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, const Table& t) {
+  if (!o.packed_documents) return;
+  const int64_t T = o.activation_length();
+  if (m.arch == Architecture::kGpt2) {
+    t.add("positions, per token", "b·T·8", b * T * kInt64, "wpe's embedding saves its (b, T) indices: they restart per document");
+  } else {
+    t.add("rotary cos, sin at each position", "2·b·T·hd·c", 2 * b * T * m.head_dim * dt.c,
+          "gathered once per forward; every block's q·cos, k·sin saves the same two (b, 1, T, hd) tensors");
+  }
+  if (o.attention == AttentionKind::kExplicit) {
+    t.add("block-diagonal causal mask", "b·T·T·1", b * T * T * kBool,
+          "built once per forward (compat::document_layout); every block's masked_fill saves the same (b, 1, T, T) mask");
+  }
 }
 
 }  // namespace accumbench::plan_detail

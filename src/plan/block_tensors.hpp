@@ -51,4 +51,9 @@ int64_t largest_parameter_numel(const ModelConfig& m);
 size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, const Table& t);
 size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, const Table& t);
 
+// --packing bfd: what one micro-step over packed rows builds once and every block's backward
+// keeps (compat::document_layout, the models' final_hidden): GPT-2's per-token positions, Llama's
+// rotary tables gathered at them, the explicit attention's block-diagonal mask. Nothing unpacked.
+void packed_rows_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, const Table& t);
+
 }  // namespace accumbench::plan_detail

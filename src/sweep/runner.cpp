@@ -180,10 +180,10 @@ SweepContext sweep_context(const SweepOptions& options, const ModelConfig& cfg, 
 }
 
 // Per-micro-batch padding: plan the activations for the longest padded micro-batch of the whole
-// source, not for T (wrapped packing and max padding fill every row to T anyway). The ids of a
+// source, not for T (packed rows and max padding fill every row to T anyway). The ids of a
 // token file are checked against the model where the sweep loads it, not here.
 void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
-  if (w.data.padding == Padding::kMax || w.data.packing == Packing::kWrapped) return;
+  if (w.data.padding == Padding::kMax || w.data.packing != Packing::kNone) return;
   const std::optional<SampleSource> source =
       read_sample_source(w.data, w.seq_len, std::numeric_limits<int64_t>::max());
   if (!source) return;  // synthetic lengths reach T
@@ -244,6 +244,7 @@ PlanOptions sweep_plan_options(const WorkloadOptions& w, bool device_is_cuda, in
   // compat::causal_attention: scaled_dot_product_attention from LibTorch 2.0 (flash kernels on
   // CUDA), the explicit masked softmax before.
   plan.attention = plan.libtorch_major >= 2 && device_is_cuda ? AttentionKind::kFlash : AttentionKind::kExplicit;
+  plan.packed_documents = w.data.packing == Packing::kBfd;
   plan_for_worst_micro_batch(plan, w);
   return plan;
 }

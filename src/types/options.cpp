@@ -34,7 +34,8 @@ constexpr Names<LengthMode, 3> kAllLengthNames = {{
     {LengthMode::kFixed, "fixed"}, {LengthMode::kVariable, "variable"}, {LengthMode::kFile, "file"}}};
 constexpr Names<Padding, 3> kPaddingNames = {{
     {Padding::kMax, "max"}, {Padding::kLongest, "longest"}, {Padding::kMultiple, "multiple"}}};
-constexpr Names<Packing, 2> kPackingNames = {{{Packing::kNone, "none"}, {Packing::kWrapped, "wrapped"}}};
+constexpr Names<Packing, 3> kPackingNames = {{
+    {Packing::kNone, "none"}, {Packing::kWrapped, "wrapped"}, {Packing::kBfd, "bfd"}}};
 
 template <typename Enum, size_t N>
 std::string name_of(const Names<Enum, N>& names, Enum value) {
@@ -229,6 +230,10 @@ void validate_data_source(const WorkloadOptions& w) {
   if (w.grid.cuda_graphs && data.padding != Padding::kMax) {
     throw UserError("--cuda-graphs replays one fixed micro-batch shape, but --padding " + padding_name(data) +
                     " changes the shape per micro-batch; use --padding max with --cuda-graphs or drop it");
+  }
+  if (w.grid.cuda_graphs && data.packing == Packing::kBfd) {
+    throw UserError("--cuda-graphs replays one fixed attention layout, but --packing bfd gives every micro-batch its own "
+                    "documents; use --packing none or wrapped with --cuda-graphs, or drop it");
   }
   if (data.eos_id >= 0 && data.token_file.empty()) {
     throw UserError("--eos-id splits the documents of a --tokens file, which is not given; add --tokens FILE or drop --eos-id");

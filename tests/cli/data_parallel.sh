@@ -107,6 +107,19 @@ if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" %
 ' "$out"
 }
 
+# cli.data_parallel.verify_bfd: each rank takes its share of the packed rows (with their
+# documents); the loss is divided by the real target tokens of the whole step over both ranks.
+verify_bfd() {
+  dp_run 2 verify --model gpt2-tiny --batch 8 --seq-len 32 --lengths "$data/lengths/skewed.txt" \
+    --packing bfd --device cpu --threads 1
+  check "data parallel verify, bfd packing: 2 ranks, packing bfd, every split passes" py '
+text = open(sys.argv[1], encoding="utf-8").read()
+if "data parallel over 2 ranks" not in text or "packing bfd" not in text: fail("header")
+rows = split_rows(sys.argv[1])
+if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" % rows)
+' "$out"
+}
+
 # cli.data_parallel.dead_peer: rank 1 killed with -9 once rank 0 has saved a split; rank 0 ends
 # with exit 1 and one sentence (no abort on an uncaught Gloo exception), its JSON keeping the
 # finished splits.
@@ -144,7 +157,7 @@ if not any(x["status"] == "ok" for x in r["runs"]): fail("no finished split in %
 
 mode=${case_args[0]:-}
 case $mode in
-  verify | sweep | mismatch | verify_longest_padding | dead_peer) "$mode" ;;
+  verify | sweep | mismatch | verify_longest_padding | verify_bfd | dead_peer) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
