@@ -278,6 +278,7 @@ TEST(RealData, SweepWithBfdReportsItsPaddingAndThePlanHolds) {
     options.workload.micro_batches = {1, 8};
     options.warmup = 0;
     options.steps = 2;
+    options.time_budget_seconds = 0;  // exactly these rounds
     const ab::SweepResult r = ab::run_sweep(options);
     ASSERT_EQ(r.runs.size(), 2u);
     int64_t real = 0;
