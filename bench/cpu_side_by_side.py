@@ -54,7 +54,7 @@ def main():
         rstep, rpeak = r["step_s"], r["peak_bytes"] / 2**20
         ours_points.append((n, step))
         ref_points.append((n, rstep))
-        print(f"| {label} | {step:.3f} | {rstep:.3f} | {step / rstep:.2f} | {peak:.0f} | {rpeak:.0f} | {peak / rpeak:.2f} |")
+        print(f"| {label} | {step:.3f} | {rstep:.3f} | {step / rstep:.2f} | {peak:.1f} | {rpeak:.1f} | {peak / rpeak:.4f} |")
     print()
     if len(ours_points) >= 2:
         for name, points in (("accumbench", ours_points), ("reference", ref_points)):

@@ -65,15 +65,23 @@ class AdaptedLinear(torch.nn.Module):
         return (result + F.linear(F.linear(a, self.lora_A), self.lora_B) * self.scaling).to(result.dtype)
 
 
-def attention(q, k, v, attention_mask):
-    """HF eager attention: q (B, H, T, hd), k/v (B, Hkv, T, hd), attention_mask (B, T) of 0/1.
+ATTENTIONS = ("eager", "sdpa")
 
-    Masked scores get the dtype's lowest value (HF's 4-D causal mask), softmax runs in fp32."""
+
+def attention(q, k, v, attention_mask, implementation="eager"):
+    """HF attention: q (B, H, T, hd), k/v (B, Hkv, T, hd), attention_mask (B, T) of 0/1 or None.
+
+    eager (eager_attention_forward): masked scores get the dtype's lowest value (HF's 4-D causal
+    mask), softmax in fp32. sdpa (sdpa_attention_forward, PyTorch 2.x): is_causal without a padding
+    mask, so that the flash kernels run; used only to time GPU steps as a PyTorch job runs them."""
     batch, heads, seq, head_dim = q.shape
     n_rep = heads // k.shape[1]
     if n_rep > 1:  # repeat_kv: (B, Hkv, T, hd) -> (B, Hkv, n_rep, T, hd) -> (B, H, T, hd)
         k = k[:, :, None].expand(batch, k.shape[1], n_rep, seq, head_dim).reshape(batch, heads, seq, head_dim)
         v = v[:, :, None].expand(batch, v.shape[1], n_rep, seq, head_dim).reshape(batch, heads, seq, head_dim)
+    if implementation == "sdpa":
+        assert attention_mask is None, "sdpa here is for timing unpadded batches"
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
     scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(head_dim)  # (B, H, T, T)
     allowed = torch.ones(seq, seq, dtype=torch.bool, device=q.device).tril()[None, None]  # (1, 1, T, T)
     if attention_mask is not None:
@@ -100,7 +108,7 @@ class Gpt2Block(torch.nn.Module):
         batch, seq, _ = x.shape
         q, k, v = self.c_attn(self.ln_1(x)).split(self.n_heads * self.head_dim, dim=2)
         heads = lambda t: t.view(batch, seq, self.n_heads, self.head_dim).transpose(1, 2)  # noqa: E731
-        y = attention(heads(q), heads(k), heads(v), attention_mask).transpose(1, 2).reshape(batch, seq, -1)
+        y = attention(heads(q), heads(k), heads(v), attention_mask, self.attention).transpose(1, 2).reshape(batch, seq, -1)
         h = x + self.attn_c_proj(y)
         return h + self.mlp_c_proj(F.gelu(self.c_fc(self.ln_2(h)), approximate="tanh"))
 
@@ -169,7 +177,7 @@ class LlamaBlock(torch.nn.Module):
         if self.q_norm is not None:  # Qwen3: per head, on (B, T, H, hd), before RoPE
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = rotary.apply(q.transpose(1, 2)), rotary.apply(k.transpose(1, 2))
-        y = attention(q, k, v, attention_mask).transpose(1, 2).reshape(batch, seq, -1)
+        y = attention(q, k, v, attention_mask, self.attention).transpose(1, 2).reshape(batch, seq, -1)
         h = x + self.o_proj(y)
         m = self.post_attention_layernorm(h)
         return h + self.down_proj(F.silu(self.gate_proj(m)) * self.up_proj(m))
@@ -178,8 +186,9 @@ class LlamaBlock(torch.nn.Module):
 class CausalLM(torch.nn.Module):
     """GPT-2 or the Llama family, from accumbench's model config (index.json's "model")."""
 
-    def __init__(self, cfg, rope="rotate_half"):
+    def __init__(self, cfg, rope="rotate_half", attention="eager"):
         super().__init__()
+        assert attention in ATTENTIONS, attention
         self.cfg = cfg
         self.gpt2 = cfg["arch"] == "gpt2"
         if self.gpt2:
@@ -194,6 +203,7 @@ class CausalLM(torch.nn.Module):
             self.norm = RmsNorm(cfg["d_model"], cfg["norm_eps"])
             prefix, self.rotary = "layers", Rotary(cfg["head_dim"], cfg["rope_theta"], rope)
         for i, block in enumerate(self.blocks):
+            block.attention = attention
             self.add_module(f"{prefix}{i}", block)
         if not cfg["tied_embeddings"]:
             self.lm_head = torch.nn.Linear(cfg["d_model"], cfg["vocab_size"], bias=False)

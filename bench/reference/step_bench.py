@@ -2,6 +2,8 @@
 """Times the PyTorch reference's training step (models.py) per split, as accumbench's sweep does.
 
     step_bench.py --export DIR --seq-len 256 --batch 8 --micro-batches 1,8 [--warmup 1 --steps 2]
+    step_bench.py --export DIR --seq-len 1024 --batch 64 --micro-batches 1,64 --device cuda \
+                  --precision bf16 --attention sdpa          (PyTorch 2.x on a GPU)
 
 The model's shape comes from an export (`accumbench verify --export DIR`, its index.json); the
 weights are drawn here (time and memory do not depend on their values). One step: micro-batches of
@@ -10,8 +12,9 @@ backward per micro-batch, then torch.optim.AdamW (PyTorch's defaults, lr 1e-4) a
 zero_grad(set_to_none=True). Prints one JSON line per split: the median step time, and the peak of
 allocated CPU bytes: the bytes alive before the measured step (weights, gradients, AdamW state,
 summed over their storages) plus the highest running sum of the profiler's memory events
-(torch.profiler, profile_memory=True: every allocation and free) during it. Not the resident set: that one includes the
-allocator's cached and fragmented pages.
+(torch.profiler, profile_memory=True: every allocation and free) during it; on CUDA the caching
+allocator's own peak (torch.cuda.max_memory_allocated) over the measured step. Not the resident
+set: that one includes the allocator's cached and fragmented pages.
 """
 
 import argparse
@@ -24,7 +27,9 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from models import CausalLM  # noqa: E402
+from models import ATTENTIONS, CausalLM  # noqa: E402
+
+AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def live_bytes(tensors):
@@ -32,7 +37,7 @@ def live_bytes(tensors):
     for t in tensors:
         if t is None:
             continue
-        storage = t.storage()
+        storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()  # 2.x / 1.13
         key = storage.data_ptr()
         if key not in seen:
             seen.add(key)
@@ -40,11 +45,21 @@ def live_bytes(tensors):
     return total
 
 
-def step(model, optimizer, batches, tokens):
+def step(model, optimizer, batches, tokens, autocast=None):
     for inputs, targets in batches:
-        (model.summed_loss(inputs, targets) / tokens).backward()
+        if autocast is None:
+            loss = model.summed_loss(inputs, targets)
+        else:  # the loss itself runs on fp32 logits (summed_loss upcasts, as transformers)
+            with torch.autocast(inputs.device.type, dtype=autocast):
+                loss = model.summed_loss(inputs, targets)
+        (loss / tokens).backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def profiled_peak_delta(fn):
@@ -74,30 +89,44 @@ def main():
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32", help="autocast dtype")
+    p.add_argument("--attention", choices=ATTENTIONS, default="eager")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
+    device = torch.device(a.device)
+    autocast = AUTOCAST.get(a.precision)
     with open(os.path.join(a.export, "index.json")) as f:
         cfg = json.load(f)["model"]
     torch.manual_seed(0)
-    model = CausalLM(cfg)
+    model = CausalLM(cfg, attention=a.attention).to(device)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    data = torch.randint(0, cfg["vocab_size"], (a.batch, a.seq_len + 1))
+    data = torch.randint(0, cfg["vocab_size"], (a.batch, a.seq_len + 1), device=device)
     inputs, targets = data[:, :-1].contiguous(), data[:, 1:].contiguous()
     tokens = targets.numel()
-    print(json.dumps(dict(impl="pytorch-reference", torch=torch.__version__, model=cfg["name"], threads=a.threads)))
+    print(json.dumps(dict(impl="pytorch-reference", torch=torch.__version__, model=cfg["name"], threads=a.threads,
+                          device=str(device), precision=a.precision, attention=a.attention)))
     for mb in (int(x) for x in a.micro_batches.split(",")):
         batches = [(inputs[i:i + mb], targets[i:i + mb]) for i in range(0, a.batch, mb)]
+        run = lambda: step(model, optimizer, batches, tokens, autocast)  # noqa: E731
         for _ in range(a.warmup):
-            step(model, optimizer, batches, tokens)
+            run()
         times = []
         for _ in range(a.steps):
+            sync(device)
             start = time.perf_counter()
-            step(model, optimizer, batches, tokens)
+            run()
+            sync(device)
             times.append(time.perf_counter() - start)
-        state = [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
-        before = live_bytes(list(model.parameters()) + state)  # gradients are None between steps
-        peak = before + profiled_peak_delta(lambda: step(model, optimizer, batches, tokens))
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+            run()
+            peak = torch.cuda.max_memory_allocated(device)
+        else:
+            state = [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
+            before = live_bytes(list(model.parameters()) + state)  # gradients are None between steps
+            peak = before + profiled_peak_delta(run)
         print(json.dumps(dict(mb=mb, ga=a.batch // mb, step_s=statistics.median(times), steps=a.steps,
                               peak_bytes=peak, peak_gib=round(peak / 2**30, 3))), flush=True)
 
