@@ -1,8 +1,9 @@
 """PyTorch reference models for the families accumbench models, written from Hugging Face's math.
 
-Each module is our own code; it follows the modeling files of huggingface/transformers (main
-branch, 2025, the v4.5x releases; the math below has not changed since v4.48) and PEFT's LoRA layer
-(huggingface/peft, src/peft/tuners/lora/layer.py, Linear.forward, v0.13 and later):
+Each module is our own code; it follows the modeling files of huggingface/transformers as of the
+v4.5x releases (Qwen3 arrived in v4.51; tests/data/hf/qwen3.json was written by 4.51.0) and PEFT's
+LoRA layer (huggingface/peft, src/peft/tuners/lora/layer.py, Linear.forward; recent releases cast
+with _cast_input_dtype, older ones with x.to(lora_A.weight.dtype): the same arithmetic):
 
   GPT-2    transformers/models/gpt2/modeling_gpt2.py: GPT2Block (pre-LayerNorm), GPT2Attention
            (eager_attention_forward: scores scaled by 1/sqrt(head_dim), softmax), GPT2MLP

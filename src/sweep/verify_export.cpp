@@ -99,13 +99,18 @@ Json batch_json(const ExportWriter& writer, const TokenBatch& batch) {
 
 }  // namespace
 
-void write_reference_step(const std::string& dir, const ReferenceStep& step) {
+void create_export_directory(const std::string& dir) {
   std::error_code error;
   fs::create_directories(dir, error);
   if (error || !fs::is_directory(dir)) {
-    throw UserError("verify --export cannot create the directory " + text::quoted(dir) + " (" + error.message() +
+    const std::string why = error ? error.message() : "not a directory";
+    throw UserError("verify --export cannot create the directory " + text::quoted(dir) + " (" + why +
                     "); give a path you can write to");
   }
+}
+
+void write_reference_step(const std::string& dir, const ReferenceStep& step) {
+  create_export_directory(dir);
   const ExportWriter writer{fs::path(dir)};
   Json parameters = Json::array();
   for (size_t i = 0; i < step.weights.size(); ++i) {

@@ -28,6 +28,10 @@ struct ReferenceStep {
   double loss = 0;                // token-normalized: summed cross-entropy / target tokens
 };
 
+// Creates `dir` when missing; throws UserError when it cannot (verify calls it before any step,
+// so that a wrong path fails in a second, not after the reference step of a large model).
+void create_export_directory(const std::string& dir);
+
 // Writes `step` under `dir` (created when missing): every tensor as raw little-endian bytes in
 // its own file, then index.json last, so an index that exists describes complete files. Throws
 // UserError when the directory or a file cannot be written.

@@ -137,6 +137,7 @@ VerifySplit compare(const SplitConfig& config, const Snapshot& got, const Snapsh
 VerifyResult run_verify(const VerifyOptions& options) {
   const WorkloadOptions& w = options.workload;
   const VerifySetup setup = prepare(w);
+  if (!options.export_dir.empty() && setup.launch.rank == 0) create_export_directory(options.export_dir);
   const std::unique_ptr<compat::ProcessGroup> group =
       compat::ProcessGroup::from_environment(setup.device, w.dist_timeout_seconds);
   if (group) require_same_options_on_every_rank(*group, describe_workload(w));
