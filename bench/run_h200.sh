@@ -8,7 +8,12 @@
 #  3. one profiled step at 64×1 and 1×64 on both sides, compared kernel by kernel
 #     (bench/kernel_diff.py), to explain any gap;
 #  4. the tracer's overhead;
-#  5. the LoRA job that motivated the tool: Qwen3-1.7B, fp16 weights, LoRA r16, T=512, batch 4 and 16.
+#  5. the LoRA job that motivated the tool: Qwen3-1.7B, fp16 weights, LoRA r16, T=512, batch 4 and 16;
+#  (after 2) the PyTorch reference of bench/reference/ on this machine's PyTorch 2.x: the ctest
+#     cross-check (reference.*: loss and gradients of every family against an exported step), then
+#     its step time and CUDA peak per split (HF's math, SDPA attention, bf16 autocast) beside
+#     accumbench's sweep of the same shape: issue 18's side by side, and the data to explain
+#     whether the plan's excess at 64×1 is the plan's or the engine's.
 # Every stage has its own time limit, and a stage that would start after BUDGET_S (540 s) is
 # skipped, so the call ends inside the device's 10 minutes; stages run most important first.
 # Results go to $OUT (the device tool brings that folder back: 8 files at most, so the small ones
@@ -52,7 +57,7 @@ stage() {  # stage NAME SECONDS COMMAND...: runs (killed after SECONDS or at the
   python3 -c 'import torch; print(torch.__version__, torch.version.cuda)'; } > "$work/machine.txt" 2>&1
 cat "$work/machine.txt"
 
-stage build 240 scripts/build.sh -DACCUMBENCH_GPU_TESTS=ON || exit 1
+stage build 240 scripts/build.sh -DACCUMBENCH_GPU_TESTS=ON -DACCUMBENCH_REFERENCE_PYTHON="$(command -v python3)" || exit 1
 [ -x build/accumbench ] || { echo "no build/accumbench: stopping"; exit 1; }
 stage gpu-tests 150 build/accumbench_gpu_tests --gtest_color=no
 
@@ -63,6 +68,19 @@ stage accumbench 150 build/accumbench sweep --hf-config bench/gpt2-124m-50304.js
   --json "$work/accumbench.json" --html "$work/report.html"
 stage side-by-side 30 python3 bench/side_by_side.py "$work/accumbench.json" "$work/anchor-eager.jsonl"
 cp "$work/side-by-side.log" "$out/side-by-side.md"
+
+# The reference: cross-check first (CPU tensors, PyTorch 2.x), then the GPU side by side. The
+# export only gives step_bench.py the model's shape; its ~1 GB of weights stay outside $OUT.
+stage reference-check 90 sh -c 'cd build && ctest -R "^reference\." --output-on-failure'
+ref_export=$(mktemp -d)
+stage reference-export 60 build/accumbench verify --hf-config bench/gpt2-124m-50304.json --seq-len 8 --batch 1 \
+  --device cpu --export "$ref_export"
+stage reference-gpu 150 python3 bench/reference/step_bench.py --export "$ref_export" --seq-len 1024 --batch 64 \
+  --micro-batches "$micro" --device cuda --precision bf16 --attention sdpa
+rm -rf "$ref_export"
+grep '^{' "$work/reference-gpu.log" > "$work/reference-gpu.jsonl"
+stage side-by-side-reference 30 python3 bench/side_by_side.py "$work/accumbench.json" "$work/reference-gpu.jsonl"
+cp "$work/side-by-side-reference.log" "$out/side-by-side-reference.md"
 
 traces=$(mktemp -d)   # large: outside $OUT, only the two 64×1 traces come back (gzip)
 stage profile-ours 120 build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \

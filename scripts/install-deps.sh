@@ -12,6 +12,7 @@ packages=(
   chromium                             # headless screenshots of the HTML report (tests)
   xz-utils                             # unpacks the LibTorch 2.11 headers for the CUDA compile-check
   python3                              # bench/*.py, and the kernel_diff test
+  python3-torch                        # PyTorch 1.13 (CPU) for bench/reference/ and its ctest cases
 )
 
 # On the GPU machine the LibTorch inside python3's CUDA PyTorch is used instead of Debian's.
@@ -19,6 +20,7 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
   packages=("${packages[@]/libtorch-dev/}")
   packages=("${packages[@]/libopenblas0-pthread/}")
   packages=("${packages[@]/chromium/}")
+  packages=("${packages[@]/python3-torch/}")  # the machine's own PyTorch runs the reference
 fi
 
 missing=()

@@ -315,16 +315,20 @@ struct SweepCommand {
 
 struct VerifyCommand {
   WorkloadFlags flags{ab::Command::kVerify};
+  std::string export_dir;
 
   CLI::App* add_to(CLI::App& app) {
     CLI::App* command =
         app.add_subcommand("verify", "prove that every split computes the same update as the whole batch");
     add_workload_options(command, flags);
+    command->add_option("--export", export_dir,
+                        "write the initial weights, the batch, the config and the whole batch's loss and "
+                        "gradients to this directory for bench/reference/ (docs/EXPORT.md)");
     return command;
   }
 
   int run(bool primary) {
-    const ab::VerifyResult result = ab::run_verify(flags.apply());
+    const ab::VerifyResult result = ab::run_verify(ab::VerifyOptions{flags.apply(), export_dir});
     if (primary) ab::print_verify(result, std::cout);
     return result.all_pass ? 0 : 1;
   }

@@ -5,6 +5,9 @@
 //   WorkloadOptions w = workload_defaults(Command::kVerify);   // gpt2-tiny, variable lengths
 //   VerifyResult r = run_verify(w);
 //   print_verify(r, std::cout);      // report.hpp; exit code 1 when !r.all_pass
+//
+//   VerifyOptions o{w, /*export_dir=*/"ref"};  // also write the weights, the batch and the
+//   run_verify(o);                              // reference step for bench/reference/ (docs/EXPORT.md)
 #pragma once
 
 #include <cstdint>
@@ -41,6 +44,16 @@ struct VerifySplit {
   bool pass = false;
 };
 
+// What verify runs: the workload, and where to export the reference step, if anywhere.
+struct VerifyOptions {
+  WorkloadOptions workload;
+  // When not empty: the directory (created if missing) that receives the initial weights by
+  // parameter name, the batch (inputs, targets, attention mask), the model config and the
+  // reference step's loss and gradients, as raw little-endian tensors with an index.json
+  // (docs/EXPORT.md), so that a PyTorch reference (bench/reference/) can recompute the step.
+  std::string export_dir;
+};
+
 struct VerifyResult {
   std::string model;
   int64_t parameters = 0;
@@ -60,10 +73,12 @@ struct VerifyResult {
   double update_tolerance = 0;
   std::vector<VerifySplit> splits;
   bool all_pass = true;
+  std::string export_dir;         // where the reference step was exported; empty when not
 };
 
 // The splits are split_grid(workload) (one precision; grid.knobs is not a verify option) against
 // the whole batch in one micro-step with the plain loss head. Throws UserError on bad options.
-VerifyResult run_verify(const WorkloadOptions& workload);
+VerifyResult run_verify(const VerifyOptions& options);
+inline VerifyResult run_verify(const WorkloadOptions& workload) { return run_verify(VerifyOptions{workload, {}}); }
 
 }  // namespace accumbench

@@ -35,6 +35,9 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
   }
   out << "reference: 1 micro-batch of " << r.batch << ", token-normalized, loss " << std::fixed << std::setprecision(6)
       << r.reference_loss << "\n";
+  if (!r.export_dir.empty()) {
+    out << "exported the reference step to " << r.export_dir << " (weights, batch, loss, gradients: docs/EXPORT.md)\n";
+  }
   out << std::defaultfloat << "tolerance: relative L2 error of the gradient <= " << r.gradient_tolerance
       << ", of the weight update <= " << r.update_tolerance << "\n\n";
   size_t label_width = 14;  // wider only when a label needs it ("8×1 ckpt graphs")

@@ -13,6 +13,7 @@
 #include "accumbench/verify.hpp"
 #include "compat/compat.hpp"
 #include "compat/distributed.hpp"
+#include "sweep/verify_export.hpp"
 
 namespace accumbench {
 
@@ -133,8 +134,10 @@ VerifySplit compare(const SplitConfig& config, const Snapshot& got, const Snapsh
 
 }  // namespace
 
-VerifyResult run_verify(const WorkloadOptions& w) {
+VerifyResult run_verify(const VerifyOptions& options) {
+  const WorkloadOptions& w = options.workload;
   const VerifySetup setup = prepare(w);
+  if (!options.export_dir.empty() && setup.launch.rank == 0) create_export_directory(options.export_dir);
   const std::unique_ptr<compat::ProcessGroup> group =
       compat::ProcessGroup::from_environment(setup.device, w.dist_timeout_seconds);
   if (group) require_same_options_on_every_rank(*group, describe_workload(w));
@@ -173,6 +176,14 @@ VerifyResult run_verify(const WorkloadOptions& w) {
   reference_options.micro_batch = w.batch;
   const Snapshot reference = one_step(trainer, initial, setup.batch, reference_options);
   result.reference_loss = reference.loss;
+  // Every rank computed the same reference alone; one writes it.
+  if (!options.export_dir.empty() && setup.launch.rank == 0) {
+    ReferenceStep step{setup.model, w, setup.precision, setup.batch, {}, reference.gradients, reference.loss};
+    const auto named = trainer.model()->named_parameters();
+    for (size_t i = 0; i < named.size(); ++i) step.weights.emplace_back(named[i].key(), initial[i]);
+    write_reference_step(options.export_dir, step);
+    result.export_dir = options.export_dir;
+  }
   trainer.set_process_group(group.get());
 
   for (const SplitConfig& config : setup.grid) {

@@ -1,0 +1,137 @@
+#!/usr/bin/python3
+"""Times the PyTorch reference's training step (models.py) per split, as accumbench's sweep does.
+
+    step_bench.py --export DIR --seq-len 256 --batch 8 --micro-batches 1,8 [--warmup 1 --steps 2]
+    step_bench.py --export DIR --seq-len 1024 --batch 64 --micro-batches 1,64 --device cuda \
+                  --precision bf16 --attention sdpa          (PyTorch 2.x on a GPU)
+
+The model's shape comes from an export (`accumbench verify --export DIR`, its index.json); the
+weights are drawn here (time and memory do not depend on their values). One step: micro-batches of
+fixed-length random tokens, the token-normalized loss (summed cross-entropy / the step's targets),
+backward per micro-batch, then torch.optim.AdamW (PyTorch's defaults, lr 1e-4; fused on CUDA) and
+zero_grad(set_to_none=True). Prints one JSON line per split: the median step time, and the peak of
+allocated CPU bytes: the bytes alive before the measured step (weights, gradients, AdamW state,
+summed over their storages) plus the highest running sum of the profiler's memory events
+(torch.profiler, profile_memory=True: every allocation and free) during it; on CUDA the caching
+allocator's own peak (torch.cuda.max_memory_allocated) over the measured step. Not the resident
+set: that one includes the allocator's cached and fragmented pages.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from models import ATTENTIONS, CausalLM  # noqa: E402
+
+AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def live_bytes(tensors):
+    seen, total = set(), 0
+    for t in tensors:
+        if t is None:
+            continue
+        storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()  # 2.x / 1.13
+        key = storage.data_ptr()
+        if key not in seen:
+            seen.add(key)
+            total += storage.nbytes()
+    return total
+
+
+def step(model, optimizer, batches, tokens, autocast=None):
+    for inputs, targets in batches:
+        if autocast is None:
+            loss = model.summed_loss(inputs, targets)
+        else:  # the loss itself runs on fp32 logits (summed_loss upcasts, as transformers)
+            with torch.autocast(inputs.device.type, dtype=autocast):
+                loss = model.summed_loss(inputs, targets)
+        (loss / tokens).backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def profiled_peak_delta(fn):
+    """The highest running sum of the allocator's events while fn runs (bytes): the profiler's raw
+    "[memory]" records (one per CPU allocation and free, in order), not the per-op sums of
+    prof.events(), which count a child op's bytes again in its parent."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    records = [e for e in prof.profiler.kineto_results.events()
+               if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
+    start = (lambda e: e.start_ns()) if hasattr(records[0], "start_ns") else (lambda e: e.start_us())
+    records.sort(key=start)  # stable: records of the same microsecond keep their order
+    running = peak = 0
+    for e in records:
+        running += e.nbytes()
+        peak = max(peak, running)
+    return peak
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--export", required=True, help="an accumbench export directory (its index.json gives the shape)")
+    p.add_argument("--seq-len", type=int, required=True)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--micro-batches", default="1")
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32", help="autocast dtype")
+    p.add_argument("--attention", choices=ATTENTIONS, default="eager")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    device = torch.device(a.device)
+    autocast = AUTOCAST.get(a.precision)
+    with open(os.path.join(a.export, "index.json")) as f:
+        cfg = json.load(f)["model"]
+    torch.manual_seed(0)
+    model = CausalLM(cfg, attention=a.attention).to(device)
+    model.train()
+    # accumbench steps AdamW with the fused kernel on CUDA (PyTorch 2.x), the for-loop on the CPU.
+    fused = dict(fused=True) if device.type == "cuda" else {}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, **fused)
+    data = torch.randint(0, cfg["vocab_size"], (a.batch, a.seq_len + 1), device=device)
+    inputs, targets = data[:, :-1].contiguous(), data[:, 1:].contiguous()
+    tokens = targets.numel()
+    print(json.dumps(dict(impl="pytorch-reference", torch=torch.__version__, model=cfg["name"], threads=a.threads,
+                          device=str(device), precision=a.precision, attention=a.attention)))
+    for mb in (int(x) for x in a.micro_batches.split(",")):
+        batches = [(inputs[i:i + mb], targets[i:i + mb]) for i in range(0, a.batch, mb)]
+        run = lambda: step(model, optimizer, batches, tokens, autocast)  # noqa: E731
+        for _ in range(a.warmup):
+            run()
+        times = []
+        for _ in range(a.steps):
+            sync(device)
+            start = time.perf_counter()
+            run()
+            sync(device)
+            times.append(time.perf_counter() - start)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+            run()
+            peak = torch.cuda.max_memory_allocated(device)
+        else:
+            state = [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
+            before = live_bytes(list(model.parameters()) + state)  # gradients are None between steps
+            peak = before + profiled_peak_delta(run)
+        print(json.dumps(dict(mb=mb, ga=a.batch // mb, step_s=statistics.median(times), steps=a.steps,
+                              peak_bytes=peak, peak_gib=round(peak / 2**30, 3))), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+// write_reference_step (verify_export.hpp); the format is docs/EXPORT.md.
+#include "sweep/verify_export.hpp"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "accumbench/error.hpp"
+#include "accumbench/units.hpp"
+
+namespace accumbench {
+namespace {
+
+using Json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+// The raw bytes are the host's; the format promises little-endian, so a big-endian host fails
+// at compile time rather than writing files nobody can read back.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the export format is little-endian");
+
+std::string dtype_name(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kBFloat16: return "bfloat16";
+    case at::kHalf: return "float16";
+    case at::kLong: return "int64";
+    case at::kBool: return "bool";
+    default: break;
+  }
+  TORCH_CHECK(false, "no export name for dtype ", type);
+}
+
+class ExportWriter {
+ public:
+  explicit ExportWriter(fs::path root) : root_(std::move(root)) {}
+
+  // Writes `tensor` (any device, any layout) to `relative` and returns its index entry.
+  Json tensor(const std::string& relative, const at::Tensor& tensor) const {
+    const at::Tensor host = tensor.detach().to(at::kCPU).contiguous();
+    const fs::path path = root_ / relative;
+    std::error_code error;
+    fs::create_directories(path.parent_path(), error);
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(static_cast<const char*>(host.data_ptr()), static_cast<std::streamsize>(host.nbytes()));
+    if (!out) fail(path);
+    return Json{{"file", relative}, {"dtype", dtype_name(host.scalar_type())}, {"shape", host.sizes().vec()}};
+  }
+
+  void text(const std::string& relative, const std::string& content) const {
+    const fs::path path = root_ / relative;
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << content;
+    if (!out) fail(path);
+  }
+
+ private:
+  [[noreturn]] static void fail(const fs::path& path) {
+    throw UserError("cannot write " + text::quoted(path.string()) +
+                    " for verify --export; give a directory you can write to");
+  }
+  fs::path root_;
+};
+
+Json model_json(const ModelConfig& m) {
+  return Json{{"name", m.name},           {"arch", to_string(m.arch)},   {"vocab_size", m.vocab_size},
+              {"d_model", m.d_model},     {"n_layers", m.n_layers},      {"n_heads", m.n_heads},
+              {"n_kv_heads", m.n_kv_heads}, {"head_dim", m.head_dim},    {"d_ff", m.d_ff},
+              {"max_seq_len", m.max_seq_len}, {"rope_theta", m.rope_theta}, {"norm_eps", m.norm_eps},
+              {"tied_embeddings", m.tied_embeddings}, {"qkv_bias", m.qkv_bias}, {"qk_norm", m.qk_norm}};
+}
+
+Json lora_json(const WorkloadOptions& w) {
+  if (!w.lora.enabled()) return nullptr;
+  return Json{{"rank", w.lora.rank},
+              {"scaling", lora_scaling(w.lora)},
+              {"dropout", w.lora.dropout},
+              {"targets", w.lora.targets},
+              {"b_init", "normal(0, 0.02), as verify draws it"}};
+}
+
+// inputs/targets as the engine sees them, plus what a Hugging Face model would be given: the
+// attention mask (1 on a sequence's real positions; padding sits at the end of each row).
+Json batch_json(const ExportWriter& writer, const TokenBatch& batch) {
+  const int64_t rows = batch.inputs.size(0), seq = batch.inputs.size(1);
+  at::Tensor lengths = torch::tensor(batch.sequence_tokens, torch::kLong).view({rows, 1});  // (B, 1)
+  at::Tensor mask = torch::arange(seq, torch::kLong).view({1, seq}).lt(lengths).to(torch::kLong);  // (B, T)
+  return Json{{"sequences", rows},
+              {"seq_len", seq},
+              {"sequence_tokens", batch.sequence_tokens},
+              {"target_tokens", batch.token_count},
+              {"ignore_index", kIgnoreIndex},
+              {"inputs", writer.tensor("batch/inputs.bin", batch.inputs)},
+              {"targets", writer.tensor("batch/targets.bin", batch.targets)},
+              {"attention_mask", writer.tensor("batch/attention_mask.bin", mask)}};
+}
+
+}  // namespace
+
+void create_export_directory(const std::string& dir) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error || !fs::is_directory(dir)) {
+    const std::string why = error ? error.message() : "not a directory";
+    throw UserError("verify --export cannot create the directory " + text::quoted(dir) + " (" + why +
+                    "); give a path you can write to");
+  }
+}
+
+void write_reference_step(const std::string& dir, const ReferenceStep& step) {
+  create_export_directory(dir);
+  const ExportWriter writer{fs::path(dir)};
+  Json parameters = Json::array();
+  for (size_t i = 0; i < step.weights.size(); ++i) {
+    const auto& [name, weight] = step.weights[i];
+    Json entry{{"name", name}, {"trainable", step.gradients[i].defined()}};
+    entry["weight"] = writer.tensor("weights/" + name + ".bin", weight);
+    // The gradient in the parameter's own dtype (the snapshot holds an exact fp64 copy).
+    entry["grad"] = step.gradients[i].defined()
+                        ? writer.tensor("grads/" + name + ".bin", step.gradients[i].to(weight.scalar_type()))
+                        : Json(nullptr);
+    parameters.push_back(std::move(entry));
+  }
+  Json index{{"format", "accumbench-reference-step"},
+             {"version", 1},
+             {"byte_order", "little"},
+             {"model", model_json(step.model)},
+             {"lora", lora_json(step.workload)},
+             {"precision", to_string(step.precision)},
+             {"weights_dtype", to_string(step.workload.weights_dtype)},
+             {"seed", step.workload.model.seed},
+             {"loss", Json{{"value", step.loss},
+                           {"normalization", "token: summed cross-entropy over the non-ignored targets / target_tokens"}}},
+             {"batch", batch_json(writer, step.batch)},
+             {"parameters", std::move(parameters)}};
+  writer.text("index.json", index.dump(1) + "\n");  // last: a complete index means complete files
+}
+
+}  // namespace accumbench
