@@ -186,6 +186,30 @@ TEST(Decisions, TheSameDriftFlipsASequentialMeasurement) {
   EXPECT_GE(flipped, 95);
 }
 
+// A split decided slower early stops being timed; if the machine then runs at half speed, the
+// fastest's plain mean (timed through the slow period) exceeds the stopped split's (timed before
+// it). The paired estimate keeps the fastest where it is.
+TEST(Decisions, ADriftAfterTheSlowerStoppedDoesNotMakeItFastest) {
+  int wrong = 0, exercised = 0;
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    FakeWorkload w({1.0, 1.02, 1.3}, 0.03, seed);
+    RoundEvidence evidence(w.clips(), 0.95);
+    w.drift_after = 40;
+    w.drift_factor = 2.0;
+    RoundOptions options;
+    options.budget_seconds = 400;
+    run_rounds(evidence, {true, true, true}, options, [&](int s, int64_t) { return w.step(s); }, [&] { return w.now; });
+    // Only where the rounds went on into the slow period with split 2 stopped before it.
+    if (evidence.count(2) >= evidence.count(0) || evidence.mean_seconds(0).value <= evidence.mean_seconds(2).value) {
+      continue;
+    }
+    ++exercised;
+    wrong += decide(evidence, {0, 1, 2}, DecisionOptions{}).fastest == 2 ? 1 : 0;
+  }
+  EXPECT_GE(exercised, 80);
+  EXPECT_EQ(wrong, 0);
+}
+
 TEST(Decisions, TheSlowerStopsEarlyAndTheFastestKeepsGoing) {
   FakeWorkload w({1.0, 2.0, 1.02}, 0.05, 7);
   RoundEvidence evidence(w.clips(), 0.95);

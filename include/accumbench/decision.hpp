@@ -102,7 +102,8 @@ struct DecisionOptions {
   bool budget_spent = false;    // the runner stopped on --time-budget (the words of an undecided)
 };
 
-// The verdict on every candidate against the fastest by winsorized mean (Decision in result.hpp).
+// The verdict on every candidate against the fastest: the candidate that no other is ahead of by
+// the paired estimate of their ratio (Decision in result.hpp).
 Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidates, const DecisionOptions& options);
 
 // The evidence held by finished runs: their timed steps by (session, round); steps with round −1,

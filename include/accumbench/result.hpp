@@ -210,9 +210,9 @@ struct Decision {
   DecisionKind kind = DecisionKind::kNone;
   double confidence = 0.95;          // of all intervals of the sweep together
   double tie_tolerance = 0.03;
-  int fastest = -1;                  // lowest winsorized mean among the candidates
-  int runner_up = -1;                // the next lowest
-  std::vector<Comparison> comparisons;  // every other candidate, by mean
+  int fastest = -1;                  // no other candidate ahead of it by the paired estimate
+  int runner_up = -1;                // the candidate with the smallest ratio to the fastest
+  std::vector<Comparison> comparisons;  // every other candidate, smallest ratio first
   int64_t rounds = 0;                // interleaved rounds in this sweep
   bool budget_spent = false;         // --time-budget ended the rounds with something undecided
 };

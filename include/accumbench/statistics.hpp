@@ -43,7 +43,7 @@ double winsorized_mean(const RunResult& run);
 void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, double recompute_flops_per_token = 0);
 
 // The recommendation from what the rounds decided (decision.hpp): among the runs with status kOk
-// that fit the memory limit, the fastest by winsorized mean when every other is slower beyond doubt;
+// that fit the memory limit, the fastest (decide) when every other is slower beyond doubt;
 // among the fastest and the splits proven equivalent to it within options.tie_tolerance, the one
 // with the lowest peak memory; when something is still undecided, the same choice, said as
 // undecided with the intervals. The reason is one or two sentences from the measurements

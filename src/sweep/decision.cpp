@@ -193,12 +193,17 @@ Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidate
     d.kind = DecisionKind::kOnly;
     return d;
   }
-  // The intervals can show a split faster than the one with the lowest mean only in a corner
-  // (the weighted centre of a sequence is not its plain mean); the fastest is then that split.
+  // The splits that stopped early were timed in the early rounds only, the fastest in all of them:
+  // a drift of the machine moves their plain means apart. The paired estimate (over the rounds
+  // both ran in) has the sign right whatever the drift, so a split it puts ahead of the one with
+  // the lowest mean becomes the fastest (at most once per split: no cycles).
   for (size_t attempt = 0; attempt < measured.size(); ++attempt) {
     int faster = -1;
+    double lowest = 1.0;
     for (int i : measured) {
-      if (i != d.fastest && judge(evidence.ratio(i, d.fastest), options.tie_tolerance) == Verdict::kFaster) faster = i;
+      if (i == d.fastest) continue;
+      const double r = evidence.ratio(i, d.fastest).value;
+      if (r < lowest) faster = i, lowest = r;
     }
     if (faster < 0) break;
     d.fastest = faster;
@@ -213,9 +218,12 @@ Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidate
     c.verdict = judge(c.ratio, options.tie_tolerance);
     undecided = undecided || c.verdict == Verdict::kUndecided || c.verdict == Verdict::kFaster;
     equivalent = equivalent || c.verdict == Verdict::kEquivalent;
-    if (d.runner_up < 0) d.runner_up = i;
     d.comparisons.push_back(c);
   }
+  // Closest first: the runner-up is the split whose time is the smallest multiple of the fastest's.
+  std::stable_sort(d.comparisons.begin(), d.comparisons.end(),
+                   [](const Comparison& a, const Comparison& b) { return a.ratio.value < b.ratio.value; });
+  d.runner_up = d.comparisons.front().index;
   d.kind = undecided ? DecisionKind::kUndecided : equivalent ? DecisionKind::kTie : DecisionKind::kFastest;
   d.budget_spent = undecided && options.budget_spent;
   return d;

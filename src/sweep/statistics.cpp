@@ -305,8 +305,11 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
                        int64_t memory_limit_bytes) {
   const RunResult& b = runs[best];
   const RunResult& f = runs[d.fastest];
+  // The mean step, and the tokens per second it gives (the table's tokens/s are per median step).
+  const double tokens_per_second =
+      b.tokens_per_step > 0 ? static_cast<double>(b.tokens_per_step) / b.mean_seconds.value : b.tokens_per_second;
   const std::string per_step = seconds_text(b.mean_seconds.value) + " per step (" +
-                               text::format_count(b.tokens_per_second) + " tokens/s)";
+                               text::format_count(tokens_per_second) + " tokens/s)";
   std::string lead;
   switch (d.kind) {
     case DecisionKind::kOnly:
@@ -347,7 +350,7 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
         }
         lead = "Undecided after " + std::to_string(d.rounds) + " rounds" +
                (d.budget_spent ? " (--time-budget spent)" : "") + ": " + run_name(f, runs) +
-               " has the lowest mean step time, but " + list + " (" + confidence_text(d) +
+               " is ahead, but " + list + " (" + confidence_text(d) +
                "); a longer --time-budget can decide. As it stands, " + lead;
       }
       break;
