@@ -325,17 +325,13 @@ struct PlanBuilder {
     const int64_t mlp_side = mlp_pair + mlp_grads - mlp_released;
     const int64_t softmax_side = softmax_pair + N * a * c + softmax_grads - softmax_released;
     if (checkpointing) {
-      // The recompute's inner backward: measured within 3 % (gpt2/llama tiny and mini) when the
-      // releases above are left out, which the recomputed output and the inner graph's input
-      // gradient roughly make up for; the larger pair alone.
-      if (softmax_pair >= mlp_pair) {
-        blk.add("softmax backward: grads of probs, scores", "2·b·H·T·T·c", softmax_pair,
-                "softmax's backward holds its input gradient and output gradient at once");
-      } else {
-        blk.add("MLP backward: grads of act. out, in", "2·b·T·f·c", mlp_pair,
-                "the activation's backward holds its input gradient and output gradient at once");
-      }
-    } else if (softmax_pair > 0 && softmax_side > mlp_side) {
+      // The recompute's output: CheckpointFunction::backward (src/models/model.cpp) holds the
+      // recomputed block's output y in a local until its inner backward returns, in the
+      // residual stream's dtype; the inner backward then runs as a plain block's backward below.
+      blk.add("recomputed block output y", "b·T·d·" + rs(), N * d * w,
+              "held by CheckpointFunction::backward through the inner backward");
+    }
+    if (softmax_pair > 0 && softmax_side > mlp_side) {
       blk.add("released before the softmax's backward", "−(one block from v on)", -softmax_released,
               "the MLP, output projection and bmm(probabilities, v) are done");
       if (softmax_grads > 0) {
@@ -366,8 +362,27 @@ struct PlanBuilder {
     plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)] =
         resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.forward_peak);
     const int64_t backward_head = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak);
-    const int64_t backward_block =
-        resident_bytes + grads_in_micro_step + block_saved_bytes + total_bytes(plan.block_backward_peak);
+    // A tied head's weight gradient, when accumulating: it waits in autograd's input buffer for
+    // the token embedding's backward, which runs last, so it is alive through every block's
+    // backward (without accumulation the block backward's table counts it as a new gradient).
+    const int64_t tied_head_gradient = accumulating && m.tied_embeddings && !lora && !chunked ? V * d * t : 0;
+    const int64_t backward_block = resident_bytes + grads_in_micro_step + block_saved_bytes +
+                                   total_bytes(plan.block_backward_peak) + tied_head_gradient;
+    // The head linear's weight gradient being made (V·d in the trained dtype, before
+    // AccumulateGrad adds it or autograd buffers it), next to the logits' gradient (counted as
+    // the log_softmax output it replaces: that one is released by its backward) while the head's
+    // other saved tensors are still there. Under autocast its matmul's result in c and the
+    // logits' gradient cast to c exist too, but measured they do not add to the peak: left out,
+    // pending a closer look (the fp32 copies they replace are not modelled here either). With the
+    // optimizer inside backward an untied head then steps at once, with AdamW's two temporaries
+    // of its size. (None with LoRA, whose head is frozen, nor with the chunked loss, whose head
+    // gradients are made in the forward.)
+    int64_t backward_head_weight = 0;
+    if (!lora && !chunked) {
+      const int64_t head = V * d;
+      backward_head_weight = resident_bytes + grads_in_micro_step + saved_bytes + head * t +
+                             (split.optimizer_in_backward && !m.tied_embeddings ? 2 * head * t : 0);
+    }
     // The end of backward, at the token embedding. Tied: its two gradients (the head's, waiting in
     // autograd's input buffer, and the lookup's dense one) and their sum are alive at once;
     // untied: the lookup's dense gradient, added into .grad when one exists. Every other gradient
@@ -394,8 +409,21 @@ struct PlanBuilder {
         backward_tail = std::max(backward_tail + grad_bytes - last_bucket, resident_bytes + 2 * grad_bytes);
       }
     }
+    // Checkpointed without accumulation, the first block's recompute can peak higher than the
+    // last one's: by then the gradients of the L−1 blocks above it exist (AccumulateGrad made
+    // them as each recompute's inner backward ran), while only its own checkpointed input is
+    // left of the L. The blocks in between lie on the line between the two ends. (Not with the
+    // optimizer inside backward, which frees each gradient once its parameter has stepped.)
+    int64_t backward_first_block = 0;
+    if (checkpointing && !accumulating && !lora && !split.optimizer_in_backward && L > 1) {
+      ModelConfig one = m, two = m;
+      one.n_layers = 1;
+      two.n_layers = 2;
+      const int64_t block_parameters = parameter_count(two) - parameter_count(one);
+      backward_first_block = backward_block + (L - 1) * (block_parameters * t - N * d * w);
+    }
     plan.phase_peak_bytes[static_cast<int>(PlanPhase::kBackward)] =
-        std::max({backward_head, backward_block, backward_tail});
+        std::max({backward_head, backward_block, backward_tail, backward_first_block, backward_head_weight});
     plan.phase_peak_bytes[static_cast<int>(PlanPhase::kOptimizer)] =
         split.optimizer_in_backward ? resident_bytes : resident_bytes + grad_bytes + total_bytes(plan.optimizer_peak);
     if (split.cuda_graphs) {
