@@ -36,6 +36,7 @@
 #include "accumbench/error.hpp"
 #include "accumbench/model_config.hpp"
 #include "accumbench/plan.hpp"
+#include "accumbench/report.hpp"
 
 namespace ab = accumbench;
 
@@ -374,6 +375,7 @@ int main(int argc, char** argv) {
   int failures = 0;
   for (int i = (only >= 0 ? only : 0); i < (only >= 0 ? only + 1 : cases); ++i) {
     const Case c = draw_case(seed, i, all);
+    if (only >= 0) ab::print_plan(ab::plan_memory(c.cfg, c.options, c.split), std::cout);  // one case: its table
     const Outcome r = run_case(c);
     std::printf("case %3d  %+6.2f %%  fwd %+6.2f  bwd %+6.2f  opt %+6.2f  predicted %9lld measured %9lld  %s\n", i,
                 100 * r.error, 100 * r.phase_error[0], 100 * r.phase_error[1], 100 * r.phase_error[2],

@@ -306,7 +306,7 @@ struct PlanBuilder {
     peak_candidates(blk, released_before_softmax);
   }
 
-  // Two candidates: the MLP activation's backward, by which time the MLP's output projection has
+  // Three candidates: the MLP output projection's backward (below); the MLP activation's backward, by which time the MLP's output projection has
   // released its input (and cast weight) and made its weight gradient; or the attention
   // softmax's (explicit attention), by which time the MLP, the attention's output projection and
   // bmm(probabilities, v) have released what they saved, and made their weight gradients.
@@ -318,7 +318,11 @@ struct PlanBuilder {
     const int64_t new_gradient = accumulating || lora ? 0 : t;
     const int64_t mlp_released = N * f * c + (autocast ? d * f * c : 0);
     const int64_t mlp_grads = (f * d + (gpt2 ? d : 0)) * new_gradient;
-    const int64_t mlp_pair = 2 * N * f * c;
+    // GPT-2: gelu's backward holds its incoming gradient and the one it makes. Llama: the
+    // SwiGLU product silu(g)·u comes first, and its backward holds its incoming gradient (down's
+    // input gradient) and makes two (of silu(g) and of u): three b·T·f tensors at once (measured
+    // with the counting allocator's live blocks at the peak, tests/plan_properties.cpp).
+    const int64_t mlp_pair = (gpt2 ? 2 : 3) * N * f * c;
     const int64_t softmax_pair = o.attention == AttentionKind::kExplicit ? 2 * b * H * T * T * c : 0;
     const int64_t softmax_released = released_before_softmax + (autocast ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
     const int64_t softmax_grads = (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient;
@@ -331,7 +335,19 @@ struct PlanBuilder {
       blk.add("recomputed block output y", "b·T·d·" + rs(), N * d * w,
               "held by CheckpointFunction::backward through the inner backward");
     }
-    if (softmax_pair > 0 && softmax_side > mlp_side) {
+    // A third moment: the output projection's own backward, before it has released anything. It
+    // makes its input's gradient and its weight's, which with accumulation is a new tensor until
+    // AccumulateGrad has added it into .grad (without accumulation it is counted above as kept).
+    // Higher than the activation's backward when the projection's weight outweighs b·T rows.
+    const int64_t projection_gradient = lora ? 0 : (f * d + (gpt2 ? d : 0)) * t;
+    const int64_t projection_side = N * f * c + projection_gradient;
+    if (projection_side > mlp_side && (softmax_pair == 0 || projection_side >= softmax_side)) {
+      blk.add("output projection backward: its input's gradient", "b·T·f·c", N * f * c,
+              "the MLP's output projection makes the gradient of its b·T·f input");
+      if (projection_gradient > 0)
+        blk.add("output projection backward: its weight's gradient", "(f·d + bias)·t", projection_gradient,
+                accumulating ? "a new tensor until AccumulateGrad adds it into .grad" : "the first block gradient made");
+    } else if (softmax_pair > 0 && softmax_side > mlp_side) {
       blk.add("released before the softmax's backward", "−(one block from v on)", -softmax_released,
               "the MLP, output projection and bmm(probabilities, v) are done");
       if (softmax_grads > 0) {
@@ -344,8 +360,9 @@ struct PlanBuilder {
       blk.add("released before the activation's backward", "−b·T·f·c (+ d·f·c)", -mlp_released,
               "the output projection's saved input (and cast weight)");
       if (mlp_grads > 0) blk.add("the output projection's gradient", "(f·d + bias)·4", mlp_grads, "made on the way");
-      blk.add("MLP backward: grads of act. out, in", "2·b·T·f·c", mlp_pair,
-              "the activation's backward holds its input gradient and output gradient at once");
+      blk.add("MLP backward: grads of act. out, in", gpt2 ? "2·b·T·f·c" : "3·b·T·f·c", mlp_pair,
+              gpt2 ? "gelu's backward holds its input gradient and output gradient at once"
+                   : "silu(g)·u's backward holds its input gradient and makes those of silu(g) and u");
     }
   }
 
@@ -365,7 +382,9 @@ struct PlanBuilder {
     // A tied head's weight gradient, when accumulating: it waits in autograd's input buffer for
     // the token embedding's backward, which runs last, so it is alive through every block's
     // backward (without accumulation the block backward's table counts it as a new gradient).
-    const int64_t tied_head_gradient = accumulating && m.tied_embeddings && !lora && !chunked ? V * d * t : 0;
+    // The chunked loss's head gradient (made in the forward, scaled in place in backward) waits
+    // there the same way.
+    const int64_t tied_head_gradient = accumulating && m.tied_embeddings && !lora ? V * d * t : 0;
     const int64_t backward_block = resident_bytes + grads_in_micro_step + block_saved_bytes +
                                    total_bytes(plan.block_backward_peak) + tied_head_gradient;
     // The head linear's weight gradient being made (V·d in the trained dtype, before
