@@ -341,7 +341,29 @@ struct PlanBuilder {
     // Higher than the activation's backward when the projection's weight outweighs b·T rows.
     const int64_t projection_gradient = lora ? 0 : (f * d + (gpt2 ? d : 0)) * t;
     const int64_t projection_side = N * f * c + projection_gradient;
-    if (projection_side > mlp_side && (softmax_pair == 0 || projection_side >= softmax_side)) {
+    // With checkpointing, a fourth: the recompute's last step, h + the MLP's output, before its
+    // inner backward starts. The block's forward (src/models/gpt2.cpp, llama.cpp) still holds
+    // its locals then: GPT-2 the qkv split's views of c_attn's output (b·T·3a), Llama the rotated
+    // q and k and v's projection (b·T·(a+2kv), q and k in the rotary table's dtype); and the
+    // output projection's result (b·T·d·c) is alive next to the sum it makes (counted as y).
+    // It wins when the attention is wide next to the MLP (H·hd ≥ d, Qwen3).
+    int64_t recompute_end = 0;
+    if (checkpointing) {
+      const int64_t kv = m.n_kv_heads * m.head_dim;
+      const int64_t q_bytes = m.qk_norm || !autocast ? w : c;  // as the rotary table's (resident_tensors)
+      recompute_end = (gpt2 ? N * 3 * a * c : N * a * q_bytes + N * kv * q_bytes + N * kv * c) + N * d * c;
+      // Llama's locals normed and m, the two RMSNorms' outputs: saved as they are by the linears
+      // without autocast, but under it the linears save casts, so the outputs are extra.
+      if (!gpt2 && weights_cast()) recompute_end += 2 * N * d * w;
+    }
+    const int64_t best_other = std::max({mlp_side, projection_side, softmax_pair > 0 ? softmax_side : int64_t{0}});
+    if (recompute_end > best_other) {
+      blk.add("recompute's end: the block forward's locals", gpt2 ? "b·T·3a·c" : "b·T·(a+2kv)·c",
+              recompute_end - N * d * c, gpt2 ? "the qkv views of c_attn's output, held until the block returns"
+                                               : "rotated q, k, v's projection (and under autocast the norms' outputs), held until the block returns");
+      blk.add("recompute's end: the MLP output projection's result", "b·T·d·c", N * d * c,
+              "added to h to make y");
+    } else if (projection_side > mlp_side && (softmax_pair == 0 || projection_side >= softmax_side)) {
       blk.add("output projection backward: its input's gradient", "b·T·f·c", N * f * c,
               "the MLP's output projection makes the gradient of its b·T·f input");
       if (projection_gradient > 0)
