@@ -414,15 +414,22 @@ struct PlanBuilder {
     // the log_softmax output it replaces: that one is released by its backward) while the head's
     // other saved tensors are still there. Under autocast its matmul's result in c and the
     // logits' gradient cast to c exist too, but measured they do not add to the peak: left out,
-    // pending a closer look (the fp32 copies they replace are not modelled here either). With the
-    // optimizer inside backward an untied head then steps at once, with AdamW's two temporaries
-    // of its size. (None with LoRA, whose head is frozen, nor with the chunked loss, whose head
-    // gradients are made in the forward.)
+    // pending a closer look (the fp32 copies they replace are not modelled here either). (None
+    // with LoRA, whose head is frozen, nor with the chunked loss, whose head gradients are made
+    // in the forward.)
     int64_t backward_head_weight = 0;
     if (!lora && !chunked) {
       const int64_t head = V * d;
-      backward_head_weight = resident_bytes + grads_in_micro_step + saved_bytes + head * t +
-                             (split.optimizer_in_backward && !m.tied_embeddings ? 2 * head * t : 0);
+      backward_head_weight = resident_bytes + grads_in_micro_step + saved_bytes + head * t;
+      if (split.optimizer_in_backward && !m.tied_embeddings) {
+        // The untied head steps as soon as its gradient is accumulated: the head's node has
+        // finished, so the logits' gradient is gone too (log_softmax's output with it), as are
+        // what the head linear saved (its input, and its weight's cast under autocast), and
+        // AdamW's two temporaries of the head's size join its gradient.
+        const int64_t head_saved = N * d * c + (weights_cast() ? head * c : 0);
+        backward_head_weight = std::max(backward_head_weight, resident_bytes + saved_bytes - N * V * kFp32 -
+                                                                  head_saved + 3 * head * t);
+      }
     }
     // The end of backward, at the token embedding. Tied: its two gradients (the head's, waiting in
     // autograd's input buffer, and the lookup's dense one) and their sum are alive at once;
