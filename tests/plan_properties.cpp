@@ -119,22 +119,22 @@ std::string config_json_of(Draw& d, const std::string& family, int64_t seq_len) 
 std::string open_gap(const Case& c) {
   const bool bf16_anywhere = c.split.precision != ab::Precision::kFp32 || c.options.weights_dtype != ab::Precision::kFp32;
   if (c.options.lora.enabled())
-    return "LoRA: over-predicts by up to +19 % (dropout, checkpointing, and plain r on a few adapters); the "
-           "per-adapter input copies in linear_input() are counted where PEFT shares them";
+    return "LoRA: -21 % .. +19 %, over-predicting without dropout and under-predicting with dropout on bf16 "
+           "weights; linear_input() in src/plan/block_tensors.cpp counts one input copy per adapter where PEFT's "
+           "adapters on one input share casts, and the dropout path's copies are not what is measured";
   if (c.split.activation_checkpointing == ab::Checkpointing::kBlocks)
-    return "checkpointing: under-predicts by up to -7 %, mostly with accumulation; the recompute's inner backward "
-           "peaks at the block's input norm (its backward temporaries, y, the output gradient and x.grad), which "
-           "peak_candidates() does not model";
-  if (c.split.optimizer_in_backward)
-    return "optimizer-in-backward: an untied head steps inside backward with the block activations alive; "
-           "AdamW's temporaries there are counted as two of its size, measured between one and two (-5 % .. +8 %)";
+    return "checkpointing: -3.1 % .. +1.4 % (with optimizer-in-backward up to +4.5 %); in the recompute's inner "
+           "backward the residual gradient waiting for the block's input is not counted, and the forward phase "
+           "(the no-grad block forward's transients) is not modelled at all";
+  if (c.split.chunked_loss && c.split.optimizer_in_backward)
+    return "chunked loss with optimizer-in-backward: down to -7.6 %; the head's gradient, made in the forward, "
+           "steps inside backward next to the blocks' activations, with AdamW's temporaries, a moment the plan lacks";
   if (c.split.chunked_loss && bf16_anywhere)
     return "chunked loss with bf16 compute or weights: -17 % .. +12 %; the chunk loop's casts of the hidden "
-           "states and head weight (src/engine/chunked_loss.cpp) are not the plan's";
-  if (c.split.accum_steps > 1 && c.split.precision == ab::Precision::kBf16 &&
-      c.options.weights_dtype == ab::Precision::kBf16)
-    return "bf16 weights under bf16 autocast with accumulation: down to -3.8 %; the bf16 gradient added into "
-           "bf16 .grad is not modelled";
+           "states and the head weight (src/engine/chunked_loss.cpp) are not the plan's";
+  if (c.split.accum_steps > 1 && c.options.weights_dtype == ab::Precision::kBf16)
+    return "bf16 weights with accumulation: down to -3.8 % on tiny vocabulary x width; the bf16 embedding's "
+           "backward on the CPU allocates temporaries (about V*32 bytes and more) the tail does not count";
   return "";
 }
 

@@ -287,7 +287,9 @@ struct PlanBuilder {
   void block_backward() {
     const Table blk{&plan.block_backward_peak};
     const auto [one_block, released_before_softmax] = one_block_saved_and_released();
-    if (!accumulating && !lora) {  // LoRA: the head and norms are frozen
+    // LoRA: the head and norms are frozen. With the optimizer inside backward an untied head and
+    // the final norm have stepped and freed theirs by now (a tied head's waits for the embedding).
+    if (!accumulating && !lora && !(split.optimizer_in_backward && !m.tied_embeddings)) {
       blk.add("head and final-norm gradients", "(V·d + norm)·t",
               (V * d + (m.arch == Architecture::kGpt2 ? 2 * d : d)) * t, "the first gradients backward produces");
     }
@@ -340,7 +342,10 @@ struct PlanBuilder {
     // AccumulateGrad has added it into .grad (without accumulation it is counted above as kept).
     // Higher than the activation's backward when the projection's weight outweighs b·T rows.
     const int64_t projection_gradient = lora ? 0 : (f * d + (gpt2 ? d : 0)) * t;
-    const int64_t projection_side = N * f * c + projection_gradient;
+    // With the optimizer inside backward that weight steps there and then, with AdamW's two
+    // temporaries of its size (src/engine/adamw.cpp), while the block's activations are alive.
+    const int64_t projection_step = split.optimizer_in_backward && !lora ? 2 * f * d * t : 0;
+    const int64_t projection_side = N * f * c + projection_gradient + projection_step;
     // With checkpointing, a fourth: the recompute's last step, h + the MLP's output, before its
     // inner backward starts. The block's forward (src/models/gpt2.cpp, llama.cpp) still holds
     // its locals then: GPT-2 the qkv split's views of c_attn's output (b·T·3a), Llama the rotated
@@ -369,6 +374,9 @@ struct PlanBuilder {
       if (projection_gradient > 0)
         blk.add("output projection backward: its weight's gradient", "(f·d + bias)·t", projection_gradient,
                 accumulating ? "a new tensor until AccumulateGrad adds it into .grad" : "the first block gradient made");
+      if (projection_step > 0)
+        blk.add("output projection's AdamW step in backward", "2·f·d·t", projection_step,
+                "sqrt(exp_avg_sq) and the denominator, as it steps inside backward");
     } else if (softmax_pair > 0 && softmax_side > mlp_side) {
       blk.add("released before the softmax's backward", "−(one block from v on)", -softmax_released,
               "the MLP, output projection and bmm(probabilities, v) are done");
