@@ -428,7 +428,8 @@ struct PlanBuilder {
     int64_t backward_head_weight = 0;
     if (!lora && !chunked) {
       const int64_t head = V * d;
-      backward_head_weight = resident_bytes + grads_in_micro_step + saved_bytes + head * t;
+      // The head's matmul backward makes its input's gradient (b·T·d·c) with the weight's.
+      backward_head_weight = resident_bytes + grads_in_micro_step + saved_bytes + head * t + N * d * c;
       if (split.optimizer_in_backward && !m.tied_embeddings) {
         // The untied head steps as soon as its gradient is accumulated: the head's node has
         // finished, so the logits' gradient is gone too (log_softmax's output with it), as are
