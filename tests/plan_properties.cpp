@@ -293,7 +293,7 @@ void print_row(const std::string& name, const std::vector<double>& e) {
 }
 
 void print_summary(const std::vector<Case>& cases, const std::vector<Outcome>& outcomes) {
-  std::map<std::string, Group> by_knob, by_precision, by_family;
+  std::map<std::string, Group> by_knob, by_precision, by_family, by_gap;
   Group all;
   std::vector<double> phase_abs[ab::kPlanPhaseCount];
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -304,6 +304,8 @@ void print_summary(const std::vector<Case>& cases, const std::vector<Outcome>& o
                  precision_name(cases[i].options.weights_dtype) + " weights"]
         .errors.push_back(e);
     by_family[cases[i].family].errors.push_back(e);
+    const std::string gap = open_gap(cases[i]);
+    by_gap[gap.empty() ? "(in the CI's scope)" : gap.substr(0, gap.find(':'))].errors.push_back(e);
     for (int p = 0; p < ab::kPlanPhaseCount; ++p)
       if (outcomes[i].measured_phase[p] > 0) phase_abs[p].push_back(outcomes[i].phase_error[p]);
   }
@@ -318,6 +320,7 @@ void print_summary(const std::vector<Case>& cases, const std::vector<Outcome>& o
   table("By knob (a case counts in each of its knobs)", by_knob);
   table("By precision", by_precision);
   table("By family", by_family);
+  if (by_gap.size() > 1) table("By open gap (open_gap(): the first that applies)", by_gap);
   std::printf("\nPer phase, (predicted − measured phase peak) / measured step peak\n\n| %-22s | cases | min error | max error | p95 |e| | max |e| |\n|---|---:|---:|---:|---:|---:|\n", "phase");
   for (int p = 0; p < ab::kPlanPhaseCount; ++p)
     if (!phase_abs[p].empty()) print_row(ab::plan_phase_name(static_cast<ab::PlanPhase>(p)), phase_abs[p]);

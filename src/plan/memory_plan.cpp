@@ -330,6 +330,17 @@ struct PlanBuilder {
     const int64_t softmax_grads = (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient;
     const int64_t mlp_side = mlp_pair + mlp_grads - mlp_released;
     const int64_t softmax_side = softmax_pair + N * a * c + softmax_grads - softmax_released;
+    if (checkpointing && lora) {
+      // LoRA with checkpointing keeps the earlier rule, the larger pair alone (measured within
+      // -2.4 % .. +3.3 % on gpt2-tiny and llama-tiny, tests/test_lora.cpp): the terms below
+      // under-predict a checkpointed fp32 LoRA GPT-2 by up to 8 %, so a tensor LoRA's recompute
+      // keeps is not yet known. An open gap of tests/plan_properties.cpp (open_gap()).
+      const int64_t pair = std::max(2 * N * f * c, softmax_pair);
+      blk.add(softmax_pair >= 2 * N * f * c ? "softmax backward: grads of probs, scores" : "MLP backward: grads of act. out, in",
+              softmax_pair >= 2 * N * f * c ? "2·b·H·T·T·c" : "2·b·T·f·c", pair,
+              "the larger backward pair alone (LoRA's recompute, not yet modelled term by term)");
+      return;
+    }
     if (checkpointing) {
       // The recompute's output: CheckpointFunction::backward (src/models/model.cpp) holds the
       // recomputed block's output y in a local until its inner backward returns, in the
