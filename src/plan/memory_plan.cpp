@@ -308,10 +308,12 @@ struct PlanBuilder {
     peak_candidates(blk, released_before_softmax);
   }
 
-  // Three candidates: the MLP output projection's backward (below); the MLP activation's backward, by which time the MLP's output projection has
-  // released its input (and cast weight) and made its weight gradient; or the attention
-  // softmax's (explicit attention), by which time the MLP, the attention's output projection and
-  // bmm(probabilities, v) have released what they saved, and made their weight gradients.
+  // The candidates for the block backward's peak: the MLP output projection's own backward (see
+  // below); the MLP activation's backward, by which time the output projection has released its
+  // input (and cast weight) and made its weight gradient; the attention softmax's (explicit
+  // attention), by which time the MLP, the attention's output projection and
+  // bmm(probabilities, v) have released what they saved, and made their weight gradients; and
+  // with checkpointing the recompute's last step (see below).
   void peak_candidates(const Table& blk, int64_t released_before_softmax) {
     const int64_t H = m.n_heads, f = m.d_ff;
     const bool gpt2 = m.arch == Architecture::kGpt2;
@@ -374,19 +376,20 @@ struct PlanBuilder {
     }
     const int64_t best_other = std::max({mlp_side, projection_side, softmax_pair > 0 ? softmax_side : int64_t{0}});
     if (recompute_end > best_other) {
-      blk.add("recompute's end: the block forward's locals", gpt2 ? "b·T·3a·c" : "b·T·(a+2kv)·c",
-              recompute_end - N * d * c, gpt2 ? "the qkv views of c_attn's output, held until the block returns"
-                                               : "rotated q, k, v's projection (and under autocast the norms' outputs), held until the block returns");
-      blk.add("recompute's end: the MLP output projection's result", "b·T·d·c", N * d * c,
+      blk.add("recompute's end: block forward's locals", gpt2 ? "b·T·3a·c" : "b·T·(a+2kv)·c",
+              recompute_end - N * d * c,
+              gpt2 ? "the qkv views of c_attn's output, held until the block returns"
+                   : "rotated q, k and v's projection (autocast: the norms' outputs), held until it returns");
+      blk.add("recompute's end: MLP out-proj result", "b·T·d·c", N * d * c,
               "added to h to make y");
     } else if (projection_side > mlp_side && (softmax_pair == 0 || projection_side >= softmax_side)) {
-      blk.add("output projection backward: its input's gradient", "b·T·f·c", N * f * c,
+      blk.add("MLP out-proj backward: input gradient", "b·T·f·c", N * f * c,
               "the MLP's output projection makes the gradient of its b·T·f input");
       if (projection_gradient > 0)
-        blk.add("output projection backward: its weight's gradient", "(f·d + bias)·t", projection_gradient,
+        blk.add("MLP out-proj backward: weight gradient", "(f·d + bias)·t", projection_gradient,
                 accumulating ? "a new tensor until AccumulateGrad adds it into .grad" : "the first block gradient made");
       if (projection_step > 0)
-        blk.add("output projection's AdamW step in backward", "2·f·d·t", projection_step,
+        blk.add("MLP out-proj AdamW step temporaries", "2·f·d·t", projection_step,
                 "sqrt(exp_avg_sq) and the denominator, as it steps inside backward");
     } else if (softmax_pair > 0 && softmax_side > mlp_side) {
       blk.add("released before the softmax's backward", "−(one block from v on)", -softmax_released,
