@@ -103,6 +103,13 @@ for lora_batch in 4 16; do
     --device cuda --precision fp16 --weights-dtype fp16 --lora-rank 16 --lora-alpha 32 --activation-checkpointing \
     --warmup 2 --steps 5 --json "$work/lora-qwen3-b$lora_batch.json"
 done
+# Real data (issue 14): chat lengths, per-micro-batch padding against bfd packing through the
+# variable-length flash kernel (its no-leak test is PackedDocuments.* in gpu-tests above).
+for layout in "--padding longest" "--packing bfd"; do
+  stage "real-data-${layout##* }" 60 build/accumbench sweep --model gpt2-124m --seq-len 1024 --batch 32 \
+    --lengths docs/examples/chat_lengths.txt $layout --device cuda --precision bf16 --time-budget 10 \
+    --json "$work/real-data-${layout##* }.json"
+done
 stage tracer-overhead 90 build/tracer_overhead --device cuda --model gpt2-124m --seq-len 1024 --batch 8 --micro-batch 8
 stage anchor-compile 150 python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches 64 --compile
 grep '^{' "$work/anchor-compile.log" > "$work/anchor-compile.jsonl"
