@@ -303,6 +303,20 @@ TEST(Recommend, UnpairedRunsAreComparedThroughTheirMeans) {
   EXPECT_EQ(r.decision.comparisons[0].paired_rounds, 0);
 }
 
+// A resumed sweep: the file's split (another session) first, then two measured now. The two of
+// this session pair by round; the file's one is compared through the means.
+TEST(Recommend, RunsPairWithinTheSessionMostRunsCameFrom) {
+  std::vector<RunResult> runs = {timed(1, 64, 2.0, 1 * kGiB), timed(8, 8, 1.0, 5 * kGiB), timed(4, 16, 1.05, 3 * kGiB)};
+  runs[0].session = 5;
+  const Recommendation r = recommend(runs);
+  EXPECT_EQ(r.decision.fastest, 1);
+  ASSERT_EQ(r.decision.comparisons.size(), 2u);
+  EXPECT_EQ(r.decision.comparisons[0].index, 2);
+  EXPECT_EQ(r.decision.comparisons[0].paired_rounds, 20);
+  EXPECT_EQ(r.decision.comparisons[1].index, 0);
+  EXPECT_EQ(r.decision.comparisons[1].paired_rounds, 0);
+}
+
 TEST(Recommend, PrecisionSweepsNameThePrecisionInTheReason) {
   std::vector<RunResult> runs = gpu_like_runs();
   runs.resize(2);

@@ -107,7 +107,7 @@ struct DecisionOptions {
 Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidates, const DecisionOptions& options);
 
 // The evidence held by finished runs: their timed steps by (session, round); steps with round −1,
-// or of another session than the first interleaved run's, are unpaired. A run without a
+// or of another session than the one most runs were timed in, are unpaired. A run without a
 // clip_seconds (older files) is winsorized at kClipFactor × its median.
 RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double confidence);
 

@@ -231,7 +231,7 @@ Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidate
 
 RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double confidence) {
   std::vector<double> clips;
-  int64_t session = 0;
+  std::map<int64_t, int> runs_of_session;
   for (const RunResult& run : runs) {
     double clip = run.clip_seconds;
     if (!(clip > 0) && !run.steps.empty()) {
@@ -240,10 +240,15 @@ RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double conf
       clip = kClipFactor * median(seconds);
     }
     clips.push_back(clip);
-    if (session == 0 && run.session != 0) session = run.session;
+    if (run.session != 0) ++runs_of_session[run.session];
+  }
+  // The session most runs were timed in (a resumed sweep also holds runs of an earlier one).
+  int64_t session = 0;
+  for (const auto& [id, count] : runs_of_session) {
+    if (session == 0 || count > runs_of_session[session]) session = id;
   }
   RoundEvidence evidence(clips, confidence);
-  // Rounds of the first interleaved session, in order; everything else unpaired.
+  // Rounds of that session, in order; everything else unpaired.
   std::map<int64_t, std::vector<double>> rounds;
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunResult& run = runs[i];
