@@ -96,6 +96,7 @@ void SplitMeasurement::record_failure(RunResult& run, const std::exception& erro
     run.status = agreed->out_of_memory() ? RunStatus::kOutOfMemory : RunStatus::kError;
     run.error = agreed->what();
     run.steps.clear();
+    run.fits = false;
     if (trainer_) trainer_->reset_optimizer();
     return;
   }
@@ -108,6 +109,7 @@ void SplitMeasurement::record_failure(RunResult& run, const std::exception& erro
   run.status = compat::is_out_of_memory(error) ? RunStatus::kOutOfMemory : RunStatus::kError;
   run.error = error_message(error);
   run.steps.clear();
+  run.fits = false;  // a split that failed fits nowhere, whatever its plan said
   if (trainer_) trainer_->reset_optimizer();  // drop partial gradients before the next split
 }
 
@@ -116,6 +118,7 @@ void SplitMeasurement::record_failure_elsewhere(RunResult& run) {
   run.status = RunStatus::kError;
   run.error = "another rank failed this split (its output says why)";
   run.steps.clear();
+  run.fits = false;
   if (trainer_) trainer_->reset_optimizer();
   finalize_run(run, context_.flops_per_token, peak_tflops(run.config.precision));
 }

@@ -169,12 +169,13 @@ oom_one_rank() {
   tiny_args --seq-len 128 --batch 8 --lengths "$data/lengths/half_long.txt" --group-by-length --padding longest \
     --memory-limit 9437184 --try-predicted-oom --dist-timeout 60 --json "$json"
   dp_run 2 sweep "${args[@]}"
-  check "data parallel, one rank out of memory: 4x1 is oom on rank 0, 1x4 and 2x2 are ok" py '
+  check "data parallel, one rank out of memory: 4x1 is oom on rank 0 (and does not fit), 1x4 and 2x2 are ok" py '
 r = load(sys.argv[1])
 status = {(x["config"]["micro_batch"], x["config"]["accum_steps"]): (x["status"], x.get("error", "")) for x in r["runs"]}
 if sorted(status) != [(1, 4), (2, 2), (4, 1)]: fail("splits %s" % sorted(status))
 if status[(4, 1)][0] != "oom": fail("4x1: %s" % (status[(4, 1)],))
 if not status[(4, 1)][1].startswith("rank 0: "): fail("4x1 error does not name rank 0: %s" % status[(4, 1)][1])
+if any(x["fits"] for x in r["runs"] if x["status"] != "ok"): fail("a failed split marked as fitting")
 for split in [(1, 4), (2, 2)]:
     if status[split][0] != "ok": fail("%s: %s" % (split, status[split]))
 ' "$json"
