@@ -252,6 +252,32 @@ TEST(Decisions, AFailingSplitLeavesTheRounds) {
   EXPECT_EQ(evidence.count(0), 6);
 }
 
+// Data parallel: split 1 failed on another rank in round 2 (this rank measured it); the agreed
+// round says NaN, and the split leaves the rounds here too, so every rank runs the same steps.
+TEST(Decisions, ASplitThatFailedOnAnotherRankLeavesTheRounds) {
+  FakeWorkload w({1.0, 1.1}, 0.05, 3);
+  RoundEvidence evidence(w.clips(), 0.95);
+  RoundOptions options;
+  options.min_rounds = 6;
+  std::vector<int64_t> steps(2, 0);
+  int64_t agreed_round = 0;
+  const RoundReport report = run_rounds(
+      evidence, {true, true}, options,
+      [&](int s, int64_t) {
+        ++steps[s];
+        return w.step(s);
+      },
+      [&] { return w.now; },
+      [&](std::vector<double>& seconds, double&) {
+        if (agreed_round++ == 2) seconds[1] = std::nan("");
+      });
+  ASSERT_EQ(report.failed.size(), 1u);
+  EXPECT_EQ(report.failed[0], 1);
+  EXPECT_EQ(steps[1], 3);  // rounds 0, 1 and 2, not after
+  EXPECT_EQ(evidence.count(1), 2);
+  EXPECT_EQ(steps[0], 6);
+}
+
 // The rounds rotate their order: split k runs first in rounds k, k + n, ...
 TEST(Decisions, RoundsRotateTheOrder) {
   RoundEvidence evidence({1, 1, 1}, 0.95);

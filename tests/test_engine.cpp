@@ -357,3 +357,77 @@ TEST(DataParallel, TwoRanksSumToTheWholeBatchGradient) {
   }
   EXPECT_THROW(ab::shard(batch, 0, 3), ab::UserError);  // 8 sequences over 3 ranks
 }
+
+// A step that fails on rank 1 only (a token id outside the vocabulary: the embedding throws in
+// forward, before any bucket started) must not leave rank 0 waiting in the bucket all-reduces:
+// rank 1 posts them with zeros, and both ranks end the step with the same failure, naming rank 1,
+// without an optimizer step. The next step, on good data, pairs up as before: every rank's
+// gradient and loss are the whole batch's (tolerance 1e-5, as above), so no collective was left
+// over or mismatched. 64 KiB buckets: several, some started inside backward on rank 0.
+TEST(DataParallel, AFailureOnOneRankEndsTheStepOnEveryRankAndTheNextStepPairsUp) {
+  const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
+  const ab::TokenBatch batch = variable_batch(cfg, /*seq_len=*/32, /*batch=*/8);
+  ab::TokenBatch bad = batch;
+  bad.inputs = batch.inputs.clone();
+  bad.inputs.narrow(0, 4, 4).fill_(cfg.vocab_size + 7);  // rank 1's half of the step
+
+  ab::Trainer whole(ab::build_model(cfg, 3), torch::kCPU, {});
+  ab::StepOptions one;
+  one.micro_batch = 8;
+  const double whole_loss = whole.accumulate(batch, one).loss();
+  std::vector<at::Tensor> expected;
+  for (const auto& p : whole.model()->parameters()) expected.push_back(p.grad().clone());
+
+  const std::string store = ::testing::TempDir() + "accumbench-dp-fail-store-" + std::to_string(::getpid());
+  std::remove(store.c_str());
+  std::vector<std::string> failures(2), errors(2);
+  std::vector<int> failed_rank(2, -1);
+  std::vector<bool> weights_unchanged(2, false);
+  std::vector<std::vector<at::Tensor>> got(2);
+  std::vector<double> losses(2, 0.0);
+  std::vector<ab::LanguageModel> models = {ab::build_model(cfg, 3), ab::build_model(cfg, 3)};
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      try {
+        auto group = ab::compat::ProcessGroup::from_file(store, rank, 2, torch::kCPU, /*timeout_seconds=*/60);
+        ab::Trainer trainer(models[rank], torch::kCPU, {});
+        trainer.set_process_group(group.get(), /*bucket_bytes=*/64 << 10);
+        ab::StepOptions split;
+        split.micro_batch = 2;
+        const at::Tensor before = trainer.model()->parameters().front().detach().clone();
+        try {
+          trainer.step(ab::shard(bad, rank, 2), split);
+        } catch (const ab::compat::RankFailure& failure) {
+          failures[rank] = failure.what();
+          failed_rank[rank] = failure.rank();
+        }
+        weights_unchanged[rank] = torch::equal(before, trainer.model()->parameters().front());
+        trainer.reset_optimizer();  // as the sweep does after a failed split
+        losses[rank] = trainer.accumulate(ab::shard(batch, rank, 2), split).loss();
+        for (const auto& p : trainer.model()->parameters()) got[rank].push_back(p.grad().clone());
+        group->barrier();
+      } catch (const std::exception& error) {
+        errors[rank] = error.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  std::remove(store.c_str());
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(errors[rank].empty()) << "rank " << rank << ": " << errors[rank];
+    EXPECT_EQ(failed_rank[rank], 1) << "rank " << rank << ": " << failures[rank];
+    EXPECT_EQ(failures[rank].rfind("rank 1: ", 0), 0u) << failures[rank];
+    EXPECT_NE(failures[rank].find("index out of range"), std::string::npos) << failures[rank];
+    EXPECT_TRUE(weights_unchanged[rank]) << "rank " << rank << " stepped on a failed step";
+    ASSERT_EQ(got[rank].size(), expected.size());
+    double diff_sq = 0, ref_sq = 0;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      diff_sq += (got[rank][i] - expected[i]).pow(2).sum().item<double>();
+      ref_sq += expected[i].pow(2).sum().item<double>();
+    }
+    EXPECT_LT(std::sqrt(diff_sq / ref_sq), 1e-5) << "rank " << rank;
+    EXPECT_NEAR(losses[rank], whole_loss, 1e-5) << "rank " << rank;
+  }
+  EXPECT_EQ(failures[0], failures[1]);
+}

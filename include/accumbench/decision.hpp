@@ -129,7 +129,8 @@ struct RoundReport {
 // candidates not yet decided against it. `measure(split, round)` times one step (NaN: the split
 // failed and leaves); `elapsed()` is the seconds since the rounds began. `agree(seconds, elapsed)`
 // may replace a round's times and the clock with agreed ones (data parallel: rank 0's), so every
-// rank makes the same decisions. `evidence` receives every round.
+// rank makes the same decisions; a live split whose agreed time is NaN (it failed on another
+// rank) leaves the rounds as if it had failed here. `evidence` receives every round.
 using MeasureStep = std::function<double(int split, int64_t round)>;
 using ElapsedSeconds = std::function<double()>;
 using AgreeOnRound = std::function<void(std::vector<double>& seconds, double& elapsed)>;

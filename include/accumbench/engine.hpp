@@ -112,6 +112,10 @@ class Trainer {
   // micro-steps does: 25 MiB buckets start their all-reduce during the last micro-step's
   // backward as their gradients complete, and phase allreduce (micro_step -1) is the wait for
   // what backward did not hide. The step's loss is summed too. nullptr (the default): one process.
+  // A step that fails on some ranks (out of memory, an exception in forward or backward) keeps
+  // the ranks' collectives matched and ends on every rank with the same compat::RankFailure
+  // (a UserError stays one on the rank that raised it); a failure in the optimizer step, after the
+  // ranks agreed, ends the run (FatalRunError), as the others could not learn of it.
   void set_process_group(compat::ProcessGroup* group, int64_t bucket_bytes = 25 << 20);
   // Buckets whose all-reduce started inside the last step's backward (0 without data parallel).
   size_t overlapped_buckets() const;
@@ -137,6 +141,7 @@ class Trainer {
 
  private:
   void run_optimizer(bool gradients_finite);
+  StepOutcome micro_steps(const TokenBatch& batch, const StepOptions& options, PhaseObserver* observer);
   at::Tensor micro_step_loss(const at::Tensor& host_inputs, const at::Tensor& host_targets,
                              const RowDocuments& documents, double divisor, bool last, const StepOptions& options,
                              PhaseObserver* observer, int micro_step);

@@ -2,10 +2,16 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <thread>
 
 #include "accumbench/error.hpp"
+#include "compat/compat.hpp"
 
 #if ACCUMBENCH_WITH_CUDA
 #if ACCUMBENCH_WITH_NCCL
@@ -56,7 +62,63 @@ bool loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1";
 }
 
+// c10 errors carry a C++ backtrace in what(); messages want the first line.
+std::string first_line(const std::exception& error) {
+  std::string what = error.what();
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) what = c10_error->what_without_backtrace();
+  return what.substr(0, what.find('\n'));
+}
+
+// Says once on stderr, after kAfterSeconds, that this rank is still waiting for the others, so
+// that a rank that never started is not mistaken for a hang. `remaining` is updated by the
+// joining code as ranks arrive.
+class JoinNotice {
+ public:
+  static constexpr double kAfterSeconds = 3;
+
+  JoinNotice(std::string address, int remaining) : address_(std::move(address)), remaining_(remaining) {
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (cv_.wait_for(lock, std::chrono::duration<double>(kAfterSeconds), [this] { return done_; })) return;
+      const int n = remaining_.load();
+      std::cerr << "accumbench: waiting for " << n << (n == 1 ? " rank" : " ranks") << " at " << address_
+                << std::endl;
+    });
+  }
+  ~JoinNotice() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  JoinNotice(const JoinNotice&) = delete;
+  JoinNotice& operator=(const JoinNotice&) = delete;
+  void set_remaining(int n) { remaining_ = n; }
+
+ private:
+  std::string address_;
+  std::atomic<int> remaining_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
+
+StepStatus StepStatus::from(const std::exception& error) {
+  StepStatus status;
+  status.failed = true;
+  if (const auto* agreed = dynamic_cast<const RankFailure*>(&error)) {
+    status.out_of_memory = agreed->out_of_memory();
+  } else {
+    status.out_of_memory = is_out_of_memory(error);
+  }
+  status.message = first_line(error);
+  return status;
+}
 
 LaunchEnvironment launch_environment() {
   LaunchEnvironment env;
@@ -103,6 +165,7 @@ std::string ProcessGroup::backend_for(c10::Device device) {
 struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<Backend> backend;
+  c10::Device device = c10::kCPU;  // where the status all-reduce's tensor lives (NCCL: the rank's GPU)
 };
 
 namespace {
@@ -138,20 +201,38 @@ std::unique_ptr<ProcessGroup> ProcessGroup::from_environment(c10::Device device,
   const LaunchEnvironment env = launch_environment();
   if (env.world_size == 1) return nullptr;
   require_backend(device);
+  const std::string address = env.master_addr + ":" + std::to_string(env.master_port);
+  // Until the store answers, this rank cannot know who has joined: all the others, for all it knows.
+  JoinNotice notice(address, env.world_size - 1);
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(env.master_port);
   options.isServer = env.rank == 0;
   options.numWorkers = env.world_size;
-  options.waitWorkers = true;
+  options.waitWorkers = false;  // counted below, so that the notice can say how many are missing
   options.timeout = to_milliseconds(timeout_seconds);
   auto impl = std::make_unique<Impl>();
+  impl->device = device;
+  const auto could_not_join = [&](const std::string& why) {
+    return UserError("rank " + std::to_string(env.rank) + " could not join the process group at " + address + " (" +
+                     why + "); start all WORLD_SIZE ranks with the same MASTER_ADDR and a free MASTER_PORT, or raise --dist-timeout");
+  };
   try {
     impl->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    const std::string key = "accumbench/joined";
+    impl->store->add(key, 1);
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t joined = impl->store->add(key, 0); joined < env.world_size; joined = impl->store->add(key, 0)) {
+      notice.set_remaining(env.world_size - static_cast<int>(joined));
+      if (std::chrono::steady_clock::now() - start > to_milliseconds(timeout_seconds)) {
+        throw could_not_join(std::to_string(joined) + " of " + std::to_string(env.world_size) + " ranks joined within " +
+                             std::to_string(static_cast<int64_t>(timeout_seconds)) + " s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    notice.set_remaining(0);
     impl->backend = make_backend(impl->store, env.rank, env.world_size, env.master_addr, timeout_seconds);
   } catch (const c10::Error& error) {
-    throw UserError("rank " + std::to_string(env.rank) + " could not join the process group at " + env.master_addr + ":" +
-                    std::to_string(env.master_port) + " (" + error.what_without_backtrace() +
-                    "); start all WORLD_SIZE ranks with the same MASTER_ADDR and a free MASTER_PORT");
+    throw could_not_join(error.what_without_backtrace());
   }
   return std::unique_ptr<ProcessGroup>(new ProcessGroup(std::move(impl), env.rank, env.world_size, kBackendName));
 }
@@ -160,6 +241,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::from_file(const std::string& path, i
                                                       c10::Device device, double timeout_seconds) {
   require_backend(device);
   auto impl = std::make_unique<Impl>();
+  impl->device = device;
   impl->store = c10::make_intrusive<c10d::FileStore>(path, world_size);
   impl->store->setTimeout(to_milliseconds(timeout_seconds));
   impl->backend = make_backend(impl->store, rank, world_size, "127.0.0.1", timeout_seconds);
@@ -181,10 +263,7 @@ void PendingReduce::wait() {
   try {
     work->wait();
   } catch (const std::exception& error) {
-    std::string what = error.what();
-    if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) what = c10_error->what_without_backtrace();
-    what = what.substr(0, what.find('\n'));
-    throw CollectiveError("an all-reduce with the other ranks failed (" + what +
+    throw CollectiveError("an all-reduce with the other ranks failed (" + first_line(error) +
                           "): a rank has left or stopped answering; the run stops here, with what it finished saved");
   }
   const at::Tensor& flat = state_->flat.front();
@@ -220,6 +299,39 @@ std::unique_ptr<PendingReduce> ProcessGroup::all_reduce_sum_async(std::vector<at
 }
 
 void ProcessGroup::barrier() { impl_->backend->barrier()->wait(); }
+
+std::optional<RankFailure> ProcessGroup::agree_on_status(const StepStatus& mine, const at::Tensor& carry) {
+  torch::NoGradGuard no_grad;
+  const std::string failure_key = "accumbench/failure/";
+  // Published before this rank's part of the all-reduce, so it is there when the others read it
+  // after theirs; one key per rank, overwritten by its next failure, which cannot be published
+  // before every rank has passed this all-reduce.
+  if (mine.failed) impl_->store->set(failure_key + std::to_string(rank_), std::vector<uint8_t>(mine.message.begin(), mine.message.end()));
+  // (1 + W) doubles: the carried value, then each rank's status in its own slot (0 ok, 1 error,
+  // 2 out of memory), so that the sum tells every rank who failed and how.
+  at::Tensor values = at::zeros({1 + world_size_}, at::TensorOptions().dtype(at::kDouble).device(impl_->device));
+  if (carry.defined() && !mine.failed) values.narrow(0, 0, 1).copy_(carry.reshape({1}));
+  values.narrow(0, 1 + rank_, 1).fill_(mine.failed ? (mine.out_of_memory ? 2.0 : 1.0) : 0.0);
+  all_reduce_sum_async({values})->wait();
+  if (carry.defined() && !mine.failed) carry.copy_(values.narrow(0, 0, 1).reshape(carry.sizes()));
+  const at::Tensor codes = values.narrow(0, 1, world_size_).cpu();
+  for (int r = 0; r < world_size_; ++r) {
+    const double code = codes[r].item<double>();
+    if (code == 0) continue;
+    std::string message = mine.message;
+    if (r != rank_) {
+      try {
+        const std::vector<uint8_t> bytes = impl_->store->get(failure_key + std::to_string(r));
+        message.assign(bytes.begin(), bytes.end());
+      } catch (const c10::Error& error) {
+        throw CollectiveError("rank " + std::to_string(r) + " failed a step but its reason could not be read (" +
+                              first_line(error) + "); the run stops here, with what it finished saved");
+      }
+    }
+    return RankFailure(r, code == 2, message);
+  }
+  return std::nullopt;
+}
 
 std::vector<std::string> ProcessGroup::exchange(const std::string& key, const std::string& value) {
   // Through the store, before any collective: a mismatch found here cannot pair up collectives.
@@ -257,6 +369,7 @@ PendingReduce::~PendingReduce() = default;
 void PendingReduce::wait() {}
 std::unique_ptr<PendingReduce> ProcessGroup::all_reduce_sum_async(std::vector<at::Tensor>) { return nullptr; }
 void ProcessGroup::barrier() {}
+std::optional<RankFailure> ProcessGroup::agree_on_status(const StepStatus&, const at::Tensor&) { return std::nullopt; }
 std::vector<std::string> ProcessGroup::exchange(const std::string&, const std::string& value) { return {value}; }
 
 #endif

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,28 @@ namespace accumbench::compat {
 class CollectiveError : public FatalRunError {
  public:
   explicit CollectiveError(const std::string& message) : FatalRunError(message) {}
+};
+
+// What one rank brings to the agreement on a step: whether it failed, and why.
+struct StepStatus {
+  bool failed = false;
+  bool out_of_memory = false;
+  std::string message;  // one line, without a backtrace
+  static StepStatus from(const std::exception& error);
+};
+
+// A failure that every rank agreed on (ProcessGroup::agree_on_status): the same rank, kind and
+// message on every rank, so every rank records the same error for the split and goes on.
+class RankFailure : public std::runtime_error {
+ public:
+  RankFailure(int rank, bool out_of_memory, const std::string& message)
+      : std::runtime_error("rank " + std::to_string(rank) + ": " + message), rank_(rank), out_of_memory_(out_of_memory) {}
+  int rank() const { return rank_; }
+  bool out_of_memory() const { return out_of_memory_; }
+
+ private:
+  int rank_;
+  bool out_of_memory_;
 };
 
 // The torchrun variables of this process; world_size 1 when WORLD_SIZE is unset.
@@ -57,7 +81,8 @@ class PendingReduce {
 class ProcessGroup {
  public:
   // nullptr when WORLD_SIZE is unset or 1. Connects to the TCP store at MASTER_ADDR:MASTER_PORT
-  // (rank 0 serves it) and waits up to `timeout_seconds` for every rank.
+  // (rank 0 serves it) and waits up to `timeout_seconds` for every rank; after a few seconds of
+  // waiting it says so once on stderr ("waiting for N ranks at ADDR:PORT").
   static std::unique_ptr<ProcessGroup> from_environment(c10::Device device, double timeout_seconds = 300);
   // Ranks that share `path` (a file store; the file must not exist before the first rank comes).
   static std::unique_ptr<ProcessGroup> from_file(const std::string& path, int rank, int world_size,
@@ -77,6 +102,11 @@ class ProcessGroup {
   // Every rank must start its collectives in the same order.
   std::unique_ptr<PendingReduce> all_reduce_sum_async(std::vector<at::Tensor> tensors);
   void barrier();
+  // Every rank's status, agreed with one small all-reduce (so every rank must call it at the same
+  // point, after the same collectives): nullopt when every rank did well, else the failure of
+  // the lowest failed rank, the same on every rank (its message travels through the store).
+  // `carry` (one element, optional) is summed along and written back: the step's loss rides on it.
+  std::optional<RankFailure> agree_on_status(const StepStatus& mine, const at::Tensor& carry = {});
   // Every rank's `value` under `key`, in rank order, through the store (no collective). Throws
   // UserError when a rank does not answer within the timeout.
   std::vector<std::string> exchange(const std::string& key, const std::string& value);

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "accumbench/error.hpp"
+
 namespace accumbench {
 
 GradientReducer::GradientReducer(std::vector<at::Tensor> params, compat::ProcessGroup& group, int64_t bucket_bytes)
@@ -62,18 +64,48 @@ void GradientReducer::start(size_t bucket) {
   if (!grads.empty()) buckets_[bucket].pending = group_.all_reduce_sum_async(std::move(grads));
 }
 
-void GradientReducer::finish(const at::Tensor& loss_sum) {
+void GradientReducer::start_zeros(size_t bucket) {
+  // Every trainable parameter has a gradient after a whole step (the models use all of them), so
+  // a peer's bucket holds every parameter's; a bucket of the same length keeps the collectives
+  // matched.
+  int64_t numel = 0;
+  for (size_t i : buckets_[bucket].params) numel += params_[i].numel();
+  const at::Tensor& first = params_[buckets_[bucket].params.front()];
+  buckets_[bucket].pending = group_.all_reduce_sum_async({at::zeros({numel}, first.options().requires_grad(false))});
+}
+
+std::optional<compat::RankFailure> GradientReducer::finish(const at::Tensor& loss_sum, compat::StepStatus status) {
   std::lock_guard<std::mutex> lock(mutex_);
-  while (next_to_start_ < buckets_.size()) start(next_to_start_++);
-  std::unique_ptr<compat::PendingReduce> loss = group_.all_reduce_sum_async({loss_sum.view({1})});  // in place
+  armed_ = false;  // the hooks of a backward that failed half-way start nothing more
+  while (next_to_start_ < buckets_.size()) {
+    if (!status.failed) {
+      try {
+        start(next_to_start_);
+        ++next_to_start_;
+        continue;
+      } catch (const FatalRunError&) {
+        throw;
+      } catch (const std::exception& error) {  // e.g. out of memory for the bucket's flat copy
+        status = compat::StepStatus::from(error);
+      }
+    }
+    try {
+      start_zeros(next_to_start_++);
+    } catch (const FatalRunError&) {
+      throw;
+    } catch (const std::exception& error) {
+      throw FatalRunError("rank " + std::to_string(group_.rank()) + " failed in a step (" + status.message +
+                          ") and could not keep the other ranks in step (" + compat::StepStatus::from(error).message +
+                          "); the run stops here, with what it finished saved");
+    }
+  }
   for (Bucket& b : buckets_) {
     if (b.pending) b.pending->wait();
     b.pending.reset();
     b.ready = 0;
   }
-  loss->wait();
   next_to_start_ = 0;
-  armed_ = false;
+  return group_.agree_on_status(status, status.failed ? at::Tensor() : loss_sum);
 }
 
 }  // namespace accumbench

@@ -6,10 +6,15 @@
 // of it when no hook fired, e.g. under CUDA-graph replay, which runs no host callbacks), sums
 // the step's loss with them, waits, and leaves the sums in the gradients.
 //
+// A rank that failed in its step (out of memory, an exception) still calls finish(), with its
+// status: it posts the buckets backward did not start as zeros, so that every rank's collectives
+// stay matched, and the step's status rides on the loss's all-reduce
+// (compat::ProcessGroup::agree_on_status): every rank learns of the failure, none is left waiting.
+//
 //   GradientReducer reducer(params, group);
 //   reducer.arm();                    // before the step's last backward
 //   ... backward: hooks call reducer.on_gradient_ready(i) ...
-//   reducer.finish(loss_sum);         // phase allreduce: waits for what is still in flight
+//   if (auto failure = reducer.finish(loss_sum, status)) throw *failure;  // phase allreduce
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -17,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "compat/distributed.hpp"
@@ -32,8 +38,12 @@ class GradientReducer {
   void arm();
   // Called from the parameter's post-accumulate-grad hook (any thread); ignored unless armed.
   void on_gradient_ready(size_t param_index);
-  // Starts the remaining buckets and the loss, waits for all, disarms. `loss_sum` is summed too.
-  void finish(const at::Tensor& loss_sum);
+  // Starts the remaining buckets (zero-filled when this rank failed), waits for all, disarms, and
+  // agrees on the step's status with the other ranks; `loss_sum` (undefined when this rank
+  // failed before it had one) is summed along. nullopt when every rank did well, else the failure
+  // every rank agreed on. Throws only when the group itself fails (compat::CollectiveError) or
+  // this rank cannot even post its zeros (FatalRunError): then the ranks cannot stay in step.
+  std::optional<compat::RankFailure> finish(const at::Tensor& loss_sum, compat::StepStatus status);
 
   size_t bucket_count() const { return buckets_.size(); }
   // Buckets whose all-reduce started inside backward during the last step (for tests/reports).
@@ -45,7 +55,8 @@ class GradientReducer {
     size_t ready = 0;
     std::unique_ptr<compat::PendingReduce> pending;
   };
-  void start(size_t bucket);  // caller holds mutex_
+  void start(size_t bucket);        // caller holds mutex_
+  void start_zeros(size_t bucket);  // the same collective, with zeros: this rank has no gradients to give
   std::vector<at::Tensor> params_;
   compat::ProcessGroup& group_;
   std::vector<Bucket> buckets_;

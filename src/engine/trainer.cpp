@@ -224,7 +224,42 @@ at::Tensor Trainer::micro_step_loss(const at::Tensor& host_inputs, const at::Ten
 
 StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& options,
                                 PhaseObserver* observer) {
-  prepare(batch, options);
+  if (!reducer_) {
+    prepare(batch, options);
+    return micro_steps(batch, options, observer);
+  }
+  // Data parallel: whatever happens on this rank, it takes part in the step's collectives, so
+  // that no peer is left waiting in an all-reduce; the step's status rides on the loss's.
+  StepOutcome outcome;
+  compat::StepStatus status;
+  std::exception_ptr own;
+  try {
+    prepare(batch, options);
+    outcome = micro_steps(batch, options, observer);
+  } catch (const FatalRunError&) {
+    throw;
+  } catch (const std::exception& error) {
+    status = compat::StepStatus::from(error);
+    own = std::current_exception();
+  }
+  std::optional<compat::RankFailure> failure;
+  {  // the step's gradient and loss, summed over the ranks, once per step
+    PhaseScope scope(observer, Phase::kAllReduce, -1);  // what backward did not hide
+    failure = reducer_->finish(outcome.loss_sum, status);
+  }
+  if (!failure) return outcome;
+  if (own) {
+    try {
+      std::rethrow_exception(own);
+    } catch (const UserError&) {
+      throw;  // the same options on every rank: each stops on its own sentence
+    } catch (const std::exception&) {
+    }
+  }
+  throw *failure;
+}
+
+StepOutcome Trainer::micro_steps(const TokenBatch& batch, const StepOptions& options, PhaseObserver* observer) {
   const int64_t micro = options.micro_batch;
   const int64_t accum = batch.sequences() / micro;
   step_in_backward_ = options.optimizer_in_backward;
@@ -265,10 +300,6 @@ StepOutcome Trainer::accumulate(const TokenBatch& batch, const StepOptions& opti
     const at::Tensor loss =
         micro_step_loss(host_inputs, host_targets, documents, divisor, k == accum - 1, options, observer, micro_step);
     outcome.loss_sum = outcome.loss_sum.defined() ? outcome.loss_sum + loss : loss;
-  }
-  if (reducer_) {  // the step's gradient and loss, summed over the ranks, once per step
-    PhaseScope scope(observer, Phase::kAllReduce, -1);  // what backward did not hide
-    reducer_->finish(outcome.loss_sum);
   }
   return outcome;
 }
@@ -313,7 +344,20 @@ void Trainer::run_optimizer(bool gradients_finite) {
 
 StepOutcome Trainer::step(const TokenBatch& batch, const StepOptions& options, PhaseObserver* observer) {
   StepOutcome outcome = accumulate(batch, options, observer);
-  optimizer_step(outcome, options, observer);
+  if (!reducer_) {
+    optimizer_step(outcome, options, observer);
+    return outcome;
+  }
+  try {
+    optimizer_step(outcome, options, observer);
+  } catch (const FatalRunError&) {
+    throw;
+  } catch (const std::exception& error) {
+    // Past the step's agreement: the other ranks stepped and go on to the next collective.
+    throw FatalRunError("rank " + std::to_string(group_->rank()) + " failed in its optimizer step (" +
+                        compat::StepStatus::from(error).message +
+                        ") after the other ranks had agreed on the step; the run stops here, with what it finished saved");
+  }
   return outcome;
 }
 

@@ -315,7 +315,15 @@ RoundReport run_rounds(RoundEvidence& evidence, const std::vector<bool>& candida
       }
     }
     elapsed_seconds = elapsed();
-    if (agree) agree(seconds, elapsed_seconds);
+    if (agree) {
+      agree(seconds, elapsed_seconds);
+      for (int split : live) {  // failed on another process (data parallel): out here too
+        if (std::isnan(seconds[split]) && !failed[split]) {
+          failed[split] = true;
+          report.failed.push_back(split);
+        }
+      }
+    }
     evidence.add_round(seconds);
     report.rounds = round + 1;
     if (after_round) after_round(round, live);

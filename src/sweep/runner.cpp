@@ -421,23 +421,33 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     return runs;
   };
   // Data parallel: every rank must run the same rounds, so every rank decides on rank 0's times
-  // and clock (a sum over the ranks of rank 0's values and zeros elsewhere).
+  // and clock (a sum over the ranks of rank 0's values and zeros elsewhere), and a split that
+  // failed on any rank leaves the rounds on every rank (each rank's failures, summed). The steps
+  // agree on their failures already (Trainer::accumulate), so the sum only confirms them; a split
+  // that it shows failed elsewhere but not here is recorded so, lest the ranks go apart.
   AgreeOnRound agree;
   if (group) {
     agree = [&](std::vector<double>& seconds, double& elapsed) {
-      at::Tensor values = torch::zeros({static_cast<int64_t>(seconds.size()) + 1}, torch::kFloat64);
+      const auto n = static_cast<int64_t>(seconds.size());
+      // (2n + 1): rank 0's seconds (-1: none), its clock, then every rank's failures.
+      at::Tensor values = torch::zeros({2 * n + 1}, torch::kFloat64);
       if (group->rank() == 0) {
-        for (size_t i = 0; i < seconds.size(); ++i) values[i] = std::isnan(seconds[i]) ? -1.0 : seconds[i];
-        values[static_cast<int64_t>(seconds.size())] = elapsed;
+        for (int64_t i = 0; i < n; ++i) values[i] = std::isnan(seconds[i]) ? -1.0 : seconds[i];
+        values[n] = elapsed;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        if (result.runs[slot_of[i]].status != RunStatus::kOk) values[n + 1 + i] = 1.0;
       }
       values = values.to(device);
       group->all_reduce_sum_async({values})->wait();
       values = values.cpu();
-      for (size_t i = 0; i < seconds.size(); ++i) {
+      for (int64_t i = 0; i < n; ++i) {
         const double v = values[i].item<double>();
-        seconds[i] = v < 0 ? std::numeric_limits<double>::quiet_NaN() : v;
+        const bool failed = values[n + 1 + i].item<double>() > 0;
+        seconds[i] = v < 0 || failed ? std::numeric_limits<double>::quiet_NaN() : v;
+        if (failed) measurement.record_failure_elsewhere(result.runs[slot_of[i]]);
       }
-      elapsed = values[static_cast<int64_t>(seconds.size())].item<double>();
+      elapsed = values[n].item<double>();
     };
   }
   if (agree) {  // the winsorizing bounds too: rank 0's, so that every rank's evidence is the same

@@ -91,6 +91,15 @@ SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfi
 SplitMeasurement::~SplitMeasurement() = default;
 
 void SplitMeasurement::record_failure(RunResult& run, const std::exception& error) {
+  if (const auto* agreed = dynamic_cast<const compat::RankFailure*>(&error)) {
+    // Data parallel: the same status and message on every rank (see Trainer::accumulate).
+    run.status = agreed->out_of_memory() ? RunStatus::kOutOfMemory : RunStatus::kError;
+    run.error = agreed->what();
+    run.steps.clear();
+    run.fits = false;
+    if (trainer_) trainer_->reset_optimizer();
+    return;
+  }
   if (const auto* collective = dynamic_cast<const compat::CollectiveError*>(&error)) {
     run.status = RunStatus::kError;
     run.error = collective->what();
@@ -100,7 +109,18 @@ void SplitMeasurement::record_failure(RunResult& run, const std::exception& erro
   run.status = compat::is_out_of_memory(error) ? RunStatus::kOutOfMemory : RunStatus::kError;
   run.error = error_message(error);
   run.steps.clear();
+  run.fits = false;  // a split that failed fits nowhere, whatever its plan said
   if (trainer_) trainer_->reset_optimizer();  // drop partial gradients before the next split
+}
+
+void SplitMeasurement::record_failure_elsewhere(RunResult& run) {
+  if (run.status != RunStatus::kOk) return;
+  run.status = RunStatus::kError;
+  run.error = "another rank failed this split (its output says why)";
+  run.steps.clear();
+  run.fits = false;
+  if (trainer_) trainer_->reset_optimizer();
+  finalize_run(run, context_.flops_per_token, peak_tflops(run.config.precision));
 }
 
 RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size_t count) {
@@ -114,12 +134,23 @@ RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size
   apply_padding(slot.step, options_.workload.data);
   if (!plan(run)) return run;
   try {
-    Trainer& trainer = trainer_for(split.precision);
-    trainer.reset_optimizer();
-    memory_.empty_cache();
-    slot.baseline_bytes = memory_.allocated_bytes();  // parameters + optimizer state
-    trainer.prepare(data_.batch(0), slot.step);       // CUDA graphs: warmup + capture, untimed
-    slot.tracer = std::make_unique<StepTracer>(device_, &memory_);
+    compat::StepStatus setup;  // data parallel: a failure here must stop the split on every rank
+    try {
+      Trainer& trainer = trainer_for(split.precision);
+      trainer.reset_optimizer();
+      memory_.empty_cache();
+      slot.baseline_bytes = memory_.allocated_bytes();  // parameters + optimizer state
+      trainer.prepare(data_.batch(0), slot.step);       // CUDA graphs: warmup + capture, untimed
+      slot.tracer = std::make_unique<StepTracer>(device_, &memory_);
+    } catch (const FatalRunError&) {
+      throw;
+    } catch (const std::exception& error) {
+      if (group_ == nullptr) throw;
+      setup = compat::StepStatus::from(error);
+    }
+    if (group_ != nullptr) {
+      if (std::optional<compat::RankFailure> failure = group_->agree_on_status(setup)) throw *failure;
+    }
     warm_up(run, slot, index, count);
     if (split.cuda_graphs) time_alone(run, slot, index, count);
   } catch (const FatalRunError&) {
@@ -142,9 +173,28 @@ bool SplitMeasurement::in_rounds(const RunResult& run) const {
 }
 
 StepSample SplitMeasurement::traced_step(Slot& slot, int64_t batch_index) {
-  slot.tracer->start_step();
+  // Data parallel: the trainer's step agrees on failures with the other ranks; one of the tracer
+  // around it would be this rank's alone, and the ranks would fall out of step.
+  const auto alone = [&](const std::exception& error) {
+    if (group_ != nullptr) {
+      throw FatalRunError("rank " + std::to_string(group_->rank()) + " failed outside a step (" + error_message(error) +
+                          ") where the other ranks cannot learn of it; the run stops here, with what it finished saved");
+    }
+  };
+  try {
+    slot.tracer->start_step();
+  } catch (const std::exception& error) {
+    alone(error);
+    throw;
+  }
   StepOutcome outcome = trainer_->step(data_.batch(batch_index), slot.step, slot.tracer.get());
-  StepSample sample = slot.tracer->finish_step();
+  StepSample sample;
+  try {
+    sample = slot.tracer->finish_step();
+  } catch (const std::exception& error) {
+    alone(error);
+    throw;
+  }
   sample.loss = outcome.loss();
   sample.tokens = outcome.tokens;
   sample.positions = outcome.positions;
@@ -312,6 +362,7 @@ void SplitMeasurement::profile(RunResult& run, Slot& slot) {
       } catch (const std::exception&) {  // the profiler was not running after all
       }
     }
+    if (dynamic_cast<const FatalRunError*>(&error) != nullptr) throw;  // the ranks are out of step
     run.error = "profile failed: " + error_message(error);
   }
 }

@@ -45,6 +45,9 @@ class SplitMeasurement {
   // The "fits" verdict of a finished run under today's --memory-limit (also for runs read back
   // from a --resume file).
   void judge_fits(RunResult& run) const;
+  // Data parallel: the ranks' agreement on a round shows that `run` failed on another rank; no-op
+  // when it failed here too.
+  void record_failure_elsewhere(RunResult& run);
   // Progress of the rounds, for the CLI.
   void report_round(int64_t round, int live, size_t count);
 

@@ -155,9 +155,55 @@ if not any(x["status"] == "ok" for x in r["runs"]): fail("no finished split in %
 ' "$json"
 }
 
+# cli.data_parallel.oom_one_rank: one rank runs out of memory in one split, the other does not.
+# half_long.txt holds four samples of 128 tokens and four of 4; --group-by-length puts the four
+# long ones first, so rank 0's share is 4 x 128 tokens and rank 1's 4 x 4 (--padding longest trims
+# each micro-batch to its longest sample). Rank 0's peaks without a limit, measured: 4.88 MB at 1x4,
+# 7.31 MB at 2x2, 11.58 MB at 4x1 (2026-11-30, the same in two runs); a limit of 9 MiB (9.44 MB)
+# lets rank 0 run 1x4 and 2x2 but not 4x1, with about 2 MB to spare either way; rank 1 fits
+# everything. Rank 0 still posts the step's bucket all-reduces (with zeros),
+# so rank 1 is not left waiting: both ranks exit 0, and the JSON records 4x1 as oom, naming rank 0,
+# and the other splits as ok.
+oom_one_rank() {
+  local json=$work/oom.json
+  tiny_args --seq-len 128 --batch 8 --lengths "$data/lengths/half_long.txt" --group-by-length --padding longest \
+    --memory-limit 9437184 --try-predicted-oom --dist-timeout 60 --json "$json"
+  dp_run 2 sweep "${args[@]}"
+  check "data parallel, one rank out of memory: 4x1 is oom on rank 0 (and does not fit), 1x4 and 2x2 are ok" py '
+r = load(sys.argv[1])
+status = {(x["config"]["micro_batch"], x["config"]["accum_steps"]): (x["status"], x.get("error", "")) for x in r["runs"]}
+if sorted(status) != [(1, 4), (2, 2), (4, 1)]: fail("splits %s" % sorted(status))
+if status[(4, 1)][0] != "oom": fail("4x1: %s" % (status[(4, 1)],))
+if not status[(4, 1)][1].startswith("rank 0: "): fail("4x1 error does not name rank 0: %s" % status[(4, 1)][1])
+if any(x["fits"] for x in r["runs"] if x["status"] != "ok"): fail("a failed split marked as fitting")
+for split in [(1, 4), (2, 2)]:
+    if status[split][0] != "ok": fail("%s: %s" % (split, status[split]))
+' "$json"
+  check "data parallel, one rank out of memory: rank 1 prints nothing" test ! -s "$out.rank1"
+}
+
+# cli.data_parallel.join_notice: rank 1 never starts. After a few seconds rank 0 says once whom it
+# waits for, and at --dist-timeout it stops with exit 2 and a sentence.
+join_notice() {
+  local port
+  port=$(free_port) || fail "no free port"
+  tiny_args --dist-timeout 8
+  last_command="WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port accumbench sweep ${args[*]} (no rank 1)"
+  WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" sweep "${args[@]}" \
+    >"$out" 2>"$err"
+  rc=$?
+  [ "$rc" -eq 2 ] || fail "rank 0 exited $rc, expected 2"
+  check "rank 0 says once whom it waits for" py '
+text = open(sys.argv[1], encoding="utf-8").read()
+line = "accumbench: waiting for 1 rank at 127.0.0.1:" + sys.argv[2]
+if text.count(line) != 1: fail("%d times %r in %r" % (text.count(line), line, text[:400]))
+if "could not join the process group" not in text or "1 of 2 ranks joined within 8 s" not in text: fail(text[:400])
+' "$err" "$port"
+}
+
 mode=${case_args[0]:-}
 case $mode in
-  verify | sweep | mismatch | verify_longest_padding | verify_bfd | dead_peer) "$mode" ;;
+  verify | sweep | mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
