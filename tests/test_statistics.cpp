@@ -285,7 +285,7 @@ TEST(Recommend, UndecidedSaysSoWithTheIntervals) {
   EXPECT_TRUE(r.decision.budget_spent);
   EXPECT_EQ(r.best_index, 0);  // the lowest mean, as the best estimate
   EXPECT_EQ(r.reason.substr(0, r.reason.find(". ") + 1), "Undecided after 12 rounds (--time-budget spent): 8\u00d78 is ahead, but "
-            "4\u00d716 may still take 0.80\u20131.29\u00d7 its time (95 % confidence); a longer "
+            "4\u00d716 may still take 0.78\u20131.31\u00d7 its time (95 % confidence); a longer "
             "--time-budget can decide.");
 }
 

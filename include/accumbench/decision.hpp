@@ -17,7 +17,8 @@
 // variance, which the winsorizing guarantees, and no bound known in advance, so it narrows at the
 // rate of the noise actually seen; the nonasymptotic betting sequences need a range fixed in
 // advance and, with a range of several step times, hundreds of rounds for a 10 % difference.
-// Bonferroni over all K means and K(K−1)/2 pairs makes the whole family hold at once, also for
+// Bonferroni over all K means and, for each of the K(K−1)/2 pairs, its difference and its two
+// means over the rounds the pair shared makes the whole family hold at once, also for
 // the pair the data later names fastest; Holm's step-down would test more sharply but gives no
 // simultaneous intervals, and the recommendation prints intervals. The tests
 // (tests/test_decision.cpp) check the error rates on a fake clock.
@@ -81,19 +82,23 @@ class RoundEvidence {
   int64_t paired_rounds(int a, int b) const;
   // Winsorized mean step seconds of split i, with its interval.
   Estimate mean_seconds(int split) const;
-  // mean(a) / mean(b), with its interval: from the paired differences when a and b share rounds,
-  // otherwise from the two means' intervals.
+  // mean(a) / mean(b), with its interval: over the rounds a and b shared, from their paired
+  // differences; without a shared round, from the two means' intervals.
   Estimate ratio(int a, int b) const;
 
  private:
-  const ConfidenceSequence& pair(int a, int b) const;  // a < b: mean of (t_a − t_b)
-  ConfidenceSequence& pair(int a, int b);
+  // a < b: over the rounds both ran in, the difference t_a − t_b and the two step times.
+  struct Pair {
+    ConfidenceSequence difference, first, second;
+  };
+  const Pair& pair(int a, int b) const;
+  Pair& pair(int a, int b);
   double clipped(int split, double seconds) const;
 
   std::vector<double> clip_seconds_;
   int64_t rounds_ = 0;
   std::vector<ConfidenceSequence> means_;  // of the winsorized t_i
-  std::vector<ConfidenceSequence> pairs_;  // upper triangle, of the winsorized t_a − t_b
+  std::vector<Pair> pairs_;                // upper triangle, of the winsorized times
 };
 
 struct DecisionOptions {

@@ -80,23 +80,25 @@ RoundEvidence::RoundEvidence(std::vector<double> clip_seconds, double confidence
     : clip_seconds_(std::move(clip_seconds)) {
   if (!(confidence > 0 && confidence < 1)) throw std::invalid_argument("RoundEvidence: confidence must be in (0, 1)");
   const double k = static_cast<double>(std::max<size_t>(1, clip_seconds_.size()));
-  // Bonferroni over every mean and every pair: the family the decisions can draw from.
-  const double alpha_each = (1.0 - confidence) / (k + k * (k - 1) / 2);
+  // Bonferroni over every mean and, per pair, its difference and its two means over the rounds
+  // they shared: the family the decisions can draw from.
+  const double alpha_each = (1.0 - confidence) / (k + 3 * k * (k - 1) / 2);
   for (double& clip : clip_seconds_) {
     if (!(clip > 0) || !std::isfinite(clip)) clip = kInf;  // no usable bound: seconds as they are
   }
   const size_t n = clip_seconds_.size();
-  means_.assign(n, ConfidenceSequence(alpha_each, kTightestAtRounds));
-  pairs_.assign(n > 0 ? n * (n - 1) / 2 : 0, ConfidenceSequence(alpha_each, kTightestAtRounds));
+  const ConfidenceSequence fresh(alpha_each, kTightestAtRounds);
+  means_.assign(n, fresh);
+  pairs_.assign(n > 0 ? n * (n - 1) / 2 : 0, Pair{fresh, fresh, fresh});
 }
 
 double RoundEvidence::clipped(int split, double seconds) const { return std::min(seconds, clip_seconds_[split]); }
 
-ConfidenceSequence& RoundEvidence::pair(int a, int b) {
-  return const_cast<ConfidenceSequence&>(static_cast<const RoundEvidence&>(*this).pair(a, b));
+RoundEvidence::Pair& RoundEvidence::pair(int a, int b) {
+  return const_cast<Pair&>(static_cast<const RoundEvidence&>(*this).pair(a, b));
 }
 
-const ConfidenceSequence& RoundEvidence::pair(int a, int b) const {
+const RoundEvidence::Pair& RoundEvidence::pair(int a, int b) const {
   // Row-major upper triangle without the diagonal.
   const size_t n = clip_seconds_.size();
   const size_t index = static_cast<size_t>(a) * n - static_cast<size_t>(a) * (a + 1) / 2 + (b - a - 1);
@@ -111,7 +113,11 @@ void RoundEvidence::add_round(const std::vector<double>& seconds) {
     if (std::isnan(seconds[a])) continue;
     add_unpaired(a, seconds[a]);
     for (int b = a + 1; b < n; ++b) {
-      if (!std::isnan(seconds[b])) pair(a, b).add(clipped(a, seconds[a]) - clipped(b, seconds[b]));
+      if (std::isnan(seconds[b])) continue;
+      Pair& p = pair(a, b);
+      p.difference.add(clipped(a, seconds[a]) - clipped(b, seconds[b]));
+      p.first.add(clipped(a, seconds[a]));
+      p.second.add(clipped(b, seconds[b]));
     }
   }
 }
@@ -120,45 +126,56 @@ void RoundEvidence::add_unpaired(int split, double seconds) { means_[split].add(
 
 int64_t RoundEvidence::paired_rounds(int a, int b) const {
   if (a == b) return means_[a].count();
-  return pair(std::min(a, b), std::max(a, b)).count();
+  return pair(std::min(a, b), std::max(a, b)).difference.count();
 }
 
-Estimate RoundEvidence::mean_seconds(int split) const {
-  const ConfidenceSequence& cs = means_[split];
-  Estimate e;
-  if (cs.count() == 0) return e;
-  e.value = cs.mean();
-  // Below kMinRoundsToDecide observations a variance estimate is too rough to lean on.
-  if (cs.count() < kMinRoundsToDecide) return Estimate{e.value, 0.0, kInf};
-  e.low = std::max(0.0, cs.low());
-  e.high = cs.high();
-  return e;
+namespace {
+
+// A mean's estimate from its sequence; below kMinRoundsToDecide observations a variance estimate
+// is too rough to lean on, and the interval is [0, ∞).
+Estimate estimate_of(const ConfidenceSequence& cs) {
+  if (cs.count() == 0) return Estimate{};
+  if (cs.count() < kMinRoundsToDecide) return Estimate{cs.mean(), 0.0, kInf};
+  return Estimate{cs.mean(), std::max(0.0, cs.low()), cs.high()};
 }
 
-Estimate RoundEvidence::ratio(int a, int b) const {
+// mean_a / mean_b from intervals of the two means: [low_a / high_b, high_a / low_b].
+Estimate ratio_of_means(const Estimate& ma, const Estimate& mb) {
   Estimate r;
-  const Estimate ma = mean_seconds(a), mb = mean_seconds(b);
   if (std::isnan(ma.value) || std::isnan(mb.value) || !(mb.value > 0)) return r;
   r.value = ma.value / mb.value;
-  // Through the two means: [low_a / high_b, high_a / low_b].
   r.low = mb.high > 0 ? ma.low / mb.high : 0.0;
   r.high = mb.low > 0 ? ma.high / mb.low : kInf;
+  return r;
+}
+
+}  // namespace
+
+Estimate RoundEvidence::mean_seconds(int split) const { return estimate_of(means_[split]); }
+
+Estimate RoundEvidence::ratio(int a, int b) const {
   const int64_t paired = paired_rounds(a, b);
-  if (paired == 0) return r;
-  // Through the paired differences: mean_a / mean_b = 1 + δ / mean_b, δ = mean of t_a − t_b.
-  const ConfidenceSequence& cs = pair(std::min(a, b), std::max(a, b));
-  const double sign = a < b ? 1.0 : -1.0;
-  r.value = 1.0 + sign * cs.mean() / mb.value;
-  if (paired < kMinRoundsToDecide) return r;
-  const double delta_low = a < b ? cs.low() : -cs.high();
-  const double delta_high = a < b ? cs.high() : -cs.low();
+  // Timed in no common round: through the two means, each over its own steps.
+  if (paired == 0) return ratio_of_means(mean_seconds(a), mean_seconds(b));
+  // Over the rounds both ran in only (a drift before or after them cannot enter): mean_a / mean_b
+  // = 1 + δ / mean_b, δ = mean of t_a − t_b, mean_b over the same rounds.
+  const Pair& p = pair(std::min(a, b), std::max(a, b));
+  const ConfidenceSequence& b_shared = a < b ? p.second : p.first;
+  const ConfidenceSequence& a_shared = a < b ? p.first : p.second;
+  Estimate r;
+  r.value = a_shared.mean() / b_shared.mean();
+  if (paired < kMinRoundsToDecide || !(b_shared.mean() > 0)) {
+    r.low = 0.0;
+    r.high = kInf;
+    return r;
+  }
+  const double delta_low = a < b ? p.difference.low() : -p.difference.high();
+  const double delta_high = a < b ? p.difference.high() : -p.difference.low();
+  const Estimate mb = estimate_of(b_shared);
   const double c = mb.low, d = mb.high;
-  const double paired_low = c > 0 ? 1.0 + (delta_low >= 0 ? delta_low / d : delta_low / c) : -kInf;
-  const double paired_high = c > 0 ? 1.0 + (delta_high >= 0 ? delta_high / c : delta_high / d) : kInf;
-  // Both hold whenever the whole family does, so their intersection does too.
-  r.low = std::max(r.low, paired_low);
-  r.high = std::min(r.high, paired_high);
-  if (r.low > r.high) r.low = r.high = r.value;  // only when the family failed to cover
+  r.low = c > 0 ? 1.0 + (delta_low >= 0 ? delta_low / d : delta_low / c) : -kInf;
+  r.high = c > 0 ? 1.0 + (delta_high >= 0 ? delta_high / c : delta_high / d) : kInf;
+  r.low = std::max(r.low, 0.0);
   return r;
 }
 
