@@ -357,11 +357,14 @@ struct SweepCommand {
     if (progress) std::cerr << "\r\033[K" << std::flush;
     // After the run, so that an error in the options stays the one line on stderr.
     if (primary) print_note(ab::optimizer_in_backward_note(options.workload, launched_world_size()));
-    if (primary) files.announce();
     if (primary) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
     if (primary && result.recommendation.best_index >= 0) {
       const ab::RunResult& best = result.runs[static_cast<size_t>(result.recommendation.best_index)];
       print_emitted(emit, "the recommended split, " + best.config.label(), ab::trainer_settings(result, best));
+    }
+    if (primary) {
+      std::cout << std::flush;  // the "wrote" lines come last on a terminal
+      files.announce();
     }
     // Every split failed: the table says why; the exit code lets scripts notice.
     return result.recommendation.best_index >= 0 ? 0 : 1;
