@@ -649,6 +649,22 @@ TEST(ParseBytes, AcceptedForms) {
   EXPECT_EQ(parse_bytes(".5K"), 512);
 }
 
+// --memory-limit 24 would be 24 bytes: the limit needs its unit (B for bytes).
+TEST(ParseBytes, MemoryLimitNeedsAUnit) {
+  EXPECT_EQ(parse_memory_limit("24GiB"), 24 * kGiB);
+  EXPECT_EQ(parse_memory_limit("24GB"), 24000000000);
+  EXPECT_EQ(parse_memory_limit("4096B"), 4096);
+  try {
+    parse_memory_limit("24");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--memory-limit 24 has no unit and would mean 24 bytes; write the unit: 24GiB (1024-based), 24GB "
+              "(1000-based) or 24B for bytes");
+  }
+  EXPECT_THROW(parse_memory_limit("24 parsecs"), UserError);
+}
+
 TEST(ParseBytes, RejectsEverythingElseWithTheAcceptedForms) {
   for (const char* bad : {"", "GiB", "-1GiB", "16 XB", "1e3", "16GiBs", "1.2.3", "0x10",
                           "99999999999TiB"}) {

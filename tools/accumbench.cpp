@@ -87,7 +87,7 @@ struct WorkloadFlags {
     w.data.packing = ab::packing_from_string(packing);
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
     w.weights_dtype = ab::weights_dtype_from_string(weights_dtype);
-    if (!memory_limit.empty()) w.memory_limit_bytes = ab::parse_bytes(memory_limit);
+    if (!memory_limit.empty()) w.memory_limit_bytes = ab::parse_memory_limit(memory_limit);
     w.grid.checkpointing = checkpointing.empty() ? ab::Checkpointing::kBlocks : ab::checkpointing_from_string(checkpointing);
     return w;
   }
@@ -251,8 +251,10 @@ void add_run_options(CLI::App* command, WorkloadFlags& f) {
   if (f.command != ab::Command::kVerify) {
     command->add_option("--memory-limit,--memory", f.memory_limit,
                         f.command == ab::Command::kPlan
-                            ? "device memory to fit in, e.g. 16GiB (default: the CUDA device's own; none on the CPU)"
-                            : "cap usable memory, e.g. 16GiB (CUDA: allocator fraction; CPU: counting allocator)");
+                            ? "device memory to fit in, with its unit: 16GiB, 16GB (default: the CUDA device's own; none "
+                              "on the CPU)"
+                            : "cap usable memory, with its unit: 16GiB, 16GB (CUDA: allocator fraction; CPU: counting "
+                              "allocator)");
   }
   if (f.command == ab::Command::kPlan) {
     command->add_option("--world-size", w.world_size,
@@ -473,10 +475,18 @@ int PlanCommand::run() {
   const ab::PlanTarget target = ab::plan_target(w);
   const ab::PlanOptions o = plan_options(w, target);
   const int64_t memory = memory_bytes(w, target);
+  // The device the plan assumes, always: its attention kernel and memory change the answer.
   if (!target.attached) {
     std::cout << "planning for " << w.device << ", which is not attached here: PyTorch 2.x on CUDA assumed"
               << (attention == "auto" ? " (flash attention)" : "")
               << (memory == 0 ? "; pass --memory to see which splits fit" : "") << "\n\n";
+  } else {
+    // plan_target resolved "auto": CUDA when it is there, else the CPU.
+    const ab::SweepContext here = ab::describe_environment(w.device == "auto" ? (target.cuda ? "cuda" : "cpu") : w.device);
+    std::cout << "planning for " << here.device << " (" << here.device_name << "; LibTorch " << o.libtorch_major
+              << ".x, attention " << ab::to_string(o.attention) << ")";
+    if (!target.cuda) std::cout << "; pass --device cuda to plan for a GPU";
+    std::cout << "\n\n";
   }
   const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, o, w);
   print_note(ab::optimizer_in_backward_note(w, w.world_size));
