@@ -124,6 +124,12 @@ void print_emitted(const std::string& emit, const std::string& heading, const ab
   }
 }
 
+// The legend of the split labels, under the options of sweep, plan and verify.
+const char* const kSplitLegend =
+    "Splits read micro-batch x accumulation steps (per rank), then the knobs that are on: ckpt = activation "
+    "checkpointing, oib = the optimizer inside backward, chunked-ce = the chunked cross-entropy, graphs = replayed "
+    "from CUDA graphs.";
+
 // Which model (and, where values matter, the seed of its random weights and tokens; plan's
 // memory does not depend on them).
 void add_model_options(CLI::App* command, WorkloadFlags& f) {
@@ -276,6 +282,7 @@ void add_run_options(CLI::App* command, WorkloadFlags& f) {
 
 // Every option of the workload, on one subcommand.
 void add_workload_options(CLI::App* command, WorkloadFlags& flags) {
+  command->footer(kSplitLegend);
   add_model_options(command, flags);
   add_shape_options(command, flags);
   add_data_and_loss_options(command, flags);
@@ -475,6 +482,9 @@ int PlanCommand::run() {
   const ab::PlanTarget target = ab::plan_target(w);
   const ab::PlanOptions o = plan_options(w, target);
   const int64_t memory = memory_bytes(w, target);
+  // Planned before anything is printed, so that a refused option leaves stdout empty.
+  const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, o, w);
+  print_note(ab::optimizer_in_backward_note(w, w.world_size));
   // The device the plan assumes, always: its attention kernel and memory change the answer.
   if (!target.attached) {
     std::cout << "planning for " << w.device << ", which is not attached here: PyTorch 2.x on CUDA assumed"
@@ -488,8 +498,6 @@ int PlanCommand::run() {
     if (!target.cuda) std::cout << "; pass --device cuda to plan for a GPU";
     std::cout << "\n\n";
   }
-  const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, o, w);
-  print_note(ab::optimizer_in_backward_note(w, w.world_size));
   // The table shown: the largest plain split (no knobs beyond the grid's own checkpointing, the
   // chunked loss head when it was asked for) that fits, or the smallest when none does.
   const ab::MemoryPlan* shown = nullptr;
