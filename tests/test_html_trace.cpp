@@ -219,8 +219,13 @@ TEST(HtmlReport, HasEveryChartSplitRecommendationAndContextField) {
       html.find("2×2 is fastest: 30.5 ms per step, 26 % faster than 1×4; 4×1 ran out of memory."),
       std::string::npos);
   EXPECT_NE(
-      html.find("<title>accumbench — gpt2-tiny · seq len 64 · batch 4 · AMD EPYC 7B13</title>"),
+      html.find("<title>accumbench — gpt2-tiny · seq len 64 · batch 4 · fp32 · AMD EPYC 7B13</title>"),
       std::string::npos);
+  // The recommended split in the Trainer's words, after the reason.
+  EXPECT_NE(html.find("<p class=\"rec-settings\">Trainer settings (one process): per_device_train_batch_size=2 "
+                      "gradient_accumulation_steps=2 gradient_checkpointing=false bf16=false fp16=false max_length=64 "
+                      "packing=false</p>"),
+            std::string::npos);
   for (const char* field :
        {"<dt>host</dt><dd>bench-host-7</dd>", "<dt>libtorch_version</dt><dd>1.13.1</dd>",
         "<dt>git_commit</dt><dd>0123456789ab</dd>", "<dt>device_name</dt><dd>AMD EPYC 7B13</dd>",

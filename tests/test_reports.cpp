@@ -132,17 +132,43 @@ TEST(ConsoleReporter, TableAndRecommendation) {
       kContextLine,
       "",
       "split             step s  data ms  h2d ms  fwd ms  bwd ms  opt ms"
-      "  other ms  tokens/s     MFU      peak   predicted  fits  vs best  status",
+      "  other ms  tokens/s     MFU      peak   predicted  fits  vs fastest  status",
+      // No --memory-limit: "fits" is "-" except for the split that ran out of memory.
       "8\u00d78        0.191 \u00b1 0.002      1.2     2.1    45.3    98.7    30.1"
-      "      13.7   343,120  29.8 %  5.20 GiB    5.00 GiB  yes     1.00\u00d7  ok",
+      "      13.7   343,120  29.8 %  5.20 GiB    5.00 GiB  -          1.00\u00d7  ok",
       "1\u00d764 ckpt  0.402 \u00b1 0.006      1.1     2.0   120.5   261.0     9.9"
-      "       7.5   163,024  14.1 %  3.00 GiB           -  yes     2.10\u00d7  ok",
+      "       7.5   163,024  14.1 %  3.00 GiB           -  -          2.10\u00d7  ok",
       "64\u00d71 oib               -        -       -       -       -       -"
-      "         -         -       -         -  150.00 GiB  no          -"
+      "         -         -       -         -  150.00 GiB  no             -"
       "  oom: CUDA out of memory. Tried to allocate 2.00 GiB",
+      "split: micro-batch \u00d7 accumulation steps; ckpt: activation checkpointing (gradient_checkpointing); "
+      "oib: the optimizer inside backward; fits: - without --memory-limit; vs fastest: median step time over the "
+      "fastest split's",
       "",
       "Recommendation: 8\u00d78 \u2014 8\u00d78 is fastest.",
+      "Trainer settings (one process): per_device_train_batch_size=8 gradient_accumulation_steps=8 "
+      "gradient_checkpointing=false bf16=true fp16=false max_length=1024 packing=false",
   });
+}
+
+// With --memory-limit, "fits" says yes or no; "vs fastest" stays relative to the fastest split
+// even when a tie went to a slower one with less memory.
+TEST(ConsoleReporter, FitsAgainstTheLimitAndRatiosAgainstTheFastest) {
+  SweepResult result = sample_result();
+  result.runs.pop_back();
+  result.context.memory_limit_bytes = 4 * kGiB;
+  result.runs[0].fits = false;  // 6 GiB reserved
+  result.recommendation.best_index = 1;
+  const std::vector<std::string> lines = report_lines(ConsoleReporter(), result);
+  ASSERT_GE(lines.size(), 6u);
+  EXPECT_NE(lines[3].find("  no         1.00\u00d7"), std::string::npos) << lines[3];
+  EXPECT_NE(lines[4].find("  yes        2.10\u00d7"), std::string::npos) << lines[4];
+  EXPECT_EQ(lines[5],
+            "split: micro-batch \u00d7 accumulation steps; ckpt: activation checkpointing (gradient_checkpointing); "
+            "vs fastest: median step time over the fastest split's");
+  EXPECT_EQ(lines.back(),
+            "Trainer settings (one process): per_device_train_batch_size=1 gradient_accumulation_steps=64 "
+            "gradient_checkpointing=true bf16=true fp16=false max_length=1024 packing=false");
 }
 
 TEST(ConsoleReporter, ColumnsThatWouldBeEmptyAreLeftOut) {
@@ -157,10 +183,10 @@ TEST(ConsoleReporter, ColumnsThatWouldBeEmptyAreLeftOut) {
   ASSERT_GE(lines.size(), 4u);
   EXPECT_EQ(lines[2],
             "split             step s  data ms  fwd ms  bwd ms  opt ms"
-            "  other ms  tokens/s     MFU      peak  fits  vs best");
+            "  other ms  tokens/s     MFU      peak  fits  vs fastest");
   EXPECT_EQ(lines[3],
             "8\u00d78        0.191 \u00b1 0.001      1.2    45.3    98.7    30.1"
-            "      13.7   343,120  29.8 %  5.20 GiB  yes     1.00\u00d7");
+            "      13.7   343,120  29.8 %  5.20 GiB  -          1.00\u00d7");
 }
 
 // With per-micro-batch padding the real tokens/s sit next to the computed ones and the padding
@@ -180,13 +206,13 @@ TEST(ConsoleReporter, PaddedRunsShowComputedTokensAndThePaddingFraction) {
   ASSERT_GE(lines.size(), 5u);
   EXPECT_EQ(lines[2],
             "split             step s  data ms  fwd ms  bwd ms  opt ms"
-            "  other ms  tokens/s  computed/s     pad     MFU      peak  fits  vs best");
+            "  other ms  tokens/s  computed/s     pad     MFU      peak  fits  vs fastest");
   EXPECT_EQ(lines[3],
             "8\u00d78        0.191 \u00b1 0.001      1.2    45.3    98.7    30.1"
-            "      13.7   343,120     400,000  15.0 %  29.8 %  5.20 GiB  yes     1.00\u00d7");
+            "      13.7   343,120     400,000  15.0 %  29.8 %  5.20 GiB  -          1.00\u00d7");
   EXPECT_EQ(lines[4],
             "1\u00d764 ckpt  0.402 \u00b1 0.004      1.1   120.5   261.0     9.9"
-            "       7.5   163,024     163,024   0.0 %  14.1 %  3.00 GiB  yes     2.10\u00d7");
+            "       7.5   163,024     163,024   0.0 %  14.1 %  3.00 GiB  -          2.10\u00d7");
 }
 
 TEST(ConsoleReporter, ColourMarksTheBestRowGreenAndFailuresRed) {
@@ -211,7 +237,8 @@ TEST(ConsoleReporter, NoRecommendation) {
   const std::vector<std::string> lines = report_lines(ConsoleReporter(), result);
   EXPECT_EQ(lines.back(),
             "Recommendation: none \u2014 No split ran successfully: 3 ran out of memory.");
-  EXPECT_NE(lines[3].find("  -  ok"), std::string::npos);  // no "vs best" without a best
+  // "vs fastest" still has the fastest finished split, but no settings line follows.
+  EXPECT_NE(lines[3].find("  1.00\u00d7  ok"), std::string::npos) << lines[3];
 }
 
 // ---- CSV -------------------------------------------------------------------------------------
@@ -255,12 +282,15 @@ TEST(MarkdownReporter, ShowsOnlyColumnsThatVary) {
       "",
       "| split | step s | tokens/s | MFU | peak | predicted | fits | status |",
       "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
-      "| 8\u00d78 | 0.191 \u00b1 0.002 | 343,120 | 29.8 % | 5.20 GiB | 5.00 GiB | yes | ok |",
-      "| 1\u00d764 ckpt | 0.402 \u00b1 0.006 | 163,024 | 14.1 % | 3.00 GiB | - | yes | ok |",
+      "| 8\u00d78 | 0.191 \u00b1 0.002 | 343,120 | 29.8 % | 5.20 GiB | 5.00 GiB | - | ok |",
+      "| 1\u00d764 ckpt | 0.402 \u00b1 0.006 | 163,024 | 14.1 % | 3.00 GiB | - | - | ok |",
       "| 64\u00d71 oib | - | - | - | - | 150.00 GiB | no | oom: CUDA out of memory. Tried to "
       "allocate 2.00 GiB |",
       "",
       "**Recommendation:** 8\u00d78 \u2014 8\u00d78 is fastest.",
+      "",
+      "Trainer settings (one process): per_device_train_batch_size=8 gradient_accumulation_steps=8 "
+      "gradient_checkpointing=false bf16=true fp16=false max_length=1024 packing=false",
   });
 }
 
@@ -617,6 +647,22 @@ TEST(ParseBytes, AcceptedForms) {
   EXPECT_EQ(parse_bytes(" 2 KiB "), 2048);
   EXPECT_EQ(parse_bytes("1TB"), 1000000000000);
   EXPECT_EQ(parse_bytes(".5K"), 512);
+}
+
+// --memory-limit 24 would be 24 bytes: the limit needs its unit (B for bytes).
+TEST(ParseBytes, MemoryLimitNeedsAUnit) {
+  EXPECT_EQ(parse_memory_limit("24GiB"), 24 * kGiB);
+  EXPECT_EQ(parse_memory_limit("24GB"), 24000000000);
+  EXPECT_EQ(parse_memory_limit("4096B"), 4096);
+  try {
+    parse_memory_limit("24");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--memory-limit 24 has no unit and would mean 24 bytes; write the unit: 24GiB (1024-based), 24GB "
+              "(1000-based) or 24B for bytes");
+  }
+  EXPECT_THROW(parse_memory_limit("24 parsecs"), UserError);
 }
 
 TEST(ParseBytes, RejectsEverythingElseWithTheAcceptedForms) {

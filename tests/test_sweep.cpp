@@ -235,6 +235,66 @@ TEST(SweepGrid, KnobsCheckpointEverySplitAndPutTheOptimizerInBackwardWithoutAccu
   EXPECT_EQ(keys, expected);
 }
 
+// --activation-checkpointing blocks: every split checkpointed; --knobs then adds no second copy
+// of it, only the optimizer-in-backward points at accumulation 1.
+TEST(SweepGrid, PlainCheckpointingAppliesToEverySplitAndKnobsDoNotRepeatIt) {
+  ab::SweepOptions o = tiny();
+  o.workload.grid.checkpointing = ab::Checkpointing::kBlocks;
+  std::vector<std::string> keys;
+  for (const ab::SplitConfig& c : ab::split_grid(o.workload, 1)) keys.push_back(key(c));
+  EXPECT_EQ(keys, (std::vector<std::string>{"1x4 fp32 ckpt=blocks oib=false", "2x2 fp32 ckpt=blocks oib=false",
+                                            "4x1 fp32 ckpt=blocks oib=false"}));
+  o.workload.grid.knobs = true;
+  keys.clear();
+  for (const ab::SplitConfig& c : ab::split_grid(o.workload, 1)) keys.push_back(key(c));
+  EXPECT_EQ(keys, (std::vector<std::string>{"1x4 fp32 ckpt=blocks oib=false", "2x2 fp32 ckpt=blocks oib=false",
+                                            "4x1 fp32 ckpt=blocks oib=false", "4x1 fp32 ckpt=blocks oib=true"}));
+}
+
+// --optimizer-in-backward on every split: only 4×1 can (1×4 and 2×2 accumulate), so the grid is
+// that split alone, per precision, with the note naming the two left out; with --knobs it is also
+// checkpointed; micro-batches that miss the whole batch leave nothing and are refused; CUDA
+// graphs cannot capture the step inside backward.
+TEST(SweepGrid, PlainOptimizerInBackwardKeepsOnlyTheSplitWithoutAccumulation) {
+  ab::SweepOptions o = tiny();
+  o.workload.grid.optimizer_in_backward = true;
+  o.workload.precisions = {ab::Precision::kFp32, ab::Precision::kBf16};
+  std::vector<std::string> keys;
+  for (const ab::SplitConfig& c : ab::split_grid(o.workload, 1)) keys.push_back(key(c));
+  EXPECT_EQ(keys, (std::vector<std::string>{"4x1 fp32 ckpt=none oib=true", "4x1 bf16 ckpt=none oib=true"}));
+  EXPECT_EQ(ab::optimizer_in_backward_note(o.workload, 1),
+            "--optimizer-in-backward needs accumulation 1 (each parameter steps inside backward): of the splits of 4 "
+            "only 4\u00d71 is kept; 1\u00d74, 2\u00d72 accumulate and are left out (drop the option to compare them)");
+  o.workload.precisions = {ab::Precision::kFp32};
+  o.workload.grid.knobs = true;
+  o.workload.loss.chunked = true;
+  keys.clear();
+  for (const ab::SplitConfig& c : ab::split_grid(o.workload, 1)) keys.push_back(key(c));
+  EXPECT_EQ(keys, (std::vector<std::string>{"4x1 fp32 ckpt=none oib=true", "4x1 fp32 ckpt=blocks oib=true",
+                                            "4x1 fp32 ckpt=none oib=true chunked",
+                                            "4x1 fp32 ckpt=blocks oib=true chunked"}));
+  o.workload.micro_batches = {2, 4};
+  EXPECT_EQ(ab::optimizer_in_backward_note(o.workload, 1),
+            "--optimizer-in-backward needs accumulation 1 (each parameter steps inside backward): of the splits of 4 "
+            "only 4\u00d71 is kept; 2\u00d72 accumulates and is left out (drop the option to compare them)");
+  o.workload.micro_batches = {4};
+  EXPECT_EQ(ab::optimizer_in_backward_note(o.workload, 1), "");  // nothing left out
+  o.workload.micro_batches = {1, 2};
+  EXPECT_EQ(ab::optimizer_in_backward_note(o.workload, 1), "");  // the error below says it
+  try {
+    ab::split_grid(o.workload, 1);
+    FAIL() << "no split without accumulation was accepted";
+  } catch (const ab::UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--optimizer-in-backward needs accumulation 1, but no micro-batch of --micro-batches 1,2 is the whole "
+              "batch of 4; add 4 to --micro-batches or drop --optimizer-in-backward");
+  }
+  o.workload.micro_batches = {};
+  o.workload.grid.cuda_graphs = true;
+  EXPECT_THROW(ab::validate_workload(o.workload), ab::UserError);
+  EXPECT_THROW(ab::split_grid(o.workload, 2), ab::UserError);  // data parallel: refused
+}
+
 // --chunked-loss: every split measured with the plain head and then the chunked one; the chunked
 // head holds one chunk's logits instead of the (b·T, V) ones, so at 4×1 (128 tokens, V=512) it
 // peaks lower, and the plan predicts its peak within 10 %.

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -35,6 +36,13 @@ struct OutputFiles {
     command->add_option("--trace", trace, "write a Chrome/Perfetto trace (one process per split)");
   }
   bool any() const { return !json.empty() || !csv.empty() || !markdown.empty() || !html.empty() || !trace.empty(); }
+  // One "wrote FILE" line on stderr per file, once they hold the final results (a sweep rewrites
+  // them after every split; the lines come at the end).
+  void announce() const {
+    for (const std::string* path : {&json, &csv, &markdown, &html, &trace}) {
+      if (!path->empty()) std::cerr << "accumbench: wrote " << *path << "\n";
+    }
+  }
   void write(const ab::SweepResult& result) const {
     if (!json.empty()) ab::write_file_atomically(json, ab::to_json(result));
     write_with(ab::CsvReporter(), csv, result);
@@ -58,7 +66,7 @@ struct WorkloadFlags {
   ab::WorkloadOptions workload;
   std::vector<std::string> precisions;
   std::string lengths, normalization, memory_limit, weights_dtype, padding, packing;
-  bool checkpointing = false;
+  std::string checkpointing = "none";  // "" when the option is given bare: blocks
 
   explicit WorkloadFlags(ab::Command c) : command(c), workload(ab::workload_defaults(c)) {
     precisions = {ab::join_precisions(workload.precisions)};
@@ -79,11 +87,48 @@ struct WorkloadFlags {
     w.data.packing = ab::packing_from_string(packing);
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
     w.weights_dtype = ab::weights_dtype_from_string(weights_dtype);
-    if (!memory_limit.empty()) w.memory_limit_bytes = ab::parse_bytes(memory_limit);
-    if (checkpointing) w.grid.checkpointing = ab::Checkpointing::kBlocks;
+    if (!memory_limit.empty()) w.memory_limit_bytes = ab::parse_memory_limit(memory_limit);
+    w.grid.checkpointing = checkpointing.empty() ? ab::Checkpointing::kBlocks : ab::checkpointing_from_string(checkpointing);
     return w;
   }
 };
+
+// A note on stderr (the results stay on stdout): what the options left out, and why.
+void print_note(const std::string& note) {
+  if (!note.empty()) std::cerr << "accumbench: note: " << note << "\n";
+}
+
+// The data-parallel world this process was launched into (torchrun's WORLD_SIZE; 1 without it),
+// for notes only: the runners read and check the launch environment themselves.
+int launched_world_size() {
+  const char* text = std::getenv("WORLD_SIZE");
+  return text != nullptr && std::atoi(text) > 1 ? std::atoi(text) : 1;
+}
+
+// --emit: a split's settings in the user's trainer, ready to paste, after a blank line ("#" lines
+// are YAML comments).
+const char* const kEmitHelp =
+    "also print the settings of %s per rank, ready to paste: trl (SFTConfig YAML for trl sft --config; the "
+    "same keys as its --flags), axolotl (its YAML keys) or args (accumbench's own flags)";
+
+std::string emit_help(const std::string& which) {
+  std::string help = kEmitHelp;
+  return help.replace(help.find("%s"), 2, which);
+}
+
+void print_emitted(const std::string& emit, const std::string& heading, const ab::TrainerSettings& settings) {
+  if (emit.empty()) return;
+  std::cout << "\n# " << heading << "\n";
+  for (const std::string& line : ab::settings_lines(settings, ab::settings_format_from_string(emit))) {
+    std::cout << line << "\n";
+  }
+}
+
+// The legend of the split labels, under the options of sweep, plan and verify.
+const char* const kSplitLegend =
+    "Splits read micro-batch x accumulation steps (per rank), then the knobs that are on: ckpt = activation "
+    "checkpointing, oib = the optimizer inside backward, chunked-ce = the chunked cross-entropy, graphs = replayed "
+    "from CUDA graphs.";
 
 // Which model (and, where values matter, the seed of its random weights and tokens; plan's
 // memory does not depend on them).
@@ -165,13 +210,21 @@ void add_grid_options(CLI::App* command, WorkloadFlags& f) {
   if (f.command != ab::Command::kVerify) {
     command->add_flag("--knobs", w.grid.knobs,
                       "also " + verb(f.command) +
-                          " each split with activation checkpointing, and with the optimizer inside backward (at "
-                          "accumulation 1)");
+                          " each split with activation checkpointing (unless every split has it), and with the "
+                          "optimizer inside backward (at accumulation 1)");
   }
-  command->add_flag("--activation-checkpointing", f.checkpointing,
-                    verb(f.command) + " every split with checkpointed blocks");
+  // A value, as the README and the JSON name it; given bare (the older flag), blocks.
+  command->add_option("--activation-checkpointing", f.checkpointing,
+                      "none or blocks: " + verb(f.command) +
+                          " every split with each transformer block checkpointed (its input kept, the block "
+                          "recomputed in backward; Trainer's gradient_checkpointing); default none, bare: blocks")
+      ->expected(0, 1)
+      ->type_name("none|blocks");  // no captured default: CLI11 would give it to the bare option
   command->add_flag("--optimizer-in-backward", w.grid.optimizer_in_backward,
-                    "also " + verb(f.command) + " the whole batch in one micro-step with AdamW inside backward");
+                    verb(f.command) +
+                        " every split with AdamW inside backward (each parameter steps once its gradient is "
+                        "complete); only the split without accumulation can, so the others are left out, with a "
+                        "note");
   if (f.command != ab::Command::kPlan) {
     command->add_flag("--cuda-graphs", w.grid.cuda_graphs,
                       "also " + verb(f.command) +
@@ -204,8 +257,10 @@ void add_run_options(CLI::App* command, WorkloadFlags& f) {
   if (f.command != ab::Command::kVerify) {
     command->add_option("--memory-limit,--memory", f.memory_limit,
                         f.command == ab::Command::kPlan
-                            ? "device memory to fit in, e.g. 16GiB (default: the CUDA device's own; none on the CPU)"
-                            : "cap usable memory, e.g. 16GiB (CUDA: allocator fraction; CPU: counting allocator)");
+                            ? "device memory to fit in, with its unit: 16GiB, 16GB (default: the CUDA device's own; none "
+                              "on the CPU)"
+                            : "cap usable memory, with its unit: 16GiB, 16GB (CUDA: allocator fraction; CPU: counting "
+                              "allocator)");
   }
   if (f.command == ab::Command::kPlan) {
     command->add_option("--world-size", w.world_size,
@@ -227,6 +282,7 @@ void add_run_options(CLI::App* command, WorkloadFlags& f) {
 
 // Every option of the workload, on one subcommand.
 void add_workload_options(CLI::App* command, WorkloadFlags& flags) {
+  command->footer(kSplitLegend);
   add_model_options(command, flags);
   add_shape_options(command, flags);
   add_data_and_loss_options(command, flags);
@@ -257,6 +313,7 @@ struct SweepCommand {
   ab::SweepOptions options;
   OutputFiles files;
   std::string resume_path;
+  std::string emit;
 
   CLI::App* add_to(CLI::App& app) {
     CLI::App* command = app.add_subcommand("sweep", "measure every micro-batch x accumulation split of one batch");
@@ -288,12 +345,14 @@ struct SweepCommand {
     command->add_option("--eos-id", flags.workload.data.eos_id,
                         "split --tokens into documents after each token N: they are the samples (lengths, padding)");
     command->add_option("--resume", resume_path, "skip splits already measured in this JSON file (and keep writing it)");
+    command->add_option("--emit", emit, emit_help("the recommended split"))->type_name("trl|axolotl|args");
     files.add_to(command);
     return command;
   }
 
   int run(bool primary) {
     options.workload = flags.apply();
+    if (!emit.empty()) ab::settings_format_from_string(emit);  // a typo stops before the sweep, not after
     ab::SweepResult resume;
     const bool resuming = !resume_path.empty();
     if (resuming) {
@@ -305,7 +364,17 @@ struct SweepCommand {
         options, [&](const ab::SweepResult& partial) { if (primary) files.write(partial); },
         resuming ? &resume : nullptr, progress ? ab::ProgressCallback(print_progress) : ab::ProgressCallback());
     if (progress) std::cerr << "\r\033[K" << std::flush;
+    // After the run, so that an error in the options stays the one line on stderr.
+    if (primary) print_note(ab::optimizer_in_backward_note(options.workload, launched_world_size()));
     if (primary) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
+    if (primary && result.recommendation.best_index >= 0) {
+      const ab::RunResult& best = result.runs[static_cast<size_t>(result.recommendation.best_index)];
+      print_emitted(emit, "the recommended split, " + best.config.label(), ab::trainer_settings(result, best));
+    }
+    if (primary) {
+      std::cout << std::flush;  // the "wrote" lines come last on a terminal
+      files.announce();
+    }
     // Every split failed: the table says why; the exit code lets scripts notice.
     return result.recommendation.best_index >= 0 ? 0 : 1;
   }
@@ -328,7 +397,9 @@ struct VerifyCommand {
   }
 
   int run(bool primary) {
-    const ab::VerifyResult result = ab::run_verify(ab::VerifyOptions{flags.apply(), export_dir});
+    const ab::WorkloadOptions w = flags.apply();
+    const ab::VerifyResult result = ab::run_verify(ab::VerifyOptions{w, export_dir});
+    if (primary) print_note(ab::optimizer_in_backward_note(w, launched_world_size()));
     if (primary) ab::print_verify(result, std::cout);
     return result.all_pass ? 0 : 1;
   }
@@ -340,6 +411,7 @@ struct PlanCommand {
   WorkloadFlags flags{ab::Command::kPlan};
   std::string attention = "auto";
   bool calibrate = false;
+  std::string emit;
 
   CLI::App* add_to(CLI::App& app) {
     CLI::App* command = app.add_subcommand("plan", "predict peak memory per split without running anything (src/plan)");
@@ -350,6 +422,8 @@ struct PlanCommand {
         ->capture_default_str();
     command->add_flag("--calibrate", calibrate,
                       "also measure two short probes (micro-batches 1 and 2) on --device and print calibrated peaks");
+    command->add_option("--emit", emit, emit_help("the split whose memory plan is shown (the largest that fits)"))
+        ->type_name("trl|axolotl|args");
     return command;
   }
 
@@ -403,21 +477,33 @@ void PlanCommand::print_largest(const ab::ModelConfig& cfg, const ab::PlanOption
 
 int PlanCommand::run() {
   const ab::WorkloadOptions w = flags.apply();
+  if (!emit.empty()) ab::settings_format_from_string(emit);
   const ab::ModelConfig cfg = ab::resolve_model(w.model);
   const ab::PlanTarget target = ab::plan_target(w);
   const ab::PlanOptions o = plan_options(w, target);
   const int64_t memory = memory_bytes(w, target);
+  // Planned before anything is printed, so that a refused option leaves stdout empty.
+  const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, o, w);
+  print_note(ab::optimizer_in_backward_note(w, w.world_size));
+  // The device the plan assumes, always: its attention kernel and memory change the answer.
   if (!target.attached) {
     std::cout << "planning for " << w.device << ", which is not attached here: PyTorch 2.x on CUDA assumed"
               << (attention == "auto" ? " (flash attention)" : "")
               << (memory == 0 ? "; pass --memory to see which splits fit" : "") << "\n\n";
+  } else {
+    // plan_target resolved "auto": CUDA when it is there, else the CPU.
+    const ab::SweepContext here = ab::describe_environment(w.device == "auto" ? (target.cuda ? "cuda" : "cpu") : w.device);
+    std::cout << "planning for " << here.device << " (" << here.device_name << "; LibTorch " << o.libtorch_major
+              << ".x, attention " << ab::to_string(o.attention) << ")";
+    if (!target.cuda) std::cout << "; pass --device cuda to plan for a GPU";
+    std::cout << "\n\n";
   }
-  const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, o, w);
   // The table shown: the largest plain split (no knobs beyond the grid's own checkpointing, the
   // chunked loss head when it was asked for) that fits, or the smallest when none does.
   const ab::MemoryPlan* shown = nullptr;
   for (const auto& p : plans) {
-    const bool plain = !p.split.optimizer_in_backward && p.split.activation_checkpointing == w.grid.checkpointing &&
+    const bool plain = p.split.optimizer_in_backward == w.grid.optimizer_in_backward &&
+                       p.split.activation_checkpointing == w.grid.checkpointing &&
                        p.split.chunked_loss == w.loss.chunked;
     if (plain && (memory == 0 || p.peak_bytes <= memory)) shown = &p;
   }
@@ -426,7 +512,8 @@ int PlanCommand::run() {
   std::cout << "\nsplits of batch " << w.batch;
   if (w.world_size > 1) std::cout << " over " << w.world_size << " data-parallel ranks, " << o.batch << " per rank";
   std::cout << " (" << ab::to_string(w.precisions.front()) << ", attention " << ab::to_string(o.attention) << "):\n";
-  ab::print_split_summary(plans, memory, std::cout);
+  const std::vector<std::string> target_modules = ab::peft_target_modules(cfg, w.lora);
+  ab::print_split_summary(plans, memory, std::cout, &w, target_modules);
   if (memory > 0) print_largest(cfg, o, w, memory);
   if (calibrate) {
     std::cout << "\ncalibrated (probes at micro-batches 1 and 2 on " << w.device << "):\n";
@@ -434,6 +521,12 @@ int PlanCommand::run() {
     for (const auto& p : plans) calibrations.push_back(ab::calibrate(cfg, o, p.split, w.device, 1, 2));
     ab::print_calibrated(plans, calibrations, std::cout);
   }
+  print_emitted(emit,
+                "split " + shown->split.label() +
+                    (memory == 0 ? ": the largest planned (no memory limit given)"
+                                 : shown->peak_bytes <= memory ? ": the largest that fits in " + ab::format_bytes(memory)
+                                                               : ": none fits in " + ab::format_bytes(memory) + ", the smallest"),
+                ab::trainer_settings(shown->split, w, target_modules));
   return 0;
 }
 
@@ -453,6 +546,7 @@ struct ReportCommand {
   int run() const {
     const ab::SweepResult result = ab::load_sweep_result(input);
     files.write(result);
+    files.announce();
     if (!files.any()) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
     return 0;
   }

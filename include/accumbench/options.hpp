@@ -115,10 +115,12 @@ struct LoraOptions {
 // The grid dimensions beyond micro-batch and precision.
 struct GridOptions {
   Checkpointing checkpointing = Checkpointing::kNone;  // of every point
-  // Also each split with checkpointing and, at accumulation 1 in one process, with the optimizer
-  // inside backward (alone and with checkpointing: the lowest-memory point).
+  // Also each split with checkpointing (unless every point already has it) and, at accumulation 1
+  // in one process, with the optimizer inside backward (alone and with checkpointing: the
+  // lowest-memory point).
   bool knobs = false;
-  // Also the whole batch in one micro-step with the optimizer inside backward.
+  // The optimizer inside backward in every point; only the split without accumulation can have it,
+  // so the grid keeps only that one (optimizer_in_backward_note names the others).
   bool optimizer_in_backward = false;
   bool cuda_graphs = false;  // also every point replayed from CUDA graphs (CUDA only)
 };

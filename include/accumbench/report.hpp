@@ -85,11 +85,68 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
 // ---- the plan (src/report/plan_text.cpp) ----
 // The table, the per-phase peaks, and (when memory_bytes > 0) whether it fits.
 void print_plan(const MemoryPlan& plan, std::ostream& out);
-// One line per split: label, predicted peak per phase, the phase that holds it, fits or not.
-void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out);
+// One line per split: label, predicted peak per phase, the phase that holds it, fits or not (only
+// with a memory limit); with `workload`, also each split's per-rank Trainer settings
+// (per_device_train_batch_size, gradient_accumulation_steps, gradient_checkpointing) and, below the
+// table, the settings every split shares (trainer_settings; target_modules as there).
+void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out,
+                         const WorkloadOptions* workload = nullptr, const std::vector<std::string>& target_modules = {});
 // One line per split: the analytic peak and calibrations[i]'s prediction for plans[i].
 void print_calibrated(const std::vector<MemoryPlan>& plans, const std::vector<Calibration>& calibrations,
                       std::ostream& out);
+
+// ---- Trainer settings (src/report/trainer_settings.cpp) ----
+// What one split is in the user's own trainer, per rank: transformers' TrainingArguments and TRL's
+// SFTConfig, axolotl's keys, or accumbench's flags. Pure (no LibTorch, no files but a saved
+// sweep's model config).
+struct TrainerSettings {
+  int64_t per_device_train_batch_size = 1;  // the micro-batch
+  int64_t gradient_accumulation_steps = 1;
+  int world_size = 1;                       // ranks; the two above are per rank
+  int64_t batch = 1;                        // the effective batch, all ranks
+  bool gradient_checkpointing = false;
+  Precision precision = Precision::kFp32;
+  Precision weights_dtype = Precision::kFp32;
+  int64_t max_length = 0;                   // T
+  int64_t lora_r = 0;                       // 0: full fine-tuning
+  double lora_alpha = 0;                    // 0: 2·r
+  double lora_dropout = 0;
+  std::string lora_targets;                 // as accumbench takes them (--lora-targets)
+  std::vector<std::string> target_modules;  // as PEFT takes them (peft_target_modules)
+  bool lengths_vary = false;                // samples shorter than T: padding matters
+  Padding padding = Padding::kMax;
+  int64_t pad_multiple = 0;
+  Packing packing = Packing::kNone;
+  bool group_by_length = false;
+  bool optimizer_in_backward = false;       // these three have no Trainer setting
+  bool chunked_loss = false;
+  bool cuda_graphs = false;
+};
+enum class SettingsFormat { kTrl, kAxolotl, kArgs };
+// --emit: "trl" | "axolotl" | "args"; UserError naming the choices.
+SettingsFormat settings_format_from_string(const std::string& text);
+// `target_modules`: peft_target_modules(model, workload.lora) ({} without LoRA).
+TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions& workload,
+                                 const std::vector<std::string>& target_modules);
+// The settings of one run of a sweep, read back from its context (a saved file's too).
+TrainerSettings trainer_settings(const SweepResult& result, const RunResult& run);
+// The workload a sweep's context block describes, as far as the settings need it.
+WorkloadOptions settings_workload(const SweepContext& context);
+// PEFT's target_modules for accumbench's block linears: ["all-linear"]; Llama-family names with
+// "_proj" (q -> q_proj); GPT-2's names, its two c_proj as "c_proj", "attn.c_proj" or "mlp.c_proj".
+std::vector<std::string> peft_target_modules(Architecture arch, const std::vector<std::string>& block_linears,
+                                             bool all_linear);
+std::vector<std::string> peft_target_modules(const ModelConfig& model, const LoraOptions& lora);
+// (key, value) in TRL's spelling: TrainingArguments, SFTConfig, and ModelConfig's LoRA keys.
+std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSettings& settings);
+// The knobs the trainers have no setting for, one sentence each (oib, chunked-ce, graphs, the
+// weights' dtype to load in).
+std::vector<std::string> untranslated_knobs(const TrainerSettings& settings);
+// --emit: ready to paste, one line each: YAML for trl sft --config and for axolotl ("#" lines are
+// comments), or accumbench's flags.
+std::vector<std::string> settings_lines(const TrainerSettings& settings, SettingsFormat format);
+// One line for the reports: "Trainer settings (one process): per_device_train_batch_size=4 ...".
+std::string settings_summary(const TrainerSettings& settings);
 
 // ---- verify (src/report/verify_text.cpp) ----
 // The header, the tolerances, one line per split and the verdict.

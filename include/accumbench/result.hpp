@@ -132,10 +132,15 @@ std::vector<SplitConfig> loss_variants(std::vector<SplitConfig> points, bool chu
 // The one grid builder, for sweep, plan and verify: per precision, per micro-batch (default:
 // every divisor of a rank's share of the batch), the split with the grid's checkpointing, its
 // knob variants (grid.knobs), each again with the chunked loss (loss.chunked), each followed by
-// its CUDA-graph replay (grid.cuda_graphs); then, with grid.optimizer_in_backward, the whole
-// batch in one micro-step with the optimizer inside backward (unless the knobs made it already).
-// Throws UserError when a micro-batch does not divide a rank's share, or the world size the batch.
+// its CUDA-graph replay (grid.cuda_graphs); a point the grid makes twice is kept once. With
+// grid.optimizer_in_backward every point has the optimizer inside backward, so only the split
+// without accumulation (the whole of a rank's share in one micro-step) is kept.
+// Throws UserError when a micro-batch does not divide a rank's share, or the world size the batch,
+// or when --optimizer-in-backward leaves no split (the micro-batches miss the whole batch).
 std::vector<SplitConfig> split_grid(const WorkloadOptions& workload, int world_size);
+// With grid.optimizer_in_backward, the sentence naming the splits split_grid left out because they
+// accumulate ("" when none was): the CLI prints it as a note.
+std::string optimizer_in_backward_note(const WorkloadOptions& workload, int world_size);
 
 enum class RunStatus { kOk, kOutOfMemory, kPredictedOutOfMemory, kError };
 const char* run_status_name(RunStatus status);  // "ok", "oom", "predicted-oom", "error"

@@ -23,6 +23,9 @@ std::string format_bytes(int64_t bytes);
 // Parses "16GiB", "16 GiB", "512MiB", "16GB" (1000-based), "1.5G" (1024-based), plain bytes.
 // Throws UserError with the accepted forms on anything else.
 int64_t parse_bytes(const std::string& text);
+// --memory-limit: parse_bytes, but a unit is required ("24" would be 24 bytes, never meant);
+// "24B" still says bytes. UserError naming the fix.
+int64_t parse_memory_limit(const std::string& text);
 
 namespace text {
 

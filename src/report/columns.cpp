@@ -295,19 +295,27 @@ void add_verdict_columns(std::vector<ColumnDef>& all) {
     c.align = Align::kLeft;
     c.console = c.html = Shown::kAlways;
     c.markdown = Shown::kWhenVaries;
-    c.cell = [](const RunResult& r, const TableContext&) { return std::string(r.fits ? "yes" : "no"); };
+    // Without --memory-limit there is nothing to fit in but the device itself: "-", except for a
+    // split that ran (or was predicted to run) out of its memory.
+    c.cell = [](const RunResult& r, const TableContext& t) {
+      if (t.memory_limit) return std::string(r.fits ? "yes" : "no");
+      const bool out_of_memory = r.status == RunStatus::kOutOfMemory || r.status == RunStatus::kPredictedOutOfMemory;
+      return std::string(out_of_memory ? "no" : "-");
+    };
     c.html_class = [](const RunResult& r) { return std::string(r.fits ? "text" : "text status-bad"); };
     c.raw = [](const RunResult& r) { return flag(r.fits); };
     all.push_back(c);
   }
   {
     ColumnDef c;
-    c.id = "vs_best";
-    c.header = "vs best";
+    // Median step time over the fastest split's (not the recommended one's: a tie goes to the
+    // split with less memory, which may be a little slower), so every ratio is at least 1.00.
+    c.id = "vs_fastest";
+    c.header = "vs fastest";
     c.console = Shown::kAlways;
     c.measured = true;
     c.cell = [](const RunResult& r, const TableContext& t) {
-      return t.best != nullptr ? text::format_ratio(r.step_seconds.median / t.best->step_seconds.median, 2) : "-";
+      return t.fastest != nullptr ? text::format_ratio(r.step_seconds.median / t.fastest->step_seconds.median, 2) : "-";
     };
     all.push_back(c);
   }
@@ -432,6 +440,11 @@ TableContext TableContext::of(const SweepResult& result) {
   context.decision = &result.recommendation.decision;
   const int best = result.recommendation.best_index;
   if (best >= 0 && best < static_cast<int>(result.runs.size())) context.best = &result.runs[best];
+  for (const RunResult& run : result.runs) {
+    if (!ok(run) || !std::isfinite(run.step_seconds.median)) continue;
+    if (context.fastest == nullptr || run.step_seconds.median < context.fastest->step_seconds.median) context.fastest = &run;
+  }
+  context.memory_limit = result.context.memory_limit_bytes > 0;
   return context;
 }
 

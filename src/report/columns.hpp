@@ -34,9 +34,12 @@ enum class Shown {
   kWhenInRounds,      // some run was timed in interleaved rounds (it has a decision)
 };
 
-// What a cell needs beyond its run: the recommended run ("vs best") and the HTML table's time unit.
+// What a cell needs beyond its run: the recommended run, the fastest ("vs fastest"), whether a
+// memory limit was given ("fits"), and the HTML table's time unit.
 struct TableContext {
   const RunResult* best = nullptr;
+  const RunResult* fastest = nullptr;  // the finished run with the lowest median step time
+  bool memory_limit = false;           // --memory-limit given: "fits" says yes or no, else "-"
   // The decision on each run (the "decided" column): a run's verdict is found by its place in runs.
   const std::vector<RunResult>* runs = nullptr;
   const Decision* decision = nullptr;

@@ -15,6 +15,25 @@ constexpr const char* kGreen = "\x1b[32m";
 constexpr const char* kRed = "\x1b[31m";
 constexpr const char* kReset = "\x1b[0m";
 
+// One line under the table that spells out "vs fastest" and every abbreviation the split labels
+// use on this sweep (SplitConfig::label).
+std::string legend(const std::vector<RunResult>& runs, bool memory_limit) {
+  bool ckpt = false, oib = false, chunked = false, graphs = false;
+  for (const RunResult& run : runs) {
+    ckpt = ckpt || run.config.activation_checkpointing == Checkpointing::kBlocks;
+    oib = oib || run.config.optimizer_in_backward;
+    chunked = chunked || run.config.chunked_loss;
+    graphs = graphs || run.config.cuda_graphs;
+  }
+  std::string text = "split: micro-batch \u00d7 accumulation steps";
+  if (ckpt) text += "; ckpt: activation checkpointing (gradient_checkpointing)";
+  if (oib) text += "; oib: the optimizer inside backward";
+  if (chunked) text += "; chunked-ce: the chunked cross-entropy";
+  if (graphs) text += "; graphs: replayed from CUDA graphs";
+  if (!memory_limit) text += "; fits: - without --memory-limit";
+  return text + "; vs fastest: median step time over the fastest split's";
+}
+
 }  // namespace
 
 void ConsoleReporter::report(const SweepResult& result, std::ostream& out) const {
@@ -44,12 +63,15 @@ void ConsoleReporter::report(const SweepResult& result, std::ostream& out) const
   const bool precision_shown = report::visible_in(report::column("precision"), View::kConsole, runs);
   out << text::context_line(result) << "\n\n";
   table.render(out);
+  out << legend(runs, context.memory_limit) << "\n";
   out << "\nRecommendation: "
       << (context.best != nullptr
               ? context.best->config.label() + (precision_shown ? " " + to_string(context.best->config.precision) : "")
               : std::string("none"))
       << " \xE2\x80\x94 " << result.recommendation.reason << "\n";  // em dash
   for (const TimeModel& model : result.time_models) out << text::time_model_text(model, runs) << "\n";
+  // The recommended split in the user's own trainer (--emit prints it ready to paste).
+  if (context.best != nullptr) out << settings_summary(trainer_settings(result, *context.best)) << "\n";
 }
 
 }  // namespace accumbench

@@ -82,7 +82,8 @@ std::string context_line(const SweepResult& result) {
   if (c.memory_limit_bytes > 0) line << ", memory limit " << format_bytes(c.memory_limit_bytes);
   if (c.world_size > 1) {
     line << ", data parallel over " << c.world_size << " ranks (" << c.distributed_backend
-         << "; times and memory of rank 0, tokens/s of all ranks)";
+         << "; splits are per rank, micro-batch \u00d7 accumulation of each rank's " << c.batch / c.world_size
+         << " sequences; times and memory of rank 0, tokens/s of all ranks)";
   }
   return line.str();
 }

@@ -57,6 +57,9 @@ void MarkdownReporter::report(const SweepResult& result, std::ostream& out) cons
   for (const TimeModel& model : result.time_models) {
     out << '\n' << markdown_cell(text::time_model_text(model, result.runs)) << '\n';
   }
+  if (context.best != nullptr) {
+    out << '\n' << markdown_cell(settings_summary(trainer_settings(result, *context.best))) << '\n';
+  }
 }
 
 }  // namespace accumbench

@@ -59,19 +59,35 @@ void print_calibrated(const std::vector<MemoryPlan>& plans, const std::vector<Ca
   }
 }
 
-void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out) {
+void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out,
+                         const WorkloadOptions* workload, const std::vector<std::string>& target_modules) {
   size_t label_width = 16;  // wider only when a label needs it ("64×1 ckpt oib chunked-ce")
   for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.label()) + 1);
+  const bool fits = memory_bytes > 0;
   out << pad("split", label_width) << pad("forward", 12, true) << pad("backward", 12, true) << pad("optimizer", 12, true)
       << pad("peak", 12, true) << "  " << pad("held by", 10)
-      << (memory_bytes > 0 ? "fits in " + format_bytes(memory_bytes) : std::string()) << "\n";
+      << (fits ? pad("fits in " + format_bytes(memory_bytes), workload != nullptr ? 18 : 0) : std::string())
+      << (workload != nullptr ? std::string("Trainer settings per rank") : std::string()) << "\n";
   for (const auto& plan : plans) {
     out << pad(plan.split.label(), label_width);
     for (int p = 0; p < kPlanPhaseCount; ++p) out << pad(format_bytes(plan.phase_peak_bytes[p]), 12, true);
     out << pad(format_bytes(plan.peak_bytes), 12, true) << "  " << pad(plan_phase_name(plan.peak_phase), 10);
-    if (memory_bytes > 0) out << (plan.peak_bytes <= memory_bytes ? "yes" : "no");
+    if (fits) out << pad(plan.peak_bytes <= memory_bytes ? "yes" : "no", workload != nullptr ? 18 : 0);
+    if (workload != nullptr) {
+      // The keys that differ between splits; those every split shares follow the table.
+      const std::vector<std::pair<std::string, std::string>> keys =
+          trl_settings(trainer_settings(plan.split, *workload, target_modules));
+      for (size_t k = 0; k < 3; ++k) out << (k ? " " : "") << keys[k].first << "=" << keys[k].second;
+      if (plan.split.optimizer_in_backward) out << " (oib: no Trainer setting)";
+    }
     out << "\n";
   }
+  if (workload == nullptr || plans.empty()) return;
+  const TrainerSettings shared = trainer_settings(plans.front().split, *workload, target_modules);
+  const std::vector<std::pair<std::string, std::string>> keys = trl_settings(shared);
+  out << "every split also:";
+  for (size_t k = 3; k < keys.size(); ++k) out << " " << keys[k].first << "=" << keys[k].second;
+  out << " (--emit trl, axolotl or args prints a split's settings ready to paste)\n";
 }
 
 }  // namespace accumbench

@@ -268,6 +268,10 @@ void validate_workload(const WorkloadOptions& w) {
   if (w.loss.chunk_tokens > 0 && !w.loss.chunked) {
     throw UserError("--loss-chunk-tokens sizes the chunks of the chunked loss, which is off; add --chunked-loss or drop the option");
   }
+  if (w.grid.cuda_graphs && w.grid.optimizer_in_backward) {
+    throw UserError("--cuda-graphs cannot replay the optimizer step inside backward, and --optimizer-in-backward puts it "
+                    "in every split; drop one of the two options");
+  }
   validate_lora_options(w.lora);
   validate_data_source(w);
 }

@@ -114,6 +114,12 @@ void append_with_graphs(const std::vector<SplitConfig>& points, bool graphs, std
   }
 }
 
+std::string join(const std::vector<int64_t>& values) {
+  std::string text;
+  for (int64_t v : values) text += (text.empty() ? "" : ",") + std::to_string(v);
+  return text;
+}
+
 bool contains(const std::vector<SplitConfig>& grid, const SplitConfig& point) {
   return std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& p) { return p.key() == point.key(); });
 }
@@ -129,7 +135,19 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
     if (std::find(unique.begin(), unique.end(), micro) == unique.end()) unique.push_back(micro);
   }
   micro_batches = unique;
-  if (w.grid.optimizer_in_backward) require_one_rank_for_optimizer_in_backward(world_size);
+  const bool in_backward = w.grid.optimizer_in_backward;
+  if (in_backward) {
+    require_one_rank_for_optimizer_in_backward(world_size);
+    // The optimizer inside backward steps each parameter as its gradient is complete, so a split
+    // that accumulates cannot use it: those splits are left out (optimizer_in_backward_note says
+    // which), and a list with none left is refused.
+    if (std::find(micro_batches.begin(), micro_batches.end(), rank_batch) == micro_batches.end()) {
+      throw UserError("--optimizer-in-backward needs accumulation 1, but no micro-batch of --micro-batches " +
+                      join(micro_batches) + " is the whole batch of " + std::to_string(rank_batch) +
+                      "; add " + std::to_string(rank_batch) + " to --micro-batches or drop --optimizer-in-backward");
+    }
+    micro_batches = {rank_batch};
+  }
   std::vector<SplitConfig> grid;
   for (Precision precision : w.precisions) {
     SplitConfig split;
@@ -139,18 +157,41 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
     for (int64_t micro : micro_batches) {
       split.micro_batch = micro;
       split.accum_steps = accumulation_steps(w.batch, micro, world_size);
-      append_with_graphs(loss_variants(knob_variants(split, w.grid.knobs), w.loss.chunked), w.grid.cuda_graphs, grid);
-    }
-    if (w.grid.optimizer_in_backward) {
-      split.micro_batch = rank_batch;
-      split.accum_steps = 1;
-      split.optimizer_in_backward = true;
-      for (const SplitConfig& point : loss_variants({split}, w.loss.chunked)) {
+      std::vector<SplitConfig> points;
+      for (SplitConfig point : knob_variants(split, w.grid.knobs)) {
+        // A plain knob fixes that knob for every point: the grid's variants of it collapse.
+        if (in_backward) point.optimizer_in_backward = true;
+        if (!contains(points, point)) points.push_back(point);
+      }
+      std::vector<SplitConfig> with_graphs;
+      append_with_graphs(loss_variants(points, w.loss.chunked), w.grid.cuda_graphs, with_graphs);
+      for (const SplitConfig& point : with_graphs) {
         if (!contains(grid, point)) grid.push_back(point);
       }
     }
   }
   return grid;
+}
+
+std::string optimizer_in_backward_note(const WorkloadOptions& w, int world_size) {
+  if (!w.grid.optimizer_in_backward || world_size > 1) return "";  // data parallel: refused by split_grid
+  const int64_t rank_batch = sequences_per_rank(w.batch, world_size);
+  const std::vector<int64_t> micro_batches = w.micro_batches.empty() ? divisors(rank_batch) : w.micro_batches;
+  // None without accumulation: split_grid refuses the options, and the error says it all.
+  if (std::find(micro_batches.begin(), micro_batches.end(), rank_batch) == micro_batches.end()) return "";
+  std::vector<std::string> left_out;
+  for (int64_t micro : micro_batches) {
+    if (micro == rank_batch || rank_batch % micro != 0) continue;
+    const std::string label = std::to_string(micro) + "\xC3\x97" + std::to_string(rank_batch / micro);
+    if (std::find(left_out.begin(), left_out.end(), label) == left_out.end()) left_out.push_back(label);
+  }
+  if (left_out.empty()) return "";
+  std::string text;
+  for (const std::string& label : left_out) text += (text.empty() ? "" : ", ") + label;
+  const bool one = left_out.size() == 1;
+  return "--optimizer-in-backward needs accumulation 1 (each parameter steps inside backward): of the splits of " +
+         std::to_string(rank_batch) + " only " + std::to_string(rank_batch) + "\xC3\x97" + "1 is kept; " +
+         text + (one ? " accumulates and is" : " accumulate and are") + " left out (drop the option to compare them)";
 }
 
 }  // namespace accumbench

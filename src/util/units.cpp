@@ -112,6 +112,17 @@ int64_t parse_bytes(const std::string& text) {
   return static_cast<int64_t>(bytes);
 }
 
+int64_t parse_memory_limit(const std::string& text) {
+  const bool has_unit = std::any_of(text.begin(), text.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
+  const int64_t bytes = parse_bytes(text);  // garbage is refused with the accepted forms first
+  if (!has_unit) {
+    throw UserError("--memory-limit " + text + " has no unit and would mean " + text +
+                    " bytes; write the unit: " + text + "GiB (1024-based), " + text + "GB (1000-based) or " + text +
+                    "B for bytes");
+  }
+  return bytes;
+}
+
 namespace text {
 
 std::size_t display_width(const std::string& s) {

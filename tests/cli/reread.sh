@@ -68,7 +68,7 @@ print((peaks[0] + peaks[-1]) // 2)
 memory_limit() {
   local limit
   limit=$(halfway_limit) || fail "no peaks in $a_json: $limit"
-  tiny_args --memory-limit "$limit" --json "$work/limit.json"
+  tiny_args --memory-limit "${limit}B" --json "$work/limit.json"
   expect 0 "memory limit" "Recommendation:" -- sweep "${args[@]}"
   check "the limited sweep still recommends a split" grep -qE '^Recommendation: [0-9]+×[0-9]+' "$out"
   check "under a limit of $limit bytes the smallest split is ok, the largest oom or predicted-oom" \
@@ -79,7 +79,7 @@ memory_limit() {
 try_predicted_oom() {
   local limit
   limit=$(halfway_limit) || fail "no peaks in $a_json: $limit"
-  tiny_args --memory-limit "$limit" --try-predicted-oom --json "$work/limit-try.json"
+  tiny_args --memory-limit "${limit}B" --try-predicted-oom --json "$work/limit-try.json"
   expect 0 "Recommendation:" -- sweep "${args[@]}"
   check "measured under a limit of $limit bytes, the largest split runs out of memory" \
     py "$limit_check" "$a_json" "$work/limit-try.json" "$limit" oom

@@ -49,9 +49,11 @@ std::string json_for_script(const std::string& json) {
   return out;
 }
 
-std::string title_line(const SweepContext& c) {
+// Model, shape, precision (of every run, "bf16,fp32" when several), device and ranks.
+std::string title_line(const SweepContext& c, const std::string& precisions) {
   std::string t = c.model.empty() ? "unnamed model" : c.model;
   t += " \u00b7 seq len " + std::to_string(c.seq_len) + " \u00b7 batch " + std::to_string(c.batch);
+  if (!precisions.empty()) t += " \u00b7 " + precisions;
   if (!c.device_name.empty() || !c.device.empty())
     t += " \u00b7 " + (c.device_name.empty() ? c.device : c.device_name);
   if (c.world_size > 1) t += " \u00d7 " + std::to_string(c.world_size) + " ranks";
@@ -118,6 +120,7 @@ std::string recommendation_section(const SweepResult& result, const std::vector<
   for (const TimeModel& model : result.time_models) {
     h += "<p class=\"rec-time-model\">" + html_escape(text::time_model_text(model, result.runs)) + "</p>";
   }
+  h += "<p class=\"rec-settings\">" + html_escape(settings_summary(trainer_settings(result, best))) + "</p>";
   return h + kpis(result, slots, best) + "</section>\n";
 }
 
@@ -223,11 +226,11 @@ std::string context_section(const SweepResult& result) {
   return h + "</section>\n";
 }
 
-std::string head(const SweepContext& c) {
+std::string head(const SweepContext& c, const std::string& precisions) {
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   h += "<meta name=\"generator\" content=\"accumbench\">\n";
-  h += "<title>accumbench \u2014 " + html_escape(title_line(c)) + "</title>\n";
+  h += "<title>accumbench \u2014 " + html_escape(title_line(c, precisions)) + "</title>\n";
   h += "<style>\n" + std::string(kReportCss) + "</style>\n</head>\n";
   return h;
 }
@@ -239,11 +242,12 @@ void HtmlReporter::report(const SweepResult& result, std::ostream& out) const {
   using namespace html;
   const SweepContext& c = result.context;
   const std::vector<Slot> slots = make_slots(result);
-  std::string page = head(c);
+  const std::string precisions = text::precisions_of(result.runs);
+  std::string page = head(c, precisions);
   page += "<body>\n<main>\n";
   page +=
       "<header><h1>accumbench \u00b7 " + html_escape(c.model.empty() ? "sweep" : c.model) + "</h1>";
-  page += "<p class=\"subtitle\">" + html_escape(title_line(c)) +
+  page += "<p class=\"subtitle\">" + html_escape(title_line(c, precisions)) +
           (c.date.empty() ? "" : " \u00b7 " + html_escape(c.date)) + "</p></header>\n";
   page += recommendation_section(result, slots);
   page += chart_sections(result, slots);

@@ -1,0 +1,289 @@
+// The settings a split stands for in the user's own trainer: transformers' TrainingArguments and
+// TRL's SFTConfig (with PEFT's LoRA keys of TRL's ModelConfig), axolotl's YAML keys, and
+// accumbench's own flags. Pure: no LibTorch, no files read (report.hpp, "Trainer settings").
+//
+// Key names, from the projects' own sources:
+// - transformers TrainingArguments: per_device_train_batch_size, gradient_accumulation_steps,
+//   gradient_checkpointing, bf16, fp16, group_by_length.
+// - TRL SFTConfig: max_length, packing, packing_strategy ("bfd", the default, or "wrapped"),
+//   padding_free, pad_to_multiple_of. SFTConfig turns bf16 on when neither bf16 nor fp16 is given,
+//   and gradient_checkpointing on by default, so both are always written out.
+// - TRL ModelConfig (`trl sft --use_peft`): use_peft, lora_r, lora_alpha, lora_dropout,
+//   lora_target_modules (a one-element list is read as that string, so [all-linear] is PEFT's
+//   "all-linear").
+// - axolotl: micro_batch_size, gradient_accumulation_steps, sequence_len, sample_packing,
+//   pad_to_sequence_len, group_by_length, gradient_checkpointing, bf16, fp16, adapter, lora_r,
+//   lora_alpha, lora_dropout, lora_target_linear, lora_target_modules.
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "accumbench/error.hpp"
+#include "accumbench/report.hpp"
+
+namespace accumbench {
+
+namespace {
+
+std::string yes(bool value) { return value ? "true" : "false"; }
+
+std::string number(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+std::string yaml_list(const std::vector<std::string>& items) {
+  std::string text = "[";
+  for (size_t i = 0; i < items.size(); ++i) text += (i ? ", " : "") + items[i];
+  return text + "]";
+}
+
+// The length TRL pads a micro-batch to, given as pad_to_multiple_of: N for --padding multiple:N,
+// T for --padding max (the longest sample rounded up to a multiple of T is T), none for longest
+// (TRL's collator pads to the longest sample already). With fixed lengths every sample is T long
+// and padding changes nothing, so none is written.
+int64_t pad_to_multiple_of(const TrainerSettings& s) {
+  if (!s.lengths_vary || s.packing != Packing::kNone) return 0;
+  if (s.padding == Padding::kMultiple) return s.pad_multiple;
+  if (s.padding == Padding::kMax) return s.max_length;
+  return 0;
+}
+
+double lora_alpha(const TrainerSettings& s) { return s.lora_alpha > 0 ? s.lora_alpha : 2.0 * s.lora_r; }
+
+}  // namespace
+
+SettingsFormat settings_format_from_string(const std::string& text) {
+  if (text == "trl") return SettingsFormat::kTrl;
+  if (text == "axolotl") return SettingsFormat::kAxolotl;
+  if (text == "args") return SettingsFormat::kArgs;
+  throw UserError("unknown --emit " + text::quoted(text) + "; use trl, axolotl or args");
+}
+
+std::vector<std::string> peft_target_modules(Architecture arch, const std::vector<std::string>& block_linears,
+                                             bool all_linear) {
+  if (all_linear) return {"all-linear"};
+  std::vector<std::string> names;
+  bool attn_proj = false, mlp_proj = false;
+  for (const std::string& name : block_linears) {
+    if (arch != Architecture::kGpt2) {
+      names.push_back(name + "_proj");  // q -> q_proj: the Hugging Face module names
+    } else if (name == "attn_c_proj") {
+      attn_proj = true;
+    } else if (name == "mlp_c_proj") {
+      mlp_proj = true;
+    } else {
+      names.push_back(name);  // c_attn, c_fc
+    }
+  }
+  // PEFT matches a target against the end of the module path: "c_proj" is both GPT-2 projections.
+  if (attn_proj && mlp_proj) names.push_back("c_proj");
+  else if (attn_proj) names.push_back("attn.c_proj");
+  else if (mlp_proj) names.push_back("mlp.c_proj");
+  return names;
+}
+
+TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions& w,
+                                 const std::vector<std::string>& target_modules) {
+  TrainerSettings s;
+  s.per_device_train_batch_size = split.micro_batch;
+  s.gradient_accumulation_steps = split.accum_steps;
+  s.world_size = split.world_size;
+  s.batch = w.batch;
+  s.gradient_checkpointing = split.activation_checkpointing == Checkpointing::kBlocks;
+  s.precision = split.precision;
+  s.weights_dtype = w.weights_dtype;
+  s.max_length = w.seq_len;
+  s.lora_r = w.lora.rank;
+  s.lora_alpha = w.lora.alpha;
+  s.lora_dropout = w.lora.dropout;
+  s.lora_targets = w.lora.targets;
+  s.target_modules = target_modules;
+  s.lengths_vary = w.data.lengths != LengthMode::kFixed || w.data.eos_id >= 0;
+  s.padding = w.data.padding;
+  s.pad_multiple = w.data.pad_multiple;
+  s.packing = w.data.packing;
+  s.group_by_length = w.data.group_by_length;
+  s.optimizer_in_backward = split.optimizer_in_backward;
+  s.chunked_loss = split.chunked_loss;
+  s.cuda_graphs = split.cuda_graphs;
+  return s;
+}
+
+std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSettings& s) {
+  std::vector<std::pair<std::string, std::string>> keys = {
+      {"per_device_train_batch_size", std::to_string(s.per_device_train_batch_size)},
+      {"gradient_accumulation_steps", std::to_string(s.gradient_accumulation_steps)},
+      {"gradient_checkpointing", yes(s.gradient_checkpointing)},
+      {"bf16", yes(s.precision == Precision::kBf16)},
+      {"fp16", yes(s.precision == Precision::kFp16)},
+      {"max_length", std::to_string(s.max_length)},
+      {"packing", yes(s.packing != Packing::kNone)},
+  };
+  if (s.packing != Packing::kNone) keys.push_back({"packing_strategy", to_string(s.packing)});
+  // TRL's bfd packing runs padding-free (every row's documents flattened, positions restarting).
+  if (s.packing == Packing::kBfd) keys.push_back({"padding_free", "true"});
+  if (const int64_t multiple = pad_to_multiple_of(s)) keys.push_back({"pad_to_multiple_of", std::to_string(multiple)});
+  if (s.group_by_length) keys.push_back({"group_by_length", "true"});
+  if (s.lora_r > 0) {
+    keys.push_back({"use_peft", "true"});
+    keys.push_back({"lora_r", std::to_string(s.lora_r)});
+    keys.push_back({"lora_alpha", number(lora_alpha(s))});
+    keys.push_back({"lora_dropout", number(s.lora_dropout)});
+    keys.push_back({"lora_target_modules", yaml_list(s.target_modules)});
+  }
+  return keys;
+}
+
+std::vector<std::string> untranslated_knobs(const TrainerSettings& s) {
+  std::vector<std::string> notes;
+  if (s.optimizer_in_backward) notes.push_back("optimizer-in-backward (oib) has no Trainer or axolotl setting");
+  if (s.chunked_loss) {
+    notes.push_back("the chunked cross-entropy (chunked-ce) has no Trainer setting; use_liger_kernel's fused linear "
+                    "cross-entropy also never holds the whole logits");
+  }
+  if (s.cuda_graphs) notes.push_back("CUDA graphs have no Trainer or axolotl setting");
+  if (s.weights_dtype != Precision::kFp32) {
+    notes.push_back("the weights were stored in " + to_string(s.weights_dtype) + " (--weights-dtype): load the model in " +
+                    (s.weights_dtype == Precision::kBf16 ? "bfloat16" : "float16"));
+  }
+  return notes;
+}
+
+std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat format) {
+  std::vector<std::string> lines;
+  const std::string per_rank =
+      s.world_size > 1 ? "per rank, " + std::to_string(s.world_size) + " ranks" : "one process";
+  if (format == SettingsFormat::kTrl) {
+    lines.push_back("# TRL SFTConfig, for trl sft --config FILE.yaml (" + per_rank + "; each key is also a --KEY flag)");
+    for (const auto& [key, value] : trl_settings(s)) lines.push_back(key + ": " + value);
+  } else if (format == SettingsFormat::kAxolotl) {
+    lines.push_back("# axolotl (" + per_rank + ")");
+    lines.push_back("micro_batch_size: " + std::to_string(s.per_device_train_batch_size));
+    lines.push_back("gradient_accumulation_steps: " + std::to_string(s.gradient_accumulation_steps));
+    lines.push_back("sequence_len: " + std::to_string(s.max_length));
+    lines.push_back("gradient_checkpointing: " + yes(s.gradient_checkpointing));
+    lines.push_back("bf16: " + yes(s.precision == Precision::kBf16));
+    lines.push_back("fp16: " + yes(s.precision == Precision::kFp16));
+    // axolotl's sample packing keeps documents whole, attention restarting at each: bfd's layout.
+    lines.push_back("sample_packing: " + yes(s.packing == Packing::kBfd));
+    if (s.packing == Packing::kWrapped) lines.push_back("# packing wrapped (documents cut at T) has no axolotl key");
+    const int64_t multiple = pad_to_multiple_of(s);
+    if (multiple > 0 && multiple == s.max_length) lines.push_back("pad_to_sequence_len: true");
+    if (multiple > 0 && multiple != s.max_length) {
+      lines.push_back("# padding multiple:" + std::to_string(multiple) + " has no axolotl key");
+    }
+    if (s.group_by_length) lines.push_back("group_by_length: true");
+    if (s.lora_r > 0) {
+      lines.push_back("adapter: lora");
+      lines.push_back("lora_r: " + std::to_string(s.lora_r));
+      lines.push_back("lora_alpha: " + number(lora_alpha(s)));
+      lines.push_back("lora_dropout: " + number(s.lora_dropout));
+      if (s.target_modules == std::vector<std::string>{"all-linear"}) {
+        lines.push_back("lora_target_linear: true");
+      } else {
+        lines.push_back("lora_target_modules: " + yaml_list(s.target_modules));
+      }
+    }
+  } else {
+    std::string args = "--batch " + std::to_string(s.batch) + " --micro-batches " +
+                       std::to_string(s.per_device_train_batch_size) + " --seq-len " + std::to_string(s.max_length) +
+                       " --precision " + to_string(s.precision) + " --activation-checkpointing " +
+                       (s.gradient_checkpointing ? "blocks" : "none");
+    if (s.optimizer_in_backward) args += " --optimizer-in-backward";
+    if (s.chunked_loss) args += " --chunked-loss";
+    if (s.cuda_graphs) args += " --cuda-graphs";
+    if (s.weights_dtype != Precision::kFp32) args += " --weights-dtype " + to_string(s.weights_dtype);
+    if (s.lora_r > 0) {
+      args += " --lora-rank " + std::to_string(s.lora_r) + " --lora-alpha " + number(lora_alpha(s)) +
+              " --lora-targets " + s.lora_targets + " --lora-dropout " + number(s.lora_dropout);
+    }
+    if (s.packing != Packing::kNone) args += " --packing " + to_string(s.packing);
+    if (s.lengths_vary && s.packing == Packing::kNone) {
+      DataSource data;
+      data.padding = s.padding;
+      data.pad_multiple = s.pad_multiple;
+      args += " --padding " + padding_name(data);
+    }
+    if (s.group_by_length) args += " --group-by-length";
+    lines.push_back("# accumbench (" + per_rank + ")");
+    lines.push_back(args);
+    return lines;  // accumbench's own flags name every knob
+  }
+  for (const std::string& note : untranslated_knobs(s)) lines.push_back("# " + note);
+  return lines;
+}
+
+std::string settings_summary(const TrainerSettings& s) {
+  std::string text = "Trainer settings (" +
+                     (s.world_size > 1 ? "per rank, " + std::to_string(s.world_size) + " ranks" : std::string("one process")) +
+                     "):";
+  for (const auto& [key, value] : trl_settings(s)) text += " " + key + "=" + value;
+  const std::vector<std::string> notes = untranslated_knobs(s);
+  for (const std::string& note : notes) text += "; " + note;
+  return text;
+}
+
+std::vector<std::string> peft_target_modules(const ModelConfig& model, const LoraOptions& lora) {
+  if (!lora.enabled()) return {};
+  if (lora.targets == "all-linear") return {"all-linear"};
+  std::vector<std::string> names;
+  for (const BlockLinear& linear : lora_targets(model, lora.targets)) names.push_back(linear.name);
+  return peft_target_modules(model.arch, names, false);
+}
+
+WorkloadOptions settings_workload(const SweepContext& context) {
+  WorkloadOptions w;
+  w.seq_len = context.seq_len;
+  w.batch = context.batch;
+  // A file written before an option existed lacks it: its default stands.
+  for (const auto& [name, value] : context.options) {
+    try {
+      if (name == "padding") set_padding(w.data, value);
+      if (name == "packing") w.data.packing = packing_from_string(value);
+      if (name == "group_by_length") w.data.group_by_length = value == "true";
+      if (name == "lengths") w.data.lengths = value == "fixed" ? LengthMode::kFixed : LengthMode::kVariable;
+      if (name == "eos_id" && value != "none") w.data.eos_id = std::stoll(value);
+      if (name == "weights_dtype") w.weights_dtype = weights_dtype_from_string(value);
+      if (name == "lora_rank") w.lora.rank = std::stoll(value);
+      if (name == "lora_alpha" && value != "-") w.lora.alpha = std::stod(value);
+      if (name == "lora_targets" && value != "-") w.lora.targets = value;
+      if (name == "lora_dropout" && value != "-") w.lora.dropout = std::stod(value);
+    } catch (const std::exception&) {
+      // An option this version cannot read keeps its default; the settings are a translation.
+    }
+  }
+  // "model" is the preset name or the config path (describe_workload).
+  for (const auto& [name, value] : context.options) {
+    if (name == "model") w.model.preset = value;
+  }
+  return w;
+}
+
+namespace {
+
+// The PEFT target_modules of a saved sweep's LoRA, from its model (a preset, or a config file
+// that may have gone since: then the names as accumbench was given them).
+std::vector<std::string> saved_target_modules(const WorkloadOptions& w) {
+  if (!w.lora.enabled()) return {};
+  try {
+    ModelOptions model;
+    bool preset = false;
+    for (const ModelConfig& p : presets()) preset = preset || p.name == w.model.preset;
+    if (preset) model.preset = w.model.preset;
+    else model.hf_config = w.model.preset;
+    return peft_target_modules(resolve_model(model), w.lora);
+  } catch (const std::exception&) {
+    return {w.lora.targets};
+  }
+}
+
+}  // namespace
+
+TrainerSettings trainer_settings(const SweepResult& result, const RunResult& run) {
+  const WorkloadOptions w = settings_workload(result.context);
+  return trainer_settings(run.config, w, saved_target_modules(w));
+}
+
+}  // namespace accumbench

@@ -1,0 +1,186 @@
+// Trainer settings out (src/report/trainer_settings.cpp): each split as TRL's SFTConfig / the
+// Trainer's arguments, axolotl's keys and accumbench's flags, line by line.
+#include <gtest/gtest.h>
+
+#include "accumbench/error.hpp"
+#include "accumbench/model_config.hpp"
+#include "accumbench/report.hpp"
+
+namespace ab = accumbench;
+
+namespace {
+
+ab::SplitConfig split(int64_t micro, int64_t accum) {
+  ab::SplitConfig s;
+  s.micro_batch = micro;
+  s.accum_steps = accum;
+  return s;
+}
+
+ab::WorkloadOptions workload() {
+  ab::WorkloadOptions w;
+  w.seq_len = 1024;
+  w.batch = 16;
+  return w;
+}
+
+using Lines = std::vector<std::string>;
+
+}  // namespace
+
+// Full fine-tuning, one process, fp32, no checkpointing: bf16 and gradient_checkpointing are
+// written out as false, since SFTConfig turns both on when they are not given.
+TEST(TrainerSettings, PlainSplitInEveryFormat) {
+  const ab::TrainerSettings s = ab::trainer_settings(split(4, 4), workload(), {});
+  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kTrl),
+            (Lines{"# TRL SFTConfig, for trl sft --config FILE.yaml (one process; each key is also a --KEY flag)",
+                   "per_device_train_batch_size: 4", "gradient_accumulation_steps: 4", "gradient_checkpointing: false",
+                   "bf16: false", "fp16: false", "max_length: 1024", "packing: false"}));
+  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl),
+            (Lines{"# axolotl (one process)", "micro_batch_size: 4", "gradient_accumulation_steps: 4",
+                   "sequence_len: 1024", "gradient_checkpointing: false", "bf16: false", "fp16: false",
+                   "sample_packing: false"}));
+  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kArgs),
+            (Lines{"# accumbench (one process)",
+                   "--batch 16 --micro-batches 4 --seq-len 1024 --precision fp32 --activation-checkpointing none"}));
+  EXPECT_EQ(ab::settings_summary(s),
+            "Trainer settings (one process): per_device_train_batch_size=4 gradient_accumulation_steps=4 "
+            "gradient_checkpointing=false bf16=false fp16=false max_length=1024 packing=false");
+}
+
+// bf16 with checkpointing over 2 ranks, LoRA on Qwen-style names, real lengths padded to a
+// multiple of 8 and grouped by length.
+TEST(TrainerSettings, LoraPaddingAndRanks) {
+  ab::SplitConfig sp = split(2, 4);
+  sp.precision = ab::Precision::kBf16;
+  sp.activation_checkpointing = ab::Checkpointing::kBlocks;
+  sp.world_size = 2;
+  ab::WorkloadOptions w = workload();
+  w.lora.rank = 16;
+  w.lora.alpha = 32;
+  w.lora.dropout = 0.05;
+  w.lora.targets = "attention";
+  w.data.lengths = ab::LengthMode::kVariable;
+  ab::set_padding(w.data, "multiple:8");
+  w.data.group_by_length = true;
+  const std::vector<std::string> targets = ab::peft_target_modules(ab::find_preset("qwen2.5-0.5b"), w.lora);
+  EXPECT_EQ(targets, (Lines{"q_proj", "k_proj", "v_proj", "o_proj"}));
+  const ab::TrainerSettings s = ab::trainer_settings(sp, w, targets);
+  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kTrl),
+            (Lines{"# TRL SFTConfig, for trl sft --config FILE.yaml (per rank, 2 ranks; each key is also a --KEY flag)",
+                   "per_device_train_batch_size: 2", "gradient_accumulation_steps: 4", "gradient_checkpointing: true",
+                   "bf16: true", "fp16: false", "max_length: 1024", "packing: false", "pad_to_multiple_of: 8",
+                   "group_by_length: true", "use_peft: true", "lora_r: 16", "lora_alpha: 32", "lora_dropout: 0.05",
+                   "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]"}));
+  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl),
+            (Lines{"# axolotl (per rank, 2 ranks)", "micro_batch_size: 2", "gradient_accumulation_steps: 4",
+                   "sequence_len: 1024", "gradient_checkpointing: true", "bf16: true", "fp16: false",
+                   "sample_packing: false", "# padding multiple:8 has no axolotl key", "group_by_length: true",
+                   "adapter: lora", "lora_r: 16", "lora_alpha: 32", "lora_dropout: 0.05",
+                   "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]"}));
+  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kArgs)[1],
+            "--batch 16 --micro-batches 2 --seq-len 1024 --precision bf16 --activation-checkpointing blocks "
+            "--lora-rank 16 --lora-alpha 32 --lora-targets attention --lora-dropout 0.05 --padding multiple:8 "
+            "--group-by-length");
+}
+
+// bfd packing is TRL's packing (padding-free) and axolotl's sample packing; --padding max on
+// real lengths is pad_to_multiple_of T and axolotl's pad_to_sequence_len; fixed lengths need no
+// padding key at all. all-linear is PEFT's "all-linear" and axolotl's lora_target_linear.
+TEST(TrainerSettings, PackingAndPaddingMaps) {
+  ab::WorkloadOptions w = workload();
+  w.data.lengths = ab::LengthMode::kVariable;
+  w.data.packing = ab::Packing::kBfd;
+  w.lora.rank = 8;
+  ab::TrainerSettings s = ab::trainer_settings(split(1, 16), w, {"all-linear"});
+  const Lines trl = ab::settings_lines(s, ab::SettingsFormat::kTrl);
+  EXPECT_EQ(Lines(trl.begin() + 7, trl.end()),
+            (Lines{"packing: true", "packing_strategy: bfd", "padding_free: true", "use_peft: true", "lora_r: 8",
+                   "lora_alpha: 16", "lora_dropout: 0", "lora_target_modules: [all-linear]"}));
+  const Lines axolotl = ab::settings_lines(s, ab::SettingsFormat::kAxolotl);
+  EXPECT_EQ(Lines(axolotl.begin() + 7, axolotl.end()),
+            (Lines{"sample_packing: true", "adapter: lora", "lora_r: 8", "lora_alpha: 16", "lora_dropout: 0",
+                   "lora_target_linear: true"}));
+  w.data.packing = ab::Packing::kNone;
+  w.lora.rank = 0;
+  s = ab::trainer_settings(split(1, 16), w, {});
+  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kTrl).back(), "pad_to_multiple_of: 1024");
+  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl).back(), "pad_to_sequence_len: true");
+  w.data.lengths = ab::LengthMode::kFixed;
+  s = ab::trainer_settings(split(1, 16), w, {});
+  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kTrl).back(), "packing: false");
+  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl).back(), "sample_packing: false");
+}
+
+// Knobs with no trainer setting are said, never dropped: oib, chunked-ce, CUDA graphs, and the
+// dtype to load the weights in.
+TEST(TrainerSettings, KnobsWithoutATrainerSettingAreNamed) {
+  ab::SplitConfig sp = split(16, 1);
+  sp.optimizer_in_backward = true;
+  sp.chunked_loss = true;
+  ab::WorkloadOptions w = workload();
+  w.weights_dtype = ab::Precision::kBf16;
+  const ab::TrainerSettings s = ab::trainer_settings(sp, w, {});
+  const Lines trl = ab::settings_lines(s, ab::SettingsFormat::kTrl);
+  EXPECT_EQ(Lines(trl.end() - 3, trl.end()),
+            (Lines{"# optimizer-in-backward (oib) has no Trainer or axolotl setting",
+                   "# the chunked cross-entropy (chunked-ce) has no Trainer setting; use_liger_kernel's fused linear "
+                   "cross-entropy also never holds the whole logits",
+                   "# the weights were stored in bf16 (--weights-dtype): load the model in bfloat16"}));
+  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kArgs)[1],
+            "--batch 16 --micro-batches 16 --seq-len 1024 --precision fp32 --activation-checkpointing none "
+            "--optimizer-in-backward --chunked-loss --weights-dtype bf16");
+  EXPECT_NE(ab::settings_summary(s).find("; optimizer-in-backward (oib) has no Trainer or axolotl setting; the "
+                                         "chunked"),
+            std::string::npos);
+}
+
+// GPT-2's names: c_attn and c_fc as they are; its two c_proj together are "c_proj" (PEFT matches
+// the end of the module path), one of them alone is qualified.
+TEST(TrainerSettings, Gpt2TargetModules) {
+  using ab::Architecture;
+  EXPECT_EQ(ab::peft_target_modules(Architecture::kGpt2, {"c_attn", "attn_c_proj", "c_fc", "mlp_c_proj"}, false),
+            (Lines{"c_attn", "c_fc", "c_proj"}));
+  EXPECT_EQ(ab::peft_target_modules(Architecture::kGpt2, {"c_attn", "attn_c_proj"}, false),
+            (Lines{"c_attn", "attn.c_proj"}));
+  EXPECT_EQ(ab::peft_target_modules(Architecture::kLlama, {"gate", "up", "down"}, false),
+            (Lines{"gate_proj", "up_proj", "down_proj"}));
+  ab::LoraOptions lora;
+  lora.rank = 4;
+  lora.targets = "mlp";
+  EXPECT_EQ(ab::peft_target_modules(ab::find_preset("gpt2-tiny"), lora), (Lines{"c_fc", "mlp.c_proj"}));
+}
+
+// A saved sweep's context block gives the same settings back.
+TEST(TrainerSettings, ReadBackFromASweepsContext) {
+  ab::SweepResult result;
+  result.context.seq_len = 256;
+  result.context.batch = 8;
+  ab::WorkloadOptions w = workload();
+  w.model.preset = "gpt2-tiny";
+  w.lora.rank = 4;
+  w.lora.targets = "c_fc";
+  w.data.packing = ab::Packing::kWrapped;
+  w.data.group_by_length = true;
+  result.context.options = ab::describe_workload(w);
+  ab::RunResult run;
+  run.config = split(2, 4);
+  const ab::TrainerSettings s = ab::trainer_settings(result, run);
+  EXPECT_EQ(s.max_length, 256);
+  EXPECT_EQ(s.batch, 8);
+  EXPECT_EQ(s.lora_r, 4);
+  EXPECT_EQ(s.target_modules, (Lines{"c_fc"}));
+  EXPECT_EQ(s.packing, ab::Packing::kWrapped);
+  EXPECT_TRUE(s.group_by_length);
+  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl)[8], "# packing wrapped (documents cut at T) has no axolotl key");
+}
+
+TEST(TrainerSettings, EmitNamesItsChoices) {
+  EXPECT_EQ(ab::settings_format_from_string("axolotl"), ab::SettingsFormat::kAxolotl);
+  try {
+    ab::settings_format_from_string("deepspeed");
+    FAIL();
+  } catch (const ab::UserError& e) {
+    EXPECT_EQ(std::string(e.what()), "unknown --emit \"deepspeed\"; use trl, axolotl or args");
+  }
+}
