@@ -289,6 +289,19 @@ TEST(Recommend, UndecidedSaysSoWithTheIntervals) {
             "--time-budget can decide.");
 }
 
+// Five rounds are too few for any interval: the reason names the splits instead of printing
+// intervals from zero to infinity.
+TEST(Recommend, TooFewRoundsForAnIntervalSaysSo) {
+  std::vector<RunResult> runs = {timed(8, 8, 1.00, 5 * kGiB, 0.0, 0.2, 5), timed(4, 16, 1.05, 1 * kGiB, 0.0, 0.2, 5)};
+  DecisionOptions options;
+  options.budget_spent = true;
+  const Recommendation r = recommend(runs, 0, options);
+  EXPECT_EQ(r.decision.kind, DecisionKind::kUndecided);
+  EXPECT_EQ(r.reason.substr(0, r.reason.find(". ") + 1),
+            "Undecided after 5 rounds (--time-budget spent): 8\u00d78 is ahead, but 4\u00d716 had fewer than 10 "
+            "rounds beside it, too few for an interval; a longer --time-budget can decide.");
+}
+
 // Splits timed in separate blocks (round -1, e.g. from an older file) are compared through their
 // means: still decided when the difference is large.
 TEST(Recommend, UnpairedRunsAreComparedThroughTheirMeans) {

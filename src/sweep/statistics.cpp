@@ -341,17 +341,28 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
                format_bytes(b.peak_allocated_bytes) + " vs " + format_bytes(f.peak_allocated_bytes) + ")";
       }
       if (d.kind == DecisionKind::kUndecided) {
-        // What is still open, and the recommendation as the best estimate so far.
-        std::string list;
+        // What is still open, and the recommendation as the best estimate so far. A split with
+        // fewer than kMinRoundsToDecide rounds beside the fastest has no interval yet: named only.
+        std::string list, too_few;
         for (const Comparison& c : d.comparisons) {
           if (c.verdict != Verdict::kUndecided && c.verdict != Verdict::kFaster) continue;
-          list += list.empty() ? run_name(runs[c.index], runs) + " may still take " + times_text(c.ratio) + " its time"
-                               : ", " + run_name(runs[c.index], runs) + " " + times_text(c.ratio);
+          const std::string name = run_name(runs[c.index], runs);
+          if (!std::isfinite(c.ratio.high)) {
+            too_few += (too_few.empty() ? "" : ", ") + name;
+          } else {
+            list += list.empty() ? name + " may still take " + times_text(c.ratio) + " its time"
+                                 : ", " + name + " " + times_text(c.ratio);
+          }
+        }
+        std::string open;
+        if (!list.empty()) open = "but " + list + " (" + confidence_text(d) + ")";
+        if (!too_few.empty()) {
+          open += (open.empty() ? "but " : "; ") + too_few + " had fewer than " + std::to_string(kMinRoundsToDecide) +
+                  " rounds beside it, too few for an interval";
         }
         lead = "Undecided after " + std::to_string(d.rounds) + " rounds" +
-               (d.budget_spent ? " (--time-budget spent)" : "") + ": " + run_name(f, runs) +
-               " is ahead, but " + list + " (" + confidence_text(d) +
-               "); a longer --time-budget can decide. As it stands, " + lead;
+               (d.budget_spent ? " (--time-budget spent)" : "") + ": " + run_name(f, runs) + " is ahead, " + open +
+               "; a longer --time-budget can decide. As it stands, " + lead;
       }
       break;
     }
