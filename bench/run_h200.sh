@@ -100,7 +100,7 @@ stage side-by-side-chunked 30 python3 bench/side_by_side.py "$work/chunked.json"
 # linear, fp16 autocast, checkpointing, T=512, at effective batch 4 and 16.
 for lora_batch in 4 16; do
   stage "lora-qwen3-1.7b-b$lora_batch" 90 build/accumbench sweep --model qwen3-1.7b --seq-len 512 --batch "$lora_batch" \
-    --device cuda --precision fp16 --weights-dtype fp16 --lora-rank 16 --lora-alpha 32 --activation-checkpointing \
+    --device cuda --precision fp16 --weights-dtype fp16 --lora-rank 16 --lora-alpha 32 --activation-checkpointing blocks \
     --warmup 2 --steps 5 --json "$work/lora-qwen3-b$lora_batch.json"
 done
 # Real data (issue 14): chat lengths, per-micro-batch padding against bfd packing through the
