@@ -167,7 +167,7 @@ if not any(x["status"] == "ok" for x in r["runs"]): fail("no finished split in %
 oom_one_rank() {
   local json=$work/oom.json
   tiny_args --seq-len 128 --batch 8 --lengths "$data/lengths/half_long.txt" --group-by-length --padding longest \
-    --memory-limit 9437184 --try-predicted-oom --dist-timeout 60 --json "$json"
+    --memory-limit 9437184B --try-predicted-oom --dist-timeout 60 --json "$json"
   dp_run 2 sweep "${args[@]}"
   check "data parallel, one rank out of memory: 4x1 is oom on rank 0 (and does not fit), 1x4 and 2x2 are ok" py '
 r = load(sys.argv[1])
