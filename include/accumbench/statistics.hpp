@@ -32,8 +32,11 @@ std::pair<double, double> bootstrap_median_interval(const std::vector<double>& v
 
 Summary summarize(const std::vector<double>& values);
 
-// Mean step seconds of a run's timed steps, each capped at run.clip_seconds (kClipFactor × their
-// median when the run has none): the mean the decisions are made on.
+// The bound a run's step times are winsorized at: run.clip_seconds, or kClipFactor × the median
+// of its timed steps for a run without one (older files); NaN without steps.
+double winsorizing_bound(const RunResult& run);
+// Mean step seconds of a run's timed steps, each capped at winsorizing_bound: the mean the
+// decisions are made on.
 double winsorized_mean(const RunResult& run);
 
 // Fills the derived fields of a run from its steps: step_seconds summary, per-phase medians,

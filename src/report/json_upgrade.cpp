@@ -64,8 +64,8 @@ void upgrade_from_version_4(Json& root) {
   }
 }
 
-// Version 5 (before decisions) timed each split alone: its steps read as unpaired (round −1), the
-// winsorized mean from its steps with no interval, and the recommendation as it was written
+// Version 5 (before decisions) timed each split alone: its steps read as unpaired (round −1), its
+// mean step time as the plain mean it recorded, with no interval, and the recommendation as it was written
 // (decision "none": the file does not say how it was decided).
 void upgrade_from_version_5(Json& root) {
   root["json_schema_version"] = 6;

@@ -250,13 +250,7 @@ RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double conf
   std::vector<double> clips;
   std::map<int64_t, int> runs_of_session;
   for (const RunResult& run : runs) {
-    double clip = run.clip_seconds;
-    if (!(clip > 0) && !run.steps.empty()) {
-      std::vector<double> seconds;
-      for (const StepSample& s : run.steps) seconds.push_back(s.step_seconds);
-      clip = kClipFactor * median(seconds);
-    }
-    clips.push_back(clip);
+    clips.push_back(winsorizing_bound(run));
     if (run.session != 0) ++runs_of_session[run.session];
   }
   // The session most runs were timed in (a resumed sweep also holds runs of an earlier one).

@@ -113,14 +113,19 @@ std::pair<double, double> bootstrap_median_interval(const std::vector<double>& v
   return {medians[k], medians[last - k]};
 }
 
-double winsorized_mean(const RunResult& run) {
+double winsorizing_bound(const RunResult& run) {
+  if (run.clip_seconds > 0) return run.clip_seconds;
   std::vector<double> seconds;
   for (const StepSample& s : run.steps) seconds.push_back(s.step_seconds);
-  if (seconds.empty()) return kNaN;
-  const double clip = run.clip_seconds > 0 ? run.clip_seconds : kClipFactor * median(seconds);
+  return kClipFactor * median(seconds);  // NaN without steps
+}
+
+double winsorized_mean(const RunResult& run) {
+  if (run.steps.empty()) return kNaN;
+  const double clip = winsorizing_bound(run);
   double sum = 0;
-  for (double s : seconds) sum += std::min(s, clip);
-  return sum / static_cast<double>(seconds.size());
+  for (const StepSample& s : run.steps) sum += std::min(s.step_seconds, clip);
+  return sum / static_cast<double>(run.steps.size());
 }
 
 Summary summarize(const std::vector<double>& values) {

@@ -93,32 +93,26 @@ mismatch() {
   check "rank 1 names rank 0's --lr" grep -q 'rank 0 was started with "lr=0.0001"' "$out.rank1"
 }
 
-# cli.data_parallel.verify_longest_padding: each rank trims its own micro-batches to their
-# longest sample; the loss is still divided by the real target tokens of the whole step over both
-# ranks, so every split passes.
-verify_longest_padding() {
+# Two ranks verify with a data option ("padding longest", "packing bfd"): the header names it and
+# every split passes, the loss divided by the real target tokens of the whole step over both ranks.
+dp_verify_passes_with() {
+  local option=$1 value=$2
   dp_run 2 verify --model gpt2-tiny --batch 8 --seq-len 32 --lengths "$data/lengths/skewed.txt" \
-    --padding longest --device cpu --threads 1
-  check "data parallel verify, longest padding: 2 ranks, padding longest, every split passes" py '
+    "--$option" "$value" --device cpu --threads 1
+  check "data parallel verify, $option $value: 2 ranks, every split passes" py '
 text = open(sys.argv[1], encoding="utf-8").read()
-if "data parallel over 2 ranks" not in text or "padding longest" not in text: fail("header")
+if "data parallel over 2 ranks" not in text or sys.argv[2] not in text: fail("header")
 rows = split_rows(sys.argv[1])
 if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" % rows)
-' "$out"
+' "$out" "$option $value"
 }
 
-# cli.data_parallel.verify_bfd: each rank takes its share of the packed rows (with their
-# documents); the loss is divided by the real target tokens of the whole step over both ranks.
-verify_bfd() {
-  dp_run 2 verify --model gpt2-tiny --batch 8 --seq-len 32 --lengths "$data/lengths/skewed.txt" \
-    --packing bfd --device cpu --threads 1
-  check "data parallel verify, bfd packing: 2 ranks, packing bfd, every split passes" py '
-text = open(sys.argv[1], encoding="utf-8").read()
-if "data parallel over 2 ranks" not in text or "packing bfd" not in text: fail("header")
-rows = split_rows(sys.argv[1])
-if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" % rows)
-' "$out"
-}
+# cli.data_parallel.verify_longest_padding: each rank trims its own micro-batches to their longest
+# sample.
+verify_longest_padding() { dp_verify_passes_with padding longest; }
+
+# cli.data_parallel.verify_bfd: each rank takes its share of the packed rows (with their documents).
+verify_bfd() { dp_verify_passes_with packing bfd; }
 
 # cli.data_parallel.dead_peer: rank 1 killed with -9 once rank 0 has saved a split; rank 0 ends
 # with exit 1 and one sentence (no abort on an uncaught Gloo exception), its JSON keeping the
