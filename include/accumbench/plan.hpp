@@ -87,6 +87,12 @@ struct MemoryPlan {
   std::vector<PlanLine> saved;
   // Short-lived tensors on top of the above at the moment each phase peaks.
   std::vector<PlanLine> forward_peak;    // the loss head: logits and their fp32 copies (or one chunk's)
+  // LoRA: block 0's attention before anything requires grad (its (T, T) scores exist, unsaved),
+  // on top of what is saved before the blocks; empty when it cannot happen.
+  std::vector<PlanLine> frozen_attention_peak;
+  // LoRA: the last block's adapter forward with the largest fp32 copy of its input (PEFT's
+  // x.to(fp32), when the input is in c), on top of what is saved before the blocks; may be empty.
+  std::vector<PlanLine> adapter_input_peak;
   std::vector<PlanLine> backward_peak;   // gradients of the loss head, first node of backward
   std::vector<PlanLine> block_backward_peak;  // the last block's backward (recomputed with checkpointing)
   std::vector<PlanLine> optimizer_peak;  // AdamW's temporaries for the largest parameter

@@ -25,26 +25,41 @@ int count_of(const std::vector<std::string>& saving, std::initializer_list<const
   return n;
 }
 
+// The blocks a line counts: all L, or L − 1 when block 0 runs the line's op on tensors that do
+// not require grad (Dtypes::frozen_prefix reaches `from`), so autograd saves nothing there.
+struct Blocks {
+  int64_t n;
+  std::string s;
+  Blocks(const Dtypes& dt, FrozenPrefix from, int64_t L)
+      : n(dt.frozen_prefix >= from ? L - 1 : L), s(dt.frozen_prefix >= from ? "(L−1)" : "L") {}
+  explicit Blocks(int64_t L) : n(L), s("L") {}  // every block
+};
+
 // The input of the linears `names` (width `in`), as they save it: one tensor that they share
 // (fp32), or one cast copy each (autocast casts per use). With LoRA dropout each adapter keeps its
 // dropped copy (fp32; under autocast its cast) and the dropout's noise (x · noise saves it, fp32).
-// `input_bytes`: the element size of the input itself (what is kept without autocast).
-void linear_input(const Table& t, const std::string& what, std::initializer_list<const char*> names,
+// `input_bytes`: the element size of the input itself (what is kept without autocast). `locals`:
+// the bytes of the block forward's locals alive here that nothing saves (AdapterMoment). Returns
+// whether the input tensor itself is saved (else it is a temporary, or a local of the block).
+// `with_grad`: the blocks in which the input requires grad (dropout saves its noise only there).
+bool linear_input(const ModelConfig& m, const Table& t, const std::string& what, std::initializer_list<const char*> names,
                   const std::vector<std::string>& saving, int64_t L, int64_t N, int64_t in, const std::string& width,
-                  const Dtypes& dt, int64_t input_bytes, const PlanOptions& o) {
+                  const Dtypes& dt, int64_t input_bytes, const PlanOptions& o, int64_t locals, const Blocks& with_grad) {
   const int64_t n = count_of(saving, names);
-  if (n == 0) return;  // LoRA without an adapter here: the frozen linears keep nothing
+  if (n == 0) return false;  // LoRA without an adapter here: the frozen linears keep nothing
   const bool dropout = o.lora.enabled() && o.lora.dropout > 0;
   // Autocast copies an input that is not in its dtype already; PEFT's adapters always copy theirs
   // (to fp32, then autocast back to c).
   const bool cast = dt.autocast && (o.lora.enabled() || input_bytes != dt.c);
   const int64_t c = dt.c;
   const std::string count = std::to_string(n);
+  bool saved_itself = false;
   if (dropout) {
     t.add(what + ", dropped, per adapter", "L·" + count + "·b·T·" + width + "·" + (cast ? "c" : "4"), L * n * N * in * (cast ? c : kFp32),
           cast ? "each adapter's dropout output cast to c, saved by its A" : "each adapter's dropout output, saved by its A");
-    t.add(what + ", dropout noise", "L·" + count + "·b·T·" + width + "·4", L * n * N * in * kFp32,
-          "dropout multiplies by a scaled Bernoulli noise tensor and saves it (CPU)");
+    t.add(what + ", dropout noise", with_grad.s + "·" + count + "·b·T·" + width + "·4", with_grad.n * n * N * in * kFp32,
+          with_grad.n < L ? "dropout multiplies by a scaled Bernoulli noise tensor, saved where the input requires grad (not in block 0)"
+                          : "dropout multiplies by a scaled Bernoulli noise tensor and saves it (CPU)");
   } else if (o.lora.enabled() && !cast && input_bytes != kFp32) {
     t.add(what + ", fp32 copy per adapter", "L·" + count + "·b·T·" + width + "·4", L * n * N * in * kFp32,
           "PEFT casts each adapter's input to the adapter's fp32; its A saves the copy");
@@ -54,7 +69,16 @@ void linear_input(const Table& t, const std::string& what, std::initializer_list
   } else {
     t.add(what, "L·b·T·" + width + (input_bytes == kFp32 ? "·4" : "·2"), L * N * in * input_bytes,
           "saved by the linears that read it (one tensor)");
+    saved_itself = true;
   }
+  if (t.moments != nullptr && o.lora.enabled() && input_bytes != kFp32) {
+    int64_t out = 0;  // the widest adapted linear reading this input
+    for (const BlockLinear& l : block_linears(m))
+      if (count_of(saving, {l.name.c_str()}) > 0 && std::find(names.begin(), names.end(), l.name) != names.end())
+        out = std::max(out, l.out);
+    t.moments->push_back(AdapterMoment{t.lines->size(), N * in * input_bytes, N * in * kFp32, N * out * dt.c, locals});
+  }
+  return saved_itself;
 }
 
 // Each adapter's r-wide A(x), saved by B's linear: in autocast's dtype, else in the adapters' fp32.
@@ -67,6 +91,25 @@ void adapter_intermediates(const ModelConfig& m, const PlanOptions& o, int64_t N
 }
 
 }  // namespace
+
+FrozenPrefix frozen_prefix_of(const ModelConfig& m, const PlanOptions& o, bool checkpointing) {
+  if (!o.lora.enabled() || checkpointing) return FrozenPrefix::kNone;
+  const std::vector<std::string> adapted = saving_linears(m, o);
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  if (gpt2 ? count_of(adapted, {"c_attn"}) > 0 : count_of(adapted, {"q", "k", "v"}) > 0) return FrozenPrefix::kInput;
+  if (count_of(adapted, {gpt2 ? "attn_c_proj" : "o"}) > 0) return FrozenPrefix::kAttention;
+  return FrozenPrefix::kToMlp;
+}
+
+int64_t frozen_prefix_weight_numel(const ModelConfig& m, FrozenPrefix prefix) {
+  const int64_t d = m.d_model, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  int64_t numel = 0;
+  if (prefix >= FrozenPrefix::kInput) numel += gpt2 ? d * 3 * a : d * (a + 2 * kv);  // c_attn / q, k, v
+  if (prefix >= FrozenPrefix::kAttention) numel += a * d;                            // attn_c_proj / o
+  if (prefix >= FrozenPrefix::kToMlp) numel += gpt2 ? d * m.d_ff : 2 * d * m.d_ff;   // c_fc / gate, up
+  return numel;
+}
 
 // The parameters whose weights are cast to the compute dtype under autocast: every matrix that
 // goes through at::linear (block projections and the head). Embedding lookups, norms and biases
@@ -97,36 +140,43 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   const int64_t c = dt.c, w = dt.w;
   const int64_t T = o.activation_length(), d = m.d_model, a = m.n_heads * m.head_dim, f = m.d_ff, H = m.n_heads, L = m.n_layers;
   const int64_t N = b * T;
-  const bool cast = dt.autocast;
   size_t released_before_softmax = 0;  // set below with explicit attention
-  const int64_t Lx = dt.frozen_first_input ? L - 1 : L;  // blocks whose input requires grad
-  const std::string lx = dt.frozen_first_input ? "(L−1)" : "L";
-  t.add("block input x", lx + (w == kFp32 ? "·b·T·d·4" : "·b·T·d·w"), Lx * N * d * w,
+  const Blocks x{dt, FrozenPrefix::kInput, L}, att{dt, FrozenPrefix::kAttention, L}, res{dt, FrozenPrefix::kToMlp, L};
+  const Blocks all{L};
+  t.add("block input x", x.s + (w == kFp32 ? "·b·T·d·4" : "·b·T·d·w"), x.n * N * d * w,
         "the residual stream (weights' dtype), saved by ln_1");
-  t.add("ln_1 mean, rstd", lx + "·2·b·T·4", Lx * 2 * N * kFp32, "saved by layer_norm's backward");
+  t.add("ln_1 mean, rstd", x.s + "·2·b·T·4", x.n * 2 * N * kFp32, "saved by layer_norm's backward");
   const std::vector<std::string> saving = saving_linears(m, o);
-  linear_input(t, "ln_1 output", {"c_attn"}, saving, L, N, d, "d", dt, w, o);
+  // The block forward's locals that nothing saves, alive until it returns (AdapterMoment): the
+  // block input when block 0's is not saved, the qkv views' c_attn output, y, h.
+  int64_t locals = x.n == 0 ? N * d * w : 0;
+  linear_input(m, t, "ln_1 output", {"c_attn"}, saving, L, N, d, "d", dt, w, o, locals, x);
+  if (o.attention == AttentionKind::kExplicit || att.n == 0) locals += N * 3 * a * c;
   if (o.attention == AttentionKind::kExplicit) {
-    t.add("q, k copies", "L·2·b·T·a·c", L * 2 * N * a * c,
+    t.add("q, k copies", att.s + "·2·b·T·a·c", att.n * 2 * N * a * c,
           "matmul folds the transposed head views into bmm operands (a copy), bmm saves both");
-    t.add("attention probabilities", "L·b·H·T·T·c", L * b * H * T * T * c, "softmax saves its output (b, H, T, T)");
+    t.add("attention probabilities", att.s + "·b·H·T·T·c", att.n * b * H * T * T * c, "softmax saves its output (b, H, T, T)");
     if (!o.packed_documents) {  // packed rows share one mask (packed_rows_saved)
-      t.add("causal mask", "L·T·T·1", L * T * T * kBool, "masked_fill saves the (T, T) bool mask");
+      t.add("causal mask", att.s + "·T·T·1", att.n * T * T * kBool, "masked_fill saves the (T, T) bool mask");
     }
     released_before_softmax = t.lines->size();
-    t.add("v copy", "L·b·T·a·c", L * N * a * c, "bmm(probabilities, v) saves v's contiguous copy");
-    linear_input(t, "attention output copy (transpose + reshape)", {"attn_c_proj"}, saving, L, N, a, "a", dt, c, o);
+    t.add("v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves v's contiguous copy");
+    if (!linear_input(m, t, "attention output copy (transpose + reshape)", {"attn_c_proj"}, saving, L, N, a, "a", dt, c, o, locals, att))
+      locals += N * a * c;  // y
   } else {
-    t.add("qkv projection output", "L·b·T·3a·c", L * N * 3 * a * c, "scaled_dot_product_attention saves q, k, v (views of it)");
-    t.add("attention output", "L·b·T·a·c", L * N * a * c, "saved by the flash kernel and, as a view, by attn_c_proj");
-    t.add("attention logsumexp", "L·b·H·T·4", L * b * H * T * kFp32, "flash saves the row logsumexp instead of (T, T) probabilities");
+    if (att.n == 0) locals += N * a * c;  // y, saved by the flash kernel only with grad
+    t.add("qkv projection output", att.s + "·b·T·3a·c", att.n * N * 3 * a * c, "scaled_dot_product_attention saves q, k, v (views of it)");
+    t.add("attention output", att.s + "·b·T·a·c", att.n * N * a * c, "saved by the flash kernel and, as a view, by attn_c_proj");
+    t.add("attention logsumexp", att.s + "·b·H·T·4", att.n * b * H * T * kFp32, "flash saves the row logsumexp instead of (T, T) probabilities");
   }
-  t.add("residual h after attention", w == kFp32 ? "L·b·T·d·4" : "L·b·T·d·w", L * N * d * w,
+  t.add("residual h after attention", res.s + (w == kFp32 ? "·b·T·d·4" : "·b·T·d·w"), res.n * N * d * w,
         "x + attn_c_proj(y) in the residual's dtype, saved by ln_2");
-  t.add("ln_2 mean, rstd", "L·2·b·T·4", L * 2 * N * kFp32, "saved by layer_norm's backward");
-  linear_input(t, "ln_2 output", {"c_fc"}, saving, L, N, d, "d", dt, w, o);
+  t.add("ln_2 mean, rstd", res.s + "·2·b·T·4", res.n * 2 * N * kFp32, "saved by layer_norm's backward");
+  if (res.n == 0) locals += N * d * w;  // h
+  // ln_2(h) is a temporary of the block's last full expression, alive until the block returns.
+  if (!linear_input(m, t, "ln_2 output", {"c_fc"}, saving, L, N, d, "d", dt, w, o, locals, res)) locals += N * d * w;
   t.add("c_fc output", "L·b·T·f·c", L * N * f * c, "gelu saves its input");
-  linear_input(t, "gelu output", {"mlp_c_proj"}, saving, L, N, f, "f", dt, c, o);
+  linear_input(m, t, "gelu output", {"mlp_c_proj"}, saving, L, N, f, "f", dt, c, o, locals, all);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
   adapter_intermediates(m, o, N, dt, t);
   return released;
@@ -140,35 +190,40 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   const int64_t f = m.d_ff, H = m.n_heads, L = m.n_layers;
   const int64_t N = b * T;
   const bool cast = dt.autocast;
+  const Blocks x{dt, FrozenPrefix::kInput, L}, att{dt, FrozenPrefix::kAttention, L}, res{dt, FrozenPrefix::kToMlp, L};
+  const Blocks all{L};
   const bool gqa = m.n_kv_heads != m.n_heads;
   size_t released_before_softmax = 0;  // set below with explicit attention
-  const int64_t Lx = dt.frozen_first_input ? L - 1 : L;  // blocks whose input requires grad
-  const std::string lx = dt.frozen_first_input ? "(L−1)" : "L";
-  t.add("block input x", lx + "·b·T·d·4", Lx * N * d * kFp32, "fp32 residual stream, saved by RMSNorm's pow and mul");
+  t.add("block input x", x.s + "·b·T·d·4", x.n * N * d * kFp32, "fp32 residual stream, saved by RMSNorm's pow and mul");
   if (o.libtorch_major < 2) {
-    t.add("input RMSNorm x²", lx + "·b·T·d·4", Lx * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input x.pow(2)");
+    t.add("input RMSNorm x²", x.s + "·b·T·d·4", x.n * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input x.pow(2)");
   }
-  t.add("input RMSNorm rsqrt", lx + "·b·T·4", Lx * N * kFp32, "rsqrt saves its output, (b, T, 1)");
+  t.add("input RMSNorm rsqrt", x.s + "·b·T·4", x.n * N * kFp32, "rsqrt saves its output, (b, T, 1)");
   const bool frozen = o.lora.enabled();  // weight · normed saves normed only for the weight's gradient
   if (!frozen) {
     t.add("input RMSNorm normed", w == kFp32 ? "L·b·T·d·4" : "L·b·T·d·w", L * N * d * w,
           "weight · normed saves normed, cast back to the residual's dtype (as HF)");
   }
   const std::vector<std::string> saving = saving_linears(m, o);
-  linear_input(t, "input RMSNorm output", {"q", "k", "v"}, saving, L, N, d, "d", dt, w, o);
+  // The block forward's locals that nothing saves, alive until it returns (AdapterMoment): the
+  // block input when block 0's is not saved, normed, the rotated q, k and v, y, h and m.
+  int64_t locals = x.n == 0 ? N * d * kFp32 : 0;
+  if (!linear_input(m, t, "input RMSNorm output", {"q", "k", "v"}, saving, L, N, d, "d", dt, w, o, locals, x)) locals += N * d * w;
+  const int64_t q_bytes = m.qk_norm || !cast ? w : c;  // the rotary tables' dtype wins the product
+  if (o.attention == AttentionKind::kExplicit || att.n == 0) locals += N * (a + kv) * q_bytes + N * kv * c;
   if (m.qk_norm) {
     // Qwen3's q_norm and k_norm (llama.cpp: RmsNorm on the (b, T, n, hd) views of q_proj's and
     // k_proj's outputs, before RoPE): the tensors of the block's RMSNorms, over a + kv channels.
     const int64_t Hkv = m.n_kv_heads;
-    t.add("q/k RMSNorm fp32 inputs", "L·b·T·(a+kv)·4", L * N * (a + kv) * kFp32,
+    t.add("q/k RMSNorm fp32 inputs", att.s + "·b·T·(a+kv)·4", att.n * N * (a + kv) * kFp32,
           cast ? "x.to(fp32) copies q_proj's and k_proj's outputs; pow and mul save the copies"
                : "q_proj's and k_proj's outputs themselves (to(fp32) is a no-op); pow and mul save them");
     if (o.libtorch_major < 2) {
-      t.add("q/k RMSNorm x²", "L·b·T·(a+kv)·4", L * N * (a + kv) * kFp32, "LibTorch 1.x's mean backward keeps its input");
+      t.add("q/k RMSNorm x²", att.s + "·b·T·(a+kv)·4", att.n * N * (a + kv) * kFp32, "LibTorch 1.x's mean backward keeps its input");
     }
-    t.add("q/k RMSNorm rsqrt", "L·b·T·(H+Hkv)·4", L * N * (H + Hkv) * kFp32, "rsqrt saves its output, one per head");
+    t.add("q/k RMSNorm rsqrt", att.s + "·b·T·(H+Hkv)·4", att.n * N * (H + Hkv) * kFp32, "rsqrt saves its output, one per head");
     if (!frozen) {
-      t.add("q/k RMSNorm normed, in c", "L·b·T·(a+kv)·c", L * N * (a + kv) * c,
+      t.add("q/k RMSNorm normed, in c", att.s + "·b·T·(a+kv)·c", att.n * N * (a + kv) * c,
             cast ? "weight · normed.to(c) saves the cast (its fp32 weight makes q, k fp32 again)"
                  : "weight · normed saves normed");
     }
@@ -176,35 +231,39 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   // RoPE saves nothing: cos and sin do not require grad, so q·cos and rotate_half(q)·sin keep
   // no operand, and the projections are freed once the rotated q, k exist (Qwen3: once normed).
   if (o.attention == AttentionKind::kExplicit) {
-    t.add("rotated q copy", "L·b·T·a·c", L * N * a * c, "matmul folds q into a bmm operand (a copy), bmm saves it");
-    t.add(gqa ? "k repeated to H heads" : "rotated k copy", "L·b·T·a·c", L * N * a * c,
+    t.add("rotated q copy", att.s + "·b·T·a·c", att.n * N * a * c, "matmul folds q into a bmm operand (a copy), bmm saves it");
+    t.add(gqa ? "k repeated to H heads" : "rotated k copy", att.s + "·b·T·a·c", att.n * N * a * c,
           gqa ? "repeat_interleave (b, Hkv, T, hd) -> (b, H, T, hd); bmm saves it" : "bmm operand copy, saved");
-    t.add("attention probabilities", "L·b·H·T·T·c", L * b * H * T * T * c, "softmax saves its output (b, H, T, T)");
+    t.add("attention probabilities", att.s + "·b·H·T·T·c", att.n * b * H * T * T * c, "softmax saves its output (b, H, T, T)");
     if (!o.packed_documents) {  // packed rows share one mask (packed_rows_saved)
-      t.add("causal mask", "L·T·T·1", L * T * T * kBool, "masked_fill saves the (T, T) bool mask");
+      t.add("causal mask", att.s + "·T·T·1", att.n * T * T * kBool, "masked_fill saves the (T, T) bool mask");
     }
     released_before_softmax = t.lines->size();
-    t.add(gqa ? "v repeated to H heads" : "v copy", "L·b·T·a·c", L * N * a * c, "bmm(probabilities, v) saves it");
-    linear_input(t, "attention output copy (transpose + reshape)", {"o"}, saving, L, N, a, "a", dt, c, o);
+    t.add(gqa ? "v repeated to H heads" : "v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves it");
+    if (!linear_input(m, t, "attention output copy (transpose + reshape)", {"o"}, saving, L, N, a, "a", dt, c, o, locals, att))
+      locals += N * a * c;  // y
   } else {
-    t.add("rotated q, k", "L·b·T·(a+kv)·c", L * N * (a + kv) * c, "scaled_dot_product_attention saves q, k");
-    t.add("v projection", "L·b·T·kv·c", L * N * kv * c, "scaled_dot_product_attention saves v");
-    t.add("attention output", "L·b·T·a·c", L * N * a * c, "saved by the flash kernel and, as a view, by o_proj");
-    t.add("attention logsumexp", "L·b·H·T·4", L * b * H * T * kFp32, "flash saves the row logsumexp");
+    if (att.n == 0) locals += N * a * c;  // y, saved by the flash kernel only with grad
+    t.add("rotated q, k", att.s + "·b·T·(a+kv)·c", att.n * N * (a + kv) * c, "scaled_dot_product_attention saves q, k");
+    t.add("v projection", att.s + "·b·T·kv·c", att.n * N * kv * c, "scaled_dot_product_attention saves v");
+    t.add("attention output", att.s + "·b·T·a·c", att.n * N * a * c, "saved by the flash kernel and, as a view, by o_proj");
+    t.add("attention logsumexp", att.s + "·b·H·T·4", att.n * b * H * T * kFp32, "flash saves the row logsumexp");
   }
-  t.add("residual h after attention", "L·b·T·d·4", L * N * d * kFp32, "x + o_proj(y) in fp32, saved by RMSNorm");
+  t.add("residual h after attention", res.s + "·b·T·d·4", res.n * N * d * kFp32, "x + o_proj(y) in fp32, saved by RMSNorm");
   if (o.libtorch_major < 2) {
-    t.add("post-attention RMSNorm h²", "L·b·T·d·4", L * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input");
+    t.add("post-attention RMSNorm h²", res.s + "·b·T·d·4", res.n * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input");
   }
-  t.add("post-attention RMSNorm rsqrt", "L·b·T·4", L * N * kFp32, "rsqrt saves its output");
+  t.add("post-attention RMSNorm rsqrt", res.s + "·b·T·4", res.n * N * kFp32, "rsqrt saves its output");
   if (!frozen) {
     t.add("post-attention RMSNorm normed", w == kFp32 ? "L·b·T·d·4" : "L·b·T·d·w", L * N * d * w,
           "weight · normed saves normed");
   }
-  linear_input(t, "post-attention RMSNorm output", {"gate", "up"}, saving, L, N, d, "d", dt, w, o);
+  if (res.n == 0) locals += N * d * kFp32;  // h
+  if (!linear_input(m, t, "post-attention RMSNorm output", {"gate", "up"}, saving, L, N, d, "d", dt, w, o, locals, res))
+    locals += N * d * w;  // m
   t.add("gate projection", "L·b·T·f·c", L * N * f * c, "silu saves its input");
   t.add("silu(gate), up projection", "L·2·b·T·f·c", L * 2 * N * f * c, "silu(g)·u saves both operands");
-  linear_input(t, "silu(gate)·up", {"down"}, saving, L, N, f, "f", dt, c, o);
+  linear_input(m, t, "silu(gate)·up", {"down"}, saving, L, N, f, "f", dt, c, o, locals, all);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
   adapter_intermediates(m, o, N, dt, t);
   return released;

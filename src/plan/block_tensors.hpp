@@ -18,13 +18,37 @@ inline constexpr int64_t kFp32 = 4;
 inline constexpr int64_t kInt64 = 8;
 inline constexpr int64_t kBool = 1;
 
-// Adds lines to one table; `count` repeats a tensor (per block: L).
+// A LoRA adapter's forward whose input is not fp32 (autocast's c, or bf16 weights): PEFT's
+// x.to(fp32) makes a copy that lives until the adapter returns, next to the input itself (saved
+// only as the adapters' casts), the base linear's output, and the block forward's locals held
+// until it returns (src/models/gpt2.cpp, llama.cpp) that no backward saves. `lines_end`: the table's size once
+// the adapter's saved lines are in.
+struct AdapterMoment {
+  size_t lines_end = 0;
+  int64_t input_bytes = 0, copy_bytes = 0, output_bytes = 0;
+  int64_t locals_bytes = 0;  // the block forward's locals alive then that nothing saves
+};
+
+// Adds lines to one table; `count` repeats a tensor (per block: L). `moments`, when set, collects
+// the adapters' forward moments (AdapterMoment).
 struct Table {
   std::vector<PlanLine>* lines;
+  std::vector<AdapterMoment>* moments = nullptr;
   void add(const std::string& name, const std::string& formula, int64_t bytes, const std::string& why) const {
     lines->push_back(PlanLine{name, formula, bytes, why});
   }
 };
+
+// The part of block 0 that saves nothing for backward, in forward order (Dtypes::frozen_prefix).
+enum class FrozenPrefix {
+  kNone,       // a full fine-tune, or a checkpointed block (its input is made to require grad)
+  kInput,      // adapters on the attention's input projections: the first norm saves nothing
+  kAttention,  // the first adapter is on the attention's output projection: the attention too
+  kToMlp,      // adapters only in the MLP: the attention, the residual add and the second norm too
+};
+
+// The frozen prefix of block 0 for LoRA without checkpointing, from the adapters' targets.
+FrozenPrefix frozen_prefix_of(const ModelConfig& m, const PlanOptions& o, bool checkpointing);
 
 // The element sizes a block's tensors come in: c the activations' (autocast's dtype, or the
 // weights' without autocast), w the weights' and the residual stream's (--weights-dtype: the
@@ -33,11 +57,15 @@ struct Dtypes {
   int64_t c = 4;
   int64_t w = 4;
   bool autocast = false;  // casts happen (per linear input, per weight when w != c)
-  // The first block's input does not require grad (a frozen embedding, no checkpointing), so what
-  // its first norm would save for the input's gradient is not saved there.
-  bool frozen_first_input = false;
+  // How much of the first block runs before anything in it requires grad (LoRA without
+  // checkpointing: the frozen embedding's output needs no gradient). Autograd records nothing for
+  // an op none of whose operands requires grad, so that part of block 0 saves nothing.
+  FrozenPrefix frozen_prefix = FrozenPrefix::kNone;
 };
 
+// Elements of block 0's base weights whose linears get an input that does not require grad in
+// the frozen prefix: their autocast cast (not cached for a frozen weight) is not saved.
+int64_t frozen_prefix_weight_numel(const ModelConfig& m, FrozenPrefix prefix);
 // Elements of the matrices one block runs through at::linear (autocast casts and caches them).
 int64_t linear_weight_numel_per_block(const ModelConfig& m);
 // Elements of the largest parameter (AdamW's temporaries are its size).

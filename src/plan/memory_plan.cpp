@@ -162,18 +162,20 @@ struct PlanBuilder {
     if (checkpointing) {
       saved.add("block input x (checkpoint)", "L·b·T·d·" + rs(), L * N * d * w,
                 "checkpointing keeps only each block's input");
-    } else if (m.arch == Architecture::kGpt2) {
-      Dtypes dt = dtypes();
-      dt.frozen_first_input = lora;  // the embedding is frozen: block 0's input needs no gradient
-      gpt2_block_saved(m, o, b, dt, saved);
     } else {
+      // LoRA: the embedding is frozen, so block 0 saves nothing before its first adapter.
       Dtypes dt = dtypes();
-      dt.frozen_first_input = lora;
-      llama_block_saved(m, o, b, dt, saved);
+      dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+      if (m.arch == Architecture::kGpt2) gpt2_block_saved(m, o, b, dt, saved);
+      else llama_block_saved(m, o, b, dt, saved);
     }
     if (weights_cast() && !checkpointing) {
-      saved.add("block linear weights cast to c", "L·(linear weights)·c", L * linear_weight_numel_per_block(m) * c,
-                "autocast's cast cache; each linear's backward saves its cast weight");
+      // A frozen weight's cast is not cached (autocast caches only leaves that require grad), and
+      // a linear saves it only for its input's gradient: block 0's frozen prefix saves none.
+      const int64_t unsaved = frozen_prefix_weight_numel(m, frozen_prefix_of(m, o, checkpointing));
+      saved.add("block linear weights cast to c", unsaved > 0 ? "(L·(linear weights) − block 0's frozen prefix)·c" : "L·(linear weights)·c",
+                (L * linear_weight_numel_per_block(m) - unsaved) * c,
+                "autocast casts each weight; each linear's backward saves its cast weight");
     }
     if (autocast && lora && !checkpointing) {
       saved.add("adapter weights cast to c", "N_lora·c", trained * c, "autocast's cast cache of every A and B, saved by their linears");
@@ -274,8 +276,11 @@ struct PlanBuilder {
     ModelConfig single = m;
     single.n_layers = 1;
     const Table one{&single_plan.saved};
-    const size_t released_from = m.arch == Architecture::kGpt2 ? gpt2_block_saved(single, o, b, dtypes(), one)
-                                                               : llama_block_saved(single, o, b, dtypes(), one);
+    // The last block; with one block and LoRA that is block 0, whose frozen prefix saves nothing.
+    Dtypes dt = dtypes();
+    if (L == 1) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+    const size_t released_from = m.arch == Architecture::kGpt2 ? gpt2_block_saved(single, o, b, dt, one)
+                                                               : llama_block_saved(single, o, b, dt, one);
     for (size_t i = 0; i < single_plan.saved.size(); ++i) {
       one_block += single_plan.saved[i].bytes;
       if (i >= released_from) released_before_softmax += single_plan.saved[i].bytes;
@@ -328,7 +333,9 @@ struct PlanBuilder {
     // input gradient) and makes two (of silu(g) and of u): three b·T·f tensors at once (measured
     // with the counting allocator's live blocks at the peak, tests/plan_properties.cpp).
     const int64_t mlp_pair = (gpt2 ? 2 : 3) * N * f * c;
-    const int64_t softmax_pair = o.attention == AttentionKind::kExplicit ? 2 * b * H * T * T * c : 0;
+    // The softmax's backward runs unless the last block is a frozen block 0's attention (LoRA, one block).
+    const bool attention_backward = !(L == 1 && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kAttention);
+    const int64_t softmax_pair = o.attention == AttentionKind::kExplicit && attention_backward ? 2 * b * H * T * T * c : 0;
     const int64_t softmax_released = released_before_softmax + (autocast ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
     const int64_t softmax_grads = (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient;
     const int64_t mlp_side = mlp_pair + mlp_grads - mlp_released;
@@ -411,6 +418,74 @@ struct PlanBuilder {
     }
   }
 
+  // LoRA without checkpointing, no adapter before the attention's output projection: block 0's
+  // attention runs on tensors that require no grad, so it saves nothing, but its (T, T) scores
+  // and probabilities exist for a moment (src/compat/compat.cpp masked_attention: the masked
+  // scores are a local next to softmax's output) while nothing of the micro-step is saved yet but
+  // what comes before the blocks. With a small vocabulary that moment is the forward's peak.
+  void frozen_attention() {
+    if (frozen_prefix_of(m, o, checkpointing) < FrozenPrefix::kAttention || o.attention != AttentionKind::kExplicit) return;
+    const Table f{&plan.frozen_attention_peak};
+    const int64_t H = m.n_heads, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
+    f.add("block input x", "b·T·d·" + rs(), N * d * w, "the embedding's output, the block's residual");
+    if (m.arch == Architecture::kGpt2) {
+      f.add("c_attn output", "b·T·3a·c", N * 3 * a * c, "held by the qkv split's views until the block returns");
+    } else {
+      const int64_t q_bytes = m.qk_norm || !autocast ? w : c;  // rotated by the rotary table's dtype
+      f.add("input RMSNorm output", "b·T·d·" + rs(), N * d * w, "the block's local `normed`");
+      f.add("rotated q, k and v", "b·T·(a+kv)·q + b·T·kv·c", N * (a + kv) * q_bytes + N * kv * c, "the block's locals");
+      if (m.n_kv_heads != m.n_heads) {
+        f.add("k, v repeated to H heads", "2·b·T·a·" + std::string(m.qk_norm || !autocast ? "q" : "c"),
+              N * a * q_bytes + N * a * c, "repeat_interleave's outputs, locals of the attention");
+      }
+    }
+    if (!o.packed_documents) f.add("causal mask", "T·T·1", T * T * kBool, "built per attention call");
+    f.add("scores and probabilities", "2·b·H·T·T·c", 2 * b * H * T * T * c, "the masked scores and softmax's output");
+  }
+
+  // LoRA with its inputs in c (autocast, or bf16 weights): each adapter of the last block makes
+  // an fp32 copy of its input (adapted_linear.cpp, as PEFT's x.to(lora_A.dtype)) that lives only
+  // during its forward, when the blocks below and the last block up to it have saved theirs. The
+  // widest input's moment (the MLP's output projection: b·T·f) can top the loss head's.
+  void adapter_input_copy() {
+    if (!lora || checkpointing) return;  // checkpointed: the forward saves only block inputs
+    MemoryPlan single_plan;
+    ModelConfig single = m;
+    single.n_layers = 1;
+    std::vector<AdapterMoment> moments;
+    const Table one{&single_plan.saved, &moments};
+    Dtypes dt = dtypes();
+    if (L == 1) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+    if (m.arch == Architecture::kGpt2) gpt2_block_saved(single, o, b, dt, one);
+    else llama_block_saved(single, o, b, dt, one);
+    const int64_t last_block = total_bytes(single_plan.saved);
+    int64_t blocks_below = 0;
+    for (size_t i = block_lines_begin; i < block_lines_end; ++i) blocks_below += plan.saved[i].bytes;
+    blocks_below -= last_block;
+    int64_t best = 0;
+    const AdapterMoment* at = nullptr;
+    int64_t saved_to_it = 0;
+    for (const AdapterMoment& moment : moments) {
+      int64_t saved = 0;
+      for (size_t i = 0; i < moment.lines_end; ++i) saved += single_plan.saved[i].bytes;
+      const int64_t total = saved + moment.input_bytes + moment.copy_bytes + 3 * moment.output_bytes + moment.locals_bytes;
+      if (total > best) best = total, at = &moment, saved_to_it = saved;
+    }
+    if (at == nullptr) return;
+    const Table f{&plan.adapter_input_peak};
+    const std::string what = single_plan.saved[at->lines_end - 1].name;
+    f.add("the blocks below the last, saved", "(saved blocks) − one block", blocks_below,
+          "with the cast weights the whole step's blocks save");
+    f.add("the last block's saved tensors so far", "one block up to " + what, saved_to_it, "forward order");
+    f.add("the adapters' input", "b·T·in·c", at->input_bytes, "a temporary: the adapters save their casts of it");
+    f.add("its fp32 copy", "b·T·in·4", at->copy_bytes, "x.to(fp32) in the adapter's forward, until it returns");
+    f.add("the base linear's output, B's output, the scaled delta", "3·b·T·out·c", 3 * at->output_bytes,
+          "result + B(A(x))·scaling: all three exist before the sum");
+    if (at->locals_bytes > 0)
+      f.add("the block's unsaved locals", "x, qkv, y, h, … as held", at->locals_bytes,
+            "the block forward's locals that no backward saves, alive until it returns");
+  }
+
   // ---- peaks per phase ----
   void phase_peaks() {
     const int64_t resident_bytes = total_bytes(plan.resident);
@@ -421,8 +496,16 @@ struct PlanBuilder {
     // With accumulation the gradients of the earlier micro-steps are alive during the later
     // micro-steps' forward and backward; at accumulation 1 they grow during the backward.
     const int64_t grads_in_micro_step = accumulating ? grad_bytes : 0;
+    int64_t saved_before_blocks = 0;
+    for (size_t i = 0; i < block_lines_begin; ++i) saved_before_blocks += plan.saved[i].bytes;
     plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)] =
-        resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.forward_peak);
+        std::max(resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.forward_peak),
+                 plan.frozen_attention_peak.empty() ? int64_t{0}
+                 : resident_bytes + grads_in_micro_step + saved_before_blocks + total_bytes(plan.frozen_attention_peak));
+    if (!plan.adapter_input_peak.empty()) {
+      int64_t& forward = plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)];
+      forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_before_blocks + total_bytes(plan.adapter_input_peak));
+    }
     const int64_t backward_head = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak);
     // A tied head's weight gradient, when accumulating: it waits in autograd's input buffer for
     // the token embedding's backward, which runs last, so it is alive through every block's
@@ -525,6 +608,8 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
   builder.gradients();
   builder.saved_tensors();
   builder.loss_head();
+  builder.frozen_attention();
+  builder.adapter_input_copy();
   builder.optimizer_temporaries();
   builder.block_backward();
   builder.phase_peaks();
