@@ -207,19 +207,19 @@ TEST(LoraPlan, WithinThreePercentOfMeasured) {
   }
 }
 
-// With checkpointing. Measured: −2.4 % .. +3.3 % on fp32 weights, +0.5 % .. +1.7 % for bf16
-// autocast on bf16 weights (the seed job); asserted 3.5 % and −2.5 %. Not asserted: bf16
-// weights with fp32 compute, which under-predicts by up to 7.5 % (the recompute's inner backward
-// on fp32 copies of bf16 activations is not modelled).
-TEST(LoraPlan, CheckpointedWithinThreeAndAHalfPercent) {
+// With checkpointing (the seed job's setting). Measured −0.04 % .. +3.0 % over fp32, bf16
+// autocast on fp32 or bf16 weights, and bf16 weights without autocast; asserted the
+// plan-accuracy bar, 3 % and −2 %.
+TEST(LoraPlan, CheckpointedWithinThreePercent) {
   for (const char* preset : {"gpt2-tiny", "llama-tiny"}) {
     for (auto [precision, weights] : {std::pair{ab::Precision::kFp32, ab::Precision::kFp32},
                                       {ab::Precision::kBf16, ab::Precision::kFp32},
+                                      {ab::Precision::kFp32, ab::Precision::kBf16},
                                       {ab::Precision::kBf16, ab::Precision::kBf16}}) {
       for (auto [micro, accum] : {std::pair<int64_t, int64_t>{1, 2}, {4, 1}}) {
         const double e = plan_error(preset, precision, weights, rank(4), micro, accum, true);
-        EXPECT_LT(e, 0.035);
-        EXPECT_GT(e, -0.025);
+        EXPECT_LT(e, 0.03);
+        EXPECT_GT(e, -0.02);
       }
     }
   }

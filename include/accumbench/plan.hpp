@@ -87,12 +87,15 @@ struct MemoryPlan {
   std::vector<PlanLine> saved;
   // Short-lived tensors on top of the above at the moment each phase peaks.
   std::vector<PlanLine> forward_peak;    // the loss head: logits and their fp32 copies (or one chunk's)
-  // LoRA: block 0's attention before anything requires grad (its (T, T) scores exist, unsaved),
-  // on top of what is saved before the blocks; empty when it cannot happen.
-  std::vector<PlanLine> frozen_attention_peak;
-  // LoRA: the last block's adapter forward with the largest fp32 copy of its input (PEFT's
-  // x.to(fp32), when the input is in c), on top of what is saved before the blocks; may be empty.
-  std::vector<PlanLine> adapter_input_peak;
+  // A block's forward at a moment with nothing of its own saved (`block_forward_what` says which):
+  // LoRA's block 0 before anything requires grad, or the last block run without grad
+  // (checkpointing), on top of what is saved before it; empty when it cannot happen.
+  std::vector<PlanLine> block_forward_peak;
+  std::string block_forward_what;
+  // The last block's forward with grad at its highest moment (`last_block_forward_what`: the
+  // attention's softmax, or a LoRA adapter's fp32 input copy), on top of what is saved before it.
+  std::vector<PlanLine> last_block_forward_peak;
+  std::string last_block_forward_what;
   std::vector<PlanLine> backward_peak;   // gradients of the loss head, first node of backward
   std::vector<PlanLine> block_backward_peak;  // the last block's backward (recomputed with checkpointing)
   std::vector<PlanLine> optimizer_peak;  // AdamW's temporaries for the largest parameter

@@ -21,8 +21,8 @@ namespace {
 
 struct ChunkSums {
   at::Tensor loss;         // () fp32: Σ over the non-ignored targets
-  at::Tensor grad_hidden;  // (N, C) fp32: ∂loss/∂hidden (undefined without gradients)
-  at::Tensor grad_weight;  // (V, C) fp32: ∂loss/∂weight
+  at::Tensor grad_hidden;  // (N, C) fp32: ∂loss/∂hidden (undefined unless asked for)
+  at::Tensor grad_weight;  // (V, C) fp32: ∂loss/∂weight (undefined unless asked for: a frozen head, LoRA)
 };
 
 // hidden (N, C), weight (V, C), targets (N) int64 with kIgnoreIndex for padding. The matmuls run
@@ -30,16 +30,15 @@ struct ChunkSums {
 // product in fp32); softmax, loss and the accumulated weight gradient in fp32, as the plain
 // path's fp32 cross-entropy does.
 ChunkSums chunked_sums(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
-                       int64_t chunk_rows, at::ScalarType compute, bool with_gradients) {
+                       int64_t chunk_rows, at::ScalarType compute, bool hidden_gradient, bool weight_gradient) {
+  const bool with_gradients = hidden_gradient || weight_gradient;
   const int64_t tokens = hidden.size(0);
   const at::Tensor hidden_c = hidden.to(compute);  // (N, C)
   const at::Tensor weight_c = weight.to(compute);  // (V, C)
   ChunkSums sums;
   sums.loss = at::zeros({}, hidden.options().dtype(at::kFloat));
-  if (with_gradients) {
-    sums.grad_hidden = at::empty({tokens, hidden.size(1)}, hidden.options().dtype(at::kFloat));
-    sums.grad_weight = at::zeros(weight.sizes(), weight.options().dtype(at::kFloat));
-  }
+  if (hidden_gradient) sums.grad_hidden = at::empty({tokens, hidden.size(1)}, hidden.options().dtype(at::kFloat));
+  if (weight_gradient) sums.grad_weight = at::zeros(weight.sizes(), weight.options().dtype(at::kFloat));
   for (int64_t start = 0; start < tokens; start += chunk_rows) {
     const int64_t rows = std::min(chunk_rows, tokens - start);
     const at::Tensor h = hidden_c.narrow(0, start, rows);   // (r, C)
@@ -60,7 +59,8 @@ ChunkSums chunked_sums(const at::Tensor& hidden, const at::Tensor& weight, const
     grad_logits.scatter_add_(1, safe_targets, valid_f.neg());
     grad_logits.mul_(valid_f);
     const at::Tensor grad_c = grad_logits.to(compute);  // (r, V)
-    sums.grad_hidden.narrow(0, start, rows).copy_(at::mm(grad_c, weight_c));  // (r, C)
+    if (hidden_gradient) sums.grad_hidden.narrow(0, start, rows).copy_(at::mm(grad_c, weight_c));  // (r, C)
+    if (!weight_gradient) continue;
     if (compute == at::kFloat) {
       sums.grad_weight.addmm_(grad_c.t(), h);  // (V, C)
     } else if (compute == at::kHalf) {
@@ -80,10 +80,12 @@ struct ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntrop
                             const at::Tensor& targets, int64_t chunk_rows, int64_t compute_code) {
     const auto compute = static_cast<at::ScalarType>(compute_code);
     const at::Tensor flat = hidden.reshape({-1, hidden.size(-1)});  // (N, C)
-    ChunkSums sums = chunked_sums(flat, weight, targets.reshape({-1}), chunk_rows, compute, /*with_gradients=*/true);
+    ChunkSums sums = chunked_sums(flat, weight, targets.reshape({-1}), chunk_rows, compute, hidden.requires_grad(),
+                                  weight.requires_grad());
     // saved_data, not save_for_backward: these are results, and backward takes them out so
-    // they die with the head's backward instead of with the graph.
-    ctx->saved_data["grad_hidden"] = sums.grad_hidden.view(hidden.sizes());
+    // they die with the head's backward instead of with the graph. An undefined one (what
+    // does not require grad) is stored as undefined and returned so.
+    ctx->saved_data["grad_hidden"] = sums.grad_hidden.defined() ? sums.grad_hidden.view(hidden.sizes()) : at::Tensor();
     ctx->saved_data["grad_weight"] = sums.grad_weight;
     ctx->saved_data["hidden_dtype"] = static_cast<int64_t>(hidden.scalar_type());
     ctx->saved_data["weight_dtype"] = static_cast<int64_t>(weight.scalar_type());
@@ -95,15 +97,18 @@ struct ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntrop
     const at::Tensor& scale = grad_outputs[0];  // () the divisor and loss scale of the root
     TORCH_CHECK(ctx->saved_data.count("grad_hidden") == 1,
                 "the chunked cross-entropy's backward ran twice (its gradients are consumed by the first)");
-    at::Tensor grad_hidden = ctx->saved_data["grad_hidden"].toTensor();
-    at::Tensor grad_weight = ctx->saved_data["grad_weight"].toTensor();
+    auto take = [&](const char* key) {
+      const c10::IValue& value = ctx->saved_data[key];
+      return value.isTensor() ? value.toTensor() : at::Tensor();
+    };
+    at::Tensor grad_hidden = take("grad_hidden");
+    at::Tensor grad_weight = take("grad_weight");
     const auto hidden_dtype = static_cast<at::ScalarType>(ctx->saved_data["hidden_dtype"].toInt());
     const auto weight_dtype = static_cast<at::ScalarType>(ctx->saved_data["weight_dtype"].toInt());
     ctx->saved_data.erase("grad_hidden");
     ctx->saved_data.erase("grad_weight");
-    grad_hidden.mul_(scale);
-    grad_weight.mul_(scale);
-    return {grad_hidden.to(hidden_dtype), grad_weight.to(weight_dtype), at::Tensor(), at::Tensor(), at::Tensor()};
+    auto scaled = [&](at::Tensor& g, at::ScalarType dtype) { return g.defined() ? g.mul_(scale).to(dtype) : at::Tensor(); };
+    return {scaled(grad_hidden, hidden_dtype), scaled(grad_weight, weight_dtype), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -111,13 +116,15 @@ struct ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntrop
 
 at::Tensor chunked_cross_entropy(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
                                  std::optional<at::ScalarType> autocast, int64_t chunk_tokens) {
-  const at::ScalarType compute = autocast.value_or(at::kFloat);
+  // The matmuls run where the plain head's linear runs: in autocast's dtype, else in the weights'
+  // (bf16 weights: no fp32 copy of a V×C head).
+  const at::ScalarType compute = autocast.value_or(weight.scalar_type());
   const int64_t chunk_rows = loss_chunk_tokens(targets.numel(), chunk_tokens);
   if (torch::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad())) {
     return ChunkedCrossEntropy::apply(hidden, weight, targets, chunk_rows, static_cast<int64_t>(compute));
   }
   const at::Tensor flat = hidden.reshape({-1, hidden.size(-1)});
-  return chunked_sums(flat, weight, targets.reshape({-1}), chunk_rows, compute, /*with_gradients=*/false).loss;
+  return chunked_sums(flat, weight, targets.reshape({-1}), chunk_rows, compute, false, false).loss;
 }
 
 }  // namespace accumbench

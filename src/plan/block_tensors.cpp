@@ -39,7 +39,7 @@ struct Blocks {
 // (fp32), or one cast copy each (autocast casts per use). With LoRA dropout each adapter keeps its
 // dropped copy (fp32; under autocast its cast) and the dropout's noise (x · noise saves it, fp32).
 // `input_bytes`: the element size of the input itself (what is kept without autocast). `locals`:
-// the bytes of the block forward's locals alive here that nothing saves (AdapterMoment). Returns
+// the bytes of the block forward's locals alive here that nothing saves (ForwardMoment). Returns
 // whether the input tensor itself is saved (else it is a temporary, or a local of the block).
 // `with_grad`: the blocks in which the input requires grad (dropout saves its noise only there).
 bool linear_input(const ModelConfig& m, const Table& t, const std::string& what, std::initializer_list<const char*> names,
@@ -76,9 +76,37 @@ bool linear_input(const ModelConfig& m, const Table& t, const std::string& what,
     for (const BlockLinear& l : block_linears(m))
       if (count_of(saving, {l.name.c_str()}) > 0 && std::find(names.begin(), names.end(), l.name) != names.end())
         out = std::max(out, l.out);
-    t.moments->push_back(AdapterMoment{t.lines->size(), N * in * input_bytes, N * in * kFp32, N * out * dt.c, locals});
+    ForwardMoment moment;
+    moment.lines_end = t.lines->size();
+    moment.input_bytes = N * in * input_bytes;
+    moment.copy_bytes = N * in * kFp32;
+    moment.output_bytes = N * out * dt.c;
+    moment.locals_bytes = locals;
+    t.moments->push_back(moment);
   }
   return saved_itself;
+}
+
+// The explicit attention's moment at the softmax (ForwardMoment::kAttention).
+void attention_moment(const Table& t, size_t lines_end, int64_t scores, int64_t locals) {
+  if (t.moments == nullptr) return;
+  ForwardMoment moment;
+  moment.kind = ForwardMoment::kAttention;
+  moment.lines_end = lines_end;
+  moment.scores_bytes = scores;
+  moment.locals_bytes = locals;
+  t.moments->push_back(moment);
+}
+
+// The block's last expression (ForwardMoment::kEnd).
+void end_moment(const Table& t, int64_t result, int64_t locals) {
+  if (t.moments == nullptr) return;
+  ForwardMoment moment;
+  moment.kind = ForwardMoment::kEnd;
+  moment.lines_end = t.lines->size();
+  moment.result_bytes = result;
+  moment.locals_bytes = locals;
+  t.moments->push_back(moment);
 }
 
 // Each adapter's r-wide A(x), saved by B's linear: in autocast's dtype, else in the adapters' fp32.
@@ -147,7 +175,7 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
         "the residual stream (weights' dtype), saved by ln_1");
   t.add("ln_1 mean, rstd", x.s + "·2·b·T·4", x.n * 2 * N * kFp32, "saved by layer_norm's backward");
   const std::vector<std::string> saving = saving_linears(m, o);
-  // The block forward's locals that nothing saves, alive until it returns (AdapterMoment): the
+  // The block forward's locals that nothing saves, alive until it returns (ForwardMoment): the
   // block input when block 0's is not saved, the qkv views' c_attn output, y, h.
   int64_t locals = x.n == 0 ? N * d * w : 0;
   linear_input(m, t, "ln_1 output", {"c_attn"}, saving, L, N, d, "d", dt, w, o, locals, x);
@@ -160,6 +188,7 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
       t.add("causal mask", att.s + "·T·T·1", att.n * T * T * kBool, "masked_fill saves the (T, T) bool mask");
     }
     released_before_softmax = t.lines->size();
+    attention_moment(t, released_before_softmax, b * H * T * T * c, locals);
     t.add("v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves v's contiguous copy");
     if (!linear_input(m, t, "attention output copy (transpose + reshape)", {"attn_c_proj"}, saving, L, N, a, "a", dt, c, o, locals, att))
       locals += N * a * c;  // y
@@ -176,9 +205,11 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   // ln_2(h) is a temporary of the block's last full expression, alive until the block returns.
   if (!linear_input(m, t, "ln_2 output", {"c_fc"}, saving, L, N, d, "d", dt, w, o, locals, res)) locals += N * d * w;
   t.add("c_fc output", "L·b·T·f·c", L * N * f * c, "gelu saves its input");
-  linear_input(m, t, "gelu output", {"mlp_c_proj"}, saving, L, N, f, "f", dt, c, o, locals, all);
+  const bool gelu_saved = linear_input(m, t, "gelu output", {"mlp_c_proj"}, saving, L, N, f, "f", dt, c, o, locals, all);
+  if (t.end_locals != nullptr) *t.end_locals = locals + (gelu_saved ? 0 : N * f * c);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
   adapter_intermediates(m, o, N, dt, t);
+  end_moment(t, N * d * c + N * d * w, locals + (gelu_saved ? 0 : N * f * c));  // h + mlp_c_proj(…)
   return released;
 }
 
@@ -205,7 +236,7 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
           "weight · normed saves normed, cast back to the residual's dtype (as HF)");
   }
   const std::vector<std::string> saving = saving_linears(m, o);
-  // The block forward's locals that nothing saves, alive until it returns (AdapterMoment): the
+  // The block forward's locals that nothing saves, alive until it returns (ForwardMoment): the
   // block input when block 0's is not saved, normed, the rotated q, k and v, y, h and m.
   int64_t locals = x.n == 0 ? N * d * kFp32 : 0;
   if (!linear_input(m, t, "input RMSNorm output", {"q", "k", "v"}, saving, L, N, d, "d", dt, w, o, locals, x)) locals += N * d * w;
@@ -239,6 +270,7 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
       t.add("causal mask", att.s + "·T·T·1", att.n * T * T * kBool, "masked_fill saves the (T, T) bool mask");
     }
     released_before_softmax = t.lines->size();
+    attention_moment(t, released_before_softmax, b * H * T * T * c, locals + (gqa ? N * a * c : 0));  // + values
     t.add(gqa ? "v repeated to H heads" : "v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves it");
     if (!linear_input(m, t, "attention output copy (transpose + reshape)", {"o"}, saving, L, N, a, "a", dt, c, o, locals, att))
       locals += N * a * c;  // y
@@ -263,9 +295,11 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
     locals += N * d * w;  // m
   t.add("gate projection", "L·b·T·f·c", L * N * f * c, "silu saves its input");
   t.add("silu(gate), up projection", "L·2·b·T·f·c", L * 2 * N * f * c, "silu(g)·u saves both operands");
-  linear_input(m, t, "silu(gate)·up", {"down"}, saving, L, N, f, "f", dt, c, o, locals, all);
+  const bool product_saved = linear_input(m, t, "silu(gate)·up", {"down"}, saving, L, N, f, "f", dt, c, o, locals, all);
+  if (t.end_locals != nullptr) *t.end_locals = locals + (product_saved ? 0 : N * f * c);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
   adapter_intermediates(m, o, N, dt, t);
+  end_moment(t, N * d * c + N * d * kFp32, locals + (product_saved ? 0 : N * f * c));  // h + down_proj(…), fp32
   return released;
 }
 

@@ -18,22 +18,36 @@ inline constexpr int64_t kFp32 = 4;
 inline constexpr int64_t kInt64 = 8;
 inline constexpr int64_t kBool = 1;
 
-// A LoRA adapter's forward whose input is not fp32 (autocast's c, or bf16 weights): PEFT's
-// x.to(fp32) makes a copy that lives until the adapter returns, next to the input itself (saved
-// only as the adapters' casts), the base linear's output, and the block forward's locals held
-// until it returns (src/models/gpt2.cpp, llama.cpp) that no backward saves. `lines_end`: the table's size once
-// the adapter's saved lines are in.
-struct AdapterMoment {
+// A moment of a block's forward (with grad) that can top the loss head's: `lines_end` is the
+// table's size once the block's lines saved by then are in; on top of them come `transient`
+// bytes and the block forward's locals held until it returns (src/models/gpt2.cpp, llama.cpp)
+// that no backward saves.
+//  - kAdapter, LoRA with the input not in fp32 (autocast's c, or bf16 weights): PEFT's
+//    x.to(fp32) makes a copy that lives until the adapter returns, next to the input itself
+//    (saved only as the adapters' casts), the base linear's output, B's output and the scaled
+//    delta: transient = input + copy + 3 · output.
+//  - kAttention, explicit attention: softmax's output is saved, the masked scores it came from
+//    are a local of the attention (src/compat/compat.cpp masked_attention): transient = scores.
+//  - kEnd, the block's last expression: the MLP's output projection's result next to the sum
+//    it makes with h, every line of the block saved.
+struct ForwardMoment {
+  enum Kind { kAdapter, kAttention, kEnd } kind = kAdapter;
   size_t lines_end = 0;
-  int64_t input_bytes = 0, copy_bytes = 0, output_bytes = 0;
-  int64_t locals_bytes = 0;  // the block forward's locals alive then that nothing saves
+  int64_t input_bytes = 0, copy_bytes = 0, output_bytes = 0;  // kAdapter's parts
+  int64_t scores_bytes = 0;                                    // kAttention's
+  int64_t result_bytes = 0;                                    // kEnd's: result and sum
+  int64_t locals_bytes = 0;
+  int64_t transient() const { return input_bytes + copy_bytes + 3 * output_bytes + scores_bytes + result_bytes; }
 };
 
 // Adds lines to one table; `count` repeats a tensor (per block: L). `moments`, when set, collects
-// the adapters' forward moments (AdapterMoment).
+// the block forward's moments (ForwardMoment).
 struct Table {
   std::vector<PlanLine>* lines;
-  std::vector<AdapterMoment>* moments = nullptr;
+  std::vector<ForwardMoment>* moments = nullptr;
+  // When set, the block functions store the bytes of the block forward's locals and last
+  // expression's temporaries that nothing saves, alive when the block's output is made.
+  int64_t* end_locals = nullptr;
   void add(const std::string& name, const std::string& formula, int64_t bytes, const std::string& why) const {
     lines->push_back(PlanLine{name, formula, bytes, why});
   }

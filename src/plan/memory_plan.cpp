@@ -218,14 +218,17 @@ struct PlanBuilder {
     const Table bwd{&plan.backward_peak};
     if (chunked) {
       // src/engine/chunked_loss.cpp: the head's gradients are computed in the forward and kept
-      // until backward scales them; per chunk of r tokens the logits exist in fp32 only.
+      // until backward scales them; per chunk of r tokens the logits exist in fp32 only. The
+      // matmuls run in c (autocast's dtype, else the weights'); a frozen head (LoRA) gets no
+      // weight gradient.
       saved.add("chunked loss: grad of the hidden states", "b·T·d·4", N * d * kFp32,
                 "computed chunk by chunk in the forward, scaled in backward");
-      saved.add("chunked loss: grad of the head weight", "V·d·4", V * d * kFp32, "accumulated over the chunks in fp32");
+      if (!lora)
+        saved.add("chunked loss: grad of the head weight", "V·d·4", V * d * kFp32, "accumulated over the chunks in fp32");
       const int64_t r = loss_chunk_tokens(N, o.loss_chunk_tokens);
       const std::string chunk = "r·V·4 (r=" + std::to_string(r) + ")";
-      fwd.add("final hidden states", "b·T·d·4", N * d * kFp32, "the head's input, alive during the chunk loop");
-      if (autocast) {
+      fwd.add("final hidden states", "b·T·d·" + rs(), N * d * w, "the head's input (the final norm's output), alive during the chunk loop");
+      if (weights_cast()) {
         fwd.add("hidden states and head weight cast to c", "(b·T+V)·d·c", (N + V) * d * c,
                 "the chunk matmuls' operands");
       }
@@ -233,17 +236,25 @@ struct PlanBuilder {
       // The larger of log_softmax's output next to the logits and the gradient's cast to c plus
       // the weight gradient's per-chunk product in c, which the CPU's TensorIterator casts to fp32
       // in a temporary before adding it (CUDA casts in the kernel). fp32, and fp16 (whose range
-      // could overflow), add the product in place in fp32: no product temporary.
-      const bool fp16 = split.precision == Precision::kFp16;
-      const int64_t gradient_temporaries = !autocast ? 0
-                                           : fp16    ? r * V * c
-                                                     : r * V * c + V * d * c + (o.cpu ? V * d * kFp32 : 0);
+      // could overflow), add the product in place in fp32: no product temporary; nor does a
+      // frozen head, which has no weight gradient.
+      const bool fp16 = (autocast ? split.precision : o.weights_dtype) == Precision::kFp16;
+      const int64_t product = lora || fp16 ? 0 : V * d * c + (o.cpu ? V * d * kFp32 : 0);
+      const int64_t gradient_temporaries = c == kFp32 ? 0 : r * V * c + product;
       if (gradient_temporaries > r * V * kFp32) {
-        fwd.add("chunk gradient cast, weight product", o.cpu ? "r·V·c + V·d·(c+4)" : "r·V·c + V·d·c",
-                gradient_temporaries,
-                o.cpu ? "in c, and the product cast to fp32 to be added (CPU)" : "in c; the product is added to fp32");
+        fwd.add(product > 0 ? "chunk gradient cast, weight product" : "chunk gradient cast",
+                product == 0 ? "r·V·c" : o.cpu ? "r·V·c + V·d·(c+4)" : "r·V·c + V·d·c", gradient_temporaries,
+                product == 0 ? "the chunk's softmax − one-hot in c, for the hidden states' gradient"
+                : o.cpu      ? "in c, and the product cast to fp32 to be added (CPU)"
+                             : "in c; the product is added to fp32");
       } else {
         fwd.add("chunk log_softmax output", "r·V·4", r * V * kFp32, "next to the chunk's logits");
+      }
+      // Backward returns the scaled gradients in the dtypes of the hidden states and the head
+      // weight: new tensors unless those are fp32, next to the fp32 ones they come from.
+      if (w != kFp32) {
+        bwd.add("grad of the hidden states, in the residual's dtype", "b·T·d·w", N * d * w, "returned by the chunked head's backward");
+        if (!lora) bwd.add("grad of the head weight, in the weights' dtype", "V·d·w", V * d * w, "returned next to the fp32 one");
       }
     } else {
       saved.add("log_softmax output", "b·T·V·4", N * V * kFp32,
@@ -340,17 +351,6 @@ struct PlanBuilder {
     const int64_t softmax_grads = (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient;
     const int64_t mlp_side = mlp_pair + mlp_grads - mlp_released;
     const int64_t softmax_side = softmax_pair + N * a * c + softmax_grads - softmax_released;
-    if (checkpointing && lora) {
-      // LoRA with checkpointing keeps the earlier rule, the larger pair alone (measured within
-      // -2.4 % .. +3.3 % on gpt2-tiny and llama-tiny, tests/test_lora.cpp): the terms below
-      // under-predict a checkpointed fp32 LoRA GPT-2 by up to 8 %, so a tensor LoRA's recompute
-      // keeps is not yet known. An open gap of tests/plan_properties.cpp (open_gap()).
-      const int64_t pair = std::max(2 * N * f * c, softmax_pair);
-      blk.add(softmax_pair >= 2 * N * f * c ? "softmax backward: grads of probs, scores" : "MLP backward: grads of act. out, in",
-              softmax_pair >= 2 * N * f * c ? "2·b·H·T·T·c" : "2·b·T·f·c", pair,
-              "the larger backward pair alone (LoRA's recompute, not yet modelled term by term)");
-      return;
-    }
     if (checkpointing) {
       // The recompute's output: CheckpointFunction::backward (src/models/model.cpp) holds the
       // recomputed block's output y in a local until its inner backward returns, in the
@@ -366,33 +366,52 @@ struct PlanBuilder {
     // With the optimizer inside backward that weight steps there and then, with AdamW's two
     // temporaries of its size (src/engine/adamw.cpp), while the block's activations are alive.
     const int64_t projection_step = split.optimizer_in_backward && !lora ? 2 * f * d * t : 0;
-    const int64_t projection_side = N * f * c + projection_gradient + projection_step;
+    // With an adapter on it (LoRA), the projection's input gradient comes twice, from the base
+    // linear and from A: both exist until autograd's input buffer adds the second into the first.
+    const bool adapted_out = lora && count_of_targets({gpt2 ? "mlp_c_proj" : "down"}) > 0;
+    const int64_t projection_side = (adapted_out ? 2 : 1) * N * f * c + projection_gradient + projection_step;
     // With checkpointing, a fourth: the recompute's last step, h + the MLP's output, before its
     // inner backward starts. The block's forward (src/models/gpt2.cpp, llama.cpp) still holds
-    // its locals then: GPT-2 the qkv split's views of c_attn's output (b·T·3a), Llama the rotated
-    // q and k and v's projection (b·T·(a+2kv), q and k in the rotary table's dtype); and the
-    // output projection's result (b·T·d·c) is alive next to the sum it makes (counted as y).
-    // It wins when the attention is wide next to the MLP (H·hd ≥ d, Qwen3).
-    int64_t recompute_end = 0;
+    // its locals then, and the temporaries of its last expression, where nothing saves them
+    // (block_tensors.cpp's end_locals: GPT-2 the qkv split's views of c_attn's output, Llama the
+    // rotated q, k and v; under autocast the norms' outputs, which the linears save as casts;
+    // with a frozen projection its input); and the output projection's result (b·T·d·c) is
+    // alive next to the sum it makes (counted as y). With an adapter on that projection, the
+    // moment before: its input's fp32 copy and autocast's cast, the result, B's output and the
+    // scaled delta. It wins when the attention is wide next to the MLP (H·hd ≥ d, Qwen3).
+    int64_t recompute_end = 0, end_locals = 0, out = 0;
     if (checkpointing) {
-      const int64_t kv = m.n_kv_heads * m.head_dim;
-      const int64_t q_bytes = m.qk_norm || !autocast ? w : c;  // as the rotary table's (resident_tensors)
-      recompute_end = (gpt2 ? N * 3 * a * c : N * a * q_bytes + N * kv * q_bytes + N * kv * c) + N * d * c;
-      // Llama's locals normed and m, the two RMSNorms' outputs: saved as they are by the linears
-      // without autocast, but under it the linears save casts, so the outputs are extra.
-      if (!gpt2 && weights_cast()) recompute_end += 2 * N * d * w;
+      MemoryPlan single_plan;
+      ModelConfig single = m;
+      single.n_layers = 1;
+      Table one{&single_plan.saved};
+      one.end_locals = &end_locals;
+      if (gpt2) gpt2_block_saved(single, o, b, dtypes(), one);
+      else llama_block_saved(single, o, b, dtypes(), one);
+      out = N * d * c;
+      if (lora && count_of_targets({gpt2 ? "mlp_c_proj" : "down"}) > 0) {
+        const int64_t copies = (c != kFp32 ? N * f * kFp32 : 0) + (autocast ? N * f * c : 0);
+        out = std::max(out, copies + 3 * N * d * c - N * d * w);  // y is not made yet
+      }
+      recompute_end = end_locals + out;
     }
     const int64_t best_other = std::max({mlp_side, projection_side, softmax_pair > 0 ? softmax_side : int64_t{0}});
     if (recompute_end > best_other) {
-      blk.add("recompute's end: block forward's locals", gpt2 ? "b·T·3a·c" : "b·T·(a+2kv)·c",
-              recompute_end - N * d * c,
-              gpt2 ? "the qkv views of c_attn's output, held until the block returns"
-                   : "rotated q, k and v's projection (autocast: the norms' outputs), held until it returns");
-      blk.add("recompute's end: MLP out-proj result", "b·T·d·c", N * d * c,
-              "added to h to make y");
+      blk.add("recompute's end: block forward's locals", gpt2 ? "b·T·3a·c + …" : "b·T·(a+2kv)·c + …",
+              end_locals,
+              gpt2 ? "the qkv views of c_attn's output and what the linears do not save, held until the block returns"
+                   : "rotated q, k and v (and what the linears do not save), held until it returns");
+      blk.add(out > N * d * c ? "recompute's end: the adapted out-projection" : "recompute's end: MLP out-proj result",
+              out > N * d * c ? "b·T·f·(4+c) + 3·b·T·d·c − b·T·d·w" : "b·T·d·c", out,
+              out > N * d * c ? "its input's fp32 copy and cast, result, B's output, scaled delta (before y)" : "added to h to make y");
     } else if (projection_side > mlp_side && (softmax_pair == 0 || projection_side >= softmax_side)) {
-      blk.add("MLP out-proj backward: input gradient", "b·T·f·c", N * f * c,
-              "the MLP's output projection makes the gradient of its b·T·f input");
+      if (adapted_out) {
+        blk.add("MLP out-proj backward: two input gradients", "2·b·T·f·c", 2 * N * f * c,
+                "the base linear's, and the adapter's that autograd's input buffer adds into it");
+      } else {
+        blk.add("MLP out-proj backward: input gradient", "b·T·f·c", N * f * c,
+                "the MLP's output projection makes the gradient of its b·T·f input");
+      }
       if (projection_gradient > 0)
         blk.add("MLP out-proj backward: weight gradient", "(f·d + bias)·t", projection_gradient,
                 accumulating ? "a new tensor until AccumulateGrad adds it into .grad" : "the first block gradient made");
@@ -418,42 +437,97 @@ struct PlanBuilder {
     }
   }
 
-  // LoRA without checkpointing, no adapter before the attention's output projection: block 0's
-  // attention runs on tensors that require no grad, so it saves nothing, but its (T, T) scores
-  // and probabilities exist for a moment (src/compat/compat.cpp masked_attention: the masked
-  // scores are a local next to softmax's output) while nothing of the micro-step is saved yet but
-  // what comes before the blocks. With a small vocabulary that moment is the forward's peak.
-  void frozen_attention() {
-    if (frozen_prefix_of(m, o, checkpointing) < FrozenPrefix::kAttention || o.attention != AttentionKind::kExplicit) return;
-    const Table f{&plan.frozen_attention_peak};
-    const int64_t H = m.n_heads, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
-    f.add("block input x", "b·T·d·" + rs(), N * d * w, "the embedding's output, the block's residual");
-    if (m.arch == Architecture::kGpt2) {
-      f.add("c_attn output", "b·T·3a·c", N * 3 * a * c, "held by the qkv split's views until the block returns");
-    } else {
-      const int64_t q_bytes = m.qk_norm || !autocast ? w : c;  // rotated by the rotary table's dtype
-      f.add("input RMSNorm output", "b·T·d·" + rs(), N * d * w, "the block's local `normed`");
-      f.add("rotated q, k and v", "b·T·(a+kv)·q + b·T·kv·c", N * (a + kv) * q_bytes + N * kv * c, "the block's locals");
-      if (m.n_kv_heads != m.n_heads) {
-        f.add("k, v repeated to H heads", "2·b·T·a·" + std::string(m.qk_norm || !autocast ? "q" : "c"),
-              N * a * q_bytes + N * a * c, "repeat_interleave's outputs, locals of the attention");
+  // A block's forward that saves nothing, on top of what is saved before it (phase_peaks).
+  //  - LoRA without checkpointing and no adapter before the attention's output projection: block
+  //    0's attention runs on tensors that require no grad; its (T, T) scores and probabilities
+  //    exist for a moment (src/compat/compat.cpp masked_attention: the masked scores are a local
+  //    next to softmax's output) when nothing of the micro-step is saved but what comes before
+  //    the blocks. With a small vocabulary that moment is the forward's peak.
+  //  - Checkpointing: every block's forward runs without grad (CheckpointFunction::forward), so
+  //    the same moment comes in the last block with every checkpointed input kept, and a second
+  //    one at the end of its MLP, where the block's locals (src/models/gpt2.cpp, llama.cpp) and
+  //    the temporaries of its last full expression are all alive.
+  void block_forward() {
+    const bool frozen_attention =
+        !checkpointing && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kAttention;
+    if (!frozen_attention && !checkpointing) return;
+    const int64_t H = m.n_heads, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim, f = m.d_ff;
+    const bool gpt2 = m.arch == Architecture::kGpt2;
+    const int64_t q_bytes = m.qk_norm || !autocast ? w : c;  // rotated by the rotary table's dtype
+    std::vector<PlanLine> attention, mlp;
+    const Table at{&attention}, end{&mlp};
+    // The locals held from the attention on: GPT-2's c_attn output (the qkv views), Llama's
+    // `normed` and the rotated q, k and v.
+    auto attention_locals = [&](const Table& t) {
+      if (!checkpointing) t.add("block input x", "b·T·d·" + rs(), N * d * w, "the embedding's output, the block's residual");
+      if (gpt2) {
+        t.add("c_attn output", "b·T·3a·c", N * 3 * a * c, "held by the qkv split's views until the block returns");
+      } else {
+        t.add("input RMSNorm output", "b·T·d·" + rs(), N * d * w, "the block's local `normed`");
+        t.add("rotated q, k and v", "b·T·(a+kv)·q + b·T·kv·c", N * (a + kv) * q_bytes + N * kv * c, "the block's locals");
+      }
+    };
+    if (o.attention == AttentionKind::kExplicit) {
+      attention_locals(at);
+      if (!gpt2 && m.n_kv_heads != m.n_heads) {
+        at.add("k, v repeated to H heads", "2·b·T·a·" + std::string(m.qk_norm || !autocast ? "q" : "c"),
+               N * a * q_bytes + N * a * c, "repeat_interleave's outputs, locals of the attention");
+      }
+      if (!o.packed_documents) at.add("causal mask", "T·T·1", T * T * kBool, "built per attention call");
+      at.add("scores and probabilities", "2·b·H·T·T·c", 2 * b * H * T * T * c, "the masked scores and softmax's output");
+    }
+    if (checkpointing) {
+      attention_locals(end);
+      end.add("attention output y, residual h", gpt2 ? "b·T·a·c + b·T·d·w" : "b·T·a·c + b·T·d·4",
+              N * a * c + N * d * (gpt2 ? w : kFp32), "the block's locals");
+      end.add(gpt2 ? "ln_2 output" : "post-attention RMSNorm output m", "b·T·d·" + rs(), N * d * w,
+              gpt2 ? "a temporary of the block's last expression" : "the block's local `m`");
+      end.add(gpt2 ? "c_fc output, gelu output" : "gate, up, silu(gate), silu(gate)·up", gpt2 ? "2·b·T·f·c" : "4·b·T·f·c",
+              (gpt2 ? 2 : 4) * N * f * c, "temporaries of the block's last expression, alive until it returns");
+      // The output projection: its result and the residual sum it makes; with an adapter there
+      // instead its input's fp32 copy (and autocast's cast of it) and the delta's two tensors.
+      const bool adapted_out = lora && count_of_targets({gpt2 ? "mlp_c_proj" : "down"}) > 0;
+      const int64_t copy = adapted_out && c != kFp32 ? N * f * kFp32 : 0;
+      const int64_t cast = adapted_out && autocast ? N * f * c : 0;
+      if (adapted_out && copy + cast + 2 * N * d * c > N * d * w) {
+        if (copy + cast > 0)
+          end.add("the adapter's input copies", autocast ? "b·T·f·(4+c)" : "b·T·f·4", copy + cast,
+                  "x.to(fp32) and autocast's cast of it for A");
+        end.add("out-projection result, B's output, the scaled delta", "3·b·T·d·c", 3 * N * d * c,
+                "result + B(A(x))·scaling");
+      } else {
+        end.add("out-projection result, the block's output", "b·T·d·c + b·T·d·" + rs(), N * d * c + N * d * w,
+                "h + the projection's result");
       }
     }
-    if (!o.packed_documents) f.add("causal mask", "T·T·1", T * T * kBool, "built per attention call");
-    f.add("scores and probabilities", "2·b·H·T·T·c", 2 * b * H * T * T * c, "the masked scores and softmax's output");
+    const bool mlp_wins = total_bytes(mlp) > total_bytes(attention);
+    plan.block_forward_peak = mlp_wins ? mlp : attention;
+    plan.block_forward_what = !checkpointing ? "block 0's attention, before anything requires grad"
+                              : mlp_wins     ? "the last block's MLP, run without grad (checkpointing)"
+                                             : "the last block's attention, run without grad (checkpointing)";
   }
 
-  // LoRA with its inputs in c (autocast, or bf16 weights): each adapter of the last block makes
-  // an fp32 copy of its input (adapted_linear.cpp, as PEFT's x.to(lora_A.dtype)) that lives only
-  // during its forward, when the blocks below and the last block up to it have saved theirs. The
-  // widest input's moment (the MLP's output projection: b·T·f) can top the loss head's.
-  void adapter_input_copy() {
-    if (!lora || checkpointing) return;  // checkpointed: the forward saves only block inputs
+  // The adapted linears of one block among `names`.
+  int count_of_targets(std::initializer_list<const char*> names) const {
+    int n = 0;
+    for (const BlockLinear& l : lora_targets(m, o.lora.targets))
+      for (const char* name : names) n += l.name == name ? 1 : 0;
+    return n;
+  }
+
+  // The last block's forward moments with grad (block_tensors.hpp ForwardMoment), each on top of
+  // the blocks below and the last block's saved tensors up to it: the explicit attention's
+  // softmax, next to the masked scores; with LoRA and inputs in c, each adapter's fp32 copy of
+  // its input (adapted_linear.cpp, as PEFT's x.to(lora_A.dtype)). With a small vocabulary (or
+  // the chunked loss's small logits) one of them can top the loss head's.
+  void last_block_forward() {
+    if (checkpointing) return;  // the checkpointed forward runs without grad: block_forward()
     MemoryPlan single_plan;
     ModelConfig single = m;
     single.n_layers = 1;
-    std::vector<AdapterMoment> moments;
-    const Table one{&single_plan.saved, &moments};
+    std::vector<ForwardMoment> moments;
+    Table one{&single_plan.saved};
+    one.moments = &moments;
     Dtypes dt = dtypes();
     if (L == 1) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
     if (m.arch == Architecture::kGpt2) gpt2_block_saved(single, o, b, dt, one);
@@ -462,25 +536,34 @@ struct PlanBuilder {
     int64_t blocks_below = 0;
     for (size_t i = block_lines_begin; i < block_lines_end; ++i) blocks_below += plan.saved[i].bytes;
     blocks_below -= last_block;
-    int64_t best = 0;
-    const AdapterMoment* at = nullptr;
-    int64_t saved_to_it = 0;
-    for (const AdapterMoment& moment : moments) {
+    int64_t best = 0, saved_to_it = 0;
+    const ForwardMoment* at = nullptr;
+    for (const ForwardMoment& moment : moments) {
       int64_t saved = 0;
       for (size_t i = 0; i < moment.lines_end; ++i) saved += single_plan.saved[i].bytes;
-      const int64_t total = saved + moment.input_bytes + moment.copy_bytes + 3 * moment.output_bytes + moment.locals_bytes;
+      const int64_t total = saved + moment.transient() + moment.locals_bytes;
       if (total > best) best = total, at = &moment, saved_to_it = saved;
     }
     if (at == nullptr) return;
-    const Table f{&plan.adapter_input_peak};
-    const std::string what = single_plan.saved[at->lines_end - 1].name;
+    const Table f{&plan.last_block_forward_peak};
+    const std::string what = at->lines_end > 0 ? single_plan.saved[at->lines_end - 1].name : "its start";
     f.add("the blocks below the last, saved", "(saved blocks) − one block", blocks_below,
           "with the cast weights the whole step's blocks save");
     f.add("the last block's saved tensors so far", "one block up to " + what, saved_to_it, "forward order");
-    f.add("the adapters' input", "b·T·in·c", at->input_bytes, "a temporary: the adapters save their casts of it");
-    f.add("its fp32 copy", "b·T·in·4", at->copy_bytes, "x.to(fp32) in the adapter's forward, until it returns");
-    f.add("the base linear's output, B's output, the scaled delta", "3·b·T·out·c", 3 * at->output_bytes,
-          "result + B(A(x))·scaling: all three exist before the sum");
+    if (at->kind == ForwardMoment::kEnd) {
+      plan.last_block_forward_what = "the end of the last block";
+      f.add("MLP out-projection result, the block's output", "b·T·d·c + b·T·d·(w or 4)", at->result_bytes,
+            "h + the projection's result");
+    } else if (at->kind == ForwardMoment::kAttention) {
+      plan.last_block_forward_what = "the last block's attention softmax";
+      f.add("masked scores", "b·H·T·T·c", at->scores_bytes, "a local of the attention next to softmax's saved output");
+    } else {
+      plan.last_block_forward_what = "the last block's LoRA adapter with the largest fp32 input copy";
+      f.add("the adapters' input", "b·T·in·c", at->input_bytes, "a temporary: the adapters save their casts of it");
+      f.add("its fp32 copy", "b·T·in·4", at->copy_bytes, "x.to(fp32) in the adapter's forward, until it returns");
+      f.add("the base linear's output, B's output, the scaled delta", "3·b·T·out·c", 3 * at->output_bytes,
+            "result + B(A(x))·scaling: all three exist before the sum");
+    }
     if (at->locals_bytes > 0)
       f.add("the block's unsaved locals", "x, qkv, y, h, … as held", at->locals_bytes,
             "the block forward's locals that no backward saves, alive until it returns");
@@ -500,11 +583,12 @@ struct PlanBuilder {
     for (size_t i = 0; i < block_lines_begin; ++i) saved_before_blocks += plan.saved[i].bytes;
     plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)] =
         std::max(resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.forward_peak),
-                 plan.frozen_attention_peak.empty() ? int64_t{0}
-                 : resident_bytes + grads_in_micro_step + saved_before_blocks + total_bytes(plan.frozen_attention_peak));
-    if (!plan.adapter_input_peak.empty()) {
+                 plan.block_forward_peak.empty() ? int64_t{0}
+                 : resident_bytes + grads_in_micro_step + saved_before_blocks + (checkpointing ? block_saved_bytes : 0) +
+                       total_bytes(plan.block_forward_peak));
+    if (!plan.last_block_forward_peak.empty()) {
       int64_t& forward = plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)];
-      forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_before_blocks + total_bytes(plan.adapter_input_peak));
+      forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_before_blocks + total_bytes(plan.last_block_forward_peak));
     }
     const int64_t backward_head = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak);
     // A tied head's weight gradient, when accumulating: it waits in autograd's input buffer for
@@ -608,8 +692,8 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
   builder.gradients();
   builder.saved_tensors();
   builder.loss_head();
-  builder.frozen_attention();
-  builder.adapter_input_copy();
+  builder.block_forward();
+  builder.last_block_forward();
   builder.optimizer_temporaries();
   builder.block_backward();
   builder.phase_peaks();

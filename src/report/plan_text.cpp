@@ -39,8 +39,8 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
   print_table("gradients", plan.gradients, out);
   print_table("saved for backward (one micro-step)", plan.saved, out);
   print_table("forward peak: loss head", plan.forward_peak, out);
-  print_table("forward peak candidate: block 0's attention, before anything requires grad", plan.frozen_attention_peak, out);
-  print_table("forward peak candidate: the last block's LoRA adapter with the largest fp32 input copy", plan.adapter_input_peak, out);
+  print_table("forward peak candidate: " + plan.block_forward_what, plan.block_forward_peak, out);
+  print_table("forward peak candidate: " + plan.last_block_forward_what, plan.last_block_forward_peak, out);
   print_table("backward peak: first node (loss head)", plan.backward_peak, out);
   print_table("backward peak candidate: the last block's backward", plan.block_backward_peak, out);
   print_table("optimizer peak: temporaries", plan.optimizer_peak, out);
