@@ -16,6 +16,7 @@
 #include "accumbench/plan.hpp"
 #include "accumbench/report.hpp"
 #include "accumbench/sweep.hpp"
+#include "accumbench/trainer_config.hpp"
 #include "accumbench/verify.hpp"
 
 namespace ab = accumbench;
@@ -67,6 +68,8 @@ struct WorkloadFlags {
   std::vector<std::string> precisions;
   std::string lengths, normalization, memory_limit, weights_dtype, padding, packing;
   std::string checkpointing = "none";  // "" when the option is given bare: blocks
+  std::string trl_config, axolotl_config;  // --trl-config, --axolotl-config (read_config)
+  CLI::App* cli = nullptr;                 // the subcommand: which options were given
 
   explicit WorkloadFlags(ab::Command c) : command(c), workload(ab::workload_defaults(c)) {
     precisions = {ab::join_precisions(workload.precisions)};
@@ -89,8 +92,12 @@ struct WorkloadFlags {
     w.weights_dtype = ab::weights_dtype_from_string(weights_dtype);
     if (!memory_limit.empty()) w.memory_limit_bytes = ab::parse_memory_limit(memory_limit);
     w.grid.checkpointing = checkpointing.empty() ? ab::Checkpointing::kBlocks : ab::checkpointing_from_string(checkpointing);
+    read_config(w);
     return w;
   }
+
+ private:
+  void read_config(ab::WorkloadOptions& w) const;
 };
 
 // A note on stderr (the results stay on stdout): what the options left out, and why.
@@ -103,6 +110,25 @@ void print_note(const std::string& note) {
 int launched_world_size() {
   const char* text = std::getenv("WORLD_SIZE");
   return text != nullptr && std::atoi(text) > 1 ? std::atoi(text) : 1;
+}
+
+// --trl-config / --axolotl-config: the file's settings, except the options given on the command
+// line; what was read goes to stderr as notes (rank 0 only under torchrun).
+void WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
+  if (trl_config.empty() && axolotl_config.empty()) return;
+  const bool trl = !trl_config.empty();
+  // The effective batch counts every data-parallel process: plan's --world-size, or torchrun's.
+  const int world = command == ab::Command::kPlan ? w.world_size : launched_world_size();
+  const ab::TrainerConfig config = ab::read_trainer_config(trl ? trl_config : axolotl_config,
+                                                           trl ? ab::ConfigFormat::kTrl : ab::ConfigFormat::kAxolotl, world);
+  const auto given = [this](const std::string& option) {
+    const CLI::Option* o = cli == nullptr ? nullptr : cli->get_option_no_throw(option);
+    return o != nullptr && o->count() > 0;
+  };
+  ab::apply_trainer_config(config, w, given);
+  const char* rank = std::getenv("RANK");
+  if (rank != nullptr && std::atoi(rank) != 0) return;
+  for (const std::string& note : ab::trainer_config_notes(config, given)) print_note(note);
 }
 
 // --emit: a split's settings in the user's trainer, ready to paste, after a blank line ("#" lines
@@ -280,9 +306,27 @@ void add_run_options(CLI::App* command, WorkloadFlags& f) {
   command->add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
 }
 
+// The user's own training config as the workload (src/report/trainer_config.cpp).
+void add_config_options(CLI::App* command, WorkloadFlags& f) {
+  f.cli = command;
+  CLI::Option* trl = command->add_option(
+      "--trl-config", f.trl_config,
+      "set the workload from a TRL YAML config (the file trl sft --config reads): model_name_or_path, max_length, "
+      "per_device_train_batch_size x gradient_accumulation_steps x processes as --batch, bf16/fp16, "
+      "gradient_checkpointing, packing, pad_to_multiple_of, group_by_length, use_peft and lora_*; keys it leaves out "
+      "take TRL's defaults; keys accumbench does not model (load_in_4bit, optim other than AdamW, use_liger_kernel, "
+      "attn_implementation, deepspeed, fsdp, torch_compile, ...) are refused; options given here override the file");
+  CLI::Option* axolotl = command->add_option(
+      "--axolotl-config", f.axolotl_config,
+      "the same from an axolotl YAML config: base_model, sequence_len, micro_batch_size x gradient_accumulation_steps "
+      "x processes, bf16/fp16, gradient_checkpointing, sample_packing, pad_to_sequence_len, adapter: lora and lora_*");
+  trl->excludes(axolotl);
+}
+
 // Every option of the workload, on one subcommand.
 void add_workload_options(CLI::App* command, WorkloadFlags& flags) {
   command->footer(kSplitLegend);
+  add_config_options(command, flags);
   add_model_options(command, flags);
   add_shape_options(command, flags);
   add_data_and_loss_options(command, flags);

@@ -138,10 +138,28 @@ if len({l.index(" analytic ") for l in lines}) != 1: fail("analytic column not a
 ' "$out"
 }
 
+# cli.trainer_config.emit_round_trip: what plan --emit trl (and axolotl) prints, read back with
+# --trl-config (--axolotl-config), plans the same splits and prints the same settings: stdout of
+# the two runs is the same, byte for byte (what was read goes to stderr).
+emit_round_trip() {
+  local format option
+  for format in trl axolotl; do
+    option=--$format-config
+    expect 0 "# split" -- plan --model gpt2-tiny --seq-len 32 --batch 8 --precision bf16 \
+      --activation-checkpointing blocks --lora-rank 4 --lora-alpha 8 --lora-targets attention --device cpu --emit "$format"
+    cp "$out" "$work/first.txt"
+    sed -n '/^# TRL SFTConfig\|^# axolotl/,$p' "$out" >"$work/emitted.yaml"
+    check "--emit $format printed settings" test -s "$work/emitted.yaml"
+    expect 0 "read $work/emitted.yaml as" -- plan --model gpt2-tiny "$option" "$work/emitted.yaml" --device cpu \
+      --emit "$format"
+    check "--emit $format read back with $option: the same plan and settings" diff "$work/first.txt" "$out"
+  done
+}
+
 mode=${case_args[0]:-}
 case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
-    verify_oib | plan_chunked | plan_calibrate) "$mode" ;;
+    verify_oib | plan_chunked | plan_calibrate | emit_round_trip) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
