@@ -14,6 +14,7 @@
 #include "accumbench/model_config.hpp"
 #include "accumbench/options.hpp"
 #include "accumbench/plan.hpp"
+#include "accumbench/plan_report.hpp"
 #include "accumbench/report.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/trainer_config.hpp"
@@ -456,6 +457,8 @@ struct PlanCommand {
   std::string attention = "auto";
   bool calibrate = false;
   std::string emit;
+  std::string headroom = ab::kDefaultHeadroom;
+  std::string json_path, markdown_path, html_path;  // the split table to hand over (plan_report.hpp)
 
   CLI::App* add_to(CLI::App& app) {
     CLI::App* command = app.add_subcommand("plan", "predict peak memory per split without running anything (src/plan)");
@@ -468,16 +471,25 @@ struct PlanCommand {
                       "also measure two short probes (micro-batches 1 and 2) on --device and print calibrated peaks");
     command->add_option("--emit", emit, emit_help("the split whose memory plan is shown (the largest that fits)"))
         ->type_name("trl|axolotl|args");
+    add_handover_options(command);
     return command;
   }
 
   int run();
 
  private:
+  void add_handover_options(CLI::App* command) {
+    command->add_option("--headroom", headroom,
+                        "memory kept free of the limit for the CUDA context and fragmentation, which the plan does not "
+                        "count: a size (1GiB) or a percentage of the limit (5%)")
+        ->capture_default_str();
+    command->add_option("--json", json_path, "write the split table as JSON (with every split's Trainer settings)");
+    command->add_option("--markdown", markdown_path, "write the split table as Markdown");
+    command->add_option("--html", html_path, "write the split table as a self-contained HTML page");
+  }
+  void write_files(const ab::PlanReport& report) const;
   ab::PlanOptions plan_options(const ab::WorkloadOptions& w, const ab::PlanTarget& target) const;
   int64_t memory_bytes(const ab::WorkloadOptions& w, const ab::PlanTarget& target) const;
-  void print_largest(const ab::ModelConfig& cfg, const ab::PlanOptions& o, const ab::WorkloadOptions& w,
-                     int64_t memory) const;
 };
 
 ab::PlanOptions PlanCommand::plan_options(const ab::WorkloadOptions& w, const ab::PlanTarget& target) const {
@@ -505,18 +517,14 @@ int64_t PlanCommand::memory_bytes(const ab::WorkloadOptions& w, const ab::PlanTa
   return target.cuda && target.attached ? ab::describe_environment(w.device).device_memory_bytes : 0;
 }
 
-void PlanCommand::print_largest(const ab::ModelConfig& cfg, const ab::PlanOptions& o, const ab::WorkloadOptions& w,
-                                int64_t memory) const {
-  const ab::Precision p = w.precisions.front();
-  using ab::Checkpointing;
-  std::cout << "largest micro-batch that fits in " << ab::format_bytes(memory) << " (with accumulation): "
-            << ab::largest_micro_batch(cfg, o, p, Checkpointing::kNone, memory) << ", with checkpointing: "
-            << ab::largest_micro_batch(cfg, o, p, Checkpointing::kBlocks, memory);
-  if (w.loss.chunked) {
-    std::cout << ", with the chunked loss: " << ab::largest_micro_batch(cfg, o, p, Checkpointing::kNone, memory, true)
-              << ", with both: " << ab::largest_micro_batch(cfg, o, p, Checkpointing::kBlocks, memory, true);
+void PlanCommand::write_files(const ab::PlanReport& report) const {
+  if (!json_path.empty()) ab::write_file_atomically(json_path, ab::plan_json(report));
+  if (!markdown_path.empty()) ab::write_file_atomically(markdown_path, ab::plan_markdown(report));
+  if (!html_path.empty()) ab::write_file_atomically(html_path, ab::plan_html(report));
+  std::cout << std::flush;
+  for (const std::string* path : {&json_path, &markdown_path, &html_path}) {
+    if (!path->empty()) std::cerr << "accumbench: wrote " << *path << "\n";
   }
-  std::cout << "\n";
 }
 
 int PlanCommand::run() {
@@ -525,11 +533,15 @@ int PlanCommand::run() {
   const ab::ModelConfig cfg = ab::resolve_model(w.model);
   const ab::PlanTarget target = ab::plan_target(w);
   const ab::PlanOptions o = plan_options(w, target);
-  const int64_t memory = memory_bytes(w, target);
+  const int64_t limit = memory_bytes(w, target);
+  // What the splits may use: the limit less the headroom (the CUDA context and fragmentation).
+  const int64_t headroom_bytes = limit > 0 ? ab::headroom_bytes(headroom, limit) : 0;
+  const int64_t memory = limit - headroom_bytes;
   // Planned before anything is printed, so that a refused option leaves stdout empty.
   const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, o, w);
   print_note(ab::optimizer_in_backward_note(w, w.world_size));
   // The device the plan assumes, always: its attention kernel and memory change the answer.
+  std::string device_words = w.device + " (not attached here: PyTorch 2.x on CUDA assumed)";
   if (!target.attached) {
     std::cout << "planning for " << w.device << ", which is not attached here: PyTorch 2.x on CUDA assumed"
               << (attention == "auto" ? " (flash attention)" : "")
@@ -537,6 +549,7 @@ int PlanCommand::run() {
   } else {
     // plan_target resolved "auto": CUDA when it is there, else the CPU.
     const ab::SweepContext here = ab::describe_environment(w.device == "auto" ? (target.cuda ? "cuda" : "cpu") : w.device);
+    device_words = here.device + " (" + here.device_name + ")";
     std::cout << "planning for " << here.device << " (" << here.device_name << "; LibTorch " << o.libtorch_major
               << ".x, attention " << ab::to_string(o.attention) << ")";
     if (!target.cuda) std::cout << "; pass --device cuda to plan for a GPU";
@@ -556,9 +569,15 @@ int PlanCommand::run() {
   std::cout << "\nsplits of batch " << w.batch;
   if (w.world_size > 1) std::cout << " over " << w.world_size << " data-parallel ranks, " << o.batch << " per rank";
   std::cout << " (" << ab::to_string(w.precisions.front()) << ", attention " << ab::to_string(o.attention) << "):\n";
+  if (limit > 0) {
+    std::cout << "memory limit " << ab::format_bytes(limit) << " less headroom " << ab::format_bytes(headroom_bytes)
+              << " (--headroom " << headroom << "): " << ab::format_bytes(memory) << " for the splits\n";
+  }
   const std::vector<std::string> target_modules = ab::peft_target_modules(cfg, w.lora);
   ab::print_split_summary(plans, memory, std::cout, &w, target_modules);
-  if (memory > 0) print_largest(cfg, o, w, memory);
+  ab::PlanReport report{plans, w, target_modules, device_words, limit, headroom_bytes, {}};
+  report.largest = ab::largest_fitting_splits(cfg, o, w, memory);
+  if (memory > 0) std::cout << ab::largest_line(report) << "\n";
   if (calibrate) {
     std::cout << "\ncalibrated (probes at micro-batches 1 and 2 on " << w.device << "):\n";
     std::vector<ab::Calibration> calibrations;
@@ -571,6 +590,7 @@ int PlanCommand::run() {
                                  : shown->peak_bytes <= memory ? ": the largest that fits in " + ab::format_bytes(memory)
                                                                : ": none fits in " + ab::format_bytes(memory) + ", the smallest"),
                 ab::trainer_settings(shown->split, w, target_modules));
+  write_files(report);
   return 0;
 }
 
