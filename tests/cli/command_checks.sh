@@ -156,10 +156,41 @@ emit_round_trip() {
   done
 }
 
+# cli.plan.outputs: plan --markdown / --json / --html hold the split table the console prints:
+# the same splits, peaks and fits, with exact Markdown rows.
+plan_outputs() {
+  expect 0 "splits of batch 4" -- plan --model gpt2-tiny --seq-len 32 --batch 4 --device cpu --memory-limit 1GiB \
+    --headroom 10% --markdown "$work/plan.md" --json "$work/plan.json" --html "$work/plan.html"
+  check "the Markdown table: header, and the row of 4×1 as the console prints its peak" py '
+md = open(sys.argv[1], encoding="utf-8").read().splitlines()
+console = open(sys.argv[2], encoding="utf-8").read()
+head = "| split | forward | backward | optimizer | peak | held by | spare | fits | per_device_train_batch_size | gradient_accumulation_steps | gradient_checkpointing |"
+if md[2] != head: fail("header %r" % md[2])
+row = [l for l in md if l.startswith("| 4×1 |")]
+if len(row) != 1: fail("no 4×1 row")
+cells = [c.strip() for c in row[0].strip("|").split("|")]
+line = [l for l in console.splitlines() if l.startswith("4×1 ")][0].split()
+if cells[4] != " ".join(line[7:9]): fail("peak %s vs console %s" % (cells[4], line))
+if cells[7] != "yes" or cells[8:] != ["4", "1", "false"]: fail("cells %s" % cells)
+if "1.00 GiB less headroom 102.4 MiB" not in md[0]: fail(md[0])
+' "$work/plan.md" "$out"
+  check "the JSON: 3 splits, spare = usable - peak, the HTML embeds the same JSON" py '
+j = load(sys.argv[1])
+if [s["split"] for s in j["splits"]] != ["1×4", "2×2", "4×1"]: fail("splits %s" % j["splits"])
+usable = j["context"]["usable_bytes"]
+if usable != 1073741824 - 107374182: fail("usable %s" % usable)
+for s in j["splits"]:
+    if s["spare_bytes"] != usable - s["peak_bytes"] or s["fits"] is not True: fail("split %s" % s)
+page = open(sys.argv[2], encoding="utf-8").read()
+start = page.index("id=\"accumbench-plan\">") + len("id=\"accumbench-plan\">")
+if json.loads(page[start:page.index("</script>", start)]) != j: fail("the HTML embeds other data")
+' "$work/plan.json" "$work/plan.html"
+}
+
 mode=${case_args[0]:-}
 case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
-    verify_oib | plan_chunked | plan_calibrate | emit_round_trip) "$mode" ;;
+    verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
