@@ -33,7 +33,7 @@ struct OutputFiles {
   void add_to(CLI::App* command) {
     command->add_option("--json", json, "write the results as JSON (rewritten after every split)");
     command->add_option("--csv", csv, "write one CSV line per split");
-    command->add_option("--markdown", markdown, "write a Markdown table (only the columns that vary)");
+    command->add_option("--markdown", markdown, "write a Markdown table (the measurements that always matter, and every column that varies between splits)");
     command->add_option("--html", html, "write a self-contained HTML report with charts");
     command->add_option("--trace", trace, "write a Chrome/Perfetto trace (one process per split)");
   }
