@@ -317,10 +317,12 @@ void add_config_options(CLI::App* command, WorkloadFlags& f) {
       "gradient_checkpointing, packing, pad_to_multiple_of, group_by_length, use_peft and lora_*; keys it leaves out "
       "take TRL's defaults; keys accumbench does not model (load_in_4bit, optim other than AdamW, use_liger_kernel, "
       "attn_implementation, deepspeed, fsdp, torch_compile, ...) are refused; options given here override the file");
+  trl->type_name("FILE");
   CLI::Option* axolotl = command->add_option(
       "--axolotl-config", f.axolotl_config,
       "the same from an axolotl YAML config: base_model, sequence_len, micro_batch_size x gradient_accumulation_steps "
       "x processes, bf16/fp16, gradient_checkpointing, sample_packing, pad_to_sequence_len, adapter: lora and lora_*");
+  axolotl->type_name("FILE");
   trl->excludes(axolotl);
 }
 
