@@ -7,6 +7,7 @@ packages=(
   cmake g++ git
   libtorch-dev libopenblas0-pthread   # LibTorch 1.13 (CPU); OpenBLAS or matmuls run ~30x slower
   libcli11-dev libfmt-dev nlohmann-json3-dev
+  libyaml-cpp-dev                      # --trl-config, --axolotl-config
   libgtest-dev libbenchmark-dev
   libgloo-dev                          # c10d/Gloo multi-process tests
   chromium                             # headless screenshots of the HTML report (tests)

@@ -276,16 +276,21 @@ TEST(CsvReporter, QuotesFieldsWithCommasAndQuotesPerRfc4180) {
 
 // ---- Markdown --------------------------------------------------------------------------------
 
+// Markdown keeps its own columns and every console column whose cells differ between the runs
+// (the phases, "vs fastest"), so nothing that tells the splits apart is dropped.
 TEST(MarkdownReporter, ShowsOnlyColumnsThatVary) {
   expect_lines(report_lines(MarkdownReporter(), sample_result()), {
       kContextLine,
       "",
-      "| split | step s | tokens/s | MFU | peak | predicted | fits | status |",
-      "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
-      "| 8\u00d78 | 0.191 \u00b1 0.002 | 343,120 | 29.8 % | 5.20 GiB | 5.00 GiB | - | ok |",
-      "| 1\u00d764 ckpt | 0.402 \u00b1 0.006 | 163,024 | 14.1 % | 3.00 GiB | - | - | ok |",
-      "| 64\u00d71 oib | - | - | - | - | 150.00 GiB | no | oom: CUDA out of memory. Tried to "
-      "allocate 2.00 GiB |",
+      "| split | step s | data ms | h2d ms | fwd ms | bwd ms | opt ms | other ms | tokens/s | MFU | peak | predicted "
+      "| fits | vs fastest | status |",
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |",
+      "| 8\u00d78 | 0.191 \u00b1 0.002 | 1.2 | 2.1 | 45.3 | 98.7 | 30.1 | 13.7 | 343,120 | 29.8 % | 5.20 GiB | "
+      "5.00 GiB | - | 1.00\u00d7 | ok |",
+      "| 1\u00d764 ckpt | 0.402 \u00b1 0.006 | 1.1 | 2.0 | 120.5 | 261.0 | 9.9 | 7.5 | 163,024 | 14.1 % | "
+      "3.00 GiB | - | - | 2.10\u00d7 | ok |",
+      "| 64\u00d71 oib | - | - | - | - | - | - | - | - | - | - | 150.00 GiB | no | - | oom: CUDA out of memory. "
+      "Tried to allocate 2.00 GiB |",
       "",
       "**Recommendation:** 8\u00d78 \u2014 8\u00d78 is fastest.",
       "",
@@ -308,11 +313,17 @@ TEST(MarkdownReporter, MinimalTableWhenNothingVaries) {
   EXPECT_EQ(lines[0],
             "model gpt2-124m, 124,439,808 parameters, T=1024, batch 64, device NVIDIA H200 "
             "(cuda:0), precision bf16/fp32");
-  EXPECT_EQ(lines[2], "| split | precision | step s | tokens/s | peak |");
-  EXPECT_EQ(lines[3], "| --- | --- | ---: | ---: | ---: |");
-  EXPECT_EQ(lines[5], "| 1\u00d764 ckpt | fp32 | 0.402 \u00b1 0.006 | 163,024 | 3.00 GiB |");
+  EXPECT_EQ(lines[2], "| split | precision | step s | data ms | h2d ms | fwd ms | bwd ms | opt ms | other ms | "
+                      "tokens/s | peak | vs fastest |");
+  EXPECT_EQ(lines[3], "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  EXPECT_EQ(lines[5], "| 1\u00d764 ckpt | fp32 | 0.402 \u00b1 0.006 | 1.1 | 2.0 | 120.5 | 261.0 | 9.9 | 7.5 | "
+                      "163,024 | 3.00 GiB | 2.10\u00d7 |");
 
   result.runs[1].config.precision = Precision::kBf16;
+  EXPECT_EQ(report_lines(MarkdownReporter(), result)[2],
+            "| split | step s | data ms | h2d ms | fwd ms | bwd ms | opt ms | other ms | tokens/s | peak | vs fastest |");
+  // One run: nothing varies, and the table is the minimal one.
+  result.runs.pop_back();
   EXPECT_EQ(report_lines(MarkdownReporter(), result)[2], "| split | step s | tokens/s | peak |");
 }
 
@@ -320,7 +331,7 @@ TEST(MarkdownReporter, EscapesPipes) {
   SweepResult result = sample_result();
   result.runs[2].error = "a|b";
   const std::vector<std::string> lines = report_lines(MarkdownReporter(), result);
-  EXPECT_EQ(lines[6], "| 64\u00d71 oib | - | - | - | - | 150.00 GiB | no | oom: a\\|b |");
+  EXPECT_EQ(lines[6], "| 64\u00d71 oib | - | - | - | - | - | - | - | - | - | - | 150.00 GiB | no | - | oom: a\\|b |");
 }
 
 // ---- compare ---------------------------------------------------------------------------------

@@ -14,8 +14,10 @@
 #include "accumbench/model_config.hpp"
 #include "accumbench/options.hpp"
 #include "accumbench/plan.hpp"
+#include "accumbench/plan_report.hpp"
 #include "accumbench/report.hpp"
 #include "accumbench/sweep.hpp"
+#include "accumbench/trainer_config.hpp"
 #include "accumbench/verify.hpp"
 
 namespace ab = accumbench;
@@ -31,7 +33,7 @@ struct OutputFiles {
   void add_to(CLI::App* command) {
     command->add_option("--json", json, "write the results as JSON (rewritten after every split)");
     command->add_option("--csv", csv, "write one CSV line per split");
-    command->add_option("--markdown", markdown, "write a Markdown table (only the columns that vary)");
+    command->add_option("--markdown", markdown, "write a Markdown table (the measurements that always matter, and every column that varies between splits)");
     command->add_option("--html", html, "write a self-contained HTML report with charts");
     command->add_option("--trace", trace, "write a Chrome/Perfetto trace (one process per split)");
   }
@@ -67,6 +69,8 @@ struct WorkloadFlags {
   std::vector<std::string> precisions;
   std::string lengths, normalization, memory_limit, weights_dtype, padding, packing;
   std::string checkpointing = "none";  // "" when the option is given bare: blocks
+  std::string trl_config, axolotl_config;  // --trl-config, --axolotl-config (read_config)
+  CLI::App* cli = nullptr;                 // the subcommand: which options were given
 
   explicit WorkloadFlags(ab::Command c) : command(c), workload(ab::workload_defaults(c)) {
     precisions = {ab::join_precisions(workload.precisions)};
@@ -89,8 +93,12 @@ struct WorkloadFlags {
     w.weights_dtype = ab::weights_dtype_from_string(weights_dtype);
     if (!memory_limit.empty()) w.memory_limit_bytes = ab::parse_memory_limit(memory_limit);
     w.grid.checkpointing = checkpointing.empty() ? ab::Checkpointing::kBlocks : ab::checkpointing_from_string(checkpointing);
+    read_config(w);
     return w;
   }
+
+ private:
+  void read_config(ab::WorkloadOptions& w) const;
 };
 
 // A note on stderr (the results stay on stdout): what the options left out, and why.
@@ -103,6 +111,25 @@ void print_note(const std::string& note) {
 int launched_world_size() {
   const char* text = std::getenv("WORLD_SIZE");
   return text != nullptr && std::atoi(text) > 1 ? std::atoi(text) : 1;
+}
+
+// --trl-config / --axolotl-config: the file's settings, except the options given on the command
+// line; what was read goes to stderr as notes (rank 0 only under torchrun).
+void WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
+  if (trl_config.empty() && axolotl_config.empty()) return;
+  const bool trl = !trl_config.empty();
+  // The effective batch counts every data-parallel process: plan's --world-size, or torchrun's.
+  const int world = command == ab::Command::kPlan ? w.world_size : launched_world_size();
+  const ab::TrainerConfig config = ab::read_trainer_config(trl ? trl_config : axolotl_config,
+                                                           trl ? ab::ConfigFormat::kTrl : ab::ConfigFormat::kAxolotl, world);
+  const auto given = [this](const std::string& option) {
+    const CLI::Option* o = cli == nullptr ? nullptr : cli->get_option_no_throw(option);
+    return o != nullptr && o->count() > 0;
+  };
+  ab::apply_trainer_config(config, w, given);
+  const char* rank = std::getenv("RANK");
+  if (rank != nullptr && std::atoi(rank) != 0) return;
+  for (const std::string& note : ab::trainer_config_notes(config, given)) print_note(note);
 }
 
 // --emit: a split's settings in the user's trainer, ready to paste, after a blank line ("#" lines
@@ -280,9 +307,29 @@ void add_run_options(CLI::App* command, WorkloadFlags& f) {
   command->add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
 }
 
+// The user's own training config as the workload (src/report/trainer_config.cpp).
+void add_config_options(CLI::App* command, WorkloadFlags& f) {
+  f.cli = command;
+  CLI::Option* trl = command->add_option(
+      "--trl-config", f.trl_config,
+      "set the workload from a TRL YAML config (the file trl sft --config reads): model_name_or_path, max_length, "
+      "per_device_train_batch_size x gradient_accumulation_steps x processes as --batch, bf16/fp16, "
+      "gradient_checkpointing, packing, pad_to_multiple_of, group_by_length, use_peft and lora_*; keys it leaves out "
+      "take TRL's defaults; keys accumbench does not model (load_in_4bit, optim other than AdamW, use_liger_kernel, "
+      "attn_implementation, deepspeed, fsdp, torch_compile, ...) are refused; options given here override the file");
+  trl->type_name("FILE");
+  CLI::Option* axolotl = command->add_option(
+      "--axolotl-config", f.axolotl_config,
+      "the same from an axolotl YAML config: base_model, sequence_len, micro_batch_size x gradient_accumulation_steps "
+      "x processes, bf16/fp16, gradient_checkpointing, sample_packing, pad_to_sequence_len, adapter: lora and lora_*");
+  axolotl->type_name("FILE");
+  trl->excludes(axolotl);
+}
+
 // Every option of the workload, on one subcommand.
 void add_workload_options(CLI::App* command, WorkloadFlags& flags) {
   command->footer(kSplitLegend);
+  add_config_options(command, flags);
   add_model_options(command, flags);
   add_shape_options(command, flags);
   add_data_and_loss_options(command, flags);
@@ -412,6 +459,8 @@ struct PlanCommand {
   std::string attention = "auto";
   bool calibrate = false;
   std::string emit;
+  std::string headroom = ab::kDefaultHeadroom;
+  std::string json_path, markdown_path, html_path;  // the split table to hand over (plan_report.hpp)
 
   CLI::App* add_to(CLI::App& app) {
     CLI::App* command = app.add_subcommand("plan", "predict peak memory per split without running anything (src/plan)");
@@ -424,16 +473,25 @@ struct PlanCommand {
                       "also measure two short probes (micro-batches 1 and 2) on --device and print calibrated peaks");
     command->add_option("--emit", emit, emit_help("the split whose memory plan is shown (the largest that fits)"))
         ->type_name("trl|axolotl|args");
+    add_handover_options(command);
     return command;
   }
 
   int run();
 
  private:
+  void add_handover_options(CLI::App* command) {
+    command->add_option("--headroom", headroom,
+                        "memory kept free of the limit for the CUDA context and fragmentation, which the plan does not "
+                        "count: a size (1GiB) or a percentage of the limit (5%)")
+        ->capture_default_str();
+    command->add_option("--json", json_path, "write the split table as JSON (with every split's Trainer settings)");
+    command->add_option("--markdown", markdown_path, "write the split table as Markdown");
+    command->add_option("--html", html_path, "write the split table as a self-contained HTML page");
+  }
+  void write_files(const ab::PlanReport& report) const;
   ab::PlanOptions plan_options(const ab::WorkloadOptions& w, const ab::PlanTarget& target) const;
   int64_t memory_bytes(const ab::WorkloadOptions& w, const ab::PlanTarget& target) const;
-  void print_largest(const ab::ModelConfig& cfg, const ab::PlanOptions& o, const ab::WorkloadOptions& w,
-                     int64_t memory) const;
 };
 
 ab::PlanOptions PlanCommand::plan_options(const ab::WorkloadOptions& w, const ab::PlanTarget& target) const {
@@ -461,18 +519,14 @@ int64_t PlanCommand::memory_bytes(const ab::WorkloadOptions& w, const ab::PlanTa
   return target.cuda && target.attached ? ab::describe_environment(w.device).device_memory_bytes : 0;
 }
 
-void PlanCommand::print_largest(const ab::ModelConfig& cfg, const ab::PlanOptions& o, const ab::WorkloadOptions& w,
-                                int64_t memory) const {
-  const ab::Precision p = w.precisions.front();
-  using ab::Checkpointing;
-  std::cout << "largest micro-batch that fits in " << ab::format_bytes(memory) << " (with accumulation): "
-            << ab::largest_micro_batch(cfg, o, p, Checkpointing::kNone, memory) << ", with checkpointing: "
-            << ab::largest_micro_batch(cfg, o, p, Checkpointing::kBlocks, memory);
-  if (w.loss.chunked) {
-    std::cout << ", with the chunked loss: " << ab::largest_micro_batch(cfg, o, p, Checkpointing::kNone, memory, true)
-              << ", with both: " << ab::largest_micro_batch(cfg, o, p, Checkpointing::kBlocks, memory, true);
+void PlanCommand::write_files(const ab::PlanReport& report) const {
+  if (!json_path.empty()) ab::write_file_atomically(json_path, ab::plan_json(report));
+  if (!markdown_path.empty()) ab::write_file_atomically(markdown_path, ab::plan_markdown(report));
+  if (!html_path.empty()) ab::write_file_atomically(html_path, ab::plan_html(report));
+  std::cout << std::flush;
+  for (const std::string* path : {&json_path, &markdown_path, &html_path}) {
+    if (!path->empty()) std::cerr << "accumbench: wrote " << *path << "\n";
   }
-  std::cout << "\n";
 }
 
 int PlanCommand::run() {
@@ -481,11 +535,15 @@ int PlanCommand::run() {
   const ab::ModelConfig cfg = ab::resolve_model(w.model);
   const ab::PlanTarget target = ab::plan_target(w);
   const ab::PlanOptions o = plan_options(w, target);
-  const int64_t memory = memory_bytes(w, target);
+  const int64_t limit = memory_bytes(w, target);
+  // What the splits may use: the limit less the headroom (the CUDA context and fragmentation).
+  const int64_t headroom_bytes = limit > 0 ? ab::headroom_bytes(headroom, limit) : 0;
+  const int64_t memory = limit - headroom_bytes;
   // Planned before anything is printed, so that a refused option leaves stdout empty.
   const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, o, w);
   print_note(ab::optimizer_in_backward_note(w, w.world_size));
   // The device the plan assumes, always: its attention kernel and memory change the answer.
+  std::string device_words = w.device + " (not attached here: PyTorch 2.x on CUDA assumed)";
   if (!target.attached) {
     std::cout << "planning for " << w.device << ", which is not attached here: PyTorch 2.x on CUDA assumed"
               << (attention == "auto" ? " (flash attention)" : "")
@@ -493,6 +551,7 @@ int PlanCommand::run() {
   } else {
     // plan_target resolved "auto": CUDA when it is there, else the CPU.
     const ab::SweepContext here = ab::describe_environment(w.device == "auto" ? (target.cuda ? "cuda" : "cpu") : w.device);
+    device_words = here.device + " (" + here.device_name + ")";
     std::cout << "planning for " << here.device << " (" << here.device_name << "; LibTorch " << o.libtorch_major
               << ".x, attention " << ab::to_string(o.attention) << ")";
     if (!target.cuda) std::cout << "; pass --device cuda to plan for a GPU";
@@ -512,9 +571,15 @@ int PlanCommand::run() {
   std::cout << "\nsplits of batch " << w.batch;
   if (w.world_size > 1) std::cout << " over " << w.world_size << " data-parallel ranks, " << o.batch << " per rank";
   std::cout << " (" << ab::to_string(w.precisions.front()) << ", attention " << ab::to_string(o.attention) << "):\n";
+  if (limit > 0) {
+    std::cout << "memory limit " << ab::format_bytes(limit) << " less headroom " << ab::format_bytes(headroom_bytes)
+              << " (--headroom " << headroom << "): " << ab::format_bytes(memory) << " for the splits\n";
+  }
   const std::vector<std::string> target_modules = ab::peft_target_modules(cfg, w.lora);
   ab::print_split_summary(plans, memory, std::cout, &w, target_modules);
-  if (memory > 0) print_largest(cfg, o, w, memory);
+  ab::PlanReport report{plans, w, target_modules, device_words, limit, headroom_bytes, {}};
+  report.largest = ab::largest_fitting_splits(cfg, o, w, memory);
+  if (memory > 0) std::cout << ab::largest_line(report) << "\n";
   if (calibrate) {
     std::cout << "\ncalibrated (probes at micro-batches 1 and 2 on " << w.device << "):\n";
     std::vector<ab::Calibration> calibrations;
@@ -527,6 +592,7 @@ int PlanCommand::run() {
                                  : shown->peak_bytes <= memory ? ": the largest that fits in " + ab::format_bytes(memory)
                                                                : ": none fits in " + ab::format_bytes(memory) + ", the smallest"),
                 ab::trainer_settings(shown->split, w, target_modules));
+  write_files(report);
   return 0;
 }
 

@@ -85,8 +85,8 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
 // ---- the plan (src/report/plan_text.cpp) ----
 // The table, the per-phase peaks, and (when memory_bytes > 0) whether it fits.
 void print_plan(const MemoryPlan& plan, std::ostream& out);
-// One line per split: label, predicted peak per phase, the phase that holds it, fits or not (only
-// with a memory limit); with `workload`, also each split's per-rank Trainer settings
+// One line per split: label, predicted peak per phase, the phase that holds it, the memory spare at
+// the peak and fits or not (only with a memory limit: memory_bytes, after the headroom); with `workload`, also each split's per-rank Trainer settings
 // (per_device_train_batch_size, gradient_accumulation_steps, gradient_checkpointing) and, below the
 // table, the settings every split shares (trainer_settings; target_modules as there).
 void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "accumbench/options.hpp"
+#include "accumbench/plan.hpp"
 #include "accumbench/result.hpp"
 
 namespace accumbench {
@@ -75,6 +76,25 @@ struct VerifyResult {
   bool all_pass = true;
   std::string export_dir;         // where the reference step was exported; empty when not
 };
+
+// What verify holds at its peak (src/sweep/verify_memory.cpp): the training step of its largest
+// micro-step (the reference: the whole batch at once; plan_memory), a copy of the initial weights
+// on the device, and on the host the fp64 copies it compares: the initial weights, the
+// reference's gradients and updated weights, one split's, and the comparison's temporaries.
+struct VerifyMemory {
+  int64_t step_bytes = 0;          // plan_memory's peak, the largest over the reference and the splits
+  int64_t initial_copy_bytes = 0;  // the initial weights, kept on the device to restart each split
+  int64_t snapshot_bytes = 0;      // the fp64 copies on the host
+  // What the host holds: the snapshots, and on the CPU the step and the copy too.
+  int64_t host_bytes(bool cuda) const { return snapshot_bytes + (cuda ? 0 : step_bytes + initial_copy_bytes); }
+};
+// `plan` as sweep_plan_options gives it for verify's device (its batch is set to the whole batch).
+VerifyMemory verify_memory(const ModelConfig& model, PlanOptions plan, const WorkloadOptions& workload,
+                           int world_size);
+// UserError, one sentence, when the host (host_available_bytes) or the CUDA device (device_bytes,
+// 0: not CUDA) cannot hold it, instead of being killed by the out-of-memory killer.
+void require_verify_fits(const VerifyMemory& memory, const std::string& model, bool cuda, int64_t device_bytes,
+                         int64_t host_available_bytes);
 
 // The splits are split_grid(workload) (one precision; grid.knobs is not a verify option) against
 // the whole batch in one micro-step with the plain loss head. Throws UserError on bad options.

@@ -370,15 +370,26 @@ std::vector<ColumnDef> build_columns() {
   return all;
 }
 
+// Whether a column's cells differ between runs, read with the fastest run known (so that "vs
+// fastest" can vary).
+bool varies(const ColumnDef& c, const std::vector<RunResult>& runs) {
+  TableContext context;
+  for (const RunResult& r : runs) {
+    if (ok(r) && (context.fastest == nullptr || r.step_seconds.median < context.fastest->step_seconds.median)) {
+      context.fastest = &r;
+    }
+  }
+  for (const RunResult& r : runs) {
+    if (c.cell(r, context) != c.cell(runs.front(), context)) return true;
+  }
+  return false;
+}
+
 bool visible(const ColumnDef& c, Shown rule, const std::vector<RunResult>& runs) {
   switch (rule) {
     case Shown::kNever: return false;
     case Shown::kAlways: return true;
-    case Shown::kWhenVaries:
-      for (const RunResult& r : runs) {
-        if (c.cell(r, {}) != c.cell(runs.front(), {})) return true;
-      }
-      return false;
+    case Shown::kWhenVaries: return varies(c, runs);
     case Shown::kWhenAnyFinite:
     case Shown::kWhenAnyPositive:
       for (const RunResult& r : runs) {
@@ -464,7 +475,11 @@ bool visible_in(const ColumnDef& c, View view, const std::vector<RunResult>& run
   switch (view) {
     case View::kCsv: return !c.csv.empty();
     case View::kConsole: return visible(c, c.console, runs);
-    case View::kMarkdown: return visible(c, c.markdown, runs);
+    // Markdown is the console's table to paste: besides its own columns, every console column
+    // whose cells differ between the runs (the phases, "vs fastest"), so nothing that tells the
+    // splits apart is dropped.
+    case View::kMarkdown:
+      return visible(c, c.markdown, runs) || (visible(c, c.console, runs) && varies(c, runs));
     case View::kHtml: return visible(c, c.html, runs);
   }
   return false;

@@ -67,13 +67,15 @@ void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_by
   for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.label()) + 1);
   const bool fits = memory_bytes > 0;
   out << pad("split", label_width) << pad("forward", 12, true) << pad("backward", 12, true) << pad("optimizer", 12, true)
-      << pad("peak", 12, true) << "  " << pad("held by", 10)
+      << pad("peak", 12, true) << "  " << pad("held by", 10) << (fits ? pad("spare", 11, true) + "  " : std::string())
       << (fits ? pad("fits in " + format_bytes(memory_bytes), workload != nullptr ? 18 : 0) : std::string())
       << (workload != nullptr ? std::string("Trainer settings per rank") : std::string()) << "\n";
   for (const auto& plan : plans) {
     out << pad(plan.split.label(), label_width);
     for (int p = 0; p < kPlanPhaseCount; ++p) out << pad(format_bytes(plan.phase_peak_bytes[p]), 12, true);
     out << pad(format_bytes(plan.peak_bytes), 12, true) << "  " << pad(plan_phase_name(plan.peak_phase), 10);
+    // spare: what is left of the memory at the peak (negative: what is missing).
+    if (fits) out << pad(format_bytes(memory_bytes - plan.peak_bytes), 11, true) << "  ";
     if (fits) out << pad(plan.peak_bytes <= memory_bytes ? "yes" : "no", workload != nullptr ? 18 : 0);
     if (workload != nullptr) {
       // The keys that differ between splits; those every split shares follow the table.

@@ -4,6 +4,8 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <limits>
 
 #include "accumbench/data.hpp"
@@ -54,6 +56,24 @@ Snapshot one_step(Trainer& trainer, const std::vector<at::Tensor>& initial, cons
   return snapshot;
 }
 
+// The host memory this process may use: the kernel's MemAvailable (/proc/meminfo; free pages and
+// the caches it can drop), shared by the ranks torchrun started on this machine (LOCAL_WORLD_SIZE).
+// 0 when it cannot be read: then nothing is refused.
+int64_t available_host_bytes_per_process() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") {
+      const char* local = std::getenv("LOCAL_WORLD_SIZE");
+      const int64_t ranks = local != nullptr && std::atoi(local) > 1 ? std::atoi(local) : 1;
+      return kib * 1024 / ranks;
+    }
+  }
+  return 0;
+}
+
 // Everything verify needs before the first step: device, model shape, grid, and the one batch.
 struct VerifySetup {
   c10::Device device{c10::kCPU};
@@ -85,6 +105,12 @@ VerifySetup prepare(const WorkloadOptions& w) {
   require_model_fits_device(w, s.model, s.device.str());
   s.precision = w.precisions.front();
   s.grid = split_grid(w, s.launch.world_size);
+  // Its own memory, before anything is allocated: refused with a sentence, not killed.
+  const VerifyMemory memory =
+      verify_memory(s.model, sweep_plan_options(w, s.device.is_cuda(), /*token_batches=*/1), w, s.launch.world_size);
+  require_verify_fits(memory, s.model.name, s.device.is_cuda(),
+                      s.device.is_cuda() ? describe_environment(s.device.str()).device_memory_bytes : 0,
+                      available_host_bytes_per_process());
 
   DataOptions data = data_options_for(s.model.vocab_size, w.seq_len, w.batch, s.device.is_cuda());
   data.lengths = w.data.lengths;

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Data parallel as torchrun launches it: WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT, one process
-# per rank on 127.0.0.1 (c10d, Gloo). One ctest case per mode; each takes a free port, so the
+# Data parallel as torchrun launches it: every variable torchrun sets for a worker (RANK,
+# LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR,
+# MASTER_PORT, TORCHELASTIC_RUN_ID; torch/distributed/run.py's docs), one process per rank on
+# 127.0.0.1 (c10d, Gloo). Debian's torchrun 1.13 itself crashes on Python 3.11, so this script is
+# the launcher. One ctest case per mode; each takes a free port, so the
 # cases run in parallel with each other.
 #
 #   tests/cli/data_parallel.sh BINARY DATA_DIR CLI_DIR CASE verify|sweep
@@ -16,13 +19,18 @@ dp_run() {
   port=$(free_port) || fail "no free port"
   last_command="WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port accumbench $*"
   local pids=()
+  torchrun_env() {  # torchrun_env RANK: the variables of that worker, one node
+    echo "RANK=$1 LOCAL_RANK=$1 GROUP_RANK=0 ROLE_RANK=$1 WORLD_SIZE=$ranks LOCAL_WORLD_SIZE=$ranks" \
+      "ROLE_WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TORCHELASTIC_RUN_ID=accumbench-test"
+  }
   for ((r = 1; r < ranks; r++)); do
-    WORLD_SIZE=$ranks RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      timeout "$run_limit_s" "$bin" "$@" >"$out.rank$r" 2>&1 &
+    # shellcheck disable=SC2046  # one word per variable
+    env $(torchrun_env "$r") timeout "$run_limit_s" "$bin" "$@" >"$out.rank$r" 2>&1 &
     pids+=("$!")
     background_pids+=("$!")
   done
-  WORLD_SIZE=$ranks RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" "$@" >"$out" 2>"$err"
+  # shellcheck disable=SC2046
+  env $(torchrun_env 0) timeout "$run_limit_s" "$bin" "$@" >"$out" 2>"$err"
   rc=$?
   dp_rc=0
   for pid in "${pids[@]}"; do wait "$pid" || dp_rc=$?; done

@@ -108,7 +108,9 @@ missing_patterns() {
   shift
   local p
   for p in "$@"; do
-    if ! cat "${files[@]}" | grep -qF -- "$p"; then
+    # grep reads the files itself: `cat | grep -q` fails under pipefail when grep stops at an early
+    # match and cat, still writing the next file, dies of SIGPIPE.
+    if ! grep -qF -- "$p" "${files[@]}"; then
       printf '%s' "$p"
       return 0
     fi

@@ -30,7 +30,8 @@ LAYERS = [
     ("sweep", ["include/accumbench/sweep.hpp", "include/accumbench/verify.hpp",
                "include/accumbench/statistics.hpp", "include/accumbench/decision.hpp",
                "include/accumbench/throughput.hpp", "src/sweep/"]),
-    ("report", ["include/accumbench/report.hpp", "src/report/"]),
+    ("report", ["include/accumbench/report.hpp", "include/accumbench/trainer_config.hpp",
+                "include/accumbench/plan_report.hpp", "src/report/"]),
     ("top", ["tools/", "bench/", "tests/"]),
 ]
 RANK = {name: rank for rank, (name, _) in enumerate(LAYERS)}

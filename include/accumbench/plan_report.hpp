@@ -1,0 +1,70 @@
+// The plan as something to hand over: its split table as JSON, Markdown and HTML, read from one
+// column table (plan_columns(), as the sweep's columns.cpp), the headroom under a memory limit,
+// and the largest split of the batch that fits (src/report/plan_report.cpp). No LibTorch.
+//
+//   PlanReport r{plans, workload, target_modules, "cuda (assumed)", limit, headroom_bytes("5%", limit)};
+//   r.largest = largest_fitting_splits(cfg, options, workload, r.usable_bytes());
+//   write_file_atomically("plan.md", plan_markdown(r));
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "accumbench/plan.hpp"
+
+namespace accumbench {
+
+// The largest split of a rank's share of the batch (micro-batch a divisor of it) that fits, for
+// one combination of knobs; micro_batch 0 when none fits.
+struct LargestSplit {
+  std::string knobs;  // "", "with checkpointing", "with the chunked loss", "with both"
+  SplitConfig split;  // micro_batch 0: none fits
+  int64_t peak_bytes = 0;
+};
+
+struct PlanReport {
+  std::vector<MemoryPlan> plans;
+  WorkloadOptions workload;
+  std::vector<std::string> target_modules;  // PEFT's names of the LoRA targets (trainer_settings)
+  std::string device;                       // the device the plan assumes, in words
+  int64_t memory_limit_bytes = 0;           // 0: none given and none known
+  int64_t headroom_bytes = 0;               // kept free of the limit: CUDA context, fragmentation
+  std::vector<LargestSplit> largest;
+  // What the splits may use: the limit less the headroom (0 without a limit).
+  int64_t usable_bytes() const { return memory_limit_bytes > 0 ? memory_limit_bytes - headroom_bytes : 0; }
+};
+
+// --headroom: a size with its unit ("1GiB") or a percentage of the limit ("5%"). UserError on
+// anything else, or on a headroom that leaves nothing of the limit.
+int64_t headroom_bytes(const std::string& text, int64_t memory_limit_bytes);
+// The default, 5 %: about 0.5-0.8 GiB of CUDA context outside the caching allocator on a 24 GB
+// card, the plan's error (at most +3.7 % on the CPU, bench/plan_accuracy-2026-11-30.md) and the
+// allocator's rounding. Not yet measured on a GPU.
+inline constexpr char kDefaultHeadroom[] = "5%";
+
+// For each knob combination (none, checkpointing; with the chunked loss when the workload asks for
+// it), the largest micro-batch dividing a rank's share of the batch whose plan fits in
+// `usable_bytes`.
+std::vector<LargestSplit> largest_fitting_splits(const ModelConfig& cfg, const PlanOptions& options,
+                                                 const WorkloadOptions& workload, int64_t usable_bytes);
+// "largest split of 16 per rank that fits in 21.23 GiB: 4×4; with checkpointing: 4×4 ckpt"
+std::string largest_line(const PlanReport& report);
+
+// One column of the plan's split table (the console's, Markdown, HTML, JSON).
+struct PlanColumn {
+  std::string id;      // JSON key
+  std::string header;  // table header
+  bool right = true;   // numbers right-aligned
+  bool needs_limit = false;  // only with a memory limit (fits, spare)
+  std::string (*cell)(const MemoryPlan& plan, const PlanReport& report);
+};
+const std::vector<PlanColumn>& plan_columns();
+// The columns shown for this report: those needing a limit only with one.
+std::vector<const PlanColumn*> shown_plan_columns(const PlanReport& report);
+
+std::string plan_json(const PlanReport& report);
+std::string plan_markdown(const PlanReport& report);
+std::string plan_html(const PlanReport& report);
+
+}  // namespace accumbench

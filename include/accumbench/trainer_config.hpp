@@ -1,0 +1,62 @@
+// Trainer settings in: a TRL SFTConfig YAML (the file `trl sft --config` reads) or an axolotl
+// YAML config, read as the accumbench options it stands for (src/report/trainer_config.cpp).
+// The reverse of report.hpp's "Trainer settings" (--emit): what --emit trl prints, read back,
+// gives the same workload.
+//
+//   TrainerConfig c = read_trainer_config("sft.yaml", ConfigFormat::kTrl, 1);
+//   apply_trainer_config(c, w, [&](const std::string& option) { return given_on_command_line(option); });
+//   // c.notes(): what was read, and the keys not used or not understood
+//
+// Each setting is kept as an accumbench option and its value as accumbench writes it
+// ("--seq-len", "1024"), so that an option given on the command line wins over the file, and the
+// note can print the file as the command line it stands for.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "accumbench/options.hpp"
+
+namespace accumbench {
+
+enum class ConfigFormat { kTrl, kAxolotl };
+
+struct ConfigSetting {
+  std::string option;  // "--seq-len"
+  std::string value;   // "1024"; "" for a flag that is on ("--group-by-length")
+  std::string keys;    // the file's keys it comes from
+  bool by_default = false;  // the file leaves the key out: the trainer's default
+};
+
+struct TrainerConfig {
+  std::string path;
+  ConfigFormat format = ConfigFormat::kTrl;
+  std::vector<ConfigSetting> settings;
+  // LoRA without target modules: PEFT's default for the model's type, resolved once the model is
+  // known (apply_trainer_config), as the command line may name another model.
+  bool lora_default_targets = false;
+  std::vector<std::string> unused;   // keys understood that change nothing accumbench measures
+  std::vector<std::string> unknown;  // keys not understood: listed, ignored
+};
+
+// Reads the YAML text of a config. Keys that change memory or time but that accumbench does not
+// model (quantized weights, other optimizers, fused kernels, other attention, sharding, compile,
+// offloading) throw UserError naming the key and the file. `world_size` is the number of
+// data-parallel processes: the effective batch is per-device batch x accumulation x processes.
+TrainerConfig parse_trainer_config(const std::string& yaml_text, ConfigFormat format, int world_size,
+                                   const std::string& path);
+// The same, from a file (UserError when it cannot be read or is not YAML).
+TrainerConfig read_trainer_config(const std::string& path, ConfigFormat format, int world_size);
+
+// Sets the workload from the config, except the options `given` says were on the command line.
+// Throws UserError (naming the key) on a value that the option's own parser refuses.
+void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload,
+                          const std::function<bool(const std::string& option)>& given);
+
+// Notes for stderr: the file as the options it set (those the command line overrode named), and
+// the keys not used or not understood.
+std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
+                                              const std::function<bool(const std::string& option)>& given);
+
+}  // namespace accumbench

@@ -1,0 +1,309 @@
+// The plan as something to hand over (plan_report.hpp): one column table for the split table of
+// every format, the headroom, the largest split of the batch that fits, JSON, Markdown, HTML.
+#include "accumbench/plan_report.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "accumbench/error.hpp"
+#include "accumbench/report.hpp"
+#include "accumbench/units.hpp"
+#include "accumbench_report_css.hpp"  // html::kReportCss, generated from report.css
+#include "report/html/text.hpp"
+
+namespace accumbench {
+
+namespace {
+
+std::string phase_cell(const MemoryPlan& p, PlanPhase phase) {
+  return format_bytes(p.phase_peak_bytes[static_cast<int>(phase)]);
+}
+
+// The Trainer's keys that differ between splits; trl_settings' first three.
+std::string trainer_key(const MemoryPlan& p, const PlanReport& r, size_t index) {
+  return trl_settings(trainer_settings(p.split, r.workload, r.target_modules))[index].second;
+}
+
+bool fits(const MemoryPlan& p, const PlanReport& r) { return p.peak_bytes <= r.usable_bytes(); }
+
+}  // namespace
+
+const std::vector<PlanColumn>& plan_columns() {
+  static const std::vector<PlanColumn> columns = {
+      {"split", "split", false, false, [](const MemoryPlan& p, const PlanReport&) { return p.split.label(); }},
+      {"forward", "forward", true, false,
+       [](const MemoryPlan& p, const PlanReport&) { return phase_cell(p, PlanPhase::kForward); }},
+      {"backward", "backward", true, false,
+       [](const MemoryPlan& p, const PlanReport&) { return phase_cell(p, PlanPhase::kBackward); }},
+      {"optimizer", "optimizer", true, false,
+       [](const MemoryPlan& p, const PlanReport&) { return phase_cell(p, PlanPhase::kOptimizer); }},
+      {"peak", "peak", true, false, [](const MemoryPlan& p, const PlanReport&) { return format_bytes(p.peak_bytes); }},
+      {"held_by", "held by", false, false,
+       [](const MemoryPlan& p, const PlanReport&) { return std::string(plan_phase_name(p.peak_phase)); }},
+      // What is left of the usable memory at the peak; negative: how much is missing.
+      {"spare", "spare", true, true,
+       [](const MemoryPlan& p, const PlanReport& r) { return format_bytes(r.usable_bytes() - p.peak_bytes); }},
+      {"fits", "fits", false, true,
+       [](const MemoryPlan& p, const PlanReport& r) { return std::string(fits(p, r) ? "yes" : "no"); }},
+      {"per_device_train_batch_size", "per_device_train_batch_size", true, false,
+       [](const MemoryPlan& p, const PlanReport& r) { return trainer_key(p, r, 0); }},
+      {"gradient_accumulation_steps", "gradient_accumulation_steps", true, false,
+       [](const MemoryPlan& p, const PlanReport& r) { return trainer_key(p, r, 1); }},
+      {"gradient_checkpointing", "gradient_checkpointing", false, false,
+       [](const MemoryPlan& p, const PlanReport& r) { return trainer_key(p, r, 2); }},
+  };
+  return columns;
+}
+
+std::vector<const PlanColumn*> shown_plan_columns(const PlanReport& report) {
+  std::vector<const PlanColumn*> shown;
+  for (const PlanColumn& c : plan_columns()) {
+    if (!c.needs_limit || report.memory_limit_bytes > 0) shown.push_back(&c);
+  }
+  return shown;
+}
+
+int64_t headroom_bytes(const std::string& text, int64_t memory_limit_bytes) {
+  int64_t bytes = 0;
+  if (!text.empty() && text.back() == '%') {
+    double percent = -1;
+    try {
+      size_t used = 0;
+      percent = std::stod(text.substr(0, text.size() - 1), &used);
+      if (used != text.size() - 1) percent = -1;
+    } catch (const std::exception&) {
+    }
+    if (!(percent >= 0 && percent < 100)) {
+      throw UserError("--headroom " + text::quoted(text) + " is no percentage from 0 to 100; write it as 5% or as a "
+                      "size with its unit, 1GiB");
+    }
+    bytes = static_cast<int64_t>(std::llround(static_cast<double>(memory_limit_bytes) * percent / 100.0));
+  } else {
+    try {
+      bytes = parse_memory_limit(text);
+    } catch (const UserError&) {
+      throw UserError("--headroom " + text::quoted(text) + " is neither a size with its unit (1GiB, 500MB) nor a "
+                      "percentage of the memory limit (5%)");
+    }
+  }
+  if (memory_limit_bytes > 0 && bytes >= memory_limit_bytes) {
+    throw UserError("--headroom " + text + " leaves nothing of the " + format_bytes(memory_limit_bytes) +
+                    " memory limit; give a smaller headroom");
+  }
+  return bytes;
+}
+
+std::vector<LargestSplit> largest_fitting_splits(const ModelConfig& cfg, const PlanOptions& options,
+                                                 const WorkloadOptions& workload, int64_t usable_bytes) {
+  std::vector<LargestSplit> out;
+  if (usable_bytes <= 0 || workload.precisions.empty()) return out;
+  struct Knobs {
+    const char* words;
+    Checkpointing checkpointing;
+    bool chunked;
+  };
+  std::vector<Knobs> knobs = {{"", Checkpointing::kNone, false}, {"with checkpointing", Checkpointing::kBlocks, false}};
+  if (workload.loss.chunked) {
+    knobs.push_back({"with the chunked loss", Checkpointing::kNone, true});
+    knobs.push_back({"with both", Checkpointing::kBlocks, true});
+  }
+  const std::vector<int64_t> micro_batches = divisors(options.batch);  // options.batch: a rank's share
+  for (const Knobs& k : knobs) {
+    LargestSplit largest{k.words, {}, 0};
+    largest.split.micro_batch = 0;
+    for (auto m = micro_batches.rbegin(); m != micro_batches.rend(); ++m) {
+      SplitConfig split;
+      split.micro_batch = *m;
+      split.accum_steps = options.batch / *m;
+      split.precision = workload.precisions.front();
+      split.activation_checkpointing = k.checkpointing;
+      split.chunked_loss = k.chunked;
+      split.world_size = options.world_size;
+      const MemoryPlan plan = plan_memory(cfg, options, split);
+      if (plan.peak_bytes <= usable_bytes) {
+        largest.split = split;
+        largest.peak_bytes = plan.peak_bytes;
+        break;
+      }
+    }
+    out.push_back(largest);
+  }
+  return out;
+}
+
+std::string largest_line(const PlanReport& r) {
+  if (r.largest.empty() || r.plans.empty()) return "";
+  std::string line = "largest split of " + std::to_string(r.plans.front().options.batch) +
+                     (r.workload.world_size > 1 ? " per rank" : "") + " that fits in " + format_bytes(r.usable_bytes()) +
+                     ":";
+  bool first = true;
+  for (const LargestSplit& l : r.largest) {
+    line += std::string(first ? " " : "; ") + (l.knobs.empty() ? "" : l.knobs + ": ") +
+            (l.split.micro_batch > 0 ? l.split.label() : std::string("none"));
+    first = false;
+  }
+  return line;
+}
+
+namespace {
+
+std::string context_words(const PlanReport& r) {
+  const MemoryPlan& p = r.plans.front();
+  std::string words = p.model.name + ", T=" + std::to_string(p.options.seq_len) + ", batch " +
+                      std::to_string(r.workload.batch);
+  if (r.workload.world_size > 1) {
+    words += " over " + std::to_string(r.workload.world_size) + " data-parallel ranks, " +
+             std::to_string(p.options.batch) + " per rank";
+  }
+  words += ", " + to_string(p.split.precision) + ", attention " + to_string(p.options.attention) + ", device " + r.device;
+  return words;
+}
+
+std::string memory_words(const PlanReport& r) {
+  if (r.memory_limit_bytes <= 0) return "no memory limit: pass --memory-limit to see which splits fit";
+  return "memory limit " + format_bytes(r.memory_limit_bytes) + " less headroom " + format_bytes(r.headroom_bytes) +
+         " (CUDA context, fragmentation): " + format_bytes(r.usable_bytes()) + " for the splits";
+}
+
+std::string shared_settings(const PlanReport& r) {
+  const std::vector<std::pair<std::string, std::string>> keys =
+      trl_settings(trainer_settings(r.plans.front().split, r.workload, r.target_modules));
+  std::string text;
+  for (size_t k = 3; k < keys.size(); ++k) text += (text.empty() ? "" : " ") + keys[k].first + "=" + keys[k].second;
+  return text;
+}
+
+const char* const kPlanLegend =
+    "Splits read micro-batch x accumulation steps per rank; ckpt = activation checkpointing, oib = the optimizer "
+    "inside backward, chunked-ce = the chunked cross-entropy. held by = the phase at the peak; spare = usable memory "
+    "left at the peak (negative: missing).";
+
+std::string markdown_cell(const std::string& value) {
+  std::string escaped;
+  for (char c : value) {
+    if (c == '|') escaped += "\\|";
+    else if (c == '<') escaped += "&lt;";
+    else if (c == '>') escaped += "&gt;";
+    else if (c == '&') escaped += "&amp;";
+    else if (c == '\n') escaped += ' ';
+    else escaped += c;
+  }
+  return escaped;
+}
+
+}  // namespace
+
+std::string plan_json(const PlanReport& r) {
+  using nlohmann::json;
+  json out;
+  out["kind"] = "accumbench plan";
+  json context;
+  const MemoryPlan& first = r.plans.front();
+  context["model"] = first.model.name;
+  context["seq_len"] = first.options.seq_len;
+  context["batch"] = r.workload.batch;
+  context["world_size"] = r.workload.world_size;
+  context["batch_per_rank"] = first.options.batch;
+  context["precision"] = to_string(first.split.precision);
+  context["attention"] = to_string(first.options.attention);
+  context["device"] = r.device;
+  context["memory_limit_bytes"] = r.memory_limit_bytes > 0 ? json(r.memory_limit_bytes) : json(nullptr);
+  context["headroom_bytes"] = r.memory_limit_bytes > 0 ? json(r.headroom_bytes) : json(nullptr);
+  context["usable_bytes"] = r.memory_limit_bytes > 0 ? json(r.usable_bytes()) : json(nullptr);
+  for (const auto& [name, value] : describe_workload(r.workload)) context["options"][name] = value;
+  out["context"] = context;
+  json splits = json::array();
+  for (const MemoryPlan& p : r.plans) {
+    json s;
+    s["split"] = p.split.label();
+    s["micro_batch"] = p.split.micro_batch;
+    s["accum_steps"] = p.split.accum_steps;
+    s["activation_checkpointing"] = to_string(p.split.activation_checkpointing);
+    s["optimizer_in_backward"] = p.split.optimizer_in_backward;
+    s["chunked_loss"] = p.split.chunked_loss;
+    for (int phase = 0; phase < kPlanPhaseCount; ++phase) {
+      s[std::string(plan_phase_name(static_cast<PlanPhase>(phase))) + "_bytes"] = p.phase_peak_bytes[phase];
+    }
+    s["peak_bytes"] = p.peak_bytes;
+    s["held_by"] = plan_phase_name(p.peak_phase);
+    s["spare_bytes"] = r.memory_limit_bytes > 0 ? json(r.usable_bytes() - p.peak_bytes) : json(nullptr);
+    s["fits"] = r.memory_limit_bytes > 0 ? json(fits(p, r)) : json(nullptr);
+    json settings;
+    for (const auto& [key, value] : trl_settings(trainer_settings(p.split, r.workload, r.target_modules))) {
+      settings[key] = value;
+    }
+    s["trainer_settings"] = settings;
+    splits.push_back(s);
+  }
+  out["splits"] = splits;
+  json largest = json::array();
+  for (const LargestSplit& l : r.largest) {
+    largest.push_back({{"knobs", l.knobs.empty() ? "none" : l.knobs},
+                       {"split", l.split.micro_batch > 0 ? json(l.split.label()) : json(nullptr)},
+                       {"peak_bytes", l.split.micro_batch > 0 ? json(l.peak_bytes) : json(nullptr)}});
+  }
+  out["largest_fitting"] = largest;
+  return out.dump(2) + "\n";
+}
+
+std::string plan_markdown(const PlanReport& r) {
+  std::ostringstream out;
+  out << "**accumbench plan:** " << markdown_cell(context_words(r)) << "; " << markdown_cell(memory_words(r)) << "\n\n";
+  const std::vector<const PlanColumn*> columns = shown_plan_columns(r);
+  std::string header = "|", rule = "|";
+  for (const PlanColumn* c : columns) {
+    header += " " + c->header + " |";
+    rule += c->right ? " ---: |" : " --- |";
+  }
+  out << header << "\n" << rule << "\n";
+  for (const MemoryPlan& p : r.plans) {
+    out << "|";
+    for (const PlanColumn* c : columns) out << " " << markdown_cell(c->cell(p, r)) << " |";
+    out << "\n";
+  }
+  out << "\nEvery split also: " << markdown_cell(shared_settings(r)) << "\n";
+  const std::string largest = largest_line(r);
+  if (!largest.empty()) out << "\n" << markdown_cell(largest) << "\n";
+  out << "\n" << kPlanLegend << "\n";
+  return out.str();
+}
+
+std::string plan_html(const PlanReport& r) {
+  using html::html_escape;
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  h += "<meta name=\"generator\" content=\"accumbench\">\n";
+  h += "<title>accumbench plan \u2014 " + html_escape(context_words(r)) + "</title>\n";
+  h += "<style>\n" + std::string(html::kReportCss) + "</style>\n</head>\n<body>\n<main>\n";
+  h += "<header><h1>accumbench plan \u00b7 " + html_escape(r.plans.front().model.name) + "</h1>";
+  h += "<p class=\"subtitle\">" + html_escape(context_words(r)) + "</p>";
+  h += "<p class=\"subtitle\">" + html_escape(memory_words(r)) + "</p></header>\n";
+  h += "<section class=\"card table-card\"><h2>Splits</h2><div class=\"table-wrap\"><table id=\"plan-table\"><thead><tr>";
+  const std::vector<const PlanColumn*> columns = shown_plan_columns(r);
+  for (const PlanColumn* c : columns) h += (c->right ? "<th>" : "<th class=\"text\">") + html_escape(c->header) + "</th>";
+  h += "</tr></thead><tbody>";
+  for (const MemoryPlan& p : r.plans) {
+    const bool bad = r.memory_limit_bytes > 0 && !fits(p, r);
+    h += bad ? "<tr class=\"status-bad\">" : "<tr>";
+    for (const PlanColumn* c : columns) {
+      h += (c->right ? "<td>" : "<td class=\"text\">") + html_escape(c->cell(p, r)) + "</td>";
+    }
+    h += "</tr>";
+  }
+  h += "</tbody></table></div>";
+  h += "<p class=\"note\">Every split also: " + html_escape(shared_settings(r)) + "</p>";
+  const std::string largest = largest_line(r);
+  if (!largest.empty()) h += "<p class=\"note\">" + html_escape(largest) + "</p>";
+  h += "<p class=\"note\">" + html_escape(kPlanLegend) + "</p></section>\n";
+  h += "<footer>Generated by accumbench \u00b7 the data of this page is embedded below as JSON (#accumbench-plan)</footer>\n";
+  std::string data = plan_json(r);
+  // "</" would end the script element early: write it as "<\/", which JSON reads the same.
+  for (size_t at = data.find("</"); at != std::string::npos; at = data.find("</", at + 3)) data.replace(at, 2, "<\\/");
+  h += "</main>\n<script type=\"application/json\" id=\"accumbench-plan\">" + data + "</script>\n</body>\n</html>\n";
+  return h;
+}
+
+}  // namespace accumbench

@@ -1,0 +1,629 @@
+// Trainer settings in: a TRL or axolotl YAML config read as accumbench options
+// (trainer_config.hpp). The keys and their defaults, from the projects' own sources:
+//
+// - TRL (github.com/huggingface/trl, trl/trainer/sft_config.py, base_config.py, model_config.py;
+//   `trl sft --config FILE` fills ScriptArguments, SFTConfig and ModelConfig from one YAML file):
+//   max_length defaults to 1024 (null: no truncation); packing false; packing_strategy "bfd"
+//   (also "bfd_split", "wrapped"); with bfd packing the batch is padding-free whatever
+//   padding_free says; pad_to_multiple_of none (the collator pads to the longest sample);
+//   gradient_checkpointing defaults to true; bf16 defaults to `not fp16`; learning_rate 2e-5.
+//   ModelConfig: model_name_or_path, dtype (older: torch_dtype) "float32", use_peft false,
+//   lora_r 16, lora_alpha 32, lora_dropout 0.05, lora_target_modules none (PEFT then picks the
+//   model type's default), lora_task_type "CAUSAL_LM", load_in_4bit/8bit, use_dora, use_rslora.
+// - transformers TrainingArguments (src/transformers/training_args.py):
+//   per_device_train_batch_size 8, gradient_accumulation_steps 1, optim "adamw_torch" (with
+//   PyTorch >= 2.8 "adamw_torch_fused"), adam_beta1 0.9, adam_beta2 0.999, adam_epsilon 1e-8.
+// - PEFT's default LoRA targets (src/peft/utils/constants.py,
+//   TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING): gpt2 ["c_attn"]; llama, mistral, qwen2
+//   ["q_proj", "v_proj"].
+// - axolotl (github.com/axolotl-ai-cloud/axolotl, src/axolotl/utils/schemas/config.py,
+//   training.py, peft.py; utils/config/__init__.py normalize_config; core/builders/causal.py):
+//   sequence_len 512; micro_batch_size 1; gradient_accumulation_steps 1 (or batch_size /
+//   micro_batch_size when only batch_size is given); bf16 "auto" (bf16 on any GPU since Ampere);
+//   gradient_checkpointing false (or "offload"/"offload_disk"); sample_packing false; the collator
+//   pads to the longest sample rounded up to pad_to_multiple_of (default 64) unless
+//   pad_to_sequence_len is true (to sequence_len) or false (to the longest sample); optimizer
+//   "adamw_torch_fused"; lora_dropout 0.0.
+#include "accumbench/trainer_config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "accumbench/error.hpp"
+#include "accumbench/model_config.hpp"
+#include "accumbench/units.hpp"
+
+namespace accumbench {
+
+namespace {
+
+const char* format_name(ConfigFormat format) { return format == ConfigFormat::kTrl ? "TRL" : "axolotl"; }
+const char* option_name(ConfigFormat format) {
+  return format == ConfigFormat::kTrl ? "--trl-config" : "--axolotl-config";
+}
+
+// Keys understood that change nothing accumbench measures or plans: the run's bookkeeping, the
+// dataset's source and text processing, evaluation, logging, the schedule of the learning rate.
+const std::set<std::string>& trl_unused_keys() {
+  static const std::set<std::string> keys = {
+      // trl ScriptArguments
+      "dataset_name", "dataset_config", "dataset_train_split", "dataset_test_split", "dataset_streaming",
+      "dataset_mixture", "datasets", "gradient_checkpointing_use_reentrant", "ignore_bias_buffers", "env",
+      // SFTConfig
+      "model_init_kwargs", "trust_remote_code", "router_aux_loss_coef", "chat_template_path", "dataset_text_field",
+      "dataset_kwargs", "dataset_num_proc", "eos_token", "pad_token", "truncation_mode", "shuffle_dataset",
+      "eval_packing", "completion_only_loss", "assistant_only_loss",
+      // ModelConfig (the bitsandbytes keys only act with load_in_4bit, which is refused)
+      "model_revision", "bnb_4bit_quant_type", "use_bnb_nested_quant", "bnb_4bit_quant_storage",
+      // TrainingArguments
+      "output_dir", "overwrite_output_dir", "do_train", "do_eval", "do_predict", "eval_strategy",
+      "evaluation_strategy", "prediction_loss_only", "per_device_eval_batch_size", "eval_accumulation_steps",
+      "eval_delay", "eval_steps", "eval_on_start", "num_train_epochs", "max_steps", "lr_scheduler_type",
+      "lr_scheduler_kwargs", "warmup_ratio", "warmup_steps", "log_level", "log_level_replica", "logging_dir",
+      "logging_strategy", "logging_first_step", "logging_steps", "logging_nan_inf_filter", "save_strategy",
+      "save_steps", "save_total_limit", "save_safetensors", "save_on_each_node", "save_only_model", "data_seed",
+      "full_determinism", "bf16_full_eval", "fp16_full_eval", "tf32", "local_rank", "ddp_backend", "ddp_timeout",
+      "ddp_find_unused_parameters", "ddp_bucket_cap_mb", "ddp_broadcast_buffers", "dataloader_drop_last",
+      "dataloader_num_workers", "dataloader_pin_memory", "dataloader_persistent_workers",
+      "dataloader_prefetch_factor", "run_name", "disable_tqdm", "remove_unused_columns", "label_names",
+      "load_best_model_at_end", "metric_for_best_model", "greater_is_better", "ignore_data_skip",
+      "label_smoothing_factor", "report_to", "push_to_hub", "hub_model_id", "hub_strategy", "hub_token",
+      "hub_private_repo", "hub_always_push", "resume_from_checkpoint", "gradient_checkpointing_kwargs",
+      "include_num_input_tokens_seen", "include_tokens_per_second", "neftune_noise_alpha", "max_grad_norm",
+      "torch_empty_cache_steps", "average_tokens_across_devices", "half_precision_backend", "fp16_opt_level",
+      "skip_memory_metrics", "restore_callback_states_from_checkpoint", "past_index", "project",
+      "trackio_space_id", "batch_eval_metrics", "eval_do_concat_batches", "save_steps"};
+  return keys;
+}
+
+const std::set<std::string>& axolotl_unused_keys() {
+  static const std::set<std::string> keys = {
+      "datasets", "test_datasets", "dataset_prepared_path", "dataset_processes", "shuffle_merged_datasets",
+      "val_set_size", "output_dir", "num_epochs", "max_steps", "lr_scheduler", "lr_scheduler_kwargs",
+      "cosine_min_lr_ratio", "lr_quadratic_warmup", "warmup_steps", "warmup_ratio", "logging_steps",
+      "evals_per_epoch", "saves_per_epoch", "eval_steps", "save_steps", "save_strategy", "eval_strategy",
+      "save_total_limit", "save_first_step", "save_safetensors", "wandb_project", "wandb_entity", "wandb_watch",
+      "wandb_name", "wandb_log_model", "use_wandb", "use_mlflow", "mlflow_experiment_name", "special_tokens",
+      "tokens", "chat_template", "default_system_message", "train_on_inputs", "strict", "tf32",
+      "early_stopping_patience", "resume_from_checkpoint", "auto_resume_from_checkpoints", "local_rank", "debug",
+      "hub_model_id", "hub_strategy", "push_dataset_to_hub", "eval_sample_packing", "eval_batch_size",
+      "eval_sequence_len", "eval_max_new_tokens", "eval_table_size", "lora_fan_in_fan_out", "lora_model_dir",
+      "trust_remote_code", "is_llama_derived_model", "is_qwen_derived_model", "is_mistral_derived_model",
+      "tokenizer_type", "tokenizer_config", "tokenizer_use_fast", "tokenizer_legacy", "model_type",
+      "max_grad_norm", "gradient_checkpointing_kwargs", "loss_watchdog_threshold", "loss_watchdog_patience",
+      "gc_steps", "excess_length_strategy", "neftune_noise_alpha", "ddp_timeout", "ddp_bucket_cap_mb",
+      "ddp_broadcast_buffers", "remove_unused_columns", "embeddings_skip_upcast", "fsdp_version"
+      "dataloader_num_workers", "dataloader_pin_memory", "dataloader_prefetch_factor",
+      "logging_dir", "report_to"};
+  return keys;
+}
+
+// A number as the shortest text that reads back the same to 6 digits ("2e-05", "0.05", "32"), as
+// --emit writes them; std::to_string would print 1e-8 as "0.000000".
+std::string num(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+struct Reader {
+  const YAML::Node& root;
+  ConfigFormat format;
+  const std::string& path;
+  TrainerConfig config;
+  std::set<std::string> read;  // keys handled (set, checked or known unused)
+
+  // Present with a value (a YAML null, `key:` or `key: null`, counts as left out).
+  bool has(const std::string& key) {
+    read.insert(key);
+    const YAML::Node node = root[key];
+    return node.IsDefined() && !node.IsNull();
+  }
+
+  std::string where(const std::string& key) const { return path + ": " + key; }
+
+  [[noreturn]] void bad_value(const std::string& key, const std::string& expected) const {
+    std::string shown;
+    try {
+      shown = text::quoted(YAML::Dump(root[key]));
+    } catch (const std::exception&) {
+      shown = "its value";
+    }
+    throw UserError(where(key) + " is " + shown + ", not " + expected + "; fix the key in the file");
+  }
+
+  bool boolean(const std::string& key) {
+    try {
+      return root[key].as<bool>();
+    } catch (const YAML::Exception&) {
+      bad_value(key, "true or false");
+    }
+  }
+  int64_t whole(const std::string& key) {
+    try {
+      const int64_t value = root[key].as<int64_t>();
+      if (value > 0) return value;
+    } catch (const YAML::Exception&) {
+    }
+    bad_value(key, "a positive whole number");
+  }
+  double number(const std::string& key) {
+    try {
+      return root[key].as<double>();
+    } catch (const YAML::Exception&) {
+      bad_value(key, "a number");
+    }
+  }
+  std::string word(const std::string& key) {
+    if (!root[key].IsScalar()) bad_value(key, "a single value");
+    return root[key].Scalar();
+  }
+  // A string or a list of strings, as PEFT's target_modules.
+  std::vector<std::string> words(const std::string& key) {
+    const YAML::Node node = root[key];
+    if (node.IsScalar()) return {node.Scalar()};
+    std::vector<std::string> items;
+    if (node.IsSequence()) {
+      for (const YAML::Node& item : node) {
+        if (!item.IsScalar()) bad_value(key, "a list of names");
+        items.push_back(item.Scalar());
+      }
+      if (!items.empty()) return items;
+    }
+    bad_value(key, "a list of names");
+  }
+  // True, or a non-empty string, list or map (deepspeed: a path; fsdp: "full_shard" or a list).
+  bool on(const std::string& key) {
+    if (!has(key)) return false;
+    const YAML::Node node = root[key];
+    if (node.IsScalar()) {
+      bool value = false;
+      if (YAML::convert<bool>::decode(node, value)) return value;
+      return !node.Scalar().empty();
+    }
+    return node.size() > 0;
+  }
+
+  // A key whose effect on memory or time accumbench does not model: one sentence, exit 2.
+  [[noreturn]] void refuse(const std::string& key, const std::string& what, const std::string& fix) const {
+    std::string value;
+    try {
+      value = root[key].IsScalar() ? ": " + root[key].Scalar() : "";
+    } catch (const std::exception&) {
+    }
+    throw UserError(path + " sets " + key + value + ", which " + what + " and accumbench does not model; " + fix);
+  }
+  void refuse_if_on(const std::string& key, const std::string& what) {
+    if (on(key)) refuse(key, what, "remove the key to measure without it");
+  }
+
+  void set(const std::string& option, const std::string& value, const std::string& keys, bool by_default = false) {
+    config.settings.push_back({option, value, keys, by_default});
+  }
+
+  // model_name_or_path / base_model: an accumbench preset by its name, else --hf-config's spec (a
+  // config.json, a model directory, or a Hub id from the local cache).
+  void model(const std::string& key) {
+    if (!has(key)) return;
+    const std::string name = word(key);
+    const bool preset = std::any_of(presets().begin(), presets().end(),
+                                    [&](const ModelConfig& p) { return p.name == name; });
+    set(preset ? "--model" : "--hf-config", name, key);
+  }
+
+  void precision(bool bf16, bool fp16, const std::string& keys, bool by_default) {
+    if (bf16 && fp16) {
+      throw UserError(path + " sets both bf16 and fp16; keep the one the training uses");
+    }
+    set("--precision", bf16 ? "bf16" : fp16 ? "fp16" : "fp32", keys, by_default);
+  }
+
+  void optimizer(const std::string& key) {
+    if (!has(key)) return;
+    const std::string name = word(key);
+    // The AdamW accumbench runs: torch.optim.AdamW, fused or not (the same update).
+    if (name != "adamw_torch" && name != "adamw_torch_fused") {
+      refuse(key, "chooses another optimizer than torch's AdamW", "use adamw_torch or adamw_torch_fused, or remove the key");
+    }
+  }
+
+  void hyperparameters() {
+    if (has("learning_rate")) set("--lr", num(number("learning_rate")), "learning_rate");
+    if (has("weight_decay")) set("--weight-decay", num(number("weight_decay")), "weight_decay");
+    if (has("adam_beta1")) set("--beta1", num(number("adam_beta1")), "adam_beta1");
+    if (has("adam_beta2")) set("--beta2", num(number("adam_beta2")), "adam_beta2");
+    if (has("adam_epsilon")) set("--adam-eps", num(number("adam_epsilon")), "adam_epsilon");
+    if (has("seed")) set("--seed", std::to_string(whole("seed")), "seed");
+  }
+
+  void lora_targets(const std::string& key) {
+    std::vector<std::string> names = words(key);
+    if (names.size() == 1 && names.front() == "all-linear") {
+      set("--lora-targets", "all-linear", key);
+      return;
+    }
+    std::string joined;
+    for (std::string name : names) {
+      // PEFT matches a target against the end of a module's path: GPT-2's attn.c_proj and
+      // mlp.c_proj are accumbench's attn_c_proj and mlp_c_proj.
+      if (name == "attn.c_proj" || name == "mlp.c_proj") name[name.find('.')] = '_';
+      joined += (joined.empty() ? "" : ",") + name;
+    }
+    set("--lora-targets", joined, key);
+  }
+
+  void batch(int64_t per_device, int64_t accumulation, int world_size, const std::string& keys) {
+    set("--batch", std::to_string(per_device * accumulation * world_size),
+        keys + ": " + std::to_string(per_device) + " per device x " + std::to_string(accumulation) +
+            " accumulation steps x " + std::to_string(world_size) + (world_size == 1 ? " process" : " processes"));
+  }
+
+  void read_trl(int world_size) {
+    model("model_name_or_path");
+    for (const char* key : {"load_in_4bit", "load_in_8bit"}) refuse_if_on(key, "quantizes the frozen base");
+    optimizer("optim");
+    refuse_if_on("use_liger_kernel", "swaps in Liger's fused kernels");
+    refuse_if_on("torch_compile", "compiles the model");
+    refuse_if_on("activation_offloading", "moves activations to the CPU");
+    refuse_if_on("deepspeed", "shards the training state with DeepSpeed");
+    refuse_if_on("fsdp", "shards the training state with FSDP");
+    refuse_if_on("fsdp_config", "shards the training state with FSDP");
+    refuse_if_on("auto_find_batch_size", "changes the per-device batch while training");
+    refuse_if_on("use_dora", "trains DoRA adapters");
+    refuse_if_on("use_rslora", "scales the adapters by alpha / sqrt(r)");
+    refuse_if_on("lora_modules_to_save", "trains whole modules beside the adapters");
+    refuse_if_on("lora_target_parameters", "puts adapters on parameters rather than modules");
+    if (has("attn_implementation")) {
+      refuse("attn_implementation", "picks the attention kernel",
+             "remove the key; accumbench uses flash attention with PyTorch 2.x on CUDA and explicit attention on the CPU "
+             "(plan --attention chooses)");
+    }
+    if (has("lora_task_type") && word("lora_task_type") != "CAUSAL_LM") {
+      refuse("lora_task_type", "trains another task than a causal LM", "remove the key");
+    }
+    if (has("loss_type")) {
+      const std::string loss = word("loss_type");
+      if (loss == "chunked_nll") set("--chunked-loss", "", "loss_type");
+      else if (loss != "nll") refuse("loss_type", "changes the loss", "use nll or chunked_nll, or remove the key");
+    }
+
+    // The shape of a step.
+    const std::string length_key = has("max_length") ? "max_length" : has("max_seq_length") ? "max_seq_length" : "";
+    if (!length_key.empty()) {
+      set("--seq-len", std::to_string(whole(length_key)), length_key);
+    } else if (root["max_length"].IsDefined()) {
+      throw UserError(path + " sets max_length: null (no truncation); write the longest sequence the training sees");
+    } else {
+      set("--seq-len", "1024", "max_length", true);
+    }
+    const int64_t per_device = has("per_device_train_batch_size") ? whole("per_device_train_batch_size") : 8;
+    const int64_t accumulation = has("gradient_accumulation_steps") ? whole("gradient_accumulation_steps") : 1;
+    batch(per_device, accumulation, world_size, "per_device_train_batch_size x gradient_accumulation_steps");
+
+    // Precision: SFTConfig's bf16 defaults to `not fp16`.
+    const bool fp16 = has("fp16") && boolean("fp16");
+    const bool bf16 = has("bf16") ? boolean("bf16") : !fp16;
+    precision(bf16, fp16, "bf16", !has("bf16") && !fp16);
+    if (has("use_cpu") && boolean("use_cpu")) set("--device", "cpu", "use_cpu");
+    const std::string dtype_key = has("dtype") ? "dtype" : has("torch_dtype") ? "torch_dtype" : "";
+    if (!dtype_key.empty()) {
+      const std::string dtype = word(dtype_key);
+      if (dtype == "float32") set("--weights-dtype", "fp32", dtype_key);
+      else if (dtype == "bfloat16") set("--weights-dtype", "bf16", dtype_key);
+      else if (dtype == "float16") set("--weights-dtype", "fp16", dtype_key);
+      else refuse(dtype_key, "leaves the weights' dtype to the checkpoint", "write float32, bfloat16 or float16");
+    }
+    const bool checkpointing = has("gradient_checkpointing") ? boolean("gradient_checkpointing") : true;
+    set("--activation-checkpointing", checkpointing ? "blocks" : "none", "gradient_checkpointing",
+        !has("gradient_checkpointing"));
+
+    // The data's layout.
+    const bool packing = has("packing") && boolean("packing");
+    const std::string strategy = has("packing_strategy") ? word("packing_strategy") : "bfd";
+    if (packing) {
+      if (strategy != "bfd" && strategy != "wrapped") {
+        refuse("packing_strategy", "packs differently from bfd and wrapped", "use bfd or wrapped");
+      }
+      set("--packing", strategy, "packing, packing_strategy");
+    } else {
+      set("--packing", "none", "packing");
+    }
+    if (has("padding_free") && boolean("padding_free") && !(packing && strategy == "bfd")) {
+      refuse("padding_free", "flattens each micro-batch without padding",
+             "use packing: true with packing_strategy: bfd (padding-free, as accumbench models it), or remove the key");
+    }
+    // pad_to_multiple_of: T is --padding max (the longest sample rounded up to T is T).
+    if (has("pad_to_multiple_of")) {
+      const int64_t multiple = whole("pad_to_multiple_of");
+      const bool to_t = std::any_of(config.settings.begin(), config.settings.end(), [&](const ConfigSetting& s) {
+        return s.option == "--seq-len" && s.value == std::to_string(multiple);
+      });
+      set("--padding", to_t ? "max" : "multiple:" + std::to_string(multiple), "pad_to_multiple_of");
+    } else {
+      set("--padding", "longest", "pad_to_multiple_of", true);  // the collator pads to the longest sample
+    }
+    if (has("group_by_length") && boolean("group_by_length")) set("--group-by-length", "", "group_by_length");
+
+    // LoRA (ModelConfig, with trl sft's --use_peft).
+    if (has("use_peft") && boolean("use_peft")) {
+      set("--lora-rank", std::to_string(has("lora_r") ? whole("lora_r") : 16), "lora_r");
+      set("--lora-alpha", num(has("lora_alpha") ? number("lora_alpha") : 32.0), "lora_alpha");
+      set("--lora-dropout", num(has("lora_dropout") ? number("lora_dropout") : 0.05), "lora_dropout");
+      if (has("lora_target_modules")) lora_targets("lora_target_modules");
+      else config.lora_default_targets = true;
+    } else {
+      for (const char* key : {"lora_r", "lora_alpha", "lora_dropout", "lora_target_modules"}) {
+        if (has(key)) config.unused.push_back(std::string(key) + " (no use_peft)");
+      }
+    }
+    hyperparameters();
+  }
+
+  void read_axolotl(int world_size) {
+    model(has("base_model_config") ? "base_model_config" : "base_model");
+    read.insert("base_model");
+    for (const char* key : {"load_in_4bit", "load_in_8bit"}) refuse_if_on(key, "quantizes the frozen base");
+    optimizer("optimizer");
+    refuse_if_on("torch_compile", "compiles the model");
+    refuse_if_on("activation_offloading", "moves activations to the CPU");
+    refuse_if_on("deepspeed", "shards the training state with DeepSpeed");
+    refuse_if_on("fsdp", "shards the training state with FSDP");
+    refuse_if_on("fsdp_config", "shards the training state with FSDP");
+    refuse_if_on("plugins", "loads plugins that patch the model");
+    refuse_if_on("cut_cross_entropy", "swaps in a fused cross-entropy");
+    refuse_if_on("unfrozen_parameters", "trains only some parameters");
+    refuse_if_on("lora_modules_to_save", "trains whole modules beside the adapters");
+    refuse_if_on("peft_use_dora", "trains DoRA adapters");
+    refuse_if_on("peft_use_rslora", "scales the adapters by alpha / sqrt(r)");
+    refuse_if_on("xformers_attention", "picks xformers' attention kernel");
+    refuse_if_on("flex_attention", "picks flex attention");
+    refuse_if_on("s2_attention", "picks shifted-sparse attention");
+    refuse_if_on("eager_attention", "picks eager attention");
+    for (const std::string& key : {std::string("tensor_parallel_size"), std::string("context_parallel_size")}) {
+      if (has(key) && whole(key) > 1) refuse(key, "splits the model over devices", "remove the key");
+    }
+    for (const auto& item : root) {
+      const std::string key = item.first.Scalar();
+      if (key.rfind("liger_", 0) == 0) refuse_if_on(key, "swaps in Liger's fused kernels");
+    }
+    // flash_attention / sdp_attention: memory-efficient attention, which is accumbench's own on
+    // CUDA with PyTorch 2.x (the plan's header names the attention it assumes).
+    for (const char* key : {"flash_attention", "sdp_attention"}) {
+      if (has(key)) config.unused.push_back(std::string(key) + " (accumbench's attention follows the device)");
+    }
+    if (has("adapter")) {
+      const std::string adapter = word("adapter");
+      if (adapter == "qlora") refuse("adapter", "quantizes the frozen base", "use adapter: lora to plan the unquantized base");
+      if (adapter != "lora") refuse("adapter", "trains another adapter than LoRA", "use adapter: lora or remove the key");
+    }
+
+    const int64_t length = has("sequence_len") ? whole("sequence_len") : 512;
+    set("--seq-len", std::to_string(length), "sequence_len", !has("sequence_len"));
+    const int64_t micro = has("micro_batch_size") ? whole("micro_batch_size") : 1;
+    int64_t accumulation = 1;
+    if (has("gradient_accumulation_steps")) {
+      accumulation = whole("gradient_accumulation_steps");
+    } else if (has("batch_size")) {
+      // normalize_config: gradient_accumulation_steps = batch_size // micro_batch_size.
+      const int64_t per_device = whole("batch_size");
+      if (per_device % micro != 0) {
+        throw UserError(path + ": batch_size " + std::to_string(per_device) + " is not a multiple of micro_batch_size " +
+                        std::to_string(micro) + "; give gradient_accumulation_steps instead");
+      }
+      accumulation = per_device / micro;
+    }
+    batch(micro, accumulation, world_size, "micro_batch_size x gradient_accumulation_steps");
+
+    // bf16: auto is bf16 on any GPU since Ampere, the devices accumbench plans for.
+    const bool bf16_auto = !has("bf16") || (root["bf16"].IsScalar() && root["bf16"].Scalar() == "auto");
+    const bool fp16 = has("fp16") && boolean("fp16");
+    const bool bf16 = bf16_auto ? !fp16 : boolean("bf16");  // auto gives way to an explicit fp16
+    precision(bf16, fp16, "bf16", !has("bf16") && !fp16);
+
+    bool checkpointing = false;
+    if (has("gradient_checkpointing")) {
+      if (root["gradient_checkpointing"].IsScalar() && root["gradient_checkpointing"].Scalar().rfind("offload", 0) == 0) {
+        refuse("gradient_checkpointing", "offloads the checkpoints", "use true or false");
+      }
+      checkpointing = boolean("gradient_checkpointing");
+    }
+    set("--activation-checkpointing", checkpointing ? "blocks" : "none", "gradient_checkpointing",
+        !has("gradient_checkpointing"));
+
+    // axolotl's sample packing keeps samples whole, attention restarting at each: bfd.
+    const bool packing = has("sample_packing") && boolean("sample_packing");
+    set("--packing", packing ? "bfd" : "none", "sample_packing");
+    // The collator (core/builders/causal.py): pad_to_sequence_len true pads to T; unset, to a
+    // multiple of pad_to_multiple_of (64 by default); false, to the longest sample.
+    const int64_t multiple = has("pad_to_multiple_of") ? whole("pad_to_multiple_of") : 64;
+    if (has("pad_to_sequence_len") && boolean("pad_to_sequence_len")) {
+      set("--padding", "max", "pad_to_sequence_len");
+    } else if (has("pad_to_sequence_len")) {
+      set("--padding", "longest", "pad_to_sequence_len");
+    } else {
+      set("--padding", multiple >= length ? "max" : "multiple:" + std::to_string(multiple), "pad_to_sequence_len",
+          true);
+    }
+    if (has("group_by_length") && boolean("group_by_length")) set("--group-by-length", "", "group_by_length");
+
+    if (has("adapter")) {
+      if (!has("lora_r")) throw UserError(path + " sets adapter: lora without lora_r; add lora_r");
+      set("--lora-rank", std::to_string(whole("lora_r")), "lora_r");
+      if (!has("lora_alpha")) throw UserError(path + " sets adapter: lora without lora_alpha; add lora_alpha");
+      set("--lora-alpha", num(number("lora_alpha")), "lora_alpha");
+      set("--lora-dropout", num(has("lora_dropout") ? number("lora_dropout") : 0.0), "lora_dropout");
+      if (has("lora_target_linear") && boolean("lora_target_linear")) set("--lora-targets", "all-linear", "lora_target_linear");
+      else if (has("lora_target_modules")) lora_targets("lora_target_modules");
+      else config.lora_default_targets = true;
+    } else {
+      for (const char* key : {"lora_r", "lora_alpha", "lora_dropout", "lora_target_linear", "lora_target_modules"}) {
+        if (has(key)) config.unused.push_back(std::string(key) + " (no adapter)");
+      }
+    }
+    hyperparameters();
+  }
+};
+
+int64_t whole_number(const ConfigSetting& s) { return std::stoll(s.value); }
+double real_number(const ConfigSetting& s) { return std::stod(s.value); }
+
+// Both model options name the model: either one on the command line wins over the file's.
+bool overridden(const ConfigSetting& s, const std::function<bool(const std::string&)>& given) {
+  if (s.option == "--model" || s.option == "--hf-config") return given("--model") || given("--hf-config");
+  return given(s.option);
+}
+
+void apply_setting(const ConfigSetting& s, WorkloadOptions& w) {
+  const std::string& o = s.option;
+  if (o == "--model") {
+    w.model.preset = s.value;
+    w.model.hf_config.clear();
+  } else if (o == "--hf-config") {
+    w.model.hf_config = s.value;
+  } else if (o == "--seq-len") {
+    w.seq_len = whole_number(s);
+  } else if (o == "--batch") {
+    w.batch = whole_number(s);
+  } else if (o == "--precision") {
+    w.precisions = {precision_from_string(s.value)};
+  } else if (o == "--weights-dtype") {
+    w.weights_dtype = weights_dtype_from_string(s.value);
+  } else if (o == "--activation-checkpointing") {
+    w.grid.checkpointing = checkpointing_from_string(s.value);
+  } else if (o == "--packing") {
+    w.data.packing = packing_from_string(s.value);
+  } else if (o == "--padding") {
+    set_padding(w.data, s.value);
+  } else if (o == "--group-by-length") {
+    w.data.group_by_length = true;
+  } else if (o == "--chunked-loss") {
+    w.loss.chunked = true;
+  } else if (o == "--device") {
+    w.device = s.value;
+  } else if (o == "--lora-rank") {
+    w.lora.rank = whole_number(s);
+  } else if (o == "--lora-alpha") {
+    w.lora.alpha = real_number(s);
+  } else if (o == "--lora-dropout") {
+    w.lora.dropout = real_number(s);
+  } else if (o == "--lora-targets") {
+    w.lora.targets = s.value;
+  } else if (o == "--lr") {
+    w.optimizer.lr = real_number(s);
+  } else if (o == "--weight-decay") {
+    w.optimizer.weight_decay = real_number(s);
+  } else if (o == "--beta1") {
+    w.optimizer.beta1 = real_number(s);
+  } else if (o == "--beta2") {
+    w.optimizer.beta2 = real_number(s);
+  } else if (o == "--adam-eps") {
+    w.optimizer.eps = real_number(s);
+  } else if (o == "--seed") {
+    w.model.seed = static_cast<uint64_t>(whole_number(s));
+  }
+}
+
+// PEFT's default target modules for the model's type: c_attn on GPT-2, q_proj and v_proj on the
+// Llama family (llama, mistral, qwen2, qwen3).
+std::string peft_default_targets(const ModelConfig& model) {
+  return model.arch == Architecture::kGpt2 ? "c_attn" : "q_proj,v_proj";
+}
+
+}  // namespace
+
+TrainerConfig parse_trainer_config(const std::string& yaml_text, ConfigFormat format, int world_size,
+                                   const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& error) {
+    throw UserError(path + " is not YAML (line " + std::to_string(error.mark.line + 1) + ": " + error.msg +
+                    "); pass the file " + (format == ConfigFormat::kTrl ? "trl sft --config" : "axolotl train") +
+                    " reads");
+  }
+  if (!root.IsMap()) {
+    if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);  // an empty file: every default
+    else throw UserError(path + " holds no YAML mapping of keys; pass the file of " + format_name(format) + " keys");
+  }
+  Reader reader{root, format, path, {}, {}};
+  reader.config.path = path;
+  reader.config.format = format;
+  if (format == ConfigFormat::kTrl) reader.read_trl(std::max(1, world_size));
+  else reader.read_axolotl(std::max(1, world_size));
+  const std::set<std::string>& unused = format == ConfigFormat::kTrl ? trl_unused_keys() : axolotl_unused_keys();
+  for (const auto& item : root) {
+    const std::string key = item.first.Scalar();
+    if (reader.read.count(key) != 0) continue;
+    if (unused.count(key) != 0) reader.config.unused.push_back(key);
+    else reader.config.unknown.push_back(key);
+  }
+  return reader.config;
+}
+
+TrainerConfig read_trainer_config(const std::string& path, ConfigFormat format, int world_size) {
+  std::ifstream in(path);
+  if (!in) {
+    throw UserError(std::string(option_name(format)) + " " + text::quoted(path) +
+                    " cannot be read; pass the path of your " + format_name(format) + " YAML config");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_trainer_config(text.str(), format, world_size, path);
+}
+
+void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload,
+                          const std::function<bool(const std::string& option)>& given) {
+  for (const ConfigSetting& s : config.settings) {
+    if (overridden(s, given)) continue;
+    try {
+      apply_setting(s, workload);
+    } catch (const UserError& error) {
+      throw UserError(config.path + ": " + s.keys + ": " + error.what());
+    }
+  }
+  if (config.lora_default_targets && !given("--lora-targets") && workload.lora.enabled()) {
+    workload.lora.targets = peft_default_targets(resolve_model(workload.model));
+  }
+}
+
+std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
+                                              const std::function<bool(const std::string& option)>& given) {
+  std::string read = "read " + config.path + " as";
+  std::string defaults, overridden_options;
+  for (const ConfigSetting& s : config.settings) {
+    if (overridden(s, given)) {
+      overridden_options += " " + s.option;
+      continue;
+    }
+    read += " " + s.option + (s.value.empty() ? "" : " " + s.value);
+    if (s.option == "--batch") read += " (" + s.keys + ")";
+    else if (s.by_default) defaults += (defaults.empty() ? "" : ", ") + s.keys;
+  }
+  if (config.lora_default_targets && !given("--lora-targets")) {
+    read += " --lora-targets PEFT's default for the model";
+  }
+  std::vector<std::string> notes = {read};
+  if (!defaults.empty()) {
+    notes.push_back(config.path + " leaves out " + defaults + ": " + format_name(config.format) + "'s defaults stand");
+  }
+  if (!overridden_options.empty()) notes.push_back("the command line overrides " + config.path + "'s" + overridden_options);
+  auto list = [](const std::vector<std::string>& keys) {
+    std::string text;
+    for (const std::string& key : keys) text += (text.empty() ? "" : ", ") + key;
+    return text;
+  };
+  if (!config.unused.empty()) {
+    notes.push_back(config.path + ": not used (no effect on the step accumbench measures): " + list(config.unused));
+  }
+  if (!config.unknown.empty()) {
+    notes.push_back(config.path + ": not understood, ignored: " + list(config.unknown) +
+                    " (if one of them changes memory or time, the results do not show it)");
+  }
+  return notes;
+}
+
+}  // namespace accumbench

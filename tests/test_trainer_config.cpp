@@ -1,0 +1,332 @@
+// Trainer settings in (src/report/trainer_config.cpp): TRL and axolotl YAML read as accumbench
+// options, with the trainers' own defaults, refusals of what is not modelled, the keys not
+// understood listed, command-line overrides, and the round trip from --emit.
+#include <gtest/gtest.h>
+
+#include "accumbench/error.hpp"
+#include "accumbench/model_config.hpp"
+#include "accumbench/report.hpp"
+#include "accumbench/trainer_config.hpp"
+
+namespace ab = accumbench;
+
+namespace {
+
+using Lines = std::vector<std::string>;
+
+const auto kNothingGiven = [](const std::string&) { return false; };
+
+ab::WorkloadOptions read(const std::string& yaml, ab::ConfigFormat format = ab::ConfigFormat::kTrl, int world = 1,
+                         const std::function<bool(const std::string&)>& given = kNothingGiven) {
+  ab::WorkloadOptions w;  // accumbench's own defaults: fp32, T=128, batch 8, no checkpointing
+  ab::apply_trainer_config(ab::parse_trainer_config(yaml, format, world, "sft.yaml"), w, given);
+  return w;
+}
+
+std::string error_of(const std::string& yaml, ab::ConfigFormat format = ab::ConfigFormat::kTrl) {
+  try {
+    read(yaml, format);
+  } catch (const ab::UserError& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+std::string joined(const Lines& lines) {
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  return text;
+}
+
+}  // namespace
+
+// A file that sets nothing is SFTConfig's and TrainingArguments' defaults: max_length 1024,
+// per_device_train_batch_size 8 x gradient_accumulation_steps 1, bf16 (SFTConfig: bf16 = not
+// fp16), gradient_checkpointing true, no packing, padding to the longest sample.
+TEST(TrainerConfig, AnEmptyTrlFileIsTrlsDefaults) {
+  const ab::WorkloadOptions w = read("");
+  EXPECT_EQ(w.seq_len, 1024);
+  EXPECT_EQ(w.batch, 8);
+  EXPECT_EQ(w.precisions, std::vector<ab::Precision>{ab::Precision::kBf16});
+  EXPECT_EQ(w.grid.checkpointing, ab::Checkpointing::kBlocks);
+  EXPECT_EQ(w.data.packing, ab::Packing::kNone);
+  EXPECT_EQ(w.data.padding, ab::Padding::kLongest);
+  EXPECT_FALSE(w.lora.enabled());
+  const ab::TrainerConfig c = ab::parse_trainer_config("", ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  EXPECT_EQ(ab::trainer_config_notes(c, kNothingGiven),
+            (Lines{"read sft.yaml as --seq-len 1024 --batch 8 (per_device_train_batch_size x "
+                   "gradient_accumulation_steps: 8 per device x 1 accumulation steps x 1 process) --precision bf16 "
+                   "--activation-checkpointing blocks --packing none --padding longest",
+                   "sft.yaml leaves out max_length, bf16, gradient_checkpointing, pad_to_multiple_of: TRL's defaults "
+                   "stand"}));
+}
+
+// Every key accumbench maps, with 2 processes: the effective batch is 4 x 4 x 2 = 32.
+TEST(TrainerConfig, TrlKeysMapToOptions) {
+  const ab::WorkloadOptions w = read(R"(
+model_name_or_path: gpt2-tiny
+max_length: 512
+per_device_train_batch_size: 4
+gradient_accumulation_steps: 4
+fp16: true
+gradient_checkpointing: false
+packing: true
+packing_strategy: wrapped
+group_by_length: true
+dtype: bfloat16
+use_peft: true
+lora_r: 8
+lora_alpha: 16
+lora_dropout: 0.1
+lora_target_modules: [c_attn, attn.c_proj]
+learning_rate: 2.0e-5
+weight_decay: 0.1
+loss_type: chunked_nll
+output_dir: out
+)",
+                                     ab::ConfigFormat::kTrl, 2);
+  EXPECT_EQ(w.model.preset, "gpt2-tiny");
+  EXPECT_EQ(w.model.hf_config, "");
+  EXPECT_EQ(w.seq_len, 512);
+  EXPECT_EQ(w.batch, 32);
+  EXPECT_EQ(w.precisions, std::vector<ab::Precision>{ab::Precision::kFp16});  // bf16 = not fp16
+  EXPECT_EQ(w.grid.checkpointing, ab::Checkpointing::kNone);
+  EXPECT_EQ(w.data.packing, ab::Packing::kWrapped);
+  EXPECT_TRUE(w.data.group_by_length);
+  EXPECT_EQ(w.weights_dtype, ab::Precision::kBf16);
+  EXPECT_EQ(w.lora.rank, 8);
+  EXPECT_DOUBLE_EQ(w.lora.alpha, 16);
+  EXPECT_NEAR(w.lora.dropout, 0.1, 1e-12);
+  EXPECT_EQ(w.lora.targets, "c_attn,attn_c_proj");  // PEFT's attn.c_proj is accumbench's attn_c_proj
+  EXPECT_NEAR(w.optimizer.lr, 2e-5, 1e-12);
+  EXPECT_NEAR(w.optimizer.weight_decay, 0.1, 1e-12);
+  EXPECT_TRUE(w.loss.chunked);  // TRL's chunked_nll: the chunked cross-entropy
+}
+
+// use_peft without the LoRA keys: ModelConfig's r 16, alpha 32, dropout 0.05, and PEFT's default
+// targets for the model type (GPT-2: c_attn; the Llama family: q_proj, v_proj).
+TEST(TrainerConfig, PeftDefaultsFollowTheModel) {
+  ab::WorkloadOptions w = read("model_name_or_path: gpt2-tiny\nuse_peft: true\n");
+  EXPECT_EQ(w.lora.rank, 16);
+  EXPECT_DOUBLE_EQ(w.lora.alpha, 32);
+  EXPECT_NEAR(w.lora.dropout, 0.05, 1e-12);
+  EXPECT_EQ(w.lora.targets, "c_attn");
+  w = read("model_name_or_path: qwen2.5-0.5b\nuse_peft: true\n");
+  EXPECT_EQ(w.lora.targets, "q_proj,v_proj");
+}
+
+// pad_to_multiple_of equal to max_length is --padding max (what --emit trl writes for it).
+TEST(TrainerConfig, PadToMultipleOf) {
+  EXPECT_EQ(read("max_length: 64\npad_to_multiple_of: 64\n").data.padding, ab::Padding::kMax);
+  const ab::WorkloadOptions w = read("max_length: 64\npad_to_multiple_of: 8\n");
+  EXPECT_EQ(w.data.padding, ab::Padding::kMultiple);
+  EXPECT_EQ(w.data.pad_multiple, 8);
+}
+
+// Keys that change memory or time but are not modelled stop the run with one sentence naming the
+// key; the same keys switched off pass.
+TEST(TrainerConfig, RefusesWhatIsNotModelled) {
+  EXPECT_EQ(error_of("load_in_4bit: true\n"),
+            "sft.yaml sets load_in_4bit: true, which quantizes the frozen base and accumbench does not model; remove "
+            "the key to measure without it");
+  for (const std::string yaml :
+       {"load_in_8bit: true", "optim: adamw_8bit", "optim: paged_adamw_32bit", "use_liger_kernel: true",
+        "attn_implementation: flash_attention_2", "deepspeed: ds.json", "fsdp: full_shard auto_wrap",
+        "torch_compile: true", "activation_offloading: true", "use_dora: true", "padding_free: true",
+        "loss_type: dft"}) {
+    const std::string key = yaml.substr(0, yaml.find(':'));
+    EXPECT_NE(error_of(yaml + "\n").find("sets " + key), std::string::npos) << yaml << ": " << error_of(yaml + "\n");
+  }
+  EXPECT_EQ(error_of("bf16: true\nfp16: true\n"), "sft.yaml sets both bf16 and fp16; keep the one the training uses");
+  EXPECT_EQ(error_of("per_device_train_batch_size: four\n"),
+            "sft.yaml: per_device_train_batch_size is \"four\", not a positive whole number; fix the key in the file");
+  EXPECT_NE(error_of("max_length: [1\n").find("sft.yaml is not YAML"), std::string::npos);
+  // Switched off, or the AdamW accumbench runs: accepted.
+  EXPECT_EQ(error_of("load_in_4bit: false\nuse_liger_kernel: false\noptim: adamw_torch_fused\nfsdp: \"\"\n"),
+            "(no error)");
+  EXPECT_EQ(error_of("packing: true\npadding_free: true\n"), "(no error)");  // bfd packing is padding-free
+}
+
+// A key not understood is listed, not dropped silently; known keys without effect are listed
+// apart.
+TEST(TrainerConfig, ListsUnknownAndUnusedKeys) {
+  const ab::TrainerConfig c = ab::parse_trainer_config("max_length: 64\nlogging_steps: 5\nmy_own_key: 3\n",
+                                                       ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  EXPECT_EQ(c.unknown, Lines{"my_own_key"});
+  EXPECT_EQ(c.unused, Lines{"logging_steps"});
+  const Lines notes = ab::trainer_config_notes(c, kNothingGiven);
+  ASSERT_GE(notes.size(), 2u);
+  EXPECT_EQ(notes[notes.size() - 2], "sft.yaml: not used (no effect on the step accumbench measures): logging_steps");
+  EXPECT_EQ(notes.back(),
+            "sft.yaml: not understood, ignored: my_own_key (if one of them changes memory or time, the results do "
+            "not show it)");
+}
+
+// An option given on the command line wins over the file; --model also blocks the file's model
+// (either model option names the model).
+TEST(TrainerConfig, TheCommandLineOverridesTheFile) {
+  const auto given = [](const std::string& option) { return option == "--seq-len" || option == "--model"; };
+  ab::WorkloadOptions w;
+  w.seq_len = 32;
+  w.model.preset = "gpt2-tiny";
+  const ab::TrainerConfig c = ab::parse_trainer_config(
+      "model_name_or_path: Qwen/Qwen2.5-0.5B\nmax_length: 2048\nper_device_train_batch_size: 2\n",
+      ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  ab::apply_trainer_config(c, w, given);
+  EXPECT_EQ(w.seq_len, 32);
+  EXPECT_EQ(w.model.preset, "gpt2-tiny");
+  EXPECT_EQ(w.model.hf_config, "");
+  EXPECT_EQ(w.batch, 2);
+  const Lines notes = ab::trainer_config_notes(c, given);
+  EXPECT_NE(std::find(notes.begin(), notes.end(), "the command line overrides sft.yaml's --hf-config --seq-len"),
+            notes.end());
+}
+
+// The round trip: what --emit trl (and --emit axolotl) prints for a split, read back, is the same
+// workload, and prints the same settings again.
+TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
+  struct Case {
+    const char* name;
+    ab::WorkloadOptions w;
+    ab::SplitConfig split;
+  };
+  std::vector<Case> cases;
+  {
+    Case c{"plain fp32", {}, {}};
+    c.w.model.preset = "gpt2-tiny";
+    c.w.seq_len = 64;
+    c.w.batch = 16;
+    c.split.micro_batch = 4;
+    c.split.accum_steps = 4;
+    cases.push_back(c);
+  }
+  {
+    Case c = cases.front();
+    c.name = "bf16, checkpointing, LoRA on the attention, bfd packing, grouped";
+    c.split.precision = ab::Precision::kBf16;
+    c.split.activation_checkpointing = ab::Checkpointing::kBlocks;
+    c.w.precisions = {ab::Precision::kBf16};
+    c.w.grid.checkpointing = ab::Checkpointing::kBlocks;
+    c.w.lora.rank = 4;
+    c.w.lora.alpha = 8;
+    c.w.lora.dropout = 0.05;
+    c.w.lora.targets = "attention";
+    c.w.data.packing = ab::Packing::kBfd;
+    c.w.data.group_by_length = true;
+    cases.push_back(c);
+  }
+  {
+    Case c = cases.front();
+    c.name = "fp16, variable lengths padded to a multiple of 16";
+    c.split.precision = ab::Precision::kFp16;
+    c.w.precisions = {ab::Precision::kFp16};
+    c.w.data.lengths = ab::LengthMode::kVariable;
+    c.w.data.padding = ab::Padding::kMultiple;
+    c.w.data.pad_multiple = 16;
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) {
+    const ab::ModelConfig model = ab::resolve_model(c.w.model);
+    const ab::TrainerSettings out = ab::trainer_settings(c.split, c.w, ab::peft_target_modules(model, c.w.lora));
+    const std::string yaml = joined(ab::settings_lines(out, ab::SettingsFormat::kTrl));
+    ab::WorkloadOptions back;
+    back.data.lengths = c.w.data.lengths;  // the data's lengths are no Trainer setting
+    back.model = c.w.model;                // --emit leaves the model to the user's own config
+    ab::apply_trainer_config(ab::parse_trainer_config(yaml, ab::ConfigFormat::kTrl, 1, "emitted.yaml"), back,
+                             [](const std::string& option) { return option == "--model"; });
+    SCOPED_TRACE(std::string(c.name) + "\n" + yaml);
+    EXPECT_EQ(back.seq_len, c.w.seq_len);
+    EXPECT_EQ(back.batch, c.w.batch);
+    EXPECT_EQ(back.precisions, c.w.precisions);
+    EXPECT_EQ(back.grid.checkpointing, c.w.grid.checkpointing);
+    EXPECT_EQ(back.data.packing, c.w.data.packing);
+    EXPECT_EQ(back.data.group_by_length, c.w.data.group_by_length);
+    EXPECT_EQ(back.lora.rank, c.w.lora.rank);
+    if (c.w.lora.enabled()) {
+      EXPECT_DOUBLE_EQ(back.lora.alpha, c.w.lora.alpha);
+      EXPECT_NEAR(back.lora.dropout, c.w.lora.dropout, 1e-12);
+      // The same adapters: the names differ ("attention" vs PEFT's), the layers do not.
+      EXPECT_EQ(ab::lora_parameter_count(model, back.lora), ab::lora_parameter_count(model, c.w.lora));
+    }
+    if (c.w.data.lengths != ab::LengthMode::kFixed) {
+      EXPECT_EQ(back.data.padding, c.w.data.padding);
+      EXPECT_EQ(back.data.pad_multiple, c.w.data.pad_multiple);
+    }
+    // And the settings it prints again are the same lines.
+    const ab::TrainerSettings again = ab::trainer_settings(c.split, back, ab::peft_target_modules(model, back.lora));
+    EXPECT_EQ(joined(ab::settings_lines(again, ab::SettingsFormat::kTrl)), yaml);
+
+    // axolotl: the same, from its keys.
+    const std::string axolotl = joined(ab::settings_lines(out, ab::SettingsFormat::kAxolotl));
+    ab::WorkloadOptions from_axolotl;
+    from_axolotl.model = c.w.model;
+    from_axolotl.data.lengths = c.w.data.lengths;
+    ab::apply_trainer_config(ab::parse_trainer_config(axolotl, ab::ConfigFormat::kAxolotl, 1, "emitted.yml"),
+                             from_axolotl, [](const std::string& option) { return option == "--model"; });
+    SCOPED_TRACE(axolotl);
+    EXPECT_EQ(from_axolotl.seq_len, c.w.seq_len);
+    EXPECT_EQ(from_axolotl.batch, c.w.batch);
+    EXPECT_EQ(from_axolotl.precisions, c.w.precisions);
+    EXPECT_EQ(from_axolotl.grid.checkpointing, c.w.grid.checkpointing);
+    EXPECT_EQ(from_axolotl.data.packing, c.w.data.packing);
+    EXPECT_EQ(from_axolotl.lora.rank, c.w.lora.rank);
+  }
+}
+
+// axolotl: its keys and defaults (sequence_len 512, micro_batch_size 1, bf16 auto, no
+// checkpointing, padding to a multiple of 64); flash_attention is listed as not used (the
+// attention follows the device), qlora and 8-bit optimizers are refused.
+TEST(TrainerConfig, AxolotlKeys) {
+  ab::WorkloadOptions w = read("", ab::ConfigFormat::kAxolotl);
+  EXPECT_EQ(w.seq_len, 512);
+  EXPECT_EQ(w.batch, 1);
+  EXPECT_EQ(w.precisions, std::vector<ab::Precision>{ab::Precision::kBf16});
+  EXPECT_EQ(w.grid.checkpointing, ab::Checkpointing::kNone);
+  EXPECT_EQ(w.data.padding, ab::Padding::kMultiple);
+  EXPECT_EQ(w.data.pad_multiple, 64);
+
+  const std::string yaml = R"(
+base_model: qwen2.5-0.5b
+sequence_len: 1024
+micro_batch_size: 2
+gradient_accumulation_steps: 8
+bf16: auto
+tf32: false
+gradient_checkpointing: true
+sample_packing: true
+flash_attention: true
+adapter: lora
+lora_r: 32
+lora_alpha: 16
+lora_dropout: 0.05
+lora_target_linear: true
+optimizer: adamw_torch_fused
+datasets:
+  - path: tatsu-lab/alpaca
+    type: alpaca
+)";
+  w = read(yaml, ab::ConfigFormat::kAxolotl, 4);
+  EXPECT_EQ(w.model.preset, "qwen2.5-0.5b");
+  EXPECT_EQ(w.seq_len, 1024);
+  EXPECT_EQ(w.batch, 2 * 8 * 4);
+  EXPECT_EQ(w.precisions, std::vector<ab::Precision>{ab::Precision::kBf16});
+  EXPECT_EQ(w.grid.checkpointing, ab::Checkpointing::kBlocks);
+  EXPECT_EQ(w.data.packing, ab::Packing::kBfd);
+  EXPECT_EQ(w.lora.rank, 32);
+  EXPECT_EQ(w.lora.targets, "all-linear");
+  const ab::TrainerConfig c = ab::parse_trainer_config(yaml, ab::ConfigFormat::kAxolotl, 4, "qlora.yml");
+  EXPECT_EQ(c.unused, (Lines{"flash_attention (accumbench's attention follows the device)", "tf32", "datasets"}));
+  EXPECT_TRUE(c.unknown.empty());
+
+  // batch_size alone: gradient_accumulation_steps = batch_size / micro_batch_size.
+  EXPECT_EQ(read("micro_batch_size: 2\nbatch_size: 16\n", ab::ConfigFormat::kAxolotl).batch, 16);
+  EXPECT_EQ(error_of("adapter: qlora\nlora_r: 8\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml sets adapter: qlora, which quantizes the frozen base and accumbench does not model; use adapter: "
+            "lora to plan the unquantized base");
+  EXPECT_NE(error_of("optimizer: adamw_bnb_8bit\n", ab::ConfigFormat::kAxolotl).find("sets optimizer: adamw_bnb_8bit"),
+            std::string::npos);
+  EXPECT_NE(error_of("gradient_checkpointing: offload\n", ab::ConfigFormat::kAxolotl).find("offloads"),
+            std::string::npos);
+  EXPECT_NE(error_of("liger_fused_linear_cross_entropy: true\n", ab::ConfigFormat::kAxolotl).find("Liger"),
+            std::string::npos);
+}

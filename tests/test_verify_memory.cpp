@@ -1,0 +1,90 @@
+// verify's own memory (src/sweep/verify_memory.cpp): the prediction, and the sentence that
+// replaces the out-of-memory killer.
+#include <gtest/gtest.h>
+
+#include "accumbench/error.hpp"
+#include "accumbench/model_config.hpp"
+#include "accumbench/verify.hpp"
+
+namespace ab = accumbench;
+
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+// verify on the CPU with LibTorch 1.x, as sweep_plan_options gives it there.
+ab::PlanOptions cpu_plan(int64_t seq_len) {
+  ab::PlanOptions o;
+  o.seq_len = seq_len;
+  o.cpu = true;
+  o.token_batches = 1;
+  o.libtorch_major = 1;
+  return o;
+}
+
+ab::WorkloadOptions workload(const std::string& model, int64_t seq_len, int64_t batch) {
+  ab::WorkloadOptions w = ab::workload_defaults(ab::Command::kVerify);
+  w.model.preset = model;
+  w.seq_len = seq_len;
+  w.batch = batch;
+  return w;
+}
+
+}  // namespace
+
+// The fp64 copies: initial weights, the reference's gradients and weights, one split's, and three
+// temporaries of the largest tensor (GPT-2's token embedding, 50257 x 768).
+TEST(VerifyMemory, SnapshotsOfGpt2) {
+  const ab::ModelConfig& m = ab::find_preset("gpt2-124m");
+  const ab::VerifyMemory v = ab::verify_memory(m, cpu_plan(32), workload("gpt2-124m", 32, 2), 1);
+  const int64_t p = ab::parameter_count(m);
+  EXPECT_EQ(v.snapshot_bytes, 8 * 5 * p + 3 * 8 * int64_t{50257} * 768);
+  EXPECT_EQ(v.initial_copy_bytes, 4 * p);
+  // The step of the whole batch of 2 at T=32: weights, AdamW's two moments, gradients (4 x P x 4
+  // bytes) and little else.
+  EXPECT_GT(v.step_bytes, 16 * p);
+  EXPECT_LT(v.step_bytes, 16 * p + kGiB / 2);
+  // `/usr/bin/time -v accumbench verify --model gpt2-124m --seq-len 32 --batch 2 --device cpu
+  // --threads 2` on 2026-11-30 (this machine, LibTorch 1.13): maximum resident set 9007212 KiB,
+  // 8.59 GiB, which also holds LibTorch's and OpenBLAS's own buffers; predicted 8855895040 bytes,
+  // 8.25 GiB (-4 %). The prediction must not be above it by more than 5 % nor below it by more
+  // than 10 %.
+  const double measured = 9007212.0 * 1024;
+  const double predicted = static_cast<double>(v.host_bytes(/*cuda=*/false));
+  EXPECT_GT(predicted, 0.90 * measured) << predicted / kGiB << " GiB";
+  EXPECT_LT(predicted, 1.05 * measured) << predicted / kGiB << " GiB";
+}
+
+// With LoRA the gradients are the adapters' only, and the frozen base is copied in its dtype.
+TEST(VerifyMemory, LoraCopiesLess) {
+  const ab::ModelConfig& m = ab::find_preset("qwen2.5-0.5b");
+  ab::WorkloadOptions w = workload("qwen2.5-0.5b", 32, 2);
+  w.lora.rank = 8;
+  w.weights_dtype = ab::Precision::kBf16;
+  const ab::VerifyMemory v = ab::verify_memory(m, cpu_plan(32), w, 1);
+  const int64_t base = ab::parameter_count(m), adapters = ab::lora_parameter_count(m, w.lora);
+  EXPECT_EQ(v.initial_copy_bytes, 2 * base + 4 * adapters);
+  EXPECT_EQ(v.snapshot_bytes, 8 * (3 * (base + adapters) + 2 * adapters) + 3 * 8 * int64_t{151936} * 896);
+}
+
+// The case: qwen2.5-0.5b at T=32, batch 2 on a 24 GiB machine (about 21.5 GiB available)
+// is refused in one sentence, with the sizes; on a device, the device's part is judged apart.
+TEST(VerifyMemory, RefusesWhatTheMachineCannotHold) {
+  const ab::ModelConfig& m = ab::find_preset("qwen2.5-0.5b");
+  const ab::VerifyMemory v = ab::verify_memory(m, cpu_plan(32), workload("qwen2.5-0.5b", 32, 2), 1);
+  EXPECT_GT(v.host_bytes(false), 30 * kGiB);
+  try {
+    ab::require_verify_fits(v, "qwen2.5-0.5b", false, 0, 21 * kGiB);
+    ADD_FAILURE() << "not refused";
+  } catch (const ab::UserError& error) {
+    const std::string text = error.what();
+    EXPECT_EQ(text.rfind("verify of qwen2.5-0.5b needs about ", 0), 0u) << text;
+    EXPECT_NE(text.find("of host memory (fp64 copies of the weights and gradients it compares "), std::string::npos);
+    EXPECT_NE(text.find("more than the 21.00 GiB available; verify a smaller model"), std::string::npos) << text;
+  }
+  EXPECT_NO_THROW(ab::require_verify_fits(v, "qwen2.5-0.5b", false, 0, 64 * kGiB));
+  EXPECT_NO_THROW(ab::require_verify_fits(v, "qwen2.5-0.5b", false, 0, 0));  // unknown: not judged
+  // On CUDA the host holds only the fp64 copies; the device holds the step and the copy.
+  EXPECT_NO_THROW(ab::require_verify_fits(v, "qwen2.5-0.5b", true, 24 * kGiB, v.snapshot_bytes + 1));
+  EXPECT_THROW(ab::require_verify_fits(v, "qwen2.5-0.5b", true, v.step_bytes, 64 * kGiB), ab::UserError);
+}
