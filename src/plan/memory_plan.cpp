@@ -15,6 +15,7 @@
 #include "accumbench/chunked_loss.hpp"
 #include "accumbench/error.hpp"
 #include "plan/block_tensors.hpp"
+#include "plan/quantized_base.hpp"
 
 namespace accumbench {
 
@@ -76,6 +77,7 @@ struct PlanBuilder {
   int64_t trained;  // parameters with gradients and AdamW moments: all, or the adapters' (LoRA)
   int64_t t;        // bytes per trained parameter (and per gradient and moment)
   bool autocast, checkpointing, accumulating, chunked, lora;
+  bool quant;  // QLoRA: the block linears quantised, everything else fp32 (quantized_base.hpp)
   size_t block_lines_begin = 0, block_lines_end = 0;  // the blocks' lines in plan.saved
 
   PlanBuilder(const ModelConfig& model, const PlanOptions& options, const SplitConfig& s)
@@ -91,7 +93,10 @@ struct PlanBuilder {
     V = m.vocab_size;
     L = m.n_layers;
     autocast = split.precision != Precision::kFp32;
-    w = compute_bytes(o.weights_dtype);
+    quant = o.lora.quantized();
+    // QLoRA: prepare_model_for_kbit_training leaves every parameter that is not quantised in
+    // fp32, so the residual stream and the activations without autocast are fp32.
+    w = quant ? kFp32 : compute_bytes(o.weights_dtype);
     // Activations come in autocast's dtype, or without autocast in the weights' (bf16 weights
     // compute in bf16).
     c = autocast ? compute_bytes(split.precision) : w;
@@ -107,6 +112,9 @@ struct PlanBuilder {
 
   // Weights cast to c by autocast exist only when they are stored in another dtype.
   bool weights_cast() const { return autocast && w != c; }
+  // Autocast's casts of the block linears' weights: none when they are quantised (each is
+  // dequantised in c directly, dequant_transient).
+  bool block_weights_cast() const { return weights_cast() && !quant; }
   Dtypes dtypes() const { return Dtypes{c, w, autocast}; }
   // The residual stream's formula symbol: it is in the weights' dtype.
   std::string rs() const { return w == kFp32 ? "4" : "w"; }
@@ -114,7 +122,9 @@ struct PlanBuilder {
   // ---- resident for the whole step ----
   void resident_tensors() {
     const Table resident{&plan.resident};
-    if (w == kFp32) {
+    if (quant) {
+      quantized_resident(m, o, resident);
+    } else if (w == kFp32) {
       resident.add("weights", "P·4", P * kFp32, "fp32 parameters (autocast keeps fp32 masters, casts per op)");
     } else {
       resident.add("weights", "P·w", P * w, "stored in --weights-dtype (" + to_string(o.weights_dtype) + ")");
@@ -171,7 +181,8 @@ struct PlanBuilder {
       dt.frozen_first_input = lora;
       llama_block_saved(m, o, b, dt, saved);
     }
-    if (weights_cast() && !checkpointing) {
+    if (quant && !checkpointing) int8_saved_inputs(m, o, N, L, dtypes(), saved);
+    if (block_weights_cast() && !checkpointing) {
       saved.add("block linear weights cast to c", "L·(linear weights)·c", L * linear_weight_numel_per_block(m) * c,
                 "autocast's cast cache; each linear's backward saves its cast weight");
     }
@@ -300,7 +311,8 @@ struct PlanBuilder {
       const int64_t counted_input = m.arch == Architecture::kGpt2 || w == kFp32 ? N * d * w : 0;
       blk.add("recomputed block's saved tensors", "(one block of the table above)", one_block - counted_input,
               "backward reruns the block's forward with grad enabled (its input is already counted)");
-      if (weights_cast()) {
+      if (quant) int8_saved_inputs(m, o, N, 1, dtypes(), blk);  // the recompute keeps them again
+      if (block_weights_cast()) {
         blk.add("recomputed block's weights cast to c", "(linear weights)·c", linear_weight_numel_per_block(m) * c,
                 "the recompute's autocast region caches and saves them again");
       }
@@ -411,6 +423,12 @@ struct PlanBuilder {
     }
   }
 
+  // QLoRA: one block weight dequantised at a time.
+  int64_t dequant_bytes = 0;
+  void dequant_transients() {
+    if (quant) dequant_bytes = dequant_transient(m, o, c, Table{&plan.dequant_peak});
+  }
+
   // ---- peaks per phase ----
   void phase_peaks() {
     const int64_t resident_bytes = total_bytes(plan.resident);
@@ -423,6 +441,14 @@ struct PlanBuilder {
     const int64_t grads_in_micro_step = accumulating ? grad_bytes : 0;
     plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)] =
         resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.forward_peak);
+    if (quant) {
+      // The last block's forward with its largest weight dequantised, before the head has run
+      // (the saved lines up to the blocks' end).
+      int64_t saved_through_blocks = 0;
+      for (size_t i = 0; i < block_lines_end; ++i) saved_through_blocks += plan.saved[i].bytes;
+      int64_t& forward = plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)];
+      forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + dequant_bytes);
+    }
     const int64_t backward_head = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak);
     // A tied head's weight gradient, when accumulating: it waits in autograd's input buffer for
     // the token embedding's backward, which runs last, so it is alive through every block's
@@ -430,8 +456,9 @@ struct PlanBuilder {
     // The chunked loss's head gradient (made in the forward, scaled in place in backward) waits
     // there the same way.
     const int64_t tied_head_gradient = accumulating && m.tied_embeddings && !lora ? V * d * t : 0;
+    // QLoRA: a frozen linear's backward (and a recompute's forward) dequantises its weight.
     const int64_t backward_block = resident_bytes + grads_in_micro_step + block_saved_bytes +
-                                   total_bytes(plan.block_backward_peak) + tied_head_gradient;
+                                   total_bytes(plan.block_backward_peak) + tied_head_gradient + dequant_bytes;
     // The head linear's weight gradient being made (V·d in the trained dtype, before
     // AccumulateGrad adds it or autograd buffers it), next to the logits' gradient (counted as
     // the log_softmax output it replaces: that one is released by its backward) while the head's
@@ -527,6 +554,7 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
   builder.loss_head();
   builder.optimizer_temporaries();
   builder.block_backward();
+  builder.dequant_transients();
   builder.phase_peaks();
   return std::move(builder.plan);
 }
