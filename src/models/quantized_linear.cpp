@@ -80,7 +80,7 @@ struct QuantizedLinearFunction : public torch::autograd::Function<QuantizedLinea
     // LLM.int8 keeps its input (MatMul8bitLt: ctx.tensors = (CAt, subA, A); on the CPU
     // MatMul8bitFp: ctx.A = A); MatMul4Bit keeps none of it.
     if (q->kind == BaseQuant::kInt8) ctx->save_for_backward({x});
-    return at::linear(x, dequantize_weight(*q, dtype), bias);
+    return at::linear(x, dequantize_weight(*q, dtype), bias.numel() > 0 ? bias : at::Tensor());
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -173,7 +173,8 @@ at::Tensor dequantize_weight(const QuantizedWeight& q, at::ScalarType dtype) {
 
 at::Tensor quantized_linear(const at::Tensor& x, const QuantizedWeight& q, const at::Tensor& bias, at::ScalarType dtype) {
   // Linear4bit.forward casts its input (and bias) to the compute dtype first.
-  const at::Tensor bias_c = bias.defined() ? bias.to(dtype) : at::Tensor();
+  // No bias: an empty one, as Function::apply takes no undefined tensor on LibTorch 1.13.
+  const at::Tensor bias_c = bias.defined() ? bias.to(dtype) : at::empty({0}, x.options().dtype(dtype));
   return QuantizedLinearFunction::apply(x.to(dtype), bias_c, &q, static_cast<int64_t>(dtype));
 }
 

@@ -318,6 +318,7 @@ struct PlanBuilder {
       }
     }
     blk.add("gradient of the residual stream", "b·T·d·" + rs(), N * d * w, "flows into the block from above");
+    candidates_begin = plan.block_backward_peak.size();
     peak_candidates(blk, released_before_softmax);
   }
 
@@ -423,10 +424,18 @@ struct PlanBuilder {
     }
   }
 
-  // QLoRA: one block weight dequantised at a time.
-  int64_t dequant_bytes = 0;
+  // QLoRA: one block weight dequantised at a time. In a block's backward it is alive while a
+  // frozen linear makes its input's gradient: at most the MLP output projection's moment, its
+  // b·T·f input gradient next to the weight, on top of what the block keeps. That moment is a
+  // peak when it exceeds the one peak_candidates chose (its lines from candidates_begin on).
+  size_t candidates_begin = 0;
+  int64_t dequant_bytes = 0, dequant_block_extra = 0;
   void dequant_transients() {
-    if (quant) dequant_bytes = dequant_transient(m, o, c, Table{&plan.dequant_peak});
+    if (!quant) return;
+    dequant_bytes = dequant_transient(m, o, c, Table{&plan.dequant_peak});
+    int64_t chosen = 0;
+    for (size_t i = candidates_begin; i < plan.block_backward_peak.size(); ++i) chosen += plan.block_backward_peak[i].bytes;
+    dequant_block_extra = std::max<int64_t>(0, N * m.d_ff * c + dequant_bytes - chosen);
   }
 
   // ---- peaks per phase ----
@@ -456,9 +465,9 @@ struct PlanBuilder {
     // The chunked loss's head gradient (made in the forward, scaled in place in backward) waits
     // there the same way.
     const int64_t tied_head_gradient = accumulating && m.tied_embeddings && !lora ? V * d * t : 0;
-    // QLoRA: a frozen linear's backward (and a recompute's forward) dequantises its weight.
+    // QLoRA: a frozen linear's backward dequantises its weight (dequant_transients).
     const int64_t backward_block = resident_bytes + grads_in_micro_step + block_saved_bytes +
-                                   total_bytes(plan.block_backward_peak) + tied_head_gradient + dequant_bytes;
+                                   total_bytes(plan.block_backward_peak) + tied_head_gradient + dequant_block_extra;
     // The head linear's weight gradient being made (V·d in the trained dtype, before
     // AccumulateGrad adds it or autograd buffers it), next to the logits' gradient (counted as
     // the log_softmax output it replaces: that one is released by its backward) while the head's
