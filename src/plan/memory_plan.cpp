@@ -429,13 +429,17 @@ struct PlanBuilder {
   // b·T·f input gradient next to the weight, on top of what the block keeps. That moment is a
   // peak when it exceeds the one peak_candidates chose (its lines from candidates_begin on).
   size_t candidates_begin = 0;
-  int64_t dequant_bytes = 0, dequant_block_extra = 0;
+  int64_t dequant_bytes = 0;
   void dequant_transients() {
     if (!quant) return;
     dequant_bytes = dequant_transient(m, o, c, Table{&plan.dequant_peak});
     int64_t chosen = 0;
     for (size_t i = candidates_begin; i < plan.block_backward_peak.size(); ++i) chosen += plan.block_backward_peak[i].bytes;
-    dequant_block_extra = std::max<int64_t>(0, N * m.d_ff * c + dequant_bytes - chosen);
+    const int64_t extra = N * m.d_ff * c + dequant_bytes - chosen;
+    if (extra > 0) {
+      plan.block_backward_peak.push_back(PlanLine{"QLoRA: a frozen linear's backward instead", "b·T·f·c + dequant − above", extra,
+                                                  "its input gradient next to the dequantised weight beats the moment above"});
+    }
   }
 
   // ---- peaks per phase ----
@@ -465,9 +469,8 @@ struct PlanBuilder {
     // The chunked loss's head gradient (made in the forward, scaled in place in backward) waits
     // there the same way.
     const int64_t tied_head_gradient = accumulating && m.tied_embeddings && !lora ? V * d * t : 0;
-    // QLoRA: a frozen linear's backward dequantises its weight (dequant_transients).
     const int64_t backward_block = resident_bytes + grads_in_micro_step + block_saved_bytes +
-                                   total_bytes(plan.block_backward_peak) + tied_head_gradient + dequant_block_extra;
+                                   total_bytes(plan.block_backward_peak) + tied_head_gradient;
     // The head linear's weight gradient being made (V·d in the trained dtype, before
     // AccumulateGrad adds it or autograd buffers it), next to the logits' gradient (counted as
     // the log_softmax output it replaces: that one is released by its backward) while the head's

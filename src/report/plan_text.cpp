@@ -47,7 +47,8 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
   print_table("backward peak candidate: the last block's backward", plan.block_backward_peak, out);
   print_table("optimizer peak: temporaries", plan.optimizer_peak, out);
   if (!plan.dequant_peak.empty()) {
-    print_table("QLoRA: one weight dequantised, on a block's forward and backward peaks", plan.dequant_peak, out);
+    print_table("QLoRA: one weight dequantised, on top of the last block's forward (and in its backward, above)",
+                plan.dequant_peak, out);
   }
   out << "predicted peak per phase:";
   for (int p = 0; p < kPlanPhaseCount; ++p) {
