@@ -437,8 +437,8 @@ struct PlanBuilder {
     for (size_t i = candidates_begin; i < plan.block_backward_peak.size(); ++i) chosen += plan.block_backward_peak[i].bytes;
     const int64_t extra = N * m.d_ff * c + dequant_bytes - chosen;
     if (extra > 0) {
-      plan.block_backward_peak.push_back(PlanLine{"QLoRA: a frozen linear's backward instead", "b·T·f·c + dequant − above", extra,
-                                                  "its input gradient next to the dequantised weight beats the moment above"});
+      Table{&plan.block_backward_peak}.add("QLoRA: frozen linear's backward instead", "b·T·f·c + dequant − above", extra,
+                                           "its input gradient next to the dequantised weight beats the moment above");
     }
   }
 
