@@ -170,6 +170,11 @@ Case draw_case(uint64_t seed, int index, bool all) {
       if (d.chance(30)) o.lora.dropout = 0.1;
     }
     o.weights_dtype = d.chance(30) ? ab::Precision::kBf16 : ab::Precision::kFp32;
+    // QLoRA (--base-quant), only with LoRA; drawn last so that every earlier draw stays as it was.
+    if (o.lora.enabled() && d.chance(40)) {
+      o.lora.base_quant = d.pick<ab::BaseQuant>({ab::BaseQuant::kNf4, ab::BaseQuant::kNf4, ab::BaseQuant::kInt8});
+      o.lora.double_quant = o.lora.base_quant == ab::BaseQuant::kNf4 && d.chance(50);
+    }
     try {
       ab::validate(c.cfg);
       ab::check_sequence_length(c.cfg, T);
@@ -190,6 +195,7 @@ std::vector<std::string> knobs_of(const Case& c) {
   if (c.split.optimizer_in_backward) k.push_back("optimizer-in-backward");
   if (c.split.chunked_loss) k.push_back("chunked-loss");
   if (c.options.lora.enabled()) k.push_back(c.options.lora.dropout > 0 ? "lora+dropout" : "lora");
+  if (c.options.lora.quantized()) k.push_back("base-" + ab::to_string(c.options.lora.base_quant));
   if (c.options.weights_dtype != ab::Precision::kFp32) k.push_back("weights-bf16");
   if (c.split.accum_steps > 1) k.push_back("accumulation");
   if (k.empty()) k.push_back("plain");
@@ -206,6 +212,7 @@ std::string describe(const Case& c) {
   for (const std::string& k : knobs_of(c))
     if (k != "accumulation" && k != "plain" && k != "weights-bf16") out << " " << k;
   if (c.options.lora.enabled()) out << "(r" << c.options.lora.rank << "," << c.options.lora.targets << ")";
+  if (c.options.lora.quantized()) out << " " << ab::to_string(c.options.lora.base_quant) << (c.options.lora.double_quant ? "+dq" : "");
   if (c.options.loss_chunk_tokens > 0) out << " chunk" << c.options.loss_chunk_tokens;
   return out.str();
 }
@@ -220,6 +227,11 @@ std::string cli_flags(const Case& c, const std::string& config_path) {
   if (c.options.lora.enabled()) {
     f << " --lora-rank " << c.options.lora.rank << " --lora-targets " << c.options.lora.targets;
     if (c.options.lora.dropout > 0) f << " --lora-dropout " << c.options.lora.dropout;
+  }
+  if (c.options.lora.quantized()) {
+    f << " --base-quant " << ab::to_string(c.options.lora.base_quant) << (c.options.lora.double_quant ? " --double-quant" : "");
+    // --base-quant turns checkpointing on unless it is given (apply_base_quant_defaults).
+    if (c.split.activation_checkpointing != ab::Checkpointing::kBlocks) f << " --activation-checkpointing none";
   }
   if (c.split.activation_checkpointing == ab::Checkpointing::kBlocks) f << " --activation-checkpointing";
   if (c.split.optimizer_in_backward) f << " --optimizer-in-backward";

@@ -68,7 +68,8 @@ struct WorkloadFlags {
   ab::WorkloadOptions workload;
   std::vector<std::string> precisions;
   std::string lengths, normalization, memory_limit, weights_dtype, padding, packing;
-  std::string checkpointing = "none";  // "" when the option is given bare: blocks
+  std::string checkpointing = "-";  // "" when the option is given bare: blocks; "-" when not given
+  std::string base_quant = "none";
   std::string trl_config, axolotl_config;  // --trl-config, --axolotl-config (read_config)
   CLI::App* cli = nullptr;                 // the subcommand: which options were given
 
@@ -92,8 +93,13 @@ struct WorkloadFlags {
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
     w.weights_dtype = ab::weights_dtype_from_string(weights_dtype);
     if (!memory_limit.empty()) w.memory_limit_bytes = ab::parse_memory_limit(memory_limit);
-    w.grid.checkpointing = checkpointing.empty() ? ab::Checkpointing::kBlocks : ab::checkpointing_from_string(checkpointing);
+    const bool checkpointing_given = checkpointing != "-";
+    w.grid.checkpointing = !checkpointing_given  ? ab::Checkpointing::kNone
+                           : checkpointing.empty() ? ab::Checkpointing::kBlocks
+                                                   : ab::checkpointing_from_string(checkpointing);
+    w.lora.base_quant = ab::base_quant_from_string(base_quant);
     read_config(w);
+    ab::apply_base_quant_defaults(w, checkpointing_given);
     return w;
   }
 
@@ -244,7 +250,8 @@ void add_grid_options(CLI::App* command, WorkloadFlags& f) {
   command->add_option("--activation-checkpointing", f.checkpointing,
                       "none or blocks: " + verb(f.command) +
                           " every split with each transformer block checkpointed (its input kept, the block "
-                          "recomputed in backward; Trainer's gradient_checkpointing); default none, bare: blocks")
+                          "recomputed in backward; Trainer's gradient_checkpointing); default none (blocks with "
+                          "--base-quant, as PEFT's prepare_model_for_kbit_training), bare: blocks")
       ->expected(0, 1)
       ->type_name("none|blocks");  // no captured default: CLI11 would give it to the bare option
   command->add_flag("--optimizer-in-backward", w.grid.optimizer_in_backward,
@@ -277,6 +284,15 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
   command->add_option("--lora-dropout", w.lora.dropout,
                       "dropout on each adapter's input (trl sft --use_peft defaults to 0.05)")
       ->capture_default_str();
+  // QLoRA (src/models/quantized_linear.cpp): the frozen base as bitsandbytes stores it.
+  command->add_option("--base-quant", f.base_quant,
+                      "with LoRA, the frozen base's block linears stored quantised as bitsandbytes does: none, nf4 "
+                      "(load_in_4bit, bnb_4bit_quant_type=nf4) or int8 (load_in_8bit); the other parameters in fp32 "
+                      "and checkpointing on, as PEFT's prepare_model_for_kbit_training; time is approximate (LibTorch "
+                      "ops, not bitsandbytes' kernels)")
+      ->capture_default_str();
+  command->add_flag("--double-quant", w.lora.double_quant,
+                    "with --base-quant nf4, quantise the absmax again (bnb_4bit_use_double_quant)");
 }
 
 void add_run_options(CLI::App* command, WorkloadFlags& f) {

@@ -104,4 +104,38 @@ int64_t lora_parameter_count(const ModelConfig& cfg, const LoraOptions& lora);
 // alpha / rank, with alpha 0 meaning 2·rank (the CLI's default).
 double lora_scaling(const LoraOptions& lora);
 
+// ---- QLoRA: the frozen base quantised (src/models/quantization.cpp) ----
+
+// NF4's block (bitsandbytes quantize_4bit's default blocksize) and double quant's block of
+// absmax values (quantize_4bit with compress_statistics: quantize_blockwise(blocksize=256)).
+inline constexpr int64_t kNf4Block = 64;
+inline constexpr int64_t kNestedBlock = 256;
+// The 16 NF4 values, in code order (bitsandbytes functional.py get_4bit_type("nf4")).
+extern const float kNf4Values[16];
+
+// What bitsandbytes keeps for one quantised (out, in) weight of n = out·in elements, in bytes.
+// nf4: the packed codes ceil(n/2); the absmax per block of 64, fp32 ceil(n/64)·4, or with double
+// quant uint8 ceil(n/64) plus the nested state: fp32 absmax per 256 absmax values, the fp32
+// offset (their mean) and a copy of the 8-bit dynamic map (256 fp32); and the 16-value NF4 table
+// every QuantState holds (fp32). int8: the int8 weight n and the fp32 scale per row (SCB).
+struct QuantizedWeightBytes {
+  int64_t codes = 0;          // packed 4-bit codes, or the int8 weight
+  int64_t absmax = 0;         // per-block absmax (fp32, or uint8 with double quant), or SCB
+  int64_t nested = 0;         // double quant: nested absmax, offset, dynamic map
+  int64_t code_table = 0;     // the NF4 table held per weight
+  int64_t total() const { return codes + absmax + nested + code_table; }
+};
+QuantizedWeightBytes quantized_weight_bytes(int64_t out, int64_t in, const LoraOptions& lora);
+// The sum over every block linear of the model (all of them are quantised: transformers replaces
+// every nn.Linear but the head, get_keys_to_not_convert).
+int64_t quantized_base_bytes(const ModelConfig& cfg, const LoraOptions& lora);
+// Elements of the block linears' weights, which the quantised storage replaces.
+int64_t block_linear_weight_numel(const ModelConfig& cfg);
+// The dequantisation of one (out, in) weight into `compute_bytes`-byte elements: the transient
+// weight itself and the scratch src/models/quantized_linear.cpp allocates beside it at most (the
+// dequantised absmax with double quant, one chunk's indices and values, the code-pair table).
+int64_t dequantized_weight_bytes(int64_t out, int64_t in, int64_t compute_bytes, const LoraOptions& lora);
+// Codes dequantised per chunk (a multiple of 32, so that a chunk holds whole 64-blocks).
+int64_t dequant_chunk_codes(int64_t numel);
+
 }  // namespace accumbench

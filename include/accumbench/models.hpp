@@ -70,8 +70,10 @@ LanguageModel build_model(const ModelConfig& cfg, uint64_t seed);
 // LoRA every parameter is then frozen (no .grad, no optimizer state) and each target linear of
 // every block gets an fp32 adapter (PEFT's defaults: A kaiming-uniform, B zero, or B drawn from
 // N(0, 0.02) with `nonzero_b`, as verify needs so that gradients reach A). The adapters are drawn
-// from the generator build_model seeded, after the base weights. Throws UserError for a LoRA
-// request that does not fit the model.
+// from the generator build_model seeded, after the base weights. With lora.base_quant (QLoRA)
+// every block linear's weight is then quantised as bitsandbytes stores it and the parameters left
+// in 16 bits are cast to fp32, as PEFT's prepare_model_for_kbit_training does (src/models/model.cpp).
+// Throws UserError for a LoRA request that does not fit the model.
 void configure_training(LanguageModelImpl& model, Precision weights_dtype, const LoraOptions& lora,
                         bool nonzero_b = false);
 

@@ -103,13 +103,26 @@ std::string padding_name(const DataSource& data);  // "max", "longest", "multipl
 int64_t padded_length(Padding padding, int64_t multiple, int64_t longest, int64_t seq_len);
 int64_t padded_length(const DataSource& data, int64_t longest, int64_t seq_len);
 
+// How the frozen base's block linears are stored under LoRA (--base-quant, QLoRA): as they are,
+// as bitsandbytes' NF4 (Linear4bit: packed 4-bit codes and a per-64 absmax; transformers'
+// load_in_4bit with bnb_4bit_quant_type="nf4"), or as its LLM.int8 storage (Linear8bitLt: int8
+// weight and a per-row scale; load_in_8bit). src/models/quantized_linear.cpp runs them.
+enum class BaseQuant { kNone, kNf4, kInt8 };
+std::string to_string(BaseQuant quant);                  // "none" | "nf4" | "int8"
+BaseQuant base_quant_from_string(const std::string& text);
+
 // Low-rank adapters on a frozen base (rank 0: full fine-tuning).
 struct LoraOptions {
   int64_t rank = 0;
   double alpha = 0;                    // 0: 2·rank; the scaling is alpha / rank
   std::string targets = "all-linear";  // all-linear | attention | mlp | a comma list of names
   double dropout = 0;
+  // QLoRA: the frozen base quantised (LoRA only). double_quant quantises NF4's absmax again
+  // (bnb_4bit_use_double_quant; off by default, as in transformers' BitsAndBytesConfig).
+  BaseQuant base_quant = BaseQuant::kNone;
+  bool double_quant = false;
   bool enabled() const { return rank > 0; }
+  bool quantized() const { return rank > 0 && base_quant != BaseQuant::kNone; }
 };
 
 // The grid dimensions beyond micro-batch and precision.
@@ -164,6 +177,11 @@ WorkloadOptions workload_defaults(Command command);
 // LoRA options without a rank, a dropout outside [0, 1), --padding multiple:N with N <= 0, CUDA
 // graphs with per-micro-batch padding, --eos-id without --tokens or with a lengths file.
 void validate_workload(const WorkloadOptions& workload);
+
+// PEFT's prepare_model_for_kbit_training turns gradient checkpointing on by default
+// (use_gradient_checkpointing=True): with --base-quant and no --activation-checkpointing given,
+// every split is checkpointed. `checkpointing_given`: the user chose it.
+void apply_base_quant_defaults(WorkloadOptions& workload, bool checkpointing_given);
 
 // Every option as (name, value), for the report's context block.
 std::vector<std::pair<std::string, std::string>> describe_workload(const WorkloadOptions& workload);

@@ -99,6 +99,9 @@ struct MemoryPlan {
   std::vector<PlanLine> backward_peak;   // gradients of the loss head, first node of backward
   std::vector<PlanLine> block_backward_peak;  // the last block's backward (recomputed with checkpointing)
   std::vector<PlanLine> optimizer_peak;  // AdamW's temporaries for the largest parameter
+  // QLoRA: the largest block weight dequantised for one forward or backward (src/plan/quantized_base.cpp),
+  // on top of a block's forward and of the block backward's peak.
+  std::vector<PlanLine> dequant_peak;
 
   std::array<int64_t, kPlanPhaseCount> phase_peak_bytes{};
   int64_t peak_bytes = 0;

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "compat/compat.hpp"
+
 namespace accumbench {
 
 AdaptedLinearImpl::AdaptedLinearImpl(int64_t in_features, int64_t out_features, bool with_bias) {
@@ -28,8 +30,35 @@ void AdaptedLinearImpl::add_adapter(int64_t rank, double scaling, double dropout
   dropout_ = dropout;
 }
 
+void AdaptedLinearImpl::quantize_base(BaseQuant kind, bool double_quant) {
+  compute_dtype_ = at::kFloat;  // the upcast model's dtype (prepare_model_for_kbit_training)
+  quantized_ = std::make_unique<QuantizedWeight>(quantize_weight(weight, kind, double_quant));
+  // The full-precision weight is gone, as transformers' load_in_4bit / load_in_8bit never keeps it.
+  parameters_.erase("weight");
+  weight = at::Tensor();
+}
+
+void AdaptedLinearImpl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
+  torch::nn::Module::to(device, dtype, non_blocking);
+  if (quantized_) quantized_->to(device);
+}
+
+void AdaptedLinearImpl::to(torch::Device device, bool non_blocking) {
+  torch::nn::Module::to(device, non_blocking);
+  if (quantized_) quantized_->to(device);
+}
+
+// The frozen base's output: a plain linear, or (QLoRA) one on the weight dequantised in the
+// compute dtype: autocast's, or without autocast the bias's (fp32 after prepare_model_for_kbit_
+// training's upcast; bitsandbytes' bnb_4bit_compute_dtype).
+at::Tensor AdaptedLinearImpl::base(const at::Tensor& x) {
+  if (!quantized_) return at::linear(x, weight, bias);
+  const std::optional<at::ScalarType> autocast = compat::active_autocast_dtype(x.device().type());
+  return quantized_linear(x, *quantized_, bias, autocast.value_or(compute_dtype_));
+}
+
 at::Tensor AdaptedLinearImpl::forward(const at::Tensor& x) {
-  at::Tensor result = at::linear(x, weight, bias);
+  at::Tensor result = base(x);
   if (!lora_A.defined()) return result;
   at::Tensor input = x.to(lora_A.scalar_type());  // a copy only when x is in another dtype
   // PEFT uses nn.Identity for p = 0: no mask, no copy.

@@ -93,6 +93,8 @@ at::Tensor LanguageModelImpl::run_block(TransformerBlockImpl& block, const at::T
   return block.forward(x, packed);
 }
 
+void prepare_quantized_base(LanguageModelImpl& model, const LoraOptions& lora);
+
 LanguageModel build_model(const ModelConfig& cfg, uint64_t seed) {
   validate(cfg);
   torch::manual_seed(seed);  // weights are drawn on the CPU generator, then moved by the caller
@@ -132,6 +134,27 @@ void configure_training(LanguageModelImpl& model, Precision weights_dtype, const
         linear->add_adapter(lora.rank, scaling, lora.dropout, nonzero_b);
       }
     }
+  }
+  if (lora.quantized()) prepare_quantized_base(model, lora);
+}
+
+// QLoRA, as transformers' from_pretrained(quantization_config=BitsAndBytesConfig(...)) and then
+// PEFT's prepare_model_for_kbit_training (peft/utils/other.py at 5d602fd) leave a model:
+// - every block linear's weight quantised (transformers replaces each nn.Linear but those
+//   get_keys_to_not_convert names, by default the output head; the block linears are all the
+//   nn.Linear modules our two families have besides the head);
+// - every parameter left in 16 bits cast to fp32 ("cast all non INT8 parameters to fp32": the
+//   norms, embeddings, head and the quantised linears' biases); the adapters already are;
+// - gradient checkpointing on (use_gradient_checkpointing=True): the CLI turns on
+//   --activation-checkpointing blocks (apply_base_quant_defaults, options.hpp).
+// The adapters are drawn before the base is quantised, so a seeded run draws the same adapters.
+void prepare_quantized_base(LanguageModelImpl& model, const LoraOptions& lora) {
+  for (TransformerBlockImpl* block : model.transformer_blocks()) {
+    for (auto& [name, linear] : block->linears()) linear->quantize_base(lora.base_quant, lora.double_quant);
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.parameters()) {
+    if (p.scalar_type() == at::kBFloat16 || p.scalar_type() == at::kHalf) p.set_data(p.to(at::kFloat));
   }
 }
 

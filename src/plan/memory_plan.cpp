@@ -15,6 +15,7 @@
 #include "accumbench/chunked_loss.hpp"
 #include "accumbench/error.hpp"
 #include "plan/block_tensors.hpp"
+#include "plan/quantized_base.hpp"
 
 namespace accumbench {
 
@@ -76,6 +77,7 @@ struct PlanBuilder {
   int64_t trained;  // parameters with gradients and AdamW moments: all, or the adapters' (LoRA)
   int64_t t;        // bytes per trained parameter (and per gradient and moment)
   bool autocast, checkpointing, accumulating, chunked, lora;
+  bool quant;  // QLoRA: the block linears quantised, everything else fp32 (quantized_base.hpp)
   size_t block_lines_begin = 0, block_lines_end = 0;  // the blocks' lines in plan.saved
 
   PlanBuilder(const ModelConfig& model, const PlanOptions& options, const SplitConfig& s)
@@ -91,7 +93,10 @@ struct PlanBuilder {
     V = m.vocab_size;
     L = m.n_layers;
     autocast = split.precision != Precision::kFp32;
-    w = compute_bytes(o.weights_dtype);
+    quant = o.lora.quantized();
+    // QLoRA: prepare_model_for_kbit_training leaves every parameter that is not quantised in
+    // fp32, so the residual stream and the activations without autocast are fp32.
+    w = quant ? kFp32 : compute_bytes(o.weights_dtype);
     // Activations come in autocast's dtype, or without autocast in the weights' (bf16 weights
     // compute in bf16).
     c = autocast ? compute_bytes(split.precision) : w;
@@ -107,6 +112,9 @@ struct PlanBuilder {
 
   // Weights cast to c by autocast exist only when they are stored in another dtype.
   bool weights_cast() const { return autocast && w != c; }
+  // Autocast's casts of the block linears' weights: none when they are quantised (each is
+  // dequantised in c directly, dequant_transient).
+  bool block_weights_cast() const { return weights_cast() && !quant; }
   Dtypes dtypes() const { return Dtypes{c, w, autocast}; }
   // The residual stream's formula symbol: it is in the weights' dtype.
   std::string rs() const { return w == kFp32 ? "4" : "w"; }
@@ -114,7 +122,9 @@ struct PlanBuilder {
   // ---- resident for the whole step ----
   void resident_tensors() {
     const Table resident{&plan.resident};
-    if (w == kFp32) {
+    if (quant) {
+      quantized_resident(m, o, resident);
+    } else if (w == kFp32) {
       resident.add("weights", "P·4", P * kFp32, "fp32 parameters (autocast keeps fp32 masters, casts per op)");
     } else {
       resident.add("weights", "P·w", P * w, "stored in --weights-dtype (" + to_string(o.weights_dtype) + ")");
@@ -169,7 +179,8 @@ struct PlanBuilder {
       if (m.arch == Architecture::kGpt2) gpt2_block_saved(m, o, b, dt, saved);
       else llama_block_saved(m, o, b, dt, saved);
     }
-    if (weights_cast() && !checkpointing) {
+    if (quant && !checkpointing) int8_saved_inputs(m, o, N, L, dtypes(), saved);
+    if (block_weights_cast() && !checkpointing) {
       // A frozen weight's cast is not cached (autocast caches only leaves that require grad), and
       // a linear saves it only for its input's gradient: block 0's frozen prefix saves none.
       const int64_t unsaved = frozen_prefix_weight_numel(m, frozen_prefix_of(m, o, checkpointing));
@@ -316,12 +327,14 @@ struct PlanBuilder {
       const int64_t counted_input = m.arch == Architecture::kGpt2 || w == kFp32 ? N * d * w : 0;
       blk.add("recomputed block's saved tensors", "(one block of the table above)", one_block - counted_input,
               "backward reruns the block's forward with grad enabled (its input is already counted)");
-      if (weights_cast()) {
+      if (quant) int8_saved_inputs(m, o, N, 1, dtypes(), blk);  // the recompute keeps them again
+      if (block_weights_cast()) {
         blk.add("recomputed block's weights cast to c", "(linear weights)·c", linear_weight_numel_per_block(m) * c,
                 "the recompute's autocast region caches and saves them again");
       }
     }
     blk.add("gradient of the residual stream", "b·T·d·" + rs(), N * d * w, "flows into the block from above");
+    candidates_begin = plan.block_backward_peak.size();
     peak_candidates(blk, released_before_softmax);
   }
 
@@ -569,6 +582,24 @@ struct PlanBuilder {
             "the block forward's locals that no backward saves, alive until it returns");
   }
 
+  // QLoRA: one block weight dequantised at a time. In a block's backward it is alive while a
+  // frozen linear makes its input's gradient: at most the MLP output projection's moment, its
+  // b·T·f input gradient next to the weight, on top of what the block keeps. That moment is a
+  // peak when it exceeds the one peak_candidates chose (its lines from candidates_begin on).
+  size_t candidates_begin = 0;
+  int64_t dequant_bytes = 0;
+  void dequant_transients() {
+    if (!quant) return;
+    dequant_bytes = dequant_transient(m, o, c, Table{&plan.dequant_peak});
+    int64_t chosen = 0;
+    for (size_t i = candidates_begin; i < plan.block_backward_peak.size(); ++i) chosen += plan.block_backward_peak[i].bytes;
+    const int64_t extra = N * m.d_ff * c + dequant_bytes - chosen;
+    if (extra > 0) {
+      Table{&plan.block_backward_peak}.add("QLoRA: frozen linear's backward instead", "b·T·f·c + dequant − above", extra,
+                                           "its input gradient next to the dequantised weight beats the moment above");
+    }
+  }
+
   // ---- peaks per phase ----
   void phase_peaks() {
     const int64_t resident_bytes = total_bytes(plan.resident);
@@ -589,6 +620,14 @@ struct PlanBuilder {
     if (!plan.last_block_forward_peak.empty()) {
       int64_t& forward = plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)];
       forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_before_blocks + total_bytes(plan.last_block_forward_peak));
+    }
+    if (quant) {
+      // The last block's forward with its largest weight dequantised, before the head has run
+      // (the saved lines up to the blocks' end).
+      int64_t saved_through_blocks = 0;
+      for (size_t i = 0; i < block_lines_end; ++i) saved_through_blocks += plan.saved[i].bytes;
+      int64_t& forward = plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)];
+      forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + dequant_bytes);
     }
     const int64_t backward_head = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak);
     // A tied head's weight gradient, when accumulating: it waits in autograd's input buffer for
@@ -696,6 +735,7 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
   builder.last_block_forward();
   builder.optimizer_temporaries();
   builder.block_backward();
+  builder.dequant_transients();
   builder.phase_peaks();
   return std::move(builder.plan);
 }

@@ -79,6 +79,11 @@ std::string context_line(const SweepResult& result) {
   const std::string precisions = precisions_of(result.runs);
   if (!precisions.empty()) line << ", precision " << precisions;
   line << data_words(c);
+  const std::string base_quant = option_value(c, "base_quant");
+  if (!base_quant.empty() && base_quant != "none") {
+    line << ", base " << base_quant << (option_value(c, "double_quant") == "true" ? " with double quant" : "")
+         << " (time approximate: dequantised by LibTorch ops, not bitsandbytes' kernels)";
+  }
   if (c.memory_limit_bytes > 0) line << ", memory limit " << format_bytes(c.memory_limit_bytes);
   if (c.world_size > 1) {
     line << ", data parallel over " << c.world_size << " ranks (" << c.distributed_backend

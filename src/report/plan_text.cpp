@@ -31,6 +31,10 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
   out << "  P=" << parameter_count(m) << " L=" << m.n_layers << " d=" << m.d_model << " H=" << m.n_heads
       << " Hkv=" << m.n_kv_heads << " hd=" << m.head_dim << " f=" << m.d_ff << " V=" << m.vocab_size
       << " b=" << plan.split.micro_batch << " c=" << compute_bytes(plan.split.precision) << "\n";
+  if (plan.options.lora.quantized()) {
+    out << "  base quantised " << to_string(plan.options.lora.base_quant) << (plan.options.lora.double_quant ? " with double quant" : "")
+        << " (bitsandbytes' storage); a sweep's time of it is approximate: dequantised by LibTorch ops, not bitsandbytes' kernels\n";
+  }
   if (!plan.options.worst_micro_batch.empty()) {
     out << "  activations for the longest micro-batch of the data, " << plan.options.worst_micro_batch
         << ": T=" << plan.options.activation_seq_len << " in the formulas below, except the host token batches\n";
@@ -44,6 +48,10 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
   print_table("backward peak: first node (loss head)", plan.backward_peak, out);
   print_table("backward peak candidate: the last block's backward", plan.block_backward_peak, out);
   print_table("optimizer peak: temporaries", plan.optimizer_peak, out);
+  if (!plan.dequant_peak.empty()) {
+    print_table("QLoRA: one weight dequantised, on top of the last block's forward (and in its backward, above)",
+                plan.dequant_peak, out);
+  }
   out << "predicted peak per phase:";
   for (int p = 0; p < kPlanPhaseCount; ++p) {
     out << " " << plan_phase_name(static_cast<PlanPhase>(p)) << " " << format_bytes(plan.phase_peak_bytes[p]) << ";";

@@ -14,6 +14,10 @@
 // - axolotl: micro_batch_size, gradient_accumulation_steps, sequence_len, sample_packing,
 //   pad_to_sequence_len, group_by_length, gradient_checkpointing, bf16, fp16, adapter, lora_r,
 //   lora_alpha, lora_dropout, lora_target_linear, lora_target_modules.
+// - QLoRA (--base-quant), TRL ModelConfig's keys, which trl.get_quantization_config turns into
+//   transformers' BitsAndBytesConfig: load_in_4bit, bnb_4bit_quant_type, use_bnb_nested_quant
+//   (its bnb_4bit_use_double_quant), load_in_8bit; TRL passes its dtype as
+//   bnb_4bit_compute_dtype. axolotl: adapter: qlora with load_in_4bit, or load_in_8bit.
 #include <sstream>
 #include <string>
 #include <vector>
@@ -99,6 +103,8 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.lora_alpha = w.lora.alpha;
   s.lora_dropout = w.lora.dropout;
   s.lora_targets = w.lora.targets;
+  s.base_quant = w.lora.base_quant;
+  s.double_quant = w.lora.double_quant;
   s.target_modules = target_modules;
   s.lengths_vary = w.data.lengths != LengthMode::kFixed || w.data.eos_id >= 0;
   s.padding = w.data.padding;
@@ -133,6 +139,13 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
     keys.push_back({"lora_dropout", number(s.lora_dropout)});
     keys.push_back({"lora_target_modules", yaml_list(s.target_modules)});
   }
+  if (s.base_quant == BaseQuant::kNf4) {
+    keys.push_back({"load_in_4bit", "true"});
+    keys.push_back({"bnb_4bit_quant_type", "nf4"});
+    keys.push_back({"use_bnb_nested_quant", yes(s.double_quant)});  // bnb_4bit_use_double_quant
+  } else if (s.base_quant == BaseQuant::kInt8) {
+    keys.push_back({"load_in_8bit", "true"});
+  }
   return keys;
 }
 
@@ -144,6 +157,10 @@ std::vector<std::string> untranslated_knobs(const TrainerSettings& s) {
                     "cross-entropy also never holds the whole logits");
   }
   if (s.cuda_graphs) notes.push_back("CUDA graphs have no Trainer or axolotl setting");
+  if (s.base_quant != BaseQuant::kNone) {
+    notes.push_back("the quantised base's time is approximate: accumbench dequantises with LibTorch ops, not "
+                    "bitsandbytes' kernels");
+  }
   if (s.weights_dtype != Precision::kFp32) {
     notes.push_back("the weights were stored in " + to_string(s.weights_dtype) + " (--weights-dtype): load the model in " +
                     (s.weights_dtype == Precision::kBf16 ? "bfloat16" : "float16"));
@@ -175,8 +192,17 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       lines.push_back("# padding multiple:" + std::to_string(multiple) + " has no axolotl key");
     }
     if (s.group_by_length) lines.push_back("group_by_length: true");
-    if (s.lora_r > 0) {
+    if (s.base_quant == BaseQuant::kNf4) {
+      lines.push_back("adapter: qlora");
+      lines.push_back("load_in_4bit: true");
+      lines.push_back(std::string("# bnb_4bit_quant_type nf4, bnb_4bit_use_double_quant ") + yes(s.double_quant));
+    } else if (s.base_quant == BaseQuant::kInt8) {
       lines.push_back("adapter: lora");
+      lines.push_back("load_in_8bit: true");
+    } else if (s.lora_r > 0) {
+      lines.push_back("adapter: lora");
+    }
+    if (s.lora_r > 0) {
       lines.push_back("lora_r: " + std::to_string(s.lora_r));
       lines.push_back("lora_alpha: " + number(lora_alpha(s)));
       lines.push_back("lora_dropout: " + number(s.lora_dropout));
@@ -199,6 +225,8 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       args += " --lora-rank " + std::to_string(s.lora_r) + " --lora-alpha " + number(lora_alpha(s)) +
               " --lora-targets " + s.lora_targets + " --lora-dropout " + number(s.lora_dropout);
     }
+    if (s.base_quant != BaseQuant::kNone) args += " --base-quant " + to_string(s.base_quant);
+    if (s.double_quant) args += " --double-quant";
     if (s.packing != Packing::kNone) args += " --packing " + to_string(s.packing);
     if (s.lengths_vary && s.packing == Packing::kNone) {
       DataSource data;
@@ -250,6 +278,8 @@ WorkloadOptions settings_workload(const SweepContext& context) {
       if (name == "lora_alpha" && value != "-") w.lora.alpha = std::stod(value);
       if (name == "lora_targets" && value != "-") w.lora.targets = value;
       if (name == "lora_dropout" && value != "-") w.lora.dropout = std::stod(value);
+      if (name == "base_quant") w.lora.base_quant = base_quant_from_string(value);
+      if (name == "double_quant") w.lora.double_quant = value == "true";
     } catch (const std::exception&) {
       // An option this version cannot read keeps its default; the settings are a translation.
     }

@@ -130,7 +130,10 @@ std::vector<RunResult> runs_kept_from(const SweepResult& resume, const std::vect
 
 // The weights and AdamW's two moments of what trains stay allocated for the whole sweep.
 int64_t resident_model_bytes(const WorkloadOptions& w, const ModelConfig& cfg) {
-  const int64_t weight_bytes = compute_bytes(w.weights_dtype) * parameter_count(cfg);
+  int64_t weight_bytes = compute_bytes(w.weights_dtype) * parameter_count(cfg);
+  if (w.lora.quantized()) {  // QLoRA: the quantised block linears and the rest in fp32
+    weight_bytes = quantized_base_bytes(cfg, w.lora) + 4 * (parameter_count(cfg) - block_linear_weight_numel(cfg));
+  }
   const int64_t adapter_bytes = 4 * lora_parameter_count(cfg, w.lora);  // fp32 adapters
   const int64_t moment_bytes = 2 * (w.lora.enabled() ? adapter_bytes : weight_bytes);
   return weight_bytes + adapter_bytes + moment_bytes;

@@ -162,6 +162,11 @@ VerifySplit compare(const SplitConfig& config, const Snapshot& got, const Snapsh
 
 VerifyResult run_verify(const VerifyOptions& options) {
   const WorkloadOptions& w = options.workload;
+  // The PyTorch reference (bench/reference/models.py) reads full-precision weights.
+  if (!options.export_dir.empty() && w.lora.quantized()) {
+    throw UserError("--export writes full-precision weights for the PyTorch reference, which has no quantised base; "
+                    "drop --base-quant or --export");
+  }
   const VerifySetup setup = prepare(w);
   if (!options.export_dir.empty() && setup.launch.rank == 0) create_export_directory(options.export_dir);
   const std::unique_ptr<compat::ProcessGroup> group =

@@ -36,6 +36,8 @@ constexpr Names<Padding, 3> kPaddingNames = {{
     {Padding::kMax, "max"}, {Padding::kLongest, "longest"}, {Padding::kMultiple, "multiple"}}};
 constexpr Names<Packing, 3> kPackingNames = {{
     {Packing::kNone, "none"}, {Packing::kWrapped, "wrapped"}, {Packing::kBfd, "bfd"}}};
+constexpr Names<BaseQuant, 3> kBaseQuantNames = {{
+    {BaseQuant::kNone, "none"}, {BaseQuant::kNf4, "nf4"}, {BaseQuant::kInt8, "int8"}}};
 
 template <typename Enum, size_t N>
 std::string name_of(const Names<Enum, N>& names, Enum value) {
@@ -96,6 +98,8 @@ LengthMode length_mode_from_string(const std::string& text) { return value_of(kL
 std::string to_string(Padding padding) { return name_of(kPaddingNames, padding); }
 std::string to_string(Packing packing) { return name_of(kPackingNames, packing); }
 Packing packing_from_string(const std::string& text) { return value_of(kPackingNames, text, "--packing"); }
+std::string to_string(BaseQuant quant) { return name_of(kBaseQuantNames, quant); }
+BaseQuant base_quant_from_string(const std::string& text) { return value_of(kBaseQuantNames, text, "--base-quant"); }
 
 void set_lengths(DataSource& data, const std::string& text) {
   data.lengths_file.clear();
@@ -183,6 +187,15 @@ void validate_lora_options(const LoraOptions& lora) {
   }
   if (!(lora.dropout >= 0 && lora.dropout < 1)) {
     throw UserError("--lora-dropout must be in [0, 1), got " + number(lora.dropout));
+  }
+  // QLoRA quantises the frozen base of LoRA; a full fine-tune trains the weights themselves.
+  if (lora.base_quant != BaseQuant::kNone && lora.rank == 0) {
+    throw UserError("--base-quant " + to_string(lora.base_quant) +
+                    " stores the frozen base of LoRA, which is off (--lora-rank 0); add --lora-rank R (QLoRA) or drop --base-quant");
+  }
+  if (lora.double_quant && lora.base_quant != BaseQuant::kNf4) {
+    throw UserError("--double-quant quantises NF4's absmax again, but --base-quant is " + to_string(lora.base_quant) +
+                    "; add --base-quant nf4 or drop --double-quant");
   }
 }
 
@@ -276,6 +289,10 @@ void validate_workload(const WorkloadOptions& w) {
   validate_data_source(w);
 }
 
+void apply_base_quant_defaults(WorkloadOptions& w, bool checkpointing_given) {
+  if (w.lora.quantized() && !checkpointing_given) w.grid.checkpointing = Checkpointing::kBlocks;
+}
+
 std::string join_precisions(const std::vector<Precision>& precisions) {
   std::string out;
   for (size_t i = 0; i < precisions.size(); ++i) out += (i ? "," : "") + to_string(precisions[i]);
@@ -283,7 +300,7 @@ std::string join_precisions(const std::vector<Precision>& precisions) {
 }
 
 std::vector<std::pair<std::string, std::string>> describe_workload(const WorkloadOptions& w) {
-  return {
+  std::vector<std::pair<std::string, std::string>> options = {
       {"model", w.model.hf_config.empty() ? w.model.preset : w.model.hf_config},
       {"seed", std::to_string(w.model.seed)},
       {"seq_len", std::to_string(w.seq_len)},
@@ -307,6 +324,12 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
       {"lora_targets", w.lora.enabled() ? w.lora.targets : "-"},
       {"lora_dropout", w.lora.enabled() ? number(w.lora.dropout) : "-"},
   };
+  // Only when set, so that files written before --base-quant existed still resume.
+  if (w.lora.base_quant != BaseQuant::kNone) {
+    options.push_back({"base_quant", to_string(w.lora.base_quant)});
+    options.push_back({"double_quant", flag(w.lora.double_quant)});
+  }
+  return options;
 }
 
 }  // namespace accumbench

@@ -200,6 +200,11 @@ std::string context_section(const SweepResult& result) {
   if (c.trainable_parameters > 0 && c.trainable_parameters != c.parameters) {
     h += context_entry("trainable_parameters", text::trainable_line(c.trainable_parameters, c.parameters));
   }
+  for (const auto& [name, value] : c.options) {
+    if (name == "base_quant" && value != "none") {  // QLoRA (--base-quant)
+      h += context_entry("time", "approximate: the quantised base is dequantised by LibTorch ops, not bitsandbytes' kernels");
+    }
+  }
   h += context_entry("seq_len", std::to_string(c.seq_len));
   h += context_entry("batch", std::to_string(c.batch) + " sequences");
   h += context_entry("flops_per_token", text::format_count(c.flops_per_token));

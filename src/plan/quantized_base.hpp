@@ -1,0 +1,30 @@
+// QLoRA's terms of the memory plan (src/plan, private): the quantised frozen base as stored, the
+// parameters PEFT upcasts to fp32, the one weight dequantised at a time, and what LLM.int8 keeps
+// for backward. Kept apart from the block tables (block_tensors.hpp) so that each term reads on
+// its own; memory_plan.cpp adds them when PlanOptions::lora.quantized().
+//
+//   quantized_resident(model, options, Table{&plan.resident});
+//   int64_t transient = dequant_transient(model, options, /*c=*/2, Table{&plan.dequant_peak});
+#pragma once
+
+#include <cstdint>
+
+#include "plan/block_tensors.hpp"
+
+namespace accumbench::plan_detail {
+
+// The resident weights of a quantised base: the block linears as bitsandbytes stores them, and
+// every other parameter in fp32 (prepare_model_for_kbit_training's upcast).
+void quantized_resident(const ModelConfig& m, const PlanOptions& o, const Table& t);
+
+// The largest block linear dequantised into c-byte elements, with its scratch: alive in every
+// forward and backward of that linear (src/models/quantized_linear.cpp). Returns its bytes.
+int64_t dequant_transient(const ModelConfig& m, const PlanOptions& o, int64_t c, const Table& t);
+
+// LLM.int8 keeps each linear's input for backward (MatMul8bitLt's A): under autocast each linear's
+// own cast (b·T·in·c); without it the input itself, extra only where no adapter of its group keeps
+// it already. For `layers` blocks of N = b·T rows. Nothing for nf4.
+void int8_saved_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, int64_t layers, const Dtypes& dt,
+                       const Table& t);
+
+}  // namespace accumbench::plan_detail
