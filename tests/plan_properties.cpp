@@ -173,6 +173,10 @@ Case draw_case(uint64_t seed, int index, bool all) {
       if (d.chance(30)) o.lora.dropout = 0.1;
     }
     o.weights_dtype = d.chance(30) ? ab::Precision::kBf16 : ab::Precision::kFp32;
+    // Drawn last, so the cases drawn before --optimizer existed keep their other draws.
+    o.optimizer = d.pick<ab::OptimizerKind>({ab::OptimizerKind::kAdamW, ab::OptimizerKind::kAdamW,
+                                             ab::OptimizerKind::kAdamW8bit, ab::OptimizerKind::kPagedAdamW8bit,
+                                             ab::OptimizerKind::kSgd});
     try {
       ab::validate(c.cfg);
       ab::check_sequence_length(c.cfg, T);
@@ -194,6 +198,7 @@ std::vector<std::string> knobs_of(const Case& c) {
   if (c.split.chunked_loss) k.push_back("chunked-loss");
   if (c.options.lora.enabled()) k.push_back(c.options.lora.dropout > 0 ? "lora+dropout" : "lora");
   if (c.options.weights_dtype != ab::Precision::kFp32) k.push_back("weights-bf16");
+  if (c.options.optimizer != ab::OptimizerKind::kAdamW) k.push_back("optimizer " + ab::to_string(c.options.optimizer));
   if (c.split.accum_steps > 1) k.push_back("accumulation");
   if (k.empty()) k.push_back("plain");
   return k;
@@ -228,6 +233,7 @@ std::string cli_flags(const Case& c, const std::string& config_path) {
   if (c.split.optimizer_in_backward) f << " --optimizer-in-backward";
   if (c.split.chunked_loss) f << " --chunked-loss";
   if (c.options.loss_chunk_tokens > 0) f << " --loss-chunk-tokens " << c.options.loss_chunk_tokens;
+  if (c.options.optimizer != ab::OptimizerKind::kAdamW) f << " --optimizer " << ab::to_string(c.options.optimizer);
   return f.str();
 }
 

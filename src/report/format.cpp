@@ -79,6 +79,12 @@ std::string context_line(const SweepResult& result) {
   const std::string precisions = precisions_of(result.runs);
   if (!precisions.empty()) line << ", precision " << precisions;
   line << data_words(c);
+  for (const auto& [name, value] : c.options) {
+    // bitsandbytes' 8-bit AdamW is emulated with LibTorch ops: its memory is exact, its time is not.
+    if (name == "optimizer" && value != "adamw") {
+      line << ", optimizer " << value << (value == "sgd" ? "" : " (emulated: memory exact, time approximate)");
+    }
+  }
   if (c.memory_limit_bytes > 0) line << ", memory limit " << format_bytes(c.memory_limit_bytes);
   if (c.world_size > 1) {
     line << ", data parallel over " << c.world_size << " ranks (" << c.distributed_backend
