@@ -132,8 +132,10 @@ TEST(Optimizers, StateBytesAsFormulasAndAllocator) {
 
 // The first step from zero state: bitsandbytes updates with the fp32 moments before quantising
 // them, so it is AdamW's step but for the order of the weight decay (after the Adam update, not
-// before): a relative difference of about lr·wd = 1e-5 of the update. Later steps read the
-// quantised moments: after 5 steps the 8-bit trajectory stays within 2 % (L2) of fp32 AdamW's.
+// before: lr·wd = 1e-5 of the update) and the rounding of the weights (|w| ~ 1 in fp32, an update
+// of ~1e-3: half an ulp is 3e-5 of it); measured 2.6e-5, bound 1e-4. Later steps read the
+// quantised moments: after 5 steps the 8-bit update is within 2 % (L2) of fp32 AdamW's
+// (measured 0.95 %).
 TEST(Optimizers, EightBitStepAgainstFp32AdamW) {
   torch::manual_seed(0);
   const at::Tensor start = torch::randn({64, 256});
@@ -152,7 +154,7 @@ TEST(Optimizers, EightBitStepAgainstFp32AdamW) {
     if (step == 5) fifth = error;
   }
   std::cout << "[ 8-bit    ] update vs fp32 AdamW, rel. L2: step 1 " << first << ", after 5 steps " << fifth << "\n";
-  EXPECT_LT(first, 2e-5);
+  EXPECT_LT(first, 1e-4);
   EXPECT_LT(fifth, 2e-2);
 }
 

@@ -75,7 +75,7 @@ void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_by
   const bool paged = std::any_of(plans.begin(), plans.end(), [](const MemoryPlan& p) { return p.evictable_bytes > 0; });
   out << pad("split", label_width) << pad("forward", 12, true) << pad("backward", 12, true) << pad("optimizer", 12, true)
       << pad("peak", 12, true) << "  " << pad("held by", 10)
-      << (paged ? pad("peak paged out", 16) : std::string()) << (fits && paged ? pad("then fits", 10) : std::string())
+      << (paged ? pad("peak paged out", 16) : std::string()) << (fits && paged ? pad("fits paged", 12) : std::string())
       << (fits ? pad("fits in " + format_bytes(memory_bytes), workload != nullptr ? 18 : 0) : std::string())
       << (workload != nullptr ? std::string("Trainer settings per rank") : std::string()) << "\n";
   for (const auto& plan : plans) {
@@ -83,7 +83,7 @@ void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_by
     for (int p = 0; p < kPlanPhaseCount; ++p) out << pad(format_bytes(plan.phase_peak_bytes[p]), 12, true);
     out << pad(format_bytes(plan.peak_bytes), 12, true) << "  " << pad(plan_phase_name(plan.peak_phase), 10);
     if (paged) out << pad(format_bytes(plan.peak_bytes - plan.evictable_bytes), 16);
-    if (fits && paged) out << pad(plan.peak_bytes - plan.evictable_bytes <= memory_bytes ? "yes" : "no", 10);
+    if (fits && paged) out << pad(plan.peak_bytes - plan.evictable_bytes <= memory_bytes ? "yes" : "no", 12);
     if (fits) out << pad(plan.peak_bytes <= memory_bytes ? "yes" : "no", workload != nullptr ? 18 : 0);
     if (workload != nullptr) {
       // The keys that differ between splits; those every split shares follow the table.
