@@ -92,7 +92,7 @@ AdamW8bit::AdamW8bit(std::vector<at::Tensor> params, OptimizerOptions options)
     State s;
     const int64_t n = p.numel();
     s.quantized = quantized_state(n);
-    const at::TensorOptions on = p.options().memory_format(c10::nullopt);
+    const at::TensorOptions on = p.options();
     if (s.quantized) {
       s.state1 = torch::zeros({n}, on.dtype(at::kByte));
       s.state2 = torch::zeros({n}, on.dtype(at::kByte));
