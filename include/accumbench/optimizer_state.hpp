@@ -48,7 +48,5 @@ int64_t paged_state_bytes(OptimizerKind kind, int64_t numel);
 // gradient or of the parameter, 16·k. For its 32-bit small tensors: the denominator (with 2-byte
 // parameters also the parameter's fp32 copy). SGD: none (the update is in place).
 int64_t optimizer_step_temporary_bytes(OptimizerKind kind, int64_t numel, int64_t param_bytes);
-bool optimizer_has_state(OptimizerKind kind);
-bool paged_optimizer(OptimizerKind kind);
 
 }  // namespace accumbench

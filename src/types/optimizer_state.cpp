@@ -38,7 +38,4 @@ int64_t optimizer_step_temporary_bytes(OptimizerKind kind, int64_t numel, int64_
   return 0;
 }
 
-bool optimizer_has_state(OptimizerKind kind) { return kind != OptimizerKind::kSgd; }
-bool paged_optimizer(OptimizerKind kind) { return kind == OptimizerKind::kPagedAdamW8bit; }
-
 }  // namespace accumbench
