@@ -178,6 +178,10 @@ Case draw_case(uint64_t seed, int index, bool all) {
       o.lora.base_quant = d.pick<ab::BaseQuant>({ab::BaseQuant::kNf4, ab::BaseQuant::kNf4, ab::BaseQuant::kInt8});
       o.lora.double_quant = o.lora.base_quant == ab::BaseQuant::kNf4 && d.chance(50);
     }
+    // Drawn last, so the cases drawn before --optimizer existed keep their other draws.
+    o.optimizer = d.pick<ab::OptimizerKind>({ab::OptimizerKind::kAdamW, ab::OptimizerKind::kAdamW,
+                                             ab::OptimizerKind::kAdamW8bit, ab::OptimizerKind::kPagedAdamW8bit,
+                                             ab::OptimizerKind::kSgd});
     try {
       ab::validate(c.cfg);
       ab::check_sequence_length(c.cfg, T);
@@ -200,6 +204,7 @@ std::vector<std::string> knobs_of(const Case& c) {
   if (c.options.lora.enabled()) k.push_back(c.options.lora.dropout > 0 ? "lora+dropout" : "lora");
   if (c.options.lora.quantized()) k.push_back("base-" + ab::to_string(c.options.lora.base_quant));
   if (c.options.weights_dtype != ab::Precision::kFp32) k.push_back("weights-bf16");
+  if (c.options.optimizer != ab::OptimizerKind::kAdamW) k.push_back("optimizer " + ab::to_string(c.options.optimizer));
   if (c.split.accum_steps > 1) k.push_back("accumulation");
   if (k.empty()) k.push_back("plain");
   return k;
@@ -240,6 +245,7 @@ std::string cli_flags(const Case& c, const std::string& config_path) {
   if (c.split.optimizer_in_backward) f << " --optimizer-in-backward";
   if (c.split.chunked_loss) f << " --chunked-loss";
   if (c.options.loss_chunk_tokens > 0) f << " --loss-chunk-tokens " << c.options.loss_chunk_tokens;
+  if (c.options.optimizer != ab::OptimizerKind::kAdamW) f << " --optimizer " << ab::to_string(c.options.optimizer);
   return f.str();
 }
 

@@ -179,3 +179,42 @@ TEST(Plan, PrintsThePeakPerPhase) {
   EXPECT_NE(out.str().find("  weights                                   P·4                   "), std::string::npos);
   EXPECT_NE(out.str().find(" peak 5.9 MiB in backward\n"), std::string::npos) << out.str();
 }
+
+// 8-bit AdamW state of gpt2-124m by hand: the tensors of at least 4096 elements (wte 50257·768,
+// wpe 1024·768, per block c_attn 768·2304, attn c_proj 768², c_fc and mlp c_proj 768·3072) hold
+// N8 = 124,318,464 elements, the biases and LayerNorms N32 = 121,344 (P − N8). Codes 2·N8 bytes;
+// one absmax per 256 (every big tensor is a multiple: 485,619 blocks) per moment; fp32 moments
+// for the rest; the maps once. Paged (CUDA): every big tensor is over 1e5 elements, so all codes
+// may be evicted; on the CPU nothing is.
+TEST(Plan, EightBitAdamWStateOfGpt2_124m) {
+  ab::PlanOptions o = options(1024, 8);
+  o.optimizer = ab::OptimizerKind::kAdamW8bit;
+  const ab::ModelConfig m = ab::find_preset("gpt2-124m");
+  ab::MemoryPlan p = ab::plan_memory(m, o, split(8, 1));
+  EXPECT_EQ(line_bytes(p.resident, "8-bit state1, state2 codes"), 2LL * 124318464);
+  EXPECT_EQ(line_bytes(p.resident, "8-bit absmax1, absmax2"), 2LL * 485619 * 4);
+  EXPECT_EQ(line_bytes(p.resident, "32-bit state of small tensors"), 2LL * 121344 * 4);
+  EXPECT_EQ(line_bytes(p.resident, "dynamic quantisation maps"), 4088);
+  EXPECT_EQ(p.evictable_bytes, 0);
+  // The step's temporaries: one pass of 2^20 elements of the largest tensor, 12 bytes each.
+  EXPECT_EQ(ab::total_bytes(p.optimizer_peak), 12LL << 20);
+  EXPECT_EQ(ab::optimizer_state_total_bytes(m, {}, ab::Precision::kFp32, ab::OptimizerKind::kAdamW8bit),
+            2LL * 124318464 + 2LL * 485619 * 4 + 2LL * 121344 * 4 + 4088);
+
+  o.optimizer = ab::OptimizerKind::kPagedAdamW8bit;
+  o.cpu = false;
+  p = ab::plan_memory(m, o, split(8, 1));
+  EXPECT_EQ(line_bytes(p.resident, "8-bit state1, state2 codes (paged)"), 2LL * 124318464);
+  EXPECT_EQ(p.evictable_bytes, 2LL * 124318464);
+  std::ostringstream text;
+  ab::print_plan(p, text);
+  EXPECT_NE(text.str().find("paged optimizer state: 237.1 MiB of it may be evicted"), std::string::npos) << text.str();
+
+  // SGD keeps nothing and steps in place.
+  o.optimizer = ab::OptimizerKind::kSgd;
+  p = ab::plan_memory(m, o, split(8, 1));
+  EXPECT_EQ(line_bytes(p.resident, "SGD state"), 0);
+  EXPECT_TRUE(p.optimizer_peak.empty());
+  EXPECT_EQ(p.phase_peak_bytes[static_cast<int>(ab::PlanPhase::kOptimizer)],
+            ab::total_bytes(p.resident) + ab::total_bytes(p.gradients));
+}

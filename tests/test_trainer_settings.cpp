@@ -2,6 +2,8 @@
 // Trainer's arguments, axolotl's keys and accumbench's flags, line by line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "accumbench/error.hpp"
 #include "accumbench/model_config.hpp"
 #include "accumbench/report.hpp"
@@ -183,4 +185,34 @@ TEST(TrainerSettings, EmitNamesItsChoices) {
   } catch (const ab::UserError& e) {
     EXPECT_EQ(std::string(e.what()), "unknown --emit \"deepspeed\"; use trl, axolotl or args");
   }
+}
+
+// --optimizer in transformers' OptimizerNames (training_args.py): written only when it is not
+// AdamW, in TRL's, axolotl's and accumbench's words, and read back from a saved context.
+TEST(TrainerSettings, OptimizerAsOptim) {
+  ab::WorkloadOptions w = workload();
+  EXPECT_EQ(ab::hf_optim_name(ab::OptimizerKind::kAdamW), "adamw_torch");
+  for (const auto& [kind, name] : std::vector<std::pair<ab::OptimizerKind, std::string>>{
+           {ab::OptimizerKind::kAdamW8bit, "adamw_8bit"},
+           {ab::OptimizerKind::kPagedAdamW8bit, "paged_adamw_8bit"},
+           {ab::OptimizerKind::kSgd, "sgd"}}) {
+    w.optimizer.kind = kind;
+    ab::SweepResult result;
+    result.context.seq_len = 64;
+    result.context.batch = 8;
+    result.context.options = ab::describe_workload(w);
+    ab::RunResult run;
+    run.config = split(2, 4);
+    const ab::TrainerSettings s = ab::trainer_settings(result, run);
+    EXPECT_EQ(s.optimizer, kind);
+    const auto keys = ab::trl_settings(s);
+    EXPECT_NE(std::find(keys.begin(), keys.end(), std::make_pair(std::string("optim"), name)), keys.end()) << name;
+    const Lines axolotl = ab::settings_lines(s, ab::SettingsFormat::kAxolotl);
+    EXPECT_NE(std::find(axolotl.begin(), axolotl.end(), "optimizer: " + name), axolotl.end()) << name;
+    EXPECT_NE(ab::settings_lines(s, ab::SettingsFormat::kArgs)[1].find("--optimizer " + ab::to_string(kind)),
+              std::string::npos);
+  }
+  w.optimizer.kind = ab::OptimizerKind::kAdamW;
+  const auto keys = ab::trl_settings(ab::trainer_settings(split(2, 4), w, {}));
+  for (const auto& [key, value] : keys) EXPECT_NE(key, "optim");
 }

@@ -70,6 +70,7 @@ struct WorkloadFlags {
   std::string lengths, normalization, memory_limit, weights_dtype, padding, packing;
   std::string checkpointing = "-";  // "" when the option is given bare: blocks; "-" when not given
   std::string base_quant = "none";
+  std::string optimizer;                   // --optimizer
   std::string trl_config, axolotl_config;  // --trl-config, --axolotl-config (read_config)
   CLI::App* cli = nullptr;                 // the subcommand: which options were given
 
@@ -80,6 +81,7 @@ struct WorkloadFlags {
     weights_dtype = ab::to_string(workload.weights_dtype);
     padding = ab::padding_name(workload.data);
     packing = ab::to_string(workload.data.packing);
+    optimizer = ab::to_string(workload.optimizer.kind);
   }
 
   // Throws UserError (exit 2) on a word that names no value.
@@ -92,6 +94,7 @@ struct WorkloadFlags {
     w.data.packing = ab::packing_from_string(packing);
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
     w.weights_dtype = ab::weights_dtype_from_string(weights_dtype);
+    w.optimizer.kind = ab::optimizer_kind_from_string(optimizer);
     if (!memory_limit.empty()) w.memory_limit_bytes = ab::parse_memory_limit(memory_limit);
     const bool checkpointing_given = checkpointing != "-";
     w.grid.checkpointing = !checkpointing_given  ? ab::Checkpointing::kNone
@@ -274,6 +277,12 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
                       "dtype the weights are stored in: fp32, bf16 or fp16 (fp16: CUDA); with LoRA the frozen base's, "
                       "the adapters stay fp32")
       ->capture_default_str();
+  command->add_option("--optimizer", f.optimizer,
+                      "adamw (torch.optim.AdamW), adamw8bit (bitsandbytes' 8-bit blockwise AdamW: uint8 moments, "
+                      "one fp32 scale per 256; emulated with LibTorch ops, so its memory is exact and its time "
+                      "approximate), paged-adamw8bit (the same, its state paged: evictable on CUDA) or sgd (no "
+                      "momentum, no state; transformers' optim=sgd)")
+      ->capture_default_str();
   command->add_option("--lora-rank", w.lora.rank, "LoRA rank on a frozen base (0: full fine-tuning)")
       ->capture_default_str();
   command->add_option("--lora-alpha", w.lora.alpha, "LoRA alpha; the adapters are scaled by alpha / rank (default: 2 x rank)");
@@ -316,11 +325,12 @@ void add_run_options(CLI::App* command, WorkloadFlags& f) {
                       "data parallel: seconds a rank waits for the others (joining, and every collective)")
       ->capture_default_str();
   ab::OptimizerOptions& o = w.optimizer;
-  command->add_option("--lr", o.lr, "AdamW learning rate")->capture_default_str();
+  command->add_option("--lr", o.lr, "learning rate")->capture_default_str();
   command->add_option("--beta1", o.beta1, "AdamW beta1")->capture_default_str();
   command->add_option("--beta2", o.beta2, "AdamW beta2")->capture_default_str();
   command->add_option("--adam-eps", o.eps, "AdamW epsilon")->capture_default_str();
-  command->add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
+  command->add_option("--weight-decay", o.weight_decay, "weight decay (AdamW's decoupled; SGD's as torch.optim.SGD)")
+      ->capture_default_str();
 }
 
 // The user's own training config as the workload (src/report/trainer_config.cpp).

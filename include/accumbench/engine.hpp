@@ -81,7 +81,7 @@ struct StepOutcome {
   double loss() const;       // reads loss_sum (synchronizes)
 };
 
-class AdamW;
+class Optimizer;
 class GraphedMicroStep;
 class GradientReducer;
 
@@ -95,7 +95,7 @@ class Trainer {
   // Throws UserError when batch % micro_batch != 0 or optimizer-in-backward meets accumulation.
   StepOutcome accumulate(const TokenBatch& batch, const StepOptions& options,
                          PhaseObserver* observer = nullptr);
-  // AdamW step and zeroing of gradients (phase optimizer). With fp16, unscales and skips the step
+  // Optimizer step (--optimizer) and zeroing of gradients (phase optimizer). With fp16, unscales and skips the step
   // on inf/nan. Sets outcome.skipped.
   void optimizer_step(StepOutcome& outcome, const StepOptions& options,
                       PhaseObserver* observer = nullptr);
@@ -150,7 +150,7 @@ class Trainer {
   c10::Device device_;
   TrainOptions options_;
   std::vector<at::Tensor> params_;
-  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<Optimizer> optimizer_;  // TrainOptions::optimizer.kind (src/engine/optimizer.hpp)
   std::unique_ptr<GraphedMicroStep> graphed_;  // with StepOptions::cuda_graphs
   compat::ProcessGroup* group_ = nullptr;      // not owned
   std::unique_ptr<GradientReducer> reducer_;   // with a group of more than one rank

@@ -63,8 +63,20 @@ struct ModelOptions {
   uint64_t seed = 0;
 };
 
-// AdamW hyperparameters (PyTorch's defaults except the learning rate, which is the anchor's).
+// The optimizer (--optimizer): torch.optim.AdamW; bitsandbytes' 8-bit blockwise AdamW (moments
+// quantised per block of 256 with the dynamic map, src/engine/adamw8bit.cpp), its paged variant
+// (the same step; its state pages to host memory under pressure on CUDA); plain SGD without
+// momentum (transformers' optim="sgd": torch.optim.SGD with the Trainer's lr and weight decay).
+enum class OptimizerKind { kAdamW, kAdamW8bit, kPagedAdamW8bit, kSgd };
+std::string to_string(OptimizerKind kind);  // "adamw" | "adamw8bit" | "paged-adamw8bit" | "sgd"
+OptimizerKind optimizer_kind_from_string(const std::string& text);  // UserError naming the choices
+// transformers' OptimizerNames value of the same optimizer (TrainingArguments.optim).
+std::string hf_optim_name(OptimizerKind kind);  // "adamw_torch" | "adamw_8bit" | "paged_adamw_8bit" | "sgd"
+
+// Optimizer hyperparameters (PyTorch's defaults except the learning rate, which is the anchor's).
+// beta1, beta2 and eps are AdamW's (all three variants); SGD reads lr and weight_decay.
 struct OptimizerOptions {
+  OptimizerKind kind = OptimizerKind::kAdamW;
   double lr = 1e-4;
   double beta1 = 0.9;
   double beta2 = 0.999;

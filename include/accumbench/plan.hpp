@@ -50,6 +50,8 @@ struct PlanOptions {
   // The weights' storage dtype and LoRA (options.hpp): what is frozen, what trains.
   Precision weights_dtype = Precision::kFp32;
   LoraOptions lora;
+  // --optimizer: its state and its step's temporaries (accumbench/optimizer_state.hpp).
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
   // Real data with per-micro-batch padding: the positions of the longest padded micro-batch of
   // the whole lengths file (worst_micro_batch in lengths.hpp), which a real run meets sooner or
   // later; activations are planned for it, the host token batches still for seq_len. 0: seq_len.
@@ -102,11 +104,21 @@ struct MemoryPlan {
   // QLoRA: the largest block weight dequantised for one forward or backward (src/plan/quantized_base.cpp),
   // on top of a block's forward and of the block backward's peak.
   std::vector<PlanLine> dequant_peak;
+  std::vector<PlanLine> optimizer_peak;  // the optimizer's temporaries for the largest parameter
+  // paged-adamw8bit on CUDA: the part of the resident optimizer state in paged memory, which the
+  // driver may evict to the host under pressure. peak_bytes counts it; peak_bytes − this is the
+  // peak with it evicted (0 for every other optimizer and on the CPU).
+  int64_t evictable_bytes = 0;
 
   std::array<int64_t, kPlanPhaseCount> phase_peak_bytes{};
   int64_t peak_bytes = 0;
   PlanPhase peak_phase = PlanPhase::kForward;
 };
+
+// Bytes of the optimizer's state for what trains (the model, or its LoRA adapters), as the plan's
+// resident lines count it: AdamW's moments in the weights' dtype, 8-bit codes and scales, none.
+int64_t optimizer_state_total_bytes(const ModelConfig& cfg, const LoraOptions& lora, Precision weights_dtype,
+                                    OptimizerKind kind);
 
 // Sum of a table's bytes.
 int64_t total_bytes(const std::vector<PlanLine>& lines);

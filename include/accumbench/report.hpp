@@ -120,6 +120,9 @@ struct TrainerSettings {
   int64_t pad_multiple = 0;
   Packing packing = Packing::kNone;
   bool group_by_length = false;
+  // --optimizer; TrainingArguments.optim (hf_optim_name), printed when not AdamW (the Trainer's
+  // default optimizer is an AdamW with the same update).
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
   bool optimizer_in_backward = false;       // these three have no Trainer setting
   bool chunked_loss = false;
   bool cuda_graphs = false;

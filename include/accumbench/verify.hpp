@@ -32,7 +32,12 @@ double gradient_tolerance(Precision precision);
 // (a few flipped elements stay small) and not element by element. fp32: 1e-3, against measured
 // rounding-level errors up to 1.3e-4 (the chunked loss on gpt2-mini, variable lengths: it scales
 // the head's gradients by 1/tokens after its matmuls, the plain head before them) and 0.45–0.65
-// for a real error (mean-of-means on variable lengths). bf16/fp16: 1e-1.
+// for a real error (mean-of-means on variable lengths). bf16/fp16: 1e-1. The same for every
+// --optimizer: verify compares one step from fresh state, and bitsandbytes' 8-bit AdamW updates
+// the weights with the fp32 moments before it quantises them, so its first update is AdamW's
+// (measured: tests/test_optimizers.cpp, Optimizers.VerifyPassesWithEveryOptimizer); its
+// quantisation enters from the second step on, where a split's rounding-level gradient
+// difference moves the update by at most what Optimizers.QuantisedStateKeepsSplitsTogether states.
 double update_tolerance(Precision precision);
 
 struct VerifySplit {
@@ -60,6 +65,7 @@ struct VerifyResult {
   int64_t parameters = 0;
   int64_t trainable_parameters = 0;  // the adapters' with LoRA
   Precision weights_dtype = Precision::kFp32;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;  // --optimizer: whose update is compared
   LoraOptions lora;               // with LoRA, B is drawn non-zero (so that gradients reach A)
   int64_t seq_len = 0;
   int64_t batch = 0;

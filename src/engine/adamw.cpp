@@ -7,7 +7,7 @@
 namespace accumbench {
 
 AdamW::AdamW(std::vector<at::Tensor> params, OptimizerOptions options)
-    : params_(std::move(params)), options_(options) {
+    : Optimizer(std::move(params)), options_(options) {
   torch::NoGradGuard no_grad;
   for (const auto& p : params_) {
     // Moments in fp32 like the parameters (torch.optim keeps them in the parameter's dtype).
@@ -70,19 +70,6 @@ void AdamW::step() {
     at::_foreach_sub_(steps, 1.0);
   }
   for (size_t i : indices) step_one(i);
-}
-
-void AdamW::zero_grad(bool set_to_none) {
-  if (set_to_none) {
-    for (auto& p : params_) p.mutable_grad().reset();
-    return;
-  }
-  torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> grads;
-  for (auto& p : params_) {
-    if (p.grad().defined()) grads.push_back(p.grad());
-  }
-  at::_foreach_zero_(grads);
 }
 
 void AdamW::reset() {

@@ -8,25 +8,22 @@
 #include <vector>
 
 #include "accumbench/engine.hpp"
+#include "engine/optimizer.hpp"
 
 namespace accumbench {
 
-class AdamW {
+class AdamW : public Optimizer {
  public:
   AdamW(std::vector<at::Tensor> params, OptimizerOptions options);
 
   // Updates every parameter with a defined gradient (fused multi-tensor kernel on CUDA 2.x).
-  void step();
+  void step() override;
   // Updates parameter `index` from its current gradient.
-  void step_one(size_t index);
-  // set_to_none frees the gradients (torch.optim's default); otherwise they are zeroed in place.
-  void zero_grad(bool set_to_none);
-  void reset();      // zero moments and step counts
-  int64_t state_bytes() const;
-  const std::vector<at::Tensor>& params() const { return params_; }
+  void step_one(size_t index) override;
+  void reset() override;  // zero moments and step counts
+  int64_t state_bytes() const override;
 
  private:
-  std::vector<at::Tensor> params_;
   OptimizerOptions options_;
   std::vector<at::Tensor> exp_avg_;
   std::vector<at::Tensor> exp_avg_sq_;

@@ -6,7 +6,7 @@
 #include "accumbench/error.hpp"
 #include "compat/compat.hpp"
 #include "compat/distributed.hpp"
-#include "engine/adamw.hpp"
+#include "engine/optimizer.hpp"
 #include "engine/cuda_graph.hpp"
 #include "engine/gradient_reducer.hpp"
 #include "engine/micro_step.hpp"
@@ -81,7 +81,7 @@ Trainer::Trainer(LanguageModel model, c10::Device device, TrainOptions options)
   model_->set_autocast_dtype(autocast_dtype(options_.precision));
   params_ = trainable_parameters(*model_);  // with LoRA only the adapters: no .grad, no moments for the base
   TORCH_CHECK(!params_.empty(), "a model without trainable parameters");
-  optimizer_ = std::make_unique<AdamW>(params_, options_.optimizer);
+  optimizer_ = make_optimizer(params_, options_.optimizer);
   if (options_.precision == Precision::kFp16) loss_scale_ = options_.initial_loss_scale;
   fp16_scale_started_ = options_.precision == Precision::kFp16;
   // Optimizer-in-backward: each parameter steps as soon as its gradient is complete, and the

@@ -23,6 +23,7 @@ int64_t measure_step_peak(const ModelConfig& cfg, const PlanOptions& options, co
   {
     TrainOptions train_options;
     train_options.precision = split.precision;
+    train_options.optimizer.kind = options.optimizer;
     LanguageModel model = build_model(cfg, /*seed=*/0);
     configure_training(*model, options.weights_dtype, options.lora);
     Trainer trainer(model, device, train_options);

@@ -14,6 +14,7 @@
 
 #include "accumbench/chunked_loss.hpp"
 #include "accumbench/error.hpp"
+#include "accumbench/optimizer_state.hpp"
 #include "plan/block_tensors.hpp"
 #include "plan/quantized_base.hpp"
 
@@ -134,8 +135,7 @@ struct PlanBuilder {
       resident.add("LoRA adapters A, B", n_t, trained * kFp32,
                    "fp32, " + std::to_string(trained) + " trainable parameters; the base is frozen");
     }
-    resident.add("AdamW exp_avg", n_t, trained * t, "first moment of what trains, allocated up front (src/engine/adamw.cpp)");
-    resident.add("AdamW exp_avg_sq", n_t, trained * t, "second moment, allocated up front");
+    optimizer_state_lines(o.optimizer, trained_tensor_numels(m, o.lora), t, n_t, o.cpu, resident, &plan.evictable_bytes);
     if (o.cpu) {
       const int64_t B = o.batch;
       resident.add("token batches (inputs, targets)", "2·n·B·T·8", 2 * o.token_batches * B * o.seq_len * kInt64,
@@ -285,9 +285,24 @@ struct PlanBuilder {
       largest = 0;
       for (const BlockLinear& l : lora_targets(m, o.lora.targets)) largest = std::max({largest, o.lora.rank * l.in, o.lora.rank * l.out});
     }
-    opt.add("AdamW sqrt(exp_avg_sq), denom", lora ? "2·max(adapter numel)·4" : "2·max(numel)·t", 2 * largest * t,
-            "exp_avg_sq.sqrt() / bias correction: two temporaries of the largest trained parameter");
+    switch (o.optimizer) {
+      case OptimizerKind::kAdamW:
+        opt.add("AdamW sqrt(exp_avg_sq), denom", lora ? "2·max(adapter numel)·4" : "2·max(numel)·t", 2 * largest * t,
+                "exp_avg_sq.sqrt() / bias correction: two temporaries of the largest trained parameter");
+        break;
+      case OptimizerKind::kAdamW8bit:
+      case OptimizerKind::kPagedAdamW8bit:
+        opt.add("8-bit step: fp32 moments of one pass", t == kFp32 ? "12·min(max numel, 2^20)" : "16·min(max numel, 2^20)",
+                largest_step_temporaries(o.optimizer, trained_tensor_numels(m, o.lora), t),
+                "both moments dequantised to fp32 and the codes, denominator or new codes beside them "
+                "(src/engine/adamw8bit.cpp), per pass of at most 2^20 elements");
+        break;
+      case OptimizerKind::kSgd: break;  // updates in place: no temporaries
+    }
   }
+
+  // What one parameter's step allocates beyond its gradient (optimizer-in-backward's moments).
+  int64_t step_temporaries(int64_t numel) const { return optimizer_step_temporary_bytes(o.optimizer, numel, t); }
 
   // One block's saved tensors (what a recompute saves again), and those that the block's own
   // backward has released by the time it reaches the attention softmax's backward.
@@ -378,7 +393,7 @@ struct PlanBuilder {
     const int64_t projection_gradient = lora ? 0 : (f * d + (gpt2 ? d : 0)) * t;
     // With the optimizer inside backward that weight steps there and then, with AdamW's two
     // temporaries of its size (src/engine/adamw.cpp), while the block's activations are alive.
-    const int64_t projection_step = split.optimizer_in_backward && !lora ? 2 * f * d * t : 0;
+    const int64_t projection_step = split.optimizer_in_backward && !lora ? step_temporaries(f * d) : 0;
     // With an adapter on it (LoRA), the projection's input gradient comes twice, from the base
     // linear and from A: both exist until autograd's input buffer adds the second into the first.
     const bool adapted_out = lora && count_of_targets({gpt2 ? "mlp_c_proj" : "down"}) > 0;
@@ -429,8 +444,8 @@ struct PlanBuilder {
         blk.add("MLP out-proj backward: weight gradient", "(f·d + bias)·t", projection_gradient,
                 accumulating ? "a new tensor until AccumulateGrad adds it into .grad" : "the first block gradient made");
       if (projection_step > 0)
-        blk.add("MLP out-proj AdamW step temporaries", "2·f·d·t", projection_step,
-                "sqrt(exp_avg_sq) and the denominator, as it steps inside backward");
+        blk.add("MLP out-proj optimizer step temporaries", o.optimizer == OptimizerKind::kAdamW ? "2·f·d·t" : "step(f·d)",
+                projection_step, "the optimizer's temporaries for that weight, as it steps inside backward");
     } else if (softmax_pair > 0 && softmax_side > mlp_side) {
       blk.add("released before the softmax's backward", "−(one block from v on)", -softmax_released,
               "the MLP, output projection and bmm(probabilities, v) are done");
@@ -651,6 +666,11 @@ struct PlanBuilder {
       const int64_t head = V * d;
       // The head's matmul backward makes its input's gradient (b·T·d·c) with the weight's.
       backward_head_weight = resident_bytes + grads_in_micro_step + saved_bytes + head * t + N * d * c;
+      // Under autocast with the weights in another dtype the weight's gradient is made in c and
+      // cast to the weights' dtype by the cast's own backward node, after the head's matmul node
+      // has let the logits' gradient go: measured (SGD with optimizer-in-backward, qwen2 L1 V1272,
+      // plan_properties seed 1 case 130) the b·T·V·4 is not there then.
+      if (weights_cast()) backward_head_weight -= N * V * kFp32;
       if (split.optimizer_in_backward && !m.tied_embeddings) {
         // The untied head steps as soon as its gradient is accumulated: the head's node has
         // finished, so the logits' gradient is gone too (log_softmax's output with it), as are
@@ -658,7 +678,7 @@ struct PlanBuilder {
         // AdamW's two temporaries of the head's size join its gradient.
         const int64_t head_saved = N * d * c + (weights_cast() ? head * c : 0);
         backward_head_weight = std::max(backward_head_weight, resident_bytes + saved_bytes - N * V * kFp32 -
-                                                                  head_saved + 3 * head * t);
+                                                                  head_saved + head * t + step_temporaries(head));
       }
     }
     // The end of backward, at the token embedding. Tied: its two gradients (the head's, waiting in

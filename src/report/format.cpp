@@ -84,6 +84,11 @@ std::string context_line(const SweepResult& result) {
     line << ", base " << base_quant << (option_value(c, "double_quant") == "true" ? " with double quant" : "")
          << " (time approximate: dequantised by LibTorch ops, not bitsandbytes' kernels)";
   }
+  // bitsandbytes' 8-bit AdamW is emulated with LibTorch ops: its memory is exact, its time is not.
+  const std::string optimizer = option_value(c, "optimizer");
+  if (!optimizer.empty() && optimizer != "adamw") {
+    line << ", optimizer " << optimizer << (optimizer == "sgd" ? "" : " (emulated: memory exact, time approximate)");
+  }
   if (c.memory_limit_bytes > 0) line << ", memory limit " << format_bytes(c.memory_limit_bytes);
   if (c.world_size > 1) {
     line << ", data parallel over " << c.world_size << " ranks (" << c.distributed_backend

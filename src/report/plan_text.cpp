@@ -27,7 +27,9 @@ void print_table(const std::string& title, const std::vector<PlanLine>& lines, s
 void print_plan(const MemoryPlan& plan, std::ostream& out) {
   const ModelConfig& m = plan.model;
   out << "memory plan: " << m.name << ", T=" << plan.options.seq_len << ", split " << plan.split.label() << ", "
-      << to_string(plan.split.precision) << ", attention " << to_string(plan.options.attention) << "\n";
+      << to_string(plan.split.precision) << ", attention " << to_string(plan.options.attention);
+  if (plan.options.optimizer != OptimizerKind::kAdamW) out << ", optimizer " << to_string(plan.options.optimizer);
+  out << "\n";
   out << "  P=" << parameter_count(m) << " L=" << m.n_layers << " d=" << m.d_model << " H=" << m.n_heads
       << " Hkv=" << m.n_kv_heads << " hd=" << m.head_dim << " f=" << m.d_ff << " V=" << m.vocab_size
       << " b=" << plan.split.micro_batch << " c=" << compute_bytes(plan.split.precision) << "\n";
@@ -57,6 +59,11 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
     out << " " << plan_phase_name(static_cast<PlanPhase>(p)) << " " << format_bytes(plan.phase_peak_bytes[p]) << ";";
   }
   out << " peak " << format_bytes(plan.peak_bytes) << " in " << plan_phase_name(plan.peak_phase) << "\n";
+  if (plan.evictable_bytes > 0) {
+    out << "paged optimizer state: " << format_bytes(plan.evictable_bytes)
+        << " of it may be evicted to host memory; peak with it evicted " << format_bytes(plan.peak_bytes - plan.evictable_bytes)
+        << " (slower steps while it pages back)\n";
+  }
 }
 
 void print_calibrated(const std::vector<MemoryPlan>& plans, const std::vector<Calibration>& calibrations,
@@ -74,8 +81,11 @@ void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_by
   size_t label_width = 16;  // wider only when a label needs it ("64×1 ckpt oib chunked-ce")
   for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.label()) + 1);
   const bool fits = memory_bytes > 0;
+  // paged-adamw8bit on CUDA: the peak with the paged state evicted, and whether that fits.
+  const bool paged = std::any_of(plans.begin(), plans.end(), [](const MemoryPlan& p) { return p.evictable_bytes > 0; });
   out << pad("split", label_width) << pad("forward", 12, true) << pad("backward", 12, true) << pad("optimizer", 12, true)
       << pad("peak", 12, true) << "  " << pad("held by", 10) << (fits ? pad("spare", 11, true) + "  " : std::string())
+      << (paged ? pad("peak paged out", 16) : std::string()) << (fits && paged ? pad("fits paged", 12) : std::string())
       << (fits ? pad("fits in " + format_bytes(memory_bytes), workload != nullptr ? 18 : 0) : std::string())
       << (workload != nullptr ? std::string("Trainer settings per rank") : std::string()) << "\n";
   for (const auto& plan : plans) {
@@ -84,6 +94,8 @@ void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_by
     out << pad(format_bytes(plan.peak_bytes), 12, true) << "  " << pad(plan_phase_name(plan.peak_phase), 10);
     // spare: what is left of the memory at the peak (negative: what is missing).
     if (fits) out << pad(format_bytes(memory_bytes - plan.peak_bytes), 11, true) << "  ";
+    if (paged) out << pad(format_bytes(plan.peak_bytes - plan.evictable_bytes), 16);
+    if (fits && paged) out << pad(plan.peak_bytes - plan.evictable_bytes <= memory_bytes ? "yes" : "no", 12);
     if (fits) out << pad(plan.peak_bytes <= memory_bytes ? "yes" : "no", workload != nullptr ? 18 : 0);
     if (workload != nullptr) {
       // The keys that differ between splits; those every split shares follow the table.

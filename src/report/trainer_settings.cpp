@@ -111,6 +111,7 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.pad_multiple = w.data.pad_multiple;
   s.packing = w.data.packing;
   s.group_by_length = w.data.group_by_length;
+  s.optimizer = w.optimizer.kind;
   s.optimizer_in_backward = split.optimizer_in_backward;
   s.chunked_loss = split.chunked_loss;
   s.cuda_graphs = split.cuda_graphs;
@@ -132,6 +133,7 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
   if (s.packing == Packing::kBfd) keys.push_back({"padding_free", "true"});
   if (const int64_t multiple = pad_to_multiple_of(s)) keys.push_back({"pad_to_multiple_of", std::to_string(multiple)});
   if (s.group_by_length) keys.push_back({"group_by_length", "true"});
+  if (s.optimizer != OptimizerKind::kAdamW) keys.push_back({"optim", hf_optim_name(s.optimizer)});
   if (s.lora_r > 0) {
     keys.push_back({"use_peft", "true"});
     keys.push_back({"lora_r", std::to_string(s.lora_r)});
@@ -192,6 +194,8 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       lines.push_back("# padding multiple:" + std::to_string(multiple) + " has no axolotl key");
     }
     if (s.group_by_length) lines.push_back("group_by_length: true");
+    // axolotl's optimizer key takes transformers' OptimizerNames.
+    if (s.optimizer != OptimizerKind::kAdamW) lines.push_back("optimizer: " + hf_optim_name(s.optimizer));
     if (s.base_quant == BaseQuant::kNf4) {
       lines.push_back("adapter: qlora");
       lines.push_back("load_in_4bit: true");
@@ -235,6 +239,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       args += " --padding " + padding_name(data);
     }
     if (s.group_by_length) args += " --group-by-length";
+    if (s.optimizer != OptimizerKind::kAdamW) args += " --optimizer " + to_string(s.optimizer);
     lines.push_back("# accumbench (" + per_rank + ")");
     lines.push_back(args);
     return lines;  // accumbench's own flags name every knob
@@ -274,6 +279,7 @@ WorkloadOptions settings_workload(const SweepContext& context) {
       if (name == "lengths") w.data.lengths = value == "fixed" ? LengthMode::kFixed : LengthMode::kVariable;
       if (name == "eos_id" && value != "none") w.data.eos_id = std::stoll(value);
       if (name == "weights_dtype") w.weights_dtype = weights_dtype_from_string(value);
+      if (name == "optimizer") w.optimizer.kind = optimizer_kind_from_string(value);
       if (name == "lora_rank") w.lora.rank = std::stoll(value);
       if (name == "lora_alpha" && value != "-") w.lora.alpha = std::stod(value);
       if (name == "lora_targets" && value != "-") w.lora.targets = value;

@@ -28,6 +28,7 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
       << ", loss normalization " << to_string(r.loss_normalization);
   if (r.world_size > 1) out << ", data parallel over " << r.world_size << " ranks (splits per rank)";
   if (r.weights_dtype != Precision::kFp32) out << ", " << to_string(r.weights_dtype) << " weights";
+  if (r.optimizer != OptimizerKind::kAdamW) out << ", optimizer " << to_string(r.optimizer);
   out << "\n";
   if (r.lora.enabled()) {
     out << "LoRA rank " << r.lora.rank << " on " << r.lora.targets << ", " << text::trainable_line(r.trainable_parameters, r.parameters)

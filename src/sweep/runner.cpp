@@ -128,15 +128,19 @@ std::vector<RunResult> runs_kept_from(const SweepResult& resume, const std::vect
   return kept;
 }
 
-// The weights and AdamW's two moments of what trains stay allocated for the whole sweep.
+// "AdamW moments", "adamw8bit state": what the resident-memory messages call the optimizer's state.
+std::string optimizer_state_name(OptimizerKind kind) {
+  return kind == OptimizerKind::kAdamW ? "AdamW moments" : to_string(kind) + " state";
+}
+
+// The weights and the optimizer's state of what trains stay allocated for the whole sweep.
 int64_t resident_model_bytes(const WorkloadOptions& w, const ModelConfig& cfg) {
   int64_t weight_bytes = compute_bytes(w.weights_dtype) * parameter_count(cfg);
   if (w.lora.quantized()) {  // QLoRA: the quantised block linears and the rest in fp32
     weight_bytes = quantized_base_bytes(cfg, w.lora) + 4 * (parameter_count(cfg) - block_linear_weight_numel(cfg));
   }
   const int64_t adapter_bytes = 4 * lora_parameter_count(cfg, w.lora);  // fp32 adapters
-  const int64_t moment_bytes = 2 * (w.lora.enabled() ? adapter_bytes : weight_bytes);
-  return weight_bytes + adapter_bytes + moment_bytes;
+  return weight_bytes + adapter_bytes + optimizer_state_total_bytes(cfg, w.lora, w.weights_dtype, w.optimizer.kind);
 }
 
 void check_memory_limit_holds_the_model(const WorkloadOptions& w, const ModelConfig& cfg) {
@@ -145,7 +149,7 @@ void check_memory_limit_holds_the_model(const WorkloadOptions& w, const ModelCon
     throw UserError("--memory-limit " + format_bytes(w.memory_limit_bytes) + " is below the " +
                     format_bytes(resident_bytes) + " that " + cfg.name + "'s " + to_string(w.weights_dtype) +
                     " weights" + (w.lora.enabled() ? ", adapters" : "") +
-                    " and AdamW moments alone need; raise the limit or pick a smaller model");
+                    " and " + optimizer_state_name(w.optimizer.kind) + " alone need; raise the limit or pick a smaller model");
   }
 }
 
@@ -228,7 +232,7 @@ void require_model_fits_device(const WorkloadOptions& w, const ModelConfig& cfg,
   const int64_t resident_bytes = resident_model_bytes(w, cfg);
   const int64_t device_bytes = describe_environment(device).device_memory_bytes;
   if (device_bytes > 0 && resident_bytes > device_bytes) {
-    throw UserError(cfg.name + "'s weights and AdamW moments alone need " + format_bytes(resident_bytes) +
+    throw UserError(cfg.name + "'s weights and " + optimizer_state_name(w.optimizer.kind) + " alone need " + format_bytes(resident_bytes) +
                     ", more than the " + format_bytes(device_bytes) + " of " + device +
                     "; pick a smaller model, LoRA, or plan it with `accumbench plan`");
   }
@@ -240,6 +244,7 @@ PlanOptions sweep_plan_options(const WorkloadOptions& w, bool device_is_cuda, in
   plan.loss_chunk_tokens = w.loss.chunk_tokens;
   plan.weights_dtype = w.weights_dtype;
   plan.lora = w.lora;
+  plan.optimizer = w.optimizer.kind;
   plan.batch = w.batch;
   plan.cpu = !device_is_cuda;
   plan.token_batches = token_batches;

@@ -188,6 +188,7 @@ VerifyResult run_verify(const VerifyOptions& options) {
   result.parameters = parameter_count(setup.model) + lora_parameter_count(setup.model, w.lora);
   result.trainable_parameters = w.lora.enabled() ? lora_parameter_count(setup.model, w.lora) : result.parameters;
   result.weights_dtype = w.weights_dtype;
+  result.optimizer = w.optimizer.kind;
   result.lora = w.lora;
   result.seq_len = w.seq_len;
   result.batch = w.batch;

@@ -34,6 +34,17 @@ constexpr Names<LengthMode, 3> kAllLengthNames = {{
     {LengthMode::kFixed, "fixed"}, {LengthMode::kVariable, "variable"}, {LengthMode::kFile, "file"}}};
 constexpr Names<Padding, 3> kPaddingNames = {{
     {Padding::kMax, "max"}, {Padding::kLongest, "longest"}, {Padding::kMultiple, "multiple"}}};
+constexpr Names<OptimizerKind, 4> kOptimizerNames = {{{OptimizerKind::kAdamW, "adamw"},
+                                                      {OptimizerKind::kAdamW8bit, "adamw8bit"},
+                                                      {OptimizerKind::kPagedAdamW8bit, "paged-adamw8bit"},
+                                                      {OptimizerKind::kSgd, "sgd"}}};
+// transformers' training_args.py OptimizerNames: ADAMW_TORCH = "adamw_torch", ADAMW_8BIT =
+// "adamw_8bit" (bitsandbytes.optim.AdamW with optim_bits=8), PAGED_ADAMW_8BIT = "paged_adamw_8bit",
+// SGD = "sgd" (torch.optim.SGD).
+constexpr Names<OptimizerKind, 4> kHfOptimNames = {{{OptimizerKind::kAdamW, "adamw_torch"},
+                                                    {OptimizerKind::kAdamW8bit, "adamw_8bit"},
+                                                    {OptimizerKind::kPagedAdamW8bit, "paged_adamw_8bit"},
+                                                    {OptimizerKind::kSgd, "sgd"}}};
 constexpr Names<Packing, 3> kPackingNames = {{
     {Packing::kNone, "none"}, {Packing::kWrapped, "wrapped"}, {Packing::kBfd, "bfd"}}};
 constexpr Names<BaseQuant, 3> kBaseQuantNames = {{
@@ -96,6 +107,11 @@ std::string to_string(LengthMode mode) { return name_of(kAllLengthNames, mode); 
 LengthMode length_mode_from_string(const std::string& text) { return value_of(kLengthNames, text, "--lengths"); }
 
 std::string to_string(Padding padding) { return name_of(kPaddingNames, padding); }
+std::string to_string(OptimizerKind kind) { return name_of(kOptimizerNames, kind); }
+OptimizerKind optimizer_kind_from_string(const std::string& text) {
+  return value_of(kOptimizerNames, text, "--optimizer");
+}
+std::string hf_optim_name(OptimizerKind kind) { return name_of(kHfOptimNames, kind); }
 std::string to_string(Packing packing) { return name_of(kPackingNames, packing); }
 Packing packing_from_string(const std::string& text) { return value_of(kPackingNames, text, "--packing"); }
 std::string to_string(BaseQuant quant) { return name_of(kBaseQuantNames, quant); }
@@ -313,6 +329,7 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
       {"group_by_length", flag(w.data.group_by_length)},
       {"packing", to_string(w.data.packing)},
       {"loss_normalization", to_string(w.loss.normalization)},
+      {"optimizer", to_string(w.optimizer.kind)},
       {"lr", number(w.optimizer.lr)},
       {"beta1", number(w.optimizer.beta1)},
       {"beta2", number(w.optimizer.beta2)},

@@ -1,0 +1,41 @@
+// Sizes of each optimizer's state and step temporaries (optimizer_state.hpp). The engine's
+// optimizers allocate exactly these; tests/test_optimizers.cpp checks them against the tensors.
+#include "accumbench/optimizer_state.hpp"
+
+#include <algorithm>
+
+namespace accumbench {
+
+int64_t optimizer_state_bytes(OptimizerKind kind, int64_t numel, int64_t param_bytes) {
+  switch (kind) {
+    case OptimizerKind::kAdamW: return 2 * numel * param_bytes;
+    case OptimizerKind::kAdamW8bit:
+    case OptimizerKind::kPagedAdamW8bit:
+      // bitsandbytes: state1/state2 uint8 like the parameter, absmax1/absmax2 float32 per block;
+      // below min_8bit_size both states are float32 (whatever the parameter's dtype).
+      return quantized_state(numel) ? 2 * numel + 2 * quant_blocks(numel) * 4 : 2 * numel * 4;
+    case OptimizerKind::kSgd: return 0;
+  }
+  return 0;
+}
+
+int64_t paged_state_bytes(OptimizerKind kind, int64_t numel) {
+  if (kind != OptimizerKind::kPagedAdamW8bit || numel < kPagedMinSize) return 0;
+  return quantized_state(numel) ? 2 * numel : 2 * numel * 4;
+}
+
+int64_t optimizer_step_temporary_bytes(OptimizerKind kind, int64_t numel, int64_t param_bytes) {
+  switch (kind) {
+    case OptimizerKind::kAdamW: return 2 * numel * param_bytes;
+    case OptimizerKind::kAdamW8bit:
+    case OptimizerKind::kPagedAdamW8bit: {
+      const int64_t k = std::min(numel, kStepChunk);
+      const int64_t copies = param_bytes == 4 ? 0 : 4 * k;  // the gradient's or the parameter's fp32 copy
+      return quantized_state(numel) ? 12 * k + copies : 4 * k + copies;
+    }
+    case OptimizerKind::kSgd: return 0;
+  }
+  return 0;
+}
+
+}  // namespace accumbench
