@@ -100,7 +100,6 @@ struct MemoryPlan {
   std::string last_block_forward_what;
   std::vector<PlanLine> backward_peak;   // gradients of the loss head, first node of backward
   std::vector<PlanLine> block_backward_peak;  // the last block's backward (recomputed with checkpointing)
-  std::vector<PlanLine> optimizer_peak;  // AdamW's temporaries for the largest parameter
   // QLoRA: the largest block weight dequantised for one forward or backward (src/plan/quantized_base.cpp),
   // on top of a block's forward and of the block backward's peak.
   std::vector<PlanLine> dequant_peak;
