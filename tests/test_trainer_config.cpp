@@ -126,11 +126,11 @@ TEST(TrainerConfig, PadToMultipleOf) {
 // Keys that change memory or time but are not modelled stop the run with one sentence naming the
 // key; the same keys switched off pass.
 TEST(TrainerConfig, RefusesWhatIsNotModelled) {
-  EXPECT_EQ(error_of("load_in_4bit: true\n"),
-            "sft.yaml sets load_in_4bit: true, which quantizes the frozen base and accumbench does not model; remove "
-            "the key to measure without it");
+  EXPECT_EQ(error_of("bnb_4bit_quant_type: fp4\nload_in_4bit: true\n"),
+            "sft.yaml sets bnb_4bit_quant_type: fp4, which picks bitsandbytes' fp4 codes and accumbench does not model; "
+            "use nf4, or remove the key");
   for (const std::string yaml :
-       {"load_in_8bit: true", "optim: adamw_8bit", "optim: paged_adamw_32bit", "use_liger_kernel: true",
+       {"optim: paged_adamw_32bit", "optim: adafactor", "use_liger_kernel: true",
         "attn_implementation: flash_attention_2", "deepspeed: ds.json", "fsdp: full_shard auto_wrap",
         "torch_compile: true", "activation_offloading: true", "use_dora: true", "padding_free: true",
         "loss_type: dft"}) {
@@ -145,6 +145,36 @@ TEST(TrainerConfig, RefusesWhatIsNotModelled) {
   EXPECT_EQ(error_of("load_in_4bit: false\nuse_liger_kernel: false\noptim: adamw_torch_fused\nfsdp: \"\"\n"),
             "(no error)");
   EXPECT_EQ(error_of("packing: true\npadding_free: true\n"), "(no error)");  // bfd packing is padding-free
+}
+
+// QLoRA and the optimizers accumbench runs are read (issue 19): TRL's load_in_4bit is nf4 (its
+// ModelConfig's default quant type), use_bnb_nested_quant double quant; load_in_8bit int8; optim
+// names map to --optimizer. axolotl's adapter: qlora with load_in_4bit is nf4 with double quant
+// (its loader's fixed BitsAndBytesConfig).
+TEST(TrainerConfig, QuantisedBaseAndOptimizersAreRead) {
+  ab::WorkloadOptions w = read("use_peft: true\nlora_r: 8\nload_in_4bit: true\n");
+  EXPECT_EQ(w.lora.base_quant, ab::BaseQuant::kNf4);
+  EXPECT_FALSE(w.lora.double_quant);
+  w = read("use_peft: true\nlora_r: 8\nload_in_4bit: true\nbnb_4bit_quant_type: nf4\nuse_bnb_nested_quant: true\n");
+  EXPECT_EQ(w.lora.base_quant, ab::BaseQuant::kNf4);
+  EXPECT_TRUE(w.lora.double_quant);
+  EXPECT_EQ(read("use_peft: true\nlora_r: 8\nload_in_8bit: true\n").lora.base_quant, ab::BaseQuant::kInt8);
+  EXPECT_EQ(read("optim: adamw_torch\n").optimizer.kind, ab::OptimizerKind::kAdamW);
+  EXPECT_EQ(read("optim: adamw_8bit\n").optimizer.kind, ab::OptimizerKind::kAdamW8bit);
+  EXPECT_EQ(read("optim: adamw_bnb_8bit\n").optimizer.kind, ab::OptimizerKind::kAdamW8bit);
+  EXPECT_EQ(read("optim: paged_adamw_8bit\n").optimizer.kind, ab::OptimizerKind::kPagedAdamW8bit);
+  EXPECT_EQ(read("optim: sgd\n").optimizer.kind, ab::OptimizerKind::kSgd);
+  // Without load_in_4bit the bitsandbytes keys are listed as unused.
+  const ab::TrainerConfig c = ab::parse_trainer_config("use_bnb_nested_quant: true\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  EXPECT_EQ(c.unused, (Lines{"use_bnb_nested_quant (no load_in_4bit)"}));
+
+  w = read("adapter: qlora\nload_in_4bit: true\nlora_r: 8\nlora_alpha: 16\noptimizer: paged_adamw_8bit\n",
+           ab::ConfigFormat::kAxolotl);
+  EXPECT_EQ(w.lora.base_quant, ab::BaseQuant::kNf4);
+  EXPECT_TRUE(w.lora.double_quant);
+  EXPECT_EQ(w.optimizer.kind, ab::OptimizerKind::kPagedAdamW8bit);
+  EXPECT_EQ(error_of("adapter: qlora\nlora_r: 8\nlora_alpha: 16\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml sets adapter: qlora without load_in_4bit: true; add it, as axolotl needs");
 }
 
 // A key not understood is listed, not dropped silently; known keys without effect are listed
@@ -275,7 +305,7 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
 
 // axolotl: its keys and defaults (sequence_len 512, micro_batch_size 1, bf16 auto, no
 // checkpointing, padding to a multiple of 64); flash_attention is listed as not used (the
-// attention follows the device), qlora and 8-bit optimizers are refused.
+// attention follows the device), optimizers accumbench does not run are refused.
 TEST(TrainerConfig, AxolotlKeys) {
   ab::WorkloadOptions w = read("", ab::ConfigFormat::kAxolotl);
   EXPECT_EQ(w.seq_len, 512);
@@ -320,10 +350,7 @@ datasets:
 
   // batch_size alone: gradient_accumulation_steps = batch_size / micro_batch_size.
   EXPECT_EQ(read("micro_batch_size: 2\nbatch_size: 16\n", ab::ConfigFormat::kAxolotl).batch, 16);
-  EXPECT_EQ(error_of("adapter: qlora\nlora_r: 8\n", ab::ConfigFormat::kAxolotl),
-            "sft.yaml sets adapter: qlora, which quantizes the frozen base and accumbench does not model; use adapter: "
-            "lora to plan the unquantized base");
-  EXPECT_NE(error_of("optimizer: adamw_bnb_8bit\n", ab::ConfigFormat::kAxolotl).find("sets optimizer: adamw_bnb_8bit"),
+  EXPECT_NE(error_of("optimizer: lion_8bit\n", ab::ConfigFormat::kAxolotl).find("sets optimizer: lion_8bit"),
             std::string::npos);
   EXPECT_NE(error_of("gradient_checkpointing: offload\n", ab::ConfigFormat::kAxolotl).find("offloads"),
             std::string::npos);

@@ -101,13 +101,16 @@ struct WorkloadFlags {
                            : checkpointing.empty() ? ab::Checkpointing::kBlocks
                                                    : ab::checkpointing_from_string(checkpointing);
     w.lora.base_quant = ab::base_quant_from_string(base_quant);
-    read_config(w);
-    ab::apply_base_quant_defaults(w, checkpointing_given);
+    // A trainer config's gradient_checkpointing counts as given: the file says what runs.
+    const bool config_checkpointing = read_config(w);
+    ab::apply_base_quant_defaults(w, checkpointing_given || config_checkpointing);
     return w;
   }
 
  private:
-  void read_config(ab::WorkloadOptions& w) const;
+  // Returns whether the file set --activation-checkpointing (a config always does: its key or
+  // the trainer's default).
+  bool read_config(ab::WorkloadOptions& w) const;
 };
 
 // A note on stderr (the results stay on stdout): what the options left out, and why.
@@ -124,8 +127,8 @@ int launched_world_size() {
 
 // --trl-config / --axolotl-config: the file's settings, except the options given on the command
 // line; what was read goes to stderr as notes (rank 0 only under torchrun).
-void WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
-  if (trl_config.empty() && axolotl_config.empty()) return;
+bool WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
+  if (trl_config.empty() && axolotl_config.empty()) return false;
   const bool trl = !trl_config.empty();
   // The effective batch counts every data-parallel process: plan's --world-size, or torchrun's.
   const int world = command == ab::Command::kPlan ? w.world_size : launched_world_size();
@@ -137,8 +140,13 @@ void WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
   };
   ab::apply_trainer_config(config, w, given);
   const char* rank = std::getenv("RANK");
-  if (rank != nullptr && std::atoi(rank) != 0) return;
+  const bool sets_checkpointing =
+      !given("--activation-checkpointing") &&
+      std::any_of(config.settings.begin(), config.settings.end(),
+                  [](const ab::ConfigSetting& s) { return s.option == "--activation-checkpointing"; });
+  if (rank != nullptr && std::atoi(rank) != 0) return sets_checkpointing;
   for (const std::string& note : ab::trainer_config_notes(config, given)) print_note(note);
+  return sets_checkpointing;
 }
 
 // --emit: a split's settings in the user's trainer, ready to paste, after a blank line ("#" lines

@@ -67,6 +67,7 @@ struct VerifyResult {
   Precision weights_dtype = Precision::kFp32;
   OptimizerKind optimizer = OptimizerKind::kAdamW;  // --optimizer: whose update is compared
   LoraOptions lora;               // with LoRA, B is drawn non-zero (so that gradients reach A)
+  double dropout_off = 0;         // --lora-dropout as given, which verify turns off (random masks)
   int64_t seq_len = 0;
   int64_t batch = 0;
   int64_t tokens = 0;             // non-ignored targets in the step

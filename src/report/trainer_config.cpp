@@ -57,8 +57,8 @@ const std::set<std::string>& trl_unused_keys() {
       "model_init_kwargs", "trust_remote_code", "router_aux_loss_coef", "chat_template_path", "dataset_text_field",
       "dataset_kwargs", "dataset_num_proc", "eos_token", "pad_token", "truncation_mode", "shuffle_dataset",
       "eval_packing", "completion_only_loss", "assistant_only_loss",
-      // ModelConfig (the bitsandbytes keys only act with load_in_4bit, which is refused)
-      "model_revision", "bnb_4bit_quant_type", "use_bnb_nested_quant", "bnb_4bit_quant_storage",
+      // ModelConfig (bnb_4bit_quant_type and use_bnb_nested_quant are read with load_in_4bit)
+      "model_revision", "bnb_4bit_quant_storage",
       // TrainingArguments
       "output_dir", "overwrite_output_dir", "do_train", "do_eval", "do_predict", "eval_strategy",
       "evaluation_strategy", "prediction_loss_only", "per_device_eval_batch_size", "eval_accumulation_steps",
@@ -222,12 +222,36 @@ struct Reader {
     set("--precision", bf16 ? "bf16" : fp16 ? "fp16" : "fp32", keys, by_default);
   }
 
+  // transformers' OptimizerNames (training_args.py) that accumbench runs: torch's AdamW (fused or
+  // not, the same update), bitsandbytes' 8-bit AdamW (adamw_8bit is adamw_bnb_8bit), paged or
+  // not, and SGD.
   void optimizer(const std::string& key) {
     if (!has(key)) return;
     const std::string name = word(key);
-    // The AdamW accumbench runs: torch.optim.AdamW, fused or not (the same update).
-    if (name != "adamw_torch" && name != "adamw_torch_fused") {
-      refuse(key, "chooses another optimizer than torch's AdamW", "use adamw_torch or adamw_torch_fused, or remove the key");
+    if (name == "adamw_torch" || name == "adamw_torch_fused") set("--optimizer", "adamw", key);
+    else if (name == "adamw_8bit" || name == "adamw_bnb_8bit") set("--optimizer", "adamw8bit", key);
+    else if (name == "paged_adamw_8bit") set("--optimizer", "paged-adamw8bit", key);
+    else if (name == "sgd") set("--optimizer", "sgd", key);
+    else
+      refuse(key, "chooses an optimizer accumbench does not run",
+             "use adamw_torch, adamw_torch_fused, adamw_8bit, paged_adamw_8bit or sgd, or remove the key");
+  }
+
+  // bitsandbytes' quantised base: load_in_4bit as NF4 (fp4, transformers' own default, is not
+  // offered), load_in_8bit as LLM.int8. `quant_type_default`: TRL's ModelConfig defaults
+  // bnb_4bit_quant_type to nf4 (trl/trainer/model_config.py at f2cd577).
+  void base_quant(const std::string& quant_type_key, const std::string& nested_key, bool nested_default) {
+    if (on("load_in_4bit")) {
+      const std::string type = has(quant_type_key) ? word(quant_type_key) : "nf4";
+      if (type != "nf4") refuse(quant_type_key, "picks bitsandbytes' fp4 codes", "use nf4, or remove the key");
+      set("--base-quant", "nf4", has(quant_type_key) ? "load_in_4bit, " + quant_type_key : "load_in_4bit");
+      const bool nested = nested_key.empty() ? nested_default : (has(nested_key) ? boolean(nested_key) : nested_default);
+      if (nested) set("--double-quant", "", nested_key.empty() ? "load_in_4bit (axolotl's qlora loader)" : nested_key);
+    } else if (on("load_in_8bit")) {
+      set("--base-quant", "int8", "load_in_8bit");
+    } else {
+      for (const std::string& key : {quant_type_key, nested_key})
+        if (!key.empty() && has(key)) config.unused.push_back(key + " (no load_in_4bit)");
     }
   }
 
@@ -264,8 +288,6 @@ struct Reader {
 
   void read_trl(int world_size) {
     model("model_name_or_path");
-    for (const char* key : {"load_in_4bit", "load_in_8bit"}) refuse_if_on(key, "quantizes the frozen base");
-    optimizer("optim");
     refuse_if_on("use_liger_kernel", "swaps in Liger's fused kernels");
     refuse_if_on("torch_compile", "compiles the model");
     refuse_if_on("activation_offloading", "moves activations to the CPU");
@@ -360,14 +382,14 @@ struct Reader {
         if (has(key)) config.unused.push_back(std::string(key) + " (no use_peft)");
       }
     }
+    base_quant("bnb_4bit_quant_type", "use_bnb_nested_quant", false);
+    optimizer("optim");
     hyperparameters();
   }
 
   void read_axolotl(int world_size) {
     model(has("base_model_config") ? "base_model_config" : "base_model");
     read.insert("base_model");
-    for (const char* key : {"load_in_4bit", "load_in_8bit"}) refuse_if_on(key, "quantizes the frozen base");
-    optimizer("optimizer");
     refuse_if_on("torch_compile", "compiles the model");
     refuse_if_on("activation_offloading", "moves activations to the CPU");
     refuse_if_on("deepspeed", "shards the training state with DeepSpeed");
@@ -397,8 +419,10 @@ struct Reader {
     }
     if (has("adapter")) {
       const std::string adapter = word("adapter");
-      if (adapter == "qlora") refuse("adapter", "quantizes the frozen base", "use adapter: lora to plan the unquantized base");
-      if (adapter != "lora") refuse("adapter", "trains another adapter than LoRA", "use adapter: lora or remove the key");
+      if (adapter == "qlora" && !on("load_in_4bit")) {
+        throw UserError(path + " sets adapter: qlora without load_in_4bit: true; add it, as axolotl needs");
+      }
+      if (adapter != "lora" && adapter != "qlora") refuse("adapter", "trains another adapter than LoRA", "use adapter: lora or qlora, or remove the key");
     }
 
     const int64_t length = has("sequence_len") ? whole("sequence_len") : 512;
@@ -464,6 +488,10 @@ struct Reader {
         if (has(key)) config.unused.push_back(std::string(key) + " (no adapter)");
       }
     }
+    // axolotl's qlora loader (src/axolotl/loaders/model.py at 067b021): load_in_4bit with
+    // adapter: qlora is nf4 with bnb_4bit_use_double_quant True.
+    base_quant("", "", true);
+    optimizer("optimizer");
     hyperparameters();
   }
 };
@@ -524,6 +552,12 @@ void apply_setting(const ConfigSetting& s, WorkloadOptions& w) {
     w.optimizer.eps = real_number(s);
   } else if (o == "--seed") {
     w.model.seed = static_cast<uint64_t>(whole_number(s));
+  } else if (o == "--optimizer") {
+    w.optimizer.kind = optimizer_kind_from_string(s.value);
+  } else if (o == "--base-quant") {
+    w.lora.base_quant = base_quant_from_string(s.value);
+  } else if (o == "--double-quant") {
+    w.lora.double_quant = true;
   }
 }
 

@@ -33,6 +33,10 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
   if (r.lora.enabled()) {
     out << "LoRA rank " << r.lora.rank << " on " << r.lora.targets << ", " << text::trainable_line(r.trainable_parameters, r.parameters)
         << "; B drawn from N(0, 0.02) instead of zero, so that gradients reach A too\n";
+    if (r.dropout_off > 0) {
+      out << "LoRA dropout " << r.dropout_off << " is off here: dropout draws random masks per micro-step, so no two "
+          << "splits share them; the splits are compared without it (sweep and plan keep it)\n";
+    }
     if (r.lora.quantized()) {
       out << "base quantised " << to_string(r.lora.base_quant) << (r.lora.double_quant ? " with double quant" : "")
           << ": every split runs on the same quantised weights (time approximate: LibTorch ops, not bitsandbytes' kernels)\n";

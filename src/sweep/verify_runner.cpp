@@ -161,7 +161,12 @@ VerifySplit compare(const SplitConfig& config, const Snapshot& got, const Snapsh
 }  // namespace
 
 VerifyResult run_verify(const VerifyOptions& options) {
-  const WorkloadOptions& w = options.workload;
+  // LoRA dropout draws a random mask in every micro-step: no two splits (no two runs) draw the
+  // same masks, so their updates differ by the dropout's noise, not by normalization. verify
+  // checks the splits with the adapters' dropout off, and says so (VerifyResult::dropout_off).
+  WorkloadOptions without_dropout = options.workload;
+  without_dropout.lora.dropout = 0;
+  const WorkloadOptions& w = without_dropout;
   // The PyTorch reference (bench/reference/models.py) reads full-precision weights.
   if (!options.export_dir.empty() && w.lora.quantized()) {
     throw UserError("--export writes full-precision weights for the PyTorch reference, which has no quantised base; "
@@ -190,6 +195,7 @@ VerifyResult run_verify(const VerifyOptions& options) {
   result.weights_dtype = w.weights_dtype;
   result.optimizer = w.optimizer.kind;
   result.lora = w.lora;
+  result.dropout_off = options.workload.lora.enabled() ? options.workload.lora.dropout : 0;
   result.seq_len = w.seq_len;
   result.batch = w.batch;
   result.tokens = setup.batch.token_count;
