@@ -179,7 +179,11 @@ struct PlanBuilder {
       if (m.arch == Architecture::kGpt2) gpt2_block_saved(m, o, b, dt, saved);
       else llama_block_saved(m, o, b, dt, saved);
     }
-    if (quant && !checkpointing) int8_saved_inputs(m, o, N, L, dtypes(), saved);
+    if (quant && !checkpointing) {
+      Dtypes dt = dtypes();
+      dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+      int8_saved_inputs(m, o, N, L, dt, saved);
+    }
     if (block_weights_cast() && !checkpointing) {
       // A frozen weight's cast is not cached (autocast caches only leaves that require grad), and
       // a linear saves it only for its input's gradient: block 0's frozen prefix saves none.

@@ -37,32 +37,51 @@ int64_t dequant_transient(const ModelConfig& m, const PlanOptions& o, int64_t c,
 void int8_saved_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, int64_t layers, const Dtypes& dt,
                        const Table& t) {
   if (o.lora.base_quant != BaseQuant::kInt8 || layers <= 0) return;
-  const std::vector<BlockLinear> all = block_linears(m);
   const std::vector<BlockLinear> adapted = lora_targets(m, o.lora.targets);
-  auto is_adapted = [&](const std::string& name) {
+  auto is_adapted = [&](const char* name) {
     return std::any_of(adapted.begin(), adapted.end(), [&](const BlockLinear& l) { return l.name == name; });
   };
-  int64_t bytes = 0;
-  if (dt.autocast) {
-    for (const BlockLinear& l : all) bytes += N * l.in * dt.c;  // one cast copy per linear
-    t.add("int8 base: each linear's input cast", "L·Σ b·T·in·c", layers * bytes, "MatMul8bitLt keeps its input A for backward");
-    return;
-  }
-  // The groups of linears that read one input: an adapter in the group already keeps it.
+  // The groups of linears that read one input, the input's width and dtype (the norms' outputs
+  // in the residual's w, the attention output and the MLP's activation in c), and the part of
+  // block 0 (FrozenPrefix) from which that input requires grad there.
+  struct Group {
+    std::vector<const char*> names;
+    int64_t in, bytes;
+    FrozenPrefix frozen_from;
+  };
   const bool gpt2 = m.arch == Architecture::kGpt2;
-  const std::vector<std::vector<const char*>> groups =
-      gpt2 ? std::vector<std::vector<const char*>>{{"c_attn"}, {"attn_c_proj"}, {"c_fc"}, {"mlp_c_proj"}}
-           : std::vector<std::vector<const char*>>{{"q", "k", "v"}, {"o"}, {"gate", "up"}, {"down"}};
-  for (const auto& group : groups) {
-    const std::string first = group.front();
-    // The attention output: with flash attention its kernel keeps it already (a view).
-    if ((first == "o" || first == "attn_c_proj") && o.attention == AttentionKind::kFlash) continue;
-    if (std::any_of(group.begin(), group.end(), [&](const char* name) { return is_adapted(name); })) continue;
-    const auto it = std::find_if(all.begin(), all.end(), [&](const BlockLinear& l) { return l.name == first; });
-    bytes += N * it->in * dt.c;
+  const int64_t d = m.d_model, a = m.n_heads * m.head_dim, f = m.d_ff;
+  const int64_t c = dt.c, w = dt.w;
+  const std::vector<Group> groups =
+      gpt2 ? std::vector<Group>{{{"c_attn"}, d, w, FrozenPrefix::kInput}, {{"attn_c_proj"}, a, c, FrozenPrefix::kAttention},
+                                {{"c_fc"}, d, w, FrozenPrefix::kToMlp}, {{"mlp_c_proj"}, f, c, FrozenPrefix::kNone}}
+           : std::vector<Group>{{{"q", "k", "v"}, d, w, FrozenPrefix::kInput}, {{"o"}, a, c, FrozenPrefix::kAttention},
+                                {{"gate", "up"}, d, w, FrozenPrefix::kToMlp}, {{"down"}, f, c, FrozenPrefix::kNone}};
+  const bool dropout = o.lora.dropout > 0;
+  int64_t per_block = 0, block0 = 0;
+  for (const Group& g : groups) {
+    // The attention output with flash attention: its kernel keeps it already (a view).
+    if (g.in == a && g.bytes == c && o.attention == AttentionKind::kFlash && g.frozen_from == FrozenPrefix::kAttention) continue;
+    int64_t bytes = 0;
+    if (g.bytes != c) {
+      // quantized_linear casts its input to the compute dtype: one cast per linear, each kept.
+      bytes = static_cast<int64_t>(g.names.size()) * N * g.in * c;
+    } else {
+      // The input itself, kept once for the group; an adapter keeps the same tensor when it
+      // takes it as it is (fp32, no dropout: x.to(fp32) is no copy).
+      const bool adapter_keeps_it =
+          !dropout && c == kFp32 && std::any_of(g.names.begin(), g.names.end(), [&](const char* n) { return is_adapted(n); });
+      bytes = adapter_keeps_it ? 0 : N * g.in * c;
+    }
+    per_block += bytes;
+    // In block 0 an input that does not require grad makes no autograd node: nothing is kept.
+    if (g.frozen_from == FrozenPrefix::kNone || dt.frozen_prefix < g.frozen_from) block0 += bytes;
   }
-  if (bytes > 0) {
-    t.add("int8 base: inputs no adapter keeps", "L·Σ b·T·in·4", layers * bytes, "MatMul8bitLt keeps its input A for backward");
+  const int64_t total = (layers - 1) * per_block + block0;
+  if (total > 0) {
+    t.add("int8 base: the linears' kept inputs", dt.frozen_prefix != FrozenPrefix::kNone ? "(L−1)·Σ b·T·in·c + block 0's"
+                                                                                        : "L·Σ b·T·in·c",
+          total, "MatMul8bitLt keeps its input A (cast to c) for backward; none in block 0 before its first adapter");
   }
 }
 
