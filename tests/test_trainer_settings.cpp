@@ -87,7 +87,8 @@ TEST(TrainerSettings, LoraPaddingAndRanks) {
 }
 
 // bfd packing is TRL's packing (padding-free) and axolotl's sample packing; --padding max on
-// real lengths is pad_to_multiple_of T and axolotl's pad_to_sequence_len; fixed lengths need no
+// real lengths is pad_to_multiple_of T and axolotl's pad_to_sequence_len (false for --padding
+// longest, which axolotl would otherwise pad to a multiple of 64); fixed lengths need no
 // padding key at all. all-linear is PEFT's "all-linear" and axolotl's lora_target_linear.
 TEST(TrainerSettings, PackingAndPaddingMaps) {
   ab::WorkloadOptions w = workload();
@@ -108,6 +109,11 @@ TEST(TrainerSettings, PackingAndPaddingMaps) {
   s = ab::trainer_settings(split(1, 16), w, {});
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kTrl).back(), "pad_to_multiple_of: 1024");
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl).back(), "pad_to_sequence_len: true");
+  // --padding longest: axolotl pads to a multiple of 64 unless pad_to_sequence_len is false.
+  w.data.padding = ab::Padding::kLongest;
+  s = ab::trainer_settings(split(1, 16), w, {});
+  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl).back(), "pad_to_sequence_len: false");
+  w.data.padding = ab::Padding::kMax;
   w.data.lengths = ab::LengthMode::kFixed;
   s = ab::trainer_settings(split(1, 16), w, {});
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kTrl).back(), "packing: false");

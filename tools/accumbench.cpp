@@ -348,14 +348,16 @@ void add_config_options(CLI::App* command, WorkloadFlags& f) {
       "--trl-config", f.trl_config,
       "set the workload from a TRL YAML config (the file trl sft --config reads): model_name_or_path, max_length, "
       "per_device_train_batch_size x gradient_accumulation_steps x processes as --batch, bf16/fp16, "
-      "gradient_checkpointing, packing, pad_to_multiple_of, group_by_length, use_peft and lora_*; keys it leaves out "
-      "take TRL's defaults; keys accumbench does not model (load_in_4bit, optim other than AdamW, use_liger_kernel, "
+      "gradient_checkpointing, packing, pad_to_multiple_of, group_by_length, use_peft and lora_*, load_in_4bit "
+      "(nf4; use_bnb_nested_quant) and load_in_8bit, optim (adamw_torch, adamw_8bit, paged_adamw_8bit, sgd); keys it "
+      "leaves out take TRL's defaults; keys accumbench does not model (fp4, other optimizers, use_liger_kernel, "
       "attn_implementation, deepspeed, fsdp, torch_compile, ...) are refused; options given here override the file");
   trl->type_name("FILE");
   CLI::Option* axolotl = command->add_option(
       "--axolotl-config", f.axolotl_config,
       "the same from an axolotl YAML config: base_model, sequence_len, micro_batch_size x gradient_accumulation_steps "
-      "x processes, bf16/fp16, gradient_checkpointing, sample_packing, pad_to_sequence_len, adapter: lora and lora_*");
+      "x processes, bf16/fp16, gradient_checkpointing, sample_packing, pad_to_sequence_len, adapter: lora or qlora "
+      "(with load_in_4bit: nf4 with double quant) and lora_*, optimizer");
   axolotl->type_name("FILE");
   trl->excludes(axolotl);
 }

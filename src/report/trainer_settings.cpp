@@ -190,6 +190,11 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     if (s.packing == Packing::kWrapped) lines.push_back("# packing wrapped (documents cut at T) has no axolotl key");
     const int64_t multiple = pad_to_multiple_of(s);
     if (multiple > 0 && multiple == s.max_length) lines.push_back("pad_to_sequence_len: true");
+    // Unset, axolotl's collator pads to a multiple of 64 (core/builders/causal.py); false pads each
+    // batch to its longest sample, as --padding longest.
+    if (s.lengths_vary && s.packing == Packing::kNone && s.padding == Padding::kLongest) {
+      lines.push_back("pad_to_sequence_len: false");
+    }
     if (multiple > 0 && multiple != s.max_length) {
       lines.push_back("# padding multiple:" + std::to_string(multiple) + " has no axolotl key");
     }
