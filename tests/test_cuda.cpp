@@ -62,6 +62,7 @@ std::string case_name(const ::testing::TestParamInfo<GraphCase>& info) {
 // gpt2-mini, T=128, batch 8 on the GPU: the workload the verify and sweep tests share.
 ab::WorkloadOptions gpt2_mini_on_cuda() {
   ab::WorkloadOptions o = ab::workload_defaults(ab::Command::kVerify);
+  o.data.lengths = ab::LengthMode::kVariable;  // unequal lengths: the normalization shows
   o.model.preset = "gpt2-mini";
   o.seq_len = 128;
   o.batch = 8;

@@ -25,6 +25,7 @@ namespace {
 
 ab::WorkloadOptions small(const std::string& preset, const std::string& lengths) {
   ab::WorkloadOptions o = ab::workload_defaults(ab::Command::kVerify);
+  o.data.lengths = ab::LengthMode::kVariable;  // unequal lengths: the normalization shows
   o.model.preset = preset;
   o.seq_len = 48;
   o.batch = 8;

@@ -27,6 +27,7 @@ ab::LoraOptions rank(int64_t r, const std::string& targets = "all-linear") {
 
 ab::WorkloadOptions small_lora(const std::string& preset, ab::LengthMode lengths) {
   ab::WorkloadOptions w = ab::workload_defaults(ab::Command::kVerify);
+  w.data.lengths = ab::LengthMode::kVariable;  // unequal lengths: the normalization shows
   w.model.preset = preset;
   w.seq_len = 32;
   w.batch = 8;

@@ -31,6 +31,7 @@ std::string skewed_lengths_file() {
 
 ab::WorkloadOptions skewed(const std::string& padding) {
   ab::WorkloadOptions w = ab::workload_defaults(ab::Command::kVerify);
+  w.data.lengths = ab::LengthMode::kVariable;  // unequal lengths: the normalization shows
   w.seq_len = 32;
   w.batch = 8;
   w.device = "cpu";

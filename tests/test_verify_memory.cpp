@@ -24,6 +24,7 @@ ab::PlanOptions cpu_plan(int64_t seq_len) {
 
 ab::WorkloadOptions workload(const std::string& model, int64_t seq_len, int64_t batch) {
   ab::WorkloadOptions w = ab::workload_defaults(ab::Command::kVerify);
+  w.data.lengths = ab::LengthMode::kVariable;  // unequal lengths: the normalization shows
   w.model.preset = model;
   w.seq_len = seq_len;
   w.batch = batch;

@@ -42,6 +42,10 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
           << ": every split runs on the same quantised weights (time approximate: LibTorch ops, not bitsandbytes' kernels)\n";
     }
   }
+  if (r.lengths == LengthMode::kFixed) {
+    out << "every sequence has T tokens (--lengths fixed, as sweep and plan): any loss normalization gives the same "
+        << "update here; --lengths variable or a lengths file checks the token-weighted normalization\n";
+  }
   out << "reference: 1 micro-batch of " << r.batch << ", token-normalized, loss " << std::fixed << std::setprecision(6)
       << r.reference_loss << "\n";
   if (!r.export_dir.empty()) {
@@ -64,6 +68,10 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
       << (r.all_pass ? "PASS: every split computes the same update as the whole batch"
                      : "FAIL: some splits compute a different update than the whole batch")
       << "\n";
+  if (!r.all_pass) {
+    out << "a loss averaged per micro-batch (mean-of-means) is the accumulation bug transformers fixed in 2024 "
+           "(num_items_in_batch, PRs 34191 and 34198); README, \"verify\", says which frameworks normalize how\n";
+  }
 }
 
 }  // namespace accumbench
