@@ -494,6 +494,7 @@ struct PlanCommand {
   WorkloadFlags flags{ab::Command::kPlan};
   std::string attention = "auto";
   bool calibrate = false;
+  std::string detail = "on";  // --detail: the per-tensor plan of one split after the split table
   std::string emit;
   std::string headroom = ab::kDefaultHeadroom;
   std::string json_path, markdown_path, html_path;  // the split table to hand over (plan_report.hpp)
@@ -520,6 +521,11 @@ struct PlanCommand {
     command->add_option("--headroom", headroom,
                         "memory kept free of the limit for the CUDA context and fragmentation, which the plan does not "
                         "count: a size (1GiB) or a percentage of the limit (5%)")
+        ->capture_default_str();
+    command->add_option("--detail", detail,
+                        "on: after the split table, the memory plan of one split tensor group by tensor group (the "
+                        "largest that fits, or the smallest), with each group's formula; off: the split table only")
+        ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
     command->add_option("--json", json_path, "write the split table as JSON (with every split's Trainer settings)");
     command->add_option("--markdown", markdown_path, "write the split table as Markdown");
@@ -603,8 +609,7 @@ int PlanCommand::run() {
     if (plain && (memory == 0 || p.peak_bytes <= memory)) shown = &p;
   }
   if (shown == nullptr) shown = &plans.front();
-  ab::print_plan(*shown, std::cout);
-  std::cout << "\nsplits of batch " << w.batch;
+  std::cout << "splits of batch " << w.batch;
   if (w.world_size > 1) std::cout << " over " << w.world_size << " data-parallel ranks, " << o.batch << " per rank";
   std::cout << " (" << ab::to_string(w.precisions.front()) << ", attention " << ab::to_string(o.attention) << "):\n";
   if (limit > 0) {
@@ -616,6 +621,10 @@ int PlanCommand::run() {
   ab::PlanReport report{plans, w, target_modules, device_words, limit, headroom_bytes, {}};
   report.largest = ab::largest_fitting_splits(cfg, o, w, memory);
   if (memory > 0) std::cout << ab::largest_line(report) << "\n";
+  if (detail == "on") {
+    std::cout << "\n";
+    ab::print_plan(*shown, std::cout);
+  }
   if (calibrate) {
     std::cout << "\ncalibrated (probes at micro-batches 1 and 2 on " << w.device << "):\n";
     std::vector<ab::Calibration> calibrations;
