@@ -7,6 +7,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "plan_error.hpp"
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/models.hpp"
@@ -167,26 +168,7 @@ namespace {
 
 double plan_error(const char* preset, ab::Precision precision, ab::Precision weights, const ab::LoraOptions& lora,
                   int64_t micro, int64_t accum, bool checkpointing) {
-  const ab::ModelConfig cfg = ab::find_preset(preset);
-  ab::PlanOptions o;
-  o.seq_len = 64;
-  o.batch = micro * accum;
-  o.attention = ab::AttentionKind::kExplicit;  // LibTorch 1.13 on the CPU
-  o.cpu = true;
-  o.weights_dtype = weights;
-  o.lora = lora;
-  ab::SplitConfig s;
-  s.micro_batch = micro;
-  s.accum_steps = accum;
-  s.precision = precision;
-  s.activation_checkpointing = checkpointing ? ab::Checkpointing::kBlocks : ab::Checkpointing::kNone;
-  const int64_t predicted = ab::plan_memory(cfg, o, s).peak_bytes;
-  const int64_t measured = ab::measure_step_peak(cfg, o, s, "cpu");
-  const double error = static_cast<double>(predicted - measured) / static_cast<double>(measured);
-  std::cout << "[ lora plan ] " << preset << " " << ab::to_string(precision) << " weights " << ab::to_string(weights)
-            << " r" << lora.rank << " " << micro << "x" << accum << (checkpointing ? " ckpt" : "") << " predicted "
-            << predicted << " measured " << measured << " error " << 100 * error << " %\n";
-  return error;
+  return accumbench_test::lora_plan_error("lora plan", preset, precision, weights, lora, micro, accum, checkpointing);
 }
 
 }  // namespace

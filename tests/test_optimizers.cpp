@@ -32,6 +32,26 @@ ab::OptimizerOptions options_of(ab::OptimizerKind kind) {
   return o;
 }
 
+// Two copies of one random start (drawn from the current seed), each stepped by its own optimizer.
+struct TwoCopies {
+  at::Tensor start, a, b;
+  std::unique_ptr<ab::Optimizer> on_a, on_b;
+  TwoCopies(at::IntArrayRef shape, ab::OptimizerKind kind_a, ab::OptimizerKind kind_b)
+      : start(torch::randn(shape)),
+        a(start.clone().set_requires_grad(true)),
+        b(start.clone().set_requires_grad(true)),
+        on_a(ab::make_optimizer({a}, options_of(kind_a))),
+        on_b(ab::make_optimizer({b}, options_of(kind_b))) {}
+  // One step of each with its gradient; the relative L2 distance of b's update from a's so far.
+  double step(const at::Tensor& grad_a, const at::Tensor& grad_b) {
+    a.mutable_grad() = grad_a.clone();
+    b.mutable_grad() = grad_b.clone();
+    on_a->step();
+    on_b->step();
+    return rel_l2(b.detach() - start, a.detach() - start);
+  }
+};
+
 }  // namespace
 
 // create_dynamic_map(signed=True): 127 negative values, 0, 127 positive ones and 1.0. The ends by
@@ -138,18 +158,11 @@ TEST(Optimizers, StateBytesAsFormulasAndAllocator) {
 // (measured 0.95 %).
 TEST(Optimizers, EightBitStepAgainstFp32AdamW) {
   torch::manual_seed(0);
-  const at::Tensor start = torch::randn({64, 256});
-  at::Tensor a = start.clone().set_requires_grad(true), b = start.clone().set_requires_grad(true);
-  std::unique_ptr<ab::Optimizer> fp32 = ab::make_optimizer({a}, options_of(ab::OptimizerKind::kAdamW));
-  std::unique_ptr<ab::Optimizer> q8 = ab::make_optimizer({b}, options_of(ab::OptimizerKind::kAdamW8bit));
+  TwoCopies copies({64, 256}, ab::OptimizerKind::kAdamW, ab::OptimizerKind::kAdamW8bit);
   double first = 0, fifth = 0;
   for (int step = 1; step <= 5; ++step) {
     const at::Tensor g = torch::randn({64, 256}) * 1e-2 + 1e-3;
-    a.mutable_grad() = g.clone();
-    b.mutable_grad() = g.clone();
-    fp32->step();
-    q8->step();
-    const double error = rel_l2(b.detach() - start, a.detach() - start);
+    const double error = copies.step(g, g);
     if (step == 1) first = error;
     if (step == 5) fifth = error;
   }
@@ -248,18 +261,12 @@ TEST(Optimizers, VerifyPassesWithEveryOptimizer) {
 // from the same start, gradients g and g·(1 + 1e-6·noise), 8-bit updates within 1e-3 (L2).
 TEST(Optimizers, QuantisedStateKeepsSplitsTogether) {
   torch::manual_seed(1);
-  const at::Tensor start = torch::randn({128, 256});
-  at::Tensor a = start.clone().set_requires_grad(true), b = start.clone().set_requires_grad(true);
-  std::unique_ptr<ab::Optimizer> qa = ab::make_optimizer({a}, options_of(ab::OptimizerKind::kAdamW8bit));
-  std::unique_ptr<ab::Optimizer> qb = ab::make_optimizer({b}, options_of(ab::OptimizerKind::kAdamW8bit));
+  TwoCopies copies({128, 256}, ab::OptimizerKind::kAdamW8bit, ab::OptimizerKind::kAdamW8bit);
   double worst = 0;
   for (int step = 0; step < 3; ++step) {
     const at::Tensor g = torch::randn({128, 256}) * 1e-2;
-    a.mutable_grad() = g.clone();
-    b.mutable_grad() = g * (1 + 1e-6 * torch::randn({128, 256}));
-    qa->step();
-    qb->step();
-    worst = std::max(worst, rel_l2(b.detach() - start, a.detach() - start));
+    const at::Tensor g_split = g * (1 + 1e-6 * torch::randn({128, 256}));
+    worst = std::max(worst, copies.step(g, g_split));
   }
   std::cout << "[ 8-bit    ] splits' updates after 3 steps, rel. L2 " << worst << "\n";
   EXPECT_LT(worst, 1e-3);

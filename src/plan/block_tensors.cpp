@@ -120,6 +120,10 @@ void adapter_intermediates(const ModelConfig& m, const PlanOptions& o, int64_t N
 
 }  // namespace
 
+int adapted_count(const ModelConfig& m, const PlanOptions& o, std::initializer_list<const char*> names) {
+  return o.lora.enabled() ? count_of(saving_linears(m, o), names) : 0;
+}
+
 FrozenPrefix frozen_prefix_of(const ModelConfig& m, const PlanOptions& o, bool checkpointing) {
   if (!o.lora.enabled() || checkpointing) return FrozenPrefix::kNone;
   const std::vector<std::string> adapted = saving_linears(m, o);

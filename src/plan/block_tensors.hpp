@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,9 @@ enum class FrozenPrefix {
   kAttention,  // the first adapter is on the attention's output projection: the attention too
   kToMlp,      // adapters only in the MLP: the attention, the residual add and the second norm too
 };
+
+// How many of one block's linears `names` carry an adapter (0 without LoRA).
+int adapted_count(const ModelConfig& m, const PlanOptions& o, std::initializer_list<const char*> names);
 
 // The frozen prefix of block 0 for LoRA without checkpointing, from the adapters' targets.
 FrozenPrefix frozen_prefix_of(const ModelConfig& m, const PlanOptions& o, bool checkpointing);

@@ -308,23 +308,39 @@ struct PlanBuilder {
   // What one parameter's step allocates beyond its gradient (optimizer-in-backward's moments).
   int64_t step_temporaries(int64_t numel) const { return optimizer_step_temporary_bytes(o.optimizer, numel, t); }
 
+  // The last block as a table of its own (block_tensors.hpp, one block of the model): its saved
+  // lines, the index from which its backward has released them before the softmax's, its forward
+  // moments and the locals held at its end. With one block and LoRA it is block 0, whose frozen
+  // prefix saves nothing (none with checkpointing: frozen_prefix_of).
+  struct LastBlock {
+    std::vector<PlanLine> lines;
+    size_t released_from = 0;
+    std::vector<ForwardMoment> moments;
+    int64_t end_locals = 0;
+  };
+  LastBlock last_block() const {
+    LastBlock last;
+    ModelConfig single = m;
+    single.n_layers = 1;
+    Table one{&last.lines};
+    one.moments = &last.moments;
+    one.end_locals = &last.end_locals;
+    Dtypes dt = dtypes();
+    if (L == 1) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+    last.released_from = m.arch == Architecture::kGpt2 ? gpt2_block_saved(single, o, b, dt, one)
+                                                       : llama_block_saved(single, o, b, dt, one);
+    return last;
+  }
+
   // One block's saved tensors (what a recompute saves again), and those that the block's own
   // backward has released by the time it reaches the attention softmax's backward.
   std::pair<int64_t, int64_t> one_block_saved_and_released() const {
+    const LastBlock last = last_block();
     int64_t one_block = 0;
     int64_t released_before_softmax = 0;
-    MemoryPlan single_plan;
-    ModelConfig single = m;
-    single.n_layers = 1;
-    const Table one{&single_plan.saved};
-    // The last block; with one block and LoRA that is block 0, whose frozen prefix saves nothing.
-    Dtypes dt = dtypes();
-    if (L == 1) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
-    const size_t released_from = m.arch == Architecture::kGpt2 ? gpt2_block_saved(single, o, b, dt, one)
-                                                               : llama_block_saved(single, o, b, dt, one);
-    for (size_t i = 0; i < single_plan.saved.size(); ++i) {
-      one_block += single_plan.saved[i].bytes;
-      if (i >= released_from) released_before_softmax += single_plan.saved[i].bytes;
+    for (size_t i = 0; i < last.lines.size(); ++i) {
+      one_block += last.lines[i].bytes;
+      if (i >= last.released_from) released_before_softmax += last.lines[i].bytes;
     }
     return {one_block, released_before_softmax};
   }
@@ -400,7 +416,7 @@ struct PlanBuilder {
     const int64_t projection_step = split.optimizer_in_backward && !lora ? step_temporaries(f * d) : 0;
     // With an adapter on it (LoRA), the projection's input gradient comes twice, from the base
     // linear and from A: both exist until autograd's input buffer adds the second into the first.
-    const bool adapted_out = lora && count_of_targets({gpt2 ? "mlp_c_proj" : "down"}) > 0;
+    const bool adapted_out = adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0;
     const int64_t projection_side = (adapted_out ? 2 : 1) * N * f * c + projection_gradient + projection_step;
     // With checkpointing, a fourth: the recompute's last step, h + the MLP's output, before its
     // inner backward starts. The block's forward (src/models/gpt2.cpp, llama.cpp) still holds
@@ -413,15 +429,9 @@ struct PlanBuilder {
     // scaled delta. It wins when the attention is wide next to the MLP (H·hd ≥ d, Qwen3).
     int64_t recompute_end = 0, end_locals = 0, out = 0;
     if (checkpointing) {
-      MemoryPlan single_plan;
-      ModelConfig single = m;
-      single.n_layers = 1;
-      Table one{&single_plan.saved};
-      one.end_locals = &end_locals;
-      if (gpt2) gpt2_block_saved(single, o, b, dtypes(), one);
-      else llama_block_saved(single, o, b, dtypes(), one);
+      end_locals = last_block().end_locals;
       out = N * d * c;
-      if (lora && count_of_targets({gpt2 ? "mlp_c_proj" : "down"}) > 0) {
+      if (adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0) {
         const int64_t copies = (c != kFp32 ? N * f * kFp32 : 0) + (autocast ? N * f * c : 0);
         out = std::max(out, copies + 3 * N * d * c - N * d * w);  // y is not made yet
       }
@@ -518,7 +528,7 @@ struct PlanBuilder {
               (gpt2 ? 2 : 4) * N * f * c, "temporaries of the block's last expression, alive until it returns");
       // The output projection: its result and the residual sum it makes; with an adapter there
       // instead its input's fp32 copy (and autocast's cast of it) and the delta's two tensors.
-      const bool adapted_out = lora && count_of_targets({gpt2 ? "mlp_c_proj" : "down"}) > 0;
+      const bool adapted_out = adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0;
       const int64_t copy = adapted_out && c != kFp32 ? N * f * kFp32 : 0;
       const int64_t cast = adapted_out && autocast ? N * f * c : 0;
       if (adapted_out && copy + cast + 2 * N * d * c > N * d * w) {
@@ -539,13 +549,6 @@ struct PlanBuilder {
                                              : "the last block's attention, run without grad (checkpointing)";
   }
 
-  // The adapted linears of one block among `names`.
-  int count_of_targets(std::initializer_list<const char*> names) const {
-    int n = 0;
-    for (const BlockLinear& l : lora_targets(m, o.lora.targets))
-      for (const char* name : names) n += l.name == name ? 1 : 0;
-    return n;
-  }
 
   // The last block's forward moments with grad (block_tensors.hpp ForwardMoment), each on top of
   // the blocks below and the last block's saved tensors up to it: the explicit attention's
@@ -554,31 +557,23 @@ struct PlanBuilder {
   // the chunked loss's small logits) one of them can top the loss head's.
   void last_block_forward() {
     if (checkpointing) return;  // the checkpointed forward runs without grad: block_forward()
-    MemoryPlan single_plan;
-    ModelConfig single = m;
-    single.n_layers = 1;
-    std::vector<ForwardMoment> moments;
-    Table one{&single_plan.saved};
-    one.moments = &moments;
-    Dtypes dt = dtypes();
-    if (L == 1) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
-    if (m.arch == Architecture::kGpt2) gpt2_block_saved(single, o, b, dt, one);
-    else llama_block_saved(single, o, b, dt, one);
-    const int64_t last_block = total_bytes(single_plan.saved);
+    const LastBlock last = last_block();
+    const std::vector<PlanLine>& lines = last.lines;
+    const int64_t last_block_bytes = total_bytes(lines);
     int64_t blocks_below = 0;
     for (size_t i = block_lines_begin; i < block_lines_end; ++i) blocks_below += plan.saved[i].bytes;
-    blocks_below -= last_block;
+    blocks_below -= last_block_bytes;
     int64_t best = 0, saved_to_it = 0;
     const ForwardMoment* at = nullptr;
-    for (const ForwardMoment& moment : moments) {
+    for (const ForwardMoment& moment : last.moments) {
       int64_t saved = 0;
-      for (size_t i = 0; i < moment.lines_end; ++i) saved += single_plan.saved[i].bytes;
+      for (size_t i = 0; i < moment.lines_end; ++i) saved += lines[i].bytes;
       const int64_t total = saved + moment.transient() + moment.locals_bytes;
       if (total > best) best = total, at = &moment, saved_to_it = saved;
     }
     if (at == nullptr) return;
     const Table f{&plan.last_block_forward_peak};
-    const std::string what = at->lines_end > 0 ? single_plan.saved[at->lines_end - 1].name : "its start";
+    const std::string what = at->lines_end > 0 ? lines[at->lines_end - 1].name : "its start";
     f.add("the blocks below the last, saved", "(saved blocks) − one block", blocks_below,
           "with the cast weights the whole step's blocks save");
     f.add("the last block's saved tensors so far", "one block up to " + what, saved_to_it, "forward order");

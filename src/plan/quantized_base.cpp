@@ -37,10 +37,6 @@ int64_t dequant_transient(const ModelConfig& m, const PlanOptions& o, int64_t c,
 void int8_saved_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, int64_t layers, const Dtypes& dt,
                        const Table& t) {
   if (o.lora.base_quant != BaseQuant::kInt8 || layers <= 0) return;
-  const std::vector<BlockLinear> adapted = lora_targets(m, o.lora.targets);
-  auto is_adapted = [&](const char* name) {
-    return std::any_of(adapted.begin(), adapted.end(), [&](const BlockLinear& l) { return l.name == name; });
-  };
   // The groups of linears that read one input, the input's width and dtype (the norms' outputs
   // in the residual's w, the attention output and the MLP's activation in c), and the part of
   // block 0 (FrozenPrefix) from which that input requires grad there.
@@ -70,7 +66,8 @@ void int8_saved_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, in
       // The input itself, kept once for the group; an adapter keeps the same tensor when it
       // takes it as it is (fp32, no dropout: x.to(fp32) is no copy).
       const bool adapter_keeps_it =
-          !dropout && c == kFp32 && std::any_of(g.names.begin(), g.names.end(), [&](const char* n) { return is_adapted(n); });
+          !dropout && c == kFp32 &&
+          std::any_of(g.names.begin(), g.names.end(), [&](const char* n) { return adapted_count(m, o, {n}) > 0; });
       bytes = adapter_keeps_it ? 0 : N * g.in * c;
     }
     per_block += bytes;
