@@ -138,9 +138,15 @@ class Trainer {
   // Bytes held by the captured graphs' private pool (0 without graphs): activations that the
   // caching allocator does not count as allocated while graphs replay.
   int64_t graph_pool_bytes() const;
+  // Frees the captured CUDA graphs (their pool and the activations they keep) and gives eager
+  // steps AccumulateGrad nodes on their own stream again. A no-op without graphs.
+  void release_graphs();
 
  private:
   void run_optimizer(bool gradients_finite);
+  // (Re)creates the post-accumulate-grad hooks, and with them the parameters' AccumulateGrad
+  // nodes, on the current stream (see GraphedMicroStep's on_capture_stream).
+  void install_backward_hooks();
   StepOutcome micro_steps(const TokenBatch& batch, const StepOptions& options, PhaseObserver* observer);
   at::Tensor micro_step_loss(const at::Tensor& host_inputs, const at::Tensor& host_targets,
                              const RowDocuments& documents, double divisor, bool last, const StepOptions& options,

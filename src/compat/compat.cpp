@@ -278,6 +278,7 @@ void cuda_reset_peak_memory_stats(int device_index) {
   c10::cuda::CUDACachingAllocator::resetPeakStats(device_index);
 }
 void cuda_empty_cache() { c10::cuda::CUDACachingAllocator::emptyCache(); }
+void cuda_clear_blas_workspaces() { at::cuda::clearCublasWorkspaces(); }
 void cuda_set_memory_fraction(double fraction, int device_index) {
   c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device_index);
 }
@@ -330,6 +331,7 @@ double DeviceEvent::seconds_until(const DeviceEvent& later) const {
 DeviceMemoryStats cuda_memory_stats(int) { return {}; }
 void cuda_reset_peak_memory_stats(int) {}
 void cuda_empty_cache() {}
+void cuda_clear_blas_workspaces() {}
 void cuda_set_memory_fraction(double, int) {}
 void cuda_synchronize(int) {}
 void cuda_set_device(int) {}

@@ -110,6 +110,10 @@ struct DeviceMemoryStats {
 DeviceMemoryStats cuda_memory_stats(int device_index);
 void cuda_reset_peak_memory_stats(int device_index);
 void cuda_empty_cache();
+// Frees cuBLAS/cuBLASLt's workspaces: LibTorch keeps one per (thread's handle, stream) for the
+// life of the process, allocated (and counted) by the caching allocator, so every CUDA-graph
+// capture stream would otherwise leave its own behind. They are remade on the next product.
+void cuda_clear_blas_workspaces();
 void cuda_set_memory_fraction(double fraction, int device_index);
 void cuda_synchronize(int device_index);
 // Makes `device_index` the current CUDA device of this thread: events and streams without an

@@ -8,8 +8,11 @@
 #include "engine/micro_step.hpp"
 
 #if ACCUMBENCH_WITH_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -19,30 +22,64 @@ namespace accumbench {
 
 namespace {
 
+// A CUDA graph that can give up a capture an error interrupted. PyTorch's capture_end() throws
+// at cudaStreamEndCapture when the capture was invalidated, before it hands the private memory
+// pool back and before it takes the random generators out of capture mode; its reset() then
+// releases neither, as no capture ended. The pool would hold every block the capture allocated
+// for the rest of the process (the next splits run out of memory beside it) and every later
+// random op would fail ("Offset increment outside graph capture"). abandon() does what
+// capture_end() did not.
+class Graph : public at::cuda::CUDAGraph {
+ public:
+  void abandon() noexcept {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(capture_stream_.stream(), &status) == cudaSuccess &&
+        status != cudaStreamCaptureStatusNone) {
+      cudaGraph_t partial = nullptr;
+      if (cudaStreamEndCapture(capture_stream_.stream(), &partial) == cudaSuccess && partial != nullptr) {
+        cudaGraphDestroy(partial);
+      }
+    }
+    (void)cudaGetLastError();  // the capture's error is reported by the exception in flight
+    for (auto& entry : captured_generator_states_) entry.first->capturing_ = false;
+    if (capture_ended_ || capture_dev_ == UNDEFINED_DEVICE) return;  // reset() releases an ended capture's pool
+    try {
+      c10::cuda::CUDACachingAllocator::endAllocateToPool(capture_dev_, mempool_id_);
+    } catch (const std::exception&) {  // capture_end() got that far before it threw
+    }
+    try {
+      c10::cuda::CUDACachingAllocator::releasePool(capture_dev_, mempool_id_);
+    } catch (const std::exception&) {
+    }
+  }
+};
+
 // An open stream capture that an exception interrupts must still be ended, or every later CUDA
 // call of the process fails (capture mode is global); the half-captured graph is discarded.
 class CaptureScope {
  public:
-  CaptureScope(at::cuda::CUDAGraph& graph, c10::MempoolId_t pool) : graph_(graph) {
+  CaptureScope(Graph& graph, c10::MempoolId_t pool) : graph_(graph) {
     graph_.capture_begin(pool);
     open_ = true;
   }
   void end() {
-    open_ = false;
-    graph_.capture_end();
-  }
-  ~CaptureScope() {
-    if (!open_) return;
     try {
       graph_.capture_end();
-    } catch (const std::exception&) {  // the capture was invalidated by the error being thrown
+    } catch (...) {
+      graph_.abandon();
+      open_ = false;
+      throw;
     }
+    open_ = false;
+  }
+  ~CaptureScope() {
+    if (open_) graph_.abandon();
   }
   CaptureScope(const CaptureScope&) = delete;
   CaptureScope& operator=(const CaptureScope&) = delete;
 
  private:
-  at::cuda::CUDAGraph& graph_;
+  Graph& graph_;
   bool open_ = false;
 };
 
@@ -73,14 +110,14 @@ struct GraphedMicroStep::State {
   at::Tensor backward_root;  // loss or loss × scale; owns the captured autograd graph and its saved activations
   int64_t pool_bytes = 0;
   // Declared last: destroyed first, before the tensors that live in their pool.
-  at::cuda::CUDAGraph forward_graph;
-  at::cuda::CUDAGraph backward_graph;
+  Graph forward_graph;
+  Graph backward_graph;
 };
 
 GraphedMicroStep::GraphedMicroStep(LanguageModelImpl& model, const std::vector<at::Tensor>& params,
                                    c10::Device device, std::optional<at::ScalarType> autocast, bool scaled_loss,
                                    const Shape& shape, const at::Tensor& host_inputs,
-                                   const at::Tensor& host_targets)
+                                   const at::Tensor& host_targets, const std::function<void()>& on_capture_stream)
     : state_(std::make_unique<State>()) {
   TORCH_CHECK(device.is_cuda(), "CUDA graphs need a CUDA device, got ", device.str());
   TORCH_CHECK(host_inputs.size(0) == shape.micro_batch && host_inputs.size(1) == shape.seq_len,
@@ -115,6 +152,7 @@ GraphedMicroStep::GraphedMicroStep(LanguageModelImpl& model, const std::vector<a
   const c10::cuda::CUDAStream capture_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
   {
     c10::cuda::CUDAStreamGuard stream_guard(capture_stream);
+    if (on_capture_stream) on_capture_stream();
     // Warmup on the capture stream itself: cuBLAS keys its workspace by stream, and the autograd
     // engine's device thread, lazy kernel initialization and the rotary tables must exist before
     // capture (none of them may allocate or synchronize inside it).
@@ -122,7 +160,7 @@ GraphedMicroStep::GraphedMicroStep(LanguageModelImpl& model, const std::vector<a
     zero_gradients();
     s.loss = at::Tensor();
     capture_stream.synchronize();
-    const int64_t reserved_before = compat::cuda_memory_stats(device.index()).reserved_bytes;
+    const compat::DeviceMemoryStats before = compat::cuda_memory_stats(device.index());
 
     AutocastCacheOff no_cast_cache;
     {
@@ -138,7 +176,10 @@ GraphedMicroStep::GraphedMicroStep(LanguageModelImpl& model, const std::vector<a
       capture.end();
     }
     capture_stream.synchronize();
-    s.pool_bytes = compat::cuda_memory_stats(device.index()).reserved_bytes - reserved_before;
+    // The pool's segments, less the tensors the capture left alive in it (the saved activations
+    // backward_root keeps): those the allocator still counts as allocated.
+    const compat::DeviceMemoryStats after = compat::cuda_memory_stats(device.index());
+    s.pool_bytes = (after.reserved_bytes - before.reserved_bytes) - (after.allocated_bytes - before.allocated_bytes);
   }
 }
 
@@ -170,7 +211,7 @@ struct GraphedMicroStep::State {
 
 GraphedMicroStep::GraphedMicroStep(LanguageModelImpl&, const std::vector<at::Tensor>&, c10::Device,
                                    std::optional<at::ScalarType>, bool, const Shape&, const at::Tensor&,
-                                   const at::Tensor&) {
+                                   const at::Tensor&, const std::function<void()>&) {
   throw UserError("--cuda-graphs needs a CUDA build of accumbench (this one uses a CPU-only LibTorch); drop the option");
 }
 GraphedMicroStep::~GraphedMicroStep() = default;

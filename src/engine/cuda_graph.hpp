@@ -19,6 +19,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -46,9 +47,15 @@ class GraphedMicroStep {
   // capture stream (cuBLAS workspaces, autograd threads, kernel selection), zeroes the gradients
   // again and captures. host_inputs/host_targets: (micro_batch, seq_len) int64, used for warmup.
   // `scaled_loss`: backward starts from loss × loss scale (fp16 loss scaling).
+  // `on_capture_stream` runs first with the capture stream current: the caller creates there
+  // whatever autograd nodes it keeps alive across steps (the parameters' AccumulateGrad nodes
+  // that gradient hooks hold), since a node remembers the stream it was made on, and one made on
+  // the default stream would make the captured backward wait on that stream, which CUDA refuses
+  // during capture ("operation would make the legacy stream depend on a capturing blocking stream").
   GraphedMicroStep(LanguageModelImpl& model, const std::vector<at::Tensor>& params, c10::Device device,
                    std::optional<at::ScalarType> autocast, bool scaled_loss, const Shape& shape,
-                   const at::Tensor& host_inputs, const at::Tensor& host_targets);
+                   const at::Tensor& host_inputs, const at::Tensor& host_targets,
+                   const std::function<void()>& on_capture_stream = {});
   ~GraphedMicroStep();
   GraphedMicroStep(const GraphedMicroStep&) = delete;
   GraphedMicroStep& operator=(const GraphedMicroStep&) = delete;
@@ -63,8 +70,10 @@ class GraphedMicroStep {
   void backward();  // replays backward: gradients += d(loss × scale)/dw
   // The last forward's loss / divisor (unscaled), a device scalar in the graph's pool.
   const at::Tensor& loss() const;
-  // Bytes the graphs' private pool holds (reserved by the capture): the micro-step's activations
-  // and temporaries, which the caching allocator no longer reports as allocated during replays.
+  // Bytes of the graphs' private pool (reserved by the capture) that the caching allocator does
+  // not report as allocated: the micro-step's temporaries and the activations freed at the end of
+  // the capture, live again during every replay. The activations the captured autograd graph keeps
+  // are allocated, and counted there.
   int64_t pool_bytes() const;
 
  private:

@@ -84,8 +84,13 @@ Trainer::Trainer(LanguageModel model, c10::Device device, TrainOptions options)
   optimizer_ = make_optimizer(params_, options_.optimizer);
   if (options_.precision == Precision::kFp16) loss_scale_ = options_.initial_loss_scale;
   fp16_scale_started_ = options_.precision == Precision::kFp16;
-  // Optimizer-in-backward: each parameter steps as soon as its gradient is complete, and the
-  // gradient is freed at once, so the full set of gradients is never alive together.
+  install_backward_hooks();
+}
+
+// Optimizer-in-backward: each parameter steps as soon as its gradient is complete, and the
+// gradient is freed at once, so the full set of gradients is never alive together.
+void Trainer::install_backward_hooks() {
+  backward_hooks_.clear();  // the old AccumulateGrad nodes go with their last holder
   for (size_t i = 0; i < params_.size(); ++i) {
     backward_hooks_.push_back(compat::add_post_accumulate_grad_hook(params_[i], [this, i](const at::Tensor& param) {
       if (reducer_) reducer_->on_gradient_ready(i);  // data parallel: overlap the all-reduce
@@ -155,7 +160,7 @@ void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
     throw UserError("--packing bfd on CUDA runs the variable-length flash kernel, which has no fp32; use --precision bf16 or fp16");
   }
   if (!options.cuda_graphs) {
-    graphed_.reset();  // eager steps may reset the gradients the graphs write to
+    release_graphs();  // eager steps may reset the gradients the graphs write to
     return;
   }
   require_cuda_for_graphs(device_);
@@ -173,9 +178,15 @@ void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
   if (graphed_ && graphed_->shape() == shape) return;
   graphed_.reset();  // frees the previous shape's pool before capturing the next
   step_in_backward_ = false;
-  graphed_ = std::make_unique<GraphedMicroStep>(*model_, params_, device_, autocast_dtype(options_.precision),
-                                                options_.precision == Precision::kFp16, shape,
-                                                batch.inputs.narrow(0, 0, micro), batch.targets.narrow(0, 0, micro));
+  backward_hooks_.clear();  // their nodes are recreated on the capture stream
+  try {
+    graphed_ = std::make_unique<GraphedMicroStep>(
+        *model_, params_, device_, autocast_dtype(options_.precision), options_.precision == Precision::kFp16, shape,
+        batch.inputs.narrow(0, 0, micro), batch.targets.narrow(0, 0, micro), [this] { install_backward_hooks(); });
+  } catch (...) {
+    install_backward_hooks();  // a failed capture leaves the eager steps their hooks
+    throw;
+  }
 }
 
 // One micro-step's copy to the device, forward and backward (replayed from CUDA graphs when
@@ -366,7 +377,7 @@ void Trainer::set_precision(Precision precision) {
   if (precision == Precision::kFp16 && !device_.is_cuda()) {
     throw UserError("fp16 needs a CUDA device (autocast with loss scaling); use bf16 or fp32 on the CPU");
   }
-  graphed_.reset();  // captured under the previous autocast
+  release_graphs();  // captured under the previous autocast
   options_.precision = precision;
   model_->set_autocast_dtype(autocast_dtype(precision));
   // fp16's loss scale carries over between its steps, as in one training run; the first fp16 step
@@ -376,7 +387,7 @@ void Trainer::set_precision(Precision precision) {
 }
 
 void Trainer::reset_optimizer() {
-  graphed_.reset();
+  release_graphs();
   optimizer_->zero_grad(/*set_to_none=*/true);
   optimizer_->reset();
   if (options_.precision == Precision::kFp16) loss_scale_ = options_.initial_loss_scale;
@@ -416,5 +427,16 @@ void Trainer::set_process_group(compat::ProcessGroup* group, int64_t bucket_byte
 size_t Trainer::overlapped_buckets() const { return reducer_ ? reducer_->overlapped_buckets() : 0; }
 
 int64_t Trainer::graph_pool_bytes() const { return graphed_ ? graphed_->pool_bytes() : 0; }
+
+void Trainer::release_graphs() {
+  if (!graphed_) return;
+  graphed_.reset();
+  install_backward_hooks();  // the capture stream's AccumulateGrad nodes went with the graphs
+  // The capture stream's cuBLAS workspaces would stay allocated for the rest of the process. On
+  // the H200 (bench/h200-2026-12-01.md) the sweep's steps started 0.34-0.48 GB above weights and
+  // moments after a sweep's captures, a bare trainer 3 MB: these workspaces are the suspect.
+  if (device_.is_cuda()) compat::cuda_synchronize(device_.index());
+  compat::cuda_clear_blas_workspaces();
+}
 
 }  // namespace accumbench

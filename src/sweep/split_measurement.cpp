@@ -162,6 +162,9 @@ RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size
     finalize_run(run, context_.flops_per_token, peak_tflops(split.precision));
   } else if (split.cuda_graphs) {
     finish(run, index);
+    // The rounds that follow run eager splits only: their steps must not start beside this
+    // split's pool and saved activations (nor measure them).
+    if (trainer_) trainer_->release_graphs();
   } else {
     judge_fits(run);  // on the own block's memory: whether the split is a candidate in the rounds
   }
@@ -325,8 +328,8 @@ Trainer& SplitMeasurement::trainer_for(Precision precision) {
 void SplitMeasurement::record_memory(RunResult& run, const Slot& slot) {
   run.timeline = slot.tracer->timeline();
   for (const auto& s : run.steps) run.peak_allocated_bytes = std::max(run.peak_allocated_bytes, s.peak_allocated_bytes);
-  // Replays allocate nothing: the micro-step's activations sit in the graphs' pool, which the
-  // allocator counts as reserved only. They are live during every replay.
+  // Replays allocate nothing: the micro-step's temporaries sit in the graphs' pool, which the
+  // allocator counts as reserved only (GraphedMicroStep::pool_bytes). They are live during every replay.
   if (run.config.cuda_graphs) run.peak_allocated_bytes += trainer_->graph_pool_bytes();
   if (!device_.is_cuda()) run.peak_reserved_bytes = run.peak_allocated_bytes;
   run.peak_breakdown = attribute_peak(run, *trainer_, slot.baseline_bytes);
