@@ -84,6 +84,11 @@ rm -rf "$ref_export"
 grep '^{' "$work/reference-gpu.log" > "$work/reference-gpu.jsonl"
 stage side-by-side-reference 30 python3 bench/side_by_side.py "$work/accumbench.json" "$work/reference-gpu.jsonl"
 cp "$work/side-by-side-reference.log" "$out/side-by-side-reference.md"
+# A Python framework's host time per micro-step on this GPU (plain and hf-trl against the engine):
+# the cache file comes back in the bundle.
+ACCUMBENCH_CACHE_DIR="$work/cache" stage calibrate-framework 120 build/accumbench calibrate-framework \
+  --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 16 --micro-batches 1,2,4,8,16 --device cuda \
+  --precision bf16 --steps 3 --python "$(command -v python3)"
 
 traces=$(mktemp -d)   # large: outside $OUT, only the two 64×1 traces come back (gzip)
 stage profile-ours 120 build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \

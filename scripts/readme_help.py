@@ -11,7 +11,7 @@ import sys
 binary = sys.argv[1] if len(sys.argv) > 1 else "build/accumbench"
 readme = sys.argv[2] if len(sys.argv) > 2 else "README.md"
 text = open(readme, encoding="utf-8").read()
-block = re.compile(r"```\n\$ accumbench (\w+) --help\n(.*?)```", re.S)
+block = re.compile(r"```\n\$ accumbench ([\w-]+) --help\n(.*?)```", re.S)
 
 
 def render(match):

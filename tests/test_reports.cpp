@@ -458,7 +458,7 @@ TEST(Json, RoundTripIsLossless) {
 
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
   const std::string text = to_json(populated_result());
-  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 6,\n  \"context\": {\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 7,\n  \"context\": {\n", 0), 0u);
   EXPECT_NE(text.find("\"options\": [\n      [\n        \"seq-len\",\n        \"1024\"\n      ],"),
             std::string::npos);
   EXPECT_NE(text.find("\"loss\": null"), std::string::npos);
@@ -491,7 +491,7 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "file written by `accumbench sweep --json`");
   EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
   EXPECT_EQ(user_error_of("{\"json_schema_version\": 1}"),
-            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 6; rerun the "
+            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 7; rerun the "
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());

@@ -229,6 +229,10 @@ std::vector<RunResult> gpu_like_runs() {
   return {fast, slow, failed(64, 1, RunStatus::kOutOfMemory, "CUDA out of memory")};
 }
 
+// What every recommendation ends with when no framework overhead was given or calibrated.
+constexpr const char* kEngineOnly =
+    " Engine only: a Python training loop adds host time per micro-step (not calibrated on this machine).";
+
 TEST(Recommend, FastestWinsAndTheReasonSaysWhy) {
   const Recommendation r = recommend(gpu_like_runs());
   EXPECT_EQ(r.best_index, 0);
@@ -237,7 +241,7 @@ TEST(Recommend, FastestWinsAndTheReasonSaysWhy) {
   EXPECT_EQ(r.decision.runner_up, 1);
   EXPECT_EQ(r.reason, "8\u00d78 is fastest at 0.191 s per step (342,999 tokens/s): the runner-up 1\u00d764 takes "
             "2.08\u20132.11\u00d7 its time (95 % confidence, 20 paired rounds). 1\u00d764 is host-bound (device "
-            "busy 23 % of the step) and 2.1\u00d7 slower, mostly in backward (+140 ms).");
+            "busy 23 % of the step) and 2.1\u00d7 slower, mostly in backward (+140 ms)." + std::string(kEngineOnly));
 }
 
 TEST(Recommend, TieGoesToTheLowerPeakMemory) {
@@ -348,7 +352,7 @@ TEST(Recommend, FastestTiedSplitThatAlsoUsesLeastMemorySaysSo) {
   const Recommendation r = recommend(runs);
   EXPECT_EQ(r.best_index, 0);
   EXPECT_EQ(r.reason, "8\u00d78 is fastest at 0.100 s per step (655,129 tokens/s) and needs the least memory "
-            "(2.00 GiB) of the 2 splits equivalent within \u00b13 %.");
+            "(2.00 GiB) of the 2 splits equivalent within \u00b13 %." + std::string(kEngineOnly));
 }
 
 TEST(Recommend, FailedRunsAreIgnoredEvenWhenTheirNumbersLookFast) {
@@ -381,7 +385,7 @@ TEST(Recommend, MemoryLimitExcludesSplitsThatDoNotFitAndReportsHeadroom) {
   EXPECT_EQ(r.decision.kind, DecisionKind::kOnly);
   EXPECT_EQ(r.reason, "1\u00d764 is the only split that ran and fits: 0.400 s per step (163,780 tokens/s); "
             "it is host-bound (device busy 23 % of the step); its 3.00 GiB peak leaves 1.00 GiB "
-            "of the 4.00 GiB limit free.");
+            "of the 4.00 GiB limit free." + std::string(kEngineOnly));
 
   runs[1].fits = false;
   const Recommendation none = recommend(runs, 2 * kGiB);

@@ -421,6 +421,11 @@ struct SweepCommand {
                         "<split>.trace.json (CUDA, LibTorch 2.x); device busy then comes from the GPU's kernel time");
     command->add_option("--peak-tflops", options.peak_tflops,
                         "device peak TFLOP/s for MFU (default: built-in table; none on CPU)");
+    command->add_option("--framework-overhead", options.framework_overhead,
+                        "a Python training loop's host time per micro-step, in ms, added to every split before "
+                        "deciding; auto: what calibrate-framework measured on this device, else none")
+        ->type_name("MS|auto")
+        ->capture_default_str();
     command->add_option("--tokens", flags.workload.data.token_file,
                         "token file (uint16 or uint32 ids) instead of synthetic tokens");
     command->add_option("--token-bytes", flags.workload.data.token_bytes, "bytes per token id in --tokens: 2 or 4")
@@ -460,6 +465,70 @@ struct SweepCommand {
     }
     // Every split failed: the table says why; the exit code lets scripts notice.
     return result.recommendation.best_index >= 0 ? 0 : 1;
+  }
+};
+
+// ---- calibrate-framework ----
+
+#ifndef ACCUMBENCH_SOURCE_DIR
+#define ACCUMBENCH_SOURCE_DIR "."
+#endif
+
+struct CalibrateFrameworkCommand {
+  WorkloadFlags flags{ab::Command::kSweep};
+  ab::FrameworkCalibrationOptions options;
+
+  CLI::App* add_to(CLI::App& app) {
+    CLI::App* command = app.add_subcommand(
+        "calibrate-framework",
+        "measure a Python training loop's host time per micro-step on this device (the PyTorch reference, plain "
+        "and hf-trl, against the engine) for sweep --framework-overhead auto");
+    add_workload_options(command, flags);
+    options.reference_dir = std::string(ACCUMBENCH_SOURCE_DIR) + "/bench/reference";
+    command->add_option("--steps", options.sweep.steps, "timed steps per split on each side")->capture_default_str();
+    command->add_option("--python", options.python, "a Python that imports torch, for the reference")
+        ->capture_default_str();
+    command->add_option("--reference-dir", options.reference_dir, "the folder of step_bench.py")
+        ->capture_default_str();
+    command->add_option("--frameworks", options.frameworks, "the reference's modes to calibrate")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"plain", "hf-trl"}))
+        ->capture_default_str();
+    return command;
+  }
+
+  int run() {
+    options.sweep.workload = flags.apply();
+    options.sweep.warmup = 1;
+    options.reference_steps = options.sweep.steps;
+    const ab::FrameworkCalibration c = ab::calibrate_framework(options);
+    std::vector<const ab::FrameworkCalibrationSide*> sides = {&c.engine};
+    for (const auto& side : c.references) sides.push_back(&side);
+    std::cout << "median step s, " << c.device_name << ", " << c.precision << ", batch " << c.batch << "\n\n";
+    std::cout << ab::text::pad("split", 8);
+    for (const auto* side : sides) std::cout << ab::text::pad(side->name, 12, ab::text::Align::kRight);
+    std::cout << "\n";
+    for (size_t i = 0; i < c.engine.micro_batches.size(); ++i) {
+      const int64_t m = c.engine.micro_batches[i];
+      std::cout << ab::text::pad(std::to_string(m) + "\u00d7" + std::to_string(c.batch / m), 8);
+      for (const auto* side : sides) {
+        std::cout << ab::text::pad(ab::text::format_significant(side->step_seconds[i], 4), 12, ab::text::Align::kRight);
+      }
+      std::cout << "\n";
+    }
+    std::cout << ab::text::pad("per \u00b5step", 8);
+    for (const auto* side : sides) {
+      std::cout << ab::text::pad(ab::text::format_duration(side->seconds_per_micro_step), 12, ab::text::Align::kRight);
+    }
+    std::cout << "\n\n";
+    for (const auto& side : c.references) {
+      const double overhead = side.seconds_per_micro_step - c.engine.seconds_per_micro_step;
+      std::cout << side.name << ": " << (overhead < 0 ? "-" : "+")
+                << ab::text::format_duration(std::abs(overhead)) << " per micro-step against the engine"
+                << (overhead < 0 ? " (below zero: noise; sweep --framework-overhead auto counts it as 0)" : "") << "\n";
+    }
+    std::cout << "accumbench: wrote " << c.cache_path << " (sweep --framework-overhead auto reads it)\n";
+    return 0;
   }
 };
 
@@ -709,11 +778,13 @@ int run(int argc, char** argv) {
   PlanCommand plan;
   ReportCommand report;
   CompareCommand compare;
+  CalibrateFrameworkCommand calibrate;
   CLI::App* sweep_cmd = sweep.add_to(app);
   CLI::App* verify_cmd = verify.add_to(app);
   CLI::App* plan_cmd = plan.add_to(app);
   CLI::App* report_cmd = report.add_to(app);
   CLI::App* compare_cmd = compare.add_to(app);
+  CLI::App* calibrate_cmd = calibrate.add_to(app);
   CLI::App* models_cmd = app.add_subcommand("models", "list the model presets");
   try {
     app.parse(argc, argv);
@@ -728,6 +799,7 @@ int run(int argc, char** argv) {
   if (*compare_cmd) return compare.run();
   if (*report_cmd) return report.run();
   if (*plan_cmd) return plan.run();
+  if (*calibrate_cmd) return calibrate.run();
   // Data parallel (torchrun): every rank measures, rank 0 alone prints and writes files.
   const bool primary = ab::process_rank() == 0;
   if (*verify_cmd) return verify.run(primary);
@@ -740,7 +812,7 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   // Only the commands that run training steps; the others never start a parallel region.
   if (argc > 1 && (std::string(argv[1]) == "sweep" || std::string(argv[1]) == "verify" ||
-                   std::string(argv[1]) == "plan")) {
+                   std::string(argv[1]) == "plan" || std::string(argv[1]) == "calibrate-framework")) {
     ab::use_passive_openmp_wait(argv);
   }
   try {

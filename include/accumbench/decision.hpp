@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "accumbench/result.hpp"
@@ -70,7 +71,10 @@ class ConfidenceSequence {
 class RoundEvidence {
  public:
   // `clip_seconds[i]`: split i's winsorizing bound (> 0). `confidence`: of the whole family.
-  RoundEvidence(std::vector<double> clip_seconds, double confidence);
+  // `added_seconds[i]` (empty: none) is added to every step of split i after winsorizing: a
+  // Python framework's host time per step (--framework-overhead × the split's accumulation
+  // steps), which the decisions then weigh as if it had been measured.
+  RoundEvidence(std::vector<double> clip_seconds, double confidence, std::vector<double> added_seconds = {});
   // Step times of one interleaved round (NaN where a split did not run).
   void add_round(const std::vector<double>& seconds);
   // One step of split i outside the rounds (not paired with anything).
@@ -96,6 +100,7 @@ class RoundEvidence {
   double clipped(int split, double seconds) const;
 
   std::vector<double> clip_seconds_;
+  std::vector<double> added_seconds_;
   int64_t rounds_ = 0;
   std::vector<ConfidenceSequence> means_;  // of the winsorized t_i
   std::vector<Pair> pairs_;                // upper triangle, of the winsorized times
@@ -105,6 +110,11 @@ struct DecisionOptions {
   double tie_tolerance = 0.03;  // equivalent when the ratio's interval lies within 1 ± this
   double confidence = 0.95;     // of all intervals together
   bool budget_spent = false;    // the runner stopped on --time-budget (the words of an undecided)
+  // --framework-overhead: seconds a Python training loop adds to every micro-step, added to each
+  // split's steps (× its accumulation steps) before deciding; `framework_source` says where the
+  // number came from ("" with none: the engine alone, which the recommendation then says).
+  double framework_seconds_per_micro_step = 0;
+  std::string framework_source;
 };
 
 // The verdict on every candidate against the fastest: the candidate that no other is ahead of by
@@ -114,7 +124,9 @@ Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidate
 // The evidence held by finished runs: their timed steps by (session, round); steps with round −1,
 // or of another session than the one most runs were timed in, are unpaired. A run without a
 // clip_seconds (older files) is winsorized at kClipFactor × its median.
-RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double confidence);
+// `framework_seconds_per_micro_step` is added to every step × the run's accumulation steps.
+RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double confidence,
+                                 double framework_seconds_per_micro_step = 0);
 
 struct RoundOptions {
   int min_rounds = 5;          // --steps: every split, every round, before any stops

@@ -19,8 +19,9 @@ namespace accumbench {
 // 2: data parallel (world size, allreduce phase); 3: chunked_loss; 4: LoRA (trainable parameters,
 // transformers' 6N FLOPs, hardware TFLOP/s with checkpointing's recompute); 5: real data (padding
 // fraction, computed tokens per second, positions per step); 6: decisions (rounds, winsorized means
-// with intervals, the decision and its comparisons, time models).
-inline constexpr int kJsonSchemaVersion = 6;
+// with intervals, the decision and its comparisons, time models); 7: the framework overhead the
+// decisions added (context.framework_seconds_per_micro_step, framework_source).
+inline constexpr int kJsonSchemaVersion = 7;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -254,6 +255,10 @@ struct SweepContext {
   double transformers_flops_per_token = kNotMeasured;  // 6 · N without embeddings: transformers' total_flos
   double peak_tflops = kNotMeasured; // device peak used for MFU; NaN when unknown
   int64_t memory_limit_bytes = 0;    // 0 when unlimited
+  // --framework-overhead as resolved: what the decisions added to every micro-step, and where it
+  // came from ("" : nothing, the engine alone; src/sweep/framework_overhead.hpp).
+  double framework_seconds_per_micro_step = 0;
+  std::string framework_source;
 
   // Every option as given (name, value), in CLI order, so a report is self-describing.
   std::vector<std::pair<std::string, std::string>> options;

@@ -39,6 +39,9 @@ struct SweepOptions {
   // kernel time in it (CUDA, LibTorch 2.x).
   std::string profile_dir;
   double peak_tflops = kNotMeasured;       // overrides the device peak table
+  // A Python training loop's host time per micro-step, added to every split before deciding:
+  // milliseconds, or "auto" (calibrate-framework's cache for this device and precision, else none).
+  std::string framework_overhead = "auto";
 };
 
 // This process's data-parallel rank (RANK, set by torchrun), 0 with one process. The CLI prints
@@ -102,5 +105,41 @@ SweepContext describe_environment(const std::string& device_name);
 // Sets LibTorch's intra-op threads: `threads`, or every hardware thread when 0 (LibTorch 1.13
 // defaults to one). Returns the number in use.
 int configure_threads(int threads);
+
+// ---- calibrate-framework ----
+// A Python training loop's host time per micro-step, measured: the engine's sweep and the PyTorch
+// reference (bench/reference/step_bench.py, plain and --framework hf-trl) time the same splits of
+// the same shape on this device; each side's step time is fitted as a line over the accumulation
+// steps n (t = a·n + c: the tokens per step are the same in every split), and a_reference − a_engine
+// is what the framework adds to every micro-step. Written to the cache that
+// `sweep --framework-overhead auto` reads (src/sweep/framework_overhead.hpp).
+struct FrameworkCalibrationOptions {
+  SweepOptions sweep;                                    // the shape, device, precision and splits
+  std::string python = "/usr/bin/python3";               // a Python that imports torch
+  std::string reference_dir;                             // the folder of step_bench.py
+  std::vector<std::string> frameworks = {"plain", "hf-trl"};
+  int reference_steps = 3;                               // timed steps per split (median), after one warm-up
+};
+
+struct FrameworkCalibrationSide {
+  std::string name;                  // "accumbench", "plain", "hf-trl"
+  std::vector<int64_t> micro_batches;
+  std::vector<double> step_seconds;  // per split, parallel to micro_batches
+  double seconds_per_micro_step = 0; // the fitted slope a
+  double fixed_seconds = 0;          // the fitted intercept c
+};
+
+struct FrameworkCalibration {
+  int64_t batch = 0;
+  FrameworkCalibrationSide engine;
+  std::vector<FrameworkCalibrationSide> references;  // one per framework
+  std::string cache_path;
+  std::string device_name;
+  std::string precision;
+};
+
+// Throws UserError for a workload the reference does not model (LoRA, quantized or
+// half-precision weights), fewer than two splits, or a Python that cannot run the reference.
+FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& options);
 
 }  // namespace accumbench

@@ -199,6 +199,8 @@ auto fields(S& s, V& v) -> IfIs<S, SweepContext> {
   v("transformers_flops_per_token", s.transformers_flops_per_token);
   v("peak_tflops", s.peak_tflops);
   v("memory_limit_bytes", s.memory_limit_bytes);
+  v("framework_seconds_per_micro_step", s.framework_seconds_per_micro_step);
+  v("framework_source", s.framework_source);
   v("options", s.options);
 }
 

@@ -96,6 +96,16 @@ void upgrade_from_version_5(Json& root) {
   }
 }
 
+// Version 6 decided on the engine's times alone.
+void upgrade_from_version_6(Json& root) {
+  root["json_schema_version"] = 7;
+  if (!root.contains("context") || !root["context"].is_object()) return;
+  Json& context = root["context"];
+  context["json_schema_version"] = 7;
+  if (!context.contains("framework_seconds_per_micro_step")) context["framework_seconds_per_micro_step"] = 0.0;
+  if (!context.contains("framework_source")) context["framework_source"] = "";
+}
+
 }  // namespace
 
 void upgrade_to_current_version(Json& root) {
@@ -104,6 +114,7 @@ void upgrade_to_current_version(Json& root) {
   if (version.is_number_integer() && version.get<int64_t>() == 3) upgrade_from_version_3(root);
   if (version.is_number_integer() && version.get<int64_t>() == 4) upgrade_from_version_4(root);
   if (version.is_number_integer() && version.get<int64_t>() == 5) upgrade_from_version_5(root);
+  if (version.is_number_integer() && version.get<int64_t>() == 6) upgrade_from_version_6(root);
 }
 
 }  // namespace accumbench

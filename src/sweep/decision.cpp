@@ -76,9 +76,12 @@ double ConfidenceSequence::high() const { return mean() + half_width(); }
 
 // ---------------------------------------------------------------------------------------------
 
-RoundEvidence::RoundEvidence(std::vector<double> clip_seconds, double confidence)
-    : clip_seconds_(std::move(clip_seconds)) {
+RoundEvidence::RoundEvidence(std::vector<double> clip_seconds, double confidence, std::vector<double> added_seconds)
+    : clip_seconds_(std::move(clip_seconds)), added_seconds_(std::move(added_seconds)) {
   if (!(confidence > 0 && confidence < 1)) throw std::invalid_argument("RoundEvidence: confidence must be in (0, 1)");
+  if (!added_seconds_.empty() && added_seconds_.size() != clip_seconds_.size()) {
+    throw std::invalid_argument("RoundEvidence: one added time per split");
+  }
   const double k = static_cast<double>(std::max<size_t>(1, clip_seconds_.size()));
   // Bonferroni over every mean and, per pair, its difference and its two means over the rounds
   // they shared: the family the decisions can draw from.
@@ -92,7 +95,9 @@ RoundEvidence::RoundEvidence(std::vector<double> clip_seconds, double confidence
   pairs_.assign(n > 0 ? n * (n - 1) / 2 : 0, Pair{fresh, fresh, fresh});
 }
 
-double RoundEvidence::clipped(int split, double seconds) const { return std::min(seconds, clip_seconds_[split]); }
+double RoundEvidence::clipped(int split, double seconds) const {
+  return std::min(seconds, clip_seconds_[split]) + (added_seconds_.empty() ? 0.0 : added_seconds_[split]);
+}
 
 RoundEvidence::Pair& RoundEvidence::pair(int a, int b) {
   return const_cast<Pair&>(static_cast<const RoundEvidence&>(*this).pair(a, b));
@@ -246,11 +251,14 @@ Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidate
   return d;
 }
 
-RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double confidence) {
+RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double confidence,
+                                 double framework_seconds_per_micro_step) {
   std::vector<double> clips;
+  std::vector<double> added;
   std::map<int64_t, int> runs_of_session;
   for (const RunResult& run : runs) {
     clips.push_back(winsorizing_bound(run));
+    added.push_back(framework_seconds_per_micro_step * static_cast<double>(run.config.accum_steps));
     if (run.session != 0) ++runs_of_session[run.session];
   }
   // The session most runs were timed in (a resumed sweep also holds runs of an earlier one).
@@ -258,7 +266,7 @@ RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double conf
   for (const auto& [id, count] : runs_of_session) {
     if (session == 0 || count > runs_of_session[session]) session = id;
   }
-  RoundEvidence evidence(clips, confidence);
+  RoundEvidence evidence(clips, confidence, std::move(added));
   // Rounds of that session, in order; everything else unpaired.
   std::map<int64_t, std::vector<double>> rounds;
   for (size_t i = 0; i < runs.size(); ++i) {

@@ -13,6 +13,7 @@
 
 #include "accumbench/data.hpp"
 #include "accumbench/decision.hpp"
+#include "sweep/framework_overhead.hpp"
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/statistics.hpp"
@@ -346,6 +347,10 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
 
   SweepResult result;
   result.context = sweep_context(options, cfg, device, launch.world_size);
+  const FrameworkOverhead framework =
+      resolve_framework_overhead(options.framework_overhead, result.context.device_name, w.precisions.front());
+  result.context.framework_seconds_per_micro_step = framework.seconds_per_micro_step;
+  result.context.framework_source = framework.source;
   if (resume != nullptr) check_resume(*resume, result.context);
   describe_samples(result.context, w, cfg.vocab_size);
   const StepBatches data(load_batches(w, cfg, device, launch));
@@ -364,7 +369,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   for (RunResult& run : kept) {
     if (run.status == RunStatus::kOk) measurement.judge_fits(run);
   }
-  const DecisionOptions decision_options{options.tie_tolerance, options.confidence, false};
+  const DecisionOptions decision_options{options.tie_tolerance, options.confidence, false,
+                                         framework.seconds_per_micro_step, framework.source};
   // The file's other splits follow this sweep's, so an interrupted resume keeps them.
   const auto save = [&](std::vector<RunResult> runs, const DecisionOptions& decision) {
     if (!on_split) return;
@@ -463,7 +469,12 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     agree(clips, unused);
     for (size_t k = 0; k < slot_of.size(); ++k) result.runs[slot_of[k]].clip_seconds = clips[k];
   }
-  RoundEvidence evidence(clips, options.confidence);
+  std::vector<double> framework_seconds;  // per split: what the framework adds to each of its steps
+  for (int index : slot_of) {
+    framework_seconds.push_back(framework.seconds_per_micro_step *
+                                static_cast<double>(result.runs[index].config.accum_steps));
+  }
+  RoundEvidence evidence(clips, options.confidence, framework_seconds);
   RoundReport report;
   try {
     report = run_rounds(
@@ -495,7 +506,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     RunResult& run = result.runs[slot_of[k]];
     if (run.status != RunStatus::kOk) continue;
     const Estimate mean = evidence.mean_seconds(static_cast<int>(k));
-    run.mean_seconds = Estimate{run.mean_seconds.value, mean.low, mean.high};
+    // The interval of the engine's own mean: the evidence's holds the framework's time too.
+    run.mean_seconds = Estimate{run.mean_seconds.value, mean.low - framework_seconds[k], mean.high - framework_seconds[k]};
   }
   result.runs.insert(result.runs.end(), kept.begin(), kept.end());
   DecisionOptions final_decision = decision_options;

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "accumbench/units.hpp"
+#include "sweep/framework_overhead.hpp"
 
 namespace accumbench {
 
@@ -459,7 +460,7 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
     rec.reason = no_success_reason(runs, ok, memory_limit_bytes);
     return rec;
   }
-  const RoundEvidence evidence = evidence_from_runs(runs, options.confidence);
+  const RoundEvidence evidence = evidence_from_runs(runs, options.confidence, options.framework_seconds_per_micro_step);
   Decision d = decide(evidence, candidates, options);
   d.rounds = 0;
   for (int i : candidates) {
@@ -485,7 +486,8 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
   rec.tied_indices = ties;
   rec.decision = d;
   rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes) +
-               what_the_slowest_loses(runs, ok, best, fit_time_models(runs));
+               what_the_slowest_loses(runs, ok, best, fit_time_models(runs)) + " " +
+               framework_sentence(options.framework_seconds_per_micro_step, options.framework_source);
   return rec;
 }
 

@@ -138,4 +138,12 @@ void write_reference_step(const std::string& dir, const ReferenceStep& step) {
   writer.text("index.json", index.dump(1) + "\n");  // last: a complete index means complete files
 }
 
+void write_model_index(const std::string& dir, const ModelConfig& model) {
+  create_export_directory(dir);
+  const fs::path path = fs::path(dir) / "index.json";
+  std::ofstream out(path);
+  out << Json{{"model", model_json(model)}}.dump(2) << "\n";
+  if (!out) throw UserError("cannot write " + text::quoted(path.string()) + "; give a directory you can write to");
+}
+
 }  // namespace accumbench

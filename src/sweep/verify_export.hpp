@@ -37,4 +37,8 @@ void create_export_directory(const std::string& dir);
 // UserError when the directory or a file cannot be written.
 void write_reference_step(const std::string& dir, const ReferenceStep& step);
 
+// Writes `dir`/index.json with the model's shape alone (no tensors): what
+// bench/reference/step_bench.py reads (calibrate-framework).
+void write_model_index(const std::string& dir, const ModelConfig& model);
+
 }  // namespace accumbench

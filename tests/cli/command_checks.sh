@@ -202,10 +202,60 @@ verify_oom() {
   check "refused before any step: nothing on stdout" test ! -s "$out"
 }
 
+# cli.sweep.framework_overhead: a given overhead reaches the decision, the recommendation's last
+# sentence and the JSON context; without one (an empty cache) the recommendation says "Engine only".
+framework_overhead() {
+  export ACCUMBENCH_CACHE_DIR="$work/cache"
+  tiny_args --json "$work/given.json" --framework-overhead 7.5
+  expect 0 "Decided with 7.50 ms of framework host time added to every micro-step (--framework-overhead)" \
+    -- sweep "${args[@]}"
+  check "the JSON context holds the overhead and its source" py '
+c = load(sys.argv[1])["context"]
+if abs(c["framework_seconds_per_micro_step"] - 0.0075) > 1e-12: fail("seconds %r" % c["framework_seconds_per_micro_step"])
+if c["framework_source"] != "--framework-overhead": fail("source %r" % c["framework_source"])
+' "$work/given.json"
+  tiny_args
+  expect 0 "Engine only: a Python training loop adds host time per micro-step (not calibrated on this machine" \
+    -- sweep "${args[@]}"
+}
+
+# cli.calibrate_framework.plain: the PyTorch reference (Debian's python3-torch) and the engine on
+# the tiny shape; the cache it writes is what the next sweep's auto reads. Skipped without torch.
+calibrate_framework() {
+  local python=${ACCUMBENCH_REFERENCE_PYTHON:-/usr/bin/python3}
+  "$python" -c "import torch" 2>/dev/null || { echo "no torch in $python: skipped"; exit 77; }
+  export ACCUMBENCH_CACHE_DIR="$work/cache"
+  expect 0 "plain: " "accumbench: wrote $work/cache/framework-overhead.json" -- calibrate-framework \
+    --model gpt2-tiny --seq-len 32 --batch 4 --micro-batches 1,4 --device cpu --threads 1 --steps 3 \
+    --python "$python" --frameworks plain
+  check "the cache holds one plain fp32 entry for this CPU with finite slopes" py '
+import math
+e = load(sys.argv[1])["entries"]
+if len(e) != 1: fail("%d entries" % len(e))
+e = e[0]
+if (e["framework"], e["precision"]) != ("plain", "fp32"): fail("entry %r" % e)
+for k in ("seconds_per_micro_step", "engine_seconds_per_micro_step", "reference_seconds_per_micro_step"):
+    if not math.isfinite(e[k]): fail("%s %r" % (k, e[k]))
+if abs(e["seconds_per_micro_step"] - (e["reference_seconds_per_micro_step"] - e["engine_seconds_per_micro_step"])) > 1e-9:
+    fail("overhead is not reference - engine")
+' "$work/cache/framework-overhead.json"
+  tiny_args --json "$work/auto.json"
+  expect 0 "of framework host time added to every micro-step (calibrated " -- sweep "${args[@]}"
+  check "auto read the calibration (negative counts as 0)" py '
+import json
+e = json.load(open(sys.argv[2]))["entries"][0]
+c = load(sys.argv[1])["context"]
+if abs(c["framework_seconds_per_micro_step"] - max(0.0, e["seconds_per_micro_step"])) > 1e-12: fail("auto used %r" % c["framework_seconds_per_micro_step"])
+if not c["framework_source"].startswith("calibrated "): fail("source %r" % c["framework_source"])
+' "$work/auto.json" "$work/cache/framework-overhead.json"
+}
+
+
 mode=${case_args[0]:-}
 case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
-    verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom) "$mode" ;;
+    verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom | framework_overhead | \
+    calibrate_framework) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass

@@ -1,0 +1,196 @@
+// calibrate-framework (accumbench/sweep.hpp): the engine's sweep and the Python reference's step
+// times on the same splits, a line through each over the accumulation steps, and the difference of
+// the slopes written to the framework-overhead cache.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "accumbench/error.hpp"
+#include "accumbench/model_config.hpp"
+#include "accumbench/sweep.hpp"
+#include "accumbench/units.hpp"
+#include "sweep/framework_overhead.hpp"
+#include "sweep/verify_export.hpp"
+
+namespace accumbench {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Single quotes for the shell, with any single quote inside closed, escaped and reopened.
+std::string shell_quoted(const std::string& value) {
+  std::string out = "'";
+  for (char c : value) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Least squares t = a·n + c over the splits.
+void fit_line(FrameworkCalibrationSide& side, int64_t batch) {
+  const size_t k = side.micro_batches.size();
+  double sn = 0, st = 0, snn = 0, snt = 0;
+  for (size_t i = 0; i < k; ++i) {
+    const double n = static_cast<double>(batch / side.micro_batches[i]);
+    sn += n;
+    st += side.step_seconds[i];
+    snn += n * n;
+    snt += n * side.step_seconds[i];
+  }
+  const double kd = static_cast<double>(k);
+  const double denominator = kd * snn - sn * sn;
+  side.seconds_per_micro_step = denominator != 0 ? (kd * snt - sn * st) / denominator : 0.0;
+  side.fixed_seconds = (st - side.seconds_per_micro_step * sn) / kd;
+}
+
+struct ProcessOutput {
+  int status = 0;
+  std::string text;
+};
+
+ProcessOutput run_command(const std::string& command) {
+  ProcessOutput out;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) throw UserError("cannot start " + text::quoted(command) + "; check --python");
+  char buffer[4096];
+  while (fgets(buffer, sizeof buffer, pipe) != nullptr) out.text += buffer;
+  const int status = pclose(pipe);
+  out.status = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  return out;
+}
+
+std::string last_line(const std::string& text) {
+  std::string line, last;
+  std::istringstream in(text);
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+FrameworkCalibrationSide run_reference(const FrameworkCalibrationOptions& o, const std::string& framework,
+                                       const std::string& export_dir, const std::string& device, int threads) {
+  const WorkloadOptions& w = o.sweep.workload;
+  const fs::path script = fs::path(o.reference_dir) / "step_bench.py";
+  if (!fs::exists(script)) {
+    throw UserError("no " + text::quoted(script.string()) + ": pass --reference-dir, the folder of accumbench's "
+                    "bench/reference");
+  }
+  std::string splits;
+  for (int64_t m : w.micro_batches) splits += (splits.empty() ? "" : ",") + std::to_string(m);
+  std::string command = shell_quoted(o.python) + " " + shell_quoted(script.string()) + " --export " +
+                        shell_quoted(export_dir) + " --seq-len " + std::to_string(w.seq_len) + " --batch " +
+                        std::to_string(w.batch) + " --micro-batches " + splits + " --warmup 1 --steps " +
+                        std::to_string(o.reference_steps) + " --threads " + std::to_string(threads) +
+                        " --device " + device + " --precision " + to_string(w.precisions.front()) +
+                        " --attention " + (device.rfind("cuda", 0) == 0 ? "sdpa" : "eager");
+  if (framework != "plain") command += " --framework " + framework;
+  const ProcessOutput out = run_command(command);
+  FrameworkCalibrationSide side;
+  side.name = framework;
+  std::istringstream lines(out.text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line.front() != '{') continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("mb") || !j.contains("step_s")) continue;
+    side.micro_batches.push_back(j["mb"].get<int64_t>());
+    side.step_seconds.push_back(j["step_s"].get<double>());
+  }
+  if (out.status != 0 || side.micro_batches.size() != w.micro_batches.size()) {
+    throw UserError("the PyTorch reference (" + framework + ") did not run: " + text::quoted(command, 200) +
+                    " exited with " + std::to_string(out.status) + " (" + text::shortened(last_line(out.text), 200) +
+                    "); install python3-torch (scripts/install-deps.sh) or pass --python with a Python that imports torch");
+  }
+  return side;
+}
+
+}  // namespace
+
+FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& options) {
+  FrameworkCalibrationOptions o = options;
+  WorkloadOptions& w = o.sweep.workload;
+  if (w.lora.enabled() || w.weights_dtype != Precision::kFp32) {
+    throw UserError("calibrate-framework times full fine-tuning with fp32 weights (the reference's step_bench.py "
+                    "has no LoRA and no half-precision weights); drop --lora-rank and --weights-dtype: the host time "
+                    "per micro-step it measures is the framework's, whatever is trained");
+  }
+  if (w.precisions.size() != 1) {
+    throw UserError("calibrate-framework measures one precision at a time; give --precision once");
+  }
+  if (w.micro_batches.empty()) {
+    for (int64_t m = 1; m <= w.batch; ++m) {
+      if (w.batch % m == 0) w.micro_batches.push_back(m);
+    }
+  }
+  if (w.micro_batches.size() < 2) {
+    throw UserError("calibrate-framework needs two splits or more to fit a time per micro-step; give --micro-batches "
+                    "with two values at least (e.g. 1," + std::to_string(w.batch) + ")");
+  }
+  if (o.reference_steps < 1) throw UserError("--reference-steps must be at least 1");
+  const ModelConfig cfg = resolve_model(w.model);
+
+  // The engine: every split for exactly --steps rounds, the engine alone (no overhead added).
+  o.sweep.time_budget_seconds = 0;
+  o.sweep.framework_overhead = "0";
+  const SweepResult sweep = run_sweep(o.sweep);
+  FrameworkCalibration result;
+  result.batch = w.batch;
+  result.device_name = sweep.context.device_name;
+  result.precision = to_string(w.precisions.front());
+  result.engine.name = "accumbench";
+  for (const RunResult& run : sweep.runs) {
+    if (run.status != RunStatus::kOk) {
+      throw UserError("the engine's split " + run.config.label() + " failed (" + text::shortened(run.error, 200) +
+                      "); calibrate on a shape that fits: a smaller --seq-len or --batch");
+    }
+    result.engine.micro_batches.push_back(run.config.micro_batch);
+    result.engine.step_seconds.push_back(run.step_seconds.median);
+  }
+  fit_line(result.engine, w.batch);
+
+  // The reference: the same shape from an index.json that holds the model alone.
+  const fs::path export_dir = fs::temp_directory_path() / ("accumbench-calibrate-" + std::to_string(::getpid()));
+  write_model_index(export_dir.string(), cfg);
+  const int threads = w.threads > 0 ? w.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  try {
+    for (const std::string& framework : o.frameworks) {
+      FrameworkCalibrationSide side = run_reference(o, framework, export_dir.string(), sweep.context.device, threads);
+      fit_line(side, w.batch);
+      result.references.push_back(std::move(side));
+    }
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(export_dir, ec);
+    throw;
+  }
+  std::error_code ec;
+  fs::remove_all(export_dir, ec);
+
+  std::vector<FrameworkCacheEntry> entries;
+  std::string splits;
+  for (int64_t m : w.micro_batches) splits += (splits.empty() ? "" : ",") + std::to_string(m);
+  for (const FrameworkCalibrationSide& side : result.references) {
+    FrameworkCacheEntry e;
+    e.device_name = result.device_name;
+    e.precision = result.precision;
+    e.framework = side.name;
+    e.seconds_per_micro_step = side.seconds_per_micro_step - result.engine.seconds_per_micro_step;
+    e.engine_seconds_per_micro_step = result.engine.seconds_per_micro_step;
+    e.reference_seconds_per_micro_step = side.seconds_per_micro_step;
+    e.date = sweep.context.date;
+    e.shape = cfg.name + ", T=" + std::to_string(w.seq_len) + ", batch " + std::to_string(w.batch) +
+              ", micro-batches " + splits;
+    entries.push_back(e);
+  }
+  result.cache_path = framework_cache_path();
+  write_framework_cache(result.cache_path, entries);
+  return result;
+}
+
+}  // namespace accumbench

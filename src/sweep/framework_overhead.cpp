@@ -1,0 +1,145 @@
+#include "sweep/framework_overhead.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "accumbench/error.hpp"
+#include "accumbench/units.hpp"
+
+namespace accumbench {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+FrameworkCacheEntry entry_from(const Json& j) {
+  FrameworkCacheEntry e;
+  e.device_name = j.at("device_name").get<std::string>();
+  e.precision = j.at("precision").get<std::string>();
+  e.framework = j.at("framework").get<std::string>();
+  e.seconds_per_micro_step = j.at("seconds_per_micro_step").get<double>();
+  e.engine_seconds_per_micro_step = j.value("engine_seconds_per_micro_step", 0.0);
+  e.reference_seconds_per_micro_step = j.value("reference_seconds_per_micro_step", 0.0);
+  e.date = j.value("date", "");
+  e.torch = j.value("torch", "");
+  e.shape = j.value("shape", "");
+  if (!std::isfinite(e.seconds_per_micro_step)) throw std::invalid_argument("not a finite number");
+  return e;
+}
+
+Json json_of(const FrameworkCacheEntry& e) {
+  return Json{{"device_name", e.device_name},
+              {"precision", e.precision},
+              {"framework", e.framework},
+              {"seconds_per_micro_step", e.seconds_per_micro_step},
+              {"engine_seconds_per_micro_step", e.engine_seconds_per_micro_step},
+              {"reference_seconds_per_micro_step", e.reference_seconds_per_micro_step},
+              {"date", e.date},
+              {"torch", e.torch},
+              {"shape", e.shape}};
+}
+
+}  // namespace
+
+std::string framework_cache_path() {
+  fs::path dir;
+  if (!env("ACCUMBENCH_CACHE_DIR").empty()) {
+    dir = env("ACCUMBENCH_CACHE_DIR");
+  } else if (!env("XDG_CACHE_HOME").empty()) {
+    dir = fs::path(env("XDG_CACHE_HOME")) / "accumbench";
+  } else {
+    dir = fs::path(env("HOME").empty() ? "." : env("HOME")) / ".cache" / "accumbench";
+  }
+  return (dir / "framework-overhead.json").string();
+}
+
+std::vector<FrameworkCacheEntry> read_framework_cache(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {};
+  std::vector<FrameworkCacheEntry> entries;
+  try {
+    const Json j = Json::parse(in);
+    for (const Json& e : j.at("entries")) entries.push_back(entry_from(e));
+  } catch (const std::exception& error) {
+    throw UserError("the framework-overhead cache " + text::quoted(path) + " is not what calibrate-framework writes (" +
+                    text::shortened(error.what()) + "); delete it and run accumbench calibrate-framework again");
+  }
+  return entries;
+}
+
+void write_framework_cache(const std::string& path, const std::vector<FrameworkCacheEntry>& entries) {
+  std::vector<FrameworkCacheEntry> all = read_framework_cache(path);
+  for (const FrameworkCacheEntry& e : entries) {
+    all.erase(std::remove_if(all.begin(), all.end(),
+                             [&](const FrameworkCacheEntry& old) {
+                               return old.device_name == e.device_name && old.precision == e.precision &&
+                                      old.framework == e.framework;
+                             }),
+              all.end());
+    all.push_back(e);
+  }
+  Json list = Json::array();
+  for (const FrameworkCacheEntry& e : all) list.push_back(json_of(e));
+  std::error_code ec;
+  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path(), ec);
+  std::ofstream out(path);
+  out << Json{{"entries", list}}.dump(2) << "\n";
+  if (!out) {
+    throw UserError("cannot write the framework-overhead cache " + text::quoted(path) +
+                    "; set ACCUMBENCH_CACHE_DIR to a folder you can write to");
+  }
+}
+
+FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std::string& device_name,
+                                             Precision precision) {
+  FrameworkOverhead o;
+  if (spec != "auto") {
+    double ms = std::nan("");
+    try {
+      size_t used = 0;
+      ms = std::stod(spec, &used);
+      if (used != spec.size()) ms = std::nan("");
+    } catch (const std::exception&) {
+    }
+    if (!std::isfinite(ms) || ms < 0) {
+      throw UserError("--framework-overhead takes milliseconds per micro-step (e.g. 12.5) or auto, not " +
+                      text::quoted(spec));
+    }
+    o.seconds_per_micro_step = ms / 1000.0;
+    o.source = "--framework-overhead";
+    return o;
+  }
+  const std::vector<FrameworkCacheEntry> entries = read_framework_cache(framework_cache_path());
+  for (const char* framework : {"hf-trl", "plain"}) {
+    for (const FrameworkCacheEntry& e : entries) {
+      if (e.device_name == device_name && e.precision == to_string(precision) && e.framework == framework) {
+        o.seconds_per_micro_step = std::max(0.0, e.seconds_per_micro_step);
+        o.source = "calibrated " + e.date + ", " + e.framework;
+        return o;
+      }
+    }
+  }
+  return o;
+}
+
+std::string framework_sentence(double seconds_per_micro_step, const std::string& source) {
+  if (source.empty()) {
+    return "Engine only: a Python training loop adds host time per micro-step (not calibrated on this machine).";
+  }
+  return "Decided with " + text::format_duration(seconds_per_micro_step) +
+         " of framework host time added to every micro-step (" + source +
+         "); the step times shown are the engine's.";
+}
+
+}  // namespace accumbench

@@ -1,0 +1,54 @@
+// A Python training loop's host time per micro-step, which accumbench's C++ loop does not pay:
+// given with --framework-overhead MS, or measured by `accumbench calibrate-framework` and kept in
+// a small cache file that `--framework-overhead auto` (the default) reads.
+//
+//   const FrameworkOverhead o = resolve_framework_overhead("auto", "NVIDIA H200", Precision::kBf16);
+//   // o.seconds_per_micro_step: 0 and o.source "" when nothing is calibrated for that device
+//
+// The cache (JSON, one entry per device name, precision and framework):
+//   {"entries": [{"device_name": "NVIDIA H200", "precision": "bf16", "framework": "hf-trl",
+//                 "seconds_per_micro_step": 0.0123, "engine_seconds_per_micro_step": ...,
+//                 "reference_seconds_per_micro_step": ..., "date": "...", "torch": "2.11.0", "shape": "..."}]}
+// It lives in $ACCUMBENCH_CACHE_DIR, else $XDG_CACHE_HOME/accumbench, else ~/.cache/accumbench.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "accumbench/options.hpp"
+
+namespace accumbench {
+
+struct FrameworkCacheEntry {
+  std::string device_name;
+  std::string precision;          // "fp32" | "bf16" | "fp16"
+  std::string framework;          // "plain" | "hf-trl" (bench/reference/step_bench.py --framework)
+  double seconds_per_micro_step = 0;            // reference − engine, what a sweep adds
+  double engine_seconds_per_micro_step = 0;     // each side's slope over the accumulation steps
+  double reference_seconds_per_micro_step = 0;
+  std::string date;               // ISO 8601, UTC
+  std::string torch;              // the reference's PyTorch version
+  std::string shape;              // "gpt2-124m, T=256, batch 8, micro-batches 1,2,4,8"
+};
+
+std::string framework_cache_path();
+// Missing file: no entries. A file that is not such JSON: UserError naming it.
+std::vector<FrameworkCacheEntry> read_framework_cache(const std::string& path);
+// Replaces the entries with the same device name, precision and framework; creates the folder.
+void write_framework_cache(const std::string& path, const std::vector<FrameworkCacheEntry>& entries);
+
+struct FrameworkOverhead {
+  double seconds_per_micro_step = 0;
+  std::string source;  // "" (engine only), "--framework-overhead", or "calibrated <date>, <framework>"
+};
+
+// `spec`: "auto" or milliseconds per micro-step (≥ 0). auto: the cache's entry for this device
+// name and precision, hf-trl before plain (what a TRL job pays); a negative calibration counts as
+// 0. Bad spec: UserError.
+FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std::string& device_name,
+                                             Precision precision);
+
+// The sentence a recommendation ends with.
+std::string framework_sentence(double seconds_per_micro_step, const std::string& source);
+
+}  // namespace accumbench
