@@ -42,7 +42,8 @@ Left out as host bookkeeping of microseconds: self._metrics appends, _total_trai
 _maybe_log_save_evaluate (its grad_norm.item() and tr_loss gather run only on logging steps). Not
 modelled: TRL >= 1.7's default loss_type "chunked_nll" (_patch_chunked_ce_lm_head: the lm_head and the
 loss in checkpointed chunks of 256 valid tokens, never the full logits; metrics from those chunks),
-Liger kernels, padding-free/packing, activation offloading, gradient checkpointing, DeepSpeed/FSDP.
+Liger kernels, padding-free/packing, activation offloading, gradient checkpointing, DeepSpeed/FSDP,
+fp16's GradScaler (accelerate scales the loss and unscales before clipping; bf16 and fp32 have none).
 The attention_mask of a fixed-length batch (all ones) is counted (step 4) but not applied to the
 attention, as HF's sdpa path drops an all-ones mask; the loss and gradients stay models.py's.
 """

@@ -33,7 +33,7 @@ the lines: trl v1.9.0 = v1.6.0 here, transformers v4.5x trainer.py, accelerate's
   - gradient clipping at max_grad_norm (--max-grad-norm, Trainer's default 1.0; 0 turns it off)
     before AdamW. accumbench does not clip: the update differs, the gradients do not.
 Not modelled: TRL >= 1.7's default loss_type "chunked_nll" (no full logits at all), Liger, packing,
-gradient checkpointing; host bookkeeping (metric lists, callbacks, flos) is left out (hf_trl.py).
+gradient checkpointing, fp16's GradScaler; host bookkeeping (metric lists, callbacks, flos) is left out (hf_trl.py).
 check_export.py --framework hf-trl shows that the loss and gradients stay plain's.
 """
 
@@ -117,11 +117,14 @@ def main():
     p.add_argument("--attention", choices=ATTENTIONS, default="eager")
     p.add_argument("--framework", choices=FRAMEWORKS, default="plain",
                    help="plain: the math alone; hf-trl: also what HF Trainer + TRL SFTTrainer do per step")
-    p.add_argument("--max-grad-norm", type=float, default=hf_trl.MAX_GRAD_NORM,
-                   help="hf-trl only: gradient clipping before AdamW (Trainer's default 1.0; 0: none)")
+    p.add_argument("--max-grad-norm", type=float, default=None,
+                   help=f"hf-trl only: gradient clipping before AdamW (default {hf_trl.MAX_GRAD_NORM:g}, "
+                        "Trainer's; 0: none)")
     a = p.parse_args()
-    if a.framework == "plain" and a.max_grad_norm != hf_trl.MAX_GRAD_NORM:
+    if a.framework == "plain" and a.max_grad_norm is not None:
         p.error("--max-grad-norm applies to --framework hf-trl only; plain does not clip, as accumbench")
+    if a.max_grad_norm is None:
+        a.max_grad_norm = hf_trl.MAX_GRAD_NORM
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
     autocast = AUTOCAST.get(a.precision)
