@@ -39,7 +39,9 @@ Per optimizer step, what is modelled (time and memory), in the order the Trainer
 
 Left out as host bookkeeping of microseconds: self._metrics appends, _total_train_tokens, callbacks
 (on_step_begin/end, on_substep_end), current_flos (floating_point_ops), the lr scheduler's float update,
-_maybe_log_save_evaluate (its grad_norm.item() and tr_loss gather run only on logging steps). Not
+_maybe_log_save_evaluate (its grad_norm.item() and tr_loss gather run only on logging steps), and
+compute_loss's `loss *= num_processes` under average_tokens_across_devices (a scalar times 1 on one
+device). Not
 modelled: TRL >= 1.7's default loss_type "chunked_nll" (_patch_chunked_ce_lm_head: the lm_head and the
 loss in checkpointed chunks of 256 valid tokens, never the full logits; metrics from those chunks),
 Liger kernels, padding-free/packing, activation offloading, gradient checkpointing, DeepSpeed/FSDP,
