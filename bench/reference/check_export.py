@@ -4,11 +4,21 @@ models (models.py), and compares the loss and the gradients with accumbench's.
 
     /usr/bin/python3 bench/reference/check_export.py DIR            # exit 0: same loss and gradients
     /usr/bin/python3 bench/reference/check_export.py DIR --rope interleaved   # a wrong reference: exit 1
+    /usr/bin/python3 bench/reference/check_export.py DIR --framework hf-trl   # + HF Trainer/TRL's step
 
 Tolerances (fp32): loss relative 1e-6; gradients relative L2 1e-5 over every trainable tensor
 together (as `accumbench verify` judges its splits), the worst single tensor printed too. Both
 sides run the same kernels in a different order, so the errors are float32 rounding (~1e-7).
 bf16/fp16 exports are recomputed under autocast and judged at verify's 3e-2.
+
+--framework hf-trl also runs the step as HF's Trainer and TRL's SFTTrainer run it (hf_trl.py: per
+micro-batch the no_grad entropy and token accuracy from the logits, the loss over num_items_in_batch,
+the host syncs), in micro-batches of --micro-batch sequences, and asserts that it changes nothing in
+the math: the loss within 1e-6 relative of the plain reference's and the gradients (after the last
+backward, before the Trainer's clipping) within 1e-6 relative L2; the metrics finite, the entropy in
+[0, log V] and equal to an unchunked float64 computation within 1e-5, the accuracy in [0, 1]. Its
+loss and gradients are then compared with accumbench's as above. --wrong-ga-divide also divides the
+loss by the accumulation steps (the old gradient-accumulation bug) to show that the check fails.
 
 The format is docs/EXPORT.md. Runs on Debian's python3-torch (1.13, CPU) and on PyTorch 2.x.
 Exit codes: 0 pass, 1 mismatch, 2 unusable export, 77 PyTorch missing (ctest's skip code).
@@ -28,6 +38,7 @@ except ImportError:
     sys.exit(SKIP)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_trl  # noqa: E402
 from models import ROPE_CONVENTIONS, CausalLM  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
@@ -36,6 +47,9 @@ AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 LOSS_TOLERANCE = {"fp32": 1e-6}
 GRADIENT_TOLERANCE = {"fp32": 1e-5}
 LOW_PRECISION_TOLERANCE = 3e-2  # accumbench's verify tolerance for bf16/fp16
+# hf-trl against plain: the same kernels, only the accumulation over micro-batches differs (fp32)
+FRAMEWORK_TOLERANCE = {"fp32": 1e-6}
+ENTROPY_TOLERANCE = 1e-5  # chunked fp32 entropy against float64, relative (fp32 log_softmax rounding)
 
 
 class ExportError(Exception):
@@ -114,6 +128,95 @@ def reference_step(index, root, rope="rotate_half"):
     return loss.item(), grads
 
 
+def hf_trl_step(index, root, micro_batch, rope="rotate_half", wrong_ga_divide=False):
+    """The export's step run by hf_trl.optimizer_step in micro-batches of `micro_batch` sequences,
+    without the optimizer -> (loss, {name: gradient} after the last backward, metrics, model)."""
+    batch = index["batch"]
+    if index["lora"] is not None and index["lora"]["dropout"] > 0:
+        raise ExportError("the export has LoRA dropout > 0; export with --lora-dropout 0 to compare")
+    sequences = batch["sequences"]
+    if micro_batch < 1 or sequences % micro_batch != 0:
+        raise ExportError(f"--micro-batch {micro_batch} does not divide the export's {sequences} sequences; "
+                          f"pick a divisor of {sequences}")
+    model = build_reference(index, root, rope)
+    inputs = read_tensor(root, batch["inputs"])
+    targets = read_tensor(root, batch["targets"])
+    mask = read_tensor(root, batch["attention_mask"]).long()
+    micro = [(inputs[i:i + micro_batch], mask[i:i + micro_batch], targets[i:i + micro_batch])
+             for i in range(0, sequences, micro_batch)]
+    grads = {}
+
+    def keep_gradients(m):  # before the Trainer's clipping scales them
+        grads.update({n: p.grad.clone() for n, p in m.named_parameters() if p.requires_grad})
+
+    tr_loss, metrics = hf_trl.optimizer_step(model, None, micro, AUTOCAST.get(index["precision"]),
+                                             apply_mask=True, wrong_divide=wrong_ga_divide,
+                                             before_clip=keep_gradients)
+    return tr_loss.item(), grads, metrics, (model, micro)
+
+
+def relative_gradient_error(ref, other):
+    """Relative L2 error of `other` against `ref` over every tensor together, and the worst tensor."""
+    diff_sq = ref_sq = 0.0
+    worst = (0.0, "")
+    for name, r in ref.items():
+        r, o = r.double(), other[name].double()
+        d, n = (o - r).pow(2).sum().item(), r.pow(2).sum().item()
+        diff_sq, ref_sq = diff_sq + d, ref_sq + n
+        worst = max(worst, (math.sqrt(d / n) if n > 0 else math.sqrt(d), name))
+    return (math.sqrt(diff_sq / ref_sq) if ref_sq > 0 else math.sqrt(diff_sq)), worst
+
+
+def known_metrics_problems(vocab_size):
+    """hf_trl.sft_metrics on logits whose answers are known (a tiny model's accuracy is ~0, which
+    would not catch a wrong mask or shift): uniform logits have entropy log V; logits that put the
+    maximum on the target at 3 of the 5 counted positions (of 6, one -100; the last position is
+    left out by the shift) have accuracy 3/5."""
+    problems = []
+    targets = torch.tensor([[1, 2, 3, -100, 4, 5, 6]])  # (1, 7); needs V > 6 (the exports have V >= 512)
+    entropy, _ = hf_trl.sft_metrics(torch.zeros(1, 7, vocab_size), targets)
+    if not abs(entropy - math.log(vocab_size)) <= 1e-6 * math.log(vocab_size):
+        problems.append(f"uniform logits: entropy {entropy}, not log V = {math.log(vocab_size)}")
+    logits = torch.zeros(1, 7, vocab_size)
+    for t in (0, 1, 4, 6):  # hits at counted positions 0, 1, 4; position 6 is cut by the shift
+        logits[0, t, targets[0, t]] = 5.0
+    logits[0, 2, targets[0, 2] + 1] = 5.0  # a miss; position 5's all-zero row picks token 0: a miss
+    _, accuracy = hf_trl.sft_metrics(logits, targets)
+    if not abs(accuracy - 3 / 5) <= 1e-7:
+        problems.append(f"known logits: accuracy {accuracy}, not 3/5")
+    return problems
+
+
+def compare_frameworks(index, plain, hf, vocab_size):
+    """hf-trl against plain (the same math) and its metrics' plausibility; True when all pass."""
+    (p_loss, p_grads), (h_loss, h_grads, metrics, (model, micro)) = plain, hf
+    tol = FRAMEWORK_TOLERANCE.get(index["precision"], LOW_PRECISION_TOLERANCE)
+    loss_err = abs(h_loss - p_loss) / max(abs(p_loss), 1e-30)
+    grad_err, worst = relative_gradient_error(p_grads, h_grads)
+    loss_ok, grad_ok = loss_err <= tol, math.isfinite(grad_err) and grad_err <= tol
+    print(f"hf-trl vs plain: {len(micro)} micro-batch(es) of {micro[0][0].shape[0]}, loss {h_loss:.9f} vs "
+          f"{p_loss:.9f}, relative error {loss_err:.2e} (tolerance {tol:.0e}) {'PASS' if loss_ok else 'FAIL'}")
+    print(f"hf-trl vs plain: gradients relative L2 error {grad_err:.2e} (tolerance {tol:.0e}), worst tensor "
+          f"{worst[1]} {worst[0]:.2e} {'PASS' if grad_ok else 'FAIL'}")
+    problems = hf_trl.plausible_metrics(metrics, vocab_size)
+    # The chunked entropy against a float64 softmax on the first micro-batch's logits, in blocks of 16
+    # rows too, so that the tiny export's few rows still cross block boundaries.
+    inputs, mask, targets = micro[0]
+    with torch.no_grad():
+        logits = model.logits(inputs, mask).float()[:, :-1, :]
+        logp = torch.log_softmax(logits.double(), dim=-1)
+        exact = -(logp.exp() * logp).sum(-1)
+        for rows in (hf_trl.ENTROPY_CHUNK_ROWS, 16):
+            err = ((hf_trl.chunked_entropy(logits, rows).double() - exact).abs() / exact.abs().clamp_min(1e-12)).max().item()
+            if not err <= ENTROPY_TOLERANCE:
+                problems.append(f"chunked entropy (blocks of {rows} rows) differs from float64 by {err:.2e} relative")
+    problems += known_metrics_problems(vocab_size)
+    summary = ", ".join(f"entropy {e:.4f} accuracy {a:.4f} tokens {t}" for e, a, t in metrics)
+    print(f"hf-trl metrics (log V = {math.log(vocab_size):.4f}): {summary} "
+          f"{'PASS' if not problems else 'FAIL: ' + '; '.join(problems)}")
+    return loss_ok and grad_ok and not problems
+
+
 def compare(index, root, loss, grads):
     """Prints one line per check; returns True when every check passes."""
     precision = index["precision"]
@@ -162,13 +265,25 @@ def main():
                         help="the reference's RoPE convention; 'interleaved' is wrong for HF models and "
                              "exists to show that the check fails")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--framework", choices=("plain", "hf-trl"), default="plain",
+                        help="hf-trl: also the step as HF Trainer + TRL SFTTrainer run it, checked against plain")
+    parser.add_argument("--micro-batch", type=int, default=2, help="hf-trl: sequences per micro-batch")
+    parser.add_argument("--wrong-ga-divide", action="store_true",
+                        help="hf-trl: also divide the loss by the accumulation steps (wrong: shows the check fails)")
     args = parser.parse_args()
+    if args.framework == "plain" and args.wrong_ga_divide:
+        parser.error("--wrong-ga-divide needs --framework hf-trl")
     torch.set_num_threads(args.threads)
     try:
         index = load_export(args.export_dir)
-        print(f"reference ({torch.__version__}, rope {args.rope}): {describe(index)}")
+        print(f"reference ({torch.__version__}, rope {args.rope}, framework {args.framework}): {describe(index)}")
         loss, grads = reference_step(index, args.export_dir, args.rope)
-        ok = compare(index, args.export_dir, loss, grads)
+        ok = True
+        if args.framework == "hf-trl":
+            hf = hf_trl_step(index, args.export_dir, args.micro_batch, args.rope, args.wrong_ga_divide)
+            ok = compare_frameworks(index, (loss, grads), hf, index["model"]["vocab_size"])
+            loss, grads = hf[0], hf[1]  # accumbench is compared with the hf-trl step below
+        ok = compare(index, args.export_dir, loss, grads) and ok
     except ExportError as e:
         print(f"check_export: {e}", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@
     step_bench.py --export DIR --seq-len 256 --batch 8 --micro-batches 1,8 [--warmup 1 --steps 2]
     step_bench.py --export DIR --seq-len 1024 --batch 64 --micro-batches 1,64 --device cuda \
                   --precision bf16 --attention sdpa          (PyTorch 2.x on a GPU)
+    step_bench.py ... --framework hf-trl                    (the step as HF Trainer + TRL SFT run it)
 
 The model's shape comes from an export (`accumbench verify --export DIR`, its index.json); the
 weights are drawn here (time and memory do not depend on their values). One step: micro-batches of
@@ -15,6 +16,25 @@ summed over their storages) plus the highest running sum of the profiler's memor
 (torch.profiler, profile_memory=True: every allocation and free) during it; on CUDA the caching
 allocator's own peak (torch.cuda.max_memory_allocated) over the measured step. Not the resident
 set: that one includes the allocator's cached and fragmented pages.
+
+--framework plain (the default) is the step above. --framework hf-trl runs the same math the way
+Hugging Face's Trainer runs it under TRL's SFTTrainer with loss_type "nll" (hf_trl.py, which cites
+the lines: trl v1.9.0 = v1.6.0 here, transformers v4.5x trainer.py, accelerate's prepare_model):
+  - every micro-batch, under no_grad, TRL's metrics from the logits: the entropy of the predicted
+    distribution (entropy_from_logits: a copy of the shifted logits when the micro-batch has several
+    sequences, then log_softmax/exp in blocks of 128 rows) and the token accuracy (argmax over V),
+    each ended by .item(); the logits stay alive until compute_loss returns, i.e. until backward;
+  - under bf16/fp16 autocast, accelerate's convert_outputs_to_fp32: the logits kept for the metrics
+    are a new fp32 copy;
+  - the Trainer's host syncs: attention_mask.sum().item() (TRL's num_tokens), isnan/isinf on each
+    micro-batch's loss (logging_nan_inf_filter), and the loss divided by num_items_in_batch held as a
+    device tensor, summed from the labels of the step's micro-batches;
+  - the batch on the host (pinned on CUDA) moved to the device each step, as accelerate's loader does;
+  - gradient clipping at max_grad_norm (--max-grad-norm, Trainer's default 1.0; 0 turns it off)
+    before AdamW. accumbench does not clip: the update differs, the gradients do not.
+Not modelled: TRL >= 1.7's default loss_type "chunked_nll" (no full logits at all), Liger, packing,
+gradient checkpointing, fp16's GradScaler; host bookkeeping (metric lists, callbacks, flos) is left out (hf_trl.py).
+check_export.py --framework hf-trl shows that the loss and gradients stay plain's.
 """
 
 import argparse
@@ -27,7 +47,10 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_trl  # noqa: E402
 from models import ATTENTIONS, CausalLM  # noqa: E402
+
+FRAMEWORKS = ("plain", "hf-trl")
 
 AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -92,7 +115,16 @@ def main():
     p.add_argument("--device", default="cpu")
     p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32", help="autocast dtype")
     p.add_argument("--attention", choices=ATTENTIONS, default="eager")
+    p.add_argument("--framework", choices=FRAMEWORKS, default="plain",
+                   help="plain: the math alone; hf-trl: also what HF Trainer + TRL SFTTrainer do per step")
+    p.add_argument("--max-grad-norm", type=float, default=None,
+                   help=f"hf-trl only: gradient clipping before AdamW (default {hf_trl.MAX_GRAD_NORM:g}, "
+                        "Trainer's; 0: none)")
     a = p.parse_args()
+    if a.framework == "plain" and a.max_grad_norm is not None:
+        p.error("--max-grad-norm applies to --framework hf-trl only; plain does not clip, as accumbench")
+    if a.max_grad_norm is None:
+        a.max_grad_norm = hf_trl.MAX_GRAD_NORM
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
     autocast = AUTOCAST.get(a.precision)
@@ -107,11 +139,20 @@ def main():
     data = torch.randint(0, cfg["vocab_size"], (a.batch, a.seq_len + 1), device=device)
     inputs, targets = data[:, :-1].contiguous(), data[:, 1:].contiguous()
     tokens = targets.numel()
-    print(json.dumps(dict(impl="pytorch-reference", torch=torch.__version__, model=cfg["name"], threads=a.threads,
-                          device=str(device), precision=a.precision, attention=a.attention)))
+    header = dict(impl="pytorch-reference", torch=torch.__version__, model=cfg["name"], threads=a.threads,
+                  device=str(device), precision=a.precision, attention=a.attention, framework=a.framework)
+    if a.framework == "hf-trl":
+        header["max_grad_norm"] = a.max_grad_norm
+    print(json.dumps(header))
     for mb in (int(x) for x in a.micro_batches.split(",")):
-        batches = [(inputs[i:i + mb], targets[i:i + mb]) for i in range(0, a.batch, mb)]
-        run = lambda: step(model, optimizer, batches, tokens, autocast)  # noqa: E731
+        if a.framework == "plain":
+            batches = [(inputs[i:i + mb], targets[i:i + mb]) for i in range(0, a.batch, mb)]
+            run = lambda: step(model, optimizer, batches, tokens, autocast)  # noqa: E731
+        else:  # the loader's batches on the host, with the collator's all-ones attention mask
+            host = lambda t: t.cpu().pin_memory() if device.type == "cuda" else t.cpu()  # noqa: E731
+            batches = [(host(inputs[i:i + mb]), host(torch.ones_like(inputs[i:i + mb])), host(targets[i:i + mb]))
+                       for i in range(0, a.batch, mb)]
+            run = lambda: hf_trl.optimizer_step(model, optimizer, batches, autocast, a.max_grad_norm)  # noqa: E731
         for _ in range(a.warmup):
             run()
         times = []
