@@ -126,7 +126,7 @@ struct FrameworkCalibrationSide {
   std::vector<int64_t> micro_batches;
   std::vector<double> step_seconds;  // per split, parallel to micro_batches
   double seconds_per_micro_step = 0; // the fitted slope a
-  double fixed_seconds = 0;          // the fitted intercept c
+  std::string torch;                 // the reference's PyTorch version (its header line); "" for the engine
 };
 
 struct FrameworkCalibration {

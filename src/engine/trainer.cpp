@@ -176,7 +176,7 @@ void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
   const GraphedMicroStep::Shape shape{micro, batch.inputs.size(1), options.activation_checkpointing,
                                       options.chunked_loss, options.loss_chunk_tokens};
   if (graphed_ && graphed_->shape() == shape) return;
-  graphed_.reset();  // frees the previous shape's pool before capturing the next
+  release_graphs();  // the previous shape's pool and workspaces go before the next capture
   step_in_backward_ = false;
   backward_hooks_.clear();  // their nodes are recreated on the capture stream
   try {

@@ -258,7 +258,7 @@ RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double conf
   std::map<int64_t, int> runs_of_session;
   for (const RunResult& run : runs) {
     clips.push_back(winsorizing_bound(run));
-    added.push_back(framework_seconds_per_micro_step * static_cast<double>(run.config.accum_steps));
+    added.push_back(framework_seconds_per_step(run, framework_seconds_per_micro_step));
     if (run.session != 0) ++runs_of_session[run.session];
   }
   // The session most runs were timed in (a resumed sweep also holds runs of an earlier one).

@@ -31,7 +31,7 @@ std::string shell_quoted(const std::string& value) {
   return out + "'";
 }
 
-// Least squares t = a·n + c over the splits.
+// Least squares t = a·n + c over the splits; the slope a is the time per micro-step.
 void fit_line(FrameworkCalibrationSide& side, int64_t batch) {
   const size_t k = side.micro_batches.size();
   double sn = 0, st = 0, snn = 0, snt = 0;
@@ -45,7 +45,6 @@ void fit_line(FrameworkCalibrationSide& side, int64_t batch) {
   const double kd = static_cast<double>(k);
   const double denominator = kd * snn - sn * sn;
   side.seconds_per_micro_step = denominator != 0 ? (kd * snt - sn * st) / denominator : 0.0;
-  side.fixed_seconds = (st - side.seconds_per_micro_step * sn) / kd;
 }
 
 struct ProcessOutput {
@@ -98,6 +97,7 @@ FrameworkCalibrationSide run_reference(const FrameworkCalibrationOptions& o, con
   while (std::getline(lines, line)) {
     if (line.empty() || line.front() != '{') continue;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("torch") && j["torch"].is_string()) side.torch = j["torch"].get<std::string>();
     if (!j.is_object() || !j.contains("mb") || !j.contains("step_s")) continue;
     side.micro_batches.push_back(j["mb"].get<int64_t>());
     side.step_seconds.push_back(j["step_s"].get<double>());
@@ -184,6 +184,7 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
     e.engine_seconds_per_micro_step = result.engine.seconds_per_micro_step;
     e.reference_seconds_per_micro_step = side.seconds_per_micro_step;
     e.date = sweep.context.date;
+    e.torch = side.torch;
     e.shape = cfg.name + ", T=" + std::to_string(w.seq_len) + ", batch " + std::to_string(w.batch) +
               ", micro-batches " + splits;
     entries.push_back(e);

@@ -471,8 +471,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   }
   std::vector<double> framework_seconds;  // per split: what the framework adds to each of its steps
   for (int index : slot_of) {
-    framework_seconds.push_back(framework.seconds_per_micro_step *
-                                static_cast<double>(result.runs[index].config.accum_steps));
+    framework_seconds.push_back(framework_seconds_per_step(result.runs[index], framework.seconds_per_micro_step));
   }
   RoundEvidence evidence(clips, options.confidence, framework_seconds);
   RoundReport report;

@@ -234,6 +234,7 @@ e = load(sys.argv[1])["entries"]
 if len(e) != 1: fail("%d entries" % len(e))
 e = e[0]
 if (e["framework"], e["precision"]) != ("plain", "fp32"): fail("entry %r" % e)
+if not e["torch"]: fail("no PyTorch version in the entry")
 for k in ("seconds_per_micro_step", "engine_seconds_per_micro_step", "reference_seconds_per_micro_step"):
     if not math.isfinite(e[k]): fail("%s %r" % (k, e[k]))
 if abs(e["seconds_per_micro_step"] - (e["reference_seconds_per_micro_step"] - e["engine_seconds_per_micro_step"])) > 1e-9:
