@@ -7,6 +7,7 @@
 //   accumbench_plan_properties --cases 500 --seed 7 --summary   # bench/plan_accuracy.sh
 //   accumbench_plan_properties --seed 1 --case 17    # one case again, with its config and command
 //   accumbench_plan_properties --all ...             # also the families open_gap() leaves out
+//   accumbench_plan_properties --seed 1 --case 17 --live   # what is alive at each measured peak
 //
 // The bar (issue 11): on the step's peak, |predicted − measured| ≤ 3 % of the measured peak and
 // never an under-prediction beyond 2 %. Per phase (forward, backward, optimizer) the same bar,
@@ -37,6 +38,7 @@
 #include "accumbench/model_config.hpp"
 #include "accumbench/plan.hpp"
 #include "accumbench/report.hpp"
+#include "accumbench/trace.hpp"
 
 namespace ab = accumbench;
 
@@ -371,8 +373,46 @@ void print_failure(const Case& c, const Outcome& r) {
 }
 
 int usage() {
-  std::cerr << "usage: accumbench_plan_properties [--seed S] [--cases N] [--case I] [--summary] [--all]\n";
+  std::cerr << "usage: accumbench_plan_properties [--seed S] [--cases N] [--case I] [--summary] [--all] [--live]\n"
+               "  --live (with --case): the blocks alive at each measured phase's peak, with the shapes their sizes match\n";
   return 2;
+}
+
+// --live: the blocks alive at each measured phase's peak (the counting allocator's snapshots), in
+// allocation order, each with the shapes of the case its size matches, next to the plan's peaks.
+std::string shapes_of(const Case& c, int64_t bytes) {
+  const ab::ModelConfig& m = c.cfg;
+  const int64_t b = c.split.micro_batch, T = c.options.seq_len, N = b * T, d = m.d_model, f = m.d_ff, V = m.vocab_size;
+  const int64_t a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim, H = m.n_heads, r = c.options.lora.rank;
+  const std::vector<std::pair<std::string, int64_t>> dims = {
+      {"N·d", N * d}, {"N·f", N * f}, {"N·a", N * a}, {"N·kv", N * kv}, {"N·(a+kv)", N * (a + kv)}, {"N·3a", N * 3 * a},
+      {"N·V", N * V}, {"V·d", V * d}, {"d·f", d * f}, {"d·a", d * a}, {"d·kv", d * kv}, {"b·H·T·T", b * H * T * T},
+      {"T·T", T * T}, {"b·T·T", b * T * T}, {"N", N}, {"N·H", N * H}, {"N·r", N * r}, {"r·d", r * d}, {"r·f", r * f},
+      {"r·a", r * a}, {"r·kv", r * kv}, {"V", V}, {"d", d}, {"f", f}, {"T·hd", T * m.head_dim},
+      {"N·(H+Hkv)", N * (H + m.n_kv_heads)}, {"P", ab::parameter_count(m)}};
+  std::string out;
+  for (const auto& [name, n] : dims)
+    for (int64_t e : {1, 2, 4, 8})
+      if (n > 0 && n * e == bytes) out += (out.empty() ? "" : " | ") + name + "·" + std::to_string(e);
+  return out;
+}
+
+void print_live(const Case& c, const ab::MemoryPlan& plan) {
+  const auto snapshots = ab::CountingCpuAllocator::install().live_snapshots();
+  const std::pair<ab::Phase, ab::PlanPhase> phases[] = {{ab::Phase::kForward, ab::PlanPhase::kForward},
+                                                         {ab::Phase::kBackward, ab::PlanPhase::kBackward},
+                                                         {ab::Phase::kOptimizer, ab::PlanPhase::kOptimizer}};
+  for (const auto& [phase, plan_phase] : phases) {
+    const auto& snapshot = snapshots[static_cast<size_t>(phase)];
+    int64_t sum = 0;
+    for (const auto& block : snapshot.blocks) sum += block.bytes;
+    std::printf("\nlive at the measured %s peak: %lld bytes in %zu blocks (plan: %lld)\n", ab::phase_name(phase),
+                static_cast<long long>(sum), snapshot.blocks.size(),
+                static_cast<long long>(plan.phase_peak_bytes[static_cast<int>(plan_phase)]));
+    for (const auto& block : snapshot.blocks)
+      std::printf("  #%-8lld %10lld  %s\n", static_cast<long long>(block.order), static_cast<long long>(block.bytes),
+                  shapes_of(c, block.bytes).c_str());
+  }
 }
 
 }  // namespace
@@ -381,7 +421,7 @@ int main(int argc, char** argv) {
   ab::use_passive_openmp_wait(argv);
   uint64_t seed = 1;
   int cases = 60, only = -1;
-  bool summary = false, all = false;
+  bool summary = false, all = false, live = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -390,6 +430,7 @@ int main(int argc, char** argv) {
     else if (arg == "--case") only = std::atoi(value().c_str());
     else if (arg == "--summary") summary = true;
     else if (arg == "--all") all = true;
+    else if (arg == "--live") live = true;
     else return usage();
   }
   at::set_num_threads(1);  // tiny shapes: one thread is as fast, and the CI machine is shared
@@ -399,7 +440,12 @@ int main(int argc, char** argv) {
   for (int i = (only >= 0 ? only : 0); i < (only >= 0 ? only + 1 : cases); ++i) {
     const Case c = draw_case(seed, i, all);
     if (only >= 0) ab::print_plan(ab::plan_memory(c.cfg, c.options, c.split), std::cout);  // one case: its table
+    if (live) ab::CountingCpuAllocator::install().track_live_blocks(true);
     const Outcome r = run_case(c);
+    if (live) {
+      ab::CountingCpuAllocator::install().track_live_blocks(false);
+      print_live(c, ab::plan_memory(c.cfg, c.options, c.split));
+    }
     std::printf("case %3d  %+6.2f %%  fwd %+6.2f  bwd %+6.2f  opt %+6.2f  predicted %9lld measured %9lld  %s\n", i,
                 100 * r.error, 100 * r.phase_error[0], 100 * r.phase_error[1], 100 * r.phase_error[2],
                 static_cast<long long>(r.predicted), static_cast<long long>(r.measured), describe(c).c_str());

@@ -32,7 +32,28 @@ class CountingCpuAllocator {
   void reset_peak();                 // peak := current
   void set_limit_bytes(int64_t limit);  // 0: no limit
   int64_t limit_bytes() const;
+
+  // For working on the memory plan (accumbench_plan_properties --live): when tracking is on, the
+  // allocator remembers every live block, its size and its place in allocation order, and for
+  // each tag the blocks alive at the highest total seen under that tag. StepTracer tags every
+  // phase with its Phase (set_allocation_tag). Off by default: it costs a lock and a hash map
+  // operation per allocation.
+  struct LiveBlock {
+    int64_t order = 0;  // allocation number, counted from the install
+    int64_t bytes = 0;
+  };
+  struct LiveSnapshot {
+    int64_t total_bytes = 0;  // live bytes at the snapshot (all blocks, those before tracking began included)
+    std::vector<LiveBlock> blocks;  // those allocated since tracking began, in allocation order
+  };
+  void track_live_blocks(bool on);
+  void reset_live_snapshots();
+  int64_t allocation_count() const;
+  std::vector<LiveSnapshot> live_snapshots() const;  // index: the tag
 };
+
+// The tag the counting allocator files its live-block snapshots under (0..15); cheap, always safe.
+void set_allocation_tag(int tag);
 
 // Allocated/reserved/peak bytes of one device, with a resettable peak.
 class MemoryProbe {

@@ -87,7 +87,11 @@ bool linear_input(const ModelConfig& m, const Table& t, const std::string& what,
   return saved_itself;
 }
 
-// The explicit attention's moment at the softmax (ForwardMoment::kAttention).
+// The explicit attention's moment at its last product (ForwardMoment::kAttention):
+// compat::masked_attention's bmm(probabilities, v) makes its (b, H, T, hd) output while the
+// masked scores (a local), the probabilities and v's bmm operand (saved, lines_end counts them)
+// are alive, and causal_attention's at::ones (T, T) that the mask came from (a temporary of the
+// call's argument).
 void attention_moment(const Table& t, size_t lines_end, int64_t scores, int64_t locals) {
   if (t.moments == nullptr) return;
   ForwardMoment moment;
@@ -192,8 +196,8 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
       t.add("causal mask", att.s + "·T·T·1", att.n * T * T * kBool, "masked_fill saves the (T, T) bool mask");
     }
     released_before_softmax = t.lines->size();
-    attention_moment(t, released_before_softmax, b * H * T * T * c, locals);
     t.add("v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves v's contiguous copy");
+    attention_moment(t, t.lines->size(), b * H * T * T * c + N * a * c + (o.packed_documents ? 0 : T * T * kBool), locals);
     if (!linear_input(m, t, "attention output copy (transpose + reshape)", {"attn_c_proj"}, saving, L, N, a, "a", dt, c, o, locals, att))
       locals += N * a * c;  // y
   } else {
@@ -274,8 +278,8 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
       t.add("causal mask", att.s + "·T·T·1", att.n * T * T * kBool, "masked_fill saves the (T, T) bool mask");
     }
     released_before_softmax = t.lines->size();
-    attention_moment(t, released_before_softmax, b * H * T * T * c, locals + (gqa ? N * a * c : 0));  // + values
     t.add(gqa ? "v repeated to H heads" : "v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves it");
+    attention_moment(t, t.lines->size(), b * H * T * T * c + N * a * c + (o.packed_documents ? 0 : T * T * kBool), locals);
     if (!linear_input(m, t, "attention output copy (transpose + reshape)", {"o"}, saving, L, N, a, "a", dt, c, o, locals, att))
       locals += N * a * c;  // y
   } else {

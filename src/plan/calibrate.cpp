@@ -35,6 +35,8 @@ int64_t measure_step_peak(const ModelConfig& cfg, const PlanOptions& options, co
     StepTracer tracer(device, &memory);
     // The first step is a warmup (lazy caches, the rotary table), as in the sweep.
     for (int i = 0; i < 2; ++i) {
+      // Live-block snapshots (CountingCpuAllocator::track_live_blocks) are of the measured step.
+      if (i == 1 && !device.is_cuda()) CountingCpuAllocator::install().reset_live_snapshots();
       tracer.start_step();
       trainer.step(data.batch(i), step_options, &tracer);
       tracer.finish_step();

@@ -385,7 +385,10 @@ struct PlanBuilder {
     const int64_t a = m.n_heads * m.head_dim;
     // Accumulation adds into existing gradients; a frozen base makes none (the adapters' are small).
     const int64_t new_gradient = accumulating || lora ? 0 : t;
-    const int64_t mlp_released = N * f * c + (autocast ? d * f * c : 0);
+    // The output projection's saved input, released by its backward: none when it is a frozen
+    // linear without an adapter (LoRA), which needs no input for its input's gradient.
+    const bool out_saves_input = !lora || adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0;
+    const int64_t mlp_released = (out_saves_input ? N * f * c : 0) + (block_weights_cast() ? d * f * c : 0);
     const int64_t mlp_grads = (f * d + (gpt2 ? d : 0)) * new_gradient;
     // GPT-2: gelu's backward holds its incoming gradient and the one it makes. Llama: the
     // SwiGLU product silu(g)·u comes first, and its backward holds its incoming gradient (down's
@@ -395,10 +398,16 @@ struct PlanBuilder {
     // The softmax's backward runs unless the last block is a frozen block 0's attention (LoRA, one block).
     const bool attention_backward = !(L == 1 && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kAttention);
     const int64_t softmax_pair = o.attention == AttentionKind::kExplicit && attention_backward ? 2 * b * H * T * T * c : 0;
-    const int64_t softmax_released = released_before_softmax + (autocast ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
+    const int64_t softmax_released =
+        released_before_softmax + (block_weights_cast() ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
     const int64_t softmax_grads = (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient;
     const int64_t mlp_side = mlp_pair + mlp_grads - mlp_released;
-    const int64_t softmax_side = softmax_pair + N * a * c + softmax_grads - softmax_released;
+    // Checkpointed, the block's incoming gradient stays alive through the inner backward
+    // (CheckpointFunction::backward holds grad_outputs), so by the softmax's backward the
+    // residual's gradient after the MLP (its sum with the post-attention norm's input gradient,
+    // a new tensor: the incoming one is shared by the sum's two operands) is a second one.
+    const int64_t residual_sum = checkpointing ? N * d * w : 0;
+    const int64_t softmax_side = softmax_pair + N * a * c + softmax_grads - softmax_released + residual_sum;
     if (checkpointing) {
       // The recompute's output: CheckpointFunction::backward (src/models/model.cpp) holds the
       // recomputed block's output y in a local until its inner backward returns, in the
@@ -437,7 +446,27 @@ struct PlanBuilder {
       }
       recompute_end = end_locals + out;
     }
-    const int64_t best_other = std::max({mlp_side, projection_side, softmax_pair > 0 ? softmax_side : int64_t{0}});
+    // A fifth: the MLP's input projections' backward (a full fine-tune). By then the MLP's
+    // activations are released (Llama: gate's output, silu(gate), up's output and their product;
+    // GPT-2: c_fc's and gelu's outputs), with the output projection's cast weight and, Llama,
+    // up_proj's (it runs first: autograd takes the latest node first) cast weight and cast input.
+    // On top: the gradient of gate's (c_fc's) output, its input's gradient next to up's (Llama:
+    // both wait in autograd's input buffer for the sum), and the MLP weights' gradients, all new
+    // without accumulation (with it, or stepping inside backward, one at a time until
+    // AccumulateGrad adds it or the step frees it). It wins when d·f outweighs b·T·f: small
+    // micro-batches of wide MLPs.
+    int64_t mlp_input_side = 0;
+    if (!lora) {
+      const int64_t input_weight = d * f + (gpt2 ? f : 0);
+      int64_t weight_grads = ((gpt2 ? 2 : 3) * d * f + (gpt2 ? f + d : 0)) * t;
+      if (accumulating) weight_grads = input_weight * t;
+      if (split.optimizer_in_backward) weight_grads = input_weight * t + step_temporaries(d * f);
+      const int64_t released = (gpt2 ? 2 : 4) * N * f * c + (block_weights_cast() ? (gpt2 ? 1 : 2) * d * f * c : 0) +
+                               (!gpt2 && autocast && w != c ? N * d * c : 0);
+      mlp_input_side = N * f * c + (gpt2 ? 1 : 2) * N * d * c + weight_grads - released;
+    }
+    const int64_t best_other =
+        std::max({mlp_side, projection_side, softmax_pair > 0 ? softmax_side : int64_t{0}, mlp_input_side});
     if (recompute_end > best_other) {
       blk.add("recompute's end: block forward's locals", gpt2 ? "b·T·3a·c + …" : "b·T·(a+2kv)·c + …",
               end_locals,
@@ -446,6 +475,23 @@ struct PlanBuilder {
       blk.add(out > N * d * c ? "recompute's end: the adapted out-projection" : "recompute's end: MLP out-proj result",
               out > N * d * c ? "b·T·f·(4+c) + 3·b·T·d·c − b·T·d·w" : "b·T·d·c", out,
               out > N * d * c ? "its input's fp32 copy and cast, result, B's output, scaled delta (before y)" : "added to h to make y");
+    } else if (mlp_input_side == best_other && mlp_input_side > mlp_side && mlp_input_side > projection_side) {
+      blk.add("released before the MLP input projections' backward", gpt2 ? "−2·b·T·f·c (+ d·f·c)" : "−4·b·T·f·c (+ …)",
+              -((gpt2 ? 2 : 4) * N * f * c + (block_weights_cast() ? (gpt2 ? 1 : 2) * d * f * c : 0) +
+                (!gpt2 && autocast && w != c ? N * d * c : 0)),
+              gpt2 ? "c_fc's and gelu's outputs (and the output projection's cast weight)"
+                   : "gate's and up's outputs, silu(gate), their product (and down's and up's casts)");
+      blk.add("gradient of the input projection's output", "b·T·f·c", N * f * c, gpt2 ? "c_fc's" : "gate's, from silu's backward");
+      blk.add(gpt2 ? "c_fc's input gradient" : "gate's and up's input gradients", gpt2 ? "b·T·d·c" : "2·b·T·d·c",
+              (gpt2 ? 1 : 2) * N * d * c, gpt2 ? "made by c_fc's backward" : "both exist until autograd's input buffer sums them");
+      blk.add(accumulating || split.optimizer_in_backward ? "the input projection's weight gradient" : "the MLP's weight gradients",
+              accumulating || split.optimizer_in_backward ? "(d·f + bias)·t" : "(MLP weights)·t",
+              mlp_input_side - (N * f * c + (gpt2 ? 1 : 2) * N * d * c) +
+                  ((gpt2 ? 2 : 4) * N * f * c + (block_weights_cast() ? (gpt2 ? 1 : 2) * d * f * c : 0) +
+                   (!gpt2 && autocast && w != c ? N * d * c : 0)),
+              accumulating ? "a new tensor until AccumulateGrad adds it into .grad"
+              : split.optimizer_in_backward ? "with its step's temporaries, inside backward"
+                                            : "made by the MLP's three backward nodes");
     } else if (projection_side > mlp_side && (softmax_pair == 0 || projection_side >= softmax_side)) {
       if (adapted_out) {
         blk.add("MLP out-proj backward: two input gradients", "2·b·T·f·c", 2 * N * f * c,
@@ -467,6 +513,9 @@ struct PlanBuilder {
         blk.add("the block's MLP and projection gradients", "(MLP, norm, proj.)·4", softmax_grads, "made on the way");
       }
       blk.add("gradient of v", "b·T·a·c", N * a * c, "waits in the qkv split's backward for q's and k's");
+      if (residual_sum > 0)
+        blk.add("the residual's gradient after the MLP", "b·T·d·" + rs(), residual_sum,
+                "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
       blk.add("softmax backward: grads of probs, scores", "2·b·H·T·T·c", softmax_pair,
               "softmax's backward holds its input gradient and output gradient at once");
     } else {
@@ -515,8 +564,13 @@ struct PlanBuilder {
         at.add("k, v repeated to H heads", "2·b·T·a·" + std::string(m.qk_norm || !autocast ? "q" : "c"),
                N * a * q_bytes + N * a * c, "repeat_interleave's outputs, locals of the attention");
       }
-      if (!o.packed_documents) at.add("causal mask", "T·T·1", T * T * kBool, "built per attention call");
+      if (!o.packed_documents)
+        at.add("causal mask, and the ones it came from", "2·T·T·1", 2 * T * T * kBool, "built per attention call (ones(T, T).triu(1))");
       at.add("scores and probabilities", "2·b·H·T·T·c", 2 * b * H * T * T * c, "the masked scores and softmax's output");
+      at.add(!gpt2 && m.n_kv_heads != m.n_heads ? "attention output" : "v's bmm copy, attention output",
+             !gpt2 && m.n_kv_heads != m.n_heads ? "b·T·a·c" : "2·b·T·a·c",
+             (!gpt2 && m.n_kv_heads != m.n_heads ? 1 : 2) * N * a * c,
+             "bmm(probabilities, v): v made contiguous (the repeated v is already), and its result");
     }
     if (checkpointing) {
       attention_locals(end);
@@ -582,8 +636,10 @@ struct PlanBuilder {
       f.add("MLP out-projection result, the block's output", "b·T·d·c + b·T·d·(w or 4)", at->result_bytes,
             "h + the projection's result");
     } else if (at->kind == ForwardMoment::kAttention) {
-      plan.last_block_forward_what = "the last block's attention softmax";
-      f.add("masked scores", "b·H·T·T·c", at->scores_bytes, "a local of the attention next to softmax's saved output");
+      plan.last_block_forward_what = "the last block's attention output";
+      f.add("masked scores, attention output, ones(T, T)", "b·H·T·T·c + b·T·a·c + T·T", at->scores_bytes,
+            "the scores are a local of the attention next to softmax's saved output when bmm(probabilities, v) makes "
+            "its result; the mask's ones are a temporary of the call");
     } else {
       plan.last_block_forward_what = "the last block's LoRA adapter with the largest fp32 input copy";
       f.add("the adapters' input", "b·T·in·c", at->input_bytes, "a temporary: the adapters save their casts of it");
@@ -638,10 +694,17 @@ struct PlanBuilder {
     if (quant) {
       // The last block's forward with its largest weight dequantised, before the head has run
       // (the saved lines up to the blocks' end).
+      // Without checkpointing the block's forward locals that nothing saves are alive too when
+      // its MLP output projection dequantises its weight (its input, when no adapter saves it):
+      // a second moment, with that weight.
       int64_t saved_through_blocks = 0;
       for (size_t i = 0; i < block_lines_end; ++i) saved_through_blocks += plan.saved[i].bytes;
       int64_t& forward = plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)];
       forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + dequant_bytes);
+      if (!checkpointing) {
+        const int64_t down = dequantized_weight_bytes(d, m.d_ff, c, o.lora);  // the MLP's output projection
+        forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + down + last_block().end_locals);
+      }
     }
     const int64_t backward_head = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak);
     // A tied head's weight gradient, when accumulating: it waits in autograd's input buffer for
@@ -691,7 +754,10 @@ struct PlanBuilder {
       // A frozen base ends backward with the adapters' gradients and nothing at the embedding.
       backward_tail = resident_bytes + (split.optimizer_in_backward ? total_bytes(plan.optimizer_peak) : grad_bytes);
     } else if (split.optimizer_in_backward) {
-      backward_tail = resident_bytes + embedding_grad + total_bytes(plan.optimizer_peak);
+      // Tied, the head's gradient (waiting in autograd's input buffer), the lookup's and their
+      // sum exist at once before the sum steps; then the step's temporaries join the sum alone.
+      backward_tail = resident_bytes + std::max((m.tied_embeddings ? 3 : 1) * embedding_grad,
+                                                embedding_grad + total_bytes(plan.optimizer_peak));
     } else {
       const int64_t in_flight = (m.tied_embeddings ? 3 : 1) * embedding_grad;
       const int64_t others = accumulating ? grad_bytes : grad_bytes - embedding_grad;

@@ -5,9 +5,12 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include "accumbench/units.hpp"
 #include "accumbench/trace.hpp"
@@ -23,6 +26,40 @@ std::atomic<int64_t> g_current{0};
 std::atomic<int64_t> g_peak{0};
 std::atomic<int64_t> g_limit{0};
 
+// Live-block tracking (CountingCpuAllocator::track_live_blocks): off unless asked.
+constexpr int kTags = 16;
+std::atomic<bool> g_tracking{false};
+std::atomic<int> g_tag{0};
+std::atomic<int64_t> g_order{0};
+struct Tracked {
+  std::mutex mutex;
+  std::unordered_map<const void*, CountingCpuAllocator::LiveBlock> live;
+  std::array<CountingCpuAllocator::LiveSnapshot, kTags> at_peak;
+};
+Tracked& tracked() {
+  static Tracked t;
+  return t;
+}
+
+void track_allocation(const void* data, int64_t bytes, int64_t order, int64_t now) {
+  Tracked& t = tracked();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  t.live[data] = CountingCpuAllocator::LiveBlock{order, bytes};
+  CountingCpuAllocator::LiveSnapshot& snapshot = t.at_peak[static_cast<size_t>(g_tag.load() % kTags)];
+  if (now <= snapshot.total_bytes) return;
+  snapshot.total_bytes = now;
+  snapshot.blocks.clear();
+  for (const auto& entry : t.live) snapshot.blocks.push_back(entry.second);
+  std::sort(snapshot.blocks.begin(), snapshot.blocks.end(),
+            [](const auto& x, const auto& y) { return x.order < y.order; });
+}
+
+void track_free(const void* data) {
+  Tracked& t = tracked();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  t.live.erase(data);
+}
+
 void raise_peak(int64_t now) {
   int64_t seen = g_peak.load(std::memory_order_relaxed);
   while (now > seen && !g_peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
@@ -33,6 +70,7 @@ void counting_free(void* data) {
   if (data == nullptr) return;
   char* block = static_cast<char*>(data) - kHeaderBytes;
   const auto bytes = *reinterpret_cast<int64_t*>(block);
+  if (g_tracking.load(std::memory_order_relaxed)) track_free(data);
   g_current.fetch_sub(bytes, std::memory_order_relaxed);
   c10::free_cpu(block);
 }
@@ -55,6 +93,8 @@ class CountingAllocatorImpl final : public compat::AllocatorBase {
     char* block = static_cast<char*>(c10::alloc_cpu(nbytes + kHeaderBytes));
     *reinterpret_cast<int64_t*>(block) = bytes;
     void* data = block + kHeaderBytes;
+    const int64_t order = g_order.fetch_add(1, std::memory_order_relaxed);
+    if (g_tracking.load(std::memory_order_relaxed)) track_allocation(data, bytes, order, now);
     return {data, data, &counting_free, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &counting_free; }
@@ -76,5 +116,28 @@ int64_t CountingCpuAllocator::peak_bytes() const { return g_peak.load(std::memor
 void CountingCpuAllocator::reset_peak() { g_peak.store(g_current.load(std::memory_order_relaxed)); }
 void CountingCpuAllocator::set_limit_bytes(int64_t limit) { g_limit.store(limit); }
 int64_t CountingCpuAllocator::limit_bytes() const { return g_limit.load(); }
+
+void CountingCpuAllocator::track_live_blocks(bool on) {
+  Tracked& t = tracked();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  t.live.clear();  // blocks from before tracking began are counted in the totals only
+  g_tracking.store(on);
+}
+
+void CountingCpuAllocator::reset_live_snapshots() {
+  Tracked& t = tracked();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  for (auto& snapshot : t.at_peak) snapshot = LiveSnapshot{};
+}
+
+int64_t CountingCpuAllocator::allocation_count() const { return g_order.load(); }
+
+std::vector<CountingCpuAllocator::LiveSnapshot> CountingCpuAllocator::live_snapshots() const {
+  Tracked& t = tracked();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  return {t.at_peak.begin(), t.at_peak.end()};
+}
+
+void set_allocation_tag(int tag) { g_tag.store(tag, std::memory_order_relaxed); }
 
 }  // namespace accumbench

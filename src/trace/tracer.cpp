@@ -80,6 +80,7 @@ void StepTracer::begin(Phase phase, int micro_step) {
   span.micro_step = micro_step;
   span.phase = phase;
   span.bytes_at_start = memory_->allocated_bytes();
+  set_allocation_tag(static_cast<int>(phase));
   memory_->reset_peak();
   if (device_.is_cuda()) open.device_begin.record();
   open.host_begin = std::chrono::steady_clock::now();
