@@ -217,7 +217,8 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   if (t.end_locals != nullptr) *t.end_locals = locals + (gelu_saved ? 0 : N * f * c);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
   adapter_intermediates(m, o, N, dt, t);
-  end_moment(t, N * d * c + N * d * w, locals + (gelu_saved ? 0 : N * f * c));  // h + mlp_c_proj(…)
+  // h + mlp_c_proj(…); on the CPU a projection result in c is cast to h's dtype first (a temporary).
+  end_moment(t, N * d * c + N * d * w + (o.cpu && c != w ? N * d * w : 0), locals + (gelu_saved ? 0 : N * f * c));
   return released;
 }
 
@@ -307,7 +308,8 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   if (t.end_locals != nullptr) *t.end_locals = locals + (product_saved ? 0 : N * f * c);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
   adapter_intermediates(m, o, N, dt, t);
-  end_moment(t, N * d * c + N * d * kFp32, locals + (product_saved ? 0 : N * f * c));  // h + down_proj(…), fp32
+  // h + down_proj(…), fp32; on the CPU a result in c is cast to fp32 first (TensorIterator's temporary).
+  end_moment(t, N * d * c + N * d * kFp32 + (o.cpu && c != kFp32 ? N * d * kFp32 : 0), locals + (product_saved ? 0 : N * f * c));
   return released;
 }
 

@@ -444,6 +444,9 @@ struct PlanBuilder {
         const int64_t copies = (c != kFp32 ? N * f * kFp32 : 0) + (autocast ? N * f * c : 0);
         out = std::max(out, copies + 3 * N * d * c - N * d * w);  // y is not made yet
       }
+      // On the CPU, TensorIterator casts an operand in another dtype before the add: the
+      // projection's result in c becomes a temporary in the residual's dtype next to the sum.
+      if (o.cpu && c != w && out == N * d * c) out += N * d * w;
       recompute_end = end_locals + out;
     }
     // A fifth: the MLP's input projections' backward (a full fine-tune). By then the MLP's
@@ -558,7 +561,17 @@ struct PlanBuilder {
         t.add("rotated q, k and v", "b·T·(a+kv)·q + b·T·kv·c", N * (a + kv) * q_bytes + N * kv * c, "the block's locals");
       }
     };
+    // Checkpointed under autocast the forward runs without grad, but autocast still caches its
+    // cast of every weight that requires grad until the forward's region closes: by the last
+    // block's attention, every block below and its own q, k, v (c_attn) projections; by its end,
+    // all L blocks. (LoRA: only the adapters' small casts, left out.)
+    const int64_t per_block = linear_weight_numel_per_block(m);
+    const bool cast_cache = checkpointing && block_weights_cast() && !lora;  // a frozen weight's cast is not cached
+    const int64_t qkv_weights = gpt2 ? d * 3 * a : d * (a + 2 * kv);
     if (o.attention == AttentionKind::kExplicit) {
+      if (cast_cache)
+        at.add("autocast's cache: weight casts so far", "((L−1)·(linear weights) + qkv)·c", ((L - 1) * per_block + qkv_weights) * c,
+               "cached for the whole forward, grad or not");
       attention_locals(at);
       if (!gpt2 && m.n_kv_heads != m.n_heads) {
         at.add("k, v repeated to H heads", "2·b·T·a·" + std::string(m.qk_norm || !autocast ? "q" : "c"),
@@ -573,6 +586,9 @@ struct PlanBuilder {
              "bmm(probabilities, v): v made contiguous (the repeated v is already), and its result");
     }
     if (checkpointing) {
+      if (cast_cache)
+        end.add("autocast's cache: every block's weight casts", "L·(linear weights)·c", L * per_block * c,
+                "cached for the whole forward, grad or not");
       attention_locals(end);
       end.add("attention output y, residual h", gpt2 ? "b·T·a·c + b·T·d·w" : "b·T·a·c + b·T·d·4",
               N * a * c + N * d * (gpt2 ? w : kFp32), "the block's locals");
@@ -594,6 +610,9 @@ struct PlanBuilder {
       } else {
         end.add("out-projection result, the block's output", "b·T·d·c + b·T·d·" + rs(), N * d * c + N * d * w,
                 "h + the projection's result");
+        if (o.cpu && c != w)
+          end.add("the result cast to the residual's dtype", "b·T·d·" + rs(), N * d * w,
+                  "the CPU's TensorIterator casts the operand before the add (a temporary)");
       }
     }
     const bool mlp_wins = total_bytes(mlp) > total_bytes(attention);
@@ -687,6 +706,15 @@ struct PlanBuilder {
                  plan.block_forward_peak.empty() ? int64_t{0}
                  : resident_bytes + grads_in_micro_step + saved_before_blocks + (checkpointing ? block_saved_bytes : 0) +
                        total_bytes(plan.block_forward_peak));
+    if (checkpointing && block_weights_cast() && !lora && !chunked) {
+      // Checkpointed under autocast: the head's matmul runs inside the forward's autocast region,
+      // whose cache still holds every block's weight casts (block_forward); the fp32 copy of the
+      // logits comes after the region has closed (Trainer::accumulate), without them.
+      int64_t& forward = plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)];
+      // (The saved log_softmax output is not made yet: N·V·4 less.)
+      forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_bytes - N * V * kFp32 +
+                                      L * linear_weight_numel_per_block(m) * c + N * V * c);
+    }
     if (!plan.last_block_forward_peak.empty()) {
       int64_t& forward = plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)];
       forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_before_blocks + total_bytes(plan.last_block_forward_peak));

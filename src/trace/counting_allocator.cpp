@@ -41,7 +41,18 @@ Tracked& tracked() {
   return t;
 }
 
+}  // namespace
+
+// A place for a debugger to stop at one allocation of a tracked run (--live prints its number):
+//   gdb -ex 'break accumbench_tracked_allocation if order == 808' --args accumbench_plan_properties ... --live
+extern "C" __attribute__((noinline)) void accumbench_tracked_allocation(int64_t order, int64_t bytes) {
+  asm volatile("" : : "r"(order), "r"(bytes) : "memory");
+}
+
+namespace {
+
 void track_allocation(const void* data, int64_t bytes, int64_t order, int64_t now) {
+  accumbench_tracked_allocation(order, bytes);
   Tracked& t = tracked();
   const std::lock_guard<std::mutex> lock(t.mutex);
   t.live[data] = CountingCpuAllocator::LiveBlock{order, bytes};
