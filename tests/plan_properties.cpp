@@ -132,13 +132,6 @@ std::string open_gap(const Case& c) {
     return "chunked loss with bf16 compute or weights: -29.0 % .. +3.9 % (600 cases of seed 1), mostly on tiny "
            "widths; LibTorch 1.13's CPU bf16 matmuls of the transposed chunk gradient allocate fp32 workspaces the "
            "plan does not model (a CPU artifact: CUDA's bf16 GEMMs do not)";
-  if (c.split.activation_checkpointing == ab::Checkpointing::kBlocks)
-    return "checkpointing: -3.4 % .. +4.6 % (600 cases of seed 1); the recompute's attention (its (T, T) scores "
-           "next to the blocks' gradients) and the inner backward's residual gradient are not modelled term by term";
-  if (c.split.accum_steps > 1 && c.options.weights_dtype == ab::Precision::kBf16)
-    return "bf16 weights with accumulation: -0.2 % .. +1.6 % here, but down to -3.8 % (seed 5) on tiny "
-           "vocabulary x width; the bf16 embedding's backward on the CPU allocates temporaries (V*32 bytes and "
-           "more) that the end of backward does not count";
   return "";
 }
 

@@ -401,13 +401,11 @@ struct PlanBuilder {
     const int64_t softmax_released =
         released_before_softmax + (block_weights_cast() ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
     const int64_t softmax_grads = (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient;
-    const int64_t mlp_side = mlp_pair + mlp_grads - mlp_released;
     // Checkpointed, the block's incoming gradient stays alive through the inner backward
     // (CheckpointFunction::backward holds grad_outputs), so by the softmax's backward the
     // residual's gradient after the MLP (its sum with the post-attention norm's input gradient,
     // a new tensor: the incoming one is shared by the sum's two operands) is a second one.
     const int64_t residual_sum = checkpointing ? N * d * w : 0;
-    const int64_t softmax_side = softmax_pair + N * a * c + softmax_grads - softmax_released + residual_sum;
     if (checkpointing) {
       // The recompute's output: CheckpointFunction::backward (src/models/model.cpp) holds the
       // recomputed block's output y in a local until its inner backward returns, in the
@@ -426,7 +424,6 @@ struct PlanBuilder {
     // With an adapter on it (LoRA), the projection's input gradient comes twice, from the base
     // linear and from A: both exist until autograd's input buffer adds the second into the first.
     const bool adapted_out = adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0;
-    const int64_t projection_side = (adapted_out ? 2 : 1) * N * f * c + projection_gradient + projection_step;
     // With checkpointing, a fourth: the recompute's last step, h + the MLP's output, before its
     // inner backward starts. The block's forward (src/models/gpt2.cpp, llama.cpp) still holds
     // its locals then, and the temporaries of its last expression, where nothing saves them
@@ -436,7 +433,7 @@ struct PlanBuilder {
     // alive next to the sum it makes (counted as y). With an adapter on that projection, the
     // moment before: its input's fp32 copy and autocast's cast, the result, B's output and the
     // scaled delta. It wins when the attention is wide next to the MLP (H·hd ≥ d, Qwen3).
-    int64_t recompute_end = 0, end_locals = 0, out = 0;
+    int64_t end_locals = 0, out = 0;
     if (checkpointing) {
       end_locals = last_block().end_locals;
       out = N * d * c;
@@ -447,7 +444,6 @@ struct PlanBuilder {
       // On the CPU, TensorIterator casts an operand in another dtype before the add: the
       // projection's result in c becomes a temporary in the residual's dtype next to the sum.
       if (o.cpu && c != w && out == N * d * c) out += N * d * w;
-      recompute_end = end_locals + out;
     }
     // A fifth: the MLP's input projections' backward (a full fine-tune). By then the MLP's
     // activations are released (Llama: gate's output, silu(gate), up's output and their product;
@@ -468,67 +464,137 @@ struct PlanBuilder {
                                (!gpt2 && autocast && w != c ? N * d * c : 0);
       mlp_input_side = N * f * c + (gpt2 ? 1 : 2) * N * d * c + weight_grads - released;
     }
-    const int64_t best_other =
-        std::max({mlp_side, projection_side, softmax_pair > 0 ? softmax_side : int64_t{0}, mlp_input_side});
-    if (recompute_end > best_other) {
-      blk.add("recompute's end: block forward's locals", gpt2 ? "b·T·3a·c + …" : "b·T·(a+2kv)·c + …",
-              end_locals,
-              gpt2 ? "the qkv views of c_attn's output and what the linears do not save, held until the block returns"
-                   : "rotated q, k and v (and what the linears do not save), held until it returns");
-      blk.add(out > N * d * c ? "recompute's end: the adapted out-projection" : "recompute's end: MLP out-proj result",
-              out > N * d * c ? "b·T·f·(4+c) + 3·b·T·d·c − b·T·d·w" : "b·T·d·c", out,
-              out > N * d * c ? "its input's fp32 copy and cast, result, B's output, scaled delta (before y)" : "added to h to make y");
-    } else if (mlp_input_side == best_other && mlp_input_side > mlp_side && mlp_input_side > projection_side) {
-      blk.add("released before the MLP input projections' backward", gpt2 ? "−2·b·T·f·c (+ d·f·c)" : "−4·b·T·f·c (+ …)",
-              -((gpt2 ? 2 : 4) * N * f * c + (block_weights_cast() ? (gpt2 ? 1 : 2) * d * f * c : 0) +
-                (!gpt2 && autocast && w != c ? N * d * c : 0)),
-              gpt2 ? "c_fc's and gelu's outputs (and the output projection's cast weight)"
-                   : "gate's and up's outputs, silu(gate), their product (and down's and up's casts)");
-      blk.add("gradient of the input projection's output", "b·T·f·c", N * f * c, gpt2 ? "c_fc's" : "gate's, from silu's backward");
-      blk.add(gpt2 ? "c_fc's input gradient" : "gate's and up's input gradients", gpt2 ? "b·T·d·c" : "2·b·T·d·c",
-              (gpt2 ? 1 : 2) * N * d * c, gpt2 ? "made by c_fc's backward" : "both exist until autograd's input buffer sums them");
-      blk.add(accumulating || split.optimizer_in_backward ? "the input projection's weight gradient" : "the MLP's weight gradients",
-              accumulating || split.optimizer_in_backward ? "(d·f + bias)·t" : "(MLP weights)·t",
-              mlp_input_side - (N * f * c + (gpt2 ? 1 : 2) * N * d * c) +
-                  ((gpt2 ? 2 : 4) * N * f * c + (block_weights_cast() ? (gpt2 ? 1 : 2) * d * f * c : 0) +
-                   (!gpt2 && autocast && w != c ? N * d * c : 0)),
-              accumulating ? "a new tensor until AccumulateGrad adds it into .grad"
-              : split.optimizer_in_backward ? "with its step's temporaries, inside backward"
-                                            : "made by the MLP's three backward nodes");
-    } else if (projection_side > mlp_side && (softmax_pair == 0 || projection_side >= softmax_side)) {
+    // A sixth: the attention's input projections' backward (a full fine-tune), the block's last
+    // linear work. By then everything the block saved is released but what its first norm and
+    // the projections' input keep (the lines up to that input), with the weight casts but the
+    // projections' own; on top: the block's weight gradients (as for the fifth), the input's
+    // gradients from the projections (Llama: q, k and v each make one; they wait in autograd's
+    // input buffer to be summed), and checkpointed the residual's gradient sum (as for the
+    // softmax). Wide blocks at small b·T: every weight gradient of the block is alive here.
+    int64_t attention_input_side = 0, attention_released = 0, attention_grads = 0;
+    if (!lora) {
+      const LastBlock last = last_block();
+      const std::string input_line = gpt2 ? "ln_1 output" : "input RMSNorm output";
+      int64_t kept = 0, total = 0;
+      bool found = false;
+      for (const PlanLine& line : last.lines) {
+        total += line.bytes;
+        if (!found) kept += line.bytes;
+        if (line.name.rfind(input_line, 0) == 0) found = true;
+      }
+      if (found) {
+        const int64_t kv = m.n_kv_heads * m.head_dim;
+        const int64_t qkv_weights = gpt2 ? d * 3 * a + 3 * a : d * (a + 2 * kv);
+        ModelConfig one = m, two = m;
+        one.n_layers = 1;
+        two.n_layers = 2;
+        const int64_t block_parameters = parameter_count(two) - parameter_count(one) - (gpt2 ? 2 * d : d);  // not its first norm yet
+        attention_grads = block_parameters * t;
+        const int64_t largest = gpt2 ? qkv_weights : d * a;  // the projection whose backward runs
+        if (accumulating) attention_grads = largest * t;
+        if (split.optimizer_in_backward) attention_grads = largest * t + step_temporaries(largest);
+        attention_released = total - kept + (block_weights_cast() ? (linear_weight_numel_per_block(m) - qkv_weights) * c : 0);
+        attention_input_side = attention_grads + (gpt2 ? 1 : 3) * N * d * c + residual_sum - attention_released;
+      }
+    }
+    // The highest of the moments is the block backward's peak; its lines go into the table.
+    struct Moment {
+      int64_t bytes = 0;
+      std::vector<PlanLine> lines;
+      void add(const std::string& name, const std::string& formula, int64_t n, const std::string& why) {
+        lines.push_back(PlanLine{name, formula, n, why});
+        bytes += n;
+      }
+    };
+    std::vector<Moment> moments;
+    {
+      Moment activation;  // the MLP activation's backward
+      activation.add("released before the activation's backward", "−b·T·f·c (+ d·f·c)", -mlp_released,
+                     "the output projection's saved input (and cast weight)");
+      if (mlp_grads > 0) activation.add("the output projection's gradient", "(f·d + bias)·4", mlp_grads, "made on the way");
+      activation.add("MLP backward: grads of act. out, in", gpt2 ? "2·b·T·f·c" : "3·b·T·f·c", mlp_pair,
+                     gpt2 ? "gelu's backward holds its input gradient and output gradient at once"
+                          : "silu(g)·u's backward holds its input gradient and makes those of silu(g) and u");
+      moments.push_back(activation);
+    }
+    {
+      Moment projection;  // the MLP output projection's own backward
       if (adapted_out) {
-        blk.add("MLP out-proj backward: two input gradients", "2·b·T·f·c", 2 * N * f * c,
-                "the base linear's, and the adapter's that autograd's input buffer adds into it");
+        projection.add("MLP out-proj backward: two input gradients", "2·b·T·f·c", 2 * N * f * c,
+                       "the base linear's, and the adapter's that autograd's input buffer adds into it");
       } else {
-        blk.add("MLP out-proj backward: input gradient", "b·T·f·c", N * f * c,
-                "the MLP's output projection makes the gradient of its b·T·f input");
+        projection.add("MLP out-proj backward: input gradient", "b·T·f·c", N * f * c,
+                       "the MLP's output projection makes the gradient of its b·T·f input");
       }
       if (projection_gradient > 0)
-        blk.add("MLP out-proj backward: weight gradient", "(f·d + bias)·t", projection_gradient,
-                accumulating ? "a new tensor until AccumulateGrad adds it into .grad" : "the first block gradient made");
+        projection.add("MLP out-proj backward: weight gradient", "(f·d + bias)·t", projection_gradient,
+                       accumulating ? "a new tensor until AccumulateGrad adds it into .grad" : "the first block gradient made");
       if (projection_step > 0)
-        blk.add("MLP out-proj optimizer step temporaries", o.optimizer == OptimizerKind::kAdamW ? "2·f·d·t" : "step(f·d)",
-                projection_step, "the optimizer's temporaries for that weight, as it steps inside backward");
-    } else if (softmax_pair > 0 && softmax_side > mlp_side) {
-      blk.add("released before the softmax's backward", "−(one block from v on)", -softmax_released,
-              "the MLP, output projection and bmm(probabilities, v) are done");
-      if (softmax_grads > 0) {
-        blk.add("the block's MLP and projection gradients", "(MLP, norm, proj.)·4", softmax_grads, "made on the way");
-      }
-      blk.add("gradient of v", "b·T·a·c", N * a * c, "waits in the qkv split's backward for q's and k's");
-      if (residual_sum > 0)
-        blk.add("the residual's gradient after the MLP", "b·T·d·" + rs(), residual_sum,
-                "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
-      blk.add("softmax backward: grads of probs, scores", "2·b·H·T·T·c", softmax_pair,
-              "softmax's backward holds its input gradient and output gradient at once");
-    } else {
-      blk.add("released before the activation's backward", "−b·T·f·c (+ d·f·c)", -mlp_released,
-              "the output projection's saved input (and cast weight)");
-      if (mlp_grads > 0) blk.add("the output projection's gradient", "(f·d + bias)·4", mlp_grads, "made on the way");
-      blk.add("MLP backward: grads of act. out, in", gpt2 ? "2·b·T·f·c" : "3·b·T·f·c", mlp_pair,
-              gpt2 ? "gelu's backward holds its input gradient and output gradient at once"
-                   : "silu(g)·u's backward holds its input gradient and makes those of silu(g) and u");
+        projection.add("MLP out-proj optimizer step temporaries", o.optimizer == OptimizerKind::kAdamW ? "2·f·d·t" : "step(f·d)",
+                       projection_step, "the optimizer's temporaries for that weight, as it steps inside backward");
+      moments.push_back(projection);
     }
+    if (softmax_pair > 0) {
+      Moment softmax;  // the explicit attention's softmax backward
+      softmax.add("released before the softmax's backward", "−(one block from v on)", -softmax_released,
+                  "the MLP, output projection and bmm(probabilities, v) are done");
+      if (softmax_grads > 0) softmax.add("the block's MLP and projection gradients", "(MLP, norm, proj.)·4", softmax_grads, "made on the way");
+      softmax.add("gradient of v", "b·T·a·c", N * a * c, "waits in the qkv split's backward for q's and k's");
+      if (residual_sum > 0)
+        softmax.add("the residual's gradient after the MLP", "b·T·d·" + rs(), residual_sum,
+                    "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
+      softmax.add("softmax backward: grads of probs, scores", "2·b·H·T·T·c", softmax_pair,
+                  "softmax's backward holds its input gradient and output gradient at once");
+      moments.push_back(softmax);
+    }
+    const std::string one_at_a_time = accumulating ? "a new tensor until AccumulateGrad adds it into .grad"
+                                                   : "with its step's temporaries, inside backward";
+    if (!lora) {
+      Moment mlp_input;  // the MLP's input projections' backward
+      const int64_t released = (gpt2 ? 2 : 4) * N * f * c + (block_weights_cast() ? (gpt2 ? 1 : 2) * d * f * c : 0) +
+                               (!gpt2 && autocast && w != c ? N * d * c : 0);
+      mlp_input.add("released before the MLP input projections' backward", gpt2 ? "−2·b·T·f·c (+ d·f·c)" : "−4·b·T·f·c (+ …)",
+                    -released,
+                    gpt2 ? "c_fc's and gelu's outputs (and the output projection's cast weight)"
+                         : "gate's and up's outputs, silu(gate), their product (and down's and up's casts)");
+      mlp_input.add("gradient of the input projection's output", "b·T·f·c", N * f * c, gpt2 ? "c_fc's" : "gate's, from silu's backward");
+      mlp_input.add(gpt2 ? "c_fc's input gradient" : "gate's and up's input gradients", gpt2 ? "b·T·d·c" : "2·b·T·d·c",
+                    (gpt2 ? 1 : 2) * N * d * c, gpt2 ? "made by c_fc's backward" : "both exist until autograd's input buffer sums them");
+      const bool one = accumulating || split.optimizer_in_backward;
+      mlp_input.add(one ? "the input projection's weight gradient" : "the MLP's weight gradients",
+                    one ? "(d·f + bias)·t" : "(MLP weights)·t", mlp_input_side - mlp_input.bytes,
+                    one ? one_at_a_time : "made by the MLP's three backward nodes");
+      moments.push_back(mlp_input);
+    }
+    if (attention_input_side != 0 || attention_released != 0) {
+      Moment attention_input;  // the attention's input projections' backward
+      attention_input.add("released: the block but its first norm and the projections' input", "−(one block after it)",
+                          -attention_released, "every later backward node of the block is done (and its weight casts)");
+      const bool one = accumulating || split.optimizer_in_backward;
+      attention_input.add(one ? "the input projection's weight gradient" : "the block's weight gradients",
+                          one ? (gpt2 ? "(d·3a + 3a)·t" : "d·a·t") : "(block parameters − norm)·t", attention_grads,
+                          one ? one_at_a_time : "every linear's, the output projection's and the norms' after the first");
+      attention_input.add(gpt2 ? "c_attn's input gradient" : "q's, k's and v's input gradients", gpt2 ? "b·T·d·c" : "3·b·T·d·c",
+                          (gpt2 ? 1 : 3) * N * d * c, gpt2 ? "made by c_attn's backward" : "they wait in autograd's input buffer to be summed");
+      if (residual_sum > 0)
+        attention_input.add("the residual's gradient after the MLP", "b·T·d·" + rs(), residual_sum,
+                            "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
+      moments.push_back(attention_input);
+    }
+    if (checkpointing) {
+      Moment end;  // the recompute's last step
+      end.add("recompute's end: block forward's locals", gpt2 ? "b·T·3a·c + …" : "b·T·(a+2kv)·c + …", end_locals,
+              gpt2 ? "the qkv views of c_attn's output and what the linears do not save, held until the block returns"
+                   : "rotated q, k and v (and what the linears do not save), held until it returns");
+      end.add(out > N * d * c ? "recompute's end: the adapted out-projection" : "recompute's end: MLP out-proj result",
+              out > N * d * c ? "b·T·f·(4+c) + 3·b·T·d·c − b·T·d·w" : "b·T·d·c", out,
+              out > N * d * c ? "its input's fp32 copy and cast, result, B's output, scaled delta (before y)" : "added to h to make y");
+      moments.push_back(end);
+    }
+    const Moment* best = &moments.front();
+    for (const Moment& moment : moments)
+      if (moment.bytes > best->bytes) best = &moment;
+    for (const PlanLine& line : best->lines) blk.add(line.name, line.formula, line.bytes, line.why);
   }
 
   // A block's forward that saves nothing, on top of what is saved before it (phase_peaks).
