@@ -529,10 +529,19 @@ struct PlanBuilder {
       if (projection_gradient > 0)
         projection.add("MLP out-proj backward: weight gradient", "(f·d + bias)·t", projection_gradient,
                        accumulating ? "a new tensor until AccumulateGrad adds it into .grad" : "the first block gradient made");
-      if (projection_step > 0)
-        projection.add("MLP out-proj optimizer step temporaries", o.optimizer == OptimizerKind::kAdamW ? "2·f·d·t" : "step(f·d)",
-                       projection_step, "the optimizer's temporaries for that weight, as it steps inside backward");
       moments.push_back(projection);
+    }
+    if (projection_step > 0) {
+      // Inside backward the weight steps once its gradient is accumulated: the projection's node
+      // has finished and released what it saved; its input's gradient waits for the activation's.
+      Moment step;
+      step.add("released: the MLP out-proj's saved input (and cast weight)", "−b·T·f·c (+ d·f·c)", -mlp_released,
+               "its backward node has finished");
+      step.add("MLP out-proj input gradient", "b·T·f·c", N * f * c, "waits for the activation's backward");
+      step.add("MLP out-proj weight gradient", "(f·d + bias)·t", projection_gradient, "about to step");
+      step.add("MLP out-proj optimizer step temporaries", o.optimizer == OptimizerKind::kAdamW ? "2·f·d·t" : "step(f·d)",
+               projection_step, "the optimizer's temporaries for that weight, as it steps inside backward");
+      moments.push_back(step);
     }
     if (softmax_pair > 0) {
       Moment softmax;  // the explicit attention's softmax backward
