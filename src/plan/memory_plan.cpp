@@ -671,6 +671,7 @@ struct PlanBuilder {
               gpt2 ? "a temporary of the block's last expression" : "the block's local `m`");
       end.add(gpt2 ? "c_fc output, gelu output" : "gate, up, silu(gate), silu(gate)·up", gpt2 ? "2·b·T·f·c" : "4·b·T·f·c",
               (gpt2 ? 2 : 4) * N * f * c, "temporaries of the block's last expression, alive until it returns");
+      mlp_before_out_projection = total_bytes(mlp);
       // The output projection: its result and the residual sum it makes; with an adapter there
       // instead its input's fp32 copy (and autocast's cast of it) and the delta's two tensors.
       const bool adapted_out = adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0;
@@ -752,6 +753,8 @@ struct PlanBuilder {
   // peak when it exceeds the one peak_candidates chose (its lines from candidates_begin on).
   size_t candidates_begin = 0;
   int64_t dequant_bytes = 0;
+  // Checkpointed: the last block's MLP forward (without grad) up to its output projection's input.
+  int64_t mlp_before_out_projection = 0;
   void dequant_transients() {
     if (!quant) return;
     dequant_bytes = dequant_transient(m, o, c, Table{&plan.dequant_peak});
@@ -804,9 +807,13 @@ struct PlanBuilder {
       for (size_t i = 0; i < block_lines_end; ++i) saved_through_blocks += plan.saved[i].bytes;
       int64_t& forward = plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)];
       forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + dequant_bytes);
+      const int64_t down = dequantized_weight_bytes(d, m.d_ff, c, o.lora);  // the MLP's output projection
       if (!checkpointing) {
-        const int64_t down = dequantized_weight_bytes(d, m.d_ff, c, o.lora);  // the MLP's output projection
         forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + down + last_block().end_locals);
+      } else {
+        // Checkpointed, the last block's MLP (run without grad) holds its locals and activations
+        // when its output projection dequantises its weight.
+        forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + mlp_before_out_projection + down);
       }
     }
     const int64_t backward_head = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak);
