@@ -677,7 +677,14 @@ struct PlanBuilder {
       const bool adapted_out = adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0;
       const int64_t copy = adapted_out && c != kFp32 ? N * f * kFp32 : 0;
       const int64_t cast = adapted_out && autocast ? N * f * c : 0;
-      if (adapted_out && copy + cast + 2 * N * d * c > N * d * w) {
+      // With LoRA dropout, a moment before: dropout's noise and its output (fp32), next to the
+      // base projection's result, before A runs.
+      const int64_t dropped = adapted_out && o.lora.dropout > 0 ? 2 * N * f * kFp32 : 0;
+      if (adapted_out && dropped > 2 * N * d * c && copy + dropped + N * d * c > N * d * w) {
+        if (copy > 0) end.add("the adapter's input copy", "b·T·f·4", copy, "x.to(fp32)");
+        end.add("the adapter's dropout noise and output", "2·b·T·f·4", dropped, "the scaled Bernoulli noise and x · noise");
+        end.add("out-projection result", "b·T·d·c", N * d * c, "the base linear's, before the adapter's delta");
+      } else if (adapted_out && copy + cast + 2 * N * d * c > N * d * w) {
         if (copy + cast > 0)
           end.add("the adapter's input copies", autocast ? "b·T·f·(4+c)" : "b·T·f·4", copy + cast,
                   "x.to(fp32) and autocast's cast of it for A");
