@@ -823,7 +823,21 @@ struct PlanBuilder {
         forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + mlp_before_out_projection + down);
       }
     }
-    const int64_t backward_head = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak);
+    int64_t backward_head = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak);
+    if (chunked) {
+      // The chunked head's backward only scales what the forward made, so the final norm's
+      // backward can be the higher moment: every saved tensor is still there with the hidden
+      // states' gradient, and the norm makes its own. RMSNorm (weight · normed, normed = x ·
+      // rsqrt): the gradient of normed and the product g · normed for the weight's, fp32; GPT-2's
+      // layer_norm: the input's gradient. Then the norm's weight (and bias) gradient.
+      const bool gpt2 = m.arch == Architecture::kGpt2;
+      // Accumulating into an untied head's .grad, AccumulateGrad has added the forward's head
+      // gradient into it and let it go by then.
+      const int64_t norm_weights = lora ? 0 : (gpt2 ? 2 * d : d) * t;
+      const int64_t head_added = accumulating && !m.tied_embeddings && !lora ? V * d * kFp32 : 0;
+      backward_head = std::max(backward_head, resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak) -
+                                                  head_added + (gpt2 ? N * d * w : 2 * N * d * kFp32) + norm_weights);
+    }
     // A tied head's weight gradient, when accumulating: it waits in autograd's input buffer for
     // the token embedding's backward, which runs last, so it is alive through every block's
     // backward (without accumulation the block backward's table counts it as a new gradient).
