@@ -837,6 +837,11 @@ struct PlanBuilder {
       const int64_t head_added = accumulating && !m.tied_embeddings && !lora ? V * d * kFp32 : 0;
       backward_head = std::max(backward_head, resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak) -
                                                   head_added + (gpt2 ? N * d * w : 2 * N * d * kFp32) + norm_weights);
+      // With the optimizer inside backward an untied head steps as soon as backward hands its
+      // gradient (made in the forward) to AccumulateGrad: the step's temporaries of the head's
+      // size join every saved tensor of the micro-step (a tied head waits for the embedding).
+      if (split.optimizer_in_backward && !m.tied_embeddings && !lora)
+        backward_head = std::max(backward_head, resident_bytes + saved_bytes + total_bytes(plan.backward_peak) + step_temporaries(V * d));
     }
     // A tied head's weight gradient, when accumulating: it waits in autograd's input buffer for
     // the token embedding's backward, which runs last, so it is alive through every block's
