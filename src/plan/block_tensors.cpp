@@ -218,7 +218,11 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
   adapter_intermediates(m, o, N, dt, t);
   // h + mlp_c_proj(…); on the CPU a projection result in c is cast to h's dtype first (a temporary).
-  end_moment(t, N * d * c + N * d * w + (o.cpu && c != w ? N * d * w : 0), locals + (gelu_saved ? 0 : N * f * c));
+  // With an adapter on the projection, inside it: the base's result, the scaled delta and their
+  // sum (adapted_linear.cpp; B's output is gone with the delta's statement).
+  const int64_t sum = N * d * c + N * d * w + (o.cpu && c != w ? N * d * w : 0);
+  end_moment(t, o.lora.enabled() && count_of(saving, {"mlp_c_proj"}) > 0 ? std::max(sum, 3 * N * d * c) : sum,
+             locals + (gelu_saved ? 0 : N * f * c));
   return released;
 }
 
@@ -308,8 +312,12 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   if (t.end_locals != nullptr) *t.end_locals = locals + (product_saved ? 0 : N * f * c);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
   adapter_intermediates(m, o, N, dt, t);
-  // h + down_proj(…), fp32; on the CPU a result in c is cast to fp32 first (TensorIterator's temporary).
-  end_moment(t, N * d * c + N * d * kFp32 + (o.cpu && c != kFp32 ? N * d * kFp32 : 0), locals + (product_saved ? 0 : N * f * c));
+  // h + down_proj(…), fp32; on the CPU a result in c is cast to fp32 first (TensorIterator's
+  // temporary). With an adapter on down_proj, inside it: the base's result, the scaled delta
+  // and their sum (adapted_linear.cpp; B's output is gone with the delta's statement).
+  const int64_t sum = N * d * c + N * d * kFp32 + (o.cpu && c != kFp32 ? N * d * kFp32 : 0);
+  end_moment(t, o.lora.enabled() && count_of(saving, {"down"}) > 0 ? std::max(sum, 3 * N * d * c) : sum,
+             locals + (product_saved ? 0 : N * f * c));
   return released;
 }
 

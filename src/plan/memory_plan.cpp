@@ -598,6 +598,11 @@ struct PlanBuilder {
       end.add(out > N * d * c ? "recompute's end: the adapted out-projection" : "recompute's end: MLP out-proj result",
               out > N * d * c ? "b·T·f·(4+c) + 3·b·T·d·c − b·T·d·w" : "b·T·d·c", out,
               out > N * d * c ? "its input's fp32 copy and cast, result, B's output, scaled delta (before y)" : "added to h to make y");
+      // An int8 base keeps the linears' inputs (int8_saved_inputs, counted above for the
+      // recompute); those kept as themselves are the very locals counted here.
+      const int64_t kept = quant ? int8_inputs_kept_as_themselves(m, o, N, dtypes()) : 0;
+      if (kept > 0)
+        end.add("int8's kept inputs are these locals", "−(inputs kept as themselves)", -kept, "counted once, above");
       moments.push_back(end);
     }
     const Moment* best = &moments.front();
@@ -814,9 +819,21 @@ struct PlanBuilder {
       for (size_t i = 0; i < block_lines_end; ++i) saved_through_blocks += plan.saved[i].bytes;
       int64_t& forward = plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)];
       forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + dequant_bytes);
-      const int64_t down = dequantized_weight_bytes(d, m.d_ff, c, o.lora);  // the MLP's output projection
+      int64_t down = dequantized_weight_bytes(d, m.d_ff, c, o.lora);  // the MLP's output projection
+      if (o.cpu && o.lora.base_quant == BaseQuant::kInt8 && c != kFp32) down += 2 * d * m.d_ff * kFp32;  // dequant_transient
       if (!checkpointing) {
-        forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + down + last_block().end_locals);
+        // (The int8 linears' inputs kept as themselves are among those locals: counted once.)
+        Dtypes dt = dtypes();
+        if (L == 1) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+        const int64_t kept = int8_inputs_kept_as_themselves(m, o, N, dt, /*block0=*/L == 1);
+        // The base runs before its adapter (adapted_linear.cpp): what the output projection's
+        // adapter saves of its input does not exist yet.
+        const LastBlock last = last_block();
+        const std::string down_input = m.arch == Architecture::kGpt2 ? "gelu output" : "silu(gate)·up";
+        int64_t not_yet = 0;
+        for (const PlanLine& line : last.lines)
+          if (line.name.rfind(down_input, 0) == 0 && line.name != down_input) not_yet += line.bytes;
+        forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks - not_yet + down + last.end_locals - kept);
       } else {
         // Checkpointed, the last block's MLP (run without grad) holds its locals and activations
         // when its output projection dequantises its weight.

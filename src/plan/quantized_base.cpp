@@ -23,20 +23,33 @@ void quantized_resident(const ModelConfig& m, const PlanOptions& o, const Table&
 }
 
 int64_t dequant_transient(const ModelConfig& m, const PlanOptions& o, int64_t c, const Table& t) {
+  // On the CPU an int8 weight dequantised into a 16-bit c is scaled in place by its fp32 row
+  // scale (mul_): TensorIterator computes that in fp32, through a copy of the weight and a result
+  // (CUDA casts inside the kernel).
+  const bool cpu_upcast = o.cpu && o.lora.base_quant == BaseQuant::kInt8 && c != kFp32;
   int64_t largest = 0;
   std::string name;
   for (const BlockLinear& l : block_linears(m)) {
-    const int64_t bytes = dequantized_weight_bytes(l.out, l.in, c, o.lora);
+    const int64_t bytes = dequantized_weight_bytes(l.out, l.in, c, o.lora) + (cpu_upcast ? 2 * l.out * l.in * kFp32 : 0);
     if (bytes > largest) largest = bytes, name = l.name;
   }
-  t.add("dequantised weight (" + name + ") and scratch", "out·in·c + chunk", largest,
-        "each forward and backward of a quantised linear dequantises its weight, then frees it");
+  t.add("dequantised weight (" + name + ") and scratch", cpu_upcast ? "out·in·(c + 8) + out·4" : "out·in·c + chunk", largest,
+        cpu_upcast ? "each forward and backward of a quantised linear dequantises its weight, then frees it; the CPU "
+                     "scales a 16-bit weight through two fp32 temporaries"
+                   : "each forward and backward of a quantised linear dequantises its weight, then frees it");
   return largest;
 }
 
-void int8_saved_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, int64_t layers, const Dtypes& dt,
-                       const Table& t) {
-  if (o.lora.base_quant != BaseQuant::kInt8 || layers <= 0) return;
+namespace {
+
+// One block's int8 kept inputs: all of them, block 0's (its frozen prefix keeps none) and those
+// that are the input itself rather than a cast.
+struct Int8Inputs {
+  int64_t per_block = 0, block0 = 0, themselves = 0, themselves0 = 0;
+};
+
+Int8Inputs int8_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt) {
+  Int8Inputs r;
   // The groups of linears that read one input, the input's width and dtype (the norms' outputs
   // in the residual's w, the attention output and the MLP's activation in c), and the part of
   // block 0 (FrozenPrefix) from which that input requires grad there.
@@ -54,7 +67,6 @@ void int8_saved_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, in
            : std::vector<Group>{{{"q", "k", "v"}, d, w, FrozenPrefix::kInput}, {{"o"}, a, c, FrozenPrefix::kAttention},
                                 {{"gate", "up"}, d, w, FrozenPrefix::kToMlp}, {{"down"}, f, c, FrozenPrefix::kNone}};
   const bool dropout = o.lora.dropout > 0;
-  int64_t per_block = 0, block0 = 0;
   for (const Group& g : groups) {
     // The attention output with flash attention: its kernel keeps it already (a view).
     if (g.in == a && g.bytes == c && o.attention == AttentionKind::kFlash && g.frozen_from == FrozenPrefix::kAttention) continue;
@@ -69,12 +81,31 @@ void int8_saved_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, in
           !dropout && c == kFp32 &&
           std::any_of(g.names.begin(), g.names.end(), [&](const char* n) { return adapted_count(m, o, {n}) > 0; });
       bytes = adapter_keeps_it ? 0 : N * g.in * c;
+      r.themselves += bytes;
     }
-    per_block += bytes;
+    r.per_block += bytes;
     // In block 0 an input that does not require grad makes no autograd node: nothing is kept.
-    if (g.frozen_from == FrozenPrefix::kNone || dt.frozen_prefix < g.frozen_from) block0 += bytes;
+    if (g.frozen_from == FrozenPrefix::kNone || dt.frozen_prefix < g.frozen_from) {
+      r.block0 += bytes;
+      if (g.bytes == c) r.themselves0 += bytes;
+    }
   }
-  const int64_t total = (layers - 1) * per_block + block0;
+  return r;
+}
+
+}  // namespace
+
+int64_t int8_inputs_kept_as_themselves(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, bool block0) {
+  if (o.lora.base_quant != BaseQuant::kInt8) return 0;
+  const Int8Inputs inputs = int8_inputs(m, o, N, dt);
+  return block0 ? inputs.themselves0 : inputs.themselves;
+}
+
+void int8_saved_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, int64_t layers, const Dtypes& dt,
+                       const Table& t) {
+  if (o.lora.base_quant != BaseQuant::kInt8 || layers <= 0) return;
+  const Int8Inputs inputs = int8_inputs(m, o, N, dt);
+  const int64_t total = (layers - 1) * inputs.per_block + inputs.block0;
   if (total > 0) {
     t.add("int8 base: the linears' kept inputs", dt.frozen_prefix != FrozenPrefix::kNone ? "(L−1)·Σ b·T·in·c + block 0's"
                                                                                         : "L·Σ b·T·in·c",

@@ -26,5 +26,10 @@ int64_t dequant_transient(const ModelConfig& m, const PlanOptions& o, int64_t c,
 // it already. For `layers` blocks of N = b·T rows. Nothing for nf4.
 void int8_saved_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, int64_t layers, const Dtypes& dt,
                        const Table& t);
+// Of one block's int8 kept inputs, the bytes that are the input tensor itself (no cast): the
+// block forward's own locals, the same tensors (a moment inside the block counts them there).
+// `block0`: block 0's, without what its frozen prefix (dt.frozen_prefix) keeps none of.
+int64_t int8_inputs_kept_as_themselves(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt,
+                                       bool block0 = false);
 
 }  // namespace accumbench::plan_detail
