@@ -120,14 +120,6 @@ std::string config_json_of(Draw& d, const std::string& family, int64_t seq_len) 
 // around them; --all draws them too. Empty: the case is inside the bar's scope.
 std::string open_gap(const Case& c) {
   const bool bf16_anywhere = c.split.precision != ab::Precision::kFp32 || c.options.weights_dtype != ab::Precision::kFp32;
-  if (c.options.lora.base_quant == ab::BaseQuant::kInt8)
-    return "an int8 base: -19 % .. +11 % (seed 1: case 50, bf16 on a tiny vocabulary, under-predicts the forward, "
-           "where int8's dequantisation temporaries are not modelled; with checkpointing mostly over, the recompute's "
-           "kept inputs (int8_saved_inputs, src/plan/quantized_base.cpp) overlapping the locals its end counts)";
-  if (c.split.chunked_loss && c.split.optimizer_in_backward)
-    return "chunked loss with optimizer-in-backward: -10.0 % .. +1.7 % (600 cases of seed 1); the head's gradient, "
-           "made in the forward, steps inside backward next to the blocks' activations, with AdamW's temporaries, a "
-           "moment the plan lacks";
   if (c.split.chunked_loss && bf16_anywhere)
     return "chunked loss with bf16 compute or weights: -29.0 % .. +3.9 % (600 cases of seed 1), mostly on tiny "
            "widths; LibTorch 1.13's CPU bf16 matmuls of the transposed chunk gradient allocate fp32 workspaces the "

@@ -205,7 +205,7 @@ struct PlanBuilder {
               "the last block's output, saved by the final norm");
     if (m.arch == Architecture::kGpt2) {
       saved.add("ln_f mean, rstd", "2·b·T·4", 2 * N * kFp32, "saved by layer_norm's backward");
-      if (!chunked) {
+      if (!chunked && !lora) {  // a frozen head (LoRA) needs no input for its input's gradient
         saved.add(autocast ? "ln_f output, cast to c" : "ln_f output", "b·T·d·c", N * d * c,
                   "the head linear saves its input");
       }
@@ -219,7 +219,7 @@ struct PlanBuilder {
         saved.add("final RMSNorm rsqrt, normed", "b·T·(d+1)·4", N * (d + 1) * kFp32,
                   "rsqrt and weight · normed save them");
       }
-      if (!chunked) {
+      if (!chunked && !lora) {  // a frozen head (LoRA) needs no input for its input's gradient
         saved.add(autocast ? "final RMSNorm output, cast to c" : "final RMSNorm output", "b·T·d·c", N * d * c,
                   "the head linear saves its input");
       }
