@@ -218,3 +218,32 @@ TEST(Plan, EightBitAdamWStateOfGpt2_124m) {
   EXPECT_EQ(p.phase_peak_bytes[static_cast<int>(ab::PlanPhase::kOptimizer)],
             ab::total_bytes(p.resident) + ab::total_bytes(p.gradients));
 }
+
+// plan --framework hf-trl: the outputs compute_loss keeps and TRL's metrics on them, on top of
+// everything the micro-step saved (bench/reference/hf_trl.py). gpt2-124m, T=256: at 8×1 the
+// shifted logits' copy and three 128-row entropy temporaries; at 1×8 the slice needs no copy.
+// Measured by the reference on this CPU (bench/results/hf-trl-cpu-2026-12-01): 4327718568 bytes
+// at 8×1; tests/reference/plan_memory.sh compares plan and reference in ctest.
+TEST(Plan, HfTrlMetricsKeepTheLogitsAndCopyThemAfterTheLoss) {
+  const ab::ModelConfig cfg = ab::find_preset("gpt2-124m");
+  ab::PlanOptions o = options(256, 8);
+  const ab::MemoryPlan plain = ab::plan_memory(cfg, o, split(8, 1));
+  o.framework = ab::PlanFramework::kHfTrl;
+  const ab::MemoryPlan trl = ab::plan_memory(cfg, o, split(8, 1));
+  const int64_t V = cfg.vocab_size, N = 8 * 256;
+  EXPECT_TRUE(plain.framework_forward_peak.empty());
+  EXPECT_EQ(line_bytes(trl.framework_forward_peak, "logits kept in the outputs, fp32"), N * V * 4);
+  EXPECT_EQ(line_bytes(trl.framework_forward_peak, "shifted logits reshaped (a copy)"), 8 * 255 * V * 4);
+  EXPECT_EQ(line_bytes(trl.framework_forward_peak, "entropy chunk: log_softmax, exp, product"), 3 * 128 * V * 4);
+  // The moment adds the copy and the chunk to plain's loss-head forward (fp32: the logits alone).
+  EXPECT_EQ(trl.phase_peak_bytes[0], plain.phase_peak_bytes[0] + 8 * 255 * V * 4 + 3 * 128 * V * 4);
+  EXPECT_EQ(trl.peak_phase, ab::PlanPhase::kForward);
+  EXPECT_NEAR(static_cast<double>(trl.peak_bytes), 4327718568.0, 0.01 * 4327718568.0);
+  const ab::MemoryPlan one = ab::plan_memory(cfg, o, split(1, 8));
+  for (const auto& line : one.framework_forward_peak) EXPECT_NE(line.name, "shifted logits reshaped (a copy)");
+  EXPECT_EQ(one.peak_bytes, ab::plan_memory(cfg, options(256, 8), split(1, 8)).peak_bytes);  // the backward decides
+  ab::SplitConfig chunked = split(8, 1);
+  chunked.chunked_loss = true;
+  EXPECT_THROW(ab::plan_memory(cfg, o, chunked), ab::UserError);
+  EXPECT_THROW(ab::plan_framework_from_string("trl"), ab::UserError);
+}

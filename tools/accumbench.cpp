@@ -565,6 +565,7 @@ struct PlanCommand {
   bool calibrate = false;
   std::string detail = "on";  // --detail: the per-tensor plan of one split after the split table
   std::string emit;
+  std::string framework = "plain";
   std::string headroom = ab::kDefaultHeadroom;
   std::string json_path, markdown_path, html_path;  // the split table to hand over (plan_report.hpp)
 
@@ -579,6 +580,10 @@ struct PlanCommand {
                       "also measure two short probes (micro-batches 1 and 2) on --device and print calibrated peaks");
     command->add_option("--emit", emit, emit_help("the split whose memory plan is shown (the largest that fits)"))
         ->type_name("trl|axolotl|args");
+    command->add_option("--framework", framework,
+                        "plain: accumbench's own loop; hf-trl: HF Trainer + TRL's SFTTrainer (loss_type nll), whose "
+                        "per-step metrics keep the fp32 logits and copy them after the loss (a forward moment of its own)")
+        ->capture_default_str();
     add_handover_options(command);
     return command;
   }
@@ -622,6 +627,11 @@ ab::PlanOptions PlanCommand::plan_options(const ab::WorkloadOptions& w, const ab
   o.batch = ab::sequences_per_rank(w.batch, w.world_size);  // one rank's share
   o.world_size = w.world_size;
   if (attention != "auto") o.attention = ab::attention_kind_from_string(attention);
+  o.framework = ab::plan_framework_from_string(framework);
+  if (calibrate && o.framework != ab::PlanFramework::kPlain) {
+    throw ab::UserError("--calibrate measures accumbench's own step, not " + framework +
+                        "'s; drop --calibrate or plan with --framework plain");
+  }
   return o;
 }
 

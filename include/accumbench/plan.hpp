@@ -32,6 +32,13 @@ std::string to_string(AttentionKind kind);                        // "explicit" 
 AttentionKind attention_kind_from_string(const std::string& text);  // UserError on others
 
 // What does not change between the splits of one batch.
+// What runs around the training step's math (plan --framework): accumbench's own loop, or HF
+// Trainer + TRL's SFTTrainer (loss_type "nll"), whose per-step metrics hold the model's outputs
+// and copy the logits (bench/reference/hf_trl.py cites each line of transformers, accelerate, TRL).
+enum class PlanFramework { kPlain, kHfTrl };
+std::string to_string(PlanFramework framework);  // "plain", "hf-trl"
+PlanFramework plan_framework_from_string(const std::string& text);  // UserError otherwise
+
 struct PlanOptions {
   int64_t seq_len = 1024;
   int64_t batch = 64;  // effective batch, in sequences
@@ -60,6 +67,8 @@ struct PlanOptions {
   // --packing bfd: rows of T holding several documents, with positions (b, T) and, for explicit
   // attention, one block-diagonal mask per micro-step instead of each block's (T, T) causal mask.
   bool packed_documents = false;
+  // --framework hf-trl: TRL's metrics on the kept logits join the forward (a moment of their own).
+  PlanFramework framework = PlanFramework::kPlain;
   // The T of every activation formula.
   int64_t activation_length() const { return activation_seq_len > 0 ? activation_seq_len : seq_len; }
 };
@@ -98,6 +107,9 @@ struct MemoryPlan {
   // attention's softmax, or a LoRA adapter's fp32 input copy), on top of what is saved before it.
   std::vector<PlanLine> last_block_forward_peak;
   std::string last_block_forward_what;
+  // --framework hf-trl: after the loss, on top of everything the micro-step saved, the outputs
+  // that compute_loss keeps and TRL's metrics on them (empty for plain).
+  std::vector<PlanLine> framework_forward_peak;
   std::vector<PlanLine> backward_peak;   // gradients of the loss head, first node of backward
   std::vector<PlanLine> block_backward_peak;  // the last block's backward (recomputed with checkpointing)
   // QLoRA: the largest block weight dequantised for one forward or backward (src/plan/quantized_base.cpp),

@@ -28,6 +28,14 @@ AttentionKind attention_kind_from_string(const std::string& text) {
   throw UserError("unknown --attention \"" + text + "\"; use explicit (LibTorch 1.x, CPU) or flash (LibTorch 2.x, CUDA)");
 }
 
+std::string to_string(PlanFramework framework) { return framework == PlanFramework::kHfTrl ? "hf-trl" : "plain"; }
+
+PlanFramework plan_framework_from_string(const std::string& text) {
+  if (text == "plain") return PlanFramework::kPlain;
+  if (text == "hf-trl") return PlanFramework::kHfTrl;
+  throw UserError("unknown --framework \"" + text + "\"; use plain (accumbench's loop) or hf-trl (HF Trainer + TRL's SFTTrainer)");
+}
+
 const char* plan_phase_name(PlanPhase phase) {
   switch (phase) {
     case PlanPhase::kForward: return "forward";
@@ -53,6 +61,10 @@ void check_split(const ModelConfig& m, const PlanOptions& o, const SplitConfig& 
     throw UserError("optimizer-in-backward needs accumulation steps = 1; plan micro-batch = batch");
   }
   if (s.micro_batch <= 0 || o.seq_len <= 0) throw UserError("micro-batch and sequence length must be positive");
+  if (o.framework == PlanFramework::kHfTrl && s.chunked_loss) {
+    throw UserError("--framework hf-trl plans TRL's loss_type \"nll\" on the full logits, which the chunked loss never makes; "
+                    "drop --chunked-loss (TRL's chunked_nll is not modelled) or plan with --framework plain");
+  }
   check_sequence_length(m, o.seq_len);
   // The largest terms in doubles first: the plan's int64 byte counts must not overflow, and a
   // split this large fits no device anyway.
@@ -279,7 +291,27 @@ struct PlanBuilder {
         fwd.add("logits fp32 copy", "b·T·V·4", N * V * kFp32, "Trainer::accumulate runs cross-entropy in fp32");
       bwd.add("nll_loss gradient", "b·T·V·4", N * V * kFp32, "grad of the log-probabilities, (b·T, V)");
       bwd.add("log_softmax gradient", "b·T·V·4", N * V * kFp32, "grad of the logits, alive with its input");
+      if (o.framework == PlanFramework::kHfTrl) trl_metrics();
     }
+  }
+
+  // --framework hf-trl (bench/reference/hf_trl.py, which cites each behaviour): compute_loss keeps
+  // the model's outputs until it returns, before backward; under autocast accelerate's
+  // convert_to_fp32 has replaced the logits by an fp32 copy (the c-byte ones are gone), without it
+  // they are fp32 already. SFTTrainer's metrics then run on them under no_grad:
+  // entropy_from_logits reshapes logits[:, :-1] to (b·(T−1), V) (a copy when b > 1: the slice is
+  // not contiguous) and per 128 rows holds log_softmax, its exp and their product.
+  void trl_metrics() {
+    const Table t{&plan.framework_forward_peak};
+    const int64_t rows = b * (T - 1);
+    t.add("logits kept in the outputs, fp32", "b·T·V·4", N * V * kFp32,
+          autocast ? "accelerate's convert_to_fp32 copy, alive until compute_loss returns"
+                   : "the model's outputs, alive until compute_loss returns");
+    if (b > 1)
+      t.add("shifted logits reshaped (a copy)", "b·(T−1)·V·4", rows * V * kFp32, "entropy_from_logits: logits[:, :-1].reshape(-1, V)");
+    const int64_t chunk = std::min<int64_t>(128, rows);
+    t.add("entropy chunk: log_softmax, exp, product", "3·min(128, b·(T−1))·V·4", 3 * chunk * V * kFp32,
+          "per 128 rows, under no_grad");
   }
 
   void optimizer_temporaries() {
@@ -796,6 +828,10 @@ struct PlanBuilder {
                  plan.block_forward_peak.empty() ? int64_t{0}
                  : resident_bytes + grads_in_micro_step + saved_before_blocks + (checkpointing ? block_saved_bytes : 0) +
                        total_bytes(plan.block_forward_peak));
+    if (!plan.framework_forward_peak.empty()) {
+      int64_t& forward = plan.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)];
+      forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.framework_forward_peak));
+    }
     if (checkpointing && block_weights_cast() && !lora && !chunked) {
       // Checkpointed under autocast: the head's matmul runs inside the forward's autocast region,
       // whose cache still holds every block's weight casts (block_forward); the fp32 copy of the

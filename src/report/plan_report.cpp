@@ -159,6 +159,7 @@ std::string context_words(const PlanReport& r) {
              std::to_string(p.options.batch) + " per rank";
   }
   words += ", " + to_string(p.split.precision) + ", attention " + to_string(p.options.attention) + ", device " + r.device;
+  if (p.options.framework != PlanFramework::kPlain) words += ", framework " + to_string(p.options.framework);
   return words;
 }
 
@@ -209,6 +210,7 @@ std::string plan_json(const PlanReport& r) {
   context["batch_per_rank"] = first.options.batch;
   context["precision"] = to_string(first.split.precision);
   context["attention"] = to_string(first.options.attention);
+  context["framework"] = to_string(first.options.framework);  // plan --framework
   context["device"] = r.device;
   context["memory_limit_bytes"] = r.memory_limit_bytes > 0 ? json(r.memory_limit_bytes) : json(nullptr);
   context["headroom_bytes"] = r.memory_limit_bytes > 0 ? json(r.headroom_bytes) : json(nullptr);

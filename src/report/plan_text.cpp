@@ -29,6 +29,7 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
   out << "memory plan: " << m.name << ", T=" << plan.options.seq_len << ", split " << plan.split.label() << ", "
       << to_string(plan.split.precision) << ", attention " << to_string(plan.options.attention);
   if (plan.options.optimizer != OptimizerKind::kAdamW) out << ", optimizer " << to_string(plan.options.optimizer);
+  if (plan.options.framework != PlanFramework::kPlain) out << ", framework " << to_string(plan.options.framework);
   out << "\n";
   out << "  P=" << parameter_count(m) << " L=" << m.n_layers << " d=" << m.d_model << " H=" << m.n_heads
       << " Hkv=" << m.n_kv_heads << " hd=" << m.head_dim << " f=" << m.d_ff << " V=" << m.vocab_size
@@ -47,6 +48,7 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
   print_table("forward peak: loss head", plan.forward_peak, out);
   print_table("forward peak candidate: " + plan.block_forward_what, plan.block_forward_peak, out);
   print_table("forward peak candidate: " + plan.last_block_forward_what, plan.last_block_forward_peak, out);
+  print_table("forward peak candidate: TRL's metrics on the kept logits (--framework hf-trl)", plan.framework_forward_peak, out);
   print_table("backward peak: first node (loss head)", plan.backward_peak, out);
   print_table("backward peak candidate: the last block's backward", plan.block_backward_peak, out);
   print_table("optimizer peak: temporaries", plan.optimizer_peak, out);
