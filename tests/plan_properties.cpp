@@ -116,14 +116,16 @@ std::string config_json_of(Draw& d, const std::string& family, int64_t seq_len) 
 }
 
 // The families of cases the plan does not meet the bar on yet (measured with --all, see
-// bench/plan_accuracy-2026-11-30.md), each with the gap as far as it is known. The CI set draws
-// around them; --all draws them too. Empty: the case is inside the bar's scope.
+// bench/plan_accuracy-2026-12-01.md), each with the gap as far as it is known. The CI set draws
+// around them; --all draws them too. Empty: the case is inside the bar's scope. (Closed on
+// 2026-12-01: checkpointing, an int8 base, the chunked loss with the optimizer inside backward,
+// bf16 weights with accumulation.)
 std::string open_gap(const Case& c) {
   const bool bf16_anywhere = c.split.precision != ab::Precision::kFp32 || c.options.weights_dtype != ab::Precision::kFp32;
   if (c.split.chunked_loss && bf16_anywhere)
-    return "chunked loss with bf16 compute or weights: -29.0 % .. +3.9 % (600 cases of seed 1), mostly on tiny "
-           "widths; LibTorch 1.13's CPU bf16 matmuls of the transposed chunk gradient allocate fp32 workspaces the "
-           "plan does not model (a CPU artifact: CUDA's bf16 GEMMs do not)";
+    return "chunked loss with bf16 compute or weights: -17.7 % .. +6.3 % (172 of 1000 cases of seed 2026), mostly on "
+           "tiny widths; LibTorch 1.13's CPU bf16 matmuls of the transposed chunk gradient allocate fp32 workspaces "
+           "the plan does not model (a CPU artifact: CUDA's bf16 GEMMs do not)";
   return "";
 }
 
