@@ -1,0 +1,441 @@
+// The moments inside a block for the memory plan (plan_builder.hpp): a block's forward without
+// grad, the last block's forward with grad, its backward's candidates, QLoRA's dequantised weight
+// next to them. Symbols as in memory_plan.cpp.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "plan/block_tensors.hpp"
+#include "plan/plan_builder.hpp"
+#include "plan/quantized_base.hpp"
+
+namespace accumbench::plan_detail {
+
+PlanBuilder::LastBlock PlanBuilder::last_block() const {
+  LastBlock last;
+  ModelConfig single = m;
+  single.n_layers = 1;
+  Table one{&last.lines};
+  one.moments = &last.moments;
+  one.end_locals = &last.end_locals;
+  Dtypes dt = dtypes();
+  if (L == 1) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+  last.released_from = m.arch == Architecture::kGpt2 ? gpt2_block_saved(single, o, b, dt, one)
+                                                     : llama_block_saved(single, o, b, dt, one);
+  return last;
+}
+
+std::pair<int64_t, int64_t> PlanBuilder::one_block_saved_and_released() const {
+  const LastBlock last = last_block();
+  int64_t one_block = 0;
+  int64_t released_before_softmax = 0;
+  for (size_t i = 0; i < last.lines.size(); ++i) {
+    one_block += last.lines[i].bytes;
+    if (i >= last.released_from) released_before_softmax += last.lines[i].bytes;
+  }
+  return {one_block, released_before_softmax};
+}
+
+void PlanBuilder::block_backward() {
+  const Table blk{&plan.block_backward_peak};
+  const auto [one_block, released_before_softmax] = one_block_saved_and_released();
+  // LoRA: the head and norms are frozen. With the optimizer inside backward an untied head and
+  // the final norm have stepped and freed theirs by now (a tied head's waits for the embedding).
+  if (!accumulating && !lora && !(split.optimizer_in_backward && !m.tied_embeddings)) {
+    blk.add("head and final-norm gradients", "(V·d + norm)·t",
+            (V * d + (m.arch == Architecture::kGpt2 ? 2 * d : d)) * t, "the first gradients backward produces");
+  }
+  if (checkpointing) {
+    // The checkpointed input is already counted where the recompute saves it as it is (GPT-2's
+    // LayerNorm, an fp32 RMSNorm input); a bf16 RMSNorm input is saved as a new fp32 copy.
+    const int64_t counted_input = m.arch == Architecture::kGpt2 || w == kFp32 ? N * d * w : 0;
+    blk.add("recomputed block's saved tensors", "(one block of the table above)", one_block - counted_input,
+            "backward reruns the block's forward with grad enabled (its input is already counted)");
+    if (quant) int8_saved_inputs(m, o, N, 1, dtypes(), blk);  // the recompute keeps them again
+    if (block_weights_cast()) {
+      blk.add("recomputed block's weights cast to c", "(linear weights)·c", linear_weight_numel_per_block(m) * c,
+              "the recompute's autocast region caches and saves them again");
+    }
+  }
+  blk.add("gradient of the residual stream", "b·T·d·" + rs(), N * d * w, "flows into the block from above");
+  candidates_begin = plan.block_backward_peak.size();
+  peak_candidates(blk, released_before_softmax);
+}
+
+void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_softmax) {
+  const int64_t H = m.n_heads, f = m.d_ff;
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t a = m.n_heads * m.head_dim;
+  // Accumulation adds into existing gradients; a frozen base makes none (the adapters' are small).
+  const int64_t new_gradient = accumulating || lora ? 0 : t;
+  // The output projection's saved input, released by its backward: none when it is a frozen
+  // linear without an adapter (LoRA), which needs no input for its input's gradient.
+  const bool out_saves_input = !lora || adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0;
+  const int64_t mlp_released = (out_saves_input ? N * f * c : 0) + (block_weights_cast() ? d * f * c : 0);
+  const int64_t mlp_grads = (f * d + (gpt2 ? d : 0)) * new_gradient;
+  // GPT-2: gelu's backward holds its incoming gradient and the one it makes. Llama: the
+  // SwiGLU product silu(g)·u comes first, and its backward holds its incoming gradient (down's
+  // input gradient) and makes two (of silu(g) and of u): three b·T·f tensors at once (measured
+  // with the counting allocator's live blocks at the peak, tests/plan_properties.cpp).
+  const int64_t mlp_pair = (gpt2 ? 2 : 3) * N * f * c;
+  // The softmax's backward runs unless the last block is a frozen block 0's attention (LoRA, one block).
+  const bool attention_backward = !(L == 1 && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kAttention);
+  const int64_t softmax_pair = o.attention == AttentionKind::kExplicit && attention_backward ? 2 * b * H * T * T * c : 0;
+  const int64_t softmax_released =
+      released_before_softmax + (block_weights_cast() ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
+  const int64_t softmax_grads = (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient;
+  // Checkpointed, the block's incoming gradient stays alive through the inner backward
+  // (CheckpointFunction::backward holds grad_outputs), so by the softmax's backward the
+  // residual's gradient after the MLP (its sum with the post-attention norm's input gradient,
+  // a new tensor: the incoming one is shared by the sum's two operands) is a second one.
+  const int64_t residual_sum = checkpointing ? N * d * w : 0;
+  if (checkpointing) {
+    // The recompute's output: CheckpointFunction::backward (src/models/model.cpp) holds the
+    // recomputed block's output y in a local until its inner backward returns, in the
+    // residual stream's dtype; the inner backward then runs as a plain block's backward below.
+    blk.add("recomputed block output y", "b·T·d·" + rs(), N * d * w,
+            "held by CheckpointFunction::backward through the inner backward");
+  }
+  // A third moment: the output projection's own backward, before it has released anything. It
+  // makes its input's gradient and its weight's, which with accumulation is a new tensor until
+  // AccumulateGrad has added it into .grad (without accumulation it is counted above as kept).
+  // Higher than the activation's backward when the projection's weight outweighs b·T rows.
+  const int64_t projection_gradient = lora ? 0 : (f * d + (gpt2 ? d : 0)) * t;
+  // With the optimizer inside backward that weight steps there and then, with AdamW's two
+  // temporaries of its size (src/engine/adamw.cpp), while the block's activations are alive.
+  const int64_t projection_step = split.optimizer_in_backward && !lora ? step_temporaries(f * d) : 0;
+  // With an adapter on it (LoRA), the projection's input gradient comes twice, from the base
+  // linear and from A: both exist until autograd's input buffer adds the second into the first.
+  const bool adapted_out = adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0;
+  // With checkpointing, a fourth: the recompute's last step, h + the MLP's output, before its
+  // inner backward starts. The block's forward (src/models/gpt2.cpp, llama.cpp) still holds
+  // its locals then, and the temporaries of its last expression, where nothing saves them
+  // (block_tensors.cpp's end_locals: GPT-2 the qkv split's views of c_attn's output, Llama the
+  // rotated q, k and v; under autocast the norms' outputs, which the linears save as casts;
+  // with a frozen projection its input); and the output projection's result (b·T·d·c) is
+  // alive next to the sum it makes (counted as y). With an adapter on that projection, the
+  // moment before: its input's fp32 copy and autocast's cast, the result, B's output and the
+  // scaled delta. It wins when the attention is wide next to the MLP (H·hd ≥ d, Qwen3).
+  int64_t end_locals = 0, out = 0;
+  if (checkpointing) {
+    end_locals = last_block().end_locals;
+    out = N * d * c;
+    if (adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0) {
+      const int64_t copies = (c != kFp32 ? N * f * kFp32 : 0) + (autocast ? N * f * c : 0);
+      out = std::max(out, copies + 3 * N * d * c - N * d * w);  // y is not made yet
+    }
+    // On the CPU, TensorIterator casts an operand in another dtype before the add: the
+    // projection's result in c becomes a temporary in the residual's dtype next to the sum.
+    if (o.cpu && c != w && out == N * d * c) out += N * d * w;
+  }
+  // A fifth: the MLP's input projections' backward (a full fine-tune). By then the MLP's
+  // activations are released (Llama: gate's output, silu(gate), up's output and their product;
+  // GPT-2: c_fc's and gelu's outputs), with the output projection's cast weight and, Llama,
+  // up_proj's (it runs first: autograd takes the latest node first) cast weight and cast input.
+  // On top: the gradient of gate's (c_fc's) output, its input's gradient next to up's (Llama:
+  // both wait in autograd's input buffer for the sum), and the MLP weights' gradients, all new
+  // without accumulation (with it, or stepping inside backward, one at a time until
+  // AccumulateGrad adds it or the step frees it). It wins when d·f outweighs b·T·f: small
+  // micro-batches of wide MLPs.
+  int64_t mlp_input_side = 0;
+  if (!lora) {
+    const int64_t input_weight = d * f + (gpt2 ? f : 0);
+    int64_t weight_grads = ((gpt2 ? 2 : 3) * d * f + (gpt2 ? f + d : 0)) * t;
+    if (accumulating) weight_grads = input_weight * t;
+    if (split.optimizer_in_backward) weight_grads = input_weight * t + step_temporaries(d * f);
+    const int64_t released = (gpt2 ? 2 : 4) * N * f * c + (block_weights_cast() ? (gpt2 ? 1 : 2) * d * f * c : 0) +
+                             (!gpt2 && autocast && w != c ? N * d * c : 0);
+    mlp_input_side = N * f * c + (gpt2 ? 1 : 2) * N * d * c + weight_grads - released;
+  }
+  // A sixth: the attention's input projections' backward (a full fine-tune), the block's last
+  // linear work. By then everything the block saved is released but what its first norm and
+  // the projections' input keep (the lines up to that input), with the weight casts but the
+  // projections' own; on top: the block's weight gradients (as for the fifth), the input's
+  // gradients from the projections (Llama: q, k and v each make one; they wait in autograd's
+  // input buffer to be summed), and checkpointed the residual's gradient sum (as for the
+  // softmax). Wide blocks at small b·T: every weight gradient of the block is alive here.
+  int64_t attention_input_side = 0, attention_released = 0, attention_grads = 0;
+  if (!lora) {
+    const LastBlock last = last_block();
+    const std::string input_line = gpt2 ? "ln_1 output" : "input RMSNorm output";
+    int64_t kept = 0, total = 0;
+    bool found = false;
+    for (const PlanLine& line : last.lines) {
+      total += line.bytes;
+      if (!found) kept += line.bytes;
+      if (line.name.rfind(input_line, 0) == 0) found = true;
+    }
+    if (found) {
+      const int64_t kv = m.n_kv_heads * m.head_dim;
+      const int64_t qkv_weights = gpt2 ? d * 3 * a + 3 * a : d * (a + 2 * kv);
+      ModelConfig one = m, two = m;
+      one.n_layers = 1;
+      two.n_layers = 2;
+      const int64_t block_parameters = parameter_count(two) - parameter_count(one) - (gpt2 ? 2 * d : d);  // not its first norm yet
+      attention_grads = block_parameters * t;
+      const int64_t largest = gpt2 ? qkv_weights : d * a;  // the projection whose backward runs
+      if (accumulating) attention_grads = largest * t;
+      if (split.optimizer_in_backward) attention_grads = largest * t + step_temporaries(largest);
+      attention_released = total - kept + (block_weights_cast() ? (linear_weight_numel_per_block(m) - qkv_weights) * c : 0);
+      attention_input_side = attention_grads + (gpt2 ? 1 : 3) * N * d * c + residual_sum - attention_released;
+    }
+  }
+  // The highest of the moments is the block backward's peak; its lines go into the table.
+  struct Moment {
+    int64_t bytes = 0;
+    std::vector<PlanLine> lines;
+    void add(const std::string& name, const std::string& formula, int64_t n, const std::string& why) {
+      lines.push_back(PlanLine{name, formula, n, why});
+      bytes += n;
+    }
+  };
+  std::vector<Moment> moments;
+  {
+    Moment activation;  // the MLP activation's backward
+    activation.add("released before the activation's backward", "−b·T·f·c (+ d·f·c)", -mlp_released,
+                   "the output projection's saved input (and cast weight)");
+    if (mlp_grads > 0) activation.add("the output projection's gradient", "(f·d + bias)·4", mlp_grads, "made on the way");
+    activation.add("MLP backward: grads of act. out, in", gpt2 ? "2·b·T·f·c" : "3·b·T·f·c", mlp_pair,
+                   gpt2 ? "gelu's backward holds its input gradient and output gradient at once"
+                        : "silu(g)·u's backward holds its input gradient and makes those of silu(g) and u");
+    moments.push_back(activation);
+  }
+  {
+    Moment projection;  // the MLP output projection's own backward
+    if (adapted_out) {
+      projection.add("MLP out-proj backward: two input gradients", "2·b·T·f·c", 2 * N * f * c,
+                     "the base linear's, and the adapter's that autograd's input buffer adds into it");
+    } else {
+      projection.add("MLP out-proj backward: input gradient", "b·T·f·c", N * f * c,
+                     "the MLP's output projection makes the gradient of its b·T·f input");
+    }
+    if (projection_gradient > 0)
+      projection.add("MLP out-proj backward: weight gradient", "(f·d + bias)·t", projection_gradient,
+                     accumulating ? "a new tensor until AccumulateGrad adds it into .grad" : "the first block gradient made");
+    moments.push_back(projection);
+  }
+  if (projection_step > 0) {
+    // Inside backward the weight steps once its gradient is accumulated: the projection's node
+    // has finished and released what it saved; its input's gradient waits for the activation's.
+    Moment step;
+    step.add("released: the MLP out-proj's saved input (and cast weight)", "−b·T·f·c (+ d·f·c)", -mlp_released,
+             "its backward node has finished");
+    step.add("MLP out-proj input gradient", "b·T·f·c", N * f * c, "waits for the activation's backward");
+    step.add("MLP out-proj weight gradient", "(f·d + bias)·t", projection_gradient, "about to step");
+    step.add("MLP out-proj optimizer step temporaries", o.optimizer == OptimizerKind::kAdamW ? "2·f·d·t" : "step(f·d)",
+             projection_step, "the optimizer's temporaries for that weight, as it steps inside backward");
+    moments.push_back(step);
+  }
+  if (softmax_pair > 0) {
+    Moment softmax;  // the explicit attention's softmax backward
+    softmax.add("released before the softmax's backward", "−(one block from v on)", -softmax_released,
+                "the MLP, output projection and bmm(probabilities, v) are done");
+    if (softmax_grads > 0) softmax.add("the block's MLP and projection gradients", "(MLP, norm, proj.)·4", softmax_grads, "made on the way");
+    softmax.add("gradient of v", "b·T·a·c", N * a * c, "waits in the qkv split's backward for q's and k's");
+    if (residual_sum > 0)
+      softmax.add("the residual's gradient after the MLP", "b·T·d·" + rs(), residual_sum,
+                  "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
+    softmax.add("softmax backward: grads of probs, scores", "2·b·H·T·T·c", softmax_pair,
+                "softmax's backward holds its input gradient and output gradient at once");
+    moments.push_back(softmax);
+  }
+  const std::string one_at_a_time = accumulating ? "a new tensor until AccumulateGrad adds it into .grad"
+                                                 : "with its step's temporaries, inside backward";
+  if (!lora) {
+    Moment mlp_input;  // the MLP's input projections' backward
+    const int64_t released = (gpt2 ? 2 : 4) * N * f * c + (block_weights_cast() ? (gpt2 ? 1 : 2) * d * f * c : 0) +
+                             (!gpt2 && autocast && w != c ? N * d * c : 0);
+    mlp_input.add("released before the MLP input projections' backward", gpt2 ? "−2·b·T·f·c (+ d·f·c)" : "−4·b·T·f·c (+ …)",
+                  -released,
+                  gpt2 ? "c_fc's and gelu's outputs (and the output projection's cast weight)"
+                       : "gate's and up's outputs, silu(gate), their product (and down's and up's casts)");
+    mlp_input.add("gradient of the input projection's output", "b·T·f·c", N * f * c, gpt2 ? "c_fc's" : "gate's, from silu's backward");
+    mlp_input.add(gpt2 ? "c_fc's input gradient" : "gate's and up's input gradients", gpt2 ? "b·T·d·c" : "2·b·T·d·c",
+                  (gpt2 ? 1 : 2) * N * d * c, gpt2 ? "made by c_fc's backward" : "both exist until autograd's input buffer sums them");
+    const bool one = accumulating || split.optimizer_in_backward;
+    mlp_input.add(one ? "the input projection's weight gradient" : "the MLP's weight gradients",
+                  one ? "(d·f + bias)·t" : "(MLP weights)·t", mlp_input_side - mlp_input.bytes,
+                  one ? one_at_a_time : "made by the MLP's three backward nodes");
+    moments.push_back(mlp_input);
+  }
+  if (attention_input_side != 0 || attention_released != 0) {
+    Moment attention_input;  // the attention's input projections' backward
+    attention_input.add("released: the block but its first norm and the projections' input", "−(one block after it)",
+                        -attention_released, "every later backward node of the block is done (and its weight casts)");
+    const bool one = accumulating || split.optimizer_in_backward;
+    attention_input.add(one ? "the input projection's weight gradient" : "the block's weight gradients",
+                        one ? (gpt2 ? "(d·3a + 3a)·t" : "d·a·t") : "(block parameters − norm)·t", attention_grads,
+                        one ? one_at_a_time : "every linear's, the output projection's and the norms' after the first");
+    attention_input.add(gpt2 ? "c_attn's input gradient" : "q's, k's and v's input gradients", gpt2 ? "b·T·d·c" : "3·b·T·d·c",
+                        (gpt2 ? 1 : 3) * N * d * c, gpt2 ? "made by c_attn's backward" : "they wait in autograd's input buffer to be summed");
+    if (residual_sum > 0)
+      attention_input.add("the residual's gradient after the MLP", "b·T·d·" + rs(), residual_sum,
+                          "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
+    moments.push_back(attention_input);
+  }
+  if (checkpointing) {
+    Moment end;  // the recompute's last step
+    end.add("recompute's end: block forward's locals", gpt2 ? "b·T·3a·c + …" : "b·T·(a+2kv)·c + …", end_locals,
+            gpt2 ? "the qkv views of c_attn's output and what the linears do not save, held until the block returns"
+                 : "rotated q, k and v (and what the linears do not save), held until it returns");
+    end.add(out > N * d * c ? "recompute's end: the adapted out-projection" : "recompute's end: MLP out-proj result",
+            out > N * d * c ? "b·T·f·(4+c) + 3·b·T·d·c − b·T·d·w" : "b·T·d·c", out,
+            out > N * d * c ? "its input's fp32 copy and cast, result, B's output, scaled delta (before y)" : "added to h to make y");
+    // An int8 base keeps the linears' inputs (int8_saved_inputs, counted above for the
+    // recompute); those kept as themselves are the very locals counted here.
+    const int64_t kept = quant ? int8_inputs_kept_as_themselves(m, o, N, dtypes()) : 0;
+    if (kept > 0)
+      end.add("int8's kept inputs are these locals", "−(inputs kept as themselves)", -kept, "counted once, above");
+    moments.push_back(end);
+  }
+  const Moment* best = &moments.front();
+  for (const Moment& moment : moments)
+    if (moment.bytes > best->bytes) best = &moment;
+  for (const PlanLine& line : best->lines) blk.add(line.name, line.formula, line.bytes, line.why);
+}
+
+void PlanBuilder::block_forward() {
+  const bool frozen_attention =
+      !checkpointing && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kAttention;
+  if (!frozen_attention && !checkpointing) return;
+  const int64_t H = m.n_heads, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim, f = m.d_ff;
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t q_bytes = m.qk_norm || !autocast ? w : c;  // rotated by the rotary table's dtype
+  std::vector<PlanLine> attention, mlp;
+  const Table at{&attention}, end{&mlp};
+  // The locals held from the attention on: GPT-2's c_attn output (the qkv views), Llama's
+  // `normed` and the rotated q, k and v.
+  auto attention_locals = [&](const Table& t) {
+    if (!checkpointing) t.add("block input x", "b·T·d·" + rs(), N * d * w, "the embedding's output, the block's residual");
+    if (gpt2) {
+      t.add("c_attn output", "b·T·3a·c", N * 3 * a * c, "held by the qkv split's views until the block returns");
+    } else {
+      t.add("input RMSNorm output", "b·T·d·" + rs(), N * d * w, "the block's local `normed`");
+      t.add("rotated q, k and v", "b·T·(a+kv)·q + b·T·kv·c", N * (a + kv) * q_bytes + N * kv * c, "the block's locals");
+    }
+  };
+  // Checkpointed under autocast the forward runs without grad, but autocast still caches its
+  // cast of every weight that requires grad until the forward's region closes: by the last
+  // block's attention, every block below and its own q, k, v (c_attn) projections; by its end,
+  // all L blocks. (LoRA: only the adapters' small casts, left out.)
+  const int64_t per_block = linear_weight_numel_per_block(m);
+  const bool cast_cache = checkpointing && block_weights_cast() && !lora;  // a frozen weight's cast is not cached
+  const int64_t qkv_weights = gpt2 ? d * 3 * a : d * (a + 2 * kv);
+  if (o.attention == AttentionKind::kExplicit) {
+    if (cast_cache)
+      at.add("autocast's cache: weight casts so far", "((L−1)·(linear weights) + qkv)·c", ((L - 1) * per_block + qkv_weights) * c,
+             "cached for the whole forward, grad or not");
+    attention_locals(at);
+    if (!gpt2 && m.n_kv_heads != m.n_heads) {
+      at.add("k, v repeated to H heads", "2·b·T·a·" + std::string(m.qk_norm || !autocast ? "q" : "c"),
+             N * a * q_bytes + N * a * c, "repeat_interleave's outputs, locals of the attention");
+    }
+    if (!o.packed_documents)
+      at.add("causal mask, and the ones it came from", "2·T·T·1", 2 * T * T * kBool, "built per attention call (ones(T, T).triu(1))");
+    at.add("scores and probabilities", "2·b·H·T·T·c", 2 * b * H * T * T * c, "the masked scores and softmax's output");
+    at.add(!gpt2 && m.n_kv_heads != m.n_heads ? "attention output" : "v's bmm copy, attention output",
+           !gpt2 && m.n_kv_heads != m.n_heads ? "b·T·a·c" : "2·b·T·a·c",
+           (!gpt2 && m.n_kv_heads != m.n_heads ? 1 : 2) * N * a * c,
+           "bmm(probabilities, v): v made contiguous (the repeated v is already), and its result");
+  }
+  if (checkpointing) {
+    if (cast_cache)
+      end.add("autocast's cache: every block's weight casts", "L·(linear weights)·c", L * per_block * c,
+              "cached for the whole forward, grad or not");
+    attention_locals(end);
+    end.add("attention output y, residual h", gpt2 ? "b·T·a·c + b·T·d·w" : "b·T·a·c + b·T·d·4",
+            N * a * c + N * d * (gpt2 ? w : kFp32), "the block's locals");
+    end.add(gpt2 ? "ln_2 output" : "post-attention RMSNorm output m", "b·T·d·" + rs(), N * d * w,
+            gpt2 ? "a temporary of the block's last expression" : "the block's local `m`");
+    end.add(gpt2 ? "c_fc output, gelu output" : "gate, up, silu(gate), silu(gate)·up", gpt2 ? "2·b·T·f·c" : "4·b·T·f·c",
+            (gpt2 ? 2 : 4) * N * f * c, "temporaries of the block's last expression, alive until it returns");
+    mlp_before_out_projection = total_bytes(mlp);
+    // The output projection: its result and the residual sum it makes; with an adapter there
+    // instead its input's fp32 copy (and autocast's cast of it) and the delta's two tensors.
+    const bool adapted_out = adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0;
+    const int64_t copy = adapted_out && c != kFp32 ? N * f * kFp32 : 0;
+    const int64_t cast = adapted_out && autocast ? N * f * c : 0;
+    // With LoRA dropout, a moment before: dropout's noise and its output (fp32), next to the
+    // base projection's result, before A runs.
+    const int64_t dropped = adapted_out && o.lora.dropout > 0 ? 2 * N * f * kFp32 : 0;
+    if (adapted_out && dropped > 2 * N * d * c && copy + dropped + N * d * c > N * d * w) {
+      if (copy > 0) end.add("the adapter's input copy", "b·T·f·4", copy, "x.to(fp32)");
+      end.add("the adapter's dropout noise and output", "2·b·T·f·4", dropped, "the scaled Bernoulli noise and x · noise");
+      end.add("out-projection result", "b·T·d·c", N * d * c, "the base linear's, before the adapter's delta");
+    } else if (adapted_out && copy + cast + 2 * N * d * c > N * d * w) {
+      if (copy + cast > 0)
+        end.add("the adapter's input copies", autocast ? "b·T·f·(4+c)" : "b·T·f·4", copy + cast,
+                "x.to(fp32) and autocast's cast of it for A");
+      end.add("out-projection result, B's output, the scaled delta", "3·b·T·d·c", 3 * N * d * c,
+              "result + B(A(x))·scaling");
+    } else {
+      end.add("out-projection result, the block's output", "b·T·d·c + b·T·d·" + rs(), N * d * c + N * d * w,
+              "h + the projection's result");
+      if (o.cpu && c != w)
+        end.add("the result cast to the residual's dtype", "b·T·d·" + rs(), N * d * w,
+                "the CPU's TensorIterator casts the operand before the add (a temporary)");
+    }
+  }
+  const bool mlp_wins = total_bytes(mlp) > total_bytes(attention);
+  plan.block_forward_peak = mlp_wins ? mlp : attention;
+  plan.block_forward_what = !checkpointing ? "block 0's attention, before anything requires grad"
+                            : mlp_wins     ? "the last block's MLP, run without grad (checkpointing)"
+                                           : "the last block's attention, run without grad (checkpointing)";
+}
+
+void PlanBuilder::last_block_forward() {
+  if (checkpointing) return;  // the checkpointed forward runs without grad: block_forward()
+  const LastBlock last = last_block();
+  const std::vector<PlanLine>& lines = last.lines;
+  const int64_t last_block_bytes = total_bytes(lines);
+  int64_t blocks_below = 0;
+  for (size_t i = block_lines_begin; i < block_lines_end; ++i) blocks_below += plan.saved[i].bytes;
+  blocks_below -= last_block_bytes;
+  int64_t best = 0, saved_to_it = 0;
+  const ForwardMoment* at = nullptr;
+  for (const ForwardMoment& moment : last.moments) {
+    int64_t saved = 0;
+    for (size_t i = 0; i < moment.lines_end; ++i) saved += lines[i].bytes;
+    const int64_t total = saved + moment.transient() + moment.locals_bytes;
+    if (total > best) best = total, at = &moment, saved_to_it = saved;
+  }
+  if (at == nullptr) return;
+  const Table f{&plan.last_block_forward_peak};
+  const std::string what = at->lines_end > 0 ? lines[at->lines_end - 1].name : "its start";
+  f.add("the blocks below the last, saved", "(saved blocks) − one block", blocks_below,
+        "with the cast weights the whole step's blocks save");
+  f.add("the last block's saved tensors so far", "one block up to " + what, saved_to_it, "forward order");
+  if (at->kind == ForwardMoment::kEnd) {
+    plan.last_block_forward_what = "the end of the last block";
+    f.add("MLP out-projection result, the block's output", "b·T·d·c + b·T·d·(w or 4)", at->result_bytes,
+          "h + the projection's result");
+  } else if (at->kind == ForwardMoment::kAttention) {
+    plan.last_block_forward_what = "the last block's attention output";
+    f.add("masked scores, attention output, ones(T, T)", "b·H·T·T·c + b·T·a·c + T·T", at->scores_bytes,
+          "the scores are a local of the attention next to softmax's saved output when bmm(probabilities, v) makes "
+          "its result; the mask's ones are a temporary of the call");
+  } else {
+    plan.last_block_forward_what = "the last block's LoRA adapter with the largest fp32 input copy";
+    f.add("the adapters' input", "b·T·in·c", at->input_bytes, "a temporary: the adapters save their casts of it");
+    f.add("its fp32 copy", "b·T·in·4", at->copy_bytes, "x.to(fp32) in the adapter's forward, until it returns");
+    f.add("the base linear's output, B's output, the scaled delta", "3·b·T·out·c", 3 * at->output_bytes,
+          "result + B(A(x))·scaling: all three exist before the sum");
+  }
+  if (at->locals_bytes > 0)
+    f.add("the block's unsaved locals", "x, qkv, y, h, … as held", at->locals_bytes,
+          "the block forward's locals that no backward saves, alive until it returns");
+}
+
+void PlanBuilder::dequant_transients() {
+  if (!quant) return;
+  dequant_bytes = dequant_transient(m, o, c, Table{&plan.dequant_peak});
+  int64_t chosen = 0;
+  for (size_t i = candidates_begin; i < plan.block_backward_peak.size(); ++i) chosen += plan.block_backward_peak[i].bytes;
+  const int64_t extra = N * m.d_ff * c + dequant_bytes - chosen;
+  if (extra > 0) {
+    Table{&plan.block_backward_peak}.add("QLoRA: frozen linear's backward instead", "b·T·f·c + dequant − above", extra,
+                                         "its input gradient next to the dequantised weight beats the moment above");
+  }
+}
+
+}  // namespace accumbench::plan_detail

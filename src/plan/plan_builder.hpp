@@ -1,0 +1,175 @@
+// The plan's builder (src/plan, private): the symbols of one split's formulas and the tables
+// plan_memory fills step by step. memory_plan.cpp defines the steps of the step's own tensors
+// (resident, gradients, saved, the loss head, the optimizer) and the peaks per phase;
+// block_moments.cpp the moments inside a block (its forward without grad, its last forward with
+// grad, its backward's candidates, QLoRA's dequantised weight).
+//
+//   PlanBuilder builder(model, options, split);
+//   builder.resident_tensors();  // ... in plan_memory's order
+//   MemoryPlan plan = std::move(builder.plan);
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "accumbench/optimizer_state.hpp"
+#include "accumbench/plan.hpp"
+#include "plan/block_tensors.hpp"
+
+namespace accumbench::plan_detail {
+
+// The symbols of the formulas for one split, and the plan's tables filled step by step. Each step
+// adds the lines of one part of the step's memory; phase_peaks() adds them up per phase.
+struct PlanBuilder {
+  const ModelConfig& m;
+  const PlanOptions& o;
+  const SplitConfig& split;
+  MemoryPlan plan;
+  int64_t P, b, T, N, d, V, L, c;
+  int64_t w;        // bytes per weight in the storage dtype (--weights-dtype)
+  int64_t trained;  // parameters with gradients and AdamW moments: all, or the adapters' (LoRA)
+  int64_t t;        // bytes per trained parameter (and per gradient and moment)
+  bool autocast, checkpointing, accumulating, chunked, lora;
+  bool quant;  // QLoRA: the block linears quantised, everything else fp32 (quantized_base.hpp)
+  size_t block_lines_begin = 0, block_lines_end = 0;  // the blocks' lines in plan.saved
+
+  PlanBuilder(const ModelConfig& model, const PlanOptions& options, const SplitConfig& s)
+      : m(model), o(options), split(s) {
+    plan.split = s;
+    plan.model = model;
+    plan.options = options;
+    P = parameter_count(m);
+    b = split.micro_batch;
+    T = o.activation_length();  // with real data: the longest padded micro-batch
+    N = b * T;
+    d = m.d_model;
+    V = m.vocab_size;
+    L = m.n_layers;
+    autocast = split.precision != Precision::kFp32;
+    quant = o.lora.quantized();
+    // QLoRA: prepare_model_for_kbit_training leaves every parameter that is not quantised in
+    // fp32, so the residual stream and the activations without autocast are fp32.
+    w = quant ? kFp32 : compute_bytes(o.weights_dtype);
+    // Activations come in autocast's dtype, or without autocast in the weights' (bf16 weights
+    // compute in bf16).
+    c = autocast ? compute_bytes(split.precision) : w;
+    checkpointing = split.activation_checkpointing == Checkpointing::kBlocks;
+    // CUDA graphs keep every gradient allocated from the start (the captured backward adds into
+    // them), as accumulation does from the second micro-step on.
+    accumulating = split.accum_steps > 1 || split.cuda_graphs;
+    chunked = split.chunked_loss;
+    lora = o.lora.enabled();
+    trained = lora ? lora_parameter_count(m, o.lora) : P;
+    t = lora ? kFp32 : w;  // adapters are fp32 (PEFT's default); a full fine-tune trains in the weights' dtype
+  }
+
+  // Weights cast to c by autocast exist only when they are stored in another dtype.
+  bool weights_cast() const { return autocast && w != c; }
+  // Autocast's casts of the block linears' weights: none when they are quantised (each is
+  // dequantised in c directly, dequant_transient).
+  bool block_weights_cast() const { return weights_cast() && !quant; }
+  Dtypes dtypes() const { return Dtypes{c, w, autocast}; }
+  // The residual stream's formula symbol: it is in the weights' dtype.
+  std::string rs() const { return w == kFp32 ? "4" : "w"; }
+
+  // ---- resident for the whole step ----
+  void resident_tensors();
+
+  // ---- gradients ----
+  void gradients();
+
+  // ---- saved for backward by one micro-step ----
+  void saved_tensors();
+
+  // The loss head's tensors: saved, and the transients at the forward's and backward's peaks.
+  void loss_head();
+
+  // --framework hf-trl (bench/reference/hf_trl.py, which cites each behaviour): compute_loss keeps
+  // the model's outputs until it returns, before backward; under autocast accelerate's
+  // convert_to_fp32 has replaced the logits by an fp32 copy (the c-byte ones are gone), without it
+  // they are fp32 already. SFTTrainer's metrics then run on them under no_grad:
+  // entropy_from_logits reshapes logits[:, :-1] to (b·(T−1), V) (a copy when b > 1: the slice is
+  // not contiguous) and per 128 rows holds log_softmax, its exp and their product.
+  void trl_metrics();
+
+  void optimizer_temporaries();
+
+  // What one parameter's step allocates beyond its gradient (optimizer-in-backward's moments).
+  int64_t step_temporaries(int64_t numel) const { return optimizer_step_temporary_bytes(o.optimizer, numel, t); }
+
+  // The last block as a table of its own (block_tensors.hpp, one block of the model): its saved
+  // lines, the index from which its backward has released them before the softmax's, its forward
+  // moments and the locals held at its end. With one block and LoRA it is block 0, whose frozen
+  // prefix saves nothing (none with checkpointing: frozen_prefix_of).
+  struct LastBlock {
+    std::vector<PlanLine> lines;
+    size_t released_from = 0;
+    std::vector<ForwardMoment> moments;
+    int64_t end_locals = 0;
+  };
+  LastBlock last_block() const;
+
+  // One block's saved tensors (what a recompute saves again), and those that the block's own
+  // backward has released by the time it reaches the attention softmax's backward.
+  std::pair<int64_t, int64_t> one_block_saved_and_released() const;
+
+  // The last block's backward: the head is done (its saved tensors are freed, its gradient
+  // exists), the block's own saved tensors are still there (recomputed, with checkpointing).
+  void block_backward();
+
+  // The moments of the last block's backward, each a list of lines; the highest one's go into
+  // `blk`: the MLP activation's backward (the output projection has released its input and cast
+  // weight and made its weight gradient); the output projection's own backward (and, inside
+  // backward, its step); the explicit attention softmax's; the MLP's and the attention's input
+  // projections' (a full fine-tune's weight gradients); with checkpointing the recompute's end.
+  void peak_candidates(const Table& blk, int64_t released_before_softmax);
+
+  // A block's forward that saves nothing, on top of what is saved before it (phase_peaks).
+  //  - LoRA without checkpointing and no adapter before the attention's output projection: block
+  //    0's attention runs on tensors that require no grad; its (T, T) scores and probabilities
+  //    exist for a moment (src/compat/compat.cpp masked_attention: the masked scores are a local
+  //    next to softmax's output) when nothing of the micro-step is saved but what comes before
+  //    the blocks. With a small vocabulary that moment is the forward's peak.
+  //  - Checkpointing: every block's forward runs without grad (CheckpointFunction::forward), so
+  //    the same moment comes in the last block with every checkpointed input kept, and a second
+  //    one at the end of its MLP, where the block's locals (src/models/gpt2.cpp, llama.cpp) and
+  //    the temporaries of its last full expression are all alive.
+  void block_forward();
+
+  // The last block's forward moments with grad (block_tensors.hpp ForwardMoment), each on top of
+  // the blocks below and the last block's saved tensors up to it: the explicit attention's
+  // softmax, next to the masked scores; with LoRA and inputs in c, each adapter's fp32 copy of
+  // its input (adapted_linear.cpp, as PEFT's x.to(lora_A.dtype)). With a small vocabulary (or
+  // the chunked loss's small logits) one of them can top the loss head's.
+  void last_block_forward();
+
+  // QLoRA: one block weight dequantised at a time. In a block's backward it is alive while a
+  // frozen linear makes its input's gradient: at most the MLP output projection's moment, its
+  // b·T·f input gradient next to the weight, on top of what the block keeps. That moment is a
+  // peak when it exceeds the one peak_candidates chose (its lines from candidates_begin on).
+  size_t candidates_begin = 0;
+  int64_t dequant_bytes = 0;
+  // Checkpointed: the last block's MLP forward (without grad) up to its output projection's input.
+  int64_t mlp_before_out_projection = 0;
+  void dequant_transients();
+
+  // ---- peaks per phase ----
+  // The sums every phase's moments start from.
+  struct PhaseTotals {
+    int64_t resident_bytes, grad_bytes, saved_bytes;
+    int64_t block_saved_bytes;    // the blocks' saved lines, all L
+    int64_t grads_in_micro_step;  // the gradients alive during a micro-step (with accumulation)
+    int64_t saved_before_blocks;  // the saved lines before the blocks'
+  };
+  PhaseTotals phase_totals() const;
+  int64_t forward_peak(const PhaseTotals& s) const;
+  int64_t quant_forward_peak(const PhaseTotals& s, int64_t forward) const;
+  int64_t backward_head_peak(const PhaseTotals& s) const;
+  int64_t backward_end_peak(const PhaseTotals& s, int64_t backward_block) const;
+  void phase_peaks();
+};
+
+}  // namespace accumbench::plan_detail
