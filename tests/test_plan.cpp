@@ -247,3 +247,22 @@ TEST(Plan, HfTrlMetricsKeepTheLogitsAndCopyThemAfterTheLoss) {
   EXPECT_THROW(ab::plan_memory(cfg, o, chunked), ab::UserError);
   EXPECT_THROW(ab::plan_framework_from_string("trl"), ab::UserError);
 }
+
+// LoRA dropout keeps, per adapter, what it needs for backward: on the CPU the fp32 noise tensor
+// x · noise multiplied by; on CUDA at::dropout is native_dropout, which keeps a bool mask
+// (ATen's Dropout.cpp, is_fused_kernel_acceptable). gpt2-tiny, T=64, 2×1, adapters on c_attn.
+TEST(Plan, LoraDropoutKeepsAnFp32NoiseOnTheCpuAndABoolMaskOnCuda) {
+  const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
+  ab::PlanOptions o = options(64, 2);
+  o.lora.rank = 4;
+  o.lora.targets = "c_attn";
+  o.lora.dropout = 0.1;
+  const ab::MemoryPlan cpu = ab::plan_memory(cfg, o, split(2, 1));
+  o.cpu = false;
+  const ab::MemoryPlan cuda = ab::plan_memory(cfg, o, split(2, 1));
+  const int64_t N = 2 * 64, d = cfg.d_model, L = cfg.n_layers;
+  // Block 0's input requires no grad (the embedding is frozen): its dropout keeps nothing.
+  EXPECT_EQ(line_bytes(cpu.saved, "ln_1 output, dropout noise"), (L - 1) * N * d * 4);
+  EXPECT_EQ(line_bytes(cuda.saved, "ln_1 output, dropout mask"), (L - 1) * N * d * 1);
+  EXPECT_EQ(line_bytes(cpu.saved, "ln_1 output, dropped, per adapter"), line_bytes(cuda.saved, "ln_1 output, dropped, per adapter"));
+}

@@ -357,10 +357,12 @@ void PlanBuilder::block_forward() {
     const int64_t cast = adapted_out && autocast ? N * f * c : 0;
     // With LoRA dropout, a moment before: dropout's noise and its output (fp32), next to the
     // base projection's result, before A runs.
-    const int64_t dropped = adapted_out && o.lora.dropout > 0 ? 2 * N * f * kFp32 : 0;
+    const int64_t dropped = adapted_out && o.lora.dropout > 0 ? N * f * kFp32 + N * f * (o.cpu ? kFp32 : kBool) : 0;
     if (adapted_out && dropped > 2 * N * d * c && copy + dropped + N * d * c > N * d * w) {
       if (copy > 0) end.add("the adapter's input copy", "b·T·f·4", copy, "x.to(fp32)");
-      end.add("the adapter's dropout noise and output", "2·b·T·f·4", dropped, "the scaled Bernoulli noise and x · noise");
+      end.add(o.cpu ? "the adapter's dropout noise and output" : "the adapter's dropout mask and output",
+              o.cpu ? "2·b·T·f·4" : "b·T·f·(4+1)", dropped,
+              o.cpu ? "the scaled Bernoulli noise and x · noise" : "native_dropout's bool mask and its output");
       end.add("out-projection result", "b·T·d·c", N * d * c, "the base linear's, before the adapter's delta");
     } else if (adapted_out && copy + cast + 2 * N * d * c > N * d * w) {
       if (copy + cast > 0)

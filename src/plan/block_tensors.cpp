@@ -37,7 +37,8 @@ struct Blocks {
 
 // The input of the linears `names` (width `in`), as they save it: one tensor that they share
 // (fp32), or one cast copy each (autocast casts per use). With LoRA dropout each adapter keeps its
-// dropped copy (fp32; under autocast its cast) and the dropout's noise (x · noise saves it, fp32).
+// dropped copy (fp32; under autocast its cast) and the dropout's noise (x · noise saves it, fp32;
+// on CUDA native_dropout's bool mask).
 // `input_bytes`: the element size of the input itself (what is kept without autocast). `locals`:
 // the bytes of the block forward's locals alive here that nothing saves (ForwardMoment). Returns
 // whether the input tensor itself is saved (else it is a temporary, or a local of the block).
@@ -57,9 +58,15 @@ bool linear_input(const ModelConfig& m, const Table& t, const std::string& what,
   if (dropout) {
     t.add(what + ", dropped, per adapter", "L·" + count + "·b·T·" + width + "·" + (cast ? "c" : "4"), L * n * N * in * (cast ? c : kFp32),
           cast ? "each adapter's dropout output cast to c, saved by its A" : "each adapter's dropout output, saved by its A");
-    t.add(what + ", dropout noise", with_grad.s + "·" + count + "·b·T·" + width + "·4", with_grad.n * n * N * in * kFp32,
-          with_grad.n < L ? "dropout multiplies by a scaled Bernoulli noise tensor, saved where the input requires grad (not in block 0)"
-                          : "dropout multiplies by a scaled Bernoulli noise tensor and saves it (CPU)");
+    // The CPU's dropout multiplies by a scaled Bernoulli noise tensor (fp32) and saves it; on CUDA
+    // at::dropout is native_dropout (ATen Dropout.cpp is_fused_kernel_acceptable), whose backward
+    // keeps a bool mask instead.
+    const int64_t mask = o.cpu ? kFp32 : kBool;
+    t.add(what + (o.cpu ? ", dropout noise" : ", dropout mask"),
+          with_grad.s + "·" + count + "·b·T·" + width + (o.cpu ? "·4" : "·1"), with_grad.n * n * N * in * mask,
+          with_grad.n < L ? "dropout saves its noise (CPU, fp32) or mask (CUDA, bool) where the input requires grad (not in block 0)"
+          : o.cpu         ? "dropout multiplies by a scaled Bernoulli noise tensor and saves it (CPU)"
+                          : "native_dropout saves its bool mask (CUDA)");
   } else if (o.lora.enabled() && !cast && input_bytes != kFp32) {
     t.add(what + ", fp32 copy per adapter", "L·" + count + "·b·T·" + width + "·4", L * n * N * in * kFp32,
           "PEFT casts each adapter's input to the adapter's fp32; its A saves the copy");
