@@ -39,7 +39,7 @@ class CountingCpuAllocator {
   // phase with its Phase (set_allocation_tag). Off by default: it costs a lock and a hash map
   // operation per allocation.
   struct LiveBlock {
-    int64_t order = 0;  // allocation number, counted from the install
+    int64_t order = 0;  // the allocation's number among the tracked ones (from the first tracking on)
     int64_t bytes = 0;
   };
   struct LiveSnapshot {
@@ -48,7 +48,6 @@ class CountingCpuAllocator {
   };
   void track_live_blocks(bool on);
   void reset_live_snapshots();
-  int64_t allocation_count() const;
   std::vector<LiveSnapshot> live_snapshots() const;  // index: the tag
 };
 

@@ -128,58 +128,6 @@ void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_soft
     // projection's result in c becomes a temporary in the residual's dtype next to the sum.
     if (o.cpu && c != w && out == N * d * c) out += N * d * w;
   }
-  // A fifth: the MLP's input projections' backward (a full fine-tune). By then the MLP's
-  // activations are released (Llama: gate's output, silu(gate), up's output and their product;
-  // GPT-2: c_fc's and gelu's outputs), with the output projection's cast weight and, Llama,
-  // up_proj's (it runs first: autograd takes the latest node first) cast weight and cast input.
-  // On top: the gradient of gate's (c_fc's) output, its input's gradient next to up's (Llama:
-  // both wait in autograd's input buffer for the sum), and the MLP weights' gradients, all new
-  // without accumulation (with it, or stepping inside backward, one at a time until
-  // AccumulateGrad adds it or the step frees it). It wins when d·f outweighs b·T·f: small
-  // micro-batches of wide MLPs.
-  int64_t mlp_input_side = 0;
-  if (!lora) {
-    const int64_t input_weight = d * f + (gpt2 ? f : 0);
-    int64_t weight_grads = ((gpt2 ? 2 : 3) * d * f + (gpt2 ? f + d : 0)) * t;
-    if (accumulating) weight_grads = input_weight * t;
-    if (split.optimizer_in_backward) weight_grads = input_weight * t + step_temporaries(d * f);
-    const int64_t released = (gpt2 ? 2 : 4) * N * f * c + (block_weights_cast() ? (gpt2 ? 1 : 2) * d * f * c : 0) +
-                             (!gpt2 && autocast && w != c ? N * d * c : 0);
-    mlp_input_side = N * f * c + (gpt2 ? 1 : 2) * N * d * c + weight_grads - released;
-  }
-  // A sixth: the attention's input projections' backward (a full fine-tune), the block's last
-  // linear work. By then everything the block saved is released but what its first norm and
-  // the projections' input keep (the lines up to that input), with the weight casts but the
-  // projections' own; on top: the block's weight gradients (as for the fifth), the input's
-  // gradients from the projections (Llama: q, k and v each make one; they wait in autograd's
-  // input buffer to be summed), and checkpointed the residual's gradient sum (as for the
-  // softmax). Wide blocks at small b·T: every weight gradient of the block is alive here.
-  int64_t attention_input_side = 0, attention_released = 0, attention_grads = 0;
-  if (!lora) {
-    const LastBlock last = last_block();
-    const std::string input_line = gpt2 ? "ln_1 output" : "input RMSNorm output";
-    int64_t kept = 0, total = 0;
-    bool found = false;
-    for (const PlanLine& line : last.lines) {
-      total += line.bytes;
-      if (!found) kept += line.bytes;
-      if (line.name.rfind(input_line, 0) == 0) found = true;
-    }
-    if (found) {
-      const int64_t kv = m.n_kv_heads * m.head_dim;
-      const int64_t qkv_weights = gpt2 ? d * 3 * a + 3 * a : d * (a + 2 * kv);
-      ModelConfig one = m, two = m;
-      one.n_layers = 1;
-      two.n_layers = 2;
-      const int64_t block_parameters = parameter_count(two) - parameter_count(one) - (gpt2 ? 2 * d : d);  // not its first norm yet
-      attention_grads = block_parameters * t;
-      const int64_t largest = gpt2 ? qkv_weights : d * a;  // the projection whose backward runs
-      if (accumulating) attention_grads = largest * t;
-      if (split.optimizer_in_backward) attention_grads = largest * t + step_temporaries(largest);
-      attention_released = total - kept + (block_weights_cast() ? (linear_weight_numel_per_block(m) - qkv_weights) * c : 0);
-      attention_input_side = attention_grads + (gpt2 ? 1 : 3) * N * d * c + residual_sum - attention_released;
-    }
-  }
   // The highest of the moments is the block backward's peak; its lines go into the table.
   struct Moment {
     int64_t bytes = 0;
@@ -241,8 +189,24 @@ void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_soft
   }
   const std::string one_at_a_time = accumulating ? "a new tensor until AccumulateGrad adds it into .grad"
                                                  : "with its step's temporaries, inside backward";
+  // A fifth: the MLP's input projections' backward (a full fine-tune). By then the MLP's
+  // activations are released (Llama: gate's output, silu(gate), up's output and their product;
+  // GPT-2: c_fc's and gelu's outputs), with the output projection's cast weight and, Llama,
+  // up_proj's (it runs first: autograd takes the latest node first) cast weight and cast input.
+  // On top: the gradient of gate's (c_fc's) output, its input's gradient next to up's (Llama:
+  // both wait in autograd's input buffer for the sum), and the MLP weights' gradients, all new
+  // without accumulation (with it, or stepping inside backward, one at a time until
+  // AccumulateGrad adds it or the step frees it). It wins when d·f outweighs b·T·f: small
+  // micro-batches of wide MLPs.
+  // (Weight gradients: without accumulation every one made so far; with it, or stepping inside
+  // backward, the one being made.)
+  const bool one_gradient = accumulating || split.optimizer_in_backward;
   if (!lora) {
-    Moment mlp_input;  // the MLP's input projections' backward
+    Moment mlp_input;
+    const int64_t input_weight = d * f + (gpt2 ? f : 0);
+    int64_t weight_grads = ((gpt2 ? 2 : 3) * d * f + (gpt2 ? f + d : 0)) * t;
+    if (accumulating) weight_grads = input_weight * t;
+    if (split.optimizer_in_backward) weight_grads = input_weight * t + step_temporaries(d * f);
     const int64_t released = (gpt2 ? 2 : 4) * N * f * c + (block_weights_cast() ? (gpt2 ? 1 : 2) * d * f * c : 0) +
                              (!gpt2 && autocast && w != c ? N * d * c : 0);
     mlp_input.add("released before the MLP input projections' backward", gpt2 ? "−2·b·T·f·c (+ d·f·c)" : "−4·b·T·f·c (+ …)",
@@ -252,26 +216,54 @@ void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_soft
     mlp_input.add("gradient of the input projection's output", "b·T·f·c", N * f * c, gpt2 ? "c_fc's" : "gate's, from silu's backward");
     mlp_input.add(gpt2 ? "c_fc's input gradient" : "gate's and up's input gradients", gpt2 ? "b·T·d·c" : "2·b·T·d·c",
                   (gpt2 ? 1 : 2) * N * d * c, gpt2 ? "made by c_fc's backward" : "both exist until autograd's input buffer sums them");
-    const bool one = accumulating || split.optimizer_in_backward;
-    mlp_input.add(one ? "the input projection's weight gradient" : "the MLP's weight gradients",
-                  one ? "(d·f + bias)·t" : "(MLP weights)·t", mlp_input_side - mlp_input.bytes,
-                  one ? one_at_a_time : "made by the MLP's three backward nodes");
+    mlp_input.add(one_gradient ? "the input projection's weight gradient" : "the MLP's weight gradients",
+                  one_gradient ? "(d·f + bias)·t" : "(MLP weights)·t", weight_grads,
+                  one_gradient ? one_at_a_time : "made by the MLP's three backward nodes");
     moments.push_back(mlp_input);
   }
-  if (attention_input_side != 0 || attention_released != 0) {
-    Moment attention_input;  // the attention's input projections' backward
-    attention_input.add("released: the block but its first norm and the projections' input", "−(one block after it)",
-                        -attention_released, "every later backward node of the block is done (and its weight casts)");
-    const bool one = accumulating || split.optimizer_in_backward;
-    attention_input.add(one ? "the input projection's weight gradient" : "the block's weight gradients",
-                        one ? (gpt2 ? "(d·3a + 3a)·t" : "d·a·t") : "(block parameters − norm)·t", attention_grads,
-                        one ? one_at_a_time : "every linear's, the output projection's and the norms' after the first");
-    attention_input.add(gpt2 ? "c_attn's input gradient" : "q's, k's and v's input gradients", gpt2 ? "b·T·d·c" : "3·b·T·d·c",
-                        (gpt2 ? 1 : 3) * N * d * c, gpt2 ? "made by c_attn's backward" : "they wait in autograd's input buffer to be summed");
-    if (residual_sum > 0)
-      attention_input.add("the residual's gradient after the MLP", "b·T·d·" + rs(), residual_sum,
-                          "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
-    moments.push_back(attention_input);
+  // A sixth: the attention's input projections' backward (a full fine-tune), the block's last
+  // linear work. By then everything the block saved is released but what its first norm and
+  // the projections' input keep (the lines up to that input), with the weight casts but the
+  // projections' own; on top: the block's weight gradients (as for the fifth), the input's
+  // gradients from the projections (Llama: q, k and v each make one; they wait in autograd's
+  // input buffer to be summed), and checkpointed the residual's gradient sum (as for the
+  // softmax). Wide blocks at small b·T: every weight gradient of the block is alive here.
+  if (!lora) {
+    // What the block keeps then: its lines up to the projections' input.
+    const LastBlock last = last_block();
+    const std::string input_line = attention_input_line(m);
+    int64_t kept = 0, total = 0;
+    bool found = false;
+    for (const PlanLine& line : last.lines) {
+      total += line.bytes;
+      if (!found) kept += line.bytes;
+      if (line.name.rfind(input_line, 0) == 0) found = true;
+    }
+    if (found) {
+      const int64_t kv = m.n_kv_heads * m.head_dim;
+      const int64_t qkv_weights = gpt2 ? d * 3 * a + 3 * a : d * (a + 2 * kv);
+      ModelConfig one = m, two = m;
+      one.n_layers = 1;
+      two.n_layers = 2;
+      const int64_t block_parameters = parameter_count(two) - parameter_count(one) - (gpt2 ? 2 * d : d);  // not its first norm yet
+      const int64_t largest = gpt2 ? qkv_weights : d * a;  // the projection whose backward runs
+      int64_t grads = block_parameters * t;
+      if (accumulating) grads = largest * t;
+      if (split.optimizer_in_backward) grads = largest * t + step_temporaries(largest);
+      Moment attention_input;
+      attention_input.add("released: the block but its first norm and the projections' input", "−(one block after it)",
+                          -(total - kept + (block_weights_cast() ? (linear_weight_numel_per_block(m) - qkv_weights) * c : 0)),
+                          "every later backward node of the block is done (and its weight casts)");
+      attention_input.add(one_gradient ? "the input projection's weight gradient" : "the block's weight gradients",
+                          one_gradient ? (gpt2 ? "(d·3a + 3a)·t" : "d·a·t") : "(block parameters − norm)·t", grads,
+                          one_gradient ? one_at_a_time : "every linear's, the output projection's and the norms' after the first");
+      attention_input.add(gpt2 ? "c_attn's input gradient" : "q's, k's and v's input gradients", gpt2 ? "b·T·d·c" : "3·b·T·d·c",
+                          (gpt2 ? 1 : 3) * N * d * c, gpt2 ? "made by c_attn's backward" : "they wait in autograd's input buffer to be summed");
+      if (residual_sum > 0)
+        attention_input.add("the residual's gradient after the MLP", "b·T·d·" + rs(), residual_sum,
+                            "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
+      moments.push_back(attention_input);
+    }
   }
   if (checkpointing) {
     Moment end;  // the recompute's last step

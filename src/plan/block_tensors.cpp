@@ -193,7 +193,7 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   // The block forward's locals that nothing saves, alive until it returns (ForwardMoment): the
   // block input when block 0's is not saved, the qkv views' c_attn output, y, h.
   int64_t locals = x.n == 0 ? N * d * w : 0;
-  linear_input(m, t, "ln_1 output", {"c_attn"}, saving, L, N, d, "d", dt, w, o, locals, x);
+  linear_input(m, t, kAttentionInputLine[0], {"c_attn"}, saving, L, N, d, "d", dt, w, o, locals, x);
   if (o.attention == AttentionKind::kExplicit || att.n == 0) locals += N * 3 * a * c;
   if (o.attention == AttentionKind::kExplicit) {
     t.add("q, k copies", att.s + "·2·b·T·a·c", att.n * 2 * N * a * c,
@@ -220,7 +220,7 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   // ln_2(h) is a temporary of the block's last full expression, alive until the block returns.
   if (!linear_input(m, t, "ln_2 output", {"c_fc"}, saving, L, N, d, "d", dt, w, o, locals, res)) locals += N * d * w;
   t.add("c_fc output", "L·b·T·f·c", L * N * f * c, "gelu saves its input");
-  const bool gelu_saved = linear_input(m, t, "gelu output", {"mlp_c_proj"}, saving, L, N, f, "f", dt, c, o, locals, all);
+  const bool gelu_saved = linear_input(m, t, kMlpOutInputLine[0], {"mlp_c_proj"}, saving, L, N, f, "f", dt, c, o, locals, all);
   if (t.end_locals != nullptr) *t.end_locals = locals + (gelu_saved ? 0 : N * f * c);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
   adapter_intermediates(m, o, N, dt, t);
@@ -259,7 +259,7 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   // The block forward's locals that nothing saves, alive until it returns (ForwardMoment): the
   // block input when block 0's is not saved, normed, the rotated q, k and v, y, h and m.
   int64_t locals = x.n == 0 ? N * d * kFp32 : 0;
-  if (!linear_input(m, t, "input RMSNorm output", {"q", "k", "v"}, saving, L, N, d, "d", dt, w, o, locals, x)) locals += N * d * w;
+  if (!linear_input(m, t, kAttentionInputLine[1], {"q", "k", "v"}, saving, L, N, d, "d", dt, w, o, locals, x)) locals += N * d * w;
   const int64_t q_bytes = m.qk_norm || !cast ? w : c;  // the rotary tables' dtype wins the product
   if (o.attention == AttentionKind::kExplicit || att.n == 0) locals += N * (a + kv) * q_bytes + N * kv * c;
   if (m.qk_norm) {
@@ -315,7 +315,7 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
     locals += N * d * w;  // m
   t.add("gate projection", "L·b·T·f·c", L * N * f * c, "silu saves its input");
   t.add("silu(gate), up projection", "L·2·b·T·f·c", L * 2 * N * f * c, "silu(g)·u saves both operands");
-  const bool product_saved = linear_input(m, t, "silu(gate)·up", {"down"}, saving, L, N, f, "f", dt, c, o, locals, all);
+  const bool product_saved = linear_input(m, t, kMlpOutInputLine[1], {"down"}, saving, L, N, f, "f", dt, c, o, locals, all);
   if (t.end_locals != nullptr) *t.end_locals = locals + (product_saved ? 0 : N * f * c);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
   adapter_intermediates(m, o, N, dt, t);

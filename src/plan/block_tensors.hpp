@@ -62,6 +62,13 @@ enum class FrozenPrefix {
   kToMlp,      // adapters only in the MLP: the attention, the residual add and the second norm too
 };
 
+// The names of the block tables' lines for a linear group's input (linear_input's `what`): each
+// of that input's lines starts with it. Other plan terms find those lines by it.
+inline constexpr const char* kAttentionInputLine[] = {"ln_1 output", "input RMSNorm output"};  // [gpt2, llama]
+inline constexpr const char* kMlpOutInputLine[] = {"gelu output", "silu(gate)·up"};            // [gpt2, llama]
+inline const char* attention_input_line(const ModelConfig& m) { return kAttentionInputLine[m.arch == Architecture::kGpt2 ? 0 : 1]; }
+inline const char* mlp_out_input_line(const ModelConfig& m) { return kMlpOutInputLine[m.arch == Architecture::kGpt2 ? 0 : 1]; }
+
 // How many of one block's linears `names` carry an adapter (0 without LoRA).
 int adapted_count(const ModelConfig& m, const PlanOptions& o, std::initializer_list<const char*> names);
 

@@ -332,8 +332,7 @@ int64_t PlanBuilder::quant_forward_peak(const PhaseTotals& s, int64_t forward) c
     int64_t saved_through_blocks = 0;
     for (size_t i = 0; i < block_lines_end; ++i) saved_through_blocks += plan.saved[i].bytes;
     forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + dequant_bytes);
-    int64_t down = dequantized_weight_bytes(d, m.d_ff, c, o.lora);  // the MLP's output projection
-    if (o.cpu && o.lora.base_quant == BaseQuant::kInt8 && c != kFp32) down += 2 * d * m.d_ff * kFp32;  // dequant_transient
+    const int64_t down = dequantized_linear_bytes(o, d, m.d_ff, c);  // the MLP's output projection
     if (!checkpointing) {
       // (The int8 linears' inputs kept as themselves are among those locals: counted once.)
       Dtypes dt = dtypes();
@@ -342,7 +341,7 @@ int64_t PlanBuilder::quant_forward_peak(const PhaseTotals& s, int64_t forward) c
       // The base runs before its adapter (adapted_linear.cpp): what the output projection's
       // adapter saves of its input does not exist yet.
       const LastBlock last = last_block();
-      const std::string down_input = m.arch == Architecture::kGpt2 ? "gelu output" : "silu(gate)·up";
+      const std::string down_input = mlp_out_input_line(m);
       int64_t not_yet = 0;
       for (const PlanLine& line : last.lines)
         if (line.name.rfind(down_input, 0) == 0 && line.name != down_input) not_yet += line.bytes;

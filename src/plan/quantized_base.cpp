@@ -22,19 +22,26 @@ void quantized_resident(const ModelConfig& m, const PlanOptions& o, const Table&
         "norms, embeddings, head, biases: prepare_model_for_kbit_training casts them to fp32");
 }
 
+namespace {
+// On the CPU an int8 weight dequantised into a 16-bit c is scaled in place by its fp32 row scale
+// (mul_): TensorIterator computes that in fp32, through a copy of the weight and a result (CUDA
+// casts inside the kernel).
+bool cpu_upcast(const PlanOptions& o, int64_t c) { return o.cpu && o.lora.base_quant == BaseQuant::kInt8 && c != kFp32; }
+}  // namespace
+
+int64_t dequantized_linear_bytes(const PlanOptions& o, int64_t out, int64_t in, int64_t c) {
+  return dequantized_weight_bytes(out, in, c, o.lora) + (cpu_upcast(o, c) ? 2 * out * in * kFp32 : 0);
+}
+
 int64_t dequant_transient(const ModelConfig& m, const PlanOptions& o, int64_t c, const Table& t) {
-  // On the CPU an int8 weight dequantised into a 16-bit c is scaled in place by its fp32 row
-  // scale (mul_): TensorIterator computes that in fp32, through a copy of the weight and a result
-  // (CUDA casts inside the kernel).
-  const bool cpu_upcast = o.cpu && o.lora.base_quant == BaseQuant::kInt8 && c != kFp32;
   int64_t largest = 0;
   std::string name;
   for (const BlockLinear& l : block_linears(m)) {
-    const int64_t bytes = dequantized_weight_bytes(l.out, l.in, c, o.lora) + (cpu_upcast ? 2 * l.out * l.in * kFp32 : 0);
+    const int64_t bytes = dequantized_linear_bytes(o, l.out, l.in, c);
     if (bytes > largest) largest = bytes, name = l.name;
   }
-  t.add("dequantised weight (" + name + ") and scratch", cpu_upcast ? "out·in·(c + 8) + out·4" : "out·in·c + chunk", largest,
-        cpu_upcast ? "each forward and backward of a quantised linear dequantises its weight, then frees it; the CPU "
+  t.add("dequantised weight (" + name + ") and scratch", cpu_upcast(o, c) ? "out·in·(c + 8) + out·4" : "out·in·c + chunk", largest,
+        cpu_upcast(o, c) ? "each forward and backward of a quantised linear dequantises its weight, then frees it; the CPU "
                      "scales a 16-bit weight through two fp32 temporaries"
                    : "each forward and backward of a quantised linear dequantises its weight, then frees it");
   return largest;

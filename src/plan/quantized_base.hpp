@@ -17,6 +17,10 @@ namespace accumbench::plan_detail {
 // every other parameter in fp32 (prepare_model_for_kbit_training's upcast).
 void quantized_resident(const ModelConfig& m, const PlanOptions& o, const Table& t);
 
+// One block linear (out × in) dequantised into c-byte elements with its scratch, as
+// dequant_transient counts it (on the CPU with int8's fp32 temporaries for a 16-bit c).
+int64_t dequantized_linear_bytes(const PlanOptions& o, int64_t out, int64_t in, int64_t c);
+
 // The largest block linear dequantised into c-byte elements, with its scratch: alive in every
 // forward and backward of that linear (src/models/quantized_linear.cpp). Returns its bytes.
 int64_t dequant_transient(const ModelConfig& m, const PlanOptions& o, int64_t c, const Table& t);
