@@ -229,6 +229,7 @@ TEST(Plan, HfTrlMetricsKeepTheLogitsAndCopyThemAfterTheLoss) {
   ab::PlanOptions o = options(256, 8);
   const ab::MemoryPlan plain = ab::plan_memory(cfg, o, split(8, 1));
   o.framework = ab::PlanFramework::kHfTrl;
+  o.trl_loss = ab::TrlLoss::kNll;  // TRL before 1.7 (the default is chunked_nll, below)
   const ab::MemoryPlan trl = ab::plan_memory(cfg, o, split(8, 1));
   const int64_t V = cfg.vocab_size, N = 8 * 256;
   EXPECT_TRUE(plain.framework_forward_peak.empty());
@@ -246,6 +247,36 @@ TEST(Plan, HfTrlMetricsKeepTheLogitsAndCopyThemAfterTheLoss) {
   chunked.chunked_loss = true;
   EXPECT_THROW(ab::plan_memory(cfg, o, chunked), ab::UserError);
   EXPECT_THROW(ab::plan_framework_from_string("trl"), ab::UserError);
+}
+
+// TRL's default loss since v1.7.0 (--trl-loss chunked_nll): no (b·T, V) logits at all; the
+// gathered hidden states are kept for the chunks' recompute, and one chunk of 256 rows holds
+// four (r, V) fp32 tensors. Against the PyTorch reference (bench/reference/step_bench.py
+// --framework hf-trl --trl-loss chunked_nll, the profiler's allocation events), gpt2-124m T=256:
+// 8×1 measured 3487269064 bytes (the plan said 3487303552).
+TEST(Plan, TrlChunkedNllNeverMakesTheLogits) {
+  const ab::ModelConfig cfg = ab::find_preset("gpt2-124m");
+  ab::PlanOptions o = options(256, 8);
+  o.framework = ab::PlanFramework::kHfTrl;
+  EXPECT_EQ(o.trl_loss, ab::TrlLoss::kChunkedNll);  // TRL's default
+  const ab::MemoryPlan chunked = ab::plan_memory(cfg, o, split(8, 1));
+  o.trl_loss = ab::TrlLoss::kNll;
+  const ab::MemoryPlan nll = ab::plan_memory(cfg, o, split(8, 1));
+  const int64_t V = cfg.vocab_size, d = cfg.d_model, n = 8 * 255;
+  for (const auto& line : chunked.saved) EXPECT_EQ(line.name.find("log_softmax"), std::string::npos) << line.name;
+  EXPECT_TRUE(chunked.framework_forward_peak.empty());
+  EXPECT_EQ(line_bytes(chunked.saved, "TRL chunk inputs: gathered hidden"), n * d * 4);
+  EXPECT_EQ(line_bytes(chunked.forward_peak, "chunk: logits, log_softmax, exp, product"), 4 * 256 * V * 4);
+  // Eight chunks: from the second on, the weight's input buffer adds each chunk's (V, d)
+  // gradient out of place, beside the hidden states' sum.
+  EXPECT_EQ(line_bytes(chunked.backward_peak, "weight gradient: old sum, new, sum"), 3 * V * d * 4);
+  EXPECT_EQ(line_bytes(chunked.backward_peak, "earlier chunks' hidden gradient sum"), n * d * 4);
+  EXPECT_EQ(chunked.peak_phase, ab::PlanPhase::kBackward);
+  EXPECT_LT(chunked.peak_bytes, nll.peak_bytes - 2 * 8 * 256 * V * 4);
+  const double measured = 3487269064.0;
+  EXPECT_NEAR(static_cast<double>(chunked.peak_bytes), measured, 0.01 * measured);
+  EXPECT_EQ(ab::trl_loss_from_string("chunked_nll"), ab::TrlLoss::kChunkedNll);
+  EXPECT_THROW(ab::trl_loss_from_string("chunked-nll"), ab::UserError);
 }
 
 // LoRA dropout keeps, per adapter, what it needs for backward: on the CPU the fp32 noise tensor

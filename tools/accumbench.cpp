@@ -566,6 +566,7 @@ struct PlanCommand {
   std::string detail = "on";  // --detail: the per-tensor plan of one split after the split table
   std::string emit;
   std::string framework = "plain";
+  std::string trl_loss;  // empty: TRL's default (chunked_nll) with --framework hf-trl
   std::string headroom = ab::kDefaultHeadroom;
   std::string json_path, markdown_path, html_path;  // the split table to hand over (plan_report.hpp)
 
@@ -581,9 +582,14 @@ struct PlanCommand {
     command->add_option("--emit", emit, emit_help("the split whose memory plan is shown (the largest that fits)"))
         ->type_name("trl|axolotl|args");
     command->add_option("--framework", framework,
-                        "plain: accumbench's own loop; hf-trl: HF Trainer + TRL's SFTTrainer (loss_type nll), whose "
-                        "per-step metrics keep the fp32 logits and copy them after the loss (a forward moment of its own)")
+                        "plain: accumbench's own loop; hf-trl: HF Trainer + TRL's SFTTrainer, with TRL's loss "
+                        "(--trl-loss) in place of accumbench's loss head")
         ->capture_default_str();
+    command->add_option("--trl-loss", trl_loss,
+                        "with --framework hf-trl, TRL's SFTConfig.loss_type: chunked_nll (TRL's default since v1.7.0: "
+                        "the head and the loss in checkpointed chunks of 256 tokens, no full logits) or nll (the full "
+                        "fp32 logits, which TRL's per-step metrics keep and copy after the loss)")
+        ->type_name("chunked_nll|nll");
     add_handover_options(command);
     return command;
   }
@@ -628,6 +634,12 @@ ab::PlanOptions PlanCommand::plan_options(const ab::WorkloadOptions& w, const ab
   o.world_size = w.world_size;
   if (attention != "auto") o.attention = ab::attention_kind_from_string(attention);
   o.framework = ab::plan_framework_from_string(framework);
+  if (!trl_loss.empty()) {
+    if (o.framework != ab::PlanFramework::kHfTrl) {
+      throw ab::UserError("--trl-loss is TRL's loss_type and needs --framework hf-trl; add --framework hf-trl or drop --trl-loss");
+    }
+    o.trl_loss = ab::trl_loss_from_string(trl_loss);
+  }
   if (calibrate && o.framework != ab::PlanFramework::kPlain) {
     throw ab::UserError("--calibrate measures accumbench's own step, not " + framework +
                         "'s; drop --calibrate or plan with --framework plain");
@@ -715,7 +727,7 @@ int PlanCommand::run() {
                     (memory == 0 ? ": the largest planned (no memory limit given)"
                                  : shown->peak_bytes <= memory ? ": the largest that fits in " + ab::format_bytes(memory)
                                                                : ": none fits in " + ab::format_bytes(memory) + ", the smallest"),
-                ab::trainer_settings(shown->split, w, target_modules));
+                ab::trainer_settings(*shown, w, target_modules));
   write_files(report);
   return 0;
 }

@@ -19,6 +19,11 @@ backward, before the Trainer's clipping) within 1e-6 relative L2; the metrics fi
 [0, log V] and equal to an unchunked float64 computation within 1e-5, the accuracy in [0, 1]. Its
 loss and gradients are then compared with accumbench's as above. --wrong-ga-divide also divides the
 loss by the accumulation steps (the old gradient-accumulation bug) to show that the check fails.
+--trl-loss chunked_nll runs TRL's chunked loss instead (hf_trl.chunked_nll, on accumbench's targets as
+TRL's shift_labels): the same loss and gradient bars against plain, its metrics from the chunk sums
+equal to a float64 computation on the full logits (entropy within 1e-5, 1e-3 under bf16; accuracy
+exactly), and a known case (valid rows gathered across chunk boundaries, both label paths) equal to
+the unchunked loss.
 
 The format is docs/EXPORT.md. Runs on Debian's python3-torch (1.13, CPU) and on PyTorch 2.x.
 Exit codes: 0 pass, 1 mismatch, 2 unusable export, 77 PyTorch missing (ctest's skip code).
@@ -50,6 +55,7 @@ LOW_PRECISION_TOLERANCE = 3e-2  # accumbench's verify tolerance for bf16/fp16
 # hf-trl against plain: the same kernels, only the accumulation over micro-batches differs (fp32)
 FRAMEWORK_TOLERANCE = {"fp32": 1e-6}
 ENTROPY_TOLERANCE = 1e-5  # chunked fp32 entropy against float64, relative (fp32 log_softmax rounding)
+LOW_PRECISION_ENTROPY_TOLERANCE = 1e-3  # chunked_nll's entropy under bf16 autocast, relative
 
 
 class ExportError(Exception):
@@ -128,7 +134,7 @@ def reference_step(index, root, rope="rotate_half"):
     return loss.item(), grads
 
 
-def hf_trl_step(index, root, micro_batch, rope="rotate_half", wrong_ga_divide=False):
+def hf_trl_step(index, root, micro_batch, rope="rotate_half", wrong_ga_divide=False, loss_type="nll"):
     """The export's step run by hf_trl.optimizer_step in micro-batches of `micro_batch` sequences,
     without the optimizer -> (loss, {name: gradient} after the last backward, metrics, model)."""
     batch = index["batch"]
@@ -151,7 +157,7 @@ def hf_trl_step(index, root, micro_batch, rope="rotate_half", wrong_ga_divide=Fa
 
     tr_loss, metrics = hf_trl.optimizer_step(model, None, micro, AUTOCAST.get(index["precision"]),
                                              apply_mask=True, wrong_divide=wrong_ga_divide,
-                                             before_clip=keep_gradients)
+                                             before_clip=keep_gradients, loss_type=loss_type)
     return tr_loss.item(), grads, metrics, (model, micro)
 
 
@@ -187,30 +193,89 @@ def known_metrics_problems(vocab_size):
     return problems
 
 
-def compare_frameworks(index, plain, hf, vocab_size):
+def known_chunked_problems(vocab_size):
+    """hf_trl.chunked_nll against the unchunked loss on a case whose answers are known: 37 rows in
+    chunks of 8 (the valid ones gathered across chunk boundaries, 9 rows -100 spread among them), both
+    label paths; the loss and the gradients of the hidden states and the weight within 1e-6 relative,
+    and zero hidden states (uniform logits) give the entropy log V per valid row."""
+    problems = []
+    gen = torch.Generator().manual_seed(7)
+    hidden = torch.randn(1, 38, 16, generator=gen, dtype=torch.float64)
+    weight = torch.randn(vocab_size, 16, generator=gen, dtype=torch.float64)
+    labels = torch.randint(0, vocab_size, (1, 38), generator=gen)
+    labels[0, 3:38:4] = -100  # 9 of the 37 shifted targets (positions 1..37) do not count
+    targets = labels[:, 1:].contiguous()  # what hidden[:, :-1] predicts
+    for path in ("labels", "shift_labels"):
+        h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+        if path == "labels":  # the shift inside
+            loss, _, _, valid = hf_trl.chunked_nll(h, w, labels=labels, chunk_tokens=8)
+        else:  # already aligned: the first 37 positions against the shifted labels
+            loss, _, _, valid = hf_trl.chunked_nll(h[:, :-1], w, shift_labels=targets, chunk_tokens=8)
+        got = (loss,) + torch.autograd.grad(loss, (h, w))
+        h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+        exact = torch.nn.functional.cross_entropy(h[0, :-1] @ w.t(), targets[0], ignore_index=-100)
+        want = (exact,) + torch.autograd.grad(exact, (h, w))
+        for what, g, e in zip(("loss", "hidden gradient", "weight gradient"), got, want):
+            err = ((g - e).norm() / e.norm()).item()
+            if not err <= 1e-6:
+                problems.append(f"chunked_nll ({path}): {what} differs from the unchunked loss by {err:.2e} relative")
+        if int(valid) != 28:
+            problems.append(f"chunked_nll ({path}): {int(valid)} valid targets counted, not 28")
+    _, _, entropy_sum, valid = hf_trl.chunked_nll(torch.zeros(1, 38, 16), torch.randn(vocab_size, 16, generator=gen),
+                                                   labels=labels, chunk_tokens=8)
+    entropy = (entropy_sum / valid).item()
+    if not abs(entropy - math.log(vocab_size)) <= 1e-6 * math.log(vocab_size):
+        problems.append(f"chunked_nll, uniform logits: entropy {entropy}, not log V = {math.log(vocab_size)}")
+    return problems
+
+
+def exact_metrics_problems(model, micro, metrics, loss_type, autocast=None):
+    """The first micro-batch's entropy and accuracy against a float64 softmax of its full logits. "nll"
+    (entropy_from_logits): the chunked entropy in blocks of 128 and of 16 rows; "chunked_nll": the
+    metrics from the chunk sums, over every counted target (accumbench's targets as shift_labels), the
+    logits made under the run's autocast."""
+    problems = []
+    inputs, mask, targets = micro[0]
+    with torch.no_grad(), torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+        logits = model.logits(inputs, mask).float()
+        if loss_type == "nll":
+            logits = logits[:, :-1, :]
+            logp = torch.log_softmax(logits.double(), dim=-1)
+            exact = -(logp.exp() * logp).sum(-1)
+            for rows in (hf_trl.ENTROPY_CHUNK_ROWS, 16):
+                err = ((hf_trl.chunked_entropy(logits, rows).double() - exact).abs() / exact.abs().clamp_min(1e-12)).max().item()
+                if not err <= ENTROPY_TOLERANCE:
+                    problems.append(f"chunked entropy (blocks of {rows} rows) differs from float64 by {err:.2e} relative")
+            return problems
+        logp = torch.log_softmax(logits.double(), dim=-1)
+        counted = targets != -100
+        entropy = (-(logp.exp() * logp).sum(-1))[counted].mean().item()
+        accuracy = (logits.argmax(-1) == targets)[counted].double().mean().item()
+    got_entropy, got_accuracy, _ = metrics[0]
+    # Under the CPU's bf16 autocast log_softmax and exp stay in bf16 (PyTorch 1.13), so the entropy
+    # carries bf16 rounding (seen: 4.5e-5 relative).
+    tolerance = ENTROPY_TOLERANCE if autocast is None else LOW_PRECISION_ENTROPY_TOLERANCE
+    if not abs(got_entropy - entropy) <= tolerance * entropy:
+        problems.append(f"chunked_nll entropy {got_entropy} differs from float64's {entropy}")
+    if not abs(got_accuracy - accuracy) <= 1e-7:
+        problems.append(f"chunked_nll accuracy {got_accuracy} differs from the full logits' {accuracy}")
+    return problems
+
+
+def compare_frameworks(index, plain, hf, vocab_size, loss_type="nll"):
     """hf-trl against plain (the same math) and its metrics' plausibility; True when all pass."""
     (p_loss, p_grads), (h_loss, h_grads, metrics, (model, micro)) = plain, hf
     tol = FRAMEWORK_TOLERANCE.get(index["precision"], LOW_PRECISION_TOLERANCE)
     loss_err = abs(h_loss - p_loss) / max(abs(p_loss), 1e-30)
     grad_err, worst = relative_gradient_error(p_grads, h_grads)
     loss_ok, grad_ok = loss_err <= tol, math.isfinite(grad_err) and grad_err <= tol
-    print(f"hf-trl vs plain: {len(micro)} micro-batch(es) of {micro[0][0].shape[0]}, loss {h_loss:.9f} vs "
+    print(f"hf-trl ({loss_type}) vs plain: {len(micro)} micro-batch(es) of {micro[0][0].shape[0]}, loss {h_loss:.9f} vs "
           f"{p_loss:.9f}, relative error {loss_err:.2e} (tolerance {tol:.0e}) {'PASS' if loss_ok else 'FAIL'}")
-    print(f"hf-trl vs plain: gradients relative L2 error {grad_err:.2e} (tolerance {tol:.0e}), worst tensor "
+    print(f"hf-trl ({loss_type}) vs plain: gradients relative L2 error {grad_err:.2e} (tolerance {tol:.0e}), worst tensor "
           f"{worst[1]} {worst[0]:.2e} {'PASS' if grad_ok else 'FAIL'}")
     problems = hf_trl.plausible_metrics(metrics, vocab_size)
-    # The chunked entropy against a float64 softmax on the first micro-batch's logits, in blocks of 16
-    # rows too, so that the tiny export's few rows still cross block boundaries.
-    inputs, mask, targets = micro[0]
-    with torch.no_grad():
-        logits = model.logits(inputs, mask).float()[:, :-1, :]
-        logp = torch.log_softmax(logits.double(), dim=-1)
-        exact = -(logp.exp() * logp).sum(-1)
-        for rows in (hf_trl.ENTROPY_CHUNK_ROWS, 16):
-            err = ((hf_trl.chunked_entropy(logits, rows).double() - exact).abs() / exact.abs().clamp_min(1e-12)).max().item()
-            if not err <= ENTROPY_TOLERANCE:
-                problems.append(f"chunked entropy (blocks of {rows} rows) differs from float64 by {err:.2e} relative")
-    problems += known_metrics_problems(vocab_size)
+    problems += exact_metrics_problems(model, micro, metrics, loss_type, AUTOCAST.get(index["precision"]))
+    problems += known_metrics_problems(vocab_size) if loss_type == "nll" else known_chunked_problems(vocab_size)
     summary = ", ".join(f"entropy {e:.4f} accuracy {a:.4f} tokens {t}" for e, a, t in metrics)
     print(f"hf-trl metrics (log V = {math.log(vocab_size):.4f}): {summary} "
           f"{'PASS' if not problems else 'FAIL: ' + '; '.join(problems)}")
@@ -268,11 +333,14 @@ def main():
     parser.add_argument("--framework", choices=("plain", "hf-trl"), default="plain",
                         help="hf-trl: also the step as HF Trainer + TRL SFTTrainer run it, checked against plain")
     parser.add_argument("--micro-batch", type=int, default=2, help="hf-trl: sequences per micro-batch")
+    parser.add_argument("--trl-loss", choices=hf_trl.LOSS_TYPES, default=None,
+                        help="hf-trl: TRL's loss_type (default chunked_nll, TRL's since v1.7.0; nll: before 1.7)")
     parser.add_argument("--wrong-ga-divide", action="store_true",
                         help="hf-trl: also divide the loss by the accumulation steps (wrong: shows the check fails)")
     args = parser.parse_args()
-    if args.framework == "plain" and args.wrong_ga_divide:
-        parser.error("--wrong-ga-divide needs --framework hf-trl")
+    if args.framework == "plain" and (args.wrong_ga_divide or args.trl_loss is not None):
+        parser.error("--wrong-ga-divide and --trl-loss need --framework hf-trl")
+    args.trl_loss = args.trl_loss or "chunked_nll"
     torch.set_num_threads(args.threads)
     try:
         index = load_export(args.export_dir)
@@ -280,8 +348,8 @@ def main():
         loss, grads = reference_step(index, args.export_dir, args.rope)
         ok = True
         if args.framework == "hf-trl":
-            hf = hf_trl_step(index, args.export_dir, args.micro_batch, args.rope, args.wrong_ga_divide)
-            ok = compare_frameworks(index, (loss, grads), hf, index["model"]["vocab_size"])
+            hf = hf_trl_step(index, args.export_dir, args.micro_batch, args.rope, args.wrong_ga_divide, args.trl_loss)
+            ok = compare_frameworks(index, (loss, grads), hf, index["model"]["vocab_size"], args.trl_loss)
             loss, grads = hf[0], hf[1]  # accumbench is compared with the hf-trl step below
         ok = compare(index, args.export_dir, loss, grads) and ok
     except ExportError as e:

@@ -1,9 +1,16 @@
-"""The training step as Hugging Face's Trainer runs it under TRL's SFTTrainer (loss_type "nll"), around
-the same math as models.py: step_bench.py --framework hf-trl, check_export.py --framework hf-trl.
+"""The training step as Hugging Face's Trainer runs it under TRL's SFTTrainer, with loss_type "nll" or
+"chunked_nll", around the same math as models.py: step_bench.py --framework hf-trl [--trl-loss ...],
+check_export.py --framework hf-trl [--trl-loss ...].
 
 Our own code, written from these sources (read 2026-12-01):
   [trl]  huggingface/trl v1.9.0 (35def3ee000a), unchanged from v1.6.0 (0dac440542c2) in these parts:
          trl/trainer/sft_trainer.py SFTTrainer.compute_loss, trl/trainer/utils.py entropy_from_logits.
+  [trlc] loss_type "chunked_nll", TRL's default since v1.7.0 (b58947c7e, "Default SFT loss to chunked_nll"),
+         identical in v1.9.0 and at f2cd57710ae3: trl/trainer/sft_config.py SFTConfig.loss_type;
+         trl/trainer/sft_trainer.py _CHUNKED_LM_HEAD_CHUNK_SIZE = 256, _chunk, _chunked_cross_entropy_loss,
+         _patch_chunked_ce_lm_head (the model's forward stops at last_hidden_state), and SFTTrainer.compute_loss's
+         chunked branch (entropy = entropy_sum / num_valid_tokens, accuracy = num_correct_tokens / num_valid,
+         each .item(); no metrics from logits, which the patched forward returns as None).
   [tf]   huggingface/transformers v4.5x, src/transformers/trainer.py at 000945a9b726: Trainer.training_step,
          compute_loss, _prepare_inputs, _inner_training_loop, get_batch_samples;
          src/transformers/loss/loss_utils.py ForCausalLMLoss / fixed_cross_entropy (models.py's loss).
@@ -41,22 +48,29 @@ Left out as host bookkeeping of microseconds: self._metrics appends, _total_trai
 (on_step_begin/end, on_substep_end), current_flos (floating_point_ops), the lr scheduler's float update,
 _maybe_log_save_evaluate (its grad_norm.item() and tr_loss gather run only on logging steps), and
 compute_loss's `loss *= num_processes` under average_tokens_across_devices (a scalar times 1 on one
-device). Not
-modelled: TRL >= 1.7's default loss_type "chunked_nll" (_patch_chunked_ce_lm_head: the lm_head and the
-loss in checkpointed chunks of 256 valid tokens, never the full logits; metrics from those chunks),
-Liger kernels, padding-free/packing, activation offloading, gradient checkpointing, DeepSpeed/FSDP,
+device). With
+loss_type "chunked_nll" [trlc] steps 3-4 change: the forward ends at the final norm's output; the
+shifted hidden states (a copy) are gathered so that the valid targets come first (argsort of the mask,
+another copy), and in chunks of 256 rows, each under non-reentrant checkpointing (nothing saved but the
+chunk's inputs; recomputed in backward), the fp32 logits h.float() @ w.float().t(), log_softmax, the
+summed NLL, the argmax hits and the entropy; the loss is their sum / num_items_in_batch and the metrics
+come from the sums. Not modelled: Liger kernels, padding-free/packing, activation offloading, gradient checkpointing, DeepSpeed/FSDP,
 fp16's GradScaler (accelerate scales the loss and unscales before clipping; bf16 and fp32 have none).
 The attention_mask of a fixed-length batch (all ones) is counted (step 4) but not applied to the
 attention, as HF's sdpa path drops an all-ones mask; the loss and gradients stay models.py's.
 """
 
+import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 ENTROPY_CHUNK_ROWS = 128  # [trl] entropy_from_logits(logits, chunk_size=128)
 MAX_GRAD_NORM = 1.0  # [tf] TrainingArguments.max_grad_norm's default
+LOSS_TYPES = ("nll", "chunked_nll")  # [trl] SFTConfig.loss_type ("dft" is another loss, not modelled)
+CHUNK_TOKENS = 256  # [trlc] _CHUNKED_LM_HEAD_CHUNK_SIZE
 
 
 def chunked_entropy(logits, chunk_rows=ENTROPY_CHUNK_ROWS):
@@ -90,10 +104,73 @@ def sft_metrics(logits, targets):
     return mean_entropy, accuracy
 
 
-def _compute_loss(model, inputs, model_mask, targets, num_items, autocast):
+def _chunk_sums(h, w, labels):
+    """[trlc] _chunk: one chunk's summed NLL, correct predictions (fp32) and summed entropy (nats) ->
+    three () tensors. h (r, d), w (V, d), labels (r) with -100 on rows that do not count."""
+    logits = h.float() @ w.float().t()  # (r, V); under autocast the matmul runs in its dtype
+    log_p = F.log_softmax(logits, dim=-1)
+    loss = F.nll_loss(log_p, labels, ignore_index=-100, reduction="sum")
+    valid = labels != -100
+    correct = ((logits.argmax(dim=-1) == labels) & valid).sum().float()
+    entropy = (-(log_p.exp() * log_p).sum(dim=-1) * valid).sum()
+    return loss, correct, entropy
+
+
+def chunked_nll(hidden_states, weight, labels=None, shift_labels=None, num_items=None, chunk_tokens=CHUNK_TOKENS):
+    """[trlc] _chunked_cross_entropy_loss -> (loss, correct, entropy_sum, valid_count), the loss being the
+    summed NLL / num_items (the mean over the valid targets when num_items is None).
+
+    hidden_states (B, T, d), the final norm's output; weight (V, d). `labels` (B, T) are HF's (labels[t]
+    is the token at t): hidden[:, :-1] predicts labels[:, 1:], a copy of the shifted hidden states.
+    `shift_labels` (B, T) are already aligned (accumbench's targets; TRL's context-parallel path): no shift."""
+    if labels is None and shift_labels is None:
+        raise ValueError("chunked_nll needs labels or shift_labels")
+    width = hidden_states.size(-1)
+    if shift_labels is not None:
+        hidden, targets = hidden_states.reshape(-1, width), shift_labels.reshape(-1)
+    else:
+        hidden, targets = hidden_states[..., :-1, :].reshape(-1, width), labels[..., 1:].reshape(-1)
+    valid = targets != -100
+    valid_count = valid.sum()
+    correct = hidden.new_zeros((), dtype=torch.float32)
+    entropy_sum = hidden.new_zeros((), dtype=torch.float32)
+    if valid_count == 0:  # a host sync, as in TRL; the loss stays connected to every parameter
+        loss = (hidden_states.float().sum() + weight.float().sum()) * 0.0
+        return loss, correct, entropy_sum, valid_count
+    # The valid rows first (a stable argsort of the mask), then whole chunks over them only.
+    order = valid.to(torch.int8).argsort(descending=True, stable=True)
+    hidden, targets = hidden[order], targets[order]
+    rows = (valid_count / chunk_tokens).ceil().to(torch.int64) * chunk_tokens  # a host sync in range()
+    loss = hidden.new_zeros((), dtype=torch.float32)
+    for start in range(0, rows, chunk_tokens):
+        part = torch.utils.checkpoint.checkpoint(_chunk_sums, hidden[start:start + chunk_tokens], weight,
+                                                 targets[start:start + chunk_tokens], use_reentrant=False)
+        loss, correct, entropy_sum = loss + part[0], correct + part[1], entropy_sum + part[2]
+    loss = loss / (valid_count if num_items is None else num_items)
+    return loss, correct, entropy_sum, valid_count
+
+
+def _compute_chunked_loss(model, inputs, model_mask, targets, num_items, autocast, hf_labels):
+    """compute_loss with loss_type "chunked_nll" [trlc] -> (loss, entropy, accuracy). The patched forward
+    runs the decoder to last_hidden_state (kept in its outputs until it returns) and the chunked loss;
+    hf_labels: HF's unshifted labels (the inputs), the shift inside; else accumbench's targets as
+    shift_labels (the same math as the plain loss)."""
+    region = torch.autocast(inputs.device.type, dtype=autocast) if autocast is not None else contextlib.nullcontext()
+    with region:
+        hidden_states = model.hidden(inputs, model_mask)
+        labels = dict(labels=inputs) if hf_labels else dict(shift_labels=targets)
+        loss, correct, entropy_sum, valid = chunked_nll(hidden_states, model.head_weight(), num_items=num_items, **labels)
+    entropy = (entropy_sum / valid).item() if valid > 0 else 0.0  # [trlc] each a host sync
+    accuracy = (correct / valid).item() if valid > 0 else 0.0
+    return loss, entropy, accuracy
+
+
+def _compute_loss(model, inputs, model_mask, targets, num_items, autocast, loss_type="nll", hf_labels=False):
     """Trainer.compute_loss + SFTTrainer.compute_loss for one micro-batch -> (loss, entropy, accuracy).
     The logits live only inside this function: compute_loss returns the loss alone [tf], so outputs
     are released before training_step calls backward."""
+    if loss_type == "chunked_nll":
+        return _compute_chunked_loss(model, inputs, model_mask, targets, num_items, autocast, hf_labels)
     if autocast is None:
         logits = model.logits(inputs, model_mask)  # (B, T, V)
         summed = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="sum")
@@ -108,7 +185,8 @@ def _compute_loss(model, inputs, model_mask, targets, num_items, autocast):
     return loss, entropy, accuracy
 
 
-def training_step(model, batch, num_items, autocast=None, apply_mask=False, divide_by=None):
+def training_step(model, batch, num_items, autocast=None, apply_mask=False, divide_by=None, loss_type="nll",
+                  hf_labels=False):
     """Trainer.training_step [tf] on one micro-batch (inputs, attention_mask, targets), on the device.
     Returns (loss.detach(), entropy, accuracy, tokens counted from the attention mask).
 
@@ -120,7 +198,7 @@ def training_step(model, batch, num_items, autocast=None, apply_mask=False, divi
     device = next(model.parameters()).device
     inputs, mask, targets = (t.to(device) for t in batch)  # [tf] _prepare_inputs: a no-op here
     loss, entropy, accuracy = _compute_loss(model, inputs, mask if apply_mask else None, targets, num_items,
-                                            autocast)
+                                            autocast, loss_type, hf_labels)
     tokens = mask.sum().item()  # [trl] num_tokens_in_batch in train mode
     if divide_by is not None:
         loss = loss / divide_by
@@ -129,12 +207,14 @@ def training_step(model, batch, num_items, autocast=None, apply_mask=False, divi
 
 
 def optimizer_step(model, optimizer, micro_batches, autocast=None, max_grad_norm=MAX_GRAD_NORM, apply_mask=False,
-                   wrong_divide=False, before_clip=None):
+                   wrong_divide=False, before_clip=None, loss_type="nll", hf_labels=False):
     """One optimizer step as _inner_training_loop runs it [tf]: micro_batches is a list of
     (inputs, attention_mask, targets) as the data loader yields them (on the host). Returns
     (tr_loss tensor, [(entropy, accuracy, tokens) per micro-batch]). before_clip(model), when given,
     runs after the last backward and before clipping (check_export.py reads the gradients there);
-    optimizer None: no optimizer step (the gradients stay, clipped)."""
+    optimizer None: no optimizer step (the gradients stay, clipped). loss_type: "nll" or "chunked_nll"
+    (TRL's default since v1.7.0); hf_labels: chunked_nll on HF's unshifted labels (TRL's usual path,
+    step_bench.py) instead of accumbench's targets (check_export.py: the same math as plain)."""
     device = next(model.parameters()).device
     staged = [tuple(t.to(device) for t in b) for b in micro_batches]  # DataLoaderShard's send_to_device
     num_items = sum((targets != -100).sum() for _, _, targets in staged)  # get_batch_samples
@@ -142,7 +222,7 @@ def optimizer_step(model, optimizer, micro_batches, autocast=None, max_grad_norm
     metrics = []
     for batch in staged:
         step_loss, entropy, accuracy, tokens = training_step(
-            model, batch, num_items, autocast, apply_mask, len(staged) if wrong_divide else None)
+            model, batch, num_items, autocast, apply_mask, len(staged) if wrong_divide else None, loss_type, hf_labels)
         if not (torch.isnan(step_loss) or torch.isinf(step_loss)):  # logging_nan_inf_filter
             tr_loss = tr_loss + step_loss
         metrics.append((entropy, accuracy, tokens))

@@ -218,18 +218,23 @@ class CausalLM(torch.nn.Module):
             if isinstance(module, AdaptedLinear) and (paths is None or name in paths):
                 module.add_adapter(rank, scaling, dropout)
 
-    def logits(self, inputs, attention_mask=None):  # inputs (B, T) int64 -> (B, T, V)
+    def head_weight(self):  # (V, d): the output projection's weight, the embedding's when tied
+        if not self.cfg["tied_embeddings"]:
+            return self.lm_head.weight
+        return self.wte.weight if self.gpt2 else self.embed_tokens.weight
+
+    def hidden(self, inputs, attention_mask=None):  # inputs (B, T) int64 -> (B, T, d), the final norm's output
         if self.gpt2:
             positions = torch.arange(inputs.shape[1], device=inputs.device)
             x = self.wte(inputs) + self.wpe(positions)
-            embedding = self.wte.weight
         else:
             x = self.embed_tokens(inputs)
-            embedding = self.embed_tokens.weight
         for block in self.blocks:
             x = block(x, attention_mask, self.rotary)
-        x = self.ln_f(x) if self.gpt2 else self.norm(x)
-        return F.linear(x, embedding if self.cfg["tied_embeddings"] else self.lm_head.weight)
+        return self.ln_f(x) if self.gpt2 else self.norm(x)
+
+    def logits(self, inputs, attention_mask=None):  # inputs (B, T) int64 -> (B, T, V)
+        return F.linear(self.hidden(inputs, attention_mask), self.head_weight())
 
     def summed_loss(self, inputs, targets, attention_mask=None):
         """ForCausalLMLoss with num_items_in_batch: the caller divides by the step's targets."""

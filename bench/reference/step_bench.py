@@ -6,8 +6,9 @@
                   --precision bf16 --attention sdpa          (PyTorch 2.x on a GPU)
     step_bench.py ... --framework hf-trl                    (the step as HF Trainer + TRL SFT run it)
 
-The model's shape comes from an export (`accumbench verify --export DIR`, its index.json); the
-weights are drawn here (time and memory do not depend on their values). One step: micro-batches of
+The model's shape comes from an export (`accumbench verify --export DIR`, its index.json), with its
+LoRA adapters when it has them (the base frozen, AdamW over the adapters); the weights are drawn
+here (time and memory do not depend on their values). One step: micro-batches of
 fixed-length random tokens, the token-normalized loss (summed cross-entropy / the step's targets),
 backward per micro-batch, then torch.optim.AdamW (PyTorch's defaults, lr 1e-4; fused on CUDA) and
 zero_grad(set_to_none=True). Prints one JSON line per split: the median step time, and the peak of
@@ -32,7 +33,10 @@ the lines: trl v1.9.0 = v1.6.0 here, transformers v4.5x trainer.py, accelerate's
   - the batch on the host (pinned on CUDA) moved to the device each step, as accelerate's loader does;
   - gradient clipping at max_grad_norm (--max-grad-norm, Trainer's default 1.0; 0 turns it off)
     before AdamW. accumbench does not clip: the update differs, the gradients do not.
-Not modelled: TRL >= 1.7's default loss_type "chunked_nll" (no full logits at all), Liger, packing,
+--trl-loss chunked_nll (TRL's default since v1.7.0) replaces the logits and their metrics by TRL's
+chunked loss on HF's labels (the inputs; hidden[:, :-1] predicts labels[:, 1:]): a copy of the shifted
+hidden states, gathered with the valid targets first, then per chunk of 256 rows, checkpointed, the
+fp32 logits, log_softmax, NLL, argmax and entropy (hf_trl.chunked_nll). Not modelled: Liger, packing,
 gradient checkpointing, fp16's GradScaler; host bookkeeping (metric lists, callbacks, flos) is left out (hf_trl.py).
 check_export.py --framework hf-trl shows that the loss and gradients stay plain's.
 """
@@ -117,32 +121,48 @@ def main():
     p.add_argument("--attention", choices=ATTENTIONS, default="eager")
     p.add_argument("--framework", choices=FRAMEWORKS, default="plain",
                    help="plain: the math alone; hf-trl: also what HF Trainer + TRL SFTTrainer do per step")
+    p.add_argument("--trl-loss", choices=hf_trl.LOSS_TYPES, default=None,
+                   help="hf-trl only: TRL's SFTConfig.loss_type (default chunked_nll, TRL's since v1.7.0: the head "
+                        "and the loss in checkpointed chunks of 256 tokens; nll: TRL before 1.7, the full logits)")
     p.add_argument("--max-grad-norm", type=float, default=None,
                    help=f"hf-trl only: gradient clipping before AdamW (default {hf_trl.MAX_GRAD_NORM:g}, "
                         "Trainer's; 0: none)")
     a = p.parse_args()
     if a.framework == "plain" and a.max_grad_norm is not None:
         p.error("--max-grad-norm applies to --framework hf-trl only; plain does not clip, as accumbench")
+    if a.framework == "plain" and a.trl_loss is not None:
+        p.error("--trl-loss applies to --framework hf-trl only; add --framework hf-trl")
+    if a.trl_loss is None:
+        a.trl_loss = "chunked_nll"
     if a.max_grad_norm is None:
         a.max_grad_norm = hf_trl.MAX_GRAD_NORM
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
     autocast = AUTOCAST.get(a.precision)
     with open(os.path.join(a.export, "index.json")) as f:
-        cfg = json.load(f)["model"]
+        index = json.load(f)
+    cfg = index["model"]
     torch.manual_seed(0)
-    model = CausalLM(cfg, attention=a.attention).to(device)
+    model = CausalLM(cfg, attention=a.attention)
+    lora = index.get("lora")
+    if lora is not None:  # the export's adapters (same paths, rank, scaling, dropout); the base frozen
+        paths = {p["name"][: -len(".lora_A")] for p in index["parameters"] if p["name"].endswith(".lora_A")}
+        model.add_lora(lora["rank"], lora["scaling"], lora["dropout"], paths)
+    model = model.to(device)
     model.train()
-    # accumbench steps AdamW with the fused kernel on CUDA (PyTorch 2.x), the for-loop on the CPU.
+    # accumbench steps AdamW with the fused kernel on CUDA (PyTorch 2.x), the for-loop on the CPU;
+    # over what trains (the Trainer's optimizer takes the parameters that require grad).
     fused = dict(fused=True) if device.type == "cuda" else {}
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, **fused)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4, **fused)
     data = torch.randint(0, cfg["vocab_size"], (a.batch, a.seq_len + 1), device=device)
     inputs, targets = data[:, :-1].contiguous(), data[:, 1:].contiguous()
     tokens = targets.numel()
     header = dict(impl="pytorch-reference", torch=torch.__version__, model=cfg["name"], threads=a.threads,
-                  device=str(device), precision=a.precision, attention=a.attention, framework=a.framework)
+                  device=str(device), precision=a.precision, attention=a.attention, framework=a.framework,
+                  lora=None if lora is None else dict(rank=lora["rank"], adapters=len(paths)))
     if a.framework == "hf-trl":
         header["max_grad_norm"] = a.max_grad_norm
+        header["trl_loss"] = a.trl_loss
     print(json.dumps(header))
     for mb in (int(x) for x in a.micro_batches.split(",")):
         if a.framework == "plain":
@@ -152,7 +172,9 @@ def main():
             host = lambda t: t.cpu().pin_memory() if device.type == "cuda" else t.cpu()  # noqa: E731
             batches = [(host(inputs[i:i + mb]), host(torch.ones_like(inputs[i:i + mb])), host(targets[i:i + mb]))
                        for i in range(0, a.batch, mb)]
-            run = lambda: hf_trl.optimizer_step(model, optimizer, batches, autocast, a.max_grad_norm)  # noqa: E731
+            # chunked_nll on HF's labels (the inputs, shifted inside), as an SFT dataset's collator gives them
+            run = lambda: hf_trl.optimizer_step(model, optimizer, batches, autocast, a.max_grad_norm,  # noqa: E731
+                                                loss_type=a.trl_loss, hf_labels=True)
         for _ in range(a.warmup):
             run()
         times = []

@@ -33,11 +33,20 @@ AttentionKind attention_kind_from_string(const std::string& text);  // UserError
 
 // What does not change between the splits of one batch.
 // What runs around the training step's math (plan --framework): accumbench's own loop, or HF
-// Trainer + TRL's SFTTrainer (loss_type "nll"), whose per-step metrics hold the model's outputs
-// and copy the logits (bench/reference/hf_trl.py cites each line of transformers, accelerate, TRL).
+// Trainer + TRL's SFTTrainer (bench/reference/hf_trl.py cites each line of transformers,
+// accelerate, TRL).
 enum class PlanFramework { kPlain, kHfTrl };
 std::string to_string(PlanFramework framework);  // "plain", "hf-trl"
 PlanFramework plan_framework_from_string(const std::string& text);  // UserError otherwise
+
+// TRL's SFTConfig.loss_type under --framework hf-trl. "nll": the model's loss on the full logits,
+// which the per-step metrics then hold and copy. "chunked_nll" (TRL's default since v1.7.0): the
+// forward stops at the final norm; the head and the loss run in checkpointed chunks of 256 valid
+// tokens, recomputed in backward; never the full logits.
+enum class TrlLoss { kNll, kChunkedNll };
+std::string to_string(TrlLoss loss);                 // "nll", "chunked_nll"
+TrlLoss trl_loss_from_string(const std::string& text);  // UserError otherwise
+inline constexpr int64_t kTrlChunkTokens = 256;      // TRL's _CHUNKED_LM_HEAD_CHUNK_SIZE
 
 struct PlanOptions {
   int64_t seq_len = 1024;
@@ -67,8 +76,11 @@ struct PlanOptions {
   // --packing bfd: rows of T holding several documents, with positions (b, T) and, for explicit
   // attention, one block-diagonal mask per micro-step instead of each block's (T, T) causal mask.
   bool packed_documents = false;
-  // --framework hf-trl: TRL's metrics on the kept logits join the forward (a moment of their own).
+  // --framework hf-trl: TRL's loss and metrics replace accumbench's loss head (--trl-loss).
   PlanFramework framework = PlanFramework::kPlain;
+  TrlLoss trl_loss = TrlLoss::kChunkedNll;
+  // TRL's chunked_nll is planned (framework hf-trl with loss_type chunked_nll).
+  bool trl_chunked() const { return framework == PlanFramework::kHfTrl && trl_loss == TrlLoss::kChunkedNll; }
   // The T of every activation formula.
   int64_t activation_length() const { return activation_seq_len > 0 ? activation_seq_len : seq_len; }
 };

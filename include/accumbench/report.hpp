@@ -126,12 +126,16 @@ struct TrainerSettings {
   bool optimizer_in_backward = false;       // these three have no Trainer setting
   bool chunked_loss = false;
   bool cuda_graphs = false;
+  std::string loss_type;                    // TRL's SFTConfig.loss_type, from plan --trl-loss; empty: not stated
 };
 enum class SettingsFormat { kTrl, kAxolotl, kArgs };
 // --emit: "trl" | "axolotl" | "args"; UserError naming the choices.
 SettingsFormat settings_format_from_string(const std::string& text);
 // `target_modules`: peft_target_modules(model, workload.lora) ({} without LoRA).
 TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions& workload,
+                                 const std::vector<std::string>& target_modules);
+// A planned split's: as above, and with --framework hf-trl TRL's loss_type (plan --trl-loss).
+TrainerSettings trainer_settings(const MemoryPlan& plan, const WorkloadOptions& workload,
                                  const std::vector<std::string>& target_modules);
 // The settings of one run of a sweep, read back from its context (a saved file's too).
 TrainerSettings trainer_settings(const SweepResult& result, const RunResult& run);

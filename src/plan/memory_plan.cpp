@@ -31,6 +31,14 @@ AttentionKind attention_kind_from_string(const std::string& text) {
 
 std::string to_string(PlanFramework framework) { return framework == PlanFramework::kHfTrl ? "hf-trl" : "plain"; }
 
+std::string to_string(TrlLoss loss) { return loss == TrlLoss::kChunkedNll ? "chunked_nll" : "nll"; }
+
+TrlLoss trl_loss_from_string(const std::string& text) {
+  if (text == "nll") return TrlLoss::kNll;
+  if (text == "chunked_nll") return TrlLoss::kChunkedNll;
+  throw UserError("unknown --trl-loss \"" + text + "\"; use chunked_nll (TRL's default since v1.7.0) or nll (TRL before 1.7, or SFTConfig(loss_type=\"nll\"))");
+}
+
 PlanFramework plan_framework_from_string(const std::string& text) {
   if (text == "plain") return PlanFramework::kPlain;
   if (text == "hf-trl") return PlanFramework::kHfTrl;
@@ -63,8 +71,8 @@ void check_split(const ModelConfig& m, const PlanOptions& o, const SplitConfig& 
   }
   if (s.micro_batch <= 0 || o.seq_len <= 0) throw UserError("micro-batch and sequence length must be positive");
   if (o.framework == PlanFramework::kHfTrl && s.chunked_loss) {
-    throw UserError("--framework hf-trl plans TRL's loss_type \"nll\" on the full logits, which the chunked loss never makes; "
-                    "drop --chunked-loss (TRL's chunked_nll is not modelled) or plan with --framework plain");
+    throw UserError("--framework hf-trl plans TRL's own loss (--trl-loss), not accumbench's --chunked-loss; drop --chunked-loss "
+                    "(TRL's chunked loss is --trl-loss chunked_nll) or plan with --framework plain");
   }
   check_sequence_length(m, o.seq_len);
   // The largest terms in doubles first: the plan's int64 byte counts must not overflow, and a
@@ -157,7 +165,7 @@ void PlanBuilder::saved_tensors() {
     saved.add("adapter weights cast to c", "N_lora·c", trained * c, "autocast's cast cache of every A and B, saved by their linears");
   }
   block_lines_end = plan.saved.size();
-  if (weights_cast() && !chunked) {
+  if (weights_cast() && full_head()) {
     saved.add("head weight cast to c", "V·d·c", V * d * c, "the head linear saves its cast weight");
   }
   // LayerNorm keeps its input as it is; RMSNorm keeps its fp32 copy (the input itself in fp32).
@@ -166,7 +174,7 @@ void PlanBuilder::saved_tensors() {
             "the last block's output, saved by the final norm");
   if (m.arch == Architecture::kGpt2) {
     saved.add("ln_f mean, rstd", "2·b·T·4", 2 * N * kFp32, "saved by layer_norm's backward");
-    if (!chunked && !lora) {  // a frozen head (LoRA) needs no input for its input's gradient
+    if (full_head() && !lora) {  // a frozen head (LoRA) needs no input for its input's gradient
       saved.add(autocast ? "ln_f output, cast to c" : "ln_f output", "b·T·d·c", N * d * c,
                 "the head linear saves its input");
     }
@@ -180,7 +188,7 @@ void PlanBuilder::saved_tensors() {
       saved.add("final RMSNorm rsqrt, normed", "b·T·(d+1)·4", N * (d + 1) * kFp32,
                 "rsqrt and weight · normed save them");
     }
-    if (!chunked && !lora) {  // a frozen head (LoRA) needs no input for its input's gradient
+    if (full_head() && !lora) {  // a frozen head (LoRA) needs no input for its input's gradient
       saved.add(autocast ? "final RMSNorm output, cast to c" : "final RMSNorm output", "b·T·d·c", N * d * c,
                 "the head linear saves its input");
     }
@@ -191,7 +199,9 @@ void PlanBuilder::loss_head() {
   const Table saved{&plan.saved};
   const Table fwd{&plan.forward_peak};
   const Table bwd{&plan.backward_peak};
-  if (chunked) {
+  if (trl_chunked) {
+    trl_chunked_head();
+  } else if (chunked) {
     // src/engine/chunked_loss.cpp: the head's gradients are computed in the forward and kept
     // until backward scales them; per chunk of r tokens the logits exist in fp32 only. The
     // matmuls run in c (autocast's dtype, else the weights'); a frozen head (LoRA) gets no
@@ -256,6 +266,88 @@ void PlanBuilder::trl_metrics() {
         "per 128 rows, under no_grad");
 }
 
+void PlanBuilder::trl_chunked_head() {
+  const Table saved{&plan.saved};
+  const int64_t n = b * (T - 1);  // HF's labels: hidden[:, :-1] predicts labels[:, 1:]
+  const int64_t chunk = kTrlChunkTokens;
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  const int64_t r = std::min(chunk, n);
+  const int64_t r_first = n - chunk * (chunks - 1);  // backward starts with the last chunk
+  const std::string hd = "·d·" + rs();               // the final norm's output is in the weights' dtype
+  saved.add("TRL chunk inputs: gathered hidden", "b·(T−1)" + hd, n * d * w,
+            "hidden[:, :-1].reshape(-1, d)[order]: the valid rows first; each checkpointed chunk keeps its slice");
+  saved.add("TRL chunk targets, gather order", "2·b·(T−1)·8", 2 * n * kInt64,
+            "labels[order] for the chunks, order for the gather's backward");
+  // One chunk: logits = h.float() @ w.float().t(), log_softmax, its exp and exp · log_softmax.
+  // Under autocast the matmul runs in c on casts of h and w (a weight view is no leaf: not
+  // cached); log_softmax runs in fp32 on CUDA (autocast's fp32 list) but stays in c on the CPU
+  // (LibTorch 1.13), where nll_loss makes an fp32 copy of it. Without autocast and 16-bit weights
+  // .float() copies h and w to fp32.
+  const int64_t logits_bytes = autocast ? c : kFp32;
+  const int64_t softmax_bytes = autocast && o.cpu ? c : kFp32;  // log_softmax, exp, product
+  const int64_t nll_copy = softmax_bytes == kFp32 ? 0 : kFp32;
+  const int64_t cast_bytes = autocast ? c : (w == kFp32 ? 0 : kFp32);
+  const std::string per_row = "r·V·(" + std::to_string(logits_bytes) + "+3·" + std::to_string(softmax_bytes) + ")";
+  auto rows_label = [](int64_t rows) { return " (r=" + std::to_string(rows) + ")"; };
+  // The forward: last_hidden_state stays in the outputs; at the gather the shifted copy is there
+  // too, then each chunk's tensors, which die with it (checkpointed: nothing saved).
+  const Table fwd{&plan.forward_peak};
+  fwd.add("last_hidden_state (in the outputs)", "b·T" + hd, N * d * w, "the patched forward's outputs keep them");
+  const int64_t chunk_moment = r * V * std::max(logits_bytes + 3 * softmax_bytes, logits_bytes + softmax_bytes + nll_copy);
+  if (chunk_moment >= n * d * w) {
+    fwd.add("chunk: logits, log_softmax, exp, product", per_row + rows_label(r), chunk_moment,
+            "_chunk's loss and entropy, nothing saved (checkpointed)");
+  } else {
+    fwd.add("shifted hidden states (a copy)", "b·(T−1)" + hd, n * d * w, "reshape of a strided slice");
+  }
+  // Backward reruns each chunk, the last (shortest) first, with nothing else of the head's; the
+  // rerun keeps what its backward reads (log_softmax's output, nll_loss's fp32 copy, the casts
+  // of h and w). Every later chunk runs with the earlier chunks' gradient sums in autograd's
+  // input buffers: the hidden states' (all n rows: each chunk's slice backward makes a
+  // full-size one) and, when the head trains, the weight's. nll's and log_softmax's backward
+  // make (r, V) gradients, the matmul's backward the chunk's hidden and weight gradients; the
+  // buffers add the new ones out of place (measured on LibTorch 1.13's CPU: old sum, new
+  // gradient and their sum alive at once).
+  const bool head_trains = !lora;
+  const int64_t weight_grad = head_trains ? V * d * t : 0;
+  const std::string weight_formula = head_trains ? " + V·d·t" : "";
+  const int64_t hidden_sum = n * d * w;
+  auto recompute = [&](int64_t rows, const std::string& name) {
+    return PlanLine{name, per_row + (nll_copy ? " + r·V·4" : "") + (cast_bytes ? " + (V+r)·d·casts" : "") + rows_label(rows),
+                    rows * V * (logits_bytes + 3 * softmax_bytes + nll_copy) + (V + rows) * d * cast_bytes,
+                    "logits, log_softmax, exp, product (and casts), rerun by the checkpoint; what backward reads stays"};
+  };
+  std::vector<std::vector<PlanLine>> moments;
+  moments.push_back({recompute(r_first, "recompute of the last chunk")});
+  moments.push_back({{"first chunk's log_softmax gradient, fp32", "r·V·4" + rows_label(r_first), r_first * V * kFp32,
+                      "the logits' gradient, before the matmul's backward lets it go"},
+                     {"its hidden and weight gradients", "r·d·4" + weight_formula, r_first * d * kFp32 + weight_grad,
+                      "the chunk matmul's backward"}});
+  if (chunks > 1) {
+    const PlanLine sums{"earlier chunks' gradient sums", "b·(T−1)" + hd + weight_formula, hidden_sum + weight_grad,
+                        "autograd's input buffers of the gather and the head weight"};
+    moments.push_back({recompute(r, "recompute of a full chunk"), sums});
+    moments.push_back({{"chunk: log_softmax gradient, fp32", "r·V·4" + rows_label(r), r * V * kFp32, "the logits' gradient"},
+                       {"chunk: hidden and weight gradients", "r·d·4" + weight_formula, r * d * kFp32 + weight_grad,
+                        "the chunk matmul's backward"},
+                       sums});
+    if (head_trains) {
+      moments.push_back({{"chunk: hidden gradient", "r·d·4", r * d * kFp32, "waiting for its slice's backward"},
+                         {"weight gradient: old sum, new, sum", "3·V·d·t", 3 * weight_grad,
+                          "AccumulateGrad's input buffer adds out of place"},
+                         {"earlier chunks' hidden gradient sum", "b·(T−1)" + hd, hidden_sum, "the gather's input buffer"}});
+    }
+    moments.push_back({{"hidden gradient: old sum, new, sum", "3·b·(T−1)" + hd,
+                        3 * hidden_sum, "the gather's input buffer adds a chunk's full-size slice gradient out of place"},
+                       {"earlier chunks' weight gradient sum", head_trains ? "V·d·t" : "0", weight_grad,
+                        "AccumulateGrad's input buffer"}});
+  }
+  const std::vector<PlanLine>* best = &moments.front();
+  for (const auto& lines : moments)
+    if (total_bytes(lines) > total_bytes(*best)) best = &lines;
+  plan.backward_peak = *best;
+}
+
 void PlanBuilder::optimizer_temporaries() {
   const Table opt{&plan.optimizer_peak};
   int64_t largest = largest_parameter_numel(m);
@@ -305,7 +397,7 @@ int64_t PlanBuilder::forward_peak(const PhaseTotals& s) const {
   if (!plan.framework_forward_peak.empty()) {
     forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.framework_forward_peak));
   }
-  if (checkpointing && block_weights_cast() && !lora && !chunked) {
+  if (checkpointing && block_weights_cast() && !lora && full_head()) {
     // Checkpointed under autocast: the head's matmul runs inside the forward's autocast region,
     // whose cache still holds every block's weight casts (block_forward); the fp32 copy of the
     // logits comes after the region has closed (Trainer::accumulate), without them.
@@ -388,7 +480,7 @@ int64_t PlanBuilder::backward_head_peak(const PhaseTotals& s) const {
   // with LoRA, whose head is frozen, nor with the chunked loss, whose head gradients are made
   // in the forward.)
   int64_t backward_head_weight = 0;
-  if (!lora && !chunked) {
+  if (!lora && full_head()) {
     const int64_t head = V * d;
     // The head's matmul backward makes its input's gradient (b·T·d·c) with the weight's.
     backward_head_weight = resident_bytes + grads_in_micro_step + saved_bytes + head * t + N * d * c;

@@ -33,6 +33,7 @@ struct PlanBuilder {
   int64_t trained;  // parameters with gradients and AdamW moments: all, or the adapters' (LoRA)
   int64_t t;        // bytes per trained parameter (and per gradient and moment)
   bool autocast, checkpointing, accumulating, chunked, lora;
+  bool trl_chunked;  // --framework hf-trl --trl-loss chunked_nll: TRL's chunked head replaces ours
   bool quant;  // QLoRA: the block linears quantised, everything else fp32 (quantized_base.hpp)
   size_t block_lines_begin = 0, block_lines_end = 0;  // the blocks' lines in plan.saved
 
@@ -61,11 +62,15 @@ struct PlanBuilder {
     // them), as accumulation does from the second micro-step on.
     accumulating = split.accum_steps > 1 || split.cuda_graphs;
     chunked = split.chunked_loss;
+    trl_chunked = o.trl_chunked();
     lora = o.lora.enabled();
     trained = lora ? lora_parameter_count(m, o.lora) : P;
     t = lora ? kFp32 : w;  // adapters are fp32 (PEFT's default); a full fine-tune trains in the weights' dtype
   }
 
+  // The head linear runs on the whole micro-batch (the plain loss): its input and cast weight are
+  // saved, the (b·T, V) logits made. Not with either chunked loss.
+  bool full_head() const { return !chunked && !trl_chunked; }
   // Weights cast to c by autocast exist only when they are stored in another dtype.
   bool weights_cast() const { return autocast && w != c; }
   // Autocast's casts of the block linears' weights: none when they are quantised (each is
@@ -94,6 +99,17 @@ struct PlanBuilder {
   // entropy_from_logits reshapes logits[:, :-1] to (b·(T−1), V) (a copy when b > 1: the slice is
   // not contiguous) and per 128 rows holds log_softmax, its exp and their product.
   void trl_metrics();
+
+  // --trl-loss chunked_nll (bench/reference/hf_trl.py chunked_nll, after TRL's
+  // _chunked_cross_entropy_loss): the patched forward keeps last_hidden_state in its outputs; the
+  // shifted hidden states (b·(T−1) rows, a copy) are gathered with the valid targets first (a
+  // second copy, which the chunks keep as their checkpointed input until backward); per chunk of
+  // 256 rows, under non-reentrant checkpointing (nothing saved), the logits, log_softmax, its exp
+  // and their product for the entropy. Backward reruns each chunk (the last, shortest, first),
+  // keeping log_softmax's output, then makes the logits' gradient and the chunk's hidden and
+  // weight gradients; from the second chunk on, autograd's buffers hold the sums of the earlier
+  // chunks' hidden and weight gradients.
+  void trl_chunked_head();
 
   void optimizer_temporaries();
 

@@ -24,7 +24,7 @@ std::string phase_cell(const MemoryPlan& p, PlanPhase phase) {
 
 // The Trainer's keys that differ between splits; trl_settings' first three.
 std::string trainer_key(const MemoryPlan& p, const PlanReport& r, size_t index) {
-  return trl_settings(trainer_settings(p.split, r.workload, r.target_modules))[index].second;
+  return trl_settings(trainer_settings(p, r.workload, r.target_modules))[index].second;
 }
 
 bool fits(const MemoryPlan& p, const PlanReport& r) { return p.peak_bytes <= r.usable_bytes(); }
@@ -159,7 +159,8 @@ std::string context_words(const PlanReport& r) {
              std::to_string(p.options.batch) + " per rank";
   }
   words += ", " + to_string(p.split.precision) + ", attention " + to_string(p.options.attention) + ", device " + r.device;
-  if (p.options.framework != PlanFramework::kPlain) words += ", framework " + to_string(p.options.framework);
+  if (p.options.framework != PlanFramework::kPlain)
+    words += ", framework " + to_string(p.options.framework) + " (TRL loss_type " + to_string(p.options.trl_loss) + ")";
   return words;
 }
 
@@ -171,7 +172,7 @@ std::string memory_words(const PlanReport& r) {
 
 std::string shared_settings(const PlanReport& r) {
   const std::vector<std::pair<std::string, std::string>> keys =
-      trl_settings(trainer_settings(r.plans.front().split, r.workload, r.target_modules));
+      trl_settings(trainer_settings(r.plans.front(), r.workload, r.target_modules));
   std::string text;
   for (size_t k = 3; k < keys.size(); ++k) text += (text.empty() ? "" : " ") + keys[k].first + "=" + keys[k].second;
   return text;
@@ -211,6 +212,8 @@ std::string plan_json(const PlanReport& r) {
   context["precision"] = to_string(first.split.precision);
   context["attention"] = to_string(first.options.attention);
   context["framework"] = to_string(first.options.framework);  // plan --framework
+  // plan --trl-loss: null for plain, whose loss is accumbench's own
+  context["trl_loss"] = first.options.framework == PlanFramework::kHfTrl ? nlohmann::json(to_string(first.options.trl_loss)) : nlohmann::json();
   context["device"] = r.device;
   context["memory_limit_bytes"] = r.memory_limit_bytes > 0 ? json(r.memory_limit_bytes) : json(nullptr);
   context["headroom_bytes"] = r.memory_limit_bytes > 0 ? json(r.headroom_bytes) : json(nullptr);
@@ -234,7 +237,7 @@ std::string plan_json(const PlanReport& r) {
     s["spare_bytes"] = r.memory_limit_bytes > 0 ? json(r.usable_bytes() - p.peak_bytes) : json(nullptr);
     s["fits"] = r.memory_limit_bytes > 0 ? json(fits(p, r)) : json(nullptr);
     json settings;
-    for (const auto& [key, value] : trl_settings(trainer_settings(p.split, r.workload, r.target_modules))) {
+    for (const auto& [key, value] : trl_settings(trainer_settings(p, r.workload, r.target_modules))) {
       settings[key] = value;
     }
     s["trainer_settings"] = settings;

@@ -29,7 +29,8 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
   out << "memory plan: " << m.name << ", T=" << plan.options.seq_len << ", split " << plan.split.label() << ", "
       << to_string(plan.split.precision) << ", attention " << to_string(plan.options.attention);
   if (plan.options.optimizer != OptimizerKind::kAdamW) out << ", optimizer " << to_string(plan.options.optimizer);
-  if (plan.options.framework != PlanFramework::kPlain) out << ", framework " << to_string(plan.options.framework);
+  if (plan.options.framework != PlanFramework::kPlain)
+    out << ", framework " << to_string(plan.options.framework) << " (TRL loss_type " << to_string(plan.options.trl_loss) << ")";
   out << "\n";
   out << "  P=" << parameter_count(m) << " L=" << m.n_layers << " d=" << m.d_model << " H=" << m.n_heads
       << " Hkv=" << m.n_kv_heads << " hd=" << m.head_dim << " f=" << m.d_ff << " V=" << m.vocab_size
@@ -45,11 +46,13 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
   print_table("resident (whole step)", plan.resident, out);
   print_table("gradients", plan.gradients, out);
   print_table("saved for backward (one micro-step)", plan.saved, out);
-  print_table("forward peak: loss head", plan.forward_peak, out);
+  const bool trl_chunked = plan.options.trl_chunked();
+  print_table(trl_chunked ? "forward peak: TRL's chunked loss (--trl-loss chunked_nll)" : "forward peak: loss head", plan.forward_peak, out);
   print_table("forward peak candidate: " + plan.block_forward_what, plan.block_forward_peak, out);
   print_table("forward peak candidate: " + plan.last_block_forward_what, plan.last_block_forward_peak, out);
   print_table("forward peak candidate: TRL's metrics on the kept logits (--framework hf-trl)", plan.framework_forward_peak, out);
-  print_table("backward peak: first node (loss head)", plan.backward_peak, out);
+  print_table(trl_chunked ? "backward peak: TRL's chunks (recomputed, then their gradients)" : "backward peak: first node (loss head)",
+              plan.backward_peak, out);
   print_table("backward peak candidate: the last block's backward", plan.block_backward_peak, out);
   print_table("optimizer peak: temporaries", plan.optimizer_peak, out);
   if (!plan.dequant_peak.empty()) {
@@ -102,14 +105,14 @@ void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_by
     if (workload != nullptr) {
       // The keys that differ between splits; those every split shares follow the table.
       const std::vector<std::pair<std::string, std::string>> keys =
-          trl_settings(trainer_settings(plan.split, *workload, target_modules));
+          trl_settings(trainer_settings(plan, *workload, target_modules));
       for (size_t k = 0; k < 3; ++k) out << (k ? " " : "") << keys[k].first << "=" << keys[k].second;
       if (plan.split.optimizer_in_backward) out << " (oib: no Trainer setting)";
     }
     out << "\n";
   }
   if (workload == nullptr || plans.empty()) return;
-  const TrainerSettings shared = trainer_settings(plans.front().split, *workload, target_modules);
+  const TrainerSettings shared = trainer_settings(plans.front(), *workload, target_modules);
   const std::vector<std::pair<std::string, std::string>> keys = trl_settings(shared);
   out << "every split also:";
   for (size_t k = 3; k < keys.size(); ++k) out << " " << keys[k].first << "=" << keys[k].second;

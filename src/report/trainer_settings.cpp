@@ -6,8 +6,9 @@
 // - transformers TrainingArguments: per_device_train_batch_size, gradient_accumulation_steps,
 //   gradient_checkpointing, bf16, fp16, group_by_length.
 // - TRL SFTConfig: max_length, packing, packing_strategy ("bfd", the default, or "wrapped"),
-//   padding_free, pad_to_multiple_of. SFTConfig turns bf16 on when neither bf16 nor fp16 is given,
-//   and gradient_checkpointing on by default, so both are always written out.
+//   padding_free, pad_to_multiple_of, loss_type ("chunked_nll", the default since TRL 1.7.0, or
+//   "nll"; only from plan --framework hf-trl). SFTConfig turns bf16 on when neither bf16 nor fp16
+//   is given, and gradient_checkpointing on by default, so both are always written out.
 // - TRL ModelConfig (`trl sft --use_peft`): use_peft, lora_r, lora_alpha, lora_dropout,
 //   lora_target_modules (a one-element list is read as that string, so [all-linear] is PEFT's
 //   "all-linear").
@@ -118,6 +119,13 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   return s;
 }
 
+TrainerSettings trainer_settings(const MemoryPlan& plan, const WorkloadOptions& w,
+                                 const std::vector<std::string>& target_modules) {
+  TrainerSettings s = trainer_settings(plan.split, w, target_modules);
+  if (plan.options.framework == PlanFramework::kHfTrl) s.loss_type = to_string(plan.options.trl_loss);
+  return s;
+}
+
 std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSettings& s) {
   std::vector<std::pair<std::string, std::string>> keys = {
       {"per_device_train_batch_size", std::to_string(s.per_device_train_batch_size)},
@@ -133,6 +141,7 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
   if (s.packing == Packing::kBfd) keys.push_back({"padding_free", "true"});
   if (const int64_t multiple = pad_to_multiple_of(s)) keys.push_back({"pad_to_multiple_of", std::to_string(multiple)});
   if (s.group_by_length) keys.push_back({"group_by_length", "true"});
+  if (!s.loss_type.empty()) keys.push_back({"loss_type", s.loss_type});
   if (s.optimizer != OptimizerKind::kAdamW) keys.push_back({"optim", hf_optim_name(s.optimizer)});
   if (s.lora_r > 0) {
     keys.push_back({"use_peft", "true"});

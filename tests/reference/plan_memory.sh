@@ -1,10 +1,13 @@
 #!/bin/sh
-# accumbench plan --framework plain and hf-trl against the PyTorch reference's measured peaks
-# (bench/reference/step_bench.py: on the CPU the profiler's allocation events over a step; plain
-# and the HF Trainer + TRL SFTTrainer step of bench/reference/hf_trl.py). A GPT-2 shape with an
-# 8192-token vocabulary, so that the loss head and TRL's metrics on the logits decide the peak;
-# fp32, T=64, batch 4, splits 4×1 and 1×4. Every predicted peak must lie within 3 % of the
-# measured one, and at 4×1 the hf-trl peak must be the higher, measured and predicted.
+# accumbench plan --framework plain and hf-trl (TRL's loss_type nll and chunked_nll) against the
+# PyTorch reference's measured peaks (bench/reference/step_bench.py: on the CPU the profiler's
+# allocation events over a step; plain, and the HF Trainer + TRL SFTTrainer step of
+# bench/reference/hf_trl.py). A GPT-2 shape with an 8192-token vocabulary, so that the loss head
+# and TRL's metrics on the logits decide the peak; fp32. Cases: T=64, batch 4, 4×1 and 1×4 in the
+# three modes (chunked_nll in one chunk of 252 rows); T=128, batch 8, 8×1 and 1×8 with chunked_nll
+# (four chunks: the recompute beside the earlier chunks' gradient sums), also with LoRA (a frozen
+# head: no weight gradient). Every predicted peak must lie within 3 % of the measured one; at 4×1
+# hf-trl nll's peak must be above plain's and chunked_nll's below nll's, measured and predicted.
 # Usage: plan_memory.sh ACCUMBENCH PYTHON DATA_DIR WORK_DIR. Exit 77 when PYTHON cannot import torch.
 set -u
 bin=$1 py=$2 data=$3 work=$4
@@ -17,36 +20,57 @@ if ! "$py" -c "import torch" 2>/dev/null; then
   exit 77
 fi
 rm -rf "$work" && mkdir -p "$work" || exit 1
-"$bin" verify --hf-config "$config" --seq-len 8 --batch 1 --threads 1 --export "$work/export" > "$work/verify.txt" 2>&1 ||
-  { cat "$work/verify.txt"; echo "accumbench verify --export failed"; exit 1; }
-for framework in plain hf-trl; do
-  "$py" "$bench" --export "$work/export" --seq-len 64 --batch 4 --micro-batches 4,1 --threads 1 --steps 1 \
-    --framework "$framework" > "$work/$framework.jsonl" 2> "$work/$framework.err" ||
-    { cat "$work/$framework.err"; echo "step_bench.py --framework $framework failed"; exit 1; }
-  "$bin" plan --hf-config "$config" --seq-len 64 --batch 4 --micro-batches 4,1 --precision fp32 --device cpu \
-    --framework "$framework" --detail off --json "$work/$framework.plan.json" > /dev/null 2>&1 ||
-    { echo "accumbench plan --framework $framework failed"; exit 1; }
+for variant in full lora; do
+  lora=""
+  [ "$variant" = lora ] && lora="--lora-rank 4 --lora-alpha 8"
+  # shellcheck disable=SC2086  # the options are words
+  "$bin" verify --hf-config "$config" --seq-len 8 --batch 1 --threads 1 $lora --export "$work/export-$variant" \
+    > "$work/verify-$variant.txt" 2>&1 || { cat "$work/verify-$variant.txt"; echo "accumbench verify --export failed"; exit 1; }
 done
+# name variant T batch splits framework trl-loss
+cat > "$work/cases" <<'CASES'
+plain full 64 4 4,1 plain -
+nll full 64 4 4,1 hf-trl nll
+chunked full 64 4 4,1 hf-trl chunked_nll
+chunked4 full 128 8 8,1 hf-trl chunked_nll
+chunked4-lora lora 128 8 8,1 hf-trl chunked_nll
+CASES
+while read -r name variant T B splits framework loss; do
+  trl=""
+  [ "$loss" = - ] || trl="--trl-loss $loss"
+  # shellcheck disable=SC2086
+  "$py" "$bench" --export "$work/export-$variant" --seq-len "$T" --batch "$B" --micro-batches "$splits" --threads 1 \
+    --steps 1 --framework "$framework" $trl > "$work/$name.jsonl" 2> "$work/$name.err" ||
+    { cat "$work/$name.err"; echo "step_bench.py ($name) failed"; exit 1; }
+  lora=""
+  [ "$variant" = lora ] && lora="--lora-rank 4 --lora-alpha 8"
+  # shellcheck disable=SC2086
+  "$bin" plan --hf-config "$config" --seq-len "$T" --batch "$B" --micro-batches "$splits" --precision fp32 --device cpu \
+    --framework "$framework" $trl $lora --detail off --json "$work/$name.plan.json" > "$work/$name.plan.txt" 2>&1 ||
+    { cat "$work/$name.plan.txt"; echo "accumbench plan ($name) failed"; exit 1; }
+done < "$work/cases"
 "$py" - "$work" <<'PY'
 import json, sys
 work = sys.argv[1]
 bad = []
 peaks = {}
-print(f"{'framework':9} {'split':5} {'measured':>12} {'predicted':>12} {'error':>8}")
-for framework in ("plain", "hf-trl"):
-    rows = [json.loads(line) for line in open(f"{work}/{framework}.jsonl")][1:]
-    plans = {s["split"]: s for s in json.load(open(f"{work}/{framework}.plan.json"))["splits"]}
+print(f"{'case':14} {'split':5} {'measured':>12} {'predicted':>12} {'error':>8}")
+for case in [line.split()[0] for line in open(f"{work}/cases")]:
+    rows = [json.loads(line) for line in open(f"{work}/{case}.jsonl")][1:]
+    plans = {s["split"]: s for s in json.load(open(f"{work}/{case}.plan.json"))["splits"]}
     for row in rows:
         split = f"{row['mb']}×{row['ga']}"
         measured, predicted = row["peak_bytes"], plans[split]["peak_bytes"]
         error = (predicted - measured) / measured
-        peaks[(framework, split)] = (measured, predicted)
-        print(f"{framework:9} {split:5} {measured:12d} {predicted:12d} {100 * error:+7.2f}%")
+        peaks[(case, split)] = (measured, predicted)
+        print(f"{case:14} {split:5} {measured:12d} {predicted:12d} {100 * error:+7.2f}%")
         if abs(error) > 0.03:
-            bad.append(f"{framework} {split}: predicted {predicted} against measured {measured} ({100 * error:+.2f} %)")
+            bad.append(f"{case} {split}: predicted {predicted} against measured {measured} ({100 * error:+.2f} %)")
 for side, index in (("measured", 0), ("predicted", 1)):
-    if not peaks[("hf-trl", "4×1")][index] > peaks[("plain", "4×1")][index]:
-        bad.append(f"at 4×1 the {side} hf-trl peak is not above plain's")
+    if not peaks[("nll", "4×1")][index] > peaks[("plain", "4×1")][index]:
+        bad.append(f"at 4×1 the {side} hf-trl nll peak is not above plain's")
+    if not peaks[("chunked", "4×1")][index] < peaks[("nll", "4×1")][index]:
+        bad.append(f"at 4×1 the {side} chunked_nll peak is not below nll's")
 for line in bad:
     print("FAIL:", line)
 sys.exit(1 if bad else 0)
