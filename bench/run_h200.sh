@@ -12,8 +12,9 @@
 #  (after 2) the PyTorch reference of bench/reference/ on this machine's PyTorch 2.x: the ctest
 #     cross-check (reference.*: loss and gradients of every family against an exported step), then
 #     its step time and CUDA peak per split (HF's math, SDPA attention, bf16 autocast) beside
-#     accumbench's sweep of the same shape: issue 18's side by side, and the data to explain
-#     whether the plan's excess at 64×1 is the plan's or the engine's.
+#     accumbench's sweep of the same shape: issue 18's side by side; calibrate-framework (with
+#     transformers' own model where it imports); TRL's step (hf-trl, chunked_nll and nll) and the
+#     plain reference against the plan (plan_vs_reference.py); a real transformers + PEFT LoRA step.
 # Every stage has its own time limit, and a stage that would start after BUDGET_S (540 s) is
 # skipped, so the call ends inside the device's 10 minutes; stages run most important first.
 # Results go to $OUT (the device tool brings that folder back: 8 files at most, so the small ones
@@ -80,15 +81,37 @@ stage reference-export 60 build/accumbench verify --hf-config bench/gpt2-124m-50
   --device cpu --export "$ref_export"
 stage reference-gpu 150 python3 bench/reference/step_bench.py --export "$ref_export" --seq-len 1024 --batch 64 \
   --micro-batches "$micro" --device cuda --precision bf16 --attention sdpa
-rm -rf "$ref_export"
 grep '^{' "$work/reference-gpu.log" > "$work/reference-gpu.jsonl"
 stage side-by-side-reference 30 python3 bench/side_by_side.py "$work/accumbench.json" "$work/reference-gpu.jsonl"
 cp "$work/side-by-side-reference.log" "$out/side-by-side-reference.md"
-# A Python framework's host time per micro-step on this GPU (plain and hf-trl against the engine):
-# the cache file comes back in the bundle.
-ACCUMBENCH_CACHE_DIR="$work/cache" stage calibrate-framework 120 build/accumbench calibrate-framework \
+# A Python framework's host time per micro-step on this GPU (plain, hf-trl and, where transformers
+# imports, transformers' own model against the engine; it prints the packages it found): the cache
+# file comes back in the bundle.
+ACCUMBENCH_CACHE_DIR="$work/cache" stage calibrate-framework 180 build/accumbench calibrate-framework \
   --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 16 --micro-batches 1,2,4,8,16 --device cuda \
   --precision bf16 --steps 3 --python "$(command -v python3)"
+# Issue 18's memory on the GPU: TRL's step (hf-trl, loss_type chunked_nll and nll) and transformers'
+# own model with PEFT's LoRA, against the plan of the same shape (GPT-2 124M, T=1024, batch 16).
+hf_splits=1,4,16
+for loss in chunked_nll nll; do
+  stage "reference-hf-trl-$loss" 90 python3 bench/reference/step_bench.py --export "$ref_export" --seq-len 1024 \
+    --batch 16 --micro-batches "$hf_splits" --device cuda --precision bf16 --attention sdpa --steps 2 \
+    --framework hf-trl --trl-loss "$loss"
+  grep '^{' "$work/reference-hf-trl-$loss.log" > "$work/reference-hf-trl-$loss.jsonl"
+  stage "plan-hf-trl-$loss" 30 build/accumbench plan --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 16 \
+    --micro-batches "$hf_splits" --device cuda --precision bf16 --framework hf-trl --trl-loss "$loss" --detail off \
+    --json "$work/plan-hf-trl-$loss.json"
+done
+stage plan-plain 30 build/accumbench plan --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
+  --micro-batches "$micro" --device cuda --precision bf16 --detail off --json "$work/plan-plain.json"
+stage plan-vs-reference 30 python3 bench/plan_vs_reference.py --bar 0 \
+  "plain=$work/reference-gpu.jsonl,$work/plan-plain.json" \
+  "chunked_nll=$work/reference-hf-trl-chunked_nll.jsonl,$work/plan-hf-trl-chunked_nll.json" \
+  "nll=$work/reference-hf-trl-nll.jsonl,$work/plan-hf-trl-nll.json"
+cp "$work/plan-vs-reference.log" "$out/plan-vs-reference.md"
+stage hf-real-lora 90 python3 bench/reference/hf_real_step.py --export "$ref_export" --seq-len 1024 --batch 16 \
+  --micro-batches "$hf_splits" --device cuda --precision bf16 --steps 2 --lora-rank 16 --lora-alpha 32
+rm -rf "$ref_export"
 
 traces=$(mktemp -d)   # large: outside $OUT, only the two 64×1 traces come back (gzip)
 stage profile-ours 120 build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \

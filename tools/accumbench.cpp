@@ -490,9 +490,11 @@ struct CalibrateFrameworkCommand {
         ->capture_default_str();
     command->add_option("--reference-dir", options.reference_dir, "the folder of step_bench.py")
         ->capture_default_str();
-    command->add_option("--frameworks", options.frameworks, "the reference's modes to calibrate")
+    command->add_option("--frameworks", options.frameworks,
+                        "the reference's modes to calibrate: plain, hf-trl (HF Trainer + TRL around the same math), hf "
+                        "(transformers' own model, PEFT's LoRA; joins by itself on CUDA where transformers imports)")
         ->delimiter(',')
-        ->check(CLI::IsMember({"plain", "hf-trl"}))
+        ->check(CLI::IsMember({"plain", "hf-trl", "hf"}))
         ->capture_default_str();
     return command;
   }
@@ -527,6 +529,7 @@ struct CalibrateFrameworkCommand {
                 << ab::text::format_duration(std::abs(overhead)) << " per micro-step against the engine"
                 << (overhead < 0 ? " (below zero: noise; sweep --framework-overhead auto counts it as 0)" : "") << "\n";
     }
+    if (!c.packages.empty()) std::cout << "Python packages: " << c.packages << "\n";
     std::cout << "accumbench: wrote " << c.cache_path << " (sweep --framework-overhead auto reads it)\n";
     return 0;
   }

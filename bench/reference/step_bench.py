@@ -53,6 +53,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_trl  # noqa: E402
 from models import ATTENTIONS, CausalLM  # noqa: E402
+from step_options import add_step_options  # noqa: E402
 
 FRAMEWORKS = ("plain", "hf-trl")
 
@@ -109,15 +110,7 @@ def profiled_peak_delta(fn):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--export", required=True, help="an accumbench export directory (its index.json gives the shape)")
-    p.add_argument("--seq-len", type=int, required=True)
-    p.add_argument("--batch", type=int, required=True)
-    p.add_argument("--micro-batches", default="1")
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--steps", type=int, default=2)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32", help="autocast dtype")
+    add_step_options(p)
     p.add_argument("--attention", choices=ATTENTIONS, default="eager")
     p.add_argument("--framework", choices=FRAMEWORKS, default="plain",
                    help="plain: the math alone; hf-trl: also what HF Trainer + TRL SFTTrainer do per step")

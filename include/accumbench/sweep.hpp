@@ -108,8 +108,9 @@ int configure_threads(int threads);
 
 // ---- calibrate-framework ----
 // A Python training loop's host time per micro-step, measured: the engine's sweep and the PyTorch
-// reference (bench/reference/step_bench.py, plain and --framework hf-trl) time the same splits of
-// the same shape on this device; each side's step time is fitted as a line over the accumulation
+// reference (bench/reference/step_bench.py, plain and --framework hf-trl; "hf": a real transformers
+// model's step, bench/reference/hf_real_step.py, where transformers is installed) time the same
+// splits of the same shape on this device; each side's step time is fitted as a line over the accumulation
 // steps n (t = a·n + c: the tokens per step are the same in every split), and a_reference − a_engine
 // is what the framework adds to every micro-step. Written to the cache that
 // `sweep --framework-overhead auto` reads (src/sweep/framework_overhead.hpp).
@@ -117,12 +118,12 @@ struct FrameworkCalibrationOptions {
   SweepOptions sweep;                                    // the shape, device, precision and splits
   std::string python = "/usr/bin/python3";               // a Python that imports torch
   std::string reference_dir;                             // the folder of step_bench.py
-  std::vector<std::string> frameworks = {"plain", "hf-trl"};
+  std::vector<std::string> frameworks = {"plain", "hf-trl"};  // on CUDA "hf" joins when transformers imports
   int reference_steps = 3;                               // timed steps per split (median), after one warm-up
 };
 
 struct FrameworkCalibrationSide {
-  std::string name;                  // "accumbench", "plain", "hf-trl"
+  std::string name;                  // "accumbench", "plain", "hf-trl", "hf"
   std::vector<int64_t> micro_batches;
   std::vector<double> step_seconds;  // per split, parallel to micro_batches
   double seconds_per_micro_step = 0; // the fitted slope a
@@ -136,6 +137,9 @@ struct FrameworkCalibration {
   std::string cache_path;
   std::string device_name;
   std::string precision;
+  // The Python's packages (hf_real_step.py --probe): "torch 2.11.0, transformers 5.17.0, peft …,
+  // trl not installed, …"; empty when the probe could not run.
+  std::string packages;
 };
 
 // Throws UserError for a workload the reference does not model (LoRA, quantized or

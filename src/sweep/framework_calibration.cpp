@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "accumbench/error.hpp"
 #include "accumbench/model_config.hpp"
@@ -75,7 +76,9 @@ std::string last_line(const std::string& text) {
 FrameworkCalibrationSide run_reference(const FrameworkCalibrationOptions& o, const std::string& framework,
                                        const std::string& export_dir, const std::string& device, int threads) {
   const WorkloadOptions& w = o.sweep.workload;
-  const fs::path script = fs::path(o.reference_dir) / "step_bench.py";
+  // "hf": transformers' own model (hf_real_step.py, the same command line); else step_bench.py.
+  const bool real = framework == "hf";
+  const fs::path script = fs::path(o.reference_dir) / (real ? "hf_real_step.py" : "step_bench.py");
   if (!fs::exists(script)) {
     throw UserError("no " + text::quoted(script.string()) + ": pass --reference-dir, the folder of accumbench's "
                     "bench/reference");
@@ -88,8 +91,13 @@ FrameworkCalibrationSide run_reference(const FrameworkCalibrationOptions& o, con
                         std::to_string(o.reference_steps) + " --threads " + std::to_string(threads) +
                         " --device " + device + " --precision " + to_string(w.precisions.front()) +
                         " --attention " + (device.rfind("cuda", 0) == 0 ? "sdpa" : "eager");
-  if (framework != "plain") command += " --framework " + framework;
+  if (framework != "plain" && !real) command += " --framework " + framework;
   const ProcessOutput out = run_command(command);
+  if (real && out.status == 77) {
+    throw UserError("--frameworks hf times transformers' own model, which " + o.python + " cannot import (" +
+                    text::shortened(last_line(out.text), 160) + "); install transformers (and peft) for that Python or "
+                    "drop hf from --frameworks");
+  }
   FrameworkCalibrationSide side;
   side.name = framework;
   std::istringstream lines(out.text);
@@ -108,6 +116,24 @@ FrameworkCalibrationSide run_reference(const FrameworkCalibrationOptions& o, con
                     "); install python3-torch (scripts/install-deps.sh) or pass --python with a Python that imports torch");
   }
   return side;
+}
+
+// The Python's packages as hf_real_step.py --probe sees them, in words; and whether transformers
+// imports. Empty when the probe does not run (an old checkout, a Python without torch).
+std::pair<std::string, bool> probe_packages(const FrameworkCalibrationOptions& o) {
+  const fs::path script = fs::path(o.reference_dir) / "hf_real_step.py";
+  if (!fs::exists(script)) return {"", false};
+  const ProcessOutput out = run_command(shell_quoted(o.python) + " " + shell_quoted(script.string()) + " --probe");
+  // ordered: the probe's own order (torch first)
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(last_line(out.text), nullptr, /*allow_exceptions=*/false);
+  if (out.status != 0 || !j.is_object()) return {"", false};
+  std::string words;
+  bool transformers = false;
+  for (const auto& [name, version] : j.items()) {
+    words += (words.empty() ? "" : ", ") + name + " " + (version.is_string() ? version.get<std::string>() : "not installed");
+    if (name == "transformers") transformers = version.is_string();
+  }
+  return {words, transformers};
 }
 
 }  // namespace
@@ -134,6 +160,15 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
   }
   if (o.reference_steps < 1) throw UserError("--reference-steps must be at least 1");
   const ModelConfig cfg = resolve_model(w.model);
+  // The Python's packages, before anything is measured. On a GPU, where transformers imports, a
+  // real transformers step joins the references (the decisions prefer it: framework_overhead.cpp).
+  const auto [packages, has_transformers] = probe_packages(o);
+  const bool wants_real = std::find(o.frameworks.begin(), o.frameworks.end(), "hf") != o.frameworks.end();
+  if (wants_real && !has_transformers) {
+    throw UserError("--frameworks hf times transformers' own model, which " + o.python +
+                    " cannot import; install transformers (and peft) for that Python or drop hf from --frameworks");
+  }
+  if (!wants_real && has_transformers && w.device.rfind("cuda", 0) == 0) o.frameworks.push_back("hf");
 
   // The engine: every split for exactly --steps rounds, the engine alone (no overhead added).
   o.sweep.time_budget_seconds = 0;
@@ -157,6 +192,7 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
   // The reference: the same shape from an index.json that holds the model alone.
   const fs::path export_dir = fs::temp_directory_path() / ("accumbench-calibrate-" + std::to_string(::getpid()));
   write_model_index(export_dir.string(), cfg);
+  result.packages = packages;
   const int threads = w.threads > 0 ? w.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   try {
     for (const std::string& framework : o.frameworks) {

@@ -121,7 +121,8 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
     return o;
   }
   const std::vector<FrameworkCacheEntry> entries = read_framework_cache(framework_cache_path());
-  for (const char* framework : {"hf-trl", "plain"}) {
+  // The most faithful first: the real transformers step (hf), then the HF+TRL reference, then plain.
+  for (const char* framework : {"hf", "hf-trl", "plain"}) {
     for (const FrameworkCacheEntry& e : entries) {
       if (e.device_name == device_name && e.precision == to_string(precision) && e.framework == framework) {
         o.seconds_per_micro_step = std::max(0.0, e.seconds_per_micro_step);

@@ -225,7 +225,7 @@ calibrate_framework() {
   local python=${ACCUMBENCH_REFERENCE_PYTHON:-/usr/bin/python3}
   "$python" -c "import torch" 2>/dev/null || { echo "no torch in $python: skipped"; exit 77; }
   export ACCUMBENCH_CACHE_DIR="$work/cache"
-  expect 0 "plain: " "accumbench: wrote $work/cache/framework-overhead.json" -- calibrate-framework \
+  expect 0 "plain: " "Python packages: torch " "accumbench: wrote $work/cache/framework-overhead.json" -- calibrate-framework \
     --model gpt2-tiny --seq-len 32 --batch 4 --micro-batches 1,4 --device cpu --threads 1 --steps 3 \
     --python "$python" --frameworks plain
   check "the cache holds one plain fp32 entry for this CPU with finite slopes" py '
