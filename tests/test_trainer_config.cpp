@@ -101,6 +101,25 @@ output_dir: out
   EXPECT_NEAR(w.optimizer.lr, 2e-5, 1e-12);
   EXPECT_NEAR(w.optimizer.weight_decay, 0.1, 1e-12);
   EXPECT_TRUE(w.loss.chunked);  // TRL's chunked_nll: the chunked cross-entropy
+  EXPECT_EQ(w.trl_loss, "chunked_nll");  // and TRL's own, which plan models
+  EXPECT_FALSE(w.trl_loss_by_default);
+}
+
+// loss_type left out is TRL's default since 1.7.0, chunked_nll: plan plans it (--framework hf-trl);
+// a sweep keeps accumbench's plain head (only a stated chunked_nll adds the chunked splits).
+// nll is kept as nll; an axolotl config states no TRL loss.
+TEST(TrainerConfig, LossTypeIsTrlsOwnAndDefaultsToChunkedNll) {
+  ab::WorkloadOptions w = read("model_name_or_path: gpt2-tiny\n");
+  EXPECT_EQ(w.trl_loss, "chunked_nll");
+  EXPECT_TRUE(w.trl_loss_by_default);
+  EXPECT_FALSE(w.loss.chunked);
+  w = read("model_name_or_path: gpt2-tiny\nloss_type: nll\n");
+  EXPECT_EQ(w.trl_loss, "nll");
+  EXPECT_FALSE(w.trl_loss_by_default);
+  EXPECT_FALSE(w.loss.chunked);
+  w = read("base_model: gpt2-tiny\nsequence_len: 64\nmicro_batch_size: 2\ngradient_accumulation_steps: 2\n",
+           ab::ConfigFormat::kAxolotl);
+  EXPECT_EQ(w.trl_loss, "");
 }
 
 // use_peft without the LoRA keys: ModelConfig's r 16, alpha 32, dropout 0.05, and PEFT's default

@@ -615,6 +615,7 @@ struct PlanCommand {
     command->add_option("--html", html_path, "write the split table as a self-contained HTML page");
   }
   void write_files(const ab::PlanReport& report) const;
+  void adopt_trl_loss(ab::WorkloadOptions& w);
   ab::PlanOptions plan_options(const ab::WorkloadOptions& w, const ab::PlanTarget& target) const;
   int64_t memory_bytes(const ab::WorkloadOptions& w, const ab::PlanTarget& target) const;
 };
@@ -665,8 +666,31 @@ void PlanCommand::write_files(const ab::PlanReport& report) const {
   }
 }
 
+// --trl-config describes a TRL job: planned as TRL runs it, with the file's loss_type (TRL's
+// default chunked_nll when it has none), unless --framework is given. accumbench's chunked head,
+// which stands for chunked_nll in a sweep, is left out then: the plan models TRL's own.
+void PlanCommand::adopt_trl_loss(ab::WorkloadOptions& w) {
+  const auto given = [this](const char* option) {
+    const CLI::Option* o = flags.cli == nullptr ? nullptr : flags.cli->get_option_no_throw(option);
+    return o != nullptr && o->count() > 0;
+  };
+  if (w.trl_loss.empty() || given("--framework")) return;
+  framework = "hf-trl";
+  const bool from_file = !given("--trl-loss");
+  if (from_file) trl_loss = w.trl_loss;
+  if (!given("--chunked-loss")) w.loss.chunked = false;
+  std::string why = "the command line's --trl-loss";
+  if (from_file) {
+    why = flags.trl_config + (w.trl_loss_by_default ? " leaves out loss_type: TRL's default since 1.7.0"
+                                                   : "'s loss_type");
+  }
+  print_note("planning TRL's step: --framework hf-trl --trl-loss " + trl_loss + " (" + why +
+             "); --framework plain plans accumbench's own loop");
+}
+
 int PlanCommand::run() {
-  const ab::WorkloadOptions w = flags.apply();
+  ab::WorkloadOptions w = flags.apply();
+  adopt_trl_loss(w);
   if (!emit.empty()) ab::settings_format_from_string(emit);
   const ab::ModelConfig cfg = ab::resolve_model(w.model);
   const ab::PlanTarget target = ab::plan_target(w);

@@ -170,6 +170,11 @@ struct WorkloadOptions {
   int world_size = 1;                       // plan: data-parallel ranks to plan for
   double dist_timeout_seconds = 300;        // data parallel: how long a rank waits for the others
   int threads = 0;                          // CPU threads; 0: every hardware thread
+  // --trl-config: TRL's SFTConfig.loss_type ("chunked_nll" when the file leaves it out, TRL's
+  // default since 1.7.0; "" without a TRL config). plan models TRL's own step with it (--framework
+  // hf-trl --trl-loss); sweep and verify measure the engine, whose loss it does not change.
+  std::string trl_loss;
+  bool trl_loss_by_default = false;
 };
 
 // Limits of the shape options: far above any real run, low enough that every byte count the plan

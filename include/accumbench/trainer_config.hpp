@@ -36,6 +36,10 @@ struct TrainerConfig {
   // LoRA without target modules: PEFT's default for the model's type, resolved once the model is
   // known (apply_trainer_config), as the command line may name another model.
   bool lora_default_targets = false;
+  // TRL's loss_type: "chunked_nll" when left out (TRL's default since 1.7.0); "" for axolotl.
+  // Not a setting: only plan models it (WorkloadOptions::trl_loss).
+  std::string trl_loss;
+  bool trl_loss_by_default = false;
   std::vector<std::string> unused;   // keys understood that change nothing accumbench measures
   std::vector<std::string> unknown;  // keys not understood: listed, ignored
 };

@@ -307,10 +307,16 @@ struct Reader {
     if (has("lora_task_type") && word("lora_task_type") != "CAUSAL_LM") {
       refuse("lora_task_type", "trains another task than a causal LM", "remove the key");
     }
+    // loss_type: TRL's own loss, which plan models (--framework hf-trl --trl-loss); the sweep's
+    // nearest is accumbench's chunked head, which also never holds the logits.
     if (has("loss_type")) {
       const std::string loss = word("loss_type");
       if (loss == "chunked_nll") set("--chunked-loss", "", "loss_type");
       else if (loss != "nll") refuse("loss_type", "changes the loss", "use nll or chunked_nll, or remove the key");
+      config.trl_loss = loss;
+    } else {
+      config.trl_loss = "chunked_nll";  // SFTConfig.__post_init__ since TRL 1.7.0 (without Liger)
+      config.trl_loss_by_default = true;
     }
 
     // The shape of a step.
@@ -622,6 +628,8 @@ void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload
   if (config.lora_default_targets && !given("--lora-targets") && workload.lora.enabled()) {
     workload.lora.targets = peft_default_targets(resolve_model(workload.model));
   }
+  workload.trl_loss = config.trl_loss;
+  workload.trl_loss_by_default = config.trl_loss_by_default;
 }
 
 std::vector<std::string> trainer_config_notes(const TrainerConfig& config,

@@ -140,12 +140,15 @@ if len({l.index(" analytic ") for l in lines}) != 1: fail("analytic column not a
 
 # cli.trainer_config.emit_round_trip: what plan --emit trl (and axolotl) prints, read back with
 # --trl-config (--axolotl-config), plans the same splits and prints the same settings: stdout of
-# the two runs is the same, byte for byte (what was read goes to stderr).
+# the two runs is the same, byte for byte (what was read goes to stderr). A TRL config is planned
+# as TRL's step (its loss_type), so the TRL side starts from --framework hf-trl.
 emit_round_trip() {
-  local format option
+  local format option framework
   for format in trl axolotl; do
     option=--$format-config
-    expect 0 "# split" -- plan --model gpt2-tiny --seq-len 32 --batch 8 --precision bf16 \
+    framework=()
+    [ "$format" = trl ] && framework=(--framework hf-trl)
+    expect 0 "# split" -- plan --model gpt2-tiny --seq-len 32 --batch 8 --precision bf16 "${framework[@]}" \
       --activation-checkpointing blocks --lora-rank 4 --lora-alpha 8 --lora-targets attention --device cpu --emit "$format"
     cp "$out" "$work/first.txt"
     sed -n '/^# TRL SFTConfig\|^# axolotl/,$p' "$out" >"$work/emitted.yaml"
