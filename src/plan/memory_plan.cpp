@@ -266,79 +266,90 @@ void PlanBuilder::trl_metrics() {
         "per 128 rows, under no_grad");
 }
 
-void PlanBuilder::trl_chunked_head() {
-  const Table saved{&plan.saved};
-  const int64_t n = b * (T - 1);  // HF's labels: hidden[:, :-1] predicts labels[:, 1:]
-  const int64_t chunk = kTrlChunkTokens;
-  const int64_t chunks = (n + chunk - 1) / chunk;
-  const int64_t r = std::min(chunk, n);
-  const int64_t r_first = n - chunk * (chunks - 1);  // backward starts with the last chunk
-  const std::string hd = "·d·" + rs();               // the final norm's output is in the weights' dtype
-  saved.add("TRL chunk inputs: gathered hidden", "b·(T−1)" + hd, n * d * w,
-            "hidden[:, :-1].reshape(-1, d)[order]: the valid rows first; each checkpointed chunk keeps its slice");
-  saved.add("TRL chunk targets, gather order", "2·b·(T−1)·8", 2 * n * kInt64,
-            "labels[order] for the chunks, order for the gather's backward");
+PlanBuilder::TrlChunks PlanBuilder::trl_chunks() const {
+  TrlChunks k;
+  k.rows = b * (T - 1);  // HF's labels: hidden[:, :-1] predicts labels[:, 1:]
+  k.count = (k.rows + kTrlChunkTokens - 1) / kTrlChunkTokens;
+  k.full = std::min(kTrlChunkTokens, k.rows);
+  k.last = k.rows - kTrlChunkTokens * (k.count - 1);
   // One chunk: logits = h.float() @ w.float().t(), log_softmax, its exp and exp · log_softmax.
   // Under autocast the matmul runs in c on casts of h and w (a weight view is no leaf: not
   // cached); log_softmax runs in fp32 on CUDA (autocast's fp32 list) but stays in c on the CPU
   // (LibTorch 1.13), where nll_loss makes an fp32 copy of it. Without autocast and 16-bit weights
   // .float() copies h and w to fp32.
-  const int64_t logits_bytes = autocast ? c : kFp32;
-  const int64_t softmax_bytes = autocast && o.cpu ? c : kFp32;  // log_softmax, exp, product
-  const int64_t nll_copy = softmax_bytes == kFp32 ? 0 : kFp32;
-  const int64_t cast_bytes = autocast ? c : (w == kFp32 ? 0 : kFp32);
-  const std::string per_row = "r·V·(" + std::to_string(logits_bytes) + "+3·" + std::to_string(softmax_bytes) + ")";
-  auto rows_label = [](int64_t rows) { return " (r=" + std::to_string(rows) + ")"; };
+  k.logits_bytes = autocast ? c : kFp32;
+  k.softmax_bytes = autocast && o.cpu ? c : kFp32;
+  k.nll_copy_bytes = k.softmax_bytes == kFp32 ? 0 : kFp32;
+  k.cast_bytes = autocast ? c : (w == kFp32 ? 0 : kFp32);
+  return k;
+}
+
+void PlanBuilder::trl_chunked_head() {
+  const TrlChunks k = trl_chunks();
+  const Table saved{&plan.saved};
+  const std::string hd = "·d·" + rs();  // the final norm's output is in the weights' dtype
+  saved.add("TRL chunk inputs: gathered hidden", "b·(T−1)" + hd, k.rows * d * w,
+            "hidden[:, :-1].reshape(-1, d)[order]: the valid rows first; each checkpointed chunk keeps its slice");
+  saved.add("TRL chunk targets, gather order", "2·b·(T−1)·8", 2 * k.rows * kInt64,
+            "labels[order] for the chunks, order for the gather's backward");
   // The forward: last_hidden_state stays in the outputs; at the gather the shifted copy is there
   // too, then each chunk's tensors, which die with it (checkpointed: nothing saved).
   const Table fwd{&plan.forward_peak};
   fwd.add("last_hidden_state (in the outputs)", "b·T" + hd, N * d * w, "the patched forward's outputs keep them");
-  const int64_t chunk_moment = r * V * std::max(logits_bytes + 3 * softmax_bytes, logits_bytes + softmax_bytes + nll_copy);
-  if (chunk_moment >= n * d * w) {
-    fwd.add("chunk: logits, log_softmax, exp, product", per_row + rows_label(r), chunk_moment,
+  const int64_t chunk_moment = k.full * V * std::max(k.logits_bytes + 3 * k.softmax_bytes,
+                                                     k.logits_bytes + k.softmax_bytes + k.nll_copy_bytes);
+  if (chunk_moment >= k.rows * d * w) {
+    fwd.add("chunk: logits, log_softmax, exp, product", k.per_row() + " (r=" + std::to_string(k.full) + ")", chunk_moment,
             "_chunk's loss and entropy, nothing saved (checkpointed)");
   } else {
-    fwd.add("shifted hidden states (a copy)", "b·(T−1)" + hd, n * d * w, "reshape of a strided slice");
+    fwd.add("shifted hidden states (a copy)", "b·(T−1)" + hd, k.rows * d * w, "reshape of a strided slice");
   }
-  // Backward reruns each chunk, the last (shortest) first, with nothing else of the head's; the
-  // rerun keeps what its backward reads (log_softmax's output, nll_loss's fp32 copy, the casts
-  // of h and w). Every later chunk runs with the earlier chunks' gradient sums in autograd's
-  // input buffers: the hidden states' (all n rows: each chunk's slice backward makes a
-  // full-size one) and, when the head trains, the weight's. nll's and log_softmax's backward
-  // make (r, V) gradients, the matmul's backward the chunk's hidden and weight gradients; the
-  // buffers add the new ones out of place (measured on LibTorch 1.13's CPU: old sum, new
-  // gradient and their sum alive at once).
+  trl_chunked_backward(k);
+}
+
+// Backward reruns each chunk, the last (shortest) first, with nothing else of the head's; the
+// rerun keeps what its backward reads (log_softmax's output, nll_loss's fp32 copy, the casts of h
+// and w). Every later chunk runs with the earlier chunks' gradient sums in autograd's input
+// buffers: the hidden states' (all n rows: each chunk's slice backward makes a full-size one)
+// and, when the head trains, the weight's. nll's and log_softmax's backward make (r, V)
+// gradients, the matmul's backward the chunk's hidden and weight gradients; the buffers add the
+// new ones out of place (measured on LibTorch 1.13's CPU: old sum, new gradient and their sum
+// alive at once). The highest moment's lines go into the backward's table.
+void PlanBuilder::trl_chunked_backward(const TrlChunks& k) {
   const bool head_trains = !lora;
   const int64_t weight_grad = head_trains ? V * d * t : 0;
   const std::string weight_formula = head_trains ? " + V·d·t" : "";
-  const int64_t hidden_sum = n * d * w;
+  const std::string hd = "·d·" + rs();
+  const int64_t hidden_sum = k.rows * d * w;
+  auto rows_label = [](int64_t rows) { return " (r=" + std::to_string(rows) + ")"; };
   auto recompute = [&](int64_t rows, const std::string& name) {
-    return PlanLine{name, per_row + (nll_copy ? " + r·V·4" : "") + (cast_bytes ? " + (V+r)·d·casts" : "") + rows_label(rows),
-                    rows * V * (logits_bytes + 3 * softmax_bytes + nll_copy) + (V + rows) * d * cast_bytes,
+    return PlanLine{name,
+                    k.per_row() + (k.nll_copy_bytes ? " + r·V·4" : "") + (k.cast_bytes ? " + (V+r)·d·casts" : "") + rows_label(rows),
+                    rows * V * (k.logits_bytes + 3 * k.softmax_bytes + k.nll_copy_bytes) + (V + rows) * d * k.cast_bytes,
                     "logits, log_softmax, exp, product (and casts), rerun by the checkpoint; what backward reads stays"};
   };
   std::vector<std::vector<PlanLine>> moments;
-  moments.push_back({recompute(r_first, "recompute of the last chunk")});
-  moments.push_back({{"first chunk's log_softmax gradient, fp32", "r·V·4" + rows_label(r_first), r_first * V * kFp32,
+  moments.push_back({recompute(k.last, "recompute of the last chunk")});
+  moments.push_back({{"first chunk's log_softmax gradient, fp32", "r·V·4" + rows_label(k.last), k.last * V * kFp32,
                       "the logits' gradient, before the matmul's backward lets it go"},
-                     {"its hidden and weight gradients", "r·d·4" + weight_formula, r_first * d * kFp32 + weight_grad,
+                     {"its hidden and weight gradients", "r·d·4" + weight_formula, k.last * d * kFp32 + weight_grad,
                       "the chunk matmul's backward"}});
-  if (chunks > 1) {
+  if (k.count > 1) {
     const PlanLine sums{"earlier chunks' gradient sums", "b·(T−1)" + hd + weight_formula, hidden_sum + weight_grad,
                         "autograd's input buffers of the gather and the head weight"};
-    moments.push_back({recompute(r, "recompute of a full chunk"), sums});
-    moments.push_back({{"chunk: log_softmax gradient, fp32", "r·V·4" + rows_label(r), r * V * kFp32, "the logits' gradient"},
-                       {"chunk: hidden and weight gradients", "r·d·4" + weight_formula, r * d * kFp32 + weight_grad,
+    moments.push_back({recompute(k.full, "recompute of a full chunk"), sums});
+    moments.push_back({{"chunk: log_softmax gradient, fp32", "r·V·4" + rows_label(k.full), k.full * V * kFp32, "the logits' gradient"},
+                       {"chunk: hidden and weight gradients", "r·d·4" + weight_formula, k.full * d * kFp32 + weight_grad,
                         "the chunk matmul's backward"},
                        sums});
     if (head_trains) {
-      moments.push_back({{"chunk: hidden gradient", "r·d·4", r * d * kFp32, "waiting for its slice's backward"},
+      moments.push_back({{"chunk: hidden gradient", "r·d·4", k.full * d * kFp32, "waiting for its slice's backward"},
                          {"weight gradient: old sum, new, sum", "3·V·d·t", 3 * weight_grad,
                           "AccumulateGrad's input buffer adds out of place"},
                          {"earlier chunks' hidden gradient sum", "b·(T−1)" + hd, hidden_sum, "the gather's input buffer"}});
     }
-    moments.push_back({{"hidden gradient: old sum, new, sum", "3·b·(T−1)" + hd,
-                        3 * hidden_sum, "the gather's input buffer adds a chunk's full-size slice gradient out of place"},
+    moments.push_back({{"hidden gradient: old sum, new, sum", "3·b·(T−1)" + hd, 3 * hidden_sum,
+                        "the gather's input buffer adds a chunk's full-size slice gradient out of place"},
                        {"earlier chunks' weight gradient sum", head_trains ? "V·d·t" : "0", weight_grad,
                         "AccumulateGrad's input buffer"}});
   }

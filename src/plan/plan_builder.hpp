@@ -110,6 +110,17 @@ struct PlanBuilder {
   // weight gradients; from the second chunk on, autograd's buffers hold the sums of the earlier
   // chunks' hidden and weight gradients.
   void trl_chunked_head();
+  // TRL's chunks for this split: b·(T−1) rows in chunks of 256, the last one shorter, and the
+  // bytes per element of a chunk's tensors (trl_chunks() says which dtype where).
+  struct TrlChunks {
+    int64_t rows = 0, count = 0, full = 0, last = 0;
+    int64_t logits_bytes = 0, softmax_bytes = 0, nll_copy_bytes = 0, cast_bytes = 0;
+    std::string per_row() const {
+      return "r·V·(" + std::to_string(logits_bytes) + "+3·" + std::to_string(softmax_bytes) + ")";
+    }
+  };
+  TrlChunks trl_chunks() const;
+  void trl_chunked_backward(const TrlChunks& chunks);
 
   void optimizer_temporaries();
 
