@@ -51,7 +51,11 @@ namespace {
 
 // softmax(q·kᵀ/√hd masked)·v with the keys and values repeated to H heads; `blocked` (T, T) or
 // (B, 1, T, T) bool, true where a query must not see a key. masked_fill saves the mask for
-// backward: the shared packed mask is saved once, not per block.
+// backward: the shared packed mask is saved once, not per block. The softmax runs in fp32 and its
+// result is cast back to q's dtype, as transformers' eager_attention_forward does
+// (softmax(..., dtype=torch.float32).to(query.dtype)): with 16-bit activations the fp32
+// probabilities (softmax's saved output) and their 16-bit copy (bmm's operand) both stay for
+// backward, on the CPU as on CUDA (whose autocast runs softmax in fp32 anyway).
 at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& blocked) {
   const int64_t heads = q.size(1);
   const int64_t kv_heads = k.size(1);
@@ -64,7 +68,7 @@ at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
   at::Tensor scores = at::matmul(q, keys.transpose(-2, -1)) * scale;  // (B, H, T, T)
   scores = scores.masked_fill(blocked, -std::numeric_limits<float>::infinity());
-  at::Tensor weights = at::softmax(scores, /*dim=*/-1);
+  at::Tensor weights = at::softmax(scores, /*dim=*/-1, at::kFloat).to(q.scalar_type());
   return at::matmul(weights, values);  // (B, H, T, hd)
 }
 

@@ -80,10 +80,14 @@ void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_soft
   const int64_t mlp_pair = (gpt2 ? 2 : 3) * N * f * c;
   // The softmax's backward runs unless the last block is a frozen block 0's attention (LoRA, one block).
   const bool attention_backward = !(L == 1 && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kAttention);
-  const int64_t softmax_pair = o.attention == AttentionKind::kExplicit && attention_backward ? 2 * b * H * T * T * c : 0;
+  // Its gradients are fp32 (compat::masked_attention's softmax runs in fp32).
+  const int64_t softmax_pair = o.attention == AttentionKind::kExplicit && attention_backward ? 2 * b * H * T * T * kFp32 : 0;
   const int64_t softmax_released =
       released_before_softmax + (block_weights_cast() ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
-  const int64_t softmax_grads = (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient;
+  // (With the optimizer inside backward each of them has stepped and been freed by then.)
+  const int64_t softmax_grads = split.optimizer_in_backward
+                                    ? 0
+                                    : (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient;
   // Checkpointed, the block's incoming gradient stays alive through the inner backward
   // (CheckpointFunction::backward holds grad_outputs), so by the softmax's backward the
   // residual's gradient after the MLP (its sum with the post-attention norm's input gradient,
@@ -121,8 +125,11 @@ void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_soft
     end_locals = last_block().end_locals;
     out = N * d * c;
     if (adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0) {
-      const int64_t copies = (c != kFp32 ? N * f * kFp32 : 0) + (autocast ? N * f * c : 0);
-      out = std::max(out, copies + 3 * N * d * c - N * d * w);  // y is not made yet
+      // The input's fp32 copy; autocast's cast of it is what A saves, among the recomputed
+      // block's saved tensors already (measured: counting it here too over-predicted
+      // checkpointed LoRA under bf16 by b·T·f·c).
+      const int64_t copy = c != kFp32 ? N * f * kFp32 : 0;
+      out = std::max(out, copy + 3 * N * d * c - N * d * w);  // y is not made yet
     }
     // On the CPU, TensorIterator casts an operand in another dtype before the add: the
     // projection's result in c becomes a temporary in the residual's dtype next to the sum.
@@ -183,8 +190,8 @@ void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_soft
     if (residual_sum > 0)
       softmax.add("the residual's gradient after the MLP", "b·T·d·" + rs(), residual_sum,
                   "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
-    softmax.add("softmax backward: grads of probs, scores", "2·b·H·T·T·c", softmax_pair,
-                "softmax's backward holds its input gradient and output gradient at once");
+    softmax.add("softmax backward: grads of probs, scores", "2·b·H·T·T·4", softmax_pair,
+                "softmax's backward holds its input gradient and output gradient at once, in fp32");
     moments.push_back(softmax);
   }
   const std::string one_at_a_time = accumulating ? "a new tensor until AccumulateGrad adds it into .grad"
@@ -271,8 +278,9 @@ void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_soft
             gpt2 ? "the qkv views of c_attn's output and what the linears do not save, held until the block returns"
                  : "rotated q, k and v (and what the linears do not save), held until it returns");
     end.add(out > N * d * c ? "recompute's end: the adapted out-projection" : "recompute's end: MLP out-proj result",
-            out > N * d * c ? "b·T·f·(4+c) + 3·b·T·d·c − b·T·d·w" : "b·T·d·c", out,
-            out > N * d * c ? "its input's fp32 copy and cast, result, B's output, scaled delta (before y)" : "added to h to make y");
+            out > N * d * c ? "b·T·f·4 + 3·b·T·d·c − b·T·d·w" : "b·T·d·c", out,
+            out > N * d * c ? "its input's fp32 copy, result, B's output, scaled delta (before y; A's cast is saved)"
+                            : "added to h to make y");
     // An int8 base keeps the linears' inputs (int8_saved_inputs, counted above for the
     // recompute); those kept as themselves are the very locals counted here.
     const int64_t kept = quant ? int8_inputs_kept_as_themselves(m, o, N, dtypes()) : 0;
@@ -324,11 +332,22 @@ void PlanBuilder::block_forward() {
     }
     if (!o.packed_documents)
       at.add("causal mask, and the ones it came from", "2·T·T·1", 2 * T * T * kBool, "built per attention call (ones(T, T).triu(1))");
-    at.add("scores and probabilities", "2·b·H·T·T·c", 2 * b * H * T * T * c, "the masked scores and softmax's output");
-    at.add(!gpt2 && m.n_kv_heads != m.n_heads ? "attention output" : "v's bmm copy, attention output",
-           !gpt2 && m.n_kv_heads != m.n_heads ? "b·T·a·c" : "2·b·T·a·c",
-           (!gpt2 && m.n_kv_heads != m.n_heads ? 1 : 2) * N * a * c,
-           "bmm(probabilities, v): v made contiguous (the repeated v is already), and its result");
+    // compat::masked_attention runs the softmax in fp32 and casts it back to c: with a 16-bit c
+    // the softmax's own moment (the masked scores, their fp32 copy, its fp32 output) can top the
+    // product's (the scores, the probabilities in c, v's copy and the result), without grad the
+    // fp32 output being gone by then.
+    const int64_t scores = b * H * T * T;
+    const int64_t product = (!gpt2 && m.n_kv_heads != m.n_heads ? 1 : 2) * N * a * c;
+    if (c != kFp32 && scores * (c + 2 * kFp32) > scores * 2 * c + product) {
+      at.add("scores, their fp32 copy, softmax's output", "b·H·T·T·(c+8)", scores * (c + 2 * kFp32),
+             "the masked scores, and softmax's fp32 input and output");
+    } else {
+      at.add("scores and probabilities", c == kFp32 ? "2·b·H·T·T·4" : "2·b·H·T·T·c", scores * 2 * c,
+             c == kFp32 ? "the masked scores and softmax's output" : "the masked scores and the probabilities cast to c");
+      at.add(!gpt2 && m.n_kv_heads != m.n_heads ? "attention output" : "v's bmm copy, attention output",
+             !gpt2 && m.n_kv_heads != m.n_heads ? "b·T·a·c" : "2·b·T·a·c", product,
+             "bmm(probabilities, v): v made contiguous (the repeated v is already), and its result");
+    }
   }
   if (checkpointing) {
     if (cast_cache)
@@ -405,9 +424,10 @@ void PlanBuilder::last_block_forward() {
           "h + the projection's result");
   } else if (at->kind == ForwardMoment::kAttention) {
     plan.last_block_forward_what = "the last block's attention output";
-    f.add("masked scores, attention output, ones(T, T)", "b·H·T·T·c + b·T·a·c + T·T", at->scores_bytes,
+    f.add("masked scores, attention output, ones(T, T)", "b·H·T·T·c + (b·T·a·c or b·H·T·T·4) + T·T", at->scores_bytes,
           "the scores are a local of the attention next to softmax's saved output when bmm(probabilities, v) makes "
-          "its result; the mask's ones are a temporary of the call");
+          "its result (or, with 16-bit activations, when softmax makes its output from an fp32 copy of them); the "
+          "mask's ones are a temporary of the call");
   } else {
     plan.last_block_forward_what = "the last block's LoRA adapter with the largest fp32 input copy";
     f.add("the adapters' input", "b·T·in·c", at->input_bytes, "a temporary: the adapters save their casts of it");

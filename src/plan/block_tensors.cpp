@@ -109,6 +109,30 @@ void attention_moment(const Table& t, size_t lines_end, int64_t scores, int64_t 
   t.moments->push_back(moment);
 }
 
+// compat::masked_attention's softmax runs in fp32 and is cast back to c for bmm(probabilities, v)
+// (HF's softmax(..., dtype=torch.float32).to(query.dtype)). Adds what stays until the softmax's
+// backward (its fp32 output, the causal mask) and returns the index from which the block's
+// backward has released its lines by then; then, with a 16-bit c, the cast that bmm saves. Also
+// the softmax's own forward moment with a 16-bit c: the masked scores, their fp32 copy (softmax's
+// input) and its output, before the cast and v's copy exist.
+size_t attention_probabilities(const PlanOptions& o, const Blocks& att, int64_t b, int64_t H, int64_t T, int64_t c,
+                               const Table& t, int64_t locals) {
+  const int64_t probabilities = b * H * T * T;
+  t.add("attention probabilities, fp32", att.s + "·b·H·T·T·4", att.n * probabilities * kFp32,
+        "softmax (in fp32) saves its output (b, H, T, T)");
+  const int64_t mask = o.packed_documents ? 0 : T * T * kBool;
+  if (!o.packed_documents) {  // packed rows share one mask (packed_rows_saved)
+    t.add("causal mask", att.s + "·T·T·1", att.n * mask, "masked_fill saves the (T, T) bool mask");
+  }
+  const size_t released = t.lines->size();
+  if (c != kFp32) {
+    attention_moment(t, released, probabilities * (c + kFp32) + mask, locals);
+    t.add("attention probabilities cast to c", att.s + "·b·H·T·T·c", att.n * probabilities * c,
+          "bmm(probabilities, v) saves its operand, softmax's output cast back");
+  }
+  return released;
+}
+
 // The block's last expression (ForwardMoment::kEnd).
 void end_moment(const Table& t, int64_t result, int64_t locals) {
   if (t.moments == nullptr) return;
@@ -198,11 +222,7 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   if (o.attention == AttentionKind::kExplicit) {
     t.add("q, k copies", att.s + "·2·b·T·a·c", att.n * 2 * N * a * c,
           "matmul folds the transposed head views into bmm operands (a copy), bmm saves both");
-    t.add("attention probabilities", att.s + "·b·H·T·T·c", att.n * b * H * T * T * c, "softmax saves its output (b, H, T, T)");
-    if (!o.packed_documents) {  // packed rows share one mask (packed_rows_saved)
-      t.add("causal mask", att.s + "·T·T·1", att.n * T * T * kBool, "masked_fill saves the (T, T) bool mask");
-    }
-    released_before_softmax = t.lines->size();
+    released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals);
     t.add("v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves v's contiguous copy");
     attention_moment(t, t.lines->size(), b * H * T * T * c + N * a * c + (o.packed_documents ? 0 : T * T * kBool), locals);
     if (!linear_input(m, t, "attention output copy (transpose + reshape)", {"attn_c_proj"}, saving, L, N, a, "a", dt, c, o, locals, att))
@@ -285,11 +305,7 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
     t.add("rotated q copy", att.s + "·b·T·a·c", att.n * N * a * c, "matmul folds q into a bmm operand (a copy), bmm saves it");
     t.add(gqa ? "k repeated to H heads" : "rotated k copy", att.s + "·b·T·a·c", att.n * N * a * c,
           gqa ? "repeat_interleave (b, Hkv, T, hd) -> (b, H, T, hd); bmm saves it" : "bmm operand copy, saved");
-    t.add("attention probabilities", att.s + "·b·H·T·T·c", att.n * b * H * T * T * c, "softmax saves its output (b, H, T, T)");
-    if (!o.packed_documents) {  // packed rows share one mask (packed_rows_saved)
-      t.add("causal mask", att.s + "·T·T·1", att.n * T * T * kBool, "masked_fill saves the (T, T) bool mask");
-    }
-    released_before_softmax = t.lines->size();
+    released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals);
     t.add(gqa ? "v repeated to H heads" : "v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves it");
     attention_moment(t, t.lines->size(), b * H * T * T * c + N * a * c + (o.packed_documents ? 0 : T * T * kBool), locals);
     if (!linear_input(m, t, "attention output copy (transpose + reshape)", {"o"}, saving, L, N, a, "a", dt, c, o, locals, att))

@@ -3,10 +3,11 @@
 # PyTorch reference's measured peaks (bench/reference/step_bench.py: on the CPU the profiler's
 # allocation events over a step; plain, and the HF Trainer + TRL SFTTrainer step of
 # bench/reference/hf_trl.py). A GPT-2 shape with an 8192-token vocabulary, so that the loss head
-# and TRL's metrics on the logits decide the peak; fp32. Cases: T=64, batch 4, 4×1 and 1×4 in the
+# and TRL's metrics on the logits decide the peak. Cases: fp32, T=64, batch 4, 4×1 and 1×4 in the
 # three modes (chunked_nll in one chunk of 252 rows); T=128, batch 8, 8×1 and 1×8 with chunked_nll
 # (four chunks: the recompute beside the earlier chunks' gradient sums), also with LoRA (a frozen
-# head: no weight gradient). Every predicted peak must lie within 3 % of the measured one; at 4×1
+# head: no weight gradient); bf16 autocast, plain and chunked_nll (the CPU's bf16 log_softmax,
+# nll_loss's fp32 copy; the attention's fp32 softmax and its bf16 cast, as HF's eager attention). Every predicted peak must lie within 3 % of the measured one; at 4×1
 # hf-trl nll's peak must be above plain's and chunked_nll's below nll's, measured and predicted.
 # Usage: plan_memory.sh ACCUMBENCH PYTHON DATA_DIR WORK_DIR. Exit 77 when PYTHON cannot import torch.
 set -u
@@ -27,25 +28,27 @@ for variant in full lora; do
   "$bin" verify --hf-config "$config" --seq-len 8 --batch 1 --threads 1 $lora --export "$work/export-$variant" \
     > "$work/verify-$variant.txt" 2>&1 || { cat "$work/verify-$variant.txt"; echo "accumbench verify --export failed"; exit 1; }
 done
-# name variant T batch splits framework trl-loss
+# name variant T batch splits precision framework trl-loss
 cat > "$work/cases" <<'CASES'
-plain full 64 4 4,1 plain -
-nll full 64 4 4,1 hf-trl nll
-chunked full 64 4 4,1 hf-trl chunked_nll
-chunked4 full 128 8 8,1 hf-trl chunked_nll
-chunked4-lora lora 128 8 8,1 hf-trl chunked_nll
+plain full 64 4 4,1 fp32 plain -
+nll full 64 4 4,1 fp32 hf-trl nll
+chunked full 64 4 4,1 fp32 hf-trl chunked_nll
+chunked4 full 128 8 8,1 fp32 hf-trl chunked_nll
+chunked4-lora lora 128 8 8,1 fp32 hf-trl chunked_nll
+plain-bf16 full 64 4 4,1 bf16 plain -
+chunked4-bf16 full 128 8 8,1 bf16 hf-trl chunked_nll
 CASES
-while read -r name variant T B splits framework loss; do
+while read -r name variant T B splits precision framework loss; do
   trl=""
   [ "$loss" = - ] || trl="--trl-loss $loss"
   # shellcheck disable=SC2086
   "$py" "$bench" --export "$work/export-$variant" --seq-len "$T" --batch "$B" --micro-batches "$splits" --threads 1 \
-    --steps 1 --framework "$framework" $trl > "$work/$name.jsonl" 2> "$work/$name.err" ||
+    --steps 1 --precision "$precision" --framework "$framework" $trl > "$work/$name.jsonl" 2> "$work/$name.err" ||
     { cat "$work/$name.err"; echo "step_bench.py ($name) failed"; exit 1; }
   lora=""
   [ "$variant" = lora ] && lora="--lora-rank 4 --lora-alpha 8"
   # shellcheck disable=SC2086
-  "$bin" plan --hf-config "$config" --seq-len "$T" --batch "$B" --micro-batches "$splits" --precision fp32 --device cpu \
+  "$bin" plan --hf-config "$config" --seq-len "$T" --batch "$B" --micro-batches "$splits" --precision "$precision" --device cpu \
     --framework "$framework" $trl $lora --detail off --json "$work/$name.plan.json" > "$work/$name.plan.txt" 2>&1 ||
     { cat "$work/$name.plan.txt"; echo "accumbench plan ($name) failed"; exit 1; }
 done < "$work/cases"
