@@ -294,101 +294,106 @@ void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_soft
   for (const PlanLine& line : best->lines) blk.add(line.name, line.formula, line.bytes, line.why);
 }
 
-void PlanBuilder::block_forward() {
-  const bool frozen_attention =
-      !checkpointing && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kAttention;
-  if (!frozen_attention && !checkpointing) return;
-  const int64_t H = m.n_heads, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim, f = m.d_ff;
-  const bool gpt2 = m.arch == Architecture::kGpt2;
+// The locals held from the attention on: GPT-2's c_attn output (the qkv views), Llama's
+// `normed` and the rotated q, k and v (and, unless checkpointed, block 0's input).
+void PlanBuilder::attention_locals(const Table& t) const {
+  const int64_t a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
   const int64_t q_bytes = m.qk_norm || !autocast ? w : c;  // rotated by the rotary table's dtype
+  if (!checkpointing) t.add("block input x", "b·T·d·" + rs(), N * d * w, "the embedding's output, the block's residual");
+  if (m.arch == Architecture::kGpt2) {
+    t.add("c_attn output", "b·T·3a·c", N * 3 * a * c, "held by the qkv split's views until the block returns");
+  } else {
+    t.add("input RMSNorm output", "b·T·d·" + rs(), N * d * w, "the block's local `normed`");
+    t.add("rotated q, k and v", "b·T·(a+kv)·q + b·T·kv·c", N * (a + kv) * q_bytes + N * kv * c, "the block's locals");
+  }
+}
+
+// Checkpointed under autocast the forward runs without grad, but autocast still caches its cast
+// of every weight that requires grad until the forward's region closes: by the last block's
+// attention, every block below and its own q, k, v (c_attn) projections; by its end, all L
+// blocks. (LoRA: only the adapters' small casts, left out; a frozen weight's cast is not cached.)
+bool PlanBuilder::forward_cast_cache() const { return checkpointing && block_weights_cast() && !lora; }
+
+// The explicit attention run without grad: its locals, the mask and, from
+// compat::masked_attention (softmax in fp32, cast back to c), the higher of the softmax's own
+// moment (the masked scores, their fp32 copy, its fp32 output) and the product's (the scores, the
+// probabilities in c, v's copy and the result); without grad the fp32 output is gone by then.
+void PlanBuilder::block_forward_attention(const Table& at) const {
+  const int64_t H = m.n_heads, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
+  const bool gpt2 = m.arch == Architecture::kGpt2, repeated = !gpt2 && m.n_kv_heads != m.n_heads;
+  if (forward_cast_cache())
+    at.add("autocast's cache: weight casts so far", "((L−1)·(linear weights) + qkv)·c",
+           ((L - 1) * linear_weight_numel_per_block(m) + (gpt2 ? d * 3 * a : d * (a + 2 * kv))) * c,
+           "cached for the whole forward, grad or not");
+  attention_locals(at);
+  if (repeated) {
+    const int64_t q_bytes = m.qk_norm || !autocast ? w : c;
+    at.add("k, v repeated to H heads", "2·b·T·a·" + std::string(m.qk_norm || !autocast ? "q" : "c"),
+           N * a * q_bytes + N * a * c, "repeat_interleave's outputs, locals of the attention");
+  }
+  if (!o.packed_documents)
+    at.add("causal mask, and the ones it came from", "2·T·T·1", 2 * T * T * kBool, "built per attention call (ones(T, T).triu(1))");
+  const int64_t scores = b * H * T * T;
+  const int64_t product = (repeated ? 1 : 2) * N * a * c;
+  if (c != kFp32 && scores * (c + 2 * kFp32) > scores * 2 * c + product) {
+    at.add("scores, their fp32 copy, softmax's output", "b·H·T·T·(c+8)", scores * (c + 2 * kFp32),
+           "the masked scores, and softmax's fp32 input and output");
+  } else {
+    at.add("scores and probabilities", c == kFp32 ? "2·b·H·T·T·4" : "2·b·H·T·T·c", scores * 2 * c,
+           c == kFp32 ? "the masked scores and softmax's output" : "the masked scores and the probabilities cast to c");
+    at.add(repeated ? "attention output" : "v's bmm copy, attention output", repeated ? "b·T·a·c" : "2·b·T·a·c", product,
+           "bmm(probabilities, v): v made contiguous (the repeated v is already), and its result");
+  }
+}
+
+// A checkpointed block's end, run without grad: the cast cache of every block, the locals, the
+// MLP's temporaries and the output projection's moment (its result and the residual sum; with an
+// adapter its input's fp32 copy and autocast's cast of it and the delta's two tensors, or with
+// LoRA dropout the moment before, dropout's noise and output next to the base's result).
+void PlanBuilder::block_forward_end(const Table& end) {
+  const int64_t a = m.n_heads * m.head_dim, f = m.d_ff;
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  if (forward_cast_cache())
+    end.add("autocast's cache: every block's weight casts", "L·(linear weights)·c", L * linear_weight_numel_per_block(m) * c,
+            "cached for the whole forward, grad or not");
+  attention_locals(end);
+  end.add("attention output y, residual h", gpt2 ? "b·T·a·c + b·T·d·w" : "b·T·a·c + b·T·d·4",
+          N * a * c + N * d * (gpt2 ? w : kFp32), "the block's locals");
+  end.add(gpt2 ? "ln_2 output" : "post-attention RMSNorm output m", "b·T·d·" + rs(), N * d * w,
+          gpt2 ? "a temporary of the block's last expression" : "the block's local `m`");
+  end.add(gpt2 ? "c_fc output, gelu output" : "gate, up, silu(gate), silu(gate)·up", gpt2 ? "2·b·T·f·c" : "4·b·T·f·c",
+          (gpt2 ? 2 : 4) * N * f * c, "temporaries of the block's last expression, alive until it returns");
+  mlp_before_out_projection = total_bytes(*end.lines);
+  const bool adapted_out = adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0;
+  const int64_t copy = adapted_out && c != kFp32 ? N * f * kFp32 : 0;
+  const int64_t cast = adapted_out && autocast ? N * f * c : 0;
+  const int64_t dropped = adapted_out && o.lora.dropout > 0 ? N * f * kFp32 + N * f * (o.cpu ? kFp32 : kBool) : 0;
+  if (adapted_out && dropped > 2 * N * d * c && copy + dropped + N * d * c > N * d * w) {
+    if (copy > 0) end.add("the adapter's input copy", "b·T·f·4", copy, "x.to(fp32)");
+    end.add(o.cpu ? "the adapter's dropout noise and output" : "the adapter's dropout mask and output",
+            o.cpu ? "2·b·T·f·4" : "b·T·f·(4+1)", dropped,
+            o.cpu ? "the scaled Bernoulli noise and x · noise" : "native_dropout's bool mask and its output");
+    end.add("out-projection result", "b·T·d·c", N * d * c, "the base linear's, before the adapter's delta");
+  } else if (adapted_out && copy + cast + 2 * N * d * c > N * d * w) {
+    if (copy + cast > 0)
+      end.add("the adapter's input copies", autocast ? "b·T·f·(4+c)" : "b·T·f·4", copy + cast,
+              "x.to(fp32) and autocast's cast of it for A");
+    end.add("out-projection result, B's output, the scaled delta", "3·b·T·d·c", 3 * N * d * c, "result + B(A(x))·scaling");
+  } else {
+    end.add("out-projection result, the block's output", "b·T·d·c + b·T·d·" + rs(), N * d * c + N * d * w,
+            "h + the projection's result");
+    if (o.cpu && c != w)
+      end.add("the result cast to the residual's dtype", "b·T·d·" + rs(), N * d * w,
+              "the CPU's TensorIterator casts the operand before the add (a temporary)");
+  }
+}
+
+void PlanBuilder::block_forward() {
+  const bool frozen_attention = !checkpointing && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kAttention;
+  if (!frozen_attention && !checkpointing) return;
   std::vector<PlanLine> attention, mlp;
-  const Table at{&attention}, end{&mlp};
-  // The locals held from the attention on: GPT-2's c_attn output (the qkv views), Llama's
-  // `normed` and the rotated q, k and v.
-  auto attention_locals = [&](const Table& t) {
-    if (!checkpointing) t.add("block input x", "b·T·d·" + rs(), N * d * w, "the embedding's output, the block's residual");
-    if (gpt2) {
-      t.add("c_attn output", "b·T·3a·c", N * 3 * a * c, "held by the qkv split's views until the block returns");
-    } else {
-      t.add("input RMSNorm output", "b·T·d·" + rs(), N * d * w, "the block's local `normed`");
-      t.add("rotated q, k and v", "b·T·(a+kv)·q + b·T·kv·c", N * (a + kv) * q_bytes + N * kv * c, "the block's locals");
-    }
-  };
-  // Checkpointed under autocast the forward runs without grad, but autocast still caches its
-  // cast of every weight that requires grad until the forward's region closes: by the last
-  // block's attention, every block below and its own q, k, v (c_attn) projections; by its end,
-  // all L blocks. (LoRA: only the adapters' small casts, left out.)
-  const int64_t per_block = linear_weight_numel_per_block(m);
-  const bool cast_cache = checkpointing && block_weights_cast() && !lora;  // a frozen weight's cast is not cached
-  const int64_t qkv_weights = gpt2 ? d * 3 * a : d * (a + 2 * kv);
-  if (o.attention == AttentionKind::kExplicit) {
-    if (cast_cache)
-      at.add("autocast's cache: weight casts so far", "((L−1)·(linear weights) + qkv)·c", ((L - 1) * per_block + qkv_weights) * c,
-             "cached for the whole forward, grad or not");
-    attention_locals(at);
-    if (!gpt2 && m.n_kv_heads != m.n_heads) {
-      at.add("k, v repeated to H heads", "2·b·T·a·" + std::string(m.qk_norm || !autocast ? "q" : "c"),
-             N * a * q_bytes + N * a * c, "repeat_interleave's outputs, locals of the attention");
-    }
-    if (!o.packed_documents)
-      at.add("causal mask, and the ones it came from", "2·T·T·1", 2 * T * T * kBool, "built per attention call (ones(T, T).triu(1))");
-    // compat::masked_attention runs the softmax in fp32 and casts it back to c: with a 16-bit c
-    // the softmax's own moment (the masked scores, their fp32 copy, its fp32 output) can top the
-    // product's (the scores, the probabilities in c, v's copy and the result), without grad the
-    // fp32 output being gone by then.
-    const int64_t scores = b * H * T * T;
-    const int64_t product = (!gpt2 && m.n_kv_heads != m.n_heads ? 1 : 2) * N * a * c;
-    if (c != kFp32 && scores * (c + 2 * kFp32) > scores * 2 * c + product) {
-      at.add("scores, their fp32 copy, softmax's output", "b·H·T·T·(c+8)", scores * (c + 2 * kFp32),
-             "the masked scores, and softmax's fp32 input and output");
-    } else {
-      at.add("scores and probabilities", c == kFp32 ? "2·b·H·T·T·4" : "2·b·H·T·T·c", scores * 2 * c,
-             c == kFp32 ? "the masked scores and softmax's output" : "the masked scores and the probabilities cast to c");
-      at.add(!gpt2 && m.n_kv_heads != m.n_heads ? "attention output" : "v's bmm copy, attention output",
-             !gpt2 && m.n_kv_heads != m.n_heads ? "b·T·a·c" : "2·b·T·a·c", product,
-             "bmm(probabilities, v): v made contiguous (the repeated v is already), and its result");
-    }
-  }
-  if (checkpointing) {
-    if (cast_cache)
-      end.add("autocast's cache: every block's weight casts", "L·(linear weights)·c", L * per_block * c,
-              "cached for the whole forward, grad or not");
-    attention_locals(end);
-    end.add("attention output y, residual h", gpt2 ? "b·T·a·c + b·T·d·w" : "b·T·a·c + b·T·d·4",
-            N * a * c + N * d * (gpt2 ? w : kFp32), "the block's locals");
-    end.add(gpt2 ? "ln_2 output" : "post-attention RMSNorm output m", "b·T·d·" + rs(), N * d * w,
-            gpt2 ? "a temporary of the block's last expression" : "the block's local `m`");
-    end.add(gpt2 ? "c_fc output, gelu output" : "gate, up, silu(gate), silu(gate)·up", gpt2 ? "2·b·T·f·c" : "4·b·T·f·c",
-            (gpt2 ? 2 : 4) * N * f * c, "temporaries of the block's last expression, alive until it returns");
-    mlp_before_out_projection = total_bytes(mlp);
-    // The output projection: its result and the residual sum it makes; with an adapter there
-    // instead its input's fp32 copy (and autocast's cast of it) and the delta's two tensors.
-    const bool adapted_out = adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0;
-    const int64_t copy = adapted_out && c != kFp32 ? N * f * kFp32 : 0;
-    const int64_t cast = adapted_out && autocast ? N * f * c : 0;
-    // With LoRA dropout, a moment before: dropout's noise and its output (fp32), next to the
-    // base projection's result, before A runs.
-    const int64_t dropped = adapted_out && o.lora.dropout > 0 ? N * f * kFp32 + N * f * (o.cpu ? kFp32 : kBool) : 0;
-    if (adapted_out && dropped > 2 * N * d * c && copy + dropped + N * d * c > N * d * w) {
-      if (copy > 0) end.add("the adapter's input copy", "b·T·f·4", copy, "x.to(fp32)");
-      end.add(o.cpu ? "the adapter's dropout noise and output" : "the adapter's dropout mask and output",
-              o.cpu ? "2·b·T·f·4" : "b·T·f·(4+1)", dropped,
-              o.cpu ? "the scaled Bernoulli noise and x · noise" : "native_dropout's bool mask and its output");
-      end.add("out-projection result", "b·T·d·c", N * d * c, "the base linear's, before the adapter's delta");
-    } else if (adapted_out && copy + cast + 2 * N * d * c > N * d * w) {
-      if (copy + cast > 0)
-        end.add("the adapter's input copies", autocast ? "b·T·f·(4+c)" : "b·T·f·4", copy + cast,
-                "x.to(fp32) and autocast's cast of it for A");
-      end.add("out-projection result, B's output, the scaled delta", "3·b·T·d·c", 3 * N * d * c,
-              "result + B(A(x))·scaling");
-    } else {
-      end.add("out-projection result, the block's output", "b·T·d·c + b·T·d·" + rs(), N * d * c + N * d * w,
-              "h + the projection's result");
-      if (o.cpu && c != w)
-        end.add("the result cast to the residual's dtype", "b·T·d·" + rs(), N * d * w,
-                "the CPU's TensorIterator casts the operand before the add (a temporary)");
-    }
-  }
+  if (o.attention == AttentionKind::kExplicit) block_forward_attention(Table{&attention});
+  if (checkpointing) block_forward_end(Table{&mlp});
   const bool mlp_wins = total_bytes(mlp) > total_bytes(attention);
   plan.block_forward_peak = mlp_wins ? mlp : attention;
   plan.block_forward_what = !checkpointing ? "block 0's attention, before anything requires grad"

@@ -165,6 +165,10 @@ struct PlanBuilder {
   //    one at the end of its MLP, where the block's locals (src/models/gpt2.cpp, llama.cpp) and
   //    the temporaries of its last full expression are all alive.
   void block_forward();
+  void block_forward_attention(const Table& at) const;  // block_forward's attention moment
+  void block_forward_end(const Table& end);             // a checkpointed block's end (sets mlp_before_out_projection)
+  void attention_locals(const Table& t) const;          // the block's locals from the attention on
+  bool forward_cast_cache() const;                      // autocast caches the block weights' casts
 
   // The last block's forward moments with grad (block_tensors.hpp ForwardMoment), each on top of
   // the blocks below and the last block's saved tensors up to it: the explicit attention's
