@@ -62,235 +62,250 @@ void PlanBuilder::block_backward() {
   peak_candidates(blk, released_before_softmax);
 }
 
-void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_softmax) {
-  const int64_t H = m.n_heads, f = m.d_ff;
+// Accumulation adds into existing gradients; a frozen base makes none (the adapters' are small).
+int64_t PlanBuilder::new_gradient_bytes() const { return accumulating || lora ? 0 : t; }
+
+// The output projection's saved input (and cast weight), released by its backward: no input when
+// it is a frozen linear without an adapter (LoRA), which needs none for its input's gradient.
+int64_t PlanBuilder::mlp_out_released() const {
   const bool gpt2 = m.arch == Architecture::kGpt2;
-  const int64_t a = m.n_heads * m.head_dim;
-  // Accumulation adds into existing gradients; a frozen base makes none (the adapters' are small).
-  const int64_t new_gradient = accumulating || lora ? 0 : t;
-  // The output projection's saved input, released by its backward: none when it is a frozen
-  // linear without an adapter (LoRA), which needs no input for its input's gradient.
   const bool out_saves_input = !lora || adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0;
-  const int64_t mlp_released = (out_saves_input ? N * f * c : 0) + (block_weights_cast() ? d * f * c : 0);
-  const int64_t mlp_grads = (f * d + (gpt2 ? d : 0)) * new_gradient;
-  // GPT-2: gelu's backward holds its incoming gradient and the one it makes. Llama: the
-  // SwiGLU product silu(g)·u comes first, and its backward holds its incoming gradient (down's
-  // input gradient) and makes two (of silu(g) and of u): three b·T·f tensors at once (measured
-  // with the counting allocator's live blocks at the peak, tests/plan_properties.cpp).
-  const int64_t mlp_pair = (gpt2 ? 2 : 3) * N * f * c;
-  // The softmax's backward runs unless the last block is a frozen block 0's attention (LoRA, one block).
+  return (out_saves_input ? N * m.d_ff * c : 0) + (block_weights_cast() ? d * m.d_ff * c : 0);
+}
+
+// Checkpointed, the block's incoming gradient stays alive through the inner backward
+// (CheckpointFunction::backward holds grad_outputs), so later in the block the residual's
+// gradient after the MLP (its sum with the post-attention norm's input gradient, a new tensor:
+// the incoming one is shared by the sum's two operands) is a second one.
+int64_t PlanBuilder::checkpointed_residual_sum() const { return checkpointing ? N * d * w : 0; }
+
+// GPT-2: gelu's backward holds its incoming gradient and the one it makes. Llama: the SwiGLU
+// product silu(g)·u comes first, and its backward holds its incoming gradient (down's input
+// gradient) and makes two (of silu(g) and of u): three b·T·f tensors at once (measured with the
+// counting allocator's live blocks at the peak, tests/plan_properties.cpp).
+PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t f = m.d_ff;
+  const int64_t mlp_grads = (f * d + (gpt2 ? d : 0)) * new_gradient_bytes();
+  Moment activation;
+  activation.add("released before the activation's backward", "−b·T·f·c (+ d·f·c)", -mlp_out_released(),
+                 "the output projection's saved input (and cast weight)");
+  if (mlp_grads > 0) activation.add("the output projection's gradient", "(f·d + bias)·4", mlp_grads, "made on the way");
+  activation.add("MLP backward: grads of act. out, in", gpt2 ? "2·b·T·f·c" : "3·b·T·f·c", (gpt2 ? 2 : 3) * N * f * c,
+                 gpt2 ? "gelu's backward holds its input gradient and output gradient at once"
+                      : "silu(g)·u's backward holds its input gradient and makes those of silu(g) and u");
+  return activation;
+}
+
+// The output projection's own backward, before it has released anything. It makes its input's
+// gradient (twice with an adapter on it: the base linear's and A's, until autograd's input
+// buffer adds the second into the first) and its weight's, which with accumulation is a new
+// tensor until AccumulateGrad has added it into .grad. Higher than the activation's backward when
+// the projection's weight outweighs b·T rows.
+PlanBuilder::Moment PlanBuilder::mlp_projection_moment() const {
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t f = m.d_ff;
+  const int64_t projection_gradient = lora ? 0 : (f * d + (gpt2 ? d : 0)) * t;
+  Moment projection;
+  if (adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0) {
+    projection.add("MLP out-proj backward: two input gradients", "2·b·T·f·c", 2 * N * f * c,
+                   "the base linear's, and the adapter's that autograd's input buffer adds into it");
+  } else {
+    projection.add("MLP out-proj backward: input gradient", "b·T·f·c", N * f * c,
+                   "the MLP's output projection makes the gradient of its b·T·f input");
+  }
+  if (projection_gradient > 0)
+    projection.add("MLP out-proj backward: weight gradient", "(f·d + bias)·t", projection_gradient,
+                   accumulating ? "a new tensor until AccumulateGrad adds it into .grad" : "the first block gradient made");
+  return projection;
+}
+
+// With the optimizer inside backward the output projection's weight steps once its gradient is
+// accumulated, with the optimizer's temporaries of its size (src/engine/adamw.cpp): its node has
+// finished and released what it saved; its input's gradient waits for the activation's. Empty
+// otherwise.
+PlanBuilder::Moment PlanBuilder::mlp_projection_step_moment() const {
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t f = m.d_ff;
+  Moment step;
+  const int64_t temporaries = split.optimizer_in_backward && !lora ? step_temporaries(f * d) : 0;
+  if (temporaries == 0) return step;  // (SGD steps in place: no moment of its own)
+  step.add("released: the MLP out-proj's saved input (and cast weight)", "−b·T·f·c (+ d·f·c)", -mlp_out_released(),
+           "its backward node has finished");
+  step.add("MLP out-proj input gradient", "b·T·f·c", N * f * c, "waits for the activation's backward");
+  step.add("MLP out-proj weight gradient", "(f·d + bias)·t", (f * d + (gpt2 ? d : 0)) * t, "about to step");
+  step.add("MLP out-proj optimizer step temporaries", o.optimizer == OptimizerKind::kAdamW ? "2·f·d·t" : "step(f·d)",
+           temporaries, "the optimizer's temporaries for that weight, as it steps inside backward");
+  return step;
+}
+
+// The explicit attention's softmax backward (its gradients in fp32: compat::masked_attention's
+// softmax runs in fp32), after the block's MLP, output projection and bmm(probabilities, v) have
+// released what they saved and made the block's later gradients (none left with the optimizer
+// inside backward: each has stepped and been freed). Empty with flash attention, or when the last
+// block is a frozen block 0's attention (LoRA, one block).
+PlanBuilder::Moment PlanBuilder::softmax_moment(int64_t released_before_softmax) const {
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t a = m.n_heads * m.head_dim, f = m.d_ff;
+  Moment softmax;
   const bool attention_backward = !(L == 1 && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kAttention);
-  // Its gradients are fp32 (compat::masked_attention's softmax runs in fp32).
-  const int64_t softmax_pair = o.attention == AttentionKind::kExplicit && attention_backward ? 2 * b * H * T * T * kFp32 : 0;
-  const int64_t softmax_released =
-      released_before_softmax + (block_weights_cast() ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
-  // (With the optimizer inside backward each of them has stepped and been freed by then.)
-  const int64_t softmax_grads = split.optimizer_in_backward
-                                    ? 0
-                                    : (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient;
-  // Checkpointed, the block's incoming gradient stays alive through the inner backward
-  // (CheckpointFunction::backward holds grad_outputs), so by the softmax's backward the
-  // residual's gradient after the MLP (its sum with the post-attention norm's input gradient,
-  // a new tensor: the incoming one is shared by the sum's two operands) is a second one.
-  const int64_t residual_sum = checkpointing ? N * d * w : 0;
+  if (o.attention != AttentionKind::kExplicit || !attention_backward) return softmax;
+  const int64_t released = released_before_softmax + (block_weights_cast() ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
+  const int64_t grads = split.optimizer_in_backward
+                            ? 0
+                            : (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient_bytes();
+  softmax.add("released before the softmax's backward", "−(one block from v on)", -released,
+              "the MLP, output projection and bmm(probabilities, v) are done");
+  if (grads > 0) softmax.add("the block's MLP and projection gradients", "(MLP, norm, proj.)·4", grads, "made on the way");
+  softmax.add("gradient of v", "b·T·a·c", N * a * c, "waits in the qkv split's backward for q's and k's");
+  if (checkpointing)
+    softmax.add("the residual's gradient after the MLP", "b·T·d·" + rs(), checkpointed_residual_sum(),
+                "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
+  softmax.add("softmax backward: grads of probs, scores", "2·b·H·T·T·4", 2 * b * m.n_heads * T * T * kFp32,
+              "softmax's backward holds its input gradient and output gradient at once, in fp32");
+  return softmax;
+}
+
+// Weight gradients at a full fine-tune's input projections: without accumulation every one made
+// so far; with it, or stepping inside backward, the one being made, a new tensor until
+// AccumulateGrad adds it (or with its step's temporaries).
+std::string PlanBuilder::one_at_a_time() const {
+  return accumulating ? "a new tensor until AccumulateGrad adds it into .grad" : "with its step's temporaries, inside backward";
+}
+
+// The MLP's input projections' backward (a full fine-tune; empty with LoRA). By then the MLP's
+// activations are released (Llama: gate's output, silu(gate), up's output and their product;
+// GPT-2: c_fc's and gelu's outputs), with the output projection's cast weight and, Llama,
+// up_proj's (it runs first: autograd takes the latest node first) cast weight and cast input. On
+// top: the gradient of gate's (c_fc's) output, its input's gradient next to up's (Llama: both wait
+// in autograd's input buffer for the sum), and the MLP weights' gradients. It wins when d·f
+// outweighs b·T·f: small micro-batches of wide MLPs.
+PlanBuilder::Moment PlanBuilder::mlp_input_moment() const {
+  Moment mlp_input;
+  if (lora) return mlp_input;
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t f = m.d_ff;
+  const bool one_gradient = accumulating || split.optimizer_in_backward;
+  const int64_t input_weight = d * f + (gpt2 ? f : 0);
+  int64_t weight_grads = ((gpt2 ? 2 : 3) * d * f + (gpt2 ? f + d : 0)) * t;
+  if (accumulating) weight_grads = input_weight * t;
+  if (split.optimizer_in_backward) weight_grads = input_weight * t + step_temporaries(d * f);
+  const int64_t released = (gpt2 ? 2 : 4) * N * f * c + (block_weights_cast() ? (gpt2 ? 1 : 2) * d * f * c : 0) +
+                           (!gpt2 && autocast && w != c ? N * d * c : 0);
+  mlp_input.add("released before the MLP input projections' backward", gpt2 ? "−2·b·T·f·c (+ d·f·c)" : "−4·b·T·f·c (+ …)",
+                -released,
+                gpt2 ? "c_fc's and gelu's outputs (and the output projection's cast weight)"
+                     : "gate's and up's outputs, silu(gate), their product (and down's and up's casts)");
+  mlp_input.add("gradient of the input projection's output", "b·T·f·c", N * f * c, gpt2 ? "c_fc's" : "gate's, from silu's backward");
+  mlp_input.add(gpt2 ? "c_fc's input gradient" : "gate's and up's input gradients", gpt2 ? "b·T·d·c" : "2·b·T·d·c",
+                (gpt2 ? 1 : 2) * N * d * c, gpt2 ? "made by c_fc's backward" : "both exist until autograd's input buffer sums them");
+  mlp_input.add(one_gradient ? "the input projection's weight gradient" : "the MLP's weight gradients",
+                one_gradient ? "(d·f + bias)·t" : "(MLP weights)·t", weight_grads,
+                one_gradient ? one_at_a_time() : "made by the MLP's three backward nodes");
+  return mlp_input;
+}
+
+// The attention's input projections' backward (a full fine-tune; empty with LoRA), the block's
+// last linear work. By then everything the block saved is released but what its first norm and
+// the projections' input keep (the lines up to that input), with the weight casts but the
+// projections' own; on top: the block's weight gradients (as for the MLP's), the input's
+// gradients from the projections (Llama: q, k and v each make one; they wait in autograd's input
+// buffer to be summed), and checkpointed the residual's gradient sum. Wide blocks at small b·T:
+// every weight gradient of the block is alive here.
+PlanBuilder::Moment PlanBuilder::attention_input_moment() const {
+  Moment attention_input;
+  if (lora) return attention_input;
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
+  // What the block keeps then: its lines up to the projections' input.
+  const LastBlock last = last_block();
+  const std::string input_line = attention_input_line(m);
+  int64_t kept = 0, total = 0;
+  bool found = false;
+  for (const PlanLine& line : last.lines) {
+    total += line.bytes;
+    if (!found) kept += line.bytes;
+    if (line.name.rfind(input_line, 0) == 0) found = true;
+  }
+  if (!found) return attention_input;
+  const int64_t qkv_weights = gpt2 ? d * 3 * a + 3 * a : d * (a + 2 * kv);
+  ModelConfig one = m, two = m;
+  one.n_layers = 1;
+  two.n_layers = 2;
+  const int64_t block_parameters = parameter_count(two) - parameter_count(one) - (gpt2 ? 2 * d : d);  // not its first norm yet
+  const int64_t largest = gpt2 ? qkv_weights : d * a;  // the projection whose backward runs
+  int64_t grads = block_parameters * t;
+  if (accumulating) grads = largest * t;
+  if (split.optimizer_in_backward) grads = largest * t + step_temporaries(largest);
+  const bool one_gradient = accumulating || split.optimizer_in_backward;
+  attention_input.add("released: the block but its first norm and the projections' input", "−(one block after it)",
+                      -(total - kept + (block_weights_cast() ? (linear_weight_numel_per_block(m) - qkv_weights) * c : 0)),
+                      "every later backward node of the block is done (and its weight casts)");
+  attention_input.add(one_gradient ? "the input projection's weight gradient" : "the block's weight gradients",
+                      one_gradient ? (gpt2 ? "(d·3a + 3a)·t" : "d·a·t") : "(block parameters − norm)·t", grads,
+                      one_gradient ? one_at_a_time() : "every linear's, the output projection's and the norms' after the first");
+  attention_input.add(gpt2 ? "c_attn's input gradient" : "q's, k's and v's input gradients", gpt2 ? "b·T·d·c" : "3·b·T·d·c",
+                      (gpt2 ? 1 : 3) * N * d * c, gpt2 ? "made by c_attn's backward" : "they wait in autograd's input buffer to be summed");
+  if (checkpointing)
+    attention_input.add("the residual's gradient after the MLP", "b·T·d·" + rs(), checkpointed_residual_sum(),
+                        "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
+  return attention_input;
+}
+
+// Checkpointed (empty otherwise): the recompute's last step, h + the MLP's output, before its
+// inner backward starts. The block's forward (src/models/gpt2.cpp, llama.cpp) still holds its
+// locals then, and the temporaries of its last expression, where nothing saves them
+// (block_tensors.cpp's end_locals: GPT-2 the qkv split's views of c_attn's output, Llama the
+// rotated q, k and v; under autocast the norms' outputs, which the linears save as casts; with a
+// frozen projection its input); and the output projection's result (b·T·d·c) is alive next to the
+// sum it makes (counted as y). With an adapter on that projection, the moment before: its input's
+// fp32 copy, the result, B's output and the scaled delta (autocast's cast of the copy is what A
+// saves, among the recomputed block's saved tensors already: counting it here too over-predicted
+// checkpointed LoRA under bf16 by b·T·f·c). It wins when the attention is wide next to the MLP
+// (H·hd ≥ d, Qwen3).
+PlanBuilder::Moment PlanBuilder::recompute_end_moment() const {
+  Moment end;
+  if (!checkpointing) return end;
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t f = m.d_ff;
+  int64_t out = N * d * c;
+  if (adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0) {
+    const int64_t copy = c != kFp32 ? N * f * kFp32 : 0;
+    out = std::max(out, copy + 3 * N * d * c - N * d * w);  // y is not made yet
+  }
+  // On the CPU, TensorIterator casts an operand in another dtype before the add: the
+  // projection's result in c becomes a temporary in the residual's dtype next to the sum.
+  if (o.cpu && c != w && out == N * d * c) out += N * d * w;
+  end.add("recompute's end: block forward's locals", gpt2 ? "b·T·3a·c + …" : "b·T·(a+2kv)·c + …", last_block().end_locals,
+          gpt2 ? "the qkv views of c_attn's output and what the linears do not save, held until the block returns"
+               : "rotated q, k and v (and what the linears do not save), held until it returns");
+  end.add(out > N * d * c ? "recompute's end: the adapted out-projection" : "recompute's end: MLP out-proj result",
+          out > N * d * c ? "b·T·f·4 + 3·b·T·d·c − b·T·d·w" : "b·T·d·c", out,
+          out > N * d * c ? "its input's fp32 copy, result, B's output, scaled delta (before y; A's cast is saved)"
+                          : "added to h to make y");
+  // An int8 base keeps the linears' inputs (int8_saved_inputs, counted above for the recompute);
+  // those kept as themselves are the very locals counted here.
+  const int64_t kept = quant ? int8_inputs_kept_as_themselves(m, o, N, dtypes()) : 0;
+  if (kept > 0) end.add("int8's kept inputs are these locals", "−(inputs kept as themselves)", -kept, "counted once, above");
+  return end;
+}
+
+void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_softmax) {
   if (checkpointing) {
     // The recompute's output: CheckpointFunction::backward (src/models/model.cpp) holds the
-    // recomputed block's output y in a local until its inner backward returns, in the
-    // residual stream's dtype; the inner backward then runs as a plain block's backward below.
+    // recomputed block's output y in a local until its inner backward returns, in the residual
+    // stream's dtype; the inner backward then runs as a plain block's backward below.
     blk.add("recomputed block output y", "b·T·d·" + rs(), N * d * w,
             "held by CheckpointFunction::backward through the inner backward");
   }
-  // A third moment: the output projection's own backward, before it has released anything. It
-  // makes its input's gradient and its weight's, which with accumulation is a new tensor until
-  // AccumulateGrad has added it into .grad (without accumulation it is counted above as kept).
-  // Higher than the activation's backward when the projection's weight outweighs b·T rows.
-  const int64_t projection_gradient = lora ? 0 : (f * d + (gpt2 ? d : 0)) * t;
-  // With the optimizer inside backward that weight steps there and then, with AdamW's two
-  // temporaries of its size (src/engine/adamw.cpp), while the block's activations are alive.
-  const int64_t projection_step = split.optimizer_in_backward && !lora ? step_temporaries(f * d) : 0;
-  // With an adapter on it (LoRA), the projection's input gradient comes twice, from the base
-  // linear and from A: both exist until autograd's input buffer adds the second into the first.
-  const bool adapted_out = adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0;
-  // With checkpointing, a fourth: the recompute's last step, h + the MLP's output, before its
-  // inner backward starts. The block's forward (src/models/gpt2.cpp, llama.cpp) still holds
-  // its locals then, and the temporaries of its last expression, where nothing saves them
-  // (block_tensors.cpp's end_locals: GPT-2 the qkv split's views of c_attn's output, Llama the
-  // rotated q, k and v; under autocast the norms' outputs, which the linears save as casts;
-  // with a frozen projection its input); and the output projection's result (b·T·d·c) is
-  // alive next to the sum it makes (counted as y). With an adapter on that projection, the
-  // moment before: its input's fp32 copy and autocast's cast, the result, B's output and the
-  // scaled delta. It wins when the attention is wide next to the MLP (H·hd ≥ d, Qwen3).
-  int64_t end_locals = 0, out = 0;
-  if (checkpointing) {
-    end_locals = last_block().end_locals;
-    out = N * d * c;
-    if (adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0) {
-      // The input's fp32 copy; autocast's cast of it is what A saves, among the recomputed
-      // block's saved tensors already (measured: counting it here too over-predicted
-      // checkpointed LoRA under bf16 by b·T·f·c).
-      const int64_t copy = c != kFp32 ? N * f * kFp32 : 0;
-      out = std::max(out, copy + 3 * N * d * c - N * d * w);  // y is not made yet
-    }
-    // On the CPU, TensorIterator casts an operand in another dtype before the add: the
-    // projection's result in c becomes a temporary in the residual's dtype next to the sum.
-    if (o.cpu && c != w && out == N * d * c) out += N * d * w;
-  }
   // The highest of the moments is the block backward's peak; its lines go into the table.
-  struct Moment {
-    int64_t bytes = 0;
-    std::vector<PlanLine> lines;
-    void add(const std::string& name, const std::string& formula, int64_t n, const std::string& why) {
-      lines.push_back(PlanLine{name, formula, n, why});
-      bytes += n;
-    }
-  };
-  std::vector<Moment> moments;
-  {
-    Moment activation;  // the MLP activation's backward
-    activation.add("released before the activation's backward", "−b·T·f·c (+ d·f·c)", -mlp_released,
-                   "the output projection's saved input (and cast weight)");
-    if (mlp_grads > 0) activation.add("the output projection's gradient", "(f·d + bias)·4", mlp_grads, "made on the way");
-    activation.add("MLP backward: grads of act. out, in", gpt2 ? "2·b·T·f·c" : "3·b·T·f·c", mlp_pair,
-                   gpt2 ? "gelu's backward holds its input gradient and output gradient at once"
-                        : "silu(g)·u's backward holds its input gradient and makes those of silu(g) and u");
-    moments.push_back(activation);
-  }
-  {
-    Moment projection;  // the MLP output projection's own backward
-    if (adapted_out) {
-      projection.add("MLP out-proj backward: two input gradients", "2·b·T·f·c", 2 * N * f * c,
-                     "the base linear's, and the adapter's that autograd's input buffer adds into it");
-    } else {
-      projection.add("MLP out-proj backward: input gradient", "b·T·f·c", N * f * c,
-                     "the MLP's output projection makes the gradient of its b·T·f input");
-    }
-    if (projection_gradient > 0)
-      projection.add("MLP out-proj backward: weight gradient", "(f·d + bias)·t", projection_gradient,
-                     accumulating ? "a new tensor until AccumulateGrad adds it into .grad" : "the first block gradient made");
-    moments.push_back(projection);
-  }
-  if (projection_step > 0) {
-    // Inside backward the weight steps once its gradient is accumulated: the projection's node
-    // has finished and released what it saved; its input's gradient waits for the activation's.
-    Moment step;
-    step.add("released: the MLP out-proj's saved input (and cast weight)", "−b·T·f·c (+ d·f·c)", -mlp_released,
-             "its backward node has finished");
-    step.add("MLP out-proj input gradient", "b·T·f·c", N * f * c, "waits for the activation's backward");
-    step.add("MLP out-proj weight gradient", "(f·d + bias)·t", projection_gradient, "about to step");
-    step.add("MLP out-proj optimizer step temporaries", o.optimizer == OptimizerKind::kAdamW ? "2·f·d·t" : "step(f·d)",
-             projection_step, "the optimizer's temporaries for that weight, as it steps inside backward");
-    moments.push_back(step);
-  }
-  if (softmax_pair > 0) {
-    Moment softmax;  // the explicit attention's softmax backward
-    softmax.add("released before the softmax's backward", "−(one block from v on)", -softmax_released,
-                "the MLP, output projection and bmm(probabilities, v) are done");
-    if (softmax_grads > 0) softmax.add("the block's MLP and projection gradients", "(MLP, norm, proj.)·4", softmax_grads, "made on the way");
-    softmax.add("gradient of v", "b·T·a·c", N * a * c, "waits in the qkv split's backward for q's and k's");
-    if (residual_sum > 0)
-      softmax.add("the residual's gradient after the MLP", "b·T·d·" + rs(), residual_sum,
-                  "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
-    softmax.add("softmax backward: grads of probs, scores", "2·b·H·T·T·4", softmax_pair,
-                "softmax's backward holds its input gradient and output gradient at once, in fp32");
-    moments.push_back(softmax);
-  }
-  const std::string one_at_a_time = accumulating ? "a new tensor until AccumulateGrad adds it into .grad"
-                                                 : "with its step's temporaries, inside backward";
-  // A fifth: the MLP's input projections' backward (a full fine-tune). By then the MLP's
-  // activations are released (Llama: gate's output, silu(gate), up's output and their product;
-  // GPT-2: c_fc's and gelu's outputs), with the output projection's cast weight and, Llama,
-  // up_proj's (it runs first: autograd takes the latest node first) cast weight and cast input.
-  // On top: the gradient of gate's (c_fc's) output, its input's gradient next to up's (Llama:
-  // both wait in autograd's input buffer for the sum), and the MLP weights' gradients, all new
-  // without accumulation (with it, or stepping inside backward, one at a time until
-  // AccumulateGrad adds it or the step frees it). It wins when d·f outweighs b·T·f: small
-  // micro-batches of wide MLPs.
-  // (Weight gradients: without accumulation every one made so far; with it, or stepping inside
-  // backward, the one being made.)
-  const bool one_gradient = accumulating || split.optimizer_in_backward;
-  if (!lora) {
-    Moment mlp_input;
-    const int64_t input_weight = d * f + (gpt2 ? f : 0);
-    int64_t weight_grads = ((gpt2 ? 2 : 3) * d * f + (gpt2 ? f + d : 0)) * t;
-    if (accumulating) weight_grads = input_weight * t;
-    if (split.optimizer_in_backward) weight_grads = input_weight * t + step_temporaries(d * f);
-    const int64_t released = (gpt2 ? 2 : 4) * N * f * c + (block_weights_cast() ? (gpt2 ? 1 : 2) * d * f * c : 0) +
-                             (!gpt2 && autocast && w != c ? N * d * c : 0);
-    mlp_input.add("released before the MLP input projections' backward", gpt2 ? "−2·b·T·f·c (+ d·f·c)" : "−4·b·T·f·c (+ …)",
-                  -released,
-                  gpt2 ? "c_fc's and gelu's outputs (and the output projection's cast weight)"
-                       : "gate's and up's outputs, silu(gate), their product (and down's and up's casts)");
-    mlp_input.add("gradient of the input projection's output", "b·T·f·c", N * f * c, gpt2 ? "c_fc's" : "gate's, from silu's backward");
-    mlp_input.add(gpt2 ? "c_fc's input gradient" : "gate's and up's input gradients", gpt2 ? "b·T·d·c" : "2·b·T·d·c",
-                  (gpt2 ? 1 : 2) * N * d * c, gpt2 ? "made by c_fc's backward" : "both exist until autograd's input buffer sums them");
-    mlp_input.add(one_gradient ? "the input projection's weight gradient" : "the MLP's weight gradients",
-                  one_gradient ? "(d·f + bias)·t" : "(MLP weights)·t", weight_grads,
-                  one_gradient ? one_at_a_time : "made by the MLP's three backward nodes");
-    moments.push_back(mlp_input);
-  }
-  // A sixth: the attention's input projections' backward (a full fine-tune), the block's last
-  // linear work. By then everything the block saved is released but what its first norm and
-  // the projections' input keep (the lines up to that input), with the weight casts but the
-  // projections' own; on top: the block's weight gradients (as for the fifth), the input's
-  // gradients from the projections (Llama: q, k and v each make one; they wait in autograd's
-  // input buffer to be summed), and checkpointed the residual's gradient sum (as for the
-  // softmax). Wide blocks at small b·T: every weight gradient of the block is alive here.
-  if (!lora) {
-    // What the block keeps then: its lines up to the projections' input.
-    const LastBlock last = last_block();
-    const std::string input_line = attention_input_line(m);
-    int64_t kept = 0, total = 0;
-    bool found = false;
-    for (const PlanLine& line : last.lines) {
-      total += line.bytes;
-      if (!found) kept += line.bytes;
-      if (line.name.rfind(input_line, 0) == 0) found = true;
-    }
-    if (found) {
-      const int64_t kv = m.n_kv_heads * m.head_dim;
-      const int64_t qkv_weights = gpt2 ? d * 3 * a + 3 * a : d * (a + 2 * kv);
-      ModelConfig one = m, two = m;
-      one.n_layers = 1;
-      two.n_layers = 2;
-      const int64_t block_parameters = parameter_count(two) - parameter_count(one) - (gpt2 ? 2 * d : d);  // not its first norm yet
-      const int64_t largest = gpt2 ? qkv_weights : d * a;  // the projection whose backward runs
-      int64_t grads = block_parameters * t;
-      if (accumulating) grads = largest * t;
-      if (split.optimizer_in_backward) grads = largest * t + step_temporaries(largest);
-      Moment attention_input;
-      attention_input.add("released: the block but its first norm and the projections' input", "−(one block after it)",
-                          -(total - kept + (block_weights_cast() ? (linear_weight_numel_per_block(m) - qkv_weights) * c : 0)),
-                          "every later backward node of the block is done (and its weight casts)");
-      attention_input.add(one_gradient ? "the input projection's weight gradient" : "the block's weight gradients",
-                          one_gradient ? (gpt2 ? "(d·3a + 3a)·t" : "d·a·t") : "(block parameters − norm)·t", grads,
-                          one_gradient ? one_at_a_time : "every linear's, the output projection's and the norms' after the first");
-      attention_input.add(gpt2 ? "c_attn's input gradient" : "q's, k's and v's input gradients", gpt2 ? "b·T·d·c" : "3·b·T·d·c",
-                          (gpt2 ? 1 : 3) * N * d * c, gpt2 ? "made by c_attn's backward" : "they wait in autograd's input buffer to be summed");
-      if (residual_sum > 0)
-        attention_input.add("the residual's gradient after the MLP", "b·T·d·" + rs(), residual_sum,
-                            "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
-      moments.push_back(attention_input);
-    }
-  }
-  if (checkpointing) {
-    Moment end;  // the recompute's last step
-    end.add("recompute's end: block forward's locals", gpt2 ? "b·T·3a·c + …" : "b·T·(a+2kv)·c + …", end_locals,
-            gpt2 ? "the qkv views of c_attn's output and what the linears do not save, held until the block returns"
-                 : "rotated q, k and v (and what the linears do not save), held until it returns");
-    end.add(out > N * d * c ? "recompute's end: the adapted out-projection" : "recompute's end: MLP out-proj result",
-            out > N * d * c ? "b·T·f·4 + 3·b·T·d·c − b·T·d·w" : "b·T·d·c", out,
-            out > N * d * c ? "its input's fp32 copy, result, B's output, scaled delta (before y; A's cast is saved)"
-                            : "added to h to make y");
-    // An int8 base keeps the linears' inputs (int8_saved_inputs, counted above for the
-    // recompute); those kept as themselves are the very locals counted here.
-    const int64_t kept = quant ? int8_inputs_kept_as_themselves(m, o, N, dtypes()) : 0;
-    if (kept > 0)
-      end.add("int8's kept inputs are these locals", "−(inputs kept as themselves)", -kept, "counted once, above");
-    moments.push_back(end);
-  }
+  std::vector<Moment> moments = {mlp_activation_moment(),   mlp_projection_moment(),
+                                 mlp_projection_step_moment(), softmax_moment(released_before_softmax),
+                                 mlp_input_moment(),        attention_input_moment(),
+                                 recompute_end_moment()};
   const Moment* best = &moments.front();
   for (const Moment& moment : moments)
-    if (moment.bytes > best->bytes) best = &moment;
+    if (!moment.lines.empty() && moment.bytes > best->bytes) best = &moment;
   for (const PlanLine& line : best->lines) blk.add(line.name, line.formula, line.bytes, line.why);
 }
 

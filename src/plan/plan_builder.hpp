@@ -153,6 +153,28 @@ struct PlanBuilder {
   // backward, its step); the explicit attention softmax's; the MLP's and the attention's input
   // projections' (a full fine-tune's weight gradients); with checkpointing the recompute's end.
   void peak_candidates(const Table& blk, int64_t released_before_softmax);
+  // One moment of the block's backward: its lines, and their sum (releases are negative lines).
+  struct Moment {
+    int64_t bytes = 0;
+    std::vector<PlanLine> lines;
+    void add(const std::string& name, const std::string& formula, int64_t n, const std::string& why) {
+      lines.push_back(PlanLine{name, formula, n, why});
+      bytes += n;
+    }
+  };
+  // The candidates peak_candidates chooses from (block_moments.cpp says when each applies; an
+  // empty one does not).
+  Moment mlp_activation_moment() const;
+  Moment mlp_projection_moment() const;
+  Moment mlp_projection_step_moment() const;
+  Moment softmax_moment(int64_t released_before_softmax) const;
+  Moment mlp_input_moment() const;
+  Moment attention_input_moment() const;
+  Moment recompute_end_moment() const;
+  int64_t new_gradient_bytes() const;
+  int64_t mlp_out_released() const;
+  int64_t checkpointed_residual_sum() const;
+  std::string one_at_a_time() const;
 
   // A block's forward that saves nothing, on top of what is saved before it (phase_peaks).
   //  - LoRA without checkpointing and no adapter before the attention's output projection: block
