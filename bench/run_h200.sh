@@ -134,6 +134,14 @@ for lora_batch in 4 16; do
     --device cuda --precision fp16 --weights-dtype fp16 --lora-rank 16 --lora-alpha 32 --activation-checkpointing blocks \
     --warmup 2 --steps 5 --json "$work/lora-qwen3-b$lora_batch.json"
 done
+# The same job in transformers' own Qwen3 with PEFT's LoRA (where they import): step time and peak
+# per split beside the engine's batch-4 sweep above.
+qwen_index=$(mktemp -d)
+build/accumbench models --index qwen3-1.7b > "$qwen_index/index.json"
+stage hf-real-qwen3-lora-b4 120 python3 bench/reference/hf_real_step.py --export "$qwen_index" --seq-len 512 --batch 4 \
+  --micro-batches 1,2,4 --device cuda --precision fp16 --weights-dtype fp16 --lora-rank 16 --lora-alpha 32 \
+  --gradient-checkpointing --warmup 1 --steps 3
+rm -rf "$qwen_index"
 # Real data (issue 14): chat lengths, per-micro-batch padding against bfd packing through the
 # variable-length flash kernel (its no-leak test is PackedDocuments.* in gpu-tests above).
 for layout in "--padding longest" "--packing bfd"; do

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
@@ -835,6 +836,12 @@ int run(int argc, char** argv) {
   CLI::App* compare_cmd = compare.add_to(app);
   CLI::App* calibrate_cmd = calibrate.add_to(app);
   CLI::App* models_cmd = app.add_subcommand("models", "list the model presets");
+  std::string model_index;
+  models_cmd->add_option("--index", model_index,
+                         "print one model's shape as verify --export's index.json holds it, without weights (a preset name, "
+                         "or a config.json, model directory or Hub id as --hf-config takes): what bench/reference/step_bench.py "
+                         "and hf_real_step.py read with --export")
+      ->type_name("MODEL");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -842,7 +849,16 @@ int run(int argc, char** argv) {
     return parse_error(app, error, argc, argv);
   }
   if (*models_cmd) {
-    ab::print_models(ab::presets(), std::cout);
+    if (model_index.empty()) {
+      ab::print_models(ab::presets(), std::cout);
+      return 0;
+    }
+    ab::ModelOptions model;
+    const bool preset = std::any_of(ab::presets().begin(), ab::presets().end(),
+                                    [&](const ab::ModelConfig& p) { return p.name == model_index; });
+    if (preset) model.preset = model_index;
+    else model.hf_config = model_index;
+    std::cout << ab::model_index_json(ab::resolve_model(model));
     return 0;
   }
   if (*compare_cmd) return compare.run();

@@ -7,8 +7,8 @@ split, where those packages are installed: the most faithful reference accumbenc
     hf_real_step.py --export DIR --seq-len 1024 --batch 16 --micro-batches 1,4,16 --device cuda \
                     --precision bf16 [--lora-rank 16 --lora-alpha 32] [--gradient-checkpointing]
 
-The shape comes from an accumbench export (`accumbench verify --export DIR`, its index.json's
-"model"): GPT2Config for GPT-2, Qwen3Config (q/k norm), Qwen2Config (q/k/v biases), else
+The shape comes from an accumbench export's index.json "model" (`accumbench verify --export DIR`,
+or the shape alone: `accumbench models --index qwen3-1.7b > DIR/index.json`): GPT2Config for GPT-2, Qwen3Config (q/k norm), Qwen2Config (q/k/v biases), else
 LlamaConfig (MistralConfig's math is Llama's without sliding windows at these lengths), built with
 AutoModelForCausalLM.from_config, randomly initialised (time and memory do not depend on the
 values), SDPA attention on CUDA and eager on the CPU. One step, as Trainer.training_step and
@@ -33,6 +33,7 @@ on the GPU machine (bench/run_h200.sh, stage hf-real).
 """
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -80,11 +81,15 @@ def hf_config(transformers, m):
 def build(args, model_cfg, torch, transformers):
     config = hf_config(transformers, model_cfg)
     attention = "sdpa" if args.device.startswith("cuda") else "eager"
-    try:
-        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attention)
-    except TypeError:  # an older from_config without the keyword
-        config._attn_implementation = attention
-        model = transformers.AutoModelForCausalLM.from_config(config)
+    # Built on the GPU directly where PyTorch >= 2.0 takes the device as a context (a 1.7B model's
+    # random init on the host would take most of a device call's minutes).
+    on_device = torch.device(args.device) if hasattr(torch.device, "__enter__") else contextlib.nullcontext()
+    with on_device:
+        try:
+            model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attention)
+        except TypeError:  # an older from_config without the keyword
+            config._attn_implementation = attention
+            model = transformers.AutoModelForCausalLM.from_config(config)
     if args.weights_dtype != "fp32":
         model = model.to(getattr(torch, DTYPES[args.weights_dtype]))
     model = model.to(args.device)

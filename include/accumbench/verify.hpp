@@ -108,4 +108,9 @@ void require_verify_fits(const VerifyMemory& memory, const std::string& model, b
 VerifyResult run_verify(const VerifyOptions& options);
 inline VerifyResult run_verify(const WorkloadOptions& workload) { return run_verify(VerifyOptions{workload, {}}); }
 
+// The model alone as `verify --export`'s index.json holds it ({"model": {...}}, docs/EXPORT.md):
+// what bench/reference/step_bench.py and hf_real_step.py read for a shape, without the weights
+// (`accumbench models --index`).
+std::string model_index_json(const ModelConfig& model);
+
 }  // namespace accumbench

@@ -138,6 +138,8 @@ void write_reference_step(const std::string& dir, const ReferenceStep& step) {
   writer.text("index.json", index.dump(1) + "\n");  // last: a complete index means complete files
 }
 
+std::string model_index_json(const ModelConfig& model) { return Json{{"model", model_json(model)}}.dump(2) + "\n"; }
+
 void write_model_index(const std::string& dir, const ModelConfig& model) {
   create_export_directory(dir);
   const fs::path path = fs::path(dir) / "index.json";

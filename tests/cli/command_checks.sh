@@ -17,6 +17,17 @@ models() {
     grep -qE '^gpt2-124m[[:space:]].*[[:space:]]124439808[[:space:]]' "$out"
   check "models gives gpt2-tiny vocab 512 and 256 positions (user_errors.tsv and make_inputs.py use them)" \
     test "${tiny_vocab:-}" = 512 -a "${tiny_max_t:-}" = 256
+  # --index: the shape alone, as verify --export's index.json holds it (what step_bench.py reads).
+  expect 0 '"model"' -- models --index gpt2-tiny
+  check "models --index gpt2-tiny is index.json's model: the table's numbers, the same keys as an export" py '
+import json
+m = json.load(open(sys.argv[1]))["model"]
+want = dict(name="gpt2-tiny", arch="gpt2", vocab_size=512, max_seq_len=256, n_layers=2, d_model=64)
+for k, v in want.items():
+    if m.get(k) != v: fail("%s: %r, not %r" % (k, m.get(k), v))
+for k in ("n_heads", "n_kv_heads", "head_dim", "d_ff", "norm_eps", "rope_theta", "tied_embeddings", "qkv_bias", "qk_norm"):
+    if k not in m: fail("no %s" % k)
+' "$out"
 }
 
 # cli.sweep.knobs: the flag reaches the grid and every point runs. The grid's exact shape is
