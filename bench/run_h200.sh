@@ -113,20 +113,6 @@ stage hf-real-lora 90 python3 bench/reference/hf_real_step.py --export "$ref_exp
   --micro-batches "$hf_splits" --device cuda --precision bf16 --steps 2 --lora-rank 16 --lora-alpha 32
 rm -rf "$ref_export"
 
-traces=$(mktemp -d)   # large: outside $OUT, only the two 64×1 traces come back (gzip)
-stage profile-ours 120 build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
-  --micro-batches 1,64 --device cuda --precision bf16 --warmup 2 --steps 3 --profile "$traces" \
-  --json "$work/profiled.json"
-profile_pair() {  # the reference's trace of one split, and the kernel-by-kernel difference
-  local mb=$1
-  stage "profile-anchor-$mb" 90 python3 bench/anchor_profile.py --micro-batch "$mb" --trace "$traces/anchor-${mb}.trace.json"
-  stage "kernel-diff-$mb" 60 python3 bench/kernel_diff.py "$traces/${mb}x$((64 / mb))-bf16.trace.json" \
-    "$traces/anchor-${mb}.trace.json" --top 30
-}
-profile_pair 64
-stage chunked 120 build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
-  --micro-batches 8,64 --device cuda --precision bf16 --chunked-loss --json "$work/chunked.json"
-stage side-by-side-chunked 30 python3 bench/side_by_side.py "$work/chunked.json" "$work/anchor-eager.jsonl"
 # The job that motivated the tool (issue 13): Qwen3-1.7B, fp16 weights, LoRA r16 alpha 32 on every
 # linear, fp16 autocast, checkpointing, T=512, at effective batch 4 and 16.
 for lora_batch in 4 16; do
@@ -149,6 +135,20 @@ for layout in "--padding longest" "--packing bfd"; do
     --lengths docs/examples/chat_lengths.txt $layout --device cuda --precision bf16 --time-budget 10 \
     --json "$work/real-data-${layout##* }.json"
 done
+traces=$(mktemp -d)   # large: outside $OUT, only the two 64×1 traces come back (gzip)
+stage profile-ours 120 build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
+  --micro-batches 1,64 --device cuda --precision bf16 --warmup 2 --steps 3 --profile "$traces" \
+  --json "$work/profiled.json"
+profile_pair() {  # the reference's trace of one split, and the kernel-by-kernel difference
+  local mb=$1
+  stage "profile-anchor-$mb" 90 python3 bench/anchor_profile.py --micro-batch "$mb" --trace "$traces/anchor-${mb}.trace.json"
+  stage "kernel-diff-$mb" 60 python3 bench/kernel_diff.py "$traces/${mb}x$((64 / mb))-bf16.trace.json" \
+    "$traces/anchor-${mb}.trace.json" --top 30
+}
+profile_pair 64
+stage chunked 120 build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
+  --micro-batches 8,64 --device cuda --precision bf16 --chunked-loss --json "$work/chunked.json"
+stage side-by-side-chunked 30 python3 bench/side_by_side.py "$work/chunked.json" "$work/anchor-eager.jsonl"
 stage tracer-overhead 90 build/tracer_overhead --device cuda --model gpt2-124m --seq-len 1024 --batch 8 --micro-batch 8
 stage anchor-compile 150 python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches 64 --compile
 grep '^{' "$work/anchor-compile.log" > "$work/anchor-compile.jsonl"
