@@ -853,12 +853,7 @@ int run(int argc, char** argv) {
       ab::print_models(ab::presets(), std::cout);
       return 0;
     }
-    ab::ModelOptions model;
-    const bool preset = std::any_of(ab::presets().begin(), ab::presets().end(),
-                                    [&](const ab::ModelConfig& p) { return p.name == model_index; });
-    if (preset) model.preset = model_index;
-    else model.hf_config = model_index;
-    std::cout << ab::model_index_json(ab::resolve_model(model));
+    std::cout << ab::model_index_json(ab::resolve_model(ab::model_options_for(model_index)));
     return 0;
   }
   if (*compare_cmd) return compare.run();

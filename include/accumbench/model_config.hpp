@@ -80,6 +80,9 @@ std::string hf_hub_cache_dir();
 
 // The model a run asks for: the Hugging Face config when one is given, else the preset.
 ModelConfig resolve_model(const ModelOptions& options);
+// A model named by one word, as a trainer config or `models --index` names it: the preset of that
+// name, else --hf-config's spec (a config.json, a model directory or a cached Hub id).
+ModelOptions model_options_for(const std::string& name);
 
 // ---- LoRA on the block linears (src/models/adapters.cpp) ----
 

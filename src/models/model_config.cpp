@@ -6,6 +6,7 @@
 // same N as the real model.
 #include "accumbench/model_config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -302,6 +303,14 @@ std::vector<ModelConfig> make_presets() {
 const std::vector<ModelConfig>& presets() {
   static const std::vector<ModelConfig> kPresets = make_presets();
   return kPresets;
+}
+
+ModelOptions model_options_for(const std::string& name) {
+  ModelOptions model;
+  const bool preset = std::any_of(presets().begin(), presets().end(), [&](const ModelConfig& p) { return p.name == name; });
+  if (preset) model.preset = name;
+  else model.hf_config = name;
+  return model;
 }
 
 const ModelConfig& find_preset(const std::string& name) {

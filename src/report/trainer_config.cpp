@@ -210,9 +210,7 @@ struct Reader {
   void model(const std::string& key) {
     if (!has(key)) return;
     const std::string name = word(key);
-    const bool preset = std::any_of(presets().begin(), presets().end(),
-                                    [&](const ModelConfig& p) { return p.name == name; });
-    set(preset ? "--model" : "--hf-config", name, key);
+    set(model_options_for(name).hf_config.empty() ? "--model" : "--hf-config", name, key);
   }
 
   void precision(bool bf16, bool fp16, const std::string& keys, bool by_default) {

@@ -318,12 +318,7 @@ namespace {
 std::vector<std::string> saved_target_modules(const WorkloadOptions& w) {
   if (!w.lora.enabled()) return {};
   try {
-    ModelOptions model;
-    bool preset = false;
-    for (const ModelConfig& p : presets()) preset = preset || p.name == w.model.preset;
-    if (preset) model.preset = w.model.preset;
-    else model.hf_config = w.model.preset;
-    return peft_target_modules(resolve_model(model), w.lora);
+    return peft_target_modules(resolve_model(model_options_for(w.model.preset)), w.lora);
   } catch (const std::exception&) {
     return {w.lora.targets};
   }

@@ -57,14 +57,14 @@ while read -r name rest; do cases="$cases $name=$work/$name.jsonl,$work/$name.pl
 # shellcheck disable=SC2086
 "$py" "$here/../../bench/plan_vs_reference.py" $cases
 status=$?
-"$py" - "$work" <<'PY' || status=1
-import json, sys
+"$py" - "$work" "$here/../../bench" <<'PY' || status=1
+import sys
 work = sys.argv[1]
-def peak(case, split, key):
-    if key == "measured":
-        rows = [json.loads(line) for line in open(f"{work}/{case}.jsonl")][1:]
-        return next(r["peak_bytes"] for r in rows if f"{r['mb']}×{r['ga']}" == split)
-    return next(s["peak_bytes"] for s in json.load(open(f"{work}/{case}.plan.json"))["splits"] if s["split"] == split)
+sys.path.insert(0, sys.argv[2])
+from plan_vs_reference import rows  # (split, measured, predicted) per split
+def peak(case, split, side):
+    found = {s: (m, p) for s, m, p in rows(f"{work}/{case}.jsonl", f"{work}/{case}.plan.json")}
+    return found[split][0 if side == "measured" else 1]
 bad = []
 for side in ("measured", "predicted"):
     if not peak("nll", "4×1", side) > peak("plain", "4×1", side):
