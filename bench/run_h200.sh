@@ -8,7 +8,8 @@
 #  3. one profiled step at 64×1 and 1×64 on both sides, compared kernel by kernel
 #     (bench/kernel_diff.py), to explain any gap;
 #  4. the tracer's overhead;
-#  5. the LoRA job that motivated the tool: Qwen3-1.7B, fp16 weights, LoRA r16, T=512, batch 4 and 16;
+#  5. the LoRA job that motivated the tool: Qwen3-1.7B, fp16 weights, LoRA r16, T=512, batch 4 and 16,
+#     in transformers' own Qwen3 + PEFT, and its framework host time per micro-step calibrated as that job;
 #  (after 2) the PyTorch reference of bench/reference/ on this machine's PyTorch 2.x: the ctest
 #     cross-check (reference.*: loss and gradients of every family against an exported step), then
 #     its step time and CUDA peak per split (HF's math, SDPA attention, bf16 autocast) beside
@@ -128,6 +129,13 @@ stage hf-real-qwen3-lora-b4 120 python3 bench/reference/hf_real_step.py --export
   --micro-batches 1,2,4 --device cuda --precision fp16 --weights-dtype fp16 --lora-rank 16 --lora-alpha 32 \
   --gradient-checkpointing --warmup 1 --steps 3
 rm -rf "$qwen_index"
+# The host time per micro-step of that job (PEFT's adapters and checkpointing's second forward in
+# Python), calibrated as such: the entry a sweep of it reads (the TRL run behind the seed's numbers
+# lost about 160 ms per extra micro-step on a T4).
+ACCUMBENCH_CACHE_DIR="$work/cache" stage calibrate-qwen3-lora 150 build/accumbench calibrate-framework \
+  --model qwen3-1.7b --seq-len 512 --batch 4 --micro-batches 1,2,4 --device cuda --precision fp16 \
+  --weights-dtype fp16 --lora-rank 16 --lora-alpha 32 --activation-checkpointing blocks --steps 3 \
+  --python "$(command -v python3)"
 # Real data (issue 14): chat lengths, per-micro-batch padding against bfd packing through the
 # variable-length flash kernel (its no-leak test is PackedDocuments.* in gpu-tests above).
 for layout in "--padding longest" "--packing bfd"; do

@@ -4,11 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "accumbench/decision.hpp"
+#include "sweep/framework_overhead.hpp"
 
 namespace accumbench {
 namespace {
@@ -323,6 +327,42 @@ TEST(Decisions, FrameworkOverheadPerMicroStepTurnsTheDecision) {
   EXPECT_EQ(with.fastest, 1);
   EXPECT_NEAR(framework.mean_seconds(0).value - engine.mean_seconds(0).value, 0.040, 1e-12);
   EXPECT_NEAR(framework.mean_seconds(1).value - engine.mean_seconds(1).value, 0.005, 1e-12);
+}
+
+// The cache of calibrate-framework, keyed by job: an entry from before jobs were recorded counts
+// as full fine-tuning; a job's own entry wins over a more faithful framework's entry for another
+// job, which is used only when the job has none, and the source says whose time it is.
+TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "accumbench-framework-cache-test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(setenv("ACCUMBENCH_CACHE_DIR", dir.c_str(), 1), 0);
+  std::ofstream(dir / "framework-overhead.json")
+      << R"({"entries": [{"device_name": "H", "precision": "bf16", "framework": "hf-trl",)"
+      << R"( "seconds_per_micro_step": 0.004, "date": "2026-11-30"}]})";
+  EXPECT_EQ(read_framework_cache(framework_cache_path()).at(0).job, "full fine-tuning");
+  FrameworkCacheEntry lora;
+  lora.device_name = "H";
+  lora.precision = "bf16";
+  lora.framework = "plain";
+  lora.job = "LoRA, checkpointed";
+  lora.seconds_per_micro_step = 0.009;
+  lora.date = "2026-12-01";
+  write_framework_cache(framework_cache_path(), {lora});
+  ASSERT_EQ(read_framework_cache(framework_cache_path()).size(), 2u);
+
+  const FrameworkOverhead full = resolve_framework_overhead("auto", "H", Precision::kBf16, "full fine-tuning");
+  EXPECT_DOUBLE_EQ(full.seconds_per_micro_step, 0.004);
+  EXPECT_EQ(full.source, "calibrated 2026-11-30, hf-trl, full fine-tuning");
+  const FrameworkOverhead own = resolve_framework_overhead("auto", "H", Precision::kBf16, "LoRA, checkpointed");
+  EXPECT_DOUBLE_EQ(own.seconds_per_micro_step, 0.009);  // plain's, of this job, before hf-trl's of another
+  EXPECT_EQ(own.source, "calibrated 2026-12-01, plain, LoRA, checkpointed");
+  const FrameworkOverhead other = resolve_framework_overhead("auto", "H", Precision::kBf16, "LoRA");
+  EXPECT_DOUBLE_EQ(other.seconds_per_micro_step, 0.004);
+  EXPECT_EQ(other.source, "calibrated 2026-11-30, hf-trl, on full fine-tuning; none for LoRA");
+  EXPECT_EQ(resolve_framework_overhead("auto", "H", Precision::kFp32, "LoRA").source, "");
+  unsetenv("ACCUMBENCH_CACHE_DIR");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

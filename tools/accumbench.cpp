@@ -483,7 +483,8 @@ struct CalibrateFrameworkCommand {
     CLI::App* command = app.add_subcommand(
         "calibrate-framework",
         "measure a Python training loop's host time per micro-step on this device (the PyTorch reference, plain "
-        "and hf-trl, against the engine) for sweep --framework-overhead auto");
+        "and hf-trl, against the engine, on the same job: full or LoRA, checkpointed or not) for sweep "
+        "--framework-overhead auto");
     add_workload_options(command, flags);
     options.reference_dir = std::string(ACCUMBENCH_SOURCE_DIR) + "/bench/reference";
     command->add_option("--steps", options.sweep.steps, "timed steps per split on each side")->capture_default_str();
@@ -505,9 +506,11 @@ struct CalibrateFrameworkCommand {
     options.sweep.warmup = 1;
     options.reference_steps = options.sweep.steps;
     const ab::FrameworkCalibration c = ab::calibrate_framework(options);
+    for (const std::string& note : c.notes) print_note(note);
     std::vector<const ab::FrameworkCalibrationSide*> sides = {&c.engine};
     for (const auto& side : c.references) sides.push_back(&side);
-    std::cout << "median step s, " << c.device_name << ", " << c.precision << ", batch " << c.batch << "\n\n";
+    std::cout << "median step s, " << c.device_name << ", " << c.precision << ", batch " << c.batch << ", " << c.job
+              << "\n\n";
     std::cout << ab::text::pad("split", 8);
     for (const auto* side : sides) std::cout << ab::text::pad(side->name, 12, ab::text::Align::kRight);
     std::cout << "\n";

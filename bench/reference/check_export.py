@@ -45,6 +45,7 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_trl  # noqa: E402
 from models import ROPE_CONVENTIONS, CausalLM  # noqa: E402
+from step_options import lora_modules  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
           "float16": torch.float16, "int64": torch.int64, "bool": torch.bool}
@@ -96,7 +97,12 @@ def build_reference(index, root, rope):
     names = [p["name"] for p in index["parameters"]]
     lora = index["lora"]
     if lora is not None:
-        paths = {n[: -len(".lora_A")] for n in names if n.endswith(".lora_A")}
+        paths = lora_modules(index)
+        # What a shape-only index (calibrate-framework's) adapts must be what the weights say.
+        shape_only = lora_modules({k: v for k, v in index.items() if k != "parameters"})
+        if shape_only != paths:
+            raise ExportError(f"lora.linears {lora.get('linears')} names other modules than the exported adapters: "
+                              f"{sorted(shape_only ^ paths)[:5]}")
         model.add_lora(lora["rank"], lora["scaling"], lora["dropout"], paths)
     state = {p["name"]: read_tensor(root, p["weight"]) for p in index["parameters"]}
     own = dict(model.named_parameters())

@@ -17,7 +17,8 @@ num_items_in_batch (transformers' ForCausalLMLoss: the fp32 logits, the summed l
 targets), under autocast when --precision is bf16/fp16, and loss.backward(); then
 clip_grad_norm_(1.0), AdamW (fused on CUDA) over what requires grad, zero_grad(set_to_none=True).
 With --lora-rank, peft.get_peft_model with LoraConfig(target_modules="all-linear", task_type
-CAUSAL_LM); --weights-dtype stores the base in bf16/fp16 (the adapters stay fp32, PEFT's
+CAUSAL_LM); without it, the index's lora when it has one (rank, alpha = scaling × rank, dropout, its
+block linears as PEFT's target_modules: what calibrate-framework writes for a LoRA job); --weights-dtype stores the base in bf16/fp16 (the adapters stay fp32, PEFT's
 autocast_adapter_dtype); --gradient-checkpointing as TRL sets it (use_reentrant False, input
 gradients enabled under PEFT). When trl is importable its version is reported; the step itself is
 the Trainer's loop above, not SFTTrainer (which needs a dataset and a tokenizer) — hf_trl.py models
@@ -78,7 +79,28 @@ def hf_config(transformers, m):
     return transformers.LlamaConfig(**common)
 
 
-def build(args, model_cfg, torch, transformers):
+# accumbench's block linear names (index.json lora.linears) -> PEFT target_modules entries, which
+# match the end of a module's path (GPT-2's two c_proj told apart by their parent).
+GPT2_TARGETS = {"c_attn": "c_attn", "attn_c_proj": "attn.c_proj", "c_fc": "c_fc", "mlp_c_proj": "mlp.c_proj"}
+
+
+def peft_lora(args, index):
+    """LoraConfig's arguments: --lora-rank on every block linear, else the index's adapters, else None."""
+    if args.lora_rank > 0:
+        return dict(r=args.lora_rank, lora_alpha=args.lora_alpha or 2 * args.lora_rank, lora_dropout=0.0,
+                    target_modules="all-linear")
+    lora = index.get("lora")
+    if lora is None:
+        return None
+    gpt2 = index["model"]["arch"] == "gpt2"
+    linears = lora["linears"]
+    every = 4 if gpt2 else 7  # a block's linears (accumbench's block_linears)
+    targets = "all-linear" if len(linears) == every else [GPT2_TARGETS[n] if gpt2 else n + "_proj" for n in linears]
+    return dict(r=lora["rank"], lora_alpha=lora["scaling"] * lora["rank"], lora_dropout=lora["dropout"],
+                target_modules=targets)
+
+
+def build(args, model_cfg, lora, torch, transformers):
     config = hf_config(transformers, model_cfg)
     attention = "sdpa" if args.device.startswith("cuda") else "eager"
     # Built on the GPU directly where PyTorch >= 2.0 takes the device as a context (a 1.7B model's
@@ -95,13 +117,11 @@ def build(args, model_cfg, torch, transformers):
     model = model.to(args.device)
     if args.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    if args.lora_rank > 0:
+    if lora is not None:
         peft = importlib.import_module("peft")
         if args.gradient_checkpointing:
             model.enable_input_require_grads()
-        lora = peft.LoraConfig(r=args.lora_rank, lora_alpha=args.lora_alpha or 2 * args.lora_rank,
-                               lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
-        model = peft.get_peft_model(model, lora)
+        model = peft.get_peft_model(model, peft.LoraConfig(task_type="CAUSAL_LM", **lora))
     model.train()
     return model
 
@@ -123,10 +143,9 @@ def main():
     p.add_argument("--probe", action="store_true", help="print the packages' versions and exit")
     add_step_options(p, required=False)
     p.add_argument("--attention", default=None, help="accepted for step_bench.py's command line; sdpa on CUDA, eager on the CPU")
-    p.add_argument("--weights-dtype", choices=("fp32", "bf16", "fp16"), default="fp32")
-    p.add_argument("--lora-rank", type=int, default=0)
+    p.add_argument("--lora-rank", type=int, default=0, help="PEFT LoRA of this rank on every block linear "
+                   "(default: the index's lora, when it has one: its rank, scaling, dropout and linears)")
     p.add_argument("--lora-alpha", type=float, default=0)
-    p.add_argument("--gradient-checkpointing", action="store_true")
     a = p.parse_args()
     versions = probe()
     if a.probe:
@@ -134,17 +153,19 @@ def main():
         return 0
     if a.export is None or a.seq_len is None or a.batch is None:
         p.error("--export, --seq-len and --batch are required (or --probe)")
-    if versions["transformers"] is None or (a.lora_rank > 0 and versions["peft"] is None):
+    with open(os.path.join(a.export, "index.json")) as f:
+        index = json.load(f)
+    model_cfg = index["model"]
+    lora = peft_lora(a, index)
+    if versions["transformers"] is None or (lora is not None and versions["peft"] is None):
         missing = "transformers" if versions["transformers"] is None else "peft"
         print(f"SKIP: {sys.executable} cannot import {missing}; the real Hugging Face step needs it")
         return SKIP
     import torch
     import transformers
     torch.set_num_threads(a.threads)
-    with open(os.path.join(a.export, "index.json")) as f:
-        model_cfg = json.load(f)["model"]
     torch.manual_seed(0)
-    model = build(a, model_cfg, torch, transformers)
+    model = build(a, model_cfg, lora, torch, transformers)
     device = torch.device(a.device)
     trained = [q for q in model.parameters() if q.requires_grad]
     fused = dict(fused=True) if device.type == "cuda" else {}
@@ -153,7 +174,7 @@ def main():
     data = torch.randint(0, model_cfg["vocab_size"], (a.batch, a.seq_len), device=device)
     mask = torch.ones_like(data)
     print(json.dumps(dict(impl="hf-transformers", model=model_cfg["name"], device=str(device), precision=a.precision,
-                          weights_dtype=a.weights_dtype, lora_rank=a.lora_rank,
+                          weights_dtype=a.weights_dtype, lora=lora,
                           gradient_checkpointing=a.gradient_checkpointing, trained_parameters=sum(q.numel() for q in trained),
                           **versions)), flush=True)
 

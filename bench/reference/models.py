@@ -34,6 +34,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 ROPE_CONVENTIONS = ("rotate_half", "interleaved")
 
@@ -208,6 +209,7 @@ class CausalLM(torch.nn.Module):
             self.add_module(f"{prefix}{i}", block)
         if not cfg["tied_embeddings"]:
             self.lm_head = torch.nn.Linear(cfg["d_model"], cfg["vocab_size"], bias=False)
+        self.checkpointing = False
 
     def add_lora(self, rank, scaling, dropout, paths=None):
         """Adapters on the block linears at `paths` (module names such as 'layers0.q_proj'; None:
@@ -230,7 +232,10 @@ class CausalLM(torch.nn.Module):
         else:
             x = self.embed_tokens(inputs)
         for block in self.blocks:
-            x = block(x, attention_mask, self.rotary)
+            if self.checkpointing and torch.is_grad_enabled():  # Trainer's gradient_checkpointing: the block's
+                x = checkpoint(block, x, attention_mask, self.rotary, use_reentrant=False)  # input kept, rerun in backward
+            else:
+                x = block(x, attention_mask, self.rotary)
         return self.ln_f(x) if self.gpt2 else self.norm(x)
 
     def logits(self, inputs, attention_mask=None):  # inputs (B, T) int64 -> (B, T, V)

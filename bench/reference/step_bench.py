@@ -9,7 +9,8 @@
 The model's shape comes from an export (`accumbench verify --export DIR`, its index.json), with its
 LoRA adapters when it has them (the base frozen, AdamW over the adapters); the weights are drawn
 here (time and memory do not depend on their values). One step: micro-batches of
-fixed-length random tokens, the token-normalized loss (summed cross-entropy / the step's targets),
+fixed-length random tokens (--weights-dtype: the base stored in bf16/fp16; --gradient-checkpointing:
+every block checkpointed, as the Trainer's gradient_checkpointing), the token-normalized loss (summed cross-entropy / the step's targets),
 backward per micro-batch, then torch.optim.AdamW (PyTorch's defaults, lr 1e-4; fused on CUDA) and
 zero_grad(set_to_none=True). Prints one JSON line per split: the median step time, and the peak of
 allocated CPU bytes: the bytes alive before the measured step (weights, gradients, AdamW state,
@@ -37,7 +38,7 @@ the lines: trl v1.9.0 = v1.6.0 here, transformers v4.5x trainer.py, accelerate's
 chunked loss on HF's labels (the inputs; hidden[:, :-1] predicts labels[:, 1:]): a copy of the shifted
 hidden states, gathered with the valid targets first, then per chunk of 256 rows, checkpointed, the
 fp32 logits, log_softmax, NLL, argmax and entropy (hf_trl.chunked_nll). Not modelled: Liger, packing,
-gradient checkpointing, fp16's GradScaler; host bookkeeping (metric lists, callbacks, flos) is left out (hf_trl.py).
+fp16's GradScaler; host bookkeeping (metric lists, callbacks, flos) is left out (hf_trl.py).
 check_export.py --framework hf-trl shows that the loss and gradients stay plain's.
 """
 
@@ -53,7 +54,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_trl  # noqa: E402
 from models import ATTENTIONS, CausalLM  # noqa: E402
-from step_options import add_step_options  # noqa: E402
+from step_options import add_step_options, lora_modules  # noqa: E402
 
 FRAMEWORKS = ("plain", "hf-trl")
 
@@ -137,10 +138,15 @@ def main():
     cfg = index["model"]
     torch.manual_seed(0)
     model = CausalLM(cfg, attention=a.attention)
-    lora = index.get("lora")
+    lora, paths = index.get("lora"), lora_modules(index)
     if lora is not None:  # the export's adapters (same paths, rank, scaling, dropout); the base frozen
-        paths = {p["name"][: -len(".lora_A")] for p in index["parameters"] if p["name"].endswith(".lora_A")}
         model.add_lora(lora["rank"], lora["scaling"], lora["dropout"], paths)
+    if a.weights_dtype != "fp32":  # the base (every parameter without LoRA) stored so; adapters stay fp32
+        dtype = AUTOCAST[a.weights_dtype]
+        for name, parameter in model.named_parameters():
+            if ".lora_" not in name:
+                parameter.data = parameter.data.to(dtype)
+    model.checkpointing = a.gradient_checkpointing
     model = model.to(device)
     model.train()
     # accumbench steps AdamW with the fused kernel on CUDA (PyTorch 2.x), the for-loop on the CPU;
@@ -152,6 +158,7 @@ def main():
     tokens = targets.numel()
     header = dict(impl="pytorch-reference", torch=torch.__version__, model=cfg["name"], threads=a.threads,
                   device=str(device), precision=a.precision, attention=a.attention, framework=a.framework,
+                  weights_dtype=a.weights_dtype, gradient_checkpointing=a.gradient_checkpointing,
                   lora=None if lora is None else dict(rank=lora["rank"], adapters=len(paths)))
     if a.framework == "hf-trl":
         header["max_grad_norm"] = a.max_grad_norm

@@ -137,13 +137,20 @@ struct FrameworkCalibration {
   std::string cache_path;
   std::string device_name;
   std::string precision;
+  // What was trained, as the cache keys it: "LoRA, checkpointed" (framework_overhead.hpp).
+  std::string job;
   // The Python's packages (hf_real_step.py --probe): "torch 2.11.0, transformers 5.17.0, peft …,
   // trl not installed, …"; empty when the probe could not run.
   std::string packages;
+  std::vector<std::string> notes;  // what the calibration changed about the workload, in words
 };
 
-// Throws UserError for a workload the reference does not model (LoRA, quantized or
-// half-precision weights), fewer than two splits, or a Python that cannot run the reference.
+// Both sides run the same job: full fine-tuning or LoRA (its rank, targets and dropout), the
+// weights' storage dtype, checkpointing of every block or none. Throws UserError for what the
+// reference does not run (a quantised base, the chunked loss, variable lengths, packing or real
+// tokens, --knobs, the optimizer inside backward, CUDA graphs, several precisions), fewer than two
+// splits, or a Python that cannot run the reference. Another optimizer than AdamW is replaced by
+// AdamW on the engine's side (it runs once per step, outside the time per micro-step; a note says so).
 FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& options);
 
 }  // namespace accumbench

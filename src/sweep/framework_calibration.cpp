@@ -77,6 +77,7 @@ FrameworkCalibrationSide run_reference(const FrameworkCalibrationOptions& o, con
                                        const std::string& export_dir, const std::string& device, int threads) {
   const WorkloadOptions& w = o.sweep.workload;
   // "hf": transformers' own model (hf_real_step.py, the same command line); else step_bench.py.
+  // Both read the LoRA adapters from the index (write_model_index).
   const bool real = framework == "hf";
   const fs::path script = fs::path(o.reference_dir) / (real ? "hf_real_step.py" : "step_bench.py");
   if (!fs::exists(script)) {
@@ -90,7 +91,9 @@ FrameworkCalibrationSide run_reference(const FrameworkCalibrationOptions& o, con
                         std::to_string(w.batch) + " --micro-batches " + splits + " --warmup 1 --steps " +
                         std::to_string(o.reference_steps) + " --threads " + std::to_string(threads) +
                         " --device " + device + " --precision " + to_string(w.precisions.front()) +
-                        " --attention " + (device.rfind("cuda", 0) == 0 ? "sdpa" : "eager");
+                        " --attention " + (device.rfind("cuda", 0) == 0 ? "sdpa" : "eager") +
+                        " --weights-dtype " + to_string(w.weights_dtype);
+  if (w.grid.checkpointing == Checkpointing::kBlocks) command += " --gradient-checkpointing";
   if (framework != "plain" && !real) command += " --framework " + framework;
   const ProcessOutput out = run_command(command);  // (hf without transformers is refused before: probe_packages)
   FrameworkCalibrationSide side;
@@ -133,14 +136,38 @@ std::pair<std::string, bool> probe_packages(const FrameworkCalibrationOptions& o
 
 }  // namespace
 
+namespace {
+
+// What the reference's step cannot run, refused before anything is measured; the notes say what
+// was changed instead.
+void refuse_what_the_reference_lacks(WorkloadOptions& w, std::vector<std::string>& notes) {
+  const auto refuse = [](const std::string& what, const std::string& fix) {
+    throw UserError("calibrate-framework times the PyTorch reference's step, which has no " + what + "; " + fix +
+                    ": the host time per micro-step it measures is the Python loop's, and the sweep adds it to " +
+                    "your job as it is");
+  };
+  if (w.lora.quantized()) refuse("quantised base (bitsandbytes)", "add --base-quant none");
+  if (w.loss.chunked) refuse("chunked cross-entropy", "drop --chunked-loss");
+  if (w.data.lengths != LengthMode::kFixed || !w.data.token_file.empty() || w.data.packing != Packing::kNone) {
+    refuse("lengths other than T (it draws fixed-length random tokens)", "drop --lengths and --packing");
+  }
+  if (w.grid.knobs || w.grid.optimizer_in_backward || w.grid.cuda_graphs) {
+    refuse("memory knobs or CUDA graphs", "drop --knobs, --optimizer-in-backward and --cuda-graphs");
+  }
+  if (w.optimizer.kind != OptimizerKind::kAdamW) {
+    notes.push_back("both sides step torch.optim.AdamW, not " + to_string(w.optimizer.kind) +
+                    ": the optimizer runs once per step, outside the time per micro-step");
+    w.optimizer.kind = OptimizerKind::kAdamW;
+  }
+}
+
+}  // namespace
+
 FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& options) {
   FrameworkCalibrationOptions o = options;
   WorkloadOptions& w = o.sweep.workload;
-  if (w.lora.enabled() || w.weights_dtype != Precision::kFp32) {
-    throw UserError("calibrate-framework times full fine-tuning with fp32 weights (the reference's step_bench.py "
-                    "has no LoRA and no half-precision weights); drop --lora-rank and --weights-dtype: the host time "
-                    "per micro-step it measures is the framework's, whatever is trained");
-  }
+  FrameworkCalibration result;
+  refuse_what_the_reference_lacks(w, result.notes);
   if (w.precisions.size() != 1) {
     throw UserError("calibrate-framework measures one precision at a time; give --precision once");
   }
@@ -169,10 +196,10 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
   o.sweep.time_budget_seconds = 0;
   o.sweep.framework_overhead = "0";
   const SweepResult sweep = run_sweep(o.sweep);
-  FrameworkCalibration result;
   result.batch = w.batch;
   result.device_name = sweep.context.device_name;
   result.precision = to_string(w.precisions.front());
+  result.job = framework_job(w);
   result.engine.name = "accumbench";
   for (const RunResult& run : sweep.runs) {
     if (run.status != RunStatus::kOk) {
@@ -186,7 +213,7 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
 
   // The reference: the same shape from an index.json that holds the model alone.
   const fs::path export_dir = fs::temp_directory_path() / ("accumbench-calibrate-" + std::to_string(::getpid()));
-  write_model_index(export_dir.string(), cfg);
+  write_model_index(export_dir.string(), cfg, w);
   result.packages = packages;
   const int threads = w.threads > 0 ? w.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   try {
@@ -211,6 +238,7 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
     e.device_name = result.device_name;
     e.precision = result.precision;
     e.framework = side.name;
+    e.job = result.job;
     e.seconds_per_micro_step = side.seconds_per_micro_step - result.engine.seconds_per_micro_step;
     e.engine_seconds_per_micro_step = result.engine.seconds_per_micro_step;
     e.reference_seconds_per_micro_step = side.seconds_per_micro_step;
@@ -218,6 +246,8 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
     e.torch = side.torch;
     e.shape = cfg.name + ", T=" + std::to_string(w.seq_len) + ", batch " + std::to_string(w.batch) +
               ", micro-batches " + splits;
+    if (w.lora.enabled()) e.shape += ", LoRA r" + std::to_string(w.lora.rank) + " on " + w.lora.targets;
+    if (w.weights_dtype != Precision::kFp32) e.shape += ", " + to_string(w.weights_dtype) + " weights";
     entries.push_back(e);
   }
   result.cache_path = framework_cache_path();

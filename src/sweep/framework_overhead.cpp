@@ -28,6 +28,7 @@ FrameworkCacheEntry entry_from(const Json& j) {
   e.device_name = j.at("device_name").get<std::string>();
   e.precision = j.at("precision").get<std::string>();
   e.framework = j.at("framework").get<std::string>();
+  e.job = j.value("job", "full fine-tuning");  // entries written before LoRA could be calibrated
   e.seconds_per_micro_step = j.at("seconds_per_micro_step").get<double>();
   e.engine_seconds_per_micro_step = j.value("engine_seconds_per_micro_step", 0.0);
   e.reference_seconds_per_micro_step = j.value("reference_seconds_per_micro_step", 0.0);
@@ -42,6 +43,7 @@ Json json_of(const FrameworkCacheEntry& e) {
   return Json{{"device_name", e.device_name},
               {"precision", e.precision},
               {"framework", e.framework},
+              {"job", e.job},
               {"seconds_per_micro_step", e.seconds_per_micro_step},
               {"engine_seconds_per_micro_step", e.engine_seconds_per_micro_step},
               {"reference_seconds_per_micro_step", e.reference_seconds_per_micro_step},
@@ -84,7 +86,7 @@ void write_framework_cache(const std::string& path, const std::vector<FrameworkC
     all.erase(std::remove_if(all.begin(), all.end(),
                              [&](const FrameworkCacheEntry& old) {
                                return old.device_name == e.device_name && old.precision == e.precision &&
-                                      old.framework == e.framework;
+                                      old.framework == e.framework && old.job == e.job;
                              }),
               all.end());
     all.push_back(e);
@@ -101,8 +103,13 @@ void write_framework_cache(const std::string& path, const std::vector<FrameworkC
   }
 }
 
+std::string framework_job(const WorkloadOptions& workload) {
+  return std::string(workload.lora.enabled() ? "LoRA" : "full fine-tuning") +
+         (workload.grid.checkpointing == Checkpointing::kBlocks ? ", checkpointed" : "");
+}
+
 FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std::string& device_name,
-                                             Precision precision) {
+                                             Precision precision, const std::string& job) {
   FrameworkOverhead o;
   if (spec != "auto") {
     double ms = std::nan("");
@@ -121,12 +128,18 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
     return o;
   }
   const std::vector<FrameworkCacheEntry> entries = read_framework_cache(framework_cache_path());
-  // The most faithful first: the real transformers step (hf), then the HF+TRL reference, then plain.
-  for (const char* framework : {"hf", "hf-trl", "plain"}) {
-    for (const FrameworkCacheEntry& e : entries) {
-      if (e.device_name == device_name && e.precision == to_string(precision) && e.framework == framework) {
+  // This job's entries first, then the device's others; within each, the most faithful first: the
+  // real transformers step (hf), then the HF+TRL reference, then plain.
+  for (const bool same_job : {true, false}) {
+    for (const char* framework : {"hf", "hf-trl", "plain"}) {
+      for (const FrameworkCacheEntry& e : entries) {
+        if (e.device_name != device_name || e.precision != to_string(precision) || e.framework != framework ||
+            (e.job == job) != same_job) {
+          continue;
+        }
         o.seconds_per_micro_step = std::max(0.0, e.seconds_per_micro_step);
-        o.source = "calibrated " + e.date + ", " + e.framework;
+        o.source = "calibrated " + e.date + ", " + e.framework + ", " +
+                   (same_job ? e.job : "on " + e.job + "; none for " + job);
         return o;
       }
     }

@@ -5,9 +5,9 @@
 //   const FrameworkOverhead o = resolve_framework_overhead("auto", "NVIDIA H200", Precision::kBf16);
 //   // o.seconds_per_micro_step: 0 and o.source "" when nothing is calibrated for that device
 //
-// The cache (JSON, one entry per device name, precision and framework):
+// The cache (JSON, one entry per device name, precision, framework and job):
 //   {"entries": [{"device_name": "NVIDIA H200", "precision": "bf16", "framework": "hf-trl",
-//                 "seconds_per_micro_step": 0.0123, "engine_seconds_per_micro_step": ...,
+//                 "job": "LoRA, checkpointed", "seconds_per_micro_step": 0.0123, "engine_seconds_per_micro_step": ...,
 //                 "reference_seconds_per_micro_step": ..., "date": "...", "torch": "2.11.0", "shape": "..."}]}
 // It lives in $ACCUMBENCH_CACHE_DIR, else $XDG_CACHE_HOME/accumbench, else ~/.cache/accumbench.
 #pragma once
@@ -22,7 +22,11 @@ namespace accumbench {
 struct FrameworkCacheEntry {
   std::string device_name;
   std::string precision;          // "fp32" | "bf16" | "fp16"
-  std::string framework;          // "plain" | "hf-trl" (bench/reference/step_bench.py --framework)
+  std::string framework;          // "plain" | "hf-trl" (step_bench.py --framework) | "hf" (hf_real_step.py)
+  // What was trained (framework_job): "full fine-tuning" or "LoRA", ", checkpointed" when every
+  // block was. A Python loop's host time per micro-step grows with its modules (PEFT adds a
+  // Python forward per adapted linear) and with checkpointing (every block's forward runs twice).
+  std::string job = "full fine-tuning";
   double seconds_per_micro_step = 0;            // reference − engine, what a sweep adds
   double engine_seconds_per_micro_step = 0;     // each side's slope over the accumulation steps
   double reference_seconds_per_micro_step = 0;
@@ -34,19 +38,26 @@ struct FrameworkCacheEntry {
 std::string framework_cache_path();
 // Missing file: no entries. A file that is not such JSON: UserError naming it.
 std::vector<FrameworkCacheEntry> read_framework_cache(const std::string& path);
-// Replaces the entries with the same device name, precision and framework; creates the folder.
+// Replaces the entries with the same device name, precision, framework and job; creates the folder.
 void write_framework_cache(const std::string& path, const std::vector<FrameworkCacheEntry>& entries);
+
+// The job words of a workload's cache entry: "full fine-tuning" or "LoRA" (any base storage),
+// with ", checkpointed" when every split checkpoints its blocks.
+std::string framework_job(const WorkloadOptions& workload);
 
 struct FrameworkOverhead {
   double seconds_per_micro_step = 0;
-  std::string source;  // "" (engine only), "--framework-overhead", or "calibrated <date>, <framework>"
+  // "" (engine only), "--framework-overhead", "calibrated <date>, <framework>, <job>", or, from
+  // another job's entry, "calibrated <date>, <framework>, on <job>; none for <this job>".
+  std::string source;
 };
 
 // `spec`: "auto" or milliseconds per micro-step (≥ 0). auto: the cache's entry for this device
-// name and precision, hf-trl before plain (what a TRL job pays); a negative calibration counts as
-// 0. Bad spec: UserError.
+// name, precision and job (framework_job), hf before hf-trl before plain (the most faithful
+// first); when none has this job, the same order over the device's other jobs, and the source
+// says whose time it is. A negative calibration counts as 0. Bad spec: UserError.
 FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std::string& device_name,
-                                             Precision precision);
+                                             Precision precision, const std::string& job);
 
 // The sentence a recommendation ends with.
 std::string framework_sentence(double seconds_per_micro_step, const std::string& source);

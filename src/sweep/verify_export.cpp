@@ -72,12 +72,17 @@ Json model_json(const ModelConfig& m) {
               {"tied_embeddings", m.tied_embeddings}, {"qkv_bias", m.qkv_bias}, {"qk_norm", m.qk_norm}};
 }
 
-Json lora_json(const WorkloadOptions& w) {
+// `linears`: the block linears with adapters, by accumbench's names (q, gate; c_attn, mlp_c_proj),
+// so that a reader without the weights (step_bench.py, hf_real_step.py) adapts the same ones.
+Json lora_json(const ModelConfig& m, const WorkloadOptions& w) {
   if (!w.lora.enabled()) return nullptr;
+  std::vector<std::string> linears;
+  for (const BlockLinear& l : lora_targets(m, w.lora.targets)) linears.push_back(l.name);
   return Json{{"rank", w.lora.rank},
               {"scaling", lora_scaling(w.lora)},
               {"dropout", w.lora.dropout},
               {"targets", w.lora.targets},
+              {"linears", linears},
               {"b_init", "normal(0, 0.02), as verify draws it"}};
 }
 
@@ -127,7 +132,7 @@ void write_reference_step(const std::string& dir, const ReferenceStep& step) {
              {"version", 1},
              {"byte_order", "little"},
              {"model", model_json(step.model)},
-             {"lora", lora_json(step.workload)},
+             {"lora", lora_json(step.model, step.workload)},
              {"precision", to_string(step.precision)},
              {"weights_dtype", to_string(step.workload.weights_dtype)},
              {"seed", step.workload.model.seed},
@@ -140,11 +145,17 @@ void write_reference_step(const std::string& dir, const ReferenceStep& step) {
 
 std::string model_index_json(const ModelConfig& model) { return Json{{"model", model_json(model)}}.dump(2) + "\n"; }
 
-void write_model_index(const std::string& dir, const ModelConfig& model) {
+void write_model_index(const std::string& dir, const ModelConfig& model, const WorkloadOptions& workload) {
   create_export_directory(dir);
   const fs::path path = fs::path(dir) / "index.json";
   std::ofstream out(path);
-  out << Json{{"model", model_json(model)}}.dump(2) << "\n";
+  Json index{{"model", model_json(model)}};
+  if (workload.lora.enabled()) {
+    index["lora"] = lora_json(model, workload);
+    index["lora"].erase("b_init");  // no weights: the reader draws its own (PEFT's B = 0)
+  }
+  index["weights_dtype"] = to_string(workload.weights_dtype);
+  out << index.dump(2) << "\n";
   if (!out) throw UserError("cannot write " + text::quoted(path.string()) + "; give a directory you can write to");
 }
 

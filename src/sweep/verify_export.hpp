@@ -37,8 +37,9 @@ void create_export_directory(const std::string& dir);
 // UserError when the directory or a file cannot be written.
 void write_reference_step(const std::string& dir, const ReferenceStep& step);
 
-// Writes `dir`/index.json with the model's shape alone (no tensors): what
-// bench/reference/step_bench.py reads (calibrate-framework).
-void write_model_index(const std::string& dir, const ModelConfig& model);
+// Writes `dir`/index.json with the model's shape, its LoRA adapters (rank, scaling, dropout, the
+// adapted block linears) and the weights' dtype, no tensors: what bench/reference/step_bench.py and
+// hf_real_step.py read to time the same job (calibrate-framework).
+void write_model_index(const std::string& dir, const ModelConfig& model, const WorkloadOptions& workload);
 
 }  // namespace accumbench

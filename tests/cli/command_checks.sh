@@ -266,11 +266,51 @@ if not c["framework_source"].startswith("calibrated "): fail("source %r" % c["fr
 }
 
 
+# cli.calibrate_framework.lora: the job is part of the calibration. A LoRA job with checkpointing
+# is calibrated as such (the reference adapts the same linears and checkpoints every block); a
+# sweep of that job reads its entry, and a sweep of another job falls back to it, saying so, until
+# that job has its own.
+calibrate_framework_lora() {
+  local python=${ACCUMBENCH_REFERENCE_PYTHON:-/usr/bin/python3}
+  "$python" -c "import torch" 2>/dev/null || { echo "no torch in $python: skipped"; exit 77; }
+  export ACCUMBENCH_CACHE_DIR="$work/cache"
+  local calibrate=(calibrate-framework --model gpt2-tiny --seq-len 32 --batch 4 --micro-batches 1,4 --device cpu
+                   --threads 1 --steps 2 --python "$python" --frameworks plain)
+  expect 0 "median step s, " ", batch 4, LoRA, checkpointed" "plain: " -- "${calibrate[@]}" \
+    --lora-rank 4 --lora-targets attention --activation-checkpointing blocks
+  check "the entry is keyed by the job and names the adapters" py '
+e = load(sys.argv[1])["entries"]
+if [x["job"] for x in e] != ["LoRA, checkpointed"]: fail("jobs %r" % [x["job"] for x in e])
+if "LoRA r4 on attention" not in e[0]["shape"]: fail("shape %r" % e[0]["shape"])
+' "$work/cache/framework-overhead.json"
+  tiny_args --lora-rank 4 --lora-targets attention --activation-checkpointing blocks --json "$work/lora.json"
+  expect 0 "of framework host time added to every micro-step (calibrated " -- sweep "${args[@]}"
+  tiny_args --json "$work/full.json"
+  expect 0 "; none for full fine-tuning)" -- sweep "${args[@]}"
+  check "the LoRA sweep reads its own entry; full fine-tuning falls back to it, saying whose it is" py '
+import re
+lora, full = load(sys.argv[1])["context"]["framework_source"], load(sys.argv[2])["context"]["framework_source"]
+if not re.fullmatch(r"calibrated \S+, plain, LoRA, checkpointed", lora): fail("LoRA source %r" % lora)
+if not re.fullmatch(r"calibrated \S+, plain, on LoRA, checkpointed; none for full fine-tuning", full):
+    fail("full source %r" % full)
+' "$work/lora.json" "$work/full.json"
+  expect 0 ", batch 4, full fine-tuning" -- "${calibrate[@]}"
+  tiny_args --json "$work/full.json"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  check "a second job adds an entry; full fine-tuning now reads its own" py '
+import re
+jobs = sorted(x["job"] for x in load(sys.argv[1])["entries"])
+if jobs != ["LoRA, checkpointed", "full fine-tuning"]: fail("jobs %r" % jobs)
+full = load(sys.argv[2])["context"]["framework_source"]
+if not re.fullmatch(r"calibrated \S+, plain, full fine-tuning", full): fail("full source %r" % full)
+' "$work/cache/framework-overhead.json" "$work/full.json"
+}
+
 mode=${case_args[0]:-}
 case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
     verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom | framework_overhead | \
-    calibrate_framework) "$mode" ;;
+    calibrate_framework | calibrate_framework_lora) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
