@@ -17,10 +17,12 @@ def rows(reference, plan):
     with open(reference) as f:
         measured = [json.loads(line) for line in f if line.startswith("{")]
     planned = {s["split"]: s for s in json.load(open(plan))["splits"]}
+    # A checkpointed reference (--gradient-checkpointing) against the plan's checkpointed split.
+    suffix = " ckpt" if any(row.get("gradient_checkpointing") for row in measured) else ""
     for row in measured:
         if "mb" not in row or row.get("peak_bytes") is None:  # a CPU run of hf_real_step.py has no peak
             continue
-        split = f"{row['mb']}×{row['ga']}"
+        split = f"{row['mb']}×{row['ga']}{suffix}"
         if split in planned:
             yield split, row["peak_bytes"], planned[split]["peak_bytes"]
 
@@ -31,7 +33,7 @@ def main():
     p.add_argument("cases", nargs="+", metavar="NAME=REFERENCE.jsonl,PLAN.json")
     a = p.parse_args()
     bad = []
-    print(f"{'case':16} {'split':7} {'measured':>13} {'predicted':>13} {'error':>8}")
+    print(f"{'case':24} {'split':9} {'measured':>13} {'predicted':>13} {'error':>8}")
     for case in a.cases:
         name, _, paths = case.partition("=")
         reference, _, plan = paths.partition(",")
@@ -39,7 +41,7 @@ def main():
         for split, measured, predicted in rows(reference, plan):
             found = True
             error = (predicted - measured) / measured
-            print(f"{name:16} {split:7} {measured:13d} {predicted:13d} {100 * error:+7.2f}%")
+            print(f"{name:24} {split:9} {measured:13d} {predicted:13d} {100 * error:+7.2f}%")
             if a.bar > 0 and abs(error) > a.bar:
                 bad.append(f"{name} {split}: predicted {predicted} against measured {measured} ({100 * error:+.2f} %)")
         if not found:

@@ -4,10 +4,14 @@
 # CPU the profiler's allocation events). One line per mode and split (bench/plan_vs_reference.py).
 #   bench/reference_memory.sh CONFIG T BATCH SPLITS PRECISION [verify options, e.g. --lora-rank 8]
 #   bench/reference_memory.sh bench/shapes/gpt2-d512-v4096.json 160 4 4,1 bf16
+#   (with --activation-checkpointing blocks the reference checkpoints every block as well)
 # Needs build/accumbench and a Python that imports torch (PYTHON, default /usr/bin/python3).
 set -eu
 config=$1 T=$2 B=$3 splits=$4 precision=$5
 shift 5
+# --activation-checkpointing blocks in the options: the reference checkpoints every block too.
+ref_ckpt=""
+case " $* " in *" --activation-checkpointing blocks "*) ref_ckpt="--gradient-checkpointing" ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-/usr/bin/python3}
 work=$(mktemp -d)
@@ -20,7 +24,7 @@ for mode in plain nll chunked_nll; do
   [ "$mode" = plain ] && framework=plain trl=""
   # shellcheck disable=SC2086
   "$py" "$root/bench/reference/step_bench.py" --export "$work/export" --seq-len "$T" --batch "$B" --micro-batches "$splits" \
-    --threads 1 --steps 1 --precision "$precision" --framework "$framework" $trl > "$work/$mode.jsonl"
+    --threads 1 --steps 1 --precision "$precision" --framework "$framework" $trl $ref_ckpt > "$work/$mode.jsonl"
   # shellcheck disable=SC2068,SC2086
   "$root/build/accumbench" plan --hf-config "$config" --seq-len "$T" --batch "$B" --micro-batches "$splits" \
     --precision "$precision" --device cpu --framework "$framework" $trl $@ --detail off --json "$work/$mode.plan.json" > /dev/null 2> "$work/plan.err" || { cat "$work/plan.err"; exit 1; }

@@ -7,8 +7,11 @@
 # three modes (chunked_nll in one chunk of 252 rows); T=128, batch 8, 8×1 and 1×8 with chunked_nll
 # (four chunks: the recompute beside the earlier chunks' gradient sums), also with LoRA (a frozen
 # head: no weight gradient); bf16 autocast, plain and chunked_nll (the CPU's bf16 log_softmax,
-# nll_loss's fp32 copy; the attention's fp32 softmax and its bf16 cast, as HF's eager attention). Every predicted peak must lie within 3 % of the measured one; at 4×1
-# hf-trl nll's peak must be above plain's and chunked_nll's below nll's, measured and predicted.
+# nll_loss's fp32 copy; the attention's fp32 softmax and its bf16 cast, as HF's eager attention);
+# checkpointed (every block under torch.utils.checkpoint, non-reentrant, against the plan's
+# --activation-checkpointing blocks): plain fp32, and LoRA bf16 with chunked_nll. Every predicted
+# peak must lie within 3 % of the measured one; at 4×1 hf-trl nll's peak must be above plain's,
+# chunked_nll's below nll's and checkpointed plain's below plain's, measured and predicted.
 # Usage: plan_memory.sh ACCUMBENCH PYTHON DATA_DIR WORK_DIR. Exit 77 when PYTHON cannot import torch.
 set -u
 bin=$1 py=$2 data=$3 work=$4
@@ -28,28 +31,31 @@ for variant in full lora; do
   "$bin" verify --hf-config "$config" --seq-len 8 --batch 1 --threads 1 $lora --export "$work/export-$variant" \
     > "$work/verify-$variant.txt" 2>&1 || { cat "$work/verify-$variant.txt"; echo "accumbench verify --export failed"; exit 1; }
 done
-# name variant T batch splits precision framework trl-loss
+# name variant T batch splits precision framework trl-loss checkpointing
 cat > "$work/cases" <<'CASES'
-plain full 64 4 4,1 fp32 plain -
-nll full 64 4 4,1 fp32 hf-trl nll
-chunked full 64 4 4,1 fp32 hf-trl chunked_nll
-chunked4 full 128 8 8,1 fp32 hf-trl chunked_nll
-chunked4-lora lora 128 8 8,1 fp32 hf-trl chunked_nll
-plain-bf16 full 64 4 4,1 bf16 plain -
-chunked4-bf16 full 128 8 8,1 bf16 hf-trl chunked_nll
+plain full 64 4 4,1 fp32 plain - -
+nll full 64 4 4,1 fp32 hf-trl nll -
+chunked full 64 4 4,1 fp32 hf-trl chunked_nll -
+chunked4 full 128 8 8,1 fp32 hf-trl chunked_nll -
+chunked4-lora lora 128 8 8,1 fp32 hf-trl chunked_nll -
+plain-bf16 full 64 4 4,1 bf16 plain - -
+chunked4-bf16 full 128 8 8,1 bf16 hf-trl chunked_nll -
+plain-ckpt full 64 4 4,1 fp32 plain - ckpt
+chunked4-lora-ckpt-bf16 lora 128 8 8,1 bf16 hf-trl chunked_nll ckpt
 CASES
-while read -r name variant T B splits precision framework loss; do
-  trl=""
+while read -r name variant T B splits precision framework loss ckpt; do
+  trl="" reference_ckpt="" plan_ckpt=""
   [ "$loss" = - ] || trl="--trl-loss $loss"
+  [ "$ckpt" = - ] || { reference_ckpt="--gradient-checkpointing"; plan_ckpt="--activation-checkpointing blocks"; }
   # shellcheck disable=SC2086
   "$py" "$bench" --export "$work/export-$variant" --seq-len "$T" --batch "$B" --micro-batches "$splits" --threads 1 \
-    --steps 1 --precision "$precision" --framework "$framework" $trl > "$work/$name.jsonl" 2> "$work/$name.err" ||
+    --steps 1 --precision "$precision" --framework "$framework" $trl $reference_ckpt > "$work/$name.jsonl" 2> "$work/$name.err" ||
     { cat "$work/$name.err"; echo "step_bench.py ($name) failed"; exit 1; }
   lora=""
   [ "$variant" = lora ] && lora="--lora-rank 4 --lora-alpha 8"
   # shellcheck disable=SC2086
   "$bin" plan --hf-config "$config" --seq-len "$T" --batch "$B" --micro-batches "$splits" --precision "$precision" --device cpu \
-    --framework "$framework" $trl $lora --detail off --json "$work/$name.plan.json" > "$work/$name.plan.txt" 2>&1 ||
+    --framework "$framework" $trl $lora $plan_ckpt --detail off --json "$work/$name.plan.json" > "$work/$name.plan.txt" 2>&1 ||
     { cat "$work/$name.plan.txt"; echo "accumbench plan ($name) failed"; exit 1; }
 done < "$work/cases"
 cases=""
@@ -63,7 +69,7 @@ work = sys.argv[1]
 sys.path.insert(0, sys.argv[2])
 from plan_vs_reference import rows  # (split, measured, predicted) per split
 def peak(case, split, side):
-    found = {s: (m, p) for s, m, p in rows(f"{work}/{case}.jsonl", f"{work}/{case}.plan.json")}
+    found = {s.split(" ")[0]: (m, p) for s, m, p in rows(f"{work}/{case}.jsonl", f"{work}/{case}.plan.json")}
     return found[split][0 if side == "measured" else 1]
 bad = []
 for side in ("measured", "predicted"):
@@ -71,6 +77,8 @@ for side in ("measured", "predicted"):
         bad.append(f"at 4×1 the {side} hf-trl nll peak is not above plain's")
     if not peak("chunked", "4×1", side) < peak("nll", "4×1", side):
         bad.append(f"at 4×1 the {side} chunked_nll peak is not below nll's")
+    if not peak("plain-ckpt", "4×1", side) < peak("plain", "4×1", side):
+        bad.append(f"at 4×1 the {side} checkpointed peak is not below plain's")
 for line in bad:
     print("FAIL:", line)
 sys.exit(1 if bad else 0)
