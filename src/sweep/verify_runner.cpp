@@ -20,7 +20,7 @@
 namespace accumbench {
 
 double gradient_tolerance(Precision precision) { return precision == Precision::kFp32 ? 1e-5 : 3e-2; }
-double update_tolerance(Precision precision) { return precision == Precision::kFp32 ? 1e-3 : 1e-1; }
+double update_tolerance(Precision precision) { return precision == Precision::kFp32 ? 1e-2 : 0.25; }
 
 namespace {
 
