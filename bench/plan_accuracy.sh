@@ -20,8 +20,12 @@ mkdir -p "$scratch"
 cd "$scratch"
 echo "# Plan accuracy on drawn shapes"
 echo
+# The CPU's vector width decides LibTorch's bf16 kernels (oneDNN's bf16 matmuls need AVX-512),
+# and with them some workspaces the counting allocator sees: the header names it.
+isa=AVX2
+grep -qw avx512bw /proc/cpuinfo && isa=AVX-512
 echo "\`CASES=$cases SEED=$seed bench/plan_accuracy.sh\` on $(date -u +%F), commit" \
-     "$(git -C "$root" rev-parse --short HEAD), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')," \
+     "$(git -C "$root" rev-parse --short HEAD), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') ($isa)," \
      "LibTorch $(ls /usr/lib/x86_64-linux-gnu/libtorch.so.* 2>/dev/null | head -1 | sed 's/.*libtorch.so.//') CPU," \
      "counting allocator; one step after a warmup step, counted from before the model was built."
 echo "Error = (predicted − measured) / measured peak. The bar: |error| ≤ 3 %, never under by more than 2 %."

@@ -389,11 +389,15 @@ void PlanBuilder::block_forward_end(const Table& end) {
             o.cpu ? "2·b·T·f·4" : "b·T·f·(4+1)", dropped,
             o.cpu ? "the scaled Bernoulli noise and x · noise" : "native_dropout's bool mask and its output");
     end.add("out-projection result", "b·T·d·c", N * d * c, "the base linear's, before the adapter's delta");
-  } else if (adapted_out && copy + cast + 2 * N * d * c > N * d * w) {
-    if (copy + cast > 0)
-      end.add("the adapter's input copies", autocast ? "b·T·f·(4+c)" : "b·T·f·4", copy + cast,
-              "x.to(fp32) and autocast's cast of it for A");
-    end.add("out-projection result, B's output, the scaled delta", "3·b·T·d·c", 3 * N * d * c, "result + B(A(x))·scaling");
+  } else if (adapted_out && copy + std::max(cast, 2 * N * d * c) > N * d * w) {
+    // Without grad autocast's cast of the input is A's temporary, gone before B runs: the larger
+    // of A's moment (the cast) and B's (its output and the scaled delta) beside the fp32 copy.
+    if (copy > 0) end.add("the adapter's input copy", "b·T·f·4", copy, "x.to(fp32), until the adapter returns");
+    end.add("out-projection result", "b·T·d·c", N * d * c, "the base linear's, before the adapter's delta");
+    if (cast > 2 * N * d * c)
+      end.add("autocast's cast of the copy for A", "b·T·f·c", cast, "A's temporary (no grad: nothing saves it)");
+    else
+      end.add("B's output, the scaled delta", "2·b·T·d·c", 2 * N * d * c, "B(A(x))·scaling, before the sum");
   } else {
     end.add("out-projection result, the block's output", "b·T·d·c + b·T·d·" + rs(), N * d * c + N * d * w,
             "h + the projection's result");
