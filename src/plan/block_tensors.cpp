@@ -253,18 +253,68 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   return released;
 }
 
+namespace {
+
+// Qwen3's q_norm and k_norm (llama.cpp: RmsNorm on the (b, T, n, hd) views of q_proj's and
+// k_proj's outputs, before RoPE): the tensors of the block's RMSNorms, over a + kv channels.
+void llama_qk_norm_saved(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, const Blocks& att,
+                         const Table& t) {
+  const int64_t a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim, H = m.n_heads, Hkv = m.n_kv_heads;
+  const bool cast = dt.autocast;
+  t.add("q/k RMSNorm fp32 inputs", att.s + "·b·T·(a+kv)·4", att.n * N * (a + kv) * kFp32,
+        cast ? "x.to(fp32) copies q_proj's and k_proj's outputs; pow and mul save the copies"
+             : "q_proj's and k_proj's outputs themselves (to(fp32) is a no-op); pow and mul save them");
+  if (o.libtorch_major < 2) {
+    t.add("q/k RMSNorm x²", att.s + "·b·T·(a+kv)·4", att.n * N * (a + kv) * kFp32, "LibTorch 1.x's mean backward keeps its input");
+  }
+  t.add("q/k RMSNorm rsqrt", att.s + "·b·T·(H+Hkv)·4", att.n * N * (H + Hkv) * kFp32, "rsqrt saves its output, one per head");
+  if (!o.lora.enabled()) {  // weight · normed saves normed only for the weight's gradient
+    t.add("q/k RMSNorm normed, in c", att.s + "·b·T·(a+kv)·c", att.n * N * (a + kv) * dt.c,
+          cast ? "weight · normed.to(c) saves the cast (its fp32 weight makes q, k fp32 again)"
+               : "weight · normed saves normed");
+  }
+}
+
+// The Llama block's attention after RoPE, explicit (the bmm operands, the probabilities, the
+// output's copy that o_proj reads) or flash (what scaled_dot_product_attention saves). Adds the
+// block forward's unsaved locals to `locals`; returns the line from which the block's backward
+// has released its lines at the softmax's backward (explicit; 0 with flash, unused there).
+size_t llama_attention_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, const Blocks& att,
+                             const std::vector<std::string>& saving, const Table& t, int64_t& locals) {
+  const int64_t c = dt.c, T = o.activation_length(), N = b * T, L = m.n_layers, H = m.n_heads;
+  const int64_t a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
+  if (o.attention != AttentionKind::kExplicit) {
+    if (att.n == 0) locals += N * a * c;  // y, saved by the flash kernel only with grad
+    t.add("rotated q, k", att.s + "·b·T·(a+kv)·c", att.n * N * (a + kv) * c, "scaled_dot_product_attention saves q, k");
+    t.add("v projection", att.s + "·b·T·kv·c", att.n * N * kv * c, "scaled_dot_product_attention saves v");
+    t.add("attention output", att.s + "·b·T·a·c", att.n * N * a * c, "saved by the flash kernel and, as a view, by o_proj");
+    t.add("attention logsumexp", att.s + "·b·H·T·4", att.n * b * H * T * kFp32, "flash saves the row logsumexp");
+    return 0;
+  }
+  const bool gqa = m.n_kv_heads != m.n_heads;
+  t.add("rotated q copy", att.s + "·b·T·a·c", att.n * N * a * c, "matmul folds q into a bmm operand (a copy), bmm saves it");
+  t.add(gqa ? "k repeated to H heads" : "rotated k copy", att.s + "·b·T·a·c", att.n * N * a * c,
+        gqa ? "repeat_interleave (b, Hkv, T, hd) -> (b, H, T, hd); bmm saves it" : "bmm operand copy, saved");
+  const size_t released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals);
+  t.add(gqa ? "v repeated to H heads" : "v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves it");
+  attention_moment(t, t.lines->size(), b * H * T * T * c + N * a * c + (o.packed_documents ? 0 : T * T * kBool), locals);
+  if (!linear_input(m, t, "attention output copy (transpose + reshape)", {"o"}, saving, L, N, a, "a", dt, c, o, locals, att))
+    locals += N * a * c;  // y
+  return released_before_softmax;
+}
+
+}  // namespace
+
 // One block's tensors saved for backward (without checkpointing), Llama family; returns as
 // gpt2_block_saved does.
 size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, const Table& t) {
   const int64_t c = dt.c, w = dt.w;
   const int64_t T = o.activation_length(), d = m.d_model, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
-  const int64_t f = m.d_ff, H = m.n_heads, L = m.n_layers;
+  const int64_t f = m.d_ff, L = m.n_layers;
   const int64_t N = b * T;
   const bool cast = dt.autocast;
   const Blocks x{dt, FrozenPrefix::kInput, L}, att{dt, FrozenPrefix::kAttention, L}, res{dt, FrozenPrefix::kToMlp, L};
   const Blocks all{L};
-  const bool gqa = m.n_kv_heads != m.n_heads;
-  size_t released_before_softmax = 0;  // set below with explicit attention
   t.add("block input x", x.s + "·b·T·d·4", x.n * N * d * kFp32, "fp32 residual stream, saved by RMSNorm's pow and mul");
   if (o.libtorch_major < 2) {
     t.add("input RMSNorm x²", x.s + "·b·T·d·4", x.n * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input x.pow(2)");
@@ -282,41 +332,10 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   if (!linear_input(m, t, kAttentionInputLine[1], {"q", "k", "v"}, saving, L, N, d, "d", dt, w, o, locals, x)) locals += N * d * w;
   const int64_t q_bytes = m.qk_norm || !cast ? w : c;  // the rotary tables' dtype wins the product
   if (o.attention == AttentionKind::kExplicit || att.n == 0) locals += N * (a + kv) * q_bytes + N * kv * c;
-  if (m.qk_norm) {
-    // Qwen3's q_norm and k_norm (llama.cpp: RmsNorm on the (b, T, n, hd) views of q_proj's and
-    // k_proj's outputs, before RoPE): the tensors of the block's RMSNorms, over a + kv channels.
-    const int64_t Hkv = m.n_kv_heads;
-    t.add("q/k RMSNorm fp32 inputs", att.s + "·b·T·(a+kv)·4", att.n * N * (a + kv) * kFp32,
-          cast ? "x.to(fp32) copies q_proj's and k_proj's outputs; pow and mul save the copies"
-               : "q_proj's and k_proj's outputs themselves (to(fp32) is a no-op); pow and mul save them");
-    if (o.libtorch_major < 2) {
-      t.add("q/k RMSNorm x²", att.s + "·b·T·(a+kv)·4", att.n * N * (a + kv) * kFp32, "LibTorch 1.x's mean backward keeps its input");
-    }
-    t.add("q/k RMSNorm rsqrt", att.s + "·b·T·(H+Hkv)·4", att.n * N * (H + Hkv) * kFp32, "rsqrt saves its output, one per head");
-    if (!frozen) {
-      t.add("q/k RMSNorm normed, in c", att.s + "·b·T·(a+kv)·c", att.n * N * (a + kv) * c,
-            cast ? "weight · normed.to(c) saves the cast (its fp32 weight makes q, k fp32 again)"
-                 : "weight · normed saves normed");
-    }
-  }
+  if (m.qk_norm) llama_qk_norm_saved(m, o, N, dt, att, t);
   // RoPE saves nothing: cos and sin do not require grad, so q·cos and rotate_half(q)·sin keep
   // no operand, and the projections are freed once the rotated q, k exist (Qwen3: once normed).
-  if (o.attention == AttentionKind::kExplicit) {
-    t.add("rotated q copy", att.s + "·b·T·a·c", att.n * N * a * c, "matmul folds q into a bmm operand (a copy), bmm saves it");
-    t.add(gqa ? "k repeated to H heads" : "rotated k copy", att.s + "·b·T·a·c", att.n * N * a * c,
-          gqa ? "repeat_interleave (b, Hkv, T, hd) -> (b, H, T, hd); bmm saves it" : "bmm operand copy, saved");
-    released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals);
-    t.add(gqa ? "v repeated to H heads" : "v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves it");
-    attention_moment(t, t.lines->size(), b * H * T * T * c + N * a * c + (o.packed_documents ? 0 : T * T * kBool), locals);
-    if (!linear_input(m, t, "attention output copy (transpose + reshape)", {"o"}, saving, L, N, a, "a", dt, c, o, locals, att))
-      locals += N * a * c;  // y
-  } else {
-    if (att.n == 0) locals += N * a * c;  // y, saved by the flash kernel only with grad
-    t.add("rotated q, k", att.s + "·b·T·(a+kv)·c", att.n * N * (a + kv) * c, "scaled_dot_product_attention saves q, k");
-    t.add("v projection", att.s + "·b·T·kv·c", att.n * N * kv * c, "scaled_dot_product_attention saves v");
-    t.add("attention output", att.s + "·b·T·a·c", att.n * N * a * c, "saved by the flash kernel and, as a view, by o_proj");
-    t.add("attention logsumexp", att.s + "·b·H·T·4", att.n * b * H * T * kFp32, "flash saves the row logsumexp");
-  }
+  const size_t released_before_softmax = llama_attention_saved(m, o, b, dt, att, saving, t, locals);
   t.add("residual h after attention", res.s + "·b·T·d·4", res.n * N * d * kFp32, "x + o_proj(y) in fp32, saved by RMSNorm");
   if (o.libtorch_major < 2) {
     t.add("post-attention RMSNorm h²", res.s + "·b·T·d·4", res.n * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input");

@@ -168,6 +168,11 @@ void PlanBuilder::saved_tensors() {
   if (weights_cast() && full_head()) {
     saved.add("head weight cast to c", "V·d·c", V * d * c, "the head linear saves its cast weight");
   }
+  final_norm_saved();
+}
+
+void PlanBuilder::final_norm_saved() {
+  const Table saved{&plan.saved};
   // LayerNorm keeps its input as it is; RMSNorm keeps its fp32 copy (the input itself in fp32).
   const int64_t final_norm_input = m.arch == Architecture::kGpt2 ? w : kFp32;
   saved.add("final norm input", final_norm_input == kFp32 ? "b·T·d·4" : "b·T·d·w", N * d * final_norm_input,

@@ -88,6 +88,7 @@ struct PlanBuilder {
 
   // ---- saved for backward by one micro-step ----
   void saved_tensors();
+  void final_norm_saved();  // the final norm's saved tensors and the head's input (saved_tensors)
 
   // The loss head's tensors: saved, and the transients at the forward's and backward's peaks.
   void loss_head();
