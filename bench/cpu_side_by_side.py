@@ -35,7 +35,16 @@ def main():
         else:
             header = row
     ctx = ours["context"]
-    print(f"## {ctx['model']}, T={ctx['seq_len']}, batch {ctx['batch']}, CPU, "
+    job = ""  # what the reference ran beyond a plain fp32 full fine-tune (step_bench.py's header)
+    if header.get("lora"):
+        job += f", LoRA r{header['lora']['rank']} on {header['lora']['adapters']} linears"
+    if header.get("weights_dtype", "fp32") != "fp32":
+        job += f", {header['weights_dtype']} weights"
+    if header.get("precision", "fp32") != "fp32":
+        job += f", {header['precision']} autocast"
+    if header.get("gradient_checkpointing"):
+        job += ", checkpointed"
+    print(f"## {ctx['model']}, T={ctx['seq_len']}, batch {ctx['batch']}{job}, CPU, "
           f"accumbench on LibTorch {ctx['libtorch_version']} vs reference on PyTorch {header.get('torch')}, "
           f"{header.get('threads')} threads, {ctx['date']}")
     print()

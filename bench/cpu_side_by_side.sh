@@ -10,6 +10,10 @@
 # the machine on 2026-11-30). The host overhead per micro-step is milliseconds, below the noise of
 # these 20-50 s CPU steps; tiny shapes measure it:
 #   SHAPES="gpt2-tiny:64:8:1,2,4,8 llama-tiny:64:8:1,2,4,8" STEPS=20 bench/cpu_side_by_side.sh FILE.md
+# JOB="--lora-rank 8 --activation-checkpointing blocks" runs another job on both sides (any of
+# --lora-rank/--lora-alpha/--lora-targets/--lora-dropout, --weights-dtype, --precision,
+# --activation-checkpointing blocks): the export carries the adapters, the reference checkpoints
+# every block and stores the base in the same dtype.
 set -euo pipefail
 # Spinning OpenMP threads slow LibTorch CPU steps 2.5-4x on a shared machine (cpu_runtime.hpp): both sides wait passively.
 export OMP_WAIT_POLICY=PASSIVE
@@ -20,7 +24,17 @@ threads=${THREADS:-2}
 warmup=${WARMUP:-1}
 steps=${STEPS:-2}   # tiny shapes (host overhead in ms) need more: STEPS=20
 shapes=${SHAPES:-"gpt2-124m:256:8:1,2,8 smollm2-135m:128:8:1,2,8"}
+job=${JOB:-}
 result=${1:-bench/results/cpu-side-by-side-$(date -u +%F).md}
+# What the reference takes of JOB (the adapters come with the export).
+reference_job=""
+read -r -a job_words <<< "$job"
+for ((i = 0; i < ${#job_words[@]}; i++)); do
+  case ${job_words[i]} in
+    --weights-dtype | --precision) reference_job+=" ${job_words[i]} ${job_words[i + 1]}" ;;
+    --activation-checkpointing) [ "${job_words[i + 1]}" = blocks ] && reference_job+=" --gradient-checkpointing" ;;
+  esac
+done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$(dirname "$result")"
@@ -28,7 +42,7 @@ mkdir -p "$(dirname "$result")"
   echo "# accumbench vs the PyTorch reference on the CPU ($(date -u +%FT%TZ))"
   echo
   echo "\`bench/cpu_side_by_side.sh\` on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'))," \
-       "$threads threads per side, $warmup warm-up and $steps timed steps per split (median)."
+       "$threads threads per side, $warmup warm-up and $steps timed steps per split (median)${job:+; job: $job}."
   echo "Reference peak: bytes alive before the step + the highest running sum of the profiler's allocation events;"
   echo "accumbench peak: its counting CPU allocator. Ratios are accumbench / reference."
   echo
@@ -36,10 +50,13 @@ mkdir -p "$(dirname "$result")"
 for shape in $shapes; do
   IFS=: read -r model seq batch micro <<< "$shape"
   echo "== $model T=$seq batch $batch micro-batches $micro" >&2
-  "$bin" verify --model "$model" --seq-len 8 --batch 1 --threads "$threads" --export "$work/$model" > /dev/null
-  "$bin" sweep --model "$model" --seq-len "$seq" --batch "$batch" --micro-batches "$micro" \
+  # shellcheck disable=SC2086  # JOB's words
+  "$bin" verify --model "$model" --seq-len 8 --batch 1 --threads "$threads" $job --export "$work/$model" > /dev/null
+  # shellcheck disable=SC2086
+  "$bin" sweep --model "$model" --seq-len "$seq" --batch "$batch" --micro-batches "$micro" $job \
     --device cpu --threads "$threads" --warmup "$warmup" --steps "$steps" --json "$work/$model.json" > /dev/null
-  "$py" bench/reference/step_bench.py --export "$work/$model" --seq-len "$seq" --batch "$batch" \
+  # shellcheck disable=SC2086
+  "$py" bench/reference/step_bench.py --export "$work/$model" --seq-len "$seq" --batch "$batch" $reference_job \
     --micro-batches "$micro" --warmup "$warmup" --steps "$steps" --threads "$threads" > "$work/$model.jsonl"
   rm -rf "${work:?}/$model"   # the exported weights and gradients: only index.json was needed
   "$py" bench/cpu_side_by_side.py "$work/$model.json" "$work/$model.jsonl" >> "$work/result.md"
