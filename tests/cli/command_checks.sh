@@ -269,7 +269,8 @@ if not c["framework_source"].startswith("calibrated "): fail("source %r" % c["fr
 # cli.calibrate_framework.lora: the job is part of the calibration. A LoRA job with checkpointing
 # is calibrated as such (the reference adapts the same linears and checkpoints every block); a
 # sweep of that job reads its entry, and a sweep of another job falls back to it, saying so, until
-# that job has its own.
+# that job has its own. Also the known answers of hf_real_step.py's PEFT arguments from an index
+# (transformers is not on this machine: the mapping is all of that script that runs here).
 calibrate_framework_lora() {
   local python=${ACCUMBENCH_REFERENCE_PYTHON:-/usr/bin/python3}
   "$python" -c "import torch" 2>/dev/null || { echo "no torch in $python: skipped"; exit 77; }
@@ -294,6 +295,24 @@ if not re.fullmatch(r"calibrated \S+, plain, LoRA, checkpointed", lora): fail("L
 if not re.fullmatch(r"calibrated \S+, plain, on LoRA, checkpointed; none for full fine-tuning", full):
     fail("full source %r" % full)
 ' "$work/lora.json" "$work/full.json"
+  check "hf_real_step.py gives PEFT the index's adapters: its target_modules, alpha and dropout" py '
+import argparse
+sys.path.insert(0, sys.argv[1])
+import hf_real_step
+none = argparse.Namespace(lora_rank=0, lora_alpha=0)
+def lora(arch, linears):
+    index = {"model": {"arch": arch}, "lora": {"rank": 4, "scaling": 2.0, "dropout": 0.05, "linears": linears}}
+    return hf_real_step.peft_lora(none, index)
+want = [("gpt2", ["c_attn", "attn_c_proj"], ["c_attn", "attn.c_proj"]), ("gpt2", ["mlp_c_proj"], ["mlp.c_proj"]),
+        ("gpt2", ["c_attn", "attn_c_proj", "c_fc", "mlp_c_proj"], "all-linear"), ("llama", ["q", "v"], ["q_proj", "v_proj"]),
+        ("llama", ["q", "k", "v", "o", "gate", "up", "down"], "all-linear")]
+for arch, linears, targets in want:
+    got = lora(arch, linears)
+    if got != dict(r=4, lora_alpha=8.0, lora_dropout=0.05, target_modules=targets): fail("%s %r: %r" % (arch, linears, got))
+if hf_real_step.peft_lora(none, {"model": {"arch": "llama"}}) is not None: fail("LoRA without an index lora")
+given = hf_real_step.peft_lora(argparse.Namespace(lora_rank=16, lora_alpha=0), {"model": {"arch": "llama"}})
+if given != dict(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear"): fail("--lora-rank: %r" % given)
+' "$data/../../bench/reference"
   expect 0 ", batch 4, full fine-tuning" -- "${calibrate[@]}"
   tiny_args --json "$work/full.json"
   expect 0 "Recommendation:" -- sweep "${args[@]}"
