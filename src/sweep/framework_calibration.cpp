@@ -134,10 +134,6 @@ std::pair<std::string, bool> probe_packages(const FrameworkCalibrationOptions& o
   return {words, transformers};
 }
 
-}  // namespace
-
-namespace {
-
 // What the reference's step cannot run, refused before anything is measured; the notes say what
 // was changed instead.
 void refuse_what_the_reference_lacks(WorkloadOptions& w, std::vector<std::string>& notes) {
@@ -211,7 +207,8 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
   }
   fit_line(result.engine, w.batch);
 
-  // The reference: the same shape from an index.json that holds the model alone.
+  // The reference: the same job from an index.json without tensors (the shape, the adapters, the
+  // weights' dtype).
   const fs::path export_dir = fs::temp_directory_path() / ("accumbench-calibrate-" + std::to_string(::getpid()));
   write_model_index(export_dir.string(), cfg, w);
   result.packages = packages;
