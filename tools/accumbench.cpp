@@ -149,10 +149,11 @@ bool WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
   for (const std::string& note : ab::trainer_config_notes(config, given)) print_note(note);
   // plan models TRL's own chunked_nll (PlanCommand::adopt_trl_loss); the engine's heads differ.
   if (command != ab::Command::kPlan && config.trl_loss_by_default && !w.loss.chunked) {
-    print_note(trl_config + " leaves out loss_type: TRL 1.7+ then runs chunked_nll, which never holds the "
-               "whole logits; this " + std::string(command == ab::Command::kSweep ? "sweep" : "verify") + " runs accumbench's full-logits head (TRL's nll), whose "
-               "peaks are higher by up to the logits. plan --trl-config plans TRL's own loss; --chunked-loss "
-               "adds accumbench's chunked head, the engine's nearest");
+    const std::string subcommand = command == ab::Command::kSweep ? "sweep" : "verify";
+    print_note(trl_config + " leaves out loss_type: TRL 1.7+ then runs chunked_nll, which never holds the whole "
+               "logits; this " + subcommand + " runs accumbench's full-logits head (TRL's nll), whose peaks are "
+               "higher by up to the logits. plan --trl-config plans TRL's own loss; --chunked-loss adds "
+               "accumbench's chunked head, the engine's nearest");
   }
   return sets_checkpointing;
 }

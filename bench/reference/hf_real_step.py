@@ -80,8 +80,10 @@ def hf_config(transformers, m):
 
 
 # accumbench's block linear names (index.json lora.linears) -> PEFT target_modules entries, which
-# match the end of a module's path (GPT-2's two c_proj told apart by their parent).
-GPT2_TARGETS = {"c_attn": "c_attn", "attn_c_proj": "attn.c_proj", "c_fc": "c_fc", "mlp_c_proj": "mlp.c_proj"}
+# match the end of a module's path (GPT-2's two c_proj told apart by their parent); every block
+# linear of the family named is PEFT's "all-linear".
+HF_TARGETS = {"gpt2": {"c_attn": "c_attn", "attn_c_proj": "attn.c_proj", "c_fc": "c_fc", "mlp_c_proj": "mlp.c_proj"},
+              "llama": {n: n + "_proj" for n in ("q", "k", "v", "o", "gate", "up", "down")}}
 
 
 def peft_lora(args, index):
@@ -92,10 +94,9 @@ def peft_lora(args, index):
     lora = index.get("lora")
     if lora is None:
         return None
-    gpt2 = index["model"]["arch"] == "gpt2"
+    names = HF_TARGETS[index["model"]["arch"]]
     linears = lora["linears"]
-    every = 4 if gpt2 else 7  # a block's linears (accumbench's block_linears)
-    targets = "all-linear" if len(linears) == every else [GPT2_TARGETS[n] if gpt2 else n + "_proj" for n in linears]
+    targets = "all-linear" if set(linears) == set(names) else [names[n] for n in linears]
     return dict(r=lora["rank"], lora_alpha=lora["scaling"] * lora["rank"], lora_dropout=lora["dropout"],
                 target_modules=targets)
 
