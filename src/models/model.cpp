@@ -1,3 +1,4 @@
+#include <torch/csrc/autograd/engine.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -9,10 +10,6 @@
 namespace accumbench {
 namespace {
 
-// Activation checkpointing as PyTorch's reentrant torch.utils.checkpoint: forward runs the block
-// without building a graph and saves only its input; backward recomputes the block with the
-// autocast state of the forward, then backpropagates through the recomputed graph, which
-// accumulates the block's parameter gradients directly (and fires their hooks).
 // The packed rows' tensors kept for a recompute (an autograd context holds IValues, not structs).
 void save_packed(torch::autograd::AutogradContext* ctx, const PackedRows* packed) {
   if (packed == nullptr) return;
@@ -41,11 +38,13 @@ std::optional<PackedRows> load_packed(torch::autograd::AutogradContext* ctx) {
   return packed;
 }
 
-// Activation checkpointing as PyTorch's reentrant torch.utils.checkpoint: forward runs the block
-// without building a graph and saves only its input (and the packed rows' layout, shared with
-// the forward); backward recomputes the block with the autocast state of the forward, then
-// backpropagates through the recomputed graph, which accumulates the block's parameter gradients
-// directly (and fires their hooks).
+// Activation checkpointing: forward runs the block without building a graph and saves only its
+// input (and the packed rows' layout, shared with the forward); backward recomputes the block with
+// the autocast state of the forward, then backpropagates through the recomputed graph, which
+// accumulates the block's parameter gradients directly (and fires their hooks), as PyTorch's
+// reentrant torch.utils.checkpoint does. Unlike it, the recomputed output is let go before that
+// inner backward: only its gradient edge is kept, so the block's backward holds what PyTorch's
+// non-reentrant checkpoint holds (whose recompute keeps the saved tensors, not the output).
 struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             TransformerBlockImpl* block, std::optional<at::ScalarType> autocast,
@@ -65,13 +64,14 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
     std::optional<at::ScalarType> autocast;
     if (autocast_code >= 0) autocast = static_cast<at::ScalarType>(autocast_code);
     const std::optional<PackedRows> packed = load_packed(ctx);
-    at::Tensor y;
+    torch::autograd::Edge output_edge;
     {
       torch::AutoGradMode enable_grad(true);
       compat::AutocastGuard guard(x.device().type(), autocast);
-      y = block->forward(x, packed ? &*packed : nullptr);
-    }
-    torch::autograd::backward({y}, {grad_outputs[0]});
+      output_edge = torch::autograd::impl::gradient_edge(block->forward(x, packed ? &*packed : nullptr));
+    }  // the recomputed output is gone here; its graph lives on through the edge
+    torch::autograd::Engine::get_default_engine().execute({output_edge}, {grad_outputs[0]}, /*keep_graph=*/false,
+                                                          /*create_graph=*/false, /*accumulate_grad=*/true);
     return {x.grad(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };

@@ -252,37 +252,38 @@ PlanBuilder::Moment PlanBuilder::attention_input_moment() const {
   return attention_input;
 }
 
-// Checkpointed (empty otherwise): the recompute's last step, h + the MLP's output, before its
+// Checkpointed (empty otherwise): the recompute's last step, y = h + the MLP's output, before its
 // inner backward starts. The block's forward (src/models/gpt2.cpp, llama.cpp) still holds its
 // locals then, and the temporaries of its last expression, where nothing saves them
 // (block_tensors.cpp's end_locals: GPT-2 the qkv split's views of c_attn's output, Llama the
 // rotated q, k and v; under autocast the norms' outputs, which the linears save as casts; with a
 // frozen projection its input); and the output projection's result (b·T·d·c) is alive next to the
-// sum it makes (counted as y). With an adapter on that projection, the moment before: its input's
-// fp32 copy, the result, B's output and the scaled delta (autocast's cast of the copy is what A
-// saves, among the recomputed block's saved tensors already: counting it here too over-predicted
-// checkpointed LoRA under bf16 by b·T·f·c). It wins when the attention is wide next to the MLP
-// (H·hd ≥ d, Qwen3).
+// sum y it makes, the one moment y exists: CheckpointFunction::backward (src/models/model.cpp)
+// keeps only its gradient edge. With an adapter on that projection, the moment before y can be
+// higher: its input's fp32 copy, the result, B's output and the scaled delta (autocast's cast of
+// the copy is what A saves, among the recomputed block's saved tensors already: counting it here
+// too over-predicted checkpointed LoRA under bf16 by b·T·f·c). It wins when the attention is wide
+// next to the MLP (H·hd ≥ d, Qwen3).
 PlanBuilder::Moment PlanBuilder::recompute_end_moment() const {
   Moment end;
   if (!checkpointing) return end;
   const bool gpt2 = m.arch == Architecture::kGpt2;
   const int64_t f = m.d_ff;
-  int64_t out = N * d * c;
+  // y and the projection's result it is made from; on the CPU, TensorIterator casts an operand
+  // in another dtype before the add: the result in c becomes a temporary in the residual's dtype.
+  const int64_t sum = N * d * c + N * d * w + (o.cpu && c != w ? N * d * w : 0);
+  int64_t out = sum;
   if (adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0) {
     const int64_t copy = c != kFp32 ? N * f * kFp32 : 0;
-    out = std::max(out, copy + 3 * N * d * c - N * d * w);  // y is not made yet
+    out = std::max(out, copy + 3 * N * d * c);  // y is not made yet
   }
-  // On the CPU, TensorIterator casts an operand in another dtype before the add: the
-  // projection's result in c becomes a temporary in the residual's dtype next to the sum.
-  if (o.cpu && c != w && out == N * d * c) out += N * d * w;
   end.add("recompute's end: block forward's locals", gpt2 ? "b·T·3a·c + …" : "b·T·(a+2kv)·c + …", last_block().end_locals,
           gpt2 ? "the qkv views of c_attn's output and what the linears do not save, held until the block returns"
                : "rotated q, k and v (and what the linears do not save), held until it returns");
-  end.add(out > N * d * c ? "recompute's end: the adapted out-projection" : "recompute's end: MLP out-proj result",
-          out > N * d * c ? "b·T·f·4 + 3·b·T·d·c − b·T·d·w" : "b·T·d·c", out,
-          out > N * d * c ? "its input's fp32 copy, result, B's output, scaled delta (before y; A's cast is saved)"
-                          : "added to h to make y");
+  end.add(out > sum ? "recompute's end: the adapted out-projection" : "recompute's end: MLP out-proj result and y",
+          out > sum ? "b·T·f·4 + 3·b·T·d·c" : (o.cpu && c != w ? "b·T·d·c + 2·b·T·d·" + rs() : "b·T·d·c + b·T·d·" + rs()), out,
+          out > sum ? "its input's fp32 copy, result, B's output, scaled delta (before y; A's cast is saved)"
+                    : "added to h to make y, the recomputed output (dropped before the inner backward)");
   // An int8 base keeps the linears' inputs (int8_saved_inputs, counted above for the recompute);
   // those kept as themselves are the very locals counted here.
   const int64_t kept = quant ? int8_inputs_kept_as_themselves(m, o, N, dtypes()) : 0;
@@ -291,13 +292,8 @@ PlanBuilder::Moment PlanBuilder::recompute_end_moment() const {
 }
 
 void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_softmax) {
-  if (checkpointing) {
-    // The recompute's output: CheckpointFunction::backward (src/models/model.cpp) holds the
-    // recomputed block's output y in a local until its inner backward returns, in the residual
-    // stream's dtype; the inner backward then runs as a plain block's backward below.
-    blk.add("recomputed block output y", "b·T·d·" + rs(), N * d * w,
-            "held by CheckpointFunction::backward through the inner backward");
-  }
+  // Checkpointed, the inner backward runs as a plain block's backward (the recomputed output y is
+  // gone by then: recompute_end_moment).
   // The highest of the moments is the block backward's peak; its lines go into the table.
   std::vector<Moment> moments = {mlp_activation_moment(),   mlp_projection_moment(),
                                  mlp_projection_step_moment(), softmax_moment(released_before_softmax),
