@@ -29,6 +29,7 @@ cd "$(dirname "$0")/.."
 out="${OUT:-bench/out}"
 work="$out/results"
 mkdir -p "$work"
+printf 'stage\tseconds\tlimit\texit\n' > "$work/stages.tsv"
 micro="${MICRO:-1,2,4,8,16,32,64}"
 anchor=../shared/bench/pytorch_anchor.py
 [ -f "$anchor" ] || anchor=.gpu-deps/shared/bench/pytorch_anchor.py   # ../shared does not travel: staged copy
@@ -42,13 +43,17 @@ stage() {  # stage NAME SECONDS COMMAND...: runs (killed after SECONDS or at the
   local left=$((deadline - SECONDS))
   if [ "$left" -lt 20 ]; then
     echo "=== $name SKIPPED (out of time)" | tee "$work/$name.log"
+    printf '%s\tskipped\n' "$name" >> "$work/stages.tsv"
     status=1
     return 0
   fi
   [ "$limit" -le "$left" ] || limit=$left
   echo "=== $name ($(date +%T), limit ${limit} s)"
+  local start=$SECONDS
   timeout "$limit" "$@" > "$work/$name.log" 2>&1
   local rc=$?
+  # Each stage's wall time and exit status: what the next session orders the stages by.
+  printf '%s\t%d\t%d\t%d\n' "$name" "$((SECONDS - start))" "$limit" "$rc" >> "$work/stages.tsv"
   tail -n 40 "$work/$name.log"
   [ $rc -eq 0 ] || { echo "=== $name FAILED (exit $rc)"; status=1; }
   bundle   # after every stage: a call killed later still brings these back
