@@ -222,8 +222,13 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   if (o.attention == AttentionKind::kExplicit) {
     t.add("q, k copies", att.s + "·2·b·T·a·c", att.n * 2 * N * a * c,
           "matmul folds the transposed head views into bmm operands (a copy), bmm saves both");
+    // At micro-batch 1 the fold is a view (llama_attention_saved): bmm saves q, k and later v as
+    // views of c_attn's output, the local counted above; the "copies" are that tensor.
+    const bool saved_as_views = b == 1 && att.n > 0;
+    if (saved_as_views) locals -= 2 * N * a * c;
     released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals);
     t.add("v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves v's contiguous copy");
+    if (saved_as_views) locals -= N * a * c;
     attention_moment(t, t.lines->size(), b * H * T * T * c + N * a * c + (o.packed_documents ? 0 : T * T * kBool), locals);
     if (!linear_input(m, t, "attention output copy (transpose + reshape)", {"attn_c_proj"}, saving, L, N, a, "a", dt, c, o, locals, att))
       locals += N * a * c;  // y
@@ -295,8 +300,15 @@ size_t llama_attention_saved(const ModelConfig& m, const PlanOptions& o, int64_t
   t.add("rotated q copy", att.s + "·b·T·a·c", att.n * N * a * c, "matmul folds q into a bmm operand (a copy), bmm saves it");
   t.add(gqa ? "k repeated to H heads" : "rotated k copy", att.s + "·b·T·a·c", att.n * N * a * c,
         gqa ? "repeat_interleave (b, Hkv, T, hd) -> (b, H, T, hd); bmm saves it" : "bmm operand copy, saved");
+  // At micro-batch 1 matmul folds (1, H, T, hd) into bmm's batch as a view, not a copy: bmm
+  // saves the rotated q itself where it is in c already (and k, and later v, without GQA), so
+  // those locals are the "copies" above, counted once there (tests/plan_properties.cpp --live).
+  const bool saved_as_views = b == 1 && att.n > 0;
+  const int64_t q_bytes = m.qk_norm || !dt.autocast ? dt.w : c;
+  if (saved_as_views && q_bytes == c) locals -= N * (a + (gqa ? 0 : kv)) * c;
   const size_t released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals);
   t.add(gqa ? "v repeated to H heads" : "v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves it");
+  if (saved_as_views && !gqa) locals -= N * kv * c;
   attention_moment(t, t.lines->size(), b * H * T * T * c + N * a * c + (o.packed_documents ? 0 : T * T * kBool), locals);
   if (!linear_input(m, t, "attention output copy (transpose + reshape)", {"o"}, saving, L, N, a, "a", dt, c, o, locals, att))
     locals += N * a * c;  // y
