@@ -269,9 +269,7 @@ PlanBuilder::Moment PlanBuilder::recompute_end_moment() const {
   if (!checkpointing) return end;
   const bool gpt2 = m.arch == Architecture::kGpt2;
   const int64_t f = m.d_ff;
-  // y and the projection's result it is made from; on the CPU, TensorIterator casts an operand
-  // in another dtype before the add: the result in c becomes a temporary in the residual's dtype.
-  const int64_t sum = N * d * c + N * d * w + (o.cpu && c != w ? N * d * w : 0);
+  const int64_t sum = block_output_sum(o, N, d, c, w);  // y and the projection's result it is made from
   int64_t out = sum;
   if (adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0) {
     const int64_t copy = c != kFp32 ? N * f * kFp32 : 0;

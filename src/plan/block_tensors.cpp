@@ -35,6 +35,15 @@ struct Blocks {
   explicit Blocks(int64_t L) : n(L), s("L") {}  // every block
 };
 
+// At micro-batch 1 matmul folds (1, H, T, hd) into bmm's batch as a view, not a copy: bmm saves
+// its operands themselves (checked in PyTorch 1.13, fp32 and bf16 autocast; tests/plan_properties.cpp
+// --live). Those that are block locals (GPT-2: views of c_attn's output; Llama: the rotated q and
+// k where already in c, v without GQA) are then the saved "copies", counted once there.
+bool bmm_saves_views(int64_t b, const Blocks& att) { return b == 1 && att.n > 0; }
+
+// The rotated q's and k's bytes per element: the rotary tables' dtype wins the product.
+int64_t rotated_qk_bytes(const ModelConfig& m, const Dtypes& dt) { return m.qk_norm || !dt.autocast ? dt.w : dt.c; }
+
 // The input of the linears `names` (width `in`), as they save it: one tensor that they share
 // (fp32), or one cast copy each (autocast casts per use). With LoRA dropout each adapter keeps its
 // dropped copy (fp32; under autocast its cast) and the dropout's noise (x · noise saves it, fp32;
@@ -155,6 +164,10 @@ void adapter_intermediates(const ModelConfig& m, const PlanOptions& o, int64_t N
 
 }  // namespace
 
+int64_t block_output_sum(const PlanOptions& o, int64_t N, int64_t d, int64_t c, int64_t residual) {
+  return N * d * c + N * d * residual + (o.cpu && c != residual ? N * d * residual : 0);
+}
+
 int adapted_count(const ModelConfig& m, const PlanOptions& o, std::initializer_list<const char*> names) {
   return o.lora.enabled() ? count_of(saving_linears(m, o), names) : 0;
 }
@@ -222,9 +235,7 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   if (o.attention == AttentionKind::kExplicit) {
     t.add("q, k copies", att.s + "·2·b·T·a·c", att.n * 2 * N * a * c,
           "matmul folds the transposed head views into bmm operands (a copy), bmm saves both");
-    // At micro-batch 1 the fold is a view (llama_attention_saved): bmm saves q, k and later v as
-    // views of c_attn's output, the local counted above; the "copies" are that tensor.
-    const bool saved_as_views = b == 1 && att.n > 0;
+    const bool saved_as_views = bmm_saves_views(b, att);  // views of c_attn's output, the local above
     if (saved_as_views) locals -= 2 * N * a * c;
     released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals);
     t.add("v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves v's contiguous copy");
@@ -252,7 +263,7 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   // h + mlp_c_proj(…); on the CPU a projection result in c is cast to h's dtype first (a temporary).
   // With an adapter on the projection, inside it: the base's result, the scaled delta and their
   // sum (adapted_linear.cpp; B's output is gone with the delta's statement).
-  const int64_t sum = N * d * c + N * d * w + (o.cpu && c != w ? N * d * w : 0);
+  const int64_t sum = block_output_sum(o, N, d, c, w);
   end_moment(t, o.lora.enabled() && count_of(saving, {"mlp_c_proj"}) > 0 ? std::max(sum, 3 * N * d * c) : sum,
              locals + (gelu_saved ? 0 : N * f * c));
   return released;
@@ -300,12 +311,8 @@ size_t llama_attention_saved(const ModelConfig& m, const PlanOptions& o, int64_t
   t.add("rotated q copy", att.s + "·b·T·a·c", att.n * N * a * c, "matmul folds q into a bmm operand (a copy), bmm saves it");
   t.add(gqa ? "k repeated to H heads" : "rotated k copy", att.s + "·b·T·a·c", att.n * N * a * c,
         gqa ? "repeat_interleave (b, Hkv, T, hd) -> (b, H, T, hd); bmm saves it" : "bmm operand copy, saved");
-  // At micro-batch 1 matmul folds (1, H, T, hd) into bmm's batch as a view, not a copy: bmm
-  // saves the rotated q itself where it is in c already (and k, and later v, without GQA), so
-  // those locals are the "copies" above, counted once there (tests/plan_properties.cpp --live).
-  const bool saved_as_views = b == 1 && att.n > 0;
-  const int64_t q_bytes = m.qk_norm || !dt.autocast ? dt.w : c;
-  if (saved_as_views && q_bytes == c) locals -= N * (a + (gqa ? 0 : kv)) * c;
+  const bool saved_as_views = bmm_saves_views(b, att);  // the rotated q (k, v) locals themselves
+  if (saved_as_views && rotated_qk_bytes(m, dt) == c) locals -= N * (a + (gqa ? 0 : kv)) * c;
   const size_t released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals);
   t.add(gqa ? "v repeated to H heads" : "v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves it");
   if (saved_as_views && !gqa) locals -= N * kv * c;
@@ -324,7 +331,6 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   const int64_t T = o.activation_length(), d = m.d_model, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
   const int64_t f = m.d_ff, L = m.n_layers;
   const int64_t N = b * T;
-  const bool cast = dt.autocast;
   const Blocks x{dt, FrozenPrefix::kInput, L}, att{dt, FrozenPrefix::kAttention, L}, res{dt, FrozenPrefix::kToMlp, L};
   const Blocks all{L};
   t.add("block input x", x.s + "·b·T·d·4", x.n * N * d * kFp32, "fp32 residual stream, saved by RMSNorm's pow and mul");
@@ -342,8 +348,7 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   // block input when block 0's is not saved, normed, the rotated q, k and v, y, h and m.
   int64_t locals = x.n == 0 ? N * d * kFp32 : 0;
   if (!linear_input(m, t, kAttentionInputLine[1], {"q", "k", "v"}, saving, L, N, d, "d", dt, w, o, locals, x)) locals += N * d * w;
-  const int64_t q_bytes = m.qk_norm || !cast ? w : c;  // the rotary tables' dtype wins the product
-  if (o.attention == AttentionKind::kExplicit || att.n == 0) locals += N * (a + kv) * q_bytes + N * kv * c;
+  if (o.attention == AttentionKind::kExplicit || att.n == 0) locals += N * (a + kv) * rotated_qk_bytes(m, dt) + N * kv * c;
   if (m.qk_norm) llama_qk_norm_saved(m, o, N, dt, att, t);
   // RoPE saves nothing: cos and sin do not require grad, so q·cos and rotate_half(q)·sin keep
   // no operand, and the projections are freed once the rotated q, k exist (Qwen3: once normed).
@@ -369,7 +374,7 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   // h + down_proj(…), fp32; on the CPU a result in c is cast to fp32 first (TensorIterator's
   // temporary). With an adapter on down_proj, inside it: the base's result, the scaled delta
   // and their sum (adapted_linear.cpp; B's output is gone with the delta's statement).
-  const int64_t sum = N * d * c + N * d * kFp32 + (o.cpu && c != kFp32 ? N * d * kFp32 : 0);
+  const int64_t sum = block_output_sum(o, N, d, c, kFp32);
   end_moment(t, o.lora.enabled() && count_of(saving, {"down"}) > 0 ? std::max(sum, 3 * N * d * c) : sum,
              locals + (product_saved ? 0 : N * f * c));
   return released;

@@ -72,6 +72,10 @@ inline const char* mlp_out_input_line(const ModelConfig& m) { return kMlpOutInpu
 // How many of one block's linears `names` carry an adapter (0 without LoRA).
 int adapted_count(const ModelConfig& m, const PlanOptions& o, std::initializer_list<const char*> names);
 
+// A block's last sum, h + the MLP's output projection: the result (in c), the sum in the residual's
+// dtype and, on the CPU, TensorIterator's cast of a result in another dtype (a temporary).
+int64_t block_output_sum(const PlanOptions& o, int64_t N, int64_t d, int64_t c, int64_t residual);
+
 // The frozen prefix of block 0 for LoRA without checkpointing, from the adapters' targets.
 FrozenPrefix frozen_prefix_of(const ModelConfig& m, const PlanOptions& o, bool checkpointing);
 
