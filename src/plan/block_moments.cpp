@@ -56,6 +56,10 @@ void PlanBuilder::block_backward() {
       blk.add("recomputed block's weights cast to c", "(linear weights)·c", linear_weight_numel_per_block(m) * c,
               "the recompute's autocast region caches and saves them again");
     }
+    if (const int64_t adapters = adapter_cast_cache(1); adapters > 0) {
+      blk.add("recomputed block's adapter casts", "(one block's A and B)·c", adapters,
+              "the recompute's autocast region caches them again; its linears save them");
+    }
   }
   blk.add("gradient of the residual stream", "b·T·d·" + rs(), N * d * w, "flows into the block from above");
   candidates_begin = plan.block_backward_peak.size();
@@ -150,7 +154,11 @@ PlanBuilder::Moment PlanBuilder::softmax_moment(int64_t released_before_softmax)
   Moment softmax;
   const bool attention_backward = !(L == 1 && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kAttention);
   if (o.attention != AttentionKind::kExplicit || !attention_backward) return softmax;
-  const int64_t released = released_before_softmax + (block_weights_cast() ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
+  // GPT-2 at micro-batch 1: the v that bmm(probabilities, v) saved is a view of c_attn's output,
+  // whose storage the q and k that the scores' bmm saved still hold.
+  const int64_t v_kept = gpt2 && bmm_operands_are_views(b) ? N * a * c : 0;
+  const int64_t released =
+      released_before_softmax - v_kept + (block_weights_cast() ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
   const int64_t grads = split.optimizer_in_backward
                             ? 0
                             : (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient_bytes();
@@ -270,23 +278,75 @@ PlanBuilder::Moment PlanBuilder::recompute_end_moment() const {
   const bool gpt2 = m.arch == Architecture::kGpt2;
   const int64_t f = m.d_ff;
   const int64_t sum = block_output_sum(o, N, d, c, w);  // y and the projection's result it is made from
-  int64_t out = sum;
+  // The output projection's moment: y and the result it is made from, or with an adapter on the
+  // projection the highest of the adapter's moments (before y exists).
+  PlanLine out{"recompute's end: MLP out-proj result and y",
+               o.cpu && c != w ? "b·T·d·c + 2·b·T·d·" + rs() : "b·T·d·c + b·T·d·" + rs(), sum,
+               "added to h to make y, the recomputed output (dropped before the inner backward)"};
+  const auto higher = [&out](const std::string& formula, int64_t bytes, const std::string& why) {
+    if (bytes > out.bytes) out = PlanLine{"recompute's end: the adapted out-projection", formula, bytes, why};
+  };
   if (adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0) {
+    const AdapterOutputs outputs = adapter_outputs(o, dtypes(), N * d);
     const int64_t copy = c != kFp32 ? N * f * kFp32 : 0;
-    out = std::max(out, copy + 3 * N * d * c);  // y is not made yet
+    if (autocast) {  // A saves its cast of the copy: the copy is the adapter's local
+      higher((copy > 0 ? "b·T·f·4 + " : "") + std::string(outputs.formula) + " (out = d)", copy + outputs.bytes,
+             "its input's fp32 copy, " + std::string(outputs.what) + " (A's cast is saved)");
+    } else {  // A saves the copy itself, or dropout's output of it (recomputed lines)
+      higher(std::string(outputs.formula) + " (out = d)", outputs.bytes, outputs.what);
+      if (o.lora.dropout > 0 && copy > 0)
+        higher("b·T·f·4 + b·T·d·c", copy + N * d * c,
+               "its input's fp32 copy when dropout makes its output and noise (saved), next to the base's result");
+    }
   }
   end.add("recompute's end: block forward's locals", gpt2 ? "b·T·3a·c + …" : "b·T·(a+2kv)·c + …", last_block().end_locals,
           gpt2 ? "the qkv views of c_attn's output and what the linears do not save, held until the block returns"
                : "rotated q, k and v (and what the linears do not save), held until it returns");
-  end.add(out > sum ? "recompute's end: the adapted out-projection" : "recompute's end: MLP out-proj result and y",
-          out > sum ? "b·T·f·4 + 3·b·T·d·c" : (o.cpu && c != w ? "b·T·d·c + 2·b·T·d·" + rs() : "b·T·d·c + b·T·d·" + rs()), out,
-          out > sum ? "its input's fp32 copy, result, B's output, scaled delta (before y; A's cast is saved)"
-                    : "added to h to make y, the recomputed output (dropped before the inner backward)");
+  end.add(out.name, out.formula, out.bytes, out.why);
   // An int8 base keeps the linears' inputs (int8_saved_inputs, counted above for the recompute);
   // those kept as themselves are the very locals counted here.
   const int64_t kept = quant ? int8_inputs_kept_as_themselves(m, o, N, dtypes()) : 0;
   if (kept > 0) end.add("int8's kept inputs are these locals", "−(inputs kept as themselves)", -kept, "counted once, above");
   return end;
+}
+
+// Checkpointed, the recompute is the last block's forward with grad inside its backward; its
+// adapters' moments (ForwardMoment::kAdapter: the input, its fp32 copy under autocast, the base's
+// output and the delta's tensors) come before the block has saved what follows them. With 16-bit
+// weights and no autocast the MLP input projection's fp32 delta can top the recompute's end.
+PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
+  Moment best;
+  // Under autocast (and in fp32) the delta is in c and the recompute's end stays higher; a
+  // quantised base computes in fp32 without autocast.
+  if (!checkpointing || !lora || autocast || c == kFp32) return best;
+  const LastBlock last = last_block();
+  int64_t saved = 0;
+  for (const PlanLine& line : last.lines) saved += line.bytes;
+  for (const ForwardMoment& moment : last.moments) {
+    if (moment.kind != ForwardMoment::kAdapter) continue;
+    int64_t by_then = 0;
+    for (size_t i = 0; i < moment.lines_end; ++i) by_then += last.lines[i].bytes;
+    const AdapterOutputs outputs = adapter_outputs(o, dtypes(), moment.out_elements);
+    Moment candidate;
+    candidate.add("recompute: not saved yet", "−(the block's lines after the adapter)", by_then - saved,
+           "the recompute has saved the block up to this adapter");
+    candidate.add("recompute: the adapter's input", "b·T·in·c", moment.input_bytes, "a temporary: the adapters save their copies");
+    // (Without autocast A saves the fp32 copy, or with dropout dropout's output: then the copy
+    // exists only while dropout makes that output, next to the base's result.)
+    const int64_t dropout_moment = moment.copy_bytes > 0 ? moment.copy_bytes + moment.out_elements * c : 0;
+    if (dropout_moment > moment.outputs_bytes) {
+      candidate.add("recompute: its fp32 copy and the base's output", "b·T·in·4 + b·T·out·c", dropout_moment,
+                    "x.to(fp32) while dropout makes its output and noise (saved)");
+    } else {
+      candidate.add("recompute: " + std::string(outputs.what), outputs.formula, moment.outputs_bytes,
+                    "result + B(A(x))·scaling, before the sum is cast back");
+    }
+    if (moment.locals_bytes > 0)
+      candidate.add("recompute: the block's unsaved locals", "x, qkv, y, h, … as held", moment.locals_bytes,
+             "the block forward's locals that no backward saves");
+    if (candidate.bytes > best.bytes) best = candidate;
+  }
+  return best;
 }
 
 void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_softmax) {
@@ -296,7 +356,7 @@ void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_soft
   std::vector<Moment> moments = {mlp_activation_moment(),   mlp_projection_moment(),
                                  mlp_projection_step_moment(), softmax_moment(released_before_softmax),
                                  mlp_input_moment(),        attention_input_moment(),
-                                 recompute_end_moment()};
+                                 recompute_end_moment(),    recompute_adapter_moment()};
   const Moment* best = &moments.front();
   for (const Moment& moment : moments)
     if (!moment.lines.empty() && moment.bytes > best->bytes) best = &moment;
@@ -320,8 +380,21 @@ void PlanBuilder::attention_locals(const Table& t) const {
 // Checkpointed under autocast the forward runs without grad, but autocast still caches its cast
 // of every weight that requires grad until the forward's region closes: by the last block's
 // attention, every block below and its own q, k, v (c_attn) projections; by its end, all L
-// blocks. (LoRA: only the adapters' small casts, left out; a frozen weight's cast is not cached.)
+// blocks. With LoRA those are the adapters' A and B (adapter_cast_cache); a frozen weight's cast
+// is not cached.
 bool PlanBuilder::forward_cast_cache() const { return checkpointing && block_weights_cast() && !lora; }
+
+int64_t PlanBuilder::adapter_cast_cache(int64_t blocks, std::initializer_list<const char*> names) const {
+  if (!(checkpointing && autocast && lora)) return 0;
+  int64_t per_block = 0, partial = 0;
+  for (const BlockLinear& l : lora_targets(m, o.lora.targets)) {
+    const int64_t bytes = o.lora.rank * (l.in + l.out) * c;
+    per_block += bytes;
+    for (const char* name : names)
+      if (l.name == name) partial += bytes;
+  }
+  return blocks * per_block + partial;
+}
 
 // The explicit attention run without grad: its locals, the mask and, from
 // compat::masked_attention (softmax in fp32, cast back to c), the higher of the softmax's own
@@ -334,6 +407,10 @@ void PlanBuilder::block_forward_attention(const Table& at) const {
     at.add("autocast's cache: weight casts so far", "((L−1)·(linear weights) + qkv)·c",
            ((L - 1) * linear_weight_numel_per_block(m) + (gpt2 ? d * 3 * a : d * (a + 2 * kv))) * c,
            "cached for the whole forward, grad or not");
+  const int64_t adapters = gpt2 ? adapter_cast_cache(L - 1, {"c_attn"}) : adapter_cast_cache(L - 1, {"q", "k", "v"});
+  if (adapters > 0)
+    at.add("autocast's cache: adapter casts so far", "((L−1)·(adapters) + qkv's)·c", adapters,
+           "A and B require grad: their casts are cached for the whole forward, grad or not");
   attention_locals(at);
   if (repeated) {
     const int64_t q_bytes = m.qk_norm || !autocast ? w : c;
@@ -360,16 +437,16 @@ void PlanBuilder::block_forward_attention(const Table& at) const {
 // adapter its input's fp32 copy and autocast's cast of it and the delta's two tensors, or with
 // LoRA dropout the moment before, dropout's noise and output next to the base's result).
 void PlanBuilder::block_forward_end(const Table& end) {
-  const int64_t a = m.n_heads * m.head_dim, f = m.d_ff;
+  const int64_t f = m.d_ff;
   const bool gpt2 = m.arch == Architecture::kGpt2;
   if (forward_cast_cache())
     end.add("autocast's cache: every block's weight casts", "L·(linear weights)·c", L * linear_weight_numel_per_block(m) * c,
             "cached for the whole forward, grad or not");
-  attention_locals(end);
-  end.add("attention output y, residual h", gpt2 ? "b·T·a·c + b·T·d·w" : "b·T·a·c + b·T·d·4",
-          N * a * c + N * d * (gpt2 ? w : kFp32), "the block's locals");
-  end.add(gpt2 ? "ln_2 output" : "post-attention RMSNorm output m", "b·T·d·" + rs(), N * d * w,
-          gpt2 ? "a temporary of the block's last expression" : "the block's local `m`");
+  const char* out_projection = gpt2 ? "mlp_c_proj" : "down";
+  const int64_t all_adapters = adapter_cast_cache(L);
+  // The output projection's adapter runs after its base: its A's and B's casts come last.
+  const int64_t out_adapter = adapter_cast_cache(0, {out_projection});
+  mlp_locals(end, all_adapters - out_adapter, "(L·(adapters) − the out-projection's)·c");
   end.add(gpt2 ? "c_fc output, gelu output" : "gate, up, silu(gate), silu(gate)·up", gpt2 ? "2·b·T·f·c" : "4·b·T·f·c",
           (gpt2 ? 2 : 4) * N * f * c, "temporaries of the block's last expression, alive until it returns");
   mlp_before_out_projection = total_bytes(*end.lines);
@@ -388,30 +465,73 @@ void PlanBuilder::block_forward_end(const Table& end) {
     // of A's moment (the cast) and B's (its output and the scaled delta) beside the fp32 copy.
     if (copy > 0) end.add("the adapter's input copy", "b·T·f·4", copy, "x.to(fp32), until the adapter returns");
     end.add("out-projection result", "b·T·d·c", N * d * c, "the base linear's, before the adapter's delta");
-    if (cast > 2 * N * d * c)
+    if (cast > 2 * N * d * c) {
       end.add("autocast's cast of the copy for A", "b·T·f·c", cast, "A's temporary (no grad: nothing saves it)");
-    else
+      if (out_adapter > 0) end.add("autocast's cache: the out-projection's A cast", "r·f·c", o.lora.rank * f * c, "A's weight");
+    } else {
       end.add("B's output, the scaled delta", "2·b·T·d·c", 2 * N * d * c, "B(A(x))·scaling, before the sum");
+      if (out_adapter > 0) end.add("autocast's cache: the out-projection's A, B casts", "r·(f+d)·c", out_adapter, "its adapter's weights");
+    }
   } else {
     end.add("out-projection result, the block's output", "b·T·d·c + b·T·d·" + rs(), N * d * c + N * d * w,
             "h + the projection's result");
+    if (adapted_out && out_adapter > 0)
+      end.add("autocast's cache: the out-projection's A, B casts", "r·(f+d)·c", out_adapter, "its adapter's weights");
     if (o.cpu && c != w)
       end.add("the result cast to the residual's dtype", "b·T·d·" + rs(), N * d * w,
               "the CPU's TensorIterator casts the operand before the add (a temporary)");
   }
 }
 
+// What a checkpointed block's MLP (run without grad) finds alive: the adapters' cached casts so far
+// (`adapter_casts` bytes, `formula`), the locals from the attention on, y, h and the MLP's input.
+void PlanBuilder::mlp_locals(const Table& t, int64_t adapter_casts, const std::string& formula) const {
+  const int64_t a = m.n_heads * m.head_dim;
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  if (adapter_casts > 0)
+    t.add("autocast's cache: adapter casts so far", formula, adapter_casts,
+          "A and B require grad: their casts are cached for the whole forward, grad or not");
+  attention_locals(t);
+  t.add("attention output y, residual h", gpt2 ? "b·T·a·c + b·T·d·w" : "b·T·a·c + b·T·d·4",
+        N * a * c + N * d * (gpt2 ? w : kFp32), "the block's locals");
+  t.add(gpt2 ? "ln_2 output" : "post-attention RMSNorm output m", "b·T·d·" + rs(), N * d * w,
+        gpt2 ? "the MLP's input, a temporary of the block's last expression" : "the block's local `m`");
+}
+
+// A checkpointed block's MLP input projection with an adapter, run without grad (GPT-2's c_fc;
+// Llama's gate and up, the later of which finds the other's result alive): the cast caches so
+// far, the block's locals, the projection's input and PEFT's fp32 copy of it, and the base's
+// output next to the adapter's delta (adapter_outputs). Empty without such an adapter.
+void PlanBuilder::block_forward_mlp_input(const Table& in) const {
+  const int64_t f = m.d_ff;
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int adapted = gpt2 ? adapted_count(m, o, {"c_fc"}) : adapted_count(m, o, {"gate", "up"});
+  if (adapted == 0) return;
+  const int64_t adapters = gpt2 ? adapter_cast_cache(L - 1, {"c_attn", "attn_c_proj", "c_fc"})
+                                : adapter_cast_cache(L - 1, {"q", "k", "v", "o", "gate", "up"});
+  mlp_locals(in, adapters, "((L−1)·(adapters) + the block's up to its MLP input)·c");
+  if (!gpt2) in.add("the other input projection's result", "b·T·f·c", N * f * c, "silu(gate(m)) · up(m): one runs first");
+  if (w != kFp32) in.add("the adapter's input copy", "b·T·d·4", N * d * kFp32, "x.to(fp32), until the adapter returns");
+  const AdapterOutputs outputs = adapter_outputs(o, dtypes(), N * f);
+  in.add(outputs.what, outputs.formula, outputs.bytes, "result + B(A(x))·scaling, before the sum is cast back");
+}
+
 void PlanBuilder::block_forward() {
   const bool frozen_attention = !checkpointing && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kAttention;
   if (!frozen_attention && !checkpointing) return;
-  std::vector<PlanLine> attention, mlp;
+  std::vector<PlanLine> attention, mlp, mlp_input;
   if (o.attention == AttentionKind::kExplicit) block_forward_attention(Table{&attention});
   if (checkpointing) block_forward_end(Table{&mlp});
+  if (checkpointing) block_forward_mlp_input(Table{&mlp_input});
   const bool mlp_wins = total_bytes(mlp) > total_bytes(attention);
   plan.block_forward_peak = mlp_wins ? mlp : attention;
   plan.block_forward_what = !checkpointing ? "block 0's attention, before anything requires grad"
                             : mlp_wins     ? "the last block's MLP, run without grad (checkpointing)"
                                            : "the last block's attention, run without grad (checkpointing)";
+  if (total_bytes(mlp_input) > total_bytes(plan.block_forward_peak)) {
+    plan.block_forward_peak = mlp_input;
+    plan.block_forward_what = "the last block's adapted MLP input projection, run without grad (checkpointing)";
+  }
 }
 
 void PlanBuilder::last_block_forward() {
@@ -450,8 +570,8 @@ void PlanBuilder::last_block_forward() {
     plan.last_block_forward_what = "the last block's LoRA adapter with the largest fp32 input copy";
     f.add("the adapters' input", "b·T·in·c", at->input_bytes, "a temporary: the adapters save their casts of it");
     f.add("its fp32 copy", "b·T·in·4", at->copy_bytes, "x.to(fp32) in the adapter's forward, until it returns");
-    f.add("the base linear's output, B's output, the scaled delta", "3·b·T·out·c", 3 * at->output_bytes,
-          "result + B(A(x))·scaling: all three exist before the sum");
+    const AdapterOutputs outputs = adapter_outputs(o, dtypes(), at->out_elements);
+    f.add(outputs.what, outputs.formula, at->outputs_bytes, "result + B(A(x))·scaling, before the sum is cast back");
   }
   if (at->locals_bytes > 0)
     f.add("the block's unsaved locals", "x, qkv, y, h, … as held", at->locals_bytes,
@@ -463,10 +583,27 @@ void PlanBuilder::dequant_transients() {
   dequant_bytes = dequant_transient(m, o, c, Table{&plan.dequant_peak});
   int64_t chosen = 0;
   for (size_t i = candidates_begin; i < plan.block_backward_peak.size(); ++i) chosen += plan.block_backward_peak[i].bytes;
-  const int64_t extra = N * m.d_ff * c + dequant_bytes - chosen;
+  // The MLP's output projection's backward: with an adapter on it, the adapter's nodes come first
+  // (autograd takes the later node first) and leave their input gradient; they have released what
+  // they saved of the input (the int8 base keeps the input itself: a shared tensor stays). Then the
+  // base makes its input gradient next to its dequantised weight.
+  const bool adapted = adapted_count(m, o, {m.arch == Architecture::kGpt2 ? "mlp_c_proj" : "down"}) > 0;
+  int64_t adapter_released = 0;
+  if (adapted) {
+    const std::string input = mlp_out_input_line(m);
+    for (const PlanLine& line : last_block().lines) {
+      const bool shared = line.name == input && o.lora.base_quant == BaseQuant::kInt8;
+      if (line.name.rfind(input, 0) == 0 && !shared) adapter_released += line.bytes;
+    }
+  }
+  const int64_t gradients = (adapted ? 2 : 1) * N * m.d_ff * c;
+  const int64_t extra = gradients - adapter_released + dequantized_linear_bytes(o, d, m.d_ff, c) - chosen;
   if (extra > 0) {
-    Table{&plan.block_backward_peak}.add("QLoRA: frozen linear's backward instead", "b·T·f·c + dequant − above", extra,
-                                         "its input gradient next to the dequantised weight beats the moment above");
+    Table{&plan.block_backward_peak}.add("QLoRA: frozen linear's backward instead",
+                                         adapted ? "2·b·T·f·c + dequant − above" : "b·T·f·c + dequant − above", extra,
+                                         adapted ? "the MLP out-projection's two input gradients next to its dequantised "
+                                                   "weight beat the moment above"
+                                                 : "its input gradient next to the dequantised weight beats the moment above");
   }
 }
 

@@ -35,11 +35,10 @@ struct Blocks {
   explicit Blocks(int64_t L) : n(L), s("L") {}  // every block
 };
 
-// At micro-batch 1 matmul folds (1, H, T, hd) into bmm's batch as a view, not a copy: bmm saves
-// its operands themselves (checked in PyTorch 1.13, fp32 and bf16 autocast; tests/plan_properties.cpp
-// --live). Those that are block locals (GPT-2: views of c_attn's output; Llama: the rotated q and
-// k where already in c, v without GQA) are then the saved "copies", counted once there.
-bool bmm_saves_views(int64_t b, const Blocks& att) { return b == 1 && att.n > 0; }
+// bmm_operands_are_views: the saved q, k, v that are block locals (GPT-2: views of c_attn's
+// output; Llama: the rotated q and k where already in c, v without GQA) are then the saved
+// "copies", counted once there.
+bool bmm_saves_views(int64_t b, const Blocks& att) { return bmm_operands_are_views(b) && att.n > 0; }
 
 // The rotated q's and k's bytes per element: the rotary tables' dtype wins the product.
 int64_t rotated_qk_bytes(const ModelConfig& m, const Dtypes& dt) { return m.qk_norm || !dt.autocast ? dt.w : dt.c; }
@@ -95,8 +94,12 @@ bool linear_input(const ModelConfig& m, const Table& t, const std::string& what,
     ForwardMoment moment;
     moment.lines_end = t.lines->size();
     moment.input_bytes = N * in * input_bytes;
-    moment.copy_bytes = N * in * kFp32;
-    moment.output_bytes = N * out * dt.c;
+    // The fp32 copy next to the outputs: under autocast A saves its cast instead, and the copy (or
+    // with dropout the dropped copy) is the adapter's local; without autocast A saves the copy (a
+    // line above), except with dropout, which makes the saved output next to the copy.
+    moment.copy_bytes = cast || dropout ? N * in * kFp32 : 0;
+    moment.outputs_bytes = adapter_outputs(o, dt, N * out).bytes;
+    moment.out_elements = N * out;
     moment.locals_bytes = locals;
     t.moments->push_back(moment);
   }
@@ -163,6 +166,16 @@ void adapter_intermediates(const ModelConfig& m, const PlanOptions& o, int64_t N
 }
 
 }  // namespace
+
+AdapterOutputs adapter_outputs(const PlanOptions& o, const Dtypes& dt, int64_t rows_out) {
+  if (dt.autocast || dt.c == kFp32)
+    return {3 * rows_out * dt.c, "3·b·T·out·c", "the base linear's output, B's output, the scaled delta"};
+  if (o.cpu)
+    return {rows_out * (dt.c + 3 * kFp32), "b·T·out·(c + 12)",
+            "the base linear's output (c), the fp32 delta, the result's fp32 copy and the sum (the CPU's mixed-dtype add)"};
+  return {rows_out * (2 * dt.c + 2 * kFp32), "b·T·out·(2c + 8)",
+          "the base linear's output, the fp32 delta and sum, and the sum cast back to c"};
+}
 
 int64_t block_output_sum(const PlanOptions& o, int64_t N, int64_t d, int64_t c, int64_t residual) {
   return N * d * c + N * d * residual + (o.cpu && c != residual ? N * d * residual : 0);

@@ -25,8 +25,8 @@ inline constexpr int64_t kBool = 1;
 // that no backward saves.
 //  - kAdapter, LoRA with the input not in fp32 (autocast's c, or bf16 weights): PEFT's
 //    x.to(fp32) makes a copy that lives until the adapter returns, next to the input itself
-//    (saved only as the adapters' casts), the base linear's output, B's output and the scaled
-//    delta: transient = input + copy + 3 · output.
+//    (saved only as the adapters' casts), the base linear's output and the delta's tensors
+//    (adapter_outputs): transient = input + copy + outputs.
 //  - kAttention, explicit attention: softmax's output is saved, the masked scores it came from
 //    are a local of the attention (src/compat/compat.cpp masked_attention): transient = scores.
 //  - kEnd, the block's last expression: the MLP's output projection's result next to the sum
@@ -34,11 +34,12 @@ inline constexpr int64_t kBool = 1;
 struct ForwardMoment {
   enum Kind { kAdapter, kAttention, kEnd } kind = kAdapter;
   size_t lines_end = 0;
-  int64_t input_bytes = 0, copy_bytes = 0, output_bytes = 0;  // kAdapter's parts
-  int64_t scores_bytes = 0;                                    // kAttention's
-  int64_t result_bytes = 0;                                    // kEnd's: result and sum
+  int64_t input_bytes = 0, copy_bytes = 0, outputs_bytes = 0;  // kAdapter's parts
+  int64_t out_elements = 0;                                     // kAdapter's b·T·out elements
+  int64_t scores_bytes = 0;                                     // kAttention's
+  int64_t result_bytes = 0;                                     // kEnd's: result and sum
   int64_t locals_bytes = 0;
-  int64_t transient() const { return input_bytes + copy_bytes + 3 * output_bytes + scores_bytes + result_bytes; }
+  int64_t transient() const { return input_bytes + copy_bytes + outputs_bytes + scores_bytes + result_bytes; }
 };
 
 // Adds lines to one table; `count` repeats a tensor (per block: L). `moments`, when set, collects
@@ -76,6 +77,11 @@ int adapted_count(const ModelConfig& m, const PlanOptions& o, std::initializer_l
 // dtype and, on the CPU, TensorIterator's cast of a result in another dtype (a temporary).
 int64_t block_output_sum(const PlanOptions& o, int64_t N, int64_t d, int64_t c, int64_t residual);
 
+// At micro-batch 1 matmul folds (1, H, T, hd) into bmm's batch as a view, not a copy: bmm saves
+// its operands themselves (checked in PyTorch 1.13, fp32 and bf16 autocast; tests/plan_properties.cpp
+// --live). GPT-2's q, k, v are then views of c_attn's output, one storage.
+inline bool bmm_operands_are_views(int64_t b) { return b == 1; }
+
 // The frozen prefix of block 0 for LoRA without checkpointing, from the adapters' targets.
 FrozenPrefix frozen_prefix_of(const ModelConfig& m, const PlanOptions& o, bool checkpointing);
 
@@ -91,6 +97,19 @@ struct Dtypes {
   // an op none of whose operands requires grad, so that part of block 0 saves nothing.
   FrozenPrefix frozen_prefix = FrozenPrefix::kNone;
 };
+
+// An adapted linear's output moment (src/models/adapted_linear.cpp, as PEFT's
+// `result + lora_B(lora_A(x)) * scaling`, cast back to result's dtype) for `rows_out` = b·T·out
+// elements. Under autocast, or all in fp32, A and B run in c: B's output, the scaled delta and
+// the result, then the sum in their place, three tensors in c. With 16-bit weights and no
+// autocast the fp32 adapter makes an fp32 delta: the result (c), the delta, their fp32 sum and,
+// on the CPU, TensorIterator's fp32 copy of the result (on CUDA the cast back to c instead).
+struct AdapterOutputs {
+  int64_t bytes;
+  const char* formula;
+  const char* what;
+};
+AdapterOutputs adapter_outputs(const PlanOptions& o, const Dtypes& dt, int64_t rows_out);
 
 // Elements of block 0's base weights whose linears get an input that does not require grad in
 // the frozen prefix: their autocast cast (not cached for a frozen weight) is not saved.

@@ -413,13 +413,13 @@ int64_t PlanBuilder::forward_peak(const PhaseTotals& s) const {
   if (!plan.framework_forward_peak.empty()) {
     forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.framework_forward_peak));
   }
-  if (checkpointing && block_weights_cast() && !lora && full_head()) {
+  const int64_t cast_cache = forward_cast_cache() ? L * linear_weight_numel_per_block(m) * c : adapter_cast_cache(L);
+  if (cast_cache > 0 && full_head()) {
     // Checkpointed under autocast: the head's matmul runs inside the forward's autocast region,
-    // whose cache still holds every block's weight casts (block_forward); the fp32 copy of the
-    // logits comes after the region has closed (Trainer::accumulate), without them.
-    // (The saved log_softmax output is not made yet: N·V·4 less.)
-    forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_bytes - N * V * kFp32 +
-                                    L * linear_weight_numel_per_block(m) * c + N * V * c);
+    // whose cache still holds every block's weight casts, or with LoRA every adapter's
+    // (block_forward); the fp32 copy of the logits comes after the region has closed
+    // (Trainer::accumulate), without them. (The saved log_softmax output is not made yet: N·V·4 less.)
+    forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_bytes - N * V * kFp32 + cast_cache + N * V * c);
   }
   if (!plan.last_block_forward_peak.empty()) {
     forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_before_blocks + total_bytes(plan.last_block_forward_peak));

@@ -172,6 +172,7 @@ struct PlanBuilder {
   Moment mlp_input_moment() const;
   Moment attention_input_moment() const;
   Moment recompute_end_moment() const;
+  Moment recompute_adapter_moment() const;
   int64_t new_gradient_bytes() const;
   int64_t mlp_out_released() const;
   int64_t checkpointed_residual_sum() const;
@@ -190,8 +191,13 @@ struct PlanBuilder {
   void block_forward();
   void block_forward_attention(const Table& at) const;  // block_forward's attention moment
   void block_forward_end(const Table& end);             // a checkpointed block's end (sets mlp_before_out_projection)
+  void block_forward_mlp_input(const Table& in) const;  // a checkpointed block's adapted MLP input projection
   void attention_locals(const Table& t) const;          // the block's locals from the attention on
+  void mlp_locals(const Table& t, int64_t adapter_casts, const std::string& formula) const;  // … up to the MLP
   bool forward_cast_cache() const;                      // autocast caches the block weights' casts
+  // Checkpointed LoRA under autocast: the bytes of the adapters' cached casts (A and B are fp32
+  // leaves that require grad) for `blocks` whole blocks and, of the next, the adapters on `names`.
+  int64_t adapter_cast_cache(int64_t blocks, std::initializer_list<const char*> names = {}) const;
 
   // The last block's forward moments with grad (block_tensors.hpp ForwardMoment), each on top of
   // the blocks below and the last block's saved tensors up to it: the explicit attention's
