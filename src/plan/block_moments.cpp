@@ -74,7 +74,9 @@ int64_t PlanBuilder::new_gradient_bytes() const { return accumulating || lora ? 
 int64_t PlanBuilder::mlp_out_released() const {
   const bool gpt2 = m.arch == Architecture::kGpt2;
   const bool out_saves_input = !lora || adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0;
-  return (out_saves_input ? N * m.d_ff * c : 0) + (block_weights_cast() ? d * m.d_ff * c : 0);
+  // An int8 base keeps the input too (counted apart, int8_saved_inputs) unless the adapter keeps it.
+  return (out_saves_input ? N * m.d_ff * c : 0) + (quant ? int8_mlp_out_input(m, o, N, dtypes()) : 0) +
+         (block_weights_cast() ? d * m.d_ff * c : 0);
 }
 
 // Checkpointed, the block's incoming gradient stays alive through the inner backward
@@ -106,14 +108,37 @@ PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
 // buffer adds the second into the first) and its weight's, which with accumulation is a new
 // tensor until AccumulateGrad has added it into .grad. Higher than the activation's backward when
 // the projection's weight outweighs b·T rows.
+int64_t PlanBuilder::mlp_out_adapter_released() const {
+  if (adapted_count(m, o, {m.arch == Architecture::kGpt2 ? "mlp_c_proj" : "down"}) == 0) return 0;
+  int64_t released = 0;
+  const std::string input = mlp_out_input_line(m);
+  for (const PlanLine& line : last_block().lines) {
+    const bool shared = line.name == input && o.lora.base_quant == BaseQuant::kInt8;
+    if (line.name.rfind(input, 0) == 0 && !shared) released += line.bytes;
+  }
+  return released;
+}
+
 PlanBuilder::Moment PlanBuilder::mlp_projection_moment() const {
   const bool gpt2 = m.arch == Architecture::kGpt2;
   const int64_t f = m.d_ff;
   const int64_t projection_gradient = lora ? 0 : (f * d + (gpt2 ? d : 0)) * t;
   Moment projection;
   if (adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0) {
-    projection.add("MLP out-proj backward: two input gradients", "2·b·T·f·c", 2 * N * f * c,
-                   "the base linear's, and the adapter's that autograd's input buffer adds into it");
+    // The adapter's nodes run first (autograd takes the later node first). Over a quantised base
+    // with LoRA dropout they release dropout's output and noise before the base makes its gradient
+    // (measured: seed 1 case 92); otherwise the drawn cases measure both gradients next to
+    // everything the block saved (without dropout A saves the input itself).
+    const int64_t released = quant && o.lora.dropout > 0 ? mlp_out_adapter_released() : 0;
+    if (N * f * c > released) {
+      projection.add("MLP out-proj backward: two input gradients", "2·b·T·f·c", 2 * N * f * c,
+                     "the adapter's, and the base linear's that autograd's input buffer adds into it");
+      if (released > 0)
+        projection.add("released: what the adapter saved of its input", "−(its lines)", -released, "its nodes have run");
+    } else {
+      projection.add("MLP out-proj backward: the adapter's input gradient", "b·T·f·c", N * f * c,
+                     "made first, next to what the adapter saved of its input");
+    }
   } else {
     projection.add("MLP out-proj backward: input gradient", "b·T·f·c", N * f * c,
                    "the MLP's output projection makes the gradient of its b·T·f input");
@@ -157,13 +182,20 @@ PlanBuilder::Moment PlanBuilder::softmax_moment(int64_t released_before_softmax)
   // GPT-2 at micro-batch 1: the v that bmm(probabilities, v) saved is a view of c_attn's output,
   // whose storage the q and k that the scores' bmm saved still hold.
   const int64_t v_kept = gpt2 && bmm_operands_are_views(b) ? N * a * c : 0;
-  const int64_t released =
-      released_before_softmax - v_kept + (block_weights_cast() ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
+  // An int8 base's kept inputs of the output projection and the MLP go with their nodes too (the
+  // last block is block 0 with its frozen prefix when it is the only one, unless checkpointed).
+  Dtypes dt = dtypes();
+  const bool block0 = L == 1 && !checkpointing;
+  if (block0) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+  const int64_t int8_inputs = quant ? int8_inputs_after_attention(m, o, N, dt, block0) : 0;
+  const int64_t released = released_before_softmax - v_kept + int8_inputs +
+                           (block_weights_cast() ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
   const int64_t grads = split.optimizer_in_backward
                             ? 0
                             : (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient_bytes();
   softmax.add("released before the softmax's backward", "−(one block from v on)", -released,
-              "the MLP, output projection and bmm(probabilities, v) are done");
+              int8_inputs > 0 ? "the MLP, output projection and bmm(probabilities, v) are done, with the inputs int8 kept for them"
+                              : "the MLP, output projection and bmm(probabilities, v) are done");
   if (grads > 0) softmax.add("the block's MLP and projection gradients", "(MLP, norm, proj.)·4", grads, "made on the way");
   softmax.add("gradient of v", "b·T·a·c", N * a * c, "waits in the qkv split's backward for q's and k's");
   if (checkpointing)
@@ -588,22 +620,33 @@ void PlanBuilder::dequant_transients() {
   // they saved of the input (the int8 base keeps the input itself: a shared tensor stays). Then the
   // base makes its input gradient next to its dequantised weight.
   const bool adapted = adapted_count(m, o, {m.arch == Architecture::kGpt2 ? "mlp_c_proj" : "down"}) > 0;
-  int64_t adapter_released = 0;
-  if (adapted) {
-    const std::string input = mlp_out_input_line(m);
-    for (const PlanLine& line : last_block().lines) {
-      const bool shared = line.name == input && o.lora.base_quant == BaseQuant::kInt8;
-      if (line.name.rfind(input, 0) == 0 && !shared) adapter_released += line.bytes;
-    }
-  }
+  const int64_t adapter_released = mlp_out_adapter_released();
   const int64_t gradients = (adapted ? 2 : 1) * N * m.d_ff * c;
-  const int64_t extra = gradients - adapter_released + dequantized_linear_bytes(o, d, m.d_ff, c) - chosen;
-  if (extra > 0) {
-    Table{&plan.block_backward_peak}.add("QLoRA: frozen linear's backward instead",
-                                         adapted ? "2·b·T·f·c + dequant − above" : "b·T·f·c + dequant − above", extra,
-                                         adapted ? "the MLP out-projection's two input gradients next to its dequantised "
-                                                   "weight beat the moment above"
-                                                 : "its input gradient next to the dequantised weight beats the moment above");
+  const int64_t down = dequantized_linear_bytes(o, d, m.d_ff, c);
+  const int64_t backward = gradients - adapter_released + down;
+  // Checkpointed, the recompute's MLP output projection dequantises its weight in the forward, next
+  // to the block's locals at its end (recompute_end_moment) and the result it makes, before y; its
+  // base runs before its adapter, whose copies of the input do not exist yet.
+  int64_t recompute = 0;
+  if (checkpointing) {
+    const LastBlock last = last_block();
+    const std::string input = mlp_out_input_line(m);
+    int64_t not_yet = 0;
+    for (const PlanLine& line : last.lines)
+      if (line.name.rfind(input, 0) == 0 && line.name != input) not_yet += line.bytes;
+    recompute = last.end_locals - int8_inputs_kept_as_themselves(m, o, N, dtypes()) + N * d * c + down - not_yet;
+  }
+  const int64_t extra = std::max(backward, recompute) - chosen;
+  if (extra <= 0) return;
+  const Table blk{&plan.block_backward_peak};
+  if (recompute > backward) {
+    blk.add("QLoRA: the recompute's MLP out-projection instead", "locals + b·T·d·c + dequant − above", extra,
+            "the recompute's output projection makes its result next to its dequantised weight and the block's locals");
+  } else {
+    blk.add("QLoRA: frozen linear's backward instead", adapted ? "2·b·T·f·c + dequant − above" : "b·T·f·c + dequant − above",
+            extra,
+            adapted ? "the MLP out-projection's two input gradients next to its dequantised weight beat the moment above"
+                    : "its input gradient next to the dequantised weight beats the moment above");
   }
 }
 

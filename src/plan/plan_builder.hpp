@@ -167,6 +167,9 @@ struct PlanBuilder {
   // empty one does not).
   Moment mlp_activation_moment() const;
   Moment mlp_projection_moment() const;
+  // What the MLP output projection's adapter saved of its input (its lines in the block table),
+  // released once its nodes have run, before the base's backward; not the input an int8 base keeps.
+  int64_t mlp_out_adapter_released() const;
   Moment mlp_projection_step_moment() const;
   Moment softmax_moment(int64_t released_before_softmax) const;
   Moment mlp_input_moment() const;

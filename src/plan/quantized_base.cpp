@@ -53,6 +53,8 @@ namespace {
 // that are the input itself rather than a cast.
 struct Int8Inputs {
   int64_t per_block = 0, block0 = 0, themselves = 0, themselves0 = 0;
+  int64_t after_attention = 0, after_attention0 = 0;  // of the linears after the attention's product
+  int64_t mlp_out = 0;                                // the MLP output projection's
 };
 
 Int8Inputs int8_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt) {
@@ -91,10 +93,14 @@ Int8Inputs int8_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, co
       r.themselves += bytes;
     }
     r.per_block += bytes;
+    const bool after_attention = g.frozen_from != FrozenPrefix::kInput;
+    if (after_attention) r.after_attention += bytes;
+    if (g.frozen_from == FrozenPrefix::kNone) r.mlp_out = bytes;
     // In block 0 an input that does not require grad makes no autograd node: nothing is kept.
     if (g.frozen_from == FrozenPrefix::kNone || dt.frozen_prefix < g.frozen_from) {
       r.block0 += bytes;
       if (g.bytes == c) r.themselves0 += bytes;
+      if (after_attention) r.after_attention0 += bytes;
     }
   }
   return r;
@@ -106,6 +112,16 @@ int64_t int8_inputs_kept_as_themselves(const ModelConfig& m, const PlanOptions& 
   if (o.lora.base_quant != BaseQuant::kInt8) return 0;
   const Int8Inputs inputs = int8_inputs(m, o, N, dt);
   return block0 ? inputs.themselves0 : inputs.themselves;
+}
+
+int64_t int8_inputs_after_attention(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, bool block0) {
+  if (o.lora.base_quant != BaseQuant::kInt8) return 0;
+  const Int8Inputs inputs = int8_inputs(m, o, N, dt);
+  return block0 ? inputs.after_attention0 : inputs.after_attention;
+}
+
+int64_t int8_mlp_out_input(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt) {
+  return o.lora.base_quant == BaseQuant::kInt8 ? int8_inputs(m, o, N, dt).mlp_out : 0;
 }
 
 void int8_saved_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, int64_t layers, const Dtypes& dt,

@@ -36,4 +36,11 @@ void int8_saved_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, in
 int64_t int8_inputs_kept_as_themselves(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt,
                                        bool block0 = false);
 
+// Of one block's int8 kept inputs, those of the linears after the attention's product (its output
+// projection and the MLP's): released by the time the block's backward reaches the softmax's.
+// Of those, the MLP output projection's (when no adapter keeps the same tensor): released by its node.
+int64_t int8_mlp_out_input(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt);
+int64_t int8_inputs_after_attention(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt,
+                                    bool block0 = false);
+
 }  // namespace accumbench::plan_detail
