@@ -103,11 +103,6 @@ PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
   return activation;
 }
 
-// The output projection's own backward, before it has released anything. It makes its input's
-// gradient (twice with an adapter on it: the base linear's and A's, until autograd's input
-// buffer adds the second into the first) and its weight's, which with accumulation is a new
-// tensor until AccumulateGrad has added it into .grad. Higher than the activation's backward when
-// the projection's weight outweighs b·T rows.
 int64_t PlanBuilder::mlp_out_adapter_released() const {
   if (adapted_count(m, o, {m.arch == Architecture::kGpt2 ? "mlp_c_proj" : "down"}) == 0) return 0;
   int64_t released = 0;
@@ -119,6 +114,11 @@ int64_t PlanBuilder::mlp_out_adapter_released() const {
   return released;
 }
 
+// The output projection's own backward, before it has released anything. It makes its input's
+// gradient (twice with an adapter on it: the base linear's and A's, until autograd's input
+// buffer adds the second into the first) and its weight's, which with accumulation is a new
+// tensor until AccumulateGrad has added it into .grad. Higher than the activation's backward when
+// the projection's weight outweighs b·T rows.
 PlanBuilder::Moment PlanBuilder::mlp_projection_moment() const {
   const bool gpt2 = m.arch == Architecture::kGpt2;
   const int64_t f = m.d_ff;
@@ -361,7 +361,7 @@ PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
     const AdapterOutputs outputs = adapter_outputs(o, dtypes(), moment.out_elements);
     Moment candidate;
     candidate.add("recompute: not saved yet", "−(the block's lines after the adapter)", by_then - saved,
-           "the recompute has saved the block up to this adapter");
+                  "the recompute has saved the block up to this adapter");
     candidate.add("recompute: the adapter's input", "b·T·in·c", moment.input_bytes, "a temporary: the adapters save their copies");
     // (Without autocast A saves the fp32 copy, or with dropout dropout's output: then the copy
     // exists only while dropout makes that output, next to the base's result.)
@@ -375,7 +375,7 @@ PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
     }
     if (moment.locals_bytes > 0)
       candidate.add("recompute: the block's unsaved locals", "x, qkv, y, h, … as held", moment.locals_bytes,
-             "the block forward's locals that no backward saves");
+                    "the block forward's locals that no backward saves");
     if (candidate.bytes > best.bytes) best = candidate;
   }
   return best;
@@ -643,7 +643,10 @@ void PlanBuilder::dequant_transients() {
     blk.add("QLoRA: the recompute's MLP out-projection instead", "locals + b·T·d·c + dequant − above", extra,
             "the recompute's output projection makes its result next to its dequantised weight and the block's locals");
   } else {
-    blk.add("QLoRA: frozen linear's backward instead", adapted ? "2·b·T·f·c + dequant − above" : "b·T·f·c + dequant − above",
+    blk.add("QLoRA: frozen linear's backward instead",
+            !adapted                ? "b·T·f·c + dequant − above"
+            : adapter_released > 0 ? "2·b·T·f·c − the adapter's saved input + dequant − above"
+                                   : "2·b·T·f·c + dequant − above",
             extra,
             adapted ? "the MLP out-projection's two input gradients next to its dequantised weight beat the moment above"
                     : "its input gradient next to the dequantised weight beats the moment above");
