@@ -92,11 +92,12 @@ int64_t PlanBuilder::checkpointed_residual_sum() const { return checkpointing ? 
 PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
   const bool gpt2 = m.arch == Architecture::kGpt2;
   const int64_t f = m.d_ff;
-  const int64_t mlp_grads = (f * d + (gpt2 ? d : 0)) * new_gradient_bytes();
+  // (With the optimizer inside backward the projection's weight has stepped and freed it.)
+  const int64_t mlp_grads = split.optimizer_in_backward ? 0 : (f * d + (gpt2 ? d : 0)) * new_gradient_bytes();
   Moment activation;
   activation.add("released before the activation's backward", "−b·T·f·c (+ d·f·c)", -mlp_out_released(),
                  "the output projection's saved input (and cast weight)");
-  if (mlp_grads > 0) activation.add("the output projection's gradient", "(f·d + bias)·4", mlp_grads, "made on the way");
+  if (mlp_grads > 0) activation.add("the output projection's gradient", "(f·d + bias)·t", mlp_grads, "made on the way");
   activation.add("MLP backward: grads of act. out, in", gpt2 ? "2·b·T·f·c" : "3·b·T·f·c", (gpt2 ? 2 : 3) * N * f * c,
                  gpt2 ? "gelu's backward holds its input gradient and output gradient at once"
                       : "silu(g)·u's backward holds its input gradient and makes those of silu(g) and u");
