@@ -8,6 +8,7 @@
 //   accumbench_plan_properties --seed 1 --case 17    # one case again, with its config and command
 //   accumbench_plan_properties --all ...             # also the families open_gap() leaves out
 //   accumbench_plan_properties --seed 1 --case 17 --live   # what is alive at each measured peak
+//   accumbench_plan_properties --all --cases 1000 --predict-only   # the plan's numbers only, to diff
 //
 // The bar (issue 11): on the step's peak, |predicted − measured| ≤ 3 % of the measured peak and
 // never an under-prediction beyond 2 %. Per phase (forward, backward, optimizer) the same bar,
@@ -25,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -360,7 +362,8 @@ void print_failure(const Case& c, const Outcome& r) {
 }
 
 int usage() {
-  std::cerr << "usage: accumbench_plan_properties [--seed S] [--cases N] [--case I] [--summary] [--all] [--live]\n"
+  std::cerr << "usage: accumbench_plan_properties [--seed S] [--cases N] [--case I] [--summary] [--all] [--live] [--predict-only]\n"
+               "  --predict-only: the plan's peak and phase peaks per case, nothing measured (diff them across a refactoring)\n"
                "  --live (with --case): the blocks alive at each measured phase's peak, with the shapes their sizes match\n";
   return 2;
 }
@@ -408,7 +411,7 @@ int main(int argc, char** argv) {
   ab::use_passive_openmp_wait(argv);
   uint64_t seed = 1;
   int cases = 60, only = -1;
-  bool summary = false, all = false, live = false;
+  bool summary = false, all = false, live = false, predict_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -418,6 +421,7 @@ int main(int argc, char** argv) {
     else if (arg == "--summary") summary = true;
     else if (arg == "--all") all = true;
     else if (arg == "--live") live = true;
+    else if (arg == "--predict-only") predict_only = true;
     else return usage();
   }
   at::set_num_threads(1);  // tiny shapes: one thread is as fast, and the CI machine is shared
@@ -426,6 +430,16 @@ int main(int argc, char** argv) {
   int failures = 0;
   for (int i = (only >= 0 ? only : 0); i < (only >= 0 ? only + 1 : cases); ++i) {
     const Case c = draw_case(seed, i, all);
+    if (predict_only) {  // no measurement: the plan's numbers only, to diff a change that must not move them
+      const ab::MemoryPlan plan = ab::plan_memory(c.cfg, c.options, c.split);
+      std::ostringstream table;  // every line of the plan, labels included, as one hash
+      ab::print_plan(plan, table);
+      std::printf("case %3d  predicted %lld  phases %lld %lld %lld  table %016zx  %s\n", i,
+                  static_cast<long long>(plan.peak_bytes), static_cast<long long>(plan.phase_peak_bytes[0]),
+                  static_cast<long long>(plan.phase_peak_bytes[1]), static_cast<long long>(plan.phase_peak_bytes[2]),
+                  std::hash<std::string>{}(table.str()), describe(c).c_str());
+      continue;
+    }
     if (only >= 0) ab::print_plan(ab::plan_memory(c.cfg, c.options, c.split), std::cout);  // one case: its table
     if (live) ab::CountingCpuAllocator::install().track_live_blocks(true);
     const Outcome r = run_case(c);
@@ -444,6 +458,7 @@ int main(int argc, char** argv) {
     drawn.push_back(c);
     outcomes.push_back(r);
   }
+  if (predict_only) return 0;
   if (summary) print_summary(drawn, outcomes);
   std::printf("\n%d of %zu cases within the bar (|error| <= %.0f %%, under-prediction <= %.0f %%, peak and each phase)\n",
               static_cast<int>(drawn.size()) - failures, drawn.size(), 100 * kMaxError, 100 * kMaxUnder);
