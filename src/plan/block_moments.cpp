@@ -106,13 +106,8 @@ PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
 
 int64_t PlanBuilder::mlp_out_adapter_released() const {
   if (adapted_count(m, o, {m.arch == Architecture::kGpt2 ? "mlp_c_proj" : "down"}) == 0) return 0;
-  int64_t released = 0;
-  const std::string input = mlp_out_input_line(m);
-  for (const PlanLine& line : last_block().lines) {
-    const bool shared = line.name == input && o.lora.base_quant == BaseQuant::kInt8;
-    if (line.name.rfind(input, 0) == 0 && !shared) released += line.bytes;
-  }
-  return released;
+  // (An int8 base keeps the input itself: that line stays.)
+  return last_block().input_group_bytes(mlp_out_input_line(m), /*with_input=*/o.lora.base_quant != BaseQuant::kInt8);
 }
 
 // The output projection's own backward, before it has released anything. It makes its input's
@@ -631,10 +626,7 @@ void PlanBuilder::dequant_transients() {
   int64_t recompute = 0;
   if (checkpointing) {
     const LastBlock last = last_block();
-    const std::string input = mlp_out_input_line(m);
-    int64_t not_yet = 0;
-    for (const PlanLine& line : last.lines)
-      if (line.name.rfind(input, 0) == 0 && line.name != input) not_yet += line.bytes;
+    const int64_t not_yet = last.input_group_bytes(mlp_out_input_line(m), /*with_input=*/false);
     recompute = last.end_locals - int8_inputs_kept_as_themselves(m, o, N, dtypes()) + N * d * c + down - not_yet;
   }
   const int64_t extra = std::max(backward, recompute) - chosen;

@@ -449,10 +449,7 @@ int64_t PlanBuilder::quant_forward_peak(const PhaseTotals& s, int64_t forward) c
       // The base runs before its adapter (adapted_linear.cpp): what the output projection's
       // adapter saves of its input does not exist yet.
       const LastBlock last = last_block();
-      const std::string down_input = mlp_out_input_line(m);
-      int64_t not_yet = 0;
-      for (const PlanLine& line : last.lines)
-        if (line.name.rfind(down_input, 0) == 0 && line.name != down_input) not_yet += line.bytes;
+      const int64_t not_yet = last.input_group_bytes(mlp_out_input_line(m), /*with_input=*/false);
       forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks - not_yet + down + last.end_locals - kept);
     } else {
       // Checkpointed, the last block's MLP (run without grad) holds its locals and activations

@@ -137,6 +137,14 @@ struct PlanBuilder {
     size_t released_from = 0;
     std::vector<ForwardMoment> moments;
     int64_t end_locals = 0;
+    // The lines of one linear group's input (each starts with `input`, block_tensors.hpp): what
+    // the group's adapters saved of it, and the input's own line when `with_input`.
+    int64_t input_group_bytes(const std::string& input, bool with_input) const {
+      int64_t bytes = 0;
+      for (const PlanLine& line : lines)
+        if (line.name.rfind(input, 0) == 0 && (with_input || line.name != input)) bytes += line.bytes;
+      return bytes;
+    }
   };
   LastBlock last_block() const;
 
