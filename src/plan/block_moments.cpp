@@ -2,6 +2,7 @@
 // grad, the last block's forward with grad, its backward's candidates, QLoRA's dequantised weight
 // next to them. Symbols as in memory_plan.cpp.
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -104,37 +105,89 @@ PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
   return activation;
 }
 
-int64_t PlanBuilder::mlp_out_adapter_released() const {
-  if (adapted_count(m, o, {m.arch == Architecture::kGpt2 ? "mlp_c_proj" : "down"}) == 0) return 0;
-  // (An int8 base keeps the input itself: that line stays.)
-  return last_block().input_group_bytes(mlp_out_input_line(m), /*with_input=*/o.lora.base_quant != BaseQuant::kInt8);
+// The MLP output projection's backward with an adapter on it, node by node: adapted_linear.cpp's
+// forward read backwards. Autograd takes the later node first, so the adapter's nodes run before
+// the base's. A's backward makes the input's gradient in the adapter's dtype (c under autocast,
+// else fp32) and releases what A saved of the input; under autocast the cast to c goes back to
+// fp32; dropout's backward makes a new gradient and releases its noise (mask on CUDA); x.to(fp32),
+// a copy when the input is not fp32, goes back to the input's dtype. Then the base makes its
+// gradient (an int8 base releases the input it kept once it has), and autograd's input buffer adds
+// the two out of place (LibTorch 1.13's InputBuffer makes old + new): both and the sum at once.
+// Each step's gradients next to what the block saved, less what earlier nodes released; the
+// highest. (A quantised base's step with its dequantised weight: dequant_transients.)
+PlanBuilder::AdaptedBackward PlanBuilder::mlp_out_adapter_backward() const {
+  const LastBlock last = last_block();
+  const std::string input = mlp_out_input_line(m);
+  auto line_bytes = [&](const std::string& name) {
+    int64_t bytes = 0;
+    for (const PlanLine& line : last.lines)
+      if (line.name == name) bytes += line.bytes;
+    return bytes;
+  };
+  const int64_t E = N * m.d_ff;
+  const bool dropout = o.lora.dropout > 0;
+  const int64_t noise = line_bytes(input + ", dropout noise") + line_bytes(input + ", dropout mask");
+  // The input itself is the group's line when the adapter takes it as it is; an int8 base keeps
+  // that same tensor (quantized_base.cpp) until its own node has run, or a cast copy of its own.
+  const bool int8 = o.lora.base_quant == BaseQuant::kInt8;
+  const int64_t itself = line_bytes(input);
+  const int64_t saved_by_a = last.input_group_bytes(input, /*with_input=*/true) - noise - (int8 ? itself : 0);
+  const int64_t kept_by_base = int8 ? (itself > 0 ? itself : int8_mlp_out_input(m, o, N, dtypes())) : 0;
+  const int64_t a = autocast ? c : kFp32;  // A's linear runs in autocast's dtype, else in the adapter's fp32
+
+  AdaptedBackward r;
+  r.bytes = std::numeric_limits<int64_t>::min();
+  int64_t alive = 0;  // the gradients alive, less what has been released
+  auto at = [&](const char* what, const char* formula, const char* why) {
+    if (alive <= r.bytes) return;
+    r.what = what;
+    r.formula = formula;
+    r.why = why;
+    r.bytes = alive;
+  };
+  alive += E * a;
+  at("the adapter's input gradient", autocast ? "b·T·f·c" : "b·T·f·4", "A's backward makes it next to everything the block saved");
+  alive -= saved_by_a;
+  if (autocast) {
+    alive += E * kFp32;
+    at("autocast's cast of the adapter's input gradient", "b·T·f·(c + 4) − A's saved input",
+       "back to fp32 next to A's gradient in c; A has released its input");
+    alive -= E * a;
+  }
+  if (dropout) {
+    alive += E * kFp32;
+    at("dropout's backward", "b·T·f·8 − A's saved input",
+       "its fp32 gradient next to the one it comes from; A has released the dropped input");
+    alive -= E * kFp32 + noise;
+  }
+  if (c != kFp32) {
+    alive += E * c;
+    at("the adapter's input gradient cast back to the input's dtype", "b·T·f·(4 + c) − the adapter's saved lines",
+       "x.to(fp32)'s backward, next to the fp32 gradient");
+    alive -= E * kFp32;
+  }
+  r.before_base = alive;
+  alive += E * c;
+  at("two input gradients", "2·b·T·f·c − the adapter's saved lines", "the adapter's, and the base linear's made next to it");
+  alive -= kept_by_base;
+  alive += E * c;
+  at("two input gradients and their sum", "3·b·T·f·c − the input's lines",
+     "autograd's input buffer adds the base's gradient to the adapter's out of place");
+  return r;
 }
 
 // The output projection's own backward, before it has released anything. It makes its input's
-// gradient (twice with an adapter on it: the base linear's and A's, until autograd's input
-// buffer adds the second into the first) and its weight's, which with accumulation is a new
-// tensor until AccumulateGrad has added it into .grad. Higher than the activation's backward when
-// the projection's weight outweighs b·T rows.
+// gradient (with an adapter on it, the adapter's nodes and the base's: mlp_out_adapter_backward)
+// and its weight's, which with accumulation is a new tensor until AccumulateGrad has added it into
+// .grad. Higher than the activation's backward when the projection's weight outweighs b·T rows.
 PlanBuilder::Moment PlanBuilder::mlp_projection_moment() const {
   const bool gpt2 = m.arch == Architecture::kGpt2;
   const int64_t f = m.d_ff;
   const int64_t projection_gradient = lora ? 0 : (f * d + (gpt2 ? d : 0)) * t;
   Moment projection;
   if (adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0) {
-    // The adapter's nodes run first (autograd takes the later node first). Over a quantised base
-    // with LoRA dropout they release dropout's output and noise before the base makes its gradient
-    // (measured: seed 1 case 92); otherwise the drawn cases measure both gradients next to
-    // everything the block saved (without dropout A saves the input itself).
-    const int64_t released = quant && o.lora.dropout > 0 ? mlp_out_adapter_released() : 0;
-    if (N * f * c > released) {
-      projection.add("MLP out-proj backward: two input gradients", "2·b·T·f·c", 2 * N * f * c,
-                     "the adapter's, and the base linear's that autograd's input buffer adds into it");
-      if (released > 0)
-        projection.add("released: what the adapter saved of its input", "−(its lines)", -released, "its nodes have run");
-    } else {
-      projection.add("MLP out-proj backward: the adapter's input gradient", "b·T·f·c", N * f * c,
-                     "made first, next to what the adapter saved of its input");
-    }
+    const AdaptedBackward step = mlp_out_adapter_backward();
+    projection.add("MLP out-proj backward: " + step.what, step.formula, step.bytes, step.why);
   } else {
     projection.add("MLP out-proj backward: input gradient", "b·T·f·c", N * f * c,
                    "the MLP's output projection makes the gradient of its b·T·f input");
@@ -612,14 +665,12 @@ void PlanBuilder::dequant_transients() {
   int64_t chosen = 0;
   for (size_t i = candidates_begin; i < plan.block_backward_peak.size(); ++i) chosen += plan.block_backward_peak[i].bytes;
   // The MLP's output projection's backward: with an adapter on it, the adapter's nodes come first
-  // (autograd takes the later node first) and leave their input gradient; they have released what
-  // they saved of the input (the int8 base keeps the input itself: a shared tensor stays). Then the
-  // base makes its input gradient next to its dequantised weight.
+  // and leave their input gradient, having released what they saved of the input
+  // (mlp_out_adapter_backward). Then the base makes its input gradient next to its dequantised weight.
   const bool adapted = adapted_count(m, o, {m.arch == Architecture::kGpt2 ? "mlp_c_proj" : "down"}) > 0;
-  const int64_t adapter_released = mlp_out_adapter_released();
-  const int64_t gradients = (adapted ? 2 : 1) * N * m.d_ff * c;
+  const int64_t before_base = adapted ? mlp_out_adapter_backward().before_base : 0;
   const int64_t down = dequantized_linear_bytes(o, d, m.d_ff, c);
-  const int64_t backward = gradients - adapter_released + down;
+  const int64_t backward = before_base + N * m.d_ff * c + down;
   // Checkpointed, the recompute's MLP output projection dequantises its weight in the forward, next
   // to the block's locals at its end (recompute_end_moment) and the result it makes, before y; its
   // base runs before its adapter, whose copies of the input do not exist yet.
@@ -637,9 +688,7 @@ void PlanBuilder::dequant_transients() {
             "the recompute's output projection makes its result next to its dequantised weight and the block's locals");
   } else {
     blk.add("QLoRA: frozen linear's backward instead",
-            !adapted                ? "b·T·f·c + dequant − above"
-            : adapter_released > 0 ? "2·b·T·f·c − the adapter's saved input + dequant − above"
-                                   : "2·b·T·f·c + dequant − above",
+            adapted ? "2·b·T·f·c − the adapter's saved lines + dequant − above" : "b·T·f·c + dequant − above",
             extra,
             adapted ? "the MLP out-projection's two input gradients next to its dequantised weight beat the moment above"
                     : "its input gradient next to the dequantised weight beats the moment above");

@@ -175,9 +175,15 @@ struct PlanBuilder {
   // empty one does not).
   Moment mlp_activation_moment() const;
   Moment mlp_projection_moment() const;
-  // What the MLP output projection's adapter saved of its input (its lines in the block table),
-  // released once its nodes have run, before the base's backward; not the input an int8 base keeps.
-  int64_t mlp_out_adapter_released() const;
+  // The MLP output projection's adapted backward, node by node (block_moments.cpp): its highest
+  // step relative to everything the block saved, and what is alive of it when the base's node
+  // starts (its dequantised weight's moment, dequant_transients).
+  struct AdaptedBackward {
+    std::string what, formula, why;
+    int64_t bytes = 0;
+    int64_t before_base = 0;
+  };
+  AdaptedBackward mlp_out_adapter_backward() const;
   Moment mlp_projection_step_moment() const;
   Moment softmax_moment(int64_t released_before_softmax) const;
   Moment mlp_input_moment() const;
