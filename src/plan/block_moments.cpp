@@ -501,15 +501,19 @@ void PlanBuilder::block_forward_attention(const Table& at) const {
   if (!o.packed_documents)
     at.add("causal mask, and the ones it came from", "2·T·T·1", 2 * T * T * kBool, "built per attention call (ones(T, T).triu(1))");
   const int64_t scores = b * H * T * T;
-  const int64_t product = (repeated ? 1 : 2) * N * a * c;
+  // v needs no contiguous copy when it is repeated already, or at micro-batch 1, where bmm's
+  // operands fold as views (bmm_operands_are_views).
+  const bool v_copied = !repeated && !bmm_operands_are_views(b);
+  const int64_t product = (v_copied ? 2 : 1) * N * a * c;
   if (c != kFp32 && scores * (c + 2 * kFp32) > scores * 2 * c + product) {
     at.add("scores, their fp32 copy, softmax's output", "b·H·T·T·(c+8)", scores * (c + 2 * kFp32),
            "the masked scores, and softmax's fp32 input and output");
   } else {
     at.add("scores and probabilities", c == kFp32 ? "2·b·H·T·T·4" : "2·b·H·T·T·c", scores * 2 * c,
            c == kFp32 ? "the masked scores and softmax's output" : "the masked scores and the probabilities cast to c");
-    at.add(repeated ? "attention output" : "v's bmm copy, attention output", repeated ? "b·T·a·c" : "2·b·T·a·c", product,
-           "bmm(probabilities, v): v made contiguous (the repeated v is already), and its result");
+    at.add(v_copied ? "v's bmm copy, attention output" : "attention output", v_copied ? "2·b·T·a·c" : "b·T·a·c", product,
+           v_copied ? "bmm(probabilities, v): v made contiguous, and its result"
+                    : "bmm(probabilities, v)'s result (v is repeated already, or at micro-batch 1 a view)");
   }
 }
 
