@@ -440,7 +440,9 @@ int64_t PlanBuilder::quant_forward_peak(const PhaseTotals& s, int64_t forward) c
     int64_t saved_through_blocks = 0;
     for (size_t i = 0; i < block_lines_end; ++i) saved_through_blocks += plan.saved[i].bytes;
     forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + dequant_bytes);
-    const int64_t down = dequantized_linear_bytes(o, d, m.d_ff, c);  // the MLP's output projection
+    // The MLP's output projection: its dequantised weight (and the scratch that made it), then
+    // next to the weight the (b·T, d) result its product makes.
+    const int64_t down = std::max(dequantized_linear_bytes(o, d, m.d_ff, c), d * m.d_ff * c + N * d * c);
     if (!checkpointing) {
       // (The int8 linears' inputs kept as themselves are among those locals: counted once.)
       Dtypes dt = dtypes();
