@@ -486,6 +486,19 @@ int64_t PlanBuilder::backward_head_peak(const PhaseTotals& s) const {
     if (split.optimizer_in_backward && !m.tied_embeddings && !lora)
       backward_head = std::max(backward_head, resident_bytes + saved_bytes + total_bytes(plan.backward_peak) + step_temporaries(V * d));
   }
+  if (full_head()) {
+    // The final norm's backward after the full head's: the head has released what it saved
+    // (log_softmax's output, its input, its weight's cast) and left its weight's gradient (a tied
+    // one waits in the embedding's input buffer); the hidden states' gradient comes back in the
+    // residual's dtype, and the norm makes its own as in the chunked case above.
+    const bool gpt2 = m.arch == Architecture::kGpt2;
+    const int64_t head_saved = N * V * kFp32 + (lora ? 0 : N * d * c) + (weights_cast() ? V * d * c : 0);
+    const bool head_gradient = !accumulating && !lora && !(split.optimizer_in_backward && !m.tied_embeddings);
+    const int64_t norm_weights = lora ? 0 : (gpt2 ? 2 * d : d) * t;
+    backward_head = std::max(backward_head, resident_bytes + grads_in_micro_step + saved_bytes - head_saved +
+                                                (head_gradient ? V * d * t : 0) + N * d * w +
+                                                (gpt2 ? N * d * w : 2 * N * d * kFp32) + norm_weights);
+  }
   // The head linear's weight gradient being made (V·d in the trained dtype, before
   // AccumulateGrad adds it or autograd buffers it), next to the logits' gradient (counted as
   // the log_softmax output it replaces: that one is released by its backward) while the head's
