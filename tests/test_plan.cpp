@@ -178,6 +178,25 @@ TEST(Plan, PrintsThePeakPerPhase) {
   EXPECT_NE(out.str().find("memory plan: gpt2-tiny, T=64, split 4×1, fp32, attention explicit\n"), std::string::npos);
   EXPECT_NE(out.str().find("  weights                                   P·4                   "), std::string::npos);
   EXPECT_NE(out.str().find(" peak 5.9 MiB in backward\n"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find(" b=4 c=4 w=4\n"), std::string::npos) << out.str();
+}
+
+// The header names the formulas' element sizes as the plan uses them: c, the activations' (bf16
+// weights without autocast compute in bf16), and w, the weights' and the residual's (fp32 around
+// a quantised base).
+TEST(Plan, HeaderNamesTheElementSizesTheFormulasUse) {
+  const ab::ModelConfig m = ab::find_preset("llama-tiny");
+  ab::PlanOptions o = options(64, 4);
+  o.weights_dtype = ab::Precision::kBf16;
+  std::ostringstream bf16_weights;
+  ab::print_plan(ab::plan_memory(m, o, split(4, 1)), bf16_weights);
+  EXPECT_NE(bf16_weights.str().find(" b=4 c=2 w=2\n"), std::string::npos) << bf16_weights.str();
+  o.weights_dtype = ab::Precision::kFp32;
+  o.lora.rank = 8;
+  o.lora.base_quant = ab::BaseQuant::kNf4;
+  std::ostringstream qlora;
+  ab::print_plan(ab::plan_memory(m, o, split(4, 1, "bf16")), qlora);
+  EXPECT_NE(qlora.str().find(" b=4 c=2 w=4\n"), std::string::npos) << qlora.str();
 }
 
 // 8-bit AdamW state of gpt2-124m by hand: the tensors of at least 4096 elements (wte 50257·768,
