@@ -359,7 +359,7 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   const std::vector<std::string> saving = saving_linears(m, o);
   // The block forward's locals that nothing saves, alive until it returns (ForwardMoment): the
   // block input when block 0's is not saved, normed, the rotated q, k and v, y, h and m.
-  int64_t locals = x.n == 0 ? N * d * kFp32 : 0;
+  int64_t locals = x.n == 0 ? N * d * w : 0;
   if (!linear_input(m, t, kAttentionInputLine[1], {"q", "k", "v"}, saving, L, N, d, "d", dt, w, o, locals, x)) locals += N * d * w;
   if (o.attention == AttentionKind::kExplicit || att.n == 0) locals += N * (a + kv) * rotated_qk_bytes(m, dt) + N * kv * c;
   if (m.qk_norm) llama_qk_norm_saved(m, o, N, dt, att, t);
@@ -375,7 +375,9 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
     t.add("post-attention RMSNorm normed", w == kFp32 ? "L·b·T·d·4" : "L·b·T·d·w", L * N * d * w,
           "weight · normed saves normed");
   }
-  if (res.n == 0) locals += N * d * kFp32;  // h
+  // h, in the residual's dtype: RMSNorm saves its fp32 copy (the line above), which is h itself
+  // only when h is fp32 and requires grad.
+  if (res.n == 0 || w != kFp32) locals += N * d * w;
   if (!linear_input(m, t, "post-attention RMSNorm output", {"gate", "up"}, saving, L, N, d, "d", dt, w, o, locals, res))
     locals += N * d * w;  // m
   t.add("gate projection", "L·b·T·f·c", L * N * f * c, "silu saves its input");
