@@ -414,9 +414,8 @@ PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
     candidate.add("recompute: the adapter's input", "b·T·in·c", moment.input_bytes, "a temporary: the adapters save their copies");
     // (Without autocast A saves the fp32 copy, or with dropout dropout's output: then the copy
     // exists only while dropout makes that output, next to the base's result.)
-    const int64_t dropout_moment = moment.copy_bytes > 0 ? moment.copy_bytes + moment.out_elements * c : 0;
-    if (dropout_moment > moment.outputs_bytes) {
-      candidate.add("recompute: its fp32 copy and the base's output", "b·T·in·4 + b·T·out·c", dropout_moment,
+    if (moment.dropout_bytes > moment.outputs_bytes) {
+      candidate.add("recompute: its fp32 copy and the base's output", "b·T·in·4 + b·T·out·c", moment.dropout_bytes,
                     "x.to(fp32) while dropout makes its output and noise (saved)");
     } else {
       candidate.add("recompute: " + std::string(outputs.what), outputs.formula, moment.outputs_bytes,
@@ -654,9 +653,15 @@ void PlanBuilder::last_block_forward() {
   } else {
     plan.last_block_forward_what = "the last block's LoRA adapter with the largest fp32 input copy";
     f.add("the adapters' input", "b·T·in·c", at->input_bytes, "a temporary: the adapters save their casts of it");
-    f.add("its fp32 copy", "b·T·in·4", at->copy_bytes, "x.to(fp32) in the adapter's forward, until it returns");
-    const AdapterOutputs outputs = adapter_outputs(o, dtypes(), at->out_elements);
-    f.add(outputs.what, outputs.formula, at->outputs_bytes, "result + B(A(x))·scaling, before the sum is cast back");
+    if (at->dropout_bytes > at->copy_bytes + at->outputs_bytes) {
+      f.add("its fp32 copy and the base's output", "b·T·in·4 + b·T·out·c", at->dropout_bytes,
+            "x.to(fp32) while dropout makes its output and noise (saved), after the base linear");
+    } else {
+      if (at->copy_bytes > 0)
+        f.add("its fp32 copy", "b·T·in·4", at->copy_bytes, "x.to(fp32) in the adapter's forward, until it returns");
+      const AdapterOutputs outputs = adapter_outputs(o, dtypes(), at->out_elements);
+      f.add(outputs.what, outputs.formula, at->outputs_bytes, "result + B(A(x))·scaling, before the sum is cast back");
+    }
   }
   if (at->locals_bytes > 0)
     f.add("the block's unsaved locals", "x, qkv, y, h, … as held", at->locals_bytes,
