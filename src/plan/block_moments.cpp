@@ -230,7 +230,7 @@ PlanBuilder::Moment PlanBuilder::softmax_moment(int64_t released_before_softmax)
   if (o.attention != AttentionKind::kExplicit || !attention_backward) return softmax;
   // GPT-2 at micro-batch 1: the v that bmm(probabilities, v) saved is a view of c_attn's output,
   // whose storage the q and k that the scores' bmm saved still hold.
-  const int64_t v_kept = gpt2 && bmm_operands_are_views(b) ? N * a * c : 0;
+  const int64_t v_kept = gpt2 && bmm_operands_are_views(b, m.n_heads) ? N * a * c : 0;
   // An int8 base's kept inputs of the output projection and the MLP go with their nodes too (the
   // last block is block 0 with its frozen prefix when it is the only one, unless checkpointed).
   Dtypes dt = dtypes();
@@ -500,9 +500,9 @@ void PlanBuilder::block_forward_attention(const Table& at) const {
   if (!o.packed_documents)
     at.add("causal mask, and the ones it came from", "2·T·T·1", 2 * T * T * kBool, "built per attention call (ones(T, T).triu(1))");
   const int64_t scores = b * H * T * T;
-  // v needs no contiguous copy when it is repeated already, or at micro-batch 1, where bmm's
-  // operands fold as views (bmm_operands_are_views).
-  const bool v_copied = !repeated && !bmm_operands_are_views(b);
+  // v needs no contiguous copy when it is repeated already, or at micro-batch 1 or with one head,
+  // where bmm's operands fold as views (bmm_operands_are_views).
+  const bool v_copied = !repeated && !bmm_operands_are_views(b, m.n_heads);
   const int64_t product = (v_copied ? 2 : 1) * N * a * c;
   if (c != kFp32 && scores * (c + 2 * kFp32) > scores * 2 * c + product) {
     at.add("scores, their fp32 copy, softmax's output", "b·H·T·T·(c+8)", scores * (c + 2 * kFp32),
@@ -512,7 +512,7 @@ void PlanBuilder::block_forward_attention(const Table& at) const {
            c == kFp32 ? "the masked scores and softmax's output" : "the masked scores and the probabilities cast to c");
     at.add(v_copied ? "v's bmm copy, attention output" : "attention output", v_copied ? "2·b·T·a·c" : "b·T·a·c", product,
            v_copied ? "bmm(probabilities, v): v made contiguous, and its result"
-                    : "bmm(probabilities, v)'s result (v is repeated already, or at micro-batch 1 a view)");
+                    : "bmm(probabilities, v)'s result (v is repeated already, or a view: micro-batch 1 or one head)");
   }
 }
 

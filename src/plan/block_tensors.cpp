@@ -38,7 +38,7 @@ struct Blocks {
 // bmm_operands_are_views: the saved q, k, v that are block locals (GPT-2: views of c_attn's
 // output; Llama: the rotated q and k where already in c, v without GQA) are then the saved
 // "copies", counted once there.
-bool bmm_saves_views(int64_t b, const Blocks& att) { return bmm_operands_are_views(b) && att.n > 0; }
+bool bmm_saves_views(int64_t b, int64_t heads, const Blocks& att) { return bmm_operands_are_views(b, heads) && att.n > 0; }
 
 // The rotated q's and k's bytes per element: the rotary tables' dtype wins the product.
 int64_t rotated_qk_bytes(const ModelConfig& m, const Dtypes& dt) { return m.qk_norm || !dt.autocast ? dt.w : dt.c; }
@@ -250,7 +250,7 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   if (o.attention == AttentionKind::kExplicit) {
     t.add("q, k copies", att.s + "·2·b·T·a·c", att.n * 2 * N * a * c,
           "matmul folds the transposed head views into bmm operands (a copy), bmm saves both");
-    const bool saved_as_views = bmm_saves_views(b, att);  // views of c_attn's output, the local above
+    const bool saved_as_views = bmm_saves_views(b, m.n_heads, att);  // views of c_attn's output, the local above
     if (saved_as_views) locals -= 2 * N * a * c;
     released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals);
     t.add("v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves v's contiguous copy");
@@ -326,7 +326,7 @@ size_t llama_attention_saved(const ModelConfig& m, const PlanOptions& o, int64_t
   t.add("rotated q copy", att.s + "·b·T·a·c", att.n * N * a * c, "matmul folds q into a bmm operand (a copy), bmm saves it");
   t.add(gqa ? "k repeated to H heads" : "rotated k copy", att.s + "·b·T·a·c", att.n * N * a * c,
         gqa ? "repeat_interleave (b, Hkv, T, hd) -> (b, H, T, hd); bmm saves it" : "bmm operand copy, saved");
-  const bool saved_as_views = bmm_saves_views(b, att);  // the rotated q (k, v) locals themselves
+  const bool saved_as_views = bmm_saves_views(b, m.n_heads, att);  // the rotated q (k, v) locals themselves
   if (saved_as_views && rotated_qk_bytes(m, dt) == c) locals -= N * (a + (gqa ? 0 : kv)) * c;
   const size_t released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals);
   t.add(gqa ? "v repeated to H heads" : "v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves it");

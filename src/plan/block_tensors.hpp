@@ -86,8 +86,10 @@ int64_t block_output_sum(const PlanOptions& o, int64_t N, int64_t d, int64_t c, 
 
 // At micro-batch 1 matmul folds (1, H, T, hd) into bmm's batch as a view, not a copy: bmm saves
 // its operands themselves (checked in PyTorch 1.13, fp32 and bf16 autocast; tests/plan_properties.cpp
-// --live). GPT-2's q, k, v are then views of c_attn's output, one storage.
-inline bool bmm_operands_are_views(int64_t b) { return b == 1; }
+// --live). GPT-2's q, k, v are then views of c_attn's output, one storage. With one head the
+// transposed (b, 1, T, hd) view is as good as contiguous (a dimension of size 1 has no stride
+// that matters): the same.
+inline bool bmm_operands_are_views(int64_t b, int64_t heads) { return b == 1 || heads == 1; }
 
 // The frozen prefix of block 0 for LoRA without checkpointing, from the adapters' targets.
 FrozenPrefix frozen_prefix_of(const ModelConfig& m, const PlanOptions& o, bool checkpointing);
