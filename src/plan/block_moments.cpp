@@ -626,12 +626,18 @@ void PlanBuilder::last_block_forward() {
   int64_t blocks_below = 0;
   for (size_t i = block_lines_begin; i < block_lines_end; ++i) blocks_below += plan.saved[i].bytes;
   blocks_below -= last_block_bytes;
+  // The block's input in 16-bit weights' dtype (Llama family): RMSNorm saves an fp32 copy, and
+  // the input itself, the previous block's output, stays alive until the block returns.
+  int64_t input = 0;
+  if (m.arch != Architecture::kGpt2 && w != kFp32)
+    for (const PlanLine& line : lines)
+      if (line.name == "block input x" && line.bytes > 0) input = N * d * w;
   int64_t best = 0, saved_to_it = 0;
   const ForwardMoment* at = nullptr;
   for (const ForwardMoment& moment : last.moments) {
     int64_t saved = 0;
     for (size_t i = 0; i < moment.lines_end; ++i) saved += lines[i].bytes;
-    const int64_t total = saved + moment.transient() + moment.locals_bytes;
+    const int64_t total = saved + moment.transient() + moment.locals_bytes + input;
     if (total > best) best = total, at = &moment, saved_to_it = saved;
   }
   if (at == nullptr) return;
@@ -666,6 +672,8 @@ void PlanBuilder::last_block_forward() {
   if (at->locals_bytes > 0)
     f.add("the block's unsaved locals", "x, qkv, y, h, … as held", at->locals_bytes,
           "the block forward's locals that no backward saves, alive until it returns");
+  if (input > 0)
+    f.add("the block's input", "b·T·d·w", input, "the previous block's output in the weights' dtype (RMSNorm saves its fp32 copy)");
 }
 
 void PlanBuilder::dequant_transients() {

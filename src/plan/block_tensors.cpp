@@ -388,10 +388,10 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   if (t.end_locals != nullptr) *t.end_locals = locals + (product_saved ? 0 : N * f * c);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
   adapter_intermediates(m, o, N, dt, t);
-  // h + down_proj(…), fp32; on the CPU a result in c is cast to fp32 first (TensorIterator's
-  // temporary). With an adapter on down_proj, inside it: the base's result, the scaled delta
+  // h + down_proj(…), in the residual's dtype (fp32, or 16-bit weights' without autocast); on
+  // the CPU a result in another dtype is cast to it first (TensorIterator's temporary). With an adapter on down_proj, inside it: the base's result, the scaled delta
   // and their sum (adapted_linear.cpp; B's output is gone with the delta's statement).
-  const int64_t sum = block_output_sum(o, N, d, c, kFp32);
+  const int64_t sum = block_output_sum(o, N, d, c, w);
   end_moment(t, o.lora.enabled() && count_of(saving, {"down"}) > 0 ? std::max(sum, 3 * N * d * c) : sum,
              locals + (product_saved ? 0 : N * f * c));
   return released;
