@@ -190,8 +190,8 @@ void PlanBuilder::final_norm_saved() {
     if (lora) {  // a frozen norm weight: weight · normed keeps no normed
       saved.add("final RMSNorm rsqrt", "b·T·4", N * kFp32, "rsqrt saves its output");
     } else {
-      saved.add("final RMSNorm rsqrt, normed", "b·T·(d+1)·4", N * (d + 1) * kFp32,
-                "rsqrt and weight · normed save them");
+      saved.add("final RMSNorm rsqrt, normed", w == kFp32 ? "b·T·(d+1)·4" : "b·T·4 + b·T·d·w", N * kFp32 + N * d * w,
+                "rsqrt and weight · normed save them (normed cast back to the residual's dtype, as HF)");
     }
     if (full_head() && !lora) {  // a frozen head (LoRA) needs no input for its input's gradient
       saved.add(autocast ? "final RMSNorm output, cast to c" : "final RMSNorm output", "b·T·d·c", N * d * c,
