@@ -146,6 +146,14 @@ int64_t optimizer_state_total_bytes(const ModelConfig& cfg, const LoraOptions& l
 // Sum of a table's bytes.
 int64_t total_bytes(const std::vector<PlanLine>& lines);
 
+// The element sizes the plan's formulas use: w, the weights' and the residual stream's (fp32
+// around a quantised base: prepare_model_for_kbit_training upcasts every parameter it does not
+// quantise); c, the activations': autocast's dtype, else the weights' (bf16 weights compute in bf16).
+struct PlanElementBytes {
+  int64_t c = 4, w = 4;
+};
+PlanElementBytes plan_element_bytes(const PlanOptions& options, const SplitConfig& split);
+
 // The plan of one split. Throws UserError on a bad precision, on fp16 on the CPU, or on
 // optimizer-in-backward with accumulation.
 MemoryPlan plan_memory(const ModelConfig& cfg, const PlanOptions& options, const SplitConfig& split);

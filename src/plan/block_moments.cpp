@@ -42,7 +42,7 @@ void PlanBuilder::block_backward() {
   const auto [one_block, released_before_softmax] = one_block_saved_and_released();
   // LoRA: the head and norms are frozen. With the optimizer inside backward an untied head and
   // the final norm have stepped and freed theirs by now (a tied head's waits for the embedding).
-  if (!accumulating && !lora && !(split.optimizer_in_backward && !m.tied_embeddings)) {
+  if (head_gradient_in_backward()) {
     blk.add("head and final-norm gradients", "(V·d + norm)·t",
             (V * d + (m.arch == Architecture::kGpt2 ? 2 * d : d)) * t, "the first gradients backward produces");
   }
@@ -118,32 +118,22 @@ PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
 PlanBuilder::AdaptedBackward PlanBuilder::mlp_out_adapter_backward() const {
   const LastBlock last = last_block();
   const std::string input = mlp_out_input_line(m);
-  auto line_bytes = [&](const std::string& name) {
-    int64_t bytes = 0;
-    for (const PlanLine& line : last.lines)
-      if (line.name == name) bytes += line.bytes;
-    return bytes;
-  };
   const int64_t E = N * m.d_ff;
   const bool dropout = o.lora.dropout > 0;
-  const int64_t noise = line_bytes(input + ", dropout noise") + line_bytes(input + ", dropout mask");
+  const int64_t noise = last.line_bytes(input + ", dropout noise") + last.line_bytes(input + ", dropout mask");
   // The input itself is the group's line when the adapter takes it as it is; an int8 base keeps
   // that same tensor (quantized_base.cpp) until its own node has run, or a cast copy of its own.
   const bool int8 = o.lora.base_quant == BaseQuant::kInt8;
-  const int64_t itself = line_bytes(input);
+  const int64_t itself = last.line_bytes(input);
   const int64_t saved_by_a = last.input_group_bytes(input, /*with_input=*/true) - noise - (int8 ? itself : 0);
   const int64_t kept_by_base = int8 ? (itself > 0 ? itself : int8_mlp_out_input(m, o, N, dtypes())) : 0;
   const int64_t a = autocast ? c : kFp32;  // A's linear runs in autocast's dtype, else in the adapter's fp32
 
   AdaptedBackward r;
-  r.bytes = std::numeric_limits<int64_t>::min();
+  r.peak.bytes = std::numeric_limits<int64_t>::min();
   int64_t alive = 0;  // the gradients alive, less what has been released
   auto at = [&](const char* what, const char* formula, const char* why) {
-    if (alive <= r.bytes) return;
-    r.what = what;
-    r.formula = formula;
-    r.why = why;
-    r.bytes = alive;
+    if (alive > r.peak.bytes) r.peak = PlanLine{what, formula, alive, why};
   };
   alive += E * a;
   at("the adapter's input gradient", autocast ? "b·T·f·c" : "b·T·f·4", "A's backward makes it next to everything the block saved");
@@ -186,8 +176,8 @@ PlanBuilder::Moment PlanBuilder::mlp_projection_moment() const {
   const int64_t projection_gradient = lora ? 0 : (f * d + (gpt2 ? d : 0)) * t;
   Moment projection;
   if (adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0) {
-    const AdaptedBackward step = mlp_out_adapter_backward();
-    projection.add("MLP out-proj backward: " + step.what, step.formula, step.bytes, step.why);
+    const PlanLine step = mlp_out_adapter_backward().peak;
+    projection.add("MLP out-proj backward: " + step.name, step.formula, step.bytes, step.why);
   } else {
     projection.add("MLP out-proj backward: input gradient", "b·T·f·c", N * f * c,
                    "the MLP's output projection makes the gradient of its b·T·f input");
@@ -448,7 +438,7 @@ void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_soft
 void PlanBuilder::attention_locals(const Table& t) const {
   const int64_t a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
   const int64_t q_bytes = m.qk_norm || !autocast ? w : c;  // rotated by the rotary table's dtype
-  if (!checkpointing) t.add("block input x", "b·T·d·" + rs(), N * d * w, "the embedding's output, the block's residual");
+  if (!checkpointing) t.add(kBlockInputLine, "b·T·d·" + rs(), N * d * w, "the embedding's output, the block's residual");
   if (m.arch == Architecture::kGpt2) {
     t.add("c_attn output", "b·T·3a·c", N * 3 * a * c, "held by the qkv split's views until the block returns");
   } else {
@@ -628,10 +618,7 @@ void PlanBuilder::last_block_forward() {
   blocks_below -= last_block_bytes;
   // The block's input in 16-bit weights' dtype (Llama family): RMSNorm saves an fp32 copy, and
   // the input itself, the previous block's output, stays alive until the block returns.
-  int64_t input = 0;
-  if (m.arch != Architecture::kGpt2 && w != kFp32)
-    for (const PlanLine& line : lines)
-      if (line.name == "block input x" && line.bytes > 0) input = N * d * w;
+  const int64_t input = m.arch != Architecture::kGpt2 && w != kFp32 && last.line_bytes(kBlockInputLine) > 0 ? N * d * w : 0;
   int64_t best = 0, saved_to_it = 0;
   const ForwardMoment* at = nullptr;
   for (const ForwardMoment& moment : last.moments) {

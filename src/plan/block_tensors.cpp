@@ -238,7 +238,7 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   size_t released_before_softmax = 0;  // set below with explicit attention
   const Blocks x{dt, FrozenPrefix::kInput, L}, att{dt, FrozenPrefix::kAttention, L}, res{dt, FrozenPrefix::kToMlp, L};
   const Blocks all{L};
-  t.add("block input x", x.s + (w == kFp32 ? "·b·T·d·4" : "·b·T·d·w"), x.n * N * d * w,
+  t.add(kBlockInputLine, x.s + (w == kFp32 ? "·b·T·d·4" : "·b·T·d·w"), x.n * N * d * w,
         "the residual stream (weights' dtype), saved by ln_1");
   t.add("ln_1 mean, rstd", x.s + "·2·b·T·4", x.n * 2 * N * kFp32, "saved by layer_norm's backward");
   const std::vector<std::string> saving = saving_linears(m, o);
@@ -348,7 +348,7 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   const int64_t N = b * T;
   const Blocks x{dt, FrozenPrefix::kInput, L}, att{dt, FrozenPrefix::kAttention, L}, res{dt, FrozenPrefix::kToMlp, L};
   const Blocks all{L};
-  t.add("block input x", x.s + "·b·T·d·4", x.n * N * d * kFp32, "fp32 residual stream, saved by RMSNorm's pow and mul");
+  t.add(kBlockInputLine, x.s + "·b·T·d·4", x.n * N * d * kFp32, "fp32 residual stream, saved by RMSNorm's pow and mul");
   if (o.libtorch_major < 2) {
     t.add("input RMSNorm x²", x.s + "·b·T·d·4", x.n * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input x.pow(2)");
   }
@@ -389,7 +389,8 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
   adapter_intermediates(m, o, N, dt, t);
   // h + down_proj(…), in the residual's dtype (fp32, or 16-bit weights' without autocast); on
-  // the CPU a result in another dtype is cast to it first (TensorIterator's temporary). With an adapter on down_proj, inside it: the base's result, the scaled delta
+  // the CPU a result in another dtype is cast to it first (TensorIterator's temporary). With an
+  // adapter on down_proj, inside it: the base's result, the scaled delta
   // and their sum (adapted_linear.cpp; B's output is gone with the delta's statement).
   const int64_t sum = block_output_sum(o, N, d, c, w);
   end_moment(t, o.lora.enabled() && count_of(saving, {"down"}) > 0 ? std::max(sum, 3 * N * d * c) : sum,

@@ -74,6 +74,7 @@ enum class FrozenPrefix {
 // of that input's lines starts with it. Other plan terms find those lines by it.
 inline constexpr const char* kAttentionInputLine[] = {"ln_1 output", "input RMSNorm output"};  // [gpt2, llama]
 inline constexpr const char* kMlpOutInputLine[] = {"gelu output", "silu(gate)·up"};            // [gpt2, llama]
+inline constexpr const char* kBlockInputLine = "block input x";  // the block's input (LayerNorm's, or RMSNorm's fp32 copy)
 inline const char* attention_input_line(const ModelConfig& m) { return kAttentionInputLine[m.arch == Architecture::kGpt2 ? 0 : 1]; }
 inline const char* mlp_out_input_line(const ModelConfig& m) { return kMlpOutInputLine[m.arch == Architecture::kGpt2 ? 0 : 1]; }
 

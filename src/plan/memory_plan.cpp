@@ -54,6 +54,13 @@ const char* plan_phase_name(PlanPhase phase) {
   return "?";
 }
 
+PlanElementBytes plan_element_bytes(const PlanOptions& options, const SplitConfig& split) {
+  PlanElementBytes e;
+  e.w = options.lora.quantized() ? compute_bytes(Precision::kFp32) : compute_bytes(options.weights_dtype);
+  e.c = split.precision != Precision::kFp32 ? compute_bytes(split.precision) : e.w;
+  return e;
+}
+
 int64_t total_bytes(const std::vector<PlanLine>& lines) {
   int64_t total = 0;
   for (const auto& line : lines) total += line.bytes;
@@ -467,19 +474,20 @@ int64_t PlanBuilder::quant_forward_peak(const PhaseTotals& s, int64_t forward) c
 int64_t PlanBuilder::backward_head_peak(const PhaseTotals& s) const {
   const auto [resident_bytes, grad_bytes, saved_bytes, block_saved_bytes, grads_in_micro_step, saved_before_blocks] = s;
   int64_t backward_head = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak);
+  // The final norm's backward: the hidden states' gradient, and the norm's own. RMSNorm (weight ·
+  // normed, normed = x · rsqrt): the gradient of normed and the product g · normed for the
+  // weight's, fp32; GPT-2's layer_norm: the input's gradient. Then the norm's weight (and bias)
+  // gradient.
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t norm_backward = (gpt2 ? N * d * w : 2 * N * d * kFp32) + (lora ? 0 : (gpt2 ? 2 * d : d) * t);
   if (chunked) {
     // The chunked head's backward only scales what the forward made, so the final norm's
     // backward can be the higher moment: every saved tensor is still there with the hidden
-    // states' gradient, and the norm makes its own. RMSNorm (weight · normed, normed = x ·
-    // rsqrt): the gradient of normed and the product g · normed for the weight's, fp32; GPT-2's
-    // layer_norm: the input's gradient. Then the norm's weight (and bias) gradient.
-    const bool gpt2 = m.arch == Architecture::kGpt2;
-    // Accumulating into an untied head's .grad, AccumulateGrad has added the forward's head
-    // gradient into it and let it go by then.
-    const int64_t norm_weights = lora ? 0 : (gpt2 ? 2 * d : d) * t;
+    // states' gradient (backward_peak). Accumulating into an untied head's .grad, AccumulateGrad
+    // has added the forward's head gradient into it and let it go by then.
     const int64_t head_added = accumulating && !m.tied_embeddings && !lora ? V * d * kFp32 : 0;
     backward_head = std::max(backward_head, resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak) -
-                                                head_added + (gpt2 ? N * d * w : 2 * N * d * kFp32) + norm_weights);
+                                                head_added + norm_backward);
     // With the optimizer inside backward an untied head steps as soon as backward hands its
     // gradient (made in the forward) to AccumulateGrad: the step's temporaries of the head's
     // size join every saved tensor of the micro-step (a tied head waits for the embedding).
@@ -487,17 +495,12 @@ int64_t PlanBuilder::backward_head_peak(const PhaseTotals& s) const {
       backward_head = std::max(backward_head, resident_bytes + saved_bytes + total_bytes(plan.backward_peak) + step_temporaries(V * d));
   }
   if (full_head()) {
-    // The final norm's backward after the full head's: the head has released what it saved
-    // (log_softmax's output, its input, its weight's cast) and left its weight's gradient (a tied
-    // one waits in the embedding's input buffer); the hidden states' gradient comes back in the
-    // residual's dtype, and the norm makes its own as in the chunked case above.
-    const bool gpt2 = m.arch == Architecture::kGpt2;
+    // After the full head's backward: it has released what it saved (log_softmax's output, its
+    // input, its weight's cast; final_norm_saved and loss_head) and left its weight's gradient;
+    // the hidden states' gradient comes back in the residual's dtype.
     const int64_t head_saved = N * V * kFp32 + (lora ? 0 : N * d * c) + (weights_cast() ? V * d * c : 0);
-    const bool head_gradient = !accumulating && !lora && !(split.optimizer_in_backward && !m.tied_embeddings);
-    const int64_t norm_weights = lora ? 0 : (gpt2 ? 2 * d : d) * t;
     backward_head = std::max(backward_head, resident_bytes + grads_in_micro_step + saved_bytes - head_saved +
-                                                (head_gradient ? V * d * t : 0) + N * d * w +
-                                                (gpt2 ? N * d * w : 2 * N * d * kFp32) + norm_weights);
+                                                (head_gradient_in_backward() ? V * d * t : 0) + N * d * w + norm_backward);
   }
   // The head linear's weight gradient being made (V·d in the trained dtype, before
   // AccumulateGrad adds it or autograd buffers it), next to the logits' gradient (counted as

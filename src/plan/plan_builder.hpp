@@ -51,12 +51,9 @@ struct PlanBuilder {
     L = m.n_layers;
     autocast = split.precision != Precision::kFp32;
     quant = o.lora.quantized();
-    // QLoRA: prepare_model_for_kbit_training leaves every parameter that is not quantised in
-    // fp32, so the residual stream and the activations without autocast are fp32.
-    w = quant ? kFp32 : compute_bytes(o.weights_dtype);
-    // Activations come in autocast's dtype, or without autocast in the weights' (bf16 weights
-    // compute in bf16).
-    c = autocast ? compute_bytes(split.precision) : w;
+    const PlanElementBytes e = plan_element_bytes(o, split);  // (plan.hpp says why)
+    w = e.w;
+    c = e.c;
     checkpointing = split.activation_checkpointing == Checkpointing::kBlocks;
     // CUDA graphs keep every gradient allocated from the start (the captured backward adds into
     // them), as accumulation does from the second micro-step on.
@@ -71,6 +68,12 @@ struct PlanBuilder {
   // The head linear runs on the whole micro-batch (the plain loss): its input and cast weight are
   // saved, the (b·T, V) logits made. Not with either chunked loss.
   bool full_head() const { return !chunked && !trl_chunked; }
+  // The head's (and final norm's) weight gradients are new tensors in the last block's backward:
+  // not with LoRA (frozen), accumulation (added into .grad) or an untied head stepping inside
+  // backward (stepped and freed); a tied head's waits in the embedding's input buffer.
+  bool head_gradient_in_backward() const {
+    return !accumulating && !lora && !(split.optimizer_in_backward && !m.tied_embeddings);
+  }
   // Weights cast to c by autocast exist only when they are stored in another dtype.
   bool weights_cast() const { return autocast && w != c; }
   // Autocast's casts of the block linears' weights: none when they are quantised (each is
@@ -139,6 +142,12 @@ struct PlanBuilder {
     int64_t end_locals = 0;
     // The lines of one linear group's input (each starts with `input`, block_tensors.hpp): what
     // the group's adapters saved of it, and the input's own line when `with_input`.
+    int64_t line_bytes(const std::string& name) const {
+      int64_t bytes = 0;
+      for (const PlanLine& line : lines)
+        if (line.name == name) bytes += line.bytes;
+      return bytes;
+    }
     int64_t input_group_bytes(const std::string& input, bool with_input) const {
       int64_t bytes = 0;
       for (const PlanLine& line : lines)
@@ -179,8 +188,7 @@ struct PlanBuilder {
   // step relative to everything the block saved, and what is alive of it when the base's node
   // starts (its dequantised weight's moment, dequant_transients).
   struct AdaptedBackward {
-    std::string what, formula, why;
-    int64_t bytes = 0;
+    PlanLine peak;
     int64_t before_base = 0;
   };
   AdaptedBackward mlp_out_adapter_backward() const;

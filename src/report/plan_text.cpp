@@ -32,13 +32,10 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
   if (plan.options.framework != PlanFramework::kPlain)
     out << ", framework " << to_string(plan.options.framework) << " (TRL loss_type " << to_string(plan.options.trl_loss) << ")";
   out << "\n";
-  // The formulas' element sizes (PlanBuilder): w, the weights' and the residual stream's (fp32
-  // around a quantised base); c, the activations': autocast's dtype, else the weights'.
-  const int64_t w = plan.options.lora.quantized() ? 4 : compute_bytes(plan.options.weights_dtype);
-  const int64_t c = plan.split.precision != Precision::kFp32 ? compute_bytes(plan.split.precision) : w;
+  const PlanElementBytes e = plan_element_bytes(plan.options, plan.split);  // the formulas' c and w
   out << "  P=" << parameter_count(m) << " L=" << m.n_layers << " d=" << m.d_model << " H=" << m.n_heads
       << " Hkv=" << m.n_kv_heads << " hd=" << m.head_dim << " f=" << m.d_ff << " V=" << m.vocab_size
-      << " b=" << plan.split.micro_batch << " c=" << c << " w=" << w << "\n";
+      << " b=" << plan.split.micro_batch << " c=" << e.c << " w=" << e.w << "\n";
   if (plan.options.lora.quantized()) {
     out << "  base quantised " << to_string(plan.options.lora.base_quant) << (plan.options.lora.double_quant ? " with double quant" : "")
         << " (bitsandbytes' storage); a sweep's time of it is approximate: dequantised by LibTorch ops, not bitsandbytes' kernels\n";
