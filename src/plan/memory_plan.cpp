@@ -533,8 +533,8 @@ int64_t PlanBuilder::backward_head_peak(const PhaseTotals& s) const {
   return std::max(backward_head, backward_head_weight);
 }
 
-// The backward's last moments: the token embedding's gradients, and checkpointed the first
-// block's recompute (`backward_block` is the last block's moment).
+// The backward's last moments: the token embedding's gradients, and without accumulation the first
+// block's backward (`backward_block` is the last block's moment).
 int64_t PlanBuilder::backward_end_peak(const PhaseTotals& s, int64_t backward_block) const {
   const auto [resident_bytes, grad_bytes, saved_bytes, block_saved_bytes, grads_in_micro_step, saved_before_blocks] = s;
   // The end of backward, at the token embedding. Tied: its two gradients (the head's, waiting in
@@ -566,18 +566,22 @@ int64_t PlanBuilder::backward_end_peak(const PhaseTotals& s, int64_t backward_bl
       backward_tail = std::max(backward_tail + grad_bytes - last_bucket, resident_bytes + 2 * grad_bytes);
     }
   }
-  // Checkpointed without accumulation, the first block's recompute can peak higher than the
-  // last one's: by then the gradients of the L−1 blocks above it exist (AccumulateGrad made
-  // them as each recompute's inner backward ran), while only its own checkpointed input is
-  // left of the L. The blocks in between lie on the line between the two ends. (Not with the
-  // optimizer inside backward, which frees each gradient once its parameter has stepped.)
+  // Without accumulation the first block's backward can peak higher than the last one's: by
+  // then the gradients of the L−1 blocks above it exist (AccumulateGrad made them as their
+  // backward ran), while of what the L blocks saved only its own is left (checkpointed: its
+  // input). A full fine-tune's blocks save alike, so every moment of the last block recurs in
+  // block 0 shifted by (L−1)·(one block's gradients − what one block saved); the blocks in
+  // between lie on the line between the two ends. (Not with accumulation, whose gradients are
+  // all alive from the start, nor with the optimizer inside backward, which frees each gradient
+  // once its parameter has stepped; a frozen base (LoRA) makes no block gradients.)
   int64_t backward_first_block = 0;
-  if (checkpointing && !accumulating && !lora && !split.optimizer_in_backward && L > 1) {
+  if (!accumulating && !lora && !split.optimizer_in_backward && L > 1) {
     ModelConfig one = m, two = m;
     one.n_layers = 1;
     two.n_layers = 2;
     const int64_t block_parameters = parameter_count(two) - parameter_count(one);
-    backward_first_block = backward_block + (L - 1) * (block_parameters * t - N * d * w);
+    const int64_t one_block_saved = block_saved_bytes / L;
+    backward_first_block = backward_block + (L - 1) * (block_parameters * t - one_block_saved);
   }
   return std::max(backward_tail, backward_first_block);
 }
