@@ -419,6 +419,43 @@ PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
   return best;
 }
 
+// Checkpointed with the explicit attention, the recompute's attention (ForwardMoment::kAttention:
+// the masked scores, softmax's fp32 input and output, or bmm(probabilities, v)'s result) runs
+// inside backward, next to the incoming gradient and every gradient made so far, before the
+// recompute has saved the block's later tensors or cast its later weights (under autocast: the
+// output projection's and the MLP's, or with LoRA their adapters). It wins when the attention
+// outweighs the block's MLP: many heads over a long sequence at a narrow width.
+PlanBuilder::Moment PlanBuilder::recompute_attention_moment() const {
+  Moment best;
+  if (!checkpointing || o.attention != AttentionKind::kExplicit) return best;
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
+  const LastBlock last = last_block();
+  const int64_t saved = total_bytes(last.lines);
+  const int64_t later_weights =
+      block_weights_cast() ? (linear_weight_numel_per_block(m) - (gpt2 ? d * 3 * a : d * (a + 2 * kv))) * c : 0;
+  const int64_t later_adapters =
+      adapter_cast_cache(1) - (gpt2 ? adapter_cast_cache(0, {"c_attn"}) : adapter_cast_cache(0, {"q", "k", "v"}));
+  for (const ForwardMoment& moment : last.moments) {
+    if (moment.kind != ForwardMoment::kAttention) continue;
+    int64_t by_then = 0;
+    for (size_t i = 0; i < moment.lines_end; ++i) by_then += last.lines[i].bytes;
+    Moment candidate;
+    candidate.add("recompute: not saved yet", "−(the block's lines after the attention)", by_then - saved,
+                  "the recompute has saved the block up to its attention");
+    if (later_weights + later_adapters > 0)
+      candidate.add("recompute: not cast yet", later_adapters > 0 ? "−(later adapters' A and B)·c" : "−(output projection and MLP weights)·c",
+                    -(later_weights + later_adapters), "the linears after the attention have not run yet");
+    candidate.add("recompute: masked scores, attention output, ones(T, T)", "b·H·T·T·c + (b·T·a·c or b·H·T·T·4) + T·T",
+                  moment.scores_bytes, "softmax's fp32 input and output next to the masked scores, or bmm(probabilities, v)'s result");
+    if (moment.locals_bytes > 0)
+      candidate.add("recompute: the block's unsaved locals", "x, qkv, y, h, … as held", moment.locals_bytes,
+                    "the block forward's locals that no backward saves");
+    if (candidate.bytes > best.bytes) best = candidate;
+  }
+  return best;
+}
+
 void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_softmax) {
   // Checkpointed, the inner backward runs as a plain block's backward (the recomputed output y is
   // gone by then: recompute_end_moment).
@@ -426,7 +463,8 @@ void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_soft
   std::vector<Moment> moments = {mlp_activation_moment(),   mlp_projection_moment(),
                                  mlp_projection_step_moment(), softmax_moment(released_before_softmax),
                                  mlp_input_moment(),        attention_input_moment(),
-                                 recompute_end_moment(),    recompute_adapter_moment()};
+                                 recompute_end_moment(),    recompute_adapter_moment(),
+                                 recompute_attention_moment()};
   const Moment* best = &moments.front();
   for (const Moment& moment : moments)
     if (!moment.lines.empty() && moment.bytes > best->bytes) best = &moment;

@@ -128,9 +128,10 @@ void attention_moment(const Table& t, size_t lines_end, int64_t scores, int64_t 
 // backward (its fp32 output, the causal mask) and returns the index from which the block's
 // backward has released its lines by then; then, with a 16-bit c, the cast that bmm saves. Also
 // the softmax's own forward moment with a 16-bit c: the masked scores, their fp32 copy (softmax's
-// input) and its output, before the cast and v's copy exist.
+// input) and its output, before the cast and v's copy exist; `held`: the attention's own locals
+// alive by then that no line before it counts (GQA's repeated k and v).
 size_t attention_probabilities(const PlanOptions& o, const Blocks& att, int64_t b, int64_t H, int64_t T, int64_t c,
-                               const Table& t, int64_t locals) {
+                               const Table& t, int64_t locals, int64_t held) {
   const int64_t probabilities = b * H * T * T;
   t.add("attention probabilities, fp32", att.s + "·b·H·T·T·4", att.n * probabilities * kFp32,
         "softmax (in fp32) saves its output (b, H, T, T)");
@@ -140,7 +141,7 @@ size_t attention_probabilities(const PlanOptions& o, const Blocks& att, int64_t 
   }
   const size_t released = t.lines->size();
   if (c != kFp32) {
-    attention_moment(t, released, probabilities * (c + kFp32) + mask, locals);
+    attention_moment(t, released, probabilities * (c + kFp32) + mask + held, locals);
     t.add("attention probabilities cast to c", att.s + "·b·H·T·T·c", att.n * probabilities * c,
           "bmm(probabilities, v) saves its operand, softmax's output cast back");
   }
@@ -252,7 +253,7 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
           "matmul folds the transposed head views into bmm operands (a copy), bmm saves both");
     const bool saved_as_views = bmm_saves_views(b, m.n_heads, att);  // views of c_attn's output, the local above
     if (saved_as_views) locals -= 2 * N * a * c;
-    released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals);
+    released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals, /*held=*/0);
     t.add("v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves v's contiguous copy");
     if (saved_as_views) locals -= N * a * c;
     attention_moment(t, t.lines->size(), b * H * T * T * c + N * a * c + (o.packed_documents ? 0 : T * T * kBool), locals);
@@ -328,10 +329,17 @@ size_t llama_attention_saved(const ModelConfig& m, const PlanOptions& o, int64_t
         gqa ? "repeat_interleave (b, Hkv, T, hd) -> (b, H, T, hd); bmm saves it" : "bmm operand copy, saved");
   const bool saved_as_views = bmm_saves_views(b, m.n_heads, att);  // the rotated q (k, v) locals themselves
   if (saved_as_views && rotated_qk_bytes(m, dt) == c) locals -= N * (a + (gqa ? 0 : kv)) * c;
-  const size_t released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals);
+  // GQA: compat::masked_attention repeats k and v first, locals until it returns. k repeated in
+  // the rotated dtype when that is not c (Qwen3's fp32 q/k norm, or no autocast): bmm saves its
+  // cast (the line above), the repeat is held besides; v repeated is bmm's operand (the line
+  // below), alive already at the softmax.
+  const int64_t keys_held = gqa && rotated_qk_bytes(m, dt) != c ? N * a * rotated_qk_bytes(m, dt) : 0;
+  const int64_t values_held = gqa ? N * a * c : 0;
+  const size_t released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals, keys_held + values_held);
   t.add(gqa ? "v repeated to H heads" : "v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves it");
   if (saved_as_views && !gqa) locals -= N * kv * c;
-  attention_moment(t, t.lines->size(), b * H * T * T * c + N * a * c + (o.packed_documents ? 0 : T * T * kBool), locals);
+  attention_moment(t, t.lines->size(),
+                   b * H * T * T * c + N * a * c + (o.packed_documents ? 0 : T * T * kBool) + keys_held, locals);
   if (!linear_input(m, t, "attention output copy (transpose + reshape)", {"o"}, saving, L, N, a, "a", dt, c, o, locals, att))
     locals += N * a * c;  // y
   return released_before_softmax;
