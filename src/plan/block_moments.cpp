@@ -381,15 +381,29 @@ PlanBuilder::Moment PlanBuilder::recompute_end_moment() const {
   return end;
 }
 
+// LoRA dropout's moment in an adapter's forward (ForwardMoment::dropout_bytes) as a line: the
+// input's fp32 copy while dropout makes its output and noise, next to the base's result; under
+// autocast that output is an fp32 local as well, and A's cast of it (a saved line) not made yet.
+PlanLine PlanBuilder::dropout_moment_line(const std::string& prefix, int64_t bytes) const {
+  if (!autocast)
+    return {prefix + "its fp32 copy and the base's output", "b·T·in·4 + b·T·out·c", bytes,
+            "x.to(fp32) while dropout makes its output and noise (saved), after the base linear"};
+  return {prefix + "its fp32 copy, dropout's output, the base's output", "2·b·T·in·4 + b·T·out·c − b·T·in·c", bytes,
+          "x.to(fp32) while dropout makes its fp32 output and noise (saved), after the base linear; A's cast of the "
+          "output (saved) comes later"};
+}
+
 // Checkpointed, the recompute is the last block's forward with grad inside its backward; its
-// adapters' moments (ForwardMoment::kAdapter: the input, its fp32 copy under autocast, the base's
-// output and the delta's tensors) come before the block has saved what follows them. With 16-bit
-// weights and no autocast the MLP input projection's fp32 delta can top the recompute's end.
+// adapters' moments (ForwardMoment::kAdapter: the input, its fp32 copy, the base's output and the
+// delta's tensors, or dropout's moment) come before the block has saved what follows them. With
+// 16-bit weights and no autocast the MLP input projection's fp32 delta can top the recompute's
+// end; under autocast, dropout's moment at the MLP's output projection (f > d).
 PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
   Moment best;
-  // Under autocast (and in fp32) the delta is in c and the recompute's end stays higher; a
-  // quantised base computes in fp32 without autocast.
-  if (!checkpointing || !lora || autocast || c == kFp32) return best;
+  // In fp32 no copy is made and the recompute's end stays higher. An int8 base keeps the linears'
+  // inputs besides (int8_saved_inputs, counted whole for the recompute): not modelled per adapter
+  // here, the recompute's end covers it.
+  if (!checkpointing || !lora || c == kFp32 || o.lora.base_quant == BaseQuant::kInt8) return best;
   const LastBlock last = last_block();
   int64_t saved = 0;
   for (const PlanLine& line : last.lines) saved += line.bytes;
@@ -402,12 +416,12 @@ PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
     candidate.add("recompute: not saved yet", "−(the block's lines after the adapter)", by_then - saved,
                   "the recompute has saved the block up to this adapter");
     candidate.add("recompute: the adapter's input", "b·T·in·c", moment.input_bytes, "a temporary: the adapters save their copies");
-    // (Without autocast A saves the fp32 copy, or with dropout dropout's output: then the copy
-    // exists only while dropout makes that output, next to the base's result.)
-    if (moment.dropout_bytes > moment.outputs_bytes) {
-      candidate.add("recompute: its fp32 copy and the base's output", "b·T·in·4 + b·T·out·c", moment.dropout_bytes,
-                    "x.to(fp32) while dropout makes its output and noise (saved)");
+    if (moment.dropout_bytes > moment.copy_bytes + moment.outputs_bytes) {
+      const PlanLine line = dropout_moment_line("recompute: ", moment.dropout_bytes);
+      candidate.add(line.name, line.formula, line.bytes, line.why);
     } else {
+      if (moment.copy_bytes > 0)
+        candidate.add("recompute: its fp32 copy", "b·T·in·4", moment.copy_bytes, "x.to(fp32), an adapter's local (A saves its cast)");
       candidate.add("recompute: " + std::string(outputs.what), outputs.formula, moment.outputs_bytes,
                     "result + B(A(x))·scaling, before the sum is cast back");
     }
@@ -685,8 +699,8 @@ void PlanBuilder::last_block_forward() {
     plan.last_block_forward_what = "the last block's LoRA adapter with the largest fp32 input copy";
     f.add("the adapters' input", "b·T·in·c", at->input_bytes, "a temporary: the adapters save their casts of it");
     if (at->dropout_bytes > at->copy_bytes + at->outputs_bytes) {
-      f.add("its fp32 copy and the base's output", "b·T·in·4 + b·T·out·c", at->dropout_bytes,
-            "x.to(fp32) while dropout makes its output and noise (saved), after the base linear");
+      const PlanLine line = dropout_moment_line("", at->dropout_bytes);
+      f.add(line.name, line.formula, line.bytes, line.why);
     } else {
       if (at->copy_bytes > 0)
         f.add("its fp32 copy", "b·T·in·4", at->copy_bytes, "x.to(fp32) in the adapter's forward, until it returns");

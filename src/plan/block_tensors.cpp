@@ -97,9 +97,10 @@ bool linear_input(const ModelConfig& m, const Table& t, const std::string& what,
     // The fp32 copy next to the outputs: under autocast A saves its cast instead, and the copy (or
     // with dropout the dropped copy) is the adapter's local; without autocast A saves the copy (a
     // line above), except with dropout, which makes the saved output next to the copy and the
-    // base's result, then lets the copy go.
+    // base's result, then lets the copy go (under autocast that output is an fp32 local too, and
+    // A's cast of it, a line above, comes later).
     moment.copy_bytes = cast ? N * in * kFp32 : 0;
-    moment.dropout_bytes = !cast && dropout ? N * in * kFp32 + N * out * c : 0;
+    if (dropout) moment.dropout_bytes = N * in * kFp32 + N * out * c + (cast ? N * in * (kFp32 - c) : 0);
     moment.outputs_bytes = adapter_outputs(o, dt, N * out).bytes;
     moment.out_elements = N * out;
     moment.locals_bytes = locals;

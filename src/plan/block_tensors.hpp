@@ -27,10 +27,11 @@ inline constexpr int64_t kBool = 1;
 //  - kAdapter, LoRA with the input not in fp32 (autocast's c, or bf16 weights): PEFT's
 //    x.to(fp32) makes a copy that lives until the adapter returns, next to the input itself
 //    (saved only as the adapters' casts), the base linear's output and the delta's tensors
-//    (adapter_outputs): transient = input + copy + outputs. Without autocast, LoRA dropout's
-//    output replaces the copy (adapted_linear.cpp reassigns it), so the copy exists only while
-//    dropout makes its output and noise (saved lines), next to the base's output:
-//    transient = input + the higher of that moment (dropout_bytes) and the outputs.
+//    (adapter_outputs): transient = input + copy + outputs. LoRA dropout's output replaces the
+//    copy (adapted_linear.cpp reassigns it), so the copy exists only while dropout makes its
+//    output and noise (a saved line), next to the base's output: transient = input + the higher
+//    of that moment (dropout_bytes) and the outputs. Without autocast the output is the saved
+//    line; under autocast it is an fp32 local, and A's cast of it (a line) is not made yet.
 //  - kAttention, explicit attention: softmax's output is saved, the masked scores it came from
 //    are a local of the attention (src/compat/compat.cpp masked_attention): transient = scores.
 //  - kEnd, the block's last expression: the MLP's output projection's result next to the sum
@@ -39,7 +40,7 @@ struct ForwardMoment {
   enum Kind { kAdapter, kAttention, kEnd } kind = kAdapter;
   size_t lines_end = 0;
   int64_t input_bytes = 0, copy_bytes = 0, outputs_bytes = 0;  // kAdapter's parts
-  int64_t dropout_bytes = 0;                                    // kAdapter's: the copy and the base's output
+  int64_t dropout_bytes = 0;                                    // kAdapter's: dropout's moment
   int64_t out_elements = 0;                                     // kAdapter's b·T·out elements
   int64_t scores_bytes = 0;                                     // kAttention's
   int64_t result_bytes = 0;                                     // kEnd's: result and sum

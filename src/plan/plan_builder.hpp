@@ -198,6 +198,7 @@ struct PlanBuilder {
   Moment attention_input_moment() const;
   Moment recompute_end_moment() const;
   Moment recompute_adapter_moment() const;
+  PlanLine dropout_moment_line(const std::string& prefix, int64_t bytes) const;
   Moment recompute_attention_moment() const;
   int64_t new_gradient_bytes() const;
   int64_t mlp_out_released() const;
