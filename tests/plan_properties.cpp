@@ -406,8 +406,8 @@ void print_live(const Case& c, const ab::MemoryPlan& plan) {
                 static_cast<long long>(sum), snapshot.blocks.size(),
                 static_cast<long long>(plan.phase_peak_bytes[static_cast<int>(plan_phase)]));
     for (const auto& block : snapshot.blocks)
-      std::printf("  #%-8lld %10lld  %s\n", static_cast<long long>(block.order), static_cast<long long>(block.bytes),
-                  shapes_of(c, block.bytes).c_str());
+      std::printf("  #%-8lld %10lld  %-40s %s\n", static_cast<long long>(block.order), static_cast<long long>(block.bytes),
+                  shapes_of(c, block.bytes).c_str(), block.site.c_str());
   }
 }
 

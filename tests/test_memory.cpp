@@ -46,6 +46,27 @@ TEST(CountingAllocator, LimitRaisesLibTorchsOutOfMemoryError) {
   EXPECT_EQ(now_fine.numel(), 16);
 }
 
+// --live's tracking: the blocks alive at a tag's peak, each with the autograd node and op that made
+// it. x.pow(2).sum()'s backward makes pow_backward's grad · (2 · x.pow(1)) from PowBackward0.
+TEST(CountingAllocator, LiveBlocksNameTheNodeAndOpThatMadeThem) {
+  ab::CountingCpuAllocator& counter = ab::CountingCpuAllocator::install();
+  counter.reset_live_snapshots();
+  ab::set_allocation_tag(7);
+  counter.track_live_blocks(true);
+  at::Tensor x = torch::ones({256, 64}, torch::kFloat).requires_grad_(true);
+  at::Tensor loss = x.pow(2).sum();
+  loss.backward();
+  counter.track_live_blocks(false);
+  ab::set_allocation_tag(0);
+  const auto snapshot = counter.live_snapshots()[7];
+  int from_pow_backward = 0;
+  for (const auto& block : snapshot.blocks)
+    if (block.site.rfind("PowBackward0 > aten::", 0) == 0 && block.bytes == 256 * 64 * 4) ++from_pow_backward;
+  EXPECT_GE(from_pow_backward, 2) << "x.pow(1), its double and the product are made in PowBackward0";
+  EXPECT_NEAR(x.grad().mean().item<double>(), 2.0, 1e-6);
+  counter.reset_live_snapshots();
+}
+
 
 // ---- the plan against the counting allocator ----
 //

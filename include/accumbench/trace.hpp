@@ -35,12 +35,14 @@ class CountingCpuAllocator {
 
   // For working on the memory plan (accumbench_plan_properties --live): when tracking is on, the
   // allocator remembers every live block, its size and its place in allocation order, and for
-  // each tag the blocks alive at the highest total seen under that tag. StepTracer tags every
+  // each tag the blocks alive at the highest total seen under that tag, with the op that made
+  // each (a RecordFunction callback, registered while tracking). StepTracer tags every
   // phase with its Phase (set_allocation_tag). Off by default: it costs a lock and a hash map
   // operation per allocation.
   struct LiveBlock {
     int64_t order = 0;  // the allocation's number among the tracked ones (from the first tracking on)
     int64_t bytes = 0;
+    std::string site;  // the autograd node and op that made it ("PowBackward0 > aten::mul"), if any
   };
   struct LiveSnapshot {
     int64_t total_bytes = 0;  // live bytes at the snapshot (all blocks, those before tracking began included)

@@ -480,14 +480,25 @@ int64_t PlanBuilder::backward_head_peak(const PhaseTotals& s) const {
   // gradient.
   const bool gpt2 = m.arch == Architecture::kGpt2;
   const int64_t norm_backward = (gpt2 ? N * d * w : 2 * N * d * kFp32) + (lora ? 0 : (gpt2 ? 2 * d : d) * t);
+  // RMSNorm's backward peaks later, in pow's (x² from x, src/models/llama.cpp): the incoming
+  // gradient and normed's are gone, and so are what the norm saved but x (LibTorch 1.x's x², the
+  // rsqrt, a trained weight's normed); alive are x's gradient from x · rsqrt, mean's expanded
+  // gradient and pow_backward's grad · (2 · x.pow(1)): x.pow(1), its double and the product, five
+  // b·T·d·4 (measured, plan_properties seed 3 case 874: MulBackward0, MeanBackward1, PowBackward0).
+  const int64_t rms_pow = gpt2 ? 0
+                               : 5 * N * d * kFp32 - (o.libtorch_major < 2 ? N * d * kFp32 : 0) - N * kFp32 -
+                                     (lora ? 0 : N * d * w - d * t);
   if (chunked) {
     // The chunked head's backward only scales what the forward made, so the final norm's
     // backward can be the higher moment: every saved tensor is still there with the hidden
     // states' gradient (backward_peak). Accumulating into an untied head's .grad, AccumulateGrad
     // has added the forward's head gradient into it and let it go by then.
     const int64_t head_added = accumulating && !m.tied_embeddings && !lora ? V * d * kFp32 : 0;
-    backward_head = std::max(backward_head, resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak) -
-                                                head_added + norm_backward);
+    const int64_t before_norm = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak) - head_added;
+    // (At pow's backward the hidden states' gradient, saved in fp32 and returned in the residual's
+    // dtype, is gone.)
+    backward_head = std::max({backward_head, before_norm + norm_backward,
+                              before_norm - N * d * kFp32 - (w != kFp32 ? N * d * w : 0) + rms_pow});
     // With the optimizer inside backward an untied head steps as soon as backward hands its
     // gradient (made in the forward) to AccumulateGrad: the step's temporaries of the head's
     // size join every saved tensor of the micro-step (a tied head waits for the embedding).
@@ -499,8 +510,9 @@ int64_t PlanBuilder::backward_head_peak(const PhaseTotals& s) const {
     // input, its weight's cast; final_norm_saved and loss_head) and left its weight's gradient;
     // the hidden states' gradient comes back in the residual's dtype.
     const int64_t head_saved = N * V * kFp32 + (lora ? 0 : N * d * c) + (weights_cast() ? V * d * c : 0);
-    backward_head = std::max(backward_head, resident_bytes + grads_in_micro_step + saved_bytes - head_saved +
-                                                (head_gradient_in_backward() ? V * d * t : 0) + N * d * w + norm_backward);
+    const int64_t after_head =
+        resident_bytes + grads_in_micro_step + saved_bytes - head_saved + (head_gradient_in_backward() ? V * d * t : 0);
+    backward_head = std::max({backward_head, after_head + N * d * w + norm_backward, after_head + rms_pow});
   }
   // The head linear's weight gradient being made (V·d in the trained dtype, before
   // AccumulateGrad adds it or autograd buffers it), next to the logits' gradient (counted as

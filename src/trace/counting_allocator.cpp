@@ -1,6 +1,7 @@
 // The counting CPU allocator. Every block carries a 64-byte header holding its size, so the
 // context pointer is the data pointer itself (raw_allocate/raw_deleter keep working, as LibTorch
 // needs for some CPU paths) and a free knows how many bytes to give back.
+#include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
@@ -10,7 +11,9 @@
 #include <atomic>
 #include <mutex>
 #include <sstream>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "accumbench/units.hpp"
 #include "accumbench/trace.hpp"
@@ -41,6 +44,31 @@ Tracked& tracked() {
   return t;
 }
 
+// Where a tracked block was made: the ops running on this thread (RecordFunction's scopes, a
+// callback registered while tracking is on), named by the innermost autograd node and the
+// innermost op, e.g. "PowBackward0 > aten::mul".
+thread_local std::vector<std::pair<std::string, bool>> t_ops;  // name, is a backward node
+std::unique_ptr<at::ObserverContext> enter_op(const at::RecordFunction& fn) {
+  t_ops.emplace_back(fn.name(), fn.scope() == at::RecordScope::BACKWARD_FUNCTION);
+  return nullptr;
+}
+void leave_op(const at::RecordFunction& /*fn*/, at::ObserverContext* /*context*/) {
+  if (!t_ops.empty()) t_ops.pop_back();
+}
+std::string allocation_site() {
+  std::string node, op;
+  for (auto it = t_ops.rbegin(); it != t_ops.rend(); ++it) {
+    if (op.empty() && !it->second) op = it->first;
+    if (it->second) {
+      node = it->first;
+      break;
+    }
+  }
+  if (node.empty()) return op;
+  return op.empty() ? node : node + " > " + op;
+}
+at::CallbackHandle g_ops_callback = 0;
+
 }  // namespace
 
 // A place for a debugger to stop at one allocation of a tracked run (--live prints its number):
@@ -56,7 +84,7 @@ void track_allocation(const void* data, int64_t bytes, int64_t order, int64_t no
   accumbench_tracked_allocation(order, bytes);
   Tracked& t = tracked();
   const std::lock_guard<std::mutex> lock(t.mutex);
-  t.live[data] = CountingCpuAllocator::LiveBlock{order, bytes};
+  t.live[data] = CountingCpuAllocator::LiveBlock{order, bytes, allocation_site()};
   CountingCpuAllocator::LiveSnapshot& snapshot = t.at_peak[static_cast<size_t>(g_tag.load() % kTags)];
   if (now <= snapshot.total_bytes) return;
   snapshot.total_bytes = now;
@@ -136,6 +164,12 @@ void CountingCpuAllocator::track_live_blocks(bool on) {
   const std::lock_guard<std::mutex> lock(t.mutex);
   t.live.clear();  // blocks from before tracking began are counted in the totals only
   g_tracking.store(on);
+  if (on && g_ops_callback == 0) {
+    g_ops_callback = at::addGlobalCallback(at::RecordFunctionCallback(&enter_op, &leave_op));
+  } else if (!on && g_ops_callback != 0) {
+    at::removeCallback(g_ops_callback);
+    g_ops_callback = 0;
+  }
 }
 
 void CountingCpuAllocator::reset_live_snapshots() {
