@@ -372,8 +372,7 @@ void PlanBuilder::last_block_forward() {
   int64_t best = 0, saved_to_it = 0;
   const ForwardMoment* at = nullptr;
   for (const ForwardMoment& moment : last.moments) {
-    int64_t saved = 0;
-    for (size_t i = 0; i < moment.lines_end; ++i) saved += lines[i].bytes;
+    const int64_t saved = last.saved_before(moment);
     const int64_t total = saved + moment.transient() + moment.locals_bytes + input;
     if (total > best) best = total, at = &moment, saved_to_it = saved;
   }

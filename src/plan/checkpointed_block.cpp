@@ -74,12 +74,10 @@ PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
   // here, the recompute's end covers it.
   if (!checkpointing || !lora || c == kFp32 || o.lora.base_quant == BaseQuant::kInt8) return best;
   const LastBlock last = last_block();
-  int64_t saved = 0;
-  for (const PlanLine& line : last.lines) saved += line.bytes;
+  const int64_t saved = total_bytes(last.lines);
   for (const ForwardMoment& moment : last.moments) {
     if (moment.kind != ForwardMoment::kAdapter) continue;
-    int64_t by_then = 0;
-    for (size_t i = 0; i < moment.lines_end; ++i) by_then += last.lines[i].bytes;
+    const int64_t by_then = last.saved_before(moment);
     const AdapterOutputs outputs = adapter_outputs(o, dtypes(), moment.out_elements);
     Moment candidate;
     candidate.add("recompute: not saved yet", "−(the block's lines after the adapter)", by_then - saved,
@@ -112,17 +110,16 @@ PlanBuilder::Moment PlanBuilder::recompute_attention_moment() const {
   Moment best;
   if (!checkpointing || o.attention != AttentionKind::kExplicit) return best;
   const bool gpt2 = m.arch == Architecture::kGpt2;
-  const int64_t a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
   const LastBlock last = last_block();
   const int64_t saved = total_bytes(last.lines);
+  // The weights after the attention's input projections (frozen_prefix_weight_numel: those up to them).
   const int64_t later_weights =
-      block_weights_cast() ? (linear_weight_numel_per_block(m) - (gpt2 ? d * 3 * a : d * (a + 2 * kv))) * c : 0;
+      block_weights_cast() ? (linear_weight_numel_per_block(m) - frozen_prefix_weight_numel(m, FrozenPrefix::kInput)) * c : 0;
   const int64_t later_adapters =
       adapter_cast_cache(1) - (gpt2 ? adapter_cast_cache(0, {"c_attn"}) : adapter_cast_cache(0, {"q", "k", "v"}));
   for (const ForwardMoment& moment : last.moments) {
     if (moment.kind != ForwardMoment::kAttention) continue;
-    int64_t by_then = 0;
-    for (size_t i = 0; i < moment.lines_end; ++i) by_then += last.lines[i].bytes;
+    const int64_t by_then = last.saved_before(moment);
     Moment candidate;
     candidate.add("recompute: not saved yet", "−(the block's lines after the attention)", by_then - saved,
                   "the recompute has saved the block up to its attention");
@@ -177,11 +174,11 @@ int64_t PlanBuilder::adapter_cast_cache(int64_t blocks, std::initializer_list<co
 // moment (the masked scores, their fp32 copy, its fp32 output) and the product's (the scores, the
 // probabilities in c, v's copy and the result); without grad the fp32 output is gone by then.
 void PlanBuilder::block_forward_attention(const Table& at) const {
-  const int64_t H = m.n_heads, a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
+  const int64_t H = m.n_heads, a = m.n_heads * m.head_dim;
   const bool gpt2 = m.arch == Architecture::kGpt2, repeated = !gpt2 && m.n_kv_heads != m.n_heads;
   if (forward_cast_cache())
     at.add("autocast's cache: weight casts so far", "((L−1)·(linear weights) + qkv)·c",
-           ((L - 1) * linear_weight_numel_per_block(m) + (gpt2 ? d * 3 * a : d * (a + 2 * kv))) * c,
+           ((L - 1) * linear_weight_numel_per_block(m) + frozen_prefix_weight_numel(m, FrozenPrefix::kInput)) * c,
            "cached for the whole forward, grad or not");
   const int64_t adapters = gpt2 ? adapter_cast_cache(L - 1, {"c_attn"}) : adapter_cast_cache(L - 1, {"q", "k", "v"});
   if (adapters > 0)

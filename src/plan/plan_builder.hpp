@@ -148,6 +148,12 @@ struct PlanBuilder {
         if (line.name == name) bytes += line.bytes;
       return bytes;
     }
+    // What the block has saved by a forward moment (its lines before moment.lines_end).
+    int64_t saved_before(const ForwardMoment& moment) const {
+      int64_t bytes = 0;
+      for (size_t i = 0; i < moment.lines_end; ++i) bytes += lines[i].bytes;
+      return bytes;
+    }
     int64_t input_group_bytes(const std::string& input, bool with_input) const {
       int64_t bytes = 0;
       for (const PlanLine& line : lines)
