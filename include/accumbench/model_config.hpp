@@ -136,7 +136,8 @@ int64_t quantized_base_bytes(const ModelConfig& cfg, const LoraOptions& lora);
 int64_t block_linear_weight_numel(const ModelConfig& cfg);
 // The dequantisation of one (out, in) weight into `compute_bytes`-byte elements: the transient
 // weight itself and the scratch src/models/quantized_linear.cpp allocates beside it at most (the
-// dequantised absmax with double quant, one chunk's indices and values, the code-pair table).
+// dequantised absmax with double quant, one chunk's indices and values, the code-pair table), or,
+// for a small nf4 weight, the higher moment of making that table or double quant's absmax first.
 int64_t dequantized_weight_bytes(int64_t out, int64_t in, int64_t compute_bytes, const LoraOptions& lora);
 // Codes dequantised per chunk (a multiple of 32, so that a chunk holds whole 64-blocks).
 int64_t dequant_chunk_codes(int64_t numel);

@@ -89,10 +89,19 @@ int64_t dequantized_weight_bytes(int64_t out, int64_t in, int64_t compute_bytes,
   }
   if (lora.base_quant != BaseQuant::kNf4) return 0;
   const int64_t blocks = ceil_div(n, kNf4Block);
-  // Per chunk: the codes as int32 indices (4 per code) and the looked-up pairs (2 fp32 per code);
-  // the code-pair table (256 × 2 fp32). With double quant the whole absmax in fp32 beside them.
-  const int64_t scratch = dequant_chunk_codes(n) * (4 + 8) + 256 * 2 * 4 + (lora.double_quant ? blocks * 4 : 0);
-  return n * compute_bytes + scratch;
+  // dequantize_nf4 (quantized_linear.cpp), in order; the highest of its three moments:
+  // code_pairs makes the (256, 2) fp32 table from 256 int64 bytes, their quotient and remainder
+  // (int64) and two index_selects (fp32), all alive at its stack, before anything else exists.
+  const int64_t pairs = 256 * 2 * 4;
+  const int64_t table = 3 * 256 * 8 + 2 * 256 * 4 + pairs;
+  // Double quant's absmax in fp32, next to repeat_interleave's int64 index and its fp32 result
+  // (256 per nested block), with the table.
+  const int64_t nested = lora.double_quant ? pairs + blocks * 4 + ceil_div(blocks, kNestedBlock) * kNestedBlock * (8 + 4) : 0;
+  // Per chunk: the codes as int32 indices (4 per code) and the looked-up pairs (2 fp32 per code),
+  // next to the weight, the table and, with double quant, the absmax in fp32.
+  const int64_t chunks =
+      n * compute_bytes + dequant_chunk_codes(n) * (4 + 8) + pairs + (lora.double_quant ? blocks * 4 : 0);
+  return std::max({table, nested, chunks});
 }
 
 }  // namespace accumbench

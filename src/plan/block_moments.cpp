@@ -363,18 +363,23 @@ void PlanBuilder::last_block_forward() {
   const LastBlock last = last_block();
   const std::vector<PlanLine>& lines = last.lines;
   const int64_t last_block_bytes = total_bytes(lines);
+  // An int8 base's kept inputs (a line of their own) count by the linears run (int8_kept_at).
+  Dtypes dt = dtypes();
+  if (L == 1) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+  const int64_t int8_last = quant ? int8_block_inputs(m, o, N, dt, /*block0=*/L == 1) : 0;
   int64_t blocks_below = 0;
   for (size_t i = block_lines_begin; i < block_lines_end; ++i) blocks_below += plan.saved[i].bytes;
-  blocks_below -= last_block_bytes;
+  blocks_below -= last_block_bytes + int8_last;
   // The block's input in 16-bit weights' dtype (Llama family): RMSNorm saves an fp32 copy, and
   // the input itself, the previous block's output, stays alive until the block returns.
   const int64_t input = m.arch != Architecture::kGpt2 && w != kFp32 && last.line_bytes(kBlockInputLine) > 0 ? N * d * w : 0;
-  int64_t best = 0, saved_to_it = 0;
+  int64_t best = 0, saved_to_it = 0, int8_to_it = 0;
   const ForwardMoment* at = nullptr;
   for (const ForwardMoment& moment : last.moments) {
     const int64_t saved = last.saved_before(moment);
-    const int64_t total = saved + moment.transient() + moment.locals_bytes + input;
-    if (total > best) best = total, at = &moment, saved_to_it = saved;
+    const int64_t int8 = quant ? int8_kept_at(m, o, N, dt, moment.groups_run, /*block0=*/L == 1) : 0;
+    const int64_t total = saved + int8 + moment.transient() + moment.locals_bytes + input;
+    if (total > best) best = total, at = &moment, saved_to_it = saved, int8_to_it = int8;
   }
   if (at == nullptr) return;
   const Table f{&plan.last_block_forward_peak};
@@ -382,6 +387,9 @@ void PlanBuilder::last_block_forward() {
   f.add("the blocks below the last, saved", "(saved blocks) − one block", blocks_below,
         "with the cast weights the whole step's blocks save");
   f.add("the last block's saved tensors so far", "one block up to " + what, saved_to_it, "forward order");
+  if (int8_to_it != 0)
+    f.add("int8 base: the last block's kept inputs so far", "Σ b·T·in·c of the linears run, less its locals", int8_to_it,
+          "MatMul8bitLt's kept inputs of the linears that have run; those that are the block's own locals count there");
   if (at->kind == ForwardMoment::kEnd) {
     plan.last_block_forward_what = "the end of the last block";
     f.add("MLP out-projection result, the block's output", "b·T·d·c + b·T·d·(w or 4)", at->result_bytes,
@@ -422,8 +430,10 @@ void PlanBuilder::dequant_transients() {
   // (mlp_out_adapter_backward). Then the base makes its input gradient next to its dequantised weight.
   const bool adapted = adapted_count(m, o, {m.arch == Architecture::kGpt2 ? "mlp_c_proj" : "down"}) > 0;
   const int64_t before_base = adapted ? mlp_out_adapter_backward().before_base : 0;
-  const int64_t down = dequantized_linear_bytes(o, d, m.d_ff, c);
-  const int64_t backward = before_base + N * m.d_ff * c + down;
+  // Its dequantised weight with the scratch that made it, then (the scratch freed) next to the
+  // weight the gradient or result its product makes (measured: seed 3 case 740's fp32 temporaries).
+  const int64_t weight = d * m.d_ff * c, scratch = dequantized_linear_bytes(o, d, m.d_ff, c);
+  const int64_t backward = before_base + std::max(scratch, weight + N * m.d_ff * c);
   // Checkpointed, the recompute's MLP output projection dequantises its weight in the forward, next
   // to the block's locals at its end (recompute_end_moment) and the result it makes, before y; its
   // base runs before its adapter, whose copies of the input do not exist yet.
@@ -431,17 +441,18 @@ void PlanBuilder::dequant_transients() {
   if (checkpointing) {
     const LastBlock last = last_block();
     const int64_t not_yet = last.input_group_bytes(mlp_out_input_line(m), /*with_input=*/false);
-    recompute = last.end_locals - int8_inputs_kept_as_themselves(m, o, N, dtypes()) + N * d * c + down - not_yet;
+    recompute = last.end_locals - int8_kept_locals(m, o, N, dtypes()) + std::max(scratch, weight + N * d * c) - not_yet;
   }
   const int64_t extra = std::max(backward, recompute) - chosen;
   if (extra <= 0) return;
   const Table blk{&plan.block_backward_peak};
   if (recompute > backward) {
-    blk.add("QLoRA: the recompute's MLP out-projection instead", "locals + b·T·d·c + dequant − above", extra,
+    blk.add("QLoRA: the recompute's MLP out-projection instead", "locals + max(dequant, d·f·c + b·T·d·c) − above", extra,
             "the recompute's output projection makes its result next to its dequantised weight and the block's locals");
   } else {
     blk.add("QLoRA: frozen linear's backward instead",
-            adapted ? "2·b·T·f·c − the adapter's saved lines + dequant − above" : "b·T·f·c + dequant − above",
+            adapted ? "b·T·f·c − the adapter's saved lines + max(dequant, d·f·c + b·T·f·c) − above"
+                    : "max(dequant, d·f·c + b·T·f·c) − above",
             extra,
             adapted ? "the MLP out-projection's two input gradients next to its dequantised weight beat the moment above"
                     : "its input gradient next to the dequantised weight beats the moment above");

@@ -43,6 +43,14 @@ bool bmm_saves_views(int64_t b, int64_t heads, const Blocks& att) { return bmm_o
 // The rotated q's and k's bytes per element: the rotary tables' dtype wins the product.
 int64_t rotated_qk_bytes(const ModelConfig& m, const Dtypes& dt) { return m.qk_norm || !dt.autocast ? dt.w : dt.c; }
 
+// The linear group (kLinearGroups, from 0) of a block linear.
+int linear_group(const std::string& name) {
+  if (name == "c_attn" || name == "q" || name == "k" || name == "v") return 0;
+  if (name == "attn_c_proj" || name == "o") return 1;
+  if (name == "c_fc" || name == "gate" || name == "up") return 2;
+  return 3;  // mlp_c_proj, down
+}
+
 // The input of the linears `names` (width `in`), as they save it: one tensor that they share
 // (fp32), or one cast copy each (autocast casts per use). With LoRA dropout each adapter keeps its
 // dropped copy (fp32; under autocast its cast) and the dropout's noise (x · noise saves it, fp32;
@@ -92,6 +100,7 @@ bool linear_input(const ModelConfig& m, const Table& t, const std::string& what,
       if (count_of(saving, {l.name.c_str()}) > 0 && std::find(names.begin(), names.end(), l.name) != names.end())
         out = std::max(out, l.out);
     ForwardMoment moment;
+    moment.groups_run = linear_group(*names.begin()) + 1;
     moment.lines_end = t.lines->size();
     moment.input_bytes = N * in * input_bytes;
     // The fp32 copy next to the outputs: under autocast A saves its cast instead, and the copy (or
@@ -118,6 +127,7 @@ void attention_moment(const Table& t, size_t lines_end, int64_t scores, int64_t 
   if (t.moments == nullptr) return;
   ForwardMoment moment;
   moment.kind = ForwardMoment::kAttention;
+  moment.groups_run = 1;  // the attention's input projections
   moment.lines_end = lines_end;
   moment.scores_bytes = scores;
   moment.locals_bytes = locals;
@@ -154,6 +164,7 @@ void end_moment(const Table& t, int64_t result, int64_t locals) {
   if (t.moments == nullptr) return;
   ForwardMoment moment;
   moment.kind = ForwardMoment::kEnd;
+  moment.groups_run = kLinearGroups;
   moment.lines_end = t.lines->size();
   moment.result_bytes = result;
   moment.locals_bytes = locals;

@@ -20,6 +20,10 @@ inline constexpr int64_t kFp32 = 4;
 inline constexpr int64_t kInt64 = 8;
 inline constexpr int64_t kBool = 1;
 
+// A block's linears in groups that read one input, in forward order: the attention's input
+// projections, its output projection, the MLP's input projections, its output projection.
+inline constexpr int kLinearGroups = 4;
+
 // A moment of a block's forward (with grad) that can top the loss head's: `lines_end` is the
 // table's size once the block's lines saved by then are in; on top of them come `transient`
 // bytes and the block forward's locals held until it returns (src/models/gpt2.cpp, llama.cpp)
@@ -36,8 +40,11 @@ inline constexpr int64_t kBool = 1;
 //    are a local of the attention (src/compat/compat.cpp masked_attention): transient = scores.
 //  - kEnd, the block's last expression: the MLP's output projection's result next to the sum
 //    it makes with h, every line of the block saved.
+// `groups_run`: the block's linear groups (kLinearGroups) whose base linear has run by then, the
+// adapter's own included (the base runs first): an int8 base has kept their inputs.
 struct ForwardMoment {
   enum Kind { kAdapter, kAttention, kEnd } kind = kAdapter;
+  int groups_run = 0;
   size_t lines_end = 0;
   int64_t input_bytes = 0, copy_bytes = 0, outputs_bytes = 0;  // kAdapter's parts
   int64_t dropout_bytes = 0;                                    // kAdapter's: dropout's moment

@@ -57,9 +57,20 @@ PlanBuilder::Moment PlanBuilder::recompute_end_moment() const {
   end.add(out.name, out.formula, out.bytes, out.why);
   // An int8 base keeps the linears' inputs (int8_saved_inputs, counted above for the recompute);
   // those kept as themselves are the very locals counted here.
-  const int64_t kept = quant ? int8_inputs_kept_as_themselves(m, o, N, dtypes()) : 0;
+  const int64_t kept = quant ? int8_kept_locals(m, o, N, dtypes()) : 0;
   if (kept > 0) end.add("int8's kept inputs are these locals", "−(inputs kept as themselves)", -kept, "counted once, above");
   return end;
+}
+
+// An int8 base's kept inputs at a moment of the recompute, which block_backward counts whole
+// (int8_saved_inputs for one block): those of the linears not run yet, and those that are the
+// block's locals, which the moment counts itself (int8_kept_at).
+void PlanBuilder::int8_not_kept_yet(const ForwardMoment& moment, Moment& candidate) const {
+  if (!quant) return;
+  const int64_t kept = int8_kept_at(m, o, N, dtypes(), moment.groups_run) - int8_block_inputs(m, o, N, dtypes(), false);
+  if (kept != 0)
+    candidate.add("recompute: int8's inputs not kept yet", "−(later linears' inputs, the block's locals)", kept,
+                  "counted whole above; the later linears have not run, and the moment counts its locals itself");
 }
 
 // Checkpointed, the recompute is the last block's forward with grad inside its backward; its
@@ -69,10 +80,8 @@ PlanBuilder::Moment PlanBuilder::recompute_end_moment() const {
 // end; under autocast, dropout's moment at the MLP's output projection (f > d).
 PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
   Moment best;
-  // In fp32 no copy is made and the recompute's end stays higher. An int8 base keeps the linears'
-  // inputs besides (int8_saved_inputs, counted whole for the recompute): not modelled per adapter
-  // here, the recompute's end covers it.
-  if (!checkpointing || !lora || c == kFp32 || o.lora.base_quant == BaseQuant::kInt8) return best;
+  // In fp32 no copy is made and the recompute's end stays higher.
+  if (!checkpointing || !lora || c == kFp32) return best;
   const LastBlock last = last_block();
   const int64_t saved = total_bytes(last.lines);
   for (const ForwardMoment& moment : last.moments) {
@@ -82,6 +91,7 @@ PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
     Moment candidate;
     candidate.add("recompute: not saved yet", "−(the block's lines after the adapter)", by_then - saved,
                   "the recompute has saved the block up to this adapter");
+    int8_not_kept_yet(moment, candidate);
     candidate.add("recompute: the adapter's input", "b·T·in·c", moment.input_bytes, "a temporary: the adapters save their copies");
     if (moment.dropout_bytes > moment.copy_bytes + moment.outputs_bytes) {
       const PlanLine line = dropout_moment_line("recompute: ", moment.dropout_bytes);
@@ -123,6 +133,7 @@ PlanBuilder::Moment PlanBuilder::recompute_attention_moment() const {
     Moment candidate;
     candidate.add("recompute: not saved yet", "−(the block's lines after the attention)", by_then - saved,
                   "the recompute has saved the block up to its attention");
+    int8_not_kept_yet(moment, candidate);
     if (later_weights + later_adapters > 0)
       candidate.add("recompute: not cast yet", later_adapters > 0 ? "−(later adapters' A and B)·c" : "−(output projection and MLP weights)·c",
                     -(later_weights + later_adapters), "the linears after the attention have not run yet");

@@ -454,7 +454,7 @@ int64_t PlanBuilder::quant_forward_peak(const PhaseTotals& s, int64_t forward) c
       // (The int8 linears' inputs kept as themselves are among those locals: counted once.)
       Dtypes dt = dtypes();
       if (L == 1) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
-      const int64_t kept = int8_inputs_kept_as_themselves(m, o, N, dt, /*block0=*/L == 1);
+      const int64_t kept = int8_kept_locals(m, o, N, dt, /*block0=*/L == 1);
       // The base runs before its adapter (adapted_linear.cpp): what the output projection's
       // adapter saves of its input does not exist yet.
       const LastBlock last = last_block();

@@ -206,6 +206,7 @@ struct PlanBuilder {
   Moment recompute_adapter_moment() const;
   PlanLine dropout_moment_line(const std::string& prefix, int64_t bytes) const;
   Moment recompute_attention_moment() const;
+  void int8_not_kept_yet(const ForwardMoment& moment, Moment& candidate) const;
   int64_t new_gradient_bytes() const;
   int64_t mlp_out_released() const;
   int64_t checkpointed_residual_sum() const;

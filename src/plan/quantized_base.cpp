@@ -3,6 +3,7 @@
 #include "plan/quantized_base.hpp"
 
 #include <algorithm>
+#include <array>
 
 namespace accumbench::plan_detail {
 
@@ -49,16 +50,18 @@ int64_t dequant_transient(const ModelConfig& m, const PlanOptions& o, int64_t c,
 
 namespace {
 
-// One block's int8 kept inputs: all of them, block 0's (its frozen prefix keeps none) and those
-// that are the input itself rather than a cast.
-struct Int8Inputs {
-  int64_t per_block = 0, block0 = 0, themselves = 0, themselves0 = 0;
-  int64_t after_attention = 0, after_attention0 = 0;  // of the linears after the attention's product
-  int64_t mlp_out = 0;                                // the MLP output projection's
+// One block's int8 kept inputs, per linear group in forward order (kLinearGroups: the attention's
+// input projections, its output projection, the MLP's input projections, its output projection):
+// all of them, and those that are the input itself rather than a cast; in block 0 (`block0`)
+// without the groups before its first adapter (its frozen prefix keeps none).
+struct Int8Group {
+  int64_t bytes = 0, themselves = 0;
 };
+using Int8Groups = std::array<Int8Group, kLinearGroups>;
 
-Int8Inputs int8_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt) {
-  Int8Inputs r;
+Int8Groups int8_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, bool block0) {
+  Int8Groups r;
+  if (o.lora.base_quant != BaseQuant::kInt8) return r;
   // The groups of linears that read one input, the input's width and dtype (the norms' outputs
   // in the residual's w, the attention output and the MLP's activation in c), and the part of
   // block 0 (FrozenPrefix) from which that input requires grad there.
@@ -70,65 +73,77 @@ Int8Inputs int8_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, co
   const bool gpt2 = m.arch == Architecture::kGpt2;
   const int64_t d = m.d_model, a = m.n_heads * m.head_dim, f = m.d_ff;
   const int64_t c = dt.c, w = dt.w;
-  const std::vector<Group> groups =
-      gpt2 ? std::vector<Group>{{{"c_attn"}, d, w, FrozenPrefix::kInput}, {{"attn_c_proj"}, a, c, FrozenPrefix::kAttention},
-                                {{"c_fc"}, d, w, FrozenPrefix::kToMlp}, {{"mlp_c_proj"}, f, c, FrozenPrefix::kNone}}
-           : std::vector<Group>{{{"q", "k", "v"}, d, w, FrozenPrefix::kInput}, {{"o"}, a, c, FrozenPrefix::kAttention},
-                                {{"gate", "up"}, d, w, FrozenPrefix::kToMlp}, {{"down"}, f, c, FrozenPrefix::kNone}};
+  const std::array<Group, kLinearGroups> groups =
+      gpt2 ? std::array<Group, kLinearGroups>{Group{{"c_attn"}, d, w, FrozenPrefix::kInput},
+                                              Group{{"attn_c_proj"}, a, c, FrozenPrefix::kAttention},
+                                              Group{{"c_fc"}, d, w, FrozenPrefix::kToMlp},
+                                              Group{{"mlp_c_proj"}, f, c, FrozenPrefix::kNone}}
+           : std::array<Group, kLinearGroups>{Group{{"q", "k", "v"}, d, w, FrozenPrefix::kInput},
+                                              Group{{"o"}, a, c, FrozenPrefix::kAttention},
+                                              Group{{"gate", "up"}, d, w, FrozenPrefix::kToMlp},
+                                              Group{{"down"}, f, c, FrozenPrefix::kNone}};
   const bool dropout = o.lora.dropout > 0;
-  for (const Group& g : groups) {
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const Group& g = groups[i];
     // The attention output with flash attention: its kernel keeps it already (a view).
     if (g.in == a && g.bytes == c && o.attention == AttentionKind::kFlash && g.frozen_from == FrozenPrefix::kAttention) continue;
-    int64_t bytes = 0;
+    // In block 0 an input that does not require grad makes no autograd node: nothing is kept.
+    if (block0 && g.frozen_from != FrozenPrefix::kNone && dt.frozen_prefix >= g.frozen_from) continue;
     if (g.bytes != c) {
       // quantized_linear casts its input to the compute dtype: one cast per linear, each kept.
-      bytes = static_cast<int64_t>(g.names.size()) * N * g.in * c;
+      r[i].bytes = static_cast<int64_t>(g.names.size()) * N * g.in * c;
     } else {
       // The input itself, kept once for the group; an adapter keeps the same tensor when it
       // takes it as it is (fp32, no dropout: x.to(fp32) is no copy).
       const bool adapter_keeps_it =
           !dropout && c == kFp32 &&
           std::any_of(g.names.begin(), g.names.end(), [&](const char* n) { return adapted_count(m, o, {n}) > 0; });
-      bytes = adapter_keeps_it ? 0 : N * g.in * c;
-      r.themselves += bytes;
-    }
-    r.per_block += bytes;
-    const bool after_attention = g.frozen_from != FrozenPrefix::kInput;
-    if (after_attention) r.after_attention += bytes;
-    if (g.frozen_from == FrozenPrefix::kNone) r.mlp_out = bytes;
-    // In block 0 an input that does not require grad makes no autograd node: nothing is kept.
-    if (g.frozen_from == FrozenPrefix::kNone || dt.frozen_prefix < g.frozen_from) {
-      r.block0 += bytes;
-      if (g.bytes == c) r.themselves0 += bytes;
-      if (after_attention) r.after_attention0 += bytes;
+      r[i].bytes = r[i].themselves = adapter_keeps_it ? 0 : N * g.in * c;
     }
   }
   return r;
 }
 
+// Whether a group's input is one of the block forward's locals (block_tensors.cpp), or the
+// moment's own input, where its moments count it already: all but GPT-2's ln_1(x), a temporary of
+// c_attn's call that only int8's keeping holds on to.
+bool input_is_local(const ModelConfig& m, size_t group) { return !(m.arch == Architecture::kGpt2 && group == 0); }
+
 }  // namespace
 
-int64_t int8_inputs_kept_as_themselves(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, bool block0) {
-  if (o.lora.base_quant != BaseQuant::kInt8) return 0;
-  const Int8Inputs inputs = int8_inputs(m, o, N, dt);
-  return block0 ? inputs.themselves0 : inputs.themselves;
+int64_t int8_block_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, bool block0) {
+  int64_t bytes = 0;
+  for (const Int8Group& g : int8_inputs(m, o, N, dt, block0)) bytes += g.bytes;
+  return bytes;
+}
+
+int64_t int8_kept_at(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, int groups_run, bool block0) {
+  const Int8Groups groups = int8_inputs(m, o, N, dt, block0);
+  int64_t bytes = 0;
+  for (size_t i = 0; i < groups.size() && static_cast<int>(i) < groups_run; ++i)
+    bytes += groups[i].bytes - (input_is_local(m, i) ? groups[i].themselves : 0);
+  return bytes;
+}
+
+int64_t int8_kept_locals(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, bool block0) {
+  const Int8Groups groups = int8_inputs(m, o, N, dt, block0);
+  int64_t bytes = 0;
+  for (size_t i = 0; i < groups.size(); ++i) bytes += input_is_local(m, i) ? groups[i].themselves : 0;
+  return bytes;
 }
 
 int64_t int8_inputs_after_attention(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, bool block0) {
-  if (o.lora.base_quant != BaseQuant::kInt8) return 0;
-  const Int8Inputs inputs = int8_inputs(m, o, N, dt);
-  return block0 ? inputs.after_attention0 : inputs.after_attention;
+  return int8_block_inputs(m, o, N, dt, block0) - int8_inputs(m, o, N, dt, block0)[0].bytes;
 }
 
 int64_t int8_mlp_out_input(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt) {
-  return o.lora.base_quant == BaseQuant::kInt8 ? int8_inputs(m, o, N, dt).mlp_out : 0;
+  return int8_inputs(m, o, N, dt, /*block0=*/false)[kLinearGroups - 1].bytes;
 }
 
 void int8_saved_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, int64_t layers, const Dtypes& dt,
                        const Table& t) {
   if (o.lora.base_quant != BaseQuant::kInt8 || layers <= 0) return;
-  const Int8Inputs inputs = int8_inputs(m, o, N, dt);
-  const int64_t total = (layers - 1) * inputs.per_block + inputs.block0;
+  const int64_t total = (layers - 1) * int8_block_inputs(m, o, N, dt, false) + int8_block_inputs(m, o, N, dt, true);
   if (total > 0) {
     t.add("int8 base: the linears' kept inputs", dt.frozen_prefix != FrozenPrefix::kNone ? "(L−1)·Σ b·T·in·c + block 0's"
                                                                                         : "L·Σ b·T·in·c",

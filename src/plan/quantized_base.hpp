@@ -30,11 +30,18 @@ int64_t dequant_transient(const ModelConfig& m, const PlanOptions& o, int64_t c,
 // it already. For `layers` blocks of N = b·T rows. Nothing for nf4.
 void int8_saved_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, int64_t layers, const Dtypes& dt,
                        const Table& t);
-// Of one block's int8 kept inputs, the bytes that are the input tensor itself (no cast): the
-// block forward's own locals, the same tensors (a moment inside the block counts them there).
-// `block0`: block 0's, without what its frozen prefix (dt.frozen_prefix) keeps none of.
-int64_t int8_inputs_kept_as_themselves(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt,
-                                       bool block0 = false);
+// One block's int8 kept inputs (`block0`: block 0's, without what its frozen prefix,
+// dt.frozen_prefix, keeps none of).
+int64_t int8_block_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, bool block0);
+// Of one block's int8 kept inputs, the bytes that are the block forward's own locals (the input
+// tensor itself, no cast, where the block holds it anyway): a moment inside the block counts them
+// among its locals already.
+int64_t int8_kept_locals(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, bool block0 = false);
+// What a forward moment of the block (ForwardMoment::groups_run: the linear groups whose base has
+// run by then) has of the block's int8 kept inputs beyond its own locals: the kept inputs of the
+// groups run, less int8_kept_locals' share of them.
+int64_t int8_kept_at(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, int groups_run,
+                     bool block0 = false);
 
 // Of one block's int8 kept inputs, those of the linears after the attention's product (its output
 // projection and the MLP's): released by the time the block's backward reaches the softmax's.
