@@ -1,8 +1,9 @@
 // The plan's builder (src/plan, private): the symbols of one split's formulas and the tables
 // plan_memory fills step by step. memory_plan.cpp defines the steps of the step's own tensors
-// (resident, gradients, saved, the loss head, the optimizer) and the peaks per phase;
-// block_moments.cpp the moments inside a block (its forward without grad, its last forward with
-// grad, its backward's candidates, QLoRA's dequantised weight).
+// (resident, gradients, saved, the loss head, the optimizer); block_moments.cpp the moments
+// inside a block (its last forward with grad, its backward's candidates, QLoRA's dequantised
+// weight); checkpointed_block.cpp a checkpointed block's (its forward without grad, its
+// recompute); phase_peaks.cpp the peaks per phase from all of them.
 //
 //   PlanBuilder builder(model, options, split);
 //   builder.resident_tensors();  // ... in plan_memory's order
@@ -250,7 +251,7 @@ struct PlanBuilder {
   int64_t mlp_before_out_projection = 0;
   void dequant_transients();
 
-  // ---- peaks per phase ----
+  // ---- peaks per phase (phase_peaks.cpp) ----
   // The sums every phase's moments start from.
   struct PhaseTotals {
     int64_t resident_bytes, grad_bytes, saved_bytes;
@@ -262,6 +263,7 @@ struct PlanBuilder {
   int64_t forward_peak(const PhaseTotals& s) const;
   int64_t quant_forward_peak(const PhaseTotals& s, int64_t forward) const;
   int64_t backward_head_peak(const PhaseTotals& s) const;
+  int64_t head_weight_gradient_peak(const PhaseTotals& s) const;
   int64_t backward_end_peak(const PhaseTotals& s, int64_t backward_block) const;
   void phase_peaks();
 };
