@@ -108,14 +108,16 @@ int64_t PlanBuilder::backward_head_peak(const PhaseTotals& s) const {
   if (chunked) {
     // The chunked head's backward only scales what the forward made, so the final norm's
     // backward can be the higher moment: every saved tensor is still there with the hidden
-    // states' gradient (backward_peak). Accumulating into an untied head's .grad, AccumulateGrad
-    // has added the forward's head gradient into it and let it go by then.
-    const int64_t head_added = accumulating && !m.tied_embeddings && !lora ? V * d * kFp32 : 0;
-    const int64_t before_norm = resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak) - head_added;
-    // (At pow's backward the hidden states' gradient, saved in fp32 and returned in the residual's
-    // dtype, is gone.)
-    backward_head = std::max({backward_head, before_norm + norm_backward,
-                              before_norm - N * d * kFp32 - (w != kFp32 ? N * d * w : 0) + rms_pow});
+    // states' gradient (backward_peak). In 16-bit weights the node returns copies in their dtypes
+    // and its fp32 sums go as it returns (src/engine/chunked_loss.cpp; measured, seed 2026 case
+    // 316 with --all); in fp32 the sums are what it returns. Accumulating into an untied head's
+    // .grad, AccumulateGrad has added the returned head gradient into it and let it go by then.
+    const int64_t fp32_sums_gone = w != kFp32 ? N * d * kFp32 + (lora ? 0 : V * d * kFp32) : 0;
+    const int64_t head_added = accumulating && !m.tied_embeddings && !lora ? V * d * w : 0;
+    const int64_t before_norm =
+        resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak) - fp32_sums_gone - head_added;
+    // (At pow's backward the hidden states' gradient, as returned, is gone.)
+    backward_head = std::max({backward_head, before_norm + norm_backward, before_norm - N * d * w + rms_pow});
     // With the optimizer inside backward an untied head steps as soon as backward hands its
     // gradient (made in the forward) to AccumulateGrad: the step's temporaries of the head's
     // size join every saved tensor of the micro-step (a tied head waits for the embedding).
