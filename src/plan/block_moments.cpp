@@ -284,6 +284,38 @@ PlanBuilder::Moment PlanBuilder::mlp_input_moment() const {
   return mlp_input;
 }
 
+// The post-attention RMSNorm's backward (Llama family, a full fine-tune), right after the MLP's:
+// like the final norm's, it peaks in pow's backward (five b·T·d·4: x's gradient from x · rsqrt,
+// mean's expanded gradient, x.pow(1), its double and the product; phase_peaks.cpp's rms_pow). By
+// then the MLP and the norm have released what they saved but h (pow's input): every line of the
+// block after h, and the MLP weights' casts; the MLP's and the norm's weight gradients are made
+// (accumulating, added into .grad; with the optimizer inside backward, stepped and freed). The
+// residual's gradient from above waits for the sum. Measured: seed 2026 case 241 (block 0 of a
+// checkpointed bf16 Mistral, with every later block's gradients: MulBackward0, MeanBackward1,
+// PowBackward0).
+PlanBuilder::Moment PlanBuilder::post_attention_norm_moment() const {
+  Moment norm;
+  if (lora || m.arch == Architecture::kGpt2) return norm;  // (LoRA's never topped the others: 3000 drawn cases)
+  const LastBlock last = last_block();
+  int64_t after_h = 0;
+  bool found = false;
+  for (const PlanLine& line : last.lines) {
+    if (found) after_h += line.bytes;
+    if (line.name == kResidualLine) found = true;
+  }
+  if (!found) return norm;
+  const int64_t f = m.d_ff;
+  const int64_t weight_grads = accumulating || split.optimizer_in_backward ? 0 : (3 * d * f + d) * t;
+  norm.add("released: the MLP and the norm's saved tensors but h", "−(the block's lines after h)",
+           -(after_h + (block_weights_cast() ? 3 * d * f * c : 0)),
+           "every MLP node and the norm's mul, rsqrt and mean have run (and the MLP weights' casts)");
+  if (weight_grads > 0)
+    norm.add("the MLP's and the norm's weight gradients", "(3·d·f + d)·t", weight_grads, "made by their backward nodes");
+  norm.add("post-attention RMSNorm backward, in pow's", "5·b·T·d·4", 5 * N * d * kFp32,
+           "x's gradient from x · rsqrt, mean's expanded gradient, x.pow(1), its double and the product");
+  return norm;
+}
+
 // The attention's input projections' backward (a full fine-tune; empty with LoRA), the block's
 // last linear work. By then everything the block saved is released but what its first norm and
 // the projections' input keep (the lines up to that input), with the weight casts but the
@@ -349,7 +381,7 @@ void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_soft
   // The highest of the moments is the block backward's peak; its lines go into the table.
   std::vector<Moment> moments = {mlp_activation_moment(),   mlp_projection_moment(),
                                  mlp_projection_step_moment(), softmax_moment(released_before_softmax),
-                                 mlp_input_moment(),        attention_input_moment(),
+                                 mlp_input_moment(),        post_attention_norm_moment(), attention_input_moment(),
                                  recompute_end_moment(),    recompute_adapter_moment(),
                                  recompute_attention_moment()};
   const Moment* best = &moments.front();

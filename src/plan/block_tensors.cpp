@@ -277,7 +277,7 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
     t.add("attention output", att.s + "·b·T·a·c", att.n * N * a * c, "saved by the flash kernel and, as a view, by attn_c_proj");
     t.add("attention logsumexp", att.s + "·b·H·T·4", att.n * b * H * T * kFp32, "flash saves the row logsumexp instead of (T, T) probabilities");
   }
-  t.add("residual h after attention", res.s + (w == kFp32 ? "·b·T·d·4" : "·b·T·d·w"), res.n * N * d * w,
+  t.add(kResidualLine, res.s + (w == kFp32 ? "·b·T·d·4" : "·b·T·d·w"), res.n * N * d * w,
         "x + attn_c_proj(y) in the residual's dtype, saved by ln_2");
   t.add("ln_2 mean, rstd", res.s + "·2·b·T·4", res.n * 2 * N * kFp32, "saved by layer_norm's backward");
   if (res.n == 0) locals += N * d * w;  // h
@@ -388,7 +388,7 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   // RoPE saves nothing: cos and sin do not require grad, so q·cos and rotate_half(q)·sin keep
   // no operand, and the projections are freed once the rotated q, k exist (Qwen3: once normed).
   const size_t released_before_softmax = llama_attention_saved(m, o, b, dt, att, saving, t, locals);
-  t.add("residual h after attention", res.s + "·b·T·d·4", res.n * N * d * kFp32, "x + o_proj(y) in fp32, saved by RMSNorm");
+  t.add(kResidualLine, res.s + "·b·T·d·4", res.n * N * d * kFp32, "x + o_proj(y) in fp32, saved by RMSNorm");
   if (o.libtorch_major < 2) {
     t.add("post-attention RMSNorm h²", res.s + "·b·T·d·4", res.n * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input");
   }

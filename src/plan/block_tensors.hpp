@@ -83,6 +83,7 @@ enum class FrozenPrefix {
 inline constexpr const char* kAttentionInputLine[] = {"ln_1 output", "input RMSNorm output"};  // [gpt2, llama]
 inline constexpr const char* kMlpOutInputLine[] = {"gelu output", "silu(gate)·up"};            // [gpt2, llama]
 inline constexpr const char* kBlockInputLine = "block input x";  // the block's input (LayerNorm's, or RMSNorm's fp32 copy)
+inline constexpr const char* kResidualLine = "residual h after attention";  // x + the attention's output
 inline const char* attention_input_line(const ModelConfig& m) { return kAttentionInputLine[m.arch == Architecture::kGpt2 ? 0 : 1]; }
 inline const char* mlp_out_input_line(const ModelConfig& m) { return kMlpOutInputLine[m.arch == Architecture::kGpt2 ? 0 : 1]; }
 

@@ -202,6 +202,7 @@ struct PlanBuilder {
   Moment mlp_projection_step_moment() const;
   Moment softmax_moment(int64_t released_before_softmax) const;
   Moment mlp_input_moment() const;
+  Moment post_attention_norm_moment() const;
   Moment attention_input_moment() const;
   Moment recompute_end_moment() const;
   Moment recompute_adapter_moment() const;
