@@ -159,10 +159,12 @@ int64_t PlanBuilder::head_weight_gradient_peak(const PhaseTotals& s) const {
     // The untied head steps as soon as its gradient is accumulated: the head's node has
     // finished, so the logits' gradient is gone too (log_softmax's output with it), as are
     // what the head linear saved (its input, and its weight's cast under autocast), and
-    // AdamW's two temporaries of the head's size join its gradient.
+    // AdamW's two temporaries of the head's size join its gradient. The hidden states' gradient
+    // (cast back to the final norm's output dtype under autocast) waits for the norm's backward
+    // (measured: seed 2026 case 467, ToCopyBackward0's b·T·d·4 next to the step's temporaries).
     const int64_t head_saved = N * d * c + (weights_cast() ? head * c : 0);
-    backward_head_weight = std::max(backward_head_weight, resident_bytes + saved_bytes - N * V * kFp32 -
-                                                              head_saved + head * t + step_temporaries(head));
+    backward_head_weight = std::max(backward_head_weight, resident_bytes + saved_bytes - N * V * kFp32 - head_saved +
+                                                              N * d * w + head * t + step_temporaries(head));
   }
   return backward_head_weight;
 }
