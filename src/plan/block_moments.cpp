@@ -175,6 +175,24 @@ PlanBuilder::Moment PlanBuilder::mlp_projection_moment() const {
   const int64_t f = m.d_ff;
   const int64_t projection_gradient = lora ? 0 : (f * d + (gpt2 ? d : 0)) * t;
   Moment projection;
+  if (projection_gradient > 0 && block_weights_cast()) {
+    // Under autocast over weights in another dtype the projection's node makes the weight's
+    // gradient in c; the cast's own node then makes it in t, after the projection's node has
+    // released its saved input and cast weight (measured: seed 2026 case 143, ToCopyBackward0's
+    // d·f·4 next to MmBackward0's two gradients in bf16). The higher of the two moments.
+    const int64_t in_c = (f * d + (gpt2 ? d : 0)) * c;
+    const int64_t released = mlp_out_released();
+    projection.add("MLP out-proj backward: input gradient", "b·T·f·c", N * f * c,
+                   "the MLP's output projection makes the gradient of its b·T·f input");
+    projection.add("MLP out-proj backward: weight gradient in c", "(f·d + bias)·c", in_c, "made in autocast's dtype");
+    if (projection_gradient > released) {
+      projection.add("released: the MLP out-proj's saved input and cast weight", "−b·T·f·c − d·f·c", -released,
+                     "its node has finished when the cast's node runs");
+      projection.add("MLP out-proj backward: weight gradient cast to t", "(f·d + bias)·t", projection_gradient,
+                     "the cast's backward makes it in the weights' dtype");
+    }
+    return projection;
+  }
   if (adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0) {
     const PlanLine step = mlp_out_adapter_backward().peak;
     projection.add("MLP out-proj backward: " + step.name, step.formula, step.bytes, step.why);
