@@ -43,7 +43,12 @@ int64_t PlanBuilder::forward_peak(const PhaseTotals& s) const {
     // whose cache still holds every block's weight casts, or with LoRA every adapter's
     // (block_forward); the fp32 copy of the logits comes after the region has closed
     // (Trainer::accumulate), without them. (The saved log_softmax output is not made yet: N·V·4 less.)
-    forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_bytes - N * V * kFp32 + cast_cache + N * V * c);
+    // The final norm's output is a temporary of that call: besides what the head saves (its cast
+    // to c; a frozen head saves nothing, and its cast is a temporary too) (measured: seed 2026
+    // case 143, the fp32 output next to the logits being made).
+    const int64_t head_input = (lora || w != c ? N * d * w : 0) + (lora && w != c ? N * d * c : 0);
+    forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_bytes - N * V * kFp32 + cast_cache + N * V * c +
+                                    head_input);
   }
   if (!plan.last_block_forward_peak.empty()) {
     forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_before_blocks + total_bytes(plan.last_block_forward_peak));
