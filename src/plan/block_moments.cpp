@@ -296,9 +296,37 @@ PlanBuilder::Moment PlanBuilder::mlp_input_moment() const {
   mlp_input.add("gradient of the input projection's output", "b·T·f·c", N * f * c, gpt2 ? "c_fc's" : "gate's, from silu's backward");
   mlp_input.add(gpt2 ? "c_fc's input gradient" : "gate's and up's input gradients", gpt2 ? "b·T·d·c" : "2·b·T·d·c",
                 (gpt2 ? 1 : 2) * N * d * c, gpt2 ? "made by c_fc's backward" : "both exist until autograd's input buffer sums them");
-  mlp_input.add(one_gradient ? "the input projection's weight gradient" : "the MLP's weight gradients",
-                one_gradient ? "(d·f + bias)·t" : "(MLP weights)·t", weight_grads,
-                one_gradient ? one_at_a_time() : "made by the MLP's three backward nodes");
+  if (!block_weights_cast()) {
+    mlp_input.add(one_gradient ? "the input projection's weight gradient" : "the MLP's weight gradients",
+                  one_gradient ? "(d·f + bias)·t" : "(MLP weights)·t", weight_grads,
+                  one_gradient ? one_at_a_time() : "made by the MLP's three backward nodes");
+    return mlp_input;
+  }
+  // Under autocast over weights in another dtype, gate's (c_fc's) node makes its weight's gradient
+  // in c next to what it saved (its cast input and weight) and its output's gradient; the cast's
+  // node then makes it in t once those are gone, and with the optimizer inside backward it steps
+  // in t (the one in c gone too). The highest of those moments (measured: seed 3 case 842, the
+  // bf16 gradient being cast to fp32 after gate's node released its casts).
+  const int64_t later = one_gradient ? 0 : weight_grads - input_weight * t;  // up's and down's (c_proj's), in t
+  const int64_t in_c = input_weight * c, in_t = input_weight * t;
+  const int64_t node_done = N * f * c + N * d * c + d * f * c;
+  const int64_t making = later + in_c, casting = later + in_c + in_t - node_done;
+  const int64_t stepping = split.optimizer_in_backward ? in_t + step_temporaries(d * f) - node_done : 0;
+  if (later > 0) mlp_input.add("the MLP's later weight gradients", "(up, down weights)·t", later, "made by their backward nodes");
+  if (making >= std::max(casting, stepping)) {
+    mlp_input.add("the input projection's weight gradient in c", "(d·f + bias)·c", in_c, "made by its node in autocast's dtype");
+  } else if (casting >= stepping) {
+    mlp_input.add("released: the input projection's saved casts, its output's gradient", "−b·T·(f + d)·c − d·f·c", -node_done,
+                  "its node has finished when the cast's node runs");
+    mlp_input.add("its weight gradient in c and cast to t", "(d·f + bias)·(c + t)", in_c + in_t,
+                  accumulating ? "the cast's backward makes it in t, until AccumulateGrad adds it into .grad"
+                               : "the cast's backward makes it in the weights' dtype");
+  } else {
+    mlp_input.add("released: the input projection's saved casts, its output's gradient", "−b·T·(f + d)·c − d·f·c", -node_done,
+                  "its node and the cast's have finished");
+    mlp_input.add("its weight gradient and step temporaries", "(d·f + bias)·t + step(d·f)", in_t + step_temporaries(d * f),
+                  "it steps inside backward");
+  }
   return mlp_input;
 }
 
