@@ -245,7 +245,12 @@ PlanBuilder::Moment PlanBuilder::softmax_moment(int64_t released_before_softmax)
   const bool block0 = L == 1 && !checkpointing;
   if (block0) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
   const int64_t int8_inputs = quant ? int8_inputs_after_attention(m, o, N, dt, block0) : 0;
-  const int64_t released = released_before_softmax - v_kept + int8_inputs +
+  // LoRA: the adapters on the attention's input projections still hold their A outputs (saved by
+  // their B, whose nodes come later), though that line comes after v's (measured: seed 2026 case
+  // 891, q's, k's and v's b·T·r·4 at the softmax's backward).
+  const int64_t a_outputs_kept =
+      N * o.lora.rank * (autocast ? c : kFp32) * (gpt2 ? adapted_count(m, o, {"c_attn"}) : adapted_count(m, o, {"q", "k", "v"}));
+  const int64_t released = released_before_softmax - v_kept - a_outputs_kept + int8_inputs +
                            (block_weights_cast() ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
   const int64_t grads = split.optimizer_in_backward
                             ? 0
@@ -254,6 +259,11 @@ PlanBuilder::Moment PlanBuilder::softmax_moment(int64_t released_before_softmax)
               int8_inputs > 0 ? "the MLP, output projection and bmm(probabilities, v) are done, with the inputs int8 kept for them"
                               : "the MLP, output projection and bmm(probabilities, v) are done");
   if (grads > 0) softmax.add("the block's MLP and projection gradients", "(MLP, norm, proj.)·4", grads, "made on the way");
+  // A lone block 0 whose input needs no gradient (LoRA's frozen embedding, no adapter before the
+  // attention): the residual's gradient went with the output projection's node, as nothing waits
+  // to add it to the input's (measured: seed 3 case 323).
+  if (block0 && dt.frozen_prefix >= FrozenPrefix::kInput)
+    softmax.add("released: the residual's gradient", "−b·T·d·" + rs(), -N * d * w, "block 0's input takes none");
   softmax.add("gradient of v", "b·T·a·c", N * a * c, "waits in the qkv split's backward for q's and k's");
   if (checkpointing)
     softmax.add("the residual's gradient after the MLP", "b·T·d·" + rs(), checkpointed_residual_sum(),
