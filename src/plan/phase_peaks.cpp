@@ -116,9 +116,11 @@ int64_t PlanBuilder::backward_head_peak(const PhaseTotals& s) const {
     // states' gradient (backward_peak). In 16-bit weights the node returns copies in their dtypes
     // and its fp32 sums go as it returns (src/engine/chunked_loss.cpp; measured, seed 2026 case
     // 316 with --all); in fp32 the sums are what it returns. Accumulating into an untied head's
-    // .grad, AccumulateGrad has added the returned head gradient into it and let it go by then.
+    // .grad, AccumulateGrad has added the returned head gradient into it and let it go by then;
+    // with the optimizer inside backward it has stepped and been freed (seed 3 case 970).
     const int64_t fp32_sums_gone = w != kFp32 ? N * d * kFp32 + (lora ? 0 : V * d * kFp32) : 0;
-    const int64_t head_added = accumulating && !m.tied_embeddings && !lora ? V * d * w : 0;
+    const int64_t head_added =
+        (accumulating || split.optimizer_in_backward) && !m.tied_embeddings && !lora ? V * d * w : 0;
     const int64_t before_norm =
         resident_bytes + grads_in_micro_step + saved_bytes + total_bytes(plan.backward_peak) - fp32_sums_gone - head_added;
     // (At pow's backward the hidden states' gradient, as returned, is gone.)
