@@ -70,14 +70,14 @@ void PlanBuilder::block_backward() {
 // Accumulation adds into existing gradients; a frozen base makes none (the adapters' are small).
 int64_t PlanBuilder::new_gradient_bytes() const { return accumulating || lora ? 0 : t; }
 
-// The output projection's saved input (and cast weight), released by its backward: no input when
-// it is a frozen linear without an adapter (LoRA), which needs none for its input's gradient.
+// The output projection's saved input (and cast weight), released by its backward: the lines of
+// its input as saved (the input itself or its cast; with an adapter its fp32 copy, or LoRA
+// dropout's output and noise: measured, seed 3 case 65), none when it is a frozen linear without
+// an adapter (LoRA), which needs none for its input's gradient.
 int64_t PlanBuilder::mlp_out_released() const {
-  const bool gpt2 = m.arch == Architecture::kGpt2;
-  const bool out_saves_input = !lora || adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0;
+  const int64_t input = last_block().input_group_bytes(mlp_out_input_line(m), /*with_input=*/true);
   // An int8 base keeps the input too (counted apart, int8_saved_inputs) unless the adapter keeps it.
-  return (out_saves_input ? N * m.d_ff * c : 0) + (quant ? int8_mlp_out_input(m, o, N, dtypes()) : 0) +
-         (block_weights_cast() ? d * m.d_ff * c : 0);
+  return input + (quant ? int8_mlp_out_input(m, o, N, dtypes()) : 0) + (block_weights_cast() ? d * m.d_ff * c : 0);
 }
 
 // Checkpointed, the block's incoming gradient stays alive through the inner backward
