@@ -186,6 +186,15 @@ int64_t PlanBuilder::backward_end_peak(const PhaseTotals& s, int64_t backward_bl
   // is alive by then (none with optimizer-in-backward, which frees them as it goes and steps
   // the embedding last, with AdamW's temporaries).
   const int64_t embedding_grad = lora ? 0 : V * d * t;  // LoRA: the embedding is frozen
+  // Beside them, the gradient the lookup's backward was handed: untied, the embedding output's
+  // (b·T·d in the residual's dtype), alive while the lookup makes its dense gradient; tied, gone
+  // by the sum, where GPT-2's position embedding, whose backward comes after, still waits with
+  // its share (summed over the batch: T·d) and without accumulation has no gradient yet.
+  // Measured: seed 3 cases 601, 535, seed 1 case 98 (untied), seed 2026 cases 125, 432, seed 3
+  // case 300 and seed 1 case 804 (GPT-2, tied), seed 1 cases 400, 972 (tied).
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t position_grad = !accumulating && !split.optimizer_in_backward ? m.max_seq_len * d * t : 0;
+  const int64_t lookup_input = !m.tied_embeddings ? N * d * w : gpt2 ? T * d * w - position_grad : 0;
   int64_t backward_tail = 0;
   if (lora) {
     // A frozen base ends backward with the adapters' gradients and nothing at the embedding.
@@ -193,10 +202,10 @@ int64_t PlanBuilder::backward_end_peak(const PhaseTotals& s, int64_t backward_bl
   } else if (split.optimizer_in_backward) {
     // Tied, the head's gradient (waiting in autograd's input buffer), the lookup's and their
     // sum exist at once before the sum steps; then the step's temporaries join the sum alone.
-    backward_tail = resident_bytes + std::max((m.tied_embeddings ? 3 : 1) * embedding_grad,
+    backward_tail = resident_bytes + std::max((m.tied_embeddings ? 3 : 1) * embedding_grad + lookup_input,
                                               embedding_grad + total_bytes(plan.optimizer_peak));
   } else {
-    const int64_t in_flight = (m.tied_embeddings ? 3 : 1) * embedding_grad;
+    const int64_t in_flight = (m.tied_embeddings ? 3 : 1) * embedding_grad + lookup_input;
     const int64_t others = accumulating ? grad_bytes : grad_bytes - embedding_grad;
     backward_tail = resident_bytes + others + in_flight;
     if (o.world_size > 1) {
