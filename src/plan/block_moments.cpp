@@ -259,6 +259,14 @@ PlanBuilder::Moment PlanBuilder::softmax_moment(int64_t released_before_softmax)
               int8_inputs > 0 ? "the MLP, output projection and bmm(probabilities, v) are done, with the inputs int8 kept for them"
                               : "the MLP, output projection and bmm(probabilities, v) are done");
   if (grads > 0) softmax.add("the block's MLP and projection gradients", "(MLP, norm, proj.)·4", grads, "made on the way");
+  // LoRA: the adapters after the attention (its output projection's, the MLP's) have made their
+  // gradients (without accumulation new tensors; measured: seed 2026 case 614).
+  int64_t adapter_grads = 0;
+  if (lora && !accumulating && !split.optimizer_in_backward)
+    for (const BlockLinear& l : lora_targets(m, o.lora.targets))
+      if (l.name != "c_attn" && l.name != "q" && l.name != "k" && l.name != "v") adapter_grads += (l.in + l.out) * o.lora.rank * kFp32;
+  if (adapter_grads > 0)
+    softmax.add("the adapters' gradients after the attention", "Σ (in + out)·r·4", adapter_grads, "made on the way");
   // A lone block 0 whose input needs no gradient (LoRA's frozen embedding, no adapter before the
   // attention): the residual's gradient went with the output projection's node, as nothing waits
   // to add it to the input's (measured: seed 3 case 323).
