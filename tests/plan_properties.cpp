@@ -130,9 +130,10 @@ std::string config_json_of(Draw& d, const std::string& family, int64_t seq_len) 
 std::string open_gap(const Case& c) {
   const bool bf16_anywhere = c.split.precision != ab::Precision::kFp32 || c.options.weights_dtype != ab::Precision::kFp32;
   if (c.split.chunked_loss && bf16_anywhere)
-    return "chunked loss with bf16 compute or weights: -17.7 % .. +6.3 % (172 of 1000 cases of seed 2026), mostly on "
-           "tiny widths; LibTorch 1.13's CPU bf16 matmuls of the transposed chunk gradient allocate fp32 workspaces "
-           "the plan does not model (a CPU artifact: CUDA's bf16 GEMMs do not)";
+    return "chunked loss with bf16 compute or weights: on AVX-512 CPUs LibTorch 1.13's oneDNN bf16 matmuls of the "
+           "transposed chunk gradient allocate fp32 workspaces the plan does not model (-17.0 % .. +5.7 % of seed 2026 "
+           "there, bench/plan_accuracy-2026-12-01.md; a CPU artifact: CUDA's bf16 GEMMs do not); on AVX2 within the bar "
+           "(-0.30 % .. +0.39 %, bench/plan_accuracy-2026-12-02-avx2-held.md)";
   return "";
 }
 
