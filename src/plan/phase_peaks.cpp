@@ -188,13 +188,18 @@ int64_t PlanBuilder::backward_end_peak(const PhaseTotals& s, int64_t backward_bl
   const int64_t embedding_grad = lora ? 0 : V * d * t;  // LoRA: the embedding is frozen
   // Beside them, the gradient the lookup's backward was handed: untied, the embedding output's
   // (b·T·d in the residual's dtype), alive while the lookup makes its dense gradient; tied, gone
-  // by the sum, where GPT-2's position embedding, whose backward comes after, still waits with
-  // its share (summed over the batch: T·d) and without accumulation has no gradient yet.
-  // Measured: seed 3 cases 601, 535, seed 1 case 98 (untied), seed 2026 cases 125, 432, seed 3
-  // case 300 and seed 1 case 804 (GPT-2, tied), seed 1 cases 400, 972 (tied).
+  // by the sum. GPT-2's position embedding runs its backward after the token embedding's: its
+  // share (summed over the batch: T·d) waits, and without accumulation its gradient is not made
+  // yet; untied, its own backward, making that gradient once the token embedding's incoming one
+  // is gone, can be the later peak. Measured: seed 3 cases 601, 535, seed 1 case 98, seed 2026
+  // case 957 (untied), seed 2026 cases 125, 432, seed 3 case 300 and seed 1 case 804 (GPT-2,
+  // tied), seed 1 cases 400, 972 (tied).
   const bool gpt2 = m.arch == Architecture::kGpt2;
   const int64_t position_grad = !accumulating && !split.optimizer_in_backward ? m.max_seq_len * d * t : 0;
-  const int64_t lookup_input = !m.tied_embeddings ? N * d * w : gpt2 ? T * d * w - position_grad : 0;
+  const int64_t incoming = N * d * w, position_share = T * d * w;
+  const int64_t lookup_input = !gpt2               ? (m.tied_embeddings ? 0 : incoming)
+                               : m.tied_embeddings ? position_share - position_grad
+                                                   : position_share + std::max<int64_t>(incoming - position_grad, 0);
   int64_t backward_tail = 0;
   if (lora) {
     // A frozen base ends backward with the adapters' gradients and nothing at the embedding.
