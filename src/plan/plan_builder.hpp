@@ -2,8 +2,9 @@
 // plan_memory fills step by step. memory_plan.cpp defines the steps of the step's own tensors
 // (resident, gradients, saved, the loss head, the optimizer); block_moments.cpp the moments
 // inside a block (its last forward with grad, its backward's candidates, QLoRA's dequantised
-// weight); checkpointed_block.cpp a checkpointed block's (its forward without grad, its
-// recompute); phase_peaks.cpp the peaks per phase from all of them.
+// weight), block_backward.cpp the backward's later candidates (the softmax, the input
+// projections, the post-attention norm); checkpointed_block.cpp a checkpointed block's (its
+// forward without grad, its recompute); phase_peaks.cpp the peaks per phase from all of them.
 //
 //   PlanBuilder builder(model, options, split);
 //   builder.resident_tensors();  // ... in plan_memory's order

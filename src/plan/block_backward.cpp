@@ -1,0 +1,216 @@
+// The later moments of the last block's backward for the memory plan (plan_builder.hpp), after
+// the MLP's output projection (block_moments.cpp): the explicit attention's softmax, the MLP's
+// input projections, the post-attention RMSNorm, the attention's input projections. Each is a
+// candidate that peak_candidates weighs against the others. Symbols as in memory_plan.cpp.
+#include <algorithm>
+#include <string>
+
+#include "plan/block_tensors.hpp"
+#include "plan/plan_builder.hpp"
+#include "plan/quantized_base.hpp"
+
+namespace accumbench::plan_detail {
+
+// The explicit attention's softmax backward (its gradients in fp32: compat::masked_attention's
+// softmax runs in fp32), after the block's MLP, output projection and bmm(probabilities, v) have
+// released what they saved and made the block's later gradients (none left with the optimizer
+// inside backward: each has stepped and been freed). Empty with flash attention, or when the last
+// block is a frozen block 0's attention (LoRA, one block).
+PlanBuilder::Moment PlanBuilder::softmax_moment(int64_t released_before_softmax) const {
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t a = m.n_heads * m.head_dim, f = m.d_ff;
+  Moment softmax;
+  const bool attention_backward = !(L == 1 && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kAttention);
+  if (o.attention != AttentionKind::kExplicit || !attention_backward) return softmax;
+  // GPT-2 at micro-batch 1: the v that bmm(probabilities, v) saved is a view of c_attn's output,
+  // whose storage the q and k that the scores' bmm saved still hold.
+  const int64_t v_kept = gpt2 && bmm_operands_are_views(b, m.n_heads) ? N * a * c : 0;
+  // An int8 base's kept inputs of the output projection and the MLP go with their nodes too (the
+  // last block is block 0 with its frozen prefix when it is the only one, unless checkpointed).
+  Dtypes dt = dtypes();
+  const bool block0 = L == 1 && !checkpointing;
+  if (block0) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+  const int64_t int8_inputs = quant ? int8_inputs_after_attention(m, o, N, dt, block0) : 0;
+  // LoRA: the adapters on the attention's input projections still hold their A outputs (saved by
+  // their B, whose nodes come later), though that line comes after v's (measured: seed 2026 case
+  // 891, q's, k's and v's b·T·r·4 at the softmax's backward).
+  const int64_t a_outputs_kept =
+      N * o.lora.rank * (autocast ? c : kFp32) * (gpt2 ? adapted_count(m, o, {"c_attn"}) : adapted_count(m, o, {"q", "k", "v"}));
+  const int64_t released = released_before_softmax - v_kept - a_outputs_kept + int8_inputs +
+                           (block_weights_cast() ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
+  const int64_t grads = split.optimizer_in_backward
+                            ? 0
+                            : (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient_bytes();
+  softmax.add("released before the softmax's backward", "−(one block from v on)", -released,
+              int8_inputs > 0 ? "the MLP, output projection and bmm(probabilities, v) are done, with the inputs int8 kept for them"
+                              : "the MLP, output projection and bmm(probabilities, v) are done");
+  if (grads > 0) softmax.add("the block's MLP and projection gradients", "(MLP, norm, proj.)·4", grads, "made on the way");
+  // LoRA: the adapters after the attention (its output projection's, the MLP's) have made their
+  // gradients (without accumulation new tensors; measured: seed 2026 case 614).
+  int64_t adapter_grads = 0;
+  if (lora && !accumulating && !split.optimizer_in_backward)
+    for (const BlockLinear& l : lora_targets(m, o.lora.targets))
+      if (l.name != "c_attn" && l.name != "q" && l.name != "k" && l.name != "v") adapter_grads += (l.in + l.out) * o.lora.rank * kFp32;
+  if (adapter_grads > 0)
+    softmax.add("the adapters' gradients after the attention", "Σ (in + out)·r·4", adapter_grads, "made on the way");
+  // A lone block 0 whose input needs no gradient (LoRA's frozen embedding, no adapter before the
+  // attention): the residual's gradient went with the output projection's node, as nothing waits
+  // to add it to the input's (measured: seed 3 case 323).
+  if (block0 && dt.frozen_prefix >= FrozenPrefix::kInput)
+    softmax.add("released: the residual's gradient", "−b·T·d·" + rs(), -N * d * w, "block 0's input takes none");
+  softmax.add("gradient of v", "b·T·a·c", N * a * c, "waits in the qkv split's backward for q's and k's");
+  if (checkpointing)
+    softmax.add("the residual's gradient after the MLP", "b·T·d·" + rs(), checkpointed_residual_sum(),
+                "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
+  softmax.add("softmax backward: grads of probs, scores", "2·b·H·T·T·4", 2 * b * m.n_heads * T * T * kFp32,
+              "softmax's backward holds its input gradient and output gradient at once, in fp32");
+  return softmax;
+}
+
+// Weight gradients at a full fine-tune's input projections: without accumulation every one made
+// so far; with it, or stepping inside backward, the one being made, a new tensor until
+// AccumulateGrad adds it (or with its step's temporaries).
+std::string PlanBuilder::one_at_a_time() const {
+  return accumulating ? "a new tensor until AccumulateGrad adds it into .grad" : "with its step's temporaries, inside backward";
+}
+
+// The MLP's input projections' backward (a full fine-tune; empty with LoRA). By then the MLP's
+// activations are released (Llama: gate's output, silu(gate), up's output and their product;
+// GPT-2: c_fc's and gelu's outputs), with the output projection's cast weight and, Llama,
+// up_proj's (it runs first: autograd takes the latest node first) cast weight and cast input. On
+// top: the gradient of gate's (c_fc's) output, its input's gradient next to up's (Llama: both wait
+// in autograd's input buffer for the sum), and the MLP weights' gradients. It wins when d·f
+// outweighs b·T·f: small micro-batches of wide MLPs.
+PlanBuilder::Moment PlanBuilder::mlp_input_moment() const {
+  Moment mlp_input;
+  if (lora) return mlp_input;
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t f = m.d_ff;
+  const bool one_gradient = accumulating || split.optimizer_in_backward;
+  const int64_t input_weight = d * f + (gpt2 ? f : 0);
+  int64_t weight_grads = ((gpt2 ? 2 : 3) * d * f + (gpt2 ? f + d : 0)) * t;
+  if (accumulating) weight_grads = input_weight * t;
+  if (split.optimizer_in_backward) weight_grads = input_weight * t + step_temporaries(d * f);
+  const int64_t released = (gpt2 ? 2 : 4) * N * f * c + (block_weights_cast() ? (gpt2 ? 1 : 2) * d * f * c : 0) +
+                           (!gpt2 && autocast && w != c ? N * d * c : 0);
+  mlp_input.add("released before the MLP input projections' backward", gpt2 ? "−2·b·T·f·c (+ d·f·c)" : "−4·b·T·f·c (+ …)",
+                -released,
+                gpt2 ? "c_fc's and gelu's outputs (and the output projection's cast weight)"
+                     : "gate's and up's outputs, silu(gate), their product (and down's and up's casts)");
+  mlp_input.add("gradient of the input projection's output", "b·T·f·c", N * f * c, gpt2 ? "c_fc's" : "gate's, from silu's backward");
+  mlp_input.add(gpt2 ? "c_fc's input gradient" : "gate's and up's input gradients", gpt2 ? "b·T·d·c" : "2·b·T·d·c",
+                (gpt2 ? 1 : 2) * N * d * c, gpt2 ? "made by c_fc's backward" : "both exist until autograd's input buffer sums them");
+  if (!block_weights_cast()) {
+    mlp_input.add(one_gradient ? "the input projection's weight gradient" : "the MLP's weight gradients",
+                  one_gradient ? "(d·f + bias)·t" : "(MLP weights)·t", weight_grads,
+                  one_gradient ? one_at_a_time() : "made by the MLP's three backward nodes");
+    return mlp_input;
+  }
+  // Under autocast over weights in another dtype, gate's (c_fc's) node makes its weight's gradient
+  // in c next to what it saved (its cast input and weight) and its output's gradient; the cast's
+  // node then makes it in t once those are gone, and with the optimizer inside backward it steps
+  // in t (the one in c gone too). The highest of those moments (measured: seed 3 case 842, the
+  // bf16 gradient being cast to fp32 after gate's node released its casts).
+  const int64_t later = one_gradient ? 0 : weight_grads - input_weight * t;  // up's and down's (c_proj's), in t
+  const int64_t in_c = input_weight * c, in_t = input_weight * t;
+  const int64_t node_done = N * f * c + N * d * c + d * f * c;
+  const int64_t making = later + in_c, casting = later + in_c + in_t - node_done;
+  const int64_t stepping = split.optimizer_in_backward ? in_t + step_temporaries(d * f) - node_done : 0;
+  if (later > 0) mlp_input.add("the MLP's later weight gradients", "(up, down weights)·t", later, "made by their backward nodes");
+  if (making >= std::max(casting, stepping)) {
+    mlp_input.add("the input projection's weight gradient in c", "(d·f + bias)·c", in_c, "made by its node in autocast's dtype");
+  } else if (casting >= stepping) {
+    mlp_input.add("released: the input projection's saved casts, its output's gradient", "−b·T·(f + d)·c − d·f·c", -node_done,
+                  "its node has finished when the cast's node runs");
+    mlp_input.add("its weight gradient in c and cast to t", "(d·f + bias)·(c + t)", in_c + in_t,
+                  accumulating ? "the cast's backward makes it in t, until AccumulateGrad adds it into .grad"
+                               : "the cast's backward makes it in the weights' dtype");
+  } else {
+    mlp_input.add("released: the input projection's saved casts, its output's gradient", "−b·T·(f + d)·c − d·f·c", -node_done,
+                  "its node and the cast's have finished");
+    mlp_input.add("its weight gradient and step temporaries", "(d·f + bias)·t + step(d·f)", in_t + step_temporaries(d * f),
+                  "it steps inside backward");
+  }
+  return mlp_input;
+}
+
+// The post-attention RMSNorm's backward (Llama family, a full fine-tune), right after the MLP's:
+// like the final norm's, it peaks in pow's backward (five b·T·d·4: x's gradient from x · rsqrt,
+// mean's expanded gradient, x.pow(1), its double and the product; phase_peaks.cpp's rms_pow). By
+// then the MLP and the norm have released what they saved but h (pow's input): every line of the
+// block after h, and the MLP weights' casts; the MLP's and the norm's weight gradients are made
+// (accumulating, added into .grad; with the optimizer inside backward, stepped and freed). The
+// residual's gradient from above waits for the sum. Measured: seed 2026 case 241 (block 0 of a
+// checkpointed bf16 Mistral, with every later block's gradients: MulBackward0, MeanBackward1,
+// PowBackward0).
+PlanBuilder::Moment PlanBuilder::post_attention_norm_moment() const {
+  Moment norm;
+  if (lora || m.arch == Architecture::kGpt2) return norm;  // (LoRA's never topped the others: 3000 drawn cases)
+  const LastBlock last = last_block();
+  int64_t after_h = 0;
+  bool found = false;
+  for (const PlanLine& line : last.lines) {
+    if (found) after_h += line.bytes;
+    if (line.name == kResidualLine) found = true;
+  }
+  if (!found) return norm;
+  const int64_t f = m.d_ff;
+  const int64_t weight_grads = accumulating || split.optimizer_in_backward ? 0 : (3 * d * f + d) * t;
+  norm.add("released: the MLP and the norm's saved tensors but h", "−(the block's lines after h)",
+           -(after_h + (block_weights_cast() ? 3 * d * f * c : 0)),
+           "every MLP node and the norm's mul, rsqrt and mean have run (and the MLP weights' casts)");
+  if (weight_grads > 0)
+    norm.add("the MLP's and the norm's weight gradients", "(3·d·f + d)·t", weight_grads, "made by their backward nodes");
+  norm.add("post-attention RMSNorm backward, in pow's", "5·b·T·d·4", 5 * N * d * kFp32,
+           "x's gradient from x · rsqrt, mean's expanded gradient, x.pow(1), its double and the product");
+  return norm;
+}
+
+// The attention's input projections' backward (a full fine-tune; empty with LoRA), the block's
+// last linear work. By then everything the block saved is released but what its first norm and
+// the projections' input keep (the lines up to that input), with the weight casts but the
+// projections' own; on top: the block's weight gradients (as for the MLP's), the input's
+// gradients from the projections (Llama: q, k and v each make one; they wait in autograd's input
+// buffer to be summed), and checkpointed the residual's gradient sum. Wide blocks at small b·T:
+// every weight gradient of the block is alive here.
+PlanBuilder::Moment PlanBuilder::attention_input_moment() const {
+  Moment attention_input;
+  if (lora) return attention_input;
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
+  // What the block keeps then: its lines up to the projections' input.
+  const LastBlock last = last_block();
+  const std::string input_line = attention_input_line(m);
+  int64_t kept = 0, total = 0;
+  bool found = false;
+  for (const PlanLine& line : last.lines) {
+    total += line.bytes;
+    if (!found) kept += line.bytes;
+    if (line.name.rfind(input_line, 0) == 0) found = true;
+  }
+  if (!found) return attention_input;
+  const int64_t qkv_weights = gpt2 ? d * 3 * a + 3 * a : d * (a + 2 * kv);
+  ModelConfig one = m, two = m;
+  one.n_layers = 1;
+  two.n_layers = 2;
+  const int64_t block_parameters = parameter_count(two) - parameter_count(one) - (gpt2 ? 2 * d : d);  // not its first norm yet
+  const int64_t largest = gpt2 ? qkv_weights : d * a;  // the projection whose backward runs
+  int64_t grads = block_parameters * t;
+  if (accumulating) grads = largest * t;
+  if (split.optimizer_in_backward) grads = largest * t + step_temporaries(largest);
+  const bool one_gradient = accumulating || split.optimizer_in_backward;
+  attention_input.add("released: the block but its first norm and the projections' input", "−(one block after it)",
+                      -(total - kept + (block_weights_cast() ? (linear_weight_numel_per_block(m) - qkv_weights) * c : 0)),
+                      "every later backward node of the block is done (and its weight casts)");
+  attention_input.add(one_gradient ? "the input projection's weight gradient" : "the block's weight gradients",
+                      one_gradient ? (gpt2 ? "(d·3a + 3a)·t" : "d·a·t") : "(block parameters − norm)·t", grads,
+                      one_gradient ? one_at_a_time() : "every linear's, the output projection's and the norms' after the first");
+  attention_input.add(gpt2 ? "c_attn's input gradient" : "q's, k's and v's input gradients", gpt2 ? "b·T·d·c" : "3·b·T·d·c",
+                      (gpt2 ? 1 : 3) * N * d * c, gpt2 ? "made by c_attn's backward" : "they wait in autograd's input buffer to be summed");
+  if (checkpointing)
+    attention_input.add("the residual's gradient after the MLP", "b·T·d·" + rs(), checkpointed_residual_sum(),
+                        "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
+  return attention_input;
+}
+
+}  // namespace accumbench::plan_detail
