@@ -50,7 +50,7 @@ PlanBuilder::Moment PlanBuilder::softmax_moment(int64_t released_before_softmax)
   int64_t adapter_grads = 0;
   if (lora && !accumulating && !split.optimizer_in_backward)
     for (const BlockLinear& l : lora_targets(m, o.lora.targets))
-      if (l.name != "c_attn" && l.name != "q" && l.name != "k" && l.name != "v") adapter_grads += (l.in + l.out) * o.lora.rank * kFp32;
+      if (linear_group(l.name) > 0) adapter_grads += (l.in + l.out) * o.lora.rank * kFp32;
   if (adapter_grads > 0)
     softmax.add("the adapters' gradients after the attention", "Σ (in + out)·r·4", adapter_grads, "made on the way");
   // A lone block 0 whose input needs no gradient (LoRA's frozen embedding, no adapter before the

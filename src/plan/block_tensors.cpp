@@ -43,14 +43,6 @@ bool bmm_saves_views(int64_t b, int64_t heads, const Blocks& att) { return bmm_o
 // The rotated q's and k's bytes per element: the rotary tables' dtype wins the product.
 int64_t rotated_qk_bytes(const ModelConfig& m, const Dtypes& dt) { return m.qk_norm || !dt.autocast ? dt.w : dt.c; }
 
-// The linear group (kLinearGroups, from 0) of a block linear.
-int linear_group(const std::string& name) {
-  if (name == "c_attn" || name == "q" || name == "k" || name == "v") return 0;
-  if (name == "attn_c_proj" || name == "o") return 1;
-  if (name == "c_fc" || name == "gate" || name == "up") return 2;
-  return 3;  // mlp_c_proj, down
-}
-
 // The input of the linears `names` (width `in`), as they save it: one tensor that they share
 // (fp32), or one cast copy each (autocast casts per use). With LoRA dropout each adapter keeps its
 // dropped copy (fp32; under autocast its cast) and the dropout's noise (x · noise saves it, fp32;
@@ -194,6 +186,13 @@ AdapterOutputs adapter_outputs(const PlanOptions& o, const Dtypes& dt, int64_t r
 
 int64_t block_output_sum(const PlanOptions& o, int64_t N, int64_t d, int64_t c, int64_t residual) {
   return N * d * c + N * d * residual + (o.cpu && c != residual ? N * d * residual : 0);
+}
+
+int linear_group(const std::string& name) {
+  if (name == "c_attn" || name == "q" || name == "k" || name == "v") return 0;
+  if (name == "attn_c_proj" || name == "o") return 1;
+  if (name == "c_fc" || name == "gate" || name == "up") return 2;
+  return 3;  // mlp_c_proj, down
 }
 
 int adapted_count(const ModelConfig& m, const PlanOptions& o, std::initializer_list<const char*> names) {

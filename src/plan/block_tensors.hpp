@@ -89,6 +89,8 @@ inline const char* mlp_out_input_line(const ModelConfig& m) { return kMlpOutInpu
 
 // How many of one block's linears `names` carry an adapter (0 without LoRA).
 int adapted_count(const ModelConfig& m, const PlanOptions& o, std::initializer_list<const char*> names);
+// The linear group (kLinearGroups, from 0) of a block linear, by its name.
+int linear_group(const std::string& name);
 
 // A block's last sum, h + the MLP's output projection: the result (in c), the sum in the residual's
 // dtype and, on the CPU, TensorIterator's cast of a result in another dtype (a temporary).
