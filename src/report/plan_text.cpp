@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "accumbench/report.hpp"
+#include "accumbench/units.hpp"
 
 namespace accumbench {
 
@@ -17,7 +18,13 @@ void print_table(const std::string& title, const std::vector<PlanLine>& lines, s
   if (lines.empty()) return;
   out << title << "\n";
   for (const auto& line : lines) {
-    out << "  " << pad(line.name, 42) << pad(line.formula, 22) << pad(format_bytes(line.bytes), 11, true) << "  "
+    // A name as wide as its column gets a line of its own, so the formula never runs into it.
+    std::string name = line.name;
+    if (text::display_width(name) >= 42) {
+      out << "  " << name << "\n";
+      name.clear();
+    }
+    out << "  " << pad(name, 42) << pad(line.formula, 22) << pad(format_bytes(line.bytes), 11, true) << "  "
         << line.why << "\n";
   }
   out << "  " << pad("total", 64) << pad(format_bytes(total_bytes(lines)), 11, true) << "\n";
