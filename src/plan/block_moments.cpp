@@ -63,7 +63,8 @@ void PlanBuilder::block_backward() {
               "the recompute's autocast region caches them again; its linears save them");
     }
   }
-  blk.add("gradient of the residual stream", "b·T·d·" + rs(), N * d * w, "flows into the block from above");
+  if (!residual_gradient_stops_at_mlp())
+    blk.add("gradient of the residual stream", "b·T·d·" + rs(), N * d * w, "flows into the block from above");
   candidates_begin = plan.block_backward_peak.size();
   peak_candidates(blk, released_before_softmax);
 }
@@ -79,6 +80,33 @@ int64_t PlanBuilder::mlp_out_released() const {
   const int64_t input = last_block().input_group_bytes(mlp_out_input_line(m), /*with_input=*/true);
   // An int8 base keeps the input too (counted apart, int8_saved_inputs) unless the adapter keeps it.
   return input + (quant ? int8_mlp_out_input(m, o, N, dtypes()) : 0) + (block_weights_cast() ? d * m.d_ff * c : 0);
+}
+
+// The gradient of the MLP output projection's result reaches the projection's node (with an
+// adapter, the base's node) as a new tensor in c when something cast it: under autocast over
+// weights in another dtype, the residual add's backward casts the residual's gradient to c; without
+// autocast in 16-bit weights, an adapter's sum is in fp32 and the sum's backward casts the base's
+// share back to c. It waits for that node (measured: seed 2026 --all cases 94, 132, 266, 677, an
+// N·d·c block from the engine next to the projection's or the adapter's gradients).
+int64_t PlanBuilder::mlp_output_gradient_cast() const {
+  const bool adapted = adapted_count(m, o, {m.arch == Architecture::kGpt2 ? "mlp_c_proj" : "down"}) > 0;
+  return c != w || (adapted && !autocast && c != kFp32) ? N * d * c : 0;
+}
+
+// A lone block 0 whose attention is frozen whole (LoRA on the MLP alone, one block, not
+// checkpointed): nothing before the MLP needs a gradient, so the block's last add hands the
+// residual's gradient to the MLP's output alone, and it is gone once that output's has been made
+// (measured: seed 3 --all case 932, no b·T·d·4 gradient next to the adapter's).
+bool PlanBuilder::residual_gradient_stops_at_mlp() const {
+  return L == 1 && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kToMlp;
+}
+
+// The MLP output's gradient as the output projection's node receives it, where it is not the
+// residual's gradient counted for the whole block: its cast (mlp_output_gradient_cast), or, when
+// the residual takes none (residual_gradient_stops_at_mlp), that gradient itself.
+int64_t PlanBuilder::mlp_output_gradient() const {
+  if (const int64_t cast = mlp_output_gradient_cast(); cast > 0) return cast;
+  return residual_gradient_stops_at_mlp() ? N * d * w : 0;
 }
 
 // Checkpointed, the block's incoming gradient stays alive through the inner backward
@@ -114,6 +142,8 @@ PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
 // a copy when the input is not fp32, goes back to the input's dtype. Then the base makes its
 // gradient (an int8 base releases the input it kept once it has), and autograd's input buffer adds
 // the two out of place (LibTorch 1.13's InputBuffer makes old + new): both and the sum at once.
+// Until the base's node has run, its share of the output's gradient (mlp_output_gradient_cast)
+// waits; A's incoming gradient lives while A's node runs (measured: seed 2026 --all case 94).
 // Each step's gradients next to what the block saved, less what earlier nodes released; the
 // highest. (A quantised base's step with its dequantised weight: dequant_transients.)
 PlanBuilder::AdaptedBackward PlanBuilder::mlp_out_adapter_backward() const {
@@ -130,15 +160,21 @@ PlanBuilder::AdaptedBackward PlanBuilder::mlp_out_adapter_backward() const {
   const int64_t kept_by_base = int8 ? (itself > 0 ? itself : int8_mlp_out_input(m, o, N, dtypes())) : 0;
   const int64_t a = autocast ? c : kFp32;  // A's linear runs in autocast's dtype, else in the adapter's fp32
 
+  // The base's share of the output's gradient, cast to c, waits for the base's node throughout.
+  const int64_t base_share = mlp_output_gradient();
+  std::string held = base_share == 0 ? "" : mlp_output_gradient_cast() > 0 ? "b·T·d·c + " : "b·T·d·" + rs() + " + ";
+  const int64_t a_incoming = N * o.lora.rank * a;
+
   AdaptedBackward r;
   r.peak.bytes = std::numeric_limits<int64_t>::min();
-  int64_t alive = 0;  // the gradients alive, less what has been released
-  auto at = [&](const char* what, const char* formula, const char* why) {
-    if (alive > r.peak.bytes) r.peak = PlanLine{what, formula, alive, why};
+  int64_t alive = base_share;  // the gradients alive, less what has been released
+  auto at = [&](const char* what, const std::string& formula, const char* why) {
+    if (alive > r.peak.bytes) r.peak = PlanLine{what, held + formula, alive, why};
   };
-  alive += E * a;
-  at("the adapter's input gradient", autocast ? "b·T·f·c" : "b·T·f·4", "A's backward makes it next to everything the block saved");
-  alive -= saved_by_a;
+  alive += E * a + a_incoming;
+  at("the adapter's input gradient", autocast ? "b·T·(f + r)·c" : "b·T·(f + r)·4",
+     "A's backward makes it from its incoming gradient, next to everything the block saved");
+  alive -= saved_by_a + a_incoming;
   if (autocast) {
     alive += E * kFp32;
     at("autocast's cast of the adapter's input gradient", "b·T·f·(c + 4) − A's saved input",
@@ -160,7 +196,8 @@ PlanBuilder::AdaptedBackward PlanBuilder::mlp_out_adapter_backward() const {
   r.before_base = alive;
   alive += E * c;
   at("two input gradients", "2·b·T·f·c − the adapter's saved lines", "the adapter's, and the base linear's made next to it");
-  alive -= kept_by_base;
+  alive -= kept_by_base + base_share;
+  held.clear();
   alive += E * c;
   at("two input gradients and their sum", "3·b·T·f·c − the input's lines",
      "autograd's input buffer adds the base's gradient to the adapter's out of place");
@@ -181,13 +218,19 @@ PlanBuilder::Moment PlanBuilder::mlp_projection_moment() const {
     // gradient in c; the cast's own node then makes it in t, after the projection's node has
     // released its saved input and cast weight (measured: seed 2026 case 143, ToCopyBackward0's
     // d·f·4 next to MmBackward0's two gradients in bf16). The higher of the two moments.
+    // Its incoming gradient, cast to c, goes with its node too (measured: seed 2026 --all case 132).
     const int64_t in_c = (f * d + (gpt2 ? d : 0)) * c;
-    const int64_t released = mlp_out_released();
+    const int64_t incoming = mlp_output_gradient();
+    const int64_t released = mlp_out_released() + incoming;
+    if (incoming > 0)
+      projection.add("the MLP output's gradient in c", "b·T·d·c", incoming, "the residual add's backward casts it for the node");
     projection.add("MLP out-proj backward: input gradient", "b·T·f·c", N * f * c,
                    "the MLP's output projection makes the gradient of its b·T·f input");
     projection.add("MLP out-proj backward: weight gradient in c", "(f·d + bias)·c", in_c, "made in autocast's dtype");
     if (projection_gradient > released) {
-      projection.add("released: the MLP out-proj's saved input and cast weight", "−b·T·f·c − d·f·c", -released,
+      projection.add(incoming > 0 ? "released: the MLP out-proj's saved input, cast weight, incoming gradient"
+                                  : "released: the MLP out-proj's saved input and cast weight",
+                     incoming > 0 ? "−b·T·f·c − d·f·c − b·T·d·c" : "−b·T·f·c − d·f·c", -released,
                      "its node has finished when the cast's node runs");
       projection.add("MLP out-proj backward: weight gradient cast to t", "(f·d + bias)·t", projection_gradient,
                      "the cast's backward makes it in the weights' dtype");
@@ -198,6 +241,11 @@ PlanBuilder::Moment PlanBuilder::mlp_projection_moment() const {
     const PlanLine step = mlp_out_adapter_backward().peak;
     projection.add("MLP out-proj backward: " + step.name, step.formula, step.bytes, step.why);
   } else {
+    if (const int64_t incoming = mlp_output_gradient(); incoming > 0) {
+      const bool cast = mlp_output_gradient_cast() > 0;
+      projection.add(cast ? "the MLP output's gradient in c" : "the MLP output's gradient", cast ? "b·T·d·c" : "b·T·d·" + rs(),
+                     incoming, cast ? "the residual add's backward casts it for the node" : "the residual's, which takes no other");
+    }
     projection.add("MLP out-proj backward: input gradient", "b·T·f·c", N * f * c,
                    "the MLP's output projection makes the gradient of its b·T·f input");
   }

@@ -212,6 +212,9 @@ struct PlanBuilder {
   void int8_not_kept_yet(const ForwardMoment& moment, Moment& candidate) const;
   int64_t new_gradient_bytes() const;
   int64_t mlp_out_released() const;
+  int64_t mlp_output_gradient_cast() const;
+  bool residual_gradient_stops_at_mlp() const;
+  int64_t mlp_output_gradient() const;
   int64_t checkpointed_residual_sum() const;
   std::string one_at_a_time() const;
 
