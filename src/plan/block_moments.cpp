@@ -134,6 +134,24 @@ PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
   return activation;
 }
 
+// The MLP output projection's adapter's own tensors around A's backward node, relative to the
+// saved table (measured: seed 3 case 138, seed 3 --all case 932, seed 2026 --all case 94). By A's
+// node B's has run: it released A's output that it saved and, under autocast, its cast weight;
+// without accumulation B's gradient is .grad (fp32). During A's node its incoming gradient and
+// its weight's gradient (in A's dtype) exist. After it A's cast weight is gone and, without
+// accumulation, A's gradient stays as .grad in fp32 (with accumulation, or stepping inside
+// backward, AccumulateGrad adds each into .grad as soon as it is made).
+PlanBuilder::AdapterOwn PlanBuilder::mlp_out_adapter_own() const {
+  const int64_t r = o.lora.rank, f = m.d_ff;
+  const int64_t a = autocast ? c : kFp32;  // A's linear runs in autocast's dtype, else in the adapter's fp32
+  const bool grads_stay = !accumulating && !split.optimizer_in_backward;
+  AdapterOwn own;
+  own.before_a = -(N * r * a + (autocast ? d * r * c : 0)) + (grads_stay ? d * r * kFp32 : 0);
+  own.during_a = N * r * a + r * f * a;
+  own.after_a = -(autocast ? r * f * c : 0) + (grads_stay ? r * f * kFp32 : 0);
+  return own;
+}
+
 // The MLP output projection's backward with an adapter on it, node by node: adapted_linear.cpp's
 // forward read backwards. Autograd takes the later node first, so the adapter's nodes run before
 // the base's. A's backward makes the input's gradient in the adapter's dtype (c under autocast,
@@ -142,10 +160,10 @@ PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
 // a copy when the input is not fp32, goes back to the input's dtype. Then the base makes its
 // gradient (an int8 base releases the input it kept once it has), and autograd's input buffer adds
 // the two out of place (LibTorch 1.13's InputBuffer makes old + new): both and the sum at once.
-// Until the base's node has run, its share of the output's gradient (mlp_output_gradient_cast)
-// waits; A's incoming gradient lives while A's node runs (measured: seed 2026 --all case 94).
-// Each step's gradients next to what the block saved, less what earlier nodes released; the
-// highest. (A quantised base's step with its dequantised weight: dequant_transients.)
+// Until the base's node has run, its share of the output's gradient (mlp_output_gradient) waits;
+// the adapter's own tensors change around A's node (mlp_out_adapter_own). Each step's gradients
+// next to what the block saved, less what earlier nodes released; the highest. (A quantised
+// base's step with its dequantised weight: dequant_transients.)
 PlanBuilder::AdaptedBackward PlanBuilder::mlp_out_adapter_backward() const {
   const LastBlock last = last_block();
   const std::string input = mlp_out_input_line(m);
@@ -159,22 +177,20 @@ PlanBuilder::AdaptedBackward PlanBuilder::mlp_out_adapter_backward() const {
   const int64_t saved_by_a = last.input_group_bytes(input, /*with_input=*/true) - noise - (int8 ? itself : 0);
   const int64_t kept_by_base = int8 ? (itself > 0 ? itself : int8_mlp_out_input(m, o, N, dtypes())) : 0;
   const int64_t a = autocast ? c : kFp32;  // A's linear runs in autocast's dtype, else in the adapter's fp32
-
-  // The base's share of the output's gradient, cast to c, waits for the base's node throughout.
   const int64_t base_share = mlp_output_gradient();
   std::string held = base_share == 0 ? "" : mlp_output_gradient_cast() > 0 ? "b·T·d·c + " : "b·T·d·" + rs() + " + ";
-  const int64_t a_incoming = N * o.lora.rank * a;
+  const AdapterOwn own = mlp_out_adapter_own();
 
   AdaptedBackward r;
   r.peak.bytes = std::numeric_limits<int64_t>::min();
-  int64_t alive = base_share;  // the gradients alive, less what has been released
+  int64_t alive = base_share + own.before_a;  // the gradients alive, less what has been released
   auto at = [&](const char* what, const std::string& formula, const char* why) {
     if (alive > r.peak.bytes) r.peak = PlanLine{what, held + formula, alive, why};
   };
-  alive += E * a + a_incoming;
-  at("the adapter's input gradient", autocast ? "b·T·(f + r)·c" : "b·T·(f + r)·4",
-     "A's backward makes it from its incoming gradient, next to everything the block saved");
-  alive -= saved_by_a + a_incoming;
+  alive += E * a + own.during_a;
+  at("the adapter's input gradient", autocast ? "b·T·f·c + A's" : "b·T·f·4 + A's",
+     "A's backward makes it, and its weight's, from its incoming gradient, next to everything the block saved");
+  alive += own.after_a - saved_by_a - own.during_a;
   if (autocast) {
     alive += E * kFp32;
     at("autocast's cast of the adapter's input gradient", "b·T·f·(c + 4) − A's saved input",
@@ -372,7 +388,9 @@ void PlanBuilder::dequant_transients() {
   // and leave their input gradient, having released what they saved of the input
   // (mlp_out_adapter_backward). Then the base makes its input gradient next to its dequantised weight.
   const bool adapted = adapted_count(m, o, {m.arch == Architecture::kGpt2 ? "mlp_c_proj" : "down"}) > 0;
-  const int64_t before_base = adapted ? mlp_out_adapter_backward().before_base : 0;
+  // Without an adapter the base's node starts with the output's gradient it receives (measured:
+  // seed 2026 case 793, its cast to c next to the dequantised weight).
+  const int64_t before_base = adapted ? mlp_out_adapter_backward().before_base : mlp_output_gradient();
   // Its dequantised weight with the scratch that made it, then (the scratch freed) next to the
   // weight the gradient or result its product makes (measured: seed 3 case 740's fp32 temporaries).
   const int64_t weight = d * m.d_ff * c, scratch = dequantized_linear_bytes(o, d, m.d_ff, c);

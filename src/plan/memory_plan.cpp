@@ -169,7 +169,8 @@ void PlanBuilder::saved_tensors() {
               "autocast casts each weight; each linear's backward saves its cast weight");
   }
   if (autocast && lora && !checkpointing) {
-    saved.add("adapter weights cast to c", "N_lora·c", trained * c, "autocast's cast cache of every A and B, saved by their linears");
+    saved.add("adapter weights cast to c", "N_lora·c", trained * c,
+              "autocast's cast cache of every A and B, saved by their linears (block 0's first A's: until the forward ends)");
   }
   block_lines_end = plan.saved.size();
   if (weights_cast() && full_head()) {

@@ -200,6 +200,12 @@ struct PlanBuilder {
     int64_t before_base = 0;
   };
   AdaptedBackward mlp_out_adapter_backward() const;
+  // The adapter's own tensors (A's output, casts, weight gradients) around A's backward node,
+  // relative to the saved table: by its start, during it, and after it on top of the start.
+  struct AdapterOwn {
+    int64_t before_a = 0, during_a = 0, after_a = 0;
+  };
+  AdapterOwn mlp_out_adapter_own() const;
   Moment mlp_projection_step_moment() const;
   Moment softmax_moment(int64_t released_before_softmax) const;
   Moment mlp_input_moment() const;
@@ -270,6 +276,7 @@ struct PlanBuilder {
   int64_t backward_head_peak(const PhaseTotals& s) const;
   int64_t head_weight_gradient_peak(const PhaseTotals& s) const;
   int64_t backward_end_peak(const PhaseTotals& s, int64_t backward_block) const;
+  int64_t unsaved_adapter_casts() const;
   void phase_peaks();
 };
 
