@@ -133,7 +133,7 @@ std::string open_gap(const Case& c) {
     return "chunked loss with bf16 compute or weights: on AVX-512 CPUs LibTorch 1.13's oneDNN bf16 matmuls of the "
            "transposed chunk gradient allocate fp32 workspaces the plan does not model (-17.0 % .. +5.7 % of seed 2026 "
            "there, bench/plan_accuracy-2026-12-01.md; a CPU artifact: CUDA's bf16 GEMMs do not); on AVX2 within the bar "
-           "(-0.30 % .. +0.39 %, bench/plan_accuracy-2026-12-02-avx2-held.md)";
+           "(-0.30 % .. +0.39 %, bench/plan_accuracy-2026-12-02-avx2-own.md)";
   return "";
 }
 
