@@ -181,30 +181,56 @@ int64_t PlanBuilder::head_weight_gradient_peak(const PhaseTotals& s) const {
   return backward_head_weight;
 }
 
+// The gradient the token embedding's lookup was handed, beside its own at the end of backward:
+// untied, the embedding output's (b·T·d in the residual's dtype), alive while the lookup makes its
+// dense gradient; tied, gone by the sum. GPT-2's position embedding runs its backward after the
+// token embedding's: its share (summed over the batch: T·d) waits, and without accumulation its
+// gradient is not made yet; untied, its own backward, making that gradient once the token
+// embedding's incoming one is gone, can be the later peak. Measured: seed 3 cases 601, 535, seed 1
+// case 98, seed 2026 case 957 (untied), seed 2026 cases 125, 432, seed 3 case 300 and seed 1 case
+// 804 (GPT-2, tied), seed 1 cases 400, 972 (tied).
+int64_t PlanBuilder::embedding_lookup_input() const {
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t position_grad = !accumulating && !split.optimizer_in_backward ? m.max_seq_len * d * t : 0;
+  const int64_t incoming = N * d * w, position_share = T * d * w;
+  return !gpt2               ? (m.tied_embeddings ? 0 : incoming)
+         : m.tied_embeddings ? position_share - position_grad
+                             : position_share + std::max<int64_t>(incoming - position_grad, 0);
+}
+
+// Without accumulation the first block's backward can peak higher than the last one's: by then
+// the gradients of the L−1 blocks above it exist (AccumulateGrad made them as their backward ran),
+// while of what the L blocks saved only its own is left (checkpointed: its input). The blocks save
+// alike, so every moment of the last block (`backward_block`) recurs in block 0 shifted by
+// (L−1)·(one block's gradients − what one block saved); the blocks in between lie on the line
+// between the two ends. With LoRA the gradients are the block's adapters' (its frozen block 0
+// saves less than the others unless checkpointed, and without checkpointing a block's activations
+// outweigh its adapters: left out). (Not with accumulation, whose gradients are all alive from the
+// start, nor with the optimizer inside backward, which frees each gradient once its parameter has
+// stepped.) Measured: plan_properties seed 1 cases 94 (a full fine-tune) and 665 (checkpointed
+// LoRA). 0 where it does not apply.
+int64_t PlanBuilder::first_block_backward_peak(const PhaseTotals& s, int64_t backward_block) const {
+  if (accumulating || split.optimizer_in_backward || L == 1 || (lora && !checkpointing)) return 0;
+  ModelConfig one = m, two = m;
+  one.n_layers = 1;
+  two.n_layers = 2;
+  const int64_t block_gradients = lora ? trained * t / L : (parameter_count(two) - parameter_count(one)) * t;
+  const int64_t one_block_saved = s.block_saved_bytes / L;
+  return backward_block + (L - 1) * (block_gradients - one_block_saved);
+}
+
 // The backward's last moments: the token embedding's gradients, and without accumulation the first
 // block's backward (`backward_block` is the last block's moment).
 int64_t PlanBuilder::backward_end_peak(const PhaseTotals& s, int64_t backward_block) const {
   const auto [resident_bytes, grad_bytes, saved_bytes, block_saved_bytes, grads_in_micro_step, saved_before_blocks] = s;
   // The end of backward, at the token embedding. Tied: its two gradients (the head's, waiting in
   // autograd's input buffer, and the lookup's dense one) and their sum are alive at once;
-  // untied: the lookup's dense gradient, added into .grad when one exists. Every other gradient
-  // is alive by then (none with optimizer-in-backward, which frees them as it goes and steps
-  // the embedding last, with AdamW's temporaries).
+  // untied: the lookup's dense gradient, added into .grad when one exists; beside them, the
+  // gradient the lookup was handed (embedding_lookup_input). Every other gradient is alive by then
+  // (none with optimizer-in-backward, which frees them as it goes and steps the embedding last,
+  // with AdamW's temporaries).
   const int64_t embedding_grad = lora ? 0 : V * d * t;  // LoRA: the embedding is frozen
-  // Beside them, the gradient the lookup's backward was handed: untied, the embedding output's
-  // (b·T·d in the residual's dtype), alive while the lookup makes its dense gradient; tied, gone
-  // by the sum. GPT-2's position embedding runs its backward after the token embedding's: its
-  // share (summed over the batch: T·d) waits, and without accumulation its gradient is not made
-  // yet; untied, its own backward, making that gradient once the token embedding's incoming one
-  // is gone, can be the later peak. Measured: seed 3 cases 601, 535, seed 1 case 98, seed 2026
-  // case 957 (untied), seed 2026 cases 125, 432, seed 3 case 300 and seed 1 case 804 (GPT-2,
-  // tied), seed 1 cases 400, 972 (tied).
-  const bool gpt2 = m.arch == Architecture::kGpt2;
-  const int64_t position_grad = !accumulating && !split.optimizer_in_backward ? m.max_seq_len * d * t : 0;
-  const int64_t incoming = N * d * w, position_share = T * d * w;
-  const int64_t lookup_input = !gpt2               ? (m.tied_embeddings ? 0 : incoming)
-                               : m.tied_embeddings ? position_share - position_grad
-                                                   : position_share + std::max<int64_t>(incoming - position_grad, 0);
+  const int64_t lookup_input = embedding_lookup_input();
   int64_t backward_tail = 0;
   if (lora) {
     // A frozen base ends backward with the adapters' gradients and nothing at the embedding.
@@ -228,27 +254,7 @@ int64_t PlanBuilder::backward_end_peak(const PhaseTotals& s, int64_t backward_bl
       backward_tail = std::max(backward_tail + grad_bytes - last_bucket, resident_bytes + 2 * grad_bytes);
     }
   }
-  // Without accumulation the first block's backward can peak higher than the last one's: by
-  // then the gradients of the L−1 blocks above it exist (AccumulateGrad made them as their
-  // backward ran), while of what the L blocks saved only its own is left (checkpointed: its
-  // input). The blocks save alike, so every moment of the last block recurs in block 0 shifted
-  // by (L−1)·(one block's gradients − what one block saved); the blocks in between lie on the
-  // line between the two ends. With LoRA the gradients are the block's adapters' (its frozen
-  // block 0 saves less than the others unless checkpointed, and without checkpointing a block's
-  // activations outweigh its adapters: left out). (Not with accumulation, whose gradients are all
-  // alive from the start, nor with the optimizer inside backward, which frees each gradient once
-  // its parameter has stepped.) Measured: plan_properties seed 1 cases 94 (a full fine-tune) and
-  // 665 (checkpointed LoRA).
-  int64_t backward_first_block = 0;
-  if (!accumulating && !split.optimizer_in_backward && L > 1 && (!lora || checkpointing)) {
-    ModelConfig one = m, two = m;
-    one.n_layers = 1;
-    two.n_layers = 2;
-    const int64_t block_gradients = lora ? trained * t / L : (parameter_count(two) - parameter_count(one)) * t;
-    const int64_t one_block_saved = block_saved_bytes / L;
-    backward_first_block = backward_block + (L - 1) * (block_gradients - one_block_saved);
-  }
-  return std::max(backward_tail, backward_first_block);
+  return std::max(backward_tail, first_block_backward_peak(s, backward_block));
 }
 
 // Under autocast block 0's first adapted linears take an input that needs no gradient (the frozen

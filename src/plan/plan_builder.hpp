@@ -275,6 +275,8 @@ struct PlanBuilder {
   int64_t quant_forward_peak(const PhaseTotals& s, int64_t forward) const;
   int64_t backward_head_peak(const PhaseTotals& s) const;
   int64_t head_weight_gradient_peak(const PhaseTotals& s) const;
+  int64_t embedding_lookup_input() const;
+  int64_t first_block_backward_peak(const PhaseTotals& s, int64_t backward_block) const;
   int64_t backward_end_peak(const PhaseTotals& s, int64_t backward_block) const;
   int64_t unsaved_adapter_casts() const;
   void phase_peaks();
