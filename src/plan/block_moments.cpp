@@ -24,6 +24,12 @@ PlanBuilder::LastBlock PlanBuilder::last_block() const {
   if (L == 1) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
   last.released_from = m.arch == Architecture::kGpt2 ? gpt2_block_saved(single, o, b, dt, one)
                                                      : llama_block_saved(single, o, b, dt, one);
+  if (lora) {
+    for (size_t i = 0; i < last.lines.size(); ++i)
+      if (last.lines[i].name == kAdapterOutputsLine) last.a_outputs_line = i;
+    for (const BlockLinear& l : lora_targets(m, o.lora.targets))
+      last.a_outputs[static_cast<size_t>(linear_group(l.name))] += N * o.lora.rank * (autocast ? c : kFp32);
+  }
   return last;
 }
 
@@ -332,13 +338,13 @@ void PlanBuilder::last_block_forward() {
   // The block's input in 16-bit weights' dtype (Llama family): RMSNorm saves an fp32 copy, and
   // the input itself, the previous block's output, stays alive until the block returns.
   const int64_t input = m.arch != Architecture::kGpt2 && w != kFp32 && last.line_bytes(kBlockInputLine) > 0 ? N * d * w : 0;
-  int64_t best = 0, saved_to_it = 0, int8_to_it = 0;
+  int64_t best = 0, saved_to_it = 0, a_outputs_to_it = 0, int8_to_it = 0;
   const ForwardMoment* at = nullptr;
   for (const ForwardMoment& moment : last.moments) {
-    const int64_t saved = last.saved_before(moment);
+    const int64_t saved = last.saved_before(moment), a_outputs = last.a_outputs_before(moment);
     const int64_t int8 = quant ? int8_kept_at(m, o, N, dt, moment.groups_run, /*block0=*/L == 1) : 0;
-    const int64_t total = saved + int8 + moment.transient() + moment.locals_bytes + input;
-    if (total > best) best = total, at = &moment, saved_to_it = saved, int8_to_it = int8;
+    const int64_t total = saved + a_outputs + int8 + moment.transient() + moment.locals_bytes + input;
+    if (total > best) best = total, at = &moment, saved_to_it = saved, a_outputs_to_it = a_outputs, int8_to_it = int8;
   }
   if (at == nullptr) return;
   const Table f{&plan.last_block_forward_peak};
@@ -346,37 +352,47 @@ void PlanBuilder::last_block_forward() {
   f.add("the blocks below the last, saved", "(saved blocks) − one block", blocks_below,
         "with the cast weights the whole step's blocks save");
   f.add("the last block's saved tensors so far", "one block up to " + what, saved_to_it, "forward order");
+  if (a_outputs_to_it != 0)
+    f.add("the earlier adapters' A outputs", autocast ? "Σ b·T·r·c" : "Σ b·T·r·4", a_outputs_to_it,
+          "each B saved its input as its adapter ran (their line comes later in the table)");
   if (int8_to_it != 0)
     f.add("int8 base: the last block's kept inputs so far", "Σ b·T·in·c of the linears run, less its locals", int8_to_it,
           "MatMul8bitLt's kept inputs of the linears that have run; those that are the block's own locals count there");
-  if (at->kind == ForwardMoment::kEnd) {
+  last_block_forward_moment(*at, f);
+  if (input > 0)
+    f.add("the block's input", "b·T·d·w", input, "the previous block's output in the weights' dtype (RMSNorm saves its fp32 copy)");
+}
+
+// The lines of the last block's forward moment that last_block_forward chose, past what the block
+// has saved by then: the block's end, the attention's last product or an adapter's tensors.
+void PlanBuilder::last_block_forward_moment(const ForwardMoment& moment, const Table& f) {
+  if (moment.kind == ForwardMoment::kEnd) {
     plan.last_block_forward_what = "the end of the last block";
-    f.add("MLP out-projection result, the block's output", "b·T·d·c + b·T·d·(w or 4)", at->result_bytes,
+    f.add("MLP out-projection result, the block's output", "b·T·d·c + b·T·d·(w or 4)", moment.result_bytes,
           "h + the projection's result");
-  } else if (at->kind == ForwardMoment::kAttention) {
+  } else if (moment.kind == ForwardMoment::kAttention) {
     plan.last_block_forward_what = "the last block's attention output";
-    f.add("masked scores, attention output, ones(T, T)", "b·H·T·T·c + (b·T·a·c or b·H·T·T·4) + T·T", at->scores_bytes,
+    f.add("masked scores, attention output, ones(T, T)", "b·H·T·T·c + (b·T·a·c or b·H·T·T·4) + T·T", moment.scores_bytes,
           "the scores are a local of the attention next to softmax's saved output when bmm(probabilities, v) makes "
           "its result (or, with 16-bit activations, when softmax makes its output from an fp32 copy of them); the "
           "mask's ones are a temporary of the call");
   } else {
     plan.last_block_forward_what = "the last block's LoRA adapter with the largest fp32 input copy";
-    f.add("the adapters' input", "b·T·in·c", at->input_bytes, "a temporary: the adapters save their casts of it");
-    if (at->dropout_bytes > at->copy_bytes + at->outputs_bytes) {
-      const PlanLine line = dropout_moment_line("", at->dropout_bytes);
+    f.add("the adapters' input", "b·T·in·c", moment.input_bytes, "a temporary: the adapters save their casts of it");
+    if (moment.dropout_bytes > moment.copy_bytes + moment.outputs_bytes + moment.a_output_bytes) {
+      const PlanLine line = dropout_moment_line("", moment.dropout_bytes);
       f.add(line.name, line.formula, line.bytes, line.why);
     } else {
-      if (at->copy_bytes > 0)
-        f.add("its fp32 copy", "b·T·in·4", at->copy_bytes, "x.to(fp32) in the adapter's forward, until it returns");
-      const AdapterOutputs outputs = adapter_outputs(o, dtypes(), at->out_elements);
-      f.add(outputs.what, outputs.formula, at->outputs_bytes, "result + B(A(x))·scaling, before the sum is cast back");
+      if (moment.copy_bytes > 0)
+        f.add("its fp32 copy", "b·T·in·4", moment.copy_bytes, "x.to(fp32) in the adapter's forward, until it returns");
+      const AdapterOutputs outputs = adapter_outputs(o, dtypes(), moment.out_elements);
+      f.add(outputs.what, outputs.formula, moment.outputs_bytes, "result + B(A(x))·scaling, before the sum is cast back");
+      f.add("its A output", autocast ? "b·T·r·c" : "b·T·r·4", moment.a_output_bytes, "B's input, which B saves");
     }
   }
-  if (at->locals_bytes > 0)
-    f.add("the block's unsaved locals", "x, qkv, y, h, … as held", at->locals_bytes,
+  if (moment.locals_bytes > 0)
+    f.add("the block's unsaved locals", "x, qkv, y, h, … as held", moment.locals_bytes,
           "the block forward's locals that no backward saves, alive until it returns");
-  if (input > 0)
-    f.add("the block's input", "b·T·d·w", input, "the previous block's output in the weights' dtype (RMSNorm saves its fp32 copy)");
 }
 
 void PlanBuilder::dequant_transients() {

@@ -103,6 +103,7 @@ bool linear_input(const ModelConfig& m, const Table& t, const std::string& what,
     moment.copy_bytes = cast ? N * in * kFp32 : 0;
     if (dropout) moment.dropout_bytes = N * in * kFp32 + N * out * c + (cast ? N * in * (kFp32 - c) : 0);
     moment.outputs_bytes = adapter_outputs(o, dt, N * out).bytes;
+    moment.a_output_bytes = N * o.lora.rank * (dt.autocast ? c : kFp32);  // B saves it
     moment.out_elements = N * out;
     moment.locals_bytes = locals;
     t.moments->push_back(moment);
@@ -168,7 +169,7 @@ void adapter_intermediates(const ModelConfig& m, const PlanOptions& o, int64_t N
   if (!o.lora.enabled()) return;
   const int64_t adapters = static_cast<int64_t>(lora_targets(m, o.lora.targets).size());
   const int64_t bytes = dt.autocast ? dt.c : kFp32;
-  t.add("LoRA A outputs", dt.autocast ? "L·n·b·T·r·c" : "L·n·b·T·r·4", m.n_layers * adapters * N * o.lora.rank * bytes,
+  t.add(kAdapterOutputsLine, dt.autocast ? "L·n·b·T·r·c" : "L·n·b·T·r·4", m.n_layers * adapters * N * o.lora.rank * bytes,
         std::to_string(adapters) + " adapters per block; each B saves its r-wide input");
 }
 

@@ -47,13 +47,14 @@ struct ForwardMoment {
   int groups_run = 0;
   size_t lines_end = 0;
   int64_t input_bytes = 0, copy_bytes = 0, outputs_bytes = 0;  // kAdapter's parts
-  int64_t dropout_bytes = 0;                                    // kAdapter's: dropout's moment
+  int64_t a_output_bytes = 0;                                   // kAdapter's: its A's output, beside its outputs
+  int64_t dropout_bytes = 0;                                    // kAdapter's: dropout's moment (before A runs)
   int64_t out_elements = 0;                                     // kAdapter's b·T·out elements
   int64_t scores_bytes = 0;                                     // kAttention's
   int64_t result_bytes = 0;                                     // kEnd's: result and sum
   int64_t locals_bytes = 0;
   int64_t transient() const {
-    return input_bytes + std::max(copy_bytes + outputs_bytes, dropout_bytes) + scores_bytes + result_bytes;
+    return input_bytes + std::max(copy_bytes + outputs_bytes + a_output_bytes, dropout_bytes) + scores_bytes + result_bytes;
   }
 };
 
@@ -83,6 +84,7 @@ enum class FrozenPrefix {
 inline constexpr const char* kAttentionInputLine[] = {"ln_1 output", "input RMSNorm output"};  // [gpt2, llama]
 inline constexpr const char* kMlpOutInputLine[] = {"gelu output", "silu(gate)·up"};            // [gpt2, llama]
 inline constexpr const char* kBlockInputLine = "block input x";  // the block's input (LayerNorm's, or RMSNorm's fp32 copy)
+inline constexpr const char* kAdapterOutputsLine = "LoRA A outputs";  // what each adapter's B saves
 inline constexpr const char* kResidualLine = "residual h after attention";  // x + the attention's output
 inline const char* attention_input_line(const ModelConfig& m) { return kAttentionInputLine[m.arch == Architecture::kGpt2 ? 0 : 1]; }
 inline const char* mlp_out_input_line(const ModelConfig& m) { return kMlpOutInputLine[m.arch == Architecture::kGpt2 ? 0 : 1]; }
