@@ -88,6 +88,10 @@ int64_t PlanBuilder::mlp_out_released() const {
   return input + (quant ? int8_mlp_out_input(m, o, N, dtypes()) : 0) + (block_weights_cast() ? d * m.d_ff * c : 0);
 }
 
+bool PlanBuilder::mlp_out_adapted() const {
+  return adapted_count(m, o, {m.arch == Architecture::kGpt2 ? "mlp_c_proj" : "down"}) > 0;
+}
+
 // The gradient of the MLP output projection's result reaches the projection's node (with an
 // adapter, the base's node) as a new tensor in c when something cast it: under autocast over
 // weights in another dtype, the residual add's backward casts the residual's gradient to c; without
@@ -95,8 +99,7 @@ int64_t PlanBuilder::mlp_out_released() const {
 // share back to c. It waits for that node (measured: seed 2026 --all cases 94, 132, 266, 677, an
 // N·d·c block from the engine next to the projection's or the adapter's gradients).
 int64_t PlanBuilder::mlp_output_gradient_cast() const {
-  const bool adapted = adapted_count(m, o, {m.arch == Architecture::kGpt2 ? "mlp_c_proj" : "down"}) > 0;
-  return c != w || (adapted && !autocast && c != kFp32) ? N * d * c : 0;
+  return c != w || (mlp_out_adapted() && !autocast && c != kFp32) ? N * d * c : 0;
 }
 
 // A lone block 0 whose attention is frozen whole (LoRA on the MLP alone, one block, not
@@ -259,7 +262,7 @@ PlanBuilder::Moment PlanBuilder::mlp_projection_moment() const {
     }
     return projection;
   }
-  if (adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0) {
+  if (mlp_out_adapted()) {
     const PlanLine step = mlp_out_adapter_backward().peak;
     projection.add("MLP out-proj backward: " + step.name, step.formula, step.bytes, step.why);
   } else {
@@ -403,7 +406,7 @@ void PlanBuilder::dequant_transients() {
   // The MLP's output projection's backward: with an adapter on it, the adapter's nodes come first
   // and leave their input gradient, having released what they saved of the input
   // (mlp_out_adapter_backward). Then the base makes its input gradient next to its dequantised weight.
-  const bool adapted = adapted_count(m, o, {m.arch == Architecture::kGpt2 ? "mlp_c_proj" : "down"}) > 0;
+  const bool adapted = mlp_out_adapted();
   // Without an adapter the base's node starts with the output's gradient it receives (measured:
   // seed 2026 case 793, its cast to c next to the dequantised weight).
   const int64_t before_base = adapted ? mlp_out_adapter_backward().before_base : mlp_output_gradient();

@@ -38,7 +38,7 @@ PlanBuilder::Moment PlanBuilder::recompute_end_moment() const {
   const auto higher = [&out](const std::string& formula, int64_t bytes, const std::string& why) {
     if (bytes > out.bytes) out = PlanLine{"recompute's end: the adapted out-projection", formula, bytes, why};
   };
-  if (adapted_count(m, o, {gpt2 ? "mlp_c_proj" : "down"}) > 0) {
+  if (mlp_out_adapted()) {
     const AdapterOutputs outputs = adapter_outputs(o, dtypes(), N * d);
     const int64_t copy = c != kFp32 ? N * f * kFp32 : 0;
     if (autocast) {  // A saves its cast of the copy: the copy is the adapter's local

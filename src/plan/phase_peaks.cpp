@@ -82,7 +82,7 @@ int64_t PlanBuilder::quant_forward_peak(const PhaseTotals& s, int64_t forward) c
       // autocast the casts of A and B (measured: seed 3 case 138, the down adapter's b·T·r·c,
       // r·f·c and d·r·c not yet made).
       const LastBlock last = last_block();
-      const bool adapted = adapted_count(m, o, {m.arch == Architecture::kGpt2 ? "mlp_c_proj" : "down"}) > 0;
+      const bool adapted = mlp_out_adapted();
       const int64_t adapter_not_yet =
           adapted ? N * o.lora.rank * (autocast ? c : kFp32) + (autocast ? o.lora.rank * (m.d_ff + d) * c : 0) : 0;
       const int64_t not_yet = last.input_group_bytes(mlp_out_input_line(m), /*with_input=*/false) + adapter_not_yet;

@@ -234,6 +234,7 @@ struct PlanBuilder {
   void int8_not_kept_yet(const ForwardMoment& moment, Moment& candidate) const;
   int64_t new_gradient_bytes() const;
   int64_t mlp_out_released() const;
+  bool mlp_out_adapted() const;  // the MLP's output projection (mlp_c_proj, down) has an adapter
   int64_t mlp_output_gradient_cast() const;
   bool residual_gradient_stops_at_mlp() const;
   int64_t mlp_output_gradient() const;
