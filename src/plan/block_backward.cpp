@@ -35,7 +35,7 @@ PlanBuilder::Moment PlanBuilder::softmax_moment(int64_t released_before_softmax)
   // their B, whose nodes come later), though that line comes after v's (measured: seed 2026 case
   // 891, q's, k's and v's b·T·r·4 at the softmax's backward).
   const int64_t a_outputs_kept =
-      N * o.lora.rank * (autocast ? c : kFp32) * (gpt2 ? adapted_count(m, o, {"c_attn"}) : adapted_count(m, o, {"q", "k", "v"}));
+      adapter_a_output_bytes(o, dt, N) * (gpt2 ? adapted_count(m, o, {"c_attn"}) : adapted_count(m, o, {"q", "k", "v"}));
   const int64_t released = released_before_softmax - v_kept - a_outputs_kept + int8_inputs +
                            (block_weights_cast() ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
   const int64_t grads = split.optimizer_in_backward

@@ -28,7 +28,7 @@ PlanBuilder::LastBlock PlanBuilder::last_block() const {
     for (size_t i = 0; i < last.lines.size(); ++i)
       if (last.lines[i].name == kAdapterOutputsLine) last.a_outputs_line = i;
     for (const BlockLinear& l : lora_targets(m, o.lora.targets))
-      last.a_outputs[static_cast<size_t>(linear_group(l.name))] += N * o.lora.rank * (autocast ? c : kFp32);
+      last.a_outputs[static_cast<size_t>(linear_group(l.name))] += adapter_a_output_bytes(o, dtypes(), N);
   }
   return last;
 }
@@ -153,10 +153,11 @@ PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
 PlanBuilder::AdapterOwn PlanBuilder::mlp_out_adapter_own() const {
   const int64_t r = o.lora.rank, f = m.d_ff;
   const int64_t a = autocast ? c : kFp32;  // A's linear runs in autocast's dtype, else in the adapter's fp32
+  const int64_t a_output = adapter_a_output_bytes(o, dtypes(), N);  // and its incoming gradient's size
   const bool grads_stay = !accumulating && !split.optimizer_in_backward;
   AdapterOwn own;
-  own.before_a = -(N * r * a + (autocast ? d * r * c : 0)) + (grads_stay ? d * r * kFp32 : 0);
-  own.during_a = N * r * a + r * f * a;
+  own.before_a = -(a_output + (autocast ? d * r * c : 0)) + (grads_stay ? d * r * kFp32 : 0);
+  own.during_a = a_output + r * f * a;
   own.after_a = -(autocast ? r * f * c : 0) + (grads_stay ? r * f * kFp32 : 0);
   return own;
 }

@@ -103,7 +103,7 @@ bool linear_input(const ModelConfig& m, const Table& t, const std::string& what,
     moment.copy_bytes = cast ? N * in * kFp32 : 0;
     if (dropout) moment.dropout_bytes = N * in * kFp32 + N * out * c + (cast ? N * in * (kFp32 - c) : 0);
     moment.outputs_bytes = adapter_outputs(o, dt, N * out).bytes;
-    moment.a_output_bytes = N * o.lora.rank * (dt.autocast ? c : kFp32);  // B saves it
+    moment.a_output_bytes = adapter_a_output_bytes(o, dt, N);  // B saves it
     moment.out_elements = N * out;
     moment.locals_bytes = locals;
     t.moments->push_back(moment);
@@ -168,8 +168,7 @@ void end_moment(const Table& t, int64_t result, int64_t locals) {
 void adapter_intermediates(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, const Table& t) {
   if (!o.lora.enabled()) return;
   const int64_t adapters = static_cast<int64_t>(lora_targets(m, o.lora.targets).size());
-  const int64_t bytes = dt.autocast ? dt.c : kFp32;
-  t.add(kAdapterOutputsLine, dt.autocast ? "L·n·b·T·r·c" : "L·n·b·T·r·4", m.n_layers * adapters * N * o.lora.rank * bytes,
+  t.add(kAdapterOutputsLine, dt.autocast ? "L·n·b·T·r·c" : "L·n·b·T·r·4", m.n_layers * adapters * adapter_a_output_bytes(o, dt, N),
         std::to_string(adapters) + " adapters per block; each B saves its r-wide input");
 }
 
@@ -183,6 +182,10 @@ AdapterOutputs adapter_outputs(const PlanOptions& o, const Dtypes& dt, int64_t r
             "the base linear's output (c), the fp32 delta, the result's fp32 copy and the sum (the CPU's mixed-dtype add)"};
   return {rows_out * (2 * dt.c + 2 * kFp32), "b·T·out·(2c + 8)",
           "the base linear's output, the fp32 delta and sum, and the sum cast back to c"};
+}
+
+int64_t adapter_a_output_bytes(const PlanOptions& o, const Dtypes& dt, int64_t rows) {
+  return rows * o.lora.rank * (dt.autocast ? dt.c : kFp32);
 }
 
 int64_t block_output_sum(const PlanOptions& o, int64_t N, int64_t d, int64_t c, int64_t residual) {

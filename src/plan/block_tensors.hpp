@@ -133,6 +133,9 @@ struct AdapterOutputs {
   const char* what;
 };
 AdapterOutputs adapter_outputs(const PlanOptions& o, const Dtypes& dt, int64_t rows_out);
+// One adapter's A output for `rows` = b·T rows, r wide, the input its B saves: in autocast's dtype,
+// else in the adapter's fp32 (b·T·r·c or b·T·r·4).
+int64_t adapter_a_output_bytes(const PlanOptions& o, const Dtypes& dt, int64_t rows);
 
 // Elements of block 0's base weights whose linears get an input that does not require grad in
 // the frozen prefix: their autocast cast (not cached for a frozen weight) is not saved.
