@@ -48,6 +48,7 @@ struct ForwardMoment {
   size_t lines_end = 0;
   int64_t input_bytes = 0, copy_bytes = 0, outputs_bytes = 0;  // kAdapter's parts
   int64_t a_output_bytes = 0;                                   // kAdapter's: its A's output, beside its outputs
+  int64_t casts_bytes = 0;                                      // kAdapter's: under autocast its A and B cast to c
   int64_t dropout_bytes = 0;                                    // kAdapter's: dropout's moment (before A runs)
   int64_t out_elements = 0;                                     // kAdapter's b·T·out elements
   int64_t scores_bytes = 0;                                     // kAttention's

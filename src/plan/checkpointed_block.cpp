@@ -3,6 +3,7 @@
 // the casts, and its recompute inside backward, the block's forward with grad whose moments are
 // backward candidates next to the gradients made so far. Symbols as in memory_plan.cpp.
 #include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -75,15 +76,25 @@ void PlanBuilder::int8_not_kept_yet(const ForwardMoment& moment, Moment& candida
 
 // Checkpointed, the recompute is the last block's forward with grad inside its backward; its
 // adapters' moments (ForwardMoment::kAdapter: the input, its fp32 copy, the base's output and the
-// delta's tensors, or dropout's moment) come before the block has saved what follows them. With
-// 16-bit weights and no autocast the MLP input projection's fp32 delta can top the recompute's
-// end; under autocast, dropout's moment at the MLP's output projection (f > d).
+// delta's tensors with A's output, or dropout's moment) come before the block has saved what
+// follows them. By then the adapters of the earlier linear groups have made their A outputs
+// (which their B saved; the block's line of them comes later) and, under autocast, their A and B
+// casts, which the block's lines count for every adapter: those of the adapters still to run are
+// not made yet, the moment's own only once its A runs, after dropout (measured: seed 1 case 827,
+// at the MLP output projection's dropout three A outputs of b·T·r·c live and its A and B casts
+// not made). With 16-bit weights and no autocast the MLP input projection's fp32 delta can top the
+// recompute's end; under autocast, dropout's moment at the MLP's output projection (f > d).
 PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
   Moment best;
   // In fp32 no copy is made and the recompute's end stays higher.
   if (!checkpointing || !lora || c == kFp32) return best;
   const LastBlock last = last_block();
   const int64_t saved = total_bytes(last.lines);
+  // The adapters' casts per linear group, as the recompute's autocast region makes them.
+  std::array<int64_t, kLinearGroups> casts{};
+  if (autocast)
+    for (const BlockLinear& l : lora_targets(m, o.lora.targets))
+      casts[static_cast<size_t>(linear_group(l.name))] += o.lora.rank * (l.in + l.out) * c;
   for (const ForwardMoment& moment : last.moments) {
     if (moment.kind != ForwardMoment::kAdapter) continue;
     const int64_t by_then = last.saved_before(moment);
@@ -92,8 +103,14 @@ PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
     candidate.add("recompute: not saved yet", "−(the block's lines after the adapter)", by_then - saved,
                   "the recompute has saved the block up to this adapter");
     int8_not_kept_yet(moment, candidate);
+    if (const int64_t a_outputs = last.a_outputs_before(moment); a_outputs > 0)
+      candidate.add("recompute: earlier adapters' A outputs", autocast ? "Σ b·T·r·c" : "Σ b·T·r·4", a_outputs,
+                    "each B saved its input as its adapter ran (their line is among those not saved yet)");
+    int64_t not_cast = 0;  // the casts of this linear group's adapters and the later groups'
+    for (size_t g = static_cast<size_t>(moment.groups_run - 1); g < casts.size(); ++g) not_cast += casts[g];
     candidate.add("recompute: the adapter's input", "b·T·in·c", moment.input_bytes, "a temporary: the adapters save their copies");
-    if (moment.dropout_bytes > moment.copy_bytes + moment.outputs_bytes) {
+    const int64_t own = moment.copy_bytes + moment.outputs_bytes + moment.a_output_bytes + moment.casts_bytes;
+    if (moment.dropout_bytes > own) {
       const PlanLine line = dropout_moment_line("recompute: ", moment.dropout_bytes);
       candidate.add(line.name, line.formula, line.bytes, line.why);
     } else {
@@ -101,7 +118,12 @@ PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
         candidate.add("recompute: its fp32 copy", "b·T·in·4", moment.copy_bytes, "x.to(fp32), an adapter's local (A saves its cast)");
       candidate.add("recompute: " + std::string(outputs.what), outputs.formula, moment.outputs_bytes,
                     "result + B(A(x))·scaling, before the sum is cast back");
+      candidate.add("recompute: its A output", autocast ? "b·T·r·c" : "b·T·r·4", moment.a_output_bytes, "B's input, which B saves");
+      not_cast -= moment.casts_bytes;
     }
+    if (not_cast > 0)
+      candidate.add("recompute: adapter casts not made yet", "−(this and later adapters' A and B)·c", -not_cast,
+                    "counted for the whole block above; the adapters still to run have not cast theirs");
     if (moment.locals_bytes > 0)
       candidate.add("recompute: the block's unsaved locals", "x, qkv, y, h, … as held", moment.locals_bytes,
                     "the block forward's locals that no backward saves");
