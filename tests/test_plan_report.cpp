@@ -8,6 +8,7 @@
 #include "accumbench/error.hpp"
 #include "accumbench/plan_report.hpp"
 #include "accumbench/report.hpp"
+#include "accumbench/units.hpp"
 
 namespace ab = accumbench;
 
@@ -28,7 +29,7 @@ struct Tiny {
     workload.batch = 8;
   }
   ab::PlanReport report(int64_t limit, int64_t headroom) const {
-    ab::PlanReport r{ab::plan_splits(cfg, options, workload), workload, {}, "cpu (test)", limit, headroom, {}};
+    ab::PlanReport r{ab::plan_splits(cfg, options, workload), workload, {}, "cpu (test)", limit, headroom, {}, {}};
     r.largest = ab::largest_fitting_splits(cfg, options, workload, r.usable_bytes());
     return r;
   }
@@ -167,4 +168,86 @@ TEST(PlanReport, HtmlPage) {
   const std::string data = page.substr(begin, page.find("</script>", begin) - begin);
   EXPECT_EQ(nlohmann::json::parse(data), nlohmann::json::parse(ab::plan_json(r)));
   EXPECT_EQ(page.find("<script>"), std::string::npos);  // no code, data only
+}
+
+namespace {
+
+// Tiny's options with one change applied, as changes_to_fit makes it, and the largest splits
+// largest_fitting_splits finds with it: what each change's line must say.
+std::string largest_words_with(const Tiny& t, void (*edit)(ab::PlanOptions&, ab::WorkloadOptions&), int64_t usable) {
+  ab::PlanOptions options = t.options;
+  ab::WorkloadOptions workload = t.workload;
+  edit(options, workload);
+  std::string words;
+  for (const ab::LargestSplit& l : ab::largest_fitting_splits(t.cfg, options, workload, usable))
+    words += std::string(words.empty() ? "" : "; ") + (l.knobs.empty() ? "" : l.knobs + ": ") +
+             (l.split.micro_batch > 0 ? l.split.label() : std::string("none"));
+  return words;
+}
+
+}  // namespace
+
+// When no split fits: each change not in effect, one at a time, with the largest splits it would
+// fit (the same as planning with the option given); none when a split fits; all of them together
+// and what is left to try when no single one does.
+TEST(PlanReport, ChangesToFit) {
+  const Tiny t;
+  ab::SplitConfig smallest;
+  smallest.micro_batch = 1;
+  smallest.accum_steps = 8;
+  smallest.activation_checkpointing = ab::Checkpointing::kBlocks;
+  const int64_t below = ab::plan_memory(t.cfg, t.options, smallest).peak_bytes - 1;  // not even 1×8 ckpt fits
+  ab::PlanReport r = t.report(below, 0);
+  r.changes = ab::changes_to_fit(t.cfg, t.options, t.workload, r.usable_bytes());
+  std::vector<std::string> options;
+  for (const ab::FitChange& c : r.changes) options.push_back(c.options);
+  ASSERT_EQ(options, (std::vector<std::string>{"--chunked-loss", "--precision bf16", "--optimizer adamw8bit",
+                                               "--weights-dtype bf16", "--lora-rank 16", "--lora-rank 16 --base-quant nf4"}));
+  const std::vector<std::string> lines = ab::changes_lines(r);
+  ASSERT_EQ(lines.size(), 7u);
+  EXPECT_EQ(lines[0], "no split fits in " + ab::format_bytes(below) +
+                          "; the largest that would with one change (the plan with each option added):");
+  const auto line = [](const std::string& option, const std::string& words) {
+    return "  " + option + std::string(33 - option.size(), ' ') + words;  // the widest option, then two spaces
+  };
+  EXPECT_EQ(lines[3], line("--optimizer adamw8bit",
+                           largest_words_with(t, [](ab::PlanOptions& o, ab::WorkloadOptions&) { o.optimizer = ab::OptimizerKind::kAdamW8bit; }, below)));
+  EXPECT_EQ(lines[5], line("--lora-rank 16", largest_words_with(t, [](ab::PlanOptions& o, ab::WorkloadOptions&) { o.lora.rank = 16; }, below)));
+  EXPECT_EQ(lines[6], line("--lora-rank 16 --base-quant nf4", largest_words_with(t, [](ab::PlanOptions& o, ab::WorkloadOptions&) {
+                             o.lora.rank = 16;
+                             o.lora.base_quant = ab::BaseQuant::kNf4;
+                           }, below)));
+  EXPECT_TRUE(r.changes[4].fits()) << "LoRA r16 fits gpt2-tiny's 1×8 ckpt in what the full fine-tune's lacks";
+  // The chunked loss as a change: its own knobs, plain and checkpointed.
+  EXPECT_EQ(r.changes[0].largest.size(), 2u);
+  EXPECT_TRUE(r.changes[0].largest[1].split.chunked_loss || r.changes[0].largest[1].split.micro_batch == 0);
+  const nlohmann::json j = nlohmann::json::parse(ab::plan_json(r));
+  EXPECT_EQ(j["changes_to_fit"].size(), 6u);
+  EXPECT_EQ(j["changes_to_fit"][4]["options"], "--lora-rank 16");
+  EXPECT_NE(ab::plan_markdown(r).find("- `--lora-rank 16`: "), std::string::npos);
+  EXPECT_NE(ab::plan_html(r).find("<li><code>--lora-rank 16</code>: "), std::string::npos);
+
+  // Something fits: no changes.
+  const int64_t roomy = ab::plan_memory(t.cfg, t.options, smallest).peak_bytes;
+  EXPECT_TRUE(ab::changes_to_fit(t.cfg, t.options, t.workload, roomy).empty());
+  // Nothing fits even with every change at once: they are tried together, and the lines say what is left.
+  ab::PlanReport none = t.report(1024, 0);
+  none.changes = ab::changes_to_fit(t.cfg, t.options, t.workload, none.usable_bytes());
+  ASSERT_EQ(none.changes.size(), 7u);
+  EXPECT_TRUE(none.changes.back().together);
+  EXPECT_EQ(none.changes.back().options,
+            "--chunked-loss --precision bf16 --optimizer adamw8bit --weights-dtype bf16 --lora-rank 16 --base-quant nf4");
+  const std::vector<std::string> none_lines = ab::changes_lines(none);
+  ASSERT_EQ(none_lines.size(), 9u);
+  EXPECT_EQ(none_lines[7], "none alone; all of them together (" + none.changes.back().options + "): none; with checkpointing: none");
+  EXPECT_EQ(none_lines[8], "nothing tried fits: a shorter --seq-len, a smaller model or more memory (or ranks) is needed");
+  // A change already in effect is not offered: LoRA with 16-bit weights leaves the chunked loss,
+  // bf16 autocast and the 4-bit base.
+  ab::PlanOptions lora = t.options;
+  lora.lora.rank = 8;
+  lora.weights_dtype = ab::Precision::kBf16;
+  options.clear();
+  for (const ab::FitChange& c : ab::changes_to_fit(t.cfg, lora, t.workload, 1024)) options.push_back(c.options);
+  EXPECT_EQ(options, (std::vector<std::string>{"--chunked-loss", "--precision bf16", "--base-quant nf4",
+                                               "--chunked-loss --precision bf16 --base-quant nf4"}));
 }

@@ -748,9 +748,11 @@ int PlanCommand::run() {
   }
   const std::vector<std::string> target_modules = ab::peft_target_modules(cfg, w.lora);
   ab::print_split_summary(plans, memory, std::cout, &w, target_modules);
-  ab::PlanReport report{plans, w, target_modules, device_words, limit, headroom_bytes, {}};
+  ab::PlanReport report{plans, w, target_modules, device_words, limit, headroom_bytes, {}, {}};
   report.largest = ab::largest_fitting_splits(cfg, o, w, memory);
+  report.changes = ab::changes_to_fit(cfg, o, w, memory);
   if (memory > 0) std::cout << ab::largest_line(report) << "\n";
+  for (const std::string& line : ab::changes_lines(report)) std::cout << line << "\n";
   if (detail == "on") {
     std::cout << "\n";
     ab::print_plan(*shown, std::cout);

@@ -23,6 +23,16 @@ struct LargestSplit {
   int64_t peak_bytes = 0;
 };
 
+// A change to the job that fine-tunes commonly make to fit in less memory, and the largest splits
+// that fit with it (as largest_fitting_splits: without and with checkpointing, with the chunked loss
+// when the job or the change asks for it).
+struct FitChange {
+  std::string options;                // as typed on the command line: "--lora-rank 16 --base-quant nf4"
+  std::vector<LargestSplit> largest;  // micro_batch 0: none fits with this change either
+  bool together = false;              // every change above at once (tried when none alone fits)
+  bool fits() const;                  // some split fits with it
+};
+
 struct PlanReport {
   std::vector<MemoryPlan> plans;
   WorkloadOptions workload;
@@ -31,6 +41,7 @@ struct PlanReport {
   int64_t memory_limit_bytes = 0;           // 0: none given and none known
   int64_t headroom_bytes = 0;               // kept free of the limit: CUDA context, fragmentation
   std::vector<LargestSplit> largest;
+  std::vector<FitChange> changes;  // when nothing fits: changes_to_fit
   // What the splits may use: the limit less the headroom (0 without a limit).
   int64_t usable_bytes() const { return memory_limit_bytes > 0 ? memory_limit_bytes - headroom_bytes : 0; }
 };
@@ -50,6 +61,15 @@ std::vector<LargestSplit> largest_fitting_splits(const ModelConfig& cfg, const P
                                                  const WorkloadOptions& workload, int64_t usable_bytes);
 // "largest split of 16 per rank that fits in 21.23 GiB: 4×4; with checkpointing: 4×4 ckpt"
 std::string largest_line(const PlanReport& report);
+// When no split fits in `usable_bytes` with any knob: each change not in effect yet, one at a time,
+// from what gives up least to most (the chunked loss, which is exact; bf16 autocast; 8-bit AdamW;
+// 16-bit weights; LoRA r16 on every linear; a 4-bit NF4 base), and when none of them alone fits,
+// all of them together. Empty when something fits or no limit is given.
+std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,
+                                      int64_t usable_bytes);
+// The report's changes_to_fit as lines: a heading, then one line per change with its largest
+// splits ("  --optimizer adamw8bit     none; with checkpointing: 1×16 ckpt"). Empty without any.
+std::vector<std::string> changes_lines(const PlanReport& report);
 
 // One column of the plan's split table (the console's, Markdown, HTML, JSON).
 struct PlanColumn {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <sstream>
 
 #include "accumbench/error.hpp"
@@ -96,56 +97,153 @@ int64_t headroom_bytes(const std::string& text, int64_t memory_limit_bytes) {
   return bytes;
 }
 
+namespace {
+
+// The largest split of a rank's share of the batch that fits with these knobs (micro_batch 0: none).
+LargestSplit largest_with(const ModelConfig& cfg, const PlanOptions& options, Precision precision, const char* words,
+                          Checkpointing checkpointing, bool chunked, int64_t usable_bytes) {
+  LargestSplit largest{words, {}, 0};
+  largest.split.micro_batch = 0;
+  const std::vector<int64_t> micro_batches = divisors(options.batch);  // options.batch: a rank's share
+  for (auto m = micro_batches.rbegin(); m != micro_batches.rend(); ++m) {
+    SplitConfig split;
+    split.micro_batch = *m;
+    split.accum_steps = options.batch / *m;
+    split.precision = precision;
+    split.activation_checkpointing = checkpointing;
+    split.chunked_loss = chunked;
+    split.world_size = options.world_size;
+    const MemoryPlan plan = plan_memory(cfg, options, split);
+    if (plan.peak_bytes <= usable_bytes) {
+      largest.split = split;
+      largest.peak_bytes = plan.peak_bytes;
+      break;
+    }
+  }
+  return largest;
+}
+
+// "4×4; with checkpointing: 4×4 ckpt"
+std::string largest_words(const std::vector<LargestSplit>& largest) {
+  std::string words;
+  for (const LargestSplit& l : largest) {
+    words += std::string(words.empty() ? "" : "; ") + (l.knobs.empty() ? "" : l.knobs + ": ") +
+             (l.split.micro_batch > 0 ? l.split.label() : std::string("none"));
+  }
+  return words;
+}
+
+bool any_fits(const std::vector<LargestSplit>& largest) {
+  return std::any_of(largest.begin(), largest.end(), [](const LargestSplit& l) { return l.split.micro_batch > 0; });
+}
+
+}  // namespace
+
+bool FitChange::fits() const { return any_fits(largest); }
+
 std::vector<LargestSplit> largest_fitting_splits(const ModelConfig& cfg, const PlanOptions& options,
                                                  const WorkloadOptions& workload, int64_t usable_bytes) {
   std::vector<LargestSplit> out;
   if (usable_bytes <= 0 || workload.precisions.empty()) return out;
-  struct Knobs {
-    const char* words;
-    Checkpointing checkpointing;
-    bool chunked;
-  };
-  std::vector<Knobs> knobs = {{"", Checkpointing::kNone, false}, {"with checkpointing", Checkpointing::kBlocks, false}};
+  const Precision precision = workload.precisions.front();
+  out.push_back(largest_with(cfg, options, precision, "", Checkpointing::kNone, false, usable_bytes));
+  out.push_back(largest_with(cfg, options, precision, "with checkpointing", Checkpointing::kBlocks, false, usable_bytes));
   if (workload.loss.chunked) {
-    knobs.push_back({"with the chunked loss", Checkpointing::kNone, true});
-    knobs.push_back({"with both", Checkpointing::kBlocks, true});
-  }
-  const std::vector<int64_t> micro_batches = divisors(options.batch);  // options.batch: a rank's share
-  for (const Knobs& k : knobs) {
-    LargestSplit largest{k.words, {}, 0};
-    largest.split.micro_batch = 0;
-    for (auto m = micro_batches.rbegin(); m != micro_batches.rend(); ++m) {
-      SplitConfig split;
-      split.micro_batch = *m;
-      split.accum_steps = options.batch / *m;
-      split.precision = workload.precisions.front();
-      split.activation_checkpointing = k.checkpointing;
-      split.chunked_loss = k.chunked;
-      split.world_size = options.world_size;
-      const MemoryPlan plan = plan_memory(cfg, options, split);
-      if (plan.peak_bytes <= usable_bytes) {
-        largest.split = split;
-        largest.peak_bytes = plan.peak_bytes;
-        break;
-      }
-    }
-    out.push_back(largest);
+    out.push_back(largest_with(cfg, options, precision, "with the chunked loss", Checkpointing::kNone, true, usable_bytes));
+    out.push_back(largest_with(cfg, options, precision, "with both", Checkpointing::kBlocks, true, usable_bytes));
   }
   return out;
 }
 
 std::string largest_line(const PlanReport& r) {
   if (r.largest.empty() || r.plans.empty()) return "";
-  std::string line = "largest split of " + std::to_string(r.plans.front().options.batch) +
-                     (r.workload.world_size > 1 ? " per rank" : "") + " that fits in " + format_bytes(r.usable_bytes()) +
-                     ":";
-  bool first = true;
-  for (const LargestSplit& l : r.largest) {
-    line += std::string(first ? " " : "; ") + (l.knobs.empty() ? "" : l.knobs + ": ") +
-            (l.split.micro_batch > 0 ? l.split.label() : std::string("none"));
-    first = false;
+  return "largest split of " + std::to_string(r.plans.front().options.batch) + (r.workload.world_size > 1 ? " per rank" : "") +
+         " that fits in " + format_bytes(r.usable_bytes()) + ": " + largest_words(r.largest);
+}
+
+std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,
+                                      int64_t usable_bytes) {
+  std::vector<FitChange> out;
+  if (usable_bytes <= 0 || workload.precisions.empty()) return out;
+  if (any_fits(largest_fitting_splits(cfg, options, workload, usable_bytes))) return out;
+  // One job: its options, its precision, whether its loss is chunked; each change edits a copy.
+  struct Job {
+    PlanOptions options;
+    Precision precision;
+    bool chunked;
+  };
+  const Job as_given{options, workload.precisions.front(), workload.loss.chunked};
+  const auto try_job = [&](const std::string& words, const Job& job) {
+    FitChange change{words, {}, false};
+    const bool plain = !job.chunked || as_given.chunked;  // without the chunked loss only when it is not the change
+    if (plain) {
+      change.largest.push_back(largest_with(cfg, job.options, job.precision, "", Checkpointing::kNone, false, usable_bytes));
+      change.largest.push_back(
+          largest_with(cfg, job.options, job.precision, "with checkpointing", Checkpointing::kBlocks, false, usable_bytes));
+    }
+    if (job.chunked) {
+      change.largest.push_back(largest_with(cfg, job.options, job.precision, plain ? "with the chunked loss" : "",
+                                            Checkpointing::kNone, true, usable_bytes));
+      change.largest.push_back(largest_with(cfg, job.options, job.precision, plain ? "with both" : "with checkpointing",
+                                            Checkpointing::kBlocks, true, usable_bytes));
+    }
+    out.push_back(change);
+  };
+  Job all = as_given;
+  std::string all_words;
+  // `words` as the change alone; `added` what it adds to the changes before it (all together).
+  const auto change = [&](const std::string& words, const std::function<void(Job&)>& edit, const std::string& added = "") {
+    Job job = as_given;
+    edit(job);
+    try_job(words, job);
+    edit(all);
+    all_words += (all_words.empty() ? "" : " ") + (added.empty() ? words : added);
+  };
+  const bool lora = options.lora.enabled(), trains_weights = !lora;
+  // TRL's step has its own loss (--trl-loss); accumbench's chunked head stands in for it otherwise.
+  if (!as_given.chunked && options.framework == PlanFramework::kPlain)
+    change("--chunked-loss", [](Job& j) { j.chunked = true; });
+  if (as_given.precision == Precision::kFp32) change("--precision bf16", [](Job& j) { j.precision = Precision::kBf16; });
+  if (trains_weights && options.optimizer == OptimizerKind::kAdamW)
+    change("--optimizer adamw8bit", [](Job& j) { j.options.optimizer = OptimizerKind::kAdamW8bit; });
+  if (options.weights_dtype == Precision::kFp32 && !options.lora.quantized()) {
+    const Precision half = as_given.precision == Precision::kFp16 ? Precision::kFp16 : Precision::kBf16;
+    change("--weights-dtype " + to_string(half), [half](Job& j) { j.options.weights_dtype = half; });
   }
-  return line;
+  if (!lora) change("--lora-rank 16", [](Job& j) { j.options.lora.rank = 16; });
+  if (!options.lora.quantized()) {
+    change(
+        lora ? "--base-quant nf4" : "--lora-rank 16 --base-quant nf4",
+        [](Job& j) {
+          if (!j.options.lora.enabled()) j.options.lora.rank = 16;
+          j.options.lora.base_quant = BaseQuant::kNf4;
+        },
+        "--base-quant nf4");
+  }
+  if (out.size() > 1 && std::none_of(out.begin(), out.end(), [](const FitChange& c) { return c.fits(); })) {
+    try_job(all_words, all);
+    out.back().together = true;
+  }
+  return out;
+}
+
+std::vector<std::string> changes_lines(const PlanReport& r) {
+  std::vector<std::string> lines;
+  if (r.changes.empty()) return lines;
+  lines.push_back("no split fits in " + format_bytes(r.usable_bytes()) +
+                  "; the largest that would with one change (the plan with each option added):");
+  size_t width = 0;
+  for (const FitChange& c : r.changes)
+    if (!c.together) width = std::max(width, c.options.size());
+  for (const FitChange& c : r.changes) {
+    if (c.together) {
+      lines.push_back("none alone; all of them together (" + c.options + "): " + largest_words(c.largest));
+      if (!c.fits()) lines.push_back("nothing tried fits: a shorter --seq-len, a smaller model or more memory (or ranks) is needed");
+    } else {
+      lines.push_back("  " + c.options + std::string(width - c.options.size() + 2, ' ') + largest_words(c.largest));
+    }
+  }
+  return lines;
 }
 
 namespace {
@@ -244,13 +342,20 @@ std::string plan_json(const PlanReport& r) {
     splits.push_back(s);
   }
   out["splits"] = splits;
-  json largest = json::array();
-  for (const LargestSplit& l : r.largest) {
-    largest.push_back({{"knobs", l.knobs.empty() ? "none" : l.knobs},
-                       {"split", l.split.micro_batch > 0 ? json(l.split.label()) : json(nullptr)},
-                       {"peak_bytes", l.split.micro_batch > 0 ? json(l.peak_bytes) : json(nullptr)}});
-  }
-  out["largest_fitting"] = largest;
+  const auto largest_json = [](const std::vector<LargestSplit>& list) {
+    json largest = json::array();
+    for (const LargestSplit& l : list) {
+      largest.push_back({{"knobs", l.knobs.empty() ? "none" : l.knobs},
+                         {"split", l.split.micro_batch > 0 ? json(l.split.label()) : json(nullptr)},
+                         {"peak_bytes", l.split.micro_batch > 0 ? json(l.peak_bytes) : json(nullptr)}});
+    }
+    return largest;
+  };
+  out["largest_fitting"] = largest_json(r.largest);
+  // When nothing fits: each change with the largest splits it would fit (empty otherwise).
+  json changes = json::array();
+  for (const FitChange& c : r.changes) changes.push_back({{"options", c.options}, {"largest_fitting", largest_json(c.largest)}});
+  out["changes_to_fit"] = changes;
   return out.dump(2) + "\n";
 }
 
@@ -272,6 +377,13 @@ std::string plan_markdown(const PlanReport& r) {
   out << "\nEvery split also: " << markdown_cell(shared_settings(r)) << "\n";
   const std::string largest = largest_line(r);
   if (!largest.empty()) out << "\n" << markdown_cell(largest) << "\n";
+  const std::vector<std::string> changes = changes_lines(r);
+  if (!changes.empty()) {
+    out << "\n" << markdown_cell(changes.front()) << "\n\n";
+    for (const FitChange& c : r.changes)
+      out << "- " << (c.together ? "all of them together, " : "") << "`" << c.options << "`: " << markdown_cell(largest_words(c.largest)) << "\n";
+    if (!r.changes.back().fits()) out << "\n" << markdown_cell(changes.back()) << "\n";
+  }
   out << "\n" << kPlanLegend << "\n";
   return out.str();
 }
@@ -302,6 +414,15 @@ std::string plan_html(const PlanReport& r) {
   h += "<p class=\"note\">Every split also: " + html_escape(shared_settings(r)) + "</p>";
   const std::string largest = largest_line(r);
   if (!largest.empty()) h += "<p class=\"note\">" + html_escape(largest) + "</p>";
+  const std::vector<std::string> changes = changes_lines(r);
+  if (!changes.empty()) {
+    h += "<p class=\"note\">" + html_escape(changes.front()) + "</p><ul class=\"note\">";
+    for (const FitChange& c : r.changes)
+      h += "<li>" + std::string(c.together ? "all of them together, " : "") + "<code>" + html_escape(c.options) +
+           "</code>: " + html_escape(largest_words(c.largest)) + "</li>";
+    h += "</ul>";
+    if (!r.changes.back().fits()) h += "<p class=\"note\">" + html_escape(changes.back()) + "</p>";
+  }
   h += "<p class=\"note\">" + html_escape(kPlanLegend) + "</p></section>\n";
   h += "<footer>Generated by accumbench \u00b7 the data of this page is embedded below as JSON (#accumbench-plan)</footer>\n";
   std::string data = plan_json(r);
