@@ -373,7 +373,10 @@ TEST(Recommend, AllFailedGivesNoBestAndSaysWhy) {
   EXPECT_TRUE(r.tied_indices.empty());
   EXPECT_EQ(r.reason,
             "No split ran successfully: 1 ran out of memory, 1 predicted not to fit, 1 failed "
-            "with an error (2\u00d74: boom).");
+            "with an error (2\u00d74: boom). `accumbench plan` with the same job and --memory-limit names the changes that would fit.");
+  // Without memory among the causes, no pointer to the plan.
+  EXPECT_EQ(recommend({failed(2, 4, RunStatus::kError, "boom")}).reason,
+            "No split ran successfully: 1 failed with an error (2\u00d74: boom).");
   EXPECT_EQ(recommend({}).reason, "No split ran.");
 }
 

@@ -284,7 +284,10 @@ std::string no_success_reason(const std::vector<RunResult>& runs, const std::vec
   if (untimed > 0) parts.push_back(std::to_string(untimed) + " produced no timed steps");
   std::string reason = "No split ran successfully: ";
   for (std::size_t i = 0; i < parts.size(); ++i) reason += (i > 0 ? ", " : "") + parts[i];
-  return reason + ".";
+  reason += ".";
+  // Memory stopped every split: the plan knows which change to the job would fit.
+  if (oom + predicted > 0) reason += " `accumbench plan` with the same job and --memory-limit names the changes that would fit.";
+  return reason;
 }
 
 std::string times_text(const Estimate& ratio) {
