@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include <unistd.h>
+
 #include "accumbench/decision.hpp"
 #include "sweep/framework_overhead.hpp"
 
@@ -333,7 +335,7 @@ TEST(Decisions, FrameworkOverheadPerMicroStepTurnsTheDecision) {
 // as full fine-tuning; a job's own entry wins over a more faithful framework's entry for another
 // job, which is used only when the job has none, and the source says whose time it is.
 TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "accumbench-framework-cache-test";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("accumbench-framework-cache-test-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   ASSERT_EQ(setenv("ACCUMBENCH_CACHE_DIR", dir.c_str(), 1), 0);

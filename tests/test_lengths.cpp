@@ -10,6 +10,7 @@
 #include <map>
 #include <numeric>
 
+#include <unistd.h>
 #include "accumbench/error.hpp"
 #include "accumbench/lengths.hpp"
 
@@ -18,7 +19,7 @@ namespace ab = accumbench;
 namespace {
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-" + name;  // one file per process
   std::ofstream(path) << text;
   return path;
 }

@@ -250,4 +250,11 @@ TEST(PlanReport, ChangesToFit) {
   for (const ab::FitChange& c : ab::changes_to_fit(t.cfg, lora, t.workload, 1024)) options.push_back(c.options);
   EXPECT_EQ(options, (std::vector<std::string>{"--chunked-loss", "--precision bf16", "--base-quant nf4",
                                                "--chunked-loss --precision bf16 --base-quant nf4"}));
+  // TRL's step: its own chunked loss, not accumbench's head.
+  ab::PlanOptions trl = lora;
+  trl.framework = ab::PlanFramework::kHfTrl;
+  trl.trl_loss = ab::TrlLoss::kNll;
+  const std::vector<ab::FitChange> trl_changes = ab::changes_to_fit(t.cfg, trl, t.workload, 1024);
+  ASSERT_FALSE(trl_changes.empty());
+  EXPECT_EQ(trl_changes.front().options, "--trl-loss chunked_nll");
 }

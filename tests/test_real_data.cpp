@@ -10,6 +10,7 @@
 #include <fstream>
 #include <numeric>
 
+#include <unistd.h>  // getpid: ctest runs test processes in parallel; each writes its own files
 #include "accumbench/data.hpp"
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
@@ -23,7 +24,7 @@ namespace {
 
 // A skewed distribution: mostly short samples, a few near T = 32 and one above it.
 std::string skewed_lengths_file() {
-  const std::string path = ::testing::TempDir() + "skewed_lengths.txt";
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-skewed_lengths.txt";
   std::ofstream out(path);
   for (int64_t length : {3, 4, 2, 30, 5, 3, 6, 2, 4, 40, 3, 5, 7, 2, 3, 28}) out << length << "\n";
   return path;
@@ -120,7 +121,7 @@ TEST(RealData, BfdRowsHoldEveryTokenOnceWithinT) {
     ids.push_back(0);  // eos
     lengths.push_back(length);
   }
-  const std::string path = ::testing::TempDir() + "distinct.u16";
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-distinct.u16";
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(ids.data()),
                                               static_cast<std::streamsize>(ids.size() * sizeof(uint16_t)));
   const int64_t bins = static_cast<int64_t>(ab::pack_bfd(lengths, 24).size());
@@ -204,7 +205,7 @@ TEST(RealData, CudaGraphsRefuseAChangingShape) {
 // are those of T = 16 while the host token batches stay (B, 32): the plan for T = 16 plus
 // 2 batches · 2 tensors · B · (32 − 16) · 8 bytes.
 TEST(RealData, PlanJudgesTheLongestPaddedMicroBatchOfTheWholeFile) {
-  const std::string path = ::testing::TempDir() + "short_lengths.txt";
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-short_lengths.txt";
   std::ofstream(path) << "3\n4\n2\n10\n5\n";
   ab::WorkloadOptions w = skewed("multiple:8");
   ab::set_lengths(w.data, path);
@@ -303,7 +304,7 @@ TEST(RealData, FitsJudgesTheLongestMicroBatchOfTheFile) {
   const std::vector<int64_t> order = ab::shuffled_order(17, /*seed=*/0);
   std::vector<int64_t> lengths(17, 3);
   lengths[static_cast<size_t>(order[16])] = 32;  // the 17th sample visited: after both steps
-  const std::string path = ::testing::TempDir() + "one_long_sample.txt";
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-one_long_sample.txt";
   {
     std::ofstream out(path);
     for (int64_t length : lengths) out << length << "\n";

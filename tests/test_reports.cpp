@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>  // getpid: ctest runs test processes in parallel; each writes its own files
 #include "accumbench/error.hpp"
 #include "accumbench/report.hpp"
 
@@ -607,7 +608,7 @@ TEST(Json, MissingFieldOrWrongTypeNamesThePlace) {
 }
 
 TEST(Json, FileWriteAndLoad) {
-  const std::string path = ::testing::TempDir() + "accumbench_test_sweep.json";
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-accumbench_test_sweep.json";
   write_file_atomically(path, to_json(populated_result()));
   std::ifstream tmp(path + ".tmp");
   EXPECT_FALSE(tmp.good());  // the temporary was renamed away

@@ -203,6 +203,8 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
   // TRL's step has its own loss (--trl-loss); accumbench's chunked head stands in for it otherwise.
   if (!as_given.chunked && options.framework == PlanFramework::kPlain)
     change("--chunked-loss", [](Job& j) { j.chunked = true; });
+  if (options.framework == PlanFramework::kHfTrl && options.trl_loss == TrlLoss::kNll)
+    change("--trl-loss chunked_nll", [](Job& j) { j.options.trl_loss = TrlLoss::kChunkedNll; });
   if (as_given.precision == Precision::kFp32) change("--precision bf16", [](Job& j) { j.precision = Precision::kBf16; });
   if (trains_weights && options.optimizer == OptimizerKind::kAdamW)
     change("--optimizer adamw8bit", [](Job& j) { j.options.optimizer = OptimizerKind::kAdamW8bit; });
