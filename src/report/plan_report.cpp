@@ -137,6 +137,32 @@ bool any_fits(const std::vector<LargestSplit>& largest) {
   return std::any_of(largest.begin(), largest.end(), [](const LargestSplit& l) { return l.split.micro_batch > 0; });
 }
 
+// A job as changes_to_fit changes it: its plan options, its precision, whether its loss is chunked.
+struct Job {
+  PlanOptions options;
+  Precision precision;
+  bool chunked;
+};
+
+// The largest splits that fit the changed job, without and with checkpointing; when the change is
+// the chunked loss (`chunked_by_change`), only with it.
+FitChange change_with(const ModelConfig& cfg, const Job& job, bool chunked_by_change, const std::string& words,
+                      int64_t usable_bytes) {
+  FitChange change{words, {}, false};
+  const auto add = [&](const char* knobs, Checkpointing checkpointing, bool chunked) {
+    change.largest.push_back(largest_with(cfg, job.options, job.precision, knobs, checkpointing, chunked, usable_bytes));
+  };
+  if (!chunked_by_change) {
+    add("", Checkpointing::kNone, false);
+    add("with checkpointing", Checkpointing::kBlocks, false);
+  }
+  if (job.chunked) {
+    add(chunked_by_change ? "" : "with the chunked loss", Checkpointing::kNone, true);
+    add(chunked_by_change ? "with checkpointing" : "with both", Checkpointing::kBlocks, true);
+  }
+  return change;
+}
+
 }  // namespace
 
 bool FitChange::fits() const { return any_fits(largest); }
@@ -166,47 +192,26 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
   std::vector<FitChange> out;
   if (usable_bytes <= 0 || workload.precisions.empty()) return out;
   if (any_fits(largest_fitting_splits(cfg, options, workload, usable_bytes))) return out;
-  // One job: its options, its precision, whether its loss is chunked; each change edits a copy.
-  struct Job {
-    PlanOptions options;
-    Precision precision;
-    bool chunked;
-  };
+  // Each change edits a copy of the job as given, and the job of all changes together.
   const Job as_given{options, workload.precisions.front(), workload.loss.chunked};
-  const auto try_job = [&](const std::string& words, const Job& job) {
-    FitChange change{words, {}, false};
-    const bool plain = !job.chunked || as_given.chunked;  // without the chunked loss only when it is not the change
-    if (plain) {
-      change.largest.push_back(largest_with(cfg, job.options, job.precision, "", Checkpointing::kNone, false, usable_bytes));
-      change.largest.push_back(
-          largest_with(cfg, job.options, job.precision, "with checkpointing", Checkpointing::kBlocks, false, usable_bytes));
-    }
-    if (job.chunked) {
-      change.largest.push_back(largest_with(cfg, job.options, job.precision, plain ? "with the chunked loss" : "",
-                                            Checkpointing::kNone, true, usable_bytes));
-      change.largest.push_back(largest_with(cfg, job.options, job.precision, plain ? "with both" : "with checkpointing",
-                                            Checkpointing::kBlocks, true, usable_bytes));
-    }
-    out.push_back(change);
-  };
   Job all = as_given;
   std::string all_words;
   // `words` as the change alone; `added` what it adds to the changes before it (all together).
   const auto change = [&](const std::string& words, const std::function<void(Job&)>& edit, const std::string& added = "") {
     Job job = as_given;
     edit(job);
-    try_job(words, job);
+    out.push_back(change_with(cfg, job, job.chunked && !as_given.chunked, words, usable_bytes));
     edit(all);
     all_words += (all_words.empty() ? "" : " ") + (added.empty() ? words : added);
   };
-  const bool lora = options.lora.enabled(), trains_weights = !lora;
+  const bool lora = options.lora.enabled();
   // TRL's step has its own loss (--trl-loss); accumbench's chunked head stands in for it otherwise.
   if (!as_given.chunked && options.framework == PlanFramework::kPlain)
     change("--chunked-loss", [](Job& j) { j.chunked = true; });
   if (options.framework == PlanFramework::kHfTrl && options.trl_loss == TrlLoss::kNll)
     change("--trl-loss chunked_nll", [](Job& j) { j.options.trl_loss = TrlLoss::kChunkedNll; });
   if (as_given.precision == Precision::kFp32) change("--precision bf16", [](Job& j) { j.precision = Precision::kBf16; });
-  if (trains_weights && options.optimizer == OptimizerKind::kAdamW)
+  if (!lora && options.optimizer == OptimizerKind::kAdamW)  // a full fine-tune's state
     change("--optimizer adamw8bit", [](Job& j) { j.options.optimizer = OptimizerKind::kAdamW8bit; });
   if (options.weights_dtype == Precision::kFp32 && !options.lora.quantized()) {
     const Precision half = as_given.precision == Precision::kFp16 ? Precision::kFp16 : Precision::kBf16;
@@ -223,7 +228,7 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
         "--base-quant nf4");
   }
   if (out.size() > 1 && std::none_of(out.begin(), out.end(), [](const FitChange& c) { return c.fits(); })) {
-    try_job(all_words, all);
+    out.push_back(change_with(cfg, all, all.chunked && !as_given.chunked, all_words, usable_bytes));
     out.back().together = true;
   }
   return out;
