@@ -188,13 +188,15 @@ SweepContext sweep_context(const SweepOptions& options, const ModelConfig& cfg, 
 }
 
 // Per-micro-batch padding: plan the activations for the longest padded micro-batch of the whole
-// source, not for T (packed rows and max padding fill every row to T anyway). The ids of a
-// token file are checked against the model where the sweep loads it, not here.
+// source, not for T (packed rows and max padding fill every row to T anyway). The source is read
+// either way, so that a plan refuses a lengths or token file the sweep would refuse (a plan with
+// --padding max passed over a file that holds no lengths). The ids of a token file are checked
+// against the model where the sweep loads it, not here.
 void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
-  if (w.data.padding == Padding::kMax || w.data.packing != Packing::kNone) return;
   const std::optional<SampleSource> source =
       read_sample_source(w.data, w.seq_len, std::numeric_limits<int64_t>::max());
   if (!source) return;  // synthetic lengths reach T
+  if (w.data.padding == Padding::kMax || w.data.packing != Packing::kNone) return;
   const WorstMicroBatch worst = worst_micro_batch(source->lengths, w.data, w.seq_len);
   plan.activation_seq_len = worst.padded_length;
   plan.worst_micro_batch = "the one holding sample " + std::to_string(worst.sample + 1) + " of " +
