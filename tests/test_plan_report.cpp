@@ -227,6 +227,16 @@ TEST(PlanReport, ChangesToFit) {
   EXPECT_NE(ab::plan_markdown(r).find("- `--lora-rank 16`: "), std::string::npos);
   EXPECT_NE(ab::plan_html(r).find("<li><code>--lora-rank 16</code>: "), std::string::npos);
 
+  // The closing sentence only after all of them together failed, not after a last change that fails
+  // while an earlier one fits.
+  ab::PlanReport some = r;
+  some.changes.back().largest = {ab::LargestSplit{"", {}, 0}};
+  some.changes.back().largest[0].split.micro_batch = 0;
+  const std::string md = ab::plan_markdown(some);
+  EXPECT_EQ(md.find("nothing tried fits"), std::string::npos);
+  EXPECT_EQ(md.find("--lora-rank 16 --base-quant nf4"), md.rfind("--lora-rank 16 --base-quant nf4")) << "the last change once";
+  EXPECT_EQ(ab::plan_html(some).find("nothing tried fits"), std::string::npos);
+
   // Something fits: no changes.
   const int64_t roomy = ab::plan_memory(t.cfg, t.options, smallest).peak_bytes;
   EXPECT_TRUE(ab::changes_to_fit(t.cfg, t.options, t.workload, roomy).empty());
@@ -237,6 +247,8 @@ TEST(PlanReport, ChangesToFit) {
   EXPECT_TRUE(none.changes.back().together);
   EXPECT_EQ(none.changes.back().options,
             "--chunked-loss --precision bf16 --optimizer adamw8bit --weights-dtype bf16 --lora-rank 16 --base-quant nf4");
+  EXPECT_NE(ab::plan_markdown(none).find("nothing tried fits"), std::string::npos);
+  EXPECT_NE(ab::plan_html(none).find("nothing tried fits"), std::string::npos);
   const std::vector<std::string> none_lines = ab::changes_lines(none);
   ASSERT_EQ(none_lines.size(), 9u);
   EXPECT_EQ(none_lines[7], "none alone; all of them together (" + none.changes.back().options + "): none; with checkpointing: none");
