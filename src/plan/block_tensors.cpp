@@ -104,7 +104,7 @@ bool linear_input(const ModelConfig& m, const Table& t, const std::string& what,
     if (dropout) moment.dropout_bytes = N * in * kFp32 + N * out * c + (cast ? N * in * (kFp32 - c) : 0);
     moment.outputs_bytes = adapter_outputs(o, dt, N * out).bytes;
     moment.a_output_bytes = adapter_a_output_bytes(o, dt, N);  // B saves it
-    moment.casts_bytes = dt.autocast ? o.lora.rank * (in + out) * c : 0;
+    moment.casts_bytes = dt.autocast ? adapter_cast_bytes(o, c, in, out) : 0;
     moment.out_elements = N * out;
     moment.locals_bytes = locals;
     t.moments->push_back(moment);

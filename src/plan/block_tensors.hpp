@@ -137,6 +137,8 @@ AdapterOutputs adapter_outputs(const PlanOptions& o, const Dtypes& dt, int64_t r
 // One adapter's A output for `rows` = b·T rows, r wide, the input its B saves: in autocast's dtype,
 // else in the adapter's fp32 (b·T·r·c or b·T·r·4).
 int64_t adapter_a_output_bytes(const PlanOptions& o, const Dtypes& dt, int64_t rows);
+// One adapter's weights as autocast casts them to c: A (r × in) and B (out × r).
+inline int64_t adapter_cast_bytes(const PlanOptions& o, int64_t c, int64_t in, int64_t out) { return o.lora.rank * (in + out) * c; }
 
 // Elements of block 0's base weights whose linears get an input that does not require grad in
 // the frozen prefix: their autocast cast (not cached for a frozen weight) is not saved.

@@ -94,7 +94,7 @@ PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
   std::array<int64_t, kLinearGroups> casts{};
   if (autocast)
     for (const BlockLinear& l : lora_targets(m, o.lora.targets))
-      casts[static_cast<size_t>(linear_group(l.name))] += o.lora.rank * (l.in + l.out) * c;
+      casts[static_cast<size_t>(linear_group(l.name))] += adapter_cast_bytes(o, c, l.in, l.out);
   for (const ForwardMoment& moment : last.moments) {
     if (moment.kind != ForwardMoment::kAdapter) continue;
     const int64_t by_then = last.saved_before(moment);
@@ -194,7 +194,7 @@ int64_t PlanBuilder::adapter_cast_cache(int64_t blocks, std::initializer_list<co
   if (!(checkpointing && autocast && lora)) return 0;
   int64_t per_block = 0, partial = 0;
   for (const BlockLinear& l : lora_targets(m, o.lora.targets)) {
-    const int64_t bytes = o.lora.rank * (l.in + l.out) * c;
+    const int64_t bytes = adapter_cast_bytes(o, c, l.in, l.out);
     per_block += bytes;
     for (const char* name : names)
       if (l.name == name) partial += bytes;

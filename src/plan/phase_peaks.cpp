@@ -84,7 +84,7 @@ int64_t PlanBuilder::quant_forward_peak(const PhaseTotals& s, int64_t forward) c
       const LastBlock last = last_block();
       const bool adapted = mlp_out_adapted();
       const int64_t adapter_not_yet =
-          adapted ? adapter_a_output_bytes(o, dt, N) + (autocast ? o.lora.rank * (m.d_ff + d) * c : 0) : 0;
+          adapted ? adapter_a_output_bytes(o, dt, N) + (autocast ? adapter_cast_bytes(o, c, m.d_ff, d) : 0) : 0;
       const int64_t not_yet = last.input_group_bytes(mlp_out_input_line(m), /*with_input=*/false) + adapter_not_yet;
       forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks - not_yet + down + last.end_locals - kept);
     } else {
