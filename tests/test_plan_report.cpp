@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <sstream>
 
 #include "accumbench/error.hpp"
@@ -187,6 +189,112 @@ std::string largest_words_with(const Tiny& t, void (*edit)(ab::PlanOptions&, ab:
 
 }  // namespace
 
+namespace {
+
+// A change as the test makes it, by hand, on Tiny's options.
+struct HandChange {
+  std::string words;
+  void (*edit)(ab::PlanOptions&, ab::WorkloadOptions&);
+};
+
+const std::vector<HandChange>& hand_changes() {
+  static const std::vector<HandChange> changes = {
+      {"--chunked-loss", [](ab::PlanOptions&, ab::WorkloadOptions& w) { w.loss.chunked = true; }},
+      {"--precision bf16", [](ab::PlanOptions&, ab::WorkloadOptions& w) { w.precisions = {ab::Precision::kBf16}; }},
+      {"--optimizer adamw8bit", [](ab::PlanOptions& o, ab::WorkloadOptions&) { o.optimizer = ab::OptimizerKind::kAdamW8bit; }},
+      {"--weights-dtype bf16", [](ab::PlanOptions& o, ab::WorkloadOptions&) { o.weights_dtype = ab::Precision::kBf16; }},
+      {"--lora-rank 16", [](ab::PlanOptions& o, ab::WorkloadOptions&) { o.lora.rank = 16; }},
+      {"--lora-rank 16 --base-quant nf4",
+       [](ab::PlanOptions& o, ab::WorkloadOptions&) {
+         o.lora.rank = 16;
+         o.lora.base_quant = ab::BaseQuant::kNf4;
+       }},
+  };
+  return changes;
+}
+
+// The smallest peak of any split of Tiny's batch with these changes made, over the knobs
+// changes_to_fit tries: with and without checkpointing; only with the chunked loss when a change
+// asks for it.
+int64_t smallest_peak(const Tiny& t, const std::vector<size_t>& picked) {
+  ab::PlanOptions options = t.options;
+  ab::WorkloadOptions workload = t.workload;
+  for (size_t i : picked) hand_changes()[i].edit(options, workload);
+  int64_t smallest = INT64_MAX;
+  for (int64_t m : {1, 2, 4, 8}) {
+    for (ab::Checkpointing c : {ab::Checkpointing::kNone, ab::Checkpointing::kBlocks}) {
+      ab::SplitConfig split;
+      split.micro_batch = m;
+      split.accum_steps = 8 / m;
+      split.precision = workload.precisions.front();
+      split.activation_checkpointing = c;
+      split.chunked_loss = workload.loss.chunked;
+      smallest = std::min(smallest, ab::plan_memory(t.cfg, options, split).peak_bytes);
+    }
+  }
+  return smallest;
+}
+
+}  // namespace
+
+// When no change alone fits, the fewest that fit together: every pair (here) whose smallest split
+// fits, in the order of the changes, and no combination that makes one change twice (LoRA r16 and
+// the 4-bit base that brings it).
+TEST(PlanReport, ChangesToFitTogether) {
+  const Tiny t;
+  const size_t n = hand_changes().size();
+  int64_t alone = INT64_MAX;
+  for (size_t i = 0; i < n; ++i) alone = std::min(alone, smallest_peak(t, {i}));
+  const int64_t usable = alone - 1;  // no change alone fits
+  std::vector<std::string> pairs;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j)
+      if (!(i == 4 && j == 5) && smallest_peak(t, {i, j}) <= usable)
+        pairs.push_back(hand_changes()[i].words + " " + hand_changes()[j].words);
+  ASSERT_FALSE(pairs.empty()) << "some pair of changes fits gpt2-tiny where none alone does";
+
+  ab::PlanReport r = t.report(usable, 0);
+  r.changes = ab::changes_to_fit(t.cfg, t.options, t.workload, r.usable_bytes());
+  ASSERT_EQ(r.changes.size(), n + pairs.size());
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(r.changes[i].options, hand_changes()[i].words);
+    EXPECT_FALSE(r.changes[i].fits()) << r.changes[i].options;
+    EXPECT_EQ(r.changes[i].combined, 1u);
+  }
+  for (size_t k = 0; k < pairs.size(); ++k) {
+    EXPECT_EQ(r.changes[n + k].options, pairs[k]);
+    EXPECT_EQ(r.changes[n + k].combined, 2u);
+    EXPECT_TRUE(r.changes[n + k].fits());
+  }
+  EXPECT_EQ(std::find(pairs.begin(), pairs.end(), "--lora-rank 16 --lora-rank 16 --base-quant nf4"), pairs.end());
+
+  const std::vector<std::string> lines = ab::changes_lines(r);
+  ASSERT_EQ(lines.size(), 1 + n + 1 + pairs.size());
+  EXPECT_EQ(lines[n + 1], "none alone; with two of them together (each combination that fits):");
+  size_t width = 0;
+  for (const std::string& p : pairs) width = std::max(width, p.size());
+  std::string words;
+  for (const ab::LargestSplit& l : r.changes[n].largest)
+    words += std::string(words.empty() ? "" : "; ") + (l.knobs.empty() ? "" : l.knobs + ": ") +
+             (l.split.micro_batch > 0 ? l.split.label() : std::string("none"));
+  EXPECT_EQ(lines[n + 2], "  " + pairs[0] + std::string(width - pairs[0].size() + 2, ' ') + words);
+  EXPECT_EQ(lines.back().find("nothing tried fits"), std::string::npos);
+
+  const nlohmann::json j = nlohmann::json::parse(ab::plan_json(r));
+  EXPECT_EQ(j["changes_to_fit"][0]["changes"], 1);
+  EXPECT_EQ(j["changes_to_fit"][n]["changes"], 2);
+  EXPECT_EQ(j["changes_to_fit"][n]["options"], pairs[0]);
+  const std::string md = ab::plan_markdown(r);
+  const size_t heading = md.find("none alone; with two of them together (each combination that fits):");
+  ASSERT_NE(heading, std::string::npos);
+  EXPECT_GT(md.find("- `" + pairs[0] + "`: "), heading);
+  EXPECT_EQ(md.find("all of them together"), std::string::npos);
+  EXPECT_EQ(md.find("nothing tried fits"), std::string::npos);
+  const std::string page = ab::plan_html(r);
+  EXPECT_NE(page.find("<p class=\"note\">none alone; with two of them together"), std::string::npos);
+  EXPECT_NE(page.find("<li><code>" + pairs[0] + "</code>: "), std::string::npos);
+}
+
 // When no split fits: each change not in effect, one at a time, with the largest splits it would
 // fit (the same as planning with the option given); none when a split fits; all of them together
 // and what is left to try when no single one does.
@@ -244,14 +352,15 @@ TEST(PlanReport, ChangesToFit) {
   ab::PlanReport none = t.report(1024, 0);
   none.changes = ab::changes_to_fit(t.cfg, t.options, t.workload, none.usable_bytes());
   ASSERT_EQ(none.changes.size(), 7u);
-  EXPECT_TRUE(none.changes.back().together);
+  EXPECT_TRUE(none.changes.back().together());
   EXPECT_EQ(none.changes.back().options,
             "--chunked-loss --precision bf16 --optimizer adamw8bit --weights-dtype bf16 --lora-rank 16 --base-quant nf4");
   EXPECT_NE(ab::plan_markdown(none).find("nothing tried fits"), std::string::npos);
   EXPECT_NE(ab::plan_html(none).find("nothing tried fits"), std::string::npos);
   const std::vector<std::string> none_lines = ab::changes_lines(none);
   ASSERT_EQ(none_lines.size(), 9u);
-  EXPECT_EQ(none_lines[7], "none alone; all of them together (" + none.changes.back().options + "): none; with checkpointing: none");
+  EXPECT_EQ(none_lines[7], "none alone or in any combination; all of them together (" + none.changes.back().options +
+                              "): none; with checkpointing: none");
   EXPECT_EQ(none_lines[8], "nothing tried fits: a shorter --seq-len, a smaller model or more memory (or ranks) is needed");
   // A change already in effect is not offered: LoRA with 16-bit weights leaves the chunked loss,
   // bf16 autocast and the 4-bit base.

@@ -29,8 +29,11 @@ struct LargestSplit {
 struct FitChange {
   std::string options;                // as typed on the command line: "--lora-rank 16 --base-quant nf4"
   std::vector<LargestSplit> largest;  // micro_batch 0: none fits with this change either
-  bool together = false;              // every change above at once (tried when none alone fits)
-  bool fits() const;                  // some split fits with it
+  // How many changes at once: 1, alone; more, together (tried when none alone fits): the fewest
+  // that fit, or, when no combination does, all of them.
+  size_t combined = 1;
+  bool fits() const;  // some split fits with it
+  bool together() const { return combined > 1; }
 };
 
 struct PlanReport {
@@ -63,12 +66,15 @@ std::vector<LargestSplit> largest_fitting_splits(const ModelConfig& cfg, const P
 std::string largest_line(const PlanReport& report);
 // When no split fits in `usable_bytes` with any knob: each change not in effect yet, one at a time,
 // from what gives up least to most (the chunked loss, which is exact, or TRL's chunked_nll; bf16
-// autocast; 8-bit AdamW; 16-bit weights; LoRA r16 on every linear; a 4-bit NF4 base), and when
-// none of them alone fits, all of them together. Empty when something fits or no limit is given.
+// autocast; 8-bit AdamW; 16-bit weights; LoRA r16 on every linear; a 4-bit NF4 base). When none of
+// them alone fits, every combination of the fewest changes that fits together (two, else three, ...),
+// and when no combination fits, all of them together. Empty when something fits or no limit is given.
 std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,
                                       int64_t usable_bytes);
 // The report's changes_to_fit as lines: a heading, then one line per change with its largest
-// splits ("  --optimizer adamw8bit     none; with checkpointing: 1×16 ckpt"). Empty without any.
+// splits ("  --optimizer adamw8bit     none; with checkpointing: 1×16 ckpt"); when none alone fits, a
+// second heading and the combinations that fit, or all of them together and what is left to try.
+// Empty without any.
 std::vector<std::string> changes_lines(const PlanReport& report);
 
 // One column of the plan's split table (the console's, Markdown, HTML, JSON).

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <sstream>
 
 #include "accumbench/error.hpp"
@@ -180,68 +181,146 @@ std::string largest_line(const PlanReport& r) {
          " that fits in " + format_bytes(r.usable_bytes()) + ": " + largest_words(r.largest);
 }
 
+namespace {
+
+// One change changes_to_fit may make to the job, alone or with others.
+struct Change {
+  std::string words;                // as typed: "--lora-rank 16 --base-quant nf4"
+  std::function<void(Job&)> edit;
+  bool adds_lora = false;           // LoRA r16 on a full fine-tune
+  bool brings_lora = false;         // the 4-bit base of a full fine-tune, which brings LoRA r16 with it
+};
+
+// Every way to pick `k` of `count` items, in lexicographic order of their indices.
+void each_combination(size_t count, size_t k, const std::function<void(const std::vector<size_t>&)>& visit) {
+  std::vector<size_t> picked(k);
+  for (size_t i = 0; i < k; ++i) picked[i] = i;
+  while (k <= count) {
+    visit(picked);
+    size_t i = k;
+    while (i > 0 && picked[i - 1] == count - k + i - 1) --i;
+    if (i == 0) return;
+    ++picked[i - 1];
+    for (size_t j = i; j < k; ++j) picked[j] = picked[j - 1] + 1;
+  }
+}
+
+}  // namespace
+
 std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,
                                       int64_t usable_bytes) {
   std::vector<FitChange> out;
   if (usable_bytes <= 0 || workload.precisions.empty()) return out;
   if (any_fits(largest_fitting_splits(cfg, options, workload, usable_bytes))) return out;
-  // Each change edits a copy of the job as given, and the job of all changes together.
   const Job as_given{options, workload.precisions.front(), workload.loss.chunked};
-  Job all = as_given;
-  std::string all_words;
-  // `words` as the change alone; `added` what it adds to the changes before it (all together).
-  const auto change = [&](const std::string& words, const std::function<void(Job&)>& edit, const std::string& added = "") {
-    Job job = as_given;
-    edit(job);
-    out.push_back(change_with(cfg, job, job.chunked && !as_given.chunked, words, usable_bytes));
-    edit(all);
-    all_words += (all_words.empty() ? "" : " ") + (added.empty() ? words : added);
-  };
+  // The changes not in effect yet, from what gives up least to most.
+  std::vector<Change> changes;
   const bool lora = options.lora.enabled();
   // TRL's step has its own loss (--trl-loss); accumbench's chunked head stands in for it otherwise.
   if (!as_given.chunked && options.framework == PlanFramework::kPlain)
-    change("--chunked-loss", [](Job& j) { j.chunked = true; });
+    changes.push_back({"--chunked-loss", [](Job& j) { j.chunked = true; }});
   if (options.framework == PlanFramework::kHfTrl && options.trl_loss == TrlLoss::kNll)
-    change("--trl-loss chunked_nll", [](Job& j) { j.options.trl_loss = TrlLoss::kChunkedNll; });
-  if (as_given.precision == Precision::kFp32) change("--precision bf16", [](Job& j) { j.precision = Precision::kBf16; });
+    changes.push_back({"--trl-loss chunked_nll", [](Job& j) { j.options.trl_loss = TrlLoss::kChunkedNll; }});
+  if (as_given.precision == Precision::kFp32)
+    changes.push_back({"--precision bf16", [](Job& j) { j.precision = Precision::kBf16; }});
   if (!lora && options.optimizer == OptimizerKind::kAdamW)  // a full fine-tune's state
-    change("--optimizer adamw8bit", [](Job& j) { j.options.optimizer = OptimizerKind::kAdamW8bit; });
+    changes.push_back({"--optimizer adamw8bit", [](Job& j) { j.options.optimizer = OptimizerKind::kAdamW8bit; }});
   if (options.weights_dtype == Precision::kFp32 && !options.lora.quantized()) {
     const Precision half = as_given.precision == Precision::kFp16 ? Precision::kFp16 : Precision::kBf16;
-    change("--weights-dtype " + to_string(half), [half](Job& j) { j.options.weights_dtype = half; });
+    changes.push_back({"--weights-dtype " + to_string(half), [half](Job& j) { j.options.weights_dtype = half; }});
   }
-  if (!lora) change("--lora-rank 16", [](Job& j) { j.options.lora.rank = 16; });
+  if (!lora) changes.push_back({"--lora-rank 16", [](Job& j) { j.options.lora.rank = 16; }, true});
   if (!options.lora.quantized()) {
-    change(
-        lora ? "--base-quant nf4" : "--lora-rank 16 --base-quant nf4",
-        [](Job& j) {
-          if (!j.options.lora.enabled()) j.options.lora.rank = 16;
-          j.options.lora.base_quant = BaseQuant::kNf4;
-        },
-        "--base-quant nf4");
+    changes.push_back({lora ? "--base-quant nf4" : "--lora-rank 16 --base-quant nf4",
+                       [](Job& j) {
+                         if (!j.options.lora.enabled()) j.options.lora.rank = 16;
+                         j.options.lora.base_quant = BaseQuant::kNf4;
+                       },
+                       false, !lora});
   }
-  if (out.size() > 1 && std::none_of(out.begin(), out.end(), [](const FitChange& c) { return c.fits(); })) {
-    out.push_back(change_with(cfg, all, all.chunked && !as_given.chunked, all_words, usable_bytes));
-    out.back().together = true;
+  // The job with the picked changes made, planned; nullopt when two of them make the same change
+  // (LoRA r16, and the 4-bit base that brings it).
+  const auto planned = [&](const std::vector<size_t>& picked) -> std::optional<FitChange> {
+    Job job = as_given;
+    std::string words;
+    bool brings_lora = false, adds_lora = false;
+    for (size_t i : picked) {
+      changes[i].edit(job);
+      words += (words.empty() ? "" : " ") + changes[i].words;
+      brings_lora = brings_lora || changes[i].brings_lora;
+      adds_lora = adds_lora || changes[i].adds_lora;
+    }
+    if (brings_lora && adds_lora) return std::nullopt;
+    FitChange change = change_with(cfg, job, job.chunked && !as_given.chunked, words, usable_bytes);
+    change.combined = picked.size();
+    return change;
+  };
+  for (size_t i = 0; i < changes.size(); ++i) out.push_back(*planned({i}));
+  if (std::any_of(out.begin(), out.end(), [](const FitChange& c) { return c.fits(); })) return out;
+  // None alone: the fewest changes that fit together, every combination of that many that does.
+  for (size_t k = 2; k <= changes.size(); ++k) {
+    bool found = false;
+    each_combination(changes.size(), k, [&](const std::vector<size_t>& picked) {
+      std::optional<FitChange> change = planned(picked);
+      if (change && change->fits()) {
+        out.push_back(*change);
+        found = true;
+      }
+    });
+    if (found) return out;
   }
+  // Nothing fits in any combination: all of them at once (LoRA r16 once, where the 4-bit base
+  // brings it) says so.
+  std::vector<size_t> every;
+  for (size_t i = 0; i < changes.size(); ++i)
+    if (!changes[i].adds_lora || std::none_of(changes.begin(), changes.end(), [](const Change& c) { return c.brings_lora; }))
+      every.push_back(i);
+  if (every.size() > 1) out.push_back(*planned(every));
   return out;
 }
+
+namespace {
+
+// "none alone; with two of them together (each combination that fits):", or "" when every change
+// listed is alone or nothing fits together.
+std::string together_heading(const std::vector<FitChange>& changes) {
+  static const char* const kCounts[] = {"", "one", "two", "three", "four", "five", "six", "seven", "eight"};
+  if (changes.empty() || !changes.back().together() || !changes.back().fits()) return "";
+  const size_t k = changes.back().combined;
+  return "none alone; with " + (k < 9 ? std::string(kCounts[k]) : std::to_string(k)) +
+         " of them together (each combination that fits):";
+}
+
+bool nothing_fits(const std::vector<FitChange>& changes) {
+  return std::none_of(changes.begin(), changes.end(), [](const FitChange& c) { return c.fits(); });
+}
+
+}  // namespace
 
 std::vector<std::string> changes_lines(const PlanReport& r) {
   std::vector<std::string> lines;
   if (r.changes.empty()) return lines;
   lines.push_back("no split fits in " + format_bytes(r.usable_bytes()) +
                   "; the largest that would with one change (the plan with each option added):");
-  size_t width = 0;
-  for (const FitChange& c : r.changes)
-    if (!c.together) width = std::max(width, c.options.size());
-  for (const FitChange& c : r.changes) {
-    if (c.together) {
-      lines.push_back("none alone; all of them together (" + c.options + "): " + largest_words(c.largest));
-      if (!c.fits()) lines.push_back("nothing tried fits: a shorter --seq-len, a smaller model or more memory (or ranks) is needed");
-    } else {
-      lines.push_back("  " + c.options + std::string(width - c.options.size() + 2, ' ') + largest_words(c.largest));
-    }
+  // Each group (alone, together) aligned on its own widest option.
+  const auto add_group = [&](bool together) {
+    size_t width = 0;
+    for (const FitChange& c : r.changes)
+      if (c.together() == together) width = std::max(width, c.options.size());
+    for (const FitChange& c : r.changes)
+      if (c.together() == together)
+        lines.push_back("  " + c.options + std::string(width - c.options.size() + 2, ' ') + largest_words(c.largest));
+  };
+  add_group(false);
+  const std::string heading = together_heading(r.changes);
+  if (!heading.empty()) {
+    lines.push_back(heading);
+    add_group(true);
+  } else if (nothing_fits(r.changes)) {
+    const FitChange& all = r.changes.back();
+    if (all.together())
+      lines.push_back("none alone or in any combination; all of them together (" + all.options + "): " + largest_words(all.largest));
+    lines.push_back("nothing tried fits: a shorter --seq-len, a smaller model or more memory (or ranks) is needed");
   }
   return lines;
 }
@@ -354,7 +433,8 @@ std::string plan_json(const PlanReport& r) {
   out["largest_fitting"] = largest_json(r.largest);
   // When nothing fits: each change with the largest splits it would fit (empty otherwise).
   json changes = json::array();
-  for (const FitChange& c : r.changes) changes.push_back({{"options", c.options}, {"largest_fitting", largest_json(c.largest)}});
+  for (const FitChange& c : r.changes)
+    changes.push_back({{"options", c.options}, {"changes", c.combined}, {"largest_fitting", largest_json(c.largest)}});
   out["changes_to_fit"] = changes;
   return out.dump(2) + "\n";
 }
@@ -380,9 +460,15 @@ std::string plan_markdown(const PlanReport& r) {
   const std::vector<std::string> changes = changes_lines(r);
   if (!changes.empty()) {
     out << "\n" << markdown_cell(changes.front()) << "\n\n";
-    for (const FitChange& c : r.changes)
-      out << "- " << (c.together ? "all of them together, " : "") << "`" << c.options << "`: " << markdown_cell(largest_words(c.largest)) << "\n";
-    if (r.changes.back().together && !r.changes.back().fits()) out << "\n" << markdown_cell(changes.back()) << "\n";
+    const std::string heading = together_heading(r.changes);
+    for (size_t i = 0; i < r.changes.size(); ++i) {
+      const FitChange& c = r.changes[i];
+      if (!heading.empty() && c.together() && (i == 0 || !r.changes[i - 1].together()))
+        out << "\n" << markdown_cell(heading) << "\n\n";
+      out << "- " << (c.together() && heading.empty() ? "all of them together, " : "") << "`" << c.options
+          << "`: " << markdown_cell(largest_words(c.largest)) << "\n";
+    }
+    if (nothing_fits(r.changes)) out << "\n" << markdown_cell(changes.back()) << "\n";
   }
   out << "\n" << kPlanLegend << "\n";
   return out.str();
@@ -417,11 +503,16 @@ std::string plan_html(const PlanReport& r) {
   const std::vector<std::string> changes = changes_lines(r);
   if (!changes.empty()) {
     h += "<p class=\"note\">" + html_escape(changes.front()) + "</p><ul class=\"note\">";
-    for (const FitChange& c : r.changes)
-      h += "<li>" + std::string(c.together ? "all of them together, " : "") + "<code>" + html_escape(c.options) +
-           "</code>: " + html_escape(largest_words(c.largest)) + "</li>";
+    const std::string heading = together_heading(r.changes);
+    for (size_t i = 0; i < r.changes.size(); ++i) {
+      const FitChange& c = r.changes[i];
+      if (!heading.empty() && c.together() && (i == 0 || !r.changes[i - 1].together()))
+        h += "</ul><p class=\"note\">" + html_escape(heading) + "</p><ul class=\"note\">";
+      h += "<li>" + std::string(c.together() && heading.empty() ? "all of them together, " : "") + "<code>" +
+           html_escape(c.options) + "</code>: " + html_escape(largest_words(c.largest)) + "</li>";
+    }
     h += "</ul>";
-    if (r.changes.back().together && !r.changes.back().fits()) h += "<p class=\"note\">" + html_escape(changes.back()) + "</p>";
+    if (nothing_fits(r.changes)) h += "<p class=\"note\">" + html_escape(changes.back()) + "</p>";
   }
   h += "<p class=\"note\">" + html_escape(kPlanLegend) + "</p></section>\n";
   h += "<footer>Generated by accumbench \u00b7 the data of this page is embedded below as JSON (#accumbench-plan)</footer>\n";
