@@ -379,3 +379,48 @@ TEST(PlanReport, ChangesToFit) {
   ASSERT_FALSE(trl_changes.empty());
   EXPECT_EQ(trl_changes.front().options, "--trl-loss chunked_nll");
 }
+
+// The sentence a sweep that memory stopped ends with: splits the plan fits that the sweep did not
+// run, with the options that would run them; else the changes that fit; else that nothing tried
+// does; nothing when the plan fits only splits the sweep ran (the two disagree there).
+TEST(PlanReport, FitAdvice) {
+  const Tiny t;
+  const auto split = [](int64_t m, ab::Checkpointing c) {
+    ab::SplitConfig s;
+    s.micro_batch = m;
+    s.accum_steps = 8 / m;
+    s.activation_checkpointing = c;
+    return s;
+  };
+  const int64_t just_one = ab::plan_memory(t.cfg, t.options, split(1, ab::Checkpointing::kNone)).peak_bytes;
+  const std::vector<ab::LargestSplit> largest = ab::largest_fitting_splits(t.cfg, t.options, t.workload, just_one);
+  ASSERT_EQ(largest.size(), 2u);
+  ASSERT_EQ(largest[0].split.micro_batch, 1) << "1×8 fits its own peak, 2×4 does not";
+  ASSERT_GT(largest[1].split.micro_batch, 1) << "checkpointing fits a larger micro-batch in it";
+  std::vector<ab::SplitConfig> swept;  // --micro-batches 2,4,8, no checkpointing
+  for (int64_t m : {2, 4, 8}) swept.push_back(split(m, ab::Checkpointing::kNone));
+  EXPECT_EQ(ab::fit_advice(t.cfg, t.options, t.workload, just_one, swept),
+            "The plan fits 1\u00d78 (--micro-batches 1) or " + largest[1].split.label() +
+                " (--activation-checkpointing blocks) in " + ab::format_bytes(just_one) + ", which this sweep did not run.");
+  // Every split swept, with and without checkpointing: the plan has nothing to add.
+  for (int64_t m : {1, 2, 4, 8}) swept.push_back(split(m, ab::Checkpointing::kBlocks));
+  swept.push_back(split(1, ab::Checkpointing::kNone));
+  EXPECT_EQ(ab::fit_advice(t.cfg, t.options, t.workload, just_one, swept), "");
+  EXPECT_EQ(ab::fit_advice(t.cfg, t.options, t.workload, 0, swept), "") << "no memory known";
+
+  // Nothing fits as given: the changes that do, each with its splits.
+  const int64_t below = ab::plan_memory(t.cfg, t.options, split(1, ab::Checkpointing::kBlocks)).peak_bytes - 1;
+  const std::vector<ab::FitChange> changes = ab::changes_to_fit(t.cfg, t.options, t.workload, below);
+  const std::string advice = ab::fit_advice(t.cfg, t.options, t.workload, below, swept);
+  EXPECT_EQ(advice.rfind("The plan fits it in " + ab::format_bytes(below) + " with one change: ", 0), 0u) << advice;
+  for (const ab::FitChange& c : changes) {
+    EXPECT_EQ(advice.find(c.options + " (") != std::string::npos, c.fits()) << c.options << " in: " << advice;
+  }
+  EXPECT_NE(advice.find(", or --lora-rank 16 (1\u00d78"), std::string::npos) << advice;
+  const std::string pointer = " (`accumbench plan` with the same options and --memory-limit shows each).";
+  ASSERT_GT(advice.size(), pointer.size());
+  EXPECT_EQ(advice.substr(advice.size() - pointer.size()), pointer);
+  EXPECT_EQ(ab::fit_advice(t.cfg, t.options, t.workload, 1024, swept),
+            "Nothing the plan tries fits in 1.0 KiB, not even every change it knows together: a shorter --seq-len, a "
+            "smaller model or more memory (or ranks) is needed.");
+}

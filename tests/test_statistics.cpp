@@ -378,6 +378,14 @@ TEST(Recommend, AllFailedGivesNoBestAndSaysWhy) {
   EXPECT_EQ(recommend({failed(2, 4, RunStatus::kError, "boom")}).reason,
             "No split ran successfully: 1 failed with an error (2\u00d74: boom).");
   EXPECT_EQ(recommend({}).reason, "No split ran.");
+  // With the plan's advice (fit_advice), the advice in place of the pointer.
+  DecisionOptions advised;
+  advised.memory_advice = "The plan fits 1\u00d78 ckpt (--activation-checkpointing blocks) in 40.0 MiB, which this sweep did not run.";
+  EXPECT_EQ(recommend(runs, 0, advised).reason,
+            "No split ran successfully: 1 ran out of memory, 1 predicted not to fit, 1 failed "
+            "with an error (2\u00d74: boom). " + advised.memory_advice);
+  EXPECT_EQ(recommend({failed(2, 4, RunStatus::kError, "boom")}, 0, advised).reason,
+            "No split ran successfully: 1 failed with an error (2\u00d74: boom).");
 }
 
 TEST(Recommend, MemoryLimitExcludesSplitsThatDoNotFitAndReportsHeadroom) {
@@ -396,6 +404,11 @@ TEST(Recommend, MemoryLimitExcludesSplitsThatDoNotFitAndReportsHeadroom) {
   EXPECT_EQ(none.reason,
             "No split fits in the 2.00 GiB memory limit; the smallest peak was 3.00 GiB "
             "(1\u00d764); try smaller micro-batches or activation checkpointing.");
+  DecisionOptions advised;
+  advised.memory_advice = "The plan fits it in 2.00 GiB with one change: --lora-rank 16 (8\u00d78 ckpt).";
+  EXPECT_EQ(recommend(runs, 2 * kGiB, advised).reason,
+            "No split fits in the 2.00 GiB memory limit; the smallest peak was 3.00 GiB (1\u00d764). " +
+                advised.memory_advice);
 }
 
 TEST(Recommend, MentionsALargeOptimizerShare) {

@@ -115,6 +115,9 @@ struct DecisionOptions {
   // number came from ("" with none: the engine alone, which the recommendation then says).
   double framework_seconds_per_micro_step = 0;
   std::string framework_source;
+  // What the plan fits when memory stopped every split (fit_advice in plan_report.hpp); without
+  // it the recommendation points at `accumbench plan`.
+  std::string memory_advice;
 };
 
 // The verdict on every candidate against the fastest: the candidate that no other is ahead of by

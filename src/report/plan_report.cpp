@@ -281,14 +281,17 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
 
 namespace {
 
+// "two" for 2: how many changes are combined, in words.
+std::string count_word(size_t k) {
+  static const char* const kCounts[] = {"none", "one", "two", "three", "four", "five", "six", "seven", "eight"};
+  return k < 9 ? std::string(kCounts[k]) : std::to_string(k);
+}
+
 // "none alone; with two of them together (each combination that fits):", or "" when every change
 // listed is alone or nothing fits together.
 std::string together_heading(const std::vector<FitChange>& changes) {
-  static const char* const kCounts[] = {"", "one", "two", "three", "four", "five", "six", "seven", "eight"};
   if (changes.empty() || !changes.back().together() || !changes.back().fits()) return "";
-  const size_t k = changes.back().combined;
-  return "none alone; with " + (k < 9 ? std::string(kCounts[k]) : std::to_string(k)) +
-         " of them together (each combination that fits):";
+  return "none alone; with " + count_word(changes.back().combined) + " of them together (each combination that fits):";
 }
 
 bool nothing_fits(const std::vector<FitChange>& changes) {
@@ -323,6 +326,71 @@ std::vector<std::string> changes_lines(const PlanReport& r) {
     lines.push_back("nothing tried fits: a shorter --seq-len, a smaller model or more memory (or ranks) is needed");
   }
   return lines;
+}
+
+namespace {
+
+// The splits of `largest` that fit, as a sweep labels them: "1×16 or 2×8 ckpt"; a micro-batch
+// once, without the knobs where it fits without them.
+std::string fitting_words(const std::vector<LargestSplit>& largest) {
+  std::string words;
+  for (auto l = largest.begin(); l != largest.end(); ++l) {
+    const bool earlier = std::any_of(largest.begin(), l, [&](const LargestSplit& e) { return e.split.micro_batch == l->split.micro_batch; });
+    if (l->split.micro_batch > 0 && !earlier) words += (words.empty() ? "" : " or ") + l->split.label();
+  }
+  return words;
+}
+
+bool was_tried(const SplitConfig& split, const std::vector<SplitConfig>& tried) {
+  return std::any_of(tried.begin(), tried.end(), [&](const SplitConfig& t) {
+    return t.micro_batch == split.micro_batch && t.activation_checkpointing == split.activation_checkpointing &&
+           t.chunked_loss == split.chunked_loss && t.precision == split.precision;
+  });
+}
+
+}  // namespace
+
+std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,
+                       int64_t usable_bytes, const std::vector<SplitConfig>& tried) {
+  if (usable_bytes <= 0) return "";
+  const std::vector<LargestSplit> largest = largest_fitting_splits(cfg, options, workload, usable_bytes);
+  if (any_fits(largest)) {
+    // Each split not tried, with the sweep options that would try it: "2×4 ckpt (--micro-batches 2
+    // --activation-checkpointing)".
+    std::string untried;
+    for (const LargestSplit& l : largest) {
+      if (l.split.micro_batch == 0 || was_tried(l.split, tried)) continue;
+      const auto tried_with = [&](const std::function<bool(const SplitConfig&)>& same) {
+        return std::any_of(tried.begin(), tried.end(), same);
+      };
+      std::string flags;
+      if (!tried_with([&](const SplitConfig& t) { return t.micro_batch == l.split.micro_batch; }))
+        flags += "--micro-batches " + std::to_string(l.split.micro_batch);
+      if (!tried_with([&](const SplitConfig& t) { return t.activation_checkpointing == l.split.activation_checkpointing; })) {
+        flags += std::string(flags.empty() ? "" : " ") + "--activation-checkpointing " +
+                 to_string(l.split.activation_checkpointing);
+      }
+      untried += (untried.empty() ? "" : " or ") + l.split.label() + (flags.empty() ? "" : " (" + flags + ")");
+    }
+    if (untried.empty()) return "";
+    return "The plan fits " + untried + " in " + format_bytes(usable_bytes) + ", which this sweep did not run.";
+  }
+  const std::vector<FitChange> changes = changes_to_fit(cfg, options, workload, usable_bytes);
+  std::string fitting;
+  size_t combined = 1;
+  for (const FitChange& c : changes) {
+    if (!c.fits()) continue;
+    fitting += (fitting.empty() ? "" : ", or ") + c.options + " (" + fitting_words(c.largest) + ")";
+    combined = c.combined;
+  }
+  if (fitting.empty()) {
+    return "Nothing the plan tries fits in " + format_bytes(usable_bytes) +
+           ", not even every change it knows together: a shorter --seq-len, a smaller model or more memory (or ranks) "
+           "is needed.";
+  }
+  return "The plan fits it in " + format_bytes(usable_bytes) + " with " +
+         (combined == 1 ? std::string("one change: ") : count_word(combined) + " changes together: ") + fitting +
+         " (`accumbench plan` with the same options and --memory-limit shows each).";
 }
 
 namespace {

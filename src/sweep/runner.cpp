@@ -16,6 +16,7 @@
 #include "sweep/framework_overhead.hpp"
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
+#include "accumbench/plan_report.hpp"
 #include "accumbench/statistics.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/throughput.hpp"
@@ -515,6 +516,21 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   DecisionOptions final_decision = decision_options;
   final_decision.budget_spent = report.budget_spent;
   result.recommendation = recommend(result.runs, w.memory_limit_bytes, final_decision);
+  if (result.recommendation.best_index < 0) {
+    // Memory may have stopped every split: say what the plan fits, in the limit or the device's
+    // memory less the plan's default headroom.
+    const int64_t device_bytes = device.is_cuda() ? result.context.device_memory_bytes : 0;
+    const int64_t usable = w.memory_limit_bytes > 0 ? w.memory_limit_bytes
+                                                    : device_bytes - headroom_bytes(kDefaultHeadroom, device_bytes);
+    std::vector<SplitConfig> tried;  // this sweep's splits and those a --resume file holds beyond them
+    for (const RunResult& run : result.runs) tried.push_back(run.config);
+    try {
+      final_decision.memory_advice = fit_advice(cfg, measurement.plan_options(), w, usable, tried);
+    } catch (const std::exception&) {
+      // A change the plan cannot model for this job: the recommendation points at `plan` instead.
+    }
+    result.recommendation = recommend(result.runs, w.memory_limit_bytes, final_decision);
+  }
   result.time_models = fit_time_models(result.runs);
   if (on_split) on_split(result);
   memory.set_limit_bytes(0);

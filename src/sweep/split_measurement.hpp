@@ -50,6 +50,8 @@ class SplitMeasurement {
   void record_failure_elsewhere(RunResult& run);
   // Progress of the rounds, for the CLI.
   void report_round(int64_t round, int live, size_t count);
+  // The plan of this sweep's job (a rank's share of the batch), as each split is planned.
+  const PlanOptions& plan_options() const { return plan_options_; }
 
  private:
   struct Slot;

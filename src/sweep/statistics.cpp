@@ -241,7 +241,7 @@ std::string run_name(const RunResult& run, const std::vector<RunResult>& runs) {
 }
 
 std::string no_success_reason(const std::vector<RunResult>& runs, const std::vector<int>& ok,
-                              int64_t memory_limit_bytes) {
+                              int64_t memory_limit_bytes, const std::string& memory_advice) {
   if (runs.empty()) return "No split ran.";
   if (!ok.empty()) {
     // Every split ran but none fits the limit: name the one that came closest.
@@ -252,8 +252,8 @@ std::string no_success_reason(const std::vector<RunResult>& runs, const std::vec
     return "No split fits in the " + format_bytes(memory_limit_bytes) +
            " memory limit; the smallest peak was " +
            format_bytes(runs[smallest].peak_allocated_bytes) + " (" +
-           run_name(runs[smallest], runs) +
-           "); try smaller micro-batches or activation checkpointing.";
+           run_name(runs[smallest], runs) + ")" +
+           (memory_advice.empty() ? "; try smaller micro-batches or activation checkpointing." : ". " + memory_advice);
   }
   int oom = 0, predicted = 0, errors = 0, untimed = 0;
   const RunResult* first_error = nullptr;
@@ -286,7 +286,11 @@ std::string no_success_reason(const std::vector<RunResult>& runs, const std::vec
   for (std::size_t i = 0; i < parts.size(); ++i) reason += (i > 0 ? ", " : "") + parts[i];
   reason += ".";
   // Memory stopped every split: the plan knows which change to the job would fit.
-  if (oom + predicted > 0) reason += " `accumbench plan` with the same job and --memory-limit names the changes that would fit.";
+  if (oom + predicted > 0) {
+    reason += " " + (memory_advice.empty()
+                         ? std::string("`accumbench plan` with the same job and --memory-limit names the changes that would fit.")
+                         : memory_advice);
+  }
   return reason;
 }
 
@@ -460,7 +464,7 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
     if (memory_limit_bytes <= 0 || run.fits) candidates.push_back(i);
   }
   if (candidates.empty()) {
-    rec.reason = no_success_reason(runs, ok, memory_limit_bytes);
+    rec.reason = no_success_reason(runs, ok, memory_limit_bytes, options.memory_advice);
     return rec;
   }
   const RoundEvidence evidence = evidence_from_runs(runs, options.confidence, options.framework_seconds_per_micro_step);
