@@ -195,11 +195,13 @@ namespace {
 struct HandChange {
   std::string words;
   void (*edit)(ab::PlanOptions&, ab::WorkloadOptions&);
+  bool in_backward = false;  // the optimizer inside backward: a split's knob, 8×1 only
 };
 
 const std::vector<HandChange>& hand_changes() {
   static const std::vector<HandChange> changes = {
       {"--chunked-loss", [](ab::PlanOptions&, ab::WorkloadOptions& w) { w.loss.chunked = true; }},
+      {"--optimizer-in-backward", [](ab::PlanOptions&, ab::WorkloadOptions&) {}, true},
       {"--precision bf16", [](ab::PlanOptions&, ab::WorkloadOptions& w) { w.precisions = {ab::Precision::kBf16}; }},
       {"--optimizer adamw8bit", [](ab::PlanOptions& o, ab::WorkloadOptions&) { o.optimizer = ab::OptimizerKind::kAdamW8bit; }},
       {"--weights-dtype bf16", [](ab::PlanOptions& o, ab::WorkloadOptions&) { o.weights_dtype = ab::Precision::kBf16; }},
@@ -219,9 +221,14 @@ const std::vector<HandChange>& hand_changes() {
 int64_t smallest_peak(const Tiny& t, const std::vector<size_t>& picked) {
   ab::PlanOptions options = t.options;
   ab::WorkloadOptions workload = t.workload;
-  for (size_t i : picked) hand_changes()[i].edit(options, workload);
+  bool in_backward = false;
+  for (size_t i : picked) {
+    hand_changes()[i].edit(options, workload);
+    in_backward = in_backward || hand_changes()[i].in_backward;
+  }
   int64_t smallest = INT64_MAX;
   for (int64_t m : {1, 2, 4, 8}) {
+    if (in_backward && m != 8) continue;
     for (ab::Checkpointing c : {ab::Checkpointing::kNone, ab::Checkpointing::kBlocks}) {
       ab::SplitConfig split;
       split.micro_batch = m;
@@ -229,6 +236,7 @@ int64_t smallest_peak(const Tiny& t, const std::vector<size_t>& picked) {
       split.precision = workload.precisions.front();
       split.activation_checkpointing = c;
       split.chunked_loss = workload.loss.chunked;
+      split.optimizer_in_backward = in_backward;
       smallest = std::min(smallest, ab::plan_memory(t.cfg, options, split).peak_bytes);
     }
   }
@@ -249,7 +257,7 @@ TEST(PlanReport, ChangesToFitTogether) {
   std::vector<std::string> pairs;
   for (size_t i = 0; i < n; ++i)
     for (size_t j = i + 1; j < n; ++j)
-      if (!(i == 4 && j == 5) && smallest_peak(t, {i, j}) <= usable)
+      if (!(i == 5 && j == 6) && smallest_peak(t, {i, j}) <= usable)
         pairs.push_back(hand_changes()[i].words + " " + hand_changes()[j].words);
   ASSERT_FALSE(pairs.empty()) << "some pair of changes fits gpt2-tiny where none alone does";
 
@@ -309,29 +317,40 @@ TEST(PlanReport, ChangesToFit) {
   r.changes = ab::changes_to_fit(t.cfg, t.options, t.workload, r.usable_bytes());
   std::vector<std::string> options;
   for (const ab::FitChange& c : r.changes) options.push_back(c.options);
-  ASSERT_EQ(options, (std::vector<std::string>{"--chunked-loss", "--precision bf16", "--optimizer adamw8bit",
+  ASSERT_EQ(options, (std::vector<std::string>{"--chunked-loss", "--optimizer-in-backward", "--precision bf16", "--optimizer adamw8bit",
                                                "--weights-dtype bf16", "--lora-rank 16", "--lora-rank 16 --base-quant nf4"}));
   const std::vector<std::string> lines = ab::changes_lines(r);
-  ASSERT_EQ(lines.size(), 7u);
+  ASSERT_EQ(lines.size(), 8u);
   EXPECT_EQ(lines[0], "no split fits in " + ab::format_bytes(below) +
                           "; the largest that would with one change (the plan with each option added):");
   const auto line = [](const std::string& option, const std::string& words) {
     return "  " + option + std::string(33 - option.size(), ' ') + words;  // the widest option, then two spaces
   };
-  EXPECT_EQ(lines[3], line("--optimizer adamw8bit",
+  // The optimizer inside backward: accumulation 1 only, 8×1.
+  const auto in_backward = [&](ab::Checkpointing c) {
+    ab::SplitConfig s;
+    s.micro_batch = 8;
+    s.accum_steps = 1;
+    s.activation_checkpointing = c;
+    s.optimizer_in_backward = true;
+    return ab::plan_memory(t.cfg, t.options, s).peak_bytes <= below ? s.label() : std::string("none");
+  };
+  EXPECT_EQ(lines[2], line("--optimizer-in-backward", in_backward(ab::Checkpointing::kNone) +
+                                                          "; with checkpointing: " + in_backward(ab::Checkpointing::kBlocks)));
+  EXPECT_EQ(lines[4], line("--optimizer adamw8bit",
                            largest_words_with(t, [](ab::PlanOptions& o, ab::WorkloadOptions&) { o.optimizer = ab::OptimizerKind::kAdamW8bit; }, below)));
-  EXPECT_EQ(lines[5], line("--lora-rank 16", largest_words_with(t, [](ab::PlanOptions& o, ab::WorkloadOptions&) { o.lora.rank = 16; }, below)));
-  EXPECT_EQ(lines[6], line("--lora-rank 16 --base-quant nf4", largest_words_with(t, [](ab::PlanOptions& o, ab::WorkloadOptions&) {
+  EXPECT_EQ(lines[6], line("--lora-rank 16", largest_words_with(t, [](ab::PlanOptions& o, ab::WorkloadOptions&) { o.lora.rank = 16; }, below)));
+  EXPECT_EQ(lines[7], line("--lora-rank 16 --base-quant nf4", largest_words_with(t, [](ab::PlanOptions& o, ab::WorkloadOptions&) {
                              o.lora.rank = 16;
                              o.lora.base_quant = ab::BaseQuant::kNf4;
                            }, below)));
-  EXPECT_TRUE(r.changes[4].fits()) << "LoRA r16 fits gpt2-tiny's 1×8 ckpt in what the full fine-tune's lacks";
+  EXPECT_TRUE(r.changes[5].fits()) << "LoRA r16 fits gpt2-tiny's 1×8 ckpt in what the full fine-tune's lacks";
   // The chunked loss as a change: its own knobs, plain and checkpointed.
   EXPECT_EQ(r.changes[0].largest.size(), 2u);
   EXPECT_TRUE(r.changes[0].largest[1].split.chunked_loss || r.changes[0].largest[1].split.micro_batch == 0);
   const nlohmann::json j = nlohmann::json::parse(ab::plan_json(r));
-  EXPECT_EQ(j["changes_to_fit"].size(), 6u);
-  EXPECT_EQ(j["changes_to_fit"][4]["options"], "--lora-rank 16");
+  EXPECT_EQ(j["changes_to_fit"].size(), 7u);
+  EXPECT_EQ(j["changes_to_fit"][5]["options"], "--lora-rank 16");
   EXPECT_NE(ab::plan_markdown(r).find("- `--lora-rank 16`: "), std::string::npos);
   EXPECT_NE(ab::plan_html(r).find("<li><code>--lora-rank 16</code>: "), std::string::npos);
 
@@ -351,17 +370,19 @@ TEST(PlanReport, ChangesToFit) {
   // Nothing fits even with every change at once: they are tried together, and the lines say what is left.
   ab::PlanReport none = t.report(1024, 0);
   none.changes = ab::changes_to_fit(t.cfg, t.options, t.workload, none.usable_bytes());
-  ASSERT_EQ(none.changes.size(), 7u);
+  ASSERT_EQ(none.changes.size(), 8u);
   EXPECT_TRUE(none.changes.back().together());
   EXPECT_EQ(none.changes.back().options,
-            "--chunked-loss --precision bf16 --optimizer adamw8bit --weights-dtype bf16 --lora-rank 16 --base-quant nf4");
+            "--chunked-loss --optimizer-in-backward --precision bf16 --optimizer adamw8bit --weights-dtype bf16 --lora-rank 16 "
+            "--base-quant nf4");
   EXPECT_NE(ab::plan_markdown(none).find("nothing tried fits"), std::string::npos);
   EXPECT_NE(ab::plan_html(none).find("nothing tried fits"), std::string::npos);
   const std::vector<std::string> none_lines = ab::changes_lines(none);
-  ASSERT_EQ(none_lines.size(), 9u);
-  EXPECT_EQ(none_lines[7], "none alone or in any combination; all of them together (" + none.changes.back().options +
+  ASSERT_EQ(none_lines.size(), 10u);
+  EXPECT_EQ(none_lines[8], "none alone or in any combination; all of them together (" + none.changes.back().options +
                               "): none; with checkpointing: none");
-  EXPECT_EQ(none_lines[8], "nothing tried fits: a shorter --seq-len, a smaller model or more memory (or ranks) is needed");
+  EXPECT_EQ(none_lines[9], "nothing tried fits: a shorter --seq-len, a smaller model or more memory is needed (more "
+                           "data-parallel ranks do not help: each holds the whole model and at least one sequence)");
   // A change already in effect is not offered: LoRA with 16-bit weights leaves the chunked loss,
   // bf16 autocast and the 4-bit base.
   ab::PlanOptions lora = t.options;
@@ -422,5 +443,5 @@ TEST(PlanReport, FitAdvice) {
   EXPECT_EQ(advice.substr(advice.size() - pointer.size()), pointer);
   EXPECT_EQ(ab::fit_advice(t.cfg, t.options, t.workload, 1024, swept),
             "Nothing the plan tries fits in 1.0 KiB, not even every change it knows together: a shorter --seq-len, a "
-            "smaller model or more memory (or ranks) is needed.");
+            "smaller model or more memory is needed.");
 }

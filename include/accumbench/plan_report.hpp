@@ -65,8 +65,9 @@ std::vector<LargestSplit> largest_fitting_splits(const ModelConfig& cfg, const P
 // "largest split of 16 per rank that fits in 21.23 GiB: 4×4; with checkpointing: 4×4 ckpt"
 std::string largest_line(const PlanReport& report);
 // When no split fits in `usable_bytes` with any knob: each change not in effect yet, one at a time,
-// from what gives up least to most (the chunked loss, which is exact, or TRL's chunked_nll; bf16
-// autocast; 8-bit AdamW; 16-bit weights; LoRA r16 on every linear; a 4-bit NF4 base). When none of
+// from what gives up least to most (the chunked loss, which is exact, or TRL's chunked_nll; for a
+// full fine-tune, the optimizer inside backward, exact at accumulation 1; bf16 autocast; 8-bit
+// AdamW; 16-bit weights; LoRA r16 on every linear; a 4-bit NF4 base). When none of
 // them alone fits, every combination of the fewest changes that fits together (two, else three, ...),
 // and when no combination fits, all of them together. Empty when something fits or no limit is given.
 std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,

@@ -100,21 +100,34 @@ int64_t headroom_bytes(const std::string& text, int64_t memory_limit_bytes) {
 
 namespace {
 
-// The largest split of a rank's share of the batch that fits with these knobs (micro_batch 0: none).
-LargestSplit largest_with(const ModelConfig& cfg, const PlanOptions& options, Precision precision, const char* words,
-                          Checkpointing checkpointing, bool chunked, int64_t usable_bytes) {
+// A job as changes_to_fit changes it: its plan options, its precision, whether its loss is chunked,
+// whether its optimizer steps inside backward (then accumulation 1 only).
+struct Job {
+  PlanOptions options;
+  Precision precision;
+  bool chunked;
+  bool in_backward = false;
+};
+
+// The largest split of a rank's share of the batch that fits the job with these knobs
+// (micro_batch 0: none).
+LargestSplit largest_with(const ModelConfig& cfg, const Job& job, const char* words, Checkpointing checkpointing,
+                          bool chunked, int64_t usable_bytes) {
   LargestSplit largest{words, {}, 0};
   largest.split.micro_batch = 0;
-  const std::vector<int64_t> micro_batches = divisors(options.batch);  // options.batch: a rank's share
+  const int64_t batch = job.options.batch;  // a rank's share
+  const std::vector<int64_t> micro_batches = divisors(batch);
   for (auto m = micro_batches.rbegin(); m != micro_batches.rend(); ++m) {
+    if (job.in_backward && *m != batch) continue;
     SplitConfig split;
     split.micro_batch = *m;
-    split.accum_steps = options.batch / *m;
-    split.precision = precision;
+    split.accum_steps = batch / *m;
+    split.precision = job.precision;
     split.activation_checkpointing = checkpointing;
     split.chunked_loss = chunked;
-    split.world_size = options.world_size;
-    const MemoryPlan plan = plan_memory(cfg, options, split);
+    split.optimizer_in_backward = job.in_backward;
+    split.world_size = job.options.world_size;
+    const MemoryPlan plan = plan_memory(cfg, job.options, split);
     if (plan.peak_bytes <= usable_bytes) {
       largest.split = split;
       largest.peak_bytes = plan.peak_bytes;
@@ -138,20 +151,13 @@ bool any_fits(const std::vector<LargestSplit>& largest) {
   return std::any_of(largest.begin(), largest.end(), [](const LargestSplit& l) { return l.split.micro_batch > 0; });
 }
 
-// A job as changes_to_fit changes it: its plan options, its precision, whether its loss is chunked.
-struct Job {
-  PlanOptions options;
-  Precision precision;
-  bool chunked;
-};
-
 // The largest splits that fit the changed job, without and with checkpointing; when the change is
 // the chunked loss (`chunked_by_change`), only with it.
 FitChange change_with(const ModelConfig& cfg, const Job& job, bool chunked_by_change, const std::string& words,
                       int64_t usable_bytes) {
   FitChange change{words, {}, false};
   const auto add = [&](const char* knobs, Checkpointing checkpointing, bool chunked) {
-    change.largest.push_back(largest_with(cfg, job.options, job.precision, knobs, checkpointing, chunked, usable_bytes));
+    change.largest.push_back(largest_with(cfg, job, knobs, checkpointing, chunked, usable_bytes));
   };
   if (!chunked_by_change) {
     add("", Checkpointing::kNone, false);
@@ -221,6 +227,11 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
     changes.push_back({"--chunked-loss", [](Job& j) { j.chunked = true; }});
   if (options.framework == PlanFramework::kHfTrl && options.trl_loss == TrlLoss::kNll)
     changes.push_back({"--trl-loss chunked_nll", [](Job& j) { j.options.trl_loss = TrlLoss::kChunkedNll; }});
+  // A full fine-tune's gradients, each freed as its parameter steps (exact, at accumulation 1; one
+  // process, no fp16 loss scaling, accumbench's own loop).
+  if (!lora && !workload.grid.optimizer_in_backward && options.framework == PlanFramework::kPlain &&
+      options.world_size <= 1 && as_given.precision != Precision::kFp16)
+    changes.push_back({"--optimizer-in-backward", [](Job& j) { j.in_backward = true; }});
   if (as_given.precision == Precision::kFp32)
     changes.push_back({"--precision bf16", [](Job& j) { j.precision = Precision::kBf16; }});
   if (!lora && options.optimizer == OptimizerKind::kAdamW)  // a full fine-tune's state
@@ -323,7 +334,8 @@ std::vector<std::string> changes_lines(const PlanReport& r) {
     const FitChange& all = r.changes.back();
     if (all.together())
       lines.push_back("none alone or in any combination; all of them together (" + all.options + "): " + largest_words(all.largest));
-    lines.push_back("nothing tried fits: a shorter --seq-len, a smaller model or more memory (or ranks) is needed");
+    lines.push_back("nothing tried fits: a shorter --seq-len, a smaller model or more memory is needed (more data-parallel ranks "
+                    "do not help: each holds the whole model and at least one sequence)");
   }
   return lines;
 }
@@ -344,7 +356,8 @@ std::string fitting_words(const std::vector<LargestSplit>& largest) {
 bool was_tried(const SplitConfig& split, const std::vector<SplitConfig>& tried) {
   return std::any_of(tried.begin(), tried.end(), [&](const SplitConfig& t) {
     return t.micro_batch == split.micro_batch && t.activation_checkpointing == split.activation_checkpointing &&
-           t.chunked_loss == split.chunked_loss && t.precision == split.precision;
+           t.chunked_loss == split.chunked_loss && t.precision == split.precision &&
+           t.optimizer_in_backward == split.optimizer_in_backward;
   });
 }
 
@@ -385,8 +398,7 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
   }
   if (fitting.empty()) {
     return "Nothing the plan tries fits in " + format_bytes(usable_bytes) +
-           ", not even every change it knows together: a shorter --seq-len, a smaller model or more memory (or ranks) "
-           "is needed.";
+           ", not even every change it knows together: a shorter --seq-len, a smaller model or more memory is needed.";
   }
   return "The plan fits it in " + format_bytes(usable_bytes) + " with " +
          (combined == 1 ? std::string("one change: ") : count_word(combined) + " changes together: ") + fitting +
