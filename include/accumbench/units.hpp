@@ -55,6 +55,9 @@ std::string format_ratio(double ratio, int decimals);
 // Shortest text that reads back to the same double (std::to_chars); "" for NaN.
 std::string format_exact(double value);
 
+// A small count in words: 2 → "two" (0 to 8), digits beyond: 12 → "12".
+std::string number_word(std::size_t n);
+
 // A value from outside as a message quotes it: in double quotes, cut to `max_chars` characters
 // with "…" when longer, so a 500,000-character argument does not flood the terminal.
 std::string quoted(const std::string& value, std::size_t max_chars = 80);

@@ -1,13 +1,10 @@
 // The plan as something to hand over (plan_report.hpp): one column table for the split table of
-// every format, the headroom, the largest split of the batch that fits, JSON, Markdown, HTML.
+// every format, what fits (plan_fit.hpp) as lines, JSON, Markdown, HTML.
 #include "accumbench/plan_report.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cmath>
-#include <functional>
-#include <optional>
 #include <sstream>
 
 #include "accumbench/error.hpp"
@@ -68,119 +65,6 @@ std::vector<const PlanColumn*> shown_plan_columns(const PlanReport& report) {
   return shown;
 }
 
-int64_t headroom_bytes(const std::string& text, int64_t memory_limit_bytes) {
-  int64_t bytes = 0;
-  if (!text.empty() && text.back() == '%') {
-    double percent = -1;
-    try {
-      size_t used = 0;
-      percent = std::stod(text.substr(0, text.size() - 1), &used);
-      if (used != text.size() - 1) percent = -1;
-    } catch (const std::exception&) {
-    }
-    if (!(percent >= 0 && percent < 100)) {
-      throw UserError("--headroom " + text::quoted(text) + " is no percentage from 0 to 100; write it as 5% or as a "
-                      "size with its unit, 1GiB");
-    }
-    bytes = static_cast<int64_t>(std::llround(static_cast<double>(memory_limit_bytes) * percent / 100.0));
-  } else {
-    try {
-      bytes = parse_memory_limit(text);
-    } catch (const UserError&) {
-      throw UserError("--headroom " + text::quoted(text) + " is neither a size with its unit (1GiB, 500MB) nor a "
-                      "percentage of the memory limit (5%)");
-    }
-  }
-  if (memory_limit_bytes > 0 && bytes >= memory_limit_bytes) {
-    throw UserError("--headroom " + text + " leaves nothing of the " + format_bytes(memory_limit_bytes) +
-                    " memory limit; give a smaller headroom");
-  }
-  return bytes;
-}
-
-namespace {
-
-// A job as changes_to_fit changes it: its plan options, its precision, whether its loss is chunked,
-// whether its optimizer steps inside backward (then accumulation 1 only).
-struct Job {
-  PlanOptions options;
-  Precision precision;
-  bool chunked;
-  bool in_backward = false;
-};
-
-// The largest split of a rank's share of the batch that fits the job with these knobs
-// (micro_batch 0: none).
-LargestSplit largest_with(const ModelConfig& cfg, const Job& job, const char* words, Checkpointing checkpointing,
-                          bool chunked, int64_t usable_bytes) {
-  LargestSplit largest{words, {}, 0};
-  largest.split.micro_batch = 0;
-  const int64_t batch = job.options.batch;  // a rank's share
-  const std::vector<int64_t> micro_batches = divisors(batch);
-  for (auto m = micro_batches.rbegin(); m != micro_batches.rend(); ++m) {
-    if (job.in_backward && *m != batch) continue;
-    SplitConfig split;
-    split.micro_batch = *m;
-    split.accum_steps = batch / *m;
-    split.precision = job.precision;
-    split.activation_checkpointing = checkpointing;
-    split.chunked_loss = chunked;
-    split.optimizer_in_backward = job.in_backward;
-    split.world_size = job.options.world_size;
-    const MemoryPlan plan = plan_memory(cfg, job.options, split);
-    if (plan.peak_bytes <= usable_bytes) {
-      largest.split = split;
-      largest.peak_bytes = plan.peak_bytes;
-      break;
-    }
-  }
-  return largest;
-}
-
-// "4×4; with checkpointing: 4×4 ckpt"
-std::string largest_words(const std::vector<LargestSplit>& largest) {
-  std::string words;
-  for (const LargestSplit& l : largest) {
-    words += std::string(words.empty() ? "" : "; ") + (l.knobs.empty() ? "" : l.knobs + ": ") +
-             (l.split.micro_batch > 0 ? l.split.label() : std::string("none"));
-  }
-  return words;
-}
-
-bool any_fits(const std::vector<LargestSplit>& largest) {
-  return std::any_of(largest.begin(), largest.end(), [](const LargestSplit& l) { return l.split.micro_batch > 0; });
-}
-
-// The largest splits that fit the changed job, without and with checkpointing; when the change is
-// the chunked loss (`chunked_by_change`), only with it.
-FitChange change_with(const ModelConfig& cfg, const Job& job, bool chunked_by_change, const std::string& words,
-                      int64_t usable_bytes) {
-  FitChange change{words, {}, false};
-  const auto add = [&](const char* knobs, Checkpointing checkpointing, bool chunked) {
-    change.largest.push_back(largest_with(cfg, job, knobs, checkpointing, chunked, usable_bytes));
-  };
-  if (!chunked_by_change) {
-    add("", Checkpointing::kNone, false);
-    add("with checkpointing", Checkpointing::kBlocks, false);
-  }
-  if (job.chunked) {
-    add(chunked_by_change ? "" : "with the chunked loss", Checkpointing::kNone, true);
-    add(chunked_by_change ? "with checkpointing" : "with both", Checkpointing::kBlocks, true);
-  }
-  return change;
-}
-
-}  // namespace
-
-bool FitChange::fits() const { return any_fits(largest); }
-
-std::vector<LargestSplit> largest_fitting_splits(const ModelConfig& cfg, const PlanOptions& options,
-                                                 const WorkloadOptions& workload, int64_t usable_bytes) {
-  if (usable_bytes <= 0 || workload.precisions.empty()) return {};
-  const Job as_given{options, workload.precisions.front(), workload.loss.chunked};
-  return change_with(cfg, as_given, /*chunked_by_change=*/false, "", usable_bytes).largest;
-}
-
 std::string largest_line(const PlanReport& r) {
   if (r.largest.empty() || r.plans.empty()) return "";
   return "largest split of " + std::to_string(r.plans.front().options.batch) + (r.workload.world_size > 1 ? " per rank" : "") +
@@ -189,120 +73,11 @@ std::string largest_line(const PlanReport& r) {
 
 namespace {
 
-// One change changes_to_fit may make to the job, alone or with others.
-struct Change {
-  std::string words;                // as typed: "--lora-rank 16 --base-quant nf4"
-  std::function<void(Job&)> edit;
-  bool adds_lora = false;           // LoRA r16 on a full fine-tune
-  bool brings_lora = false;         // the 4-bit base of a full fine-tune, which brings LoRA r16 with it
-};
-
-// Every way to pick `k` of `count` items, in lexicographic order of their indices.
-void each_combination(size_t count, size_t k, const std::function<void(const std::vector<size_t>&)>& visit) {
-  std::vector<size_t> picked(k);
-  for (size_t i = 0; i < k; ++i) picked[i] = i;
-  while (k <= count) {
-    visit(picked);
-    size_t i = k;
-    while (i > 0 && picked[i - 1] == count - k + i - 1) --i;
-    if (i == 0) return;
-    ++picked[i - 1];
-    for (size_t j = i; j < k; ++j) picked[j] = picked[j - 1] + 1;
-  }
-}
-
-}  // namespace
-
-std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,
-                                      int64_t usable_bytes) {
-  std::vector<FitChange> out;
-  if (usable_bytes <= 0 || workload.precisions.empty()) return out;
-  if (any_fits(largest_fitting_splits(cfg, options, workload, usable_bytes))) return out;
-  const Job as_given{options, workload.precisions.front(), workload.loss.chunked};
-  // The changes not in effect yet, from what gives up least to most.
-  std::vector<Change> changes;
-  const bool lora = options.lora.enabled();
-  // TRL's step has its own loss (--trl-loss); accumbench's chunked head stands in for it otherwise.
-  if (!as_given.chunked && options.framework == PlanFramework::kPlain)
-    changes.push_back({"--chunked-loss", [](Job& j) { j.chunked = true; }});
-  if (options.framework == PlanFramework::kHfTrl && options.trl_loss == TrlLoss::kNll)
-    changes.push_back({"--trl-loss chunked_nll", [](Job& j) { j.options.trl_loss = TrlLoss::kChunkedNll; }});
-  // A full fine-tune's gradients, each freed as its parameter steps (exact, at accumulation 1; one
-  // process, no fp16 loss scaling, accumbench's own loop).
-  if (!lora && !workload.grid.optimizer_in_backward && options.framework == PlanFramework::kPlain &&
-      options.world_size <= 1 && as_given.precision != Precision::kFp16)
-    changes.push_back({"--optimizer-in-backward", [](Job& j) { j.in_backward = true; }});
-  if (as_given.precision == Precision::kFp32)
-    changes.push_back({"--precision bf16", [](Job& j) { j.precision = Precision::kBf16; }});
-  if (!lora && options.optimizer == OptimizerKind::kAdamW)  // a full fine-tune's state
-    changes.push_back({"--optimizer adamw8bit", [](Job& j) { j.options.optimizer = OptimizerKind::kAdamW8bit; }});
-  if (options.weights_dtype == Precision::kFp32 && !options.lora.quantized()) {
-    const Precision half = as_given.precision == Precision::kFp16 ? Precision::kFp16 : Precision::kBf16;
-    changes.push_back({"--weights-dtype " + to_string(half), [half](Job& j) { j.options.weights_dtype = half; }});
-  }
-  if (!lora) changes.push_back({"--lora-rank 16", [](Job& j) { j.options.lora.rank = 16; }, true});
-  if (!options.lora.quantized()) {
-    changes.push_back({lora ? "--base-quant nf4" : "--lora-rank 16 --base-quant nf4",
-                       [](Job& j) {
-                         if (!j.options.lora.enabled()) j.options.lora.rank = 16;
-                         j.options.lora.base_quant = BaseQuant::kNf4;
-                       },
-                       false, !lora});
-  }
-  // The job with the picked changes made, planned; nullopt when two of them make the same change
-  // (LoRA r16, and the 4-bit base that brings it).
-  const auto planned = [&](const std::vector<size_t>& picked) -> std::optional<FitChange> {
-    Job job = as_given;
-    std::string words;
-    bool brings_lora = false, adds_lora = false;
-    for (size_t i : picked) {
-      changes[i].edit(job);
-      words += (words.empty() ? "" : " ") + changes[i].words;
-      brings_lora = brings_lora || changes[i].brings_lora;
-      adds_lora = adds_lora || changes[i].adds_lora;
-    }
-    if (brings_lora && adds_lora) return std::nullopt;
-    FitChange change = change_with(cfg, job, job.chunked && !as_given.chunked, words, usable_bytes);
-    change.combined = picked.size();
-    return change;
-  };
-  for (size_t i = 0; i < changes.size(); ++i) out.push_back(*planned({i}));
-  if (std::any_of(out.begin(), out.end(), [](const FitChange& c) { return c.fits(); })) return out;
-  // None alone: the fewest changes that fit together, every combination of that many that does.
-  for (size_t k = 2; k <= changes.size(); ++k) {
-    bool found = false;
-    each_combination(changes.size(), k, [&](const std::vector<size_t>& picked) {
-      std::optional<FitChange> change = planned(picked);
-      if (change && change->fits()) {
-        out.push_back(*change);
-        found = true;
-      }
-    });
-    if (found) return out;
-  }
-  // Nothing fits in any combination: all of them at once (LoRA r16 once, where the 4-bit base
-  // brings it) says so.
-  std::vector<size_t> every;
-  for (size_t i = 0; i < changes.size(); ++i)
-    if (!changes[i].adds_lora || std::none_of(changes.begin(), changes.end(), [](const Change& c) { return c.brings_lora; }))
-      every.push_back(i);
-  if (every.size() > 1) out.push_back(*planned(every));
-  return out;
-}
-
-namespace {
-
-// "two" for 2: how many changes are combined, in words.
-std::string count_word(size_t k) {
-  static const char* const kCounts[] = {"none", "one", "two", "three", "four", "five", "six", "seven", "eight"};
-  return k < 9 ? std::string(kCounts[k]) : std::to_string(k);
-}
-
 // "none alone; with two of them together (each combination that fits):", or "" when every change
 // listed is alone or nothing fits together.
 std::string together_heading(const std::vector<FitChange>& changes) {
   if (changes.empty() || !changes.back().together() || !changes.back().fits()) return "";
-  return "none alone; with " + count_word(changes.back().combined) + " of them together (each combination that fits):";
+  return "none alone; with " + text::number_word(changes.back().combined) + " of them together (each combination that fits):";
 }
 
 bool nothing_fits(const std::vector<FitChange>& changes) {
@@ -340,70 +115,6 @@ std::vector<std::string> changes_lines(const PlanReport& r) {
   return lines;
 }
 
-namespace {
-
-// The splits of `largest` that fit, as a sweep labels them: "1×16 or 2×8 ckpt"; a micro-batch
-// once, without the knobs where it fits without them.
-std::string fitting_words(const std::vector<LargestSplit>& largest) {
-  std::string words;
-  for (auto l = largest.begin(); l != largest.end(); ++l) {
-    const bool earlier = std::any_of(largest.begin(), l, [&](const LargestSplit& e) { return e.split.micro_batch == l->split.micro_batch; });
-    if (l->split.micro_batch > 0 && !earlier) words += (words.empty() ? "" : " or ") + l->split.label();
-  }
-  return words;
-}
-
-bool was_tried(const SplitConfig& split, const std::vector<SplitConfig>& tried) {
-  return std::any_of(tried.begin(), tried.end(), [&](const SplitConfig& t) {
-    return t.micro_batch == split.micro_batch && t.activation_checkpointing == split.activation_checkpointing &&
-           t.chunked_loss == split.chunked_loss && t.precision == split.precision &&
-           t.optimizer_in_backward == split.optimizer_in_backward;
-  });
-}
-
-}  // namespace
-
-std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,
-                       int64_t usable_bytes, const std::vector<SplitConfig>& tried) {
-  if (usable_bytes <= 0) return "";
-  const std::vector<LargestSplit> largest = largest_fitting_splits(cfg, options, workload, usable_bytes);
-  if (any_fits(largest)) {
-    // Each split not tried, with the sweep options that would try it: "2×4 ckpt (--micro-batches 2
-    // --activation-checkpointing)".
-    std::string untried;
-    for (const LargestSplit& l : largest) {
-      if (l.split.micro_batch == 0 || was_tried(l.split, tried)) continue;
-      const auto tried_with = [&](const std::function<bool(const SplitConfig&)>& same) {
-        return std::any_of(tried.begin(), tried.end(), same);
-      };
-      std::string flags;
-      if (!tried_with([&](const SplitConfig& t) { return t.micro_batch == l.split.micro_batch; }))
-        flags += "--micro-batches " + std::to_string(l.split.micro_batch);
-      if (!tried_with([&](const SplitConfig& t) { return t.activation_checkpointing == l.split.activation_checkpointing; })) {
-        flags += std::string(flags.empty() ? "" : " ") + "--activation-checkpointing " +
-                 to_string(l.split.activation_checkpointing);
-      }
-      untried += (untried.empty() ? "" : " or ") + l.split.label() + (flags.empty() ? "" : " (" + flags + ")");
-    }
-    if (untried.empty()) return "";
-    return "The plan fits " + untried + " in " + format_bytes(usable_bytes) + ", which this sweep did not run.";
-  }
-  const std::vector<FitChange> changes = changes_to_fit(cfg, options, workload, usable_bytes);
-  std::string fitting;
-  size_t combined = 1;
-  for (const FitChange& c : changes) {
-    if (!c.fits()) continue;
-    fitting += (fitting.empty() ? "" : ", or ") + c.options + " (" + fitting_words(c.largest) + ")";
-    combined = c.combined;
-  }
-  if (fitting.empty()) {
-    return "Nothing the plan tries fits in " + format_bytes(usable_bytes) +
-           ", not even every change it knows together: a shorter --seq-len, a smaller model or more memory is needed.";
-  }
-  return "The plan fits it in " + format_bytes(usable_bytes) + " with " +
-         (combined == 1 ? std::string("one change: ") : count_word(combined) + " changes together: ") + fitting +
-         " (`accumbench plan` with the same options and --memory-limit shows each).";
-}
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "sweep/framework_overhead.hpp"
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
-#include "accumbench/plan_report.hpp"
+#include "accumbench/plan_fit.hpp"
 #include "accumbench/statistics.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/throughput.hpp"

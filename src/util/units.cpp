@@ -125,6 +125,11 @@ int64_t parse_memory_limit(const std::string& text) {
 
 namespace text {
 
+std::string number_word(std::size_t n) {
+  static const char* const kWords[] = {"none", "one", "two", "three", "four", "five", "six", "seven", "eight"};
+  return n < 9 ? std::string(kWords[n]) : std::to_string(n);
+}
+
 std::size_t display_width(const std::string& s) {
   std::size_t width = 0;
   for (unsigned char c : s) {

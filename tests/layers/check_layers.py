@@ -27,7 +27,7 @@ LAYERS = [
     ("data", ["include/accumbench/data.hpp", "include/accumbench/lengths.hpp", "src/data/"]),
     ("engine", ["include/accumbench/engine.hpp", "include/accumbench/chunked_loss.hpp", "src/engine/"]),
     ("trace", ["include/accumbench/trace.hpp", "src/trace/"]),
-    ("plan", ["include/accumbench/plan.hpp", "src/plan/"]),
+    ("plan", ["include/accumbench/plan.hpp", "include/accumbench/plan_fit.hpp", "src/plan/"]),
     ("sweep", ["include/accumbench/sweep.hpp", "include/accumbench/verify.hpp",
                "include/accumbench/statistics.hpp", "include/accumbench/decision.hpp",
                "include/accumbench/throughput.hpp", "src/sweep/"]),
