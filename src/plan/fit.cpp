@@ -89,7 +89,7 @@ bool any_fits(const std::vector<LargestSplit>& largest) {
 // the chunked loss (`chunked_by_change`), only with it.
 FitChange change_with(const ModelConfig& cfg, const Job& job, bool chunked_by_change, const std::string& words,
                       int64_t usable_bytes) {
-  FitChange change{words, {}, false};
+  FitChange change{words, {}};
   const auto add = [&](const char* knobs, Checkpointing checkpointing, bool chunked) {
     change.largest.push_back(largest_with(cfg, job, knobs, checkpointing, chunked, usable_bytes));
   };
@@ -235,7 +235,8 @@ namespace {
 std::string fitting_words(const std::vector<LargestSplit>& largest) {
   std::string words;
   for (auto l = largest.begin(); l != largest.end(); ++l) {
-    const bool earlier = std::any_of(largest.begin(), l, [&](const LargestSplit& e) { return e.split.micro_batch == l->split.micro_batch; });
+    const bool earlier =
+        std::any_of(largest.begin(), l, [&](const LargestSplit& e) { return e.split.micro_batch == l->split.micro_batch; });
     if (l->split.micro_batch > 0 && !earlier) words += (words.empty() ? "" : " or ") + l->split.label();
   }
   return words;
@@ -257,17 +258,17 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
   const std::vector<LargestSplit> largest = largest_fitting_splits(cfg, options, workload, usable_bytes);
   if (any_fits(largest)) {
     // Each split not tried, with the sweep options that would try it: "2×4 ckpt (--micro-batches 2
-    // --activation-checkpointing)".
+    // --activation-checkpointing blocks)".
+    const auto tried_any = [&](const std::function<bool(const SplitConfig&)>& same) {
+      return std::any_of(tried.begin(), tried.end(), same);
+    };
     std::string untried;
     for (const LargestSplit& l : largest) {
       if (l.split.micro_batch == 0 || was_tried(l.split, tried)) continue;
-      const auto tried_with = [&](const std::function<bool(const SplitConfig&)>& same) {
-        return std::any_of(tried.begin(), tried.end(), same);
-      };
       std::string flags;
-      if (!tried_with([&](const SplitConfig& t) { return t.micro_batch == l.split.micro_batch; }))
+      if (!tried_any([&](const SplitConfig& t) { return t.micro_batch == l.split.micro_batch; }))
         flags += "--micro-batches " + std::to_string(l.split.micro_batch);
-      if (!tried_with([&](const SplitConfig& t) { return t.activation_checkpointing == l.split.activation_checkpointing; })) {
+      if (!tried_any([&](const SplitConfig& t) { return t.activation_checkpointing == l.split.activation_checkpointing; })) {
         flags += std::string(flags.empty() ? "" : " ") + "--activation-checkpointing " +
                  to_string(l.split.activation_checkpointing);
       }
