@@ -115,7 +115,7 @@ struct DecisionOptions {
   // number came from ("" with none: the engine alone, which the recommendation then says).
   double framework_seconds_per_micro_step = 0;
   std::string framework_source;
-  // What the plan fits when memory stopped every split (fit_advice in plan_report.hpp); without
+  // What the plan fits when memory stopped every split (fit_advice in plan_fit.hpp); without
   // it the recommendation points at `accumbench plan`.
   std::string memory_advice;
 };
