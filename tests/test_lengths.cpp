@@ -5,11 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <thread>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "accumbench/error.hpp"
 #include "accumbench/lengths.hpp"
@@ -53,6 +58,13 @@ TEST(LengthsFile, TextLinesAreLengthsCutToT) {
   EXPECT_EQ(got.truncated, 2);  // 20 and 17 are above T = 16; 16 is not
 }
 
+TEST(LengthsFile, AByteOrderMarkIsNotPartOfTheFirstLine) {
+  EXPECT_EQ(ab::read_lengths_file(write_temp("bom.txt", "\xEF\xBB\xBF" "12\r\n5\r\n"), 16).lengths,
+            (std::vector<int64_t>{12, 5}));
+  EXPECT_EQ(ab::read_lengths_file(write_temp("bom.jsonl", "\xEF\xBB\xBF{\"length\": 7}\n"), 16).lengths,
+            (std::vector<int64_t>{7}));
+}
+
 TEST(LengthsFile, JsonlRowsGiveInputIdsOrLength) {
   const ab::SampleLengths got = ab::read_lengths_file(
       write_temp("rows.jsonl", "{\"input_ids\": [5, 6, 7]}\n{\"length\": 9, \"text\": \"x\"}\n{\"input_ids\": [1]}\n"), 16);
@@ -73,6 +85,39 @@ TEST(LengthsFile, BadRowsNameTheirLine) {
             std::string::npos);
   EXPECT_NE(error_of(write_temp("broken.jsonl", "{\"length\": \n")).find("line 1 is not valid JSON"), std::string::npos);
   EXPECT_NE(error_of("/nonexistent/lengths.txt").find("fixed or variable"), std::string::npos);
+  EXPECT_NE(error_of(::testing::TempDir()).find("is a directory"), std::string::npos);
+}
+
+// A pipe gives its bytes once; the plan, the context block and the batches each read the source,
+// so the second read must see what the first did (it saw an empty file before read_file_bytes).
+TEST(LengthsFile, APipeIsReadOnceAndKept) {
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-lengths.fifo";
+  std::remove(path.c_str());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  std::thread writer([&path] { std::ofstream(path) << "5\n40\n7\n"; });  // blocks until the first open
+  const ab::SampleLengths first = ab::read_lengths_file(path, 16);
+  writer.join();
+  // Were the FIFO opened again, this writer would meet that reader and hand it other lengths;
+  // kept bytes never open it, and the writer stops once the second read has returned.
+  std::atomic<bool> read_twice{false};
+  std::thread other([&] {
+    while (!read_twice) {
+      const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);  // fails (ENXIO) while nobody reads
+      if (fd >= 0) {
+        ASSERT_EQ(::write(fd, "1\n", 2), 2);
+        ::close(fd);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  const ab::SampleLengths second = ab::read_lengths_file(path, 16);
+  read_twice = true;
+  other.join();
+  EXPECT_EQ(first.lengths, (std::vector<int64_t>{5, 16, 7}));
+  EXPECT_EQ(second.lengths, first.lengths);
+  EXPECT_EQ(second.truncated, 1);
+  std::remove(path.c_str());
 }
 
 TEST(DocumentLengths, SplitAfterEachEosCutToT) {

@@ -23,8 +23,10 @@ struct SampleLengths {
 };
 
 // A text file with one length per line, or JSONL whose rows have an `input_ids` array or a
-// `length` integer (what datasets' to_json writes). Lengths above seq_len are cut to it; blank
-// lines are skipped. Throws UserError naming the line for a bad row, and for a missing or empty file.
+// `length` integer (what datasets' to_json writes); a leading UTF-8 byte-order mark and CRLF line
+// ends are read as plain text. Lengths above seq_len are cut to it. Throws
+// UserError naming the line for a bad row (a blank line too), and for a missing or empty file or a
+// directory. A pipe works (`--lengths <(python lengths.py)`): read once, kept (read_file_bytes).
 SampleLengths read_lengths_file(const std::string& path, int64_t seq_len);
 
 // The documents of a token stream: each ends after an `eos_id` (the last may end without one).

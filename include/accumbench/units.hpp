@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -92,8 +93,19 @@ class TextTable {
 
 }  // namespace text
 
-// FNV-1a 64-bit hash of a file's bytes, as 16 hex digits; "" when it cannot be read. Identifies a
-// config.json or token file in a result's context, so --resume can tell an edited file.
+// The whole content of the file at `path`; nullptr when it cannot be opened or is a directory.
+// A pipe can be read only once (`--lengths <(python lengths.py)`, `--tokens /dev/stdin`), and a
+// command reads its data several times (the plan, the context block, the batches): the first
+// read of anything but a regular file keeps its bytes for the rest of the process, and every
+// later read of that path returns them. Regular files are read afresh each time.
+std::shared_ptr<const std::string> read_file_bytes(const std::string& path);
+// Why read_file_bytes gave nullptr, for a message: "does not exist", "is a directory" or "cannot
+// be read".
+std::string why_unreadable(const std::string& path);
+
+// FNV-1a 64-bit hash of a file's bytes (read_file_bytes), as 16 hex digits; "" when it cannot be
+// read. Identifies a config.json, lengths or token file in a result's context, so --resume can
+// tell an edited file.
 std::string file_fingerprint(const std::string& path);
 
 // Throws UserError unless `path` names a regular file that can be opened for reading: a

@@ -6,13 +6,13 @@
 
 #include <algorithm>
 #include <deque>
-#include <fstream>
-#include <iterator>
+#include <sstream>
 #include <map>
 #include <numeric>
 #include <random>
 
 #include "accumbench/error.hpp"
+#include "accumbench/units.hpp"
 
 namespace accumbench {
 
@@ -50,11 +50,16 @@ int64_t parse_length_line(const std::string& line, const std::string& where) {
 }  // namespace
 
 SampleLengths read_lengths_file(const std::string& path, int64_t seq_len) {
-  std::ifstream in(path);
-  if (!in) {
-    throw UserError("unknown --lengths \"" + path + "\"; use fixed or variable, or the path of a lengths file " +
+  const std::shared_ptr<const std::string> bytes = read_file_bytes(path);
+  if (bytes == nullptr) {
+    if (why_unreadable(path) == "is a directory") {
+      throw UserError("--lengths " + text::quoted(path, 240) + " is a directory; give a lengths file");
+    }
+    throw UserError("unknown --lengths " + text::quoted(path, 240) + "; use fixed or variable, or the path of a lengths file " +
                     "(one length per line, or JSONL rows with input_ids or length)");
   }
+  std::istringstream in(*bytes);
+  if (bytes->rfind("\xEF\xBB\xBF", 0) == 0) in.seekg(3);  // a UTF-8 byte-order mark (Windows editors write one)
   SampleLengths out;
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
@@ -92,9 +97,9 @@ std::vector<int64_t> read_token_ids(const std::string& path, int token_bytes, in
   if (token_bytes != 2 && token_bytes != 4) {
     throw UserError("token width must be 2 (uint16) or 4 (uint32) bytes, got " + std::to_string(token_bytes));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError("cannot open token file \"" + path + "\"; check the path");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::shared_ptr<const std::string> file = read_file_bytes(path);
+  if (file == nullptr) throw UserError("token file " + text::quoted(path, 240) + " " + why_unreadable(path) + "; check the path");
+  const std::string& bytes = *file;
   if (bytes.empty()) throw UserError("token file \"" + path + "\" is empty");
   if (bytes.size() % static_cast<size_t>(token_bytes) != 0) {
     throw UserError("token file \"" + path + "\" has " + std::to_string(bytes.size()) + " bytes, not a multiple of the " +

@@ -1,12 +1,12 @@
 #include <torch/torch.h>
 
 #include <cmath>
-#include <fstream>
 #include <numeric>
 #include <random>
 
 #include "accumbench/data.hpp"
 #include "accumbench/error.hpp"
+#include "accumbench/units.hpp"
 #include "data/batch.hpp"
 
 namespace accumbench {
@@ -104,9 +104,10 @@ std::vector<TokenBatch> load_token_file(const std::string& path, int token_bytes
   if (token_bytes != 2 && token_bytes != 4) {
     throw UserError("token width must be 2 (uint16) or 4 (uint32) bytes, got " + std::to_string(token_bytes));
   }
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw UserError("cannot open token file \"" + path + "\"; check the path");
-  const auto size = static_cast<int64_t>(in.tellg());
+  const std::shared_ptr<const std::string> file = read_file_bytes(path);  // a pipe too
+  if (file == nullptr) throw UserError("token file " + text::quoted(path, 240) + " " + why_unreadable(path) + "; check the path");
+  const std::string& bytes = *file;
+  const auto size = static_cast<int64_t>(bytes.size());
   if (size == 0) throw UserError("token file \"" + path + "\" is empty");
   if (size % token_bytes != 0) {
     throw UserError("token file \"" + path + "\" has " + std::to_string(size) +
@@ -121,9 +122,6 @@ std::vector<TokenBatch> load_token_file(const std::string& path, int token_bytes
     throw UserError("token file \"" + path + "\" holds " + std::to_string(count) + " tokens, fewer than one step needs (" +
                     std::to_string(window * windows_per_batch) + " = batch × (seq-len + 1)); use a longer file or a smaller batch");
   }
-  in.seekg(0);
-  std::vector<char> bytes(static_cast<size_t>(size));
-  in.read(bytes.data(), size);
   std::vector<TokenBatch> out;
   const int64_t used = std::min<int64_t>(batches, std::max(1, options.distinct_batches));
   for (int64_t b = 0; b < used; ++b) {

@@ -29,7 +29,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -603,14 +602,14 @@ TrainerConfig parse_trainer_config(const std::string& yaml_text, ConfigFormat fo
 }
 
 TrainerConfig read_trainer_config(const std::string& path, ConfigFormat format, int world_size) {
-  std::ifstream in(path);
-  if (!in) {
-    throw UserError(std::string(option_name(format)) + " " + text::quoted(path) +
-                    " cannot be read; pass the path of your " + format_name(format) + " YAML config");
+  const std::shared_ptr<const std::string> text = read_file_bytes(path);  // a pipe too
+  if (text == nullptr) {
+    const std::string why = why_unreadable(path);
+    throw UserError(std::string(option_name(format)) + " " + text::quoted(path) + " " +
+                    (why == "is a directory" ? why : "cannot be read") + "; pass the path of your " +
+                    format_name(format) + " YAML config");
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_trainer_config(text.str(), format, world_size, path);
+  return parse_trainer_config(*text, format, world_size, path);
 }
 
 void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload,

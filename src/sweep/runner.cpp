@@ -308,6 +308,10 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
       {"OMP_WAIT_POLICY", std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(unset)"},
   };
   options.insert(options.end(), sweep.begin(), sweep.end());
+  // Only for a lengths file, so that files measured on other lengths still resume.
+  if (w.data.lengths == LengthMode::kFile) {
+    options.emplace_back("lengths_file_fingerprint", file_fingerprint(w.data.lengths_file));
+  }
   return options;
 }
 
@@ -374,7 +378,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     if (run.status == RunStatus::kOk) measurement.judge_fits(run);
   }
   const DecisionOptions decision_options{options.tie_tolerance, options.confidence, false,
-                                         framework.seconds_per_micro_step, framework.source};
+                                         framework.seconds_per_micro_step, framework.source, ""};
   // The file's other splits follow this sweep's, so an interrupted resume keeps them.
   const auto save = [&](std::vector<RunResult> runs, const DecisionOptions& decision) {
     if (!on_split) return;

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <mutex>
 
 #include "accumbench/error.hpp"
 
@@ -269,16 +271,50 @@ std::string quoted(const std::string& value, std::size_t max_chars) {
 
 }  // namespace text
 
-std::string file_fingerprint(const std::string& path) {
+std::shared_ptr<const std::string> read_file_bytes(const std::string& path) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const std::string>> kept;  // pipes read so far
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto found = kept.find(path); found != kept.end()) return found->second;
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0 || S_ISDIR(info.st_mode)) return nullptr;
   std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return "";
-  uint64_t hash = 14695981039346656037ull;  // FNV-1a offset basis
-  unsigned char buffer[65536];
+  if (file == nullptr) return nullptr;
+  auto bytes = std::make_shared<std::string>();
+  if (S_ISREG(info.st_mode)) bytes->reserve(static_cast<std::size_t>(info.st_size));
+  char buffer[65536];
   std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) {
-    for (std::size_t i = 0; i < n; ++i) hash = (hash ^ buffer[i]) * 1099511628211ull;  // FNV prime
-  }
+  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) bytes->append(buffer, n);
   std::fclose(file);
+  if (!S_ISREG(info.st_mode)) kept.emplace(path, bytes);
+  return bytes;
+}
+
+std::string why_unreadable(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return "does not exist";
+  return S_ISDIR(info.st_mode) ? "is a directory" : "cannot be read";
+}
+
+std::string file_fingerprint(const std::string& path) {
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a offset basis
+  const auto add = [&hash](const char* data, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) hash = (hash ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
+  };
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode)) {
+    // Streamed: a token file of gigabytes is not held twice.
+    std::FILE* file = std::fopen(path.c_str(), "rb");
+    if (file == nullptr) return "";
+    char buffer[65536];
+    std::size_t n = 0;
+    while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) add(buffer, n);
+    std::fclose(file);
+  } else {
+    const std::shared_ptr<const std::string> bytes = read_file_bytes(path);
+    if (bytes == nullptr) return "";
+    add(bytes->data(), bytes->size());
+  }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
   return hex;

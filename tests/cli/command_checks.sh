@@ -325,11 +325,53 @@ if not re.fullmatch(r"calibrated \S+, plain, full fine-tuning", full): fail("ful
 ' "$work/cache/framework-overhead.json" "$work/full.json"
 }
 
+# cli.data.pipes: a lengths or token file given as a pipe (process substitution) can be read only
+# once, and each command reads its data several times (the plan's worst micro-batch, the context
+# block, the batches): before read_file_bytes the second read found "/dev/fd/63" empty, and a
+# token FIFO hung. Each source as a pipe gives what the same file gives.
+pipes() {
+  local skewed=$data/lengths/skewed.txt
+  tiny_args --micro-batches 4 --padding longest --json "$work/file.json" --lengths "$skewed"
+  expect 0 "16 samples, 1 cut to T=32" -- sweep "${args[@]}"
+  tiny_args --micro-batches 4 --padding longest --json "$work/pipe.json"
+  expect 0 "16 samples, 1 cut to T=32" "Recommendation:" -- sweep "${args[@]}" --lengths <(cat "$skewed")
+  check "a lengths pipe gives the file's samples, worst micro-batch and fingerprint" py '
+import re
+a, b = (dict(load(f)["context"]["options"]) for f in sys.argv[1:3])
+for key in ("samples", "memory_judged_on"):
+    if a[key].replace(sys.argv[3], "X") != re.sub(r"/dev/fd/[0-9]+", "X", b[key]): fail("%s: %r vs %r" % (key, a[key], b[key]))
+if a["lengths_file_fingerprint"] != b["lengths_file_fingerprint"] or len(a["lengths_file_fingerprint"]) != 16:
+    fail("fingerprints %r, %r" % (a["lengths_file_fingerprint"], b["lengths_file_fingerprint"]))
+' "$work/file.json" "$work/pipe.json" "$skewed"
+  expect 0 "(40 positions), padded to 48 (--padding multiple:16): T=48" -- \
+    plan --model gpt2-tiny --seq-len 64 --batch 8 --padding multiple:16 --lengths <(cat "$skewed")
+  tiny_verify_args --padding longest
+  expect 0 "padding longest" "PASS: every split" -- verify "${args[@]}" --lengths <(cat "$skewed")
+  tiny_args --micro-batches 4 --padding longest --eos-id 100
+  expect 0 "split at eos 100: 3 samples, 3 cut to T=32" "Recommendation:" -- \
+    sweep "${args[@]}" --tokens <(cat "$inputs/good.u16")
+  tiny_args --micro-batches 4 --token-bytes 4
+  expect 0 "Recommendation:" -- sweep "${args[@]}" --tokens <(cat "$inputs/good.u32")
+}
+
+# cli.resume.refuses_edited_lengths: the same number of samples, one length changed: the file's
+# fingerprint tells them apart, so the measured splits are not mixed with another distribution's.
+resume_edited_lengths() {
+  sed 's/^30$/29/' "$data/lengths/skewed.txt" >"$work/edited.txt"
+  tiny_args --micro-batches 4 --padding longest --lengths "$work/edited.txt"
+  expect 0 "16 samples, 1 cut to T=32" -- sweep "${args[@]}" --json "$work/a.json"
+  cp "$work/a.json" "$work/kept.json"
+  cp "$data/lengths/skewed.txt" "$work/edited.txt"
+  expect_user_error "lengths_file_fingerprint" "resume with the same options, or write to a new file" -- \
+    sweep "${args[@]}" --resume "$work/a.json"
+  check "a refused resume leaves the file alone" cmp "$work/kept.json" "$work/a.json"
+}
+
 mode=${case_args[0]:-}
 case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
     verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom | framework_overhead | \
-    calibrate_framework | calibrate_framework_lora) "$mode" ;;
+    calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
