@@ -108,6 +108,25 @@ TEST(RealData, VerifyPassesWithBfdPackingAndMeanOfMeansFails) {
   EXPECT_FALSE(ab::run_verify(w).all_pass);
 }
 
+// The same with a quantised base on the Llama family (rotary positions restart at each packed
+// document): the tables took their dtype from q_proj's weight, which a quantised base replaces by
+// its storage, and every step failed inside LibTorch ("check_all_same_device_ INTERNAL ASSERT").
+TEST(RealData, VerifyPassesWithBfdPackingOnAQuantisedBase) {
+  for (ab::BaseQuant kind : {ab::BaseQuant::kNf4, ab::BaseQuant::kInt8}) {
+    ab::WorkloadOptions w = skewed("longest");
+    w.model.preset = "llama-tiny";
+    w.data.packing = ab::Packing::kBfd;
+    w.lora.rank = 4;
+    w.lora.base_quant = kind;
+    ab::apply_base_quant_defaults(w, /*checkpointing_given=*/false);
+    const ab::VerifyResult r = ab::run_verify(w);
+    ASSERT_EQ(r.splits.size(), 4u) << ab::to_string(kind);
+    for (const auto& s : r.splits) {
+      EXPECT_TRUE(s.pass) << ab::to_string(kind) << " " << s.config.label() << " " << s.rel_l2_grad_error;
+    }
+  }
+}
+
 // Documents of a token file whose every token is distinct (ids 1..N, each document ending in the
 // eos id 0), packed with bfd into rows of T = 24: one step of as many rows as bins holds every
 // document's inputs exactly once, no row holds more than T, each document's targets are its own

@@ -147,9 +147,9 @@ class LlamaImpl : public LanguageModelImpl {
       // batches: the (T, hd) tables gathered at each token's position, once for every block.
       const int64_t batch = tokens.size(0), seq = tokens.size(1);
       packed = PackedRows{compat::document_layout(documents, seq, tokens.device()), {}, {}};
-      // In q's dtype: autocast's when it is on, else the projections' weights'.
-      const at::ScalarType q_dtype =
-          compat::active_autocast_dtype(tokens.device().type()).value_or(layers.front()->q_proj->weight.scalar_type());
+      // In q's dtype: autocast's when it is on, else the hidden state's (the weights' dtype; a
+      // quantised base has no weight tensor and runs in fp32 as its embedding does).
+      const at::ScalarType q_dtype = compat::active_autocast_dtype(tokens.device().type()).value_or(x.scalar_type());
       auto [cos, sin] = rotary_->get(seq, at::empty({0}, x.options().dtype(q_dtype)));
       const at::Tensor at_position = packed->attention.positions.reshape({-1});  // (B·T)
       packed->rotary_cos = cos.index_select(0, at_position).view({batch, 1, seq, cos.size(1)});
