@@ -230,6 +230,28 @@ TEST(Precision, Bf16SplitsAgreeWithinTheStatedTolerance) {
   }
 }
 
+// bf16 weights without autocast compute in bf16: verify judges them by bf16's bar (fp32's
+// failed every split of a correct step here, at 3e-3 gradient error), and the mean-of-means bug
+// still fails it. A quantised base is dequantised to fp32: fp32's bar stays.
+TEST(Precision, Bf16WeightsAreJudgedAsBf16) {
+  ab::WorkloadOptions o = small("qwen3-tiny", "variable");
+  o.weights_dtype = ab::Precision::kBf16;
+  const ab::VerifyResult r = ab::run_verify(o);
+  EXPECT_EQ(r.gradient_tolerance, 3e-2);
+  EXPECT_EQ(r.update_tolerance, 0.25);
+  EXPECT_TRUE(r.all_pass);
+  double worst = 0;
+  for (const auto& s : r.splits) worst = std::max(worst, s.rel_l2_grad_error);
+  EXPECT_GT(worst, ab::gradient_tolerance(ab::Precision::kFp32));  // bf16 rounding, not fp32's
+  o.loss.normalization = ab::LossNormalization::kMeanOfMeans;
+  EXPECT_FALSE(ab::run_verify(o).all_pass);
+
+  EXPECT_EQ(ab::verify_compute_precision(ab::Precision::kFp32, ab::Precision::kBf16, /*quantized_base=*/true),
+            ab::Precision::kFp32);
+  EXPECT_EQ(ab::verify_compute_precision(ab::Precision::kFp32, ab::Precision::kFp16, false), ab::Precision::kFp16);
+  EXPECT_EQ(ab::verify_compute_precision(ab::Precision::kBf16, ab::Precision::kFp32, false), ab::Precision::kBf16);
+}
+
 TEST(Trainer, LossMatchesAPlainCrossEntropy) {
   const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
   ab::LanguageModel model = ab::build_model(cfg, 0);

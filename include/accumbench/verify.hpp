@@ -43,6 +43,14 @@ double gradient_tolerance(Precision precision);
 // quantisation enters from the second step on, where a split's rounding-level gradient
 // difference moves the update by at most what Optimizers.QuantisedStateKeepsSplitsTogether states.
 double update_tolerance(Precision precision);
+// The precision verify judges a step by, what its matmuls run in: autocast's (`precision`), else
+// the stored weights' (bf16 or fp16 weights compute in that dtype without autocast, adapters'
+// gradients included, since they flow back through the frozen base); a quantised base is
+// dequantised to fp32 and its other parameters are fp32 (prepare_model_for_kbit_training).
+inline Precision verify_compute_precision(Precision precision, Precision weights_dtype, bool quantized_base) {
+  if (precision != Precision::kFp32) return precision;
+  return quantized_base ? Precision::kFp32 : weights_dtype;
+}
 
 struct VerifySplit {
   SplitConfig config;

@@ -51,7 +51,10 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
   if (!r.export_dir.empty()) {
     out << "exported the reference step to " << r.export_dir << " (weights, batch, loss, gradients: docs/EXPORT.md)\n";
   }
-  out << std::defaultfloat << "tolerance: relative L2 error of the gradient <= " << r.gradient_tolerance
+  const Precision judged = verify_compute_precision(r.precision, r.weights_dtype, r.lora.quantized());
+  out << std::defaultfloat << "tolerance"
+      << (judged != r.precision ? " (" + to_string(r.weights_dtype) + " weights: the step computes in " + to_string(judged) + ")" : "")
+      << ": relative L2 error of the gradient <= " << r.gradient_tolerance
       << ", of the weight update <= " << r.update_tolerance << "\n\n";
   size_t label_width = 14;  // wider only when a label needs it ("8×1 ckpt graphs")
   for (const auto& s : r.splits) label_width = std::max(label_width, s.config.label().size() + 1);
