@@ -80,9 +80,12 @@ SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfi
                                    const SweepContext& context, ProgressCallback on_step)
     : options_(options), cfg_(cfg), device_(device), memory_(memory), data_(data), group_(group),
       context_(context), on_step_(std::move(on_step)), sweep_start_(std::chrono::steady_clock::now()) {
-  memory_.set_limit_bytes(options.workload.memory_limit_bytes);
+  // The limit holds from the configured model on: the engine builds every weight in fp32 and then
+  // casts or quantises it, a transient a job loading its weights in their stored dtype never has
+  // (under a CPU limit between the two, the sweep stopped inside the cast with an internal error).
   model_ = build_model(cfg, options.workload.model.seed);
   configure_training(*model_, options.workload.weights_dtype, options.workload.lora);
+  memory_.set_limit_bytes(options.workload.memory_limit_bytes);
   plan_options_ = sweep_plan_options(options.workload, device.is_cuda(), static_cast<int>(data.size()));
   plan_options_.world_size = context.world_size;
   plan_options_.batch = options.workload.batch / context.world_size;  // each rank holds its share
