@@ -95,6 +95,11 @@ class ProcessGroup;
 void require_same_options_on_every_rank(compat::ProcessGroup& group,
                                         const std::vector<std::pair<std::string, std::string>>& options);
 
+// Data parallel over Gloo (the CPU's backend) cannot all-reduce bf16 tensors (PyTorch issue
+// 111131: "Invalid scalar type"), and a full fine-tune of bf16 weights has bf16 gradients: throws
+// UserError on every rank alike, before they join. `device`: "cpu" or "cuda:N".
+void require_reducible_gradients(const WorkloadOptions& workload, const std::string& device, int world_size);
+
 // Throws UserError when the weights and AdamW moments of `workload`'s model alone exceed the
 // memory of `device` ("cpu" or "cuda:N"): refused before anything is built.
 void require_model_fits_device(const WorkloadOptions& workload, const ModelConfig& cfg, const std::string& device);

@@ -232,6 +232,14 @@ void require_same_options_on_every_rank(compat::ProcessGroup& group,
   }
 }
 
+void require_reducible_gradients(const WorkloadOptions& w, const std::string& device, int world_size) {
+  if (world_size <= 1 || w.lora.enabled() || w.weights_dtype != Precision::kBf16) return;
+  if (compat::ProcessGroup::backend_for(c10::Device(device)) != "gloo") return;
+  throw UserError("data parallel over Gloo cannot all-reduce bf16 gradients (PyTorch issue 111131), and a full "
+                  "fine-tune of --weights-dtype bf16 has them; use --weights-dtype fp32, LoRA (its adapters train "
+                  "in fp32) or CUDA devices (NCCL)");
+}
+
 void require_model_fits_device(const WorkloadOptions& w, const ModelConfig& cfg, const std::string& device) {
   const int64_t resident_bytes = resident_model_bytes(w, cfg);
   const int64_t device_bytes = describe_environment(device).device_memory_bytes;
@@ -344,6 +352,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   const ModelConfig cfg = resolve_model(w.model);
   check_sequence_length(cfg, w.seq_len);
   require_model_fits_device(w, cfg, device.str());
+  require_reducible_gradients(w, device.str(), launch.world_size);
   const std::vector<SplitConfig> grid = split_grid(w, launch.world_size);
   if (!device.is_cuda() && std::count(w.precisions.begin(), w.precisions.end(), Precision::kFp16) > 0) {
     throw UserError("fp16 needs a CUDA device (autocast with loss scaling); use bf16 or fp32 on the CPU");

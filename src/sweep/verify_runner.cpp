@@ -173,6 +173,7 @@ VerifyResult run_verify(const VerifyOptions& options) {
                     "drop --base-quant or --export");
   }
   const VerifySetup setup = prepare(w);
+  require_reducible_gradients(w, setup.device.str(), setup.launch.world_size);
   if (!options.export_dir.empty() && setup.launch.rank == 0) create_export_directory(options.export_dir);
   const std::unique_ptr<compat::ProcessGroup> group =
       compat::ProcessGroup::from_environment(setup.device, w.dist_timeout_seconds);

@@ -101,6 +101,28 @@ mismatch() {
   check "rank 1 names rank 0's --lr" grep -q 'rank 0 was started with "lr=0.0001"' "$out.rank1"
 }
 
+# cli.data_parallel.bf16_weights_over_gloo: a full fine-tune of bf16 weights over Gloo (which
+# cannot all-reduce bf16: "Invalid scalar type" at the first gradient, PyTorch issue 111131) is
+# refused by both ranks alike, with exit 2, before they join.
+bf16_gloo() {
+  local port
+  port=$(free_port) || fail "no free port"
+  last_command="WORLD_SIZE=2 ... accumbench verify --weights-dtype bf16 (ranks 0 and 1)"
+  WORLD_SIZE=2 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" verify \
+    --model gpt2-tiny --batch 4 --seq-len 32 --device cpu --threads 1 --weights-dtype bf16 --dist-timeout 60 >"$out.rank1" 2>&1 &
+  local pid=$!
+  background_pids+=("$pid")
+  WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" verify \
+    --model gpt2-tiny --batch 4 --seq-len 32 --device cpu --threads 1 --weights-dtype bf16 --dist-timeout 60 >"$out" 2>"$err"
+  rc=$?
+  local rc1=0
+  wait "$pid" || rc1=$?
+  [ "$rc" -eq 2 ] || fail "rank 0 exited $rc, expected 2"
+  [ "$rc1" -eq 2 ] || fail "rank 1 exited $rc1, expected 2"
+  check "rank 0 names Gloo and bf16 gradients" grep -q 'Gloo cannot all-reduce bf16 gradients' "$err"
+  check "rank 1 too" grep -q 'Gloo cannot all-reduce bf16 gradients' "$out.rank1"
+}
+
 # Two ranks verify with a data option ("padding longest", "packing bfd"): the header names it and
 # every split passes, the loss divided by the real target tokens of the whole step over both ranks.
 dp_verify_passes_with() {
@@ -205,7 +227,7 @@ if "could not join the process group" not in text or "1 of 2 ranks joined within
 
 mode=${case_args[0]:-}
 case $mode in
-  verify | sweep | mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice) "$mode" ;;
+  verify | sweep | mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice | bf16_gloo) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
