@@ -1,6 +1,8 @@
 // The plan to hand over (src/report/plan_report.cpp): --headroom, the largest split of the batch
 // that fits, and the split table as Markdown, JSON and HTML from one column table.
 #include <gtest/gtest.h>
+
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -445,4 +447,46 @@ TEST(PlanReport, FitAdvice) {
   EXPECT_EQ(ab::fit_advice(t.cfg, t.options, t.workload, 1024, swept),
             "Nothing the plan tries fits in 1.0 KiB, not even every change it knows together: a shorter --seq-len, a "
             "smaller model or more memory is needed.");
+
+  // A sweep of two precisions measures each as a job of its own. Where only the second fits
+  // (the smallest peak of one precision, below every split of the other), its splits are what
+  // the plan names, with their precision; the first's changes are not (before: "with one change:
+  // ..." for the first precision alone). Every split tried: the plan has nothing to add.
+  const auto min_peak = [&](ab::Precision p) {
+    int64_t least = std::numeric_limits<int64_t>::max();
+    for (int64_t m : {1, 2, 4, 8}) {
+      for (ab::Checkpointing c : {ab::Checkpointing::kNone, ab::Checkpointing::kBlocks}) {
+        ab::SplitConfig s = split(m, c);
+        s.precision = p;
+        least = std::min(least, ab::plan_memory(t.cfg, t.options, s).peak_bytes);
+      }
+    }
+    return least;
+  };
+  const bool fp32_smaller = min_peak(ab::Precision::kFp32) < min_peak(ab::Precision::kBf16);
+  const ab::Precision fitting = fp32_smaller ? ab::Precision::kFp32 : ab::Precision::kBf16;
+  const ab::Precision other = fp32_smaller ? ab::Precision::kBf16 : ab::Precision::kFp32;
+  ab::WorkloadOptions both = t.workload;
+  both.precisions = {other, fitting};
+  const int64_t only_one = min_peak(fitting);
+  ASSERT_LT(only_one, min_peak(other));
+  std::vector<ab::SplitConfig> first_only;
+  for (int64_t m : {1, 2, 4, 8}) {
+    for (ab::Checkpointing c : {ab::Checkpointing::kNone, ab::Checkpointing::kBlocks}) {
+      ab::SplitConfig s = split(m, c);
+      s.precision = other;
+      first_only.push_back(s);
+    }
+  }
+  const std::string names_second = ab::fit_advice(t.cfg, t.options, both, only_one, first_only);
+  EXPECT_EQ(names_second.rfind("The plan fits 1\u00d78", 0), 0u) << names_second;
+  EXPECT_NE(names_second.find(" " + ab::to_string(fitting) + " in " + ab::format_bytes(only_one) + ", which this sweep did not run."),
+            std::string::npos) << names_second;
+  EXPECT_EQ(names_second.find("change"), std::string::npos) << names_second;
+  std::vector<ab::SplitConfig> every = first_only;
+  for (ab::SplitConfig s : first_only) {
+    s.precision = fitting;
+    every.push_back(s);
+  }
+  EXPECT_EQ(ab::fit_advice(t.cfg, t.options, both, only_one, every), "");
 }

@@ -60,8 +60,8 @@ std::string largest_words(const std::vector<LargestSplit>& largest);
 std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,
                                       int64_t usable_bytes);
 // For a sweep whose splits memory stopped: one sentence on what the plan fits in `usable_bytes`.
-// Splits of the job as given that the sweep did not try (`tried`: its grid) when the plan fits
-// some; else the changes that would fit, alone or the fewest together (changes_to_fit); else that
+// Splits of the job as given, in each of its precisions, that the sweep did not try (`tried`: its
+// grid) when the plan fits some; else the changes that would fit, alone or the fewest together (changes_to_fit); else that
 // nothing tried fits. "" without memory, or when the plan fits only splits that were tried (the
 // plan and the measurement disagree there).
 std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,

@@ -255,14 +255,19 @@ bool was_tried(const SplitConfig& split, const std::vector<SplitConfig>& tried) 
 std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,
                        int64_t usable_bytes, const std::vector<SplitConfig>& tried) {
   if (usable_bytes <= 0) return "";
-  const std::vector<LargestSplit> largest = largest_fitting_splits(cfg, options, workload, usable_bytes);
-  if (any_fits(largest)) {
-    // Each split not tried, with the sweep options that would try it: "2×4 ckpt (--micro-batches 2
-    // --activation-checkpointing blocks)".
-    const auto tried_any = [&](const std::function<bool(const SplitConfig&)>& same) {
-      return std::any_of(tried.begin(), tried.end(), same);
-    };
-    std::string untried;
+  // Each precision of the sweep is a job of its own (a sweep of fp32 and bf16 tried bf16 already:
+  // it is no change to name). Splits of any of them not tried, with the sweep options that would
+  // try them: "2×4 ckpt (--micro-batches 2 --activation-checkpointing blocks)".
+  const auto tried_any = [&](const std::function<bool(const SplitConfig&)>& same) {
+    return std::any_of(tried.begin(), tried.end(), same);
+  };
+  bool fits_some = false;
+  std::string untried;
+  for (const Precision precision : workload.precisions) {
+    WorkloadOptions one = workload;
+    one.precisions = {precision};
+    const std::vector<LargestSplit> largest = largest_fitting_splits(cfg, options, one, usable_bytes);
+    fits_some = fits_some || any_fits(largest);
     for (const LargestSplit& l : largest) {
       if (l.split.micro_batch == 0 || was_tried(l.split, tried)) continue;
       std::string flags;
@@ -272,8 +277,11 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
         flags += std::string(flags.empty() ? "" : " ") + "--activation-checkpointing " +
                  to_string(l.split.activation_checkpointing);
       }
-      untried += (untried.empty() ? "" : " or ") + l.split.label() + (flags.empty() ? "" : " (" + flags + ")");
+      const std::string label = l.split.label() + (workload.precisions.size() > 1 ? " " + to_string(precision) : "");
+      untried += (untried.empty() ? "" : " or ") + label + (flags.empty() ? "" : " (" + flags + ")");
     }
+  }
+  if (fits_some) {
     if (untried.empty()) return "";
     return "The plan fits " + untried + " in " + format_bytes(usable_bytes) + ", which this sweep did not run.";
   }
