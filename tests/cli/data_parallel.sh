@@ -12,7 +12,8 @@ source "$(dirname "$0")/lib.sh"
 cli_init "$@"
 
 # dp_run RANKS ARGS...: accumbench ARGS as RANKS processes; rank 0's output in $out/$err and its
-# status in $rc, the other ranks' output in $out.rank<r>, their worst status in $dp_rc.
+# status in $rc, the other ranks' output in $out.rank<r>, their worst status in $dp_rc. Every rank
+# must exit with $dp_want_rc (default 0; `dp_want_rc=2 dp_run ...` for a refusal).
 dp_run() {
   local ranks=$1 port r pid
   shift
@@ -34,9 +35,9 @@ dp_run() {
   rc=$?
   dp_rc=0
   for pid in "${pids[@]}"; do wait "$pid" || dp_rc=$?; done
-  if [ "$rc" -ne 0 ] || [ "$dp_rc" -ne 0 ]; then
+  if [ "$rc" -ne "${dp_want_rc:-0}" ] || [ "$dp_rc" -ne "${dp_want_rc:-0}" ]; then
     [ ! -s "$out.rank1" ] || sed -n '1,30s/^/     rank 1: /p' "$out.rank1"
-    fail "exit status rank 0: $rc, rank 1: $dp_rc"
+    fail "exit status rank 0: $rc, rank 1: $dp_rc, expected ${dp_want_rc:-0}"
   fi
 }
 
@@ -105,20 +106,8 @@ mismatch() {
 # cannot all-reduce bf16: "Invalid scalar type" at the first gradient, PyTorch issue 111131) is
 # refused by both ranks alike, with exit 2, before they join.
 bf16_gloo() {
-  local port
-  port=$(free_port) || fail "no free port"
-  last_command="WORLD_SIZE=2 ... accumbench verify --weights-dtype bf16 (ranks 0 and 1)"
-  WORLD_SIZE=2 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" verify \
-    --model gpt2-tiny --batch 4 --seq-len 32 --device cpu --threads 1 --weights-dtype bf16 --dist-timeout 60 >"$out.rank1" 2>&1 &
-  local pid=$!
-  background_pids+=("$pid")
-  WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" verify \
-    --model gpt2-tiny --batch 4 --seq-len 32 --device cpu --threads 1 --weights-dtype bf16 --dist-timeout 60 >"$out" 2>"$err"
-  rc=$?
-  local rc1=0
-  wait "$pid" || rc1=$?
-  [ "$rc" -eq 2 ] || fail "rank 0 exited $rc, expected 2"
-  [ "$rc1" -eq 2 ] || fail "rank 1 exited $rc1, expected 2"
+  dp_want_rc=2 dp_run 2 verify --model gpt2-tiny --batch 4 --seq-len 32 --device cpu --threads 1 \
+    --weights-dtype bf16 --dist-timeout 60
   check "rank 0 names Gloo and bf16 gradients" grep -q 'Gloo cannot all-reduce bf16 gradients' "$err"
   check "rank 1 too" grep -q 'Gloo cannot all-reduce bf16 gradients' "$out.rank1"
 }
