@@ -369,6 +369,10 @@ datasets:
 
   // batch_size alone: gradient_accumulation_steps = batch_size / micro_batch_size.
   EXPECT_EQ(read("micro_batch_size: 2\nbatch_size: 16\n", ab::ConfigFormat::kAxolotl).batch, 16);
+  // Both: axolotl refuses the file (check_gas_bsz), and so does accumbench.
+  EXPECT_NE(error_of("micro_batch_size: 2\nbatch_size: 16\ngradient_accumulation_steps: 8\n", ab::ConfigFormat::kAxolotl)
+                .find("sets both gradient_accumulation_steps and batch_size"),
+            std::string::npos);
   EXPECT_NE(error_of("optimizer: lion_8bit\n", ab::ConfigFormat::kAxolotl).find("sets optimizer: lion_8bit"),
             std::string::npos);
   EXPECT_NE(error_of("gradient_checkpointing: offload\n", ab::ConfigFormat::kAxolotl).find("offloads"),

@@ -432,6 +432,11 @@ struct Reader {
     set("--seq-len", std::to_string(length), "sequence_len", !has("sequence_len"));
     const int64_t micro = has("micro_batch_size") ? whole("micro_batch_size") : 1;
     int64_t accumulation = 1;
+    // axolotl's config validation (check_gas_bsz) refuses a file that sets both.
+    if (has("gradient_accumulation_steps") && has("batch_size")) {
+      throw UserError(path + " sets both gradient_accumulation_steps and batch_size, which axolotl refuses; keep one "
+                      "(batch_size is micro_batch_size x gradient_accumulation_steps)");
+    }
     if (has("gradient_accumulation_steps")) {
       accumulation = whole("gradient_accumulation_steps");
     } else if (has("batch_size")) {
