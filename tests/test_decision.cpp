@@ -232,6 +232,26 @@ TEST(Decisions, TheSlowerStopsEarlyAndTheFastestKeepsGoing) {
   EXPECT_EQ(steps[1], kMinRoundsToDecide);
 }
 
+// should_stop (a signal) ends the rounds before the next one, even within --steps, and the report
+// says so; the budget is not what stopped them.
+TEST(Decisions, AStopEndsTheRoundsBeforeTheNext) {
+  for (const int stop_after : {3, 30}) {
+    FakeWorkload w({1.0, 1.01}, 0.05, 5);
+    RoundEvidence evidence(w.clips(), 0.95);
+    RoundOptions options;
+    options.min_rounds = 50;
+    options.budget_seconds = 1000;
+    int64_t asked = 0;
+    options.should_stop = [&] { return asked++ == stop_after; };
+    const RoundReport report =
+        run_rounds(evidence, {true, true}, options, [&](int s, int64_t) { return w.step(s); }, [&] { return w.now; });
+    EXPECT_TRUE(report.interrupted);
+    EXPECT_FALSE(report.budget_spent);
+    EXPECT_EQ(report.rounds, stop_after);
+    EXPECT_EQ(evidence.count(0), stop_after);
+  }
+}
+
 TEST(Decisions, ZeroBudgetRunsExactlyTheMinimumRounds) {
   FakeWorkload w({1.0, 1.1}, 0.05, 3);
   RoundEvidence evidence(w.clips(), 0.95);

@@ -156,4 +156,15 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
                                  "lr (0.0001 vs 0.001)"),
             std::string::npos)
       << different.str();
+
+  // An interrupted sweep is named, with the splits it never began.
+  std::ostringstream stopped;
+  ab::SweepResult a = one_run("gpt2-mini", 64);
+  a.interruption = ab::Interruption{"SIGINT", {"2\u00d71"}};
+  ab::print_comparison(a, one_run("gpt2-mini", 64), stopped);
+  EXPECT_NE(stopped.str().find("\nwarning: A was interrupted by SIGINT (1 split not begun); its splits may have fewer "
+                               "timed steps than --steps, and --resume finishes it\n"),
+            std::string::npos)
+      << stopped.str();
+  EXPECT_EQ(stopped.str().find("warning: B"), std::string::npos);
 }

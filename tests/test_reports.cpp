@@ -416,7 +416,9 @@ SweepResult populated_result() {
 }
 
 TEST(Json, RoundTripIsLossless) {
-  const SweepResult original = populated_result();
+  SweepResult original = populated_result();
+  original.interruption = Interruption{"SIGINT", {"8\u00d71", "16\u00d71"}};
+  original.recommendation.decision.interrupted = true;
   const std::string text = to_json(original);
   const SweepResult back = sweep_result_from_json(text, "test.json");
   EXPECT_EQ(to_json(back), text);
@@ -425,6 +427,9 @@ TEST(Json, RoundTripIsLossless) {
   EXPECT_EQ(back.context.options, original.context.options);
   EXPECT_EQ(back.context.memory_limit_bytes, 16 * kGiB);
   EXPECT_EQ(back.context.peak_tflops, 989.4);
+  EXPECT_EQ(back.interruption.signal, "SIGINT");
+  EXPECT_EQ(back.interruption.splits_not_run, (std::vector<std::string>{"8\u00d71", "16\u00d71"}));
+  EXPECT_TRUE(back.recommendation.decision.interrupted);
   ASSERT_EQ(back.runs.size(), 5u);
   const RunResult& fast = back.runs[0];
   EXPECT_TRUE(fast.config.cuda_graphs);
@@ -459,7 +464,7 @@ TEST(Json, RoundTripIsLossless) {
 
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
   const std::string text = to_json(populated_result());
-  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 7,\n  \"context\": {\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 8,\n  \"context\": {\n", 0), 0u);
   EXPECT_NE(text.find("\"options\": [\n      [\n        \"seq-len\",\n        \"1024\"\n      ],"),
             std::string::npos);
   EXPECT_NE(text.find("\"loss\": null"), std::string::npos);
@@ -492,7 +497,7 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "file written by `accumbench sweep --json`");
   EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
   EXPECT_EQ(user_error_of("{\"json_schema_version\": 1}"),
-            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 7; rerun the "
+            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 8; rerun the "
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());
@@ -550,6 +555,22 @@ TEST(Json, Version4ReadsWithoutPadding) {
   EXPECT_EQ(back.context.json_schema_version, kJsonSchemaVersion);
   ASSERT_FALSE(back.runs.empty());
   EXPECT_EQ(back.runs[0].computed_tokens_per_second, original.runs[0].tokens_per_second);
+  EXPECT_EQ(to_json(back), to_json(original));
+}
+
+// A version-7 file (before interruptions were recorded) reads as a sweep that ran to its end.
+TEST(Json, Version7ReadsAsASweepThatRanToItsEnd) {
+  const SweepResult original = populated_result();
+  nlohmann::json doc = nlohmann::json::parse(to_json(original));
+  doc["json_schema_version"] = 7;
+  doc["context"]["json_schema_version"] = 7;
+  doc.erase("interruption");
+  doc["recommendation"]["decision"].erase("interrupted");
+  const SweepResult back = sweep_result_from_json(doc.dump(), "v7.json");
+  EXPECT_EQ(back.context.json_schema_version, kJsonSchemaVersion);
+  EXPECT_TRUE(back.interruption.signal.empty());
+  EXPECT_TRUE(back.interruption.splits_not_run.empty());
+  EXPECT_FALSE(back.recommendation.decision.interrupted);
   EXPECT_EQ(to_json(back), to_json(original));
 }
 

@@ -2,9 +2,11 @@
 // while the others finish, JSON round trip of a real result.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cmath>
 
 #include "accumbench/error.hpp"
+#include "accumbench/interrupt.hpp"
 #include "accumbench/report.hpp"
 #include "accumbench/sweep.hpp"
 
@@ -36,11 +38,16 @@ TEST(Sweep, MeasuresEverySplitAndRecommendsOne) {
   int callbacks = 0;
   const ab::SweepResult r = ab::run_sweep(tiny(), [&](const ab::SweepResult& partial) {
     ++callbacks;
-    EXPECT_EQ(partial.runs.size(), 3u);  // saved once every split has its --steps rounds, then at the end
+    if (callbacks <= 3) {  // saved after each split's warm-up: its memory, no timed step yet
+      EXPECT_EQ(partial.runs.size(), static_cast<size_t>(callbacks));
+      for (const auto& run : partial.runs) EXPECT_TRUE(run.steps.empty());
+      return;
+    }
+    EXPECT_EQ(partial.runs.size(), 3u);  // then once every split has its --steps rounds, and at the end
     for (const auto& run : partial.runs) EXPECT_EQ(run.steps.size(), 2u);
   });
   ASSERT_EQ(r.runs.size(), 3u);  // 1×4, 2×2, 4×1
-  EXPECT_EQ(callbacks, 2);
+  EXPECT_EQ(callbacks, 5);
   for (const auto& run : r.runs) {
     EXPECT_EQ(run.status, ab::RunStatus::kOk) << run.error;
     ASSERT_EQ(run.steps.size(), 2u);
@@ -145,6 +152,66 @@ TEST(Sweep, ResumeMeasuresAgainSplitsShortOfTheirRounds) {
   EXPECT_EQ(resumed.runs[1].steps.size(), 2u);                                        // measured again
   EXPECT_NE(resumed.runs[1].session, first.runs[1].session);
   EXPECT_EQ(resumed.runs[2].step_seconds.median, first.runs[2].step_seconds.median);
+}
+
+// Ctrl-C during the warm-ups (interrupt.hpp; the progress callback stands in for the signal): the
+// splits begun keep their memory, the others are named, nothing is timed, and --resume finishes
+// the grid from the file.
+TEST(Sweep, AStopDuringTheWarmUpsReportsWhatWasMeasured) {
+  ab::request_stop(0);
+  const ab::SweepResult r = ab::run_sweep(tiny(), nullptr, nullptr, [](const ab::SweepProgress& progress) {
+    if (progress.round < 0 && progress.split_index == 1) ab::request_stop(SIGINT);
+  });
+  ab::request_stop(0);
+  ASSERT_EQ(r.runs.size(), 2u);  // the stop is heard between splits: 2×2 finished its warm-up
+  for (const auto& run : r.runs) {
+    EXPECT_EQ(run.status, ab::RunStatus::kOk) << run.error;
+    EXPECT_TRUE(run.steps.empty());
+    EXPECT_GT(run.peak_allocated_bytes, 0);
+  }
+  EXPECT_EQ(r.interruption.signal, "SIGINT");
+  EXPECT_EQ(r.interruption.splits_not_run, std::vector<std::string>{"4\u00d71"});
+  EXPECT_EQ(r.recommendation.best_index, -1);
+  EXPECT_EQ(r.recommendation.reason,
+            "Interrupted by SIGINT: 1 split not begun (4\u00d71), 2 splits with their memory measured but no timed "
+            "step; below is what was measured, and the same command with --resume and its --json file measures "
+            "what is missing (every split not begun or short of its --steps). No split ran successfully: 2 "
+            "produced no timed steps.");
+  const ab::SweepResult back = ab::sweep_result_from_json(ab::to_json(r), "memory");
+  EXPECT_EQ(back.interruption.signal, "SIGINT");
+  EXPECT_EQ(back.interruption.splits_not_run, r.interruption.splits_not_run);
+
+  const ab::SweepResult resumed = ab::run_sweep(tiny(), nullptr, &r);
+  ASSERT_EQ(resumed.runs.size(), 3u);
+  for (const auto& run : resumed.runs) EXPECT_EQ(run.steps.size(), 2u) << run.config.label();
+  EXPECT_TRUE(resumed.interruption.signal.empty());
+  EXPECT_GE(resumed.recommendation.best_index, 0);
+}
+
+// A stop during the timed rounds ends them after the round in progress: every split keeps the
+// same number of steps, and the decision says why it is undecided.
+TEST(Sweep, AStopDuringTheRoundsEndsThemAndKeepsTheirSteps) {
+  ab::request_stop(0);
+  ab::SweepOptions o = tiny();
+  o.steps = 5;
+  const ab::SweepResult r = ab::run_sweep(o, nullptr, nullptr, [](const ab::SweepProgress& progress) {
+    if (progress.round == 1) ab::request_stop(SIGTERM);  // after round 1, the second
+  });
+  ab::request_stop(0);
+  ASSERT_EQ(r.runs.size(), 3u);
+  for (const auto& run : r.runs) EXPECT_EQ(run.steps.size(), 2u) << run.config.label();
+  EXPECT_EQ(r.interruption.signal, "SIGTERM");
+  EXPECT_TRUE(r.interruption.splits_not_run.empty());
+  EXPECT_EQ(r.recommendation.decision.rounds, 2);
+  EXPECT_EQ(r.recommendation.decision.kind, ab::DecisionKind::kUndecided);
+  EXPECT_TRUE(r.recommendation.decision.interrupted);
+  EXPECT_FALSE(r.recommendation.decision.budget_spent);
+  EXPECT_EQ(r.recommendation.reason.rfind("Interrupted by SIGTERM: the timed rounds stopped after 2 of --steps 5; ", 0),
+            0u)
+      << r.recommendation.reason;
+  EXPECT_NE(r.recommendation.reason.find("Undecided after 2 rounds (interrupted): "), std::string::npos)
+      << r.recommendation.reason;
+  EXPECT_NE(r.recommendation.reason.find("a sweep left to run to its end can decide"), std::string::npos);
 }
 
 TEST(Sweep, BadInputIsAUserError) {

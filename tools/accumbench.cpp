@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
@@ -12,6 +13,7 @@
 
 #include "accumbench/cpu_runtime.hpp"
 #include "accumbench/error.hpp"
+#include "accumbench/interrupt.hpp"
 #include "accumbench/model_config.hpp"
 #include "accumbench/options.hpp"
 #include "accumbench/plan.hpp"
@@ -457,6 +459,7 @@ struct SweepCommand {
       if (files.json.empty()) files.json = resume_path;
     }
     const bool progress = primary && stderr_is_tty();
+    ab::stop_on_interrupt();  // Ctrl-C: the splits so far are reported, not lost (interrupt.hpp)
     const ab::SweepResult result = ab::run_sweep(
         options, [&](const ab::SweepResult& partial) { if (primary) files.write(partial); },
         resuming ? &resume : nullptr, progress ? ab::ProgressCallback(print_progress) : ab::ProgressCallback());
@@ -472,6 +475,8 @@ struct SweepCommand {
       std::cout << std::flush;  // the "wrote" lines come last on a terminal
       files.announce();
     }
+    // Interrupted: the shell's code for the signal (130 for Ctrl-C), after everything is written.
+    if (!result.interruption.signal.empty()) return 128 + (ab::stop_signal() != 0 ? ab::stop_signal() : SIGTERM);
     // Every split failed: the table says why; the exit code lets scripts notice.
     return result.recommendation.best_index >= 0 ? 0 : 1;
   }

@@ -110,6 +110,7 @@ struct DecisionOptions {
   double tie_tolerance = 0.03;  // equivalent when the ratio's interval lies within 1 ± this
   double confidence = 0.95;     // of all intervals together
   bool budget_spent = false;    // the runner stopped on --time-budget (the words of an undecided)
+  bool interrupted = false;     // a signal stopped the runner (the words of an undecided)
   // --framework-overhead: seconds a Python training loop adds to every micro-step, added to each
   // split's steps (× its accumulation steps) before deciding; `framework_source` says where the
   // number came from ("" with none: the engine alone, which the recommendation then says).
@@ -141,11 +142,15 @@ struct RoundOptions {
   double budget_seconds = 0;   // --time-budget: more rounds for the undecided until this; 0: none
   int64_t max_rounds = 1000000;
   DecisionOptions decision;
+  // Asked before every round: true ends the rounds there (a signal, interrupt.hpp). With data
+  // parallel it must answer alike on every rank (the runner agrees on it over the group).
+  std::function<bool()> should_stop;
 };
 
 struct RoundReport {
   int64_t rounds = 0;
   bool budget_spent = false;   // stopped with contenders still undecided
+  bool interrupted = false;    // should_stop ended the rounds
   std::vector<int> failed;     // splits whose step failed (measure returned NaN)
 };
 

@@ -21,7 +21,7 @@ namespace accumbench {
 // fraction, computed tokens per second, positions per step); 6: decisions (rounds, winsorized means
 // with intervals, the decision and its comparisons, time models); 7: the framework overhead the
 // decisions added (context.framework_seconds_per_micro_step, framework_source).
-inline constexpr int kJsonSchemaVersion = 7;
+inline constexpr int kJsonSchemaVersion = 8;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -221,6 +221,7 @@ struct Decision {
   std::vector<Comparison> comparisons;  // every other candidate, smallest ratio first
   int64_t rounds = 0;                // interleaved rounds in this sweep
   bool budget_spent = false;         // --time-budget ended the rounds with something undecided
+  bool interrupted = false;          // a signal ended the rounds (interrupt.hpp) with something undecided
 };
 
 struct Recommendation {
@@ -283,11 +284,19 @@ struct TimeModel {
   double max_relative_residual = kNotMeasured;  // max |measured − fitted| / measured
 };
 
+// A sweep stopped by a signal (Ctrl-C, SIGTERM; interrupt.hpp) before its end: the runs hold what
+// was measured, the splits it never began are named here, and --resume measures what is missing.
+struct Interruption {
+  std::string signal;                      // "SIGINT", "SIGTERM", ...; empty: the sweep ran to its end
+  std::vector<std::string> splits_not_run; // labels of the grid's splits that were never begun
+};
+
 struct SweepResult {
   SweepContext context;
   std::vector<RunResult> runs;
   Recommendation recommendation;
   std::vector<TimeModel> time_models;
+  Interruption interruption;
 };
 
 }  // namespace accumbench

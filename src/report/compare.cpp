@@ -120,6 +120,17 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   out << "A: " << describe(a) << '\n' << "B: " << describe(b) << "\n";
   const std::string differences = configuration_differences(a.context, b.context);
   if (!differences.empty()) out << "warning: the two sweeps measured different configurations: " << differences << "\n";
+  // A stopped sweep's splits may have fewer timed steps than the other's, or none.
+  for (const auto& [name, result] : {std::pair<const char*, const SweepResult*>{"A", &a}, {"B", &b}}) {
+    const Interruption& stop = result->interruption;
+    if (stop.signal.empty()) continue;
+    out << "warning: " << name << " was interrupted by " << stop.signal;
+    if (!stop.splits_not_run.empty()) {
+      out << " (" << stop.splits_not_run.size() << (stop.splits_not_run.size() == 1 ? " split" : " splits")
+          << " not begun)";
+    }
+    out << "; its splits may have fewer timed steps than --steps, and --resume finishes it\n";
+  }
   out << "\n";
   table.render(out);
 }

@@ -2,8 +2,8 @@
 // back), therefore lossless. Each struct's fields are named once, in fields() below, and the
 // same list drives both writing and reading, so the two directions cannot drift apart.
 //
-// Layout: {"json_schema_version": 6, "context": {...}, "runs": [...], "recommendation": {...},
-// "time_models": [...]}.
+// Layout: {"json_schema_version": 8, "context": {...}, "runs": [...], "recommendation": {...},
+// "time_models": [...], "interruption": {"signal": "", "splits_not_run": []}}.
 // NaN ("not measured") is written as null and read back as NaN; JSON has no NaN literal.
 #include <array>
 #include <cerrno>
@@ -85,6 +85,7 @@ auto fields(S& s, V& v) -> IfIs<S, Decision> {
   v("comparisons", s.comparisons);
   v("rounds", s.rounds);
   v("budget_spent", s.budget_spent);
+  v("interrupted", s.interrupted);
 }
 
 template <class S, class V>
@@ -176,6 +177,12 @@ auto fields(S& s, V& v) -> IfIs<S, Recommendation> {
 }
 
 template <class S, class V>
+auto fields(S& s, V& v) -> IfIs<S, Interruption> {
+  v("signal", s.signal);
+  v("splits_not_run", s.splits_not_run);
+}
+
+template <class S, class V>
 auto fields(S& s, V& v) -> IfIs<S, SweepContext> {
   v("json_schema_version", s.json_schema_version);
   v("date", s.date);
@@ -211,7 +218,7 @@ inline constexpr bool kIsRecord =
     std::is_same_v<T, Summary> || std::is_same_v<T, RunResult> ||
     std::is_same_v<T, Recommendation> || std::is_same_v<T, SweepContext> || std::is_same_v<T, Estimate> ||
     std::is_same_v<T, Comparison> || std::is_same_v<T, Decision> || std::is_same_v<T, TimeModelResidual> ||
-    std::is_same_v<T, TimeModel>;
+    std::is_same_v<T, TimeModel> || std::is_same_v<T, Interruption>;
 
 // A problem at a place in the document ("runs[2].steps[0].loss"); turned into a UserError that
 // also names the file.
@@ -496,6 +503,7 @@ std::string to_json(const SweepResult& result) {
   root["runs"] = encode(result.runs);
   root["recommendation"] = encode(result.recommendation);
   root["time_models"] = encode(result.time_models);
+  root["interruption"] = encode(result.interruption);
   // error_handler_t::replace: an exception message from a failed run may hold invalid UTF-8;
   // the file must still be written.
   return root.dump(2, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n";
@@ -533,6 +541,7 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
     decode(member(root, "", "runs"), "runs", result.runs);
     decode(member(root, "", "recommendation"), "recommendation", result.recommendation);
     decode(member(root, "", "time_models"), "time_models", result.time_models);
+    decode(member(root, "", "interruption"), "interruption", result.interruption);
   } catch (const FormatError& e) {
     const std::string where = e.path.empty() ? "the top level" : e.path;
     throw UserError(origin + ": " + where + " " + e.problem +

@@ -106,6 +106,19 @@ void upgrade_from_version_6(Json& root) {
   if (!context.contains("framework_source")) context["framework_source"] = "";
 }
 
+// Version 7 had no interruption: its sweeps ran to their end, or were killed and saved nothing
+// about it.
+void upgrade_from_version_7(Json& root) {
+  root["json_schema_version"] = 8;
+  if (root.contains("context") && root["context"].is_object()) root["context"]["json_schema_version"] = 8;
+  if (!root.contains("interruption")) root["interruption"] = {{"signal", ""}, {"splits_not_run", Json::array()}};
+  if (root.contains("recommendation") && root["recommendation"].is_object() &&
+      root["recommendation"].contains("decision") && root["recommendation"]["decision"].is_object() &&
+      !root["recommendation"]["decision"].contains("interrupted")) {
+    root["recommendation"]["decision"]["interrupted"] = false;
+  }
+}
+
 }  // namespace
 
 void upgrade_to_current_version(Json& root) {
@@ -115,6 +128,7 @@ void upgrade_to_current_version(Json& root) {
   if (version.is_number_integer() && version.get<int64_t>() == 4) upgrade_from_version_4(root);
   if (version.is_number_integer() && version.get<int64_t>() == 5) upgrade_from_version_5(root);
   if (version.is_number_integer() && version.get<int64_t>() == 6) upgrade_from_version_6(root);
+  if (version.is_number_integer() && version.get<int64_t>() == 7) upgrade_from_version_7(root);
 }
 
 }  // namespace accumbench

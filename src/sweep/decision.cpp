@@ -248,6 +248,7 @@ Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidate
   d.runner_up = d.comparisons.front().index;
   d.kind = undecided ? DecisionKind::kUndecided : equivalent ? DecisionKind::kTie : DecisionKind::kFastest;
   d.budget_spent = undecided && options.budget_spent;
+  d.interrupted = undecided && options.interrupted;
   return d;
 }
 
@@ -298,6 +299,10 @@ RoundReport run_rounds(RoundEvidence& evidence, const std::vector<bool>& candida
   for (int i = 0; i < n; ++i) live.push_back(i);
   double elapsed_seconds = 0;
   for (int64_t round = 0;; ++round) {
+    if (options.should_stop && options.should_stop()) {
+      report.interrupted = true;
+      break;
+    }
     if (round >= options.min_rounds) {
       std::vector<int> candidates;
       for (int i = 0; i < n; ++i) {

@@ -18,6 +18,7 @@
 #include "accumbench/error.hpp"
 #include "accumbench/plan_fit.hpp"
 #include "accumbench/statistics.hpp"
+#include "accumbench/interrupt.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/throughput.hpp"
 #include "accumbench/trace.hpp"
@@ -336,6 +337,38 @@ void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t v
   if (!plan.worst_micro_batch.empty()) context.options.emplace_back("memory_judged_on", plan.worst_micro_batch);
 }
 
+// The first sentence of an interrupted sweep's recommendation: how far it got, and how to measure
+// the rest. `rounds` were run of `min_rounds` (--steps) that every split is timed in.
+std::string interruption_sentence(const SweepResult& result, int64_t rounds, int64_t min_rounds) {
+  std::vector<std::string> parts;
+  const std::vector<std::string>& not_run = result.interruption.splits_not_run;
+  if (!not_run.empty()) {
+    std::string names;
+    for (const std::string& label : not_run) names += (names.empty() ? "" : ", ") + label;
+    parts.push_back(std::to_string(not_run.size()) + (not_run.size() == 1 ? " split" : " splits") +
+                    " not begun (" + names + ")");
+  }
+  int64_t untimed = 0;
+  for (const RunResult& run : result.runs) {
+    if (run.status == RunStatus::kOk && run.steps.empty()) ++untimed;
+  }
+  if (untimed > 0) {
+    parts.push_back(std::to_string(untimed) + (untimed == 1 ? " split with its memory" : " splits with their memory") +
+                    " measured but no timed step");
+  } else if (rounds < min_rounds) {
+    parts.push_back("the timed rounds stopped after " + std::to_string(rounds) + " of --steps " +
+                    std::to_string(min_rounds));
+  } else {
+    parts.push_back("the timed rounds stopped after " + std::to_string(rounds) + ", every split past its --steps " +
+                    std::to_string(min_rounds));
+  }
+  std::string sentence = "Interrupted by " + result.interruption.signal;
+  for (size_t i = 0; i < parts.size(); ++i) sentence += (i == 0 ? ": " : ", ") + parts[i];
+  return sentence +
+         "; below is what was measured, and the same command with --resume and its --json file measures what "
+         "is missing (every split not begun or short of its --steps).";
+}
+
 }  // namespace
 
 SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split, const SweepResult* resume,
@@ -386,8 +419,11 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   for (RunResult& run : kept) {
     if (run.status == RunStatus::kOk) measurement.judge_fits(run);
   }
-  const DecisionOptions decision_options{options.tie_tolerance, options.confidence, false,
-                                         framework.seconds_per_micro_step, framework.source, ""};
+  DecisionOptions decision_options;
+  decision_options.tie_tolerance = options.tie_tolerance;
+  decision_options.confidence = options.confidence;
+  decision_options.framework_seconds_per_micro_step = framework.seconds_per_micro_step;
+  decision_options.framework_source = framework.source;
   // The file's other splits follow this sweep's, so an interrupted resume keeps them.
   const auto save = [&](std::vector<RunResult> runs, const DecisionOptions& decision) {
     if (!on_split) return;
@@ -399,9 +435,29 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     on_split(partial);
   };
 
+  // A signal (interrupt.hpp) stops the sweep between splits and between rounds; with data
+  // parallel a stop asked on any rank stops every rank at the same point.
+  const auto stop_agreed = [&] {
+    bool stop = stop_requested();
+    if (group) {
+      at::Tensor flag = torch::full({1}, stop ? 1.0 : 0.0, torch::kFloat64).to(device);
+      group->all_reduce_sum_async({flag})->wait();
+      stop = flag.cpu().item<double>() > 0;
+    }
+    return stop;
+  };
+  bool stopped = false;
+
   // 1. Each split alone: plan, warm-up, memory (and the whole timing of CUDA-graph splits).
   std::vector<bool> measured(grid.size(), false);  // in this sweep, not copied from the file
   for (size_t index = 0; index < grid.size(); ++index) {
+    if (stop_agreed()) {
+      stopped = true;
+      for (size_t rest = index; rest < grid.size(); ++rest) {
+        result.interruption.splits_not_run.push_back(grid[rest].label());
+      }
+      break;
+    }
     const RunResult* done = nullptr;
     if (resume != nullptr) {
       // Done: finished, with its --steps timed steps at least (a sweep stopped mid-rounds saves
@@ -425,6 +481,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       throw;
     }
     measured[index] = true;
+    save(result.runs, decision_options);  // its memory, before the rounds time it
   }
 
   // 2. The timed steps, in interleaved rounds (decision.hpp): every split for --steps rounds,
@@ -444,6 +501,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   round_options.min_rounds = options.steps;
   round_options.budget_seconds = options.time_budget_seconds;
   round_options.decision = decision_options;
+  round_options.should_stop = [&] { return stopped || stop_agreed(); };
   const auto rounds_start = std::chrono::steady_clock::now();
   auto last_save = rounds_start;
   const auto finished_copies = [&] {
@@ -528,6 +586,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   result.runs.insert(result.runs.end(), kept.begin(), kept.end());
   DecisionOptions final_decision = decision_options;
   final_decision.budget_spent = report.budget_spent;
+  final_decision.interrupted = report.interrupted;
+  if (report.interrupted) result.interruption.signal = stop_signal() != 0 ? signal_name(stop_signal()) : "another rank's signal";
   result.recommendation = recommend(result.runs, w.memory_limit_bytes, final_decision);
   if (result.recommendation.best_index < 0) {
     // Memory may have stopped every split: say what the plan fits, in the limit or the device's
@@ -543,6 +603,10 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       // A change the plan cannot model for this job: the recommendation points at `plan` instead.
     }
     result.recommendation = recommend(result.runs, w.memory_limit_bytes, final_decision);
+  }
+  if (report.interrupted) {
+    result.recommendation.reason =
+        interruption_sentence(result, report.rounds, options.steps) + " " + result.recommendation.reason;
   }
   result.time_models = fit_time_models(result.runs);
   if (on_split) on_split(result);

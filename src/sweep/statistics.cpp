@@ -373,9 +373,11 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
           open += (open.empty() ? "but " : "; ") + too_few + " had fewer than " + std::to_string(kMinRoundsToDecide) +
                   " rounds beside it, too few for an interval";
         }
-        lead = "Undecided after " + std::to_string(d.rounds) + " rounds" +
-               (d.budget_spent ? " (--time-budget spent)" : "") + ": " + run_name(f, runs) + " is ahead, " + open +
-               "; a longer --time-budget can decide. As it stands, " + lead;
+        const char* stopped = d.interrupted ? " (interrupted)" : d.budget_spent ? " (--time-budget spent)" : "";
+        const char* more = d.interrupted ? "a sweep left to run to its end can decide"
+                                         : "a longer --time-budget can decide";
+        lead = "Undecided after " + std::to_string(d.rounds) + " rounds" + stopped + ": " + run_name(f, runs) +
+               " is ahead, " + open + "; " + more + ". As it stands, " + lead;
       }
       break;
     }

@@ -239,6 +239,14 @@ _tiny_with() {
   args+=("${extra[@]}")
 }
 
+# timed_runs_in FILE: the number of runs with timed steps in a sweep's JSON (saved after each
+# split's warm-up, before the rounds time it, and in the rounds); 0 while it is absent or not yet
+# valid JSON. The cases that stop a sweep mid-rounds poll it.
+timed_runs_in() {
+  python3 -c 'import json, sys; print(sum(1 for r in json.load(open(sys.argv[1]))["runs"] if r["steps"]))' "$1" \
+    2>/dev/null || echo 0
+}
+
 # free_port: a TCP port on 127.0.0.1 that nothing listens on now (for MASTER_PORT: the data
 # parallel cases run in parallel with each other).
 free_port() {

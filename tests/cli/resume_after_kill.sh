@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # cli.resume.after_kill: a sweep killed with -9 leaves valid JSON that --resume finishes. The
 # splits are timed in interleaved rounds and the file is saved every 5 s: 4 splits × 200 rounds
-# take well over that, and the sweep is killed as soon as its JSON exists, so every split in it
-# has fewer than --steps timed steps and --resume measures them again. (Keeping splits a file
+# take well over that, and the sweep is killed as soon as its JSON holds timed steps, so every
+# split in it has fewer than --steps timed steps and --resume measures them again. (Keeping splits a file
 # holds complete is Sweep.ResumeKeepsFinishedSplits.) The JSON file is polled with a deadline.
 #
 #   tests/cli/resume_after_kill.sh BINARY DATA_DIR CLI_DIR CASE
@@ -10,9 +10,6 @@ source "$(dirname "$0")/lib.sh"
 cli_init "$@"
 
 json=$work/resume.json
-runs_in() {  # the number of runs in a result file; 0 while it is absent or not yet valid JSON
-  python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["runs"]))' "$1" 2>/dev/null || echo 0
-}
 
 tiny_args --batch 8 --steps 200 --json "$json"
 # exec: $! is accumbench itself, so kill -9 hits the sweep and not a shell around it.
@@ -22,13 +19,13 @@ background_pids+=("$pid")
 finished=0
 deadline=$((SECONDS + run_limit_s))
 while [ "$SECONDS" -lt "$deadline" ] && kill -0 "$pid" 2>/dev/null; do
-  finished=$(runs_in "$json")
+  finished=$(timed_runs_in "$json")
   if [ "$finished" -ge 1 ]; then break; fi
   sleep 0.1
 done
 kill -9 "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
-finished=$(runs_in "$json")
+finished=$(timed_runs_in "$json")
 if [ "$finished" -ne 4 ]; then
   last_command="accumbench sweep ${args[*]} (in the background, killed with -9)"
   cp "$work/killed.out" "$out"

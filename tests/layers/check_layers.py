@@ -19,7 +19,8 @@ import sys
 # is a folder. tools/, bench/ and tests/ sit on top and may include anything.
 LAYERS = [
     ("util", ["include/accumbench/error.hpp", "include/accumbench/units.hpp",
-              "include/accumbench/cpu_runtime.hpp", "src/util/"]),
+              "include/accumbench/cpu_runtime.hpp", "include/accumbench/interrupt.hpp",
+              "src/util/"]),
     ("compat", ["src/compat/"]),
     ("types", ["include/accumbench/options.hpp", "include/accumbench/optimizer_state.hpp",
                "include/accumbench/result.hpp", "src/types/"]),

@@ -1,0 +1,29 @@
+// A sweep that the user stops (Ctrl-C, or SIGTERM from a job scheduler or torchrun) reports what
+// it measured instead of losing it. The first signal only asks: the sweep finishes the split or
+// round in progress, writes every output file and prints its table, and the process exits with
+// 128 + the signal's number. A second signal ends the process at once, as without the handler.
+//
+//   accumbench::stop_on_interrupt();         // the CLI, before a sweep
+//   if (accumbench::stop_requested()) ...     // the sweep, between splits and rounds
+#pragma once
+
+#include <string>
+
+namespace accumbench {
+
+// Installs the handler for SIGINT and SIGTERM (once; later calls do nothing), except for a signal
+// the process inherited as ignored. Library code never calls it: a program that embeds the sweep
+// keeps its own signal handling.
+void stop_on_interrupt();
+
+// True once a signal asked the sweep to stop (or request_stop was called).
+bool stop_requested();
+
+// The signal that asked, 0 when none; its name ("SIGINT", "SIGTERM", or "signal N").
+int stop_signal();
+std::string signal_name(int signal_number);
+
+// What the handler does, for code that stops for another reason and for the tests; 0 clears it.
+void request_stop(int signal_number);
+
+}  // namespace accumbench

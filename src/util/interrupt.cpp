@@ -1,0 +1,61 @@
+// The stop flag behind interrupt.hpp. The handler does only what a signal handler may: it stores
+// the signal number, puts the default action back (so a second signal ends the process) and
+// writes one line with write(2).
+#include "accumbench/interrupt.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+
+namespace accumbench {
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the handler stores into it");
+
+extern "C" void on_stop_signal(int signal_number) {
+  g_stop_signal.store(signal_number);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  static const char kLine[] =
+      "\naccumbench: stopping after the split or round in progress, then reporting what was measured; "
+      "interrupt again to quit at once\n";
+  const ssize_t ignored = write(STDERR_FILENO, kLine, sizeof kLine - 1);
+  (void)ignored;
+}
+
+}  // namespace
+
+void stop_on_interrupt() {
+  static const bool installed = [] {
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;  // reads and writes in progress (files, Gloo's sockets) go on
+    for (const int signal_number : {SIGINT, SIGTERM}) {
+      // A signal the parent set to be ignored stays ignored (nohup; `cmd &` in a script, where
+      // the terminal's Ctrl-C is not meant for the background job).
+      struct sigaction before {};
+      if (sigaction(signal_number, nullptr, &before) == 0 && before.sa_handler == SIG_IGN) continue;
+      sigaction(signal_number, &action, nullptr);
+    }
+    return true;
+  }();
+  (void)installed;
+}
+
+bool stop_requested() { return g_stop_signal.load() != 0; }
+
+int stop_signal() { return g_stop_signal.load(); }
+
+std::string signal_name(int signal_number) {
+  if (signal_number == SIGINT) return "SIGINT";
+  if (signal_number == SIGTERM) return "SIGTERM";
+  return "signal " + std::to_string(signal_number);
+}
+
+void request_stop(int signal_number) { g_stop_signal.store(signal_number); }
+
+}  // namespace accumbench

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# A sweep stopped by a signal reports what it measured (include/accumbench/interrupt.hpp): it ends
+# the round in progress, writes every output file, prints its table and exits 128 + the signal;
+# --resume then finishes it. The signal is sent once the JSON holds timed steps (saved every 5 s in
+# the rounds), so the rounds are under way and each split is short of its 200 --steps. (A stop
+# during the warm-ups is Sweep.AStopDuringTheWarmUpsReportsWhatWasMeasured.)
+#
+#   tests/cli/interrupt.sh BINARY DATA_DIR CLI_DIR CASE single|data_parallel
+# shellcheck disable=SC2317  # the mode functions are called as "$mode"
+source "$(dirname "$0")/lib.sh"
+cli_init "$@"
+
+json=$work/stopped.json
+# wait_for_json PID...: until the JSON holds timed runs, or a process ended, or the deadline passed.
+wait_for_json() {
+  local deadline=$((SECONDS + run_limit_s)) pid
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null || return 1; done
+    [ "$(timed_runs_in "$json")" -ge 1 ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# A background job of a script ignores SIGINT (bash, without job control), and accumbench keeps an
+# ignored signal ignored: set -m launches it as a terminal would.
+check_stopped_json() {  # check_stopped_json SIGNAL SPLITS
+  check "the stopped sweep's JSON names $1, holds its $2 splits short of their 200 rounds, all alike" py '
+d = load(sys.argv[1])
+if d["interruption"]["signal"] != sys.argv[2]: fail("interruption %s" % d["interruption"])
+if d["interruption"]["splits_not_run"]: fail("splits not run %s" % d["interruption"]["splits_not_run"])
+steps = sorted(set(len(r["steps"]) for r in d["runs"]))
+if len(d["runs"]) != int(sys.argv[3]) or len(steps) != 1 or not 0 < steps[0] < 200: fail("timed steps %s" % steps)
+if not d["recommendation"]["reason"].startswith("Interrupted by " + sys.argv[2]): fail(d["recommendation"]["reason"])
+' "$json" "$1" "$2"
+}
+
+# cli.sweep.interrupt: Ctrl-C as SIGINT to the one process.
+single() {
+  tiny_args --batch 8 --steps 200 --json "$json" --csv "$work/stopped.csv" --markdown "$work/stopped.md"
+  last_command="accumbench sweep ${args[*]} (in the background, then SIGINT)"
+  set -m
+  (exec "$bin" sweep "${args[@]}" >"$out" 2>"$err") &
+  local pid=$!
+  set +m
+  background_pids+=("$pid")
+  wait_for_json "$pid" || fail "the sweep ended or hung before its JSON held a run"
+  kill -INT "$pid"
+  wait "$pid"
+  rc=$?
+  [ "$rc" -eq 130 ] || fail "exit status $rc after SIGINT, expected 130 (128 + SIGINT)"
+  check "stdout has the table and the interruption first in the recommendation" \
+    grep -q '^Recommendation: .*Interrupted by SIGINT: the timed rounds stopped after' "$out"
+  check "stderr says it stops, and the files written" py '
+text = open(sys.argv[1]).read()
+for want in ("stopping after the split or round in progress", "wrote " + sys.argv[2], "wrote " + sys.argv[3]):
+    if want not in text: fail("no %r in stderr" % want)
+' "$err" "$work/stopped.csv" "$work/stopped.md"
+  check "the CSV holds the 4 splits" test "$(wc -l <"$work/stopped.csv")" -eq 5
+  check_stopped_json SIGINT 4
+
+  tiny_args --batch 8 --steps 200 --resume "$json"
+  expect 0 "8×1" "Recommendation:" -- sweep "${args[@]}"
+  check "resume measured every split again for its 200 rounds, and the file says it ran to its end" py '
+d = load(sys.argv[1])
+if d["interruption"] != {"signal": "", "splits_not_run": []}: fail("interruption %s" % d["interruption"])
+if sorted(len(r["steps"]) for r in d["runs"]) != [200] * 4: fail("steps %s" % [len(r["steps"]) for r in d["runs"]])
+' "$json"
+}
+
+# cli.data_parallel.interrupt: SIGTERM to rank 1 alone (as a scheduler might); both ranks stop after
+# the same round, rank 0 writes the files, and neither hangs waiting for the other.
+data_parallel() {
+  local port
+  port=$(free_port) || fail "no free port"
+  tiny_args --batch 8 --steps 200 --json "$json"
+  last_command="WORLD_SIZE=2 MASTER_PORT=$port accumbench sweep ${args[*]} (SIGTERM to rank 1)"
+  local pids=() r
+  for r in 0 1; do
+    env RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+      timeout "$run_limit_s" "$bin" sweep "${args[@]}" >"$out.rank$r" 2>&1 &
+    pids+=("$!")
+    background_pids+=("$!")
+  done
+  wait_for_json "${pids[@]}" || fail "a rank ended or hung before rank 0's JSON held a run"
+  # timeout runs accumbench as its child: signal the child, not timeout.
+  local rank1
+  rank1=$(pgrep -P "${pids[1]}") || fail "no accumbench under rank 1's timeout"
+  kill -TERM "$rank1"
+  local rc0=0 rc1=0
+  wait "${pids[0]}" || rc0=$?
+  wait "${pids[1]}" || rc1=$?
+  cp "$out.rank0" "$out"
+  [ "$rc1" -eq 143 ] || fail "rank 1 exit status $rc1 after SIGTERM, expected 143 (128 + SIGTERM)"
+  [ "$rc0" -eq 143 ] || fail "rank 0 exit status $rc0 after rank 1's SIGTERM, expected 143"
+  check "rank 0 printed the interruption" grep -q "Interrupted by another rank's signal" "$out"
+  check_stopped_json "another rank's signal" 3  # 4 sequences per rank
+}
+
+mode=${case_args[0]:-}
+case "$mode" in
+  single | data_parallel) "$mode" ;;
+  *) fail "unknown mode '$mode'" ;;
+esac
+cli_pass
