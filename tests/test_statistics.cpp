@@ -10,6 +10,7 @@
 #include "accumbench/model_config.hpp"
 #include "accumbench/statistics.hpp"
 #include "accumbench/throughput.hpp"
+#include "report/format.hpp"
 
 namespace accumbench {
 namespace {
@@ -434,6 +435,36 @@ TEST(Recommend, TheTimeModelExplainsTheSlowest) {
   EXPECT_LT(models[0].max_relative_residual, 0.01);
   const std::string reason = recommend(runs).reason;
   EXPECT_NE(reason.find("63 more micro-steps \u00d7 10"), std::string::npos) << reason;
+}
+
+// Larger micro-batches slower per token (a cache the micro-batch outgrows): the free fit's fixed
+// cost would be negative. Neither cost goes below zero, the line says it does not explain these
+// splits, and the reason does not blame the slowest on a fixed cost.
+TEST(Recommend, ATimeModelThatCannotExplainTheSplitsSaysSo) {
+  // Measured on a CPU (gpt2-mini, T=128, batch 8): 1×8 0.157 s, 2×4 0.133, 4×2 0.117, 8×1 0.195.
+  std::vector<RunResult> runs = {timed(1, 8, 0.157, 1 * kGiB), timed(2, 4, 0.133, 1 * kGiB),
+                                 timed(4, 2, 0.117, 1 * kGiB), timed(8, 1, 0.195, 2 * kGiB)};
+  for (RunResult& run : runs) run.phase_median_seconds[static_cast<int>(Phase::kOptimizer)] = 0.0055;
+  const std::vector<TimeModel> models = fit_time_models(runs);
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_GE(models[0].fixed_seconds, 0.0);
+  EXPECT_GE(models[0].seconds_per_token, 0.0);
+  EXPECT_GT(models[0].max_relative_residual, kLooseTimeModel);
+  const std::string line = text::time_model_text(models[0], runs);
+  EXPECT_NE(line.find(", too loosely to explain them: these step times are not a fixed cost per micro-step plus "
+                      "a cost per token."),
+            std::string::npos)
+      << line;
+  EXPECT_EQ(recommend(runs).reason.find("of fixed cost each"), std::string::npos) << recommend(runs).reason;
+
+  // The same splits near a line keep their free fit, and its words.
+  std::vector<RunResult> linear = {timed(1, 8, 0.0855, 1 * kGiB), timed(2, 4, 0.0455, 1 * kGiB),
+                                   timed(4, 2, 0.0255, 1 * kGiB), timed(8, 1, 0.0155, 2 * kGiB)};
+  for (RunResult& run : linear) run.phase_median_seconds[static_cast<int>(Phase::kOptimizer)] = 0.0055;
+  const std::vector<TimeModel> fitted = fit_time_models(linear);
+  ASSERT_EQ(fitted.size(), 1u);
+  EXPECT_NEAR(fitted[0].fixed_seconds, 0.010, 2e-4);
+  EXPECT_EQ(text::time_model_text(fitted[0], linear).find("too loosely"), std::string::npos);
 }
 
 // ---- FLOPs and device peaks ------------------------------------------------------------------

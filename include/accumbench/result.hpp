@@ -274,6 +274,10 @@ struct TimeModelResidual {
   double measured_seconds = 0;       // mean step time
   double fitted_seconds = 0;
 };
+// Beyond this worst relative residual the line explains nothing: the report says so, and the
+// recommendation does not blame the slowest split's loss on its fixed cost.
+inline constexpr double kLooseTimeModel = 0.20;
+
 struct TimeModel {
   Precision precision = Precision::kFp32;
   std::string knobs;                 // the group's knobs as in its split labels ("", "ckpt", ...)

@@ -112,6 +112,10 @@ std::string time_model_text(const TimeModel& model, const std::vector<RunResult>
                      text::format_duration(model.optimizer_seconds) + " per step; it fits every split within " +
                      text::format_percent(model.max_relative_residual, 1);
   if (worst >= 0 && worst < static_cast<int>(runs.size())) line += " (worst: " + runs[worst].config.label() + ")";
+  // Far off, the line is no explanation: say so rather than let its two numbers stand as one.
+  if (model.max_relative_residual > kLooseTimeModel) {
+    line += ", too loosely to explain them: these step times are not a fixed cost per micro-step plus a cost per token";
+  }
   return line + ".";
 }
 

@@ -605,8 +605,12 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     result.recommendation = recommend(result.runs, w.memory_limit_bytes, final_decision);
   }
   if (report.interrupted) {
-    result.recommendation.reason =
-        interruption_sentence(result, report.rounds, options.steps) + " " + result.recommendation.reason;
+    // Nothing timed and nothing failed: the general "no split ran successfully" would only repeat it.
+    const bool none_failed = std::all_of(result.runs.begin(), result.runs.end(),
+                                         [](const RunResult& run) { return run.status == RunStatus::kOk; });
+    const bool nothing_else = result.recommendation.best_index < 0 && none_failed;
+    result.recommendation.reason = interruption_sentence(result, report.rounds, options.steps) +
+                                   (nothing_else ? "" : " " + result.recommendation.reason);
   }
   result.time_models = fit_time_models(result.runs);
   if (on_split) on_split(result);

@@ -153,7 +153,15 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
     run.peak_allocated_bytes = std::max(run.peak_allocated_bytes, step.peak_allocated_bytes);
   }
   run.step_seconds = summarize(step_seconds);
-  if (run.steps.empty()) return;
+  if (run.steps.empty()) {
+    // Warmed up but never timed (a sweep stopped before its rounds): its memory is measured, its
+    // time is not, and nothing shows a rate of zero.
+    run.phase_median_seconds.fill(kNaN);
+    run.device_median_seconds.fill(kNaN);
+    run.tokens_per_second = run.computed_tokens_per_second = run.samples_per_second = kNaN;
+    run.achieved_tflops = run.hardware_tflops = kNaN;
+    return;
+  }
   run.mean_seconds = Estimate{winsorized_mean(run), kNaN, kNaN};  // the interval comes from the rounds
 
   for (int p = 0; p < kPhaseCount; ++p) {
@@ -444,7 +452,8 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   }
   const TimeModel* model = time_model_of(models, slowest);
   const int64_t extra = s.config.accum_steps - b.config.accum_steps;
-  if (model != nullptr && model == time_model_of(models, best) && extra > 0 && model->fixed_seconds > 0) {
+  if (model != nullptr && model == time_model_of(models, best) && extra > 0 && model->fixed_seconds > 0 &&
+      model->max_relative_residual <= kLooseTimeModel) {
     const double fixed = static_cast<double>(extra) * model->fixed_seconds;
     reason += "; " + std::to_string(extra) + " more micro-steps \u00d7 " + text::format_duration(model->fixed_seconds) +
               " of fixed cost each = " + text::format_duration(fixed) + " of its " +

@@ -1,5 +1,6 @@
 // The time model of a sweep (statistics.hpp, fit_time_models): a fixed cost per micro-step and a
 // cost per computed token, fitted across the splits of one precision and set of knobs.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <utility>
@@ -64,6 +65,19 @@ std::vector<TimeModel> fit_time_models(const std::vector<RunResult>& runs) {
     if (!(std::abs(det) > 1e-9 * snn * spp)) continue;
     model.fixed_seconds = (sny * spp - spy * snp) / det;
     model.seconds_per_token = (snn * spy - snp * sny) / det;
+    if (model.fixed_seconds < 0 || model.seconds_per_token < 0) {
+      // Neither cost can be negative: when larger micro-batches are slower per token than smaller
+      // ones (a cache the micro-batch outgrows), the free fit pays them back with a negative fixed
+      // cost. The least squares within α, β >= 0 then lies on an edge: one of the two alone.
+      const auto squared_error = [&](double a, double b) {  // Σ(y − a·n − b·p)² less Σy², which both share
+        return -2 * a * sny - 2 * b * spy + a * a * snn + 2 * a * b * snp + b * b * spp;
+      };
+      const double fixed_only = std::max(0.0, sny / snn);
+      const double tokens_only = std::max(0.0, spy / spp);
+      const bool fixed_fits_better = squared_error(fixed_only, 0) < squared_error(0, tokens_only);
+      model.fixed_seconds = fixed_fits_better ? fixed_only : 0.0;
+      model.seconds_per_token = fixed_fits_better ? 0.0 : tokens_only;
+    }
     model.max_relative_residual = 0;
     for (int i : members) {
       TimeModelResidual r;
