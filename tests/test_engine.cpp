@@ -9,6 +9,8 @@
 #include "accumbench/chunked_loss.hpp"
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
+#include "accumbench/interrupt.hpp"
+#include "accumbench/report.hpp"
 #include "accumbench/verify.hpp"
 #include "compat/distributed.hpp"
 #include "engine/micro_step.hpp"
@@ -16,6 +18,8 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
+#include <sstream>
 #include <cstdio>
 #include <thread>
 
@@ -101,6 +105,38 @@ TEST(LossNormalization, MeanOfMeansDiffersOnVariableLengths) {
       EXPECT_LT(s.rel_l2_grad_error, 1e-5);
     }
   }
+}
+
+// A stop (Ctrl-C; interrupt.hpp) is heard between splits: the splits not verified are named, and
+// the text says how far the check got instead of PASS.
+TEST(Verify, AStopLeavesTheRestUnverifiedAndSaysSo) {
+  ab::request_stop(SIGINT);  // before the first split
+  ab::VerifyResult r = ab::run_verify(small("gpt2-tiny", "fixed"));
+  ab::request_stop(0);
+  EXPECT_TRUE(r.splits.empty());
+  EXPECT_TRUE(r.all_pass);
+  EXPECT_EQ(r.interrupted_by, "SIGINT");
+  EXPECT_EQ(r.splits_not_verified, (std::vector<std::string>{"1\u00d78", "2\u00d74", "4\u00d72", "8\u00d71"}));
+  std::ostringstream none;
+  ab::print_verify(r, none);
+  EXPECT_NE(none.str().find("\nInterrupted by SIGINT: 4 splits not verified (1\u00d78, 2\u00d74, 4\u00d72, 8\u00d71); run "
+                            "verify again to check them\nno split verified\n"),
+            std::string::npos)
+      << none.str();
+  EXPECT_EQ(none.str().find("PASS"), std::string::npos);
+
+  // Stopped after two splits: those two are shown and passed so far.
+  const ab::VerifyResult full = ab::run_verify(small("gpt2-tiny", "fixed"));
+  ASSERT_EQ(full.splits.size(), 4u);
+  EXPECT_TRUE(full.interrupted_by.empty());
+  r.splits = {full.splits[0], full.splits[1]};
+  r.splits_not_verified = {"4\u00d72", "8\u00d71"};
+  std::ostringstream some;
+  ab::print_verify(r, some);
+  EXPECT_NE(some.str().find("\nInterrupted by SIGINT: 2 splits not verified (4\u00d72, 8\u00d71); run verify again to "
+                            "check them\nPASS so far: every split above computes the same update as the whole batch\n"),
+            std::string::npos)
+      << some.str();
 }
 
 TEST(MemoryKnobs, CheckpointingAndOptimizerInBackwardGiveTheSameUpdate) {

@@ -570,10 +570,14 @@ struct VerifyCommand {
 
   int run(bool primary) {
     const ab::WorkloadOptions w = flags.apply();
+    ab::stop_on_interrupt();  // Ctrl-C: the splits verified so far are printed (interrupt.hpp)
     const ab::VerifyResult result = ab::run_verify(ab::VerifyOptions{w, export_dir});
     if (primary) print_note(ab::optimizer_in_backward_note(w, launched_world_size()));
     if (primary) ab::print_verify(result, std::cout);
-    return result.all_pass ? 0 : 1;
+    // A split that failed is the finding; otherwise an interrupted verify exits as the signal asks.
+    if (!result.all_pass) return 1;
+    if (!result.interrupted_by.empty()) return 128 + (ab::stop_signal() != 0 ? ab::stop_signal() : SIGTERM);
+    return 0;
   }
 };
 

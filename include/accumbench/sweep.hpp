@@ -95,6 +95,11 @@ class ProcessGroup;
 void require_same_options_on_every_rank(compat::ProcessGroup& group,
                                         const std::vector<std::pair<std::string, std::string>>& options);
 
+// Whether a signal asked to stop (interrupt.hpp), on this rank or, with a group, on any rank: an
+// all-reduce over `group` on `device` ("cpu", "cuda:N"), so every rank must call it at the same
+// points. Sweep and verify ask between splits (and the sweep between rounds).
+bool stop_requested_on_any_rank(compat::ProcessGroup* group, const std::string& device);
+
 // Data parallel over Gloo (the CPU's backend) cannot all-reduce bf16 tensors (PyTorch issue
 // 111131: "Invalid scalar type"), and a full fine-tune of bf16 weights has bf16 gradients: throws
 // UserError on every rank alike, before they join. `device`: "cpu" or "cuda:N".

@@ -67,10 +67,22 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
         << std::setw(14) << s.rel_l2_grad_error << std::setw(14) << s.max_weight_diff << std::setw(16)
         << s.rel_l2_update_error << "  " << (s.pass ? "PASS" : "FAIL") << "\n";
   }
-  out << std::defaultfloat << "\n"
-      << (r.all_pass ? "PASS: every split computes the same update as the whole batch"
-                     : "FAIL: some splits compute a different update than the whole batch")
-      << "\n";
+  out << std::defaultfloat << "\n";
+  if (!r.interrupted_by.empty()) {
+    std::string names;
+    for (const std::string& label : r.splits_not_verified) names += (names.empty() ? "" : ", ") + label;
+    out << "Interrupted by " << r.interrupted_by << ": " << r.splits_not_verified.size()
+        << (r.splits_not_verified.size() == 1 ? " split" : " splits") << " not verified (" << names
+        << "); run verify again to check them\n";
+  }
+  if (r.all_pass && !r.interrupted_by.empty()) {
+    out << (r.splits.empty() ? "no split verified" : "PASS so far: every split above computes the same update as the whole batch")
+        << "\n";
+  } else {
+    out << (r.all_pass ? "PASS: every split computes the same update as the whole batch"
+                       : "FAIL: some splits compute a different update than the whole batch")
+        << "\n";
+  }
   if (!r.all_pass) {
     out << "a loss averaged per micro-batch (mean-of-means) is the accumulation bug transformers fixed in 2024 "
            "(num_items_in_batch, PRs 34191 and 34198); README, \"verify\", says which frameworks normalize how\n";

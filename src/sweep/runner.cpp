@@ -233,6 +233,16 @@ void require_same_options_on_every_rank(compat::ProcessGroup& group,
   }
 }
 
+bool stop_requested_on_any_rank(compat::ProcessGroup* group, const std::string& device) {
+  bool stop = stop_requested();
+  if (group != nullptr) {
+    at::Tensor flag = torch::full({1}, stop ? 1.0 : 0.0, torch::kFloat64).to(c10::Device(device));
+    group->all_reduce_sum_async({flag})->wait();
+    stop = flag.cpu().item<double>() > 0;
+  }
+  return stop;
+}
+
 void require_reducible_gradients(const WorkloadOptions& w, const std::string& device, int world_size) {
   if (world_size <= 1 || w.lora.enabled() || w.weights_dtype != Precision::kBf16) return;
   if (compat::ProcessGroup::backend_for(c10::Device(device)) != "gloo") return;
@@ -437,15 +447,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
 
   // A signal (interrupt.hpp) stops the sweep between splits and between rounds; with data
   // parallel a stop asked on any rank stops every rank at the same point.
-  const auto stop_agreed = [&] {
-    bool stop = stop_requested();
-    if (group) {
-      at::Tensor flag = torch::full({1}, stop ? 1.0 : 0.0, torch::kFloat64).to(device);
-      group->all_reduce_sum_async({flag})->wait();
-      stop = flag.cpu().item<double>() > 0;
-    }
-    return stop;
-  };
+  const auto stop_agreed = [&] { return stop_requested_on_any_rank(group.get(), device.str()); };
   bool stopped = false;
 
   // 1. Each split alone: plan, warm-up, memory (and the whole timing of CUDA-graph splits).

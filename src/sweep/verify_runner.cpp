@@ -11,6 +11,7 @@
 #include "accumbench/data.hpp"
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
+#include "accumbench/interrupt.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/verify.hpp"
 #include "compat/compat.hpp"
@@ -227,6 +228,13 @@ VerifyResult run_verify(const VerifyOptions& options) {
   trainer.set_process_group(group.get());
 
   for (const SplitConfig& config : setup.grid) {
+    if (!result.interrupted_by.empty() || stop_requested_on_any_rank(group.get(), setup.device.str())) {
+      if (result.interrupted_by.empty()) {
+        result.interrupted_by = stop_signal() != 0 ? signal_name(stop_signal()) : "another rank's signal";
+      }
+      result.splits_not_verified.push_back(config.label());
+      continue;
+    }
     StepOptions step = step_options_for(config, w.loss.normalization, w.loss.chunk_tokens);
     apply_padding(step, w.data);
     const Snapshot got = one_step(trainer, initial, setup.rank_share, step);

@@ -5,7 +5,7 @@
 # the rounds), so the rounds are under way and each split is short of its 200 --steps. (A stop
 # during the warm-ups is Sweep.AStopDuringTheWarmUpsReportsWhatWasMeasured.)
 #
-#   tests/cli/interrupt.sh BINARY DATA_DIR CLI_DIR CASE single|data_parallel
+#   tests/cli/interrupt.sh BINARY DATA_DIR CLI_DIR CASE single|data_parallel|verify
 # shellcheck disable=SC2317  # the mode functions are called as "$mode"
 source "$(dirname "$0")/lib.sh"
 cli_init "$@"
@@ -96,9 +96,43 @@ data_parallel() {
   check_stopped_json "another rank's signal" 3  # 4 sequences per rank
 }
 
+# cli.verify.interrupt: Ctrl-C during verify's splits. --export writes the reference step (index.json
+# last) before the first split, so the signal lands in the splits: the ones not verified are named,
+# and the exit status is 130. gpt2-mini at T=128, batch 32: six splits of about a second each here.
+verify() {
+  local export_dir=$work/reference
+  tiny_verify_args --model gpt2-mini --seq-len 128 --batch 32 --export "$export_dir"
+  last_command="accumbench verify ${args[*]} (in the background, then SIGINT)"
+  set -m
+  (exec "$bin" verify "${args[@]}" >"$out" 2>"$err") &
+  local pid=$!
+  set +m
+  background_pids+=("$pid")
+  local deadline=$((SECONDS + run_limit_s))
+  until python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$export_dir/index.json" 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null || fail "verify ended before it exported the reference step"
+    [ "$SECONDS" -lt "$deadline" ] || fail "no $export_dir/index.json after $run_limit_s s"
+    sleep 0.05
+  done
+  kill -INT "$pid"
+  wait "$pid"
+  rc=$?
+  [ "$rc" -eq 130 ] || fail "exit status $rc after SIGINT, expected 130 (128 + SIGINT)"
+  check "verify names the splits it did not verify, and no PASS for the whole" py '
+import re
+text = open(sys.argv[1], encoding="utf-8").read()
+m = re.search(r"^Interrupted by SIGINT: (\d+) splits? not verified \((.*)\); run verify again to check them$", text, re.M)
+if not m: fail("no interruption line")
+if int(m.group(1)) < 1 or "32\u00d71" not in m.group(2): fail("not verified: %s" % m.group(2))
+if "PASS: every split" in text: fail("a PASS for the whole check")
+rows = split_rows(sys.argv[1])
+if len(rows) + int(m.group(1)) != 6: fail("%d rows + %s not verified != 6 splits" % (len(rows), m.group(1)))
+' "$out"
+}
+
 mode=${case_args[0]:-}
 case "$mode" in
-  single | data_parallel) "$mode" ;;
+  single | data_parallel | verify) "$mode" ;;
   *) fail "unknown mode '$mode'" ;;
 esac
 cli_pass
