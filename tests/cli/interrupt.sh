@@ -21,8 +21,23 @@ wait_for_json() {
   done
   return 1
 }
-# A background job of a script ignores SIGINT (bash, without job control), and accumbench keeps an
-# ignored signal ignored: set -m launches it as a terminal would.
+# start_interruptible COMMAND ARGS...: accumbench COMMAND ARGS in the background, its output in
+# $out and $err, its process id in $pid. A background job of a script ignores SIGINT (bash without
+# job control), and accumbench keeps an ignored signal ignored: set -m launches it as a terminal would.
+start_interruptible() {
+  last_command="accumbench $* (in the background, then SIGINT)"
+  set -m
+  (exec "$bin" "$@" >"$out" 2>"$err") &
+  pid=$!
+  set +m
+  background_pids+=("$pid")
+}
+# stop_with_sigint: Ctrl-C to $pid; its exit status in $rc.
+stop_with_sigint() {
+  kill -INT "$pid"
+  wait "$pid"
+  rc=$?
+}
 check_stopped_json() {  # check_stopped_json SIGNAL SPLITS
   check "the stopped sweep's JSON names $1, holds its $2 splits short of their 200 rounds, all alike" py '
 d = load(sys.argv[1])
@@ -37,16 +52,9 @@ if not d["recommendation"]["reason"].startswith("Interrupted by " + sys.argv[2])
 # cli.sweep.interrupt: Ctrl-C as SIGINT to the one process.
 single() {
   tiny_args --batch 8 --steps 200 --json "$json" --csv "$work/stopped.csv" --markdown "$work/stopped.md"
-  last_command="accumbench sweep ${args[*]} (in the background, then SIGINT)"
-  set -m
-  (exec "$bin" sweep "${args[@]}" >"$out" 2>"$err") &
-  local pid=$!
-  set +m
-  background_pids+=("$pid")
+  start_interruptible sweep "${args[@]}"
   wait_for_json "$pid" || fail "the sweep ended or hung before its JSON held a run"
-  kill -INT "$pid"
-  wait "$pid"
-  rc=$?
+  stop_with_sigint
   [ "$rc" -eq 130 ] || fail "exit status $rc after SIGINT, expected 130 (128 + SIGINT)"
   check "stdout has the table and the interruption first in the recommendation" \
     grep -q '^Recommendation: .*Interrupted by SIGINT: the timed rounds stopped after' "$out"
@@ -102,21 +110,14 @@ data_parallel() {
 verify() {
   local export_dir=$work/reference
   tiny_verify_args --model gpt2-mini --seq-len 128 --batch 32 --export "$export_dir"
-  last_command="accumbench verify ${args[*]} (in the background, then SIGINT)"
-  set -m
-  (exec "$bin" verify "${args[@]}" >"$out" 2>"$err") &
-  local pid=$!
-  set +m
-  background_pids+=("$pid")
+  start_interruptible verify "${args[@]}"
   local deadline=$((SECONDS + run_limit_s))
   until python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$export_dir/index.json" 2>/dev/null; do
     kill -0 "$pid" 2>/dev/null || fail "verify ended before it exported the reference step"
     [ "$SECONDS" -lt "$deadline" ] || fail "no $export_dir/index.json after $run_limit_s s"
     sleep 0.05
   done
-  kill -INT "$pid"
-  wait "$pid"
-  rc=$?
+  stop_with_sigint
   [ "$rc" -eq 130 ] || fail "exit status $rc after SIGINT, expected 130 (128 + SIGINT)"
   check "verify names the splits it did not verify, and no PASS for the whole" py '
 import re
