@@ -723,6 +723,14 @@ int PlanCommand::run() {
   // Planned before anything is printed, so that a refused option leaves stdout empty.
   const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, o, w);
   print_note(ab::optimizer_in_backward_note(w, w.world_size));
+  // The plan is arithmetic and holds for NCCL; a sweep of the same job over Gloo would stop.
+  if (!target.cuda) {
+    try {
+      ab::require_reducible_gradients(w, "cpu", w.world_size);
+    } catch (const ab::UserError& refusal) {
+      print_note(std::string("sweep and verify refuse this job on the CPU: ") + refusal.what());
+    }
+  }
   // The device the plan assumes, always: its attention kernel and memory change the answer.
   std::string device_words = w.device + " (not attached here: PyTorch 2.x on CUDA assumed)";
   if (!target.attached) {
