@@ -41,6 +41,14 @@ struct OutputFiles {
     command->add_option("--trace", trace, "write a Chrome/Perfetto trace (one process per split)");
   }
   bool any() const { return !json.empty() || !csv.empty() || !markdown.empty() || !html.empty() || !trace.empty(); }
+  // Before anything is measured: a path that cannot be written stops the command at once.
+  void require_writable() const {
+    const std::pair<const std::string*, const char*> named[] = {
+        {&json, "--json"}, {&csv, "--csv"}, {&markdown, "--markdown"}, {&html, "--html"}, {&trace, "--trace"}};
+    for (const auto& [path, option] : named) {
+      if (!path->empty()) ab::require_writable_file(*path, option);
+    }
+  }
   // One "wrote FILE" line on stderr per file, once they hold the final results (a sweep rewrites
   // them after every split; the lines come at the end).
   void announce() const {
@@ -458,6 +466,7 @@ struct SweepCommand {
       resume = ab::load_sweep_result(resume_path);
       if (files.json.empty()) files.json = resume_path;
     }
+    files.require_writable();  // every rank alike, before any joins (the paths are the same)
     const bool progress = primary && stderr_is_tty();
     ab::stop_on_interrupt();  // Ctrl-C: the splits so far are reported, not lost (interrupt.hpp)
     const ab::SweepResult result = ab::run_sweep(
@@ -711,6 +720,9 @@ void PlanCommand::adopt_trl_loss(ab::WorkloadOptions& w) {
 
 int PlanCommand::run() {
   ab::WorkloadOptions w = flags.apply();
+  if (!json_path.empty()) ab::require_writable_file(json_path, "--json");
+  if (!markdown_path.empty()) ab::require_writable_file(markdown_path, "--markdown");
+  if (!html_path.empty()) ab::require_writable_file(html_path, "--html");
   adopt_trl_loss(w);
   if (!emit.empty()) ab::settings_format_from_string(emit);
   const ab::ModelConfig cfg = ab::resolve_model(w.model);
@@ -804,6 +816,7 @@ struct ReportCommand {
   }
 
   int run() const {
+    files.require_writable();
     const ab::SweepResult result = ab::load_sweep_result(input);
     files.write(result);
     files.announce();

@@ -113,4 +113,10 @@ std::string file_fingerprint(const std::string& path);
 // named it ("--tokens", "--hf-config").
 void require_readable_file(const std::string& path, const std::string& what);
 
+// Throws UserError unless a file can be written at `path` (write_file_atomically: a temporary
+// beside it, renamed over it): the directory exists and is writable, and `path` is not a
+// directory, FIFO or device. Checked before a sweep measures anything, so that a mistyped
+// --json does not surface only when the first result is saved. `what`: the option ("--json").
+void require_writable_file(const std::string& path, const std::string& what);
+
 }  // namespace accumbench

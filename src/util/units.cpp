@@ -320,6 +320,29 @@ std::string file_fingerprint(const std::string& path) {
   return hex;
 }
 
+void require_writable_file(const std::string& path, const std::string& what) {
+  const std::string shown = text::quoted(path, 240);
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0) {
+    if (S_ISDIR(info.st_mode)) throw UserError(what + " " + shown + " is a directory; give the path of a file to write");
+    if (!S_ISREG(info.st_mode)) {
+      throw UserError(what + " " + shown + " is not a regular file (a FIFO, socket or device), which accumbench " +
+                      "would replace rather than write into; give the path of a file");
+    }
+  }
+  const auto slash = path.find_last_of('/');
+  const std::string directory = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string directory_shown = text::quoted(directory, 240);
+  if (::stat(directory.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    throw UserError(what + " " + shown + " is in " + directory_shown +
+                    ", which is not an existing directory; create it or write the file elsewhere");
+  }
+  if (::access(directory.c_str(), W_OK | X_OK) != 0) {
+    throw UserError(what + " " + shown + " cannot be written: the directory " + directory_shown +
+                    " is not writable; check its permissions or write the file elsewhere");
+  }
+}
+
 void require_readable_file(const std::string& path, const std::string& what) {
   struct stat info {};
   const std::string shown = text::quoted(path, 240);  // paths are long; a 500,000-character one is still cut
