@@ -398,14 +398,15 @@ void print_progress(const ab::SweepProgress& p) {
   if (p.round >= 0) {
     std::cerr << "\r\033[K" << "round " << p.round + 1 << ", " << p.live_splits << " split" << (p.live_splits == 1 ? "" : "s")
               << " still measured, " << std::fixed << std::setprecision(0) << p.elapsed_seconds << " s elapsed"
-              << std::defaultfloat << std::flush;
+              << std::defaultfloat << (ab::stop_requested() ? ", stopping" : "; Ctrl-C stops and reports") << std::flush;
     return;
   }
   const double done = p.split_index + static_cast<double>(p.step_index) / std::max(1, p.step_count);
   const double remaining = done > 0 ? p.elapsed_seconds * (p.split_count - done) / done : 0;
   std::cerr << "\r\033[K" << "split " << p.split_index + 1 << "/" << p.split_count << ", step " << p.step_index + 1
             << "/" << p.step_count << ", " << std::fixed << std::setprecision(0) << p.elapsed_seconds
-            << " s elapsed, ~" << remaining << " s left" << std::defaultfloat << std::flush;
+            << " s elapsed, ~" << remaining << " s left" << std::defaultfloat
+            << (ab::stop_requested() ? ", stopping" : "; Ctrl-C stops and reports") << std::flush;
 }
 
 // ---- sweep ----
