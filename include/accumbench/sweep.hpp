@@ -99,6 +99,8 @@ void require_same_options_on_every_rank(compat::ProcessGroup& group,
 // all-reduce over `group` on `device` ("cpu", "cuda:N"), so every rank must call it at the same
 // points. Sweep and verify ask between splits (and the sweep between rounds).
 bool stop_requested_on_any_rank(compat::ProcessGroup* group, const std::string& device);
+// What stopped it, for the report: this process's signal ("SIGINT"), or "another rank's signal".
+std::string stop_cause();
 
 // Data parallel over Gloo (the CPU's backend) cannot all-reduce bf16 tensors (PyTorch issue
 // 111131: "Invalid scalar type"), and a full fine-tune of bf16 weights has bf16 gradients: throws

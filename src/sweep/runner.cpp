@@ -16,9 +16,9 @@
 #include "sweep/framework_overhead.hpp"
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
+#include "accumbench/interrupt.hpp"
 #include "accumbench/plan_fit.hpp"
 #include "accumbench/statistics.hpp"
-#include "accumbench/interrupt.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/throughput.hpp"
 #include "accumbench/trace.hpp"
@@ -242,6 +242,8 @@ bool stop_requested_on_any_rank(compat::ProcessGroup* group, const std::string& 
   }
   return stop;
 }
+
+std::string stop_cause() { return stop_signal() != 0 ? signal_name(stop_signal()) : "another rank's signal"; }
 
 void require_reducible_gradients(const WorkloadOptions& w, const std::string& device, int world_size) {
   if (world_size <= 1 || w.lora.enabled() || w.weights_dtype != Precision::kBf16) return;
@@ -589,7 +591,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   DecisionOptions final_decision = decision_options;
   final_decision.budget_spent = report.budget_spent;
   final_decision.interrupted = report.interrupted;
-  if (report.interrupted) result.interruption.signal = stop_signal() != 0 ? signal_name(stop_signal()) : "another rank's signal";
+  if (report.interrupted) result.interruption.signal = stop_cause();
   result.recommendation = recommend(result.runs, w.memory_limit_bytes, final_decision);
   if (result.recommendation.best_index < 0) {
     // Memory may have stopped every split: say what the plan fits, in the limit or the device's

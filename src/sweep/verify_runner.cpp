@@ -11,7 +11,6 @@
 #include "accumbench/data.hpp"
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
-#include "accumbench/interrupt.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/verify.hpp"
 #include "compat/compat.hpp"
@@ -229,9 +228,7 @@ VerifyResult run_verify(const VerifyOptions& options) {
 
   for (const SplitConfig& config : setup.grid) {
     if (!result.interrupted_by.empty() || stop_requested_on_any_rank(group.get(), setup.device.str())) {
-      if (result.interrupted_by.empty()) {
-        result.interrupted_by = stop_signal() != 0 ? signal_name(stop_signal()) : "another rank's signal";
-      }
+      if (result.interrupted_by.empty()) result.interrupted_by = stop_cause();
       result.splits_not_verified.push_back(config.label());
       continue;
     }
