@@ -5,7 +5,7 @@
 # the rounds), so the rounds are under way and each split is short of its 200 --steps. (A stop
 # during the warm-ups is Sweep.AStopDuringTheWarmUpsReportsWhatWasMeasured.)
 #
-#   tests/cli/interrupt.sh BINARY DATA_DIR CLI_DIR CASE single|data_parallel|verify
+#   tests/cli/interrupt.sh BINARY DATA_DIR CLI_DIR CASE single|data_parallel|verify|ignored
 # shellcheck disable=SC2317  # the mode functions are called as "$mode"
 source "$(dirname "$0")/lib.sh"
 cli_init "$@"
@@ -131,9 +131,28 @@ if len(rows) + int(m.group(1)) != 6: fail("%d rows + %s not verified != 6 splits
 ' "$out"
 }
 
+# cli.sweep.interrupt_ignored: a background job of a script (bash without job control) inherits
+# SIGINT ignored, as a terminal's Ctrl-C is not meant for it; accumbench keeps it ignored and the
+# sweep runs to its end.
+ignored() {
+  tiny_args --batch 8 --steps 60 --json "$json"
+  last_command="accumbench sweep ${args[*]} (in the background without job control, then SIGINT)"
+  "$bin" sweep "${args[@]}" >"$out" 2>"$err" &
+  pid=$!
+  background_pids+=("$pid")
+  wait_for_json "$pid" || fail "the sweep ended or hung before its JSON held a run"
+  stop_with_sigint
+  [ "$rc" -eq 0 ] || fail "exit status $rc after an ignored SIGINT, expected 0 (the sweep runs to its end)"
+  check "the sweep ran to its end" py '
+d = load(sys.argv[1])
+if d["interruption"]["signal"]: fail("interruption %s" % d["interruption"])
+if sorted(len(r["steps"]) for r in d["runs"]) != [60] * 4: fail("steps %s" % [len(r["steps"]) for r in d["runs"]])
+' "$json"
+}
+
 mode=${case_args[0]:-}
 case "$mode" in
-  single | data_parallel | verify) "$mode" ;;
+  single | data_parallel | verify | ignored) "$mode" ;;
   *) fail "unknown mode '$mode'" ;;
 esac
 cli_pass
