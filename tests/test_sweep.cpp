@@ -263,8 +263,22 @@ TEST(Sweep, ResumeRefusesAnotherConfiguration) {
     EXPECT_NE(std::string(e.what()).find("--lr \"0.0001\", this sweep has \"0.001\""), std::string::npos) << e.what();
   }
   other = tiny();
+  other.workload.optimizer.eps = 1e-6;  // named by its flag, not the context's field name
+  try {
+    ab::run_sweep(other, nullptr, &first);
+    FAIL() << "a different --adam-eps was resumed";
+  } catch (const ab::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("measured with --adam-eps \"1e-08\", this sweep has \"1e-06\""),
+              std::string::npos)
+        << e.what();
+  }
+  other = tiny();
   other.steps = 3;
   EXPECT_THROW(ab::run_sweep(other, nullptr, &first), ab::UserError);
+  // How long to go on deciding changes no finished split: a resume may take another budget.
+  other = tiny();
+  other.time_budget_seconds = 1;
+  EXPECT_NO_THROW(ab::run_sweep(other, nullptr, &first));
   other = tiny();
   other.workload.model.seed = 7;
   EXPECT_THROW(ab::run_sweep(other, nullptr, &first), ab::UserError);

@@ -81,11 +81,33 @@ bool may_differ_on_resume(const std::string& option) {
   static const char* const kFree[] = {"micro_batches", "precisions",   "knobs",       "cuda_graphs",
                                       "chunked_loss",  "activation_checkpointing", "optimizer_in_backward",
                                       "memory_limit_bytes", "try_predicted_oom", "profile_dir", "OMP_WAIT_POLICY",
-                                      "peak_tflops", "tie_tolerance", "confidence"};
+                                      "peak_tflops", "tie_tolerance", "confidence",
+                                      // how long to go on deciding, or to wait for other ranks:
+                                      // neither changes what a finished split measured
+                                      "time_budget_seconds", "dist_timeout_seconds"};
   for (const char* free : kFree) {
     if (option == free) return true;
   }
   return false;
+}
+
+// What the user changes to make a context option match, in their words: the option's flag, or the
+// file whose content it fingerprints.
+std::string resume_option_words(const std::string& name) {
+  static const std::pair<const char*, const char*> kWords[] = {
+      {"model_file_fingerprint", "the content of the config.json"},
+      {"token_file_fingerprint", "the content of the --tokens file"},
+      {"lengths_file_fingerprint", "the content of the --lengths file"},
+      {"samples", "the samples of --lengths"},
+      {"memory_judged_on", "the micro-batch memory is judged on"},
+      {"token_file", "--tokens"},
+      {"eps", "--adam-eps"}};
+  for (const auto& [option, words] : kWords) {
+    if (name == option) return words;
+  }
+  std::string flag = "--" + name;  // seq_len -> --seq-len: the flag, for every other option
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
 }
 
 // A resume file from another configuration would mix two experiments in one report: every option
@@ -114,10 +136,10 @@ void check_resume(const SweepResult& resume, const SweepContext& now) {
       if (done_name == name) then = done_value, recorded = true;
     }
     if (!recorded) {
-      throw UserError("--resume file was written before accumbench recorded " + name +
+      throw UserError("--resume file was written before accumbench recorded " + resume_option_words(name) +
                       ", so it cannot tell whether its splits match this sweep; write to a new file");
     }
-    if (then != value) mismatch("--" + name, then, value);
+    if (then != value) mismatch(resume_option_words(name), then, value);
   }
 }
 

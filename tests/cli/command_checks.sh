@@ -362,7 +362,7 @@ resume_edited_lengths() {
   expect 0 "16 samples, 1 cut to T=32" -- sweep "${args[@]}" --json "$work/a.json"
   cp "$work/a.json" "$work/kept.json"
   cp "$data/lengths/skewed.txt" "$work/edited.txt"
-  expect_user_error "lengths_file_fingerprint" "resume with the same options, or write to a new file" -- \
+  expect_user_error "measured with the content of the --lengths file" "resume with the same options, or write to a new file" -- \
     sweep "${args[@]}" --resume "$work/a.json"
   check "a refused resume leaves the file alone" cmp "$work/kept.json" "$work/a.json"
 }
