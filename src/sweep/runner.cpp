@@ -372,8 +372,9 @@ void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t v
 }
 
 // The first sentence of an interrupted sweep's recommendation: how far it got, and how to measure
-// the rest. `rounds` were run of `min_rounds` (--steps) that every split is timed in.
-std::string interruption_sentence(const SweepResult& result, int64_t rounds, int64_t min_rounds) {
+// the rest. `rounds` were run of `min_rounds` (--steps) that every split is timed in; `profiled`:
+// --profile was asked for (its steps are left out once stopped).
+std::string interruption_sentence(const SweepResult& result, int64_t rounds, int64_t min_rounds, bool profiled) {
   std::vector<std::string> parts;
   const std::vector<std::string>& not_run = result.interruption.splits_not_run;
   if (!not_run.empty()) {
@@ -396,6 +397,7 @@ std::string interruption_sentence(const SweepResult& result, int64_t rounds, int
     parts.push_back("the timed rounds stopped after " + std::to_string(rounds) + ", every split past its --steps " +
                     std::to_string(min_rounds));
   }
+  if (profiled) parts.push_back("no --profile step taken");
   std::string sentence = "Interrupted by " + result.interruption.signal;
   for (size_t i = 0; i < parts.size(); ++i) sentence += (i == 0 ? ": " : ", ") + parts[i];
   return sentence +
@@ -601,7 +603,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   }
 
   // 3. Finish: memory attribution, derived fields, profiles; intervals of the means.
-  for (int index : slot_of) measurement.finish(result.runs[index], index);
+  // Stopped by a signal: no more steps, so no --profile step either.
+  for (int index : slot_of) measurement.finish(result.runs[index], index, /*final=*/!report.interrupted);
   for (size_t k = 0; k < slot_of.size(); ++k) {
     RunResult& run = result.runs[slot_of[k]];
     if (run.status != RunStatus::kOk) continue;
@@ -635,7 +638,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     const bool none_failed = std::all_of(result.runs.begin(), result.runs.end(),
                                          [](const RunResult& run) { return run.status == RunStatus::kOk; });
     const bool nothing_else = result.recommendation.best_index < 0 && none_failed;
-    result.recommendation.reason = interruption_sentence(result, report.rounds, options.steps) +
+    const bool profiled = !options.profile_dir.empty();
+    result.recommendation.reason = interruption_sentence(result, report.rounds, options.steps, profiled) +
                                    (nothing_else ? "" : " " + result.recommendation.reason);
   }
   result.time_models = fit_time_models(result.runs);
