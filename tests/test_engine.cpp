@@ -115,8 +115,8 @@ TEST(Verify, AStopLeavesTheRestUnverifiedAndSaysSo) {
   ab::request_stop(0);
   EXPECT_TRUE(r.splits.empty());
   EXPECT_TRUE(r.all_pass);
-  EXPECT_EQ(r.interrupted_by, "SIGINT");
-  EXPECT_EQ(r.splits_not_verified, (std::vector<std::string>{"1\u00d78", "2\u00d74", "4\u00d72", "8\u00d71"}));
+  EXPECT_EQ(r.interruption.signal, "SIGINT");
+  EXPECT_EQ(r.interruption.splits_not_run, (std::vector<std::string>{"1\u00d78", "2\u00d74", "4\u00d72", "8\u00d71"}));
   std::ostringstream none;
   ab::print_verify(r, none);
   EXPECT_NE(none.str().find("\nInterrupted by SIGINT: 4 splits not verified (1\u00d78, 2\u00d74, 4\u00d72, 8\u00d71); run "
@@ -128,9 +128,9 @@ TEST(Verify, AStopLeavesTheRestUnverifiedAndSaysSo) {
   // Stopped after two splits: those two are shown and passed so far.
   const ab::VerifyResult full = ab::run_verify(small("gpt2-tiny", "fixed"));
   ASSERT_EQ(full.splits.size(), 4u);
-  EXPECT_TRUE(full.interrupted_by.empty());
+  EXPECT_TRUE(full.interruption.signal.empty());
   r.splits = {full.splits[0], full.splits[1]};
-  r.splits_not_verified = {"4\u00d72", "8\u00d71"};
+  r.interruption.splits_not_run = {"4\u00d72", "8\u00d71"};
   std::ostringstream some;
   ab::print_verify(r, some);
   EXPECT_NE(some.str().find("\nInterrupted by SIGINT: 2 splits not verified (4\u00d72, 8\u00d71); run verify again to "

@@ -129,6 +129,10 @@ void print_note(const std::string& note) {
   if (!note.empty()) std::cerr << "accumbench: note: " << note << "\n";
 }
 
+// The shell's exit status for a run stopped by a signal: 128 + its number (130 for Ctrl-C); a rank
+// stopped by another rank's signal exits as if terminated (143).
+int interrupted_exit_code() { return 128 + (ab::stop_signal() != 0 ? ab::stop_signal() : SIGTERM); }
+
 // The data-parallel world this process was launched into (torchrun's WORLD_SIZE; 1 without it),
 // for notes only: the runners read and check the launch environment themselves.
 int launched_world_size() {
@@ -486,7 +490,7 @@ struct SweepCommand {
       files.announce();
     }
     // Interrupted: the shell's code for the signal (130 for Ctrl-C), after everything is written.
-    if (!result.interruption.signal.empty()) return 128 + (ab::stop_signal() != 0 ? ab::stop_signal() : SIGTERM);
+    if (!result.interruption.signal.empty()) return interrupted_exit_code();
     // Every split failed: the table says why; the exit code lets scripts notice.
     return result.recommendation.best_index >= 0 ? 0 : 1;
   }
@@ -586,7 +590,7 @@ struct VerifyCommand {
     if (primary) ab::print_verify(result, std::cout);
     // A split that failed is the finding; otherwise an interrupted verify exits as the signal asks.
     if (!result.all_pass) return 1;
-    if (!result.interrupted_by.empty()) return 128 + (ab::stop_signal() != 0 ? ab::stop_signal() : SIGTERM);
+    if (!result.interruption.signal.empty()) return interrupted_exit_code();
     return 0;
   }
 };

@@ -94,9 +94,7 @@ struct VerifyResult {
   std::vector<VerifySplit> splits;
   bool all_pass = true;
   std::string export_dir;         // where the reference step was exported; empty when not
-  // A signal (interrupt.hpp) stopped it between splits: its name, and the splits not verified.
-  std::string interrupted_by;
-  std::vector<std::string> splits_not_verified;
+  Interruption interruption;      // a signal stopped it between splits: its name, the splits not verified
 };
 
 // What verify holds at its peak (src/sweep/verify_memory.cpp): the training step of its largest

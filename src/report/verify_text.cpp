@@ -68,14 +68,15 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
         << s.rel_l2_update_error << "  " << (s.pass ? "PASS" : "FAIL") << "\n";
   }
   out << std::defaultfloat << "\n";
-  if (!r.interrupted_by.empty()) {
+  const Interruption& stop = r.interruption;
+  if (!stop.signal.empty()) {
     std::string names;
-    for (const std::string& label : r.splits_not_verified) names += (names.empty() ? "" : ", ") + label;
-    out << "Interrupted by " << r.interrupted_by << ": " << r.splits_not_verified.size()
-        << (r.splits_not_verified.size() == 1 ? " split" : " splits") << " not verified (" << names
+    for (const std::string& label : stop.splits_not_run) names += (names.empty() ? "" : ", ") + label;
+    out << "Interrupted by " << stop.signal << ": " << stop.splits_not_run.size()
+        << (stop.splits_not_run.size() == 1 ? " split" : " splits") << " not verified (" << names
         << "); run verify again to check them\n";
   }
-  if (r.all_pass && !r.interrupted_by.empty()) {
+  if (r.all_pass && !stop.signal.empty()) {
     out << (r.splits.empty() ? "no split verified" : "PASS so far: every split above computes the same update as the whole batch")
         << "\n";
   } else {

@@ -227,9 +227,10 @@ VerifyResult run_verify(const VerifyOptions& options) {
   trainer.set_process_group(group.get());
 
   for (const SplitConfig& config : setup.grid) {
-    if (!result.interrupted_by.empty() || stop_requested_on_any_rank(group.get(), setup.device.str())) {
-      if (result.interrupted_by.empty()) result.interrupted_by = stop_cause();
-      result.splits_not_verified.push_back(config.label());
+    Interruption& stop = result.interruption;
+    if (!stop.signal.empty() || stop_requested_on_any_rank(group.get(), setup.device.str())) {
+      if (stop.signal.empty()) stop.signal = stop_cause();
+      stop.splits_not_run.push_back(config.label());
       continue;
     }
     StepOptions step = step_options_for(config, w.loss.normalization, w.loss.chunk_tokens);
