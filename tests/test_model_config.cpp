@@ -450,6 +450,8 @@ TEST(HfConfig, BadFixturesNameFileAndProblem) {
       {"bad_type.json", {"\"hidden_size\" is \"2048\"", "positive integer"}},
       {"bad_heads.json", {"\"num_key_value_heads\" (5) does not divide", "(32)"}},
       {"bad_qwen3_attention_bias.json", {"\"attention_bias\" is true", "o_proj", "set it to false"}},
+      {"bad_activation.json",
+       {"\"activation_function\" is \"relu\", an activation accumbench does not compute", "gelu_new, gelu_pytorch_tanh"}},
       {"does_not_exist.json", {"--hf-config", "does not exist"}},
   };
   for (const Case& k : cases) {
@@ -531,6 +533,53 @@ TEST(HfConfig, Qwen2AlwaysHasQkvBiasAndMistralNever) {
   EXPECT_TRUE(parse_hf_config(R"({"model_type":"qwen2",)" + shape, "q").qkv_bias);
   EXPECT_FALSE(parse_hf_config(R"({"model_type":"mistral",)" + shape, "m").qkv_bias);
   EXPECT_FALSE(parse_hf_config(R"({"model_type":"llama",)" + shape, "l").qkv_bias);
+}
+
+TEST(HfConfig, ActivationFollowsTheConfigAndTransformersDefaults) {
+  const std::string gpt2 = R"({"model_type":"gpt2","vocab_size":512,"n_embd":64,"n_layer":2,"n_head":4,"n_positions":256)";
+  EXPECT_EQ(parse_hf_config(gpt2 + "}", "g").activation, Activation::kGeluNew);  // GPT2Config's default
+  EXPECT_EQ(find_preset("gpt2-124m").activation, Activation::kGeluNew);           // openai-community/gpt2
+  EXPECT_EQ(parse_hf_config(gpt2 + R"(,"activation_function":"gelu_pytorch_tanh"})", "g").activation,
+            Activation::kGeluTanh);
+  EXPECT_EQ(parse_hf_config(gpt2 + R"(,"activation_function":"gelu"})", "g").activation, Activation::kGelu);
+  const std::string llama =
+      R"({"model_type":"llama","vocab_size":512,"hidden_size":64,"intermediate_size":176,)"
+      R"("num_hidden_layers":2,"num_attention_heads":4,"max_position_embeddings":256)";
+  EXPECT_EQ(parse_hf_config(llama + "}", "l").activation, Activation::kSilu);
+  EXPECT_EQ(parse_hf_config(llama + R"(,"hidden_act":"swish"})", "l").activation, Activation::kSilu);
+  EXPECT_EQ(parse_hf_config(llama + R"(,"hidden_act":"gelu"})", "l").activation, Activation::kGelu);
+  EXPECT_EQ(load_hf_config(kHfDir + "mistral.json").activation, Activation::kSilu);
+  for (const ModelConfig& p : presets())
+    EXPECT_EQ(p.activation, p.arch == Architecture::kGpt2 ? Activation::kGeluNew : Activation::kSilu) << p.name;
+  const std::string msg = user_error([&] { parse_hf_config(llama + R"(,"hidden_act":"quick_gelu"})", "cfg.json"); });
+  EXPECT_CONTAINS(msg, "config \"cfg.json\": field \"hidden_act\" is \"quick_gelu\", an activation accumbench does not compute");
+  EXPECT_CONTAINS(msg, "use gelu_new, gelu_pytorch_tanh, gelu or silu");
+  EXPECT_CONTAINS(user_error([&] { parse_hf_config(llama + R"(,"hidden_act":3})", "cfg.json"); }), "must be a string");
+  EXPECT_EQ(to_string(Activation::kGeluNew), "gelu_new");
+  EXPECT_EQ(to_string(Activation::kGeluTanh), "gelu_pytorch_tanh");
+}
+
+TEST(HfConfig, SlidingWindowIsReadAndNotedOnlyWhereItMasks) {
+  // mistralai/Mistral-7B-v0.1 sets 4096; MistralConfig defaults to 4096; null turns it off.
+  const ModelConfig mistral = load_hf_config(kHfDir + "mistral.json");
+  EXPECT_EQ(mistral.sliding_window, 4096);
+  const std::string shape =
+      R"("vocab_size":512,"hidden_size":64,"intermediate_size":176,"num_hidden_layers":2,)"
+      R"("num_attention_heads":4,"max_position_embeddings":8192)";
+  EXPECT_EQ(parse_hf_config(R"({"model_type":"mistral",)" + shape + "}", "m").sliding_window, 4096);
+  EXPECT_EQ(parse_hf_config(R"({"model_type":"mistral","sliding_window":null,)" + shape + "}", "m").sliding_window, 0);
+  // Qwen2/Qwen3 only with use_sliding_window (false in their configs); Llama has none.
+  EXPECT_EQ(parse_hf_config(R"({"model_type":"qwen2","sliding_window":32768,)" + shape + "}", "q").sliding_window, 0);
+  EXPECT_EQ(parse_hf_config(R"({"model_type":"qwen2","use_sliding_window":true,"sliding_window":1024,)" + shape + "}", "q")
+                .sliding_window,
+            1024);
+  EXPECT_EQ(parse_hf_config(R"({"model_type":"llama","sliding_window":16,)" + shape + "}", "l").sliding_window, 0);
+
+  EXPECT_EQ(sliding_window_note(mistral, 4096), "");
+  EXPECT_EQ(sliding_window_note(find_preset("llama-mini"), 512), "");
+  const std::string note = sliding_window_note(mistral, 8192);
+  EXPECT_CONTAINS(note, "sets sliding_window 4096, shorter than --seq-len 8192: accumbench attends to every earlier position");
+  EXPECT_CONTAINS(note, "time and memory here are full causal attention's");
 }
 
 // ---------------------------------------------------------------------------------------------

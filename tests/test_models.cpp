@@ -81,6 +81,31 @@ TEST(Models, HfConfigsBuildTheirShapes) {
   }
 }
 
+// The config's activation is the one computed: gelu_new and gelu_pytorch_tanh are one function
+// (bit for bit here, one fused op), exact GELU differs from it by ~1e-3 at most per activation and
+// SiLU by far more; the weights (same seed) are the same in all four.
+TEST(Models, TheConfigsActivationIsComputed) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(5);
+  for (const char* name : {"gpt2-tiny", "llama-tiny"}) {
+    SCOPED_TRACE(name);
+    const at::Tensor tokens = torch::randint(ab::find_preset(name).vocab_size, {2, 16}, torch::kLong);
+    auto logits = [&](ab::Activation activation) {
+      ab::ModelConfig cfg = ab::find_preset(name);
+      cfg.activation = activation;
+      ab::LanguageModel model = ab::build_model(cfg, 0);
+      model->eval();
+      return model->forward(tokens);
+    };
+    const at::Tensor gelu_new = logits(ab::Activation::kGeluNew);
+    EXPECT_TRUE(torch::equal(gelu_new, logits(ab::Activation::kGeluTanh)));
+    const double exact = (logits(ab::Activation::kGelu) - gelu_new).abs().max().item<double>();
+    const double silu = (logits(ab::Activation::kSilu) - gelu_new).abs().max().item<double>();
+    EXPECT_GT(exact, 0.0);
+    EXPECT_GT(silu, 10 * exact);
+  }
+}
+
 TEST(Models, SameSeedSameWeights) {
   auto a = ab::build_model(ab::find_preset("llama-tiny"), 7)->parameters();
   auto b = ab::build_model(ab::find_preset("llama-tiny"), 7)->parameters();

@@ -5,6 +5,7 @@ models (models.py), and compares the loss and the gradients with accumbench's.
     /usr/bin/python3 bench/reference/check_export.py DIR            # exit 0: same loss and gradients
     /usr/bin/python3 bench/reference/check_export.py DIR --rope interleaved   # a wrong reference: exit 1
     /usr/bin/python3 bench/reference/check_export.py DIR --framework hf-trl   # + HF Trainer/TRL's step
+    /usr/bin/python3 bench/reference/check_export.py DIR --activation silu    # a wrong activation: exit 1
 
 Tolerances (fp32): loss relative 1e-6; gradients relative L2 1e-5 over every trainable tensor
 together (as `accumbench verify` judges its splits), the worst single tensor printed too. Both
@@ -13,7 +14,8 @@ bf16/fp16 exports are recomputed under autocast and judged at verify's 3e-2.
 
 --framework hf-trl also runs the step as HF's Trainer and TRL's SFTTrainer run it (hf_trl.py: per
 micro-batch the no_grad entropy and token accuracy from the logits, the loss over num_items_in_batch,
-the host syncs), in micro-batches of --micro-batch sequences, and asserts that it changes nothing in
+the host syncs, GPT-2's gelu_new op by op as transformers computes it), in micro-batches of
+--micro-batch sequences, and asserts that it changes nothing in
 the math: the loss within 1e-6 relative of the plain reference's and the gradients (after the last
 backward, before the Trainer's clipping) within 1e-6 relative L2; the metrics finite, the entropy in
 [0, log V] and equal to an unchunked float64 computation within 1e-5, the accuracy in [0, 1]. Its
@@ -91,9 +93,10 @@ def load_export(root):
     return index
 
 
-def build_reference(index, root, rope):
-    """The reference model with the export's weights, adapters where the export has them."""
-    model = CausalLM(index["model"], rope=rope)
+def build_reference(index, root, rope, hf_ops=False):
+    """The reference model with the export's weights, adapters where the export has them; hf_ops:
+    the activation computed as transformers computes it (models.py, Activations)."""
+    model = CausalLM(index["model"], rope=rope, hf_ops=hf_ops)
     names = [p["name"] for p in index["parameters"]]
     lora = index["lora"]
     if lora is not None:
@@ -150,7 +153,7 @@ def hf_trl_step(index, root, micro_batch, rope="rotate_half", wrong_ga_divide=Fa
     if micro_batch < 1 or sequences % micro_batch != 0:
         raise ExportError(f"--micro-batch {micro_batch} does not divide the export's {sequences} sequences; "
                           f"pick a divisor of {sequences}")
-    model = build_reference(index, root, rope)
+    model = build_reference(index, root, rope, hf_ops=True)
     inputs = read_tensor(root, batch["inputs"])
     targets = read_tensor(root, batch["targets"])
     mask = read_tensor(root, batch["attention_mask"]).long()
@@ -319,7 +322,8 @@ def compare(index, root, loss, grads):
 def describe(index):
     m, b = index["model"], index["batch"]
     words = [f"{m['name']} ({m['arch']}", f"{m['n_layers']} layers", f"d {m['d_model']}",
-             f"heads {m['n_heads']}/{m['n_kv_heads']}", f"head_dim {m['head_dim']}"]
+             f"heads {m['n_heads']}/{m['n_kv_heads']}", f"head_dim {m['head_dim']}",
+             m.get("activation", "default activation")]
     words += [w for w, on in (("q/k/v bias", m["qkv_bias"]), ("q/k norm", m["qk_norm"]),
                               ("untied head", not m["tied_embeddings"])) if on]
     lengths = "fixed lengths" if min(b["sequence_tokens"]) == b["seq_len"] else \
@@ -335,6 +339,9 @@ def main():
     parser.add_argument("--rope", choices=ROPE_CONVENTIONS, default="rotate_half",
                         help="the reference's RoPE convention; 'interleaved' is wrong for HF models and "
                              "exists to show that the check fails")
+    parser.add_argument("--activation", choices=("gelu_new", "gelu_pytorch_tanh", "gelu", "silu"), default=None,
+                        help="compute this MLP activation instead of the export's (a different one shows that "
+                             "the check fails)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--framework", choices=("plain", "hf-trl"), default="plain",
                         help="hf-trl: also the step as HF Trainer + TRL SFTTrainer run it, checked against plain")
@@ -350,6 +357,8 @@ def main():
     torch.set_num_threads(args.threads)
     try:
         index = load_export(args.export_dir)
+        if args.activation is not None:
+            index["model"]["activation"] = args.activation
         print(f"reference ({torch.__version__}, rope {args.rope}, framework {args.framework}): {describe(index)}")
         loss, grads = reference_step(index, args.export_dir, args.rope)
         ok = True

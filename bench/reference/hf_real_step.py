@@ -66,12 +66,14 @@ def hf_config(transformers, m):
         return transformers.GPT2Config(vocab_size=m["vocab_size"], n_positions=m["max_seq_len"], n_embd=m["d_model"],
                                        n_layer=m["n_layers"], n_head=m["n_heads"], n_inner=m["d_ff"],
                                        layer_norm_epsilon=m["norm_eps"], tie_word_embeddings=m["tied_embeddings"],
+                                       activation_function=m.get("activation", "gelu_new"),
                                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
     common = dict(vocab_size=m["vocab_size"], hidden_size=m["d_model"], intermediate_size=m["d_ff"],
                   num_hidden_layers=m["n_layers"], num_attention_heads=m["n_heads"],
                   num_key_value_heads=m["n_kv_heads"], head_dim=m["head_dim"], rms_norm_eps=m["norm_eps"],
                   rope_theta=m["rope_theta"], max_position_embeddings=m["max_seq_len"],
-                  tie_word_embeddings=m["tied_embeddings"], attention_dropout=0.0, use_cache=False)
+                  tie_word_embeddings=m["tied_embeddings"], hidden_act=m.get("activation", "silu"),
+                  attention_dropout=0.0, use_cache=False)
     if m["qk_norm"]:
         return transformers.Qwen3Config(**common)
     if m["qkv_bias"]:

@@ -7,14 +7,15 @@ with _cast_input_dtype, older ones with x.to(lora_A.weight.dtype): the same arit
 
   GPT-2    transformers/models/gpt2/modeling_gpt2.py: GPT2Block (pre-LayerNorm), GPT2Attention
            (eager_attention_forward: scores scaled by 1/sqrt(head_dim), softmax), GPT2MLP
-           (gelu_new = GELU with the tanh approximation), learned positions wpe, ln_f, lm_head tied
+           (act = ACT2FN[activation_function], see Activations), learned positions wpe, ln_f, lm_head tied
            to wte. HF's Conv1D stores weights as (in, out) and computes x @ W + b; accumbench (and
            this file) store nn.Linear's (out, in): the same map, transposed storage.
   Llama    transformers/models/llama/modeling_llama.py: LlamaRMSNorm (variance in fp32, the weight
            applied after the cast back), LlamaRotaryEmbedding (inv_freq = 1/theta^(2i/d), the angle
            table concatenated with itself, cos/sin cast to the activations' dtype), rotate_half
            (cat(-x2, x1) over the two halves of head_dim), repeat_kv (each kv head expanded to
-           n_heads/n_kv_heads consecutive query heads), LlamaMLP (down(silu(gate(x)) * up(x))).
+           n_heads/n_kv_heads consecutive query heads), LlamaMLP (down(act(gate(x)) * up(x)), act =
+           ACT2FN[hidden_act], silu by default).
   Qwen2    transformers/models/qwen2/modeling_qwen2.py: Llama with bias=True on q/k/v_proj.
   Qwen3    transformers/models/qwen3/modeling_qwen3.py: Qwen3Attention applies q_norm / k_norm
            (an RMSNorm of size head_dim) to each head on the (B, T, H, hd) view, before RoPE.
@@ -23,6 +24,12 @@ with _cast_input_dtype, older ones with x.to(lora_A.weight.dtype): the same arit
   Loss     transformers/loss/loss_utils.py ForCausalLMLoss: logits upcast to fp32, cross-entropy
            summed over targets != -100 and divided by num_items_in_batch. accumbench's targets are
            already shifted (target t is token t+1), so no shift happens here.
+  Activations  transformers/activations.py ACT2FN (v4.5x): "gelu_new" is NewGELUActivation, which
+           computes 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) op by op (autograd saves x, the tanh, 1 + tanh
+           and 0.5·x; under CUDA autocast pow runs in fp32, so x is saved as an fp32 copy); "gelu_pytorch_tanh"
+           (GELUTanh / PytorchGELUTanh) the same function as one fused op; "gelu" F.gelu; "silu"/"swish"
+           nn.SiLU. The plain reference runs gelu_new fused, as accumbench does (the same function);
+           CausalLM(..., hf_ops=True), which the hf-trl steps use, runs it op by op as transformers does.
   LoRA     PEFT lora.Linear.forward: result = base(x); x = x.to(lora_A's dtype);
            result = result + lora_B(lora_A(dropout(x))) * scaling; result.to(base result's dtype),
            scaling = lora_alpha / r.
@@ -93,6 +100,28 @@ def attention(q, k, v, attention_mask, implementation="eager"):
     return torch.matmul(weights, v)  # (B, H, T, hd)
 
 
+DEFAULT_ACTIVATION = {"gpt2": "gelu_new", "llama": "silu"}  # for exports written before "activation"
+
+
+def gelu_new_op_by_op(x):
+    """GELU's tanh approximation op by op, in the order of transformers' NewGELUActivation: one
+    expression, so that each temporary is freed as soon as it is used, as there."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def mlp_activation(name, hf_ops):
+    """The MLP's activation by transformers' name; hf_ops: gelu_new op by op, as transformers runs it."""
+    if name == "gelu_new" and hf_ops:
+        return gelu_new_op_by_op
+    if name in ("gelu_new", "gelu_pytorch_tanh"):
+        return lambda x: F.gelu(x, approximate="tanh")
+    if name == "gelu":
+        return F.gelu
+    if name in ("silu", "swish"):
+        return F.silu
+    raise ValueError(f"activation {name!r} is not one accumbench exports")
+
+
 class Gpt2Block(torch.nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -104,6 +133,7 @@ class Gpt2Block(torch.nn.Module):
         self.ln_2 = torch.nn.LayerNorm(d, eps=cfg["norm_eps"])
         self.c_fc = AdaptedLinear(d, cfg["d_ff"], True)
         self.mlp_c_proj = AdaptedLinear(cfg["d_ff"], d, True)
+        self.act = F.gelu  # set by CausalLM
 
 
     def forward(self, x, attention_mask, rotary):
@@ -112,7 +142,7 @@ class Gpt2Block(torch.nn.Module):
         heads = lambda t: t.view(batch, seq, self.n_heads, self.head_dim).transpose(1, 2)  # noqa: E731
         y = attention(heads(q), heads(k), heads(v), attention_mask, self.attention).transpose(1, 2).reshape(batch, seq, -1)
         h = x + self.attn_c_proj(y)
-        return h + self.mlp_c_proj(F.gelu(self.c_fc(self.ln_2(h)), approximate="tanh"))
+        return h + self.mlp_c_proj(self.act(self.c_fc(self.ln_2(h))))
 
 
 class RmsNorm(torch.nn.Module):
@@ -168,6 +198,7 @@ class LlamaBlock(torch.nn.Module):
         self.gate_proj = AdaptedLinear(d, cfg["d_ff"], False)
         self.up_proj = AdaptedLinear(d, cfg["d_ff"], False)
         self.down_proj = AdaptedLinear(cfg["d_ff"], d, False)
+        self.act = F.silu  # set by CausalLM
 
 
     def forward(self, x, attention_mask, rotary):
@@ -182,13 +213,13 @@ class LlamaBlock(torch.nn.Module):
         y = attention(q, k, v, attention_mask, self.attention).transpose(1, 2).reshape(batch, seq, -1)
         h = x + self.o_proj(y)
         m = self.post_attention_layernorm(h)
-        return h + self.down_proj(F.silu(self.gate_proj(m)) * self.up_proj(m))
+        return h + self.down_proj(self.act(self.gate_proj(m)) * self.up_proj(m))
 
 
 class CausalLM(torch.nn.Module):
     """GPT-2 or the Llama family, from accumbench's model config (index.json's "model")."""
 
-    def __init__(self, cfg, rope="rotate_half", attention="eager"):
+    def __init__(self, cfg, rope="rotate_half", attention="eager", hf_ops=False):
         super().__init__()
         assert attention in ATTENTIONS, attention
         self.cfg = cfg
@@ -204,8 +235,10 @@ class CausalLM(torch.nn.Module):
             self.blocks = [LlamaBlock(cfg) for _ in range(cfg["n_layers"])]
             self.norm = RmsNorm(cfg["d_model"], cfg["norm_eps"])
             prefix, self.rotary = "layers", Rotary(cfg["head_dim"], cfg["rope_theta"], rope)
+        act = mlp_activation(cfg.get("activation", DEFAULT_ACTIVATION[cfg["arch"]]), hf_ops)
         for i, block in enumerate(self.blocks):
             block.attention = attention
+            block.act = act
             self.add_module(f"{prefix}{i}", block)
         if not cfg["tied_embeddings"]:
             self.lm_head = torch.nn.Linear(cfg["d_model"], cfg["vocab_size"], bias=False)

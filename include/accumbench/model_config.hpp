@@ -23,6 +23,19 @@ enum class Architecture {
 
 std::string to_string(Architecture arch);
 
+// The MLP's activation, by the name transformers gives it (GPT-2: act(c_fc(x)); the Llama family:
+// down(act(gate(x)) · up(x))). The engine runs each as one fused op that saves its input, so the
+// choice changes neither a shape nor the plain plan. transformers computes gelu_new as separate
+// elementwise ops (activations.py NewGELUActivation), which --framework hf-trl plans.
+enum class Activation {
+  kGeluNew,   // "gelu_new", GPT-2's: GELU with the tanh approximation
+  kGeluTanh,  // "gelu_pytorch_tanh": the same function, one fused op in transformers too
+  kGelu,      // "gelu": exact GELU (erf)
+  kSilu,      // "silu" (or "swish"): the Llama family's
+};
+
+std::string to_string(Activation activation);
+
 struct ModelConfig {
   std::string name;
   Architecture arch = Architecture::kGpt2;
@@ -40,6 +53,10 @@ struct ModelConfig {
   bool qkv_bias = false;    // Qwen2 puts a bias on q/k/v projections
   bool qk_norm = false;     // Qwen3: RMSNorm (weight of size head_dim, shared by the heads) on
                             // each head's q and k before RoPE
+  Activation activation = Activation::kGeluNew;  // kSilu for the Llama family
+  // Mistral's (and Qwen2's, with use_sliding_window) attention window in tokens; 0: none. The
+  // engine attends to the whole causal prefix (sliding_window_note says so when it matters).
+  int64_t sliding_window = 0;
   std::string published_parameters;  // e.g. "124M"; empty for test presets
 };
 
@@ -48,6 +65,11 @@ void validate(const ModelConfig& cfg);
 
 // Throws UserError when seq_len is not positive or beyond the model's positions.
 void check_sequence_length(const ModelConfig& cfg, int64_t seq_len);
+
+// A sentence for the user when the config's sliding window is shorter than seq_len (a
+// Hugging Face model then masks keys further back than the window, which the engine does not);
+// empty when it changes nothing.
+std::string sliding_window_note(const ModelConfig& cfg, int64_t seq_len);
 
 // Closed form of the number of trainable parameters (see src/models/model_config.cpp).
 int64_t parameter_count(const ModelConfig& cfg);

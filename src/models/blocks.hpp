@@ -28,6 +28,21 @@ class TransformerBlockImpl : public torch::nn::Module {
   virtual std::vector<std::pair<std::string, AdaptedLinear>> linears() = 0;
 };
 
+// The MLP's activation as one fused op: gelu_new and gelu_pytorch_tanh are the same function
+// (GELU, tanh approximation), which transformers computes in separate ops for gelu_new only.
+inline at::Tensor mlp_activation(const at::Tensor& x, Activation activation) {
+  switch (activation) {
+    case Activation::kGeluNew:
+    case Activation::kGeluTanh:
+      return at::gelu(x, /*approximate=*/"tanh");
+    case Activation::kGelu:
+      return at::gelu(x);
+    case Activation::kSilu:
+      return at::silu(x);
+  }
+  return at::silu(x);  // unreachable: every Activation is handled above
+}
+
 LanguageModel build_gpt2(const ModelConfig& cfg);
 LanguageModel build_llama(const ModelConfig& cfg);
 

@@ -1,5 +1,5 @@
 // GPT-2 (Radford et al. 2019; HF transformers modeling_gpt2.py): pre-LayerNorm blocks, learned
-// positions, GELU-tanh MLP of width d_ff, biases everywhere, head tied to the token embedding.
+// positions, GELU-tanh MLP of width d_ff (or the config's activation), biases everywhere, head tied to the token embedding.
 #include "models/blocks.hpp"
 
 #include <cmath>
@@ -11,7 +11,7 @@ namespace {
 
 class Gpt2BlockImpl : public TransformerBlockImpl {
  public:
-  explicit Gpt2BlockImpl(const ModelConfig& cfg) : n_heads_(cfg.n_heads), head_dim_(cfg.head_dim) {
+  explicit Gpt2BlockImpl(const ModelConfig& cfg) : n_heads_(cfg.n_heads), head_dim_(cfg.head_dim), activation_(cfg.activation) {
     const int64_t d = cfg.d_model;
     const int64_t attn = cfg.n_heads * cfg.head_dim;
     ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(cfg.norm_eps)));
@@ -34,7 +34,7 @@ class Gpt2BlockImpl : public TransformerBlockImpl {
                                             packed != nullptr ? &packed->attention : nullptr);
     y = y.transpose(1, 2).reshape({batch, seq, attn});  // (B, T, H·hd)
     at::Tensor h = x + attn_proj(y);
-    return h + mlp_proj(at::gelu(c_fc(ln_2(h)), /*approximate=*/"tanh"));
+    return h + mlp_proj(mlp_activation(c_fc(ln_2(h)), activation_));
   }
 
   std::vector<std::pair<std::string, AdaptedLinear>> linears() override {
@@ -47,6 +47,7 @@ class Gpt2BlockImpl : public TransformerBlockImpl {
  private:
   int64_t n_heads_;
   int64_t head_dim_;
+  Activation activation_;
 };
 
 class Gpt2Impl : public LanguageModelImpl {

@@ -2,10 +2,10 @@
 // read from a file, a model directory or a Hub id in the local Hugging Face cache (never the
 // network).
 //
-// Only fields that set a shape (or the norm epsilon / RoPE base, which the model uses) are read;
-// everything else (dropout, token ids, torch_dtype, rope_scaling, sliding_window, ...) changes
-// neither the parameter count nor the amount of work per token at the lengths the benchmark runs,
-// and is ignored. Field names and defaults follow transformers' GPT2Config, LlamaConfig,
+// Only fields that set a shape, the values the model uses (norm epsilon, RoPE base, the MLP's
+// activation) and the sliding window (a note when --seq-len exceeds it) are read; everything else
+// (dropout, token ids, torch_dtype, rope_scaling, ...) changes neither the parameter count nor the
+// amount of work per token, and is ignored. Field names and defaults follow transformers' GPT2Config, LlamaConfig,
 // Qwen2Config, Qwen3Config and MistralConfig; shape fields have no default here, because a config.json saved
 // by transformers always writes them and a missing one means the file is not what the user thinks.
 #include <cctype>
@@ -76,6 +76,12 @@ class FieldReader {
     return v->get<std::string>();
   }
 
+  // A key present with null, which for some fields means "none" rather than "the default".
+  bool is_null(const char* key) const {
+    const auto it = root_.find(key);
+    return it != root_.end() && it->is_null();
+  }
+
   [[noreturn]] void missing(const char* key) const {
     fail(std::string("required field \"") + key + "\" is missing",
          "add it, or use the model's config.json exactly as its Hugging Face repository ships it");
@@ -106,6 +112,19 @@ class FieldReader {
   const std::string& origin_;
 };
 
+// transformers' ACT2FN names (activations.py) for the activations the engine computes; any other
+// would benchmark a different function, so the file is refused with the names that work.
+Activation activation_from(const FieldReader& f, const char* key, const std::string& fallback) {
+  const std::string name = f.has(key) ? f.string(key) : fallback;
+  if (name == "gelu_new") return Activation::kGeluNew;
+  if (name == "gelu_pytorch_tanh") return Activation::kGeluTanh;
+  if (name == "gelu") return Activation::kGelu;
+  if (name == "silu" || name == "swish") return Activation::kSilu;
+  f.fail(std::string("field \"") + key + "\" is " + text::quoted(name) + ", an activation accumbench does not compute",
+         "use gelu_new, gelu_pytorch_tanh, gelu or silu (the same shape and nearly the same cost) to benchmark "
+         "the model with that activation instead");
+}
+
 // transformers GPT2Config / GPT2LMHeadModel.
 ModelConfig gpt2_from(const FieldReader& f) {
   ModelConfig c;
@@ -130,6 +149,7 @@ ModelConfig gpt2_from(const FieldReader& f) {
   c.d_ff = f.positive_int_or("n_inner", 4 * c.d_model);  // GPT2MLP: n_inner null → 4·n_embd
   c.norm_eps = f.positive_number_or("layer_norm_epsilon", 1e-5);
   c.tied_embeddings = f.boolean_or("tie_word_embeddings", true);
+  c.activation = activation_from(f, "activation_function", "gelu_new");  // GPT2Config's default
   return c;
 }
 
@@ -166,6 +186,12 @@ ModelConfig llama_family_from(const FieldReader& f, const std::string& model_typ
   c.rope_theta = f.positive_number_or("rope_theta", 10000.0);
   c.norm_eps = f.positive_number_or("rms_norm_eps", 1e-6);  // all three classes default to 1e-6
   c.tied_embeddings = f.boolean_or("tie_word_embeddings", false);
+  c.activation = activation_from(f, "hidden_act", "silu");  // every one of the four configs' default
+  // MistralConfig: sliding_window 4096 unless given; null turns it off. Qwen2Config/Qwen3Config:
+  // only with use_sliding_window (default false), then sliding_window (default 4096).
+  const bool windowed = model_type == "mistral" || ((model_type == "qwen2" || model_type == "qwen3") &&
+                                                    f.boolean_or("use_sliding_window", false));
+  if (windowed && !f.is_null("sliding_window")) c.sliding_window = f.positive_int_or("sliding_window", 4096);
 
   if (model_type == "qwen2") {
     c.qkv_bias = true;  // Qwen2Attention: q/k/v_proj bias=True, o_proj bias=False, always

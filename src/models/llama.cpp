@@ -64,7 +64,7 @@ class LlamaBlockImpl : public TransformerBlockImpl {
  public:
   LlamaBlockImpl(const ModelConfig& cfg, std::shared_ptr<RotaryCache> rotary)
       : n_heads_(cfg.n_heads), n_kv_heads_(cfg.n_kv_heads), head_dim_(cfg.head_dim),
-        rotary_(std::move(rotary)) {
+        activation_(cfg.activation), rotary_(std::move(rotary)) {
     const int64_t d = cfg.d_model;
     auto linear = [](int64_t in, int64_t out, bool bias) { return AdaptedLinear(in, out, bias); };
     input_layernorm = register_module("input_layernorm", RmsNorm(d, cfg.norm_eps));
@@ -105,7 +105,7 @@ class LlamaBlockImpl : public TransformerBlockImpl {
                        .reshape({batch, seq, n_heads_ * head_dim_});
     at::Tensor h = x + o_proj(y);
     at::Tensor m = post_attention_layernorm(h);
-    return h + down_proj(at::silu(gate_proj(m)) * up_proj(m));
+    return h + down_proj(mlp_activation(gate_proj(m), activation_) * up_proj(m));
   }
 
   std::vector<std::pair<std::string, AdaptedLinear>> linears() override {
@@ -120,6 +120,7 @@ class LlamaBlockImpl : public TransformerBlockImpl {
 
  private:
   int64_t n_heads_, n_kv_heads_, head_dim_;
+  Activation activation_;
   std::shared_ptr<RotaryCache> rotary_;
 };
 

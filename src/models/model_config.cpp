@@ -25,6 +25,20 @@ std::string to_string(Architecture arch) {
   return "unknown";
 }
 
+std::string to_string(Activation activation) {
+  switch (activation) {
+    case Activation::kGeluNew:
+      return "gelu_new";
+    case Activation::kGeluTanh:
+      return "gelu_pytorch_tanh";
+    case Activation::kGelu:
+      return "gelu";
+    case Activation::kSilu:
+      return "silu";
+  }
+  return "unknown";
+}
+
 namespace {
 
 // Sums and products of shape sizes: a shape read from a hand-edited config.json can be large
@@ -247,6 +261,7 @@ ModelConfig llama(std::string name, const LlamaShape& s, std::string published) 
   c.tied_embeddings = s.tied;
   c.qkv_bias = s.qkv_bias;
   c.qk_norm = s.qk_norm;
+  c.activation = Activation::kSilu;
   c.published_parameters = std::move(published);
   return c;
 }
@@ -328,6 +343,15 @@ void check_sequence_length(const ModelConfig& cfg, int64_t seq_len) {
     throw UserError("--seq-len " + std::to_string(seq_len) + " exceeds " + cfg.name + "'s " +
                     std::to_string(cfg.max_seq_len) + " positions; use a shorter sequence");
   }
+}
+
+std::string sliding_window_note(const ModelConfig& cfg, int64_t seq_len) {
+  if (cfg.sliding_window <= 0 || seq_len <= cfg.sliding_window) return "";
+  return cfg.name + " sets sliding_window " + std::to_string(cfg.sliding_window) + ", shorter than --seq-len " +
+         std::to_string(seq_len) +
+         ": accumbench attends to every earlier position, while transformers masks keys beyond the window "
+         "(the same attention work with sdpa or eager, less with flash_attention_2); time and memory here "
+         "are full causal attention's, and loss values differ";
 }
 
 ModelConfig resolve_model(const ModelOptions& options) {
