@@ -137,7 +137,7 @@ def main():
         index = json.load(f)
     cfg = index["model"]
     torch.manual_seed(0)
-    model = CausalLM(cfg, attention=a.attention)
+    model = CausalLM(cfg, attention=a.attention, hf_ops=a.framework == "hf-trl")
     lora, paths = index.get("lora"), lora_modules(index)
     if lora is not None:  # the export's adapters (same paths, rank, scaling, dropout); the base frozen
         model.add_lora(lora["rank"], lora["scaling"], lora["dropout"], paths)

@@ -124,8 +124,8 @@ int64_t PlanBuilder::mlp_output_gradient() const {
 // the incoming one is shared by the sum's two operands) is a second one.
 int64_t PlanBuilder::checkpointed_residual_sum() const { return checkpointing ? N * d * w : 0; }
 
-// GPT-2: gelu's backward holds its incoming gradient and the one it makes. Llama: the SwiGLU
-// product silu(g)·u comes first, and its backward holds its incoming gradient (down's input
+// GPT-2: gelu's backward holds its incoming gradient and the one it makes (three with
+// transformers' gelu_new op by op). Llama: the SwiGLU product silu(g)·u comes first, and its backward holds its incoming gradient (down's input
 // gradient) and makes two (of silu(g) and of u): three b·T·f tensors at once (measured with the
 // counting allocator's live blocks at the peak, tests/plan_properties.cpp).
 PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
@@ -137,9 +137,20 @@ PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
   activation.add("released before the activation's backward", "−b·T·f·c (+ d·f·c)", -mlp_out_released(),
                  "the output projection's saved input (and cast weight)");
   if (mlp_grads > 0) activation.add("the output projection's gradient", "(f·d + bias)·t", mlp_grads, "made on the way");
-  activation.add("MLP backward: grads of act. out, in", gpt2 ? "2·b·T·f·c" : "3·b·T·f·c", (gpt2 ? 2 : 3) * N * f * c,
-                 gpt2 ? "gelu's backward holds its input gradient and output gradient at once"
-                      : "silu(g)·u's backward holds its input gradient and makes those of silu(g) and u");
+  if (gpt2 && hf_activation_op_by_op(m, o)) {
+    // transformers' gelu_new op by op (hf_activation_saved): its last product 0.5·x · (1 + tanh)
+    // holds its incoming gradient and makes two; under CUDA autocast the product and 1 + tanh are
+    // fp32 (the incoming gradient is the output projection's, cast to fp32), 0.5·x is in c.
+    const bool fp32_pow = !o.cpu && autocast;
+    activation.add("MLP backward: 0.5·x·(1 + tanh)'s grads", fp32_pow ? "b·T·f·(8 + c)" : "3·b·T·f·c",
+                   N * f * (fp32_pow ? 2 * kFp32 + c : 3 * c),
+                   "gelu_new op by op: the product's backward holds its incoming gradient and makes those of both factors");
+  } else {
+    const std::string act = to_string(m.activation);
+    activation.add("MLP backward: grads of act. out, in", gpt2 ? "2·b·T·f·c" : "3·b·T·f·c", (gpt2 ? 2 : 3) * N * f * c,
+                   gpt2 ? act + "'s backward holds its input gradient and output gradient at once"
+                        : act + "(g)·u's backward holds its input gradient and makes those of " + act + "(g) and u");
+  }
   return activation;
 }
 

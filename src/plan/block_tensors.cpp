@@ -153,6 +153,23 @@ size_t attention_probabilities(const PlanOptions& o, const Blocks& att, int64_t 
   return released;
 }
 
+// --framework hf-trl, activation gelu_new: transformers computes it op by op (activations.py
+// NewGELUActivation, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))), and autograd saves the tanh,
+// 1 + tanh and 0.5·x beside x (pow's input), where the fused op saves x alone. On the CPU all are in
+// x's dtype. Under CUDA autocast pow runs in fp32 (an autocast fp32 op), so x is saved as an fp32
+// copy and the sum with it promotes the rest to fp32, 0.5·x excepted: 4 + 4 + 4 + c bytes for the
+// fused op's c. (Measured on the CPU against bench/reference/hf_trl.py, tests/reference/plan_memory.sh.)
+void hf_activation_saved(const ModelConfig& m, const PlanOptions& o, int64_t L, int64_t N, const Dtypes& dt,
+                         const Table& t) {
+  if (!hf_activation_op_by_op(m, o)) return;
+  const bool fp32_pow = !o.cpu && dt.autocast;
+  t.add("gelu_new op by op: tanh, 1 + tanh, 0.5·x", fp32_pow ? "L·b·T·f·12" : "L·3·b·T·f·c",
+        L * N * m.d_ff * (fp32_pow ? 3 * kFp32 : 3 * dt.c),
+        fp32_pow ? "transformers' NewGELUActivation; autocast runs pow in fp32, so x's fp32 copy, the tanh and "
+                   "1 + tanh are fp32"
+                 : "transformers' NewGELUActivation saves them besides x");
+}
+
 // The block's last expression (ForwardMoment::kEnd).
 void end_moment(const Table& t, int64_t result, int64_t locals) {
   if (t.moments == nullptr) return;
@@ -288,6 +305,7 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   // ln_2(h) is a temporary of the block's last full expression, alive until the block returns.
   if (!linear_input(m, t, "ln_2 output", {"c_fc"}, saving, L, N, d, "d", dt, w, o, locals, res)) locals += N * d * w;
   t.add("c_fc output", "L·b·T·f·c", L * N * f * c, "gelu saves its input");
+  hf_activation_saved(m, o, L, N, dt, t);
   const bool gelu_saved = linear_input(m, t, kMlpOutInputLine[0], {"mlp_c_proj"}, saving, L, N, f, "f", dt, c, o, locals, all);
   if (t.end_locals != nullptr) *t.end_locals = locals + (gelu_saved ? 0 : N * f * c);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
@@ -406,8 +424,10 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   if (res.n == 0 || w != kFp32) locals += N * d * w;
   if (!linear_input(m, t, "post-attention RMSNorm output", {"gate", "up"}, saving, L, N, d, "d", dt, w, o, locals, res))
     locals += N * d * w;  // m
-  t.add("gate projection", "L·b·T·f·c", L * N * f * c, "silu saves its input");
-  t.add("silu(gate), up projection", "L·2·b·T·f·c", L * 2 * N * f * c, "silu(g)·u saves both operands");
+  t.add("gate projection", "L·b·T·f·c", L * N * f * c, to_string(m.activation) + " saves its input");
+  hf_activation_saved(m, o, L, N, dt, t);
+  const std::string act = to_string(m.activation);
+  t.add(act + "(gate), up projection", "L·2·b·T·f·c", L * 2 * N * f * c, act + "(g)·u saves both operands");
   const bool product_saved = linear_input(m, t, kMlpOutInputLine[1], {"down"}, saving, L, N, f, "f", dt, c, o, locals, all);
   if (t.end_locals != nullptr) *t.end_locals = locals + (product_saved ? 0 : N * f * c);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();

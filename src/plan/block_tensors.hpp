@@ -88,6 +88,10 @@ inline constexpr const char* kBlockInputLine = "block input x";  // the block's 
 inline constexpr const char* kAdapterOutputsLine = "LoRA A outputs";  // what each adapter's B saves
 inline constexpr const char* kResidualLine = "residual h after attention";  // x + the attention's output
 inline const char* attention_input_line(const ModelConfig& m) { return kAttentionInputLine[m.arch == Architecture::kGpt2 ? 0 : 1]; }
+// --framework hf-trl runs gelu_new as transformers does, op by op (hf_activation_saved).
+inline bool hf_activation_op_by_op(const ModelConfig& m, const PlanOptions& o) {
+  return o.framework == PlanFramework::kHfTrl && m.activation == Activation::kGeluNew;
+}
 inline const char* mlp_out_input_line(const ModelConfig& m) { return kMlpOutInputLine[m.arch == Architecture::kGpt2 ? 0 : 1]; }
 
 // How many of one block's linears `names` carry an adapter (0 without LoRA).
