@@ -473,6 +473,9 @@ struct SweepCommand {
     }
     files.require_writable();  // every rank alike, before any joins (the paths are the same)
     const bool progress = primary && stderr_is_tty();
+    // Worded before the run: re-reading the config afterwards could fail and lose the report.
+    const std::string window_note =
+        ab::sliding_window_note(ab::resolve_model(options.workload.model), options.workload.seq_len);
     ab::stop_on_interrupt();  // Ctrl-C: the splits so far are reported, not lost (interrupt.hpp)
     const ab::SweepResult result = ab::run_sweep(
         options, [&](const ab::SweepResult& partial) { if (primary) files.write(partial); },
@@ -480,7 +483,7 @@ struct SweepCommand {
     if (progress) std::cerr << "\r\033[K" << std::flush;
     // After the run, so that an error in the options stays the one line on stderr.
     if (primary) print_note(ab::optimizer_in_backward_note(options.workload, launched_world_size()));
-    if (primary) print_note(ab::sliding_window_note(ab::resolve_model(options.workload.model), options.workload.seq_len));
+    if (primary) print_note(window_note);
     if (primary) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
     if (primary && result.recommendation.best_index >= 0) {
       const ab::RunResult& best = result.runs[static_cast<size_t>(result.recommendation.best_index)];
@@ -585,10 +588,11 @@ struct VerifyCommand {
 
   int run(bool primary) {
     const ab::WorkloadOptions w = flags.apply();
+    const std::string window_note = ab::sliding_window_note(ab::resolve_model(w.model), w.seq_len);  // before the run
     ab::stop_on_interrupt();  // Ctrl-C: the splits verified so far are printed (interrupt.hpp)
     const ab::VerifyResult result = ab::run_verify(ab::VerifyOptions{w, export_dir});
     if (primary) print_note(ab::optimizer_in_backward_note(w, launched_world_size()));
-    if (primary) print_note(ab::sliding_window_note(ab::resolve_model(w.model), w.seq_len));
+    if (primary) print_note(window_note);
     if (primary) ab::print_verify(result, std::cout);
     // A split that failed is the finding; otherwise an interrupted verify exits as the signal asks.
     if (!result.all_pass) return 1;

@@ -1,5 +1,6 @@
 // GPT-2 (Radford et al. 2019; HF transformers modeling_gpt2.py): pre-LayerNorm blocks, learned
-// positions, GELU-tanh MLP of width d_ff (or the config's activation), biases everywhere, head tied to the token embedding.
+// positions, GELU-tanh MLP of width d_ff (or the config's activation), biases everywhere, head
+// tied to the token embedding.
 #include "models/blocks.hpp"
 
 #include <cmath>
@@ -11,7 +12,8 @@ namespace {
 
 class Gpt2BlockImpl : public TransformerBlockImpl {
  public:
-  explicit Gpt2BlockImpl(const ModelConfig& cfg) : n_heads_(cfg.n_heads), head_dim_(cfg.head_dim), activation_(cfg.activation) {
+  explicit Gpt2BlockImpl(const ModelConfig& cfg)
+      : n_heads_(cfg.n_heads), head_dim_(cfg.head_dim), activation_(cfg.activation) {
     const int64_t d = cfg.d_model;
     const int64_t attn = cfg.n_heads * cfg.head_dim;
     ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(cfg.norm_eps)));

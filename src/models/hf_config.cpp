@@ -5,9 +5,10 @@
 // Only fields that set a shape, the values the model uses (norm epsilon, RoPE base, the MLP's
 // activation) and the sliding window (a note when --seq-len exceeds it) are read; everything else
 // (dropout, token ids, torch_dtype, rope_scaling, ...) changes neither the parameter count nor the
-// amount of work per token, and is ignored. Field names and defaults follow transformers' GPT2Config, LlamaConfig,
-// Qwen2Config, Qwen3Config and MistralConfig; shape fields have no default here, because a config.json saved
-// by transformers always writes them and a missing one means the file is not what the user thinks.
+// amount of work per token, and is ignored. Field names and defaults follow transformers'
+// GPT2Config, LlamaConfig, Qwen2Config, Qwen3Config and MistralConfig; shape fields have no default
+// here, because a config.json saved by transformers always writes them and a missing one means the
+// file is not what the user thinks.
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -116,10 +117,9 @@ class FieldReader {
 // would benchmark a different function, so the file is refused with the names that work.
 Activation activation_from(const FieldReader& f, const char* key, const std::string& fallback) {
   const std::string name = f.has(key) ? f.string(key) : fallback;
-  if (name == "gelu_new") return Activation::kGeluNew;
-  if (name == "gelu_pytorch_tanh") return Activation::kGeluTanh;
-  if (name == "gelu") return Activation::kGelu;
-  if (name == "silu" || name == "swish") return Activation::kSilu;
+  for (const Activation a : {Activation::kGeluNew, Activation::kGeluTanh, Activation::kGelu, Activation::kSilu})
+    if (name == to_string(a)) return a;
+  if (name == "swish") return Activation::kSilu;  // ACT2FN's other name for SiLU
   f.fail(std::string("field \"") + key + "\" is " + text::quoted(name) + ", an activation accumbench does not compute",
          "use gelu_new, gelu_pytorch_tanh, gelu or silu (the same shape and nearly the same cost) to benchmark "
          "the model with that activation instead");

@@ -125,8 +125,8 @@ int64_t PlanBuilder::mlp_output_gradient() const {
 int64_t PlanBuilder::checkpointed_residual_sum() const { return checkpointing ? N * d * w : 0; }
 
 // GPT-2: gelu's backward holds its incoming gradient and the one it makes (three with
-// transformers' gelu_new op by op). Llama: the SwiGLU product silu(g)·u comes first, and its backward holds its incoming gradient (down's input
-// gradient) and makes two (of silu(g) and of u): three b·T·f tensors at once (measured with the
+// transformers' gelu_new op by op). Llama: the SwiGLU product silu(g)·u comes first, and its
+// backward holds its incoming gradient (down's input gradient) and makes two (of silu(g) and of u): three b·T·f tensors at once (measured with the
 // counting allocator's live blocks at the peak, tests/plan_properties.cpp).
 PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
   const bool gpt2 = m.arch == Architecture::kGpt2;
@@ -141,7 +141,7 @@ PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
     // transformers' gelu_new op by op (hf_activation_saved): its last product 0.5·x · (1 + tanh)
     // holds its incoming gradient and makes two; under CUDA autocast the product and 1 + tanh are
     // fp32 (the incoming gradient is the output projection's, cast to fp32), 0.5·x is in c.
-    const bool fp32_pow = !o.cpu && autocast;
+    const bool fp32_pow = hf_activation_pow_in_fp32(o, autocast);
     activation.add("MLP backward: 0.5·x·(1 + tanh)'s grads", fp32_pow ? "b·T·f·(8 + c)" : "3·b·T·f·c",
                    N * f * (fp32_pow ? 2 * kFp32 + c : 3 * c),
                    "gelu_new op by op: the product's backward holds its incoming gradient and makes those of both factors");

@@ -158,11 +158,11 @@ size_t attention_probabilities(const PlanOptions& o, const Blocks& att, int64_t 
 // 1 + tanh and 0.5·x beside x (pow's input), where the fused op saves x alone. On the CPU all are in
 // x's dtype. Under CUDA autocast pow runs in fp32 (an autocast fp32 op), so x is saved as an fp32
 // copy and the sum with it promotes the rest to fp32, 0.5·x excepted: 4 + 4 + 4 + c bytes for the
-// fused op's c. (Measured on the CPU against bench/reference/hf_trl.py, tests/reference/plan_memory.sh.)
+// fused op's c. (Measured on the CPU against bench/reference/hf_trl.py: tests/reference/plan_memory.sh.)
 void hf_activation_saved(const ModelConfig& m, const PlanOptions& o, int64_t L, int64_t N, const Dtypes& dt,
                          const Table& t) {
   if (!hf_activation_op_by_op(m, o)) return;
-  const bool fp32_pow = !o.cpu && dt.autocast;
+  const bool fp32_pow = hf_activation_pow_in_fp32(o, dt.autocast);
   t.add("gelu_new op by op: tanh, 1 + tanh, 0.5·x", fp32_pow ? "L·b·T·f·12" : "L·3·b·T·f·c",
         L * N * m.d_ff * (fp32_pow ? 3 * kFp32 : 3 * dt.c),
         fp32_pow ? "transformers' NewGELUActivation; autocast runs pow in fp32, so x's fp32 copy, the tanh and "
@@ -424,9 +424,9 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   if (res.n == 0 || w != kFp32) locals += N * d * w;
   if (!linear_input(m, t, "post-attention RMSNorm output", {"gate", "up"}, saving, L, N, d, "d", dt, w, o, locals, res))
     locals += N * d * w;  // m
-  t.add("gate projection", "L·b·T·f·c", L * N * f * c, to_string(m.activation) + " saves its input");
-  hf_activation_saved(m, o, L, N, dt, t);
   const std::string act = to_string(m.activation);
+  t.add("gate projection", "L·b·T·f·c", L * N * f * c, act + " saves its input");
+  hf_activation_saved(m, o, L, N, dt, t);
   t.add(act + "(gate), up projection", "L·2·b·T·f·c", L * 2 * N * f * c, act + "(g)·u saves both operands");
   const bool product_saved = linear_input(m, t, kMlpOutInputLine[1], {"down"}, saving, L, N, f, "f", dt, c, o, locals, all);
   if (t.end_locals != nullptr) *t.end_locals = locals + (product_saved ? 0 : N * f * c);

@@ -92,6 +92,8 @@ inline const char* attention_input_line(const ModelConfig& m) { return kAttentio
 inline bool hf_activation_op_by_op(const ModelConfig& m, const PlanOptions& o) {
   return o.framework == PlanFramework::kHfTrl && m.activation == Activation::kGeluNew;
 }
+// Its pow is an autocast fp32 op on CUDA (not on the CPU): x's fp32 copy and what follows it are fp32.
+inline bool hf_activation_pow_in_fp32(const PlanOptions& o, bool autocast) { return !o.cpu && autocast; }
 inline const char* mlp_out_input_line(const ModelConfig& m) { return kMlpOutInputLine[m.arch == Architecture::kGpt2 ? 0 : 1]; }
 
 // How many of one block's linears `names` carry an adapter (0 without LoRA).
