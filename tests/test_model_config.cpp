@@ -570,9 +570,30 @@ TEST(HfConfig, SlidingWindowIsReadAndNotedOnlyWhereItMasks) {
   EXPECT_EQ(parse_hf_config(R"({"model_type":"mistral","sliding_window":null,)" + shape + "}", "m").sliding_window, 0);
   // Qwen2/Qwen3 only with use_sliding_window (false in their configs); Llama has none.
   EXPECT_EQ(parse_hf_config(R"({"model_type":"qwen2","sliding_window":32768,)" + shape + "}", "q").sliding_window, 0);
-  EXPECT_EQ(parse_hf_config(R"({"model_type":"qwen2","use_sliding_window":true,"sliding_window":1024,)" + shape + "}", "q")
-                .sliding_window,
-            1024);
+  // With use_sliding_window, Qwen2Config/Qwen3Config put the window on layers max_window_layers
+  // and up (default 28), or where layer_types says "sliding_attention".
+  const auto qwen = [&](const std::string& fields) {
+    return parse_hf_config(R"({"model_type":"qwen2","use_sliding_window":true,"sliding_window":1024,)" + fields + shape + "}", "q");
+  };
+  EXPECT_EQ(qwen(R"("max_window_layers":1,)").sliding_window, 1024);
+  EXPECT_EQ(qwen(R"("max_window_layers":1,)").sliding_window_layers, 1);
+  EXPECT_EQ(qwen(R"("max_window_layers":0,)").sliding_window_layers, 2);
+  EXPECT_EQ(qwen("").sliding_window, 0);  // 2 layers, all below the default 28: no layer masks
+  EXPECT_EQ(qwen(R"("max_window_layers":2,)").sliding_window, 0);
+  EXPECT_EQ(qwen(R"("layer_types":["sliding_attention","full_attention"],)").sliding_window_layers, 1);
+  EXPECT_EQ(qwen(R"("layer_types":["full_attention","full_attention"],)").sliding_window, 0);
+  EXPECT_EQ(mistral.sliding_window_layers, mistral.n_layers);
+  const auto refused = [&](const std::string& fields, const std::string& message) {
+    try {
+      qwen(fields);
+      ADD_FAILURE() << fields << " was accepted";
+    } catch (const UserError& e) {
+      EXPECT_CONTAINS(std::string(e.what()), message);
+    }
+  };
+  refused(R"("max_window_layers":-1,)", R"(field "max_window_layers" is -1 but must be an integer of at least 0)");
+  refused(R"("layer_types":["full_attention"],)", R"(field "layer_types" is ["full_attention"] but must be 2 strings)");
+  refused(R"("layer_types":["full_attention","chunked"],)", R"(each "full_attention" or "sliding_attention")");
   EXPECT_EQ(parse_hf_config(R"({"model_type":"llama","sliding_window":16,)" + shape + "}", "l").sliding_window, 0);
 
   EXPECT_EQ(sliding_window_note(mistral, 4096), "");
@@ -580,6 +601,9 @@ TEST(HfConfig, SlidingWindowIsReadAndNotedOnlyWhereItMasks) {
   const std::string note = sliding_window_note(mistral, 8192);
   EXPECT_CONTAINS(note, "sets sliding_window 4096, shorter than --seq-len 8192: accumbench attends to every earlier position");
   EXPECT_CONTAINS(note, "time and memory here are full causal attention's");
+  // Where only some layers mask, the note says how many.
+  EXPECT_CONTAINS(sliding_window_note(qwen(R"("max_window_layers":1,)"), 2048),
+                  "sets sliding_window 1024 on 1 of its 2 layers, shorter than --seq-len 2048: accumbench");
 }
 
 // ---------------------------------------------------------------------------------------------

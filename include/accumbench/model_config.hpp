@@ -57,6 +57,9 @@ struct ModelConfig {
   // Mistral's (and Qwen2's, with use_sliding_window) attention window in tokens; 0: none. The
   // engine attends to the whole causal prefix (sliding_window_note says so when it matters).
   int64_t sliding_window = 0;
+  // How many layers the window applies to (Mistral: all; Qwen2/Qwen3: from max_window_layers on,
+  // or as layer_types lists them).
+  int64_t sliding_window_layers = 0;
   std::string published_parameters;  // e.g. "124M"; empty for test presets
 };
 

@@ -9,6 +9,7 @@
 // GPT2Config, LlamaConfig, Qwen2Config, Qwen3Config and MistralConfig; shape fields have no default
 // here, because a config.json saved by transformers always writes them and a missing one means the
 // file is not what the user thinks.
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -57,6 +58,15 @@ class FieldReader {
     const json* v = find(key);
     return v == nullptr ? fallback : to_positive_int(key, *v);
   }
+  // A count that may be 0 (max_window_layers: 0 puts the window on every layer).
+  int64_t count_or(const char* key, int64_t fallback) const {
+    const json* v = find(key);
+    if (v == nullptr) return fallback;
+    if (v->is_number_integer() && !v->is_number_unsigned() && v->get<int64_t>() < 0)
+      wrong(key, *v, "an integer of at least 0");
+    if (v->is_number_integer() && v->get<int64_t>() == 0) return 0;
+    return to_positive_int(key, *v);
+  }
   double positive_number_or(const char* key, double fallback) const {
     const json* v = find(key);
     if (v == nullptr) return fallback;
@@ -83,6 +93,13 @@ class FieldReader {
     return it != root_.end() && it->is_null();
   }
 
+  [[noreturn]] void wrong(const char* key, const json& v, const std::string& expected) const {
+    std::string shown = v.dump();
+    if (shown.size() > 40) shown = shown.substr(0, 37) + "...";
+    fail(std::string("field \"") + key + "\" is " + shown + " but must be " + expected,
+         "correct that value in the file");
+  }
+
   [[noreturn]] void missing(const char* key) const {
     fail(std::string("required field \"") + key + "\" is missing",
          "add it, or use the model's config.json exactly as its Hugging Face repository ships it");
@@ -102,13 +119,6 @@ class FieldReader {
     return v.get<int64_t>();
   }
 
-  [[noreturn]] void wrong(const char* key, const json& v, const std::string& expected) const {
-    std::string shown = v.dump();
-    if (shown.size() > 40) shown = shown.substr(0, 37) + "...";
-    fail(std::string("field \"") + key + "\" is " + shown + " but must be " + expected,
-         "correct that value in the file");
-  }
-
   const json& root_;
   const std::string& origin_;
 };
@@ -123,6 +133,25 @@ Activation activation_from(const FieldReader& f, const char* key, const std::str
   f.fail(std::string("field \"") + key + "\" is " + text::quoted(name) + ", an activation accumbench does not compute",
          "use gelu_new, gelu_pytorch_tanh, gelu or silu (the same shape and nearly the same cost) to benchmark "
          "the model with that activation instead");
+}
+
+// How many of a Qwen2/Qwen3 model's layers use the sliding window. Qwen2Config and Qwen3Config
+// (transformers 4.53+) take an explicit layer_types list, one "full_attention" or
+// "sliding_attention" per layer; without it they build one with the window on layers
+// max_window_layers and up (default 28), so a 24-layer Qwen2 with the defaults has none.
+int64_t qwen_sliding_layers(const FieldReader& f, int64_t n_layers) {
+  const json* types = f.find("layer_types");
+  if (types == nullptr) return std::max<int64_t>(0, n_layers - f.count_or("max_window_layers", 28));
+  const std::string expected = std::to_string(n_layers) + " strings, each \"full_attention\" or \"sliding_attention\"";
+  if (!types->is_array() || static_cast<int64_t>(types->size()) != n_layers) f.wrong("layer_types", *types, expected);
+  int64_t sliding = 0;
+  for (const json& t : *types) {
+    if (t == "sliding_attention")
+      ++sliding;
+    else if (t != "full_attention")
+      f.wrong("layer_types", *types, expected);
+  }
+  return sliding;
 }
 
 // transformers GPT2Config / GPT2LMHeadModel.
@@ -191,7 +220,11 @@ ModelConfig llama_family_from(const FieldReader& f, const std::string& model_typ
   // only with use_sliding_window (default false), then sliding_window (default 4096).
   const bool windowed = model_type == "mistral" || ((model_type == "qwen2" || model_type == "qwen3") &&
                                                     f.boolean_or("use_sliding_window", false));
-  if (windowed && !f.is_null("sliding_window")) c.sliding_window = f.positive_int_or("sliding_window", 4096);
+  if (windowed && !f.is_null("sliding_window")) {
+    c.sliding_window = f.positive_int_or("sliding_window", 4096);
+    c.sliding_window_layers = model_type == "mistral" ? c.n_layers : qwen_sliding_layers(f, c.n_layers);
+    if (c.sliding_window_layers == 0) c.sliding_window = 0;  // no layer masks: nothing differs
+  }
 
   if (model_type == "qwen2") {
     c.qkv_bias = true;  // Qwen2Attention: q/k/v_proj bias=True, o_proj bias=False, always

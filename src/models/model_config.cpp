@@ -347,8 +347,12 @@ void check_sequence_length(const ModelConfig& cfg, int64_t seq_len) {
 
 std::string sliding_window_note(const ModelConfig& cfg, int64_t seq_len) {
   if (cfg.sliding_window <= 0 || seq_len <= cfg.sliding_window) return "";
-  return cfg.name + " sets sliding_window " + std::to_string(cfg.sliding_window) + ", shorter than --seq-len " +
-         std::to_string(seq_len) +
+  const std::string where = cfg.sliding_window_layers < cfg.n_layers
+                                ? " on " + std::to_string(cfg.sliding_window_layers) + " of its " +
+                                      std::to_string(cfg.n_layers) + " layers"
+                                : "";
+  return cfg.name + " sets sliding_window " + std::to_string(cfg.sliding_window) + where +
+         ", shorter than --seq-len " + std::to_string(seq_len) +
          ": accumbench attends to every earlier position, while transformers masks keys beyond the window "
          "(the same attention work with sdpa or eager, less with flash_attention_2); time and memory here "
          "are full causal attention's, and loss values differ";
