@@ -476,7 +476,7 @@ struct SweepCommand {
     // Worded before the run: re-reading the config afterwards could fail and lose the report.
     const std::string window_note =
         ab::sliding_window_note(ab::resolve_model(options.workload.model), options.workload.seq_len);
-    ab::stop_on_interrupt();  // Ctrl-C: the splits so far are reported, not lost (interrupt.hpp)
+    ab::stop_on_interrupt("the split or round in progress");  // Ctrl-C: the splits so far are reported (interrupt.hpp)
     const ab::SweepResult result = ab::run_sweep(
         options, [&](const ab::SweepResult& partial) { if (primary) files.write(partial); },
         resuming ? &resume : nullptr, progress ? ab::ProgressCallback(print_progress) : ab::ProgressCallback());
@@ -589,7 +589,7 @@ struct VerifyCommand {
   int run(bool primary) {
     const ab::WorkloadOptions w = flags.apply();
     const std::string window_note = ab::sliding_window_note(ab::resolve_model(w.model), w.seq_len);  // before the run
-    ab::stop_on_interrupt();  // Ctrl-C: the splits verified so far are printed (interrupt.hpp)
+    ab::stop_on_interrupt("the split in progress");  // Ctrl-C: the splits verified so far are printed (interrupt.hpp)
     const ab::VerifyResult result = ab::run_verify(ab::VerifyOptions{w, export_dir});
     if (primary) print_note(ab::optimizer_in_backward_note(w, launched_world_size()));
     if (primary) print_note(window_note);

@@ -3,7 +3,7 @@
 // round in progress, writes every output file and prints its table, and the process exits with
 // 128 + the signal's number. A second signal ends the process at once, as without the handler.
 //
-//   accumbench::stop_on_interrupt();         // the CLI, before a sweep
+//   accumbench::stop_on_interrupt("the split or round in progress");  // the CLI, before a sweep
 //   if (accumbench::stop_requested()) ...     // the sweep, between splits and rounds
 #pragma once
 
@@ -13,8 +13,9 @@ namespace accumbench {
 
 // Installs the handler for SIGINT and SIGTERM (once; later calls do nothing), except for a signal
 // the process inherited as ignored. Library code never calls it: a program that embeds the sweep
-// keeps its own signal handling.
-void stop_on_interrupt();
+// keeps its own signal handling. in_progress, a string literal, is what the handler's line says
+// finishes first ("stopping after <in_progress>, then reporting ...").
+void stop_on_interrupt(const char* in_progress);
 
 // True once a signal asked the sweep to stop (or request_stop was called).
 bool stop_requested();

@@ -14,22 +14,28 @@ namespace {
 
 std::atomic<int> g_stop_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "the handler stores into it");
+// What the handler's line says finishes first; set once, before the handler is installed.
+const char* g_in_progress = "";
+
+void write_stderr(const char* text) {
+  const ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));  // both async-signal-safe
+  (void)ignored;
+}
 
 extern "C" void on_stop_signal(int signal_number) {
   g_stop_signal.store(signal_number);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
-  static const char kLine[] =
-      "\naccumbench: stopping after the split or round in progress, then reporting what was measured; "
-      "interrupt again to quit at once\n";
-  const ssize_t ignored = write(STDERR_FILENO, kLine, sizeof kLine - 1);
-  (void)ignored;
+  write_stderr("\naccumbench: stopping after ");
+  write_stderr(g_in_progress);
+  write_stderr(", then reporting what was measured; interrupt again to quit at once\n");
 }
 
 }  // namespace
 
-void stop_on_interrupt() {
-  static const bool installed = [] {
+void stop_on_interrupt(const char* in_progress) {
+  static const bool installed = [in_progress] {
+    g_in_progress = in_progress;
     struct sigaction action {};
     action.sa_handler = on_stop_signal;
     sigemptyset(&action.sa_mask);

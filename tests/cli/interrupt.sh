@@ -119,6 +119,8 @@ verify() {
   done
   stop_with_sigint
   [ "$rc" -eq 130 ] || fail "exit status $rc after SIGINT, expected 130 (128 + SIGINT)"
+  check "stderr says verify stops after its split (it has no rounds)" \
+    grep -q '^accumbench: stopping after the split in progress, then reporting what was measured' "$err"
   check "verify names the splits it did not verify, and no PASS for the whole" py '
 import re
 text = open(sys.argv[1], encoding="utf-8").read()
