@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,8 +37,24 @@ SampleLengths read_lengths_file(const std::string& path, int64_t seq_len);
 SampleLengths document_lengths(const std::vector<int64_t>& tokens, int64_t eos_id, int64_t seq_len,
                                std::vector<int64_t>* starts = nullptr);
 
-// Reads a token file of little-endian uint16 or uint32 ids. Throws UserError when it is missing,
-// empty, not a multiple of the width, or holds an id >= vocab_size.
+// A token file of little-endian uint16 or uint32 ids, read once (a pipe too: read_file_bytes).
+// The constructor throws UserError when the width is not 2 or 4 or the file is missing, empty or
+// not a whole number of ids; ids are decoded one at a time, so a large file is never widened to
+// int64 as a whole.
+class TokenFile {
+ public:
+  TokenFile(const std::string& path, int token_bytes);
+  int64_t size() const { return static_cast<int64_t>(bytes_->size()) / width_; }
+  // The id at index i; throws UserError naming the position when it is >= vocab_size.
+  int64_t id(int64_t i, int64_t vocab_size) const;
+
+ private:
+  std::string path_;
+  int width_;
+  std::shared_ptr<const std::string> bytes_;
+};
+
+// Every id of a token file (TokenFile's errors).
 std::vector<int64_t> read_token_ids(const std::string& path, int token_bytes, int64_t vocab_size);
 
 // The samples of a real-data source: a lengths file, or the documents of a token file.

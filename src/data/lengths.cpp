@@ -93,29 +93,36 @@ SampleLengths document_lengths(const std::vector<int64_t>& tokens, int64_t eos_i
   return out;
 }
 
-std::vector<int64_t> read_token_ids(const std::string& path, int token_bytes, int64_t vocab_size) {
+TokenFile::TokenFile(const std::string& path, int token_bytes) : path_(path), width_(token_bytes) {
   if (token_bytes != 2 && token_bytes != 4) {
     throw UserError("token width must be 2 (uint16) or 4 (uint32) bytes, got " + std::to_string(token_bytes));
   }
-  const std::shared_ptr<const std::string> file = read_file_bytes(path);
-  if (file == nullptr) throw UserError("token file " + text::quoted(path, 240) + " " + why_unreadable(path) + "; check the path");
-  const std::string& bytes = *file;
-  if (bytes.empty()) throw UserError("token file \"" + path + "\" is empty");
-  if (bytes.size() % static_cast<size_t>(token_bytes) != 0) {
-    throw UserError("token file \"" + path + "\" has " + std::to_string(bytes.size()) + " bytes, not a multiple of the " +
-                    std::to_string(token_bytes) + "-byte token width; pass the right --token-bytes");
+  bytes_ = read_file_bytes(path);
+  if (bytes_ == nullptr) throw UserError("token file " + text::quoted(path, 240) + " " + why_unreadable(path) + "; check the path");
+  if (bytes_->empty()) throw UserError("token file \"" + path + "\" is empty");
+  if (bytes_->size() % static_cast<size_t>(token_bytes) != 0) {
+    throw UserError("token file \"" + path + "\" has " + std::to_string(bytes_->size()) +
+                    " bytes, not a multiple of the " + std::to_string(token_bytes) +
+                    "-byte token width; pass the right --token-bytes");
   }
-  std::vector<int64_t> ids(bytes.size() / static_cast<size_t>(token_bytes));
-  for (size_t i = 0; i < ids.size(); ++i) {
-    uint32_t id = 0;
-    for (int k = token_bytes - 1; k >= 0; --k) id = (id << 8) | static_cast<unsigned char>(bytes[i * token_bytes + k]);
-    if (static_cast<int64_t>(id) >= vocab_size) {
-      throw UserError("token file \"" + path + "\" holds token id " + std::to_string(id) + " at position " +
-                      std::to_string(i) + ", outside the model's vocabulary of " + std::to_string(vocab_size) +
-                      "; use a matching model or token width");
-    }
-    ids[i] = id;
+}
+
+int64_t TokenFile::id(int64_t i, int64_t vocab_size) const {
+  const char* at = bytes_->data() + static_cast<size_t>(i) * static_cast<size_t>(width_);
+  uint32_t id = 0;
+  for (int k = width_ - 1; k >= 0; --k) id = (id << 8) | static_cast<unsigned char>(at[k]);
+  if (static_cast<int64_t>(id) >= vocab_size) {
+    throw UserError("token file \"" + path_ + "\" holds token id " + std::to_string(id) + " at position " +
+                    std::to_string(i) + ", outside the model's vocabulary of " + std::to_string(vocab_size) +
+                    "; use a matching model or token width");
   }
+  return id;
+}
+
+std::vector<int64_t> read_token_ids(const std::string& path, int token_bytes, int64_t vocab_size) {
+  const TokenFile file(path, token_bytes);
+  std::vector<int64_t> ids(static_cast<size_t>(file.size()));
+  for (int64_t i = 0; i < file.size(); ++i) ids[static_cast<size_t>(i)] = file.id(i, vocab_size);
   return ids;
 }
 

@@ -6,6 +6,7 @@
 
 #include "accumbench/data.hpp"
 #include "accumbench/error.hpp"
+#include "accumbench/lengths.hpp"
 #include "accumbench/units.hpp"
 #include "data/batch.hpp"
 
@@ -101,20 +102,8 @@ const TokenBatch& StepBatches::batch(int64_t step) const {
 std::vector<TokenBatch> load_token_file(const std::string& path, int token_bytes,
                                         const DataOptions& options) {
   check_shape(options);
-  if (token_bytes != 2 && token_bytes != 4) {
-    throw UserError("token width must be 2 (uint16) or 4 (uint32) bytes, got " + std::to_string(token_bytes));
-  }
-  const std::shared_ptr<const std::string> file = read_file_bytes(path);  // a pipe too
-  if (file == nullptr) throw UserError("token file " + text::quoted(path, 240) + " " + why_unreadable(path) + "; check the path");
-  const std::string& bytes = *file;
-  const auto size = static_cast<int64_t>(bytes.size());
-  if (size == 0) throw UserError("token file \"" + path + "\" is empty");
-  if (size % token_bytes != 0) {
-    throw UserError("token file \"" + path + "\" has " + std::to_string(size) +
-                    " bytes, not a multiple of the " + std::to_string(token_bytes) +
-                    "-byte token width; pass the right --token-bytes");
-  }
-  const int64_t count = size / token_bytes;
+  const TokenFile file(path, token_bytes);
+  const int64_t count = file.size();
   const int64_t window = options.seq_len + 1;
   const int64_t windows_per_batch = options.batch;
   const int64_t batches = count / (window * windows_per_batch);
@@ -127,17 +116,7 @@ std::vector<TokenBatch> load_token_file(const std::string& path, int token_bytes
   for (int64_t b = 0; b < used; ++b) {
     at::Tensor windows = torch::empty({windows_per_batch, window}, torch::kLong);
     int64_t* data = windows.data_ptr<int64_t>();
-    for (int64_t j = 0; j < windows.numel(); ++j) {
-      const size_t offset = static_cast<size_t>((b * windows.numel() + j) * token_bytes);
-      uint32_t id = 0;
-      for (int k = token_bytes - 1; k >= 0; --k) id = (id << 8) | static_cast<unsigned char>(bytes[offset + k]);
-      if (static_cast<int64_t>(id) >= options.vocab_size) {
-        throw UserError("token file \"" + path + "\" holds token id " + std::to_string(id) + " at position " +
-                        std::to_string(offset / token_bytes) + ", outside the model's vocabulary of " +
-                        std::to_string(options.vocab_size) + "; use a matching model or token width");
-      }
-      data[j] = id;
-    }
+    for (int64_t j = 0; j < windows.numel(); ++j) data[j] = file.id(b * windows.numel() + j, options.vocab_size);
     out.push_back(make_batch(windows, std::vector<int64_t>(windows_per_batch, options.seq_len), options.pin_memory));
   }
   return out;
