@@ -134,7 +134,17 @@ std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t s
     lengths = read_lengths_file(data.lengths_file, seq_len);
     name = data.lengths_file;
   } else if (!data.token_file.empty() && data.eos_id >= 0) {
+    if (data.eos_id >= vocab_size) {
+      throw UserError("--eos-id " + std::to_string(data.eos_id) + " is outside the model's vocabulary of " +
+                      std::to_string(vocab_size) + " ids, so it never ends a document; use the id of your tokenizer's "
+                      "end-of-sequence token");
+    }
     source.token_ids = read_token_ids(data.token_file, data.token_bytes, vocab_size);
+    if (std::find(source.token_ids.begin(), source.token_ids.end(), data.eos_id) == source.token_ids.end()) {
+      throw UserError("token file \"" + data.token_file + "\" never holds --eos-id " + std::to_string(data.eos_id) +
+                      ", so the whole file would be one document; check --eos-id and --token-bytes, or drop --eos-id "
+                      "to cut the file into windows of --seq-len + 1 tokens");
+    }
     lengths = document_lengths(source.token_ids, data.eos_id, seq_len, &source.starts);
     name = data.token_file + " split at eos " + std::to_string(data.eos_id);
     if (lengths.lengths.empty()) {

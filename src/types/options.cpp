@@ -268,8 +268,25 @@ void validate_data_source(const WorkloadOptions& w) {
   if (data.eos_id >= 0 && data.token_file.empty()) {
     throw UserError("--eos-id splits the documents of a --tokens file, which is not given; add --tokens FILE or drop --eos-id");
   }
-  if (data.eos_id >= 0 && data.lengths == LengthMode::kFile) {
-    throw UserError("--lengths " + data.lengths_file + " and --eos-id both give the sample lengths; drop one of them");
+  if (data.token_file.empty()) return;
+  // A token file gives the samples itself: its documents with --eos-id, else full windows of
+  // --seq-len + 1 tokens. Options that would shape samples otherwise have nothing to act on.
+  const std::string lengths = data.lengths == LengthMode::kFile       ? "--lengths " + data.lengths_file
+                              : data.lengths == LengthMode::kVariable ? "--lengths variable"
+                                                                      : "";
+  if (data.eos_id >= 0 && !lengths.empty()) {
+    throw UserError(lengths + " and --eos-id both give the sample lengths; drop one of them");
+  }
+  if (data.eos_id < 0) {
+    const std::string shaping = !lengths.empty()                  ? lengths
+                                : data.packing != Packing::kNone ? "--packing " + to_string(data.packing)
+                                : data.group_by_length           ? "--group-by-length"
+                                                                 : "";
+    if (!shaping.empty()) {
+      throw UserError(shaping + " acts on samples of different lengths, but --tokens without --eos-id cuts " +
+                      data.token_file + " into full windows of --seq-len + 1 tokens; add --eos-id N to take its " +
+                      "documents as the samples, or drop " + shaping);
+    }
   }
 }
 
