@@ -53,7 +53,7 @@ TEST(TrainerConfig, AnEmptyTrlFileIsTrlsDefaults) {
   EXPECT_EQ(w.data.padding, ab::Padding::kLongest);
   EXPECT_FALSE(w.lora.enabled());
   const ab::TrainerConfig c = ab::parse_trainer_config("", ab::ConfigFormat::kTrl, 1, "sft.yaml");
-  EXPECT_EQ(ab::trainer_config_notes(c, kNothingGiven),
+  EXPECT_EQ(ab::trainer_config_notes(c, kNothingGiven, read("")),
             (Lines{"read sft.yaml as --seq-len 1024 --batch 8 (per_device_train_batch_size x "
                    "gradient_accumulation_steps: 8 per device x 1 accumulation steps x 1 process) --precision bf16 "
                    "--activation-checkpointing blocks --packing none --padding longest",
@@ -203,7 +203,7 @@ TEST(TrainerConfig, ListsUnknownAndUnusedKeys) {
                                                        ab::ConfigFormat::kTrl, 1, "sft.yaml");
   EXPECT_EQ(c.unknown, Lines{"my_own_key"});
   EXPECT_EQ(c.unused, Lines{"logging_steps"});
-  const Lines notes = ab::trainer_config_notes(c, kNothingGiven);
+  const Lines notes = ab::trainer_config_notes(c, kNothingGiven, ab::WorkloadOptions{});
   ASSERT_GE(notes.size(), 2u);
   EXPECT_EQ(notes[notes.size() - 2], "sft.yaml: not used (no effect on the step accumbench measures): logging_steps");
   EXPECT_EQ(notes.back(),
@@ -226,9 +226,48 @@ TEST(TrainerConfig, TheCommandLineOverridesTheFile) {
   EXPECT_EQ(w.model.preset, "gpt2-tiny");
   EXPECT_EQ(w.model.hf_config, "");
   EXPECT_EQ(w.batch, 2);
-  const Lines notes = ab::trainer_config_notes(c, given);
+  const Lines notes = ab::trainer_config_notes(c, given, w);
   EXPECT_NE(std::find(notes.begin(), notes.end(), "the command line overrides sft.yaml's --hf-config --seq-len"),
             notes.end());
+}
+
+// --lora-rank 0 on the command line is full fine-tuning: the file's adapter settings (alpha,
+// targets, dropout, the base's quantisation) have nothing left to shape and are dropped with the
+// rank, named in the note; another --base-quant drops the file's NF4 double quantisation.
+TEST(TrainerConfig, TurningLoraOffOnTheCommandLineDropsTheFilesAdapterSettings) {
+  const std::string qlora =
+      "use_peft: true\nlora_r: 8\nlora_alpha: 16\nlora_dropout: 0.1\n"
+      "load_in_4bit: true\nbnb_4bit_quant_type: nf4\nuse_bnb_nested_quant: true\n";
+  const ab::TrainerConfig c = ab::parse_trainer_config(qlora, ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  const auto rank_given = [](const std::string& option) { return option == "--lora-rank"; };
+  ab::WorkloadOptions full;  // the command line's --lora-rank 0
+  ab::apply_trainer_config(c, full, rank_given);
+  EXPECT_FALSE(full.lora.enabled());
+  EXPECT_EQ(full.lora.base_quant, ab::BaseQuant::kNone);
+  EXPECT_FALSE(full.lora.double_quant);
+  EXPECT_EQ(full.lora.dropout, 0.0);
+  EXPECT_NO_THROW(ab::validate_workload(full));
+  const Lines notes = ab::trainer_config_notes(c, rank_given, full);
+  EXPECT_NE(std::find(notes.begin(), notes.end(),
+                      "the command line overrides sft.yaml's --lora-rank, and with it drops --lora-alpha --lora-dropout "
+                      "--base-quant --double-quant (nothing left to shape)"),
+            notes.end())
+      << joined(notes);
+  EXPECT_EQ(notes[0].find("--lora-targets"), std::string::npos) << notes[0];  // no PEFT default targets
+
+  // Another rank keeps the file's adapters; --base-quant int8 drops only the double quantisation.
+  ab::WorkloadOptions rank32;
+  rank32.lora.rank = 32;
+  ab::apply_trainer_config(c, rank32, rank_given);
+  EXPECT_EQ(rank32.lora.alpha, 16.0);
+  EXPECT_TRUE(rank32.lora.double_quant);
+  ab::WorkloadOptions int8;
+  int8.lora.base_quant = ab::BaseQuant::kInt8;
+  ab::apply_trainer_config(c, int8, [](const std::string& option) { return option == "--base-quant"; });
+  EXPECT_EQ(int8.lora.rank, 8);
+  EXPECT_EQ(int8.lora.base_quant, ab::BaseQuant::kInt8);
+  EXPECT_FALSE(int8.lora.double_quant);
+  EXPECT_NO_THROW(ab::validate_workload(int8));
 }
 
 // The round trip: what --emit trl (and --emit axolotl) prints for a split, read back, is the same

@@ -160,7 +160,7 @@ bool WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
       std::any_of(config.settings.begin(), config.settings.end(),
                   [](const ab::ConfigSetting& s) { return s.option == "--activation-checkpointing"; });
   if (rank != nullptr && std::atoi(rank) != 0) return sets_checkpointing;
-  for (const std::string& note : ab::trainer_config_notes(config, given)) print_note(note);
+  for (const std::string& note : ab::trainer_config_notes(config, given, w)) print_note(note);
   // plan models TRL's own chunked_nll (PlanCommand::adopt_trl_loss); the engine's heads differ.
   if (command != ab::Command::kPlan && config.trl_loss_by_default && !w.loss.chunked) {
     const std::string subcommand = command == ab::Command::kSweep ? "sweep" : "verify";

@@ -53,14 +53,18 @@ TrainerConfig parse_trainer_config(const std::string& yaml_text, ConfigFormat fo
 // The same, from a file (UserError when it cannot be read or is not YAML).
 TrainerConfig read_trainer_config(const std::string& path, ConfigFormat format, int world_size);
 
-// Sets the workload from the config, except the options `given` says were on the command line.
-// Throws UserError (naming the key) on a value that the option's own parser refuses.
+// Sets the workload from the config, except the options `given` says were on the command line and
+// the file's settings those options leave nothing to shape (under --lora-rank 0 the adapters'
+// alpha, targets, dropout and the base's quantisation; under --base-quant other than nf4,
+// --double-quant). Throws UserError (naming the key) on a value that the option's own parser refuses.
 void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload,
                           const std::function<bool(const std::string& option)>& given);
 
-// Notes for stderr: the file as the options it set (those the command line overrode named), and
-// the keys not used or not understood.
+// Notes for stderr: the file as the options it set (those the command line overrode or left
+// nothing to shape named), and the keys not used or not understood. `workload` is the one
+// apply_trainer_config set.
 std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
-                                              const std::function<bool(const std::string& option)>& given);
+                                              const std::function<bool(const std::string& option)>& given,
+                                              const WorkloadOptions& workload);
 
 }  // namespace accumbench

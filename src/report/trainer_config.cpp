@@ -513,6 +513,18 @@ bool overridden(const ConfigSetting& s, const std::function<bool(const std::stri
   return given(s.option);
 }
 
+// A file's setting that only shapes what the command line turned off: the adapters' alpha, targets,
+// dropout and the base's quantisation under --lora-rank 0 (full fine-tuning), NF4's double
+// quantisation under another --base-quant. They are dropped with it, as overridden. Only options
+// given on the command line are read from `w`, so the answer is the same before and after the
+// file is applied.
+bool moot(const ConfigSetting& s, const std::function<bool(const std::string&)>& given, const WorkloadOptions& w) {
+  static const std::set<std::string> kAdapterOptions = {"--lora-alpha", "--lora-targets", "--lora-dropout",
+                                                         "--base-quant", "--double-quant"};
+  if (given("--lora-rank") && !w.lora.enabled() && kAdapterOptions.count(s.option) != 0) return true;
+  return s.option == "--double-quant" && given("--base-quant") && w.lora.base_quant != BaseQuant::kNf4;
+}
+
 void apply_setting(const ConfigSetting& s, WorkloadOptions& w) {
   const std::string& o = s.option;
   if (o == "--model") {
@@ -620,7 +632,7 @@ TrainerConfig read_trainer_config(const std::string& path, ConfigFormat format, 
 void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload,
                           const std::function<bool(const std::string& option)>& given) {
   for (const ConfigSetting& s : config.settings) {
-    if (overridden(s, given)) continue;
+    if (overridden(s, given) || moot(s, given, workload)) continue;
     try {
       apply_setting(s, workload);
     } catch (const UserError& error) {
@@ -635,26 +647,34 @@ void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload
 }
 
 std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
-                                              const std::function<bool(const std::string& option)>& given) {
+                                              const std::function<bool(const std::string& option)>& given,
+                                              const WorkloadOptions& workload) {
   std::string read = "read " + config.path + " as";
-  std::string defaults, overridden_options;
+  std::string defaults, overridden_options, moot_options;
   for (const ConfigSetting& s : config.settings) {
     if (overridden(s, given)) {
       overridden_options += " " + s.option;
+      continue;
+    }
+    if (moot(s, given, workload)) {
+      moot_options += " " + s.option;
       continue;
     }
     read += " " + s.option + (s.value.empty() ? "" : " " + s.value);
     if (s.option == "--batch") read += " (" + s.keys + ")";
     else if (s.by_default) defaults += (defaults.empty() ? "" : ", ") + s.keys;
   }
-  if (config.lora_default_targets && !given("--lora-targets")) {
+  if (config.lora_default_targets && !given("--lora-targets") && workload.lora.enabled()) {
     read += " --lora-targets PEFT's default for the model";
   }
   std::vector<std::string> notes = {read};
   if (!defaults.empty()) {
     notes.push_back(config.path + " leaves out " + defaults + ": " + format_name(config.format) + "'s defaults stand");
   }
-  if (!overridden_options.empty()) notes.push_back("the command line overrides " + config.path + "'s" + overridden_options);
+  if (!overridden_options.empty()) {
+    notes.push_back("the command line overrides " + config.path + "'s" + overridden_options +
+                    (moot_options.empty() ? "" : ", and with it drops" + moot_options + " (nothing left to shape)"));
+  }
   auto list = [](const std::vector<std::string>& keys) {
     std::string text;
     for (const std::string& key : keys) text += (text.empty() ? "" : ", ") + key;
