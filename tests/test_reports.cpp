@@ -152,8 +152,8 @@ TEST(ConsoleReporter, TableAndRecommendation) {
   });
 }
 
-// With --memory-limit, "fits" says yes or no; "vs fastest" stays relative to the fastest split
-// even when a tie went to a slower one with less memory.
+// With --memory-limit, "fits" says yes or no; "vs fastest" is relative to the fastest split that
+// fits (the one the decision can name), so a faster split over the limit reads below 1.00×.
 TEST(ConsoleReporter, FitsAgainstTheLimitAndRatiosAgainstTheFastest) {
   SweepResult result = sample_result();
   result.runs.pop_back();
@@ -162,11 +162,21 @@ TEST(ConsoleReporter, FitsAgainstTheLimitAndRatiosAgainstTheFastest) {
   result.recommendation.best_index = 1;
   const std::vector<std::string> lines = report_lines(ConsoleReporter(), result);
   ASSERT_GE(lines.size(), 6u);
-  EXPECT_NE(lines[3].find("  no         1.00\u00d7"), std::string::npos) << lines[3];
-  EXPECT_NE(lines[4].find("  yes        2.10\u00d7"), std::string::npos) << lines[4];
+  EXPECT_NE(lines[3].find("  no         0.48\u00d7"), std::string::npos) << lines[3];
+  EXPECT_NE(lines[4].find("  yes        1.00\u00d7"), std::string::npos) << lines[4];
   EXPECT_EQ(lines[5],
             "split: micro-batch \u00d7 accumulation steps; ckpt: activation checkpointing (gradient_checkpointing); "
-            "vs fastest: median step time over the fastest split's");
+            "vs fastest: median step time over the fastest fitting split's");
+  // Markdown keeps "fits" when only it tells the splits apart, and HTML says yes or no too.
+  const std::vector<std::string> markdown = report_lines(MarkdownReporter(), result);
+  ASSERT_GE(markdown.size(), 5u);
+  EXPECT_NE(markdown[2].find("| fits | vs fastest |"), std::string::npos) << markdown[2];
+  EXPECT_NE(markdown[4].find("| no | 0.48\u00d7 |"), std::string::npos) << markdown[4];
+  EXPECT_NE(markdown[5].find("| yes | 1.00\u00d7 |"), std::string::npos) << markdown[5];
+  std::ostringstream html;
+  HtmlReporter().report(result, html);
+  EXPECT_NE(html.str().find("<td class=\"text status-bad\">no</td>"), std::string::npos);
+  EXPECT_NE(html.str().find("<td class=\"text\">yes</td>"), std::string::npos);
   EXPECT_EQ(lines.back(),
             "Trainer settings (one process): per_device_train_batch_size=1 gradient_accumulation_steps=64 "
             "gradient_checkpointing=true bf16=true fp16=false max_length=1024 packing=false");
@@ -273,6 +283,18 @@ TEST(CsvReporter, QuotesFieldsWithCommasAndQuotesPerRfc4180) {
   ASSERT_EQ(lines.size(), 4u);
   const std::string expected_tail = ",false,\"bad value \"\"x\"\", giving up\"";
   EXPECT_EQ(lines[3].substr(lines[3].size() - expected_tail.size()), expected_tail);
+}
+
+// An interval without an upper bound (too few rounds) is an empty field, as the JSON's null reads
+// back in `report --csv`; "inf" is not a number CSV readers take.
+TEST(CsvReporter, AnUnboundedIntervalIsAnEmptyField) {
+  SweepResult result = sample_result();
+  result.runs[0].mean_seconds = {0.1915, 0.0, std::numeric_limits<double>::infinity()};
+  const std::vector<std::string> lines = report_lines(CsvReporter(), result);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_NE(lines[1].find(",ok,10,0.1915,0,,0.191,"), std::string::npos) << lines[1];
+  const SweepResult read_back = sweep_result_from_json(to_json(result), "r.json");
+  EXPECT_EQ(report_lines(CsvReporter(), read_back), lines);
 }
 
 // ---- Markdown --------------------------------------------------------------------------------

@@ -53,7 +53,8 @@ std::string format_count(double value);
 std::string format_percent(double fraction, int decimals);
 // 2.104 → "2.10×" (decimals = 2); "-" for NaN/inf.
 std::string format_ratio(double ratio, int decimals);
-// Shortest text that reads back to the same double (std::to_chars); "" for NaN.
+// Shortest text that reads back to the same double (std::to_chars); "" for NaN and ±inf (an
+// interval without a bound: the JSON writes null there, and CSV readers do not take "inf").
 std::string format_exact(double value);
 
 // A small count in words: 2 → "two" (0 to 8), digits beyond: 12 → "12".

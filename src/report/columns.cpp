@@ -308,8 +308,9 @@ void add_verdict_columns(std::vector<ColumnDef>& all) {
   }
   {
     ColumnDef c;
-    // Median step time over the fastest split's (not the recommended one's: a tie goes to the
-    // split with less memory, which may be a little slower), so every ratio is at least 1.00.
+    // Median step time over the fastest fitting split's (not the recommended one's: a tie goes to
+    // the split with less memory, which may be a little slower), so every split that fits reads
+    // at least 1.00; one over --memory-limit reads what it would have saved (0.48×).
     c.id = "vs_fastest";
     c.header = "vs fastest";
     c.console = Shown::kAlways;
@@ -370,26 +371,20 @@ std::vector<ColumnDef> build_columns() {
   return all;
 }
 
-// Whether a column's cells differ between runs, read with the fastest run known (so that "vs
-// fastest" can vary).
-bool varies(const ColumnDef& c, const std::vector<RunResult>& runs) {
-  TableContext context;
-  for (const RunResult& r : runs) {
-    if (ok(r) && (context.fastest == nullptr || r.step_seconds.median < context.fastest->step_seconds.median)) {
-      context.fastest = &r;
-    }
-  }
+// Whether a column's cells differ between runs, read in the table's own context (the fastest
+// run, the memory limit, the decision), so that "vs fastest", "fits" and "decided" can vary.
+bool varies(const ColumnDef& c, const std::vector<RunResult>& runs, const TableContext& context) {
   for (const RunResult& r : runs) {
     if (c.cell(r, context) != c.cell(runs.front(), context)) return true;
   }
   return false;
 }
 
-bool visible(const ColumnDef& c, Shown rule, const std::vector<RunResult>& runs) {
+bool visible(const ColumnDef& c, Shown rule, const std::vector<RunResult>& runs, const TableContext& context) {
   switch (rule) {
     case Shown::kNever: return false;
     case Shown::kAlways: return true;
-    case Shown::kWhenVaries: return varies(c, runs);
+    case Shown::kWhenVaries: return varies(c, runs, context);
     case Shown::kWhenAnyFinite:
     case Shown::kWhenAnyPositive:
       for (const RunResult& r : runs) {
@@ -451,9 +446,15 @@ TableContext TableContext::of(const SweepResult& result) {
   context.decision = &result.recommendation.decision;
   const int best = result.recommendation.best_index;
   if (best >= 0 && best < static_cast<int>(result.runs.size())) context.best = &result.runs[best];
-  for (const RunResult& run : result.runs) {
-    if (!ok(run) || !std::isfinite(run.step_seconds.median)) continue;
-    if (context.fastest == nullptr || run.step_seconds.median < context.fastest->step_seconds.median) context.fastest = &run;
+  // The fastest split that fits (all fit without --memory-limit), which the decision can name; a
+  // split measured earlier and over a lower limit now (--resume) is not the "1.00×" of the table.
+  // When none fits, the fastest of all.
+  for (const bool must_fit : {true, false}) {
+    for (const RunResult& run : result.runs) {
+      if (!ok(run) || !std::isfinite(run.step_seconds.median) || (must_fit && !run.fits)) continue;
+      if (context.fastest == nullptr || run.step_seconds.median < context.fastest->step_seconds.median) context.fastest = &run;
+    }
+    if (context.fastest != nullptr) break;
   }
   context.memory_limit = result.context.memory_limit_bytes > 0;
   return context;
@@ -471,24 +472,25 @@ const ColumnDef& column(const std::string& id) {
   throw std::out_of_range("no column \"" + id + "\" in src/report/columns.cpp");
 }
 
-bool visible_in(const ColumnDef& c, View view, const std::vector<RunResult>& runs) {
+bool visible_in(const ColumnDef& c, View view, const std::vector<RunResult>& runs, const TableContext& context) {
   switch (view) {
     case View::kCsv: return !c.csv.empty();
-    case View::kConsole: return visible(c, c.console, runs);
+    case View::kConsole: return visible(c, c.console, runs, context);
     // Markdown is the console's table to paste: besides its own columns, every console column
     // whose cells differ between the runs (the phases, "vs fastest"), so nothing that tells the
     // splits apart is dropped.
     case View::kMarkdown:
-      return visible(c, c.markdown, runs) || (visible(c, c.console, runs) && varies(c, runs));
-    case View::kHtml: return visible(c, c.html, runs);
+      return visible(c, c.markdown, runs, context) ||
+             (visible(c, c.console, runs, context) && varies(c, runs, context));
+    case View::kHtml: return visible(c, c.html, runs, context);
   }
   return false;
 }
 
-std::vector<const ColumnDef*> shown_columns(View view, const std::vector<RunResult>& runs) {
+std::vector<const ColumnDef*> shown_columns(View view, const std::vector<RunResult>& runs, const TableContext& context) {
   std::vector<const ColumnDef*> shown;
   for (const ColumnDef& c : columns()) {
-    if (visible_in(c, view, runs)) shown.push_back(&c);
+    if (visible_in(c, view, runs, context)) shown.push_back(&c);
   }
   return shown;
 }

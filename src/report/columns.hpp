@@ -38,7 +38,7 @@ enum class Shown {
 // memory limit was given ("fits"), and the HTML table's time unit.
 struct TableContext {
   const RunResult* best = nullptr;
-  const RunResult* fastest = nullptr;  // the finished run with the lowest median step time
+  const RunResult* fastest = nullptr;  // the finished run that fits with the lowest median step time
   bool memory_limit = false;           // --memory-limit given: "fits" says yes or no, else "-"
   // The decision on each run (the "decided" column): a run's verdict is found by its place in runs.
   const std::vector<RunResult>* runs = nullptr;
@@ -76,11 +76,12 @@ struct ColumnDef {
 const std::vector<ColumnDef>& columns();
 const ColumnDef& column(const std::string& id);  // throws std::out_of_range on an unknown id
 
-// Whether a view shows `column` for these runs (CSV: whenever it has a CSV name).
-bool visible_in(const ColumnDef& column, View view, const std::vector<RunResult>& runs);
+// Whether a view shows `column` for these runs (CSV: whenever it has a CSV name); `context` is the
+// table's (TableContext::of), as a column shown "when it varies" is judged by its cells.
+bool visible_in(const ColumnDef& column, View view, const std::vector<RunResult>& runs, const TableContext& context);
 
 // The columns a view shows for these runs, in table order (CSV: every column with a CSV name).
-std::vector<const ColumnDef*> shown_columns(View view, const std::vector<RunResult>& runs);
+std::vector<const ColumnDef*> shown_columns(View view, const std::vector<RunResult>& runs, const TableContext& context);
 
 // The text of one cell in a view: "-" for a measured column of a run that did not finish.
 std::string cell_text(const ColumnDef& column, View view, const RunResult& run, const TableContext& context);

@@ -30,8 +30,8 @@ std::string legend(const std::vector<RunResult>& runs, bool memory_limit) {
   if (oib) text += "; oib: the optimizer inside backward";
   if (chunked) text += "; chunked-ce: the chunked cross-entropy";
   if (graphs) text += "; graphs: replayed from CUDA graphs";
-  if (!memory_limit) text += "; fits: - without --memory-limit";
-  return text + "; vs fastest: median step time over the fastest split's";
+  if (!memory_limit) return text + "; fits: - without --memory-limit; vs fastest: median step time over the fastest split's";
+  return text + "; vs fastest: median step time over the fastest fitting split's";
 }
 
 }  // namespace
@@ -42,7 +42,7 @@ void ConsoleReporter::report(const SweepResult& result, std::ostream& out) const
   const int best = result.recommendation.best_index;
   const report::TableContext context = report::TableContext::of(result);
   // Columns that would say nothing on this sweep are left out (columns.hpp, Shown).
-  const std::vector<const report::ColumnDef*> shown = report::shown_columns(View::kConsole, runs);
+  const std::vector<const report::ColumnDef*> shown = report::shown_columns(View::kConsole, runs, context);
   std::vector<text::Column> headers;
   for (const report::ColumnDef* column : shown) headers.push_back({column->header, column->align});
   text::TextTable table(headers);
@@ -60,7 +60,7 @@ void ConsoleReporter::report(const SweepResult& result, std::ostream& out) const
     table.add_row(std::move(cells), prefix, suffix);
   }
 
-  const bool precision_shown = report::visible_in(report::column("precision"), View::kConsole, runs);
+  const bool precision_shown = report::visible_in(report::column("precision"), View::kConsole, runs, context);
   out << text::context_line(result) << "\n\n";
   table.render(out);
   out << legend(runs, context.memory_limit) << "\n";

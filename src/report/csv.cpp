@@ -26,7 +26,7 @@ std::string csv_field(const std::string& value) {
 
 void CsvReporter::report(const SweepResult& result, std::ostream& out) const {
   using report::View;
-  const std::vector<const report::ColumnDef*> columns = report::shown_columns(View::kCsv, result.runs);
+  const std::vector<const report::ColumnDef*> columns = report::shown_columns(View::kCsv, result.runs, report::TableContext::of(result));
   for (std::size_t i = 0; i < columns.size(); ++i) out << (i > 0 ? "," : "") << columns[i]->csv;
   out << '\n';
   for (const RunResult& run : result.runs) {

@@ -35,7 +35,7 @@ std::string markdown_cell(const std::string& value) {
 void MarkdownReporter::report(const SweepResult& result, std::ostream& out) const {
   using report::View;
   const report::TableContext context = report::TableContext::of(result);
-  const std::vector<const report::ColumnDef*> shown = report::shown_columns(View::kMarkdown, result.runs);
+  const std::vector<const report::ColumnDef*> shown = report::shown_columns(View::kMarkdown, result.runs, context);
 
   out << markdown_cell(text::context_line(result)) << "\n\n";
   std::string header = "|", rule = "|";

@@ -201,7 +201,7 @@ std::string format_ratio(double ratio, int decimals) {
 }
 
 std::string format_exact(double value) {
-  if (std::isnan(value)) return "";
+  if (!std::isfinite(value)) return "";
   char buffer[64];
   const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
   return std::string(buffer, result.ptr);

@@ -64,17 +64,15 @@ std::string run_row(const std::vector<const ColumnDef*>& columns, const Slot& s,
 
 }  // namespace
 
-std::string table_section(const std::vector<Slot>& slots) {
+std::string table_section(const SweepResult& result, const std::vector<Slot>& slots) {
   double max_median = 0;
-  std::vector<RunResult> runs;
   for (const Slot& s : slots) {
-    runs.push_back(*s.run);
     if (s.ok && finite(s.run->step_seconds.median)) max_median = std::max(max_median, s.run->step_seconds.median);
   }
   const Unit unit = time_unit(max_median > 0 ? max_median : 1);
-  report::TableContext context;
+  report::TableContext context = report::TableContext::of(result);  // slots point into result.runs
   context.time_divisor = unit.divisor;
-  const std::vector<const ColumnDef*> columns = report::shown_columns(report::View::kHtml, runs);
+  const std::vector<const ColumnDef*> columns = report::shown_columns(report::View::kHtml, result.runs, context);
 
   std::string h =
       "<section class=\"card table-card\"><h2>All numbers</h2><p class=\"note\">Times in " + unit.name +
