@@ -262,6 +262,17 @@ TEST(Decisions, ZeroBudgetRunsExactlyTheMinimumRounds) {
   EXPECT_EQ(report.rounds, 12);
   EXPECT_EQ(evidence.count(0), 12);
   EXPECT_EQ(evidence.count(1), 12);
+  // Two splits too close to tell apart in 12 rounds: without a budget nothing was spent (the
+  // undecided's words do not name it); a budget the first rounds spend is.
+  FakeWorkload close({1.0, 1.001}, 0.05, 3);
+  for (const double budget : {0.0, 1e-9}) {
+    RoundEvidence fresh(close.clips(), 0.95);
+    options.budget_seconds = budget;
+    const RoundReport undecided = run_rounds(
+        fresh, {true, true}, options, [&](int s, int64_t) { return close.step(s); }, [&] { return close.now; });
+    EXPECT_EQ(undecided.rounds, 12);
+    EXPECT_EQ(undecided.budget_spent, budget > 0) << budget;
+  }
 }
 
 TEST(Decisions, AFailingSplitLeavesTheRounds) {

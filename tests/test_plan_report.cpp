@@ -105,7 +105,7 @@ TEST(PlanReport, MarkdownLines) {
   const std::vector<std::string> md = lines_of(ab::plan_markdown(t.report(limit, 0)));
   ASSERT_GE(md.size(), 12u);
   EXPECT_EQ(md[0], "**accumbench plan:** gpt2-tiny, T=64, batch 8, fp32, attention explicit, device cpu (test); memory "
-                   "limit " + ab::format_bytes(limit) + " less headroom 0 B (CUDA context, fragmentation): " +
+                   "limit " + ab::format_bytes(limit) + " less headroom 0 B (what the plan does not count): " +
                        ab::format_bytes(limit) + " for the splits");
   EXPECT_EQ(md[2], "| split | forward | backward | optimizer | peak | held by | spare | fits | "
                    "per_device_train_batch_size | gradient_accumulation_steps | gradient_checkpointing |");

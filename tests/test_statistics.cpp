@@ -435,6 +435,13 @@ TEST(Recommend, TheTimeModelExplainsTheSlowest) {
   EXPECT_LT(models[0].max_relative_residual, 0.01);
   const std::string reason = recommend(runs).reason;
   EXPECT_NE(reason.find("63 more micro-steps \u00d7 10"), std::string::npos) << reason;
+
+  // The model fits each split within its residual: where its fixed cost adds up to more than the
+  // slowest's whole gap, the clause says it explains the whole gap, not "720 ms of its 700 ms".
+  runs[2] = timed(64, 1, 0.0905, 8 * kGiB);  // the fit's fixed cost: 9.91 ms, × 63 = 624 ms > 620 ms
+  runs[2].phase_median_seconds[static_cast<int>(Phase::kOptimizer)] = 0.005;
+  const std::string over = recommend(runs).reason;
+  EXPECT_NE(over.find(", the whole of its 620 ms more per step (within the time model's fit)."), std::string::npos) << over;
 }
 
 // Larger micro-batches slower per token (a cache the micro-batch outgrows): the free fit's fixed

@@ -643,8 +643,8 @@ struct PlanCommand {
  private:
   void add_handover_options(CLI::App* command) {
     command->add_option("--headroom", headroom,
-                        "memory kept free of the limit for the CUDA context and fragmentation, which the plan does not "
-                        "count: a size (1GiB) or a percentage of the limit (5%)")
+                        "memory kept free of the limit for what the plan does not count (on CUDA: the context and "
+                        "fragmentation): a size (1GiB) or a percentage of the limit (5%)")
         ->capture_default_str();
     command->add_option("--detail", detail,
                         "on: after the split table, the memory plan of one split tensor group by tensor group (the "

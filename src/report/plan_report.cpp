@@ -134,8 +134,10 @@ std::string context_words(const PlanReport& r) {
 
 std::string memory_words(const PlanReport& r) {
   if (r.memory_limit_bytes <= 0) return "no memory limit: pass --memory-limit to see which splits fit";
+  const bool cpu = !r.plans.empty() && r.plans.front().options.cpu;
   return "memory limit " + format_bytes(r.memory_limit_bytes) + " less headroom " + format_bytes(r.headroom_bytes) +
-         " (CUDA context, fragmentation): " + format_bytes(r.usable_bytes()) + " for the splits";
+         (cpu ? " (what the plan does not count)" : " (CUDA context, fragmentation)") + ": " +
+         format_bytes(r.usable_bytes()) + " for the splits";
 }
 
 std::string shared_settings(const PlanReport& r) {

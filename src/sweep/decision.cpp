@@ -310,7 +310,10 @@ RoundReport run_rounds(RoundEvidence& evidence, const std::vector<bool>& candida
       }
       const Decision d = decide(evidence, candidates, options.decision);
       if (d.kind != DecisionKind::kUndecided) break;
-      if (options.budget_seconds <= 0 || elapsed_seconds >= options.budget_seconds || round >= options.max_rounds) {
+      // --time-budget 0 asks for exactly the minimum rounds: nothing was spent, so the words of
+      // an undecided do not blame the budget (nor do they at the cap on rounds).
+      if (options.budget_seconds <= 0 || round >= options.max_rounds) break;
+      if (elapsed_seconds >= options.budget_seconds) {
         report.budget_spent = true;
         break;
       }

@@ -455,9 +455,12 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   if (model != nullptr && model == time_model_of(models, best) && extra > 0 && model->fixed_seconds > 0 &&
       model->max_relative_residual <= kLooseTimeModel) {
     const double fixed = static_cast<double>(extra) * model->fixed_seconds;
+    const double gap = s.mean_seconds.value - b.mean_seconds.value;
+    // The model fits each split only within its residual, so its estimate may exceed the gap.
     reason += "; " + std::to_string(extra) + " more micro-steps \u00d7 " + text::format_duration(model->fixed_seconds) +
-              " of fixed cost each = " + text::format_duration(fixed) + " of its " +
-              text::format_duration(s.mean_seconds.value - b.mean_seconds.value) + " more per step";
+              " of fixed cost each = " + text::format_duration(fixed) +
+              (fixed < gap ? " of its " + text::format_duration(gap) + " more per step"
+                           : ", the whole of its " + text::format_duration(gap) + " more per step (within the time model's fit)");
   }
   return reason + ".";
 }
