@@ -155,6 +155,24 @@ TEST(FinalizeRun, DerivedNumbersOnCpu) {
   EXPECT_EQ(run.peak_allocated_bytes, 300);
 }
 
+// Real data over an even number of steps: the median token count is a half (69.5). The rates use
+// it as it is, so with no padding computed/s equals tokens/s; the count shown is rounded.
+TEST(FinalizeRun, RatesUseTheMedianTokensNotTheRoundedCount) {
+  RunResult run;
+  run.config.micro_batch = 1;
+  run.config.accum_steps = 8;
+  for (const int64_t tokens : {62, 77}) {
+    StepSample s = step(0.5, {0.0, 0.0, 0.2, 0.2, 0.1, 0.0}, tokens, 100);
+    s.positions = s.computed_positions = tokens;
+    run.steps.push_back(s);
+  }
+  finalize_run(run, /*flops_per_token=*/1e9, /*peak_tflops=*/kNaN);
+  EXPECT_EQ(run.tokens_per_step, 70);
+  EXPECT_DOUBLE_EQ(run.tokens_per_second, 139.0);  // 69.5 / 0.5
+  EXPECT_DOUBLE_EQ(run.computed_tokens_per_second, run.tokens_per_second);
+  EXPECT_EQ(run.padding_fraction, 0.0);
+}
+
 TEST(FinalizeRun, DeviceBusyFractionAndMfuOnCuda) {
   RunResult run = cpu_run();
   for (StepSample& s : run.steps) s.device_seconds = {0.01, 0.0, 0.05, 0.10, 0.02, 0.5};

@@ -183,8 +183,11 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
   }
   run.device_busy_fraction = device_busy_seconds / step_median;
 
-  run.tokens_per_step = static_cast<int64_t>(std::llround(median(tokens)));
-  const double tokens_per_step = static_cast<double>(run.tokens_per_step);
+  // The rates use the median itself, not the whole number shown: with real data an even count of
+  // steps has a half-token median (69.5), and computed/s (a median of the same kind) must not
+  // read below tokens/s where nothing is padded.
+  const double tokens_per_step = median(tokens);
+  run.tokens_per_step = static_cast<int64_t>(std::llround(tokens_per_step));
   run.tokens_per_second = tokens_per_step / step_median;
   int64_t positions = 0, computed_positions = 0;
   std::vector<double> computed;
