@@ -361,6 +361,15 @@ TEST(SweepGrid, PlainOptimizerInBackwardKeepsOnlyTheSplitWithoutAccumulation) {
             "only 4\u00d71 is kept; 2\u00d72 accumulates and is left out (drop the option to compare them)");
   o.workload.micro_batches = {4};
   EXPECT_EQ(ab::optimizer_in_backward_note(o.workload, 1), "");  // nothing left out
+  // --knobs over data-parallel ranks leaves its optimizer-in-backward variants out, and says so.
+  ab::WorkloadOptions knobs = o.workload;
+  knobs.grid.optimizer_in_backward = false;
+  knobs.micro_batches = {};
+  EXPECT_EQ(ab::optimizer_in_backward_note(knobs, 1), "");
+  EXPECT_EQ(ab::optimizer_in_backward_note(knobs, 2),
+            "--knobs leaves the optimizer inside backward out with 2 data-parallel ranks (each parameter would step "
+            "before its gradient is summed over the ranks): it adds the checkpointed splits only");
+  for (const ab::SplitConfig& c : ab::split_grid(knobs, 2)) EXPECT_FALSE(c.optimizer_in_backward) << key(c);
   o.workload.micro_batches = {1, 2};
   EXPECT_EQ(ab::optimizer_in_backward_note(o.workload, 1), "");  // the error below says it
   try {

@@ -140,7 +140,8 @@ std::vector<SplitConfig> loss_variants(std::vector<SplitConfig> points, bool chu
 // or when --optimizer-in-backward leaves no split (the micro-batches miss the whole batch).
 std::vector<SplitConfig> split_grid(const WorkloadOptions& workload, int world_size);
 // With grid.optimizer_in_backward, the sentence naming the splits split_grid left out because they
-// accumulate ("" when none was): the CLI prints it as a note.
+// accumulate; with grid.knobs over data-parallel ranks, the one saying the optimizer-in-backward
+// variants are left out ("" when nothing was): the CLI prints it as a note.
 std::string optimizer_in_backward_note(const WorkloadOptions& workload, int world_size);
 
 enum class RunStatus { kOk, kOutOfMemory, kPredictedOutOfMemory, kError };

@@ -174,6 +174,12 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
 }
 
 std::string optimizer_in_backward_note(const WorkloadOptions& w, int world_size) {
+  if (w.grid.knobs && !w.grid.optimizer_in_backward && world_size > 1) {
+    return "--knobs leaves the optimizer inside backward out with " + std::to_string(world_size) +
+           " data-parallel ranks (each parameter would step before its gradient is summed over the ranks): it adds " +
+           (w.grid.checkpointing == Checkpointing::kBlocks ? "nothing here, every split being checkpointed already"
+                                                           : "the checkpointed splits only");
+  }
   if (!w.grid.optimizer_in_backward || world_size > 1) return "";  // data parallel: refused by split_grid
   const int64_t rank_batch = sequences_per_rank(w.batch, world_size);
   const std::vector<int64_t> micro_batches = w.micro_batches.empty() ? divisors(rank_batch) : w.micro_batches;
