@@ -43,7 +43,7 @@ TEST(TrainerSettings, PlainSplitInEveryFormat) {
                    "sequence_len: 1024", "gradient_checkpointing: false", "bf16: false", "fp16: false",
                    "sample_packing: false"}));
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kArgs),
-            (Lines{"# accumbench (one process)",
+            (Lines{"# accumbench (one process): the split's flags; keep the model and data options of this run",
                    "--batch 16 --micro-batches 4 --seq-len 1024 --precision fp32 --activation-checkpointing none"}));
   EXPECT_EQ(ab::settings_summary(s),
             "Trainer settings (one process): per_device_train_batch_size=4 gradient_accumulation_steps=4 "

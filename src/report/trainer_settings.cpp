@@ -254,7 +254,9 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     }
     if (s.group_by_length) args += " --group-by-length";
     if (s.optimizer != OptimizerKind::kAdamW) args += " --optimizer " + to_string(s.optimizer);
-    lines.push_back("# accumbench (" + per_rank + ")");
+    // The split's flags only, as the YAML formats give the split's keys: the model, the data files
+    // and the measurement options are the run's own.
+    lines.push_back("# accumbench (" + per_rank + "): the split's flags; keep the model and data options of this run");
     lines.push_back(args);
     return lines;  // accumbench's own flags name every knob
   }
