@@ -484,6 +484,7 @@ struct SweepCommand {
     // After the run, so that an error in the options stays the one line on stderr.
     if (primary) print_note(ab::optimizer_in_backward_note(options.workload, launched_world_size()));
     if (primary) print_note(window_note);
+    if (primary) print_note(ab::idle_data_options_note(options.workload));
     if (primary) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
     if (primary && result.recommendation.best_index >= 0) {
       const ab::RunResult& best = result.runs[static_cast<size_t>(result.recommendation.best_index)];
@@ -593,6 +594,7 @@ struct VerifyCommand {
     const ab::VerifyResult result = ab::run_verify(ab::VerifyOptions{w, export_dir});
     if (primary) print_note(ab::optimizer_in_backward_note(w, launched_world_size()));
     if (primary) print_note(window_note);
+    if (primary) print_note(ab::idle_data_options_note(w));
     if (primary) ab::print_verify(result, std::cout);
     // A split that failed is the finding; otherwise an interrupted verify exits as the signal asks.
     if (!result.all_pass) return 1;
@@ -747,6 +749,7 @@ int PlanCommand::run() {
   const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, o, w);
   print_note(ab::optimizer_in_backward_note(w, w.world_size));
   print_note(ab::sliding_window_note(cfg, w.seq_len));
+  print_note(ab::idle_data_options_note(w));
   // The plan is arithmetic and holds for NCCL; a sweep of the same job over Gloo would stop.
   if (!target.cuda) {
     try {

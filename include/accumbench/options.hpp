@@ -192,8 +192,14 @@ WorkloadOptions workload_defaults(Command command);
 // Throws UserError for values no run can use: non-positive T or batch, negative threads or
 // memory limit, a negative chunk size or one without the chunked loss, a negative LoRA rank,
 // LoRA options without a rank, a dropout outside [0, 1), --padding multiple:N with N <= 0, CUDA
-// graphs with per-micro-batch padding, --eos-id without --tokens or with a lengths file.
+// graphs with per-micro-batch padding, --eos-id without --tokens or with a lengths file or
+// variable lengths, an --eos-id-less --tokens file with options that shape samples.
 void validate_workload(const WorkloadOptions& workload);
+
+// A sentence for the user when data options change nothing in this run ("" otherwise): packing or
+// length grouping of samples that are all T tokens (--lengths fixed), padding of wrapped rows,
+// which are always full.
+std::string idle_data_options_note(const WorkloadOptions& workload);
 
 // PEFT's prepare_model_for_kbit_training turns gradient checkpointing on by default
 // (use_gradient_checkpointing=True): with --base-quant and no --activation-checkpointing given,

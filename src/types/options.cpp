@@ -292,6 +292,28 @@ void validate_data_source(const WorkloadOptions& w) {
 
 }  // namespace
 
+std::string idle_data_options_note(const WorkloadOptions& w) {
+  const DataSource& data = w.data;
+  std::string note;
+  if (data.lengths == LengthMode::kFixed && data.token_file.empty()) {
+    std::vector<std::string> idle;
+    if (data.packing != Packing::kNone) idle.push_back("--packing " + to_string(data.packing));
+    if (data.group_by_length) idle.push_back("--group-by-length");
+    if (!idle.empty()) {
+      const bool one = idle.size() == 1;
+      note = (one ? idle[0] + " acts" : idle[0] + " and " + idle[1] + " act") +
+             " on samples of different lengths, but with --lengths fixed every sample is T tokens, so " +
+             (one ? "it changes" : "they change") +
+             " nothing here; give your dataset's lengths (--lengths FILE) or --lengths variable";
+    }
+  }
+  if (data.packing == Packing::kWrapped && data.padding != Padding::kMax) {
+    note += (note.empty() ? "" : "; ") + std::string("--padding ") + padding_name(data) +
+            " pads nothing under --packing wrapped, whose rows are always T tokens of concatenated samples";
+  }
+  return note;
+}
+
 void validate_workload(const WorkloadOptions& w) {
   if (w.seq_len <= 0) throw UserError("--seq-len must be positive, got " + std::to_string(w.seq_len));
   if (w.batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(w.batch));
