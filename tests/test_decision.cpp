@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "accumbench/decision.hpp"
+#include "accumbench/error.hpp"
 #include "sweep/framework_overhead.hpp"
 
 namespace accumbench {
@@ -394,6 +395,24 @@ TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
   EXPECT_DOUBLE_EQ(other.seconds_per_micro_step, 0.004);
   EXPECT_EQ(other.source, "calibrated 2026-11-30, hf-trl, on full fine-tuning; none for LoRA");
   EXPECT_EQ(resolve_framework_overhead("auto", "H", Precision::kFp32, "LoRA").source, "");
+
+  // A value no calibration writes (beyond a minute either way) is refused like a broken file, as
+  // is the same on the command line; a little below zero is calibration noise, counted as 0.
+  for (const char* value : {"1e308", "-75"}) {
+    std::ofstream(dir / "framework-overhead.json")
+        << R"({"entries": [{"device_name": "H", "precision": "bf16", "framework": "plain",)"
+        << R"( "seconds_per_micro_step": )" << value << "}]}";
+    try {
+      resolve_framework_overhead("auto", "H", Precision::kBf16, "LoRA");
+      ADD_FAILURE() << value << " was accepted";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("is outside -60 to 60 s); delete it and run accumbench calibrate-framework again"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_THROW(resolve_framework_overhead("60001", "H", Precision::kBf16, "LoRA"), UserError);
+  EXPECT_DOUBLE_EQ(resolve_framework_overhead("60000", "H", Precision::kBf16, "LoRA").seconds_per_micro_step, 60.0);
   unsetenv("ACCUMBENCH_CACHE_DIR");
   std::filesystem::remove_all(dir);
 }

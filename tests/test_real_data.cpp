@@ -255,7 +255,7 @@ TEST(RealData, SweepReportsPaddingPerSplit) {
   options.workload = skewed("longest");
   options.workload.model.preset = "gpt2-tiny";
   options.workload.micro_batches = {1, 8};
-  options.warmup = 0;
+  options.warmup = 1;
   options.steps = 2;
   options.time_budget_seconds = 0;  // exactly these rounds
   const ab::SweepResult r = ab::run_sweep(options);
@@ -297,7 +297,7 @@ TEST(RealData, SweepWithBfdReportsItsPaddingAndThePlanHolds) {
     options.workload.model.preset = model;
     options.workload.data.packing = ab::Packing::kBfd;
     options.workload.micro_batches = {1, 8};
-    options.warmup = 0;
+    options.warmup = 1;
     options.steps = 2;
     options.time_budget_seconds = 0;  // exactly these rounds
     const ab::SweepResult r = ab::run_sweep(options);
@@ -332,7 +332,7 @@ TEST(RealData, FitsJudgesTheLongestMicroBatchOfTheFile) {
   options.workload = skewed("longest");
   ab::set_lengths(options.workload.data, path);
   options.workload.micro_batches = {8};
-  options.warmup = 0;
+  options.warmup = 1;
   options.steps = 2;
   options.time_budget_seconds = 0;  // exactly these rounds
   const ab::RunResult free = ab::run_sweep(options).runs.at(0);
@@ -353,7 +353,7 @@ TEST(RealData, ResumeRefusesOtherPadding) {
   ab::SweepOptions options;
   options.workload = skewed("max");
   options.workload.micro_batches = {8};
-  options.warmup = 0;
+  options.warmup = 1;
   options.steps = 1;
   options.time_budget_seconds = 0;  // exactly these rounds
   const ab::SweepResult done = ab::run_sweep(options);

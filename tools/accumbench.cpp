@@ -106,7 +106,13 @@ struct WorkloadFlags {
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
     w.weights_dtype = ab::weights_dtype_from_string(weights_dtype);
     w.optimizer.kind = ab::optimizer_kind_from_string(optimizer);
-    if (!memory_limit.empty()) w.memory_limit_bytes = ab::parse_memory_limit(memory_limit);
+    if (!memory_limit.empty()) {
+      w.memory_limit_bytes = ab::parse_memory_limit(memory_limit);
+      // 0 is the workload's "no limit": a limit of nothing would silently be none.
+      if (w.memory_limit_bytes == 0)
+        throw ab::UserError("--memory-limit " + memory_limit + " leaves no memory for any split; give the memory a "
+                            "split may use, e.g. 16GiB, or drop the option for no limit");
+    }
     const bool checkpointing_given = checkpointing != "-";
     w.grid.checkpointing = !checkpointing_given  ? ab::Checkpointing::kNone
                            : checkpointing.empty() ? ab::Checkpointing::kBlocks

@@ -22,7 +22,7 @@ int64_t headroom_bytes(const std::string& text, int64_t memory_limit_bytes) {
       if (used != text.size() - 1) percent = -1;
     } catch (const std::exception&) {
     }
-    if (!(percent >= 0 && percent < 100)) {
+    if (!(percent >= 0 && percent <= 100)) {  // 100 %: refused below, as leaving nothing
       throw UserError("--headroom " + text::quoted(text) + " is no percentage from 0 to 100; write it as 5% or as a "
                       "size with its unit, 1GiB");
     }

@@ -18,6 +18,9 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
+// A Python loop's host time per micro-step is milliseconds; a minute is far beyond any.
+constexpr double kMaxFrameworkSeconds = 60.0;
+
 std::string env(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr ? value : "";
@@ -35,7 +38,12 @@ FrameworkCacheEntry entry_from(const Json& j) {
   e.date = j.value("date", "");
   e.torch = j.value("torch", "");
   e.shape = j.value("shape", "");
-  if (!std::isfinite(e.seconds_per_micro_step)) throw std::invalid_argument("not a finite number");
+  // calibrate-framework writes a difference of two fits, below zero when it is noise; beyond a
+  // minute either way it is no host time per micro-step, and would decide every split alone.
+  if (!(std::abs(e.seconds_per_micro_step) <= kMaxFrameworkSeconds)) {
+    throw std::invalid_argument("seconds_per_micro_step " + text::format_exact(e.seconds_per_micro_step) +
+                                " is outside -60 to 60 s");
+  }
   return e;
 }
 
@@ -119,8 +127,8 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
       if (used != spec.size()) ms = std::nan("");
     } catch (const std::exception&) {
     }
-    if (!std::isfinite(ms) || ms < 0) {
-      throw UserError("--framework-overhead takes milliseconds per micro-step (e.g. 12.5) or auto, not " +
+    if (!(ms >= 0 && ms <= kMaxFrameworkSeconds * 1000.0)) {
+      throw UserError("--framework-overhead takes milliseconds per micro-step from 0 to 60000 (e.g. 12.5) or auto, not " +
                       text::quoted(spec));
     }
     o.seconds_per_micro_step = ms / 1000.0;

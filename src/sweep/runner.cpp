@@ -39,7 +39,10 @@ std::string number(double value) {
 
 void check_sweep_options(const SweepOptions& options) {
   validate_workload(options.workload);
-  if (options.warmup < 0) throw UserError("--warmup must not be negative");
+  if (options.warmup < 1) {
+    throw UserError("--warmup must be at least 1, got " + std::to_string(options.warmup) +
+                    ": a split's memory is read in its first, untimed step");
+  }
   if (options.steps <= 0) throw UserError("--steps must be positive, got " + std::to_string(options.steps));
   constexpr int kMaxSteps = 1000000;
   if (options.warmup > kMaxSteps || options.steps > kMaxSteps) {

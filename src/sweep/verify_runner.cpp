@@ -172,6 +172,12 @@ VerifyResult run_verify(const VerifyOptions& options) {
     throw UserError("--export writes full-precision weights for the PyTorch reference, which has no quantised base; "
                     "drop --base-quant or --export");
   }
+  // index.json has each row's tokens and mask, not bfd's document boundaries, where positions
+  // restart and attention stops: the reference would compute another step.
+  if (!options.export_dir.empty() && w.data.packing == Packing::kBfd) {
+    throw UserError("--export does not write --packing bfd's document boundaries, so the PyTorch reference would "
+                    "attend across documents; use --packing wrapped or none with --export, or drop --export");
+  }
   const VerifySetup setup = prepare(w);
   require_reducible_gradients(w, setup.device.str(), setup.launch.world_size);
   if (!options.export_dir.empty() && setup.launch.rank == 0) create_export_directory(options.export_dir);

@@ -55,7 +55,7 @@ int64_t parse_bytes(const std::string& text) {
   const auto fail = [&text]() -> UserError {
     return UserError("cannot read '" + text +
                      "' as a byte count; write a number with an optional unit, e.g. 16GiB, "
-                     "512MiB, 1.5G (1024-based), 16GB (1000-based) or 17179869184 (bytes)");
+                     "512MiB, 1.5G (1024-based), 16GB (1000-based) or 17179869184B (bytes)");
   };
 
   std::size_t pos = 0;

@@ -92,7 +92,7 @@ help_defaults() {
   fi
   # Leave --seq-len and --batch out: the run must use the defaults that the help printed.
   expect 0 -- sweep --model gpt2-tiny --device cpu --threads 1 \
-    --warmup 0 --steps 1 --micro-batches "$help_batch" --json "$work/defaults.json"
+    --warmup 1 --steps 1 --micro-batches "$help_batch" --json "$work/defaults.json"
   check "help's defaults (--seq-len $help_seq_len, --batch $help_batch) are what sweep uses" py '
 c = load(sys.argv[1])["context"]
 if (c["seq_len"], c["batch"]) != (int(sys.argv[2]), int(sys.argv[3])):
