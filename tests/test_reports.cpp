@@ -731,7 +731,7 @@ TEST(ParseBytes, RejectsEverythingElseWithTheAcceptedForms) {
   } catch (const UserError& e) {
     EXPECT_STREQ(e.what(),
                  "cannot read '16 XB' as a byte count; write a number with an optional unit, "
-                 "e.g. 16GiB, 512MiB, 1.5G (1024-based), 16GB (1000-based) or 17179869184 "
+                 "e.g. 16GiB, 512MiB, 1.5G (1024-based), 16GB (1000-based) or 17179869184B "
                  "(bytes)");
   }
 }
