@@ -118,7 +118,7 @@ def main(argv):
     configs = sorted(p for p in pathlib.Path(args.hf_dir).glob("*.json") if not p.name.startswith("bad_"))
     sweep_json = work / "real.json"
     made = subprocess.run([args.binary, "sweep", "--model", "gpt2-tiny", "--seq-len", "16", "--batch", "2",
-                           "--warmup", "0", "--steps", "1", "--threads", "1", "--device", "cpu",
+                           "--warmup", "1", "--steps", "1", "--threads", "1", "--device", "cpu",
                            "--json", str(sweep_json)], capture_output=True, text=True)
     if made.returncode != 0:
         print("fuzz: the seed sweep failed:", made.stderr, file=sys.stderr)
