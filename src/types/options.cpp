@@ -251,6 +251,15 @@ void validate_limits(const WorkloadOptions& w) {
   require_at_most("--lora-rank", w.lora.rank, int64_t{1} << 16, "adapter rank");
 }
 
+// The options that arrange samples of different lengths ("--packing bfd", "--group-by-length"):
+// with samples all of one length they have nothing to act on.
+std::vector<std::string> sample_arranging_options(const DataSource& data) {
+  std::vector<std::string> options;
+  if (data.packing != Packing::kNone) options.push_back("--packing " + to_string(data.packing));
+  if (data.group_by_length) options.push_back("--group-by-length");
+  return options;
+}
+
 // What the real-data options can be combined with (lengths files are read in src/data).
 void validate_data_source(const WorkloadOptions& w) {
   const DataSource& data = w.data;
@@ -278,10 +287,8 @@ void validate_data_source(const WorkloadOptions& w) {
     throw UserError(lengths + " and --eos-id both give the sample lengths; drop one of them");
   }
   if (data.eos_id < 0) {
-    const std::string shaping = !lengths.empty()                  ? lengths
-                                : data.packing != Packing::kNone ? "--packing " + to_string(data.packing)
-                                : data.group_by_length           ? "--group-by-length"
-                                                                 : "";
+    const std::vector<std::string> arranging = sample_arranging_options(data);
+    const std::string shaping = !lengths.empty() ? lengths : arranging.empty() ? "" : arranging.front();
     if (!shaping.empty()) {
       throw UserError(shaping + " acts on samples of different lengths, but --tokens without --eos-id cuts " +
                       data.token_file + " into full windows of --seq-len + 1 tokens; add --eos-id N to take its " +
@@ -296,9 +303,7 @@ std::string idle_data_options_note(const WorkloadOptions& w) {
   const DataSource& data = w.data;
   std::string note;
   if (data.lengths == LengthMode::kFixed && data.token_file.empty()) {
-    std::vector<std::string> idle;
-    if (data.packing != Packing::kNone) idle.push_back("--packing " + to_string(data.packing));
-    if (data.group_by_length) idle.push_back("--group-by-length");
+    const std::vector<std::string> idle = sample_arranging_options(data);
     if (!idle.empty()) {
       const bool one = idle.size() == 1;
       note = (one ? idle[0] + " acts" : idle[0] + " and " + idle[1] + " act") +
