@@ -167,4 +167,17 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
             std::string::npos)
       << stopped.str();
   EXPECT_EQ(stopped.str().find("warning: B"), std::string::npos);
+
+  // So are a file saved mid-run and left (kill -9) and one a data-parallel peer's death ended.
+  std::ostringstream unfinished;
+  ab::SweepResult left = one_run("gpt2-mini", 64);
+  left.interruption.saved_while_running = true;
+  ab::SweepResult ended = one_run("gpt2-mini", 64);
+  ended.interruption.error = "an all-reduce with the other ranks failed";
+  ab::print_comparison(left, ended, unfinished);
+  EXPECT_NE(unfinished.str().find("\nwarning: A was saved while its sweep ran, which did not reach its end; its "
+                                  "splits may have fewer timed steps than --steps, and --resume finishes it\n"
+                                  "warning: B was stopped by an error; its splits may"),
+            std::string::npos)
+      << unfinished.str();
 }

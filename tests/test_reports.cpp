@@ -486,7 +486,7 @@ TEST(Json, RoundTripIsLossless) {
 
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
   const std::string text = to_json(populated_result());
-  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 8,\n  \"context\": {\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 9,\n  \"context\": {\n", 0), 0u);
   EXPECT_NE(text.find("\"options\": [\n      [\n        \"seq-len\",\n        \"1024\"\n      ],"),
             std::string::npos);
   EXPECT_NE(text.find("\"loss\": null"), std::string::npos);
@@ -519,7 +519,7 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "file written by `accumbench sweep --json`");
   EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
   EXPECT_EQ(user_error_of("{\"json_schema_version\": 1}"),
-            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 8; rerun the "
+            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 9; rerun the "
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());
@@ -594,6 +594,29 @@ TEST(Json, Version7ReadsAsASweepThatRanToItsEnd) {
   EXPECT_TRUE(back.interruption.splits_not_run.empty());
   EXPECT_FALSE(back.recommendation.decision.interrupted);
   EXPECT_EQ(to_json(back), to_json(original));
+}
+
+// A version-8 file (before saves marked themselves unfinished) reads as what it says: without a
+// signal, a sweep that ran to its end.
+TEST(Json, Version8ReadsWithoutTheUnfinishedMarks) {
+  const SweepResult original = populated_result();
+  nlohmann::json doc = nlohmann::json::parse(to_json(original));
+  doc["json_schema_version"] = 8;
+  doc["context"]["json_schema_version"] = 8;
+  doc["interruption"].erase("saved_while_running");
+  doc["interruption"].erase("error");
+  const SweepResult back = sweep_result_from_json(doc.dump(), "v8.json");
+  EXPECT_EQ(back.context.json_schema_version, kJsonSchemaVersion);
+  EXPECT_FALSE(back.interruption.saved_while_running);
+  EXPECT_TRUE(back.interruption.error.empty());
+  EXPECT_EQ(to_json(back), to_json(original));
+
+  SweepResult stopped = original;
+  stopped.interruption.error = "an all-reduce with the other ranks failed";
+  stopped.interruption.splits_not_run = {"8\u00d71"};
+  const SweepResult read = sweep_result_from_json(to_json(stopped), "stopped.json");
+  EXPECT_EQ(read.interruption.error, stopped.interruption.error);
+  EXPECT_FALSE(read.interruption.whole());
 }
 
 // A version-2 file (written before the chunked loss existed) reads as version 5 with the chunked

@@ -189,6 +189,47 @@ TEST(Sweep, AStopDuringTheWarmUpsReportsWhatWasMeasured) {
   EXPECT_GE(resumed.recommendation.best_index, 0);
 }
 
+// Every save before the end (the --json written after each split and during the rounds) says it
+// is one, with the splits not yet begun, so that a file left by kill -9 does not read as a whole
+// sweep; the last save, the sweep's end, is whole.
+TEST(Sweep, SavesBeforeTheEndSayTheyAreUnfinished) {
+  std::vector<ab::SweepResult> saves;
+  const ab::SweepResult r = ab::run_sweep(tiny(), [&](const ab::SweepResult& saved) { saves.push_back(saved); });
+  ASSERT_GE(saves.size(), 5u);  // after each of the 3 warm-ups, once the rounds reach --steps, the end
+  for (size_t i = 0; i + 1 < saves.size(); ++i) {
+    const ab::Interruption& stop = saves[i].interruption;
+    EXPECT_TRUE(stop.saved_while_running) << i;
+    EXPECT_TRUE(stop.signal.empty()) << i;
+    EXPECT_TRUE(stop.error.empty()) << i;
+    EXPECT_FALSE(stop.whole()) << i;
+  }
+  EXPECT_EQ(saves[0].interruption.splits_not_run, (std::vector<std::string>{"2\u00d72", "4\u00d71"}));
+  EXPECT_EQ(saves[0].recommendation.reason.rfind(
+                "Saved while the sweep ran; a file left like this is from a sweep that did not reach its end "
+                "(killed, or ended by an error): 2 splits not begun (2\u00d72, 4\u00d71), 1 split with its memory "
+                "measured but no timed step; below is what was measured, and the same command with --resume and its "
+                "--json file measures what is missing (every split not begun or short of its --steps).",
+                0),
+            0u)
+      << saves[0].recommendation.reason;
+  EXPECT_EQ(saves[2].interruption.splits_not_run, std::vector<std::string>{});
+  const ab::SweepResult& timed = saves[saves.size() - 2];  // every split at its --steps rounds
+  EXPECT_EQ(timed.recommendation.reason.rfind("Saved while the sweep ran; a file left like this is from a sweep "
+                                              "that did not reach its end (killed, or ended by an error): the timed "
+                                              "rounds had reached 2, every split past its --steps 2; ",
+                                              0),
+            0u)
+      << timed.recommendation.reason;
+  const ab::SweepResult back = ab::sweep_result_from_json(ab::to_json(saves[0]), "saved.json");
+  EXPECT_TRUE(back.interruption.saved_while_running);
+  EXPECT_EQ(back.interruption.splits_not_run, saves[0].interruption.splits_not_run);
+
+  EXPECT_TRUE(saves.back().interruption.whole());
+  EXPECT_TRUE(r.interruption.whole());
+  EXPECT_EQ(ab::to_json(saves.back()), ab::to_json(r));
+  EXPECT_EQ(r.recommendation.reason.find("Saved while"), std::string::npos);
+}
+
 // A stop during the timed rounds ends them after the round in progress: every split keeps the
 // same number of steps, and the decision says why it is undecided.
 TEST(Sweep, AStopDuringTheRoundsEndsThemAndKeepsTheirSteps) {

@@ -20,8 +20,9 @@ namespace accumbench {
 // transformers' 6N FLOPs, hardware TFLOP/s with checkpointing's recompute); 5: real data (padding
 // fraction, computed tokens per second, positions per step); 6: decisions (rounds, winsorized means
 // with intervals, the decision and its comparisons, time models); 7: the framework overhead the
-// decisions added (context.framework_seconds_per_micro_step, framework_source).
-inline constexpr int kJsonSchemaVersion = 8;
+// decisions added (context.framework_seconds_per_micro_step, framework_source); 8: interruption by a
+// signal; 9: interruption.saved_while_running and interruption.error (a file left unfinished says so).
+inline constexpr int kJsonSchemaVersion = 9;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -289,11 +290,18 @@ struct TimeModel {
   double max_relative_residual = kNotMeasured;  // max |measured − fitted| / measured
 };
 
-// A sweep stopped by a signal (Ctrl-C, SIGTERM; interrupt.hpp) before its end: the runs hold what
-// was measured, the splits it never began are named here, and --resume measures what is missing.
+// What a result holds of its sweep when not all of it: stopped by a signal (Ctrl-C, SIGTERM;
+// interrupt.hpp), ended by an error (a data-parallel rank gone), or saved while the sweep ran (the
+// --json written after each split and every few seconds of rounds, runner.cpp: a file left so is
+// from a sweep killed before its end, or still running). The runs hold what was measured, the
+// splits never begun are named, and --resume measures what is missing. All empty: the whole sweep.
 struct Interruption {
-  std::string signal;                      // "SIGINT", "SIGTERM", ...; empty: the sweep ran to its end
+  std::string signal;                      // "SIGINT", "SIGTERM", ...; empty: no signal stopped it
   std::vector<std::string> splits_not_run; // labels of the grid's splits that were never begun
+  bool saved_while_running = false;        // a save before the sweep's end, which a later one replaces
+  std::string error;                       // the error that ended the sweep early; empty: none
+
+  bool whole() const { return signal.empty() && !saved_while_running && error.empty(); }
 };
 
 struct SweepResult {

@@ -123,8 +123,11 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   // A stopped sweep's splits may have fewer timed steps than the other's, or none.
   for (const auto& [name, result] : {std::pair<const char*, const SweepResult*>{"A", &a}, {"B", &b}}) {
     const Interruption& stop = result->interruption;
-    if (stop.signal.empty()) continue;
-    out << "warning: " << name << " was interrupted by " << stop.signal;
+    if (stop.whole()) continue;
+    out << "warning: " << name
+        << (!stop.signal.empty() ? " was interrupted by " + stop.signal
+            : !stop.error.empty() ? std::string(" was stopped by an error")
+                                  : std::string(" was saved while its sweep ran, which did not reach its end"));
     if (!stop.splits_not_run.empty()) {
       out << " (" << stop.splits_not_run.size() << (stop.splits_not_run.size() == 1 ? " split" : " splits")
           << " not begun)";

@@ -2,8 +2,9 @@
 // back), therefore lossless. Each struct's fields are named once, in fields() below, and the
 // same list drives both writing and reading, so the two directions cannot drift apart.
 //
-// Layout: {"json_schema_version": 8, "context": {...}, "runs": [...], "recommendation": {...},
-// "time_models": [...], "interruption": {"signal": "", "splits_not_run": []}}.
+// Layout: {"json_schema_version": 9, "context": {...}, "runs": [...], "recommendation": {...},
+// "time_models": [...], "interruption": {"signal": "", "splits_not_run": [],
+// "saved_while_running": false, "error": ""}}.
 // NaN ("not measured") is written as null and read back as NaN; JSON has no NaN literal.
 #include <array>
 #include <cerrno>
@@ -180,6 +181,8 @@ template <class S, class V>
 auto fields(S& s, V& v) -> IfIs<S, Interruption> {
   v("signal", s.signal);
   v("splits_not_run", s.splits_not_run);
+  v("saved_while_running", s.saved_while_running);
+  v("error", s.error);
 }
 
 template <class S, class V>

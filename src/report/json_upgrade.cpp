@@ -119,6 +119,18 @@ void upgrade_from_version_7(Json& root) {
   }
 }
 
+// Version 8 marked no save as unfinished: a file left by a killed sweep read as a whole one. Such a
+// file cannot be told apart now; an older file reads as its content says, a sweep that ended.
+void upgrade_from_version_8(Json& root) {
+  root["json_schema_version"] = 9;
+  if (root.contains("context") && root["context"].is_object()) root["context"]["json_schema_version"] = 9;
+  if (root.contains("interruption") && root["interruption"].is_object()) {
+    Json& interruption = root["interruption"];
+    if (!interruption.contains("saved_while_running")) interruption["saved_while_running"] = false;
+    if (!interruption.contains("error")) interruption["error"] = "";
+  }
+}
+
 }  // namespace
 
 void upgrade_to_current_version(Json& root) {
@@ -129,6 +141,7 @@ void upgrade_to_current_version(Json& root) {
   if (version.is_number_integer() && version.get<int64_t>() == 5) upgrade_from_version_5(root);
   if (version.is_number_integer() && version.get<int64_t>() == 6) upgrade_from_version_6(root);
   if (version.is_number_integer() && version.get<int64_t>() == 7) upgrade_from_version_7(root);
+  if (version.is_number_integer() && version.get<int64_t>() == 8) upgrade_from_version_8(root);
 }
 
 }  // namespace accumbench

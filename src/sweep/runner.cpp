@@ -374,12 +374,14 @@ void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t v
   if (!plan.worst_micro_batch.empty()) context.options.emplace_back("memory_judged_on", plan.worst_micro_batch);
 }
 
-// The first sentence of an interrupted sweep's recommendation: how far it got, and how to measure
-// the rest. `rounds` were run of `min_rounds` (--steps) that every split is timed in; `profiled`:
-// --profile was asked for (its steps are left out once stopped).
-std::string interruption_sentence(const SweepResult& result, int64_t rounds, int64_t min_rounds, bool profiled) {
+// The first sentence of the recommendation of a sweep that is not whole (result.hpp, Interruption):
+// what stopped it, how far it got, and how to measure the rest. `rounds` were run of `min_rounds`
+// (--steps) that every split is timed in; `profiled`: --profile was asked for (its steps come last).
+std::string unfinished_sentence(const SweepResult& result, int64_t rounds, int64_t min_rounds, bool profiled) {
+  const Interruption& stop = result.interruption;
+  const bool running = stop.signal.empty() && stop.error.empty();
   std::vector<std::string> parts;
-  const std::vector<std::string>& not_run = result.interruption.splits_not_run;
+  const std::vector<std::string>& not_run = stop.splits_not_run;
   if (!not_run.empty()) {
     std::string names;
     for (const std::string& label : not_run) names += (names.empty() ? "" : ", ") + label;
@@ -390,18 +392,20 @@ std::string interruption_sentence(const SweepResult& result, int64_t rounds, int
   for (const RunResult& run : result.runs) {
     if (run.status == RunStatus::kOk && run.steps.empty()) ++untimed;
   }
+  const std::string reached = running ? "the timed rounds had reached " : "the timed rounds stopped after ";
   if (untimed > 0) {
     parts.push_back(std::to_string(untimed) + (untimed == 1 ? " split with its memory" : " splits with their memory") +
                     " measured but no timed step");
   } else if (rounds < min_rounds) {
-    parts.push_back("the timed rounds stopped after " + std::to_string(rounds) + " of --steps " +
-                    std::to_string(min_rounds));
+    parts.push_back(reached + std::to_string(rounds) + " of --steps " + std::to_string(min_rounds));
   } else {
-    parts.push_back("the timed rounds stopped after " + std::to_string(rounds) + ", every split past its --steps " +
-                    std::to_string(min_rounds));
+    parts.push_back(reached + std::to_string(rounds) + ", every split past its --steps " + std::to_string(min_rounds));
   }
   if (profiled) parts.push_back("no --profile step taken");
-  std::string sentence = "Interrupted by " + result.interruption.signal;
+  std::string sentence = !stop.signal.empty() ? "Interrupted by " + stop.signal
+                         : !stop.error.empty() ? "Stopped by an error (" + text::shortened(stop.error, 300) + ")"
+                                               : "Saved while the sweep ran; a file left like this is from a sweep "
+                                                 "that did not reach its end (killed, or ended by an error)";
   for (size_t i = 0; i < parts.size(); ++i) sentence += (i == 0 ? ": " : ", ") + parts[i];
   return sentence +
          "; below is what was measured, and the same command with --resume and its --json file measures what "
@@ -463,13 +467,23 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   decision_options.confidence = options.confidence;
   decision_options.framework_seconds_per_micro_step = framework.seconds_per_micro_step;
   decision_options.framework_source = framework.source;
-  // The file's other splits follow this sweep's, so an interrupted resume keeps them.
-  const auto save = [&](std::vector<RunResult> runs, const DecisionOptions& decision) {
+  // Saves made before the end say so (Interruption): `begun` of the grid's splits were begun,
+  // `rounds` timed rounds run; `error`: the one that ends the sweep now. The file's other splits
+  // follow this sweep's, so an interrupted resume keeps them.
+  const bool profiled = !options.profile_dir.empty();
+  const auto save = [&](std::vector<RunResult> runs, size_t begun, int64_t rounds, const std::string& error) {
     if (!on_split) return;
     SweepResult partial = result;
     partial.runs = std::move(runs);
     partial.runs.insert(partial.runs.end(), kept.begin(), kept.end());
+    for (size_t rest = begun; rest < grid.size(); ++rest) partial.interruption.splits_not_run.push_back(grid[rest].label());
+    partial.interruption.saved_while_running = error.empty();
+    partial.interruption.error = error;
+    DecisionOptions decision = decision_options;
+    decision.interrupted = true;  // an undecided verdict says a sweep left to its end can decide
     partial.recommendation = recommend(partial.runs, w.memory_limit_bytes, decision);
+    partial.recommendation.reason =
+        unfinished_sentence(partial, rounds, options.steps, profiled) + " " + partial.recommendation.reason;
     partial.time_models = fit_time_models(partial.runs);
     on_split(partial);
   };
@@ -507,12 +521,12 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     }
     try {
       result.runs.push_back(measurement.prepare(grid[index], index, grid.size()));
-    } catch (const FatalRunError&) {
-      save(result.runs, decision_options);
+    } catch (const FatalRunError& error) {
+      save(result.runs, index, 0, error.what());
       throw;
     }
     measured[index] = true;
-    save(result.runs, decision_options);  // its memory, before the rounds time it
+    save(result.runs, index + 1, 0, "");  // its memory, before the rounds time it
   }
 
   // 2. The timed steps, in interleaved rounds (decision.hpp): every split for --steps rounds,
@@ -581,6 +595,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   }
   RoundEvidence evidence(clips, options.confidence, framework_seconds);
   RoundReport report;
+  int64_t rounds_run = 0;  // for the saves before the end
   try {
     report = run_rounds(
         evidence, candidate, round_options,
@@ -595,13 +610,14 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
           // kill -9 loses at most those seconds (a split with fewer than --steps timed steps in
           // the file is measured again by --resume).
           const auto now = std::chrono::steady_clock::now();
+          rounds_run = round + 1;
           if (round + 1 == options.steps || now - last_save > std::chrono::seconds(5)) {
-            save(finished_copies(), decision_options);
+            save(finished_copies(), grid.size(), rounds_run, "");
             last_save = now;
           }
         });
-  } catch (const FatalRunError&) {
-    save(finished_copies(), decision_options);
+  } catch (const FatalRunError& error) {
+    save(finished_copies(), grid.size(), rounds_run, error.what());
     throw;
   }
 
@@ -641,8 +657,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     const bool none_failed = std::all_of(result.runs.begin(), result.runs.end(),
                                          [](const RunResult& run) { return run.status == RunStatus::kOk; });
     const bool nothing_else = result.recommendation.best_index < 0 && none_failed;
-    const bool profiled = !options.profile_dir.empty();
-    result.recommendation.reason = interruption_sentence(result, report.rounds, options.steps, profiled) +
+    result.recommendation.reason = unfinished_sentence(result, report.rounds, options.steps, profiled) +
                                    (nothing_else ? "" : " " + result.recommendation.reason);
   }
   result.time_models = fit_time_models(result.runs);

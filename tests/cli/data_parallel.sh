@@ -162,9 +162,13 @@ dead_peer() {
 text = open(sys.argv[1], encoding="utf-8").read()
 if "terminate called" in text or "internal error" in text: fail(text[:300])
 ' "$err"
-  check "the finished splits are saved" py '
+  check "the finished splits are saved, in a file that says the error ended the sweep" py '
 r = load(sys.argv[1])
 if not any(x["status"] == "ok" for x in r["runs"]): fail("no finished split in %s" % [x["status"] for x in r["runs"]])
+stop = r["interruption"]
+if "all-reduce with the other ranks failed" not in stop["error"] or stop["saved_while_running"]: fail("interruption %s" % stop)
+if not r["recommendation"]["reason"].startswith("Stopped by an error (an all-reduce with the other ranks failed"):
+    fail("reason %s" % r["recommendation"]["reason"][:200])
 ' "$json"
 }
 

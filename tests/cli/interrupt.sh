@@ -70,7 +70,7 @@ for want in ("stopping after the split or round in progress", "wrote " + sys.arg
   expect 0 "8×1" "Recommendation:" -- sweep "${args[@]}"
   check "resume measured every split again for its 200 rounds, and the file says it ran to its end" py '
 d = load(sys.argv[1])
-if d["interruption"] != {"signal": "", "splits_not_run": []}: fail("interruption %s" % d["interruption"])
+if d["interruption"] != {"signal": "", "splits_not_run": [], "saved_while_running": False, "error": ""}: fail("interruption %s" % d["interruption"])
 if sorted(len(r["steps"]) for r in d["runs"]) != [200] * 4: fail("steps %s" % [len(r["steps"]) for r in d["runs"]])
 ' "$json"
 }

@@ -37,8 +37,12 @@ d = load(sys.argv[1])
 if any(r["status"] != "ok" for r in d["runs"]): fail("runs %s" % d["runs"])
 steps = [len(r["steps"]) for r in d["runs"]]
 if not all(0 < n < 200 for n in steps): fail("timed steps %s" % steps)
+stop = d["interruption"]
+if not stop["saved_while_running"] or stop["signal"] or stop["error"]: fail("interruption %s" % stop)
 ' "$json"
 cp "$json" "$work/killed.json"
+expect 0 "Recommendation: " "Saved while the sweep ran; a file left like this is from a sweep that did not reach its end" \
+  -- report "$work/killed.json"
 
 tiny_args --batch 8 --steps 200 --resume "$json"
 expect 0 "8×1" "Recommendation:" -- sweep "${args[@]}"
@@ -48,5 +52,7 @@ keys = sorted(key(r) for r in after["runs"])
 if keys != ["%s fp32 ckpt=none oib=False" % s for s in ("1x8", "2x4", "4x2", "8x1")]:
     fail("runs after resume %s" % keys)
 if any(r["status"] != "ok" or len(r["steps"]) != 200 for r in after["runs"]): fail("a run failed or is short")
+if not after["interruption"] == {"signal": "", "splits_not_run": [], "saved_while_running": False, "error": ""}:
+    fail("the finished file is not whole: %s" % after["interruption"])
 ' "$json"
 cli_pass
