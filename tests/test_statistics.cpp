@@ -92,8 +92,19 @@ TEST(Bootstrap, ReproducibleAndBracketsTheMedian) {
   EXPECT_LT(first.first, first.second);  // eight different values: the interval has a width
 }
 
+// One timed step (--steps 1) has no interval and no spread in the table, not "± 0.000".
+TEST(Bootstrap, OneStepHasNoSpread) {
+  const Summary one = summarize({0.0248});
+  EXPECT_TRUE(std::isnan(one.ci_low));
+  EXPECT_TRUE(std::isnan(one.ci_high));
+  EXPECT_EQ(text::format_step_seconds(one), "0.0248");
+  EXPECT_EQ(text::format_step_seconds(summarize({0.0248, 0.0250})).rfind("0.0249 \u00b1 ", 0), 0u);
+}
+
 TEST(Bootstrap, DegenerateInputs) {
-  EXPECT_EQ(bootstrap_median_interval({0.5}), std::make_pair(0.5, 0.5));
+  const auto one = bootstrap_median_interval({0.5});  // one step: no spread to bound
+  EXPECT_TRUE(std::isnan(one.first));
+  EXPECT_TRUE(std::isnan(one.second));
   EXPECT_EQ(bootstrap_median_interval({2, 2, 2}), std::make_pair(2.0, 2.0));
   const auto empty = bootstrap_median_interval({});
   EXPECT_TRUE(std::isnan(empty.first));

@@ -212,6 +212,10 @@ TEST(Sweep, SavesBeforeTheEndSayTheyAreUnfinished) {
                 0),
             0u)
       << saves[0].recommendation.reason;
+  ASSERT_EQ(saves[0].runs.size(), 1u);  // no timed step yet: no times, not times of zero
+  EXPECT_GT(saves[0].runs[0].peak_allocated_bytes, 0);
+  EXPECT_TRUE(std::isnan(saves[0].runs[0].tokens_per_second));
+  EXPECT_TRUE(std::isnan(saves[0].runs[0].phase_median_seconds[0]));
   EXPECT_EQ(saves[2].interruption.splits_not_run, std::vector<std::string>{});
   const ab::SweepResult& timed = saves[saves.size() - 2];  // every split at its --steps rounds
   EXPECT_EQ(timed.recommendation.reason.rfind("Saved while the sweep ran; a file left like this is from a sweep "

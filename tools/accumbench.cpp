@@ -30,24 +30,40 @@ namespace {
 bool stdout_is_tty() { return isatty(STDOUT_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr; }
 bool stderr_is_tty() { return isatty(STDERR_FILENO) != 0; }
 
+// A file or directory option given as "" would silently write nothing, or read nothing.
+const CLI::Validator kNonEmptyPath(
+    [](std::string& value) { return value.empty() ? std::string("an empty path names no file; give a path") : std::string(); },
+    "");
+
 struct OutputFiles {
   std::string json, csv, markdown, html, trace;
 
   void add_to(CLI::App* command) {
-    command->add_option("--json", json, "write the results as JSON (rewritten after every split)");
-    command->add_option("--csv", csv, "write one CSV line per split");
-    command->add_option("--markdown", markdown, "write a Markdown table (the measurements that always matter, and every column that varies between splits)");
-    command->add_option("--html", html, "write a self-contained HTML report with charts");
-    command->add_option("--trace", trace, "write a Chrome/Perfetto trace (one process per split)");
+    command->add_option("--json", json, "write the results as JSON (rewritten after every split)")
+        ->check(kNonEmptyPath);
+    command->add_option("--csv", csv, "write one CSV line per split")
+        ->check(kNonEmptyPath);
+    command->add_option("--markdown", markdown, "write a Markdown table (the measurements that always matter, and every column that varies between splits)")
+        ->check(kNonEmptyPath);
+    command->add_option("--html", html, "write a self-contained HTML report with charts")
+        ->check(kNonEmptyPath);
+    command->add_option("--trace", trace, "write a Chrome/Perfetto trace (one process per split)")
+        ->check(kNonEmptyPath);
   }
   bool any() const { return !json.empty() || !csv.empty() || !markdown.empty() || !html.empty() || !trace.empty(); }
-  // Before anything is measured: a path that cannot be written stops the command at once.
-  void require_writable() const {
+  // Before anything is measured: a path that cannot be written stops the command at once, and so
+  // do two outputs in one file, or a report over the JSON read (`input`, named by `input_option`),
+  // which the JSON alone may rewrite (--resume keeps writing its file).
+  void require_writable(const std::string& input = "", const std::string& input_option = "") const {
     const std::pair<const std::string*, const char*> named[] = {
         {&json, "--json"}, {&csv, "--csv"}, {&markdown, "--markdown"}, {&html, "--html"}, {&trace, "--trace"}};
     for (const auto& [path, option] : named) {
       if (!path->empty()) ab::require_writable_file(*path, option);
     }
+    ab::require_distinct_files(
+        {{input_option, input}, {"--csv", csv}, {"--markdown", markdown}, {"--html", html}, {"--trace", trace}});
+    ab::require_distinct_files(
+        {{"--json", json}, {"--csv", csv}, {"--markdown", markdown}, {"--html", html}, {"--trace", trace}});
   }
   // One "wrote FILE" line on stderr per file, once they hold the final results (a sweep rewrites
   // them after every split; the lines come at the end).
@@ -448,7 +464,8 @@ struct SweepCommand {
                       "run splits that the memory plan predicts will not fit under --memory-limit");
     command->add_option("--profile", options.profile_dir,
                         "directory: one more step per split under PyTorch's Kineto profiler, saved as "
-                        "<split>.trace.json (CUDA, LibTorch 2.x); device busy then comes from the GPU's kernel time");
+                        "<split>.trace.json (CUDA, LibTorch 2.x); device busy then comes from the GPU's kernel time")
+        ->check(kNonEmptyPath);
     command->add_option("--peak-tflops", options.peak_tflops,
                         "device peak TFLOP/s for MFU (default: built-in table; none on CPU)");
     command->add_option("--framework-overhead", options.framework_overhead,
@@ -462,7 +479,8 @@ struct SweepCommand {
         ->capture_default_str();
     command->add_option("--eos-id", flags.workload.data.eos_id,
                         "split --tokens into documents after each token N: they are the samples (lengths, padding)");
-    command->add_option("--resume", resume_path, "skip splits already measured in this JSON file (and keep writing it)");
+    command->add_option("--resume", resume_path, "skip splits already measured in this JSON file (and keep writing it)")
+        ->check(kNonEmptyPath);
     command->add_option("--emit", emit, emit_help("the recommended split"))->type_name("trl|axolotl|args");
     files.add_to(command);
     return command;
@@ -477,7 +495,7 @@ struct SweepCommand {
       resume = ab::load_sweep_result(resume_path);
       if (files.json.empty()) files.json = resume_path;
     }
-    files.require_writable();  // every rank alike, before any joins (the paths are the same)
+    files.require_writable(resume_path, "--resume");  // every rank alike, before any joins (the same paths)
     const bool progress = primary && stderr_is_tty();
     // Worded before the run: re-reading the config afterwards could fail and lose the report.
     const std::string window_note =
@@ -589,7 +607,8 @@ struct VerifyCommand {
     add_workload_options(command, flags);
     command->add_option("--export", export_dir,
                         "write the initial weights, the batch, the config and the whole batch's loss and "
-                        "gradients to this directory for bench/reference/ (docs/EXPORT.md)");
+                        "gradients to this directory for bench/reference/ (docs/EXPORT.md)")
+        ->check(kNonEmptyPath);
     return command;
   }
 
@@ -659,9 +678,12 @@ struct PlanCommand {
                         "largest that fits, or the smallest), with each group's formula; off: the split table only")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
-    command->add_option("--json", json_path, "write the split table as JSON (with every split's Trainer settings)");
-    command->add_option("--markdown", markdown_path, "write the split table as Markdown");
-    command->add_option("--html", html_path, "write the split table as a self-contained HTML page");
+    command->add_option("--json", json_path, "write the split table as JSON (with every split's Trainer settings)")
+        ->check(kNonEmptyPath);
+    command->add_option("--markdown", markdown_path, "write the split table as Markdown")
+        ->check(kNonEmptyPath);
+    command->add_option("--html", html_path, "write the split table as a self-contained HTML page")
+        ->check(kNonEmptyPath);
   }
   void write_files(const ab::PlanReport& report) const;
   void adopt_trl_loss(ab::WorkloadOptions& w);
@@ -742,6 +764,7 @@ int PlanCommand::run() {
   if (!json_path.empty()) ab::require_writable_file(json_path, "--json");
   if (!markdown_path.empty()) ab::require_writable_file(markdown_path, "--markdown");
   if (!html_path.empty()) ab::require_writable_file(html_path, "--html");
+  ab::require_distinct_files({{"--json", json_path}, {"--markdown", markdown_path}, {"--html", html_path}});
   adopt_trl_loss(w);
   if (!emit.empty()) ab::settings_format_from_string(emit);
   const ab::ModelConfig cfg = ab::resolve_model(w.model);
@@ -837,7 +860,7 @@ struct ReportCommand {
   }
 
   int run() const {
-    files.require_writable();
+    files.require_writable(input, "the results file");
     const ab::SweepResult result = ab::load_sweep_result(input);
     files.write(result);
     files.announce();

@@ -24,7 +24,7 @@ double stddev(const std::vector<double>& values);  // sample standard deviation 
 double cv(const std::vector<double>& values);      // stddev / mean
 
 // Percentile bootstrap interval of the median: `resamples` resamples with replacement drawn by a
-// fixed-seed generator, so the interval is reproducible.
+// fixed-seed generator, so the interval is reproducible. NaN for fewer than two values.
 std::pair<double, double> bootstrap_median_interval(const std::vector<double>& values,
                                                     double confidence = 0.95,
                                                     int resamples = 2000,

@@ -15,6 +15,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace accumbench {
@@ -119,5 +120,10 @@ void require_readable_file(const std::string& path, const std::string& what);
 // directory, FIFO or device. Checked before a sweep measures anything, so that a mistyped
 // --json does not surface only when the first result is saved. `what`: the option ("--json").
 void require_writable_file(const std::string& path, const std::string& what);
+
+// Throws UserError when two of `named` (option, path; empty paths are skipped) are the same file,
+// by its canonical path or, where both exist, its inode: a report written over the sweep's JSON,
+// or over another report, would silently replace it.
+void require_distinct_files(const std::vector<std::pair<std::string, std::string>>& named);
 
 }  // namespace accumbench

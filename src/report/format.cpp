@@ -13,7 +13,8 @@ std::string format_step_seconds(const Summary& s) {
   // The spread carries the median's decimals so the two line up in a column.
   const int decimals = decimals_for_significant(s.median, 3);
   double spread = (s.ci_high - s.ci_low) / 2.0;
-  if (!std::isfinite(spread)) spread = s.stddev;
+  // One step has no spread: its stddev of 0 would read as a measurement without noise.
+  if (!std::isfinite(spread) && s.count > 1) spread = s.stddev;
   std::string cell = format_fixed(s.median, decimals);
   if (std::isfinite(spread)) cell += " \xC2\xB1 " + format_fixed(spread, decimals);  // ±
   return cell;

@@ -495,6 +495,15 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
 
   // 1. Each split alone: plan, warm-up, memory (and the whole timing of CUDA-graph splits).
   std::vector<bool> measured(grid.size(), false);  // in this sweep, not copied from the file
+  // What a save holds of the splits the rounds time: finished as far as they got (a split with no
+  // timed step yet has no times at all, not times of zero).
+  const auto finished_copies = [&] {
+    std::vector<RunResult> runs = result.runs;
+    for (size_t index = 0; index < runs.size(); ++index) {
+      if (measured[index] && measurement.in_rounds(runs[index])) measurement.finish(runs[index], index, /*final=*/false);
+    }
+    return runs;
+  };
   for (size_t index = 0; index < grid.size(); ++index) {
     if (stop_agreed()) {
       stopped = true;
@@ -522,11 +531,11 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     try {
       result.runs.push_back(measurement.prepare(grid[index], index, grid.size()));
     } catch (const FatalRunError& error) {
-      save(result.runs, index, 0, error.what());
+      save(finished_copies(), index, 0, error.what());
       throw;
     }
     measured[index] = true;
-    save(result.runs, index + 1, 0, "");  // its memory, before the rounds time it
+    save(finished_copies(), index + 1, 0, "");  // its memory, before the rounds time it
   }
 
   // 2. The timed steps, in interleaved rounds (decision.hpp): every split for --steps rounds,
@@ -549,11 +558,6 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   round_options.should_stop = [&] { return stopped || stop_agreed(); };
   const auto rounds_start = std::chrono::steady_clock::now();
   auto last_save = rounds_start;
-  const auto finished_copies = [&] {
-    std::vector<RunResult> runs = result.runs;
-    for (int index : slot_of) measurement.finish(runs[index], index, /*final=*/false);
-    return runs;
-  };
   // Data parallel: every rank must run the same rounds, so every rank decides on rank 0's times
   // and clock (a sum over the ranks of rank 0's values and zeros elsewhere), and a split that
   // failed on any rank leaves the rounds on every rank (each rank's failures, summed). The steps

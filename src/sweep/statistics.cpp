@@ -93,8 +93,8 @@ std::pair<double, double> bootstrap_median_interval(const std::vector<double>& v
     throw std::invalid_argument(
         "bootstrap_median_interval: confidence must be in (0, 1) and resamples >= 1");
   }
-  if (values.empty() || has_nan(values)) return {kNaN, kNaN};
-  if (values.size() == 1) return {values[0], values[0]};
+  // One value says nothing of the spread: no interval, not one of width zero ("± 0.0000").
+  if (values.size() < 2 || has_nan(values)) return {kNaN, kNaN};
 
   SplitMix64 rng(seed);
   std::vector<double> medians(static_cast<std::size_t>(resamples));

@@ -3,16 +3,20 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <mutex>
 
 #include "accumbench/error.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -340,6 +344,40 @@ void require_writable_file(const std::string& path, const std::string& what) {
   if (::access(directory.c_str(), W_OK | X_OK) != 0) {
     throw UserError(what + " " + shown + " cannot be written: the directory " + directory_shown +
                     " is not writable; check its permissions or write the file elsewhere");
+  }
+  // access() says yes to root everywhere, and to a read-only or pseudo file system (/sys, /proc):
+  // only creating the temporary that write_file_atomically writes tells.
+  const std::string temporary = path + ".tmp";
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+  } else if (errno != EEXIST) {
+    throw UserError(what + " " + shown + " cannot be written: creating a file in " + directory_shown + " fails (" +
+                    std::strerror(errno) + "); write the file elsewhere");
+  }
+}
+
+void require_distinct_files(const std::vector<std::pair<std::string, std::string>>& named) {
+  const auto same = [](const std::string& a, const std::string& b) {
+    std::error_code error;
+    const std::filesystem::path x = std::filesystem::weakly_canonical(a, error);
+    if (error) return a == b;
+    const std::filesystem::path y = std::filesystem::weakly_canonical(b, error);
+    if (error) return a == b;
+    struct stat first {}, second {};
+    const bool links = ::stat(a.c_str(), &first) == 0 && ::stat(b.c_str(), &second) == 0 &&
+                       first.st_dev == second.st_dev && first.st_ino == second.st_ino;
+    return x == y || links;
+  };
+  for (size_t i = 0; i < named.size(); ++i) {
+    for (size_t j = i + 1; j < named.size(); ++j) {
+      const auto& [first_option, first_path] = named[i];
+      const auto& [second_option, second_path] = named[j];
+      if (first_path.empty() || second_path.empty() || !same(first_path, second_path)) continue;
+      throw UserError(first_option + " and " + second_option + " name the same file, " + text::quoted(second_path, 240) +
+                      ", and one would replace the other; give each its own path");
+    }
   }
 }
 

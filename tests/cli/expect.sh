@@ -17,7 +17,7 @@
 #   @VERIFY@  the same for verify (no --warmup, --steps)
 #   @DATA@ tests/data   @INPUTS@ the token and result files of make_inputs.py
 #   @SWEEP@ the outputs of cli.sweep.writes_every_format   @WORK@ this case's scratch directory
-#   @PORT@ a free TCP port on 127.0.0.1
+#   @PORT@ a free TCP port on 127.0.0.1   @EMPTY@ an empty argument ("")
 # NEEDS "no-gpu": skipped (exit 77) where nvidia-smi lists a GPU.
 source "$(dirname "$0")/lib.sh"
 cli_init "$@"
@@ -57,6 +57,7 @@ expand() {  # expand TEXT: prints TEXT with the @...@ words replaced
   text=${text//@SWEEP@/$sweep_dir}
   text=${text//@WORK@/$work}
   text=${text//@PORT@/$port}
+  text=${text//@EMPTY@/}
   printf '%s' "$text"
 }
 
