@@ -442,12 +442,17 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   return released;
 }
 
-void packed_rows_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, const Table& t) {
+void packed_rows_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, bool checkpointing,
+                       const Table& t) {
   if (!o.packed_documents) return;
   const int64_t T = o.activation_length();
   if (m.arch == Architecture::kGpt2) {
     t.add("positions, per token", "b·T·8", b * T * kInt64, "wpe's embedding saves its (b, T) indices: they restart per document");
   } else {
+    if (checkpointing) {
+      t.add("positions, per token", "b·T·8", b * T * kInt64,
+            "every checkpointed block's context keeps the (b, T) positions to rebuild its rotary tables");
+    }
     t.add("rotary cos, sin at each position", "2·b·T·hd·c", 2 * b * T * m.head_dim * dt.c,
           "gathered once per forward; every block's q·cos, k·sin saves the same two (b, 1, T, hd) tensors");
   }

@@ -164,8 +164,10 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
 
 // --packing bfd: what one micro-step over packed rows builds once and every block's backward
 // keeps (compat::document_layout, the models' final_hidden): GPT-2's per-token positions, Llama's
-// rotary tables gathered at them, the explicit attention's block-diagonal mask. Nothing unpacked.
-void packed_rows_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, const Table& t);
+// rotary tables gathered at them (and, checkpointed, the positions every block's context keeps to
+// rebuild them), the explicit attention's block-diagonal mask. Nothing unpacked.
+void packed_rows_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, const Dtypes& dt, bool checkpointing,
+                       const Table& t);
 
 }  // namespace accumbench::plan_detail
 

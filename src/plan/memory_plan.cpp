@@ -143,7 +143,7 @@ void PlanBuilder::saved_tensors() {
     saved.add("micro-batch tokens on the device", "2·b·T·8", 2 * N * kInt64,
               "inputs for the embedding, targets for the loss");
   if (m.arch == Architecture::kGpt2 && !o.packed_documents) saved.add("positions", "T·8", T * kInt64, "wpe's embedding saves its indices");
-  packed_rows_saved(m, o, b, dtypes(), saved);  // --packing bfd: the layout every block shares
+  packed_rows_saved(m, o, b, dtypes(), checkpointing, saved);  // --packing bfd: the layout every block shares
   block_lines_begin = plan.saved.size();
   if (checkpointing) {
     saved.add("block input x (checkpoint)", "L·b·T·d·" + rs(), L * N * d * w,

@@ -279,8 +279,13 @@ void PlanBuilder::phase_peaks() {
   // backward (without accumulation the block backward's table counts it as a new gradient).
   // The chunked loss's head gradient (made in the forward, scaled in place in backward) waits
   // there the same way.
+  // What the step saved before the blocks (the micro-batch's tokens, GPT-2's positions, packed
+  // rows' mask and rotary tables) is alive through every block's backward, as in the forward's
+  // block moment: the step holds the tokens, every block's context the packed layout, and the
+  // embedding's backward, which runs last, its indices (measured: --packing bfd with
+  // checkpointing, b·T·(8 + 2·hd·4 + T) under on llama-tiny before this term).
   const int64_t tied_head_gradient = accumulating && m.tied_embeddings && !lora ? V * d * t : 0;
-  const int64_t backward_block = resident_bytes + grads_in_micro_step + block_saved_bytes +
+  const int64_t backward_block = resident_bytes + grads_in_micro_step + saved_before_blocks + block_saved_bytes +
                                  total_bytes(plan.block_backward_peak) + tied_head_gradient;
   plan.phase_peak_bytes[static_cast<int>(PlanPhase::kBackward)] =
       std::max({backward_head_peak(s), backward_block, backward_end_peak(s, backward_block)}) - unsaved_adapter_casts();
