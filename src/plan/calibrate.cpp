@@ -65,6 +65,13 @@ Calibration calibrate(const ModelConfig& cfg, const PlanOptions& options, const 
     s.accum_steps = split.accum_steps > 1 ? 2 : 1;
     PlanOptions o = options;
     o.batch = s.micro_batch * s.accum_steps;
+    // The probe's step runs full rows of synthetic tokens: its prediction must be of full rows
+    // too, or the fit would take the real data's shorter (padded, packed) rows for the plan's
+    // error (a lengths file at --padding longest was calibrated to 3.2x its measured peak). The
+    // correction then applies to the plan of the real rows.
+    o.activation_seq_len = 0;
+    o.worst_micro_batch.clear();
+    o.packed_documents = false;
     *predicted = plan_memory(cfg, o, s).peak_bytes;
     return measure_step_peak(cfg, o, s, device);
   };
