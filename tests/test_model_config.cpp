@@ -342,14 +342,14 @@ TEST(HfConfig, Qwen3MatchesPresetWithQkNorm) {
 }
 
 TEST(HfConfig, Qwen3DefaultsFollowQwen3Config) {
-  // Qwen3Config: head_dim defaults to 128 (not hidden / heads), untied, eps 1e-6, KV heads =
-  // heads; q/k norms always, q/k/v bias never.
+  // Qwen3Config: head_dim defaults to 128 (not hidden / heads), untied, eps 1e-6, 32 KV heads;
+  // q/k norms always, q/k/v bias never.
   const ModelConfig q = parse_hf_config(
       R"({"model_type":"qwen3","vocab_size":512,"hidden_size":64,"intermediate_size":176,)"
-      R"("num_hidden_layers":2,"num_attention_heads":4,"max_position_embeddings":256})",
+      R"("num_hidden_layers":2,"num_attention_heads":32,"max_position_embeddings":256})",
       "inline");
   EXPECT_EQ(q.head_dim, 128);
-  EXPECT_EQ(q.n_kv_heads, 4);
+  EXPECT_EQ(q.n_kv_heads, 32);
   EXPECT_FALSE(q.tied_embeddings);
   EXPECT_DOUBLE_EQ(q.norm_eps, 1e-6);
   EXPECT_TRUE(q.qk_norm);
@@ -359,7 +359,7 @@ TEST(HfConfig, Qwen3DefaultsFollowQwen3Config) {
     const ModelConfig other = parse_hf_config(
         std::string(R"({"model_type":")") + type +
             R"(","vocab_size":512,"hidden_size":64,"intermediate_size":176,"num_hidden_layers":2,)"
-            R"("num_attention_heads":4,"max_position_embeddings":256})",
+            R"("num_attention_heads":4,"num_key_value_heads":4,"max_position_embeddings":256})",
         type);
     EXPECT_FALSE(other.qk_norm) << type;
     EXPECT_EQ(other.head_dim, 16) << type;
@@ -426,6 +426,77 @@ TEST(HfConfig, DefaultsFollowTransformers) {
   EXPECT_FALSE(l.qkv_bias);
 }
 
+// num_key_value_heads left out takes each class's default (LlamaConfig: the head count,
+// MistralConfig 8, Qwen2Config and Qwen3Config 32); null means the head count in all of them.
+// It was the head count for every type: a Mistral file without it got 16 KV heads, not 8.
+TEST(HfConfig, KeyValueHeadsDefaultAsEachConfigClass) {
+  const auto parsed = [](const std::string& type, int heads, const std::string& kv) {
+    return parse_hf_config(R"({"model_type":")" + type +
+                               R"(","vocab_size":512,"hidden_size":128,"intermediate_size":176,"num_hidden_layers":2,)"
+                               R"("num_attention_heads":)" +
+                               std::to_string(heads) + kv + R"(,"max_position_embeddings":256})",
+                           type);
+  };
+  EXPECT_EQ(parsed("llama", 16, "").n_kv_heads, 16);
+  EXPECT_EQ(parsed("mistral", 16, "").n_kv_heads, 8);
+  EXPECT_EQ(parsed("mistral", 16, R"(,"num_key_value_heads":null)").n_kv_heads, 16);
+  EXPECT_EQ(parsed("qwen2", 32, "").n_kv_heads, 32);
+  EXPECT_EQ(parsed("qwen2", 64, R"(,"num_key_value_heads":null)").n_kv_heads, 64);
+  EXPECT_EQ(parsed("qwen2", 16, R"(,"num_key_value_heads":2)").n_kv_heads, 2);
+  try {
+    parsed("qwen2", 16, "");
+    FAIL() << "transformers' default of 32 KV heads cannot serve 16 heads";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "config \"qwen2\": field \"num_key_value_heads\" is missing, and transformers' default for qwen2, 32, "
+              "does not divide \"num_attention_heads\" (16); give num_key_value_heads in the file (the model's own "
+              "config.json always does)");
+  }
+}
+
+// transformers 5 saves the RoPE base inside rope_parameters; 4 at the top as rope_theta.
+TEST(HfConfig, RopeThetaIsReadWhereEitherVersionSavesIt) {
+  const std::string head = R"({"model_type":"llama","vocab_size":512,"hidden_size":64,"intermediate_size":176,)"
+                           R"("num_hidden_layers":2,"num_attention_heads":4,"max_position_embeddings":256)";
+  EXPECT_DOUBLE_EQ(parse_hf_config(head + R"(,"rope_theta":1e6})", "v4").rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(
+      parse_hf_config(head + R"(,"rope_parameters":{"rope_type":"llama3","rope_theta":500000.0,"factor":8.0}})", "v5")
+          .rope_theta,
+      500000.0);
+  EXPECT_DOUBLE_EQ(
+      parse_hf_config(head + R"(,"rope_parameters":{"full_attention":{"rope_theta":2e5},"sliding_attention":{"rope_theta":1e4}}})",
+                      "per type")
+          .rope_theta,
+      2e5);
+  EXPECT_DOUBLE_EQ(parse_hf_config(head + R"(,"rope_parameters":{"rope_type":"default"}})", "none").rope_theta, 10000.0);
+  EXPECT_THROW(parse_hf_config(head + R"(,"rope_parameters":{"rope_theta":-1}})", "bad"), UserError);
+  EXPECT_THROW(parse_hf_config(head + R"(,"rope_parameters":7})", "bad"), UserError);
+}
+
+// Only GPT-2's learned position table ends at its positions; a RoPE model runs past
+// max_position_embeddings, as in transformers (Qwen2.5 with YaRN), with a note.
+TEST(HfConfig, RotaryModelsRunPastTheirPositionsWithANote) {
+  const ModelConfig llama = parse_hf_config(
+      R"({"model_type":"qwen2","vocab_size":512,"hidden_size":64,"intermediate_size":176,"num_hidden_layers":2,)"
+      R"("num_attention_heads":4,"num_key_value_heads":2,"max_position_embeddings":32,)"
+      R"("rope_scaling":{"type":"yarn","factor":4.0,"original_max_position_embeddings":32}})",
+      "yarn.json");
+  EXPECT_NO_THROW(check_sequence_length(llama, 128));
+  EXPECT_EQ(context_length_note(llama, 32), "");
+  EXPECT_EQ(context_length_note(llama, 128).rfind("--seq-len 128 is beyond yarn.json's max_position_embeddings 32: ", 0),
+            0u);
+  const ModelConfig& gpt2 = find_preset("gpt2-tiny");
+  EXPECT_EQ(context_length_note(gpt2, 512), "");
+  try {
+    check_sequence_length(gpt2, 257);
+    FAIL() << "GPT-2 has a learned table of 256 positions";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--seq-len 257 exceeds gpt2-tiny's 256 positions, the rows of its learned position table; use a "
+              "shorter sequence");
+  }
+}
+
 TEST(HfConfig, ExplicitHeadDimMayDifferFromHiddenOverHeads) {
   // mistralai/Mistral-Nemo-Base-2407: 32 heads × head_dim 128 ≠ hidden 5120; "12.2B" params.
   const ModelConfig cfg = parse_hf_config(
@@ -471,7 +542,7 @@ TEST(HfConfig, BadValuesNameTheField) {
       R"("num_hidden_layers":2,"max_position_embeddings":256,)";
   const std::string qwen3_head =
       R"({"model_type":"qwen3","vocab_size":512,"intermediate_size":176,)"
-      R"("num_hidden_layers":2,"max_position_embeddings":256,)";
+      R"("num_hidden_layers":2,"max_position_embeddings":256,"num_key_value_heads":4,)";
   struct Case {
     std::string json;
     std::vector<const char*> expected;
@@ -565,7 +636,7 @@ TEST(HfConfig, SlidingWindowIsReadAndNotedOnlyWhereItMasks) {
   EXPECT_EQ(mistral.sliding_window, 4096);
   const std::string shape =
       R"("vocab_size":512,"hidden_size":64,"intermediate_size":176,"num_hidden_layers":2,)"
-      R"("num_attention_heads":4,"max_position_embeddings":8192)";
+      R"("num_attention_heads":4,"num_key_value_heads":4,"max_position_embeddings":8192)";
   EXPECT_EQ(parse_hf_config(R"({"model_type":"mistral",)" + shape + "}", "m").sliding_window, 4096);
   EXPECT_EQ(parse_hf_config(R"({"model_type":"mistral","sliding_window":null,)" + shape + "}", "m").sliding_window, 0);
   // Qwen2/Qwen3 only with use_sliding_window (false in their configs); Llama has none.

@@ -151,6 +151,12 @@ void print_note(const std::string& note) {
   if (!note.empty()) std::cerr << "accumbench: note: " << note << "\n";
 }
 
+// What the model's config means at this --seq-len: a sliding window it does not apply, positions
+// beyond max_position_embeddings. Worded before a run: re-reading the config after could fail.
+std::vector<std::string> shape_notes(const ab::ModelConfig& cfg, int64_t seq_len) {
+  return {ab::sliding_window_note(cfg, seq_len), ab::context_length_note(cfg, seq_len)};
+}
+
 // The shell's exit status for a run stopped by a signal: 128 + its number (130 for Ctrl-C); a rank
 // stopped by another rank's signal exits as if terminated (143).
 int interrupted_exit_code() { return 128 + (ab::stop_signal() != 0 ? ab::stop_signal() : SIGTERM); }
@@ -498,8 +504,7 @@ struct SweepCommand {
     files.require_writable(resume_path, "--resume");  // every rank alike, before any joins (the same paths)
     const bool progress = primary && stderr_is_tty();
     // Worded before the run: re-reading the config afterwards could fail and lose the report.
-    const std::string window_note =
-        ab::sliding_window_note(ab::resolve_model(options.workload.model), options.workload.seq_len);
+    const std::vector<std::string> model_notes = shape_notes(ab::resolve_model(options.workload.model), options.workload.seq_len);
     ab::stop_on_interrupt("the split or round in progress");  // Ctrl-C: the splits so far are reported (interrupt.hpp)
     const ab::SweepResult result = ab::run_sweep(
         options, [&](const ab::SweepResult& partial) { if (primary) files.write(partial); },
@@ -507,7 +512,7 @@ struct SweepCommand {
     if (progress) std::cerr << "\r\033[K" << std::flush;
     // After the run, so that an error in the options stays the one line on stderr.
     if (primary) print_note(ab::optimizer_in_backward_note(options.workload, launched_world_size()));
-    if (primary) print_note(window_note);
+    for (const std::string& note : model_notes) if (primary) print_note(note);
     if (primary) print_note(ab::idle_data_options_note(options.workload));
     if (primary) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
     if (primary && result.recommendation.best_index >= 0) {
@@ -614,11 +619,11 @@ struct VerifyCommand {
 
   int run(bool primary) {
     const ab::WorkloadOptions w = flags.apply();
-    const std::string window_note = ab::sliding_window_note(ab::resolve_model(w.model), w.seq_len);  // before the run
+    const std::vector<std::string> model_notes = shape_notes(ab::resolve_model(w.model), w.seq_len);  // before the run
     ab::stop_on_interrupt("the split in progress");  // Ctrl-C: the splits verified so far are printed (interrupt.hpp)
     const ab::VerifyResult result = ab::run_verify(ab::VerifyOptions{w, export_dir});
     if (primary) print_note(ab::optimizer_in_backward_note(w, launched_world_size()));
-    if (primary) print_note(window_note);
+    for (const std::string& note : model_notes) if (primary) print_note(note);
     if (primary) print_note(ab::idle_data_options_note(w));
     if (primary) ab::print_verify(result, std::cout);
     // A split that failed is the finding; otherwise an interrupted verify exits as the signal asks.
@@ -777,7 +782,7 @@ int PlanCommand::run() {
   // Planned before anything is printed, so that a refused option leaves stdout empty.
   const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, o, w);
   print_note(ab::optimizer_in_backward_note(w, w.world_size));
-  print_note(ab::sliding_window_note(cfg, w.seq_len));
+  for (const std::string& note : shape_notes(cfg, w.seq_len)) print_note(note);
   print_note(ab::idle_data_options_note(w));
   // The plan is arithmetic and holds for NCCL; a sweep of the same job over Gloo would stop.
   if (!target.cuda) {

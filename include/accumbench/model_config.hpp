@@ -74,6 +74,10 @@ void check_sequence_length(const ModelConfig& cfg, int64_t seq_len);
 // empty when it changes nothing.
 std::string sliding_window_note(const ModelConfig& cfg, int64_t seq_len);
 
+// A sentence when a RoPE model runs past its max_position_embeddings (allowed, as in
+// transformers: only GPT-2's learned table refuses, check_sequence_length); empty otherwise.
+std::string context_length_note(const ModelConfig& cfg, int64_t seq_len);
+
 // Closed form of the number of trainable parameters (see src/models/model_config.cpp).
 int64_t parameter_count(const ModelConfig& cfg);
 

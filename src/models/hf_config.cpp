@@ -123,6 +123,24 @@ class FieldReader {
   const std::string& origin_;
 };
 
+// The RoPE base: "rope_theta" at the top (transformers 4), or inside "rope_parameters"
+// (transformers 5, which saves it there; for per-layer-type parameters, the full attention's).
+double rope_theta_of(const FieldReader& f) {
+  if (f.has("rope_theta") || !f.has("rope_parameters")) return f.positive_number_or("rope_theta", 10000.0);
+  const json* parameters = f.find("rope_parameters");
+  if (!parameters->is_object()) f.wrong("rope_parameters", *parameters, "an object");
+  const json* holder = parameters;
+  if (!parameters->contains("rope_theta") && parameters->contains("full_attention") &&
+      (*parameters)["full_attention"].is_object()) {
+    holder = &(*parameters)["full_attention"];
+  }
+  const auto theta = holder->find("rope_theta");
+  if (theta == holder->end() || theta->is_null()) return 10000.0;
+  if (!theta->is_number() || !(theta->get<double>() > 0.0) || !std::isfinite(theta->get<double>()))
+    f.wrong("rope_parameters.rope_theta", *theta, "a positive number");
+  return theta->get<double>();
+}
+
 // transformers' ACT2FN names (activations.py) for the activations the engine computes; any other
 // would benchmark a different function, so the file is refused with the names that work.
 Activation activation_from(const FieldReader& f, const char* key, const std::string& fallback) {
@@ -192,12 +210,24 @@ ModelConfig llama_family_from(const FieldReader& f, const std::string& model_typ
   c.n_layers = f.positive_int("num_hidden_layers");
   c.n_heads = f.positive_int("num_attention_heads");
   c.max_seq_len = f.positive_int("max_position_embeddings");
-  // Absent num_key_value_heads means multi-head attention (the original Llama).
-  c.n_kv_heads = f.positive_int_or("num_key_value_heads", c.n_heads);
-  if (c.n_heads % c.n_kv_heads != 0)
+  // num_key_value_heads absent: the class's default, the head count for LlamaConfig, 8 for
+  // MistralConfig, 32 for Qwen2Config and Qwen3Config; null: the head count in every one.
+  const bool kv_absent = !f.has("num_key_value_heads") && !f.is_null("num_key_value_heads");
+  const int64_t kv_default = !kv_absent ? c.n_heads
+                             : model_type == "mistral"                        ? 8
+                             : model_type == "qwen2" || model_type == "qwen3" ? 32
+                                                                              : c.n_heads;
+  c.n_kv_heads = f.positive_int_or("num_key_value_heads", kv_default);
+  if (c.n_heads % c.n_kv_heads != 0) {
+    if (kv_absent)
+      f.fail("field \"num_key_value_heads\" is missing, and transformers' default for " + model_type + ", " +
+                 std::to_string(c.n_kv_heads) + ", does not divide \"num_attention_heads\" (" +
+                 std::to_string(c.n_heads) + ")",
+             "give num_key_value_heads in the file (the model's own config.json always does)");
     f.fail("field \"num_key_value_heads\" (" + std::to_string(c.n_kv_heads) +
                ") does not divide \"num_attention_heads\" (" + std::to_string(c.n_heads) + ")",
            "grouped-query attention needs a key/value head count that divides the head count");
+  }
   // An explicit head_dim may make n_heads·head_dim differ from hidden_size (Mistral-Nemo:
   // 32 × 128 ≠ 5120; Qwen3-0.6B: 16 × 128 ≠ 1024); without it transformers uses
   // hidden_size / num_attention_heads, except Qwen3Config, whose head_dim defaults to 128.
@@ -212,7 +242,7 @@ ModelConfig llama_family_from(const FieldReader& f, const std::string& model_typ
              "use a head count that divides hidden_size, or give head_dim explicitly");
     c.head_dim = c.d_model / c.n_heads;
   }
-  c.rope_theta = f.positive_number_or("rope_theta", 10000.0);
+  c.rope_theta = rope_theta_of(f);
   c.norm_eps = f.positive_number_or("rms_norm_eps", 1e-6);  // all three classes default to 1e-6
   c.tied_embeddings = f.boolean_or("tie_word_embeddings", false);
   c.activation = activation_from(f, "hidden_act", "silu");  // every one of the four configs' default

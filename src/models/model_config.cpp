@@ -339,10 +339,22 @@ const ModelConfig& find_preset(const std::string& name) {
 
 void check_sequence_length(const ModelConfig& cfg, int64_t seq_len) {
   if (seq_len <= 0) throw UserError("--seq-len must be positive, got " + std::to_string(seq_len));
-  if (seq_len > cfg.max_seq_len) {
+  // Only a learned position table (GPT-2's wpe) ends at max_seq_len; rotary positions go on, and
+  // transformers runs a RoPE model past max_position_embeddings (context_length_note).
+  if (cfg.arch == Architecture::kGpt2 && seq_len > cfg.max_seq_len) {
     throw UserError("--seq-len " + std::to_string(seq_len) + " exceeds " + cfg.name + "'s " +
-                    std::to_string(cfg.max_seq_len) + " positions; use a shorter sequence");
+                    std::to_string(cfg.max_seq_len) +
+                    " positions, the rows of its learned position table; use a shorter sequence");
   }
+}
+
+std::string context_length_note(const ModelConfig& cfg, int64_t seq_len) {
+  if (cfg.arch == Architecture::kGpt2 || seq_len <= cfg.max_seq_len) return "";
+  return "--seq-len " + std::to_string(seq_len) + " is beyond " + cfg.name + "'s max_position_embeddings " +
+         std::to_string(cfg.max_seq_len) +
+         ": rotary positions have no table to outgrow, so the step runs as transformers runs it (a context "
+         "extension with rope_scaling or a larger rope_theta); time and memory are the same whatever the "
+         "frequencies, the loss values are not";
 }
 
 std::string sliding_window_note(const ModelConfig& cfg, int64_t seq_len) {
