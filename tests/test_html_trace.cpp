@@ -20,6 +20,7 @@
 #include "accumbench/report.hpp"
 #include "accumbench/result.hpp"
 // The SVG writer is private to the library; this target has no src/ include path.
+#include "report/html/charts.hpp"
 #include "report/html/svg.hpp"
 
 namespace accumbench {
@@ -238,6 +239,40 @@ TEST(HtmlReport, HasEveryChartSplitRecommendationAndContextField) {
   }
   EXPECT_NE(html.find("@media print"), std::string::npos);
   EXPECT_NE(html.find("<div class=\"table-wrap\">"), std::string::npos);
+}
+
+// The table's phase columns are the medians every other report shows ("other" too: it was the
+// step's median less the other phases' medians, 4.938 ms here where the steps' own other is
+// 0.824 ms); the chart draws the medians' shares of their sum up to the step's median.
+TEST(HtmlReport, PhaseColumnsAreTheMediansOfEveryReport) {
+  const SweepResult result = make_sweep();
+  std::ostringstream html;
+  HtmlReporter().report(result, html);
+  EXPECT_NE(html.str().find(">0.8240<"), std::string::npos);
+  EXPECT_EQ(html.str().find(">4.938<"), std::string::npos);
+  const RunResult& run = result.runs[0];
+  const html::StepBar bar = html::step_bar(run);
+  double drawn = 0, medians = 0;
+  for (int ph = 0; ph < kPhaseCount; ++ph) {
+    drawn += bar.segments[ph];
+    medians += bar.medians[ph];
+    if (std::isfinite(run.phase_median_seconds[ph])) EXPECT_DOUBLE_EQ(bar.medians[ph], run.phase_median_seconds[ph]);
+  }
+  EXPECT_NEAR(drawn, run.step_seconds.median, 1e-12);
+  EXPECT_NEAR(bar.segments[static_cast<int>(Phase::kOther)] / drawn,
+              run.phase_median_seconds[static_cast<int>(Phase::kOther)] / medians, 1e-12);
+}
+
+// An emulated 8-bit optimizer says so in the HTML's context, as the console and Markdown do.
+TEST(HtmlReport, AnEmulatedOptimizerIsMarkedApproximate) {
+  SweepResult result = make_sweep();
+  std::ostringstream plain;
+  HtmlReporter().report(result, plain);
+  EXPECT_EQ(plain.str().find("optimizer_time"), std::string::npos);
+  result.context.options.emplace_back("optimizer", "adamw8bit");
+  std::ostringstream emulated;
+  HtmlReporter().report(result, emulated);
+  EXPECT_NE(emulated.str().find("approximate: adamw8bit is emulated by LibTorch ops"), std::string::npos);
 }
 
 TEST(HtmlReport, FailedRunIsALabelledGapInEveryBarChart) {

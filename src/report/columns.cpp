@@ -24,20 +24,6 @@ std::string html_significant(double v, int digits) {
   return std::isfinite(v) ? text::format_significant(v, digits) : kHtmlDash;
 }
 
-// A phase's median; "other" in the HTML is what the step's median leaves after the timed
-// phases (medians of parts need not add up to the median of the whole), as the step-time chart
-// draws it.
-double html_phase_seconds(const RunResult& r, Phase phase) {
-  if (phase != Phase::kOther) return r.phase_median_seconds[static_cast<int>(phase)];
-  double timed = 0;
-  for (const PhaseInfo& info : phase_table()) {
-    const double v = r.phase_median_seconds[static_cast<int>(info.phase)];
-    if (info.phase != Phase::kOther && std::isfinite(v) && v > 0) timed += v;
-  }
-  const double median = r.step_seconds.median;
-  return std::isfinite(median) ? std::max(0.0, median - timed) : 0.0;
-}
-
 // A column that only the CSV has: a name and the exact value.
 ColumnDef csv_only(const std::string& name, std::function<std::string(const RunResult&)> raw, bool measured = false) {
   ColumnDef c;
@@ -98,7 +84,7 @@ ColumnDef phase_column(const PhaseInfo& info) {
   c.raw = [index](const RunResult& r) { return exact(r.phase_median_seconds[index]); };
   const Phase phase = info.phase;
   c.html_cell = [phase](const RunResult& r, const TableContext& t) {
-    return html_significant(html_phase_seconds(r, phase) / t.time_divisor, 4);
+    return html_significant(r.phase_median_seconds[static_cast<int>(phase)] / t.time_divisor, 4);
   };
   return c;
 }

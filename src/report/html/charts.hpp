@@ -32,7 +32,8 @@ std::string timeline_chart(const SweepResult& result);
 
 // One column of the step-time chart; the table shows the same "other" (step_time_chart.cpp).
 struct StepBar {
-  PhaseSeconds segments{};  // data … optimizer from the phase medians; other = the remainder
+  PhaseSeconds medians{};   // each phase's median (0 where not measured)
+  PhaseSeconds segments{};  // the medians' shares of their sum, drawn at the step's median
   double total = 0;
   double whisker_low = kNotMeasured;
   double whisker_high = kNotMeasured;

@@ -204,6 +204,10 @@ std::string context_section(const SweepResult& result) {
     if (name == "base_quant" && value != "none") {  // QLoRA (--base-quant)
       h += context_entry("time", "approximate: the quantised base is dequantised by LibTorch ops, not bitsandbytes' kernels");
     }
+    if (name == "optimizer" && value != "adamw" && value != "sgd") {  // bitsandbytes' 8-bit AdamW, emulated
+      h += context_entry("optimizer_time", "approximate: " + value +
+                                               " is emulated by LibTorch ops (its memory exact, its time not bitsandbytes' kernel's)");
+    }
   }
   h += context_entry("seq_len", std::to_string(c.seq_len));
   h += context_entry("batch", std::to_string(c.batch) + " sequences");

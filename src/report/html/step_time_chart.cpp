@@ -12,19 +12,18 @@ namespace accumbench::html {
 
 StepBar step_bar(const RunResult& run) {
   StepBar bar;
-  double timed = 0;
+  double sum = 0;
   for (int ph = 0; ph < kPhaseCount; ++ph) {
-    if (static_cast<Phase>(ph) == Phase::kOther) continue;
     const double v = run.phase_median_seconds[ph];
-    bar.segments[ph] = finite(v) && v > 0 ? v : 0;
-    timed += bar.segments[ph];
+    bar.medians[ph] = finite(v) && v > 0 ? v : 0;
+    sum += bar.medians[ph];
   }
+  // Medians of parts need not add up to the median of the whole: the bar draws each phase's
+  // share of their sum at the step's median, rather than inventing an "other" for the gap.
   const double median = run.step_seconds.median;
-  // Medians of parts need not add up to the median of the whole; "other" absorbs the rest and a
-  // bar never ends below the measured median.
-  bar.segments[static_cast<int>(Phase::kOther)] =
-      finite(median) ? std::max(0.0, median - timed) : 0;
-  bar.total = std::max(timed, finite(median) ? median : 0.0);
+  const double scale = finite(median) && sum > 0 ? median / sum : 1.0;
+  for (int ph = 0; ph < kPhaseCount; ++ph) bar.segments[ph] = bar.medians[ph] * scale;
+  bar.total = finite(median) ? median : sum;
 
   const Summary& s = run.step_seconds;
   if (finite(s.ci_low) && finite(s.ci_high)) {
@@ -63,7 +62,7 @@ std::string bar_tooltip(const std::vector<Slot>& slots, const Slot& s, const Ste
     const int ph = static_cast<int>(info.phase);
     if (!phase_shown(slots, ph)) continue;
     tooltip += std::string("\n") + phase_name(static_cast<Phase>(ph)) + " " +
-               format_duration(bar.segments[ph]);
+               format_duration(bar.medians[ph]);
   }
   if (finite(bar.whisker_low)) {
     tooltip += std::string("\n") +

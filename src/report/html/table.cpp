@@ -76,8 +76,8 @@ std::string table_section(const SweepResult& result, const std::vector<Slot>& sl
 
   std::string h =
       "<section class=\"card table-card\"><h2>All numbers</h2><p class=\"note\">Times in " + unit.name +
-      " per optimizer step; phase columns are medians over the timed steps (other = step "
-      "median minus the timed phases). Memory is 1024-based. A failed run shows its error "
+      " per optimizer step; each phase column is that phase's median over the timed steps, as in "
+      "every other report, so the columns need not add up to the step's median. Memory is 1024-based. A failed run shows its error "
       "in place of the measurements.</p>";
   h += "<div class=\"table-wrap\"><table id=\"results-table\">" + head_row(columns) + "<tbody>";
   for (const Slot& s : slots) h += run_row(columns, s, context);
