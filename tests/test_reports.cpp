@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -594,6 +595,48 @@ TEST(Json, Version7ReadsAsASweepThatRanToItsEnd) {
   EXPECT_TRUE(back.interruption.splits_not_run.empty());
   EXPECT_FALSE(back.recommendation.decision.interrupted);
   EXPECT_EQ(to_json(back), to_json(original));
+}
+
+// Values the format allows but no sweep writes are refused, naming the place: a hand edit would
+// otherwise show a "0×4" split, recommend per_device_train_batch_size=0 on --resume, or print
+// "Recommendation: none" over a reason that names a split.
+TEST(Json, EditsNoSweepWritesAreRefused) {
+  const SweepResult original = populated_result();
+  const auto refusal = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json doc = nlohmann::json::parse(to_json(original));
+    edit(doc);
+    try {
+      (void)sweep_result_from_json(doc.dump(), "edited.json");
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NO_THROW((void)sweep_result_from_json(to_json(original), "as written"));
+  EXPECT_EQ(refusal([](nlohmann::json& d) { d["runs"][0]["config"]["micro_batch"] = 0; }),
+            "edited.json: runs[0].config.micro_batch is 0 but must be at least 1; the file is damaged or was edited, "
+            "so rerun the sweep to write it again");
+  EXPECT_EQ(refusal([](nlohmann::json& d) { d["runs"][0]["config"]["accum_steps"] = 7; }).rfind(
+                "edited.json: runs[0].config makes ", 0),
+            0u);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][1]["config"] = d["runs"][0]["config"]; }).find(
+                "runs[1].config repeats an earlier run's split"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["step_seconds"]["median"] = -1; })
+                .find("runs[0].step_seconds.median is -1 but cannot be negative"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["peak_allocated_bytes"] = -5; })
+                .find("runs[0].peak_allocated_bytes is -5 but cannot be negative"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["recommendation"]["best_index"] = 17; })
+                .find("recommendation.best_index is 17 but the file holds"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["context"]["batch"] = 0; }).find("context.batch is 0 but must be at least 1"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) {
+              d = nlohmann::json{{"kind", "accumbench plan"}, {"splits", nlohmann::json::array()}};
+            }).find("edited.json is a plan (`accumbench plan --json`), not a sweep's results"),
+            std::string::npos);
 }
 
 // A version-8 file (before saves marked themselves unfinished) reads as what it says: without a

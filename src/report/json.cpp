@@ -6,6 +6,7 @@
 // "time_models": [...], "interruption": {"signal": "", "splits_not_run": [],
 // "saved_while_running": false, "error": ""}}.
 // NaN ("not measured") is written as null and read back as NaN; JSON has no NaN literal.
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cmath>
@@ -512,6 +513,59 @@ std::string to_json(const SweepResult& result) {
   return root.dump(2, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n";
 }
 
+namespace {
+
+// What the format allows but no sweep writes: a hand edit or damage that would make the tables,
+// the recommendation and --resume's Trainer settings nonsense (a micro-batch of 0, a split that
+// does not make the batch, a negative time or peak, an index past the runs). Throws FormatError.
+void check_meaning(const SweepResult& r) {
+  const auto at_least_one = [](const std::string& path, int64_t value) {
+    if (value < 1) throw FormatError{path, "is " + std::to_string(value) + " but must be at least 1"};
+  };
+  const auto not_negative = [](const std::string& path, double value) {
+    std::ostringstream shown;
+    shown << value;  // as short as the file wrote it: -1, -5, -0.0248
+    if (value < 0) throw FormatError{path, "is " + shown.str() + " but cannot be negative"};
+  };
+  at_least_one("context.batch", r.context.batch);
+  at_least_one("context.seq_len", r.context.seq_len);
+  at_least_one("context.world_size", r.context.world_size);
+  const auto index_of = [&](const std::string& path, int index) {
+    if (index < -1 || index >= static_cast<int>(r.runs.size()))
+      throw FormatError{path, "is " + std::to_string(index) + " but the file holds " + std::to_string(r.runs.size()) +
+                                  " runs"};
+  };
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < r.runs.size(); ++i) {
+    const RunResult& run = r.runs[i];
+    const std::string at = "runs[" + std::to_string(i) + "]";
+    at_least_one(at + ".config.micro_batch", run.config.micro_batch);
+    at_least_one(at + ".config.accum_steps", run.config.accum_steps);
+    const int64_t made = run.config.micro_batch * run.config.accum_steps * r.context.world_size;
+    if (made != r.context.batch)
+      throw FormatError{at + ".config", "makes " + std::to_string(made) + " sequences per step but context.batch is " +
+                                            std::to_string(r.context.batch)};
+    if (std::find(keys.begin(), keys.end(), run.config.key()) != keys.end())
+      throw FormatError{at + ".config", "repeats an earlier run's split (" + run.config.label() + ")"};
+    keys.push_back(run.config.key());
+    not_negative(at + ".step_seconds.median", run.step_seconds.median);
+    not_negative(at + ".peak_allocated_bytes", static_cast<double>(run.peak_allocated_bytes));
+    not_negative(at + ".peak_reserved_bytes", static_cast<double>(run.peak_reserved_bytes));
+    for (size_t k = 0; k < run.steps.size(); ++k)
+      not_negative(at + ".steps[" + std::to_string(k) + "].step_seconds", run.steps[k].step_seconds);
+  }
+  index_of("recommendation.best_index", r.recommendation.best_index);
+  for (size_t k = 0; k < r.recommendation.tied_indices.size(); ++k)
+    index_of("recommendation.tied_indices[" + std::to_string(k) + "]", r.recommendation.tied_indices[k]);
+  const Decision& d = r.recommendation.decision;
+  index_of("recommendation.decision.fastest", d.fastest);
+  index_of("recommendation.decision.runner_up", d.runner_up);
+  for (size_t k = 0; k < d.comparisons.size(); ++k)
+    index_of("recommendation.decision.comparisons[" + std::to_string(k) + "].index", d.comparisons[k].index);
+}
+
+}  // namespace
+
 SweepResult sweep_result_from_json(const std::string& json_text, const std::string& origin) {
   Json root;
   try {
@@ -525,6 +579,10 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
                     "); pass a file written by `accumbench sweep --json`");
   } catch (const Json::out_of_range& e) {
     throw UserError(origin + " holds a number too large for a double; pass a file written by `accumbench sweep --json`");
+  }
+  if (root.is_object() && root.contains("kind") && root["kind"] == "accumbench plan") {
+    throw UserError(origin + " is a plan (`accumbench plan --json`), not a sweep's results; a plan is read as it is, "
+                             "and `report`, `compare` and --resume take a file written by `accumbench sweep --json`");
   }
   if (!root.is_object() || !root.contains("json_schema_version")) {
     throw UserError(origin + " has no json_schema_version, so it is not an accumbench result; "
@@ -545,6 +603,7 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
     decode(member(root, "", "recommendation"), "recommendation", result.recommendation);
     decode(member(root, "", "time_models"), "time_models", result.time_models);
     decode(member(root, "", "interruption"), "interruption", result.interruption);
+    check_meaning(result);
   } catch (const FormatError& e) {
     const std::string where = e.path.empty() ? "the top level" : e.path;
     throw UserError(origin + ": " + where + " " + e.problem +
