@@ -141,6 +141,36 @@ TEST(Sweep, ResumeSkipsFinishedSplits) {
   EXPECT_EQ(resumed.runs[2].status, ab::RunStatus::kOk);                              // measured
 }
 
+// A file whose rounds ended undecided: --resume with a --time-budget times its contenders again,
+// together (one session, paired rounds), and keeps the splits already slower beyond doubt; it used
+// to copy them all, run no round, and say "a longer --time-budget can decide" again. Without a
+// budget (exactly --steps rounds) the file's times are kept.
+TEST(Sweep, ResumeWithABudgetTimesTheUndecidedAgain) {
+  ab::SweepResult first = ab::run_sweep(tiny());  // 2 rounds: too few to decide
+  ASSERT_EQ(first.recommendation.decision.kind, ab::DecisionKind::kUndecided);
+  ab::Decision& d = first.recommendation.decision;
+  ASSERT_EQ(d.comparisons.size(), 2u);
+  d.comparisons[1].verdict = ab::Verdict::kSlower;  // as if one were slower beyond doubt
+  const int slower = d.comparisons[1].index;
+
+  const ab::SweepResult kept = ab::run_sweep(tiny(), nullptr, &first);  // no --time-budget
+  for (size_t i = 0; i < kept.runs.size(); ++i) EXPECT_EQ(kept.runs[i].session, first.runs[i].session) << i;
+
+  ab::SweepOptions budget = tiny();
+  budget.time_budget_seconds = 0.5;
+  const ab::SweepResult resumed = ab::run_sweep(budget, nullptr, &first);
+  ASSERT_EQ(resumed.runs.size(), first.runs.size());
+  for (size_t i = 0; i < resumed.runs.size(); ++i) {
+    if (static_cast<int>(i) == slower) {
+      EXPECT_EQ(resumed.runs[i].session, first.runs[i].session) << "kept: slower beyond doubt";
+      EXPECT_EQ(resumed.runs[i].step_seconds.median, first.runs[i].step_seconds.median);
+    } else {
+      EXPECT_NE(resumed.runs[i].session, first.runs[i].session) << i << " timed again";
+      EXPECT_GE(resumed.runs[i].steps.size(), 2u);
+    }
+  }
+}
+
 // A sweep stopped mid-rounds saves splits with fewer than --steps timed steps: --resume measures
 // those again and keeps the complete ones.
 TEST(Sweep, ResumeMeasuresAgainSplitsShortOfTheirRounds) {

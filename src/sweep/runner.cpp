@@ -493,6 +493,23 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   const auto stop_agreed = [&] { return stop_requested_on_any_rank(group.get(), device.str()); };
   bool stopped = false;
 
+  // A --resume file whose rounds ended undecided (--time-budget spent, a signal past --steps):
+  // with a --time-budget to decide in, its contenders are timed again, together, in this sweep's
+  // rounds (paired rounds of one session, which the file's older rounds are not); the splits
+  // already slower beyond doubt keep their times. Without one, the file's times are kept.
+  std::vector<bool> undecided(resume != nullptr ? resume->runs.size() : 0, false);
+  if (resume != nullptr && options.time_budget_seconds > 0 &&
+      resume->recommendation.decision.kind == DecisionKind::kUndecided) {
+    const Decision& d = resume->recommendation.decision;
+    const auto mark = [&](int i) {
+      if (i >= 0 && static_cast<size_t>(i) < undecided.size()) undecided[static_cast<size_t>(i)] = true;
+    };
+    mark(d.fastest);
+    for (const Comparison& c : d.comparisons) {
+      if (c.verdict == Verdict::kUndecided || c.verdict == Verdict::kFaster) mark(c.index);
+    }
+  }
+
   // 1. Each split alone: plan, warm-up, memory (and the whole timing of CUDA-graph splits).
   std::vector<bool> measured(grid.size(), false);  // in this sweep, not copied from the file
   // What a save holds of the splits the rounds time: finished as far as they got (a split with no
@@ -515,10 +532,11 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     const RunResult* done = nullptr;
     if (resume != nullptr) {
       // Done: finished, with its --steps timed steps at least (a sweep stopped mid-rounds saves
-      // splits with fewer; they are measured again).
+      // splits with fewer; they are measured again), and not left undecided.
       const auto found = std::find_if(resume->runs.begin(), resume->runs.end(), [&](const RunResult& r) {
         return r.status == RunStatus::kOk && r.config.key() == grid[index].key() &&
-               static_cast<int64_t>(r.steps.size()) >= options.steps;
+               static_cast<int64_t>(r.steps.size()) >= options.steps &&
+               !undecided[static_cast<size_t>(&r - resume->runs.data())];
       });
       if (found != resume->runs.end()) done = &*found;
     }
