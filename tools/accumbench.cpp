@@ -777,12 +777,18 @@ int PlanCommand::run() {
   const ab::PlanOptions o = plan_options(w, target);
   const int64_t limit = memory_bytes(w, target);
   // What the splits may use: the limit less the headroom (the CUDA context and fragmentation).
-  const int64_t headroom_bytes = limit > 0 ? ab::headroom_bytes(headroom, limit) : 0;
+  // Checked even without a limit to take it from: 150% or -1GiB is a mistake either way.
+  const int64_t checked_headroom = ab::headroom_bytes(headroom, std::max<int64_t>(limit, 0));
+  const int64_t headroom_bytes = limit > 0 ? checked_headroom : 0;
   const int64_t memory = limit - headroom_bytes;
   // Planned before anything is printed, so that a refused option leaves stdout empty.
   const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, o, w);
   print_note(ab::optimizer_in_backward_note(w, w.world_size));
   for (const std::string& note : shape_notes(cfg, w.seq_len)) print_note(note);
+  if (limit <= 0 && flags.cli->count("--headroom") > 0) {
+    print_note("--headroom " + headroom + " keeps nothing back: there is no memory limit to take it from (the CPU "
+               "without --memory-limit)");
+  }
   print_note(ab::idle_data_options_note(w));
   // The plan is arithmetic and holds for NCCL; a sweep of the same job over Gloo would stop.
   if (!target.cuda) {

@@ -72,7 +72,7 @@ namespace {
 using namespace plan_detail;
 
 void check_split(const ModelConfig& m, const PlanOptions& o, const SplitConfig& s) {
-  if (s.precision == Precision::kFp16 && o.cpu) throw UserError("fp16 needs a CUDA device; plan bf16 or fp32 for the CPU");
+  if (s.precision == Precision::kFp16 && o.cpu) throw UserError("fp16 needs a CUDA device; use bf16 or fp32 on the CPU");
   if (s.optimizer_in_backward && s.accum_steps != 1) {
     throw UserError("optimizer-in-backward needs accumulation steps = 1; plan micro-batch = batch");
   }
