@@ -514,6 +514,7 @@ struct SweepCommand {
     if (primary) print_note(ab::optimizer_in_backward_note(options.workload, launched_world_size()));
     for (const std::string& note : model_notes) if (primary) print_note(note);
     if (primary) print_note(ab::idle_data_options_note(options.workload));
+    if (primary) print_note(ab::cpu_bf16_scratch_note(options.workload, result.context.device.rfind("cuda", 0) == 0));
     if (primary) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
     if (primary && result.recommendation.best_index >= 0) {
       const ab::RunResult& best = result.runs[static_cast<size_t>(result.recommendation.best_index)];
@@ -785,6 +786,7 @@ int PlanCommand::run() {
   const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, o, w);
   print_note(ab::optimizer_in_backward_note(w, w.world_size));
   for (const std::string& note : shape_notes(cfg, w.seq_len)) print_note(note);
+  print_note(ab::cpu_bf16_scratch_note(w, target.cuda));
   if (limit <= 0 && flags.cli->count("--headroom") > 0) {
     print_note("--headroom " + headroom + " keeps nothing back: there is no memory limit to take it from (the CPU "
                "without --memory-limit)");

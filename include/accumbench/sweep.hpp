@@ -111,6 +111,10 @@ void require_reducible_gradients(const WorkloadOptions& workload, const std::str
 // memory of `device` ("cpu" or "cuda:N"): refused before anything is built.
 void require_model_fits_device(const WorkloadOptions& workload, const ModelConfig& cfg, const std::string& device);
 
+// A sentence when bf16 runs on an AVX-512 CPU (the weights or a precision of the grid), whose
+// oneDNN matmul scratch the plan does not count; empty otherwise or on CUDA.
+std::string cpu_bf16_scratch_note(const WorkloadOptions& workload, bool cuda);
+
 // Date, host, device name and memory, driver, LibTorch version, build type, git commit.
 SweepContext describe_environment(const std::string& device_name);
 

@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
 #include <fstream>
 #include <thread>
@@ -26,6 +27,16 @@ std::string cpu_model_name() {
   return "CPU";
 }
 
+// AVX-512: LibTorch 1.13 hands bf16 matmuls to oneDNN there (README, Known limits).
+bool cpu_has_avx512() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) == 0) return line.find(" avx512f") != std::string::npos;
+  }
+  return false;
+}
+
 std::string utc_now_iso8601() {
   const std::time_t now = std::time(nullptr);
   std::tm utc{};
@@ -41,6 +52,16 @@ int configure_threads(int threads) {
   const int wanted = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(wanted);
   return at::get_num_threads();
+}
+
+std::string cpu_bf16_scratch_note(const WorkloadOptions& workload, bool cuda) {
+  const bool bf16 = workload.weights_dtype == Precision::kBf16 ||
+                    std::find(workload.precisions.begin(), workload.precisions.end(), Precision::kBf16) !=
+                        workload.precisions.end();
+  if (cuda || !bf16 || !cpu_has_avx512()) return "";
+  return "on this AVX-512 CPU LibTorch runs bf16 matmuls through oneDNN, whose per-call scratch the plan does not "
+         "count: a bf16 split can peak above its prediction, by a few percent and more at tiny shapes (README, "
+         "Known limits)";
 }
 
 SweepContext describe_environment(const std::string& device_name) {
