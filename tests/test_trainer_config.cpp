@@ -361,6 +361,34 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
   }
 }
 
+// What TRL and axolotl refuse or read otherwise is refused: a repeated key (PyYAML keeps the last
+// value, yaml-cpp the first: a batch of 2 was read where TRL trains 8), 4-bit and 8-bit together.
+// axolotl's bf16 loads the weights in bf16 (resolve_dtype); its bfloat16 alone, without autocast.
+TEST(TrainerConfig, RepeatsConflictsAndAxolotlsWeightDtype) {
+  try {
+    (void)ab::parse_trainer_config("per_device_train_batch_size: 1\ngradient_accumulation_steps: 2\n"
+                                   "per_device_train_batch_size: 4\n",
+                                   ab::ConfigFormat::kTrl, 1, "dup.yaml");
+    FAIL() << "a repeated key was read";
+  } catch (const ab::UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "dup.yaml sets per_device_train_batch_size twice (again on line 3); TRL and axolotl would take the last "
+              "value, accumbench takes none: keep one");
+  }
+  try {
+    (void)ab::parse_trainer_config("use_peft: true\nload_in_4bit: true\nload_in_8bit: true\n", ab::ConfigFormat::kTrl, 1,
+                                   "both.yaml");
+    FAIL() << "4-bit and 8-bit together were read";
+  } catch (const ab::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("both.yaml sets both load_in_4bit and load_in_8bit"), std::string::npos);
+  }
+  EXPECT_EQ(read("bf16: true\n", ab::ConfigFormat::kAxolotl).weights_dtype, ab::Precision::kBf16);
+  EXPECT_EQ(read("bf16: false\n", ab::ConfigFormat::kAxolotl).weights_dtype, ab::Precision::kFp32);
+  const ab::WorkloadOptions plain = read("bf16: false\nbfloat16: true\n", ab::ConfigFormat::kAxolotl);
+  EXPECT_EQ(plain.weights_dtype, ab::Precision::kBf16);
+  EXPECT_EQ(plain.precisions, std::vector<ab::Precision>{ab::Precision::kFp32});
+}
+
 // axolotl: its keys and defaults (sequence_len 512, micro_batch_size 1, bf16 auto, no
 // checkpointing, padding to a multiple of 64); flash_attention is listed as not used (the
 // attention follows the device), optimizers accumbench does not run are refused.
@@ -394,6 +422,7 @@ datasets:
     type: alpaca
 )";
   w = read(yaml, ab::ConfigFormat::kAxolotl, 4);
+  EXPECT_EQ(w.weights_dtype, ab::Precision::kBf16);  // resolve_dtype: bf16 loads the model in bfloat16
   EXPECT_EQ(w.model.preset, "qwen2.5-0.5b");
   EXPECT_EQ(w.seq_len, 1024);
   EXPECT_EQ(w.batch, 2 * 8 * 4);

@@ -77,6 +77,8 @@ TEST(TrainerSettings, LoraPaddingAndRanks) {
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl),
             (Lines{"# axolotl (per rank, 2 ranks)", "micro_batch_size: 2", "gradient_accumulation_steps: 4",
                    "sequence_len: 1024", "gradient_checkpointing: true", "bf16: true", "fp16: false",
+                   "# axolotl's bf16: true also loads the weights in bf16; these were measured in fp32 "
+                   "(--weights-dtype bf16 measures axolotl's job)",
                    "sample_packing: false", "# padding multiple:8 has no axolotl key", "group_by_length: true",
                    "adapter: lora", "lora_r: 16", "lora_alpha: 32", "lora_dropout: 0.05",
                    "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]"}));
@@ -120,8 +122,9 @@ TEST(TrainerSettings, PackingAndPaddingMaps) {
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl).back(), "sample_packing: false");
 }
 
-// Knobs with no trainer setting are said, never dropped: oib, chunked-ce, CUDA graphs, and the
-// dtype to load the weights in.
+// Knobs with no trainer setting are said, never dropped: oib, chunked-ce, CUDA graphs. The dtype to
+// load the weights in is a key: TRL's ModelConfig dtype, axolotl's bfloat16 (16-bit weights without
+// autocast; its bf16: true would turn autocast on too).
 TEST(TrainerSettings, KnobsWithoutATrainerSettingAreNamed) {
   ab::SplitConfig sp = split(16, 1);
   sp.optimizer_in_backward = true;
@@ -131,10 +134,12 @@ TEST(TrainerSettings, KnobsWithoutATrainerSettingAreNamed) {
   const ab::TrainerSettings s = ab::trainer_settings(sp, w, {});
   const Lines trl = ab::settings_lines(s, ab::SettingsFormat::kTrl);
   EXPECT_EQ(Lines(trl.end() - 3, trl.end()),
-            (Lines{"# optimizer-in-backward (oib) has no Trainer or axolotl setting",
+            (Lines{"dtype: bfloat16", "# optimizer-in-backward (oib) has no Trainer or axolotl setting",
                    "# the chunked cross-entropy (chunked-ce) has no Trainer setting; use_liger_kernel's fused linear "
-                   "cross-entropy also never holds the whole logits",
-                   "# the weights were stored in bf16 (--weights-dtype): load the model in bfloat16"}));
+                   "cross-entropy also never holds the whole logits"}));
+  const Lines axolotl = ab::settings_lines(s, ab::SettingsFormat::kAxolotl);
+  EXPECT_NE(std::find(axolotl.begin(), axolotl.end(), "bfloat16: true"), axolotl.end());
+  EXPECT_NE(std::find(axolotl.begin(), axolotl.end(), "bf16: false"), axolotl.end());
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kArgs)[1],
             "--batch 16 --micro-batches 16 --seq-len 1024 --precision fp32 --activation-checkpointing none "
             "--optimizer-in-backward --chunked-loss --weights-dtype bf16");

@@ -238,6 +238,10 @@ struct Reader {
   // offered), load_in_8bit as LLM.int8. `quant_type_default`: TRL's ModelConfig defaults
   // bnb_4bit_quant_type to nf4 (trl/trainer/model_config.py at f2cd577).
   void base_quant(const std::string& quant_type_key, const std::string& nested_key, bool nested_default) {
+    if (on("load_in_4bit") && on("load_in_8bit")) {
+      throw UserError(path + " sets both load_in_4bit and load_in_8bit, which TRL and transformers refuse; keep the "
+                             "one the training uses");
+    }
     if (on("load_in_4bit")) {
       const std::string type = has(quant_type_key) ? word(quant_type_key) : "nf4";
       if (type != "nf4") refuse(quant_type_key, "picks bitsandbytes' fp4 codes", "use nf4, or remove the key");
@@ -246,6 +250,8 @@ struct Reader {
       if (nested) set("--double-quant", "", nested_key.empty() ? "load_in_4bit (axolotl's qlora loader)" : nested_key);
     } else if (on("load_in_8bit")) {
       set("--base-quant", "int8", "load_in_8bit");
+      for (const std::string& key : {quant_type_key, nested_key})
+        if (!key.empty() && has(key)) config.unused.push_back(key + " (4-bit only; load_in_8bit)");
     } else {
       for (const std::string& key : {quant_type_key, nested_key})
         if (!key.empty() && has(key)) config.unused.push_back(key + " (no load_in_4bit)");
@@ -455,6 +461,13 @@ struct Reader {
     const bool fp16 = has("fp16") && boolean("fp16");
     const bool bf16 = bf16_auto ? !fp16 : boolean("bf16");  // auto gives way to an explicit fp16
     precision(bf16, fp16, "bf16", !has("bf16") && !fp16);
+    // resolve_dtype (utils/config/__init__.py): bf16 (or bfloat16) loads the model in bfloat16, fp16
+    // (or float16) in float16, else float32; so bf16: true is bf16 weights under bf16 autocast.
+    const bool bfloat16 = has("bfloat16") && boolean("bfloat16");
+    const bool float16 = has("float16") && boolean("float16");
+    const std::string weights = bf16 || bfloat16 ? "bf16" : fp16 || float16 ? "fp16" : "fp32";
+    const std::string weights_key = bf16 ? "bf16" : bfloat16 ? "bfloat16" : fp16 ? "fp16" : float16 ? "float16" : "bf16";
+    set("--weights-dtype", weights, weights_key, weights_key == "bf16" && !has("bf16"));
 
     bool checkpointing = false;
     if (has("gradient_checkpointing")) {
@@ -602,6 +615,15 @@ TrainerConfig parse_trainer_config(const std::string& yaml_text, ConfigFormat fo
   if (!root.IsMap()) {
     if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);  // an empty file: every default
     else throw UserError(path + " holds no YAML mapping of keys; pass the file of " + format_name(format) + " keys");
+  }
+  // PyYAML, which TRL and axolotl read with, keeps a repeated key's last value; yaml-cpp its first.
+  std::set<std::string> seen;
+  for (const auto& item : root) {
+    const std::string key = item.first.Scalar();
+    if (!seen.insert(key).second) {
+      throw UserError(path + " sets " + key + " twice (again on line " + std::to_string(item.first.Mark().line + 1) +
+                      "); TRL and axolotl would take the last value, accumbench takes none: keep one");
+    }
   }
   Reader reader{root, format, path, {}, {}};
   reader.config.path = path;

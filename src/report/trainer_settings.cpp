@@ -143,6 +143,10 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
   if (s.group_by_length) keys.push_back({"group_by_length", "true"});
   if (!s.loss_type.empty()) keys.push_back({"loss_type", s.loss_type});
   if (s.optimizer != OptimizerKind::kAdamW) keys.push_back({"optim", hf_optim_name(s.optimizer)});
+  // ModelConfig's dtype (trl sft reads it from the same file): the weights as they were measured.
+  if (s.weights_dtype != Precision::kFp32) {
+    keys.push_back({"dtype", s.weights_dtype == Precision::kBf16 ? "bfloat16" : "float16"});
+  }
   if (s.lora_r > 0) {
     keys.push_back({"use_peft", "true"});
     keys.push_back({"lora_r", std::to_string(s.lora_r)});
@@ -172,10 +176,6 @@ std::vector<std::string> untranslated_knobs(const TrainerSettings& s) {
     notes.push_back("the quantised base's time is approximate: accumbench dequantises with LibTorch ops, not "
                     "bitsandbytes' kernels");
   }
-  if (s.weights_dtype != Precision::kFp32) {
-    notes.push_back("the weights were stored in " + to_string(s.weights_dtype) + " (--weights-dtype): load the model in " +
-                    (s.weights_dtype == Precision::kBf16 ? "bfloat16" : "float16"));
-  }
   return notes;
 }
 
@@ -194,6 +194,16 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     lines.push_back("gradient_checkpointing: " + yes(s.gradient_checkpointing));
     lines.push_back("bf16: " + yes(s.precision == Precision::kBf16));
     lines.push_back("fp16: " + yes(s.precision == Precision::kFp16));
+    // resolve_dtype loads the model in bfloat16 under bf16 (float16 under fp16), or with
+    // bfloat16/float16 alone: 16-bit weights without autocast. fp32 weights under 16-bit autocast
+    // have no axolotl setting.
+    if (s.weights_dtype == Precision::kBf16 && s.precision != Precision::kBf16) lines.push_back("bfloat16: true");
+    if (s.weights_dtype == Precision::kFp16 && s.precision != Precision::kFp16) lines.push_back("float16: true");
+    if (s.weights_dtype == Precision::kFp32 && s.precision != Precision::kFp32) {
+      lines.push_back("# axolotl's " + to_string(s.precision) + ": true also loads the weights in " + to_string(s.precision) +
+                      "; these were measured in fp32 (--weights-dtype " + to_string(s.precision) +
+                      " measures axolotl's job)");
+    }
     // axolotl's sample packing keeps documents whole, attention restarting at each: bfd's layout.
     lines.push_back("sample_packing: " + yes(s.packing == Packing::kBfd));
     if (s.packing == Packing::kWrapped) lines.push_back("# packing wrapped (documents cut at T) has no axolotl key");

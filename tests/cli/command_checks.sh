@@ -158,7 +158,8 @@ emit_round_trip() {
   for format in trl axolotl; do
     option=--$format-config
     framework=()
-    [ "$format" = trl ] && framework=(--framework hf-trl)
+    # axolotl's bf16: true loads the weights in bf16 too (resolve_dtype): its job has bf16 weights.
+    [ "$format" = trl ] && framework=(--framework hf-trl) || framework=(--weights-dtype bf16)
     expect 0 "# split" -- plan --model gpt2-tiny --seq-len 32 --batch 8 --precision bf16 "${framework[@]}" \
       --activation-checkpointing blocks --lora-rank 4 --lora-alpha 8 --lora-targets attention --device cpu --emit "$format"
     cp "$out" "$work/first.txt"
