@@ -264,6 +264,17 @@ TEST(HtmlReport, PhaseColumnsAreTheMediansOfEveryReport) {
 }
 
 // An emulated 8-bit optimizer says so in the HTML's context, as the console and Markdown do.
+// The headline's count of timed steps is per split only when every split has it (the rounds keep
+// the contenders longer).
+TEST(HtmlReport, TimedStepsCountIsNamedForTheRecommendedSplitWhenTheyDiffer) {
+  SweepResult result = make_sweep();
+  const std::string same = render_html(result);
+  result.runs[0].step_seconds.count = 7;
+  const std::string differ = render_html(result);
+  EXPECT_EQ(same.find("timed steps of "), std::string::npos);
+  EXPECT_NE(differ.find("timed steps of "), std::string::npos);
+}
+
 TEST(HtmlReport, AnEmulatedOptimizerIsMarkedApproximate) {
   SweepResult result = make_sweep();
   std::ostringstream plain;
@@ -513,6 +524,22 @@ TEST(ChromeTrace, OneNamedProcessPerRun) {
       names[e.at("pid")] = e.at("args").at("name");
   }
   EXPECT_EQ(names, (std::map<int, std::string>{{1, "1×4"}, {2, "2×2"}, {3, "4×1 (oom)"}}));
+}
+
+// A split stopped before its first timed step has only its warm-up's timeline: named so, not as
+// the last timed step.
+TEST(ChromeTrace, AnUntimedSplitsStepIsItsWarmUp) {
+  SweepResult result = make_sweep();
+  result.runs[1].steps.clear();
+  std::map<int, std::string> threads;
+  const json trace = render_trace(result);
+  for (const json& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "thread_name" && e.at("args").at("name").get<std::string>().find("step") !=
+                                                                    std::string::npos)
+      threads[e.at("pid")] = e.at("args").at("name");
+  }
+  EXPECT_EQ(threads[1], "last timed optimizer step");
+  EXPECT_EQ(threads[2], "warm-up step (no timed step)");
 }
 
 TEST(ChromeTrace, SlicesNestPerThread) { expect_nested(render_trace(make_sweep())); }

@@ -264,6 +264,23 @@ TEST(Sweep, SavesBeforeTheEndSayTheyAreUnfinished) {
   EXPECT_EQ(r.recommendation.reason.find("Saved while"), std::string::npos);
 }
 
+// With two precisions in the grid, the splits not begun carry theirs: "2×2" alone would name
+// either row.
+TEST(Sweep, SplitsNotBegunNameTheirPrecisionWhenTheGridHasTwo) {
+  ab::request_stop(0);
+  ab::SweepOptions o = tiny();
+  o.workload.precisions = {ab::Precision::kFp32, ab::Precision::kBf16};
+  const ab::SweepResult r = ab::run_sweep(o, nullptr, nullptr, [](const ab::SweepProgress& progress) {
+    if (progress.round < 0 && progress.split_index == 0) ab::request_stop(SIGINT);
+  });
+  ab::request_stop(0);
+  ASSERT_EQ(r.interruption.splits_not_run.size(), 5u);
+  for (const std::string& label : r.interruption.splits_not_run) {
+    const bool named = label.size() > 5 && (label.substr(label.size() - 5) == " fp32" || label.substr(label.size() - 5) == " bf16");
+    EXPECT_TRUE(named) << label;
+  }
+}
+
 // A stop during the timed rounds ends them after the round in progress: every split keeps the
 // same number of steps, and the decision says why it is undecided.
 TEST(Sweep, AStopDuringTheRoundsEndsThemAndKeepsTheirSteps) {

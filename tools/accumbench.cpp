@@ -181,6 +181,15 @@ bool WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
     const CLI::Option* o = cli == nullptr ? nullptr : cli->get_option_no_throw(option);
     return o != nullptr && o->count() > 0;
   };
+  // trl sft and axolotl stop without a model; accumbench's default model would be planned in silence.
+  const bool names_model = std::any_of(config.settings.begin(), config.settings.end(), [](const ab::ConfigSetting& s) {
+    return s.option == "--model" || s.option == "--hf-config";
+  });
+  if (!names_model && !given("--model") && !given("--hf-config")) {
+    throw ab::UserError((trl ? trl_config : axolotl_config) + " names no model (" +
+                        (trl ? "model_name_or_path" : "base_model") +
+                        "), which the trainer needs too; add the key, or give --model or --hf-config");
+  }
   ab::apply_trainer_config(config, w, given);
   const char* rank = std::getenv("RANK");
   const bool sets_checkpointing =

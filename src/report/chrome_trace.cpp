@@ -138,7 +138,8 @@ void append_run(const RunResult& run, int pid, int sort_index, std::vector<json>
     events.push_back(metadata_event("process_labels", pid, 0, {{"labels", run.error}}));
   if (run.timeline.empty()) return;
   events.push_back(
-      metadata_event("thread_name", pid, kStepThread, {{"name", "last timed optimizer step"}}));
+      metadata_event("thread_name", pid, kStepThread,
+                     {{"name", run.steps.empty() ? "warm-up step (no timed step)" : "last timed optimizer step"}}));
 
   const std::vector<PhaseSlice> phases = phase_slices(run.timeline);
   const std::vector<Slice> micro_steps = micro_step_slices(phases, run.config.accum_steps);

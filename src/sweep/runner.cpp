@@ -467,6 +467,17 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   decision_options.confidence = options.confidence;
   decision_options.framework_seconds_per_micro_step = framework.seconds_per_micro_step;
   decision_options.framework_source = framework.source;
+  // The splits not begun, by label; with the precision too where the table holds more than one
+  // (a bf16 resume of an fp32 file: "2×4" alone would name the fp32 row).
+  bool several_precisions = false;
+  for (const SplitConfig& split : grid) several_precisions = several_precisions || split.precision != grid[0].precision;
+  if (resume != nullptr && !grid.empty()) {
+    for (const RunResult& run : resume->runs)
+      several_precisions = several_precisions || run.config.precision != grid[0].precision;
+  }
+  const auto not_begun = [&](size_t index) {
+    return grid[index].label() + (several_precisions ? " " + to_string(grid[index].precision) : "");
+  };
   // Saves made before the end say so (Interruption): `begun` of the grid's splits were begun,
   // `rounds` timed rounds run; `error`: the one that ends the sweep now. The file's other splits
   // follow this sweep's, so an interrupted resume keeps them.
@@ -476,7 +487,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     SweepResult partial = result;
     partial.runs = std::move(runs);
     partial.runs.insert(partial.runs.end(), kept.begin(), kept.end());
-    for (size_t rest = begun; rest < grid.size(); ++rest) partial.interruption.splits_not_run.push_back(grid[rest].label());
+    for (size_t rest = begun; rest < grid.size(); ++rest) partial.interruption.splits_not_run.push_back(not_begun(rest));
     partial.interruption.saved_while_running = error.empty();
     partial.interruption.error = error;
     DecisionOptions decision = decision_options;
@@ -525,7 +536,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     if (stop_agreed()) {
       stopped = true;
       for (size_t rest = index; rest < grid.size(); ++rest) {
-        result.interruption.splits_not_run.push_back(grid[rest].label());
+        result.interruption.splits_not_run.push_back(not_begun(rest));
       }
       break;
     }
