@@ -323,6 +323,16 @@ TEST(Recommend, UndecidedSaysSoWithTheIntervals) {
             "--time-budget can decide.");
 }
 
+// An interval whose low end reaches zero bounds the ratio from above only: "at most", not "0.00–".
+TEST(Recommend, AnIntervalDownToZeroSaysAtMost) {
+  std::vector<RunResult> runs = {timed(8, 8, 1.00, 5 * kGiB, 0.0, 0.9, 12), timed(4, 16, 1.05, 1 * kGiB, 0.0, 0.9, 12)};
+  const Recommendation r = recommend(runs, 0, DecisionOptions{});
+  ASSERT_EQ(r.decision.kind, DecisionKind::kUndecided);
+  ASSERT_LT(r.decision.comparisons.front().ratio.low, 0.005);
+  EXPECT_EQ(r.reason.find("0.00\u2013"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("may still take at most "), std::string::npos) << r.reason;
+}
+
 // Five rounds are too few for any interval: the reason names the splits instead of printing
 // intervals from zero to infinity.
 TEST(Recommend, TooFewRoundsForAnIntervalSaysSo) {
@@ -487,6 +497,10 @@ TEST(Recommend, ATimeModelThatCannotExplainTheSplitsSaysSo) {
   EXPECT_GE(models[0].seconds_per_token, 0.0);
   EXPECT_GT(models[0].max_relative_residual, kLooseTimeModel);
   const std::string line = text::time_model_text(models[0], runs);
+  ASSERT_TRUE(models[0].fixed_seconds == 0 || models[0].seconds_per_token == 0);  // the fit's edge
+  EXPECT_EQ(line.find(" 0.00 s "), std::string::npos) << line;  // not "0.00 s fixed"
+  EXPECT_NE(line.find(models[0].fixed_seconds == 0 ? ", nothing fixed," : ", nothing per token,"), std::string::npos)
+      << line;
   EXPECT_NE(line.find(", too loosely to explain them: these step times are not a fixed cost per micro-step plus "
                       "a cost per token."),
             std::string::npos)

@@ -108,8 +108,13 @@ std::string time_model_text(const TimeModel& model, const std::vector<RunResult>
   }
   std::string group = to_string(model.precision) + (model.knobs.empty() ? "" : " " + model.knobs) + ", " +
                       std::to_string(model.residuals.size()) + " splits";
-  std::string line = "Time model (" + group + "): each micro-step costs " + text::format_duration(model.fixed_seconds) +
-                     " fixed + " + text::format_duration(model.seconds_per_token) + " per token, the optimizer " +
+  // A fit on its edge (time_model.cpp: neither cost may be negative) has one of the two at zero.
+  const std::string fixed = text::format_duration(model.fixed_seconds) + " fixed";
+  const std::string per_token = text::format_duration(model.seconds_per_token) + " per token";
+  const std::string costs = model.fixed_seconds == 0       ? per_token + ", nothing fixed"
+                            : model.seconds_per_token == 0 ? fixed + ", nothing per token"
+                                                           : fixed + " + " + per_token;
+  std::string line = "Time model (" + group + "): each micro-step costs " + costs + ", the optimizer " +
                      text::format_duration(model.optimizer_seconds) + " per step; it fits every split within " +
                      text::format_percent(model.max_relative_residual, 1);
   if (worst >= 0 && worst < static_cast<int>(runs.size())) line += " (worst: " + runs[worst].config.label() + ")";

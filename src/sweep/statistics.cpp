@@ -307,6 +307,9 @@ std::string no_success_reason(const std::vector<RunResult>& runs, const std::vec
 
 std::string times_text(const Estimate& ratio) {
   const auto bound = [](double v) { return std::isfinite(v) ? text::format_fixed(v, 2) : std::string("\u221e"); };
+  // An interval reaching down to nothing (few, noisy rounds) bounds the ratio from above only:
+  // "0.00–2.15×" would read as a measured zero.
+  if (!(ratio.low >= 0.005) && std::isfinite(ratio.high)) return "at most " + bound(ratio.high) + "\u00d7";
   return bound(ratio.low) + "\u2013" + bound(ratio.high) + "\u00d7";
 }
 
