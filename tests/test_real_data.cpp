@@ -285,21 +285,31 @@ TEST(RealData, SweepReportsPaddingPerSplit) {
   EXPECT_TRUE(judged);
 }
 
+namespace {
+
+// A sweep of the skewed file packed with bfd (T = 32, batch 8) on `model`, exactly `steps` rounds.
+ab::SweepOptions bfd_sweep(const char* model, std::vector<int64_t> micro_batches, int64_t steps) {
+  ab::SweepOptions options;
+  options.workload = skewed("max");
+  options.workload.model.preset = model;
+  options.workload.data.packing = ab::Packing::kBfd;
+  options.workload.micro_batches = std::move(micro_batches);
+  options.warmup = 1;
+  options.steps = steps;
+  options.time_budget_seconds = 0;  // exactly these rounds
+  return options;
+}
+
+}  // namespace
+
 // Checkpointed packed rows: every block's context keeps the packed layout (the mask, the rotary
 // tables gathered per token and, for Llama, the positions that rebuild them) through the
 // recompute in backward. The plan counted them in the forward only and was 1.4 % under for
 // llama-tiny here (2.2 % at T = 128); the counting allocator and the plan now agree to bytes.
 TEST(RealData, CheckpointedBfdRowsArePlannedThroughTheRecompute) {
   for (const char* model : {"gpt2-tiny", "llama-tiny"}) {
-    ab::SweepOptions options;
-    options.workload = skewed("max");
-    options.workload.model.preset = model;
-    options.workload.data.packing = ab::Packing::kBfd;
+    ab::SweepOptions options = bfd_sweep(model, {2, 8}, 1);
     options.workload.grid.checkpointing = ab::Checkpointing::kBlocks;
-    options.workload.micro_batches = {2, 8};
-    options.warmup = 1;
-    options.steps = 1;
-    options.time_budget_seconds = 0;
     const ab::SweepResult r = ab::run_sweep(options);
     ASSERT_EQ(r.runs.size(), 2u);
     for (const ab::RunResult& run : r.runs) {
@@ -319,14 +329,7 @@ TEST(RealData, CheckpointedBfdRowsArePlannedThroughTheRecompute) {
 // gpt2-tiny and 140 bytes of 9.9 MB for llama-tiny at T = 256, micro-batch 1).
 TEST(RealData, SweepWithBfdReportsItsPaddingAndThePlanHolds) {
   for (const char* model : {"gpt2-tiny", "llama-tiny"}) {
-    ab::SweepOptions options;
-    options.workload = skewed("max");
-    options.workload.model.preset = model;
-    options.workload.data.packing = ab::Packing::kBfd;
-    options.workload.micro_batches = {1, 8};
-    options.warmup = 1;
-    options.steps = 2;
-    options.time_budget_seconds = 0;  // exactly these rounds
+    const ab::SweepOptions options = bfd_sweep(model, {1, 8}, 2);
     const ab::SweepResult r = ab::run_sweep(options);
     ASSERT_EQ(r.runs.size(), 2u);
     int64_t real = 0;
