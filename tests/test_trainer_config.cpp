@@ -134,6 +134,63 @@ TEST(TrainerConfig, PeftDefaultsFollowTheModel) {
   EXPECT_EQ(w.lora.targets, "q_proj,v_proj");
 }
 
+// target_modules as PEFT matches them against the transformers module paths: a list entry the end
+// of a path, a string (or TRL's one-name list, which its ModelConfig unwraps) a pattern over the
+// whole path. What PEFT would refuse, or adapt where accumbench cannot, is refused by name.
+TEST(TrainerConfig, TargetModulesMatchAsPeftMatchesThem) {
+  const std::string llama = "model_name_or_path: llama-tiny\nuse_peft: true\nlora_target_modules: ";
+  EXPECT_EQ(read(llama + "[q_proj, v_proj]\n").lora.targets, "q,v");
+  EXPECT_EQ(read(llama + "[self_attn.q_proj, mlp.down_proj]\n").lora.targets, "q,down");
+  EXPECT_EQ(read(llama + "'.*\\.q_proj'\n").lora.targets, "q");
+  EXPECT_EQ(read(llama + "'.*(q|v)_proj'\n").lora.targets, "q,v");
+  EXPECT_EQ(read(llama + "ALL-LINEAR\n").lora.targets, "all-linear");
+  EXPECT_EQ(read(llama + "[all-linear]\n").lora.targets, "all-linear");  // TRL's one-name list: the string
+  EXPECT_EQ(read("model_name_or_path: gpt2-tiny\nuse_peft: true\nlora_target_modules: [c_proj, c_attn]\n").lora.targets,
+            "c_attn,attn_c_proj,mlp_c_proj");
+
+  // TRL: [q_proj] reaches PEFT as the pattern "q_proj", which matches no whole path.
+  EXPECT_EQ(error_of(llama + "[q_proj]\n"),
+            "sft.yaml: lora_target_modules [q_proj] reaches PEFT as one string (TRL's ModelConfig unwraps a one-name "
+            "list) and is the pattern \"q_proj\", which matches no module's whole path in llama-tiny (PEFT matches a "
+            "pattern against the whole path, as model.layers.0.self_attn.q_proj); write a pattern such as "
+            "'.*\\.q_proj'");
+  // axolotl passes a list as a list.
+  EXPECT_EQ(read("base_model: llama-tiny\nadapter: lora\nlora_r: 4\nlora_alpha: 8\nlora_target_modules: [q_proj]\n",
+                 ab::ConfigFormat::kAxolotl)
+                .lora.targets,
+            "q");
+  EXPECT_EQ(error_of(llama + "[q, v]\n"),
+            "sft.yaml: lora_target_modules names \"q\", which matches no module of llama-tiny (PEFT compares each name "
+            "with the end of a module's path, as model.layers.0.self_attn.q_proj); use q_proj, k_proj, v_proj, "
+            "o_proj, gate_proj, up_proj or down_proj");
+  EXPECT_NE(error_of(llama + "[all-linear, q_proj]\n").find("all-linear alone, not in a list, is PEFT's shorthand"),
+            std::string::npos);
+  EXPECT_EQ(error_of(llama + "[embed_tokens, q_proj]\n"),
+            "sft.yaml: lora_target_modules matches model.embed_tokens (the token embedding), which PEFT can adapt but "
+            "accumbench puts no adapter on; name only the block linears, as q_proj, k_proj, v_proj, o_proj, "
+            "gate_proj, up_proj or down_proj");
+  EXPECT_NE(error_of(llama + "[lm_head, q_proj]\n").find("matches lm_head (the LM head), which PEFT can adapt"),
+            std::string::npos);
+  EXPECT_NE(error_of(llama + "[mlp, q_proj]\n").find("(not a linear layer), which PEFT cannot put a LoRA adapter on"),
+            std::string::npos);
+  EXPECT_NE(error_of(llama + "'.*_proj|.*layernorm'\n").find("input_layernorm (an RMS norm)"), std::string::npos);
+  EXPECT_NE(error_of(llama + "'model\\.layers\\.0\\..*'\n").find("(not a linear layer)"), std::string::npos);
+  EXPECT_EQ(error_of(llama + "'model\\.layers\\.0\\.self_attn\\.q_proj'\n"),
+            "sft.yaml: lora_target_modules puts an adapter on q in some layers only (layer 0 and layer 1 differ); accumbench puts the same adapters in "
+            "every layer: match every layer's, as q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj or down_proj");
+  EXPECT_NE(error_of(llama + "'(?<=self_attn\\.)q_proj'\n").find("cannot read as a regular expression"),
+            std::string::npos);
+  // The command line's --lora-targets wins, and the note says so.
+  const auto targets_given = [](const std::string& option) { return option == "--lora-targets"; };
+  ab::WorkloadOptions w;
+  w.lora.targets = "mlp";
+  const ab::TrainerConfig c = ab::parse_trainer_config(llama + "[q_proj]\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  ab::apply_trainer_config(c, w, targets_given);
+  EXPECT_EQ(w.lora.targets, "mlp");
+  EXPECT_NE(joined(ab::trainer_config_notes(c, targets_given, w)).find("overrides sft.yaml's --lora-targets"),
+            std::string::npos);
+}
+
 // pad_to_multiple_of equal to max_length is --padding max (what --emit trl writes for it).
 TEST(TrainerConfig, PadToMultipleOf) {
   EXPECT_EQ(read("max_length: 64\npad_to_multiple_of: 64\n").data.padding, ab::Padding::kMax);
@@ -194,6 +251,30 @@ TEST(TrainerConfig, QuantisedBaseAndOptimizersAreRead) {
   EXPECT_EQ(w.optimizer.kind, ab::OptimizerKind::kPagedAdamW8bit);
   EXPECT_EQ(error_of("adapter: qlora\nlora_r: 8\nlora_alpha: 16\n", ab::ConfigFormat::kAxolotl),
             "sft.yaml sets adapter: qlora without load_in_4bit: true; add it, as axolotl needs");
+
+  // axolotl's bnb_config_kwargs update its loader's 4-bit config: double quantisation off, fp4
+  // refused; the dtypes change nothing measured; an argument not known is listed.
+  const std::string qlora = "adapter: qlora\nload_in_4bit: true\nlora_r: 8\nlora_alpha: 16\n";
+  const ab::TrainerConfig kwargs = ab::parse_trainer_config(
+      qlora + "bnb_config_kwargs:\n  bnb_4bit_use_double_quant: false\n  bnb_4bit_quant_storage: uint8\n"
+              "  llm_int8_threshold: 6.0\n  bnb_4bit_quant_type: nf4\n  my_arg: 1\n",
+      ab::ConfigFormat::kAxolotl, 1, "qlora.yml");
+  w = ab::WorkloadOptions{};
+  ab::apply_trainer_config(kwargs, w, kNothingGiven);
+  EXPECT_EQ(w.lora.base_quant, ab::BaseQuant::kNf4);
+  EXPECT_FALSE(w.lora.double_quant);
+  EXPECT_EQ(kwargs.unused, (Lines{"bnb_config_kwargs.bnb_4bit_quant_storage", "bnb_config_kwargs.llm_int8_threshold (8-bit only)"}));
+  EXPECT_EQ(kwargs.unknown, Lines{"bnb_config_kwargs.my_arg"});
+  EXPECT_EQ(error_of(qlora + "bnb_config_kwargs:\n  bnb_4bit_quant_type: fp4\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml: bnb_config_kwargs.bnb_4bit_quant_type is \"fp4\", which picks bitsandbytes' fp4 codes (or no "
+            "code) and accumbench does not model it; use nf4, or remove the key");
+  EXPECT_EQ(error_of(qlora + "bnb_config_kwargs: [1]\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml: bnb_config_kwargs is \"[1]\", not a mapping of BitsAndBytesConfig arguments; fix the key in the "
+            "file");
+  const ab::TrainerConfig lora = ab::parse_trainer_config(
+      "adapter: lora\nlora_r: 8\nlora_alpha: 16\nbnb_config_kwargs:\n  bnb_4bit_use_double_quant: false\n",
+      ab::ConfigFormat::kAxolotl, 1, "lora.yml");
+  EXPECT_EQ(lora.unused, Lines{"bnb_config_kwargs (4-bit only; no load_in_4bit)"});
 }
 
 // A key not understood is listed, not dropped silently; known keys without effect are listed
@@ -311,6 +392,16 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
     c.w.data.lengths = ab::LengthMode::kVariable;
     c.w.data.padding = ab::Padding::kMultiple;
     c.w.data.pad_multiple = 16;
+    cases.push_back(c);
+  }
+  {
+    // One module: TRL would turn [mlp.c_proj] into the pattern "mlp.c_proj", which matches no
+    // whole path, so the emitted key is a pattern that does.
+    Case c = cases.front();
+    c.name = "LoRA on one module";
+    c.w.lora.rank = 4;
+    c.w.lora.alpha = 8;
+    c.w.lora.targets = "mlp_c_proj";
     cases.push_back(c);
   }
   for (const Case& c : cases) {

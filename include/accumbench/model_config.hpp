@@ -128,6 +128,16 @@ std::vector<BlockLinear> block_linears(const ModelConfig& cfg);
 // c_proj, which names both of its projections, are accepted too). UserError on an unknown name,
 // listing the model's names.
 std::vector<BlockLinear> lora_targets(const ModelConfig& cfg, const std::string& targets);
+// PEFT's target_modules, read as PEFT reads them (tuners_utils.check_target_module_exists) against
+// the module paths of the model's transformers class (model.layers.3.self_attn.q_proj;
+// transformer.h.3.attn.c_attn): a list matches a path equal to a name or ending in "." + name; a
+// string is a regular expression over the whole path, or "all-linear" (any case). Returns
+// --lora-targets' value: "all-linear" or accumbench's comma list of block linears. UserError (a
+// phrase to follow the key's name, "names \"q\", which matches no module ...") when a name
+// matches nothing, or a match is no block linear (the embeddings, the LM head, a norm), or the
+// matched linears differ between layers.
+std::string targets_from_peft_names(const ModelConfig& cfg, const std::vector<std::string>& names);
+std::string targets_from_peft_pattern(const ModelConfig& cfg, const std::string& pattern);
 // Throws UserError when the LoRA options do not fit this model: a rank above a target's smaller
 // dimension, an unknown target.
 void validate_lora(const ModelConfig& cfg, const LoraOptions& lora);

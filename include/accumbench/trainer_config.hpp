@@ -29,6 +29,16 @@ struct ConfigSetting {
   bool by_default = false;  // the file leaves the key out: the trainer's default
 };
 
+// LoRA's target modules as the file gives them, PEFT's target_modules: a list of names, or a
+// pattern (a string; with TRL also a one-name list, which its ModelConfig unwraps into that
+// string). Matched against the model's module paths once the model is known (apply_trainer_config).
+struct PeftTargetModules {
+  std::string key;                  // "lora_target_modules"; "" when the file names none
+  std::vector<std::string> names;   // a list,
+  std::string pattern;              // or a pattern
+  bool one_name_list = false;       // the pattern came from TRL's one-name list
+};
+
 struct TrainerConfig {
   std::string path;
   ConfigFormat format = ConfigFormat::kTrl;
@@ -36,6 +46,7 @@ struct TrainerConfig {
   // LoRA without target modules: PEFT's default for the model's type, resolved once the model is
   // known (apply_trainer_config), as the command line may name another model.
   bool lora_default_targets = false;
+  PeftTargetModules lora_target_modules;
   // TRL's loss_type: "chunked_nll" when left out (TRL's default since 1.7.0); "" for axolotl.
   // Not a setting: only plan models it (WorkloadOptions::trl_loss).
   std::string trl_loss;

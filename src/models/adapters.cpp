@@ -2,10 +2,14 @@
 // a target list names, and how many trainable parameters the adapters add. No LibTorch: the plan
 // and the CLI's checks use it without building a model.
 #include <algorithm>
+#include <iterator>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include "accumbench/error.hpp"
 #include "accumbench/model_config.hpp"
+#include "accumbench/units.hpp"
 
 namespace accumbench {
 
@@ -73,6 +77,174 @@ std::vector<BlockLinear> lora_targets(const ModelConfig& m, const std::string& t
   }
   if (chosen.empty()) throw UserError("--lora-targets names no layer; use all-linear, attention, mlp or " + known);
   return chosen;
+}
+
+namespace {
+
+// One module of the Hugging Face model, by the path named_modules() gives it in the CausalLM
+// class (LlamaForCausalLM, Qwen2/Qwen3/MistralForCausalLM: modeling_llama.py and its copies;
+// GPT2LMHeadModel: modeling_gpt2.py), which is what PEFT matches target_modules against.
+struct HfModule {
+  std::string path;    // "model.layers.3.self_attn.q_proj"
+  std::string linear;  // the block linear it is ("q"), or "" when it is none
+  int64_t layer = -1;  // its block, or -1
+  // What it is when not a block linear: the embeddings and the LM head, which PEFT can adapt and
+  // accumbench does not; anything else (norms, containers, dropout) PEFT refuses as well.
+  std::string what;
+};
+
+std::vector<HfModule> hf_modules(const ModelConfig& m) {
+  std::vector<HfModule> modules;
+  auto add = [&](const std::string& path, const std::string& what, int64_t layer = -1) {
+    modules.push_back({path, "", layer, what});
+  };
+  auto linear = [&](const std::string& path, const std::string& name, int64_t layer) {
+    modules.push_back({path, name, layer, ""});
+  };
+  const std::string kContainer = "not a linear layer";
+  add("", kContainer);  // the model itself: named_modules() yields it with an empty path
+  if (m.arch == Architecture::kGpt2) {
+    add("transformer", kContainer);
+    add("transformer.wte", "the token embedding");
+    add("transformer.wpe", "the position embedding");
+    add("transformer.drop", kContainer);
+    add("transformer.h", kContainer);
+    for (int64_t i = 0; i < m.n_layers; ++i) {
+      const std::string b = "transformer.h." + std::to_string(i);
+      add(b, kContainer, i);
+      add(b + ".ln_1", "a layer norm", i);
+      add(b + ".attn", kContainer, i);
+      linear(b + ".attn.c_attn", "c_attn", i);
+      linear(b + ".attn.c_proj", "attn_c_proj", i);
+      add(b + ".attn.attn_dropout", kContainer, i);
+      add(b + ".attn.resid_dropout", kContainer, i);
+      add(b + ".ln_2", "a layer norm", i);
+      add(b + ".mlp", kContainer, i);
+      linear(b + ".mlp.c_fc", "c_fc", i);
+      linear(b + ".mlp.c_proj", "mlp_c_proj", i);
+      add(b + ".mlp.act", kContainer, i);
+      add(b + ".mlp.dropout", kContainer, i);
+    }
+    add("transformer.ln_f", "a layer norm");
+  } else {
+    add("model", kContainer);
+    add("model.embed_tokens", "the token embedding");
+    add("model.layers", kContainer);
+    for (int64_t i = 0; i < m.n_layers; ++i) {
+      const std::string b = "model.layers." + std::to_string(i);
+      add(b, kContainer, i);
+      add(b + ".self_attn", kContainer, i);
+      for (const char* name : {"q", "k", "v", "o"}) linear(b + ".self_attn." + name + "_proj", name, i);
+      if (m.qk_norm) {
+        add(b + ".self_attn.q_norm", "an RMS norm", i);
+        add(b + ".self_attn.k_norm", "an RMS norm", i);
+      }
+      add(b + ".mlp", kContainer, i);
+      for (const char* name : {"gate", "up", "down"}) linear(b + ".mlp." + name + "_proj", name, i);
+      add(b + ".mlp.act_fn", kContainer, i);
+      add(b + ".input_layernorm", "an RMS norm", i);
+      add(b + ".post_attention_layernorm", "an RMS norm", i);
+    }
+    add("model.norm", "an RMS norm");
+    add("model.rotary_emb", kContainer);
+  }
+  add("lm_head", "the LM head");
+  return modules;
+}
+
+// The block linears the matched modules stand for, the same in every layer; UserError when a match
+// is something else, or some layers only.
+std::string targets_of_matches(const ModelConfig& m, const std::vector<const HfModule*>& matched,
+                               const std::string& example) {
+  std::vector<std::set<std::string>> per_layer(static_cast<size_t>(m.n_layers));
+  for (const HfModule* module : matched) {
+    if (module->linear.empty()) {
+      const bool peft_adapts = module->what == "the token embedding" || module->what == "the position embedding" ||
+                               module->what == "the LM head";
+      throw UserError("matches " + (module->path.empty() ? std::string("the whole model") : module->path) + " (" +
+                      module->what + "), " +
+                      (peft_adapts ? "which PEFT can adapt but accumbench puts no adapter on"
+                                   : "which PEFT cannot put a LoRA adapter on") +
+                      "; name only the block linears, as " + example);
+    }
+    per_layer[static_cast<size_t>(module->layer)].insert(module->linear);
+  }
+  for (size_t i = 1; i < per_layer.size(); ++i) {
+    if (per_layer[i] != per_layer.front()) {
+      std::vector<std::string> differ;
+      std::set_symmetric_difference(per_layer.front().begin(), per_layer.front().end(), per_layer[i].begin(),
+                                    per_layer[i].end(), std::back_inserter(differ));
+      const std::string& some = differ.front();
+      throw UserError("puts an adapter on " + some + " in some layers only (layer 0 and layer " + std::to_string(i) +
+                      " differ); accumbench puts the same adapters in every layer: match every layer's, as " +
+                      example);
+    }
+  }
+  if (matched.empty()) return "";
+  std::string targets;
+  for (const BlockLinear& l : block_linears(m)) {
+    if (per_layer.front().count(l.name) != 0) targets += (targets.empty() ? "" : ",") + l.name;
+  }
+  return targets;
+}
+
+// The module names a list may use, for the messages: q_proj, ... or c_attn, c_proj, c_fc.
+std::string hf_names(const ModelConfig& m) {
+  return m.arch == Architecture::kGpt2 ? "c_attn, c_proj (both projections), attn.c_proj, mlp.c_proj or c_fc"
+                                       : "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj or down_proj";
+}
+
+std::string example_path(const ModelConfig& m) {
+  return m.arch == Architecture::kGpt2 ? "transformer.h.0.attn.c_attn" : "model.layers.0.self_attn.q_proj";
+}
+
+}  // namespace
+
+std::string targets_from_peft_names(const ModelConfig& m, const std::vector<std::string>& names) {
+  const std::vector<HfModule> modules = hf_modules(m);
+  std::vector<const HfModule*> matched;
+  for (const std::string& name : names) {
+    if (name.empty()) throw UserError("holds an empty name; name the modules, as " + hf_names(m));
+    bool any = false;
+    for (const HfModule& module : modules) {
+      const std::string& p = module.path;
+      if (p == name || (p.size() > name.size() && p.compare(p.size() - name.size(), name.size(), name) == 0 &&
+                        p[p.size() - name.size() - 1] == '.')) {
+        any = true;
+        if (std::find(matched.begin(), matched.end(), &module) == matched.end()) matched.push_back(&module);
+      }
+    }
+    if (!any) {
+      throw UserError("names " + text::quoted(name) + ", which matches no module of " + m.name +
+                      " (PEFT compares each name with the end of a module's path, as " + example_path(m) + "); use " +
+                      hf_names(m) + (name == "all-linear" ? " (all-linear alone, not in a list, is PEFT's shorthand)" : ""));
+    }
+  }
+  return targets_of_matches(m, matched, hf_names(m));
+}
+
+std::string targets_from_peft_pattern(const ModelConfig& m, const std::string& pattern) {
+  std::string lower = pattern;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (lower == "all-linear") return "all-linear";
+  std::regex re;
+  try {
+    re = std::regex(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& error) {
+    throw UserError("is the pattern " + text::quoted(pattern) + ", which accumbench cannot read as a regular expression (" +
+                    error.what() + "); list the module names instead, as " + hf_names(m));
+  }
+  std::vector<const HfModule*> matched;
+  const std::vector<HfModule> modules = hf_modules(m);
+  for (const HfModule& module : modules) {
+    if (std::regex_match(module.path, re)) matched.push_back(&module);
+  }
+  if (matched.empty()) {
+    throw UserError("is the pattern " + text::quoted(pattern) + ", which matches no module's whole path in " + m.name +
+                    " (PEFT matches a pattern against the whole path, as " + example_path(m) +
+                    "); write a pattern such as '.*\\." + (m.arch == Architecture::kGpt2 ? "c_attn" : "q_proj") + "'");
+  }
+  return targets_of_matches(m, matched, hf_names(m));
 }
 
 void validate_lora(const ModelConfig& m, const LoraOptions& lora) {

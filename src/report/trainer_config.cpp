@@ -95,7 +95,7 @@ const std::set<std::string>& axolotl_unused_keys() {
       "tokenizer_type", "tokenizer_config", "tokenizer_use_fast", "tokenizer_legacy", "model_type",
       "max_grad_norm", "gradient_checkpointing_kwargs", "loss_watchdog_threshold", "loss_watchdog_patience",
       "gc_steps", "excess_length_strategy", "neftune_noise_alpha", "ddp_timeout", "ddp_bucket_cap_mb",
-      "ddp_broadcast_buffers", "remove_unused_columns", "embeddings_skip_upcast", "fsdp_version"
+      "ddp_broadcast_buffers", "remove_unused_columns", "embeddings_skip_upcast", "fsdp_version",
       "dataloader_num_workers", "dataloader_pin_memory", "dataloader_prefetch_factor",
       "logging_dir", "report_to"};
   return keys;
@@ -258,6 +258,50 @@ struct Reader {
     }
   }
 
+  // axolotl's bnb_config_kwargs: overrides of the 4-bit BitsAndBytesConfig (only load_in_4bit
+  // uses it). The quant type and double quantisation change the base's bytes; the compute and
+  // storage dtypes do not change what accumbench measures (the storage holds the same bytes; under
+  // autocast the matmuls run in its precision).
+  void bnb_config_kwargs() {
+    const std::string key = "bnb_config_kwargs";
+    if (!has(key)) return;
+    const YAML::Node kwargs = root[key];
+    if (!kwargs.IsMap()) bad_value(key, "a mapping of BitsAndBytesConfig arguments");
+    if (!on("load_in_4bit")) {
+      config.unused.push_back(key + " (4-bit only; no load_in_4bit)");
+      return;
+    }
+    for (const auto& item : kwargs) {
+      const std::string name = item.first.Scalar();
+      const std::string shown = key + "." + name;
+      const YAML::Node value = item.second;
+      if (name == "bnb_4bit_quant_type") {
+        if (!value.IsScalar() || value.Scalar() != "nf4") {
+          throw UserError(where(shown) + " is " + text::quoted(YAML::Dump(value)) +
+                          ", which picks bitsandbytes' fp4 codes (or no code) and accumbench does not model it; use "
+                          "nf4, or remove the key");
+        }
+      } else if (name == "bnb_4bit_use_double_quant") {
+        bool nested = false;
+        if (!value.IsScalar() || !YAML::convert<bool>::decode(value, nested)) {
+          throw UserError(where(shown) + " is " + text::quoted(YAML::Dump(value)) +
+                          ", not true or false; fix the key in the file");
+        }
+        auto& settings = config.settings;
+        settings.erase(std::remove_if(settings.begin(), settings.end(),
+                                      [](const ConfigSetting& s) { return s.option == "--double-quant"; }),
+                       settings.end());
+        if (nested) set("--double-quant", "", shown);
+      } else if (name == "bnb_4bit_compute_dtype" || name == "bnb_4bit_quant_storage") {
+        config.unused.push_back(shown);
+      } else if (name.rfind("llm_int8_", 0) == 0) {
+        config.unused.push_back(shown + " (8-bit only)");
+      } else {
+        config.unknown.push_back(shown);
+      }
+    }
+  }
+
   void hyperparameters() {
     if (has("learning_rate")) set("--lr", num(number("learning_rate")), "learning_rate");
     if (has("weight_decay")) set("--weight-decay", num(number("weight_decay")), "weight_decay");
@@ -267,20 +311,21 @@ struct Reader {
     if (has("seed")) set("--seed", std::to_string(whole("seed")), "seed");
   }
 
+  // PEFT's target_modules, kept as the file gives them: matched once the model is known. TRL's
+  // ModelConfig.__post_init__ turns a one-element list into its element (trl/trainer/model_config.py
+  // at bc13ae6), which PEFT then reads as a pattern; axolotl passes a list as a list.
   void lora_targets(const std::string& key) {
-    std::vector<std::string> names = words(key);
-    if (names.size() == 1 && names.front() == "all-linear") {
-      set("--lora-targets", "all-linear", key);
-      return;
+    PeftTargetModules& targets = config.lora_target_modules;
+    targets.key = key;
+    const std::vector<std::string> names = words(key);
+    if (root[key].IsScalar()) {
+      targets.pattern = names.front();
+    } else if (format == ConfigFormat::kTrl && names.size() == 1) {
+      targets.pattern = names.front();
+      targets.one_name_list = true;
+    } else {
+      targets.names = names;
     }
-    std::string joined;
-    for (std::string name : names) {
-      // PEFT matches a target against the end of a module's path: GPT-2's attn.c_proj and
-      // mlp.c_proj are accumbench's attn_c_proj and mlp_c_proj.
-      if (name == "attn.c_proj" || name == "mlp.c_proj") name[name.find('.')] = '_';
-      joined += (joined.empty() ? "" : ",") + name;
-    }
-    set("--lora-targets", joined, key);
   }
 
   void batch(int64_t per_device, int64_t accumulation, int world_size, const std::string& keys) {
@@ -510,8 +555,10 @@ struct Reader {
       }
     }
     // axolotl's qlora loader (src/axolotl/loaders/model.py at 067b021): load_in_4bit with
-    // adapter: qlora is nf4 with bnb_4bit_use_double_quant True.
+    // adapter: qlora is nf4 with bnb_4bit_use_double_quant True, and bnb_config_kwargs updated
+    // over those.
     base_quant("", "", true);
+    bnb_config_kwargs();
     optimizer("optimizer");
     hyperparameters();
   }
@@ -600,6 +647,21 @@ std::string peft_default_targets(const ModelConfig& model) {
   return model.arch == Architecture::kGpt2 ? "c_attn" : "q_proj,v_proj";
 }
 
+// The file's target_modules as --lora-targets for this model, or UserError naming the file and key.
+std::string lora_targets_of(const TrainerConfig& config, const ModelConfig& model) {
+  const PeftTargetModules& t = config.lora_target_modules;
+  try {
+    return t.pattern.empty() && !t.one_name_list ? targets_from_peft_names(model, t.names)
+                                                 : targets_from_peft_pattern(model, t.pattern);
+  } catch (const UserError& error) {
+    throw UserError(config.path + ": " + t.key + " " +
+                    (t.one_name_list ? "[" + t.pattern + "] reaches PEFT as one string (TRL's ModelConfig unwraps a "
+                                                         "one-name list) and "
+                                     : std::string()) +
+                    error.what());
+  }
+}
+
 }  // namespace
 
 TrainerConfig parse_trainer_config(const std::string& yaml_text, ConfigFormat format, int world_size,
@@ -661,8 +723,12 @@ void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload
       throw UserError(config.path + ": " + s.keys + ": " + error.what());
     }
   }
-  if (config.lora_default_targets && !given("--lora-targets") && workload.lora.enabled()) {
-    workload.lora.targets = peft_default_targets(resolve_model(workload.model));
+  if (!given("--lora-targets") && workload.lora.enabled()) {
+    if (!config.lora_target_modules.key.empty()) {
+      workload.lora.targets = lora_targets_of(config, resolve_model(workload.model));
+    } else if (config.lora_default_targets) {
+      workload.lora.targets = peft_default_targets(resolve_model(workload.model));
+    }
   }
   workload.trl_loss = config.trl_loss;
   workload.trl_loss_by_default = config.trl_loss_by_default;
@@ -686,8 +752,14 @@ std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
     if (s.option == "--batch") read += " (" + s.keys + ")";
     else if (s.by_default) defaults += (defaults.empty() ? "" : ", ") + s.keys;
   }
-  if (config.lora_default_targets && !given("--lora-targets") && workload.lora.enabled()) {
-    read += " --lora-targets PEFT's default for the model";
+  const bool file_targets = !config.lora_target_modules.key.empty();
+  if (!given("--lora-targets") && workload.lora.enabled()) {
+    if (file_targets) read += " --lora-targets " + workload.lora.targets;
+    else if (config.lora_default_targets) read += " --lora-targets PEFT's default for the model";
+  } else if (file_targets && given("--lora-targets")) {
+    overridden_options += " --lora-targets";
+  } else if (file_targets && given("--lora-rank")) {
+    moot_options += " --lora-targets";
   }
   std::vector<std::string> notes = {read};
   if (!defaults.empty()) {

@@ -10,8 +10,9 @@
 //   "nll"; only from plan --framework hf-trl). SFTConfig turns bf16 on when neither bf16 nor fp16
 //   is given, and gradient_checkpointing on by default, so both are always written out.
 // - TRL ModelConfig (`trl sft --use_peft`): use_peft, lora_r, lora_alpha, lora_dropout,
-//   lora_target_modules (a one-element list is read as that string, so [all-linear] is PEFT's
-//   "all-linear").
+//   lora_target_modules (a one-element list is read as that string, which PEFT takes for a pattern
+//   over the whole module path: [all-linear] is PEFT's "all-linear", one module name is written
+//   as a pattern, '.*\.c_attn', since [c_attn] would match nothing).
 // - axolotl: micro_batch_size, gradient_accumulation_steps, sequence_len, sample_packing,
 //   pad_to_sequence_len, group_by_length, gradient_checkpointing, bf16, fp16, adapter, lora_r,
 //   lora_alpha, lora_dropout, lora_target_linear, lora_target_modules.
@@ -53,6 +54,15 @@ int64_t pad_to_multiple_of(const TrainerSettings& s) {
   if (s.padding == Padding::kMultiple) return s.pad_multiple;
   if (s.padding == Padding::kMax) return s.max_length;
   return 0;
+}
+
+// TRL's lora_target_modules: a list, except that one name becomes the pattern PEFT matches against
+// every module's whole path ("c_attn" alone matches none of them).
+std::string trl_target_modules(const std::vector<std::string>& modules) {
+  if (modules.size() != 1 || modules.front() == "all-linear") return yaml_list(modules);
+  std::string pattern = "'.*\\.";
+  for (const char c : modules.front()) pattern += c == '.' ? std::string("\\.") : std::string(1, c);
+  return pattern + "'";
 }
 
 double lora_alpha(const TrainerSettings& s) { return s.lora_alpha > 0 ? s.lora_alpha : 2.0 * s.lora_r; }
@@ -152,7 +162,7 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
     keys.push_back({"lora_r", std::to_string(s.lora_r)});
     keys.push_back({"lora_alpha", number(lora_alpha(s))});
     keys.push_back({"lora_dropout", number(s.lora_dropout)});
-    keys.push_back({"lora_target_modules", yaml_list(s.target_modules)});
+    keys.push_back({"lora_target_modules", trl_target_modules(s.target_modules)});
   }
   if (s.base_quant == BaseQuant::kNf4) {
     keys.push_back({"load_in_4bit", "true"});
