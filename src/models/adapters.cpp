@@ -68,6 +68,15 @@ std::vector<BlockLinear> lora_targets(const ModelConfig& m, const std::string& t
   for (const BlockLinear& l : all) known += (known.empty() ? "" : ",") + l.name;
   for (const std::string& name : wanted) {
     if (std::none_of(all.begin(), all.end(), [&](const BlockLinear& l) { return l.name == name; })) {
+      // Modules the model has, that PEFT could adapt, but accumbench does not.
+      for (const std::string& other : {"lm_head", "embed_tokens", "embed", "wte", "wpe"}) {
+        if (name == other) {
+          throw UserError("--lora-targets names \"" + name + "\", " +
+                          (name == "lm_head" ? "the LM head" : "an embedding") +
+                          ", which accumbench puts no adapter on (only the block linears); use all-linear, attention, "
+                          "mlp or a comma list of " + known);
+        }
+      }
       throw UserError("--lora-targets names \"" + name + "\", which " + m.name + " does not have; use all-linear, " +
                       "attention, mlp or a comma list of " + known);
     }
