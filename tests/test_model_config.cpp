@@ -460,7 +460,7 @@ TEST(HfConfig, RopeThetaIsReadWhereEitherVersionSavesIt) {
                            R"("num_hidden_layers":2,"num_attention_heads":4,"max_position_embeddings":256)";
   EXPECT_DOUBLE_EQ(parse_hf_config(head + R"(,"rope_theta":1e6})", "v4").rope_theta, 1e6);
   EXPECT_DOUBLE_EQ(
-      parse_hf_config(head + R"(,"rope_parameters":{"rope_type":"llama3","rope_theta":500000.0,"factor":8.0}})", "v5")
+      parse_hf_config(head + R"(,"rope_parameters":{"rope_type":"linear","rope_theta":500000.0,"factor":8.0}})", "v5")
           .rope_theta,
       500000.0);
   EXPECT_DOUBLE_EQ(
@@ -471,6 +471,94 @@ TEST(HfConfig, RopeThetaIsReadWhereEitherVersionSavesIt) {
   EXPECT_DOUBLE_EQ(parse_hf_config(head + R"(,"rope_parameters":{"rope_type":"default"}})", "none").rope_theta, 10000.0);
   EXPECT_THROW(parse_hf_config(head + R"(,"rope_parameters":{"rope_theta":-1}})", "bad"), UserError);
   EXPECT_THROW(parse_hf_config(head + R"(,"rope_parameters":7})", "bad"), UserError);
+}
+
+// rope_scaling (transformers 4) or rope_parameters (5): each type's keys and defaults as
+// modeling_rope_utils.py reads them; a type accumbench does not compute, a missing required key and
+// partial_rotary_factor are refused; dynamic scaling is refused beyond its original positions.
+TEST(HfConfig, RopeScalingIsReadAsTransformersComputesIt) {
+  const std::string head = R"({"model_type":"llama","vocab_size":512,"hidden_size":64,"intermediate_size":176,)"
+                           R"("num_hidden_layers":2,"num_attention_heads":4,"max_position_embeddings":256)";
+  auto scaling = [&](const std::string& fields) { return parse_hf_config(head + fields + "}", "c.json").rope_scaling; };
+  EXPECT_EQ(scaling("").type, RopeType::kDefault);
+  EXPECT_EQ(scaling(R"(,"rope_scaling":null)").type, RopeType::kDefault);
+  const RopeScaling linear = scaling(R"(,"rope_scaling":{"type":"linear","factor":4.0})");
+  EXPECT_EQ(linear.type, RopeType::kLinear);
+  EXPECT_DOUBLE_EQ(linear.factor, 4.0);
+  const RopeScaling llama3 = scaling(
+      R"(,"rope_scaling":{"rope_type":"llama3","factor":32.0,"low_freq_factor":1.0,"high_freq_factor":4.0,)"
+      R"("original_max_position_embeddings":8192})");
+  EXPECT_EQ(llama3.type, RopeType::kLlama3);
+  EXPECT_EQ(llama3.original_max_positions, 8192);
+  EXPECT_DOUBLE_EQ(llama3.high_freq_factor, 4.0);
+  // The Llama 3.2 preset carries the same scaling as its config.json.
+  EXPECT_EQ(find_preset("llama-3.2-1b").rope_scaling.type, RopeType::kLlama3);
+  EXPECT_DOUBLE_EQ(find_preset("llama-3.2-1b").rope_scaling.factor, 32.0);
+  // YaRN: the attention factor 0.1·ln(factor) + 1 unless given (or from mscale / mscale_all_dim);
+  // the original length defaults to max_position_embeddings; rope_parameters (transformers 5).
+  const RopeScaling yarn = scaling(R"(,"rope_parameters":{"rope_type":"yarn","rope_theta":1e6,"factor":4.0})");
+  EXPECT_EQ(yarn.type, RopeType::kYarn);
+  EXPECT_EQ(yarn.original_max_positions, 256);
+  EXPECT_DOUBLE_EQ(yarn.attention_factor, 0.1 * std::log(4.0) + 1.0);
+  EXPECT_DOUBLE_EQ(yarn.beta_fast, 32.0);
+  EXPECT_TRUE(yarn.truncate);
+  EXPECT_DOUBLE_EQ(scaling(R"(,"rope_scaling":{"type":"yarn","factor":4.0,"attention_factor":1.5,"truncate":false})")
+                       .attention_factor,
+                   1.5);
+  EXPECT_DOUBLE_EQ(scaling(R"(,"rope_scaling":{"type":"yarn","factor":4.0,"mscale":1.0,"mscale_all_dim":0.5})")
+                       .attention_factor,
+                   (0.1 * std::log(4.0) + 1.0) / (0.05 * std::log(4.0) + 1.0));
+  EXPECT_EQ(scaling(R"(,"rope_scaling":{"rope_type":"default"})").type, RopeType::kDefault);
+
+  auto error_of = [&](const std::string& fields) {
+    try {
+      parse_hf_config(head + fields + "}", "c.json");
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(error_of(R"(,"rope_scaling":{"type":"longrope","short_factor":[1],"long_factor":[1],"factor":2.0})"),
+            "config \"c.json\": field \"rope_scaling.rope_type\" is \"longrope\", a rotary scaling accumbench does "
+            "not compute (its frequencies would differ from transformers'); use a model with default, linear, dynamic, "
+            "llama3 or yarn rope scaling, or remove the field to benchmark the same shapes with plain RoPE");
+  EXPECT_NE(error_of(R"(,"rope_scaling":{"rope_type":"llama3","factor":8.0})").find("rope_scaling.low_freq_factor"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"(,"rope_scaling":{"type":"linear"})").find("\"rope_scaling.factor\" is missing"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"(,"partial_rotary_factor":0.5)").find("rotates only part of each head"), std::string::npos);
+  EXPECT_EQ(error_of(R"(,"partial_rotary_factor":1.0)"), "(no error)");
+
+  const ModelConfig dynamic =
+      parse_hf_config(head + R"(,"rope_scaling":{"type":"dynamic","factor":2.0}})", "dynamic.json");
+  EXPECT_NO_THROW(check_sequence_length(dynamic, 256));
+  EXPECT_THROW(check_sequence_length(dynamic, 257), UserError);
+}
+
+// Dropout is named for the note (GPT2Config's three default to 0.1; the Llama family's
+// attention_dropout to 0); GPT-2's attention options other than its own are refused.
+TEST(HfConfig, DropoutIsNotedAndGpt2sOtherAttentionRefused) {
+  const std::string gpt2 = R"({"model_type":"gpt2","vocab_size":64,"n_embd":32,"n_layer":1,"n_head":2,"n_positions":32)";
+  EXPECT_EQ(parse_hf_config(gpt2 + "}", "g.json").dropout,
+            "embd_pdrop 0.1 (the default), attn_pdrop 0.1 (the default), resid_pdrop 0.1 (the default)");
+  const ModelConfig some = parse_hf_config(gpt2 + R"(,"embd_pdrop":0.0,"attn_pdrop":0.2,"resid_pdrop":0})", "g.json");
+  EXPECT_EQ(some.dropout, "attn_pdrop 0.2");
+  EXPECT_EQ(dropout_note(some).rfind("g.json sets attn_pdrop 0.2: transformers trains with dropout on, accumbench "
+                                     "without",
+                                     0),
+            0u);
+  EXPECT_EQ(dropout_note(parse_hf_config(gpt2 + R"(,"embd_pdrop":0,"attn_pdrop":0,"resid_pdrop":0})", "g.json")), "");
+  EXPECT_EQ(dropout_note(find_preset("gpt2-tiny")), "");
+  const std::string llama = R"({"model_type":"llama","vocab_size":64,"hidden_size":32,"intermediate_size":64,)"
+                            R"("num_hidden_layers":1,"num_attention_heads":2,"max_position_embeddings":32)";
+  EXPECT_EQ(parse_hf_config(llama + "}", "l.json").dropout, "");
+  EXPECT_EQ(parse_hf_config(llama + R"(,"attention_dropout":0.1})", "l.json").dropout, "attention_dropout 0.1");
+  EXPECT_THROW(parse_hf_config(llama + R"(,"attention_dropout":1.5})", "l.json"), UserError);
+  for (const char* field : {R"("scale_attn_weights":false)", R"("scale_attn_by_inverse_layer_idx":true)",
+                            R"("reorder_and_upcast_attn":true)"}) {
+    EXPECT_THROW(parse_hf_config(gpt2 + "," + field + "}", "g.json"), UserError) << field;
+  }
+  EXPECT_NO_THROW(parse_hf_config(gpt2 + R"(,"scale_attn_weights":true,"reorder_and_upcast_attn":false})", "g.json"));
 }
 
 // Only GPT-2's learned position table ends at its positions; a RoPE model runs past

@@ -154,7 +154,7 @@ void print_note(const std::string& note) {
 // What the model's config means at this --seq-len: a sliding window it does not apply, positions
 // beyond max_position_embeddings. Worded before a run: re-reading the config after could fail.
 std::vector<std::string> shape_notes(const ab::ModelConfig& cfg, int64_t seq_len) {
-  return {ab::sliding_window_note(cfg, seq_len), ab::context_length_note(cfg, seq_len)};
+  return {ab::sliding_window_note(cfg, seq_len), ab::context_length_note(cfg, seq_len), ab::dropout_note(cfg)};
 }
 
 // The shell's exit status for a run stopped by a signal: 128 + its number (130 for Ctrl-C); a rank

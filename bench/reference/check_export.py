@@ -6,6 +6,7 @@ models (models.py), and compares the loss and the gradients with accumbench's.
     /usr/bin/python3 bench/reference/check_export.py DIR --rope interleaved   # a wrong reference: exit 1
     /usr/bin/python3 bench/reference/check_export.py DIR --framework hf-trl   # + HF Trainer/TRL's step
     /usr/bin/python3 bench/reference/check_export.py DIR --activation silu    # a wrong activation: exit 1
+    /usr/bin/python3 bench/reference/check_export.py DIR --rope-scaling none  # rope scaling dropped: exit 1
 
 Tolerances (fp32): loss relative 1e-6; gradients relative L2 1e-5 over every trainable tensor
 together (as `accumbench verify` judges its splits), the worst single tensor printed too. Both
@@ -182,13 +183,21 @@ def relative_gradient_error(ref, other):
     return (math.sqrt(diff_sq / ref_sq) if ref_sq > 0 else math.sqrt(diff_sq)), worst
 
 
+def judged_precision(index):
+    """What the step's matmuls run in, as accumbench verify judges it (verify_compute_precision):
+    autocast's precision, else the stored weights' (bf16 weights compute in bf16 without autocast)."""
+    precision = index["precision"]
+    return precision if precision != "fp32" else index.get("weights_dtype", "fp32")
+
+
 def known_metrics_problems(vocab_size):
     """hf_trl.sft_metrics on logits whose answers are known (a tiny model's accuracy is ~0, which
     would not catch a wrong mask or shift): uniform logits have entropy log V; logits that put the
     maximum on the target at 3 of the 5 counted positions (of 6, one -100; the last position is
     left out by the shift) have accuracy 3/5."""
     problems = []
-    targets = torch.tensor([[1, 2, 3, -100, 4, 5, 6]])  # (1, 7); needs V > 6 (the exports have V >= 512)
+    vocab_size = max(vocab_size, 8)  # the known answers use token ids up to 6 (a model may have fewer)
+    targets = torch.tensor([[1, 2, 3, -100, 4, 5, 6]])  # (1, 7)
     entropy, _ = hf_trl.sft_metrics(torch.zeros(1, 7, vocab_size), targets)
     if not abs(entropy - math.log(vocab_size)) <= 1e-6 * math.log(vocab_size):
         problems.append(f"uniform logits: entropy {entropy}, not log V = {math.log(vocab_size)}")
@@ -274,7 +283,7 @@ def exact_metrics_problems(model, micro, metrics, loss_type, autocast=None):
 def compare_frameworks(index, plain, hf, vocab_size, loss_type="nll"):
     """hf-trl against plain (the same math) and its metrics' plausibility; True when all pass."""
     (p_loss, p_grads), (h_loss, h_grads, metrics, (model, micro)) = plain, hf
-    tol = FRAMEWORK_TOLERANCE.get(index["precision"], LOW_PRECISION_TOLERANCE)
+    tol = FRAMEWORK_TOLERANCE.get(judged_precision(index), LOW_PRECISION_TOLERANCE)
     loss_err = abs(h_loss - p_loss) / max(abs(p_loss), 1e-30)
     grad_err, worst = relative_gradient_error(p_grads, h_grads)
     loss_ok, grad_ok = loss_err <= tol, math.isfinite(grad_err) and grad_err <= tol
@@ -293,7 +302,7 @@ def compare_frameworks(index, plain, hf, vocab_size, loss_type="nll"):
 
 def compare(index, root, loss, grads):
     """Prints one line per check; returns True when every check passes."""
-    precision = index["precision"]
+    precision = judged_precision(index)
     loss_tol = LOSS_TOLERANCE.get(precision, LOW_PRECISION_TOLERANCE)
     grad_tol = GRADIENT_TOLERANCE.get(precision, LOW_PRECISION_TOLERANCE)
     theirs = index["loss"]["value"]
@@ -324,6 +333,8 @@ def describe(index):
     words = [f"{m['name']} ({m['arch']}", f"{m['n_layers']} layers", f"d {m['d_model']}",
              f"heads {m['n_heads']}/{m['n_kv_heads']}", f"head_dim {m['head_dim']}",
              m.get("activation", "default activation")]
+    if m.get("rope_scaling"):
+        words.append(f"rope {m['rope_scaling']['rope_type']} x{m['rope_scaling']['factor']:g}")
     words += [w for w, on in (("q/k/v bias", m["qkv_bias"]), ("q/k norm", m["qk_norm"]),
                               ("untied head", not m["tied_embeddings"])) if on]
     lengths = "fixed lengths" if min(b["sequence_tokens"]) == b["seq_len"] else \
@@ -342,6 +353,8 @@ def main():
     parser.add_argument("--activation", choices=("gelu_new", "gelu_pytorch_tanh", "gelu", "silu"), default=None,
                         help="compute this MLP activation instead of the export's (a different one shows that "
                              "the check fails)")
+    parser.add_argument("--rope-scaling", choices=("export", "none"), default="export",
+                        help="none: plain RoPE whatever the export's rope scaling (shows that the check fails)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--framework", choices=("plain", "hf-trl"), default="plain",
                         help="hf-trl: also the step as HF Trainer + TRL SFTTrainer run it, checked against plain")
@@ -359,6 +372,8 @@ def main():
         index = load_export(args.export_dir)
         if args.activation is not None:
             index["model"]["activation"] = args.activation
+        if args.rope_scaling == "none":
+            index["model"]["rope_scaling"] = None
         print(f"reference ({torch.__version__}, rope {args.rope}, framework {args.framework}): {describe(index)}")
         loss, grads = reference_step(index, args.export_dir, args.rope)
         ok = True

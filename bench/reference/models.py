@@ -16,6 +16,12 @@ with _cast_input_dtype, older ones with x.to(lora_A.weight.dtype): the same arit
            (cat(-x2, x1) over the two halves of head_dim), repeat_kv (each kv head expanded to
            n_heads/n_kv_heads consecutive query heads), LlamaMLP (down(act(gate(x)) * up(x)), act =
            ACT2FN[hidden_act], silu by default).
+  RoPE scaling  transformers/modeling_rope_utils.py (ROPE_INIT_FUNCTIONS): "linear" divides
+           inv_freq by factor; "llama3" keeps wavelengths below original/high_freq_factor, divides
+           those above original/low_freq_factor by factor and blends between; "yarn" ramps between
+           inv_freq/factor and inv_freq over the correction range of beta_fast..beta_slow rotations
+           (floor/ceil unless truncate is false) and multiplies cos/sin by attention_factor;
+           "dynamic" is the default up to its original length (accumbench refuses beyond).
   Qwen2    transformers/models/qwen2/modeling_qwen2.py: Llama with bias=True on q/k/v_proj.
   Qwen3    transformers/models/qwen3/modeling_qwen3.py: Qwen3Attention applies q_norm / k_norm
            (an RMSNorm of size head_dim) to each head on the (B, T, H, hd) view, before RoPE.
@@ -162,13 +168,51 @@ class Rotary:
     (x2, x3), ... (Meta's original complex-number form, a different layout of the same weights)
     and exists only to show that the cross-check catches a wrong convention."""
 
-    def __init__(self, head_dim, theta, convention="rotate_half"):
+    def __init__(self, head_dim, theta, convention="rotate_half", scaling=None):
         assert convention in ROPE_CONVENTIONS, convention
-        self.head_dim, self.theta, self.convention = head_dim, theta, convention
+        self.head_dim, self.theta, self.convention, self.scaling = head_dim, theta, convention, scaling
+
+    def inverse_frequencies(self):
+        dim, base = self.head_dim, self.theta
+        exponents = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
+        inv_freq = 1.0 / (base ** exponents)
+        s = self.scaling
+        kind = s["rope_type"] if s else "default"
+        if kind in ("default", "dynamic"):
+            return inv_freq, 1.0
+        if kind == "linear":
+            return inv_freq / s["factor"], 1.0
+        if kind == "llama3":
+            factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+            original = s["original_max_position_embeddings"]
+            wavelen = 2 * math.pi / inv_freq
+            scaled = torch.where(wavelen > original / low, inv_freq / factor, inv_freq)
+            smooth = (original / wavelen - low) / (high - low)
+            smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+            medium = ~(wavelen < original / high) * ~(wavelen > original / low)
+            return torch.where(medium, smoothed, scaled), 1.0
+        if kind == "yarn":
+            factor, original = s["factor"], s["original_max_position_embeddings"]
+
+            def correction_dim(rotations):
+                return (dim * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+            low, high = correction_dim(s["beta_fast"]), correction_dim(s["beta_slow"])
+            if s["truncate"]:
+                low, high = math.floor(low), math.ceil(high)
+            low, high = max(low, 0), min(high, dim - 1)
+            if low == high:
+                high += 0.001
+            ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+            extrapolation = 1 - ramp
+            pos_freqs = base ** exponents
+            inv = (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
+            return inv, s["attention_factor"]
+        raise ValueError(f"rope_type {kind!r} is not one the reference computes")
 
     def apply(self, x):  # x: (B, H, T, hd)
         seq = x.shape[2]
-        inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim))
+        inv_freq, attention_factor = self.inverse_frequencies()
         freqs = torch.outer(torch.arange(seq, dtype=torch.float32), inv_freq)  # (T, hd/2)
         if self.convention == "interleaved":
             angles = freqs.repeat_interleave(2, dim=-1)  # (T, hd): f0 f0 f1 f1 ...
@@ -178,7 +222,8 @@ class Rotary:
             angles = torch.cat((freqs, freqs), dim=-1)  # (T, hd): f0 f1 ... f0 f1 ...
             half = x.shape[-1] // 2
             rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)  # rotate_half
-        cos, sin = angles.cos().to(x.device, x.dtype), angles.sin().to(x.device, x.dtype)
+        cos, sin = angles.cos() * attention_factor, angles.sin() * attention_factor
+        cos, sin = cos.to(x.device, x.dtype), sin.to(x.device, x.dtype)
         return x * cos + rotated * sin
 
 
@@ -234,7 +279,7 @@ class CausalLM(torch.nn.Module):
             self.embed_tokens = torch.nn.Embedding(cfg["vocab_size"], cfg["d_model"])
             self.blocks = [LlamaBlock(cfg) for _ in range(cfg["n_layers"])]
             self.norm = RmsNorm(cfg["d_model"], cfg["norm_eps"])
-            prefix, self.rotary = "layers", Rotary(cfg["head_dim"], cfg["rope_theta"], rope)
+            prefix, self.rotary = "layers", Rotary(cfg["head_dim"], cfg["rope_theta"], rope, cfg.get("rope_scaling"))
         act = mlp_activation(cfg.get("activation", DEFAULT_ACTIVATION[cfg["arch"]]), hf_ops)
         for i, block in enumerate(self.blocks):
             block.attention = attention

@@ -36,6 +36,30 @@ enum class Activation {
 
 std::string to_string(Activation activation);
 
+// transformers' rope_scaling (rope_parameters in transformers 5): how the rotary frequencies are
+// rescaled for a longer context (modeling_rope_utils.py, ROPE_INIT_FUNCTIONS). Only the angles
+// change: no shape, no work, no memory.
+enum class RopeType {
+  kDefault,  // inv_freq = 1 / theta^(2i/hd)
+  kLinear,   // inv_freq / factor
+  kLlama3,   // Llama 3.1+: long wavelengths / factor, short ones kept, a smooth ramp between
+  kYarn,     // YaRN: a ramp between interpolated and extrapolated frequencies, cos/sin × attention_factor
+  kDynamic,  // dynamic NTK: the default up to original_max_positions (beyond, refused)
+};
+std::string to_string(RopeType type);
+
+struct RopeScaling {
+  RopeType type = RopeType::kDefault;
+  double factor = 1.0;
+  int64_t original_max_positions = 0;  // llama3, yarn, dynamic
+  double low_freq_factor = 1.0;        // llama3
+  double high_freq_factor = 4.0;       // llama3
+  double beta_fast = 32.0;             // yarn
+  double beta_slow = 1.0;              // yarn
+  double attention_factor = 1.0;       // yarn: multiplies cos and sin
+  bool truncate = true;                // yarn: the correction range rounded to whole dimensions
+};
+
 struct ModelConfig {
   std::string name;
   Architecture arch = Architecture::kGpt2;
@@ -48,6 +72,7 @@ struct ModelConfig {
   int64_t d_ff = 0;         // MLP hidden width (4·d for GPT-2)
   int64_t max_seq_len = 0;  // learned positions (GPT-2) / RoPE table length (Llama)
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;  // Llama family only
   double norm_eps = 1e-5;
   bool tied_embeddings = true;
   bool qkv_bias = false;    // Qwen2 puts a bias on q/k/v projections
@@ -61,6 +86,9 @@ struct ModelConfig {
   // or as layer_types lists them).
   int64_t sliding_window_layers = 0;
   std::string published_parameters;  // e.g. "124M"; empty for test presets
+  // A Hugging Face config's dropout probabilities that are not 0 ("attn_pdrop 0.1, ..."), which
+  // transformers applies in training and the engine does not (dropout_note); empty for presets.
+  std::string dropout;
 };
 
 // Throws UserError naming the field when the shape is impossible (heads not dividing, ...).
@@ -73,6 +101,10 @@ void check_sequence_length(const ModelConfig& cfg, int64_t seq_len);
 // Hugging Face model then masks keys further back than the window, which the engine does not);
 // empty when it changes nothing.
 std::string sliding_window_note(const ModelConfig& cfg, int64_t seq_len);
+
+// A sentence when the config sets dropout (cfg.dropout): transformers trains with it on, the
+// engine without; empty otherwise.
+std::string dropout_note(const ModelConfig& cfg);
 
 // A sentence when a RoPE model runs past its max_position_embeddings (allowed, as in
 // transformers: only GPT-2's learned table refuses, check_sequence_length); empty otherwise.

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -141,6 +142,124 @@ double rope_theta_of(const FieldReader& f) {
   return theta->get<double>();
 }
 
+// The rope scaling object: "rope_scaling" (transformers 4), or "rope_parameters" (transformers 5,
+// which keeps rope_theta beside the scaling's keys; for per-layer-type parameters, the full
+// attention's). nullptr when the file has none.
+const json* rope_scaling_object(const FieldReader& f, std::string& key) {
+  key = f.has("rope_scaling") ? "rope_scaling" : "rope_parameters";
+  const json* object = f.find(key.c_str());
+  if (object == nullptr) return nullptr;
+  if (!object->is_object()) f.wrong(key.c_str(), *object, "an object");
+  if (!object->contains("rope_type") && !object->contains("type") && object->contains("full_attention") &&
+      (*object)["full_attention"].is_object()) {
+    key += ".full_attention";
+    object = &(*object)["full_attention"];
+  }
+  return object;
+}
+
+// transformers' rope types (modeling_rope_utils.py, ROPE_INIT_FUNCTIONS) with their keys and
+// defaults: linear and dynamic take factor; llama3 factor, low_freq_factor, high_freq_factor and
+// original_max_position_embeddings; yarn factor and optionally attention_factor (else from mscale
+// and mscale_all_dim, else 0.1·ln(factor) + 1), beta_fast (32), beta_slow (1),
+// original_max_position_embeddings (max_position_embeddings) and truncate (true). Any other type
+// (longrope, ...) is refused: its frequencies would differ from accumbench's.
+RopeScaling rope_scaling_of(const FieldReader& f, int64_t max_positions) {
+  RopeScaling r;
+  std::string key;
+  const json* object = rope_scaling_object(f, key);
+  if (object == nullptr) return r;
+  auto field = [&](const char* name) -> const json* {
+    const auto it = object->find(name);
+    return it == object->end() || it->is_null() ? nullptr : &*it;
+  };
+  auto path = [&](const char* name) { return key + "." + name; };
+  auto number = [&](const char* name, bool required, double fallback) {
+    const json* v = field(name);
+    if (v == nullptr) {
+      if (required) f.missing(path(name).c_str());
+      return fallback;
+    }
+    if (!v->is_number() || !(v->get<double>() > 0.0) || !std::isfinite(v->get<double>()))
+      f.wrong(path(name).c_str(), *v, "a positive number");
+    return v->get<double>();
+  };
+  auto positions = [&](bool required) -> int64_t {
+    const json* v = field("original_max_position_embeddings");
+    if (v == nullptr) {
+      if (required) f.missing(path("original_max_position_embeddings").c_str());
+      return max_positions;
+    }
+    if (!v->is_number_integer() || v->get<int64_t>() <= 0)
+      f.wrong(path("original_max_position_embeddings").c_str(), *v, "a positive integer");
+    return v->get<int64_t>();
+  };
+  const json* type_value = field("rope_type") != nullptr ? field("rope_type") : field("type");
+  if (type_value == nullptr) return r;  // rope_parameters holding rope_theta alone
+  if (!type_value->is_string()) f.wrong(path("rope_type").c_str(), *type_value, "a string");
+  const std::string type = type_value->get<std::string>();
+  if (type == "default") return r;
+  r.factor = number("factor", true, 1.0);
+  if (type == "linear") {
+    r.type = RopeType::kLinear;
+  } else if (type == "dynamic") {
+    r.type = RopeType::kDynamic;
+    r.original_max_positions = positions(false);
+  } else if (type == "llama3") {
+    r.type = RopeType::kLlama3;
+    r.low_freq_factor = number("low_freq_factor", true, 1.0);
+    r.high_freq_factor = number("high_freq_factor", true, 4.0);
+    r.original_max_positions = positions(true);
+    if (!(r.high_freq_factor > r.low_freq_factor))
+      f.fail("field \"" + path("high_freq_factor") + "\" is not above low_freq_factor",
+             "correct the rope scaling: Llama 3's is low_freq_factor 1, high_freq_factor 4");
+  } else if (type == "yarn") {
+    r.type = RopeType::kYarn;
+    r.original_max_positions = positions(false);
+    r.beta_fast = number("beta_fast", false, 32.0);
+    r.beta_slow = number("beta_slow", false, 1.0);
+    const auto mscale = [&](double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+    // mscale and mscale_all_dim count only when both are set and not 0 (DeepSeek's configs set 0).
+    const auto optional_scale = [&](const char* name) {
+      const json* v = field(name);
+      return v != nullptr && v->is_number() && v->get<double>() == 0.0 ? 0.0 : number(name, false, 0.0);
+    };
+    const double m = optional_scale("mscale"), m_all = optional_scale("mscale_all_dim");
+    r.attention_factor = field("attention_factor") != nullptr ? number("attention_factor", true, 1.0)
+                         : m > 0 && m_all > 0                  ? mscale(r.factor, m) / mscale(r.factor, m_all)
+                                                               : mscale(r.factor, 1.0);
+    if (const json* t = field("truncate")) {
+      if (!t->is_boolean()) f.wrong(path("truncate").c_str(), *t, "true or false");
+      r.truncate = t->get<bool>();
+    }
+  } else {
+    f.fail("field \"" + path("rope_type") + "\" is " + text::quoted(type) +
+               ", a rotary scaling accumbench does not compute (its frequencies would differ from transformers')",
+           "use a model with default, linear, dynamic, llama3 or yarn rope scaling, or remove the field to "
+           "benchmark the same shapes with plain RoPE");
+  }
+  return r;
+}
+
+// The config's dropout probabilities that are not 0 ("attn_pdrop 0.1 (the default), ..."), each
+// `fallback` when left out: transformers trains with them on and the engine runs without dropout.
+std::string dropouts(const FieldReader& f, std::initializer_list<const char*> keys, double fallback) {
+  std::string text;
+  for (const char* key : keys) {
+    double p = fallback;
+    if (const json* v = f.find(key)) {
+      if (!v->is_number() || v->get<double>() < 0.0 || v->get<double>() >= 1.0 || !std::isfinite(v->get<double>()))
+        f.wrong(key, *v, "a probability from 0 to below 1");
+      p = v->get<double>();
+    }
+    if (p == 0.0) continue;
+    std::ostringstream value;
+    value << p;
+    text += (text.empty() ? "" : ", ") + std::string(key) + " " + value.str() + (f.has(key) ? "" : " (the default)");
+  }
+  return text;
+}
+
 // transformers' ACT2FN names (activations.py) for the activations the engine computes; any other
 // would benchmark a different function, so the file is refused with the names that work.
 Activation activation_from(const FieldReader& f, const char* key, const std::string& fallback) {
@@ -197,6 +316,22 @@ ModelConfig gpt2_from(const FieldReader& f) {
   c.norm_eps = f.positive_number_or("layer_norm_epsilon", 1e-5);
   c.tied_embeddings = f.boolean_or("tie_word_embeddings", true);
   c.activation = activation_from(f, "activation_function", "gelu_new");  // GPT2Config's default
+  // GPT2Attention's options that change the scores' math (modeling_gpt2.py): refused away from
+  // GPT-2's own values, which the engine computes.
+  if (!f.boolean_or("scale_attn_weights", true))
+    f.fail("field \"scale_attn_weights\" is false, which leaves the attention scores unscaled by 1/sqrt(head_dim) "
+           "and accumbench scales them",
+           "remove the field to benchmark the same shapes with GPT-2's scaled attention");
+  if (f.boolean_or("scale_attn_by_inverse_layer_idx", false))
+    f.fail("field \"scale_attn_by_inverse_layer_idx\" is true, which also divides each layer's attention scores by "
+           "its index + 1 and accumbench does not",
+           "remove the field (or set it false) to benchmark the same shapes with GPT-2's attention");
+  if (f.boolean_or("reorder_and_upcast_attn", false))
+    f.fail("field \"reorder_and_upcast_attn\" is true, which computes the attention scores in fp32 under autocast "
+           "(more memory than accumbench's attention)",
+           "remove the field (or set it false) to benchmark GPT-2's attention");
+  // GPT2Config's dropouts default to 0.1 each: transformers trains with them.
+  c.dropout = dropouts(f, {"embd_pdrop", "attn_pdrop", "resid_pdrop"}, 0.1);
   return c;
 }
 
@@ -243,7 +378,12 @@ ModelConfig llama_family_from(const FieldReader& f, const std::string& model_typ
     c.head_dim = c.d_model / c.n_heads;
   }
   c.rope_theta = rope_theta_of(f);
+  c.rope_scaling = rope_scaling_of(f, c.max_seq_len);
+  if (f.has("partial_rotary_factor") && f.positive_number_or("partial_rotary_factor", 1.0) != 1.0)
+    f.fail("field \"partial_rotary_factor\" rotates only part of each head",
+           "accumbench rotates the whole head, as these model types do: remove the field");
   c.norm_eps = f.positive_number_or("rms_norm_eps", 1e-6);  // all three classes default to 1e-6
+  c.dropout = dropouts(f, {"attention_dropout"}, 0.0);  // the attention probabilities' (default 0)
   c.tied_embeddings = f.boolean_or("tie_word_embeddings", false);
   c.activation = activation_from(f, "hidden_act", "silu");  // every one of the four configs' default
   // MistralConfig: sliding_window 4096 unless given; null turns it off. Qwen2Config/Qwen3Config:

@@ -28,11 +28,62 @@ class RmsNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RmsNorm);
 
+// The rotary inverse frequencies, in fp32 as transformers computes them (modeling_rope_utils.py:
+// _compute_default_rope_parameters and the linear, llama3 and yarn rescalings; dynamic is the
+// default up to its original length, and check_sequence_length refuses beyond).
+at::Tensor inverse_frequencies(int64_t head_dim, double theta, const RopeScaling& rope) {
+  const auto f32 = torch::TensorOptions().dtype(at::kFloat);
+  const double dim = static_cast<double>(head_dim);
+  const at::Tensor exponents = at::arange(0, head_dim, 2, torch::TensorOptions().dtype(at::kLong)).to(at::kFloat) / dim;
+  at::Tensor inv_freq = 1.0 / at::pow(theta, exponents);
+  switch (rope.type) {
+    case RopeType::kDefault:
+    case RopeType::kDynamic:
+      return inv_freq;
+    case RopeType::kLinear:
+      return inv_freq / rope.factor;
+    case RopeType::kLlama3: {
+      // Wavelengths shorter than original/high_freq_factor are kept, longer than
+      // original/low_freq_factor divided by factor, and those between blended smoothly.
+      const double original = static_cast<double>(rope.original_max_positions);
+      const double low_wavelen = original / rope.low_freq_factor, high_wavelen = original / rope.high_freq_factor;
+      const at::Tensor wavelen = 2 * M_PI / inv_freq;
+      at::Tensor scaled = at::where(wavelen > low_wavelen, inv_freq / rope.factor, inv_freq);
+      const at::Tensor smooth = (original / wavelen - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor);
+      const at::Tensor smoothed = (1 - smooth) * scaled / rope.factor + smooth * scaled;
+      const at::Tensor medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+      return at::where(medium, smoothed, scaled);
+    }
+    case RopeType::kYarn: {
+      // Interpolated (÷ factor) below the correction range's dimensions, extrapolated (kept)
+      // above it, a linear ramp between.
+      const double original = static_cast<double>(rope.original_max_positions);
+      auto correction_dim = [&](double rotations) {
+        return dim * std::log(original / (rotations * 2 * M_PI)) / (2 * std::log(theta));
+      };
+      double low = correction_dim(rope.beta_fast), high = correction_dim(rope.beta_slow);
+      if (rope.truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+      }
+      low = std::max(low, 0.0);
+      high = std::min(high, dim - 1);
+      if (low == high) high += 0.001;  // transformers' guard against a zero-width ramp
+      const at::Tensor ramp = ((at::arange(head_dim / 2, f32) - low) / (high - low)).clamp(0, 1);
+      const at::Tensor extrapolation = 1 - ramp;
+      const at::Tensor pos_freqs = at::pow(theta, exponents);
+      return (1.0 / (rope.factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation;
+    }
+  }
+  return inv_freq;
+}
+
 // cos/sin tables of rotary embeddings for the sequence length in use (not for max positions:
 // Llama 3.2's 131,072-position table would cost 64 MiB for nothing).
 class RotaryCache {
  public:
-  RotaryCache(int64_t head_dim, double theta) : head_dim_(head_dim), theta_(theta) {}
+  RotaryCache(int64_t head_dim, double theta, const RopeScaling& rope)
+      : head_dim_(head_dim), theta_(theta), rope_(rope) {}
 
   // Returns (cos, sin), each (T, hd), on `like`'s device in `like`'s dtype.
   std::pair<at::Tensor, at::Tensor> get(int64_t seq, const at::Tensor& like) {
@@ -40,11 +91,16 @@ class RotaryCache {
         cos_.scalar_type() != like.scalar_type()) {
       torch::NoGradGuard no_grad;
       auto f32 = torch::TensorOptions().dtype(at::kFloat);
-      at::Tensor inv_freq = 1.0 / at::pow(theta_, at::arange(0, head_dim_, 2, f32) / static_cast<double>(head_dim_));
+      const at::Tensor inv_freq = inverse_frequencies(head_dim_, theta_, rope_);
       at::Tensor freqs = at::outer(at::arange(seq, f32), inv_freq);  // (T, hd/2)
       at::Tensor angles = at::cat({freqs, freqs}, /*dim=*/-1);          // (T, hd)
-      cos_ = angles.cos().to(like.device(), like.scalar_type());
-      sin_ = angles.sin().to(like.device(), like.scalar_type());
+      at::Tensor cos = angles.cos(), sin = angles.sin();
+      if (rope_.attention_factor != 1.0) {  // YaRN's magnitude correction
+        cos = cos * rope_.attention_factor;
+        sin = sin * rope_.attention_factor;
+      }
+      cos_ = cos.to(like.device(), like.scalar_type());
+      sin_ = sin.to(like.device(), like.scalar_type());
     }
     return {cos_, sin_};
   }
@@ -52,6 +108,7 @@ class RotaryCache {
  private:
   int64_t head_dim_;
   double theta_;
+  RopeScaling rope_;
   at::Tensor cos_, sin_;
 };
 
@@ -127,7 +184,7 @@ class LlamaBlockImpl : public TransformerBlockImpl {
 class LlamaImpl : public LanguageModelImpl {
  public:
   explicit LlamaImpl(const ModelConfig& cfg) : LanguageModelImpl(cfg) {
-    auto rotary = std::make_shared<RotaryCache>(cfg.head_dim, cfg.rope_theta);
+    auto rotary = std::make_shared<RotaryCache>(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling);
     rotary_ = rotary;
     embed_tokens = register_module("embed_tokens", torch::nn::Embedding(cfg.vocab_size, cfg.d_model));
     for (int64_t i = 0; i < cfg.n_layers; ++i) {

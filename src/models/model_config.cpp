@@ -39,6 +39,22 @@ std::string to_string(Activation activation) {
   return "unknown";
 }
 
+std::string to_string(RopeType type) {
+  switch (type) {
+    case RopeType::kDefault:
+      return "default";
+    case RopeType::kLinear:
+      return "linear";
+    case RopeType::kLlama3:
+      return "llama3";
+    case RopeType::kYarn:
+      return "yarn";
+    case RopeType::kDynamic:
+      return "dynamic";
+  }
+  return "unknown";
+}
+
 namespace {
 
 // Sums and products of shape sizes: a shape read from a hand-edited config.json can be large
@@ -285,10 +301,14 @@ std::vector<ModelConfig> make_presets() {
   // Qwen/Qwen2.5-0.5B config.json (Qwen2ForCausalLM: q/k/v bias, tied); model card: 0.49B.
   p.push_back(llama("qwen2.5-0.5b",
                     {151936, 896, 24, 14, 2, 4864, 32768, 1000000.0, 1e-6, true, true}, "0.49B"));
-  // meta-llama/Llama-3.2-1B config.json (head_dim 64 = 2048/32, tied); model card: 1.23B.
-  // Its llama3 rope_scaling only rescales RoPE frequencies, which changes no shape or cost.
+  // meta-llama/Llama-3.2-1B config.json (head_dim 64 = 2048/32, tied); model card: 1.23B. Its
+  // llama3 rope_scaling (factor 32, low_freq_factor 1, high_freq_factor 4, original 8192 positions)
+  // rescales the RoPE frequencies only: no shape or cost.
   p.push_back(llama("llama-3.2-1b",
                     {128256, 2048, 16, 32, 8, 8192, 131072, 500000.0, 1e-5, true, false}, "1.23B"));
+  p.back().rope_scaling.type = RopeType::kLlama3;
+  p.back().rope_scaling.factor = 32.0;
+  p.back().rope_scaling.original_max_positions = 8192;
   // Qwen/Qwen3-0.6B and Qwen/Qwen3-1.7B config.json (Qwen3ForCausalLM: q/k RMSNorm, no bias,
   // explicit head_dim 128, so H·hd = 2048 ≠ d = 1024 for 0.6B; tied). Model cards: 0.6B total
   // and 0.44B non-embedding; 1.7B and 1.4B (checked in tests/test_model_config.cpp).
@@ -346,6 +366,16 @@ void check_sequence_length(const ModelConfig& cfg, int64_t seq_len) {
                     std::to_string(cfg.max_seq_len) +
                     " positions, the rows of its learned position table; use a shorter sequence");
   }
+  // Dynamic NTK scaling is plain RoPE up to its original length; beyond, transformers recomputes
+  // the frequencies from each batch's longest position, which accumbench does not.
+  const RopeScaling& rope = cfg.rope_scaling;
+  if (rope.type == RopeType::kDynamic && seq_len > rope.original_max_positions) {
+    throw UserError("--seq-len " + std::to_string(seq_len) + " is beyond the " +
+                    std::to_string(rope.original_max_positions) + " positions of " + cfg.name +
+                    "'s dynamic rope scaling, where transformers recomputes the rotary frequencies per batch and "
+                    "accumbench does not; use --seq-len " + std::to_string(rope.original_max_positions) +
+                    " or less (time and memory do not depend on the frequencies)");
+  }
 }
 
 std::string context_length_note(const ModelConfig& cfg, int64_t seq_len) {
@@ -355,6 +385,15 @@ std::string context_length_note(const ModelConfig& cfg, int64_t seq_len) {
          ": rotary positions have no table to outgrow, so the step runs as transformers runs it (a context "
          "extension with rope_scaling or a larger rope_theta); time and memory are the same whatever the "
          "frequencies, the loss values are not";
+}
+
+std::string dropout_note(const ModelConfig& cfg) {
+  if (cfg.dropout.empty()) return "";
+  return cfg.name + " sets " + cfg.dropout +
+         ": transformers trains with dropout on, accumbench without (the base model has no dropout; "
+         "--lora-dropout is the adapters' own), so a Hugging Face step also holds the dropout masks and runs their "
+         "elementwise ops, which the times and peaks here leave out, and its loss values differ; set them to 0.0 in a "
+         "copy of the file to compare the same step";
 }
 
 std::string sliding_window_note(const ModelConfig& cfg, int64_t seq_len) {

@@ -64,8 +64,22 @@ class ExportWriter {
   fs::path root_;
 };
 
+// The rope scaling as the reference reads it (bench/reference/models.py, Rotary); null for plain RoPE.
+Json rope_scaling_json(const RopeScaling& r) {
+  if (r.type == RopeType::kDefault) return nullptr;
+  return Json{{"rope_type", to_string(r.type)},
+              {"factor", r.factor},
+              {"original_max_position_embeddings", r.original_max_positions},
+              {"low_freq_factor", r.low_freq_factor},
+              {"high_freq_factor", r.high_freq_factor},
+              {"beta_fast", r.beta_fast},
+              {"beta_slow", r.beta_slow},
+              {"attention_factor", r.attention_factor},
+              {"truncate", r.truncate}};
+}
+
 Json model_json(const ModelConfig& m) {
-  return Json{{"name", m.name},           {"arch", to_string(m.arch)},   {"vocab_size", m.vocab_size},
+  return Json{{"rope_scaling", rope_scaling_json(m.rope_scaling)},{"name", m.name},           {"arch", to_string(m.arch)},   {"vocab_size", m.vocab_size},
               {"d_model", m.d_model},     {"n_layers", m.n_layers},      {"n_heads", m.n_heads},
               {"n_kv_heads", m.n_kv_heads}, {"head_dim", m.head_dim},    {"d_ff", m.d_ff},
               {"max_seq_len", m.max_seq_len}, {"rope_theta", m.rope_theta}, {"norm_eps", m.norm_eps},

@@ -179,6 +179,15 @@ VerifyResult run_verify(const VerifyOptions& options) {
                     "attend across documents; use --packing wrapped or none with --export, or drop --export");
   }
   const VerifySetup setup = prepare(w);
+  // The reference attends as the engine does, to the whole causal prefix; transformers masks keys
+  // beyond a sliding window shorter than T, so a PASS would vouch for a step it does not run.
+  if (!options.export_dir.empty() && !sliding_window_note(setup.model, w.seq_len).empty()) {
+    throw UserError("--export's PyTorch reference attends to every earlier position, as accumbench does, but " +
+                    setup.model.name + "'s sliding window of " + std::to_string(setup.model.sliding_window) +
+                    " positions is shorter than --seq-len " + std::to_string(w.seq_len) +
+                    ", where transformers masks further back; use --seq-len " +
+                    std::to_string(setup.model.sliding_window) + " or less with --export, or drop --export");
+  }
   require_reducible_gradients(w, setup.device.str(), setup.launch.world_size);
   if (!options.export_dir.empty() && setup.launch.rank == 0) create_export_directory(options.export_dir);
   const std::unique_ptr<compat::ProcessGroup> group =
