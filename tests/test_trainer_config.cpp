@@ -57,8 +57,15 @@ TEST(TrainerConfig, AnEmptyTrlFileIsTrlsDefaults) {
             (Lines{"read sft.yaml as --seq-len 1024 --batch 8 (per_device_train_batch_size x "
                    "gradient_accumulation_steps: 8 per device x 1 accumulation steps x 1 process) --precision bf16 "
                    "--activation-checkpointing blocks --packing none --padding longest",
-                   "sft.yaml leaves out max_length, bf16, gradient_checkpointing, pad_to_multiple_of: TRL's defaults "
-                   "stand"}));
+                   "sft.yaml leaves out max_length, per_device_train_batch_size, bf16, gradient_checkpointing, "
+                   "pad_to_multiple_of: TRL's defaults stand"}));
+  // axolotl's bf16 stands for the precision and the weights' dtype: named once.
+  const ab::TrainerConfig axolotl = ab::parse_trainer_config("base_model: gpt2-tiny\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml");
+  ab::WorkloadOptions from_axolotl;
+  ab::apply_trainer_config(axolotl, from_axolotl, kNothingGiven);
+  EXPECT_EQ(ab::trainer_config_notes(axolotl, kNothingGiven, from_axolotl).back(),
+            "ax.yml leaves out sequence_len, micro_batch_size, bf16, gradient_checkpointing, pad_to_sequence_len: "
+            "axolotl's defaults stand");
 }
 
 // Every key accumbench maps, with 2 processes: the effective batch is 4 x 4 x 2 = 32.

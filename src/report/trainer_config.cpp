@@ -328,10 +328,13 @@ struct Reader {
     }
   }
 
+  // `keys` names the per-device key first; left out, its default stands (the note names it).
   void batch(int64_t per_device, int64_t accumulation, int world_size, const std::string& keys) {
+    const std::string per_device_key = keys.substr(0, keys.find(' '));
     set("--batch", std::to_string(per_device * accumulation * world_size),
         keys + ": " + std::to_string(per_device) + " per device x " + std::to_string(accumulation) +
-            " accumulation steps x " + std::to_string(world_size) + (world_size == 1 ? " process" : " processes"));
+            " accumulation steps x " + std::to_string(world_size) + (world_size == 1 ? " process" : " processes"),
+        !has(per_device_key));
   }
 
   void read_trl(int world_size) {
@@ -750,7 +753,12 @@ std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
     }
     read += " " + s.option + (s.value.empty() ? "" : " " + s.value);
     if (s.option == "--batch") read += " (" + s.keys + ")";
-    else if (s.by_default) defaults += (defaults.empty() ? "" : ", ") + s.keys;
+    if (!s.by_default) continue;
+    // The batch's default is its per-device key's; one key may stand for two options (axolotl's
+    // bf16: the precision and the weights' dtype), named once.
+    const std::string key = s.option == "--batch" ? s.keys.substr(0, s.keys.find(' ')) : s.keys;
+    if ((", " + defaults + ",").find(", " + key + ",") == std::string::npos)
+      defaults += (defaults.empty() ? "" : ", ") + key;
   }
   const bool file_targets = !config.lora_target_modules.key.empty();
   if (!given("--lora-targets") && workload.lora.enabled()) {
