@@ -261,7 +261,7 @@ void add_shape_options(CLI::App* command, WorkloadFlags& f) {
       ->capture_default_str();
   command->add_option("--precision", f.precisions,
                       sweep ? "fp32, bf16 (autocast) or fp16 (autocast + loss scaling, CUDA); a list sweeps each"
-                            : "fp32, bf16 or fp16 (autocast)")
+                            : "fp32, bf16 or fp16 (autocast); one at a time (sweep takes a list)")
       ->delimiter(',')
       ->capture_default_str();
 }
@@ -479,7 +479,7 @@ struct SweepCommand {
                       "run splits that the memory plan predicts will not fit under --memory-limit");
     command->add_option("--profile", options.profile_dir,
                         "directory: one more step per split under PyTorch's Kineto profiler, saved as "
-                        "<split>.trace.json (CUDA, LibTorch 2.x); device busy then comes from the GPU's kernel time")
+                        "<split>-<precision>.trace.json (CUDA, LibTorch 2.x); device busy then comes from the GPU's kernel time")
         ->check(kNonEmptyPath);
     command->add_option("--peak-tflops", options.peak_tflops,
                         "device peak TFLOP/s for MFU (default: built-in table; none on CPU)");

@@ -544,9 +544,10 @@ struct Reader {
     if (has("group_by_length") && boolean("group_by_length")) set("--group-by-length", "", "group_by_length");
 
     if (has("adapter")) {
-      if (!has("lora_r")) throw UserError(path + " sets adapter: lora without lora_r; add lora_r");
+      const std::string adapter = "adapter: " + word("adapter");
+      if (!has("lora_r")) throw UserError(path + " sets " + adapter + " without lora_r; add lora_r");
       set("--lora-rank", std::to_string(whole("lora_r")), "lora_r");
-      if (!has("lora_alpha")) throw UserError(path + " sets adapter: lora without lora_alpha; add lora_alpha");
+      if (!has("lora_alpha")) throw UserError(path + " sets " + adapter + " without lora_alpha; add lora_alpha");
       set("--lora-alpha", num(number("lora_alpha")), "lora_alpha");
       set("--lora-dropout", num(has("lora_dropout") ? number("lora_dropout") : 0.0), "lora_dropout");
       if (has("lora_target_linear") && boolean("lora_target_linear")) set("--lora-targets", "all-linear", "lora_target_linear");
