@@ -207,10 +207,139 @@ PlanBuilder::Moment PlanBuilder::attention_input_moment() const {
                       one_gradient ? one_at_a_time() : "every linear's, the output projection's and the norms' after the first");
   attention_input.add(gpt2 ? "c_attn's input gradient" : "q's, k's and v's input gradients", gpt2 ? "b·T·d·c" : "3·b·T·d·c",
                       (gpt2 ? 1 : 3) * N * d * c, gpt2 ? "made by c_attn's backward" : "they wait in autograd's input buffer to be summed");
+  // GPT-2: c_attn's backward takes the gradient of its whole output, which the split of q, k and
+  // v into heads (SplitBackward0) concatenates (measured: a 3a-wide c_attn over a thin MLP).
+  // Inside backward the weight steps once the node is done and the concatenation freed: the
+  // higher of the node's moment and the step's.
+  if (gpt2) {
+    const int64_t cat = N * 3 * a * c;
+    const int64_t over_step = split.optimizer_in_backward ? std::max<int64_t>(0, cat - step_temporaries(largest)) : cat;
+    if (over_step > 0)
+      attention_input.add("gradient of c_attn's output", "b·T·3a·c", over_step, "SplitBackward0's concatenation");
+  }
   if (checkpointing)
     attention_input.add("the residual's gradient after the MLP", "b·T·d·" + rs(), checkpointed_residual_sum(),
                         "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
   return attention_input;
+}
+
+// The attention's output projection and bmm(probabilities, v) as moments of their own. They decide
+// the peak when the attention is wider than the MLP (H·hd several times d, a thin MLP, a small
+// vocabulary) or hd > T/2; measured exact (to the few hundred bytes of index tensors and loss
+// scalars) in fp32 with the explicit attention, full fine-tuning, LoRA and nf4, with and without
+// checkpointing, accumulation and the optimizer inside backward. Not added where that was not
+// measured: flash attention, autocast or 16-bit weights' casts, adapter dropout, an int8 base, and
+// a lone block 0 whose attention runs no backward.
+bool PlanBuilder::attention_output_moments_apply() const {
+  return o.attention == AttentionKind::kExplicit && !block_weights_cast() && !autocast && o.lora.dropout == 0 &&
+         o.lora.base_quant != BaseQuant::kInt8 &&
+         !(L == 1 && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kAttention);
+}
+
+// LoRA without accumulation: the gradients of the adapters from the output projection on, new
+// tensors by the time the attention's backward runs.
+int64_t PlanBuilder::adapter_gradients_after_attention() const {
+  int64_t bytes = 0;
+  if (lora && !accumulating && !split.optimizer_in_backward)
+    for (const BlockLinear& l : lora_targets(m, o.lora.targets))
+      if (linear_group(l.name) > 0) bytes += (l.in + l.out) * o.lora.rank * kFp32;
+  return bytes;
+}
+
+namespace {
+const char* const kAttentionOutputCopy = "attention output copy (transpose + reshape)";
+}  // namespace
+
+// The output projection's node (o_proj, GPT-2's attn_c_proj) having made its input's gradient and
+// its weight's, before it releases its saved input: the block after the attention is done. Its
+// weight's gradient is counted whatever the split (a new tensor under accumulation; not stepped
+// yet inside backward). LoRA: the adapter's nodes run first (A's input gradient in fp32), then the
+// frozen base's (its input gradient; a quantised base next to its dequantised weight), then
+// autograd's out-of-place sum of the two.
+PlanBuilder::Moment PlanBuilder::attention_projection_moment() const {
+  Moment mom;
+  if (!attention_output_moments_apply()) return mom;
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t a = m.n_heads * m.head_dim, f = m.d_ff;
+  const LastBlock last = last_block();
+  const int64_t after = last.bytes_from(kAttentionOutputCopy, false);
+  if (after < 0) return mom;
+  if (checkpointing)
+    mom.add("the residual's gradient after the MLP", "b·T·d·" + rs(), checkpointed_residual_sum(),
+            "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
+  if (!lora) {
+    mom.add("released: the block after the attention", "−(residual, norm, MLP)", -after,
+            "the MLP's and the post-attention norm's nodes are done");
+    const int64_t later = split.optimizer_in_backward
+                              ? 0
+                              : (gpt2 ? 2 * d * f + f + d + 2 * d : 3 * d * f + d) * new_gradient_bytes();
+    if (later > 0) mom.add("the MLP's and the norm's weight gradients", "(MLP, norm)·t", later, "made on the way");
+    mom.add("the output projection's weight gradient", "(a·d + bias)·t", (a * d + (gpt2 ? d : 0)) * t,
+            one_at_a_time());
+    mom.add("the output projection's input gradient", "b·T·a·c", N * a * c, "its node has not released its input yet");
+    // Inside backward the weight then steps, its node done (the copy it saved released), with the
+    // optimizer's temporaries (AdamW's two a·d; SGD none).
+    const int64_t copy = last.line_bytes(kAttentionOutputCopy);
+    if (split.optimizer_in_backward && step_temporaries(a * d) > copy) {
+      mom.add("released: the attention output copy", "−b·T·a·c", -copy, "the projection's node is done");
+      mom.add("the output projection's optimizer step temporaries", o.optimizer == OptimizerKind::kAdamW ? "2·a·d·t" : "step(a·d)",
+              step_temporaries(a * d), "it steps inside backward");
+    }
+    return mom;
+  }
+  if (adapted_count(m, o, {gpt2 ? "attn_c_proj" : "o"}) == 0) return mom;
+  const int64_t a_outputs_kept =
+      adapter_a_output_bytes(o, dtypes(), N) * (gpt2 ? adapted_count(m, o, {"c_attn"}) : adapted_count(m, o, {"q", "k", "v"}));
+  mom.add("released: the block after the attention, and the copy the adapter's A saved", "−(MLP, norm) − b·T·a·c",
+          -(after - a_outputs_kept + last.line_bytes(kAttentionOutputCopy)),
+          "the input projections' adapters keep their A outputs");
+  if (const int64_t grads = adapter_gradients_after_attention())
+    mom.add("the adapters' gradients from the output projection on", "Σ (in + out)·r·4", grads, "made on the way");
+  const bool block0 = L == 1 && !checkpointing;
+  if (block0 && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kInput)
+    mom.add("released: the residual's gradient", "−b·T·d·" + rs(), -N * d * w, "block 0's input takes none");
+  mom.add("the adapter A's input gradient", "b·T·a·4", N * a * kFp32, "made by A's node");
+  int64_t base_node = 2 * N * a * c;  // the base's input gradient and the sum
+  if (quant) base_node = std::max(base_node, std::max(dequantized_linear_bytes(o, d, a, c), a * d * c + N * a * c));
+  mom.add(quant ? "the base's node (dequantised weight, input gradient) or the sum" : "the base's input gradient and the sum",
+          quant ? "max(dequant, a·d·c + b·T·a·c, 2·b·T·a·c)" : "2·b·T·a·c", base_node,
+          "the frozen base's backward, then autograd adds it to A's");
+  return mom;
+}
+
+// bmm(probabilities, v)'s node with both its gradients made (v's and the probabilities'), the
+// output copy and everything after it released. It beats the softmax's moment when hd > T/2.
+PlanBuilder::Moment PlanBuilder::attention_output_bmm_moment() const {
+  Moment mom;
+  if (!attention_output_moments_apply()) return mom;
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t a = m.n_heads * m.head_dim, f = m.d_ff;
+  const int64_t from = last_block().bytes_from(kAttentionOutputCopy, true);
+  if (from < 0) return mom;
+  const int64_t a_outputs_kept =
+      lora ? adapter_a_output_bytes(o, dtypes(), N) * (gpt2 ? adapted_count(m, o, {"c_attn"}) : adapted_count(m, o, {"q", "k", "v"}))
+           : 0;
+  mom.add("released: the block from the attention's output copy on", "−(copy, projection, MLP)", -(from - a_outputs_kept),
+          "the output projection's, the norm's and the MLP's nodes are done");
+  if (!lora) {
+    const int64_t grads = split.optimizer_in_backward
+                              ? 0
+                              : (gpt2 ? 2 * d * f + f + d + 2 * d + a * d + d : 3 * d * f + d + a * d) * new_gradient_bytes();
+    if (grads > 0) mom.add("the block's MLP and projection gradients", "(MLP, norm, proj.)·t", grads, "made on the way");
+  } else {
+    if (const int64_t grads = adapter_gradients_after_attention())
+      mom.add("the adapters' gradients after the attention", "Σ (in + out)·r·4", grads, "made on the way");
+    if (L == 1 && !checkpointing && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kInput)
+      mom.add("released: the residual's gradient", "−b·T·d·" + rs(), -N * d * w, "block 0's input takes none");
+  }
+  if (!bmm_operands_are_views(b, m.n_heads))
+    mom.add("the attention output's gradient, contiguous", "b·T·a·c", N * a * c, "the view's backward copies it");
+  mom.add("gradient of v", "b·T·a·c", N * a * c, "made by bmm(probabilities, v)'s backward");
+  mom.add("gradient of the probabilities", "b·H·T·T·c", b * m.n_heads * T * T * c, "made by the same node");
+  if (checkpointing)
+    mom.add("the residual's gradient after the MLP", "b·T·d·" + rs(), checkpointed_residual_sum(),
+            "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
+  return mom;
 }
 
 }  // namespace accumbench::plan_detail

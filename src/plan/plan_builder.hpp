@@ -144,6 +144,20 @@ struct PlanBuilder {
     size_t released_from = 0;
     std::vector<ForwardMoment> moments;
     int64_t end_locals = 0;
+    // The bytes of the lines from the one named `name` on (with it when `with_it`); -1 when the
+    // block has no such line.
+    int64_t bytes_from(const std::string& name, bool with_it) const {
+      int64_t bytes = 0;
+      bool found = false;
+      for (const PlanLine& line : lines) {
+        if (!found && line.name == name) {
+          found = true;
+          if (!with_it) continue;
+        }
+        if (found) bytes += line.bytes;
+      }
+      return found ? bytes : -1;
+    }
     // The bytes of the lines named `name`.
     int64_t line_bytes(const std::string& name) const {
       int64_t bytes = 0;
@@ -227,6 +241,10 @@ struct PlanBuilder {
   Moment mlp_input_moment() const;
   Moment post_attention_norm_moment() const;
   Moment attention_input_moment() const;
+  Moment attention_projection_moment() const;
+  Moment attention_output_bmm_moment() const;
+  bool attention_output_moments_apply() const;
+  int64_t adapter_gradients_after_attention() const;
   Moment recompute_end_moment() const;
   Moment recompute_adapter_moment() const;
   PlanLine dropout_moment_line(const std::string& prefix, int64_t bytes) const;
