@@ -66,6 +66,7 @@ std::vector<BlockLinear> lora_targets(const ModelConfig& m, const std::string& t
   }
   std::string known;
   for (const BlockLinear& l : all) known += (known.empty() ? "" : ",") + l.name;
+  known += m.arch == Architecture::kGpt2 ? " (c_proj names both projections)" : " (or their Hugging Face names, q_proj, ...)";
   for (const std::string& name : wanted) {
     if (std::none_of(all.begin(), all.end(), [&](const BlockLinear& l) { return l.name == name; })) {
       // Modules the model has, that PEFT could adapt, but accumbench does not.
