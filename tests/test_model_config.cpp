@@ -529,6 +529,18 @@ TEST(HfConfig, RopeScalingIsReadAsTransformersComputesIt) {
   EXPECT_NE(error_of(R"(,"partial_rotary_factor":0.5)").find("rotates only part of each head"), std::string::npos);
   EXPECT_EQ(error_of(R"(,"partial_rotary_factor":1.0)"), "(no error)");
 
+  // An unsupported type is named before its keys are checked; a partial rotation inside
+  // rope_parameters is refused as at the top.
+  EXPECT_NE(error_of(R"(,"rope_scaling":{"type":"longrope","short_factor":[1],"long_factor":[1]})").find("\"longrope\""),
+            std::string::npos);
+  EXPECT_NE(error_of(R"(,"rope_parameters":{"rope_type":"yarn","factor":4.0,"partial_rotary_factor":0.5})")
+                .find("rotates only part of each head"),
+            std::string::npos);
+  // Dynamic NTK starts from max_position_embeddings, whatever its own original length says.
+  EXPECT_NO_THROW(check_sequence_length(
+      parse_hf_config(head + R"(,"rope_scaling":{"type":"dynamic","factor":2.0,"original_max_position_embeddings":16}})",
+                      "d.json"),
+      256));
   const ModelConfig dynamic =
       parse_hf_config(head + R"(,"rope_scaling":{"type":"dynamic","factor":2.0}})", "dynamic.json");
   EXPECT_NO_THROW(check_sequence_length(dynamic, 256));

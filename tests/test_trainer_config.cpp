@@ -150,6 +150,7 @@ TEST(TrainerConfig, TargetModulesMatchAsPeftMatchesThem) {
   EXPECT_EQ(read(llama + "[self_attn.q_proj, mlp.down_proj]\n").lora.targets, "q,down");
   EXPECT_EQ(read(llama + "'.*\\.q_proj'\n").lora.targets, "q");
   EXPECT_EQ(read(llama + "'.*(q|v)_proj'\n").lora.targets, "q,v");
+  EXPECT_EQ(read(llama + "'\\A.*\\.q_proj\\Z'\n").lora.targets, "q");  // Python's \A and \Z
   EXPECT_EQ(read(llama + "ALL-LINEAR\n").lora.targets, "all-linear");
   EXPECT_EQ(read(llama + "[all-linear]\n").lora.targets, "all-linear");  // TRL's one-name list: the string
   EXPECT_EQ(read("model_name_or_path: gpt2-tiny\nuse_peft: true\nlora_target_modules: [c_proj, c_attn]\n").lora.targets,

@@ -237,9 +237,21 @@ std::string targets_from_peft_pattern(const ModelConfig& m, const std::string& p
   std::string lower = pattern;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
   if (lower == "all-linear") return "all-linear";
+  // Python's \A and \Z (start and end of the string) are ECMAScript's ^ and $ here: the match is
+  // over the whole path either way.
+  std::string ecma;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '\\' && i + 1 < pattern.size() && (pattern[i + 1] == 'A' || pattern[i + 1] == 'Z')) {
+      ecma += pattern[i + 1] == 'A' ? '^' : '$';
+      ++i;
+    } else {
+      ecma += pattern[i];
+      if (pattern[i] == '\\' && i + 1 < pattern.size()) ecma += pattern[++i];
+    }
+  }
   std::regex re;
   try {
-    re = std::regex(pattern, std::regex::ECMAScript);
+    re = std::regex(ecma, std::regex::ECMAScript);
   } catch (const std::regex_error& error) {
     throw UserError("is the pattern " + text::quoted(pattern) + ", which accumbench cannot read as a regular expression (" +
                     error.what() + "); list the module names instead, as " + hf_names(m));

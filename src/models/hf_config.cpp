@@ -199,12 +199,23 @@ RopeScaling rope_scaling_of(const FieldReader& f, int64_t max_positions) {
   if (!type_value->is_string()) f.wrong(path("rope_type").c_str(), *type_value, "a string");
   const std::string type = type_value->get<std::string>();
   if (type == "default") return r;
+  if (type != "linear" && type != "dynamic" && type != "llama3" && type != "yarn") {
+    f.fail("field \"" + path("rope_type") + "\" is " + text::quoted(type) +
+               ", a rotary scaling accumbench does not compute (its frequencies would differ from transformers')",
+           "use a model with default, linear, dynamic, llama3 or yarn rope scaling, or remove the field to "
+           "benchmark the same shapes with plain RoPE");
+  }
+  if (const json* partial = field("partial_rotary_factor"); partial != nullptr && !(partial->is_number() && partial->get<double>() == 1.0))
+    f.fail("field \"" + path("partial_rotary_factor") + "\" rotates only part of each head",
+           "accumbench rotates the whole head, as these model types do: remove the field");
   r.factor = number("factor", true, 1.0);
   if (type == "linear") {
     r.type = RopeType::kLinear;
   } else if (type == "dynamic") {
+    // transformers' dynamic NTK starts from max_position_embeddings (its original_max_seq_len),
+    // whatever the scaling's own original_max_position_embeddings says.
     r.type = RopeType::kDynamic;
-    r.original_max_positions = positions(false);
+    r.original_max_positions = max_positions;
   } else if (type == "llama3") {
     r.type = RopeType::kLlama3;
     r.low_freq_factor = number("low_freq_factor", true, 1.0);
@@ -213,7 +224,7 @@ RopeScaling rope_scaling_of(const FieldReader& f, int64_t max_positions) {
     if (!(r.high_freq_factor > r.low_freq_factor))
       f.fail("field \"" + path("high_freq_factor") + "\" is not above low_freq_factor",
              "correct the rope scaling: Llama 3's is low_freq_factor 1, high_freq_factor 4");
-  } else if (type == "yarn") {
+  } else {  // yarn
     r.type = RopeType::kYarn;
     r.original_max_positions = positions(false);
     r.beta_fast = number("beta_fast", false, 32.0);
@@ -232,11 +243,6 @@ RopeScaling rope_scaling_of(const FieldReader& f, int64_t max_positions) {
       if (!t->is_boolean()) f.wrong(path("truncate").c_str(), *t, "true or false");
       r.truncate = t->get<bool>();
     }
-  } else {
-    f.fail("field \"" + path("rope_type") + "\" is " + text::quoted(type) +
-               ", a rotary scaling accumbench does not compute (its frequencies would differ from transformers')",
-           "use a model with default, linear, dynamic, llama3 or yarn rope scaling, or remove the field to "
-           "benchmark the same shapes with plain RoPE");
   }
   return r;
 }
