@@ -199,6 +199,42 @@ TEST(TrainerConfig, TargetModulesMatchAsPeftMatchesThem) {
             std::string::npos);
 }
 
+// axolotl's targets: lora_target_modules joined by lora_target_linear's find_all_linear_names,
+// which finds GPT-2's Conv1D projections only as a quantised base's layers; no target at all, and
+// adapters on some layers or with exclusions, are refused.
+TEST(TrainerConfig, AxolotlTargetsAsItsLoaderBuildsThem) {
+  const std::string lora = "adapter: lora\nlora_r: 4\nlora_alpha: 8\n";
+  const auto axolotl = ab::ConfigFormat::kAxolotl;
+  EXPECT_EQ(read("base_model: llama-tiny\n" + lora + "lora_target_linear: true\n", axolotl).lora.targets, "all-linear");
+  EXPECT_EQ(read("base_model: llama-tiny\n" + lora + "lora_target_linear: true\nlora_target_modules: [q_proj]\n", axolotl)
+                .lora.targets,
+            "all-linear");
+  EXPECT_NE(error_of("base_model: llama-tiny\n" + lora + "lora_target_linear: true\nlora_target_modules: [lm_head]\n", axolotl)
+                .find("matches lm_head (the LM head)"),
+            std::string::npos);
+  EXPECT_EQ(error_of("base_model: gpt2-tiny\n" + lora + "lora_target_linear: true\n", axolotl),
+            "sft.yaml sets lora_target_linear: true, but axolotl's find_all_linear_names finds no linear layer in GPT-2 "
+            "(its projections are transformers' Conv1D, not nn.Linear, unless a quantised base replaced them), so PEFT "
+            "gets no target module and stops; list them instead: lora_target_modules: [c_attn, c_proj, c_fc]");
+  EXPECT_EQ(read("base_model: gpt2-tiny\n" + lora + "lora_target_linear: true\nlora_target_modules: [c_attn]\n", axolotl)
+                .lora.targets,
+            "c_attn");
+  EXPECT_EQ(read("base_model: gpt2-tiny\nadapter: qlora\nload_in_4bit: true\nlora_r: 4\nlora_alpha: 8\n"
+                 "lora_target_linear: true\n",
+                 axolotl)
+                .lora.targets,
+            "all-linear");
+  EXPECT_EQ(error_of("base_model: llama-tiny\n" + lora, axolotl),
+            "sft.yaml sets adapter: lora without lora_target_modules or lora_target_linear, so axolotl passes PEFT no "
+            "target module and PEFT stops; add lora_target_linear: true or list lora_target_modules");
+  EXPECT_NE(error_of("base_model: llama-tiny\n" + lora + "lora_target_linear: true\npeft_layers_to_transform: [0]\n", axolotl)
+                .find("puts adapters on some layers only"),
+            std::string::npos);
+  EXPECT_NE(error_of("base_model: llama-tiny\n" + lora + "lora_target_linear: true\nlora_exclude_modules: [down_proj]\n", axolotl)
+                .find("leaves modules out of the adapters' targets"),
+            std::string::npos);
+}
+
 // pad_to_multiple_of equal to max_length is --padding max (what --emit trl writes for it).
 TEST(TrainerConfig, PadToMultipleOf) {
   EXPECT_EQ(read("max_length: 64\npad_to_multiple_of: 64\n").data.padding, ab::Padding::kMax);
@@ -252,7 +288,7 @@ TEST(TrainerConfig, QuantisedBaseAndOptimizersAreRead) {
   const ab::TrainerConfig c = ab::parse_trainer_config("use_bnb_nested_quant: true\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");
   EXPECT_EQ(c.unused, (Lines{"use_bnb_nested_quant (no load_in_4bit)"}));
 
-  w = read("adapter: qlora\nload_in_4bit: true\nlora_r: 8\nlora_alpha: 16\noptimizer: paged_adamw_8bit\n",
+  w = read("adapter: qlora\nload_in_4bit: true\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\noptimizer: paged_adamw_8bit\n",
            ab::ConfigFormat::kAxolotl);
   EXPECT_EQ(w.lora.base_quant, ab::BaseQuant::kNf4);
   EXPECT_TRUE(w.lora.double_quant);
@@ -262,7 +298,7 @@ TEST(TrainerConfig, QuantisedBaseAndOptimizersAreRead) {
 
   // axolotl's bnb_config_kwargs update its loader's 4-bit config: double quantisation off, fp4
   // refused; the dtypes change nothing measured; an argument not known is listed.
-  const std::string qlora = "adapter: qlora\nload_in_4bit: true\nlora_r: 8\nlora_alpha: 16\n";
+  const std::string qlora = "adapter: qlora\nload_in_4bit: true\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\n";
   const ab::TrainerConfig kwargs = ab::parse_trainer_config(
       qlora + "bnb_config_kwargs:\n  bnb_4bit_use_double_quant: false\n  bnb_4bit_quant_storage: uint8\n"
               "  llm_int8_threshold: 6.0\n  bnb_4bit_quant_type: nf4\n  my_arg: 1\n",
@@ -280,7 +316,7 @@ TEST(TrainerConfig, QuantisedBaseAndOptimizersAreRead) {
             "sft.yaml: bnb_config_kwargs is \"[1]\", not a mapping of BitsAndBytesConfig arguments; fix the key in the "
             "file");
   const ab::TrainerConfig lora = ab::parse_trainer_config(
-      "adapter: lora\nlora_r: 8\nlora_alpha: 16\nbnb_config_kwargs:\n  bnb_4bit_use_double_quant: false\n",
+      "adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\nbnb_config_kwargs:\n  bnb_4bit_use_double_quant: false\n",
       ab::ConfigFormat::kAxolotl, 1, "lora.yml");
   EXPECT_EQ(lora.unused, Lines{"bnb_config_kwargs (4-bit only; no load_in_4bit)"});
 }

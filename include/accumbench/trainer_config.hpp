@@ -37,6 +37,11 @@ struct PeftTargetModules {
   std::vector<std::string> names;   // a list,
   std::string pattern;              // or a pattern
   bool one_name_list = false;       // the pattern came from TRL's one-name list
+  // axolotl's lora_target_linear: find_all_linear_names' modules (nn.Linear and bitsandbytes'
+  // layers, never the LM head) in union with the list. GPT-2's transformers Conv1D projections are
+  // none of those unless a quantised base replaced them.
+  bool all_linear = false;
+  bool named() const { return all_linear || !key.empty(); }
 };
 
 struct TrainerConfig {

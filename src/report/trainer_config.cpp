@@ -550,9 +550,19 @@ struct Reader {
       if (!has("lora_alpha")) throw UserError(path + " sets " + adapter + " without lora_alpha; add lora_alpha");
       set("--lora-alpha", num(number("lora_alpha")), "lora_alpha");
       set("--lora-dropout", num(has("lora_dropout") ? number("lora_dropout") : 0.0), "lora_dropout");
-      if (has("lora_target_linear") && boolean("lora_target_linear")) set("--lora-targets", "all-linear", "lora_target_linear");
-      else if (has("lora_target_modules")) lora_targets("lora_target_modules");
-      else config.lora_default_targets = true;
+      // _build_peft_lora_config (src/axolotl/loaders/adapter.py): lora_target_modules, or [],
+      // joined by find_all_linear_names' modules under lora_target_linear; PeftConfig takes the
+      // layer selections as they are.
+      refuse_if_on("peft_layers_to_transform", "puts adapters on some layers only");
+      refuse_if_on("peft_layers_pattern", "puts adapters on some layers only");
+      refuse_if_on("lora_exclude_modules", "leaves modules out of the adapters' targets");
+      config.lora_target_modules.all_linear = has("lora_target_linear") && boolean("lora_target_linear");
+      if (has("lora_target_modules")) lora_targets("lora_target_modules");
+      if (!config.lora_target_modules.named()) {
+        throw UserError(path + " sets adapter: " + word("adapter") +
+                        " without lora_target_modules or lora_target_linear, so axolotl passes PEFT no target "
+                        "module and PEFT stops; add lora_target_linear: true or list lora_target_modules");
+      }
     } else {
       for (const char* key : {"lora_r", "lora_alpha", "lora_dropout", "lora_target_linear", "lora_target_modules"}) {
         if (has(key)) config.unused.push_back(std::string(key) + " (no adapter)");
@@ -652,12 +662,22 @@ std::string peft_default_targets(const ModelConfig& model) {
 }
 
 // The file's target_modules as --lora-targets for this model, or UserError naming the file and key.
-std::string lora_targets_of(const TrainerConfig& config, const ModelConfig& model) {
+std::string lora_targets_of(const TrainerConfig& config, const ModelConfig& model, bool quantized_base) {
   const PeftTargetModules& t = config.lora_target_modules;
   try {
-    return t.pattern.empty() && !t.one_name_list ? targets_from_peft_names(model, t.names)
-                                                 : targets_from_peft_pattern(model, t.pattern);
+    const std::string listed = t.key.empty() ? ""
+                               : t.pattern.empty() && !t.one_name_list ? targets_from_peft_names(model, t.names)
+                                                                        : targets_from_peft_pattern(model, t.pattern);
+    if (!t.all_linear) return listed;
+    // find_all_linear_names finds GPT-2's Conv1D projections only as bitsandbytes' layers.
+    if (model.arch != Architecture::kGpt2 || quantized_base) return "all-linear";
+    if (!listed.empty()) return listed;
+    throw UserError(config.path + " sets lora_target_linear: true, but axolotl's find_all_linear_names finds no "
+                    "linear layer in GPT-2 (its projections are transformers' Conv1D, not nn.Linear, unless a "
+                    "quantised base replaced them), so PEFT gets no target module and stops; list them instead: "
+                    "lora_target_modules: [c_attn, c_proj, c_fc]");
   } catch (const UserError& error) {
+    if (t.key.empty() || std::string(error.what()).rfind(config.path, 0) == 0) throw;
     throw UserError(config.path + ": " + t.key + " " +
                     (t.one_name_list ? "[" + t.pattern + "] reaches PEFT as one string (TRL's ModelConfig unwraps a "
                                                          "one-name list) and "
@@ -728,8 +748,8 @@ void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload
     }
   }
   if (!given("--lora-targets") && workload.lora.enabled()) {
-    if (!config.lora_target_modules.key.empty()) {
-      workload.lora.targets = lora_targets_of(config, resolve_model(workload.model));
+    if (config.lora_target_modules.named()) {
+      workload.lora.targets = lora_targets_of(config, resolve_model(workload.model), workload.lora.quantized());
     } else if (config.lora_default_targets) {
       workload.lora.targets = peft_default_targets(resolve_model(workload.model));
     }
@@ -761,7 +781,7 @@ std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
     if ((", " + defaults + ",").find(", " + key + ",") == std::string::npos)
       defaults += (defaults.empty() ? "" : ", ") + key;
   }
-  const bool file_targets = !config.lora_target_modules.key.empty();
+  const bool file_targets = config.lora_target_modules.named();
   if (!given("--lora-targets") && workload.lora.enabled()) {
     if (file_targets) read += " --lora-targets " + workload.lora.targets;
     else if (config.lora_default_targets) read += " --lora-targets PEFT's default for the model";

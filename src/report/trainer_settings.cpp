@@ -296,6 +296,9 @@ std::string settings_summary(const TrainerSettings& s) {
 
 std::vector<std::string> peft_target_modules(const ModelConfig& model, const LoraOptions& lora) {
   if (!lora.enabled()) return {};
+  // GPT-2's projections are transformers' Conv1D: PEFT's all-linear takes them, axolotl's
+  // lora_target_linear (find_all_linear_names) does not, so they are named.
+  if (lora.targets == "all-linear" && model.arch == Architecture::kGpt2) return {"c_attn", "c_fc", "c_proj"};
   if (lora.targets == "all-linear") return {"all-linear"};
   std::vector<std::string> names;
   for (const BlockLinear& linear : lora_targets(model, lora.targets)) names.push_back(linear.name);
