@@ -226,13 +226,12 @@ PlanBuilder::Moment PlanBuilder::attention_input_moment() const {
 // The attention's output projection and bmm(probabilities, v) as moments of their own. They decide
 // the peak when the attention is wider than the MLP (H·hd several times d, a thin MLP, a small
 // vocabulary) or hd > T/2; measured exact (to the few hundred bytes of index tensors and loss
-// scalars) in fp32 with the explicit attention, full fine-tuning, LoRA and nf4, with and without
-// checkpointing, accumulation and the optimizer inside backward. Not added where that was not
-// measured: flash attention, autocast or 16-bit weights' casts, adapter dropout, an int8 base, and
-// a lone block 0 whose attention runs no backward.
+// scalars) in fp32 with the explicit attention, full fine-tuning, LoRA, nf4 and int8, with and
+// without checkpointing, accumulation and the optimizer inside backward. Not added where that was
+// not measured: flash attention, autocast or 16-bit weights' casts, adapter dropout, and a lone
+// block 0 whose attention runs no backward.
 bool PlanBuilder::attention_output_moments_apply() const {
   return o.attention == AttentionKind::kExplicit && !block_weights_cast() && !autocast && o.lora.dropout == 0 &&
-         o.lora.base_quant != BaseQuant::kInt8 &&
          !(L == 1 && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kAttention);
 }
 
@@ -246,16 +245,14 @@ int64_t PlanBuilder::adapter_gradients_after_attention() const {
   return bytes;
 }
 
-namespace {
-const char* const kAttentionOutputCopy = "attention output copy (transpose + reshape)";
-}  // namespace
-
 // The output projection's node (o_proj, GPT-2's attn_c_proj) having made its input's gradient and
 // its weight's, before it releases its saved input: the block after the attention is done. Its
 // weight's gradient is counted whatever the split (a new tensor under accumulation; not stepped
 // yet inside backward). LoRA: the adapter's nodes run first (A's input gradient in fp32), then the
 // frozen base's (its input gradient; a quantised base next to its dequantised weight), then
-// autograd's out-of-place sum of the two.
+// autograd's out-of-place sum of the two. The output's gradient, the residual's after the MLP,
+// waits for the base's node, also in a lone block 0 whose input takes none (measured: Qwen3 d 128,
+// 16 heads, one block, b·T·d·4 next to o_proj's dequantised weight).
 PlanBuilder::Moment PlanBuilder::attention_projection_moment() const {
   Moment mom;
   if (!attention_output_moments_apply()) return mom;
@@ -264,6 +261,7 @@ PlanBuilder::Moment PlanBuilder::attention_projection_moment() const {
   const LastBlock last = last_block();
   const int64_t after = last.bytes_from(kAttentionOutputCopy, false);
   if (after < 0) return mom;
+  const bool int8 = o.lora.base_quant == BaseQuant::kInt8;
   if (checkpointing)
     mom.add("the residual's gradient after the MLP", "b·T·d·" + rs(), checkpointed_residual_sum(),
             "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
@@ -290,14 +288,24 @@ PlanBuilder::Moment PlanBuilder::attention_projection_moment() const {
   if (adapted_count(m, o, {gpt2 ? "attn_c_proj" : "o"}) == 0) return mom;
   const int64_t a_outputs_kept =
       adapter_a_output_bytes(o, dtypes(), N) * (gpt2 ? adapted_count(m, o, {"c_attn"}) : adapted_count(m, o, {"q", "k", "v"}));
-  mom.add("released: the block after the attention, and the copy the adapter's A saved", "−(MLP, norm) − b·T·a·c",
-          -(after - a_outputs_kept + last.line_bytes(kAttentionOutputCopy)),
-          "the input projections' adapters keep their A outputs");
+  // An int8 base keeps the copy (the tensor the adapter's A saved) until its own node has run, and
+  // the MLP's nodes have released the inputs it kept for them (int8_inputs_after_attention: the
+  // output projection's own is none when its adapter keeps the same tensor).
+  const bool block0 = L == 1 && !checkpointing;
+  Dtypes dt = dtypes();
+  if (block0) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+  const int64_t int8_released = int8 ? int8_inputs_after_attention(m, o, N, dt, block0) : 0;
+  if (int8) {
+    mom.add("released: the block after the attention", "−(MLP, norm) − the MLP's int8 kept inputs",
+            -(after - a_outputs_kept + int8_released),
+            "the input projections' adapters keep their A outputs; the int8 base keeps the copy");
+  } else {
+    mom.add("released: the block after the attention, and the copy the adapter's A saved", "−(MLP, norm) − b·T·a·c",
+            -(after - a_outputs_kept + last.line_bytes(kAttentionOutputCopy)),
+            "the input projections' adapters keep their A outputs");
+  }
   if (const int64_t grads = adapter_gradients_after_attention())
     mom.add("the adapters' gradients from the output projection on", "Σ (in + out)·r·4", grads, "made on the way");
-  const bool block0 = L == 1 && !checkpointing;
-  if (block0 && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kInput)
-    mom.add("released: the residual's gradient", "−b·T·d·" + rs(), -N * d * w, "block 0's input takes none");
   mom.add("the adapter A's input gradient", "b·T·a·4", N * a * kFp32, "made by A's node");
   int64_t base_node = 2 * N * a * c;  // the base's input gradient and the sum
   if (quant) base_node = std::max(base_node, std::max(dequantized_linear_bytes(o, d, a, c), a * d * c + N * a * c));
@@ -319,8 +327,14 @@ PlanBuilder::Moment PlanBuilder::attention_output_bmm_moment() const {
   const int64_t a_outputs_kept =
       lora ? adapter_a_output_bytes(o, dtypes(), N) * (gpt2 ? adapted_count(m, o, {"c_attn"}) : adapted_count(m, o, {"q", "k", "v"}))
            : 0;
-  mom.add("released: the block from the attention's output copy on", "−(copy, projection, MLP)", -(from - a_outputs_kept),
-          "the output projection's, the norm's and the MLP's nodes are done");
+  // An int8 base's kept inputs from the output projection on went with their nodes.
+  const bool block0 = L == 1 && !checkpointing;
+  Dtypes dt = dtypes();
+  if (block0) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+  const int64_t int8_released = quant ? int8_inputs_after_attention(m, o, N, dt, block0) : 0;
+  mom.add("released: the block from the attention's output copy on",
+          int8_released > 0 ? "−(copy, projection, MLP, int8's kept inputs)" : "−(copy, projection, MLP)",
+          -(from - a_outputs_kept + int8_released), "the output projection's, the norm's and the MLP's nodes are done");
   if (!lora) {
     const int64_t grads = split.optimizer_in_backward
                               ? 0
@@ -329,7 +343,7 @@ PlanBuilder::Moment PlanBuilder::attention_output_bmm_moment() const {
   } else {
     if (const int64_t grads = adapter_gradients_after_attention())
       mom.add("the adapters' gradients after the attention", "Σ (in + out)·r·4", grads, "made on the way");
-    if (L == 1 && !checkpointing && frozen_prefix_of(m, o, checkpointing) >= FrozenPrefix::kInput)
+    if (block0 && dt.frozen_prefix >= FrozenPrefix::kInput)
       mom.add("released: the residual's gradient", "−b·T·d·" + rs(), -N * d * w, "block 0's input takes none");
   }
   if (!bmm_operands_are_views(b, m.n_heads))
@@ -339,6 +353,49 @@ PlanBuilder::Moment PlanBuilder::attention_output_bmm_moment() const {
   if (checkpointing)
     mom.add("the residual's gradient after the MLP", "b·T·d·" + rs(), checkpointed_residual_sum(),
             "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
+  return mom;
+}
+
+// GPT-2's c_attn on a quantised base: its frozen base's node, the block's last linear work. The
+// adapter's nodes have run (A's input gradient made, in fp32; every adapter's A output released
+// by its B), and the base takes the gradient of its whole output, SplitBackward0's concatenation,
+// next to its dequantised weight (with the scratch that made it, or with the input gradient its
+// product makes). By then the block has released everything it saved after ln_1's output, which
+// an int8 base still keeps (the same tensor the adapter's A saved: fp32, no dropout) and nf4's
+// does not. The weight is 3a·d, three times the output projection's, so at micro-batch 1 it tops
+// that projection's moment (measured: GPT-2 d 128, 4 heads, f 32, nf4 and int8, checkpointed).
+// Not where the input projections take no gradient (a lone block 0 with a frozen input).
+PlanBuilder::Moment PlanBuilder::attention_input_base_moment() const {
+  Moment mom;
+  if (!quant || m.arch != Architecture::kGpt2 || !attention_output_moments_apply() || adapted_count(m, o, {"c_attn"}) == 0)
+    return mom;
+  const bool block0 = L == 1 && !checkpointing;
+  Dtypes dt = dtypes();
+  if (block0) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+  if (block0 && dt.frozen_prefix >= FrozenPrefix::kInput) return mom;
+  const int64_t a = m.n_heads * m.head_dim;
+  const LastBlock last = last_block();
+  const bool int8 = o.lora.base_quant == BaseQuant::kInt8;
+  const int64_t after = last.bytes_from(attention_input_line(m), /*with_it=*/int8 ? false : true);
+  if (after < 0) return mom;
+  if (checkpointing)
+    mom.add("the residual's gradient after the MLP", "b·T·d·" + rs(), checkpointed_residual_sum(),
+            "a sum, next to the incoming gradient that CheckpointFunction::backward holds");
+  const int64_t int8_released = int8 ? int8_inputs_after_attention(m, o, N, dt, block0) : 0;
+  mom.add(int8 ? "released: the block after ln_1's output" : "released: the block from ln_1's output on",
+          int8 ? "−(attention, MLP, A outputs, the later int8 kept inputs)" : "−(ln_1 output, attention, MLP, A outputs)",
+          -(after + int8_released),
+          int8 ? "every later node of the block is done; the int8 base keeps its input" : "every later node of the block is done");
+  if (lora && !accumulating && !split.optimizer_in_backward) {
+    int64_t grads = 0;
+    for (const BlockLinear& l : lora_targets(m, o.lora.targets)) grads += (l.in + l.out) * o.lora.rank * kFp32;
+    mom.add("the block's adapter gradients", "Σ (in + out)·r·4", grads, "made on the way, c_attn's own too");
+  }
+  mom.add("the adapter A's input gradient", "b·T·d·4", N * d * kFp32, "made by A's node");
+  const int64_t cat = N * 3 * a * c;
+  const int64_t node = cat + std::max(dequantized_linear_bytes(o, 3 * a, d, c), 3 * a * d * c + N * d * c);
+  mom.add("c_attn's base node: its output's gradient, dequantised weight", "b·T·3a·c + max(dequant, 3a·d·c + b·T·d·c)",
+          std::max(node, 2 * N * d * c), "SplitBackward0's concatenation, then autograd adds its input gradient to A's");
   return mom;
 }
 

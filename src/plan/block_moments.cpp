@@ -332,7 +332,8 @@ void PlanBuilder::peak_candidates(const Table& blk, int64_t released_before_soft
                                  mlp_input_moment(),        post_attention_norm_moment(), attention_input_moment(),
                                  recompute_end_moment(),    recompute_adapter_moment(),
                                  recompute_attention_moment(), attention_projection_moment(),
-                                 attention_output_bmm_moment()};
+                                 attention_output_bmm_moment(), attention_input_base_moment(),
+                                 recompute_output_projection_moment()};
   const Moment* best = &moments.front();
   for (const Moment& moment : moments)
     if (!moment.lines.empty() && moment.bytes > best->bytes) best = &moment;

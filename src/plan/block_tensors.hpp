@@ -87,6 +87,7 @@ inline constexpr const char* kMlpOutInputLine[] = {"gelu output", "silu(gate)·u
 inline constexpr const char* kBlockInputLine = "block input x";  // the block's input (LayerNorm's, or RMSNorm's fp32 copy)
 inline constexpr const char* kAdapterOutputsLine = "LoRA A outputs";  // what each adapter's B saves
 inline constexpr const char* kResidualLine = "residual h after attention";  // x + the attention's output
+inline constexpr const char* kAttentionOutputCopy = "attention output copy (transpose + reshape)";  // the output projection's input
 inline const char* attention_input_line(const ModelConfig& m) { return kAttentionInputLine[m.arch == Architecture::kGpt2 ? 0 : 1]; }
 // --framework hf-trl runs gelu_new as transformers does, op by op (hf_activation_saved).
 inline bool hf_activation_op_by_op(const ModelConfig& m, const PlanOptions& o) {

@@ -169,6 +169,55 @@ PlanBuilder::Moment PlanBuilder::recompute_attention_moment() const {
   return best;
 }
 
+// QLoRA, checkpointed with the explicit attention: the recompute's output projection dequantises
+// its weight as soon as the recompute's attention has returned, inside backward next to the
+// incoming gradient, before the recompute has saved the block's lines from the projection's input
+// on or run its adapter (an int8 base has kept the inputs of the linears run). On top: the
+// block's locals (Llama's normed and rotated q, k, v; GPT-2's c_attn output), the projection's
+// input, the input projections' A outputs, and the weight with its scratch or next to the result
+// its product makes (as in the forward: quant_output_projection). It wins at a wide attention
+// without accumulation (measured: Qwen3 d 128, 16 heads of 64, nf4, 2×1, the rotated q next to
+// o_proj's dequantised weight).
+PlanBuilder::Moment PlanBuilder::recompute_output_projection_moment() const {
+  Moment mom;
+  if (!checkpointing || !quant || o.attention != AttentionKind::kExplicit) return mom;
+  const LastBlock last = last_block();
+  const ForwardMoment* attention = nullptr;
+  for (const ForwardMoment& moment : last.moments)
+    if (moment.kind == ForwardMoment::kAttention) attention = &moment;
+  if (attention == nullptr) return mom;
+  int64_t before_input = 0;
+  bool found = false;
+  for (const PlanLine& line : last.lines) {
+    if (line.name.rfind(kAttentionOutputCopy, 0) == 0) found = true;
+    if (!found) before_input += line.bytes;
+  }
+  if (!found) return mom;
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const int64_t a = m.n_heads * m.head_dim;
+  mom.add("recompute: not saved yet", "−(the block's lines from the output projection's input on)",
+          before_input - total_bytes(last.lines), "the recompute has saved the block up to its attention");
+  ForwardMoment projection = *attention;
+  projection.groups_run = 2;  // the output projection's base has taken its input
+  int8_not_kept_yet(projection, mom);
+  const int64_t later_adapters =
+      adapter_cast_cache(1) - (gpt2 ? adapter_cast_cache(0, {"c_attn"}) : adapter_cast_cache(0, {"q", "k", "v"}));
+  if (later_adapters > 0)
+    mom.add("recompute: not cast yet", "−(later adapters' A and B)·c", -later_adapters,
+            "the adapters after the attention have not run yet");
+  if (last.a_outputs_line < last.lines.size() && last.a_outputs[0] > 0)
+    mom.add("recompute: the input projections' A outputs", autocast ? "Σ b·T·r·c" : "Σ b·T·r·4", last.a_outputs[0],
+            "each B saved its input as its adapter ran (their line is among those not saved yet)");
+  if (attention->locals_bytes > 0)
+    mom.add("recompute: the block's unsaved locals", "x, qkv, y, h, … as held", attention->locals_bytes,
+            "the block forward's locals that no backward saves");
+  mom.add("recompute: the output projection's input", "b·T·a·c", N * a * c, "the attention output copy");
+  mom.add("recompute: the output projection's dequantised weight", "max(dequant, a·d·c + b·T·d·c)",
+          std::max(dequantized_linear_bytes(o, d, a, c), d * a * c + N * d * c),
+          "with the scratch that made it, or next to the result its product makes");
+  return mom;
+}
+
 // The locals held from the attention on: GPT-2's c_attn output (the qkv views), Llama's
 // `normed` and the rotated q, k and v (and, unless checkpointed, block 0's input).
 void PlanBuilder::attention_locals(const Table& t) const {

@@ -68,7 +68,16 @@ int64_t PlanBuilder::quant_forward_peak(const PhaseTotals& s, int64_t forward) c
     // a second moment, with that weight.
     int64_t saved_through_blocks = 0;
     for (size_t i = 0; i < block_lines_end; ++i) saved_through_blocks += plan.saved[i].bytes;
-    forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + dequant_bytes);
+    // Unless checkpointed, where the input projections' moments are measured
+    // (quant_first_projection) they replace that bound, which counts every line of the last block
+    // though they run first; the other weights' moments are the output projections' (the MLP's
+    // input projections, as wide as its output projection, run before their activations' lines).
+    const int64_t first_projection = quant_first_projection(), output_projection = quant_output_projection();
+    if (first_projection > 0 && output_projection > 0) {
+      forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_before_blocks + first_projection);
+    } else {
+      forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + dequant_bytes);
+    }
     // The MLP's output projection: its dequantised weight (and the scratch that made it), then
     // next to the weight the (b·T, d) result its product makes.
     const int64_t down = std::max(dequantized_linear_bytes(o, d, m.d_ff, c), d * m.d_ff * c + N * d * c);
@@ -91,9 +100,119 @@ int64_t PlanBuilder::quant_forward_peak(const PhaseTotals& s, int64_t forward) c
       // Checkpointed, the last block's MLP (run without grad) holds its locals and activations
       // when its output projection dequantises its weight.
       forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + mlp_before_out_projection + down);
+      // And its input projections, the block's first linears, which save nothing there: their
+      // input, the first norm's output, next to each weight (input_projections_dequant; measured:
+      // GPT-2 d 128, 4 heads, f 32, c_attn's b·T·3a output beside its dequantised 3a·d weight).
+      forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks + N * d * w +
+                                      input_projections_dequant(/*a_outputs_kept=*/false));
+    }
+    // The attention's output projection, where the attention is wide: its dequantised weight next
+    // to the attention's locals and what the block has saved up to its input (quant_output_projection).
+    if (output_projection > 0) {
+      const int64_t before = checkpointing ? saved_through_blocks : saved_before_blocks;
+      forward = std::max(forward, resident_bytes + grads_in_micro_step + before + output_projection);
     }
   }
   return forward;
+}
+
+// What the blocks below the last have saved, with grad (quant_first_projection,
+// quant_output_projection): the blocks' lines less the last block's, its int8 kept inputs and,
+// under autocast, the casts of its adapters from linear group `first_not_run` on.
+int64_t PlanBuilder::blocks_below_last(const LastBlock& last, int first_not_run) const {
+  Dtypes dt = dtypes();
+  if (L == 1) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+  int64_t bytes = 0;
+  for (size_t i = block_lines_begin; i < block_lines_end; ++i) bytes += plan.saved[i].bytes;
+  bytes -= total_bytes(last.lines) + int8_block_inputs(m, o, N, dt, /*block0=*/L == 1);
+  if (autocast && lora)
+    for (const BlockLinear& l : lora_targets(m, o.lora.targets))
+      if (linear_group(l.name) >= first_not_run) bytes -= adapter_cast_bytes(o, c, l.in, l.out);
+  return bytes;
+}
+
+// With grad (not checkpointed) on a quantised base, the last block's input projections
+// dequantise their weights first thing (GPT-2's c_attn; Llama's q, k, v in turn, each next to
+// the outputs and A outputs of those before it): next to the blocks below, what the block has
+// saved by then (its input, the first norm's statistics), the norm's output (which their adapters
+// save) and, where nothing saves it, the block's input; the weight with its scratch, or next to the
+// b·T·out output its product makes (measured: GPT-2 d 128, 4 heads, f 32 and Qwen3 d 128, 16
+// heads of 32, f 64, nf4 and int8). Only where the attention's moments were measured
+// (attention_output_moments_apply: fp32, no dropout); 0 elsewhere. The bytes above the lines
+// saved before the blocks.
+int64_t PlanBuilder::quant_first_projection() const {
+  if (!quant || checkpointing || !attention_output_moments_apply()) return 0;
+  const LastBlock last = last_block();
+  const int64_t from_input = last.bytes_from(attention_input_line(m), /*with_it=*/true);
+  if (from_input < 0) return 0;  // no adapter on them saves their input
+  const int64_t before_input = total_bytes(last.lines) - from_input;
+  const int64_t input = last.line_bytes(attention_input_line(m));
+  const int64_t block_input = last.line_bytes(kBlockInputLine) > 0 ? 0 : N * d * w;
+  Dtypes dt = dtypes();
+  if (L == 1) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+  const int64_t int8 = int8_kept_at(m, o, N, dt, /*groups_run=*/1, /*block0=*/L == 1);
+  return blocks_below_last(last, 0) + before_input + input + block_input + int8 +
+         input_projections_dequant(/*a_outputs_kept=*/true);
+}
+
+// The attention's input projections (GPT-2's c_attn; Llama's q, k, v in turn) dequantising their
+// weights: each weight with its scratch, or next to the b·T·out output its product makes, beside
+// the outputs of those before it (and, with grad, their A outputs, which each B saves); the
+// highest.
+int64_t PlanBuilder::input_projections_dequant(bool a_outputs_kept) const {
+  int64_t made = 0, highest = 0;
+  for (const BlockLinear& l : block_linears(m)) {
+    if (linear_group(l.name) != 0) continue;
+    const int64_t weight = std::max(dequantized_linear_bytes(o, l.out, l.in, c), l.out * l.in * c + N * l.out * c);
+    highest = std::max(highest, made + weight);
+    made += N * l.out * c;
+    if (a_outputs_kept && adapted_count(m, o, {l.name.c_str()}) > 0) made += adapter_a_output_bytes(o, dtypes(), N);
+  }
+  return highest;
+}
+
+// QLoRA with the explicit attention: the last block's output projection (o_proj, attn_c_proj)
+// dequantises its a·d weight in the forward as soon as the attention has returned, before the
+// block has saved anything after its input (the attention output copy) or run its adapter: the
+// weight with its scratch, or next to the (b·T, d) result its product makes, on top of the
+// block's locals (Llama's normed and rotated q, k, v, GPT-2's c_attn output; unless checkpointed,
+// block 0's input when nothing saves it) and that input. With grad, the block's lines up to the
+// input, the A outputs of the input projections' adapters and an int8 base's kept inputs are
+// there too, and every block below; checkpointed (run without grad) the block saves nothing.
+// Measured: Qwen3 d 128, 16 heads of 32 and 64, f 64, nf4 and int8, with and without
+// checkpointing (the rotated q next to o_proj's dequantised weight). The bytes above the lines
+// saved before the blocks (checkpointed: through the blocks' inputs); 0 where it does not apply.
+int64_t PlanBuilder::quant_output_projection() const {
+  if (!quant || o.attention != AttentionKind::kExplicit) return 0;
+  const int64_t a = m.n_heads * m.head_dim;
+  const int64_t weight = std::max(dequantized_linear_bytes(o, d, a, c), d * a * c + N * d * c);
+  if (checkpointing) {
+    std::vector<PlanLine> locals;
+    attention_locals(Table{&locals});
+    const int64_t casts = m.arch == Architecture::kGpt2 ? adapter_cast_cache(L - 1, {"c_attn"})
+                                                        : adapter_cast_cache(L - 1, {"q", "k", "v"});
+    return casts + total_bytes(locals) + N * a * c + weight;
+  }
+  const LastBlock last = last_block();
+  const ForwardMoment* attention = nullptr;
+  for (const ForwardMoment& moment : last.moments)
+    if (moment.kind == ForwardMoment::kAttention) attention = &moment;
+  if (attention == nullptr) return 0;
+  // The block's lines before its output projection's input (its adapter's lines of it come later).
+  int64_t before_input = 0;
+  bool found = false;
+  for (const PlanLine& line : last.lines) {
+    if (line.name.rfind(kAttentionOutputCopy, 0) == 0) found = true;
+    if (!found) before_input += line.bytes;
+  }
+  if (!found) return 0;
+  Dtypes dt = dtypes();
+  if (L == 1) dt.frozen_prefix = frozen_prefix_of(m, o, checkpointing);
+  const int64_t a_outputs = last.a_outputs_line >= last.lines.size() ? 0 : last.a_outputs[0];
+  const int64_t int8 = int8_kept_at(m, o, N, dt, /*groups_run=*/2, /*block0=*/L == 1);
+  // The block's input in 16-bit weights' dtype (Llama family), as in last_block_forward.
+  const int64_t input = m.arch != Architecture::kGpt2 && w != kFp32 && last.line_bytes(kBlockInputLine) > 0 ? N * d * w : 0;
+  return blocks_below_last(last, 1) + before_input + a_outputs + int8 + attention->locals_bytes + input + N * a * c + weight;
 }
 
 // The backward's first moments: the loss head's gradients (the chunked head's final norm, an

@@ -243,12 +243,14 @@ struct PlanBuilder {
   Moment attention_input_moment() const;
   Moment attention_projection_moment() const;
   Moment attention_output_bmm_moment() const;
+  Moment attention_input_base_moment() const;
   bool attention_output_moments_apply() const;
   int64_t adapter_gradients_after_attention() const;
   Moment recompute_end_moment() const;
   Moment recompute_adapter_moment() const;
   PlanLine dropout_moment_line(const std::string& prefix, int64_t bytes) const;
   Moment recompute_attention_moment() const;
+  Moment recompute_output_projection_moment() const;
   void int8_not_kept_yet(const ForwardMoment& moment, Moment& candidate) const;
   int64_t new_gradient_bytes() const;
   int64_t mlp_out_released() const;
@@ -309,6 +311,10 @@ struct PlanBuilder {
   PhaseTotals phase_totals() const;
   int64_t forward_peak(const PhaseTotals& s) const;
   int64_t quant_forward_peak(const PhaseTotals& s, int64_t forward) const;
+  int64_t quant_output_projection() const;
+  int64_t quant_first_projection() const;
+  int64_t input_projections_dequant(bool a_outputs_kept) const;
+  int64_t blocks_below_last(const LastBlock& last, int first_not_run) const;
   int64_t backward_head_peak(const PhaseTotals& s) const;
   int64_t head_weight_gradient_peak(const PhaseTotals& s) const;
   int64_t embedding_lookup_input() const;
