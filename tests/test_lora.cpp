@@ -237,6 +237,21 @@ TEST(LoraPlan, WideAttentionOverAThinMlp) {
     EXPECT_LT(oib, 0.03);
     EXPECT_GT(oib, -0.02);
   }
+  // Adapters on some linears only over a quantised base, checkpointed: the output projection's
+  // frozen base node (its dequantised weight and input gradient) and its recompute, with no adapter
+  // of its own (-24 % before). Partial targets still miss over a full-precision base at 1x2
+  // (-5.5 %), without checkpointing, and on GPT-2 (README, Known limits).
+  for (const ab::BaseQuant quant : {ab::BaseQuant::kNf4, ab::BaseQuant::kInt8}) {
+    for (const char* targets : {"mlp", "q,v"}) {
+      ab::LoraOptions partial = rank(8, targets);
+      partial.base_quant = quant;
+      for (auto [micro, accum] : {std::pair<int64_t, int64_t>{1, 2}, {2, 1}}) {
+        const double e = accumbench_test::lora_plan_error("wide plan", wide, fp32, fp32, partial, micro, accum, true);
+        EXPECT_LT(e, 0.03);
+        EXPECT_GT(e, -0.02);
+      }
+    }
+  }
   for (const ab::BaseQuant quant : {ab::BaseQuant::kNf4, ab::BaseQuant::kInt8}) {
     ab::LoraOptions qlora = rank(8);
     qlora.base_quant = quant;

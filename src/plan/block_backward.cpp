@@ -259,8 +259,9 @@ PlanBuilder::Moment PlanBuilder::attention_projection_moment() const {
   const bool gpt2 = m.arch == Architecture::kGpt2;
   const int64_t a = m.n_heads * m.head_dim, f = m.d_ff;
   const LastBlock last = last_block();
+  const bool adapted = !lora || adapted_count(m, o, {gpt2 ? "attn_c_proj" : "o"}) > 0;
   const int64_t after = last.bytes_from(kAttentionOutputCopy, false);
-  if (after < 0) return mom;
+  if (adapted && after < 0) return mom;
   const bool int8 = o.lora.base_quant == BaseQuant::kInt8;
   if (checkpointing)
     mom.add("the residual's gradient after the MLP", "b·T·d·" + rs(), checkpointed_residual_sum(),
@@ -285,9 +286,9 @@ PlanBuilder::Moment PlanBuilder::attention_projection_moment() const {
     }
     return mom;
   }
-  if (adapted_count(m, o, {gpt2 ? "attn_c_proj" : "o"}) == 0) return mom;
   const int64_t a_outputs_kept =
       adapter_a_output_bytes(o, dtypes(), N) * (gpt2 ? adapted_count(m, o, {"c_attn"}) : adapted_count(m, o, {"q", "k", "v"}));
+  if (!adapted) return frozen_projection_moment(mom, a_outputs_kept);
   // An int8 base keeps the copy (the tensor the adapter's A saved) until its own node has run, and
   // the MLP's nodes have released the inputs it kept for them (int8_inputs_after_attention: the
   // output projection's own is none when its adapter keeps the same tensor).
@@ -312,6 +313,38 @@ PlanBuilder::Moment PlanBuilder::attention_projection_moment() const {
   mom.add(quant ? "the base's node (dequantised weight, input gradient) or the sum" : "the base's input gradient and the sum",
           quant ? "max(dequant, a·d·c + b·T·a·c, 2·b·T·a·c)" : "2·b·T·a·c", base_node,
           "the frozen base's backward, then autograd adds it to A's");
+  return mom;
+}
+
+// The output projection without an adapter (LoRA on other linears): its frozen base's node alone,
+// which saved no input (an int8 base keeps the copy, MatMul8bitLt's input, until it has run). It
+// makes the input's gradient b·T·a·c, a quantised base next to its dequantised weight (with the
+// scratch that made it, or with the product); nothing is summed. The block after the attention
+// is released by then, the MLP's int8 kept inputs too, and the adapters' gradients from the MLP on
+// are made. With a thin MLP the dequantised a·d weight tops the block's other moments (measured:
+// Qwen3 d 128, 16 heads of 32 and 64, f 64, targets the MLP or q, v, nf4 and int8, checkpointed,
+// exact to the loss scalars; nf4 without checkpointing moves toward the measurement). Not an int8
+// base without checkpointing: there it came out above the measurement by about the copy.
+PlanBuilder::Moment PlanBuilder::frozen_projection_moment(Moment mom, int64_t a_outputs_kept) const {
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  const bool gqa = m.n_kv_heads != m.n_heads;
+  const int64_t a = m.n_heads * m.head_dim;
+  const LastBlock last = last_block();
+  // No copy line (nothing saved it): the block's lines after bmm(probabilities, v)'s v.
+  const int64_t after = last.bytes_from(!gpt2 && gqa ? "v repeated to H heads" : "v copy", false);
+  if (after < 0) return Moment{};
+  const bool int8 = o.lora.base_quant == BaseQuant::kInt8;
+  if (int8 && !checkpointing) return Moment{};  // over by about the copy where measured: not added
+  const int64_t int8_released = int8 ? int8_inputs_after_attention(m, o, N, dtypes(), false) - N * a * c : 0;
+  mom.add(int8 ? "released: the block after the attention, the MLP's int8 kept inputs" : "released: the block after the attention",
+          int8 ? "−(MLP, norm) − the MLP's int8 kept inputs" : "−(MLP, norm)", -(after - a_outputs_kept + int8_released),
+          int8 ? "the input projections' adapters keep their A outputs; the int8 base keeps the copy"
+               : "the input projections' adapters keep their A outputs; the frozen projection saved no copy");
+  if (const int64_t grads = adapter_gradients_after_attention())
+    mom.add("the adapters' gradients after the attention", "Σ (in + out)·r·4", grads, "made on the way");
+  const int64_t node = quant ? std::max(dequantized_linear_bytes(o, d, a, c), a * d * c + N * a * c) : N * a * c;
+  mom.add(quant ? "the frozen base's node: dequantised weight, input gradient" : "the frozen projection's input gradient",
+          quant ? "max(dequant, a·d·c + b·T·a·c)" : "b·T·a·c", node, "no adapter: nothing to add it to");
   return mom;
 }
 

@@ -242,6 +242,7 @@ struct PlanBuilder {
   Moment post_attention_norm_moment() const;
   Moment attention_input_moment() const;
   Moment attention_projection_moment() const;
+  Moment frozen_projection_moment(Moment mom, int64_t a_outputs_kept) const;
   Moment attention_output_bmm_moment() const;
   Moment attention_input_base_moment() const;
   bool attention_output_moments_apply() const;
