@@ -34,8 +34,7 @@ PlanBuilder::Moment PlanBuilder::softmax_moment(int64_t released_before_softmax)
   // LoRA: the adapters on the attention's input projections still hold their A outputs (saved by
   // their B, whose nodes come later), though that line comes after v's (measured: seed 2026 case
   // 891, q's, k's and v's b·T·r·4 at the softmax's backward).
-  const int64_t a_outputs_kept =
-      adapter_a_output_bytes(o, dt, N) * (gpt2 ? adapted_count(m, o, {"c_attn"}) : adapted_count(m, o, {"q", "k", "v"}));
+  const int64_t a_outputs_kept = input_projection_a_outputs(dt);
   const int64_t released = released_before_softmax - v_kept - a_outputs_kept + int8_inputs +
                            (block_weights_cast() ? (a * d + (gpt2 ? 2 : 3) * d * f) * c : 0);
   const int64_t grads = split.optimizer_in_backward
@@ -47,10 +46,7 @@ PlanBuilder::Moment PlanBuilder::softmax_moment(int64_t released_before_softmax)
   if (grads > 0) softmax.add("the block's MLP and projection gradients", "(MLP, norm, proj.)·4", grads, "made on the way");
   // LoRA: the adapters after the attention (its output projection's, the MLP's) have made their
   // gradients (without accumulation new tensors; measured: seed 2026 case 614).
-  int64_t adapter_grads = 0;
-  if (lora && !accumulating && !split.optimizer_in_backward)
-    for (const BlockLinear& l : lora_targets(m, o.lora.targets))
-      if (linear_group(l.name) > 0) adapter_grads += (l.in + l.out) * o.lora.rank * kFp32;
+  const int64_t adapter_grads = adapter_gradients_after_attention();
   if (adapter_grads > 0)
     softmax.add("the adapters' gradients after the attention", "Σ (in + out)·r·4", adapter_grads, "made on the way");
   // A lone block 0 whose input needs no gradient (LoRA's frozen embedding, no adapter before the
@@ -237,6 +233,13 @@ bool PlanBuilder::attention_output_moments_apply() const {
 
 // LoRA without accumulation: the gradients of the adapters from the output projection on, new
 // tensors by the time the attention's backward runs.
+// The A outputs of the attention's input projections' adapters (GPT-2's c_attn; q, k, v), which
+// their B nodes, later in backward, still hold.
+int64_t PlanBuilder::input_projection_a_outputs(const Dtypes& dt) const {
+  const bool gpt2 = m.arch == Architecture::kGpt2;
+  return adapter_a_output_bytes(o, dt, N) * (gpt2 ? adapted_count(m, o, {"c_attn"}) : adapted_count(m, o, {"q", "k", "v"}));
+}
+
 int64_t PlanBuilder::adapter_gradients_after_attention() const {
   int64_t bytes = 0;
   if (lora && !accumulating && !split.optimizer_in_backward)
@@ -286,8 +289,7 @@ PlanBuilder::Moment PlanBuilder::attention_projection_moment() const {
     }
     return mom;
   }
-  const int64_t a_outputs_kept =
-      adapter_a_output_bytes(o, dtypes(), N) * (gpt2 ? adapted_count(m, o, {"c_attn"}) : adapted_count(m, o, {"q", "k", "v"}));
+  const int64_t a_outputs_kept = input_projection_a_outputs(dtypes());
   if (!adapted) return frozen_projection_moment(mom, a_outputs_kept);
   // An int8 base keeps the copy (the tensor the adapter's A saved) until its own node has run, and
   // the MLP's nodes have released the inputs it kept for them (int8_inputs_after_attention: the
@@ -357,9 +359,7 @@ PlanBuilder::Moment PlanBuilder::attention_output_bmm_moment() const {
   const int64_t a = m.n_heads * m.head_dim, f = m.d_ff;
   const int64_t from = last_block().bytes_from(kAttentionOutputCopy, true);
   if (from < 0) return mom;
-  const int64_t a_outputs_kept =
-      lora ? adapter_a_output_bytes(o, dtypes(), N) * (gpt2 ? adapted_count(m, o, {"c_attn"}) : adapted_count(m, o, {"q", "k", "v"}))
-           : 0;
+  const int64_t a_outputs_kept = lora ? input_projection_a_outputs(dtypes()) : 0;
   // An int8 base's kept inputs from the output projection on went with their nodes.
   const bool block0 = L == 1 && !checkpointing;
   Dtypes dt = dtypes();

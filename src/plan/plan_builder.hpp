@@ -247,6 +247,7 @@ struct PlanBuilder {
   Moment attention_input_base_moment() const;
   bool attention_output_moments_apply() const;
   int64_t adapter_gradients_after_attention() const;
+  int64_t input_projection_a_outputs(const Dtypes& dt) const;
   Moment recompute_end_moment() const;
   Moment recompute_adapter_moment() const;
   PlanLine dropout_moment_line(const std::string& prefix, int64_t bytes) const;
