@@ -464,7 +464,7 @@ TEST(HfConfig, RopeThetaIsReadWhereEitherVersionSavesIt) {
           .rope_theta,
       500000.0);
   EXPECT_DOUBLE_EQ(
-      parse_hf_config(head + R"(,"rope_parameters":{"full_attention":{"rope_theta":2e5},"sliding_attention":{"rope_theta":1e4}}})",
+      parse_hf_config(head + R"(,"rope_parameters":{"full_attention":{"rope_theta":2e5},"sliding_attention":{"rope_theta":2e5}}})",
                       "per type")
           .rope_theta,
       2e5);
@@ -545,6 +545,33 @@ TEST(HfConfig, RopeScalingIsReadAsTransformersComputesIt) {
       parse_hf_config(head + R"(,"rope_scaling":{"type":"dynamic","factor":2.0}})", "dynamic.json");
   EXPECT_NO_THROW(check_sequence_length(dynamic, 256));
   EXPECT_THROW(check_sequence_length(dynamic, 257), UserError);
+
+  // transformers 5 reads a top-level original_max_position_embeddings first (Phi-3's and
+  // DeepSeek's files keep it there); one that disagrees with the scaling's own is refused.
+  EXPECT_EQ(scaling(R"(,"original_max_position_embeddings":64,"rope_scaling":{"type":"yarn","factor":4.0})")
+                .original_max_positions,
+            64);
+  EXPECT_EQ(scaling(R"(,"original_max_position_embeddings":64,"rope_scaling":{"rope_type":"llama3","factor":4.0,)"
+                    R"("low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":64})")
+                .original_max_positions,
+            64);
+  EXPECT_EQ(error_of(R"(,"original_max_position_embeddings":64,"rope_scaling":{"type":"yarn","factor":4.0,)"
+                     R"("original_max_position_embeddings":32})"),
+            "config \"c.json\": field \"original_max_position_embeddings\" (64) differs from "
+            "\"rope_scaling.original_max_position_embeddings\" (32): transformers 5 computes the rotary frequencies "
+            "with the first, transformers 4 with the second; make the two agree (the length the model was pretrained "
+            "at)");
+  // Parameters per layer type: the same for every type is the one rope; different ones are refused
+  // (these models build one rotary embedding for all layers).
+  EXPECT_EQ(scaling(R"(,"rope_parameters":{"full_attention":{"rope_type":"linear","factor":2.0},)"
+                    R"("sliding_attention":{"rope_type":"linear","factor":2.0}})")
+                .factor,
+            2.0);
+  EXPECT_EQ(error_of(R"(,"rope_parameters":{"full_attention":{"rope_type":"linear","factor":2.0},)"
+                     R"("sliding_attention":{"rope_type":"default"}})"),
+            "config \"c.json\": field \"rope_parameters.sliding_attention\" differs from "
+            "\"rope_parameters.full_attention\", but these models rotate every layer with one rotary embedding; give "
+            "one set of rope parameters (the full attention's) for every layer type");
 }
 
 // Dropout is named for the note (GPT2Config's three default to 0.1; the Llama family's

@@ -152,6 +152,14 @@ const json* rope_scaling_object(const FieldReader& f, std::string& key) {
   if (!object->is_object()) f.wrong(key.c_str(), *object, "an object");
   if (!object->contains("rope_type") && !object->contains("type") && object->contains("full_attention") &&
       (*object)["full_attention"].is_object()) {
+    // One rotary embedding serves every layer of these models (transformers builds it from the
+    // config without a layer type), so parameters that differ per layer type cannot be run as given.
+    for (const auto& [layer_type, parameters] : object->items()) {
+      if (parameters != (*object)["full_attention"])
+        f.fail("field \"" + key + "." + layer_type + "\" differs from \"" + key +
+                   ".full_attention\", but these models rotate every layer with one rotary embedding",
+               "give one set of rope parameters (the full attention's) for every layer type");
+    }
     key += ".full_attention";
     object = &(*object)["full_attention"];
   }
@@ -184,15 +192,27 @@ RopeScaling rope_scaling_of(const FieldReader& f, int64_t max_positions) {
       f.wrong(path(name).c_str(), *v, "a positive number");
     return v->get<double>();
   };
+  // The length the model was pretrained at. transformers 5 (standardize_rope_params) takes a
+  // top-level original_max_position_embeddings before the scaling's own; 4 reads only the
+  // scaling's. Both given and different would compute other frequencies on each: refused.
   auto positions = [&](bool required) -> int64_t {
-    const json* v = field("original_max_position_embeddings");
-    if (v == nullptr) {
-      if (required) f.missing(path("original_max_position_embeddings").c_str());
-      return max_positions;
-    }
-    if (!v->is_number_integer() || v->get<int64_t>() <= 0)
-      f.wrong(path("original_max_position_embeddings").c_str(), *v, "a positive integer");
-    return v->get<int64_t>();
+    const auto integer = [&](const json* v, const std::string& name) {
+      if (!v->is_number_integer() || v->get<int64_t>() <= 0) f.wrong(name.c_str(), *v, "a positive integer");
+      return v->get<int64_t>();
+    };
+    const json* top = f.find("original_max_position_embeddings");
+    const json* own = field("original_max_position_embeddings");
+    const int64_t top_value = top != nullptr ? integer(top, "original_max_position_embeddings") : 0;
+    const int64_t own_value = own != nullptr ? integer(own, path("original_max_position_embeddings")) : 0;
+    if (top != nullptr && own != nullptr && top_value != own_value)
+      f.fail("field \"original_max_position_embeddings\" (" + std::to_string(top_value) + ") differs from \"" +
+                 path("original_max_position_embeddings") + "\" (" + std::to_string(own_value) +
+                 "): transformers 5 computes the rotary frequencies with the first, transformers 4 with the second",
+             "make the two agree (the length the model was pretrained at)");
+    if (top != nullptr) return top_value;
+    if (own != nullptr) return own_value;
+    if (required) f.missing(path("original_max_position_embeddings").c_str());
+    return max_positions;
   };
   const json* type_value = field("rope_type") != nullptr ? field("rope_type") : field("type");
   if (type_value == nullptr) return r;  // rope_parameters holding rope_theta alone
