@@ -12,7 +12,8 @@ with _cast_input_dtype, older ones with x.to(lora_A.weight.dtype): the same arit
            this file) store nn.Linear's (out, in): the same map, transposed storage.
   Llama    transformers/models/llama/modeling_llama.py: LlamaRMSNorm (variance in fp32, the weight
            applied after the cast back), LlamaRotaryEmbedding (inv_freq = 1/theta^(2i/d), the angle
-           table concatenated with itself, cos/sin cast to the activations' dtype), rotate_half
+           table concatenated with itself, cos/sin cast to the dtype of its input, the hidden state
+           that LlamaModel passes it: under autocast over fp32 weights q·cos promotes to fp32), rotate_half
            (cat(-x2, x1) over the two halves of head_dim), repeat_kv (each kv head expanded to
            n_heads/n_kv_heads consecutive query heads), LlamaMLP (down(act(gate(x)) * up(x)), act =
            ACT2FN[hidden_act], silu by default).
@@ -210,7 +211,7 @@ class Rotary:
             return inv, s["attention_factor"]
         raise ValueError(f"rope_type {kind!r} is not one the reference computes")
 
-    def apply(self, x):  # x: (B, H, T, hd)
+    def apply(self, x, table_dtype):  # x: (B, H, T, hd); table_dtype: the hidden state's
         seq = x.shape[2]
         inv_freq, attention_factor = self.inverse_frequencies()
         freqs = torch.outer(torch.arange(seq, dtype=torch.float32), inv_freq)  # (T, hd/2)
@@ -223,7 +224,7 @@ class Rotary:
             half = x.shape[-1] // 2
             rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)  # rotate_half
         cos, sin = angles.cos() * attention_factor, angles.sin() * attention_factor
-        cos, sin = cos.to(x.device, x.dtype), sin.to(x.device, x.dtype)
+        cos, sin = cos.to(x.device, table_dtype), sin.to(x.device, table_dtype)
         return x * cos + rotated * sin
 
 
@@ -254,7 +255,7 @@ class LlamaBlock(torch.nn.Module):
         v = self.v_proj(normed).view(batch, seq, self.n_kv_heads, self.head_dim).transpose(1, 2)
         if self.q_norm is not None:  # Qwen3: per head, on (B, T, H, hd), before RoPE
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = rotary.apply(q.transpose(1, 2)), rotary.apply(k.transpose(1, 2))
+        q, k = rotary.apply(q.transpose(1, 2), x.dtype), rotary.apply(k.transpose(1, 2), x.dtype)
         y = attention(q, k, v, attention_mask, self.attention).transpose(1, 2).reshape(batch, seq, -1)
         h = x + self.o_proj(y)
         m = self.post_attention_layernorm(h)

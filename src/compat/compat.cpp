@@ -133,6 +133,11 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   TORCH_CHECK(heads % kv_heads == 0, "query heads ", heads, " not a multiple of kv heads ", kv_heads);
   if (documents != nullptr && documents->blocked.defined()) return masked_attention(q, k, v, documents->blocked);
 #if ACCUMBENCH_TORCH_2
+  // q and k rotated in fp32 beside v in 16 bits (RoPE under autocast over fp32 weights): the
+  // kernels take one dtype. Autocast casts SDPA's operands to its dtype, and transformers' flash
+  // path casts q, k and v to the 16-bit one; the flash call below is outside autocast's lists.
+  if (q.scalar_type() != v.scalar_type() || k.scalar_type() != v.scalar_type())
+    return causal_attention(q.to(v.scalar_type()), k.to(v.scalar_type()), v, documents);
   if (documents != nullptr) {
     // Packed rows on CUDA: the variable-length flash kernel over the B·T tokens as one batch of
     // segments (cu_seqlens), as transformers' padding-free path calls flash_attn_varlen_func;

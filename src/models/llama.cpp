@@ -153,8 +153,10 @@ class LlamaBlockImpl : public TransformerBlockImpl {
       q = q_norm(q.transpose(1, 2)).transpose(1, 2);
       k = k_norm(k.transpose(1, 2)).transpose(1, 2);
     }
-    // (T, hd), broadcast over (B, H); packed rows: each token's own position, (B, 1, T, hd)
-    auto [cos, sin] = packed != nullptr ? std::make_pair(packed->rotary_cos, packed->rotary_sin) : rotary_->get(seq, q);
+    // (T, hd), broadcast over (B, H); packed rows: each token's own position, (B, 1, T, hd). In
+    // the hidden state's dtype, as LlamaRotaryEmbedding casts them to its input's (the embeddings'):
+    // under autocast over fp32 weights q·cos promotes to fp32, as in transformers.
+    auto [cos, sin] = packed != nullptr ? std::make_pair(packed->rotary_cos, packed->rotary_sin) : rotary_->get(seq, x);
     q = q * cos + rotate_half(q) * sin;
     k = k * cos + rotate_half(k) * sin;
     at::Tensor y = compat::causal_attention(q, k, v, packed != nullptr ? &packed->attention : nullptr)
@@ -205,10 +207,8 @@ class LlamaImpl : public LanguageModelImpl {
       // batches: the (T, hd) tables gathered at each token's position, once for every block.
       const int64_t batch = tokens.size(0), seq = tokens.size(1);
       packed = PackedRows{compat::document_layout(documents, seq, tokens.device()), {}, {}};
-      // In q's dtype: autocast's when it is on, else the hidden state's (the weights' dtype; a
-      // quantised base has no weight tensor and runs in fp32 as its embedding does).
-      const at::ScalarType q_dtype = compat::active_autocast_dtype(tokens.device().type()).value_or(x.scalar_type());
-      auto [cos, sin] = rotary_->get(seq, at::empty({0}, x.options().dtype(q_dtype)));
+      // In the hidden state's dtype (the blocks' tables are).
+      auto [cos, sin] = rotary_->get(seq, x);
       const at::Tensor at_position = packed->attention.positions.reshape({-1});  // (B·T)
       packed->rotary_cos = cos.index_select(0, at_position).view({batch, 1, seq, cos.size(1)});
       packed->rotary_sin = sin.index_select(0, at_position).view({batch, 1, seq, sin.size(1)});

@@ -40,8 +40,9 @@ struct Blocks {
 // "copies", counted once there.
 bool bmm_saves_views(int64_t b, int64_t heads, const Blocks& att) { return bmm_operands_are_views(b, heads) && att.n > 0; }
 
-// The rotated q's and k's bytes per element: the rotary tables' dtype wins the product.
-int64_t rotated_qk_bytes(const ModelConfig& m, const Dtypes& dt) { return m.qk_norm || !dt.autocast ? dt.w : dt.c; }
+// The rotated q's and k's bytes per element: the rotary tables are in the hidden state's dtype (the
+// weights'), which wins the product with q in autocast's.
+int64_t rotated_qk_bytes(const Dtypes& dt) { return dt.w; }
 
 // The input of the linears `names` (width `in`), as they save it: one tensor that they share
 // (fp32), or one cast copy each (autocast casts per use). With LoRA dropout each adapter keeps its
@@ -362,12 +363,12 @@ size_t llama_attention_saved(const ModelConfig& m, const PlanOptions& o, int64_t
   t.add(gqa ? "k repeated to H heads" : "rotated k copy", att.s + "·b·T·a·c", att.n * N * a * c,
         gqa ? "repeat_interleave (b, Hkv, T, hd) -> (b, H, T, hd); bmm saves it" : "bmm operand copy, saved");
   const bool saved_as_views = bmm_saves_views(b, m.n_heads, att);  // the rotated q (k, v) locals themselves
-  if (saved_as_views && rotated_qk_bytes(m, dt) == c) locals -= N * (a + (gqa ? 0 : kv)) * c;
+  if (saved_as_views && rotated_qk_bytes(dt) == c) locals -= N * (a + (gqa ? 0 : kv)) * c;
   // GQA: compat::masked_attention repeats k and v first, locals until it returns. k repeated in
   // the rotated dtype when that is not c (Qwen3's fp32 q/k norm, or no autocast): bmm saves its
   // cast (the line above), the repeat is held besides; v repeated is bmm's operand (the line
   // below), alive already at the softmax.
-  const int64_t keys_held = gqa && rotated_qk_bytes(m, dt) != c ? N * a * rotated_qk_bytes(m, dt) : 0;
+  const int64_t keys_held = gqa && rotated_qk_bytes(dt) != c ? N * a * rotated_qk_bytes(dt) : 0;
   const int64_t values_held = gqa ? N * a * c : 0;
   const size_t released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals, keys_held + values_held);
   t.add(gqa ? "v repeated to H heads" : "v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves it");
@@ -405,7 +406,11 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   // block input when block 0's is not saved, normed, the rotated q, k and v, y, h and m.
   int64_t locals = x.n == 0 ? N * d * w : 0;
   if (!linear_input(m, t, kAttentionInputLine[1], {"q", "k", "v"}, saving, L, N, d, "d", dt, w, o, locals, x)) locals += N * d * w;
-  if (o.attention == AttentionKind::kExplicit || att.n == 0) locals += N * (a + kv) * rotated_qk_bytes(m, dt) + N * kv * c;
+  if (o.attention == AttentionKind::kExplicit || att.n == 0) {
+    locals += N * (a + kv) * rotated_qk_bytes(dt) + N * kv * c;
+  } else if (rotated_qk_bytes(dt) != c) {
+    locals += N * (a + kv) * rotated_qk_bytes(dt);  // flash saves autocast's casts; the rotated q, k stay besides
+  }
   if (m.qk_norm) llama_qk_norm_saved(m, o, N, dt, att, t);
   // RoPE saves nothing: cos and sin do not require grad, so q·cos and rotate_half(q)·sin keep
   // no operand, and the projections are freed once the rotated q, k exist (Qwen3: once normed).
@@ -453,7 +458,7 @@ void packed_rows_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, co
       t.add("positions, per token", "b·T·8", b * T * kInt64,
             "every checkpointed block's context keeps the (b, T) positions to rebuild its rotary tables");
     }
-    t.add("rotary cos, sin at each position", "2·b·T·hd·c", 2 * b * T * m.head_dim * dt.c,
+    t.add("rotary cos, sin at each position", "2·b·T·hd·" + std::string(dt.w == dt.c ? "c" : "w"), 2 * b * T * m.head_dim * dt.w,
           "gathered once per forward; every block's q·cos, k·sin saves the same two (b, 1, T, hd) tensors");
   }
   if (o.attention == AttentionKind::kExplicit) {

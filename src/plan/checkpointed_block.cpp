@@ -228,7 +228,7 @@ PlanBuilder::Moment PlanBuilder::recompute_output_projection_moment() const {
 // `normed` and the rotated q, k and v (and, unless checkpointed, block 0's input).
 void PlanBuilder::attention_locals(const Table& t) const {
   const int64_t a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
-  const int64_t q_bytes = m.qk_norm || !autocast ? w : c;  // rotated by the rotary table's dtype
+  const int64_t q_bytes = w;  // rotated by the rotary table's dtype, the hidden state's
   if (!checkpointing) t.add(kBlockInputLine, "b·T·d·" + rs(), N * d * w, "the embedding's output, the block's residual");
   if (m.arch == Architecture::kGpt2) {
     t.add("c_attn output", "b·T·3a·c", N * 3 * a * c, "held by the qkv split's views until the block returns");
@@ -274,9 +274,8 @@ void PlanBuilder::block_forward_attention(const Table& at) const {
            "A and B require grad: their casts are cached for the whole forward, grad or not");
   attention_locals(at);
   if (repeated) {
-    const int64_t q_bytes = m.qk_norm || !autocast ? w : c;
-    at.add("k, v repeated to H heads", "2·b·T·a·" + std::string(m.qk_norm || !autocast ? "q" : "c"),
-           N * a * q_bytes + N * a * c, "repeat_interleave's outputs, locals of the attention");
+    at.add("k, v repeated to H heads", "b·T·a·q + b·T·a·c", N * a * w + N * a * c,
+           "repeat_interleave's outputs, locals of the attention (k rotated in the hidden state's dtype)");
   }
   if (!o.packed_documents)
     at.add("causal mask, and the ones it came from", "2·T·T·1", 2 * T * T * kBool, "built per attention call (ones(T, T).triu(1))");

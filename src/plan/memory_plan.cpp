@@ -120,10 +120,8 @@ void PlanBuilder::resident_tensors() {
                  "the runner's n distinct host batches; on the CPU they are the device memory");
   }
   if (m.arch == Architecture::kLlama) {
-    // q is the projection's output, in autocast's dtype or else the weights'; Qwen3's q/k norms
-    // multiply it by their weight, which promotes it to the weights' dtype (fp32 under autocast).
-    const int64_t q_bytes = m.qk_norm || !autocast ? w : c;
-    resident.add("rotary cos, sin", "2·T·hd·c", 2 * T * m.head_dim * q_bytes, "RotaryCache keeps them in q's dtype");
+    resident.add("rotary cos, sin", "2·T·hd·" + std::string(w == c ? "c" : "w"), 2 * T * m.head_dim * w,
+                 "RotaryCache keeps them in the hidden state's dtype");
   }
   if (split.precision == Precision::kFp16) {
     resident.add("loss scale", "0", 0, "a host double in the Trainer (GradScaler state), no device bytes");
