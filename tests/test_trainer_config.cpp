@@ -251,9 +251,10 @@ TEST(TrainerConfig, RefusesWhatIsNotModelled) {
             "use nf4, or remove the key");
   for (const std::string yaml :
        {"optim: paged_adamw_32bit", "optim: adafactor", "use_liger_kernel: true",
-        "attn_implementation: flash_attention_2", "deepspeed: ds.json", "fsdp: full_shard auto_wrap",
-        "torch_compile: true", "activation_offloading: true", "use_dora: true", "padding_free: true",
-        "loss_type: dft"}) {
+        "attn_implementation: flex_attention", "attn_implementation: eager", "deepspeed: ds.json",
+        "fsdp: full_shard auto_wrap", "torch_compile: true", "torch_compile_mode: reduce-overhead",
+        "torch_compile_backend: inductor", "label_smoothing_factor: 0.1", "accelerate_config: zero2",
+        "activation_offloading: true", "use_dora: true", "padding_free: true", "loss_type: dft"}) {
     const std::string key = yaml.substr(0, yaml.find(':'));
     EXPECT_NE(error_of(yaml + "\n").find("sets " + key), std::string::npos) << yaml << ": " << error_of(yaml + "\n");
   }
@@ -375,7 +376,7 @@ TEST(TrainerConfig, TurningLoraOffOnTheCommandLineDropsTheFilesAdapterSettings) 
   const Lines notes = ab::trainer_config_notes(c, rank_given, full);
   EXPECT_NE(std::find(notes.begin(), notes.end(),
                       "the command line overrides sft.yaml's --lora-rank, and with it drops --lora-alpha --lora-dropout "
-                      "--base-quant --double-quant (nothing left to shape)"),
+                      "--base-quant --double-quant --kbit-prep (nothing left to shape)"),
             notes.end())
       << joined(notes);
   EXPECT_EQ(notes[0].find("--lora-targets"), std::string::npos) << notes[0];  // no PEFT default targets
@@ -582,4 +583,104 @@ datasets:
             std::string::npos);
   EXPECT_NE(error_of("liger_fused_linear_cross_entropy: true\n", ab::ConfigFormat::kAxolotl).find("Liger"),
             std::string::npos);
+}
+
+// What the trainers do with a file beyond its keys (found running TRL's, the alignment handbook's
+// and axolotl's own example configs): the attention kernel they name, the processes accelerate
+// launches, keys only an older TRL reads (whose loss was the full nll), axolotl's LoRA over a base
+// that load_in_4bit does not quantise without adapter: qlora, its fused LoRA kernels, and the
+// padding sample packing implies.
+TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
+  // Memory-efficient attention is what accumbench runs on CUDA; eager's scores are refused.
+  for (const std::string impl : {"sdpa", "flash_attention_2", "kernels-community/flash-attn3"}) {
+    const ab::TrainerConfig c =
+        ab::parse_trainer_config("attn_implementation: " + impl + "\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");
+    EXPECT_EQ(c.unused, Lines{"attn_implementation (accumbench's attention follows the device)"}) << impl;
+  }
+  EXPECT_EQ(error_of("attn_implementation: eager\n"),
+            "sft.yaml sets attn_implementation: eager, which runs eager attention and its (b, H, T, T) scores and "
+            "accumbench does not model; remove the key to measure memory-efficient attention (sdpa, transformers' "
+            "default), or see eager attention's memory with plan --attention explicit");
+  // num_processes is the job's process count: it must be the one planned.
+  EXPECT_EQ(read("num_processes: 4\nper_device_train_batch_size: 2\n", ab::ConfigFormat::kTrl, 4).batch, 8);
+  EXPECT_EQ(error_of("num_processes: 4\n"),
+            "sft.yaml sets num_processes: 4 (accelerate launch's processes), but this command plans 1 process; plan "
+            "it with plan --world-size 4, or sweep it under torchrun --nproc-per-node 4");
+
+  // A key only TRL before 1.7 reads: that TRL's loss (nll), said in a remark; max_seq_length
+  // overrides max_length as TRL 0.19 read it; "ffd" is TRL 0.19's name for bfd.
+  const ab::TrainerConfig old_trl = ab::parse_trainer_config(
+      "max_seq_length: 2048\nmax_length: 128\ntorch_dtype: bfloat16\npacking: true\npacking_strategy: ffd\n",
+      ab::ConfigFormat::kTrl, 1, "zephyr.yaml");
+  ab::WorkloadOptions w;
+  ab::apply_trainer_config(old_trl, w, kNothingGiven);
+  EXPECT_EQ(w.seq_len, 2048);
+  EXPECT_EQ(w.trl_loss, "nll");
+  EXPECT_EQ(w.data.packing, ab::Packing::kBfd);
+  EXPECT_EQ(w.weights_dtype, ab::Precision::kBf16);
+  EXPECT_EQ(old_trl.remarks,
+            Lines{"sets max_seq_length, which only TRL before 1.7.0 reads: planned with that TRL's loss, nll over the "
+                  "whole logits (loss_type chunked_nll is TRL's default since 1.7.0; set loss_type to choose)"});
+  EXPECT_EQ(read("max_length: 128\n").trl_loss, "chunked_nll");
+  EXPECT_EQ(read("torch_dtype: float32\nloss_type: chunked_nll\n").trl_loss, "chunked_nll");  // said: kept
+  // TRL 1.x's QLoRA keeps the non-quantised parameters in the file's dtype (--kbit-prep none) and
+  // its adapters in bf16 (said); a file for an older TRL, which still prepared the model, keeps PEFT's.
+  const ab::TrainerConfig trl_qlora = ab::parse_trainer_config(
+      "use_peft: true\nload_in_4bit: true\ndtype: bfloat16\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  w = ab::WorkloadOptions{};
+  ab::apply_trainer_config(trl_qlora, w, kNothingGiven);
+  EXPECT_FALSE(w.lora.kbit_upcast);
+  EXPECT_EQ(w.weights_dtype, ab::Precision::kBf16);
+  ASSERT_EQ(trl_qlora.remarks.size(), 1u);
+  EXPECT_EQ(trl_qlora.remarks[0].rfind("TRL 1.x's SFTTrainer casts the adapters of a quantised model to bf16", 0), 0u);
+  EXPECT_TRUE(read("use_peft: true\nload_in_4bit: true\ntorch_dtype: bfloat16\n").lora.kbit_upcast);
+  EXPECT_TRUE(read("use_peft: true\nload_in_4bit: true\ndtype: float16\n").lora.kbit_upcast);  // under bf16
+
+  // axolotl: adapter: lora with load_in_4bit is an unquantised base, cast to fp32.
+  const std::string lora =
+      "base_model: llama-tiny\nadapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\nbf16: true\n";
+  const ab::TrainerConfig lora4 =
+      ab::parse_trainer_config(lora + "load_in_4bit: true\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml");
+  w = ab::WorkloadOptions{};
+  ab::apply_trainer_config(lora4, w, kNothingGiven);
+  EXPECT_EQ(w.lora.base_quant, ab::BaseQuant::kNone);
+  EXPECT_EQ(w.weights_dtype, ab::Precision::kFp32);
+  EXPECT_EQ(w.precisions, std::vector<ab::Precision>{ab::Precision::kBf16});
+  ASSERT_EQ(lora4.remarks.size(), 2u);
+  EXPECT_EQ(lora4.remarks[0].rfind("sets load_in_4bit with adapter: lora, for which axolotl builds no 4-bit config", 0),
+            0u);
+  // Its fused LoRA kernels go on unless the file sets them (or over an 8-bit base).
+  EXPECT_EQ(lora4.remarks[1].rfind("leaves the lora_*_kernel keys unset, so axolotl turns on its fused LoRA kernels", 0),
+            0u);
+  const std::string kernels_off = "lora_mlp_kernel: false\nlora_qkv_kernel: false\nlora_o_kernel: false\n";
+  EXPECT_TRUE(ab::parse_trainer_config(lora + kernels_off, ab::ConfigFormat::kAxolotl, 1, "ax.yml").remarks.empty());
+  EXPECT_EQ(ab::parse_trainer_config(lora + "lora_mlp_kernel: true\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml")
+                .remarks.at(0)
+                .rfind("turns on its fused LoRA kernels", 0),
+            0u);
+  // Over an 8-bit base: no kernels, and the embeddings go back to 16 bits after the fp32 cast
+  // (--kbit-prep none), as over axolotl's 4-bit one.
+  const ab::TrainerConfig lora8 =
+      ab::parse_trainer_config(lora + "load_in_8bit: true\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml");
+  EXPECT_TRUE(lora8.remarks.empty());
+  w = ab::WorkloadOptions{};
+  ab::apply_trainer_config(lora8, w, kNothingGiven);
+  EXPECT_EQ(w.lora.base_quant, ab::BaseQuant::kInt8);
+  EXPECT_FALSE(w.lora.kbit_upcast);
+  EXPECT_FALSE(read("base_model: llama-tiny\nadapter: qlora\nload_in_4bit: true\nlora_r: 8\nlora_alpha: 16\n"
+                    "lora_target_linear: true\n",
+                    ab::ConfigFormat::kAxolotl)
+                   .lora.kbit_upcast);
+  // Sample packing pads to sequence_len unless the file says otherwise (hint_sample_packing_padding).
+  EXPECT_EQ(read("sample_packing: true\n", ab::ConfigFormat::kAxolotl).data.padding, ab::Padding::kMax);
+  EXPECT_EQ(read("sample_packing: true\npad_to_sequence_len: false\n", ab::ConfigFormat::kAxolotl).data.padding,
+            ab::Padding::kLongest);
+  // The canonical attention key beside a legacy flag is refused, as axolotl does; LISA and ReLoRA
+  // train otherwise.
+  EXPECT_EQ(error_of("attn_implementation: flash_attention_2\nflash_attention: true\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml sets attn_implementation beside the legacy flash_attention, which axolotl refuses; keep only "
+            "attn_implementation");
+  EXPECT_EQ(error_of("attn_implementation: flash_attention_2\n", ab::ConfigFormat::kAxolotl), "(no error)");
+  EXPECT_NE(error_of("lisa_n_layers: 4\n", ab::ConfigFormat::kAxolotl).find("LISA"), std::string::npos);
+  EXPECT_NE(error_of("relora: true\n", ab::ConfigFormat::kAxolotl).find("ReLoRA"), std::string::npos);
 }

@@ -100,12 +100,18 @@ TEST(TrainerSettings, PackingAndPaddingMaps) {
   ab::TrainerSettings s = ab::trainer_settings(split(1, 16), w, {"all-linear"});
   const Lines trl = ab::settings_lines(s, ab::SettingsFormat::kTrl);
   EXPECT_EQ(Lines(trl.begin() + 7, trl.end()),
-            (Lines{"packing: true", "packing_strategy: bfd", "padding_free: true", "use_peft: true", "lora_r: 8",
-                   "lora_alpha: 16", "lora_dropout: 0", "lora_target_modules: [all-linear]"}));
+            (Lines{"packing: true", "packing_strategy: bfd", "padding_free: true", "attn_implementation: flash_attention_2",
+                   "use_peft: true", "lora_r: 8", "lora_alpha: 16", "lora_dropout: 0",
+                   "lora_target_modules: [all-linear]"}));
+  // Packed samples stay apart under flash attention only; axolotl pads packed rows to T unless told.
   const Lines axolotl = ab::settings_lines(s, ab::SettingsFormat::kAxolotl);
   EXPECT_EQ(Lines(axolotl.begin() + 7, axolotl.end()),
-            (Lines{"sample_packing: true", "adapter: lora", "lora_r: 8", "lora_alpha: 16", "lora_dropout: 0",
-                   "lora_target_linear: true"}));
+            (Lines{"sample_packing: true", "attn_implementation: flash_attention_2", "pad_to_sequence_len: true",
+                   "adapter: lora", "lora_r: 8", "lora_alpha: 16", "lora_dropout: 0", "lora_target_linear: true"}));
+  w.data.padding = ab::Padding::kLongest;
+  const Lines longest = ab::settings_lines(ab::trainer_settings(split(1, 16), w, {"all-linear"}), ab::SettingsFormat::kAxolotl);
+  EXPECT_EQ(longest.at(9), "pad_to_sequence_len: false");
+  w.data.padding = ab::Padding::kMax;
   w.data.packing = ab::Packing::kNone;
   w.lora.rank = 0;
   s = ab::trainer_settings(split(1, 16), w, {});

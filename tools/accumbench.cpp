@@ -97,6 +97,7 @@ struct WorkloadFlags {
   std::string lengths, normalization, memory_limit, weights_dtype, padding, packing;
   std::string checkpointing = "-";  // "" when the option is given bare: blocks; "-" when not given
   std::string base_quant = "none";
+  std::string kbit_prep = "peft";
   std::string optimizer;                   // --optimizer
   std::string trl_config, axolotl_config;  // --trl-config, --axolotl-config (read_config)
   CLI::App* cli = nullptr;                 // the subcommand: which options were given
@@ -134,6 +135,7 @@ struct WorkloadFlags {
                            : checkpointing.empty() ? ab::Checkpointing::kBlocks
                                                    : ab::checkpointing_from_string(checkpointing);
     w.lora.base_quant = ab::base_quant_from_string(base_quant);
+    w.lora.kbit_upcast = ab::kbit_upcast_from_string(kbit_prep);
     // A trainer config's gradient_checkpointing counts as given: the file says what runs.
     const bool config_checkpointing = read_config(w);
     ab::apply_base_quant_defaults(w, checkpointing_given || config_checkpointing);
@@ -370,6 +372,11 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
       ->capture_default_str();
   command->add_flag("--double-quant", w.lora.double_quant,
                     "with --base-quant nf4, quantise the absmax again (bnb_4bit_use_double_quant)");
+  command->add_option("--kbit-prep", f.kbit_prep,
+                      "with --base-quant, how the other parameters are kept: peft (prepare_model_for_kbit_training "
+                      "casts them to fp32 and turns checkpointing on) or none (they stay in --weights-dtype, as TRL "
+                      "1.x's SFTTrainer and axolotl leave them)")
+      ->capture_default_str();
 }
 
 void add_run_options(CLI::App* command, WorkloadFlags& f) {
@@ -767,8 +774,9 @@ void PlanCommand::adopt_trl_loss(ab::WorkloadOptions& w) {
   if (!given("--chunked-loss")) w.loss.chunked = false;
   std::string why = "the command line's --trl-loss";
   if (from_file) {
-    why = flags.trl_config + (w.trl_loss_by_default ? " leaves out loss_type: TRL's default since 1.7.0"
-                                                   : "'s loss_type");
+    const std::string since = w.trl_loss == "nll" ? "the default before TRL 1.7.0, which the file is written for"
+                                                  : "TRL's default since 1.7.0";
+    why = flags.trl_config + (w.trl_loss_by_default ? " leaves out loss_type: " + since : "'s loss_type");
   }
   print_note("planning TRL's step: --framework hf-trl --trl-loss " + trl_loss + " (" + why +
              "); --framework plain plans accumbench's own loop");

@@ -122,6 +122,9 @@ int64_t padded_length(const DataSource& data, int64_t longest, int64_t seq_len);
 enum class BaseQuant { kNone, kNf4, kInt8 };
 std::string to_string(BaseQuant quant);                  // "none" | "nf4" | "int8"
 BaseQuant base_quant_from_string(const std::string& text);
+// --kbit-prep: "peft" (true: the fp32 upcast) | "none" (false); UserError for anything else.
+bool kbit_upcast_from_string(const std::string& text);
+std::string kbit_prep_name(bool upcast);
 
 // Low-rank adapters on a frozen base (rank 0: full fine-tuning).
 struct LoraOptions {
@@ -133,6 +136,11 @@ struct LoraOptions {
   // (bnb_4bit_use_double_quant; off by default, as in transformers' BitsAndBytesConfig).
   BaseQuant base_quant = BaseQuant::kNone;
   bool double_quant = false;
+  // --kbit-prep: with a quantised base, PEFT's prepare_model_for_kbit_training casts every other
+  // parameter (norms, embeddings, head, biases) to fp32 and turns checkpointing on (peft, the
+  // default); without it (none: TRL 1.x's SFTTrainer; axolotl casts them back after preparing)
+  // they stay in the weights' dtype.
+  bool kbit_upcast = true;
   bool enabled() const { return rank > 0; }
   bool quantized() const { return rank > 0 && base_quant != BaseQuant::kNone; }
 };

@@ -56,6 +56,10 @@ struct TrainerConfig {
   // Not a setting: only plan models it (WorkloadOptions::trl_loss).
   std::string trl_loss;
   bool trl_loss_by_default = false;
+  // What the trainer does with this file that its keys do not say and accumbench measures
+  // otherwise or not at all (axolotl's fused LoRA kernels, a dtype cast after loading): one
+  // sentence each, for stderr.
+  std::vector<std::string> remarks;
   std::vector<std::string> unused;   // keys understood that change nothing accumbench measures
   std::vector<std::string> unknown;  // keys not understood: listed, ignored
 };

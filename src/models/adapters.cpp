@@ -70,7 +70,7 @@ std::vector<BlockLinear> lora_targets(const ModelConfig& m, const std::string& t
   for (const std::string& name : wanted) {
     if (std::none_of(all.begin(), all.end(), [&](const BlockLinear& l) { return l.name == name; })) {
       // Modules the model has, that PEFT could adapt, but accumbench does not.
-      for (const std::string& other : {"lm_head", "embed_tokens", "embed", "wte", "wpe"}) {
+      for (const char* other : {"lm_head", "embed_tokens", "embed", "wte", "wpe"}) {
         if (name == other) {
           throw UserError("--lora-targets names \"" + name + "\", " +
                           (name == "lm_head" ? "the LM head" : "an embedding") +

@@ -152,6 +152,7 @@ void prepare_quantized_base(LanguageModelImpl& model, const LoraOptions& lora) {
   for (TransformerBlockImpl* block : model.transformer_blocks()) {
     for (auto& [name, linear] : block->linears()) linear->quantize_base(lora.base_quant, lora.double_quant);
   }
+  if (!lora.kbit_upcast) return;  // --kbit-prep none: they stay in the weights' dtype
   torch::NoGradGuard no_grad;
   for (auto& p : model.parameters()) {
     if (p.scalar_type() == at::kBFloat16 || p.scalar_type() == at::kHalf) p.set_data(p.to(at::kFloat));

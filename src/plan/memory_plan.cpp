@@ -56,7 +56,8 @@ const char* plan_phase_name(PlanPhase phase) {
 
 PlanElementBytes plan_element_bytes(const PlanOptions& options, const SplitConfig& split) {
   PlanElementBytes e;
-  e.w = options.lora.quantized() ? compute_bytes(Precision::kFp32) : compute_bytes(options.weights_dtype);
+  e.w = options.lora.quantized() && options.lora.kbit_upcast ? compute_bytes(Precision::kFp32)
+                                                              : compute_bytes(options.weights_dtype);
   e.c = split.precision != Precision::kFp32 ? compute_bytes(split.precision) : e.w;
   return e;
 }

@@ -19,8 +19,14 @@ void quantized_resident(const ModelConfig& m, const PlanOptions& o, const Table&
           q.double_quant ? "4-bit codes, uint8 absmax per 64; per 256 of them an fp32 absmax; offset, dynamic map, NF4 table"
                          : "4-bit codes two a byte, an fp32 absmax per 64 weights, the NF4 table per weight");
   }
-  t.add("other parameters, upcast to fp32", "(P − N_linear)·4", (parameter_count(m) - linear) * kFp32,
-        "norms, embeddings, head, biases: prepare_model_for_kbit_training casts them to fp32");
+  if (q.kbit_upcast) {
+    t.add("other parameters, upcast to fp32", "(P − N_linear)·4", (parameter_count(m) - linear) * kFp32,
+          "norms, embeddings, head, biases: prepare_model_for_kbit_training casts them to fp32");
+  } else {
+    const int64_t w = compute_bytes(o.weights_dtype);
+    t.add("other parameters", "(P − N_linear)·w", (parameter_count(m) - linear) * w,
+          "norms, embeddings, head, biases in --weights-dtype (--kbit-prep none: no fp32 upcast)");
+  }
 }
 
 namespace {

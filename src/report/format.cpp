@@ -83,6 +83,7 @@ std::string context_line(const SweepResult& result) {
   const std::string base_quant = option_value(c, "base_quant");
   if (!base_quant.empty() && base_quant != "none") {
     line << ", base " << base_quant << (option_value(c, "double_quant") == "true" ? " with double quant" : "")
+         << (option_value(c, "kbit_prep") == "none" ? ", the rest in the weights' dtype (--kbit-prep none)" : "")
          << " (time approximate: dequantised by LibTorch ops, not bitsandbytes' kernels)";
   }
   // bitsandbytes' 8-bit AdamW is emulated with LibTorch ops: its memory is exact, its time is not.

@@ -45,6 +45,7 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
       << " b=" << plan.split.micro_batch << " c=" << e.c << " w=" << e.w << "\n";
   if (plan.options.lora.quantized()) {
     out << "  base quantised " << to_string(plan.options.lora.base_quant) << (plan.options.lora.double_quant ? " with double quant" : "")
+        << (plan.options.lora.kbit_upcast ? "" : ", the rest in the weights' dtype (--kbit-prep none)")
         << " (bitsandbytes' storage); a sweep's time of it is approximate: dequantised by LibTorch ops, not bitsandbytes' kernels\n";
   }
   if (!plan.options.worst_micro_batch.empty()) {

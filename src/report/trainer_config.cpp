@@ -302,6 +302,26 @@ struct Reader {
     }
   }
 
+  // attn_implementation (from_pretrained's; axolotl's canonical key): the memory-efficient kernels
+  // (sdpa, transformers' default, flash_attention_2/3, a Hub flash kernel) are what accumbench runs
+  // on CUDA with PyTorch 2 (explicit attention on the CPU, where no other runs); eager attention's
+  // (b, H, T, T) scores and the other kernels are refused.
+  void attention_implementation() {
+    const std::string key = "attn_implementation";
+    if (!has(key)) return;
+    const std::string impl = word(key);
+    const bool hub_flash = impl.find('/') != std::string::npos && impl.find("flash") != std::string::npos;
+    if (impl == "sdpa" || impl == "flash_attention_2" || impl == "flash_attention_3" || hub_flash) {
+      config.unused.push_back(key + " (accumbench's attention follows the device)");
+    } else if (impl == "eager") {
+      refuse(key, "runs eager attention and its (b, H, T, T) scores",
+             "remove the key to measure memory-efficient attention (sdpa, transformers' default), or see eager "
+             "attention's memory with plan --attention explicit");
+    } else {
+      refuse(key, "picks an attention kernel", "use sdpa or flash_attention_2, or remove the key");
+    }
+  }
+
   void hyperparameters() {
     if (has("learning_rate")) set("--lr", num(number("learning_rate")), "learning_rate");
     if (has("weight_decay")) set("--weight-decay", num(number("weight_decay")), "weight_decay");
@@ -337,7 +357,17 @@ struct Reader {
         !has(per_device_key));
   }
 
+  // The first key of the file that only TRL before 1.7.0 reads (max_seq_length: up to 0.19;
+  // torch_dtype: up to 0.26; packing_strategy ffd: 0.19), "" when none.
+  std::string legacy_trl_key() {
+    if (has("max_seq_length")) return "max_seq_length";
+    if (has("torch_dtype")) return "torch_dtype";
+    if (has("packing_strategy") && word("packing_strategy") == "ffd") return "packing_strategy: ffd";
+    return "";
+  }
+
   void read_trl(int world_size) {
+    std::string weights = "fp32", precision_word;  // as the file sets them (ModelConfig's dtype default)
     model("model_name_or_path");
     refuse_if_on("use_liger_kernel", "swaps in Liger's fused kernels");
     refuse_if_on("torch_compile", "compiles the model");
@@ -350,10 +380,28 @@ struct Reader {
     refuse_if_on("use_rslora", "scales the adapters by alpha / sqrt(r)");
     refuse_if_on("lora_modules_to_save", "trains whole modules beside the adapters");
     refuse_if_on("lora_target_parameters", "puts adapters on parameters rather than modules");
-    if (has("attn_implementation")) {
-      refuse("attn_implementation", "picks the attention kernel",
-             "remove the key; accumbench uses flash attention with PyTorch 2.x on CUDA and explicit attention on the CPU "
-             "(plan --attention chooses)");
+    attention_implementation();
+    // TrainingArguments.__post_init__ turns torch_compile on when either is set.
+    for (const char* key : {"torch_compile_mode", "torch_compile_backend"}) {
+      if (has(key)) refuse(key, "turns on torch_compile, which compiles the model", "remove the key to measure without it");
+    }
+    if (has("label_smoothing_factor") && number("label_smoothing_factor") != 0.0) {
+      refuse("label_smoothing_factor", "smooths the labels (the Trainer's own loss on the whole logits)",
+             "remove the key, or set it to 0");
+    }
+    // `trl sft --config` hands accelerate launch the keys it does not know (trl/cli/commands/
+    // training.py): num_processes is the job's process count, accelerate_config a launch config.
+    if (has("num_processes") && whole("num_processes") != world_size) {
+      throw UserError(path + " sets num_processes: " + std::to_string(whole("num_processes")) +
+                      " (accelerate launch's processes), but this command plans " + std::to_string(world_size) +
+                      (world_size == 1 ? " process" : " processes") +
+                      "; plan it with plan --world-size " + std::to_string(whole("num_processes")) +
+                      ", or sweep it under torchrun --nproc-per-node " + std::to_string(whole("num_processes")));
+    }
+    if (has("accelerate_config")) {
+      refuse("accelerate_config", "launches through an accelerate config (zero2/zero3/fsdp shard the training state; "
+                                  "multi_gpu starts its own processes)",
+             "remove the key, and give the processes as num_processes (plan --world-size)");
     }
     if (has("lora_task_type") && word("lora_task_type") != "CAUSAL_LM") {
       refuse("lora_task_type", "trains another task than a causal LM", "remove the key");
@@ -365,13 +413,21 @@ struct Reader {
       if (loss == "chunked_nll") set("--chunked-loss", "", "loss_type");
       else if (loss != "nll") refuse("loss_type", "changes the loss", "use nll or chunked_nll, or remove the key");
       config.trl_loss = loss;
+    } else if (const std::string legacy = legacy_trl_key(); !legacy.empty()) {
+      // A key TRL 1.7 no longer reads: the file was written for a TRL whose loss was the full nll.
+      config.trl_loss = "nll";
+      config.trl_loss_by_default = true;
+      config.remarks.push_back("sets " + legacy + ", which only TRL before 1.7.0 reads: planned with that TRL's loss, "
+                               "nll over the whole logits (loss_type chunked_nll is TRL's default since 1.7.0; set "
+                               "loss_type to choose)");
     } else {
       config.trl_loss = "chunked_nll";  // SFTConfig.__post_init__ since TRL 1.7.0 (without Liger)
       config.trl_loss_by_default = true;
     }
 
     // The shape of a step.
-    const std::string length_key = has("max_length") ? "max_length" : has("max_seq_length") ? "max_seq_length" : "";
+    // TRL 0.19 and before: max_seq_length, when given, overrides max_length (later TRL reads only max_length).
+    const std::string length_key = has("max_seq_length") ? "max_seq_length" : has("max_length") ? "max_length" : "";
     if (!length_key.empty()) {
       set("--seq-len", std::to_string(whole(length_key)), length_key);
     } else if (root["max_length"].IsDefined()) {
@@ -395,7 +451,9 @@ struct Reader {
       else if (dtype == "bfloat16") set("--weights-dtype", "bf16", dtype_key);
       else if (dtype == "float16") set("--weights-dtype", "fp16", dtype_key);
       else refuse(dtype_key, "leaves the weights' dtype to the checkpoint", "write float32, bfloat16 or float16");
+      weights = dtype == "bfloat16" ? "bf16" : dtype == "float16" ? "fp16" : "fp32";
     }
+    precision_word = bf16 ? "bf16" : fp16 ? "fp16" : "fp32";
     const bool checkpointing = has("gradient_checkpointing") ? boolean("gradient_checkpointing") : true;
     set("--activation-checkpointing", checkpointing ? "blocks" : "none", "gradient_checkpointing",
         !has("gradient_checkpointing"));
@@ -404,14 +462,15 @@ struct Reader {
     const bool packing = has("packing") && boolean("packing");
     const std::string strategy = has("packing_strategy") ? word("packing_strategy") : "bfd";
     if (packing) {
-      if (strategy != "bfd" && strategy != "wrapped") {
+      // TRL 0.19's "ffd" was this best-fit-decreasing packing, renamed bfd in 0.20.
+      if (strategy != "bfd" && strategy != "wrapped" && strategy != "ffd") {
         refuse("packing_strategy", "packs differently from bfd and wrapped", "use bfd or wrapped");
       }
-      set("--packing", strategy, "packing, packing_strategy");
+      set("--packing", strategy == "ffd" ? "bfd" : strategy, "packing, packing_strategy");
     } else {
       set("--packing", "none", "packing");
     }
-    if (has("padding_free") && boolean("padding_free") && !(packing && strategy == "bfd")) {
+    if (has("padding_free") && boolean("padding_free") && !(packing && (strategy == "bfd" || strategy == "ffd"))) {
       refuse("padding_free", "flattens each micro-batch without padding",
              "use packing: true with packing_strategy: bfd (padding-free, as accumbench models it), or remove the key");
     }
@@ -440,8 +499,73 @@ struct Reader {
       }
     }
     base_quant("bnb_4bit_quant_type", "use_bnb_nested_quant", false);
+    if (has("use_peft") && boolean("use_peft") && (on("load_in_4bit") || on("load_in_8bit")) &&
+        legacy_trl_key().empty()) {
+      // trl/trainer/sft_trainer.py at f2cd577: no prepare_model_for_kbit_training (the
+      // embeddings, head and norms stay in dtype), and the trainable parameters of a quantised
+      // model cast to bf16 after get_peft_model. (TRL 0.19 and 0.20, which a file with an older
+      // key is written for, still prepared the model.) 16-bit weights under another autocast stay
+      // with PEFT's preparation, which accumbench can run.
+      if (weights == "fp32" || weights == precision_word) {
+        set("--kbit-prep", "none", "use_peft, " + std::string(on("load_in_4bit") ? "load_in_4bit" : "load_in_8bit") +
+                                       " (TRL 1.x's SFTTrainer does not prepare the model)");
+      }
+      config.remarks.push_back(
+          "TRL 1.x's SFTTrainer casts the adapters of a quantised model to bf16; accumbench keeps them in fp32, as "
+          "PEFT creates them, so its plan counts twice the adapters' weights, gradients and optimizer state");
+    }
     optimizer("optim");
     hyperparameters();
+  }
+
+  // adapter: lora with load_in_4bit: the base loads unquantised in the training dtype, and
+  // _prepare_model_for_quantization still runs PEFT's prepare_model_for_kbit_training (load_in_4bit
+  // is set), which casts every 16-bit parameter to fp32; the norms, embeddings and head go back to
+  // the training dtype afterwards (_convert_embedding_modules_dtype). The block linears, the bulk,
+  // stay fp32: planned as fp32 weights under the file's autocast.
+  void lora_over_an_unquantised_base() {
+    auto& settings = config.settings;
+    settings.erase(std::remove_if(settings.begin(), settings.end(),
+                                  [](const ConfigSetting& s) { return s.option == "--weights-dtype"; }),
+                   settings.end());
+    set("--weights-dtype", "fp32", "adapter: lora, load_in_4bit");
+    config.remarks.push_back(
+        "sets load_in_4bit with adapter: lora, for which axolotl builds no 4-bit config (only adapter: qlora does): "
+        "the base loads unquantised and prepare_model_for_kbit_training casts it to fp32, so it is planned as fp32 "
+        "weights (axolotl casts the embeddings, head and norms back to 16 bits: counted in fp32 here); write "
+        "adapter: qlora for a 4-bit base");
+    for (const char* key : {"bnb_config_kwargs"}) {
+      if (has(key)) config.unused.push_back(std::string(key) + " (no 4-bit config with adapter: lora)");
+    }
+  }
+
+  // What axolotl does around its LoRA that the file's keys do not say.
+  void lora_remarks(const std::string& adapter, const std::string& weights, const std::string& precision_word) {
+    // check_auto_enable_lora_kernels (utils/schemas/config.py): left unset, the fused LoRA kernels
+    // go on, except for lora over an 8-bit base or with trust_remote_code.
+    bool kernels = false;
+    for (const char* key : {"lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel"}) {
+      if (has(key)) kernels = kernels || boolean(key);
+    }
+    const bool any_set = has("lora_mlp_kernel") || has("lora_qkv_kernel") || has("lora_o_kernel") ||
+                         has("lora_embedding_kernel");
+    if (has("lora_embedding_kernel")) (void)boolean("lora_embedding_kernel");
+    const bool automatic = !any_set && !(adapter == "lora" && on("load_in_8bit")) && !on("trust_remote_code");
+    if (kernels || automatic) {
+      config.remarks.push_back(std::string(automatic ? "leaves the lora_*_kernel keys unset, so axolotl turns on"
+                                                     : "turns on") +
+                               " its fused LoRA kernels (custom autograd over q/k/v, o and the MLP): accumbench "
+                               "measures PEFT's LoRA layers, so axolotl's step may save less and run faster than "
+                               "measured; set lora_mlp_kernel, lora_qkv_kernel and lora_o_kernel to false to train "
+                               "what accumbench measures");
+    }
+    // A quantised base: after prepare_model_for_kbit_training's fp32 cast, axolotl casts the norms,
+    // embeddings and head back to the training dtype (_convert_embedding_modules_dtype), which
+    // --kbit-prep none keeps them in (under the autocast of that dtype, which accumbench runs).
+    const bool quantised = (adapter == "qlora" && on("load_in_4bit")) || (adapter == "lora" && on("load_in_8bit"));
+    if (quantised && (weights == "fp32" || weights == precision_word)) {
+      set("--kbit-prep", "none", "adapter: " + adapter + " (axolotl casts the embeddings and norms back)");
+    }
   }
 
   void read_axolotl(int world_size) {
@@ -462,6 +586,17 @@ struct Reader {
     refuse_if_on("flex_attention", "picks flex attention");
     refuse_if_on("s2_attention", "picks shifted-sparse attention");
     refuse_if_on("eager_attention", "picks eager attention");
+    refuse_if_on("lisa_n_layers", "trains a few layers at a time (LISA)");
+    refuse_if_on("relora", "merges the adapters into the base and restarts them (ReLoRA)");
+    // normalize_attn_implementation (utils/schemas/config.py): the legacy flags or the canonical key.
+    for (const char* flag : {"flash_attention", "sdp_attention", "xformers_attention", "flex_attention",
+                             "sage_attention", "eager_attention"}) {
+      if (has("attn_implementation") && on(flag)) {
+        throw UserError(path + " sets attn_implementation beside the legacy " + flag +
+                        ", which axolotl refuses; keep only attn_implementation");
+      }
+    }
+    attention_implementation();
     for (const std::string& key : {std::string("tensor_parallel_size"), std::string("context_parallel_size")}) {
       if (has(key) && whole(key) > 1) refuse(key, "splits the model over devices", "remove the key");
     }
@@ -533,7 +668,10 @@ struct Reader {
     // The collator (core/builders/causal.py): pad_to_sequence_len true pads to T; unset, to a
     // multiple of pad_to_multiple_of (64 by default); false, to the longest sample.
     const int64_t multiple = has("pad_to_multiple_of") ? whole("pad_to_multiple_of") : 64;
-    if (has("pad_to_sequence_len") && boolean("pad_to_sequence_len")) {
+    if (packing && !has("pad_to_sequence_len")) {
+      // hint_sample_packing_padding (utils/schemas/validation.py) sets it true with sample_packing.
+      set("--padding", "max", "pad_to_sequence_len (true with sample_packing)", true);
+    } else if (has("pad_to_sequence_len") && boolean("pad_to_sequence_len")) {
       set("--padding", "max", "pad_to_sequence_len");
     } else if (has("pad_to_sequence_len")) {
       set("--padding", "longest", "pad_to_sequence_len");
@@ -568,11 +706,17 @@ struct Reader {
         if (has(key)) config.unused.push_back(std::string(key) + " (no adapter)");
       }
     }
-    // axolotl's qlora loader (src/axolotl/loaders/model.py at 067b021): load_in_4bit with
-    // adapter: qlora is nf4 with bnb_4bit_use_double_quant True, and bnb_config_kwargs updated
-    // over those.
-    base_quant("", "", true);
-    bnb_config_kwargs();
+    // axolotl's loader (src/axolotl/loaders/model.py at 067b021, _set_quantization_config):
+    // load_in_4bit with adapter: qlora is nf4 with bnb_4bit_use_double_quant True, and
+    // bnb_config_kwargs updated over those; with adapter: lora no 4-bit config is built at all.
+    const std::string adapter_kind = has("adapter") ? word("adapter") : "";
+    if (adapter_kind == "lora" && on("load_in_4bit") && !on("load_in_8bit")) {
+      lora_over_an_unquantised_base();
+    } else {
+      base_quant("", "", true);
+      bnb_config_kwargs();
+    }
+    if (adapter_kind == "lora" || adapter_kind == "qlora") lora_remarks(adapter_kind, weights, bf16 ? "bf16" : fp16 ? "fp16" : "fp32");
     optimizer("optimizer");
     hyperparameters();
   }
@@ -594,8 +738,9 @@ bool overridden(const ConfigSetting& s, const std::function<bool(const std::stri
 // file is applied.
 bool moot(const ConfigSetting& s, const std::function<bool(const std::string&)>& given, const WorkloadOptions& w) {
   static const std::set<std::string> kAdapterOptions = {"--lora-alpha", "--lora-targets", "--lora-dropout",
-                                                         "--base-quant", "--double-quant"};
+                                                         "--base-quant", "--double-quant", "--kbit-prep"};
   if (given("--lora-rank") && !w.lora.enabled() && kAdapterOptions.count(s.option) != 0) return true;
+  if (s.option == "--kbit-prep" && given("--base-quant") && w.lora.base_quant == BaseQuant::kNone) return true;
   return s.option == "--double-quant" && given("--base-quant") && w.lora.base_quant != BaseQuant::kNf4;
 }
 
@@ -652,6 +797,8 @@ void apply_setting(const ConfigSetting& s, WorkloadOptions& w) {
     w.lora.base_quant = base_quant_from_string(s.value);
   } else if (o == "--double-quant") {
     w.lora.double_quant = true;
+  } else if (o == "--kbit-prep") {
+    w.lora.kbit_upcast = kbit_upcast_from_string(s.value);
   }
 }
 
@@ -803,6 +950,7 @@ std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
     for (const std::string& key : keys) text += (text.empty() ? "" : ", ") + key;
     return text;
   };
+  for (const std::string& remark : config.remarks) notes.push_back(config.path + ": " + remark);
   if (!config.unused.empty()) {
     notes.push_back(config.path + ": not used (no effect on the step accumbench measures): " + list(config.unused));
   }

@@ -147,8 +147,13 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
       {"packing", yes(s.packing != Packing::kNone)},
   };
   if (s.packing != Packing::kNone) keys.push_back({"packing_strategy", to_string(s.packing)});
-  // TRL's bfd packing runs padding-free (every row's documents flattened, positions restarting).
-  if (s.packing == Packing::kBfd) keys.push_back({"padding_free", "true"});
+  // TRL's bfd packing runs padding-free (every row's documents flattened, positions restarting),
+  // which keeps documents apart only with flash attention (SFTTrainer warns of cross-contamination
+  // under another kernel); attn_implementation is ModelConfig's, read from the same file.
+  if (s.packing == Packing::kBfd) {
+    keys.push_back({"padding_free", "true"});
+    keys.push_back({"attn_implementation", "flash_attention_2"});
+  }
   if (const int64_t multiple = pad_to_multiple_of(s)) keys.push_back({"pad_to_multiple_of", std::to_string(multiple)});
   if (s.group_by_length) keys.push_back({"group_by_length", "true"});
   if (!s.loss_type.empty()) keys.push_back({"loss_type", s.loss_type});
@@ -216,9 +221,16 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     }
     // axolotl's sample packing keeps documents whole, attention restarting at each: bfd's layout.
     lines.push_back("sample_packing: " + yes(s.packing == Packing::kBfd));
+    // Packed samples stay apart only under a varlen kernel (check_sample_packing_without_attention).
+    if (s.packing == Packing::kBfd) lines.push_back("attn_implementation: flash_attention_2");
     if (s.packing == Packing::kWrapped) lines.push_back("# packing wrapped (documents cut at T) has no axolotl key");
     const int64_t multiple = pad_to_multiple_of(s);
     if (multiple > 0 && multiple == s.max_length) lines.push_back("pad_to_sequence_len: true");
+    // With sample_packing, unset means true (hint_sample_packing_padding): written either way,
+    // false for packed rows measured padded to their longest.
+    if (s.packing == Packing::kBfd) {
+      lines.push_back(std::string("pad_to_sequence_len: ") + (s.padding == Padding::kMax ? "true" : "false"));
+    }
     // Unset, axolotl's collator pads to a multiple of 64 (core/builders/causal.py); false pads each
     // batch to its longest sample, as --padding longest.
     if (s.lengths_vary && s.packing == Packing::kNone && s.padding == Padding::kLongest) {

@@ -39,7 +39,7 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
     }
     if (r.lora.quantized()) {
       out << "base quantised " << to_string(r.lora.base_quant) << (r.lora.double_quant ? " with double quant" : "")
-          << ": every split runs on the same quantised weights (time approximate: LibTorch ops, not bitsandbytes' kernels)\n";
+          << (r.lora.kbit_upcast ? "" : ", the rest in the weights' dtype (--kbit-prep none)") << ": every split runs on the same quantised weights (time approximate: LibTorch ops, not bitsandbytes' kernels)\n";
     }
   }
   if (r.lengths == LengthMode::kFixed) {

@@ -127,6 +127,15 @@ void set_lengths(DataSource& data, const std::string& text) {
   data.lengths_file = text;
 }
 
+bool kbit_upcast_from_string(const std::string& text) {
+  if (text == "peft") return true;
+  if (text == "none") return false;
+  throw UserError("--kbit-prep " + text::quoted(text) + " is not a preparation of a quantised base; use peft (PEFT's "
+                  "prepare_model_for_kbit_training: the other parameters in fp32) or none (they stay in --weights-dtype)");
+}
+
+std::string kbit_prep_name(bool upcast) { return upcast ? "peft" : "none"; }
+
 std::string lengths_name(const DataSource& data) {
   if (!data.token_file.empty() && data.eos_id >= 0) {
     return "documents of " + data.token_file + " split at eos " + std::to_string(data.eos_id);
@@ -209,6 +218,10 @@ void validate_lora_options(const LoraOptions& lora) {
   if (lora.base_quant != BaseQuant::kNone && lora.rank == 0) {
     throw UserError("--base-quant " + to_string(lora.base_quant) +
                     " stores the frozen base of LoRA, which is off (--lora-rank 0); add --lora-rank R (QLoRA) or drop --base-quant");
+  }
+  if (!lora.kbit_upcast && !lora.quantized()) {
+    throw UserError("--kbit-prep none says how a quantised base's other parameters are kept, but there is no quantised "
+                    "base; add --base-quant nf4 or int8, or drop --kbit-prep");
   }
   if (lora.double_quant && lora.base_quant != BaseQuant::kNf4) {
     throw UserError("--double-quant quantises NF4's absmax again, but --base-quant is " + to_string(lora.base_quant) +
@@ -329,6 +342,17 @@ void validate_workload(const WorkloadOptions& w) {
     if (micro <= 0) throw UserError("micro-batch must be positive, got " + std::to_string(micro));
   }
   if (w.precisions.empty()) throw UserError("--precision needs at least one of fp32, bf16, fp16");
+  // The quantised linears compute in the step's precision; without the fp32 upcast the norms and
+  // embeddings beside them are in --weights-dtype, which only an autocast of that dtype joins.
+  if (w.lora.quantized() && !w.lora.kbit_upcast && w.weights_dtype != Precision::kFp32) {
+    for (Precision p : w.precisions) {
+      if (p != w.weights_dtype)
+        throw UserError("--kbit-prep none keeps the norms and embeddings in " + to_string(w.weights_dtype) +
+                        " (--weights-dtype), beside the quantised linears' " + to_string(p) +
+                        " outputs, which only --precision " + to_string(w.weights_dtype) + " (autocast) joins; use "
+                        "--precision " + to_string(w.weights_dtype) + ", or --kbit-prep peft");
+    }
+  }
   if (w.threads < 0) {
     throw UserError("--threads must not be negative, got " + std::to_string(w.threads) +
                     "; use 0 for every hardware thread");
@@ -351,7 +375,8 @@ void validate_workload(const WorkloadOptions& w) {
 }
 
 void apply_base_quant_defaults(WorkloadOptions& w, bool checkpointing_given) {
-  if (w.lora.quantized() && !checkpointing_given) w.grid.checkpointing = Checkpointing::kBlocks;
+  // prepare_model_for_kbit_training's use_gradient_checkpointing=True; without it, none.
+  if (w.lora.quantized() && w.lora.kbit_upcast && !checkpointing_given) w.grid.checkpointing = Checkpointing::kBlocks;
 }
 
 std::string join_precisions(const std::vector<Precision>& precisions) {
@@ -390,6 +415,8 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
   if (w.lora.base_quant != BaseQuant::kNone) {
     options.push_back({"base_quant", to_string(w.lora.base_quant)});
     options.push_back({"double_quant", flag(w.lora.double_quant)});
+    // Only when not PEFT's, so that files written before --kbit-prep existed still resume.
+    if (!w.lora.kbit_upcast) options.push_back({"kbit_prep", kbit_prep_name(false)});
   }
   return options;
 }
