@@ -156,6 +156,14 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
                                  "lr (0.0001 vs 0.001)"),
             std::string::npos)
       << different.str();
+  // An option recorded only when set (--base-quant, --kbit-prep) is its default where left out.
+  std::ostringstream quantised;
+  ab::SweepResult q = one_run("gpt2-mini", 64);
+  q.context.options.push_back({"base_quant", "nf4"});
+  q.context.options.push_back({"kbit_prep", "none"});
+  ab::print_comparison(one_run("gpt2-mini", 64), q, quantised);
+  EXPECT_NE(quantised.str().find("base_quant (none vs nf4)"), std::string::npos) << quantised.str();
+  EXPECT_NE(quantised.str().find("kbit_prep (peft vs none)"), std::string::npos) << quantised.str();
 
   // An interrupted sweep is named, with the splits it never began.
   std::ostringstream stopped;

@@ -949,5 +949,45 @@ TEST_F(HubCache, DirectoryMeansItsConfigJson) {
   EXPECT_EQ(cfg.n_layers, 2);
 }
 
+
+// A checkpoint saved quantised (unsloth's and TheBloke's "-bnb-4bit", "-GPTQ" uploads) carries its
+// quantization_config; it loads so and trains only under adapters, so the run must quantise the
+// same way, and kernels accumbench does not run (GPTQ, AWQ, fp4) are refused.
+TEST(HfConfig, ACheckpointStoredQuantisedNeedsItsOwnBaseQuant) {
+  const std::string head = R"({"model_type":"llama","vocab_size":512,"hidden_size":64,"intermediate_size":176,)"
+                           R"("num_hidden_layers":2,"num_attention_heads":4,"max_position_embeddings":256)";
+  const ModelConfig nf4 = parse_hf_config(
+      head + R"(,"quantization_config":{"quant_method":"bitsandbytes","load_in_4bit":true,"load_in_8bit":false,)"
+             R"("bnb_4bit_quant_type":"nf4","bnb_4bit_use_double_quant":true}})",
+      "bnb.json");
+  EXPECT_EQ(nf4.stored_quantised, "bitsandbytes nf4 with double quant");
+  LoraOptions lora;
+  auto error_of = [&](const ModelConfig& m) {
+    try {
+      validate_lora(m, lora);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(error_of(nf4),
+            "bnb.json is a checkpoint stored quantised (bitsandbytes nf4 with double quant), which loads so and trains "
+            "only under LoRA adapters; add --lora-rank R --base-quant nf4 --double-quant to measure it as it loads");
+  lora.rank = 8;
+  lora.base_quant = BaseQuant::kNf4;
+  EXPECT_NE(error_of(nf4), "(no error)");  // without the double quantisation
+  lora.double_quant = true;
+  EXPECT_EQ(error_of(nf4), "(no error)");
+  const ModelConfig int8 =
+      parse_hf_config(head + R"(,"quantization_config":{"load_in_8bit":true}})", "int8.json");
+  EXPECT_EQ(int8.stored_quantised, "bitsandbytes int8");
+  const ModelConfig gptq = parse_hf_config(head + R"(,"quantization_config":{"quant_method":"gptq","bits":4}})", "g.json");
+  EXPECT_EQ(error_of(gptq),
+            "g.json is a checkpoint stored quantised (gptq), whose storage and kernels accumbench does not model; give "
+            "the config.json of the unquantised model (with --base-quant nf4 or int8 for a bitsandbytes base)");
+  EXPECT_EQ(parse_hf_config(head + R"(,"quantization_config":null})", "n.json").stored_quantised, "");
+  EXPECT_EQ(parse_hf_config(head + "}", "plain.json").stored_quantised, "");
+}
+
 }  // namespace
 }  // namespace accumbench

@@ -181,6 +181,11 @@ TEST(QuantizedStorage, WithoutPeftsPreparationTheRestKeepsItsDtype) {
   ab::apply_base_quant_defaults(w, /*checkpointing_given=*/false);
   EXPECT_EQ(w.grid.checkpointing, ab::Checkpointing::kNone);
   EXPECT_EQ(ab::describe_workload(w).back(), (std::pair<std::string, std::string>{"kbit_prep", "none"}));
+  // --tf32 off is recorded (on, the default, stands where a file lacks it).
+  ab::WorkloadOptions off = w;
+  off.tf32 = false;
+  EXPECT_EQ(ab::describe_workload(off).back(), (std::pair<std::string, std::string>{"tf32", "off"}));
+  EXPECT_EQ(ab::unrecorded_default("tf32"), std::optional<std::string>("on"));
   // Only with a quantised base, and only beside the autocast of the weights' own dtype.
   w.weights_dtype = ab::Precision::kBf16;
   w.precisions = {ab::Precision::kBf16};

@@ -374,6 +374,20 @@ TEST(Sweep, ResumeRefusesAnotherConfiguration) {
   other = tiny();
   other.workload.model.seed = 7;
   EXPECT_THROW(ab::run_sweep(other, nullptr, &first), ab::UserError);
+  // Options recorded only when set stand for their defaults where left out, both ways: a file
+  // measured with --kbit-prep none or --base-quant is not resumed by a sweep without them.
+  for (const auto& [option, value, words] :
+       {std::tuple<std::string, std::string, std::string>{"kbit_prep", "none", "--kbit-prep \"none\", this sweep has \"peft\""},
+        {"base_quant", "nf4", "--base-quant \"nf4\", this sweep has \"none\""}}) {
+    ab::SweepResult set = first;
+    set.context.options.push_back({option, value});
+    try {
+      ab::run_sweep(tiny(), nullptr, &set);
+      FAIL() << option << " " << value << " was resumed by a sweep without it";
+    } catch (const ab::UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("measured with " + words), std::string::npos) << e.what();
+    }
+  }
 }
 
 // A resumed sweep over fewer micro-batches keeps the file's other splits, and judges every

@@ -3,6 +3,8 @@
 // understood listed, command-line overrides, and the round trip from --emit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "accumbench/error.hpp"
 #include "accumbench/model_config.hpp"
 #include "accumbench/report.hpp"
@@ -56,16 +58,16 @@ TEST(TrainerConfig, AnEmptyTrlFileIsTrlsDefaults) {
   EXPECT_EQ(ab::trainer_config_notes(c, kNothingGiven, read("")),
             (Lines{"read sft.yaml as --seq-len 1024 --batch 8 (per_device_train_batch_size x "
                    "gradient_accumulation_steps: 8 per device x 1 accumulation steps x 1 process) --precision bf16 "
-                   "--activation-checkpointing blocks --packing none --padding longest",
+                   "--activation-checkpointing blocks --packing none --padding longest --tf32 off",
                    "sft.yaml leaves out max_length, per_device_train_batch_size, bf16, gradient_checkpointing, "
-                   "pad_to_multiple_of: TRL's defaults stand"}));
+                   "pad_to_multiple_of, tf32: TRL's defaults stand"}));
   // axolotl's bf16 stands for the precision and the weights' dtype: named once.
   const ab::TrainerConfig axolotl = ab::parse_trainer_config("base_model: gpt2-tiny\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml");
   ab::WorkloadOptions from_axolotl;
   ab::apply_trainer_config(axolotl, from_axolotl, kNothingGiven);
   EXPECT_EQ(ab::trainer_config_notes(axolotl, kNothingGiven, from_axolotl).back(),
-            "ax.yml leaves out sequence_len, micro_batch_size, bf16, gradient_checkpointing, pad_to_sequence_len: "
-            "axolotl's defaults stand");
+            "ax.yml leaves out sequence_len, micro_batch_size, bf16, gradient_checkpointing, pad_to_sequence_len, "
+            "tf32: axolotl's defaults stand");
 }
 
 // Every key accumbench maps, with 2 processes: the effective batch is 4 x 4 x 2 = 32.
@@ -568,7 +570,8 @@ datasets:
   EXPECT_EQ(w.lora.rank, 32);
   EXPECT_EQ(w.lora.targets, "all-linear");
   const ab::TrainerConfig c = ab::parse_trainer_config(yaml, ab::ConfigFormat::kAxolotl, 4, "qlora.yml");
-  EXPECT_EQ(c.unused, (Lines{"flash_attention (accumbench's attention follows the device)", "tf32", "datasets"}));
+  EXPECT_EQ(c.unused, (Lines{"flash_attention (accumbench's attention follows the device)", "datasets"}));
+  EXPECT_FALSE(w.tf32);  // tf32: false
   EXPECT_TRUE(c.unknown.empty());
 
   // batch_size alone: gradient_accumulation_steps = batch_size / micro_batch_size.
@@ -618,8 +621,9 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
   EXPECT_EQ(w.trl_loss, "nll");
   EXPECT_EQ(w.data.packing, ab::Packing::kBfd);
   EXPECT_EQ(w.weights_dtype, ab::Precision::kBf16);
-  EXPECT_EQ(old_trl.remarks,
-            Lines{"sets max_seq_length, which only TRL before 1.7.0 reads: planned with that TRL's loss, nll over the "
+  ASSERT_EQ(old_trl.remarks.size(), 1u);
+  EXPECT_EQ(old_trl.remarks[0].text,
+            std::string{"sets max_seq_length, which only TRL before 1.7.0 reads: planned with that TRL's loss, nll over the "
                   "whole logits (loss_type chunked_nll is TRL's default since 1.7.0; set loss_type to choose)"});
   EXPECT_EQ(read("max_length: 128\n").trl_loss, "chunked_nll");
   EXPECT_EQ(read("torch_dtype: float32\nloss_type: chunked_nll\n").trl_loss, "chunked_nll");  // said: kept
@@ -632,7 +636,7 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
   EXPECT_FALSE(w.lora.kbit_upcast);
   EXPECT_EQ(w.weights_dtype, ab::Precision::kBf16);
   ASSERT_EQ(trl_qlora.remarks.size(), 1u);
-  EXPECT_EQ(trl_qlora.remarks[0].rfind("TRL 1.x's SFTTrainer casts the adapters of a quantised model to bf16", 0), 0u);
+  EXPECT_EQ(trl_qlora.remarks[0].text.rfind("TRL 1.x's SFTTrainer casts the adapters of a quantised model to bf16", 0), 0u);
   EXPECT_TRUE(read("use_peft: true\nload_in_4bit: true\ntorch_dtype: bfloat16\n").lora.kbit_upcast);
   EXPECT_TRUE(read("use_peft: true\nload_in_4bit: true\ndtype: float16\n").lora.kbit_upcast);  // under bf16
 
@@ -647,16 +651,26 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
   EXPECT_EQ(w.weights_dtype, ab::Precision::kFp32);
   EXPECT_EQ(w.precisions, std::vector<ab::Precision>{ab::Precision::kBf16});
   ASSERT_EQ(lora4.remarks.size(), 2u);
-  EXPECT_EQ(lora4.remarks[0].rfind("sets load_in_4bit with adapter: lora, for which axolotl builds no 4-bit config", 0),
+  EXPECT_EQ(lora4.remarks[0].text.rfind("sets load_in_4bit with adapter: lora, for which axolotl builds no 4-bit config", 0),
             0u);
+  // A remark about what the command line replaces is left out (--base-quant nf4 over this file
+  // plans a quantised base, which the remark would deny).
+  const auto given_base_quant = [](const std::string& option) { return option == "--base-quant"; };
+  const Lines overridden = ab::trainer_config_notes(lora4, given_base_quant, w);
+  EXPECT_TRUE(std::none_of(overridden.begin(), overridden.end(),
+                           [](const std::string& n) { return n.find("builds no 4-bit config") != std::string::npos; }))
+      << joined(overridden);
+  const Lines kept = ab::trainer_config_notes(lora4, kNothingGiven, w);
+  EXPECT_TRUE(std::any_of(kept.begin(), kept.end(),
+                          [](const std::string& n) { return n.find("builds no 4-bit config") != std::string::npos; }));
   // Its fused LoRA kernels go on unless the file sets them (or over an 8-bit base).
-  EXPECT_EQ(lora4.remarks[1].rfind("leaves the lora_*_kernel keys unset, so axolotl turns on its fused LoRA kernels", 0),
+  EXPECT_EQ(lora4.remarks[1].text.rfind("leaves the lora_*_kernel keys unset, so axolotl turns on its fused LoRA kernels", 0),
             0u);
   const std::string kernels_off = "lora_mlp_kernel: false\nlora_qkv_kernel: false\nlora_o_kernel: false\n";
   EXPECT_TRUE(ab::parse_trainer_config(lora + kernels_off, ab::ConfigFormat::kAxolotl, 1, "ax.yml").remarks.empty());
   EXPECT_EQ(ab::parse_trainer_config(lora + "lora_mlp_kernel: true\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml")
                 .remarks.at(0)
-                .rfind("turns on its fused LoRA kernels", 0),
+                .text.rfind("turns on its fused LoRA kernels", 0),
             0u);
   // Over an 8-bit base: no kernels, and the embeddings go back to 16 bits after the fp32 cast
   // (--kbit-prep none), as over axolotl's 4-bit one.
@@ -683,4 +697,12 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
   EXPECT_EQ(error_of("attn_implementation: flash_attention_2\n", ab::ConfigFormat::kAxolotl), "(no error)");
   EXPECT_NE(error_of("lisa_n_layers: 4\n", ab::ConfigFormat::kAxolotl).find("LISA"), std::string::npos);
   EXPECT_NE(error_of("relora: true\n", ab::ConfigFormat::kAxolotl).find("ReLoRA"), std::string::npos);
+  // TF32 matmuls only with tf32: true, in both trainers (PyTorch's default is off); a sweep on
+  // CUDA follows (--tf32), its own default being on, as the PyTorch anchor runs.
+  EXPECT_FALSE(read("").tf32);
+  EXPECT_TRUE(read("tf32: true\n").tf32);
+  EXPECT_FALSE(read("tf32: false\n").tf32);
+  EXPECT_TRUE(read("tf32: true\n", ab::ConfigFormat::kAxolotl).tf32);
+  EXPECT_FALSE(read("", ab::ConfigFormat::kAxolotl).tf32);
+  EXPECT_TRUE(ab::WorkloadOptions{}.tf32);
 }

@@ -7,6 +7,7 @@
 #include "accumbench/error.hpp"
 #include "accumbench/model_config.hpp"
 #include "accumbench/report.hpp"
+#include "accumbench/trainer_config.hpp"
 
 namespace ab = accumbench;
 
@@ -232,4 +233,37 @@ TEST(TrainerSettings, OptimizerAsOptim) {
   w.optimizer.kind = ab::OptimizerKind::kAdamW;
   const auto keys = ab::trl_settings(ab::trainer_settings(split(2, 4), w, {}));
   for (const auto& [key, value] : keys) EXPECT_NE(key, "optim");
+}
+
+// A quantised base's settings read back the same: axolotl's qlora loader double-quantises unless
+// bnb_config_kwargs turns it off, so that key is written; --kbit-prep none is one of the split's
+// flags; a split measured with PEFT's fp32 upcast says that the trainers keep the weights' dtype.
+TEST(TrainerSettings, QuantisedBasesReadBackTheSame) {
+  ab::WorkloadOptions w = workload();
+  w.model.preset = "llama-tiny";
+  w.seq_len = 64;
+  w.precisions = {ab::Precision::kBf16};
+  w.weights_dtype = ab::Precision::kBf16;
+  w.lora.rank = 8;
+  w.lora.base_quant = ab::BaseQuant::kNf4;
+  w.lora.kbit_upcast = false;
+  ab::SplitConfig s = split(2, 8);
+  s.precision = ab::Precision::kBf16;
+  const ab::TrainerSettings settings = ab::trainer_settings(s, w, {"all-linear"});
+  const Lines axolotl = ab::settings_lines(settings, ab::SettingsFormat::kAxolotl);
+  std::string yaml = "base_model: llama-tiny\n";
+  for (const std::string& line : axolotl) yaml += line + "\n";
+  ab::WorkloadOptions back;
+  ab::apply_trainer_config(ab::parse_trainer_config(yaml, ab::ConfigFormat::kAxolotl, 1, "emitted.yml"), back,
+                           [](const std::string&) { return false; });
+  EXPECT_EQ(back.lora.base_quant, ab::BaseQuant::kNf4);
+  EXPECT_FALSE(back.lora.double_quant) << yaml;
+  EXPECT_FALSE(back.lora.kbit_upcast);
+  EXPECT_NE(ab::settings_lines(settings, ab::SettingsFormat::kArgs).back().find("--base-quant nf4 --kbit-prep none"),
+            std::string::npos);
+  w.lora.kbit_upcast = true;
+  const Lines peft = ab::settings_lines(ab::trainer_settings(s, w, {"all-linear"}), ab::SettingsFormat::kTrl);
+  EXPECT_EQ(peft.back(),
+            "# measured with PEFT's prepare_model_for_kbit_training (the other parameters in fp32); TRL 1.x and axolotl "
+            "keep them in the weights' dtype, which --kbit-prep none measures");
 }

@@ -465,6 +465,7 @@ struct SweepCommand {
   OutputFiles files;
   std::string resume_path;
   std::string emit;
+  std::string tf32 = "on";
 
   CLI::App* add_to(CLI::App& app) {
     CLI::App* command = app.add_subcommand("sweep", "measure every micro-batch x accumulation split of one batch");
@@ -495,6 +496,11 @@ struct SweepCommand {
                         "deciding; auto: what calibrate-framework measured on this device, else none")
         ->type_name("MS|auto")
         ->capture_default_str();
+    command->add_option("--tf32", tf32,
+                        "on or off: fp32 matmuls on CUDA in TF32, as the PyTorch anchor runs them (PyTorch's own "
+                        "default, and a trainer's without tf32: true, is off); fp32 steps' time only")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
     command->add_option("--tokens", flags.workload.data.token_file,
                         "token file (uint16 or uint32 ids) instead of synthetic tokens");
     command->add_option("--token-bytes", flags.workload.data.token_bytes, "bytes per token id in --tokens: 2 or 4")
@@ -510,6 +516,8 @@ struct SweepCommand {
 
   int run(bool primary) {
     options.workload = flags.apply();
+    // Given, it wins over a trainer config's tf32 (read by flags.apply); else that one stands.
+    if (flags.cli->get_option("--tf32")->count() > 0) options.workload.tf32 = tf32 == "on";
     if (!emit.empty()) ab::settings_format_from_string(emit);  // a typo stops before the sweep, not after
     ab::SweepResult resume;
     const bool resuming = !resume_path.empty();
@@ -791,6 +799,7 @@ int PlanCommand::run() {
   adopt_trl_loss(w);
   if (!emit.empty()) ab::settings_format_from_string(emit);
   const ab::ModelConfig cfg = ab::resolve_model(w.model);
+  ab::validate_lora(cfg, w.lora);  // the rank against the model, a checkpoint stored quantised
   const ab::PlanTarget target = ab::plan_target(w);
   const ab::PlanOptions o = plan_options(w, target);
   const int64_t limit = memory_bytes(w, target);

@@ -84,11 +84,13 @@ class AdaptedLinear(torch.nn.Module):
 ATTENTIONS = ("eager", "sdpa")
 
 
-def attention(q, k, v, attention_mask, implementation="eager"):
+def attention(q, k, v, attention_mask, implementation="eager", divide_scores=False):
     """HF attention: q (B, H, T, hd), k/v (B, Hkv, T, hd), attention_mask (B, T) of 0/1 or None.
 
-    eager (eager_attention_forward): masked scores get the dtype's lowest value (HF's 4-D causal
-    mask), softmax in fp32. sdpa (sdpa_attention_forward, PyTorch 2.x): is_causal without a padding
+    eager (eager_attention_forward): the scores times head_dim ** -0.5 (the Llama family's
+    self.scaling; GPT-2's eager attention divides by sqrt(head_dim) instead, divide_scores=True:
+    in 16 bits the two round apart unless sqrt(head_dim) is a power of two), masked scores get the
+    dtype's lowest value (HF's 4-D causal mask), softmax in fp32. sdpa (sdpa_attention_forward, PyTorch 2.x): is_causal without a padding
     mask, so that the flash kernels run; used only to time GPU steps as a PyTorch job runs them."""
     batch, heads, seq, head_dim = q.shape
     n_rep = heads // k.shape[1]
@@ -98,7 +100,8 @@ def attention(q, k, v, attention_mask, implementation="eager"):
     if implementation == "sdpa":
         assert attention_mask is None, "sdpa here is for timing unpadded batches"
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(head_dim)  # (B, H, T, T)
+    scores = torch.matmul(q, k.transpose(2, 3))  # (B, H, T, T)
+    scores = scores / math.sqrt(head_dim) if divide_scores else scores * head_dim ** -0.5
     allowed = torch.ones(seq, seq, dtype=torch.bool, device=q.device).tril()[None, None]  # (1, 1, T, T)
     if attention_mask is not None:
         allowed = allowed & attention_mask.bool()[:, None, None, :]  # keys that are padding
@@ -147,7 +150,8 @@ class Gpt2Block(torch.nn.Module):
         batch, seq, _ = x.shape
         q, k, v = self.c_attn(self.ln_1(x)).split(self.n_heads * self.head_dim, dim=2)
         heads = lambda t: t.view(batch, seq, self.n_heads, self.head_dim).transpose(1, 2)  # noqa: E731
-        y = attention(heads(q), heads(k), heads(v), attention_mask, self.attention).transpose(1, 2).reshape(batch, seq, -1)
+        y = attention(heads(q), heads(k), heads(v), attention_mask, self.attention, divide_scores=True)
+        y = y.transpose(1, 2).reshape(batch, seq, -1)
         h = x + self.attn_c_proj(y)
         return h + self.mlp_c_proj(self.act(self.c_fc(self.ln_2(h))))
 

@@ -89,6 +89,11 @@ struct ModelConfig {
   // A Hugging Face config's dropout probabilities that are not 0 ("attn_pdrop 0.1, ..."), which
   // transformers applies in training and the engine does not (dropout_note); empty for presets.
   std::string dropout;
+  // A config.json's quantization_config (a checkpoint saved quantised): how its block linears are
+  // stored, "bitsandbytes nf4", "bitsandbytes nf4 with double quant", "bitsandbytes fp4",
+  // "bitsandbytes int8", or the quant_method ("gptq", "awq", ...); empty for an unquantised one.
+  // validate_lora requires the matching --base-quant (adapters.cpp).
+  std::string stored_quantised;
 };
 
 // Throws UserError naming the field when the shape is impossible (heads not dividing, ...).

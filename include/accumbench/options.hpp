@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -124,6 +125,10 @@ std::string to_string(BaseQuant quant);                  // "none" | "nf4" | "in
 BaseQuant base_quant_from_string(const std::string& text);
 // --kbit-prep: "peft" (true: the fp32 upcast) | "none" (false); UserError for anything else.
 bool kbit_upcast_from_string(const std::string& text);
+// The value an option that describe_workload records only when it is not its default stands for
+// when a file lacks it (base_quant "none", double_quant "false", kbit_prep "peft"); nullopt for
+// every other option.
+std::optional<std::string> unrecorded_default(const std::string& option);
 std::string kbit_prep_name(bool upcast);
 
 // Low-rank adapters on a frozen base (rank 0: full fine-tuning).
@@ -178,6 +183,10 @@ struct WorkloadOptions {
   int world_size = 1;                       // plan: data-parallel ranks to plan for
   double dist_timeout_seconds = 300;        // data parallel: how long a rank waits for the others
   int threads = 0;                          // CPU threads; 0: every hardware thread
+  // sweep --tf32: fp32 matmuls on CUDA in TF32 (torch.backends.cuda.matmul.allow_tf32), as the
+  // PyTorch anchor runs them; PyTorch's own default, and transformers' and axolotl's without
+  // `tf32: true`, is off. Only fp32 steps on CUDA change (their time).
+  bool tf32 = true;
   // --trl-config: TRL's SFTConfig.loss_type ("chunked_nll" when the file leaves it out, TRL's
   // default since 1.7.0; "" without a TRL config). plan models TRL's own step with it (--framework
   // hf-trl --trl-loss); sweep and verify measure the engine, whose loss it does not change.

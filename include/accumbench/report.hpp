@@ -114,6 +114,7 @@ struct TrainerSettings {
   std::string lora_targets;                 // as accumbench takes them (--lora-targets)
   BaseQuant base_quant = BaseQuant::kNone;  // QLoRA: load_in_4bit (nf4) or load_in_8bit (int8)
   bool double_quant = false;                // bnb_4bit_use_double_quant
+  bool kbit_upcast = true;                  // --kbit-prep peft (PEFT's fp32 upcast) or none
   std::vector<std::string> target_modules;  // as PEFT takes them (peft_target_modules)
   bool lengths_vary = false;                // samples shorter than T: padding matters
   Padding padding = Padding::kMax;

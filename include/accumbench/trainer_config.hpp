@@ -58,8 +58,13 @@ struct TrainerConfig {
   bool trl_loss_by_default = false;
   // What the trainer does with this file that its keys do not say and accumbench measures
   // otherwise or not at all (axolotl's fused LoRA kernels, a dtype cast after loading): one
-  // sentence each, for stderr.
-  std::vector<std::string> remarks;
+  // sentence each, for stderr, left out when the command line gives one of `options` (the
+  // remark is then about a run that is not the one measured).
+  struct Remark {
+    std::string text;
+    std::vector<std::string> options;
+  };
+  std::vector<Remark> remarks;
   std::vector<std::string> unused;   // keys understood that change nothing accumbench measures
   std::vector<std::string> unknown;  // keys not understood: listed, ignored
 };

@@ -56,7 +56,8 @@ namespace {
 // (softmax(..., dtype=torch.float32).to(query.dtype)): with 16-bit activations the fp32
 // probabilities (softmax's saved output) and their 16-bit copy (bmm's operand) both stay for
 // backward, on the CPU as on CUDA (whose autocast runs softmax in fp32 anyway).
-at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& blocked) {
+at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& blocked,
+                            bool divide_scores) {
   const int64_t heads = q.size(1);
   const int64_t kv_heads = k.size(1);
   at::Tensor keys = k;
@@ -65,8 +66,9 @@ at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::
     keys = k.repeat_interleave(heads / kv_heads, /*dim=*/1);
     values = v.repeat_interleave(heads / kv_heads, /*dim=*/1);
   }
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  at::Tensor scores = at::matmul(q, keys.transpose(-2, -1)) * scale;  // (B, H, T, T)
+  const double root = std::sqrt(static_cast<double>(q.size(3)));
+  at::Tensor scores = at::matmul(q, keys.transpose(-2, -1));  // (B, H, T, T)
+  scores = divide_scores ? scores / root : scores * (1.0 / root);
   scores = scores.masked_fill(blocked, -std::numeric_limits<float>::infinity());
   at::Tensor weights = at::softmax(scores, /*dim=*/-1, at::kFloat).to(q.scalar_type());
   return at::matmul(weights, values);  // (B, H, T, hd)
@@ -127,17 +129,17 @@ DocumentLayout document_layout(const std::vector<std::vector<int64_t>>& document
 }
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            const DocumentLayout* documents) {
+                            const DocumentLayout* documents, bool divide_scores) {
   const int64_t heads = q.size(1);
   const int64_t kv_heads = k.size(1);
   TORCH_CHECK(heads % kv_heads == 0, "query heads ", heads, " not a multiple of kv heads ", kv_heads);
-  if (documents != nullptr && documents->blocked.defined()) return masked_attention(q, k, v, documents->blocked);
+  if (documents != nullptr && documents->blocked.defined()) return masked_attention(q, k, v, documents->blocked, divide_scores);
 #if ACCUMBENCH_TORCH_2
   // q and k rotated in fp32 beside v in 16 bits (RoPE under autocast over fp32 weights): the
   // kernels take one dtype. Autocast casts SDPA's operands to its dtype, and transformers' flash
   // path casts q, k and v to the 16-bit one; the flash call below is outside autocast's lists.
   if (q.scalar_type() != v.scalar_type() || k.scalar_type() != v.scalar_type())
-    return causal_attention(q.to(v.scalar_type()), k.to(v.scalar_type()), v, documents);
+    return causal_attention(q.to(v.scalar_type()), k.to(v.scalar_type()), v, documents, divide_scores);
   if (documents != nullptr) {
     // Packed rows on CUDA: the variable-length flash kernel over the B·T tokens as one batch of
     // segments (cu_seqlens), as transformers' padding-free path calls flash_attn_varlen_func;
@@ -160,7 +162,8 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 #else
   TORCH_CHECK(documents == nullptr, "packed rows without a mask");
   const int64_t seq_len = q.size(2);
-  return masked_attention(q, k, v, at::ones({seq_len, seq_len}, q.options().dtype(at::kBool)).triu(/*diagonal=*/1));
+  return masked_attention(q, k, v, at::ones({seq_len, seq_len}, q.options().dtype(at::kBool)).triu(/*diagonal=*/1),
+                          divide_scores);
 #endif
 }
 

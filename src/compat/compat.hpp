@@ -52,8 +52,11 @@ DocumentLayout document_layout(const std::vector<std::vector<int64_t>>& document
 // attention repeats each k/v head H/Hkv times). Returns (B, H, T, hd). With `documents`, a token
 // attends only to the earlier tokens of its own document: the block-diagonal mask, or on CUDA
 // with LibTorch 2.x the variable-length flash kernel (fp16/bf16 only), never a dense T×T mask.
+// The explicit path scales the scores as transformers' eager attention does: times
+// head_dim ** -0.5 (the Llama family), or divided by sqrt(head_dim) with `divide_scores` (GPT-2);
+// in 16 bits the two round apart unless sqrt(head_dim) is a power of two.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            const DocumentLayout* documents = nullptr);
+                            const DocumentLayout* documents = nullptr, bool divide_scores = false);
 
 // Autocast on `device_type` with `dtype` for the guard's lifetime; no-op when dtype is nullopt.
 // Restores the previous state and clears the cast cache on exit (as torch.autocast does).

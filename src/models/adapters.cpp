@@ -270,6 +270,23 @@ std::string targets_from_peft_pattern(const ModelConfig& m, const std::string& p
 }
 
 void validate_lora(const ModelConfig& m, const LoraOptions& lora) {
+  // A checkpoint saved quantised loads with its own storage (transformers reads its
+  // quantization_config) and trains only under adapters: the run must quantise the same way.
+  if (!m.stored_quantised.empty()) {
+    const std::string& q = m.stored_quantised;
+    const bool nf4 = q.rfind("bitsandbytes nf4", 0) == 0, int8 = q == "bitsandbytes int8";
+    const bool double_quant = q.find("double quant") != std::string::npos;
+    if (!nf4 && !int8) {
+      throw UserError(m.name + " is a checkpoint stored quantised (" + q + "), whose storage and kernels accumbench "
+                      "does not model; give the config.json of the unquantised model (with --base-quant nf4 or int8 "
+                      "for a bitsandbytes base)");
+    }
+    const std::string flags = "--lora-rank R --base-quant " + std::string(nf4 ? "nf4" : "int8") + (double_quant ? " --double-quant" : "");
+    if (!lora.enabled() || lora.base_quant != (nf4 ? BaseQuant::kNf4 : BaseQuant::kInt8) || lora.double_quant != double_quant) {
+      throw UserError(m.name + " is a checkpoint stored quantised (" + q + "), which loads so and trains only under "
+                      "LoRA adapters; add " + flags + " to measure it as it loads");
+    }
+  }
   if (!lora.enabled()) return;
   for (const BlockLinear& l : lora_targets(m, lora.targets)) {
     const int64_t smaller = std::min(l.in, l.out);

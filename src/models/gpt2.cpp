@@ -33,7 +33,7 @@ class Gpt2BlockImpl : public TransformerBlockImpl {
       return t.view({batch, seq, n_heads_, head_dim_}).transpose(1, 2);
     };
     at::Tensor y = compat::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
-                                            packed != nullptr ? &packed->attention : nullptr);
+                                            packed != nullptr ? &packed->attention : nullptr, /*divide_scores=*/true);
     y = y.transpose(1, 2).reshape({batch, seq, attn});  // (B, T, H·hd)
     at::Tensor h = x + attn_proj(y);
     return h + mlp_proj(mlp_activation(c_fc(ln_2(h)), activation_));

@@ -451,6 +451,27 @@ ModelConfig llama_family_from(const FieldReader& f, const std::string& model_typ
 
 }  // namespace
 
+namespace {
+
+// quantization_config, as transformers saves it with a quantised checkpoint (BitsAndBytesConfig's
+// to_dict: quant_method "bitsandbytes", load_in_4bit / load_in_8bit, bnb_4bit_quant_type,
+// bnb_4bit_use_double_quant; GPTQ, AWQ and others by their quant_method).
+std::string stored_quantisation(const json& root, const std::string& origin) {
+  const auto it = root.find("quantization_config");
+  if (it == root.end() || it->is_null()) return "";
+  const FieldReader q(*it, origin);
+  if (!it->is_object()) q.wrong("quantization_config", *it, "an object");
+  const std::string method = q.has("quant_method") ? q.string("quant_method") : "bitsandbytes";
+  if (method != "bitsandbytes") return method;
+  if (q.boolean_or("load_in_4bit", false)) {
+    const std::string type = q.has("bnb_4bit_quant_type") ? q.string("bnb_4bit_quant_type") : "fp4";
+    return "bitsandbytes " + type + (q.boolean_or("bnb_4bit_use_double_quant", false) ? " with double quant" : "");
+  }
+  return q.boolean_or("load_in_8bit", false) ? "bitsandbytes int8" : "";
+}
+
+}  // namespace
+
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& origin) {
   json root;
   try {
@@ -484,6 +505,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& ori
                 std::string("use a config whose model_type is one of ") + kSupportedModelTypes);
   }
   cfg.name = origin;
+  cfg.stored_quantised = stored_quantisation(root, origin);
   validate(cfg);  // the remaining shape rules (odd head_dim, overflow); messages name the file
   return cfg;
 }

@@ -1,6 +1,8 @@
 // `accumbench compare a.json b.json`: two sweeps side by side (two devices, two builds, before
 // and after a change), one row per split.
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,9 +65,17 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
         name == "threads") {
       continue;  // named above, or a property of the machine rather than of the measurement
     }
+    bool found = false;
     for (const auto& [other_name, other_value] : b.options) {
-      if (other_name == name) differ(name, value, other_value);
+      if (other_name == name) differ(name, value, other_value), found = true;
     }
+    // An option recorded only when set (--base-quant, --kbit-prep) stands for its default.
+    if (const std::optional<std::string> fallback = unrecorded_default(name); !found && fallback) differ(name, value, *fallback);
+  }
+  for (const auto& [name, value] : b.options) {
+    const std::optional<std::string> fallback = unrecorded_default(name);
+    const bool in_a = std::any_of(a.options.begin(), a.options.end(), [&](const auto& o) { return o.first == name; });
+    if (fallback && !in_a) differ(name, *fallback, value);
   }
   std::string text;
   for (size_t i = 0; i < differences.size() && i < 6; ++i) text += (i ? ", " : "") + differences[i];

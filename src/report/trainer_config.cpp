@@ -65,7 +65,7 @@ const std::set<std::string>& trl_unused_keys() {
       "lr_scheduler_kwargs", "warmup_ratio", "warmup_steps", "log_level", "log_level_replica", "logging_dir",
       "logging_strategy", "logging_first_step", "logging_steps", "logging_nan_inf_filter", "save_strategy",
       "save_steps", "save_total_limit", "save_safetensors", "save_on_each_node", "save_only_model", "data_seed",
-      "full_determinism", "bf16_full_eval", "fp16_full_eval", "tf32", "local_rank", "ddp_backend", "ddp_timeout",
+      "full_determinism", "bf16_full_eval", "fp16_full_eval", "local_rank", "ddp_backend", "ddp_timeout",
       "ddp_find_unused_parameters", "ddp_bucket_cap_mb", "ddp_broadcast_buffers", "dataloader_drop_last",
       "dataloader_num_workers", "dataloader_pin_memory", "dataloader_persistent_workers",
       "dataloader_prefetch_factor", "run_name", "disable_tqdm", "remove_unused_columns", "label_names",
@@ -87,7 +87,7 @@ const std::set<std::string>& axolotl_unused_keys() {
       "evals_per_epoch", "saves_per_epoch", "eval_steps", "save_steps", "save_strategy", "eval_strategy",
       "save_total_limit", "save_first_step", "save_safetensors", "wandb_project", "wandb_entity", "wandb_watch",
       "wandb_name", "wandb_log_model", "use_wandb", "use_mlflow", "mlflow_experiment_name", "special_tokens",
-      "tokens", "chat_template", "default_system_message", "train_on_inputs", "strict", "tf32",
+      "tokens", "chat_template", "default_system_message", "train_on_inputs", "strict",
       "early_stopping_patience", "resume_from_checkpoint", "auto_resume_from_checkpoints", "local_rank", "debug",
       "hub_model_id", "hub_strategy", "push_dataset_to_hub", "eval_sample_packing", "eval_batch_size",
       "eval_sequence_len", "eval_max_new_tokens", "eval_table_size", "lora_fan_in_fan_out", "lora_model_dir",
@@ -322,6 +322,13 @@ struct Reader {
     }
   }
 
+  // tf32: transformers turns TF32 matmuls on with true and off with false; left out, PyTorch's
+  // default (off) stands; axolotl turns it on only with true. A sweep on CUDA follows (--tf32).
+  void tf32() {
+    const bool on = has("tf32") && boolean("tf32");
+    set("--tf32", on ? "on" : "off", "tf32", !has("tf32"));
+  }
+
   void hyperparameters() {
     if (has("learning_rate")) set("--lr", num(number("learning_rate")), "learning_rate");
     if (has("weight_decay")) set("--weight-decay", num(number("weight_decay")), "weight_decay");
@@ -417,9 +424,10 @@ struct Reader {
       // A key TRL 1.7 no longer reads: the file was written for a TRL whose loss was the full nll.
       config.trl_loss = "nll";
       config.trl_loss_by_default = true;
-      config.remarks.push_back("sets " + legacy + ", which only TRL before 1.7.0 reads: planned with that TRL's loss, "
-                               "nll over the whole logits (loss_type chunked_nll is TRL's default since 1.7.0; set "
-                               "loss_type to choose)");
+      config.remarks.push_back({"sets " + legacy + ", which only TRL before 1.7.0 reads: planned with that TRL's loss, "
+                                "nll over the whole logits (loss_type chunked_nll is TRL's default since 1.7.0; set "
+                                "loss_type to choose)",
+                                {"--trl-loss", "--framework"}});
     } else {
       config.trl_loss = "chunked_nll";  // SFTConfig.__post_init__ since TRL 1.7.0 (without Liger)
       config.trl_loss_by_default = true;
@@ -428,6 +436,7 @@ struct Reader {
     // The shape of a step.
     // TRL 0.19 and before: max_seq_length, when given, overrides max_length (later TRL reads only max_length).
     const std::string length_key = has("max_seq_length") ? "max_seq_length" : has("max_length") ? "max_length" : "";
+    if (length_key == "max_seq_length" && has("max_length")) config.unused.push_back("max_length (max_seq_length overrides it)");
     if (!length_key.empty()) {
       set("--seq-len", std::to_string(whole(length_key)), length_key);
     } else if (root["max_length"].IsDefined()) {
@@ -499,6 +508,7 @@ struct Reader {
       }
     }
     base_quant("bnb_4bit_quant_type", "use_bnb_nested_quant", false);
+    tf32();
     if (has("use_peft") && boolean("use_peft") && (on("load_in_4bit") || on("load_in_8bit")) &&
         legacy_trl_key().empty()) {
       // trl/trainer/sft_trainer.py at f2cd577: no prepare_model_for_kbit_training (the
@@ -511,8 +521,9 @@ struct Reader {
                                        " (TRL 1.x's SFTTrainer does not prepare the model)");
       }
       config.remarks.push_back(
-          "TRL 1.x's SFTTrainer casts the adapters of a quantised model to bf16; accumbench keeps them in fp32, as "
-          "PEFT creates them, so its plan counts twice the adapters' weights, gradients and optimizer state");
+          {"TRL 1.x's SFTTrainer casts the adapters of a quantised model to bf16; accumbench keeps them in fp32, as "
+           "PEFT creates them, so its plan counts twice the adapters' weights, gradients and optimizer state",
+           {"--lora-rank", "--base-quant"}});
     }
     optimizer("optim");
     hyperparameters();
@@ -530,10 +541,11 @@ struct Reader {
                    settings.end());
     set("--weights-dtype", "fp32", "adapter: lora, load_in_4bit");
     config.remarks.push_back(
-        "sets load_in_4bit with adapter: lora, for which axolotl builds no 4-bit config (only adapter: qlora does): "
-        "the base loads unquantised and prepare_model_for_kbit_training casts it to fp32, so it is planned as fp32 "
-        "weights (axolotl casts the embeddings, head and norms back to 16 bits: counted in fp32 here); write "
-        "adapter: qlora for a 4-bit base");
+        {"sets load_in_4bit with adapter: lora, for which axolotl builds no 4-bit config (only adapter: qlora does): "
+         "the base loads unquantised and prepare_model_for_kbit_training casts it to fp32, so it is planned as fp32 "
+         "weights (axolotl casts the embeddings, head and norms back to 16 bits: counted in fp32 here); write "
+         "adapter: qlora for a 4-bit base",
+         {"--base-quant", "--weights-dtype", "--lora-rank"}});
     for (const char* key : {"bnb_config_kwargs"}) {
       if (has(key)) config.unused.push_back(std::string(key) + " (no 4-bit config with adapter: lora)");
     }
@@ -552,12 +564,13 @@ struct Reader {
     if (has("lora_embedding_kernel")) (void)boolean("lora_embedding_kernel");
     const bool automatic = !any_set && !(adapter == "lora" && on("load_in_8bit")) && !on("trust_remote_code");
     if (kernels || automatic) {
-      config.remarks.push_back(std::string(automatic ? "leaves the lora_*_kernel keys unset, so axolotl turns on"
-                                                     : "turns on") +
-                               " its fused LoRA kernels (custom autograd over q/k/v, o and the MLP): accumbench "
-                               "measures PEFT's LoRA layers, so axolotl's step may save less and run faster than "
-                               "measured; set lora_mlp_kernel, lora_qkv_kernel and lora_o_kernel to false to train "
-                               "what accumbench measures");
+      config.remarks.push_back({std::string(automatic ? "leaves the lora_*_kernel keys unset, so axolotl turns on"
+                                                      : "turns on") +
+                                    " its fused LoRA kernels (custom autograd over q/k/v, o and the MLP): accumbench "
+                                    "measures PEFT's LoRA layers, so axolotl's step may save less and run faster than "
+                                    "measured; set lora_mlp_kernel, lora_qkv_kernel and lora_o_kernel to false to train "
+                                    "what accumbench measures",
+                                {"--lora-rank"}});
     }
     // A quantised base: after prepare_model_for_kbit_training's fp32 cast, axolotl casts the norms,
     // embeddings and head back to the training dtype (_convert_embedding_modules_dtype), which
@@ -717,6 +730,7 @@ struct Reader {
       bnb_config_kwargs();
     }
     if (adapter_kind == "lora" || adapter_kind == "qlora") lora_remarks(adapter_kind, weights, bf16 ? "bf16" : fp16 ? "fp16" : "fp32");
+    tf32();
     optimizer("optimizer");
     hyperparameters();
   }
@@ -799,6 +813,8 @@ void apply_setting(const ConfigSetting& s, WorkloadOptions& w) {
     w.lora.double_quant = true;
   } else if (o == "--kbit-prep") {
     w.lora.kbit_upcast = kbit_upcast_from_string(s.value);
+  } else if (o == "--tf32") {
+    w.tf32 = s.value == "on";
   }
 }
 
@@ -950,7 +966,9 @@ std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
     for (const std::string& key : keys) text += (text.empty() ? "" : ", ") + key;
     return text;
   };
-  for (const std::string& remark : config.remarks) notes.push_back(config.path + ": " + remark);
+  for (const TrainerConfig::Remark& remark : config.remarks) {
+    if (std::none_of(remark.options.begin(), remark.options.end(), given)) notes.push_back(config.path + ": " + remark.text);
+  }
   if (!config.unused.empty()) {
     notes.push_back(config.path + ": not used (no effect on the step accumbench measures): " + list(config.unused));
   }

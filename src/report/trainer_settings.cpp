@@ -116,6 +116,7 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.lora_targets = w.lora.targets;
   s.base_quant = w.lora.base_quant;
   s.double_quant = w.lora.double_quant;
+  s.kbit_upcast = w.lora.kbit_upcast;
   s.target_modules = target_modules;
   s.lengths_vary = w.data.lengths != LengthMode::kFixed || w.data.eos_id >= 0;
   s.padding = w.data.padding;
@@ -191,6 +192,10 @@ std::vector<std::string> untranslated_knobs(const TrainerSettings& s) {
     notes.push_back("the quantised base's time is approximate: accumbench dequantises with LibTorch ops, not "
                     "bitsandbytes' kernels");
   }
+  if (s.base_quant != BaseQuant::kNone && s.kbit_upcast) {
+    notes.push_back("measured with PEFT's prepare_model_for_kbit_training (the other parameters in fp32); TRL 1.x and "
+                    "axolotl keep them in the weights' dtype, which --kbit-prep none measures");
+  }
   return notes;
 }
 
@@ -245,7 +250,11 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     if (s.base_quant == BaseQuant::kNf4) {
       lines.push_back("adapter: qlora");
       lines.push_back("load_in_4bit: true");
-      lines.push_back(std::string("# bnb_4bit_quant_type nf4, bnb_4bit_use_double_quant ") + yes(s.double_quant));
+      // axolotl's qlora loader quantises nf4 with double quant unless bnb_config_kwargs says not.
+      if (!s.double_quant) {
+        lines.push_back("bnb_config_kwargs:");
+        lines.push_back("  bnb_4bit_use_double_quant: false");
+      }
     } else if (s.base_quant == BaseQuant::kInt8) {
       lines.push_back("adapter: lora");
       lines.push_back("load_in_8bit: true");
@@ -277,6 +286,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     }
     if (s.base_quant != BaseQuant::kNone) args += " --base-quant " + to_string(s.base_quant);
     if (s.double_quant) args += " --double-quant";
+    if (s.base_quant != BaseQuant::kNone && !s.kbit_upcast) args += " --kbit-prep none";
     if (s.packing != Packing::kNone) args += " --packing " + to_string(s.packing);
     if (s.lengths_vary && s.packing == Packing::kNone) {
       DataSource data;
@@ -337,6 +347,7 @@ WorkloadOptions settings_workload(const SweepContext& context) {
       if (name == "lora_dropout" && value != "-") w.lora.dropout = std::stod(value);
       if (name == "base_quant") w.lora.base_quant = base_quant_from_string(value);
       if (name == "double_quant") w.lora.double_quant = value == "true";
+      if (name == "kbit_prep") w.lora.kbit_upcast = kbit_upcast_from_string(value);
     } catch (const std::exception&) {
       // An option this version cannot read keeps its default; the settings are a translation.
     }

@@ -131,18 +131,26 @@ void check_resume(const SweepResult& resume, const SweepContext& now) {
   }
   if (done.libtorch_version != now.libtorch_version) mismatch("LibTorch", done.libtorch_version, now.libtorch_version);
   if (done.device_name != now.device_name) mismatch("device", done.device_name, now.device_name);
+  const auto recorded_in = [](const SweepContext& c, const std::string& name) -> std::optional<std::string> {
+    for (const auto& [option, value] : c.options) {
+      if (option == name) return value;
+    }
+    return unrecorded_default(name);  // an option recorded only when set stands for its default
+  };
   for (const auto& [name, value] : now.options) {
     if (may_differ_on_resume(name)) continue;
-    std::string then;
-    bool recorded = false;
-    for (const auto& [done_name, done_value] : done.options) {
-      if (done_name == name) then = done_value, recorded = true;
-    }
-    if (!recorded) {
+    const std::optional<std::string> then = recorded_in(done, name);
+    if (!then) {
       throw UserError("--resume file was written before accumbench recorded " + resume_option_words(name) +
                       ", so it cannot tell whether its splits match this sweep; write to a new file");
     }
-    if (then != value) mismatch(resume_option_words(name), then, value);
+    if (*then != value) mismatch(resume_option_words(name), *then, value);
+  }
+  // What the file set that this sweep leaves at its default (--base-quant, --kbit-prep).
+  for (const auto& [name, then] : done.options) {
+    const std::optional<std::string> fallback = unrecorded_default(name);
+    const bool set_now = std::any_of(now.options.begin(), now.options.end(), [&](const auto& o) { return o.first == name; });
+    if (fallback && !set_now && then != *fallback) mismatch(resume_option_words(name), then, *fallback);
   }
 }
 
@@ -435,7 +443,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   }
   require_weights_dtype_runs_on(w.weights_dtype, device);
   validate_lora(cfg, w.lora);
-  if (device.is_cuda()) compat::allow_tf32(true);  // as the PyTorch anchor does
+  if (device.is_cuda()) compat::allow_tf32(w.tf32);  // on by default, as the PyTorch anchor runs
 
   SweepResult result;
   result.context = sweep_context(options, cfg, device, launch.world_size);

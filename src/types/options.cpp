@@ -136,6 +136,14 @@ bool kbit_upcast_from_string(const std::string& text) {
 
 std::string kbit_prep_name(bool upcast) { return upcast ? "peft" : "none"; }
 
+std::optional<std::string> unrecorded_default(const std::string& option) {
+  if (option == "base_quant") return to_string(BaseQuant::kNone);
+  if (option == "double_quant") return std::string("false");
+  if (option == "kbit_prep") return kbit_prep_name(true);
+  if (option == "tf32") return std::string("on");
+  return std::nullopt;
+}
+
 std::string lengths_name(const DataSource& data) {
   if (!data.token_file.empty() && data.eos_id >= 0) {
     return "documents of " + data.token_file + " split at eos " + std::to_string(data.eos_id);
@@ -418,6 +426,8 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
     // Only when not PEFT's, so that files written before --kbit-prep existed still resume.
     if (!w.lora.kbit_upcast) options.push_back({"kbit_prep", kbit_prep_name(false)});
   }
+  // Only when off, so that files written before --tf32 existed (all with it on) still resume.
+  if (!w.tf32) options.push_back({"tf32", "off"});
   return options;
 }
 
