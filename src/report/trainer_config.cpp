@@ -546,9 +546,7 @@ struct Reader {
          "weights (axolotl casts the embeddings, head and norms back to 16 bits: counted in fp32 here); write "
          "adapter: qlora for a 4-bit base",
          {"--base-quant", "--weights-dtype", "--lora-rank"}});
-    for (const char* key : {"bnb_config_kwargs"}) {
-      if (has(key)) config.unused.push_back(std::string(key) + " (no 4-bit config with adapter: lora)");
-    }
+    if (has("bnb_config_kwargs")) config.unused.push_back("bnb_config_kwargs (no 4-bit config with adapter: lora)");
   }
 
   // What axolotl does around its LoRA that the file's keys do not say.
@@ -561,7 +559,7 @@ struct Reader {
     }
     const bool any_set = has("lora_mlp_kernel") || has("lora_qkv_kernel") || has("lora_o_kernel") ||
                          has("lora_embedding_kernel");
-    if (has("lora_embedding_kernel")) (void)boolean("lora_embedding_kernel");
+    if (has("lora_embedding_kernel")) (void)boolean("lora_embedding_kernel");  // checked: its kernel fuses no linear
     const bool automatic = !any_set && !(adapter == "lora" && on("load_in_8bit")) && !on("trust_remote_code");
     if (kernels || automatic) {
       config.remarks.push_back({std::string(automatic ? "leaves the lora_*_kernel keys unset, so axolotl turns on"
