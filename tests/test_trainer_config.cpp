@@ -610,6 +610,19 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
             "sft.yaml sets num_processes: 4 (accelerate launch's processes), but this command plans 1 process; plan "
             "it with plan --world-size 4, or sweep it under torchrun --nproc-per-node 4");
 
+  // bfd packing without a flash kernel: TRL's padding-free rows attend across documents.
+  const ab::TrainerConfig packed_sdpa = ab::parse_trainer_config("packing: true\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  ASSERT_EQ(packed_sdpa.remarks.size(), 1u);
+  EXPECT_EQ(packed_sdpa.remarks[0].text.rfind("packs with bfd under transformers' default sdpa attention, where TRL's "
+                                              "padding-free rows attend across documents",
+                                              0),
+            0u);
+  EXPECT_TRUE(ab::parse_trainer_config("packing: true\nattn_implementation: flash_attention_2\n",
+                                       ab::ConfigFormat::kTrl, 1, "sft.yaml")
+                  .remarks.empty());
+  EXPECT_TRUE(ab::parse_trainer_config("packing: true\npacking_strategy: wrapped\n", ab::ConfigFormat::kTrl, 1,
+                                       "sft.yaml")
+                  .remarks.empty());
   // A key only TRL before 1.7 reads: that TRL's loss (nll), said in a remark; max_seq_length
   // overrides max_length as TRL 0.19 read it; "ffd" is TRL 0.19's name for bfd.
   const ab::TrainerConfig old_trl = ab::parse_trainer_config(
@@ -621,7 +634,7 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
   EXPECT_EQ(w.trl_loss, "nll");
   EXPECT_EQ(w.data.packing, ab::Packing::kBfd);
   EXPECT_EQ(w.weights_dtype, ab::Precision::kBf16);
-  ASSERT_EQ(old_trl.remarks.size(), 1u);
+  ASSERT_EQ(old_trl.remarks.size(), 2u);  // and bfd without a flash kernel
   EXPECT_EQ(old_trl.remarks[0].text,
             std::string{"sets max_seq_length, which only TRL before 1.7.0 reads: planned with that TRL's loss, nll over the "
                   "whole logits (loss_type chunked_nll is TRL's default since 1.7.0; set loss_type to choose)"});

@@ -494,6 +494,19 @@ struct Reader {
       set("--padding", "longest", "pad_to_multiple_of", true);  // the collator pads to the longest sample
     }
     if (has("group_by_length") && boolean("group_by_length")) set("--group-by-length", "", "group_by_length");
+    // bfd packing runs padding-free, which keeps documents apart only under a flash kernel
+    // (sft_trainer.py at f2cd577 warns of cross-contamination otherwise: the flattened micro-batch
+    // is one causal sequence). accumbench restarts attention at each document.
+    const bool flash = has("attn_implementation") && word("attn_implementation").find("flash") != std::string::npos;
+    if (packing && strategy != "wrapped" && !flash) {
+      config.remarks.push_back(
+          {"packs with bfd under " +
+               (has("attn_implementation") ? word("attn_implementation") : std::string("transformers' default sdpa")) +
+               " attention, where TRL's padding-free rows attend across documents (one causal sequence per "
+               "micro-batch; SFTTrainer warns); accumbench measures attention restarting at each document, as "
+               "flash attention runs it: add attn_implementation: flash_attention_2",
+           {"--packing"}});
+    }
 
     // LoRA (ModelConfig, with trl sft's --use_peft).
     if (has("use_peft") && boolean("use_peft")) {
