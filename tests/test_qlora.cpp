@@ -185,7 +185,9 @@ TEST(QuantizedStorage, WithoutPeftsPreparationTheRestKeepsItsDtype) {
   ab::WorkloadOptions off = w;
   off.tf32 = false;
   EXPECT_EQ(ab::describe_workload(off).back(), (std::pair<std::string, std::string>{"tf32", "off"}));
-  EXPECT_EQ(ab::unrecorded_default("tf32"), std::optional<std::string>("on"));
+  EXPECT_EQ(ab::recorded_option({}, "tf32"), std::optional<std::string>("on"));
+  EXPECT_EQ(ab::recorded_option({{"tf32", "off"}}, "tf32"), std::optional<std::string>("off"));
+  EXPECT_EQ(ab::recorded_option({}, "lr"), std::nullopt);
   // Only with a quantised base, and only beside the autocast of the weights' own dtype.
   w.weights_dtype = ab::Precision::kBf16;
   w.precisions = {ab::Precision::kBf16};

@@ -125,10 +125,14 @@ std::string to_string(BaseQuant quant);                  // "none" | "nf4" | "in
 BaseQuant base_quant_from_string(const std::string& text);
 // --kbit-prep: "peft" (true: the fp32 upcast) | "none" (false); UserError for anything else.
 bool kbit_upcast_from_string(const std::string& text);
-// The value an option that describe_workload records only when it is not its default stands for
-// when a file lacks it (base_quant "none", double_quant "false", kbit_prep "peft"); nullopt for
-// every other option.
-std::optional<std::string> unrecorded_default(const std::string& option);
+// The value of option `name` in a context's options (describe_workload's pairs): its own, or for an
+// option recorded only when not its default, that default where the list lacks it (base_quant
+// "none", double_quant "false", kbit_prep "peft", tf32 "on"); nullopt for any other option left out.
+std::optional<std::string> recorded_option(const std::vector<std::pair<std::string, std::string>>& options,
+                                           const std::string& name);
+// The options either list names, each once: `first`'s in order, then those only `second` has.
+std::vector<std::string> option_names(const std::vector<std::pair<std::string, std::string>>& first,
+                                      const std::vector<std::pair<std::string, std::string>>& second);
 std::string kbit_prep_name(bool upcast);
 
 // Low-rank adapters on a frozen base (rank 0: full fine-tuning).

@@ -1,6 +1,5 @@
 // `accumbench compare a.json b.json`: two sweeps side by side (two devices, two builds, before
 // and after a change), one row per split.
-#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -60,22 +59,15 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
   differ("seq_len", std::to_string(a.seq_len), std::to_string(b.seq_len));
   differ("batch", std::to_string(a.batch), std::to_string(b.batch));
   differ("world_size", std::to_string(a.world_size), std::to_string(b.world_size));
-  for (const auto& [name, value] : a.options) {
+  // A's options, then those only B has; one recorded only when set (--base-quant, --kbit-prep)
+  // stands for its default on the side that left it out.
+  for (const std::string& name : option_names(a.options, b.options)) {
     if (name == "model" || name == "seq_len" || name == "batch" || name == "device" || name == "OMP_WAIT_POLICY" ||
         name == "threads") {
       continue;  // named above, or a property of the machine rather than of the measurement
     }
-    bool found = false;
-    for (const auto& [other_name, other_value] : b.options) {
-      if (other_name == name) differ(name, value, other_value), found = true;
-    }
-    // An option recorded only when set (--base-quant, --kbit-prep) stands for its default.
-    if (const std::optional<std::string> fallback = unrecorded_default(name); !found && fallback) differ(name, value, *fallback);
-  }
-  for (const auto& [name, value] : b.options) {
-    const std::optional<std::string> fallback = unrecorded_default(name);
-    const bool in_a = std::any_of(a.options.begin(), a.options.end(), [&](const auto& o) { return o.first == name; });
-    if (fallback && !in_a) differ(name, *fallback, value);
+    const std::optional<std::string> x = recorded_option(a.options, name), y = recorded_option(b.options, name);
+    if (x && y) differ(name, *x, *y);
   }
   std::string text;
   for (size_t i = 0; i < differences.size() && i < 6; ++i) text += (i ? ", " : "") + differences[i];

@@ -36,6 +36,11 @@ std::string trainable_line(int64_t trainable, int64_t total) {
          format_percent(total > 0 ? static_cast<double>(trainable) / static_cast<double>(total) : 0.0, 2) + ")";
 }
 
+std::string base_quant_words(const std::string& kind, bool double_quant, bool kbit_upcast) {
+  return kind + (double_quant ? " with double quant" : "") +
+         (kbit_upcast ? "" : ", the rest in the weights' dtype (--kbit-prep none)");
+}
+
 namespace {
 
 // The value of option `name` in the context block; empty when absent (files from older sweeps).
@@ -82,8 +87,8 @@ std::string context_line(const SweepResult& result) {
   line << data_words(c);
   const std::string base_quant = option_value(c, "base_quant");
   if (!base_quant.empty() && base_quant != "none") {
-    line << ", base " << base_quant << (option_value(c, "double_quant") == "true" ? " with double quant" : "")
-         << (option_value(c, "kbit_prep") == "none" ? ", the rest in the weights' dtype (--kbit-prep none)" : "")
+    line << ", base "
+         << base_quant_words(base_quant, option_value(c, "double_quant") == "true", option_value(c, "kbit_prep") != "none")
          << " (time approximate: dequantised by LibTorch ops, not bitsandbytes' kernels)";
   }
   // bitsandbytes' 8-bit AdamW is emulated with LibTorch ops: its memory is exact, its time is not.

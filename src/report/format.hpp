@@ -28,6 +28,10 @@ std::string precisions_of(const std::vector<RunResult>& runs);
 // "trainable 4,718,592 of 129,158,400 (3.65 %)": what LoRA trains out of the whole model.
 std::string trainable_line(int64_t trainable, int64_t total);
 
+// "nf4 with double quant, the rest in the weights' dtype (--kbit-prep none)": how a quantised base
+// is kept, for the headers of sweep, plan and verify.
+std::string base_quant_words(const std::string& kind, bool double_quant, bool kbit_upcast);
+
 // One line describing what was measured (model, parameters, T, batch, device, precision, limit);
 // the console and Markdown reporters open with it.
 std::string context_line(const SweepResult& result);

@@ -5,6 +5,7 @@
 
 #include "accumbench/report.hpp"
 #include "accumbench/units.hpp"
+#include "report/format.hpp"
 
 namespace accumbench {
 
@@ -44,8 +45,8 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
       << " Hkv=" << m.n_kv_heads << " hd=" << m.head_dim << " f=" << m.d_ff << " V=" << m.vocab_size
       << " b=" << plan.split.micro_batch << " c=" << e.c << " w=" << e.w << "\n";
   if (plan.options.lora.quantized()) {
-    out << "  base quantised " << to_string(plan.options.lora.base_quant) << (plan.options.lora.double_quant ? " with double quant" : "")
-        << (plan.options.lora.kbit_upcast ? "" : ", the rest in the weights' dtype (--kbit-prep none)")
+    const LoraOptions& lora = plan.options.lora;
+    out << "  base quantised " << text::base_quant_words(to_string(lora.base_quant), lora.double_quant, lora.kbit_upcast)
         << " (bitsandbytes' storage); a sweep's time of it is approximate: dequantised by LibTorch ops, not bitsandbytes' kernels\n";
   }
   if (!plan.options.worst_micro_batch.empty()) {

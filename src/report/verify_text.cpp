@@ -38,8 +38,8 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
           << "splits share them; the splits are compared without it (sweep and plan keep it)\n";
     }
     if (r.lora.quantized()) {
-      out << "base quantised " << to_string(r.lora.base_quant) << (r.lora.double_quant ? " with double quant" : "")
-          << (r.lora.kbit_upcast ? "" : ", the rest in the weights' dtype (--kbit-prep none)") << ": every split runs on the same quantised weights (time approximate: LibTorch ops, not bitsandbytes' kernels)\n";
+      out << "base quantised " << text::base_quant_words(to_string(r.lora.base_quant), r.lora.double_quant, r.lora.kbit_upcast)
+          << ": every split runs on the same quantised weights (time approximate: LibTorch ops, not bitsandbytes' kernels)\n";
     }
   }
   if (r.lengths == LengthMode::kFixed) {

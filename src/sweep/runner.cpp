@@ -131,26 +131,17 @@ void check_resume(const SweepResult& resume, const SweepContext& now) {
   }
   if (done.libtorch_version != now.libtorch_version) mismatch("LibTorch", done.libtorch_version, now.libtorch_version);
   if (done.device_name != now.device_name) mismatch("device", done.device_name, now.device_name);
-  const auto recorded_in = [](const SweepContext& c, const std::string& name) -> std::optional<std::string> {
-    for (const auto& [option, value] : c.options) {
-      if (option == name) return value;
-    }
-    return unrecorded_default(name);  // an option recorded only when set stands for its default
-  };
-  for (const auto& [name, value] : now.options) {
+  // Every option either side recorded, this sweep's first (an option recorded only when set, as
+  // --base-quant, stands for its default on the side that left it out).
+  for (const std::string& name : option_names(now.options, done.options)) {
     if (may_differ_on_resume(name)) continue;
-    const std::optional<std::string> then = recorded_in(done, name);
+    const std::optional<std::string> then = recorded_option(done.options, name), wanted = recorded_option(now.options, name);
+    if (!wanted) continue;  // derived from options this sweep does not have (a lengths file's samples)
     if (!then) {
       throw UserError("--resume file was written before accumbench recorded " + resume_option_words(name) +
                       ", so it cannot tell whether its splits match this sweep; write to a new file");
     }
-    if (*then != value) mismatch(resume_option_words(name), *then, value);
-  }
-  // What the file set that this sweep leaves at its default (--base-quant, --kbit-prep).
-  for (const auto& [name, then] : done.options) {
-    const std::optional<std::string> fallback = unrecorded_default(name);
-    const bool set_now = std::any_of(now.options.begin(), now.options.end(), [&](const auto& o) { return o.first == name; });
-    if (fallback && !set_now && then != *fallback) mismatch(resume_option_words(name), then, *fallback);
+    if (*then != *wanted) mismatch(resume_option_words(name), *then, *wanted);
   }
 }
 

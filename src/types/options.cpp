@@ -136,12 +136,27 @@ bool kbit_upcast_from_string(const std::string& text) {
 
 std::string kbit_prep_name(bool upcast) { return upcast ? "peft" : "none"; }
 
-std::optional<std::string> unrecorded_default(const std::string& option) {
-  if (option == "base_quant") return to_string(BaseQuant::kNone);
-  if (option == "double_quant") return std::string("false");
-  if (option == "kbit_prep") return kbit_prep_name(true);
-  if (option == "tf32") return std::string("on");
+std::optional<std::string> recorded_option(const std::vector<std::pair<std::string, std::string>>& options,
+                                           const std::string& name) {
+  for (const auto& [option, value] : options) {
+    if (option == name) return value;
+  }
+  if (name == "base_quant") return to_string(BaseQuant::kNone);
+  if (name == "double_quant") return std::string("false");
+  if (name == "kbit_prep") return kbit_prep_name(true);
+  if (name == "tf32") return std::string("on");
   return std::nullopt;
+}
+
+std::vector<std::string> option_names(const std::vector<std::pair<std::string, std::string>>& first,
+                                      const std::vector<std::pair<std::string, std::string>>& second) {
+  std::vector<std::string> names;
+  for (const auto* options : {&first, &second}) {
+    for (const auto& option : *options) {
+      if (std::find(names.begin(), names.end(), option.first) == names.end()) names.push_back(option.first);
+    }
+  }
+  return names;
 }
 
 std::string lengths_name(const DataSource& data) {
