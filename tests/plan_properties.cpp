@@ -57,6 +57,10 @@ struct Bar {
 };
 Bar bar;
 
+// --adapter-dtype bf16: every case is LoRA with bf16 adapters (redrawn until it is one that
+// adapter_dtype_problem accepts); the default set draws PEFT's fp32 adapters.
+ab::Precision adapter_dtype = ab::Precision::kFp32;
+
 // Deterministic draws on every standard library (std::uniform_int_distribution is not).
 struct Draw {
   std::mt19937_64 rng;
@@ -184,6 +188,10 @@ Case draw_case(uint64_t seed, int index, bool all) {
     o.optimizer = d.pick<ab::OptimizerKind>({ab::OptimizerKind::kAdamW, ab::OptimizerKind::kAdamW,
                                              ab::OptimizerKind::kAdamW8bit, ab::OptimizerKind::kPagedAdamW8bit,
                                              ab::OptimizerKind::kSgd});
+    if (adapter_dtype != ab::Precision::kFp32) {
+      if (!o.lora.enabled()) continue;
+      o.lora.adapter_dtype = adapter_dtype;
+    }
     try {
       ab::validate(c.cfg);
       ab::check_sequence_length(c.cfg, T);
@@ -223,6 +231,8 @@ std::string describe(const Case& c) {
     if (k != "accumulation" && k != "plain" && k != "weights-bf16") out << " " << k;
   if (c.options.lora.enabled()) out << "(r" << c.options.lora.rank << "," << c.options.lora.targets << ")";
   if (c.options.lora.quantized()) out << " " << ab::to_string(c.options.lora.base_quant) << (c.options.lora.double_quant ? "+dq" : "");
+  if (c.options.lora.enabled() && c.options.lora.adapter_dtype != ab::Precision::kFp32)
+    out << " adapters-" << ab::to_string(c.options.lora.adapter_dtype);
   if (c.options.loss_chunk_tokens > 0) out << " chunk" << c.options.loss_chunk_tokens;
   return out.str();
 }
@@ -237,6 +247,7 @@ std::string cli_flags(const Case& c, const std::string& config_path) {
   if (c.options.lora.enabled()) {
     f << " --lora-rank " << c.options.lora.rank << " --lora-targets " << c.options.lora.targets;
     if (c.options.lora.dropout > 0) f << " --lora-dropout " << c.options.lora.dropout;
+    if (c.options.lora.adapter_dtype != ab::Precision::kFp32) f << " --adapter-dtype " << ab::to_string(c.options.lora.adapter_dtype);
   }
   if (c.options.lora.quantized()) {
     f << " --base-quant " << ab::to_string(c.options.lora.base_quant) << (c.options.lora.double_quant ? " --double-quant" : "");
@@ -374,7 +385,8 @@ void print_failure(const Case& c, const Outcome& r) {
 }
 
 int usage() {
-  std::cerr << "usage: accumbench_plan_properties [--seed S] [--cases N] [--case I] [--summary] [--all] [--live] [--predict-only] [--within PCT] [--onednn]\n"
+  std::cerr << "usage: accumbench_plan_properties [--seed S] [--cases N] [--case I] [--summary] [--all] [--live] [--predict-only] [--within PCT] [--onednn] [--adapter-dtype bf16]\n"
+               "  --adapter-dtype bf16: every case LoRA with bf16 adapters (TRL's QLoRA), where they are planned\n"
                "  --within PCT: hold each case to |error| <= PCT % (peak and phases) instead of the bar\n"
                "  --predict-only: the plan's peak and phase peaks per case, nothing measured (diff them across a refactoring)\n"
                "  --live (with --case): the blocks alive at each measured phase's peak, with the shapes their sizes match\n"
@@ -437,6 +449,7 @@ int main(int argc, char** argv) {
     else if (arg == "--live") live = true;
     else if (arg == "--predict-only") predict_only = true;
     else if (arg == "--onednn") onednn = true;
+    else if (arg == "--adapter-dtype") adapter_dtype = ab::adapter_dtype_from_string(value());
     else if (arg == "--within") bar.max_error = bar.max_under = std::atof(value().c_str()) / 100;
     else return usage();
   }

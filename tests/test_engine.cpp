@@ -282,10 +282,16 @@ TEST(Precision, Bf16WeightsAreJudgedAsBf16) {
   o.loss.normalization = ab::LossNormalization::kMeanOfMeans;
   EXPECT_FALSE(ab::run_verify(o).all_pass);
 
-  EXPECT_EQ(ab::verify_compute_precision(ab::Precision::kFp32, ab::Precision::kBf16, /*quantized_base=*/true),
-            ab::Precision::kFp32);
-  EXPECT_EQ(ab::verify_compute_precision(ab::Precision::kFp32, ab::Precision::kFp16, false), ab::Precision::kFp16);
-  EXPECT_EQ(ab::verify_compute_precision(ab::Precision::kBf16, ab::Precision::kFp32, false), ab::Precision::kBf16);
+  ab::LoraOptions full, qlora, bf16_adapters;
+  qlora.rank = bf16_adapters.rank = 4;
+  qlora.base_quant = ab::BaseQuant::kNf4;
+  bf16_adapters.adapter_dtype = ab::Precision::kBf16;
+  EXPECT_EQ(ab::verify_compute_precision(ab::Precision::kFp32, ab::Precision::kBf16, qlora), ab::Precision::kFp32);
+  EXPECT_EQ(ab::verify_compute_precision(ab::Precision::kFp32, ab::Precision::kFp16, full), ab::Precision::kFp16);
+  EXPECT_EQ(ab::verify_compute_precision(ab::Precision::kBf16, ab::Precision::kFp32, full), ab::Precision::kBf16);
+  qlora.adapter_dtype = ab::Precision::kBf16;  // TRL's QLoRA: the adapters' products and gradients in bf16
+  EXPECT_EQ(ab::verify_compute_precision(ab::Precision::kFp32, ab::Precision::kFp32, qlora), ab::Precision::kBf16);
+  EXPECT_EQ(ab::verify_compute_precision(ab::Precision::kFp32, ab::Precision::kFp32, bf16_adapters), ab::Precision::kBf16);
 }
 
 TEST(Trainer, LossMatchesAPlainCrossEntropy) {

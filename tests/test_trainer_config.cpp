@@ -378,7 +378,7 @@ TEST(TrainerConfig, TurningLoraOffOnTheCommandLineDropsTheFilesAdapterSettings) 
   const Lines notes = ab::trainer_config_notes(c, rank_given, full);
   EXPECT_NE(std::find(notes.begin(), notes.end(),
                       "the command line overrides sft.yaml's --lora-rank, and with it drops --lora-alpha --lora-dropout "
-                      "--base-quant --double-quant --kbit-prep (nothing left to shape)"),
+                      "--base-quant --double-quant --kbit-prep --adapter-dtype (nothing left to shape)"),
             notes.end())
       << joined(notes);
   EXPECT_EQ(notes[0].find("--lora-targets"), std::string::npos) << notes[0];  // no PEFT default targets
@@ -641,17 +641,48 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
   EXPECT_EQ(read("max_length: 128\n").trl_loss, "chunked_nll");
   EXPECT_EQ(read("torch_dtype: float32\nloss_type: chunked_nll\n").trl_loss, "chunked_nll");  // said: kept
   // TRL 1.x's QLoRA keeps the non-quantised parameters in the file's dtype (--kbit-prep none) and
-  // its adapters in bf16 (said); a file for an older TRL, which still prepared the model, keeps PEFT's.
+  // casts its adapters to bf16 (--adapter-dtype bf16; under fp16 said, and kept fp32); a file for an
+  // older TRL, which still prepared the model, keeps PEFT's.
   const ab::TrainerConfig trl_qlora = ab::parse_trainer_config(
       "use_peft: true\nload_in_4bit: true\ndtype: bfloat16\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");
   w = ab::WorkloadOptions{};
   ab::apply_trainer_config(trl_qlora, w, kNothingGiven);
   EXPECT_FALSE(w.lora.kbit_upcast);
   EXPECT_EQ(w.weights_dtype, ab::Precision::kBf16);
-  ASSERT_EQ(trl_qlora.remarks.size(), 1u);
-  EXPECT_EQ(trl_qlora.remarks[0].text.rfind("TRL 1.x's SFTTrainer casts the adapters of a quantised model to bf16", 0), 0u);
+  EXPECT_EQ(w.lora.adapter_dtype, ab::Precision::kBf16);
+  EXPECT_TRUE(trl_qlora.remarks.empty());
+  EXPECT_NO_THROW(ab::validate_workload(w));
+  const ab::TrainerConfig trl_qlora_fp16 = ab::parse_trainer_config(
+      "use_peft: true\nload_in_8bit: true\ndtype: float16\nfp16: true\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  w = ab::WorkloadOptions{};
+  ab::apply_trainer_config(trl_qlora_fp16, w, kNothingGiven);
+  EXPECT_EQ(w.lora.adapter_dtype, ab::Precision::kFp32);
+  ASSERT_EQ(trl_qlora_fp16.remarks.size(), 1u);
+  EXPECT_EQ(trl_qlora_fp16.remarks[0].text.rfind("TRL 1.x's SFTTrainer casts the adapters of a quantised model to bf16, "
+                                                 "which accumbench plans under bf16 autocast only (here fp16)", 0),
+            0u);
+  EXPECT_EQ(read("use_peft: true\nload_in_4bit: true\n").lora.adapter_dtype, ab::Precision::kBf16);  // bf16 by default
+  EXPECT_EQ(read("use_peft: true\ndtype: bfloat16\n").lora.adapter_dtype, ab::Precision::kFp32);     // no quantised base
+  // --base-quant none on the command line: no quantised model, so TRL's cast goes with it.
+  w = ab::WorkloadOptions{};
+  const auto base_quant_given = [](const std::string& option) { return option == "--base-quant"; };
+  ab::apply_trainer_config(trl_qlora, w, base_quant_given);
+  EXPECT_EQ(w.lora.adapter_dtype, ab::Precision::kFp32);
   EXPECT_TRUE(read("use_peft: true\nload_in_4bit: true\ntorch_dtype: bfloat16\n").lora.kbit_upcast);
   EXPECT_TRUE(read("use_peft: true\nload_in_4bit: true\ndtype: float16\n").lora.kbit_upcast);  // under bf16
+
+  // axolotl: peft_autocast_adapter_dtype: false keeps the adapters in a 16-bit base's dtype; over a
+  // quantised base (or fp32 weights) PEFT keeps them fp32, and over fp16 weights they could not train.
+  const std::string axolotl_lora = "base_model: llama-tiny\nadapter: lora\nlora_r: 8\nlora_alpha: 16\n"
+                                   "lora_target_linear: true\npeft_autocast_adapter_dtype: false\n";
+  const auto axolotl = [](const std::string& yaml) { return read(yaml, ab::ConfigFormat::kAxolotl).lora.adapter_dtype; };
+  EXPECT_EQ(axolotl(axolotl_lora + "bf16: true\n"), ab::Precision::kBf16);
+  EXPECT_EQ(axolotl(axolotl_lora + "bf16: true\nload_in_8bit: true\n"), ab::Precision::kFp32);
+  EXPECT_EQ(axolotl(axolotl_lora + "bf16: false\n"), ab::Precision::kFp32);
+  EXPECT_EQ(axolotl(axolotl_lora.substr(0, axolotl_lora.find("peft_")) + "bf16: true\n"), ab::Precision::kFp32);
+  EXPECT_NE(error_of(axolotl_lora + "bf16: false\nfp16: true\n", ab::ConfigFormat::kAxolotl)
+                .find("sets peft_autocast_adapter_dtype: false, which keeps the adapters in the fp16 weights' dtype"),
+            std::string::npos);
 
   // axolotl: adapter: lora with load_in_4bit is an unquantised base, cast to fp32.
   const std::string lora =

@@ -27,6 +27,17 @@ ab::WorkloadOptions workload() {
   return w;
 }
 
+// LoRA r8 on llama-tiny at T=64, bf16 weights under bf16 autocast (TRL's and axolotl's QLoRA jobs).
+ab::WorkloadOptions bf16_lora_workload() {
+  ab::WorkloadOptions w = workload();
+  w.model.preset = "llama-tiny";
+  w.seq_len = 64;
+  w.precisions = {ab::Precision::kBf16};
+  w.weights_dtype = ab::Precision::kBf16;
+  w.lora.rank = 8;
+  return w;
+}
+
 using Lines = std::vector<std::string>;
 
 }  // namespace
@@ -239,12 +250,7 @@ TEST(TrainerSettings, OptimizerAsOptim) {
 // bnb_config_kwargs turns it off, so that key is written; --kbit-prep none is one of the split's
 // flags; a split measured with PEFT's fp32 upcast says that the trainers keep the weights' dtype.
 TEST(TrainerSettings, QuantisedBasesReadBackTheSame) {
-  ab::WorkloadOptions w = workload();
-  w.model.preset = "llama-tiny";
-  w.seq_len = 64;
-  w.precisions = {ab::Precision::kBf16};
-  w.weights_dtype = ab::Precision::kBf16;
-  w.lora.rank = 8;
+  ab::WorkloadOptions w = bf16_lora_workload();
   w.lora.base_quant = ab::BaseQuant::kNf4;
   w.lora.kbit_upcast = false;
   ab::SplitConfig s = split(2, 8);
@@ -263,7 +269,46 @@ TEST(TrainerSettings, QuantisedBasesReadBackTheSame) {
             std::string::npos);
   w.lora.kbit_upcast = true;
   const Lines peft = ab::settings_lines(ab::trainer_settings(s, w, {"all-linear"}), ab::SettingsFormat::kTrl);
-  EXPECT_EQ(peft.back(),
+  ASSERT_GE(peft.size(), 2u);
+  EXPECT_EQ(peft[peft.size() - 2],
             "# measured with PEFT's prepare_model_for_kbit_training (the other parameters in fp32); TRL 1.x and axolotl "
             "keep them in the weights' dtype, which --kbit-prep none measures");
+  EXPECT_EQ(peft.back(), "# TRL 1.x casts a quantised model's adapters to bf16: this split was measured with fp32 "
+                         "adapters (--adapter-dtype bf16 measures TRL's)");
+}
+
+// --adapter-dtype bf16: TRL's QLoRA writes no key for it (TRL casts them itself) and reads back as
+// bf16; axolotl's peft_autocast_adapter_dtype: false over bf16 weights; the args keep the flag.
+TEST(TrainerSettings, Bf16AdaptersReadBackTheSame) {
+  ab::WorkloadOptions w = bf16_lora_workload();
+  w.lora.adapter_dtype = ab::Precision::kBf16;
+  ab::SplitConfig s = split(2, 8);
+  s.precision = ab::Precision::kBf16;
+  const auto read_back = [&](ab::ConfigFormat format, const std::string& header, const Lines& lines) {
+    std::string yaml = header;
+    for (const std::string& line : lines) yaml += line + "\n";
+    ab::WorkloadOptions back;
+    ab::apply_trainer_config(ab::parse_trainer_config(yaml, format, 1, "emitted.yml"), back,
+                             [](const std::string&) { return false; });
+    return back;
+  };
+  const ab::TrainerSettings lora = ab::trainer_settings(s, w, {"all-linear"});
+  const Lines axolotl = ab::settings_lines(lora, ab::SettingsFormat::kAxolotl);
+  EXPECT_NE(std::find(axolotl.begin(), axolotl.end(), "peft_autocast_adapter_dtype: false"), axolotl.end());
+  EXPECT_EQ(read_back(ab::ConfigFormat::kAxolotl, "base_model: llama-tiny\n", axolotl).lora.adapter_dtype, ab::Precision::kBf16);
+  const Lines trl = ab::settings_lines(lora, ab::SettingsFormat::kTrl);
+  EXPECT_EQ(trl.back(), "# bf16 adapters over an unquantised base have no TRL key (TRL keeps PEFT's fp32)");
+  EXPECT_NE(ab::settings_lines(lora, ab::SettingsFormat::kArgs).back().find(" --adapter-dtype bf16"), std::string::npos);
+
+  w.lora.base_quant = ab::BaseQuant::kNf4;
+  w.lora.kbit_upcast = false;
+  const ab::TrainerSettings qlora = ab::trainer_settings(s, w, {"all-linear"});
+  const Lines trl_qlora = ab::settings_lines(qlora, ab::SettingsFormat::kTrl);
+  const ab::WorkloadOptions back = read_back(ab::ConfigFormat::kTrl, "model_name_or_path: llama-tiny\n", trl_qlora);
+  EXPECT_EQ(back.lora.adapter_dtype, ab::Precision::kBf16);
+  EXPECT_FALSE(back.lora.kbit_upcast);
+  EXPECT_EQ(trl_qlora.back().rfind("# the quantised base's time is approximate", 0), 0u);  // no note on the adapters
+  const Lines axolotl_qlora = ab::settings_lines(qlora, ab::SettingsFormat::kAxolotl);
+  EXPECT_EQ(axolotl_qlora.back(), "# bf16 adapters have no axolotl key here: peft_autocast_adapter_dtype: false keeps "
+                                  "them in the base's dtype only over bf16 weights (over a quantised base PEFT keeps fp32)");
 }

@@ -98,6 +98,7 @@ struct WorkloadFlags {
   std::string checkpointing = "-";  // "" when the option is given bare: blocks; "-" when not given
   std::string base_quant = "none";
   std::string kbit_prep = "peft";
+  std::string adapter_dtype = "fp32";
   std::string optimizer;                   // --optimizer
   std::string trl_config, axolotl_config;  // --trl-config, --axolotl-config (read_config)
   CLI::App* cli = nullptr;                 // the subcommand: which options were given
@@ -136,6 +137,7 @@ struct WorkloadFlags {
                                                    : ab::checkpointing_from_string(checkpointing);
     w.lora.base_quant = ab::base_quant_from_string(base_quant);
     w.lora.kbit_upcast = ab::kbit_upcast_from_string(kbit_prep);
+    w.lora.adapter_dtype = ab::adapter_dtype_from_string(adapter_dtype);
     // A trainer config's gradient_checkpointing counts as given: the file says what runs.
     const bool config_checkpointing = read_config(w);
     ab::apply_base_quant_defaults(w, checkpointing_given || config_checkpointing);
@@ -344,8 +346,8 @@ void add_grid_options(CLI::App* command, WorkloadFlags& f) {
 void add_training_options(CLI::App* command, WorkloadFlags& f) {
   ab::WorkloadOptions& w = f.workload;
   command->add_option("--weights-dtype", f.weights_dtype,
-                      "dtype the weights are stored in: fp32, bf16 or fp16 (fp16: CUDA); with LoRA the frozen base's, "
-                      "the adapters stay fp32")
+                      "dtype the weights are stored in: fp32, bf16 or fp16 (fp16: CUDA); with LoRA the frozen base's "
+                      "(the adapters': --adapter-dtype)")
       ->capture_default_str();
   command->add_option("--optimizer", f.optimizer,
                       "adamw (torch.optim.AdamW), adamw8bit (bitsandbytes' 8-bit blockwise AdamW: uint8 moments, "
@@ -376,6 +378,11 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
                       "with --base-quant, how the other parameters are kept: peft (prepare_model_for_kbit_training "
                       "casts them to fp32 and turns checkpointing on) or none (they stay in --weights-dtype, as TRL "
                       "1.x's SFTTrainer and axolotl leave them)")
+      ->capture_default_str();
+  command->add_option("--adapter-dtype", f.adapter_dtype,
+                      "with LoRA, the dtype of the adapters, their gradients and AdamW moments: fp32 (PEFT's "
+                      "autocast_adapter_dtype) or bf16 (TRL 1.x's SFTTrainer over a quantised base; PEFT's "
+                      "autocast_adapter_dtype=False over a bf16 base)")
       ->capture_default_str();
 }
 

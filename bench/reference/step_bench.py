@@ -141,11 +141,18 @@ def main():
     lora, paths = index.get("lora"), lora_modules(index)
     if lora is not None:  # the export's adapters (same paths, rank, scaling, dropout); the base frozen
         model.add_lora(lora["rank"], lora["scaling"], lora["dropout"], paths)
-    if a.weights_dtype != "fp32":  # the base (every parameter without LoRA) stored so; adapters stay fp32
+    if a.weights_dtype != "fp32":  # the base (every parameter without LoRA) stored so
         dtype = AUTOCAST[a.weights_dtype]
         for name, parameter in model.named_parameters():
             if ".lora_" not in name:
                 parameter.data = parameter.data.to(dtype)
+    # --adapter-dtype bf16 (the index's lora.adapter_dtype): TRL 1.x casts a quantised model's
+    # trainable parameters so after get_peft_model (trl/trainer/sft_trainer.py at f2cd577).
+    adapter_dtype = (lora or {}).get("adapter_dtype", "fp32")
+    if adapter_dtype != "fp32":
+        for name, parameter in model.named_parameters():
+            if ".lora_" in name:
+                parameter.data = parameter.data.to(AUTOCAST[adapter_dtype])
     model.checkpointing = a.gradient_checkpointing
     model = model.to(device)
     model.train()
@@ -159,7 +166,7 @@ def main():
     header = dict(impl="pytorch-reference", torch=torch.__version__, model=cfg["name"], threads=a.threads,
                   device=str(device), precision=a.precision, attention=a.attention, framework=a.framework,
                   weights_dtype=a.weights_dtype, gradient_checkpointing=a.gradient_checkpointing,
-                  lora=None if lora is None else dict(rank=lora["rank"], adapters=len(paths)))
+                  lora=None if lora is None else dict(rank=lora["rank"], adapters=len(paths), adapter_dtype=adapter_dtype))
     if a.framework == "hf-trl":
         header["max_grad_norm"] = a.max_grad_norm
         header["trl_loss"] = a.trl_loss

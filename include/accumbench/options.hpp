@@ -127,13 +127,23 @@ BaseQuant base_quant_from_string(const std::string& text);
 bool kbit_upcast_from_string(const std::string& text);
 // The value of option `name` in a context's options (describe_workload's pairs): its own, or for an
 // option recorded only when not its default, that default where the list lacks it (base_quant
-// "none", double_quant "false", kbit_prep "peft", tf32 "on"); nullopt for any other option left out.
+// "none", double_quant "false", kbit_prep "peft", adapter_dtype "fp32", tf32 "on"); nullopt for any other option left out.
 std::optional<std::string> recorded_option(const std::vector<std::pair<std::string, std::string>>& options,
                                            const std::string& name);
 // The options either list names, each once: `first`'s in order, then those only `second` has.
 std::vector<std::string> option_names(const std::vector<std::pair<std::string, std::string>>& first,
                                       const std::vector<std::pair<std::string, std::string>>& second);
 std::string kbit_prep_name(bool upcast);
+// --adapter-dtype: "fp32" | "bf16"; UserError for anything else (fp16 adapters cannot train under
+// fp16 autocast: torch's GradScaler refuses to unscale fp16 gradients).
+Precision adapter_dtype_from_string(const std::string& text);
+
+struct LoraOptions;
+// Where bf16 adapters (--adapter-dtype bf16) are measured and planned: beside bf16 activations,
+// where they run as an fp32 step's fp32 adapters do (no casts; their products, outputs and
+// gradients in bf16). "" there or with fp32 adapters; else the sentence that names the fix (fp16
+// autocast, fp32 activations, fp16 weights).
+std::string adapter_dtype_problem(const LoraOptions& lora, Precision precision, Precision weights_dtype);
 
 // Low-rank adapters on a frozen base (rank 0: full fine-tuning).
 struct LoraOptions {
@@ -150,6 +160,11 @@ struct LoraOptions {
   // default); without it (none: TRL 1.x's SFTTrainer; axolotl casts them back after preparing)
   // they stay in the weights' dtype.
   bool kbit_upcast = true;
+  // --adapter-dtype: what A and B (and so their gradients and AdamW moments) are stored in. fp32 is
+  // PEFT's default (autocast_adapter_dtype=True upcasts them); bf16 is TRL 1.x's SFTTrainer over a
+  // quantised base (it casts every trainable parameter to bf16 after get_peft_model) and PEFT's
+  // autocast_adapter_dtype=False over a bf16 base (axolotl's peft_autocast_adapter_dtype: false).
+  Precision adapter_dtype = Precision::kFp32;
   bool enabled() const { return rank > 0; }
   bool quantized() const { return rank > 0 && base_quant != BaseQuant::kNone; }
 };

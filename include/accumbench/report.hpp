@@ -115,6 +115,7 @@ struct TrainerSettings {
   BaseQuant base_quant = BaseQuant::kNone;  // QLoRA: load_in_4bit (nf4) or load_in_8bit (int8)
   bool double_quant = false;                // bnb_4bit_use_double_quant
   bool kbit_upcast = true;                  // --kbit-prep peft (PEFT's fp32 upcast) or none
+  Precision adapter_dtype = Precision::kFp32;  // --adapter-dtype
   std::vector<std::string> target_modules;  // as PEFT takes them (peft_target_modules)
   bool lengths_vary = false;                // samples shorter than T: padding matters
   Padding padding = Padding::kMax;

@@ -46,10 +46,12 @@ double update_tolerance(Precision precision);
 // The precision verify judges a step by, what its matmuls run in: autocast's (`precision`), else
 // the stored weights' (bf16 or fp16 weights compute in that dtype without autocast, adapters'
 // gradients included, since they flow back through the frozen base); a quantised base is
-// dequantised to fp32 and its other parameters are fp32 (prepare_model_for_kbit_training).
-inline Precision verify_compute_precision(Precision precision, Precision weights_dtype, bool quantized_base) {
+// dequantised to fp32 and its other parameters are fp32 (prepare_model_for_kbit_training). bf16
+// adapters (--adapter-dtype) run their products in bf16 and sum their gradients in it.
+inline Precision verify_compute_precision(Precision precision, Precision weights_dtype, const LoraOptions& lora) {
   if (precision != Precision::kFp32) return precision;
-  return quantized_base ? Precision::kFp32 : weights_dtype;
+  if (lora.enabled() && lora.adapter_dtype != Precision::kFp32) return lora.adapter_dtype;
+  return lora.quantized() ? Precision::kFp32 : weights_dtype;
 }
 
 struct VerifySplit {

@@ -19,13 +19,19 @@ AdaptedLinearImpl::AdaptedLinearImpl(int64_t in_features, int64_t out_features, 
   }
 }
 
-void AdaptedLinearImpl::add_adapter(int64_t rank, double scaling, double dropout, bool nonzero_b) {
+void AdaptedLinearImpl::add_adapter(int64_t rank, double scaling, double dropout, bool nonzero_b, at::ScalarType dtype) {
   torch::NoGradGuard no_grad;
   const auto fp32 = weight.options().dtype(at::kFloat);
   lora_A = register_parameter("lora_A", torch::empty({rank, weight.size(1)}, fp32));
   lora_B = register_parameter("lora_B", torch::zeros({weight.size(0), rank}, fp32));
   torch::nn::init::kaiming_uniform_(lora_A, std::sqrt(5.0));  // PEFT's reset_lora_parameters
   if (nonzero_b) lora_B.normal_(0.0, 0.02);
+  // Drawn in fp32 and then cast, as PEFT draws its nn.Linear layers before moving them to the base's
+  // dtype, and TRL casts param.data after get_peft_model.
+  if (dtype != at::kFloat) {
+    lora_A.set_data(lora_A.to(dtype));
+    lora_B.set_data(lora_B.to(dtype));
+  }
   scaling_ = scaling;
   dropout_ = dropout;
 }

@@ -27,9 +27,10 @@ class AdaptedLinearImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x);  // (..., in) -> (..., out)
 
   // Adds the adapter: A (r, in) kaiming-uniform as PEFT, B (out, r) zero, or drawn from
-  // N(0, 0.02) when `nonzero_b` (verify: so that gradients reach A too). Both fp32, on the
-  // base weight's device, registered as parameters lora_A and lora_B.
-  void add_adapter(int64_t rank, double scaling, double dropout, bool nonzero_b);
+  // N(0, 0.02) when `nonzero_b` (verify: so that gradients reach A too). Both drawn in fp32 and
+  // stored in `dtype` (--adapter-dtype), on the base weight's device, registered as parameters
+  // lora_A and lora_B.
+  void add_adapter(int64_t rank, double scaling, double dropout, bool nonzero_b, at::ScalarType dtype = at::kFloat);
   bool adapted() const { return lora_A.defined(); }
 
   // Replaces the frozen weight parameter by its quantised storage (LoRA only: nothing trains it).

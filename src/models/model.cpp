@@ -131,7 +131,7 @@ void configure_training(LanguageModelImpl& model, Precision weights_dtype, const
   for (TransformerBlockImpl* block : model.transformer_blocks()) {
     for (auto& [name, linear] : block->linears()) {
       if (std::find(targets.begin(), targets.end(), name) != targets.end()) {
-        linear->add_adapter(lora.rank, scaling, lora.dropout, nonzero_b);
+        linear->add_adapter(lora.rank, scaling, lora.dropout, nonzero_b, storage_dtype(lora.adapter_dtype));
       }
     }
   }
@@ -155,6 +155,9 @@ void prepare_quantized_base(LanguageModelImpl& model, const LoraOptions& lora) {
   if (!lora.kbit_upcast) return;  // --kbit-prep none: they stay in the weights' dtype
   torch::NoGradGuard no_grad;
   for (auto& p : model.parameters()) {
+    // The adapters keep --adapter-dtype: PEFT prepares the model before it adds them, and TRL casts
+    // them to bf16 after both.
+    if (p.requires_grad()) continue;
     if (p.scalar_type() == at::kBFloat16 || p.scalar_type() == at::kHalf) p.set_data(p.to(at::kFloat));
   }
 }

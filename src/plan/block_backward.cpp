@@ -244,7 +244,7 @@ int64_t PlanBuilder::adapter_gradients_after_attention() const {
   int64_t bytes = 0;
   if (lora && !accumulating && !split.optimizer_in_backward)
     for (const BlockLinear& l : lora_targets(m, o.lora.targets))
-      if (linear_group(l.name) > 0) bytes += (l.in + l.out) * o.lora.rank * kFp32;
+      if (linear_group(l.name) > 0) bytes += (l.in + l.out) * o.lora.rank * ad;
   return bytes;
 }
 
@@ -308,8 +308,8 @@ PlanBuilder::Moment PlanBuilder::attention_projection_moment() const {
             "the input projections' adapters keep their A outputs");
   }
   if (const int64_t grads = adapter_gradients_after_attention())
-    mom.add("the adapters' gradients from the output projection on", "Σ (in + out)·r·4", grads, "made on the way");
-  mom.add("the adapter A's input gradient", "b·T·a·4", N * a * kFp32, "made by A's node");
+    mom.add("the adapters' gradients from the output projection on", "Σ (in + out)·r·t", grads, "made on the way");
+  mom.add("the adapter A's input gradient", "b·T·a·t", N * a * ad, "made by A's node, in the adapter's dtype");
   int64_t base_node = 2 * N * a * c;  // the base's input gradient and the sum
   if (quant) base_node = std::max(base_node, std::max(dequantized_linear_bytes(o, d, a, c), a * d * c + N * a * c));
   mom.add(quant ? "the base's node (dequantised weight, input gradient) or the sum" : "the base's input gradient and the sum",
@@ -421,10 +421,10 @@ PlanBuilder::Moment PlanBuilder::attention_input_base_moment() const {
           int8 ? "every later node of the block is done; the int8 base keeps its input" : "every later node of the block is done");
   if (lora && !accumulating && !split.optimizer_in_backward) {
     int64_t grads = 0;
-    for (const BlockLinear& l : lora_targets(m, o.lora.targets)) grads += (l.in + l.out) * o.lora.rank * kFp32;
-    mom.add("the block's adapter gradients", "Σ (in + out)·r·4", grads, "made on the way, c_attn's own too");
+    for (const BlockLinear& l : lora_targets(m, o.lora.targets)) grads += (l.in + l.out) * o.lora.rank * ad;
+    mom.add("the block's adapter gradients", "Σ (in + out)·r·t", grads, "made on the way, c_attn's own too");
   }
-  mom.add("the adapter A's input gradient", "b·T·d·4", N * d * kFp32, "made by A's node");
+  mom.add("the adapter A's input gradient", "b·T·d·t", N * d * ad, "made by A's node, in the adapter's dtype");
   const int64_t cat = N * 3 * a * c;
   const int64_t node = cat + std::max(dequantized_linear_bytes(o, 3 * a, d, c), 3 * a * d * c + N * d * c);
   mom.add("c_attn's base node: its output's gradient, dequantised weight", "b·T·3a·c + max(dequant, 3a·d·c + b·T·d·c)",

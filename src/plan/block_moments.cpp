@@ -99,7 +99,7 @@ bool PlanBuilder::mlp_out_adapted() const {
 // share back to c. It waits for that node (measured: seed 2026 --all cases 94, 132, 266, 677, an
 // N·d·c block from the engine next to the projection's or the adapter's gradients).
 int64_t PlanBuilder::mlp_output_gradient_cast() const {
-  return c != w || (mlp_out_adapted() && !autocast && c != kFp32) ? N * d * c : 0;
+  return c != w || (mlp_out_adapted() && !autocast && c != ad) ? N * d * c : 0;
 }
 
 // A lone block 0 whose attention is frozen whole (LoRA on the MLP alone, one block, not
@@ -163,13 +163,14 @@ PlanBuilder::Moment PlanBuilder::mlp_activation_moment() const {
 // backward, AccumulateGrad adds each into .grad as soon as it is made).
 PlanBuilder::AdapterOwn PlanBuilder::mlp_out_adapter_own() const {
   const int64_t r = o.lora.rank, f = m.d_ff;
-  const int64_t a = autocast ? c : kFp32;  // A's linear runs in autocast's dtype, else in the adapter's fp32
+  const int64_t a = autocast ? c : ad;  // A's linear runs in autocast's dtype, else in the adapter's
   const int64_t a_output = adapter_a_output_bytes(o, dtypes(), N);  // and its incoming gradient's size
   const bool grads_stay = !accumulating && !split.optimizer_in_backward;
+  const bool casts = adapter_casts();
   AdapterOwn own;
-  own.before_a = -(a_output + (autocast ? d * r * c : 0)) + (grads_stay ? d * r * kFp32 : 0);
+  own.before_a = -(a_output + (casts ? d * r * c : 0)) + (grads_stay ? d * r * ad : 0);
   own.during_a = a_output + r * f * a;
-  own.after_a = -(autocast ? r * f * c : 0) + (grads_stay ? r * f * kFp32 : 0);
+  own.after_a = -(casts ? r * f * c : 0) + (grads_stay ? r * f * ad : 0);
   return own;
 }
 
@@ -197,7 +198,7 @@ PlanBuilder::AdaptedBackward PlanBuilder::mlp_out_adapter_backward() const {
   const int64_t itself = last.line_bytes(input);
   const int64_t saved_by_a = last.input_group_bytes(input, /*with_input=*/true) - noise - (int8 ? itself : 0);
   const int64_t kept_by_base = int8 ? (itself > 0 ? itself : int8_mlp_out_input(m, o, N, dtypes())) : 0;
-  const int64_t a = autocast ? c : kFp32;  // A's linear runs in autocast's dtype, else in the adapter's fp32
+  const int64_t a = autocast ? c : ad;  // A's linear runs in autocast's dtype, else in the adapter's
   const int64_t base_share = mlp_output_gradient();
   std::string held = base_share == 0 ? "" : mlp_output_gradient_cast() > 0 ? "b·T·d·c + " : "b·T·d·" + rs() + " + ";
   const AdapterOwn own = mlp_out_adapter_own();
@@ -209,26 +210,26 @@ PlanBuilder::AdaptedBackward PlanBuilder::mlp_out_adapter_backward() const {
     if (alive > r.peak.bytes) r.peak = PlanLine{what, held + formula, alive, why};
   };
   alive += E * a + own.during_a;
-  at("the adapter's input gradient", autocast ? "b·T·f·c + A's" : "b·T·f·4 + A's",
+  at("the adapter's input gradient", a == c ? "b·T·f·c + A's" : "b·T·f·4 + A's",
      "A's backward makes it, and its weight's, from its incoming gradient, next to everything the block saved");
   alive += own.after_a - saved_by_a - own.during_a;
-  if (autocast) {
-    alive += E * kFp32;
+  if (adapter_casts()) {
+    alive += E * ad;
     at("autocast's cast of the adapter's input gradient", "b·T·f·(c + 4) − A's saved input",
        "back to fp32 next to A's gradient in c; A has released its input");
     alive -= E * a;
   }
   if (dropout) {
-    alive += E * kFp32;
-    at("dropout's backward", "b·T·f·8 − A's saved input",
-       "its fp32 gradient next to the one it comes from; A has released the dropped input");
-    alive -= E * kFp32 + noise;
+    alive += E * ad;
+    at("dropout's backward", ad == kFp32 ? "b·T·f·8 − A's saved input" : "b·T·f·2a − A's saved input",
+       "its gradient, in the adapter's dtype, next to the one it comes from; A has released the dropped input");
+    alive -= E * ad + noise;
   }
-  if (c != kFp32) {
+  if (c != ad) {
     alive += E * c;
     at("the adapter's input gradient cast back to the input's dtype", "b·T·f·(4 + c) − the adapter's saved lines",
        "x.to(fp32)'s backward, next to the fp32 gradient");
-    alive -= E * kFp32;
+    alive -= E * ad;
   }
   r.before_base = alive;
   alive += E * c;
@@ -315,7 +316,7 @@ PlanBuilder::Moment PlanBuilder::mlp_projection_step_moment() const {
 // input's fp32 copy while dropout makes its output and noise, next to the base's result; under
 // autocast that output is an fp32 local as well, and A's cast of it (a saved line) not made yet.
 PlanLine PlanBuilder::dropout_moment_line(const std::string& prefix, int64_t bytes) const {
-  if (!autocast)
+  if (!adapter_casts())
     return {prefix + "its fp32 copy and the base's output", "b·T·in·4 + b·T·out·c", bytes,
             "x.to(fp32) while dropout makes its output and noise (saved), after the base linear"};
   return {prefix + "its fp32 copy, dropout's output, the base's output", "2·b·T·in·4 + b·T·out·c − b·T·in·c", bytes,
@@ -370,7 +371,7 @@ void PlanBuilder::last_block_forward() {
         "with the cast weights the whole step's blocks save");
   f.add("the last block's saved tensors so far", "one block up to " + what, saved_to_it, "forward order");
   if (a_outputs_to_it != 0)
-    f.add("the earlier adapters' A outputs", autocast ? "Σ b·T·r·c" : "Σ b·T·r·4", a_outputs_to_it,
+    f.add("the earlier adapters' A outputs", autocast || ad == c ? "Σ b·T·r·c" : "Σ b·T·r·4", a_outputs_to_it,
           "each B saved its input as its adapter ran (their line comes later in the table)");
   if (int8_to_it != 0)
     f.add("int8 base: the last block's kept inputs so far", "Σ b·T·in·c of the linears run, less its locals", int8_to_it,
@@ -404,7 +405,7 @@ void PlanBuilder::last_block_forward_moment(const ForwardMoment& moment, const T
         f.add("its fp32 copy", "b·T·in·4", moment.copy_bytes, "x.to(fp32) in the adapter's forward, until it returns");
       const AdapterOutputs outputs = adapter_outputs(o, dtypes(), moment.out_elements);
       f.add(outputs.what, outputs.formula, moment.outputs_bytes, "result + B(A(x))·scaling, before the sum is cast back");
-      f.add("its A output", autocast ? "b·T·r·c" : "b·T·r·4", moment.a_output_bytes, "B's input, which B saves");
+      f.add("its A output", autocast || ad == c ? "b·T·r·c" : "b·T·r·4", moment.a_output_bytes, "B's input, which B saves");
     }
   }
   if (moment.locals_bytes > 0)

@@ -46,8 +46,8 @@ int64_t rotated_qk_bytes(const Dtypes& dt) { return dt.w; }
 
 // The input of the linears `names` (width `in`), as they save it: one tensor that they share
 // (fp32), or one cast copy each (autocast casts per use). With LoRA dropout each adapter keeps its
-// dropped copy (fp32; under autocast its cast) and the dropout's noise (x · noise saves it, fp32;
-// on CUDA native_dropout's bool mask).
+// dropped copy (in the adapter's dtype; under autocast its cast) and the dropout's noise (x · noise
+// saves it, in the copy's dtype; on CUDA native_dropout's bool mask).
 // `input_bytes`: the element size of the input itself (what is kept without autocast). `locals`:
 // the bytes of the block forward's locals alive here that nothing saves (ForwardMoment). Returns
 // whether the input tensor itself is saved (else it is a temporary, or a local of the block).
@@ -58,27 +58,29 @@ bool linear_input(const ModelConfig& m, const Table& t, const std::string& what,
   const int64_t n = count_of(saving, names);
   if (n == 0) return false;  // LoRA without an adapter here: the frozen linears keep nothing
   const bool dropout = o.lora.enabled() && o.lora.dropout > 0;
-  // Autocast copies an input that is not in its dtype already; PEFT's adapters always copy theirs
-  // (to fp32, then autocast back to c).
-  const bool cast = dt.autocast && (o.lora.enabled() || input_bytes != dt.c);
+  // Autocast copies an input that is not in its dtype already; PEFT's fp32 adapters always copy
+  // theirs (to fp32, then autocast back to c); bf16 ones copy it only when it is not bf16 already.
+  const bool cast = dt.autocast && (o.lora.enabled() ? dt.adapter_casts() : input_bytes != dt.c);
+  const int64_t a = dt.a;
+  const std::string a_symbol = a == kFp32 ? "4" : "a";
   const int64_t c = dt.c;
   const std::string count = std::to_string(n);
   bool saved_itself = false;
   if (dropout) {
-    t.add(what + ", dropped, per adapter", "L·" + count + "·b·T·" + width + "·" + (cast ? "c" : "4"), L * n * N * in * (cast ? c : kFp32),
+    t.add(what + ", dropped, per adapter", "L·" + count + "·b·T·" + width + "·" + (cast ? "c" : a_symbol), L * n * N * in * (cast ? c : a),
           cast ? "each adapter's dropout output cast to c, saved by its A" : "each adapter's dropout output, saved by its A");
     // The CPU's dropout multiplies by a scaled Bernoulli noise tensor (fp32) and saves it; on CUDA
     // at::dropout is native_dropout (ATen Dropout.cpp is_fused_kernel_acceptable), whose backward
     // keeps a bool mask instead.
-    const int64_t mask = o.cpu ? kFp32 : kBool;
+    const int64_t mask = o.cpu ? a : kBool;
     t.add(what + (o.cpu ? ", dropout noise" : ", dropout mask"),
-          with_grad.s + "·" + count + "·b·T·" + width + (o.cpu ? "·4" : "·1"), with_grad.n * n * N * in * mask,
+          with_grad.s + "·" + count + "·b·T·" + width + (o.cpu ? "·" + a_symbol : "·1"), with_grad.n * n * N * in * mask,
           with_grad.n < L ? "dropout saves its noise (CPU, fp32) or mask (CUDA, bool) where the input requires grad (not in block 0)"
           : o.cpu         ? "dropout multiplies by a scaled Bernoulli noise tensor and saves it (CPU)"
                           : "native_dropout saves its bool mask (CUDA)");
-  } else if (o.lora.enabled() && !cast && input_bytes != kFp32) {
-    t.add(what + ", fp32 copy per adapter", "L·" + count + "·b·T·" + width + "·4", L * n * N * in * kFp32,
-          "PEFT casts each adapter's input to the adapter's fp32; its A saves the copy");
+  } else if (o.lora.enabled() && !cast && input_bytes != a) {
+    t.add(what + ", " + (a == kFp32 ? "fp32" : "bf16") + " copy per adapter", "L·" + count + "·b·T·" + width + "·" + a_symbol,
+          L * n * N * in * a, "PEFT casts each adapter's input to the adapter's dtype; its A saves the copy");
   } else if (cast) {
     t.add(what + ", " + count + (n > 1 ? " casts" : " cast") + " to c", "L·" + count + "·b·T·" + width + "·c", L * n * N * in * c,
           "autocast casts the input per linear; each saves its cast (LoRA: each adapter's A)");
@@ -87,7 +89,7 @@ bool linear_input(const ModelConfig& m, const Table& t, const std::string& what,
           "saved by the linears that read it (one tensor)");
     saved_itself = true;
   }
-  if (t.moments != nullptr && o.lora.enabled() && input_bytes != kFp32) {
+  if (t.moments != nullptr && o.lora.enabled() && input_bytes != a) {
     int64_t out = 0;  // the widest adapted linear reading this input
     for (const BlockLinear& l : block_linears(m))
       if (count_of(saving, {l.name.c_str()}) > 0 && std::find(names.begin(), names.end(), l.name) != names.end())
@@ -101,11 +103,11 @@ bool linear_input(const ModelConfig& m, const Table& t, const std::string& what,
     // line above), except with dropout, which makes the saved output next to the copy and the
     // base's result, then lets the copy go (under autocast that output is an fp32 local too, and
     // A's cast of it, a line above, comes later).
-    moment.copy_bytes = cast ? N * in * kFp32 : 0;
-    if (dropout) moment.dropout_bytes = N * in * kFp32 + N * out * c + (cast ? N * in * (kFp32 - c) : 0);
+    moment.copy_bytes = cast ? N * in * a : 0;
+    if (dropout) moment.dropout_bytes = N * in * a + N * out * c + (cast ? N * in * (a - c) : 0);
     moment.outputs_bytes = adapter_outputs(o, dt, N * out).bytes;
     moment.a_output_bytes = adapter_a_output_bytes(o, dt, N);  // B saves it
-    moment.casts_bytes = dt.autocast ? adapter_cast_bytes(o, c, in, out) : 0;
+    moment.casts_bytes = dt.adapter_casts() ? adapter_cast_bytes(o, c, in, out) : 0;
     moment.out_elements = N * out;
     moment.locals_bytes = locals;
     t.moments->push_back(moment);
@@ -183,18 +185,18 @@ void end_moment(const Table& t, int64_t result, int64_t locals) {
   t.moments->push_back(moment);
 }
 
-// Each adapter's r-wide A(x), saved by B's linear: in autocast's dtype, else in the adapters' fp32.
+// Each adapter's r-wide A(x), saved by B's linear: in autocast's dtype, else in the adapters'.
 void adapter_intermediates(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, const Table& t) {
   if (!o.lora.enabled()) return;
   const int64_t adapters = static_cast<int64_t>(lora_targets(m, o.lora.targets).size());
-  t.add(kAdapterOutputsLine, dt.autocast ? "L·n·b·T·r·c" : "L·n·b·T·r·4", m.n_layers * adapters * adapter_a_output_bytes(o, dt, N),
+  t.add(kAdapterOutputsLine, dt.autocast || dt.a == dt.c ? "L·n·b·T·r·c" : "L·n·b·T·r·4", m.n_layers * adapters * adapter_a_output_bytes(o, dt, N),
         std::to_string(adapters) + " adapters per block; each B saves its r-wide input");
 }
 
 }  // namespace
 
 AdapterOutputs adapter_outputs(const PlanOptions& o, const Dtypes& dt, int64_t rows_out) {
-  if (dt.autocast || dt.c == kFp32)
+  if (dt.autocast || dt.c == dt.a)
     return {3 * rows_out * dt.c, "3·b·T·out·c", "the base linear's output, B's output, the scaled delta"};
   if (o.cpu)
     return {rows_out * (dt.c + 3 * kFp32), "b·T·out·(c + 12)",
@@ -204,7 +206,7 @@ AdapterOutputs adapter_outputs(const PlanOptions& o, const Dtypes& dt, int64_t r
 }
 
 int64_t adapter_a_output_bytes(const PlanOptions& o, const Dtypes& dt, int64_t rows) {
-  return rows * o.lora.rank * (dt.autocast ? dt.c : kFp32);
+  return rows * o.lora.rank * (dt.autocast ? dt.c : dt.a);
 }
 
 int64_t block_output_sum(const PlanOptions& o, int64_t N, int64_t d, int64_t c, int64_t residual) {

@@ -123,6 +123,12 @@ struct Dtypes {
   int64_t c = 4;
   int64_t w = 4;
   bool autocast = false;  // casts happen (per linear input, per weight when w != c)
+  // The LoRA adapters' element size (--adapter-dtype: fp32, or bf16), and whether autocast casts
+  // their weights and inputs (it does when they are not in its dtype). bf16 adapters are planned
+  // only where the activations are bf16 (adapter_dtype_problem), so that there they run as the
+  // fp32 adapters of an fp32 step do: no casts, A's output and every gradient in c.
+  int64_t a = 4;
+  bool adapter_casts() const { return autocast && a != c; }
   // How much of the first block runs before anything in it requires grad (LoRA without
   // checkpointing: the frozen embedding's output needs no gradient). Autograd records nothing for
   // an op none of whose operands requires grad, so that part of block 0 saves nothing.
@@ -142,7 +148,7 @@ struct AdapterOutputs {
 };
 AdapterOutputs adapter_outputs(const PlanOptions& o, const Dtypes& dt, int64_t rows_out);
 // One adapter's A output for `rows` = b·T rows, r wide, the input its B saves: in autocast's dtype,
-// else in the adapter's fp32 (b·T·r·c or b·T·r·4).
+// else in the adapter's (b·T·r·c or b·T·r·a).
 int64_t adapter_a_output_bytes(const PlanOptions& o, const Dtypes& dt, int64_t rows);
 // One adapter's weights as autocast casts them to c: A (r × in) and B (out × r).
 inline int64_t adapter_cast_bytes(const PlanOptions& o, int64_t c, int64_t in, int64_t out) { return o.lora.rank * (in + out) * c; }

@@ -41,8 +41,8 @@ PlanBuilder::Moment PlanBuilder::recompute_end_moment() const {
   };
   if (mlp_out_adapted()) {
     const AdapterOutputs outputs = adapter_outputs(o, dtypes(), N * d);
-    const int64_t copy = c != kFp32 ? N * f * kFp32 : 0;
-    if (autocast) {  // A saves its cast of the copy: the copy is the adapter's local
+    const int64_t copy = c != ad ? N * f * ad : 0;
+    if (adapter_casts()) {  // A saves its cast of the copy: the copy is the adapter's local
       higher((copy > 0 ? "b·T·f·4 + " : "") + std::string(outputs.formula) + " (out = d)", copy + outputs.bytes,
              "its input's fp32 copy, " + std::string(outputs.what) + " (A's cast is saved)");
     } else {  // A saves the copy itself, or dropout's output of it (recomputed lines)
@@ -92,7 +92,7 @@ PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
   const int64_t saved = total_bytes(last.lines);
   // The adapters' casts per linear group, as the recompute's autocast region makes them.
   std::array<int64_t, kLinearGroups> casts{};
-  if (autocast)
+  if (adapter_casts())
     for (const BlockLinear& l : lora_targets(m, o.lora.targets))
       casts[static_cast<size_t>(linear_group(l.name))] += adapter_cast_bytes(o, c, l.in, l.out);
   for (const ForwardMoment& moment : last.moments) {
@@ -104,7 +104,7 @@ PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
                   "the recompute has saved the block up to this adapter");
     int8_not_kept_yet(moment, candidate);
     if (const int64_t a_outputs = last.a_outputs_before(moment); a_outputs > 0)
-      candidate.add("recompute: earlier adapters' A outputs", autocast ? "Σ b·T·r·c" : "Σ b·T·r·4", a_outputs,
+      candidate.add("recompute: earlier adapters' A outputs", autocast || ad == c ? "Σ b·T·r·c" : "Σ b·T·r·4", a_outputs,
                     "each B saved its input as its adapter ran (their line is among those not saved yet)");
     int64_t not_cast = 0;  // the casts of this linear group's adapters and the later groups'
     for (size_t g = static_cast<size_t>(moment.groups_run - 1); g < casts.size(); ++g) not_cast += casts[g];
@@ -118,7 +118,7 @@ PlanBuilder::Moment PlanBuilder::recompute_adapter_moment() const {
         candidate.add("recompute: its fp32 copy", "b·T·in·4", moment.copy_bytes, "x.to(fp32), an adapter's local (A saves its cast)");
       candidate.add("recompute: " + std::string(outputs.what), outputs.formula, moment.outputs_bytes,
                     "result + B(A(x))·scaling, before the sum is cast back");
-      candidate.add("recompute: its A output", autocast ? "b·T·r·c" : "b·T·r·4", moment.a_output_bytes, "B's input, which B saves");
+      candidate.add("recompute: its A output", autocast || ad == c ? "b·T·r·c" : "b·T·r·4", moment.a_output_bytes, "B's input, which B saves");
       not_cast -= moment.casts_bytes;
     }
     if (not_cast > 0)
@@ -212,7 +212,7 @@ PlanBuilder::Moment PlanBuilder::recompute_output_projection_moment() const {
     mom.add("recompute: not cast yet", "−(later adapters' A and B)·c", -later_adapters,
             "the adapters after the attention have not run yet");
   if (last.a_outputs_line < last.lines.size() && last.a_outputs[0] > 0)
-    mom.add("recompute: the input projections' A outputs", autocast ? "Σ b·T·r·c" : "Σ b·T·r·4", last.a_outputs[0],
+    mom.add("recompute: the input projections' A outputs", autocast || ad == c ? "Σ b·T·r·c" : "Σ b·T·r·4", last.a_outputs[0],
             "each B saved its input as its adapter ran (their line is among those not saved yet)");
   if (attention->locals_bytes > 0)
     mom.add("recompute: the block's unsaved locals", "x, qkv, y, h, … as held", attention->locals_bytes,
@@ -246,7 +246,7 @@ void PlanBuilder::attention_locals(const Table& t) const {
 bool PlanBuilder::forward_cast_cache() const { return checkpointing && block_weights_cast() && !lora; }
 
 int64_t PlanBuilder::adapter_cast_cache(int64_t blocks, std::initializer_list<const char*> names) const {
-  if (!(checkpointing && autocast && lora)) return 0;
+  if (!(checkpointing && adapter_casts() && lora)) return 0;
   int64_t per_block = 0, partial = 0;
   for (const BlockLinear& l : lora_targets(m, o.lora.targets)) {
     const int64_t bytes = adapter_cast_bytes(o, c, l.in, l.out);
@@ -330,9 +330,9 @@ void PlanBuilder::block_forward_end(const Table& end) {
     // cast of it, A's temporary; then B's output and the scaled delta, and the sum (on the CPU
     // without autocast in fp32, next to the result's fp32 copy: adapter_outputs). The highest
     // moment (measured: seed 2026 case 796, the sum's moment with dropout's output held).
-    const int64_t copy = c != kFp32 ? N * f * kFp32 : 0;
+    const int64_t copy = c != ad ? N * f * ad : 0;
     const bool dropout = o.lora.dropout > 0;
-    const int64_t held = dropout ? N * f * kFp32 : copy;
+    const int64_t held = dropout ? N * f * ad : copy;
     const auto hold = [&](Moment& moment) {
       if (held == 0) return;
       moment.add(dropout ? "the adapter's dropped input" : "the adapter's input copy", "b·T·f·4", held,
@@ -343,11 +343,11 @@ void PlanBuilder::block_forward_end(const Table& end) {
       Moment& drop = inside[0];
       if (copy > 0) drop.add("the adapter's input copy", "b·T·f·4", copy, "x.to(fp32)");
       drop.add(o.cpu ? "the adapter's dropout noise and output" : "the adapter's dropout mask and output",
-               o.cpu ? "2·b·T·f·4" : "b·T·f·(4+1)", N * f * kFp32 + N * f * (o.cpu ? kFp32 : kBool),
+               o.cpu ? "2·b·T·f·4" : "b·T·f·(4+1)", N * f * ad + N * f * (o.cpu ? ad : kBool),
                o.cpu ? "the scaled Bernoulli noise and x · noise" : "native_dropout's bool mask and its output");
       drop.add("out-projection result", "b·T·d·c", N * d * c, "the base linear's, before the adapter's delta");
     }
-    if (autocast) {
+    if (adapter_casts()) {
       Moment& a = inside[1];
       hold(a);
       a.add("out-projection result", "b·T·d·c", N * d * c, "the base linear's, before the adapter's delta");
@@ -358,7 +358,7 @@ void PlanBuilder::block_forward_end(const Table& end) {
     hold(sum);
     const AdapterOutputs outputs = adapter_outputs(o, dtypes(), N * d);
     sum.add(outputs.what, outputs.formula, outputs.bytes, "result + B(A(x))·scaling");
-    if (autocast && out_adapter > 0)
+    if (adapter_casts() && out_adapter > 0)
       sum.add("autocast's cache: the out-projection's A, B casts", "r·(f+d)·c", out_adapter, "its adapter's weights");
     for (const Moment& moment : inside)
       if (moment.bytes > best.bytes) best = moment;
@@ -395,7 +395,7 @@ void PlanBuilder::block_forward_mlp_input(const Table& in) const {
                                 : adapter_cast_cache(L - 1, {"q", "k", "v", "o", "gate", "up"});
   mlp_locals(in, adapters, "((L−1)·(adapters) + the block's up to its MLP input)·c");
   if (!gpt2) in.add("the other input projection's result", "b·T·f·c", N * f * c, "silu(gate(m)) · up(m): one runs first");
-  if (w != kFp32) in.add("the adapter's input copy", "b·T·d·4", N * d * kFp32, "x.to(fp32), until the adapter returns");
+  if (w != ad) in.add("the adapter's input copy", ad == kFp32 ? "b·T·d·4" : "b·T·d·2", N * d * ad, "x.to(the adapter's dtype), until the adapter returns");
   const AdapterOutputs outputs = adapter_outputs(o, dtypes(), N * f);
   in.add(outputs.what, outputs.formula, outputs.bytes, "result + B(A(x))·scaling, before the sum is cast back");
 }

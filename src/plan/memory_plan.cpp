@@ -83,6 +83,8 @@ void check_split(const ModelConfig& m, const PlanOptions& o, const SplitConfig& 
                     "(TRL's chunked loss is --trl-loss chunked_nll) or plan with --framework plain");
   }
   check_sequence_length(m, o.seq_len);
+  if (const std::string problem = adapter_dtype_problem(o.lora, s.precision, o.weights_dtype); !problem.empty())
+    throw UserError(problem);
   // The largest terms in doubles first: the plan's int64 byte counts must not overflow, and a
   // split this large fits no device anyway.
   const double b = static_cast<double>(s.micro_batch), T = static_cast<double>(o.seq_len);
@@ -109,10 +111,11 @@ void PlanBuilder::resident_tensors() {
   } else {
     resident.add("weights", "P·w", P * w, "stored in --weights-dtype (" + to_string(o.weights_dtype) + ")");
   }
-  const std::string n_t = lora ? "N_lora·4" : (w == kFp32 ? "P·4" : "P·w");
+  const std::string n_t = lora ? (ad == kFp32 ? "N_lora·4" : "N_lora·2") : (w == kFp32 ? "P·4" : "P·w");
   if (lora) {
-    resident.add("LoRA adapters A, B", n_t, trained * kFp32,
-                 "fp32, " + std::to_string(trained) + " trainable parameters; the base is frozen");
+    resident.add("LoRA adapters A, B", n_t, trained * ad,
+                 (ad == kFp32 ? std::string("fp32, ") : to_string(o.lora.adapter_dtype) + " (--adapter-dtype), ") +
+                     std::to_string(trained) + " trainable parameters; the base is frozen");
   }
   optimizer_state_lines(o.optimizer, trained_tensor_numels(m, o.lora), t, n_t, o.cpu, resident, &plan.evictable_bytes);
   if (o.cpu) {
@@ -131,7 +134,7 @@ void PlanBuilder::resident_tensors() {
 
 void PlanBuilder::gradients() {
   const Table grads{&plan.gradients};
-  grads.add(lora ? "adapter gradients" : "gradients", lora ? "N_lora·4" : (w == kFp32 ? "P·4" : "P·w"), trained * t,
+  grads.add(lora ? "adapter gradients" : "gradients", lora ? (ad == kFp32 ? "N_lora·4" : "N_lora·2") : (w == kFp32 ? "P·4" : "P·w"), trained * t,
             split.optimizer_in_backward ? "freed one by one as each parameter steps in backward"
                                         : ".grad of what trains, alive from the first backward to zero_grad");
 }
@@ -167,7 +170,7 @@ void PlanBuilder::saved_tensors() {
               (L * linear_weight_numel_per_block(m) - unsaved) * c,
               "autocast casts each weight; each linear's backward saves its cast weight");
   }
-  if (autocast && lora && !checkpointing) {
+  if (adapter_casts() && lora && !checkpointing) {
     saved.add("adapter weights cast to c", "N_lora·c", trained * c,
               "autocast's cast cache of every A and B, saved by their linears (block 0's first A's: until the forward ends)");
   }
@@ -380,7 +383,7 @@ void PlanBuilder::optimizer_temporaries() {
   }
   switch (o.optimizer) {
     case OptimizerKind::kAdamW:
-      opt.add("AdamW sqrt(exp_avg_sq), denom", lora ? "2·max(adapter numel)·4" : "2·max(numel)·t", 2 * largest * t,
+      opt.add("AdamW sqrt(exp_avg_sq), denom", lora ? "2·max(adapter numel)·t" : "2·max(numel)·t", 2 * largest * t,
               "exp_avg_sq.sqrt() / bias correction: two temporaries of the largest trained parameter");
       break;
     case OptimizerKind::kAdamW8bit:

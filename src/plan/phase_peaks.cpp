@@ -93,7 +93,7 @@ int64_t PlanBuilder::quant_forward_peak(const PhaseTotals& s, int64_t forward) c
       const LastBlock last = last_block();
       const bool adapted = mlp_out_adapted();
       const int64_t adapter_not_yet =
-          adapted ? adapter_a_output_bytes(o, dt, N) + (autocast ? adapter_cast_bytes(o, c, m.d_ff, d) : 0) : 0;
+          adapted ? adapter_a_output_bytes(o, dt, N) + (adapter_casts() ? adapter_cast_bytes(o, c, m.d_ff, d) : 0) : 0;
       const int64_t not_yet = last.input_group_bytes(mlp_out_input_line(m), /*with_input=*/false) + adapter_not_yet;
       forward = std::max(forward, resident_bytes + grads_in_micro_step + saved_through_blocks - not_yet + down + last.end_locals - kept);
     } else {
@@ -125,7 +125,7 @@ int64_t PlanBuilder::blocks_below_last(const LastBlock& last, int first_not_run)
   int64_t bytes = 0;
   for (size_t i = block_lines_begin; i < block_lines_end; ++i) bytes += plan.saved[i].bytes;
   bytes -= total_bytes(last.lines) + int8_block_inputs(m, o, N, dt, /*block0=*/L == 1);
-  if (autocast && lora)
+  if (adapter_casts() && lora)
     for (const BlockLinear& l : lora_targets(m, o.lora.targets))
       if (linear_group(l.name) >= first_not_run) bytes -= adapter_cast_bytes(o, c, l.in, l.out);
   return bytes;
@@ -381,7 +381,7 @@ int64_t PlanBuilder::backward_end_peak(const PhaseTotals& s, int64_t backward_bl
 // forward ends, and every backward moment comes after (measured: seed 3 case 138, q's, k's and
 // v's r·d·c gone by the backward).
 int64_t PlanBuilder::unsaved_adapter_casts() const {
-  if (!autocast || !lora || checkpointing) return 0;
+  if (!adapter_casts() || !lora || checkpointing) return 0;
   const int first_group = static_cast<int>(frozen_prefix_of(m, o, checkpointing)) - 1;
   int64_t bytes = 0;
   for (const BlockLinear& l : lora_targets(m, o.lora.targets))

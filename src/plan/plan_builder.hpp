@@ -36,6 +36,7 @@ struct PlanBuilder {
   int64_t w;        // bytes per weight in the storage dtype (--weights-dtype)
   int64_t trained;  // parameters with gradients and AdamW moments: all, or the adapters' (LoRA)
   int64_t t;        // bytes per trained parameter (and per gradient and moment)
+  int64_t ad;       // bytes per LoRA adapter element (--adapter-dtype; 4 without LoRA)
   bool autocast, checkpointing, accumulating, chunked, lora;
   bool trl_chunked;  // --framework hf-trl --trl-loss chunked_nll: TRL's chunked head replaces ours
   bool quant;  // QLoRA: the block linears quantised, everything else fp32 (quantized_base.hpp)
@@ -66,7 +67,8 @@ struct PlanBuilder {
     trl_chunked = o.trl_chunked();
     lora = o.lora.enabled();
     trained = lora ? lora_parameter_count(m, o.lora) : P;
-    t = lora ? kFp32 : w;  // adapters are fp32 (PEFT's default); a full fine-tune trains in the weights' dtype
+    ad = lora ? compute_bytes(o.lora.adapter_dtype) : kFp32;
+    t = lora ? ad : w;  // adapters in --adapter-dtype (PEFT's fp32 by default); a full fine-tune trains in the weights' dtype
   }
 
   // The head linear runs on the whole micro-batch (the plain loss): its input and cast weight are
@@ -83,7 +85,13 @@ struct PlanBuilder {
   // Autocast's casts of the block linears' weights: none when they are quantised (each is
   // dequantised in c directly, dequant_transient).
   bool block_weights_cast() const { return weights_cast() && !quant; }
-  Dtypes dtypes() const { return Dtypes{c, w, autocast}; }
+  Dtypes dtypes() const {
+    Dtypes dt{c, w, autocast};
+    dt.a = ad;
+    return dt;
+  }
+  // Autocast casts the adapters' weights and inputs (fp32 adapters under autocast; not bf16 ones).
+  bool adapter_casts() const { return dtypes().adapter_casts(); }
   // The residual stream's formula symbol: it is in the weights' dtype.
   std::string rs() const { return w == kFp32 ? "4" : "w"; }
 

@@ -100,9 +100,9 @@ Int8Groups int8_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, co
       r[i].bytes = static_cast<int64_t>(g.names.size()) * N * g.in * c;
     } else {
       // The input itself, kept once for the group; an adapter keeps the same tensor when it
-      // takes it as it is (fp32, no dropout: x.to(fp32) is no copy).
+      // takes it as it is (in the adapter's dtype, no dropout: x.to(fp32) of an fp32 input is no copy).
       const bool adapter_keeps_it =
-          !dropout && c == kFp32 &&
+          !dropout && c == dt.a &&
           std::any_of(g.names.begin(), g.names.end(), [&](const char* n) { return adapted_count(m, o, {n}) > 0; });
       r[i].bytes = r[i].themselves = adapter_keeps_it ? 0 : N * g.in * c;
     }

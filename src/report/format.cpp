@@ -91,6 +91,8 @@ std::string context_line(const SweepResult& result) {
          << base_quant_words(base_quant, option_value(c, "double_quant") == "true", option_value(c, "kbit_prep") != "none")
          << " (time approximate: dequantised by LibTorch ops, not bitsandbytes' kernels)";
   }
+  if (const std::string adapters = option_value(c, "adapter_dtype"); !adapters.empty() && adapters != "fp32")
+    line << ", " << adapters << " adapters";
   // bitsandbytes' 8-bit AdamW is emulated with LibTorch ops: its memory is exact, its time is not.
   const std::string optimizer = option_value(c, "optimizer");
   if (!optimizer.empty() && optimizer != "adamw") {

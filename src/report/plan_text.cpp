@@ -44,6 +44,10 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
   out << "  P=" << parameter_count(m) << " L=" << m.n_layers << " d=" << m.d_model << " H=" << m.n_heads
       << " Hkv=" << m.n_kv_heads << " hd=" << m.head_dim << " f=" << m.d_ff << " V=" << m.vocab_size
       << " b=" << plan.split.micro_batch << " c=" << e.c << " w=" << e.w << "\n";
+  if (plan.options.lora.enabled() && plan.options.lora.adapter_dtype != Precision::kFp32) {
+    out << "  adapters in " << to_string(plan.options.lora.adapter_dtype)
+        << " (--adapter-dtype): A, B, their gradients and optimizer state\n";
+  }
   if (plan.options.lora.quantized()) {
     const LoraOptions& lora = plan.options.lora;
     out << "  base quantised " << text::base_quant_words(to_string(lora.base_quant), lora.double_quant, lora.kbit_upcast)

@@ -533,10 +533,16 @@ struct Reader {
         set("--kbit-prep", "none", "use_peft, " + std::string(on("load_in_4bit") ? "load_in_4bit" : "load_in_8bit") +
                                        " (TRL 1.x's SFTTrainer does not prepare the model)");
       }
-      config.remarks.push_back(
-          {"TRL 1.x's SFTTrainer casts the adapters of a quantised model to bf16; accumbench keeps them in fp32, as "
-           "PEFT creates them, so its plan counts twice the adapters' weights, gradients and optimizer state",
-           {"--lora-rank", "--base-quant"}});
+      if (precision_word == "bf16") {
+        set("--adapter-dtype", "bf16", "use_peft, " + std::string(on("load_in_4bit") ? "load_in_4bit" : "load_in_8bit") +
+                                           " (TRL 1.x's SFTTrainer casts a quantised model's adapters to bf16)");
+      } else {
+        config.remarks.push_back(
+            {"TRL 1.x's SFTTrainer casts the adapters of a quantised model to bf16, which accumbench plans under bf16 "
+             "autocast only (here " + precision_word + "): they are kept in fp32, as PEFT creates them, so the plan "
+             "counts twice the adapters' weights, gradients and optimizer state",
+             {"--lora-rank", "--base-quant", "--adapter-dtype"}});
+      }
     }
     optimizer("optim");
     hyperparameters();
@@ -589,6 +595,24 @@ struct Reader {
     const bool quantised = (adapter == "qlora" && on("load_in_4bit")) || (adapter == "lora" && on("load_in_8bit"));
     if (quantised && (weights == "fp32" || weights == precision_word)) {
       set("--kbit-prep", "none", "adapter: " + adapter + " (axolotl casts the embeddings and norms back)");
+    }
+    // peft_autocast_adapter_dtype (utils/schemas/peft.py), handed to get_peft_model
+    // (loaders/adapter.py): false keeps PEFT's adapters in their base layer's dtype
+    // (_move_adapter_to_device_of_base_layer, peft/tuners/tuners_utils.py at 5d602fd), which a
+    // quantised layer's integer storage is not: fp32 there, as over fp32 weights (adapter: lora
+    // with load_in_4bit has cast the base to fp32 by then).
+    if (has("peft_autocast_adapter_dtype") && !boolean("peft_autocast_adapter_dtype")) {
+      const bool fp32_base = quantised || on("load_in_4bit") || weights == "fp32";
+      if (fp32_base) {
+        config.unused.push_back(std::string("peft_autocast_adapter_dtype (the adapters are fp32 over ") +
+                                (quantised ? "a quantised base" : "fp32 weights") + ")");
+      } else if (weights == "fp16") {
+        refuse("peft_autocast_adapter_dtype", "keeps the adapters in the fp16 weights' dtype, whose fp16 gradients "
+               "torch's GradScaler refuses to unscale under fp16: true",
+               "remove the key (PEFT's fp32 adapters), or train in bf16");
+      } else {
+        set("--adapter-dtype", "bf16", "peft_autocast_adapter_dtype: false (over bf16 weights)");
+      }
     }
   }
 
@@ -762,10 +786,14 @@ bool overridden(const ConfigSetting& s, const std::function<bool(const std::stri
 // given on the command line are read from `w`, so the answer is the same before and after the
 // file is applied.
 bool moot(const ConfigSetting& s, const std::function<bool(const std::string&)>& given, const WorkloadOptions& w) {
-  static const std::set<std::string> kAdapterOptions = {"--lora-alpha", "--lora-targets", "--lora-dropout",
-                                                         "--base-quant", "--double-quant", "--kbit-prep"};
+  static const std::set<std::string> kAdapterOptions = {"--lora-alpha", "--lora-targets", "--lora-dropout", "--base-quant",
+                                                         "--double-quant", "--kbit-prep", "--adapter-dtype"};
   if (given("--lora-rank") && !w.lora.enabled() && kAdapterOptions.count(s.option) != 0) return true;
   if (s.option == "--kbit-prep" && given("--base-quant") && w.lora.base_quant == BaseQuant::kNone) return true;
+  // TRL's bf16 adapters come with its quantised base (its keys name load_in_4bit or load_in_8bit).
+  if (s.option == "--adapter-dtype" && s.keys.find("load_in_") != std::string::npos && given("--base-quant") &&
+      w.lora.base_quant == BaseQuant::kNone)
+    return true;
   return s.option == "--double-quant" && given("--base-quant") && w.lora.base_quant != BaseQuant::kNf4;
 }
 
@@ -824,6 +852,8 @@ void apply_setting(const ConfigSetting& s, WorkloadOptions& w) {
     w.lora.double_quant = true;
   } else if (o == "--kbit-prep") {
     w.lora.kbit_upcast = kbit_upcast_from_string(s.value);
+  } else if (o == "--adapter-dtype") {
+    w.lora.adapter_dtype = adapter_dtype_from_string(s.value);
   } else if (o == "--tf32") {
     w.tf32 = s.value == "on";
   }

@@ -117,6 +117,7 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.base_quant = w.lora.base_quant;
   s.double_quant = w.lora.double_quant;
   s.kbit_upcast = w.lora.kbit_upcast;
+  s.adapter_dtype = w.lora.adapter_dtype;
   s.target_modules = target_modules;
   s.lengths_vary = w.data.lengths != LengthMode::kFixed || w.data.eos_id >= 0;
   s.padding = w.data.padding;
@@ -199,6 +200,24 @@ std::vector<std::string> untranslated_knobs(const TrainerSettings& s) {
   return notes;
 }
 
+// --adapter-dtype against what each trainer does with it: TRL 1.x casts a quantised model's
+// adapters to bf16 and has no key for it otherwise; axolotl's peft_autocast_adapter_dtype: false
+// keeps them in a 16-bit base's dtype, and over a quantised base PEFT keeps them in fp32.
+std::vector<std::string> adapter_dtype_notes(const TrainerSettings& s, SettingsFormat format) {
+  if (s.lora_r == 0) return {};
+  const bool bf16 = s.adapter_dtype == Precision::kBf16, quantised = s.base_quant != BaseQuant::kNone;
+  if (format == SettingsFormat::kTrl) {
+    if (quantised && !bf16)
+      return {"TRL 1.x casts a quantised model's adapters to bf16: this split was measured with fp32 adapters "
+              "(--adapter-dtype bf16 measures TRL's)"};
+    if (!quantised && bf16) return {"bf16 adapters over an unquantised base have no TRL key (TRL keeps PEFT's fp32)"};
+  } else if (format == SettingsFormat::kAxolotl && bf16 && (quantised || s.weights_dtype != Precision::kBf16)) {
+    return {"bf16 adapters have no axolotl key here: peft_autocast_adapter_dtype: false keeps them in the base's dtype "
+            "only over bf16 weights (over a quantised base PEFT keeps fp32)"};
+  }
+  return {};
+}
+
 std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat format) {
   std::vector<std::string> lines;
   const std::string per_rank =
@@ -261,6 +280,8 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     } else if (s.lora_r > 0) {
       lines.push_back("adapter: lora");
     }
+    if (s.adapter_dtype == Precision::kBf16 && s.base_quant == BaseQuant::kNone && s.weights_dtype == Precision::kBf16)
+      lines.push_back("peft_autocast_adapter_dtype: false");
     if (s.lora_r > 0) {
       lines.push_back("lora_r: " + std::to_string(s.lora_r));
       lines.push_back("lora_alpha: " + number(lora_alpha(s)));
@@ -287,6 +308,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     if (s.base_quant != BaseQuant::kNone) args += " --base-quant " + to_string(s.base_quant);
     if (s.double_quant) args += " --double-quant";
     if (s.base_quant != BaseQuant::kNone && !s.kbit_upcast) args += " --kbit-prep none";
+    if (s.lora_r > 0 && s.adapter_dtype != Precision::kFp32) args += " --adapter-dtype " + to_string(s.adapter_dtype);
     if (s.packing != Packing::kNone) args += " --packing " + to_string(s.packing);
     if (s.lengths_vary && s.packing == Packing::kNone) {
       DataSource data;
@@ -303,6 +325,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     return lines;  // accumbench's own flags name every knob
   }
   for (const std::string& note : untranslated_knobs(s)) lines.push_back("# " + note);
+  for (const std::string& note : adapter_dtype_notes(s, format)) lines.push_back("# " + note);
   return lines;
 }
 
@@ -313,6 +336,7 @@ std::string settings_summary(const TrainerSettings& s) {
   for (const auto& [key, value] : trl_settings(s)) text += " " + key + "=" + value;
   const std::vector<std::string> notes = untranslated_knobs(s);
   for (const std::string& note : notes) text += "; " + note;
+  for (const std::string& note : adapter_dtype_notes(s, SettingsFormat::kTrl)) text += "; " + note;
   return text;
 }
 
@@ -348,6 +372,7 @@ WorkloadOptions settings_workload(const SweepContext& context) {
       if (name == "base_quant") w.lora.base_quant = base_quant_from_string(value);
       if (name == "double_quant") w.lora.double_quant = value == "true";
       if (name == "kbit_prep") w.lora.kbit_upcast = kbit_upcast_from_string(value);
+      if (name == "adapter_dtype") w.lora.adapter_dtype = adapter_dtype_from_string(value);
     } catch (const std::exception&) {
       // An option this version cannot read keeps its default; the settings are a translation.
     }

@@ -31,7 +31,9 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
   if (r.optimizer != OptimizerKind::kAdamW) out << ", optimizer " << to_string(r.optimizer);
   out << "\n";
   if (r.lora.enabled()) {
-    out << "LoRA rank " << r.lora.rank << " on " << r.lora.targets << ", " << text::trainable_line(r.trainable_parameters, r.parameters)
+    out << "LoRA rank " << r.lora.rank << " on " << r.lora.targets
+        << (r.lora.adapter_dtype != Precision::kFp32 ? ", adapters in " + to_string(r.lora.adapter_dtype) : "") << ", "
+        << text::trainable_line(r.trainable_parameters, r.parameters)
         << "; B drawn from N(0, 0.02) instead of zero, so that gradients reach A too\n";
     if (r.dropout_off > 0) {
       out << "LoRA dropout " << r.dropout_off << " is off here: dropout draws random masks per micro-step, so no two "
@@ -51,9 +53,12 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
   if (!r.export_dir.empty()) {
     out << "exported the reference step to " << r.export_dir << " (weights, batch, loss, gradients: docs/EXPORT.md)\n";
   }
-  const Precision judged = verify_compute_precision(r.precision, r.weights_dtype, r.lora.quantized());
+  const Precision judged = verify_compute_precision(r.precision, r.weights_dtype, r.lora);
   out << std::defaultfloat << "tolerance"
-      << (judged != r.precision ? " (" + to_string(r.weights_dtype) + " weights: the step computes in " + to_string(judged) + ")" : "")
+      << (judged == r.precision ? ""
+          : r.lora.enabled() && r.lora.adapter_dtype == judged
+              ? " (" + to_string(judged) + " adapters: their products and gradients are in " + to_string(judged) + ")"
+              : " (" + to_string(r.weights_dtype) + " weights: the step computes in " + to_string(judged) + ")")
       << ": relative L2 error of the gradient <= " << r.gradient_tolerance
       << ", of the weight update <= " << r.update_tolerance << "\n\n";
   size_t label_width = 14;  // wider only when a label needs it ("8×1 ckpt graphs")

@@ -98,6 +98,7 @@ Json lora_json(const ModelConfig& m, const WorkloadOptions& w) {
               {"dropout", w.lora.dropout},
               {"targets", w.lora.targets},
               {"linears", linears},
+              {"adapter_dtype", to_string(w.lora.adapter_dtype)},
               {"b_init", "normal(0, 0.02), as verify draws it"}};
 }
 

@@ -220,7 +220,7 @@ VerifyResult run_verify(const VerifyOptions& options) {
   result.data = w.data;
   result.loss_normalization = w.loss.normalization;
   result.world_size = setup.launch.world_size;
-  const Precision judged = verify_compute_precision(setup.precision, w.weights_dtype, w.lora.quantized());
+  const Precision judged = verify_compute_precision(setup.precision, w.weights_dtype, w.lora);
   result.gradient_tolerance = gradient_tolerance(judged);
   result.update_tolerance = update_tolerance(judged);
   const std::vector<at::Tensor> initial_cpu = clone_to_cpu_double(initial);

@@ -136,6 +136,36 @@ bool kbit_upcast_from_string(const std::string& text) {
 
 std::string kbit_prep_name(bool upcast) { return upcast ? "peft" : "none"; }
 
+Precision adapter_dtype_from_string(const std::string& text) {
+  if (text == "fp32") return Precision::kFp32;
+  if (text == "bf16") return Precision::kBf16;
+  if (text == "fp16") {
+    throw UserError("--adapter-dtype fp16 gives fp16 gradients, which torch's GradScaler refuses to unscale under fp16 "
+                    "autocast (transformers' fp16: true); use fp32 (PEFT's default) or bf16");
+  }
+  throw UserError("--adapter-dtype " + text::quoted(text) + " is not a dtype for LoRA adapters; use fp32 (PEFT's "
+                  "default) or bf16 (TRL's QLoRA)");
+}
+
+std::string adapter_dtype_problem(const LoraOptions& lora, Precision precision, Precision weights_dtype) {
+  if (!lora.enabled() || lora.adapter_dtype == Precision::kFp32) return "";
+  const std::string fix = "; use --precision bf16, or --adapter-dtype fp32";
+  if (precision == Precision::kFp16) {
+    return "--adapter-dtype bf16 under --precision fp16 is not planned or measured here: autocast would cast the bf16 "
+           "adapters to fp16 at every use (TRL's QLoRA with fp16: true)" + fix;
+  }
+  if (weights_dtype == Precision::kFp16 && !lora.quantized()) {
+    return "--adapter-dtype bf16 beside --weights-dtype fp16 is not planned: every adapter would copy its fp16 input "
+           "to bf16; use --weights-dtype bf16, or --adapter-dtype fp32";
+  }
+  if (precision == Precision::kFp32 && (weights_dtype == Precision::kFp32 || lora.quantized())) {
+    return std::string("--adapter-dtype bf16 beside fp32 activations (--precision fp32 over ") +
+           (lora.quantized() ? "a quantised base, whose products run in fp32" : "fp32 weights") +
+           ") is not planned: every adapter would copy its input to bf16 and add its delta back in fp32" + fix;
+  }
+  return "";
+}
+
 std::optional<std::string> recorded_option(const std::vector<std::pair<std::string, std::string>>& options,
                                            const std::string& name) {
   for (const auto& [option, value] : options) {
@@ -144,6 +174,7 @@ std::optional<std::string> recorded_option(const std::vector<std::pair<std::stri
   if (name == "base_quant") return to_string(BaseQuant::kNone);
   if (name == "double_quant") return std::string("false");
   if (name == "kbit_prep") return kbit_prep_name(true);
+  if (name == "adapter_dtype") return to_string(Precision::kFp32);
   if (name == "tf32") return std::string("on");
   return std::nullopt;
 }
@@ -245,6 +276,10 @@ void validate_lora_options(const LoraOptions& lora) {
   if (!lora.kbit_upcast && !lora.quantized()) {
     throw UserError("--kbit-prep none says how a quantised base's other parameters are kept, but there is no quantised "
                     "base; add --base-quant nf4 or int8, or drop --kbit-prep");
+  }
+  if (lora.adapter_dtype != Precision::kFp32 && !lora.enabled()) {
+    throw UserError("--adapter-dtype " + to_string(lora.adapter_dtype) +
+                    " stores LoRA adapters, which are off (--lora-rank 0); add --lora-rank R or drop --adapter-dtype");
   }
   if (lora.double_quant && lora.base_quant != BaseQuant::kNf4) {
     throw UserError("--double-quant quantises NF4's absmax again, but --base-quant is " + to_string(lora.base_quant) +
@@ -376,6 +411,10 @@ void validate_workload(const WorkloadOptions& w) {
                         "--precision " + to_string(w.weights_dtype) + ", or --kbit-prep peft");
     }
   }
+  for (Precision p : w.precisions) {
+    if (const std::string problem = adapter_dtype_problem(w.lora, p, w.weights_dtype); !problem.empty())
+      throw UserError(problem);
+  }
   if (w.threads < 0) {
     throw UserError("--threads must not be negative, got " + std::to_string(w.threads) +
                     "; use 0 for every hardware thread");
@@ -434,6 +473,8 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
       {"lora_targets", w.lora.enabled() ? w.lora.targets : "-"},
       {"lora_dropout", w.lora.enabled() ? number(w.lora.dropout) : "-"},
   };
+  // Only when not fp32, so that files written before --adapter-dtype existed still resume.
+  if (w.lora.adapter_dtype != Precision::kFp32) options.push_back({"adapter_dtype", to_string(w.lora.adapter_dtype)});
   // Only when set, so that files written before --base-quant existed still resume.
   if (w.lora.base_quant != BaseQuant::kNone) {
     options.push_back({"base_quant", to_string(w.lora.base_quant)});

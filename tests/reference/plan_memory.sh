@@ -11,6 +11,7 @@
 # checkpointed (every block under torch.utils.checkpoint, non-reentrant, against the plan's
 # --activation-checkpointing blocks): plain fp32, and LoRA bf16 with chunked_nll; and gpt2-tiny
 # (a 512-token vocabulary: a block's backward decides the peak) with LoRA r8, checkpointed, fp32;
+# LoRA with bf16 adapters (--adapter-dtype bf16, as TRL's QLoRA casts them) under bf16, plain and nll;
 # gpt2-tiny's hf-trl nll steps (fp32, bf16, checkpointed), whose gelu_new transformers computes op by
 # op (three more b·T·f tensors saved per block), beside the same shape with gelu_pytorch_tanh (one
 # fused op, as the plain step).
@@ -36,14 +37,18 @@ variant_options() {
   case $1 in
     full) echo "--hf-config $config" ;;
     lora) echo "--hf-config $config --lora-rank 4 --lora-alpha 8" ;;
+    lora-bf16a) echo "--hf-config $config --lora-rank 4 --lora-alpha 8 --adapter-dtype bf16" ;;
     tiny-lora) echo "--model gpt2-tiny --lora-rank 8" ;;
     tiny) echo "--model gpt2-tiny" ;;
     tiny-tanh) echo "--hf-config $data/gpt2-tiny-pytorch-tanh.json" ;;
   esac
 }
-for variant in full lora tiny-lora tiny tiny-tanh; do
+for variant in full lora lora-bf16a tiny-lora tiny tiny-tanh; do
   # shellcheck disable=SC2046  # the options are words
-  "$bin" verify $(variant_options "$variant") --seq-len 8 --batch 1 --threads 1 --export "$work/export-$variant" \
+  # (bf16 adapters need bf16 activations: that variant's export is verified under bf16.)
+  precision=fp32
+  [ "$variant" = lora-bf16a ] && precision=bf16
+  "$bin" verify $(variant_options "$variant") --precision $precision --seq-len 8 --batch 1 --threads 1 --export "$work/export-$variant" \
     > "$work/verify-$variant.txt" 2>&1 || { cat "$work/verify-$variant.txt"; echo "accumbench verify --export failed"; exit 1; }
 done
 # name variant T batch splits precision framework trl-loss checkpointing
@@ -57,6 +62,8 @@ plain-bf16 full 64 4 4,1 bf16 plain - -
 chunked4-bf16 full 128 8 8,1 bf16 hf-trl chunked_nll -
 plain-ckpt full 64 4 4,1 fp32 plain - ckpt
 chunked4-lora-ckpt-bf16 lora 128 8 8,1 bf16 hf-trl chunked_nll ckpt
+nll-lora-bf16a lora-bf16a 64 4 4,1 bf16 hf-trl nll -
+plain-lora-bf16a lora-bf16a 64 4 4,1 bf16 plain - -
 tiny-lora-ckpt tiny-lora 64 8 8,1 fp32 plain - ckpt
 tiny-nll tiny 64 8 8,1 fp32 hf-trl nll -
 tiny-nll-bf16 tiny 64 8 8,1 bf16 hf-trl nll -
