@@ -93,7 +93,8 @@ TEST(TrainerSettings, LoraPaddingAndRanks) {
                    "(--weights-dtype bf16 measures axolotl's job)",
                    "sample_packing: false", "# padding multiple:8 has no axolotl key", "group_by_length: true",
                    "adapter: lora", "lora_r: 16", "lora_alpha: 32", "lora_dropout: 0.05",
-                   "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]"}));
+                   "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]", "lora_mlp_kernel: false",
+                   "lora_qkv_kernel: false", "lora_o_kernel: false"}));
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kArgs)[1],
             "--batch 16 --micro-batches 2 --seq-len 1024 --precision bf16 --activation-checkpointing blocks "
             "--lora-rank 16 --lora-alpha 32 --lora-targets attention --lora-dropout 0.05 --padding multiple:8 "
@@ -119,7 +120,8 @@ TEST(TrainerSettings, PackingAndPaddingMaps) {
   const Lines axolotl = ab::settings_lines(s, ab::SettingsFormat::kAxolotl);
   EXPECT_EQ(Lines(axolotl.begin() + 7, axolotl.end()),
             (Lines{"sample_packing: true", "attn_implementation: flash_attention_2", "pad_to_sequence_len: true",
-                   "adapter: lora", "lora_r: 8", "lora_alpha: 16", "lora_dropout: 0", "lora_target_linear: true"}));
+                   "adapter: lora", "lora_r: 8", "lora_alpha: 16", "lora_dropout: 0", "lora_target_linear: true",
+                   "lora_mlp_kernel: false", "lora_qkv_kernel: false", "lora_o_kernel: false"}));
   w.data.padding = ab::Padding::kLongest;
   const Lines longest = ab::settings_lines(ab::trainer_settings(split(1, 16), w, {"all-linear"}), ab::SettingsFormat::kAxolotl);
   EXPECT_EQ(longest.at(9), "pad_to_sequence_len: false");
@@ -273,8 +275,8 @@ TEST(TrainerSettings, QuantisedBasesReadBackTheSame) {
   EXPECT_EQ(peft[peft.size() - 2],
             "# measured with PEFT's prepare_model_for_kbit_training (the other parameters in fp32); TRL 1.x and axolotl "
             "keep them in the weights' dtype, which --kbit-prep none measures");
-  EXPECT_EQ(peft.back(), "# TRL 1.x casts a quantised model's adapters to bf16: this split was measured with fp32 "
-                         "adapters (--adapter-dtype bf16 measures TRL's)");
+  EXPECT_EQ(peft.back(), "# TRL 1.x casts a quantised model's adapters to bf16: this split has fp32 adapters "
+                         "(--adapter-dtype bf16 is TRL's)");
 }
 
 // --adapter-dtype bf16: TRL's QLoRA writes no key for it (TRL casts them itself) and reads back as

@@ -65,6 +65,13 @@ struct TrainerConfig {
     std::vector<std::string> options;
   };
   std::vector<Remark> remarks;
+  // The adapters' dtype the trainer picks, which depends on options the command line may change
+  // (the base's quantisation, the precision, the weights' dtype), so apply_trainer_config resolves
+  // it from the workload it leaves: PEFT's fp32; TRL 1.x's bf16 over a quantised base (a use_peft
+  // file with load_in_4bit or load_in_8bit); axolotl's peft_autocast_adapter_dtype: false, the base
+  // layer's dtype.
+  enum class AdapterRule { kPeft, kTrlQuantised, kPeftBaseDtype };
+  AdapterRule adapter_rule = AdapterRule::kPeft;
   std::vector<std::string> unused;   // keys understood that change nothing accumbench measures
   std::vector<std::string> unknown;  // keys not understood: listed, ignored
 };

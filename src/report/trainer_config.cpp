@@ -533,16 +533,8 @@ struct Reader {
         set("--kbit-prep", "none", "use_peft, " + std::string(on("load_in_4bit") ? "load_in_4bit" : "load_in_8bit") +
                                        " (TRL 1.x's SFTTrainer does not prepare the model)");
       }
-      if (precision_word == "bf16") {
-        set("--adapter-dtype", "bf16", "use_peft, " + std::string(on("load_in_4bit") ? "load_in_4bit" : "load_in_8bit") +
-                                           " (TRL 1.x's SFTTrainer casts a quantised model's adapters to bf16)");
-      } else {
-        config.remarks.push_back(
-            {"TRL 1.x's SFTTrainer casts the adapters of a quantised model to bf16, which accumbench plans under bf16 "
-             "autocast only (here " + precision_word + "): they are kept in fp32, as PEFT creates them, so the plan "
-             "counts twice the adapters' weights, gradients and optimizer state",
-             {"--lora-rank", "--base-quant", "--adapter-dtype"}});
-      }
+      // The adapters' dtype follows the precision and the base the command line may change.
+      config.adapter_rule = TrainerConfig::AdapterRule::kTrlQuantised;
     }
     optimizer("optim");
     hyperparameters();
@@ -602,17 +594,13 @@ struct Reader {
     // quantised layer's integer storage is not: fp32 there, as over fp32 weights (adapter: lora
     // with load_in_4bit has cast the base to fp32 by then).
     if (has("peft_autocast_adapter_dtype") && !boolean("peft_autocast_adapter_dtype")) {
-      const bool fp32_base = quantised || on("load_in_4bit") || weights == "fp32";
-      if (fp32_base) {
-        config.unused.push_back(std::string("peft_autocast_adapter_dtype (the adapters are fp32 over ") +
-                                (quantised ? "a quantised base" : "fp32 weights") + ")");
-      } else if (weights == "fp16") {
+      if (weights == "fp16" && !quantised && !on("load_in_4bit")) {
         refuse("peft_autocast_adapter_dtype", "keeps the adapters in the fp16 weights' dtype, whose fp16 gradients "
                "torch's GradScaler refuses to unscale under fp16: true",
                "remove the key (PEFT's fp32 adapters), or train in bf16");
-      } else {
-        set("--adapter-dtype", "bf16", "peft_autocast_adapter_dtype: false (over bf16 weights)");
       }
+      // Resolved from the weights' dtype and the base the command line may change.
+      config.adapter_rule = TrainerConfig::AdapterRule::kPeftBaseDtype;
     }
   }
 
@@ -786,15 +774,36 @@ bool overridden(const ConfigSetting& s, const std::function<bool(const std::stri
 // given on the command line are read from `w`, so the answer is the same before and after the
 // file is applied.
 bool moot(const ConfigSetting& s, const std::function<bool(const std::string&)>& given, const WorkloadOptions& w) {
-  static const std::set<std::string> kAdapterOptions = {"--lora-alpha", "--lora-targets", "--lora-dropout", "--base-quant",
-                                                         "--double-quant", "--kbit-prep", "--adapter-dtype"};
+  static const std::set<std::string> kAdapterOptions = {"--lora-alpha", "--lora-targets", "--lora-dropout",
+                                                         "--base-quant", "--double-quant", "--kbit-prep"};
   if (given("--lora-rank") && !w.lora.enabled() && kAdapterOptions.count(s.option) != 0) return true;
   if (s.option == "--kbit-prep" && given("--base-quant") && w.lora.base_quant == BaseQuant::kNone) return true;
-  // TRL's bf16 adapters come with its quantised base (its keys name load_in_4bit or load_in_8bit).
-  if (s.option == "--adapter-dtype" && s.keys.find("load_in_") != std::string::npos && given("--base-quant") &&
-      w.lora.base_quant == BaseQuant::kNone)
-    return true;
   return s.option == "--double-quant" && given("--base-quant") && w.lora.base_quant != BaseQuant::kNf4;
+}
+
+// The adapters' dtype the trainer gives the workload the file and the command line leave
+// (TrainerConfig::adapter_rule): TRL 1.x's SFTTrainer casts a quantised model's trainable
+// parameters to bf16 (trl/trainer/sft_trainer.py at f2cd577), which accumbench plans beside bf16
+// activations only, so under another precision they stay fp32 (a note says so); PEFT's
+// autocast_adapter_dtype=False keeps them in the base layer's dtype, fp32 over a quantised or fp32
+// base (_move_adapter_to_device_of_base_layer, peft/tuners/tuners_utils.py at 5d602fd).
+Precision rule_adapter_dtype(const TrainerConfig& config, const WorkloadOptions& w) {
+  switch (config.adapter_rule) {
+    case TrainerConfig::AdapterRule::kPeft:
+      return Precision::kFp32;
+    case TrainerConfig::AdapterRule::kTrlQuantised:
+      return w.lora.quantized() && w.precisions == std::vector<Precision>{Precision::kBf16} ? Precision::kBf16
+                                                                                          : Precision::kFp32;
+    case TrainerConfig::AdapterRule::kPeftBaseDtype:
+      if (w.lora.quantized() || w.weights_dtype == Precision::kFp32) return Precision::kFp32;
+      if (w.weights_dtype == Precision::kFp16) {
+        throw UserError(config.path + " sets peft_autocast_adapter_dtype: false, which keeps the adapters in the "
+                        "weights' fp16, whose gradients torch's GradScaler refuses to unscale; give --adapter-dtype fp32 "
+                        "or --weights-dtype bf16");
+      }
+      return Precision::kBf16;
+  }
+  return Precision::kFp32;
 }
 
 void apply_setting(const ConfigSetting& s, WorkloadOptions& w) {
@@ -958,6 +967,8 @@ void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload
       workload.lora.targets = peft_default_targets(resolve_model(workload.model));
     }
   }
+  if (config.adapter_rule != TrainerConfig::AdapterRule::kPeft && !given("--adapter-dtype") && workload.lora.enabled())
+    workload.lora.adapter_dtype = rule_adapter_dtype(config, workload);
   workload.trl_loss = config.trl_loss;
   workload.trl_loss_by_default = config.trl_loss_by_default;
 }
@@ -985,6 +996,22 @@ std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
     if ((", " + defaults + ",").find(", " + key + ",") == std::string::npos)
       defaults += (defaults.empty() ? "" : ", ") + key;
   }
+  // The adapters' dtype as the trainer picks it for this workload (rule_adapter_dtype).
+  std::string adapter_note;
+  if (config.adapter_rule != TrainerConfig::AdapterRule::kPeft && !given("--adapter-dtype") && workload.lora.enabled()) {
+    const bool trl = config.adapter_rule == TrainerConfig::AdapterRule::kTrlQuantised;
+    if (workload.lora.adapter_dtype == Precision::kBf16) {
+      read += " --adapter-dtype bf16";
+    } else if (trl && workload.lora.quantized()) {
+      adapter_note = config.path + ": TRL 1.x's SFTTrainer casts the adapters of a quantised model to bf16, which "
+                     "accumbench plans under bf16 autocast only (here " + join_precisions(workload.precisions) +
+                     "): they are kept in fp32, as PEFT creates them, so the plan counts twice the adapters' weights, "
+                     "gradients and optimizer state";
+    } else if (!trl) {
+      adapter_note = config.path + ": peft_autocast_adapter_dtype: false changes nothing here: PEFT keeps the adapters "
+                     "in fp32 over " + (workload.lora.quantized() ? "a quantised base" : "fp32 weights");
+    }
+  }
   const bool file_targets = config.lora_target_modules.named();
   if (!given("--lora-targets") && workload.lora.enabled()) {
     if (file_targets) read += " --lora-targets " + workload.lora.targets;
@@ -1010,6 +1037,7 @@ std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
   for (const TrainerConfig::Remark& remark : config.remarks) {
     if (std::none_of(remark.options.begin(), remark.options.end(), given)) notes.push_back(config.path + ": " + remark.text);
   }
+  if (!adapter_note.empty()) notes.push_back(adapter_note);
   if (!config.unused.empty()) {
     notes.push_back(config.path + ": not used (no effect on the step accumbench measures): " + list(config.unused));
   }

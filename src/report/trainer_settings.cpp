@@ -208,8 +208,8 @@ std::vector<std::string> adapter_dtype_notes(const TrainerSettings& s, SettingsF
   const bool bf16 = s.adapter_dtype == Precision::kBf16, quantised = s.base_quant != BaseQuant::kNone;
   if (format == SettingsFormat::kTrl) {
     if (quantised && !bf16)
-      return {"TRL 1.x casts a quantised model's adapters to bf16: this split was measured with fp32 adapters "
-              "(--adapter-dtype bf16 measures TRL's)"};
+      return {"TRL 1.x casts a quantised model's adapters to bf16: this split has fp32 adapters "
+              "(--adapter-dtype bf16 is TRL's)"};
     if (!quantised && bf16) return {"bf16 adapters over an unquantised base have no TRL key (TRL keeps PEFT's fp32)"};
   } else if (format == SettingsFormat::kAxolotl && bf16 && (quantised || s.weights_dtype != Precision::kBf16)) {
     return {"bf16 adapters have no axolotl key here: peft_autocast_adapter_dtype: false keeps them in the base's dtype "
@@ -291,6 +291,9 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       } else {
         lines.push_back("lora_target_modules: " + yaml_list(s.target_modules));
       }
+      // Left unset, axolotl turns its fused LoRA kernels on (check_auto_enable_lora_kernels);
+      // accumbench runs PEFT's LoRA layers, which these keys keep.
+      for (const char* key : {"lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel"}) lines.push_back(std::string(key) + ": false");
     }
   } else {
     std::string args = "--batch " + std::to_string(s.batch) + " --micro-batches " +
