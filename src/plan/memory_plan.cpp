@@ -111,7 +111,7 @@ void PlanBuilder::resident_tensors() {
   } else {
     resident.add("weights", "P·w", P * w, "stored in --weights-dtype (" + to_string(o.weights_dtype) + ")");
   }
-  const std::string n_t = lora ? (ad == kFp32 ? "N_lora·4" : "N_lora·2") : (w == kFp32 ? "P·4" : "P·w");
+  const std::string n_t = trained_symbol();
   if (lora) {
     resident.add("LoRA adapters A, B", n_t, trained * ad,
                  (ad == kFp32 ? std::string("fp32, ") : to_string(o.lora.adapter_dtype) + " (--adapter-dtype), ") +
@@ -134,7 +134,7 @@ void PlanBuilder::resident_tensors() {
 
 void PlanBuilder::gradients() {
   const Table grads{&plan.gradients};
-  grads.add(lora ? "adapter gradients" : "gradients", lora ? (ad == kFp32 ? "N_lora·4" : "N_lora·2") : (w == kFp32 ? "P·4" : "P·w"), trained * t,
+  grads.add(lora ? "adapter gradients" : "gradients", trained_symbol(), trained * t,
             split.optimizer_in_backward ? "freed one by one as each parameter steps in backward"
                                         : ".grad of what trains, alive from the first backward to zero_grad");
 }

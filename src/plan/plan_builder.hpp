@@ -92,6 +92,11 @@ struct PlanBuilder {
   }
   // Autocast casts the adapters' weights and inputs (fp32 adapters under autocast; not bf16 ones).
   bool adapter_casts() const { return dtypes().adapter_casts(); }
+  // The formula of what trains, by element: the adapters (N_lora, in --adapter-dtype) or the
+  // parameters (P, in the weights' dtype).
+  std::string trained_symbol() const {
+    return lora ? (ad == kFp32 ? "N_lora·4" : "N_lora·2") : (w == kFp32 ? "P·4" : "P·w");
+  }
   // The residual stream's formula symbol: it is in the weights' dtype.
   std::string rs() const { return w == kFp32 ? "4" : "w"; }
 

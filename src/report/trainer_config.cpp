@@ -594,12 +594,8 @@ struct Reader {
     // quantised layer's integer storage is not: fp32 there, as over fp32 weights (adapter: lora
     // with load_in_4bit has cast the base to fp32 by then).
     if (has("peft_autocast_adapter_dtype") && !boolean("peft_autocast_adapter_dtype")) {
-      if (weights == "fp16" && !quantised && !on("load_in_4bit")) {
-        refuse("peft_autocast_adapter_dtype", "keeps the adapters in the fp16 weights' dtype, whose fp16 gradients "
-               "torch's GradScaler refuses to unscale under fp16: true",
-               "remove the key (PEFT's fp32 adapters), or train in bf16");
-      }
-      // Resolved from the weights' dtype and the base the command line may change.
+      // Resolved from the weights' dtype and the base the command line may change (fp16 weights
+      // refused there).
       config.adapter_rule = TrainerConfig::AdapterRule::kPeftBaseDtype;
     }
   }
@@ -797,9 +793,9 @@ Precision rule_adapter_dtype(const TrainerConfig& config, const WorkloadOptions&
     case TrainerConfig::AdapterRule::kPeftBaseDtype:
       if (w.lora.quantized() || w.weights_dtype == Precision::kFp32) return Precision::kFp32;
       if (w.weights_dtype == Precision::kFp16) {
-        throw UserError(config.path + " sets peft_autocast_adapter_dtype: false, which keeps the adapters in the "
-                        "weights' fp16, whose gradients torch's GradScaler refuses to unscale; give --adapter-dtype fp32 "
-                        "or --weights-dtype bf16");
+        throw UserError(config.path + " sets peft_autocast_adapter_dtype: false, which keeps the adapters in the fp16 "
+                        "weights' dtype, whose fp16 gradients torch's GradScaler refuses to unscale under fp16; remove "
+                        "the key (PEFT's fp32 adapters) or give --adapter-dtype fp32, or train in bf16");
       }
       return Precision::kBf16;
   }

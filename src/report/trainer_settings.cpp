@@ -200,6 +200,8 @@ std::vector<std::string> untranslated_knobs(const TrainerSettings& s) {
   return notes;
 }
 
+namespace {
+
 // --adapter-dtype against what each trainer does with it: TRL 1.x casts a quantised model's
 // adapters to bf16 and has no key for it otherwise; axolotl's peft_autocast_adapter_dtype: false
 // keeps them in a 16-bit base's dtype, and over a quantised base PEFT keeps them in fp32.
@@ -217,6 +219,8 @@ std::vector<std::string> adapter_dtype_notes(const TrainerSettings& s, SettingsF
   }
   return {};
 }
+
+}  // namespace
 
 std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat format) {
   std::vector<std::string> lines;
