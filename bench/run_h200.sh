@@ -14,8 +14,9 @@
 #     cross-check (reference.*: loss and gradients of every family against an exported step), then
 #     its step time and CUDA peak per split (HF's math, SDPA attention, bf16 autocast) beside
 #     accumbench's sweep of the same shape: issue 18's side by side; calibrate-framework (with
-#     transformers' own model where it imports); TRL's step (hf-trl, chunked_nll and nll) and the
-#     plain reference against the plan (plan_vs_reference.py); a real transformers + PEFT LoRA step.
+#     transformers' own model where it imports); TRL's step (hf-trl, chunked_nll and nll), the
+#     plain reference and AdamW's fused and foreach kernels (reference, sweep) against the plan
+#     (plan_vs_reference.py); a real transformers + PEFT LoRA step.
 # Every stage has its own time limit, and a stage that would start after BUDGET_S (540 s) is
 # skipped, so the call ends inside the device's 10 minutes; stages run most important first.
 # Results go to $OUT (the device tool brings that folder back: 8 files at most, so the small ones
@@ -110,7 +111,21 @@ for loss in chunked_nll nll; do
 done
 stage plan-plain 30 build/accumbench plan --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
   --micro-batches "$micro" --device cuda --precision bf16 --detail off --json "$work/plan-plain.json"
+# torch.optim.AdamW's foreach kernels (--optimizer adamw-foreach) against the fused one, where the
+# optimizer step holds the peak (T=128, one sequence): PyTorch's own step, accumbench's and the plan.
+for kernel in adamw adamw-foreach; do
+  stage "reference-$kernel" 60 python3 bench/reference/step_bench.py --export "$ref_export" --seq-len 128 --batch 1 \
+    --micro-batches 1 --device cuda --precision bf16 --attention sdpa --steps 2 --optimizer "$kernel"
+  grep '^{' "$work/reference-$kernel.log" > "$work/reference-$kernel.jsonl"
+  stage "plan-$kernel" 30 build/accumbench plan --hf-config bench/gpt2-124m-50304.json --seq-len 128 --batch 1 \
+    --micro-batches 1 --device cuda --precision bf16 --optimizer "$kernel" --detail off --json "$work/plan-$kernel.json"
+  stage "sweep-$kernel" 60 build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 128 --batch 1 \
+    --micro-batches 1 --device cuda --precision bf16 --optimizer "$kernel" --warmup 1 --steps 3 --time-budget 0 \
+    --json "$work/sweep-$kernel.json"
+done
 stage plan-vs-reference 30 python3 bench/plan_vs_reference.py --bar 0 \
+  "adamw=$work/reference-adamw.jsonl,$work/plan-adamw.json" \
+  "adamw-foreach=$work/reference-adamw-foreach.jsonl,$work/plan-adamw-foreach.json" \
   "plain=$work/reference-gpu.jsonl,$work/plan-plain.json" \
   "chunked_nll=$work/reference-hf-trl-chunked_nll.jsonl,$work/plan-hf-trl-chunked_nll.json" \
   "nll=$work/reference-hf-trl-nll.jsonl,$work/plan-hf-trl-nll.json"

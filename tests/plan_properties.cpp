@@ -185,7 +185,7 @@ Case draw_case(uint64_t seed, int index, bool all) {
       o.lora.double_quant = o.lora.base_quant == ab::BaseQuant::kNf4 && d.chance(50);
     }
     // Drawn last, so the cases drawn before --optimizer existed keep their other draws.
-    o.optimizer = d.pick<ab::OptimizerKind>({ab::OptimizerKind::kAdamW, ab::OptimizerKind::kAdamW,
+    o.optimizer = d.pick<ab::OptimizerKind>({ab::OptimizerKind::kAdamW, ab::OptimizerKind::kAdamWForeach,
                                              ab::OptimizerKind::kAdamW8bit, ab::OptimizerKind::kPagedAdamW8bit,
                                              ab::OptimizerKind::kSgd});
     if (adapter_dtype != ab::Precision::kFp32) {

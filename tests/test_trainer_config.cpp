@@ -270,6 +270,53 @@ TEST(TrainerConfig, RefusesWhatIsNotModelled) {
   EXPECT_EQ(error_of("packing: true\npadding_free: true\n"), "(no error)");  // bfd packing is padding-free
 }
 
+// optim: adamw_torch is torch.optim.AdamW with its own default kernels: foreach on CUDA
+// (--optimizer adamw-foreach), one tensor at a time on the CPU (accumbench's adamw there). The
+// device is the workload's: --device, use_cpu, or auto where a GPU is attached or not; the command
+// line's --optimizer wins. The notes say which it became.
+TEST(TrainerConfig, AdamwTorchFollowsTheDevice) {
+  const ab::TrainerConfig c = ab::parse_trainer_config("optim: adamw_torch\nmodel_name_or_path: gpt2-tiny\n",
+                                                       ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  EXPECT_EQ(c.torch_default_adamw, "optim");
+  struct Case { std::string device; bool gpu_attached; ab::OptimizerKind kind; };
+  for (const Case& k : std::vector<Case>{{"auto", false, ab::OptimizerKind::kAdamW},
+                                         {"auto", true, ab::OptimizerKind::kAdamWForeach},
+                                         {"cpu", true, ab::OptimizerKind::kAdamW},
+                                         {"cuda", false, ab::OptimizerKind::kAdamWForeach},
+                                         {"cuda:1", false, ab::OptimizerKind::kAdamWForeach}}) {
+    ab::WorkloadOptions w;
+    w.device = k.device;
+    ab::apply_trainer_config(c, w, kNothingGiven, k.gpu_attached);
+    EXPECT_EQ(w.optimizer.kind, k.kind) << k.device << (k.gpu_attached ? " with a GPU" : "");
+    const Lines notes = ab::trainer_config_notes(c, kNothingGiven, w);
+    EXPECT_NE(notes.front().find(" --optimizer " + ab::to_string(k.kind) + " (optim)"), std::string::npos) << notes.front();
+    const bool cpu_note = std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+      return n.find("adamw_torch steps one tensor at a time on the CPU") != std::string::npos;
+    });
+    EXPECT_EQ(cpu_note, k.kind == ab::OptimizerKind::kAdamW) << k.device;
+  }
+  // use_cpu: the file's own device.
+  ab::WorkloadOptions w;
+  ab::apply_trainer_config(ab::parse_trainer_config("optim: adamw_torch\nuse_cpu: true\n", ab::ConfigFormat::kTrl, 1, "sft.yaml"),
+                           w, kNothingGiven, /*auto_is_cuda=*/true);
+  EXPECT_EQ(w.optimizer.kind, ab::OptimizerKind::kAdamW);
+  // The command line's --optimizer stands, and the notes name it overridden.
+  const auto optimizer_given = [](const std::string& option) { return option == "--optimizer"; };
+  w = ab::WorkloadOptions{};
+  w.device = "cuda";
+  w.optimizer.kind = ab::OptimizerKind::kSgd;
+  ab::apply_trainer_config(c, w, optimizer_given, false);
+  EXPECT_EQ(w.optimizer.kind, ab::OptimizerKind::kSgd);
+  const Lines notes = ab::trainer_config_notes(c, optimizer_given, w);
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("the command line overrides sft.yaml's --optimizer") != std::string::npos;
+  }));
+  // axolotl's key is "optimizer".
+  const ab::TrainerConfig axolotl = ab::parse_trainer_config("optimizer: adamw_torch\nbase_model: gpt2-tiny\n",
+                                                             ab::ConfigFormat::kAxolotl, 1, "a.yml");
+  EXPECT_EQ(axolotl.torch_default_adamw, "optimizer");
+}
+
 // QLoRA and the optimizers accumbench runs are read (issue 19): TRL's load_in_4bit is nf4 (its
 // ModelConfig's default quant type), use_bnb_nested_quant double quant; load_in_8bit int8; optim
 // names map to --optimizer. axolotl's adapter: qlora with load_in_4bit is nf4 with double quant
@@ -282,7 +329,7 @@ TEST(TrainerConfig, QuantisedBaseAndOptimizersAreRead) {
   EXPECT_EQ(w.lora.base_quant, ab::BaseQuant::kNf4);
   EXPECT_TRUE(w.lora.double_quant);
   EXPECT_EQ(read("use_peft: true\nlora_r: 8\nload_in_8bit: true\n").lora.base_quant, ab::BaseQuant::kInt8);
-  EXPECT_EQ(read("optim: adamw_torch\n").optimizer.kind, ab::OptimizerKind::kAdamW);
+  EXPECT_EQ(read("optim: adamw_torch_fused\n").optimizer.kind, ab::OptimizerKind::kAdamW);
   EXPECT_EQ(read("optim: adamw_8bit\n").optimizer.kind, ab::OptimizerKind::kAdamW8bit);
   EXPECT_EQ(read("optim: adamw_bnb_8bit\n").optimizer.kind, ab::OptimizerKind::kAdamW8bit);
   EXPECT_EQ(read("optim: paged_adamw_8bit\n").optimizer.kind, ab::OptimizerKind::kPagedAdamW8bit);

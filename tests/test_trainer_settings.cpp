@@ -219,11 +219,13 @@ TEST(TrainerSettings, EmitNamesItsChoices) {
 }
 
 // --optimizer in transformers' OptimizerNames (training_args.py): written only when it is not
-// AdamW, in TRL's, axolotl's and accumbench's words, and read back from a saved context.
+// the fused AdamW (transformers' default from PyTorch 2.8; adamw-foreach is adamw_torch), in
+// TRL's, axolotl's and accumbench's words, and read back from a saved context.
 TEST(TrainerSettings, OptimizerAsOptim) {
   ab::WorkloadOptions w = workload();
-  EXPECT_EQ(ab::hf_optim_name(ab::OptimizerKind::kAdamW), "adamw_torch");
+  EXPECT_EQ(ab::hf_optim_name(ab::OptimizerKind::kAdamW), "adamw_torch_fused");
   for (const auto& [kind, name] : std::vector<std::pair<ab::OptimizerKind, std::string>>{
+           {ab::OptimizerKind::kAdamWForeach, "adamw_torch"},
            {ab::OptimizerKind::kAdamW8bit, "adamw_8bit"},
            {ab::OptimizerKind::kPagedAdamW8bit, "paged_adamw_8bit"},
            {ab::OptimizerKind::kSgd, "sgd"}}) {

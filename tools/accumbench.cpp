@@ -194,7 +194,7 @@ bool WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
                         (trl ? "model_name_or_path" : "base_model") +
                         "), which the trainer needs too; add the key, or give --model or --hf-config");
   }
-  ab::apply_trainer_config(config, w, given);
+  ab::apply_trainer_config(config, w, given, ab::cuda_attached());
   const char* rank = std::getenv("RANK");
   const bool sets_checkpointing =
       !given("--activation-checkpointing") &&
@@ -350,7 +350,10 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
                       "(the adapters': --adapter-dtype)")
       ->capture_default_str();
   command->add_option("--optimizer", f.optimizer,
-                      "adamw (torch.optim.AdamW), adamw8bit (bitsandbytes' 8-bit blockwise AdamW: uint8 moments, "
+                      "adamw (torch.optim.AdamW with the fused kernel on CUDA, one tensor at a time on the CPU: "
+                      "transformers' adamw_torch_fused), adamw-foreach (torch.optim.AdamW's default kernels on CUDA, "
+                      "transformers' adamw_torch there: the same update, and a copy of what trains during the step), "
+                      "adamw8bit (bitsandbytes' 8-bit blockwise AdamW: uint8 moments, "
                       "one fp32 scale per 256; emulated with LibTorch ops, so its memory is exact and its time "
                       "approximate), paged-adamw8bit (the same, its state paged: evictable on CUDA) or sgd (no "
                       "momentum, no state; transformers' optim=sgd)")

@@ -121,6 +121,9 @@ def main():
     p.add_argument("--max-grad-norm", type=float, default=None,
                    help=f"hf-trl only: gradient clipping before AdamW (default {hf_trl.MAX_GRAD_NORM:g}, "
                         "Trainer's; 0: none)")
+    p.add_argument("--optimizer", choices=("adamw", "adamw-foreach"), default="adamw",
+                   help="adamw: torch.optim.AdamW(fused=True) on CUDA, the for-loop on the CPU (accumbench's adamw); "
+                        "adamw-foreach: foreach=True (AdamW's default on CUDA)")
     a = p.parse_args()
     if a.framework == "plain" and a.max_grad_norm is not None:
         p.error("--max-grad-norm applies to --framework hf-trl only; plain does not clip, as accumbench")
@@ -156,16 +159,20 @@ def main():
     model.checkpointing = a.gradient_checkpointing
     model = model.to(device)
     model.train()
-    # accumbench steps AdamW with the fused kernel on CUDA (PyTorch 2.x), the for-loop on the CPU;
-    # over what trains (the Trainer's optimizer takes the parameters that require grad).
-    fused = dict(fused=True) if device.type == "cuda" else {}
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4, **fused)
+    # accumbench's --optimizer adamw steps AdamW with the fused kernel on CUDA (PyTorch 2.x), the
+    # for-loop on the CPU; adamw-foreach with torch's foreach kernels on any device. Over what trains
+    # (the Trainer's optimizer takes the parameters that require grad).
+    if a.optimizer == "adamw-foreach":
+        kernel = dict(foreach=True)
+    else:
+        kernel = dict(fused=True) if device.type == "cuda" else dict(foreach=False)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4, **kernel)
     data = torch.randint(0, cfg["vocab_size"], (a.batch, a.seq_len + 1), device=device)
     inputs, targets = data[:, :-1].contiguous(), data[:, 1:].contiguous()
     tokens = targets.numel()
     header = dict(impl="pytorch-reference", torch=torch.__version__, model=cfg["name"], threads=a.threads,
                   device=str(device), precision=a.precision, attention=a.attention, framework=a.framework,
-                  weights_dtype=a.weights_dtype, gradient_checkpointing=a.gradient_checkpointing,
+                  weights_dtype=a.weights_dtype, optimizer=a.optimizer, gradient_checkpointing=a.gradient_checkpointing,
                   lora=None if lora is None else dict(rank=lora["rank"], adapters=len(paths), adapter_dtype=adapter_dtype))
     if a.framework == "hf-trl":
         header["max_grad_norm"] = a.max_grad_norm

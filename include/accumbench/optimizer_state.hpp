@@ -41,8 +41,9 @@ int64_t optimizer_state_bytes(OptimizerKind kind, int64_t numel, int64_t param_b
 // moment buffers of tensors with at least kPagedMinSize elements; absmax stays on the device.
 int64_t paged_state_bytes(OptimizerKind kind, int64_t numel);
 // The peak bytes one tensor's optimizer step allocates on top of the state and the gradient.
-// AdamW (single-tensor path, src/engine/adamw.cpp): sqrt(exp_avg_sq) and the denominator,
-// 2·n·param_bytes. 8-bit AdamW, per pass of k = min(n, kStepChunk) elements: both moments
+// AdamW, either kernel, stepping one tensor alone (the CPU's path, and every step inside backward,
+// src/engine/adamw.cpp): sqrt(exp_avg_sq) and the denominator, 2·n·param_bytes (the fused CUDA
+// kernel and the foreach lists of a whole step are the plan's, memory_plan.cpp). 8-bit AdamW, per pass of k = min(n, kStepChunk) elements: both moments
 // dequantised to fp32 and one more k-sized fp32 tensor (the int32 codes being gathered, the
 // denominator, or the new codes), 12·k; with 2-byte parameters also the fp32 copy of the
 // gradient or of the parameter, 16·k. For its 32-bit small tensors: the denominator (with 2-byte

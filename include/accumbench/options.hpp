@@ -64,15 +64,27 @@ struct ModelOptions {
   uint64_t seed = 0;
 };
 
-// The optimizer (--optimizer): torch.optim.AdamW; bitsandbytes' 8-bit blockwise AdamW (moments
-// quantised per block of 256 with the dynamic map, src/engine/adamw8bit.cpp), its paged variant
-// (the same step; its state pages to host memory under pressure on CUDA); plain SGD without
-// momentum (transformers' optim="sgd": torch.optim.SGD with the Trainer's lr and weight decay).
-enum class OptimizerKind { kAdamW, kAdamW8bit, kPagedAdamW8bit, kSgd };
-std::string to_string(OptimizerKind kind);  // "adamw" | "adamw8bit" | "paged-adamw8bit" | "sgd"
+// The optimizer (--optimizer): torch.optim.AdamW as its fused kernel runs it on CUDA (2.x;
+// elsewhere one tensor at a time, torch's own path there), or with torch's foreach kernels
+// (AdamW's default on CUDA: every parameter's sqrt(exp_avg_sq) at once, src/engine/adamw.cpp);
+// bitsandbytes' 8-bit blockwise AdamW (moments quantised per block of 256 with the dynamic map,
+// src/engine/adamw8bit.cpp), its paged variant (the same step; its state pages to host memory
+// under pressure on CUDA); plain SGD without momentum (transformers' optim="sgd": torch.optim.SGD
+// with the Trainer's lr and weight decay).
+enum class OptimizerKind { kAdamW, kAdamWForeach, kAdamW8bit, kPagedAdamW8bit, kSgd };
+// "adamw" | "adamw-foreach" | "adamw8bit" | "paged-adamw8bit" | "sgd"
+std::string to_string(OptimizerKind kind);
 OptimizerKind optimizer_kind_from_string(const std::string& text);  // UserError naming the choices
-// transformers' OptimizerNames value of the same optimizer (TrainingArguments.optim).
-std::string hf_optim_name(OptimizerKind kind);  // "adamw_torch" | "adamw_8bit" | "paged_adamw_8bit" | "sgd"
+// transformers' OptimizerNames value of the same optimizer (TrainingArguments.optim):
+// "adamw_torch_fused" | "adamw_torch" | "adamw_8bit" | "paged_adamw_8bit" | "sgd"
+std::string hf_optim_name(OptimizerKind kind);
+// bitsandbytes' 8-bit AdamW, plain or paged, by its --optimizer name: emulated with LibTorch ops
+// (memory exact, time approximate), which the reports say.
+bool emulated_optimizer(const std::string& name);
+// torch.optim.AdamW in either kernel: fp32-or-parameter-dtype moments, the same update.
+inline bool full_precision_adamw(OptimizerKind kind) {
+  return kind == OptimizerKind::kAdamW || kind == OptimizerKind::kAdamWForeach;
+}
 
 // Optimizer hyperparameters (PyTorch's defaults except the learning rate, which is the anchor's).
 // beta1, beta2 and eps are AdamW's (all three variants); SGD reads lr and weight_decay.

@@ -79,6 +79,8 @@ struct PlanTarget {
 };
 // The host token batches it counts are the sweep's (DataOptions::distinct_batches).
 PlanTarget plan_target(const WorkloadOptions& workload);
+// Whether a GPU is attached, so that --device auto runs on CUDA.
+bool cuda_attached();
 
 // Runs the sweep. Splits whose key is in `resume.runs` (status ok) are copied, not re-measured.
 SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split = nullptr,

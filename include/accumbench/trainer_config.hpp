@@ -72,6 +72,11 @@ struct TrainerConfig {
   // layer's dtype.
   enum class AdapterRule { kPeft, kTrlQuantised, kPeftBaseDtype };
   AdapterRule adapter_rule = AdapterRule::kPeft;
+  // transformers' optim "adamw_torch": torch.optim.AdamW with its own default kernels, the foreach
+  // ones on CUDA (--optimizer adamw-foreach) and one tensor at a time on the CPU (accumbench's
+  // adamw there), resolved by apply_trainer_config from the device the workload runs on. The key
+  // that names it (TRL's "optim", axolotl's "optimizer"); empty otherwise.
+  std::string torch_default_adamw;
   std::vector<std::string> unused;   // keys understood that change nothing accumbench measures
   std::vector<std::string> unknown;  // keys not understood: listed, ignored
 };
@@ -89,8 +94,10 @@ TrainerConfig read_trainer_config(const std::string& path, ConfigFormat format, 
 // the file's settings those options leave nothing to shape (under --lora-rank 0 the adapters'
 // alpha, targets, dropout and the base's quantisation; under --base-quant other than nf4,
 // --double-quant). Throws UserError (naming the key) on a value that the option's own parser refuses.
+// `auto_is_cuda`: --device auto runs on CUDA here (the optimizer adamw_torch stands for depends
+// on the device).
 void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload,
-                          const std::function<bool(const std::string& option)>& given);
+                          const std::function<bool(const std::string& option)>& given, bool auto_is_cuda = false);
 
 // Notes for stderr: the file as the options it set (those the command line overrode or left
 // nothing to shape named), and the keys not used or not understood. `workload` is the one

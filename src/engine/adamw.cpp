@@ -7,7 +7,7 @@
 namespace accumbench {
 
 AdamW::AdamW(std::vector<at::Tensor> params, OptimizerOptions options)
-    : Optimizer(std::move(params)), options_(options) {
+    : Optimizer(std::move(params)), options_(options), foreach_(options.kind == OptimizerKind::kAdamWForeach) {
   torch::NoGradGuard no_grad;
   for (const auto& p : params_) {
     // Moments in fp32 like the parameters (torch.optim keeps them in the parameter's dtype).
@@ -44,6 +44,10 @@ void AdamW::step() {
     if (!params_[i].grad().defined()) continue;
     indices.push_back(i);
   }
+  if (foreach_) {
+    step_foreach(indices);
+    return;
+  }
   if (!indices.empty() && params_[indices.front()].is_cuda()) {
     if (step_tensor_.empty()) {
       for (const auto& p : params_) step_tensor_.push_back(torch::zeros({}, p.options().dtype(at::kFloat)));
@@ -70,6 +74,41 @@ void AdamW::step() {
     at::_foreach_sub_(steps, 1.0);
   }
   for (size_t i : indices) step_one(i);
+}
+
+// torch.optim.adamw._multi_tensor_adamw (foreach=True, capturable=False), list by list: every
+// moment update in place, then sqrt(exp_avg_sq) of all parameters at once (one more copy of what
+// trains), divided by the bias corrections in place; PyTorch 1.x adds eps out of place (a second
+// copy: `denom = torch._foreach_add(exp_avg_sq_sqrt, eps)`), 2.x in place. The first moment is
+// mul_ + add_ as 1.x writes it (2.x's lerp_ rounds differently, allocates the same).
+void AdamW::step_foreach(const std::vector<size_t>& indices) {
+  if (indices.empty()) return;
+  std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+  std::vector<at::Scalar> correction2_sqrt, step_size;
+  for (size_t i : indices) {
+    params.push_back(params_[i]);
+    grads.push_back(params_[i].grad());
+    exp_avgs.push_back(exp_avg_[i]);
+    exp_avg_sqs.push_back(exp_avg_sq_[i]);
+    const auto step = static_cast<double>(++step_count_[i]);
+    correction2_sqrt.emplace_back(std::sqrt(1.0 - std::pow(options_.beta2, step)));
+    step_size.emplace_back(-options_.lr / (1.0 - std::pow(options_.beta1, step)));
+  }
+  step_tensors_stale_ = true;
+  const OptimizerOptions& o = options_;
+  at::_foreach_mul_(params, 1.0 - o.lr * o.weight_decay);
+  at::_foreach_mul_(exp_avgs, o.beta1);
+  at::_foreach_add_(exp_avgs, grads, 1.0 - o.beta1);
+  at::_foreach_mul_(exp_avg_sqs, o.beta2);
+  at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1.0 - o.beta2);
+  std::vector<at::Tensor> denom = at::_foreach_sqrt(exp_avg_sqs);
+  at::_foreach_div_(denom, correction2_sqrt);
+  if (compat::libtorch_major_version() >= 2) {
+    at::_foreach_add_(denom, o.eps);
+  } else {
+    denom = at::_foreach_add(denom, o.eps);  // the sqrt list is freed only when denom is replaced
+  }
+  at::_foreach_addcdiv_(params, exp_avgs, denom, step_size);
 }
 
 void AdamW::reset() {

@@ -16,15 +16,20 @@ class AdamW : public Optimizer {
  public:
   AdamW(std::vector<at::Tensor> params, OptimizerOptions options);
 
-  // Updates every parameter with a defined gradient (fused multi-tensor kernel on CUDA 2.x).
+  // Updates every parameter with a defined gradient: --optimizer adamw with the fused kernel on
+  // CUDA 2.x (one tensor at a time elsewhere), adamw-foreach with torch's foreach kernels.
   void step() override;
-  // Updates parameter `index` from its current gradient.
+  // Updates parameter `index` from its current gradient, alone (optimizer-in-backward; PyTorch's
+  // recipe builds one optimizer per parameter with foreach=False), whichever kernel step() uses.
   void step_one(size_t index) override;
   void reset() override;  // zero moments and step counts
   int64_t state_bytes() const override;
 
  private:
+  void step_foreach(const std::vector<size_t>& indices);
+
   OptimizerOptions options_;
+  bool foreach_ = false;  // --optimizer adamw-foreach
   std::vector<at::Tensor> exp_avg_;
   std::vector<at::Tensor> exp_avg_sq_;
   std::vector<int64_t> step_count_;

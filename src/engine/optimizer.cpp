@@ -57,7 +57,8 @@ class Sgd : public Optimizer {
 
 std::unique_ptr<Optimizer> make_optimizer(std::vector<at::Tensor> params, const OptimizerOptions& options) {
   switch (options.kind) {
-    case OptimizerKind::kAdamW: return std::make_unique<AdamW>(std::move(params), options);
+    case OptimizerKind::kAdamW:
+    case OptimizerKind::kAdamWForeach: return std::make_unique<AdamW>(std::move(params), options);
     case OptimizerKind::kAdamW8bit:
     case OptimizerKind::kPagedAdamW8bit: return std::make_unique<AdamW8bit>(std::move(params), options);
     case OptimizerKind::kSgd: return std::make_unique<Sgd>(std::move(params), options);

@@ -284,7 +284,7 @@ PlanBuilder::Moment PlanBuilder::attention_projection_moment() const {
     const int64_t copy = last.line_bytes(kAttentionOutputCopy);
     if (split.optimizer_in_backward && step_temporaries(a * d) > copy) {
       mom.add("released: the attention output copy", "−b·T·a·c", -copy, "the projection's node is done");
-      mom.add("the output projection's optimizer step temporaries", o.optimizer == OptimizerKind::kAdamW ? "2·a·d·t" : "step(a·d)",
+      mom.add("the output projection's optimizer step temporaries", full_precision_adamw(o.optimizer) ? "2·a·d·t" : "step(a·d)",
               step_temporaries(a * d), "it steps inside backward");
     }
     return mom;

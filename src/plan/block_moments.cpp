@@ -307,7 +307,7 @@ PlanBuilder::Moment PlanBuilder::mlp_projection_step_moment() const {
            "its backward node has finished");
   step.add("MLP out-proj input gradient", "b·T·f·c", N * f * c, "waits for the activation's backward");
   step.add("MLP out-proj weight gradient", "(f·d + bias)·t", (f * d + (gpt2 ? d : 0)) * t, "about to step");
-  step.add("MLP out-proj optimizer step temporaries", o.optimizer == OptimizerKind::kAdamW ? "2·f·d·t" : "step(f·d)",
+  step.add("MLP out-proj optimizer step temporaries", full_precision_adamw(o.optimizer) ? "2·f·d·t" : "step(f·d)",
            temporaries, "the optimizer's temporaries for that weight, as it steps inside backward");
   return step;
 }

@@ -172,7 +172,11 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
     changes.push_back({"--optimizer-in-backward", [](Job& j) { j.in_backward = true; }});
   if (as_given.precision == Precision::kFp32)
     changes.push_back({"--precision bf16", [](Job& j) { j.precision = Precision::kBf16; }});
-  if (!lora && options.optimizer == OptimizerKind::kAdamW)  // a full fine-tune's state
+  // torch's foreach AdamW holds a copy of what trains in its step; the fused kernel (the one-tensor
+  // loop on the CPU) does not.
+  if (options.optimizer == OptimizerKind::kAdamWForeach)
+    changes.push_back({"--optimizer adamw", [](Job& j) { j.options.optimizer = OptimizerKind::kAdamW; }});
+  if (!lora && full_precision_adamw(options.optimizer))  // a full fine-tune's state
     changes.push_back({"--optimizer adamw8bit", [](Job& j) { j.options.optimizer = OptimizerKind::kAdamW8bit; }});
   if (options.weights_dtype == Precision::kFp32 && !options.lora.quantized()) {
     const Precision half = as_given.precision == Precision::kFp16 ? Precision::kFp16 : Precision::kBf16;

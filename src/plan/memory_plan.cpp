@@ -9,6 +9,7 @@
 #include "accumbench/plan.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <ostream>
 #include <sstream>
 
@@ -376,20 +377,39 @@ void PlanBuilder::trl_chunked_backward(const TrlChunks& k) {
 
 void PlanBuilder::optimizer_temporaries() {
   const Table opt{&plan.optimizer_peak};
-  int64_t largest = largest_parameter_numel(m);
-  if (lora) {  // the largest adapter matrix: A (r, in) or B (out, r)
-    largest = 0;
-    for (const BlockLinear& l : lora_targets(m, o.lora.targets)) largest = std::max({largest, o.lora.rank * l.in, o.lora.rank * l.out});
-  }
+  const std::vector<int64_t> trained = trained_tensor_numels(m, o.lora);
+  const int64_t largest = *std::max_element(trained.begin(), trained.end());
+  const std::string n_max = lora ? "max(adapter numel)" : "max(numel)";
+  const auto one_tensor_at_a_time = [&] {
+    opt.add("AdamW sqrt(exp_avg_sq), denom", "2·" + n_max + "·t", 2 * largest * t,
+            "exp_avg_sq.sqrt() / bias correction: two temporaries of the largest trained parameter");
+  };
+  // Inside backward each parameter steps alone, one tensor at a time whichever kernel step() uses
+  // (src/engine/adamw.cpp): these are then the temporaries of its gradient hook.
   switch (o.optimizer) {
     case OptimizerKind::kAdamW:
-      opt.add("AdamW sqrt(exp_avg_sq), denom", lora ? "2·max(adapter numel)·t" : "2·max(numel)·t", 2 * largest * t,
-              "exp_avg_sq.sqrt() / bias correction: two temporaries of the largest trained parameter");
+      if (split.optimizer_in_backward || o.cpu || o.libtorch_major < 2) {
+        one_tensor_at_a_time();
+      } else {
+        opt.add("AdamW fused kernel", "0", 0, "at::_fused_adamw_ updates every tensor in place (CUDA, PyTorch 2.x)");
+      }
+      break;
+    case OptimizerKind::kAdamWForeach:
+      if (split.optimizer_in_backward) {
+        one_tensor_at_a_time();
+      } else {
+        const int64_t total = std::accumulate(trained.begin(), trained.end(), int64_t{0});
+        const int copies = o.libtorch_major < 2 ? 2 : 1;
+        opt.add(copies == 2 ? "AdamW foreach sqrt(exp_avg_sq) list, denom list" : "AdamW foreach sqrt(exp_avg_sq) list",
+                std::string(copies == 2 ? "2·" : "") + trained_symbol(), copies * total * t,
+                copies == 2 ? "_foreach_sqrt of every second moment, then _foreach_add(…, eps) out of place (PyTorch 1.x)"
+                            : "_foreach_sqrt of every second moment at once, divided and shifted in place (PyTorch 2.x)");
+      }
       break;
     case OptimizerKind::kAdamW8bit:
     case OptimizerKind::kPagedAdamW8bit:
       opt.add("8-bit step: fp32 moments of one pass", t == kFp32 ? "12·min(max numel, 2^20)" : "16·min(max numel, 2^20)",
-              largest_step_temporaries(o.optimizer, trained_tensor_numels(m, o.lora), t),
+              largest_step_temporaries(o.optimizer, trained, t),
               "both moments dequantised to fp32 and the codes, denominator or new codes beside them "
               "(src/engine/adamw8bit.cpp), per pass of at most 2^20 elements");
       break;

@@ -50,6 +50,7 @@ void optimizer_state_lines(OptimizerKind kind, const std::vector<int64_t>& numel
   *evictable_bytes = 0;
   switch (kind) {
     case OptimizerKind::kAdamW:
+    case OptimizerKind::kAdamWForeach:
       resident.add("AdamW exp_avg", n_t, trained * t, "first moment of what trains, allocated up front (src/engine/adamw.cpp)");
       resident.add("AdamW exp_avg_sq", n_t, trained * t, "second moment, allocated up front");
       return;

@@ -96,7 +96,7 @@ std::string context_line(const SweepResult& result) {
   // bitsandbytes' 8-bit AdamW is emulated with LibTorch ops: its memory is exact, its time is not.
   const std::string optimizer = option_value(c, "optimizer");
   if (!optimizer.empty() && optimizer != "adamw") {
-    line << ", optimizer " << optimizer << (optimizer == "sgd" ? "" : " (emulated: memory exact, time approximate)");
+    line << ", optimizer " << optimizer << (emulated_optimizer(optimizer) ? " (emulated: memory exact, time approximate)" : "");
   }
   if (c.memory_limit_bytes > 0) line << ", memory limit " << format_bytes(c.memory_limit_bytes);
   if (c.world_size > 1) {

@@ -219,13 +219,16 @@ struct Reader {
     set("--precision", bf16 ? "bf16" : fp16 ? "fp16" : "fp32", keys, by_default);
   }
 
-  // transformers' OptimizerNames (training_args.py) that accumbench runs: torch's AdamW (fused or
-  // not, the same update), bitsandbytes' 8-bit AdamW (adamw_8bit is adamw_bnb_8bit), paged or
-  // not, and SGD.
+  // transformers' OptimizerNames (training_args.py) that accumbench runs: torch's AdamW, fused
+  // (adamw_torch_fused) or with torch's default kernels (adamw_torch: foreach on CUDA, resolved
+  // by device in apply_trainer_config), bitsandbytes' 8-bit AdamW (adamw_8bit is adamw_bnb_8bit),
+  // paged or not, and SGD.
   void optimizer(const std::string& key) {
     if (!has(key)) return;
     const std::string name = word(key);
-    if (name == "adamw_torch" || name == "adamw_torch_fused") set("--optimizer", "adamw", key);
+    if (name == "adamw_torch") {
+      config.torch_default_adamw = key;
+    } else if (name == "adamw_torch_fused") set("--optimizer", "adamw", key);
     else if (name == "adamw_8bit" || name == "adamw_bnb_8bit") set("--optimizer", "adamw8bit", key);
     else if (name == "paged_adamw_8bit") set("--optimizer", "paged-adamw8bit", key);
     else if (name == "sgd") set("--optimizer", "sgd", key);
@@ -947,7 +950,7 @@ TrainerConfig read_trainer_config(const std::string& path, ConfigFormat format, 
 }
 
 void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload,
-                          const std::function<bool(const std::string& option)>& given) {
+                          const std::function<bool(const std::string& option)>& given, bool auto_is_cuda) {
   for (const ConfigSetting& s : config.settings) {
     if (overridden(s, given) || moot(s, given, workload)) continue;
     try {
@@ -965,6 +968,10 @@ void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload
   }
   if (config.adapter_rule != TrainerConfig::AdapterRule::kPeft && !given("--adapter-dtype") && workload.lora.enabled())
     workload.lora.adapter_dtype = rule_adapter_dtype(config, workload);
+  if (!config.torch_default_adamw.empty() && !given("--optimizer")) {
+    const bool cuda = workload.device.rfind("cuda", 0) == 0 || (workload.device == "auto" && auto_is_cuda);
+    workload.optimizer.kind = cuda ? OptimizerKind::kAdamWForeach : OptimizerKind::kAdamW;
+  }
   workload.trl_loss = config.trl_loss;
   workload.trl_loss_by_default = config.trl_loss_by_default;
 }
@@ -1008,6 +1015,20 @@ std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
                      "in fp32 over " + (workload.lora.quantized() ? "a quantised base" : "fp32 weights");
     }
   }
+  // adamw_torch as the device runs it (apply_trainer_config).
+  std::string optimizer_note;
+  if (!config.torch_default_adamw.empty()) {
+    if (given("--optimizer")) {
+      overridden_options += " --optimizer";
+    } else if (workload.optimizer.kind == OptimizerKind::kAdamWForeach) {
+      read += " --optimizer adamw-foreach (" + config.torch_default_adamw + ")";
+    } else {
+      read += " --optimizer adamw (" + config.torch_default_adamw + ")";
+      optimizer_note = config.path + ": " + config.torch_default_adamw + " adamw_torch steps one tensor at a time on the "
+                       "CPU, as accumbench's adamw; on CUDA torch runs its foreach kernels, which --device cuda "
+                       "measures and plans (--optimizer adamw-foreach: a copy of what trains during the step)";
+    }
+  }
   const bool file_targets = config.lora_target_modules.named();
   if (!given("--lora-targets") && workload.lora.enabled()) {
     if (file_targets) read += " --lora-targets " + workload.lora.targets;
@@ -1034,6 +1055,7 @@ std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
     if (std::none_of(remark.options.begin(), remark.options.end(), given)) notes.push_back(config.path + ": " + remark.text);
   }
   if (!adapter_note.empty()) notes.push_back(adapter_note);
+  if (!optimizer_note.empty()) notes.push_back(optimizer_note);
   if (!config.unused.empty()) {
     notes.push_back(config.path + ": not used (no effect on the step accumbench measures): " + list(config.unused));
   }

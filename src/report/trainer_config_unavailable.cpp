@@ -16,10 +16,11 @@ namespace {
 
 TrainerConfig parse_trainer_config(const std::string&, ConfigFormat, int, const std::string&) { unavailable(); }
 TrainerConfig read_trainer_config(const std::string&, ConfigFormat, int) { unavailable(); }
-void apply_trainer_config(const TrainerConfig&, WorkloadOptions&, const std::function<bool(const std::string&)>&) {
+void apply_trainer_config(const TrainerConfig&, WorkloadOptions&, const std::function<bool(const std::string&)>&, bool) {
   unavailable();
 }
-std::vector<std::string> trainer_config_notes(const TrainerConfig&, const std::function<bool(const std::string&)>&) {
+std::vector<std::string> trainer_config_notes(const TrainerConfig&, const std::function<bool(const std::string&)>&,
+                                              const WorkloadOptions&) {
   unavailable();
 }
 

@@ -159,6 +159,8 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
   if (const int64_t multiple = pad_to_multiple_of(s)) keys.push_back({"pad_to_multiple_of", std::to_string(multiple)});
   if (s.group_by_length) keys.push_back({"group_by_length", "true"});
   if (!s.loss_type.empty()) keys.push_back({"loss_type", s.loss_type});
+  // Nothing for adamw: transformers' default, adamw_torch_fused from PyTorch 2.8 (adamw_torch before
+  // it, which is --optimizer adamw-foreach on CUDA).
   if (s.optimizer != OptimizerKind::kAdamW) keys.push_back({"optim", hf_optim_name(s.optimizer)});
   // ModelConfig's dtype (trl sft reads it from the same file): the weights as they were measured.
   if (s.weights_dtype != Precision::kFp32) {
@@ -268,7 +270,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       lines.push_back("# padding multiple:" + std::to_string(multiple) + " has no axolotl key");
     }
     if (s.group_by_length) lines.push_back("group_by_length: true");
-    // axolotl's optimizer key takes transformers' OptimizerNames.
+    // axolotl's optimizer key takes transformers' OptimizerNames; its default is adamw_torch_fused.
     if (s.optimizer != OptimizerKind::kAdamW) lines.push_back("optimizer: " + hf_optim_name(s.optimizer));
     if (s.base_quant == BaseQuant::kNf4) {
       lines.push_back("adapter: qlora");

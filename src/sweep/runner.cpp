@@ -157,7 +157,7 @@ std::vector<RunResult> runs_kept_from(const SweepResult& resume, const std::vect
 
 // "AdamW moments", "adamw8bit state": what the resident-memory messages call the optimizer's state.
 std::string optimizer_state_name(OptimizerKind kind) {
-  return kind == OptimizerKind::kAdamW ? "AdamW moments" : to_string(kind) + " state";
+  return full_precision_adamw(kind) ? "AdamW moments" : to_string(kind) + " state";
 }
 
 // The weights and the optimizer's state of what trains stay allocated for the whole sweep.
@@ -305,6 +305,8 @@ PlanOptions sweep_plan_options(const WorkloadOptions& w, bool device_is_cuda, in
   plan_for_worst_micro_batch(plan, w);
   return plan;
 }
+
+bool cuda_attached() { return compat::cuda_available(); }
 
 PlanTarget plan_target(const WorkloadOptions& w) {
   validate_workload(w);

@@ -8,7 +8,8 @@ namespace accumbench {
 
 int64_t optimizer_state_bytes(OptimizerKind kind, int64_t numel, int64_t param_bytes) {
   switch (kind) {
-    case OptimizerKind::kAdamW: return 2 * numel * param_bytes;
+    case OptimizerKind::kAdamW:
+    case OptimizerKind::kAdamWForeach: return 2 * numel * param_bytes;
     case OptimizerKind::kAdamW8bit:
     case OptimizerKind::kPagedAdamW8bit:
       // bitsandbytes: state1/state2 uint8 like the parameter, absmax1/absmax2 float32 per block;
@@ -26,7 +27,8 @@ int64_t paged_state_bytes(OptimizerKind kind, int64_t numel) {
 
 int64_t optimizer_step_temporary_bytes(OptimizerKind kind, int64_t numel, int64_t param_bytes) {
   switch (kind) {
-    case OptimizerKind::kAdamW: return 2 * numel * param_bytes;
+    case OptimizerKind::kAdamW:
+    case OptimizerKind::kAdamWForeach: return 2 * numel * param_bytes;
     case OptimizerKind::kAdamW8bit:
     case OptimizerKind::kPagedAdamW8bit: {
       const int64_t k = std::min(numel, kStepChunk);

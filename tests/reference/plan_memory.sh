@@ -15,11 +15,15 @@
 # gpt2-tiny's hf-trl nll steps (fp32, bf16, checkpointed), whose gelu_new transformers computes op by
 # op (three more b·T·f tensors saved per block), beside the same shape with gelu_pytorch_tanh (one
 # fused op, as the plain step).
+# gpt2-tiny at T=64, batch 1, whose optimizer step decides the peak, with torch.optim.AdamW's
+# for-loop (accumbench's adamw on the CPU) and its foreach kernels (--optimizer adamw-foreach:
+# every second moment's sqrt at once, and on PyTorch 1.x the eps added out of place).
 # Every predicted peak must lie within 3 % of the measured one, gpt2-tiny's within 1 % (the
 # engine's checkpoint held each recomputed block output through the block's backward, which the
 # non-reentrant checkpoint does not: +1.1 … +3.0 % there); at 4×1 hf-trl nll's peak must be above
 # plain's, chunked_nll's below nll's and checkpointed plain's below plain's, measured and predicted;
-# at 8×1 gpt2-tiny's op-by-op gelu_new must cost what it measures over the fused op within 5 %.
+# at 8×1 gpt2-tiny's op-by-op gelu_new must cost what it measures over the fused op within 5 %;
+# foreach's step must cost what it measures over the for-loop's within 5 %.
 # Usage: plan_memory.sh ACCUMBENCH PYTHON DATA_DIR WORK_DIR. Exit 77 when PYTHON cannot import torch.
 set -u
 bin=$1 py=$2 data=$3 work=$4
@@ -51,7 +55,7 @@ for variant in full lora lora-bf16a tiny-lora tiny tiny-tanh; do
   "$bin" verify $(variant_options "$variant") --precision $precision --seq-len 8 --batch 1 --threads 1 --export "$work/export-$variant" \
     > "$work/verify-$variant.txt" 2>&1 || { cat "$work/verify-$variant.txt"; echo "accumbench verify --export failed"; exit 1; }
 done
-# name variant T batch splits precision framework trl-loss checkpointing
+# name variant T batch splits precision framework trl-loss checkpointing optimizer
 cat > "$work/cases" <<'CASES'
 plain full 64 4 4,1 fp32 plain - -
 nll full 64 4 4,1 fp32 hf-trl nll -
@@ -69,18 +73,21 @@ tiny-nll tiny 64 8 8,1 fp32 hf-trl nll -
 tiny-nll-bf16 tiny 64 8 8,1 bf16 hf-trl nll -
 tiny-nll-ckpt tiny 64 8 8,1 fp32 hf-trl nll ckpt
 tiny-tanh-nll tiny-tanh 64 8 8,1 fp32 hf-trl nll -
+tiny-loop tiny 64 1 1 fp32 plain - - adamw
+tiny-foreach tiny 64 1 1 fp32 plain - - adamw-foreach
 CASES
-while read -r name variant T B splits precision framework loss ckpt; do
+while read -r name variant T B splits precision framework loss ckpt optimizer; do
+  optimizer=${optimizer:-adamw}
   trl="" reference_ckpt="" plan_ckpt=""
   [ "$loss" = - ] || trl="--trl-loss $loss"
   [ "$ckpt" = - ] || { reference_ckpt="--gradient-checkpointing"; plan_ckpt="--activation-checkpointing blocks"; }
   # shellcheck disable=SC2086
   "$py" "$bench" --export "$work/export-$variant" --seq-len "$T" --batch "$B" --micro-batches "$splits" --threads 1 \
-    --steps 1 --precision "$precision" --framework "$framework" $trl $reference_ckpt > "$work/$name.jsonl" 2> "$work/$name.err" ||
+    --steps 1 --precision "$precision" --framework "$framework" --optimizer "$optimizer" $trl $reference_ckpt > "$work/$name.jsonl" 2> "$work/$name.err" ||
     { cat "$work/$name.err"; echo "step_bench.py ($name) failed"; exit 1; }
   # shellcheck disable=SC2046,SC2086
   "$bin" plan $(variant_options "$variant") --seq-len "$T" --batch "$B" --micro-batches "$splits" --precision "$precision" --device cpu \
-    --framework "$framework" $trl $plan_ckpt --detail off --json "$work/$name.plan.json" > "$work/$name.plan.txt" 2>&1 ||
+    --framework "$framework" --optimizer "$optimizer" $trl $plan_ckpt --detail off --json "$work/$name.plan.json" > "$work/$name.plan.txt" 2>&1 ||
     { cat "$work/$name.plan.txt"; echo "accumbench plan ($name) failed"; exit 1; }
 done < "$work/cases"
 cases=""
@@ -104,8 +111,9 @@ for side in ("measured", "predicted"):
         bad.append(f"at 4×1 the {side} chunked_nll peak is not below nll's")
     if not peak("plain-ckpt", "4×1", side) < peak("plain", "4×1", side):
         bad.append(f"at 4×1 the {side} checkpointed peak is not below plain's")
-for case in ("tiny-lora-ckpt", "tiny-nll", "tiny-nll-bf16", "tiny-nll-ckpt", "tiny-tanh-nll"):
-    for split in ("8×1", "1×8"):
+for case, splits in [(c, ("8×1", "1×8")) for c in ("tiny-lora-ckpt", "tiny-nll", "tiny-nll-bf16", "tiny-nll-ckpt",
+                                                    "tiny-tanh-nll")] + [(c, ("1×1",)) for c in ("tiny-loop", "tiny-foreach")]:
+    for split in splits:
         measured, predicted = peak(case, split, "measured"), peak(case, split, "predicted")
         if abs(predicted - measured) > 0.01 * measured:
             bad.append(f"{case} {split}: predicted {predicted} is not within 1 % of measured {measured}")
@@ -114,6 +122,10 @@ extra = {side: peak("tiny-nll", "8×1", side) - peak("tiny-tanh-nll", "8×1", si
 if not extra["measured"] > 0 or abs(extra["predicted"] - extra["measured"]) > 0.05 * extra["measured"]:
     bad.append(f"gelu_new op by op at 8×1 costs {extra['measured']} bytes measured, {extra['predicted']} predicted "
                "(must be positive and within 5 %)")
+extra = {side: peak("tiny-foreach", "1×1", side) - peak("tiny-loop", "1×1", side) for side in ("measured", "predicted")}
+if not extra["measured"] > 0 or abs(extra["predicted"] - extra["measured"]) > 0.05 * extra["measured"]:
+    bad.append(f"foreach AdamW at 1×1 costs {extra['measured']} bytes over the for-loop measured, {extra['predicted']} "
+               "predicted (must be positive and within 5 %)")
 for line in bad:
     print("FAIL:", line)
 sys.exit(1 if bad else 0)

@@ -211,7 +211,7 @@ std::string context_section(const SweepResult& result) {
     if (name == "base_quant" && value != "none") {  // QLoRA (--base-quant)
       h += context_entry("time", "approximate: the quantised base is dequantised by LibTorch ops, not bitsandbytes' kernels");
     }
-    if (name == "optimizer" && value != "adamw" && value != "sgd") {  // bitsandbytes' 8-bit AdamW, emulated
+    if (name == "optimizer" && emulated_optimizer(value)) {  // bitsandbytes' 8-bit AdamW
       h += context_entry("optimizer_time", "approximate: " + value +
                                                " is emulated by LibTorch ops (its memory exact, its time not bitsandbytes' kernel's)");
     }
