@@ -352,8 +352,10 @@ int64_t PlanBuilder::backward_end_peak(const PhaseTotals& s, int64_t backward_bl
   const int64_t lookup_input = embedding_lookup_input();
   int64_t backward_tail = 0;
   if (lora) {
-    // A frozen base ends backward with the adapters' gradients and nothing at the embedding.
+    // A frozen base ends backward with the adapters' gradients and nothing at the embedding; data
+    // parallel, with each bucket's flat copy of them too (below: no bucket waits on the embedding).
     backward_tail = resident_bytes + (split.optimizer_in_backward ? total_bytes(plan.optimizer_peak) : grad_bytes);
+    if (o.world_size > 1) backward_tail = resident_bytes + 2 * grad_bytes;
   } else if (split.optimizer_in_backward) {
     // Tied, the head's gradient (waiting in autograd's input buffer), the lookup's and their
     // sum exist at once before the sum steps; then the step's temporaries join the sum alone.
