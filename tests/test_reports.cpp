@@ -15,6 +15,7 @@
 
 #include <unistd.h>  // getpid: ctest runs test processes in parallel; each writes its own files
 #include "accumbench/error.hpp"
+#include "accumbench/options.hpp"
 #include "accumbench/report.hpp"
 
 namespace accumbench {
@@ -255,6 +256,10 @@ TEST(ConsoleReporter, NoRecommendation) {
 
 // ---- CSV -------------------------------------------------------------------------------------
 
+// The sample's options name none of the workload's keys: empty fields, and the defaults of the
+// options a sweep records only when they differ.
+const std::string kWorkload = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,,,,,,,,,,,,,,,,,,fp32,none,-,-,on";
+
 TEST(CsvReporter, HeaderAndOneLinePerRun) {
   expect_lines(report_lines(CsvReporter(), sample_result()), {
       "label,micro_batch,accum_steps,precision,activation_checkpointing,optimizer_in_backward,"
@@ -263,17 +268,42 @@ TEST(CsvReporter, HeaderAndOneLinePerRun) {
       "step_seconds_stddev,step_seconds_cv,step_seconds_ci_low,step_seconds_ci_high,data_seconds,"
       "h2d_seconds,forward_seconds,backward_seconds,allreduce_seconds,optimizer_seconds,other_seconds,"
       "device_busy_fraction,tokens_per_second,computed_tokens_per_second,padding_fraction,samples_per_second,"
-      "achieved_tflops,hardware_tflops,mfu,peak_allocated_bytes,peak_reserved_bytes,predicted_peak_bytes,fits,error",
+      "achieved_tflops,hardware_tflops,mfu,peak_allocated_bytes,peak_reserved_bytes,predicted_peak_bytes,fits,error,"
+      "model,seq_len,batch,device,device_name,seed,lengths,padding,group_by_length,packing,loss_normalization,"
+      "optimizer,lr,beta1,beta2,eps,weight_decay,weights_dtype,lora_rank,lora_alpha,lora_targets,lora_dropout,"
+      "adapter_dtype,base_quant,double_quant,kbit_prep,tf32",
       "8\u00d78,8,8,bf16,none,false,false,false,1,ok,10,0.1915,0.19,0.193,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
       "0.0012,0.0021,0.0453,0.0987,0,0.0301,0.0137,0.93,343120.4,0,0,335.08,295,295,0.298,5583457484,"
-      "6442450944,5368709120,true,",
+      "6442450944,5368709120,true," + kWorkload,
       "1\u00d764 ckpt,1,64,bf16,blocks,false,false,false,1,ok,10,,,,0.402,0.397,0.403,0.004,0.00993,0.398,"
       "0.41,0.0011,0.002,0.1205,0.261,0,0.0099,0.0075,0.48,163024,0,0,159.2,140.2,187.3,0.141,3221225472,"
-      "3221225472,-1,true,",
+      "3221225472,-1,true," + kWorkload,
       // A failed run has no measurements: empty fields, not zeros.
       "64\u00d71 oib,64,1,bf16,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,,,,,,,0,0,161061273600,false,"
-      "CUDA out of memory. Tried to allocate 2.00 GiB",
+      "CUDA out of memory. Tried to allocate 2.00 GiB" + kWorkload,
   });
+}
+
+// The workload columns from a real sweep's options: a comma list quoted, a quantised base recorded
+// before --kbit-prep existed prepared as PEFT does, the options recorded only when not their
+// default written as that default.
+TEST(CsvReporter, WorkloadColumnsFromTheSweepsOptions) {
+  SweepResult result = sample_result();
+  WorkloadOptions w;
+  w.optimizer.kind = OptimizerKind::kAdamWForeach;
+  w.lora.rank = 16;
+  w.lora.targets = "q_proj,v_proj";
+  w.lora.base_quant = BaseQuant::kNf4;
+  w.lora.double_quant = true;
+  result.context.options = describe_workload(w);
+  const std::vector<std::string> lines = report_lines(CsvReporter(), result);
+  ASSERT_EQ(lines.size(), 4u);
+  const std::string tail = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,0,fixed,max,false,none,token,adamw-foreach,0.0001,0.9,0.999,"
+                           "1e-08,0.01,fp32,16,32,\"q_proj,v_proj\",0,fp32,nf4,true,peft,on";
+  for (size_t i = 1; i < lines.size(); ++i) {
+    ASSERT_GE(lines[i].size(), tail.size());
+    EXPECT_EQ(lines[i].substr(lines[i].size() - tail.size()), tail) << lines[i];
+  }
 }
 
 TEST(CsvReporter, QuotesFieldsWithCommasAndQuotesPerRfc4180) {
@@ -282,7 +312,7 @@ TEST(CsvReporter, QuotesFieldsWithCommasAndQuotesPerRfc4180) {
   result.runs[2].error = "bad value \"x\", giving up";
   const std::vector<std::string> lines = report_lines(CsvReporter(), result);
   ASSERT_EQ(lines.size(), 4u);
-  const std::string expected_tail = ",false,\"bad value \"\"x\"\", giving up\"";
+  const std::string expected_tail = ",false,\"bad value \"\"x\"\", giving up\"" + kWorkload;
   EXPECT_EQ(lines[3].substr(lines[3].size() - expected_tail.size()), expected_tail);
 }
 
