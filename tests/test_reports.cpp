@@ -258,7 +258,7 @@ TEST(ConsoleReporter, NoRecommendation) {
 
 // The sample's options name none of the workload's keys: empty fields, and the defaults of the
 // options a sweep records only when they differ.
-const std::string kWorkload = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,,,,,,,,,,,,,,,,,,fp32,none,-,-,on";
+const std::string kWorkload = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,,,,,,,,,,,,,,,,,,fp32,none,false,peft,on";
 
 TEST(CsvReporter, HeaderAndOneLinePerRun) {
   expect_lines(report_lines(CsvReporter(), sample_result()), {

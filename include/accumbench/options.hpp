@@ -256,6 +256,9 @@ void apply_base_quant_defaults(WorkloadOptions& workload, bool checkpointing_giv
 
 // Every option as (name, value), for the report's context block.
 std::vector<std::pair<std::string, std::string>> describe_workload(const WorkloadOptions& workload);
+// The names describe_workload can give, in its order, those it gives only when not their default
+// included (recorded_option supplies their defaults).
+std::vector<std::string> workload_option_names();
 
 // "fp32,bf16"
 std::string join_precisions(const std::vector<Precision>& precisions);

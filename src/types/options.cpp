@@ -494,4 +494,16 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
   return options;
 }
 
+std::vector<std::string> workload_option_names() {
+  WorkloadOptions every;  // each option that describe_workload records only when set, set
+  every.lora.rank = 8;
+  every.lora.adapter_dtype = Precision::kBf16;
+  every.lora.base_quant = BaseQuant::kNf4;
+  every.lora.kbit_upcast = false;
+  every.tf32 = false;
+  std::vector<std::string> names;
+  for (const auto& option : describe_workload(every)) names.push_back(option.first);
+  return names;
+}
+
 }  // namespace accumbench
