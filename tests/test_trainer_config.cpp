@@ -498,6 +498,15 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
     c.w.lora.targets = "mlp_c_proj";
     cases.push_back(c);
   }
+  {
+    // On CUDA: an fp32 split measured with TF32 writes tf32: true (the Trainer's default is off);
+    // torch's default AdamW kernels are optim adamw_torch, which reads back as foreach there.
+    Case c = cases.front();
+    c.name = "fp32 on CUDA with TF32, foreach AdamW";
+    c.w.device = "cuda";
+    c.w.optimizer.kind = ab::OptimizerKind::kAdamWForeach;
+    cases.push_back(c);
+  }
   for (const Case& c : cases) {
     const ab::ModelConfig model = ab::resolve_model(c.w.model);
     const ab::TrainerSettings out = ab::trainer_settings(c.split, c.w, ab::peft_target_modules(model, c.w.lora));
@@ -505,12 +514,17 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
     ab::WorkloadOptions back;
     back.data.lengths = c.w.data.lengths;  // the data's lengths are no Trainer setting
     back.model = c.w.model;                // --emit leaves the model to the user's own config
+    back.device = c.w.device;              // and the device
     ab::apply_trainer_config(ab::parse_trainer_config(yaml, ab::ConfigFormat::kTrl, 1, "emitted.yaml"), back,
                              [](const std::string& option) { return option == "--model"; });
     SCOPED_TRACE(std::string(c.name) + "\n" + yaml);
     EXPECT_EQ(back.seq_len, c.w.seq_len);
     EXPECT_EQ(back.batch, c.w.batch);
     EXPECT_EQ(back.precisions, c.w.precisions);
+    EXPECT_EQ(back.optimizer.kind, c.w.optimizer.kind);
+    // TF32 acts on fp32 matmuls on CUDA only: elsewhere the file leaves it out (read as off).
+    if (c.w.device == "cuda" && c.split.precision == ab::Precision::kFp32) EXPECT_TRUE(back.tf32);
+    else EXPECT_FALSE(back.tf32);
     EXPECT_EQ(back.grid.checkpointing, c.w.grid.checkpointing);
     EXPECT_EQ(back.data.packing, c.w.data.packing);
     EXPECT_EQ(back.data.group_by_length, c.w.data.group_by_length);
@@ -533,6 +547,7 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
     const std::string axolotl = joined(ab::settings_lines(out, ab::SettingsFormat::kAxolotl));
     ab::WorkloadOptions from_axolotl;
     from_axolotl.model = c.w.model;
+    from_axolotl.device = c.w.device;
     from_axolotl.data.lengths = c.w.data.lengths;
     ab::apply_trainer_config(ab::parse_trainer_config(axolotl, ab::ConfigFormat::kAxolotl, 1, "emitted.yml"),
                              from_axolotl, [](const std::string& option) { return option == "--model"; });
@@ -543,6 +558,8 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
     EXPECT_EQ(from_axolotl.grid.checkpointing, c.w.grid.checkpointing);
     EXPECT_EQ(from_axolotl.data.packing, c.w.data.packing);
     EXPECT_EQ(from_axolotl.lora.rank, c.w.lora.rank);
+    EXPECT_EQ(from_axolotl.optimizer.kind, c.w.optimizer.kind);
+    EXPECT_EQ(from_axolotl.tf32, back.tf32);
   }
 }
 

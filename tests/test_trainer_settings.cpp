@@ -208,6 +208,34 @@ TEST(TrainerSettings, ReadBackFromASweepsContext) {
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl)[8], "# packing wrapped (documents cut at T) has no axolotl key");
 }
 
+// TF32 as the sweep ran it: a split's tf32: true only where it acted, fp32 matmuls on the device
+// the sweep resolved (its context's, not the options' "auto"), and not when --tf32 off was measured.
+TEST(TrainerSettings, Tf32WhereAnFp32CudaSplitRanWithIt) {
+  struct Case { std::string device; ab::Precision precision; bool tf32; bool written; };
+  for (const Case& c : std::vector<Case>{{"cuda:0", ab::Precision::kFp32, true, true},
+                                         {"cuda:0", ab::Precision::kBf16, true, false},
+                                         {"cuda:0", ab::Precision::kFp32, false, false},
+                                         {"cpu", ab::Precision::kFp32, true, false}}) {
+    ab::SweepResult result;
+    result.context.seq_len = 64;
+    result.context.batch = 8;
+    result.context.device = c.device;
+    ab::WorkloadOptions w = workload();  // device "auto"
+    w.tf32 = c.tf32;
+    result.context.options = ab::describe_workload(w);
+    ab::RunResult run;
+    run.config = split(2, 4);
+    run.config.precision = c.precision;
+    const ab::TrainerSettings s = ab::trainer_settings(result, run);
+    const auto keys = ab::trl_settings(s);
+    const bool trl = std::find(keys.begin(), keys.end(), std::make_pair(std::string("tf32"), std::string("true"))) != keys.end();
+    const Lines axolotl = ab::settings_lines(s, ab::SettingsFormat::kAxolotl);
+    const bool yml = std::find(axolotl.begin(), axolotl.end(), "tf32: true") != axolotl.end();
+    EXPECT_EQ(trl, c.written) << c.device << " " << ab::to_string(c.precision) << " tf32 " << c.tf32;
+    EXPECT_EQ(yml, c.written) << c.device << " " << ab::to_string(c.precision) << " tf32 " << c.tf32;
+  }
+}
+
 TEST(TrainerSettings, EmitNamesItsChoices) {
   EXPECT_EQ(ab::settings_format_from_string("axolotl"), ab::SettingsFormat::kAxolotl);
   try {

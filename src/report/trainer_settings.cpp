@@ -128,6 +128,8 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.optimizer_in_backward = split.optimizer_in_backward;
   s.chunked_loss = split.chunked_loss;
   s.cuda_graphs = split.cuda_graphs;
+  s.tf32 = w.tf32;
+  s.fp32_on_cuda = split.precision == Precision::kFp32 && w.device.rfind("cuda", 0) == 0;
   return s;
 }
 
@@ -162,6 +164,8 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
   // Nothing for adamw: transformers' default, adamw_torch_fused from PyTorch 2.8 (adamw_torch before
   // it, which is --optimizer adamw-foreach on CUDA).
   if (s.optimizer != OptimizerKind::kAdamW) keys.push_back({"optim", hf_optim_name(s.optimizer)});
+  // Left out, TrainingArguments leaves TF32 off: an fp32 CUDA split measured with it on says so.
+  if (s.tf32 && s.fp32_on_cuda) keys.push_back({"tf32", "true"});
   // ModelConfig's dtype (trl sft reads it from the same file): the weights as they were measured.
   if (s.weights_dtype != Precision::kFp32) {
     keys.push_back({"dtype", s.weights_dtype == Precision::kBf16 ? "bfloat16" : "float16"});
@@ -272,6 +276,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     if (s.group_by_length) lines.push_back("group_by_length: true");
     // axolotl's optimizer key takes transformers' OptimizerNames; its default is adamw_torch_fused.
     if (s.optimizer != OptimizerKind::kAdamW) lines.push_back("optimizer: " + hf_optim_name(s.optimizer));
+    if (s.tf32 && s.fp32_on_cuda) lines.push_back("tf32: true");  // axolotl's default is off too
     if (s.base_quant == BaseQuant::kNf4) {
       lines.push_back("adapter: qlora");
       lines.push_back("load_in_4bit: true");
@@ -382,6 +387,7 @@ WorkloadOptions settings_workload(const SweepContext& context) {
       if (name == "double_quant") w.lora.double_quant = value == "true";
       if (name == "kbit_prep") w.lora.kbit_upcast = kbit_upcast_from_string(value);
       if (name == "adapter_dtype") w.lora.adapter_dtype = adapter_dtype_from_string(value);
+      if (name == "tf32") w.tf32 = value != "off";
     } catch (const std::exception&) {
       // An option this version cannot read keeps its default; the settings are a translation.
     }
@@ -409,7 +415,8 @@ std::vector<std::string> saved_target_modules(const WorkloadOptions& w) {
 }  // namespace
 
 TrainerSettings trainer_settings(const SweepResult& result, const RunResult& run) {
-  const WorkloadOptions w = settings_workload(result.context);
+  WorkloadOptions w = settings_workload(result.context);
+  w.device = result.context.device;  // as the sweep resolved it ("auto" ran somewhere)
   return trainer_settings(run.config, w, saved_target_modules(w));
 }
 
