@@ -187,7 +187,7 @@ Case draw_case(uint64_t seed, int index, bool all) {
     // Drawn last, so the cases drawn before --optimizer existed keep their other draws.
     o.optimizer = d.pick<ab::OptimizerKind>({ab::OptimizerKind::kAdamW, ab::OptimizerKind::kAdamWForeach,
                                              ab::OptimizerKind::kAdamW8bit, ab::OptimizerKind::kPagedAdamW8bit,
-                                             ab::OptimizerKind::kSgd});
+                                             ab::OptimizerKind::kPagedAdamW32bit, ab::OptimizerKind::kSgd});
     if (adapter_dtype != ab::Precision::kFp32) {
       if (!o.lora.enabled()) continue;
       o.lora.adapter_dtype = adapter_dtype;

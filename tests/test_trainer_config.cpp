@@ -252,7 +252,7 @@ TEST(TrainerConfig, RefusesWhatIsNotModelled) {
             "sft.yaml sets bnb_4bit_quant_type: fp4, which picks bitsandbytes' fp4 codes and accumbench does not model; "
             "use nf4, or remove the key");
   for (const std::string yaml :
-       {"optim: paged_adamw_32bit", "optim: adafactor", "use_liger_kernel: true",
+       {"optim: adamw_bnb_32bit", "optim: adafactor", "use_liger_kernel: true",
         "attn_implementation: flex_attention", "attn_implementation: eager", "deepspeed: ds.json",
         "fsdp: full_shard auto_wrap", "torch_compile: true", "torch_compile_mode: reduce-overhead",
         "torch_compile_backend: inductor", "label_smoothing_factor: 0.1", "accelerate_config: zero2",
@@ -333,6 +333,9 @@ TEST(TrainerConfig, QuantisedBaseAndOptimizersAreRead) {
   EXPECT_EQ(read("optim: adamw_8bit\n").optimizer.kind, ab::OptimizerKind::kAdamW8bit);
   EXPECT_EQ(read("optim: adamw_bnb_8bit\n").optimizer.kind, ab::OptimizerKind::kAdamW8bit);
   EXPECT_EQ(read("optim: paged_adamw_8bit\n").optimizer.kind, ab::OptimizerKind::kPagedAdamW8bit);
+  EXPECT_EQ(read("optim: paged_adamw_32bit\n").optimizer.kind, ab::OptimizerKind::kPagedAdamW32bit);
+  EXPECT_EQ(read("optimizer: paged_adamw_32bit\n", ab::ConfigFormat::kAxolotl).optimizer.kind,
+            ab::OptimizerKind::kPagedAdamW32bit);  // ten of axolotl's examples
   EXPECT_EQ(read("optim: sgd\n").optimizer.kind, ab::OptimizerKind::kSgd);
   // Without load_in_4bit the bitsandbytes keys are listed as unused.
   const ab::TrainerConfig c = ab::parse_trainer_config("use_bnb_nested_quant: true\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");

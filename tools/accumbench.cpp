@@ -355,7 +355,8 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
                       "transformers' adamw_torch there: the same update, and a copy of what trains during the step), "
                       "adamw8bit (bitsandbytes' 8-bit blockwise AdamW: uint8 moments, "
                       "one fp32 scale per 256; emulated with LibTorch ops, so its memory is exact and its time "
-                      "approximate), paged-adamw8bit (the same, its state paged: evictable on CUDA) or sgd (no "
+                      "approximate), paged-adamw8bit (the same, its state paged: evictable on CUDA), paged-adamw32bit "
+                      "(bitsandbytes' paged 32-bit AdamW: fp32 moments, paged; emulated the same way) or sgd (no "
                       "momentum, no state; transformers' optim=sgd)")
       ->capture_default_str();
   command->add_option("--lora-rank", w.lora.rank, "LoRA rank on a frozen base (0: full fine-tuning)")

@@ -30,23 +30,29 @@ inline constexpr int64_t kQuantMapBytes = 2 * (256 + 255) * 4;
 
 // Does the 8-bit optimizer keep this tensor's moments in 8 bits?
 inline bool quantized_state(int64_t numel) { return numel >= kMin8bitSize; }
+// Does `kind` keep this tensor's moments in 8 bits (an 8-bit optimizer, a tensor large enough)?
+inline bool eight_bit_state(OptimizerKind kind, int64_t numel) {
+  return (kind == OptimizerKind::kAdamW8bit || kind == OptimizerKind::kPagedAdamW8bit) && quantized_state(numel);
+}
 inline int64_t quant_blocks(int64_t numel) { return (numel + kQuantBlock - 1) / kQuantBlock; }
 
 // Bytes of optimizer state for one trained tensor of `numel` elements stored in `param_bytes`
 // per element: AdamW two moments in the parameter's dtype (torch.optim keeps them so);
 // 8-bit AdamW two uint8 moments plus two float absmax per block, or two fp32 moments for small
-// tensors; SGD none. The shared quantisation maps are not included (kQuantMapBytes, once).
+// tensors; paged 32-bit AdamW two fp32 moments; SGD none. The shared quantisation maps of the
+// 8-bit optimizers are not included (kQuantMapBytes, once).
 int64_t optimizer_state_bytes(OptimizerKind kind, int64_t numel, int64_t param_bytes);
-// The part of it that bitsandbytes' paged variant puts in paged (evictable) memory: the two
+// The part of it that bitsandbytes' paged variants put in paged (evictable) memory: the two
 // moment buffers of tensors with at least kPagedMinSize elements; absmax stays on the device.
 int64_t paged_state_bytes(OptimizerKind kind, int64_t numel);
 // The peak bytes one tensor's optimizer step allocates on top of the state and the gradient.
 // AdamW, either kernel, stepping one tensor alone (the CPU's path, and every step inside backward,
 // src/engine/adamw.cpp): sqrt(exp_avg_sq) and the denominator, 2·n·param_bytes (the fused CUDA
-// kernel and the foreach lists of a whole step are the plan's, memory_plan.cpp). 8-bit AdamW, per pass of k = min(n, kStepChunk) elements: both moments
-// dequantised to fp32 and one more k-sized fp32 tensor (the int32 codes being gathered, the
-// denominator, or the new codes), 12·k; with 2-byte parameters also the fp32 copy of the
-// gradient or of the parameter, 16·k. For its 32-bit small tensors: the denominator (with 2-byte
+// kernel and the foreach lists of a whole step are the plan's, memory_plan.cpp). 8-bit AdamW,
+// per pass of k = min(n, kStepChunk) elements: both moments dequantised to fp32 and one more
+// k-sized fp32 tensor (the int32 codes being gathered, the denominator, or the new codes), 12·k;
+// with 2-byte parameters also the fp32 copy of the gradient or of the parameter, 16·k. For its
+// 32-bit small tensors, and every tensor of the 32-bit optimizer: the denominator (with 2-byte
 // parameters also the parameter's fp32 copy). SGD: none (the update is in place).
 int64_t optimizer_step_temporary_bytes(OptimizerKind kind, int64_t numel, int64_t param_bytes);
 

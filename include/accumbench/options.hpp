@@ -69,18 +69,28 @@ struct ModelOptions {
 // (AdamW's default on CUDA: every parameter's sqrt(exp_avg_sq) at once, src/engine/adamw.cpp);
 // bitsandbytes' 8-bit blockwise AdamW (moments quantised per block of 256 with the dynamic map,
 // src/engine/adamw8bit.cpp), its paged variant (the same step; its state pages to host memory
-// under pressure on CUDA); plain SGD without momentum (transformers' optim="sgd": torch.optim.SGD
-// with the Trainer's lr and weight decay).
-enum class OptimizerKind { kAdamW, kAdamWForeach, kAdamW8bit, kPagedAdamW8bit, kSgd };
-// "adamw" | "adamw-foreach" | "adamw8bit" | "paged-adamw8bit" | "sgd"
+// under pressure on CUDA); bitsandbytes' paged 32-bit AdamW (fp32 moments, paged; the same
+// emulation with every tensor's state in fp32); plain SGD without momentum (transformers'
+// optim="sgd": torch.optim.SGD with the Trainer's lr and weight decay).
+enum class OptimizerKind { kAdamW, kAdamWForeach, kAdamW8bit, kPagedAdamW8bit, kPagedAdamW32bit, kSgd };
+// "adamw" | "adamw-foreach" | "adamw8bit" | "paged-adamw8bit" | "paged-adamw32bit" | "sgd"
 std::string to_string(OptimizerKind kind);
 OptimizerKind optimizer_kind_from_string(const std::string& text);  // UserError naming the choices
 // transformers' OptimizerNames value of the same optimizer (TrainingArguments.optim):
-// "adamw_torch_fused" | "adamw_torch" | "adamw_8bit" | "paged_adamw_8bit" | "sgd"
+// "adamw_torch_fused" | "adamw_torch" | "adamw_8bit" | "paged_adamw_8bit" | "paged_adamw_32bit" | "sgd"
 std::string hf_optim_name(OptimizerKind kind);
-// bitsandbytes' 8-bit AdamW, plain or paged, by its --optimizer name: emulated with LibTorch ops
-// (memory exact, time approximate), which the reports say.
+// bitsandbytes' optimizers (8-bit AdamW plain or paged, paged 32-bit AdamW), which accumbench
+// emulates with LibTorch ops (memory exact, time approximate), and which the reports say so of.
+inline bool bitsandbytes_optimizer(OptimizerKind kind) {
+  return kind == OptimizerKind::kAdamW8bit || kind == OptimizerKind::kPagedAdamW8bit ||
+         kind == OptimizerKind::kPagedAdamW32bit;
+}
+// The same by its --optimizer name.
 bool emulated_optimizer(const std::string& name);
+// bitsandbytes keeps this optimizer's state in paged memory (tensors of at least 1e5 elements).
+inline bool paged_optimizer(OptimizerKind kind) {
+  return kind == OptimizerKind::kPagedAdamW8bit || kind == OptimizerKind::kPagedAdamW32bit;
+}
 // torch.optim.AdamW in either kernel: fp32-or-parameter-dtype moments, the same update.
 inline bool full_precision_adamw(OptimizerKind kind) {
   return kind == OptimizerKind::kAdamW || kind == OptimizerKind::kAdamWForeach;

@@ -128,7 +128,7 @@ struct MemoryPlan {
   // on top of a block's forward and of the block backward's peak.
   std::vector<PlanLine> dequant_peak;
   std::vector<PlanLine> optimizer_peak;  // the optimizer's temporaries for the largest parameter
-  // paged-adamw8bit on CUDA: the part of the resident optimizer state in paged memory, which the
+  // paged-adamw8bit or paged-adamw32bit on CUDA: the part of the resident optimizer state in paged memory, which the
   // driver may evict to the host under pressure. peak_bytes counts it; peak_bytes − this is the
   // peak with it evicted (0 for every other optimizer and on the CPU).
   int64_t evictable_bytes = 0;

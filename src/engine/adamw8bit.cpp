@@ -83,15 +83,17 @@ AdamW8bit::AdamW8bit(std::vector<at::Tensor> params, OptimizerOptions options)
   torch::NoGradGuard no_grad;
   const at::TensorOptions device = params_.empty() ? at::TensorOptions() : params_.front().options();
   // Optimizer8bit.fill_qmap: "dynamic" (signed) for state1, "udynamic" for state2.
-  map1_ = blockwise::dynamic_map(/*is_signed=*/true).to(device.device());
-  map2_ = blockwise::dynamic_map(/*is_signed=*/false).to(device.device());
-  midpoints1_ = blockwise::map_midpoints(map1_);
-  midpoints2_ = blockwise::map_midpoints(map2_);
-  largest_negative1_ = blockwise::largest_negative(map1_);
+  if (options_.kind != OptimizerKind::kPagedAdamW32bit) {  // optim_bits=32 fills no quantisation maps
+    map1_ = blockwise::dynamic_map(/*is_signed=*/true).to(device.device());
+    map2_ = blockwise::dynamic_map(/*is_signed=*/false).to(device.device());
+    midpoints1_ = blockwise::map_midpoints(map1_);
+    midpoints2_ = blockwise::map_midpoints(map2_);
+    largest_negative1_ = blockwise::largest_negative(map1_);
+  }
   for (const auto& p : params_) {
     State s;
     const int64_t n = p.numel();
-    s.quantized = quantized_state(n);
+    s.quantized = eight_bit_state(options_.kind, n);
     const at::TensorOptions on = p.options();
     if (s.quantized) {
       s.state1 = torch::zeros({n}, on.dtype(at::kByte));
@@ -174,7 +176,9 @@ void AdamW8bit::reset() {
 }
 
 int64_t AdamW8bit::state_bytes() const {
-  int64_t total = map1_.nbytes() + map2_.nbytes() + midpoints1_.nbytes() + midpoints2_.nbytes();
+  int64_t total = 0;
+  for (const at::Tensor* map : {&map1_, &map2_, &midpoints1_, &midpoints2_})
+    if (map->defined()) total += map->nbytes();
   for (const State& s : state_) {
     total += s.state1.nbytes() + s.state2.nbytes();
     if (s.absmax1.defined()) total += s.absmax1.nbytes() + s.absmax2.nbytes();

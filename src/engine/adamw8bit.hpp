@@ -4,7 +4,8 @@
 // step dequantises them to fp32, updates in fp32, and quantises them again. The memory held is
 // bitsandbytes' to the byte; the time is not (its fused CUDA kernel does all of it in one pass).
 //
-//   AdamW8bit opt(params, options);   // options.kind adamw8bit or paged-adamw8bit (same maths)
+//   AdamW8bit opt(params, options);   // adamw8bit or paged-adamw8bit (same maths), paged-adamw32bit
+//                                     // (fp32 moments for every tensor: bitsandbytes' optim_bits=32)
 //   opt.step();
 #pragma once
 

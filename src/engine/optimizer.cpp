@@ -60,7 +60,8 @@ std::unique_ptr<Optimizer> make_optimizer(std::vector<at::Tensor> params, const 
     case OptimizerKind::kAdamW:
     case OptimizerKind::kAdamWForeach: return std::make_unique<AdamW>(std::move(params), options);
     case OptimizerKind::kAdamW8bit:
-    case OptimizerKind::kPagedAdamW8bit: return std::make_unique<AdamW8bit>(std::move(params), options);
+    case OptimizerKind::kPagedAdamW8bit:
+    case OptimizerKind::kPagedAdamW32bit: return std::make_unique<AdamW8bit>(std::move(params), options);
     case OptimizerKind::kSgd: return std::make_unique<Sgd>(std::move(params), options);
   }
   TORCH_CHECK(false, "unknown optimizer kind");

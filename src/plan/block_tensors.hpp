@@ -185,7 +185,7 @@ namespace accumbench::plan_detail {
 // tensor: the model's parameters, or with LoRA every adapter's A and B.
 std::vector<int64_t> trained_tensor_numels(const ModelConfig& m, const LoraOptions& lora);
 // The resident lines of `kind`'s state over those tensors (t bytes per trained element, n_t its
-// symbol); *evictable_bytes gets the paged part (paged-adamw8bit on CUDA; 0 otherwise).
+// symbol); *evictable_bytes gets the paged part (the paged optimizers on CUDA; 0 otherwise).
 void optimizer_state_lines(OptimizerKind kind, const std::vector<int64_t>& numels, int64_t t, const std::string& n_t,
                            bool cpu, const Table& resident, int64_t* evictable_bytes);
 // The largest temporaries of one tensor's step (optimizer_step_temporary_bytes over the tensors).

@@ -413,6 +413,12 @@ void PlanBuilder::optimizer_temporaries() {
               "both moments dequantised to fp32 and the codes, denominator or new codes beside them "
               "(src/engine/adamw8bit.cpp), per pass of at most 2^20 elements");
       break;
+    case OptimizerKind::kPagedAdamW32bit:
+      opt.add("32-bit step: denominator of one pass", t == kFp32 ? "4·min(max numel, 2^20)" : "8·min(max numel, 2^20)",
+              largest_step_temporaries(o.optimizer, trained, t),
+              "sqrt(state2) + eps beside the fp32 moments (and with 2-byte weights the gradient's or the weight's fp32 "
+              "copy; src/engine/adamw8bit.cpp), per pass of at most 2^20 elements");
+      break;
     case OptimizerKind::kSgd: break;  // updates in place: no temporaries
   }
 }

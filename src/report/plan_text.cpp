@@ -100,7 +100,7 @@ void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_by
   size_t label_width = 16;  // wider only when a label needs it ("64×1 ckpt oib chunked-ce")
   for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.label()) + 1);
   const bool fits = memory_bytes > 0;
-  // paged-adamw8bit on CUDA: the peak with the paged state evicted, and whether that fits.
+  // paged-adamw8bit / paged-adamw32bit on CUDA: the peak with the paged state evicted, and whether that fits.
   const bool paged = std::any_of(plans.begin(), plans.end(), [](const MemoryPlan& p) { return p.evictable_bytes > 0; });
   out << pad("split", label_width) << pad("forward", 12, true) << pad("backward", 12, true) << pad("optimizer", 12, true)
       << pad("peak", 12, true) << "  " << pad("held by", 10) << (fits ? pad("spare", 11, true) + "  " : std::string())

@@ -231,10 +231,11 @@ struct Reader {
     } else if (name == "adamw_torch_fused") set("--optimizer", "adamw", key);
     else if (name == "adamw_8bit" || name == "adamw_bnb_8bit") set("--optimizer", "adamw8bit", key);
     else if (name == "paged_adamw_8bit") set("--optimizer", "paged-adamw8bit", key);
+    else if (name == "paged_adamw_32bit") set("--optimizer", "paged-adamw32bit", key);
     else if (name == "sgd") set("--optimizer", "sgd", key);
     else
       refuse(key, "chooses an optimizer accumbench does not run",
-             "use adamw_torch, adamw_torch_fused, adamw_8bit, paged_adamw_8bit or sgd, or remove the key");
+             "use adamw_torch, adamw_torch_fused, adamw_8bit, paged_adamw_8bit, paged_adamw_32bit or sgd, or remove the key");
   }
 
   // bitsandbytes' quantised base: load_in_4bit as NF4 (fp4, transformers' own default, is not

@@ -12,17 +12,19 @@ int64_t optimizer_state_bytes(OptimizerKind kind, int64_t numel, int64_t param_b
     case OptimizerKind::kAdamWForeach: return 2 * numel * param_bytes;
     case OptimizerKind::kAdamW8bit:
     case OptimizerKind::kPagedAdamW8bit:
+    case OptimizerKind::kPagedAdamW32bit:
       // bitsandbytes: state1/state2 uint8 like the parameter, absmax1/absmax2 float32 per block;
-      // below min_8bit_size both states are float32 (whatever the parameter's dtype).
-      return quantized_state(numel) ? 2 * numel + 2 * quant_blocks(numel) * 4 : 2 * numel * 4;
+      // below min_8bit_size, and with optim_bits=32 always, both states are float32 (whatever
+      // the parameter's dtype).
+      return eight_bit_state(kind, numel) ? 2 * numel + 2 * quant_blocks(numel) * 4 : 2 * numel * 4;
     case OptimizerKind::kSgd: return 0;
   }
   return 0;
 }
 
 int64_t paged_state_bytes(OptimizerKind kind, int64_t numel) {
-  if (kind != OptimizerKind::kPagedAdamW8bit || numel < kPagedMinSize) return 0;
-  return quantized_state(numel) ? 2 * numel : 2 * numel * 4;
+  if (!paged_optimizer(kind) || numel < kPagedMinSize) return 0;
+  return eight_bit_state(kind, numel) ? 2 * numel : 2 * numel * 4;
 }
 
 int64_t optimizer_step_temporary_bytes(OptimizerKind kind, int64_t numel, int64_t param_bytes) {
@@ -30,10 +32,11 @@ int64_t optimizer_step_temporary_bytes(OptimizerKind kind, int64_t numel, int64_
     case OptimizerKind::kAdamW:
     case OptimizerKind::kAdamWForeach: return 2 * numel * param_bytes;
     case OptimizerKind::kAdamW8bit:
-    case OptimizerKind::kPagedAdamW8bit: {
+    case OptimizerKind::kPagedAdamW8bit:
+    case OptimizerKind::kPagedAdamW32bit: {
       const int64_t k = std::min(numel, kStepChunk);
       const int64_t copies = param_bytes == 4 ? 0 : 4 * k;  // the gradient's or the parameter's fp32 copy
-      return quantized_state(numel) ? 12 * k + copies : 4 * k + copies;
+      return eight_bit_state(kind, numel) ? 12 * k + copies : 4 * k + copies;
     }
     case OptimizerKind::kSgd: return 0;
   }

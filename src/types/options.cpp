@@ -34,20 +34,23 @@ constexpr Names<LengthMode, 3> kAllLengthNames = {{
     {LengthMode::kFixed, "fixed"}, {LengthMode::kVariable, "variable"}, {LengthMode::kFile, "file"}}};
 constexpr Names<Padding, 3> kPaddingNames = {{
     {Padding::kMax, "max"}, {Padding::kLongest, "longest"}, {Padding::kMultiple, "multiple"}}};
-constexpr Names<OptimizerKind, 5> kOptimizerNames = {{{OptimizerKind::kAdamW, "adamw"},
+constexpr Names<OptimizerKind, 6> kOptimizerNames = {{{OptimizerKind::kAdamW, "adamw"},
                                                       {OptimizerKind::kAdamWForeach, "adamw-foreach"},
                                                       {OptimizerKind::kAdamW8bit, "adamw8bit"},
                                                       {OptimizerKind::kPagedAdamW8bit, "paged-adamw8bit"},
+                                                      {OptimizerKind::kPagedAdamW32bit, "paged-adamw32bit"},
                                                       {OptimizerKind::kSgd, "sgd"}}};
 // transformers' training_args.py OptimizerNames: ADAMW_TORCH_FUSED = "adamw_torch_fused"
 // (torch.optim.AdamW(fused=True), the default from PyTorch 2.8), ADAMW_TORCH = "adamw_torch"
 // (torch.optim.AdamW with its own default kernels: foreach on CUDA), ADAMW_8BIT = "adamw_8bit"
-// (bitsandbytes.optim.AdamW with optim_bits=8), PAGED_ADAMW_8BIT = "paged_adamw_8bit", SGD = "sgd"
+// (bitsandbytes.optim.AdamW with optim_bits=8), PAGED_ADAMW_8BIT = "paged_adamw_8bit",
+// PAGED_ADAMW = "paged_adamw_32bit" (bitsandbytes.optim.PagedAdamW, optim_bits=32), SGD = "sgd"
 // (torch.optim.SGD).
-constexpr Names<OptimizerKind, 5> kHfOptimNames = {{{OptimizerKind::kAdamW, "adamw_torch_fused"},
+constexpr Names<OptimizerKind, 6> kHfOptimNames = {{{OptimizerKind::kAdamW, "adamw_torch_fused"},
                                                     {OptimizerKind::kAdamWForeach, "adamw_torch"},
                                                     {OptimizerKind::kAdamW8bit, "adamw_8bit"},
                                                     {OptimizerKind::kPagedAdamW8bit, "paged_adamw_8bit"},
+                                                    {OptimizerKind::kPagedAdamW32bit, "paged_adamw_32bit"},
                                                     {OptimizerKind::kSgd, "sgd"}}};
 constexpr Names<Packing, 3> kPackingNames = {{
     {Packing::kNone, "none"}, {Packing::kWrapped, "wrapped"}, {Packing::kBfd, "bfd"}}};
@@ -117,7 +120,9 @@ OptimizerKind optimizer_kind_from_string(const std::string& text) {
 }
 std::string hf_optim_name(OptimizerKind kind) { return name_of(kHfOptimNames, kind); }
 bool emulated_optimizer(const std::string& name) {
-  return name == to_string(OptimizerKind::kAdamW8bit) || name == to_string(OptimizerKind::kPagedAdamW8bit);
+  for (const auto& [kind, known] : kOptimizerNames)
+    if (name == known) return bitsandbytes_optimizer(kind);
+  return false;
 }
 std::string to_string(Packing packing) { return name_of(kPackingNames, packing); }
 Packing packing_from_string(const std::string& text) { return value_of(kPackingNames, text, "--packing"); }
