@@ -408,17 +408,17 @@ void PlanBuilder::optimizer_temporaries() {
       break;
     case OptimizerKind::kAdamW8bit:
     case OptimizerKind::kPagedAdamW8bit:
-      opt.add("8-bit step: fp32 moments of one pass", t == kFp32 ? "12·min(max numel, 2^20)" : "16·min(max numel, 2^20)",
-              largest_step_temporaries(o.optimizer, trained, t),
-              "both moments dequantised to fp32 and the codes, denominator or new codes beside them "
-              "(src/engine/adamw8bit.cpp), per pass of at most 2^20 elements");
+    case OptimizerKind::kPagedAdamW32bit: {
+      // bitsandbytes' emulation (src/engine/adamw8bit.cpp) steps in passes of at most 2^20 elements.
+      const bool codes = o.optimizer != OptimizerKind::kPagedAdamW32bit;
+      const int64_t per_element = (codes ? 12 : 4) + (t == kFp32 ? 0 : 4);
+      opt.add(codes ? "8-bit step: fp32 moments of one pass" : "32-bit step: denominator of one pass",
+              std::to_string(per_element) + "·min(max numel, 2^20)", largest_step_temporaries(o.optimizer, trained, t),
+              codes ? "both moments dequantised to fp32 and the codes, denominator or new codes beside them, per pass"
+                    : "sqrt(state2) + eps beside the fp32 moments (with 2-byte weights also the gradient's or the "
+                      "weight's fp32 copy), per pass");
       break;
-    case OptimizerKind::kPagedAdamW32bit:
-      opt.add("32-bit step: denominator of one pass", t == kFp32 ? "4·min(max numel, 2^20)" : "8·min(max numel, 2^20)",
-              largest_step_temporaries(o.optimizer, trained, t),
-              "sqrt(state2) + eps beside the fp32 moments (and with 2-byte weights the gradient's or the weight's fp32 "
-              "copy; src/engine/adamw8bit.cpp), per pass of at most 2^20 elements");
-      break;
+    }
     case OptimizerKind::kSgd: break;  // updates in place: no temporaries
   }
 }
