@@ -1,0 +1,252 @@
+// axolotl's keys read as accumbench options (trainer_config_reader.hpp, trainer_config.hpp). The
+// keys and their defaults, from its own sources:
+// - axolotl (github.com/axolotl-ai-cloud/axolotl, src/axolotl/utils/schemas/config.py,
+//   training.py, peft.py; utils/config/__init__.py normalize_config; core/builders/causal.py):
+//   sequence_len 512; micro_batch_size 1; gradient_accumulation_steps 1 (or batch_size /
+//   micro_batch_size when only batch_size is given); bf16 "auto" (bf16 on any GPU since Ampere);
+//   gradient_checkpointing false (or "offload"/"offload_disk"); sample_packing false; the collator
+//   pads to the longest sample rounded up to pad_to_multiple_of (default 64) unless
+//   pad_to_sequence_len is true (to sequence_len) or false (to the longest sample); optimizer
+//   "adamw_torch_fused"; lora_dropout 0.0.
+
+#include "report/trainer_config_reader.hpp"
+
+namespace accumbench::trainer_config_detail {
+
+const std::set<std::string>& axolotl_unused_keys() {
+  static const std::set<std::string> keys = {
+      "datasets", "test_datasets", "dataset_prepared_path", "dataset_processes", "shuffle_merged_datasets",
+      "val_set_size", "output_dir", "num_epochs", "max_steps", "lr_scheduler", "lr_scheduler_kwargs",
+      "cosine_min_lr_ratio", "lr_quadratic_warmup", "warmup_steps", "warmup_ratio", "logging_steps",
+      "evals_per_epoch", "saves_per_epoch", "eval_steps", "save_steps", "save_strategy", "eval_strategy",
+      "save_total_limit", "save_first_step", "save_safetensors", "wandb_project", "wandb_entity", "wandb_watch",
+      "wandb_name", "wandb_log_model", "use_wandb", "use_mlflow", "mlflow_experiment_name", "special_tokens",
+      "tokens", "chat_template", "default_system_message", "train_on_inputs", "strict",
+      "early_stopping_patience", "resume_from_checkpoint", "auto_resume_from_checkpoints", "local_rank", "debug",
+      "hub_model_id", "hub_strategy", "push_dataset_to_hub", "eval_sample_packing", "eval_batch_size",
+      "eval_sequence_len", "eval_max_new_tokens", "eval_table_size", "lora_fan_in_fan_out", "lora_model_dir",
+      "trust_remote_code", "is_llama_derived_model", "is_qwen_derived_model", "is_mistral_derived_model",
+      "tokenizer_type", "tokenizer_config", "tokenizer_use_fast", "tokenizer_legacy", "model_type",
+      "max_grad_norm", "gradient_checkpointing_kwargs", "loss_watchdog_threshold", "loss_watchdog_patience",
+      "gc_steps", "excess_length_strategy", "neftune_noise_alpha", "ddp_timeout", "ddp_bucket_cap_mb",
+      "ddp_broadcast_buffers", "remove_unused_columns", "embeddings_skip_upcast", "fsdp_version",
+      "dataloader_num_workers", "dataloader_pin_memory", "dataloader_prefetch_factor",
+      "logging_dir", "report_to"};
+  return keys;
+}
+
+// adapter: lora with load_in_4bit: the base loads unquantised in the training dtype, and
+// _prepare_model_for_quantization still runs PEFT's prepare_model_for_kbit_training (load_in_4bit
+// is set), which casts every 16-bit parameter to fp32; the norms, embeddings and head go back to
+// the training dtype afterwards (_convert_embedding_modules_dtype). The block linears, the bulk,
+// stay fp32: planned as fp32 weights under the file's autocast.
+void Reader::lora_over_an_unquantised_base() {
+  auto& settings = config.settings;
+  settings.erase(std::remove_if(settings.begin(), settings.end(),
+                                [](const ConfigSetting& s) { return s.option == "--weights-dtype"; }),
+                 settings.end());
+  set("--weights-dtype", "fp32", "adapter: lora, load_in_4bit");
+  config.remarks.push_back(
+      {"sets load_in_4bit with adapter: lora, for which axolotl builds no 4-bit config (only adapter: qlora does): "
+       "the base loads unquantised and prepare_model_for_kbit_training casts it to fp32, so it is planned as fp32 "
+       "weights (axolotl casts the embeddings, head and norms back to 16 bits: counted in fp32 here); write "
+       "adapter: qlora for a 4-bit base",
+       {"--base-quant", "--weights-dtype", "--lora-rank"}});
+  if (has("bnb_config_kwargs")) config.unused.push_back("bnb_config_kwargs (no 4-bit config with adapter: lora)");
+}
+
+// What axolotl does around its LoRA that the file's keys do not say.
+void Reader::lora_remarks(const std::string& adapter, const std::string& weights, const std::string& precision_word) {
+  // check_auto_enable_lora_kernels (utils/schemas/config.py): left unset, the fused LoRA kernels
+  // go on, except for lora over an 8-bit base or with trust_remote_code.
+  bool kernels = false;
+  for (const char* key : {"lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel"}) {
+    if (has(key)) kernels = kernels || boolean(key);
+  }
+  const bool any_set = has("lora_mlp_kernel") || has("lora_qkv_kernel") || has("lora_o_kernel") ||
+                       has("lora_embedding_kernel");
+  if (has("lora_embedding_kernel")) (void)boolean("lora_embedding_kernel");  // checked: its kernel fuses no linear
+  const bool automatic = !any_set && !(adapter == "lora" && on("load_in_8bit")) && !on("trust_remote_code");
+  if (kernels || automatic) {
+    config.remarks.push_back({std::string(automatic ? "leaves the lora_*_kernel keys unset, so axolotl turns on"
+                                                    : "turns on") +
+                                  " its fused LoRA kernels (custom autograd over q/k/v, o and the MLP): accumbench "
+                                  "measures PEFT's LoRA layers, so axolotl's step may save less and run faster than "
+                                  "measured; set lora_mlp_kernel, lora_qkv_kernel and lora_o_kernel to false to train "
+                                  "what accumbench measures",
+                              {"--lora-rank"}});
+  }
+  // A quantised base: after prepare_model_for_kbit_training's fp32 cast, axolotl casts the norms,
+  // embeddings and head back to the training dtype (_convert_embedding_modules_dtype), which
+  // --kbit-prep none keeps them in (under the autocast of that dtype, which accumbench runs).
+  const bool quantised = (adapter == "qlora" && on("load_in_4bit")) || (adapter == "lora" && on("load_in_8bit"));
+  if (quantised && (weights == "fp32" || weights == precision_word)) {
+    set("--kbit-prep", "none", "adapter: " + adapter + " (axolotl casts the embeddings and norms back)");
+  }
+  // peft_autocast_adapter_dtype (utils/schemas/peft.py), handed to get_peft_model
+  // (loaders/adapter.py): false keeps PEFT's adapters in their base layer's dtype
+  // (_move_adapter_to_device_of_base_layer, peft/tuners/tuners_utils.py at 5d602fd), which a
+  // quantised layer's integer storage is not: fp32 there, as over fp32 weights (adapter: lora
+  // with load_in_4bit has cast the base to fp32 by then).
+  if (has("peft_autocast_adapter_dtype") && !boolean("peft_autocast_adapter_dtype")) {
+    // Resolved from the weights' dtype and the base the command line may change (fp16 weights
+    // refused there).
+    config.adapter_rule = TrainerConfig::AdapterRule::kPeftBaseDtype;
+  }
+}
+
+void Reader::read_axolotl(int world_size) {
+  model(has("base_model_config") ? "base_model_config" : "base_model");
+  read.insert("base_model");
+  refuse_if_on("torch_compile", "compiles the model");
+  refuse_if_on("activation_offloading", "moves activations to the CPU");
+  refuse_if_on("deepspeed", "shards the training state with DeepSpeed");
+  refuse_if_on("fsdp", "shards the training state with FSDP");
+  refuse_if_on("fsdp_config", "shards the training state with FSDP");
+  refuse_if_on("plugins", "loads plugins that patch the model");
+  refuse_if_on("cut_cross_entropy", "swaps in a fused cross-entropy");
+  refuse_if_on("unfrozen_parameters", "trains only some parameters");
+  refuse_if_on("lora_modules_to_save", "trains whole modules beside the adapters");
+  refuse_if_on("peft_use_dora", "trains DoRA adapters");
+  refuse_if_on("peft_use_rslora", "scales the adapters by alpha / sqrt(r)");
+  refuse_if_on("xformers_attention", "picks xformers' attention kernel");
+  refuse_if_on("flex_attention", "picks flex attention");
+  refuse_if_on("s2_attention", "picks shifted-sparse attention");
+  refuse_if_on("eager_attention", "picks eager attention");
+  refuse_if_on("lisa_n_layers", "trains a few layers at a time (LISA)");
+  refuse_if_on("relora", "merges the adapters into the base and restarts them (ReLoRA)");
+  // normalize_attn_implementation (utils/schemas/config.py): the legacy flags or the canonical key.
+  for (const char* flag : {"flash_attention", "sdp_attention", "xformers_attention", "flex_attention",
+                           "sage_attention", "eager_attention"}) {
+    if (has("attn_implementation") && on(flag)) {
+      throw UserError(path + " sets attn_implementation beside the legacy " + flag +
+                      ", which axolotl refuses; keep only attn_implementation");
+    }
+  }
+  attention_implementation();
+  for (const std::string& key : {std::string("tensor_parallel_size"), std::string("context_parallel_size")}) {
+    if (has(key) && whole(key) > 1) refuse(key, "splits the model over devices", "remove the key");
+  }
+  for (const auto& item : root) {
+    const std::string key = item.first.Scalar();
+    if (key.rfind("liger_", 0) == 0) refuse_if_on(key, "swaps in Liger's fused kernels");
+  }
+  // flash_attention / sdp_attention: memory-efficient attention, which is accumbench's own on
+  // CUDA with PyTorch 2.x (the plan's header names the attention it assumes).
+  for (const char* key : {"flash_attention", "sdp_attention"}) {
+    if (has(key)) config.unused.push_back(std::string(key) + " (accumbench's attention follows the device)");
+  }
+  if (has("adapter")) {
+    const std::string adapter = word("adapter");
+    if (adapter == "qlora" && !on("load_in_4bit")) {
+      throw UserError(path + " sets adapter: qlora without load_in_4bit: true; add it, as axolotl needs");
+    }
+    if (adapter != "lora" && adapter != "qlora") refuse("adapter", "trains another adapter than LoRA", "use adapter: lora or qlora, or remove the key");
+  }
+
+  const int64_t length = has("sequence_len") ? whole("sequence_len") : 512;
+  set("--seq-len", std::to_string(length), "sequence_len", !has("sequence_len"));
+  const int64_t micro = has("micro_batch_size") ? whole("micro_batch_size") : 1;
+  int64_t accumulation = 1;
+  // axolotl's config validation (check_gas_bsz) refuses a file that sets both.
+  if (has("gradient_accumulation_steps") && has("batch_size")) {
+    throw UserError(path + " sets both gradient_accumulation_steps and batch_size, which axolotl refuses; keep one "
+                    "(batch_size is micro_batch_size x gradient_accumulation_steps)");
+  }
+  if (has("gradient_accumulation_steps")) {
+    accumulation = whole("gradient_accumulation_steps");
+  } else if (has("batch_size")) {
+    // normalize_config: gradient_accumulation_steps = batch_size // micro_batch_size.
+    const int64_t per_device = whole("batch_size");
+    if (per_device % micro != 0) {
+      throw UserError(path + ": batch_size " + std::to_string(per_device) + " is not a multiple of micro_batch_size " +
+                      std::to_string(micro) + "; give gradient_accumulation_steps instead");
+    }
+    accumulation = per_device / micro;
+  }
+  batch(micro, accumulation, world_size, "micro_batch_size x gradient_accumulation_steps");
+
+  // bf16: auto is bf16 on any GPU since Ampere, the devices accumbench plans for.
+  const bool bf16_auto = !has("bf16") || (root["bf16"].IsScalar() && root["bf16"].Scalar() == "auto");
+  const bool fp16 = has("fp16") && boolean("fp16");
+  const bool bf16 = bf16_auto ? !fp16 : boolean("bf16");  // auto gives way to an explicit fp16
+  precision(bf16, fp16, "bf16", !has("bf16") && !fp16);
+  // resolve_dtype (utils/config/__init__.py): bf16 (or bfloat16) loads the model in bfloat16, fp16
+  // (or float16) in float16, else float32; so bf16: true is bf16 weights under bf16 autocast.
+  const bool bfloat16 = has("bfloat16") && boolean("bfloat16");
+  const bool float16 = has("float16") && boolean("float16");
+  const std::string weights = bf16 || bfloat16 ? "bf16" : fp16 || float16 ? "fp16" : "fp32";
+  const std::string weights_key = bf16 ? "bf16" : bfloat16 ? "bfloat16" : fp16 ? "fp16" : float16 ? "float16" : "bf16";
+  set("--weights-dtype", weights, weights_key, weights_key == "bf16" && !has("bf16"));
+
+  bool checkpointing = false;
+  if (has("gradient_checkpointing")) {
+    if (root["gradient_checkpointing"].IsScalar() && root["gradient_checkpointing"].Scalar().rfind("offload", 0) == 0) {
+      refuse("gradient_checkpointing", "offloads the checkpoints", "use true or false");
+    }
+    checkpointing = boolean("gradient_checkpointing");
+  }
+  set("--activation-checkpointing", checkpointing ? "blocks" : "none", "gradient_checkpointing",
+      !has("gradient_checkpointing"));
+
+  // axolotl's sample packing keeps samples whole, attention restarting at each: bfd.
+  const bool packing = has("sample_packing") && boolean("sample_packing");
+  set("--packing", packing ? "bfd" : "none", "sample_packing");
+  // The collator (core/builders/causal.py): pad_to_sequence_len true pads to T; unset, to a
+  // multiple of pad_to_multiple_of (64 by default); false, to the longest sample.
+  const int64_t multiple = has("pad_to_multiple_of") ? whole("pad_to_multiple_of") : 64;
+  if (packing && !has("pad_to_sequence_len")) {
+    // hint_sample_packing_padding (utils/schemas/validation.py) sets it true with sample_packing.
+    set("--padding", "max", "pad_to_sequence_len (true with sample_packing)", true);
+  } else if (has("pad_to_sequence_len") && boolean("pad_to_sequence_len")) {
+    set("--padding", "max", "pad_to_sequence_len");
+  } else if (has("pad_to_sequence_len")) {
+    set("--padding", "longest", "pad_to_sequence_len");
+  } else {
+    set("--padding", multiple >= length ? "max" : "multiple:" + std::to_string(multiple), "pad_to_sequence_len",
+        true);
+  }
+  if (has("group_by_length") && boolean("group_by_length")) set("--group-by-length", "", "group_by_length");
+
+  if (has("adapter")) {
+    const std::string adapter = "adapter: " + word("adapter");
+    if (!has("lora_r")) throw UserError(path + " sets " + adapter + " without lora_r; add lora_r");
+    set("--lora-rank", std::to_string(whole("lora_r")), "lora_r");
+    if (!has("lora_alpha")) throw UserError(path + " sets " + adapter + " without lora_alpha; add lora_alpha");
+    set("--lora-alpha", num(number("lora_alpha")), "lora_alpha");
+    set("--lora-dropout", num(has("lora_dropout") ? number("lora_dropout") : 0.0), "lora_dropout");
+    // _build_peft_lora_config (src/axolotl/loaders/adapter.py): lora_target_modules, or [],
+    // joined by find_all_linear_names' modules under lora_target_linear; PeftConfig takes the
+    // layer selections as they are.
+    refuse_if_on("peft_layers_to_transform", "puts adapters on some layers only");
+    refuse_if_on("peft_layers_pattern", "puts adapters on some layers only");
+    refuse_if_on("lora_exclude_modules", "leaves modules out of the adapters' targets");
+    config.lora_target_modules.all_linear = has("lora_target_linear") && boolean("lora_target_linear");
+    if (has("lora_target_modules")) lora_targets("lora_target_modules");
+    if (!config.lora_target_modules.named()) {
+      throw UserError(path + " sets adapter: " + word("adapter") +
+                      " without lora_target_modules or lora_target_linear, so axolotl passes PEFT no target "
+                      "module and PEFT stops; add lora_target_linear: true or list lora_target_modules");
+    }
+  } else {
+    for (const char* key : {"lora_r", "lora_alpha", "lora_dropout", "lora_target_linear", "lora_target_modules"}) {
+      if (has(key)) config.unused.push_back(std::string(key) + " (no adapter)");
+    }
+  }
+  // axolotl's loader (src/axolotl/loaders/model.py at 067b021, _set_quantization_config):
+  // load_in_4bit with adapter: qlora is nf4 with bnb_4bit_use_double_quant True, and
+  // bnb_config_kwargs updated over those; with adapter: lora no 4-bit config is built at all.
+  const std::string adapter_kind = has("adapter") ? word("adapter") : "";
+  if (adapter_kind == "lora" && on("load_in_4bit") && !on("load_in_8bit")) {
+    lora_over_an_unquantised_base();
+  } else {
+    base_quant("", "", true);
+    bnb_config_kwargs();
+  }
+  if (adapter_kind == "lora" || adapter_kind == "qlora") lora_remarks(adapter_kind, weights, bf16 ? "bf16" : fp16 ? "fp16" : "fp32");
+  tf32();
+  optimizer("optimizer");
+  hyperparameters();
+}
+
+}  // namespace accumbench::trainer_config_detail

@@ -1,0 +1,304 @@
+// The YAML reading that --trl-config and --axolotl-config share (src/report/trainer_config.cpp):
+// a Reader walks one file's keys into accumbench option settings (TrainerConfig), refusing with
+// one sentence what accumbench does not model. read_trl (trainer_config_trl.cpp) and read_axolotl
+// (trainer_config_axolotl.cpp) know each trainer's keys and defaults; the helpers here are theirs.
+//
+//   Reader reader{root, ConfigFormat::kTrl, path, {}, {}};
+//   reader.read_trl(/*world_size=*/1);   // reader.config: settings, remarks; reader.read: the keys seen
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "accumbench/error.hpp"
+#include "accumbench/model_config.hpp"
+#include "accumbench/trainer_config.hpp"
+#include "accumbench/units.hpp"
+
+namespace accumbench::trainer_config_detail {
+
+const char* format_name(ConfigFormat format);  // "TRL" | "axolotl"
+const char* option_name(ConfigFormat format);  // "--trl-config" | "--axolotl-config"
+// Keys understood that change nothing accumbench measures or plans: the run's bookkeeping, the
+// dataset's source and text processing, evaluation, logging, the schedule of the learning rate
+// (trainer_config_trl.cpp, trainer_config_axolotl.cpp).
+const std::set<std::string>& trl_unused_keys();
+const std::set<std::string>& axolotl_unused_keys();
+std::string num(double value);  // "2e-05": the shortest text that reads back to 6 digits
+
+struct Reader {
+  const YAML::Node& root;
+  ConfigFormat format;
+  const std::string& path;
+  TrainerConfig config;
+  std::set<std::string> read;  // keys handled (set, checked or known unused)
+
+  // Present with a value (a YAML null, `key:` or `key: null`, counts as left out).
+  bool has(const std::string& key) {
+    read.insert(key);
+    const YAML::Node node = root[key];
+    return node.IsDefined() && !node.IsNull();
+  }
+
+  std::string where(const std::string& key) const { return path + ": " + key; }
+
+  [[noreturn]] void bad_value(const std::string& key, const std::string& expected) const {
+    std::string shown;
+    try {
+      shown = text::quoted(YAML::Dump(root[key]));
+    } catch (const std::exception&) {
+      shown = "its value";
+    }
+    throw UserError(where(key) + " is " + shown + ", not " + expected + "; fix the key in the file");
+  }
+
+  bool boolean(const std::string& key) {
+    try {
+      return root[key].as<bool>();
+    } catch (const YAML::Exception&) {
+      bad_value(key, "true or false");
+    }
+  }
+  int64_t whole(const std::string& key) {
+    try {
+      const int64_t value = root[key].as<int64_t>();
+      if (value > 0) return value;
+    } catch (const YAML::Exception&) {
+    }
+    bad_value(key, "a positive whole number");
+  }
+  double number(const std::string& key) {
+    try {
+      return root[key].as<double>();
+    } catch (const YAML::Exception&) {
+      bad_value(key, "a number");
+    }
+  }
+  std::string word(const std::string& key) {
+    if (!root[key].IsScalar()) bad_value(key, "a single value");
+    return root[key].Scalar();
+  }
+  // A string or a list of strings, as PEFT's target_modules.
+  std::vector<std::string> words(const std::string& key) {
+    const YAML::Node node = root[key];
+    if (node.IsScalar()) return {node.Scalar()};
+    std::vector<std::string> items;
+    if (node.IsSequence()) {
+      for (const YAML::Node& item : node) {
+        if (!item.IsScalar()) bad_value(key, "a list of names");
+        items.push_back(item.Scalar());
+      }
+      if (!items.empty()) return items;
+    }
+    bad_value(key, "a list of names");
+  }
+  // True, or a non-empty string, list or map (deepspeed: a path; fsdp: "full_shard" or a list).
+  bool on(const std::string& key) {
+    if (!has(key)) return false;
+    const YAML::Node node = root[key];
+    if (node.IsScalar()) {
+      bool value = false;
+      if (YAML::convert<bool>::decode(node, value)) return value;
+      return !node.Scalar().empty();
+    }
+    return node.size() > 0;
+  }
+
+  // A key whose effect on memory or time accumbench does not model: one sentence, exit 2.
+  [[noreturn]] void refuse(const std::string& key, const std::string& what, const std::string& fix) const {
+    std::string value;
+    try {
+      value = root[key].IsScalar() ? ": " + root[key].Scalar() : "";
+    } catch (const std::exception&) {
+    }
+    throw UserError(path + " sets " + key + value + ", which " + what + " and accumbench does not model; " + fix);
+  }
+  void refuse_if_on(const std::string& key, const std::string& what) {
+    if (on(key)) refuse(key, what, "remove the key to measure without it");
+  }
+
+  void set(const std::string& option, const std::string& value, const std::string& keys, bool by_default = false) {
+    config.settings.push_back({option, value, keys, by_default});
+  }
+
+  // model_name_or_path / base_model: an accumbench preset by its name, else --hf-config's spec (a
+  // config.json, a model directory, or a Hub id from the local cache).
+  void model(const std::string& key) {
+    if (!has(key)) return;
+    const std::string name = word(key);
+    set(model_options_for(name).hf_config.empty() ? "--model" : "--hf-config", name, key);
+  }
+
+  void precision(bool bf16, bool fp16, const std::string& keys, bool by_default) {
+    if (bf16 && fp16) {
+      throw UserError(path + " sets both bf16 and fp16; keep the one the training uses");
+    }
+    set("--precision", bf16 ? "bf16" : fp16 ? "fp16" : "fp32", keys, by_default);
+  }
+
+  // transformers' OptimizerNames (training_args.py) that accumbench runs: torch's AdamW, fused
+  // (adamw_torch_fused) or with torch's default kernels (adamw_torch: foreach on CUDA, resolved
+  // by device in apply_trainer_config), bitsandbytes' 8-bit AdamW (adamw_8bit is adamw_bnb_8bit),
+  // paged or not, and SGD.
+  void optimizer(const std::string& key) {
+    if (!has(key)) return;
+    const std::string name = word(key);
+    if (name == "adamw_torch") {
+      config.torch_default_adamw = key;
+    } else if (name == "adamw_torch_fused") set("--optimizer", "adamw", key);
+    else if (name == "adamw_8bit" || name == "adamw_bnb_8bit") set("--optimizer", "adamw8bit", key);
+    else if (name == "paged_adamw_8bit") set("--optimizer", "paged-adamw8bit", key);
+    else if (name == "paged_adamw_32bit") set("--optimizer", "paged-adamw32bit", key);
+    else if (name == "sgd") set("--optimizer", "sgd", key);
+    else
+      refuse(key, "chooses an optimizer accumbench does not run",
+             "use adamw_torch, adamw_torch_fused, adamw_8bit, paged_adamw_8bit, paged_adamw_32bit or sgd, or remove the key");
+  }
+
+  // bitsandbytes' quantised base: load_in_4bit as NF4 (fp4, transformers' own default, is not
+  // offered), load_in_8bit as LLM.int8. `quant_type_default`: TRL's ModelConfig defaults
+  // bnb_4bit_quant_type to nf4 (trl/trainer/model_config.py at f2cd577).
+  void base_quant(const std::string& quant_type_key, const std::string& nested_key, bool nested_default) {
+    if (on("load_in_4bit") && on("load_in_8bit")) {
+      throw UserError(path + " sets both load_in_4bit and load_in_8bit, which TRL and transformers refuse; keep the "
+                             "one the training uses");
+    }
+    if (on("load_in_4bit")) {
+      const std::string type = has(quant_type_key) ? word(quant_type_key) : "nf4";
+      if (type != "nf4") refuse(quant_type_key, "picks bitsandbytes' fp4 codes", "use nf4, or remove the key");
+      set("--base-quant", "nf4", has(quant_type_key) ? "load_in_4bit, " + quant_type_key : "load_in_4bit");
+      const bool nested = nested_key.empty() ? nested_default : (has(nested_key) ? boolean(nested_key) : nested_default);
+      if (nested) set("--double-quant", "", nested_key.empty() ? "load_in_4bit (axolotl's qlora loader)" : nested_key);
+    } else if (on("load_in_8bit")) {
+      set("--base-quant", "int8", "load_in_8bit");
+      for (const std::string& key : {quant_type_key, nested_key})
+        if (!key.empty() && has(key)) config.unused.push_back(key + " (4-bit only; load_in_8bit)");
+    } else {
+      for (const std::string& key : {quant_type_key, nested_key})
+        if (!key.empty() && has(key)) config.unused.push_back(key + " (no load_in_4bit)");
+    }
+  }
+
+  // axolotl's bnb_config_kwargs: overrides of the 4-bit BitsAndBytesConfig (only load_in_4bit
+  // uses it). The quant type and double quantisation change the base's bytes; the compute and
+  // storage dtypes do not change what accumbench measures (the storage holds the same bytes; under
+  // autocast the matmuls run in its precision).
+  void bnb_config_kwargs() {
+    const std::string key = "bnb_config_kwargs";
+    if (!has(key)) return;
+    const YAML::Node kwargs = root[key];
+    if (!kwargs.IsMap()) bad_value(key, "a mapping of BitsAndBytesConfig arguments");
+    if (!on("load_in_4bit")) {
+      config.unused.push_back(key + " (4-bit only; no load_in_4bit)");
+      return;
+    }
+    for (const auto& item : kwargs) {
+      const std::string name = item.first.Scalar();
+      const std::string shown = key + "." + name;
+      const YAML::Node value = item.second;
+      if (name == "bnb_4bit_quant_type") {
+        if (!value.IsScalar() || value.Scalar() != "nf4") {
+          throw UserError(where(shown) + " is " + text::quoted(YAML::Dump(value)) +
+                          ", which picks bitsandbytes' fp4 codes (or no code) and accumbench does not model it; use "
+                          "nf4, or remove the key");
+        }
+      } else if (name == "bnb_4bit_use_double_quant") {
+        bool nested = false;
+        if (!value.IsScalar() || !YAML::convert<bool>::decode(value, nested)) {
+          throw UserError(where(shown) + " is " + text::quoted(YAML::Dump(value)) +
+                          ", not true or false; fix the key in the file");
+        }
+        auto& settings = config.settings;
+        settings.erase(std::remove_if(settings.begin(), settings.end(),
+                                      [](const ConfigSetting& s) { return s.option == "--double-quant"; }),
+                       settings.end());
+        if (nested) set("--double-quant", "", shown);
+      } else if (name == "bnb_4bit_compute_dtype" || name == "bnb_4bit_quant_storage") {
+        config.unused.push_back(shown);
+      } else if (name.rfind("llm_int8_", 0) == 0) {
+        config.unused.push_back(shown + " (8-bit only)");
+      } else {
+        config.unknown.push_back(shown);
+      }
+    }
+  }
+
+  // attn_implementation (from_pretrained's; axolotl's canonical key): the memory-efficient kernels
+  // (sdpa, transformers' default, flash_attention_2/3, a Hub flash kernel) are what accumbench runs
+  // on CUDA with PyTorch 2 (explicit attention on the CPU, where no other runs); eager attention's
+  // (b, H, T, T) scores and the other kernels are refused.
+  void attention_implementation() {
+    const std::string key = "attn_implementation";
+    if (!has(key)) return;
+    const std::string impl = word(key);
+    const bool hub_flash = impl.find('/') != std::string::npos && impl.find("flash") != std::string::npos;
+    if (impl == "sdpa" || impl == "flash_attention_2" || impl == "flash_attention_3" || hub_flash) {
+      config.unused.push_back(key + " (accumbench's attention follows the device)");
+    } else if (impl == "eager") {
+      refuse(key, "runs eager attention and its (b, H, T, T) scores",
+             "remove the key to measure memory-efficient attention (sdpa, transformers' default), or see eager "
+             "attention's memory with plan --attention explicit");
+    } else {
+      refuse(key, "picks an attention kernel", "use sdpa or flash_attention_2, or remove the key");
+    }
+  }
+
+  // tf32: transformers turns TF32 matmuls on with true and off with false; left out, PyTorch's
+  // default (off) stands; axolotl turns it on only with true. A sweep on CUDA follows (--tf32).
+  void tf32() {
+    const bool on = has("tf32") && boolean("tf32");
+    set("--tf32", on ? "on" : "off", "tf32", !has("tf32"));
+  }
+
+  void hyperparameters() {
+    if (has("learning_rate")) set("--lr", num(number("learning_rate")), "learning_rate");
+    if (has("weight_decay")) set("--weight-decay", num(number("weight_decay")), "weight_decay");
+    if (has("adam_beta1")) set("--beta1", num(number("adam_beta1")), "adam_beta1");
+    if (has("adam_beta2")) set("--beta2", num(number("adam_beta2")), "adam_beta2");
+    if (has("adam_epsilon")) set("--adam-eps", num(number("adam_epsilon")), "adam_epsilon");
+    if (has("seed")) set("--seed", std::to_string(whole("seed")), "seed");
+  }
+
+  // PEFT's target_modules, kept as the file gives them: matched once the model is known. TRL's
+  // ModelConfig.__post_init__ turns a one-element list into its element (trl/trainer/model_config.py
+  // at bc13ae6), which PEFT then reads as a pattern; axolotl passes a list as a list.
+  void lora_targets(const std::string& key) {
+    PeftTargetModules& targets = config.lora_target_modules;
+    targets.key = key;
+    const std::vector<std::string> names = words(key);
+    if (root[key].IsScalar()) {
+      targets.pattern = names.front();
+    } else if (format == ConfigFormat::kTrl && names.size() == 1) {
+      targets.pattern = names.front();
+      targets.one_name_list = true;
+    } else {
+      targets.names = names;
+    }
+  }
+
+  // `keys` names the per-device key first; left out, its default stands (the note names it).
+  void batch(int64_t per_device, int64_t accumulation, int world_size, const std::string& keys) {
+    const std::string per_device_key = keys.substr(0, keys.find(' '));
+    set("--batch", std::to_string(per_device * accumulation * world_size),
+        keys + ": " + std::to_string(per_device) + " per device x " + std::to_string(accumulation) +
+            " accumulation steps x " + std::to_string(world_size) + (world_size == 1 ? " process" : " processes"),
+        !has(per_device_key));
+  }
+
+  // TRL's SFTConfig, ModelConfig and TrainingArguments keys (trainer_config_trl.cpp).
+  std::string legacy_trl_key();
+  void read_trl(int world_size);
+
+  // axolotl's keys (trainer_config_axolotl.cpp).
+  void lora_over_an_unquantised_base();
+  void lora_remarks(const std::string& adapter, const std::string& weights, const std::string& precision_word);
+  void read_axolotl(int world_size);
+};
+
+}  // namespace accumbench::trainer_config_detail
