@@ -441,7 +441,7 @@ TEST(PlanReport, FitAdvice) {
     EXPECT_EQ(advice.find(c.options + " (") != std::string::npos, c.fits()) << c.options << " in: " << advice;
   }
   EXPECT_NE(advice.find(", or --lora-rank 16 (1\u00d78"), std::string::npos) << advice;
-  const std::string pointer = " (`accumbench plan` with the same options and --memory-limit shows each).";
+  const std::string pointer = " (`accumbench plan` with the same options, --memory-limit and --headroom 0% shows each).";
   ASSERT_GT(advice.size(), pointer.size());
   EXPECT_EQ(advice.substr(advice.size() - pointer.size()), pointer);
   EXPECT_EQ(ab::fit_advice(t.cfg, t.options, t.workload, 1024, swept),

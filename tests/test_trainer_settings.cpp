@@ -236,6 +236,21 @@ TEST(TrainerSettings, Tf32WhereAnFp32CudaSplitRanWithIt) {
   }
 }
 
+// adamw-foreach measured on the CPU: adamw_torch runs the foreach kernels on CUDA only, so the
+// emitted file says the CPU would step one tensor at a time; on CUDA nothing to say.
+TEST(TrainerSettings, ForeachOnTheCpuIsNoted) {
+  for (const std::string device : {"cpu", "cuda"}) {
+    ab::WorkloadOptions w = workload();
+    w.device = device;
+    w.optimizer.kind = ab::OptimizerKind::kAdamWForeach;
+    const Lines lines = ab::settings_lines(ab::trainer_settings(split(2, 4), w, {}), ab::SettingsFormat::kTrl);
+    const bool noted = std::any_of(lines.begin(), lines.end(), [](const std::string& line) {
+      return line.rfind("# adamw-foreach ran torch's foreach kernels here", 0) == 0;
+    });
+    EXPECT_EQ(noted, device == "cpu") << device;
+  }
+}
+
 TEST(TrainerSettings, EmitNamesItsChoices) {
   EXPECT_EQ(ab::settings_format_from_string("axolotl"), ab::SettingsFormat::kAxolotl);
   try {

@@ -427,7 +427,8 @@ void add_config_options(CLI::App* command, WorkloadFlags& f) {
       "set the workload from a TRL YAML config (the file trl sft --config reads): model_name_or_path, max_length, "
       "per_device_train_batch_size x gradient_accumulation_steps x processes as --batch, bf16/fp16, "
       "gradient_checkpointing, packing, pad_to_multiple_of, group_by_length, use_peft and lora_*, load_in_4bit "
-      "(nf4; use_bnb_nested_quant) and load_in_8bit, optim (adamw_torch, adamw_8bit, paged_adamw_8bit, sgd); keys it "
+      "(nf4; use_bnb_nested_quant) and load_in_8bit, optim (adamw_torch_fused, adamw_torch, adamw_8bit, paged_adamw_8bit, "
+      "paged_adamw_32bit, sgd); keys it "
       "leaves out take TRL's defaults; keys accumbench does not model (fp4, other optimizers, use_liger_kernel, "
       "attn_implementation, deepspeed, fsdp, torch_compile, ...) are refused; options given here override the file");
   trl->type_name("FILE");
@@ -870,8 +871,11 @@ int PlanCommand::run() {
               << " (--headroom " << headroom << "): " << ab::format_bytes(memory) << " for the splits\n";
   }
   const std::vector<std::string> target_modules = ab::peft_target_modules(cfg, w.lora);
-  ab::print_split_summary(plans, memory, std::cout, &w, target_modules);
-  ab::PlanReport report{plans, w, target_modules, device_words, limit, headroom_bytes, {}, {}};
+  // The Trainer settings of the device planned for (tf32 and adamw_torch act on CUDA only).
+  ab::WorkloadOptions planned = w;
+  if (planned.device == "auto") planned.device = target.cuda ? "cuda" : "cpu";
+  ab::print_split_summary(plans, memory, std::cout, &planned, target_modules);
+  ab::PlanReport report{plans, planned, target_modules, device_words, limit, headroom_bytes, {}, {}};
   report.largest = ab::largest_fitting_splits(cfg, o, w, memory);
   report.changes = ab::changes_to_fit(cfg, o, w, memory);
   if (memory > 0) std::cout << ab::largest_line(report) << "\n";
@@ -891,7 +895,7 @@ int PlanCommand::run() {
                     (memory == 0 ? ": the largest planned (no memory limit given)"
                                  : shown->peak_bytes <= memory ? ": the largest that fits in " + ab::format_bytes(memory)
                                                                : ": none fits in " + ab::format_bytes(memory) + ", the smallest"),
-                ab::trainer_settings(*shown, w, target_modules));
+                ab::trainer_settings(*shown, planned, target_modules));
   write_files(report);
   return 0;
 }

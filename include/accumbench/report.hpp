@@ -129,10 +129,11 @@ struct TrainerSettings {
   bool chunked_loss = false;
   bool cuda_graphs = false;
   std::string loss_type;                    // TRL's SFTConfig.loss_type, from plan --trl-loss; empty: not stated
-  // --tf32, and whether it acts: fp32 matmuls on CUDA (transformers' and axolotl's tf32: true;
-  // left out, PyTorch's default is off).
+  // --tf32, which acts on fp32 matmuls on CUDA (transformers' and axolotl's tf32: true; left out,
+  // PyTorch's default is off), and the device: CUDA, or the CPU, where transformers' adamw_torch
+  // steps one tensor at a time, not with the foreach kernels.
   bool tf32 = true;
-  bool fp32_on_cuda = false;
+  bool cuda = false;
 };
 enum class SettingsFormat { kTrl, kAxolotl, kArgs };
 // --emit: "trl" | "axolotl" | "args"; UserError naming the choices.

@@ -178,6 +178,8 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
     changes.push_back({"--optimizer adamw", [](Job& j) { j.options.optimizer = OptimizerKind::kAdamW; }});
   if (!lora && full_precision_adamw(options.optimizer))  // a full fine-tune's state
     changes.push_back({"--optimizer adamw8bit", [](Job& j) { j.options.optimizer = OptimizerKind::kAdamW8bit; }});
+  if (!lora && options.optimizer == OptimizerKind::kPagedAdamW32bit)  // fp32 moments, paged or not
+    changes.push_back({"--optimizer paged-adamw8bit", [](Job& j) { j.options.optimizer = OptimizerKind::kPagedAdamW8bit; }});
   if (options.weights_dtype == Precision::kFp32 && !options.lora.quantized()) {
     const Precision half = as_given.precision == Precision::kFp16 ? Precision::kFp16 : Precision::kBf16;
     changes.push_back({"--weights-dtype " + to_string(half), [half](Job& j) { j.options.weights_dtype = half; }});
@@ -303,7 +305,7 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
   }
   return "The plan fits it in " + format_bytes(usable_bytes) + " with " +
          (combined == 1 ? std::string("one change: ") : text::number_word(combined) + " changes together: ") + fitting +
-         " (`accumbench plan` with the same options and --memory-limit shows each).";
+         " (`accumbench plan` with the same options, --memory-limit and --headroom 0% shows each).";
 }
 
 }  // namespace accumbench

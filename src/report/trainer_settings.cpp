@@ -33,6 +33,9 @@ namespace {
 
 std::string yes(bool value) { return value ? "true" : "false"; }
 
+// TF32 changes fp32 matmuls on CUDA only.
+bool tf32_acts(const TrainerSettings& s) { return s.tf32 && s.cuda && s.precision == Precision::kFp32; }
+
 std::string number(double value) {
   std::ostringstream out;
   out << value;
@@ -129,7 +132,7 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.chunked_loss = split.chunked_loss;
   s.cuda_graphs = split.cuda_graphs;
   s.tf32 = w.tf32;
-  s.fp32_on_cuda = split.precision == Precision::kFp32 && w.device.rfind("cuda", 0) == 0;
+  s.cuda = w.device.rfind("cuda", 0) == 0;
   return s;
 }
 
@@ -165,7 +168,7 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
   // it, which is --optimizer adamw-foreach on CUDA).
   if (s.optimizer != OptimizerKind::kAdamW) keys.push_back({"optim", hf_optim_name(s.optimizer)});
   // Left out, TrainingArguments leaves TF32 off: an fp32 CUDA split measured with it on says so.
-  if (s.tf32 && s.fp32_on_cuda) keys.push_back({"tf32", "true"});
+  if (tf32_acts(s)) keys.push_back({"tf32", "true"});
   // ModelConfig's dtype (trl sft reads it from the same file): the weights as they were measured.
   if (s.weights_dtype != Precision::kFp32) {
     keys.push_back({"dtype", s.weights_dtype == Precision::kBf16 ? "bfloat16" : "float16"});
@@ -202,6 +205,10 @@ std::vector<std::string> untranslated_knobs(const TrainerSettings& s) {
   if (s.base_quant != BaseQuant::kNone && s.kbit_upcast) {
     notes.push_back("measured with PEFT's prepare_model_for_kbit_training (the other parameters in fp32); TRL 1.x and "
                     "axolotl keep them in the weights' dtype, which --kbit-prep none measures");
+  }
+  if (s.optimizer == OptimizerKind::kAdamWForeach && !s.cuda) {
+    notes.push_back("adamw-foreach ran torch's foreach kernels here; adamw_torch runs them on CUDA only and steps one "
+                    "tensor at a time on the CPU (accumbench's adamw, a smaller optimizer step)");
   }
   return notes;
 }
@@ -276,7 +283,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     if (s.group_by_length) lines.push_back("group_by_length: true");
     // axolotl's optimizer key takes transformers' OptimizerNames; its default is adamw_torch_fused.
     if (s.optimizer != OptimizerKind::kAdamW) lines.push_back("optimizer: " + hf_optim_name(s.optimizer));
-    if (s.tf32 && s.fp32_on_cuda) lines.push_back("tf32: true");  // axolotl's default is off too
+    if (tf32_acts(s)) lines.push_back("tf32: true");  // axolotl's default is off too
     if (s.base_quant == BaseQuant::kNf4) {
       lines.push_back("adapter: qlora");
       lines.push_back("load_in_4bit: true");
