@@ -597,6 +597,31 @@ TEST(TrainerConfig, RepeatsConflictsAndAxolotlsWeightDtype) {
 // axolotl: its keys and defaults (sequence_len 512, micro_batch_size 1, bf16 auto, no
 // checkpointing, padding to a multiple of 64); flash_attention is listed as not used (the
 // attention follows the device), optimizers accumbench does not run are refused.
+// axolotl's batch_size without gradient_accumulation_steps: floored to whole micro-batches, as
+// normalize_config does (batch_size // micro_batch_size), with a remark; below one micro-batch it
+// would be 0 accumulation steps: refused.
+TEST(TrainerConfig, AxolotlFloorsItsBatchSize) {
+  const ab::TrainerConfig c = ab::parse_trainer_config("base_model: gpt2-tiny\nmicro_batch_size: 4\nbatch_size: 10\n",
+                                                       ab::ConfigFormat::kAxolotl, 1, "a.yml");
+  ab::WorkloadOptions w;
+  ab::apply_trainer_config(c, w, kNothingGiven);
+  EXPECT_EQ(w.batch, 8);
+  const Lines notes = ab::trainer_config_notes(c, kNothingGiven, w);
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n == "a.yml: batch_size 10 is not a multiple of micro_batch_size 4: axolotl floors it to 2 accumulation "
+                "steps, an effective batch of 8 per device, which is what is measured";
+  })) << joined(notes);
+  // --batch on the command line: the remark is about a run that is not the one measured.
+  const auto batch_given = [](const std::string& option) { return option == "--batch"; };
+  const Lines overridden = ab::trainer_config_notes(c, batch_given, w);
+  EXPECT_TRUE(std::none_of(overridden.begin(), overridden.end(), [](const std::string& n) {
+    return n.find("floors it") != std::string::npos;
+  }));
+  EXPECT_EQ(error_of("micro_batch_size: 4\nbatch_size: 3\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml: batch_size 3 is below micro_batch_size 4, which axolotl floors to 0 accumulation steps; raise "
+            "batch_size or give gradient_accumulation_steps instead");
+}
+
 TEST(TrainerConfig, AxolotlKeys) {
   ab::WorkloadOptions w = read("", ab::ConfigFormat::kAxolotl);
   EXPECT_EQ(w.seq_len, 512);

@@ -156,13 +156,22 @@ void Reader::read_axolotl(int world_size) {
   if (has("gradient_accumulation_steps")) {
     accumulation = whole("gradient_accumulation_steps");
   } else if (has("batch_size")) {
-    // normalize_config: gradient_accumulation_steps = batch_size // micro_batch_size.
+    // normalize_config: gradient_accumulation_steps = batch_size // micro_batch_size, floored (0
+    // below one micro-batch, which the Trainer cannot run).
     const int64_t per_device = whole("batch_size");
-    if (per_device % micro != 0) {
-      throw UserError(path + ": batch_size " + std::to_string(per_device) + " is not a multiple of micro_batch_size " +
-                      std::to_string(micro) + "; give gradient_accumulation_steps instead");
+    if (per_device < micro) {
+      throw UserError(path + ": batch_size " + std::to_string(per_device) + " is below micro_batch_size " +
+                      std::to_string(micro) + ", which axolotl floors to 0 accumulation steps; raise batch_size or give "
+                      "gradient_accumulation_steps instead");
     }
     accumulation = per_device / micro;
+    if (per_device % micro != 0) {
+      config.remarks.push_back(
+          {"batch_size " + std::to_string(per_device) + " is not a multiple of micro_batch_size " + std::to_string(micro) +
+               ": axolotl floors it to " + std::to_string(accumulation) + " accumulation steps, an effective batch of " +
+               std::to_string(accumulation * micro) + " per device, which is what is measured",
+           {"--batch"}});
+    }
   }
   batch(micro, accumulation, world_size, "micro_batch_size x gradient_accumulation_steps");
 
