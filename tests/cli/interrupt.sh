@@ -135,9 +135,11 @@ if len(rows) + int(m.group(1)) != 6: fail("%d rows + %s not verified != 6 splits
 
 # cli.sweep.interrupt_ignored: a background job of a script (bash without job control) inherits
 # SIGINT ignored, as a terminal's Ctrl-C is not meant for it; accumbench keeps it ignored and the
-# sweep runs to its end.
+# sweep runs to its end. Long enough (400 rounds, about 15 s here) that a save during the rounds
+# (every 5 s) holds runs before the end: with 60 rounds the sweep could end within 5 s, its only
+# save with steps the last, and the signal come too late to be tested (seen once in CI).
 ignored() {
-  tiny_args --batch 8 --steps 60 --json "$json"
+  tiny_args --batch 8 --steps 400 --json "$json"
   last_command="accumbench sweep ${args[*]} (in the background without job control, then SIGINT)"
   "$bin" sweep "${args[@]}" >"$out" 2>"$err" &
   pid=$!
@@ -148,7 +150,7 @@ ignored() {
   check "the sweep ran to its end" py '
 d = load(sys.argv[1])
 if d["interruption"]["signal"]: fail("interruption %s" % d["interruption"])
-if sorted(len(r["steps"]) for r in d["runs"]) != [60] * 4: fail("steps %s" % [len(r["steps"]) for r in d["runs"]])
+if sorted(len(r["steps"]) for r in d["runs"]) != [400] * 4: fail("steps %s" % [len(r["steps"]) for r in d["runs"]])
 ' "$json"
 }
 
