@@ -32,7 +32,7 @@ inline constexpr int64_t kQuantMapBytes = 2 * (256 + 255) * 4;
 inline bool quantized_state(int64_t numel) { return numel >= kMin8bitSize; }
 // Does `kind` keep this tensor's moments in 8 bits (an 8-bit optimizer, a tensor large enough)?
 inline bool eight_bit_state(OptimizerKind kind, int64_t numel) {
-  return (kind == OptimizerKind::kAdamW8bit || kind == OptimizerKind::kPagedAdamW8bit) && quantized_state(numel);
+  return eight_bit_optimizer(kind) && quantized_state(numel);
 }
 inline int64_t quant_blocks(int64_t numel) { return (numel + kQuantBlock - 1) / kQuantBlock; }
 

@@ -87,6 +87,13 @@ inline bool bitsandbytes_optimizer(OptimizerKind kind) {
 }
 // The same by its --optimizer name.
 bool emulated_optimizer(const std::string& name);
+// bitsandbytes' 8-bit AdamW, plain or paged: uint8 moments (tensors of at least 4096 elements) and
+// the quantisation maps; its 32-bit AdamW keeps fp32 moments and no maps.
+inline bool eight_bit_optimizer(OptimizerKind kind) {
+  return kind == OptimizerKind::kAdamW8bit || kind == OptimizerKind::kPagedAdamW8bit;
+}
+// A --device that names CUDA: "cuda" or "cuda:N" ("auto" is resolved by the caller).
+inline bool names_cuda(const std::string& device) { return device == "cuda" || device.rfind("cuda:", 0) == 0; }
 // bitsandbytes keeps this optimizer's state in paged memory (tensors of at least 1e5 elements).
 inline bool paged_optimizer(OptimizerKind kind) {
   return kind == OptimizerKind::kPagedAdamW8bit || kind == OptimizerKind::kPagedAdamW32bit;

@@ -83,7 +83,7 @@ AdamW8bit::AdamW8bit(std::vector<at::Tensor> params, OptimizerOptions options)
   torch::NoGradGuard no_grad;
   const at::TensorOptions device = params_.empty() ? at::TensorOptions() : params_.front().options();
   // Optimizer8bit.fill_qmap: "dynamic" (signed) for state1, "udynamic" for state2.
-  if (options_.kind != OptimizerKind::kPagedAdamW32bit) {  // optim_bits=32 fills no quantisation maps
+  if (eight_bit_optimizer(options_.kind)) {  // optim_bits=32 fills no quantisation maps
     map1_ = blockwise::dynamic_map(/*is_signed=*/true).to(device.device());
     map2_ = blockwise::dynamic_map(/*is_signed=*/false).to(device.device());
     midpoints1_ = blockwise::map_midpoints(map1_);

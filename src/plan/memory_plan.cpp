@@ -410,7 +410,7 @@ void PlanBuilder::optimizer_temporaries() {
     case OptimizerKind::kPagedAdamW8bit:
     case OptimizerKind::kPagedAdamW32bit: {
       // bitsandbytes' emulation (src/engine/adamw8bit.cpp) steps in passes of at most 2^20 elements.
-      const bool codes = o.optimizer != OptimizerKind::kPagedAdamW32bit;
+      const bool codes = eight_bit_optimizer(o.optimizer);
       const int64_t per_element = (codes ? 12 : 4) + (t == kFp32 ? 0 : 4);
       opt.add(codes ? "8-bit step: fp32 moments of one pass" : "32-bit step: denominator of one pass",
               std::to_string(per_element) + "·min(max numel, 2^20)", largest_step_temporaries(o.optimizer, trained, t),

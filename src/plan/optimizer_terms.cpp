@@ -62,7 +62,6 @@ void optimizer_state_lines(OptimizerKind kind, const std::vector<int64_t>& numel
     case OptimizerKind::kPagedAdamW32bit: break;
   }
   const bool paged = paged_optimizer(kind);
-  const bool eight_bit = kind != OptimizerKind::kPagedAdamW32bit;
   int64_t codes = 0, paged_codes = 0, blocks = 0, small = 0, paged_small = 0;
   for (int64_t n : numels) {
     const bool pages = paged && n >= kPagedMinSize;
@@ -86,7 +85,7 @@ void optimizer_state_lines(OptimizerKind kind, const std::vector<int64_t>& numel
   if (blocks > 0) {
     resident.add("8-bit absmax1, absmax2", "2·Σ⌈n/256⌉·4", 2 * blocks * kFp32, "one fp32 scale per block of 256, per moment");
   }
-  if (!eight_bit) {  // bitsandbytes' optim_bits=32: fp32 moments for every tensor, no maps
+  if (!eight_bit_optimizer(kind)) {  // bitsandbytes' optim_bits=32: fp32 moments for every tensor, no maps
     if (paged_small > 0) {
       resident.add("32-bit state1, state2 (paged)", "2·N32p·4", 2 * paged_small * kFp32,
                    "fp32 moments of tensors ≥ 1e5 elements; " + why_paged);
@@ -118,7 +117,7 @@ namespace accumbench {
 int64_t optimizer_state_total_bytes(const ModelConfig& cfg, const LoraOptions& lora, Precision weights_dtype,
                                     OptimizerKind kind) {
   const int64_t t = lora.enabled() ? plan_detail::kFp32 : compute_bytes(weights_dtype);
-  int64_t total = kind == OptimizerKind::kAdamW8bit || kind == OptimizerKind::kPagedAdamW8bit ? kQuantMapBytes : 0;  // maps
+  int64_t total = eight_bit_optimizer(kind) ? kQuantMapBytes : 0;  // the quantisation maps
   for (int64_t n : plan_detail::trained_tensor_numels(cfg, lora)) total += optimizer_state_bytes(kind, n, t);
   return total;
 }

@@ -253,7 +253,7 @@ void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload
   if (config.adapter_rule != TrainerConfig::AdapterRule::kPeft && !given("--adapter-dtype") && workload.lora.enabled())
     workload.lora.adapter_dtype = rule_adapter_dtype(config, workload);
   if (!config.torch_default_adamw.empty() && !given("--optimizer")) {
-    const bool cuda = workload.device.rfind("cuda", 0) == 0 || (workload.device == "auto" && auto_is_cuda);
+    const bool cuda = names_cuda(workload.device) || (workload.device == "auto" && auto_is_cuda);
     workload.optimizer.kind = cuda ? OptimizerKind::kAdamWForeach : OptimizerKind::kAdamW;
   }
   workload.trl_loss = config.trl_loss;

@@ -132,7 +132,7 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.chunked_loss = split.chunked_loss;
   s.cuda_graphs = split.cuda_graphs;
   s.tf32 = w.tf32;
-  s.cuda = w.device.rfind("cuda", 0) == 0;
+  s.cuda = names_cuda(w.device);
   return s;
 }
 

@@ -312,8 +312,7 @@ PlanTarget plan_target(const WorkloadOptions& w) {
   validate_workload(w);
   const int token_batches = DataOptions{}.distinct_batches;
   PlanTarget target;
-  const bool names_cuda = w.device == "cuda" || w.device.rfind("cuda:", 0) == 0;
-  if (names_cuda && !compat::cuda_available()) {
+  if (names_cuda(w.device) && !compat::cuda_available()) {
     target.cuda = true;
     target.attached = false;
     target.options = sweep_plan_options(w, /*device_is_cuda=*/true, token_batches);
