@@ -2,6 +2,7 @@
 // JSON file must read back exactly what was written, and a bad file must give a plain UserError.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -258,11 +259,11 @@ TEST(ConsoleReporter, NoRecommendation) {
 
 // The sample's options name none of the workload's keys: empty fields, and the defaults of the
 // options a sweep records only when they differ.
-const std::string kWorkload = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,,,,,,,,,,,,,,,,,,fp32,none,false,peft,on";
+const std::string kWorkload = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,,,,,,,,,,,,,,,,,fp32,none,false,peft,on";
 
 TEST(CsvReporter, HeaderAndOneLinePerRun) {
   expect_lines(report_lines(CsvReporter(), sample_result()), {
-      "label,micro_batch,accum_steps,precision,activation_checkpointing,optimizer_in_backward,"
+      "label,micro_batch,accum_steps,precision,optimizer,activation_checkpointing,optimizer_in_backward,"
       "cuda_graphs,chunked_loss,world_size,status,steps,mean_seconds,mean_seconds_low,mean_seconds_high,"
       "step_seconds_median,step_seconds_min,step_seconds_mean,"
       "step_seconds_stddev,step_seconds_cv,step_seconds_ci_low,step_seconds_ci_high,data_seconds,"
@@ -270,16 +271,16 @@ TEST(CsvReporter, HeaderAndOneLinePerRun) {
       "device_busy_fraction,tokens_per_second,computed_tokens_per_second,padding_fraction,samples_per_second,"
       "achieved_tflops,hardware_tflops,mfu,peak_allocated_bytes,peak_reserved_bytes,predicted_peak_bytes,fits,error,"
       "model,seq_len,batch,device,device_name,seed,lengths,padding,group_by_length,packing,loss_normalization,"
-      "optimizer,lr,beta1,beta2,eps,weight_decay,weights_dtype,lora_rank,lora_alpha,lora_targets,lora_dropout,"
+      "lr,beta1,beta2,eps,weight_decay,weights_dtype,lora_rank,lora_alpha,lora_targets,lora_dropout,"
       "adapter_dtype,base_quant,double_quant,kbit_prep,tf32",
-      "8\u00d78,8,8,bf16,none,false,false,false,1,ok,10,0.1915,0.19,0.193,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
+      "8\u00d78,8,8,bf16,adamw,none,false,false,false,1,ok,10,0.1915,0.19,0.193,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
       "0.0012,0.0021,0.0453,0.0987,0,0.0301,0.0137,0.93,343120.4,0,0,335.08,295,295,0.298,5583457484,"
       "6442450944,5368709120,true," + kWorkload,
-      "1\u00d764 ckpt,1,64,bf16,blocks,false,false,false,1,ok,10,,,,0.402,0.397,0.403,0.004,0.00993,0.398,"
+      "1\u00d764 ckpt,1,64,bf16,adamw,blocks,false,false,false,1,ok,10,,,,0.402,0.397,0.403,0.004,0.00993,0.398,"
       "0.41,0.0011,0.002,0.1205,0.261,0,0.0099,0.0075,0.48,163024,0,0,159.2,140.2,187.3,0.141,3221225472,"
       "3221225472,-1,true," + kWorkload,
       // A failed run has no measurements: empty fields, not zeros.
-      "64\u00d71 oib,64,1,bf16,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,,,,,,,0,0,161061273600,false,"
+      "64\u00d71 oib,64,1,bf16,adamw,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,,,,,,,0,0,161061273600,false,"
       "CUDA out of memory. Tried to allocate 2.00 GiB" + kWorkload,
   });
 }
@@ -290,7 +291,7 @@ TEST(CsvReporter, HeaderAndOneLinePerRun) {
 TEST(CsvReporter, WorkloadColumnsFromTheSweepsOptions) {
   SweepResult result = sample_result();
   WorkloadOptions w;
-  w.optimizer.kind = OptimizerKind::kAdamWForeach;
+  w.optimizer.kind = OptimizerKind::kAdamWForeach;  // the runs' own column names it, not the workload's
   w.lora.rank = 16;
   w.lora.targets = "q_proj,v_proj";
   w.lora.base_quant = BaseQuant::kNf4;
@@ -298,7 +299,7 @@ TEST(CsvReporter, WorkloadColumnsFromTheSweepsOptions) {
   result.context.options = describe_workload(w);
   const std::vector<std::string> lines = report_lines(CsvReporter(), result);
   ASSERT_EQ(lines.size(), 4u);
-  const std::string tail = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,0,fixed,max,false,none,token,adamw-foreach,0.0001,0.9,0.999,"
+  const std::string tail = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,0,fixed,max,false,none,token,0.0001,0.9,0.999,"
                            "1e-08,0.01,fp32,16,32,\"q_proj,v_proj\",0,fp32,nf4,true,peft,on";
   for (size_t i = 1; i < lines.size(); ++i) {
     ASSERT_GE(lines[i].size(), tail.size());
@@ -517,7 +518,7 @@ TEST(Json, RoundTripIsLossless) {
 
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
   const std::string text = to_json(populated_result());
-  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 9,\n  \"context\": {\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 10,\n  \"context\": {\n", 0), 0u);
   EXPECT_NE(text.find("\"options\": [\n      [\n        \"seq-len\",\n        \"1024\"\n      ],"),
             std::string::npos);
   EXPECT_NE(text.find("\"loss\": null"), std::string::npos);
@@ -550,7 +551,7 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "file written by `accumbench sweep --json`");
   EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
   EXPECT_EQ(user_error_of("{\"json_schema_version\": 1}"),
-            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 9; rerun the "
+            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 10; rerun the "
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());
@@ -690,6 +691,31 @@ TEST(Json, Version8ReadsWithoutTheUnfinishedMarks) {
   const SweepResult read = sweep_result_from_json(to_json(stopped), "stopped.json");
   EXPECT_EQ(read.interruption.error, stopped.interruption.error);
   EXPECT_FALSE(read.interruption.whole());
+}
+
+// A version-9 file swept one optimizer, named in its context's options only: each run's split
+// reads with it (adamw where the file predates the option), so that --resume keys its splits as a
+// sweep of today does ("4×1 adamw8bit/fp32").
+TEST(Json, Version9ReadsTheOptimizerIntoEverySplit) {
+  SweepResult original = populated_result();
+  original.context.options.emplace_back("optimizer", "adamw8bit");
+  for (RunResult& run : original.runs) run.config.optimizer = OptimizerKind::kAdamW8bit;
+  nlohmann::json doc = nlohmann::json::parse(to_json(original));
+  doc["json_schema_version"] = 9;
+  doc["context"]["json_schema_version"] = 9;
+  for (auto& run : doc["runs"]) run["config"].erase("optimizer");
+  const SweepResult back = sweep_result_from_json(doc.dump(), "v9.json");
+  EXPECT_EQ(back.context.json_schema_version, kJsonSchemaVersion);
+  ASSERT_FALSE(back.runs.empty());
+  EXPECT_EQ(back.runs[0].config.optimizer, OptimizerKind::kAdamW8bit);
+  EXPECT_NE(back.runs[0].config.key().find(" adamw8bit/"), std::string::npos) << back.runs[0].config.key();
+  EXPECT_EQ(to_json(back), to_json(original));
+
+  // Without the option (files from before --optimizer): AdamW.
+  doc["context"]["options"].erase(std::remove_if(doc["context"]["options"].begin(), doc["context"]["options"].end(),
+                                                 [](const nlohmann::json& o) { return o[0] == "optimizer"; }),
+                                  doc["context"]["options"].end());
+  EXPECT_EQ(sweep_result_from_json(doc.dump(), "v9.json").runs[0].config.optimizer, OptimizerKind::kAdamW);
 }
 
 // A version-2 file (written before the chunked loss existed) reads as version 5 with the chunked

@@ -2,11 +2,14 @@
 // while the others finish, JSON round trip of a real result.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cmath>
 
 #include "accumbench/error.hpp"
 #include "accumbench/interrupt.hpp"
+#include "accumbench/models.hpp"
+#include "accumbench/plan.hpp"
 #include "accumbench/report.hpp"
 #include "accumbench/sweep.hpp"
 
@@ -521,5 +524,88 @@ TEST(ChunkedLossSweep, RunsEverySplitTwicePeaksLowerAndIsPlannedWithinTenPercent
                          static_cast<double>(run.peak_allocated_bytes);
     EXPECT_LE(error, 0.10) << key(run.config) << ": planned " << run.predicted_peak_bytes << " bytes, measured "
                            << run.peak_allocated_bytes;
+  }
+}
+
+// --optimizer adamw,adamw8bit,sgd: a grid dimension, outermost (the rounds change optimizer as
+// rarely as the grid does); each point's label names an optimizer other than adamw, its key with
+// it; a name given twice is kept once.
+TEST(SweepGrid, OptimizersAreAGridDimensionOutermost) {
+  ab::SweepOptions o = tiny();
+  o.workload.micro_batches = {2, 4};
+  o.workload.optimizer.kind = ab::OptimizerKind::kAdamW;
+  o.workload.grid.other_optimizers = {ab::OptimizerKind::kAdamW8bit, ab::OptimizerKind::kAdamW,
+                                      ab::OptimizerKind::kSgd};
+  std::vector<std::string> labels;
+  std::vector<std::string> keys;
+  for (const ab::SplitConfig& c : ab::split_grid(o.workload, 1)) {
+    labels.push_back(c.label());
+    keys.push_back(c.key());
+  }
+  EXPECT_EQ(labels, (std::vector<std::string>{"2\u00d72", "4\u00d71", "2\u00d72 adamw8bit", "4\u00d71 adamw8bit",
+                                              "2\u00d72 sgd", "4\u00d71 sgd"}));
+  EXPECT_EQ(keys[2], "2\u00d72 adamw8bit/fp32");
+  EXPECT_EQ(ab::join_optimizers(ab::grid_optimizers(o.workload)), "adamw,adamw8bit,sgd");
+  // The knobs come before the optimizer in a label.
+  o.workload.grid.other_optimizers = {ab::OptimizerKind::kPagedAdamW32bit};
+  o.workload.grid.knobs = true;
+  EXPECT_EQ(ab::split_grid(o.workload, 1).back().label(), "4\u00d71 ckpt oib paged-adamw32bit");
+}
+
+// One sweep of three optimizers measures each split as a sweep of that optimizer alone does: the
+// trainer frees one optimizer's state before it builds the next (the 8-bit splits follow AdamW's,
+// whose 2 × 4 bytes per parameter would otherwise sit in their peaks), the peak breakdown names
+// each split's own state, and each split is planned with its own optimizer (the counting
+// allocator's peaks are exact: equal bytes).
+TEST(Sweep, SeveralOptimizersMeasureEachSplitAsItsOwnSweepWould) {
+  ab::SweepOptions o = tiny();
+  o.workload.micro_batches = {2, 4};
+  o.workload.grid.other_optimizers = {ab::OptimizerKind::kAdamW8bit, ab::OptimizerKind::kSgd};
+  const ab::SweepResult together = ab::run_sweep(o);
+  ASSERT_EQ(together.runs.size(), 6u);
+  const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
+  for (const ab::OptimizerKind kind : {ab::OptimizerKind::kAdamW, ab::OptimizerKind::kAdamW8bit, ab::OptimizerKind::kSgd}) {
+    ab::SweepOptions alone = tiny();
+    alone.workload.micro_batches = {2, 4};
+    alone.workload.optimizer.kind = kind;
+    const ab::SweepResult single = ab::run_sweep(alone);
+    ASSERT_EQ(single.runs.size(), 2u);
+    const int64_t state = ab::optimizer_state_total_bytes(cfg, {}, ab::Precision::kFp32, kind);
+    for (const ab::RunResult& run : single.runs) {
+      const auto same = std::find_if(together.runs.begin(), together.runs.end(),
+                                     [&](const ab::RunResult& r) { return r.config.key() == run.config.key(); });
+      ASSERT_NE(same, together.runs.end()) << run.config.label();
+      ASSERT_EQ(same->status, ab::RunStatus::kOk) << same->error;
+      EXPECT_EQ(same->config.optimizer, kind);
+      EXPECT_EQ(same->peak_allocated_bytes, run.peak_allocated_bytes) << run.config.label();
+      EXPECT_EQ(same->predicted_peak_bytes, run.predicted_peak_bytes) << run.config.label();
+      EXPECT_EQ(same->peak_breakdown.optimizer_state_bytes, state) << run.config.label();
+      EXPECT_EQ(same->peak_breakdown.optimizer_state_bytes, run.peak_breakdown.optimizer_state_bytes);
+    }
+  }
+  EXPECT_NE(together.recommendation.reason.find("The optimizers compute different updates, and the choice above is "
+                                                "by time alone; the fastest split of each: adamw "),
+            std::string::npos)
+      << together.recommendation.reason;
+  EXPECT_NE(together.recommendation.reason.find("; time emulated), sgd "), std::string::npos)
+      << together.recommendation.reason;
+}
+
+// --resume with an optimizer added: the file's splits are copied, the new optimizer's measured; a
+// file of another optimizer alone keeps its splits and the sweep measures this one's.
+TEST(Sweep, ResumeAddsAnOptimizer) {
+  const ab::SweepResult first = ab::run_sweep(tiny());
+  ab::SweepOptions more = tiny();
+  more.workload.grid.other_optimizers = {ab::OptimizerKind::kSgd};
+  const ab::SweepResult resumed = ab::run_sweep(more, nullptr, &first);
+  ASSERT_EQ(resumed.runs.size(), 6u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(resumed.runs[i].config.optimizer, ab::OptimizerKind::kAdamW);
+    EXPECT_EQ(resumed.runs[i].step_seconds.median, first.runs[i].step_seconds.median);  // copied
+  }
+  for (size_t i = 3; i < 6; ++i) {
+    EXPECT_EQ(resumed.runs[i].config.optimizer, ab::OptimizerKind::kSgd);
+    EXPECT_EQ(resumed.runs[i].status, ab::RunStatus::kOk) << resumed.runs[i].error;
+    EXPECT_EQ(resumed.runs[i].peak_breakdown.optimizer_state_bytes, 0);
   }
 }

@@ -508,6 +508,7 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
     c.name = "fp32 on CUDA with TF32, foreach AdamW";
     c.w.device = "cuda";
     c.w.optimizer.kind = ab::OptimizerKind::kAdamWForeach;
+    c.split.optimizer = ab::OptimizerKind::kAdamWForeach;  // the split's optimizer is what is emitted
     cases.push_back(c);
   }
   for (const Case& c : cases) {

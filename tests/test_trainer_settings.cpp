@@ -242,8 +242,9 @@ TEST(TrainerSettings, ForeachOnTheCpuIsNoted) {
   for (const std::string device : {"cpu", "cuda"}) {
     ab::WorkloadOptions w = workload();
     w.device = device;
-    w.optimizer.kind = ab::OptimizerKind::kAdamWForeach;
-    const Lines lines = ab::settings_lines(ab::trainer_settings(split(2, 4), w, {}), ab::SettingsFormat::kTrl);
+    ab::SplitConfig sp = split(2, 4);
+    sp.optimizer = ab::OptimizerKind::kAdamWForeach;
+    const Lines lines = ab::settings_lines(ab::trainer_settings(sp, w, {}), ab::SettingsFormat::kTrl);
     const bool noted = std::any_of(lines.begin(), lines.end(), [](const std::string& line) {
       return line.rfind("# adamw-foreach ran torch's foreach kernels here", 0) == 0;
     });
@@ -263,7 +264,8 @@ TEST(TrainerSettings, EmitNamesItsChoices) {
 
 // --optimizer in transformers' OptimizerNames (training_args.py): written only when it is not
 // the fused AdamW (transformers' default from PyTorch 2.8; adamw-foreach is adamw_torch), in
-// TRL's, axolotl's and accumbench's words, and read back from a saved context.
+// TRL's, axolotl's and accumbench's words: the split's own (a sweep of several optimizers emits
+// the recommended split's), read back from a saved file's split.
 TEST(TrainerSettings, OptimizerAsOptim) {
   ab::WorkloadOptions w = workload();
   EXPECT_EQ(ab::hf_optim_name(ab::OptimizerKind::kAdamW), "adamw_torch_fused");
@@ -272,13 +274,15 @@ TEST(TrainerSettings, OptimizerAsOptim) {
            {ab::OptimizerKind::kAdamW8bit, "adamw_8bit"},
            {ab::OptimizerKind::kPagedAdamW8bit, "paged_adamw_8bit"},
            {ab::OptimizerKind::kSgd, "sgd"}}) {
-    w.optimizer.kind = kind;
+    w.optimizer.kind = ab::OptimizerKind::kAdamW;
+    w.grid.other_optimizers = {ab::OptimizerKind::kSgd, kind};
     ab::SweepResult result;
     result.context.seq_len = 64;
     result.context.batch = 8;
-    result.context.options = ab::describe_workload(w);
+    result.context.options = ab::describe_workload(w);  // "optimizer": the sweep's list
     ab::RunResult run;
     run.config = split(2, 4);
+    run.config.optimizer = kind;
     const ab::TrainerSettings s = ab::trainer_settings(result, run);
     EXPECT_EQ(s.optimizer, kind);
     const auto keys = ab::trl_settings(s);
@@ -288,7 +292,7 @@ TEST(TrainerSettings, OptimizerAsOptim) {
     EXPECT_NE(ab::settings_lines(s, ab::SettingsFormat::kArgs)[1].find("--optimizer " + ab::to_string(kind)),
               std::string::npos);
   }
-  w.optimizer.kind = ab::OptimizerKind::kAdamW;
+  w.optimizer.kind = ab::OptimizerKind::kAdamW8bit;  // the workload's first optimizer is not the split's
   const auto keys = ab::trl_settings(ab::trainer_settings(split(2, 4), w, {}));
   for (const auto& [key, value] : keys) EXPECT_NE(key, "optim");
 }

@@ -99,7 +99,7 @@ struct WorkloadFlags {
   std::string base_quant = "none";
   std::string kbit_prep = "peft";
   std::string adapter_dtype = "fp32";
-  std::string optimizer;                   // --optimizer
+  std::vector<std::string> optimizers;     // --optimizer (sweep: a list)
   std::string trl_config, axolotl_config;  // --trl-config, --axolotl-config (read_config)
   CLI::App* cli = nullptr;                 // the subcommand: which options were given
 
@@ -110,7 +110,7 @@ struct WorkloadFlags {
     weights_dtype = ab::to_string(workload.weights_dtype);
     padding = ab::padding_name(workload.data);
     packing = ab::to_string(workload.data.packing);
-    optimizer = ab::to_string(workload.optimizer.kind);
+    optimizers = {ab::to_string(workload.optimizer.kind)};
   }
 
   // Throws UserError (exit 2) on a word that names no value.
@@ -123,7 +123,16 @@ struct WorkloadFlags {
     w.data.packing = ab::packing_from_string(packing);
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
     w.weights_dtype = ab::weights_dtype_from_string(weights_dtype);
-    w.optimizer.kind = ab::optimizer_kind_from_string(optimizer);
+    w.grid.other_optimizers.clear();
+    for (const std::string& name : optimizers) w.grid.other_optimizers.push_back(ab::optimizer_kind_from_string(name));
+    if (w.grid.other_optimizers.empty()) throw ab::UserError("--optimizer needs at least one optimizer, as in --optimizer adamw");
+    w.optimizer.kind = w.grid.other_optimizers.front();
+    w.grid.other_optimizers.erase(w.grid.other_optimizers.begin());
+    if (command != ab::Command::kSweep && ab::grid_optimizers(w).size() > 1) {
+      throw ab::UserError(std::string(command == ab::Command::kPlan ? "plan plans" : "verify checks") +
+                          " one optimizer at a time, got --optimizer " + ab::join_optimizers(ab::grid_optimizers(w)) +
+                          "; run it once per optimizer (sweep takes a list)");
+    }
     if (!memory_limit.empty()) {
       w.memory_limit_bytes = ab::parse_memory_limit(memory_limit);
       // 0 is the workload's "no limit": a limit of nothing would silently be none.
@@ -236,7 +245,7 @@ void print_emitted(const std::string& emit, const std::string& heading, const ab
 const char* const kSplitLegend =
     "Splits read micro-batch x accumulation steps (per rank), then the knobs that are on: ckpt = activation "
     "checkpointing, oib = the optimizer inside backward, chunked-ce = the chunked cross-entropy, graphs = replayed "
-    "from CUDA graphs.";
+    "from CUDA graphs; then, in sweep and verify, the optimizer unless it is adamw (adamw8bit, sgd, ...).";
 
 // Which model (and, where values matter, the seed of its random weights and tokens; plan's
 // memory does not depend on them).
@@ -349,7 +358,10 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
                       "dtype the weights are stored in: fp32, bf16 or fp16 (fp16: CUDA); with LoRA the frozen base's "
                       "(the adapters': --adapter-dtype)")
       ->capture_default_str();
-  command->add_option("--optimizer", f.optimizer,
+  const std::string optimizer_count = f.command == ab::Command::kSweep
+                                          ? "; a list sweeps each (every split with each optimizer)"
+                                          : "; one at a time (sweep takes a list)";
+  command->add_option("--optimizer", f.optimizers,
                       "adamw (torch.optim.AdamW with the fused kernel on CUDA, one tensor at a time on the CPU: "
                       "transformers' adamw_torch_fused), adamw-foreach (torch.optim.AdamW's default kernels on CUDA, "
                       "transformers' adamw_torch there: the same update, and a copy of what trains during the step), "
@@ -357,7 +369,8 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
                       "one fp32 scale per 256; emulated with LibTorch ops, so its memory is exact and its time "
                       "approximate), paged-adamw8bit (the same, its state paged: evictable on CUDA), paged-adamw32bit "
                       "(bitsandbytes' paged 32-bit AdamW: fp32 moments, paged; emulated the same way) or sgd (no "
-                      "momentum, no state; transformers' optim=sgd)")
+                      "momentum, no state; transformers' optim=sgd)" + optimizer_count)
+      ->delimiter(',')
       ->capture_default_str();
   command->add_option("--lora-rank", w.lora.rank, "LoRA rank on a frozen base (0: full fine-tuning)")
       ->capture_default_str();
@@ -891,7 +904,7 @@ int PlanCommand::run() {
     ab::print_calibrated(plans, calibrations, std::cout);
   }
   print_emitted(emit,
-                "split " + shown->split.label() +
+                "split " + shown->split.shape_label() +
                     (memory == 0 ? ": the largest planned (no memory limit given)"
                                  : shown->peak_bytes <= memory ? ": the largest that fits in " + ab::format_bytes(memory)
                                                                : ": none fits in " + ab::format_bytes(memory) + ", the smallest"),

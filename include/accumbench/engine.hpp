@@ -125,6 +125,10 @@ class Trainer {
   // Steps from now on run in `precision` (autocast dtype, fp16 loss scaling); the weights and the
   // optimizer's state stay, so one trainer serves every split of a sweep's rounds.
   void set_precision(Precision precision);
+  // Steps from now on use the optimizer `kind`: a different one replaces the current one, whose
+  // state is freed first, with fresh state (as reset_optimizer; gradients dropped); the same one
+  // changes nothing. One trainer serves a sweep of several optimizers so.
+  void set_optimizer(OptimizerKind kind);
 
   LanguageModel& model() { return model_; }
   c10::Device device() const { return device_; }

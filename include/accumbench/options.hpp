@@ -85,8 +85,9 @@ inline bool bitsandbytes_optimizer(OptimizerKind kind) {
   return kind == OptimizerKind::kAdamW8bit || kind == OptimizerKind::kPagedAdamW8bit ||
          kind == OptimizerKind::kPagedAdamW32bit;
 }
-// The same by its --optimizer name.
-bool emulated_optimizer(const std::string& name);
+// The bitsandbytes optimizers of a recorded --optimizer list ("adamw,adamw8bit" -> {"adamw8bit"}),
+// in its order; names this version does not know are left out.
+std::vector<std::string> emulated_optimizers(const std::string& names);
 // bitsandbytes' 8-bit AdamW, plain or paged: uint8 moments (tensors of at least 4096 elements) and
 // the quantisation maps; its 32-bit AdamW keeps fp32 moments and no maps.
 inline bool eight_bit_optimizer(OptimizerKind kind) {
@@ -209,6 +210,9 @@ struct GridOptions {
   // so the grid keeps only that one (optimizer_in_backward_note names the others).
   bool optimizer_in_backward = false;
   bool cuda_graphs = false;  // also every point replayed from CUDA graphs (CUDA only)
+  // Also every point with each of these optimizers (sweep's --optimizer list after its first,
+  // which is WorkloadOptions::optimizer.kind); plan and verify take one optimizer.
+  std::vector<OptimizerKind> other_optimizers;
 };
 
 // Everything that says which training step is measured, verified or planned.
@@ -276,6 +280,12 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
 // The names describe_workload can give, in its order, those it gives only when not their default
 // included (recorded_option supplies their defaults).
 std::vector<std::string> workload_option_names();
+
+// The sweep's optimizers in the order given: optimizer.kind, then grid.other_optimizers (a name
+// given twice is kept once).
+std::vector<OptimizerKind> grid_optimizers(const WorkloadOptions& workload);
+// "adamw,adamw8bit"
+std::string join_optimizers(const std::vector<OptimizerKind>& optimizers);
 
 // "fp32,bf16"
 std::string join_precisions(const std::vector<Precision>& precisions);

@@ -22,7 +22,7 @@ namespace accumbench {
 // with intervals, the decision and its comparisons, time models); 7: the framework overhead the
 // decisions added (context.framework_seconds_per_micro_step, framework_source); 8: interruption by a
 // signal; 9: interruption.saved_while_running and interruption.error (a file left unfinished says so).
-inline constexpr int kJsonSchemaVersion = 9;
+inline constexpr int kJsonSchemaVersion = 10;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -103,11 +103,19 @@ struct SplitConfig {
   bool cuda_graphs = false;
   bool chunked_loss = false;  // cross-entropy over chunks of tokens, no (b·T, V) logits
   int world_size = 1;  // data-parallel ranks (WORLD_SIZE); micro × accum × world = the batch
+  // The optimizer that steps (sweep's --optimizer list is a grid dimension): each split builds its
+  // state afresh, so its memory is its own optimizer's.
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
 
-  // "8×8", "64×1 oib", "1×64 ckpt chunked-ce": micro × accum plus the knobs that are on (the world size is
-  // the same for a whole sweep and is printed once, in the header).
+  // "8×8", "64×1 oib", "1×64 ckpt chunked-ce", "4×2 adamw8bit": micro × accum plus the knobs that are
+  // on, then the optimizer unless it is adamw (the world size is the same for a whole sweep and is
+  // printed once, in the header).
   std::string label() const;
-  // Stable identity for --resume: label plus precision (and the world size when above 1).
+  // The label without the optimizer: where one optimizer is named once for every split (a plan,
+  // its header; the plan's changes, their --optimizer).
+  std::string shape_label() const;
+  // Stable identity for --resume: label (optimizer included) plus precision (and the world size when
+  // above 1).
   std::string key() const;
 };
 
@@ -131,7 +139,8 @@ std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs);
 // `points`, followed with `chunked` by each of them again with the chunked cross-entropy.
 std::vector<SplitConfig> loss_variants(std::vector<SplitConfig> points, bool chunked);
 
-// The one grid builder, for sweep, plan and verify: per precision, per micro-batch (default:
+// The one grid builder, for sweep, plan and verify: per optimizer (grid_optimizers), per
+// precision, per micro-batch (default:
 // every divisor of a rank's share of the batch), the split with the grid's checkpointing, its
 // knob variants (grid.knobs), each again with the chunked loss (loss.chunked), each followed by
 // its CUDA-graph replay (grid.cuda_graphs); a point the grid makes twice is kept once. With

@@ -386,10 +386,19 @@ void Trainer::set_precision(Precision precision) {
   fp16_scale_started_ = fp16_scale_started_ || precision == Precision::kFp16;
 }
 
+void Trainer::set_optimizer(OptimizerKind kind) {
+  if (optimizer_ && kind == options_.optimizer.kind) return;
+  reset_optimizer();
+  optimizer_.reset();  // its state goes before the new one is allocated: one state at a time
+  options_.optimizer.kind = kind;
+  // Out of memory here leaves no optimizer: the next set_optimizer builds one again.
+  optimizer_ = make_optimizer(params_, options_.optimizer);
+}
+
 void Trainer::reset_optimizer() {
   release_graphs();
-  optimizer_->zero_grad(/*set_to_none=*/true);
-  optimizer_->reset();
+  for (at::Tensor& p : params_) p.mutable_grad().reset();
+  if (optimizer_) optimizer_->reset();
   if (options_.precision == Precision::kFp16) loss_scale_ = options_.initial_loss_scale;
   fp16_scale_started_ = options_.precision == Precision::kFp16;
   steps_since_backoff_ = 0;
@@ -415,7 +424,7 @@ int64_t Trainer::gradient_bytes() const {
   return total;
 }
 
-int64_t Trainer::optimizer_state_bytes() const { return optimizer_->state_bytes(); }
+int64_t Trainer::optimizer_state_bytes() const { return optimizer_ ? optimizer_->state_bytes() : 0; }
 
 void Trainer::set_process_group(compat::ProcessGroup* group, int64_t bucket_bytes) {
   group_ = group;

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <functional>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "accumbench/error.hpp"
 #include "accumbench/units.hpp"
@@ -120,7 +122,7 @@ std::string largest_words(const std::vector<LargestSplit>& largest) {
   std::string words;
   for (const LargestSplit& l : largest) {
     words += std::string(words.empty() ? "" : "; ") + (l.knobs.empty() ? "" : l.knobs + ": ") +
-             (l.split.micro_batch > 0 ? l.split.label() : std::string("none"));
+             (l.split.micro_batch > 0 ? l.split.shape_label() : std::string("none"));
   }
   return words;
 }
@@ -243,7 +245,7 @@ std::string fitting_words(const std::vector<LargestSplit>& largest) {
   for (auto l = largest.begin(); l != largest.end(); ++l) {
     const bool earlier =
         std::any_of(largest.begin(), l, [&](const LargestSplit& e) { return e.split.micro_batch == l->split.micro_batch; });
-    if (l->split.micro_batch > 0 && !earlier) words += (words.empty() ? "" : " or ") + l->split.label();
+    if (l->split.micro_batch > 0 && !earlier) words += (words.empty() ? "" : " or ") + l->split.shape_label();
   }
   return words;
 }
@@ -252,7 +254,7 @@ bool was_tried(const SplitConfig& split, const std::vector<SplitConfig>& tried) 
   return std::any_of(tried.begin(), tried.end(), [&](const SplitConfig& t) {
     return t.micro_batch == split.micro_batch && t.activation_checkpointing == split.activation_checkpointing &&
            t.chunked_loss == split.chunked_loss && t.precision == split.precision &&
-           t.optimizer_in_backward == split.optimizer_in_backward;
+           t.optimizer_in_backward == split.optimizer_in_backward && t.optimizer == split.optimizer;
   });
 }
 
@@ -269,12 +271,23 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
   };
   bool fits_some = false;
   std::string untried;
-  for (const Precision precision : workload.precisions) {
+  // So is each optimizer of a sweep of several; its splits are named with it.
+  const std::vector<OptimizerKind> optimizers = grid_optimizers(workload);
+  std::vector<std::pair<OptimizerKind, Precision>> jobs;
+  for (const OptimizerKind optimizer : optimizers) {
+    for (const Precision precision : workload.precisions) jobs.emplace_back(optimizer, precision);
+  }
+  for (const auto& [optimizer, precision] : jobs) {
     WorkloadOptions one = workload;
     one.precisions = {precision};
-    const std::vector<LargestSplit> largest = largest_fitting_splits(cfg, options, one, usable_bytes);
+    one.optimizer.kind = optimizer;
+    one.grid.other_optimizers.clear();
+    PlanOptions planned = options;
+    planned.optimizer = optimizer;
+    std::vector<LargestSplit> largest = largest_fitting_splits(cfg, planned, one, usable_bytes);
     fits_some = fits_some || any_fits(largest);
-    for (const LargestSplit& l : largest) {
+    for (LargestSplit& l : largest) {
+      l.split.optimizer = optimizer;
       if (l.split.micro_batch == 0 || was_tried(l.split, tried)) continue;
       std::string flags;
       if (!tried_any([&](const SplitConfig& t) { return t.micro_batch == l.split.micro_batch; }))
@@ -283,7 +296,8 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
         flags += std::string(flags.empty() ? "" : " ") + "--activation-checkpointing " +
                  to_string(l.split.activation_checkpointing);
       }
-      const std::string label = l.split.label() + (workload.precisions.size() > 1 ? " " + to_string(precision) : "");
+      const std::string label = l.split.shape_label() + (workload.precisions.size() > 1 ? " " + to_string(precision) : "") +
+                                (optimizers.size() > 1 ? " " + to_string(optimizer) : "");
       untried += (untried.empty() ? "" : " or ") + label + (flags.empty() ? "" : " (" + flags + ")");
     }
   }
@@ -291,7 +305,18 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
     if (untried.empty()) return "";
     return "The plan fits " + untried + " in " + format_bytes(usable_bytes) + ", which this sweep did not run.";
   }
-  const std::vector<FitChange> changes = changes_to_fit(cfg, options, workload, usable_bytes);
+  // Several optimizers: the changes to the one of the smallest state (an optimizer the sweep ran
+  // is no change to name, and the others need more memory than it).
+  WorkloadOptions lightest = workload;
+  PlanOptions lightest_options = options;
+  for (const OptimizerKind optimizer : optimizers) {
+    if (optimizer_state_total_bytes(cfg, options.lora, options.weights_dtype, optimizer) <
+        optimizer_state_total_bytes(cfg, options.lora, options.weights_dtype, lightest.optimizer.kind))
+      lightest.optimizer.kind = optimizer;
+  }
+  lightest.grid.other_optimizers.clear();
+  lightest_options.optimizer = lightest.optimizer.kind;
+  const std::vector<FitChange> changes = changes_to_fit(cfg, lightest_options, lightest, usable_bytes);
   std::string fitting;
   size_t combined = 1;
   for (const FitChange& c : changes) {

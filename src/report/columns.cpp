@@ -118,6 +118,8 @@ void add_identity_columns(std::vector<ColumnDef>& all) {
     c.raw = [](const RunResult& r) { return to_string(r.config.precision); };
     all.push_back(c);
   }
+  // The label names an optimizer other than adamw; the CSV names every run's.
+  all.push_back(csv_only("optimizer", [](const RunResult& r) { return to_string(r.config.optimizer); }));
   all.push_back(csv_only("activation_checkpointing",
                          [](const RunResult& r) { return to_string(r.config.activation_checkpointing); }));
   all.push_back(csv_only("optimizer_in_backward", [](const RunResult& r) { return flag(r.config.optimizer_in_backward); }));

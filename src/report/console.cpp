@@ -18,8 +18,9 @@ constexpr const char* kReset = "\x1b[0m";
 // One line under the table that spells out "vs fastest" and every abbreviation the split labels
 // use on this sweep (SplitConfig::label).
 std::string legend(const std::vector<RunResult>& runs, bool memory_limit) {
-  bool ckpt = false, oib = false, chunked = false, graphs = false;
+  bool ckpt = false, oib = false, chunked = false, graphs = false, optimizer = false;
   for (const RunResult& run : runs) {
+    optimizer = optimizer || run.config.optimizer != OptimizerKind::kAdamW;
     ckpt = ckpt || run.config.activation_checkpointing == Checkpointing::kBlocks;
     oib = oib || run.config.optimizer_in_backward;
     chunked = chunked || run.config.chunked_loss;
@@ -30,6 +31,7 @@ std::string legend(const std::vector<RunResult>& runs, bool memory_limit) {
   if (oib) text += "; oib: the optimizer inside backward";
   if (chunked) text += "; chunked-ce: the chunked cross-entropy";
   if (graphs) text += "; graphs: replayed from CUDA graphs";
+  if (optimizer) text += "; then the optimizer (--optimizer) unless adamw";
   if (!memory_limit) return text + "; fits: - without --memory-limit; vs fastest: median step time over the fastest split's";
   return text + "; vs fastest: median step time over the fastest fitting split's";
 }

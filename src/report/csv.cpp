@@ -34,15 +34,15 @@ void CsvReporter::report(const SweepResult& result, std::ostream& out) const {
   const std::vector<const report::ColumnDef*> columns = report::shown_columns(View::kCsv, result.runs, report::TableContext::of(result));
   const SweepContext& c = result.context;
   // The workload: the context's own fields (the device as resolved), then every option the context
-  // records (describe_workload) but the grid's, which the run columns give; an option a sweep
-  // records only when set is its default where the file lacks it (recorded_option), any option
-  // newer than the file `report` reads an empty field.
+  // records (describe_workload) but the grid's (micro-batches, precisions, optimizers), which the
+  // run columns give; an option a sweep records only when set is its default where the file lacks
+  // it (recorded_option), any option newer than the file `report` reads an empty field.
   std::vector<std::pair<std::string, std::string>> workload = {
       {"model", c.model}, {"seq_len", std::to_string(c.seq_len)}, {"batch", std::to_string(c.batch)},
       {"device", c.device}, {"device_name", c.device_name}};
   for (const std::string& name : workload_option_names()) {
     if (name == "model" || name == "seq_len" || name == "batch" || name == "micro_batches" || name == "device" ||
-        name == "precisions")
+        name == "precisions" || name == "optimizer")
       continue;
     workload.push_back({name, recorded_option(c.options, name).value_or("")});
   }

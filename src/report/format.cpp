@@ -94,9 +94,16 @@ std::string context_line(const SweepResult& result) {
   if (const std::string adapters = option_value(c, "adapter_dtype"); !adapters.empty() && adapters != "fp32")
     line << ", " << adapters << " adapters";
   // bitsandbytes' 8-bit AdamW is emulated with LibTorch ops: its memory is exact, its time is not.
+  // A sweep of several optimizers names each ("adamw,adamw8bit"), and which of them are emulated.
   const std::string optimizer = option_value(c, "optimizer");
   if (!optimizer.empty() && optimizer != "adamw") {
-    line << ", optimizer " << optimizer << (emulated_optimizer(optimizer) ? " (emulated: memory exact, time approximate)" : "");
+    const std::vector<std::string> emulated = emulated_optimizers(optimizer);
+    const bool several = optimizer.find(',') != std::string::npos;
+    std::string names, which;
+    for (char ch : optimizer) names += ch == ',' ? std::string(", ") : std::string(1, ch);
+    for (const std::string& name : emulated) which += (which.empty() ? "" : " and ") + name;
+    line << (several ? ", optimizers " : ", optimizer ") << names;
+    if (!emulated.empty()) line << " (" << (several ? which + " " : "") << "emulated: memory exact, time approximate)";
   }
   if (c.memory_limit_bytes > 0) line << ", memory limit " << format_bytes(c.memory_limit_bytes);
   if (c.world_size > 1) {

@@ -127,6 +127,7 @@ auto fields(S& s, V& v) -> IfIs<S, SplitConfig> {
   v("cuda_graphs", s.cuda_graphs);
   v("chunked_loss", s.chunked_loss);
   v("world_size", s.world_size);
+  v("optimizer", s.optimizer);
 }
 
 template <class S, class V>
@@ -242,6 +243,7 @@ Json encode(Phase value);
 Json encode(RunStatus value);
 Json encode(Precision value);
 Json encode(Checkpointing value);
+Json encode(OptimizerKind value);
 Json encode(DecisionKind value);
 Json encode(Verdict value);
 Json encode(const PhaseSeconds& value);
@@ -269,6 +271,7 @@ Json encode(Phase value) { return Json(phase_name(value)); }
 Json encode(RunStatus value) { return Json(run_status_name(value)); }
 Json encode(Precision value) { return Json(to_string(value)); }
 Json encode(Checkpointing value) { return Json(to_string(value)); }
+Json encode(OptimizerKind value) { return Json(to_string(value)); }
 Json encode(DecisionKind value) { return Json(to_string(value)); }
 Json encode(Verdict value) { return Json(to_string(value)); }
 
@@ -315,6 +318,7 @@ void decode(const Json& j, const std::string& path, Phase& out);
 void decode(const Json& j, const std::string& path, RunStatus& out);
 void decode(const Json& j, const std::string& path, Precision& out);
 void decode(const Json& j, const std::string& path, Checkpointing& out);
+void decode(const Json& j, const std::string& path, OptimizerKind& out);
 void decode(const Json& j, const std::string& path, DecisionKind& out);
 void decode(const Json& j, const std::string& path, Verdict& out);
 void decode(const Json& j, const std::string& path, PhaseSeconds& out);
@@ -455,6 +459,10 @@ void decode(const Json& j, const std::string& path, Precision& out) {
 
 void decode(const Json& j, const std::string& path, Checkpointing& out) {
   decode_name(j, path, out, checkpointing_from_string);
+}
+
+void decode(const Json& j, const std::string& path, OptimizerKind& out) {
+  decode_name(j, path, out, optimizer_kind_from_string);
 }
 
 void decode(const Json& j, const std::string& path, PhaseSeconds& out) {

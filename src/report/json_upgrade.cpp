@@ -131,6 +131,28 @@ void upgrade_from_version_8(Json& root) {
   }
 }
 
+// Version 9 swept one optimizer, named in the context's options: each run's split reads with it
+// (adamw in files from before the option), so that --resume, report and compare key it as today.
+void upgrade_from_version_9(Json& root) {
+  root["json_schema_version"] = 10;
+  std::string optimizer = "adamw";
+  if (root.contains("context") && root["context"].is_object()) {
+    Json& context = root["context"];
+    context["json_schema_version"] = 10;
+    if (context.contains("options") && context["options"].is_array()) {
+      for (const Json& option : context["options"]) {
+        if (option.is_array() && option.size() == 2 && option[0] == "optimizer" && option[1].is_string())
+          optimizer = option[1].get<std::string>();
+      }
+    }
+  }
+  if (!root.contains("runs") || !root["runs"].is_array()) return;
+  for (Json& run : root["runs"]) {
+    if (!run.is_object() || !run.contains("config") || !run["config"].is_object()) continue;
+    if (!run["config"].contains("optimizer")) run["config"]["optimizer"] = optimizer;
+  }
+}
+
 }  // namespace
 
 void upgrade_to_current_version(Json& root) {
@@ -142,6 +164,7 @@ void upgrade_to_current_version(Json& root) {
   if (version.is_number_integer() && version.get<int64_t>() == 6) upgrade_from_version_6(root);
   if (version.is_number_integer() && version.get<int64_t>() == 7) upgrade_from_version_7(root);
   if (version.is_number_integer() && version.get<int64_t>() == 8) upgrade_from_version_8(root);
+  if (version.is_number_integer() && version.get<int64_t>() == 9) upgrade_from_version_9(root);
 }
 
 }  // namespace accumbench

@@ -32,7 +32,7 @@ bool fits(const MemoryPlan& p, const PlanReport& r) { return p.peak_bytes <= r.u
 
 const std::vector<PlanColumn>& plan_columns() {
   static const std::vector<PlanColumn> columns = {
-      {"split", "split", false, false, [](const MemoryPlan& p, const PlanReport&) { return p.split.label(); }},
+      {"split", "split", false, false, [](const MemoryPlan& p, const PlanReport&) { return p.split.shape_label(); }},
       {"forward", "forward", true, false,
        [](const MemoryPlan& p, const PlanReport&) { return phase_cell(p, PlanPhase::kForward); }},
       {"backward", "backward", true, false,
@@ -193,7 +193,7 @@ std::string plan_json(const PlanReport& r) {
   json splits = json::array();
   for (const MemoryPlan& p : r.plans) {
     json s;
-    s["split"] = p.split.label();
+    s["split"] = p.split.shape_label();
     s["micro_batch"] = p.split.micro_batch;
     s["accum_steps"] = p.split.accum_steps;
     s["activation_checkpointing"] = to_string(p.split.activation_checkpointing);
@@ -218,7 +218,7 @@ std::string plan_json(const PlanReport& r) {
     json largest = json::array();
     for (const LargestSplit& l : list) {
       largest.push_back({{"knobs", l.knobs.empty() ? "none" : l.knobs},
-                         {"split", l.split.micro_batch > 0 ? json(l.split.label()) : json(nullptr)},
+                         {"split", l.split.micro_batch > 0 ? json(l.split.shape_label()) : json(nullptr)},
                          {"peak_bytes", l.split.micro_batch > 0 ? json(l.peak_bytes) : json(nullptr)}});
     }
     return largest;

@@ -34,7 +34,7 @@ void print_table(const std::string& title, const std::vector<PlanLine>& lines, s
 
 void print_plan(const MemoryPlan& plan, std::ostream& out) {
   const ModelConfig& m = plan.model;
-  out << "memory plan: " << m.name << ", T=" << plan.options.seq_len << ", split " << plan.split.label() << ", "
+  out << "memory plan: " << m.name << ", T=" << plan.options.seq_len << ", split " << plan.split.shape_label() << ", "
       << to_string(plan.split.precision) << ", attention " << to_string(plan.options.attention);
   if (plan.options.optimizer != OptimizerKind::kAdamW) out << ", optimizer " << to_string(plan.options.optimizer);
   if (plan.options.framework != PlanFramework::kPlain)
@@ -88,9 +88,9 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
 void print_calibrated(const std::vector<MemoryPlan>& plans, const std::vector<Calibration>& calibrations,
                       std::ostream& out) {
   size_t label_width = 15;  // wider only when a label needs it ("2×1 ckpt oib chunked-ce")
-  for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.label()));
+  for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.shape_label()));
   for (size_t i = 0; i < plans.size() && i < calibrations.size(); ++i) {
-    out << "  " << pad(plans[i].split.label(), label_width) << " analytic " << pad(format_bytes(plans[i].peak_bytes), 11, true)
+    out << "  " << pad(plans[i].split.shape_label(), label_width) << " analytic " << pad(format_bytes(plans[i].peak_bytes), 11, true)
         << "  calibrated " << pad(format_bytes(calibrations[i].predict(plans[i])), 11, true) << "\n";
   }
 }
@@ -98,7 +98,7 @@ void print_calibrated(const std::vector<MemoryPlan>& plans, const std::vector<Ca
 void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out,
                          const WorkloadOptions* workload, const std::vector<std::string>& target_modules) {
   size_t label_width = 16;  // wider only when a label needs it ("64×1 ckpt oib chunked-ce")
-  for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.label()) + 1);
+  for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.shape_label()) + 1);
   const bool fits = memory_bytes > 0;
   // paged-adamw8bit / paged-adamw32bit on CUDA: the peak with the paged state evicted, and whether that fits.
   const bool paged = std::any_of(plans.begin(), plans.end(), [](const MemoryPlan& p) { return p.evictable_bytes > 0; });
@@ -108,7 +108,7 @@ void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_by
       << (fits ? pad("fits in " + format_bytes(memory_bytes), workload != nullptr ? 18 : 0) : std::string())
       << (workload != nullptr ? std::string("Trainer settings per rank") : std::string()) << "\n";
   for (const auto& plan : plans) {
-    out << pad(plan.split.label(), label_width);
+    out << pad(plan.split.shape_label(), label_width);
     for (int p = 0; p < kPlanPhaseCount; ++p) out << pad(format_bytes(plan.phase_peak_bytes[p]), 12, true);
     out << pad(format_bytes(plan.peak_bytes), 12, true) << "  " << pad(plan_phase_name(plan.peak_phase), 10);
     // spare: what is left of the memory at the peak (negative: what is missing).

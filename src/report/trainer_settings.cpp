@@ -127,7 +127,7 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.pad_multiple = w.data.pad_multiple;
   s.packing = w.data.packing;
   s.group_by_length = w.data.group_by_length;
-  s.optimizer = w.optimizer.kind;
+  s.optimizer = split.optimizer;
   s.optimizer_in_backward = split.optimizer_in_backward;
   s.chunked_loss = split.chunked_loss;
   s.cuda_graphs = split.cuda_graphs;
@@ -385,7 +385,6 @@ WorkloadOptions settings_workload(const SweepContext& context) {
       if (name == "lengths") w.data.lengths = value == "fixed" ? LengthMode::kFixed : LengthMode::kVariable;
       if (name == "eos_id" && value != "none") w.data.eos_id = std::stoll(value);
       if (name == "weights_dtype") w.weights_dtype = weights_dtype_from_string(value);
-      if (name == "optimizer") w.optimizer.kind = optimizer_kind_from_string(value);
       if (name == "lora_rank") w.lora.rank = std::stoll(value);
       if (name == "lora_alpha" && value != "-") w.lora.alpha = std::stod(value);
       if (name == "lora_targets" && value != "-") w.lora.targets = value;

@@ -150,10 +150,13 @@ void refuse_what_the_reference_lacks(WorkloadOptions& w, std::vector<std::string
   if (w.grid.knobs || w.grid.optimizer_in_backward || w.grid.cuda_graphs) {
     refuse("memory knobs or CUDA graphs", "drop --knobs, --optimizer-in-backward and --cuda-graphs");
   }
-  if (w.optimizer.kind != OptimizerKind::kAdamW) {
-    notes.push_back("both sides step torch.optim.AdamW, not " + to_string(w.optimizer.kind) +
+  std::vector<OptimizerKind> others = grid_optimizers(w);
+  others.erase(std::remove(others.begin(), others.end(), OptimizerKind::kAdamW), others.end());
+  if (!others.empty()) {
+    notes.push_back("both sides step torch.optim.AdamW, not " + join_optimizers(others) +
                     ": the optimizer runs once per step, outside the time per micro-step");
     w.optimizer.kind = OptimizerKind::kAdamW;
+    w.grid.other_optimizers.clear();
   }
 }
 

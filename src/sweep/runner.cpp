@@ -81,7 +81,7 @@ void check_profile_dir(const std::string& directory, c10::Device device) {
 // Options a resumed sweep may change: the grid's dimensions (splits measured before stay in the
 // file), the memory limit (every "fits" is judged again), output and machine settings.
 bool may_differ_on_resume(const std::string& option) {
-  static const char* const kFree[] = {"micro_batches", "precisions",   "knobs",       "cuda_graphs",
+  static const char* const kFree[] = {"micro_batches", "precisions",   "optimizer",   "knobs",       "cuda_graphs",
                                       "chunked_loss",  "activation_checkpointing", "optimizer_in_backward",
                                       "memory_limit_bytes", "try_predicted_oom", "profile_dir", "OMP_WAIT_POLICY",
                                       "peak_tflops", "tie_tolerance", "confidence",
@@ -160,14 +160,36 @@ std::string optimizer_state_name(OptimizerKind kind) {
   return full_precision_adamw(kind) ? "AdamW moments" : to_string(kind) + " state";
 }
 
-// The weights and the optimizer's state of what trains stay allocated for the whole sweep.
+// The optimizer of the sweep whose state is smallest: the sweep is refused only when the model
+// does not fit even with it (the splits of the others are planned, and skipped, one by one).
+OptimizerKind smallest_state_optimizer(const WorkloadOptions& w, const ModelConfig& cfg) {
+  OptimizerKind smallest = w.optimizer.kind;
+  for (OptimizerKind kind : grid_optimizers(w)) {
+    if (optimizer_state_total_bytes(cfg, w.lora, w.weights_dtype, kind) <
+        optimizer_state_total_bytes(cfg, w.lora, w.weights_dtype, smallest))
+      smallest = kind;
+  }
+  return smallest;
+}
+
+// What the resident-memory messages call that state: "AdamW moments", "adamw8bit state (the
+// smallest of --optimizer adamw,adamw8bit)".
+std::string smallest_state_name(const WorkloadOptions& w, const ModelConfig& cfg) {
+  const std::vector<OptimizerKind> kinds = grid_optimizers(w);
+  return optimizer_state_name(smallest_state_optimizer(w, cfg)) +
+         (kinds.size() > 1 ? " (the smallest of --optimizer " + join_optimizers(kinds) + ")" : "");
+}
+
+// The weights and the optimizer's state of what trains stay allocated for the whole sweep (one
+// optimizer's at a time; with several, the smallest's: what every split needs at least).
 int64_t resident_model_bytes(const WorkloadOptions& w, const ModelConfig& cfg) {
   int64_t weight_bytes = compute_bytes(w.weights_dtype) * parameter_count(cfg);
   if (w.lora.quantized()) {  // QLoRA: the quantised block linears and the rest in fp32
     weight_bytes = quantized_base_bytes(cfg, w.lora) + 4 * (parameter_count(cfg) - block_linear_weight_numel(cfg));
   }
   const int64_t adapter_bytes = 4 * lora_parameter_count(cfg, w.lora);  // fp32 adapters
-  return weight_bytes + adapter_bytes + optimizer_state_total_bytes(cfg, w.lora, w.weights_dtype, w.optimizer.kind);
+  return weight_bytes + adapter_bytes +
+         optimizer_state_total_bytes(cfg, w.lora, w.weights_dtype, smallest_state_optimizer(w, cfg));
 }
 
 void check_memory_limit_holds_the_model(const WorkloadOptions& w, const ModelConfig& cfg) {
@@ -175,8 +197,8 @@ void check_memory_limit_holds_the_model(const WorkloadOptions& w, const ModelCon
   if (w.memory_limit_bytes > 0 && w.memory_limit_bytes < resident_bytes) {
     throw UserError("--memory-limit " + format_bytes(w.memory_limit_bytes) + " is below the " +
                     format_bytes(resident_bytes) + " that " + cfg.name + "'s " + to_string(w.weights_dtype) +
-                    " weights" + (w.lora.enabled() ? ", adapters" : "") +
-                    " and " + optimizer_state_name(w.optimizer.kind) + " alone need; raise the limit or pick a smaller model");
+                    " weights" + (w.lora.enabled() ? ", adapters" : "") + " and " +
+                    smallest_state_name(w, cfg) + " alone need; raise the limit or pick a smaller model");
   }
 }
 
@@ -281,7 +303,8 @@ void require_model_fits_device(const WorkloadOptions& w, const ModelConfig& cfg,
   const int64_t resident_bytes = resident_model_bytes(w, cfg);
   const int64_t device_bytes = describe_environment(device).device_memory_bytes;
   if (device_bytes > 0 && resident_bytes > device_bytes) {
-    throw UserError(cfg.name + "'s weights and " + optimizer_state_name(w.optimizer.kind) + " alone need " + format_bytes(resident_bytes) +
+    throw UserError(cfg.name + "'s weights and " + smallest_state_name(w, cfg) +
+                    " alone need " + format_bytes(resident_bytes) +
                     ", more than the " + format_bytes(device_bytes) + " of " + device +
                     "; pick a smaller model, LoRA, or plan it with `accumbench plan`");
   }

@@ -31,10 +31,12 @@ std::string error_message(const std::exception& error) {
 // gradients are counted whole when the peak falls after the first backward began (they stay
 // alive across the step) and as zero before it or with optimizer-in-backward (each gradient is
 // freed as soon as its parameter stepped); activations are the rest of the live bytes.
-MemoryBreakdown attribute_peak(const RunResult& run, const Trainer& trainer, int64_t baseline_bytes) {
+// `optimizer_state_bytes`: the split's optimizer's (the trainer may hold another's by now).
+MemoryBreakdown attribute_peak(const RunResult& run, const Trainer& trainer, int64_t baseline_bytes,
+                               int64_t optimizer_state_bytes) {
   MemoryBreakdown breakdown;
   breakdown.parameters_bytes = trainer.parameter_bytes();
-  breakdown.optimizer_state_bytes = trainer.optimizer_state_bytes();
+  breakdown.optimizer_state_bytes = optimizer_state_bytes;
   const PhaseSpan* peak_span = nullptr;
   for (const auto& span : run.timeline) {
     if (peak_span == nullptr || span.peak_bytes > peak_span->peak_bytes) peak_span = &span;
@@ -73,6 +75,7 @@ struct SplitMeasurement::Slot {
   StepOptions step;
   std::unique_ptr<StepTracer> tracer;
   int64_t baseline_bytes = 0;  // parameters (+ optimizer state) before its first step
+  int64_t optimizer_state_bytes = 0;  // its optimizer's state, as built for it
 };
 
 SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfig& cfg, c10::Device device,
@@ -139,10 +142,11 @@ RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size
   try {
     compat::StepStatus setup;  // data parallel: a failure here must stop the split on every rank
     try {
-      Trainer& trainer = trainer_for(split.precision);
+      Trainer& trainer = trainer_for(split);
       trainer.reset_optimizer();
       memory_.empty_cache();
       slot.baseline_bytes = memory_.allocated_bytes();  // parameters + optimizer state
+      slot.optimizer_state_bytes = trainer.optimizer_state_bytes();
       trainer.prepare(data_.batch(0), slot.step);       // CUDA graphs: warmup + capture, untimed
       slot.tracer = std::make_unique<StepTracer>(device_, &memory_);
     } catch (const FatalRunError&) {
@@ -251,7 +255,7 @@ void SplitMeasurement::time_alone(RunResult& run, Slot& slot, size_t index, size
 double SplitMeasurement::timed_step(RunResult& run, size_t index, int64_t round) {
   Slot& slot = *slots_[index];
   try {
-    trainer_for(run.config.precision);
+    trainer_for(run.config);
     // Every split of round r trains on the same samples: step r after the warm-up.
     StepSample sample = traced_step(slot, std::max(1, options_.warmup) + round);
     sample.round = round;
@@ -299,7 +303,9 @@ void SplitMeasurement::judge_fits(RunResult& run) const {
 
 bool SplitMeasurement::plan(RunResult& run) {
   try {
-    run.predicted_peak_bytes = plan_memory(cfg_, plan_options_, run.config).peak_bytes;
+    PlanOptions options = plan_options_;
+    options.optimizer = run.config.optimizer;
+    run.predicted_peak_bytes = plan_memory(cfg_, options, run.config).peak_bytes;
   } catch (const UserError&) {
     run.predicted_peak_bytes = -1;  // a split the plan rejects fails later with the engine's message
   }
@@ -313,18 +319,22 @@ bool SplitMeasurement::plan(RunResult& run) {
   return false;
 }
 
-// One trainer for the whole sweep: the weights and AdamW's state do not depend on the split, and
-// a step's precision is a setting of the step (Trainer::set_precision).
-Trainer& SplitMeasurement::trainer_for(Precision precision) {
+// One trainer for the whole sweep: the weights do not depend on the split, a step's precision is
+// a setting of the step (Trainer::set_precision), and the optimizer is replaced when the split's
+// is another (Trainer::set_optimizer: the old state freed, fresh state built; outside the timed
+// step, which starts after this).
+Trainer& SplitMeasurement::trainer_for(const SplitConfig& split) {
   if (!trainer_) {
     memory_.empty_cache();
     TrainOptions train_options;
-    train_options.precision = precision;
+    train_options.precision = split.precision;
     train_options.optimizer = options_.workload.optimizer;
+    train_options.optimizer.kind = split.optimizer;
     trainer_ = std::make_unique<Trainer>(model_, device_, train_options);
     trainer_->set_process_group(group_);
   }
-  trainer_->set_precision(precision);
+  trainer_->set_precision(split.precision);
+  trainer_->set_optimizer(split.optimizer);
   return *trainer_;
 }
 
@@ -335,7 +345,7 @@ void SplitMeasurement::record_memory(RunResult& run, const Slot& slot) {
   // allocator counts as reserved only (GraphedMicroStep::pool_bytes). They are live during every replay.
   if (run.config.cuda_graphs) run.peak_allocated_bytes += trainer_->graph_pool_bytes();
   if (!device_.is_cuda()) run.peak_reserved_bytes = run.peak_allocated_bytes;
-  run.peak_breakdown = attribute_peak(run, *trainer_, slot.baseline_bytes);
+  run.peak_breakdown = attribute_peak(run, *trainer_, slot.baseline_bytes, slot.optimizer_state_bytes);
 }
 
 // One more step under the Kineto profiler: its Chrome trace, and the GPU's busy time (union of
@@ -346,7 +356,7 @@ void SplitMeasurement::profile(RunResult& run, Slot& slot) {
   compat::KernelProfile profile;
   bool profiling = false;
   try {
-    Trainer& trainer = trainer_for(run.config.precision);
+    Trainer& trainer = trainer_for(run.config);
     compat::cuda_synchronize(device_.index());
     profile.start();
     profiling = true;

@@ -2,8 +2,9 @@
 // DoOneRepetition): each split alone first (plan, prepare, warm up; its memory is read there),
 // then the timed steps in interleaved rounds (decision.hpp's run_rounds calls timed_step), then
 // finish (memory attribution, derived fields, profile). run_sweep (runner.cpp) owns the grid and
-// the rounds; this owns the one model and the one trainer that every split shares: the weights
-// and the optimizer do not depend on the split, only the step's shape and precision do.
+// the rounds; this owns the one model and the one trainer that every split shares: the weights do
+// not depend on the split; the step's shape and precision do, and the optimizer (a split of
+// another optimizer than the step before replaces it, its state built afresh).
 //
 //   SplitMeasurement m(options, cfg, device, memory, data, group, context, on_step);
 //   RunResult run = m.prepare(split, index, grid_size);   // never throws for a failing split
@@ -50,14 +51,15 @@ class SplitMeasurement {
   void record_failure_elsewhere(RunResult& run);
   // Progress of the rounds, for the CLI.
   void report_round(int64_t round, int live, size_t count);
-  // The plan of this sweep's job (a rank's share of the batch), as each split is planned.
+  // The plan of this sweep's job (a rank's share of the batch), as each split is planned (with the
+  // sweep's first optimizer; each split's plan has its own).
   const PlanOptions& plan_options() const { return plan_options_; }
 
  private:
   struct Slot;
   // The plan's peak; false (and the run recorded as predicted-oom) when it exceeds the limit.
   bool plan(RunResult& run);
-  Trainer& trainer_for(Precision precision);
+  Trainer& trainer_for(const SplitConfig& split);
   StepSample traced_step(Slot& slot, int64_t batch_index);
   void record_failure(RunResult& run, const std::exception& error);
   void warm_up(RunResult& run, Slot& slot, size_t index, size_t count);

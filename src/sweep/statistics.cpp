@@ -471,6 +471,34 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   return reason + ".";
 }
 
+// With several optimizers among the candidates: they compute different updates (SGD has no
+// moments, the 8-bit ones approximate AdamW's), so the sweep's choice is by time alone; the
+// fastest candidate of each, so that the user weighs the update against its cost. Empty with one.
+std::string per_optimizer_sentence(const std::vector<RunResult>& runs, const std::vector<int>& candidates) {
+  std::vector<OptimizerKind> kinds;
+  std::vector<int> fastest;
+  for (int i : candidates) {
+    const OptimizerKind kind = runs[i].config.optimizer;
+    const auto found = std::find(kinds.begin(), kinds.end(), kind);
+    if (found == kinds.end()) {
+      kinds.push_back(kind);
+      fastest.push_back(i);
+    } else if (runs[i].mean_seconds.value < runs[fastest[found - kinds.begin()]].mean_seconds.value) {
+      fastest[found - kinds.begin()] = i;
+    }
+  }
+  if (kinds.size() < 2) return "";
+  std::string list;
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const RunResult& run = runs[fastest[k]];
+    list += (k == 0 ? "" : ", ") + to_string(kinds[k]) + " " + run.config.shape_label() +
+            " (" + seconds_text(run.mean_seconds.value) + ", " + format_bytes(run.peak_allocated_bytes) +
+            (bitsandbytes_optimizer(kinds[k]) ? "; time emulated" : "") + ")";
+  }
+  return " The optimizers compute different updates, and the choice above is by time alone; the fastest split of "
+         "each: " + list + ".";
+}
+
 }  // namespace
 
 Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limit_bytes, const DecisionOptions& options) {
@@ -513,7 +541,8 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
   rec.tied_indices = ties;
   rec.decision = d;
   rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes) +
-               what_the_slowest_loses(runs, ok, best, fit_time_models(runs)) + " " +
+               what_the_slowest_loses(runs, ok, best, fit_time_models(runs)) +
+               per_optimizer_sentence(runs, candidates) + " " +
                framework_sentence(options.framework_seconds_per_micro_step, options.framework_source);
   return rec;
 }

@@ -91,6 +91,10 @@ VerifySetup prepare(const WorkloadOptions& w) {
     throw UserError("verify checks one precision at a time, got " + join_precisions(w.precisions) +
                     "; run it once per precision");
   }
+  if (grid_optimizers(w).size() != 1) {
+    throw UserError("verify checks one optimizer at a time, got --optimizer " + join_optimizers(grid_optimizers(w)) +
+                    "; run it once per optimizer");
+  }
   if (w.grid.knobs) throw UserError("verify has no --knobs; use --activation-checkpointing and --optimizer-in-backward");
   configure_threads(w.threads);
   VerifySetup s;

@@ -119,10 +119,14 @@ OptimizerKind optimizer_kind_from_string(const std::string& text) {
   return value_of(kOptimizerNames, text, "--optimizer");
 }
 std::string hf_optim_name(OptimizerKind kind) { return name_of(kHfOptimNames, kind); }
-bool emulated_optimizer(const std::string& name) {
-  for (const auto& [kind, known] : kOptimizerNames)
-    if (name == known) return bitsandbytes_optimizer(kind);
-  return false;
+std::vector<std::string> emulated_optimizers(const std::string& names) {
+  std::vector<std::string> emulated;
+  std::istringstream list(names);
+  for (std::string name; std::getline(list, name, ',');) {
+    for (const auto& [kind, known] : kOptimizerNames)
+      if (name == known && bitsandbytes_optimizer(kind)) emulated.push_back(name);
+  }
+  return emulated;
 }
 std::string to_string(Packing packing) { return name_of(kPackingNames, packing); }
 Packing packing_from_string(const std::string& text) { return value_of(kPackingNames, text, "--packing"); }
@@ -453,6 +457,20 @@ void apply_base_quant_defaults(WorkloadOptions& w, bool checkpointing_given) {
   if (w.lora.quantized() && w.lora.kbit_upcast && !checkpointing_given) w.grid.checkpointing = Checkpointing::kBlocks;
 }
 
+std::vector<OptimizerKind> grid_optimizers(const WorkloadOptions& w) {
+  std::vector<OptimizerKind> kinds = {w.optimizer.kind};
+  for (OptimizerKind kind : w.grid.other_optimizers) {
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+  }
+  return kinds;
+}
+
+std::string join_optimizers(const std::vector<OptimizerKind>& optimizers) {
+  std::string out;
+  for (size_t i = 0; i < optimizers.size(); ++i) out += (i ? "," : "") + to_string(optimizers[i]);
+  return out;
+}
+
 std::string join_precisions(const std::vector<Precision>& precisions) {
   std::string out;
   for (size_t i = 0; i < precisions.size(); ++i) out += (i ? "," : "") + to_string(precisions[i]);
@@ -473,7 +491,7 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
       {"group_by_length", flag(w.data.group_by_length)},
       {"packing", to_string(w.data.packing)},
       {"loss_normalization", to_string(w.loss.normalization)},
-      {"optimizer", to_string(w.optimizer.kind)},
+      {"optimizer", join_optimizers(grid_optimizers(w))},
       {"lr", number(w.optimizer.lr)},
       {"beta1", number(w.optimizer.beta1)},
       {"beta2", number(w.optimizer.beta2)},

@@ -10,7 +10,7 @@
 
 namespace accumbench {
 
-std::string SplitConfig::label() const {
+std::string SplitConfig::shape_label() const {
   // U+00D7 MULTIPLICATION SIGN, UTF-8 encoded: "8×8" reads as micro-batch × accumulation steps.
   std::string text = std::to_string(micro_batch) + "\xC3\x97" + std::to_string(accum_steps);
   if (activation_checkpointing == Checkpointing::kBlocks) text += " ckpt";
@@ -18,6 +18,10 @@ std::string SplitConfig::label() const {
   if (chunked_loss) text += " chunked-ce";
   if (cuda_graphs) text += " graphs";
   return text;
+}
+
+std::string SplitConfig::label() const {
+  return optimizer == OptimizerKind::kAdamW ? shape_label() : shape_label() + " " + to_string(optimizer);
 }
 
 std::string SplitConfig::key() const {
@@ -149,24 +153,29 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
     micro_batches = {rank_batch};
   }
   std::vector<SplitConfig> grid;
-  for (Precision precision : w.precisions) {
-    SplitConfig split;
-    split.precision = precision;
-    split.world_size = world_size;
-    split.activation_checkpointing = w.grid.checkpointing;
-    for (int64_t micro : micro_batches) {
-      split.micro_batch = micro;
-      split.accum_steps = accumulation_steps(w.batch, micro, world_size);
-      std::vector<SplitConfig> points;
-      for (SplitConfig point : knob_variants(split, w.grid.knobs)) {
-        // A plain knob fixes that knob for every point: the grid's variants of it collapse.
-        if (in_backward) point.optimizer_in_backward = true;
-        if (!contains(points, point)) points.push_back(point);
-      }
-      std::vector<SplitConfig> with_graphs;
-      append_with_graphs(loss_variants(points, w.loss.chunked), w.grid.cuda_graphs, with_graphs);
-      for (const SplitConfig& point : with_graphs) {
-        if (!contains(grid, point)) grid.push_back(point);
+  // The optimizer outermost: the rounds time the grid in its order, and a change of optimizer
+  // between two steps rebuilds the optimizer's state (Trainer::set_optimizer).
+  for (OptimizerKind optimizer : grid_optimizers(w)) {
+    for (Precision precision : w.precisions) {
+      SplitConfig split;
+      split.optimizer = optimizer;
+      split.precision = precision;
+      split.world_size = world_size;
+      split.activation_checkpointing = w.grid.checkpointing;
+      for (int64_t micro : micro_batches) {
+        split.micro_batch = micro;
+        split.accum_steps = accumulation_steps(w.batch, micro, world_size);
+        std::vector<SplitConfig> points;
+        for (SplitConfig point : knob_variants(split, w.grid.knobs)) {
+          // A plain knob fixes that knob for every point: the grid's variants of it collapse.
+          if (in_backward) point.optimizer_in_backward = true;
+          if (!contains(points, point)) points.push_back(point);
+        }
+        std::vector<SplitConfig> with_graphs;
+        append_with_graphs(loss_variants(points, w.loss.chunked), w.grid.cuda_graphs, with_graphs);
+        for (const SplitConfig& point : with_graphs) {
+          if (!contains(grid, point)) grid.push_back(point);
+        }
       }
     }
   }

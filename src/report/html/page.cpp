@@ -211,8 +211,8 @@ std::string context_section(const SweepResult& result) {
     if (name == "base_quant" && value != "none") {  // QLoRA (--base-quant)
       h += context_entry("time", "approximate: the quantised base is dequantised by LibTorch ops, not bitsandbytes' kernels");
     }
-    if (name == "optimizer" && emulated_optimizer(value)) {  // bitsandbytes' 8-bit AdamW
-      h += context_entry("optimizer_time", "approximate: " + value +
+    for (const std::string& emulated : name == "optimizer" ? emulated_optimizers(value) : std::vector<std::string>{}) {
+      h += context_entry("optimizer_time", "approximate: " + emulated +
                                                " is emulated by LibTorch ops (its memory exact, its time not bitsandbytes' kernel's)");
     }
   }
