@@ -284,6 +284,16 @@ TEST(HtmlReport, AnEmulatedOptimizerIsMarkedApproximate) {
   std::ostringstream emulated;
   HtmlReporter().report(result, emulated);
   EXPECT_NE(emulated.str().find("approximate: adamw8bit is emulated by LibTorch ops"), std::string::npos);
+  EXPECT_NE(emulated.str().find("<title>accumbench — gpt2-tiny · seq len 64 · batch 4 · fp32 · adamw8bit · AMD EPYC"),
+            std::string::npos);
+  // A sweep of several optimizers: each emulated one is marked, and the title names the list.
+  result.context.options.back().second = "adamw,paged-adamw8bit,sgd,adamw8bit";
+  std::ostringstream several;
+  HtmlReporter().report(result, several);
+  EXPECT_NE(several.str().find("approximate: paged-adamw8bit is emulated"), std::string::npos);
+  EXPECT_NE(several.str().find("approximate: adamw8bit is emulated"), std::string::npos);
+  EXPECT_EQ(several.str().find("approximate: sgd"), std::string::npos);
+  EXPECT_NE(several.str().find(" · fp32 · adamw,paged-adamw8bit,sgd,adamw8bit · AMD EPYC"), std::string::npos);
 }
 
 TEST(HtmlReport, FailedRunIsALabelledGapInEveryBarChart) {

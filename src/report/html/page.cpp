@@ -50,11 +50,15 @@ std::string json_for_script(const std::string& json) {
   return out;
 }
 
-// Model, shape, precision (of every run, "bf16,fp32" when several), device and ranks.
+// Model, shape, precision (of every run, "bf16,fp32" when several), the optimizers unless AdamW
+// alone, device and ranks.
 std::string title_line(const SweepContext& c, const std::string& precisions) {
   std::string t = c.model.empty() ? "unnamed model" : c.model;
   t += " \u00b7 seq len " + std::to_string(c.seq_len) + " \u00b7 batch " + std::to_string(c.batch);
   if (!precisions.empty()) t += " \u00b7 " + precisions;
+  for (const auto& [name, value] : c.options) {
+    if (name == "optimizer" && value != "adamw") t += " \u00b7 " + value;
+  }
   if (!c.device_name.empty() || !c.device.empty())
     t += " \u00b7 " + (c.device_name.empty() ? c.device : c.device_name);
   if (c.world_size > 1) t += " \u00d7 " + std::to_string(c.world_size) + " ranks";
