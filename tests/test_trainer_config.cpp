@@ -60,7 +60,16 @@ TEST(TrainerConfig, AnEmptyTrlFileIsTrlsDefaults) {
                    "gradient_accumulation_steps: 8 per device x 1 accumulation steps x 1 process) --precision bf16 "
                    "--activation-checkpointing blocks --packing none --padding longest --tf32 off",
                    "sft.yaml leaves out max_length, per_device_train_batch_size, bf16, gradient_checkpointing, "
-                   "pad_to_multiple_of, tf32: TRL's defaults stand"}));
+                   "pad_to_multiple_of, tf32: TRL's defaults stand",
+                   "sft.yaml: leaves out optim, whose default in transformers is adamw_torch_fused from PyTorch 2.8 "
+                   "(accumbench's adamw, what runs here) and adamw_torch before it (on CUDA --optimizer adamw-foreach: "
+                   "a copy of what trains during the step); sweep --optimizer adamw,adamw-foreach measures both"}));
+  // Said only when neither the file nor the command line names the optimizer.
+  const auto optimizer_given = [](const std::string& option) { return option == "--optimizer"; };
+  EXPECT_EQ(ab::trainer_config_notes(c, optimizer_given, read("")).size(), 2u);
+  const ab::TrainerConfig named = ab::parse_trainer_config("optim: adamw_torch_fused\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  for (const std::string& note : ab::trainer_config_notes(named, kNothingGiven, read("")))
+    EXPECT_EQ(note.find("leaves out optim"), std::string::npos) << note;
   // axolotl's bf16 stands for the precision and the weights' dtype: named once.
   const ab::TrainerConfig axolotl = ab::parse_trainer_config("base_model: gpt2-tiny\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml");
   ab::WorkloadOptions from_axolotl;
@@ -703,23 +712,25 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
             "sft.yaml sets num_processes: 4 (accelerate launch's processes), but this command plans 1 process; plan "
             "it with plan --world-size 4, or sweep it under torchrun --nproc-per-node 4");
 
-  // bfd packing without a flash kernel: TRL's padding-free rows attend across documents.
-  const ab::TrainerConfig packed_sdpa = ab::parse_trainer_config("packing: true\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  // bfd packing without a flash kernel: TRL's padding-free rows attend across documents. (The
+  // files below name their optim: one left out is a remark of its own, tested above.)
+  const ab::TrainerConfig packed_sdpa =
+      ab::parse_trainer_config("packing: true\noptim: sgd\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");
   ASSERT_EQ(packed_sdpa.remarks.size(), 1u);
   EXPECT_EQ(packed_sdpa.remarks[0].text.rfind("packs with bfd under transformers' default sdpa attention, where TRL's "
                                               "padding-free rows attend across documents",
                                               0),
             0u);
-  EXPECT_TRUE(ab::parse_trainer_config("packing: true\nattn_implementation: flash_attention_2\n",
+  EXPECT_TRUE(ab::parse_trainer_config("packing: true\nattn_implementation: flash_attention_2\noptim: sgd\n",
                                        ab::ConfigFormat::kTrl, 1, "sft.yaml")
                   .remarks.empty());
-  EXPECT_TRUE(ab::parse_trainer_config("packing: true\npacking_strategy: wrapped\n", ab::ConfigFormat::kTrl, 1,
+  EXPECT_TRUE(ab::parse_trainer_config("packing: true\npacking_strategy: wrapped\noptim: sgd\n", ab::ConfigFormat::kTrl, 1,
                                        "sft.yaml")
                   .remarks.empty());
   // A key only TRL before 1.7 reads: that TRL's loss (nll), said in a remark; max_seq_length
   // overrides max_length as TRL 0.19 read it; "ffd" is TRL 0.19's name for bfd.
   const ab::TrainerConfig old_trl = ab::parse_trainer_config(
-      "max_seq_length: 2048\nmax_length: 128\ntorch_dtype: bfloat16\npacking: true\npacking_strategy: ffd\n",
+      "max_seq_length: 2048\nmax_length: 128\ntorch_dtype: bfloat16\npacking: true\npacking_strategy: ffd\noptim: sgd\n",
       ab::ConfigFormat::kTrl, 1, "zephyr.yaml");
   ab::WorkloadOptions w;
   ab::apply_trainer_config(old_trl, w, kNothingGiven);
@@ -737,7 +748,7 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
   // casts its adapters to bf16 (--adapter-dtype bf16; under fp16 said, and kept fp32); a file for an
   // older TRL, which still prepared the model, keeps PEFT's.
   const ab::TrainerConfig trl_qlora = ab::parse_trainer_config(
-      "use_peft: true\nload_in_4bit: true\ndtype: bfloat16\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");
+      "use_peft: true\nload_in_4bit: true\ndtype: bfloat16\noptim: sgd\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");
   w = ab::WorkloadOptions{};
   ab::apply_trainer_config(trl_qlora, w, kNothingGiven);
   EXPECT_FALSE(w.lora.kbit_upcast);

@@ -226,6 +226,14 @@ void Reader::read_trl(int world_size) {
     config.adapter_rule = TrainerConfig::AdapterRule::kTrlQuantised;
   }
   optimizer("optim");
+  // transformers' default optimizer depends on the user's PyTorch, which the file does not say.
+  if (!has("optim")) {
+    config.remarks.push_back(
+        {"leaves out optim, whose default in transformers is adamw_torch_fused from PyTorch 2.8 (accumbench's adamw, "
+         "what runs here) and adamw_torch before it (on CUDA --optimizer adamw-foreach: a copy of what trains during "
+         "the step); sweep --optimizer adamw,adamw-foreach measures both",
+         {"--optimizer"}});
+  }
   hyperparameters();
 }
 
