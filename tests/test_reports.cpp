@@ -155,6 +155,29 @@ TEST(ConsoleReporter, TableAndRecommendation) {
   });
 }
 
+// The header names the optimizers of the runs, not of the options: a --resume with --optimizer sgd
+// keeps the file's adamw8bit runs, whose time is still emulated; the legend says what the label's
+// last word is.
+TEST(ConsoleReporter, HeaderNamesTheOptimizersOfTheRuns) {
+  SweepResult result = sample_result();
+  result.context.options.emplace_back("optimizer", "sgd");
+  result.runs[1].config.optimizer = OptimizerKind::kSgd;
+  result.runs[2].config.optimizer = OptimizerKind::kAdamW8bit;
+  const std::vector<std::string> lines = report_lines(ConsoleReporter(), result);
+  ASSERT_GE(lines.size(), 7u);
+  EXPECT_EQ(lines[0], std::string(kContextLine) +
+                          ", optimizers adamw, sgd, adamw8bit (adamw8bit emulated: memory exact, time approximate)");
+  EXPECT_EQ(lines[3].rfind("8\u00d78 ", 0), 0u) << lines[3];
+  EXPECT_EQ(lines[4].rfind("1\u00d764 ckpt sgd ", 0), 0u) << lines[4];
+  EXPECT_EQ(lines[5].rfind("64\u00d71 oib adamw8bit ", 0), 0u) << lines[5];
+  EXPECT_NE(lines[6].find("; oib: the optimizer inside backward; then the optimizer (--optimizer) unless adamw;"),
+            std::string::npos)
+      << lines[6];
+  // One optimizer, not AdamW: named alone, as before lists existed.
+  for (RunResult& run : result.runs) run.config.optimizer = OptimizerKind::kSgd;
+  EXPECT_EQ(report_lines(ConsoleReporter(), result)[0], std::string(kContextLine) + ", optimizer sgd");
+}
+
 // With --memory-limit, "fits" says yes or no; "vs fastest" is relative to the fastest split that
 // fits (the one the decision can name), so a faster split over the limit reads below 1.00×.
 TEST(ConsoleReporter, FitsAgainstTheLimitAndRatiosAgainstTheFastest) {

@@ -387,6 +387,24 @@ TEST(Recommend, PrecisionSweepsNameThePrecisionInTheReason) {
   EXPECT_NE(r.reason.find("1\u00d764 fp32 is host-bound"), std::string::npos) << r.reason;
 }
 
+// Several optimizers: they compute different updates, so the reason ends with the fastest split of
+// each (its precision too where the sweep has several); with one optimizer nothing is added.
+TEST(Recommend, SeveralOptimizersNameTheFastestSplitOfEach) {
+  std::vector<RunResult> runs = {timed(4, 2, 0.200, 3 * kGiB), timed(8, 1, 0.150, 5 * kGiB),
+                                 timed(4, 2, 0.120, 2 * kGiB), timed(8, 1, 0.130, 4 * kGiB)};
+  runs[2].config.optimizer = runs[3].config.optimizer = OptimizerKind::kAdamW8bit;
+  runs[3].config.precision = Precision::kBf16;
+  const Recommendation r = recommend(runs);
+  EXPECT_EQ(r.best_index, 2);
+  EXPECT_NE(r.reason.find(" The optimizers compute different updates, and the choice above is by time alone; the "
+                          "fastest split of each: adamw 8\u00d71 fp32 (0.150 s, 5.00 GiB), adamw8bit 4\u00d72 fp32 "
+                          "(0.120 s, 2.00 GiB; time emulated)."),
+            std::string::npos)
+      << r.reason;
+  runs.resize(2);
+  EXPECT_EQ(recommend(runs).reason.find("The optimizers compute"), std::string::npos);
+}
+
 TEST(Recommend, FastestTiedSplitThatAlsoUsesLeastMemorySaysSo) {
   std::vector<RunResult> runs = {timed(8, 8, 0.100, 2 * kGiB), timed(4, 16, 0.1005, 3 * kGiB)};
   const Recommendation r = recommend(runs);

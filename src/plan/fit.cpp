@@ -296,8 +296,8 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
         flags += std::string(flags.empty() ? "" : " ") + "--activation-checkpointing " +
                  to_string(l.split.activation_checkpointing);
       }
-      const std::string label = l.split.shape_label() + (workload.precisions.size() > 1 ? " " + to_string(precision) : "") +
-                                (optimizers.size() > 1 ? " " + to_string(optimizer) : "");
+      // As the sweep names its splits: the label (the optimizer unless adamw), then the precision.
+      const std::string label = l.split.label() + (workload.precisions.size() > 1 ? " " + to_string(precision) : "");
       untried += (untried.empty() ? "" : " or ") + label + (flags.empty() ? "" : " (" + flags + ")");
     }
   }
@@ -324,13 +324,19 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
     fitting += (fitting.empty() ? "" : ", or ") + c.options + " (" + fitting_words(c.largest) + ")";
     combined = c.combined;
   }
+  // Several optimizers: the changes are to the lightest one's job, which `plan` takes alone.
+  const bool several = optimizers.size() > 1;
+  const std::string lightest_name = to_string(lightest.optimizer.kind);
   if (fitting.empty()) {
-    return "Nothing the plan tries fits in " + format_bytes(usable_bytes) +
+    return "Nothing the plan tries fits in " + format_bytes(usable_bytes) + (several ? ", even with " + lightest_name : "") +
            ", not even every change it knows together: a shorter --seq-len, a smaller model or more memory is needed.";
   }
-  return "The plan fits it in " + format_bytes(usable_bytes) + " with " +
+  return "The plan fits it in " + format_bytes(usable_bytes) +
+         (several ? " with " + lightest_name + " (the smallest state of --optimizer " + join_optimizers(optimizers) + ") and "
+                  : " with ") +
          (combined == 1 ? std::string("one change: ") : text::number_word(combined) + " changes together: ") + fitting +
-         " (`accumbench plan` with the same options, --memory-limit and --headroom 0% shows each).";
+         " (`accumbench plan` with the same options" + (several ? " but --optimizer " + lightest_name : "") +
+         ", --memory-limit and --headroom 0% shows each).";
 }
 
 }  // namespace accumbench

@@ -31,6 +31,21 @@ std::string precisions_of(const std::vector<RunResult>& runs) {
   return out;
 }
 
+std::string optimizers_of(const SweepResult& result) {
+  // A file written before the optimizer was a split's reads it from the context (json_upgrade);
+  // a sweep with no run yet names its options' list.
+  if (result.runs.empty()) {
+    for (const auto& [name, value] : result.context.options)
+      if (name == "optimizer") return value;
+    return "";
+  }
+  std::vector<OptimizerKind> seen;
+  for (const RunResult& run : result.runs) {
+    if (std::find(seen.begin(), seen.end(), run.config.optimizer) == seen.end()) seen.push_back(run.config.optimizer);
+  }
+  return join_optimizers(seen);
+}
+
 std::string trainable_line(int64_t trainable, int64_t total) {
   return "trainable " + format_count(trainable) + " of " + format_count(total) + " (" +
          format_percent(total > 0 ? static_cast<double>(trainable) / static_cast<double>(total) : 0.0, 2) + ")";
@@ -94,8 +109,9 @@ std::string context_line(const SweepResult& result) {
   if (const std::string adapters = option_value(c, "adapter_dtype"); !adapters.empty() && adapters != "fp32")
     line << ", " << adapters << " adapters";
   // bitsandbytes' 8-bit AdamW is emulated with LibTorch ops: its memory is exact, its time is not.
-  // A sweep of several optimizers names each ("adamw,adamw8bit"), and which of them are emulated.
-  const std::string optimizer = option_value(c, "optimizer");
+  // A sweep of several optimizers names each ("adamw,adamw8bit"), and which of them are emulated:
+  // those of its runs (a --resume keeps the file's runs of optimizers no longer given).
+  const std::string optimizer = optimizers_of(result);
   if (!optimizer.empty() && optimizer != "adamw") {
     const std::vector<std::string> emulated = emulated_optimizers(optimizer);
     const bool several = optimizer.find(',') != std::string::npos;

@@ -491,7 +491,13 @@ std::string per_optimizer_sentence(const std::vector<RunResult>& runs, const std
   std::string list;
   for (size_t k = 0; k < kinds.size(); ++k) {
     const RunResult& run = runs[fastest[k]];
-    list += (k == 0 ? "" : ", ") + to_string(kinds[k]) + " " + run.config.shape_label() +
+    // Named as run_name names it, less the optimizer, which leads: with its precision where the
+    // sweep has several.
+    const bool several_precisions = std::any_of(runs.begin(), runs.end(), [&](const RunResult& other) {
+      return other.config.precision != run.config.precision;
+    });
+    const std::string name = run.config.shape_label() + (several_precisions ? " " + to_string(run.config.precision) : "");
+    list += (k == 0 ? "" : ", ") + to_string(kinds[k]) + " " + name +
             " (" + seconds_text(run.mean_seconds.value) + ", " + format_bytes(run.peak_allocated_bytes) +
             (bitsandbytes_optimizer(kinds[k]) ? "; time emulated" : "") + ")";
   }

@@ -52,13 +52,11 @@ std::string json_for_script(const std::string& json) {
 
 // Model, shape, precision (of every run, "bf16,fp32" when several), the optimizers unless AdamW
 // alone, device and ranks.
-std::string title_line(const SweepContext& c, const std::string& precisions) {
+std::string title_line(const SweepContext& c, const std::string& precisions, const std::string& optimizers) {
   std::string t = c.model.empty() ? "unnamed model" : c.model;
   t += " \u00b7 seq len " + std::to_string(c.seq_len) + " \u00b7 batch " + std::to_string(c.batch);
   if (!precisions.empty()) t += " \u00b7 " + precisions;
-  for (const auto& [name, value] : c.options) {
-    if (name == "optimizer" && value != "adamw") t += " \u00b7 " + value;
-  }
+  if (!optimizers.empty() && optimizers != "adamw") t += " \u00b7 " + optimizers;
   if (!c.device_name.empty() || !c.device.empty())
     t += " \u00b7 " + (c.device_name.empty() ? c.device : c.device_name);
   if (c.world_size > 1) t += " \u00d7 " + std::to_string(c.world_size) + " ranks";
@@ -215,10 +213,11 @@ std::string context_section(const SweepResult& result) {
     if (name == "base_quant" && value != "none") {  // QLoRA (--base-quant)
       h += context_entry("time", "approximate: the quantised base is dequantised by LibTorch ops, not bitsandbytes' kernels");
     }
-    for (const std::string& emulated : name == "optimizer" ? emulated_optimizers(value) : std::vector<std::string>{}) {
-      h += context_entry("optimizer_time", "approximate: " + emulated +
-                                               " is emulated by LibTorch ops (its memory exact, its time not bitsandbytes' kernel's)");
-    }
+  }
+  // The bitsandbytes optimizers among the runs' (a --resume keeps runs of optimizers no longer given).
+  for (const std::string& emulated : emulated_optimizers(text::optimizers_of(result))) {
+    h += context_entry("optimizer_time", "approximate: " + emulated +
+                                             " is emulated by LibTorch ops (its memory exact, its time not bitsandbytes' kernel's)");
   }
   h += context_entry("seq_len", std::to_string(c.seq_len));
   h += context_entry("batch", std::to_string(c.batch) + " sequences");
@@ -246,11 +245,11 @@ std::string context_section(const SweepResult& result) {
   return h + "</section>\n";
 }
 
-std::string head(const SweepContext& c, const std::string& precisions) {
+std::string head(const SweepContext& c, const std::string& precisions, const std::string& optimizers) {
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   h += "<meta name=\"generator\" content=\"accumbench\">\n";
-  h += "<title>accumbench \u2014 " + html_escape(title_line(c, precisions)) + "</title>\n";
+  h += "<title>accumbench \u2014 " + html_escape(title_line(c, precisions, optimizers)) + "</title>\n";
   h += "<style>\n" + std::string(kReportCss) + "</style>\n</head>\n";
   return h;
 }
@@ -263,11 +262,12 @@ void HtmlReporter::report(const SweepResult& result, std::ostream& out) const {
   const SweepContext& c = result.context;
   const std::vector<Slot> slots = make_slots(result);
   const std::string precisions = text::precisions_of(result.runs);
-  std::string page = head(c, precisions);
+  const std::string optimizers = text::optimizers_of(result);
+  std::string page = head(c, precisions, optimizers);
   page += "<body>\n<main>\n";
   page +=
       "<header><h1>accumbench \u00b7 " + html_escape(c.model.empty() ? "sweep" : c.model) + "</h1>";
-  page += "<p class=\"subtitle\">" + html_escape(title_line(c, precisions)) +
+  page += "<p class=\"subtitle\">" + html_escape(title_line(c, precisions, optimizers)) +
           (c.date.empty() ? "" : " \u00b7 " + html_escape(c.date)) + "</p></header>\n";
   page += recommendation_section(result, slots);
   page += chart_sections(result, slots);
