@@ -716,6 +716,32 @@ TEST(Json, Version8ReadsWithoutTheUnfinishedMarks) {
   EXPECT_FALSE(read.interruption.whole());
 }
 
+// A file of schema 5 lacks time_models and interruption at its top level; adding them moves the
+// other members of an ordered_json, so the upgrade must not hold references across it (it read
+// the version as garbage and refused the file).
+TEST(Json, Version5WithoutTheLaterTopLevelKeysReads) {
+  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(to_json(populated_result()));
+  doc["json_schema_version"] = 5;
+  doc["context"]["json_schema_version"] = 5;
+  doc.erase("time_models");
+  doc.erase("interruption");
+  doc["recommendation"].erase("decision");
+  for (auto& run : doc["runs"]) {
+    run.erase("clip_seconds");
+    run.erase("session");
+    run.erase("mean_seconds");
+    run["config"].erase("optimizer");
+    for (auto& step : run["steps"]) step.erase("round");
+  }
+  doc["context"].erase("framework_seconds_per_micro_step");
+  doc["context"].erase("framework_source");
+  const SweepResult back = sweep_result_from_json(doc.dump(), "v5.json");
+  EXPECT_EQ(back.context.json_schema_version, kJsonSchemaVersion);
+  ASSERT_FALSE(back.runs.empty());
+  EXPECT_EQ(back.runs[0].config.optimizer, OptimizerKind::kAdamW);
+  EXPECT_EQ(back.runs[0].steps[0].round, -1);  // unpaired, as version 5 timed each split alone
+}
+
 // A version-9 file swept one optimizer, named in its context's options only: each run's split
 // reads with it (adamw where the file predates the option), so that --resume keys its splits as a
 // sweep of today does ("4×1 adamw8bit/fp32").

@@ -596,8 +596,8 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
     throw UserError(origin + " has no json_schema_version, so it is not an accumbench result; "
                              "pass a file written by `accumbench sweep --json`");
   }
-  const Json& version = root["json_schema_version"];
   upgrade_to_current_version(root);
+  const Json version = root["json_schema_version"];  // a copy: nothing may move it now, but say so
   if (!version.is_number_integer() || version.get<int64_t>() != kJsonSchemaVersion) {
     throw UserError(origin + " has json_schema_version " + version.dump() +
                     " but this accumbench reads versions 2 to " + std::to_string(kJsonSchemaVersion) +

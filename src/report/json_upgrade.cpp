@@ -9,6 +9,10 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// ordered_json keeps an object's members in a vector: adding one may move the others, so a value
+// copied from a member into a new one is copied first (`Json(a["x"])`), never read through a
+// reference while the new member is inserted.
+
 // Version 2 (before the chunked loss) lacks only chunked_loss in each run's split, which was
 // then always off: a v2 file reads as v3, so --resume, report and compare keep working on it.
 void upgrade_from_version_2(Json& root) {
@@ -30,14 +34,14 @@ void upgrade_from_version_3(Json& root) {
     Json& context = root["context"];
     context["json_schema_version"] = 4;
     if (!context.contains("trainable_parameters") && context.contains("parameters")) {
-      context["trainable_parameters"] = context["parameters"];
+      context["trainable_parameters"] = Json(context["parameters"]);
     }
     if (!context.contains("transformers_flops_per_token")) context["transformers_flops_per_token"] = nullptr;
   }
   if (!root.contains("runs") || !root["runs"].is_array()) return;
   for (Json& run : root["runs"]) {
     if (run.is_object() && !run.contains("hardware_tflops") && run.contains("achieved_tflops")) {
-      run["hardware_tflops"] = run["achieved_tflops"];
+      run["hardware_tflops"] = Json(run["achieved_tflops"]);
     }
   }
 }
@@ -53,13 +57,13 @@ void upgrade_from_version_4(Json& root) {
     if (!run.is_object()) continue;
     if (!run.contains("padding_fraction")) run["padding_fraction"] = 0.0;
     if (!run.contains("computed_tokens_per_second") && run.contains("tokens_per_second")) {
-      run["computed_tokens_per_second"] = run["tokens_per_second"];
+      run["computed_tokens_per_second"] = Json(run["tokens_per_second"]);
     }
     if (!run.contains("steps") || !run["steps"].is_array()) continue;
     for (Json& step : run["steps"]) {
       if (!step.is_object()) continue;
-      if (!step.contains("positions") && step.contains("tokens")) step["positions"] = step["tokens"];
-      if (!step.contains("computed_positions") && step.contains("tokens")) step["computed_positions"] = step["tokens"];
+      if (!step.contains("positions") && step.contains("tokens")) step["positions"] = Json(step["tokens"]);
+      if (!step.contains("computed_positions") && step.contains("tokens")) step["computed_positions"] = Json(step["tokens"]);
     }
   }
 }
@@ -156,15 +160,21 @@ void upgrade_from_version_9(Json& root) {
 }  // namespace
 
 void upgrade_to_current_version(Json& root) {
-  const Json& version = root["json_schema_version"];
-  if (version.is_number_integer() && version.get<int64_t>() == 2) upgrade_from_version_2(root);
-  if (version.is_number_integer() && version.get<int64_t>() == 3) upgrade_from_version_3(root);
-  if (version.is_number_integer() && version.get<int64_t>() == 4) upgrade_from_version_4(root);
-  if (version.is_number_integer() && version.get<int64_t>() == 5) upgrade_from_version_5(root);
-  if (version.is_number_integer() && version.get<int64_t>() == 6) upgrade_from_version_6(root);
-  if (version.is_number_integer() && version.get<int64_t>() == 7) upgrade_from_version_7(root);
-  if (version.is_number_integer() && version.get<int64_t>() == 8) upgrade_from_version_8(root);
-  if (version.is_number_integer() && version.get<int64_t>() == 9) upgrade_from_version_9(root);
+  // The version is read again before each step: a step that adds a top-level key (time_models,
+  // interruption) moves ordered_json's members, and a reference held across it would dangle (a
+  // version-5 file read as version "51.27" and was refused).
+  const auto version_is = [&root](int64_t version) {
+    const Json& v = root["json_schema_version"];
+    return v.is_number_integer() && v.get<int64_t>() == version;
+  };
+  if (version_is(2)) upgrade_from_version_2(root);
+  if (version_is(3)) upgrade_from_version_3(root);
+  if (version_is(4)) upgrade_from_version_4(root);
+  if (version_is(5)) upgrade_from_version_5(root);
+  if (version_is(6)) upgrade_from_version_6(root);
+  if (version_is(7)) upgrade_from_version_7(root);
+  if (version_is(8)) upgrade_from_version_8(root);
+  if (version_is(9)) upgrade_from_version_9(root);
 }
 
 }  // namespace accumbench
