@@ -123,16 +123,12 @@ struct WorkloadFlags {
     w.data.packing = ab::packing_from_string(packing);
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
     w.weights_dtype = ab::weights_dtype_from_string(weights_dtype);
-    w.grid.other_optimizers.clear();
-    for (const std::string& name : optimizers) w.grid.other_optimizers.push_back(ab::optimizer_kind_from_string(name));
-    if (w.grid.other_optimizers.empty()) throw ab::UserError("--optimizer needs at least one optimizer, as in --optimizer adamw");
-    w.optimizer.kind = w.grid.other_optimizers.front();
-    w.grid.other_optimizers.erase(w.grid.other_optimizers.begin());
-    if (command != ab::Command::kSweep && ab::grid_optimizers(w).size() > 1) {
-      throw ab::UserError(std::string(command == ab::Command::kPlan ? "plan plans" : "verify checks") +
-                          " one optimizer at a time, got --optimizer " + ab::join_optimizers(ab::grid_optimizers(w)) +
-                          "; run it once per optimizer (sweep takes a list)");
-    }
+    // The first is the workload's optimizer, the rest the grid's others (plan and verify refuse them).
+    std::vector<ab::OptimizerKind> kinds;
+    for (const std::string& name : optimizers) kinds.push_back(ab::optimizer_kind_from_string(name));
+    if (kinds.empty()) throw ab::UserError("--optimizer needs at least one optimizer, as in --optimizer adamw");
+    w.optimizer.kind = kinds.front();
+    w.grid.other_optimizers.assign(kinds.begin() + 1, kinds.end());
     if (!memory_limit.empty()) {
       w.memory_limit_bytes = ab::parse_memory_limit(memory_limit);
       // 0 is the workload's "no limit": a limit of nothing would silently be none.
@@ -758,6 +754,10 @@ ab::PlanOptions PlanCommand::plan_options(const ab::WorkloadOptions& w, const ab
   if (w.precisions.size() != 1) {
     throw ab::UserError("plan takes one precision at a time, got " + ab::join_precisions(w.precisions) +
                         "; run it once per precision");
+  }
+  if (ab::grid_optimizers(w).size() != 1) {
+    throw ab::UserError("plan plans one optimizer at a time, got --optimizer " + ab::join_optimizers(ab::grid_optimizers(w)) +
+                        "; run it once per optimizer (sweep takes a list)");
   }
   ab::PlanOptions o = target.options;
   o.batch = ab::sequences_per_rank(w.batch, w.world_size);  // one rank's share

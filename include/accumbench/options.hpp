@@ -85,9 +85,6 @@ inline bool bitsandbytes_optimizer(OptimizerKind kind) {
   return kind == OptimizerKind::kAdamW8bit || kind == OptimizerKind::kPagedAdamW8bit ||
          kind == OptimizerKind::kPagedAdamW32bit;
 }
-// The bitsandbytes optimizers of a recorded --optimizer list ("adamw,adamw8bit" -> {"adamw8bit"}),
-// in its order; names this version does not know are left out.
-std::vector<std::string> emulated_optimizers(const std::string& names);
 // bitsandbytes' 8-bit AdamW, plain or paged: uint8 moments (tensors of at least 4096 elements) and
 // the quantisation maps; its 32-bit AdamW keeps fp32 moments and no maps.
 inline bool eight_bit_optimizer(OptimizerKind kind) {

@@ -142,6 +142,9 @@ struct MemoryPlan {
 // resident lines count it: AdamW's moments in the weights' dtype, 8-bit codes and scales, none.
 int64_t optimizer_state_total_bytes(const ModelConfig& cfg, const LoraOptions& lora, Precision weights_dtype,
                                     OptimizerKind kind);
+// Of the workload's optimizers (grid_optimizers), the one with the smallest state: what every split
+// of a sweep of several needs at least, and whose job the memory advice changes.
+OptimizerKind lightest_optimizer(const ModelConfig& cfg, const WorkloadOptions& workload);
 
 // Sum of a table's bytes.
 int64_t total_bytes(const std::vector<PlanLine>& lines);

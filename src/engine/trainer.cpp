@@ -397,8 +397,10 @@ void Trainer::set_optimizer(OptimizerKind kind) {
 
 void Trainer::reset_optimizer() {
   release_graphs();
-  for (at::Tensor& p : params_) p.mutable_grad().reset();
-  if (optimizer_) optimizer_->reset();
+  if (optimizer_) {  // none only after set_optimizer ran out of memory, which dropped the gradients
+    optimizer_->zero_grad(/*set_to_none=*/true);
+    optimizer_->reset();
+  }
   if (options_.precision == Precision::kFp16) loss_scale_ = options_.initial_loss_scale;
   fp16_scale_started_ = options_.precision == Precision::kFp16;
   steps_since_backoff_ = 0;

@@ -309,11 +309,7 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
   // is no change to name, and the others need more memory than it).
   WorkloadOptions lightest = workload;
   PlanOptions lightest_options = options;
-  for (const OptimizerKind optimizer : optimizers) {
-    if (optimizer_state_total_bytes(cfg, options.lora, options.weights_dtype, optimizer) <
-        optimizer_state_total_bytes(cfg, options.lora, options.weights_dtype, lightest.optimizer.kind))
-      lightest.optimizer.kind = optimizer;
-  }
+  lightest.optimizer.kind = lightest_optimizer(cfg, workload);
   lightest.grid.other_optimizers.clear();
   lightest_options.optimizer = lightest.optimizer.kind;
   const std::vector<FitChange> changes = changes_to_fit(cfg, lightest_options, lightest, usable_bytes);

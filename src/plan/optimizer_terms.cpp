@@ -122,4 +122,14 @@ int64_t optimizer_state_total_bytes(const ModelConfig& cfg, const LoraOptions& l
   return total;
 }
 
+OptimizerKind lightest_optimizer(const ModelConfig& cfg, const WorkloadOptions& w) {
+  OptimizerKind lightest = w.optimizer.kind;
+  for (const OptimizerKind kind : grid_optimizers(w)) {
+    if (optimizer_state_total_bytes(cfg, w.lora, w.weights_dtype, kind) <
+        optimizer_state_total_bytes(cfg, w.lora, w.weights_dtype, lightest))
+      lightest = kind;
+  }
+  return lightest;
+}
+
 }  // namespace accumbench

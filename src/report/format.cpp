@@ -6,6 +6,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "accumbench/error.hpp"
+
 namespace accumbench::text {
 
 std::string format_step_seconds(const Summary& s) {
@@ -29,21 +31,6 @@ std::string precisions_of(const std::vector<RunResult>& runs) {
   std::string out;
   for (const std::string& p : seen) out += (out.empty() ? "" : "/") + p;
   return out;
-}
-
-std::string optimizers_of(const SweepResult& result) {
-  // A file written before the optimizer was a split's reads it from the context (json_upgrade);
-  // a sweep with no run yet names its options' list.
-  if (result.runs.empty()) {
-    for (const auto& [name, value] : result.context.options)
-      if (name == "optimizer") return value;
-    return "";
-  }
-  std::vector<OptimizerKind> seen;
-  for (const RunResult& run : result.runs) {
-    if (std::find(seen.begin(), seen.end(), run.config.optimizer) == seen.end()) seen.push_back(run.config.optimizer);
-  }
-  return join_optimizers(seen);
 }
 
 std::string trainable_line(int64_t trainable, int64_t total) {
@@ -82,6 +69,24 @@ std::string data_words(const SweepContext& c) {
 
 }  // namespace
 
+std::vector<OptimizerKind> optimizers_of(const SweepResult& result) {
+  std::vector<OptimizerKind> seen;
+  const auto add = [&seen](OptimizerKind kind) {
+    if (std::find(seen.begin(), seen.end(), kind) == seen.end()) seen.push_back(kind);
+  };
+  for (const RunResult& run : result.runs) add(run.config.optimizer);
+  if (!result.runs.empty()) return seen;
+  // A result with no run yet: the list its options name.
+  std::istringstream list(option_value(result.context, "optimizer"));
+  for (std::string name; std::getline(list, name, ',');) {
+    try {
+      add(optimizer_kind_from_string(name));
+    } catch (const UserError&) {  // a name from another version: not one to describe
+    }
+  }
+  return seen;
+}
+
 std::string context_line(const SweepResult& result) {
   const SweepContext& c = result.context;
   std::ostringstream line;
@@ -111,15 +116,16 @@ std::string context_line(const SweepResult& result) {
   // bitsandbytes' 8-bit AdamW is emulated with LibTorch ops: its memory is exact, its time is not.
   // A sweep of several optimizers names each ("adamw,adamw8bit"), and which of them are emulated:
   // those of its runs (a --resume keeps the file's runs of optimizers no longer given).
-  const std::string optimizer = optimizers_of(result);
-  if (!optimizer.empty() && optimizer != "adamw") {
-    const std::vector<std::string> emulated = emulated_optimizers(optimizer);
-    const bool several = optimizer.find(',') != std::string::npos;
-    std::string names, which;
-    for (char ch : optimizer) names += ch == ',' ? std::string(", ") : std::string(1, ch);
-    for (const std::string& name : emulated) which += (which.empty() ? "" : " and ") + name;
+  const std::vector<OptimizerKind> optimizers = optimizers_of(result);
+  if (!optimizers.empty() && optimizers != std::vector<OptimizerKind>{OptimizerKind::kAdamW}) {
+    const bool several = optimizers.size() > 1;
+    std::string names, emulated;
+    for (const OptimizerKind kind : optimizers) {
+      names += (names.empty() ? "" : ", ") + to_string(kind);
+      if (bitsandbytes_optimizer(kind)) emulated += (emulated.empty() ? "" : " and ") + to_string(kind);
+    }
     line << (several ? ", optimizers " : ", optimizer ") << names;
-    if (!emulated.empty()) line << " (" << (several ? which + " " : "") << "emulated: memory exact, time approximate)";
+    if (!emulated.empty()) line << " (" << (several ? emulated + " " : "") << "emulated: memory exact, time approximate)";
   }
   if (c.memory_limit_bytes > 0) line << ", memory limit " << format_bytes(c.memory_limit_bytes);
   if (c.world_size > 1) {

@@ -24,9 +24,9 @@ std::string time_model_text(const TimeModel& model, const std::vector<RunResult>
 
 // Distinct precisions of the runs in first-seen order, joined by "/": "bf16" or "fp32/bf16".
 std::string precisions_of(const std::vector<RunResult>& runs);
-// Distinct optimizers of the runs in first-seen order, joined by ",": "adamw,adamw8bit" (without
-// runs, the context's --optimizer list).
-std::string optimizers_of(const SweepResult& result);
+// Distinct optimizers of the runs in first-seen order (without runs, those of the context's
+// --optimizer list that this version knows).
+std::vector<OptimizerKind> optimizers_of(const SweepResult& result);
 
 // "trainable 4,718,592 of 129,158,400 (3.65 %)": what LoRA trains out of the whole model.
 std::string trainable_line(int64_t trainable, int64_t total);

@@ -597,7 +597,7 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
                              "pass a file written by `accumbench sweep --json`");
   }
   upgrade_to_current_version(root);
-  const Json version = root["json_schema_version"];  // a copy: nothing may move it now, but say so
+  const Json version = root["json_schema_version"];  // read after the upgrade, which may move members
   if (!version.is_number_integer() || version.get<int64_t>() != kJsonSchemaVersion) {
     throw UserError(origin + " has json_schema_version " + version.dump() +
                     " but this accumbench reads versions 2 to " + std::to_string(kJsonSchemaVersion) +

@@ -160,23 +160,12 @@ std::string optimizer_state_name(OptimizerKind kind) {
   return full_precision_adamw(kind) ? "AdamW moments" : to_string(kind) + " state";
 }
 
-// The optimizer of the sweep whose state is smallest: the sweep is refused only when the model
-// does not fit even with it (the splits of the others are planned, and skipped, one by one).
-OptimizerKind smallest_state_optimizer(const WorkloadOptions& w, const ModelConfig& cfg) {
-  OptimizerKind smallest = w.optimizer.kind;
-  for (OptimizerKind kind : grid_optimizers(w)) {
-    if (optimizer_state_total_bytes(cfg, w.lora, w.weights_dtype, kind) <
-        optimizer_state_total_bytes(cfg, w.lora, w.weights_dtype, smallest))
-      smallest = kind;
-  }
-  return smallest;
-}
-
-// What the resident-memory messages call that state: "AdamW moments", "adamw8bit state (the
+// What the resident-memory messages call the state of the sweep's lightest optimizer (the sweep is
+// refused only when the model does not fit even with it): "AdamW moments", "adamw8bit state (the
 // smallest of --optimizer adamw,adamw8bit)".
 std::string smallest_state_name(const WorkloadOptions& w, const ModelConfig& cfg) {
   const std::vector<OptimizerKind> kinds = grid_optimizers(w);
-  return optimizer_state_name(smallest_state_optimizer(w, cfg)) +
+  return optimizer_state_name(lightest_optimizer(cfg, w)) +
          (kinds.size() > 1 ? " (the smallest of --optimizer " + join_optimizers(kinds) + ")" : "");
 }
 
@@ -189,7 +178,7 @@ int64_t resident_model_bytes(const WorkloadOptions& w, const ModelConfig& cfg) {
   }
   const int64_t adapter_bytes = 4 * lora_parameter_count(cfg, w.lora);  // fp32 adapters
   return weight_bytes + adapter_bytes +
-         optimizer_state_total_bytes(cfg, w.lora, w.weights_dtype, smallest_state_optimizer(w, cfg));
+         optimizer_state_total_bytes(cfg, w.lora, w.weights_dtype, lightest_optimizer(cfg, w));
 }
 
 void check_memory_limit_holds_the_model(const WorkloadOptions& w, const ModelConfig& cfg) {

@@ -242,13 +242,18 @@ std::string host_bound_words(const RunResult& run) {
          " of the step)";
 }
 
-// The split's label, with its precision when the sweep has several ("8×8 bf16"): without it a
-// precision sweep's reason could name two different runs the same way.
-std::string run_name(const RunResult& run, const std::vector<RunResult>& runs) {
+// " bf16" when the sweep has several precisions, else "": without it a precision sweep's reason
+// could name two different runs the same way.
+std::string precision_suffix(const RunResult& run, const std::vector<RunResult>& runs) {
   for (const RunResult& other : runs) {
-    if (other.config.precision != run.config.precision) return run.config.label() + " " + to_string(run.config.precision);
+    if (other.config.precision != run.config.precision) return " " + to_string(run.config.precision);
   }
-  return run.config.label();
+  return "";
+}
+
+// The split's label, with its precision when the sweep has several ("8×8 bf16").
+std::string run_name(const RunResult& run, const std::vector<RunResult>& runs) {
+  return run.config.label() + precision_suffix(run, runs);
 }
 
 std::string no_success_reason(const std::vector<RunResult>& runs, const std::vector<int>& ok,
@@ -491,13 +496,8 @@ std::string per_optimizer_sentence(const std::vector<RunResult>& runs, const std
   std::string list;
   for (size_t k = 0; k < kinds.size(); ++k) {
     const RunResult& run = runs[fastest[k]];
-    // Named as run_name names it, less the optimizer, which leads: with its precision where the
-    // sweep has several.
-    const bool several_precisions = std::any_of(runs.begin(), runs.end(), [&](const RunResult& other) {
-      return other.config.precision != run.config.precision;
-    });
-    const std::string name = run.config.shape_label() + (several_precisions ? " " + to_string(run.config.precision) : "");
-    list += (k == 0 ? "" : ", ") + to_string(kinds[k]) + " " + name +
+    // Named as run_name names it, less the optimizer, which leads.
+    list += (k == 0 ? "" : ", ") + to_string(kinds[k]) + " " + run.config.shape_label() + precision_suffix(run, runs) +
             " (" + seconds_text(run.mean_seconds.value) + ", " + format_bytes(run.peak_allocated_bytes) +
             (bitsandbytes_optimizer(kinds[k]) ? "; time emulated" : "") + ")";
   }

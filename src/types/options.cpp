@@ -119,15 +119,6 @@ OptimizerKind optimizer_kind_from_string(const std::string& text) {
   return value_of(kOptimizerNames, text, "--optimizer");
 }
 std::string hf_optim_name(OptimizerKind kind) { return name_of(kHfOptimNames, kind); }
-std::vector<std::string> emulated_optimizers(const std::string& names) {
-  std::vector<std::string> emulated;
-  std::istringstream list(names);
-  for (std::string name; std::getline(list, name, ',');) {
-    for (const auto& [kind, known] : kOptimizerNames)
-      if (name == known && bitsandbytes_optimizer(kind)) emulated.push_back(name);
-  }
-  return emulated;
-}
 std::string to_string(Packing packing) { return name_of(kPackingNames, packing); }
 Packing packing_from_string(const std::string& text) { return value_of(kPackingNames, text, "--packing"); }
 std::string to_string(BaseQuant quant) { return name_of(kBaseQuantNames, quant); }

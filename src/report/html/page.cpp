@@ -215,8 +215,9 @@ std::string context_section(const SweepResult& result) {
     }
   }
   // The bitsandbytes optimizers among the runs' (a --resume keeps runs of optimizers no longer given).
-  for (const std::string& emulated : emulated_optimizers(text::optimizers_of(result))) {
-    h += context_entry("optimizer_time", "approximate: " + emulated +
+  for (const OptimizerKind kind : text::optimizers_of(result)) {
+    if (!bitsandbytes_optimizer(kind)) continue;
+    h += context_entry("optimizer_time", "approximate: " + to_string(kind) +
                                              " is emulated by LibTorch ops (its memory exact, its time not bitsandbytes' kernel's)");
   }
   h += context_entry("seq_len", std::to_string(c.seq_len));
@@ -262,7 +263,7 @@ void HtmlReporter::report(const SweepResult& result, std::ostream& out) const {
   const SweepContext& c = result.context;
   const std::vector<Slot> slots = make_slots(result);
   const std::string precisions = text::precisions_of(result.runs);
-  const std::string optimizers = text::optimizers_of(result);
+  const std::string optimizers = join_optimizers(text::optimizers_of(result));
   std::string page = head(c, precisions, optimizers);
   page += "<body>\n<main>\n";
   page +=
