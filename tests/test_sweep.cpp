@@ -583,12 +583,80 @@ TEST(Sweep, SeveralOptimizersMeasureEachSplitAsItsOwnSweepWould) {
       EXPECT_EQ(same->peak_breakdown.optimizer_state_bytes, run.peak_breakdown.optimizer_state_bytes);
     }
   }
-  EXPECT_NE(together.recommendation.reason.find("The optimizers compute different updates, and the choice above is "
-                                                "by time alone; the fastest split of each: adamw "),
+  EXPECT_NE(together.recommendation.reason.find("The optimizers compute different updates, which the choice above does "
+                                                "not weigh; the fastest split of each: adamw "),
             std::string::npos)
       << together.recommendation.reason;
   EXPECT_NE(together.recommendation.reason.find("; time emulated), sgd "), std::string::npos)
       << together.recommendation.reason;
+}
+
+// The weights dtype is the grid's outermost dimension, before the optimizer; the label names it
+// after the optimizer unless it is fp32, and a dtype given twice is swept once.
+TEST(SweepGrid, WeightsDtypesAreAGridDimensionOutermost) {
+  ab::SweepOptions o = tiny();
+  o.workload.micro_batches = {2, 4};
+  o.workload.weights_dtype = ab::Precision::kBf16;
+  o.workload.grid.other_weights_dtypes = {ab::Precision::kFp32, ab::Precision::kBf16};
+  o.workload.grid.other_optimizers = {ab::OptimizerKind::kSgd};
+  std::vector<std::string> labels;
+  for (const ab::SplitConfig& c : ab::split_grid(o.workload, 1)) labels.push_back(c.label());
+  EXPECT_EQ(labels, (std::vector<std::string>{"2\u00d72 bf16-weights", "4\u00d71 bf16-weights",
+                                              "2\u00d72 sgd bf16-weights", "4\u00d71 sgd bf16-weights", "2\u00d72",
+                                              "4\u00d71", "2\u00d72 sgd", "4\u00d71 sgd"}));
+  EXPECT_EQ(ab::split_grid(o.workload, 1)[0].key(), "2\u00d72 bf16-weights/fp32");
+  EXPECT_EQ(ab::split_grid(o.workload, 1)[0].shape_label(), "2\u00d72");
+  EXPECT_EQ(ab::join_precisions(ab::grid_weights_dtypes(o.workload)), "bf16,fp32");
+  EXPECT_EQ(ab::recorded_option(ab::describe_workload(o.workload), "weights_dtype"), "bf16,fp32");
+}
+
+// One sweep of fp32 and bf16 weights (and two optimizers) measures each split as a sweep of that
+// dtype alone does, to the byte: the trainer of one dtype is dropped (gradients, optimizer state)
+// before the model is cast, each split is planned in its own dtype, and its breakdown names its
+// own parameters. LoRA on llama-tiny, bf16 first: the cast back to fp32 leaves the fp32 adapters
+// as they are and casts the frozen base and the rotary buffers.
+TEST(Sweep, SeveralWeightsDtypesMeasureEachSplitAsItsOwnSweepWould) {
+  const auto check = [](ab::SweepOptions o, const std::vector<ab::Precision>& dtypes, ab::SweepResult& together) {
+    o.workload.micro_batches = {2, 4};
+    o.workload.weights_dtype = dtypes[0];
+    o.workload.grid.other_weights_dtypes.assign(dtypes.begin() + 1, dtypes.end());
+    together = ab::run_sweep(o);
+    ASSERT_EQ(together.runs.size(), 2 * dtypes.size() * ab::grid_optimizers(o.workload).size());
+    for (const ab::Precision dtype : dtypes) {
+      ab::SweepOptions alone = o;
+      alone.workload = ab::with_weights_dtype(o.workload, dtype);
+      const ab::SweepResult single = ab::run_sweep(alone);
+      for (const ab::RunResult& run : single.runs) {
+        const auto same = std::find_if(together.runs.begin(), together.runs.end(),
+                                       [&](const ab::RunResult& r) { return r.config.key() == run.config.key(); });
+        ASSERT_NE(same, together.runs.end()) << run.config.label();
+        ASSERT_EQ(same->status, ab::RunStatus::kOk) << same->error;
+        EXPECT_EQ(same->config.weights_dtype, dtype);
+        EXPECT_EQ(same->peak_allocated_bytes, run.peak_allocated_bytes) << run.config.label();
+        EXPECT_EQ(same->predicted_peak_bytes, run.predicted_peak_bytes) << run.config.label();
+        EXPECT_EQ(same->peak_breakdown.parameters_bytes, run.peak_breakdown.parameters_bytes) << run.config.label();
+        EXPECT_EQ(same->peak_breakdown.gradients_bytes, run.peak_breakdown.gradients_bytes) << run.config.label();
+        EXPECT_EQ(same->peak_breakdown.optimizer_state_bytes, run.peak_breakdown.optimizer_state_bytes);
+      }
+    }
+    EXPECT_NE(together.recommendation.reason.find(" (16-bit weights without autocast run 16-bit products"),
+              std::string::npos)
+        << together.recommendation.reason;
+  };
+  ab::SweepOptions full = tiny();
+  full.workload.grid.other_optimizers = {ab::OptimizerKind::kSgd};
+  ab::SweepResult both;
+  check(full, {ab::Precision::kFp32, ab::Precision::kBf16}, both);
+  ASSERT_EQ(both.runs.size(), 8u);
+  // Full fine-tuning: bf16 parameters, gradients and moments are half the fp32 ones.
+  EXPECT_EQ(both.runs[0].peak_breakdown.parameters_bytes, 2 * both.runs[4].peak_breakdown.parameters_bytes);
+  EXPECT_NE(both.recommendation.reason.find(", adamw on bf16 weights "), std::string::npos) << both.recommendation.reason;
+
+  ab::SweepOptions lora = tiny();
+  lora.workload.model.preset = "llama-tiny";
+  lora.workload.lora.rank = 4;
+  ab::SweepResult adapted;
+  check(lora, {ab::Precision::kBf16, ab::Precision::kFp32}, adapted);
 }
 
 // --resume with an optimizer added: the file's splits are copied, the new optimizer's measured; a

@@ -149,6 +149,7 @@ TEST(TrainerSettings, KnobsWithoutATrainerSettingAreNamed) {
   ab::SplitConfig sp = split(16, 1);
   sp.optimizer_in_backward = true;
   sp.chunked_loss = true;
+  sp.weights_dtype = ab::Precision::kBf16;  // the split's dtype is the one emitted
   ab::WorkloadOptions w = workload();
   w.weights_dtype = ab::Precision::kBf16;
   const ab::TrainerSettings s = ab::trainer_settings(sp, w, {});
@@ -206,6 +207,28 @@ TEST(TrainerSettings, ReadBackFromASweepsContext) {
   EXPECT_EQ(s.packing, ab::Packing::kWrapped);
   EXPECT_TRUE(s.group_by_length);
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl)[8], "# packing wrapped (documents cut at T) has no axolotl key");
+}
+
+// A sweep of several weights dtypes: each split's settings load the model in its own dtype (the
+// context's list names them all).
+TEST(TrainerSettings, TheSplitsWeightsDtype) {
+  ab::SweepResult result;
+  result.context.seq_len = 128;
+  result.context.batch = 8;
+  ab::WorkloadOptions w = workload();
+  w.grid.other_weights_dtypes = {ab::Precision::kBf16};
+  result.context.options = ab::describe_workload(w);
+  ab::RunResult run;
+  run.config = split(2, 4);
+  run.config.weights_dtype = ab::Precision::kBf16;
+  const Lines bf16 = ab::settings_lines(ab::trainer_settings(result, run), ab::SettingsFormat::kTrl);
+  EXPECT_NE(std::find(bf16.begin(), bf16.end(), "dtype: bfloat16"), bf16.end());
+  EXPECT_EQ(ab::settings_lines(ab::trainer_settings(result, run), ab::SettingsFormat::kArgs)[1],
+            "--batch 8 --micro-batches 2 --seq-len 128 --precision fp32 --activation-checkpointing none "
+            "--weights-dtype bf16");
+  run.config.weights_dtype = ab::Precision::kFp32;
+  const Lines fp32 = ab::settings_lines(ab::trainer_settings(result, run), ab::SettingsFormat::kTrl);
+  EXPECT_EQ(std::find(fp32.begin(), fp32.end(), "dtype: bfloat16"), fp32.end());
 }
 
 // TF32 as the sweep ran it: a split's tf32: true only where it acted, fp32 matmuls on the device
@@ -306,6 +329,7 @@ TEST(TrainerSettings, QuantisedBasesReadBackTheSame) {
   w.lora.kbit_upcast = false;
   ab::SplitConfig s = split(2, 8);
   s.precision = ab::Precision::kBf16;
+  s.weights_dtype = ab::Precision::kBf16;
   const ab::TrainerSettings settings = ab::trainer_settings(s, w, {"all-linear"});
   const Lines axolotl = ab::settings_lines(settings, ab::SettingsFormat::kAxolotl);
   std::string yaml = "base_model: llama-tiny\n";
@@ -335,6 +359,7 @@ TEST(TrainerSettings, Bf16AdaptersReadBackTheSame) {
   w.lora.adapter_dtype = ab::Precision::kBf16;
   ab::SplitConfig s = split(2, 8);
   s.precision = ab::Precision::kBf16;
+  s.weights_dtype = ab::Precision::kBf16;
   const auto read_back = [&](ab::ConfigFormat format, const std::string& header, const Lines& lines) {
     std::string yaml = header;
     for (const std::string& line : lines) yaml += line + "\n";

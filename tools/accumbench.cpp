@@ -94,7 +94,8 @@ struct WorkloadFlags {
   ab::Command command;
   ab::WorkloadOptions workload;
   std::vector<std::string> precisions;
-  std::string lengths, normalization, memory_limit, weights_dtype, padding, packing;
+  std::string lengths, normalization, memory_limit, padding, packing;
+  std::vector<std::string> weights_dtypes;  // --weights-dtype (sweep: a list)
   std::string checkpointing = "-";  // "" when the option is given bare: blocks; "-" when not given
   std::string base_quant = "none";
   std::string kbit_prep = "peft";
@@ -107,7 +108,7 @@ struct WorkloadFlags {
     precisions = {ab::join_precisions(workload.precisions)};
     lengths = ab::to_string(workload.data.lengths);
     normalization = ab::to_string(workload.loss.normalization);
-    weights_dtype = ab::to_string(workload.weights_dtype);
+    weights_dtypes = {ab::to_string(workload.weights_dtype)};
     padding = ab::padding_name(workload.data);
     packing = ab::to_string(workload.data.packing);
     optimizers = {ab::to_string(workload.optimizer.kind)};
@@ -122,7 +123,12 @@ struct WorkloadFlags {
     ab::set_padding(w.data, padding);
     w.data.packing = ab::packing_from_string(packing);
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
-    w.weights_dtype = ab::weights_dtype_from_string(weights_dtype);
+    // The first is the workload's weights dtype, the rest the grid's others (plan and verify refuse them).
+    std::vector<ab::Precision> dtypes;
+    for (const std::string& name : weights_dtypes) dtypes.push_back(ab::weights_dtype_from_string(name));
+    if (dtypes.empty()) throw ab::UserError("--weights-dtype needs at least one dtype, as in --weights-dtype bf16");
+    w.weights_dtype = dtypes.front();
+    w.grid.other_weights_dtypes.assign(dtypes.begin() + 1, dtypes.end());
     // The first is the workload's optimizer, the rest the grid's others (plan and verify refuse them).
     std::vector<ab::OptimizerKind> kinds;
     for (const std::string& name : optimizers) kinds.push_back(ab::optimizer_kind_from_string(name));
@@ -241,7 +247,8 @@ void print_emitted(const std::string& emit, const std::string& heading, const ab
 const char* const kSplitLegend =
     "Splits read micro-batch x accumulation steps (per rank), then the knobs that are on: ckpt = activation "
     "checkpointing, oib = the optimizer inside backward, chunked-ce = the chunked cross-entropy, graphs = replayed "
-    "from CUDA graphs; then, in sweep and verify, the optimizer unless it is adamw (adamw8bit, sgd, ...).";
+    "from CUDA graphs; then, in sweep and verify, the optimizer unless it is adamw (adamw8bit, sgd, ...) and the "
+    "weights' dtype unless it is fp32 (bf16-weights, fp16-weights).";
 
 // Which model (and, where values matter, the seed of its random weights and tokens; plan's
 // memory does not depend on them).
@@ -350,9 +357,13 @@ void add_grid_options(CLI::App* command, WorkloadFlags& f) {
 // LoRA and the weights' storage dtype: what trains, and in what the weights are kept.
 void add_training_options(CLI::App* command, WorkloadFlags& f) {
   ab::WorkloadOptions& w = f.workload;
-  command->add_option("--weights-dtype", f.weights_dtype,
+  command->add_option("--weights-dtype", f.weights_dtypes,
                       "dtype the weights are stored in: fp32, bf16 or fp16 (fp16: CUDA); with LoRA the frozen base's "
-                      "(the adapters': --adapter-dtype)")
+                      "(the adapters': --adapter-dtype)" +
+                          std::string(f.command == ab::Command::kSweep
+                                          ? "; a list sweeps each (every split with the weights in each dtype)"
+                                          : "; one at a time (sweep takes a list)"))
+      ->delimiter(',')
       ->capture_default_str();
   const std::string optimizer_count = f.command == ab::Command::kSweep
                                           ? "; a list sweeps each (every split with each optimizer)"
@@ -758,6 +769,10 @@ ab::PlanOptions PlanCommand::plan_options(const ab::WorkloadOptions& w, const ab
   if (ab::grid_optimizers(w).size() != 1) {
     throw ab::UserError("plan plans one optimizer at a time, got --optimizer " + ab::join_optimizers(ab::grid_optimizers(w)) +
                         "; run it once per optimizer (sweep takes a list)");
+  }
+  if (ab::grid_weights_dtypes(w).size() != 1) {
+    throw ab::UserError("plan plans one weights dtype at a time, got --weights-dtype " +
+                        ab::join_precisions(ab::grid_weights_dtypes(w)) + "; run it once per dtype (sweep takes a list)");
   }
   ab::PlanOptions o = target.options;
   o.batch = ab::sequences_per_rank(w.batch, w.world_size);  // one rank's share

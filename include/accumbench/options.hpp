@@ -210,6 +210,9 @@ struct GridOptions {
   // Also every point with each of these optimizers (sweep's --optimizer list after its first,
   // which is WorkloadOptions::optimizer.kind); plan and verify take one optimizer.
   std::vector<OptimizerKind> other_optimizers;
+  // Also every point with the weights stored in each of these dtypes (sweep's --weights-dtype list
+  // after its first, which is WorkloadOptions::weights_dtype); plan and verify take one.
+  std::vector<Precision> other_weights_dtypes;
 };
 
 // Everything that says which training step is measured, verified or planned.
@@ -222,6 +225,7 @@ struct WorkloadOptions {
   std::vector<Precision> precisions = {Precision::kFp32};
   // Storage dtype of the weights (with LoRA: of the frozen base; the adapters stay fp32). Without
   // LoRA the AdamW moments are in it too, as torch.optim keeps them in the parameter's dtype.
+  // The sweep's first when it sweeps several (grid.other_weights_dtypes).
   Precision weights_dtype = Precision::kFp32;
   LossOptions loss;
   DataSource data;
@@ -286,5 +290,12 @@ std::string join_optimizers(const std::vector<OptimizerKind>& optimizers);
 
 // "fp32,bf16"
 std::string join_precisions(const std::vector<Precision>& precisions);
+
+// The sweep's weights dtypes in the order given: weights_dtype, then grid.other_weights_dtypes (a
+// dtype given twice is kept once).
+std::vector<Precision> grid_weights_dtypes(const WorkloadOptions& workload);
+// The workload with its weights stored in `dtype` and no other dtype in its grid: one point of a
+// --weights-dtype list, as the checks, the plan and the trainer settings take it.
+WorkloadOptions with_weights_dtype(WorkloadOptions workload, Precision dtype);
 
 }  // namespace accumbench

@@ -22,7 +22,7 @@ namespace accumbench {
 // with intervals, the decision and its comparisons, time models); 7: the framework overhead the
 // decisions added (context.framework_seconds_per_micro_step, framework_source); 8: interruption by a
 // signal; 9: interruption.saved_while_running and interruption.error (a file left unfinished says so).
-inline constexpr int kJsonSchemaVersion = 10;
+inline constexpr int kJsonSchemaVersion = 11;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -106,15 +106,18 @@ struct SplitConfig {
   // The optimizer that steps (sweep's --optimizer list is a grid dimension): each split builds its
   // state afresh, so its memory is its own optimizer's.
   OptimizerKind optimizer = OptimizerKind::kAdamW;
+  // What the weights are stored in (sweep's --weights-dtype list is a grid dimension): the one
+  // model is cast between splits of different dtypes, and the optimizer's state built afresh.
+  Precision weights_dtype = Precision::kFp32;
 
-  // "8×8", "64×1 oib", "1×64 ckpt chunked-ce", "4×2 adamw8bit": micro × accum plus the knobs that are
-  // on, then the optimizer unless it is adamw (the world size is the same for a whole sweep and is
-  // printed once, in the header).
+  // "8×8", "64×1 oib", "1×64 ckpt chunked-ce", "4×2 adamw8bit", "4×2 bf16-weights": micro × accum
+  // plus the knobs that are on, then the optimizer unless it is adamw, then the weights' dtype
+  // unless fp32 (the world size is the same for a whole sweep and is printed once, in the header).
   std::string label() const;
-  // The label without the optimizer: where one optimizer is named once for every split (a plan,
-  // its header; the plan's changes, their --optimizer).
+  // The label without the optimizer and the weights' dtype: where one of each is named once for
+  // every split (a plan, its header; the plan's changes, their --optimizer and --weights-dtype).
   std::string shape_label() const;
-  // Stable identity for --resume: label (optimizer included) plus precision (and the world size when
+  // Stable identity for --resume: label (optimizer and weights dtype included) plus precision (and the world size when
   // above 1).
   std::string key() const;
 };
@@ -139,8 +142,8 @@ std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs);
 // `points`, followed with `chunked` by each of them again with the chunked cross-entropy.
 std::vector<SplitConfig> loss_variants(std::vector<SplitConfig> points, bool chunked);
 
-// The one grid builder, for sweep, plan and verify: per optimizer (grid_optimizers), per
-// precision, per micro-batch (default:
+// The one grid builder, for sweep, plan and verify: per weights dtype (grid_weights_dtypes), per
+// optimizer (grid_optimizers), per precision, per micro-batch (default:
 // every divisor of a rank's share of the batch), the split with the grid's checkpointing, its
 // knob variants (grid.knobs), each again with the chunked loss (loss.chunked), each followed by
 // its CUDA-graph replay (grid.cuda_graphs); a point the grid makes twice is kept once. With

@@ -138,6 +138,22 @@ void configure_training(LanguageModelImpl& model, Precision weights_dtype, const
   if (lora.quantized()) prepare_quantized_base(model, lora);
 }
 
+void cast_weights(LanguageModelImpl& model, Precision weights_dtype, const LoraOptions& lora) {
+  TORCH_CHECK(!lora.quantized(), "cast_weights: a quantised base keeps one weights dtype");
+  torch::NoGradGuard no_grad;
+  const at::ScalarType dtype = storage_dtype(weights_dtype);
+  const auto cast = [dtype](const at::Tensor& t) {
+    if (t.defined() && t.is_floating_point() && t.scalar_type() != dtype) {
+      TORCH_CHECK(!t.grad().defined(), "cast_weights: a parameter still holds its gradient");
+      const_cast<at::Tensor&>(t).set_data(t.to(dtype));
+    }
+  };
+  for (const at::Tensor& p : model.parameters()) {
+    if (!(lora.enabled() && p.requires_grad())) cast(p);  // the adapters keep their own dtype
+  }
+  for (const at::Tensor& b : model.buffers()) cast(b);
+}
+
 // QLoRA, as transformers' from_pretrained(quantization_config=BitsAndBytesConfig(...)) and then
 // PEFT's prepare_model_for_kbit_training (peft/utils/other.py at 5d602fd) leave a model:
 // - every block linear's weight quantised (transformers replaces each nn.Linear but those

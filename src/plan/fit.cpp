@@ -254,7 +254,8 @@ bool was_tried(const SplitConfig& split, const std::vector<SplitConfig>& tried) 
   return std::any_of(tried.begin(), tried.end(), [&](const SplitConfig& t) {
     return t.micro_batch == split.micro_batch && t.activation_checkpointing == split.activation_checkpointing &&
            t.chunked_loss == split.chunked_loss && t.precision == split.precision &&
-           t.optimizer_in_backward == split.optimizer_in_backward && t.optimizer == split.optimizer;
+           t.optimizer_in_backward == split.optimizer_in_backward && t.optimizer == split.optimizer &&
+           t.weights_dtype == split.weights_dtype;
   });
 }
 
@@ -271,23 +272,33 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
   };
   bool fits_some = false;
   std::string untried;
-  // So is each optimizer of a sweep of several; its splits are named with it.
+  // So is each optimizer and each weights dtype of a sweep of several; its splits are named with them.
   const std::vector<OptimizerKind> optimizers = grid_optimizers(workload);
-  std::vector<std::pair<OptimizerKind, Precision>> jobs;
-  for (const OptimizerKind optimizer : optimizers) {
-    for (const Precision precision : workload.precisions) jobs.emplace_back(optimizer, precision);
+  const std::vector<Precision> weights = grid_weights_dtypes(workload);
+  struct SweptJob {
+    Precision weights;
+    OptimizerKind optimizer;
+    Precision precision;
+  };
+  std::vector<SweptJob> jobs;
+  for (const Precision dtype : weights) {
+    for (const OptimizerKind optimizer : optimizers) {
+      for (const Precision precision : workload.precisions) jobs.push_back({dtype, optimizer, precision});
+    }
   }
-  for (const auto& [optimizer, precision] : jobs) {
-    WorkloadOptions one = workload;
-    one.precisions = {precision};
-    one.optimizer.kind = optimizer;
+  for (const SweptJob& job : jobs) {
+    WorkloadOptions one = with_weights_dtype(workload, job.weights);
+    one.precisions = {job.precision};
+    one.optimizer.kind = job.optimizer;
     one.grid.other_optimizers.clear();
     PlanOptions planned = options;
-    planned.optimizer = optimizer;
+    planned.optimizer = job.optimizer;
+    planned.weights_dtype = job.weights;
     std::vector<LargestSplit> largest = largest_fitting_splits(cfg, planned, one, usable_bytes);
     fits_some = fits_some || any_fits(largest);
     for (LargestSplit& l : largest) {
-      l.split.optimizer = optimizer;
+      l.split.optimizer = job.optimizer;
+      l.split.weights_dtype = job.weights;
       if (l.split.micro_batch == 0 || was_tried(l.split, tried)) continue;
       std::string flags;
       if (!tried_any([&](const SplitConfig& t) { return t.micro_batch == l.split.micro_batch; }))
@@ -296,8 +307,9 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
         flags += std::string(flags.empty() ? "" : " ") + "--activation-checkpointing " +
                  to_string(l.split.activation_checkpointing);
       }
-      // As the sweep names its splits: the label (the optimizer unless adamw), then the precision.
-      const std::string label = l.split.label() + (workload.precisions.size() > 1 ? " " + to_string(precision) : "");
+      // As the sweep names its splits: the label (the optimizer unless adamw, the weights dtype
+      // unless fp32), then the precision.
+      const std::string label = l.split.label() + (workload.precisions.size() > 1 ? " " + to_string(job.precision) : "");
       untried += (untried.empty() ? "" : " or ") + label + (flags.empty() ? "" : " (" + flags + ")");
     }
   }
@@ -305,11 +317,17 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
     if (untried.empty()) return "";
     return "The plan fits " + untried + " in " + format_bytes(usable_bytes) + ", which this sweep did not run.";
   }
-  // Several optimizers: the changes to the one of the smallest state (an optimizer the sweep ran
-  // is no change to name, and the others need more memory than it).
-  WorkloadOptions lightest = workload;
+  // Several optimizers or weights dtypes: the changes to the job of the narrowest weights and the
+  // optimizer of the smallest state (one the sweep ran is no change to name, and the others need
+  // more memory than it).
+  Precision narrowest = weights.front();
+  for (const Precision dtype : weights) {
+    if (compute_bytes(dtype) < compute_bytes(narrowest)) narrowest = dtype;
+  }
+  WorkloadOptions lightest = with_weights_dtype(workload, narrowest);
   PlanOptions lightest_options = options;
-  lightest.optimizer.kind = lightest_optimizer(cfg, workload);
+  lightest_options.weights_dtype = narrowest;
+  lightest.optimizer.kind = lightest_optimizer(cfg, lightest);
   lightest.grid.other_optimizers.clear();
   lightest_options.optimizer = lightest.optimizer.kind;
   const std::vector<FitChange> changes = changes_to_fit(cfg, lightest_options, lightest, usable_bytes);
@@ -320,18 +338,24 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
     fitting += (fitting.empty() ? "" : ", or ") + c.options + " (" + fitting_words(c.largest) + ")";
     combined = c.combined;
   }
-  // Several optimizers: the changes are to the lightest one's job, which `plan` takes alone.
-  const bool several = optimizers.size() > 1;
-  const std::string lightest_name = to_string(lightest.optimizer.kind);
+  // Several optimizers or weights dtypes: the changes are to the lightest job, which `plan` takes alone.
+  const bool several = optimizers.size() > 1, several_weights = weights.size() > 1;
+  const std::string lightest_name = to_string(lightest.optimizer.kind), narrowest_name = to_string(narrowest);
+  std::string which;  // "adamw8bit (the smallest state of --optimizer adamw,adamw8bit)"
+  if (several) which = lightest_name + " (the smallest state of --optimizer " + join_optimizers(optimizers) + ")";
+  if (several_weights) {
+    which += (which.empty() ? "" : " on ") + narrowest_name + " weights (the narrowest of --weights-dtype " +
+             join_precisions(weights) + ")";
+  }
   if (fitting.empty()) {
-    return "Nothing the plan tries fits in " + format_bytes(usable_bytes) + (several ? ", even with " + lightest_name : "") +
+    return "Nothing the plan tries fits in " + format_bytes(usable_bytes) + (which.empty() ? "" : ", even with " + which) +
            ", not even every change it knows together: a shorter --seq-len, a smaller model or more memory is needed.";
   }
-  return "The plan fits it in " + format_bytes(usable_bytes) +
-         (several ? " with " + lightest_name + " (the smallest state of --optimizer " + join_optimizers(optimizers) + ") and "
-                  : " with ") +
+  const std::string but = std::string(several ? " --optimizer " + lightest_name : "") +
+                          (several_weights ? " --weights-dtype " + narrowest_name : "");
+  return "The plan fits it in " + format_bytes(usable_bytes) + " with " + (which.empty() ? "" : which + " and ") +
          (combined == 1 ? std::string("one change: ") : text::number_word(combined) + " changes together: ") + fitting +
-         " (`accumbench plan` with the same options" + (several ? " but --optimizer " + lightest_name : "") +
+         " (`accumbench plan` with the same options" + (but.empty() ? "" : " but" + but) +
          ", --memory-limit and --headroom 0% shows each).";
 }
 

@@ -69,22 +69,39 @@ std::string data_words(const SweepContext& c) {
 
 }  // namespace
 
-std::vector<OptimizerKind> optimizers_of(const SweepResult& result) {
-  std::vector<OptimizerKind> seen;
-  const auto add = [&seen](OptimizerKind kind) {
-    if (std::find(seen.begin(), seen.end(), kind) == seen.end()) seen.push_back(kind);
+// The distinct values of one split field over the runs, in first-seen order; without runs, those
+// of the context's comma list for `option` that this version can read.
+template <class Value>
+std::vector<Value> distinct_of(const SweepResult& result, Value SplitConfig::*field, const char* option,
+                               Value (*from_string)(const std::string&)) {
+  std::vector<Value> seen;
+  const auto add = [&seen](Value value) {
+    if (std::find(seen.begin(), seen.end(), value) == seen.end()) seen.push_back(value);
   };
-  for (const RunResult& run : result.runs) add(run.config.optimizer);
+  for (const RunResult& run : result.runs) add(run.config.*field);
   if (!result.runs.empty()) return seen;
-  // A result with no run yet: the list its options name.
-  std::istringstream list(option_value(result.context, "optimizer"));
+  std::istringstream list(option_value(result.context, option));
   for (std::string name; std::getline(list, name, ',');) {
     try {
-      add(optimizer_kind_from_string(name));
+      add(from_string(name));
     } catch (const UserError&) {  // a name from another version: not one to describe
     }
   }
   return seen;
+}
+
+std::vector<OptimizerKind> optimizers_of(const SweepResult& result) {
+  return distinct_of(result, &SplitConfig::optimizer, "optimizer", optimizer_kind_from_string);
+}
+
+std::vector<Precision> weights_dtypes_of(const SweepResult& result) {
+  return distinct_of(result, &SplitConfig::weights_dtype, "weights_dtype", weights_dtype_from_string);
+}
+
+std::string weights_words(const SweepResult& result) {
+  const std::vector<Precision> dtypes = weights_dtypes_of(result);
+  if (dtypes.empty() || dtypes == std::vector<Precision>{Precision::kFp32}) return "";
+  return join_precisions(dtypes) + " weights";
 }
 
 std::string context_line(const SweepResult& result) {
@@ -104,6 +121,7 @@ std::string context_line(const SweepResult& result) {
   }
   const std::string precisions = precisions_of(result.runs);
   if (!precisions.empty()) line << ", precision " << precisions;
+  if (const std::string weights = weights_words(result); !weights.empty()) line << ", " << weights;
   line << data_words(c);
   const std::string base_quant = option_value(c, "base_quant");
   if (!base_quant.empty() && base_quant != "none") {

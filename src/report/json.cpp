@@ -128,6 +128,7 @@ auto fields(S& s, V& v) -> IfIs<S, SplitConfig> {
   v("chunked_loss", s.chunked_loss);
   v("world_size", s.world_size);
   v("optimizer", s.optimizer);
+  v("weights_dtype", s.weights_dtype);
 }
 
 template <class S, class V>

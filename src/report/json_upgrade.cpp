@@ -135,25 +135,25 @@ void upgrade_from_version_8(Json& root) {
   }
 }
 
-// Version 9 swept one optimizer, named in the context's options: each run's split reads with it
-// (adamw in files from before the option), so that --resume, report and compare key it as today.
-void upgrade_from_version_9(Json& root) {
-  root["json_schema_version"] = 10;
-  std::string optimizer = "adamw";
+// A sweep option that became a split field: the file moves to `version` + 1, and each run's split
+// reads the value the context's options name (`fallback` in files from before the option).
+void option_into_every_split(Json& root, int64_t version, const char* option_name, const std::string& fallback) {
+  root["json_schema_version"] = version + 1;
+  std::string value = fallback;
   if (root.contains("context") && root["context"].is_object()) {
     Json& context = root["context"];
-    context["json_schema_version"] = 10;
+    context["json_schema_version"] = version + 1;
     if (context.contains("options") && context["options"].is_array()) {
       for (const Json& option : context["options"]) {
-        if (option.is_array() && option.size() == 2 && option[0] == "optimizer" && option[1].is_string())
-          optimizer = option[1].get<std::string>();
+        if (option.is_array() && option.size() == 2 && option[0] == option_name && option[1].is_string())
+          value = option[1].get<std::string>();
       }
     }
   }
   if (!root.contains("runs") || !root["runs"].is_array()) return;
   for (Json& run : root["runs"]) {
     if (!run.is_object() || !run.contains("config") || !run["config"].is_object()) continue;
-    if (!run["config"].contains("optimizer")) run["config"]["optimizer"] = optimizer;
+    if (!run["config"].contains(option_name)) run["config"][option_name] = value;
   }
 }
 
@@ -174,7 +174,10 @@ void upgrade_to_current_version(Json& root) {
   if (version_is(6)) upgrade_from_version_6(root);
   if (version_is(7)) upgrade_from_version_7(root);
   if (version_is(8)) upgrade_from_version_8(root);
-  if (version_is(9)) upgrade_from_version_9(root);
+  // Version 9 swept one optimizer, version 10 one weights dtype, each named in the context's
+  // options: every run's split reads with it, so that --resume, report and compare key it as today.
+  if (version_is(9)) option_into_every_split(root, 9, "optimizer", "adamw");
+  if (version_is(10)) option_into_every_split(root, 10, "weights_dtype", "fp32");
 }
 
 }  // namespace accumbench

@@ -111,7 +111,7 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.batch = w.batch;
   s.gradient_checkpointing = split.activation_checkpointing == Checkpointing::kBlocks;
   s.precision = split.precision;
-  s.weights_dtype = w.weights_dtype;
+  s.weights_dtype = split.weights_dtype;
   s.max_length = w.seq_len;
   s.lora_r = w.lora.rank;
   s.lora_alpha = w.lora.alpha;
@@ -139,6 +139,7 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
 TrainerSettings trainer_settings(const MemoryPlan& plan, const WorkloadOptions& w,
                                  const std::vector<std::string>& target_modules) {
   TrainerSettings s = trainer_settings(plan.split, w, target_modules);
+  s.weights_dtype = plan.options.weights_dtype;  // what the plan planned (a change may be to it)
   if (plan.options.framework == PlanFramework::kHfTrl) s.loss_type = to_string(plan.options.trl_loss);
   return s;
 }

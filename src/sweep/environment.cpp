@@ -55,7 +55,8 @@ int configure_threads(int threads) {
 }
 
 std::string cpu_bf16_scratch_note(const WorkloadOptions& workload, bool cuda) {
-  const bool bf16 = workload.weights_dtype == Precision::kBf16 ||
+  const std::vector<Precision> weights = grid_weights_dtypes(workload);
+  const bool bf16 = std::find(weights.begin(), weights.end(), Precision::kBf16) != weights.end() ||
                     std::find(workload.precisions.begin(), workload.precisions.end(), Precision::kBf16) !=
                         workload.precisions.end();
   if (cuda || !bf16 || !cpu_has_avx512()) return "";

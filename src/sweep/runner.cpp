@@ -81,7 +81,7 @@ void check_profile_dir(const std::string& directory, c10::Device device) {
 // Options a resumed sweep may change: the grid's dimensions (splits measured before stay in the
 // file), the memory limit (every "fits" is judged again), output and machine settings.
 bool may_differ_on_resume(const std::string& option) {
-  static const char* const kFree[] = {"micro_batches", "precisions",   "optimizer",   "knobs",       "cuda_graphs",
+  static const char* const kFree[] = {"micro_batches", "precisions",   "optimizer",   "weights_dtype", "knobs", "cuda_graphs",
                                       "chunked_loss",  "activation_checkpointing", "optimizer_in_backward",
                                       "memory_limit_bytes", "try_predicted_oom", "profile_dir", "OMP_WAIT_POLICY",
                                       "peak_tflops", "tie_tolerance", "confidence",
@@ -181,13 +181,35 @@ int64_t resident_model_bytes(const WorkloadOptions& w, const ModelConfig& cfg) {
          optimizer_state_total_bytes(cfg, w.lora, w.weights_dtype, lightest_optimizer(cfg, w));
 }
 
+// What every split of the sweep needs at least: the resident bytes of its lightest weights dtype
+// (one dtype's weights at a time), and the words that name them ("gpt2-124m's bf16 weights (the
+// smallest of --weights-dtype fp32,bf16) and AdamW moments").
+struct Resident {
+  int64_t bytes = 0;
+  std::string words;
+};
+
+Resident smallest_resident(const WorkloadOptions& w, const ModelConfig& cfg) {
+  const std::vector<Precision> dtypes = grid_weights_dtypes(w);
+  Resident least;
+  for (Precision dtype : dtypes) {
+    const WorkloadOptions one = with_weights_dtype(w, dtype);
+    const int64_t bytes = resident_model_bytes(one, cfg);
+    if (!least.words.empty() && bytes >= least.bytes) continue;
+    least.bytes = bytes;
+    least.words = cfg.name + "'s " + to_string(dtype) + " weights" +
+                  (dtypes.size() > 1 ? " (the smallest of --weights-dtype " + join_precisions(dtypes) + ")" : "") +
+                  (w.lora.enabled() ? ", adapters" : "") + " and " + smallest_state_name(one, cfg);
+  }
+  return least;
+}
+
 void check_memory_limit_holds_the_model(const WorkloadOptions& w, const ModelConfig& cfg) {
-  const int64_t resident_bytes = resident_model_bytes(w, cfg);
-  if (w.memory_limit_bytes > 0 && w.memory_limit_bytes < resident_bytes) {
+  const Resident resident = smallest_resident(w, cfg);
+  if (w.memory_limit_bytes > 0 && w.memory_limit_bytes < resident.bytes) {
     throw UserError("--memory-limit " + format_bytes(w.memory_limit_bytes) + " is below the " +
-                    format_bytes(resident_bytes) + " that " + cfg.name + "'s " + to_string(w.weights_dtype) +
-                    " weights" + (w.lora.enabled() ? ", adapters" : "") + " and " +
-                    smallest_state_name(w, cfg) + " alone need; raise the limit or pick a smaller model");
+                    format_bytes(resident.bytes) + " that " + resident.words +
+                    " alone need; raise the limit or pick a smaller model");
   }
 }
 
@@ -281,7 +303,9 @@ bool stop_requested_on_any_rank(compat::ProcessGroup* group, const std::string& 
 std::string stop_cause() { return stop_signal() != 0 ? signal_name(stop_signal()) : "another rank's signal"; }
 
 void require_reducible_gradients(const WorkloadOptions& w, const std::string& device, int world_size) {
-  if (world_size <= 1 || w.lora.enabled() || w.weights_dtype != Precision::kBf16) return;
+  const std::vector<Precision> dtypes = grid_weights_dtypes(w);
+  const bool bf16 = std::find(dtypes.begin(), dtypes.end(), Precision::kBf16) != dtypes.end();
+  if (world_size <= 1 || w.lora.enabled() || !bf16) return;
   if (compat::ProcessGroup::backend_for(c10::Device(device)) != "gloo") return;
   throw UserError("data parallel over Gloo cannot all-reduce bf16 gradients (PyTorch issue 111131), and a full "
                   "fine-tune of --weights-dtype bf16 has them; use --weights-dtype fp32, LoRA (its adapters train "
@@ -289,12 +313,11 @@ void require_reducible_gradients(const WorkloadOptions& w, const std::string& de
 }
 
 void require_model_fits_device(const WorkloadOptions& w, const ModelConfig& cfg, const std::string& device) {
-  const int64_t resident_bytes = resident_model_bytes(w, cfg);
+  const Resident resident = smallest_resident(w, cfg);
   const int64_t device_bytes = describe_environment(device).device_memory_bytes;
-  if (device_bytes > 0 && resident_bytes > device_bytes) {
-    throw UserError(cfg.name + "'s weights and " + smallest_state_name(w, cfg) +
-                    " alone need " + format_bytes(resident_bytes) +
-                    ", more than the " + format_bytes(device_bytes) + " of " + device +
+  if (device_bytes > 0 && resident.bytes > device_bytes) {
+    throw UserError(resident.words + " alone need " + format_bytes(resident.bytes) + ", more than the " +
+                    format_bytes(device_bytes) + " of " + device +
                     "; pick a smaller model, LoRA, or plan it with `accumbench plan`");
   }
 }
@@ -445,7 +468,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   if (!device.is_cuda() && std::count(w.precisions.begin(), w.precisions.end(), Precision::kFp16) > 0) {
     throw UserError("fp16 needs a CUDA device (autocast with loss scaling); use bf16 or fp32 on the CPU");
   }
-  require_weights_dtype_runs_on(w.weights_dtype, device);
+  for (Precision dtype : grid_weights_dtypes(w)) require_weights_dtype_runs_on(dtype, device);
   validate_lora(cfg, w.lora);
   if (device.is_cuda()) compat::allow_tf32(w.tf32);  // on by default, as the PyTorch anchor runs
 

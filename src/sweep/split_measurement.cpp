@@ -9,6 +9,7 @@
 #include "accumbench/statistics.hpp"
 #include "accumbench/throughput.hpp"
 #include "accumbench/units.hpp"
+#include "accumbench/verify.hpp"
 #include "compat/compat.hpp"
 #include "compat/distributed.hpp"
 #include "sweep/split_measurement.hpp"
@@ -30,12 +31,12 @@ std::string error_message(const std::exception& error) {
 // Attribute the measured peak to categories. Parameters and optimizer moments are exact; the
 // gradients are counted whole when the peak falls after the first backward began (they stay
 // alive across the step) and as zero before it or with optimizer-in-backward (each gradient is
-// freed as soon as its parameter stepped); activations are the rest of the live bytes.
-// `optimizer_state_bytes`: the split's optimizer's (the trainer may hold another's by now).
-MemoryBreakdown attribute_peak(const RunResult& run, const Trainer& trainer, int64_t baseline_bytes,
-                               int64_t optimizer_state_bytes) {
+// freed as soon as its parameter stepped); activations are the rest of the live bytes. The bytes
+// are the split's as it was prepared (the trainer may hold another optimizer or weights dtype by now).
+MemoryBreakdown attribute_peak(const RunResult& run, int64_t baseline_bytes, int64_t parameter_bytes,
+                               int64_t trainable_parameter_bytes, int64_t optimizer_state_bytes) {
   MemoryBreakdown breakdown;
-  breakdown.parameters_bytes = trainer.parameter_bytes();
+  breakdown.parameters_bytes = parameter_bytes;
   breakdown.optimizer_state_bytes = optimizer_state_bytes;
   const PhaseSpan* peak_span = nullptr;
   for (const auto& span : run.timeline) {
@@ -46,7 +47,7 @@ MemoryBreakdown attribute_peak(const RunResult& run, const Trainer& trainer, int
                                (peak_span != nullptr && !run.config.optimizer_in_backward &&
                                 !(peak_span->micro_step == 0 && peak_span->phase != Phase::kBackward &&
                                   peak_span->phase != Phase::kOptimizer));
-  if (gradients_alive) breakdown.gradients_bytes = trainer.trainable_parameter_bytes();
+  if (gradients_alive) breakdown.gradients_bytes = trainable_parameter_bytes;
   const int64_t known = baseline_bytes + breakdown.gradients_bytes;
   breakdown.activations_bytes = std::max<int64_t>(0, run.peak_allocated_bytes - known);
   breakdown.slack_bytes = std::max<int64_t>(0, run.peak_reserved_bytes - run.peak_allocated_bytes);
@@ -75,7 +76,10 @@ struct SplitMeasurement::Slot {
   StepOptions step;
   std::unique_ptr<StepTracer> tracer;
   int64_t baseline_bytes = 0;  // parameters (+ optimizer state) before its first step
-  int64_t optimizer_state_bytes = 0;  // its optimizer's state, as built for it
+  // Its parameters (in its weights dtype), those that train, and its optimizer's state, as built for it.
+  int64_t parameter_bytes = 0;
+  int64_t trainable_parameter_bytes = 0;
+  int64_t optimizer_state_bytes = 0;
 };
 
 SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfig& cfg, c10::Device device,
@@ -88,6 +92,7 @@ SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfi
   // (under a CPU limit between the two, the sweep stopped inside the cast with an internal error).
   model_ = build_model(cfg, options.workload.model.seed);
   configure_training(*model_, options.workload.weights_dtype, options.workload.lora);
+  weights_dtype_ = options.workload.weights_dtype;
   memory_.set_limit_bytes(options.workload.memory_limit_bytes);
   plan_options_ = sweep_plan_options(options.workload, device.is_cuda(), static_cast<int>(data.size()));
   plan_options_.world_size = context.world_size;
@@ -126,7 +131,7 @@ void SplitMeasurement::record_failure_elsewhere(RunResult& run) {
   run.steps.clear();
   run.fits = false;
   if (trainer_) trainer_->reset_optimizer();
-  finalize_run(run, context_.flops_per_token, peak_tflops(run.config.precision));
+  finalize_run(run, context_.flops_per_token, peak_tflops(run.config));
 }
 
 RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size_t count) {
@@ -146,6 +151,8 @@ RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size
       trainer.reset_optimizer();
       memory_.empty_cache();
       slot.baseline_bytes = memory_.allocated_bytes();  // parameters + optimizer state
+      slot.parameter_bytes = trainer.parameter_bytes();
+      slot.trainable_parameter_bytes = trainer.trainable_parameter_bytes();
       slot.optimizer_state_bytes = trainer.optimizer_state_bytes();
       trainer.prepare(data_.batch(0), slot.step);       // CUDA graphs: warmup + capture, untimed
       slot.tracer = std::make_unique<StepTracer>(device_, &memory_);
@@ -166,7 +173,7 @@ RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size
     record_failure(run, error);
   }
   if (run.status != RunStatus::kOk) {
-    finalize_run(run, context_.flops_per_token, peak_tflops(split.precision));
+    finalize_run(run, context_.flops_per_token, peak_tflops(split));
   } else if (split.cuda_graphs) {
     finish(run, index);
     // The rounds that follow run eager splits only: their steps must not start beside this
@@ -265,7 +272,7 @@ double SplitMeasurement::timed_step(RunResult& run, size_t index, int64_t round)
     throw;
   } catch (const std::exception& error) {
     record_failure(run, error);
-    finalize_run(run, context_.flops_per_token, peak_tflops(run.config.precision));
+    finalize_run(run, context_.flops_per_token, peak_tflops(run.config));
     return std::numeric_limits<double>::quiet_NaN();
   }
 }
@@ -288,7 +295,7 @@ void SplitMeasurement::finish(RunResult& run, size_t index, bool final) {
   const double recompute = run.config.activation_checkpointing == Checkpointing::kBlocks
                                ? recompute_flops_per_token(cfg_, options_.workload.seq_len, options_.workload.lora)
                                : 0.0;
-  finalize_run(run, context_.flops_per_token, peak_tflops(run.config.precision), recompute);
+  finalize_run(run, context_.flops_per_token, peak_tflops(run.config), recompute);
   if (final && !options_.profile_dir.empty()) profile(run, slot);
   judge_fits(run);
 }
@@ -305,6 +312,7 @@ bool SplitMeasurement::plan(RunResult& run) {
   try {
     PlanOptions options = plan_options_;
     options.optimizer = run.config.optimizer;
+    options.weights_dtype = run.config.weights_dtype;
     run.predicted_peak_bytes = plan_memory(cfg_, options, run.config).peak_bytes;
   } catch (const UserError&) {
     run.predicted_peak_bytes = -1;  // a split the plan rejects fails later with the engine's message
@@ -319,11 +327,21 @@ bool SplitMeasurement::plan(RunResult& run) {
   return false;
 }
 
-// One trainer for the whole sweep: the weights do not depend on the split, a step's precision is
-// a setting of the step (Trainer::set_precision), and the optimizer is replaced when the split's
-// is another (Trainer::set_optimizer: the old state freed, fresh state built; outside the timed
-// step, which starts after this).
+// One model for the whole sweep and one trainer for each weights dtype in turn: a step's precision
+// is a setting of the step (Trainer::set_precision), the optimizer is replaced when the split's is
+// another (Trainer::set_optimizer: the old state freed, fresh state built), and a split of another
+// weights dtype drops the trainer (gradients, optimizer state, the hooks on the parameters) before
+// the model is cast (cast_weights), so that one model's weights and one state are alive at a time,
+// and builds a new one. All outside the timed step, which starts after this.
 Trainer& SplitMeasurement::trainer_for(const SplitConfig& split) {
+  if (weights_dtype_ != split.weights_dtype) {
+    if (trainer_) trainer_->reset_optimizer();
+    trainer_.reset();
+    weights_dtype_.reset();  // mixed until the cast completes; the next call casts what is left
+    memory_.empty_cache();
+    cast_weights(*model_, split.weights_dtype, options_.workload.lora);
+    weights_dtype_ = split.weights_dtype;
+  }
   if (!trainer_) {
     memory_.empty_cache();
     TrainOptions train_options;
@@ -345,7 +363,8 @@ void SplitMeasurement::record_memory(RunResult& run, const Slot& slot) {
   // allocator counts as reserved only (GraphedMicroStep::pool_bytes). They are live during every replay.
   if (run.config.cuda_graphs) run.peak_allocated_bytes += trainer_->graph_pool_bytes();
   if (!device_.is_cuda()) run.peak_reserved_bytes = run.peak_allocated_bytes;
-  run.peak_breakdown = attribute_peak(run, *trainer_, slot.baseline_bytes, slot.optimizer_state_bytes);
+  run.peak_breakdown = attribute_peak(run, slot.baseline_bytes, slot.parameter_bytes, slot.trainable_parameter_bytes,
+                                      slot.optimizer_state_bytes);
 }
 
 // One more step under the Kineto profiler: its Chrome trace, and the GPU's busy time (union of
@@ -383,9 +402,12 @@ void SplitMeasurement::profile(RunResult& run, Slot& slot) {
   }
 }
 
-double SplitMeasurement::peak_tflops(Precision precision) const {
+// The device's peak for what the split's matmuls run in: autocast's dtype, else the stored
+// weights' (bf16 weights without autocast run bf16 products).
+double SplitMeasurement::peak_tflops(const SplitConfig& split) const {
   if (!std::isnan(options_.peak_tflops)) return options_.peak_tflops;
-  return device_.is_cuda() ? device_peak_tflops(context_.device_name, to_string(precision)) : kNotMeasured;
+  const Precision computed = verify_compute_precision(split.precision, split.weights_dtype, options_.workload.lora);
+  return device_.is_cuda() ? device_peak_tflops(context_.device_name, to_string(computed)) : kNotMeasured;
 }
 
 }  // namespace accumbench

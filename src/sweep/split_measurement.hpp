@@ -2,9 +2,10 @@
 // DoOneRepetition): each split alone first (plan, prepare, warm up; its memory is read there),
 // then the timed steps in interleaved rounds (decision.hpp's run_rounds calls timed_step), then
 // finish (memory attribution, derived fields, profile). run_sweep (runner.cpp) owns the grid and
-// the rounds; this owns the one model and the one trainer that every split shares: the weights do
-// not depend on the split; the step's shape and precision do, and the optimizer (a split of
-// another optimizer than the step before replaces it, its state built afresh).
+// the rounds; this owns the one model and the trainer that the splits share: the step's shape and
+// precision depend on the split, and so do the optimizer (a split of another optimizer than the
+// step before replaces it, its state built afresh) and the weights' dtype (a split of another one
+// casts the model and builds a new trainer).
 //
 //   SplitMeasurement m(options, cfg, device, memory, data, group, context, on_step);
 //   RunResult run = m.prepare(split, index, grid_size);   // never throws for a failing split
@@ -14,6 +15,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include "accumbench/engine.hpp"
 #include "accumbench/sweep.hpp"
@@ -66,7 +68,7 @@ class SplitMeasurement {
   void time_alone(RunResult& run, Slot& slot, size_t index, size_t count);
   void record_memory(RunResult& run, const Slot& slot);
   void profile(RunResult& run, Slot& slot);
-  double peak_tflops(Precision precision) const;
+  double peak_tflops(const SplitConfig& split) const;
 
   const SweepOptions& options_;
   const ModelConfig& cfg_;
@@ -77,6 +79,7 @@ class SplitMeasurement {
   const SweepContext& context_;
   ProgressCallback on_step_;
   LanguageModel model_;
+  std::optional<Precision> weights_dtype_;  // what model_'s weights are stored in; none while mixed
   PlanOptions plan_options_;
   std::unique_ptr<Trainer> trainer_;
   std::chrono::steady_clock::time_point sweep_start_;

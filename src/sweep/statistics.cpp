@@ -476,33 +476,49 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   return reason + ".";
 }
 
-// With several optimizers among the candidates: they compute different updates (SGD has no
-// moments, the 8-bit ones approximate AdamW's), so the sweep's choice is by time alone; the
-// fastest candidate of each, so that the user weighs the update against its cost. Empty with one.
-std::string per_optimizer_sentence(const std::vector<RunResult>& runs, const std::vector<int>& candidates) {
-  std::vector<OptimizerKind> kinds;
+// With several optimizers or weights dtypes among the candidates: they compute different updates
+// (SGD has no moments, the 8-bit ones approximate AdamW's; 16-bit weights run 16-bit products and,
+// trained, round their updates), which the sweep's choice (time, then memory) does not weigh; the
+// fastest candidate of each, so that the user weighs the update against its cost. Empty with one
+// of each.
+std::string per_update_sentence(const std::vector<RunResult>& runs, const std::vector<int>& candidates) {
+  using Update = std::pair<OptimizerKind, Precision>;
+  std::vector<Update> updates;
   std::vector<int> fastest;
   for (int i : candidates) {
-    const OptimizerKind kind = runs[i].config.optimizer;
-    const auto found = std::find(kinds.begin(), kinds.end(), kind);
-    if (found == kinds.end()) {
-      kinds.push_back(kind);
+    const Update update = {runs[i].config.optimizer, runs[i].config.weights_dtype};
+    const auto found = std::find(updates.begin(), updates.end(), update);
+    if (found == updates.end()) {
+      updates.push_back(update);
       fastest.push_back(i);
-    } else if (runs[i].mean_seconds.value < runs[fastest[found - kinds.begin()]].mean_seconds.value) {
-      fastest[found - kinds.begin()] = i;
+    } else if (runs[i].mean_seconds.value < runs[fastest[found - updates.begin()]].mean_seconds.value) {
+      fastest[found - updates.begin()] = i;
     }
   }
-  if (kinds.size() < 2) return "";
-  std::string list;
-  for (size_t k = 0; k < kinds.size(); ++k) {
-    const RunResult& run = runs[fastest[k]];
-    // Named as run_name names it, less the optimizer, which leads.
-    list += (k == 0 ? "" : ", ") + to_string(kinds[k]) + " " + run.config.shape_label() + precision_suffix(run, runs) +
-            " (" + seconds_text(run.mean_seconds.value) + ", " + format_bytes(run.peak_allocated_bytes) +
-            (bitsandbytes_optimizer(kinds[k]) ? "; time emulated" : "") + ")";
+  if (updates.size() < 2) return "";
+  bool optimizers = false, weights = false;
+  for (const Update& u : updates) {
+    optimizers = optimizers || u.first != updates[0].first;
+    weights = weights || u.second != updates[0].second;
   }
-  return " The optimizers compute different updates, and the choice above is by time alone; the fastest split of "
-         "each: " + list + ".";
+  std::string list;
+  for (size_t k = 0; k < updates.size(); ++k) {
+    const RunResult& run = runs[fastest[k]];
+    // Named as run_name names it, less what leads: the optimizer, then "on bf16 weights".
+    const std::string optimizer = optimizers ? to_string(updates[k].first) : "";
+    const std::string dtype = weights ? to_string(updates[k].second) + " weights" : "";
+    const std::string lead = optimizer + (optimizer.empty() || dtype.empty() ? "" : " on ") + dtype;
+    list += (k == 0 ? "" : ", ") + lead + " " + run.config.shape_label() + precision_suffix(run, runs) + " (" +
+            seconds_text(run.mean_seconds.value) + ", " + format_bytes(run.peak_allocated_bytes) +
+            (bitsandbytes_optimizer(updates[k].first) ? "; time emulated" : "") + ")";
+  }
+  const std::string subject = optimizers && weights ? "The optimizers and the weights dtypes compute different updates"
+                              : optimizers          ? "The optimizers compute different updates"
+                                                    : "The weights dtypes compute in different precision";
+  const std::string why = weights ? " (16-bit weights without autocast run 16-bit products, and a full fine-tune of "
+                                    "them updates them in 16 bits, where a step below a weight's rounding is lost)"
+                                  : "";
+  return " " + subject + why + ", which the choice above does not weigh; the fastest split of each: " + list + ".";
 }
 
 }  // namespace
@@ -548,7 +564,7 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
   rec.decision = d;
   rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes) +
                what_the_slowest_loses(runs, ok, best, fit_time_models(runs)) +
-               per_optimizer_sentence(runs, candidates) + " " +
+               per_update_sentence(runs, candidates) + " " +
                framework_sentence(options.framework_seconds_per_micro_step, options.framework_source);
   return rec;
 }

@@ -95,6 +95,10 @@ VerifySetup prepare(const WorkloadOptions& w) {
     throw UserError("verify checks one optimizer at a time, got --optimizer " + join_optimizers(grid_optimizers(w)) +
                     "; run it once per optimizer");
   }
+  if (grid_weights_dtypes(w).size() != 1) {
+    throw UserError("verify checks one weights dtype at a time, got --weights-dtype " +
+                    join_precisions(grid_weights_dtypes(w)) + "; run it once per dtype");
+  }
   if (w.grid.knobs) throw UserError("verify has no --knobs; use --activation-checkpointing and --optimizer-in-backward");
   configure_threads(w.threads);
   VerifySetup s;

@@ -407,20 +407,31 @@ void validate_workload(const WorkloadOptions& w) {
     if (micro <= 0) throw UserError("micro-batch must be positive, got " + std::to_string(micro));
   }
   if (w.precisions.empty()) throw UserError("--precision needs at least one of fp32, bf16, fp16");
-  // The quantised linears compute in the step's precision; without the fp32 upcast the norms and
-  // embeddings beside them are in --weights-dtype, which only an autocast of that dtype joins.
-  if (w.lora.quantized() && !w.lora.kbit_upcast && w.weights_dtype != Precision::kFp32) {
-    for (Precision p : w.precisions) {
-      if (p != w.weights_dtype)
-        throw UserError("--kbit-prep none keeps the norms and embeddings in " + to_string(w.weights_dtype) +
-                        " (--weights-dtype), beside the quantised linears' " + to_string(p) +
-                        " outputs, which only --precision " + to_string(w.weights_dtype) + " (autocast) joins; use "
-                        "--precision " + to_string(w.weights_dtype) + ", or --kbit-prep peft");
-    }
+  const std::vector<Precision> weights = grid_weights_dtypes(w);
+  // With a quantised base the weights dtype changes only what --kbit-prep none leaves outside the
+  // quantised linears (with peft every one of them is fp32): one dtype per sweep there.
+  if (weights.size() > 1 && w.lora.quantized()) {
+    throw UserError("--weights-dtype " + join_precisions(weights) + " with --base-quant " + to_string(w.lora.base_quant) +
+                    " is not swept: the quantised base is the same in each, and the parameters beside it are " +
+                    (w.lora.kbit_upcast ? "fp32 whatever the dtype (--kbit-prep peft)" : "one sweep's choice") +
+                    "; give one --weights-dtype");
   }
-  for (Precision p : w.precisions) {
-    if (const std::string problem = adapter_dtype_problem(w.lora, p, w.weights_dtype); !problem.empty())
-      throw UserError(problem);
+  for (Precision dtype : weights) {
+    // The quantised linears compute in the step's precision; without the fp32 upcast the norms and
+    // embeddings beside them are in --weights-dtype, which only an autocast of that dtype joins.
+    if (w.lora.quantized() && !w.lora.kbit_upcast && dtype != Precision::kFp32) {
+      for (Precision p : w.precisions) {
+        if (p != dtype)
+          throw UserError("--kbit-prep none keeps the norms and embeddings in " + to_string(dtype) +
+                          " (--weights-dtype), beside the quantised linears' " + to_string(p) +
+                          " outputs, which only --precision " + to_string(dtype) + " (autocast) joins; use "
+                          "--precision " + to_string(dtype) + ", or --kbit-prep peft");
+      }
+    }
+    for (Precision p : w.precisions) {
+      if (const std::string problem = adapter_dtype_problem(w.lora, p, dtype); !problem.empty())
+        throw UserError(problem);
+    }
   }
   if (w.threads < 0) {
     throw UserError("--threads must not be negative, got " + std::to_string(w.threads) +
@@ -462,6 +473,20 @@ std::string join_optimizers(const std::vector<OptimizerKind>& optimizers) {
   return out;
 }
 
+std::vector<Precision> grid_weights_dtypes(const WorkloadOptions& w) {
+  std::vector<Precision> dtypes = {w.weights_dtype};
+  for (Precision dtype : w.grid.other_weights_dtypes) {
+    if (std::find(dtypes.begin(), dtypes.end(), dtype) == dtypes.end()) dtypes.push_back(dtype);
+  }
+  return dtypes;
+}
+
+WorkloadOptions with_weights_dtype(WorkloadOptions w, Precision dtype) {
+  w.weights_dtype = dtype;
+  w.grid.other_weights_dtypes.clear();
+  return w;
+}
+
 std::string join_precisions(const std::vector<Precision>& precisions) {
   std::string out;
   for (size_t i = 0; i < precisions.size(); ++i) out += (i ? "," : "") + to_string(precisions[i]);
@@ -488,7 +513,7 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
       {"beta2", number(w.optimizer.beta2)},
       {"eps", number(w.optimizer.eps)},
       {"weight_decay", number(w.optimizer.weight_decay)},
-      {"weights_dtype", to_string(w.weights_dtype)},
+      {"weights_dtype", join_precisions(grid_weights_dtypes(w))},
       {"lora_rank", std::to_string(w.lora.rank)},
       {"lora_alpha", w.lora.enabled() ? number(w.lora.alpha > 0 ? w.lora.alpha : 2.0 * w.lora.rank) : "-"},
       {"lora_targets", w.lora.enabled() ? w.lora.targets : "-"},

@@ -21,7 +21,10 @@ std::string SplitConfig::shape_label() const {
 }
 
 std::string SplitConfig::label() const {
-  return optimizer == OptimizerKind::kAdamW ? shape_label() : shape_label() + " " + to_string(optimizer);
+  std::string text = shape_label();
+  if (optimizer != OptimizerKind::kAdamW) text += " " + to_string(optimizer);
+  if (weights_dtype != Precision::kFp32) text += " " + to_string(weights_dtype) + "-weights";
+  return text;
 }
 
 std::string SplitConfig::key() const {
@@ -153,28 +156,32 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
     micro_batches = {rank_batch};
   }
   std::vector<SplitConfig> grid;
-  // The optimizer outermost: the rounds time the grid in its order, and a change of optimizer
-  // between two steps rebuilds the optimizer's state (Trainer::set_optimizer).
-  for (OptimizerKind optimizer : grid_optimizers(w)) {
-    for (Precision precision : w.precisions) {
-      SplitConfig split;
-      split.optimizer = optimizer;
-      split.precision = precision;
-      split.world_size = world_size;
-      split.activation_checkpointing = w.grid.checkpointing;
-      for (int64_t micro : micro_batches) {
-        split.micro_batch = micro;
-        split.accum_steps = accumulation_steps(w.batch, micro, world_size);
-        std::vector<SplitConfig> points;
-        for (SplitConfig point : knob_variants(split, w.grid.knobs)) {
-          // A plain knob fixes that knob for every point: the grid's variants of it collapse.
-          if (in_backward) point.optimizer_in_backward = true;
-          if (!contains(points, point)) points.push_back(point);
-        }
-        std::vector<SplitConfig> with_graphs;
-        append_with_graphs(loss_variants(points, w.loss.chunked), w.grid.cuda_graphs, with_graphs);
-        for (const SplitConfig& point : with_graphs) {
-          if (!contains(grid, point)) grid.push_back(point);
+  // The weights' dtype outermost, then the optimizer: the rounds time the grid in its order, a
+  // change of dtype between two steps casts the model, and one of either rebuilds the optimizer's
+  // state (SplitMeasurement::trainer_for).
+  for (Precision weights : grid_weights_dtypes(w)) {
+    for (OptimizerKind optimizer : grid_optimizers(w)) {
+      for (Precision precision : w.precisions) {
+        SplitConfig split;
+        split.weights_dtype = weights;
+        split.optimizer = optimizer;
+        split.precision = precision;
+        split.world_size = world_size;
+        split.activation_checkpointing = w.grid.checkpointing;
+        for (int64_t micro : micro_batches) {
+          split.micro_batch = micro;
+          split.accum_steps = accumulation_steps(w.batch, micro, world_size);
+          std::vector<SplitConfig> points;
+          for (SplitConfig point : knob_variants(split, w.grid.knobs)) {
+            // A plain knob fixes that knob for every point: the grid's variants of it collapse.
+            if (in_backward) point.optimizer_in_backward = true;
+            if (!contains(points, point)) points.push_back(point);
+          }
+          std::vector<SplitConfig> with_graphs;
+          append_with_graphs(loss_variants(points, w.loss.chunked), w.grid.cuda_graphs, with_graphs);
+          for (const SplitConfig& point : with_graphs) {
+            if (!contains(grid, point)) grid.push_back(point);
+          }
         }
       }
     }

@@ -50,12 +50,14 @@ std::string json_for_script(const std::string& json) {
   return out;
 }
 
-// Model, shape, precision (of every run, "bf16,fp32" when several), the optimizers unless AdamW
-// alone, device and ranks.
-std::string title_line(const SweepContext& c, const std::string& precisions, const std::string& optimizers) {
+// Model, shape, precision (of every run, "bf16,fp32" when several), the weights dtypes unless
+// fp32 alone, the optimizers unless AdamW alone, device and ranks.
+std::string title_line(const SweepContext& c, const std::string& precisions, const std::string& weights,
+                       const std::string& optimizers) {
   std::string t = c.model.empty() ? "unnamed model" : c.model;
   t += " \u00b7 seq len " + std::to_string(c.seq_len) + " \u00b7 batch " + std::to_string(c.batch);
   if (!precisions.empty()) t += " \u00b7 " + precisions;
+  if (!weights.empty()) t += " \u00b7 " + weights;
   if (!optimizers.empty() && optimizers != "adamw") t += " \u00b7 " + optimizers;
   if (!c.device_name.empty() || !c.device.empty())
     t += " \u00b7 " + (c.device_name.empty() ? c.device : c.device_name);
@@ -246,11 +248,11 @@ std::string context_section(const SweepResult& result) {
   return h + "</section>\n";
 }
 
-std::string head(const SweepContext& c, const std::string& precisions, const std::string& optimizers) {
+std::string head(const std::string& title) {
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   h += "<meta name=\"generator\" content=\"accumbench\">\n";
-  h += "<title>accumbench \u2014 " + html_escape(title_line(c, precisions, optimizers)) + "</title>\n";
+  h += "<title>accumbench \u2014 " + html_escape(title) + "</title>\n";
   h += "<style>\n" + std::string(kReportCss) + "</style>\n</head>\n";
   return h;
 }
@@ -263,12 +265,13 @@ void HtmlReporter::report(const SweepResult& result, std::ostream& out) const {
   const SweepContext& c = result.context;
   const std::vector<Slot> slots = make_slots(result);
   const std::string precisions = text::precisions_of(result.runs);
-  const std::string optimizers = join_optimizers(text::optimizers_of(result));
-  std::string page = head(c, precisions, optimizers);
+  const std::string title =
+      title_line(c, precisions, text::weights_words(result), join_optimizers(text::optimizers_of(result)));
+  std::string page = head(title);
   page += "<body>\n<main>\n";
   page +=
       "<header><h1>accumbench \u00b7 " + html_escape(c.model.empty() ? "sweep" : c.model) + "</h1>";
-  page += "<p class=\"subtitle\">" + html_escape(title_line(c, precisions, optimizers)) +
+  page += "<p class=\"subtitle\">" + html_escape(title) +
           (c.date.empty() ? "" : " \u00b7 " + html_escape(c.date)) + "</p></header>\n";
   page += recommendation_section(result, slots);
   page += chart_sections(result, slots);
