@@ -614,7 +614,7 @@ TEST(SweepGrid, WeightsDtypesAreAGridDimensionOutermost) {
 // dtype alone does, to the byte: the trainer of one dtype is dropped (gradients, optimizer state)
 // before the model is cast, each split is planned in its own dtype, and its breakdown names its
 // own parameters. LoRA on llama-tiny, bf16 first: the cast back to fp32 leaves the fp32 adapters
-// as they are and casts the frozen base and the rotary buffers.
+// as they are and casts the frozen base (the rotary tables follow the hidden state's dtype).
 TEST(Sweep, SeveralWeightsDtypesMeasureEachSplitAsItsOwnSweepWould) {
   const auto check = [](ab::SweepOptions o, const std::vector<ab::Precision>& dtypes, ab::SweepResult& together) {
     o.workload.micro_batches = {2, 4};

@@ -969,6 +969,34 @@ struct CompareCommand {
   }
 };
 
+// CLI11 splits a list option at its commas and drops the empty items, so "--optimizer adamw,"
+// would run as "--optimizer adamw" without a word: a typo (a value left out) is refused instead.
+void refuse_empty_list_items(int argc, char** argv) {
+  static const char* const kLists[] = {"--micro-batches", "--micro-batch", "--precision",
+                                       "--optimizer",     "--weights-dtype", "--frameworks"};
+  const auto check = [](const std::string& flag, const std::string& value) {
+    if (value.find(',') == std::string::npos) return;
+    if (value.front() != ',' && value.back() != ',' && value.find(",,") == std::string::npos) return;
+    const std::string example = flag == "--micro-batches" || flag == "--micro-batch" ? "1,2,4"
+                                : flag == "--optimizer"                           ? "adamw,sgd"
+                                : flag == "--frameworks"                          ? "plain,hf-trl"
+                                                                                  : "fp32,bf16";
+    throw ab::UserError(flag + " " + ab::text::quoted(value, 60) +
+                        " has an empty item (a comma too many, or a value left out); separate the values by single "
+                        "commas, as in " + flag + " " + example);
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    for (const char* list : kLists) {
+      const std::string flag = list;
+      if (arg.rfind(flag + "=", 0) == 0) check(flag, arg.substr(flag.size() + 1));
+      if (arg != flag) continue;
+      // Its values: the words up to the next option (a vector option takes several).
+      for (int j = i + 1; j < argc && argv[j][0] != '-'; ++j) check(flag, argv[j]);
+    }
+  }
+}
+
 // A parse error: one sentence naming the problem and where to look.
 int parse_error(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
   if (app.get_subcommands().empty()) {
@@ -1011,6 +1039,7 @@ int run(int argc, char** argv) {
                          "or a config.json, model directory or Hub id as --hf-config takes): what bench/reference/step_bench.py "
                          "and hf_real_step.py read with --export")
       ->type_name("MODEL");
+  refuse_empty_list_items(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
