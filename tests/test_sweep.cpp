@@ -637,6 +637,8 @@ TEST(Sweep, SeveralWeightsDtypesMeasureEachSplitAsItsOwnSweepWould) {
         EXPECT_EQ(same->peak_breakdown.parameters_bytes, run.peak_breakdown.parameters_bytes) << run.config.label();
         EXPECT_EQ(same->peak_breakdown.gradients_bytes, run.peak_breakdown.gradients_bytes) << run.config.label();
         EXPECT_EQ(same->peak_breakdown.optimizer_state_bytes, run.peak_breakdown.optimizer_state_bytes);
+        // Llama's rotary tables of the split before (another dtype) are not in its baseline.
+        EXPECT_EQ(same->peak_breakdown.activations_bytes, run.peak_breakdown.activations_bytes) << run.config.label();
       }
     }
     EXPECT_NE(together.recommendation.reason.find(" (16-bit weights without autocast run 16-bit products"),

@@ -49,6 +49,10 @@ class LanguageModelImpl : public torch::nn::Module {
   void set_activation_checkpointing(bool enabled) { checkpointing_ = enabled; }
   bool activation_checkpointing() const { return checkpointing_; }
   void set_autocast_dtype(std::optional<at::ScalarType> dtype) { autocast_dtype_ = dtype; }
+  // Frees what forward keeps between calls (Llama's rotary tables, built for the last length and
+  // dtype it saw), so that the next step starts from what a fresh model holds: a sweep calls it
+  // before each split reads its baseline, whatever split ran before.
+  virtual void release_caches() {}
 
  protected:
   // Runs `block` on x, through a checkpoint when enabled (src/models/model.cpp); `packed`: null

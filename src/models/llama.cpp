@@ -104,6 +104,10 @@ class RotaryCache {
     }
     return {cos_, sin_};
   }
+  void release() {
+    cos_ = at::Tensor();
+    sin_ = at::Tensor();
+  }
 
  private:
   int64_t head_dim_;
@@ -218,6 +222,8 @@ class LlamaImpl : public LanguageModelImpl {
   }
 
   at::Tensor head_weight() const override { return config_.tied_embeddings ? embed_tokens->weight : lm_head->weight; }
+
+  void release_caches() override { rotary_->release(); }
 
   std::vector<TransformerBlockImpl*> transformer_blocks() override {
     std::vector<TransformerBlockImpl*> out;

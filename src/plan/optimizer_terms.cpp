@@ -116,7 +116,8 @@ namespace accumbench {
 
 int64_t optimizer_state_total_bytes(const ModelConfig& cfg, const LoraOptions& lora, Precision weights_dtype,
                                     OptimizerKind kind) {
-  const int64_t t = lora.enabled() ? plan_detail::kFp32 : compute_bytes(weights_dtype);
+  // What trains: the adapters in --adapter-dtype, or every weight in --weights-dtype.
+  const int64_t t = compute_bytes(lora.enabled() ? lora.adapter_dtype : weights_dtype);
   int64_t total = eight_bit_optimizer(kind) ? kQuantMapBytes : 0;  // the quantisation maps
   for (int64_t n : plan_detail::trained_tensor_numels(cfg, lora)) total += optimizer_state_bytes(kind, n, t);
   return total;

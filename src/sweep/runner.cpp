@@ -176,7 +176,7 @@ int64_t resident_model_bytes(const WorkloadOptions& w, const ModelConfig& cfg) {
   if (w.lora.quantized()) {  // QLoRA: the quantised block linears and the rest in fp32
     weight_bytes = quantized_base_bytes(cfg, w.lora) + 4 * (parameter_count(cfg) - block_linear_weight_numel(cfg));
   }
-  const int64_t adapter_bytes = 4 * lora_parameter_count(cfg, w.lora);  // fp32 adapters
+  const int64_t adapter_bytes = compute_bytes(w.lora.adapter_dtype) * lora_parameter_count(cfg, w.lora);
   return weight_bytes + adapter_bytes +
          optimizer_state_total_bytes(cfg, w.lora, w.weights_dtype, lightest_optimizer(cfg, w));
 }
@@ -303,13 +303,17 @@ bool stop_requested_on_any_rank(compat::ProcessGroup* group, const std::string& 
 std::string stop_cause() { return stop_signal() != 0 ? signal_name(stop_signal()) : "another rank's signal"; }
 
 void require_reducible_gradients(const WorkloadOptions& w, const std::string& device, int world_size) {
+  // What trains has bf16 gradients: bf16 adapters, or a full fine-tune of bf16 weights.
   const std::vector<Precision> dtypes = grid_weights_dtypes(w);
-  const bool bf16 = std::find(dtypes.begin(), dtypes.end(), Precision::kBf16) != dtypes.end();
-  if (world_size <= 1 || w.lora.enabled() || !bf16) return;
+  const bool bf16_adapters = w.lora.enabled() && w.lora.adapter_dtype == Precision::kBf16;
+  const bool bf16_weights = !w.lora.enabled() && std::find(dtypes.begin(), dtypes.end(), Precision::kBf16) != dtypes.end();
+  if (world_size <= 1 || !(bf16_adapters || bf16_weights)) return;
   if (compat::ProcessGroup::backend_for(c10::Device(device)) != "gloo") return;
-  throw UserError("data parallel over Gloo cannot all-reduce bf16 gradients (PyTorch issue 111131), and a full "
-                  "fine-tune of --weights-dtype bf16 has them; use --weights-dtype fp32, LoRA (its adapters train "
-                  "in fp32) or CUDA devices (NCCL)");
+  throw UserError(std::string("data parallel over Gloo cannot all-reduce bf16 gradients (PyTorch issue 111131), and ") +
+                  (bf16_adapters ? "--adapter-dtype bf16 trains bf16 adapters; use --adapter-dtype fp32"
+                                 : "a full fine-tune of --weights-dtype bf16 has them; use --weights-dtype fp32, LoRA "
+                                   "(its adapters train in fp32)") +
+                  " or CUDA devices (NCCL)");
 }
 
 void require_model_fits_device(const WorkloadOptions& w, const ModelConfig& cfg, const std::string& device) {

@@ -149,6 +149,9 @@ RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size
     try {
       Trainer& trainer = trainer_for(split);
       trainer.reset_optimizer();
+      // Every split starts as a fresh model would: no rotary tables of the split before (another
+      // length or dtype) in its baseline, so its breakdown does not depend on the grid's order.
+      model_->release_caches();
       memory_.empty_cache();
       slot.baseline_bytes = memory_.allocated_bytes();  // parameters + optimizer state
       slot.parameter_bytes = trainer.parameter_bytes();

@@ -123,12 +123,18 @@ mismatch() {
 
 # cli.data_parallel.bf16_weights_over_gloo: a full fine-tune of bf16 weights over Gloo (which
 # cannot all-reduce bf16: "Invalid scalar type" at the first gradient, PyTorch issue 111131) is
-# refused by both ranks alike, with exit 2, before they join.
+# refused by both ranks alike, with exit 2, before they join; so are LoRA's bf16 adapters.
 bf16_gloo() {
   dp_want_rc=2 dp_run 2 verify --model gpt2-tiny --batch 4 --seq-len 32 --device cpu --threads 1 \
     --weights-dtype bf16 --dist-timeout 60
   check "rank 0 names Gloo and bf16 gradients" grep -q 'Gloo cannot all-reduce bf16 gradients' "$err"
   check "rank 1 too" grep -q 'Gloo cannot all-reduce bf16 gradients' "$out.rank1"
+  # LoRA's bf16 adapters have bf16 gradients too (they failed mid-run with "Invalid scalar type",
+  # blamed on a rank that left).
+  dp_want_rc=2 dp_run 2 sweep --model gpt2-tiny --batch 4 --seq-len 32 --device cpu --threads 1 --warmup 1 --steps 2 \
+    --lora-rank 4 --adapter-dtype bf16 --precision bf16 --dist-timeout 60
+  check "bf16 adapters: rank 0 names the option and its fix" grep -q -- '--adapter-dtype bf16 trains bf16 adapters; use --adapter-dtype fp32' "$err"
+  check "bf16 adapters: rank 1 too" grep -q -- '--adapter-dtype bf16 trains bf16 adapters' "$out.rank1"
 }
 
 # Two ranks verify with a data option ("padding longest", "packing bfd"): the header names it and
