@@ -164,6 +164,16 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
   ab::print_comparison(one_run("gpt2-mini", 64), q, quantised);
   EXPECT_NE(quantised.str().find("base_quant (none vs nf4)"), std::string::npos) << quantised.str();
   EXPECT_NE(quantised.str().find("kbit_prep (peft vs none)"), std::string::npos) << quantised.str();
+  // A grid dimension's list in another order measures the same splits; another list does not.
+  std::ostringstream reordered, other;
+  ab::SweepResult x = one_run("gpt2-mini", 64), y = one_run("gpt2-mini", 64);
+  x.context.options.push_back({"weights_dtype", "fp32,bf16"});
+  y.context.options.push_back({"weights_dtype", "bf16,fp32"});
+  ab::print_comparison(x, y, reordered);
+  EXPECT_EQ(reordered.str().find("warning"), std::string::npos) << reordered.str();
+  y.context.options.back().second = "bf16";
+  ab::print_comparison(x, y, other);
+  EXPECT_NE(other.str().find("weights_dtype (fp32,bf16 vs bf16)"), std::string::npos) << other.str();
 
   // An interrupted sweep is named, with the splits it never began.
   std::ostringstream stopped;

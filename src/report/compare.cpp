@@ -1,7 +1,9 @@
 // `accumbench compare a.json b.json`: two sweeps side by side (two devices, two builds, before
 // and after a change), one row per split.
+#include <algorithm>
 #include <cmath>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,15 @@ std::string describe(const SweepResult& sweep) {
   return line;
 }
 
+// The items of a comma list, sorted.
+std::vector<std::string> sorted_items(const std::string& list) {
+  std::vector<std::string> items;
+  std::istringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) items.push_back(item);
+  std::sort(items.begin(), items.end());
+  return items;
+}
+
 // What differs between the two sweeps' configurations, "model (a vs b), seq_len (...)"; empty when
 // they measured the same thing (compare is meant for two devices or two builds of one sweep).
 std::string configuration_differences(const SweepContext& a, const SweepContext& b) {
@@ -67,7 +78,11 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
       continue;  // named above, or a property of the machine rather than of the measurement
     }
     const std::optional<std::string> x = recorded_option(a.options, name), y = recorded_option(b.options, name);
-    if (x && y) differ(name, *x, *y);
+    if (!x || !y) continue;
+    // A grid dimension's list measures the same splits in any order: "fp32,bf16" is "bf16,fp32".
+    const bool list = name == "precisions" || name == "optimizer" || name == "weights_dtype" || name == "micro_batches";
+    if (list && sorted_items(*x) == sorted_items(*y)) continue;
+    differ(name, *x, *y);
   }
   std::string text;
   for (size_t i = 0; i < differences.size() && i < 6; ++i) text += (i ? ", " : "") + differences[i];
