@@ -177,6 +177,20 @@ profile_pair 64
 stage chunked 120 build/accumbench sweep --hf-config bench/gpt2-124m-50304.json --seq-len 1024 --batch 64 \
   --micro-batches 8,64 --device cuda --precision bf16 --chunked-loss --json "$work/chunked.json"
 stage side-by-side-chunked 30 python3 bench/side_by_side.py "$work/chunked.json" "$work/anchor-eager.jsonl"
+# --weights-dtype as a list on CUDA (session 29): the model cast between splits, each split's peak
+# read after an emptied cache; a split's peaks should equal a sweep of its dtype alone.
+stage weights-list 60 build/accumbench sweep --model gpt2-124m --seq-len 512 --batch 8 --micro-batches 1,8 \
+  --device cuda --precision bf16 --weights-dtype fp32,bf16 --warmup 1 --steps 3 --time-budget 0 --json "$work/weights-list.json"
+stage weights-bf16-alone 40 build/accumbench sweep --model gpt2-124m --seq-len 512 --batch 8 --micro-batches 1,8 \
+  --device cuda --precision bf16 --weights-dtype bf16 --warmup 1 --steps 3 --time-budget 0 --json "$work/weights-bf16.json"
+stage weights-compare 20 python3 -c '
+import json, sys
+both = {r["config"]["micro_batch"]: r for r in json.load(open(sys.argv[1]))["runs"] if r["config"]["weights_dtype"] == "bf16"}
+for r in json.load(open(sys.argv[2]))["runs"]:
+    b = both[r["config"]["micro_batch"]]
+    print(r["config"]["micro_batch"], "alone", r["peak_allocated_bytes"], r["peak_reserved_bytes"],
+          "in the list", b["peak_allocated_bytes"], b["peak_reserved_bytes"])
+' "$work/weights-list.json" "$work/weights-bf16.json"
 stage tracer-overhead 90 build/tracer_overhead --device cuda --model gpt2-124m --seq-len 1024 --batch 8 --micro-batch 8
 stage anchor-compile 150 python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches 64 --compile
 grep '^{' "$work/anchor-compile.log" > "$work/anchor-compile.jsonl"
