@@ -195,8 +195,8 @@ TEST(ConsoleReporter, HeaderNamesTheWeightsDtypesOfTheRuns) {
   for (RunResult& run : result.runs) run.config.weights_dtype = Precision::kBf16;
   EXPECT_EQ(report_lines(ConsoleReporter(), result)[0], std::string(kContextLine) + ", bf16 weights");
   const std::vector<std::string> csv = report_lines(CsvReporter(), result);
-  EXPECT_NE(csv[0].find(",optimizer,weights_dtype,activation_checkpointing,"), std::string::npos) << csv[0];
-  EXPECT_NE(csv[1].find(",adamw,bf16,"), std::string::npos) << csv[1];
+  EXPECT_NE(csv[0].find(",optimizer,weights_dtype,adapter_dtype,activation_checkpointing,"), std::string::npos) << csv[0];
+  EXPECT_NE(csv[1].find(",adamw,bf16,fp32,"), std::string::npos) << csv[1];
 }
 
 // With --memory-limit, "fits" says yes or no; "vs fastest" is relative to the fastest split that
@@ -303,11 +303,12 @@ TEST(ConsoleReporter, NoRecommendation) {
 
 // The sample's options name none of the workload's keys: empty fields, and the defaults of the
 // options a sweep records only when they differ.
-const std::string kWorkload = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,,,,,,,,,,,,,,,,fp32,none,false,peft,on";
+const std::string kWorkload = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,,,,,,,,,,,,,,,,none,false,peft,on";
 
 TEST(CsvReporter, HeaderAndOneLinePerRun) {
   expect_lines(report_lines(CsvReporter(), sample_result()), {
-      "label,micro_batch,accum_steps,precision,optimizer,weights_dtype,activation_checkpointing,optimizer_in_backward,"
+      "label,micro_batch,accum_steps,precision,optimizer,weights_dtype,adapter_dtype,activation_checkpointing,"
+      "optimizer_in_backward,"
       "cuda_graphs,chunked_loss,world_size,status,steps,mean_seconds,mean_seconds_low,mean_seconds_high,"
       "step_seconds_median,step_seconds_min,step_seconds_mean,"
       "step_seconds_stddev,step_seconds_cv,step_seconds_ci_low,step_seconds_ci_high,data_seconds,"
@@ -316,15 +317,15 @@ TEST(CsvReporter, HeaderAndOneLinePerRun) {
       "achieved_tflops,hardware_tflops,mfu,peak_allocated_bytes,peak_reserved_bytes,predicted_peak_bytes,fits,error,"
       "model,seq_len,batch,device,device_name,seed,lengths,padding,group_by_length,packing,loss_normalization,"
       "lr,beta1,beta2,eps,weight_decay,lora_rank,lora_alpha,lora_targets,lora_dropout,"
-      "adapter_dtype,base_quant,double_quant,kbit_prep,tf32",
-      "8\u00d78,8,8,bf16,adamw,fp32,none,false,false,false,1,ok,10,0.1915,0.19,0.193,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
+      "base_quant,double_quant,kbit_prep,tf32",
+      "8\u00d78,8,8,bf16,adamw,fp32,fp32,none,false,false,false,1,ok,10,0.1915,0.19,0.193,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
       "0.0012,0.0021,0.0453,0.0987,0,0.0301,0.0137,0.93,343120.4,0,0,335.08,295,295,0.298,5583457484,"
       "6442450944,5368709120,true," + kWorkload,
-      "1\u00d764 ckpt,1,64,bf16,adamw,fp32,blocks,false,false,false,1,ok,10,,,,0.402,0.397,0.403,0.004,0.00993,0.398,"
+      "1\u00d764 ckpt,1,64,bf16,adamw,fp32,fp32,blocks,false,false,false,1,ok,10,,,,0.402,0.397,0.403,0.004,0.00993,0.398,"
       "0.41,0.0011,0.002,0.1205,0.261,0,0.0099,0.0075,0.48,163024,0,0,159.2,140.2,187.3,0.141,3221225472,"
       "3221225472,-1,true," + kWorkload,
       // A failed run has no measurements: empty fields, not zeros.
-      "64\u00d71 oib,64,1,bf16,adamw,fp32,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,,,,,,,0,0,161061273600,false,"
+      "64\u00d71 oib,64,1,bf16,adamw,fp32,fp32,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,,,,,,,0,0,161061273600,false,"
       "CUDA out of memory. Tried to allocate 2.00 GiB" + kWorkload,
   });
 }
@@ -344,7 +345,7 @@ TEST(CsvReporter, WorkloadColumnsFromTheSweepsOptions) {
   const std::vector<std::string> lines = report_lines(CsvReporter(), result);
   ASSERT_EQ(lines.size(), 4u);
   const std::string tail = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,0,fixed,max,false,none,token,0.0001,0.9,0.999,"
-                           "1e-08,0.01,16,32,\"q_proj,v_proj\",0,fp32,nf4,true,peft,on";
+                           "1e-08,0.01,16,32,\"q_proj,v_proj\",0,nf4,true,peft,on";
   for (size_t i = 1; i < lines.size(); ++i) {
     ASSERT_GE(lines[i].size(), tail.size());
     EXPECT_EQ(lines[i].substr(lines[i].size() - tail.size()), tail) << lines[i];
@@ -788,27 +789,38 @@ TEST(Json, Version9ReadsTheOptimizerIntoEverySplit) {
   EXPECT_EQ(sweep_result_from_json(doc.dump(), "v9.json").runs[0].config.optimizer, OptimizerKind::kAdamW);
 }
 
-// Version 10 stored the weights in one dtype per sweep, named in the context's options: every
-// run's split reads with it (fp32 in files from before --weights-dtype), and the labels name it.
+// Version 10 stored the weights and the adapters in one dtype each per sweep, named in the
+// context's options: every run's split reads with them (fp32 where a file has none), and the
+// labels name them.
 TEST(Json, Version10ReadsTheWeightsDtypeIntoEverySplit) {
   SweepResult original = populated_result();
   original.context.options.emplace_back("weights_dtype", "bf16");
-  for (RunResult& run : original.runs) run.config.weights_dtype = Precision::kBf16;
+  original.context.options.emplace_back("adapter_dtype", "bf16");
+  for (RunResult& run : original.runs) run.config.weights_dtype = run.config.adapter_dtype = Precision::kBf16;
   nlohmann::json doc = nlohmann::json::parse(to_json(original));
   doc["json_schema_version"] = 10;
   doc["context"]["json_schema_version"] = 10;
-  for (auto& run : doc["runs"]) run["config"].erase("weights_dtype");
+  for (auto& run : doc["runs"]) {
+    run["config"].erase("weights_dtype");
+    run["config"].erase("adapter_dtype");
+  }
   const SweepResult back = sweep_result_from_json(doc.dump(), "v10.json");
   EXPECT_EQ(back.context.json_schema_version, kJsonSchemaVersion);
   ASSERT_FALSE(back.runs.empty());
   EXPECT_EQ(back.runs[0].config.weights_dtype, Precision::kBf16);
-  EXPECT_NE(back.runs[0].config.key().find(" bf16-weights/"), std::string::npos) << back.runs[0].config.key();
+  EXPECT_EQ(back.runs[0].config.adapter_dtype, Precision::kBf16);
+  EXPECT_NE(back.runs[0].config.key().find(" bf16-weights bf16-adapters/"), std::string::npos) << back.runs[0].config.key();
   EXPECT_EQ(to_json(back), to_json(original));
 
+  // Without the options (files from before them, or adapters in fp32, which was not recorded): fp32.
   doc["context"]["options"].erase(std::remove_if(doc["context"]["options"].begin(), doc["context"]["options"].end(),
-                                                 [](const nlohmann::json& o) { return o[0] == "weights_dtype"; }),
+                                                 [](const nlohmann::json& o) {
+                                                   return o[0] == "weights_dtype" || o[0] == "adapter_dtype";
+                                                 }),
                                   doc["context"]["options"].end());
-  EXPECT_EQ(sweep_result_from_json(doc.dump(), "v10.json").runs[0].config.weights_dtype, Precision::kFp32);
+  const SweepResult older = sweep_result_from_json(doc.dump(), "v10.json");
+  EXPECT_EQ(older.runs[0].config.weights_dtype, Precision::kFp32);
+  EXPECT_EQ(older.runs[0].config.adapter_dtype, Precision::kFp32);
 }
 
 // A version-2 file (written before the chunked loss existed) reads as version 5 with the chunked

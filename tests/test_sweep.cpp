@@ -614,51 +614,74 @@ TEST(SweepGrid, WeightsDtypesAreAGridDimensionOutermost) {
 // dtype alone does, to the byte: the trainer of one dtype is dropped (gradients, optimizer state)
 // before the model is cast, each split is planned in its own dtype, and its breakdown names its
 // own parameters. LoRA on llama-tiny, bf16 first: the cast back to fp32 leaves the fp32 adapters
-// as they are and casts the frozen base (the rotary tables follow the hidden state's dtype).
+// as they are and casts the frozen base (the rotary tables follow the hidden state's dtype); and
+// the adapters' dtype as a list of its own beside the weights', under bf16 autocast.
 TEST(Sweep, SeveralWeightsDtypesMeasureEachSplitAsItsOwnSweepWould) {
-  const auto check = [](ab::SweepOptions o, const std::vector<ab::Precision>& dtypes, ab::SweepResult& together) {
-    o.workload.micro_batches = {2, 4};
-    o.workload.weights_dtype = dtypes[0];
-    o.workload.grid.other_weights_dtypes.assign(dtypes.begin() + 1, dtypes.end());
+  // `o` with its lists; each (weights, adapters) pair swept alone must measure what the sweep of all did.
+  const auto check = [](const ab::SweepOptions& o, ab::SweepResult& together) {
     together = ab::run_sweep(o);
-    ASSERT_EQ(together.runs.size(), 2 * dtypes.size() * ab::grid_optimizers(o.workload).size());
-    for (const ab::Precision dtype : dtypes) {
-      ab::SweepOptions alone = o;
-      alone.workload = ab::with_weights_dtype(o.workload, dtype);
-      const ab::SweepResult single = ab::run_sweep(alone);
-      for (const ab::RunResult& run : single.runs) {
-        const auto same = std::find_if(together.runs.begin(), together.runs.end(),
-                                       [&](const ab::RunResult& r) { return r.config.key() == run.config.key(); });
-        ASSERT_NE(same, together.runs.end()) << run.config.label();
-        ASSERT_EQ(same->status, ab::RunStatus::kOk) << same->error;
-        EXPECT_EQ(same->config.weights_dtype, dtype);
-        EXPECT_EQ(same->peak_allocated_bytes, run.peak_allocated_bytes) << run.config.label();
-        EXPECT_EQ(same->predicted_peak_bytes, run.predicted_peak_bytes) << run.config.label();
-        EXPECT_EQ(same->peak_breakdown.parameters_bytes, run.peak_breakdown.parameters_bytes) << run.config.label();
-        EXPECT_EQ(same->peak_breakdown.gradients_bytes, run.peak_breakdown.gradients_bytes) << run.config.label();
-        EXPECT_EQ(same->peak_breakdown.optimizer_state_bytes, run.peak_breakdown.optimizer_state_bytes);
-        // Llama's rotary tables of the split before (another dtype) are not in its baseline.
-        EXPECT_EQ(same->peak_breakdown.activations_bytes, run.peak_breakdown.activations_bytes) << run.config.label();
+    const std::vector<ab::Precision> weights = ab::grid_weights_dtypes(o.workload);
+    const std::vector<ab::Precision> adapters = ab::grid_adapter_dtypes(o.workload);
+    ASSERT_EQ(together.runs.size(), 2 * weights.size() * adapters.size() * ab::grid_optimizers(o.workload).size());
+    for (const ab::Precision dtype : weights) {
+      for (const ab::Precision adapter : adapters) {
+        ab::SweepOptions alone = o;
+        alone.workload = ab::with_adapter_dtype(ab::with_weights_dtype(o.workload, dtype), adapter);
+        const ab::SweepResult single = ab::run_sweep(alone);
+        for (const ab::RunResult& run : single.runs) {
+          const auto same = std::find_if(together.runs.begin(), together.runs.end(),
+                                         [&](const ab::RunResult& r) { return r.config.key() == run.config.key(); });
+          ASSERT_NE(same, together.runs.end()) << run.config.label();
+          ASSERT_EQ(same->status, ab::RunStatus::kOk) << same->error;
+          EXPECT_EQ(same->config.weights_dtype, dtype);
+          EXPECT_EQ(same->config.adapter_dtype, adapter);
+          EXPECT_EQ(same->peak_allocated_bytes, run.peak_allocated_bytes) << run.config.label();
+          EXPECT_EQ(same->predicted_peak_bytes, run.predicted_peak_bytes) << run.config.label();
+          EXPECT_EQ(same->peak_breakdown.parameters_bytes, run.peak_breakdown.parameters_bytes) << run.config.label();
+          EXPECT_EQ(same->peak_breakdown.gradients_bytes, run.peak_breakdown.gradients_bytes) << run.config.label();
+          EXPECT_EQ(same->peak_breakdown.optimizer_state_bytes, run.peak_breakdown.optimizer_state_bytes);
+          // Llama's rotary tables of the split before (another dtype) are not in its baseline.
+          EXPECT_EQ(same->peak_breakdown.activations_bytes, run.peak_breakdown.activations_bytes) << run.config.label();
+        }
       }
     }
-    EXPECT_NE(together.recommendation.reason.find(" (16-bit weights without autocast run 16-bit products"),
-              std::string::npos)
-        << together.recommendation.reason;
   };
   ab::SweepOptions full = tiny();
+  full.workload.micro_batches = {2, 4};
+  full.workload.grid.other_weights_dtypes = {ab::Precision::kBf16};
   full.workload.grid.other_optimizers = {ab::OptimizerKind::kSgd};
   ab::SweepResult both;
-  check(full, {ab::Precision::kFp32, ab::Precision::kBf16}, both);
+  check(full, both);
   ASSERT_EQ(both.runs.size(), 8u);
   // Full fine-tuning: bf16 parameters, gradients and moments are half the fp32 ones.
   EXPECT_EQ(both.runs[0].peak_breakdown.parameters_bytes, 2 * both.runs[4].peak_breakdown.parameters_bytes);
+  EXPECT_NE(both.recommendation.reason.find(" (16-bit weights without autocast run 16-bit products"), std::string::npos)
+      << both.recommendation.reason;
   EXPECT_NE(both.recommendation.reason.find(", adamw on bf16 weights "), std::string::npos) << both.recommendation.reason;
 
   ab::SweepOptions lora = tiny();
   lora.workload.model.preset = "llama-tiny";
+  lora.workload.micro_batches = {2, 4};
   lora.workload.lora.rank = 4;
+  lora.workload.weights_dtype = ab::Precision::kBf16;
+  lora.workload.grid.other_weights_dtypes = {ab::Precision::kFp32};
   ab::SweepResult adapted;
-  check(lora, {ab::Precision::kBf16, ab::Precision::kFp32}, adapted);
+  check(lora, adapted);
+
+  ab::SweepOptions adapters = lora;
+  adapters.workload.precisions = {ab::Precision::kBf16};
+  adapters.workload.grid.other_adapter_dtypes = {ab::Precision::kBf16};
+  ab::SweepResult two;
+  check(adapters, two);
+  ASSERT_EQ(two.runs.size(), 8u);
+  // bf16 adapters: their parameters, gradients and moments are half the fp32 ones.
+  EXPECT_EQ(two.runs[0].peak_breakdown.optimizer_state_bytes, 2 * two.runs[2].peak_breakdown.optimizer_state_bytes);
+  EXPECT_EQ(two.runs[2].config.label(), "2\u00d72 bf16-weights bf16-adapters");
+  EXPECT_NE(two.recommendation.reason.find("The weights and adapter dtypes compute in different precision (16-bit "),
+            std::string::npos)
+      << two.recommendation.reason;
+  EXPECT_NE(two.recommendation.reason.find("bf16 weights with bf16 adapters "), std::string::npos)
+      << two.recommendation.reason;
 }
 
 // --resume with an optimizer added: the file's splits are copied, the new optimizer's measured; a

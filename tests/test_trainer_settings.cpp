@@ -360,6 +360,7 @@ TEST(TrainerSettings, Bf16AdaptersReadBackTheSame) {
   ab::SplitConfig s = split(2, 8);
   s.precision = ab::Precision::kBf16;
   s.weights_dtype = ab::Precision::kBf16;
+  s.adapter_dtype = ab::Precision::kBf16;  // the split's dtypes are the ones emitted
   const auto read_back = [&](ab::ConfigFormat format, const std::string& header, const Lines& lines) {
     std::string yaml = header;
     for (const std::string& line : lines) yaml += line + "\n";

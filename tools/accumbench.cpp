@@ -99,7 +99,7 @@ struct WorkloadFlags {
   std::string checkpointing = "-";  // "" when the option is given bare: blocks; "-" when not given
   std::string base_quant = "none";
   std::string kbit_prep = "peft";
-  std::string adapter_dtype = "fp32";
+  std::vector<std::string> adapter_dtypes = {"fp32"};  // --adapter-dtype (sweep: a list)
   std::vector<std::string> optimizers;     // --optimizer (sweep: a list)
   std::string trl_config, axolotl_config;  // --trl-config, --axolotl-config (read_config)
   CLI::App* cli = nullptr;                 // the subcommand: which options were given
@@ -148,7 +148,11 @@ struct WorkloadFlags {
                                                    : ab::checkpointing_from_string(checkpointing);
     w.lora.base_quant = ab::base_quant_from_string(base_quant);
     w.lora.kbit_upcast = ab::kbit_upcast_from_string(kbit_prep);
-    w.lora.adapter_dtype = ab::adapter_dtype_from_string(adapter_dtype);
+    std::vector<ab::Precision> adapters;
+    for (const std::string& name : adapter_dtypes) adapters.push_back(ab::adapter_dtype_from_string(name));
+    if (adapters.empty()) throw ab::UserError("--adapter-dtype needs at least one dtype, as in --adapter-dtype bf16");
+    w.lora.adapter_dtype = adapters.front();
+    w.grid.other_adapter_dtypes.assign(adapters.begin() + 1, adapters.end());
     // A trainer config's gradient_checkpointing counts as given: the file says what runs.
     const bool config_checkpointing = read_config(w);
     ab::apply_base_quant_defaults(w, checkpointing_given || config_checkpointing);
@@ -403,10 +407,14 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
                       "casts them to fp32 and turns checkpointing on) or none (they stay in --weights-dtype, as TRL "
                       "1.x's SFTTrainer and axolotl leave them)")
       ->capture_default_str();
-  command->add_option("--adapter-dtype", f.adapter_dtype,
+  command->add_option("--adapter-dtype", f.adapter_dtypes,
                       "with LoRA, the dtype of the adapters, their gradients and AdamW moments: fp32 (PEFT's "
                       "autocast_adapter_dtype) or bf16 (TRL 1.x's SFTTrainer over a quantised base; PEFT's "
-                      "autocast_adapter_dtype=False over a bf16 base)")
+                      "autocast_adapter_dtype=False over a bf16 base)" +
+                          std::string(f.command == ab::Command::kSweep
+                                          ? "; a list sweeps each (every split with the adapters in each dtype)"
+                                          : "; one at a time (sweep takes a list)"))
+      ->delimiter(',')
       ->capture_default_str();
 }
 
@@ -774,6 +782,10 @@ ab::PlanOptions PlanCommand::plan_options(const ab::WorkloadOptions& w, const ab
     throw ab::UserError("plan plans one weights dtype at a time, got --weights-dtype " +
                         ab::join_precisions(ab::grid_weights_dtypes(w)) + "; run it once per dtype (sweep takes a list)");
   }
+  if (ab::grid_adapter_dtypes(w).size() != 1) {
+    throw ab::UserError("plan plans one adapter dtype at a time, got --adapter-dtype " +
+                        ab::join_precisions(ab::grid_adapter_dtypes(w)) + "; run it once per dtype (sweep takes a list)");
+  }
   ab::PlanOptions o = target.options;
   o.batch = ab::sequences_per_rank(w.batch, w.world_size);  // one rank's share
   o.world_size = w.world_size;
@@ -973,7 +985,7 @@ struct CompareCommand {
 // would run as "--optimizer adamw" without a word: a typo (a value left out) is refused instead.
 void refuse_empty_list_items(int argc, char** argv) {
   static const char* const kLists[] = {"--micro-batches", "--micro-batch", "--precision",
-                                       "--optimizer",     "--weights-dtype", "--frameworks"};
+                                       "--optimizer",     "--weights-dtype", "--adapter-dtype", "--frameworks"};
   const auto check = [](const std::string& flag, const std::string& value) {
     if (value.find(',') == std::string::npos) return;
     if (value.front() != ',' && value.back() != ',' && value.find(",,") == std::string::npos) return;

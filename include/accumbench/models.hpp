@@ -81,12 +81,13 @@ LanguageModel build_model(const ModelConfig& cfg, uint64_t seed);
 void configure_training(LanguageModelImpl& model, Precision weights_dtype, const LoraOptions& lora,
                         bool nonzero_b = false);
 
-// A model configure_training left in one weights dtype, stored in `weights_dtype` instead: every
-// parameter (with LoRA every frozen one, the adapters keeping --adapter-dtype) and every floating
-// buffer, as configure_training would have stored them. A parameter already in the dtype is left
-// as it is, so a cast that failed half-way (out of memory) completes on the next call. Not with a
-// quantised base (one dtype per sweep there). Gradients and the optimizer's state must be gone
-// first: a trainer built before the cast does not serve after it.
+// A model configure_training left in one weights and adapter dtype, stored as configure_training
+// would have stored it for `weights_dtype` and lora.adapter_dtype: every parameter (with LoRA every
+// frozen one) and every floating buffer in the weights' dtype, the adapters in theirs; with a
+// quantised base the adapters only (the base is the same in every dtype). A tensor already in its
+// dtype is left as it is, so a cast that failed half-way (out of memory) completes on the next
+// call. Gradients and the optimizer's state must be gone first: a trainer built before the cast
+// does not serve after it.
 void cast_weights(LanguageModelImpl& model, Precision weights_dtype, const LoraOptions& lora);
 
 // The parameters that train: all of them, or the adapters' with LoRA.

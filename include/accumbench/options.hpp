@@ -213,6 +213,9 @@ struct GridOptions {
   // Also every point with the weights stored in each of these dtypes (sweep's --weights-dtype list
   // after its first, which is WorkloadOptions::weights_dtype); plan and verify take one.
   std::vector<Precision> other_weights_dtypes;
+  // Also every point with LoRA's adapters stored in each of these dtypes (sweep's --adapter-dtype
+  // list after its first, which is LoraOptions::adapter_dtype); plan and verify take one.
+  std::vector<Precision> other_adapter_dtypes;
 };
 
 // Everything that says which training step is measured, verified or planned.
@@ -297,5 +300,9 @@ std::vector<Precision> grid_weights_dtypes(const WorkloadOptions& workload);
 // The workload with its weights stored in `dtype` and no other dtype in its grid: one point of a
 // --weights-dtype list, as the checks, the plan and the trainer settings take it.
 WorkloadOptions with_weights_dtype(WorkloadOptions workload, Precision dtype);
+// The same for the adapters: lora.adapter_dtype, then grid.other_adapter_dtypes; and the workload
+// with its adapters in `dtype` alone.
+std::vector<Precision> grid_adapter_dtypes(const WorkloadOptions& workload);
+WorkloadOptions with_adapter_dtype(WorkloadOptions workload, Precision dtype);
 
 }  // namespace accumbench

@@ -138,11 +138,11 @@ struct TrainerSettings {
 enum class SettingsFormat { kTrl, kAxolotl, kArgs };
 // --emit: "trl" | "axolotl" | "args"; UserError naming the choices.
 SettingsFormat settings_format_from_string(const std::string& text);
-// The split's shape, knobs, precision, optimizer and weights dtype, the rest of the workload's;
+// The split's shape, knobs, precision, optimizer, weights and adapter dtypes, the rest of the workload's;
 // `target_modules`: peft_target_modules(model, workload.lora) ({} without LoRA).
 TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions& workload,
                                  const std::vector<std::string>& target_modules);
-// A planned split's: as above with the weights dtype it was planned in, and with --framework
+// A planned split's: as above with the dtypes it was planned in, and with --framework
 // hf-trl TRL's loss_type (plan --trl-loss).
 TrainerSettings trainer_settings(const MemoryPlan& plan, const WorkloadOptions& workload,
                                  const std::vector<std::string>& target_modules);

@@ -109,13 +109,16 @@ struct SplitConfig {
   // What the weights are stored in (sweep's --weights-dtype list is a grid dimension): the one
   // model is cast between splits of different dtypes, and the optimizer's state built afresh.
   Precision weights_dtype = Precision::kFp32;
+  // What LoRA's adapters are stored in (sweep's --adapter-dtype list, the same way; fp32 without LoRA).
+  Precision adapter_dtype = Precision::kFp32;
 
   // "8×8", "64×1 oib", "1×64 ckpt chunked-ce", "4×2 adamw8bit", "4×2 bf16-weights": micro × accum
-  // plus the knobs that are on, then the optimizer unless it is adamw, then the weights' dtype
-  // unless fp32 (the world size is the same for a whole sweep and is printed once, in the header).
+  // plus the knobs that are on, then the optimizer unless it is adamw, then the weights' dtype and
+  // the adapters' unless fp32 ("bf16-weights bf16-adapters"; the world size is the same for a
+  // whole sweep and is printed once, in the header).
   std::string label() const;
-  // The label without the optimizer and the weights' dtype: where one of each is named once for
-  // every split (a plan, its header; the plan's changes, their --optimizer and --weights-dtype).
+  // The label without the optimizer and the dtypes: where one of each is named once for every
+  // split (a plan, its header; the plan's changes, their --optimizer and --weights-dtype).
   std::string shape_label() const;
   // Stable identity for --resume: label (optimizer and weights dtype included) plus precision (and the world size when
   // above 1).
@@ -143,7 +146,7 @@ std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs);
 std::vector<SplitConfig> loss_variants(std::vector<SplitConfig> points, bool chunked);
 
 // The one grid builder, for sweep, plan and verify: per weights dtype (grid_weights_dtypes), per
-// optimizer (grid_optimizers), per precision, per micro-batch (default:
+// adapter dtype (grid_adapter_dtypes), per optimizer (grid_optimizers), per precision, per micro-batch (default:
 // every divisor of a rank's share of the batch), the split with the grid's checkpointing, its
 // knob variants (grid.knobs), each again with the chunked loss (loss.chunked), each followed by
 // its CUDA-graph replay (grid.cuda_graphs); a point the grid makes twice is kept once. With

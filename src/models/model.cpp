@@ -139,19 +139,23 @@ void configure_training(LanguageModelImpl& model, Precision weights_dtype, const
 }
 
 void cast_weights(LanguageModelImpl& model, Precision weights_dtype, const LoraOptions& lora) {
-  TORCH_CHECK(!lora.quantized(), "cast_weights: a quantised base keeps one weights dtype");
   torch::NoGradGuard no_grad;
-  const at::ScalarType dtype = storage_dtype(weights_dtype);
-  const auto cast = [dtype](const at::Tensor& t) {
+  const auto cast = [](const at::Tensor& t, at::ScalarType dtype) {
     if (t.defined() && t.is_floating_point() && t.scalar_type() != dtype) {
       TORCH_CHECK(!t.grad().defined(), "cast_weights: a parameter still holds its gradient");
       const_cast<at::Tensor&>(t).set_data(t.to(dtype));
     }
   };
+  const at::ScalarType weights = storage_dtype(weights_dtype), adapters = storage_dtype(lora.adapter_dtype);
+  // A quantised base is the same in every dtype (one --weights-dtype per sweep there): its
+  // adapters alone are cast.
   for (const at::Tensor& p : model.parameters()) {
-    if (!(lora.enabled() && p.requires_grad())) cast(p);  // the adapters keep their own dtype
+    if (lora.enabled() && p.requires_grad()) cast(p, adapters);
+    else if (!lora.quantized()) cast(p, weights);
   }
-  for (const at::Tensor& b : model.buffers()) cast(b);
+  if (!lora.quantized()) {
+    for (const at::Tensor& b : model.buffers()) cast(b, weights);
+  }
 }
 
 // QLoRA, as transformers' from_pretrained(quantization_config=BitsAndBytesConfig(...)) and then

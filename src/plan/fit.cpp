@@ -255,7 +255,7 @@ bool was_tried(const SplitConfig& split, const std::vector<SplitConfig>& tried) 
     return t.micro_batch == split.micro_batch && t.activation_checkpointing == split.activation_checkpointing &&
            t.chunked_loss == split.chunked_loss && t.precision == split.precision &&
            t.optimizer_in_backward == split.optimizer_in_backward && t.optimizer == split.optimizer &&
-           t.weights_dtype == split.weights_dtype;
+           t.weights_dtype == split.weights_dtype && t.adapter_dtype == split.adapter_dtype;
   });
 }
 
@@ -272,33 +272,39 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
   };
   bool fits_some = false;
   std::string untried;
-  // So is each optimizer and each weights dtype of a sweep of several; its splits are named with them.
+  // So is each optimizer and each weights or adapter dtype of a sweep of several; its splits are
+  // named with them.
   const std::vector<OptimizerKind> optimizers = grid_optimizers(workload);
-  const std::vector<Precision> weights = grid_weights_dtypes(workload);
+  const std::vector<Precision> weights = grid_weights_dtypes(workload), adapters = grid_adapter_dtypes(workload);
   struct SweptJob {
     Precision weights;
+    Precision adapters;
     OptimizerKind optimizer;
     Precision precision;
   };
   std::vector<SweptJob> jobs;
   for (const Precision dtype : weights) {
-    for (const OptimizerKind optimizer : optimizers) {
-      for (const Precision precision : workload.precisions) jobs.push_back({dtype, optimizer, precision});
+    for (const Precision adapter : adapters) {
+      for (const OptimizerKind optimizer : optimizers) {
+        for (const Precision precision : workload.precisions) jobs.push_back({dtype, adapter, optimizer, precision});
+      }
     }
   }
   for (const SweptJob& job : jobs) {
-    WorkloadOptions one = with_weights_dtype(workload, job.weights);
+    WorkloadOptions one = with_adapter_dtype(with_weights_dtype(workload, job.weights), job.adapters);
     one.precisions = {job.precision};
     one.optimizer.kind = job.optimizer;
     one.grid.other_optimizers.clear();
     PlanOptions planned = options;
     planned.optimizer = job.optimizer;
     planned.weights_dtype = job.weights;
+    planned.lora.adapter_dtype = job.adapters;
     std::vector<LargestSplit> largest = largest_fitting_splits(cfg, planned, one, usable_bytes);
     fits_some = fits_some || any_fits(largest);
     for (LargestSplit& l : largest) {
       l.split.optimizer = job.optimizer;
       l.split.weights_dtype = job.weights;
+      l.split.adapter_dtype = job.adapters;
       if (l.split.micro_batch == 0 || was_tried(l.split, tried)) continue;
       std::string flags;
       if (!tried_any([&](const SplitConfig& t) { return t.micro_batch == l.split.micro_batch; }))
@@ -320,13 +326,18 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
   // Several optimizers or weights dtypes: the changes to the job of the narrowest weights and the
   // optimizer of the smallest state (one the sweep ran is no change to name, and the others need
   // more memory than it).
-  Precision narrowest = weights.front();
-  for (const Precision dtype : weights) {
-    if (compute_bytes(dtype) < compute_bytes(narrowest)) narrowest = dtype;
-  }
-  WorkloadOptions lightest = with_weights_dtype(workload, narrowest);
+  const auto narrowest_of = [](const std::vector<Precision>& dtypes) {
+    Precision narrowest = dtypes.front();
+    for (const Precision dtype : dtypes) {
+      if (compute_bytes(dtype) < compute_bytes(narrowest)) narrowest = dtype;
+    }
+    return narrowest;
+  };
+  const Precision narrowest = narrowest_of(weights), narrowest_adapters = narrowest_of(adapters);
+  WorkloadOptions lightest = with_adapter_dtype(with_weights_dtype(workload, narrowest), narrowest_adapters);
   PlanOptions lightest_options = options;
   lightest_options.weights_dtype = narrowest;
+  lightest_options.lora.adapter_dtype = narrowest_adapters;
   lightest.optimizer.kind = lightest_optimizer(cfg, lightest);
   lightest.grid.other_optimizers.clear();
   lightest_options.optimizer = lightest.optimizer.kind;
@@ -339,7 +350,8 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
     combined = c.combined;
   }
   // Several optimizers or weights dtypes: the changes are to the lightest job, which `plan` takes alone.
-  const bool several = optimizers.size() > 1, several_weights = weights.size() > 1;
+  const bool several = optimizers.size() > 1, several_weights = weights.size() > 1,
+             several_adapters = adapters.size() > 1;
   const std::string lightest_name = to_string(lightest.optimizer.kind), narrowest_name = to_string(narrowest);
   std::string which;  // "adamw8bit (the smallest state of --optimizer adamw,adamw8bit)"
   if (several) which = lightest_name + " (the smallest state of --optimizer " + join_optimizers(optimizers) + ")";
@@ -347,12 +359,17 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
     which += (which.empty() ? "" : " on ") + narrowest_name + " weights (the narrowest of --weights-dtype " +
              join_precisions(weights) + ")";
   }
+  if (several_adapters) {
+    which += (which.empty() ? "" : " and ") + to_string(narrowest_adapters) +
+             " adapters (the narrowest of --adapter-dtype " + join_precisions(adapters) + ")";
+  }
   if (fitting.empty()) {
     return "Nothing the plan tries fits in " + format_bytes(usable_bytes) + (which.empty() ? "" : ", even with " + which) +
            ", not even every change it knows together: a shorter --seq-len, a smaller model or more memory is needed.";
   }
   const std::string but = std::string(several ? " --optimizer " + lightest_name : "") +
-                          (several_weights ? " --weights-dtype " + narrowest_name : "");
+                          (several_weights ? " --weights-dtype " + narrowest_name : "") +
+                          (several_adapters ? " --adapter-dtype " + to_string(narrowest_adapters) : "");
   return "The plan fits it in " + format_bytes(usable_bytes) + " with " + (which.empty() ? "" : which + " and ") +
          (combined == 1 ? std::string("one change: ") : text::number_word(combined) + " changes together: ") + fitting +
          " (`accumbench plan` with the same options" + (but.empty() ? "" : " but" + but) +

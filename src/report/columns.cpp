@@ -120,8 +120,9 @@ void add_identity_columns(std::vector<ColumnDef>& all) {
   }
   // The label names an optimizer other than adamw; the CSV names every run's.
   all.push_back(csv_only("optimizer", [](const RunResult& r) { return to_string(r.config.optimizer); }));
-  // The label names a weights dtype other than fp32; the CSV names every run's.
+  // The label names a weights or adapter dtype other than fp32; the CSV names every run's.
   all.push_back(csv_only("weights_dtype", [](const RunResult& r) { return to_string(r.config.weights_dtype); }));
+  all.push_back(csv_only("adapter_dtype", [](const RunResult& r) { return to_string(r.config.adapter_dtype); }));
   all.push_back(csv_only("activation_checkpointing",
                          [](const RunResult& r) { return to_string(r.config.activation_checkpointing); }));
   all.push_back(csv_only("optimizer_in_backward", [](const RunResult& r) { return flag(r.config.optimizer_in_backward); }));

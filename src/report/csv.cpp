@@ -34,7 +34,7 @@ void CsvReporter::report(const SweepResult& result, std::ostream& out) const {
   const std::vector<const report::ColumnDef*> columns = report::shown_columns(View::kCsv, result.runs, report::TableContext::of(result));
   const SweepContext& c = result.context;
   // The workload: the context's own fields (the device as resolved), then every option the context
-  // records (describe_workload) but the grid's (micro-batches, precisions, optimizers, weights dtypes), which the
+  // records (describe_workload) but the grid's (micro-batches, precisions, optimizers, dtypes), which the
   // run columns give; an option a sweep records only when set is its default where the file lacks
   // it (recorded_option), any option newer than the file `report` reads an empty field.
   std::vector<std::pair<std::string, std::string>> workload = {
@@ -42,7 +42,8 @@ void CsvReporter::report(const SweepResult& result, std::ostream& out) const {
       {"device", c.device}, {"device_name", c.device_name}};
   for (const std::string& name : workload_option_names()) {
     if (name == "model" || name == "seq_len" || name == "batch" || name == "micro_batches" || name == "device" ||
-        name == "precisions" || name == "optimizer" || name == "weights_dtype")
+        name == "precisions" || name == "optimizer" || name == "weights_dtype" ||
+        name == "adapter_dtype")
       continue;
     workload.push_back({name, recorded_option(c.options, name).value_or("")});
   }

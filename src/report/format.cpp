@@ -99,9 +99,14 @@ std::vector<Precision> weights_dtypes_of(const SweepResult& result) {
 }
 
 std::string weights_words(const SweepResult& result) {
-  const std::vector<Precision> dtypes = weights_dtypes_of(result);
-  if (dtypes.empty() || dtypes == std::vector<Precision>{Precision::kFp32}) return "";
-  return join_precisions(dtypes) + " weights";
+  const auto words = [](const std::vector<Precision>& dtypes, const char* what) {
+    if (dtypes.empty() || dtypes == std::vector<Precision>{Precision::kFp32}) return std::string();
+    return join_precisions(dtypes) + " " + what;
+  };
+  const std::string weights = words(weights_dtypes_of(result), "weights");
+  const std::string adapters =
+      words(distinct_of(result, &SplitConfig::adapter_dtype, "adapter_dtype", adapter_dtype_from_string), "adapters");
+  return weights + (weights.empty() || adapters.empty() ? "" : ", ") + adapters;
 }
 
 std::string context_line(const SweepResult& result) {
@@ -129,8 +134,6 @@ std::string context_line(const SweepResult& result) {
          << base_quant_words(base_quant, option_value(c, "double_quant") == "true", option_value(c, "kbit_prep") != "none")
          << " (time approximate: dequantised by LibTorch ops, not bitsandbytes' kernels)";
   }
-  if (const std::string adapters = option_value(c, "adapter_dtype"); !adapters.empty() && adapters != "fp32")
-    line << ", " << adapters << " adapters";
   // bitsandbytes' 8-bit AdamW is emulated with LibTorch ops: its memory is exact, its time is not.
   // A sweep of several optimizers names each ("adamw,adamw8bit"), and which of them are emulated:
   // those of its runs (a --resume keeps the file's runs of optimizers no longer given).

@@ -129,6 +129,7 @@ auto fields(S& s, V& v) -> IfIs<S, SplitConfig> {
   v("world_size", s.world_size);
   v("optimizer", s.optimizer);
   v("weights_dtype", s.weights_dtype);
+  v("adapter_dtype", s.adapter_dtype);
 }
 
 template <class S, class V>

@@ -174,10 +174,13 @@ void upgrade_to_current_version(Json& root) {
   if (version_is(6)) upgrade_from_version_6(root);
   if (version_is(7)) upgrade_from_version_7(root);
   if (version_is(8)) upgrade_from_version_8(root);
-  // Version 9 swept one optimizer, version 10 one weights dtype, each named in the context's
-  // options: every run's split reads with it, so that --resume, report and compare key it as today.
+  // Version 9 swept one optimizer, version 10 one weights and one adapter dtype, each named in
+  // the context's options: every run's split reads with it, so that --resume, report and compare key it as today.
   if (version_is(9)) option_into_every_split(root, 9, "optimizer", "adamw");
-  if (version_is(10)) option_into_every_split(root, 10, "weights_dtype", "fp32");
+  if (version_is(10)) {
+    option_into_every_split(root, 10, "weights_dtype", "fp32");
+    option_into_every_split(root, 10, "adapter_dtype", "fp32");  // recorded only when bf16
+  }
 }
 
 }  // namespace accumbench

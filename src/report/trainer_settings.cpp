@@ -120,7 +120,7 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.base_quant = w.lora.base_quant;
   s.double_quant = w.lora.double_quant;
   s.kbit_upcast = w.lora.kbit_upcast;
-  s.adapter_dtype = w.lora.adapter_dtype;
+  s.adapter_dtype = split.adapter_dtype;
   s.target_modules = target_modules;
   s.lengths_vary = w.data.lengths != LengthMode::kFixed || w.data.eos_id >= 0;
   s.padding = w.data.padding;
@@ -140,6 +140,7 @@ TrainerSettings trainer_settings(const MemoryPlan& plan, const WorkloadOptions& 
                                  const std::vector<std::string>& target_modules) {
   TrainerSettings s = trainer_settings(plan.split, w, target_modules);
   s.weights_dtype = plan.options.weights_dtype;  // what the plan planned (a change may be to it)
+  s.adapter_dtype = plan.options.lora.adapter_dtype;
   if (plan.options.framework == PlanFramework::kHfTrl) s.loss_type = to_string(plan.options.trl_loss);
   return s;
 }

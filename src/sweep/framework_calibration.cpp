@@ -173,6 +173,9 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
   if (grid_weights_dtypes(w).size() != 1) {
     throw UserError("calibrate-framework measures one weights dtype at a time; give --weights-dtype once");
   }
+  if (grid_adapter_dtypes(w).size() != 1) {
+    throw UserError("calibrate-framework measures one adapter dtype at a time; give --adapter-dtype once");
+  }
   if (w.micro_batches.empty()) {
     for (int64_t m = 1; m <= w.batch; ++m) {
       if (w.batch % m == 0) w.micro_batches.push_back(m);

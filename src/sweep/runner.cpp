@@ -81,8 +81,9 @@ void check_profile_dir(const std::string& directory, c10::Device device) {
 // Options a resumed sweep may change: the grid's dimensions (splits measured before stay in the
 // file), the memory limit (every "fits" is judged again), output and machine settings.
 bool may_differ_on_resume(const std::string& option) {
-  static const char* const kFree[] = {"micro_batches", "precisions",   "optimizer",   "weights_dtype", "knobs", "cuda_graphs",
-                                      "chunked_loss",  "activation_checkpointing", "optimizer_in_backward",
+  static const char* const kFree[] = {"micro_batches", "precisions", "optimizer", "weights_dtype", "adapter_dtype",
+                                      "knobs", "cuda_graphs", "chunked_loss", "activation_checkpointing",
+                                      "optimizer_in_backward",
                                       "memory_limit_bytes", "try_predicted_oom", "profile_dir", "OMP_WAIT_POLICY",
                                       "peak_tflops", "tie_tolerance", "confidence",
                                       // how long to go on deciding, or to wait for other ranks:
@@ -190,16 +191,22 @@ struct Resident {
 };
 
 Resident smallest_resident(const WorkloadOptions& w, const ModelConfig& cfg) {
-  const std::vector<Precision> dtypes = grid_weights_dtypes(w);
+  const std::vector<Precision> dtypes = grid_weights_dtypes(w), adapter_dtypes = grid_adapter_dtypes(w);
   Resident least;
   for (Precision dtype : dtypes) {
-    const WorkloadOptions one = with_weights_dtype(w, dtype);
-    const int64_t bytes = resident_model_bytes(one, cfg);
-    if (!least.words.empty() && bytes >= least.bytes) continue;
-    least.bytes = bytes;
-    least.words = cfg.name + "'s " + to_string(dtype) + " weights" +
-                  (dtypes.size() > 1 ? " (the smallest of --weights-dtype " + join_precisions(dtypes) + ")" : "") +
-                  (w.lora.enabled() ? ", adapters" : "") + " and " + smallest_state_name(one, cfg);
+    for (Precision adapters : adapter_dtypes) {
+      const WorkloadOptions one = with_adapter_dtype(with_weights_dtype(w, dtype), adapters);
+      const int64_t bytes = resident_model_bytes(one, cfg);
+      if (!least.words.empty() && bytes >= least.bytes) continue;
+      least.bytes = bytes;
+      least.words = cfg.name + "'s " + to_string(dtype) + " weights" +
+                    (dtypes.size() > 1 ? " (the smallest of --weights-dtype " + join_precisions(dtypes) + ")" : "") +
+                    (!w.lora.enabled()              ? ""
+                     : adapter_dtypes.size() > 1 ? ", " + to_string(adapters) + " adapters (the smallest of --adapter-dtype " +
+                                                       join_precisions(adapter_dtypes) + ")"
+                                                 : ", adapters") +
+                    " and " + smallest_state_name(one, cfg);
+    }
   }
   return least;
 }
@@ -305,7 +312,9 @@ std::string stop_cause() { return stop_signal() != 0 ? signal_name(stop_signal()
 void require_reducible_gradients(const WorkloadOptions& w, const std::string& device, int world_size) {
   // What trains has bf16 gradients: bf16 adapters, or a full fine-tune of bf16 weights.
   const std::vector<Precision> dtypes = grid_weights_dtypes(w);
-  const bool bf16_adapters = w.lora.enabled() && w.lora.adapter_dtype == Precision::kBf16;
+  const std::vector<Precision> adapters = grid_adapter_dtypes(w);
+  const bool bf16_adapters =
+      w.lora.enabled() && std::find(adapters.begin(), adapters.end(), Precision::kBf16) != adapters.end();
   const bool bf16_weights = !w.lora.enabled() && std::find(dtypes.begin(), dtypes.end(), Precision::kBf16) != dtypes.end();
   if (world_size <= 1 || !(bf16_adapters || bf16_weights)) return;
   if (compat::ProcessGroup::backend_for(c10::Device(device)) != "gloo") return;

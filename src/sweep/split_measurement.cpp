@@ -92,7 +92,7 @@ SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfi
   // (under a CPU limit between the two, the sweep stopped inside the cast with an internal error).
   model_ = build_model(cfg, options.workload.model.seed);
   configure_training(*model_, options.workload.weights_dtype, options.workload.lora);
-  weights_dtype_ = options.workload.weights_dtype;
+  storage_ = std::make_pair(options.workload.weights_dtype, options.workload.lora.adapter_dtype);
   memory_.set_limit_bytes(options.workload.memory_limit_bytes);
   plan_options_ = sweep_plan_options(options.workload, device.is_cuda(), static_cast<int>(data.size()));
   plan_options_.world_size = context.world_size;
@@ -316,6 +316,7 @@ bool SplitMeasurement::plan(RunResult& run) {
     PlanOptions options = plan_options_;
     options.optimizer = run.config.optimizer;
     options.weights_dtype = run.config.weights_dtype;
+    options.lora = split_lora(run.config);
     run.predicted_peak_bytes = plan_memory(cfg_, options, run.config).peak_bytes;
   } catch (const UserError&) {
     run.predicted_peak_bytes = -1;  // a split the plan rejects fails later with the engine's message
@@ -333,17 +334,18 @@ bool SplitMeasurement::plan(RunResult& run) {
 // One model for the whole sweep and one trainer for each weights dtype in turn: a step's precision
 // is a setting of the step (Trainer::set_precision), the optimizer is replaced when the split's is
 // another (Trainer::set_optimizer: the old state freed, fresh state built), and a split of another
-// weights dtype drops the trainer (gradients, optimizer state, the hooks on the parameters) before
-// the model is cast (cast_weights), so that one model's weights and one state are alive at a time,
-// and builds a new one. All outside the timed step, which starts after this.
+// weights or adapter dtype drops the trainer (gradients, optimizer state, the hooks on the
+// parameters) before the model is cast (cast_weights), so that one model's weights and one state
+// are alive at a time, and builds a new one. All outside the timed step, which starts after this.
 Trainer& SplitMeasurement::trainer_for(const SplitConfig& split) {
-  if (weights_dtype_ != split.weights_dtype) {
+  const std::pair<Precision, Precision> storage = {split.weights_dtype, split.adapter_dtype};
+  if (storage_ != storage) {
     if (trainer_) trainer_->reset_optimizer();
     trainer_.reset();
-    weights_dtype_.reset();  // mixed until the cast completes; the next call casts what is left
+    storage_.reset();  // mixed until the cast completes; the next call casts what is left
     memory_.empty_cache();
-    cast_weights(*model_, split.weights_dtype, options_.workload.lora);
-    weights_dtype_ = split.weights_dtype;
+    cast_weights(*model_, split.weights_dtype, split_lora(split));
+    storage_ = storage;
   }
   if (!trainer_) {
     memory_.empty_cache();
@@ -407,9 +409,15 @@ void SplitMeasurement::profile(RunResult& run, Slot& slot) {
 
 // The device's peak for what the split's matmuls run in: autocast's dtype, else the stored
 // weights' (bf16 weights without autocast run bf16 products).
+LoraOptions SplitMeasurement::split_lora(const SplitConfig& split) const {
+  LoraOptions lora = options_.workload.lora;
+  lora.adapter_dtype = split.adapter_dtype;
+  return lora;
+}
+
 double SplitMeasurement::peak_tflops(const SplitConfig& split) const {
   if (!std::isnan(options_.peak_tflops)) return options_.peak_tflops;
-  const Precision computed = verify_compute_precision(split.precision, split.weights_dtype, options_.workload.lora);
+  const Precision computed = verify_compute_precision(split.precision, split.weights_dtype, split_lora(split));
   return device_.is_cuda() ? device_peak_tflops(context_.device_name, to_string(computed)) : kNotMeasured;
 }
 

@@ -4,8 +4,8 @@
 // finish (memory attribution, derived fields, profile). run_sweep (runner.cpp) owns the grid and
 // the rounds; this owns the one model and the trainer that the splits share: the step's shape and
 // precision depend on the split, and so do the optimizer (a split of another optimizer than the
-// step before replaces it, its state built afresh) and the weights' dtype (a split of another one
-// casts the model and builds a new trainer).
+// step before replaces it, its state built afresh) and the weights' and adapters' dtypes (a split
+// of another one casts the model and builds a new trainer).
 //
 //   SplitMeasurement m(options, cfg, device, memory, data, group, context, on_step);
 //   RunResult run = m.prepare(split, index, grid_size);   // never throws for a failing split
@@ -16,6 +16,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "accumbench/engine.hpp"
 #include "accumbench/sweep.hpp"
@@ -69,6 +70,8 @@ class SplitMeasurement {
   void record_memory(RunResult& run, const Slot& slot);
   void profile(RunResult& run, Slot& slot);
   double peak_tflops(const SplitConfig& split) const;
+  // The workload's LoRA options with the split's adapter dtype.
+  LoraOptions split_lora(const SplitConfig& split) const;
 
   const SweepOptions& options_;
   const ModelConfig& cfg_;
@@ -79,7 +82,8 @@ class SplitMeasurement {
   const SweepContext& context_;
   ProgressCallback on_step_;
   LanguageModel model_;
-  std::optional<Precision> weights_dtype_;  // what model_'s weights are stored in; none while mixed
+  // What model_'s weights and adapters are stored in; none while a cast is unfinished.
+  std::optional<std::pair<Precision, Precision>> storage_;
   PlanOptions plan_options_;
   std::unique_ptr<Trainer> trainer_;
   std::chrono::steady_clock::time_point sweep_start_;

@@ -482,11 +482,11 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
 // fastest candidate of each, so that the user weighs the update against its cost. Empty with one
 // of each.
 std::string per_update_sentence(const std::vector<RunResult>& runs, const std::vector<int>& candidates) {
-  using Update = std::pair<OptimizerKind, Precision>;
+  using Update = std::tuple<OptimizerKind, Precision, Precision>;  // optimizer, weights, adapters
   std::vector<Update> updates;
   std::vector<int> fastest;
   for (int i : candidates) {
-    const Update update = {runs[i].config.optimizer, runs[i].config.weights_dtype};
+    const Update update = {runs[i].config.optimizer, runs[i].config.weights_dtype, runs[i].config.adapter_dtype};
     const auto found = std::find(updates.begin(), updates.end(), update);
     if (found == updates.end()) {
       updates.push_back(update);
@@ -496,28 +496,41 @@ std::string per_update_sentence(const std::vector<RunResult>& runs, const std::v
     }
   }
   if (updates.size() < 2) return "";
-  bool optimizers = false, weights = false;
+  bool optimizers = false, weights = false, adapters = false;
   for (const Update& u : updates) {
-    optimizers = optimizers || u.first != updates[0].first;
-    weights = weights || u.second != updates[0].second;
+    optimizers = optimizers || std::get<0>(u) != std::get<0>(updates[0]);
+    weights = weights || std::get<1>(u) != std::get<1>(updates[0]);
+    adapters = adapters || std::get<2>(u) != std::get<2>(updates[0]);
   }
   std::string list;
   for (size_t k = 0; k < updates.size(); ++k) {
     const RunResult& run = runs[fastest[k]];
-    // Named as run_name names it, less what leads: the optimizer, then "on bf16 weights".
-    const std::string optimizer = optimizers ? to_string(updates[k].first) : "";
-    const std::string dtype = weights ? to_string(updates[k].second) + " weights" : "";
-    const std::string lead = optimizer + (optimizer.empty() || dtype.empty() ? "" : " on ") + dtype;
+    // Named as run_name names it, less what leads: the optimizer, then "on bf16 weights", "with
+    // bf16 adapters".
+    std::string lead = optimizers ? to_string(std::get<0>(updates[k])) : "";
+    if (weights) lead += (lead.empty() ? "" : " on ") + to_string(std::get<1>(updates[k])) + " weights";
+    if (adapters) lead += (lead.empty() ? "" : " with ") + to_string(std::get<2>(updates[k])) + " adapters";
     list += (k == 0 ? "" : ", ") + lead + " " + run.config.shape_label() + precision_suffix(run, runs) + " (" +
             seconds_text(run.mean_seconds.value) + ", " + format_bytes(run.peak_allocated_bytes) +
-            (bitsandbytes_optimizer(updates[k].first) ? "; time emulated" : "") + ")";
+            (bitsandbytes_optimizer(std::get<0>(updates[k])) ? "; time emulated" : "") + ")";
   }
-  const std::string subject = optimizers && weights ? "The optimizers and the weights dtypes compute different updates"
-                              : optimizers          ? "The optimizers compute different updates"
-                                                    : "The weights dtypes compute in different precision";
-  const std::string why = weights ? " (16-bit weights without autocast run 16-bit products, and a full fine-tune of "
-                                    "them updates them in 16 bits, where a step below a weight's rounding is lost)"
-                                  : "";
+  const std::string dtypes = weights && adapters ? "weights and adapter dtypes"
+                             : weights             ? "weights dtypes"
+                             : adapters            ? "adapter dtypes"
+                                                   : "";
+  const std::string subject = optimizers && !dtypes.empty() ? "The optimizers and the " + dtypes + " compute different updates"
+                              : optimizers                  ? "The optimizers compute different updates"
+                                                            : "The " + dtypes + " compute in different precision";
+  std::string why;
+  if (weights) {
+    why = "16-bit weights without autocast run 16-bit products, and a full fine-tune of them updates them in 16 bits, "
+          "where a step below a weight's rounding is lost";
+  }
+  if (adapters) {
+    why += std::string(why.empty() ? "" : "; ") +
+           "bf16 adapters keep their gradients and updates in bf16, summed in bf16 across micro-steps";
+  }
+  if (!why.empty()) why = " (" + why + ")";
   return " " + subject + why + ", which the choice above does not weigh; the fastest split of each: " + list + ".";
 }
 

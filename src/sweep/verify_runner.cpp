@@ -99,6 +99,10 @@ VerifySetup prepare(const WorkloadOptions& w) {
     throw UserError("verify checks one weights dtype at a time, got --weights-dtype " +
                     join_precisions(grid_weights_dtypes(w)) + "; run it once per dtype");
   }
+  if (grid_adapter_dtypes(w).size() != 1) {
+    throw UserError("verify checks one adapter dtype at a time, got --adapter-dtype " +
+                    join_precisions(grid_adapter_dtypes(w)) + "; run it once per dtype");
+  }
   if (w.grid.knobs) throw UserError("verify has no --knobs; use --activation-checkpointing and --optimizer-in-backward");
   configure_threads(w.threads);
   VerifySetup s;

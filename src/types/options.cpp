@@ -428,9 +428,12 @@ void validate_workload(const WorkloadOptions& w) {
                           "--precision " + to_string(dtype) + ", or --kbit-prep peft");
       }
     }
-    for (Precision p : w.precisions) {
-      if (const std::string problem = adapter_dtype_problem(w.lora, p, dtype); !problem.empty())
-        throw UserError(problem);
+    for (Precision adapters : grid_adapter_dtypes(w)) {
+      LoraOptions lora = w.lora;
+      lora.adapter_dtype = adapters;
+      for (Precision p : w.precisions) {
+        if (const std::string problem = adapter_dtype_problem(lora, p, dtype); !problem.empty()) throw UserError(problem);
+      }
     }
   }
   if (w.threads < 0) {
@@ -450,7 +453,7 @@ void validate_workload(const WorkloadOptions& w) {
     throw UserError("--cuda-graphs cannot replay the optimizer step inside backward, and --optimizer-in-backward puts it "
                     "in every split; drop one of the two options");
   }
-  validate_lora_options(w.lora);
+  for (Precision adapters : grid_adapter_dtypes(w)) validate_lora_options(with_adapter_dtype(w, adapters).lora);
   validate_data_source(w);
 }
 
@@ -487,6 +490,20 @@ WorkloadOptions with_weights_dtype(WorkloadOptions w, Precision dtype) {
   return w;
 }
 
+std::vector<Precision> grid_adapter_dtypes(const WorkloadOptions& w) {
+  std::vector<Precision> dtypes = {w.lora.adapter_dtype};
+  for (Precision dtype : w.grid.other_adapter_dtypes) {
+    if (std::find(dtypes.begin(), dtypes.end(), dtype) == dtypes.end()) dtypes.push_back(dtype);
+  }
+  return dtypes;
+}
+
+WorkloadOptions with_adapter_dtype(WorkloadOptions w, Precision dtype) {
+  w.lora.adapter_dtype = dtype;
+  w.grid.other_adapter_dtypes.clear();
+  return w;
+}
+
 std::string join_precisions(const std::vector<Precision>& precisions) {
   std::string out;
   for (size_t i = 0; i < precisions.size(); ++i) out += (i ? "," : "") + to_string(precisions[i]);
@@ -519,8 +536,9 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
       {"lora_targets", w.lora.enabled() ? w.lora.targets : "-"},
       {"lora_dropout", w.lora.enabled() ? number(w.lora.dropout) : "-"},
   };
-  // Only when not fp32, so that files written before --adapter-dtype existed still resume.
-  if (w.lora.adapter_dtype != Precision::kFp32) options.push_back({"adapter_dtype", to_string(w.lora.adapter_dtype)});
+  // Only when not fp32 alone, so that files written before --adapter-dtype existed still resume.
+  const std::vector<Precision> adapters = grid_adapter_dtypes(w);
+  if (adapters != std::vector<Precision>{Precision::kFp32}) options.push_back({"adapter_dtype", join_precisions(adapters)});
   // Only when set, so that files written before --base-quant existed still resume.
   if (w.lora.base_quant != BaseQuant::kNone) {
     options.push_back({"base_quant", to_string(w.lora.base_quant)});

@@ -4,6 +4,8 @@
 // bump kJsonSchemaVersion.
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "accumbench/error.hpp"
 #include "accumbench/result.hpp"
@@ -24,6 +26,7 @@ std::string SplitConfig::label() const {
   std::string text = shape_label();
   if (optimizer != OptimizerKind::kAdamW) text += " " + to_string(optimizer);
   if (weights_dtype != Precision::kFp32) text += " " + to_string(weights_dtype) + "-weights";
+  if (adapter_dtype != Precision::kFp32) text += " " + to_string(adapter_dtype) + "-adapters";
   return text;
 }
 
@@ -156,14 +159,19 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
     micro_batches = {rank_batch};
   }
   std::vector<SplitConfig> grid;
-  // The weights' dtype outermost, then the optimizer: the rounds time the grid in its order, a
-  // change of dtype between two steps casts the model, and one of either rebuilds the optimizer's
-  // state (SplitMeasurement::trainer_for).
+  // The dtypes outermost (the weights', then the adapters'), then the optimizer: the rounds time
+  // the grid in its order, a change of dtype between two steps casts the model, and one of any
+  // rebuilds the optimizer's state (SplitMeasurement::trainer_for).
+  std::vector<std::pair<Precision, Precision>> storages;  // (weights, adapters)
   for (Precision weights : grid_weights_dtypes(w)) {
+    for (Precision adapters : grid_adapter_dtypes(w)) storages.emplace_back(weights, adapters);
+  }
+  for (const auto& [weights, adapters] : storages) {
     for (OptimizerKind optimizer : grid_optimizers(w)) {
       for (Precision precision : w.precisions) {
         SplitConfig split;
         split.weights_dtype = weights;
+        split.adapter_dtype = adapters;
         split.optimizer = optimizer;
         split.precision = precision;
         split.world_size = world_size;
