@@ -80,7 +80,8 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
     const std::optional<std::string> x = recorded_option(a.options, name), y = recorded_option(b.options, name);
     if (!x || !y) continue;
     // A grid dimension's list measures the same splits in any order: "fp32,bf16" is "bf16,fp32".
-    const bool list = name == "precisions" || name == "optimizer" || name == "weights_dtype" || name == "micro_batches";
+    const bool list = name == "precisions" || name == "optimizer" || name == "weights_dtype" ||
+                      name == "adapter_dtype" || name == "micro_batches";
     if (list && sorted_items(*x) == sorted_items(*y)) continue;
     differ(name, *x, *y);
   }
