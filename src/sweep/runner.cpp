@@ -174,8 +174,10 @@ std::string smallest_state_name(const WorkloadOptions& w, const ModelConfig& cfg
 // optimizer's at a time; with several, the smallest's: what every split needs at least).
 int64_t resident_model_bytes(const WorkloadOptions& w, const ModelConfig& cfg) {
   int64_t weight_bytes = compute_bytes(w.weights_dtype) * parameter_count(cfg);
-  if (w.lora.quantized()) {  // QLoRA: the quantised block linears and the rest in fp32
-    weight_bytes = quantized_base_bytes(cfg, w.lora) + 4 * (parameter_count(cfg) - block_linear_weight_numel(cfg));
+  if (w.lora.quantized()) {  // QLoRA: the quantised block linears, the rest in fp32 (--kbit-prep peft) or not
+    const int64_t rest_bytes = w.lora.kbit_upcast ? 4 : compute_bytes(w.weights_dtype);
+    weight_bytes =
+        quantized_base_bytes(cfg, w.lora) + rest_bytes * (parameter_count(cfg) - block_linear_weight_numel(cfg));
   }
   const int64_t adapter_bytes = compute_bytes(w.lora.adapter_dtype) * lora_parameter_count(cfg, w.lora);
   return weight_bytes + adapter_bytes +

@@ -147,8 +147,9 @@ Precision adapter_dtype_from_string(const std::string& text) {
   if (text == "fp32") return Precision::kFp32;
   if (text == "bf16") return Precision::kBf16;
   if (text == "fp16") {
-    throw UserError("--adapter-dtype fp16 gives fp16 gradients, which torch's GradScaler refuses to unscale under fp16 "
-                    "autocast (transformers' fp16: true); use fp32 (PEFT's default) or bf16");
+    throw UserError("--adapter-dtype fp16 is not measured: no trainer stores LoRA adapters in fp16 (PEFT keeps them "
+                    "in fp32, TRL casts them to bf16), and their fp16 gradients could not train under fp16 autocast, "
+                    "whose GradScaler refuses to unscale them; use fp32 (PEFT's default) or bf16");
   }
   throw UserError("--adapter-dtype " + text::quoted(text) + " is not a dtype for LoRA adapters; use fp32 (PEFT's "
                   "default) or bf16 (TRL's QLoRA)");
