@@ -174,6 +174,16 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
   y.context.options.back().second = "bf16";
   ab::print_comparison(x, y, other);
   EXPECT_NE(other.str().find("weights_dtype (fp32,bf16 vs bf16)"), std::string::npos) << other.str();
+  EXPECT_EQ(other.str().find("note: no split"), std::string::npos) << other.str();  // the runs pair up
+  // Sweeps of two weights dtypes apart: no row pairs up, and the note says how to compare them.
+  std::ostringstream apart;
+  ab::SweepResult bf16 = one_run("gpt2-mini", 64);
+  for (ab::RunResult& run : bf16.runs) run.config.weights_dtype = ab::Precision::kBf16;
+  ab::print_comparison(one_run("gpt2-mini", 64), bf16, apart);
+  EXPECT_NE(apart.str().find("note: no split was measured in both (a split is named by its shape, precision, optimizer "
+                             "and dtypes); to compare precisions, optimizers or dtypes, sweep them together"),
+            std::string::npos)
+      << apart.str();
 
   // An interrupted sweep is named, with the splits it never began.
   std::ostringstream stopped;

@@ -152,6 +152,16 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
     }
     out << "; its splits may have fewer timed steps than --steps, and --resume finishes it\n";
   }
+  // No row pairs up: the splits' keys carry the precision, the optimizer and the dtypes, so two
+  // sweeps that differ in one of those have nothing to divide. One sweep of both measures them in
+  // paired rounds.
+  const bool any_pair = std::any_of(a.runs.begin(), a.runs.end(),
+                                    [&](const RunResult& run) { return find_run(b, run.config.key()) != nullptr; });
+  if (!any_pair && !a.runs.empty() && !b.runs.empty()) {
+    out << "note: no split was measured in both (a split is named by its shape, precision, optimizer and dtypes); "
+           "to compare precisions, optimizers or dtypes, sweep them together (--precision, --optimizer, "
+           "--weights-dtype and --adapter-dtype take lists), which times them in paired rounds\n";
+  }
   out << "\n";
   table.render(out);
 }
