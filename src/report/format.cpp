@@ -94,16 +94,13 @@ std::vector<OptimizerKind> optimizers_of(const SweepResult& result) {
   return distinct_of(result, &SplitConfig::optimizer, "optimizer", optimizer_kind_from_string);
 }
 
-std::vector<Precision> weights_dtypes_of(const SweepResult& result) {
-  return distinct_of(result, &SplitConfig::weights_dtype, "weights_dtype", weights_dtype_from_string);
-}
-
-std::string weights_words(const SweepResult& result) {
+std::string dtype_words(const SweepResult& result) {
   const auto words = [](const std::vector<Precision>& dtypes, const char* what) {
     if (dtypes.empty() || dtypes == std::vector<Precision>{Precision::kFp32}) return std::string();
     return join_precisions(dtypes) + " " + what;
   };
-  const std::string weights = words(weights_dtypes_of(result), "weights");
+  const std::string weights =
+      words(distinct_of(result, &SplitConfig::weights_dtype, "weights_dtype", weights_dtype_from_string), "weights");
   const std::string adapters =
       words(distinct_of(result, &SplitConfig::adapter_dtype, "adapter_dtype", adapter_dtype_from_string), "adapters");
   return weights + (weights.empty() || adapters.empty() ? "" : ", ") + adapters;
@@ -126,7 +123,7 @@ std::string context_line(const SweepResult& result) {
   }
   const std::string precisions = precisions_of(result.runs);
   if (!precisions.empty()) line << ", precision " << precisions;
-  if (const std::string weights = weights_words(result); !weights.empty()) line << ", " << weights;
+  if (const std::string weights = dtype_words(result); !weights.empty()) line << ", " << weights;
   line << data_words(c);
   const std::string base_quant = option_value(c, "base_quant");
   if (!base_quant.empty() && base_quant != "none") {

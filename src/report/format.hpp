@@ -27,12 +27,9 @@ std::string precisions_of(const std::vector<RunResult>& runs);
 // Distinct optimizers of the runs in first-seen order (without runs, those of the context's
 // --optimizer list that this version knows).
 std::vector<OptimizerKind> optimizers_of(const SweepResult& result);
-// Distinct weights dtypes of the runs in first-seen order (without runs, the context's
-// --weights-dtype list).
-std::vector<Precision> weights_dtypes_of(const SweepResult& result);
 // "" for fp32 weights alone, else "bf16 weights" or "fp32,bf16 weights", then the adapters' the
 // same way ("bf16 adapters"): for headers and titles.
-std::string weights_words(const SweepResult& result);
+std::string dtype_words(const SweepResult& result);
 
 // "trainable 4,718,592 of 129,158,400 (3.65 %)": what LoRA trains out of the whole model.
 std::string trainable_line(int64_t trainable, int64_t total);

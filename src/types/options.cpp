@@ -91,6 +91,17 @@ std::string join(const std::vector<T>& values) {
 
 std::string flag(bool value) { return value ? "true" : "false"; }
 
+// A grid dimension's values in the order given: the workload's own, then the grid's others, a
+// value given twice kept once.
+template <class Value>
+std::vector<Value> first_then_others(Value first, const std::vector<Value>& others) {
+  std::vector<Value> values = {first};
+  for (const Value& value : others) {
+    if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
+  }
+  return values;
+}
+
 }  // namespace
 
 std::string to_string(Precision precision) { return name_of(kPrecisionNames, precision); }
@@ -464,11 +475,7 @@ void apply_base_quant_defaults(WorkloadOptions& w, bool checkpointing_given) {
 }
 
 std::vector<OptimizerKind> grid_optimizers(const WorkloadOptions& w) {
-  std::vector<OptimizerKind> kinds = {w.optimizer.kind};
-  for (OptimizerKind kind : w.grid.other_optimizers) {
-    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
-  }
-  return kinds;
+  return first_then_others(w.optimizer.kind, w.grid.other_optimizers);
 }
 
 std::string join_optimizers(const std::vector<OptimizerKind>& optimizers) {
@@ -478,11 +485,7 @@ std::string join_optimizers(const std::vector<OptimizerKind>& optimizers) {
 }
 
 std::vector<Precision> grid_weights_dtypes(const WorkloadOptions& w) {
-  std::vector<Precision> dtypes = {w.weights_dtype};
-  for (Precision dtype : w.grid.other_weights_dtypes) {
-    if (std::find(dtypes.begin(), dtypes.end(), dtype) == dtypes.end()) dtypes.push_back(dtype);
-  }
-  return dtypes;
+  return first_then_others(w.weights_dtype, w.grid.other_weights_dtypes);
 }
 
 WorkloadOptions with_weights_dtype(WorkloadOptions w, Precision dtype) {
@@ -492,11 +495,7 @@ WorkloadOptions with_weights_dtype(WorkloadOptions w, Precision dtype) {
 }
 
 std::vector<Precision> grid_adapter_dtypes(const WorkloadOptions& w) {
-  std::vector<Precision> dtypes = {w.lora.adapter_dtype};
-  for (Precision dtype : w.grid.other_adapter_dtypes) {
-    if (std::find(dtypes.begin(), dtypes.end(), dtype) == dtypes.end()) dtypes.push_back(dtype);
-  }
-  return dtypes;
+  return first_then_others(w.lora.adapter_dtype, w.grid.other_adapter_dtypes);
 }
 
 WorkloadOptions with_adapter_dtype(WorkloadOptions w, Precision dtype) {

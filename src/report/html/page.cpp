@@ -50,14 +50,14 @@ std::string json_for_script(const std::string& json) {
   return out;
 }
 
-// Model, shape, precision (of every run, "bf16,fp32" when several), the weights dtypes unless
-// fp32 alone, the optimizers unless AdamW alone, device and ranks.
-std::string title_line(const SweepContext& c, const std::string& precisions, const std::string& weights,
+// Model, shape, precision (of every run, "bf16,fp32" when several), the weights' and adapters'
+// dtypes unless fp32 alone (text::dtype_words), the optimizers unless AdamW alone, device and ranks.
+std::string title_line(const SweepContext& c, const std::string& precisions, const std::string& dtypes,
                        const std::string& optimizers) {
   std::string t = c.model.empty() ? "unnamed model" : c.model;
   t += " \u00b7 seq len " + std::to_string(c.seq_len) + " \u00b7 batch " + std::to_string(c.batch);
   if (!precisions.empty()) t += " \u00b7 " + precisions;
-  if (!weights.empty()) t += " \u00b7 " + weights;
+  if (!dtypes.empty()) t += " \u00b7 " + dtypes;
   if (!optimizers.empty() && optimizers != "adamw") t += " \u00b7 " + optimizers;
   if (!c.device_name.empty() || !c.device.empty())
     t += " \u00b7 " + (c.device_name.empty() ? c.device : c.device_name);
@@ -266,7 +266,7 @@ void HtmlReporter::report(const SweepResult& result, std::ostream& out) const {
   const std::vector<Slot> slots = make_slots(result);
   const std::string precisions = text::precisions_of(result.runs);
   const std::string title =
-      title_line(c, precisions, text::weights_words(result), join_optimizers(text::optimizers_of(result)));
+      title_line(c, precisions, text::dtype_words(result), join_optimizers(text::optimizers_of(result)));
   std::string page = head(title);
   page += "<body>\n<main>\n";
   page +=
