@@ -33,8 +33,8 @@ struct Tiny {
     workload.batch = 8;
   }
   ab::PlanReport report(int64_t limit, int64_t headroom) const {
-    ab::PlanReport r{ab::plan_splits(cfg, options, workload), workload, {}, "cpu (test)", limit, headroom, {}, {}};
-    r.largest = ab::largest_fitting_splits(cfg, options, workload, r.usable_bytes());
+    ab::PlanReport r{ab::plan_splits(cfg, options, workload), workload, {}, "cpu (test)", limit, headroom, {}, {}, ""};
+    r.largest = ab::largest_fitting_per_job(cfg, options, workload, r.usable_bytes());
     return r;
   }
 };
@@ -88,11 +88,14 @@ TEST(PlanReport, LargestSplitDividesTheBatch) {
   EXPECT_LT(any_size, 4);
   // Nothing fits in less than the smallest peak: "none".
   ab::PlanReport none = t.report(plans[0].peak_bytes - 1, 0);
-  EXPECT_EQ(none.largest[0].split.micro_batch, 0);
+  ASSERT_EQ(none.largest.size(), 1u);  // one job: no lists
+  EXPECT_EQ(none.largest[0].flags, "");
+  EXPECT_EQ(none.largest[0].largest[0].split.micro_batch, 0);
   // Checkpointing still fits a split there (2×4 ckpt: it keeps one block's input per block).
-  EXPECT_EQ(ab::largest_line(none), "largest split of 8 that fits in " + ab::format_bytes(plans[0].peak_bytes - 1) +
-                                         ": none; with checkpointing: " + none.largest[1].split.label());
-  EXPECT_EQ(none.largest[1].split.label(), "2×4 ckpt");
+  EXPECT_EQ(ab::largest_lines(none),
+            std::vector<std::string>{"largest split of 8 that fits in " + ab::format_bytes(plans[0].peak_bytes - 1) +
+                                     ": none; with checkpointing: " + none.largest[0].largest[1].split.label()});
+  EXPECT_EQ(none.largest[0].largest[1].split.label(), "2×4 ckpt");
 }
 
 // Markdown: the context and the memory line, then one row per split with the columns of
@@ -489,4 +492,133 @@ TEST(PlanReport, FitAdvice) {
     every.push_back(s);
   }
   EXPECT_EQ(ab::fit_advice(t.cfg, t.options, both, only_one, every), "");
+}
+
+// A plan of lists (--optimizer adamw,adamw8bit --weights-dtype fp32,bf16): every split of every
+// job, each planned to the byte as a plan of that job alone plans it, and named with its job; the
+// largest splits per job, as that job alone finds them; the Trainer keys of a job (optim, dtype) on
+// its rows, not among those every split shares; JSON naming each split's job.
+TEST(PlanReport, ListsPlanEachJobAsItsOwnPlan) {
+  Tiny t;
+  t.workload.grid.other_optimizers = {ab::OptimizerKind::kAdamW8bit};
+  t.workload.grid.other_weights_dtypes = {ab::Precision::kBf16};
+  const std::vector<ab::MemoryPlan> plans = ab::plan_splits(t.cfg, t.options, t.workload);
+  const std::vector<ab::GridJob> jobs = ab::grid_jobs(t.workload);
+  ASSERT_EQ(jobs.size(), 4u);
+  ASSERT_EQ(plans.size(), 16u);
+  size_t i = 0;
+  for (const ab::GridJob& job : jobs) {
+    ab::PlanOptions alone = t.options;  // as `plan --optimizer X --weights-dtype Y` plans it
+    alone.optimizer = job.optimizer;
+    alone.weights_dtype = job.weights_dtype;
+    for (const ab::MemoryPlan& single : ab::plan_splits(t.cfg, alone, ab::job_workload(t.workload, job))) {
+      ASSERT_LT(i, plans.size());
+      EXPECT_EQ(plans[i].split.key(), single.split.key());
+      EXPECT_EQ(plans[i].peak_bytes, single.peak_bytes) << single.split.key();
+      EXPECT_EQ(plans[i].phase_peak_bytes, single.phase_peak_bytes) << single.split.key();
+      ++i;
+    }
+  }
+  EXPECT_LT(plans[4].phase_peak_bytes[2], plans[0].phase_peak_bytes[2]) << "8-bit state below AdamW's moments";
+  EXPECT_LT(plans[8].peak_bytes, plans[0].peak_bytes) << "bf16 weights below fp32";
+  EXPECT_EQ(ab::plan_label(plans[0], plans), "1\u00d78");
+  EXPECT_EQ(ab::plan_label(plans[4], plans), "1\u00d78 adamw8bit");
+  EXPECT_EQ(ab::plan_label(plans[8], plans), "1\u00d78 bf16-weights");
+  EXPECT_EQ(ab::plan_label(plans[15], plans), "8\u00d71 adamw8bit bf16-weights");
+
+  const int64_t limit = plans[2].peak_bytes;  // 4×2 of adamw on fp32 weights just fits
+  const ab::PlanReport r = t.report(limit, 0);
+  ASSERT_EQ(r.largest.size(), jobs.size());
+  std::vector<std::string> expected = {"largest split of 8 that fits in " + ab::format_bytes(limit) + ", for each job of the lists:"};
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    ab::PlanOptions alone = t.options;
+    alone.optimizer = jobs[j].optimizer;
+    alone.weights_dtype = jobs[j].weights_dtype;
+    const std::vector<ab::LargestSplit> own =
+        ab::largest_fitting_splits(t.cfg, alone, ab::job_workload(t.workload, jobs[j]), limit);
+    ASSERT_EQ(r.largest[j].largest.size(), own.size());
+    for (size_t k = 0; k < own.size(); ++k) {
+      EXPECT_EQ(r.largest[j].largest[k].split.micro_batch, own[k].split.micro_batch);
+      EXPECT_EQ(r.largest[j].largest[k].split.optimizer, jobs[j].optimizer);
+      EXPECT_EQ(r.largest[j].largest[k].split.weights_dtype, jobs[j].weights_dtype);
+    }
+    const std::string flags = ab::job_flags(jobs[j], t.workload);
+    expected.push_back("  " + flags + std::string(std::string("--weights-dtype fp32 --optimizer adamw8bit").size() - flags.size() + 2, ' ') +
+                       ab::largest_words(own));
+  }
+  EXPECT_EQ(ab::largest_lines(r), expected);
+  EXPECT_EQ(r.largest[0].largest[0].split.label(), "4\u00d72");
+  EXPECT_EQ(expected[4].rfind("  --weights-dtype bf16 --optimizer adamw8bit  ", 0), 0u);
+
+  const std::vector<std::string> md = lines_of(ab::plan_markdown(r));
+  EXPECT_EQ(md[2], "| split | forward | backward | optimizer | peak | held by | spare | fits | "
+                   "per_device_train_batch_size | gradient_accumulation_steps | gradient_checkpointing | other Trainer settings |");
+  EXPECT_EQ(md[4].substr(0, 8), "| 1\u00d78 |");
+  const auto ends_with = [](const std::string& line, const std::string& end) {
+    return line.size() >= end.size() && line.compare(line.size() - end.size(), end.size(), end) == 0;
+  };
+  EXPECT_TRUE(ends_with(md[4], "| 1 | 8 | false |  |")) << md[4];
+  EXPECT_TRUE(ends_with(md[8], "| 1 | 8 | false | optim=adamw_8bit |")) << md[8];
+  EXPECT_TRUE(ends_with(md[19], "| 8 | 1 | false | optim=adamw_8bit dtype=bfloat16 |")) << md[19];
+  EXPECT_EQ(md[21], "Every split also: bf16=false fp16=false max_length=64 packing=false");
+
+  const nlohmann::json j = nlohmann::json::parse(ab::plan_json(r));
+  EXPECT_EQ(j["splits"][4]["split"], "1\u00d78 adamw8bit");
+  EXPECT_EQ(j["splits"][4]["optimizer"], "adamw8bit");
+  EXPECT_EQ(j["splits"][4]["weights_dtype"], "fp32");
+  EXPECT_EQ(j["splits"][8]["weights_dtype"], "bf16");
+  EXPECT_EQ(j["splits"][8]["trainer_settings"]["dtype"], "bfloat16");
+  EXPECT_EQ(j["largest_fitting"].size(), 8u);  // two knobs per job
+  EXPECT_EQ(j["largest_fitting"][2]["optimizer"], "adamw8bit");
+  EXPECT_EQ(j["largest_fitting"][2]["split"], r.largest[1].largest[0].split.micro_batch > 0
+                                                  ? nlohmann::json(r.largest[1].largest[0].split.shape_label())
+                                                  : nlohmann::json(nullptr));
+  EXPECT_TRUE(j["changes_to"].is_null());
+}
+
+// Two precisions: the label names the precision (the other lists are single), the context both.
+TEST(PlanReport, ListsOfPrecisionsNameEachSplitsPrecision) {
+  Tiny t;
+  t.workload.precisions = {ab::Precision::kFp32, ab::Precision::kBf16};
+  const ab::PlanReport r = t.report(0, 0);
+  ASSERT_EQ(r.plans.size(), 8u);
+  EXPECT_EQ(ab::plan_label(r.plans[0], r.plans), "1\u00d78 fp32");
+  EXPECT_EQ(ab::plan_label(r.plans[7], r.plans), "8\u00d71 bf16");
+  const nlohmann::json j = nlohmann::json::parse(ab::plan_json(r));
+  EXPECT_EQ(j["context"]["precision"], "fp32,bf16");
+  EXPECT_EQ(j["splits"][7]["precision"], "bf16");
+  EXPECT_EQ(j["splits"][7]["trainer_settings"]["bf16"], "true");
+  // bf16= differs between the splits: a row's own key, not one every split shares.
+  EXPECT_EQ(lines_of(ab::plan_markdown(r))[4].substr(0, 13), "| 1\u00d78 fp32 |");
+  EXPECT_NE(ab::plan_markdown(r).find("Every split also: fp16=false max_length=64 packing=false\n"), std::string::npos);
+}
+
+// The job a plan or a sweep names its changes for when nothing fits: the narrowest weights, the
+// optimizer of the smallest state, the precision whose smallest split the plan finds lightest;
+// and the words that say how it was picked. One job: no words.
+TEST(PlanReport, LightestJobOfTheLists) {
+  Tiny t;
+  EXPECT_EQ(ab::lightest_job(t.cfg, t.options, t.workload).which, "");
+  t.workload.grid.other_optimizers = {ab::OptimizerKind::kSgd};
+  t.workload.grid.other_weights_dtypes = {ab::Precision::kBf16};
+  t.workload.precisions = {ab::Precision::kFp32, ab::Precision::kBf16};
+  const ab::LightestJob lightest = ab::lightest_job(t.cfg, t.options, t.workload);
+  EXPECT_EQ(lightest.job.optimizer, ab::OptimizerKind::kSgd);
+  EXPECT_EQ(lightest.job.weights_dtype, ab::Precision::kBf16);
+  const auto smallest_peak = [&](ab::Precision precision) {
+    ab::GridJob job = lightest.job;
+    job.precision = precision;
+    ab::SplitConfig s;
+    s.micro_batch = 1;
+    s.accum_steps = 8;
+    s.precision = precision;
+    s.activation_checkpointing = ab::Checkpointing::kBlocks;
+    return ab::plan_memory(t.cfg, ab::plan_options_for(t.options, job), s).peak_bytes;
+  };
+  const ab::Precision expected = smallest_peak(ab::Precision::kBf16) < smallest_peak(ab::Precision::kFp32)
+                                     ? ab::Precision::kBf16 : ab::Precision::kFp32;
+  EXPECT_EQ(lightest.job.precision, expected);
+  EXPECT_EQ(lightest.which, "sgd (the smallest state of --optimizer adamw,sgd) on bf16 weights (the narrowest of "
+                            "--weights-dtype fp32,bf16) under " + ab::to_string(expected) +
+                                " (of --precision fp32,bf16, the lightest in the plan)");
 }

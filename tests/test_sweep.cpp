@@ -610,6 +610,32 @@ TEST(SweepGrid, WeightsDtypesAreAGridDimensionOutermost) {
   EXPECT_EQ(ab::recorded_option(ab::describe_workload(o.workload), "weights_dtype"), "bf16,fp32");
 }
 
+// The jobs of the lists in the grid's order (a precision given twice once), each the workload with
+// one of each list, named by the options that tell it from the others.
+TEST(SweepGrid, JobsOfTheListsInTheGridsOrder) {
+  ab::SweepOptions o = tiny();
+  o.workload.micro_batches = {2, 4};
+  o.workload.grid.other_weights_dtypes = {ab::Precision::kBf16};
+  o.workload.grid.other_optimizers = {ab::OptimizerKind::kSgd};
+  o.workload.precisions = {ab::Precision::kFp32, ab::Precision::kBf16, ab::Precision::kFp32};
+  const std::vector<ab::GridJob> jobs = ab::grid_jobs(o.workload);
+  std::vector<std::string> flags;
+  for (const ab::GridJob& job : jobs) flags.push_back(ab::job_flags(job, o.workload));
+  EXPECT_EQ(flags, (std::vector<std::string>{
+                       "--weights-dtype fp32 --optimizer adamw --precision fp32", "--weights-dtype fp32 --optimizer adamw --precision bf16",
+                       "--weights-dtype fp32 --optimizer sgd --precision fp32", "--weights-dtype fp32 --optimizer sgd --precision bf16",
+                       "--weights-dtype bf16 --optimizer adamw --precision fp32", "--weights-dtype bf16 --optimizer adamw --precision bf16",
+                       "--weights-dtype bf16 --optimizer sgd --precision fp32", "--weights-dtype bf16 --optimizer sgd --precision bf16"}));
+  // split_grid walks the same jobs, two splits each.
+  const std::vector<ab::SplitConfig> grid = ab::split_grid(o.workload, 1);
+  ASSERT_EQ(grid.size(), 2 * jobs.size());
+  for (size_t i = 0; i < grid.size(); ++i) EXPECT_EQ(ab::job_of(grid[i]), jobs[i / 2]) << grid[i].key();
+  const ab::WorkloadOptions one = ab::job_workload(o.workload, jobs[7]);
+  EXPECT_EQ(ab::grid_jobs(one).size(), 1u);
+  EXPECT_EQ(ab::job_of(ab::split_grid(one, 1)[0]), jobs[7]);
+  EXPECT_EQ(ab::job_flags(jobs[7], one), "");
+}
+
 // One sweep of fp32 and bf16 weights (and two optimizers) measures each split as a sweep of that
 // dtype alone does, to the byte: the trainer of one dtype is dropped (gradients, optimizer state)
 // before the model is cast, each split is planned in its own dtype, and its breakdown names its

@@ -123,13 +123,13 @@ struct WorkloadFlags {
     ab::set_padding(w.data, padding);
     w.data.packing = ab::packing_from_string(packing);
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
-    // The first is the workload's weights dtype, the rest the grid's others (plan and verify refuse them).
+    // The first is the workload's weights dtype, the rest the grid's others (verify refuses them).
     std::vector<ab::Precision> dtypes;
     for (const std::string& name : weights_dtypes) dtypes.push_back(ab::weights_dtype_from_string(name));
     if (dtypes.empty()) throw ab::UserError("--weights-dtype needs at least one dtype, as in --weights-dtype bf16");
     w.weights_dtype = dtypes.front();
     w.grid.other_weights_dtypes.assign(dtypes.begin() + 1, dtypes.end());
-    // The first is the workload's optimizer, the rest the grid's others (plan and verify refuse them).
+    // The first is the workload's optimizer, the rest the grid's others (verify refuses them).
     std::vector<ab::OptimizerKind> kinds;
     for (const std::string& name : optimizers) kinds.push_back(ab::optimizer_kind_from_string(name));
     if (kinds.empty()) throw ab::UserError("--optimizer needs at least one optimizer, as in --optimizer adamw");
@@ -266,6 +266,13 @@ void add_model_options(CLI::App* command, WorkloadFlags& f) {
   }
 }
 
+// How a subcommand takes a list of precisions, optimizers or dtypes: sweep runs, and plan plans,
+// every split in each ("in each precision"); verify compares the splits of one.
+std::string list_help(ab::Command command, const std::string& each) {
+  if (command == ab::Command::kVerify) return "; one at a time (sweep and plan take a list)";
+  return std::string("; a list ") + (command == ab::Command::kSweep ? "sweeps" : "plans") + " each (every split " + each + ")";
+}
+
 void add_shape_options(CLI::App* command, WorkloadFlags& f) {
   ab::WorkloadOptions& w = f.workload;
   const bool sweep = f.command == ab::Command::kSweep;
@@ -280,8 +287,9 @@ void add_shape_options(CLI::App* command, WorkloadFlags& f) {
                                                       : "auto, cpu, cuda or cuda:N")
       ->capture_default_str();
   command->add_option("--precision", f.precisions,
-                      sweep ? "fp32, bf16 (autocast) or fp16 (autocast + loss scaling, CUDA); a list sweeps each"
-                            : "fp32, bf16 or fp16 (autocast); one at a time (sweep takes a list)")
+                      std::string(sweep ? "fp32, bf16 (autocast) or fp16 (autocast + loss scaling, CUDA)"
+                                        : "fp32, bf16 or fp16 (autocast)") +
+                          list_help(f.command, "in each precision"))
       ->delimiter(',')
       ->capture_default_str();
 }
@@ -364,14 +372,10 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
   command->add_option("--weights-dtype", f.weights_dtypes,
                       "dtype the weights are stored in: fp32, bf16 or fp16 (fp16: CUDA); with LoRA the frozen base's "
                       "(the adapters': --adapter-dtype)" +
-                          std::string(f.command == ab::Command::kSweep
-                                          ? "; a list sweeps each (every split with the weights in each dtype)"
-                                          : "; one at a time (sweep takes a list)"))
+                          list_help(f.command, "with the weights in each dtype"))
       ->delimiter(',')
       ->capture_default_str();
-  const std::string optimizer_count = f.command == ab::Command::kSweep
-                                          ? "; a list sweeps each (every split with each optimizer)"
-                                          : "; one at a time (sweep takes a list)";
+  const std::string optimizer_count = list_help(f.command, "with each optimizer");
   command->add_option("--optimizer", f.optimizers,
                       "adamw (torch.optim.AdamW with the fused kernel on CUDA, one tensor at a time on the CPU: "
                       "transformers' adamw_torch_fused), adamw-foreach (torch.optim.AdamW's default kernels on CUDA, "
@@ -411,9 +415,7 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
                       "with LoRA, the dtype of the adapters, their gradients and AdamW moments: fp32 (PEFT's "
                       "autocast_adapter_dtype) or bf16 (TRL 1.x's SFTTrainer over a quantised base; PEFT's "
                       "autocast_adapter_dtype=False over a bf16 base)" +
-                          std::string(f.command == ab::Command::kSweep
-                                          ? "; a list sweeps each (every split with the adapters in each dtype)"
-                                          : "; one at a time (sweep takes a list)"))
+                          list_help(f.command, "with the adapters in each dtype"))
       ->delimiter(',')
       ->capture_default_str();
 }
@@ -770,22 +772,6 @@ ab::PlanOptions PlanCommand::plan_options(const ab::WorkloadOptions& w, const ab
     throw ab::UserError("--calibrate measures probes in one process, which cannot calibrate a --world-size " +
                         std::to_string(w.world_size) + " plan; drop one of the two options");
   }
-  if (w.precisions.size() != 1) {
-    throw ab::UserError("plan takes one precision at a time, got " + ab::join_precisions(w.precisions) +
-                        "; run it once per precision");
-  }
-  if (ab::grid_optimizers(w).size() != 1) {
-    throw ab::UserError("plan plans one optimizer at a time, got --optimizer " + ab::join_optimizers(ab::grid_optimizers(w)) +
-                        "; run it once per optimizer (sweep takes a list)");
-  }
-  if (ab::grid_weights_dtypes(w).size() != 1) {
-    throw ab::UserError("plan plans one weights dtype at a time, got --weights-dtype " +
-                        ab::join_precisions(ab::grid_weights_dtypes(w)) + "; run it once per dtype (sweep takes a list)");
-  }
-  if (ab::grid_adapter_dtypes(w).size() != 1) {
-    throw ab::UserError("plan plans one adapter dtype at a time, got --adapter-dtype " +
-                        ab::join_precisions(ab::grid_adapter_dtypes(w)) + "; run it once per dtype (sweep takes a list)");
-  }
   ab::PlanOptions o = target.options;
   o.batch = ab::sequences_per_rank(w.batch, w.world_size);  // one rank's share
   o.world_size = w.world_size;
@@ -894,18 +880,22 @@ int PlanCommand::run() {
     std::cout << "\n\n";
   }
   // The table shown: the largest plain split (no knobs beyond the grid's own checkpointing, the
-  // chunked loss head when it was asked for) that fits, or the smallest when none does.
+  // chunked loss head when it was asked for) of the first job of the lists that has one that
+  // fits, or the smallest of the first job when none does.
   const ab::MemoryPlan* shown = nullptr;
-  for (const auto& p : plans) {
-    const bool plain = p.split.optimizer_in_backward == w.grid.optimizer_in_backward &&
+  for (const ab::GridJob& job : ab::grid_jobs(w)) {
+    for (const auto& p : plans) {
+      const bool plain = ab::job_of(p.split) == job && p.split.optimizer_in_backward == w.grid.optimizer_in_backward &&
                        p.split.activation_checkpointing == w.grid.checkpointing &&
-                       p.split.chunked_loss == w.loss.chunked;
-    if (plain && (memory == 0 || p.peak_bytes <= memory)) shown = &p;
+                         p.split.chunked_loss == w.loss.chunked;
+      if (plain && (memory == 0 || p.peak_bytes <= memory)) shown = &p;
+    }
+    if (shown != nullptr) break;
   }
   if (shown == nullptr) shown = &plans.front();
   std::cout << "splits of batch " << w.batch;
   if (w.world_size > 1) std::cout << " over " << w.world_size << " data-parallel ranks, " << o.batch << " per rank";
-  std::cout << " (" << ab::to_string(w.precisions.front()) << ", attention " << ab::to_string(o.attention) << "):\n";
+  std::cout << " (" << ab::join_precisions(w.precisions) << ", attention " << ab::to_string(o.attention) << "):\n";
   if (limit > 0) {
     std::cout << "memory limit " << ab::format_bytes(limit) << " less headroom " << ab::format_bytes(headroom_bytes)
               << " (--headroom " << headroom << "): " << ab::format_bytes(memory) << " for the splits\n";
@@ -915,10 +905,18 @@ int PlanCommand::run() {
   ab::WorkloadOptions planned = w;
   if (planned.device == "auto") planned.device = target.cuda ? "cuda" : "cpu";
   ab::print_split_summary(plans, memory, std::cout, &planned, target_modules);
-  ab::PlanReport report{plans, planned, target_modules, device_words, limit, headroom_bytes, {}, {}};
-  report.largest = ab::largest_fitting_splits(cfg, o, w, memory);
-  report.changes = ab::changes_to_fit(cfg, o, w, memory);
-  if (memory > 0) std::cout << ab::largest_line(report) << "\n";
+  ab::PlanReport report{plans, planned, target_modules, device_words, limit, headroom_bytes, {}, {}, ""};
+  report.largest = ab::largest_fitting_per_job(cfg, o, w, memory);
+  // Nothing fits in any job of the lists: the changes to the lightest of them.
+  const bool nothing_fits = memory > 0 && std::none_of(report.largest.begin(), report.largest.end(), [](const ab::JobLargest& job) {
+    return std::any_of(job.largest.begin(), job.largest.end(), [](const ab::LargestSplit& l) { return l.split.micro_batch > 0; });
+  });
+  if (nothing_fits) {
+    const ab::LightestJob lightest = ab::lightest_job(cfg, o, w);
+    report.changes = ab::changes_to_fit(cfg, ab::plan_options_for(o, lightest.job), ab::job_workload(w, lightest.job), memory);
+    report.changes_which = lightest.which;
+  }
+  for (const std::string& line : ab::largest_lines(report)) std::cout << line << "\n";
   for (const std::string& line : ab::changes_lines(report)) std::cout << line << "\n";
   if (detail == "on") {
     std::cout << "\n";
@@ -927,11 +925,11 @@ int PlanCommand::run() {
   if (calibrate) {
     std::cout << "\ncalibrated (probes at micro-batches 1 and 2 on " << w.device << "):\n";
     std::vector<ab::Calibration> calibrations;
-    for (const auto& p : plans) calibrations.push_back(ab::calibrate(cfg, o, p.split, w.device, 1, 2));
+    for (const auto& p : plans) calibrations.push_back(ab::calibrate(cfg, ab::plan_options_for(o, p.split), p.split, w.device, 1, 2));
     ab::print_calibrated(plans, calibrations, std::cout);
   }
   print_emitted(emit,
-                "split " + shown->split.shape_label() +
+                "split " + ab::plan_label(*shown, plans) +
                     (memory == 0 ? ": the largest planned (no memory limit given)"
                                  : shown->peak_bytes <= memory ? ": the largest that fits in " + ab::format_bytes(memory)
                                                                : ": none fits in " + ab::format_bytes(memory) + ", the smallest"),

@@ -167,8 +167,14 @@ MemoryPlan plan_memory(const ModelConfig& cfg, const PlanOptions& options, const
 int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, Precision precision,
                             Checkpointing checkpointing, int64_t memory_bytes, bool chunked_loss = false);
 
+// The options planned for one job of a workload's lists (or a split of it): its optimizer, its
+// weights' dtype and its adapters' (the precision is the split's own, SplitConfig).
+PlanOptions plan_options_for(PlanOptions options, const GridJob& job);
+PlanOptions plan_options_for(const PlanOptions& options, const SplitConfig& split);
+
 // One plan per point of split_grid(workload, options.world_size): the same grid a sweep of this
-// workload measures (micro-batches, precisions, knobs, chunked loss).
+// workload measures (micro-batches, precisions, optimizers, dtypes, knobs, chunked loss), each
+// split planned with its own options (plan_options_for).
 std::vector<MemoryPlan> plan_splits(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload);
 
 // Calibration: the analytic plan plus a line through the two probes' measured − predicted

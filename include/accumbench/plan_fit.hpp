@@ -49,6 +49,27 @@ inline constexpr char kDefaultHeadroom[] = "5%";
 // `usable_bytes`.
 std::vector<LargestSplit> largest_fitting_splits(const ModelConfig& cfg, const PlanOptions& options,
                                                  const WorkloadOptions& workload, int64_t usable_bytes);
+// The largest splits of each job of the workload's lists (grid_jobs), as largest_fitting_splits
+// finds them for the job alone; `flags` names the job among the others ("" with one job).
+struct JobLargest {
+  GridJob job;
+  std::string flags;
+  std::vector<LargestSplit> largest;
+};
+std::vector<JobLargest> largest_fitting_per_job(const ModelConfig& cfg, const PlanOptions& options,
+                                                const WorkloadOptions& workload, int64_t usable_bytes);
+// The job of the workload's lists that needs least memory, whose changes a plan or a sweep names
+// when nothing fits: the narrowest weights and adapters, the optimizer of the smallest state, and
+// the precision whose smallest split the plan finds lightest (autocast's casts of the weights can
+// outweigh its narrower activations).
+struct LightestJob {
+  GridJob job;
+  // How it was picked, where a list gave a choice: "adamw8bit (the smallest state of --optimizer
+  // adamw,adamw8bit) on bf16 weights (the narrowest of --weights-dtype fp32,bf16)"; "" with one job.
+  std::string which;
+};
+LightestJob lightest_job(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload);
+
 // "4×4; with checkpointing: 4×4 ckpt" (none where no split fits with those knobs)
 std::string largest_words(const std::vector<LargestSplit>& largest);
 // When no split fits in `usable_bytes` with any knob: each change not in effect yet, one at a time,

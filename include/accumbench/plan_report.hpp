@@ -4,7 +4,7 @@
 // (src/report/plan_report.cpp). No LibTorch.
 //
 //   PlanReport r{plans, workload, target_modules, "cuda (assumed)", limit, headroom_bytes("5%", limit)};
-//   r.largest = largest_fitting_splits(cfg, options, workload, r.usable_bytes());
+//   r.largest = largest_fitting_per_job(cfg, options, workload, r.usable_bytes());
 //   write_file_atomically("plan.md", plan_markdown(r));
 #pragma once
 
@@ -24,14 +24,18 @@ struct PlanReport {
   std::string device;                       // the device the plan assumes, in words
   int64_t memory_limit_bytes = 0;           // 0: none given and none known
   int64_t headroom_bytes = 0;               // kept free of the limit: CUDA context, fragmentation
-  std::vector<LargestSplit> largest;
-  std::vector<FitChange> changes;  // when nothing fits: changes_to_fit
+  std::vector<JobLargest> largest;  // per job of the lists (one without lists)
+  // When nothing fits in any job: changes_to_fit of the lightest (lightest_job), and its `which`.
+  std::vector<FitChange> changes;
+  std::string changes_which;
   // What the splits may use: the limit less the headroom (0 without a limit).
   int64_t usable_bytes() const { return memory_limit_bytes > 0 ? memory_limit_bytes - headroom_bytes : 0; }
 };
 
-// "largest split of 16 per rank that fits in 21.23 GiB: 4×4; with checkpointing: 4×4 ckpt"
-std::string largest_line(const PlanReport& report);
+// "largest split of 16 per rank that fits in 21.23 GiB: 4×4; with checkpointing: 4×4 ckpt"; with
+// several jobs, a heading and a line per job ("  --optimizer adamw8bit  8×2; with checkpointing:
+// 16×1 ckpt"). Empty without a limit.
+std::vector<std::string> largest_lines(const PlanReport& report);
 // The report's changes_to_fit as lines: a heading, then one line per change with its largest
 // splits ("  --optimizer adamw8bit     none; with checkpointing: 1×16 ckpt"); when none alone fits, a
 // second heading and the combinations that fit, or all of them together and what is left to try.
@@ -45,6 +49,7 @@ struct PlanColumn {
   bool right = true;   // numbers right-aligned
   bool needs_limit = false;  // only with a memory limit (fits, spare)
   std::string (*cell)(const MemoryPlan& plan, const PlanReport& report);
+  bool (*shown)(const PlanReport& report) = nullptr;  // when not always (another condition than the limit)
 };
 const std::vector<PlanColumn>& plan_columns();
 // The columns shown for this report: those needing a limit only with one.

@@ -87,10 +87,23 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
 void print_plan(const MemoryPlan& plan, std::ostream& out);
 // One line per split: label, predicted peak per phase, the phase that holds it, the memory spare at
 // the peak and fits or not (only with a memory limit: memory_bytes, after the headroom); with `workload`, also each split's per-rank Trainer settings
-// (per_device_train_batch_size, gradient_accumulation_steps, gradient_checkpointing) and, below the
-// table, the settings every split shares (trainer_settings; target_modules as there).
+// (per_device_train_batch_size, gradient_accumulation_steps, gradient_checkpointing, then those
+// own_trainer_keys gives it) and, below the table, the settings every split shares
+// (shared_trainer_keys; target_modules as there).
 void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out,
                          const WorkloadOptions* workload = nullptr, const std::vector<std::string>& target_modules = {});
+// How the plan names a split among `plans`: shape_label() when every plan is of one job (the
+// header names it), else label() (the optimizer unless adamw, the dtypes unless fp32), and the
+// precision when the plans have several ("4×4 ckpt adamw8bit bf16").
+std::string plan_label(const MemoryPlan& plan, const std::vector<MemoryPlan>& plans);
+// The Trainer settings of the plans' splits past the first three (batch size, accumulation,
+// checkpointing, which differ by split): those every split shares, and those of one split that are
+// not shared (an optimizer or a dtype of a list: optim=adamw_bnb_8bit, dtype=bfloat16).
+using SettingKeys = std::vector<std::pair<std::string, std::string>>;
+SettingKeys shared_trainer_keys(const std::vector<MemoryPlan>& plans, const WorkloadOptions& workload,
+                                const std::vector<std::string>& target_modules);
+SettingKeys own_trainer_keys(const MemoryPlan& plan, const SettingKeys& shared, const WorkloadOptions& workload,
+                             const std::vector<std::string>& target_modules);
 // One line per split: the analytic peak and calibrations[i]'s prediction for plans[i].
 void print_calibrated(const std::vector<MemoryPlan>& plans, const std::vector<Calibration>& calibrations,
                       std::ostream& out);

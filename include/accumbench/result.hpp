@@ -145,6 +145,27 @@ std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs);
 // `points`, followed with `chunked` by each of them again with the chunked cross-entropy.
 std::vector<SplitConfig> loss_variants(std::vector<SplitConfig> points, bool chunked);
 
+// One job of a workload's lists: a weights dtype, an adapter dtype, an optimizer and a precision.
+// Each changes the update or the memory a split needs, so what fits, and which split is best, is a
+// question per job; a sweep of several lists measures the splits of each, and the plan plans them.
+struct GridJob {
+  Precision weights_dtype = Precision::kFp32;
+  Precision adapter_dtype = Precision::kFp32;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  Precision precision = Precision::kFp32;
+  bool operator==(const GridJob& other) const;
+  bool operator!=(const GridJob& other) const { return !(*this == other); }
+};
+// The jobs in split_grid's order: the weights' dtypes outermost, then the adapters', the
+// optimizers, the precisions (each list in the order given).
+std::vector<GridJob> grid_jobs(const WorkloadOptions& workload);
+GridJob job_of(const SplitConfig& split);
+// The workload with this job's one of each list.
+WorkloadOptions job_workload(WorkloadOptions workload, const GridJob& job);
+// The options that tell the job from the others of the workload, as typed, in grid_jobs' order:
+// "--weights-dtype bf16 --optimizer adamw8bit" (only the lists of more than one); "" with one job.
+std::string job_flags(const GridJob& job, const WorkloadOptions& workload);
+
 // The one grid builder, for sweep, plan and verify: per weights dtype (grid_weights_dtypes), per
 // adapter dtype (grid_adapter_dtypes), per optimizer (grid_optimizers), per precision, per micro-batch (default:
 // every divisor of a rank's share of the batch), the split with the grid's checkpointing, its

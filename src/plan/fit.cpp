@@ -261,50 +261,98 @@ bool was_tried(const SplitConfig& split, const std::vector<SplitConfig>& tried) 
 
 }  // namespace
 
+std::vector<JobLargest> largest_fitting_per_job(const ModelConfig& cfg, const PlanOptions& options,
+                                                const WorkloadOptions& workload, int64_t usable_bytes) {
+  std::vector<JobLargest> out;
+  if (usable_bytes <= 0) return out;
+  for (const GridJob& job : grid_jobs(workload)) {
+    std::vector<LargestSplit> largest =
+        largest_fitting_splits(cfg, plan_options_for(options, job), job_workload(workload, job), usable_bytes);
+    for (LargestSplit& l : largest) {  // the split names its job, as the grid's do
+      l.split.weights_dtype = job.weights_dtype;
+      l.split.adapter_dtype = job.adapter_dtype;
+      l.split.optimizer = job.optimizer;
+    }
+    out.push_back({job, job_flags(job, workload), std::move(largest)});
+  }
+  return out;
+}
+
+LightestJob lightest_job(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload) {
+  const auto narrowest_of = [](const std::vector<Precision>& dtypes) {
+    Precision narrowest = dtypes.front();
+    for (const Precision dtype : dtypes) {
+      if (compute_bytes(dtype) < compute_bytes(narrowest)) narrowest = dtype;
+    }
+    return narrowest;
+  };
+  const std::vector<OptimizerKind> optimizers = grid_optimizers(workload);
+  const std::vector<Precision> weights = grid_weights_dtypes(workload), adapters = grid_adapter_dtypes(workload);
+  LightestJob lightest;
+  lightest.job.weights_dtype = narrowest_of(weights);
+  lightest.job.adapter_dtype = narrowest_of(adapters);
+  lightest.job.optimizer =
+      lightest_optimizer(cfg, with_adapter_dtype(with_weights_dtype(workload, lightest.job.weights_dtype),
+                                                 lightest.job.adapter_dtype));
+  // The precision: the one whose smallest split (micro-batch 1, checkpointed) the plan finds lightest.
+  lightest.job.precision = workload.precisions.front();
+  int64_t least = -1;
+  for (const Precision precision : workload.precisions) {
+    GridJob job = lightest.job;
+    job.precision = precision;
+    SplitConfig smallest;
+    smallest.precision = precision;
+    smallest.micro_batch = 1;
+    smallest.accum_steps = std::max<int64_t>(options.batch, 1);
+    smallest.activation_checkpointing = Checkpointing::kBlocks;
+    smallest.chunked_loss = workload.loss.chunked;
+    smallest.world_size = options.world_size;
+    int64_t peak = 0;
+    try {
+      peak = plan_memory(cfg, plan_options_for(options, job), smallest).peak_bytes;
+    } catch (const UserError&) {
+      continue;  // a precision the plan refuses here (fp16 on the CPU) is no lighter
+    }
+    if (least < 0 || peak < least) {
+      least = peak;
+      lightest.job.precision = precision;
+    }
+  }
+  const auto add = [&lightest](const std::string& joiner, const std::string& words) {
+    lightest.which += (lightest.which.empty() ? "" : joiner) + words;
+  };
+  if (optimizers.size() > 1)
+    add("", to_string(lightest.job.optimizer) + " (the smallest state of --optimizer " + join_optimizers(optimizers) + ")");
+  if (weights.size() > 1) {
+    add(" on ", to_string(lightest.job.weights_dtype) + " weights (the narrowest of --weights-dtype " +
+                    join_precisions(weights) + ")");
+  }
+  if (adapters.size() > 1) {
+    add(" and ", to_string(lightest.job.adapter_dtype) + " adapters (the narrowest of --adapter-dtype " +
+                     join_precisions(adapters) + ")");
+  }
+  if (workload.precisions.size() > 1) {
+    add(" under ", to_string(lightest.job.precision) + " (of --precision " + join_precisions(workload.precisions) +
+                       ", the lightest in the plan)");
+  }
+  return lightest;
+}
+
 std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,
                        int64_t usable_bytes, const std::vector<SplitConfig>& tried) {
   if (usable_bytes <= 0) return "";
-  // Each precision of the sweep is a job of its own (a sweep of fp32 and bf16 tried bf16 already:
-  // it is no change to name). Splits of any of them not tried, with the sweep options that would
-  // try them: "2×4 ckpt (--micro-batches 2 --activation-checkpointing blocks)".
+  // Each job of the sweep's lists (precision, optimizer, weights and adapter dtypes) is a job of
+  // its own (a sweep of fp32 and bf16 tried bf16 already: it is no change to name). Splits of any
+  // of them not tried, with the sweep options that would try them: "2×4 ckpt (--micro-batches 2
+  // --activation-checkpointing blocks)".
   const auto tried_any = [&](const std::function<bool(const SplitConfig&)>& same) {
     return std::any_of(tried.begin(), tried.end(), same);
   };
   bool fits_some = false;
   std::string untried;
-  // So is each optimizer and each weights or adapter dtype of a sweep of several; its splits are
-  // named with them.
-  const std::vector<OptimizerKind> optimizers = grid_optimizers(workload);
-  const std::vector<Precision> weights = grid_weights_dtypes(workload), adapters = grid_adapter_dtypes(workload);
-  struct SweptJob {
-    Precision weights;
-    Precision adapters;
-    OptimizerKind optimizer;
-    Precision precision;
-  };
-  std::vector<SweptJob> jobs;
-  for (const Precision dtype : weights) {
-    for (const Precision adapter : adapters) {
-      for (const OptimizerKind optimizer : optimizers) {
-        for (const Precision precision : workload.precisions) jobs.push_back({dtype, adapter, optimizer, precision});
-      }
-    }
-  }
-  for (const SweptJob& job : jobs) {
-    WorkloadOptions one = with_adapter_dtype(with_weights_dtype(workload, job.weights), job.adapters);
-    one.precisions = {job.precision};
-    one.optimizer.kind = job.optimizer;
-    one.grid.other_optimizers.clear();
-    PlanOptions planned = options;
-    planned.optimizer = job.optimizer;
-    planned.weights_dtype = job.weights;
-    planned.lora.adapter_dtype = job.adapters;
-    std::vector<LargestSplit> largest = largest_fitting_splits(cfg, planned, one, usable_bytes);
-    fits_some = fits_some || any_fits(largest);
-    for (LargestSplit& l : largest) {
-      l.split.optimizer = job.optimizer;
-      l.split.weights_dtype = job.weights;
-      l.split.adapter_dtype = job.adapters;
+  for (const JobLargest& job : largest_fitting_per_job(cfg, options, workload, usable_bytes)) {
+    fits_some = fits_some || any_fits(job.largest);
+    for (const LargestSplit& l : job.largest) {
       if (l.split.micro_batch == 0 || was_tried(l.split, tried)) continue;
       std::string flags;
       if (!tried_any([&](const SplitConfig& t) { return t.micro_batch == l.split.micro_batch; }))
@@ -315,7 +363,8 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
       }
       // As the sweep names its splits: the label (the optimizer unless adamw, the weights dtype
       // unless fp32), then the precision.
-      const std::string label = l.split.label() + (workload.precisions.size() > 1 ? " " + to_string(job.precision) : "");
+      const std::string label =
+          l.split.label() + (workload.precisions.size() > 1 ? " " + to_string(job.job.precision) : "");
       untried += (untried.empty() ? "" : " or ") + label + (flags.empty() ? "" : " (" + flags + ")");
     }
   }
@@ -323,25 +372,11 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
     if (untried.empty()) return "";
     return "The plan fits " + untried + " in " + format_bytes(usable_bytes) + ", which this sweep did not run.";
   }
-  // Several optimizers or weights dtypes: the changes to the job of the narrowest weights and the
-  // optimizer of the smallest state (one the sweep ran is no change to name, and the others need
-  // more memory than it).
-  const auto narrowest_of = [](const std::vector<Precision>& dtypes) {
-    Precision narrowest = dtypes.front();
-    for (const Precision dtype : dtypes) {
-      if (compute_bytes(dtype) < compute_bytes(narrowest)) narrowest = dtype;
-    }
-    return narrowest;
-  };
-  const Precision narrowest = narrowest_of(weights), narrowest_adapters = narrowest_of(adapters);
-  WorkloadOptions lightest = with_adapter_dtype(with_weights_dtype(workload, narrowest), narrowest_adapters);
-  PlanOptions lightest_options = options;
-  lightest_options.weights_dtype = narrowest;
-  lightest_options.lora.adapter_dtype = narrowest_adapters;
-  lightest.optimizer.kind = lightest_optimizer(cfg, lightest);
-  lightest.grid.other_optimizers.clear();
-  lightest_options.optimizer = lightest.optimizer.kind;
-  const std::vector<FitChange> changes = changes_to_fit(cfg, lightest_options, lightest, usable_bytes);
+  // Several jobs: the changes to the lightest (a dtype or optimizer the sweep ran is no change to
+  // name, and the others need more memory than it).
+  const LightestJob lightest = lightest_job(cfg, options, workload);
+  const std::vector<FitChange> changes = changes_to_fit(cfg, plan_options_for(options, lightest.job),
+                                                        job_workload(workload, lightest.job), usable_bytes);
   std::string fitting;
   size_t combined = 1;
   for (const FitChange& c : changes) {
@@ -349,31 +384,15 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
     fitting += (fitting.empty() ? "" : ", or ") + c.options + " (" + fitting_words(c.largest) + ")";
     combined = c.combined;
   }
-  // Several optimizers or weights dtypes: the changes are to the lightest job, which `plan` takes alone.
-  const bool several = optimizers.size() > 1, several_weights = weights.size() > 1,
-             several_adapters = adapters.size() > 1;
-  const std::string lightest_name = to_string(lightest.optimizer.kind), narrowest_name = to_string(narrowest);
-  std::string which;  // "adamw8bit (the smallest state of --optimizer adamw,adamw8bit)"
-  if (several) which = lightest_name + " (the smallest state of --optimizer " + join_optimizers(optimizers) + ")";
-  if (several_weights) {
-    which += (which.empty() ? "" : " on ") + narrowest_name + " weights (the narrowest of --weights-dtype " +
-             join_precisions(weights) + ")";
-  }
-  if (several_adapters) {
-    which += (which.empty() ? "" : " and ") + to_string(narrowest_adapters) +
-             " adapters (the narrowest of --adapter-dtype " + join_precisions(adapters) + ")";
-  }
   if (fitting.empty()) {
-    return "Nothing the plan tries fits in " + format_bytes(usable_bytes) + (which.empty() ? "" : ", even with " + which) +
+    return "Nothing the plan tries fits in " + format_bytes(usable_bytes) +
+           (lightest.which.empty() ? "" : ", even with " + lightest.which) +
            ", not even every change it knows together: a shorter --seq-len, a smaller model or more memory is needed.";
   }
-  const std::string but = std::string(several ? " --optimizer " + lightest_name : "") +
-                          (several_weights ? " --weights-dtype " + narrowest_name : "") +
-                          (several_adapters ? " --adapter-dtype " + to_string(narrowest_adapters) : "");
-  return "The plan fits it in " + format_bytes(usable_bytes) + " with " + (which.empty() ? "" : which + " and ") +
+  return "The plan fits it in " + format_bytes(usable_bytes) + " with " +
+         (lightest.which.empty() ? "" : lightest.which + " and ") +
          (combined == 1 ? std::string("one change: ") : text::number_word(combined) + " changes together: ") + fitting +
-         " (`accumbench plan` with the same options" + (but.empty() ? "" : " but" + but) +
-         ", --memory-limit and --headroom 0% shows each).";
+         " (`accumbench plan` with the same options, --memory-limit and --headroom 0% shows each).";
 }
 
 }  // namespace accumbench

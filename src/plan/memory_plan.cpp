@@ -465,11 +465,22 @@ int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, 
   return lo;
 }
 
+PlanOptions plan_options_for(PlanOptions options, const GridJob& job) {
+  options.optimizer = job.optimizer;
+  options.weights_dtype = job.weights_dtype;
+  options.lora.adapter_dtype = job.adapter_dtype;
+  return options;
+}
+
+PlanOptions plan_options_for(const PlanOptions& options, const SplitConfig& split) {
+  return plan_options_for(options, job_of(split));
+}
+
 std::vector<MemoryPlan> plan_splits(const ModelConfig& cfg, const PlanOptions& options,
                                     const WorkloadOptions& workload) {
   std::vector<MemoryPlan> plans;
   for (const SplitConfig& split : split_grid(workload, options.world_size)) {
-    plans.push_back(plan_memory(cfg, options, split));
+    plans.push_back(plan_memory(cfg, plan_options_for(options, split), split));
   }
   return plans;
 }

@@ -28,11 +28,25 @@ std::string trainer_key(const MemoryPlan& p, const PlanReport& r, size_t index) 
 
 bool fits(const MemoryPlan& p, const PlanReport& r) { return p.peak_bytes <= r.usable_bytes(); }
 
+// The Trainer settings of one split that not every split shares ("optim=adamw_bnb_8bit dtype=bfloat16").
+std::string own_settings(const MemoryPlan& p, const PlanReport& r) {
+  std::string text;
+  for (const auto& [key, value] : own_trainer_keys(p, shared_trainer_keys(r.plans, r.workload, r.target_modules),
+                                                   r.workload, r.target_modules)) {
+    text += (text.empty() ? "" : " ") + key + "=" + value;
+  }
+  return text;
+}
+
+bool some_own_settings(const PlanReport& r) {
+  return std::any_of(r.plans.begin(), r.plans.end(), [&](const MemoryPlan& p) { return !own_settings(p, r).empty(); });
+}
+
 }  // namespace
 
 const std::vector<PlanColumn>& plan_columns() {
   static const std::vector<PlanColumn> columns = {
-      {"split", "split", false, false, [](const MemoryPlan& p, const PlanReport&) { return p.split.shape_label(); }},
+      {"split", "split", false, false, [](const MemoryPlan& p, const PlanReport& r) { return plan_label(p, r.plans); }},
       {"forward", "forward", true, false,
        [](const MemoryPlan& p, const PlanReport&) { return phase_cell(p, PlanPhase::kForward); }},
       {"backward", "backward", true, false,
@@ -53,6 +67,8 @@ const std::vector<PlanColumn>& plan_columns() {
        [](const MemoryPlan& p, const PlanReport& r) { return trainer_key(p, r, 1); }},
       {"gradient_checkpointing", "gradient_checkpointing", false, false,
        [](const MemoryPlan& p, const PlanReport& r) { return trainer_key(p, r, 2); }},
+      // An optimizer or dtype list's own keys (optim, dtype, bf16): not every split shares them.
+      {"other_trainer_settings", "other Trainer settings", false, false, own_settings, some_own_settings},
   };
   return columns;
 }
@@ -60,15 +76,22 @@ const std::vector<PlanColumn>& plan_columns() {
 std::vector<const PlanColumn*> shown_plan_columns(const PlanReport& report) {
   std::vector<const PlanColumn*> shown;
   for (const PlanColumn& c : plan_columns()) {
-    if (!c.needs_limit || report.memory_limit_bytes > 0) shown.push_back(&c);
+    if ((!c.needs_limit || report.memory_limit_bytes > 0) && (c.shown == nullptr || c.shown(report))) shown.push_back(&c);
   }
   return shown;
 }
 
-std::string largest_line(const PlanReport& r) {
-  if (r.largest.empty() || r.plans.empty()) return "";
-  return "largest split of " + std::to_string(r.plans.front().options.batch) + (r.workload.world_size > 1 ? " per rank" : "") +
-         " that fits in " + format_bytes(r.usable_bytes()) + ": " + largest_words(r.largest);
+std::vector<std::string> largest_lines(const PlanReport& r) {
+  if (r.largest.empty() || r.plans.empty()) return {};
+  const std::string what = "largest split of " + std::to_string(r.plans.front().options.batch) +
+                           (r.workload.world_size > 1 ? " per rank" : "") + " that fits in " + format_bytes(r.usable_bytes());
+  if (r.largest.size() == 1) return {what + ": " + largest_words(r.largest.front().largest)};
+  std::vector<std::string> lines = {what + ", for each job of the lists:"};
+  size_t width = 0;
+  for (const JobLargest& job : r.largest) width = std::max(width, job.flags.size());
+  for (const JobLargest& job : r.largest)
+    lines.push_back("  " + job.flags + std::string(width - job.flags.size() + 2, ' ') + largest_words(job.largest));
+  return lines;
 }
 
 namespace {
@@ -90,6 +113,7 @@ std::vector<std::string> changes_lines(const PlanReport& r) {
   std::vector<std::string> lines;
   if (r.changes.empty()) return lines;
   lines.push_back("no split fits in " + format_bytes(r.usable_bytes()) +
+                  (r.changes_which.empty() ? "" : ", even with " + r.changes_which) +
                   "; the largest that would with one change (the plan with each option added):");
   // Each group (alone, together) aligned on its own widest option.
   const auto add_group = [&](bool together) {
@@ -118,6 +142,9 @@ std::vector<std::string> changes_lines(const PlanReport& r) {
 
 namespace {
 
+// "bf16", or the list of a plan of several: "fp32,bf16".
+std::string precision_words(const PlanReport& r) { return join_precisions(r.workload.precisions); }
+
 std::string context_words(const PlanReport& r) {
   const MemoryPlan& p = r.plans.front();
   std::string words = p.model.name + ", T=" + std::to_string(p.options.seq_len) + ", batch " +
@@ -126,7 +153,7 @@ std::string context_words(const PlanReport& r) {
     words += " over " + std::to_string(r.workload.world_size) + " data-parallel ranks, " +
              std::to_string(p.options.batch) + " per rank";
   }
-  words += ", " + to_string(p.split.precision) + ", attention " + to_string(p.options.attention) + ", device " + r.device;
+  words += ", " + precision_words(r) + ", attention " + to_string(p.options.attention) + ", device " + r.device;
   if (p.options.framework != PlanFramework::kPlain)
     words += ", framework " + to_string(p.options.framework) + " (TRL loss_type " + to_string(p.options.trl_loss) + ")";
   return words;
@@ -141,10 +168,9 @@ std::string memory_words(const PlanReport& r) {
 }
 
 std::string shared_settings(const PlanReport& r) {
-  const std::vector<std::pair<std::string, std::string>> keys =
-      trl_settings(trainer_settings(r.plans.front(), r.workload, r.target_modules));
   std::string text;
-  for (size_t k = 3; k < keys.size(); ++k) text += (text.empty() ? "" : " ") + keys[k].first + "=" + keys[k].second;
+  for (const auto& [key, value] : shared_trainer_keys(r.plans, r.workload, r.target_modules))
+    text += (text.empty() ? "" : " ") + key + "=" + value;
   return text;
 }
 
@@ -152,6 +178,13 @@ const char* const kPlanLegend =
     "Splits read micro-batch x accumulation steps per rank; ckpt = activation checkpointing, oib = the optimizer "
     "inside backward, chunked-ce = the chunked cross-entropy. held by = the phase at the peak; spare = usable memory "
     "left at the peak (negative: missing).";
+
+// The legend, and for a plan of several jobs how a split names its job.
+std::string legend(const PlanReport& r) {
+  if (grid_jobs(r.workload).size() <= 1) return kPlanLegend;
+  return std::string(kPlanLegend) + " A split of a list's job also names its optimizer unless adamw, its weights' and "
+         "adapters' dtypes unless fp32 (bf16-weights, bf16-adapters) and, with several, its precision.";
+}
 
 std::string markdown_cell(const std::string& value) {
   std::string escaped;
@@ -168,6 +201,16 @@ std::string markdown_cell(const std::string& value) {
 
 }  // namespace
 
+namespace {
+// The job of a split or of a largest split, in the sweep JSON's words.
+void add_job(nlohmann::json& entry, const GridJob& job) {
+  entry["precision"] = to_string(job.precision);
+  entry["optimizer"] = to_string(job.optimizer);
+  entry["weights_dtype"] = to_string(job.weights_dtype);
+  entry["adapter_dtype"] = to_string(job.adapter_dtype);
+}
+}  // namespace
+
 std::string plan_json(const PlanReport& r) {
   using nlohmann::json;
   json out;
@@ -179,7 +222,7 @@ std::string plan_json(const PlanReport& r) {
   context["batch"] = r.workload.batch;
   context["world_size"] = r.workload.world_size;
   context["batch_per_rank"] = first.options.batch;
-  context["precision"] = to_string(first.split.precision);
+  context["precision"] = precision_words(r);  // "fp32,bf16" for a plan of both
   context["attention"] = to_string(first.options.attention);
   context["framework"] = to_string(first.options.framework);  // plan --framework
   // plan --trl-loss: null for plain, whose loss is accumbench's own
@@ -193,12 +236,13 @@ std::string plan_json(const PlanReport& r) {
   json splits = json::array();
   for (const MemoryPlan& p : r.plans) {
     json s;
-    s["split"] = p.split.shape_label();
+    s["split"] = plan_label(p, r.plans);
     s["micro_batch"] = p.split.micro_batch;
     s["accum_steps"] = p.split.accum_steps;
     s["activation_checkpointing"] = to_string(p.split.activation_checkpointing);
     s["optimizer_in_backward"] = p.split.optimizer_in_backward;
     s["chunked_loss"] = p.split.chunked_loss;
+    add_job(s, job_of(p.split));
     for (int phase = 0; phase < kPlanPhaseCount; ++phase) {
       s[std::string(plan_phase_name(static_cast<PlanPhase>(phase))) + "_bytes"] = p.phase_peak_bytes[phase];
     }
@@ -214,21 +258,30 @@ std::string plan_json(const PlanReport& r) {
     splits.push_back(s);
   }
   out["splits"] = splits;
-  const auto largest_json = [](const std::vector<LargestSplit>& list) {
+  const auto largest_json = [](const std::vector<LargestSplit>& list, const GridJob* job) {
     json largest = json::array();
     for (const LargestSplit& l : list) {
-      largest.push_back({{"knobs", l.knobs.empty() ? "none" : l.knobs},
-                         {"split", l.split.micro_batch > 0 ? json(l.split.shape_label()) : json(nullptr)},
-                         {"peak_bytes", l.split.micro_batch > 0 ? json(l.peak_bytes) : json(nullptr)}});
+      json entry = {{"knobs", l.knobs.empty() ? "none" : l.knobs},
+                    {"split", l.split.micro_batch > 0 ? json(l.split.shape_label()) : json(nullptr)},
+                    {"peak_bytes", l.split.micro_batch > 0 ? json(l.peak_bytes) : json(nullptr)}};
+      if (job != nullptr) add_job(entry, *job);
+      largest.push_back(entry);
     }
     return largest;
   };
-  out["largest_fitting"] = largest_json(r.largest);
+  // Per job of the lists, one after the other (each entry names its job).
+  json largest = json::array();
+  for (const JobLargest& job : r.largest) {
+    for (json& entry : largest_json(job.largest, &job.job)) largest.push_back(entry);
+  }
+  out["largest_fitting"] = largest;
   // When nothing fits: each change with the largest splits it would fit (empty otherwise).
   json changes = json::array();
   for (const FitChange& c : r.changes)
-    changes.push_back({{"options", c.options}, {"changes", c.combined}, {"largest_fitting", largest_json(c.largest)}});
+    changes.push_back({{"options", c.options}, {"changes", c.combined}, {"largest_fitting", largest_json(c.largest, nullptr)}});
   out["changes_to_fit"] = changes;
+  // The job the changes are to, when the lists gave a choice (lightest_job); null otherwise.
+  out["changes_to"] = r.changes_which.empty() ? json(nullptr) : json(r.changes_which);
   return out.dump(2) + "\n";
 }
 
@@ -248,8 +301,10 @@ std::string plan_markdown(const PlanReport& r) {
     out << "\n";
   }
   out << "\nEvery split also: " << markdown_cell(shared_settings(r)) << "\n";
-  const std::string largest = largest_line(r);
-  if (!largest.empty()) out << "\n" << markdown_cell(largest) << "\n";
+  const std::vector<std::string> largest = largest_lines(r);
+  if (!largest.empty()) out << "\n" << markdown_cell(largest.front()) << "\n";
+  for (size_t i = 1; i < largest.size(); ++i)  // per job: "--optimizer adamw8bit: 8×2; ..."
+    out << (i == 1 ? "\n" : "") << "- `" << r.largest[i - 1].flags << "`: " << markdown_cell(largest_words(r.largest[i - 1].largest)) << "\n";
   const std::vector<std::string> changes = changes_lines(r);
   if (!changes.empty()) {
     out << "\n" << markdown_cell(changes.front()) << "\n\n";
@@ -263,7 +318,7 @@ std::string plan_markdown(const PlanReport& r) {
     }
     if (nothing_fits(r.changes)) out << "\n" << markdown_cell(changes.back()) << "\n";
   }
-  out << "\n" << kPlanLegend << "\n";
+  out << "\n" << legend(r) << "\n";
   return out.str();
 }
 
@@ -291,8 +346,14 @@ std::string plan_html(const PlanReport& r) {
   }
   h += "</tbody></table></div>";
   h += "<p class=\"note\">Every split also: " + html_escape(shared_settings(r)) + "</p>";
-  const std::string largest = largest_line(r);
-  if (!largest.empty()) h += "<p class=\"note\">" + html_escape(largest) + "</p>";
+  const std::vector<std::string> largest = largest_lines(r);
+  if (!largest.empty()) h += "<p class=\"note\">" + html_escape(largest.front()) + "</p>";
+  if (largest.size() > 1) {
+    h += "<ul class=\"note\">";
+    for (const JobLargest& job : r.largest)
+      h += "<li><code>" + html_escape(job.flags) + "</code>: " + html_escape(largest_words(job.largest)) + "</li>";
+    h += "</ul>";
+  }
   const std::vector<std::string> changes = changes_lines(r);
   if (!changes.empty()) {
     h += "<p class=\"note\">" + html_escape(changes.front()) + "</p><ul class=\"note\">";
@@ -307,7 +368,7 @@ std::string plan_html(const PlanReport& r) {
     h += "</ul>";
     if (nothing_fits(r.changes)) h += "<p class=\"note\">" + html_escape(changes.back()) + "</p>";
   }
-  h += "<p class=\"note\">" + html_escape(kPlanLegend) + "</p></section>\n";
+  h += "<p class=\"note\">" + html_escape(legend(r)) + "</p></section>\n";
   h += "<footer>Generated by accumbench \u00b7 the data of this page is embedded below as JSON (#accumbench-plan)</footer>\n";
   std::string data = plan_json(r);
   // "</" would end the script element early: write it as "<\/", which JSON reads the same.

@@ -85,12 +85,53 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
   }
 }
 
+std::string plan_label(const MemoryPlan& plan, const std::vector<MemoryPlan>& plans) {
+  const GridJob job = job_of(plan.split);
+  const bool one_job =
+      std::all_of(plans.begin(), plans.end(), [&](const MemoryPlan& p) { return job_of(p.split) == job; });
+  if (one_job) return plan.split.shape_label();
+  const bool one_precision = std::all_of(plans.begin(), plans.end(),
+                                         [&](const MemoryPlan& p) { return p.split.precision == plan.split.precision; });
+  return plan.split.label() + (one_precision ? "" : " " + to_string(plan.split.precision));
+}
+
+namespace {
+SettingKeys later_keys(const MemoryPlan& plan, const WorkloadOptions& workload,
+                       const std::vector<std::string>& target_modules) {
+  SettingKeys keys = trl_settings(trainer_settings(plan, workload, target_modules));
+  keys.erase(keys.begin(), keys.begin() + std::min<size_t>(3, keys.size()));
+  return keys;
+}
+}  // namespace
+
+SettingKeys shared_trainer_keys(const std::vector<MemoryPlan>& plans, const WorkloadOptions& workload,
+                                const std::vector<std::string>& target_modules) {
+  if (plans.empty()) return {};
+  SettingKeys shared = later_keys(plans.front(), workload, target_modules);
+  for (const MemoryPlan& plan : plans) {
+    const SettingKeys keys = later_keys(plan, workload, target_modules);
+    shared.erase(std::remove_if(shared.begin(), shared.end(),
+                                [&](const auto& key) { return std::find(keys.begin(), keys.end(), key) == keys.end(); }),
+                 shared.end());
+  }
+  return shared;
+}
+
+SettingKeys own_trainer_keys(const MemoryPlan& plan, const SettingKeys& shared, const WorkloadOptions& workload,
+                             const std::vector<std::string>& target_modules) {
+  SettingKeys own = later_keys(plan, workload, target_modules);
+  own.erase(std::remove_if(own.begin(), own.end(),
+                           [&](const auto& key) { return std::find(shared.begin(), shared.end(), key) != shared.end(); }),
+            own.end());
+  return own;
+}
+
 void print_calibrated(const std::vector<MemoryPlan>& plans, const std::vector<Calibration>& calibrations,
                       std::ostream& out) {
   size_t label_width = 15;  // wider only when a label needs it ("2×1 ckpt oib chunked-ce")
-  for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.shape_label()));
+  for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan_label(plan, plans)));
   for (size_t i = 0; i < plans.size() && i < calibrations.size(); ++i) {
-    out << "  " << pad(plans[i].split.shape_label(), label_width) << " analytic " << pad(format_bytes(plans[i].peak_bytes), 11, true)
+    out << "  " << pad(plan_label(plans[i], plans), label_width) << " analytic " << pad(format_bytes(plans[i].peak_bytes), 11, true)
         << "  calibrated " << pad(format_bytes(calibrations[i].predict(plans[i])), 11, true) << "\n";
   }
 }
@@ -98,7 +139,7 @@ void print_calibrated(const std::vector<MemoryPlan>& plans, const std::vector<Ca
 void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_bytes, std::ostream& out,
                          const WorkloadOptions* workload, const std::vector<std::string>& target_modules) {
   size_t label_width = 16;  // wider only when a label needs it ("64×1 ckpt oib chunked-ce")
-  for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan.split.shape_label()) + 1);
+  for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan_label(plan, plans)) + 1);
   const bool fits = memory_bytes > 0;
   // paged-adamw8bit / paged-adamw32bit on CUDA: the peak with the paged state evicted, and whether that fits.
   const bool paged = std::any_of(plans.begin(), plans.end(), [](const MemoryPlan& p) { return p.evictable_bytes > 0; });
@@ -107,8 +148,9 @@ void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_by
       << (paged ? pad("peak paged out", 16) : std::string()) << (fits && paged ? pad("fits paged", 12) : std::string())
       << (fits ? pad("fits in " + format_bytes(memory_bytes), workload != nullptr ? 18 : 0) : std::string())
       << (workload != nullptr ? std::string("Trainer settings per rank") : std::string()) << "\n";
+  const SettingKeys shared = workload != nullptr ? shared_trainer_keys(plans, *workload, target_modules) : SettingKeys{};
   for (const auto& plan : plans) {
-    out << pad(plan.split.shape_label(), label_width);
+    out << pad(plan_label(plan, plans), label_width);
     for (int p = 0; p < kPlanPhaseCount; ++p) out << pad(format_bytes(plan.phase_peak_bytes[p]), 12, true);
     out << pad(format_bytes(plan.peak_bytes), 12, true) << "  " << pad(plan_phase_name(plan.peak_phase), 10);
     // spare: what is left of the memory at the peak (negative: what is missing).
@@ -118,18 +160,18 @@ void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_by
     if (fits) out << pad(plan.peak_bytes <= memory_bytes ? "yes" : "no", workload != nullptr ? 18 : 0);
     if (workload != nullptr) {
       // The keys that differ between splits; those every split shares follow the table.
-      const std::vector<std::pair<std::string, std::string>> keys =
-          trl_settings(trainer_settings(plan, *workload, target_modules));
-      for (size_t k = 0; k < 3; ++k) out << (k ? " " : "") << keys[k].first << "=" << keys[k].second;
+      SettingKeys keys = trl_settings(trainer_settings(plan, *workload, target_modules));
+      keys.resize(std::min<size_t>(3, keys.size()));
+      const SettingKeys own = own_trainer_keys(plan, shared, *workload, target_modules);
+      keys.insert(keys.end(), own.begin(), own.end());
+      for (size_t k = 0; k < keys.size(); ++k) out << (k ? " " : "") << keys[k].first << "=" << keys[k].second;
       if (plan.split.optimizer_in_backward) out << " (oib: no Trainer setting)";
     }
     out << "\n";
   }
   if (workload == nullptr || plans.empty()) return;
-  const TrainerSettings shared = trainer_settings(plans.front(), *workload, target_modules);
-  const std::vector<std::pair<std::string, std::string>> keys = trl_settings(shared);
   out << "every split also:";
-  for (size_t k = 3; k < keys.size(); ++k) out << " " << keys[k].first << "=" << keys[k].second;
+  for (const auto& [key, value] : shared) out << " " << key << "=" << value;
   out << " (--emit trl, axolotl or args prints a split's settings ready to paste)\n";
 }
 

@@ -313,11 +313,7 @@ void SplitMeasurement::judge_fits(RunResult& run) const {
 
 bool SplitMeasurement::plan(RunResult& run) {
   try {
-    PlanOptions options = plan_options_;
-    options.optimizer = run.config.optimizer;
-    options.weights_dtype = run.config.weights_dtype;
-    options.lora = split_lora(run.config);
-    run.predicted_peak_bytes = plan_memory(cfg_, options, run.config).peak_bytes;
+    run.predicted_peak_bytes = plan_memory(cfg_, plan_options_for(plan_options_, run.config), run.config).peak_bytes;
   } catch (const UserError&) {
     run.predicted_peak_bytes = -1;  // a split the plan rejects fails later with the engine's message
   }

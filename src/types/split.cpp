@@ -159,42 +159,78 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
     micro_batches = {rank_batch};
   }
   std::vector<SplitConfig> grid;
-  // The dtypes outermost (the weights', then the adapters'), then the optimizer: the rounds time
-  // the grid in its order, a change of dtype between two steps casts the model, and one of any
-  // rebuilds the optimizer's state (SplitMeasurement::trainer_for).
-  std::vector<std::pair<Precision, Precision>> storages;  // (weights, adapters)
-  for (Precision weights : grid_weights_dtypes(w)) {
-    for (Precision adapters : grid_adapter_dtypes(w)) storages.emplace_back(weights, adapters);
-  }
-  for (const auto& [weights, adapters] : storages) {
-    for (OptimizerKind optimizer : grid_optimizers(w)) {
-      for (Precision precision : w.precisions) {
-        SplitConfig split;
-        split.weights_dtype = weights;
-        split.adapter_dtype = adapters;
-        split.optimizer = optimizer;
-        split.precision = precision;
-        split.world_size = world_size;
-        split.activation_checkpointing = w.grid.checkpointing;
-        for (int64_t micro : micro_batches) {
-          split.micro_batch = micro;
-          split.accum_steps = accumulation_steps(w.batch, micro, world_size);
-          std::vector<SplitConfig> points;
-          for (SplitConfig point : knob_variants(split, w.grid.knobs)) {
-            // A plain knob fixes that knob for every point: the grid's variants of it collapse.
-            if (in_backward) point.optimizer_in_backward = true;
-            if (!contains(points, point)) points.push_back(point);
-          }
-          std::vector<SplitConfig> with_graphs;
-          append_with_graphs(loss_variants(points, w.loss.chunked), w.grid.cuda_graphs, with_graphs);
-          for (const SplitConfig& point : with_graphs) {
-            if (!contains(grid, point)) grid.push_back(point);
-          }
-        }
+  // The jobs in grid_jobs' order, the dtypes outermost: the rounds time the grid in its order, a
+  // change of dtype between two steps casts the model, and one of any rebuilds the optimizer's
+  // state (SplitMeasurement::trainer_for).
+  for (const GridJob& job : grid_jobs(w)) {
+    SplitConfig split;
+    split.weights_dtype = job.weights_dtype;
+    split.adapter_dtype = job.adapter_dtype;
+    split.optimizer = job.optimizer;
+    split.precision = job.precision;
+    split.world_size = world_size;
+    split.activation_checkpointing = w.grid.checkpointing;
+    for (int64_t micro : micro_batches) {
+      split.micro_batch = micro;
+      split.accum_steps = accumulation_steps(w.batch, micro, world_size);
+      std::vector<SplitConfig> points;
+      for (SplitConfig point : knob_variants(split, w.grid.knobs)) {
+        // A plain knob fixes that knob for every point: the grid's variants of it collapse.
+        if (in_backward) point.optimizer_in_backward = true;
+        if (!contains(points, point)) points.push_back(point);
+      }
+      std::vector<SplitConfig> with_graphs;
+      append_with_graphs(loss_variants(points, w.loss.chunked), w.grid.cuda_graphs, with_graphs);
+      for (const SplitConfig& point : with_graphs) {
+        if (!contains(grid, point)) grid.push_back(point);
       }
     }
   }
   return grid;
+}
+
+bool GridJob::operator==(const GridJob& other) const {
+  return weights_dtype == other.weights_dtype && adapter_dtype == other.adapter_dtype && optimizer == other.optimizer &&
+         precision == other.precision;
+}
+
+std::vector<GridJob> grid_jobs(const WorkloadOptions& w) {
+  std::vector<GridJob> jobs;
+  for (Precision weights : grid_weights_dtypes(w)) {
+    for (Precision adapters : grid_adapter_dtypes(w)) {
+      for (OptimizerKind optimizer : grid_optimizers(w)) {
+        for (Precision precision : w.precisions) {
+          const GridJob job{weights, adapters, optimizer, precision};
+          if (std::find(jobs.begin(), jobs.end(), job) == jobs.end()) jobs.push_back(job);  // a precision given twice
+        }
+      }
+    }
+  }
+  return jobs;
+}
+
+GridJob job_of(const SplitConfig& split) {
+  return {split.weights_dtype, split.adapter_dtype, split.optimizer, split.precision};
+}
+
+WorkloadOptions job_workload(WorkloadOptions w, const GridJob& job) {
+  w = with_adapter_dtype(with_weights_dtype(std::move(w), job.weights_dtype), job.adapter_dtype);
+  w.optimizer.kind = job.optimizer;
+  w.grid.other_optimizers.clear();
+  w.precisions = {job.precision};
+  return w;
+}
+
+std::string job_flags(const GridJob& job, const WorkloadOptions& w) {
+  std::string flags;
+  const auto add = [&flags](const std::string& option, const std::string& value) {
+    flags += (flags.empty() ? "" : " ") + option + " " + value;
+  };
+  if (grid_weights_dtypes(w).size() > 1) add("--weights-dtype", to_string(job.weights_dtype));
+  if (grid_adapter_dtypes(w).size() > 1) add("--adapter-dtype", to_string(job.adapter_dtype));
+  if (grid_optimizers(w).size() > 1) add("--optimizer", to_string(job.optimizer));
+  if (w.precisions.size() > 1) add("--precision", to_string(job.precision));
+  return flags;
 }
 
 std::string optimizer_in_backward_note(const WorkloadOptions& w, int world_size) {
