@@ -9,6 +9,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "accumbench/error.hpp"
 #include "accumbench/engine.hpp"
 #include "accumbench/optimizer_state.hpp"
 #include "accumbench/plan.hpp"
@@ -354,6 +355,44 @@ TEST(Optimizers, VerifyPassesWithEveryOptimizer) {
               << r.update_tolerance << ")\n";
     EXPECT_TRUE(r.all_pass) << ab::to_string(kind);
     EXPECT_EQ(r.optimizer, kind);
+  }
+}
+
+// verify of lists (--optimizer adamw,sgd --weights-dtype fp32,bf16): each job on its own, in the
+// grid's order, with the numbers a verify of that job alone gives (the same reference loss, the
+// same errors to the bit); run_verify takes one job and says so.
+TEST(Optimizers, VerifyOfListsVerifiesEachJobAsItsOwn) {
+  ab::WorkloadOptions w = ab::workload_defaults(ab::Command::kVerify);
+  w.device = "cpu";
+  w.threads = 1;
+  w.micro_batches = {2, 8};
+  w.grid.other_optimizers = {ab::OptimizerKind::kSgd};
+  w.grid.other_weights_dtypes = {ab::Precision::kBf16};
+  const std::vector<ab::VerifyResult> results = ab::run_verify_jobs(ab::VerifyOptions{w, {}});
+  const std::vector<ab::GridJob> jobs = ab::grid_jobs(w);
+  ASSERT_EQ(results.size(), 4u);
+  ASSERT_EQ(jobs.size(), 4u);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const ab::VerifyResult alone = ab::run_verify(ab::job_workload(w, jobs[i]));
+    EXPECT_EQ(results[i].optimizer, jobs[i].optimizer);
+    EXPECT_EQ(results[i].weights_dtype, jobs[i].weights_dtype);
+    EXPECT_EQ(results[i].reference_loss, alone.reference_loss);
+    EXPECT_EQ(results[i].update_tolerance, alone.update_tolerance);
+    ASSERT_EQ(results[i].splits.size(), alone.splits.size());
+    for (size_t s = 0; s < alone.splits.size(); ++s) {
+      EXPECT_EQ(results[i].splits[s].config.key(), alone.splits[s].config.key());
+      EXPECT_EQ(results[i].splits[s].rel_l2_grad_error, alone.splits[s].rel_l2_grad_error);
+      EXPECT_EQ(results[i].splits[s].rel_l2_update_error, alone.splits[s].rel_l2_update_error);
+    }
+    EXPECT_TRUE(results[i].all_pass) << ab::job_flags(jobs[i], w);
+  }
+  EXPECT_NE(results[0].reference_loss, results[2].reference_loss) << "bf16 weights compute another loss";
+  try {
+    ab::run_verify(w);
+    ADD_FAILURE() << "run_verify took four jobs";
+  } catch (const ab::UserError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "run_verify compares the splits of one job; run_verify_jobs verifies each job of the lists");
   }
 }
 

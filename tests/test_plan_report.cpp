@@ -622,3 +622,41 @@ TEST(PlanReport, LightestJobOfTheLists) {
                             "--weights-dtype fp32,bf16) under " + ab::to_string(expected) +
                                 " (of --precision fp32,bf16, the lightest in the plan)");
 }
+
+// When nothing fits, the changes are to the lightest job, and none of them is to a value the lists
+// hold already (that job is planned beside it): with --precision fp32,bf16 and --optimizer
+// adamw,adamw8bit no "--precision bf16" or "--optimizer adamw8bit" line; two optimizer changes are
+// never made together; at equal state the fused adamw is lighter than adamw-foreach.
+TEST(PlanReport, ChangesToTheLightestJobLeaveOutTheListsValues) {
+  Tiny t;
+  t.workload.precisions = {ab::Precision::kFp32, ab::Precision::kBf16};
+  t.workload.grid.other_optimizers = {ab::OptimizerKind::kAdamW8bit};
+  const ab::LightestJob lightest = ab::lightest_job(t.cfg, t.options, t.workload);
+  const std::vector<ab::FitChange> changes = ab::changes_to_fit(
+      t.cfg, ab::plan_options_for(t.options, lightest.job), ab::job_workload(t.workload, lightest.job), 1024, &t.workload);
+  ASSERT_FALSE(changes.empty());
+  std::vector<std::string> options;
+  for (const ab::FitChange& c : changes) options.push_back(c.options);
+  for (const std::string& listed : {std::string("--precision bf16"), std::string("--optimizer adamw8bit")}) {
+    for (const std::string& o : options) EXPECT_EQ(o.find(listed), std::string::npos) << o;
+  }
+  EXPECT_NE(std::find(options.begin(), options.end(), "--weights-dtype bf16"), options.end());
+  // Without the lists the same job would name them (when fp32 is the lightest precision).
+  if (lightest.job.precision == ab::Precision::kFp32) {
+    const std::vector<ab::FitChange> alone = ab::changes_to_fit(t.cfg, ab::plan_options_for(t.options, lightest.job),
+                                                                ab::job_workload(t.workload, lightest.job), 1024);
+    EXPECT_TRUE(std::any_of(alone.begin(), alone.end(), [](const ab::FitChange& c) { return c.options == "--precision bf16"; }));
+  }
+
+  Tiny foreach;
+  foreach.options.optimizer = ab::OptimizerKind::kAdamWForeach;
+  foreach.workload.optimizer.kind = ab::OptimizerKind::kAdamWForeach;
+  const std::vector<ab::FitChange> single = ab::changes_to_fit(foreach.cfg, foreach.options, foreach.workload, 1024);
+  ASSERT_FALSE(single.empty());
+  for (const ab::FitChange& c : single) {
+    const size_t first = c.options.find("--optimizer ");  // not --optimizer-in-backward
+    EXPECT_TRUE(first == std::string::npos || c.options.find("--optimizer ", first + 1) == std::string::npos) << c.options;
+  }
+  foreach.workload.grid.other_optimizers = {ab::OptimizerKind::kAdamW};
+  EXPECT_EQ(ab::lightest_optimizer(foreach.cfg, foreach.workload), ab::OptimizerKind::kAdamW);
+}

@@ -118,18 +118,21 @@ struct WorkloadFlags {
   ab::WorkloadOptions apply() {
     ab::WorkloadOptions& w = workload;
     w.precisions.clear();
-    for (const std::string& p : precisions) w.precisions.push_back(ab::precision_from_string(p));
+    for (const std::string& p : precisions) {  // a precision given twice is kept once, as every list
+      const ab::Precision precision = ab::precision_from_string(p);
+      if (std::find(w.precisions.begin(), w.precisions.end(), precision) == w.precisions.end()) w.precisions.push_back(precision);
+    }
     ab::set_lengths(w.data, lengths);
     ab::set_padding(w.data, padding);
     w.data.packing = ab::packing_from_string(packing);
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
-    // The first is the workload's weights dtype, the rest the grid's others (verify refuses them).
+    // The first is the workload's weights dtype, the rest the grid's others.
     std::vector<ab::Precision> dtypes;
     for (const std::string& name : weights_dtypes) dtypes.push_back(ab::weights_dtype_from_string(name));
     if (dtypes.empty()) throw ab::UserError("--weights-dtype needs at least one dtype, as in --weights-dtype bf16");
     w.weights_dtype = dtypes.front();
     w.grid.other_weights_dtypes.assign(dtypes.begin() + 1, dtypes.end());
-    // The first is the workload's optimizer, the rest the grid's others (verify refuses them).
+    // The first is the workload's optimizer, the rest the grid's others.
     std::vector<ab::OptimizerKind> kinds;
     for (const std::string& name : optimizers) kinds.push_back(ab::optimizer_kind_from_string(name));
     if (kinds.empty()) throw ab::UserError("--optimizer needs at least one optimizer, as in --optimizer adamw");
@@ -266,11 +269,11 @@ void add_model_options(CLI::App* command, WorkloadFlags& f) {
   }
 }
 
-// How a subcommand takes a list of precisions, optimizers or dtypes: sweep runs, and plan plans,
-// every split in each ("in each precision"); verify compares the splits of one.
+// How a subcommand takes a list of precisions, optimizers or dtypes: sweep runs, plan plans and
+// verify checks every split in each ("in each precision"; verify each job against its own reference).
 std::string list_help(ab::Command command, const std::string& each) {
-  if (command == ab::Command::kVerify) return "; one at a time (sweep and plan take a list)";
-  return std::string("; a list ") + (command == ab::Command::kSweep ? "sweeps" : "plans") + " each (every split " + each + ")";
+  const char* verb = command == ab::Command::kSweep ? "sweeps" : command == ab::Command::kPlan ? "plans" : "verifies";
+  return std::string("; a list ") + verb + " each (every split " + each + ")";
 }
 
 void add_shape_options(CLI::App* command, WorkloadFlags& f) {
@@ -688,15 +691,48 @@ struct VerifyCommand {
     const ab::WorkloadOptions w = flags.apply();
     const std::vector<std::string> model_notes = shape_notes(ab::resolve_model(w.model), w.seq_len);  // before the run
     ab::stop_on_interrupt("the split in progress");  // Ctrl-C: the splits verified so far are printed (interrupt.hpp)
-    const ab::VerifyResult result = ab::run_verify(ab::VerifyOptions{w, export_dir});
+    // Lists: each job of them on its own (its splits against its own reference).
+    const std::vector<ab::VerifyResult> results = ab::run_verify_jobs(ab::VerifyOptions{w, export_dir});
     if (primary) print_note(ab::optimizer_in_backward_note(w, launched_world_size()));
     for (const std::string& note : model_notes) if (primary) print_note(note);
     if (primary) print_note(ab::idle_data_options_note(w));
-    if (primary) ab::print_verify(result, std::cout);
+    for (size_t i = 0; i < results.size() && primary; ++i) {
+      if (i > 0) std::cout << "\n";
+      ab::print_verify(results[i], std::cout);
+    }
+    if (primary) print_jobs_summary(w, results);
     // A split that failed is the finding; otherwise an interrupted verify exits as the signal asks.
-    if (!result.all_pass) return 1;
-    if (!result.interruption.signal.empty()) return interrupted_exit_code();
+    const bool all_pass =
+        std::all_of(results.begin(), results.end(), [](const ab::VerifyResult& r) { return r.all_pass; });
+    if (!all_pass) return 1;
+    if (!results.empty() && !results.back().interruption.signal.empty()) return interrupted_exit_code();
     return 0;
+  }
+
+ private:
+  // With lists, a last line over the jobs: which failed, which a signal left unverified.
+  static void print_jobs_summary(const ab::WorkloadOptions& w, const std::vector<ab::VerifyResult>& results) {
+    const std::vector<ab::GridJob> jobs = ab::grid_jobs(w);
+    if (jobs.size() <= 1) return;
+    std::string failed, left;
+    size_t failures = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const std::string flags = ab::job_flags(jobs[i], w);
+      if (i >= results.size()) {
+        left += (left.empty() ? "" : "; ") + flags;
+      } else if (!results[i].all_pass) {
+        failed += (failed.empty() ? "" : "; ") + flags;
+        ++failures;
+      }
+    }
+    std::cout << "\n";
+    if (!failed.empty()) {
+      std::cout << "FAIL in " << failures << " of " << jobs.size() << " jobs of the lists: " << failed << "\n";
+    } else if (left.empty()) {
+      std::cout << "PASS in every job of the lists (" << jobs.size()
+                << "): each split computes its job's update as the job's whole batch does\n";
+    }
+    if (!left.empty()) std::cout << "jobs not started (interrupted): " << left << "; run verify again with those\n";
   }
 };
 
@@ -913,7 +949,8 @@ int PlanCommand::run() {
   });
   if (nothing_fits) {
     const ab::LightestJob lightest = ab::lightest_job(cfg, o, w);
-    report.changes = ab::changes_to_fit(cfg, ab::plan_options_for(o, lightest.job), ab::job_workload(w, lightest.job), memory);
+    report.changes =
+        ab::changes_to_fit(cfg, ab::plan_options_for(o, lightest.job), ab::job_workload(w, lightest.job), memory, &w);
     report.changes_which = lightest.which;
   }
   for (const std::string& line : ab::largest_lines(report)) std::cout << line << "\n";

@@ -143,7 +143,8 @@ struct MemoryPlan {
 int64_t optimizer_state_total_bytes(const ModelConfig& cfg, const LoraOptions& lora, Precision weights_dtype,
                                     OptimizerKind kind);
 // Of the workload's optimizers (grid_optimizers), the one with the smallest state: what every split
-// of a sweep of several needs at least, and whose job the memory advice changes.
+// of a sweep of several needs at least, and whose job the memory advice changes (at equal state the
+// fused adamw before adamw-foreach, whose step copies what trains).
 OptimizerKind lightest_optimizer(const ModelConfig& cfg, const WorkloadOptions& workload);
 
 // Sum of a table's bytes.

@@ -78,8 +78,10 @@ std::string largest_words(const std::vector<LargestSplit>& largest);
 // AdamW; 16-bit weights; LoRA r16 on every linear; a 4-bit NF4 base). When none of
 // them alone fits, every combination of the fewest changes that fits together (two, else three, ...),
 // and when no combination fits, all of them together. Empty when something fits or no limit is given.
+// `lists`: the workload of lists the job is one of (lightest_job); a change to a value those lists
+// hold already is left out, since that job is planned (or swept) beside it.
 std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,
-                                      int64_t usable_bytes);
+                                      int64_t usable_bytes, const WorkloadOptions* lists = nullptr);
 // For a sweep whose splits memory stopped: one sentence on what the plan fits in `usable_bytes`.
 // Splits of the job as given, in each of its precisions, that the sweep did not try (`tried`: its
 // grid) when the plan fits some; else the changes that would fit, alone or the fewest together (changes_to_fit); else that

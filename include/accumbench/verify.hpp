@@ -118,10 +118,15 @@ VerifyMemory verify_memory(const ModelConfig& model, PlanOptions plan, const Wor
 void require_verify_fits(const VerifyMemory& memory, const std::string& model, bool cuda, int64_t device_bytes,
                          int64_t host_available_bytes);
 
-// The splits are split_grid(workload) (one precision; grid.knobs is not a verify option) against
+// The splits are split_grid(workload) (one job of the lists; grid.knobs is not a verify option) against
 // the whole batch in one micro-step with the plain loss head. Throws UserError on bad options.
 VerifyResult run_verify(const VerifyOptions& options);
 inline VerifyResult run_verify(const WorkloadOptions& workload) { return run_verify(VerifyOptions{workload, {}}); }
+// verify of a workload's lists (--precision, --optimizer, --weights-dtype, --adapter-dtype): each
+// job of grid_jobs on its own, its splits against its own reference (two jobs compute different
+// updates), in the grid's order; every job is checked before the first runs. A signal stops after
+// the job it interrupted: the results end there. --export takes one job.
+std::vector<VerifyResult> run_verify_jobs(const VerifyOptions& options);
 
 // The model alone as `verify --export`'s index.json holds it ({"model": {...}}, docs/EXPORT.md):
 // what bench/reference/step_bench.py and hf_real_step.py read for a shape, without the weights

@@ -135,6 +135,7 @@ struct Change {
   std::function<void(Job&)> edit;
   bool adds_lora = false;           // LoRA r16 on a full fine-tune
   bool brings_lora = false;         // the 4-bit base of a full fine-tune, which brings LoRA r16 with it
+  bool optimizer = false;           // replaces the optimizer (one such change at a time)
 };
 
 // Every way to pick `k` of `count` items, in lexicographic order of their indices.
@@ -154,12 +155,19 @@ void each_combination(size_t count, size_t k, const std::function<void(const std
 }  // namespace
 
 std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,
-                                      int64_t usable_bytes) {
+                                      int64_t usable_bytes, const WorkloadOptions* lists) {
   std::vector<FitChange> out;
   if (usable_bytes <= 0 || workload.precisions.empty()) return out;
   if (any_fits(largest_fitting_splits(cfg, options, workload, usable_bytes))) return out;
   const Job as_given{options, workload.precisions.front(), workload.loss.chunked};
-  // The changes not in effect yet, from what gives up least to most.
+  // The changes not in effect yet, from what gives up least to most; a value of the lists is none
+  // (its job is planned already).
+  const std::vector<Precision> listed_precisions = lists != nullptr ? lists->precisions : std::vector<Precision>{};
+  const std::vector<OptimizerKind> listed_optimizers = lists != nullptr ? grid_optimizers(*lists) : std::vector<OptimizerKind>{};
+  const std::vector<Precision> listed_weights = lists != nullptr ? grid_weights_dtypes(*lists) : std::vector<Precision>{};
+  const auto listed = [](const auto& values, auto value) {
+    return std::find(values.begin(), values.end(), value) != values.end();
+  };
   std::vector<Change> changes;
   const bool lora = options.lora.enabled();
   // TRL's step has its own loss (--trl-loss); accumbench's chunked head stands in for it otherwise.
@@ -172,19 +180,23 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
   if (!lora && !workload.grid.optimizer_in_backward && options.framework == PlanFramework::kPlain &&
       options.world_size <= 1 && as_given.precision != Precision::kFp16)
     changes.push_back({"--optimizer-in-backward", [](Job& j) { j.in_backward = true; }});
-  if (as_given.precision == Precision::kFp32)
+  if (as_given.precision == Precision::kFp32 && !listed(listed_precisions, Precision::kBf16))
     changes.push_back({"--precision bf16", [](Job& j) { j.precision = Precision::kBf16; }});
   // torch's foreach AdamW holds a copy of what trains in its step; the fused kernel (the one-tensor
   // loop on the CPU) does not.
-  if (options.optimizer == OptimizerKind::kAdamWForeach)
-    changes.push_back({"--optimizer adamw", [](Job& j) { j.options.optimizer = OptimizerKind::kAdamW; }});
-  if (!lora && full_precision_adamw(options.optimizer))  // a full fine-tune's state
-    changes.push_back({"--optimizer adamw8bit", [](Job& j) { j.options.optimizer = OptimizerKind::kAdamW8bit; }});
-  if (!lora && options.optimizer == OptimizerKind::kPagedAdamW32bit)  // fp32 moments, paged or not
-    changes.push_back({"--optimizer paged-adamw8bit", [](Job& j) { j.options.optimizer = OptimizerKind::kPagedAdamW8bit; }});
+  // One optimizer at a time: two optimizer changes are never made together (Change::optimizer).
+  if (options.optimizer == OptimizerKind::kAdamWForeach && !listed(listed_optimizers, OptimizerKind::kAdamW))
+    changes.push_back({"--optimizer adamw", [](Job& j) { j.options.optimizer = OptimizerKind::kAdamW; }, false, false, true});
+  if (!lora && full_precision_adamw(options.optimizer) && !listed(listed_optimizers, OptimizerKind::kAdamW8bit))  // a full fine-tune's state
+    changes.push_back({"--optimizer adamw8bit", [](Job& j) { j.options.optimizer = OptimizerKind::kAdamW8bit; }, false, false, true});
+  if (!lora && options.optimizer == OptimizerKind::kPagedAdamW32bit &&
+      !listed(listed_optimizers, OptimizerKind::kPagedAdamW8bit))  // fp32 moments, paged or not
+    changes.push_back({"--optimizer paged-adamw8bit", [](Job& j) { j.options.optimizer = OptimizerKind::kPagedAdamW8bit; },
+                       false, false, true});
   if (options.weights_dtype == Precision::kFp32 && !options.lora.quantized()) {
     const Precision half = as_given.precision == Precision::kFp16 ? Precision::kFp16 : Precision::kBf16;
-    changes.push_back({"--weights-dtype " + to_string(half), [half](Job& j) { j.options.weights_dtype = half; }});
+    if (!listed(listed_weights, half))
+      changes.push_back({"--weights-dtype " + to_string(half), [half](Job& j) { j.options.weights_dtype = half; }});
   }
   if (!lora) changes.push_back({"--lora-rank 16", [](Job& j) { j.options.lora.rank = 16; }, true});
   if (!options.lora.quantized()) {
@@ -201,13 +213,15 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
     Job job = as_given;
     std::string words;
     bool brings_lora = false, adds_lora = false;
+    int optimizers = 0;
     for (size_t i : picked) {
       changes[i].edit(job);
       words += (words.empty() ? "" : " ") + changes[i].words;
       brings_lora = brings_lora || changes[i].brings_lora;
       adds_lora = adds_lora || changes[i].adds_lora;
+      optimizers += changes[i].optimizer ? 1 : 0;
     }
-    if (brings_lora && adds_lora) return std::nullopt;
+    if ((brings_lora && adds_lora) || optimizers > 1) return std::nullopt;
     FitChange change = change_with(cfg, job, job.chunked && !as_given.chunked, words, usable_bytes);
     change.combined = picked.size();
     return change;
@@ -227,11 +241,15 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
     if (found) return out;
   }
   // Nothing fits in any combination: all of them at once (LoRA r16 once, where the 4-bit base
-  // brings it) says so.
+  // brings it; the last optimizer change, of the smallest state) says so.
   std::vector<size_t> every;
-  for (size_t i = 0; i < changes.size(); ++i)
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const bool later_optimizer = changes[i].optimizer && std::any_of(changes.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                                                                     changes.end(), [](const Change& c) { return c.optimizer; });
+    if (later_optimizer) continue;
     if (!changes[i].adds_lora || std::none_of(changes.begin(), changes.end(), [](const Change& c) { return c.brings_lora; }))
       every.push_back(i);
+  }
   if (every.size() > 1) out.push_back(*planned(every));
   return out;
 }
@@ -376,7 +394,7 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
   // name, and the others need more memory than it).
   const LightestJob lightest = lightest_job(cfg, options, workload);
   const std::vector<FitChange> changes = changes_to_fit(cfg, plan_options_for(options, lightest.job),
-                                                        job_workload(workload, lightest.job), usable_bytes);
+                                                        job_workload(workload, lightest.job), usable_bytes, &workload);
   std::string fitting;
   size_t combined = 1;
   for (const FitChange& c : changes) {

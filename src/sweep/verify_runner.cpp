@@ -87,21 +87,9 @@ struct VerifySetup {
 
 VerifySetup prepare(const WorkloadOptions& w) {
   validate_workload(w);
-  if (w.precisions.size() != 1) {
-    throw UserError("verify checks one precision at a time, got " + join_precisions(w.precisions) +
-                    "; run it once per precision");
-  }
-  if (grid_optimizers(w).size() != 1) {
-    throw UserError("verify checks one optimizer at a time, got --optimizer " + join_optimizers(grid_optimizers(w)) +
-                    "; run it once per optimizer");
-  }
-  if (grid_weights_dtypes(w).size() != 1) {
-    throw UserError("verify checks one weights dtype at a time, got --weights-dtype " +
-                    join_precisions(grid_weights_dtypes(w)) + "; run it once per dtype");
-  }
-  if (grid_adapter_dtypes(w).size() != 1) {
-    throw UserError("verify checks one adapter dtype at a time, got --adapter-dtype " +
-                    join_precisions(grid_adapter_dtypes(w)) + "; run it once per dtype");
+  // A workload of lists is verified job by job (run_verify_jobs): its jobs compute different updates.
+  if (grid_jobs(w).size() != 1) {
+    throw UserError("run_verify compares the splits of one job; run_verify_jobs verifies each job of the lists");
   }
   if (w.grid.knobs) throw UserError("verify has no --knobs; use --activation-checkpointing and --optimizer-in-backward");
   configure_threads(w.threads);
@@ -172,13 +160,11 @@ VerifySplit compare(const SplitConfig& config, const Snapshot& got, const Snapsh
 
 }  // namespace
 
-VerifyResult run_verify(const VerifyOptions& options) {
-  // LoRA dropout draws a random mask in every micro-step: no two splits (no two runs) draw the
-  // same masks, so their updates differ by the dropout's noise, not by normalization. verify
-  // checks the splits with the adapters' dropout off, and says so (VerifyResult::dropout_off).
-  WorkloadOptions without_dropout = options.workload;
-  without_dropout.lora.dropout = 0;
-  const WorkloadOptions& w = without_dropout;
+namespace {
+
+// Every check of run_verify before it builds anything (the options, the device, the memory):
+// run_verify_jobs makes them for each job before the first one runs.
+VerifySetup checked_setup(const VerifyOptions& options, const WorkloadOptions& w) {
   // The PyTorch reference (bench/reference/models.py) reads full-precision weights.
   if (!options.export_dir.empty() && w.lora.quantized()) {
     throw UserError("--export writes full-precision weights for the PyTorch reference, which has no quantised base; "
@@ -190,7 +176,7 @@ VerifyResult run_verify(const VerifyOptions& options) {
     throw UserError("--export does not write --packing bfd's document boundaries, so the PyTorch reference would "
                     "attend across documents; use --packing wrapped or none with --export, or drop --export");
   }
-  const VerifySetup setup = prepare(w);
+  VerifySetup setup = prepare(w);
   // The reference attends as the engine does, to the whole causal prefix; transformers masks keys
   // beyond a sliding window shorter than T, so a PASS would vouch for a step it does not run.
   if (!options.export_dir.empty() && !sliding_window_note(setup.model, w.seq_len).empty()) {
@@ -201,10 +187,36 @@ VerifyResult run_verify(const VerifyOptions& options) {
                     std::to_string(setup.model.sliding_window) + " or less with --export, or drop --export");
   }
   require_reducible_gradients(w, setup.device.str(), setup.launch.world_size);
-  if (!options.export_dir.empty() && setup.launch.rank == 0) create_export_directory(options.export_dir);
+  return setup;
+}
+
+// LoRA dropout draws a random mask in every micro-step: no two splits (no two runs) draw the
+// same masks, so their updates differ by the dropout's noise, not by normalization. verify
+// checks the splits with the adapters' dropout off, and says so (VerifyResult::dropout_off).
+WorkloadOptions without_dropout(WorkloadOptions w) {
+  w.lora.dropout = 0;
+  return w;
+}
+
+// One job's verify over `group` (null: one process). The jobs of a list share one group: a group
+// made again per job would let a fast rank reach the old store as it closes.
+VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, compat::ProcessGroup* group);
+
+}  // namespace
+
+VerifyResult run_verify(const VerifyOptions& options) {
+  const VerifySetup setup = checked_setup(options, without_dropout(options.workload));
   const std::unique_ptr<compat::ProcessGroup> group =
-      compat::ProcessGroup::from_environment(setup.device, w.dist_timeout_seconds);
-  if (group) require_same_options_on_every_rank(*group, describe_workload(w));
+      compat::ProcessGroup::from_environment(setup.device, options.workload.dist_timeout_seconds);
+  if (group) require_same_options_on_every_rank(*group, describe_workload(without_dropout(options.workload)));
+  return verify_job(options, setup, group.get());
+}
+
+namespace {
+
+VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, compat::ProcessGroup* group) {
+  const WorkloadOptions w = without_dropout(options.workload);
+  if (!options.export_dir.empty() && setup.launch.rank == 0) create_export_directory(options.export_dir);
   TrainOptions train_options;
   train_options.precision = setup.precision;
   train_options.optimizer = w.optimizer;
@@ -251,11 +263,11 @@ VerifyResult run_verify(const VerifyOptions& options) {
     write_reference_step(options.export_dir, step);
     result.export_dir = options.export_dir;
   }
-  trainer.set_process_group(group.get());
+  trainer.set_process_group(group);
 
   for (const SplitConfig& config : setup.grid) {
     Interruption& stop = result.interruption;
-    if (!stop.signal.empty() || stop_requested_on_any_rank(group.get(), setup.device.str())) {
+    if (!stop.signal.empty() || stop_requested_on_any_rank(group, setup.device.str())) {
       if (stop.signal.empty()) stop.signal = stop_cause();
       stop.splits_not_run.push_back(config.label());
       continue;
@@ -267,6 +279,34 @@ VerifyResult run_verify(const VerifyOptions& options) {
     result.all_pass = result.all_pass && result.splits.back().pass;
   }
   return result;
+}
+
+}  // namespace
+
+std::vector<VerifyResult> run_verify_jobs(const VerifyOptions& options) {
+  const WorkloadOptions& w = options.workload;
+  validate_workload(w);  // every combination of the lists
+  const std::vector<GridJob> jobs = grid_jobs(w);
+  if (jobs.size() > 1 && !options.export_dir.empty()) {
+    throw UserError("--export writes one reference step, and the lists make " + std::to_string(jobs.size()) +
+                    " jobs (" + job_flags(jobs.front(), w) + ", ...); give one of each list with --export");
+  }
+  // Every job checked before the first runs: a refused one loses no verified job.
+  std::vector<VerifySetup> setups;
+  for (const GridJob& job : jobs) {
+    const VerifyOptions one{job_workload(w, job), options.export_dir};
+    setups.push_back(checked_setup(one, without_dropout(one.workload)));
+  }
+  const std::unique_ptr<compat::ProcessGroup> group =
+      compat::ProcessGroup::from_environment(setups.front().device, w.dist_timeout_seconds);
+  // Once, with the lists (the exchange's store key is one: a second would read the first's).
+  if (group) require_same_options_on_every_rank(*group, describe_workload(without_dropout(w)));
+  std::vector<VerifyResult> results;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    results.push_back(verify_job(VerifyOptions{job_workload(w, jobs[i]), options.export_dir}, setups[i], group.get()));
+    if (!results.back().interruption.signal.empty()) break;  // the jobs after it are not verified
+  }
+  return results;
 }
 
 }  // namespace accumbench

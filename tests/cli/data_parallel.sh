@@ -53,6 +53,20 @@ if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" %
   check "data parallel verify: rank 1 prints nothing" test ! -s "$out.rank1"
 }
 
+# cli.data_parallel.verify_lists: two jobs of an optimizer list, one process group each in turn.
+verify_lists() {
+  dp_run 2 verify --model gpt2-tiny --batch 8 --seq-len 32 --lengths variable --optimizer adamw,sgd --micro-batches 2,4 \
+    --device cpu --threads 1
+  check "data parallel verify of a list: both jobs pass over 2 ranks, the last line says so" py '
+text = open(sys.argv[1], encoding="utf-8").read()
+if text.count("data parallel over 2 ranks") != 2: fail("not two jobs over 2 ranks")
+rows = split_rows(sys.argv[1])
+if len(rows) != 4 or not all(r.endswith("PASS") for r in rows): fail("rows %s" % rows)
+if "PASS in every job of the lists (2)" not in text: fail("no last line")
+' "$out"
+  check "data parallel verify of a list: rank 1 prints nothing" test ! -s "$out.rank1"
+}
+
 # cli.data_parallel.sweep
 sweep() {
   # With a --time-budget: every rank decides on rank 0's times, so both run the same rounds.
@@ -245,7 +259,7 @@ if "could not join the process group" not in text or "1 of 2 ranks joined within
 
 mode=${case_args[0]:-}
 case $mode in
-  verify | sweep | lora_plan | mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice | bf16_gloo) "$mode" ;;
+  verify | verify_lists | sweep | lora_plan | mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice | bf16_gloo) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
