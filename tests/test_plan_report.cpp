@@ -188,7 +188,7 @@ std::string largest_words_with(const Tiny& t, void (*edit)(ab::PlanOptions&, ab:
   std::string words;
   for (const ab::LargestSplit& l : ab::largest_fitting_splits(t.cfg, options, workload, usable))
     words += std::string(words.empty() ? "" : "; ") + (l.knobs.empty() ? "" : l.knobs + ": ") +
-             (l.split.micro_batch > 0 ? l.split.label() : std::string("none"));
+             (l.split.micro_batch > 0 ? l.split.shape_label() : std::string("none"));
   return words;
 }
 
@@ -632,8 +632,7 @@ TEST(PlanReport, ChangesToTheLightestJobLeaveOutTheListsValues) {
   t.workload.precisions = {ab::Precision::kFp32, ab::Precision::kBf16};
   t.workload.grid.other_optimizers = {ab::OptimizerKind::kAdamW8bit};
   const ab::LightestJob lightest = ab::lightest_job(t.cfg, t.options, t.workload);
-  const std::vector<ab::FitChange> changes = ab::changes_to_fit(
-      t.cfg, ab::plan_options_for(t.options, lightest.job), ab::job_workload(t.workload, lightest.job), 1024, &t.workload);
+  const std::vector<ab::FitChange> changes = ab::changes_to_fit(t.cfg, t.options, t.workload, lightest, 1024);
   ASSERT_FALSE(changes.empty());
   std::vector<std::string> options;
   for (const ab::FitChange& c : changes) options.push_back(c.options);

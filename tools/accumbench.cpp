@@ -944,13 +944,9 @@ int PlanCommand::run() {
   ab::PlanReport report{plans, planned, target_modules, device_words, limit, headroom_bytes, {}, {}, ""};
   report.largest = ab::largest_fitting_per_job(cfg, o, w, memory);
   // Nothing fits in any job of the lists: the changes to the lightest of them.
-  const bool nothing_fits = memory > 0 && std::none_of(report.largest.begin(), report.largest.end(), [](const ab::JobLargest& job) {
-    return std::any_of(job.largest.begin(), job.largest.end(), [](const ab::LargestSplit& l) { return l.split.micro_batch > 0; });
-  });
-  if (nothing_fits) {
+  if (memory > 0 && std::none_of(report.largest.begin(), report.largest.end(), [](const ab::JobLargest& job) { return job.fits(); })) {
     const ab::LightestJob lightest = ab::lightest_job(cfg, o, w);
-    report.changes =
-        ab::changes_to_fit(cfg, ab::plan_options_for(o, lightest.job), ab::job_workload(w, lightest.job), memory, &w);
+    report.changes = ab::changes_to_fit(cfg, o, w, lightest, memory);
     report.changes_which = lightest.which;
   }
   for (const std::string& line : ab::largest_lines(report)) std::cout << line << "\n";

@@ -54,7 +54,8 @@ std::vector<LargestSplit> largest_fitting_splits(const ModelConfig& cfg, const P
 struct JobLargest {
   GridJob job;
   std::string flags;
-  std::vector<LargestSplit> largest;
+  std::vector<LargestSplit> largest;  // each split names the job (optimizer, dtypes; precision)
+  bool fits() const;                  // some split fits
 };
 std::vector<JobLargest> largest_fitting_per_job(const ModelConfig& cfg, const PlanOptions& options,
                                                 const WorkloadOptions& workload, int64_t usable_bytes);
@@ -82,6 +83,9 @@ std::string largest_words(const std::vector<LargestSplit>& largest);
 // hold already is left out, since that job is planned (or swept) beside it.
 std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,
                                       int64_t usable_bytes, const WorkloadOptions* lists = nullptr);
+// The same for the lightest job of `lists` (lightest_job), as the plan and the sweep's advice name them.
+std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& lists,
+                                      const LightestJob& lightest, int64_t usable_bytes);
 // For a sweep whose splits memory stopped: one sentence on what the plan fits in `usable_bytes`.
 // Splits of the job as given, in each of its precisions, that the sweep did not try (`tried`: its
 // grid) when the plan fits some; else the changes that would fit, alone or the fewest together (changes_to_fit); else that

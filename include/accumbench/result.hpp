@@ -154,7 +154,6 @@ struct GridJob {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   Precision precision = Precision::kFp32;
   bool operator==(const GridJob& other) const;
-  bool operator!=(const GridJob& other) const { return !(*this == other); }
 };
 // The jobs in split_grid's order: the weights' dtypes outermost, then the adapters', the
 // optimizers, the precisions (each list in the order given).

@@ -73,6 +73,9 @@ LargestSplit largest_with(const ModelConfig& cfg, const Job& job, const char* wo
     split.chunked_loss = chunked;
     split.optimizer_in_backward = job.in_backward;
     split.world_size = job.options.world_size;
+    split.optimizer = job.options.optimizer;  // the split names its job, as the grid's do
+    split.weights_dtype = job.options.weights_dtype;
+    split.adapter_dtype = job.options.lora.adapter_dtype;
     const MemoryPlan plan = plan_memory(cfg, job.options, split);
     if (plan.peak_bytes <= usable_bytes) {
       largest.split = split;
@@ -109,6 +112,7 @@ FitChange change_with(const ModelConfig& cfg, const Job& job, bool chunked_by_ch
 }  // namespace
 
 bool FitChange::fits() const { return any_fits(largest); }
+bool JobLargest::fits() const { return any_fits(largest); }
 
 std::vector<LargestSplit> largest_fitting_splits(const ModelConfig& cfg, const PlanOptions& options,
                                                  const WorkloadOptions& workload, int64_t usable_bytes) {
@@ -284,14 +288,8 @@ std::vector<JobLargest> largest_fitting_per_job(const ModelConfig& cfg, const Pl
   std::vector<JobLargest> out;
   if (usable_bytes <= 0) return out;
   for (const GridJob& job : grid_jobs(workload)) {
-    std::vector<LargestSplit> largest =
-        largest_fitting_splits(cfg, plan_options_for(options, job), job_workload(workload, job), usable_bytes);
-    for (LargestSplit& l : largest) {  // the split names its job, as the grid's do
-      l.split.weights_dtype = job.weights_dtype;
-      l.split.adapter_dtype = job.adapter_dtype;
-      l.split.optimizer = job.optimizer;
-    }
-    out.push_back({job, job_flags(job, workload), std::move(largest)});
+    out.push_back({job, job_flags(job, workload),
+                   largest_fitting_splits(cfg, plan_options_for(options, job), job_workload(workload, job), usable_bytes)});
   }
   return out;
 }
@@ -356,6 +354,12 @@ LightestJob lightest_job(const ModelConfig& cfg, const PlanOptions& options, con
   return lightest;
 }
 
+std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& lists,
+                                      const LightestJob& lightest, int64_t usable_bytes) {
+  return changes_to_fit(cfg, plan_options_for(options, lightest.job), job_workload(lists, lightest.job), usable_bytes,
+                        &lists);
+}
+
 std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const WorkloadOptions& workload,
                        int64_t usable_bytes, const std::vector<SplitConfig>& tried) {
   if (usable_bytes <= 0) return "";
@@ -393,8 +397,7 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
   // Several jobs: the changes to the lightest (a dtype or optimizer the sweep ran is no change to
   // name, and the others need more memory than it).
   const LightestJob lightest = lightest_job(cfg, options, workload);
-  const std::vector<FitChange> changes = changes_to_fit(cfg, plan_options_for(options, lightest.job),
-                                                        job_workload(workload, lightest.job), usable_bytes, &workload);
+  const std::vector<FitChange> changes = changes_to_fit(cfg, options, workload, lightest, usable_bytes);
   std::string fitting;
   size_t combined = 1;
   for (const FitChange& c : changes) {
