@@ -368,9 +368,19 @@ TEST(Optimizers, VerifyOfListsVerifiesEachJobAsItsOwn) {
   w.micro_batches = {2, 8};
   w.grid.other_optimizers = {ab::OptimizerKind::kSgd};
   w.grid.other_weights_dtypes = {ab::Precision::kBf16};
-  const std::vector<ab::VerifyResult> results = ab::run_verify_jobs(ab::VerifyOptions{w, {}});
+  // Each job's result reaches the callback as the job ends, the one the call returns.
+  std::vector<std::pair<ab::OptimizerKind, double>> streamed;
+  const std::vector<ab::VerifyResult> results =
+      ab::run_verify_jobs(ab::VerifyOptions{w, {}}, [&](const ab::VerifyResult& r) {
+        streamed.emplace_back(r.optimizer, r.reference_loss);
+      });
   const std::vector<ab::GridJob> jobs = ab::grid_jobs(w);
   ASSERT_EQ(results.size(), 4u);
+  ASSERT_EQ(streamed.size(), 4u);
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(streamed[i].first, results[i].optimizer);
+    EXPECT_EQ(streamed[i].second, results[i].reference_loss);
+  }
   ASSERT_EQ(jobs.size(), 4u);
   for (size_t i = 0; i < jobs.size(); ++i) {
     const ab::VerifyResult alone = ab::run_verify(ab::job_workload(w, jobs[i]));

@@ -90,6 +90,27 @@ struct OutputFiles {
 };
 
 // The workload options as CLI11 fills them (words), turned into typed options by apply().
+void print_note(const std::string& note);
+
+// "--optimizer lists adamw more than once": a value given twice in a list counts once (in its first
+// place); said, since a repeat is more often another value mistyped than a wish.
+template <typename Value, typename Name>
+void note_repeats(const std::string& flag, const std::vector<Value>& values, Name name) {
+  std::vector<Value> seen, repeated;
+  for (const Value& value : values) {
+    const bool again = std::find(seen.begin(), seen.end(), value) != seen.end();
+    if (again && std::find(repeated.begin(), repeated.end(), value) == repeated.end()) repeated.push_back(value);
+    if (!again) seen.push_back(value);
+  }
+  const char* rank = std::getenv("RANK");  // under torchrun, rank 0 says it
+  if (repeated.empty() || (rank != nullptr && std::atoi(rank) != 0)) return;
+  std::string words;
+  for (size_t i = 0; i < repeated.size(); ++i) {
+    words += (i == 0 ? "" : i + 1 == repeated.size() ? " and " : ", ") + name(repeated[i]);
+  }
+  print_note(flag + " lists " + words + " more than once; the repeats are dropped");
+}
+
 struct WorkloadFlags {
   ab::Command command;
   ab::WorkloadOptions workload;
@@ -103,6 +124,7 @@ struct WorkloadFlags {
   std::vector<std::string> optimizers;     // --optimizer (sweep: a list)
   std::string trl_config, axolotl_config;  // --trl-config, --axolotl-config (read_config)
   CLI::App* cli = nullptr;                 // the subcommand: which options were given
+  bool one_job = false;  // calibrate-framework: one precision and dtype each (the sweep's defaults otherwise)
 
   explicit WorkloadFlags(ab::Command c) : command(c), workload(ab::workload_defaults(c)) {
     precisions = {ab::join_precisions(workload.precisions)};
@@ -118,8 +140,10 @@ struct WorkloadFlags {
   ab::WorkloadOptions apply() {
     ab::WorkloadOptions& w = workload;
     w.precisions.clear();
+    std::vector<ab::Precision> given_precisions;
     for (const std::string& p : precisions) {  // a precision given twice is kept once, as every list
       const ab::Precision precision = ab::precision_from_string(p);
+      given_precisions.push_back(precision);
       if (std::find(w.precisions.begin(), w.precisions.end(), precision) == w.precisions.end()) w.precisions.push_back(precision);
     }
     ab::set_lengths(w.data, lengths);
@@ -159,6 +183,17 @@ struct WorkloadFlags {
     // A trainer config's gradient_checkpointing counts as given: the file says what runs.
     const bool config_checkpointing = read_config(w);
     ab::apply_base_quant_defaults(w, checkpointing_given || config_checkpointing);
+    const auto dtype_name = [](ab::Precision p) { return ab::to_string(p); };
+    note_repeats("--micro-batches", w.micro_batches, [](int64_t m) { return std::to_string(m); });
+    std::vector<int64_t> micro_batches;  // kept once, in their first places, as every list
+    for (int64_t m : w.micro_batches) {
+      if (std::find(micro_batches.begin(), micro_batches.end(), m) == micro_batches.end()) micro_batches.push_back(m);
+    }
+    w.micro_batches = micro_batches;
+    note_repeats("--precision", given_precisions, dtype_name);
+    note_repeats("--weights-dtype", dtypes, dtype_name);
+    note_repeats("--optimizer", kinds, [](ab::OptimizerKind k) { return ab::to_string(k); });
+    note_repeats("--adapter-dtype", adapters, dtype_name);
     return w;
   }
 
@@ -270,9 +305,11 @@ void add_model_options(CLI::App* command, WorkloadFlags& f) {
 }
 
 // How a subcommand takes a list of precisions, optimizers or dtypes: sweep runs, plan plans and
-// verify checks every split in each ("in each precision"; verify each job against its own reference).
-std::string list_help(ab::Command command, const std::string& each) {
-  const char* verb = command == ab::Command::kSweep ? "sweeps" : command == ab::Command::kPlan ? "plans" : "verifies";
+// verify checks every split in each ("in each precision"; verify each job against its own reference);
+// calibrate-framework measures one job (calibrate_framework refuses a list).
+std::string list_help(const WorkloadFlags& f, const std::string& each) {
+  if (f.one_job) return "; one value: calibrate-framework measures one job";
+  const char* verb = f.command == ab::Command::kSweep ? "sweeps" : f.command == ab::Command::kPlan ? "plans" : "verifies";
   return std::string("; a list ") + verb + " each (every split " + each + ")";
 }
 
@@ -292,7 +329,7 @@ void add_shape_options(CLI::App* command, WorkloadFlags& f) {
   command->add_option("--precision", f.precisions,
                       std::string(sweep ? "fp32, bf16 (autocast) or fp16 (autocast + loss scaling, CUDA)"
                                         : "fp32, bf16 or fp16 (autocast)") +
-                          list_help(f.command, "in each precision"))
+                          list_help(f, "in each precision"))
       ->delimiter(',')
       ->capture_default_str();
 }
@@ -375,10 +412,14 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
   command->add_option("--weights-dtype", f.weights_dtypes,
                       "dtype the weights are stored in: fp32, bf16 or fp16 (fp16: CUDA); with LoRA the frozen base's "
                       "(the adapters': --adapter-dtype)" +
-                          list_help(f.command, "with the weights in each dtype"))
+                          list_help(f, "with the weights in each dtype"))
       ->delimiter(',')
       ->capture_default_str();
-  const std::string optimizer_count = list_help(f.command, "with each optimizer");
+  // calibrate-framework steps AdamW on both sides whatever is given (a note says so).
+  const std::string optimizer_count =
+      f.one_job ? "; calibrate-framework steps adamw on both sides (the optimizer runs once per step, outside the "
+                  "time per micro-step)"
+                : list_help(f, "with each optimizer");
   command->add_option("--optimizer", f.optimizers,
                       "adamw (torch.optim.AdamW with the fused kernel on CUDA, one tensor at a time on the CPU: "
                       "transformers' adamw_torch_fused), adamw-foreach (torch.optim.AdamW's default kernels on CUDA, "
@@ -418,7 +459,7 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
                       "with LoRA, the dtype of the adapters, their gradients and AdamW moments: fp32 (PEFT's "
                       "autocast_adapter_dtype) or bf16 (TRL 1.x's SFTTrainer over a quantised base; PEFT's "
                       "autocast_adapter_dtype=False over a bf16 base)" +
-                          list_help(f.command, "with the adapters in each dtype"))
+                          list_help(f, "with the adapters in each dtype"))
       ->delimiter(',')
       ->capture_default_str();
 }
@@ -616,6 +657,7 @@ struct CalibrateFrameworkCommand {
         "measure a Python training loop's host time per micro-step on this device (the PyTorch reference, plain "
         "and hf-trl, against the engine, on the same job: full or LoRA, checkpointed or not) for sweep "
         "--framework-overhead auto");
+    flags.one_job = true;
     add_workload_options(command, flags);
     options.reference_dir = std::string(ACCUMBENCH_SOURCE_DIR) + "/bench/reference";
     command->add_option("--steps", options.sweep.steps, "timed steps per split on each side")->capture_default_str();
@@ -692,14 +734,25 @@ struct VerifyCommand {
     const std::vector<std::string> model_notes = shape_notes(ab::resolve_model(w.model), w.seq_len);  // before the run
     ab::stop_on_interrupt("the split in progress");  // Ctrl-C: the splits verified so far are printed (interrupt.hpp)
     // Lists: each job of them on its own (its splits against its own reference).
-    const std::vector<ab::VerifyResult> results = ab::run_verify_jobs(ab::VerifyOptions{w, export_dir});
-    if (primary) print_note(ab::optimizer_in_backward_note(w, launched_world_size()));
-    for (const std::string& note : model_notes) if (primary) print_note(note);
-    if (primary) print_note(ab::idle_data_options_note(w));
-    for (size_t i = 0; i < results.size() && primary; ++i) {
-      if (i > 0) std::cout << "\n";
-      ab::print_verify(results[i], std::cout);
-    }
+    // Each job's result as it ends (a list of jobs takes one verify each), after the notes.
+    bool noted = false;
+    const auto notes = [&] {
+      if (noted || !primary) return;
+      noted = true;
+      print_note(ab::optimizer_in_backward_note(w, launched_world_size()));
+      for (const std::string& note : model_notes) print_note(note);
+      print_note(ab::idle_data_options_note(w));
+    };
+    size_t printed = 0;
+    const std::vector<ab::VerifyResult> results =
+        ab::run_verify_jobs(ab::VerifyOptions{w, export_dir}, [&](const ab::VerifyResult& result) {
+          notes();
+          if (!primary) return;
+          if (printed++ > 0) std::cout << "\n";
+          ab::print_verify(result, std::cout);
+          std::cout << std::flush;
+        });
+    notes();
     if (primary) print_jobs_summary(w, results);
     // A split that failed is the finding; otherwise an interrupted verify exits as the signal asks.
     const bool all_pass =

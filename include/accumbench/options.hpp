@@ -171,6 +171,10 @@ struct LoraOptions;
 // gradients in bf16). "" there or with fp32 adapters; else the sentence that names the fix (fp16
 // autocast, fp32 activations, fp16 weights).
 std::string adapter_dtype_problem(const LoraOptions& lora, Precision precision, Precision weights_dtype);
+// Where weights stored in `dtype` run: fp16 needs CUDA (the CPU build's matrix products have no fp16
+// kernels). "" where they run; else the sentence that refuses them, for the engine (`cuda`: the
+// device is one) and for the plan (`planning`: it names --device cuda as a fix too).
+std::string weights_dtype_device_problem(Precision dtype, bool cuda, bool planning);
 
 // Low-rank adapters on a frozen base (rank 0: full fine-tuning).
 struct LoraOptions {

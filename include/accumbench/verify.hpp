@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -125,8 +126,10 @@ inline VerifyResult run_verify(const WorkloadOptions& workload) { return run_ver
 // verify of a workload's lists (--precision, --optimizer, --weights-dtype, --adapter-dtype): each
 // job of grid_jobs on its own, its splits against its own reference (two jobs compute different
 // updates), in the grid's order; every job is checked before the first runs. A signal stops after
-// the job it interrupted: the results end there. --export takes one job.
-std::vector<VerifyResult> run_verify_jobs(const VerifyOptions& options);
+// the job it interrupted: the results end there. --export takes one job. `on_job`, when given, has
+// each job's result as the job ends (the CLI prints it then, not after the last job).
+std::vector<VerifyResult> run_verify_jobs(const VerifyOptions& options,
+                                          const std::function<void(const VerifyResult&)>& on_job = {});
 
 // The model alone as `verify --export`'s index.json holds it ({"model": {...}}, docs/EXPORT.md):
 // what bench/reference/step_bench.py and hf_real_step.py read for a shape, without the weights

@@ -64,9 +64,8 @@ void require_cuda_for_graphs(c10::Device device) {
 }
 
 void require_weights_dtype_runs_on(Precision dtype, c10::Device device) {
-  if (dtype != Precision::kFp16 || device.is_cuda()) return;
-  throw UserError("--weights-dtype fp16 needs a CUDA device (the CPU build's matrix products have no fp16 kernels); "
-                  "use --weights-dtype bf16 or fp32 on the CPU");
+  const std::string problem = weights_dtype_device_problem(dtype, device.is_cuda(), /*planning=*/false);
+  if (!problem.empty()) throw UserError(problem);
 }
 
 double StepOutcome::loss() const { return loss_sum.defined() ? loss_sum.item<double>() : 0.0; }

@@ -76,9 +76,9 @@ using namespace plan_detail;
 void check_split(const ModelConfig& m, const PlanOptions& o, const SplitConfig& s) {
   if (s.precision == Precision::kFp16 && o.cpu) throw UserError("fp16 needs a CUDA device; use bf16 or fp32 on the CPU");
   // As the trainer refuses it (require_weights_dtype_runs_on): a plan for the CPU of a step it cannot run.
-  if (o.weights_dtype == Precision::kFp16 && o.cpu) {
-    throw UserError("--weights-dtype fp16 needs a CUDA device (the CPU build's matrix products have no fp16 kernels); "
-                    "plan with --device cuda, or use --weights-dtype bf16 or fp32 on the CPU");
+  if (const std::string problem = weights_dtype_device_problem(o.weights_dtype, !o.cpu, /*planning=*/true);
+      !problem.empty()) {
+    throw UserError(problem);
   }
   if (s.optimizer_in_backward && s.accum_steps != 1) {
     throw UserError("optimizer-in-backward needs accumulation steps = 1; plan micro-batch = batch");

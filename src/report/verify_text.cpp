@@ -28,6 +28,8 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
       << ", loss normalization " << to_string(r.loss_normalization);
   if (r.world_size > 1) out << ", data parallel over " << r.world_size << " ranks (splits per rank)";
   if (r.weights_dtype != Precision::kFp32) out << ", " << to_string(r.weights_dtype) << " weights";
+  // A job of --adapter-dtype fp32,bf16 is told apart in its first line too.
+  if (r.lora.enabled() && r.lora.adapter_dtype != Precision::kFp32) out << ", " << to_string(r.lora.adapter_dtype) << " adapters";
   if (r.optimizer != OptimizerKind::kAdamW) out << ", optimizer " << to_string(r.optimizer);
   out << "\n";
   if (r.lora.enabled()) {

@@ -283,7 +283,8 @@ VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, 
 
 }  // namespace
 
-std::vector<VerifyResult> run_verify_jobs(const VerifyOptions& options) {
+std::vector<VerifyResult> run_verify_jobs(const VerifyOptions& options,
+                                          const std::function<void(const VerifyResult&)>& on_job) {
   const WorkloadOptions& w = options.workload;
   validate_workload(w);  // every combination of the lists
   const std::vector<GridJob> jobs = grid_jobs(w);
@@ -304,6 +305,7 @@ std::vector<VerifyResult> run_verify_jobs(const VerifyOptions& options) {
   std::vector<VerifyResult> results;
   for (size_t i = 0; i < jobs.size(); ++i) {
     results.push_back(verify_job(VerifyOptions{job_workload(w, jobs[i]), options.export_dir}, setups[i], group.get()));
+    if (on_job) on_job(results.back());
     if (!results.back().interruption.signal.empty()) break;  // the jobs after it are not verified
   }
   return results;

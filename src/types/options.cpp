@@ -166,6 +166,13 @@ Precision adapter_dtype_from_string(const std::string& text) {
                   "default) or bf16 (TRL's QLoRA)");
 }
 
+std::string weights_dtype_device_problem(Precision dtype, bool cuda, bool planning) {
+  if (dtype != Precision::kFp16 || cuda) return "";
+  return std::string("--weights-dtype fp16 needs a CUDA device (the CPU build's matrix products have no fp16 "
+                     "kernels); ") +
+         (planning ? "plan with --device cuda, or " : "") + "use --weights-dtype bf16 or fp32 on the CPU";
+}
+
 std::string adapter_dtype_problem(const LoraOptions& lora, Precision precision, Precision weights_dtype) {
   if (!lora.enabled() || lora.adapter_dtype == Precision::kFp32) return "";
   const std::string fix = "; use --precision bf16, or --adapter-dtype fp32";
