@@ -300,8 +300,8 @@ TEST(HtmlReport, AnEmulatedOptimizerIsMarkedApproximate) {
   EXPECT_NE(several.str().find("approximate: paged-adamw8bit is emulated"), std::string::npos);
   EXPECT_NE(several.str().find("approximate: adamw8bit is emulated"), std::string::npos);
   EXPECT_EQ(several.str().find("approximate: sgd"), std::string::npos);
-  EXPECT_NE(several.str().find(" · fp32 · adamw,paged-adamw8bit,sgd,adamw8bit · AMD EPYC"), std::string::npos);
-  EXPECT_EQ(several.str().find(" · adamw,sgd · "), std::string::npos);
+  EXPECT_NE(several.str().find(" · fp32 · adamw/paged-adamw8bit/sgd/adamw8bit · AMD EPYC"), std::string::npos);
+  EXPECT_EQ(several.str().find(" · adamw/sgd · "), std::string::npos);
 }
 
 TEST(HtmlReport, FailedRunIsALabelledGapInEveryBarChart) {
@@ -625,6 +625,38 @@ TEST(ChromeTrace, InterleavedMicroStepsFallBackToPhasesUnderTheStep) {
   for (const json& e : trace.at("traceEvents")) {
     if (e.at("ph") == "X" && e.at("pid") == 2) EXPECT_NE(e.at("cat"), "micro_step");
   }
+}
+
+// A precision sweep: two runs of one label (2×2 fp32 and 2×2 bf16) are told apart in every place
+// a report names a split — the HTML table's precision column, the recommended split, the charts'
+// bars, the trace's processes and the Markdown recommendation (they read label() alone before).
+TEST(HtmlReport, PrecisionSweepsNameEachRunsPrecision) {
+  SweepResult result = make_sweep();
+  result.runs.pop_back();  // the oom 4×1
+  result.runs.push_back(result.runs[1]);
+  result.runs.back().config.precision = Precision::kBf16;
+  result.recommendation.best_index = 2;
+  result.recommendation.tied_indices = {1, 2};
+  const std::string html = render_html(result);
+  EXPECT_NE(html.find("<div class=\"rec-label\">2×2 bf16</div>"), std::string::npos);
+  EXPECT_NE(html.find("Equivalent to the fastest within ±3 %: 2×2 fp32"), std::string::npos);
+  EXPECT_NE(html.find(">precision</th>"), std::string::npos);
+  EXPECT_GE(count(chart_element(html, "chart-step-time"), "2×2 bf16"), 1u);
+  EXPECT_GE(count(chart_element(html, "chart-step-time"), "2×2 fp32"), 1u);
+
+  const json trace = render_trace(result);
+  std::map<int, std::string> names;
+  for (const json& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "process_name") names[e.at("pid")] = e.at("args").at("name");
+  }
+  EXPECT_EQ(names, (std::map<int, std::string>{{1, "1×4 fp32"}, {2, "2×2 fp32"}, {3, "2×2 bf16"}}));
+
+  std::ostringstream markdown;
+  MarkdownReporter().report(result, markdown);
+  EXPECT_NE(markdown.str().find("**Recommendation:** 2×2 bf16 — "), std::string::npos) << markdown.str();
+
+  // One precision: the labels alone, as before.
+  EXPECT_EQ(render_html(make_sweep()).find(">precision</th>"), std::string::npos);
 }
 
 }  // namespace

@@ -166,7 +166,7 @@ TEST(ConsoleReporter, HeaderNamesTheOptimizersOfTheRuns) {
   const std::vector<std::string> lines = report_lines(ConsoleReporter(), result);
   ASSERT_GE(lines.size(), 7u);
   EXPECT_EQ(lines[0], std::string(kContextLine) +
-                          ", optimizers adamw, sgd, adamw8bit (adamw8bit emulated: memory exact, time approximate)");
+                          ", optimizers adamw/sgd/adamw8bit (adamw8bit emulated: memory exact, time approximate)");
   EXPECT_EQ(lines[3].rfind("8\u00d78 ", 0), 0u) << lines[3];
   EXPECT_EQ(lines[4].rfind("1\u00d764 ckpt sgd ", 0), 0u) << lines[4];
   EXPECT_EQ(lines[5].rfind("64\u00d71 oib adamw8bit ", 0), 0u) << lines[5];
@@ -186,7 +186,7 @@ TEST(ConsoleReporter, HeaderNamesTheWeightsDtypesOfTheRuns) {
   result.runs[2].config.weights_dtype = Precision::kBf16;
   const std::vector<std::string> lines = report_lines(ConsoleReporter(), result);
   ASSERT_GE(lines.size(), 7u);
-  EXPECT_EQ(lines[0], std::string(kContextLine) + ", fp32,bf16 weights");
+  EXPECT_EQ(lines[0], std::string(kContextLine) + ", fp32/bf16 weights");
   EXPECT_EQ(lines[3].rfind("8\u00d78 ", 0), 0u) << lines[3];
   EXPECT_EQ(lines[4].rfind("1\u00d764 ckpt bf16-weights ", 0), 0u) << lines[4];
   EXPECT_NE(lines[6].find("; bf16-weights: the weights stored in that dtype (--weights-dtype), fp32 unless named;"),

@@ -362,7 +362,7 @@ TEST(Recommend, UnpairedRunsAreComparedThroughTheirMeans) {
 
 // A resumed sweep: the file's split (another session) first, then two measured now. The two of
 // this session pair by round; the file's one is compared through the means.
-TEST(Recommend, RunsPairWithinTheSessionMostRunsCameFrom) {
+TEST(Recommend, RunsOfTheFileAreUnpairedWithThoseMeasuredNow) {
   std::vector<RunResult> runs = {timed(1, 64, 2.0, 1 * kGiB), timed(8, 8, 1.0, 5 * kGiB), timed(4, 16, 1.05, 3 * kGiB)};
   runs[0].session = 5;
   const Recommendation r = recommend(runs);
@@ -372,6 +372,31 @@ TEST(Recommend, RunsPairWithinTheSessionMostRunsCameFrom) {
   EXPECT_EQ(r.decision.comparisons[0].paired_rounds, 20);
   EXPECT_EQ(r.decision.comparisons[1].index, 0);
   EXPECT_EQ(r.decision.comparisons[1].paired_rounds, 0);
+}
+
+// A file resumed twice holds two sweeps of two runs each: each pair is paired within its own
+// sweep's rounds (a tie between sessions used to pair the lower id's runs only, and the fastest
+// and its runner-up of the other sweep were compared unpaired, "0 paired rounds"); runs of
+// different sweeps are compared through their means, and the reason says so.
+TEST(Recommend, EachSweepsRunsPairWithinItsOwnRounds) {
+  std::vector<RunResult> runs = {timed(1, 64, 2.0, 1 * kGiB), timed(2, 32, 1.9, 1 * kGiB), timed(8, 8, 1.0, 5 * kGiB),
+                                 timed(4, 16, 1.05, 3 * kGiB)};
+  runs[0].session = runs[1].session = 3;
+  runs[2].session = runs[3].session = 7;
+  const Recommendation r = recommend(runs);
+  EXPECT_EQ(r.decision.fastest, 2);
+  ASSERT_EQ(r.decision.comparisons.size(), 3u);
+  for (const Comparison& c : r.decision.comparisons) {
+    EXPECT_EQ(c.paired_rounds, c.index == 3 ? 20 : 0) << c.index;
+  }
+  EXPECT_NE(r.reason.find("20 paired rounds"), std::string::npos) << r.reason;
+
+  // The runner-up of another sweep: compared through the means, in those words.
+  runs[3].session = 3;
+  const Recommendation unpaired = recommend(runs);
+  EXPECT_EQ(unpaired.decision.fastest, 2);
+  EXPECT_NE(unpaired.reason.find("unpaired: timed in different sweeps"), std::string::npos) << unpaired.reason;
+  EXPECT_EQ(unpaired.reason.find("0 paired rounds"), std::string::npos) << unpaired.reason;
 }
 
 TEST(Recommend, PrecisionSweepsNameThePrecisionInTheReason) {

@@ -125,15 +125,15 @@ struct DecisionOptions {
 // the paired estimate of their ratio (Decision in result.hpp).
 Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidates, const DecisionOptions& options);
 
-// The evidence held by finished runs: their timed steps by (session, round); steps with round −1,
-// or of another session than the one most runs were timed in, are unpaired. A run without a
-// clip_seconds (older files) is winsorized at kClipFactor × its median.
 // What --framework-overhead adds to each step of `run`: the time per micro-step × its micro-steps.
 inline double framework_seconds_per_step(const RunResult& run, double framework_seconds_per_micro_step) {
   return framework_seconds_per_micro_step * static_cast<double>(run.config.accum_steps);
 }
 
-// `framework_seconds_per_micro_step` is added to every step (framework_seconds_per_step).
+// The evidence held by finished runs: their timed steps by (session, round), each sweep's runs
+// paired within its own rounds (a resumed file holds several sweeps'); steps with round −1 (timed
+// alone) are unpaired. A run without a clip_seconds (older files) is winsorized at kClipFactor ×
+// its median. `framework_seconds_per_micro_step` is added to every step (framework_seconds_per_step).
 RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double confidence,
                                  double framework_seconds_per_micro_step = 0);
 

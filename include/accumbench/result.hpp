@@ -339,6 +339,10 @@ struct Interruption {
   bool whole() const { return signal.empty() && !saved_while_running && error.empty(); }
 };
 
+// A run's name in every report: its label, and its precision when `runs` (the sweep's) hold several
+// ("8×8 bf16"; the label names every other dimension of the grid that varies).
+std::string run_label(const RunResult& run, const std::vector<RunResult>& runs);
+
 struct SweepResult {
   SweepContext context;
   std::vector<RunResult> runs;

@@ -128,8 +128,8 @@ std::vector<Slice> micro_step_slices(const std::vector<PhaseSlice>& phases, int6
   return slices;
 }
 
-void append_run(const RunResult& run, int pid, int sort_index, std::vector<json>& events) {
-  std::string process = run.config.label();
+void append_run(const RunResult& run, const std::string& label, int pid, int sort_index, std::vector<json>& events) {
+  std::string process = label;
   if (run.status != RunStatus::kOk)
     process += std::string(" (") + run_status_name(run.status) + ")";
   events.push_back(metadata_event("process_name", pid, 0, {{"name", process}}));
@@ -154,7 +154,7 @@ void append_run(const RunResult& run, int pid, int sort_index, std::vector<json>
     step.end_ns = std::max(step.end_ns, p.end_ns);
     peak = std::max(peak, p.span.peak_bytes);
   }
-  step.args = {{"split", run.config.label()},
+  step.args = {{"split", label},
                {"micro_batch", run.config.micro_batch},
                {"accum_steps", run.config.accum_steps},
                {"precision", to_string(run.config.precision)},
@@ -192,7 +192,8 @@ void append_run(const RunResult& run, int pid, int sort_index, std::vector<json>
 void ChromeTraceReporter::report(const SweepResult& result, std::ostream& out) const {
   std::vector<json> events;
   for (std::size_t i = 0; i < result.runs.size(); ++i) {
-    append_run(result.runs[i], static_cast<int>(i) + 1, static_cast<int>(i), events);
+    append_run(result.runs[i], run_label(result.runs[i], result.runs), static_cast<int>(i) + 1, static_cast<int>(i),
+               events);
   }
   const SweepContext& c = result.context;
   const json other = {{"generator", "accumbench"},

@@ -111,9 +111,10 @@ void add_identity_columns(std::vector<ColumnDef>& all) {
     ColumnDef c;
     c.id = "precision";
     c.header = "precision";
+    c.html_header = "precision";
     c.csv = "precision";
     c.align = Align::kLeft;
-    c.console = c.markdown = Shown::kWhenVaries;
+    c.console = c.markdown = c.html = Shown::kWhenVaries;
     c.cell = [](const RunResult& r, const TableContext&) { return to_string(r.config.precision); };
     c.raw = [](const RunResult& r) { return to_string(r.config.precision); };
     all.push_back(c);

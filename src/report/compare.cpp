@@ -141,7 +141,23 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   // A stopped sweep's splits may have fewer timed steps than the other's, or none.
   for (const auto& [name, result] : {std::pair<const char*, const SweepResult*>{"A", &a}, {"B", &b}}) {
     const Interruption& stop = result->interruption;
-    if (stop.whole()) continue;
+    if (stop.whole()) {
+      // A --resume with shorter lists keeps what a stopped file had not finished outside them.
+      int64_t steps = 0;
+      try {
+        steps = std::stoll(recorded_option(result->context.options, "steps").value_or("0"));
+      } catch (const std::exception&) {  // a file without a readable --steps: no run is short of it
+      }
+      size_t short_runs = 0;
+      for (const RunResult& run : result->runs) {
+        if (run.status == RunStatus::kOk && static_cast<int64_t>(run.steps.size()) < steps) ++short_runs;
+      }
+      if (short_runs == 0 && stop.splits_not_run.empty()) continue;
+      out << "warning: " << name << " keeps splits an earlier, stopped sweep did not finish (" << short_runs
+          << " short of --steps, " << stop.splits_not_run.size()
+          << " never begun); its recommendation names them, and --resume with their lists finishes them\n";
+      continue;
+    }
     out << "warning: " << name
         << (!stop.signal.empty() ? " was interrupted by " + stop.signal
             : !stop.error.empty() ? std::string(" was stopped by an error")

@@ -94,10 +94,18 @@ std::vector<OptimizerKind> optimizers_of(const SweepResult& result) {
   return distinct_of(result, &SplitConfig::optimizer, "optimizer", optimizer_kind_from_string);
 }
 
+std::string optimizer_words(const std::vector<OptimizerKind>& optimizers) {
+  std::string out;
+  for (const OptimizerKind kind : optimizers) out += (out.empty() ? "" : "/") + to_string(kind);
+  return out;
+}
+
 std::string dtype_words(const SweepResult& result) {
   const auto words = [](const std::vector<Precision>& dtypes, const char* what) {
     if (dtypes.empty() || dtypes == std::vector<Precision>{Precision::kFp32}) return std::string();
-    return join_precisions(dtypes) + " " + what;
+    std::string names;  // "fp32/bf16": a list inside the header's comma-separated fields, as the precisions
+    for (Precision dtype : dtypes) names += (names.empty() ? "" : "/") + to_string(dtype);
+    return names + " " + what;
   };
   const std::string weights =
       words(distinct_of(result, &SplitConfig::weights_dtype, "weights_dtype", weights_dtype_from_string), "weights");
@@ -132,17 +140,16 @@ std::string context_line(const SweepResult& result) {
          << " (time approximate: dequantised by LibTorch ops, not bitsandbytes' kernels)";
   }
   // bitsandbytes' 8-bit AdamW is emulated with LibTorch ops: its memory is exact, its time is not.
-  // A sweep of several optimizers names each ("adamw,adamw8bit"), and which of them are emulated:
+  // A sweep of several optimizers names each ("adamw/adamw8bit"), and which of them are emulated:
   // those of its runs (a --resume keeps the file's runs of optimizers no longer given).
   const std::vector<OptimizerKind> optimizers = optimizers_of(result);
   if (!optimizers.empty() && optimizers != std::vector<OptimizerKind>{OptimizerKind::kAdamW}) {
     const bool several = optimizers.size() > 1;
-    std::string names, emulated;
+    std::string emulated;
     for (const OptimizerKind kind : optimizers) {
-      names += (names.empty() ? "" : ", ") + to_string(kind);
       if (bitsandbytes_optimizer(kind)) emulated += (emulated.empty() ? "" : " and ") + to_string(kind);
     }
-    line << (several ? ", optimizers " : ", optimizer ") << names;
+    line << (several ? ", optimizers " : ", optimizer ") << optimizer_words(optimizers);
     if (!emulated.empty()) line << " (" << (several ? emulated + " " : "") << "emulated: memory exact, time approximate)";
   }
   if (c.memory_limit_bytes > 0) line << ", memory limit " << format_bytes(c.memory_limit_bytes);

@@ -27,7 +27,9 @@ std::string precisions_of(const std::vector<RunResult>& runs);
 // Distinct optimizers of the runs in first-seen order (without runs, those of the context's
 // --optimizer list that this version knows).
 std::vector<OptimizerKind> optimizers_of(const SweepResult& result);
-// "" for fp32 weights alone, else "bf16 weights" or "fp32,bf16 weights", then the adapters' the
+// "adamw/sgd": a list of optimizers inside a header's or title's fields, as the precisions.
+std::string optimizer_words(const std::vector<OptimizerKind>& optimizers);
+// "" for fp32 weights alone, else "bf16 weights" or "fp32/bf16 weights", then the adapters' the
 // same way ("bf16 adapters"): for headers and titles.
 std::string dtype_words(const SweepResult& result);
 

@@ -52,7 +52,7 @@ void MarkdownReporter::report(const SweepResult& result, std::ostream& out) cons
     out << '\n';
   }
 
-  out << "\n**Recommendation:** " << (context.best != nullptr ? context.best->config.label() : std::string("none"))
+  out << "\n**Recommendation:** " << (context.best != nullptr ? run_label(*context.best, result.runs) : std::string("none"))
       << " \xE2\x80\x94 " << markdown_cell(result.recommendation.reason) << '\n';
   for (const TimeModel& model : result.time_models) {
     out << '\n' << markdown_cell(text::time_model_text(model, result.runs)) << '\n';

@@ -256,26 +256,21 @@ RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double conf
                                  double framework_seconds_per_micro_step) {
   std::vector<double> clips;
   std::vector<double> added;
-  std::map<int64_t, int> runs_of_session;
   for (const RunResult& run : runs) {
     clips.push_back(winsorizing_bound(run));
     added.push_back(framework_seconds_per_step(run, framework_seconds_per_micro_step));
-    if (run.session != 0) ++runs_of_session[run.session];
-  }
-  // The session most runs were timed in (a resumed sweep also holds runs of an earlier one).
-  int64_t session = 0;
-  for (const auto& [id, count] : runs_of_session) {
-    if (session == 0 || count > runs_of_session[session]) session = id;
   }
   RoundEvidence evidence(clips, confidence, std::move(added));
-  // Rounds of that session, in order; everything else unpaired.
-  std::map<int64_t, std::vector<double>> rounds;
+  // Rounds by (session, round): the runs timed together in one sweep are paired round by round,
+  // also when a resumed file holds runs of several sweeps; runs of different sweeps share no
+  // round, so they are compared through their means (as steps timed alone, with no round, are).
+  std::map<std::pair<int64_t, int64_t>, std::vector<double>> rounds;
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunResult& run = runs[i];
     if (run.status != RunStatus::kOk) continue;
     for (const StepSample& s : run.steps) {
-      if (run.session == session && session != 0 && s.round >= 0) {
-        std::vector<double>& round = rounds[s.round];
+      if (run.session != 0 && s.round >= 0) {
+        std::vector<double>& round = rounds[{run.session, s.round}];
         if (round.empty()) round.assign(runs.size(), kNaN);
         round[i] = s.step_seconds;
       } else {

@@ -156,6 +156,45 @@ std::vector<RunResult> runs_kept_from(const SweepResult& resume, const std::vect
   return kept;
 }
 
+// A resumed file keeps the runs the new grid leaves out (runs_kept_from): the context names their
+// values too, so that "optimizer adamw" never heads a file that holds sgd runs. Each list of the
+// grid becomes this sweep's values, then the kept runs' others (every divisor holds any micro-batch).
+void name_kept_runs_in_lists(std::vector<std::pair<std::string, std::string>>& options,
+                             const std::vector<RunResult>& kept) {
+  using Value = std::string (*)(const SplitConfig&);
+  static const std::pair<const char*, Value> kLists[] = {
+      {"micro_batches", [](const SplitConfig& s) { return std::to_string(s.micro_batch); }},
+      {"precisions", [](const SplitConfig& s) { return to_string(s.precision); }},
+      {"optimizer", [](const SplitConfig& s) { return to_string(s.optimizer); }},
+      {"weights_dtype", [](const SplitConfig& s) { return to_string(s.weights_dtype); }},
+      {"adapter_dtype", [](const SplitConfig& s) { return to_string(s.adapter_dtype); }}};
+  for (const auto& [name, value_of] : kLists) {
+    const std::optional<std::string> now = recorded_option(options, name);
+    if (!now || *now == "all divisors") continue;
+    std::vector<std::string> values;
+    std::stringstream stream(*now);
+    for (std::string item; std::getline(stream, item, ',');) values.push_back(item);
+    const size_t given = values.size();
+    for (const RunResult& run : kept) {
+      const std::string value = value_of(run.config);
+      if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
+    }
+    if (values.size() == given) continue;
+    if (std::string(name) == "micro_batches") {
+      std::sort(values.begin(), values.end(),
+                [](const std::string& a, const std::string& b) { return std::stoll(a) < std::stoll(b); });
+    }
+    std::string merged;
+    for (const std::string& value : values) merged += (merged.empty() ? "" : ",") + value;
+    const auto found = std::find_if(options.begin(), options.end(), [&](const auto& o) { return o.first == name; });
+    if (found != options.end()) {
+      found->second = merged;
+    } else {
+      options.emplace_back(name, merged);  // absent at its default (adapter_dtype fp32)
+    }
+  }
+}
+
 // "AdamW moments", "adamw8bit state": what the resident-memory messages call the optimizer's state.
 std::string optimizer_state_name(OptimizerKind kind) {
   return full_precision_adamw(kind) ? "AdamW moments" : to_string(kind) + " state";
@@ -462,6 +501,34 @@ std::string unfinished_sentence(const SweepResult& result, int64_t rounds, int64
          "is missing (every split not begun or short of its --steps).";
 }
 
+// A resume whose lists leave out splits that a stopped file had not finished keeps them as they
+// were: the first sentence names them, so that the file never reads as a finished sweep of them.
+std::string kept_unfinished_sentence(const SweepResult& result, const std::vector<RunResult>& kept, int64_t steps) {
+  std::string short_names;
+  size_t short_count = 0;
+  for (const RunResult& run : kept) {
+    if (run.status != RunStatus::kOk || static_cast<int64_t>(run.steps.size()) >= steps) continue;
+    short_names += (short_names.empty() ? "" : ", ") + run_label(run, result.runs) + ": " +
+                   std::to_string(run.steps.size());
+    ++short_count;
+  }
+  const std::vector<std::string>& not_run = result.interruption.splits_not_run;
+  if (short_count == 0 && not_run.empty()) return "";
+  std::vector<std::string> parts;
+  if (short_count > 0) {
+    parts.push_back(std::to_string(short_count) + (short_count == 1 ? " split" : " splits") + " short of --steps " +
+                    std::to_string(steps) + " (timed steps " + short_names + ")");
+  }
+  if (!not_run.empty()) {
+    std::string names;
+    for (const std::string& label : not_run) names += (names.empty() ? "" : ", ") + label;
+    parts.push_back(std::to_string(not_run.size()) + (not_run.size() == 1 ? " split" : " splits") + " never begun (" +
+                    names + ")");
+  }
+  return "Kept from the --resume file unfinished, outside this sweep's lists: " + parts[0] +
+         (parts.size() > 1 ? " and " + parts[1] : "") + "; the --resume with the file's own lists measures them.";
+}
+
 }  // namespace
 
 SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split, const SweepResult* resume,
@@ -509,6 +576,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   SplitMeasurement measurement(options, cfg, device, memory, data, group.get(), result.context, on_step);
   // Runs read back from the file are judged again against today's limit.
   std::vector<RunResult> kept = resume != nullptr ? runs_kept_from(*resume, grid) : std::vector<RunResult>{};
+  name_kept_runs_in_lists(result.context.options, kept);
   for (RunResult& run : kept) {
     if (run.status == RunStatus::kOk) measurement.judge_fits(run);
   }
@@ -528,6 +596,16 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   const auto not_begun = [&](size_t index) {
     return grid[index].label() + (several_precisions ? " " + to_string(grid[index].precision) : "");
   };
+  // A stopped file's splits that it never began and this grid leaves out stay not begun (named with
+  // or without their precision, as the file's grid named them).
+  if (resume != nullptr) {
+    for (const std::string& label : resume->interruption.splits_not_run) {
+      const bool in_grid = std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& s) {
+        return label == s.label() || label == s.label() + " " + to_string(s.precision);
+      });
+      if (!in_grid) result.interruption.splits_not_run.push_back(label);
+    }
+  }
   // Saves made before the end say so (Interruption): `begun` of the grid's splits were begun,
   // `rounds` timed rounds run; `error`: the one that ends the sweep now. The file's other splits
   // follow this sweep's, so an interrupted resume keeps them.
@@ -742,6 +820,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     const bool nothing_else = result.recommendation.best_index < 0 && none_failed;
     result.recommendation.reason = unfinished_sentence(result, report.rounds, options.steps, profiled) +
                                    (nothing_else ? "" : " " + result.recommendation.reason);
+  } else if (const std::string unfinished = kept_unfinished_sentence(result, kept, options.steps); !unfinished.empty()) {
+    result.recommendation.reason = unfinished + " " + result.recommendation.reason;
   }
   result.time_models = fit_time_models(result.runs);
   if (on_split) on_split(result);

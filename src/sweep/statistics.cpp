@@ -252,9 +252,7 @@ std::string precision_suffix(const RunResult& run, const std::vector<RunResult>&
 }
 
 // The split's label, with its precision when the sweep has several ("8×8 bf16").
-std::string run_name(const RunResult& run, const std::vector<RunResult>& runs) {
-  return run.config.label() + precision_suffix(run, runs);
-}
+std::string run_name(const RunResult& run, const std::vector<RunResult>& runs) { return run_label(run, runs); }
 
 std::string no_success_reason(const std::vector<RunResult>& runs, const std::vector<int>& ok,
                               int64_t memory_limit_bytes, const std::string& memory_advice) {
@@ -353,7 +351,10 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
       lead = run_name(b, runs) + " is fastest at " + per_step;
       if (r != nullptr) {
         lead += ": the runner-up " + run_name(runs[r->index], runs) + " takes " + times_text(r->ratio) +
-                " its time (" + confidence_text(d) + ", " + std::to_string(r->paired_rounds) + " paired rounds)";
+                " its time (" + confidence_text(d) + ", " +
+                (r->paired_rounds > 0 ? std::to_string(r->paired_rounds) + " paired rounds"
+                                      : std::string("unpaired: timed in different sweeps")) +
+                ")";
       }
       break;
     }

@@ -30,6 +30,13 @@ std::string SplitConfig::label() const {
   return text;
 }
 
+std::string run_label(const RunResult& run, const std::vector<RunResult>& runs) {
+  for (const RunResult& other : runs) {
+    if (other.config.precision != run.config.precision) return run.config.label() + " " + to_string(run.config.precision);
+  }
+  return run.config.label();
+}
+
 std::string SplitConfig::key() const {
   return label() + "/" + to_string(precision) + (world_size > 1 ? "/world" + std::to_string(world_size) : "");
 }

@@ -368,11 +368,52 @@ resume_edited_lengths() {
   check "a refused resume leaves the file alone" cmp "$work/kept.json" "$work/a.json"
 }
 
+# cli.resume.lists_name_every_run: a resume with a shorter list keeps the file's other runs, and the
+# file's context still names their values (this sweep's first, then the file's others).
+resume_shorter_list() {
+  tiny_args --micro-batches 2,4,2 --optimizer adamw,sgd --json "$work/a.json"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  check "a micro-batch given twice is recorded once" py '
+if dict(load(sys.argv[1])["context"]["options"])["micro_batches"] != "2,4": fail("not 2,4")
+' "$work/a.json"
+  cp "$work/a.json" "$work/stopped.json"
+  tiny_args --micro-batches 1 --optimizer sgd --resume "$work/a.json" --json "$work/a.json"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  check "the resumed file names every run's micro-batch and optimizer" py '
+result = load(sys.argv[1])
+options = dict(result["context"]["options"])
+if options["optimizer"] != "sgd,adamw": fail("optimizer %r" % options["optimizer"])
+if options["micro_batches"] != "1,2,4": fail("micro_batches %r" % options["micro_batches"])
+runs = sorted((r["config"]["micro_batch"], r["config"]["optimizer"]) for r in result["runs"])
+if runs != [(1, "sgd"), (2, "adamw"), (2, "sgd"), (4, "adamw"), (4, "sgd")]: fail("runs %r" % runs)
+' "$work/a.json"
+  # A stopped file (saved while running: 2×2 sgd one timed step short of --steps 2, "1×4 sgd" never
+  # begun) resumed with adamw alone keeps them as they were, and says so; compare warns.
+  py '
+import json
+result = load(sys.argv[1])
+result["interruption"]["saved_while_running"] = True
+result["interruption"]["splits_not_run"] = ["1×4 sgd"]
+for run in result["runs"]:
+    if run["config"]["optimizer"] == "sgd" and run["config"]["micro_batch"] == 2: run["steps"] = run["steps"][:1]
+json.dump(result, open(sys.argv[1], "w"))
+' "$work/stopped.json"
+  tiny_args --micro-batches 2,4 --optimizer adamw --resume "$work/stopped.json" --json "$work/stopped.json"
+  expect 0 "Kept from the --resume file unfinished, outside this sweep's lists: 1 split short of --steps 2 (timed steps 2×2 sgd: 1) and 1 split never begun (1×4 sgd); the --resume with the file's own lists measures them." -- \
+    sweep "${args[@]}"
+  check "the resumed file still names the split never begun" py '
+stop = load(sys.argv[1])["interruption"]
+if stop["splits_not_run"] != ["1×4 sgd"] or stop["saved_while_running"]: fail("interruption %r" % stop)
+' "$work/stopped.json"
+  expect 0 "warning: A keeps splits an earlier, stopped sweep did not finish (1 short of --steps, 1 never begun)" -- \
+    compare "$work/stopped.json" "$work/a.json"
+}
+
 mode=${case_args[0]:-}
 case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
     verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom | framework_overhead | \
-    calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths) "$mode" ;;
+    calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass

@@ -65,7 +65,7 @@ std::vector<Slot> make_slots(const SweepResult& result) {
     Slot s;
     s.run = &result.runs[i];
     s.index = static_cast<int>(i);
-    s.label = s.run->config.label();
+    s.label = run_label(*s.run, result.runs);
     s.ok = s.run->status == RunStatus::kOk;
     s.recommended = result.recommendation.best_index == s.index;
     const auto& tied = result.recommendation.tied_indices;

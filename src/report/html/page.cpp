@@ -50,7 +50,7 @@ std::string json_for_script(const std::string& json) {
   return out;
 }
 
-// Model, shape, precision (of every run, "bf16,fp32" when several), the weights' and adapters'
+// Model, shape, precision (of every run, "bf16/fp32" when several), the weights' and adapters'
 // dtypes unless fp32 alone (text::dtype_words), the optimizers unless AdamW alone, device and ranks.
 std::string title_line(const SweepContext& c, const std::string& precisions, const std::string& dtypes,
                        const std::string& optimizers) {
@@ -92,7 +92,7 @@ std::string kpis(const SweepResult& result, const std::vector<Slot>& slots, cons
   const bool same_count = std::all_of(slots.begin(), slots.end(), [&](const Slot& s) {
     return !s.ok || s.run->step_seconds.count == best.step_seconds.count;
   });
-  h += kpi(same_count ? "timed steps per split" : "timed steps of " + best.config.label(),
+  h += kpi(same_count ? "timed steps per split" : "timed steps of " + run_label(best, result.runs),
            std::to_string(best.step_seconds.count));
   return h + "</div>";
 }
@@ -114,13 +114,13 @@ std::string recommendation_section(const SweepResult& result, const std::vector<
   }
   const RunResult& best = result.runs[static_cast<std::size_t>(rec.best_index)];
   h += "<div class=\"rec-kicker\">Recommended split (micro-batch \u00d7 accumulation steps)</div>";
-  h += "<div class=\"rec-label\">" + html_escape(best.config.label()) + "</div>";
+  h += "<div class=\"rec-label\">" + html_escape(run_label(best, result.runs)) + "</div>";
   if (!rec.reason.empty()) h += "<p class=\"rec-reason\">" + html_escape(rec.reason) + "</p>";
 
   std::string ties;
   for (int i : rec.tied_indices) {
     if (i == rec.best_index || i < 0 || i >= static_cast<int>(result.runs.size())) continue;
-    ties += (ties.empty() ? "" : ", ") + result.runs[static_cast<std::size_t>(i)].config.label();
+    ties += (ties.empty() ? "" : ", ") + run_label(result.runs[static_cast<std::size_t>(i)], result.runs);
   }
   if (!ties.empty()) {
     h += "<p class=\"rec-ties\">Equivalent to the fastest within \u00b1" +
@@ -266,7 +266,7 @@ void HtmlReporter::report(const SweepResult& result, std::ostream& out) const {
   const std::vector<Slot> slots = make_slots(result);
   const std::string precisions = text::precisions_of(result.runs);
   const std::string title =
-      title_line(c, precisions, text::dtype_words(result), join_optimizers(text::optimizers_of(result)));
+      title_line(c, precisions, text::dtype_words(result), text::optimizer_words(text::optimizers_of(result)));
   std::string page = head(title);
   page += "<body>\n<main>\n";
   page +=

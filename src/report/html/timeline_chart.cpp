@@ -116,9 +116,8 @@ TimelinePanel lay_out_panel(const RunResult& run, int64_t limit, double top) {
 }
 
 // The split's label, what it was picked as, and its step in numbers.
-void draw_panel_title(Svg& svg, const TimelinePanel& t, const RunResult& run,
+void draw_panel_title(Svg& svg, const TimelinePanel& t, const RunResult& run, const std::string& label,
                       const std::string& roles, bool recommended, double top) {
-  const std::string label = run.config.label();
   svg.text(t.plot.left, top + 16, label,
            {{"class", std::string("panel-title") + (recommended ? " recommended" : "")}});
   svg.text(t.plot.left + text_width(label, 14) + 12, top + 16,
@@ -252,10 +251,10 @@ void draw_spans(Svg& svg, const TimelinePanel& t) {
                   {"class", "boundary-line"}});
 }
 
-void draw_timeline_panel(Svg& svg, const RunResult& run, const std::string& roles, bool recommended,
-                         int64_t limit, double top) {
+void draw_timeline_panel(Svg& svg, const RunResult& run, const std::string& label, const std::string& roles,
+                         bool recommended, int64_t limit, double top) {
   const TimelinePanel t = lay_out_panel(run, limit, top);
-  draw_panel_title(svg, t, run, roles, recommended, top);
+  draw_panel_title(svg, t, run, label, roles, recommended, top);
   draw_value_axis(svg, t.plot, "allocated (" + t.byte_unit.name + ")");
   draw_time_axis(svg, t);
   draw_windows(svg, t);
@@ -312,8 +311,9 @@ std::string timeline_chart(const SweepResult& result) {
   for (const TimelinePick& pick : picks) {
     std::string roles;
     for (const std::string& r : pick.roles) roles += (roles.empty() ? "" : ", ") + r;
-    draw_timeline_panel(svg, result.runs[static_cast<std::size_t>(pick.index)], roles,
-                        result.recommendation.best_index == pick.index, limit, top);
+    const RunResult& run = result.runs[static_cast<std::size_t>(pick.index)];
+    draw_timeline_panel(svg, run, run_label(run, result.runs), roles, result.recommendation.best_index == pick.index,
+                        limit, top);
     top += kTimelinePanelHeight + kTimelinePanelGap;
   }
   return svg.finish(kChartWidth, height);
