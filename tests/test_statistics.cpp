@@ -158,17 +158,17 @@ TEST(FinalizeRun, DerivedNumbersOnCpu) {
   EXPECT_EQ(run.phase_median_seconds[5], 0.02);
   EXPECT_TRUE(std::isnan(run.device_median_seconds[2]));
   EXPECT_TRUE(std::isnan(run.device_busy_fraction));
-  EXPECT_EQ(run.tokens_per_step, 4096);
-  EXPECT_EQ(run.tokens_per_second, 16384.0);   // 4096 / 0.25
-  EXPECT_EQ(run.samples_per_second, 32.0);     // 2 × 4 / 0.25
-  EXPECT_EQ(run.achieved_tflops, 16.384);      // 1e9 · 4096 / 0.25 / 1e12
+  EXPECT_EQ(run.tokens_per_step, 4064);                 // the mean of 4096, 4000, 4096
+  EXPECT_DOUBLE_EQ(run.tokens_per_second, 16256.0);     // 4064 / 0.25
+  EXPECT_EQ(run.samples_per_second, 32.0);              // 2 × 4 / 0.25
+  EXPECT_DOUBLE_EQ(run.achieved_tflops, 16.256);        // 1e9 · 4064 / 0.25 / 1e12
   EXPECT_TRUE(std::isnan(run.mfu));            // CPU: no peak, no MFU
   EXPECT_EQ(run.peak_allocated_bytes, 300);
 }
 
-// Real data over an even number of steps: the median token count is a half (69.5). The rates use
+// Real data over steps of different batches: the mean token count is a half (69.5). The rates use
 // it as it is, so with no padding computed/s equals tokens/s; the count shown is rounded.
-TEST(FinalizeRun, RatesUseTheMedianTokensNotTheRoundedCount) {
+TEST(FinalizeRun, RatesUseTheMeanTokensNotTheRoundedCount) {
   RunResult run;
   run.config.micro_batch = 1;
   run.config.accum_steps = 8;
@@ -184,6 +184,25 @@ TEST(FinalizeRun, RatesUseTheMedianTokensNotTheRoundedCount) {
   EXPECT_EQ(run.padding_fraction, 0.0);
 }
 
+// Padded batches that alternate (a micro-batch padded to its longest sample in one batch, none in
+// the other): tokens/s over computed/s is the padding's complement. The median count read the
+// unpadded batch's 512 in three of five steps, and tokens/s equalled computed/s beside "pad 3.5 %".
+TEST(FinalizeRun, TokensOverComputedIsThePaddingsComplement) {
+  RunResult run;
+  run.config.micro_batch = 2;
+  run.config.accum_steps = 4;
+  for (const int64_t tokens : {512, 467, 512, 467, 512}) {
+    StepSample s = step(0.5, {0.0, 0.0, 0.2, 0.2, 0.1, 0.0}, tokens, 100);
+    s.positions = tokens;
+    s.computed_positions = 512;
+    run.steps.push_back(s);
+  }
+  finalize_run(run, /*flops_per_token=*/1e9, /*peak_tflops=*/kNaN);
+  EXPECT_NEAR(run.padding_fraction, 90.0 / 2560.0, 1e-12);
+  EXPECT_NEAR(run.tokens_per_second / run.computed_tokens_per_second, 1.0 - run.padding_fraction, 1e-12);
+  EXPECT_DOUBLE_EQ(run.tokens_per_second, 494.0 / 0.5);
+}
+
 TEST(FinalizeRun, DeviceBusyFractionAndMfuOnCuda) {
   RunResult run = cpu_run();
   for (StepSample& s : run.steps) s.device_seconds = {0.01, 0.0, 0.05, 0.10, 0.02, 0.5};
@@ -192,7 +211,7 @@ TEST(FinalizeRun, DeviceBusyFractionAndMfuOnCuda) {
   // kOther (0.5) is not device work: (0.01 + 0 + 0.05 + 0.10 + 0.02) / 0.25.
   EXPECT_DOUBLE_EQ(run.device_busy_fraction, 0.72);
   EXPECT_EQ(run.device_median_seconds[3], 0.10);
-  EXPECT_DOUBLE_EQ(run.mfu, 0.16384);
+  EXPECT_DOUBLE_EQ(run.mfu, 0.16256);
   EXPECT_EQ(run.peak_allocated_bytes, 500);
 }
 

@@ -183,10 +183,12 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
   }
   run.device_busy_fraction = device_busy_seconds / step_median;
 
-  // The rates use the median itself, not the whole number shown: with real data an even count of
-  // steps has a half-token median (69.5), and computed/s (a median of the same kind) must not
-  // read below tokens/s where nothing is padded.
-  const double tokens_per_step = median(tokens);
+  // Real data: the steps train on batches of different real-token counts (the rounds cycle through
+  // the distinct batches), so the rates take the mean count per step over the median step time, the
+  // tokens and the computed positions alike: tokens/s over computed/s is then the padding's
+  // complement (a median count read the commonest batch, which can have no padding at all). The
+  // rates use the mean itself, not the whole number shown.
+  const double tokens_per_step = mean(tokens);
   run.tokens_per_step = static_cast<int64_t>(std::llround(tokens_per_step));
   run.tokens_per_second = tokens_per_step / step_median;
   int64_t positions = 0, computed_positions = 0;
@@ -196,7 +198,7 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
     computed_positions += step.computed_positions;
     computed.push_back(static_cast<double>(step.computed_positions * run.config.world_size));
   }
-  run.computed_tokens_per_second = median(computed) / step_median;
+  run.computed_tokens_per_second = mean(computed) / step_median;
   run.padding_fraction =
       computed_positions > 0 ? static_cast<double>(computed_positions - positions) / static_cast<double>(computed_positions) : 0.0;
   run.samples_per_second =
