@@ -158,7 +158,8 @@ struct Reader {
     else if (name == "sgd") set("--optimizer", "sgd", key);
     else
       refuse(key, "chooses an optimizer accumbench does not run",
-             "use adamw_torch, adamw_torch_fused, adamw_8bit, paged_adamw_8bit, paged_adamw_32bit or sgd, or remove the key");
+             "use adamw_torch, adamw_torch_fused, adamw_8bit (adamw_bnb_8bit), paged_adamw_8bit, paged_adamw_32bit or sgd, or "
+             "remove the key");
   }
 
   // bitsandbytes' quantised base: load_in_4bit as NF4 (fp4, transformers' own default, is not
