@@ -89,13 +89,12 @@ struct OutputFiles {
   }
 };
 
-// The workload options as CLI11 fills them (words), turned into typed options by apply().
 void print_note(const std::string& note);
 
-// "--optimizer lists adamw more than once": a value given twice in a list counts once (in its first
-// place); said, since a repeat is more often another value mistyped than a wish.
+// A list's values once each, in their first places; a repeat gets a note ("--optimizer lists adamw
+// more than once"), since it is more often another value mistyped than a wish.
 template <typename Value, typename Name>
-void note_repeats(const std::string& flag, const std::vector<Value>& values, Name name) {
+std::vector<Value> once_each(const std::string& flag, const std::vector<Value>& values, Name name) {
   std::vector<Value> seen, repeated;
   for (const Value& value : values) {
     const bool again = std::find(seen.begin(), seen.end(), value) != seen.end();
@@ -103,14 +102,16 @@ void note_repeats(const std::string& flag, const std::vector<Value>& values, Nam
     if (!again) seen.push_back(value);
   }
   const char* rank = std::getenv("RANK");  // under torchrun, rank 0 says it
-  if (repeated.empty() || (rank != nullptr && std::atoi(rank) != 0)) return;
+  if (repeated.empty() || (rank != nullptr && std::atoi(rank) != 0)) return seen;
   std::string words;
   for (size_t i = 0; i < repeated.size(); ++i) {
     words += (i == 0 ? "" : i + 1 == repeated.size() ? " and " : ", ") + name(repeated[i]);
   }
   print_note(flag + " lists " + words + " more than once; the repeats are dropped");
+  return seen;
 }
 
+// The workload options as CLI11 fills them (words), turned into typed options by apply().
 struct WorkloadFlags {
   ab::Command command;
   ab::WorkloadOptions workload;
@@ -139,13 +140,10 @@ struct WorkloadFlags {
   // Throws UserError (exit 2) on a word that names no value.
   ab::WorkloadOptions apply() {
     ab::WorkloadOptions& w = workload;
-    w.precisions.clear();
+    const auto dtype_name = [](ab::Precision p) { return ab::to_string(p); };
     std::vector<ab::Precision> given_precisions;
-    for (const std::string& p : precisions) {  // a precision given twice is kept once, as every list
-      const ab::Precision precision = ab::precision_from_string(p);
-      given_precisions.push_back(precision);
-      if (std::find(w.precisions.begin(), w.precisions.end(), precision) == w.precisions.end()) w.precisions.push_back(precision);
-    }
+    for (const std::string& p : precisions) given_precisions.push_back(ab::precision_from_string(p));
+    w.precisions = once_each("--precision", given_precisions, dtype_name);
     ab::set_lengths(w.data, lengths);
     ab::set_padding(w.data, padding);
     w.data.packing = ab::packing_from_string(packing);
@@ -183,17 +181,10 @@ struct WorkloadFlags {
     // A trainer config's gradient_checkpointing counts as given: the file says what runs.
     const bool config_checkpointing = read_config(w);
     ab::apply_base_quant_defaults(w, checkpointing_given || config_checkpointing);
-    const auto dtype_name = [](ab::Precision p) { return ab::to_string(p); };
-    note_repeats("--micro-batches", w.micro_batches, [](int64_t m) { return std::to_string(m); });
-    std::vector<int64_t> micro_batches;  // kept once, in their first places, as every list
-    for (int64_t m : w.micro_batches) {
-      if (std::find(micro_batches.begin(), micro_batches.end(), m) == micro_batches.end()) micro_batches.push_back(m);
-    }
-    w.micro_batches = micro_batches;
-    note_repeats("--precision", given_precisions, dtype_name);
-    note_repeats("--weights-dtype", dtypes, dtype_name);
-    note_repeats("--optimizer", kinds, [](ab::OptimizerKind k) { return ab::to_string(k); });
-    note_repeats("--adapter-dtype", adapters, dtype_name);
+    w.micro_batches = once_each("--micro-batches", w.micro_batches, [](int64_t m) { return std::to_string(m); });
+    once_each("--weights-dtype", dtypes, dtype_name);  // the grid keeps these once (first_then_others)
+    once_each("--optimizer", kinds, [](ab::OptimizerKind k) { return ab::to_string(k); });
+    once_each("--adapter-dtype", adapters, dtype_name);
     return w;
   }
 

@@ -72,14 +72,11 @@ void ConsoleReporter::report(const SweepResult& result, std::ostream& out) const
     table.add_row(std::move(cells), prefix, suffix);
   }
 
-  const bool precision_shown = report::visible_in(report::column("precision"), View::kConsole, runs, context);
   out << text::context_line(result) << "\n\n";
   table.render(out);
   out << legend(runs, context.memory_limit) << "\n";
   out << "\nRecommendation: "
-      << (context.best != nullptr
-              ? context.best->config.label() + (precision_shown ? " " + to_string(context.best->config.precision) : "")
-              : std::string("none"))
+      << (context.best != nullptr ? run_label(*context.best, result.runs) : std::string("none"))
       << " \xE2\x80\x94 " << result.recommendation.reason << "\n";  // em dash
   for (const TimeModel& model : result.time_models) out << text::time_model_text(model, runs) << "\n";
   // The recommended split in the user's own trainer (--emit prints it ready to paste).

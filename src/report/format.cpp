@@ -22,15 +22,20 @@ std::string format_step_seconds(const Summary& s) {
   return cell;
 }
 
-std::string precisions_of(const std::vector<RunResult>& runs) {
-  std::vector<std::string> seen;
-  for (const RunResult& run : runs) {
-    const std::string precision = to_string(run.config.precision);
-    if (std::find(seen.begin(), seen.end(), precision) == seen.end()) seen.push_back(precision);
-  }
+// "fp32/bf16": a list of values inside a header's comma-separated fields.
+template <typename Value>
+std::string slash_list(const std::vector<Value>& values) {
   std::string out;
-  for (const std::string& p : seen) out += (out.empty() ? "" : "/") + p;
+  for (const Value& value : values) out += (out.empty() ? "" : "/") + to_string(value);
   return out;
+}
+
+std::string precisions_of(const std::vector<RunResult>& runs) {
+  std::vector<Precision> seen;
+  for (const RunResult& run : runs) {
+    if (std::find(seen.begin(), seen.end(), run.config.precision) == seen.end()) seen.push_back(run.config.precision);
+  }
+  return slash_list(seen);
 }
 
 std::string trainable_line(int64_t trainable, int64_t total) {
@@ -94,18 +99,12 @@ std::vector<OptimizerKind> optimizers_of(const SweepResult& result) {
   return distinct_of(result, &SplitConfig::optimizer, "optimizer", optimizer_kind_from_string);
 }
 
-std::string optimizer_words(const std::vector<OptimizerKind>& optimizers) {
-  std::string out;
-  for (const OptimizerKind kind : optimizers) out += (out.empty() ? "" : "/") + to_string(kind);
-  return out;
-}
+std::string optimizer_words(const std::vector<OptimizerKind>& optimizers) { return slash_list(optimizers); }
 
 std::string dtype_words(const SweepResult& result) {
   const auto words = [](const std::vector<Precision>& dtypes, const char* what) {
     if (dtypes.empty() || dtypes == std::vector<Precision>{Precision::kFp32}) return std::string();
-    std::string names;  // "fp32/bf16": a list inside the header's comma-separated fields, as the precisions
-    for (Precision dtype : dtypes) names += (names.empty() ? "" : "/") + to_string(dtype);
-    return names + " " + what;
+    return slash_list(dtypes) + " " + what;
   };
   const std::string weights =
       words(distinct_of(result, &SplitConfig::weights_dtype, "weights_dtype", weights_dtype_from_string), "weights");

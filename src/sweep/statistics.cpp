@@ -253,9 +253,6 @@ std::string precision_suffix(const RunResult& run, const std::vector<RunResult>&
   return "";
 }
 
-// The split's label, with its precision when the sweep has several ("8×8 bf16").
-std::string run_name(const RunResult& run, const std::vector<RunResult>& runs) { return run_label(run, runs); }
-
 std::string no_success_reason(const std::vector<RunResult>& runs, const std::vector<int>& ok,
                               int64_t memory_limit_bytes, const std::string& memory_advice) {
   if (runs.empty()) return "No split ran.";
@@ -268,7 +265,7 @@ std::string no_success_reason(const std::vector<RunResult>& runs, const std::vec
     return "No split fits in the " + format_bytes(memory_limit_bytes) +
            " memory limit; the smallest peak was " +
            format_bytes(runs[smallest].peak_allocated_bytes) + " (" +
-           run_name(runs[smallest], runs) + ")" +
+           run_label(runs[smallest], runs) + ")" +
            (memory_advice.empty() ? "; try smaller micro-batches or activation checkpointing." : ". " + memory_advice);
   }
   int oom = 0, predicted = 0, errors = 0, untimed = 0;
@@ -295,7 +292,7 @@ std::string no_success_reason(const std::vector<RunResult>& runs, const std::vec
   if (predicted > 0) parts.push_back(std::to_string(predicted) + " predicted not to fit");
   if (errors > 0) {
     parts.push_back(std::to_string(errors) + " failed with an error (" +
-                    run_name(*first_error, runs) + ": " + first_error->error + ")");
+                    run_label(*first_error, runs) + ": " + first_error->error + ")");
   }
   if (untimed > 0) parts.push_back(std::to_string(untimed) + " produced no timed steps");
   std::string reason = "No split ran successfully: ";
@@ -345,14 +342,14 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
   std::string lead;
   switch (d.kind) {
     case DecisionKind::kOnly:
-      lead = run_name(b, runs) + " is the only split that ran" + (memory_limit_bytes > 0 ? " and fits" : "") + ": " +
+      lead = run_label(b, runs) + " is the only split that ran" + (memory_limit_bytes > 0 ? " and fits" : "") + ": " +
              per_step;
       break;
     case DecisionKind::kFastest: {
       const Comparison* r = comparison_of(d, d.runner_up);
-      lead = run_name(b, runs) + " is fastest at " + per_step;
+      lead = run_label(b, runs) + " is fastest at " + per_step;
       if (r != nullptr) {
-        lead += ": the runner-up " + run_name(runs[r->index], runs) + " takes " + times_text(r->ratio) +
+        lead += ": the runner-up " + run_label(runs[r->index], runs) + " takes " + times_text(r->ratio) +
                 " its time (" + confidence_text(d) + ", " +
                 (r->paired_rounds > 0 ? std::to_string(r->paired_rounds) + " paired rounds"
                                       : std::string("unpaired: timed in different sweeps")) +
@@ -363,14 +360,14 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
     case DecisionKind::kTie:
     case DecisionKind::kUndecided: {
       if (best == d.fastest) {
-        lead = run_name(b, runs) + " is fastest at " + per_step;
+        lead = run_label(b, runs) + " is fastest at " + per_step;
         if (ties.size() > 1) {
           lead += " and needs the least memory (" + format_bytes(b.peak_allocated_bytes) + ") of the " +
                   std::to_string(ties.size()) + " splits equivalent within " + tolerance_text(d);
         }
       } else {
         const Comparison* c = comparison_of(d, best);
-        lead = run_name(b, runs) + " ties with the fastest split " + run_name(f, runs) + " (it takes " +
+        lead = run_label(b, runs) + " ties with the fastest split " + run_label(f, runs) + " (it takes " +
                times_text(c->ratio) + " its time, equivalent within " + tolerance_text(d) + " at " +
                confidence_text(d) + ") and is chosen for its lower peak memory (" +
                format_bytes(b.peak_allocated_bytes) + " vs " + format_bytes(f.peak_allocated_bytes) + ")";
@@ -381,7 +378,7 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
         std::string list, too_few;
         for (const Comparison& c : d.comparisons) {
           if (c.verdict != Verdict::kUndecided && c.verdict != Verdict::kFaster) continue;
-          const std::string name = run_name(runs[c.index], runs);
+          const std::string name = run_label(runs[c.index], runs);
           if (!std::isfinite(c.ratio.high)) {
             too_few += (too_few.empty() ? "" : ", ") + name;
           } else {
@@ -398,7 +395,7 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
         const char* stopped = d.interrupted ? " (interrupted)" : d.budget_spent ? " (--time-budget spent)" : "";
         const char* more = d.interrupted ? "a sweep left to run to its end can decide"
                                          : "a longer --time-budget can decide";
-        lead = "Undecided after " + std::to_string(d.rounds) + " rounds" + stopped + ": " + run_name(f, runs) +
+        lead = "Undecided after " + std::to_string(d.rounds) + " rounds" + stopped + ": " + run_label(f, runs) +
                " is ahead, " + open + "; " + more + ". As it stands, " + lead;
       }
       break;
@@ -447,7 +444,7 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   const RunResult& b = runs[best];
   const double ratio = s.mean_seconds.value / b.mean_seconds.value;
   if (slowest == best || ratio < 1.01) return "";
-  std::string reason = " " + run_name(s, runs) + " is ";
+  std::string reason = " " + run_label(s, runs) + " is ";
   if (host_bound(s)) reason += host_bound_words(s) + " and ";
   reason += text::format_ratio(ratio, ratio < 1.095 ? 2 : 1) + " slower";
   const PhaseSeconds slow_phases = limiting_phase_seconds(s);
@@ -508,7 +505,7 @@ std::string per_update_sentence(const std::vector<RunResult>& runs, const std::v
   std::string list;
   for (size_t k = 0; k < updates.size(); ++k) {
     const RunResult& run = runs[fastest[k]];
-    // Named as run_name names it, less what leads: the optimizer, then "on bf16 weights", "with
+    // Named as run_label names it, less what leads: the optimizer, then "on bf16 weights", "with
     // bf16 adapters".
     std::string lead = optimizers ? to_string(std::get<0>(updates[k])) : "";
     if (weights) lead += (lead.empty() ? "" : " on ") + to_string(std::get<1>(updates[k])) + " weights";
