@@ -463,7 +463,7 @@ TEST(PrintComparison, MatchedByKeyUnmatchedShownWithDash) {
   });
 }
 
-TEST(PrintComparison, MixedPrecisionsShowTheFullKey) {
+TEST(PrintComparison, MixedPrecisionsNameEachRowsPrecision) {
   SweepResult a = sample_result();
   SweepResult b = sample_result();
   b.runs[0].config.precision = Precision::kFp32;
@@ -471,8 +471,29 @@ TEST(PrintComparison, MixedPrecisionsShowTheFullKey) {
   print_comparison(a, b, out);
   const std::vector<std::string> lines = lines_of(out.str());
   ASSERT_GE(lines.size(), 8u);
-  EXPECT_EQ(lines[4].rfind("8\u00d78/bf16 ", 0), 0u);
-  EXPECT_EQ(lines[7].rfind("8\u00d78/fp32 ", 0), 0u);
+  // As every other report writes a precision sweep's split: the label, then the precision.
+  EXPECT_EQ(lines[4].rfind("8\u00d78 bf16 ", 0), 0u) << lines[4];
+  EXPECT_EQ(lines[7].rfind("8\u00d78 fp32 ", 0), 0u) << lines[7];
+}
+
+TEST(PrintComparison, MixedWorldSizesNameEachRowsWorld) {
+  // A single-GPU sweep against a 2-rank one: the same label on two rows was unreadable.
+  SweepResult a = sample_result();
+  SweepResult b = sample_result();
+  b.context.world_size = 2;
+  b.context.batch = 128;  // 8×8 per rank
+  for (RunResult& run : b.runs) run.config.world_size = 2;
+  std::ostringstream out;
+  print_comparison(a, b, out);
+  const std::vector<std::string> lines = lines_of(out.str());
+  ASSERT_GE(lines.size(), 10u);
+  EXPECT_EQ(lines[1], "B: NVIDIA H200, model gpt2-124m, T=1024, batch 128 over 2 ranks, commit abc123def456, "
+                      "2025-01-01T00:00:00Z");
+  EXPECT_EQ(lines[3],
+            "note: no split was measured in both: their data-parallel world sizes differ, and a split is "
+            "micro-batch \u00d7 accumulation per rank; each sweep's own recommendation names its fastest split");
+  EXPECT_EQ(lines[6].rfind("8\u00d78 world 1 ", 0), 0u) << out.str();
+  EXPECT_EQ(lines[9].rfind("8\u00d78 world 2 ", 0), 0u) << out.str();
 }
 
 // ---- JSON ------------------------------------------------------------------------------------

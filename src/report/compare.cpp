@@ -45,6 +45,7 @@ std::string describe(const SweepResult& sweep) {
   std::string line = c.device_name.empty() ? c.device : c.device_name;
   line += ", model " + c.model + ", T=" + std::to_string(c.seq_len) + ", batch " +
           std::to_string(c.batch);
+  if (c.world_size > 1) line += " over " + std::to_string(c.world_size) + " ranks";
   if (!c.git_commit.empty()) line += ", commit " + c.git_commit;
   if (!c.date.empty()) line += ", " + c.date;
   return line;
@@ -105,15 +106,24 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   for (const RunResult& run : a.runs) add_key(run.config.key());
   for (const RunResult& run : b.runs) add_key(run.config.key());
 
-  // Precision is part of the key; it only needs a place in the split cell when it differs.
+  // Precision and world size are part of the key; each only needs a place in the split cell when
+  // it differs, and then reads as the other reports write it ("2×2 bf16", "2×2 world 2").
   bool mixed_precision = false;
-  const Precision* first_precision = nullptr;
+  bool mixed_world = false;
+  const SplitConfig* first = nullptr;
   for (const SweepResult* sweep : {&a, &b}) {
     for (const RunResult& run : sweep->runs) {
-      if (first_precision == nullptr) first_precision = &run.config.precision;
-      mixed_precision = mixed_precision || run.config.precision != *first_precision;
+      if (first == nullptr) first = &run.config;
+      mixed_precision = mixed_precision || run.config.precision != first->precision;
+      mixed_world = mixed_world || run.config.world_size != first->world_size;
     }
   }
+  const auto split_cell = [&](const SplitConfig& config) {
+    std::string cell = config.label();
+    if (mixed_precision) cell += " " + to_string(config.precision);
+    if (mixed_world) cell += " world " + std::to_string(config.world_size);
+    return cell;
+  };
 
   using text::Align;
   text::TextTable table({{"split", Align::kLeft},
@@ -131,7 +141,7 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
     const std::string step_ratio = both ? text::format_ratio(step_seconds(*rb) / step_seconds(*ra), 2) : "-";
     const std::string peak_ratio =
         both && peak_bytes(*ra) > 0 ? text::format_ratio(peak_bytes(*rb) / peak_bytes(*ra), 2) : "-";
-    table.add_row({mixed_precision ? key : any->config.label(), step_cell(ra), step_cell(rb),
+    table.add_row({split_cell(any->config), step_cell(ra), step_cell(rb),
                    step_ratio, peak_cell(ra), peak_cell(rb), peak_ratio});
   }
 
@@ -173,7 +183,10 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   // paired rounds.
   const bool any_pair = std::any_of(a.runs.begin(), a.runs.end(),
                                     [&](const RunResult& run) { return find_run(b, run.config.key()) != nullptr; });
-  if (!any_pair && !a.runs.empty() && !b.runs.empty()) {
+  if (!any_pair && !a.runs.empty() && !b.runs.empty() && mixed_world) {
+    out << "note: no split was measured in both: their data-parallel world sizes differ, and a split is "
+           "micro-batch × accumulation per rank; each sweep's own recommendation names its fastest split\n";
+  } else if (!any_pair && !a.runs.empty() && !b.runs.empty()) {
     out << "note: no split was measured in both (a split is named by its shape, precision, optimizer and dtypes); "
            "to compare precisions, optimizers or dtypes, sweep them together (--precision, --optimizer, "
            "--weights-dtype and --adapter-dtype take lists), which times them in paired rounds\n";

@@ -463,6 +463,14 @@ void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t v
   if (!plan.worst_micro_batch.empty()) context.options.emplace_back("memory_judged_on", plan.worst_micro_batch);
 }
 
+// "3 splits not begun (1×8, 2×4, 4×2)": a count of splits in one state, then their names, after
+// `lead` ("timed steps ") where the names need one.
+std::string named_splits(const std::vector<std::string>& names, const std::string& state, const std::string& lead = "") {
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  return std::to_string(names.size()) + (names.size() == 1 ? " split " : " splits ") + state + " (" + lead + list + ")";
+}
+
 // The first sentence of the recommendation of a sweep that is not whole (result.hpp, Interruption):
 // what stopped it, how far it got, and how to measure the rest. `rounds` were run of `min_rounds`
 // (--steps) that every split is timed in; `profiled`: --profile was asked for (its steps come last).
@@ -471,12 +479,7 @@ std::string unfinished_sentence(const SweepResult& result, int64_t rounds, int64
   const bool running = stop.signal.empty() && stop.error.empty();
   std::vector<std::string> parts;
   const std::vector<std::string>& not_run = stop.splits_not_run;
-  if (!not_run.empty()) {
-    std::string names;
-    for (const std::string& label : not_run) names += (names.empty() ? "" : ", ") + label;
-    parts.push_back(std::to_string(not_run.size()) + (not_run.size() == 1 ? " split" : " splits") +
-                    " not begun (" + names + ")");
-  }
+  if (!not_run.empty()) parts.push_back(named_splits(not_run, "not begun"));
   int64_t untimed = 0;
   for (const RunResult& run : result.runs) {
     if (run.status == RunStatus::kOk && run.steps.empty()) ++untimed;
@@ -504,27 +507,18 @@ std::string unfinished_sentence(const SweepResult& result, int64_t rounds, int64
 // A resume whose lists leave out splits that a stopped file had not finished keeps them as they
 // were: the first sentence names them, so that the file never reads as a finished sweep of them.
 std::string kept_unfinished_sentence(const SweepResult& result, const std::vector<RunResult>& kept, int64_t steps) {
-  std::string short_names;
-  size_t short_count = 0;
+  std::vector<std::string> short_runs;  // "2×4: 3", its timed steps
   for (const RunResult& run : kept) {
     if (run.status != RunStatus::kOk || static_cast<int64_t>(run.steps.size()) >= steps) continue;
-    short_names += (short_names.empty() ? "" : ", ") + run_label(run, result.runs) + ": " +
-                   std::to_string(run.steps.size());
-    ++short_count;
+    short_runs.push_back(run_label(run, result.runs) + ": " + std::to_string(run.steps.size()));
   }
   const std::vector<std::string>& not_run = result.interruption.splits_not_run;
-  if (short_count == 0 && not_run.empty()) return "";
+  if (short_runs.empty() && not_run.empty()) return "";
   std::vector<std::string> parts;
-  if (short_count > 0) {
-    parts.push_back(std::to_string(short_count) + (short_count == 1 ? " split" : " splits") + " short of --steps " +
-                    std::to_string(steps) + " (timed steps " + short_names + ")");
+  if (!short_runs.empty()) {
+    parts.push_back(named_splits(short_runs, "short of --steps " + std::to_string(steps), "timed steps "));
   }
-  if (!not_run.empty()) {
-    std::string names;
-    for (const std::string& label : not_run) names += (names.empty() ? "" : ", ") + label;
-    parts.push_back(std::to_string(not_run.size()) + (not_run.size() == 1 ? " split" : " splits") + " never begun (" +
-                    names + ")");
-  }
+  if (!not_run.empty()) parts.push_back(named_splits(not_run, "never begun"));
   return "Kept from the --resume file unfinished, outside this sweep's lists: " + parts[0] +
          (parts.size() > 1 ? " and " + parts[1] : "") + "; the --resume with the file's own lists measures them.";
 }
