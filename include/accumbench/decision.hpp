@@ -2,11 +2,12 @@
 // long the sweep keeps measuring (docs/ARCHITECTURE.md, "Decisions"). No LibTorch here: the
 // sweep runner feeds real step times, the tests a fake clock.
 //
+//   RoundEvidence evidence(clip_seconds, /*confidence=*/0.95);
 //   RoundOptions rounds;                    // --steps rounds at least, then until --time-budget
-//   RoundReport r = run_rounds(clip_seconds, candidate, rounds,
+//   RoundReport r = run_rounds(evidence, candidate, rounds,
 //                              [&](int split, int64_t round) { return time_one_step(split); },
 //                              [&] { return seconds_since_start(); });
-//   Decision d = decide(r.evidence, candidates, rounds.decision);
+//   Decision d = decide(evidence, candidates, rounds.decision);
 //
 // Method. Each split's step time is winsorized at a bound fixed before its timed steps (3× its
 // warm-up median), so one stalled step cannot swing a decision. For each split's mean, and for each

@@ -22,6 +22,8 @@ namespace accumbench {
 // with intervals, the decision and its comparisons, time models); 7: the framework overhead the
 // decisions added (context.framework_seconds_per_micro_step, framework_source); 8: interruption by a
 // signal; 9: interruption.saved_while_running and interruption.error (a file left unfinished says so).
+// 10: the optimizer in every run's split (a list sweeps each); 11: the weights' and adapters' dtypes in
+// every run's split. Older files are upgraded as they are read (src/report/json_upgrade.cpp).
 inline constexpr int kJsonSchemaVersion = 11;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.

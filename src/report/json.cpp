@@ -2,7 +2,7 @@
 // back), therefore lossless. Each struct's fields are named once, in fields() below, and the
 // same list drives both writing and reading, so the two directions cannot drift apart.
 //
-// Layout: {"json_schema_version": 9, "context": {...}, "runs": [...], "recommendation": {...},
+// Layout: {"json_schema_version": 11, "context": {...}, "runs": [...], "recommendation": {...},
 // "time_models": [...], "interruption": {"signal": "", "splits_not_run": [],
 // "saved_while_running": false, "error": ""}}.
 // NaN ("not measured") is written as null and read back as NaN; JSON has no NaN literal.
