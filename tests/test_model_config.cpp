@@ -902,6 +902,17 @@ TEST_F(HubCache, OnlySnapshotWithoutRefIsUsed) {
   EXPECT_EQ(load_hf_config("test-org/m").n_layers, 2);
 }
 
+// The Hub's oldest models have no organisation: "gpt2" is cached as models--gpt2.
+TEST_F(HubCache, IdWithoutAnOrganisation) {
+  ScopedEnv hub("HF_HUB_CACHE", cache_.c_str());
+  add_snapshot(cache_ / "models--small-qwen", "cafe", 3);
+  EXPECT_EQ(load_hf_config("small-qwen").n_layers, 3);
+  EXPECT_EQ(load_hf_config("small-qwen").name, "small-qwen");
+  const std::string missing = user_error([] { load_hf_config("gpt2"); });
+  EXPECT_CONTAINS(missing, (cache_ / "models--gpt2").string());
+  EXPECT_CONTAINS(missing, "or a preset's name: accumbench models");
+}
+
 TEST_F(HubCache, HfHomeIsUsedWithoutHubCache) {
   ScopedEnv no_hub("HF_HUB_CACHE", nullptr);
   ScopedEnv home_hf("HF_HOME", cache_.c_str());

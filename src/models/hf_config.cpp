@@ -514,17 +514,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A Hub model id, ORG/NAME (huggingface_hub's repo-id characters), that is not a path on disk; a
+// A Hub model id, ORG/NAME or NAME (huggingface_hub's repo-id characters), that is not a path on disk; a
 // name ending in .json is a mistyped file, not an id.
 bool looks_like_hub_id(const std::string& text) {
+  // ORG/NAME, or a NAME alone: the Hub's oldest models have no organisation (gpt2, distilgpt2),
+  // and huggingface_hub caches them as models--NAME.
   const auto slash = text.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == text.size() ||
-      text.find('/', slash + 1) != std::string::npos)
+  if (text.empty() || slash == 0 || (slash != std::string::npos && slash + 1 == text.size()) ||
+      (slash != std::string::npos && text.find('/', slash + 1) != std::string::npos))
     return false;
   if (text.size() >= 5 && text.compare(text.size() - 5, 5, ".json") == 0) return false;
   for (const char ch : text)
     if (!std::isalnum(static_cast<unsigned char>(ch)) && std::strchr("/-_.", ch) == nullptr) return false;
-  return text[0] != '.' && text[slash + 1] != '.';
+  return text[0] != '.' && (slash == std::string::npos || text[slash + 1] != '.');
 }
 
 std::string env_or_empty(const char* name) {
@@ -569,16 +571,18 @@ fs::path cached_snapshot(const std::string& id, const fs::path& repo_dir) {
 
 // The config.json of a Hub id from the local cache only: --hf-config never downloads.
 std::string cached_hub_config(const std::string& id) {
-  const std::string org = id.substr(0, id.find('/'));
-  const std::string name = id.substr(id.find('/') + 1);
+  // models--ORG--NAME, or models--NAME for an id without an organisation.
+  std::string repo = id;
+  if (const auto slash = repo.find('/'); slash != std::string::npos) repo.replace(slash, 1, "--");
   const std::string cache = hf_hub_cache_dir();
-  const fs::path repo_dir = fs::path(cache) / ("models--" + org + "--" + name);
+  const fs::path repo_dir = fs::path(cache) / ("models--" + repo);
   std::error_code ec;
   if (!fs::is_directory(repo_dir, ec))
     throw UserError("\"" + id + "\" is neither a file nor a directory, and as a Hub id it is not in the local " +
                     "Hugging Face cache (looked for " + repo_dir.string() + ", from " + hub_cache_origin() +
                     "); download it with huggingface-cli download " + id +
-                    " config.json, set HF_HUB_CACHE to the cache that holds it, or pass the path of its config.json");
+                    " config.json, set HF_HUB_CACHE to the cache that holds it, or pass the path of its config.json" +
+                    (id.find('/') == std::string::npos ? " (or a preset's name: accumbench models)" : ""));
   const fs::path config = cached_snapshot(id, repo_dir) / "config.json";
   if (!fs::is_regular_file(config, ec))
     throw UserError("the cached Hub model \"" + id + "\" has no " + config.string() +
