@@ -88,6 +88,60 @@ TEST(LengthsFile, BadRowsNameTheirLine) {
   EXPECT_NE(error_of(::testing::TempDir()).find("is a directory"), std::string::npos);
 }
 
+// Numbers past int64 are lengths past any T (cut to it), not "not a number" or a wrapped -1; a
+// token file given to --lengths is named as such; blank lines at the end end the file.
+TEST(LengthsFile, HugeLengthsAreCutBinaryIsNamedTrailingBlanksEnd) {
+  const ab::SampleLengths huge = ab::read_lengths_file(
+      write_temp("huge.txt", "99999999999999999999\n{\"length\": 18446744073709551615}\n5\n"), 16);
+  EXPECT_EQ(huge.lengths, (std::vector<int64_t>{16, 16, 5}));
+  EXPECT_EQ(huge.truncated, 2);
+  EXPECT_EQ(error_of(write_temp("minus.txt", "4\n-99999999999999999999\n")),
+            "lengths file \"" + ::testing::TempDir() + std::to_string(::getpid()) +
+                "-minus.txt\" line 2 holds a negative length; sample lengths must be positive");
+  EXPECT_NE(error_of(write_temp("tokens.u16", std::string("\x05\x00\x0a\x00", 4)))
+                .find("line 1 holds binary bytes, not text; a token file goes to --tokens"),
+            std::string::npos);
+  EXPECT_EQ(ab::read_lengths_file(write_temp("trailing.txt", "4\n5\n\n \r\n"), 16).lengths,
+            (std::vector<int64_t>{4, 5}));
+}
+
+// A source with fewer sequences than a step repeats some within it: said, and counted as the
+// batches lay it out (samples; bfd's rows; wrapped's tokens against batch × T + 1).
+TEST(ShortSource, SaysWhenAStepRepeatsSamples) {
+  ab::SampleSource source;
+  source.lengths = {5, 10, 20};
+  ab::DataSource data;
+  EXPECT_EQ(ab::repeated_samples_words(source, data, 8, 32), "fewer than the step's 8 sequences: each step repeats some");
+  EXPECT_EQ(ab::repeated_samples_words(source, data, 3, 32), "");
+  data.packing = ab::Packing::kBfd;  // 20 + 10 in one row of 32, 5 in a second: two rows
+  EXPECT_EQ(ab::repeated_samples_words(source, data, 3, 32),
+            "packed into 2 rows, fewer than the step's 3 sequences: each step repeats some");
+  EXPECT_EQ(ab::repeated_samples_words(source, data, 2, 32), "");
+  data.packing = ab::Packing::kWrapped;  // 35 positions + 3 = 38 tokens; one row of 32 takes 33
+  EXPECT_EQ(ab::repeated_samples_words(source, data, 1, 32), "");
+  EXPECT_EQ(ab::repeated_samples_words(source, data, 2, 32),
+            "38 tokens, fewer than the step's 2 sequences of T=32 take: each step repeats some");
+}
+
+// TRL's pad_to_multiple_of rounds past max_length; accumbench runs no row past T, so says so.
+TEST(Padding, MultiplePastTIsAProblemWithItsFix) {
+  EXPECT_EQ(ab::padding_past_seq_len_problem(padding("multiple:8"), 32, 32), "");
+  EXPECT_EQ(ab::padding_past_seq_len_problem(padding("multiple:24"), 24, 32), "");
+  EXPECT_EQ(ab::padding_past_seq_len_problem(padding("longest"), 31, 32), "");
+  EXPECT_EQ(ab::padding_past_seq_len_problem(padding("multiple:24"), 25, 32),
+            "--padding multiple:24 pads a micro-batch whose longest sample has 25 positions to 48, past --seq-len 32 "
+            "(TRL's and axolotl's pad_to_multiple_of do not stop at max_length), and accumbench runs no row longer than "
+            "--seq-len; "
+            "pick an N that divides 32, or a --seq-len that is a multiple of 24");
+  ab::DataSource bfd = padding("multiple:24");
+  bfd.packing = ab::Packing::kBfd;  // rows fill up to T whatever the samples
+  EXPECT_NE(ab::padding_past_seq_len_problem(bfd, 5, 32).find("longest packed row has 32 positions to 48"),
+            std::string::npos);
+  EXPECT_NE(ab::padding_past_seq_len_problem(padding("multiple:4096"), 5, 32).find("to 4096, past --seq-len 32"),
+            std::string::npos);
+  EXPECT_THROW(padding("multiple:99999999999999999999"), ab::UserError);
+}
+
 // A pipe gives its bytes once; the plan, the context block and the batches each read the source,
 // so the second read must see what the first did (it saw an empty file before read_file_bytes).
 TEST(LengthsFile, APipeIsReadOnceAndKept) {

@@ -14,6 +14,7 @@
 #include "accumbench/cpu_runtime.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/interrupt.hpp"
+#include "accumbench/lengths.hpp"
 #include "accumbench/model_config.hpp"
 #include "accumbench/options.hpp"
 #include "accumbench/plan.hpp"
@@ -583,7 +584,14 @@ struct SweepCommand {
     command->add_option("--token-bytes", flags.workload.data.token_bytes, "bytes per token id in --tokens: 2 or 4")
         ->capture_default_str();
     command->add_option("--eos-id", flags.workload.data.eos_id,
-                        "split --tokens into documents after each token N: they are the samples (lengths, padding)");
+                        "split --tokens into documents after each token N: they are the samples (lengths, padding)")
+        ->check(CLI::Validator(
+            [](std::string& value) -> std::string {
+              return !value.empty() && value[0] == '-' ? value + " is not a token id; give your tokenizer's "
+                                                                 "end-of-sequence id (0 or more)"
+                                                       : "";
+            },
+            "N"));
     command->add_option("--resume", resume_path, "skip splits already measured in this JSON file (and keep writing it)")
         ->check(kNonEmptyPath);
     command->add_option("--emit", emit, emit_help("the recommended split"))->type_name("trl|axolotl|args");
@@ -615,6 +623,7 @@ struct SweepCommand {
     if (primary) print_note(ab::optimizer_in_backward_note(options.workload, launched_world_size()));
     for (const std::string& note : model_notes) if (primary) print_note(note);
     if (primary) print_note(ab::idle_data_options_note(options.workload));
+    if (primary) print_note(ab::short_source_note(options.workload));
     if (primary) print_note(ab::cpu_bf16_scratch_note(options.workload, result.context.device.rfind("cuda", 0) == 0));
     if (primary) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
     if (primary && result.recommendation.best_index >= 0) {
@@ -733,6 +742,7 @@ struct VerifyCommand {
       print_note(ab::optimizer_in_backward_note(w, launched_world_size()));
       for (const std::string& note : model_notes) print_note(note);
       print_note(ab::idle_data_options_note(w));
+      print_note(ab::short_source_note(w));
     };
     size_t printed = 0;
     const std::vector<ab::VerifyResult> results =
@@ -936,6 +946,7 @@ int PlanCommand::run() {
                "without --memory-limit)");
   }
   print_note(ab::idle_data_options_note(w));
+  print_note(ab::short_source_note(w));
   // The plan is arithmetic and holds for NCCL; a sweep of the same job over Gloo would stop.
   if (!target.cuda) {
     try {
@@ -976,6 +987,11 @@ int PlanCommand::run() {
   std::cout << "splits of batch " << w.batch;
   if (w.world_size > 1) std::cout << " over " << w.world_size << " data-parallel ranks, " << o.batch << " per rank";
   std::cout << " (" << ab::join_precisions(w.precisions) << ", attention " << ab::to_string(o.attention) << "):\n";
+  if (!o.worst_micro_batch.empty()) {
+    // Real data: the activations are planned at the longest padded micro-batch, not at T.
+    std::cout << "activations at " << o.activation_length() << " positions: the micro-batch " << o.worst_micro_batch
+              << "\n";
+  }
   if (limit > 0) {
     std::cout << "memory limit " << ab::format_bytes(limit) << " less headroom " << ab::format_bytes(headroom_bytes)
               << " (--headroom " << headroom << "): " << ab::format_bytes(memory) << " for the splits\n";

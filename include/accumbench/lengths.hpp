@@ -68,6 +68,14 @@ struct SampleSource {
 // nullopt unless `data` names a lengths file or documents (--tokens with --eos-id).
 std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t seq_len, int64_t vocab_size);
 
+// When a source gives fewer sequences than one step takes (`batch`, every rank's together), the
+// batches repeat its samples within a step (a Trainer's epoch would end there): the words that say
+// so, as "3 samples, fewer than the step's 8 sequences: each step repeats some", or "" when the
+// source fills a step. bfd counts its packed rows; wrapped, its tokens against the step's rows of T.
+std::string repeated_samples_words(const SampleSource& source, const DataSource& data, int64_t batch, int64_t seq_len);
+// The same as a note for the CLI (reads the source again): "" without real data or when it fills a step.
+std::string short_source_note(const WorkloadOptions& w);
+
 // The order a seeded random sampler visits n samples in (a permutation of 0..n-1).
 std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed);
 // transformers' LengthGroupedSampler (see lengths.cpp for the rule and its source).

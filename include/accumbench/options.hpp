@@ -142,6 +142,10 @@ std::string padding_name(const DataSource& data);  // "max", "longest", "multipl
 // The length a micro-batch whose longest sample has `longest` positions is padded to, at most T.
 int64_t padded_length(Padding padding, int64_t multiple, int64_t longest, int64_t seq_len);
 int64_t padded_length(const DataSource& data, int64_t longest, int64_t seq_len);
+// --padding multiple:N rounds a micro-batch of `longest` positions past T (TRL's pad_to_multiple_of
+// does not stop at max_length, and accumbench runs no row longer than T): the sentence that says so
+// and names the fix, or "" (other paddings, wrapped rows, or a rounding within T).
+std::string padding_past_seq_len_problem(const DataSource& data, int64_t longest, int64_t seq_len);
 
 // How the frozen base's block linears are stored under LoRA (--base-quant, QLoRA): as they are,
 // as bitsandbytes' NF4 (Linear4bit: packed 4-bit codes and a per-64 absmax; transformers'

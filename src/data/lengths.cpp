@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <sstream>
 #include <map>
 #include <numeric>
@@ -22,6 +23,15 @@ namespace {
 int64_t parse_length_line(const std::string& line, const std::string& where) {
   const size_t first = line.find_first_not_of(" \t\r");
   if (first == std::string::npos) throw UserError(where + " is empty; give one sample length per line");
+  // Control bytes (a NUL above all) are no text: most likely a token file given to the wrong option.
+  const bool binary = std::any_of(line.begin(), line.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return (byte < 0x20 && c != '\t' && c != '\r') || byte == 0x7F;
+  });
+  if (binary) {
+    throw UserError(where + " holds binary bytes, not text; a token file goes to --tokens (with --eos-id N for its "
+                    "documents), and --lengths reads one length per line or JSONL rows");
+  }
   if (line[first] == '{') {
     nlohmann::json row;
     try {
@@ -30,6 +40,12 @@ int64_t parse_length_line(const std::string& line, const std::string& where) {
       throw UserError(where + " is not valid JSON; give one JSON object per line with input_ids or length");
     }
     if (row.contains("input_ids") && row["input_ids"].is_array()) return static_cast<int64_t>(row["input_ids"].size());
+    if (row.contains("length") && row["length"].is_number_unsigned()) {
+      // Past int64: longer than any T, so cut to it like every other long sample.
+      const auto length = row["length"].get<uint64_t>();
+      return length > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
+                                                                                  : static_cast<int64_t>(length);
+    }
     if (row.contains("length") && row["length"].is_number_integer()) return row["length"].get<int64_t>();
     throw UserError(where + " has neither an input_ids array nor a length integer; give each JSONL row one of them");
   }
@@ -38,6 +54,12 @@ int64_t parse_length_line(const std::string& line, const std::string& where) {
   int64_t value = 0;
   try {
     value = std::stoll(text, &used);
+  } catch (const std::out_of_range&) {
+    // Digits past int64: longer than any T (cut to it); as many minus digits: negative.
+    const bool negative = text[0] == '-';
+    const bool digits = text.find_first_not_of("0123456789", negative || text[0] == '+' ? 1 : 0) == std::string::npos;
+    used = digits ? text.size() : 0;
+    value = negative ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
   } catch (const std::exception&) {
     used = 0;
   }
@@ -60,13 +82,17 @@ SampleLengths read_lengths_file(const std::string& path, int64_t seq_len) {
   }
   std::istringstream in(*bytes);
   if (bytes->rfind("\xEF\xBB\xBF", 0) == 0) in.seekg(3);  // a UTF-8 byte-order mark (Windows editors write one)
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
+  // Blank lines at the end (`echo >> lengths.txt`) end the file; one inside it is refused.
+  while (!lines.empty() && lines.back().find_first_not_of(" \t\r") == std::string::npos) lines.pop_back();
   SampleLengths out;
-  std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
-    const std::string where = "lengths file \"" + path + "\" line " + std::to_string(number);
-    const int64_t length = parse_length_line(line, where);
+  for (size_t index = 0; index < lines.size(); ++index) {
+    const std::string where = "lengths file \"" + path + "\" line " + std::to_string(index + 1);
+    const int64_t length = parse_length_line(lines[index], where);
     if (length <= 0) {
-      throw UserError(where + " holds the length " + std::to_string(length) + "; sample lengths must be positive");
+      const std::string shown = length == std::numeric_limits<int64_t>::min() ? "a negative length" : "the length " + std::to_string(length);
+      throw UserError(where + " holds " + shown + "; sample lengths must be positive");
     }
     out.truncated += length > seq_len ? 1 : 0;
     out.lengths.push_back(std::min(length, seq_len));
@@ -95,7 +121,8 @@ SampleLengths document_lengths(const std::vector<int64_t>& tokens, int64_t eos_i
 
 TokenFile::TokenFile(const std::string& path, int token_bytes) : path_(path), width_(token_bytes) {
   if (token_bytes != 2 && token_bytes != 4) {
-    throw UserError("token width must be 2 (uint16) or 4 (uint32) bytes, got " + std::to_string(token_bytes));
+    throw UserError("--token-bytes " + std::to_string(token_bytes) +
+                    ": token ids are 2 (uint16) or 4 (uint32) bytes wide; pass --token-bytes 2 or 4");
   }
   bytes_ = read_file_bytes(path);
   if (bytes_ == nullptr) throw UserError("token file " + text::quoted(path, 240) + " " + why_unreadable(path) + "; check the path");
@@ -154,11 +181,51 @@ std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t s
   } else {
     return std::nullopt;
   }
+  if (!lengths.lengths.empty()) {
+    const int64_t longest = *std::max_element(lengths.lengths.begin(), lengths.lengths.end());
+    if (const std::string problem = padding_past_seq_len_problem(data, longest, seq_len); !problem.empty()) {
+      throw UserError(problem);
+    }
+  }
   source.lengths = std::move(lengths.lengths);
   source.truncated = lengths.truncated;
   source.description = name + ": " + std::to_string(source.lengths.size()) + " samples, " +
                        std::to_string(source.truncated) + " cut to T=" + std::to_string(seq_len);
   return source;
+}
+
+std::string repeated_samples_words(const SampleSource& source, const DataSource& data, int64_t batch, int64_t seq_len) {
+  const auto samples = static_cast<int64_t>(source.lengths.size());
+  const std::string step = "the step's " + std::to_string(batch) + " sequences";
+  if (data.packing == Packing::kBfd) {
+    int64_t rows = 0;  // as the batches pack them: kBfdGroupSamples samples at a time
+    for (int64_t first = 0; first < samples; first += kBfdGroupSamples) {
+      const std::vector<int64_t> group(source.lengths.begin() + first,
+                                       source.lengths.begin() + std::min(samples, first + kBfdGroupSamples));
+      rows += static_cast<int64_t>(pack_bfd(group, seq_len).size());
+    }
+    if (rows >= batch) return "";
+    return "packed into " + std::to_string(rows) + (rows == 1 ? " row" : " rows") + ", fewer than " + step +
+           ": each step repeats some";
+  }
+  if (data.packing == Packing::kWrapped) {
+    // Each sample brings its positions + 1 tokens; a step's rows take batch × T + 1.
+    const int64_t tokens = std::accumulate(source.lengths.begin(), source.lengths.end(), int64_t{0}) + samples;
+    if (tokens >= batch * seq_len + 1) return "";
+    return std::to_string(tokens) + " tokens, fewer than " + step + " of T=" + std::to_string(seq_len) +
+           " take: each step repeats some";
+  }
+  if (samples >= batch) return "";
+  return "fewer than " + step + ": each step repeats some";
+}
+
+std::string short_source_note(const WorkloadOptions& w) {
+  const std::optional<SampleSource> source = read_sample_source(w.data, w.seq_len, std::numeric_limits<int64_t>::max());
+  if (!source) return "";
+  const std::string words = repeated_samples_words(*source, w.data, w.batch, w.seq_len);
+  if (words.empty()) return "";
+  return source->description + ", " + words + " (a training run would start its next epoch there); for steps like "
+         "a real run's, give a source that fills --batch " + std::to_string(w.batch) + " sequences";
 }
 
 std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed) {

@@ -147,8 +147,12 @@ std::string precision_words(const PlanReport& r) { return join_precisions(r.work
 
 std::string context_words(const PlanReport& r) {
   const MemoryPlan& p = r.plans.front();
-  std::string words = p.model.name + ", T=" + std::to_string(p.options.seq_len) + ", batch " +
-                      std::to_string(r.workload.batch);
+  std::string words = p.model.name + ", T=" + std::to_string(p.options.seq_len);
+  if (!p.options.worst_micro_batch.empty()) {
+    words += " (activations at " + std::to_string(p.options.activation_length()) + " positions: the micro-batch " +
+             p.options.worst_micro_batch + ")";
+  }
+  words += ", batch " + std::to_string(r.workload.batch);
   if (r.workload.world_size > 1) {
     words += " over " + std::to_string(r.workload.world_size) + " data-parallel ranks, " +
              std::to_string(p.options.batch) + " per rank";
@@ -219,6 +223,9 @@ std::string plan_json(const PlanReport& r) {
   const MemoryPlan& first = r.plans.front();
   context["model"] = first.model.name;
   context["seq_len"] = first.options.seq_len;
+  // Real data padded per micro-batch: the activations are planned at the longest padded one.
+  context["activation_seq_len"] = first.options.activation_length();
+  context["memory_judged_on"] = first.options.worst_micro_batch.empty() ? json(nullptr) : json(first.options.worst_micro_batch);
   context["batch"] = r.workload.batch;
   context["world_size"] = r.workload.world_size;
   context["batch_per_rank"] = first.options.batch;

@@ -457,7 +457,10 @@ namespace {
 // documents' ids.
 void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t vocab_size) {
   const std::optional<SampleSource> source = read_sample_source(w.data, w.seq_len, vocab_size);
-  if (source) context.options.emplace_back("samples", source->description);
+  if (source) {
+    const std::string repeated = repeated_samples_words(*source, w.data, w.batch, w.seq_len);
+    context.options.emplace_back("samples", source->description + (repeated.empty() ? "" : ", " + repeated));
+  }
   PlanOptions plan;
   plan_for_worst_micro_batch(plan, w);  // what the predicted peaks and the fits verdict judge
   if (!plan.worst_micro_batch.empty()) context.options.emplace_back("memory_judged_on", plan.worst_micro_batch);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -233,7 +234,11 @@ void set_padding(DataSource& data, const std::string& text) {
   }
   const std::string digits = text.substr(prefix.size());
   char* end = nullptr;
+  errno = 0;
   const long long n = digits.empty() ? 0 : std::strtoll(digits.c_str(), &end, 10);
+  if (!digits.empty() && *end == '\0' && errno == ERANGE) {
+    throw UserError("--padding " + text::quoted(text, 60) + " is past any sequence length; pick an N up to --seq-len, as in multiple:8");
+  }
   if (digits.empty() || *end != '\0' || n <= 0) {
     throw UserError("--padding " + text + " needs a positive multiple, as in multiple:8 (pad each micro-batch to its longest sample rounded up to 8)");
   }
@@ -256,6 +261,21 @@ int64_t padded_length(Padding padding, int64_t multiple, int64_t longest, int64_
 
 int64_t padded_length(const DataSource& data, int64_t longest, int64_t seq_len) {
   return padded_length(data.padding, data.pad_multiple, longest, seq_len);
+}
+
+std::string padding_past_seq_len_problem(const DataSource& data, int64_t longest, int64_t seq_len) {
+  if (data.padding != Padding::kMultiple || data.packing == Packing::kWrapped || data.pad_multiple <= 0) return "";
+  const int64_t n = data.pad_multiple;
+  const bool packed = data.packing == Packing::kBfd;  // best-fit rows fill up to T, whatever the samples
+  longest = packed ? seq_len : std::min(longest, seq_len);
+  if (n <= seq_len && (longest + n - 1) / n * n <= seq_len) return "";
+  const std::string rounded = n > seq_len ? std::to_string(n) : std::to_string((longest + n - 1) / n * n);
+  const std::string t = std::to_string(seq_len);
+  return "--padding multiple:" + std::to_string(n) + " pads a micro-batch whose longest " +
+         (packed ? "packed row" : "sample") + " has " + std::to_string(longest) + " positions to " + rounded + ", past --seq-len " + t +
+         " (TRL's and axolotl's pad_to_multiple_of do not stop at max_length), and accumbench runs no row longer than "
+         "--seq-len; "
+         "pick an N that divides " + t + ", or a --seq-len that is a multiple of " + std::to_string(n);
 }
 
 WorkloadOptions workload_defaults(Command command) {
@@ -371,6 +391,25 @@ void validate_data_source(const WorkloadOptions& w) {
     throw UserError("--cuda-graphs replays one fixed attention layout, but --packing bfd gives every micro-batch its own "
                     "documents; use --packing none or wrapped with --cuda-graphs, or drop it");
   }
+  if (data.token_file.empty() && data.lengths != LengthMode::kFile) {
+    // Synthetic samples reach T (fixed: all of them; variable: uniform up to T). A lengths file or
+    // documents are checked against their own longest sample where they are read (src/data).
+    if (const std::string problem = padding_past_seq_len_problem(data, w.seq_len, w.seq_len); !problem.empty()) {
+      throw UserError(problem);
+    }
+  }
+  if (data.token_bytes != 2 && data.token_bytes != 4) {
+    throw UserError("--token-bytes " + std::to_string(data.token_bytes) +
+                    ": token ids are 2 (uint16) or 4 (uint32) bytes wide; pass --token-bytes 2 or 4");
+  }
+  if (data.token_bytes != 2 && data.token_file.empty()) {
+    throw UserError("--token-bytes gives the width of a --tokens file's ids, which is not given; add --tokens FILE or "
+                    "drop --token-bytes");
+  }
+  if (data.eos_id < -1) {  // -1 is "none", the default
+    throw UserError("--eos-id " + std::to_string(data.eos_id) +
+                    " is not a token id; give your tokenizer's end-of-sequence id (0 or more)");
+  }
   if (data.eos_id >= 0 && data.token_file.empty()) {
     throw UserError("--eos-id splits the documents of a --tokens file, which is not given; add --tokens FILE or drop --eos-id");
   }
@@ -408,6 +447,14 @@ std::string idle_data_options_note(const WorkloadOptions& w) {
              (one ? "it changes" : "they change") +
              " nothing here; give your dataset's lengths (--lengths FILE) or --lengths variable";
     }
+  }
+  if (!data.token_file.empty() && data.eos_id < 0 && data.padding != Padding::kMax) {
+    note += (note.empty() ? "" : "; ") + std::string("--padding ") + padding_name(data) + " pads nothing: --tokens "
+            "without --eos-id cuts full windows of --seq-len + 1 tokens, every row T long";
+  }
+  if (data.packing == Packing::kWrapped && data.group_by_length) {
+    note += (note.empty() ? "" : "; ") + std::string("--group-by-length changes nothing under --packing wrapped, "
+            "whose rows are always T tokens of concatenated samples");
   }
   if (data.packing == Packing::kWrapped && data.padding != Padding::kMax) {
     note += (note.empty() ? "" : "; ") + std::string("--padding ") + padding_name(data) +
