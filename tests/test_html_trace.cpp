@@ -225,7 +225,7 @@ TEST(HtmlReport, HasEveryChartSplitRecommendationAndContextField) {
   // The recommended split in the Trainer's words, after the reason.
   EXPECT_NE(html.find("<p class=\"rec-settings\">Trainer settings (one process): per_device_train_batch_size=2 "
                       "gradient_accumulation_steps=2 gradient_checkpointing=false bf16=false fp16=false max_length=64 "
-                      "packing=false</p>"),
+                      "packing=false loss_type=nll</p>"),
             std::string::npos);
   for (const char* field :
        {"<dt>host</dt><dd>bench-host-7</dd>", "<dt>libtorch_version</dt><dd>1.13.1</dd>",

@@ -119,7 +119,7 @@ TEST(PlanReport, MarkdownLines) {
                        ab::plan_phase_name(p.peak_phase) + " | 1.0 KiB | yes | 4 | 2 | false |");
   EXPECT_NE(md[7].find("| 8×1 |"), std::string::npos);
   EXPECT_NE(md[7].find(" | no | 8 | 1 | false |"), std::string::npos);
-  EXPECT_EQ(md[9], "Every split also: bf16=false fp16=false max_length=64 packing=false");
+  EXPECT_EQ(md[9], "Every split also: bf16=false fp16=false max_length=64 packing=false loss_type=nll");
   EXPECT_EQ(md[11].rfind("largest split of 8 that fits in " + ab::format_bytes(limit) + ": 4×2; with checkpointing: ", 0),
             0u);
   // Without a limit: no spare or fits column, no largest line.
@@ -560,7 +560,7 @@ TEST(PlanReport, ListsPlanEachJobAsItsOwnPlan) {
   EXPECT_TRUE(ends_with(md[4], "| 1 | 8 | false |  |")) << md[4];
   EXPECT_TRUE(ends_with(md[8], "| 1 | 8 | false | optim=adamw_8bit |")) << md[8];
   EXPECT_TRUE(ends_with(md[19], "| 8 | 1 | false | optim=adamw_8bit dtype=bfloat16 |")) << md[19];
-  EXPECT_EQ(md[21], "Every split also: bf16=false fp16=false max_length=64 packing=false");
+  EXPECT_EQ(md[21], "Every split also: bf16=false fp16=false max_length=64 packing=false loss_type=nll");
 
   const nlohmann::json j = nlohmann::json::parse(ab::plan_json(r));
   EXPECT_EQ(j["splits"][4]["split"], "1\u00d78 adamw8bit");
@@ -590,7 +590,7 @@ TEST(PlanReport, ListsOfPrecisionsNameEachSplitsPrecision) {
   EXPECT_EQ(j["splits"][7]["trainer_settings"]["bf16"], "true");
   // bf16= differs between the splits: a row's own key, not one every split shares.
   EXPECT_EQ(lines_of(ab::plan_markdown(r))[4].substr(0, 13), "| 1\u00d78 fp32 |");
-  EXPECT_NE(ab::plan_markdown(r).find("Every split also: fp16=false max_length=64 packing=false\n"), std::string::npos);
+  EXPECT_NE(ab::plan_markdown(r).find("Every split also: fp16=false max_length=64 packing=false loss_type=nll\n"), std::string::npos);
 }
 
 // The job a plan or a sweep names its changes for when nothing fits: the narrowest weights, the

@@ -151,7 +151,7 @@ TEST(ConsoleReporter, TableAndRecommendation) {
       "",
       "Recommendation: 8\u00d78 \u2014 8\u00d78 is fastest.",
       "Trainer settings (one process): per_device_train_batch_size=8 gradient_accumulation_steps=8 "
-      "gradient_checkpointing=false bf16=true fp16=false max_length=1024 packing=false",
+      "gradient_checkpointing=false bf16=true fp16=false max_length=1024 packing=false loss_type=nll",
   });
 }
 
@@ -226,7 +226,7 @@ TEST(ConsoleReporter, FitsAgainstTheLimitAndRatiosAgainstTheFastest) {
   EXPECT_NE(html.str().find("<td class=\"text\">yes</td>"), std::string::npos);
   EXPECT_EQ(lines.back(),
             "Trainer settings (one process): per_device_train_batch_size=1 gradient_accumulation_steps=64 "
-            "gradient_checkpointing=true bf16=true fp16=false max_length=1024 packing=false");
+            "gradient_checkpointing=true bf16=true fp16=false max_length=1024 packing=false loss_type=nll");
 }
 
 TEST(ConsoleReporter, ColumnsThatWouldBeEmptyAreLeftOut) {
@@ -395,7 +395,7 @@ TEST(MarkdownReporter, ShowsOnlyColumnsThatVary) {
       "**Recommendation:** 8\u00d78 \u2014 8\u00d78 is fastest.",
       "",
       "Trainer settings (one process): per_device_train_batch_size=8 gradient_accumulation_steps=8 "
-      "gradient_checkpointing=false bf16=true fp16=false max_length=1024 packing=false",
+      "gradient_checkpointing=false bf16=true fp16=false max_length=1024 packing=false loss_type=nll",
   });
 }
 

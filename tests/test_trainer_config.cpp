@@ -688,6 +688,32 @@ datasets:
             std::string::npos);
   EXPECT_NE(error_of("liger_fused_linear_cross_entropy: true\n", ab::ConfigFormat::kAxolotl).find("Liger"),
             std::string::npos);
+  // Preference / RL training, FP8 matmuls and the older name of context parallelism: refused.
+  for (const std::string yaml : {"rl: dpo", "rl: grpo", "fp8: true", "sequence_parallel_degree: 2"}) {
+    const std::string key = yaml.substr(0, yaml.find(':'));
+    EXPECT_NE(error_of(yaml + "\n", ab::ConfigFormat::kAxolotl).find("sets " + key), std::string::npos) << yaml;
+  }
+  EXPECT_EQ(error_of("seed: 0\n", ab::ConfigFormat::kAxolotl), "(no error)");  // 0 is a seed like any other
+  EXPECT_EQ(read("seed: 0\n").model.seed, 0u);
+}
+
+// axolotl's collator pads past sequence_len where it is no multiple of pad_to_multiple_of (64
+// unset): pad_to_sequence_len then pads every batch to the next multiple, which accumbench does not
+// run (refused with the fix); with the multiple set to T it is T; unset, each batch rounds up.
+TEST(TrainerConfig, AxolotlPaddingPastSequenceLenIsRefused) {
+  EXPECT_EQ(error_of("sequence_len: 100\npad_to_sequence_len: true\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml: pad_to_sequence_len pads every batch to 128 (sequence_len 100 rounded up to a multiple of "
+            "pad_to_multiple_of 64, its default), and accumbench runs no row longer than --seq-len; set sequence_len "
+            "to 128, or pad_to_multiple_of to 100");
+  EXPECT_NE(error_of("sequence_len: 100\nsample_packing: true\n", ab::ConfigFormat::kAxolotl).find("pads every batch to 128"),
+            std::string::npos);
+  const ab::WorkloadOptions w =
+      read("sequence_len: 100\npad_to_sequence_len: true\npad_to_multiple_of: 100\n", ab::ConfigFormat::kAxolotl);
+  EXPECT_EQ(w.data.padding, ab::Padding::kMax);
+  EXPECT_EQ(w.seq_len, 100);
+  const ab::WorkloadOptions unset = read("sequence_len: 32\n", ab::ConfigFormat::kAxolotl);
+  EXPECT_EQ(unset.data.padding, ab::Padding::kMultiple);  // 64 > 32: refused where the samples are known
+  EXPECT_EQ(unset.data.pad_multiple, 64);
 }
 
 // What the trainers do with a file beyond its keys (found running TRL's, the alignment handbook's

@@ -49,7 +49,7 @@ TEST(TrainerSettings, PlainSplitInEveryFormat) {
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kTrl),
             (Lines{"# TRL SFTConfig, for trl sft --config FILE.yaml (one process; each key is also a --KEY flag)",
                    "per_device_train_batch_size: 4", "gradient_accumulation_steps: 4", "gradient_checkpointing: false",
-                   "bf16: false", "fp16: false", "max_length: 1024", "packing: false"}));
+                   "bf16: false", "fp16: false", "max_length: 1024", "packing: false", "loss_type: nll"}));
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl),
             (Lines{"# axolotl (one process)", "micro_batch_size: 4", "gradient_accumulation_steps: 4",
                    "sequence_len: 1024", "gradient_checkpointing: false", "bf16: false", "fp16: false",
@@ -59,7 +59,7 @@ TEST(TrainerSettings, PlainSplitInEveryFormat) {
                    "--batch 16 --micro-batches 4 --seq-len 1024 --precision fp32 --activation-checkpointing none"}));
   EXPECT_EQ(ab::settings_summary(s),
             "Trainer settings (one process): per_device_train_batch_size=4 gradient_accumulation_steps=4 "
-            "gradient_checkpointing=false bf16=false fp16=false max_length=1024 packing=false");
+            "gradient_checkpointing=false bf16=false fp16=false max_length=1024 packing=false loss_type=nll");
 }
 
 // bf16 with checkpointing over 2 ranks, LoRA on Qwen-style names, real lengths padded to a
@@ -84,14 +84,14 @@ TEST(TrainerSettings, LoraPaddingAndRanks) {
             (Lines{"# TRL SFTConfig, for trl sft --config FILE.yaml (per rank, 2 ranks; each key is also a --KEY flag)",
                    "per_device_train_batch_size: 2", "gradient_accumulation_steps: 4", "gradient_checkpointing: true",
                    "bf16: true", "fp16: false", "max_length: 1024", "packing: false", "pad_to_multiple_of: 8",
-                   "group_by_length: true", "use_peft: true", "lora_r: 16", "lora_alpha: 32", "lora_dropout: 0.05",
-                   "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]"}));
+                   "group_by_length: true", "loss_type: nll", "use_peft: true", "lora_r: 16", "lora_alpha: 32",
+                   "lora_dropout: 0.05", "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]"}));
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl),
             (Lines{"# axolotl (per rank, 2 ranks)", "micro_batch_size: 2", "gradient_accumulation_steps: 4",
                    "sequence_len: 1024", "gradient_checkpointing: true", "bf16: true", "fp16: false",
                    "# axolotl's bf16: true also loads the weights in bf16; these were measured in fp32 "
                    "(--weights-dtype bf16 measures axolotl's job)",
-                   "sample_packing: false", "# padding multiple:8 has no axolotl key", "group_by_length: true",
+                   "sample_packing: false", "pad_to_multiple_of: 8", "group_by_length: true",
                    "adapter: lora", "lora_r: 16", "lora_alpha: 32", "lora_dropout: 0.05",
                    "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]", "lora_mlp_kernel: false",
                    "lora_qkv_kernel: false", "lora_o_kernel: false"}));
@@ -114,7 +114,7 @@ TEST(TrainerSettings, PackingAndPaddingMaps) {
   const Lines trl = ab::settings_lines(s, ab::SettingsFormat::kTrl);
   EXPECT_EQ(Lines(trl.begin() + 7, trl.end()),
             (Lines{"packing: true", "packing_strategy: bfd", "padding_free: true", "attn_implementation: flash_attention_2",
-                   "use_peft: true", "lora_r: 8", "lora_alpha: 16", "lora_dropout: 0",
+                   "loss_type: nll", "use_peft: true", "lora_r: 8", "lora_alpha: 16", "lora_dropout: 0",
                    "lora_target_modules: [all-linear]"}));
   // Packed samples stay apart under flash attention only; axolotl pads packed rows to T unless told.
   const Lines axolotl = ab::settings_lines(s, ab::SettingsFormat::kAxolotl);
@@ -129,7 +129,7 @@ TEST(TrainerSettings, PackingAndPaddingMaps) {
   w.data.packing = ab::Packing::kNone;
   w.lora.rank = 0;
   s = ab::trainer_settings(split(1, 16), w, {});
-  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kTrl).back(), "pad_to_multiple_of: 1024");
+  EXPECT_EQ(*(ab::settings_lines(s, ab::SettingsFormat::kTrl).end() - 2), "pad_to_multiple_of: 1024");
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl).back(), "pad_to_sequence_len: true");
   // --padding longest: axolotl pads to a multiple of 64 unless pad_to_sequence_len is false.
   w.data.padding = ab::Padding::kLongest;
@@ -138,8 +138,27 @@ TEST(TrainerSettings, PackingAndPaddingMaps) {
   w.data.padding = ab::Padding::kMax;
   w.data.lengths = ab::LengthMode::kFixed;
   s = ab::trainer_settings(split(1, 16), w, {});
-  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kTrl).back(), "packing: false");
+  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kTrl).back(), "loss_type: nll");
+  EXPECT_EQ(*(ab::settings_lines(s, ab::SettingsFormat::kTrl).end() - 2), "packing: false");
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl).back(), "sample_packing: false");
+}
+
+// axolotl pads a batch to pad_to_multiple_of (64 unset) × ceil(T / it) under pad_to_sequence_len,
+// and each batch to a multiple of 64 when unset: where T is no multiple of 64 the emitted keys keep
+// a batch at T (core/builders/causal.py).
+TEST(TrainerSettings, AxolotlPaddingKeysKeepABatchAtT) {
+  ab::WorkloadOptions w = workload();
+  w.seq_len = 100;
+  w.data.lengths = ab::LengthMode::kVariable;
+  const auto axolotl = [&] {
+    return ab::settings_lines(ab::trainer_settings(split(1, 16), w, {}), ab::SettingsFormat::kAxolotl);
+  };
+  Lines lines = axolotl();  // --padding max
+  EXPECT_EQ(Lines(lines.end() - 2, lines.end()), (Lines{"pad_to_sequence_len: true", "pad_to_multiple_of: 100"}));
+  w.data.lengths = ab::LengthMode::kFixed;  // samples of T: unset would pad them to 128
+  EXPECT_EQ(axolotl().back(), "pad_to_multiple_of: 100");
+  w.seq_len = 128;
+  EXPECT_EQ(axolotl().back(), "sample_packing: false");  // 128 is a multiple of 64: nothing to add
 }
 
 // Knobs with no trainer setting are said, never dropped: oib, chunked-ce, CUDA graphs. The dtype to
@@ -156,8 +175,8 @@ TEST(TrainerSettings, KnobsWithoutATrainerSettingAreNamed) {
   const Lines trl = ab::settings_lines(s, ab::SettingsFormat::kTrl);
   EXPECT_EQ(Lines(trl.end() - 3, trl.end()),
             (Lines{"dtype: bfloat16", "# optimizer-in-backward (oib) has no Trainer or axolotl setting",
-                   "# the chunked cross-entropy (chunked-ce) has no Trainer setting; use_liger_kernel's fused linear "
-                   "cross-entropy also never holds the whole logits"}));
+                   "# the chunked cross-entropy (chunked-ce) is TRL's loss_type: chunked_nll and has no axolotl "
+                   "setting; use_liger_kernel's fused linear cross-entropy also never holds the whole logits"}));
   const Lines axolotl = ab::settings_lines(s, ab::SettingsFormat::kAxolotl);
   EXPECT_NE(std::find(axolotl.begin(), axolotl.end(), "bfloat16: true"), axolotl.end());
   EXPECT_NE(std::find(axolotl.begin(), axolotl.end(), "bf16: false"), axolotl.end());

@@ -124,9 +124,15 @@ void Reader::read_axolotl(int world_size) {
     }
   }
   attention_implementation();
-  for (const std::string& key : {std::string("tensor_parallel_size"), std::string("context_parallel_size")}) {
+  // sequence_parallel_degree: the older name axolotl still copies into context_parallel_size.
+  for (const std::string& key : {std::string("tensor_parallel_size"), std::string("context_parallel_size"),
+                                 std::string("sequence_parallel_degree")}) {
     if (has(key) && whole(key) > 1) refuse(key, "splits the model over devices", "remove the key");
   }
+  // Preference and RL training (dpo, kto, orpo, grpo, ...) run other steps than SFT's: a reference
+  // model's forward, chosen and rejected pairs, generation.
+  refuse_if_on("rl", "trains with a preference or RL objective (a reference model, paired or generated samples)");
+  refuse_if_on("fp8", "computes the matmuls in FP8 (torchao)");
   for (const auto& item : root) {
     const std::string key = item.first.Scalar();
     if (key.rfind("liger_", 0) == 0) refuse_if_on(key, "swaps in Liger's fused kernels");
@@ -201,18 +207,30 @@ void Reader::read_axolotl(int world_size) {
   // axolotl's sample packing keeps samples whole, attention restarting at each: bfd.
   const bool packing = has("sample_packing") && boolean("sample_packing");
   set("--packing", packing ? "bfd" : "none", "sample_packing");
-  // The collator (core/builders/causal.py): pad_to_sequence_len true pads to T; unset, to a
-  // multiple of pad_to_multiple_of (64 by default); false, to the longest sample.
+  // The collator (core/builders/causal.py): pad_to_sequence_len true pads every batch to
+  // pad_to_multiple_of (64 by default) × ceil(sequence_len / it), which is T only when T is such
+  // a multiple; unset, each batch to its longest sample rounded up to that multiple (past T too);
+  // false, to the longest sample.
   const int64_t multiple = has("pad_to_multiple_of") ? whole("pad_to_multiple_of") : 64;
-  if (packing && !has("pad_to_sequence_len")) {
-    // hint_sample_packing_padding (utils/schemas/validation.py) sets it true with sample_packing.
-    set("--padding", "max", "pad_to_sequence_len (true with sample_packing)", true);
-  } else if (has("pad_to_sequence_len") && boolean("pad_to_sequence_len")) {
-    set("--padding", "max", "pad_to_sequence_len");
+  // hint_sample_packing_padding (utils/schemas/validation.py) sets it true with sample_packing.
+  const bool to_sequence_len =
+      has("pad_to_sequence_len") ? boolean("pad_to_sequence_len") : packing;
+  if (to_sequence_len) {
+    const int64_t rounded = (length + multiple - 1) / multiple * multiple;
+    if (rounded != length) {
+      throw UserError(path + ": pad_to_sequence_len pads every batch to " + std::to_string(rounded) +
+                      " (sequence_len " + std::to_string(length) + " rounded up to a multiple of pad_to_multiple_of " +
+                      std::to_string(multiple) + (has("pad_to_multiple_of") ? "" : ", its default") +
+                      "), and accumbench runs no row longer than --seq-len; set sequence_len to " +
+                      std::to_string(rounded) + ", or pad_to_multiple_of to " + std::to_string(length));
+    }
+    set("--padding", "max", has("pad_to_sequence_len") ? "pad_to_sequence_len" : "pad_to_sequence_len (true with sample_packing)",
+        !has("pad_to_sequence_len"));
   } else if (has("pad_to_sequence_len")) {
     set("--padding", "longest", "pad_to_sequence_len");
   } else {
-    set("--padding", multiple >= length ? "max" : "multiple:" + std::to_string(multiple), "pad_to_sequence_len",
+    // Past T when the multiple is: refused with its fix where the samples are known (options.cpp).
+    set("--padding", multiple == length ? "max" : "multiple:" + std::to_string(multiple), "pad_to_sequence_len",
         true);
   }
   if (has("group_by_length") && boolean("group_by_length")) set("--group-by-length", "", "group_by_length");

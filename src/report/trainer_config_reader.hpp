@@ -73,6 +73,15 @@ struct Reader {
     }
     bad_value(key, "a positive whole number");
   }
+  // A whole number of 0 or more (seed: 0 is a seed like any other).
+  int64_t non_negative(const std::string& key) {
+    try {
+      const int64_t value = root[key].as<int64_t>();
+      if (value >= 0) return value;
+    } catch (const YAML::Exception&) {
+    }
+    bad_value(key, "a whole number, 0 or more");
+  }
   double number(const std::string& key) {
     try {
       return root[key].as<double>();
@@ -263,7 +272,7 @@ struct Reader {
     if (has("adam_beta1")) set("--beta1", num(number("adam_beta1")), "adam_beta1");
     if (has("adam_beta2")) set("--beta2", num(number("adam_beta2")), "adam_beta2");
     if (has("adam_epsilon")) set("--adam-eps", num(number("adam_epsilon")), "adam_epsilon");
-    if (has("seed")) set("--seed", std::to_string(whole("seed")), "seed");
+    if (has("seed")) set("--seed", std::to_string(non_negative("seed")), "seed");
   }
 
   // PEFT's target_modules, kept as the file gives them: matched once the model is known. TRL's

@@ -165,7 +165,9 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
   }
   if (const int64_t multiple = pad_to_multiple_of(s)) keys.push_back({"pad_to_multiple_of", std::to_string(multiple)});
   if (s.group_by_length) keys.push_back({"group_by_length", "true"});
-  if (!s.loss_type.empty()) keys.push_back({"loss_type", s.loss_type});
+  // What was measured: TRL's own loss where the plan modelled it, else the engine's (the chunked
+  // head is TRL's chunked_nll; the whole logits, nll, which TRL 1.7+ no longer runs by default).
+  keys.push_back({"loss_type", !s.loss_type.empty() ? s.loss_type : s.chunked_loss ? "chunked_nll" : "nll"});
   // Nothing for adamw: transformers' default, adamw_torch_fused from PyTorch 2.8 (adamw_torch before
   // it, which is --optimizer adamw-foreach on CUDA).
   if (s.optimizer != OptimizerKind::kAdamW) keys.push_back({"optim", hf_optim_name(s.optimizer)});
@@ -196,8 +198,8 @@ std::vector<std::string> untranslated_knobs(const TrainerSettings& s) {
   std::vector<std::string> notes;
   if (s.optimizer_in_backward) notes.push_back("optimizer-in-backward (oib) has no Trainer or axolotl setting");
   if (s.chunked_loss) {
-    notes.push_back("the chunked cross-entropy (chunked-ce) has no Trainer setting; use_liger_kernel's fused linear "
-                    "cross-entropy also never holds the whole logits");
+    notes.push_back("the chunked cross-entropy (chunked-ce) is TRL's loss_type: chunked_nll and has no axolotl "
+                    "setting; use_liger_kernel's fused linear cross-entropy also never holds the whole logits");
   }
   if (s.cuda_graphs) notes.push_back("CUDA graphs have no Trainer or axolotl setting");
   if (s.base_quant != BaseQuant::kNone) {
@@ -267,20 +269,27 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     // Packed samples stay apart only under a varlen kernel (check_sample_packing_without_attention).
     if (s.packing == Packing::kBfd) lines.push_back("attn_implementation: flash_attention_2");
     if (s.packing == Packing::kWrapped) lines.push_back("# packing wrapped (documents cut at T) has no axolotl key");
+    // axolotl's collator (core/builders/causal.py): pad_to_sequence_len true pads every batch to
+    // pad_to_multiple_of (64 unset) × ceil(T / it); unset, each batch to its longest rounded up to
+    // pad_to_multiple_of; false, to its longest. Where T is no multiple of 64, pad_to_multiple_of: T
+    // keeps a batch padded to T at T.
     const int64_t multiple = pad_to_multiple_of(s);
-    if (multiple > 0 && multiple == s.max_length) lines.push_back("pad_to_sequence_len: true");
-    // With sample_packing, unset means true (hint_sample_packing_padding): written either way,
-    // false for packed rows measured padded to their longest.
+    const std::string multiple_of_t = "pad_to_multiple_of: " + std::to_string(s.max_length);
+    const bool t_rounds = s.max_length % 64 != 0;
     if (s.packing == Packing::kBfd) {
+      // With sample_packing, unset means true (hint_sample_packing_padding): written either way,
+      // false for packed rows measured padded to their longest.
       lines.push_back(std::string("pad_to_sequence_len: ") + (s.padding == Padding::kMax ? "true" : "false"));
-    }
-    // Unset, axolotl's collator pads to a multiple of 64 (core/builders/causal.py); false pads each
-    // batch to its longest sample, as --padding longest.
-    if (s.lengths_vary && s.packing == Packing::kNone && s.padding == Padding::kLongest) {
+      if (s.padding == Padding::kMax && t_rounds) lines.push_back(multiple_of_t);
+    } else if (multiple > 0 && multiple == s.max_length) {
+      lines.push_back("pad_to_sequence_len: true");
+      if (t_rounds) lines.push_back(multiple_of_t);
+    } else if (multiple > 0) {
+      lines.push_back("pad_to_multiple_of: " + std::to_string(multiple));
+    } else if (s.lengths_vary && s.packing == Packing::kNone && s.padding == Padding::kLongest) {
       lines.push_back("pad_to_sequence_len: false");
-    }
-    if (multiple > 0 && multiple != s.max_length) {
-      lines.push_back("# padding multiple:" + std::to_string(multiple) + " has no axolotl key");
+    } else if (!s.lengths_vary && s.packing == Packing::kNone && t_rounds) {
+      lines.push_back(multiple_of_t);  // samples of T: unset would round them up to a multiple of 64
     }
     if (s.group_by_length) lines.push_back("group_by_length: true");
     // axolotl's optimizer key takes transformers' OptimizerNames; its default is adamw_torch_fused.

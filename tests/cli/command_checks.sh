@@ -133,8 +133,10 @@ plan_chunked() {
   check "plan --chunked-loss: every split plain and chunked; the chunked 64×1 fits 32 GiB, the plain does not" py '
 rows = {" ".join(r.split()[:2]) if "chunked-ce" in r else r.split()[0]: r for r in split_rows(sys.argv[1])}
 if len(rows) != 14: fail("%d split rows" % len(rows))
-# The fits column comes before the three Trainer settings that end each row.
-if rows["64×1"].split()[-4] != "no" or rows["64×1 chunked-ce"].split()[-4] != "yes": fail("64×1 rows %s" % rows)
+# The fits column comes before the four Trainer settings that end each row (loss_type varies here).
+if rows["64×1"].split()[-5] != "no" or rows["64×1 chunked-ce"].split()[-5] != "yes": fail("64×1 rows %s" % rows)
+if not rows["64×1 chunked-ce"].endswith("loss_type=chunked_nll") or not rows["64×1"].endswith("loss_type=nll"):
+    fail("loss_type per row %s" % rows)
 ' "$out"
 }
 
