@@ -594,10 +594,11 @@ TEST(HfConfig, DropoutIsNotedAndGpt2sOtherAttentionRefused) {
   EXPECT_EQ(parse_hf_config(llama + R"(,"attention_dropout":0.1})", "l.json").dropout, "attention_dropout 0.1");
   EXPECT_THROW(parse_hf_config(llama + R"(,"attention_dropout":1.5})", "l.json"), UserError);
   for (const char* field : {R"("scale_attn_weights":false)", R"("scale_attn_by_inverse_layer_idx":true)",
-                            R"("reorder_and_upcast_attn":true)"}) {
+                            R"("reorder_and_upcast_attn":true)", R"("add_cross_attention":true)"}) {
     EXPECT_THROW(parse_hf_config(gpt2 + "," + field + "}", "g.json"), UserError) << field;
   }
-  EXPECT_NO_THROW(parse_hf_config(gpt2 + R"(,"scale_attn_weights":true,"reorder_and_upcast_attn":false})", "g.json"));
+  EXPECT_NO_THROW(parse_hf_config(
+      gpt2 + R"(,"scale_attn_weights":true,"reorder_and_upcast_attn":false,"add_cross_attention":false})", "g.json"));
 }
 
 // Only GPT-2's learned position table ends at its positions; a RoPE model runs past

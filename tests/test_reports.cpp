@@ -178,6 +178,15 @@ TEST(ConsoleReporter, HeaderNamesTheOptimizersOfTheRuns) {
   EXPECT_EQ(report_lines(ConsoleReporter(), result)[0], std::string(kContextLine) + ", optimizer sgd");
 }
 
+// A token file cut into windows has no "samples" line of its own: the header names the file.
+TEST(ConsoleReporter, ContextNamesATokenFilesWindows) {
+  SweepResult result = sample_result();
+  result.context.options.emplace_back("token_file", "shard0.bin");
+  EXPECT_EQ(report_lines(ConsoleReporter(), result)[0], std::string(kContextLine) + ", tokens shard0.bin (windows of T + 1)");
+  result.context.options.back().second = "synthetic";
+  EXPECT_EQ(report_lines(ConsoleReporter(), result)[0], kContextLine);
+}
+
 // The header names the runs' weights dtypes unless fp32 alone, the labels name each unless fp32,
 // and the legend says so; the CSV gives every run's dtype in its own column.
 TEST(ConsoleReporter, HeaderNamesTheWeightsDtypesOfTheRuns) {

@@ -188,6 +188,19 @@ TEST(TrainerSettings, KnobsWithoutATrainerSettingAreNamed) {
             std::string::npos);
 }
 
+// PEFT's lora_alpha is an int in TRL's ModelConfig and axolotl's schema: a fractional alpha is said.
+TEST(TrainerSettings, AFractionalLoraAlphaIsSaid) {
+  ab::WorkloadOptions w = workload();
+  w.lora.rank = 8;
+  w.lora.alpha = 12.5;
+  const Lines trl = ab::settings_lines(ab::trainer_settings(split(4, 4), w, {"all-linear"}), ab::SettingsFormat::kTrl);
+  EXPECT_EQ(trl.back(), "# lora_alpha 12.5 is no whole number, which TRL's ModelConfig and axolotl's schema refuse "
+                        "(an int); alpha scales the update, not its time or memory");
+  w.lora.alpha = 16;
+  const Lines whole = ab::settings_lines(ab::trainer_settings(split(4, 4), w, {"all-linear"}), ab::SettingsFormat::kTrl);
+  EXPECT_EQ(whole.back(), "lora_target_modules: [all-linear]");
+}
+
 // GPT-2's names: c_attn and c_fc as they are; its two c_proj together are "c_proj" (PEFT matches
 // the end of the module path), one of them alone is qualified.
 TEST(TrainerSettings, Gpt2TargetModules) {

@@ -356,6 +356,12 @@ ModelConfig gpt2_from(const FieldReader& f) {
     f.fail("field \"reorder_and_upcast_attn\" is true, which computes the attention scores in fp32 under autocast "
            "(more memory than accumbench's attention)",
            "remove the field (or set it false) to benchmark GPT-2's attention");
+  // An encoder-decoder's GPT-2 (GPT2Block adds a cross-attention and ln_cross_attn per layer):
+  // other parameters and another step.
+  if (f.boolean_or("add_cross_attention", false))
+    f.fail("field \"add_cross_attention\" is true, which adds a cross-attention over an encoder's states to every "
+           "block (an encoder-decoder's decoder) and accumbench trains a decoder alone",
+           "remove the field (or set it false) to benchmark the decoder-only GPT-2");
   // GPT2Config's dropouts default to 0.1 each: transformers trains with them.
   c.dropout = dropouts(f, {"embd_pdrop", "attn_pdrop", "resid_pdrop"}, 0.1);
   return c;

@@ -64,6 +64,9 @@ std::string data_words(const SweepContext& c) {
   std::string words;
   const std::string samples = option_value(c, "samples");
   if (!samples.empty()) words += ", samples " + samples;
+  // A token file cut into windows names no samples: its name, so that the header says what trained.
+  const std::string tokens = option_value(c, "token_file");
+  if (samples.empty() && !tokens.empty() && tokens != "synthetic") words += ", tokens " + tokens + " (windows of T + 1)";
   const std::string padding = option_value(c, "padding");
   if (!padding.empty() && padding != "max") words += ", padding " + padding;
   if (option_value(c, "group_by_length") == "true") words += ", grouped by length";

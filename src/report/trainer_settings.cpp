@@ -20,6 +20,7 @@
 //   transformers' BitsAndBytesConfig: load_in_4bit, bnb_4bit_quant_type, use_bnb_nested_quant
 //   (its bnb_4bit_use_double_quant), load_in_8bit; TRL passes its dtype as
 //   bnb_4bit_compute_dtype. axolotl: adapter: qlora with load_in_4bit, or load_in_8bit.
+#include <cmath>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -202,6 +203,10 @@ std::vector<std::string> untranslated_knobs(const TrainerSettings& s) {
                     "setting; use_liger_kernel's fused linear cross-entropy also never holds the whole logits");
   }
   if (s.cuda_graphs) notes.push_back("CUDA graphs have no Trainer or axolotl setting");
+  if (s.lora_r > 0 && lora_alpha(s) != std::floor(lora_alpha(s))) {
+    notes.push_back("lora_alpha " + number(lora_alpha(s)) + " is no whole number, which TRL's ModelConfig and "
+                    "axolotl's schema refuse (an int); alpha scales the update, not its time or memory");
+  }
   if (s.base_quant != BaseQuant::kNone) {
     notes.push_back("the quantised base's time is approximate: accumbench dequantises with LibTorch ops, not "
                     "bitsandbytes' kernels");
