@@ -156,6 +156,25 @@ TEST(PlanReport, JsonFields) {
   EXPECT_TRUE(free["context"]["memory_limit_bytes"].is_null());
   EXPECT_TRUE(free["splits"][0]["fits"].is_null());
   EXPECT_TRUE(free["largest_fitting"].empty());
+  EXPECT_EQ(free["context"]["activation_seq_len"], 64);  // synthetic data: T
+  EXPECT_TRUE(free["context"]["memory_judged_on"].is_null());
+}
+
+// Real data padded per micro-batch: the plan's activations are the longest padded micro-batch's,
+// not T's, and every output says so (the JSON's seq_len stays T).
+TEST(PlanReport, RealDataNamesTheActivationsLength) {
+  Tiny t;
+  t.options.activation_seq_len = 48;
+  t.options.worst_micro_batch = "the one holding sample 10 of skewed.txt (40 positions), padded to 48 (--padding multiple:16)";
+  const ab::PlanReport r = t.report(0, 0);
+  const nlohmann::json j = nlohmann::json::parse(ab::plan_json(r));
+  EXPECT_EQ(j["context"]["seq_len"], 64);
+  EXPECT_EQ(j["context"]["activation_seq_len"], 48);
+  EXPECT_EQ(j["context"]["memory_judged_on"], t.options.worst_micro_batch);
+  EXPECT_NE(ab::plan_markdown(r).find("gpt2-tiny, T=64 (activations at 48 positions, the longest padded micro-batch: "
+                                      "the one holding sample 10 of skewed.txt"),
+            std::string::npos)
+      << ab::plan_markdown(r);
 }
 
 // HTML: a self-contained page with the table (a split that does not fit marked) and the JSON

@@ -989,8 +989,8 @@ int PlanCommand::run() {
   std::cout << " (" << ab::join_precisions(w.precisions) << ", attention " << ab::to_string(o.attention) << "):\n";
   if (!o.worst_micro_batch.empty()) {
     // Real data: the activations are planned at the longest padded micro-batch, not at T.
-    std::cout << "activations at " << o.activation_length() << " positions: the micro-batch " << o.worst_micro_batch
-              << "\n";
+    std::cout << "activations at " << o.activation_length() << " positions, the longest padded micro-batch: "
+              << o.worst_micro_batch << "\n";
   }
   if (limit > 0) {
     std::cout << "memory limit " << ab::format_bytes(limit) << " less headroom " << ab::format_bytes(headroom_bytes)

@@ -149,8 +149,8 @@ std::string context_words(const PlanReport& r) {
   const MemoryPlan& p = r.plans.front();
   std::string words = p.model.name + ", T=" + std::to_string(p.options.seq_len);
   if (!p.options.worst_micro_batch.empty()) {
-    words += " (activations at " + std::to_string(p.options.activation_length()) + " positions: the micro-batch " +
-             p.options.worst_micro_batch + ")";
+    words += " (activations at " + std::to_string(p.options.activation_length()) +
+             " positions, the longest padded micro-batch: " + p.options.worst_micro_batch + ")";
   }
   words += ", batch " + std::to_string(r.workload.batch);
   if (r.workload.world_size > 1) {
