@@ -198,6 +198,26 @@ TEST(RealData, SameOptionsGiveTheSameSamples) {
   EXPECT_EQ(a[0].sequence_tokens[0], 32);  // grouping puts the longest sample first
 }
 
+// With data parallel the grouping is one rank's step (the Trainer's per-device batch ×
+// accumulation), not the whole batch: 2 ranks of a batch of 8 group as a batch of 4 would.
+TEST(RealData, DataParallelGroupsByOneRanksStep) {
+  ab::DataSource data;
+  ab::set_lengths(data, skewed_lengths_file());
+  data.group_by_length = true;
+  ab::DataOptions two_ranks = data_options(32, 8);
+  two_ranks.world_size = 2;
+  const std::vector<ab::TokenBatch> got = ab::make_batches(data, two_ranks);
+  const std::vector<int64_t> lengths = {3, 4, 2, 30, 5, 3, 6, 2, 4, 32, 3, 5, 7, 2, 3, 28};  // 40 cut to T
+  const std::vector<int64_t> order = ab::length_grouped_order(lengths, /*batch_size=*/4, /*seed=*/0);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t step = 0; step < got.size(); ++step) {
+    for (size_t b = 0; b < 8; ++b) {
+      EXPECT_EQ(got[step].sequence_tokens[b], lengths[static_cast<size_t>(order[step * 8 + b])]) << step << " " << b;
+    }
+  }
+  EXPECT_NE(ab::length_grouped_order(lengths, 8, 0), order);  // the whole batch's grouping differs
+}
+
 TEST(RealData, WrappedPackingFillsEveryRow) {
   ab::DataSource data;
   ab::set_lengths(data, skewed_lengths_file());

@@ -28,7 +28,10 @@ inline constexpr int64_t kIgnoreIndex = -100;
 struct DataOptions {
   int64_t vocab_size = 0;
   int64_t seq_len = 0;
-  int64_t batch = 0;                     // sequences per optimizer step
+  int64_t batch = 0;                     // sequences per optimizer step, every rank's together
+  // Data parallel: the ranks the step's sequences are sharded over. transformers' length grouping
+  // works on one rank's step (per-device batch × accumulation), not the whole batch.
+  int world_size = 1;
   LengthMode lengths = LengthMode::kFixed;
   double min_length_fraction = 0.25;     // variable lengths are uniform in [ceil(f·T), T]
   uint64_t seed = 0;

@@ -129,7 +129,8 @@ std::vector<TokenBatch> best_fit_decreasing(const SamplePool& pool, const DataSo
   std::vector<int64_t> fills;
   for (const PackedRow& row : bins) fills.push_back(row.length);
   const std::vector<int64_t> order = data.group_by_length
-                                         ? length_grouped_order(fills, options.batch, options.seed)
+                                         ? length_grouped_order(fills, options.batch / std::max(1, options.world_size),
+                                                                options.seed)
                                          : shuffled_order(static_cast<int64_t>(bins.size()), options.seed);
   std::vector<TokenBatch> batches;
   for (int step = 0; step < std::max(1, options.distinct_batches); ++step) {
@@ -183,9 +184,10 @@ std::vector<TokenBatch> make_batches(const DataSource& data, const DataOptions& 
   const SamplePool pool = make_pool(data, with_lengths, samples_per_row);
   if (data.packing == Packing::kBfd) return best_fit_decreasing(pool, data, options);
   const auto n = static_cast<int64_t>(pool.lengths.size());
-  // The Trainer builds LengthGroupedSampler with the whole step's samples (batch × accumulation),
+  // The Trainer builds LengthGroupedSampler with one rank's step (per-device batch × accumulation),
   // so the grouping is the same for every split.
-  const std::vector<int64_t> order = data.group_by_length ? length_grouped_order(pool.lengths, options.batch, options.seed)
+  const int64_t rank_step = options.batch / std::max(1, options.world_size);  // per-device batch × accumulation
+  const std::vector<int64_t> order = data.group_by_length ? length_grouped_order(pool.lengths, rank_step, options.seed)
                                                           : shuffled_order(n, options.seed);
   return data.packing == Packing::kWrapped ? wrapped(pool, order, options) : one_per_row(pool, order, options);
 }

@@ -266,6 +266,7 @@ std::vector<TokenBatch> load_batches(const WorkloadOptions& w, const ModelConfig
   DataOptions data_options = data_options_for(cfg.vocab_size, w.seq_len, w.batch, device.is_cuda());
   data_options.lengths = w.data.lengths;
   data_options.seed = w.model.seed;
+  data_options.world_size = launch.world_size;
   std::vector<TokenBatch> batches = make_batches(w.data, data_options);
   // Every rank builds the same global batches (same seed or file) and keeps its share.
   if (launch.world_size > 1) {

@@ -116,6 +116,7 @@ VerifySetup prepare(const WorkloadOptions& w) {
   data.lengths = w.data.lengths;
   data.seed = w.model.seed;
   data.distinct_batches = 1;
+  data.world_size = s.launch.world_size;  // the same samples as the sweep's first step
   s.batch = make_batches(w.data, data).front();
   // Data parallel: the splits run on this rank's share and sum gradients over the ranks; the
   // reference is still the whole batch in one process, computed by every rank alone.
