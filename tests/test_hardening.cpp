@@ -175,6 +175,26 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
   ab::print_comparison(x, y, other);
   EXPECT_NE(other.str().find("weights_dtype (fp32,bf16 vs bf16)"), std::string::npos) << other.str();
   EXPECT_EQ(other.str().find("note: no split"), std::string::npos) << other.str();  // the runs pair up
+  // "all divisors" of batch 8 is the list 1,2,4,8 in any order; 1,2,4 is not.
+  std::ostringstream divisors_same, divisors_other;
+  x = one_run("gpt2-mini", 64);
+  y = one_run("gpt2-mini", 64);
+  x.context.options.push_back({"micro_batches", "all divisors"});
+  y.context.options.push_back({"micro_batches", "8,4,2,1"});
+  ab::print_comparison(x, y, divisors_same);
+  EXPECT_EQ(divisors_same.str().find("warning"), std::string::npos) << divisors_same.str();
+  y.context.options.back().second = "1,2,4";
+  ab::print_comparison(x, y, divisors_other);
+  EXPECT_NE(divisors_other.str().find("micro_batches (all divisors vs 1,2,4)"), std::string::npos)
+      << divisors_other.str();
+  // Two batches: no split pairs, and the note says why rather than naming precisions.
+  std::ostringstream batches;
+  ab::SweepResult sixteen = one_run("gpt2-mini", 64);
+  sixteen.context.batch = 16;
+  sixteen.runs[0].config.accum_steps = 2;
+  ab::print_comparison(one_run("gpt2-mini", 64), sixteen, batches);
+  EXPECT_NE(batches.str().find("note: no split was measured in both: their batches differ (8 vs 16)"), std::string::npos)
+      << batches.str();
   // Sweeps of two weights dtypes apart: no row pairs up, and the note says how to compare them.
   std::ostringstream apart;
   ab::SweepResult bf16 = one_run("gpt2-mini", 64);

@@ -319,6 +319,19 @@ TEST(HtmlReport, FailedRunIsALabelledGapInEveryBarChart) {
             std::string::npos);
 }
 
+// "Not measured" reads one way in the page: the failed run's tokens/s, steps and statistics are
+// "—" as every other missing number, never the console's "-"; a throughput tooltip names its unit
+// once.
+TEST(HtmlReport, NotMeasuredIsOneDashAndTooltipsNameTheirUnitOnce) {
+  const std::string html = render_html(make_sweep());
+  const std::string table = html.substr(html.find("<table"));
+  EXPECT_EQ(table.find("<td class=\"num\">-</td>"), std::string::npos);
+  EXPECT_EQ(table.find(">-</td>"), std::string::npos);
+  const std::string chart = chart_element(html, "chart-throughput");
+  EXPECT_EQ(chart.find("tokens per second (k)</title>"), std::string::npos) << chart.substr(0, 2000);
+  EXPECT_NE(chart.find(" tokens per second</title>"), std::string::npos);
+}
+
 TEST(HtmlReport, MemoryChartDrawsLimitAndPredictions) {
   const std::string chart = chart_element(render_html(make_sweep()), "chart-memory");
   EXPECT_EQ(count(chart, "class=\"limit-line\""), 1u);

@@ -668,6 +668,11 @@ TEST(Sweep, SeveralWeightsDtypesMeasureEachSplitAsItsOwnSweepWould) {
           EXPECT_EQ(same->peak_breakdown.optimizer_state_bytes, run.peak_breakdown.optimizer_state_bytes);
           // Llama's rotary tables of the split before (another dtype) are not in its baseline.
           EXPECT_EQ(same->peak_breakdown.activations_bytes, run.peak_breakdown.activations_bytes) << run.config.label();
+          // The lines add up to the peak (the token batches count with the activations).
+          const ab::MemoryBreakdown& b = same->peak_breakdown;
+          EXPECT_EQ(b.parameters_bytes + b.gradients_bytes + b.optimizer_state_bytes + b.activations_bytes,
+                    same->peak_allocated_bytes)
+              << run.config.label();
         }
       }
     }

@@ -42,9 +42,14 @@ ColumnDef step_statistic(const std::string& csv, const std::string& html_header,
   c.html_header = html_header;
   c.html = html_header.empty() ? Shown::kNever : Shown::kAlways;
   c.measured = true;
+  // One timed step has no spread: its stddev of 0 would read as a measurement without noise.
+  const bool spread = field == &Summary::stddev || field == &Summary::cv;
   c.number = [field](const RunResult& r) { return r.step_seconds.*field; };
-  c.raw = [field](const RunResult& r) { return exact(r.step_seconds.*field); };
-  c.html_cell = [field](const RunResult& r, const TableContext& t) {
+  c.raw = [field, spread](const RunResult& r) {
+    return spread && r.step_seconds.count < 2 ? std::string() : exact(r.step_seconds.*field);
+  };
+  c.html_cell = [field, spread](const RunResult& r, const TableContext& t) {
+    if (spread && r.step_seconds.count < 2) return std::string(kHtmlDash);
     return html_significant(r.step_seconds.*field / t.time_divisor, 4);
   };
   return c;
@@ -238,11 +243,16 @@ void add_memory_columns(std::vector<ColumnDef>& all) {
       return ok(r) || r.peak_allocated_bytes > 0 ? format_bytes(r.peak_allocated_bytes) : "-";
     };
     c.html_cell = [](const RunResult& r, const TableContext&) { return html_bytes(r.peak_allocated_bytes); };
-    c.raw = [](const RunResult& r) { return exact(r.peak_allocated_bytes); };
+    // The CSV's empty field is "not measured", as for the measured columns.
+    c.raw = [](const RunResult& r) {
+      return ok(r) || r.peak_allocated_bytes > 0 ? exact(r.peak_allocated_bytes) : std::string();
+    };
     all.push_back(c);
   }
   {
-    ColumnDef c = csv_only("peak_reserved_bytes", [](const RunResult& r) { return exact(r.peak_reserved_bytes); });
+    ColumnDef c = csv_only("peak_reserved_bytes", [](const RunResult& r) {
+      return ok(r) || r.peak_reserved_bytes > 0 ? exact(r.peak_reserved_bytes) : std::string();
+    });
     c.html_header = "peak reserved";
     c.html = Shown::kAlways;
     c.measured = false;
@@ -271,7 +281,9 @@ void add_memory_columns(std::vector<ColumnDef>& all) {
       if (!ok(r) || r.predicted_peak_bytes < 0 || r.peak_allocated_bytes <= 0) return std::string(kHtmlDash);
       const double error =
           static_cast<double>(r.predicted_peak_bytes) / static_cast<double>(r.peak_allocated_bytes) - 1;
-      return (error >= 0 ? "+" : "") + text::format_percent(error, 1);
+      const std::string percent = text::format_percent(error, 1);
+      if (percent == "-0.0 %" || percent == "0.0 %") return std::string("0.0 %");  // no sign on a rounded zero
+      return (error >= 0 ? "+" : "") + percent;
     };
     all.push_back(c);
   }
@@ -366,8 +378,12 @@ std::vector<ColumnDef> build_columns() {
 // Whether a column's cells differ between runs, read in the table's own context (the fastest
 // run, the memory limit, the decision), so that "vs fastest", "fits" and "decided" can vary.
 bool varies(const ColumnDef& c, const std::vector<RunResult>& runs, const TableContext& context) {
+  // A measured column prints "-" for a failed run: only the measured cells can differ.
+  const RunResult* first = nullptr;
   for (const RunResult& r : runs) {
-    if (c.cell(r, context) != c.cell(runs.front(), context)) return true;
+    if (c.measured && !ok(r)) continue;
+    if (first == nullptr) first = &r;
+    if (c.cell(r, context) != c.cell(*first, context)) return true;
   }
   return false;
 }
@@ -489,8 +505,13 @@ std::vector<const ColumnDef*> shown_columns(View view, const std::vector<RunResu
 
 std::string cell_text(const ColumnDef& c, View view, const RunResult& run, const TableContext& context) {
   if (view == View::kCsv) return c.measured && !ok(run) ? "" : c.raw(run);
+  if (view == View::kHtml) {
+    // One dash for "not measured" across the page (the console's "-" is the HTML's "—").
+    const std::string text =
+        c.measured && !ok(run) ? std::string("-") : c.html_cell ? c.html_cell(run, context) : c.cell(run, context);
+    return text == "-" ? std::string(kHtmlDash) : text;
+  }
   if (c.measured && !ok(run)) return "-";
-  if (view == View::kHtml && c.html_cell) return c.html_cell(run, context);
   return c.cell(run, context);
 }
 

@@ -83,7 +83,16 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
     // A grid dimension's list measures the same splits in any order: "fp32,bf16" is "bf16,fp32".
     const bool list = name == "precisions" || name == "optimizer" || name == "weights_dtype" ||
                       name == "adapter_dtype" || name == "micro_batches";
-    if (list && sorted_items(*x) == sorted_items(*y)) continue;
+    // "all divisors" is a list too: every divisor of a rank's share of the batch.
+    const auto items = [&name](const std::string& value, const SweepContext& c) {
+      if (name != "micro_batches" || value != "all divisors" || c.world_size < 1 || c.batch % c.world_size != 0) {
+        return sorted_items(value);
+      }
+      std::string listed;
+      for (const int64_t d : divisors(c.batch / c.world_size)) listed += (listed.empty() ? "" : ",") + std::to_string(d);
+      return sorted_items(listed);
+    };
+    if (list && items(*x, a) == items(*y, b)) continue;
     differ(name, *x, *y);
   }
   std::string text;
@@ -186,6 +195,10 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   if (!any_pair && !a.runs.empty() && !b.runs.empty() && mixed_world) {
     out << "note: no split was measured in both: their data-parallel world sizes differ, and a split is "
            "micro-batch × accumulation per rank; each sweep's own recommendation names its fastest split\n";
+  } else if (!any_pair && !a.runs.empty() && !b.runs.empty() && a.context.batch != b.context.batch) {
+    out << "note: no split was measured in both: their batches differ (" << a.context.batch << " vs "
+        << b.context.batch << "), and a split is micro-batch × accumulation of its own batch; each sweep's own "
+        << "recommendation names its fastest split\n";
   } else if (!any_pair && !a.runs.empty() && !b.runs.empty()) {
     out << "note: no split was measured in both (a split is named by its shape, precision, optimizer and dtypes); "
            "to compare precisions, optimizers or dtypes, sweep them together (--precision, --optimizer, "

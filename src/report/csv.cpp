@@ -47,6 +47,9 @@ void CsvReporter::report(const SweepResult& result, std::ostream& out) const {
       continue;
     workload.push_back({name, recorded_option(c.options, name).value_or("")});
   }
+  // The sweep's data source, which the workload's options leave out: a token file and its
+  // documents' end id (empty in files older than the fields).
+  for (const char* name : {"token_file", "eos_id"}) workload.push_back({name, recorded_option(c.options, name).value_or("")});
   for (std::size_t i = 0; i < columns.size(); ++i) out << (i > 0 ? "," : "") << columns[i]->csv;
   for (const auto& [name, value] : workload) out << ',' << name;
   out << '\n';

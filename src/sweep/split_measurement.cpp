@@ -33,7 +33,9 @@ std::string error_message(const std::exception& error) {
 // alive across the step) and as zero before it or with optimizer-in-backward (each gradient is
 // freed as soon as its parameter stepped); activations are the rest of the live bytes. The bytes
 // are the split's as it was prepared (the trainer may hold another optimizer or weights dtype by now).
-MemoryBreakdown attribute_peak(const RunResult& run, int64_t baseline_bytes, int64_t parameter_bytes,
+// The token batches and anything else live beside them count as activations, so the lines add up to
+// the peak.
+MemoryBreakdown attribute_peak(const RunResult& run, int64_t parameter_bytes,
                                int64_t trainable_parameter_bytes, int64_t optimizer_state_bytes) {
   MemoryBreakdown breakdown;
   breakdown.parameters_bytes = parameter_bytes;
@@ -48,7 +50,7 @@ MemoryBreakdown attribute_peak(const RunResult& run, int64_t baseline_bytes, int
                                 !(peak_span->micro_step == 0 && peak_span->phase != Phase::kBackward &&
                                   peak_span->phase != Phase::kOptimizer));
   if (gradients_alive) breakdown.gradients_bytes = trainable_parameter_bytes;
-  const int64_t known = baseline_bytes + breakdown.gradients_bytes;
+  const int64_t known = parameter_bytes + optimizer_state_bytes + breakdown.gradients_bytes;
   breakdown.activations_bytes = std::max<int64_t>(0, run.peak_allocated_bytes - known);
   breakdown.slack_bytes = std::max<int64_t>(0, run.peak_reserved_bytes - run.peak_allocated_bytes);
   return breakdown;
@@ -75,7 +77,6 @@ std::string file_stem(const SplitConfig& split) {
 struct SplitMeasurement::Slot {
   StepOptions step;
   std::unique_ptr<StepTracer> tracer;
-  int64_t baseline_bytes = 0;  // parameters (+ optimizer state) before its first step
   // Its parameters (in its weights dtype), those that train, and its optimizer's state, as built for it.
   int64_t parameter_bytes = 0;
   int64_t trainable_parameter_bytes = 0;
@@ -153,7 +154,6 @@ RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size
       // length or dtype) in its baseline, so its breakdown does not depend on the grid's order.
       model_->release_caches();
       memory_.empty_cache();
-      slot.baseline_bytes = memory_.allocated_bytes();  // parameters + optimizer state
       slot.parameter_bytes = trainer.parameter_bytes();
       slot.trainable_parameter_bytes = trainer.trainable_parameter_bytes();
       slot.optimizer_state_bytes = trainer.optimizer_state_bytes();
@@ -320,8 +320,11 @@ bool SplitMeasurement::plan(RunResult& run) {
   const int64_t limit = options_.workload.memory_limit_bytes;
   if (limit == 0 || run.predicted_peak_bytes <= limit || options_.try_predicted_oom) return true;
   run.status = RunStatus::kPredictedOutOfMemory;
-  run.error = "predicted peak " + format_bytes(run.predicted_peak_bytes) + " exceeds the memory limit " +
-              format_bytes(limit) + " (skipped; --try-predicted-oom runs it anyway)";
+  // Two sizes that round alike are written in bytes, lest "4.2 MiB exceeds 4.2 MiB" contradict itself.
+  const bool alike = format_bytes(run.predicted_peak_bytes) == format_bytes(limit);
+  const auto size = [alike](int64_t bytes) { return alike ? std::to_string(bytes) + " bytes" : format_bytes(bytes); };
+  run.error = "predicted peak " + size(run.predicted_peak_bytes) + " exceeds the memory limit " + size(limit) +
+              " (skipped; --try-predicted-oom runs it anyway)";
   run.fits = false;
   finalize_run(run, context_.flops_per_token, kNotMeasured);
   return false;
@@ -364,7 +367,7 @@ void SplitMeasurement::record_memory(RunResult& run, const Slot& slot) {
   // allocator counts as reserved only (GraphedMicroStep::pool_bytes). They are live during every replay.
   if (run.config.cuda_graphs) run.peak_allocated_bytes += trainer_->graph_pool_bytes();
   if (!device_.is_cuda()) run.peak_reserved_bytes = run.peak_allocated_bytes;
-  run.peak_breakdown = attribute_peak(run, slot.baseline_bytes, slot.parameter_bytes, slot.trainable_parameter_bytes,
+  run.peak_breakdown = attribute_peak(run, slot.parameter_bytes, slot.trainable_parameter_bytes,
                                       slot.optimizer_state_bytes);
 }
 

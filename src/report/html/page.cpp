@@ -173,7 +173,8 @@ std::string chart_sections(const SweepResult& result, const std::vector<Slot>& s
   h += chart_section("chart-memory", "Peak memory", memory_note(result.context),
                      memory_chart(result, slots));
   h += chart_section("chart-timeline", "Memory through one optimizer step",
-                     "Allocated bytes across the last timed step, phase by phase: each block is "
+                     "Allocated bytes across the last timed step (a split stopped before its timed steps: its last "
+                     "warm-up step, as its panel says), phase by phase: each block is "
                      "the peak inside that phase, the line joins the values at the phase "
                      "boundaries. Each panel has its own memory scale.",
                      timeline_chart(result));

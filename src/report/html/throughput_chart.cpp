@@ -13,7 +13,8 @@ namespace {
 
 // What one panel of single-colour columns shows.
 struct SimplePanelSpec {
-  std::string title;
+  std::string title;  // the axis's, with its unit
+  std::string what;   // a value's tooltip, after the value: "tokens per second"
   std::string color;
   Unit unit;
   double (*value)(const RunResult&);
@@ -36,7 +37,7 @@ void draw_column(Svg& svg, const Panel& p, std::size_t i, const Slot& s,
              {{"text-anchor", "middle"}, {"class", "value-sub"}});
     return;
   }
-  svg.open_group({{"class", "bar"}}, s.label + ": " + spec.label(v) + " " + spec.title);
+  svg.open_group({{"class", "bar"}}, s.label + ": " + spec.label(v) + " " + spec.what);
   const double y = p.y(v / spec.unit.divisor);
   svg.rect(p.center(i) - w / 2, y, w, p.bottom() - y, spec.color, {{"rx", "1.5"}});
   svg.close_group();
@@ -88,10 +89,10 @@ std::string throughput_chart(const std::vector<Slot>& slots) {
   }
   const Unit rate = rate_unit(max_rate);
   const SimplePanelSpec tokens{
-      "tokens per second" + (rate.name.empty() ? "" : " (" + rate.name + ")"), "#4e79a7", rate,
+      "tokens per second" + (rate.name.empty() ? "" : " (" + rate.name + ")"), "tokens per second", "#4e79a7", rate,
       tokens_per_second_of, label_rate};
   const SimplePanelSpec mfu{
-      "MFU (% of device peak)", "#59a14f", {1, "%"}, mfu_percent_of, label_percent};
+      "MFU (% of device peak)", "MFU", "#59a14f", {1, "%"}, mfu_percent_of, label_percent};
   const bool with_mfu = any_mfu(slots);
 
   Svg svg(with_mfu ? "Tokens per second and MFU per split" : "Tokens per second per split");

@@ -121,7 +121,8 @@ void draw_panel_title(Svg& svg, const TimelinePanel& t, const RunResult& run, co
   svg.text(t.plot.left, top + 16, label,
            {{"class", std::string("panel-title") + (recommended ? " recommended" : "")}});
   svg.text(t.plot.left + text_width(label, 14) + 12, top + 16,
-           roles + " \u00b7 step " + format_duration(t.step_end) + " \u00b7 peak " +
+           roles + (run.steps.empty() ? " \u00b7 warm-up step (no timed step) " : " \u00b7 step ") +
+               format_duration(t.step_end) + " \u00b7 peak " +
                format_bytes(t.peak) + " \u00b7 " + std::to_string(run.config.accum_steps) +
                " micro-step" + (run.config.accum_steps == 1 ? "" : "s"),
            {{"class", "panel-sub"}});
