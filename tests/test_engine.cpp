@@ -107,6 +107,29 @@ TEST(LossNormalization, MeanOfMeansDiffersOnVariableLengths) {
   }
 }
 
+// The optimizer inside backward frees each gradient as its parameter steps: its split is judged on
+// its loss and update, and the gradient columns say "-" rather than a difference of 0 never measured.
+TEST(Verify, OptimizerInBackwardIsJudgedOnItsUpdate) {
+  ab::WorkloadOptions o = small("gpt2-tiny", "variable");
+  o.grid.optimizer_in_backward = true;
+  const ab::VerifyResult r = ab::run_verify(o);
+  ASSERT_FALSE(r.splits.empty());
+  for (const auto& s : r.splits) {
+    EXPECT_TRUE(s.config.optimizer_in_backward);
+    EXPECT_FALSE(s.gradients_compared) << s.config.label();
+    EXPECT_TRUE(s.pass) << s.config.label();
+    EXPECT_TRUE(std::isfinite(s.rel_l2_update_error)) << s.config.label();  // the update is compared
+  }
+  std::ostringstream text;
+  ab::print_verify(r, text);
+  EXPECT_NE(text.str().find(" oib  "), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("             -             -"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("\noib: the optimizer inside backward frees each gradient once its parameter stepped, so "
+                            "those splits are judged on their loss and their update\n"),
+            std::string::npos)
+      << text.str();
+}
+
 // A stop (Ctrl-C; interrupt.hpp) is heard between splits: the splits not verified are named, and
 // the text says how far the check got instead of PASS.
 TEST(Verify, AStopLeavesTheRestUnverifiedAndSaysSo) {

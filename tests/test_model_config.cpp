@@ -593,6 +593,10 @@ TEST(HfConfig, DropoutIsNotedAndGpt2sOtherAttentionRefused) {
   EXPECT_EQ(parse_hf_config(llama + "}", "l.json").dropout, "");
   EXPECT_EQ(parse_hf_config(llama + R"(,"attention_dropout":0.1})", "l.json").dropout, "attention_dropout 0.1");
   EXPECT_THROW(parse_hf_config(llama + R"(,"attention_dropout":1.5})", "l.json"), UserError);
+  // One token has nothing to predict: every gradient is 0, and a verify over zeros would pass.
+  std::string one_token = llama;
+  one_token.replace(one_token.find("\"vocab_size\":64"), 15, "\"vocab_size\":1");
+  EXPECT_NE(user_error([&] { parse_hf_config(one_token + "}", "l.json"); }).find("vocab_size 1"), std::string::npos);
   for (const char* field : {R"("scale_attn_weights":false)", R"("scale_attn_by_inverse_layer_idx":true)",
                             R"("reorder_and_upcast_attn":true)", R"("add_cross_attention":true)"}) {
     EXPECT_THROW(parse_hf_config(gpt2 + "," + field + "}", "g.json"), UserError) << field;

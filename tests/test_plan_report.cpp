@@ -160,6 +160,20 @@ TEST(PlanReport, JsonFields) {
   EXPECT_TRUE(free["context"]["memory_judged_on"].is_null());
 }
 
+// --optimizer-in-backward plans every split so: the largest that fits is judged as the table
+// planned it (it named 8×1 and 8×1 ckpt, splits the table did not hold).
+TEST(PlanReport, TheLargestUnderOptimizerInBackwardIsAnOibSplit) {
+  Tiny t;
+  t.workload.grid.optimizer_in_backward = true;
+  const ab::PlanReport r = t.report(64 * (int64_t{1} << 20), 0);
+  ASSERT_EQ(r.plans.size(), 1u);
+  EXPECT_EQ(r.plans[0].split.label(), "8\u00d71 oib");
+  ASSERT_FALSE(r.largest.empty());
+  ASSERT_FALSE(r.largest[0].largest.empty());
+  EXPECT_EQ(r.largest[0].largest[0].split.label(), "8\u00d71 oib");
+  EXPECT_EQ(r.largest[0].largest[0].peak_bytes, r.plans[0].peak_bytes);
+}
+
 // Real data padded per micro-batch: the plan's activations are the longest padded micro-batch's,
 // not T's, and every output says so (the JSON's seq_len stays T).
 TEST(PlanReport, RealDataNamesTheActivationsLength) {

@@ -292,7 +292,13 @@ void add_model_options(CLI::App* command, WorkloadFlags& f) {
   command->add_option("--hf-config", model.hf_config,
                       "model_type gpt2, llama, qwen2, qwen3, mistral; a config.json, a model directory, or a Hub id from the local cache; overrides --model");
   if (f.command != ab::Command::kPlan) {
-    command->add_option("--seed", model.seed, "seed of the random weights and tokens")->capture_default_str();
+    command->add_option("--seed", model.seed, "seed of the random weights and tokens")
+        ->check(CLI::Validator(
+            [](std::string& value) -> std::string {
+              return !value.empty() && value[0] == '-' ? value + " is negative; give a seed of 0 or more" : "";
+            },
+            "UINT"))
+        ->capture_default_str();
   }
 }
 
@@ -942,8 +948,10 @@ int PlanCommand::run() {
   for (const std::string& note : shape_notes(cfg, w.seq_len)) print_note(note);
   print_note(ab::cpu_bf16_scratch_note(w, target.cuda));
   if (limit <= 0 && flags.cli->count("--headroom") > 0) {
-    print_note("--headroom " + headroom + " keeps nothing back: there is no memory limit to take it from (the CPU "
-               "without --memory-limit)");
+    print_note("--headroom " + headroom + " keeps nothing back: there is no memory limit to take it from (" +
+               (target.cuda ? std::string("no GPU attached to read its memory, and no --memory-limit")
+                            : std::string("the CPU without --memory-limit")) +
+               ")");
   }
   print_note(ab::idle_data_options_note(w));
   print_note(ab::short_source_note(w));

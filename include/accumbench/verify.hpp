@@ -62,6 +62,9 @@ struct VerifySplit {
   double rel_l2_grad_error = 0;
   double max_weight_diff = 0;       // reported, not judged (see update_tolerance)
   double rel_l2_update_error = 0;
+  // False for the optimizer inside backward: each gradient is freed once its parameter stepped, so
+  // the split is judged on its loss and its update alone.
+  bool gradients_compared = true;
   bool pass = false;
 };
 
@@ -89,6 +92,9 @@ struct VerifyResult {
   Precision precision = Precision::kFp32;
   LengthMode lengths = LengthMode::kFixed;
   DataSource data;                // lengths file, padding, grouping, packing as given
+  // Every sequence of the step holds the same number of targets (fixed lengths; wrapped rows; a
+  // lengths file whose samples all reach T): then any normalization gives the same update.
+  bool equal_sequences = false;
   LossNormalization loss_normalization = LossNormalization::kToken;
   int world_size = 1;             // data-parallel ranks that ran the splits
   double reference_loss = 0;      // loss of the whole batch in one micro-batch

@@ -164,6 +164,12 @@ void validate(const ModelConfig& cfg) {
   require_positive(cfg, "head_dim", cfg.head_dim);
   require_positive(cfg, "d_ff", cfg.d_ff);
   require_positive(cfg, "max_seq_len", cfg.max_seq_len);
+  // One token has nothing to predict: the loss and every gradient are 0, and verify would pass on
+  // zeros.
+  if (cfg.vocab_size < 2) {
+    throw UserError("model \"" + cfg.name + "\" has vocab_size 1, so every next token is certain and nothing "
+                    "trains; give the tokenizer's vocabulary size");
+  }
   // Limits far above any published model that keep every size in the plan's int64 arithmetic
   // (bytes of the largest tensors) from overflowing.
   require_at_most(cfg, "vocab_size", cfg.vocab_size, int64_t{1} << 27);

@@ -117,7 +117,9 @@ bool JobLargest::fits() const { return any_fits(largest); }
 std::vector<LargestSplit> largest_fitting_splits(const ModelConfig& cfg, const PlanOptions& options,
                                                  const WorkloadOptions& workload, int64_t usable_bytes) {
   if (usable_bytes <= 0 || workload.precisions.empty()) return {};
-  const Job as_given{options, workload.precisions.front(), workload.loss.chunked};
+  // --optimizer-in-backward runs every split so (at accumulation 1): the largest is judged so too,
+  // as the table planned it.
+  const Job as_given{options, workload.precisions.front(), workload.loss.chunked, workload.grid.optimizer_in_backward};
   return change_with(cfg, as_given, /*chunked_by_change=*/false, "", usable_bytes).largest;
 }
 
@@ -163,7 +165,9 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
   std::vector<FitChange> out;
   if (usable_bytes <= 0 || workload.precisions.empty()) return out;
   if (any_fits(largest_fitting_splits(cfg, options, workload, usable_bytes))) return out;
-  const Job as_given{options, workload.precisions.front(), workload.loss.chunked};
+  // --optimizer-in-backward runs every split so (at accumulation 1): the largest is judged so too,
+  // as the table planned it.
+  const Job as_given{options, workload.precisions.front(), workload.loss.chunked, workload.grid.optimizer_in_backward};
   // The changes not in effect yet, from what gives up least to most; a value of the lists is none
   // (its job is planned already).
   const std::vector<Precision> listed_precisions = lists != nullptr ? lists->precisions : std::vector<Precision>{};

@@ -3,9 +3,11 @@
 // at the same gradient and the same updated weights.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <limits>
 
 #include "accumbench/data.hpp"
@@ -141,7 +143,16 @@ VerifySplit compare(const SplitConfig& config, const Snapshot& got, const Snapsh
   // Non-finite sums (a NaN learning rate, an overflow) are an error, never a pass: NaN > 0 is false,
   // so they must not fall through to the "no reference, no error" zero.
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  split.rel_l2_grad_error = !std::isfinite(diff_sq) || !std::isfinite(ref_sq) ? nan : ref_sq > 0 ? std::sqrt(diff_sq / ref_sq) : 0.0;
+  const double inf = std::numeric_limits<double>::infinity();
+  // A zero reference is matched only by zero: any difference from it is an infinite relative error.
+  const auto relative = [&](double difference, double of) {
+    return !std::isfinite(difference) || !std::isfinite(of) ? nan
+           : of > 0                                          ? std::sqrt(difference / of)
+           : difference > 0                                  ? inf
+                                                             : 0.0;
+  };
+  split.gradients_compared = !got.gradients.empty() || reference.gradients.empty();
+  split.rel_l2_grad_error = relative(diff_sq, ref_sq);
   double update_diff_sq = 0, update_ref_sq = 0;
   for (size_t i = 0; i < got.weights.size(); ++i) {
     const at::Tensor diff = got.weights[i] - reference.weights[i];
@@ -150,10 +161,8 @@ VerifySplit compare(const SplitConfig& config, const Snapshot& got, const Snapsh
     update_diff_sq += diff.pow(2).sum().item<double>();
     update_ref_sq += reference_update.pow(2).sum().item<double>();
   }
-  split.rel_l2_update_error = !std::isfinite(update_diff_sq) || !std::isfinite(update_ref_sq) ? nan
-                              : update_ref_sq > 0 ? std::sqrt(update_diff_sq / update_ref_sq)
-                                                  : 0.0;
-  split.pass = split.rel_l2_grad_error <= result.gradient_tolerance &&
+  split.rel_l2_update_error = relative(update_diff_sq, update_ref_sq);
+  split.pass = (!split.gradients_compared || split.rel_l2_grad_error <= result.gradient_tolerance) &&
                split.rel_l2_update_error <= result.update_tolerance &&
                std::abs(split.loss - reference.loss) <= result.gradient_tolerance * std::max(1.0, std::abs(reference.loss));
   return split;
@@ -243,6 +252,8 @@ VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, 
   result.precision = setup.precision;
   result.lengths = w.data.lengths;
   result.data = w.data;
+  const std::vector<int64_t>& rows = setup.batch.sequence_tokens;
+  result.equal_sequences = std::adjacent_find(rows.begin(), rows.end(), std::not_equal_to<>()) == rows.end();
   result.loss_normalization = w.loss.normalization;
   result.world_size = setup.launch.world_size;
   const Precision judged = verify_compute_precision(setup.precision, w.weights_dtype, w.lora);
