@@ -185,6 +185,8 @@ TEST(ConsoleReporter, ContextNamesATokenFilesWindows) {
   EXPECT_EQ(report_lines(ConsoleReporter(), result)[0], std::string(kContextLine) + ", tokens shard0.bin (windows of T + 1)");
   result.context.options.back().second = "synthetic";
   EXPECT_EQ(report_lines(ConsoleReporter(), result)[0], kContextLine);
+  result.context.options.emplace_back("lengths", "variable");  // synthetic lengths uniform up to T: said
+  EXPECT_EQ(report_lines(ConsoleReporter(), result)[0], std::string(kContextLine) + ", variable lengths");
 }
 
 // The header names the runs' weights dtypes unless fp32 alone, the labels name each unless fp32,

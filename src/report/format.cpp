@@ -64,6 +64,7 @@ std::string data_words(const SweepContext& c) {
   std::string words;
   const std::string samples = option_value(c, "samples");
   if (!samples.empty()) words += ", samples " + samples;
+  if (option_value(c, "lengths") == "variable") words += ", variable lengths";
   // A token file cut into windows names no samples: its name, so that the header says what trained.
   const std::string tokens = option_value(c, "token_file");
   if (samples.empty() && !tokens.empty() && tokens != "synthetic") words += ", tokens " + tokens + " (windows of T + 1)";
