@@ -165,28 +165,25 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
   EXPECT_NE(quantised.str().find("base_quant (none vs nf4)"), std::string::npos) << quantised.str();
   EXPECT_NE(quantised.str().find("kbit_prep (peft vs none)"), std::string::npos) << quantised.str();
   // A grid dimension's list in another order measures the same splits; another list does not.
-  std::ostringstream reordered, other;
-  ab::SweepResult x = one_run("gpt2-mini", 64), y = one_run("gpt2-mini", 64);
-  x.context.options.push_back({"weights_dtype", "fp32,bf16"});
-  y.context.options.push_back({"weights_dtype", "bf16,fp32"});
-  ab::print_comparison(x, y, reordered);
-  EXPECT_EQ(reordered.str().find("warning"), std::string::npos) << reordered.str();
-  y.context.options.back().second = "bf16";
-  ab::print_comparison(x, y, other);
-  EXPECT_NE(other.str().find("weights_dtype (fp32,bf16 vs bf16)"), std::string::npos) << other.str();
-  EXPECT_EQ(other.str().find("note: no split"), std::string::npos) << other.str();  // the runs pair up
+  // compare of two sweeps that differ in one recorded option, A's value then B's.
+  const auto compared = [](const std::string& option, const std::string& in_a, const std::string& in_b) {
+    ab::SweepResult x = one_run("gpt2-mini", 64), y = one_run("gpt2-mini", 64);
+    x.context.options.push_back({option, in_a});
+    y.context.options.push_back({option, in_b});
+    std::ostringstream out;
+    ab::print_comparison(x, y, out);
+    return out.str();
+  };
+  const std::string reordered = compared("weights_dtype", "fp32,bf16", "bf16,fp32");
+  EXPECT_EQ(reordered.find("warning"), std::string::npos) << reordered;
+  const std::string other = compared("weights_dtype", "fp32,bf16", "bf16");
+  EXPECT_NE(other.find("weights_dtype (fp32,bf16 vs bf16)"), std::string::npos) << other;
+  EXPECT_EQ(other.find("note: no split"), std::string::npos) << other;  // the runs pair up
   // "all divisors" of batch 8 is the list 1,2,4,8 in any order; 1,2,4 is not.
-  std::ostringstream divisors_same, divisors_other;
-  x = one_run("gpt2-mini", 64);
-  y = one_run("gpt2-mini", 64);
-  x.context.options.push_back({"micro_batches", "all divisors"});
-  y.context.options.push_back({"micro_batches", "8,4,2,1"});
-  ab::print_comparison(x, y, divisors_same);
-  EXPECT_EQ(divisors_same.str().find("warning"), std::string::npos) << divisors_same.str();
-  y.context.options.back().second = "1,2,4";
-  ab::print_comparison(x, y, divisors_other);
-  EXPECT_NE(divisors_other.str().find("micro_batches (all divisors vs 1,2,4)"), std::string::npos)
-      << divisors_other.str();
+  const std::string divisors_same = compared("micro_batches", "all divisors", "8,4,2,1");
+  EXPECT_EQ(divisors_same.find("warning"), std::string::npos) << divisors_same;
+  const std::string divisors_other = compared("micro_batches", "all divisors", "1,2,4");
+  EXPECT_NE(divisors_other.find("micro_batches (all divisors vs 1,2,4)"), std::string::npos) << divisors_other;
   // Two batches: no split pairs, and the note says why rather than naming precisions.
   std::ostringstream batches;
   ab::SweepResult sixteen = one_run("gpt2-mini", 64);

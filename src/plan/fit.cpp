@@ -55,6 +55,12 @@ struct Job {
   bool in_backward = false;
 };
 
+// The job as the options give it; --optimizer-in-backward runs every split so (at accumulation 1),
+// so the largest that fits and the changes are judged so too, as the table planned them.
+Job given_job(const PlanOptions& options, const WorkloadOptions& workload) {
+  return {options, workload.precisions.front(), workload.loss.chunked, workload.grid.optimizer_in_backward};
+}
+
 // The largest split of a rank's share of the batch that fits the job with these knobs
 // (micro_batch 0: none).
 LargestSplit largest_with(const ModelConfig& cfg, const Job& job, const char* words, Checkpointing checkpointing,
@@ -117,9 +123,7 @@ bool JobLargest::fits() const { return any_fits(largest); }
 std::vector<LargestSplit> largest_fitting_splits(const ModelConfig& cfg, const PlanOptions& options,
                                                  const WorkloadOptions& workload, int64_t usable_bytes) {
   if (usable_bytes <= 0 || workload.precisions.empty()) return {};
-  // --optimizer-in-backward runs every split so (at accumulation 1): the largest is judged so too,
-  // as the table planned it.
-  const Job as_given{options, workload.precisions.front(), workload.loss.chunked, workload.grid.optimizer_in_backward};
+  const Job as_given = given_job(options, workload);
   return change_with(cfg, as_given, /*chunked_by_change=*/false, "", usable_bytes).largest;
 }
 
@@ -165,9 +169,7 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
   std::vector<FitChange> out;
   if (usable_bytes <= 0 || workload.precisions.empty()) return out;
   if (any_fits(largest_fitting_splits(cfg, options, workload, usable_bytes))) return out;
-  // --optimizer-in-backward runs every split so (at accumulation 1): the largest is judged so too,
-  // as the table planned it.
-  const Job as_given{options, workload.precisions.front(), workload.loss.chunked, workload.grid.optimizer_in_backward};
+  const Job as_given = given_job(options, workload);
   // The changes not in effect yet, from what gives up least to most; a value of the lists is none
   // (its job is planned already).
   const std::vector<Precision> listed_precisions = lists != nullptr ? lists->precisions : std::vector<Precision>{};

@@ -192,14 +192,15 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   // paired rounds.
   const bool any_pair = std::any_of(a.runs.begin(), a.runs.end(),
                                     [&](const RunResult& run) { return find_run(b, run.config.key()) != nullptr; });
-  if (!any_pair && !a.runs.empty() && !b.runs.empty() && mixed_world) {
+  const bool none_pairs = !any_pair && !a.runs.empty() && !b.runs.empty();
+  if (none_pairs && mixed_world) {
     out << "note: no split was measured in both: their data-parallel world sizes differ, and a split is "
            "micro-batch × accumulation per rank; each sweep's own recommendation names its fastest split\n";
-  } else if (!any_pair && !a.runs.empty() && !b.runs.empty() && a.context.batch != b.context.batch) {
+  } else if (none_pairs && a.context.batch != b.context.batch) {
     out << "note: no split was measured in both: their batches differ (" << a.context.batch << " vs "
         << b.context.batch << "), and a split is micro-batch × accumulation of its own batch; each sweep's own "
         << "recommendation names its fastest split\n";
-  } else if (!any_pair && !a.runs.empty() && !b.runs.empty()) {
+  } else if (none_pairs) {
     out << "note: no split was measured in both (a split is named by its shape, precision, optimizer and dtypes); "
            "to compare precisions, optimizers or dtypes, sweep them together (--precision, --optimizer, "
            "--weights-dtype and --adapter-dtype take lists), which times them in paired rounds\n";

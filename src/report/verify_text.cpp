@@ -51,7 +51,9 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
         << "update here; --lengths variable or a lengths file checks the token-weighted normalization\n";
   } else if (r.equal_sequences) {
     out << "every sequence of this step holds the same number of target tokens ("
-        << (r.data.packing == Packing::kWrapped ? "--packing wrapped fills every row" : "every sample reaches T")
+        << (r.data.packing == Packing::kWrapped ? "--packing wrapped fills every row"
+            : r.data.packing == Packing::kBfd   ? "every packed row is as full"
+                                                : "every sample reaches T")
         << "): any loss normalization gives the same update here; lengths that differ within the step check the "
         << "token-weighted normalization\n";
   }
