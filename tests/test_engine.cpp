@@ -423,7 +423,7 @@ TEST(DataParallel, TwoRanksSumToTheWholeBatchGradient) {
         trainer.set_process_group(group.get(), /*bucket_bytes=*/64 << 10);
         ab::StepOptions split;
         split.micro_batch = 2;
-        const ab::TokenBatch share = ab::shard(batch, rank, 2);
+        const ab::TokenBatch share = ab::shard(batch, rank, 2, split.micro_batch);
         EXPECT_EQ(share.sequences(), 4);
         EXPECT_EQ(share.step_tokens(), batch.token_count);
         losses[rank] = trainer.accumulate(share, split).loss();

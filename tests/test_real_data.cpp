@@ -218,6 +218,29 @@ TEST(RealData, DataParallelGroupsByOneRanksStep) {
   EXPECT_NE(ab::length_grouped_order(lengths, 8, 0), order);  // the whole batch's grouping differs
 }
 
+// Data parallel deals a step's per-device batches out to the ranks in turn, as accelerate's
+// BatchSamplerShard does under a Trainer: with two ranks and micro-batch 2, rank 0 trains on the
+// step's per-device batches 0 and 2 (rows 0, 1, 4, 5), rank 1 on 1 and 3; with one micro-batch per
+// rank each takes its contiguous block (views of the step).
+TEST(RealData, DataParallelDealsPerDeviceBatchesInTurn) {
+  const std::vector<int64_t> lengths = {1, 2, 3, 4, 5, 6, 7, 8};
+  const ab::TokenBatch step = ab::batch_with_lengths(lengths, data_options(8, 8));
+  const auto rows_of = [](const ab::TokenBatch& share) { return share.sequence_tokens; };  // length k+1 is row k
+  EXPECT_EQ(rows_of(ab::shard(step, 0, 2, 2)), (std::vector<int64_t>{1, 2, 5, 6}));
+  EXPECT_EQ(rows_of(ab::shard(step, 1, 2, 2)), (std::vector<int64_t>{3, 4, 7, 8}));
+  EXPECT_EQ(rows_of(ab::shard(step, 0, 2, 1)), (std::vector<int64_t>{1, 3, 5, 7}));
+  EXPECT_EQ(rows_of(ab::shard(step, 1, 4, 1)), (std::vector<int64_t>{2, 6}));
+  const ab::TokenBatch dealt = ab::shard(step, 1, 2, 2);
+  EXPECT_TRUE(dealt.inputs.equal(step.inputs.index_select(0, torch::tensor({2, 3, 6, 7}))));
+  EXPECT_TRUE(dealt.targets.equal(step.targets.index_select(0, torch::tensor({2, 3, 6, 7}))));
+  EXPECT_EQ(dealt.token_count, 3 + 4 + 7 + 8);
+  EXPECT_EQ(dealt.step_tokens(), 36);
+  const ab::TokenBatch block = ab::shard(step, 1, 2, 4);
+  EXPECT_EQ(rows_of(block), (std::vector<int64_t>{5, 6, 7, 8}));
+  EXPECT_EQ(block.inputs.data_ptr<int64_t>(), step.inputs.data_ptr<int64_t>() + 4 * step.inputs.size(1));
+  EXPECT_EQ(rows_of(ab::shard(step, 1, 2)), rows_of(block));  // no micro-batch: the whole share
+}
+
 TEST(RealData, WrappedPackingFillsEveryRow) {
   ab::DataSource data;
   ab::set_lengths(data, skewed_lengths_file());

@@ -64,10 +64,13 @@ struct TokenBatch {
 // host memory when they feed a CUDA device. Callers set lengths, seed, distinct_batches.
 DataOptions data_options_for(int64_t vocab_size, int64_t seq_len, int64_t batch, bool cuda);
 
-// Rank `rank`'s contiguous share of a step's sequences, as DistributedSampler splits a global
-// batch (views, no copy), with global_token_count set to the whole step's targets. Throws
-// UserError unless world_size divides the step's sequences.
-TokenBatch shard(const TokenBatch& step, int rank, int world_size);
+// Rank `rank`'s share of a step's sequences as accelerate deals a Trainer's per-device batches of
+// `micro_batch` out to the processes in turn: its micro-batch k is the step's per-device batch
+// k·world_size + rank (rows from (k·world_size + rank)·micro_batch on). One micro-batch per rank
+// (or micro_batch 0: the whole share) is the contiguous block DistributedSampler gives, as views;
+// more are copied. global_token_count is set to the whole step's targets. Throws UserError unless
+// world_size divides the step's sequences.
+TokenBatch shard(const TokenBatch& step, int rank, int world_size, int64_t micro_batch = 0);
 
 // Seeded random tokens; `distinct_batches` different steps.
 std::vector<TokenBatch> make_synthetic_batches(const DataOptions& options);
@@ -78,6 +81,8 @@ class StepBatches {
   explicit StepBatches(std::vector<TokenBatch> batches);
   const TokenBatch& batch(int64_t step) const;
   size_t size() const { return batches_.size(); }
+  // Data parallel: every batch's share for `rank`, dealt in micro-batches of `micro_batch` (shard).
+  StepBatches dealt(int rank, int world_size, int64_t micro_batch) const;
 
  private:
   std::vector<TokenBatch> batches_;

@@ -21,20 +21,46 @@ DataOptions data_options_for(int64_t vocab_size, int64_t seq_len, int64_t batch,
   return options;
 }
 
-TokenBatch shard(const TokenBatch& step, int rank, int world_size) {
+TokenBatch shard(const TokenBatch& step, int rank, int world_size, int64_t micro_batch) {
   const int64_t per_rank = sequences_per_rank(step.sequences(), world_size);
   TORCH_CHECK(rank >= 0 && rank < world_size, "rank ", rank, " outside world size ", world_size);
+  if (micro_batch <= 0) micro_batch = per_rank;
+  TORCH_CHECK(per_rank % micro_batch == 0, "micro-batch ", micro_batch, " does not divide the rank's ", per_rank,
+              " sequences");
+  const int64_t accum = per_rank / micro_batch;
+  // Micro-batch k of this rank is the step's per-device batch k·W + rank: accelerate's
+  // BatchSamplerShard hands a Trainer's per-device batches to the processes in turn.
+  std::vector<int64_t> rows;
+  for (int64_t k = 0; k < accum; ++k) {
+    const int64_t first = (k * world_size + rank) * micro_batch;
+    for (int64_t i = 0; i < micro_batch; ++i) rows.push_back(first + i);
+  }
   TokenBatch out;
-  out.inputs = step.inputs.narrow(0, rank * per_rank, per_rank);
-  out.targets = step.targets.narrow(0, rank * per_rank, per_rank);
-  out.sequence_tokens.assign(step.sequence_tokens.begin() + rank * per_rank,
-                             step.sequence_tokens.begin() + (rank + 1) * per_rank);
-  if (!step.documents.empty()) {
-    out.documents.assign(step.documents.begin() + rank * per_rank, step.documents.begin() + (rank + 1) * per_rank);
+  if (accum == 1) {  // one block of rows: views, no copy
+    out.inputs = step.inputs.narrow(0, rows.front(), per_rank);
+    out.targets = step.targets.narrow(0, rows.front(), per_rank);
+  } else {
+    const at::Tensor index = torch::tensor(rows, torch::kLong);
+    out.inputs = step.inputs.index_select(0, index);
+    out.targets = step.targets.index_select(0, index);
+    if (step.inputs.is_pinned()) {
+      out.inputs = out.inputs.pin_memory();
+      out.targets = out.targets.pin_memory();
+    }
+  }
+  for (int64_t row : rows) {
+    out.sequence_tokens.push_back(step.sequence_tokens[static_cast<size_t>(row)]);
+    if (!step.documents.empty()) out.documents.push_back(step.documents[static_cast<size_t>(row)]);
   }
   out.token_count = out.tokens_in(0, per_rank);
   out.global_token_count = step.step_tokens();
   return out;
+}
+
+StepBatches StepBatches::dealt(int rank, int world_size, int64_t micro_batch) const {
+  std::vector<TokenBatch> shares;
+  for (const TokenBatch& step : batches_) shares.push_back(shard(step, rank, world_size, micro_batch));
+  return StepBatches(std::move(shares));
 }
 
 int64_t TokenBatch::tokens_in(int64_t first, int64_t count) const {

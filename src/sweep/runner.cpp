@@ -267,12 +267,8 @@ std::vector<TokenBatch> load_batches(const WorkloadOptions& w, const ModelConfig
   data_options.lengths = w.data.lengths;
   data_options.seed = w.model.seed;
   data_options.world_size = launch.world_size;
-  std::vector<TokenBatch> batches = make_batches(w.data, data_options);
-  // Every rank builds the same global batches (same seed or file) and keeps its share.
-  if (launch.world_size > 1) {
-    for (TokenBatch& batch : batches) batch = shard(batch, launch.rank, launch.world_size);
-  }
-  return batches;
+  // Every rank builds the same global batches (same seed or file); each split deals its share.
+  return make_batches(w.data, data_options);
 }
 
 SweepContext sweep_context(const SweepOptions& options, const ModelConfig& cfg, c10::Device device, int world_size) {

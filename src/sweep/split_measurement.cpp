@@ -76,6 +76,8 @@ std::string file_stem(const SplitConfig& split) {
 // What one split keeps between its own block and its rounds.
 struct SplitMeasurement::Slot {
   StepOptions step;
+  // Data parallel: this rank's share of every batch, dealt in the split's micro-batches (shard).
+  std::optional<StepBatches> share;
   std::unique_ptr<StepTracer> tracer;
   // Its parameters (in its weights dtype), those that train, and its optimizer's state, as built for it.
   int64_t parameter_bytes = 0;
@@ -101,6 +103,8 @@ SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfi
 }
 
 SplitMeasurement::~SplitMeasurement() = default;
+
+const StepBatches& SplitMeasurement::batches(const Slot& slot) const { return slot.share ? *slot.share : data_; }
 
 void SplitMeasurement::record_failure(RunResult& run, const std::exception& error) {
   if (const auto* agreed = dynamic_cast<const compat::RankFailure*>(&error)) {
@@ -157,7 +161,8 @@ RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size
       slot.parameter_bytes = trainer.parameter_bytes();
       slot.trainable_parameter_bytes = trainer.trainable_parameter_bytes();
       slot.optimizer_state_bytes = trainer.optimizer_state_bytes();
-      trainer.prepare(data_.batch(0), slot.step);       // CUDA graphs: warmup + capture, untimed
+      if (group_ != nullptr) slot.share = data_.dealt(group_->rank(), group_->world_size(), split.micro_batch);
+      trainer.prepare(batches(slot).batch(0), slot.step);       // CUDA graphs: warmup + capture, untimed
       slot.tracer = std::make_unique<StepTracer>(device_, &memory_);
     } catch (const FatalRunError&) {
       throw;
@@ -207,7 +212,7 @@ StepSample SplitMeasurement::traced_step(Slot& slot, int64_t batch_index) {
     alone(error);
     throw;
   }
-  StepOutcome outcome = trainer_->step(data_.batch(batch_index), slot.step, slot.tracer.get());
+  StepOutcome outcome = trainer_->step(batches(slot).batch(batch_index), slot.step, slot.tracer.get());
   StepSample sample;
   try {
     sample = slot.tracer->finish_step();
@@ -383,7 +388,7 @@ void SplitMeasurement::profile(RunResult& run, Slot& slot) {
     compat::cuda_synchronize(device_.index());
     profile.start();
     profiling = true;
-    trainer.step(data_.batch(options_.warmup + options_.steps), slot.step);
+    trainer.step(batches(slot).batch(options_.warmup + options_.steps), slot.step);
     compat::cuda_synchronize(device_.index());
     // Data parallel: every rank runs the step (it all-reduces), rank 0 alone writes the trace.
     const bool writes = compat::launch_environment().rank == 0;

@@ -63,6 +63,8 @@ class SplitMeasurement {
   // The plan's peak; false (and the run recorded as predicted-oom) when it exceeds the limit.
   bool plan(RunResult& run);
   Trainer& trainer_for(const SplitConfig& split);
+  // The batches a slot's steps train on: the whole step's, or with data parallel this rank's share.
+  const StepBatches& batches(const Slot& slot) const;
   StepSample traced_step(Slot& slot, int64_t batch_index);
   void record_failure(RunResult& run, const std::exception& error);
   void warm_up(RunResult& run, Slot& slot, size_t index, size_t count);
@@ -77,7 +79,7 @@ class SplitMeasurement {
   const ModelConfig& cfg_;
   c10::Device device_;
   MemoryProbe& memory_;
-  const StepBatches& data_;
+  const StepBatches& data_;  // every rank's sequences of each step: each split deals this rank's share
   compat::ProcessGroup* group_;
   const SweepContext& context_;
   ProgressCallback on_step_;

@@ -84,7 +84,6 @@ struct VerifySetup {
   Precision precision = Precision::kFp32;
   std::vector<SplitConfig> grid;
   TokenBatch batch;       // the whole step
-  TokenBatch rank_share;  // this rank's sequences (the whole step with one process)
 };
 
 VerifySetup prepare(const WorkloadOptions& w) {
@@ -120,9 +119,6 @@ VerifySetup prepare(const WorkloadOptions& w) {
   data.distinct_batches = 1;
   data.world_size = s.launch.world_size;  // the same samples as the sweep's first step
   s.batch = make_batches(w.data, data).front();
-  // Data parallel: the splits run on this rank's share and sum gradients over the ranks; the
-  // reference is still the whole batch in one process, computed by every rank alone.
-  s.rank_share = s.launch.world_size > 1 ? shard(s.batch, s.launch.rank, s.launch.world_size) : s.batch;
   return s;
 }
 
@@ -286,7 +282,13 @@ VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, 
     }
     StepOptions step = step_options_for(config, w.loss.normalization, w.loss.chunk_tokens);
     apply_padding(step, w.data);
-    const Snapshot got = one_step(trainer, initial, setup.rank_share, step);
+    // Data parallel: the split runs on this rank's share, dealt in its micro-batches, and sums
+    // gradients over the ranks; the reference is still the whole batch in one process, computed by
+    // every rank alone.
+    const TokenBatch share = setup.launch.world_size > 1
+                                 ? shard(setup.batch, setup.launch.rank, setup.launch.world_size, config.micro_batch)
+                                 : setup.batch;
+    const Snapshot got = one_step(trainer, initial, share, step);
     result.splits.push_back(compare(config, got, reference, initial_cpu, result));
     result.all_pass = result.all_pass && result.splits.back().pass;
   }
