@@ -71,6 +71,25 @@ TEST(RealData, LongestPaddingComputesFewerPositionsForTheSameLoss) {
   EXPECT_NEAR(longest.loss(), max.loss(), 1e-6);
 }
 
+// Data parallel: a rank's step counts the positions of every rank's micro-batches (its share holds
+// the whole step's lengths), so padding and computed/s describe the step, not rank 0's part of it.
+// Lengths 1..16 over 2 ranks at micro-batch 4: rank 0 computes blocks {1..4} and {9..12}, but the
+// step's four blocks pad to 4, 8, 12, 16: 160 positions computed, 136 real, as in one process.
+TEST(RealData, DataParallelStepCountsEveryRanksPositions) {
+  const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
+  std::vector<int64_t> lengths(16);
+  std::iota(lengths.begin(), lengths.end(), int64_t{1});
+  const ab::TokenBatch batch = ab::batch_with_lengths(lengths, data_options(16, 16));
+  ab::Trainer trainer(ab::build_model(cfg, 0), torch::kCPU, {});
+  ab::StepOptions step;
+  step.micro_batch = 4;
+  step.padding = ab::Padding::kLongest;
+  const ab::StepOutcome share = trainer.accumulate(ab::shard(batch, 0, 2, 4), step);
+  EXPECT_EQ(share.positions, 136);
+  EXPECT_EQ(share.computed_positions, 160);
+  EXPECT_EQ(share.tokens, 136);
+}
+
 // verify's fp32 bar (relative L2 gradient error 1e-5) for every split of a skewed lengths file.
 TEST(RealData, VerifyPassesWithLongestAndMultiplePadding) {
   for (const std::string padding : {"longest", "multiple:8"}) {

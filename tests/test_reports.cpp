@@ -597,7 +597,7 @@ TEST(Json, RoundTripIsLossless) {
 
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
   const std::string text = to_json(populated_result());
-  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 11,\n  \"context\": {\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 12,\n  \"context\": {\n", 0), 0u);
   EXPECT_NE(text.find("\"options\": [\n      [\n        \"seq-len\",\n        \"1024\"\n      ],"),
             std::string::npos);
   EXPECT_NE(text.find("\"loss\": null"), std::string::npos);
@@ -630,7 +630,7 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "file written by `accumbench sweep --json`");
   EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
   EXPECT_EQ(user_error_of("{\"json_schema_version\": 1}"),
-            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 11; rerun the "
+            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 12; rerun the "
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());
@@ -689,6 +689,29 @@ TEST(Json, Version4ReadsWithoutPadding) {
   ASSERT_FALSE(back.runs.empty());
   EXPECT_EQ(back.runs[0].computed_tokens_per_second, original.runs[0].tokens_per_second);
   EXPECT_EQ(to_json(back), to_json(original));
+}
+
+// A version-11 file counted a data-parallel step's positions on rank 0 alone (and multiplied them by
+// the world size in its rates): its steps read as every rank's, so padding and computed/s stay as
+// reported; a one-process run's steps are unchanged.
+TEST(Json, Version11DataParallelStepsReadAsEveryRanks) {
+  SweepResult original = populated_result();
+  ASSERT_GE(original.runs.size(), 2u);
+  ASSERT_FALSE(original.runs[0].steps.empty());
+  original.runs[0].config.world_size = 4;
+  original.runs[1].config.world_size = 1;
+  nlohmann::json doc = nlohmann::json::parse(to_json(original));
+  doc["json_schema_version"] = 11;
+  doc["context"]["json_schema_version"] = 11;
+  const SweepResult back = sweep_result_from_json(doc.dump(), "v11.json");
+  EXPECT_EQ(back.context.json_schema_version, kJsonSchemaVersion);
+  for (size_t i = 0; i < original.runs[0].steps.size(); ++i) {
+    EXPECT_EQ(back.runs[0].steps[i].positions, 4 * original.runs[0].steps[i].positions);
+    EXPECT_EQ(back.runs[0].steps[i].computed_positions, 4 * original.runs[0].steps[i].computed_positions);
+  }
+  ASSERT_EQ(back.runs[1].steps.size(), original.runs[1].steps.size());
+  for (size_t i = 0; i < original.runs[1].steps.size(); ++i)
+    EXPECT_EQ(back.runs[1].steps[i].positions, original.runs[1].steps[i].positions);
 }
 
 // A version-7 file (before interruptions were recorded) reads as a sweep that ran to its end.

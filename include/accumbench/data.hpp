@@ -52,6 +52,9 @@ struct TokenBatch {
   // Data parallel: non-ignored targets of the whole optimizer step over every rank, the loss
   // divisor of token normalization. -1: this batch is the whole step (one process).
   int64_t global_token_count = -1;
+  // Data parallel: sequence_tokens of the whole step, every rank's in the step's order (its
+  // micro-batches are consecutive blocks of it); empty when this batch is the whole step.
+  std::vector<int64_t> step_sequence_tokens;
 
   int64_t sequences() const { return static_cast<int64_t>(sequence_tokens.size()); }
   // Targets of the whole step: the loss divisor and the tokens a step trains on.

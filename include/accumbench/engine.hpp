@@ -75,8 +75,8 @@ struct StepOutcome {
   at::Tensor loss_sum;       // device scalar: Σ_k loss_k (already normalized), unscaled
   int64_t tokens = 0;        // non-ignored targets in the whole step
   int64_t accum_steps = 0;
-  int64_t positions = 0;           // non-pad positions computed on this rank
-  int64_t computed_positions = 0;  // positions computed on this rank, padding included
+  int64_t positions = 0;           // non-pad positions computed in the step, over every rank
+  int64_t computed_positions = 0;  // positions computed in the step, padding included, over every rank
   bool skipped = false;      // fp16: gradients overflowed, no update (known after step())
   double loss() const;       // reads loss_sum (synchronizes)
 };

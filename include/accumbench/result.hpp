@@ -23,8 +23,9 @@ namespace accumbench {
 // decisions added (context.framework_seconds_per_micro_step, framework_source); 8: interruption by a
 // signal; 9: interruption.saved_while_running and interruption.error (a file left unfinished says so).
 // 10: the optimizer in every run's split (a list sweeps each); 11: the weights' and adapters' dtypes in
-// every run's split. Older files are upgraded as they are read (src/report/json_upgrade.cpp).
-inline constexpr int kJsonSchemaVersion = 11;
+// every run's split; 12: a step's positions and computed positions count every rank's (data
+// parallel; they were rank 0's). Older files are upgraded as they are read (src/report/json_upgrade.cpp).
+inline constexpr int kJsonSchemaVersion = 12;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -79,8 +80,8 @@ struct StepSample {
   PhaseSeconds device_seconds{};       // CUDA event time per phase; NaN on CPU
   double loss = 0;                     // token-weighted mean loss of the whole step
   int64_t tokens = 0;                  // non-ignored target tokens in the step
-  int64_t positions = 0;               // non-pad positions computed on this rank
-  int64_t computed_positions = 0;      // positions computed on this rank, padding included
+  int64_t positions = 0;               // non-pad positions computed in the step, every rank's
+  int64_t computed_positions = 0;      // positions computed in the step, padding included, every rank's
   int64_t peak_allocated_bytes = 0;    // peak during this step
   bool skipped = false;                // fp16: step skipped because gradients overflowed
   int64_t round = -1;                  // the interleaved round it was timed in; -1: its own block

@@ -54,6 +54,7 @@ TokenBatch shard(const TokenBatch& step, int rank, int world_size, int64_t micro
   }
   out.token_count = out.tokens_in(0, per_rank);
   out.global_token_count = step.step_tokens();
+  out.step_sequence_tokens = step.sequence_tokens;
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
@@ -310,6 +311,18 @@ StepOutcome Trainer::micro_steps(const TokenBatch& batch, const StepOptions& opt
     const at::Tensor loss =
         micro_step_loss(host_inputs, host_targets, documents, divisor, k == accum - 1, options, observer, micro_step);
     outcome.loss_sum = outcome.loss_sum.defined() ? outcome.loss_sum + loss : loss;
+  }
+  // Data parallel: the positions of the whole step, every rank's micro-batches (consecutive blocks
+  // of the step's sequences, shard), known on the host from the step every rank holds: no sync.
+  if (!batch.step_sequence_tokens.empty()) {
+    outcome.positions = outcome.computed_positions = 0;
+    const std::vector<int64_t>& all = batch.step_sequence_tokens;
+    for (auto first = all.begin(); first + micro <= all.end(); first += micro) {
+      outcome.positions += std::accumulate(first, first + micro, int64_t{0});
+      outcome.computed_positions +=
+          micro * padded_length(options.padding, options.pad_multiple, *std::max_element(first, first + micro),
+                                batch.inputs.size(1));
+    }
   }
   return outcome;
 }

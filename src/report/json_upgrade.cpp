@@ -157,6 +157,27 @@ void option_into_every_split(Json& root, int64_t version, const char* option_nam
   }
 }
 
+// Version 11 counted a data-parallel step's positions on rank 0 alone (its reports multiplied them by
+// the world size): each step reads as every rank's, rank 0's times the world size, so that its
+// computed/s and padding fraction read as they were reported.
+void upgrade_from_version_11(Json& root) {
+  root["json_schema_version"] = 12;
+  if (root.contains("context") && root["context"].is_object()) root["context"]["json_schema_version"] = 12;
+  if (!root.contains("runs") || !root["runs"].is_array()) return;
+  for (Json& run : root["runs"]) {
+    if (!run.is_object() || !run.contains("config") || !run["config"].is_object()) continue;
+    const Json& world = run["config"]["world_size"];
+    const int64_t ranks = world.is_number_integer() ? world.get<int64_t>() : 1;
+    if (ranks <= 1 || !run.contains("steps") || !run["steps"].is_array()) continue;
+    for (Json& step : run["steps"]) {
+      if (!step.is_object()) continue;
+      for (const char* key : {"positions", "computed_positions"}) {
+        if (step.contains(key) && step[key].is_number_integer()) step[key] = step[key].get<int64_t>() * ranks;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void upgrade_to_current_version(Json& root) {
@@ -181,6 +202,7 @@ void upgrade_to_current_version(Json& root) {
     option_into_every_split(root, 10, "weights_dtype", "fp32");
     option_into_every_split(root, 10, "adapter_dtype", "fp32");  // recorded only when bf16
   }
+  if (version_is(11)) upgrade_from_version_11(root);
 }
 
 }  // namespace accumbench

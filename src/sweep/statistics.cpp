@@ -196,17 +196,18 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
   for (const StepSample& step : run.steps) {
     positions += step.positions;
     computed_positions += step.computed_positions;
-    computed.push_back(static_cast<double>(step.computed_positions * run.config.world_size));
+    computed.push_back(static_cast<double>(step.computed_positions));
   }
   run.computed_tokens_per_second = mean(computed) / step_median;
   run.padding_fraction =
       computed_positions > 0 ? static_cast<double>(computed_positions - positions) / static_cast<double>(computed_positions) : 0.0;
+  // Every rank's samples, as tokens/s; MFU against every rank's devices.
   run.samples_per_second =
-      static_cast<double>(run.config.micro_batch * run.config.accum_steps) / step_median;
+      static_cast<double>(run.config.micro_batch * run.config.accum_steps * run.config.world_size) / step_median;
   run.achieved_tflops = flops_per_token * tokens_per_step / step_median / 1e12;
   run.hardware_tflops = (flops_per_token + recompute_flops_per_token) * tokens_per_step / step_median / 1e12;
   run.mfu =
-      (std::isfinite(peak_tflops) && peak_tflops > 0.0) ? run.achieved_tflops / peak_tflops : kNaN;
+      (std::isfinite(peak_tflops) && peak_tflops > 0.0) ? run.achieved_tflops / (peak_tflops * run.config.world_size) : kNaN;
 }
 
 // --------------------------------------------------------------------------------------------

@@ -86,6 +86,10 @@ for x in r["runs"]:
     if x["config"]["world_size"] != 2: fail("run world size %s" % x["config"]["world_size"])
     if not x["phase_median_seconds"]["allreduce"] > 0: fail("no allreduce time in %s" % key(x))
     if x["tokens_per_step"] != 8 * 32: fail("tokens per step %s, expected 256 (both ranks)" % x["tokens_per_step"])
+    if [(s["positions"], s["computed_positions"]) for s in x["steps"]] != [(256, 256)] * len(x["steps"]):
+        fail("%s: positions %s, expected 256 a step (both ranks)" % (key(x), [s["positions"] for s in x["steps"]]))
+    # samples/s, tokens/s and MFU count both ranks: 8 sequences of 32 per median step.
+    if abs(x["samples_per_second"] * x["step_seconds"]["median"] - 8) > 1e-6: fail("%s: samples/s %s" % (key(x), x["samples_per_second"]))
     if len(x["steps"]) < 2 or [s["round"] for s in x["steps"]][:2] != [0, 1]: fail("%s: rounds %s" % (key(x), [s["round"] for s in x["steps"]]))
     error = abs(x["predicted_peak_bytes"] - x["peak_allocated_bytes"]) / x["peak_allocated_bytes"]
     if error > 0.10: fail("%s: plan %s vs measured %s bytes (bucket copies included), %.1f %% off" % (
