@@ -92,10 +92,15 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
 namespace compat {
 class ProcessGroup;
 }
-// Data parallel: throws UserError on every rank when one was started with other options (the
-// first difference named), before any collective (src/compat's store exchange).
-void require_same_options_on_every_rank(compat::ProcessGroup& group,
+// Data parallel: throws UserError on every rank when one was started with another subcommand
+// (`command`) or other options (the first difference named), before any collective (src/compat's
+// store exchange).
+void require_same_options_on_every_rank(compat::ProcessGroup& group, const std::string& command,
                                         const std::vector<std::pair<std::string, std::string>>& options);
+
+// The content of the files a workload reads (config.json, token file, lengths file), which ranks
+// given the same paths on different machines may still not share.
+std::vector<std::pair<std::string, std::string>> file_fingerprints(const WorkloadOptions& w);
 
 // Whether a signal asked to stop (interrupt.hpp), on this rank or, with a group, on any rank: an
 // all-reduce over `group` on `device` ("cpu", "cuda:N"), so every rank must call it at the same

@@ -47,7 +47,8 @@ std::chrono::milliseconds to_milliseconds(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-int integer_variable(const char* name, const char* value) {
+// `example`: a value the launch would accept, for the message.
+int integer_variable(const char* name, const char* value, const char* example) {
   try {
     size_t used = 0;
     const int parsed = std::stoi(value, &used);
@@ -55,7 +56,7 @@ int integer_variable(const char* name, const char* value) {
   } catch (const std::exception&) {
   }
   throw UserError(std::string(name) + "=\"" + value + "\" is not an integer; set it as torchrun does (e.g. " + name +
-                  "=0)");
+                  "=" + example + ")");
 }
 
 bool loopback(const std::string& host) {
@@ -81,8 +82,13 @@ class JoinNotice {
       std::unique_lock<std::mutex> lock(mutex_);
       if (cv_.wait_for(lock, std::chrono::duration<double>(kAfterSeconds), [this] { return done_; })) return;
       const int n = remaining_.load();
-      std::cerr << "accumbench: waiting for " << n << (n == 1 ? " rank" : " ranks") << " at " << address_
-                << std::endl;
+      if (n == 0) {  // every rank joined the store: the backend's own connections are under way
+        std::cerr << "accumbench: every rank joined at " << address_ << "; waiting for them to connect to each other"
+                  << std::endl;
+      } else {
+        std::cerr << "accumbench: waiting for " << n << (n == 1 ? " rank" : " ranks") << " at " << address_
+                  << std::endl;
+      }
     });
   }
   ~JoinNotice() {
@@ -124,7 +130,7 @@ LaunchEnvironment launch_environment() {
   LaunchEnvironment env;
   const char* world = std::getenv("WORLD_SIZE");
   if (world == nullptr || *world == '\0') return env;
-  env.world_size = integer_variable("WORLD_SIZE", world);
+  env.world_size = integer_variable("WORLD_SIZE", world, "2");
   if (env.world_size < 1) throw UserError("WORLD_SIZE must be at least 1, got " + std::string(world));
   if (env.world_size == 1) return env;
   auto required = [](const char* name) -> std::string {
@@ -135,11 +141,11 @@ LaunchEnvironment launch_environment() {
     }
     return value;
   };
-  env.rank = integer_variable("RANK", required("RANK").c_str());
+  env.rank = integer_variable("RANK", required("RANK").c_str(), "0");
   env.master_addr = required("MASTER_ADDR");
-  env.master_port = integer_variable("MASTER_PORT", required("MASTER_PORT").c_str());
+  env.master_port = integer_variable("MASTER_PORT", required("MASTER_PORT").c_str(), "29500");
   if (const char* local = std::getenv("LOCAL_RANK"); local != nullptr && *local != '\0') {
-    env.local_rank = integer_variable("LOCAL_RANK", local);
+    env.local_rank = integer_variable("LOCAL_RANK", local, "0");
   } else {
     env.local_rank = env.rank;
   }
@@ -218,6 +224,20 @@ std::unique_ptr<ProcessGroup> ProcessGroup::from_environment(c10::Device device,
   };
   try {
     impl->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    // Ranks started with different WORLD_SIZEs would wait for each other until the timeout: rank 0
+    // posts its own, and the others compare before they count themselves in.
+    const std::string world_key = "accumbench/world_size";
+    const std::string world = std::to_string(env.world_size);
+    if (env.rank == 0) {
+      impl->store->set(world_key, std::vector<uint8_t>(world.begin(), world.end()));
+    } else {
+      const std::vector<uint8_t> posted = impl->store->get(world_key);
+      const std::string theirs(posted.begin(), posted.end());
+      if (theirs != world) {
+        throw UserError("rank " + std::to_string(env.rank) + " was started with WORLD_SIZE=" + world + ", rank 0 at " +
+                        address + " with WORLD_SIZE=" + theirs + "; start every rank with the same WORLD_SIZE");
+      }
+    }
     const std::string key = "accumbench/joined";
     impl->store->add(key, 1);
     const auto start = std::chrono::steady_clock::now();
@@ -231,8 +251,15 @@ std::unique_ptr<ProcessGroup> ProcessGroup::from_environment(c10::Device device,
     }
     notice.set_remaining(0);
     impl->backend = make_backend(impl->store, env.rank, env.world_size, env.master_addr, timeout_seconds);
-  } catch (const c10::Error& error) {
-    throw could_not_join(error.what_without_backtrace());
+  } catch (const UserError&) {
+    throw;
+  } catch (const std::exception& error) {  // c10's and the store's socket errors (a port in use, no answer)
+    const std::string why = first_line(error);
+    if (env.rank == 0 && why.find("Address already in use") != std::string::npos) {
+      throw UserError("MASTER_PORT " + std::to_string(env.master_port) + " is already in use on rank 0's machine (" +
+                      env.master_addr + "); start every rank with a free MASTER_PORT");
+    }
+    throw could_not_join(why);
   }
   return std::unique_ptr<ProcessGroup>(new ProcessGroup(std::move(impl), env.rank, env.world_size, kBackendName));
 }

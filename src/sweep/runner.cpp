@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <sstream>
 
@@ -314,24 +315,52 @@ void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
 
 int process_rank() { return compat::launch_environment().rank; }
 
-void require_same_options_on_every_rank(compat::ProcessGroup& group,
+namespace {
+
+// What a --resume file holds, for the ranks to compare (each reads its own copy): "none", or its
+// runs, timed steps and a hash of their times.
+std::string resume_digest(const SweepResult* resume) {
+  if (resume == nullptr) return "none";
+  size_t steps = 0;
+  size_t hash = 0;
+  for (const RunResult& run : resume->runs) {
+    steps += run.steps.size();
+    for (const StepSample& step : run.steps) hash = hash * 31 + std::hash<double>{}(step.step_seconds);
+  }
+  std::ostringstream out;
+  out << resume->runs.size() << " runs, " << steps << " timed steps (" << std::hex << (hash & 0xffffff) << ")";
+  return out.str();
+}
+
+}  // namespace
+
+void require_same_options_on_every_rank(compat::ProcessGroup& group, const std::string& command,
                                         const std::vector<std::pair<std::string, std::string>>& options) {
   // Ranks started with different arguments would pair up the wrong collectives: compare the
-  // options (all but the machine's own) before the first one, and stop every rank by name.
-  std::string mine;
+  // subcommand and the options (all but the machine's own) before the first one, and stop every
+  // rank by name.
+  std::vector<std::string> mine = {"command=" + command};
   for (const auto& [name, value] : options) {
-    if (name != "OMP_WAIT_POLICY") mine += name + "=" + value + "\n";
+    if (name != "OMP_WAIT_POLICY") mine.push_back(name + "=" + value);
   }
-  const std::vector<std::string> all = group.exchange("accumbench/options", mine);
+  std::string joined;
+  for (const std::string& line : mine) joined += line + "\n";
+  const std::vector<std::string> all = group.exchange("accumbench/options", joined);
   for (int r = 0; r < static_cast<int>(all.size()); ++r) {
-    if (all[r] == mine) continue;
-    std::istringstream a(mine), b(all[r]);
-    std::string line_a, line_b;
-    while (std::getline(a, line_a) && std::getline(b, line_b) && line_a == line_b) {
-    }
-    throw UserError("rank " + std::to_string(r) + " was started with " + text::quoted(line_b, 60) + ", rank " +
-                    std::to_string(group.rank()) + " with " + text::quoted(line_a, 60) +
-                    "; start every rank with the same arguments");
+    if (all[r] == joined) continue;
+    std::vector<std::string> theirs;
+    std::istringstream lines(all[r]);
+    for (std::string line; std::getline(lines, line);) theirs.push_back(line);
+    size_t i = 0;
+    while (i < mine.size() && i < theirs.size() && mine[i] == theirs[i]) ++i;
+    const auto said = [&](const std::vector<std::string>& list) {
+      return i < list.size() ? text::quoted(list[i], 60) : std::string("nothing more");
+    };
+    const bool files = i < mine.size() && (mine[i].find("_fingerprint=") != std::string::npos ||
+                                           mine[i].rfind("resume=", 0) == 0);
+    throw UserError("rank " + std::to_string(r) + " was started with " + said(theirs) + ", rank " +
+                    std::to_string(group.rank()) + " with " + said(mine) +
+                    (files ? "; give every rank the same file content" : "; start every rank with the same arguments"));
   }
 }
 
@@ -411,6 +440,25 @@ PlanTarget plan_target(const WorkloadOptions& w) {
   return target;
 }
 
+namespace {
+
+std::string model_file_fingerprint(const WorkloadOptions& w) {
+  return w.model.hf_config.empty() ? "preset" : file_fingerprint(resolve_hf_config_path(w.model.hf_config));
+}
+
+std::string token_file_fingerprint(const WorkloadOptions& w) {
+  return w.data.token_file.empty() ? "synthetic" : file_fingerprint(w.data.token_file);
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> file_fingerprints(const WorkloadOptions& w) {
+  std::vector<std::pair<std::string, std::string>> files = {{"model_file_fingerprint", model_file_fingerprint(w)},
+                                                            {"token_file_fingerprint", token_file_fingerprint(w)}};
+  if (w.data.lengths == LengthMode::kFile) files.emplace_back("lengths_file_fingerprint", file_fingerprint(w.data.lengths_file));
+  return files;
+}
+
 std::vector<std::pair<std::string, std::string>> describe_options(const SweepOptions& o) {
   const WorkloadOptions& w = o.workload;
   std::vector<std::pair<std::string, std::string>> options = describe_workload(w);
@@ -432,8 +480,8 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
       {"peak_tflops", std::isnan(o.peak_tflops) ? "device table" : number(o.peak_tflops)},
       {"token_file", w.data.token_file.empty() ? "synthetic" : w.data.token_file},
       // Content fingerprints, so that --resume tells an edited file at the same path.
-      {"model_file_fingerprint", w.model.hf_config.empty() ? "preset" : file_fingerprint(resolve_hf_config_path(w.model.hf_config))},
-      {"token_file_fingerprint", w.data.token_file.empty() ? "synthetic" : file_fingerprint(w.data.token_file)},
+      {"model_file_fingerprint", model_file_fingerprint(w)},
+      {"token_file_fingerprint", token_file_fingerprint(w)},
       {"eos_id", w.data.eos_id >= 0 ? std::to_string(w.data.eos_id) : "none"},
       {"threads", w.threads == 0 ? "all" : std::to_string(w.threads)},
       {"dist_timeout_seconds", number(w.dist_timeout_seconds)},
@@ -564,7 +612,9 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       compat::ProcessGroup::from_environment(device, w.dist_timeout_seconds);
   if (group) {
     result.context.distributed_backend = group->backend();
-    require_same_options_on_every_rank(*group, result.context.options);
+    std::vector<std::pair<std::string, std::string>> compared = result.context.options;
+    compared.emplace_back("resume", resume_digest(resume));
+    require_same_options_on_every_rank(*group, "sweep", compared);
   }
   // Past this point nothing throws a UserError for the whole sweep: failures belong to one split.
   SplitMeasurement measurement(options, cfg, device, memory, data, group.get(), result.context, on_step);

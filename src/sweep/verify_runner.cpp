@@ -204,6 +204,15 @@ WorkloadOptions without_dropout(WorkloadOptions w) {
   return w;
 }
 
+// What the ranks compare before they verify: the options (as verify runs them) and the content
+// of the files they read, each rank its own copy.
+std::vector<std::pair<std::string, std::string>> rank_compared(const WorkloadOptions& w) {
+  std::vector<std::pair<std::string, std::string>> compared = describe_workload(without_dropout(w));
+  const std::vector<std::pair<std::string, std::string>> files = file_fingerprints(w);
+  compared.insert(compared.end(), files.begin(), files.end());
+  return compared;
+}
+
 // One job's verify over `group` (null: one process). The jobs of a list share one group: a group
 // made again per job would let a fast rank reach the old store as it closes.
 VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, compat::ProcessGroup* group);
@@ -214,7 +223,7 @@ VerifyResult run_verify(const VerifyOptions& options) {
   const VerifySetup setup = checked_setup(options, without_dropout(options.workload));
   const std::unique_ptr<compat::ProcessGroup> group =
       compat::ProcessGroup::from_environment(setup.device, options.workload.dist_timeout_seconds);
-  if (group) require_same_options_on_every_rank(*group, describe_workload(without_dropout(options.workload)));
+  if (group) require_same_options_on_every_rank(*group, "verify", rank_compared(options.workload));
   return verify_job(options, setup, group.get());
 }
 
@@ -315,7 +324,7 @@ std::vector<VerifyResult> run_verify_jobs(const VerifyOptions& options,
   const std::unique_ptr<compat::ProcessGroup> group =
       compat::ProcessGroup::from_environment(setups.front().device, w.dist_timeout_seconds);
   // Once, with the lists (the exchange's store key is one: a second would read the first's).
-  if (group) require_same_options_on_every_rank(*group, describe_workload(without_dropout(w)));
+  if (group) require_same_options_on_every_rank(*group, "verify", rank_compared(w));
   std::vector<VerifyResult> results;
   for (size_t i = 0; i < jobs.size(); ++i) {
     results.push_back(verify_job(VerifyOptions{job_workload(w, jobs[i]), options.export_dir}, setups[i], group.get()));

@@ -139,6 +139,48 @@ mismatch() {
   check "rank 1 names rank 0's --lr" grep -q 'rank 0 was started with "lr=0.0001"' "$out.rank1"
 }
 
+# cli.data_parallel.launch_mismatch: ranks that disagree on what the arguments do not show stop with
+# exit 2 and the difference named: another subcommand; the same --lengths path holding other
+# lengths (each rank reads its own copy, as on two machines); another WORLD_SIZE (rank 1 names it,
+# rank 0 gives up waiting at --dist-timeout).
+# pair DIR1 WORLD1 DIR0 WORLD0 -- ARGS1 -- ARGS0: rank 1 and rank 0 from their directories; rank 0's
+# status in $rc, its stdout/stderr in $out/$err, rank 1's status in $rc1 and its output in $out.rank1.
+pair() {
+  local dir1=$1 world1=$2 dir0=$3 world0=$4 port
+  shift 5
+  local args1=() args0=()
+  while [ "$1" != "--" ]; do args1+=("$1"); shift; done
+  shift
+  args0=("$@")
+  port=$(free_port) || fail "no free port"
+  last_command="accumbench ${args1[*]} (rank 1, WORLD_SIZE=$world1) / ${args0[*]} (rank 0, WORLD_SIZE=$world0)"
+  (cd "$dir1" && WORLD_SIZE=$world1 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" \
+    "${args1[@]}" >"$out.rank1" 2>&1) &
+  local pid=$!
+  background_pids+=("$pid")
+  (cd "$dir0" && WORLD_SIZE=$world0 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" \
+    "${args0[@]}" >"$out" 2>"$err")
+  rc=$?
+  rc1=0
+  wait "$pid" || rc1=$?
+}
+
+launch_mismatch() {
+  local tiny=(--model gpt2-tiny --seq-len 32 --device cpu --threads 1 --dist-timeout 8)
+  pair "$work" 2 "$work" 2 -- sweep "${tiny[@]}" --batch 4 --steps 2 --warmup 1 -- verify "${tiny[@]}" --batch 4
+  [ "$rc" -eq 2 ] && [ "$rc1" -eq 2 ] || fail "exits $rc (rank 0) and $rc1 (rank 1), expected 2 and 2"
+  check "rank 0 names rank 1's subcommand" grep -q 'rank 1 was started with "command=sweep", rank 0 with "command=verify"' "$err"
+  mkdir -p "$work/a" "$work/b"
+  printf '3\n30\n5\n12\n' > "$work/a/lengths.txt"
+  printf '3\n30\n5\n13\n' > "$work/b/lengths.txt"
+  pair "$work/b" 2 "$work/a" 2 -- verify "${tiny[@]}" --batch 4 --lengths lengths.txt -- verify "${tiny[@]}" --batch 4 --lengths lengths.txt
+  [ "$rc" -eq 2 ] && [ "$rc1" -eq 2 ] || fail "exits $rc (rank 0) and $rc1 (rank 1), expected 2 and 2"
+  check "verify: rank 0 names the lengths file's content" grep -q 'rank 1 was started with "lengths_file_fingerprint=.*give every rank the same file content' "$err"
+  pair "$work" 3 "$work" 2 -- verify "${tiny[@]}" --batch 12 -- verify "${tiny[@]}" --batch 12
+  [ "$rc" -eq 2 ] && [ "$rc1" -eq 2 ] || fail "exits $rc (rank 0) and $rc1 (rank 1), expected 2 and 2"
+  check "rank 1 names both WORLD_SIZEs" grep -q 'rank 1 was started with WORLD_SIZE=3, rank 0 at 127.0.0.1:[0-9]* with WORLD_SIZE=2; start every rank with the same WORLD_SIZE' "$out.rank1"
+}
+
 # cli.data_parallel.bf16_weights_over_gloo: a full fine-tune of bf16 weights over Gloo (which
 # cannot all-reduce bf16: "Invalid scalar type" at the first gradient, PyTorch issue 111131) is
 # refused by both ranks alike, with exit 2, before they join; so are LoRA's bf16 adapters.
@@ -263,7 +305,7 @@ if "could not join the process group" not in text or "1 of 2 ranks joined within
 
 mode=${case_args[0]:-}
 case $mode in
-  verify | verify_lists | sweep | lora_plan | mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice | bf16_gloo) "$mode" ;;
+  verify | verify_lists | sweep | lora_plan | mismatch | launch_mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice | bf16_gloo) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
