@@ -356,11 +356,13 @@ void require_same_options_on_every_rank(compat::ProcessGroup& group, const std::
     const auto said = [&](const std::vector<std::string>& list) {
       return i < list.size() ? text::quoted(list[i], 60) : std::string("nothing more");
     };
-    const bool files = i < mine.size() && (mine[i].find("_fingerprint=") != std::string::npos ||
-                                           mine[i].rfind("resume=", 0) == 0);
+    const bool resume = i < mine.size() && mine[i].rfind("resume=", 0) == 0;
+    const bool files = i < mine.size() && mine[i].find("_fingerprint=") != std::string::npos;
     throw UserError("rank " + std::to_string(r) + " was started with " + said(theirs) + ", rank " +
                     std::to_string(group.rank()) + " with " + said(mine) +
-                    (files ? "; give every rank the same file content" : "; start every rank with the same arguments"));
+                    (resume  ? "; give every rank a copy of the same --resume file"
+                     : files ? "; give every rank the same file content"
+                             : "; start every rank with the same arguments"));
   }
 }
 

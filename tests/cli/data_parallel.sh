@@ -176,6 +176,18 @@ launch_mismatch() {
   pair "$work/b" 2 "$work/a" 2 -- verify "${tiny[@]}" --batch 4 --lengths lengths.txt -- verify "${tiny[@]}" --batch 4 --lengths lengths.txt
   [ "$rc" -eq 2 ] && [ "$rc1" -eq 2 ] || fail "exits $rc (rank 0) and $rc1 (rank 1), expected 2 and 2"
   check "verify: rank 0 names the lengths file's content" grep -q 'rank 1 was started with "lengths_file_fingerprint=.*give every rank the same file content' "$err"
+  # --resume from copies that differ (rank 1's holds other times): refused, rank 0's file untouched.
+  local sweep_args=(sweep "${tiny[@]}" --batch 4 --steps 2 --warmup 1 --time-budget 0 --json k.json)
+  dp_run 2 "${sweep_args[@]/k.json/$work/a/k.json}"
+  py 'import json, sys
+d = json.load(open(sys.argv[1])); d["runs"][0]["steps"][0]["step_seconds"] *= 2; json.dump(d, open(sys.argv[2], "w"))' \
+    "$work/a/k.json" "$work/b/k.json"
+  local before
+  before=$(cat "$work/a/k.json")
+  pair "$work/b" 2 "$work/a" 2 -- "${sweep_args[@]}" --resume k.json -- "${sweep_args[@]}" --resume k.json
+  [ "$rc" -eq 2 ] && [ "$rc1" -eq 2 ] || fail "exits $rc (rank 0) and $rc1 (rank 1), expected 2 and 2"
+  check "resume: rank 0 names the copies' difference" grep -q 'rank 1 was started with "resume=2 runs, 4 timed steps (.*give every rank a copy of the same --resume file' "$err"
+  check "resume: rank 0's file is untouched" test "$before" = "$(cat "$work/a/k.json")"
   pair "$work" 3 "$work" 2 -- verify "${tiny[@]}" --batch 12 -- verify "${tiny[@]}" --batch 12
   [ "$rc" -eq 2 ] && [ "$rc1" -eq 2 ] || fail "exits $rc (rank 0) and $rc1 (rank 1), expected 2 and 2"
   check "rank 1 names both WORLD_SIZEs" grep -q 'rank 1 was started with WORLD_SIZE=3, rank 0 at 127.0.0.1:[0-9]* with WORLD_SIZE=2; start every rank with the same WORLD_SIZE' "$out.rank1"
