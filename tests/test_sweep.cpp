@@ -209,8 +209,8 @@ TEST(Sweep, AStopDuringTheWarmUpsReportsWhatWasMeasured) {
   EXPECT_EQ(r.recommendation.best_index, -1);
   EXPECT_EQ(r.recommendation.reason,
             "Interrupted by SIGINT: 1 split not begun (4\u00d71), 2 splits with their memory measured but no timed "
-            "step; below is what was measured, and the same command with --resume and its --json file measures "
-            "what is missing (every split not begun or short of its --steps).");
+            "step; below is what was measured, which no file keeps: rerun with --json FILE to save a sweep as it "
+            "goes, and --resume FILE then measures what is missing (every split not begun or short of its --steps).");
   const ab::SweepResult back = ab::sweep_result_from_json(ab::to_json(r), "memory");
   EXPECT_EQ(back.interruption.signal, "SIGINT");
   EXPECT_EQ(back.interruption.splits_not_run, r.interruption.splits_not_run);
@@ -222,12 +222,52 @@ TEST(Sweep, AStopDuringTheWarmUpsReportsWhatWasMeasured) {
   EXPECT_GE(resumed.recommendation.best_index, 0);
 }
 
+// A resume measures a split short of --steps again from zero; stopped before the new run has as many
+// timed steps, it keeps the file's run, and the file's runs of the splits it never began: a stopped
+// resume never leaves the file with less than it held.
+TEST(Sweep, AStoppedResumeKeepsWhatTheFileHeld) {
+  ab::SweepResult file = ab::run_sweep(tiny());
+  ASSERT_EQ(file.runs.size(), 3u);
+  file.runs[0].steps.pop_back();  // 1×4: one timed step of --steps 2, as a stopped sweep leaves it
+  const std::string first = key(file.runs[0].config);
+
+  // Stopped in 1×4's warm-up: its new run has no timed step, the file's has one.
+  ab::request_stop(0);
+  const ab::SweepResult warm = ab::run_sweep(tiny(), nullptr, &file, [](const ab::SweepProgress& progress) {
+    if (progress.round < 0 && progress.split_index == 0) ab::request_stop(SIGINT);
+  });
+  ab::request_stop(0);
+  ASSERT_EQ(warm.runs.size(), 3u);
+  for (const auto& run : warm.runs) {
+    const auto held = std::find_if(file.runs.begin(), file.runs.end(),
+                                   [&](const ab::RunResult& r) { return key(r.config) == key(run.config); });
+    ASSERT_NE(held, file.runs.end()) << key(run.config);
+    EXPECT_EQ(run.steps.size(), held->steps.size()) << key(run.config);
+  }
+  EXPECT_TRUE(warm.interruption.splits_not_run.empty());
+  EXPECT_NE(warm.recommendation.reason.find("1 split reads as the --resume file had it, with more timed steps than "
+                                            "this sweep reached."),
+            std::string::npos)
+      << warm.recommendation.reason;
+
+  // Stopped before the first split: every split of the file is kept as it was.
+  ab::request_stop(SIGINT);
+  const ab::SweepResult none = ab::run_sweep(tiny(), nullptr, &file);
+  ab::request_stop(0);
+  ASSERT_EQ(none.runs.size(), 3u);
+  EXPECT_EQ(key(none.runs[0].config), first);
+  EXPECT_EQ(none.runs[0].steps.size(), 1u);
+  EXPECT_TRUE(none.interruption.splits_not_run.empty());
+}
+
 // Every save before the end (the --json written after each split and during the rounds) says it
 // is one, with the splits not yet begun, so that a file left by kill -9 does not read as a whole
 // sweep; the last save, the sweep's end, is whole.
 TEST(Sweep, SavesBeforeTheEndSayTheyAreUnfinished) {
   std::vector<ab::SweepResult> saves;
-  const ab::SweepResult r = ab::run_sweep(tiny(), [&](const ab::SweepResult& saved) { saves.push_back(saved); });
+  ab::SweepOptions options = tiny();
+  options.json_path = "run.json";  // where the caller saves it, for the words
+  const ab::SweepResult r = ab::run_sweep(options, [&](const ab::SweepResult& saved) { saves.push_back(saved); });
   ASSERT_GE(saves.size(), 5u);  // after each of the 3 warm-ups, once the rounds reach --steps, the end
   for (size_t i = 0; i + 1 < saves.size(); ++i) {
     const ab::Interruption& stop = saves[i].interruption;
@@ -240,8 +280,8 @@ TEST(Sweep, SavesBeforeTheEndSayTheyAreUnfinished) {
   EXPECT_EQ(saves[0].recommendation.reason.rfind(
                 "Saved while the sweep ran; a file left like this is from a sweep that did not reach its end "
                 "(killed, or ended by an error): 2 splits not begun (2\u00d72, 4\u00d71), 1 split with its memory "
-                "measured but no timed step; below is what was measured, and the same command with --resume and its "
-                "--json file measures what is missing (every split not begun or short of its --steps).",
+                "measured but no timed step; below is what was measured, and the same command with --resume run.json "
+                "measures what is missing (every split not begun or short of its --steps).",
                 0),
             0u)
       << saves[0].recommendation.reason;

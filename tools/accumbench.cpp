@@ -617,6 +617,7 @@ struct SweepCommand {
       if (files.json.empty()) files.json = resume_path;
     }
     files.require_writable(resume_path, "--resume");  // every rank alike, before any joins (the same paths)
+    options.json_path = files.json;
     const bool progress = primary && stderr_is_tty();
     // Worded before the run: re-reading the config afterwards could fail and lose the report.
     const std::vector<std::string> model_notes = shape_notes(ab::resolve_model(options.workload.model), options.workload.seq_len);

@@ -42,6 +42,9 @@ struct SweepOptions {
   // A Python training loop's host time per micro-step, added to every split before deciding:
   // milliseconds, or "auto" (calibrate-framework's cache for this device and precision, else none).
   std::string framework_overhead = "auto";
+  // Where the caller saves the result (--json, or the --resume file), for the words of a sweep
+  // stopped before its end; empty: nowhere, so nothing can be resumed.
+  std::string json_path;
 };
 
 // This process's data-parallel rank (RANK, set by torchrun), 0 with one process. The CLI prints

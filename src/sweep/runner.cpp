@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "accumbench/data.hpp"
@@ -524,7 +525,8 @@ std::string named_splits(const std::vector<std::string>& names, const std::strin
 // The first sentence of the recommendation of a sweep that is not whole (result.hpp, Interruption):
 // what stopped it, how far it got, and how to measure the rest. `rounds` were run of `min_rounds`
 // (--steps) that every split is timed in; `profiled`: --profile was asked for (its steps come last).
-std::string unfinished_sentence(const SweepResult& result, int64_t rounds, int64_t min_rounds, bool profiled) {
+std::string unfinished_sentence(const SweepResult& result, int64_t rounds, int64_t min_rounds, bool profiled,
+                                const std::string& json_path) {
   const Interruption& stop = result.interruption;
   const bool running = stop.signal.empty() && stop.error.empty();
   std::vector<std::string> parts;
@@ -549,9 +551,13 @@ std::string unfinished_sentence(const SweepResult& result, int64_t rounds, int64
                                                : "Saved while the sweep ran; a file left like this is from a sweep "
                                                  "that did not reach its end (killed, or ended by an error)";
   for (size_t i = 0; i < parts.size(); ++i) sentence += (i == 0 ? ": " : ", ") + parts[i];
-  return sentence +
-         "; below is what was measured, and the same command with --resume and its --json file measures what "
-         "is missing (every split not begun or short of its --steps).";
+  const std::string missing = "what is missing (every split not begun or short of its --steps)";
+  if (json_path.empty()) {
+    return sentence + "; below is what was measured, which no file keeps: rerun with --json FILE to save a sweep "
+                      "as it goes, and --resume FILE then measures " + missing + ".";
+  }
+  return sentence + "; below is what was measured, and the same command with --resume " + json_path + " measures " +
+         missing + ".";
 }
 
 // A resume whose lists leave out splits that a stopped file had not finished keeps them as they
@@ -652,6 +658,44 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       if (!in_grid) result.interruption.splits_not_run.push_back(label);
     }
   }
+  // A sweep stopped before its end never leaves the --resume file with less than it held: a split
+  // begun again from zero (the file's was short of --steps, or left undecided) reads as the file had
+  // it while the new run has fewer timed steps, and a split not begun as the file had it, if it had it.
+  const auto files_run = [&](const SplitConfig& split) -> std::optional<RunResult> {
+    if (resume == nullptr) return std::nullopt;
+    for (const RunResult& run : resume->runs) {
+      if (run.status != RunStatus::kOk || run.config.key() != split.key()) continue;
+      RunResult copy = run;
+      measurement.judge_fits(copy);
+      return copy;
+    }
+    return std::nullopt;
+  };
+  // Returns the words for the splits it kept ("" when none).
+  const auto keep_files_longer_runs = [&](std::vector<RunResult>& runs) {
+    size_t count = 0;
+    for (RunResult& run : runs) {
+      if (run.status != RunStatus::kOk) continue;
+      std::optional<RunResult> file = files_run(run.config);
+      if (file && file->steps.size() > run.steps.size()) {
+        run = std::move(*file);
+        ++count;
+      }
+    }
+    if (count == 0) return std::string();
+    return " " + std::to_string(count) + (count == 1 ? " split reads" : " splits read") +
+           " as the --resume file had it, with more timed steps than this sweep reached.";
+  };
+  // The splits from `begun` on: the file's runs of them, the others named as not begun.
+  const auto not_begun_from = [&](size_t begun, std::vector<RunResult>& runs, Interruption& interruption) {
+    for (size_t rest = begun; rest < grid.size(); ++rest) {
+      if (std::optional<RunResult> file = files_run(grid[rest])) {
+        runs.push_back(std::move(*file));
+      } else {
+        interruption.splits_not_run.push_back(not_begun(rest));
+      }
+    }
+  };
   // Saves made before the end say so (Interruption): `begun` of the grid's splits were begun,
   // `rounds` timed rounds run; `error`: the one that ends the sweep now. The file's other splits
   // follow this sweep's, so an interrupted resume keeps them.
@@ -660,15 +704,17 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     if (!on_split) return;
     SweepResult partial = result;
     partial.runs = std::move(runs);
+    const std::string kept_longer = keep_files_longer_runs(partial.runs);
+    not_begun_from(begun, partial.runs, partial.interruption);
     partial.runs.insert(partial.runs.end(), kept.begin(), kept.end());
-    for (size_t rest = begun; rest < grid.size(); ++rest) partial.interruption.splits_not_run.push_back(not_begun(rest));
     partial.interruption.saved_while_running = error.empty();
     partial.interruption.error = error;
     DecisionOptions decision = decision_options;
     decision.interrupted = true;  // an undecided verdict says a sweep left to its end can decide
     partial.recommendation = recommend(partial.runs, w.memory_limit_bytes, decision);
     partial.recommendation.reason =
-        unfinished_sentence(partial, rounds, options.steps, profiled) + " " + partial.recommendation.reason;
+        unfinished_sentence(partial, rounds, options.steps, profiled, options.json_path) + kept_longer + " " +
+        partial.recommendation.reason;
     partial.time_models = fit_time_models(partial.runs);
     on_split(partial);
   };
@@ -697,6 +743,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
 
   // 1. Each split alone: plan, warm-up, memory (and the whole timing of CUDA-graph splits).
   std::vector<bool> measured(grid.size(), false);  // in this sweep, not copied from the file
+  size_t stopped_at = grid.size();                 // the first split not begun, when a signal came first
   // What a save holds of the splits the rounds time: finished as far as they got (a split with no
   // timed step yet has no times at all, not times of zero).
   const auto finished_copies = [&] {
@@ -709,9 +756,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   for (size_t index = 0; index < grid.size(); ++index) {
     if (stop_agreed()) {
       stopped = true;
-      for (size_t rest = index; rest < grid.size(); ++rest) {
-        result.interruption.splits_not_run.push_back(not_begun(rest));
-      }
+      stopped_at = index;
       break;
     }
     const RunResult* done = nullptr;
@@ -838,6 +883,11 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     // The interval of the engine's own mean: the evidence's holds the framework's time too.
     run.mean_seconds = Estimate{run.mean_seconds.value, mean.low - framework_seconds[k], mean.high - framework_seconds[k]};
   }
+  std::string kept_longer;
+  if (stopped || report.interrupted) {
+    kept_longer = keep_files_longer_runs(result.runs);
+    not_begun_from(stopped_at, result.runs, result.interruption);
+  }
   result.runs.insert(result.runs.end(), kept.begin(), kept.end());
   DecisionOptions final_decision = decision_options;
   final_decision.budget_spent = report.budget_spent;
@@ -864,7 +914,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     const bool none_failed = std::all_of(result.runs.begin(), result.runs.end(),
                                          [](const RunResult& run) { return run.status == RunStatus::kOk; });
     const bool nothing_else = result.recommendation.best_index < 0 && none_failed;
-    result.recommendation.reason = unfinished_sentence(result, report.rounds, options.steps, profiled) +
+    result.recommendation.reason = unfinished_sentence(result, report.rounds, options.steps, profiled, options.json_path) + kept_longer +
                                    (nothing_else ? "" : " " + result.recommendation.reason);
   } else if (const std::string unfinished = kept_unfinished_sentence(result, kept, options.steps); !unfinished.empty()) {
     result.recommendation.reason = unfinished + " " + result.recommendation.reason;

@@ -58,6 +58,7 @@ single() {
   [ "$rc" -eq 130 ] || fail "exit status $rc after SIGINT, expected 130 (128 + SIGINT)"
   check "stdout has the table and the interruption first in the recommendation" \
     grep -q '^Recommendation: .*Interrupted by SIGINT: the timed rounds stopped after' "$out"
+  check "the recommendation names the file to resume" grep -q "the same command with --resume $json measures what is missing" "$out"
   check "stderr says it stops, and the files written" py '
 text = open(sys.argv[1]).read()
 for want in ("stopping after the split or round in progress", "wrote " + sys.argv[2], "wrote " + sys.argv[3]):

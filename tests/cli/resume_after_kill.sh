@@ -44,7 +44,19 @@ cp "$json" "$work/killed.json"
 expect 0 "Recommendation: " "Saved while the sweep ran; a file left like this is from a sweep that did not reach its end" \
   -- report "$work/killed.json"
 
+# A resume stopped early (SIGINT a second in, while it measures the splits again from zero) never
+# leaves the file with fewer timed steps of a split than it held, nor fewer splits.
 tiny_args --batch 8 --steps 200 --resume "$json"
+last_command="timeout -s INT 1 accumbench sweep ${args[*]}"
+timeout -s INT 1 "$bin" sweep "${args[@]}" >"$work/stopped.out" 2>&1
+check "a resume stopped early keeps every split with at least the timed steps the file held" py '
+before = {key(r): len(r["steps"]) for r in load(sys.argv[1])["runs"]}
+after = {key(r): len(r["steps"]) for r in load(sys.argv[2])["runs"]}
+if sorted(after) != sorted(before): fail("splits %s, the file held %s" % (sorted(after), sorted(before)))
+fewer = {k: (after[k], before[k]) for k in before if after[k] < before[k]}
+if fewer: fail("timed steps (after, before) %s" % fewer)
+' "$work/killed.json" "$json"
+
 expect 0 "8×1" "Recommendation:" -- sweep "${args[@]}"
 check "resume measured the unfinished splits again, each for its 200 rounds" py '
 after = load(sys.argv[1])
