@@ -159,6 +159,10 @@ TEST(QuantizedStorage, ModelKeepsTheQuantisedBaseAndUpcastsTheRest) {
     for (const at::Tensor& p : ab::trainable_parameters(*model)) trainable += p.numel();
     EXPECT_EQ(trainable, ab::lora_parameter_count(cfg, qlora(ab::BaseQuant::kNf4)));
     EXPECT_EQ(ab::count_parameters(*model), ab::parameter_count(cfg) - ab::block_linear_weight_numel(cfg) + trainable);
+    // The trainer's weights (the memory breakdown's "parameters"): the fp32 rest, the adapters and
+    // the quantised base, which is no parameter (it was counted as activations).
+    ab::Trainer trainer(model, torch::kCPU, {});
+    EXPECT_EQ(trainer.parameter_bytes(), 4 * ab::count_parameters(*model) + stored) << preset;
   }
 }
 

@@ -11,6 +11,7 @@
 #include "engine/cuda_graph.hpp"
 #include "engine/gradient_reducer.hpp"
 #include "engine/micro_step.hpp"
+#include "models/adapted_linear.hpp"
 
 namespace accumbench {
 
@@ -421,6 +422,11 @@ void Trainer::reset_optimizer() {
 int64_t Trainer::parameter_bytes() const {
   int64_t total = 0;
   for (const auto& p : model_->parameters()) total += p.nbytes();
+  // A quantised base (QLoRA) keeps its codes and scales beside the parameters, not among them.
+  for (const auto& module : model_->modules(/*include_self=*/false)) {
+    if (const auto* linear = dynamic_cast<const AdaptedLinearImpl*>(module.get()); linear && linear->quantized())
+      total += linear->quantized()->bytes();
+  }
   return total;
 }
 
