@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <csignal>
+#include <functional>
+#include <map>
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
@@ -52,6 +54,9 @@ struct OutputFiles {
         ->check(kNonEmptyPath);
   }
   bool any() const { return !json.empty() || !csv.empty() || !markdown.empty() || !html.empty() || !trace.empty(); }
+  std::vector<std::pair<std::string, std::string>> named() const {
+    return {{"--json", json}, {"--csv", csv}, {"--markdown", markdown}, {"--html", html}, {"--trace", trace}};
+  }
   // Before anything is measured: a path that cannot be written stops the command at once, and so
   // do two outputs in one file, or a report over the JSON read (`input`, named by `input_option`),
   // which the JSON alone may rewrite (--resume keeps writing its file).
@@ -67,30 +72,57 @@ struct OutputFiles {
         {{"--json", json}, {"--csv", csv}, {"--markdown", markdown}, {"--html", html}, {"--trace", trace}});
   }
   // One "wrote FILE" line on stderr per file, once they hold the final results (a sweep rewrites
-  // them after every split; the lines come at the end).
-  void announce() const {
+  // them after every split; the lines come at the end); a file the last write failed is named in
+  // an error line instead, and the result is 2.
+  int announce() const {
     for (const std::string* path : {&json, &csv, &markdown, &html, &trace}) {
-      if (!path->empty()) std::cerr << "accumbench: wrote " << *path << "\n";
+      if (!path->empty() && failed.count(*path) == 0) std::cerr << "accumbench: wrote " << *path << "\n";
     }
+    for (const auto& [path, why] : failed) std::cerr << "accumbench: error: " << why << "\n";
+    return failed.empty() ? 0 : 2;
   }
+  // Writes every file it can: a full disk or a file that cannot be replaced stops none of the
+  // others, nor the sweep (which saves again after its next split); `failed` holds the files the
+  // last write could not replace, with why.
   void write(const ab::SweepResult& result) const {
-    if (!json.empty()) ab::write_file_atomically(json, ab::to_json(result));
-    write_with(ab::CsvReporter(), csv, result);
-    write_with(ab::MarkdownReporter(), markdown, result);
-    write_with(ab::HtmlReporter(), html, result);
-    write_with(ab::ChromeTraceReporter(), trace, result);
+    failed.clear();
+    const auto attempt = [&](const std::string& path, const std::function<std::string()>& content) {
+      if (path.empty()) return;
+      try {
+        ab::write_file_atomically(path, content());
+      } catch (const std::exception& error) {
+        failed[path] = error.what();
+      }
+    };
+    attempt(json, [&] { return ab::to_json(result); });
+    attempt(csv, [&] { return text_of(ab::CsvReporter(), result); });
+    attempt(markdown, [&] { return text_of(ab::MarkdownReporter(), result); });
+    attempt(html, [&] { return text_of(ab::HtmlReporter(), result); });
+    attempt(trace, [&] { return text_of(ab::ChromeTraceReporter(), result); });
   }
 
  private:
-  static void write_with(const ab::Reporter& reporter, const std::string& path, const ab::SweepResult& result) {
-    if (path.empty()) return;
+  mutable std::map<std::string, std::string> failed;
+
+  static std::string text_of(const ab::Reporter& reporter, const ab::SweepResult& result) {
     std::ostringstream out;
     reporter.report(result, out);
-    ab::write_file_atomically(path, out.str());
+    return out.str();
   }
 };
 
 void print_note(const std::string& note);
+
+// No output may replace a file the command reads (a --json over the --tokens file wrote the results
+// over the data set): each output against each input.
+void require_inputs_kept(const std::vector<std::pair<std::string, std::string>>& outputs,
+                         const std::vector<std::pair<std::string, std::string>>& inputs) {
+  for (const auto& output : outputs) {
+    for (const auto& input : inputs) {
+      if (!output.second.empty() && !input.second.empty()) ab::require_distinct_files({input, output});
+    }
+  }
+}
 
 // A list's values once each, in their first places; a repeat gets a note ("--optimizer lists adamw
 // more than once"), since it is more often another value mistyped than a wish.
@@ -125,6 +157,14 @@ struct WorkloadFlags {
   std::vector<std::string> adapter_dtypes = {"fp32"};  // --adapter-dtype (sweep: a list)
   std::vector<std::string> optimizers;     // --optimizer (sweep: a list)
   std::string trl_config, axolotl_config;  // --trl-config, --axolotl-config (read_config)
+  // The files the command reads, by option (after apply()), which no output may replace.
+  std::vector<std::pair<std::string, std::string>> inputs() const {
+    return {{"--tokens", workload.data.token_file},
+            {"--lengths", workload.data.lengths == ab::LengthMode::kFile ? workload.data.lengths_file : ""},
+            {"--hf-config", workload.model.hf_config},
+            {"--trl-config", trl_config},
+            {"--axolotl-config", axolotl_config}};
+  }
   CLI::App* cli = nullptr;                 // the subcommand: which options were given
   bool one_job = false;  // calibrate-framework: one precision and dtype each (the sweep's defaults otherwise)
 
@@ -617,6 +657,7 @@ struct SweepCommand {
       if (files.json.empty()) files.json = resume_path;
     }
     files.require_writable(resume_path, "--resume");  // every rank alike, before any joins (the same paths)
+    require_inputs_kept(files.named(), flags.inputs());
     options.json_path = files.json;
     const bool progress = primary && stderr_is_tty();
     // Worded before the run: re-reading the config afterwards could fail and lose the report.
@@ -637,10 +678,13 @@ struct SweepCommand {
       const ab::RunResult& best = result.runs[static_cast<size_t>(result.recommendation.best_index)];
       print_emitted(emit, "the recommended split, " + best.config.label(), ab::trainer_settings(result, best));
     }
+    int unwritten = 0;
     if (primary) {
       std::cout << std::flush;  // the "wrote" lines come last on a terminal
-      files.announce();
+      unwritten = files.announce();
     }
+    // A file the end could not write (a full disk): the table above still holds every measurement.
+    if (unwritten != 0) return unwritten;
     // Interrupted: the shell's code for the signal (130 for Ctrl-C), after everything is written.
     if (!result.interruption.signal.empty()) return interrupted_exit_code();
     // Every split failed: the table says why; the exit code lets scripts notice.
@@ -931,6 +975,7 @@ int PlanCommand::run() {
   if (!markdown_path.empty()) ab::require_writable_file(markdown_path, "--markdown");
   if (!html_path.empty()) ab::require_writable_file(html_path, "--html");
   ab::require_distinct_files({{"--json", json_path}, {"--markdown", markdown_path}, {"--html", html_path}});
+  require_inputs_kept({{"--json", json_path}, {"--markdown", markdown_path}, {"--html", html_path}}, flags.inputs());
   adopt_trl_loss(w);
   if (!emit.empty()) ab::settings_format_from_string(emit);
   const ab::ModelConfig cfg = ab::resolve_model(w.model);
@@ -1057,9 +1102,9 @@ struct ReportCommand {
     files.require_writable(input, "the results file");
     const ab::SweepResult result = ab::load_sweep_result(input);
     files.write(result);
-    files.announce();
+    const int unwritten = files.announce();
     if (!files.any()) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
-    return 0;
+    return unwritten;
   }
 };
 

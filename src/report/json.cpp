@@ -656,7 +656,7 @@ void write_file_atomically(const std::string& path, const std::string& content) 
     const std::string reason = std::strerror(errno);
     std::remove(temporary.c_str());
     throw UserError("cannot replace " + path + " (" + reason +
-                    "); check that the directory is writable");
+                    "); check the permissions of the file and of its directory");
   }
 }
 

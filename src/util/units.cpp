@@ -355,15 +355,20 @@ void require_writable_file(const std::string& path, const std::string& what) {
   } else if (errno != EEXIST) {
     throw UserError(what + " " + shown + " cannot be written: creating a file in " + directory_shown + " fails (" +
                     std::strerror(errno) + "); write the file elsewhere");
+  } else if (::stat(temporary.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    throw UserError(what + " " + shown + " cannot be written: " + text::quoted(temporary, 240) +
+                    ", where accumbench writes it before it replaces the file, is not a regular file; remove it");
   }
 }
 
 void require_distinct_files(const std::vector<std::pair<std::string, std::string>>& named) {
   const auto same = [](const std::string& a, const std::string& b) {
     std::error_code error;
-    const std::filesystem::path x = std::filesystem::weakly_canonical(a, error);
+    // Absolute first: weakly_canonical leaves a relative path whose first part does not exist as
+    // it is ("f.json"), but resolves "./f.json" against the working directory.
+    const std::filesystem::path x = std::filesystem::weakly_canonical(std::filesystem::absolute(a, error), error);
     if (error) return a == b;
-    const std::filesystem::path y = std::filesystem::weakly_canonical(b, error);
+    const std::filesystem::path y = std::filesystem::weakly_canonical(std::filesystem::absolute(b, error), error);
     if (error) return a == b;
     struct stat first {}, second {};
     const bool links = ::stat(a.c_str(), &first) == 0 && ::stat(b.c_str(), &second) == 0 &&

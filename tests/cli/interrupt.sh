@@ -155,9 +155,37 @@ if sorted(len(r["steps"]) for r in d["runs"]) != [400] * 4: fail("steps %s" % [l
 ' "$json"
 }
 
+# cli.sweep.output_lost: an output that can no longer be written while the sweep runs (its directory
+# removed once the JSON holds timed steps) stops neither the sweep nor the other files: the table is
+# printed, the JSON written, the lost file named in an error line, and the exit status is 2.
+output_lost() {
+  mkdir -p "$work/gone"
+  tiny_args --batch 8 --steps 60 --json "$json" --csv "$work/gone/run.csv"
+  last_command="accumbench sweep ${args[*]} (its --csv directory removed while it runs)"
+  (exec "$bin" sweep "${args[@]}" >"$out" 2>"$err") &
+  pid=$!
+  background_pids+=("$pid")
+  wait_for_json "$pid" || fail "the sweep ended or hung before its JSON held a run"
+  rm -rf "$work/gone"
+  wait "$pid"
+  rc=$?
+  [ "$rc" -eq 2 ] || fail "exit status $rc, expected 2 (an output not written)"
+  check "the table and the recommendation are printed" grep -q '^Recommendation: ' "$out"
+  check "stderr names the JSON written and the CSV not" py '
+text = open(sys.argv[1]).read()
+if "accumbench: wrote " + sys.argv[2] not in text: fail("no wrote line for the JSON: %r" % text[-600:])
+if "accumbench: error: cannot write " + sys.argv[3] + ".tmp (No such file or directory)" not in text: fail(text[-600:])
+if "wrote " + sys.argv[3] in text: fail("claims the CSV was written")
+' "$err" "$json" "$work/gone/run.csv"
+  check "the JSON holds the whole sweep" py '
+d = load(sys.argv[1])
+if d["interruption"]["saved_while_running"] or sorted(len(r["steps"]) for r in d["runs"]) != [60] * 4: fail("%s" % d["interruption"])
+' "$json"
+}
+
 mode=${case_args[0]:-}
 case "$mode" in
-  single | data_parallel | verify | ignored) "$mode" ;;
+  single | data_parallel | verify | ignored | output_lost) "$mode" ;;
   *) fail "unknown mode '$mode'" ;;
 esac
 cli_pass
