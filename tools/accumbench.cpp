@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <functional>
 #include <map>
@@ -337,7 +338,7 @@ void add_model_options(CLI::App* command, WorkloadFlags& f) {
             [](std::string& value) -> std::string {
               return !value.empty() && value[0] == '-' ? value + " is negative; give a seed of 0 or more" : "";
             },
-            "UINT"))
+            ""))
         ->capture_default_str();
   }
 }
@@ -637,7 +638,7 @@ struct SweepCommand {
                                                                  "end-of-sequence id (0 or more)"
                                                        : "";
             },
-            "N"));
+            ""));
     command->add_option("--resume", resume_path, "skip splits already measured in this JSON file (and keep writing it)")
         ->check(kNonEmptyPath);
     command->add_option("--emit", emit, emit_help("the recommended split"))->type_name("trl|axolotl|args");
@@ -1154,6 +1155,40 @@ void refuse_empty_list_items(int argc, char** argv) {
   }
 }
 
+// Every option that takes a value, in every subcommand: an empty value is refused (an unset shell
+// variable ran `--lr ""` as a learning rate of 0), and an integer written with leading zeros reads
+// as the decimal it looks like (CLI11 reads "010" as octal 8 and refuses "08"). Options whose value
+// may be left out (--activation-checkpointing) keep their own rules.
+void harden_values(CLI::App& app) {
+  const CLI::Validator not_empty(
+      [](std::string& value) {
+        return value.empty() ? std::string("an empty value; give one, or leave the option out") : std::string();
+      },
+      "");
+  const CLI::Validator decimal(
+      [](std::string& value) {
+        const size_t sign = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+        size_t first = sign;
+        while (first + 1 < value.size() && value[first] == '0' &&
+               std::isdigit(static_cast<unsigned char>(value[first + 1])))
+          ++first;
+        const bool digits = value.size() > sign &&
+                            std::all_of(value.begin() + static_cast<std::ptrdiff_t>(sign), value.end(),
+                                        [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; });
+        if (digits && first > sign) value = value.substr(0, sign) + value.substr(first);
+        return std::string();
+      },
+      "");
+  for (CLI::App* command : app.get_subcommands({})) {
+    for (CLI::Option* option : command->get_options()) {
+      if (option->get_type_size_max() == 0 || option->get_expected_min() == 0) continue;  // flags, optional values
+      option->check(not_empty);
+      const std::string type = option->get_type_name();
+      if (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0) option->transform(decimal);
+    }
+  }
+}
+
 // A parse error: one sentence naming the problem and where to look.
 int parse_error(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
   if (app.get_subcommands().empty()) {
@@ -1196,6 +1231,7 @@ int run(int argc, char** argv) {
                          "or a config.json, model directory or Hub id as --hf-config takes): what bench/reference/step_bench.py "
                          "and hf_real_step.py read with --export")
       ->type_name("MODEL");
+  harden_values(app);
   refuse_empty_list_items(argc, argv);
   try {
     app.parse(argc, argv);
