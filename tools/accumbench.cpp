@@ -364,6 +364,16 @@ void add_shape_options(CLI::App* command, WorkloadFlags& f) {
   command->add_option("--device", w.device,
                       f.command == ab::Command::kPlan ? "auto, cpu, cuda or cuda:N (attention kind, memory, calibration)"
                                                       : "auto, cpu, cuda or cuda:N")
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            // cuda:N with N a GPU index; LibTorch would throw on cuda:x, cuda: or cuda:1abc.
+            const bool index = value.size() > 5 && value.size() <= 8 && value.rfind("cuda:", 0) == 0 &&
+                               std::all_of(value.begin() + 5, value.end(),
+                                           [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; });
+            if (value == "auto" || value == "cpu" || value == "cuda" || index) return "";
+            return "\"" + value + "\" names no device; use auto, cpu, cuda or cuda:N (N a GPU index: 0, 1, ...)";
+          },
+          ""))
       ->capture_default_str();
   command->add_option("--precision", f.precisions,
                       std::string(sweep ? "fp32, bf16 (autocast) or fp16 (autocast + loss scaling, CUDA)"

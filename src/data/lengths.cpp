@@ -74,8 +74,9 @@ int64_t parse_length_line(const std::string& line, const std::string& where) {
 SampleLengths read_lengths_file(const std::string& path, int64_t seq_len) {
   const std::shared_ptr<const std::string> bytes = read_file_bytes(path);
   if (bytes == nullptr) {
-    if (why_unreadable(path) == "is a directory") {
-      throw UserError("--lengths " + text::quoted(path, 240) + " is a directory; give a lengths file");
+    const std::string why = why_unreadable(path);
+    if (why == "is a directory" || why.rfind("is a device", 0) == 0) {
+      throw UserError("--lengths " + text::quoted(path, 240) + " " + why + "; give a lengths file");
     }
     throw UserError("unknown --lengths " + text::quoted(path, 240) + "; use fixed or variable, or the path of a lengths file " +
                     "(one length per line, or JSONL rows with input_ids or length)");

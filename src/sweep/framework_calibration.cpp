@@ -185,7 +185,7 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
     throw UserError("calibrate-framework needs two splits or more to fit a time per micro-step; give --micro-batches "
                     "with two values at least (e.g. 1," + std::to_string(w.batch) + ")");
   }
-  if (o.reference_steps < 1) throw UserError("--reference-steps must be at least 1");
+  if (o.reference_steps < 1) throw UserError("--steps must be at least 1, got " + std::to_string(o.reference_steps) + "; give the timed steps per split on each side");
   const ModelConfig cfg = resolve_model(w.model);
   // The Python's packages, before anything is measured. On a GPU, where transformers imports, a
   // real transformers step joins the references (the decisions prefer it: framework_overhead.cpp).

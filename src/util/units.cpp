@@ -281,7 +281,9 @@ std::shared_ptr<const std::string> read_file_bytes(const std::string& path) {
   const std::lock_guard<std::mutex> lock(mutex);
   if (const auto found = kept.find(path); found != kept.end()) return found->second;
   struct stat info {};
-  if (::stat(path.c_str(), &info) != 0 || S_ISDIR(info.st_mode)) return nullptr;
+  // A device (/dev/zero, /dev/urandom) never ends: read whole, it would take every byte of memory.
+  if (::stat(path.c_str(), &info) != 0 || S_ISDIR(info.st_mode) || S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode))
+    return nullptr;
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) return nullptr;
   auto bytes = std::make_shared<std::string>();
@@ -297,6 +299,7 @@ std::shared_ptr<const std::string> read_file_bytes(const std::string& path) {
 std::string why_unreadable(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) return "does not exist";
+  if (S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode)) return "is a device, not a file or a pipe";
   return S_ISDIR(info.st_mode) ? "is a directory" : "cannot be read";
 }
 
