@@ -60,13 +60,29 @@ std::vector<BlockLinear> lora_targets(const ModelConfig& m, const std::string& t
     }
     return chosen;
   }
-  std::vector<std::string> wanted;
-  for (const std::string& name : split_names(targets)) {
-    for (const std::string& n : expand(m, name)) wanted.push_back(n);
-  }
   std::string known;
   for (const BlockLinear& l : all) known += (known.empty() ? "" : ",") + l.name;
   known += m.arch == Architecture::kGpt2 ? " (c_proj names both projections)" : " (or their Hugging Face names, q_proj, ...)";
+  std::vector<std::string> wanted;
+  for (const std::string& name : split_names(targets)) {
+    if (name == "all-linear" || name == "attention" || name == "mlp") {
+      throw UserError("--lora-targets takes " + name + " alone, not in a list with other names (" +
+                      text::quoted(targets, 80) + "); give all-linear, attention or mlp by itself, or a comma list of " +
+                      known);
+    }
+    for (const std::string& n : expand(m, name)) {
+      // A name the model lacks is said as it was typed (q_proj, not its stem q).
+      if (std::none_of(all.begin(), all.end(), [&](const BlockLinear& l) { return l.name == n; })) {
+        const bool other_module = name == "lm_head" || name == "embed_tokens" || name == "embed" || name == "wte" ||
+                                  name == "wpe";
+        if (!other_module) {
+          throw UserError("--lora-targets names \"" + name + "\", which " + m.name + " does not have; use all-linear, " +
+                          "attention, mlp or a comma list of " + known);
+        }
+      }
+      wanted.push_back(n);
+    }
+  }
   for (const std::string& name : wanted) {
     if (std::none_of(all.begin(), all.end(), [&](const BlockLinear& l) { return l.name == name; })) {
       // Modules the model has, that PEFT could adapt, but accumbench does not.
