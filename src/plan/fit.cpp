@@ -53,12 +53,17 @@ struct Job {
   Precision precision;
   bool chunked;
   bool in_backward = false;
+  // --knobs on one rank: the grid also steps the optimizer inside backward at accumulation 1, so
+  // the largest splits that fit count those too.
+  bool knob_in_backward = false;
 };
 
 // The job as the options give it; --optimizer-in-backward runs every split so (at accumulation 1),
 // so the largest that fits and the changes are judged so too, as the table planned them.
 Job given_job(const PlanOptions& options, const WorkloadOptions& workload) {
-  return {options, workload.precisions.front(), workload.loss.chunked, workload.grid.optimizer_in_backward};
+  const bool in_backward = workload.grid.optimizer_in_backward;
+  return {options, workload.precisions.front(), workload.loss.chunked, in_backward,
+          workload.grid.knobs && !in_backward && options.world_size <= 1};
 }
 
 // The largest split of a rank's share of the batch that fits the job with these knobs
@@ -111,6 +116,20 @@ FitChange change_with(const ModelConfig& cfg, const Job& job, bool chunked_by_ch
   if (job.chunked) {
     add(chunked_by_change ? "" : "with the chunked loss", Checkpointing::kNone, true);
     add(chunked_by_change ? "with checkpointing" : "with both", Checkpointing::kBlocks, true);
+  }
+  // The whole batch in one micro-step with the optimizer inside backward (its gradients freed as
+  // they step), where the split without it is smaller; named only where it fits.
+  if (!chunked_by_change && job.knob_in_backward) {
+    Job stepping = job;
+    stepping.in_backward = true;
+    const LargestSplit plain = change.largest[0], checkpointed = change.largest[1];
+    const auto add_stepping = [&](const char* knobs, Checkpointing checkpointing, const LargestSplit& without) {
+      if (without.split.micro_batch == job.options.batch) return;
+      const LargestSplit l = largest_with(cfg, stepping, knobs, checkpointing, false, usable_bytes);
+      if (l.split.micro_batch > 0) change.largest.push_back(l);
+    };
+    add_stepping("with the optimizer in backward", Checkpointing::kNone, plain);
+    add_stepping("with checkpointing and the optimizer in backward", Checkpointing::kBlocks, checkpointed);
   }
   return change;
 }
@@ -388,6 +407,10 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
       if (!tried_any([&](const SplitConfig& t) { return t.activation_checkpointing == l.split.activation_checkpointing; })) {
         flags += std::string(flags.empty() ? "" : " ") + "--activation-checkpointing " +
                  to_string(l.split.activation_checkpointing);
+      }
+      if (l.split.optimizer_in_backward &&
+          !tried_any([&](const SplitConfig& t) { return t.optimizer_in_backward; })) {
+        flags += std::string(flags.empty() ? "" : " ") + "--optimizer-in-backward";
       }
       // As the sweep names its splits: the label (the optimizer unless adamw, the weights dtype
       // unless fp32), then the precision.
