@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <csignal>
 #include <functional>
 #include <map>
@@ -42,8 +43,10 @@ const CLI::Validator kNonEmptyPath(
 struct OutputFiles {
   std::string json, csv, markdown, html, trace;
 
-  void add_to(CLI::App* command) {
-    command->add_option("--json", json, "write the results as JSON (rewritten after every split)")
+  // `sweeping`: the files are rewritten as the sweep goes (report writes them once).
+  void add_to(CLI::App* command, bool sweeping) {
+    command->add_option("--json", json, sweeping ? "write the results as JSON (rewritten after every split)"
+                                                 : "write the results as JSON (the current schema)")
         ->check(kNonEmptyPath);
     command->add_option("--csv", csv, "write one CSV line per split")
         ->check(kNonEmptyPath);
@@ -625,7 +628,16 @@ struct SweepCommand {
                         "<split>-<precision>.trace.json (CUDA, LibTorch 2.x); device busy then comes from the GPU's kernel time")
         ->check(kNonEmptyPath);
     command->add_option("--peak-tflops", options.peak_tflops,
-                        "device peak TFLOP/s for MFU (default: built-in table; none on CPU)");
+                        "device peak TFLOP/s for MFU (default: built-in table; none on CPU)")
+        ->check(CLI::Validator(
+            [](std::string& value) -> std::string {
+              // nan is the unset default, and a denormal would print an MFU of 10^300 %.
+              char* end = nullptr;
+              const double v = std::strtod(value.c_str(), &end);
+              if (end == value.c_str() || *end != '\0') return "";  // CLI11 names a word that is no number
+              return std::isfinite(v) && v >= 1e-3 ? "" : value + " is no device's peak; give TFLOP/s of 0.001 or more";
+            },
+            ""));
     command->add_option("--framework-overhead", options.framework_overhead,
                         "a Python training loop's host time per micro-step, in ms, added to every split before "
                         "deciding; auto: what calibrate-framework measured on this device, else none")
@@ -652,7 +664,7 @@ struct SweepCommand {
     command->add_option("--resume", resume_path, "skip splits already measured in this JSON file (and keep writing it)")
         ->check(kNonEmptyPath);
     command->add_option("--emit", emit, emit_help("the recommended split"))->type_name("trl|axolotl|args");
-    files.add_to(command);
+    files.add_to(command, /*sweeping=*/true);
     return command;
   }
 
@@ -1105,7 +1117,7 @@ struct ReportCommand {
   CLI::App* add_to(CLI::App& app) {
     CLI::App* command = app.add_subcommand("report", "render a saved sweep JSON again (console, or files)");
     command->add_option("results", input, "a JSON file written by `accumbench sweep --json`")->required();
-    files.add_to(command);
+    files.add_to(command, /*sweeping=*/false);
     return command;
   }
 
@@ -1132,6 +1144,11 @@ struct CompareCommand {
   int run() const {
     const ab::SweepResult first = ab::load_sweep_result(a);  // in order: errors name the first bad file
     const ab::SweepResult second = ab::load_sweep_result(b);
+    try {
+      ab::require_distinct_files({{"a", a}, {"b", b}});
+    } catch (const ab::UserError&) {
+      print_note("A and B are the same file, " + ab::text::quoted(a, 240) + ": every pair compares a run with itself");
+    }
     ab::print_comparison(first, second, std::cout);
     return 0;
   }
@@ -1209,9 +1226,26 @@ int parse_error(const CLI::App& app, const CLI::ParseError& error, int argc, cha
               << "; use one of " << names << " (see `accumbench --help`)\n";
     return ab::kUserErrorExitCode;
   }
+  const std::string command = app.get_subcommands().front()->get_name();
+  std::string what = error.what();
+  // CLI11's own words for two common slips, said as this tool says things.
+  const std::string twice = ": At Most 1 required but received ";
+  if (const auto at = what.find(twice); at != std::string::npos) {
+    what = what.substr(0, at) + " is given more than once; give it once";
+  } else if (dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr) {
+    // CLI11 lists the extras last first; name the first option the user typed among them.
+    const std::string list = what.substr(what.find(':') + 1);
+    std::string option;
+    for (int i = 2; i < argc && option.empty(); ++i) {
+      const std::string word = argv[i];
+      if (word.size() > 1 && word[0] == '-' && (" " + list + " ").find(" " + word + " ") != std::string::npos) option = word;
+    }
+    what = option.empty() ? "unexpected argument(s)" + list + " (a value without its option?)"
+                          : option + " is not an option of `accumbench " + command + "`";
+  }
   // CLI11 echoes the offending value whole; a 500,000-character argument must not flood stderr.
-  std::cerr << "accumbench: error: " << ab::text::shortened(error.what(), 200) << "; see `accumbench "
-            << app.get_subcommands().front()->get_name() << " --help`\n";
+  std::cerr << "accumbench: error: " << ab::text::shortened(what, 200) << "; see `accumbench " << command
+            << " --help`\n";
   return ab::kUserErrorExitCode;
 }
 

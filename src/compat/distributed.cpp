@@ -291,7 +291,7 @@ void PendingReduce::wait() {
     work->wait();
   } catch (const std::exception& error) {
     throw CollectiveError("an all-reduce with the other ranks failed (" + first_line(error) +
-                          "): a rank has left or stopped answering; the run stops here, with what it finished saved");
+                          "): a rank has left or stopped answering; the run stops here, and rank 0 saves what was finished");
   }
   const at::Tensor& flat = state_->flat.front();
   if (flat.is_same(state_->tensors.front())) return;  // reduced in place
@@ -352,7 +352,7 @@ std::optional<RankFailure> ProcessGroup::agree_on_status(const StepStatus& mine,
         message.assign(bytes.begin(), bytes.end());
       } catch (const c10::Error& error) {
         throw CollectiveError("rank " + std::to_string(r) + " failed a step but its reason could not be read (" +
-                              first_line(error) + "); the run stops here, with what it finished saved");
+                              first_line(error) + "); the run stops here, and rank 0 saves what was finished");
       }
     }
     return RankFailure(r, code == 2, message);

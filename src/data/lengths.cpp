@@ -78,6 +78,11 @@ SampleLengths read_lengths_file(const std::string& path, int64_t seq_len) {
     if (why == "is a directory" || why.rfind("is a device", 0) == 0) {
       throw UserError("--lengths " + text::quoted(path, 240) + " " + why + "; give a lengths file");
     }
+    // A value that looks like a path (a.txt, data/lengths) is a file that is not there.
+    if (why == "does not exist" && path.find_first_of("/.") != std::string::npos) {
+      throw UserError("--lengths " + text::quoted(path, 240) + " does not exist; give the path of a lengths file " +
+                      "(one length per line, or JSONL rows with input_ids or length), or fixed or variable");
+    }
     throw UserError("unknown --lengths " + text::quoted(path, 240) + "; use fixed or variable, or the path of a lengths file " +
                     "(one length per line, or JSONL rows with input_ids or length)");
   }
@@ -190,7 +195,8 @@ std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t s
   }
   source.lengths = std::move(lengths.lengths);
   source.truncated = lengths.truncated;
-  source.description = name + ": " + std::to_string(source.lengths.size()) + " samples, " +
+  source.description = name + ": " + std::to_string(source.lengths.size()) +
+                       (source.lengths.size() == 1 ? " sample, " : " samples, ") +
                        std::to_string(source.truncated) + " cut to T=" + std::to_string(seq_len);
   return source;
 }

@@ -96,7 +96,7 @@ std::optional<compat::RankFailure> GradientReducer::finish(const at::Tensor& los
     } catch (const std::exception& error) {
       throw FatalRunError("rank " + std::to_string(group_.rank()) + " failed in a step (" + status.message +
                           ") and could not keep the other ranks in step (" + compat::StepStatus::from(error).message +
-                          "); the run stops here, with what it finished saved");
+                          "); the run stops here, and rank 0 saves what was finished");
     }
   }
   for (Bucket& b : buckets_) {

@@ -380,7 +380,7 @@ StepOutcome Trainer::step(const TokenBatch& batch, const StepOptions& options, P
     // Past the step's agreement: the other ranks stepped and go on to the next collective.
     throw FatalRunError("rank " + std::to_string(group_->rank()) + " failed in its optimizer step (" +
                         compat::StepStatus::from(error).message +
-                        ") after the other ranks had agreed on the step; the run stops here, with what it finished saved");
+                        ") after the other ranks had agreed on the step; the run stops here, and rank 0 saves what was finished");
   }
   return outcome;
 }

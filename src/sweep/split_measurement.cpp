@@ -203,7 +203,7 @@ StepSample SplitMeasurement::traced_step(Slot& slot, int64_t batch_index) {
   const auto alone = [&](const std::exception& error) {
     if (group_ != nullptr) {
       throw FatalRunError("rank " + std::to_string(group_->rank()) + " failed outside a step (" + error_message(error) +
-                          ") where the other ranks cannot learn of it; the run stops here, with what it finished saved");
+                          ") where the other ranks cannot learn of it; the run stops here, and rank 0 saves what was finished");
     }
   };
   try {
