@@ -46,20 +46,29 @@ ab::DataOptions data_options(int64_t seq_len, int64_t batch) {
   return ab::data_options_for(ab::find_preset("gpt2-tiny").vocab_size, seq_len, batch, /*cuda=*/false);
 }
 
+// Lengths 1..16 in order at T = 16 (tests/test_lengths.cpp works its padding out by hand).
+ab::TokenBatch one_to_sixteen() {
+  std::vector<int64_t> lengths(16);
+  std::iota(lengths.begin(), lengths.end(), int64_t{1});
+  return ab::batch_with_lengths(lengths, data_options(16, 16));
+}
+
+ab::StepOptions longest_padding(int64_t micro_batch) {
+  ab::StepOptions step;
+  step.micro_batch = micro_batch;
+  step.padding = ab::Padding::kLongest;
+  return step;
+}
+
 }  // namespace
 
 // Lengths 1..16 in order, T = 16, micro-batch 4 with longest padding: 160 positions computed,
 // 136 of them real (tests/test_lengths.cpp works the numbers out), and the same loss as padding
 // every row to T (pads are at the end of each row, their targets ignored, attention causal).
 TEST(RealData, LongestPaddingComputesFewerPositionsForTheSameLoss) {
-  const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
-  std::vector<int64_t> lengths(16);
-  std::iota(lengths.begin(), lengths.end(), int64_t{1});
-  const ab::TokenBatch batch = ab::batch_with_lengths(lengths, data_options(16, 16));
-  ab::Trainer trainer(ab::build_model(cfg, 0), torch::kCPU, {});
-  ab::StepOptions step;
-  step.micro_batch = 4;
-  step.padding = ab::Padding::kLongest;
+  const ab::TokenBatch batch = one_to_sixteen();
+  ab::Trainer trainer(ab::build_model(ab::find_preset("gpt2-tiny"), 0), torch::kCPU, {});
+  ab::StepOptions step = longest_padding(4);
   const ab::StepOutcome longest = trainer.accumulate(batch, step);
   EXPECT_EQ(longest.positions, 136);
   EXPECT_EQ(longest.computed_positions, 160);
@@ -76,15 +85,8 @@ TEST(RealData, LongestPaddingComputesFewerPositionsForTheSameLoss) {
 // Lengths 1..16 over 2 ranks at micro-batch 4: rank 0 computes blocks {1..4} and {9..12}, but the
 // step's four blocks pad to 4, 8, 12, 16: 160 positions computed, 136 real, as in one process.
 TEST(RealData, DataParallelStepCountsEveryRanksPositions) {
-  const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
-  std::vector<int64_t> lengths(16);
-  std::iota(lengths.begin(), lengths.end(), int64_t{1});
-  const ab::TokenBatch batch = ab::batch_with_lengths(lengths, data_options(16, 16));
-  ab::Trainer trainer(ab::build_model(cfg, 0), torch::kCPU, {});
-  ab::StepOptions step;
-  step.micro_batch = 4;
-  step.padding = ab::Padding::kLongest;
-  const ab::StepOutcome share = trainer.accumulate(ab::shard(batch, 0, 2, 4), step);
+  ab::Trainer trainer(ab::build_model(ab::find_preset("gpt2-tiny"), 0), torch::kCPU, {});
+  const ab::StepOutcome share = trainer.accumulate(ab::shard(one_to_sixteen(), 0, 2, 4), longest_padding(4));
   EXPECT_EQ(share.positions, 136);
   EXPECT_EQ(share.computed_positions, 160);
   EXPECT_EQ(share.tokens, 136);
