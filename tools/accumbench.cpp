@@ -694,6 +694,7 @@ struct SweepCommand {
     if (primary) print_note(ab::optimizer_in_backward_note(options.workload, launched_world_size()));
     for (const std::string& note : model_notes) if (primary) print_note(note);
     if (primary) print_note(ab::idle_data_options_note(options.workload));
+    if (primary) print_note(ab::idle_weights_dtype_note(options.workload));
     if (primary) print_note(ab::short_source_note(options.workload));
     if (primary) print_note(ab::cpu_bf16_scratch_note(options.workload, result.context.device.rfind("cuda", 0) == 0));
     if (primary) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
@@ -816,6 +817,7 @@ struct VerifyCommand {
       print_note(ab::optimizer_in_backward_note(w, launched_world_size()));
       for (const std::string& note : model_notes) print_note(note);
       print_note(ab::idle_data_options_note(w));
+      print_note(ab::idle_weights_dtype_note(w));
       print_note(ab::short_source_note(w));
     };
     size_t printed = 0;
@@ -1023,6 +1025,7 @@ int PlanCommand::run() {
                ")");
   }
   print_note(ab::idle_data_options_note(w));
+  print_note(ab::idle_weights_dtype_note(w));
   print_note(ab::short_source_note(w));
   // The plan is arithmetic and holds for NCCL; a sweep of the same job over Gloo would stop.
   if (!target.cuda) {

@@ -281,6 +281,9 @@ void validate_workload(const WorkloadOptions& workload);
 // length grouping of samples that are all T tokens (--lengths fixed), padding of wrapped rows,
 // which are always full.
 std::string idle_data_options_note(const WorkloadOptions& workload);
+// "" or the note that --weights-dtype changes nothing: a quantised base under --kbit-prep peft
+// (the base is the same in any dtype, every other parameter upcast to fp32).
+std::string idle_weights_dtype_note(const WorkloadOptions& workload);
 
 // PEFT's prepare_model_for_kbit_training turns gradient checkpointing on by default
 // (use_gradient_checkpointing=True): with --base-quant and no --activation-checkpointing given,

@@ -435,6 +435,14 @@ void validate_data_source(const WorkloadOptions& w) {
 
 }  // namespace
 
+std::string idle_weights_dtype_note(const WorkloadOptions& w) {
+  if (!w.lora.quantized() || !w.lora.kbit_upcast || w.weights_dtype == Precision::kFp32) return "";
+  return "--weights-dtype " + to_string(w.weights_dtype) + " changes nothing here: the --base-quant " +
+         to_string(w.lora.base_quant) + " base is the same in any dtype, and --kbit-prep peft casts every other "
+         "parameter to fp32 (prepare_model_for_kbit_training); --kbit-prep none keeps them in " +
+         to_string(w.weights_dtype);
+}
+
 std::string idle_data_options_note(const WorkloadOptions& w) {
   const DataSource& data = w.data;
   std::string note;
