@@ -65,15 +65,12 @@ struct OutputFiles {
   // do two outputs in one file, or a report over the JSON read (`input`, named by `input_option`),
   // which the JSON alone may rewrite (--resume keeps writing its file).
   void require_writable(const std::string& input = "", const std::string& input_option = "") const {
-    const std::pair<const std::string*, const char*> named[] = {
-        {&json, "--json"}, {&csv, "--csv"}, {&markdown, "--markdown"}, {&html, "--html"}, {&trace, "--trace"}};
-    for (const auto& [path, option] : named) {
-      if (!path->empty()) ab::require_writable_file(*path, option);
+    for (const auto& [option, path] : named()) {
+      if (!path.empty()) ab::require_writable_file(path, option);
     }
     ab::require_distinct_files(
         {{input_option, input}, {"--csv", csv}, {"--markdown", markdown}, {"--html", html}, {"--trace", trace}});
-    ab::require_distinct_files(
-        {{"--json", json}, {"--csv", csv}, {"--markdown", markdown}, {"--html", html}, {"--trace", trace}});
+    ab::require_distinct_files(named());
   }
   // One "wrote FILE" line on stderr per file, once they hold the final results (a sweep rewrites
   // them after every split; the lines come at the end); a file the last write failed is named in

@@ -91,6 +91,8 @@ struct PaddingCount {
 };
 PaddingCount count_padding(const std::vector<int64_t>& lengths, int64_t micro_batch, const DataSource& data,
                            int64_t seq_len);
+PaddingCount count_padding(const std::vector<int64_t>& lengths, int64_t micro_batch, Padding padding,
+                           int64_t pad_multiple, int64_t seq_len);
 
 // The micro-batch with the most positions anywhere in `lengths` under data.padding: the one that
 // holds the longest sample, in whatever order (sampling and grouping only decide its neighbours).

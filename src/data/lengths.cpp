@@ -275,13 +275,19 @@ double PaddingCount::fraction() const {
 
 PaddingCount count_padding(const std::vector<int64_t>& lengths, int64_t micro_batch, const DataSource& data,
                            int64_t seq_len) {
+  return count_padding(lengths, micro_batch, data.padding, data.pad_multiple, seq_len);
+}
+
+PaddingCount count_padding(const std::vector<int64_t>& lengths, int64_t micro_batch, Padding padding,
+                           int64_t pad_multiple, int64_t seq_len) {
   PaddingCount count;
   const auto n = static_cast<int64_t>(lengths.size());
   for (int64_t start = 0; start < n; start += micro_batch) {
     const auto first = lengths.begin() + start;
     const auto last = lengths.begin() + std::min(n, start + micro_batch);
     count.real_positions += std::accumulate(first, last, int64_t{0});
-    count.computed_positions += (last - first) * padded_length(data, *std::max_element(first, last), seq_len);
+    count.computed_positions +=
+        (last - first) * padded_length(padding, pad_multiple, *std::max_element(first, last), seq_len);
   }
   return count;
 }

@@ -1,10 +1,10 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <numeric>
 
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
+#include "accumbench/lengths.hpp"
 #include "compat/compat.hpp"
 #include "compat/distributed.hpp"
 #include "engine/optimizer.hpp"
@@ -300,8 +300,6 @@ StepOutcome Trainer::micro_steps(const TokenBatch& batch, const StepOptions& opt
         host_inputs = host_inputs.contiguous();
         host_targets = host_targets.contiguous();
       }
-      outcome.positions += batch.tokens_in(k * micro, micro);
-      outcome.computed_positions += micro * padded;
     }
     // Token normalization divides by the whole step's token count, over every rank (known on the
     // host: no sync); mean-of-means divides by this micro-batch's own count, by the accumulation
@@ -313,18 +311,14 @@ StepOutcome Trainer::micro_steps(const TokenBatch& batch, const StepOptions& opt
         micro_step_loss(host_inputs, host_targets, documents, divisor, k == accum - 1, options, observer, micro_step);
     outcome.loss_sum = outcome.loss_sum.defined() ? outcome.loss_sum + loss : loss;
   }
-  // Data parallel: the positions of the whole step, every rank's micro-batches (consecutive blocks
-  // of the step's sequences, shard), known on the host from the step every rank holds: no sync.
-  if (!batch.step_sequence_tokens.empty()) {
-    outcome.positions = outcome.computed_positions = 0;
-    const std::vector<int64_t>& all = batch.step_sequence_tokens;
-    for (auto first = all.begin(); first + micro <= all.end(); first += micro) {
-      outcome.positions += std::accumulate(first, first + micro, int64_t{0});
-      outcome.computed_positions +=
-          micro * padded_length(options.padding, options.pad_multiple, *std::max_element(first, first + micro),
-                                batch.inputs.size(1));
-    }
-  }
+  // The positions of the step's micro-batches as padded above; with data parallel every rank's
+  // (consecutive blocks of the step's sequences, shard), known on the host from the step every rank
+  // holds: no sync.
+  const PaddingCount counted =
+      count_padding(batch.step_sequence_tokens.empty() ? batch.sequence_tokens : batch.step_sequence_tokens, micro,
+                    options.padding, options.pad_multiple, batch.inputs.size(1));
+  outcome.positions = counted.real_positions;
+  outcome.computed_positions = counted.computed_positions;
   return outcome;
 }
 

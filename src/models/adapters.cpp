@@ -71,31 +71,20 @@ std::vector<BlockLinear> lora_targets(const ModelConfig& m, const std::string& t
                       known);
     }
     for (const std::string& n : expand(m, name)) {
-      // A name the model lacks is said as it was typed (q_proj, not its stem q).
       if (std::none_of(all.begin(), all.end(), [&](const BlockLinear& l) { return l.name == n; })) {
-        const bool other_module = name == "lm_head" || name == "embed_tokens" || name == "embed" || name == "wte" ||
-                                  name == "wpe";
-        if (!other_module) {
-          throw UserError("--lora-targets names \"" + name + "\", which " + m.name + " does not have; use all-linear, " +
-                          "attention, mlp or a comma list of " + known);
-        }
-      }
-      wanted.push_back(n);
-    }
-  }
-  for (const std::string& name : wanted) {
-    if (std::none_of(all.begin(), all.end(), [&](const BlockLinear& l) { return l.name == name; })) {
-      // Modules the model has, that PEFT could adapt, but accumbench does not.
-      for (const char* other : {"lm_head", "embed_tokens", "embed", "wte", "wpe"}) {
-        if (name == other) {
-          throw UserError("--lora-targets names \"" + name + "\", " +
-                          (name == "lm_head" ? "the LM head" : "an embedding") +
+        // Said as typed (c_proj, not its stem c). Modules the model has, that PEFT could adapt,
+        // but accumbench does not, are named as such.
+        const bool head = name == "lm_head";
+        const bool embedding = name == "embed_tokens" || name == "embed" || name == "wte" || name == "wpe";
+        if (head || embedding) {
+          throw UserError("--lora-targets names \"" + name + "\", " + (head ? "the LM head" : "an embedding") +
                           ", which accumbench puts no adapter on (only the block linears); use all-linear, attention, "
                           "mlp or a comma list of " + known);
         }
+        throw UserError("--lora-targets names \"" + name + "\", which " + m.name + " does not have; use all-linear, " +
+                        "attention, mlp or a comma list of " + known);
       }
-      throw UserError("--lora-targets names \"" + name + "\", which " + m.name + " does not have; use all-linear, " +
-                      "attention, mlp or a comma list of " + known);
+      wanted.push_back(n);
     }
   }
   for (const BlockLinear& l : all) {

@@ -661,24 +661,26 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // A sweep stopped before its end never leaves the --resume file with less than it held: a split
   // begun again from zero (the file's was short of --steps, or left undecided) reads as the file had
   // it while the new run has fewer timed steps, and a split not begun as the file had it, if it had it.
-  const auto files_run = [&](const SplitConfig& split) -> std::optional<RunResult> {
-    if (resume == nullptr) return std::nullopt;
+  const auto files_run = [&](const SplitConfig& split) -> const RunResult* {
+    if (resume == nullptr) return nullptr;
     for (const RunResult& run : resume->runs) {
-      if (run.status != RunStatus::kOk || run.config.key() != split.key()) continue;
-      RunResult copy = run;
-      measurement.judge_fits(copy);
-      return copy;
+      if (run.status == RunStatus::kOk && run.config.key() == split.key()) return &run;
     }
-    return std::nullopt;
+    return nullptr;
+  };
+  const auto judged_copy = [&](const RunResult& run) {  // judged against today's --memory-limit
+    RunResult copy = run;
+    measurement.judge_fits(copy);
+    return copy;
   };
   // Returns the words for the splits it kept ("" when none).
   const auto keep_files_longer_runs = [&](std::vector<RunResult>& runs) {
     size_t count = 0;
     for (RunResult& run : runs) {
       if (run.status != RunStatus::kOk) continue;
-      std::optional<RunResult> file = files_run(run.config);
-      if (file && file->steps.size() > run.steps.size()) {
-        run = std::move(*file);
+      const RunResult* file = files_run(run.config);
+      if (file != nullptr && file->steps.size() > run.steps.size()) {
+        run = judged_copy(*file);
         ++count;
       }
     }
@@ -689,8 +691,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // The splits from `begun` on: the file's runs of them, the others named as not begun.
   const auto not_begun_from = [&](size_t begun, std::vector<RunResult>& runs, Interruption& interruption) {
     for (size_t rest = begun; rest < grid.size(); ++rest) {
-      if (std::optional<RunResult> file = files_run(grid[rest])) {
-        runs.push_back(std::move(*file));
+      if (const RunResult* file = files_run(grid[rest])) {
+        runs.push_back(judged_copy(*file));
       } else {
         interruption.splits_not_run.push_back(not_begun(rest));
       }
@@ -771,9 +773,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       if (found != resume->runs.end()) done = &*found;
     }
     if (done != nullptr) {
-      RunResult run = *done;
-      measurement.judge_fits(run);
-      result.runs.push_back(std::move(run));
+      result.runs.push_back(judged_copy(*done));
       continue;
     }
     try {
