@@ -167,6 +167,23 @@ struct WorkloadFlags {
             {"--axolotl-config", axolotl_config}};
   }
   CLI::App* cli = nullptr;                 // the subcommand: which options were given
+  // The trainer config's settings that took effect (not overridden on the command line) and its
+  // path, set by read_config: a value refused later under an option's name names the key too.
+  mutable std::vector<ab::ConfigSetting> file_settings;
+  mutable std::string file_path;
+
+  // `message` (a UserError's) with the file and key behind the option it starts with, when a
+  // trainer config set that option: "--lr must be ..., got -1" said of `learning_rate: -1`.
+  std::string naming_file_key(const std::string& message) const {
+    for (const ab::ConfigSetting& s : file_settings) {
+      if (message.rfind(s.option + " ", 0) != 0) continue;
+      const std::string source = s.by_default ? "the trainer's default for " + s.keys + ", which it leaves out" : s.keys;
+      return message + " (" + file_path + " sets " + s.option + (s.value.empty() ? "" : " " + s.value) + " from " +
+             source + "; " + (s.by_default ? "set the key" : "fix the key") + " in the file, or give " + s.option +
+             " on the command line, which wins)";
+    }
+    return message;
+  }
   bool one_job = false;  // calibrate-framework: one precision and dtype each (the sweep's defaults otherwise)
 
   explicit WorkloadFlags(ab::Command c) : command(c), workload(ab::workload_defaults(c)) {
@@ -281,6 +298,9 @@ bool WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
                         "), which the trainer needs too; add the key, or give --model or --hf-config");
   }
   ab::apply_trainer_config(config, w, given, ab::cuda_attached());
+  file_path = trl ? trl_config : axolotl_config;
+  for (const ab::ConfigSetting& s : config.settings)
+    if (!given(s.option)) file_settings.push_back(s);
   const char* rank = std::getenv("RANK");
   const bool sets_checkpointing =
       !given("--activation-checkpointing") &&
@@ -1256,6 +1276,8 @@ int run(int argc, char** argv) {
       "accumbench"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
+  app.set_version_flag("--version", std::function<std::string()>(ab::build_description),
+                       "the version, git commit, build type and LibTorch it was built with");
   SweepCommand sweep;
   VerifyCommand verify;
   PlanCommand plan;
@@ -1293,13 +1315,21 @@ int run(int argc, char** argv) {
   }
   if (*compare_cmd) return compare.run();
   if (*report_cmd) return report.run();
-  if (*plan_cmd) return plan.run();
-  if (*calibrate_cmd) return calibrate.run();
+  // A value a trainer config set, refused under its option's name, names the file's key too.
+  const auto naming_file_keys = [](const WorkloadFlags& flags, const std::function<int()>& body) {
+    try {
+      return body();
+    } catch (const ab::UserError& error) {
+      throw ab::UserError(flags.naming_file_key(error.what()));
+    }
+  };
+  if (*plan_cmd) return naming_file_keys(plan.flags, [&] { return plan.run(); });
+  if (*calibrate_cmd) return naming_file_keys(calibrate.flags, [&] { return calibrate.run(); });
   // Data parallel (torchrun): every rank measures, rank 0 alone prints and writes files.
   const bool primary = ab::process_rank() == 0;
-  if (*verify_cmd) return verify.run(primary);
+  if (*verify_cmd) return naming_file_keys(verify.flags, [&] { return verify.run(primary); });
   (void)sweep_cmd;
-  return sweep.run(primary);
+  return naming_file_keys(sweep.flags, [&] { return sweep.run(primary); });
 }
 
 }  // namespace

@@ -128,6 +128,10 @@ std::string cpu_bf16_scratch_note(const WorkloadOptions& workload, bool cuda);
 // Date, host, device name and memory, driver, LibTorch version, build type, git commit.
 SweepContext describe_environment(const std::string& device_name);
 
+// `accumbench --version`'s line: "accumbench 0.1.0 (commit 0123456789ab, Release build, LibTorch
+// 1.13.1, CPU only)" (", CUDA" when LibTorch was built with it).
+std::string build_description();
+
 // Sets LibTorch's intra-op threads: `threads`, or every hardware thread when 0 (LibTorch 1.13
 // defaults to one). Returns the number in use.
 int configure_threads(int threads);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "accumbench/error.hpp"
 #include "accumbench/model_config.hpp"
@@ -188,7 +189,15 @@ TrainerConfig parse_trainer_config(const std::string& yaml_text, ConfigFormat fo
                                    const std::string& path) {
   YAML::Node root;
   try {
-    root = YAML::Load(yaml_text);
+    // TRL and axolotl read the file with yaml.safe_load, which refuses a second document (even an
+    // empty one after a trailing `---`); YAML::Load would read the first and drop the rest.
+    const std::vector<YAML::Node> documents = YAML::LoadAll(yaml_text);
+    if (documents.size() > 1) {
+      throw UserError(path + " holds " + std::to_string(documents.size()) + " YAML documents (a `---` line starts each " +
+                      "after the first), which " + format_name(format) + "'s yaml.safe_load refuses; keep the one " +
+                      "document the training reads");
+    }
+    if (!documents.empty()) root = documents.front();
   } catch (const YAML::Exception& error) {
     throw UserError(path + " is not YAML (line " + std::to_string(error.mark.line + 1) + ": " + error.msg +
                     "); pass the file " + (format == ConfigFormat::kTrl ? "trl sft --config" : "axolotl train") +

@@ -88,4 +88,10 @@ SweepContext describe_environment(const std::string& device_name) {
   return context;
 }
 
+std::string build_description() {
+  const std::string build_type = std::string(ACCUMBENCH_BUILD_TYPE).empty() ? "default" : ACCUMBENCH_BUILD_TYPE;
+  return std::string("accumbench ") + ACCUMBENCH_VERSION + " (commit " + ACCUMBENCH_GIT_COMMIT + ", " + build_type +
+         " build, LibTorch " + compat::libtorch_version() + (compat::built_with_cuda() ? ", CUDA" : ", CPU only") + ")";
+}
+
 }  // namespace accumbench
