@@ -156,6 +156,20 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
                                  "lr (0.0001 vs 0.001)"),
             std::string::npos)
       << different.str();
+  // How long they measured and how they decided is not what they measured: a note, not the warning.
+  ab::SweepResult longer = one_run("gpt2-mini", 64);
+  longer.context.options.push_back({"steps", "30"});
+  longer.context.options.push_back({"time_budget_seconds", "60"});
+  ab::SweepResult shorter = one_run("gpt2-mini", 64);
+  shorter.context.options.push_back({"steps", "5"});
+  shorter.context.options.push_back({"time_budget_seconds", "0"});
+  std::ostringstream budgets;
+  ab::print_comparison(shorter, longer, budgets);
+  EXPECT_EQ(budgets.str().find("different configurations"), std::string::npos) << budgets.str();
+  EXPECT_NE(budgets.str().find("note: the two sweeps differ in how long they measured or how they decided, not in what "
+                               "they measured: steps (5 vs 30), time_budget_seconds (0 vs 60)"),
+            std::string::npos)
+      << budgets.str();
   // An option recorded only when set (--base-quant, --kbit-prep) is its default where left out.
   std::ostringstream quantised;
   ab::SweepResult q = one_run("gpt2-mini", 64);

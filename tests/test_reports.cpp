@@ -140,7 +140,7 @@ TEST(ConsoleReporter, TableAndRecommendation) {
       // No --memory-limit: "fits" is "-" except for the split that ran out of memory.
       "8\u00d78        0.191 \u00b1 0.002      1.2     2.1    45.3    98.7    30.1"
       "      13.7   343,120  29.8 %  5.20 GiB    5.00 GiB  -          1.00\u00d7  ok",
-      "1\u00d764 ckpt  0.402 \u00b1 0.006      1.1     2.0   120.5   261.0     9.9"
+      "1\u00d764 ckpt  0.402 \u00b1 0.008      1.1     2.0   120.5   261.0     9.9"
       "       7.5   163,024  14.1 %  3.00 GiB           -  -          2.10\u00d7  ok",
       "64\u00d71 oib               -        -       -       -       -       -"
       "         -         -       -         -  150.00 GiB  no             -"
@@ -246,7 +246,7 @@ TEST(ConsoleReporter, ColumnsThatWouldBeEmptyAreLeftOut) {
   for (RunResult& run : result.runs) {
     run.phase_median_seconds[1] = 0.0;  // no host-to-device copies (CPU)
     run.predicted_peak_bytes = -1;      // no plan
-    run.step_seconds.ci_low = run.step_seconds.ci_high = kNaN;  // spread falls back to stddev
+    run.step_seconds.ci_low = run.step_seconds.ci_high = kNaN;  // spread falls back to stddev (0.0012, up to 0.002)
   }
   const std::vector<std::string> lines = report_lines(ConsoleReporter(), result);
   ASSERT_GE(lines.size(), 4u);
@@ -254,7 +254,7 @@ TEST(ConsoleReporter, ColumnsThatWouldBeEmptyAreLeftOut) {
             "split             step s  data ms  fwd ms  bwd ms  opt ms"
             "  other ms  tokens/s     MFU      peak  fits  vs fastest");
   EXPECT_EQ(lines[3],
-            "8\u00d78        0.191 \u00b1 0.001      1.2    45.3    98.7    30.1"
+            "8\u00d78        0.191 \u00b1 0.002      1.2    45.3    98.7    30.1"
             "      13.7   343,120  29.8 %  5.20 GiB  -          1.00\u00d7");
 }
 
@@ -277,7 +277,7 @@ TEST(ConsoleReporter, PaddedRunsShowComputedTokensAndThePaddingFraction) {
             "split             step s  data ms  fwd ms  bwd ms  opt ms"
             "  other ms  tokens/s  computed/s     pad     MFU      peak  fits  vs fastest");
   EXPECT_EQ(lines[3],
-            "8\u00d78        0.191 \u00b1 0.001      1.2    45.3    98.7    30.1"
+            "8\u00d78        0.191 \u00b1 0.002      1.2    45.3    98.7    30.1"
             "      13.7   343,120     400,000  15.0 %  29.8 %  5.20 GiB  -          1.00\u00d7");
   EXPECT_EQ(lines[4],
             "1\u00d764 ckpt  0.402 \u00b1 0.004      1.1   120.5   261.0     9.9"
@@ -400,7 +400,7 @@ TEST(MarkdownReporter, ShowsOnlyColumnsThatVary) {
       "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |",
       "| 8\u00d78 | 0.191 \u00b1 0.002 | 1.2 | 2.1 | 45.3 | 98.7 | 30.1 | 13.7 | 343,120 | 29.8 % | 5.20 GiB | "
       "5.00 GiB | - | 1.00\u00d7 | ok |",
-      "| 1\u00d764 ckpt | 0.402 \u00b1 0.006 | 1.1 | 2.0 | 120.5 | 261.0 | 9.9 | 7.5 | 163,024 | 14.1 % | "
+      "| 1\u00d764 ckpt | 0.402 \u00b1 0.008 | 1.1 | 2.0 | 120.5 | 261.0 | 9.9 | 7.5 | 163,024 | 14.1 % | "
       "3.00 GiB | - | - | 2.10\u00d7 | ok |",
       "| 64\u00d71 oib | - | - | - | - | - | - | - | - | - | - | 150.00 GiB | no | - | oom: CUDA out of memory. "
       "Tried to allocate 2.00 GiB |",
@@ -429,7 +429,7 @@ TEST(MarkdownReporter, MinimalTableWhenNothingVaries) {
   EXPECT_EQ(lines[2], "| split | precision | step s | data ms | h2d ms | fwd ms | bwd ms | opt ms | other ms | "
                       "tokens/s | peak | vs fastest |");
   EXPECT_EQ(lines[3], "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-  EXPECT_EQ(lines[5], "| 1\u00d764 ckpt | fp32 | 0.402 \u00b1 0.006 | 1.1 | 2.0 | 120.5 | 261.0 | 9.9 | 7.5 | "
+  EXPECT_EQ(lines[5], "| 1\u00d764 ckpt | fp32 | 0.402 \u00b1 0.008 | 1.1 | 2.0 | 120.5 | 261.0 | 9.9 | 7.5 | "
                       "163,024 | 3.00 GiB | 2.10\u00d7 |");
 
   result.runs[1].config.precision = Precision::kBf16;
@@ -455,6 +455,8 @@ TEST(PrintComparison, MatchedByKeyUnmatchedShownWithDash) {
   b.context.device_name = "NVIDIA A100-SXM4-80GB";
   b.context.git_commit = "";
   b.runs[0].step_seconds.median = 0.382;
+  b.runs[0].step_seconds.ci_low = 0.378;  // apart from A's 0.189–0.193: the difference is clear
+  b.runs[0].step_seconds.ci_high = 0.386;
   b.runs[0].peak_allocated_bytes = 2 * a.runs[0].peak_allocated_bytes;
   RunResult only_b = ok_run(2, 32);
   only_b.step_seconds.median = 0.25;
@@ -468,12 +470,19 @@ TEST(PrintComparison, MatchedByKeyUnmatchedShownWithDash) {
       "2025-01-01T00:00:00Z",
       "B: NVIDIA A100-SXM4-80GB, model gpt2-124m, T=1024, batch 64, 2025-01-01T00:00:00Z",
       "",
-      "split      A step s  B step s    B/A    A peak     B peak    B/A",
-      "8\u00d78           0.191     0.382  2.00\u00d7  5.20 GiB  10.40 GiB  2.00\u00d7",
-      "1\u00d764 ckpt     0.402         -      -  3.00 GiB          -      -",
-      "64\u00d71 oib        oom       oom      -         -          -      -",
-      "2\u00d732              -     0.250      -         -   4.00 GiB      -",
+      "split      A step s  B step s    B/A  differs    A peak     B peak    B/A",
+      "8\u00d78           0.191     0.382  2.00\u00d7  yes      5.20 GiB  10.40 GiB  2.00\u00d7",
+      "1\u00d764 ckpt     0.402         -      -  -        3.00 GiB          -      -",
+      "64\u00d71 oib        oom       oom      -  -               -          -      -",
+      "2\u00d732              -     0.250      -  -               -   4.00 GiB      -",
+      "step s: median step time; differs: yes when the two medians' 95 % intervals do not overlap, unsure when they "
+      "do (the difference may be noise), - without an interval (one timed step)",
   });
+  // The same medians with overlapping intervals: the difference may be noise.
+  b.runs[0].step_seconds.ci_low = 0.190;
+  std::ostringstream overlapping;
+  print_comparison(a, b, overlapping);
+  EXPECT_NE(overlapping.str().find("0.382  2.00\u00d7  unsure "), std::string::npos) << overlapping.str();
 }
 
 TEST(PrintComparison, MixedPrecisionsNameEachRowsPrecision) {

@@ -235,7 +235,6 @@ RunResult timed(int64_t micro, int64_t accum, double seconds, int64_t peak_bytes
   run.config.micro_batch = micro;
   run.config.accum_steps = accum;
   run.session = 1;
-  run.clip_seconds = kClipFactor * seconds;
   const double phase = static_cast<double>(micro * 7 + accum);  // each run's own pattern
   for (int r = 0; r < rounds; ++r) {
     StepSample s;
@@ -288,8 +287,8 @@ TEST(Recommend, FastestWinsAndTheReasonSaysWhy) {
   EXPECT_EQ(r.tied_indices, std::vector<int>({0}));
   EXPECT_EQ(r.decision.kind, DecisionKind::kFastest);
   EXPECT_EQ(r.decision.runner_up, 1);
-  EXPECT_EQ(r.reason, "8\u00d78 is fastest at 0.191 s per step (342,999 tokens/s): the runner-up 1\u00d764 takes "
-            "2.08\u20132.11\u00d7 its time (95 % confidence, 20 paired rounds). 1\u00d764 is host-bound (device "
+  EXPECT_EQ(r.reason, "8\u00d78 is fastest at 0.191 s per step (343,009 tokens/s): the runner-up 1\u00d764 takes "
+            "2.07\u20132.12\u00d7 its time (95 % confidence, 20 paired rounds). 1\u00d764 is host-bound (device "
             "busy 23 % of the step) and 2.1\u00d7 slower, mostly in backward (+140 ms)." + std::string(kEngineOnly));
 }
 
@@ -338,8 +337,23 @@ TEST(Recommend, UndecidedSaysSoWithTheIntervals) {
   EXPECT_TRUE(r.decision.budget_spent);
   EXPECT_EQ(r.best_index, 0);  // the lowest mean, as the best estimate
   EXPECT_EQ(r.reason.substr(0, r.reason.find(". ") + 1), "Undecided after 12 rounds (--time-budget spent): 8\u00d78 is ahead, but "
-            "4\u00d716 may still take 0.78\u20131.31\u00d7 its time (95 % confidence); a longer "
+            "4\u00d716 may still take 0.77\u20131.31\u00d7 its time (95 % confidence); a longer "
             "--time-budget can decide.");
+}
+
+// The slowest split's ratio as the decisions estimate it, said as undecided when the rounds left it
+// open: 1.5× over 5 rounds (too few for an interval), 1.05× over 12 noisy rounds (an interval
+// across 1); one round is "1 round".
+TEST(Recommend, AnUndecidedSlowestSplitLooksSlowerAndSaysWhy) {
+  const auto reason_of = [](const std::vector<RunResult>& runs) { return recommend(runs, 0, DecisionOptions{}).reason; };
+  const std::string few = reason_of({timed(8, 8, 1.00, 5 * kGiB, 0.0, 0.002, 5), timed(4, 16, 1.50, 1 * kGiB, 0.0, 0.002, 5)});
+  EXPECT_NE(few.find(" 4\u00d716 looks 1.5\u00d7 slower (too few rounds to decide)"), std::string::npos) << few;
+  const std::string noisy =
+      reason_of({timed(8, 8, 1.00, 5 * kGiB, 0.0, 0.2, 12), timed(4, 16, 1.05, 1 * kGiB, 0.0, 0.2, 12)});
+  EXPECT_NE(noisy.find(" 4\u00d716 looks 1.0"), std::string::npos) << noisy;
+  EXPECT_NE(noisy.find(" slower (undecided: 0.77\u20131.31\u00d7 its time)"), std::string::npos) << noisy;
+  const std::string one = reason_of({timed(8, 8, 1.00, 5 * kGiB, 0.0, 0.002, 1), timed(4, 16, 1.50, 1 * kGiB, 0.0, 0.002, 1)});
+  EXPECT_EQ(one.rfind("Undecided after 1 round: ", 0), 0u) << one;
 }
 
 // An interval whose low end reaches zero bounds the ratio from above only: "at most", not "0.00–".
@@ -453,8 +467,8 @@ TEST(Recommend, FastestTiedSplitThatAlsoUsesLeastMemorySaysSo) {
   std::vector<RunResult> runs = {timed(8, 8, 0.100, 2 * kGiB), timed(4, 16, 0.1005, 3 * kGiB)};
   const Recommendation r = recommend(runs);
   EXPECT_EQ(r.best_index, 0);
-  EXPECT_EQ(r.reason, "8\u00d78 is fastest at 0.100 s per step (655,129 tokens/s) and needs the least memory "
-            "(2.00 GiB) of the 2 splits equivalent within \u00b13 %." + std::string(kEngineOnly));
+  EXPECT_EQ(r.reason, "8\u00d78 needs the least memory (2.00 GiB) of the 2 splits equivalent in time within \u00b13 % "
+            "(95 % confidence), at 0.100 s per step (655,148 tokens/s)." + std::string(kEngineOnly));
 }
 
 TEST(Recommend, FailedRunsAreIgnoredEvenWhenTheirNumbersLookFast) {
@@ -496,7 +510,7 @@ TEST(Recommend, MemoryLimitExcludesSplitsThatDoNotFitAndReportsHeadroom) {
   const Recommendation r = recommend(runs, 4 * kGiB);
   EXPECT_EQ(r.best_index, 1);
   EXPECT_EQ(r.decision.kind, DecisionKind::kOnly);
-  EXPECT_EQ(r.reason, "1\u00d764 is the only split that ran and fits: 0.400 s per step (163,780 tokens/s); "
+  EXPECT_EQ(r.reason, "1\u00d764 is the only split that ran and fits: 0.400 s per step (163,781 tokens/s); "
             "it is host-bound (device busy 23 % of the step); its 3.00 GiB peak leaves 1.00 GiB "
             "of the 4.00 GiB limit free." + std::string(kEngineOnly));
 

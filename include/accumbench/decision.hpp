@@ -2,22 +2,28 @@
 // long the sweep keeps measuring (docs/ARCHITECTURE.md, "Decisions"). No LibTorch here: the
 // sweep runner feeds real step times, the tests a fake clock.
 //
-//   RoundEvidence evidence(clip_seconds, /*confidence=*/0.95);
+//   RoundEvidence evidence(/*splits=*/3, /*confidence=*/0.95);
 //   RoundOptions rounds;                    // --steps rounds at least, then until --time-budget
 //   RoundReport r = run_rounds(evidence, candidate, rounds,
 //                              [&](int split, int64_t round) { return time_one_step(split); },
 //                              [&] { return seconds_since_start(); });
 //   Decision d = decide(evidence, candidates, rounds.decision);
 //
-// Method. Each split's step time is winsorized at a bound fixed before its timed steps (3× its
-// warm-up median), so one stalled step cannot swing a decision. For each split's mean, and for each
-// pair's mean paired difference over the rounds both ran in, an asymptotic confidence sequence
-// (Waudby-Smith et al. 2024, below) holds at every round at once, so stopping when it has seen
-// enough ("optional stopping") does not inflate the error as re-checking a fixed 95 % interval
+// Method. Each split's step times are winsorized from above at a bound taken from its own timed
+// steps (winsorizing_bound: the lower of 3× their median and the step below its slowest twentieth),
+// so a stall, or a few in a long run, cannot swing a decision, and a machine that runs slower
+// than during the warm-up cuts no split's steps (a bound fixed from the warm-up did: every step
+// of one split above it, the slower split was named fastest). The bound moves as steps come, and
+// every mean and difference is recomputed from the stored steps under it. For each split's mean,
+// and for each pair's mean paired difference over the rounds both ran in, an asymptotic confidence
+// sequence (Waudby-Smith et al. 2024, below) holds at every round at once, so stopping when it has
+// seen enough ("optional stopping") does not inflate the error as re-checking a fixed 95 % interval
 // would. Its validity is asymptotic (a time-uniform central limit theorem): it needs finite
 // variance, which the winsorizing guarantees, and no bound known in advance, so it narrows at the
 // rate of the noise actually seen; the nonasymptotic betting sequences need a range fixed in
-// advance and, with a range of several step times, hundreds of rounds for a 10 % difference.
+// advance and, with a range of several step times, hundreds of rounds for a 10 % difference. A
+// bound estimated from the data makes the winsorized mean's own variance slightly larger than the
+// winsorized steps' (Tukey & McLaughlin): the tests check the error rates with it on a fake clock.
 // Bonferroni over all K means and, for each of the K(K−1)/2 pairs, its difference and its two
 // means over the rounds the pair shared makes the whole family hold at once, also for
 // the pair the data later names fastest; Holm's step-down would test more sharply but gives no
@@ -35,8 +41,12 @@
 
 namespace accumbench {
 
-// The bound a split's step times are winsorized at: this many times its warm-up median.
+// The winsorizing bound (see Method): the lower of kClipFactor × the median of a split's timed
+// steps and its (n − ⌊n / kTrimmedShare⌋)-th smallest step, so a stall always meets the first and,
+// from 20 steps on, the slowest twentieth meets the second; +inf without steps.
 inline constexpr double kClipFactor = 3.0;
+inline constexpr int64_t kTrimmedShare = 20;
+double winsorizing_bound(std::vector<double> seconds);
 
 // Rounds after which the sequences are tightest (the mixture's tuning; any choice stays valid).
 inline constexpr double kTightestAtRounds = 50;
@@ -66,45 +76,52 @@ class ConfidenceSequence {
   double squares_ = 0;  // Σ (x − mean)², Welford
 };
 
-// The evidence of one sweep: every split's winsorized step times by round, with the confidence
-// sequences of every mean and every pair. Splits timed outside the rounds (session differs, or
-// round −1) are compared unpaired, through their two means.
+// The evidence of one sweep: every split's step times by round, with the confidence sequences of
+// every mean and every pair over the steps winsorized at each split's current bound. Splits timed
+// outside the rounds (session differs, or round −1) are compared unpaired, through their two means.
 class RoundEvidence {
  public:
-  // `clip_seconds[i]`: split i's winsorizing bound (> 0). `confidence`: of the whole family.
-  // `added_seconds[i]` (empty: none) is added to every step of split i after winsorizing: a
-  // Python framework's host time per step (--framework-overhead × the split's accumulation
-  // steps), which the decisions then weigh as if it had been measured.
-  RoundEvidence(std::vector<double> clip_seconds, double confidence, std::vector<double> added_seconds = {});
+  // `confidence`: of the whole family. `added_seconds[i]` (empty: none) is added to every step of
+  // split i after winsorizing: a Python framework's host time per step (--framework-overhead × the
+  // split's accumulation steps), which the decisions then weigh as if it had been measured.
+  RoundEvidence(int splits, double confidence, std::vector<double> added_seconds = {});
   // Step times of one interleaved round (NaN where a split did not run).
   void add_round(const std::vector<double>& seconds);
   // One step of split i outside the rounds (not paired with anything).
   void add_unpaired(int split, double seconds);
 
-  int splits() const { return static_cast<int>(clip_seconds_.size()); }
+  int splits() const { return static_cast<int>(steps_.size()); }
   int64_t rounds() const { return rounds_; }
-  int64_t count(int split) const { return means_[split].count(); }
+  int64_t count(int split) const { return static_cast<int64_t>(steps_[split].size()); }
   int64_t paired_rounds(int a, int b) const;
+  // Split i's winsorizing bound over its steps so far (winsorizing_bound).
+  double bound(int split) const;
   // Winsorized mean step seconds of split i, with its interval.
   Estimate mean_seconds(int split) const;
   // mean(a) / mean(b), with its interval: over the rounds a and b shared, from their paired
   // differences; without a shared round, from the two means' intervals.
   Estimate ratio(int a, int b) const;
+  // Seconds split a takes more than split b per step: the mean of t_a − t_b over the rounds both
+  // ran in (without one, the difference of their means), winsorized as ratio's.
+  double mean_difference(int a, int b) const;
 
  private:
-  // a < b: over the rounds both ran in, the difference t_a − t_b and the two step times.
-  struct Pair {
+  struct Step {
+    int64_t round;  // −1: timed outside the rounds
+    double seconds;
+  };
+  double winsorized(int split, double seconds) const;  // capped at bound(split), plus the added time
+  // Over the rounds a < b both ran in: the difference t_a − t_b and the two step times, winsorized.
+  struct Shared {
     ConfidenceSequence difference, first, second;
   };
-  const Pair& pair(int a, int b) const;
-  Pair& pair(int a, int b);
-  double clipped(int split, double seconds) const;
+  Shared shared(int a, int b) const;
 
-  std::vector<double> clip_seconds_;
+  double alpha_each_;  // the level of every sequence (Bonferroni over the family)
+  std::vector<std::vector<Step>> steps_;
   std::vector<double> added_seconds_;
   int64_t rounds_ = 0;
-  std::vector<ConfidenceSequence> means_;  // of the winsorized t_i
-  std::vector<Pair> pairs_;                // upper triangle, of the winsorized times
+  mutable std::vector<double> bounds_;  // cached per split; NaN: to compute again
 };
 
 struct DecisionOptions {
@@ -133,8 +150,9 @@ inline double framework_seconds_per_step(const RunResult& run, double framework_
 
 // The evidence held by finished runs: their timed steps by (session, round), each sweep's runs
 // paired within its own rounds (a resumed file holds several sweeps'); steps with round −1 (timed
-// alone) are unpaired. A run without a clip_seconds (older files) is winsorized at kClipFactor ×
-// its median. `framework_seconds_per_micro_step` is added to every step (framework_seconds_per_step).
+// alone) are unpaired. Every run is winsorized at its bound over all its steps (the clip_seconds
+// older files wrote from the warm-up is not used). `framework_seconds_per_micro_step` is added to
+// every step (framework_seconds_per_step).
 RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double confidence,
                                  double framework_seconds_per_micro_step = 0);
 

@@ -229,8 +229,9 @@ struct RunResult {
 
   std::vector<PhaseSpan> timeline;   // phases of the last timed step
 
-  // Decisions (decision.hpp): step times are winsorized at clip_seconds (kClipFactor × the median
-  // of the split's warm-up), and runs pair by round only within one session (one sweep process).
+  // Decisions (decision.hpp): step times are winsorized at clip_seconds (winsorizing_bound of the
+  // timed steps, written by finalize_run), and runs pair by round only within one session (one
+  // sweep process).
   double clip_seconds = kNotMeasured;
   int64_t session = 0;               // 0: not timed in interleaved rounds
   Estimate mean_seconds;             // winsorized mean step time with its confidence interval

@@ -32,8 +32,8 @@ std::pair<double, double> bootstrap_median_interval(const std::vector<double>& v
 
 Summary summarize(const std::vector<double>& values);
 
-// The bound a run's step times are winsorized at: run.clip_seconds, or kClipFactor × the median
-// of its timed steps for a run without one (older files); NaN without steps.
+// The bound a run's step times are winsorized at, from its timed steps (decision.hpp's rule; a
+// file's clip_seconds is not read); NaN without steps.
 double winsorizing_bound(const RunResult& run);
 // Mean step seconds of a run's timed steps, each capped at winsorizing_bound: the mean the
 // decisions are made on.

@@ -312,9 +312,10 @@ void add_verdict_columns(std::vector<ColumnDef>& all) {
   }
   {
     ColumnDef c;
-    // Median step time over the fastest fitting split's (not the recommended one's: a tie goes to
-    // the split with less memory, which may be a little slower), so every split that fits reads
-    // at least 1.00; one over --memory-limit reads what it would have saved (0.48×).
+    // Median step time over the fastest split's, the one the rounds decided (TableContext::of; not
+    // the recommended one's: a tie goes to the split with less memory, which may be a little
+    // slower); one over --memory-limit reads what it would have saved (0.48×). A split the means
+    // put behind may read a little under 1.00 by medians.
     c.id = "vs_fastest";
     c.header = "vs fastest";
     c.console = Shown::kAlways;
@@ -454,10 +455,18 @@ TableContext TableContext::of(const SweepResult& result) {
   context.decision = &result.recommendation.decision;
   const int best = result.recommendation.best_index;
   if (best >= 0 && best < static_cast<int>(result.runs.size())) context.best = &result.runs[best];
-  // The fastest split that fits (all fit without --memory-limit), which the decision can name; a
-  // split measured earlier and over a lower limit now (--resume) is not the "1.00×" of the table.
-  // When none fits, the fastest of all.
+  // The split the rounds decided fastest (their means, over paired rounds), so that "vs fastest"
+  // reads 1.00× on the row "decided" calls fastest (by medians another split could). Without a
+  // decision: the split with the lowest median that fits (all fit without --memory-limit; a split
+  // measured earlier and over a lower limit now, --resume, is not the "1.00×"), else of all.
+  const int fastest = result.recommendation.decision.fastest;
+  if (result.recommendation.decision.kind != DecisionKind::kNone && fastest >= 0 &&
+      fastest < static_cast<int>(result.runs.size()) && ok(result.runs[fastest]) &&
+      std::isfinite(result.runs[fastest].step_seconds.median)) {
+    context.fastest = &result.runs[fastest];
+  }
   for (const bool must_fit : {true, false}) {
+    if (context.fastest != nullptr) break;
     for (const RunResult& run : result.runs) {
       if (!ok(run) || !std::isfinite(run.step_seconds.median) || (must_fit && !run.fits)) continue;
       if (context.fastest == nullptr || run.step_seconds.median < context.fastest->step_seconds.median) context.fastest = &run;

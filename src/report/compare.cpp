@@ -40,6 +40,27 @@ std::string peak_cell(const RunResult* run) {
 
 bool usable(const RunResult* run) { return run != nullptr && run->status == RunStatus::kOk; }
 
+// Whether B's median differs from A's beyond the noise: "yes" when the two medians' bootstrap 95 %
+// intervals do not overlap (a difference that clear is far beyond chance), "unsure" when they do
+// (it may be noise: the sweeps were timed apart, so no paired rounds can tell more), "-" when a
+// side has no interval (one timed step) or did not run.
+std::string differs_cell(const RunResult* a, const RunResult* b) {
+  if (!usable(a) || !usable(b)) return "-";
+  const Summary& x = a->step_seconds;
+  const Summary& y = b->step_seconds;
+  if (!std::isfinite(x.ci_low) || !std::isfinite(x.ci_high) || !std::isfinite(y.ci_low) || !std::isfinite(y.ci_high)) {
+    return "-";
+  }
+  return y.ci_low > x.ci_high || y.ci_high < x.ci_low ? "yes" : "unsure";
+}
+
+// Options that change how long a sweep measured or how it decided, not what it measured.
+bool decides_only(const std::string& name) {
+  return name == "warmup" || name == "steps" || name == "time_budget_seconds" || name == "tie_tolerance" ||
+         name == "confidence" || name == "memory_limit_bytes" || name == "try_predicted_oom" ||
+         name == "profile_dir" || name == "peak_tflops" || name == "dist_timeout_seconds";
+}
+
 std::string describe(const SweepResult& sweep) {
   const SweepContext& c = sweep.context;
   std::string line = c.device_name.empty() ? c.device : c.device_name;
@@ -62,15 +83,19 @@ std::vector<std::string> sorted_items(const std::string& list) {
 
 // What differs between the two sweeps' configurations, "model (a vs b), seq_len (...)"; empty when
 // they measured the same thing (compare is meant for two devices or two builds of one sweep).
-std::string configuration_differences(const SweepContext& a, const SweepContext& b) {
+// `deciding`: the options that only change how long they measured or how they decided
+// (decides_only) instead of the others.
+std::string configuration_differences(const SweepContext& a, const SweepContext& b, bool deciding = false) {
   std::vector<std::string> differences;
   const auto differ = [&](const std::string& name, const std::string& x, const std::string& y) {
     if (x != y) differences.push_back(name + " (" + text::shortened(x, 40) + " vs " + text::shortened(y, 40) + ")");
   };
-  differ("model", a.model, b.model);
-  differ("seq_len", std::to_string(a.seq_len), std::to_string(b.seq_len));
-  differ("batch", std::to_string(a.batch), std::to_string(b.batch));
-  differ("world_size", std::to_string(a.world_size), std::to_string(b.world_size));
+  if (!deciding) {
+    differ("model", a.model, b.model);
+    differ("seq_len", std::to_string(a.seq_len), std::to_string(b.seq_len));
+    differ("batch", std::to_string(a.batch), std::to_string(b.batch));
+    differ("world_size", std::to_string(a.world_size), std::to_string(b.world_size));
+  }
   // A's options, then those only B has; one recorded only when set (--base-quant, --kbit-prep)
   // stands for its default on the side that left it out.
   for (const std::string& name : option_names(a.options, b.options)) {
@@ -78,6 +103,7 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
         name == "threads") {
       continue;  // named above, or a property of the machine rather than of the measurement
     }
+    if (decides_only(name) != deciding) continue;
     const std::optional<std::string> x = recorded_option(a.options, name), y = recorded_option(b.options, name);
     if (!x || !y) continue;
     // A grid dimension's list measures the same splits in any order: "fp32,bf16" is "bf16,fp32".
@@ -139,6 +165,7 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
                          {"A step s", Align::kRight},
                          {"B step s", Align::kRight},
                          {"B/A", Align::kRight},
+                         {"differs", Align::kLeft},
                          {"A peak", Align::kRight},
                          {"B peak", Align::kRight},
                          {"B/A", Align::kRight}});
@@ -151,12 +178,17 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
     const std::string peak_ratio =
         both && peak_bytes(*ra) > 0 ? text::format_ratio(peak_bytes(*rb) / peak_bytes(*ra), 2) : "-";
     table.add_row({split_cell(any->config), step_cell(ra), step_cell(rb),
-                   step_ratio, peak_cell(ra), peak_cell(rb), peak_ratio});
+                   step_ratio, differs_cell(ra, rb), peak_cell(ra), peak_cell(rb), peak_ratio});
   }
 
   out << "A: " << describe(a) << '\n' << "B: " << describe(b) << "\n";
   const std::string differences = configuration_differences(a.context, b.context);
   if (!differences.empty()) out << "warning: the two sweeps measured different configurations: " << differences << "\n";
+  const std::string deciding = configuration_differences(a.context, b.context, /*deciding=*/true);
+  if (!deciding.empty()) {
+    out << "note: the two sweeps differ in how long they measured or how they decided, not in what they measured: "
+        << deciding << "\n";
+  }
   // A stopped sweep's splits may have fewer timed steps than the other's, or none.
   for (const auto& [name, result] : {std::pair<const char*, const SweepResult*>{"A", &a}, {"B", &b}}) {
     const Interruption& stop = result->interruption;
@@ -207,6 +239,8 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   }
   out << "\n";
   table.render(out);
+  out << "step s: median step time; differs: yes when the two medians' 95 % intervals do not overlap, unsure when "
+         "they do (the difference may be noise), - without an interval (one timed step)\n";
 }
 
 }  // namespace accumbench

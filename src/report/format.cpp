@@ -14,11 +14,20 @@ std::string format_step_seconds(const Summary& s) {
   if (!std::isfinite(s.median)) return "-";
   // The spread carries the median's decimals so the two line up in a column.
   const int decimals = decimals_for_significant(s.median, 3);
-  double spread = (s.ci_high - s.ci_low) / 2.0;
+  // The interval is asymmetric: "±" takes its farther end from the median, so that median ± spread
+  // holds the whole interval (half its width would leave one end outside).
+  double spread = std::max(s.ci_high - s.median, s.median - s.ci_low);
   // One step has no spread: its stddev of 0 would read as a measurement without noise.
   if (!std::isfinite(spread) && s.count > 1) spread = s.stddev;
   std::string cell = format_fixed(s.median, decimals);
-  if (std::isfinite(spread)) cell += " \xC2\xB1 " + format_fixed(spread, decimals);  // ±
+  if (std::isfinite(spread)) {
+    // Rounded up at the median's decimals: a spread below the last digit reads as one unit of it,
+    // never "± 0.0000" for steps that did vary.
+    const double scale = std::pow(10.0, decimals);
+    const double units = spread * scale;
+    const double up = std::abs(units - std::round(units)) < 1e-9 ? std::round(units) : std::ceil(units);
+    cell += " \xC2\xB1 " + format_fixed(up / scale, decimals);  // ±
+  }
   return cell;
 }
 

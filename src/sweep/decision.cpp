@@ -76,62 +76,84 @@ double ConfidenceSequence::high() const { return mean() + half_width(); }
 
 // ---------------------------------------------------------------------------------------------
 
-RoundEvidence::RoundEvidence(std::vector<double> clip_seconds, double confidence, std::vector<double> added_seconds)
-    : clip_seconds_(std::move(clip_seconds)), added_seconds_(std::move(added_seconds)) {
+double winsorizing_bound(std::vector<double> seconds) {
+  if (seconds.empty()) return kInf;
+  const auto n = static_cast<int64_t>(seconds.size());
+  const int64_t kept = n - n / kTrimmedShare;  // the (kept)-th smallest; n below kTrimmedShare: the slowest
+  std::nth_element(seconds.begin(), seconds.begin() + (kept - 1), seconds.end());
+  const double order_statistic = seconds[static_cast<size_t>(kept - 1)];
+  return std::min(kClipFactor * median(std::move(seconds)), order_statistic);
+}
+
+RoundEvidence::RoundEvidence(int splits, double confidence, std::vector<double> added_seconds)
+    : steps_(static_cast<size_t>(std::max(0, splits))), added_seconds_(std::move(added_seconds)) {
   if (!(confidence > 0 && confidence < 1)) throw std::invalid_argument("RoundEvidence: confidence must be in (0, 1)");
-  if (!added_seconds_.empty() && added_seconds_.size() != clip_seconds_.size()) {
+  if (!added_seconds_.empty() && added_seconds_.size() != steps_.size()) {
     throw std::invalid_argument("RoundEvidence: one added time per split");
   }
-  const double k = static_cast<double>(std::max<size_t>(1, clip_seconds_.size()));
+  const double k = static_cast<double>(std::max<size_t>(1, steps_.size()));
   // Bonferroni over every mean and, per pair, its difference and its two means over the rounds
   // they shared: the family the decisions can draw from.
-  const double alpha_each = (1.0 - confidence) / (k + 3 * k * (k - 1) / 2);
-  for (double& clip : clip_seconds_) {
-    if (!(clip > 0) || !std::isfinite(clip)) clip = kInf;  // no usable bound: seconds as they are
+  alpha_each_ = (1.0 - confidence) / (k + 3 * k * (k - 1) / 2);
+  bounds_.assign(steps_.size(), kNaN);
+}
+
+double RoundEvidence::bound(int split) const {
+  if (std::isnan(bounds_[split])) {
+    std::vector<double> seconds;
+    seconds.reserve(steps_[split].size());
+    for (const Step& s : steps_[split]) seconds.push_back(s.seconds);
+    bounds_[split] = winsorizing_bound(std::move(seconds));
   }
-  const size_t n = clip_seconds_.size();
-  const ConfidenceSequence fresh(alpha_each, kTightestAtRounds);
-  means_.assign(n, fresh);
-  pairs_.assign(n > 0 ? n * (n - 1) / 2 : 0, Pair{fresh, fresh, fresh});
+  return bounds_[split];
 }
 
-double RoundEvidence::clipped(int split, double seconds) const {
-  return std::min(seconds, clip_seconds_[split]) + (added_seconds_.empty() ? 0.0 : added_seconds_[split]);
-}
-
-RoundEvidence::Pair& RoundEvidence::pair(int a, int b) {
-  return const_cast<Pair&>(static_cast<const RoundEvidence&>(*this).pair(a, b));
-}
-
-const RoundEvidence::Pair& RoundEvidence::pair(int a, int b) const {
-  // Row-major upper triangle without the diagonal.
-  const size_t n = clip_seconds_.size();
-  const size_t index = static_cast<size_t>(a) * n - static_cast<size_t>(a) * (a + 1) / 2 + (b - a - 1);
-  return pairs_[index];
+double RoundEvidence::winsorized(int split, double seconds) const {
+  return std::min(seconds, bound(split)) + (added_seconds_.empty() ? 0.0 : added_seconds_[split]);
 }
 
 void RoundEvidence::add_round(const std::vector<double>& seconds) {
   const int n = splits();
   if (static_cast<int>(seconds.size()) != n) throw std::invalid_argument("RoundEvidence::add_round: one time per split");
-  ++rounds_;
   for (int a = 0; a < n; ++a) {
     if (std::isnan(seconds[a])) continue;
-    add_unpaired(a, seconds[a]);
-    for (int b = a + 1; b < n; ++b) {
-      if (std::isnan(seconds[b])) continue;
-      Pair& p = pair(a, b);
-      p.difference.add(clipped(a, seconds[a]) - clipped(b, seconds[b]));
-      p.first.add(clipped(a, seconds[a]));
-      p.second.add(clipped(b, seconds[b]));
-    }
+    steps_[a].push_back(Step{rounds_, seconds[a]});
+    bounds_[a] = kNaN;
   }
+  ++rounds_;
 }
 
-void RoundEvidence::add_unpaired(int split, double seconds) { means_[split].add(clipped(split, seconds)); }
+void RoundEvidence::add_unpaired(int split, double seconds) {
+  steps_[split].push_back(Step{-1, seconds});
+  bounds_[split] = kNaN;
+}
+
+RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
+  const ConfidenceSequence fresh(alpha_each_, kTightestAtRounds);
+  Shared shared{fresh, fresh, fresh};
+  // Both lists are in the order the rounds were added; steps outside the rounds (−1) pair with none.
+  const std::vector<Step>& x = steps_[a];
+  const std::vector<Step>& y = steps_[b];
+  size_t i = 0, j = 0;
+  while (i < x.size() && j < y.size()) {
+    if (x[i].round < 0 || (y[j].round >= 0 && x[i].round < y[j].round)) {
+      ++i;
+    } else if (y[j].round < 0 || y[j].round < x[i].round) {
+      ++j;
+    } else {
+      const double ta = winsorized(a, x[i].seconds), tb = winsorized(b, y[j].seconds);
+      shared.difference.add(ta - tb);
+      shared.first.add(ta);
+      shared.second.add(tb);
+      ++i, ++j;
+    }
+  }
+  return shared;
+}
 
 int64_t RoundEvidence::paired_rounds(int a, int b) const {
-  if (a == b) return means_[a].count();
-  return pair(std::min(a, b), std::max(a, b)).difference.count();
+  if (a == b) return count(a);
+  return shared(std::min(a, b), std::max(a, b)).difference.count();
 }
 
 namespace {
@@ -156,15 +178,19 @@ Estimate ratio_of_means(const Estimate& ma, const Estimate& mb) {
 
 }  // namespace
 
-Estimate RoundEvidence::mean_seconds(int split) const { return estimate_of(means_[split]); }
+Estimate RoundEvidence::mean_seconds(int split) const {
+  ConfidenceSequence mean(alpha_each_, kTightestAtRounds);
+  for (const Step& s : steps_[split]) mean.add(winsorized(split, s.seconds));
+  return estimate_of(mean);
+}
 
 Estimate RoundEvidence::ratio(int a, int b) const {
-  const int64_t paired = paired_rounds(a, b);
-  // Timed in no common round: through the two means, each over its own steps.
-  if (paired == 0) return ratio_of_means(mean_seconds(a), mean_seconds(b));
   // Over the rounds both ran in only (a drift before or after them cannot enter): mean_a / mean_b
   // = 1 + δ / mean_b, δ = mean of t_a − t_b, mean_b over the same rounds.
-  const Pair& p = pair(std::min(a, b), std::max(a, b));
+  const Shared p = shared(std::min(a, b), std::max(a, b));
+  const int64_t paired = p.difference.count();
+  // Timed in no common round: through the two means, each over its own steps.
+  if (paired == 0) return ratio_of_means(mean_seconds(a), mean_seconds(b));
   const ConfidenceSequence& b_shared = a < b ? p.second : p.first;
   const ConfidenceSequence& a_shared = a < b ? p.first : p.second;
   Estimate r;
@@ -182,6 +208,12 @@ Estimate RoundEvidence::ratio(int a, int b) const {
   r.high = c > 0 ? 1.0 + (delta_high >= 0 ? delta_high / c : delta_high / d) : kInf;
   r.low = std::max(r.low, 0.0);
   return r;
+}
+
+double RoundEvidence::mean_difference(int a, int b) const {
+  const Shared p = shared(std::min(a, b), std::max(a, b));
+  if (p.difference.count() == 0) return mean_seconds(a).value - mean_seconds(b).value;
+  return a < b ? p.difference.mean() : -p.difference.mean();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -254,13 +286,9 @@ Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidate
 
 RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double confidence,
                                  double framework_seconds_per_micro_step) {
-  std::vector<double> clips;
   std::vector<double> added;
-  for (const RunResult& run : runs) {
-    clips.push_back(winsorizing_bound(run));
-    added.push_back(framework_seconds_per_step(run, framework_seconds_per_micro_step));
-  }
-  RoundEvidence evidence(clips, confidence, std::move(added));
+  for (const RunResult& run : runs) added.push_back(framework_seconds_per_step(run, framework_seconds_per_micro_step));
+  RoundEvidence evidence(static_cast<int>(runs.size()), confidence, std::move(added));
   // Rounds by (session, round): the runs timed together in one sweep are paired round by round,
   // also when a resumed file holds runs of several sweeps; runs of different sweeps share no
   // round, so they are compared through their means (as steps timed alone, with no round, are).

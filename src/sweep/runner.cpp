@@ -585,6 +585,19 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
                       const ProgressCallback& on_step) {
   const WorkloadOptions& w = options.workload;
   check_sweep_options(options);
+  // A resumed file's runs with their means under this build's winsorizing bound, which the
+  // decisions on them use (decision.hpp): a file from a build that bounded from the warm-up, or
+  // with edited steps, would print one mean and decide on another. Unchanged for this build's files.
+  SweepResult rederived;
+  if (resume != nullptr) {
+    rederived = *resume;
+    for (RunResult& run : rederived.runs) {
+      if (run.steps.empty()) continue;
+      run.clip_seconds = winsorizing_bound(run);
+      run.mean_seconds.value = winsorized_mean(run);
+    }
+    resume = &rederived;
+  }
   configure_threads(w.threads);
   const compat::LaunchEnvironment launch = compat::launch_environment();
   const c10::Device device = resolve_device(w.device);
@@ -789,12 +802,10 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // 2. The timed steps, in interleaved rounds (decision.hpp): every split for --steps rounds,
   // then only the contenders until they are decided or --time-budget is spent.
   std::vector<int> slot_of;  // rounds' split -> grid index
-  std::vector<double> clips;
   std::vector<bool> candidate;
   for (size_t index = 0; index < grid.size(); ++index) {
     if (!measured[index] || !measurement.in_rounds(result.runs[index])) continue;
     slot_of.push_back(static_cast<int>(index));
-    clips.push_back(result.runs[index].clip_seconds);
     candidate.push_back(w.memory_limit_bytes <= 0 || result.runs[index].fits);
   }
   const int64_t session = std::max<int64_t>(1, std::chrono::steady_clock::now().time_since_epoch().count());
@@ -836,16 +847,12 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       elapsed = values[n].item<double>();
     };
   }
-  if (agree) {  // the winsorizing bounds too: rank 0's, so that every rank's evidence is the same
-    double unused = 0;
-    agree(clips, unused);
-    for (size_t k = 0; k < slot_of.size(); ++k) result.runs[slot_of[k]].clip_seconds = clips[k];
-  }
   std::vector<double> framework_seconds;  // per split: what the framework adds to each of its steps
   for (int index : slot_of) {
     framework_seconds.push_back(framework_seconds_per_step(result.runs[index], framework.seconds_per_micro_step));
   }
-  RoundEvidence evidence(clips, options.confidence, framework_seconds);
+  // Every rank's evidence is rank 0's times (agree), so its winsorizing bounds are the same too.
+  RoundEvidence evidence(static_cast<int>(slot_of.size()), options.confidence, framework_seconds);
   RoundReport report;
   int64_t rounds_run = 0;  // for the saves before the end
   try {

@@ -232,7 +232,6 @@ StepSample SplitMeasurement::traced_step(Slot& slot, int64_t batch_index) {
 // allocator's reserved bytes are this split's alone (the rounds that follow run every split on one
 // cache, which the largest split has grown, as a training run's allocator is after its first step).
 void SplitMeasurement::warm_up(RunResult& run, Slot& slot, size_t index, size_t count) {
-  std::vector<double> seconds;
   const int warmup = std::max(1, options_.warmup);
   for (int i = 0; i < warmup; ++i) {
     if (on_step_) {
@@ -245,12 +244,9 @@ void SplitMeasurement::warm_up(RunResult& run, Slot& slot, size_t index, size_t 
       on_step_(progress);
     }
     const StepSample sample = traced_step(slot, i);
-    seconds.push_back(sample.step_seconds);
     run.peak_reserved_bytes = std::max(run.peak_reserved_bytes, slot.tracer->step_peak_reserved_bytes());
     run.peak_allocated_bytes = std::max(run.peak_allocated_bytes, sample.peak_allocated_bytes);
   }
-  // Fixed before any timed step: the bound the decisions winsorize this split's step times at.
-  run.clip_seconds = kClipFactor * median(seconds);
 }
 
 // CUDA graphs: the timed steps follow the warm-up in the split's own block (their steps are not

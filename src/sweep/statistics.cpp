@@ -115,10 +115,10 @@ std::pair<double, double> bootstrap_median_interval(const std::vector<double>& v
 }
 
 double winsorizing_bound(const RunResult& run) {
-  if (run.clip_seconds > 0) return run.clip_seconds;
+  if (run.steps.empty()) return kNaN;
   std::vector<double> seconds;
   for (const StepSample& s : run.steps) seconds.push_back(s.step_seconds);
-  return kClipFactor * median(seconds);  // NaN without steps
+  return winsorizing_bound(std::move(seconds));
 }
 
 double winsorized_mean(const RunResult& run) {
@@ -162,6 +162,7 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
     run.achieved_tflops = run.hardware_tflops = kNaN;
     return;
   }
+  run.clip_seconds = winsorizing_bound(run);
   run.mean_seconds = Estimate{winsorized_mean(run), kNaN, kNaN};  // the interval comes from the rounds
 
   for (int p = 0; p < kPhaseCount; ++p) {
@@ -308,12 +309,25 @@ std::string no_success_reason(const std::vector<RunResult>& runs, const std::vec
   return reason;
 }
 
+// "12 rounds", "1 round".
+std::string counted(int64_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
+
 std::string times_text(const Estimate& ratio) {
-  const auto bound = [](double v) { return std::isfinite(v) ? text::format_fixed(v, 2) : std::string("\u221e"); };
+  // Rounded outwards, so the printed interval holds the computed one: a low bound of 0.9996
+  // (undecided) reads 0.99, not the 1.00 of a low bound of 1.0004 (slower); 0.9757–1.0304 reads
+  // 0.97–1.04, not the 0.98–1.03 that would look equivalent within ±3 %.
+  const auto bound = [](double v, bool up) {
+    if (!std::isfinite(v)) return std::string("\u221e");
+    const double hundredths = v * 100;
+    const double nearest = std::round(hundredths);
+    // An exact bound (1.0) stays as it is: only what lies strictly between two hundredths moves out.
+    const double cut = std::abs(hundredths - nearest) < 1e-9 ? nearest : up ? std::ceil(hundredths) : std::floor(hundredths);
+    return text::format_fixed(cut / 100, 2);
+  };
   // An interval reaching down to nothing (few, noisy rounds) bounds the ratio from above only:
   // "0.00–2.15×" would read as a measured zero.
-  if (!(ratio.low >= 0.005) && std::isfinite(ratio.high)) return "at most " + bound(ratio.high) + "\u00d7";
-  return bound(ratio.low) + "\u2013" + bound(ratio.high) + "\u00d7";
+  if (!(ratio.low >= 0.005) && std::isfinite(ratio.high)) return "at most " + bound(ratio.high, true) + "\u00d7";
+  return bound(ratio.low, false) + "\u2013" + bound(ratio.high, true) + "\u00d7";
 }
 
 std::string confidence_text(const Decision& d) {
@@ -352,7 +366,7 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
       if (r != nullptr) {
         lead += ": the runner-up " + run_label(runs[r->index], runs) + " takes " + times_text(r->ratio) +
                 " its time (" + confidence_text(d) + ", " +
-                (r->paired_rounds > 0 ? std::to_string(r->paired_rounds) + " paired rounds"
+                (r->paired_rounds > 0 ? counted(r->paired_rounds, "paired round")
                                       : std::string("unpaired: timed in different sweeps")) +
                 ")";
       }
@@ -360,12 +374,13 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
     }
     case DecisionKind::kTie:
     case DecisionKind::kUndecided: {
-      if (best == d.fastest) {
+      if (best == d.fastest && ties.size() > 1) {
+        // Equivalent in time: none is "fastest", the memory chooses.
+        lead = run_label(b, runs) + " needs the least memory (" + format_bytes(b.peak_allocated_bytes) + ") of the " +
+               std::to_string(ties.size()) + " splits equivalent in time within " + tolerance_text(d) + " (" +
+               confidence_text(d) + "), at " + per_step;
+      } else if (best == d.fastest) {
         lead = run_label(b, runs) + " is fastest at " + per_step;
-        if (ties.size() > 1) {
-          lead += " and needs the least memory (" + format_bytes(b.peak_allocated_bytes) + ") of the " +
-                  std::to_string(ties.size()) + " splits equivalent within " + tolerance_text(d);
-        }
       } else {
         const Comparison* c = comparison_of(d, best);
         lead = run_label(b, runs) + " ties with the fastest split " + run_label(f, runs) + " (it takes " +
@@ -396,7 +411,7 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
         const char* stopped = d.interrupted ? " (interrupted)" : d.budget_spent ? " (--time-budget spent)" : "";
         const char* more = d.interrupted ? "a sweep left to run to its end can decide"
                                          : "a longer --time-budget can decide";
-        lead = "Undecided after " + std::to_string(d.rounds) + " rounds" + stopped + ": " + run_label(f, runs) +
+        lead = "Undecided after " + counted(d.rounds, "round") + stopped + ": " + run_label(f, runs) +
                " is ahead, " + open + "; " + more + ". As it stands, " + lead;
       }
       break;
@@ -434,20 +449,29 @@ const TimeModel* time_model_of(const std::vector<TimeModel>& models, int index) 
 
 // The second sentence: what the slowest split that ran loses against the chosen one, where, and
 // how much of it the fixed cost per micro-step explains; empty when it is the chosen one or within
-// 1 % of it (noise, and "slower" would mislead).
+// 1 % of it (noise, and "slower" would mislead). `engine`: the rounds' evidence without a
+// framework's time, whose paired ratios (over the rounds both splits ran in) the decisions use:
+// plain means over different rounds (a split set aside early) would say another ratio. A ratio
+// the rounds have not decided is said as the estimate it is.
 std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std::vector<int>& ok, int best,
-                                   const std::vector<TimeModel>& models) {
-  int slowest = ok.front();
+                                   const std::vector<TimeModel>& models, const RoundEvidence& engine) {
+  int slowest = best;
+  Estimate ratio{1.0, 1.0, 1.0};
   for (int i : ok) {
-    if (runs[i].mean_seconds.value > runs[slowest].mean_seconds.value) slowest = i;
+    if (i == best) continue;
+    const Estimate r = engine.ratio(i, best);
+    if (r.value > ratio.value) slowest = i, ratio = r;
   }
+  if (slowest == best || ratio.value < 1.01) return "";
   const RunResult& s = runs[slowest];
   const RunResult& b = runs[best];
-  const double ratio = s.mean_seconds.value / b.mean_seconds.value;
-  if (slowest == best || ratio < 1.01) return "";
-  std::string reason = " " + run_label(s, runs) + " is ";
+  std::string reason = " " + run_label(s, runs) + (ratio.low > 1.0 ? " is " : " looks ");
   if (host_bound(s)) reason += host_bound_words(s) + " and ";
-  reason += text::format_ratio(ratio, ratio < 1.095 ? 2 : 1) + " slower";
+  reason += text::format_ratio(ratio.value, ratio.value < 1.095 ? 2 : 1) + " slower";
+  if (!(ratio.low > 1.0)) {
+    reason += std::isfinite(ratio.high) ? " (undecided: " + times_text(ratio) + " its time)"
+                                        : " (too few rounds to decide)";
+  }
   const PhaseSeconds slow_phases = limiting_phase_seconds(s);
   const PhaseSeconds best_phases = limiting_phase_seconds(b);
   int widest = -1;
@@ -467,9 +491,9 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   if (model != nullptr && model == time_model_of(models, best) && extra > 0 && model->fixed_seconds > 0 &&
       model->max_relative_residual <= kLooseTimeModel) {
     const double fixed = static_cast<double>(extra) * model->fixed_seconds;
-    const double gap = s.mean_seconds.value - b.mean_seconds.value;
+    const double gap = engine.mean_difference(slowest, best);
     // The model fits each split only within its residual, so its estimate may exceed the gap.
-    reason += "; " + std::to_string(extra) + " more micro-steps \u00d7 " + text::format_duration(model->fixed_seconds) +
+    reason += "; " + std::to_string(extra) + (extra == 1 ? " more micro-step \u00d7 " : " more micro-steps \u00d7 ") + text::format_duration(model->fixed_seconds) +
               " of fixed cost each = " + text::format_duration(fixed) +
               (fixed < gap ? " of its " + text::format_duration(gap) + " more per step"
                            : ", the whole of its " + text::format_duration(gap) + " more per step (within the time model's fit)");
@@ -553,8 +577,13 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
   }
   const RoundEvidence evidence = evidence_from_runs(runs, options.confidence, options.framework_seconds_per_micro_step);
   Decision d = decide(evidence, candidates, options);
+  // The rounds of the latest sweep (a resumed file also holds an earlier one's, numbered from 0): the
+  // largest session stamp, a steady-clock time (the latest since the machine started).
+  int64_t latest = 0;
+  for (int i : candidates) latest = std::max(latest, runs[i].session);
   d.rounds = 0;
   for (int i : candidates) {
+    if (runs[i].session != latest) continue;
     for (const StepSample& s : runs[i].steps) d.rounds = std::max<int64_t>(d.rounds, s.round + 1);
   }
 
@@ -577,7 +606,7 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
   rec.tied_indices = ties;
   rec.decision = d;
   rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes) +
-               what_the_slowest_loses(runs, ok, best, fit_time_models(runs)) +
+               what_the_slowest_loses(runs, ok, best, fit_time_models(runs), evidence_from_runs(runs, options.confidence)) +
                per_update_sentence(runs, candidates) + " " +
                framework_sentence(options.framework_seconds_per_micro_step, options.framework_source);
   return rec;
