@@ -767,6 +767,9 @@ TEST(Json, EditsNoSweepWritesAreRefused) {
   EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["step_seconds"]["median"] = -1; })
                 .find("runs[0].step_seconds.median is -1 but cannot be negative"),
             std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["step_seconds"]["count"] = -3; })
+                .find("runs[0].step_seconds.count is -3 but cannot be negative"),
+            std::string::npos);
   EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["peak_allocated_bytes"] = -5; })
                 .find("runs[0].peak_allocated_bytes is -5 but cannot be negative"),
             std::string::npos);

@@ -712,6 +712,7 @@ struct SweepCommand {
     for (const std::string& note : model_notes) if (primary) print_note(note);
     if (primary) print_note(ab::idle_data_options_note(options.workload));
     if (primary) print_note(ab::idle_weights_dtype_note(options.workload));
+    if (primary) print_note(ab::oib_foreach_note(options.workload));
     if (primary) print_note(ab::short_source_note(options.workload));
     if (primary) print_note(ab::cpu_bf16_scratch_note(options.workload, result.context.device.rfind("cuda", 0) == 0));
     if (primary) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
@@ -1043,6 +1044,7 @@ int PlanCommand::run() {
   }
   print_note(ab::idle_data_options_note(w));
   print_note(ab::idle_weights_dtype_note(w));
+  print_note(ab::oib_foreach_note(w));
   print_note(ab::short_source_note(w));
   // The plan is arithmetic and holds for NCCL; a sweep of the same job over Gloo would stop.
   if (!target.cuda) {
@@ -1212,26 +1214,43 @@ void harden_values(CLI::App& app) {
         return value.empty() ? std::string("an empty value; give one, or leave the option out") : std::string();
       },
       "");
-  const CLI::Validator decimal(
-      [](std::string& value) {
-        const size_t sign = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
-        size_t first = sign;
-        while (first + 1 < value.size() && value[first] == '0' &&
-               std::isdigit(static_cast<unsigned char>(value[first + 1])))
-          ++first;
-        const bool digits = value.size() > sign &&
-                            std::all_of(value.begin() + static_cast<std::ptrdiff_t>(sign), value.end(),
-                                        [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; });
-        if (digits && first > sign) value = value.substr(0, sign) + value.substr(first);
-        return std::string();
-      },
-      "");
+  // CLI11 reads an integer past 64 bits as the largest one (strtoll saturates): "--batch
+  // 99999999999999999999" was refused as "--batch 9223372036854775807 is above the limit", and a
+  // --seed that large ran as another seed. `largest`: the type's largest magnitude, in digits.
+  const auto decimal = [](bool is_unsigned) {
+    return CLI::Validator(
+        [is_unsigned](std::string& value) {
+          const size_t sign = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+          size_t first = sign;
+          while (first + 1 < value.size() && value[first] == '0' &&
+                 std::isdigit(static_cast<unsigned char>(value[first + 1])))
+            ++first;
+          const bool digits = value.size() > sign &&
+                              std::all_of(value.begin() + static_cast<std::ptrdiff_t>(sign), value.end(),
+                                          [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; });
+          if (!digits) return std::string();
+          const std::string magnitude = value.substr(first);
+          const bool negative = value[0] == '-';
+          const std::string largest = is_unsigned ? "18446744073709551615"
+                                      : negative  ? "9223372036854775808"
+                                                  : "9223372036854775807";
+          if (magnitude.size() > largest.size() || (magnitude.size() == largest.size() && magnitude > largest)) {
+            return ab::text::shortened(value, 40) + " is beyond the largest whole number accumbench reads (" +
+                   (negative ? "-" : "") + largest + "); give a smaller value";
+          }
+          if (first > sign) value = value.substr(0, sign) + magnitude;
+          return std::string();
+        },
+        "");
+  };
+  const CLI::Validator signed_decimal = decimal(false), unsigned_decimal = decimal(true);
   for (CLI::App* command : app.get_subcommands({})) {
     for (CLI::Option* option : command->get_options()) {
       if (option->get_type_size_max() == 0 || option->get_expected_min() == 0) continue;  // flags, optional values
       option->check(not_empty);
       const std::string type = option->get_type_name();
-      if (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0) option->transform(decimal);
+      if (type.rfind("INT", 0) == 0) option->transform(signed_decimal);
+      if (type.rfind("UINT", 0) == 0) option->transform(unsigned_decimal);
     }
   }
 }

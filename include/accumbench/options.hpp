@@ -284,6 +284,10 @@ std::string idle_data_options_note(const WorkloadOptions& workload);
 // "" or the note that --weights-dtype changes nothing: a quantised base under --kbit-prep peft
 // (the base is the same in any dtype, every other parameter upcast to fp32).
 std::string idle_weights_dtype_note(const WorkloadOptions& workload);
+// "" or the note that adamw-foreach's splits with the optimizer inside backward (--knobs,
+// --optimizer-in-backward) step one tensor at a time, as adamw's do: each parameter steps alone
+// as its gradient completes, and foreach kernels batch tensors only across a whole step.
+std::string oib_foreach_note(const WorkloadOptions& workload);
 
 // PEFT's prepare_model_for_kbit_training turns gradient checkpointing on by default
 // (use_gradient_checkpointing=True): with --base-quant and no --activation-checkpointing given,

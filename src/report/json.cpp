@@ -559,6 +559,7 @@ void check_meaning(const SweepResult& r) {
       throw FormatError{at + ".config", "repeats an earlier run's split (" + run.config.label() + ")"};
     keys.push_back(run.config.key());
     not_negative(at + ".step_seconds.median", run.step_seconds.median);
+    not_negative(at + ".step_seconds.count", static_cast<double>(run.step_seconds.count));
     not_negative(at + ".peak_allocated_bytes", static_cast<double>(run.peak_allocated_bytes));
     not_negative(at + ".peak_reserved_bytes", static_cast<double>(run.peak_reserved_bytes));
     for (size_t k = 0; k < run.steps.size(); ++k)

@@ -443,6 +443,18 @@ std::string idle_weights_dtype_note(const WorkloadOptions& w) {
          to_string(w.weights_dtype);
 }
 
+std::string oib_foreach_note(const WorkloadOptions& w) {
+  if (!w.grid.knobs && !w.grid.optimizer_in_backward) return "";
+  std::vector<OptimizerKind> kinds = w.grid.other_optimizers;
+  kinds.push_back(w.optimizer.kind);
+  const auto listed = [&kinds](OptimizerKind k) { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); };
+  if (!listed(OptimizerKind::kAdamWForeach)) return "";
+  return std::string("with the optimizer inside backward each parameter steps alone as its gradient completes, so "
+                     "adamw-foreach's oib splits step one tensor at a time") +
+         (listed(OptimizerKind::kAdamW) ? ", the same step as adamw's oib splits" : ", as adamw does") +
+         " (foreach kernels batch tensors only across a whole step)";
+}
+
 std::string idle_data_options_note(const WorkloadOptions& w) {
   const DataSource& data = w.data;
   std::string note;
