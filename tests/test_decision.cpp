@@ -339,13 +339,56 @@ TEST(Decisions, OneCandidateIsTheOnlyOne) {
   EXPECT_EQ(d.fastest, 1);
 }
 
-TEST(Winsorizing, TheBoundIsThreeMediansOrTheSlowestTwentiethWhicheverIsLower) {
-  EXPECT_DOUBLE_EQ(winsorizing_bound({1, 2, 3}), 3.0);          // below 20 steps: the slowest, here under 3 × 2
-  EXPECT_DOUBLE_EQ(winsorizing_bound({1, 1, 1, 100}), 3.0);     // a stall meets 3 × the median
+TEST(Winsorizing, TheSlowestTwentiethCountsAsTheStepBelowIt) {
+  EXPECT_DOUBLE_EQ(winsorizing_bound({1, 2, 3}), 2.0);          // below 40 steps: the slowest one
+  EXPECT_DOUBLE_EQ(winsorizing_bound({1, 1, 1, 100}), 1.0);     // a stall counts as a step
   std::vector<double> forty;
   for (int i = 1; i <= 40; ++i) forty.push_back(i);
   EXPECT_DOUBLE_EQ(winsorizing_bound(forty), 38.0);             // the two slowest of 40 meet the 38th
+  EXPECT_TRUE(std::isinf(winsorizing_bound({5})));
   EXPECT_TRUE(std::isinf(winsorizing_bound({})));
+}
+
+// A slow step every fifth one is a mode of the step, which training pays for: it counts in full.
+// Split 0 takes 10 ms with every fifth step at 60 ms (mean 20 ms), split 1 a steady 17 ms; a bound
+// of 3 medians cut the 60 ms steps to 30 and named split 0 fastest.
+TEST(Decisions, ASlowStepEveryFifthCountsInFull) {
+  RoundEvidence evidence(2, 0.95);
+  for (int r = 0; r < 200; ++r) evidence.add_round({r % 5 == 4 ? 0.060 : 0.010, 0.017 + 1e-5 * (r % 3)});
+  const Decision d = decide(evidence, {0, 1}, DecisionOptions{});
+  EXPECT_EQ(d.fastest, 1);
+  EXPECT_NEAR(evidence.mean_seconds(0).value, 0.020, 1e-12);
+}
+
+// Split 0 runs on after split 1 is set aside; a slow patch of the machine (rounds 8 to 11, every
+// step 4× as long) lies in the rounds both ran in. Over those rounds the two are 0.5 % apart, and
+// the pair's bounds come from those rounds alone: split 0's later steps must not cut its slow
+// ones there while split 1 keeps its own.
+TEST(Decisions, ASplitSetAsideIsComparedOnTheSharedRoundsAlone) {
+  RoundEvidence evidence(2, 0.95);
+  for (int r = 0; r < 200; ++r) {
+    const double machine = r >= 8 && r < 12 ? 4.0 : 1.0;
+    const double noise = 1.0 + 0.002 * ((r * 7) % 5 - 2);
+    evidence.add_round({0.010 * machine * noise, r < 12 ? 0.01005 * machine * noise : std::nan("")});
+  }
+  EXPECT_EQ(evidence.paired_rounds(0, 1), 12);
+  EXPECT_NEAR(evidence.ratio(1, 0).value, 1.005, 1e-9);
+}
+
+// Two sweeps' splits (a --resume file) share no round: their means decide nothing.
+TEST(Decisions, SplitsOfTwoSweepsAreNeverDecided) {
+  RoundEvidence evidence(2, 0.95);
+  evidence.set_session(0, 1);
+  evidence.set_session(1, 2);
+  for (int i = 0; i < 40; ++i) {
+    evidence.add_unpaired(0, 1.0 + 0.001 * (i % 3));
+    evidence.add_unpaired(1, 2.0 + 0.001 * (i % 3));
+  }
+  const Estimate r = evidence.ratio(1, 0);
+  EXPECT_NEAR(r.value, 2.0, 0.01);
+  EXPECT_EQ(r.low, 0.0);
+  EXPECT_TRUE(std::isinf(r.high));
+  EXPECT_EQ(decide(evidence, {0, 1}, DecisionOptions{}).kind, DecisionKind::kUndecided);
 }
 
 // A machine slower in the timed rounds than in the warm-up (seen on this project's CI machine: 6
@@ -436,6 +479,17 @@ TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
   EXPECT_DOUBLE_EQ(other.seconds_per_micro_step, 0.004);
   EXPECT_EQ(other.source, "calibrated 2026-11-30, hf-trl, on full fine-tuning; none for LoRA");
   EXPECT_EQ(resolve_framework_overhead("auto", "H", Precision::kFp32, "LoRA").source, "");
+  // A sweep of two precisions adds one time to every split: with the cache's bf16 time and no fp32
+  // one, none (fp32's host time is not bf16's), and the source says why.
+  WorkloadOptions two;
+  two.precisions = {Precision::kBf16, Precision::kFp32};
+  const FrameworkOverhead mixed = sweep_framework_overhead("auto", "H", two);
+  EXPECT_EQ(mixed.seconds_per_micro_step, 0.0);
+  EXPECT_EQ(mixed.source, "the calibrated times differ across this sweep's jobs: bf16 4.00 ms, fp32 none; one time is "
+                          "added to a whole sweep, so none is: sweep them apart, or give --framework-overhead MS");
+  two.precisions = {Precision::kBf16};
+  EXPECT_DOUBLE_EQ(sweep_framework_overhead("auto", "H", two).seconds_per_micro_step, 0.004);
+  EXPECT_THROW(resolve_framework_overhead("0x10", "H", Precision::kBf16, "LoRA"), UserError);  // decimal only
 
   // A value no calibration writes (beyond a minute either way) is refused like a broken file, as
   // is the same on the command line; a little below zero is calibration noise, counted as 0.

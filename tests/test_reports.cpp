@@ -476,7 +476,7 @@ TEST(PrintComparison, MatchedByKeyUnmatchedShownWithDash) {
       "64\u00d71 oib        oom       oom      -  -               -          -      -",
       "2\u00d732              -     0.250      -  -               -   4.00 GiB      -",
       "step s: median step time; differs: yes when the two medians' 95 % intervals do not overlap, unsure when they "
-      "do (the difference may be noise), - without an interval (one timed step)",
+      "do (the difference may be noise), - with fewer than 5 timed steps on a side",
   });
   // The same medians with overlapping intervals: the difference may be noise.
   b.runs[0].step_seconds.ci_low = 0.190;

@@ -288,7 +288,7 @@ TEST(Recommend, FastestWinsAndTheReasonSaysWhy) {
   EXPECT_EQ(r.decision.kind, DecisionKind::kFastest);
   EXPECT_EQ(r.decision.runner_up, 1);
   EXPECT_EQ(r.reason, "8\u00d78 is fastest at 0.191 s per step (343,009 tokens/s): the runner-up 1\u00d764 takes "
-            "2.07\u20132.12\u00d7 its time (95 % confidence, 20 paired rounds). 1\u00d764 is host-bound (device "
+            "2.07\u20132.11\u00d7 its time (95 % confidence, 20 paired rounds). 1\u00d764 is host-bound (device "
             "busy 23 % of the step) and 2.1\u00d7 slower, mostly in backward (+140 ms)." + std::string(kEngineOnly));
 }
 
@@ -421,14 +421,24 @@ TEST(Recommend, EachSweepsRunsPairWithinItsOwnRounds) {
   ASSERT_EQ(r.decision.comparisons.size(), 3u);
   for (const Comparison& c : r.decision.comparisons) {
     EXPECT_EQ(c.paired_rounds, c.index == 3 ? 20 : 0) << c.index;
+    // Paired over 20 rounds, 4×16 is decided; the other sweep's splits are not, whatever their means.
+    EXPECT_EQ(c.verdict, c.index == 3 ? Verdict::kSlower : Verdict::kUndecided) << c.index;
   }
-  EXPECT_NE(r.reason.find("20 paired rounds"), std::string::npos) << r.reason;
+  EXPECT_EQ(r.decision.kind, DecisionKind::kUndecided);
+  EXPECT_EQ(r.reason.rfind("Undecided after 20 rounds: 8\u00d78 is ahead, but 2\u00d732 and 1\u00d764 were timed in "
+                           "another sweep (the --resume file), with no round beside it, and the machine's speed drifts "
+                           "between sweeps, so the means decide nothing; a sweep of them together can decide.", 0),
+            0u)
+      << r.reason;
+  EXPECT_NE(r.reason.find("1\u00d764 looks 2.0\u00d7 slower (timed in another sweep: undecided)"), std::string::npos)
+      << r.reason;
 
-  // The runner-up of another sweep: compared through the means, in those words.
+  // The runner-up of another sweep too: none is paired with 8×8, none decided.
   runs[3].session = 3;
   const Recommendation unpaired = recommend(runs);
   EXPECT_EQ(unpaired.decision.fastest, 2);
-  EXPECT_NE(unpaired.reason.find("unpaired: timed in different sweeps"), std::string::npos) << unpaired.reason;
+  EXPECT_NE(unpaired.reason.find("4\u00d716, 2\u00d732 and 1\u00d764 were timed in another sweep"), std::string::npos)
+      << unpaired.reason;
   EXPECT_EQ(unpaired.reason.find("0 paired rounds"), std::string::npos) << unpaired.reason;
 }
 

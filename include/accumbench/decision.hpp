@@ -9,13 +9,16 @@
 //                              [&] { return seconds_since_start(); });
 //   Decision d = decide(evidence, candidates, rounds.decision);
 //
-// Method. Each split's step times are winsorized from above at a bound taken from its own timed
-// steps (winsorizing_bound: the lower of 3× their median and the step below its slowest twentieth),
-// so a stall, or a few in a long run, cannot swing a decision, and a machine that runs slower
-// than during the warm-up cuts no split's steps (a bound fixed from the warm-up did: every step
-// of one split above it, the slower split was named fastest). The bound moves as steps come, and
-// every mean and difference is recomputed from the stored steps under it. For each split's mean,
-// and for each pair's mean paired difference over the rounds both ran in, an asymptotic confidence
+// Method. Each split's step times are winsorized from above: its slowest twentieth of steps (at
+// least its slowest one) counts as the step just below them (winsorizing_bound), so a stall, or a
+// few in a long run, cannot swing a decision, while a slow step that recurs more often (a mode of
+// the step, every fifth one) counts in full, as it does in training. The bound comes from the steps
+// themselves, not the warm-up (a bound of 3× the warm-up median cut every step of a split timed
+// while the machine ran slower, and named the slower split fastest), and it moves as steps come:
+// every mean and difference is recomputed from the stored steps. A pair is compared over the
+// rounds both ran in with bounds from those rounds alone, so steps outside them (a split set aside
+// early) cannot enter through the bound either. For each split's mean, and for each pair's mean
+// paired difference over the rounds both ran in, an asymptotic confidence
 // sequence (Waudby-Smith et al. 2024, below) holds at every round at once, so stopping when it has
 // seen enough ("optional stopping") does not inflate the error as re-checking a fixed 95 % interval
 // would. Its validity is asymptotic (a time-uniform central limit theorem): it needs finite
@@ -24,6 +27,9 @@
 // advance and, with a range of several step times, hundreds of rounds for a 10 % difference. A
 // bound estimated from the data makes the winsorized mean's own variance slightly larger than the
 // winsorized steps' (Tukey & McLaughlin): the tests check the error rates with it on a fake clock.
+// Splits timed in different sweeps (a --resume file's runs) share no round and are never decided
+// against each other: the machine's speed drifts between sweeps (2× and more on a shared CPU), and
+// nothing in their two means can tell that drift from a difference.
 // Bonferroni over all K means and, for each of the K(K−1)/2 pairs, its difference and its two
 // means over the rounds the pair shared makes the whole family hold at once, also for
 // the pair the data later names fastest; Holm's step-down would test more sharply but gives no
@@ -41,10 +47,8 @@
 
 namespace accumbench {
 
-// The winsorizing bound (see Method): the lower of kClipFactor × the median of a split's timed
-// steps and its (n − ⌊n / kTrimmedShare⌋)-th smallest step, so a stall always meets the first and,
-// from 20 steps on, the slowest twentieth meets the second; +inf without steps.
-inline constexpr double kClipFactor = 3.0;
+// The winsorizing bound (see Method): the (n − k)-th smallest of a split's n steps, k = max(1,
+// ⌊n / kTrimmedShare⌋); +inf below two steps (nothing to compare a step with).
 inline constexpr int64_t kTrimmedShare = 20;
 double winsorizing_bound(std::vector<double> seconds);
 
@@ -84,7 +88,12 @@ class RoundEvidence {
   // `confidence`: of the whole family. `added_seconds[i]` (empty: none) is added to every step of
   // split i after winsorizing: a Python framework's host time per step (--framework-overhead × the
   // split's accumulation steps), which the decisions then weigh as if it had been measured.
-  RoundEvidence(int splits, double confidence, std::vector<double> added_seconds = {});
+  // `family` (0: `splits`): how many splits the confidence is shared among (Bonferroni), the
+  // splits with timed steps when some have none (a predicted out-of-memory split in a file).
+  RoundEvidence(int splits, double confidence, std::vector<double> added_seconds = {}, int family = 0);
+  // The sweep that timed split i (RunResult::session; 0: unknown). Two splits of different sweeps
+  // get no interval of their ratio (see Method).
+  void set_session(int split, int64_t session);
   // Step times of one interleaved round (NaN where a split did not run).
   void add_round(const std::vector<double>& seconds);
   // One step of split i outside the rounds (not paired with anything).
@@ -111,7 +120,8 @@ class RoundEvidence {
     double seconds;
   };
   double winsorized(int split, double seconds) const;  // capped at bound(split), plus the added time
-  // Over the rounds a < b both ran in: the difference t_a − t_b and the two step times, winsorized.
+  // Over the rounds a < b both ran in: the difference t_a − t_b and the two step times, each
+  // winsorized at its bound over those rounds, plus the added time.
   struct Shared {
     ConfidenceSequence difference, first, second;
   };
@@ -120,6 +130,7 @@ class RoundEvidence {
   double alpha_each_;  // the level of every sequence (Bonferroni over the family)
   std::vector<std::vector<Step>> steps_;
   std::vector<double> added_seconds_;
+  std::vector<int64_t> sessions_;  // per split; 0: unknown
   int64_t rounds_ = 0;
   mutable std::vector<double> bounds_;  // cached per split; NaN: to compute again
 };

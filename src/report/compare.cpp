@@ -41,13 +41,18 @@ std::string peak_cell(const RunResult* run) {
 bool usable(const RunResult* run) { return run != nullptr && run->status == RunStatus::kOk; }
 
 // Whether B's median differs from A's beyond the noise: "yes" when the two medians' bootstrap 95 %
-// intervals do not overlap (a difference that clear is far beyond chance), "unsure" when they do
-// (it may be noise: the sweeps were timed apart, so no paired rounds can tell more), "-" when a
-// side has no interval (one timed step) or did not run.
+// intervals do not overlap, "unsure" when they do (it may be noise: the sweeps were timed apart,
+// so no paired rounds can tell more), "-" below kStepsToCompare timed steps on a side or when one
+// did not run. With few steps the bootstrap interval is the steps' whole range, and two ranges of
+// the same noise miss each other by chance: 1 in 3 with 2 steps each, 1 in 10 with 3, 1 in 126
+// with 5 (two of the C(10, 5) orders of ten steps).
+constexpr int64_t kStepsToCompare = 5;
+
 std::string differs_cell(const RunResult* a, const RunResult* b) {
   if (!usable(a) || !usable(b)) return "-";
   const Summary& x = a->step_seconds;
   const Summary& y = b->step_seconds;
+  if (x.count < kStepsToCompare || y.count < kStepsToCompare) return "-";
   if (!std::isfinite(x.ci_low) || !std::isfinite(x.ci_high) || !std::isfinite(y.ci_low) || !std::isfinite(y.ci_high)) {
     return "-";
   }
@@ -240,7 +245,7 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   out << "\n";
   table.render(out);
   out << "step s: median step time; differs: yes when the two medians' 95 % intervals do not overlap, unsure when "
-         "they do (the difference may be noise), - without an interval (one timed step)\n";
+         "they do (the difference may be noise), - with fewer than " << kStepsToCompare << " timed steps on a side\n";
 }
 
 }  // namespace accumbench

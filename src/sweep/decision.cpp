@@ -77,26 +77,29 @@ double ConfidenceSequence::high() const { return mean() + half_width(); }
 // ---------------------------------------------------------------------------------------------
 
 double winsorizing_bound(std::vector<double> seconds) {
-  if (seconds.empty()) return kInf;
   const auto n = static_cast<int64_t>(seconds.size());
-  const int64_t kept = n - n / kTrimmedShare;  // the (kept)-th smallest; n below kTrimmedShare: the slowest
-  std::nth_element(seconds.begin(), seconds.begin() + (kept - 1), seconds.end());
-  const double order_statistic = seconds[static_cast<size_t>(kept - 1)];
-  return std::min(kClipFactor * median(std::move(seconds)), order_statistic);
+  if (n < 2) return kInf;
+  const int64_t k = std::max<int64_t>(1, n / kTrimmedShare);
+  std::nth_element(seconds.begin(), seconds.begin() + (n - k - 1), seconds.end());
+  return seconds[static_cast<size_t>(n - k - 1)];
 }
 
-RoundEvidence::RoundEvidence(int splits, double confidence, std::vector<double> added_seconds)
-    : steps_(static_cast<size_t>(std::max(0, splits))), added_seconds_(std::move(added_seconds)) {
+RoundEvidence::RoundEvidence(int splits, double confidence, std::vector<double> added_seconds, int family)
+    : steps_(static_cast<size_t>(std::max(0, splits))),
+      added_seconds_(std::move(added_seconds)),
+      sessions_(steps_.size(), 0) {
   if (!(confidence > 0 && confidence < 1)) throw std::invalid_argument("RoundEvidence: confidence must be in (0, 1)");
   if (!added_seconds_.empty() && added_seconds_.size() != steps_.size()) {
     throw std::invalid_argument("RoundEvidence: one added time per split");
   }
-  const double k = static_cast<double>(std::max<size_t>(1, steps_.size()));
+  const double k = static_cast<double>(family > 0 ? static_cast<size_t>(family) : std::max<size_t>(1, steps_.size()));
   // Bonferroni over every mean and, per pair, its difference and its two means over the rounds
   // they shared: the family the decisions can draw from.
   alpha_each_ = (1.0 - confidence) / (k + 3 * k * (k - 1) / 2);
   bounds_.assign(steps_.size(), kNaN);
 }
+
+void RoundEvidence::set_session(int split, int64_t session) { sessions_[split] = session; }
 
 double RoundEvidence::bound(int split) const {
   if (std::isnan(bounds_[split])) {
@@ -129,11 +132,10 @@ void RoundEvidence::add_unpaired(int split, double seconds) {
 }
 
 RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
-  const ConfidenceSequence fresh(alpha_each_, kTightestAtRounds);
-  Shared shared{fresh, fresh, fresh};
   // Both lists are in the order the rounds were added; steps outside the rounds (−1) pair with none.
   const std::vector<Step>& x = steps_[a];
   const std::vector<Step>& y = steps_[b];
+  std::vector<double> xs, ys;
   size_t i = 0, j = 0;
   while (i < x.size() && j < y.size()) {
     if (x[i].round < 0 || (y[j].round >= 0 && x[i].round < y[j].round)) {
@@ -141,12 +143,22 @@ RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
     } else if (y[j].round < 0 || y[j].round < x[i].round) {
       ++j;
     } else {
-      const double ta = winsorized(a, x[i].seconds), tb = winsorized(b, y[j].seconds);
-      shared.difference.add(ta - tb);
-      shared.first.add(ta);
-      shared.second.add(tb);
-      ++i, ++j;
+      xs.push_back(x[i++].seconds);
+      ys.push_back(y[j++].seconds);
     }
+  }
+  // Bounds from the shared rounds alone: a split timed on after the other was set aside must not
+  // have its shared steps cut at a bound its later steps set.
+  const double bound_a = winsorizing_bound(xs), bound_b = winsorizing_bound(ys);
+  const double added_a = added_seconds_.empty() ? 0.0 : added_seconds_[a];
+  const double added_b = added_seconds_.empty() ? 0.0 : added_seconds_[b];
+  const ConfidenceSequence fresh(alpha_each_, kTightestAtRounds);
+  Shared shared{fresh, fresh, fresh};
+  for (size_t r = 0; r < xs.size(); ++r) {
+    const double ta = std::min(xs[r], bound_a) + added_a, tb = std::min(ys[r], bound_b) + added_b;
+    shared.difference.add(ta - tb);
+    shared.first.add(ta);
+    shared.second.add(tb);
   }
   return shared;
 }
@@ -189,8 +201,13 @@ Estimate RoundEvidence::ratio(int a, int b) const {
   // = 1 + δ / mean_b, δ = mean of t_a − t_b, mean_b over the same rounds.
   const Shared p = shared(std::min(a, b), std::max(a, b));
   const int64_t paired = p.difference.count();
-  // Timed in no common round: through the two means, each over its own steps.
-  if (paired == 0) return ratio_of_means(mean_seconds(a), mean_seconds(b));
+  // Timed in no common round: through the two means, each over its own steps, within one sweep
+  // (CUDA graphs' splits time alone); across sweeps, no interval (see Method).
+  if (paired == 0) {
+    Estimate r = ratio_of_means(mean_seconds(a), mean_seconds(b));
+    if (sessions_[a] != 0 && sessions_[b] != 0 && sessions_[a] != sessions_[b]) r.low = 0.0, r.high = kInf;
+    return r;
+  }
   const ConfidenceSequence& b_shared = a < b ? p.second : p.first;
   const ConfidenceSequence& a_shared = a < b ? p.first : p.second;
   Estimate r;
@@ -287,8 +304,13 @@ Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidate
 RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double confidence,
                                  double framework_seconds_per_micro_step) {
   std::vector<double> added;
-  for (const RunResult& run : runs) added.push_back(framework_seconds_per_step(run, framework_seconds_per_micro_step));
-  RoundEvidence evidence(static_cast<int>(runs.size()), confidence, std::move(added));
+  int timed = 0;
+  for (const RunResult& run : runs) {
+    added.push_back(framework_seconds_per_step(run, framework_seconds_per_micro_step));
+    if (run.status == RunStatus::kOk && !run.steps.empty()) ++timed;
+  }
+  RoundEvidence evidence(static_cast<int>(runs.size()), confidence, std::move(added), timed);
+  for (size_t i = 0; i < runs.size(); ++i) evidence.set_session(static_cast<int>(i), runs[i].session);
   // Rounds by (session, round): the runs timed together in one sweep are paired round by round,
   // also when a resumed file holds runs of several sweeps; runs of different sweeps share no
   // round, so they are compared through their means (as steps timed alone, with no round, are).

@@ -123,7 +123,9 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
     double ms = std::nan("");
     try {
       size_t used = 0;
-      ms = std::stod(spec, &used);
+      // Decimal only: stod also reads hexadecimal ("0x10" as 16).
+      const bool decimal = !spec.empty() && spec.find_first_not_of("0123456789.eE+-") == std::string::npos;
+      ms = decimal ? std::stod(spec, &used) + 0.0 : std::nan("");  // + 0.0: "-0" is 0
       if (used != spec.size()) ms = std::nan("");
     } catch (const std::exception&) {
     }
@@ -155,10 +157,34 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
   return o;
 }
 
+FrameworkOverhead sweep_framework_overhead(const std::string& spec, const std::string& device_name,
+                                           const WorkloadOptions& workload) {
+  std::vector<std::string> jobs = {framework_job(workload)};
+  if (workload.grid.knobs && workload.grid.checkpointing != Checkpointing::kBlocks) jobs.push_back(jobs.front() + ", checkpointed");
+  const FrameworkOverhead first = resolve_framework_overhead(spec, device_name, workload.precisions.front(), jobs.front());
+  if (spec != "auto") return first;
+  std::string each;
+  bool differ = false;
+  for (Precision precision : workload.precisions) {
+    for (const std::string& job : jobs) {
+      const FrameworkOverhead o = resolve_framework_overhead(spec, device_name, precision, job);
+      differ = differ || o.seconds_per_micro_step != first.seconds_per_micro_step || o.source.empty() != first.source.empty();
+      each += (each.empty() ? "" : ", ") + to_string(precision) + (jobs.size() > 1 ? " " + job : std::string()) + " " +
+              (o.source.empty() ? std::string("none") : text::format_duration(o.seconds_per_micro_step));
+    }
+  }
+  if (!differ) return first;
+  FrameworkOverhead none;
+  none.source = "the calibrated times differ across this sweep's jobs: " + each +
+                "; one time is added to a whole sweep, so none is: sweep them apart, or give --framework-overhead MS";
+  return none;
+}
+
 std::string framework_sentence(double seconds_per_micro_step, const std::string& source) {
   if (source.empty()) {
     return "Engine only: a Python training loop adds host time per micro-step (not calibrated on this machine).";
   }
+  if (!(seconds_per_micro_step > 0)) return "Engine only: no framework host time added (" + source + ").";
   return "Decided with " + text::format_duration(seconds_per_micro_step) +
          " of framework host time added to every micro-step (" + source +
          "); the step times shown are the engine's.";

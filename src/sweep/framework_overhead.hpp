@@ -59,6 +59,13 @@ struct FrameworkOverhead {
 FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std::string& device_name,
                                              Precision precision, const std::string& job);
 
+// The one time a sweep adds to every micro-step: resolve_framework_overhead for each precision of
+// `workload` and, under --knobs, each job its splits run (with and without checkpointing). With
+// auto, when those differ (another time, or none for some), none is added, and the source says so:
+// one precision's host time is not another's.
+FrameworkOverhead sweep_framework_overhead(const std::string& spec, const std::string& device_name,
+                                           const WorkloadOptions& workload);
+
 // The sentence a recommendation ends with.
 std::string framework_sentence(double seconds_per_micro_step, const std::string& source);
 

@@ -594,7 +594,9 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     for (RunResult& run : rederived.runs) {
       if (run.steps.empty()) continue;
       run.clip_seconds = winsorizing_bound(run);
-      run.mean_seconds.value = winsorized_mean(run);
+      const double mean = winsorized_mean(run);
+      // A mean that moved keeps no interval from the bound it had (the decisions recompute theirs).
+      if (mean != run.mean_seconds.value) run.mean_seconds = Estimate{mean, kNotMeasured, kNotMeasured};
     }
     resume = &rederived;
   }
@@ -619,9 +621,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
 
   SweepResult result;
   result.context = sweep_context(options, cfg, device, launch.world_size);
-  const FrameworkOverhead framework =
-      resolve_framework_overhead(options.framework_overhead, result.context.device_name, w.precisions.front(),
-                                 framework_job(w));
+  const FrameworkOverhead framework = sweep_framework_overhead(options.framework_overhead, result.context.device_name, w);
   result.context.framework_seconds_per_micro_step = framework.seconds_per_micro_step;
   result.context.framework_source = framework.source;
   if (resume != nullptr) check_resume(*resume, result.context);
@@ -739,21 +739,37 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   const auto stop_agreed = [&] { return stop_requested_on_any_rank(group.get(), device.str()); };
   bool stopped = false;
 
-  // A --resume file whose rounds ended undecided (--time-budget spent, a signal past --steps):
-  // with a --time-budget to decide in, its contenders are timed again, together, in this sweep's
-  // rounds (paired rounds of one session, which the file's older rounds are not); the splits
-  // already slower beyond doubt keep their times. Without one, the file's times are kept.
+  // A --resume file's splits are timed again, together, in this sweep's rounds (paired rounds of
+  // one session, which the file's older rounds are not: splits of two sweeps are never decided
+  // against each other, decision.hpp) when (a) its rounds ended undecided (--time-budget spent, a
+  // signal past --steps) and this sweep has a --time-budget to decide in: its contenders; or (b)
+  // this sweep measures splits the file has not finished: the file's fastest and the splits not
+  // decided against it, so the new splits meet them in paired rounds. The splits already slower
+  // beyond doubt keep their times; otherwise the file's times are kept.
+  const auto finished_in_file = [&](const SplitConfig& split) {
+    return std::any_of(resume->runs.begin(), resume->runs.end(), [&](const RunResult& r) {
+      return r.status == RunStatus::kOk && r.config.key() == split.key() &&
+             static_cast<int64_t>(r.steps.size()) >= options.steps;
+    });
+  };
   std::vector<bool> undecided(resume != nullptr ? resume->runs.size() : 0, false);
-  if (resume != nullptr && options.time_budget_seconds > 0 &&
-      resume->recommendation.decision.kind == DecisionKind::kUndecided) {
-    const Decision& d = resume->recommendation.decision;
+  const bool measures_new = resume != nullptr && std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& split) {
+                              return !finished_in_file(split);
+                            });
+  const Decision* file_decision = resume != nullptr ? &resume->recommendation.decision : nullptr;
+  if (file_decision != nullptr && file_decision->kind != DecisionKind::kNone && file_decision->kind != DecisionKind::kOnly &&
+      (measures_new || (options.time_budget_seconds > 0 && file_decision->kind == DecisionKind::kUndecided))) {
     const auto mark = [&](int i) {
       if (i >= 0 && static_cast<size_t>(i) < undecided.size()) undecided[static_cast<size_t>(i)] = true;
     };
-    mark(d.fastest);
-    for (const Comparison& c : d.comparisons) {
-      if (c.verdict == Verdict::kUndecided || c.verdict == Verdict::kFaster) mark(c.index);
+    mark(file_decision->fastest);
+    for (const Comparison& c : file_decision->comparisons) {
+      if (c.verdict == Verdict::kUndecided || c.verdict == Verdict::kFaster || (measures_new && c.verdict == Verdict::kEquivalent))
+        mark(c.index);
     }
+  } else if (file_decision != nullptr && measures_new && file_decision->kind == DecisionKind::kOnly) {
+    if (file_decision->fastest >= 0 && static_cast<size_t>(file_decision->fastest) < undecided.size())
+      undecided[static_cast<size_t>(file_decision->fastest)] = true;
   }
 
   // 1. Each split alone: plan, warm-up, memory (and the whole timing of CUDA-graph splits).
@@ -887,8 +903,12 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     RunResult& run = result.runs[slot_of[k]];
     if (run.status != RunStatus::kOk) continue;
     const Estimate mean = evidence.mean_seconds(static_cast<int>(k));
-    // The interval of the engine's own mean: the evidence's holds the framework's time too.
-    run.mean_seconds = Estimate{run.mean_seconds.value, mean.low - framework_seconds[k], mean.high - framework_seconds[k]};
+    // The interval of the engine's own mean: the evidence's holds the framework's time too. Below
+    // kMinRoundsToDecide steps there is none ([0, ∞) inside the evidence): no bounds, not a low
+    // of minus the framework's time.
+    const bool interval = std::isfinite(mean.high);
+    run.mean_seconds = Estimate{run.mean_seconds.value, interval ? mean.low - framework_seconds[k] : kNotMeasured,
+                                interval ? mean.high - framework_seconds[k] : kNotMeasured};
   }
   std::string kept_longer;
   if (stopped || report.interrupted) {
