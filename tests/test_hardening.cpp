@@ -137,6 +137,14 @@ ab::SweepResult one_run(const std::string& model, int64_t seq_len) {
 
 }  // namespace
 
+// A JSON parser's message in a sentence: no nlohmann tag, no raw byte of a binary file.
+TEST(JsonErrorText, DropsTheTagAndEscapesBytes) {
+  EXPECT_EQ(ab::text::json_error_text("[json.exception.parse_error.101] parse error at line 1, column 1: "
+                                      "invalid literal; last read: '\x7f\xff'"),
+            "parse error at line 1, column 1: invalid literal; last read: '\\x7f\\xff'");
+  EXPECT_EQ(ab::text::json_error_text("plain words"), "plain words");
+}
+
 TEST(Markdown, EscapesHtmlFromPathsAndMessages) {
   std::ostringstream out;
   ab::MarkdownReporter().report(one_run("<script>x</script>", 64), out);

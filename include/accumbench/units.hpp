@@ -66,6 +66,10 @@ std::string number_word(std::size_t n);
 std::string quoted(const std::string& value, std::size_t max_chars = 80);
 // The same cut without the quotes.
 std::string shortened(const std::string& value, std::size_t max_chars = 80);
+// A JSON parser's message as a sentence quotes it: nlohmann's "[json.exception.parse_error.101] "
+// tag dropped, and every byte outside printable ASCII (what "last read" echoes of a binary or
+// badly encoded file) written as \xNN, so no raw byte reaches the terminal.
+std::string json_error_text(const std::string& what);
 
 struct Column {
   std::string header;

@@ -485,9 +485,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& ori
   } catch (const json::parse_error& e) {
     // what() is "[json.exception.parse_error.101] parse error at line L, column C: ..."; keep the
     // part after the tag, which carries the position in the terms an editor shows.
-    std::string detail = e.what();
-    const auto tag_end = detail.find("] ");
-    if (tag_end != std::string::npos) detail = detail.substr(tag_end + 2);
+    const std::string detail = text::shortened(text::json_error_text(e.what()), 200);
     throw UserError("config \"" + origin + "\" is not valid JSON (" + detail +
                     "); fix the file or download config.json again");
   } catch (const json::out_of_range& e) {

@@ -583,9 +583,7 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
     root = Json::parse(json_text);
   } catch (const Json::parse_error& e) {
     // Drop nlohmann's "[json.exception.parse_error.101] " tag; keep the line and column.
-    std::string detail = e.what();
-    const auto tag_end = detail.find("] ");
-    if (tag_end != std::string::npos) detail = detail.substr(tag_end + 2);
+    const std::string detail = text::shortened(text::json_error_text(e.what()), 200);
     throw UserError(origin + " is not valid JSON (" + detail +
                     "); pass a file written by `accumbench sweep --json`");
   } catch (const Json::out_of_range& e) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -95,6 +96,8 @@ FrameworkCalibrationSide run_reference(const FrameworkCalibrationOptions& o, con
                         " --weights-dtype " + to_string(w.weights_dtype);
   if (w.grid.checkpointing == Checkpointing::kBlocks) command += " --gradient-checkpointing";
   if (framework != "plain" && !real) command += " --framework " + framework;
+  // A --trl-config's loss_type (chunked_nll when it leaves it out): TRL's step with that loss.
+  if (framework == "hf-trl" && !w.trl_loss.empty()) command += " --trl-loss " + w.trl_loss;
   const ProcessOutput out = run_command(command);  // (hf without transformers is refused before: probe_packages)
   FrameworkCalibrationSide side;
   side.name = framework;
@@ -114,6 +117,32 @@ FrameworkCalibrationSide run_reference(const FrameworkCalibrationOptions& o, con
                     "); install python3-torch (scripts/install-deps.sh) or pass --python with a Python that imports torch");
   }
   return side;
+}
+
+// The cache's folder can be written (created if missing): a probe file, removed at once.
+void require_writable_cache(const std::string& path) {
+  std::error_code ec;
+  const fs::path folder = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  fs::create_directories(folder, ec);
+  const fs::path probe = folder / (".accumbench-write-probe-" + std::to_string(::getpid()));
+  std::ofstream out(probe);
+  const bool written = static_cast<bool>(out << "");
+  out.close();
+  fs::remove(probe, ec);
+  if (!written || !fs::is_directory(folder)) {
+    throw UserError("cannot write the framework-overhead cache in " + text::quoted(folder.string()) +
+                    ", where the calibration would be kept; set ACCUMBENCH_CACHE_DIR to a folder you can write to");
+  }
+}
+
+// The reference's Python imports torch, checked before the engine's sweep (the package probe below
+// says nothing when it cannot run).
+void require_python_with_torch(const std::string& python) {
+  const ProcessOutput out = run_command(shell_quoted(python) + " -c 'import torch'");
+  if (out.status != 0) {
+    throw UserError("--python " + text::quoted(python) + " cannot import torch (" + text::shortened(last_line(out.text), 160) +
+                    "); install python3-torch (scripts/install-deps.sh) or pass --python with a Python that imports torch");
+  }
 }
 
 // The Python's packages as hf_real_step.py --probe sees them, in words; and whether transformers
@@ -187,9 +216,15 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
   }
   if (o.reference_steps < 1) throw UserError("--steps must be at least 1, got " + std::to_string(o.reference_steps) + "; give the timed steps per split on each side");
   const ModelConfig cfg = resolve_model(w.model);
+  // The cache, before anything is measured: a file it cannot read or a folder it cannot write
+  // would throw the whole measurement away at the end.
+  const std::string cache_path = framework_cache_path();
+  (void)read_framework_cache(cache_path);
+  require_writable_cache(cache_path);
   // The Python's packages, before anything is measured. On a GPU, where transformers imports, a
   // real transformers step joins the references (the decisions prefer it: framework_overhead.cpp).
   const auto [packages, has_transformers] = probe_packages(o);
+  if (packages.empty()) require_python_with_torch(o.python);
   const bool wants_real = std::find(o.frameworks.begin(), o.frameworks.end(), "hf") != o.frameworks.end();
   if (wants_real && !has_transformers) {
     throw UserError("--frameworks hf times transformers' own model, which " + o.python +
@@ -254,9 +289,10 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
               ", micro-batches " + splits;
     if (w.lora.enabled()) e.shape += ", LoRA r" + std::to_string(w.lora.rank) + " on " + w.lora.targets;
     if (w.weights_dtype != Precision::kFp32) e.shape += ", " + to_string(w.weights_dtype) + " weights";
+    if (side.name == "hf-trl") e.shape += ", TRL loss_type " + (w.trl_loss.empty() ? std::string("chunked_nll") : w.trl_loss);
     entries.push_back(e);
   }
-  result.cache_path = framework_cache_path();
+  result.cache_path = cache_path;
   write_framework_cache(result.cache_path, entries);
   return result;
 }

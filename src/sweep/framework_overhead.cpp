@@ -83,7 +83,7 @@ std::vector<FrameworkCacheEntry> read_framework_cache(const std::string& path) {
     for (const Json& e : j.at("entries")) entries.push_back(entry_from(e));
   } catch (const std::exception& error) {
     throw UserError("the framework-overhead cache " + text::quoted(path) + " is not what calibrate-framework writes (" +
-                    text::shortened(error.what()) + "); delete it and run accumbench calibrate-framework again");
+                    text::shortened(text::json_error_text(error.what()), 200) + "); delete it and run accumbench calibrate-framework again");
   }
   return entries;
 }

@@ -269,6 +269,25 @@ std::string shortened(const std::string& value, std::size_t max_chars) {
   return value.substr(0, cut) + "\u2026 (" + std::to_string(value.size()) + " bytes)";
 }
 
+std::string json_error_text(const std::string& what) {
+  std::string text = what;
+  if (text.rfind("[json.exception.", 0) == 0) {
+    const auto tag_end = text.find("] ");
+    if (tag_end != std::string::npos) text = text.substr(tag_end + 2);
+  }
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f) {
+      out += c;
+    } else {
+      static const char* const kHex = "0123456789abcdef";
+      out += std::string("\\x") + kHex[byte >> 4] + kHex[byte & 15];
+    }
+  }
+  return out;
+}
+
 std::string quoted(const std::string& value, std::size_t max_chars) {
   return "\"" + shortened(value, max_chars) + "\"";
 }
