@@ -375,22 +375,6 @@ TEST(Decisions, ASplitSetAsideIsComparedOnTheSharedRoundsAlone) {
   EXPECT_NEAR(evidence.ratio(1, 0).value, 1.005, 1e-9);
 }
 
-// Two sweeps' splits (a --resume file) share no round: their means decide nothing.
-TEST(Decisions, SplitsOfTwoSweepsAreNeverDecided) {
-  RoundEvidence evidence(2, 0.95);
-  evidence.set_session(0, 1);
-  evidence.set_session(1, 2);
-  for (int i = 0; i < 40; ++i) {
-    evidence.add_unpaired(0, 1.0 + 0.001 * (i % 3));
-    evidence.add_unpaired(1, 2.0 + 0.001 * (i % 3));
-  }
-  const Estimate r = evidence.ratio(1, 0);
-  EXPECT_NEAR(r.value, 2.0, 0.01);
-  EXPECT_EQ(r.low, 0.0);
-  EXPECT_TRUE(std::isinf(r.high));
-  EXPECT_EQ(decide(evidence, {0, 1}, DecisionOptions{}).kind, DecisionKind::kUndecided);
-}
-
 // A machine slower in the timed rounds than in the warm-up (seen on this project's CI machine: 6
 // of 12 steps of one split above 3× its warm-up median) must not cut one split's steps: the bound
 // comes from the timed steps. Split 0 is 10 % slower than split 1 in every one of 12 rounds.

@@ -718,6 +718,11 @@ struct SweepCommand {
     if (primary) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
     if (primary && result.recommendation.best_index >= 0) {
       const ab::RunResult& best = result.runs[static_cast<size_t>(result.recommendation.best_index)];
+      if (emit == "trl") {
+        print_note("the TRL settings below are of the split measured in accumbench's own loop; TRL's step also holds "
+                   "its loss and metrics on the logits, so its peak can be higher: plan --trl-config with these "
+                   "settings plans TRL's own step before you train with them");
+      }
       print_emitted(emit, "the recommended split, " + best.config.label(), ab::trainer_settings(result, best));
     }
     int unwritten = 0;
@@ -1119,6 +1124,13 @@ int PlanCommand::run() {
     std::vector<ab::Calibration> calibrations;
     for (const auto& p : plans) calibrations.push_back(ab::calibrate(cfg, ab::plan_options_for(o, p.split), p.split, w.device, 1, 2));
     ab::print_calibrated(plans, calibrations, std::cout);
+  }
+  // accumbench's own loop planned: TRL's step holds its loss and metrics on the logits too, which
+  // can put the split the settings name over the limit there.
+  if (emit == "trl" && o.framework == ab::PlanFramework::kPlain) {
+    print_note("the TRL settings below come from accumbench's own loop (--framework plain); TRL's step also holds "
+               "its loss and metrics on the logits, so its peak can be higher: plan --framework hf-trl (or "
+               "--trl-config with these settings) plans TRL's own step before you train with them");
   }
   print_emitted(emit,
                 "split " + ab::plan_label(*shown, plans) +

@@ -20,7 +20,7 @@ allocator's own peak (torch.cuda.max_memory_allocated) over the measured step. N
 set: that one includes the allocator's cached and fragmented pages.
 
 --framework plain (the default) is the step above. --framework hf-trl runs the same math the way
-Hugging Face's Trainer runs it under TRL's SFTTrainer with loss_type "nll" (hf_trl.py, which cites
+Hugging Face's Trainer runs it under TRL's SFTTrainer (hf_trl.py, which cites
 the lines: trl v1.9.0 = v1.6.0 here, transformers v4.5x trainer.py, accelerate's prepare_model):
   - every micro-batch, under no_grad, TRL's metrics from the logits: the entropy of the predicted
     distribution (entropy_from_logits: a copy of the shifted logits when the micro-batch has several
@@ -34,7 +34,8 @@ the lines: trl v1.9.0 = v1.6.0 here, transformers v4.5x trainer.py, accelerate's
   - the batch on the host (pinned on CUDA) moved to the device each step, as accelerate's loader does;
   - gradient clipping at max_grad_norm (--max-grad-norm, Trainer's default 1.0; 0 turns it off)
     before AdamW. accumbench does not clip: the update differs, the gradients do not.
---trl-loss chunked_nll (TRL's default since v1.7.0) replaces the logits and their metrics by TRL's
+The list above is --trl-loss nll (TRL before v1.7.0). --trl-loss chunked_nll, the default here as in
+TRL since v1.7.0, replaces the logits and their metrics by TRL's
 chunked loss on HF's labels (the inputs; hidden[:, :-1] predicts labels[:, 1:]): a copy of the shifted
 hidden states, gathered with the valid targets first, then per chunk of 256 rows, checkpointed, the
 fp32 logits, log_softmax, NLL, argmax and entropy (hf_trl.chunked_nll). Not modelled: Liger, packing,

@@ -27,9 +27,8 @@
 // advance and, with a range of several step times, hundreds of rounds for a 10 % difference. A
 // bound estimated from the data makes the winsorized mean's own variance slightly larger than the
 // winsorized steps' (Tukey & McLaughlin): the tests check the error rates with it on a fake clock.
-// Splits timed in different sweeps (a --resume file's runs) share no round and are never decided
-// against each other: the machine's speed drifts between sweeps (2× and more on a shared CPU), and
-// nothing in their two means can tell that drift from a difference.
+// Splits timed in different sweeps (a --resume file's runs) share no round and are compared through
+// their means, which a drift of the machine between the sweeps moves (README, Known limits).
 // Bonferroni over all K means and, for each of the K(K−1)/2 pairs, its difference and its two
 // means over the rounds the pair shared makes the whole family hold at once, also for
 // the pair the data later names fastest; Holm's step-down would test more sharply but gives no
@@ -91,9 +90,7 @@ class RoundEvidence {
   // `family` (0: `splits`): how many splits the confidence is shared among (Bonferroni), the
   // splits with timed steps when some have none (a predicted out-of-memory split in a file).
   RoundEvidence(int splits, double confidence, std::vector<double> added_seconds = {}, int family = 0);
-  // The sweep that timed split i (RunResult::session; 0: unknown). Two splits of different sweeps
-  // get no interval of their ratio (see Method).
-  void set_session(int split, int64_t session);
+
   // Step times of one interleaved round (NaN where a split did not run).
   void add_round(const std::vector<double>& seconds);
   // One step of split i outside the rounds (not paired with anything).
@@ -130,7 +127,6 @@ class RoundEvidence {
   double alpha_each_;  // the level of every sequence (Bonferroni over the family)
   std::vector<std::vector<Step>> steps_;
   std::vector<double> added_seconds_;
-  std::vector<int64_t> sessions_;  // per split; 0: unknown
   int64_t rounds_ = 0;
   mutable std::vector<double> bounds_;  // cached per split; NaN: to compute again
 };

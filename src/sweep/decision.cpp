@@ -86,8 +86,7 @@ double winsorizing_bound(std::vector<double> seconds) {
 
 RoundEvidence::RoundEvidence(int splits, double confidence, std::vector<double> added_seconds, int family)
     : steps_(static_cast<size_t>(std::max(0, splits))),
-      added_seconds_(std::move(added_seconds)),
-      sessions_(steps_.size(), 0) {
+      added_seconds_(std::move(added_seconds)) {
   if (!(confidence > 0 && confidence < 1)) throw std::invalid_argument("RoundEvidence: confidence must be in (0, 1)");
   if (!added_seconds_.empty() && added_seconds_.size() != steps_.size()) {
     throw std::invalid_argument("RoundEvidence: one added time per split");
@@ -98,8 +97,6 @@ RoundEvidence::RoundEvidence(int splits, double confidence, std::vector<double> 
   alpha_each_ = (1.0 - confidence) / (k + 3 * k * (k - 1) / 2);
   bounds_.assign(steps_.size(), kNaN);
 }
-
-void RoundEvidence::set_session(int split, int64_t session) { sessions_[split] = session; }
 
 double RoundEvidence::bound(int split) const {
   if (std::isnan(bounds_[split])) {
@@ -201,13 +198,8 @@ Estimate RoundEvidence::ratio(int a, int b) const {
   // = 1 + δ / mean_b, δ = mean of t_a − t_b, mean_b over the same rounds.
   const Shared p = shared(std::min(a, b), std::max(a, b));
   const int64_t paired = p.difference.count();
-  // Timed in no common round: through the two means, each over its own steps, within one sweep
-  // (CUDA graphs' splits time alone); across sweeps, no interval (see Method).
-  if (paired == 0) {
-    Estimate r = ratio_of_means(mean_seconds(a), mean_seconds(b));
-    if (sessions_[a] != 0 && sessions_[b] != 0 && sessions_[a] != sessions_[b]) r.low = 0.0, r.high = kInf;
-    return r;
-  }
+  // Timed in no common round: through the two means, each over its own steps.
+  if (paired == 0) return ratio_of_means(mean_seconds(a), mean_seconds(b));
   const ConfidenceSequence& b_shared = a < b ? p.second : p.first;
   const ConfidenceSequence& a_shared = a < b ? p.first : p.second;
   Estimate r;
@@ -310,7 +302,6 @@ RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double conf
     if (run.status == RunStatus::kOk && !run.steps.empty()) ++timed;
   }
   RoundEvidence evidence(static_cast<int>(runs.size()), confidence, std::move(added), timed);
-  for (size_t i = 0; i < runs.size(); ++i) evidence.set_session(static_cast<int>(i), runs[i].session);
   // Rounds by (session, round): the runs timed together in one sweep are paired round by round,
   // also when a resumed file holds runs of several sweeps; runs of different sweeps share no
   // round, so they are compared through their means (as steps timed alone, with no round, are).

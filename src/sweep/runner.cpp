@@ -739,37 +739,21 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   const auto stop_agreed = [&] { return stop_requested_on_any_rank(group.get(), device.str()); };
   bool stopped = false;
 
-  // A --resume file's splits are timed again, together, in this sweep's rounds (paired rounds of
-  // one session, which the file's older rounds are not: splits of two sweeps are never decided
-  // against each other, decision.hpp) when (a) its rounds ended undecided (--time-budget spent, a
-  // signal past --steps) and this sweep has a --time-budget to decide in: its contenders; or (b)
-  // this sweep measures splits the file has not finished: the file's fastest and the splits not
-  // decided against it, so the new splits meet them in paired rounds. The splits already slower
-  // beyond doubt keep their times; otherwise the file's times are kept.
-  const auto finished_in_file = [&](const SplitConfig& split) {
-    return std::any_of(resume->runs.begin(), resume->runs.end(), [&](const RunResult& r) {
-      return r.status == RunStatus::kOk && r.config.key() == split.key() &&
-             static_cast<int64_t>(r.steps.size()) >= options.steps;
-    });
-  };
+  // A --resume file whose rounds ended undecided (--time-budget spent, a signal past --steps):
+  // with a --time-budget to decide in, its contenders are timed again, together, in this sweep's
+  // rounds (paired rounds of one session, which the file's older rounds are not); the splits
+  // already slower beyond doubt keep their times. Without one, the file's times are kept.
   std::vector<bool> undecided(resume != nullptr ? resume->runs.size() : 0, false);
-  const bool measures_new = resume != nullptr && std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& split) {
-                              return !finished_in_file(split);
-                            });
-  const Decision* file_decision = resume != nullptr ? &resume->recommendation.decision : nullptr;
-  if (file_decision != nullptr && file_decision->kind != DecisionKind::kNone && file_decision->kind != DecisionKind::kOnly &&
-      (measures_new || (options.time_budget_seconds > 0 && file_decision->kind == DecisionKind::kUndecided))) {
+  if (resume != nullptr && options.time_budget_seconds > 0 &&
+      resume->recommendation.decision.kind == DecisionKind::kUndecided) {
+    const Decision& d = resume->recommendation.decision;
     const auto mark = [&](int i) {
       if (i >= 0 && static_cast<size_t>(i) < undecided.size()) undecided[static_cast<size_t>(i)] = true;
     };
-    mark(file_decision->fastest);
-    for (const Comparison& c : file_decision->comparisons) {
-      if (c.verdict == Verdict::kUndecided || c.verdict == Verdict::kFaster || (measures_new && c.verdict == Verdict::kEquivalent))
-        mark(c.index);
+    mark(d.fastest);
+    for (const Comparison& c : d.comparisons) {
+      if (c.verdict == Verdict::kUndecided || c.verdict == Verdict::kFaster) mark(c.index);
     }
-  } else if (file_decision != nullptr && measures_new && file_decision->kind == DecisionKind::kOnly) {
-    if (file_decision->fastest >= 0 && static_cast<size_t>(file_decision->fastest) < undecided.size())
-      undecided[static_cast<size_t>(file_decision->fastest)] = true;
   }
 
   // 1. Each split alone: plan, warm-up, memory (and the whole timing of CUDA-graph splits).

@@ -367,7 +367,7 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
         lead += ": the runner-up " + run_label(runs[r->index], runs) + " takes " + times_text(r->ratio) +
                 " its time (" + confidence_text(d) + ", " +
                 (r->paired_rounds > 0 ? counted(r->paired_rounds, "paired round")
-                                      : std::string("unpaired: one of them timed alone, as CUDA graphs are")) +
+                                      : std::string("unpaired: timed in different sweeps")) +
                 ")";
       }
       break;
@@ -392,15 +392,10 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
         // What is still open, and the recommendation as the best estimate so far. A split with
         // fewer than kMinRoundsToDecide rounds beside the fastest has no interval yet: named only.
         std::string list, too_few;
-        std::vector<std::string> apart_names;
         for (const Comparison& c : d.comparisons) {
           if (c.verdict != Verdict::kUndecided && c.verdict != Verdict::kFaster) continue;
           const std::string name = run_label(runs[c.index], runs);
-          const bool other_sweep = c.paired_rounds == 0 && runs[c.index].session != 0 && f.session != 0 &&
-                                   runs[c.index].session != f.session;
-          if (other_sweep) {
-            apart_names.push_back(name);
-          } else if (!std::isfinite(c.ratio.high)) {
+          if (!std::isfinite(c.ratio.high)) {
             too_few += (too_few.empty() ? "" : ", ") + name;
           } else {
             list += list.empty() ? name + " may still take " + times_text(c.ratio) + " its time"
@@ -413,20 +408,9 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
           open += (open.empty() ? "but " : "; ") + too_few + " had fewer than " + std::to_string(kMinRoundsToDecide) +
                   " rounds beside it, too few for an interval";
         }
-        if (!apart_names.empty()) {
-          std::string apart;
-          for (size_t k = 0; k < apart_names.size(); ++k) {
-            apart += (k == 0 ? "" : k + 1 == apart_names.size() ? " and " : ", ") + apart_names[k];
-          }
-          open += (open.empty() ? "but " : "; ") + apart + (apart_names.size() == 1 ? " was" : " were") +
-                  " timed in another sweep (the --resume file), with no round beside it, and the machine's speed " +
-                  "drifts between sweeps, so the means decide nothing" +
-                  (list.empty() && too_few.empty() ? "" : " (a sweep of them together can)");
-        }
         const char* stopped = d.interrupted ? " (interrupted)" : d.budget_spent ? " (--time-budget spent)" : "";
-        const char* more = d.interrupted                          ? "a sweep left to run to its end can decide"
-                           : list.empty() && too_few.empty()     ? "a sweep of them together can decide"
-                                                                 : "a longer --time-budget can decide";
+        const char* more = d.interrupted ? "a sweep left to run to its end can decide"
+                                         : "a longer --time-budget can decide";
         lead = "Undecided after " + counted(d.rounds, "round") + stopped + ": " + run_label(f, runs) +
                " is ahead, " + open + "; " + more + ". As it stands, " + lead;
       }
@@ -489,11 +473,8 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   if (host_bound(s)) reason += host_bound_words(s) + " and ";
   reason += text::format_ratio(ratio.value, ratio.value < 1.095 ? 2 : 1) + " slower";
   if (!(ratio.low > 1.0)) {
-    const bool other_sweep = s.session != 0 && b.session != 0 && s.session != b.session &&
-                             decided.paired_rounds(slowest, best) == 0;
-    reason += other_sweep                  ? " (timed in another sweep: undecided)"
-              : std::isfinite(ratio.high) ? " (undecided: " + times_text(ratio) + " its time)"
-                                          : " (too few rounds to decide)";
+    reason += std::isfinite(ratio.high) ? " (undecided: " + times_text(ratio) + " its time)"
+                                        : " (too few rounds to decide)";
   }
   const PhaseSeconds slow_phases = limiting_phase_seconds(s);
   const PhaseSeconds best_phases = limiting_phase_seconds(b);
