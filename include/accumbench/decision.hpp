@@ -9,12 +9,14 @@
 //                              [&] { return seconds_since_start(); });
 //   Decision d = decide(evidence, candidates, rounds.decision);
 //
-// Method. Each split's step times are winsorized from above: its slowest twentieth of steps (at
-// least its slowest one) counts as the step just below them (winsorizing_bound), so a stall, or a
-// few in a long run, cannot swing a decision, while a slow step that recurs more often (a mode of
-// the step, every fifth one) counts in full, as it does in training. The bound comes from the steps
-// themselves, not the warm-up (a bound of 3× the warm-up median cut every step of a split timed
-// while the machine ran slower, and named the slower split fastest), and it moves as steps come:
+// Method. Each split's step times are winsorized from above (winsorizing_bound): its slowest
+// twentieth of steps (at least its slowest one) counts as the step just below them, and no step as
+// more than 3× the median, so neither a stall, nor a few in a long run, nor the stalls of a busy
+// machine (more than one in twenty there) can swing a decision. The cost: a slow step that recurs
+// regularly beyond 3× the median (every fifth one at 6×) is counted as 3× (README, Known limits).
+// The bound comes from the steps themselves, not the warm-up (a bound of 3× the warm-up median cut
+// every step of a split timed while the machine ran slower, and named the slower split fastest),
+// and it moves as steps come:
 // every mean and difference is recomputed from the stored steps. A pair is compared over the
 // rounds both ran in with bounds from those rounds alone, so steps outside them (a split set aside
 // early) cannot enter through the bound either. For each split's mean, and for each pair's mean
@@ -46,8 +48,9 @@
 
 namespace accumbench {
 
-// The winsorizing bound (see Method): the (n − k)-th smallest of a split's n steps, k = max(1,
-// ⌊n / kTrimmedShare⌋); +inf below two steps (nothing to compare a step with).
+// The winsorizing bound (see Method): the lower of kClipFactor × the median of a split's n steps
+// and their (n − k)-th smallest, k = max(1, ⌊n / kTrimmedShare⌋); +inf below two steps.
+inline constexpr double kClipFactor = 3.0;
 inline constexpr int64_t kTrimmedShare = 20;
 double winsorizing_bound(std::vector<double> seconds);
 

@@ -81,7 +81,8 @@ double winsorizing_bound(std::vector<double> seconds) {
   if (n < 2) return kInf;
   const int64_t k = std::max<int64_t>(1, n / kTrimmedShare);
   std::nth_element(seconds.begin(), seconds.begin() + (n - k - 1), seconds.end());
-  return seconds[static_cast<size_t>(n - k - 1)];
+  const double below_the_slowest = seconds[static_cast<size_t>(n - k - 1)];
+  return std::min(kClipFactor * median(std::move(seconds)), below_the_slowest);
 }
 
 RoundEvidence::RoundEvidence(int splits, double confidence, std::vector<double> added_seconds, int family)

@@ -160,7 +160,9 @@ if sorted(len(r["steps"]) for r in d["runs"]) != [400] * 4: fail("steps %s" % [l
 # printed, the JSON written, the lost file named in an error line, and the exit status is 2.
 output_lost() {
   mkdir -p "$work/gone"
-  tiny_args --batch 8 --steps 60 --json "$json" --csv "$work/gone/run.csv"
+  # Rounds that outlast the first save with timed steps (after 5 s): with 60 the whole sweep could
+  # end before it, and the CSV was written before its directory went.
+  tiny_args --batch 8 --steps 300 --json "$json" --csv "$work/gone/run.csv"
   last_command="accumbench sweep ${args[*]} (its --csv directory removed while it runs)"
   (exec "$bin" sweep "${args[@]}" >"$out" 2>"$err") &
   pid=$!
@@ -179,7 +181,7 @@ if "wrote " + sys.argv[3] in text: fail("claims the CSV was written")
 ' "$err" "$json" "$work/gone/run.csv"
   check "the JSON holds the whole sweep" py '
 d = load(sys.argv[1])
-if d["interruption"]["saved_while_running"] or sorted(len(r["steps"]) for r in d["runs"]) != [60] * 4: fail("%s" % d["interruption"])
+if d["interruption"]["saved_while_running"] or sorted(len(r["steps"]) for r in d["runs"]) != [300] * 4: fail("%s" % d["interruption"])
 ' "$json"
 }
 
