@@ -16,12 +16,11 @@
 // regularly beyond 3× the median (every fifth one at 6×) is counted as 3× (README, Known limits).
 // The bound comes from the steps themselves, not the warm-up (a bound of 3× the warm-up median cut
 // every step of a split timed while the machine ran slower, and named the slower split fastest),
-// and it moves as steps come:
-// every mean and difference is recomputed from the stored steps. A pair is compared over the
-// rounds both ran in with bounds from those rounds alone, so steps outside them (a split set aside
-// early) cannot enter through the bound either. For each split's mean, and for each pair's mean
-// paired difference over the rounds both ran in, an asymptotic confidence
-// sequence (Waudby-Smith et al. 2024, below) holds at every round at once, so stopping when it has
+// and it moves as steps come: every mean and difference is recomputed from the stored steps. A
+// pair is compared over the rounds both ran in with bounds from those rounds alone, so steps
+// outside them (a split set aside early) cannot enter through the bound either. For each split's
+// mean, and for each pair's mean paired difference over the rounds both ran in, an asymptotic
+// confidence sequence (Waudby-Smith et al. 2024, below) holds at every round at once, so stopping when it has
 // seen enough ("optional stopping") does not inflate the error as re-checking a fixed 95 % interval
 // would. Its validity is asymptotic (a time-uniform central limit theorem): it needs finite
 // variance, which the winsorizing guarantees, and no bound known in advance, so it narrows at the
