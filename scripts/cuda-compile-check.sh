@@ -28,7 +28,7 @@ done < <(sed -n '/add_library(accumbench_core/,/)/p' CMakeLists.txt | grep -oE '
 
 generated=$(mktemp -d)
 trap 'rm -rf "$generated"' EXIT
-printf '#pragma once\n#define ACCUMBENCH_GIT_COMMIT "check"\n#define ACCUMBENCH_BUILD_TYPE "check"\n' \
+printf '#pragma once\n#define ACCUMBENCH_VERSION "check"\n#define ACCUMBENCH_GIT_COMMIT "check"\n#define ACCUMBENCH_BUILD_TYPE "check"\n' \
   > "$generated/accumbench_build_info.hpp"
 
 flags=(-std=c++17 -fsyntax-only -DACCUMBENCH_WITH_CUDA=1 -DACCUMBENCH_WITH_NCCL=1 -D_GLIBCXX_USE_CXX11_ABI=1
