@@ -42,6 +42,10 @@ std::string pad(const std::string& s, std::size_t width, Align align = Align::kL
 int decimals_for_significant(double value, int digits);
 // Fixed notation with `decimals` decimals; "-" for NaN/inf.
 std::string format_fixed(double value, int decimals);
+// format_fixed rounded away from the value's side of an interval (`up`: towards +inf, else towards
+// -inf), so that a printed bound holds the computed one; a value already on a last digit (1.0, or
+// within 1e-9 of one) stays as it is.
+std::string format_fixed_outward(double value, int decimals, bool up);
 // `digits` significant digits in fixed notation: 0.19134 → "0.191", 1.4712 → "1.47", 123.4 → "123".
 std::string format_significant(double value, int digits);
 // Three significant digits in s, ms or µs, whichever keeps the number at or above 1: "4.91 ms".

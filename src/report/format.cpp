@@ -20,14 +20,9 @@ std::string format_step_seconds(const Summary& s) {
   // One step has no spread: its stddev of 0 would read as a measurement without noise.
   if (!std::isfinite(spread) && s.count > 1) spread = s.stddev;
   std::string cell = format_fixed(s.median, decimals);
-  if (std::isfinite(spread)) {
-    // Rounded up at the median's decimals: a spread below the last digit reads as one unit of it,
-    // never "± 0.0000" for steps that did vary.
-    const double scale = std::pow(10.0, decimals);
-    const double units = spread * scale;
-    const double up = std::abs(units - std::round(units)) < 1e-9 ? std::round(units) : std::ceil(units);
-    cell += " \xC2\xB1 " + format_fixed(up / scale, decimals);  // ±
-  }
+  // Rounded up at the median's decimals: a spread below the last digit reads as one unit of it,
+  // never "± 0.0000" for steps that did vary.
+  if (std::isfinite(spread)) cell += " \xC2\xB1 " + format_fixed_outward(spread, decimals, /*up=*/true);  // ±
   return cell;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -317,12 +318,7 @@ std::string times_text(const Estimate& ratio) {
   // (undecided) reads 0.99, not the 1.00 of a low bound of 1.0004 (slower); 0.9757–1.0304 reads
   // 0.97–1.04, not the 0.98–1.03 that would look equivalent within ±3 %.
   const auto bound = [](double v, bool up) {
-    if (!std::isfinite(v)) return std::string("\u221e");
-    const double hundredths = v * 100;
-    const double nearest = std::round(hundredths);
-    // An exact bound (1.0) stays as it is: only what lies strictly between two hundredths moves out.
-    const double cut = std::abs(hundredths - nearest) < 1e-9 ? nearest : up ? std::ceil(hundredths) : std::floor(hundredths);
-    return text::format_fixed(cut / 100, 2);
+    return std::isfinite(v) ? text::format_fixed_outward(v, 2, up) : std::string("\u221e");
   };
   // An interval reaching down to nothing (few, noisy rounds) bounds the ratio from above only:
   // "0.00–2.15×" would read as a measured zero.
@@ -580,6 +576,9 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
     return rec;
   }
   const RoundEvidence evidence = evidence_from_runs(runs, options.confidence, options.framework_seconds_per_micro_step);
+  // Without a framework's time the decision's evidence is the engine's too: built once.
+  std::optional<RoundEvidence> engine_only;
+  if (options.framework_seconds_per_micro_step > 0) engine_only.emplace(evidence_from_runs(runs, options.confidence));
   Decision d = decide(evidence, candidates, options);
   // The rounds of the latest sweep (a resumed file also holds an earlier one's, numbered from 0): the
   // largest session stamp, a steady-clock time (the latest since the machine started).
@@ -611,7 +610,7 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
   rec.decision = d;
   rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes) +
                what_the_slowest_loses(runs, ok, best, fit_time_models(runs), evidence,
-                                      evidence_from_runs(runs, options.confidence), d.tie_tolerance) +
+                                      engine_only ? *engine_only : evidence, d.tie_tolerance) +
                per_update_sentence(runs, candidates) + " " +
                framework_sentence(options.framework_seconds_per_micro_step, options.framework_source);
   return rec;

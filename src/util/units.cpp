@@ -157,6 +157,14 @@ int decimals_for_significant(double value, int digits) {
   return decimals;
 }
 
+std::string format_fixed_outward(double value, int decimals, bool up) {
+  const double scale = std::pow(10.0, decimals);
+  const double units = value * scale;
+  const double nearest = std::round(units);
+  const double cut = std::abs(units - nearest) < 1e-9 ? nearest : up ? std::ceil(units) : std::floor(units);
+  return format_fixed(cut / scale, decimals);
+}
+
 std::string format_fixed(double value, int decimals) {
   if (!std::isfinite(value)) return "-";
   char buffer[64];
