@@ -432,49 +432,92 @@ TEST(Decisions, FrameworkOverheadPerMicroStepTurnsTheDecision) {
   EXPECT_NEAR(framework.mean_seconds(1).value - engine.mean_seconds(1).value, 0.005, 1e-12);
 }
 
-// The cache of calibrate-framework, keyed by job: an entry from before jobs were recorded counts
-// as full fine-tuning; a job's own entry wins over a more faithful framework's entry for another
-// job, which is used only when the job has none, and the source says whose time it is.
+// The cache of calibrate-framework, keyed by model, weights dtype and job: an entry from before
+// jobs were recorded counts as full fine-tuning; a job's own entry wins over a more faithful
+// framework's entry for another job, which is used only when the job has none, and the source
+// says whose time it is. Another model's or weights dtype's entry is never used, and the source
+// says what the device has; an entry from before models were recorded is such an entry.
 TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("accumbench-framework-cache-test-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   ASSERT_EQ(setenv("ACCUMBENCH_CACHE_DIR", dir.c_str(), 1), 0);
   std::ofstream(dir / "framework-overhead.json")
-      << R"({"entries": [{"device_name": "H", "precision": "bf16", "framework": "hf-trl",)"
+      << R"({"entries": [{"device_name": "H", "precision": "bf16", "framework": "hf-trl", "model": "M",)"
       << R"( "seconds_per_micro_step": 0.004, "date": "2026-11-30"}]})";
   EXPECT_EQ(read_framework_cache(framework_cache_path()).at(0).job, "full fine-tuning");
+  EXPECT_EQ(read_framework_cache(framework_cache_path()).at(0).weights_dtype, "fp32");
   FrameworkCacheEntry lora;
   lora.device_name = "H";
   lora.precision = "bf16";
   lora.framework = "plain";
+  lora.model = "M";
   lora.job = "LoRA, checkpointed";
   lora.seconds_per_micro_step = 0.009;
   lora.date = "2026-12-01";
   write_framework_cache(framework_cache_path(), {lora});
-  ASSERT_EQ(read_framework_cache(framework_cache_path()).size(), 2u);
+  // The same job on bf16 weights is another entry: it does not replace the fp32 weights' one.
+  FrameworkCacheEntry bf16_weights = lora;
+  bf16_weights.weights_dtype = "bf16";
+  bf16_weights.seconds_per_micro_step = 0.002;
+  write_framework_cache(framework_cache_path(), {bf16_weights});
+  ASSERT_EQ(read_framework_cache(framework_cache_path()).size(), 3u);
 
-  const FrameworkOverhead full = resolve_framework_overhead("auto", "H", Precision::kBf16, "full fine-tuning");
+  const auto key = [](Precision precision, const std::string& model, const std::string& job,
+                      Precision weights = Precision::kFp32) { return FrameworkKey{precision, weights, model, job}; };
+  const FrameworkOverhead full = resolve_framework_overhead("auto", "H", key(Precision::kBf16, "M", "full fine-tuning"));
   EXPECT_DOUBLE_EQ(full.seconds_per_micro_step, 0.004);
   EXPECT_EQ(full.source, "calibrated 2026-11-30, hf-trl, full fine-tuning");
-  const FrameworkOverhead own = resolve_framework_overhead("auto", "H", Precision::kBf16, "LoRA, checkpointed");
+  const FrameworkOverhead own = resolve_framework_overhead("auto", "H", key(Precision::kBf16, "M", "LoRA, checkpointed"));
   EXPECT_DOUBLE_EQ(own.seconds_per_micro_step, 0.009);  // plain's, of this job, before hf-trl's of another
   EXPECT_EQ(own.source, "calibrated 2026-12-01, plain, LoRA, checkpointed");
-  const FrameworkOverhead other = resolve_framework_overhead("auto", "H", Precision::kBf16, "LoRA");
+  EXPECT_DOUBLE_EQ(
+      resolve_framework_overhead("auto", "H", key(Precision::kBf16, "M", "LoRA, checkpointed", Precision::kBf16)).seconds_per_micro_step,
+      0.002);
+  const FrameworkOverhead other = resolve_framework_overhead("auto", "H", key(Precision::kBf16, "M", "LoRA"));
   EXPECT_DOUBLE_EQ(other.seconds_per_micro_step, 0.004);
   EXPECT_EQ(other.source, "calibrated 2026-11-30, hf-trl, on full fine-tuning; none for LoRA");
-  EXPECT_EQ(resolve_framework_overhead("auto", "H", Precision::kFp32, "LoRA").source, "");
+  EXPECT_EQ(resolve_framework_overhead("auto", "H", key(Precision::kFp32, "M", "LoRA")).source, "");
+  // Another model: nothing added, and the source names what is calibrated.
+  const FrameworkOverhead big = resolve_framework_overhead("auto", "H", key(Precision::kBf16, "N", "LoRA"));
+  EXPECT_FALSE(big.added);
+  EXPECT_EQ(big.seconds_per_micro_step, 0.0);
+  EXPECT_EQ(big.source, "none calibrated for N; this device's bf16 calibrations are for M and 1 other: run accumbench "
+                        "calibrate-framework with this model");
+  EXPECT_EQ(resolve_framework_overhead("auto", "H", key(Precision::kBf16, "M", "LoRA", Precision::kFp16)).source,
+            "none calibrated for M with fp16 weights; this device's bf16 calibrations are for M and 1 other: run "
+            "accumbench calibrate-framework with this model");
+  EXPECT_EQ(framework_sentence(big.seconds_per_micro_step, big.source),
+            "Engine only: no framework host time added (" + big.source + ").");
+
   // A sweep of two precisions adds one time to every split: with the cache's bf16 time and no fp32
   // one, none (fp32's host time is not bf16's), and the source says why.
   WorkloadOptions two;
   two.precisions = {Precision::kBf16, Precision::kFp32};
-  const FrameworkOverhead mixed = sweep_framework_overhead("auto", "H", two);
+  ModelConfig m;
+  m.name = "m";
+  m.n_layers = 2;
+  m.d_model = 64;
+  m.d_ff = 256;
+  m.vocab_size = 512;
+  m.n_heads = m.n_kv_heads = 4;
+  EXPECT_EQ(framework_model(m), "gpt2, 2 layers, d_model 64, 4 heads (4 kv), d_ff 256, vocab 512");
+  FrameworkCacheEntry of_m = lora;
+  of_m.model = framework_model(m);
+  of_m.job = "full fine-tuning";
+  of_m.seconds_per_micro_step = 0.004;
+  write_framework_cache(framework_cache_path(), {of_m});
+  const FrameworkOverhead mixed = sweep_framework_overhead("auto", "H", two, m);
   EXPECT_EQ(mixed.seconds_per_micro_step, 0.0);
   EXPECT_EQ(mixed.source, "the calibrated times differ across this sweep's jobs: bf16 4.00 ms, fp32 none; one time is "
                           "added to a whole sweep, so none is: sweep them apart, or give --framework-overhead MS");
   two.precisions = {Precision::kBf16};
-  EXPECT_DOUBLE_EQ(sweep_framework_overhead("auto", "H", two).seconds_per_micro_step, 0.004);
-  EXPECT_THROW(resolve_framework_overhead("0x10", "H", Precision::kBf16, "LoRA"), UserError);  // decimal only
+  EXPECT_DOUBLE_EQ(sweep_framework_overhead("auto", "H", two, m).seconds_per_micro_step, 0.004);
+  two.grid.other_weights_dtypes = {Precision::kBf16};  // bf16 weights have no entry of this model
+  EXPECT_EQ(sweep_framework_overhead("auto", "H", two, m).source,
+            "the calibrated times differ across this sweep's jobs: bf16 on fp32 weights 4.00 ms, bf16 on bf16 weights none; "
+            "one time is added to a whole sweep, so none is: sweep them apart, or give --framework-overhead MS");
+  EXPECT_THROW(resolve_framework_overhead("0x10", "H", key(Precision::kBf16, "M", "LoRA")), UserError);  // decimal only
 
   // A value no calibration writes (beyond a minute either way) is refused like a broken file, as
   // is the same on the command line; a little below zero is calibration noise, counted as 0.
@@ -483,7 +526,7 @@ TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
         << R"({"entries": [{"device_name": "H", "precision": "bf16", "framework": "plain",)"
         << R"( "seconds_per_micro_step": )" << value << "}]}";
     try {
-      resolve_framework_overhead("auto", "H", Precision::kBf16, "LoRA");
+      resolve_framework_overhead("auto", "H", FrameworkKey{Precision::kBf16, Precision::kFp32, "M", "LoRA"});
       ADD_FAILURE() << value << " was accepted";
     } catch (const UserError& e) {
       EXPECT_NE(std::string(e.what()).find("is outside -60 to 60 s); delete it and run accumbench calibrate-framework again"),
@@ -491,8 +534,9 @@ TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
           << e.what();
     }
   }
-  EXPECT_THROW(resolve_framework_overhead("60001", "H", Precision::kBf16, "LoRA"), UserError);
-  EXPECT_DOUBLE_EQ(resolve_framework_overhead("60000", "H", Precision::kBf16, "LoRA").seconds_per_micro_step, 60.0);
+  const FrameworkKey any{Precision::kBf16, Precision::kFp32, "M", "LoRA"};
+  EXPECT_THROW(resolve_framework_overhead("60001", "H", any), UserError);
+  EXPECT_DOUBLE_EQ(resolve_framework_overhead("60000", "H", any).seconds_per_micro_step, 60.0);
   unsetenv("ACCUMBENCH_CACHE_DIR");
   std::filesystem::remove_all(dir);
 }

@@ -279,6 +279,8 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
     e.device_name = result.device_name;
     e.precision = result.precision;
     e.framework = side.name;
+    e.model = framework_model(cfg);
+    e.weights_dtype = to_string(grid_weights_dtypes(w).front());
     e.job = result.job;
     e.seconds_per_micro_step = side.seconds_per_micro_step - result.engine.seconds_per_micro_step;
     e.engine_seconds_per_micro_step = result.engine.seconds_per_micro_step;

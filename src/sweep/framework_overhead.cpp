@@ -32,6 +32,8 @@ FrameworkCacheEntry entry_from(const Json& j) {
   e.precision = j.at("precision").get<std::string>();
   e.framework = j.at("framework").get<std::string>();
   e.job = j.value("job", "full fine-tuning");  // entries written before LoRA could be calibrated
+  e.model = j.value("model", "");             // entries written before the model was recorded
+  e.weights_dtype = j.value("weights_dtype", "fp32");
   e.seconds_per_micro_step = j.at("seconds_per_micro_step").get<double>();
   e.engine_seconds_per_micro_step = j.value("engine_seconds_per_micro_step", 0.0);
   e.reference_seconds_per_micro_step = j.value("reference_seconds_per_micro_step", 0.0);
@@ -51,6 +53,8 @@ Json json_of(const FrameworkCacheEntry& e) {
   return Json{{"device_name", e.device_name},
               {"precision", e.precision},
               {"framework", e.framework},
+              {"model", e.model},
+              {"weights_dtype", e.weights_dtype},
               {"job", e.job},
               {"seconds_per_micro_step", e.seconds_per_micro_step},
               {"engine_seconds_per_micro_step", e.engine_seconds_per_micro_step},
@@ -94,6 +98,7 @@ void write_framework_cache(const std::string& path, const std::vector<FrameworkC
     all.erase(std::remove_if(all.begin(), all.end(),
                              [&](const FrameworkCacheEntry& old) {
                                return old.device_name == e.device_name && old.precision == e.precision &&
+                                      old.model == e.model && old.weights_dtype == e.weights_dtype &&
                                       old.framework == e.framework && old.job == e.job;
                              }),
               all.end());
@@ -116,8 +121,25 @@ std::string framework_job(const WorkloadOptions& workload) {
          (workload.grid.checkpointing == Checkpointing::kBlocks ? ", checkpointed" : "");
 }
 
+std::string framework_model(const ModelConfig& cfg) {
+  return to_string(cfg.arch) + ", " + std::to_string(cfg.n_layers) + " layers, d_model " + std::to_string(cfg.d_model) +
+         ", " + std::to_string(cfg.n_heads) + " heads (" + std::to_string(cfg.n_kv_heads) + " kv), d_ff " +
+         std::to_string(cfg.d_ff) + ", vocab " + std::to_string(cfg.vocab_size) + (cfg.qkv_bias ? ", q/k/v bias" : "") +
+         (cfg.qk_norm ? ", q/k norm" : "");
+}
+
+namespace {
+
+// "gpt2, 2 layers, ... with bf16 weights", or what an entry from before models were recorded is.
+std::string model_words(const std::string& model, const std::string& weights_dtype) {
+  return (model.empty() ? std::string("a model not recorded (an older calibration)") : model) +
+         (weights_dtype == "fp32" ? "" : " with " + weights_dtype + " weights");
+}
+
+}  // namespace
+
 FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std::string& device_name,
-                                             Precision precision, const std::string& job) {
+                                             const FrameworkKey& key) {
   FrameworkOverhead o;
   if (spec != "auto") {
     double ms = std::nan("");
@@ -135,42 +157,66 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
     }
     o.seconds_per_micro_step = ms / 1000.0;
     o.source = "--framework-overhead";
+    o.added = true;
     return o;
   }
   const std::vector<FrameworkCacheEntry> entries = read_framework_cache(framework_cache_path());
-  // This job's entries first, then the device's others; within each, the most faithful first: the
-  // real transformers step (hf), then the HF+TRL reference, then plain.
+  const std::string precision = to_string(key.precision);
+  const std::string weights = to_string(key.weights_dtype);
+  // This job's entries first, then the same model's other jobs; within each, the most faithful
+  // first: the real transformers step (hf), then the HF+TRL reference, then plain.
   for (const bool same_job : {true, false}) {
     for (const char* framework : {"hf", "hf-trl", "plain"}) {
       for (const FrameworkCacheEntry& e : entries) {
-        if (e.device_name != device_name || e.precision != to_string(precision) || e.framework != framework ||
-            (e.job == job) != same_job) {
+        if (e.device_name != device_name || e.precision != precision || e.model != key.model ||
+            e.weights_dtype != weights || e.framework != framework || (e.job == key.job) != same_job) {
           continue;
         }
         o.seconds_per_micro_step = std::max(0.0, e.seconds_per_micro_step);
         o.source = "calibrated " + e.date + ", " + e.framework + ", " +
-                   (same_job ? e.job : "on " + e.job + "; none for " + job);
+                   (same_job ? e.job : "on " + e.job + "; none for " + key.job);
+        o.added = true;
         return o;
       }
     }
   }
+  // Another model's host time is not this one's (it grows with the modules a Python loop calls):
+  // none is added, and the source says what the device has and how to calibrate this model.
+  std::vector<std::string> others;
+  for (const FrameworkCacheEntry& e : entries) {
+    if (e.device_name != device_name || e.precision != precision) continue;
+    const std::string words = model_words(e.model, e.weights_dtype);
+    if (std::find(others.begin(), others.end(), words) == others.end()) others.push_back(words);
+  }
+  if (others.empty()) return o;
+  std::string listed = others.front();
+  if (others.size() > 1) listed += " and " + std::to_string(others.size() - 1) + (others.size() == 2 ? " other" : " others");
+  o.source = "none calibrated for " + model_words(key.model, weights) + "; this device's " + precision +
+             " calibrations are for " + listed + ": run accumbench calibrate-framework with this model";
   return o;
 }
 
 FrameworkOverhead sweep_framework_overhead(const std::string& spec, const std::string& device_name,
-                                           const WorkloadOptions& workload) {
+                                           const WorkloadOptions& workload, const ModelConfig& cfg) {
   std::vector<std::string> jobs = {framework_job(workload)};
   if (workload.grid.knobs && workload.grid.checkpointing != Checkpointing::kBlocks) jobs.push_back(jobs.front() + ", checkpointed");
-  const FrameworkOverhead first = resolve_framework_overhead(spec, device_name, workload.precisions.front(), jobs.front());
+  const std::vector<Precision> weights = grid_weights_dtypes(workload);
+  const std::string model = framework_model(cfg);
+  const FrameworkOverhead first =
+      resolve_framework_overhead(spec, device_name, {workload.precisions.front(), weights.front(), model, jobs.front()});
   if (spec != "auto") return first;
   std::string each;
   bool differ = false;
   for (Precision precision : workload.precisions) {
-    for (const std::string& job : jobs) {
-      const FrameworkOverhead o = resolve_framework_overhead(spec, device_name, precision, job);
-      differ = differ || o.seconds_per_micro_step != first.seconds_per_micro_step || o.source.empty() != first.source.empty();
-      each += (each.empty() ? "" : ", ") + to_string(precision) + (jobs.size() > 1 ? " " + job : std::string()) + " " +
-              (o.source.empty() ? std::string("none") : text::format_duration(o.seconds_per_micro_step));
+    for (Precision weights_dtype : weights) {
+      for (const std::string& job : jobs) {
+        const FrameworkOverhead o = resolve_framework_overhead(spec, device_name, {precision, weights_dtype, model, job});
+        differ = differ || o.seconds_per_micro_step != first.seconds_per_micro_step || o.added != first.added;
+        each += (each.empty() ? "" : ", ") + to_string(precision) +
+                (weights.size() > 1 ? " on " + to_string(weights_dtype) + " weights" : std::string()) +
+                (jobs.size() > 1 ? " " + job : std::string()) + " " +
+                (o.added ? text::format_duration(o.seconds_per_micro_step) : std::string("none"));
+      }
     }
   }
   if (!differ) return first;

@@ -621,7 +621,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
 
   SweepResult result;
   result.context = sweep_context(options, cfg, device, launch.world_size);
-  const FrameworkOverhead framework = sweep_framework_overhead(options.framework_overhead, result.context.device_name, w);
+  const FrameworkOverhead framework = sweep_framework_overhead(options.framework_overhead, result.context.device_name, w, cfg);
   result.context.framework_seconds_per_micro_step = framework.seconds_per_micro_step;
   result.context.framework_source = framework.source;
   if (resume != nullptr) check_resume(*resume, result.context);

@@ -266,6 +266,9 @@ c = load(sys.argv[1])["context"]
 if abs(c["framework_seconds_per_micro_step"] - max(0.0, e["seconds_per_micro_step"])) > 1e-12: fail("auto used %r" % c["framework_seconds_per_micro_step"])
 if not c["framework_source"].startswith("calibrated "): fail("source %r" % c["framework_source"])
 ' "$work/auto.json" "$work/cache/framework-overhead.json"
+  # Another model is not given gpt2-tiny's host time: a Python loop's grows with the modules.
+  expect 0 "Engine only: no framework host time added (none calibrated for llama, 2 layers, d_model 64, 4 heads (2 kv), d_ff 176, vocab 512; this device's fp32 calibrations are for gpt2, 2 layers, d_model 64, 4 heads (4 kv), d_ff 256, vocab 512: run accumbench calibrate-framework with this model)." \
+    -- sweep --model llama-tiny --seq-len 32 --batch 4 --micro-batches 1,4 --device cpu --threads 1 --steps 2
 }
 
 
@@ -285,6 +288,8 @@ calibrate_framework_lora() {
   check "the entry is keyed by the job and names the adapters" py '
 e = load(sys.argv[1])["entries"]
 if [x["job"] for x in e] != ["LoRA, checkpointed"]: fail("jobs %r" % [x["job"] for x in e])
+if e[0]["model"] != "gpt2, 2 layers, d_model 64, 4 heads (4 kv), d_ff 256, vocab 512": fail("model %r" % e[0]["model"])
+if e[0]["weights_dtype"] != "fp32": fail("weights %r" % e[0]["weights_dtype"])
 if "LoRA r4 on attention" not in e[0]["shape"]: fail("shape %r" % e[0]["shape"])
 ' "$work/cache/framework-overhead.json"
   tiny_args --lora-rank 4 --lora-targets attention --activation-checkpointing blocks --json "$work/lora.json"
