@@ -795,6 +795,14 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       save(finished_copies(), index, 0, error.what());
       throw;
     }
+    // A split the file measured and today's --memory-limit skips before running it (a contender
+    // of an undecided file, timed again) keeps the file's times, judged against the limit: the
+    // skip measured nothing that could replace them.
+    if (const RunResult* file = files_run(grid[index]);
+        file != nullptr && result.runs.back().status == RunStatus::kPredictedOutOfMemory) {
+      result.runs.back() = judged_copy(*file);
+      continue;
+    }
     measured[index] = true;
     save(finished_copies(), index + 1, 0, "");  // its memory, before the rounds time it
   }

@@ -416,11 +416,33 @@ if stop["splits_not_run"] != ["1×4 sgd"] or stop["saved_while_running"]: fail("
     compare "$work/stopped.json" "$work/a.json"
 }
 
+# cli.resume.new_limit_keeps_times: a file left undecided (2 rounds, too few for an interval) is
+# resumed with a --time-budget, which times its contenders again, and a --memory-limit that skips
+# 8×1 as predicted out of memory: the skip measures nothing, so 8×1 keeps the file's timed steps,
+# judged against the limit (before, the resumed file held 8×1 as predicted-oom with no times).
+resume_new_limit() {
+  tiny_args --seq-len 128 --batch 8 --micro-batches 1,8 --json "$work/a.json"
+  expect 0 "Undecided after 2 rounds" -- sweep "${args[@]}"
+  cp "$work/a.json" "$work/before.json"
+  tiny_args --seq-len 128 --batch 8 --micro-batches 1,8 --time-budget 1 --memory-limit 15MiB \
+    --resume "$work/a.json" --json "$work/a.json"
+  expect 0 "Recommendation: 1×8" -- sweep "${args[@]}"
+  check "8×1 keeps the file's steps and does not fit the new limit; 1×8 was timed again" py '
+import json
+before = {r["config"]["micro_batch"]: r for r in json.load(open(sys.argv[2]))["runs"]}
+after = {r["config"]["micro_batch"]: r for r in load(sys.argv[1])["runs"]}
+eight = after[8]
+if eight["status"] != "ok" or eight["fits"]: fail("8x1 status %r fits %r" % (eight["status"], eight["fits"]))
+if eight["steps"] != before[8]["steps"]: fail("8x1 steps changed")
+if after[1]["steps"] == before[1]["steps"]: fail("1x8 was not timed again")
+' "$work/a.json" "$work/before.json"
+}
+
 mode=${case_args[0]:-}
 case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
     verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom | framework_overhead | \
-    calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list) "$mode" ;;
+    calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list | resume_new_limit) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
