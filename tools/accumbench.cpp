@@ -1006,15 +1006,18 @@ void PlanCommand::adopt_trl_loss(ab::WorkloadOptions& w) {
   framework = "hf-trl";
   const bool from_file = !given("--trl-loss");
   if (from_file) trl_loss = w.trl_loss;
-  if (!given("--chunked-loss")) w.loss.chunked = false;
+  // The "read as" note listed --chunked-loss (a sweep's stand-in for chunked_nll): say it is not used.
+  const bool replaced_chunked = w.loss.chunked && !given("--chunked-loss");
+  if (replaced_chunked) w.loss.chunked = false;
   std::string why = "the command line's --trl-loss";
   if (from_file) {
     const std::string since = w.trl_loss == "nll" ? "the default before TRL 1.7.0, which the file is written for"
                                                   : "TRL's default since 1.7.0";
     why = flags.trl_config + (w.trl_loss_by_default ? " leaves out loss_type: " + since : "'s loss_type");
   }
-  print_note("planning TRL's step: --framework hf-trl --trl-loss " + trl_loss + " (" + why +
-             "); --framework plain plans accumbench's own loop");
+  print_note("planning TRL's step: --framework hf-trl --trl-loss " + trl_loss + " (" + why + ")" +
+             (replaced_chunked ? ", in place of the --chunked-loss it reads as for a sweep" : "") +
+             "; --framework plain plans accumbench's own loop");
 }
 
 int PlanCommand::run() {
