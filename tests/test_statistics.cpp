@@ -92,6 +92,16 @@ TEST(Bootstrap, ReproducibleAndBracketsTheMedian) {
   EXPECT_LT(first.first, first.second);  // eight different values: the interval has a width
 }
 
+// Durations: each unit keeps the number at or above 1; below a nanosecond, scientific notation
+// (--framework-overhead 1e-300 printed 60 zeros of µs).
+TEST(Units, DurationsKeepThreeDigits) {
+  EXPECT_EQ(text::format_duration(0.00491), "4.91 ms");
+  EXPECT_EQ(text::format_duration(2.5e-7), "250 ns");
+  EXPECT_EQ(text::format_duration(1e-303), "1e-303 s");
+  EXPECT_EQ(text::format_duration(0.0), "0.00 s");
+  EXPECT_EQ(text::format_duration(-5e-4), "-500 \u00b5s");
+}
+
 // One timed step (--steps 1) has no interval and no spread in the table, not "± 0.000".
 TEST(Bootstrap, OneStepHasNoSpread) {
   const Summary one = summarize({0.0248});

@@ -48,7 +48,8 @@ std::string format_fixed(double value, int decimals);
 std::string format_fixed_outward(double value, int decimals, bool up);
 // `digits` significant digits in fixed notation: 0.19134 → "0.191", 1.4712 → "1.47", 123.4 → "123".
 std::string format_significant(double value, int digits);
-// Three significant digits in s, ms or µs, whichever keeps the number at or above 1: "4.91 ms".
+// Three significant digits in s, ms, µs or ns, whichever keeps the number at or above 1: "4.91 ms";
+// below a nanosecond, seconds in scientific notation ("1e-303 s").
 std::string format_duration(double seconds);
 // Integer with thousands separators: 342737 → "342,737"; -1234 → "-1,234".
 std::string format_count(int64_t value);

@@ -177,7 +177,13 @@ std::string format_duration(double seconds) {
   const double magnitude = std::abs(seconds);
   if (magnitude >= 1.0 || magnitude == 0.0) return format_significant(seconds, 3) + " s";
   if (magnitude >= 1e-3) return format_significant(seconds * 1e3, 3) + " ms";
-  return format_significant(seconds * 1e6, 3) + " \u00b5s";
+  if (magnitude >= 1e-6) return format_significant(seconds * 1e6, 3) + " \u00b5s";
+  if (magnitude >= 1e-9) return format_significant(seconds * 1e9, 3) + " ns";
+  // Below a nanosecond (a value given by hand, e.g. 1e-300 ms): three significant digits in
+  // scientific notation, not hundreds of zeros.
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.3g s", seconds);
+  return buffer;
 }
 
 std::string format_significant(double value, int digits) {
