@@ -297,7 +297,7 @@ TEST(Recommend, FastestWinsAndTheReasonSaysWhy) {
   EXPECT_EQ(r.tied_indices, std::vector<int>({0}));
   EXPECT_EQ(r.decision.kind, DecisionKind::kFastest);
   EXPECT_EQ(r.decision.runner_up, 1);
-  EXPECT_EQ(r.reason, "8\u00d78 is fastest at 0.191 s per step (343,009 tokens/s): the runner-up 1\u00d764 takes "
+  EXPECT_EQ(r.reason, "8\u00d78 is fastest at a mean of 0.191 s per step (343,009 tokens/s): the runner-up 1\u00d764 takes "
             "2.07\u20132.11\u00d7 its time (95 % confidence, 20 paired rounds). 1\u00d764 is host-bound (device "
             "busy 23 % of the step) and 2.1\u00d7 slower, mostly in backward (+140 ms)." + std::string(kEngineOnly));
 }
@@ -451,7 +451,7 @@ TEST(Recommend, PrecisionSweepsNameThePrecisionInTheReason) {
   runs.push_back(bf16);
   const Recommendation r = recommend(runs);
   EXPECT_EQ(r.best_index, 2);
-  EXPECT_EQ(r.reason.substr(0, r.reason.find(" (")), "8\u00d78 bf16 is fastest at 0.100 s per step");
+  EXPECT_EQ(r.reason.substr(0, r.reason.find(" (")), "8\u00d78 bf16 is fastest at a mean of 0.100 s per step");
   EXPECT_NE(r.reason.find("1\u00d764 fp32 is host-bound"), std::string::npos) << r.reason;
 }
 
@@ -478,7 +478,7 @@ TEST(Recommend, FastestTiedSplitThatAlsoUsesLeastMemorySaysSo) {
   const Recommendation r = recommend(runs);
   EXPECT_EQ(r.best_index, 0);
   EXPECT_EQ(r.reason, "8\u00d78 needs the least memory (2.00 GiB) of the 2 splits equivalent in time within \u00b13 % "
-            "(95 % confidence), at 0.100 s per step (655,148 tokens/s)." + std::string(kEngineOnly));
+            "(95 % confidence), at a mean of 0.100 s per step (655,148 tokens/s)." + std::string(kEngineOnly));
 }
 
 TEST(Recommend, FailedRunsAreIgnoredEvenWhenTheirNumbersLookFast) {
@@ -520,7 +520,7 @@ TEST(Recommend, MemoryLimitExcludesSplitsThatDoNotFitAndReportsHeadroom) {
   const Recommendation r = recommend(runs, 4 * kGiB);
   EXPECT_EQ(r.best_index, 1);
   EXPECT_EQ(r.decision.kind, DecisionKind::kOnly);
-  EXPECT_EQ(r.reason, "1\u00d764 is the only split that ran and fits: 0.400 s per step (163,781 tokens/s); "
+  EXPECT_EQ(r.reason, "1\u00d764 is the only split that ran and fits: a mean of 0.400 s per step (163,781 tokens/s); "
             "it is host-bound (device busy 23 % of the step); its 3.00 GiB peak leaves 1.00 GiB "
             "of the 4.00 GiB limit free." + std::string(kEngineOnly));
 

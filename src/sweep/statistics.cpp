@@ -345,10 +345,11 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
                        int64_t memory_limit_bytes) {
   const RunResult& b = runs[best];
   const RunResult& f = runs[d.fastest];
-  // The mean step, and the tokens per second it gives (the table's tokens/s are per median step).
+  // The mean step, which the decisions compare, and the tokens per second it gives; "a mean of",
+  // since the table's step column and tokens/s are per median step.
   const double tokens_per_second =
       b.tokens_per_step > 0 ? static_cast<double>(b.tokens_per_step) / b.mean_seconds.value : b.tokens_per_second;
-  const std::string per_step = seconds_text(b.mean_seconds.value) + " per step (" +
+  const std::string per_step = "a mean of " + seconds_text(b.mean_seconds.value) + " per step (" +
                                text::format_count(tokens_per_second) + " tokens/s)";
   std::string lead;
   switch (d.kind) {
