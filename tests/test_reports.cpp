@@ -390,7 +390,8 @@ TEST(CsvReporter, AnUnboundedIntervalIsAnEmptyField) {
 // ---- Markdown --------------------------------------------------------------------------------
 
 // Markdown keeps its own columns and every console column whose cells differ between the runs
-// (the phases, "vs fastest"), so nothing that tells the splits apart is dropped.
+// (the phases, "vs fastest"), so nothing that tells the splits apart is dropped; the legend under
+// the table spells out the labels' abbreviations and the columns shown, as the console's does.
 TEST(MarkdownReporter, ShowsOnlyColumnsThatVary) {
   expect_lines(report_lines(MarkdownReporter(), sample_result()), {
       kContextLine,
@@ -404,6 +405,9 @@ TEST(MarkdownReporter, ShowsOnlyColumnsThatVary) {
       "3.00 GiB | - | - | 2.10\u00d7 | ok |",
       "| 64\u00d71 oib | - | - | - | - | - | - | - | - | - | - | 150.00 GiB | no | - | oom: CUDA out of memory. "
       "Tried to allocate 2.00 GiB |",
+      "",
+      "split: micro-batch \u00d7 accumulation steps; ckpt: activation checkpointing (gradient_checkpointing); oib: the "
+      "optimizer inside backward; fits: - without --memory-limit; vs fastest: median step time over the fastest split's",
       "",
       "**Recommendation:** 8\u00d78 \u2014 8\u00d78 is fastest.",
       "",

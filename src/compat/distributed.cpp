@@ -128,11 +128,28 @@ StepStatus StepStatus::from(const std::exception& error) {
 
 LaunchEnvironment launch_environment() {
   LaunchEnvironment env;
+  // A RANK other than 0 in one process: a launch that lost its WORLD_SIZE, where every process would
+  // run the whole sweep alone and write the same files.
+  const char* stray_rank = std::getenv("RANK");
+  const bool other_rank = stray_rank != nullptr && *stray_rank != '\0' && integer_variable("RANK", stray_rank, "0") != 0;
   const char* world = std::getenv("WORLD_SIZE");
-  if (world == nullptr || *world == '\0') return env;
+  if (world == nullptr || *world == '\0') {
+    if (other_rank) {
+      throw UserError("RANK=" + std::string(stray_rank) +
+                      " is set but WORLD_SIZE is not, so each process would run the whole sweep alone; launch with "
+                      "torchrun (or set WORLD_SIZE, MASTER_ADDR and MASTER_PORT for every process), or unset RANK to run one");
+    }
+    return env;
+  }
   env.world_size = integer_variable("WORLD_SIZE", world, "2");
   if (env.world_size < 1) throw UserError("WORLD_SIZE must be at least 1, got " + std::string(world));
-  if (env.world_size == 1) return env;
+  if (env.world_size == 1) {
+    if (other_rank) {
+      throw UserError("RANK=" + std::string(stray_rank) +
+                      " is outside [0, WORLD_SIZE=1); one process is RANK 0 (or unset RANK), and more take WORLD_SIZE > 1");
+    }
+    return env;
+  }
   auto required = [](const char* name) -> std::string {
     const char* value = std::getenv(name);
     if (value == nullptr || *value == '\0') {

@@ -60,7 +60,7 @@ struct LaunchEnvironment {
   int master_port = 0;
 };
 // Throws UserError when WORLD_SIZE > 1 but RANK, MASTER_ADDR or MASTER_PORT is missing or
-// malformed, or RANK is outside [0, WORLD_SIZE).
+// malformed, or RANK is outside [0, WORLD_SIZE) (a RANK other than 0 with WORLD_SIZE unset too).
 LaunchEnvironment launch_environment();
 
 // An all-reduce under way; wait() blocks until it is done and writes the sums back.

@@ -524,4 +524,42 @@ std::string cell_text(const ColumnDef& c, View view, const RunResult& run, const
   return c.cell(run, context);
 }
 
+std::string legend(const std::vector<RunResult>& runs, const TableContext& context,
+                   const std::vector<const ColumnDef*>& shown) {
+  bool ckpt = false, oib = false, chunked = false, graphs = false, optimizer = false;
+  std::string weights, adapters;  // "bf16-weights", "bf16-adapters": the 16-bit dtypes the labels name
+  for (const RunResult& run : runs) {
+    optimizer = optimizer || run.config.optimizer != OptimizerKind::kAdamW;
+    const std::string word = to_string(run.config.weights_dtype) + "-weights";
+    if (run.config.weights_dtype != Precision::kFp32 && weights.find(word) == std::string::npos)
+      weights += (weights.empty() ? "" : ", ") + word;
+    const std::string adapter_word = to_string(run.config.adapter_dtype) + "-adapters";
+    if (run.config.adapter_dtype != Precision::kFp32 && adapters.find(adapter_word) == std::string::npos)
+      adapters += (adapters.empty() ? "" : ", ") + adapter_word;
+    ckpt = ckpt || run.config.activation_checkpointing == Checkpointing::kBlocks;
+    oib = oib || run.config.optimizer_in_backward;
+    chunked = chunked || run.config.chunked_loss;
+    graphs = graphs || run.config.cuda_graphs;
+  }
+  std::string text = "split: micro-batch \u00d7 accumulation steps";
+  if (ckpt) text += "; ckpt: activation checkpointing (gradient_checkpointing)";
+  if (oib) text += "; oib: the optimizer inside backward";
+  if (chunked) text += "; chunked-ce: the chunked cross-entropy";
+  if (graphs) text += "; graphs: replayed from CUDA graphs";
+  if (optimizer) text += "; then the optimizer (--optimizer) unless adamw";
+  if (!weights.empty()) text += "; " + weights + ": the weights stored in that dtype (--weights-dtype), fp32 unless named";
+  if (!adapters.empty())
+    text += "; " + adapters + ": LoRA's adapters stored in that dtype (--adapter-dtype), fp32 unless named";
+  const auto has = [&](const char* id) {
+    return std::any_of(shown.begin(), shown.end(), [&](const ColumnDef* c) { return c->id == id; });
+  };
+  if (has("fits") && !context.memory_limit) text += "; fits: - without --memory-limit";
+  if (has("vs_fastest")) {
+    text += std::string("; vs fastest: median step time over the fastest ") + (context.memory_limit ? "fitting " : "") +
+            "split's";
+  }
+  return text;
+}
+
+
 }  // namespace accumbench::report

@@ -86,4 +86,9 @@ std::vector<const ColumnDef*> shown_columns(View view, const std::vector<RunResu
 // The text of one cell in a view: "-" for a measured column of a run that did not finish.
 std::string cell_text(const ColumnDef& column, View view, const RunResult& run, const TableContext& context);
 
+// One line under a table that spells out every abbreviation the split labels use on these runs
+// (SplitConfig::label), and the shown "fits" and "vs fastest" columns.
+std::string legend(const std::vector<RunResult>& runs, const TableContext& context,
+                   const std::vector<const ColumnDef*>& shown);
+
 }  // namespace accumbench::report

@@ -52,6 +52,8 @@ void MarkdownReporter::report(const SweepResult& result, std::ostream& out) cons
     out << '\n';
   }
 
+  // After a blank line: a line right under the table would be read as one more row.
+  out << '\n' << markdown_cell(report::legend(result.runs, context, shown)) << '\n';
   out << "\n**Recommendation:** " << (context.best != nullptr ? run_label(*context.best, result.runs) : std::string("none"))
       << " \xE2\x80\x94 " << markdown_cell(result.recommendation.reason) << '\n';
   for (const TimeModel& model : result.time_models) {

@@ -816,7 +816,10 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     slot_of.push_back(static_cast<int>(index));
     candidate.push_back(w.memory_limit_bytes <= 0 || result.runs[index].fits);
   }
-  const int64_t session = std::max<int64_t>(1, std::chrono::steady_clock::now().time_since_epoch().count());
+  // The wall clock in nanoseconds: "latest" among a resumed file's sessions is the greatest, which
+  // a steady clock (restarted at boot) could misorder across a reboot.
+  const int64_t session = std::max<int64_t>(
+      1, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   for (int index : slot_of) result.runs[index].session = session;
   RoundOptions round_options;
   round_options.min_rounds = options.steps;

@@ -81,7 +81,8 @@ std::string table_section(const SweepResult& result, const std::vector<Slot>& sl
       "in place of the measurements.</p>";
   h += "<div class=\"table-wrap\"><table id=\"results-table\">" + head_row(columns) + "<tbody>";
   for (const Slot& s : slots) h += run_row(columns, s, context);
-  h += "</tbody></table></div></section>\n";
+  h += "</tbody></table></div><p class=\"note\">" + html_escape(report::legend(result.runs, context, columns)) +
+       "</p></section>\n";
   return h;
 }
 
