@@ -780,8 +780,10 @@ struct CalibrateFrameworkCommand {
     for (const std::string& note : c.notes) print_note(note);
     std::vector<const ab::FrameworkCalibrationSide*> sides = {&c.engine};
     for (const auto& side : c.references) sides.push_back(&side);
-    std::cout << "median step s, " << c.device_name << ", " << c.precision << ", batch " << c.batch << ", " << c.job
-              << "\n\n";
+    // The model and shape too: the cache keeps an entry per model (framework_model).
+    std::cout << "median step s, " << ab::resolve_model(options.sweep.workload.model).name << " at T="
+              << options.sweep.workload.seq_len << ", " << c.device_name << ", " << c.precision << ", batch " << c.batch
+              << ", " << c.job << "\n\n";
     std::cout << ab::text::pad("split", 8);
     for (const auto* side : sides) std::cout << ab::text::pad(side->name, 12, ab::text::Align::kRight);
     std::cout << "\n";

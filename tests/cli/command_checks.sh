@@ -283,7 +283,7 @@ calibrate_framework_lora() {
   export ACCUMBENCH_CACHE_DIR="$work/cache"
   local calibrate=(calibrate-framework --model gpt2-tiny --seq-len 32 --batch 4 --micro-batches 1,4 --device cpu
                    --threads 1 --steps 2 --python "$python" --frameworks plain)
-  expect 0 "median step s, " ", batch 4, LoRA, checkpointed" "plain: " -- "${calibrate[@]}" \
+  expect 0 "median step s, gpt2-tiny at T=32, " ", batch 4, LoRA, checkpointed" "plain: " -- "${calibrate[@]}" \
     --lora-rank 4 --lora-targets attention --activation-checkpointing blocks
   check "the entry is keyed by the job and names the adapters" py '
 e = load(sys.argv[1])["entries"]
