@@ -3,6 +3,7 @@
 // runs it with a fake elapsed time, exactly as the sweep runner runs real steps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -374,6 +375,31 @@ TEST(Decisions, ASplitSetAsideIsComparedOnTheSharedRoundsAlone) {
   }
   EXPECT_EQ(evidence.paired_rounds(0, 1), 12);
   EXPECT_NEAR(evidence.ratio(1, 0).value, 1.005, 1e-9);
+}
+
+// Pairs compared on the rounds both ran in need not be transitive: split 0 ran only in rounds
+// 0–9, where 2 was 5 % faster than 0 and 0 was 10 % faster than 1; in rounds 10–89 split 1 was far
+// faster than 2. Paired, 0 < 1 < 2 < 0, each beyond doubt. Picking the fastest ends (at most one
+// move per split), and with a split faster than the one it ends on the rounds are undecided: no
+// split is named fastest of a cycle.
+TEST(Decisions, ACycleOfPairedVerdictsIsUndecided) {
+  RoundEvidence evidence(3, 0.95);
+  for (int r = 0; r < 90; ++r) {
+    const double noise = 1.0 + 0.001 * ((r * 7) % 5 - 2);
+    if (r < 10) {
+      evidence.add_round({1.0 * noise, 1.10 * noise, 0.95 * noise});
+    } else {
+      evidence.add_round({std::nan(""), 1.0 * noise, 1.3 * noise});
+    }
+  }
+  ASSERT_LT(evidence.ratio(0, 1).high, 1.0);
+  ASSERT_LT(evidence.ratio(1, 2).high, 1.0);
+  ASSERT_LT(evidence.ratio(2, 0).high, 1.0);
+  const Decision d = decide(evidence, {0, 1, 2}, DecisionOptions{});
+  EXPECT_EQ(d.kind, DecisionKind::kUndecided);
+  const bool some_split_is_faster = std::any_of(d.comparisons.begin(), d.comparisons.end(),
+                                                [](const Comparison& c) { return c.verdict == Verdict::kFaster; });
+  EXPECT_TRUE(some_split_is_faster);
 }
 
 // A machine slower in the timed rounds than in the warm-up (seen on this project's CI machine: 6

@@ -636,4 +636,32 @@ TEST(DevicePeak, NaNWhenUnknown) {
 }
 
 }  // namespace
+// Pairs compared on the rounds both ran in can go round in a circle (1×4 ran in the first 10
+// rounds only; Decisions.ACycleOfPairedVerdictsIsUndecided): the split faster beyond doubt than
+// the one ahead is not said to "may still" be faster, the circle is named, and the one ahead is
+// the best estimate, not "fastest".
+TEST(Recommend, ACycleOfPairsIsNamed) {
+  std::vector<RunResult> runs = {timed(1, 4, 1.0, kGiB, 0, 0, 90), timed(2, 2, 1.0, kGiB, 0, 0, 90), timed(4, 1, 1.0, kGiB, 0, 0, 90)};
+  for (int r = 0; r < 90; ++r) {
+    const double noise = 1.0 + 0.001 * ((r * 7) % 5 - 2);
+    runs[0].steps[r].step_seconds = 1.0 * noise;
+    runs[1].steps[r].step_seconds = (r < 10 ? 1.10 : 1.0) * noise;
+    runs[2].steps[r].step_seconds = (r < 10 ? 0.95 : 1.3) * noise;
+  }
+  runs[0].steps.resize(10);
+  for (RunResult& run : runs) {
+    std::vector<double> all;
+    for (const StepSample& s : run.steps) all.push_back(s.step_seconds);
+    run.step_seconds = summarize(all);
+    run.mean_seconds.value = winsorized_mean(run);
+  }
+  const Recommendation r = recommend(runs);
+  EXPECT_EQ(r.decision.kind, DecisionKind::kUndecided);
+  EXPECT_EQ(r.reason,
+            "Undecided after 90 rounds: 1\u00d74 is ahead, but 4\u00d71 takes 0.94\u20130.96\u00d7 its time (95 % "
+            "confidence; the pairs, each compared on the rounds both ran in, go round in a circle); a longer "
+            "--time-budget can decide. As it stands, 1\u00d74 is the best estimate at a mean of 1.00 s per step (65,536 "
+            "tokens/s). 2\u00d72 is 1.1\u00d7 slower." + std::string(kEngineOnly));
+}
+
 }  // namespace accumbench

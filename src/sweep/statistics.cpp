@@ -388,12 +388,17 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
       if (d.kind == DecisionKind::kUndecided) {
         // What is still open, and the recommendation as the best estimate so far. A split with
         // fewer than kMinRoundsToDecide rounds beside the fastest has no interval yet: named only.
-        std::string list, too_few;
+        // A split faster beyond doubt than the one ahead: the pairs, each compared on the rounds
+        // both ran in, went round in a circle (decide's pick ended on a move), which more rounds of
+        // them together can settle.
+        std::string list, too_few, faster;
         for (const Comparison& c : d.comparisons) {
           if (c.verdict != Verdict::kUndecided && c.verdict != Verdict::kFaster) continue;
           const std::string name = run_label(runs[c.index], runs);
           if (!std::isfinite(c.ratio.high)) {
             too_few += (too_few.empty() ? "" : ", ") + name;
+          } else if (c.verdict == Verdict::kFaster) {
+            faster += (faster.empty() ? "" : ", ") + name + " takes " + times_text(c.ratio) + " its time";
           } else {
             list += list.empty() ? name + " may still take " + times_text(c.ratio) + " its time"
                                  : ", " + name + " " + times_text(c.ratio);
@@ -401,6 +406,11 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
         }
         std::string open;
         if (!list.empty()) open = "but " + list + " (" + confidence_text(d) + ")";
+        if (!faster.empty()) {
+          open += (open.empty() ? "but " : "; ") + faster + " (" + confidence_text(d) +
+                  "; the pairs, each compared on the rounds both ran in, go round in a circle)";
+          if (best == d.fastest && ties.size() <= 1) lead = run_label(b, runs) + " is the best estimate at " + per_step;
+        }
         if (!too_few.empty()) {
           open += (open.empty() ? "but " : "; ") + too_few + " had fewer than " + std::to_string(kMinRoundsToDecide) +
                   " rounds beside it, too few for an interval";
