@@ -1030,6 +1030,13 @@ int PlanCommand::run() {
   ab::require_distinct_files({{"--json", json_path}, {"--markdown", markdown_path}, {"--html", html_path}});
   require_inputs_kept({{"--json", json_path}, {"--markdown", markdown_path}, {"--html", html_path}}, flags.inputs());
   adopt_trl_loss(w);
+  // Under torchrun, plan still runs alone: a launch's world is planned with --world-size.
+  const CLI::Option* world_option = flags.cli == nullptr ? nullptr : flags.cli->get_option_no_throw("--world-size");
+  if (launched_world_size() > 1 && (world_option == nullptr || world_option->count() == 0)) {
+    print_note("WORLD_SIZE=" + std::to_string(launched_world_size()) + " is set, but plan runs in one process and plans " +
+               "--world-size " + std::to_string(w.world_size) + "; give --world-size " +
+               std::to_string(launched_world_size()) + " to plan each rank's share");
+  }
   if (!emit.empty()) ab::settings_format_from_string(emit);
   const ab::ModelConfig cfg = ab::resolve_model(w.model);
   ab::validate_lora(cfg, w.lora);  // the rank against the model, a checkpoint stored quantised
