@@ -460,8 +460,8 @@ TEST(Decisions, FrameworkOverheadPerMicroStepTurnsTheDecision) {
 
 // The cache of calibrate-framework, keyed by model, weights dtype and job: an entry from before
 // jobs were recorded counts as full fine-tuning; a job's own entry wins over a more faithful
-// framework's entry for another job, which is used only when the job has none, and the source
-// says whose time it is. Another model's or weights dtype's entry is never used, and the source
+// framework's entry for another job; the closest other job (the same adapters first) is used only
+// when the job has none, and the source says whose time it is. Another model's or weights dtype's entry is never used, and the source
 // says what the device has; an entry from before models were recorded is such an entry.
 TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("accumbench-framework-cache-test-" + std::to_string(::getpid()));
@@ -500,10 +500,19 @@ TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
   EXPECT_DOUBLE_EQ(
       resolve_framework_overhead("auto", "H", key(Precision::kBf16, "M", "LoRA, checkpointed", Precision::kBf16)).seconds_per_micro_step,
       0.002);
+  // LoRA without checkpointing: the closest job is LoRA's with it (the same adapters), not full
+  // fine-tuning's, whose framework is more faithful.
   const FrameworkOverhead other = resolve_framework_overhead("auto", "H", key(Precision::kBf16, "M", "LoRA"));
-  EXPECT_DOUBLE_EQ(other.seconds_per_micro_step, 0.004);
-  EXPECT_EQ(other.source, "calibrated 2026-11-30, hf-trl, on full fine-tuning; none for LoRA");
-  EXPECT_EQ(resolve_framework_overhead("auto", "H", key(Precision::kFp32, "M", "LoRA")).source, "");
+  EXPECT_DOUBLE_EQ(other.seconds_per_micro_step, 0.009);
+  EXPECT_EQ(other.source, "calibrated 2026-12-01, plain, on LoRA, checkpointed; none for LoRA");
+  const FrameworkOverhead full_ckpt = resolve_framework_overhead("auto", "H", key(Precision::kBf16, "M", "full fine-tuning, checkpointed"));
+  EXPECT_DOUBLE_EQ(full_ckpt.seconds_per_micro_step, 0.004);
+  EXPECT_EQ(full_ckpt.source, "calibrated 2026-11-30, hf-trl, on full fine-tuning; none for full fine-tuning, checkpointed");
+  // Another precision: what the device has, and the option that would calibrate this one.
+  EXPECT_EQ(resolve_framework_overhead("auto", "H", key(Precision::kFp32, "M", "LoRA")).source,
+            "none calibrated in fp32; this device's calibrations are in bf16: run accumbench calibrate-framework with "
+            "--precision fp32");
+  EXPECT_EQ(resolve_framework_overhead("auto", "another device", key(Precision::kFp32, "M", "LoRA")).source, "");
   // Another model: nothing added, and the source names what is calibrated.
   const FrameworkOverhead big = resolve_framework_overhead("auto", "H", key(Precision::kBf16, "N", "LoRA"));
   EXPECT_FALSE(big.added);
@@ -511,8 +520,8 @@ TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
   EXPECT_EQ(big.source, "none calibrated for N; this device's bf16 calibrations are for M and 1 other: run accumbench "
                         "calibrate-framework with this model");
   EXPECT_EQ(resolve_framework_overhead("auto", "H", key(Precision::kBf16, "M", "LoRA", Precision::kFp16)).source,
-            "none calibrated for M with fp16 weights; this device's bf16 calibrations are for M and 1 other: run "
-            "accumbench calibrate-framework with this model");
+            "none calibrated for M with fp16 weights; this device's bf16 calibrations of this model are with fp32, bf16 "
+            "weights: run accumbench calibrate-framework with --weights-dtype fp16");
   EXPECT_EQ(framework_sentence(big.seconds_per_micro_step, big.source),
             "Engine only: no framework host time added (" + big.source + ").");
 
@@ -544,6 +553,23 @@ TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
             "the calibrated times differ across this sweep's jobs: bf16 on fp32 weights 4.00 ms, bf16 on bf16 weights none; "
             "one time is added to a whole sweep, so none is: sweep them apart, or give --framework-overhead MS");
   EXPECT_THROW(resolve_framework_overhead("0x10", "H", key(Precision::kBf16, "M", "LoRA")), UserError);  // decimal only
+  // Below the smallest normal double is still a value (stod threw on it).
+  EXPECT_EQ(resolve_framework_overhead("5e-324", "H", key(Precision::kBf16, "M", "LoRA")).source, "--framework-overhead");
+  // Under --knobs the checkpointed job falls back to the plain one's entry: the same time, so it is
+  // added, and the source names each job's.
+  two.grid.other_weights_dtypes.clear();
+  two.grid.knobs = true;
+  EXPECT_EQ(sweep_framework_overhead("auto", "H", two, m).source,
+            "bf16 full fine-tuning: calibrated 2026-12-01, plain, full fine-tuning; bf16 full fine-tuning, checkpointed: "
+            "calibrated 2026-12-01, plain, on full fine-tuning; none for full fine-tuning, checkpointed");
+  // A calibration below zero counts as 0, saying so.
+  of_m.seconds_per_micro_step = -0.004;
+  write_framework_cache(framework_cache_path(), {of_m});
+  two.grid.knobs = false;
+  const FrameworkOverhead negative = sweep_framework_overhead("auto", "H", two, m);
+  EXPECT_EQ(negative.seconds_per_micro_step, 0.0);
+  EXPECT_EQ(negative.source, "calibrated 2026-12-01, plain, full fine-tuning; it measured -4.00 ms per micro-step, noise, "
+                             "counted as 0");
 
   // A value no calibration writes (beyond a minute either way) is refused like a broken file, as
   // is the same on the command line; a little below zero is calibration noise, counted as 0.

@@ -636,6 +636,23 @@ TEST(DevicePeak, NaNWhenUnknown) {
 }
 
 }  // namespace
+// With a framework's host time added, the recommendation quotes the mean the decision compared
+// (with it), beside the engine's, and the slowest split's ratio says it holds that time: 8×8 pays
+// it 8 times a step, 1×64 64 times.
+TEST(Recommend, AFrameworksTimeIsNamedWhereItIsIncluded) {
+  DecisionOptions options;
+  options.framework_seconds_per_micro_step = 0.001;
+  options.framework_source = "--framework-overhead";
+  const Recommendation r = recommend(gpu_like_runs(), 0, options);
+  EXPECT_EQ(r.best_index, 0);
+  EXPECT_EQ(r.reason,
+            "8\u00d78 is fastest at a mean of 0.199 s per step with the framework's host time (329,224 tokens/s; 0.191 s "
+            "in the engine alone): the runner-up 1\u00d764 takes 2.31\u20132.35\u00d7 its time (95 % confidence, 20 "
+            "paired rounds). 1\u00d764 is host-bound (device busy 23 % of the step) and 2.3\u00d7 slower with the "
+            "framework's host time, mostly in backward (+140 ms). Decided with 1.00 ms of framework host time added to "
+            "every micro-step (--framework-overhead); the step times shown are the engine's.");
+}
+
 // Pairs compared on the rounds both ran in can go round in a circle (1×4 ran in the first 10
 // rounds only; Decisions.ACycleOfPairedVerdictsIsUndecided): the split faster beyond doubt than
 // the one ahead is not said to "may still" be faster, the circle is named, and the one ahead is

@@ -136,7 +136,7 @@ LaunchEnvironment launch_environment() {
   if (world == nullptr || *world == '\0') {
     if (other_rank) {
       throw UserError("RANK=" + std::string(stray_rank) +
-                      " is set but WORLD_SIZE is not, so each process would run the whole sweep alone; launch with "
+                      " is set but WORLD_SIZE is not, so each process would run the whole command alone; launch with "
                       "torchrun (or set WORLD_SIZE, MASTER_ADDR and MASTER_PORT for every process), or unset RANK to run one");
     }
     return env;

@@ -298,7 +298,8 @@ void add_verdict_columns(std::vector<ColumnDef>& all) {
     c.csv = "fits";
     c.align = Align::kLeft;
     c.console = c.html = Shown::kAlways;
-    c.markdown = Shown::kWhenVaries;
+    // With a limit it is the verdict that matters (every split "no" does not vary, and says most).
+    c.markdown = Shown::kWhenLimitOrVaries;
     // Without --memory-limit there is nothing to fit in but the device itself: "-", except for a
     // split that ran (or was predicted to run) out of its memory.
     c.cell = [](const RunResult& r, const TableContext& t) {
@@ -394,6 +395,7 @@ bool visible(const ColumnDef& c, Shown rule, const std::vector<RunResult>& runs,
     case Shown::kNever: return false;
     case Shown::kAlways: return true;
     case Shown::kWhenVaries: return varies(c, runs, context);
+    case Shown::kWhenLimitOrVaries: return context.memory_limit || varies(c, runs, context);
     case Shown::kWhenAnyFinite:
     case Shown::kWhenAnyPositive:
       for (const RunResult& r : runs) {
@@ -555,8 +557,10 @@ std::string legend(const std::vector<RunResult>& runs, const TableContext& conte
   };
   if (has("fits") && !context.memory_limit) text += "; fits: - without --memory-limit";
   if (has("vs_fastest")) {
-    text += std::string("; vs fastest: median step time over the fastest ") + (context.memory_limit ? "fitting " : "") +
-            "split's";
+    // Over the fastest fitting split, or, when none fits the limit, the fastest of all (TableContext::of).
+    const bool fitting = context.memory_limit && context.fastest != nullptr && context.fastest->fits;
+    text += std::string("; vs fastest: median step time over the fastest ") + (fitting ? "fitting " : "") + "split's" +
+            (context.memory_limit && context.fastest != nullptr && !fitting ? ", none of which fits the memory limit" : "");
   }
   return text;
 }

@@ -32,6 +32,7 @@ enum class Shown {
   kWhenAnyFailed,     // some run did not finish (status and error)
   kWhenPadded,        // some finished run computed padding (--padding, variable lengths)
   kWhenInRounds,      // some run was timed in interleaved rounds (it has a decision)
+  kWhenLimitOrVaries,  // a --memory-limit was given, or its cells differ between runs
 };
 
 // What a cell needs beyond its run: the recommended run, the fastest ("vs fastest"), whether a

@@ -197,13 +197,13 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
   FrameworkCalibration result;
   refuse_what_the_reference_lacks(w, result.notes);
   if (w.precisions.size() != 1) {
-    throw UserError("calibrate-framework measures one precision at a time; give --precision once");
+    throw UserError("calibrate-framework measures one precision at a time; give --precision one value");
   }
   if (grid_weights_dtypes(w).size() != 1) {
-    throw UserError("calibrate-framework measures one weights dtype at a time; give --weights-dtype once");
+    throw UserError("calibrate-framework measures one weights dtype at a time; give --weights-dtype one value");
   }
   if (grid_adapter_dtypes(w).size() != 1) {
-    throw UserError("calibrate-framework measures one adapter dtype at a time; give --adapter-dtype once");
+    throw UserError("calibrate-framework measures one adapter dtype at a time; give --adapter-dtype one value");
   }
   if (w.micro_batches.empty()) {
     for (int64_t m = 1; m <= w.batch; ++m) {

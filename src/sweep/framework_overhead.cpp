@@ -124,8 +124,11 @@ std::string framework_job(const WorkloadOptions& workload) {
 std::string framework_model(const ModelConfig& cfg) {
   return to_string(cfg.arch) + ", " + std::to_string(cfg.n_layers) + " layers, d_model " + std::to_string(cfg.d_model) +
          ", " + std::to_string(cfg.n_heads) + " heads (" + std::to_string(cfg.n_kv_heads) + " kv), d_ff " +
-         std::to_string(cfg.d_ff) + ", vocab " + std::to_string(cfg.vocab_size) + (cfg.qkv_bias ? ", q/k/v bias" : "") +
-         (cfg.qk_norm ? ", q/k norm" : "");
+         std::to_string(cfg.d_ff) + ", vocab " + std::to_string(cfg.vocab_size) +
+         (cfg.head_dim > 0 && cfg.head_dim * cfg.n_heads != cfg.d_model ? ", head_dim " + std::to_string(cfg.head_dim) : "") +
+         (cfg.tied_embeddings ? "" : ", untied head") + (cfg.qkv_bias ? ", q/k/v bias" : "") +
+         (cfg.qk_norm ? ", q/k norm" : "") +
+         (cfg.sliding_window > 0 ? ", window " + std::to_string(cfg.sliding_window) : "");
 }
 
 namespace {
@@ -143,13 +146,13 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
   FrameworkOverhead o;
   if (spec != "auto") {
     double ms = std::nan("");
-    try {
-      size_t used = 0;
-      // Decimal only: stod also reads hexadecimal ("0x10" as 16).
-      const bool decimal = !spec.empty() && spec.find_first_not_of("0123456789.eE+-") == std::string::npos;
-      ms = decimal ? std::stod(spec, &used) + 0.0 : std::nan("");  // + 0.0: "-0" is 0
-      if (used != spec.size()) ms = std::nan("");
-    } catch (const std::exception&) {
+    // Decimal only: strtod also reads hexadecimal ("0x10" as 16). strtod, not stod: a value below
+    // the smallest normal double (5e-324) is still a value, which stod throws on.
+    const bool decimal = !spec.empty() && spec.find_first_not_of("0123456789.eE+-") == std::string::npos;
+    if (decimal) {
+      char* end = nullptr;
+      const double parsed = std::strtod(spec.c_str(), &end) + 0.0;  // + 0.0: "-0" is 0
+      if (end == spec.c_str() + spec.size()) ms = parsed;
     }
     if (!(ms >= 0 && ms <= kMaxFrameworkSeconds * 1000.0)) {
       throw UserError("--framework-overhead takes milliseconds per micro-step from 0 to 60000 (e.g. 12.5) or auto, not " +
@@ -163,36 +166,71 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
   const std::vector<FrameworkCacheEntry> entries = read_framework_cache(framework_cache_path());
   const std::string precision = to_string(key.precision);
   const std::string weights = to_string(key.weights_dtype);
-  // This job's entries first, then the same model's other jobs; within each, the most faithful
-  // first: the real transformers step (hf), then the HF+TRL reference, then plain.
-  for (const bool same_job : {true, false}) {
+  // How close an entry's job is to this one: the same job; the same adapters (LoRA or full) with
+  // the other checkpointing; the same checkpointing with the other adapters; neither.
+  const auto lora = [](const std::string& job) { return job.rfind("LoRA", 0) == 0; };
+  const auto checkpointed = [](const std::string& job) { return job.find(", checkpointed") != std::string::npos; };
+  const auto distance = [&](const std::string& job) {
+    if (job == key.job) return 0;
+    if (lora(job) == lora(key.job)) return 1;
+    return checkpointed(job) == checkpointed(key.job) ? 2 : 3;
+  };
+  // The closest job's entries first; within each, the most faithful first: the real transformers
+  // step (hf), then the HF+TRL reference, then plain.
+  for (int closeness = 0; closeness <= 3; ++closeness) {
     for (const char* framework : {"hf", "hf-trl", "plain"}) {
       for (const FrameworkCacheEntry& e : entries) {
         if (e.device_name != device_name || e.precision != precision || e.model != key.model ||
-            e.weights_dtype != weights || e.framework != framework || (e.job == key.job) != same_job) {
+            e.weights_dtype != weights || e.framework != framework || distance(e.job) != closeness) {
           continue;
         }
         o.seconds_per_micro_step = std::max(0.0, e.seconds_per_micro_step);
         o.source = "calibrated " + e.date + ", " + e.framework + ", " +
-                   (same_job ? e.job : "on " + e.job + "; none for " + key.job);
+                   (closeness == 0 ? e.job : "on " + e.job + "; none for " + key.job);
+        if (e.seconds_per_micro_step < 0) {
+          o.source += "; it measured -" + text::format_duration(-e.seconds_per_micro_step) +
+                      " per micro-step, noise, counted as 0";
+        }
         o.added = true;
         return o;
       }
     }
   }
-  // Another model's host time is not this one's (it grows with the modules a Python loop calls):
-  // none is added, and the source says what the device has and how to calibrate this model.
-  std::vector<std::string> others;
+  // Another model's host time is not this one's (it grows with the modules a Python loop calls),
+  // nor another precision's or weights dtype's: none is added, and the source says what the device
+  // has and which calibration would serve.
+  std::vector<std::string> precisions, models, weights_of_model;
+  const auto add = [](std::vector<std::string>& list, const std::string& words) {
+    if (std::find(list.begin(), list.end(), words) == list.end()) list.push_back(words);
+  };
   for (const FrameworkCacheEntry& e : entries) {
-    if (e.device_name != device_name || e.precision != precision) continue;
-    const std::string words = model_words(e.model, e.weights_dtype);
-    if (std::find(others.begin(), others.end(), words) == others.end()) others.push_back(words);
+    if (e.device_name != device_name) continue;
+    add(precisions, e.precision);
+    if (e.precision != precision) continue;
+    add(models, model_words(e.model, e.weights_dtype));
+    if (e.model == key.model) add(weights_of_model, e.weights_dtype);
   }
-  if (others.empty()) return o;
-  std::string listed = others.front();
-  if (others.size() > 1) listed += " and " + std::to_string(others.size() - 1) + (others.size() == 2 ? " other" : " others");
-  o.source = "none calibrated for " + model_words(key.model, weights) + "; this device's " + precision +
-             " calibrations are for " + listed + ": run accumbench calibrate-framework with this model";
+  const auto listed = [](const std::vector<std::string>& list) {
+    std::string words = list.front();
+    if (list.size() > 1) words += " and " + std::to_string(list.size() - 1) + (list.size() == 2 ? " other" : " others");
+    return words;
+  };
+  if (precisions.empty()) return o;
+  if (models.empty()) {
+    std::string in;
+    for (const std::string& p : precisions) in += (in.empty() ? "" : ", ") + p;
+    o.source = "none calibrated in " + precision + "; this device's calibrations are in " + in +
+               ": run accumbench calibrate-framework with --precision " + precision;
+  } else if (!weights_of_model.empty()) {
+    std::string with;
+    for (const std::string& w : weights_of_model) with += (with.empty() ? "" : ", ") + w;
+    o.source = "none calibrated for " + model_words(key.model, weights) + "; this device's " + precision +
+               " calibrations of this model are with " + with + " weights: run accumbench calibrate-framework with " +
+               "--weights-dtype " + weights;
+  } else {
+    o.source = "none calibrated for " + model_words(key.model, weights) + "; this device's " + precision +
+               " calibrations are for " + listed(models) + ": run accumbench calibrate-framework with this model";
+  }
   return o;
 }
 
@@ -205,21 +243,32 @@ FrameworkOverhead sweep_framework_overhead(const std::string& spec, const std::s
   const FrameworkOverhead first =
       resolve_framework_overhead(spec, device_name, {workload.precisions.front(), weights.front(), model, jobs.front()});
   if (spec != "auto") return first;
-  std::string each;
-  bool differ = false;
+  // Each job's time and where it came from, named by what tells the jobs apart.
+  std::string each, sources;
+  bool differ = false, several = false;
   for (Precision precision : workload.precisions) {
     for (Precision weights_dtype : weights) {
       for (const std::string& job : jobs) {
         const FrameworkOverhead o = resolve_framework_overhead(spec, device_name, {precision, weights_dtype, model, job});
         differ = differ || o.seconds_per_micro_step != first.seconds_per_micro_step || o.added != first.added;
-        each += (each.empty() ? "" : ", ") + to_string(precision) +
-                (weights.size() > 1 ? " on " + to_string(weights_dtype) + " weights" : std::string()) +
-                (jobs.size() > 1 ? " " + job : std::string()) + " " +
+        several = several || o.source != first.source;
+        const std::string name = to_string(precision) +
+                                 (weights.size() > 1 ? " on " + to_string(weights_dtype) + " weights" : std::string()) +
+                                 (jobs.size() > 1 ? " " + job : std::string());
+        each += (each.empty() ? "" : ", ") + name + " " +
                 (o.added ? text::format_duration(o.seconds_per_micro_step) : std::string("none"));
+        sources += (sources.empty() ? "" : "; ") + name + ": " + o.source;
       }
     }
   }
-  if (!differ) return first;
+  if (!differ) {
+    // One time for every job, but not from one entry (a job that falls back to another's): each
+    // job's source, so that no borrowed time goes unsaid.
+    if (!several) return first;
+    FrameworkOverhead each_source = first;
+    each_source.source = sources;
+    return each_source;
+  }
   FrameworkOverhead none;
   none.source = "the calibrated times differ across this sweep's jobs: " + each +
                 "; one time is added to a whole sweep, so none is: sweep them apart, or give --framework-overhead MS";

@@ -77,17 +77,19 @@ struct FrameworkOverhead {
 
 // `spec`: "auto" or milliseconds per micro-step (≥ 0). auto: the cache's entry for this device
 // name, precision, model, weights dtype and job, hf before hf-trl before plain (the most faithful
-// first); when none has this job, the same order over the same model's other jobs, and the source
-// says whose time it is. Another model's or weights dtype's entry is not used: 0 s, and the source
-// says what is calibrated and how to calibrate this one. A negative calibration counts as 0. Bad
-// spec: UserError.
+// first); when none has this job, the same model's closest other job (the same adapters, then the
+// same checkpointing), and the source says whose time it is. Another precision's, model's or
+// weights dtype's entry is not used: 0 s, and the source says what is calibrated and which
+// calibration would serve. A negative calibration counts as 0, and the source says so. Bad spec:
+// UserError.
 FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std::string& device_name,
                                              const FrameworkKey& key);
 
 // The one time a sweep adds to every micro-step: resolve_framework_overhead for each precision and
 // weights dtype of `workload` and, under --knobs, each job its splits run (with and without
 // checkpointing). With auto, when those differ (another time, or none for some), none is added, and
-// the source says so: one precision's host time is not another's.
+// the source says so: one precision's host time is not another's; when they agree but come from
+// different entries, the source names each.
 FrameworkOverhead sweep_framework_overhead(const std::string& spec, const std::string& device_name,
                                            const WorkloadOptions& workload, const ModelConfig& cfg);
 

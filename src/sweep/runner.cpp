@@ -863,7 +863,19 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     framework_seconds.push_back(framework_seconds_per_step(result.runs[index], framework.seconds_per_micro_step));
   }
   // Every rank's evidence is rank 0's times (agree), so its winsorizing bounds are the same too.
-  RoundEvidence evidence(static_cast<int>(slot_of.size()), options.confidence, framework_seconds);
+  // The confidence is shared among every split with timed steps, as the final decision shares it
+  // (evidence_from_runs): a resumed file's runs kept as they were, or timed alone, count too. With
+  // fewer here the rounds would stop on a verdict the final decision widens to undecided.
+  int family = static_cast<int>(slot_of.size());
+  for (size_t index = 0; index < result.runs.size(); ++index) {
+    const RunResult& run = result.runs[index];
+    const bool in_rounds = std::find(slot_of.begin(), slot_of.end(), static_cast<int>(index)) != slot_of.end();
+    if (!in_rounds && run.status == RunStatus::kOk && !run.steps.empty()) ++family;
+  }
+  for (const RunResult& run : kept) {
+    if (run.status == RunStatus::kOk && !run.steps.empty()) ++family;
+  }
+  RoundEvidence evidence(static_cast<int>(slot_of.size()), options.confidence, framework_seconds, family);
   RoundReport report;
   int64_t rounds_run = 0;  // for the saves before the end
   try {

@@ -342,15 +342,19 @@ const Comparison* comparison_of(const Decision& d, int index) {
 // The first sentence: what the rounds decided and which split is recommended, with what is worth
 // knowing about it.
 std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, const std::vector<int>& ties, int best,
-                       int64_t memory_limit_bytes) {
+                       int64_t memory_limit_bytes, const RoundEvidence& decided, bool with_framework) {
   const RunResult& b = runs[best];
   const RunResult& f = runs[d.fastest];
   // The mean step, which the decisions compare, and the tokens per second it gives; "a mean of",
-  // since the table's step column and tokens/s are per median step.
-  const double tokens_per_second =
-      b.tokens_per_step > 0 ? static_cast<double>(b.tokens_per_step) / b.mean_seconds.value : b.tokens_per_second;
-  const std::string per_step = "a mean of " + seconds_text(b.mean_seconds.value) + " per step (" +
-                               text::format_count(tokens_per_second) + " tokens/s)";
+  // since the table's step column and tokens/s are per median step. With a framework's host time
+  // the decisions compare the means with it added: that mean, beside the engine's.
+  const double mean = with_framework ? decided.mean_seconds(best).value : b.mean_seconds.value;
+  const double tokens_per_second = b.tokens_per_step > 0 ? static_cast<double>(b.tokens_per_step) / mean
+                                                         : b.tokens_per_second * b.mean_seconds.value / mean;
+  const std::string per_step =
+      "a mean of " + seconds_text(mean) + " per step" + (with_framework ? " with the framework's host time" : "") + " (" +
+      text::format_count(tokens_per_second) + " tokens/s" +
+      (with_framework ? "; " + seconds_text(b.mean_seconds.value) + " in the engine alone" : "") + ")";
   std::string lead;
   switch (d.kind) {
     case DecisionKind::kOnly:
@@ -462,12 +466,12 @@ const TimeModel* time_model_of(const std::vector<TimeModel>& models, int index) 
 // aside early) would say another ratio. A ratio the rounds have not decided is said as the
 // estimate it is. `engine`: the same without the framework's time, for the gap the engine's time
 // model explains.
-std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std::vector<int>& ok, int best,
+std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std::vector<int>& candidates, int best,
                                    const std::vector<TimeModel>& models, const RoundEvidence& decided,
-                                   const RoundEvidence& engine, double tie_tolerance) {
+                                   const RoundEvidence& engine, double tie_tolerance, bool with_framework) {
   int slowest = best;
   Estimate ratio{1.0, 1.0, 1.0};
-  for (int i : ok) {
+  for (int i : candidates) {
     if (i == best) continue;
     const Estimate r = decided.ratio(i, best);
     if (r.value > ratio.value) slowest = i, ratio = r;
@@ -479,6 +483,7 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   std::string reason = " " + run_label(s, runs) + (ratio.low > 1.0 ? " is " : " looks ");
   if (host_bound(s)) reason += host_bound_words(s) + " and ";
   reason += text::format_ratio(ratio.value, ratio.value < 1.095 ? 2 : 1) + " slower";
+  if (with_framework) reason += " with the framework's host time";
   if (!(ratio.low > 1.0)) {
     reason += std::isfinite(ratio.high) ? " (undecided: " + times_text(ratio) + " its time)"
                                         : " (too few rounds to decide)";
@@ -507,7 +512,8 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
     reason += "; " + std::to_string(extra) + (extra == 1 ? " more micro-step \u00d7 " : " more micro-steps \u00d7 ") + text::format_duration(model->fixed_seconds) +
               " of fixed cost each = " + text::format_duration(fixed) +
               (fixed < gap ? " of its " + text::format_duration(gap) + " more per step"
-                           : ", the whole of its " + text::format_duration(gap) + " more per step (within the time model's fit)");
+                           : ", the whole of its " + text::format_duration(gap) + " more per step (within the time model's fit)") +
+              (with_framework ? " in the engine alone" : "");
   }
   return reason + ".";
 }
@@ -592,7 +598,7 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
   if (options.framework_seconds_per_micro_step > 0) engine_only.emplace(evidence_from_runs(runs, options.confidence));
   Decision d = decide(evidence, candidates, options);
   // The rounds of the latest sweep (a resumed file also holds an earlier one's, numbered from 0): the
-  // largest session stamp, a steady-clock time (the latest since the machine started).
+  // largest session stamp, the wall clock at its start.
   int64_t latest = 0;
   for (int i : candidates) latest = std::max(latest, runs[i].session);
   d.rounds = 0;
@@ -619,9 +625,10 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
   rec.best_index = best;
   rec.tied_indices = ties;
   rec.decision = d;
-  rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes) +
-               what_the_slowest_loses(runs, ok, best, fit_time_models(runs), evidence,
-                                      engine_only ? *engine_only : evidence, d.tie_tolerance) +
+  // Among the candidates only: a split over the memory limit is no option to compare with.
+  rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes, evidence, engine_only.has_value()) +
+               what_the_slowest_loses(runs, candidates, best, fit_time_models(runs), evidence,
+                                      engine_only ? *engine_only : evidence, d.tie_tolerance, engine_only.has_value()) +
                per_update_sentence(runs, candidates) + " " +
                framework_sentence(options.framework_seconds_per_micro_step, options.framework_source);
   return rec;
