@@ -167,7 +167,7 @@ struct FrameworkCalibration {
   std::string cache_path;
   std::string device_name;
   std::string precision;
-  // What was trained, as the cache keys it: "LoRA, checkpointed" (framework_overhead.hpp).
+  // What was trained, as the cache keys it: "LoRA on all-linear, checkpointed" (framework_overhead.hpp).
   std::string job;
   // The Python's packages (hf_real_step.py --probe): "torch 2.11.0, transformers 5.17.0, peft …,
   // trl not installed, …"; empty when the probe could not run.

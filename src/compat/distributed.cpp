@@ -159,16 +159,18 @@ LaunchEnvironment launch_environment() {
     return value;
   };
   env.rank = integer_variable("RANK", required("RANK").c_str(), "0");
+  // The rank's own mistake first: a process with a RANK outside the world is misplaced wherever
+  // its master is.
+  if (env.rank < 0 || env.rank >= env.world_size) {
+    throw UserError("RANK=" + std::to_string(env.rank) + " is outside [0, WORLD_SIZE=" + std::to_string(env.world_size) +
+                    "); give each process a different RANK from 0 to WORLD_SIZE-1");
+  }
   env.master_addr = required("MASTER_ADDR");
   env.master_port = integer_variable("MASTER_PORT", required("MASTER_PORT").c_str(), "29500");
   if (const char* local = std::getenv("LOCAL_RANK"); local != nullptr && *local != '\0') {
     env.local_rank = integer_variable("LOCAL_RANK", local, "0");
   } else {
     env.local_rank = env.rank;
-  }
-  if (env.rank < 0 || env.rank >= env.world_size) {
-    throw UserError("RANK=" + std::to_string(env.rank) + " is outside [0, WORLD_SIZE=" + std::to_string(env.world_size) +
-                    "); give each process a different RANK from 0 to WORLD_SIZE-1");
   }
   if (env.master_port <= 0 || env.master_port > 65535) {
     throw UserError("MASTER_PORT=" + std::to_string(env.master_port) + " is not a TCP port; use one in 1..65535");

@@ -239,7 +239,7 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
   result.batch = w.batch;
   result.device_name = sweep.context.device_name;
   result.precision = to_string(w.precisions.front());
-  result.job = framework_job(w);
+  result.job = framework_job(w, cfg);
   result.engine.name = "accumbench";
   for (const RunResult& run : sweep.runs) {
     if (run.status != RunStatus::kOk) {

@@ -116,9 +116,15 @@ void write_framework_cache(const std::string& path, const std::vector<FrameworkC
   }
 }
 
-std::string framework_job(const WorkloadOptions& workload) {
-  return std::string(workload.lora.enabled() ? "LoRA" : "full fine-tuning") +
-         (workload.grid.checkpointing == Checkpointing::kBlocks ? ", checkpointed" : "");
+std::string framework_job(const WorkloadOptions& workload, const ModelConfig& cfg) {
+  std::string job = "full fine-tuning";
+  if (workload.lora.enabled()) {
+    const std::vector<BlockLinear> targets = lora_targets(cfg, workload.lora.targets);
+    std::string names;
+    for (const BlockLinear& l : targets) names += (names.empty() ? "" : ",") + l.name;
+    job = "LoRA on " + (targets.size() == block_linears(cfg).size() ? std::string("all-linear") : names);
+  }
+  return job + (workload.grid.checkpointing == Checkpointing::kBlocks ? ", checkpointed" : "");
 }
 
 std::string framework_model(const ModelConfig& cfg) {
@@ -166,18 +172,19 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
   const std::vector<FrameworkCacheEntry> entries = read_framework_cache(framework_cache_path());
   const std::string precision = to_string(key.precision);
   const std::string weights = to_string(key.weights_dtype);
-  // How close an entry's job is to this one: the same job; the same adapters (LoRA or full) with
-  // the other checkpointing; the same checkpointing with the other adapters; neither.
+  // How close an entry's job is to this one: the same job; LoRA on other linears, checkpointed
+  // alike; the same adapters (LoRA or full) with the other checkpointing; the same checkpointing
+  // with the other adapters; neither. ("LoRA" alone: an entry from before the linears were keyed.)
   const auto lora = [](const std::string& job) { return job.rfind("LoRA", 0) == 0; };
   const auto checkpointed = [](const std::string& job) { return job.find(", checkpointed") != std::string::npos; };
   const auto distance = [&](const std::string& job) {
     if (job == key.job) return 0;
-    if (lora(job) == lora(key.job)) return 1;
-    return checkpointed(job) == checkpointed(key.job) ? 2 : 3;
+    if (lora(job) == lora(key.job)) return checkpointed(job) == checkpointed(key.job) ? 1 : 2;
+    return checkpointed(job) == checkpointed(key.job) ? 3 : 4;
   };
   // The closest job's entries first; within each, the most faithful first: the real transformers
   // step (hf), then the HF+TRL reference, then plain.
-  for (int closeness = 0; closeness <= 3; ++closeness) {
+  for (int closeness = 0; closeness <= 4; ++closeness) {
     for (const char* framework : {"hf", "hf-trl", "plain"}) {
       for (const FrameworkCacheEntry& e : entries) {
         if (e.device_name != device_name || e.precision != precision || e.model != key.model ||
@@ -236,7 +243,7 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
 
 FrameworkOverhead sweep_framework_overhead(const std::string& spec, const std::string& device_name,
                                            const WorkloadOptions& workload, const ModelConfig& cfg) {
-  std::vector<std::string> jobs = {framework_job(workload)};
+  std::vector<std::string> jobs = {framework_job(workload, cfg)};
   if (workload.grid.knobs && workload.grid.checkpointing != Checkpointing::kBlocks) jobs.push_back(jobs.front() + ", checkpointed");
   const std::vector<Precision> weights = grid_weights_dtypes(workload);
   const std::string model = framework_model(cfg);

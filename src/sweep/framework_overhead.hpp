@@ -8,7 +8,7 @@
 // The cache (JSON, one entry per device name, precision, model, weights dtype, framework and job):
 //   {"entries": [{"device_name": "NVIDIA H200", "precision": "bf16", "framework": "hf-trl",
 //                 "model": "llama, 28 layers, d_model 2048, 16 heads (8 kv), d_ff 6144, vocab 151936, q/k norm",
-//                 "weights_dtype": "bf16", "job": "LoRA, checkpointed",
+//                 "weights_dtype": "bf16", "job": "LoRA on all-linear, checkpointed",
 //                 "seconds_per_micro_step": 0.0123, "engine_seconds_per_micro_step": ...,
 //                 "reference_seconds_per_micro_step": ..., "date": "...", "torch": "2.11.0", "shape": "..."}]}
 // It lives in $ACCUMBENCH_CACHE_DIR, else $XDG_CACHE_HOME/accumbench, else ~/.cache/accumbench.
@@ -30,8 +30,8 @@ struct FrameworkCacheEntry {
   // tiny model's is not a 28-layer one's. "" in entries written before the cache recorded it.
   std::string model;
   std::string weights_dtype = "fp32";
-  // What was trained (framework_job): "full fine-tuning" or "LoRA", ", checkpointed" when every
-  // block was. A Python loop's host time per micro-step grows with its modules (PEFT adds a
+  // What was trained (framework_job): "full fine-tuning" or "LoRA on all-linear", ", checkpointed"
+  // when every block was. A Python loop's host time per micro-step grows with its modules (PEFT adds a
   // Python forward per adapted linear) and with checkpointing (every block's forward runs twice).
   std::string job = "full fine-tuning";
   double seconds_per_micro_step = 0;            // reference − engine, what a sweep adds
@@ -49,9 +49,11 @@ std::vector<FrameworkCacheEntry> read_framework_cache(const std::string& path);
 // job; creates the folder.
 void write_framework_cache(const std::string& path, const std::vector<FrameworkCacheEntry>& entries);
 
-// The job words of a workload's cache entry: "full fine-tuning" or "LoRA" (any base storage),
-// with ", checkpointed" when every split checkpoints its blocks.
-std::string framework_job(const WorkloadOptions& workload);
+// The job words of a workload's cache entry: "full fine-tuning" or "LoRA on <the adapted block
+// linears>" ("all-linear", or accumbench's names: "LoRA on q,v"; any rank, any base storage), with
+// ", checkpointed" when every split checkpoints its blocks. PEFT runs a Python forward per adapted
+// linear, so the linears are part of the job.
+std::string framework_job(const WorkloadOptions& workload, const ModelConfig& cfg);
 
 // The model words of a cache entry: its family, sizes and extra modules, which a Python loop's
 // time follows ("llama, 2 layers, d_model 64, 4 heads (2 kv), d_ff 176, vocab 512, q/k norm"); not

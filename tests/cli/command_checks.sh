@@ -283,11 +283,11 @@ calibrate_framework_lora() {
   export ACCUMBENCH_CACHE_DIR="$work/cache"
   local calibrate=(calibrate-framework --model gpt2-tiny --seq-len 32 --batch 4 --micro-batches 1,4 --device cpu
                    --threads 1 --steps 2 --python "$python" --frameworks plain)
-  expect 0 "median step s, gpt2-tiny at T=32, " ", batch 4, LoRA, checkpointed" "plain: " -- "${calibrate[@]}" \
+  expect 0 "median step s, gpt2-tiny at T=32, " ", batch 4, LoRA on c_attn,attn_c_proj, checkpointed" "plain: " -- "${calibrate[@]}" \
     --lora-rank 4 --lora-targets attention --activation-checkpointing blocks
   check "the entry is keyed by the job and names the adapters" py '
 e = load(sys.argv[1])["entries"]
-if [x["job"] for x in e] != ["LoRA, checkpointed"]: fail("jobs %r" % [x["job"] for x in e])
+if [x["job"] for x in e] != ["LoRA on c_attn,attn_c_proj, checkpointed"]: fail("jobs %r" % [x["job"] for x in e])
 if e[0]["model"] != "gpt2, 2 layers, d_model 64, 4 heads (4 kv), d_ff 256, vocab 512": fail("model %r" % e[0]["model"])
 if e[0]["weights_dtype"] != "fp32": fail("weights %r" % e[0]["weights_dtype"])
 if "LoRA r4 on attention" not in e[0]["shape"]: fail("shape %r" % e[0]["shape"])
@@ -299,8 +299,8 @@ if "LoRA r4 on attention" not in e[0]["shape"]: fail("shape %r" % e[0]["shape"])
   check "the LoRA sweep reads its own entry; full fine-tuning falls back to it, saying whose it is" py '
 import re
 lora, full = load(sys.argv[1])["context"]["framework_source"], load(sys.argv[2])["context"]["framework_source"]
-if not re.fullmatch(r"calibrated \S+, plain, LoRA, checkpointed(; it measured -\S+ \S+ per micro-step, noise, counted as 0)?", lora): fail("LoRA source %r" % lora)
-if not re.fullmatch(r"calibrated \S+, plain, on LoRA, checkpointed; none for full fine-tuning(; it measured -\S+ \S+ per micro-step, noise, counted as 0)?", full):
+if not re.fullmatch(r"calibrated \S+, plain, LoRA on c_attn,attn_c_proj, checkpointed(; it measured -\S+ \S+ per micro-step, noise, counted as 0)?", lora): fail("LoRA source %r" % lora)
+if not re.fullmatch(r"calibrated \S+, plain, on LoRA on c_attn,attn_c_proj, checkpointed; none for full fine-tuning(; it measured -\S+ \S+ per micro-step, noise, counted as 0)?", full):
     fail("full source %r" % full)
 ' "$work/lora.json" "$work/full.json"
   check "hf_real_step.py gives PEFT the index's adapters: its target_modules, alpha and dropout" py '
@@ -327,7 +327,7 @@ if given != dict(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-line
   check "a second job adds an entry; full fine-tuning now reads its own" py '
 import re
 jobs = sorted(x["job"] for x in load(sys.argv[1])["entries"])
-if jobs != ["LoRA, checkpointed", "full fine-tuning"]: fail("jobs %r" % jobs)
+if jobs != ["LoRA on c_attn,attn_c_proj, checkpointed", "full fine-tuning"]: fail("jobs %r" % jobs)
 full = load(sys.argv[2])["context"]["framework_source"]
 if not re.fullmatch(r"calibrated \S+, plain, full fine-tuning(; it measured -\S+ \S+ per micro-step, noise, counted as 0)?", full): fail("full source %r" % full)
 ' "$work/cache/framework-overhead.json" "$work/full.json"
