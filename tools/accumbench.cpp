@@ -167,6 +167,11 @@ struct WorkloadFlags {
             {"--axolotl-config", axolotl_config}};
   }
   CLI::App* cli = nullptr;                 // the subcommand: which options were given
+  // Whether `option` was given on the command line (not a default, not a trainer config's).
+  bool given(const std::string& option) const {
+    const CLI::Option* o = cli == nullptr ? nullptr : cli->get_option_no_throw(option);
+    return o != nullptr && o->count() > 0;
+  }
   // The trainer config's settings that took effect (not overridden on the command line) and its
   // path, set by read_config: a value refused later under an option's name names the key too.
   mutable std::vector<ab::ConfigSetting> file_settings;
@@ -284,10 +289,7 @@ bool WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
   const int world = command == ab::Command::kPlan ? w.world_size : launched_world_size();
   const ab::TrainerConfig config = ab::read_trainer_config(trl ? trl_config : axolotl_config,
                                                            trl ? ab::ConfigFormat::kTrl : ab::ConfigFormat::kAxolotl, world);
-  const auto given = [this](const std::string& option) {
-    const CLI::Option* o = cli == nullptr ? nullptr : cli->get_option_no_throw(option);
-    return o != nullptr && o->count() > 0;
-  };
+  const auto given = [this](const std::string& option) { return this->given(option); };
   // trl sft and axolotl stop without a model; accumbench's default model would be planned in silence.
   const bool names_model = std::any_of(config.settings.begin(), config.settings.end(), [](const ab::ConfigSetting& s) {
     return s.option == "--model" || s.option == "--hf-config";
@@ -1000,10 +1002,7 @@ void PlanCommand::write_files(const ab::PlanReport& report) const {
 // default chunked_nll when it has none), unless --framework is given. accumbench's chunked head,
 // which stands for chunked_nll in a sweep, is left out then: the plan models TRL's own.
 void PlanCommand::adopt_trl_loss(ab::WorkloadOptions& w) {
-  const auto given = [this](const char* option) {
-    const CLI::Option* o = flags.cli == nullptr ? nullptr : flags.cli->get_option_no_throw(option);
-    return o != nullptr && o->count() > 0;
-  };
+  const auto given = [this](const char* option) { return flags.given(option); };
   if (w.trl_loss.empty() || given("--framework")) return;
   framework = "hf-trl";
   const bool from_file = !given("--trl-loss");
@@ -1031,8 +1030,7 @@ int PlanCommand::run() {
   require_inputs_kept({{"--json", json_path}, {"--markdown", markdown_path}, {"--html", html_path}}, flags.inputs());
   adopt_trl_loss(w);
   // Under torchrun, plan still runs alone: a launch's world is planned with --world-size.
-  const CLI::Option* world_option = flags.cli == nullptr ? nullptr : flags.cli->get_option_no_throw("--world-size");
-  if (launched_world_size() > 1 && (world_option == nullptr || world_option->count() == 0)) {
+  if (launched_world_size() > 1 && !flags.given("--world-size")) {
     print_note("WORLD_SIZE=" + std::to_string(launched_world_size()) + " is set, but plan runs in one process and plans " +
                "--world-size " + std::to_string(w.world_size) + "; give --world-size " +
                std::to_string(launched_world_size()) + " to plan each rank's share");

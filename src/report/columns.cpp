@@ -565,5 +565,4 @@ std::string legend(const std::vector<RunResult>& runs, const TableContext& conte
   return text;
 }
 
-
 }  // namespace accumbench::report
