@@ -58,9 +58,10 @@ TEST(TrainerConfig, AnEmptyTrlFileIsTrlsDefaults) {
   EXPECT_EQ(ab::trainer_config_notes(c, kNothingGiven, read("")),
             (Lines{"read sft.yaml as --seq-len 1024 --batch 8 (per_device_train_batch_size x "
                    "gradient_accumulation_steps: 8 per device x 1 accumulation steps x 1 process) --precision bf16 "
-                   "--activation-checkpointing blocks --packing none --padding longest --tf32 off",
+                   "--activation-checkpointing blocks --packing none --padding longest --tf32 off --lr 2e-05 "
+                   "--weight-decay 0",
                    "sft.yaml leaves out max_length, per_device_train_batch_size, bf16, gradient_checkpointing, "
-                   "pad_to_multiple_of, tf32: TRL's defaults stand",
+                   "pad_to_multiple_of, tf32, learning_rate, weight_decay: TRL's defaults stand",
                    "sft.yaml: leaves out optim, whose default in transformers is adamw_torch_fused from PyTorch 2.8 "
                    "(accumbench's adamw, what runs here) and adamw_torch before it (on CUDA --optimizer adamw-foreach: "
                    "a copy of what trains during the step); sweep --optimizer adamw,adamw-foreach measures both"}));
@@ -74,9 +75,45 @@ TEST(TrainerConfig, AnEmptyTrlFileIsTrlsDefaults) {
   const ab::TrainerConfig axolotl = ab::parse_trainer_config("base_model: gpt2-tiny\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml");
   ab::WorkloadOptions from_axolotl;
   ab::apply_trainer_config(axolotl, from_axolotl, kNothingGiven);
-  EXPECT_EQ(ab::trainer_config_notes(axolotl, kNothingGiven, from_axolotl).back(),
+  EXPECT_EQ(ab::trainer_config_notes(axolotl, kNothingGiven, from_axolotl)[1],
             "ax.yml leaves out sequence_len, micro_batch_size, bf16, gradient_checkpointing, pad_to_sequence_len, "
-            "tf32: axolotl's defaults stand");
+            "tf32, weight_decay: axolotl's defaults stand");
+  // The trainers' optimizer defaults, not accumbench's (lr 1e-4, weight decay 0.01): TRL's SFTConfig
+  // learning_rate 2e-5, TrainingArguments' and axolotl's weight_decay 0; axolotl requires
+  // learning_rate, and without it accumbench's stands, said.
+  EXPECT_NEAR(read("").optimizer.lr, 2e-5, 1e-15);
+  EXPECT_EQ(read("").optimizer.weight_decay, 0.0);
+  EXPECT_EQ(from_axolotl.optimizer.weight_decay, 0.0);
+  EXPECT_EQ(from_axolotl.optimizer.lr, ab::OptimizerOptions{}.lr);
+  const Lines axolotl_notes = ab::trainer_config_notes(axolotl, kNothingGiven, from_axolotl);
+  EXPECT_NE(std::find(axolotl_notes.begin(), axolotl_notes.end(),
+                      "ax.yml: leaves out learning_rate, which axolotl requires; accumbench's --lr 0.0001 stands (it "
+                      "changes verify's update, not a step's time)"),
+            axolotl_notes.end())
+      << joined(axolotl_notes);
+  const auto lr_given = [](const std::string& option) { return option == "--lr"; };
+  for (const std::string& note : ab::trainer_config_notes(axolotl, lr_given, from_axolotl))
+    EXPECT_EQ(note.find("learning_rate"), std::string::npos) << note;
+}
+
+// transformers 5's train_sampling_strategy: group_by_length is --group-by-length; sequential is
+// said (accumbench shuffles); random is the default; anything else is refused.
+TEST(TrainerConfig, TrainSamplingStrategy) {
+  EXPECT_TRUE(read("train_sampling_strategy: group_by_length\n").data.group_by_length);
+  EXPECT_FALSE(read("train_sampling_strategy: random\n").data.group_by_length);
+  EXPECT_FALSE(read("train_sampling_strategy: sequential\n").data.group_by_length);
+  const std::string yaml = "train_sampling_strategy: sequential\n";
+  const ab::TrainerConfig c = ab::parse_trainer_config(yaml, ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  const Lines notes = ab::trainer_config_notes(c, kNothingGiven, read(yaml));
+  EXPECT_NE(std::find(notes.begin(), notes.end(),
+                      "sft.yaml: train_sampling_strategy: sequential visits the samples in the dataset's order; "
+                      "accumbench visits them in a seeded random order (random), which groups other samples into each "
+                      "micro-batch when lengths differ"),
+            notes.end())
+      << joined(notes);
+  EXPECT_EQ(error_of("train_sampling_strategy: length\n"),
+            "sft.yaml: train_sampling_strategy is \"length\", not random, sequential or group_by_length; fix the key "
+            "in the file");
 }
 
 // Every key accumbench maps, with 2 processes: the effective batch is 4 x 4 x 2 = 32.
@@ -357,6 +394,14 @@ TEST(TrainerConfig, QuantisedBaseAndOptimizersAreRead) {
   EXPECT_EQ(w.optimizer.kind, ab::OptimizerKind::kPagedAdamW8bit);
   EXPECT_EQ(error_of("adapter: qlora\nlora_r: 8\nlora_alpha: 16\n", ab::ConfigFormat::kAxolotl),
             "sft.yaml sets adapter: qlora without load_in_4bit: true; add it, as axolotl needs");
+  // resolve_dtype: load_in_8bit without a 16-bit key loads float16 weights, trained without
+  // autocast (read as fp32 weights before); bf16: auto or true is bf16.
+  const std::string lora8 = "adapter: lora\nload_in_8bit: true\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\n";
+  EXPECT_EQ(error_of(lora8 + "bf16: false\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml sets load_in_8bit without bf16 or fp16, so axolotl loads the model in float16 and trains it "
+            "without autocast, which accumbench does not model; set bf16: true (or fp16: true)");
+  EXPECT_EQ(read(lora8, ab::ConfigFormat::kAxolotl).lora.base_quant, ab::BaseQuant::kInt8);
+  EXPECT_EQ(read(lora8 + "bf16: false\nfp16: true\n", ab::ConfigFormat::kAxolotl).weights_dtype, ab::Precision::kFp16);
 
   // axolotl's bnb_config_kwargs update its loader's 4-bit config: double quantisation off, fp4
   // refused; the dtypes change nothing measured; an argument not known is listed.
@@ -844,7 +889,8 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
 
   // axolotl: adapter: lora with load_in_4bit is an unquantised base, cast to fp32.
   const std::string lora =
-      "base_model: llama-tiny\nadapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\nbf16: true\n";
+      "base_model: llama-tiny\nadapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\nbf16: true\n"
+      "learning_rate: 0.0002\n";
   const ab::TrainerConfig lora4 =
       ab::parse_trainer_config(lora + "load_in_4bit: true\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml");
   w = ab::WorkloadOptions{};

@@ -85,7 +85,8 @@ TEST(TrainerSettings, LoraPaddingAndRanks) {
                    "per_device_train_batch_size: 2", "gradient_accumulation_steps: 4", "gradient_checkpointing: true",
                    "bf16: true", "fp16: false", "max_length: 1024", "packing: false", "pad_to_multiple_of: 8",
                    "group_by_length: true", "loss_type: nll", "use_peft: true", "lora_r: 16", "lora_alpha: 32",
-                   "lora_dropout: 0.05", "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]"}));
+                   "lora_dropout: 0.05", "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]",
+                   "# transformers 5 reads train_sampling_strategy: group_by_length instead"}));
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl),
             (Lines{"# axolotl (per rank, 2 ranks)", "micro_batch_size: 2", "gradient_accumulation_steps: 4",
                    "sequence_len: 1024", "gradient_checkpointing: true", "bf16: true", "fp16: false",

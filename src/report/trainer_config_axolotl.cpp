@@ -193,6 +193,12 @@ void Reader::read_axolotl(int world_size) {
   const std::string weights = bf16 || bfloat16 ? "bf16" : fp16 || float16 ? "fp16" : "fp32";
   const std::string weights_key = bf16 ? "bf16" : bfloat16 ? "bfloat16" : fp16 ? "fp16" : float16 ? "float16" : "bf16";
   set("--weights-dtype", weights, weights_key, weights_key == "bf16" && !has("bf16"));
+  // resolve_dtype again: load_in_8bit without a 16-bit key loads the model in float16 (and, fp16
+  // off, trains it without autocast), not in float32.
+  if (weights == "fp32" && on("load_in_8bit")) {
+    throw UserError(path + " sets load_in_8bit without bf16 or fp16, so axolotl loads the model in float16 and "
+                    "trains it without autocast, which accumbench does not model; set bf16: true (or fp16: true)");
+  }
 
   bool checkpointing = false;
   if (has("gradient_checkpointing")) {
@@ -273,6 +279,11 @@ void Reader::read_axolotl(int world_size) {
   if (adapter_kind == "lora" || adapter_kind == "qlora") lora_remarks(adapter_kind, weights, bf16 ? "bf16" : fp16 ? "fp16" : "fp32");
   tf32();
   optimizer("optimizer");
+  if (!has("learning_rate")) {
+    config.remarks.push_back({"leaves out learning_rate, which axolotl requires; accumbench's --lr " +
+                                  num(OptimizerOptions{}.lr) + " stands (it changes verify's update, not a step's time)",
+                              {"--lr"}});
+  }
   hyperparameters();
 }
 

@@ -266,9 +266,17 @@ struct Reader {
     set("--tf32", on ? "on" : "off", "tf32", !has("tf32"));
   }
 
-  void hyperparameters() {
-    if (has("learning_rate")) set("--lr", num(number("learning_rate")), "learning_rate");
-    if (has("weight_decay")) set("--weight-decay", num(number("weight_decay")), "weight_decay");
+  // Left out, the trainer's defaults stand: weight_decay 0 in transformers' TrainingArguments and
+  // axolotl; learning_rate 2e-5 in TRL's SFTConfig (`trl_default_lr`; axolotl requires the key,
+  // and without it accumbench's --lr stands). Neither changes what a step costs but sgd's and
+  // adamw8bit's decay multiply, and both are verify's update and the JSON's record of it.
+  void hyperparameters(const char* trl_default_lr = nullptr) {
+    if (has("learning_rate")) {
+      set("--lr", num(number("learning_rate")), "learning_rate");
+    } else if (trl_default_lr != nullptr) {
+      set("--lr", trl_default_lr, "learning_rate", true);
+    }
+    set("--weight-decay", has("weight_decay") ? num(number("weight_decay")) : "0", "weight_decay", !has("weight_decay"));
     if (has("adam_beta1")) set("--beta1", num(number("adam_beta1")), "adam_beta1");
     if (has("adam_beta2")) set("--beta2", num(number("adam_beta2")), "adam_beta2");
     if (has("adam_epsilon")) set("--adam-eps", num(number("adam_epsilon")), "adam_epsilon");

@@ -183,6 +183,22 @@ void Reader::read_trl(int world_size) {
     set("--padding", "longest", "pad_to_multiple_of", true);  // the collator pads to the longest sample
   }
   if (has("group_by_length") && boolean("group_by_length")) set("--group-by-length", "", "group_by_length");
+  // transformers 5 replaced group_by_length with train_sampling_strategy: random (the default),
+  // sequential or group_by_length.
+  if (has("train_sampling_strategy")) {
+    const std::string strategy = word("train_sampling_strategy");
+    if (strategy == "group_by_length") {
+      if (!(has("group_by_length") && boolean("group_by_length")))
+        set("--group-by-length", "", "train_sampling_strategy");
+    } else if (strategy == "sequential") {
+      config.remarks.push_back(
+          {"train_sampling_strategy: sequential visits the samples in the dataset's order; accumbench visits them in "
+           "a seeded random order (random), which groups other samples into each micro-batch when lengths differ",
+           {"--group-by-length"}});
+    } else if (strategy != "random") {
+      bad_value("train_sampling_strategy", "random, sequential or group_by_length");
+    }
+  }
   // bfd packing runs padding-free, which keeps documents apart only under a flash kernel
   // (sft_trainer.py at f2cd577 warns of cross-contamination otherwise: the flattened micro-batch
   // is one causal sequence). accumbench restarts attention at each document.
@@ -234,7 +250,7 @@ void Reader::read_trl(int world_size) {
          "the step); sweep --optimizer adamw,adamw-foreach measures both",
          {"--optimizer"}});
   }
-  hyperparameters();
+  hyperparameters("2e-05");
 }
 
 }  // namespace accumbench::trainer_config_detail

@@ -251,6 +251,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
   if (format == SettingsFormat::kTrl) {
     lines.push_back("# TRL SFTConfig, for trl sft --config FILE.yaml (" + per_rank + "; each key is also a --KEY flag)");
     for (const auto& [key, value] : trl_settings(s)) lines.push_back(key + ": " + value);
+    if (s.group_by_length) lines.push_back("# transformers 5 reads train_sampling_strategy: group_by_length instead");
   } else if (format == SettingsFormat::kAxolotl) {
     lines.push_back("# axolotl (" + per_rank + ")");
     lines.push_back("micro_batch_size: " + std::to_string(s.per_device_train_batch_size));
