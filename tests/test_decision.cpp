@@ -538,6 +538,7 @@ TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
   m.n_heads = m.n_kv_heads = 4;
   EXPECT_EQ(framework_model(m), "gpt2, 2 layers, d_model 64, 4 heads (4 kv), d_ff 256, vocab 512");
   FrameworkCacheEntry of_m = lora;
+  of_m.seq_len = two.seq_len;
   of_m.model = framework_model(m);
   of_m.job = "full fine-tuning";
   of_m.seconds_per_micro_step = 0.004;
@@ -586,6 +587,47 @@ TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
           << e.what();
     }
   }
+  // T: the closest calibration by ratio, named when it is not this T; a T=512 calibration sits
+  // beside T=128's (another entry, not a replacement). An entry of unknown T (written before T was
+  // a field, with no T in its shape) comes last.
+  std::filesystem::remove(dir / "framework-overhead.json");
+  FrameworkCacheEntry at = of_m;
+  at.seconds_per_micro_step = 0.004;
+  at.seq_len = 128;
+  at.shape = "m, T=128, batch 8, micro-batches 1,2,4,8";
+  write_framework_cache(framework_cache_path(), {at});
+  at.seq_len = 512;
+  at.seconds_per_micro_step = 0.003;
+  at.shape = "m, T=512, batch 8, micro-batches 1,2,4,8";
+  write_framework_cache(framework_cache_path(), {at});
+  ASSERT_EQ(read_framework_cache(framework_cache_path()).size(), 2u);
+  const auto at_t = [&](int64_t t) {
+    return resolve_framework_overhead("auto", "H", FrameworkKey{Precision::kBf16, Precision::kFp32, at.model, at.job, t});
+  };
+  EXPECT_DOUBLE_EQ(at_t(512).seconds_per_micro_step, 0.003);
+  EXPECT_EQ(at_t(512).source, "calibrated 2026-12-01, plain, full fine-tuning");
+  EXPECT_DOUBLE_EQ(at_t(200).seconds_per_micro_step, 0.004);  // 200/128 = 1.56 is closer than 512/200 = 2.56
+  EXPECT_DOUBLE_EQ(at_t(400).seconds_per_micro_step, 0.003);
+  EXPECT_EQ(at_t(2048).source, "calibrated 2026-12-01, plain, full fine-tuning; at T=512, not this T=2048 (run "
+                               "calibrate-framework --seq-len 2048)");
+  // The T of an older entry is read from its shape.
+  std::ofstream(dir / "framework-overhead.json")
+      << R"({"entries": [{"device_name": "H", "precision": "bf16", "framework": "hf-trl", "model": "M",)"
+      << R"( "seconds_per_micro_step": 0.004, "date": "2026-11-30", "shape": "gpt2-124m, T=256, batch 8"},)"
+      << R"( {"device_name": "H", "precision": "bf16", "framework": "hf-trl", "model": "M",)"
+      << R"( "seconds_per_micro_step": 0.005, "date": "2026-11-29"}]})";
+  EXPECT_EQ(read_framework_cache(framework_cache_path()).at(0).seq_len, 256);
+  const FrameworkKey at_1024{Precision::kBf16, Precision::kFp32, "M", "full fine-tuning", 1024};
+  EXPECT_EQ(resolve_framework_overhead("auto", "H", at_1024).source,
+            "calibrated 2026-11-30, hf-trl, full fine-tuning; at T=256, not this T=1024 (run calibrate-framework "
+            "--seq-len 1024)");
+  std::ofstream(dir / "framework-overhead.json")
+      << R"({"entries": [{"device_name": "H", "precision": "bf16", "framework": "hf-trl", "model": "M",)"
+      << R"( "seconds_per_micro_step": 0.005, "date": "2026-11-29"}]})";
+  EXPECT_EQ(resolve_framework_overhead("auto", "H", at_1024).source,
+            "calibrated 2026-11-29, hf-trl, full fine-tuning; at a T not recorded, not this T=1024 (run "
+            "calibrate-framework --seq-len 1024)");
+
   const FrameworkKey any{Precision::kBf16, Precision::kFp32, "M", "LoRA"};
   EXPECT_THROW(resolve_framework_overhead("60001", "H", any), UserError);
   EXPECT_DOUBLE_EQ(resolve_framework_overhead("60000", "H", any).seconds_per_micro_step, 60.0);

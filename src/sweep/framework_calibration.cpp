@@ -287,6 +287,7 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
     e.reference_seconds_per_micro_step = side.seconds_per_micro_step;
     e.date = sweep.context.date;
     e.torch = side.torch;
+    e.seq_len = w.seq_len;
     e.shape = cfg.name + ", T=" + std::to_string(w.seq_len) + ", batch " + std::to_string(w.batch) +
               ", micro-batches " + splits;
     if (w.lora.enabled()) e.shape += ", LoRA r" + std::to_string(w.lora.rank) + " on " + w.lora.targets;

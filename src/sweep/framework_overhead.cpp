@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -40,6 +41,13 @@ FrameworkCacheEntry entry_from(const Json& j) {
   e.date = j.value("date", "");
   e.torch = j.value("torch", "");
   e.shape = j.value("shape", "");
+  // Entries written before T was a field name it in their shape ("gpt2-124m, T=256, ...").
+  e.seq_len = j.value("seq_len", int64_t{0});
+  if (e.seq_len == 0) {
+    const size_t at = e.shape.find(", T=");
+    if (at != std::string::npos) e.seq_len = std::max<int64_t>(0, std::atoll(e.shape.c_str() + at + 4));
+  }
+  if (e.seq_len < 0) throw std::invalid_argument("seq_len " + std::to_string(e.seq_len) + " is negative");
   // calibrate-framework writes a difference of two fits, below zero when it is noise; beyond a
   // minute either way it is no host time per micro-step, and would decide every split alone.
   if (!(std::abs(e.seconds_per_micro_step) <= kMaxFrameworkSeconds)) {
@@ -61,7 +69,8 @@ Json json_of(const FrameworkCacheEntry& e) {
               {"reference_seconds_per_micro_step", e.reference_seconds_per_micro_step},
               {"date", e.date},
               {"torch", e.torch},
-              {"shape", e.shape}};
+              {"shape", e.shape},
+              {"seq_len", e.seq_len}};
 }
 
 }  // namespace
@@ -99,7 +108,7 @@ void write_framework_cache(const std::string& path, const std::vector<FrameworkC
                              [&](const FrameworkCacheEntry& old) {
                                return old.device_name == e.device_name && old.precision == e.precision &&
                                       old.model == e.model && old.weights_dtype == e.weights_dtype &&
-                                      old.framework == e.framework && old.job == e.job;
+                                      old.framework == e.framework && old.job == e.job && old.seq_len == e.seq_len;
                              }),
               all.end());
     all.push_back(e);
@@ -182,18 +191,35 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
     if (lora(job) == lora(key.job)) return checkpointed(job) == checkpointed(key.job) ? 1 : 2;
     return checkpointed(job) == checkpointed(key.job) ? 3 : 4;
   };
+  // How far an entry's T is from the key's, as a ratio (on a GPU a longer step hides more of the
+  // host time); an entry of unknown T last.
+  const auto t_distance = [&](const FrameworkCacheEntry& e) {
+    if (key.seq_len <= 0) return 0.0;
+    if (e.seq_len <= 0) return std::numeric_limits<double>::infinity();
+    return std::abs(std::log(static_cast<double>(e.seq_len) / static_cast<double>(key.seq_len)));
+  };
   // The closest job's entries first; within each, the most faithful first: the real transformers
-  // step (hf), then the HF+TRL reference, then plain.
+  // step (hf), then the HF+TRL reference, then plain; within those, the closest T.
   for (int closeness = 0; closeness <= 4; ++closeness) {
     for (const char* framework : {"hf", "hf-trl", "plain"}) {
+      const FrameworkCacheEntry* best = nullptr;
       for (const FrameworkCacheEntry& e : entries) {
         if (e.device_name != device_name || e.precision != precision || e.model != key.model ||
             e.weights_dtype != weights || e.framework != framework || distance(e.job) != closeness) {
           continue;
         }
+        if (best == nullptr || t_distance(e) < t_distance(*best)) best = &e;
+      }
+      if (best != nullptr) {
+        const FrameworkCacheEntry& e = *best;
         o.seconds_per_micro_step = std::max(0.0, e.seconds_per_micro_step);
         o.source = "calibrated " + e.date + ", " + e.framework + ", " +
                    (closeness == 0 ? e.job : "on " + e.job + "; none for " + key.job);
+        if (key.seq_len > 0 && e.seq_len != key.seq_len) {
+          o.source += "; at " + (e.seq_len > 0 ? "T=" + std::to_string(e.seq_len) : std::string("a T not recorded")) +
+                      ", not this T=" + std::to_string(key.seq_len) + " (run calibrate-framework --seq-len " +
+                      std::to_string(key.seq_len) + ")";
+        }
         if (e.seconds_per_micro_step < 0) {
           o.source += "; it measured -" + text::format_duration(-e.seconds_per_micro_step) +
                       " per micro-step, noise, counted as 0";
@@ -247,8 +273,8 @@ FrameworkOverhead sweep_framework_overhead(const std::string& spec, const std::s
   if (workload.grid.knobs && workload.grid.checkpointing != Checkpointing::kBlocks) jobs.push_back(jobs.front() + ", checkpointed");
   const std::vector<Precision> weights = grid_weights_dtypes(workload);
   const std::string model = framework_model(cfg);
-  const FrameworkOverhead first =
-      resolve_framework_overhead(spec, device_name, {workload.precisions.front(), weights.front(), model, jobs.front()});
+  const FrameworkOverhead first = resolve_framework_overhead(
+      spec, device_name, {workload.precisions.front(), weights.front(), model, jobs.front(), workload.seq_len});
   if (spec != "auto") return first;
   // Each job's time and where it came from, named by what tells the jobs apart.
   std::string each, sources;
@@ -256,7 +282,7 @@ FrameworkOverhead sweep_framework_overhead(const std::string& spec, const std::s
   for (Precision precision : workload.precisions) {
     for (Precision weights_dtype : weights) {
       for (const std::string& job : jobs) {
-        const FrameworkOverhead o = resolve_framework_overhead(spec, device_name, {precision, weights_dtype, model, job});
+        const FrameworkOverhead o = resolve_framework_overhead(spec, device_name, {precision, weights_dtype, model, job, workload.seq_len});
         differ = differ || o.seconds_per_micro_step != first.seconds_per_micro_step || o.added != first.added;
         several = several || o.source != first.source;
         const std::string name = to_string(precision) +

@@ -40,13 +40,16 @@ struct FrameworkCacheEntry {
   std::string date;               // ISO 8601, UTC
   std::string torch;              // the reference's PyTorch version
   std::string shape;              // "gpt2-124m, T=256, batch 8, micro-batches 1,2,4,8"
+  // The sequence length it ran at (on a GPU a longer step hides more of the host time); 0 when
+  // unknown (an entry whose shape names no T).
+  int64_t seq_len = 0;
 };
 
 std::string framework_cache_path();
 // Missing file: no entries. A file that is not such JSON: UserError naming it.
 std::vector<FrameworkCacheEntry> read_framework_cache(const std::string& path);
-// Replaces the entries with the same device name, precision, model, weights dtype, framework and
-// job; creates the folder.
+// Replaces the entries with the same device name, precision, model, weights dtype, framework, job
+// and T; creates the folder.
 void write_framework_cache(const std::string& path, const std::vector<FrameworkCacheEntry>& entries);
 
 // The job words of a workload's cache entry: "full fine-tuning" or "LoRA on <the adapted block
@@ -66,6 +69,7 @@ struct FrameworkKey {
   Precision weights_dtype = Precision::kFp32;
   std::string model;  // framework_model
   std::string job;    // framework_job
+  int64_t seq_len = 0;  // T; 0: any
 };
 
 struct FrameworkOverhead {
@@ -80,7 +84,8 @@ struct FrameworkOverhead {
 // `spec`: "auto" or milliseconds per micro-step (≥ 0). auto: the cache's entry for this device
 // name, precision, model, weights dtype and job, hf before hf-trl before plain (the most faithful
 // first); when none has this job, the same model's closest other job (the same adapters, then the
-// same checkpointing), and the source says whose time it is. Another precision's, model's or
+// same checkpointing), and the source says whose time it is. Among a job's entries of one framework
+// the closest T (by ratio) is taken; the source names a T other than the key's. Another precision's, model's or
 // weights dtype's entry is not used: 0 s, and the source says what is calibrated and which
 // calibration would serve. A negative calibration counts as 0, and the source says so. Bad spec:
 // UserError.
