@@ -441,6 +441,13 @@ TEST(TrainerConfig, ListsUnknownAndUnusedKeys) {
   EXPECT_EQ(notes.back(),
             "sft.yaml: not understood, ignored: my_own_key (if one of them changes memory or time, the results do "
             "not show it)");
+  // The Trainer's gradient clipping, which accumbench's step does not run, is said as such.
+  for (const auto format : {ab::ConfigFormat::kTrl, ab::ConfigFormat::kAxolotl}) {
+    EXPECT_EQ(ab::parse_trainer_config("max_grad_norm: 1.0\n", format, 1, "f.yaml").unused,
+              Lines{"max_grad_norm (the Trainer's clipping, once per optimizer step: accumbench's step does not clip)"});
+    EXPECT_EQ(ab::parse_trainer_config("max_grad_norm: 0\n", format, 1, "f.yaml").unused,
+              Lines{"max_grad_norm (0: no clipping, as accumbench's step)"});
+  }
 }
 
 // An option given on the command line wins over the file; --model also blocks the file's model

@@ -27,7 +27,7 @@ const std::set<std::string>& axolotl_unused_keys() {
       "eval_sequence_len", "eval_max_new_tokens", "eval_table_size", "lora_fan_in_fan_out", "lora_model_dir",
       "trust_remote_code", "is_llama_derived_model", "is_qwen_derived_model", "is_mistral_derived_model",
       "tokenizer_type", "tokenizer_config", "tokenizer_use_fast", "tokenizer_legacy", "model_type",
-      "max_grad_norm", "gradient_checkpointing_kwargs", "loss_watchdog_threshold", "loss_watchdog_patience",
+      "gradient_checkpointing_kwargs", "loss_watchdog_threshold", "loss_watchdog_patience",
       "gc_steps", "excess_length_strategy", "neftune_noise_alpha", "ddp_timeout", "ddp_bucket_cap_mb",
       "ddp_broadcast_buffers", "remove_unused_columns", "embeddings_skip_upcast", "fsdp_version",
       "dataloader_num_workers", "dataloader_pin_memory", "dataloader_prefetch_factor",

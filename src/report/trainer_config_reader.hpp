@@ -281,6 +281,14 @@ struct Reader {
     if (has("adam_beta2")) set("--beta2", num(number("adam_beta2")), "adam_beta2");
     if (has("adam_epsilon")) set("--adam-eps", num(number("adam_epsilon")), "adam_epsilon");
     if (has("seed")) set("--seed", std::to_string(non_negative("seed")), "seed");
+    // The Trainer clips the gradients once per optimizer step (max_grad_norm, 1.0 when left out):
+    // a pass over them that accumbench's step leaves out, the same in every split.
+    if (has("max_grad_norm")) {
+      config.unused.push_back(number("max_grad_norm") > 0
+                                  ? "max_grad_norm (the Trainer's clipping, once per optimizer step: accumbench's step "
+                                    "does not clip)"
+                                  : "max_grad_norm (0: no clipping, as accumbench's step)");
+    }
   }
 
   // PEFT's target_modules, kept as the file gives them: matched once the model is known. TRL's

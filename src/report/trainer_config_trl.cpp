@@ -46,7 +46,7 @@ const std::set<std::string>& trl_unused_keys() {
       "load_best_model_at_end", "metric_for_best_model", "greater_is_better", "ignore_data_skip",
       "label_smoothing_factor", "report_to", "push_to_hub", "hub_model_id", "hub_strategy", "hub_token",
       "hub_private_repo", "hub_always_push", "resume_from_checkpoint", "gradient_checkpointing_kwargs",
-      "include_num_input_tokens_seen", "include_tokens_per_second", "neftune_noise_alpha", "max_grad_norm",
+      "include_num_input_tokens_seen", "include_tokens_per_second", "neftune_noise_alpha",
       "torch_empty_cache_steps", "average_tokens_across_devices", "half_precision_backend", "fp16_opt_level",
       "skip_memory_metrics", "restore_callback_states_from_checkpoint", "past_index", "project",
       "trackio_space_id", "batch_eval_metrics", "eval_do_concat_batches", "save_steps"};
