@@ -610,6 +610,40 @@ TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
   EXPECT_DOUBLE_EQ(at_t(400).seconds_per_micro_step, 0.003);
   EXPECT_EQ(at_t(2048).source, "calibrated 2026-12-01, plain, full fine-tuning; at T=512, not this T=2048 (run "
                                "calibrate-framework --seq-len 2048)");
+  // Two Ts as far by ratio (32 and 128 for 64): the newer calibration, then the smaller T, in
+  // either order of the file.
+  for (const bool newer_first : {false, true}) {
+    std::filesystem::remove(dir / "framework-overhead.json");
+    FrameworkCacheEntry t32 = at, t128 = at;
+    t32.seq_len = 32;
+    t32.seconds_per_micro_step = 0.001;
+    t32.date = "2026-12-01";
+    t128.seq_len = 128;
+    t128.seconds_per_micro_step = 0.002;
+    t128.date = "2026-12-02";
+    write_framework_cache(framework_cache_path(), newer_first ? std::vector{t128, t32} : std::vector{t32, t128});
+    EXPECT_DOUBLE_EQ(at_t(64).seconds_per_micro_step, 0.002) << newer_first;
+    t128.date = t32.date;  // the same date: the smaller T
+    write_framework_cache(framework_cache_path(), {t128});
+    EXPECT_DOUBLE_EQ(at_t(64).seconds_per_micro_step, 0.001) << newer_first;
+  }
+  // A seq_len that is no whole number of tokens is refused, naming the field (1e30 read as an
+  // int64 wrapped to a negative number before).
+  const std::vector<std::pair<std::string, std::string>> bad_t = {
+      {"1e30", "1e+30"}, {"9223372036854775808", "9223372036854775808"}, {"-64", "-64"}, {"\"64\"", "\"64\""},
+      {"32.5", "32.5"}};
+  for (const auto& [value, shown] : bad_t) {
+    std::ofstream(dir / "framework-overhead.json")
+        << R"({"entries": [{"device_name": "H", "precision": "bf16", "framework": "plain", "model": "M",)"
+        << R"( "seconds_per_micro_step": 0.004, "seq_len": )" << value << "}]}";
+    try {
+      resolve_framework_overhead("auto", "H", FrameworkKey{});
+      ADD_FAILURE() << value << " was accepted";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("(seq_len " + shown + " is not a whole number of tokens)"), std::string::npos)
+          << e.what();
+    }
+  }
   // The T of an older entry is read from its shape.
   std::ofstream(dir / "framework-overhead.json")
       << R"({"entries": [{"device_name": "H", "precision": "bf16", "framework": "hf-trl", "model": "M",)"

@@ -111,6 +111,12 @@ TEST(TrainerConfig, TrainSamplingStrategy) {
                       "micro-batch when lengths differ"),
             notes.end())
       << joined(notes);
+  // The two keys, one per transformers version, must agree.
+  EXPECT_TRUE(read("group_by_length: true\ntrain_sampling_strategy: group_by_length\n").data.group_by_length);
+  EXPECT_FALSE(read("group_by_length: false\ntrain_sampling_strategy: random\n").data.group_by_length);
+  EXPECT_EQ(error_of("group_by_length: true\ntrain_sampling_strategy: sequential\n"),
+            "sft.yaml sets group_by_length: true (transformers 4) and train_sampling_strategy: sequential (transformers "
+            "5), which disagree; keep the key your transformers reads");
   EXPECT_EQ(error_of("train_sampling_strategy: length\n"),
             "sft.yaml: train_sampling_strategy is \"length\", not random, sequential or group_by_length; fix the key "
             "in the file");
@@ -397,9 +403,18 @@ TEST(TrainerConfig, QuantisedBaseAndOptimizersAreRead) {
   // resolve_dtype: load_in_8bit without a 16-bit key loads float16 weights, trained without
   // autocast (read as fp32 weights before); bf16: auto or true is bf16.
   const std::string lora8 = "adapter: lora\nload_in_8bit: true\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\n";
-  EXPECT_EQ(error_of(lora8 + "bf16: false\n", ab::ConfigFormat::kAxolotl),
-            "sft.yaml sets load_in_8bit without bf16 or fp16, so axolotl loads the model in float16 and trains it "
-            "without autocast, which accumbench does not model; set bf16: true (or fp16: true)");
+  const std::string refused =
+      "sft.yaml sets load_in_8bit without bf16 or fp16, so axolotl loads the model in float16 and trains it "
+      "without autocast, which accumbench does not model; set bf16: true (or fp16: true), or give --precision";
+  EXPECT_EQ(error_of(lora8 + "bf16: false\n", ab::ConfigFormat::kAxolotl), refused);
+  EXPECT_EQ(error_of(lora8 + "bf16: false\nfloat16: true\n", ab::ConfigFormat::kAxolotl), refused);  // the same job
+  // The command line's precision replaces what is refused (read first, so other errors come first).
+  ab::WorkloadOptions overridden;
+  ab::apply_trainer_config(ab::parse_trainer_config(lora8 + "bf16: false\n", ab::ConfigFormat::kAxolotl, 1, "sft.yaml"),
+                           overridden, [](const std::string& option) { return option == "--precision"; });
+  EXPECT_EQ(overridden.lora.base_quant, ab::BaseQuant::kInt8);
+  EXPECT_NE(error_of(lora8 + "bf16: false\nload_in_4bit: true\n", ab::ConfigFormat::kAxolotl).find("load_in_4bit"),
+            std::string::npos);
   EXPECT_EQ(read(lora8, ab::ConfigFormat::kAxolotl).lora.base_quant, ab::BaseQuant::kInt8);
   EXPECT_EQ(read(lora8 + "bf16: false\nfp16: true\n", ab::ConfigFormat::kAxolotl).weights_dtype, ab::Precision::kFp16);
 
@@ -468,6 +483,14 @@ TEST(TrainerConfig, TheCommandLineOverridesTheFile) {
   const Lines notes = ab::trainer_config_notes(c, given, w);
   EXPECT_NE(std::find(notes.begin(), notes.end(), "the command line overrides sft.yaml's --hf-config --seq-len"),
             notes.end());
+  // A default the file leaves out is the trainer's, not the file's.
+  const auto lr_given = [](const std::string& option) { return option == "--lr" || option == "--seq-len"; };
+  const Lines lr_notes = ab::trainer_config_notes(c, lr_given, w);
+  EXPECT_NE(std::find(lr_notes.begin(), lr_notes.end(), "the command line overrides sft.yaml's --seq-len and TRL's default --lr"),
+            lr_notes.end())
+      << joined(lr_notes);
+  // Every digit of a value is kept.
+  EXPECT_EQ(read("learning_rate: 0.000123456789\n").optimizer.lr, 0.000123456789);
 }
 
 // --lora-rank 0 on the command line is full fine-tuning: the file's adapter settings (alpha,

@@ -60,6 +60,27 @@ TEST(TrainerSettings, PlainSplitInEveryFormat) {
   EXPECT_EQ(ab::settings_summary(s),
             "Trainer settings (one process): per_device_train_batch_size=4 gradient_accumulation_steps=4 "
             "gradient_checkpointing=false bf16=false fp16=false max_length=1024 packing=false loss_type=nll");
+  // A learning rate or weight decay someone chose (neither accumbench's default nor the trainer's)
+  // is said in the trainers' formats and carried by accumbench's flags; plan's settings have none.
+  ab::WorkloadOptions chosen = workload();
+  chosen.optimizer.lr = 3e-4;
+  chosen.optimizer.weight_decay = 0.1;
+  const ab::TrainerSettings c = ab::trainer_settings(split(4, 4), chosen, {});
+  EXPECT_EQ(ab::settings_lines(c, ab::SettingsFormat::kTrl).back(),
+            "# this run's learning_rate 0.0003 (TRL's default: 2e-05) and weight_decay 0.1 (TRL's default: 0) change "
+            "the update, not the time");
+  EXPECT_EQ(ab::settings_lines(c, ab::SettingsFormat::kAxolotl).back(),
+            "# this run's weight_decay 0.1 (axolotl's default: 0) changes the update, not the time");
+  EXPECT_EQ(ab::settings_lines(c, ab::SettingsFormat::kArgs).back(),
+            "--batch 16 --micro-batches 4 --seq-len 1024 --precision fp32 --activation-checkpointing none --lr 0.0003 "
+            "--weight-decay 0.1");
+  chosen.optimizer.lr = 2e-5;  // TRL's own
+  chosen.optimizer.weight_decay = 0;
+  EXPECT_EQ(ab::settings_lines(ab::trainer_settings(split(4, 4), chosen, {}), ab::SettingsFormat::kTrl).back(),
+            "loss_type: nll");
+  EXPECT_EQ(ab::settings_lines(ab::trainer_settings(split(4, 4), chosen, {}), ab::SettingsFormat::kArgs).back(),
+            "--batch 16 --micro-batches 4 --seq-len 1024 --precision fp32 --activation-checkpointing none --lr 2e-05 "
+            "--weight-decay 0");
 }
 
 // bf16 with checkpointing over 2 ranks, LoRA on Qwen-style names, real lengths padded to a
@@ -84,9 +105,9 @@ TEST(TrainerSettings, LoraPaddingAndRanks) {
             (Lines{"# TRL SFTConfig, for trl sft --config FILE.yaml (per rank, 2 ranks; each key is also a --KEY flag)",
                    "per_device_train_batch_size: 2", "gradient_accumulation_steps: 4", "gradient_checkpointing: true",
                    "bf16: true", "fp16: false", "max_length: 1024", "packing: false", "pad_to_multiple_of: 8",
-                   "group_by_length: true", "loss_type: nll", "use_peft: true", "lora_r: 16", "lora_alpha: 32",
-                   "lora_dropout: 0.05", "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]",
-                   "# transformers 5 reads train_sampling_strategy: group_by_length instead"}));
+                   "group_by_length: true",
+                   "# transformers 5 reads train_sampling_strategy: group_by_length instead", "loss_type: nll", "use_peft: true", "lora_r: 16", "lora_alpha: 32",
+                   "lora_dropout: 0.05", "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]"}));
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl),
             (Lines{"# axolotl (per rank, 2 ranks)", "micro_batch_size: 2", "gradient_accumulation_steps: 4",
                    "sequence_len: 1024", "gradient_checkpointing: true", "bf16: true", "fp16: false",

@@ -14,6 +14,7 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <set>
 
 #include "accumbench/cpu_runtime.hpp"
 #include "accumbench/error.hpp"
@@ -287,8 +288,25 @@ bool WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
   const bool trl = !trl_config.empty();
   // The effective batch counts every data-parallel process: plan's --world-size, or torchrun's.
   const int world = command == ab::Command::kPlan ? w.world_size : launched_world_size();
-  const ab::TrainerConfig config = ab::read_trainer_config(trl ? trl_config : axolotl_config,
-                                                           trl ? ab::ConfigFormat::kTrl : ab::ConfigFormat::kAxolotl, world);
+  ab::TrainerConfig config = ab::read_trainer_config(trl ? trl_config : axolotl_config,
+                                                     trl ? ab::ConfigFormat::kTrl : ab::ConfigFormat::kAxolotl, world);
+  if (command == ab::Command::kPlan) {
+    // The optimizer's hyperparameters and the seed change no tensor's size: plan takes none of
+    // them, so the file's are neither applied, checked nor named (nor the defaults it leaves out).
+    static const std::set<std::string> kNotPlanned = {"--lr", "--weight-decay", "--beta1", "--beta2", "--adam-eps", "--seed"};
+    const auto not_planned = [](const std::vector<std::string>& options) {
+      return !options.empty() && std::all_of(options.begin(), options.end(),
+                                             [](const std::string& o) { return kNotPlanned.count(o) != 0; });
+    };
+    auto& settings = config.settings;
+    settings.erase(std::remove_if(settings.begin(), settings.end(),
+                                  [&](const ab::ConfigSetting& s) { return not_planned({s.option}); }),
+                   settings.end());
+    auto& remarks = config.remarks;
+    remarks.erase(std::remove_if(remarks.begin(), remarks.end(),
+                                 [&](const ab::TrainerConfig::Remark& r) { return not_planned(r.options); }),
+                  remarks.end());
+  }
   const auto given = [this](const std::string& option) { return this->given(option); };
   // trl sft and axolotl stop without a model; accumbench's default model would be planned in silence.
   const bool names_model = std::any_of(config.settings.begin(), config.settings.end(), [](const ab::ConfigSetting& s) {

@@ -147,6 +147,11 @@ struct TrainerSettings {
   // steps one tensor at a time, not with the foreach kernels.
   bool tf32 = true;
   bool cuda = false;
+  // The optimizer's learning rate and weight decay, which change the update, not the time: --emit
+  // args carries them when they are not accumbench's defaults, the trainers' formats say them in
+  // a comment when they are not the trainer's. Negative: no part of the job (plan takes none).
+  double lr = -1;
+  double weight_decay = -1;
 };
 enum class SettingsFormat { kTrl, kAxolotl, kArgs };
 // --emit: "trl" | "axolotl" | "args"; UserError naming the choices.

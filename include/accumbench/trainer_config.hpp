@@ -65,6 +65,9 @@ struct TrainerConfig {
     std::vector<std::string> options;
   };
   std::vector<Remark> remarks;
+  // What the file sets that accumbench does not model, refused by apply_trainer_config (the whole
+  // sentence, the file named) unless the command line gives one of `options`, which replace it.
+  std::vector<Remark> refusals;
   // The adapters' dtype the trainer picks, which depends on options the command line may change
   // (the base's quantisation, the precision, the weights' dtype), so apply_trainer_config resolves
   // it from the workload it leaves: PEFT's fp32; TRL 1.x's bf16 over a quantised base (a use_peft

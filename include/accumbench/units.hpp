@@ -62,6 +62,9 @@ std::string format_ratio(double ratio, int decimals);
 // Shortest text that reads back to the same double (std::to_chars); "" for NaN and ±inf (an
 // interval without a bound: the JSON writes null there, and CSV readers do not take "inf").
 std::string format_exact(double value);
+// As printf's %g with the fewest significant digits, 6 or more, that read back to the same
+// double: 0.0002 → "0.0002" (format_exact: "2e-04"), 2e-5 → "2e-05", 1.23456789e-4 in full.
+std::string format_number(double value);
 
 // A small count in words: 2 → "two" (0 to 8), digits beyond: 12 → "12".
 std::string number_word(std::size_t n);

@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -28,9 +29,9 @@ const char* option_name(ConfigFormat format) {
 // A number as the shortest text that reads back the same to 6 digits ("2e-05", "0.05", "32"), as
 // --emit writes them; std::to_string would print 1e-8 as "0.000000".
 std::string num(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
+  // Every digit it takes to read back the same double (a learning rate of 1.23456789e-4 is not
+  // cut to 6 digits); a non-finite one is refused by the option then.
+  return text::format_number(value);
 }
 
 }  // namespace trainer_config_detail
@@ -244,6 +245,9 @@ TrainerConfig read_trainer_config(const std::string& path, ConfigFormat format, 
 
 void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload,
                           const std::function<bool(const std::string& option)>& given, bool auto_is_cuda) {
+  for (const TrainerConfig::Remark& refusal : config.refusals) {
+    if (std::none_of(refusal.options.begin(), refusal.options.end(), given)) throw UserError(refusal.text);
+  }
   for (const ConfigSetting& s : config.settings) {
     if (overridden(s, given) || moot(s, given, workload)) continue;
     try {
@@ -273,10 +277,11 @@ std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
                                               const std::function<bool(const std::string& option)>& given,
                                               const WorkloadOptions& workload) {
   std::string read = "read " + config.path + " as";
-  std::string defaults, overridden_options, moot_options;
+  std::string defaults, overridden_options, overridden_defaults, moot_options;
   for (const ConfigSetting& s : config.settings) {
     if (overridden(s, given)) {
-      overridden_options += " " + s.option;
+      // A default the file leaves out is the trainer's, not the file's.
+      (s.by_default ? overridden_defaults : overridden_options) += " " + s.option;
       continue;
     }
     if (moot(s, given, workload)) {
@@ -335,10 +340,14 @@ std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
   if (!defaults.empty()) {
     notes.push_back(config.path + " leaves out " + defaults + ": " + format_name(config.format) + "'s defaults stand");
   }
-  if (!overridden_options.empty()) {
-    notes.push_back("the command line overrides " + config.path + "'s" + overridden_options +
+  if (!overridden_options.empty() || !overridden_defaults.empty()) {
+    const std::string file = overridden_options.empty() ? "" : config.path + "'s" + overridden_options;
+    const std::string trainer =
+        overridden_defaults.empty() ? "" : std::string(format_name(config.format)) + "'s default" + overridden_defaults;
+    notes.push_back("the command line overrides " + file + (file.empty() || trainer.empty() ? "" : " and ") + trainer +
                     (moot_options.empty() ? "" : ", and with it drops" + moot_options + " (nothing left to shape)"));
   }
+
   auto list = [](const std::vector<std::string>& keys) {
     std::string text;
     for (const std::string& key : keys) text += (text.empty() ? "" : ", ") + key;

@@ -193,11 +193,14 @@ void Reader::read_axolotl(int world_size) {
   const std::string weights = bf16 || bfloat16 ? "bf16" : fp16 || float16 ? "fp16" : "fp32";
   const std::string weights_key = bf16 ? "bf16" : bfloat16 ? "bfloat16" : fp16 ? "fp16" : float16 ? "float16" : "bf16";
   set("--weights-dtype", weights, weights_key, weights_key == "bf16" && !has("bf16"));
-  // resolve_dtype again: load_in_8bit without a 16-bit key loads the model in float16 (and, fp16
-  // off, trains it without autocast), not in float32.
-  if (weights == "fp32" && on("load_in_8bit")) {
-    throw UserError(path + " sets load_in_8bit without bf16 or fp16, so axolotl loads the model in float16 and "
-                    "trains it without autocast, which accumbench does not model; set bf16: true (or fp16: true)");
+  // resolve_dtype again: load_in_8bit without bf16 loads the model in float16, as float16: true
+  // does; without fp16: true it trains without autocast: float16 norms and embeddings beside the
+  // 8-bit layers' outputs, which accumbench does not model (--kbit-prep none needs fp16 autocast).
+  if (on("load_in_8bit") && !bf16 && !bfloat16 && !fp16) {
+    config.refusals.push_back(
+        {path + " sets load_in_8bit without bf16 or fp16, so axolotl loads the model in float16 and trains it without "
+                "autocast, which accumbench does not model; set bf16: true (or fp16: true), or give --precision",
+         {"--precision"}});
   }
 
   bool checkpointing = false;

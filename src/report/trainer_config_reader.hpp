@@ -30,7 +30,7 @@ const char* option_name(ConfigFormat format);  // "--trl-config" | "--axolotl-co
 // (trainer_config_trl.cpp, trainer_config_axolotl.cpp).
 const std::set<std::string>& trl_unused_keys();
 const std::set<std::string>& axolotl_unused_keys();
-std::string num(double value);  // "2e-05": the shortest text that reads back to 6 digits
+std::string num(double value);  // "2e-05": the shortest text that reads back to the same double
 
 struct Reader {
   const YAML::Node& root;

@@ -182,14 +182,20 @@ void Reader::read_trl(int world_size) {
   } else {
     set("--padding", "longest", "pad_to_multiple_of", true);  // the collator pads to the longest sample
   }
-  if (has("group_by_length") && boolean("group_by_length")) set("--group-by-length", "", "group_by_length");
+  const bool grouped = has("group_by_length") && boolean("group_by_length");
+  if (grouped) set("--group-by-length", "", "group_by_length");
   // transformers 5 replaced group_by_length with train_sampling_strategy: random (the default),
-  // sequential or group_by_length.
+  // sequential or group_by_length. Each transformers reads one of the two keys (and refuses the
+  // other): a file whose two disagree is refused.
   if (has("train_sampling_strategy")) {
     const std::string strategy = word("train_sampling_strategy");
+    if (has("group_by_length") && grouped != (strategy == "group_by_length")) {
+      throw UserError(path + " sets group_by_length: " + (grouped ? "true" : "false") +
+                      " (transformers 4) and train_sampling_strategy: " + strategy +
+                      " (transformers 5), which disagree; keep the key your transformers reads");
+    }
     if (strategy == "group_by_length") {
-      if (!(has("group_by_length") && boolean("group_by_length")))
-        set("--group-by-length", "", "train_sampling_strategy");
+      if (!grouped) set("--group-by-length", "", "train_sampling_strategy");
     } else if (strategy == "sequential") {
       config.remarks.push_back(
           {"train_sampling_strategy: sequential visits the samples in the dataset's order; accumbench visits them in "

@@ -27,6 +27,7 @@
 
 #include "accumbench/error.hpp"
 #include "accumbench/report.hpp"
+#include "accumbench/units.hpp"
 
 namespace accumbench {
 
@@ -134,6 +135,8 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.cuda_graphs = split.cuda_graphs;
   s.tf32 = w.tf32;
   s.cuda = names_cuda(w.device);
+  s.lr = w.optimizer.lr;
+  s.weight_decay = w.optimizer.weight_decay;
   return s;
 }
 
@@ -143,6 +146,7 @@ TrainerSettings trainer_settings(const MemoryPlan& plan, const WorkloadOptions& 
   s.weights_dtype = plan.options.weights_dtype;  // what the plan planned (a change may be to it)
   s.adapter_dtype = plan.options.lora.adapter_dtype;
   if (plan.options.framework == PlanFramework::kHfTrl) s.loss_type = to_string(plan.options.trl_loss);
+  s.lr = s.weight_decay = -1;  // plan takes no optimizer setting
   return s;
 }
 
@@ -242,6 +246,25 @@ std::vector<std::string> adapter_dtype_notes(const TrainerSettings& s, SettingsF
   return {};
 }
 
+// The run's learning rate and weight decay where the trainer's defaults differ: a comment, not
+// keys, since they change the update, not the time, and the user's own file has its own (TRL's
+// SFTConfig: learning_rate 2e-5; TrainingArguments' and axolotl's weight_decay 0; axolotl requires
+// learning_rate).
+std::string hyperparameter_note(const TrainerSettings& s, SettingsFormat format) {
+  if (s.lr < 0) return "";
+  // Said when chosen: neither accumbench's default (which no one picked) nor the trainer's.
+  const OptimizerOptions ours;
+  const std::string trainer = format == SettingsFormat::kTrl ? "TRL" : "axolotl";
+  std::vector<std::string> parts;
+  if (format == SettingsFormat::kTrl && s.lr != 2e-5 && s.lr != ours.lr)
+    parts.push_back("learning_rate " + text::format_number(s.lr) + " (" + trainer + "'s default: 2e-05)");
+  if (s.weight_decay != 0 && s.weight_decay != ours.weight_decay)
+    parts.push_back("weight_decay " + text::format_number(s.weight_decay) + " (" + trainer + "'s default: 0)");
+  if (parts.empty()) return "";
+  return "this run's " + parts[0] + (parts.size() > 1 ? " and " + parts[1] + " change" : " changes") +
+         " the update, not the time";
+}
+
 }  // namespace
 
 std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat format) {
@@ -250,8 +273,10 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       s.world_size > 1 ? "per rank, " + std::to_string(s.world_size) + " ranks" : "one process";
   if (format == SettingsFormat::kTrl) {
     lines.push_back("# TRL SFTConfig, for trl sft --config FILE.yaml (" + per_rank + "; each key is also a --KEY flag)");
-    for (const auto& [key, value] : trl_settings(s)) lines.push_back(key + ": " + value);
-    if (s.group_by_length) lines.push_back("# transformers 5 reads train_sampling_strategy: group_by_length instead");
+    for (const auto& [key, value] : trl_settings(s)) {
+      lines.push_back(key + ": " + value);
+      if (key == "group_by_length") lines.push_back("# transformers 5 reads train_sampling_strategy: group_by_length instead");
+    }
   } else if (format == SettingsFormat::kAxolotl) {
     lines.push_back("# axolotl (" + per_rank + ")");
     lines.push_back("micro_batch_size: " + std::to_string(s.per_device_train_batch_size));
@@ -356,6 +381,10 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     }
     if (s.group_by_length) args += " --group-by-length";
     if (s.optimizer != OptimizerKind::kAdamW) args += " --optimizer " + to_string(s.optimizer);
+    const OptimizerOptions defaults;
+    if (s.lr >= 0 && s.lr != defaults.lr) args += " --lr " + text::format_number(s.lr);
+    if (s.weight_decay >= 0 && s.weight_decay != defaults.weight_decay)
+      args += " --weight-decay " + text::format_number(s.weight_decay);
     // The split's flags only, as the YAML formats give the split's keys: the model, the data files
     // and the measurement options are the run's own.
     lines.push_back("# accumbench (" + per_rank + "): the split's flags; keep the model and data options of this run");
@@ -364,6 +393,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
   }
   for (const std::string& note : untranslated_knobs(s)) lines.push_back("# " + note);
   for (const std::string& note : adapter_dtype_notes(s, format)) lines.push_back("# " + note);
+  if (const std::string note = hyperparameter_note(s, format); !note.empty()) lines.push_back("# " + note);
   return lines;
 }
 

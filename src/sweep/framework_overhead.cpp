@@ -41,13 +41,17 @@ FrameworkCacheEntry entry_from(const Json& j) {
   e.date = j.value("date", "");
   e.torch = j.value("torch", "");
   e.shape = j.value("shape", "");
-  // Entries written before T was a field name it in their shape ("gpt2-124m, T=256, ...").
-  e.seq_len = j.value("seq_len", int64_t{0});
-  if (e.seq_len == 0) {
-    const size_t at = e.shape.find(", T=");
-    if (at != std::string::npos) e.seq_len = std::max<int64_t>(0, std::atoll(e.shape.c_str() + at + 4));
+  // Entries written before T was a field name it in their shape ("gpt2-124m, T=256, ..."); a
+  // shape without one is an unknown T (0).
+  if (j.contains("seq_len") && !j.at("seq_len").is_null()) {
+    const Json& t = j.at("seq_len");
+    // is_number_integer holds for unsigned values too; one past int64 would wrap to negative.
+    const bool whole = t.is_number_integer() && !(t.is_number_unsigned() && t.get<uint64_t>() > INT64_MAX);
+    if (!whole || t.get<int64_t>() < 0) throw std::invalid_argument("seq_len " + t.dump() + " is not a whole number of tokens");
+    e.seq_len = t.get<int64_t>();
+  } else if (const size_t at = e.shape.find(", T="); at != std::string::npos) {
+    e.seq_len = std::max<int64_t>(0, std::atoll(e.shape.c_str() + at + 4));
   }
-  if (e.seq_len < 0) throw std::invalid_argument("seq_len " + std::to_string(e.seq_len) + " is negative");
   // calibrate-framework writes a difference of two fits, below zero when it is noise; beyond a
   // minute either way it is no host time per micro-step, and would decide every split alone.
   if (!(std::abs(e.seconds_per_micro_step) <= kMaxFrameworkSeconds)) {
@@ -198,6 +202,14 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
     if (e.seq_len <= 0) return std::numeric_limits<double>::infinity();
     return std::abs(std::log(static_cast<double>(e.seq_len) / static_cast<double>(key.seq_len)));
   };
+  // Of two entries, the one to use: the closer T; at the same distance (T=32 and T=128 for 64),
+  // the newer calibration, then the smaller T, whatever the file's order.
+  const auto before = [&](const FrameworkCacheEntry& a, const FrameworkCacheEntry& b) {
+    const double da = t_distance(a), db = t_distance(b);
+    if (da != db && !(std::abs(da - db) <= 1e-9)) return da < db;  // two unknown Ts (inf) tie too
+    if (a.date != b.date) return a.date > b.date;
+    return a.seq_len < b.seq_len;
+  };
   // The closest job's entries first; within each, the most faithful first: the real transformers
   // step (hf), then the HF+TRL reference, then plain; within those, the closest T.
   for (int closeness = 0; closeness <= 4; ++closeness) {
@@ -208,7 +220,7 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
             e.weights_dtype != weights || e.framework != framework || distance(e.job) != closeness) {
           continue;
         }
-        if (best == nullptr || t_distance(e) < t_distance(*best)) best = &e;
+        if (best == nullptr || before(e, *best)) best = &e;
       }
       if (best != nullptr) {
         const FrameworkCacheEntry& e = *best;

@@ -225,6 +225,15 @@ std::string format_exact(double value) {
   return std::string(buffer, result.ptr);
 }
 
+std::string format_number(double value) {
+  char buffer[64];
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(buffer, sizeof buffer, "%.*g", digits, value);
+    if (!std::isfinite(value) || std::strtod(buffer, nullptr) == value) break;
+  }
+  return buffer;
+}
+
 std::string pad(const std::string& s, std::size_t width, Align align) {
   const std::size_t columns = display_width(s);
   const std::string fill(columns < width ? width - columns : 0, ' ');
