@@ -608,8 +608,8 @@ TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
   EXPECT_EQ(at_t(512).source, "calibrated 2026-12-01, plain, full fine-tuning");
   EXPECT_DOUBLE_EQ(at_t(200).seconds_per_micro_step, 0.004);  // 200/128 = 1.56 is closer than 512/200 = 2.56
   EXPECT_DOUBLE_EQ(at_t(400).seconds_per_micro_step, 0.003);
-  EXPECT_EQ(at_t(2048).source, "calibrated 2026-12-01, plain, full fine-tuning; at T=512, not this T=2048 (run "
-                               "calibrate-framework --seq-len 2048)");
+  EXPECT_EQ(at_t(2048).source, "calibrated 2026-12-01, plain, full fine-tuning; at T=512, not this T=2048: "
+                               "calibrate-framework with this model and --seq-len 2048 measures it");
   // Two Ts as far by ratio (32 and 128 for 64): the newer calibration, then the smaller T, in
   // either order of the file.
   for (const bool newer_first : {false, true}) {
@@ -653,14 +653,14 @@ TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
   EXPECT_EQ(read_framework_cache(framework_cache_path()).at(0).seq_len, 256);
   const FrameworkKey at_1024{Precision::kBf16, Precision::kFp32, "M", "full fine-tuning", 1024};
   EXPECT_EQ(resolve_framework_overhead("auto", "H", at_1024).source,
-            "calibrated 2026-11-30, hf-trl, full fine-tuning; at T=256, not this T=1024 (run calibrate-framework "
-            "--seq-len 1024)");
+            "calibrated 2026-11-30, hf-trl, full fine-tuning; at T=256, not this T=1024: calibrate-framework "
+            "with this model and --seq-len 1024 measures it");
   std::ofstream(dir / "framework-overhead.json")
       << R"({"entries": [{"device_name": "H", "precision": "bf16", "framework": "hf-trl", "model": "M",)"
       << R"( "seconds_per_micro_step": 0.005, "date": "2026-11-29"}]})";
   EXPECT_EQ(resolve_framework_overhead("auto", "H", at_1024).source,
-            "calibrated 2026-11-29, hf-trl, full fine-tuning; at a T not recorded, not this T=1024 (run "
-            "calibrate-framework --seq-len 1024)");
+            "calibrated 2026-11-29, hf-trl, full fine-tuning; at a T not recorded, not this T=1024: "
+            "calibrate-framework with this model and --seq-len 1024 measures it");
 
   const FrameworkKey any{Precision::kBf16, Precision::kFp32, "M", "LoRA"};
   EXPECT_THROW(resolve_framework_overhead("60001", "H", any), UserError);

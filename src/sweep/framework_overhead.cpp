@@ -229,8 +229,8 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
                    (closeness == 0 ? e.job : "on " + e.job + "; none for " + key.job);
         if (key.seq_len > 0 && e.seq_len != key.seq_len) {
           o.source += "; at " + (e.seq_len > 0 ? "T=" + std::to_string(e.seq_len) : std::string("a T not recorded")) +
-                      ", not this T=" + std::to_string(key.seq_len) + " (run calibrate-framework --seq-len " +
-                      std::to_string(key.seq_len) + ")";
+                      ", not this T=" + std::to_string(key.seq_len) + ": calibrate-framework with this model and --seq-len " +
+                      std::to_string(key.seq_len) + " measures it";
         }
         if (e.seconds_per_micro_step < 0) {
           o.source += "; it measured -" + text::format_duration(-e.seconds_per_micro_step) +

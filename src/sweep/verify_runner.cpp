@@ -93,6 +93,12 @@ VerifySetup prepare(const WorkloadOptions& w) {
     throw UserError("run_verify compares the splits of one job; run_verify_jobs verifies each job of the lists");
   }
   if (w.grid.knobs) throw UserError("verify has no --knobs; use --activation-checkpointing and --optimizer-in-backward");
+  // The updates would all be zero, equal whatever the splits computed (and an optimizer-in-backward
+  // split keeps no gradients to compare instead).
+  if (!(w.optimizer.lr > 0)) {
+    throw UserError("verify --lr 0 leaves every weight where it was, so the updates it compares prove nothing; give a "
+                    "learning rate above 0");
+  }
   configure_threads(w.threads);
   VerifySetup s;
   s.launch = compat::launch_environment();
