@@ -320,6 +320,31 @@ TEST(TrainerConfig, RefusesWhatIsNotModelled) {
   EXPECT_EQ(error_of("load_in_4bit: false\nuse_liger_kernel: false\noptim: adamw_torch_fused\nfsdp: \"\"\n"),
             "(no error)");
   EXPECT_EQ(error_of("packing: true\npadding_free: true\n"), "(no error)");  // bfd packing is padding-free
+  // What axolotl's own examples set that changes the model, its head or its kernels (read as plain
+  // SFT, or not understood, before), and GRPO's reward functions in a TRL file.
+  for (const std::string yaml :
+       {"gptq: true", "reward_model: true", "process_reward_model: true", "use_eaft: true",
+        "flash_attn_cross_entropy: true", "flash_optimum: true", "tiled_mlp: true", "lora_target_parameters: [w1]",
+        "processor_type: AutoProcessor", "quantize_moe_experts: true", "use_scattermoe: true", "use_kernels: true",
+        "fused_attn_kernel: true", "flash_attn_fuse_mlp: true", "max_packed_sequence_len: 2048", "dp_shard_size: 2",
+        "model_type: AutoModelForSequenceClassification", "model_type: MambaLMHeadModel"}) {
+    const std::string key = yaml.substr(0, yaml.find(':'));
+    const std::string error = error_of(yaml + "\n", ab::ConfigFormat::kAxolotl);
+    EXPECT_NE(error.find("sets " + key), std::string::npos) << yaml << ": " << error;
+  }
+  EXPECT_EQ(error_of("model_type: LlamaForCausalLM\ngptq: false\nreward_model: false\n", ab::ConfigFormat::kAxolotl),
+            "(no error)");
+  EXPECT_NE(error_of("reward_funcs: [accuracy_reward]\n").find("sets reward_funcs"), std::string::npos);
+  // One sentence for an optimizer accumbench does not run, naming the nearest for an 8-bit one.
+  EXPECT_EQ(error_of("optimizer: adamw_torch_8bit\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml sets optimizer: adamw_torch_8bit, an optimizer accumbench does not run; the nearest is "
+            "adamw_8bit (bitsandbytes'); use adamw_torch, adamw_torch_fused, adamw_8bit (adamw_bnb_8bit), "
+            "paged_adamw_8bit, paged_adamw_32bit or sgd, or remove the key");
+  // PyYAML (TRL's and axolotl's reader) takes YAML 1.1's digit separators; a quoted string is text.
+  EXPECT_EQ(read("sequence_len: 500_000\n", ab::ConfigFormat::kAxolotl).seq_len, 500000);
+  EXPECT_EQ(read("max_length: 1_024\n").seq_len, 1024);
+  EXPECT_EQ(error_of("max_length: \"1_024\"\n"),
+            "sft.yaml: max_length is \"1_024\", not a positive whole number; fix the key in the file");
 }
 
 // optim: adamw_torch is torch.optim.AdamW with its own default kernels: foreach on CUDA

@@ -26,7 +26,7 @@ const std::set<std::string>& axolotl_unused_keys() {
       "hub_model_id", "hub_strategy", "push_dataset_to_hub", "eval_sample_packing", "eval_batch_size",
       "eval_sequence_len", "eval_max_new_tokens", "eval_table_size", "lora_fan_in_fan_out", "lora_model_dir",
       "trust_remote_code", "is_llama_derived_model", "is_qwen_derived_model", "is_mistral_derived_model",
-      "tokenizer_type", "tokenizer_config", "tokenizer_use_fast", "tokenizer_legacy", "model_type",
+      "tokenizer_type", "tokenizer_config", "tokenizer_use_fast", "tokenizer_legacy",
       "gradient_checkpointing_kwargs", "loss_watchdog_threshold", "loss_watchdog_patience",
       "gc_steps", "excess_length_strategy", "neftune_noise_alpha", "ddp_timeout", "ddp_bucket_cap_mb",
       "ddp_broadcast_buffers", "remove_unused_columns", "embeddings_skip_upcast", "fsdp_version",
@@ -133,6 +133,37 @@ void Reader::read_axolotl(int world_size) {
   // model's forward, chosen and rejected pairs, generation.
   refuse_if_on("rl", "trains with a preference or RL objective (a reference model, paired or generated samples)");
   refuse_if_on("fp8", "computes the matmuls in FP8 (torchao)");
+  // What axolotl's examples set that changes the model, its head or its kernels (helper-53 ran
+  // axolotl 067b021's examples/): src/axolotl/loaders/model.py (gptq, flash_optimum),
+  // core/builders/causal.py (reward_model, process_reward_model, use_eaft),
+  // loaders/patch_manager.py (flash_attn_cross_entropy, tiled_mlp), the MoE options.
+  refuse_if_on("gptq", "loads a GPTQ-quantised base");
+  refuse_if_on("reward_model", "trains a reward model (a scoring head over chosen and rejected answers)");
+  refuse_if_on("process_reward_model", "trains a process reward model (a classification head)");
+  refuse_if_on("use_eaft", "swaps in the EAFT loss");
+  refuse_if_on("flash_attn_cross_entropy", "swaps in flash-attn's fused cross-entropy");
+  refuse_if_on("flash_optimum", "runs the model through BetterTransformer");
+  refuse_if_on("tiled_mlp", "computes the MLP in tiles");
+  refuse_if_on("lora_target_parameters", "puts adapters on parameters rather than modules");
+  refuse_if_on("processor_type", "trains a vision-language model (a processor for images and text)");
+  refuse_if_on("model_quantization_config", "quantises the model with its own config");
+  refuse_if_on("max_packed_sequence_len", "packs by the option axolotl no longer takes (it refuses it too)");
+  for (const char* key : {"quantize_moe_experts", "use_scattermoe", "use_sonicmoe", "experts_implementation"})
+    refuse_if_on(key, "acts on a mixture-of-experts model's experts");
+  refuse_if_on("use_kernels", "swaps in kernels from the Hub");
+  refuse_if_on("fused_attn_kernel", "swaps in a fused RMSNorm and RoPE kernel");
+  refuse_if_on("flash_attn_fuse_mlp", "swaps in xformers' fused SwiGLU MLP");
+  for (const char* key : {"dp_shard_size", "expert_parallel_size"}) {
+    if (has(key) && whole(key) > 1) refuse(key, "shards the model over devices", "remove the key");
+  }
+  // model_type: the class axolotl loads; anything but a causal LM has another head (or a vision
+  // tower: AutoModelForImageTextToText).
+  if (has("model_type")) {
+    const std::string type = word("model_type");
+    const std::string suffix = "ForCausalLM";
+    if (type.size() < suffix.size() || type.compare(type.size() - suffix.size(), suffix.size(), suffix) != 0)
+      refuse("model_type", "loads another model than a causal language model", "use AutoModelForCausalLM, or remove the key");
+  }
   for (const auto& item : root) {
     const std::string key = item.first.Scalar();
     if (key.rfind("liger_", 0) == 0) refuse_if_on(key, "swaps in Liger's fused kernels");

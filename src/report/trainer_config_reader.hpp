@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -65,21 +66,33 @@ struct Reader {
       bad_value(key, "true or false");
     }
   }
-  int64_t whole(const std::string& key) {
-    try {
-      const int64_t value = root[key].as<int64_t>();
-      if (value > 0) return value;
-    } catch (const YAML::Exception&) {
+  // PyYAML, which TRL and axolotl read with, takes YAML 1.1's digit separators (500_000); yaml-cpp
+  // does not.
+  std::optional<int64_t> integer(const std::string& key) {
+    const YAML::Node node = root[key];
+    if (!node.IsScalar()) return std::nullopt;
+    std::string digits = node.Scalar();
+    if (digits.find('_') != std::string::npos && node.Tag() != "!!str" && node.Tag() != "!") {
+      const bool separated = digits.front() != '_' && digits.back() != '_' &&
+                             digits.find_first_not_of("+-0123456789_") == std::string::npos;
+      if (!separated) return std::nullopt;
+      digits.erase(std::remove(digits.begin(), digits.end(), '_'), digits.end());
     }
+    try {
+      return YAML::Node(digits).as<int64_t>();
+    } catch (const YAML::Exception&) {
+      return std::nullopt;
+    }
+  }
+  int64_t whole(const std::string& key) {
+    const std::optional<int64_t> value = integer(key);
+    if (value && *value > 0) return *value;
     bad_value(key, "a positive whole number");
   }
   // A whole number of 0 or more (seed: 0 is a seed like any other).
   int64_t non_negative(const std::string& key) {
-    try {
-      const int64_t value = root[key].as<int64_t>();
-      if (value >= 0) return value;
-    } catch (const YAML::Exception&) {
-    }
+    const std::optional<int64_t> value = integer(key);
+    if (value && *value >= 0) return *value;
     bad_value(key, "a whole number, 0 or more");
   }
   double number(const std::string& key) {
@@ -166,9 +179,10 @@ struct Reader {
     else if (name == "paged_adamw_32bit") set("--optimizer", "paged-adamw32bit", key);
     else if (name == "sgd") set("--optimizer", "sgd", key);
     else
-      refuse(key, "chooses an optimizer accumbench does not run",
-             "use adamw_torch, adamw_torch_fused, adamw_8bit (adamw_bnb_8bit), paged_adamw_8bit, paged_adamw_32bit or sgd, or "
-             "remove the key");
+      throw UserError(path + " sets " + key + ": " + name + ", an optimizer accumbench does not run; " +
+                      (name.find("8bit") != std::string::npos ? "the nearest is adamw_8bit (bitsandbytes'); " : "") +
+                      "use adamw_torch, adamw_torch_fused, adamw_8bit (adamw_bnb_8bit), paged_adamw_8bit, "
+                      "paged_adamw_32bit or sgd, or remove the key");
   }
 
   // bitsandbytes' quantised base: load_in_4bit as NF4 (fp4, transformers' own default, is not

@@ -76,6 +76,8 @@ void Reader::read_trl(int world_size) {
   refuse_if_on("use_rslora", "scales the adapters by alpha / sqrt(r)");
   refuse_if_on("lora_modules_to_save", "trains whole modules beside the adapters");
   refuse_if_on("lora_target_parameters", "puts adapters on parameters rather than modules");
+  // GRPO's and RLOO's configs (trl/trainer/grpo_config.py): generation and rewards, not SFT's step.
+  refuse_if_on("reward_funcs", "belongs to GRPO or RLOO (generation and rewards), not to SFT");
   attention_implementation();
   // TrainingArguments.__post_init__ turns torch_compile on when either is set.
   for (const char* key : {"torch_compile_mode", "torch_compile_backend"}) {
