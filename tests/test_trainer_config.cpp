@@ -335,6 +335,11 @@ TEST(TrainerConfig, RefusesWhatIsNotModelled) {
   EXPECT_EQ(error_of("model_type: LlamaForCausalLM\ngptq: false\nreward_model: false\n", ab::ConfigFormat::kAxolotl),
             "(no error)");
   EXPECT_NE(error_of("reward_funcs: [accuracy_reward]\n").find("sets reward_funcs"), std::string::npos);
+  // Every such key of a file in one sentence: removing one does not reveal the next.
+  EXPECT_EQ(error_of("torch_compile: true\nuse_dora: true\nfsdp: [full_shard]\n"),
+            "sft.yaml sets torch_compile: true, which compiles the model; fsdp, which shards the training state with "
+            "FSDP; and use_dora: true, which trains DoRA adapters; accumbench models none of them: remove the keys to "
+            "measure without them");
   // One sentence for an optimizer accumbench does not run, naming the nearest for an 8-bit one.
   EXPECT_EQ(error_of("optimizer: adamw_torch_8bit\n", ab::ConfigFormat::kAxolotl),
             "sft.yaml sets optimizer: adamw_torch_8bit, an optimizer accumbench does not run; the nearest is "

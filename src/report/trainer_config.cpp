@@ -222,6 +222,7 @@ TrainerConfig parse_trainer_config(const std::string& yaml_text, ConfigFormat fo
   reader.config.format = format;
   if (format == ConfigFormat::kTrl) reader.read_trl(std::max(1, world_size));
   else reader.read_axolotl(std::max(1, world_size));
+  reader.refuse_collected();
   const std::set<std::string>& unused = format == ConfigFormat::kTrl ? trl_unused_keys() : axolotl_unused_keys();
   for (const auto& item : root) {
     const std::string key = item.first.Scalar();

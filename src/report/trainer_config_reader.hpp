@@ -132,17 +132,35 @@ struct Reader {
     return node.size() > 0;
   }
 
-  // A key whose effect on memory or time accumbench does not model: one sentence, exit 2.
-  [[noreturn]] void refuse(const std::string& key, const std::string& what, const std::string& fix) const {
+  // "key: value", or the key alone when its value is no scalar.
+  std::string shown_setting(const std::string& key) const {
     std::string value;
     try {
       value = root[key].IsScalar() ? ": " + root[key].Scalar() : "";
     } catch (const std::exception&) {
     }
-    throw UserError(path + " sets " + key + value + ", which " + what + " and accumbench does not model; " + fix);
+    return key + value;
   }
+  // A key whose effect on memory or time accumbench does not model: one sentence, exit 2.
+  [[noreturn]] void refuse(const std::string& key, const std::string& what, const std::string& fix) const {
+    throw UserError(path + " sets " + shown_setting(key) + ", which " + what + " and accumbench does not model; " + fix);
+  }
+  // The same for a key that is on, collected: every such key of the file in one sentence
+  // (refuse_collected, after the file is read), so that removing one does not reveal the next.
+  std::vector<std::pair<std::string, std::string>> refused;  // key, what it does
   void refuse_if_on(const std::string& key, const std::string& what) {
-    if (on(key)) refuse(key, what, "remove the key to measure without it");
+    if (on(key)) refused.emplace_back(key, what);
+  }
+  void refuse_collected() const {
+    if (refused.empty()) return;
+    if (refused.size() == 1) refuse(refused[0].first, refused[0].second, "remove the key to measure without it");
+    std::string listed;
+    for (size_t i = 0; i < refused.size(); ++i) {
+      listed += std::string(i == 0 ? "" : i + 1 == refused.size() ? "; and " : "; ") + shown_setting(refused[i].first) +
+                ", which " + refused[i].second;
+    }
+    throw UserError(path + " sets " + listed + "; accumbench models " + (refused.size() == 2 ? "neither" : "none of them") +
+                    ": remove the keys to measure without them");
   }
 
   void set(const std::string& option, const std::string& value, const std::string& keys, bool by_default = false) {
