@@ -326,7 +326,7 @@ TEST(TrainerConfig, RefusesWhatIsNotModelled) {
        {"gptq: true", "reward_model: true", "process_reward_model: true", "use_eaft: true",
         "flash_attn_cross_entropy: true", "flash_optimum: true", "tiled_mlp: true", "lora_target_parameters: [w1]",
         "processor_type: AutoProcessor", "quantize_moe_experts: true", "use_scattermoe: true", "use_kernels: true",
-        "fused_attn_kernel: true", "flash_attn_fuse_mlp: true", "max_packed_sequence_len: 2048", "dp_shard_size: 2",
+        "fused_attn_kernel: true", "flash_attn_fuse_mlp: true", "flash_attn_rms_norm: true", "max_packed_sequence_len: 2048", "dp_shard_size: 2",
         "model_type: AutoModelForSequenceClassification", "model_type: MambaLMHeadModel"}) {
     const std::string key = yaml.substr(0, yaml.find(':'));
     const std::string error = error_of(yaml + "\n", ab::ConfigFormat::kAxolotl);

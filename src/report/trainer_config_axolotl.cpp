@@ -31,7 +31,11 @@ const std::set<std::string>& axolotl_unused_keys() {
       "gc_steps", "excess_length_strategy", "neftune_noise_alpha", "ddp_timeout", "ddp_bucket_cap_mb",
       "ddp_broadcast_buffers", "remove_unused_columns", "embeddings_skip_upcast", "fsdp_version",
       "dataloader_num_workers", "dataloader_pin_memory", "dataloader_prefetch_factor",
-      "logging_dir", "report_to"};
+      "logging_dir", "report_to",
+      // What helper-53 found in axolotl's examples that touches no step: loading, logging, metrics.
+      "torchdistx_path", "revision_of_model", "hf_use_auth_token", "low_cpu_mem_usage", "wandb_run_id",
+      "use_otel_metrics", "otel_metrics_host", "otel_metrics_port", "do_causal_lm_eval", "eval_causal_lm_metrics",
+      "streaming_multipack_buffer_size", "gptq_groupsize", "gptq_model_v1", "gptq_disable_exllama"};
   return keys;
 }
 
@@ -153,6 +157,7 @@ void Reader::read_axolotl(int world_size) {
   refuse_if_on("use_kernels", "swaps in kernels from the Hub");
   refuse_if_on("fused_attn_kernel", "swaps in a fused RMSNorm and RoPE kernel");
   refuse_if_on("flash_attn_fuse_mlp", "swaps in xformers' fused SwiGLU MLP");
+  refuse_if_on("flash_attn_rms_norm", "swaps in flash-attn's fused RMSNorm");
   for (const char* key : {"dp_shard_size", "expert_parallel_size"}) {
     if (has(key) && whole(key) > 1) refuse(key, "shards the model over devices", "remove the key");
   }
