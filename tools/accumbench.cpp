@@ -294,17 +294,16 @@ bool WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
     // The optimizer's hyperparameters and the seed change no tensor's size: plan takes none of
     // them, so the file's are neither applied, checked nor named (nor the defaults it leaves out).
     static const std::set<std::string> kNotPlanned = {"--lr", "--weight-decay", "--beta1", "--beta2", "--adam-eps", "--seed"};
-    const auto not_planned = [](const std::vector<std::string>& options) {
-      return !options.empty() && std::all_of(options.begin(), options.end(),
-                                             [](const std::string& o) { return kNotPlanned.count(o) != 0; });
-    };
+    const auto not_planned = [](const std::string& option) { return kNotPlanned.count(option) != 0; };
     auto& settings = config.settings;
     settings.erase(std::remove_if(settings.begin(), settings.end(),
-                                  [&](const ab::ConfigSetting& s) { return not_planned({s.option}); }),
+                                  [&](const ab::ConfigSetting& s) { return not_planned(s.option); }),
                    settings.end());
-    auto& remarks = config.remarks;
+    auto& remarks = config.remarks;  // a remark about those options alone
     remarks.erase(std::remove_if(remarks.begin(), remarks.end(),
-                                 [&](const ab::TrainerConfig::Remark& r) { return not_planned(r.options); }),
+                                 [&](const ab::TrainerConfig::Remark& r) {
+                                   return !r.options.empty() && std::all_of(r.options.begin(), r.options.end(), not_planned);
+                                 }),
                   remarks.end());
   }
   const auto given = [this](const std::string& option) { return this->given(option); };

@@ -111,6 +111,9 @@ struct OptimizerOptions {
   double eps = 1e-8;
   double weight_decay = 0.01;
 };
+// TRL's SFTConfig learning rate (trl/trainer/sft_config.py), what a TRL file leaving it out trains
+// with; TrainingArguments' and axolotl's weight decay is 0.
+inline constexpr double kTrlLearningRate = 2e-5;
 
 struct LossOptions {
   LossNormalization normalization = LossNormalization::kToken;

@@ -7,9 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cmath>
 #include <set>
-#include <sstream>
 #include <vector>
 
 #include "accumbench/error.hpp"
@@ -26,13 +24,10 @@ const char* option_name(ConfigFormat format) {
   return format == ConfigFormat::kTrl ? "--trl-config" : "--axolotl-config";
 }
 
-// A number as the shortest text that reads back the same to 6 digits ("2e-05", "0.05", "32"), as
-// --emit writes them; std::to_string would print 1e-8 as "0.000000".
-std::string num(double value) {
-  // Every digit it takes to read back the same double (a learning rate of 1.23456789e-4 is not
-  // cut to 6 digits); a non-finite one is refused by the option then.
-  return text::format_number(value);
-}
+// A number as short as reads back the same double ("2e-05", "0.05", "32", 1.23456789e-4 in
+// full), as --emit writes them; std::to_string would print 1e-8 as "0.000000". A non-finite one is
+// refused by the option then.
+std::string num(double value) { return text::format_number(value); }
 
 }  // namespace trainer_config_detail
 
@@ -348,7 +343,6 @@ std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
     notes.push_back("the command line overrides " + file + (file.empty() || trainer.empty() ? "" : " and ") + trainer +
                     (moot_options.empty() ? "" : ", and with it drops" + moot_options + " (nothing left to shape)"));
   }
-
   auto list = [](const std::vector<std::string>& keys) {
     std::string text;
     for (const std::string& key : keys) text += (text.empty() ? "" : ", ") + key;

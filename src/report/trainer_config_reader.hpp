@@ -299,14 +299,14 @@ struct Reader {
   }
 
   // Left out, the trainer's defaults stand: weight_decay 0 in transformers' TrainingArguments and
-  // axolotl; learning_rate 2e-5 in TRL's SFTConfig (`trl_default_lr`; axolotl requires the key,
-  // and without it accumbench's --lr stands). Neither changes what a step costs but sgd's and
+  // axolotl; learning_rate kTrlLearningRate in TRL's SFTConfig (`trl_default_lr`; axolotl requires
+  // the key, and without it accumbench's --lr stands). Neither changes what a step costs but sgd's and
   // adamw8bit's decay multiply, and both are verify's update and the JSON's record of it.
-  void hyperparameters(const char* trl_default_lr = nullptr) {
+  void hyperparameters(std::optional<double> trl_default_lr = std::nullopt) {
     if (has("learning_rate")) {
       set("--lr", num(number("learning_rate")), "learning_rate");
-    } else if (trl_default_lr != nullptr) {
-      set("--lr", trl_default_lr, "learning_rate", true);
+    } else if (trl_default_lr) {
+      set("--lr", num(*trl_default_lr), "learning_rate", true);
     }
     set("--weight-decay", has("weight_decay") ? num(number("weight_decay")) : "0", "weight_decay", !has("weight_decay"));
     if (has("adam_beta1")) set("--beta1", num(number("adam_beta1")), "adam_beta1");

@@ -258,7 +258,7 @@ void Reader::read_trl(int world_size) {
          "the step); sweep --optimizer adamw,adamw-foreach measures both",
          {"--optimizer"}});
   }
-  hyperparameters("2e-05");
+  hyperparameters(kTrlLearningRate);
 }
 
 }  // namespace accumbench::trainer_config_detail

@@ -256,8 +256,10 @@ std::string hyperparameter_note(const TrainerSettings& s, SettingsFormat format)
   const OptimizerOptions ours;
   const std::string trainer = format == SettingsFormat::kTrl ? "TRL" : "axolotl";
   std::vector<std::string> parts;
-  if (format == SettingsFormat::kTrl && s.lr != 2e-5 && s.lr != ours.lr)
-    parts.push_back("learning_rate " + text::format_number(s.lr) + " (" + trainer + "'s default: 2e-05)");
+  if (format == SettingsFormat::kTrl && s.lr != kTrlLearningRate && s.lr != ours.lr) {
+    parts.push_back("learning_rate " + text::format_number(s.lr) + " (" + trainer +
+                    "'s default: " + text::format_number(kTrlLearningRate) + ")");
+  }
   if (s.weight_decay != 0 && s.weight_decay != ours.weight_decay)
     parts.push_back("weight_decay " + text::format_number(s.weight_decay) + " (" + trainer + "'s default: 0)");
   if (parts.empty()) return "";
