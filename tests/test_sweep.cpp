@@ -450,6 +450,33 @@ TEST(Sweep, ResumeKeepsOtherSplitsAndJudgesFitsAgain) {
   EXPECT_FALSE(resumed.runs[2].fits);
 }
 
+// A split the file holds timed, measured again (short of --steps) and now out of memory for real
+// (--try-predicted-oom runs it past the plan's prediction): the file's times stand, judged against
+// today's limit, and the reason says what failed. "Out-of-memory ... loses nothing already measured."
+TEST(Sweep, ResumeKeepsTheFilesTimesOfASplitThatFailsNow) {
+  ab::SweepResult file = ab::run_sweep(tiny());
+  ASSERT_EQ(file.runs.size(), 3u);
+  file.runs[2].steps.pop_back();  // 4×1 short of --steps: measured again
+  ab::SweepOptions tight = tiny();
+  tight.workload.memory_limit_bytes = file.runs[1].peak_reserved_bytes;  // 4×1 does not fit
+  tight.try_predicted_oom = true;
+  const ab::SweepResult resumed = ab::run_sweep(tight, nullptr, &file);
+  ASSERT_EQ(resumed.runs.size(), 3u);
+  EXPECT_EQ(resumed.runs[2].config.label(), "4\u00d71");
+  EXPECT_EQ(resumed.runs[2].status, ab::RunStatus::kOk) << resumed.runs[2].error;
+  EXPECT_EQ(resumed.runs[2].steps.size(), 1u);  // the file's run
+  EXPECT_EQ(resumed.runs[2].session, file.runs[2].session);
+  EXPECT_FALSE(resumed.runs[2].fits);
+  EXPECT_EQ(resumed.recommendation.reason.rfind("4\u00d71 ran out of memory in this sweep; it reads as the --resume "
+                                                "file had it, timed. ",
+                                                0),
+            0u)
+      << resumed.recommendation.reason;
+  // Without the file the same sweep records the failure.
+  const ab::SweepResult fresh = ab::run_sweep(tight);
+  EXPECT_EQ(fresh.runs[2].status, ab::RunStatus::kOutOfMemory) << fresh.runs[2].error;
+}
+
 // What the CLI cases cli.sweep.knobs and cli.sweep.chunked_loss ask the library for.
 // --knobs: every split again with checkpointed blocks; the optimizer inside backward (alone and
 // checkpointed) only where there is no accumulation, since it steps before the next micro-batch.

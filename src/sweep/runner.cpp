@@ -701,6 +701,25 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     return " " + std::to_string(count) + (count == 1 ? " split reads" : " splits read") +
            " as the --resume file had it, with more timed steps than this sweep reached.";
   };
+  // A split the --resume file holds timed that fails when this sweep runs it again (out of memory
+  // under --try-predicted-oom or a device another process now shares, an error) keeps the file's
+  // times, judged against today's limit: the failure measured nothing that could replace them.
+  // Returns the words that name the failures ("" when none).
+  const auto keep_files_runs_over_failures = [&](std::vector<RunResult>& runs) {
+    std::vector<std::string> failed;
+    for (RunResult& run : runs) {
+      if (run.status != RunStatus::kOutOfMemory && run.status != RunStatus::kError) continue;
+      const RunResult* file = files_run(run.config);
+      if (file == nullptr) continue;
+      failed.push_back(run.config.label() + (run.status == RunStatus::kOutOfMemory ? " ran out of memory" : " failed"));
+      run = judged_copy(*file);
+    }
+    if (failed.empty()) return std::string();
+    std::string words = failed[0];
+    for (size_t i = 1; i < failed.size(); ++i) words += (i + 1 == failed.size() ? " and " : ", ") + failed[i];
+    return " " + words + " in this sweep; " + (failed.size() == 1 ? "it reads" : "they read") +
+           " as the --resume file had " + (failed.size() == 1 ? "it" : "them") + ", timed.";
+  };
   // The splits from `begun` on: the file's runs of them, the others named as not begun.
   const auto not_begun_from = [&](size_t begun, std::vector<RunResult>& runs, Interruption& interruption) {
     for (size_t rest = begun; rest < grid.size(); ++rest) {
@@ -719,7 +738,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     if (!on_split) return;
     SweepResult partial = result;
     partial.runs = std::move(runs);
-    const std::string kept_longer = keep_files_longer_runs(partial.runs);
+    const std::string kept_longer = keep_files_longer_runs(partial.runs) + keep_files_runs_over_failures(partial.runs);
     not_begun_from(begun, partial.runs, partial.interruption);
     partial.runs.insert(partial.runs.end(), kept.begin(), kept.end());
     partial.interruption.saved_while_running = error.empty();
@@ -917,6 +936,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     run.mean_seconds = Estimate{run.mean_seconds.value, interval ? mean.low - framework_seconds[k] : kNotMeasured,
                                 interval ? mean.high - framework_seconds[k] : kNotMeasured};
   }
+  const std::string kept_over_failures = keep_files_runs_over_failures(result.runs);
   std::string kept_longer;
   if (stopped || report.interrupted) {
     kept_longer = keep_files_longer_runs(result.runs);
@@ -949,9 +969,11 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
                                          [](const RunResult& run) { return run.status == RunStatus::kOk; });
     const bool nothing_else = result.recommendation.best_index < 0 && none_failed;
     result.recommendation.reason = unfinished_sentence(result, report.rounds, options.steps, profiled, options.json_path) + kept_longer +
-                                   (nothing_else ? "" : " " + result.recommendation.reason);
-  } else if (const std::string unfinished = kept_unfinished_sentence(result, kept, options.steps); !unfinished.empty()) {
-    result.recommendation.reason = unfinished + " " + result.recommendation.reason;
+                                   kept_over_failures + (nothing_else ? "" : " " + result.recommendation.reason);
+  } else {
+    const std::string unfinished = kept_unfinished_sentence(result, kept, options.steps);
+    if (!unfinished.empty()) result.recommendation.reason = unfinished + " " + result.recommendation.reason;
+    if (!kept_over_failures.empty()) result.recommendation.reason = kept_over_failures.substr(1) + " " + result.recommendation.reason;
   }
   result.time_models = fit_time_models(result.runs);
   if (on_split) on_split(result);
