@@ -376,11 +376,25 @@ TEST(Data, VariableLengthsArePaddedWithIgnoredTargets) {
   int64_t counted = (b.targets != ab::kIgnoreIndex).sum().item<int64_t>();
   EXPECT_EQ(counted, b.token_count);
   EXPECT_LT(b.token_count, 16 * 40);
-  for (int64_t len : b.sequence_tokens) {
+  // A sample of n tokens: n real positions (inputs past them are the pad id 0) and n - 1 targets,
+  // its last position predicting nothing, as transformers shifts the labels within a row.
+  for (int64_t row = 0; row < 16; ++row) {
+    const int64_t len = b.sequence_tokens[static_cast<size_t>(row)];
     EXPECT_GE(len, 10);  // ceil(0.25 · 40)
     EXPECT_LE(len, 40);
+    EXPECT_EQ(b.sequence_targets[static_cast<size_t>(row)], len - 1);
+    EXPECT_EQ((b.targets[row] != ab::kIgnoreIndex).sum().item<int64_t>(), len - 1) << row;
+    EXPECT_EQ(b.targets[row][len - 1].item<int64_t>(), ab::kIgnoreIndex) << row;
+    if (len > 1) EXPECT_EQ(b.targets[row][len - 2].item<int64_t>(), b.inputs[row][len - 1].item<int64_t>()) << row;
+    if (len < 40) EXPECT_EQ(b.inputs[row].narrow(0, len, 40 - len).abs().sum().item<int64_t>(), 0) << row;
   }
-  EXPECT_EQ(b.tokens_in(0, 16), b.token_count);
+  EXPECT_EQ(b.targets_in(0, 16), b.token_count);
+  // Fixed lengths are a pretraining loader's windows: T positions, T targets.
+  d.lengths = ab::LengthMode::kFixed;
+  const ab::TokenBatch fixed = ab::make_synthetic_batches(d).front();
+  EXPECT_EQ(fixed.token_count, 16 * 40);
+  EXPECT_EQ(fixed.sequence_targets, std::vector<int64_t>(16, 40));
+  d.lengths = ab::LengthMode::kVariable;
   // Same seed, same data.
   EXPECT_TRUE(torch::equal(ab::make_synthetic_batches(d).front().inputs, b.inputs));
 }

@@ -106,7 +106,7 @@ TEST(LengthsFile, HugeLengthsAreCutBinaryIsNamedTrailingBlanksEnd) {
 }
 
 // A source with fewer sequences than a step repeats some within it: said, and counted as the
-// batches lay it out (samples; bfd's rows; wrapped's tokens against batch × T + 1).
+// batches lay it out (samples; bfd's rows; wrapped's tokens against batch × T).
 TEST(ShortSource, SaysWhenAStepRepeatsSamples) {
   ab::SampleSource source;
   source.lengths = {5, 10, 20};
@@ -117,10 +117,12 @@ TEST(ShortSource, SaysWhenAStepRepeatsSamples) {
   EXPECT_EQ(ab::repeated_samples_words(source, data, 3, 32),
             "packed into 2 rows, fewer than the step's 3 sequences: each step repeats some");
   EXPECT_EQ(ab::repeated_samples_words(source, data, 2, 32), "");
-  data.packing = ab::Packing::kWrapped;  // 35 positions + 3 = 38 tokens; one row of 32 takes 33
+  data.packing = ab::Packing::kWrapped;  // 35 tokens; one row of 32 takes 32, two 64
   EXPECT_EQ(ab::repeated_samples_words(source, data, 1, 32), "");
   EXPECT_EQ(ab::repeated_samples_words(source, data, 2, 32),
-            "38 tokens, fewer than the step's 2 sequences of T=32 take: each step repeats some");
+            "35 tokens, fewer than the step's 2 sequences of T=32 take: each step repeats some");
+  source.lengths = {32};  // exactly one row
+  EXPECT_EQ(ab::repeated_samples_words(source, data, 1, 32), "");
 }
 
 // TRL's pad_to_multiple_of rounds past max_length; accumbench runs no row past T, so says so.
@@ -175,10 +177,11 @@ TEST(LengthsFile, APipeIsReadOnceAndKept) {
 }
 
 TEST(DocumentLengths, SplitAfterEachEosCutToT) {
-  // eos = 0: documents [5 6 0] [7 0] [0] [8 9 9 9 9 9] -> 2, 1, (one token: none), 5 positions.
+  // eos = 0: documents [5 6 0] [7 0] [0] [8 9 9 9 9 9] -> 3, 2, (one token: none), 6 positions
+  // (a document's tokens, the eos id included, as a tokenized row; n - 1 targets each), cut to 4.
   std::vector<int64_t> starts;
   const ab::SampleLengths got = ab::document_lengths({5, 6, 0, 7, 0, 0, 8, 9, 9, 9, 9, 9}, 0, 4, &starts);
-  EXPECT_EQ(got.lengths, (std::vector<int64_t>{2, 1, 4}));
+  EXPECT_EQ(got.lengths, (std::vector<int64_t>{3, 2, 4}));
   EXPECT_EQ(got.truncated, 1);
   EXPECT_EQ(starts, (std::vector<int64_t>{0, 3, 6}));
 }

@@ -63,7 +63,7 @@ ab::StepOptions longest_padding(int64_t micro_batch) {
 }  // namespace
 
 // Lengths 1..16 in order, T = 16, micro-batch 4 with longest padding: 160 positions computed,
-// 136 of them real (tests/test_lengths.cpp works the numbers out), and the same loss as padding
+// 136 of them real (tests/test_lengths.cpp works the numbers out), 120 targets, and the same loss as padding
 // every row to T (pads are at the end of each row, their targets ignored, attention causal).
 TEST(RealData, LongestPaddingComputesFewerPositionsForTheSameLoss) {
   const ab::TokenBatch batch = one_to_sixteen();
@@ -72,7 +72,7 @@ TEST(RealData, LongestPaddingComputesFewerPositionsForTheSameLoss) {
   const ab::StepOutcome longest = trainer.accumulate(batch, step);
   EXPECT_EQ(longest.positions, 136);
   EXPECT_EQ(longest.computed_positions, 160);
-  EXPECT_EQ(longest.tokens, 136);  // the loss divisor: every real target of the step
+  EXPECT_EQ(longest.tokens, 120);  // the loss divisor: every real target of the step, n − 1 per sample
   trainer.reset_optimizer();
   step.padding = ab::Padding::kMax;
   const ab::StepOutcome max = trainer.accumulate(batch, step);
@@ -89,7 +89,7 @@ TEST(RealData, DataParallelStepCountsEveryRanksPositions) {
   const ab::StepOutcome share = trainer.accumulate(ab::shard(one_to_sixteen(), 0, 2, 4), longest_padding(4));
   EXPECT_EQ(share.positions, 136);
   EXPECT_EQ(share.computed_positions, 160);
-  EXPECT_EQ(share.tokens, 136);
+  EXPECT_EQ(share.tokens, 120);
 }
 
 // verify's fp32 bar (relative L2 gradient error 1e-5) for every split of a skewed lengths file.
@@ -150,16 +150,20 @@ TEST(RealData, VerifyPassesWithBfdPackingOnAQuantisedBase) {
 
 // Documents of a token file whose every token is distinct (ids 1..N, each document ending in the
 // eos id 0), packed with bfd into rows of T = 24: one step of as many rows as bins holds every
-// document's inputs exactly once, no row holds more than T, each document's targets are its own
-// next tokens (the last one its eos, never the next document's first), the tail is ignored.
+// document's tokens exactly once, no row holds more than T, each document's targets are its own
+// next tokens (the last one its eos, never the next document's first), its eos position and the
+// tail are ignored: n tokens, n positions, n - 1 targets per document, as TRL's padding-free rows.
 TEST(RealData, BfdRowsHoldEveryTokenOnceWithinT) {
   std::vector<uint16_t> ids;
-  std::vector<int64_t> lengths;  // positions per document: its tokens but the last
+  std::vector<int64_t> lengths;  // positions per document: its tokens, the eos included
+  int64_t targets_expected = 0;
   uint16_t next = 1;
-  for (int length : {20, 3, 11, 7, 15, 2, 9, 13, 5, 1, 17, 8}) {
+  const std::vector<int> texts = {20, 3, 11, 7, 15, 2, 9, 13, 5, 1, 17, 8};
+  for (int length : texts) {
     for (int i = 0; i < length; ++i) ids.push_back(next++);
     ids.push_back(0);  // eos
-    lengths.push_back(length);
+    lengths.push_back(length + 1);
+    targets_expected += length;
   }
   const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-distinct.u16";
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(ids.data()),
@@ -180,16 +184,18 @@ TEST(RealData, BfdRowsHoldEveryTokenOnceWithinT) {
     for (int64_t length : step.documents[static_cast<size_t>(row)]) {
       for (int64_t i = 0; i < length; ++i, ++t) {
         ++seen[static_cast<size_t>(inputs[row][t])];
-        EXPECT_EQ(targets[row][t], i + 1 < length ? inputs[row][t + 1] : 0) << row << " " << t;
+        EXPECT_EQ(targets[row][t], i + 1 < length ? inputs[row][t + 1] : ab::kIgnoreIndex) << row << " " << t;
       }
+      EXPECT_EQ(inputs[row][t - 1], 0) << row;  // the document's last position is its eos
     }
     EXPECT_LE(t, 24);
     EXPECT_EQ(t, step.sequence_tokens[static_cast<size_t>(row)]);
     for (; t < 24; ++t) EXPECT_EQ(targets[row][t], ab::kIgnoreIndex);
   }
-  EXPECT_EQ(seen[0], 0);  // eos is never an input
+  EXPECT_EQ(seen[0], static_cast<int>(texts.size()));  // one eos per document
   for (size_t id = 1; id < seen.size(); ++id) EXPECT_EQ(seen[id], 1) << "token " << id;
-  EXPECT_EQ(step.token_count, std::accumulate(lengths.begin(), lengths.end(), int64_t{0}));
+  EXPECT_EQ(step.token_count, targets_expected);
+  EXPECT_EQ(step.token_count, (step.targets != ab::kIgnoreIndex).sum().item<int64_t>());
 }
 
 TEST(RealData, MeanOfMeansStillFailsWithLongestPadding) {
@@ -254,8 +260,8 @@ TEST(RealData, DataParallelDealsPerDeviceBatchesInTurn) {
   const ab::TokenBatch dealt = ab::shard(step, 1, 2, 2);
   EXPECT_TRUE(dealt.inputs.equal(step.inputs.index_select(0, torch::tensor({2, 3, 6, 7}))));
   EXPECT_TRUE(dealt.targets.equal(step.targets.index_select(0, torch::tensor({2, 3, 6, 7}))));
-  EXPECT_EQ(dealt.token_count, 3 + 4 + 7 + 8);
-  EXPECT_EQ(dealt.step_tokens(), 36);
+  EXPECT_EQ(dealt.token_count, 2 + 3 + 6 + 7);  // a sample of n tokens: n - 1 targets
+  EXPECT_EQ(dealt.step_tokens(), 28);
   const ab::TokenBatch block = ab::shard(step, 1, 2, 4);
   EXPECT_EQ(rows_of(block), (std::vector<int64_t>{5, 6, 7, 8}));
   EXPECT_EQ(block.inputs.data_ptr<int64_t>(), step.inputs.data_ptr<int64_t>() + 4 * step.inputs.size(1));
@@ -267,8 +273,12 @@ TEST(RealData, WrappedPackingFillsEveryRow) {
   ab::set_lengths(data, skewed_lengths_file());
   data.packing = ab::Packing::kWrapped;
   for (const ab::TokenBatch& batch : ab::make_batches(data, data_options(32, 4))) {
-    EXPECT_EQ(batch.token_count, 4 * 32);
-    EXPECT_EQ((batch.targets == ab::kIgnoreIndex).sum().item<int64_t>(), 0);
+    // Every row T positions; its last predicts nothing (TRL's wrapped rows are samples of T tokens).
+    EXPECT_EQ(batch.sequence_tokens, std::vector<int64_t>(4, 32));
+    EXPECT_EQ(batch.token_count, 4 * 31);
+    EXPECT_EQ((batch.targets == ab::kIgnoreIndex).sum().item<int64_t>(), 4);
+    EXPECT_EQ((batch.targets.select(1, 31) == ab::kIgnoreIndex).sum().item<int64_t>(), 4);
+    EXPECT_TRUE(batch.targets.narrow(1, 0, 31).equal(batch.inputs.narrow(1, 1, 31)));
   }
 }
 
@@ -334,7 +344,7 @@ TEST(RealData, SweepReportsPaddingPerSplit) {
   for (const ab::StepSample& step : eight.steps) {
     EXPECT_EQ(step.computed_positions % 8, 0);  // 8 rows of the step's longest sample
     EXPECT_GT(step.computed_positions, step.positions);
-    EXPECT_EQ(step.positions, step.tokens);
+    EXPECT_EQ(step.positions, step.tokens + 8);  // a sample's last position predicts nothing
     positions += step.positions;
     computed += step.computed_positions;
   }
@@ -397,7 +407,9 @@ TEST(RealData, SweepWithBfdReportsItsPaddingAndThePlanHolds) {
     const ab::SweepResult r = ab::run_sweep(options);
     ASSERT_EQ(r.runs.size(), 2u);
     int64_t real = 0;
-    for (const ab::TokenBatch& step : ab::make_batches(options.workload.data, data_options(32, 8))) real += step.token_count;
+    for (const ab::TokenBatch& step : ab::make_batches(options.workload.data, data_options(32, 8))) {
+      real += std::accumulate(step.sequence_tokens.begin(), step.sequence_tokens.end(), int64_t{0});
+    }
     for (const ab::RunResult& run : r.runs) {
       ASSERT_EQ(run.status, ab::RunStatus::kOk) << run.error;
       EXPECT_NEAR(run.padding_fraction, 1.0 - static_cast<double>(real) / (16.0 * 32.0), 1e-12) << model;

@@ -39,28 +39,36 @@ struct DataOptions {
   bool pin_memory = false;               // page-locked host memory for async copies to CUDA
 };
 
+// Two conventions, as the data comes. Windows (fixed synthetic lengths, a token file without
+// --eos-id: a pretraining loader's rows) take T + 1 tokens for T positions and T targets. Samples
+// (--lengths variable or a file, documents, packing, length grouping) are what transformers
+// trains on: a sample of n tokens is n positions and n - 1 targets, the last position predicting
+// nothing (the model shifts the labels within a row; TRL's padding-free rows mask each document's
+// first label), so a packed row of documents has one target fewer than positions per document.
 struct TokenBatch {
   at::Tensor inputs;   // (B, T) int64
-  at::Tensor targets;  // (B, T) int64, kIgnoreIndex where padded
-  // Non-ignored targets per sequence (host copy), which are also its non-pad positions: padding
-  // sits at the end of a row, so a micro-batch needs only its longest sequence's positions.
+  at::Tensor targets;  // (B, T) int64, kIgnoreIndex where padded and where a sample ends
+  // Real (non-pad) positions per sequence (host copy): padding sits at the end of a row, so a
+  // micro-batch needs only its longest sequence's positions.
   std::vector<int64_t> sequence_tokens;
-  int64_t token_count = 0;               // sum of sequence_tokens
+  // Non-ignored targets per sequence: its positions for a window, one fewer per sample it holds.
+  std::vector<int64_t> sequence_targets;
+  int64_t token_count = 0;               // sum of sequence_targets
   // --packing bfd: per row, the lengths of the documents it holds, in order (attention and
   // positions restart at each; models.hpp's RowDocuments). Empty: one sample per row.
   std::vector<std::vector<int64_t>> documents;
   // Data parallel: non-ignored targets of the whole optimizer step over every rank, the loss
   // divisor of token normalization. -1: this batch is the whole step (one process).
   int64_t global_token_count = -1;
-  // Data parallel: sequence_tokens of the whole step, every rank's in the step's order (its
-  // micro-batches are consecutive blocks of it); empty when this batch is the whole step.
+  // Data parallel: sequence_tokens (positions) of the whole step, every rank's in the step's order
+  // (its micro-batches are consecutive blocks of it); empty when this batch is the whole step.
   std::vector<int64_t> step_sequence_tokens;
 
   int64_t sequences() const { return static_cast<int64_t>(sequence_tokens.size()); }
   // Targets of the whole step: the loss divisor and the tokens a step trains on.
   int64_t step_tokens() const { return global_token_count >= 0 ? global_token_count : token_count; }
   // Non-ignored targets in sequences [first, first + count).
-  int64_t tokens_in(int64_t first, int64_t count) const;
+  int64_t targets_in(int64_t first, int64_t count) const;
 };
 
 // The shape every run's batches share: the model's vocabulary, T, sequences per step, and pinned
@@ -100,7 +108,8 @@ class StepBatches {
 // make_synthetic_batches / load_token_file when `data` asks for none of this.
 std::vector<TokenBatch> make_batches(const DataSource& data, const DataOptions& options);
 
-// A batch of (B, T) from explicit sample lengths with seeded random tokens (tests, examples).
+// A batch of (B, T) from explicit sample lengths with seeded random tokens (tests, examples):
+// samples of n tokens, n - 1 targets each.
 TokenBatch batch_with_lengths(const std::vector<int64_t>& lengths, const DataOptions& options);
 
 // Reads a token file: little-endian uint16 (nanoGPT's .bin) or uint32 token ids, and cuts it into

@@ -19,7 +19,7 @@
 namespace accumbench {
 
 struct SampleLengths {
-  std::vector<int64_t> lengths;  // positions per sample, each in [1, T]
+  std::vector<int64_t> lengths;  // positions (tokens) per sample, each in [1, T]; n - 1 targets
   int64_t truncated = 0;         // samples longer than T, cut to T
 };
 
@@ -31,8 +31,9 @@ struct SampleLengths {
 SampleLengths read_lengths_file(const std::string& path, int64_t seq_len);
 
 // The documents of a token stream: each ends after an `eos_id` (the last may end without one).
-// A document of n tokens is a sample of n - 1 positions (its inputs; its targets are the tokens
-// shifted by one), cut to seq_len; documents of one token train nothing and are left out.
+// A document of n tokens (its eos id included) is a sample of n positions and n - 1 targets, as a
+// tokenized dataset row is to transformers, cut to seq_len; documents of one token train nothing
+// and are left out.
 // `starts` (optional) receives where each kept document begins.
 SampleLengths document_lengths(const std::vector<int64_t>& tokens, int64_t eos_id, int64_t seq_len,
                                std::vector<int64_t>* starts = nullptr);

@@ -210,7 +210,7 @@ struct RunResult {
   PhaseSeconds device_median_seconds{};  // median over steps of device_seconds (NaN on CPU)
   double device_busy_fraction = kNotMeasured;  // sum of device phase time / step time (CUDA)
 
-  int64_t tokens_per_step = 0;       // median tokens per optimizer step (non-pad targets)
+  int64_t tokens_per_step = 0;       // mean real (non-pad) positions per optimizer step, every rank's
   double tokens_per_second = 0;      // tokens_per_step / median step: real tokens per second
   // Positions computed per second, padding included (× world size), and the share of them that
   // was padding: Σ (computed − non-pad) / Σ computed over the timed steps.

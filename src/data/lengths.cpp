@@ -114,10 +114,10 @@ SampleLengths document_lengths(const std::vector<int64_t>& tokens, int64_t eos_i
   const auto size = static_cast<int64_t>(tokens.size());
   for (int64_t i = 0; i < size; ++i) {
     if (tokens[static_cast<size_t>(i)] != eos_id && i + 1 < size) continue;
-    const int64_t positions = i - start;  // n tokens: n - 1 inputs with a next token
+    const int64_t positions = i - start + 1;  // its tokens, the eos id included: n - 1 of them have a next token
     const int64_t begin = start;
     start = i + 1;
-    if (positions <= 0) continue;
+    if (positions <= 1) continue;  // one token (an eos right after another) trains nothing
     if (starts != nullptr) starts->push_back(begin);
     out.truncated += positions > seq_len ? 1 : 0;
     out.lengths.push_back(std::min(positions, seq_len));
@@ -216,9 +216,9 @@ std::string repeated_samples_words(const SampleSource& source, const DataSource&
            ": each step repeats some";
   }
   if (data.packing == Packing::kWrapped) {
-    // Each sample brings its positions + 1 tokens; a step's rows take batch × T + 1.
-    const int64_t tokens = std::accumulate(source.lengths.begin(), source.lengths.end(), int64_t{0}) + samples;
-    if (tokens >= batch * seq_len + 1) return "";
+    // Each sample brings its tokens (its positions); a step's rows take batch × T.
+    const int64_t tokens = std::accumulate(source.lengths.begin(), source.lengths.end(), int64_t{0});
+    if (tokens >= batch * seq_len) return "";
     return std::to_string(tokens) + " tokens, fewer than " + step + " of T=" + std::to_string(seq_len) +
            " take: each step repeats some";
   }

@@ -16,8 +16,8 @@ namespace {
 
 using Tokens = std::vector<int64_t>;
 
-// Every sample a run may visit: its length and, on demand, its length + 1 tokens (the inputs and,
-// shifted by one, the targets).
+// Every sample a run may visit: its length and, on demand, its tokens (its inputs; the targets are
+// the same shifted by one, the last position predicting nothing).
 struct SamplePool {
   std::vector<int64_t> lengths;
   std::optional<SampleSource> source;  // documents: their tokens
@@ -25,7 +25,7 @@ struct SamplePool {
   int64_t vocab_size = 0;
 
   Tokens tokens(int64_t index) const {
-    const int64_t count = lengths[static_cast<size_t>(index)] + 1;
+    const int64_t count = lengths[static_cast<size_t>(index)];
     if (source && !source->token_ids.empty()) {
       const auto first = source->token_ids.begin() + source->starts[static_cast<size_t>(index)];
       return Tokens(first, first + count);
@@ -78,17 +78,18 @@ std::vector<TokenBatch> one_per_row(const SamplePool& pool, const std::vector<in
       for (size_t t = 0; t < tokens.size(); ++t) rows[b][static_cast<int64_t>(t)] = tokens[t];
       lengths.push_back(pool.lengths[static_cast<size_t>(index)]);
     }
-    batches.push_back(make_batch(windows, lengths, options.pin_memory));
+    batches.push_back(make_batch(windows, lengths, RowKind::kSample, options.pin_memory));
   }
   return batches;
 }
 
-// --packing wrapped: the samples in order, concatenated and cut into rows of T (pack_wrapped);
-// a row's last target is the first token of the next row, as in a pretraining loader.
+// --packing wrapped: the samples in order, concatenated and cut into rows of T (pack_wrapped), as
+// TRL's wrapped packing cuts them; each row a sample of T tokens (its last position predicts
+// nothing: the labels are shifted within the row).
 std::vector<TokenBatch> wrapped(const SamplePool& pool, const std::vector<int64_t>& order, const DataOptions& options) {
   const int steps = std::max(1, options.distinct_batches);
   const int64_t rows_needed = steps * options.batch;
-  const int64_t tokens_needed = rows_needed * options.seq_len + 1;
+  const int64_t tokens_needed = rows_needed * options.seq_len;
   std::vector<Tokens> samples;
   int64_t tokens = 0;
   for (size_t i = 0; tokens < tokens_needed; ++i) {
@@ -103,9 +104,10 @@ std::vector<TokenBatch> wrapped(const SamplePool& pool, const std::vector<int64_
     for (int64_t b = 0; b < options.batch; ++b) {
       const size_t r = static_cast<size_t>(step * options.batch + b);
       for (int64_t t = 0; t < options.seq_len; ++t) out[b][t] = rows[r][static_cast<size_t>(t)];
-      out[b][options.seq_len] = rows[r + 1][0];
+      out[b][options.seq_len] = 0;  // past the row: not a target
     }
-    batches.push_back(make_batch(windows, std::vector<int64_t>(options.batch, options.seq_len), options.pin_memory));
+    batches.push_back(make_batch(windows, std::vector<int64_t>(options.batch, options.seq_len), RowKind::kSample,
+                                 options.pin_memory));
   }
   return batches;
 }
@@ -114,7 +116,8 @@ std::vector<TokenBatch> wrapped(const SamplePool& pool, const std::vector<int64_
 // training (pack_bfd, kBfdGroupSamples samples at a time, in source order), the bins then visited
 // as a Trainer visits rows: in a seeded random order, or with --group-by-length in transformers'
 // length-grouped order of the bins' fills. A row holds its documents back to back, each with its
-// own inputs and shifted targets (no target crosses into the next document), then padding.
+// own inputs and shifted targets (no target crosses into the next document: TRL masks the label
+// where positions restart), then padding.
 std::vector<TokenBatch> best_fit_decreasing(const SamplePool& pool, const DataSource& data, const DataOptions& options) {
   std::vector<PackedRow> bins;
   const auto n = static_cast<int64_t>(pool.lengths.size());
@@ -145,18 +148,19 @@ std::vector<TokenBatch> best_fit_decreasing(const SamplePool& pool, const DataSo
       std::vector<int64_t> documents;
       int64_t t = 0;
       for (int64_t sample : row.samples) {
-        const Tokens tokens = pool.tokens(sample);  // length + 1
+        const Tokens tokens = pool.tokens(sample);
         const int64_t length = pool.lengths[static_cast<size_t>(sample)];
         for (int64_t i = 0; i < length; ++i, ++t) {
           inputs[b][t] = tokens[static_cast<size_t>(i)];
-          targets[b][t] = tokens[static_cast<size_t>(i + 1)];
+          targets[b][t] = i + 1 < length ? tokens[static_cast<size_t>(i + 1)] : kIgnoreIndex;
         }
         documents.push_back(length);
       }
       batch.sequence_tokens.push_back(row.length);
+      batch.sequence_targets.push_back(row.length - static_cast<int64_t>(documents.size()));
       batch.documents.push_back(std::move(documents));
     }
-    batch.token_count = std::accumulate(batch.sequence_tokens.begin(), batch.sequence_tokens.end(), int64_t{0});
+    batch.token_count = std::accumulate(batch.sequence_targets.begin(), batch.sequence_targets.end(), int64_t{0});
     if (options.pin_memory) {
       batch.inputs = batch.inputs.pin_memory();
       batch.targets = batch.targets.pin_memory();
@@ -166,15 +170,24 @@ std::vector<TokenBatch> best_fit_decreasing(const SamplePool& pool, const DataSo
   return batches;
 }
 
-}  // namespace
+// A step whose samples are all one token long has no target: its loss would divide by zero.
+std::vector<TokenBatch> with_targets(std::vector<TokenBatch> batches) {
+  for (size_t step = 0; step < batches.size(); ++step) {
+    if (batches[step].token_count > 0) continue;
+    throw UserError("step " + std::to_string(step + 1) + "'s samples are all one token long, which leaves no target " +
+                    "(a sample of n tokens trains n - 1); give longer samples, more of them per step, or a larger --seq-len");
+  }
+  return batches;
+}
 
-std::vector<TokenBatch> make_batches(const DataSource& data, const DataOptions& options) {
+// The batches of make_batches, before with_targets checks them.
+std::vector<TokenBatch> build_batches(const DataSource& data, const DataOptions& options) {
   check_shape(options);
   const bool documents = !data.token_file.empty() && data.eos_id >= 0;
   if (!data.token_file.empty() && !documents) return load_token_file(data.token_file, data.token_bytes, options);
   const bool plain = data.lengths != LengthMode::kFile && !documents && !data.group_by_length &&
                      data.packing == Packing::kNone;
-  if (plain) return make_synthetic_batches(options);  // today's batches, unchanged
+  if (plain) return make_synthetic_batches(options);  // fixed windows or variable samples
   DataOptions with_lengths = options;
   with_lengths.lengths = data.lengths;
   const int64_t samples_per_row =
@@ -190,6 +203,12 @@ std::vector<TokenBatch> make_batches(const DataSource& data, const DataOptions& 
   const std::vector<int64_t> order = data.group_by_length ? length_grouped_order(pool.lengths, rank_step, options.seed)
                                                           : shuffled_order(n, options.seed);
   return data.packing == Packing::kWrapped ? wrapped(pool, order, options) : one_per_row(pool, order, options);
+}
+
+}  // namespace
+
+std::vector<TokenBatch> make_batches(const DataSource& data, const DataOptions& options) {
+  return with_targets(build_batches(data, options));
 }
 
 TokenBatch batch_with_lengths(const std::vector<int64_t>& lengths, const DataOptions& options) {

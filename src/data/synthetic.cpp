@@ -50,9 +50,10 @@ TokenBatch shard(const TokenBatch& step, int rank, int world_size, int64_t micro
   }
   for (int64_t row : rows) {
     out.sequence_tokens.push_back(step.sequence_tokens[static_cast<size_t>(row)]);
+    out.sequence_targets.push_back(step.sequence_targets[static_cast<size_t>(row)]);
     if (!step.documents.empty()) out.documents.push_back(step.documents[static_cast<size_t>(row)]);
   }
-  out.token_count = out.tokens_in(0, per_rank);
+  out.token_count = out.targets_in(0, per_rank);
   out.global_token_count = step.step_tokens();
   out.step_sequence_tokens = step.sequence_tokens;
   return out;
@@ -64,26 +65,27 @@ StepBatches StepBatches::dealt(int rank, int world_size, int64_t micro_batch) co
   return StepBatches(std::move(shares));
 }
 
-int64_t TokenBatch::tokens_in(int64_t first, int64_t count) const {
+int64_t TokenBatch::targets_in(int64_t first, int64_t count) const {
   TORCH_CHECK(first >= 0 && count >= 0 && first + count <= sequences(), "sequence range out of bounds");
-  return std::accumulate(sequence_tokens.begin() + first, sequence_tokens.begin() + first + count, int64_t{0});
+  return std::accumulate(sequence_targets.begin() + first, sequence_targets.begin() + first + count, int64_t{0});
 }
 
-TokenBatch make_batch(const at::Tensor& windows, const std::vector<int64_t>& lengths, bool pin) {
+TokenBatch make_batch(const at::Tensor& windows, const std::vector<int64_t>& lengths, RowKind kind, bool pin) {
   const int64_t seq_len = windows.size(1) - 1;
+  const int64_t untrained = kind == RowKind::kSample ? 1 : 0;  // a sample's last position predicts nothing
   TokenBatch batch;
   batch.inputs = windows.narrow(1, 0, seq_len).clone();
   batch.targets = windows.narrow(1, 1, seq_len).clone();
   auto inputs = batch.inputs.accessor<int64_t, 2>();
   auto targets = batch.targets.accessor<int64_t, 2>();
   for (int64_t b = 0; b < windows.size(0); ++b) {
-    for (int64_t t = lengths[b]; t < seq_len; ++t) {
-      inputs[b][t] = 0;  // pad token; its logits are computed and ignored, as in padded batches
-      targets[b][t] = kIgnoreIndex;
-    }
-    batch.sequence_tokens.push_back(lengths[b]);
+    const int64_t length = lengths[static_cast<size_t>(b)];
+    for (int64_t t = length; t < seq_len; ++t) inputs[b][t] = 0;  // pad token; its logits are computed and ignored
+    for (int64_t t = length - untrained; t < seq_len; ++t) targets[b][t] = kIgnoreIndex;
+    batch.sequence_tokens.push_back(length);
+    batch.sequence_targets.push_back(length - untrained);
   }
-  batch.token_count = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+  batch.token_count = std::accumulate(batch.sequence_targets.begin(), batch.sequence_targets.end(), int64_t{0});
   if (pin) {
     batch.inputs = batch.inputs.pin_memory();
     batch.targets = batch.targets.pin_memory();
@@ -110,10 +112,12 @@ std::vector<TokenBatch> make_synthetic_batches(const DataOptions& options) {
     int64_t* data = windows.data_ptr<int64_t>();
     for (int64_t j = 0; j < windows.numel(); ++j) data[j] = token_dist(rng);
     std::vector<int64_t> lengths(options.batch, options.seq_len);
-    if (options.lengths == LengthMode::kVariable) {
+    const bool variable = options.lengths == LengthMode::kVariable;
+    if (variable) {
       for (auto& len : lengths) len = length_dist(rng);
     }
-    batches.push_back(make_batch(windows, lengths, options.pin_memory));
+    // Variable lengths are padded samples; fixed ones a pretraining loader's full windows.
+    batches.push_back(make_batch(windows, lengths, variable ? RowKind::kSample : RowKind::kWindow, options.pin_memory));
   }
   return batches;
 }
@@ -144,7 +148,8 @@ std::vector<TokenBatch> load_token_file(const std::string& path, int token_bytes
     at::Tensor windows = torch::empty({windows_per_batch, window}, torch::kLong);
     int64_t* data = windows.data_ptr<int64_t>();
     for (int64_t j = 0; j < windows.numel(); ++j) data[j] = file.id(b * windows.numel() + j, options.vocab_size);
-    out.push_back(make_batch(windows, std::vector<int64_t>(windows_per_batch, options.seq_len), options.pin_memory));
+    out.push_back(make_batch(windows, std::vector<int64_t>(windows_per_batch, options.seq_len), RowKind::kWindow,
+                             options.pin_memory));
   }
   return out;
 }

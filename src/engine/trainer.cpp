@@ -303,10 +303,12 @@ StepOutcome Trainer::micro_steps(const TokenBatch& batch, const StepOptions& opt
     }
     // Token normalization divides by the whole step's token count, over every rank (known on the
     // host: no sync); mean-of-means divides by this micro-batch's own count, by the accumulation
-    // steps and, as DDP averages gradients, by the world size.
+    // steps and, as DDP averages gradients, by the world size. A micro-batch without a target (its
+    // samples one token each) adds a loss of zero under either (transformers' mean over no target
+    // would be NaN).
     const double divisor = options.loss_normalization == LossNormalization::kToken
                                ? static_cast<double>(outcome.tokens)
-                               : static_cast<double>(batch.tokens_in(k * micro, micro) * accum * world_size);
+                               : static_cast<double>(std::max<int64_t>(1, batch.targets_in(k * micro, micro)) * accum * world_size);
     const at::Tensor loss =
         micro_step_loss(host_inputs, host_targets, documents, divisor, k == accum - 1, options, observer, micro_step);
     outcome.loss_sum = outcome.loss_sum.defined() ? outcome.loss_sum + loss : loss;

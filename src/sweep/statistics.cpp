@@ -150,7 +150,7 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
   std::vector<double> tokens;
   for (const StepSample& step : run.steps) {
     step_seconds.push_back(step.step_seconds);
-    tokens.push_back(static_cast<double>(step.tokens));
+    tokens.push_back(static_cast<double>(step.positions));  // the real tokens it processed
     run.peak_allocated_bytes = std::max(run.peak_allocated_bytes, step.peak_allocated_bytes);
   }
   run.step_seconds = summarize(step_seconds);
@@ -187,7 +187,8 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
 
   // Real data: the steps train on batches of different real-token counts (the rounds cycle through
   // the distinct batches), so the rates take the mean count per step over the median step time, the
-  // tokens and the computed positions alike: tokens/s over computed/s is then the padding's
+  // real positions (tokens, as TRL's num_tokens counts them, not the targets: a sample's last token
+  // has none) and the computed positions alike: tokens/s over computed/s is then the padding's
   // complement (a median count read the commonest batch, which can have no padding at all). The
   // rates use the mean itself, not the whole number shown.
   const double tokens_per_step = mean(tokens);

@@ -111,6 +111,7 @@ Json batch_json(const ExportWriter& writer, const TokenBatch& batch) {
   return Json{{"sequences", rows},
               {"seq_len", seq},
               {"sequence_tokens", batch.sequence_tokens},
+              {"sequence_targets", batch.sequence_targets},
               {"target_tokens", batch.token_count},
               {"ignore_index", kIgnoreIndex},
               {"inputs", writer.tensor("batch/inputs.bin", batch.inputs)},

@@ -263,7 +263,7 @@ VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, 
   result.precision = setup.precision;
   result.lengths = w.data.lengths;
   result.data = w.data;
-  const std::vector<int64_t>& rows = setup.batch.sequence_tokens;
+  const std::vector<int64_t>& rows = setup.batch.sequence_targets;
   result.equal_sequences = std::adjacent_find(rows.begin(), rows.end(), std::not_equal_to<>()) == rows.end();
   result.loss_normalization = w.loss.normalization;
   result.world_size = setup.launch.world_size;
