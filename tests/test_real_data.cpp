@@ -268,6 +268,24 @@ TEST(RealData, DataParallelDealsPerDeviceBatchesInTurn) {
   EXPECT_EQ(rows_of(ab::shard(step, 1, 2)), rows_of(block));  // no micro-batch: the whole share
 }
 
+// --lengths fixed makes full windows (T targets each); grouping and packing act on samples, so
+// beside it they change nothing (the CLI's note says so): the very batches of plain fixed lengths.
+TEST(RealData, FixedWindowsStayWindowsWhateverGroupsOrPacks) {
+  const std::vector<ab::TokenBatch> plain = ab::make_batches(ab::DataSource{}, data_options(32, 4));
+  for (const ab::Packing packing : {ab::Packing::kNone, ab::Packing::kWrapped, ab::Packing::kBfd}) {
+    ab::DataSource data;
+    data.group_by_length = packing == ab::Packing::kNone;
+    data.packing = packing;
+    const std::vector<ab::TokenBatch> got = ab::make_batches(data, data_options(32, 4));
+    ASSERT_EQ(got.size(), plain.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].token_count, 4 * 32) << ab::to_string(packing);
+      EXPECT_TRUE(got[i].targets.equal(plain[i].targets)) << ab::to_string(packing);
+      EXPECT_TRUE(got[i].documents.empty()) << ab::to_string(packing);
+    }
+  }
+}
+
 TEST(RealData, WrappedPackingFillsEveryRow) {
   ab::DataSource data;
   ab::set_lengths(data, skewed_lengths_file());

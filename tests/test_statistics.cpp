@@ -135,12 +135,13 @@ TEST(Summarize, AllFieldsFromOneSeries) {
 
 // ---- finalize_run ----------------------------------------------------------------------------
 
+// A step of full windows: its targets are its real positions.
 StepSample step(double seconds, PhaseSeconds host, int64_t tokens, int64_t peak_bytes) {
   StepSample s;
   s.step_seconds = seconds;
   s.host_seconds = host;
   s.device_seconds.fill(kNaN);  // CPU: no device timeline
-  s.tokens = tokens;
+  s.tokens = s.positions = s.computed_positions = tokens;
   s.peak_allocated_bytes = peak_bytes;
   return s;
 }
@@ -197,13 +198,14 @@ TEST(FinalizeRun, RatesUseTheMeanTokensNotTheRoundedCount) {
 // Padded batches that alternate (a micro-batch padded to its longest sample in one batch, none in
 // the other): tokens/s over computed/s is the padding's complement. The median count read the
 // unpadded batch's 512 in three of five steps, and tokens/s equalled computed/s beside "pad 3.5 %".
+// Tokens/s counts real positions, not targets (8 samples: 8 targets fewer than positions).
 TEST(FinalizeRun, TokensOverComputedIsThePaddingsComplement) {
   RunResult run;
   run.config.micro_batch = 2;
   run.config.accum_steps = 4;
   for (const int64_t tokens : {512, 467, 512, 467, 512}) {
     StepSample s = step(0.5, {0.0, 0.0, 0.2, 0.2, 0.1, 0.0}, tokens, 100);
-    s.positions = tokens;
+    s.tokens = tokens - 8;
     s.computed_positions = 512;
     run.steps.push_back(s);
   }
@@ -250,8 +252,7 @@ RunResult timed(int64_t micro, int64_t accum, double seconds, int64_t peak_bytes
     StepSample s;
     s.round = r;
     s.step_seconds = seconds * (1 + shared * std::sin(1.7 * r) + own * std::sin(2.3 * r + phase));
-    s.tokens = 65536;
-    s.computed_positions = 65536;
+    s.tokens = s.positions = s.computed_positions = 65536;
     run.steps.push_back(s);
   }
   std::vector<double> all;

@@ -261,12 +261,16 @@ def known_chunked_problems(vocab_size):
 
 
 def exact_metrics_problems(model, micro, metrics, loss_type, autocast=None):
-    """The first micro-batch's entropy and accuracy against a float64 softmax of its full logits. "nll"
+    """The first micro-batch's (with a target) entropy and accuracy against a float64 softmax of its full logits. "nll"
     (entropy_from_logits): the chunked entropy in blocks of 128 and of 16 rows; "chunked_nll": the
     metrics from the chunk sums, over every counted target (accumbench's targets as shift_labels), the
     logits made under the run's autocast."""
     problems = []
-    inputs, mask, targets = micro[0]
+    # The first micro-batch with a target (one of one-token samples has none: its metrics are 0).
+    first = next((k for k, (_, _, t) in enumerate(micro) if bool((t != -100).any())), None)
+    if first is None:
+        return problems
+    inputs, mask, targets = micro[first]
     with torch.no_grad(), torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
         logits = model.logits(inputs, mask).float()
         if loss_type == "nll":
@@ -282,7 +286,7 @@ def exact_metrics_problems(model, micro, metrics, loss_type, autocast=None):
         counted = targets != -100
         entropy = (-(logp.exp() * logp).sum(-1))[counted].mean().item()
         accuracy = (logits.argmax(-1) == targets)[counted].double().mean().item()
-    got_entropy, got_accuracy, _ = metrics[0]
+    got_entropy, got_accuracy, _ = metrics[first]
     # Under the CPU's bf16 autocast log_softmax and exp stay in bf16 (PyTorch 1.13), so the entropy
     # carries bf16 rounding (LOW_PRECISION_ENTROPY_TOLERANCE).
     tolerance = ENTROPY_TOLERANCE if autocast is None else LOW_PRECISION_ENTROPY_TOLERANCE

@@ -135,6 +135,11 @@ struct DataSource {
   Packing packing = Packing::kNone;
 };
 
+// Whether the rows hold samples (a lengths file, --lengths variable, a token file's documents),
+// each trained as transformers trains a row (n tokens, n - 1 targets), rather than a pretraining
+// loader's full windows (--lengths fixed, a token file without --eos-id), on which grouping and
+// packing act on nothing (idle_data_options_note): the batches stay full windows.
+bool rows_are_samples(const DataSource& data);
 // --lengths: "fixed" | "variable" | the path of a lengths file (any other word).
 void set_lengths(DataSource& data, const std::string& text);
 // --lengths as written: "fixed", "variable", the lengths file, or "documents of FILE split at eos N".

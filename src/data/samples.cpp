@@ -171,11 +171,12 @@ std::vector<TokenBatch> best_fit_decreasing(const SamplePool& pool, const DataSo
 }
 
 // A step whose samples are all one token long has no target: its loss would divide by zero.
-std::vector<TokenBatch> with_targets(std::vector<TokenBatch> batches) {
+std::vector<TokenBatch> with_targets(std::vector<TokenBatch> batches, int64_t seq_len) {
   for (size_t step = 0; step < batches.size(); ++step) {
     if (batches[step].token_count > 0) continue;
     throw UserError("step " + std::to_string(step + 1) + "'s samples are all one token long, which leaves no target " +
-                    "(a sample of n tokens trains n - 1); give longer samples, more of them per step, or a larger --seq-len");
+                    "(a sample of n tokens trains n - 1); " +
+                    (seq_len == 1 ? "use --seq-len 2 or more" : "give samples of two tokens or more"));
   }
   return batches;
 }
@@ -185,9 +186,11 @@ std::vector<TokenBatch> build_batches(const DataSource& data, const DataOptions&
   check_shape(options);
   const bool documents = !data.token_file.empty() && data.eos_id >= 0;
   if (!data.token_file.empty() && !documents) return load_token_file(data.token_file, data.token_bytes, options);
-  const bool plain = data.lengths != LengthMode::kFile && !documents && !data.group_by_length &&
-                     data.packing == Packing::kNone;
-  if (plain) return make_synthetic_batches(options);  // fixed windows or variable samples
+  // Full windows stay full windows, whatever would group or pack samples (a note says it does
+  // nothing); variable lengths without either are make_synthetic_batches' padded samples.
+  const bool plain = !rows_are_samples(data) ||
+                     (data.lengths == LengthMode::kVariable && !data.group_by_length && data.packing == Packing::kNone);
+  if (plain) return make_synthetic_batches(options);
   DataOptions with_lengths = options;
   with_lengths.lengths = data.lengths;
   const int64_t samples_per_row =
@@ -208,7 +211,7 @@ std::vector<TokenBatch> build_batches(const DataSource& data, const DataOptions&
 }  // namespace
 
 std::vector<TokenBatch> make_batches(const DataSource& data, const DataOptions& options) {
-  return with_targets(build_batches(data, options));
+  return with_targets(build_batches(data, options), options.seq_len);
 }
 
 TokenBatch batch_with_lengths(const std::vector<int64_t>& lengths, const DataOptions& options) {

@@ -212,7 +212,7 @@ TrainerConfig parse_trainer_config(const std::string& yaml_text, ConfigFormat fo
                       "); TRL and axolotl would take the last value, accumbench takes none: keep one");
     }
   }
-  Reader reader{root, format, path, {}, {}};
+  Reader reader{root, format, path, {}, {}, {}};
   reader.config.path = path;
   reader.config.format = format;
   if (format == ConfigFormat::kTrl) reader.read_trl(std::max(1, world_size));

@@ -27,6 +27,7 @@
 #include "accumbench/units.hpp"
 #include "compat/compat.hpp"
 #include "compat/distributed.hpp"
+#include "sweep/resumed_runs.hpp"
 #include "sweep/split_measurement.hpp"
 
 namespace accumbench {
@@ -419,7 +420,7 @@ PlanOptions sweep_plan_options(const WorkloadOptions& w, bool device_is_cuda, in
   // compat::causal_attention: scaled_dot_product_attention from LibTorch 2.0 (flash kernels on
   // CUDA), the explicit masked softmax before.
   plan.attention = plan.libtorch_major >= 2 && device_is_cuda ? AttentionKind::kFlash : AttentionKind::kExplicit;
-  plan.packed_documents = w.data.packing == Packing::kBfd;
+  plan.packed_documents = w.data.packing == Packing::kBfd && rows_are_samples(w.data);  // full windows are never packed
   plan_for_worst_micro_batch(plan, w);
   return plan;
 }
@@ -585,19 +586,9 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
                       const ProgressCallback& on_step) {
   const WorkloadOptions& w = options.workload;
   check_sweep_options(options);
-  // A resumed file's runs with their means under this build's winsorizing bound, which the
-  // decisions on them use (decision.hpp): a file from a build that bounded from the warm-up, or
-  // with edited steps, would print one mean and decide on another. Unchanged for this build's files.
-  SweepResult rederived;
+  SweepResult rederived;  // the file's runs with this build's means (with_this_builds_means)
   if (resume != nullptr) {
-    rederived = *resume;
-    for (RunResult& run : rederived.runs) {
-      if (run.steps.empty()) continue;
-      run.clip_seconds = winsorizing_bound(run);
-      const double mean = winsorized_mean(run);
-      // A mean that moved keeps no interval from the bound it had (the decisions recompute theirs).
-      if (mean != run.mean_seconds.value) run.mean_seconds = Estimate{mean, kNotMeasured, kNotMeasured};
-    }
+    rederived = with_this_builds_means(*resume);
     resume = &rederived;
   }
   configure_threads(w.threads);
@@ -671,65 +662,9 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       if (!in_grid) result.interruption.splits_not_run.push_back(label);
     }
   }
-  // A sweep stopped before its end never leaves the --resume file with less than it held: a split
-  // begun again from zero (the file's was short of --steps, or left undecided) reads as the file had
-  // it while the new run has fewer timed steps, and a split not begun as the file had it, if it had it.
-  const auto files_run = [&](const SplitConfig& split) -> const RunResult* {
-    if (resume == nullptr) return nullptr;
-    for (const RunResult& run : resume->runs) {
-      if (run.status == RunStatus::kOk && run.config.key() == split.key()) return &run;
-    }
-    return nullptr;
-  };
-  const auto judged_copy = [&](const RunResult& run) {  // judged against today's --memory-limit
-    RunResult copy = run;
-    measurement.judge_fits(copy);
-    return copy;
-  };
-  // Returns the words for the splits it kept ("" when none).
-  const auto keep_files_longer_runs = [&](std::vector<RunResult>& runs) {
-    size_t count = 0;
-    for (RunResult& run : runs) {
-      if (run.status != RunStatus::kOk) continue;
-      const RunResult* file = files_run(run.config);
-      if (file != nullptr && file->steps.size() > run.steps.size()) {
-        run = judged_copy(*file);
-        ++count;
-      }
-    }
-    if (count == 0) return std::string();
-    return " " + std::to_string(count) + (count == 1 ? " split reads" : " splits read") +
-           " as the --resume file had it, with more timed steps than this sweep reached.";
-  };
-  // A split the --resume file holds timed that fails when this sweep runs it again (out of memory
-  // under --try-predicted-oom or a device another process now shares, an error) keeps the file's
-  // times, judged against today's limit: the failure measured nothing that could replace them.
-  // Returns the words that name the failures ("" when none).
-  const auto keep_files_runs_over_failures = [&](std::vector<RunResult>& runs) {
-    std::vector<std::string> failed;
-    for (RunResult& run : runs) {
-      if (run.status != RunStatus::kOutOfMemory && run.status != RunStatus::kError) continue;
-      const RunResult* file = files_run(run.config);
-      if (file == nullptr) continue;
-      failed.push_back(run.config.label() + (run.status == RunStatus::kOutOfMemory ? " ran out of memory" : " failed"));
-      run = judged_copy(*file);
-    }
-    if (failed.empty()) return std::string();
-    std::string words = failed[0];
-    for (size_t i = 1; i < failed.size(); ++i) words += (i + 1 == failed.size() ? " and " : ", ") + failed[i];
-    return " " + words + " in this sweep; " + (failed.size() == 1 ? "it reads" : "they read") +
-           " as the --resume file had " + (failed.size() == 1 ? "it" : "them") + ", timed.";
-  };
-  // The splits from `begun` on: the file's runs of them, the others named as not begun.
-  const auto not_begun_from = [&](size_t begun, std::vector<RunResult>& runs, Interruption& interruption) {
-    for (size_t rest = begun; rest < grid.size(); ++rest) {
-      if (const RunResult* file = files_run(grid[rest])) {
-        runs.push_back(judged_copy(*file));
-      } else {
-        interruption.splits_not_run.push_back(not_begun(rest));
-      }
-    }
-  };
+  // The file's runs, kept wherever this sweep does not finish a split (resumed_runs.hpp).
+  const ResumedRuns file(resume, grid, options.steps, options.time_budget_seconds > 0,
+                         [&](RunResult& run) { measurement.judge_fits(run); }, not_begun);
   // Saves made before the end say so (Interruption): `begun` of the grid's splits were begun,
   // `rounds` timed rounds run; `error`: the one that ends the sweep now. The file's other splits
   // follow this sweep's, so an interrupted resume keeps them.
@@ -738,8 +673,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     if (!on_split) return;
     SweepResult partial = result;
     partial.runs = std::move(runs);
-    const std::string kept_longer = keep_files_longer_runs(partial.runs) + keep_files_runs_over_failures(partial.runs);
-    not_begun_from(begun, partial.runs, partial.interruption);
+    const std::string kept_longer = file.keep_longer(partial.runs) + file.keep_over_failures(partial.runs);
+    file.add_not_begun(begun, partial.runs, partial.interruption);
     partial.runs.insert(partial.runs.end(), kept.begin(), kept.end());
     partial.interruption.saved_while_running = error.empty();
     partial.interruption.error = error;
@@ -757,23 +692,6 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // parallel a stop asked on any rank stops every rank at the same point.
   const auto stop_agreed = [&] { return stop_requested_on_any_rank(group.get(), device.str()); };
   bool stopped = false;
-
-  // A --resume file whose rounds ended undecided (--time-budget spent, a signal past --steps):
-  // with a --time-budget to decide in, its contenders are timed again, together, in this sweep's
-  // rounds (paired rounds of one session, which the file's older rounds are not); the splits
-  // already slower beyond doubt keep their times. Without one, the file's times are kept.
-  std::vector<bool> undecided(resume != nullptr ? resume->runs.size() : 0, false);
-  if (resume != nullptr && options.time_budget_seconds > 0 &&
-      resume->recommendation.decision.kind == DecisionKind::kUndecided) {
-    const Decision& d = resume->recommendation.decision;
-    const auto mark = [&](int i) {
-      if (i >= 0 && static_cast<size_t>(i) < undecided.size()) undecided[static_cast<size_t>(i)] = true;
-    };
-    mark(d.fastest);
-    for (const Comparison& c : d.comparisons) {
-      if (c.verdict == Verdict::kUndecided || c.verdict == Verdict::kFaster) mark(c.index);
-    }
-  }
 
   // 1. Each split alone: plan, warm-up, memory (and the whole timing of CUDA-graph splits).
   std::vector<bool> measured(grid.size(), false);  // in this sweep, not copied from the file
@@ -793,19 +711,9 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       stopped_at = index;
       break;
     }
-    const RunResult* done = nullptr;
-    if (resume != nullptr) {
-      // Done: finished, with its --steps timed steps at least (a sweep stopped mid-rounds saves
-      // splits with fewer; they are measured again), and not left undecided.
-      const auto found = std::find_if(resume->runs.begin(), resume->runs.end(), [&](const RunResult& r) {
-        return r.status == RunStatus::kOk && r.config.key() == grid[index].key() &&
-               static_cast<int64_t>(r.steps.size()) >= options.steps &&
-               !undecided[static_cast<size_t>(&r - resume->runs.data())];
-      });
-      if (found != resume->runs.end()) done = &*found;
-    }
-    if (done != nullptr) {
-      result.runs.push_back(judged_copy(*done));
+    // Done in the file: reused (a split it had short of --steps, or undecided, is measured again).
+    if (const RunResult* done = file.finished(grid[index])) {
+      result.runs.push_back(file.judged(*done));
       continue;
     }
     try {
@@ -817,9 +725,9 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     // A split the file measured and today's --memory-limit skips before running it (a contender
     // of an undecided file, timed again) keeps the file's times, judged against the limit: the
     // skip measured nothing that could replace them.
-    if (const RunResult* file = files_run(grid[index]);
-        file != nullptr && result.runs.back().status == RunStatus::kPredictedOutOfMemory) {
-      result.runs.back() = judged_copy(*file);
+    if (const RunResult* timed = file.timed_run(grid[index]);
+        timed != nullptr && result.runs.back().status == RunStatus::kPredictedOutOfMemory) {
+      result.runs.back() = file.judged(*timed);
       continue;
     }
     measured[index] = true;
@@ -936,11 +844,11 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     run.mean_seconds = Estimate{run.mean_seconds.value, interval ? mean.low - framework_seconds[k] : kNotMeasured,
                                 interval ? mean.high - framework_seconds[k] : kNotMeasured};
   }
-  const std::string kept_over_failures = keep_files_runs_over_failures(result.runs);
+  const std::string kept_over_failures = file.keep_over_failures(result.runs);
   std::string kept_longer;
   if (stopped || report.interrupted) {
-    kept_longer = keep_files_longer_runs(result.runs);
-    not_begun_from(stopped_at, result.runs, result.interruption);
+    kept_longer = file.keep_longer(result.runs);
+    file.add_not_begun(stopped_at, result.runs, result.interruption);
   }
   result.runs.insert(result.runs.end(), kept.begin(), kept.end());
   DecisionOptions final_decision = decision_options;

@@ -298,6 +298,10 @@ WorkloadOptions workload_defaults(Command command) {
   return w;
 }
 
+bool rows_are_samples(const DataSource& data) {
+  return data.token_file.empty() ? data.lengths != LengthMode::kFixed : data.eos_id >= 0;
+}
+
 namespace {
 
 void validate_lora_options(const LoraOptions& lora) {

@@ -1,0 +1,115 @@
+// A --resume file's runs and the rules that keep them (resumed_runs.hpp). No LibTorch.
+#include "sweep/resumed_runs.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "accumbench/statistics.hpp"
+
+namespace accumbench {
+
+SweepResult with_this_builds_means(const SweepResult& file) {
+  SweepResult out = file;
+  for (RunResult& run : out.runs) {
+    if (run.steps.empty()) continue;
+    run.clip_seconds = winsorizing_bound(run);
+    const double mean = winsorized_mean(run);
+    // A mean that moved keeps no interval from the bound it had (the decisions recompute theirs).
+    if (mean != run.mean_seconds.value) run.mean_seconds = Estimate{mean, kNotMeasured, kNotMeasured};
+  }
+  return out;
+}
+
+ResumedRuns::ResumedRuns(const SweepResult* file, const std::vector<SplitConfig>& grid, int64_t steps,
+                         bool retime_undecided, std::function<void(RunResult&)> judge_fits,
+                         std::function<std::string(size_t)> label_not_begun)
+    : file_(file),
+      grid_(grid),
+      steps_(steps),
+      undecided_(file != nullptr ? file->runs.size() : 0, false),
+      judge_fits_(std::move(judge_fits)),
+      label_not_begun_(std::move(label_not_begun)) {
+  // A file whose rounds ended undecided (--time-budget spent, a signal past --steps): with a
+  // --time-budget to decide in, its contenders are timed again, together, in this sweep's rounds
+  // (paired rounds of one session, which the file's older rounds are not); the splits already
+  // slower beyond doubt keep their times. Without one, the file's times are kept.
+  if (file == nullptr || !retime_undecided || file->recommendation.decision.kind != DecisionKind::kUndecided) return;
+  const Decision& d = file->recommendation.decision;
+  const auto mark = [&](int i) {
+    if (i >= 0 && static_cast<size_t>(i) < undecided_.size()) undecided_[static_cast<size_t>(i)] = true;
+  };
+  mark(d.fastest);
+  for (const Comparison& c : d.comparisons) {
+    if (c.verdict == Verdict::kUndecided || c.verdict == Verdict::kFaster) mark(c.index);
+  }
+}
+
+const RunResult* ResumedRuns::timed_run(const SplitConfig& split) const {
+  if (file_ == nullptr) return nullptr;
+  for (const RunResult& run : file_->runs) {
+    if (run.status == RunStatus::kOk && run.config.key() == split.key()) return &run;
+  }
+  return nullptr;
+}
+
+const RunResult* ResumedRuns::finished(const SplitConfig& split) const {
+  if (file_ == nullptr) return nullptr;
+  for (size_t i = 0; i < file_->runs.size(); ++i) {
+    const RunResult& run = file_->runs[i];
+    if (run.status == RunStatus::kOk && run.config.key() == split.key() &&
+        static_cast<int64_t>(run.steps.size()) >= steps_ && !undecided_[i]) {
+      return &run;
+    }
+  }
+  return nullptr;
+}
+
+RunResult ResumedRuns::judged(const RunResult& run) const {
+  RunResult copy = run;
+  judge_fits_(copy);
+  return copy;
+}
+
+std::string ResumedRuns::keep_longer(std::vector<RunResult>& runs) const {
+  size_t count = 0;
+  for (RunResult& run : runs) {
+    if (run.status != RunStatus::kOk) continue;
+    const RunResult* file = timed_run(run.config);
+    if (file != nullptr && file->steps.size() > run.steps.size()) {
+      run = judged(*file);
+      ++count;
+    }
+  }
+  if (count == 0) return std::string();
+  return " " + std::to_string(count) + (count == 1 ? " split reads" : " splits read") +
+         " as the --resume file had it, with more timed steps than this sweep reached.";
+}
+
+std::string ResumedRuns::keep_over_failures(std::vector<RunResult>& runs) const {
+  std::vector<std::string> failed;
+  for (RunResult& run : runs) {
+    if (run.status != RunStatus::kOutOfMemory && run.status != RunStatus::kError) continue;
+    const RunResult* file = timed_run(run.config);
+    if (file == nullptr) continue;
+    failed.push_back(run.config.label() + (run.status == RunStatus::kOutOfMemory ? " ran out of memory" : " failed"));
+    run = judged(*file);
+  }
+  if (failed.empty()) return std::string();
+  std::string words = failed[0];
+  for (size_t i = 1; i < failed.size(); ++i) words += (i + 1 == failed.size() ? " and " : ", ") + failed[i];
+  const bool one = failed.size() == 1;
+  return " " + words + " in this sweep; " + (one ? "it reads" : "they read") + " as the --resume file had " +
+         (one ? "it" : "them") + ", timed.";
+}
+
+void ResumedRuns::add_not_begun(size_t begun, std::vector<RunResult>& runs, Interruption& interruption) const {
+  for (size_t rest = begun; rest < grid_.size(); ++rest) {
+    if (const RunResult* file = timed_run(grid_[rest])) {
+      runs.push_back(judged(*file));
+    } else {
+      interruption.splits_not_run.push_back(label_not_begun_(rest));
+    }
+  }
+}
+
+}  // namespace accumbench
