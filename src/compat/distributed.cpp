@@ -28,6 +28,9 @@
 #endif
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef C10_USE_GLOG  // Debian's LibTorch 1.x logs through glog; PyTorch's 2.x wheels through c10's own logger
+#include <glog/logging.h>
+#endif
 
 namespace accumbench::compat {
 
@@ -211,6 +214,23 @@ c10::intrusive_ptr<Backend> make_backend(const c10::intrusive_ptr<c10d::Store>& 
 #endif
 }
 
+// Mutes glog while the store is built: its sockets log each failure ("failed to bind to [::]:29500
+// (errno: 98 - Address already in use)", a client's refused connections while rank 0 starts) in
+// four lines before the exception that accumbench turns into one sentence, and the JoinNotice
+// already says who is awaited. A no-op where c10 does not log through glog.
+class QuietStoreLogs {
+ public:
+#ifdef C10_USE_GLOG
+  QuietStoreLogs() : saved_(FLAGS_minloglevel) { FLAGS_minloglevel = google::GLOG_FATAL; }
+  ~QuietStoreLogs() { FLAGS_minloglevel = saved_; }
+  QuietStoreLogs(const QuietStoreLogs&) = delete;
+  QuietStoreLogs& operator=(const QuietStoreLogs&) = delete;
+
+ private:
+  int saved_;
+#endif
+};
+
 void require_backend(c10::Device device) {
   if (ProcessGroup::backend_for(device).empty()) {
     throw UserError(std::string("data parallel on ") + device.str() + " needs " +
@@ -242,7 +262,10 @@ std::unique_ptr<ProcessGroup> ProcessGroup::from_environment(c10::Device device,
                      why + "); start all WORLD_SIZE ranks with the same MASTER_ADDR and a free MASTER_PORT, or raise --dist-timeout");
   };
   try {
-    impl->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    {
+      const QuietStoreLogs quiet;
+      impl->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    }
     // Ranks started with different WORLD_SIZEs would wait for each other until the timeout: rank 0
     // posts its own, and the others compare before they count themselves in.
     const std::string world_key = "accumbench/world_size";

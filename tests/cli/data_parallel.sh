@@ -315,9 +315,37 @@ if "could not join the process group" not in text or "1 of 2 ranks joined within
 ' "$err" "$port"
 }
 
+# cli.data_parallel.port_in_use: MASTER_PORT held by another process. Rank 0 exits 2 with one line
+# on stderr, the sentence that names the port and the fix (glog's socket lines muted before it).
+port_in_use() {
+  local holder port
+  holder=$(mktemp)
+  python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+print(s.getsockname()[1], flush=True); time.sleep(60)' >"$holder" &
+  local pid=$!
+  for _ in $(seq 50); do [ -s "$holder" ] && break; sleep 0.1; done
+  port=$(cat "$holder")
+  rm -f "$holder"
+  [ -n "$port" ] || fail "no port held"
+  tiny_verify_args --dist-timeout 8
+  last_command="WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port accumbench verify ${args[*]} (port held)"
+  WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" verify "${args[@]}" \
+    >"$out" 2>"$err"
+  rc=$?
+  kill "$pid" 2>/dev/null
+  [ "$rc" -eq 2 ] || fail "rank 0 exited $rc, expected 2"
+  check "one line on stderr: the port and the fix" py '
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+want = "accumbench: error: MASTER_PORT " + sys.argv[2] + " is already in use on rank 0\x27s machine (127.0.0.1); " \
+       "start every rank with a free MASTER_PORT"
+if lines != [want]: fail("%r" % lines)
+' "$err" "$port"
+}
+
 mode=${case_args[0]:-}
 case $mode in
-  verify | verify_lists | sweep | lora_plan | mismatch | launch_mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice | bf16_gloo) "$mode" ;;
+  verify | verify_lists | sweep | lora_plan | mismatch | launch_mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice | port_in_use | bf16_gloo) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
