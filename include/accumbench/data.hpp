@@ -40,9 +40,9 @@ struct DataOptions {
 };
 
 // Two conventions, as the data comes. Windows (fixed synthetic lengths, a token file without
-// --eos-id: a pretraining loader's rows) take T + 1 tokens for T positions and T targets. Samples
-// (--lengths variable or a file, documents, packing, length grouping) are what transformers
-// trains on: a sample of n tokens is n positions and n - 1 targets, the last position predicting
+// --eos-id: a pretraining loader's rows, whatever would group or pack them) take T + 1 tokens
+// for T positions and T targets. Samples (--lengths variable or a file, a token file's
+// documents, however grouped or packed) are what transformers trains on: a sample of n tokens is n positions and n - 1 targets, the last position predicting
 // nothing (the model shifts the labels within a row; TRL's padding-free rows mask each document's
 // first label), so a packed row of documents has one target fewer than positions per document.
 struct TokenBatch {
@@ -104,8 +104,9 @@ class StepBatches {
 // length-grouped order (group batch: `options.batch`, the whole step's samples), each step the
 // next `options.batch` samples or, with wrapped packing, the next rows of T cut from them, or
 // with bfd packing the next bins of T (the source packed as TRL packs a dataset). The
-// same options give the same batches, so every split trains on the same samples. Falls back to
-// make_synthetic_batches / load_token_file when `data` asks for none of this.
+// same options give the same batches, so every split trains on the same samples. Full windows
+// (rows_are_samples false) and plain variable lengths come from make_synthetic_batches /
+// load_token_file. Throws UserError for a step without a target (its samples one token each).
 std::vector<TokenBatch> make_batches(const DataSource& data, const DataOptions& options);
 
 // A batch of (B, T) from explicit sample lengths with seeded random tokens (tests, examples):
