@@ -184,9 +184,7 @@ TEST(FinalizeRun, RatesUseTheMeanTokensNotTheRoundedCount) {
   run.config.micro_batch = 1;
   run.config.accum_steps = 8;
   for (const int64_t tokens : {62, 77}) {
-    StepSample s = step(0.5, {0.0, 0.0, 0.2, 0.2, 0.1, 0.0}, tokens, 100);
-    s.positions = s.computed_positions = tokens;
-    run.steps.push_back(s);
+    run.steps.push_back(step(0.5, {0.0, 0.0, 0.2, 0.2, 0.1, 0.0}, tokens, 100));
   }
   finalize_run(run, /*flops_per_token=*/1e9, /*peak_tflops=*/kNaN);
   EXPECT_EQ(run.tokens_per_step, 70);
