@@ -59,9 +59,9 @@ TEST(TrainerConfig, AnEmptyTrlFileIsTrlsDefaults) {
             (Lines{"read sft.yaml as --seq-len 1024 --batch 8 (per_device_train_batch_size x "
                    "gradient_accumulation_steps: 8 per device x 1 accumulation steps x 1 process) --precision bf16 "
                    "--activation-checkpointing blocks --packing none --padding longest --tf32 off --lr 2e-05 "
-                   "--weight-decay 0",
+                   "--weight-decay 0 --max-grad-norm 1",
                    "sft.yaml leaves out max_length, per_device_train_batch_size, bf16, gradient_checkpointing, "
-                   "pad_to_multiple_of, tf32, learning_rate, weight_decay: TRL's defaults stand",
+                   "pad_to_multiple_of, tf32, learning_rate, weight_decay, max_grad_norm: TRL's defaults stand",
                    "sft.yaml: leaves out optim, whose default in transformers is adamw_torch_fused from PyTorch 2.8 "
                    "(accumbench's adamw, what runs here) and adamw_torch before it (on CUDA --optimizer adamw-foreach: "
                    "a copy of what trains during the step); sweep --optimizer adamw,adamw-foreach measures both"}));
@@ -77,7 +77,7 @@ TEST(TrainerConfig, AnEmptyTrlFileIsTrlsDefaults) {
   ab::apply_trainer_config(axolotl, from_axolotl, kNothingGiven);
   EXPECT_EQ(ab::trainer_config_notes(axolotl, kNothingGiven, from_axolotl)[1],
             "ax.yml leaves out sequence_len, micro_batch_size, bf16, gradient_checkpointing, pad_to_sequence_len, "
-            "tf32, weight_decay: axolotl's defaults stand");
+            "tf32, weight_decay, max_grad_norm: axolotl's defaults stand");
   // The trainers' optimizer defaults, not accumbench's (lr 1e-4, weight decay 0.01): TRL's SFTConfig
   // learning_rate 2e-5, TrainingArguments' and axolotl's weight_decay 0; axolotl requires
   // learning_rate, and without it accumbench's stands, said.
@@ -486,12 +486,17 @@ TEST(TrainerConfig, ListsUnknownAndUnusedKeys) {
   EXPECT_EQ(notes.back(),
             "sft.yaml: not understood, ignored: my_own_key (if one of them changes memory or time, the results do "
             "not show it)");
-  // The Trainer's gradient clipping, which accumbench's step does not run, is said as such.
+  // The Trainer's gradient clipping is --max-grad-norm: the file's value, 1 (TrainingArguments'
+  // default, which axolotl keeps) when left out, 0 turns it off; not an unused key.
   for (const auto format : {ab::ConfigFormat::kTrl, ab::ConfigFormat::kAxolotl}) {
-    EXPECT_EQ(ab::parse_trainer_config("max_grad_norm: 1.0\n", format, 1, "f.yaml").unused,
-              Lines{"max_grad_norm (the Trainer's clipping, once per optimizer step: accumbench's step does not clip)"});
-    EXPECT_EQ(ab::parse_trainer_config("max_grad_norm: 0\n", format, 1, "f.yaml").unused,
-              Lines{"max_grad_norm (0: no clipping, as accumbench's step)"});
+    for (const auto& [text, norm] : std::vector<std::pair<std::string, double>>{
+             {"max_grad_norm: 0.3\n", 0.3}, {"max_grad_norm: 0\n", 0.0}, {"seed: 1\n", 1.0}}) {
+      const ab::TrainerConfig config = ab::parse_trainer_config(text, format, 1, "f.yaml");
+      EXPECT_TRUE(config.unused.empty()) << text;
+      ab::WorkloadOptions w;
+      ab::apply_trainer_config(config, w, kNothingGiven);
+      EXPECT_EQ(w.optimizer.max_grad_norm, norm) << text;
+    }
   }
 }
 

@@ -81,6 +81,22 @@ TEST(TrainerSettings, PlainSplitInEveryFormat) {
   EXPECT_EQ(ab::settings_lines(ab::trainer_settings(split(4, 4), chosen, {}), ab::SettingsFormat::kArgs).back(),
             "--batch 16 --micro-batches 4 --seq-len 1024 --precision fp32 --activation-checkpointing none --lr 2e-05 "
             "--weight-decay 0");
+  // Clipping: accumbench's flags carry any norm; the trainers' formats name one other than their 1.
+  chosen.optimizer.max_grad_norm = 1;
+  EXPECT_EQ(ab::settings_lines(ab::trainer_settings(split(4, 4), chosen, {}), ab::SettingsFormat::kTrl).back(),
+            "loss_type: nll");
+  EXPECT_EQ(ab::settings_lines(ab::trainer_settings(split(4, 4), chosen, {}), ab::SettingsFormat::kArgs).back(),
+            "--batch 16 --micro-batches 4 --seq-len 1024 --precision fp32 --activation-checkpointing none --lr 2e-05 "
+            "--weight-decay 0 --max-grad-norm 1");
+  chosen.optimizer.max_grad_norm = 0.3;
+  chosen.optimizer.weight_decay = 0.1;
+  chosen.optimizer.lr = 3e-4;
+  EXPECT_EQ(ab::settings_lines(ab::trainer_settings(split(4, 4), chosen, {}), ab::SettingsFormat::kTrl).back(),
+            "# this run's learning_rate 0.0003 (TRL's default: 2e-05), weight_decay 0.1 (TRL's default: 0) and "
+            "max_grad_norm 0.3 (TRL's default: 1) change the update, not the time");
+  EXPECT_EQ(ab::settings_lines(ab::trainer_settings(split(4, 4), chosen, {}), ab::SettingsFormat::kAxolotl).back(),
+            "# this run's weight_decay 0.1 (axolotl's default: 0) and max_grad_norm 0.3 (axolotl's default: 1) change "
+            "the update, not the time");
 }
 
 // bf16 with checkpointing over 2 ranks, LoRA on Qwen-style names, real lengths padded to a

@@ -519,6 +519,11 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
                       "momentum, no state; transformers' optim=sgd)" + optimizer_count)
       ->delimiter(',')
       ->capture_default_str();
+  command->add_option("--max-grad-norm", w.optimizer.max_grad_norm,
+                      "clip each step's gradient to this global L2 norm before the optimizer, as the Trainer's "
+                      "max_grad_norm (torch.nn.utils.clip_grad_norm_; a --trl-config or --axolotl-config leaving "
+                      "the key out clips at 1); 0: no clipping. The optimizer inside backward cannot clip")
+      ->capture_default_str();
   command->add_option("--lora-rank", w.lora.rank, "LoRA rank on a frozen base (0: full fine-tuning)")
       ->capture_default_str();
   command->add_option("--lora-alpha", w.lora.alpha, "LoRA alpha; the adapters are scaled by alpha / rank (default: 2 x rank)");

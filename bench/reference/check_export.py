@@ -348,6 +348,28 @@ def compare(index, root, loss, grads, same_kernels=True):
     return loss_ok and grad_ok
 
 
+def check_clipping(index, grads, norm_type=2.0):
+    """Prints one line when the export clipped (--max-grad-norm): accumbench's gradient norm before
+    clipping against torch.nn.utils.clip_grad_norm_ on the reference's own gradients (copies), within
+    the gradients' tolerance (the norm is a function of them). norm_type other than 2 is wrong and
+    exists to show that the check fails. Returns True when it passes or there is nothing to check."""
+    clipping = index.get("clipping")
+    if not clipping:
+        return True
+    copies = [torch.zeros_like(g).requires_grad_() for g in grads.values()]
+    for c, g in zip(copies, grads.values()):
+        c.grad = g.detach().clone()
+    theirs = float(torch.nn.utils.clip_grad_norm_(copies, clipping["max_grad_norm"], norm_type=norm_type))
+    ours = clipping["grad_norm"]
+    tol = GRADIENT_TOLERANCE.get(judged_precision(index), LOW_PRECISION_TOLERANCE)
+    err = abs(ours - theirs) / max(abs(theirs), 1e-30)
+    ok = math.isfinite(err) and err <= tol
+    print(f"clipping at {clipping['max_grad_norm']:g}: accumbench's gradient norm {ours:.6g}, "
+          f"torch.nn.utils.clip_grad_norm_'s {theirs:.6g}, relative error {err:.2e} (tolerance {tol:.0e}) "
+          f"{'PASS' if ok else 'FAIL'}")
+    return ok
+
+
 def check_targets(index, root):
     """Prints one line: are accumbench's targets those transformers would train on? A sample (each
     row's targets one fewer than its positions) must carry HF's labels: input_ids where attended,
@@ -406,6 +428,9 @@ def main():
                              "the check fails)")
     parser.add_argument("--rope-scaling", choices=("export", "none"), default="export",
                         help="none: plain RoPE whatever the export's rope scaling (shows that the check fails)")
+    parser.add_argument("--clip-norm-type", type=float, default=2.0,
+                        help="the norm clip_grad_norm_ takes; anything but 2 is wrong and exists to show that "
+                             "the clipping check fails")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--framework", choices=("plain", "hf-trl"), default="plain",
                         help="hf-trl: also the step as HF Trainer + TRL SFTTrainer run it, checked against plain")
@@ -433,6 +458,7 @@ def main():
             ok = compare_frameworks(index, (loss, grads), hf, index["model"]["vocab_size"], args.trl_loss)
             loss, grads = hf[0], hf[1]  # accumbench is compared with the hf-trl step below
         ok = compare(index, args.export_dir, loss, grads, args.framework == "plain") and ok
+        ok = check_clipping(index, grads, args.clip_norm_type) and ok
     except ExportError as e:
         print(f"check_export: {e}", file=sys.stderr)
         return 2

@@ -33,7 +33,8 @@ the lines: trl v1.9.0 = v1.6.0 here, transformers v4.5x trainer.py, accelerate's
     device tensor, summed from the labels of the step's micro-batches;
   - the batch on the host (pinned on CUDA) moved to the device each step, as accelerate's loader does;
   - gradient clipping at max_grad_norm (--max-grad-norm, Trainer's default 1.0; 0 turns it off)
-    before AdamW. accumbench does not clip: the update differs, the gradients do not.
+    before AdamW (accumbench's --max-grad-norm, which a TRL or axolotl config sets to the same 1.0;
+    once per step, so calibrate-framework's time per micro-step leaves it out on both sides).
 The list above is --trl-loss nll (TRL before v1.7.0). --trl-loss chunked_nll, the default here as in
 TRL since v1.7.0, replaces the logits and their metrics by TRL's
 chunked loss on HF's labels (the inputs; hidden[:, :-1] predicts labels[:, 1:]): a copy of the shifted
@@ -127,7 +128,7 @@ def main():
                         "adamw-foreach: foreach=True (AdamW's default on CUDA)")
     a = p.parse_args()
     if a.framework == "plain" and a.max_grad_norm is not None:
-        p.error("--max-grad-norm applies to --framework hf-trl only; plain does not clip, as accumbench")
+        p.error("--max-grad-norm applies to --framework hf-trl only; plain does not clip, as accumbench's default")
     if a.framework == "plain" and a.trl_loss is not None:
         p.error("--trl-loss applies to --framework hf-trl only; add --framework hf-trl")
     if a.trl_loss is None:

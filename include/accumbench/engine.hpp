@@ -78,6 +78,9 @@ struct StepOutcome {
   int64_t positions = 0;           // non-pad positions computed in the step, over every rank
   int64_t computed_positions = 0;  // positions computed in the step, padding included, over every rank
   bool skipped = false;      // fp16: gradients overflowed, no update (known after step())
+  // With --max-grad-norm: the step's gradient norm before clipping (device scalar; undefined
+  // without clipping or when an fp16 step was skipped).
+  at::Tensor grad_norm;
   double loss() const;       // reads loss_sum (synchronizes)
 };
 
@@ -96,7 +99,7 @@ class Trainer {
   StepOutcome accumulate(const TokenBatch& batch, const StepOptions& options,
                          PhaseObserver* observer = nullptr);
   // Optimizer step (--optimizer) and zeroing of gradients (phase optimizer). With fp16, unscales and skips the step
-  // on inf/nan. Sets outcome.skipped.
+  // on inf/nan. Clips first with TrainOptions::optimizer.max_grad_norm. Sets outcome.skipped and grad_norm.
   void optimizer_step(StepOutcome& outcome, const StepOptions& options,
                       PhaseObserver* observer = nullptr);
   // Validates `options` against this trainer and, with cuda_graphs, captures the graphs for the

@@ -110,7 +110,14 @@ struct OptimizerOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.01;
+  // --max-grad-norm: after the last micro-step (and the all-reduce), every gradient is scaled so
+  // that their global L2 norm is at most this (torch.nn.utils.clip_grad_norm_, which the Trainer
+  // calls before optimizer.step()); 0: no clipping, as a plain PyTorch loop.
+  double max_grad_norm = 0;
+  bool clips() const { return max_grad_norm > 0; }
 };
+// transformers' TrainingArguments.max_grad_norm, what a TRL or axolotl file leaving it out clips at.
+inline constexpr double kTrainerMaxGradNorm = 1.0;
 // TRL's SFTConfig learning rate (trl/trainer/sft_config.py), what a TRL file leaving it out trains
 // with; TrainingArguments' and axolotl's weight decay is 0.
 inline constexpr double kTrlLearningRate = 2e-5;
@@ -166,7 +173,8 @@ BaseQuant base_quant_from_string(const std::string& text);
 bool kbit_upcast_from_string(const std::string& text);
 // The value of option `name` in a context's options (describe_workload's pairs): its own, or for an
 // option recorded only when not its default, that default where the list lacks it (base_quant
-// "none", double_quant "false", kbit_prep "peft", adapter_dtype "fp32", tf32 "on"); nullopt for any other option left out.
+// "none", double_quant "false", kbit_prep "peft", adapter_dtype "fp32", tf32 "on", max_grad_norm "0"); nullopt for any
+// other option left out.
 std::optional<std::string> recorded_option(const std::vector<std::pair<std::string, std::string>>& options,
                                            const std::string& name);
 // The options either list names, each once: `first`'s in order, then those only `second` has.

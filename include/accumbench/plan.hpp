@@ -68,6 +68,10 @@ struct PlanOptions {
   LoraOptions lora;
   // --optimizer: its state and its step's temporaries (accumbench/optimizer_state.hpp).
   OptimizerKind optimizer = OptimizerKind::kAdamW;
+  // --max-grad-norm; above 0 the optimizer phase starts with clip_grad_norm_'s norms (clip_peak),
+  // and the optimizer cannot step inside backward.
+  double max_grad_norm = 0;
+  bool clips_gradients() const { return max_grad_norm > 0; }
   // Real data with per-micro-batch padding: the positions of the longest padded micro-batch of
   // the whole lengths file (worst_micro_batch in lengths.hpp), which a real run meets sooner or
   // later; activations are planned for it, the host token batches still for seq_len. 0: seq_len.
@@ -128,6 +132,9 @@ struct MemoryPlan {
   // on top of a block's forward and of the block backward's peak.
   std::vector<PlanLine> dequant_peak;
   std::vector<PlanLine> optimizer_peak;  // the optimizer's temporaries for the largest parameter
+  // --max-grad-norm: the clipping's norms, alive before the optimizer steps (freed by then), on top
+  // of the resident tensors and the gradients: the optimizer phase's peak is the larger of the two.
+  std::vector<PlanLine> clip_peak;
   // paged-adamw8bit or paged-adamw32bit on CUDA: the part of the resident optimizer state in paged memory, which the
   // driver may evict to the host under pressure. peak_bytes counts it; peak_bytes − this is the
   // peak with it evicted (0 for every other optimizer and on the CPU).

@@ -152,6 +152,10 @@ struct TrainerSettings {
   // a comment when they are not the trainer's. Negative: no part of the job (plan takes none).
   double lr = -1;
   double weight_decay = -1;
+  // --max-grad-norm (0: no clipping): --emit args carries it when clipping; the trainers' formats
+  // say it in a comment when it clips at other than their default (kTrainerMaxGradNorm). Plan takes
+  // it (it decides whether the optimizer may step inside backward).
+  double max_grad_norm = 0;
 };
 enum class SettingsFormat { kTrl, kAxolotl, kArgs };
 // --emit: "trl" | "axolotl" | "args"; UserError naming the choices.

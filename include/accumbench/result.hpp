@@ -140,11 +140,14 @@ int64_t accumulation_steps(int64_t batch, int64_t micro_batch, int world_size = 
 // Throws UserError for optimizer-in-backward with more than one rank: each parameter would step
 // before its gradient is summed over the ranks.
 void require_one_rank_for_optimizer_in_backward(int world_size);
+// Throws UserError for optimizer-in-backward with gradient clipping (max_grad_norm > 0): each
+// parameter would step before the global norm it is clipped by is known.
+void require_no_clipping_in_backward(double max_grad_norm);
 
 // The grid points of one split: itself, and with `knobs` also activation checkpointing, and at
-// accumulation 1 in one process optimizer-in-backward alone and with checkpointing (the
-// lowest-memory point).
-std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs);
+// accumulation 1 in one process without gradient clipping (`clips`) optimizer-in-backward alone
+// and with checkpointing (the lowest-memory point).
+std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs, bool clips = false);
 // `points`, followed with `chunked` by each of them again with the chunked cross-entropy.
 std::vector<SplitConfig> loss_variants(std::vector<SplitConfig> points, bool chunked);
 

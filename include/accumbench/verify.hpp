@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,10 @@ struct VerifyResult {
   LossNormalization loss_normalization = LossNormalization::kToken;
   int world_size = 1;             // data-parallel ranks that ran the splits
   double reference_loss = 0;      // loss of the whole batch in one micro-batch
+  // --max-grad-norm (0: no clipping), and the reference step's gradient norm before clipping
+  // (NaN without clipping): above max_grad_norm every update was scaled by their ratio.
+  double max_grad_norm = 0;
+  double reference_grad_norm = std::numeric_limits<double>::quiet_NaN();
   double gradient_tolerance = 0;
   double update_tolerance = 0;
   std::vector<VerifySplit> splits;

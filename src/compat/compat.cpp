@@ -430,4 +430,12 @@ bool fused_adamw(std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads
 #endif
 }
 
+void foreach_mul_(std::vector<at::Tensor>& tensors, const at::Tensor& factor) {
+#if ACCUMBENCH_TORCH_2
+  at::_foreach_mul_(tensors, factor);
+#else
+  for (at::Tensor& t : tensors) t.mul_(factor);
+#endif
+}
+
 }  // namespace accumbench::compat

@@ -170,4 +170,8 @@ bool fused_adamw(std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads
                  std::vector<at::Tensor>& steps, double lr, double beta1, double beta2,
                  double weight_decay, double eps);
 
+// Every tensor of `tensors` times the device scalar `factor`, in place, without a host sync:
+// at::_foreach_mul_ with a tensor factor (2.x), else one mul_ per tensor.
+void foreach_mul_(std::vector<at::Tensor>& tensors, const at::Tensor& factor);
+
 }  // namespace accumbench::compat

@@ -9,6 +9,7 @@
 #include "compat/distributed.hpp"
 #include "engine/optimizer.hpp"
 #include "engine/cuda_graph.hpp"
+#include "engine/gradient_clipping.hpp"
 #include "engine/gradient_reducer.hpp"
 #include "engine/micro_step.hpp"
 #include "models/adapted_linear.hpp"
@@ -153,6 +154,7 @@ void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
     if (options_.precision == Precision::kFp16) {
       throw UserError("--optimizer-in-backward cannot be combined with fp16 loss scaling (an overflow is only known after every parameter stepped); use bf16");
     }
+    require_no_clipping_in_backward(options_.optimizer.max_grad_norm);
   }
   if (options.optimizer_in_backward && group_ != nullptr) require_one_rank_for_optimizer_in_backward(group_->world_size());
   model_->set_activation_checkpointing(options.activation_checkpointing);
@@ -345,6 +347,9 @@ void Trainer::optimizer_step(StepOutcome& outcome, const StepOptions& options, P
       }
     }
   }
+  // The Trainer clips what the step accumulated (summed over the ranks, unscaled: accelerate
+  // unscales before clipping), once per step; a skipped fp16 step has nothing to clip.
+  if (finite && options_.optimizer.clips()) outcome.grad_norm = clip_gradient_norm(params_, options_.optimizer.max_grad_norm);
   run_optimizer(finite);
   outcome.skipped = !finite;
 }

@@ -19,6 +19,9 @@ namespace accumbench::plan_detail {
 inline constexpr int64_t kFp32 = 4;
 inline constexpr int64_t kInt64 = 8;
 inline constexpr int64_t kBool = 1;
+// The CUDA caching allocator's smallest block: a scalar tensor takes this much on the device.
+inline constexpr int64_t kCudaSmallestBlock = 512;
+inline constexpr int64_t round_up(int64_t bytes, int64_t block) { return (bytes + block - 1) / block * block; }
 
 // A block's linears in groups that read one input, in forward order: the attention's input
 // projections, its output projection, the MLP's input projections, its output projection.

@@ -24,6 +24,7 @@ int64_t measure_step_peak(const ModelConfig& cfg, const PlanOptions& options, co
     TrainOptions train_options;
     train_options.precision = split.precision;
     train_options.optimizer.kind = options.optimizer;
+    train_options.optimizer.max_grad_norm = options.max_grad_norm;
     LanguageModel model = build_model(cfg, /*seed=*/0);
     configure_training(*model, options.weights_dtype, options.lora);
     Trainer trainer(model, device, train_options);

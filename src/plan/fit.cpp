@@ -63,7 +63,7 @@ struct Job {
 Job given_job(const PlanOptions& options, const WorkloadOptions& workload) {
   const bool in_backward = workload.grid.optimizer_in_backward;
   return {options, workload.precisions.front(), workload.loss.chunked, in_backward,
-          workload.grid.knobs && !in_backward && options.world_size <= 1};
+          workload.grid.knobs && !in_backward && options.world_size <= 1 && !options.clips_gradients()};
 }
 
 // The largest split of a rank's share of the batch that fits the job with these knobs
@@ -205,9 +205,9 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
   if (options.framework == PlanFramework::kHfTrl && options.trl_loss == TrlLoss::kNll)
     changes.push_back({"--trl-loss chunked_nll", [](Job& j) { j.options.trl_loss = TrlLoss::kChunkedNll; }});
   // A full fine-tune's gradients, each freed as its parameter steps (exact, at accumulation 1; one
-  // process, no fp16 loss scaling, accumbench's own loop).
+  // process, no fp16 loss scaling, no clipping, accumbench's own loop).
   if (!lora && !workload.grid.optimizer_in_backward && options.framework == PlanFramework::kPlain &&
-      options.world_size <= 1 && as_given.precision != Precision::kFp16)
+      options.world_size <= 1 && as_given.precision != Precision::kFp16 && !options.clips_gradients())
     changes.push_back({"--optimizer-in-backward", [](Job& j) { j.in_backward = true; }});
   if (as_given.precision == Precision::kFp32 && !listed(listed_precisions, Precision::kBf16))
     changes.push_back({"--precision bf16", [](Job& j) { j.precision = Precision::kBf16; }});

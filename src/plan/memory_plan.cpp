@@ -83,6 +83,7 @@ void check_split(const ModelConfig& m, const PlanOptions& o, const SplitConfig& 
   if (s.optimizer_in_backward && s.accum_steps != 1) {
     throw UserError("optimizer-in-backward needs accumulation steps = 1; plan micro-batch = batch");
   }
+  if (s.optimizer_in_backward) require_no_clipping_in_backward(o.max_grad_norm);
   if (s.micro_batch <= 0 || o.seq_len <= 0) throw UserError("micro-batch and sequence length must be positive");
   if (o.framework == PlanFramework::kHfTrl && s.chunked_loss) {
     throw UserError("--framework hf-trl plans TRL's own loss (--trl-loss), not accumbench's --chunked-loss; drop --chunked-loss "
@@ -428,6 +429,23 @@ void PlanBuilder::optimizer_temporaries() {
   }
 }
 
+void PlanBuilder::clipping_temporaries() {
+  if (!o.clips_gradients()) return;
+  const Table clip{&plan.clip_peak};
+  const auto n = static_cast<int64_t>(trained_tensor_numels(m, o.lora).size());
+  // Scalars in the gradients' dtype; on CUDA each takes the caching allocator's smallest block.
+  const int64_t scalar = o.cpu ? t : kCudaSmallestBlock;
+  const std::string each = o.cpu ? "t" : "512";
+  clip.add("clip_grad_norm_: a norm per gradient", "n·" + each, n * scalar,
+           "_foreach_norm of each trained tensor's gradient (n = " + std::to_string(n) +
+               (lora ? ": A and B of every adapted linear" : "") + "), kept until the total is known");
+  clip.add("the norms stacked", o.cpu ? "n·t" : "⌈n·t/512⌉·512", o.cpu ? n * t : round_up(n * t, kCudaSmallestBlock),
+           "torch.stack(norms), the input of the total norm");
+  clip.add("the total norm", each, scalar,
+           "the norm of the stacked norms; the coefficient (one scalar, made in place) comes after the stack is "
+           "freed, and the gradients are scaled in place");
+}
+
 }  // namespace plan_detail
 
 MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitConfig& split) {
@@ -440,6 +458,7 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
   builder.block_forward();
   builder.last_block_forward();
   builder.optimizer_temporaries();
+  builder.clipping_temporaries();
   builder.block_backward();
   builder.dequant_transients();
   builder.phase_peaks();

@@ -410,8 +410,11 @@ void PlanBuilder::phase_peaks() {
                                  total_bytes(plan.block_backward_peak) + tied_head_gradient;
   plan.phase_peak_bytes[static_cast<int>(PlanPhase::kBackward)] =
       std::max({backward_head_peak(s), backward_block, backward_end_peak(s, backward_block)}) - unsaved_adapter_casts();
+  // Clipping's norms are freed before the optimizer's temporaries are made: the larger counts.
   plan.phase_peak_bytes[static_cast<int>(PlanPhase::kOptimizer)] =
-      split.optimizer_in_backward ? resident_bytes : resident_bytes + grad_bytes + total_bytes(plan.optimizer_peak);
+      split.optimizer_in_backward
+          ? resident_bytes
+          : resident_bytes + grad_bytes + std::max(total_bytes(plan.optimizer_peak), total_bytes(plan.clip_peak));
   if (split.cuda_graphs) {
     // The graphs' private pool keeps the micro-step's high-water mark of activations and
     // temporaries reserved for good, so it is still there during the optimizer step.

@@ -144,6 +144,8 @@ struct PlanBuilder {
   void trl_chunked_backward(const TrlChunks& chunks);
 
   void optimizer_temporaries();
+  // --max-grad-norm: clip_grad_norm_'s norms before the optimizer steps (plan.clip_peak).
+  void clipping_temporaries();
 
   // What one parameter's step allocates beyond its gradient (optimizer-in-backward's moments).
   int64_t step_temporaries(int64_t numel) const { return optimizer_step_temporary_bytes(o.optimizer, numel, t); }

@@ -159,6 +159,9 @@ std::string context_line(const SweepResult& result) {
     line << (several ? ", optimizers " : ", optimizer ") << optimizer_words(optimizers);
     if (!emulated.empty()) line << " (" << (several ? emulated + " " : "") << "emulated: memory exact, time approximate)";
   }
+  // The Trainer's clipping (--max-grad-norm): a pass over the gradients in every optimizer phase.
+  if (const std::string norm = option_value(c, "max_grad_norm"); !norm.empty() && norm != "0")
+    line << ", gradients clipped to norm " << norm;
   if (c.memory_limit_bytes > 0) line << ", memory limit " << format_bytes(c.memory_limit_bytes);
   if (c.world_size > 1) {
     line << ", data parallel over " << c.world_size << " ranks (" << c.distributed_backend

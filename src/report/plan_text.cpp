@@ -69,6 +69,7 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
               plan.backward_peak, out);
   print_table("backward peak candidate: the last block's backward", plan.block_backward_peak, out);
   print_table("optimizer peak: temporaries", plan.optimizer_peak, out);
+  print_table("optimizer peak candidate: gradient clipping (--max-grad-norm), before the step", plan.clip_peak, out);
   if (!plan.dequant_peak.empty()) {
     print_table("QLoRA: one weight dequantised, on top of the last block's forward (and in its backward, above)",
                 plan.dequant_peak, out);

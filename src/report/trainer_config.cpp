@@ -125,6 +125,8 @@ void apply_setting(const ConfigSetting& s, WorkloadOptions& w) {
     w.optimizer.lr = real_number(s);
   } else if (o == "--weight-decay") {
     w.optimizer.weight_decay = real_number(s);
+  } else if (o == "--max-grad-norm") {
+    w.optimizer.max_grad_norm = real_number(s);
   } else if (o == "--beta1") {
     w.optimizer.beta1 = real_number(s);
   } else if (o == "--beta2") {

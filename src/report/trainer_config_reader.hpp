@@ -301,7 +301,8 @@ struct Reader {
   // Left out, the trainer's defaults stand: weight_decay 0 in transformers' TrainingArguments and
   // axolotl; learning_rate kTrlLearningRate in TRL's SFTConfig (`trl_default_lr`; axolotl requires
   // the key, and without it accumbench's --lr stands). Neither changes what a step costs but sgd's and
-  // adamw8bit's decay multiply, and both are verify's update and the JSON's record of it.
+  // adamw8bit's decay multiply, and both are verify's update and the JSON's record of it; the
+  // clipping is a pass over the gradients in every step's optimizer phase.
   void hyperparameters(std::optional<double> trl_default_lr = std::nullopt) {
     if (has("learning_rate")) {
       set("--lr", num(number("learning_rate")), "learning_rate");
@@ -313,14 +314,10 @@ struct Reader {
     if (has("adam_beta2")) set("--beta2", num(number("adam_beta2")), "adam_beta2");
     if (has("adam_epsilon")) set("--adam-eps", num(number("adam_epsilon")), "adam_epsilon");
     if (has("seed")) set("--seed", std::to_string(non_negative("seed")), "seed");
-    // The Trainer clips the gradients once per optimizer step (max_grad_norm, 1.0 when left out):
-    // a pass over them that accumbench's step leaves out, the same in every split.
-    if (has("max_grad_norm")) {
-      config.unused.push_back(number("max_grad_norm") > 0
-                                  ? "max_grad_norm (the Trainer's clipping, once per optimizer step: accumbench's step "
-                                    "does not clip)"
-                                  : "max_grad_norm (0: no clipping, as accumbench's step)");
-    }
+    // The Trainer clips the gradients once per optimizer step (max_grad_norm, kTrainerMaxGradNorm
+    // when left out, in TrainingArguments and so in axolotl, which passes the key only when set).
+    set("--max-grad-norm", num(has("max_grad_norm") ? number("max_grad_norm") : kTrainerMaxGradNorm), "max_grad_norm",
+        !has("max_grad_norm"));
   }
 
   // PEFT's target_modules, kept as the file gives them: matched once the model is known. TRL's

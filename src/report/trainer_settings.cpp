@@ -137,6 +137,7 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.cuda = names_cuda(w.device);
   s.lr = w.optimizer.lr;
   s.weight_decay = w.optimizer.weight_decay;
+  s.max_grad_norm = w.optimizer.max_grad_norm;
   return s;
 }
 
@@ -146,7 +147,7 @@ TrainerSettings trainer_settings(const MemoryPlan& plan, const WorkloadOptions& 
   s.weights_dtype = plan.options.weights_dtype;  // what the plan planned (a change may be to it)
   s.adapter_dtype = plan.options.lora.adapter_dtype;
   if (plan.options.framework == PlanFramework::kHfTrl) s.loss_type = to_string(plan.options.trl_loss);
-  s.lr = s.weight_decay = -1;  // plan takes no optimizer setting
+  s.lr = s.weight_decay = -1;  // plan takes no learning rate or decay (its clipping norm stays: it plans the norms)
   return s;
 }
 
@@ -246,25 +247,29 @@ std::vector<std::string> adapter_dtype_notes(const TrainerSettings& s, SettingsF
   return {};
 }
 
-// The run's learning rate and weight decay where the trainer's defaults differ: a comment, not
-// keys, since they change the update, not the time, and the user's own file has its own (TRL's
-// SFTConfig: learning_rate 2e-5; TrainingArguments' and axolotl's weight_decay 0; axolotl requires
-// learning_rate).
+// The run's learning rate, weight decay and clipping norm where the trainer's defaults differ: a
+// comment, not keys, since they change the update, not the time, and the user's own file has its
+// own (TRL's SFTConfig: learning_rate 2e-5; TrainingArguments' and axolotl's weight_decay 0 and
+// max_grad_norm 1; axolotl requires learning_rate). Plan's settings have no learning rate or decay.
 std::string hyperparameter_note(const TrainerSettings& s, SettingsFormat format) {
-  if (s.lr < 0) return "";
   // Said when chosen: neither accumbench's default (which no one picked) nor the trainer's.
   const OptimizerOptions ours;
   const std::string trainer = format == SettingsFormat::kTrl ? "TRL" : "axolotl";
   std::vector<std::string> parts;
-  if (format == SettingsFormat::kTrl && s.lr != kTrlLearningRate && s.lr != ours.lr) {
+  if (format == SettingsFormat::kTrl && s.lr >= 0 && s.lr != kTrlLearningRate && s.lr != ours.lr) {
     parts.push_back("learning_rate " + text::format_number(s.lr) + " (" + trainer +
                     "'s default: " + text::format_number(kTrlLearningRate) + ")");
   }
-  if (s.weight_decay != 0 && s.weight_decay != ours.weight_decay)
+  if (s.weight_decay >= 0 && s.weight_decay != 0 && s.weight_decay != ours.weight_decay)
     parts.push_back("weight_decay " + text::format_number(s.weight_decay) + " (" + trainer + "'s default: 0)");
+  // A clipping run at another norm than the Trainer's: a threshold, the same pass over the gradients.
+  if (s.max_grad_norm > 0 && s.max_grad_norm != kTrainerMaxGradNorm)
+    parts.push_back("max_grad_norm " + text::format_number(s.max_grad_norm) + " (" + trainer +
+                    "'s default: " + text::format_number(kTrainerMaxGradNorm) + ")");
   if (parts.empty()) return "";
-  return "this run's " + parts[0] + (parts.size() > 1 ? " and " + parts[1] + " change" : " changes") +
-         " the update, not the time";
+  std::string listed = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) listed += (i + 1 == parts.size() ? " and " : ", ") + parts[i];
+  return "this run's " + listed + (parts.size() > 1 ? " change" : " changes") + " the update, not the time";
 }
 
 }  // namespace
@@ -387,6 +392,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     if (s.lr >= 0 && s.lr != defaults.lr) args += " --lr " + text::format_number(s.lr);
     if (s.weight_decay >= 0 && s.weight_decay != defaults.weight_decay)
       args += " --weight-decay " + text::format_number(s.weight_decay);
+    if (s.max_grad_norm != defaults.max_grad_norm) args += " --max-grad-norm " + text::format_number(s.max_grad_norm);
     // The split's flags only, as the YAML formats give the split's keys: the model, the data files
     // and the measurement options are the run's own.
     lines.push_back("# accumbench (" + per_rank + "): the split's flags; keep the model and data options of this run");

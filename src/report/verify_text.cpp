@@ -1,6 +1,7 @@
 // `accumbench verify`'s output (report.hpp): what was compared, the tolerances, one line per
 // split and the verdict.
 #include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <ostream>
 
@@ -59,6 +60,20 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
   }
   out << "reference: 1 micro-batch of " << r.batch << ", token-normalized, loss " << std::fixed << std::setprecision(6)
       << r.reference_loss << "\n";
+  if (r.max_grad_norm > 0 && std::isfinite(r.reference_grad_norm)) {
+    const bool scaled = r.reference_grad_norm > r.max_grad_norm;
+    out << "clipping at " << text::format_number(r.max_grad_norm) << " (--max-grad-norm): the reference's gradient norm is "
+        << text::format_significant(r.reference_grad_norm, 4);
+    if (!scaled) {
+      out << ", under it: nothing is scaled\n";
+    } else {
+      out << ", so every split's gradient is scaled by "
+          << text::format_significant(r.max_grad_norm / (r.reference_grad_norm + 1e-6), 3) << " before the step";
+      // AdamW's first update is lr·g/(|g| + eps): a common factor hardly moves it.
+      if (r.optimizer != OptimizerKind::kSgd) out << " (AdamW's first update hardly depends on it; --optimizer sgd shows it)";
+      out << "\n";
+    }
+  }
   if (!r.export_dir.empty()) {
     out << "exported the reference step to " << r.export_dir << " (weights, batch, loss, gradients: docs/EXPORT.md)\n";
   }

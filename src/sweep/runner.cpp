@@ -413,6 +413,7 @@ PlanOptions sweep_plan_options(const WorkloadOptions& w, bool device_is_cuda, in
   plan.weights_dtype = w.weights_dtype;
   plan.lora = w.lora;
   plan.optimizer = w.optimizer.kind;
+  plan.max_grad_norm = w.optimizer.max_grad_norm;
   plan.batch = w.batch;
   plan.cpu = !device_is_cuda;
   plan.token_batches = token_batches;

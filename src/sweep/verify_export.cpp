@@ -157,6 +157,11 @@ void write_reference_step(const std::string& dir, const ReferenceStep& step) {
                            {"normalization", "token: summed cross-entropy over the non-ignored targets / target_tokens"}}},
              {"batch", batch_json(writer, step.batch)},
              {"parameters", std::move(parameters)}};
+  // --max-grad-norm: the norm the gradients above had before the optimizer step clipped them
+  // (they are exported unclipped, as the reference computes them).
+  index["clipping"] = step.workload.optimizer.clips()
+                          ? Json{{"max_grad_norm", step.workload.optimizer.max_grad_norm}, {"grad_norm", step.grad_norm}}
+                          : Json(nullptr);
   writer.text("index.json", index.dump(1) + "\n");  // last: a complete index means complete files
 }
 

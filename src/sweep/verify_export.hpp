@@ -26,6 +26,7 @@ struct ReferenceStep {
   std::vector<std::pair<std::string, at::Tensor>> weights;  // by parameter name, before the step
   std::vector<at::Tensor> gradients;  // parallel to `weights`; undefined for frozen parameters
   double loss = 0;                // token-normalized: summed cross-entropy / target tokens
+  double grad_norm = 0;           // with --max-grad-norm: the gradients' global L2 norm before clipping
 };
 
 // Creates `dir` when missing; throws UserError when it cannot (verify calls it before any step,

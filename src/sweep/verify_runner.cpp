@@ -30,6 +30,7 @@ struct Snapshot {
   std::vector<at::Tensor> gradients;  // fp64 copies on the CPU
   std::vector<at::Tensor> weights;
   double loss = 0;
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();  // before clipping; NaN without it
 };
 
 std::vector<at::Tensor> clone_to_cpu_double(const std::vector<at::Tensor>& tensors) {
@@ -54,6 +55,7 @@ Snapshot one_step(Trainer& trainer, const std::vector<at::Tensor>& initial, cons
   if (!options.optimizer_in_backward) snapshot.gradients = clone_to_cpu_double(grads);
   trainer.optimizer_step(outcome, options);
   snapshot.loss = outcome.loss();
+  if (outcome.grad_norm.defined()) snapshot.grad_norm = outcome.grad_norm.item<double>();
   snapshot.weights = clone_to_cpu_double(params);
   return snapshot;
 }
@@ -278,9 +280,12 @@ VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, 
   reference_options.micro_batch = w.batch;
   const Snapshot reference = one_step(trainer, initial, setup.batch, reference_options);
   result.reference_loss = reference.loss;
+  result.max_grad_norm = w.optimizer.max_grad_norm;
+  result.reference_grad_norm = reference.grad_norm;
   // Every rank computed the same reference alone; one writes it.
   if (!options.export_dir.empty() && setup.launch.rank == 0) {
-    ReferenceStep step{setup.model, w, setup.precision, setup.batch, {}, reference.gradients, reference.loss};
+    ReferenceStep step{setup.model, w, setup.precision, setup.batch, {}, reference.gradients, reference.loss,
+                       reference.grad_norm};
     const auto named = trainer.model()->named_parameters();
     for (size_t i = 0; i < named.size(); ++i) step.weights.emplace_back(named[i].key(), initial[i]);
     write_reference_step(options.export_dir, step);

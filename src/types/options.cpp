@@ -203,6 +203,7 @@ std::optional<std::string> recorded_option(const std::vector<std::pair<std::stri
   if (name == "kbit_prep") return kbit_prep_name(true);
   if (name == "adapter_dtype") return to_string(Precision::kFp32);
   if (name == "tf32") return std::string("on");
+  if (name == "max_grad_norm") return std::string("0");
   return std::nullopt;
 }
 
@@ -358,6 +359,7 @@ void validate_optimizer(const OptimizerOptions& o) {
   require_in_range("--beta2", o.beta2, 0, 1, false, "in [0, 1)", /*high_open=*/true);
   require_in_range("--adam-eps", o.eps, 0, 1, true, "a positive number of at most 1");
   require_in_range("--weight-decay", o.weight_decay, 0, 10, false, "a finite number in [0, 10]");
+  require_in_range("--max-grad-norm", o.max_grad_norm, 0, 1e6, false, "a finite number in [0, 1e6] (0: no clipping)");
 }
 
 // Limits that protect the machine and keep sizes in int64 arithmetic: far above any real run.
@@ -626,6 +628,8 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
   }
   // Only when off, so that files written before --tf32 existed (all with it on) still resume.
   if (!w.tf32) options.push_back({"tf32", "off"});
+  // Only when clipping, so that files written before --max-grad-norm existed still resume.
+  if (w.optimizer.clips()) options.push_back({"max_grad_norm", number(w.optimizer.max_grad_norm)});
   return options;
 }
 
@@ -636,6 +640,7 @@ std::vector<std::string> workload_option_names() {
   every.lora.base_quant = BaseQuant::kNf4;
   every.lora.kbit_upcast = false;
   every.tf32 = false;
+  every.optimizer.max_grad_norm = kTrainerMaxGradNorm;
   std::vector<std::string> names;
   for (const auto& option : describe_workload(every)) names.push_back(option.first);
   return names;

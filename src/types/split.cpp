@@ -9,6 +9,7 @@
 
 #include "accumbench/error.hpp"
 #include "accumbench/result.hpp"
+#include "accumbench/units.hpp"
 
 namespace accumbench {
 
@@ -87,15 +88,22 @@ void require_one_rank_for_optimizer_in_backward(int world_size) {
   throw UserError("--optimizer-in-backward cannot be combined with data parallel (each parameter would step before its gradient is summed over the ranks); drop the option or run one process");
 }
 
-std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs) {
+void require_no_clipping_in_backward(double max_grad_norm) {
+  if (max_grad_norm <= 0) return;
+  throw UserError("--optimizer-in-backward cannot be combined with --max-grad-norm " + text::format_number(max_grad_norm) +
+                  " (each parameter would step inside backward, before the global gradient norm it is clipped by is "
+                  "known); use --max-grad-norm 0 or drop --optimizer-in-backward");
+}
+
+std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs, bool clips) {
   std::vector<SplitConfig> points = {split};
   if (!knobs) return points;
   SplitConfig checkpointed = split;
   checkpointed.activation_checkpointing = Checkpointing::kBlocks;
   points.push_back(checkpointed);
-  // Optimizer-in-backward needs the whole batch in one backward, and one rank (it would step
-  // before the gradients are summed over the ranks).
-  if (split.accum_steps == 1 && split.world_size == 1) {
+  // Optimizer-in-backward needs the whole batch in one backward, one rank (it would step before
+  // the gradients are summed over the ranks), and no clipping (before the global norm is known).
+  if (split.accum_steps == 1 && split.world_size == 1 && !clips) {
     SplitConfig in_backward = split;
     in_backward.optimizer_in_backward = true;
     points.push_back(in_backward);
@@ -155,6 +163,7 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
   const bool in_backward = w.grid.optimizer_in_backward;
   if (in_backward) {
     require_one_rank_for_optimizer_in_backward(world_size);
+    require_no_clipping_in_backward(w.optimizer.max_grad_norm);
     // The optimizer inside backward steps each parameter as its gradient is complete, so a split
     // that accumulates cannot use it: those splits are left out (optimizer_in_backward_note says
     // which), and a list with none left is refused.
@@ -181,7 +190,7 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
       split.micro_batch = micro;
       split.accum_steps = accumulation_steps(w.batch, micro, world_size);
       std::vector<SplitConfig> points;
-      for (SplitConfig point : knob_variants(split, w.grid.knobs)) {
+      for (SplitConfig point : knob_variants(split, w.grid.knobs, w.optimizer.clips())) {
         // A plain knob fixes that knob for every point: the grid's variants of it collapse.
         if (in_backward) point.optimizer_in_backward = true;
         if (!contains(points, point)) points.push_back(point);
@@ -241,9 +250,13 @@ std::string job_flags(const GridJob& job, const WorkloadOptions& w) {
 }
 
 std::string optimizer_in_backward_note(const WorkloadOptions& w, int world_size) {
-  if (w.grid.knobs && !w.grid.optimizer_in_backward && world_size > 1) {
-    return "--knobs leaves the optimizer inside backward out with " + std::to_string(world_size) +
-           " data-parallel ranks (each parameter would step before its gradient is summed over the ranks): it adds " +
+  if (w.grid.knobs && !w.grid.optimizer_in_backward && (world_size > 1 || w.optimizer.clips())) {
+    const std::string why =
+        world_size > 1 ? "with " + std::to_string(world_size) +
+                             " data-parallel ranks (each parameter would step before its gradient is summed over the ranks)"
+                       : "with --max-grad-norm " + text::format_number(w.optimizer.max_grad_norm) +
+                             " (each parameter would step before the global gradient norm it is clipped by is known)";
+    return "--knobs leaves the optimizer inside backward out " + why + ": it adds " +
            (w.grid.checkpointing == Checkpointing::kBlocks ? "nothing here, every split being checkpointed already"
                                                            : "the checkpointed splits only");
   }
