@@ -205,10 +205,16 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
   if (options.framework == PlanFramework::kHfTrl && options.trl_loss == TrlLoss::kNll)
     changes.push_back({"--trl-loss chunked_nll", [](Job& j) { j.options.trl_loss = TrlLoss::kChunkedNll; }});
   // A full fine-tune's gradients, each freed as its parameter steps (exact, at accumulation 1; one
-  // process, no fp16 loss scaling, no clipping, accumbench's own loop).
+  // process, no fp16 loss scaling, accumbench's own loop); with clipping only by giving it up,
+  // which the change then says.
   if (!lora && !workload.grid.optimizer_in_backward && options.framework == PlanFramework::kPlain &&
-      options.world_size <= 1 && as_given.precision != Precision::kFp16 && !options.clips_gradients())
-    changes.push_back({"--optimizer-in-backward", [](Job& j) { j.in_backward = true; }});
+      options.world_size <= 1 && as_given.precision != Precision::kFp16) {
+    changes.push_back({options.clips_gradients() ? "--optimizer-in-backward --max-grad-norm 0" : "--optimizer-in-backward",
+                       [](Job& j) {
+                         j.in_backward = true;
+                         j.options.max_grad_norm = 0;
+                       }});
+  }
   if (as_given.precision == Precision::kFp32 && !listed(listed_precisions, Precision::kBf16))
     changes.push_back({"--precision bf16", [](Job& j) { j.precision = Precision::kBf16; }});
   // torch's foreach AdamW holds a copy of what trains in its step; the fused kernel (the one-tensor

@@ -154,7 +154,8 @@ if len({l.index(" analytic ") for l in lines}) != 1: fail("analytic column not a
 # cli.trainer_config.emit_round_trip: what plan --emit trl (and axolotl) prints, read back with
 # --trl-config (--axolotl-config), plans the same splits and prints the same settings: stdout of
 # the two runs is the same, byte for byte (what was read goes to stderr). A TRL config is planned
-# as TRL's step (its loss_type), so the TRL side starts from --framework hf-trl.
+# as TRL's step (its loss_type), so the TRL side starts from --framework hf-trl; both trainers clip
+# at max_grad_norm 1 unless the file says otherwise, so both sides start from --max-grad-norm 1.
 emit_round_trip() {
   local format option framework
   for format in trl axolotl; do
@@ -163,7 +164,8 @@ emit_round_trip() {
     # axolotl's bf16: true loads the weights in bf16 too (resolve_dtype): its job has bf16 weights.
     [ "$format" = trl ] && framework=(--framework hf-trl) || framework=(--weights-dtype bf16)
     expect 0 "# split" -- plan --model gpt2-tiny --seq-len 32 --batch 8 --precision bf16 "${framework[@]}" \
-      --activation-checkpointing blocks --lora-rank 4 --lora-alpha 8 --lora-targets attention --device cpu --emit "$format"
+      --activation-checkpointing blocks --lora-rank 4 --lora-alpha 8 --lora-targets attention --max-grad-norm 1 \
+      --device cpu --emit "$format"
     cp "$out" "$work/first.txt"
     sed -n '/^# TRL SFTConfig\|^# axolotl/,$p' "$out" >"$work/emitted.yaml"
     check "--emit $format printed settings" test -s "$work/emitted.yaml"
