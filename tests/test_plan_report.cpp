@@ -692,3 +692,24 @@ TEST(PlanReport, ChangesToTheLightestJobLeaveOutTheListsValues) {
   foreach.workload.grid.other_optimizers = {ab::OptimizerKind::kAdamW};
   EXPECT_EQ(ab::lightest_optimizer(foreach.cfg, foreach.workload), ab::OptimizerKind::kAdamW);
 }
+
+// A clipping job (--max-grad-norm) cannot step inside backward: the change is offered with the
+// clipping given up, in its words, and plans what the same change plans for an unclipped job.
+TEST(PlanReport, ChangesToFitGiveUpClippingForTheOptimizerInsideBackward) {
+  const Tiny plain;
+  Tiny clipping;
+  clipping.options.max_grad_norm = 1;
+  clipping.workload.optimizer.max_grad_norm = 1;
+  const int64_t usable = smallest_peak(plain, {0}) - 1;  // not even the chunked loss fits
+  const std::vector<ab::FitChange> without = ab::changes_to_fit(plain.cfg, plain.options, plain.workload, usable);
+  const std::vector<ab::FitChange> with = ab::changes_to_fit(clipping.cfg, clipping.options, clipping.workload, usable);
+  ASSERT_GE(without.size(), 2u);
+  ASSERT_EQ(with.size(), without.size());
+  EXPECT_EQ(without[1].options, "--optimizer-in-backward");
+  EXPECT_EQ(with[1].options, "--optimizer-in-backward --max-grad-norm 0");
+  ASSERT_EQ(with[1].largest.size(), without[1].largest.size());
+  for (size_t i = 0; i < with[1].largest.size(); ++i) {
+    EXPECT_EQ(with[1].largest[i].split.label(), without[1].largest[i].split.label());
+    EXPECT_EQ(with[1].largest[i].peak_bytes, without[1].largest[i].peak_bytes);
+  }
+}
