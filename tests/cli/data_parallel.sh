@@ -67,6 +67,20 @@ if "PASS in every job of the lists (2)" not in text: fail("no last line")
   check "data parallel verify of a list: rank 1 prints nothing" test ! -s "$out.rank1"
 }
 
+# cli.data_parallel.verify_clipping: SGD clipped at 0.01 over 2 ranks: every rank clips the summed
+# gradient by the same norm, so each split keeps the whole batch's update (the reference runs alone).
+verify_clipping() {
+  dp_run 2 verify --model gpt2-tiny --batch 8 --seq-len 32 --lengths variable --optimizer sgd --max-grad-norm 0.01 \
+    --device cpu --threads 1
+  check "data parallel verify with clipping: the norm is said, every split passes" py '
+text = open(sys.argv[1], encoding="utf-8").read()
+if "data parallel over 2 ranks" not in text: fail("no world size in the header")
+if "clipping at 0.01 (--max-grad-norm)" not in text: fail("no clipping line")
+rows = split_rows(sys.argv[1])
+if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" % rows)
+' "$out"
+}
+
 # cli.data_parallel.sweep
 sweep() {
   # With a --time-budget: every rank decides on rank 0's times, so both run the same rounds.
@@ -345,7 +359,7 @@ if lines != [want]: fail("%r" % lines)
 
 mode=${case_args[0]:-}
 case $mode in
-  verify | verify_lists | sweep | lora_plan | mismatch | launch_mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice | port_in_use | bf16_gloo) "$mode" ;;
+  verify | verify_lists | verify_clipping | sweep | lora_plan | mismatch | launch_mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice | port_in_use | bf16_gloo) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
