@@ -299,9 +299,24 @@ SweepContext sweep_context(const SweepOptions& options, const ModelConfig& cfg, 
 // either way, so that a plan refuses a lengths or token file the sweep would refuse (a plan with
 // --padding max passed over a file that holds no lengths). The ids of a token file are checked
 // against the model where the sweep loads it, not here.
+// Samples all one token long leave no target (a sample of n tokens trains n - 1): sweep and verify
+// refuse such a step when they build it (with_targets), and a plan of it would plan a step that
+// cannot run, so it is refused with the same fix.
+void require_targets(const WorkloadOptions& w, const std::optional<SampleSource>& source) {
+  if (!rows_are_samples(w.data)) return;  // full windows train T targets
+  const std::string why = ", which leaves no target (a sample of n tokens trains n - 1); ";
+  if (w.seq_len == 1) throw UserError("at --seq-len 1 every sample is one token long" + why + "use --seq-len 2 or more");
+  if (source && !source->lengths.empty() &&
+      std::all_of(source->lengths.begin(), source->lengths.end(), [](int64_t n) { return n <= 1; })) {
+    throw UserError("every sample of " + lengths_name(w.data) + " is one token long" + why +
+                    "give samples of two tokens or more");
+  }
+}
+
 void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
   const std::optional<SampleSource> source =
       read_sample_source(w.data, w.seq_len, std::numeric_limits<int64_t>::max());
+  require_targets(w, source);
   if (!source) return;  // synthetic lengths reach T
   if (w.data.padding == Padding::kMax || w.data.packing != Packing::kNone) return;
   const WorstMicroBatch worst = worst_micro_batch(source->lengths, w.data, w.seq_len);
