@@ -486,18 +486,34 @@ TEST(TrainerConfig, ListsUnknownAndUnusedKeys) {
   EXPECT_EQ(notes.back(),
             "sft.yaml: not understood, ignored: my_own_key (if one of them changes memory or time, the results do "
             "not show it)");
-  // The Trainer's gradient clipping is --max-grad-norm: the file's value, 1 (TrainingArguments'
-  // default, which axolotl keeps) when left out, 0 turns it off; not an unused key.
-  for (const auto format : {ab::ConfigFormat::kTrl, ab::ConfigFormat::kAxolotl}) {
-    for (const auto& [text, norm] : std::vector<std::pair<std::string, double>>{
-             {"max_grad_norm: 0.3\n", 0.3}, {"max_grad_norm: 0\n", 0.0}, {"seed: 1\n", 1.0}}) {
-      const ab::TrainerConfig config = ab::parse_trainer_config(text, format, 1, "f.yaml");
-      EXPECT_TRUE(config.unused.empty()) << text;
+  // The Trainer's gradient clipping is --max-grad-norm, not an unused key: the file's value, 1
+  // (TrainingArguments' default) when left out. The Trainer clips only above 0, and TRL hands a null
+  // on as None; axolotl passes the key on only when truthy, so its 0 and null leave the 1, said.
+  struct Clip {
+    std::string text;
+    double trl, axolotl;
+  };
+  for (const Clip& c : std::vector<Clip>{{"max_grad_norm: 0.3\n", 0.3, 0.3},
+                                         {"max_grad_norm: 0\n", 0, 1},
+                                         {"max_grad_norm: null\n", 0, 1},
+                                         {"max_grad_norm: -1\n", 0, 0},
+                                         {"seed: 1\n", 1, 1}}) {
+    for (const auto format : {ab::ConfigFormat::kTrl, ab::ConfigFormat::kAxolotl}) {
+      const ab::TrainerConfig config = ab::parse_trainer_config(c.text, format, 1, "f.yaml");
+      EXPECT_TRUE(config.unused.empty()) << c.text;
       ab::WorkloadOptions w;
       ab::apply_trainer_config(config, w, kNothingGiven);
-      EXPECT_EQ(w.optimizer.max_grad_norm, norm) << text;
+      EXPECT_EQ(w.optimizer.max_grad_norm, format == ab::ConfigFormat::kTrl ? c.trl : c.axolotl) << c.text;
     }
   }
+  const ab::TrainerConfig zero = ab::parse_trainer_config("max_grad_norm: 0\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml");
+  const std::string said =
+      "sets max_grad_norm to 0, which axolotl does not pass on (it sets the key only when it is not 0 or null), so "
+      "the Trainer's default clips at 1: --max-grad-norm 1; give --max-grad-norm 0 to measure without clipping";
+  EXPECT_EQ(std::count_if(zero.remarks.begin(), zero.remarks.end(),
+                          [&](const ab::TrainerConfig::Remark& r) { return r.text == said; }),
+            1);
+  EXPECT_THROW(ab::parse_trainer_config("max_grad_norm: .nan\n", ab::ConfigFormat::kTrl, 1, "f.yaml"), ab::UserError);
 }
 
 // An option given on the command line wins over the file; --model also blocks the file's model
@@ -581,6 +597,9 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
     c.w.model.preset = "gpt2-tiny";
     c.w.seq_len = 64;
     c.w.batch = 16;
+    // The trainers clip at 1 unless told: a run that did not clip is said in a comment, and reads
+    // back as clipping (TrainerSettings.PlainSplitInEveryFormat).
+    c.w.optimizer.max_grad_norm = ab::kTrainerMaxGradNorm;
     c.split.micro_batch = 4;
     c.split.accum_steps = 4;
     cases.push_back(c);
@@ -645,6 +664,7 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
     EXPECT_EQ(back.batch, c.w.batch);
     EXPECT_EQ(back.precisions, c.w.precisions);
     EXPECT_EQ(back.optimizer.kind, c.w.optimizer.kind);
+    EXPECT_EQ(back.optimizer.max_grad_norm, c.w.optimizer.max_grad_norm);
     // TF32 acts on fp32 matmuls on CUDA only: elsewhere the file leaves it out (read as off).
     if (c.w.device == "cuda" && c.split.precision == ab::Precision::kFp32) EXPECT_TRUE(back.tf32);
     else EXPECT_FALSE(back.tf32);

@@ -20,10 +20,13 @@ ab::SplitConfig split(int64_t micro, int64_t accum) {
   return s;
 }
 
+// The trainers' clipping (max_grad_norm 1), so that the formats add no comment about it; a run
+// that does not clip is PlainSplitInEveryFormat's last case.
 ab::WorkloadOptions workload() {
   ab::WorkloadOptions w;
   w.seq_len = 1024;
   w.batch = 16;
+  w.optimizer.max_grad_norm = ab::kTrainerMaxGradNorm;
   return w;
 }
 
@@ -56,7 +59,7 @@ TEST(TrainerSettings, PlainSplitInEveryFormat) {
                    "sample_packing: false"}));
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kArgs),
             (Lines{"# accumbench (one process): the split's flags; keep the model and data options of this run",
-                   "--batch 16 --micro-batches 4 --seq-len 1024 --precision fp32 --activation-checkpointing none"}));
+                   "--batch 16 --micro-batches 4 --seq-len 1024 --precision fp32 --activation-checkpointing none --max-grad-norm 1"}));
   EXPECT_EQ(ab::settings_summary(s),
             "Trainer settings (one process): per_device_train_batch_size=4 gradient_accumulation_steps=4 "
             "gradient_checkpointing=false bf16=false fp16=false max_length=1024 packing=false loss_type=nll");
@@ -73,14 +76,14 @@ TEST(TrainerSettings, PlainSplitInEveryFormat) {
             "# this run's weight_decay 0.1 (axolotl's default: 0) changes the update, not the time");
   EXPECT_EQ(ab::settings_lines(c, ab::SettingsFormat::kArgs).back(),
             "--batch 16 --micro-batches 4 --seq-len 1024 --precision fp32 --activation-checkpointing none --lr 0.0003 "
-            "--weight-decay 0.1");
+            "--weight-decay 0.1 --max-grad-norm 1");
   chosen.optimizer.lr = 2e-5;  // TRL's own
   chosen.optimizer.weight_decay = 0;
   EXPECT_EQ(ab::settings_lines(ab::trainer_settings(split(4, 4), chosen, {}), ab::SettingsFormat::kTrl).back(),
             "loss_type: nll");
   EXPECT_EQ(ab::settings_lines(ab::trainer_settings(split(4, 4), chosen, {}), ab::SettingsFormat::kArgs).back(),
             "--batch 16 --micro-batches 4 --seq-len 1024 --precision fp32 --activation-checkpointing none --lr 2e-05 "
-            "--weight-decay 0");
+            "--weight-decay 0 --max-grad-norm 1");
   // Clipping: accumbench's flags carry any norm; the trainers' formats name one other than their 1.
   chosen.optimizer.max_grad_norm = 1;
   EXPECT_EQ(ab::settings_lines(ab::trainer_settings(split(4, 4), chosen, {}), ab::SettingsFormat::kTrl).back(),
@@ -136,7 +139,7 @@ TEST(TrainerSettings, LoraPaddingAndRanks) {
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kArgs)[1],
             "--batch 16 --micro-batches 2 --seq-len 1024 --precision bf16 --activation-checkpointing blocks "
             "--lora-rank 16 --lora-alpha 32 --lora-targets attention --lora-dropout 0.05 --padding multiple:8 "
-            "--group-by-length");
+            "--group-by-length --max-grad-norm 1");
 }
 
 // bfd packing is TRL's packing (padding-free) and axolotl's sample packing; --padding max on
@@ -209,12 +212,15 @@ TEST(TrainerSettings, KnobsWithoutATrainerSettingAreNamed) {
   sp.weights_dtype = ab::Precision::kBf16;  // the split's dtype is the one emitted
   ab::WorkloadOptions w = workload();
   w.weights_dtype = ab::Precision::kBf16;
+  w.optimizer.max_grad_norm = 0;  // the optimizer inside backward cannot clip
   const ab::TrainerSettings s = ab::trainer_settings(sp, w, {});
   const Lines trl = ab::settings_lines(s, ab::SettingsFormat::kTrl);
-  EXPECT_EQ(Lines(trl.end() - 3, trl.end()),
+  EXPECT_EQ(Lines(trl.end() - 4, trl.end()),
             (Lines{"dtype: bfloat16", "# optimizer-in-backward (oib) has no Trainer or axolotl setting",
                    "# the chunked cross-entropy (chunked-ce) is TRL's loss_type: chunked_nll and has no axolotl "
-                   "setting; use_liger_kernel's fused linear cross-entropy also never holds the whole logits"}));
+                   "setting; use_liger_kernel's fused linear cross-entropy also never holds the whole logits",
+                   "# this run did not clip the gradients; TRL clips at max_grad_norm 1 unless the file sets another: "
+                   "a pass over the gradients in every step, which --max-grad-norm 1 measures"}));
   const Lines axolotl = ab::settings_lines(s, ab::SettingsFormat::kAxolotl);
   EXPECT_NE(std::find(axolotl.begin(), axolotl.end(), "bfloat16: true"), axolotl.end());
   EXPECT_NE(std::find(axolotl.begin(), axolotl.end(), "bf16: false"), axolotl.end());
@@ -295,7 +301,7 @@ TEST(TrainerSettings, TheSplitsWeightsDtype) {
   EXPECT_NE(std::find(bf16.begin(), bf16.end(), "dtype: bfloat16"), bf16.end());
   EXPECT_EQ(ab::settings_lines(ab::trainer_settings(result, run), ab::SettingsFormat::kArgs)[1],
             "--batch 8 --micro-batches 2 --seq-len 128 --precision fp32 --activation-checkpointing none "
-            "--weights-dtype bf16");
+            "--weights-dtype bf16 --max-grad-norm 1");  // the saved sweep's clipping, read back
   run.config.weights_dtype = ab::Precision::kFp32;
   const Lines fp32 = ab::settings_lines(ab::trainer_settings(result, run), ab::SettingsFormat::kTrl);
   EXPECT_EQ(std::find(fp32.begin(), fp32.end(), "dtype: bfloat16"), fp32.end());

@@ -1122,7 +1122,9 @@ int PlanCommand::run() {
   if (shown == nullptr) shown = &plans.front();
   std::cout << "splits of batch " << w.batch;
   if (w.world_size > 1) std::cout << " over " << w.world_size << " data-parallel ranks, " << o.batch << " per rank";
-  std::cout << " (" << ab::join_precisions(w.precisions) << ", attention " << ab::to_string(o.attention) << "):\n";
+  std::cout << " (" << ab::join_precisions(w.precisions) << ", attention " << ab::to_string(o.attention)
+            << (w.optimizer.clips() ? ", gradients clipped to norm " + ab::text::format_number(w.optimizer.max_grad_norm) : "")
+            << "):\n";
   if (!o.worst_micro_batch.empty()) {
     // Real data: the activations are planned at the longest padded micro-batch, not at T.
     std::cout << "activations at " << o.activation_length() << " positions, the longest padded micro-batch: "

@@ -427,6 +427,12 @@ void PlanBuilder::optimizer_temporaries() {
     }
     case OptimizerKind::kSgd: break;  // updates in place: no temporaries
   }
+  // --max-grad-norm: clip_grad_norm_ returns the total norm, which the step keeps (the Trainer
+  // for its grad_norm log, the engine in StepOutcome) while the optimizer steps.
+  if (o.clips_gradients() && !split.optimizer_in_backward) {
+    opt.add("gradient norm (clip_grad_norm_'s result)", o.cpu ? "t" : "512", o.cpu ? t : kCudaSmallestBlock,
+            "the total norm, kept through the step for the report (the Trainer logs it as grad_norm)");
+  }
 }
 
 void PlanBuilder::clipping_temporaries() {

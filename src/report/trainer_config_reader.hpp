@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -314,10 +315,34 @@ struct Reader {
     if (has("adam_beta2")) set("--beta2", num(number("adam_beta2")), "adam_beta2");
     if (has("adam_epsilon")) set("--adam-eps", num(number("adam_epsilon")), "adam_epsilon");
     if (has("seed")) set("--seed", std::to_string(non_negative("seed")), "seed");
-    // The Trainer clips the gradients once per optimizer step (max_grad_norm, kTrainerMaxGradNorm
-    // when left out, in TrainingArguments and so in axolotl, which passes the key only when set).
-    set("--max-grad-norm", num(has("max_grad_norm") ? number("max_grad_norm") : kTrainerMaxGradNorm), "max_grad_norm",
-        !has("max_grad_norm"));
+    clipping();
+  }
+
+  // The Trainer clips the gradients once per optimizer step when max_grad_norm is above 0
+  // (transformers' `if args.max_grad_norm is not None and args.max_grad_norm > 0`), at
+  // kTrainerMaxGradNorm when the key is left out. TRL hands a null on as None: no clipping.
+  // axolotl passes the key to TrainingArguments only when truthy (`if self.cfg.max_grad_norm:`), so
+  // its 0 and null leave the Trainer's 1 in place, said as a remark.
+  void clipping() {
+    const std::string key = "max_grad_norm";
+    const YAML::Node node = root[key];
+    read.insert(key);
+    if (!node.IsDefined()) {
+      set("--max-grad-norm", num(kTrainerMaxGradNorm), key, /*by_default=*/true);
+      return;
+    }
+    const double value = node.IsNull() ? 0 : number(key);
+    if (!std::isfinite(value)) bad_value(key, "a finite number");
+    if (format == ConfigFormat::kAxolotl && value == 0) {
+      set("--max-grad-norm", num(kTrainerMaxGradNorm), key);
+      config.remarks.push_back({"sets max_grad_norm to " + std::string(node.IsNull() ? "null" : "0") +
+                                    ", which axolotl does not pass on (it sets the key only when it is not 0 or "
+                                    "null), so the Trainer's default clips at 1: --max-grad-norm 1; give --max-grad-norm "
+                                    "0 to measure without clipping",
+                                {"--max-grad-norm"}});
+      return;
+    }
+    set("--max-grad-norm", num(std::max(0.0, value)), key);  // 0 or below: no clipping
   }
 
   // PEFT's target_modules, kept as the file gives them: matched once the model is known. TRL's

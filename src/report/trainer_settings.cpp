@@ -402,6 +402,14 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
   for (const std::string& note : untranslated_knobs(s)) lines.push_back("# " + note);
   for (const std::string& note : adapter_dtype_notes(s, format)) lines.push_back("# " + note);
   if (const std::string note = hyperparameter_note(s, format); !note.empty()) lines.push_back("# " + note);
+  // No key for it: the user's own file keeps its clipping, and the trainers clip by default.
+  if (s.max_grad_norm == 0) {
+    lines.push_back(std::string("# this run did not clip the gradients; ") +
+                    (format == SettingsFormat::kTrl ? "TRL" : "axolotl") + " clips at max_grad_norm " +
+                    text::format_number(kTrainerMaxGradNorm) +
+                    " unless the file sets another: a pass over the gradients in every step, which --max-grad-norm " +
+                    text::format_number(kTrainerMaxGradNorm) + " measures");
+  }
   return lines;
 }
 
@@ -449,6 +457,9 @@ WorkloadOptions settings_workload(const SweepContext& context) {
       if (name == "kbit_prep") w.lora.kbit_upcast = kbit_upcast_from_string(value);
       if (name == "adapter_dtype") w.lora.adapter_dtype = adapter_dtype_from_string(value);
       if (name == "tf32") w.tf32 = value != "off";
+      if (name == "lr") w.optimizer.lr = std::stod(value);
+      if (name == "weight_decay") w.optimizer.weight_decay = std::stod(value);
+      if (name == "max_grad_norm") w.optimizer.max_grad_norm = std::stod(value);
     } catch (const std::exception&) {
       // An option this version cannot read keeps its default; the settings are a translation.
     }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iomanip>
 #include <ostream>
+#include <sstream>
 
 #include "accumbench/report.hpp"
 #include "report/format.hpp"
@@ -13,6 +14,13 @@ namespace accumbench {
 namespace {
 
 // "variable lengths", or "lengths from chat.txt, padding longest, grouped by length".
+// `value` with `digits` significant digits, in printf's %g: 1.308, 0.0765, 5e-301.
+std::string general(double value, int digits) {
+  std::ostringstream out;
+  out << std::setprecision(digits) << value;
+  return out.str();
+}
+
 std::string data_words(const VerifyResult& r) {
   std::string words = r.lengths == LengthMode::kFile ? "lengths from " + r.data.lengths_file : to_string(r.lengths) + " lengths";
   if (r.data.padding != Padding::kMax) words += ", padding " + padding_name(r.data);
@@ -63,14 +71,16 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
   if (r.max_grad_norm > 0 && std::isfinite(r.reference_grad_norm)) {
     const bool scaled = r.reference_grad_norm > r.max_grad_norm;
     out << "clipping at " << text::format_number(r.max_grad_norm) << " (--max-grad-norm): the reference's gradient norm is "
-        << text::format_significant(r.reference_grad_norm, 4);
+        << general(r.reference_grad_norm, 4);
     if (!scaled) {
       out << ", under it: nothing is scaled\n";
     } else {
       out << ", so every split's gradient is scaled by "
-          << text::format_significant(r.max_grad_norm / (r.reference_grad_norm + 1e-6), 3) << " before the step";
-      // AdamW's first update is lr·g/(|g| + eps): a common factor hardly moves it.
-      if (r.optimizer != OptimizerKind::kSgd) out << " (AdamW's first update hardly depends on it; --optimizer sgd shows it)";
+          << general(r.max_grad_norm / (r.reference_grad_norm + 1e-6), 3) << " before the step";
+      // AdamW's first update is lr·g/(|g| + eps): a common factor hardly moves it while |g| >> eps.
+      if (r.optimizer != OptimizerKind::kSgd)
+        out << " (AdamW's first update, lr·g/(|g| + eps), hardly depends on a common scale unless it brings the "
+               "gradients near eps; --optimizer sgd shows the clipping)";
       out << "\n";
     }
   }

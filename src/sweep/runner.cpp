@@ -356,30 +356,37 @@ void require_same_options_on_every_rank(compat::ProcessGroup& group, const std::
   // Ranks started with different arguments would pair up the wrong collectives: compare the
   // subcommand and the options (all but the machine's own) before the first one, and stop every
   // rank by name.
-  std::vector<std::string> mine = {"command=" + command};
-  for (const auto& [name, value] : options) {
-    if (name != "OMP_WAIT_POLICY") mine.push_back(name + "=" + value);
+  std::vector<std::pair<std::string, std::string>> mine = {{"command", command}};
+  for (const auto& option : options) {
+    if (option.first != "OMP_WAIT_POLICY") mine.push_back(option);
   }
   std::string joined;
-  for (const std::string& line : mine) joined += line + "\n";
+  for (const auto& [name, value] : mine) joined += name + "=" + value + "\n";
   const std::vector<std::string> all = group.exchange("accumbench/options", joined);
   for (int r = 0; r < static_cast<int>(all.size()); ++r) {
     if (all[r] == joined) continue;
-    std::vector<std::string> theirs;
+    std::vector<std::pair<std::string, std::string>> theirs;
     std::istringstream lines(all[r]);
-    for (std::string line; std::getline(lines, line);) theirs.push_back(line);
-    size_t i = 0;
-    while (i < mine.size() && i < theirs.size() && mine[i] == theirs[i]) ++i;
-    const auto said = [&](const std::vector<std::string>& list) {
-      return i < list.size() ? text::quoted(list[i], 60) : std::string("nothing more");
-    };
-    const bool resume = i < mine.size() && mine[i].rfind("resume=", 0) == 0;
-    const bool files = i < mine.size() && mine[i].find("_fingerprint=") != std::string::npos;
-    throw UserError("rank " + std::to_string(r) + " was started with " + said(theirs) + ", rank " +
-                    std::to_string(group.rank()) + " with " + said(mine) +
-                    (resume  ? "; give every rank a copy of the same --resume file"
-                     : files ? "; give every rank the same file content"
-                             : "; start every rank with the same arguments"));
+    for (std::string line; std::getline(lines, line);) {
+      const size_t equals = line.find('=');
+      theirs.emplace_back(line.substr(0, equals), equals == std::string::npos ? "" : line.substr(equals + 1));
+    }
+    // By name, not by position: an option recorded only when set (max_grad_norm, base_quant, ...)
+    // reads as its default on the rank that lacks it (recorded_option).
+    for (const std::string& name : option_names(mine, theirs)) {
+      const std::optional<std::string> a = recorded_option(theirs, name), b = recorded_option(mine, name);
+      if (a == b) continue;
+      const auto said = [&name](const std::optional<std::string>& value) {
+        return value ? text::quoted(name + "=" + *value, 60) : "no " + name;
+      };
+      const bool resume = name == "resume";
+      const bool files = name.find("_fingerprint") != std::string::npos;
+      throw UserError("rank " + std::to_string(r) + " was started with " + said(a) + ", rank " +
+                      std::to_string(group.rank()) + " with " + said(b) +
+                      (resume  ? "; give every rank a copy of the same --resume file"
+                       : files ? "; give every rank the same file content"
+                               : "; start every rank with the same arguments"));
+    }
   }
 }
 

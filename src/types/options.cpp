@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "accumbench/error.hpp"
@@ -359,7 +360,8 @@ void validate_optimizer(const OptimizerOptions& o) {
   require_in_range("--beta2", o.beta2, 0, 1, false, "in [0, 1)", /*high_open=*/true);
   require_in_range("--adam-eps", o.eps, 0, 1, true, "a positive number of at most 1");
   require_in_range("--weight-decay", o.weight_decay, 0, 10, false, "a finite number in [0, 10]");
-  require_in_range("--max-grad-norm", o.max_grad_norm, 0, 1e6, false, "a finite number in [0, 1e6] (0: no clipping)");
+  require_in_range("--max-grad-norm", o.max_grad_norm, 0, std::numeric_limits<double>::max(), false,
+                   "a finite number of 0 or more (0: no clipping)");
 }
 
 // Limits that protect the machine and keep sizes in int64 arithmetic: far above any real run.
@@ -629,7 +631,8 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
   // Only when off, so that files written before --tf32 existed (all with it on) still resume.
   if (!w.tf32) options.push_back({"tf32", "off"});
   // Only when clipping, so that files written before --max-grad-norm existed still resume.
-  if (w.optimizer.clips()) options.push_back({"max_grad_norm", number(w.optimizer.max_grad_norm)});
+  // Exact (format_number reads back to the same double), so that --resume tells 0.1234567 from 0.123457.
+  if (w.optimizer.clips()) options.push_back({"max_grad_norm", text::format_number(w.optimizer.max_grad_norm)});
   return options;
 }
 

@@ -151,6 +151,23 @@ mismatch() {
   [ "$rc1" -eq 2 ] || fail "rank 1 exited $rc1, expected 2"
   check "rank 0 names rank 1's --lr" grep -q 'rank 1 was started with "lr=0.001"' "$err"
   check "rank 1 names rank 0's --lr" grep -q 'rank 0 was started with "lr=0.0001"' "$out.rank1"
+  # An option recorded only when set (here the clipping) is compared by name, its default where a
+  # rank lacks it: not with whatever option happens to follow in the other rank's list.
+  port=$(free_port) || fail "no free port"
+  last_command="WORLD_SIZE=2 ... accumbench verify --max-grad-norm 0.5 (rank 1) / none (rank 0)"
+  WORLD_SIZE=2 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" verify \
+    --model gpt2-tiny --batch 4 --seq-len 32 --device cpu --threads 1 --max-grad-norm 0.5 --dist-timeout 60 >"$out.rank1" 2>&1 &
+  pid=$!
+  background_pids+=("$pid")
+  WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" verify \
+    --model gpt2-tiny --batch 4 --seq-len 32 --device cpu --threads 1 --dist-timeout 60 >"$out" 2>"$err"
+  rc=$?
+  rc1=0
+  wait "$pid" || rc1=$?
+  [ "$rc" -eq 2 ] || fail "rank 0 exited $rc, expected 2"
+  [ "$rc1" -eq 2 ] || fail "rank 1 exited $rc1, expected 2"
+  check "rank 0 names both ranks' clipping" \
+    grep -q 'rank 1 was started with "max_grad_norm=0.5", rank 0 with "max_grad_norm=0"; start every rank with the same arguments' "$err"
 }
 
 # cli.data_parallel.launch_mismatch: ranks that disagree on what the arguments do not show stop with
