@@ -191,6 +191,12 @@ for r in json.load(open(sys.argv[2]))["runs"]:
     print(r["config"]["micro_batch"], "alone", r["peak_allocated_bytes"], r["peak_reserved_bytes"],
           "in the list", b["peak_allocated_bytes"], b["peak_reserved_bytes"])
 ' "$work/weights-list.json" "$work/weights-bf16.json"
+# --max-grad-norm (session 38): the clipping's pass in the optimizer phase on the H200, the same
+# sweep without and with it (the optimizer column and the step time tell its cost).
+stage clip-off 40 build/accumbench sweep --model gpt2-124m --seq-len 512 --batch 8 --micro-batches 8 \
+  --device cuda --precision bf16 --warmup 1 --steps 10 --time-budget 0 --json "$work/clip-off.json"
+stage clip-on 40 build/accumbench sweep --model gpt2-124m --seq-len 512 --batch 8 --micro-batches 8 \
+  --device cuda --precision bf16 --warmup 1 --steps 10 --time-budget 0 --max-grad-norm 1 --json "$work/clip-on.json"
 stage tracer-overhead 90 build/tracer_overhead --device cuda --model gpt2-124m --seq-len 1024 --batch 8 --micro-batch 8
 stage anchor-compile 150 python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches 64 --compile
 grep '^{' "$work/anchor-compile.log" > "$work/anchor-compile.jsonl"
