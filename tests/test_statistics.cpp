@@ -102,6 +102,14 @@ TEST(Units, DurationsKeepThreeDigits) {
   EXPECT_EQ(text::format_duration(-5e-4), "-500 \u00b5s");
 }
 
+// A list as a sentence gives it.
+TEST(Units, AndListReadsAsASentence) {
+  EXPECT_EQ(text::and_list({}), "");
+  EXPECT_EQ(text::and_list({"a"}), "a");
+  EXPECT_EQ(text::and_list({"a", "b"}), "a and b");
+  EXPECT_EQ(text::and_list({"a", "b", "c"}), "a, b and c");
+}
+
 // One timed step (--steps 1) has no interval and no spread in the table, not "± 0.000".
 TEST(Bootstrap, OneStepHasNoSpread) {
   const Summary one = summarize({0.0248});

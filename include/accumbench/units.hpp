@@ -68,6 +68,8 @@ std::string format_number(double value);
 
 // A small count in words: 2 → "two" (0 to 8), digits beyond: 12 → "12".
 std::string number_word(std::size_t n);
+// Items as a sentence lists them: "a", "a and b", "a, b and c"; "" for none.
+std::string and_list(const std::vector<std::string>& items);
 
 // A value from outside as a message quotes it: in double quotes, cut to `max_chars` characters
 // with "…" when longer, so a 500,000-character argument does not flood the terminal.

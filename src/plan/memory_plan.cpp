@@ -430,7 +430,7 @@ void PlanBuilder::optimizer_temporaries() {
   // --max-grad-norm: clip_grad_norm_ returns the total norm, which the step keeps (the Trainer
   // for its grad_norm log, the engine in StepOutcome) while the optimizer steps.
   if (o.clips_gradients() && !split.optimizer_in_backward) {
-    opt.add("gradient norm (clip_grad_norm_'s result)", o.cpu ? "t" : "512", o.cpu ? t : kCudaSmallestBlock,
+    opt.add("gradient norm (clip_grad_norm_'s result)", o.cpu ? "t" : "512", scalar_bytes(t),
             "the total norm, kept through the step for the report (the Trainer logs it as grad_norm)");
   }
 }
@@ -439,8 +439,8 @@ void PlanBuilder::clipping_temporaries() {
   if (!o.clips_gradients()) return;
   const Table clip{&plan.clip_peak};
   const auto n = static_cast<int64_t>(trained_tensor_numels(m, o.lora).size());
-  // Scalars in the gradients' dtype; on CUDA each takes the caching allocator's smallest block.
-  const int64_t scalar = o.cpu ? t : kCudaSmallestBlock;
+  // Scalars in the gradients' dtype (scalar_bytes).
+  const int64_t scalar = scalar_bytes(t);
   const std::string each = o.cpu ? "t" : "512";
   clip.add("clip_grad_norm_: a norm per gradient", "n·" + each, n * scalar,
            "_foreach_norm of each trained tensor's gradient (n = " + std::to_string(n) +

@@ -80,6 +80,9 @@ struct PlanBuilder {
   bool head_gradient_in_backward() const {
     return !accumulating && !lora && !(split.optimizer_in_backward && !m.tied_embeddings);
   }
+  // A scalar tensor of `element` bytes on the planned device: the CUDA caching allocator gives it
+  // its smallest block.
+  int64_t scalar_bytes(int64_t element) const { return o.cpu ? element : kCudaSmallestBlock; }
   // Weights cast to c by autocast exist only when they are stored in another dtype.
   bool weights_cast() const { return autocast && w != c; }
   // Autocast's casts of the block linears' weights: none when they are quantised (each is

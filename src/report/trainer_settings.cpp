@@ -267,9 +267,7 @@ std::string hyperparameter_note(const TrainerSettings& s, SettingsFormat format)
     parts.push_back("max_grad_norm " + text::format_number(s.max_grad_norm) + " (" + trainer +
                     "'s default: " + text::format_number(kTrainerMaxGradNorm) + ")");
   if (parts.empty()) return "";
-  std::string listed = parts[0];
-  for (size_t i = 1; i < parts.size(); ++i) listed += (i + 1 == parts.size() ? " and " : ", ") + parts[i];
-  return "this run's " + listed + (parts.size() > 1 ? " change" : " changes") + " the update, not the time";
+  return "this run's " + text::and_list(parts) + (parts.size() > 1 ? " change" : " changes") + " the update, not the time";
 }
 
 }  // namespace

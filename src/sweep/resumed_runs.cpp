@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "accumbench/statistics.hpp"
+#include "accumbench/units.hpp"
 
 namespace accumbench {
 
@@ -95,8 +96,7 @@ std::string ResumedRuns::keep_over_failures(std::vector<RunResult>& runs) const 
     run = judged(*file);
   }
   if (failed.empty()) return std::string();
-  std::string words = failed[0];
-  for (size_t i = 1; i < failed.size(); ++i) words += (i + 1 == failed.size() ? " and " : ", ") + failed[i];
+  const std::string words = text::and_list(failed);
   const bool one = failed.size() == 1;
   return " " + words + " in this sweep; " + (one ? "it reads" : "they read") + " as the --resume file had " +
          (one ? "it" : "them") + ", timed.";

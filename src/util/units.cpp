@@ -136,6 +136,12 @@ std::string number_word(std::size_t n) {
   return n < 9 ? std::string(kWords[n]) : std::to_string(n);
 }
 
+std::string and_list(const std::vector<std::string>& items) {
+  std::string words;
+  for (size_t i = 0; i < items.size(); ++i) words += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+  return words;
+}
+
 std::size_t display_width(const std::string& s) {
   std::size_t width = 0;
   for (unsigned char c : s) {
