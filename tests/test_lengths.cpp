@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include <fcntl.h>
@@ -320,4 +321,99 @@ TEST(WorstMicroBatch, IsTheOneWithTheLongestSample) {
   EXPECT_EQ(worst.length, 300);
   EXPECT_EQ(worst.padded_length, 320);
   EXPECT_EQ(ab::worst_micro_batch(lengths, padding("max"), 512).padded_length, 512);
+}
+
+// Label masks as TRL builds labels (sft_trainer.py's build_labels), on tests/data/lengths: a
+// prompt-completion file (completion_mask 0 over a prompt of p tokens, 1 over a completion of c)
+// trains c targets per sample, labels p..p+c-1 (the label at position 0 of a sample is never a
+// target); off, every label counts.
+TEST(LabelMasks, CompletionMaskKeepsTheCompletionsLabels) {
+  const std::string path = std::string(ACCUMBENCH_TEST_DATA) + "/lengths/prompt_completion.jsonl";
+  const ab::SampleLengths on = ab::read_lengths_file(path, 64);
+  const std::vector<std::pair<int64_t, int64_t>> prompt_completion = {
+      {12, 9}, {3, 14}, {20, 6}, {7, 2}, {35, 8}, {15, 15}, {5, 25}, {26, 11}, {9, 4}, {18, 3}, {4, 7}, {30, 5}};
+  ASSERT_EQ(on.kept_labels.size(), prompt_completion.size());
+  for (size_t i = 0; i < prompt_completion.size(); ++i) {
+    const auto [p, c] = prompt_completion[i];
+    EXPECT_EQ(on.lengths[i], p + c) << i;
+    EXPECT_EQ(on.kept_labels[i], (ab::LabelSpans{{p, p + c}})) << i;
+    EXPECT_EQ(ab::kept_targets(on.kept_labels[i], on.lengths[i]), c) << i;
+  }
+  EXPECT_EQ(on.masked_by, "completion_mask");
+  EXPECT_EQ(on.unapplied_completion_masks, 0);
+  const ab::SampleLengths off = ab::read_lengths_file(path, 64, /*completion_only_loss=*/false);
+  EXPECT_TRUE(off.kept_labels.empty());
+  EXPECT_EQ(off.masked_by, "");
+  EXPECT_EQ(off.unapplied_completion_masks, 12);
+}
+
+// Cut to T = 32 (TRL's keep_start): 35 + 8 keeps no counted label, 30 + 5 keeps labels 30 and 31
+// (31 predicted by position 30; position 31, the last, predicts nothing). Without packing the
+// sample left with none is dropped, as TRL's filter after truncation drops it; packed, it stays.
+TEST(LabelMasks, TheCutToTAndTrlsDropOfSamplesWithNothingToTrain) {
+  const std::string path = std::string(ACCUMBENCH_TEST_DATA) + "/lengths/prompt_completion.jsonl";
+  const ab::SampleLengths cut = ab::read_lengths_file(path, 32);
+  EXPECT_EQ(cut.kept_labels[4], ab::LabelSpans{});
+  EXPECT_EQ(cut.kept_labels[11], (ab::LabelSpans{{30, 32}}));
+  EXPECT_EQ(ab::kept_targets(cut.kept_labels[11], 32), 2);
+  EXPECT_EQ(cut.kept_labels[7], (ab::LabelSpans{{26, 32}}));  // 26 + 11 cut to 32
+  ab::DataSource data;
+  ab::set_lengths(data, path);
+  const std::optional<ab::SampleSource> unpacked = ab::read_sample_source(data, 32, 5000);
+  ASSERT_TRUE(unpacked);
+  EXPECT_EQ(unpacked->dropped, 1);
+  EXPECT_EQ(unpacked->lengths.size(), 11u);
+  EXPECT_EQ(unpacked->rows, (std::vector<int64_t>{0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11}));
+  // 9 + 14 + 6 + 2 + 15 + 25 + 6 + 4 + 3 + 7 + 2 of the samples' 20 + 16 + 25 + 8 + 29 + 29 + 31 + 12 + 20 + 10 + 31.
+  EXPECT_EQ(unpacked->masking,
+            "completion_mask keeps 93 of 231 targets (40.3 %); 1 sample left out, the cut to T=32 leaving no label "
+            "that counts (as TRL drops them when it does not pack)");
+  data.packing = ab::Packing::kBfd;
+  const std::optional<ab::SampleSource> packed = ab::read_sample_source(data, 32, 5000);
+  EXPECT_EQ(packed->dropped, 0);
+  EXPECT_EQ(packed->lengths.size(), 12u);
+  EXPECT_TRUE(packed->rows.empty());
+}
+
+// Conversations: assistant_masks over two turns; a labels column taken as it is (its masks
+// ignored); both masks where a row has both (each label must pass both); a row without any
+// keeps every label.
+TEST(LabelMasks, AssistantMasksLabelsAndBoth) {
+  const ab::SampleLengths got =
+      ab::read_lengths_file(std::string(ACCUMBENCH_TEST_DATA) + "/lengths/chat_masks.jsonl", 64);
+  ASSERT_EQ(got.kept_labels.size(), 8u);
+  EXPECT_EQ(got.kept_labels[0], (ab::LabelSpans{{6, 11}, {15, 22}}));
+  EXPECT_EQ(ab::kept_targets(got.kept_labels[0], got.lengths[0]), 12);
+  EXPECT_EQ(got.kept_labels[1], (ab::LabelSpans{{3, 12}}));
+  EXPECT_EQ(got.kept_labels[2], (ab::LabelSpans{{10, 13}, {18, 20}, {24, 30}}));
+  EXPECT_EQ(got.kept_labels[4], (ab::LabelSpans{{5, 11}, {14, 18}}));  // its labels column
+  EXPECT_EQ(got.kept_labels[5], (ab::LabelSpans{{7, 14}}));            // assistant [4, 14) and completion [7, 14)
+  EXPECT_EQ(got.kept_labels[6], (ab::LabelSpans{{0, 9}}));             // no mask: every label
+  EXPECT_EQ(ab::kept_targets(got.kept_labels[6], 9), 8);
+  EXPECT_EQ(got.masked_by, "labels, completion_mask and assistant_masks");
+  // Off, the both-masks row keeps its assistant_masks alone.
+  const ab::SampleLengths off =
+      ab::read_lengths_file(std::string(ACCUMBENCH_TEST_DATA) + "/lengths/chat_masks.jsonl", 64, false);
+  EXPECT_EQ(off.kept_labels[5], (ab::LabelSpans{{4, 14}}));
+  EXPECT_EQ(off.masked_by, "labels and assistant_masks");
+  EXPECT_EQ(off.unapplied_completion_masks, 1);
+}
+
+TEST(LabelMasks, BadColumnsNameTheirLineAndTheFix) {
+  EXPECT_NE(error_of(write_temp("short_mask.jsonl", "{\"input_ids\": [1, 2, 3], \"completion_mask\": [0, 1]}\n"))
+                .find("line 1: completion_mask has 2 entries for 3 tokens; give one per token"),
+            std::string::npos);
+  EXPECT_NE(error_of(write_temp("mask_two.jsonl", "{\"length\": 2}\n{\"input_ids\": [1, 2], \"assistant_masks\": [0, 2]}\n"))
+                .find("line 2: assistant_masks entry 1 is 2; a mask holds 0 or 1 per token"),
+            std::string::npos);
+  EXPECT_NE(error_of(write_temp("labels_neg.jsonl", "{\"input_ids\": [1, 2], \"labels\": [-100, -5]}\n"))
+                .find("line 1: labels entry 1 is -5; give a token id, or -100 where the label does not count"),
+            std::string::npos);
+  EXPECT_NE(error_of(write_temp("mask_str.jsonl", "{\"input_ids\": [1, 2], \"completion_mask\": \"01\"}\n"))
+                .find("line 1: completion_mask is not an array; give one entry per token"),
+            std::string::npos);
+  // true/false masks (datasets writes bools for some columns) read as 1/0.
+  const ab::SampleLengths bools = ab::read_lengths_file(
+      write_temp("bools.jsonl", "{\"input_ids\": [1, 2, 3, 4], \"assistant_masks\": [false, true, true, false]}\n"), 16);
+  EXPECT_EQ(bools.kept_labels[0], (ab::LabelSpans{{1, 3}}));
 }

@@ -492,3 +492,98 @@ TEST(RealData, ResumeRefusesOtherPadding) {
   ab::set_padding(options.workload.data, "max");
   EXPECT_EQ(ab::run_sweep(options, {}, &done).runs.size(), 1u);  // the same options resume
 }
+
+namespace {
+
+// tests/data/lengths/prompt_completion.jsonl at T = 32, batch 4: prompts of p tokens, completions
+// of c (completion_mask), as TRL tokenizes prompt-completion data.
+ab::WorkloadOptions prompt_completion(ab::Packing packing) {
+  ab::WorkloadOptions w = ab::workload_defaults(ab::Command::kVerify);
+  w.seq_len = 32;
+  w.batch = 4;
+  w.device = "cpu";
+  w.threads = 1;
+  ab::set_lengths(w.data, std::string(ACCUMBENCH_TEST_DATA) + "/lengths/prompt_completion.jsonl");
+  ab::set_padding(w.data, "longest");
+  w.data.packing = packing;
+  return w;
+}
+
+}  // namespace
+
+// One sample per row: position t of a row holding file row r trains exactly when label t + 1 is in
+// r's completion (p <= t + 1 < min(p + c, T)), with the next token as its target; the counts add
+// up; off, every position but a sample's last trains.
+TEST(LabelMasks, RowsTrainTheirCompletionsOnly) {
+  const std::vector<std::pair<int64_t, int64_t>> pc = {
+      {12, 9}, {3, 14}, {20, 6}, {7, 2}, {35, 8}, {15, 15}, {5, 25}, {26, 11}, {9, 4}, {18, 3}, {4, 7}, {30, 5}};
+  for (const bool completion_only : {true, false}) {
+    ab::WorkloadOptions w = prompt_completion(ab::Packing::kNone);
+    w.data.completion_only_loss = completion_only;
+    ab::DataOptions o = data_options(32, 4);
+    o.distinct_batches = 3;
+    const std::vector<ab::TokenBatch> steps = ab::make_batches(w.data, o);
+    for (const ab::TokenBatch& batch : steps) {
+      ASSERT_EQ(batch.sample_rows.size(), 4u);
+      auto inputs = batch.inputs.accessor<int64_t, 2>();
+      auto targets = batch.targets.accessor<int64_t, 2>();
+      int64_t total = 0;
+      for (int64_t b = 0; b < 4; ++b) {
+        const auto [p, c] = pc[static_cast<size_t>(batch.sample_rows[static_cast<size_t>(b)])];
+        ASSERT_FALSE(completion_only && p >= 32) << "a sample with nothing to train is dropped";
+        const int64_t n = std::min<int64_t>(p + c, 32);
+        int64_t trained = 0;
+        for (int64_t t = 0; t < 32; ++t) {
+          const bool counts = t + 1 < n && (!completion_only || t + 1 >= p);
+          EXPECT_EQ(targets[b][t] != ab::kIgnoreIndex, counts) << "row " << b << " position " << t;
+          if (counts) EXPECT_EQ(targets[b][t], inputs[b][t + 1]);
+          trained += counts ? 1 : 0;
+        }
+        EXPECT_EQ(batch.sequence_targets[static_cast<size_t>(b)], trained);
+        total += trained;
+      }
+      EXPECT_EQ(batch.token_count, total);
+    }
+  }
+}
+
+// Every layout trains on the masked labels and every split computes the whole batch's update with
+// token normalization; mean-of-means, whose micro-batch means weigh a completion of 2 targets like
+// one of 25, fails.
+TEST(LabelMasks, VerifyPassesInEveryLayoutAndMeanOfMeansFails) {
+  for (const ab::Packing packing : {ab::Packing::kNone, ab::Packing::kWrapped, ab::Packing::kBfd}) {
+    const ab::WorkloadOptions w = prompt_completion(packing);
+    const ab::VerifyResult r = ab::run_verify(w);
+    for (const auto& s : r.splits) EXPECT_TRUE(s.pass) << ab::to_string(packing) << " " << s.config.label() << " " << s.rel_l2_grad_error;
+    EXPECT_TRUE(r.all_pass) << ab::to_string(packing);
+    EXPECT_NE(r.label_masking.find("completion_mask keeps"), std::string::npos) << r.label_masking;
+    ab::DataOptions o = data_options(32, 4);
+    // Fewer targets than positions minus one per sample: the masks reached the batch.
+    const ab::TokenBatch batch = ab::make_batches(w.data, o).front();
+    int64_t unmasked = 0;
+    for (size_t b = 0; b < batch.sequence_tokens.size(); ++b) {
+      unmasked += batch.sequence_tokens[b] - (packing == ab::Packing::kBfd ? static_cast<int64_t>(batch.documents[b].size()) : 1);
+    }
+    EXPECT_LT(batch.token_count, unmasked) << ab::to_string(packing);
+    EXPECT_EQ(batch.token_count, (batch.targets != ab::kIgnoreIndex).sum().item<int64_t>()) << ab::to_string(packing);
+  }
+  ab::WorkloadOptions w = prompt_completion(ab::Packing::kNone);
+  w.loss.normalization = ab::LossNormalization::kMeanOfMeans;
+  EXPECT_FALSE(ab::run_verify(w).all_pass);
+}
+
+// check_export.py rebuilds a row's labels from its file row; a wrapped row cuts across rows.
+TEST(LabelMasks, ExportRefusesWrappedRowsOfMaskedSamples) {
+  ab::VerifyOptions options;
+  options.workload = prompt_completion(ab::Packing::kWrapped);
+  options.export_dir = ::testing::TempDir() + std::to_string(::getpid()) + "-masked-export";
+  try {
+    ab::run_verify(options);
+    FAIL() << "expected a UserError";
+  } catch (const ab::UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("--packing wrapped cuts rows across samples; use --packing none with "
+                                             "--export, or drop --export"),
+              std::string::npos)
+        << error.what();
+  }
+}

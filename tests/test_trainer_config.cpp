@@ -516,6 +516,31 @@ TEST(TrainerConfig, ListsUnknownAndUnusedKeys) {
   EXPECT_THROW(ab::parse_trainer_config("max_grad_norm: .nan\n", ab::ConfigFormat::kTrl, 1, "f.yaml"), ab::UserError);
 }
 
+// TRL's completion_only_loss: false lets a lengths file's completion_mask go unapplied; null and
+// true are TRL's default (the mask applies). assistant_only_loss: true is a remark: the rows say
+// which labels count. Neither is an unused key.
+TEST(TrainerConfig, CompletionAndAssistantOnlyLoss) {
+  EXPECT_FALSE(read("completion_only_loss: false\n").data.completion_only_loss);
+  EXPECT_TRUE(read("completion_only_loss: true\n").data.completion_only_loss);
+  EXPECT_TRUE(read("completion_only_loss: null\n").data.completion_only_loss);
+  EXPECT_TRUE(read("seed: 1\n").data.completion_only_loss);
+  const ab::TrainerConfig c = ab::parse_trainer_config("completion_only_loss: false\nassistant_only_loss: true\n",
+                                                       ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  EXPECT_TRUE(c.unused.empty());
+  const auto assistant_remarks = [](const ab::TrainerConfig& config) {
+    return std::count_if(config.remarks.begin(), config.remarks.end(), [](const ab::TrainerConfig::Remark& r) {
+      return r.text.rfind("sets assistant_only_loss: true, so TRL trains only the assistant tokens", 0) == 0;
+    });
+  };
+  EXPECT_EQ(assistant_remarks(c), 1);
+  EXPECT_EQ(assistant_remarks(ab::parse_trainer_config("assistant_only_loss: false\n", ab::ConfigFormat::kTrl, 1, "sft.yaml")), 0);
+  EXPECT_NE(error_of("completion_only_loss: sometimes\n").find("completion_only_loss"), std::string::npos);
+  // The command line wins.
+  EXPECT_TRUE(read("completion_only_loss: false\n", ab::ConfigFormat::kTrl, 1,
+                   [](const std::string& option) { return option == "--completion-only-loss"; })
+                  .data.completion_only_loss);
+}
+
 // An option given on the command line wins over the file; --model also blocks the file's model
 // (either model option names the model).
 TEST(TrainerConfig, TheCommandLineOverridesTheFile) {

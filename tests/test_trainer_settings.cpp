@@ -465,3 +465,27 @@ TEST(TrainerSettings, Bf16AdaptersReadBackTheSame) {
   EXPECT_EQ(axolotl_qlora.back(), "# bf16 adapters have no axolotl key here: peft_autocast_adapter_dtype: false keeps "
                                   "them in the base's dtype only over bf16 weights (over a quantised base PEFT keeps fp32)");
 }
+
+// A run whose prompts' labels counted (--completion-only-loss false) says so in every format:
+// TRL's completion_only_loss: false, axolotl's train_on_inputs: true, the flag; and a sweep's
+// saved options read it back.
+TEST(TrainerSettings, CompletionOnlyLossOff) {
+  ab::WorkloadOptions w = workload();
+  w.data.completion_only_loss = false;
+  const ab::TrainerSettings s = ab::trainer_settings(split(4, 4), w, {});
+  const auto has = [](const Lines& lines, const std::string& line) {
+    return std::find(lines.begin(), lines.end(), line) != lines.end();
+  };
+  EXPECT_TRUE(has(ab::settings_lines(s, ab::SettingsFormat::kTrl), "completion_only_loss: false"));
+  EXPECT_TRUE(has(ab::settings_lines(s, ab::SettingsFormat::kAxolotl), "train_on_inputs: true"));
+  EXPECT_NE(ab::settings_lines(s, ab::SettingsFormat::kArgs).back().find(" --completion-only-loss false"),
+            std::string::npos);
+  const ab::TrainerSettings on = ab::trainer_settings(split(4, 4), workload(), {});
+  EXPECT_FALSE(has(ab::settings_lines(on, ab::SettingsFormat::kTrl), "completion_only_loss: false"));
+  EXPECT_FALSE(has(ab::settings_lines(on, ab::SettingsFormat::kAxolotl), "train_on_inputs: true"));
+  ab::SweepContext context;
+  context.options = ab::describe_workload(w);
+  EXPECT_FALSE(ab::settings_workload(context).data.completion_only_loss);
+  context.options = ab::describe_workload(workload());
+  EXPECT_TRUE(ab::settings_workload(context).data.completion_only_loss);
+}

@@ -156,6 +156,7 @@ struct WorkloadFlags {
   std::string checkpointing = "-";  // "" when the option is given bare: blocks; "-" when not given
   std::string base_quant = "none";
   std::string kbit_prep = "peft";
+  std::string completion_only_loss = "true";
   std::vector<std::string> adapter_dtypes = {"fp32"};  // --adapter-dtype (sweep: a list)
   std::vector<std::string> optimizers;     // --optimizer (sweep: a list)
   std::string trl_config, axolotl_config;  // --trl-config, --axolotl-config (read_config)
@@ -212,6 +213,7 @@ struct WorkloadFlags {
     ab::set_lengths(w.data, lengths);
     ab::set_padding(w.data, padding);
     w.data.packing = ab::packing_from_string(packing);
+    w.data.completion_only_loss = ab::completion_only_loss_from_string(completion_only_loss);
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
     // The first is the workload's weights dtype, the rest the grid's others.
     std::vector<ab::Precision> dtypes;
@@ -462,6 +464,11 @@ void add_real_data_options(CLI::App* command, WorkloadFlags& f) {
                       "none (one sample per row), wrapped (samples concatenated and cut into rows of T; attention "
                       "crosses documents) or bfd (whole samples packed best-fit-decreasing into rows of T, as TRL; "
                       "attention and positions restart at each)")
+      ->capture_default_str();
+  command->add_option("--completion-only-loss", f.completion_only_loss,
+                      "true: a lengths file's completion_mask leaves the prompts' labels out of the loss (TRL's "
+                      "default for prompt-completion data); false: they count. A labels column (-100: left out) and "
+                      "assistant_masks apply either way")
       ->capture_default_str();
 }
 
@@ -735,6 +742,7 @@ struct SweepCommand {
     if (primary) print_note(ab::optimizer_in_backward_note(options.workload, launched_world_size()));
     for (const std::string& note : model_notes) if (primary) print_note(note);
     if (primary) print_note(ab::idle_data_options_note(options.workload));
+    if (primary) print_note(ab::idle_completion_only_loss_note(options.workload));
     if (primary) print_note(ab::idle_weights_dtype_note(options.workload));
     if (primary) print_note(ab::oib_foreach_note(options.workload));
     if (primary) print_note(ab::short_source_note(options.workload));
@@ -866,6 +874,7 @@ struct VerifyCommand {
       print_note(ab::optimizer_in_backward_note(w, launched_world_size()));
       for (const std::string& note : model_notes) print_note(note);
       print_note(ab::idle_data_options_note(w));
+      print_note(ab::idle_completion_only_loss_note(w));
       print_note(ab::idle_weights_dtype_note(w));
       print_note(ab::short_source_note(w));
     };
@@ -1080,6 +1089,7 @@ int PlanCommand::run() {
                ")");
   }
   print_note(ab::idle_data_options_note(w));
+  print_note(ab::idle_completion_only_loss_note(w));
   print_note(ab::idle_weights_dtype_note(w));
   print_note(ab::oib_foreach_note(w));
   print_note(ab::short_source_note(w));

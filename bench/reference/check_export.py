@@ -370,7 +370,42 @@ def check_clipping(index, grads, norm_type=2.0):
     return ok
 
 
-def check_targets(index, root):
+def trl_labels(row, completion_only_loss):
+    """Which labels of one tokenized row count, as TRL's SFTTrainer builds them (build_labels in
+    trl/trainer/sft_trainer.py): a labels column as it is (-100: does not count); otherwise a label
+    counts where every applicable mask is 1 (assistant_masks always, completion_mask under
+    completion_only_loss); with neither, every label counts."""
+    n = len(row["input_ids"]) if isinstance(row.get("input_ids"), list) else int(row["length"])
+    if "labels" in row:
+        return [label != -100 for label in row["labels"]]
+    masks = [row["assistant_masks"]] if "assistant_masks" in row else []
+    if completion_only_loss and "completion_mask" in row:
+        masks.append(row["completion_mask"])
+    return [all(bool(m[j]) for m in masks) for j in range(n)]
+
+
+def trl_targets(rule, sample_rows, inputs, seq_len, ignore_masks=False):
+    """The targets a Hugging Face model trains on for rows that hold the lengths file's rows
+    `sample_rows`, cut to T as TRL truncates (keep_start): position t predicts inputs[t + 1] where
+    label t + 1 counts (the model shifts the labels within the row), nothing past the sample.
+    None when the export names no row per sequence. ignore_masks counts every label (wrong: shows
+    that the check fails)."""
+    if sample_rows is None:
+        return None
+    with open(rule["lengths_file"], encoding="utf-8-sig") as f:
+        lines = [line for line in f.read().splitlines()]
+    expected = torch.full_like(inputs, -100)
+    for b, r in enumerate(sample_rows):
+        row = json.loads(lines[r])
+        kept = [True] * len(trl_labels(row, False)) if ignore_masks else trl_labels(row, rule["completion_only_loss"])
+        kept = kept[:seq_len]
+        for t in range(len(kept) - 1):
+            if kept[t + 1]:
+                expected[b, t] = inputs[b, t + 1]
+    return expected
+
+
+def check_targets(index, root, ignore_label_masks=False):
     """Prints one line: are accumbench's targets those transformers would train on? A sample (each
     row's targets one fewer than its positions) must carry HF's labels: input_ids where attended,
     shifted by one within the row (ForCausalLMLoss), so its last position predicts nothing. A full
@@ -384,7 +419,13 @@ def check_targets(index, root):
     if counted is None:  # an export older than the field
         print("targets: not checked (the export predates batch.sequence_targets)")
         return True
-    if all(t == n - 1 for t, n in zip(counted, positions)):
+    label_rule = index.get("labels") or {}
+    if label_rule.get("masked_by"):
+        expected = trl_targets(label_rule, b.get("sample_rows"), inputs, b["seq_len"], ignore_label_masks)
+        ok = expected is not None and torch.equal(expected, targets)
+        what = (f"samples with labels masked by {label_rule['masked_by']}: TRL's labels rebuilt from "
+                f"{os.path.basename(label_rule['lengths_file'])}, shifted within each row")
+    elif all(t == n - 1 for t, n in zip(counted, positions)):
         labels = inputs.masked_fill(mask == 0, -100)
         expected = torch.full_like(labels, -100)
         expected[:, :-1] = labels[:, 1:]
@@ -431,6 +472,9 @@ def main():
     parser.add_argument("--clip-norm-type", type=float, default=2.0,
                         help="the norm clip_grad_norm_ takes; anything but 2 is wrong and exists to show that "
                              "the clipping check fails")
+    parser.add_argument("--ignore-label-masks", action="store_true",
+                        help="rebuild the labels of a masked lengths file as if every label counted (wrong: shows "
+                             "that the targets check fails)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--framework", choices=("plain", "hf-trl"), default="plain",
                         help="hf-trl: also the step as HF Trainer + TRL SFTTrainer run it, checked against plain")
@@ -451,7 +495,7 @@ def main():
         if args.rope_scaling == "none":
             index["model"]["rope_scaling"] = None
         print(f"reference ({torch.__version__}, rope {args.rope}, framework {args.framework}): {describe(index)}")
-        ok = check_targets(index, args.export_dir)
+        ok = check_targets(index, args.export_dir, args.ignore_label_masks)
         loss, grads = reference_step(index, args.export_dir, args.rope)
         if args.framework == "hf-trl":
             hf = hf_trl_step(index, args.export_dir, args.micro_batch, args.rope, args.wrong_ga_divide, args.trl_loss)

@@ -45,6 +45,8 @@ struct DataOptions {
 // documents, however grouped or packed) are what transformers trains on: a sample of n tokens is n positions and n - 1 targets, the last position predicting
 // nothing (the model shifts the labels within a row; TRL's padding-free rows mask each document's
 // first label), so a packed row of documents has one target fewer than positions per document.
+// A lengths file's rows may mask labels (lengths.hpp, LabelSpans): a position whose next label
+// does not count gets the ignore index, and the sample trains fewer targets.
 struct TokenBatch {
   at::Tensor inputs;   // (B, T) int64
   at::Tensor targets;  // (B, T) int64, kIgnoreIndex where padded and where a sample ends
@@ -57,6 +59,9 @@ struct TokenBatch {
   // --packing bfd: per row, the lengths of the documents it holds, in order (attention and
   // positions restart at each; models.hpp's RowDocuments). Empty: one sample per row.
   std::vector<std::vector<int64_t>> documents;
+  // One sample per row from a lengths file: the file row (0-based) each row holds, so that a
+  // reader can rebuild its labels from the file (verify --export, check_export.py). Empty otherwise.
+  std::vector<int64_t> sample_rows;
   // Data parallel: non-ignored targets of the whole optimizer step over every rank, the loss
   // divisor of token normalization. -1: this batch is the whole step (one process).
   int64_t global_token_count = -1;

@@ -12,23 +12,45 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "accumbench/options.hpp"
 
 namespace accumbench {
 
+// The labels of a sample that count toward the loss, when its row masks some (TRL's `labels`
+// column, -100 where a label does not count, or its `completion_mask` / `assistant_masks`
+// columns): half-open ranges [begin, end) of label positions in [0, n), ascending and disjoint.
+// Label j is what position j - 1 predicts (the model shifts the labels within a row), so label 0
+// trains nothing in a row of its own, and the last position predicts nothing.
+using LabelSpans = std::vector<std::pair<int64_t, int64_t>>;
+// The targets a sample of `length` positions trains under `kept`: its kept labels in [1, length).
+int64_t kept_targets(const LabelSpans& kept, int64_t length);
+
 struct SampleLengths {
   std::vector<int64_t> lengths;  // positions (tokens) per sample, each in [1, T]; n - 1 targets
   int64_t truncated = 0;         // samples longer than T, cut to T
+  // Per sample, the labels that count (cut to T with the sample) when some row masks labels;
+  // empty when none does (every sample's labels 1..n-1 count).
+  std::vector<LabelSpans> kept_labels;
+  // The columns that masked labels, as "completion_mask", "labels" or "completion_mask and
+  // assistant_masks"; "" when none did.
+  std::string masked_by;
+  // Rows with a completion_mask that --completion-only-loss false left unapplied.
+  int64_t unapplied_completion_masks = 0;
 };
 
 // A text file with one length per line, or JSONL whose rows have an `input_ids` array or a
 // `length` integer (what datasets' to_json writes); a leading UTF-8 byte-order mark and CRLF line
-// ends are read as plain text. Lengths above seq_len are cut to it. Throws
+// ends are read as plain text. Lengths above seq_len are cut to it. A JSONL row may also say which
+// labels count, as TRL builds them (sft_trainer.py's build_labels): a `labels` array (-100 where a
+// label does not count) is taken as it is; otherwise a label counts where every applicable mask
+// is 1: `assistant_masks` always, `completion_mask` when `completion_only_loss` (TRL's default
+// for prompt-completion data, the rows that carry one). Each array has one entry per token. Throws
 // UserError naming the line for a bad row (a blank line too), and for a missing or empty file or a
 // directory. A pipe works (`--lengths <(python lengths.py)`): read once, kept (read_file_bytes).
-SampleLengths read_lengths_file(const std::string& path, int64_t seq_len);
+SampleLengths read_lengths_file(const std::string& path, int64_t seq_len, bool completion_only_loss = true);
 
 // The documents of a token stream: each ends after an `eos_id` (the last may end without one).
 // A document of n tokens (its eos id included) is a sample of n positions and n - 1 targets, as a
@@ -62,9 +84,20 @@ std::vector<int64_t> read_token_ids(const std::string& path, int token_bytes, in
 struct SampleSource {
   std::vector<int64_t> lengths;    // every sample, in source order, each cut to T
   int64_t truncated = 0;           // how many were longer than T
+  std::vector<LabelSpans> kept_labels;  // per sample when the rows mask labels (SampleLengths)
+  std::string masked_by;                // the columns that did, "" when none
+  // Samples left out because the cut to T left them no label that counts: TRL drops them before
+  // training when it does not pack (its truncation step); it keeps them when it packs.
+  int64_t dropped = 0;
+  // With samples dropped, the file row (0-based) each kept sample comes from; empty otherwise
+  // (sample i is row i).
+  std::vector<int64_t> rows;
   std::vector<int64_t> starts;     // documents: where each begins in token_ids
   std::vector<int64_t> token_ids;  // documents: the whole token file
   std::string description;         // "lengths.txt: 1000 samples, 3 cut to T=512"
+  // The targets the samples train against those they would without masks, e.g. "completion_mask
+  // keeps 1,234 of 5,678 targets (21.7 %)"; "" when no row masks a label.
+  std::string masking;
 };
 // nullopt unless `data` names a lengths file or documents (--tokens with --eos-id).
 std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t seq_len, int64_t vocab_size);
@@ -76,6 +109,11 @@ std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t s
 std::string repeated_samples_words(const SampleSource& source, const DataSource& data, int64_t batch, int64_t seq_len);
 // The same as a note for the CLI (reads the source again): "" without real data or when it fills a step.
 std::string short_source_note(const WorkloadOptions& w);
+
+// --completion-only-loss false without a completion_mask for it to leave unapplied (no lengths
+// file, or none of its rows has one): the note that it changes nothing, or "" (reads the file; a
+// file the run will refuse gives "").
+std::string idle_completion_only_loss_note(const WorkloadOptions& w);
 
 // The order a seeded random sampler visits n samples in (a permutation of 0..n-1).
 std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed);

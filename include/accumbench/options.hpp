@@ -140,6 +140,9 @@ struct DataSource {
   int64_t pad_multiple = 0;  // Padding::kMultiple's N
   bool group_by_length = false;  // transformers' LengthGroupedSampler (src/data/samples.cpp)
   Packing packing = Packing::kNone;
+  // A lengths file's completion_mask counts only the completions' labels (TRL's default for
+  // prompt-completion data); false: every label but those of labels / assistant_masks columns.
+  bool completion_only_loss = true;
 };
 
 // Whether the rows hold samples (a lengths file, --lengths variable, a token file's documents),
@@ -169,11 +172,13 @@ std::string padding_past_seq_len_problem(const DataSource& data, int64_t longest
 enum class BaseQuant { kNone, kNf4, kInt8 };
 std::string to_string(BaseQuant quant);                  // "none" | "nf4" | "int8"
 BaseQuant base_quant_from_string(const std::string& text);
+// --completion-only-loss: "true" | "false" (TRL's words); UserError for anything else.
+bool completion_only_loss_from_string(const std::string& text);
 // --kbit-prep: "peft" (true: the fp32 upcast) | "none" (false); UserError for anything else.
 bool kbit_upcast_from_string(const std::string& text);
 // The value of option `name` in a context's options (describe_workload's pairs): its own, or for an
 // option recorded only when not its default, that default where the list lacks it (base_quant
-// "none", double_quant "false", kbit_prep "peft", adapter_dtype "fp32", tf32 "on", max_grad_norm "0"); nullopt for any
+// "none", double_quant "false", kbit_prep "peft", adapter_dtype "fp32", tf32 "on", max_grad_norm "0", completion_only_loss "true"); nullopt for any
 // other option left out.
 std::optional<std::string> recorded_option(const std::vector<std::pair<std::string, std::string>>& options,
                                            const std::string& name);
@@ -295,7 +300,8 @@ void validate_workload(const WorkloadOptions& workload);
 
 // A sentence for the user when data options change nothing in this run ("" otherwise): packing or
 // length grouping of samples that are all T tokens (--lengths fixed), padding of wrapped rows,
-// which are always full.
+// which are always full (lengths.hpp's completion_only_loss_note says the same of
+// --completion-only-loss false).
 std::string idle_data_options_note(const WorkloadOptions& workload);
 // "" or the note that --weights-dtype changes nothing: a quantised base under --kbit-prep peft
 // (the base is the same in any dtype, every other parameter upcast to fp32).

@@ -156,6 +156,9 @@ struct TrainerSettings {
   // say it in a comment when it clips at other than their default (kTrainerMaxGradNorm). Plan takes
   // it (it decides whether the optimizer may step inside backward).
   double max_grad_norm = 0;
+  // --completion-only-loss: false writes TRL's completion_only_loss: false (axolotl's
+  // train_on_inputs: true) and carries the flag in --emit args.
+  bool completion_only_loss = true;
 };
 enum class SettingsFormat { kTrl, kAxolotl, kArgs };
 // --emit: "trl" | "axolotl" | "args"; UserError naming the choices.

@@ -19,8 +19,107 @@ namespace accumbench {
 
 namespace {
 
-// One line's length; `where` is "lengths file \"P\" line N".
-int64_t parse_length_line(const std::string& line, const std::string& where) {
+// One row of a lengths file: its length and, when it masks labels, the labels that count.
+struct LengthRow {
+  int64_t length = 0;
+  std::optional<LabelSpans> kept;  // set when a column masked labels
+  bool labels = false;             // the `labels` column gave them
+  bool completion = false;         // completion_mask applied
+  bool assistant = false;          // assistant_masks applied
+  bool unapplied_completion = false;  // a completion_mask that completion-only loss off left out
+};
+
+// The entry count a mask column must have: one per token of the row.
+void require_entries(const nlohmann::json& column, const std::string& name, int64_t length, const std::string& where) {
+  if (!column.is_array()) throw UserError(where + ": " + name + " is not an array; give one entry per token");
+  if (static_cast<int64_t>(column.size()) != length) {
+    throw UserError(where + ": " + name + " has " + std::to_string(column.size()) + " entries for " +
+                    std::to_string(length) + " tokens; give one per token");
+  }
+}
+
+// Whether each label counts under a 0/1 (or false/true) mask column.
+std::vector<bool> mask_column(const nlohmann::json& column, const std::string& name, int64_t length,
+                              const std::string& where) {
+  require_entries(column, name, length, where);
+  std::vector<bool> keep;
+  keep.reserve(column.size());
+  for (size_t i = 0; i < column.size(); ++i) {
+    const nlohmann::json& v = column[i];
+    if (v.is_boolean()) {
+      keep.push_back(v.get<bool>());
+    } else if (v.is_number_integer() && (v.get<int64_t>() == 0 || v.get<int64_t>() == 1)) {
+      keep.push_back(v.get<int64_t>() == 1);
+    } else {
+      throw UserError(where + ": " + name + " entry " + std::to_string(i) + " is " + v.dump() +
+                      "; a mask holds 0 or 1 per token");
+    }
+  }
+  return keep;
+}
+
+// The runs of kept labels.
+LabelSpans spans_of(const std::vector<bool>& keep) {
+  LabelSpans spans;
+  const auto n = static_cast<int64_t>(keep.size());
+  for (int64_t i = 0; i < n; ++i) {
+    if (!keep[static_cast<size_t>(i)]) continue;
+    if (!spans.empty() && spans.back().second == i) {
+      spans.back().second = i + 1;
+    } else {
+      spans.emplace_back(i, i + 1);
+    }
+  }
+  return spans;
+}
+
+// TRL's labels for a tokenized row (sft_trainer.py, build_labels): a `labels` column as it is
+// (-100: does not count); otherwise `assistant_masks`, and `completion_mask` under completion-only
+// loss, each 1 where the label counts.
+void read_label_columns(const nlohmann::json& row, bool completion_only_loss, const std::string& where, LengthRow& out) {
+  if (row.contains("labels")) {
+    const nlohmann::json& labels = row["labels"];
+    require_entries(labels, "labels", out.length, where);
+    std::vector<bool> keep;
+    keep.reserve(labels.size());
+    for (size_t i = 0; i < labels.size(); ++i) {
+      const nlohmann::json& v = labels[i];
+      if (!v.is_number_integer() || (v.get<int64_t>() < 0 && v.get<int64_t>() != -100)) {
+        throw UserError(where + ": labels entry " + std::to_string(i) + " is " + v.dump() +
+                        "; give a token id, or -100 where the label does not count");
+      }
+      keep.push_back(v.get<int64_t>() != -100);
+    }
+    out.kept = spans_of(keep);
+    out.labels = true;
+    return;
+  }
+  std::vector<bool> keep;
+  const auto apply = [&](const std::vector<bool>& mask) {
+    if (keep.empty()) {
+      keep = mask;
+    } else {
+      for (size_t i = 0; i < keep.size(); ++i) keep[i] = keep[i] && mask[i];
+    }
+  };
+  if (row.contains("assistant_masks")) {
+    apply(mask_column(row["assistant_masks"], "assistant_masks", out.length, where));
+    out.assistant = true;
+  }
+  if (row.contains("completion_mask")) {
+    const std::vector<bool> mask = mask_column(row["completion_mask"], "completion_mask", out.length, where);
+    if (completion_only_loss) {
+      apply(mask);
+      out.completion = true;
+    } else {
+      out.unapplied_completion = true;
+    }
+  }
+  if (out.assistant || out.completion) out.kept = spans_of(keep);
+}
+
+// One line's length (and label masks); `where` is "lengths file \"P\" line N".
+LengthRow parse_length_line(const std::string& line, const std::string& where, bool completion_only_loss) {
   const size_t first = line.find_first_not_of(" \t\r");
   if (first == std::string::npos) throw UserError(where + " is empty; give one sample length per line");
   // Control bytes (a NUL above all) are no text: most likely a token file given to the wrong option.
@@ -32,6 +131,7 @@ int64_t parse_length_line(const std::string& line, const std::string& where) {
     throw UserError(where + " holds binary bytes, not text; a token file goes to --tokens (with --eos-id N for its "
                     "documents), and --lengths reads one length per line or JSONL rows");
   }
+  LengthRow out;
   if (line[first] == '{') {
     nlohmann::json row;
     try {
@@ -39,15 +139,21 @@ int64_t parse_length_line(const std::string& line, const std::string& where) {
     } catch (const nlohmann::json::exception&) {
       throw UserError(where + " is not valid JSON; give one JSON object per line with input_ids or length");
     }
-    if (row.contains("input_ids") && row["input_ids"].is_array()) return static_cast<int64_t>(row["input_ids"].size());
-    if (row.contains("length") && row["length"].is_number_unsigned()) {
+    if (row.contains("input_ids") && row["input_ids"].is_array()) {
+      out.length = static_cast<int64_t>(row["input_ids"].size());
+    } else if (row.contains("length") && row["length"].is_number_unsigned()) {
       // Past int64: longer than any T, so cut to it like every other long sample.
       const auto length = row["length"].get<uint64_t>();
-      return length > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
-                                                                                  : static_cast<int64_t>(length);
+      out.length = length > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                       ? std::numeric_limits<int64_t>::max()
+                       : static_cast<int64_t>(length);
+    } else if (row.contains("length") && row["length"].is_number_integer()) {
+      out.length = row["length"].get<int64_t>();
+    } else {
+      throw UserError(where + " has neither an input_ids array nor a length integer; give each JSONL row one of them");
     }
-    if (row.contains("length") && row["length"].is_number_integer()) return row["length"].get<int64_t>();
-    throw UserError(where + " has neither an input_ids array nor a length integer; give each JSONL row one of them");
+    if (out.length > 0) read_label_columns(row, completion_only_loss, where, out);
+    return out;
   }
   const std::string text = line.substr(first, line.find_last_not_of(" \t\r") + 1 - first);
   size_t used = 0;
@@ -66,12 +172,29 @@ int64_t parse_length_line(const std::string& line, const std::string& where) {
   if (used != text.size() || used == 0) {
     throw UserError(where + " holds \"" + text + "\", which is not a number; give one sample length per line");
   }
-  return value;
+  out.length = value;
+  return out;
+}
+
+// The spans cut to a sample's first `length` labels.
+LabelSpans cut_spans(const LabelSpans& spans, int64_t length) {
+  LabelSpans out;
+  for (const auto& [begin, end] : spans) {
+    if (begin >= length) break;
+    out.emplace_back(begin, std::min(end, length));
+  }
+  return out;
 }
 
 }  // namespace
 
-SampleLengths read_lengths_file(const std::string& path, int64_t seq_len) {
+int64_t kept_targets(const LabelSpans& kept, int64_t length) {
+  int64_t targets = 0;
+  for (const auto& [begin, end] : kept) targets += std::max<int64_t>(0, std::min(end, length) - std::max<int64_t>(begin, 1));
+  return targets;
+}
+
+SampleLengths read_lengths_file(const std::string& path, int64_t seq_len, bool completion_only_loss) {
   const std::shared_ptr<const std::string> bytes = read_file_bytes(path);
   if (bytes == nullptr) {
     const std::string why = why_unreadable(path);
@@ -93,17 +216,36 @@ SampleLengths read_lengths_file(const std::string& path, int64_t seq_len) {
   // Blank lines at the end (`echo >> lengths.txt`) end the file; one inside it is refused.
   while (!lines.empty() && lines.back().find_first_not_of(" \t\r") == std::string::npos) lines.pop_back();
   SampleLengths out;
+  std::vector<std::optional<LabelSpans>> kept;
+  bool masked = false, labels = false, completion = false, assistant = false;
   for (size_t index = 0; index < lines.size(); ++index) {
     const std::string where = "lengths file \"" + path + "\" line " + std::to_string(index + 1);
-    const int64_t length = parse_length_line(lines[index], where);
+    LengthRow row = parse_length_line(lines[index], where, completion_only_loss);
+    const int64_t length = row.length;
     if (length <= 0) {
       const std::string shown = length == std::numeric_limits<int64_t>::min() ? "a negative length" : "the length " + std::to_string(length);
       throw UserError(where + " holds " + shown + "; sample lengths must be positive");
     }
     out.truncated += length > seq_len ? 1 : 0;
     out.lengths.push_back(std::min(length, seq_len));
+    out.unapplied_completion_masks += row.unapplied_completion ? 1 : 0;
+    masked = masked || row.kept.has_value();
+    labels = labels || row.labels;
+    completion = completion || row.completion;
+    assistant = assistant || row.assistant;
+    kept.push_back(std::move(row.kept));
   }
   if (out.lengths.empty()) throw UserError("lengths file \"" + path + "\" is empty; give one sample length per line");
+  if (masked) {  // rows without a mask keep every label
+    for (size_t i = 0; i < kept.size(); ++i) {
+      out.kept_labels.push_back(kept[i] ? cut_spans(*kept[i], out.lengths[i]) : LabelSpans{{0, out.lengths[i]}});
+    }
+    std::vector<std::string> columns;
+    if (labels) columns.push_back("labels");
+    if (completion) columns.push_back("completion_mask");
+    if (assistant) columns.push_back("assistant_masks");
+    out.masked_by = text::and_list(columns);
+  }
   return out;
 }
 
@@ -164,7 +306,7 @@ std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t s
   SampleLengths lengths;
   std::string name;
   if (data.lengths == LengthMode::kFile) {
-    lengths = read_lengths_file(data.lengths_file, seq_len);
+    lengths = read_lengths_file(data.lengths_file, seq_len, data.completion_only_loss);
     name = data.lengths_file;
   } else if (!data.token_file.empty() && data.eos_id >= 0) {
     if (data.eos_id >= vocab_size) {
@@ -193,11 +335,49 @@ std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t s
       throw UserError(problem);
     }
   }
-  source.lengths = std::move(lengths.lengths);
   source.truncated = lengths.truncated;
+  source.masked_by = lengths.masked_by;
+  if (lengths.kept_labels.empty()) {
+    source.lengths = std::move(lengths.lengths);
+  } else {
+    // TRL drops the samples its cut to max_length leaves without a label that counts, unless it
+    // packs (sft_trainer.py's _prepare_dataset: truncate, then filter, both skipped when packing).
+    int64_t unmasked = 0, trained = 0;
+    for (size_t i = 0; i < lengths.lengths.size(); ++i) {
+      if (data.packing == Packing::kNone && lengths.kept_labels[i].empty()) {
+        ++source.dropped;
+        continue;
+      }
+      source.rows.push_back(static_cast<int64_t>(i));
+      unmasked += lengths.lengths[i] - 1;
+      trained += kept_targets(lengths.kept_labels[i], lengths.lengths[i]);
+      source.lengths.push_back(lengths.lengths[i]);
+      source.kept_labels.push_back(std::move(lengths.kept_labels[i]));
+    }
+    if (source.dropped == 0) source.rows.clear();
+    if (source.lengths.empty()) {
+      throw UserError("every sample of lengths file \"" + name + "\" has its counted labels (" + source.masked_by +
+                      ") past T=" + std::to_string(seq_len) + ", so the cut to T leaves nothing to train; raise " +
+                      "--seq-len, or give rows whose counted labels start within it");
+    }
+    source.masking = source.masked_by + (source.masked_by.find(" and ") == std::string::npos ? " keeps " : " keep ") +
+                     text::format_count(trained) + " of " + text::format_count(unmasked) + " targets (" +
+                     text::format_percent(unmasked > 0 ? static_cast<double>(trained) / static_cast<double>(unmasked) : 0.0, 1) +
+                     ")";
+    if (source.dropped > 0) {
+      source.masking += "; " + std::to_string(source.dropped) + (source.dropped == 1 ? " sample" : " samples") +
+                        " left out, the cut to T=" + std::to_string(seq_len) + " leaving no label that counts (as TRL " +
+                        "drops them when it does not pack)";
+    }
+  }
+  if (lengths.unapplied_completion_masks > 0) {
+    source.masking += (source.masking.empty() ? "" : "; ") +
+                      std::string("the prompts' labels count (--completion-only-loss false leaves completion_mask out)");
+  }
   source.description = name + ": " + std::to_string(source.lengths.size()) +
                        (source.lengths.size() == 1 ? " sample, " : " samples, ") +
-                       std::to_string(source.truncated) + " cut to T=" + std::to_string(seq_len);
+                       std::to_string(source.truncated) + " cut to T=" + std::to_string(seq_len) +
+                       (source.masking.empty() ? "" : ", " + source.masking);
   return source;
 }
 
@@ -233,6 +413,23 @@ std::string short_source_note(const WorkloadOptions& w) {
   if (words.empty()) return "";
   return source->description + ", " + words + " (a training run would start its next epoch there); for steps like "
          "a real run's, give a source that fills --batch " + std::to_string(w.batch) + " sequences";
+}
+
+std::string idle_completion_only_loss_note(const WorkloadOptions& w) {
+  if (w.data.completion_only_loss) return "";
+  const bool file = w.data.lengths == LengthMode::kFile;
+  if (file) {
+    try {
+      if (read_lengths_file(w.data.lengths_file, std::max<int64_t>(1, w.seq_len), false).unapplied_completion_masks > 0) {
+        return "";
+      }
+    } catch (const UserError&) {
+      return "";  // the run refuses the file with its own sentence
+    }
+  }
+  return "--completion-only-loss false changes nothing here: it lets a lengths file's completion_mask count the "
+         "prompts' labels, and " +
+         (file ? "no row of " + w.data.lengths_file + " has one" : std::string("there is no lengths file"));
 }
 
 std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed) {

@@ -2,6 +2,7 @@
 // token file's documents, visited in one seeded order, laid out one per row or packed.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -23,6 +24,16 @@ struct SamplePool {
   std::optional<SampleSource> source;  // documents: their tokens
   uint64_t seed = 0;
   int64_t vocab_size = 0;
+
+  // The labels of sample `index` that count, or nullptr when no row masks labels.
+  const LabelSpans* kept(int64_t index) const {
+    if (!source || source->kept_labels.empty()) return nullptr;
+    return &source->kept_labels[static_cast<size_t>(index)];
+  }
+  // The file row of sample `index` (lengths files; samples may have been dropped).
+  int64_t row(int64_t index) const {
+    return source && !source->rows.empty() ? source->rows[static_cast<size_t>(index)] : index;
+  }
 
   Tokens tokens(int64_t index) const {
     const int64_t count = lengths[static_cast<size_t>(index)];
@@ -63,6 +74,42 @@ SamplePool make_pool(const DataSource& data, const DataOptions& options, int64_t
   return pool;
 }
 
+// Whether each of a sample's `length` labels counts under `kept`.
+std::vector<bool> kept_mask(const LabelSpans& kept, int64_t length) {
+  std::vector<bool> keep(static_cast<size_t>(length), false);
+  for (const auto& [begin, end] : kept) {
+    for (int64_t j = begin; j < std::min(end, length); ++j) keep[static_cast<size_t>(j)] = true;
+  }
+  return keep;
+}
+
+// Ignores the targets of a row's positions [first, first + length), a sample's, whose label does
+// not count (position first + i predicts the sample's label i + 1; its last position predicts
+// nothing already). Returns the targets left.
+int64_t keep_labels(at::TensorAccessor<int64_t, 1> targets, const LabelSpans& kept, int64_t first, int64_t length) {
+  const std::vector<bool> keep = kept_mask(kept, length);
+  int64_t count = 0;
+  for (int64_t i = 0; i + 1 < length; ++i) {
+    if (keep[static_cast<size_t>(i + 1)]) {
+      ++count;
+    } else {
+      targets[first + i] = kIgnoreIndex;
+    }
+  }
+  return count;
+}
+
+// The batch with its step's targets summed from its rows, its host memory pinned when it feeds
+// a CUDA device.
+TokenBatch finished(TokenBatch batch, bool pin) {
+  batch.token_count = std::accumulate(batch.sequence_targets.begin(), batch.sequence_targets.end(), int64_t{0});
+  if (pin) {
+    batch.inputs = batch.inputs.pin_memory();
+    batch.targets = batch.targets.pin_memory();
+  }
+  return batch;
+}
+
 // One sample per row, padded to T (the engine trims each micro-batch to its padding).
 std::vector<TokenBatch> one_per_row(const SamplePool& pool, const std::vector<int64_t>& order,
                                     const DataOptions& options) {
@@ -71,14 +118,27 @@ std::vector<TokenBatch> one_per_row(const SamplePool& pool, const std::vector<in
   for (int step = 0; step < std::max(1, options.distinct_batches); ++step) {
     at::Tensor windows = torch::zeros({options.batch, options.seq_len + 1}, torch::kLong);  // (B, T + 1)
     auto rows = windows.accessor<int64_t, 2>();
-    std::vector<int64_t> lengths;
+    std::vector<int64_t> lengths, samples;
     for (int64_t b = 0; b < options.batch; ++b) {
       const int64_t index = order[static_cast<size_t>((step * options.batch + b) % n)];  // cycles a short source
       const Tokens tokens = pool.tokens(index);
       for (size_t t = 0; t < tokens.size(); ++t) rows[b][static_cast<int64_t>(t)] = tokens[t];
       lengths.push_back(pool.lengths[static_cast<size_t>(index)]);
+      samples.push_back(index);
     }
-    batches.push_back(make_batch(windows, lengths, RowKind::kSample, options.pin_memory));
+    TokenBatch batch = make_batch(windows, lengths, RowKind::kSample, false);
+    if (pool.source && pool.source->token_ids.empty()) {
+      for (int64_t index : samples) batch.sample_rows.push_back(pool.row(index));
+    }
+    if (pool.kept(0) != nullptr) {
+      auto targets = batch.targets.accessor<int64_t, 2>();
+      for (int64_t b = 0; b < options.batch; ++b) {
+        const int64_t index = samples[static_cast<size_t>(b)];
+        batch.sequence_targets[static_cast<size_t>(b)] =
+            keep_labels(targets[b], *pool.kept(index), 0, pool.lengths[static_cast<size_t>(index)]);
+      }
+    }
+    batches.push_back(finished(std::move(batch), options.pin_memory));
   }
   return batches;
 }
@@ -91,10 +151,16 @@ std::vector<TokenBatch> wrapped(const SamplePool& pool, const std::vector<int64_
   const int64_t rows_needed = steps * options.batch;
   const int64_t tokens_needed = rows_needed * options.seq_len;
   std::vector<Tokens> samples;
+  std::vector<bool> stream_kept;  // masked labels: whether each label of the concatenated stream counts
   int64_t tokens = 0;
   for (size_t i = 0; tokens < tokens_needed; ++i) {
-    samples.push_back(pool.tokens(order[i % order.size()]));
+    const int64_t index = order[i % order.size()];
+    samples.push_back(pool.tokens(index));
     tokens += static_cast<int64_t>(samples.back().size());
+    if (const LabelSpans* kept = pool.kept(index)) {
+      const std::vector<bool> keep = kept_mask(*kept, static_cast<int64_t>(samples.back().size()));
+      stream_kept.insert(stream_kept.end(), keep.begin(), keep.end());
+    }
   }
   const std::vector<Tokens> rows = pack_wrapped(samples, options.seq_len);
   std::vector<TokenBatch> batches;
@@ -106,8 +172,26 @@ std::vector<TokenBatch> wrapped(const SamplePool& pool, const std::vector<int64_
       for (int64_t t = 0; t < options.seq_len; ++t) out[b][t] = rows[r][static_cast<size_t>(t)];
       out[b][options.seq_len] = 0;  // past the row: not a target
     }
-    batches.push_back(make_batch(windows, std::vector<int64_t>(options.batch, options.seq_len), RowKind::kSample,
-                                 options.pin_memory));
+    TokenBatch batch =
+        make_batch(windows, std::vector<int64_t>(options.batch, options.seq_len), RowKind::kSample, false);
+    if (!stream_kept.empty()) {
+      // TRL packs the labels column with the tokens: position t of row r predicts the stream's
+      // label r·T + t + 1, counted or not as its sample's row said.
+      auto targets = batch.targets.accessor<int64_t, 2>();
+      for (int64_t b = 0; b < options.batch; ++b) {
+        const int64_t first = (step * options.batch + b) * options.seq_len;
+        int64_t count = 0;
+        for (int64_t t = 0; t + 1 < options.seq_len; ++t) {
+          if (stream_kept[static_cast<size_t>(first + t + 1)]) {
+            ++count;
+          } else {
+            targets[b][t] = kIgnoreIndex;
+          }
+        }
+        batch.sequence_targets[static_cast<size_t>(b)] = count;
+      }
+    }
+    batches.push_back(finished(std::move(batch), options.pin_memory));
   }
   return batches;
 }
@@ -146,34 +230,42 @@ std::vector<TokenBatch> best_fit_decreasing(const SamplePool& pool, const DataSo
       const size_t index = static_cast<size_t>((step * options.batch + b) % static_cast<int64_t>(order.size()));
       const PackedRow& row = bins[static_cast<size_t>(order[index])];  // cycles a short source
       std::vector<int64_t> documents;
-      int64_t t = 0;
+      int64_t t = 0, trained = 0;
       for (int64_t sample : row.samples) {
         const Tokens tokens = pool.tokens(sample);
         const int64_t length = pool.lengths[static_cast<size_t>(sample)];
+        const int64_t first = t;
         for (int64_t i = 0; i < length; ++i, ++t) {
           inputs[b][t] = tokens[static_cast<size_t>(i)];
           targets[b][t] = i + 1 < length ? tokens[static_cast<size_t>(i + 1)] : kIgnoreIndex;
         }
+        const LabelSpans* kept = pool.kept(sample);
+        trained += kept != nullptr ? keep_labels(targets[b], *kept, first, length) : length - 1;
         documents.push_back(length);
       }
       batch.sequence_tokens.push_back(row.length);
-      batch.sequence_targets.push_back(row.length - static_cast<int64_t>(documents.size()));
+      batch.sequence_targets.push_back(trained);
       batch.documents.push_back(std::move(documents));
     }
-    batch.token_count = std::accumulate(batch.sequence_targets.begin(), batch.sequence_targets.end(), int64_t{0});
-    if (options.pin_memory) {
-      batch.inputs = batch.inputs.pin_memory();
-      batch.targets = batch.targets.pin_memory();
-    }
-    batches.push_back(std::move(batch));
+    batches.push_back(finished(std::move(batch), options.pin_memory));
   }
   return batches;
 }
 
-// A step whose samples are all one token long has no target: its loss would divide by zero.
-std::vector<TokenBatch> with_targets(std::vector<TokenBatch> batches, int64_t seq_len) {
+// A step whose samples are all one token long, or whose labels the rows all mask, has no
+// target: its loss would divide by zero.
+std::vector<TokenBatch> with_targets(std::vector<TokenBatch> batches, int64_t seq_len, const DataSource& data) {
   for (size_t step = 0; step < batches.size(); ++step) {
     if (batches[step].token_count > 0) continue;
+    const std::vector<int64_t>& n = batches[step].sequence_tokens;
+    const std::string masked_by = data.lengths == LengthMode::kFile
+                                      ? read_lengths_file(data.lengths_file, seq_len, data.completion_only_loss).masked_by
+                                      : "";
+    if (!masked_by.empty() && std::any_of(n.begin(), n.end(), [](int64_t length) { return length > 1; })) {
+      throw UserError("step " + std::to_string(step + 1) + "'s samples have no label that counts (" + masked_by +
+                      "), which leaves no target; give rows whose counted labels fall within T=" +
+                      std::to_string(seq_len) + ", or a source with more of them");
+    }
     throw UserError("step " + std::to_string(step + 1) + "'s samples are all one token long, which leaves no target " +
                     "(a sample of n tokens trains n - 1); " +
                     (seq_len == 1 ? "use --seq-len 2 or more" : "give samples of two tokens or more"));
@@ -211,7 +303,7 @@ std::vector<TokenBatch> build_batches(const DataSource& data, const DataOptions&
 }  // namespace
 
 std::vector<TokenBatch> make_batches(const DataSource& data, const DataOptions& options) {
-  return with_targets(build_batches(data, options), options.seq_len);
+  return with_targets(build_batches(data, options), options.seq_len, data);
 }
 
 TokenBatch batch_with_lengths(const std::vector<int64_t>& lengths, const DataOptions& options) {

@@ -109,6 +109,8 @@ void apply_setting(const ConfigSetting& s, WorkloadOptions& w) {
     set_padding(w.data, s.value);
   } else if (o == "--group-by-length") {
     w.data.group_by_length = true;
+  } else if (o == "--completion-only-loss") {
+    w.data.completion_only_loss = completion_only_loss_from_string(s.value);
   } else if (o == "--chunked-loss") {
     w.loss.chunked = true;
   } else if (o == "--device") {

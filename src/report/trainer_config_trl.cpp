@@ -29,7 +29,7 @@ const std::set<std::string>& trl_unused_keys() {
       // SFTConfig
       "model_init_kwargs", "trust_remote_code", "router_aux_loss_coef", "chat_template_path", "dataset_text_field",
       "dataset_kwargs", "dataset_num_proc", "eos_token", "pad_token", "truncation_mode", "shuffle_dataset",
-      "eval_packing", "completion_only_loss", "assistant_only_loss",
+      "eval_packing",
       // ModelConfig (bnb_4bit_quant_type and use_bnb_nested_quant are read with load_in_4bit)
       "model_revision", "bnb_4bit_quant_storage",
       // TrainingArguments
@@ -219,6 +219,21 @@ void Reader::read_trl(int world_size) {
              "micro-batch; SFTTrainer warns); accumbench measures attention restarting at each document, as "
              "flash attention runs it: add attn_implementation: flash_attention_2",
          {"--packing"}});
+  }
+
+  // Which labels count (sft_trainer.py at f2cd577, _prepare_dataset's build_labels): a
+  // completion_mask only under completion_only_loss (null, the default: when the dataset is
+  // prompt-completion, which is what gives its rows one); assistant_masks whenever the rows have
+  // them (assistant_only_loss: true is what makes them). The rows are the lengths file's.
+  if (has("completion_only_loss")) {
+    set("--completion-only-loss", boolean("completion_only_loss") ? "true" : "false", "completion_only_loss");
+  }
+  if (has("assistant_only_loss") && boolean("assistant_only_loss")) {
+    config.remarks.push_back(
+        {"sets assistant_only_loss: true, so TRL trains only the assistant tokens its assistant_masks mark; accumbench "
+         "counts the labels a lengths file's rows keep: give --lengths the JSONL of your prepared dataset (its "
+         "labels or assistant_masks per row), or every label counts",
+         {"--lengths"}});
   }
 
   // LoRA (ModelConfig, with trl sft's --use_peft).

@@ -138,6 +138,7 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.lr = w.optimizer.lr;
   s.weight_decay = w.optimizer.weight_decay;
   s.max_grad_norm = w.optimizer.max_grad_norm;
+  s.completion_only_loss = w.data.completion_only_loss;
   return s;
 }
 
@@ -171,6 +172,7 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
   }
   if (const int64_t multiple = pad_to_multiple_of(s)) keys.push_back({"pad_to_multiple_of", std::to_string(multiple)});
   if (s.group_by_length) keys.push_back({"group_by_length", "true"});
+  if (!s.completion_only_loss) keys.push_back({"completion_only_loss", "false"});
   // What was measured: TRL's own loss where the plan modelled it, else the engine's (the chunked
   // head is TRL's chunked_nll; the whole logits, nll, which TRL 1.7+ no longer runs by default).
   keys.push_back({"loss_type", !s.loss_type.empty() ? s.loss_type : s.chunked_loss ? "chunked_nll" : "nll"});
@@ -328,6 +330,8 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       lines.push_back(multiple_of_t);  // samples of T: unset would round them up to a multiple of 64
     }
     if (s.group_by_length) lines.push_back("group_by_length: true");
+    // axolotl's prompt strategies leave the prompt's labels out unless train_on_inputs.
+    if (!s.completion_only_loss) lines.push_back("train_on_inputs: true");
     // axolotl's optimizer key takes transformers' OptimizerNames; its default is adamw_torch_fused.
     if (s.optimizer != OptimizerKind::kAdamW) lines.push_back("optimizer: " + hf_optim_name(s.optimizer));
     if (tf32_acts(s)) lines.push_back("tf32: true");  // axolotl's default is off too
@@ -385,6 +389,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       args += " --padding " + padding_name(data);
     }
     if (s.group_by_length) args += " --group-by-length";
+    if (!s.completion_only_loss) args += " --completion-only-loss false";
     if (s.optimizer != OptimizerKind::kAdamW) args += " --optimizer " + to_string(s.optimizer);
     const OptimizerOptions defaults;
     if (s.lr >= 0 && s.lr != defaults.lr) args += " --lr " + text::format_number(s.lr);
@@ -458,6 +463,7 @@ WorkloadOptions settings_workload(const SweepContext& context) {
       if (name == "lr") w.optimizer.lr = std::stod(value);
       if (name == "weight_decay") w.optimizer.weight_decay = std::stod(value);
       if (name == "max_grad_norm") w.optimizer.max_grad_norm = std::stod(value);
+      if (name == "completion_only_loss") w.data.completion_only_loss = value != "false";
     } catch (const std::exception&) {
       // An option this version cannot read keeps its default; the settings are a translation.
     }

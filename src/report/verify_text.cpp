@@ -41,6 +41,10 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
   if (r.lora.enabled() && r.lora.adapter_dtype != Precision::kFp32) out << ", " << to_string(r.lora.adapter_dtype) << " adapters";
   if (r.optimizer != OptimizerKind::kAdamW) out << ", optimizer " << to_string(r.optimizer);
   out << "\n";
+  if (!r.label_masking.empty()) {
+    out << "labels, over " << r.data.lengths_file << ": " << r.label_masking << "; this step trains " << r.tokens
+        << (r.loss_normalization == LossNormalization::kToken ? " targets, every split's loss divisor\n" : " targets\n");
+  }
   if (r.lora.enabled()) {
     out << "LoRA rank " << r.lora.rank << " on " << r.lora.targets
         << (r.lora.adapter_dtype != Precision::kFp32 ? ", adapters in " + to_string(r.lora.adapter_dtype) : "") << ", "

@@ -311,6 +311,15 @@ void require_targets(const WorkloadOptions& w, const std::optional<SampleSource>
     throw UserError("every sample of " + lengths_name(w.data) + " is one token long" + why +
                     "give samples of two tokens or more");
   }
+  if (source && !source->kept_labels.empty()) {
+    int64_t targets = 0;
+    for (size_t i = 0; i < source->lengths.size(); ++i) targets += kept_targets(source->kept_labels[i], source->lengths[i]);
+    if (targets == 0) {
+      throw UserError("no sample of " + lengths_name(w.data) + " has a label that counts within T=" +
+                      std::to_string(w.seq_len) + " (" + source->masked_by + "), so there is nothing to train; " +
+                      "raise --seq-len, or give rows whose counted labels start within it");
+    }
+  }
 }
 
 void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
@@ -321,7 +330,8 @@ void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
   if (w.data.padding == Padding::kMax || w.data.packing != Packing::kNone) return;
   const WorstMicroBatch worst = worst_micro_batch(source->lengths, w.data, w.seq_len);
   plan.activation_seq_len = worst.padded_length;
-  plan.worst_micro_batch = "the one holding sample " + std::to_string(worst.sample + 1) + " of " +
+  const int64_t row = source->rows.empty() ? worst.sample : source->rows[static_cast<size_t>(worst.sample)];
+  plan.worst_micro_batch = "the one holding sample " + std::to_string(row + 1) + " of " +
                            lengths_name(w.data) + " (" + std::to_string(worst.length) + " positions" +
                            (source->truncated > 0 && worst.length == w.seq_len ? ", cut to T" : "") +
                            "), padded to " + std::to_string(worst.padded_length) + " (--padding " +

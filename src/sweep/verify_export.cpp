@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "accumbench/error.hpp"
+#include "accumbench/lengths.hpp"
 #include "accumbench/units.hpp"
 
 namespace accumbench {
@@ -108,15 +109,29 @@ Json batch_json(const ExportWriter& writer, const TokenBatch& batch) {
   const int64_t rows = batch.inputs.size(0), seq = batch.inputs.size(1);
   at::Tensor lengths = torch::tensor(batch.sequence_tokens, torch::kLong).view({rows, 1});  // (B, 1)
   at::Tensor mask = torch::arange(seq, torch::kLong).view({1, seq}).lt(lengths).to(torch::kLong);  // (B, T)
-  return Json{{"sequences", rows},
-              {"seq_len", seq},
-              {"sequence_tokens", batch.sequence_tokens},
-              {"sequence_targets", batch.sequence_targets},
-              {"target_tokens", batch.token_count},
-              {"ignore_index", kIgnoreIndex},
-              {"inputs", writer.tensor("batch/inputs.bin", batch.inputs)},
-              {"targets", writer.tensor("batch/targets.bin", batch.targets)},
-              {"attention_mask", writer.tensor("batch/attention_mask.bin", mask)}};
+  Json out{{"sequences", rows},
+           {"seq_len", seq},
+           {"sequence_tokens", batch.sequence_tokens},
+           {"sequence_targets", batch.sequence_targets},
+           {"target_tokens", batch.token_count},
+           {"ignore_index", kIgnoreIndex},
+           {"inputs", writer.tensor("batch/inputs.bin", batch.inputs)},
+           {"targets", writer.tensor("batch/targets.bin", batch.targets)},
+           {"attention_mask", writer.tensor("batch/attention_mask.bin", mask)}};
+  if (!batch.sample_rows.empty()) out["sample_rows"] = batch.sample_rows;
+  return out;
+}
+
+// A lengths file's rows: where they are and how their labels were read, so that a reader rebuilds
+// each row's labels from the file (check_export.py); null for other data.
+Json labels_json(const WorkloadOptions& w) {
+  if (w.data.lengths != LengthMode::kFile) return nullptr;
+  const SampleLengths file = read_lengths_file(w.data.lengths_file, w.seq_len, w.data.completion_only_loss);
+  std::error_code error;
+  const fs::path absolute = fs::absolute(w.data.lengths_file, error);
+  return Json{{"lengths_file", error ? w.data.lengths_file : absolute.string()},
+              {"completion_only_loss", w.data.completion_only_loss},
+              {"masked_by", file.masked_by}};
 }
 
 }  // namespace
@@ -156,6 +171,7 @@ void write_reference_step(const std::string& dir, const ReferenceStep& step) {
              {"loss", Json{{"value", step.loss},
                            {"normalization", "token: summed cross-entropy over the non-ignored targets / target_tokens"}}},
              {"batch", batch_json(writer, step.batch)},
+             {"labels", labels_json(step.workload)},
              {"parameters", std::move(parameters)}};
   // --max-grad-norm: the norm the gradients above had before the optimizer step clipped them
   // (they are exported unclipped, as the reference computes them).

@@ -190,6 +190,15 @@ VerifySetup checked_setup(const VerifyOptions& options, const WorkloadOptions& w
     throw UserError("--export does not write --packing bfd's document boundaries, so the PyTorch reference would "
                     "attend across documents; use --packing wrapped or none with --export, or drop --export");
   }
+  // check_export.py rebuilds masked labels from each row's file row; a wrapped row cuts across rows.
+  if (!options.export_dir.empty() && w.data.packing == Packing::kWrapped && w.data.lengths == LengthMode::kFile) {
+    const SampleLengths file = read_lengths_file(w.data.lengths_file, std::max<int64_t>(1, w.seq_len), w.data.completion_only_loss);
+    if (!file.masked_by.empty()) {
+      throw UserError("--export names each row's sample so that check_export.py can rebuild its labels from " +
+                      w.data.lengths_file + " (its " + file.masked_by + "), and --packing wrapped cuts rows across " +
+                      "samples; use --packing none with --export, or drop --export");
+    }
+  }
   VerifySetup setup = prepare(w);
   // The reference attends as the engine does, to the whole causal prefix; transformers masks keys
   // beyond a sliding window shorter than T, so a PASS would vouch for a step it does not run.
@@ -265,6 +274,9 @@ VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, 
   result.precision = setup.precision;
   result.lengths = w.data.lengths;
   result.data = w.data;
+  if (const std::optional<SampleSource> source = read_sample_source(w.data, w.seq_len, setup.model.vocab_size)) {
+    result.label_masking = source->masking;
+  }
   const std::vector<int64_t>& rows = setup.batch.sequence_targets;
   result.equal_sequences = std::adjacent_find(rows.begin(), rows.end(), std::not_equal_to<>()) == rows.end();
   result.loss_normalization = w.loss.normalization;

@@ -147,6 +147,13 @@ void set_lengths(DataSource& data, const std::string& text) {
   data.lengths_file = text;
 }
 
+bool completion_only_loss_from_string(const std::string& text) {
+  if (text == "true") return true;
+  if (text == "false") return false;
+  throw UserError("--completion-only-loss " + text::quoted(text) + " is neither true nor false; use true (a lengths "
+                  "file's completion_mask leaves the prompts' labels out, TRL's default) or false (they count)");
+}
+
 bool kbit_upcast_from_string(const std::string& text) {
   if (text == "peft") return true;
   if (text == "none") return false;
@@ -205,6 +212,7 @@ std::optional<std::string> recorded_option(const std::vector<std::pair<std::stri
   if (name == "adapter_dtype") return to_string(Precision::kFp32);
   if (name == "tf32") return std::string("on");
   if (name == "max_grad_norm") return std::string("0");
+  if (name == "completion_only_loss") return std::string("true");
   return std::nullopt;
 }
 
@@ -633,6 +641,8 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
   // Only when clipping, so that files written before --max-grad-norm existed still resume.
   // Exact (format_number reads back to the same double), so that --resume tells 0.1234567 from 0.123457.
   if (w.optimizer.clips()) options.push_back({"max_grad_norm", text::format_number(w.optimizer.max_grad_norm)});
+  // Only when off, so that files written before --completion-only-loss existed still resume.
+  if (!w.data.completion_only_loss) options.push_back({"completion_only_loss", "false"});
   return options;
 }
 
@@ -644,6 +654,7 @@ std::vector<std::string> workload_option_names() {
   every.lora.kbit_upcast = false;
   every.tf32 = false;
   every.optimizer.max_grad_norm = kTrainerMaxGradNorm;
+  every.data.completion_only_loss = false;
   std::vector<std::string> names;
   for (const auto& option : describe_workload(every)) names.push_back(option.first);
   return names;
