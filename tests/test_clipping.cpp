@@ -169,6 +169,10 @@ TEST(Clipping, NotWithTheOptimizerInsideBackward) {
   EXPECT_EQ(ab::optimizer_in_backward_note(w, 1),
             "--knobs leaves the optimizer inside backward out with --max-grad-norm 0.5 (each parameter would step "
             "before the global gradient norm it is clipped by is known): it adds the checkpointed splits only");
+  // Without a split of accumulation 1 the knob adds no oib point, so nothing is left out to say.
+  w.micro_batches = {1, 2};
+  EXPECT_EQ(ab::optimizer_in_backward_note(w, 1), "");
+  w.micro_batches = {};
   w.grid.optimizer_in_backward = true;
   EXPECT_THROW(ab::split_grid(w, 1), ab::UserError);
   w.optimizer.max_grad_norm = 0;

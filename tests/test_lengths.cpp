@@ -367,7 +367,7 @@ TEST(LabelMasks, TheCutToTAndTrlsDropOfSamplesWithNothingToTrain) {
   // 9 + 14 + 6 + 2 + 15 + 25 + 6 + 4 + 3 + 7 + 2 of the samples' 20 + 16 + 25 + 8 + 29 + 29 + 31 + 12 + 20 + 10 + 31.
   EXPECT_EQ(unpacked->masking,
             "completion_mask keeps 93 of 231 targets (40.3 %); 1 sample left out, the cut to T=32 leaving no label "
-            "that counts (as TRL drops them when it does not pack)");
+            "that counts (as TRL 1.9+ drops them when it does not pack)");
   data.packing = ab::Packing::kBfd;
   const std::optional<ab::SampleSource> packed = ab::read_sample_source(data, 32, 5000);
   EXPECT_EQ(packed->dropped, 0);

@@ -182,8 +182,14 @@ struct WorkloadFlags {
   // `message` (a UserError's) with the file and key behind the option it starts with, when a
   // trainer config set that option: "--lr must be ..., got -1" said of `learning_rate: -1`.
   std::string naming_file_key(const std::string& message) const {
+    // The option the message starts with, else one it names with the file's value ("cannot be
+    // combined with --max-grad-norm 1"): a setting of the file either way.
+    const auto named = [&message](const ab::ConfigSetting& s) {
+      return message.rfind(s.option + " ", 0) == 0 ||
+             (!s.value.empty() && message.find(" " + s.option + " " + s.value + " ") != std::string::npos);
+    };
     for (const ab::ConfigSetting& s : file_settings) {
-      if (message.rfind(s.option + " ", 0) != 0) continue;
+      if (!named(s)) continue;
       const std::string source = s.by_default ? "the trainer's default for " + s.keys + ", which it leaves out" : s.keys;
       return message + " (" + file_path + " sets " + s.option + (s.value.empty() ? "" : " " + s.value) + " from " +
              source + "; " + (s.by_default ? "set the key" : "fix the key") + " in the file, or give " + s.option +

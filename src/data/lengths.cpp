@@ -341,7 +341,8 @@ std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t s
     source.lengths = std::move(lengths.lengths);
   } else {
     // TRL drops the samples its cut to max_length leaves without a label that counts, unless it
-    // packs (sft_trainer.py's _prepare_dataset: truncate, then filter, both skipped when packing).
+    // packs (sft_trainer.py's _prepare_dataset: truncate, then filter, both skipped when packing;
+    // the filter since 1.9.0, commit a10ff3e; before it such a sample stayed, with no target).
     int64_t unmasked = 0, trained = 0;
     for (size_t i = 0; i < lengths.lengths.size(); ++i) {
       if (data.packing == Packing::kNone && lengths.kept_labels[i].empty()) {
@@ -367,7 +368,7 @@ std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t s
     if (source.dropped > 0) {
       source.masking += "; " + std::to_string(source.dropped) + (source.dropped == 1 ? " sample" : " samples") +
                         " left out, the cut to T=" + std::to_string(seq_len) + " leaving no label that counts (as TRL " +
-                        "drops them when it does not pack)";
+                        "1.9+ drops them when it does not pack)";
     }
   }
   if (lengths.unapplied_completion_masks > 0) {

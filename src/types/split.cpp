@@ -250,7 +250,12 @@ std::string job_flags(const GridJob& job, const WorkloadOptions& w) {
 }
 
 std::string optimizer_in_backward_note(const WorkloadOptions& w, int world_size) {
-  if (w.grid.knobs && !w.grid.optimizer_in_backward && (world_size > 1 || w.optimizer.clips())) {
+  const int64_t rank_batch = sequences_per_rank(w.batch, world_size);
+  const std::vector<int64_t> micro_batches = w.micro_batches.empty() ? divisors(rank_batch) : w.micro_batches;
+  // The knob's oib point exists only beside accumulation 1: without such a split nothing is left out.
+  const bool accumulation_one =
+      std::find(micro_batches.begin(), micro_batches.end(), rank_batch) != micro_batches.end();
+  if (w.grid.knobs && !w.grid.optimizer_in_backward && (world_size > 1 || w.optimizer.clips()) && accumulation_one) {
     const std::string why =
         world_size > 1 ? "with " + std::to_string(world_size) +
                              " data-parallel ranks (each parameter would step before its gradient is summed over the ranks)"
@@ -261,10 +266,8 @@ std::string optimizer_in_backward_note(const WorkloadOptions& w, int world_size)
                                                            : "the checkpointed splits only");
   }
   if (!w.grid.optimizer_in_backward || world_size > 1) return "";  // data parallel: refused by split_grid
-  const int64_t rank_batch = sequences_per_rank(w.batch, world_size);
-  const std::vector<int64_t> micro_batches = w.micro_batches.empty() ? divisors(rank_batch) : w.micro_batches;
   // None without accumulation: split_grid refuses the options, and the error says it all.
-  if (std::find(micro_batches.begin(), micro_batches.end(), rank_batch) == micro_batches.end()) return "";
+  if (!accumulation_one) return "";
   std::vector<std::string> left_out;
   for (int64_t micro : micro_batches) {
     if (micro == rank_batch || rank_batch % micro != 0) continue;
