@@ -261,6 +261,21 @@ verify_longest_padding() { dp_verify_passes_with padding longest; }
 # cli.data_parallel.verify_bfd: each rank takes its share of the packed rows (with their documents).
 verify_bfd() { dp_verify_passes_with packing bfd; }
 
+# cli.data_parallel.verify_label_masks: prompt-completion rows (completion_mask) over 2 ranks: each
+# rank's micro-batches hold few counted targets, all divided by the whole step's count, so every
+# split keeps the whole batch's update.
+verify_label_masks() {
+  dp_run 2 verify --model gpt2-tiny --batch 8 --seq-len 32 --lengths "$data/lengths/prompt_completion.jsonl" \
+    --padding longest --device cpu --threads 1
+  check "data parallel verify over masked labels: 2 ranks, the labels line, every split passes" py '
+text = open(sys.argv[1], encoding="utf-8").read()
+if "data parallel over 2 ranks" not in text: fail("header")
+if "completion_mask keeps 93 of 231 targets" not in text: fail("no labels line")
+rows = split_rows(sys.argv[1])
+if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" % rows)
+' "$out"
+}
+
 # cli.data_parallel.dead_peer: rank 1 killed with -9 once rank 0 has saved a split; rank 0 ends
 # with exit 1 and one sentence (no abort on an uncaught Gloo exception), its JSON keeping the
 # finished splits.
@@ -376,7 +391,7 @@ if lines != [want]: fail("%r" % lines)
 
 mode=${case_args[0]:-}
 case $mode in
-  verify | verify_lists | verify_clipping | sweep | lora_plan | mismatch | launch_mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice | port_in_use | bf16_gloo) "$mode" ;;
+  verify | verify_lists | verify_clipping | verify_label_masks | sweep | lora_plan | mismatch | launch_mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice | port_in_use | bf16_gloo) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
