@@ -240,12 +240,15 @@ TEST(ChunkedLoss, SeveralChunksGiveThePlainLossAndGradients) {
     double loss;
     at::Tensor grad_hidden, grad_weight;
   };
-  auto run = [&](bool chunked, std::optional<at::ScalarType> autocast) {
+  // The counted targets, known on the host: given, the chunks walk those rows alone (gathered).
+  const int64_t counted = batch.token_count;
+  ASSERT_LT(counted, 120);  // variable lengths: each sample's last position and the padding do not count
+  auto run = [&](bool chunked, std::optional<at::ScalarType> autocast, int64_t gathered = -1) {
     at::Tensor hidden = hidden_data.clone().requires_grad_(true);
     at::Tensor weight = weight_data.clone().requires_grad_(true);
     at::Tensor loss;
     if (chunked) {
-      loss = ab::chunked_cross_entropy(hidden, weight, batch.targets, autocast, /*chunk_tokens=*/16);
+      loss = ab::chunked_cross_entropy(hidden, weight, batch.targets, autocast, /*chunk_tokens=*/16, gathered);
     } else {
       at::Tensor logits = autocast ? at::linear(hidden.to(*autocast), weight.to(*autocast)).to(at::kFloat)
                                    : at::linear(hidden, weight);
@@ -261,10 +264,26 @@ TEST(ChunkedLoss, SeveralChunksGiveThePlainLossAndGradients) {
   for (const auto& [autocast, tolerance] :
        {std::pair<std::optional<at::ScalarType>, double>{std::nullopt, 1e-6}, {at::kBFloat16, 3e-2}}) {
     const Result plain = run(false, autocast);
-    const Result chunked = run(true, autocast);
-    EXPECT_NEAR(chunked.loss, plain.loss, tolerance * plain.loss);
-    EXPECT_LT(rel_l2(chunked.grad_hidden, plain.grad_hidden), tolerance);
-    EXPECT_LT(rel_l2(chunked.grad_weight, plain.grad_weight), tolerance);
+    for (const int64_t gathered : {int64_t{-1}, counted}) {
+      const Result chunked = run(true, autocast, gathered);
+      EXPECT_NEAR(chunked.loss, plain.loss, tolerance * plain.loss) << gathered;
+      EXPECT_LT(rel_l2(chunked.grad_hidden, plain.grad_hidden), tolerance) << gathered;
+      EXPECT_LT(rel_l2(chunked.grad_weight, plain.grad_weight), tolerance) << gathered;
+      // Gathered, the rows whose target does not count get an exact zero.
+      const at::Tensor uncounted = batch.targets.reshape({-1}).eq(ab::kIgnoreIndex);
+      EXPECT_EQ(chunked.grad_hidden.reshape({-1, cfg.d_model}).index({uncounted}).abs().max().item<double>(), 0.0);
+    }
+  }
+  // Nothing counted: a zero loss and zero gradients, no chunk run.
+  {
+    at::Tensor hidden = hidden_data.clone().requires_grad_(true);
+    at::Tensor weight = weight_data.clone().requires_grad_(true);
+    const at::Tensor none = at::full_like(batch.targets, ab::kIgnoreIndex);
+    at::Tensor loss = ab::chunked_cross_entropy(hidden, weight, none, std::nullopt, 16, /*counted=*/0);
+    loss.backward();
+    EXPECT_EQ(loss.item<double>(), 0.0);
+    EXPECT_EQ(hidden.grad().abs().max().item<double>(), 0.0);
+    EXPECT_EQ(weight.grad().abs().max().item<double>(), 0.0);
   }
   const double plain_loss = run(false, std::nullopt).loss;
   torch::NoGradGuard no_grad;

@@ -366,8 +366,8 @@ TEST(LabelMasks, TheCutToTAndTrlsDropOfSamplesWithNothingToTrain) {
   EXPECT_EQ(unpacked->rows, (std::vector<int64_t>{0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11}));
   // 9 + 14 + 6 + 2 + 15 + 25 + 6 + 4 + 3 + 7 + 2 of the samples' 20 + 16 + 25 + 8 + 29 + 29 + 31 + 12 + 20 + 10 + 31.
   EXPECT_EQ(unpacked->masking,
-            "completion_mask keeps 93 of 231 targets (40.3 %); 1 sample left out, the cut to T=32 leaving no label "
-            "that counts (as TRL 1.9+ drops them when it does not pack)");
+            "completion_mask keeps 93 of 231 targets (40.3 %); 1 sample left out with no label that counts within "
+            "T=32 (as TRL 1.9+ drops them when it does not pack)");
   data.packing = ab::Packing::kBfd;
   const std::optional<ab::SampleSource> packed = ab::read_sample_source(data, 32, 5000);
   EXPECT_EQ(packed->dropped, 0);
@@ -416,4 +416,47 @@ TEST(LabelMasks, BadColumnsNameTheirLineAndTheFix) {
   const ab::SampleLengths bools = ab::read_lengths_file(
       write_temp("bools.jsonl", "{\"input_ids\": [1, 2, 3, 4], \"assistant_masks\": [false, true, true, false]}\n"), 16);
   EXPECT_EQ(bools.kept_labels[0], (ab::LabelSpans{{1, 3}}));
+}
+
+// What a probe broke: an entry nested 100,000 deep is named by kind (dump() would recurse past
+// the stack), a label past int64 is refused (not wrapped round to -100), input_ids hold token ids,
+// a file whose masks count nothing says so, and a completion_mask that --completion-only-loss false leaves unread is not
+// checked (TRL does not read it either).
+TEST(LabelMasks, ProbedEdges) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_NE(error_of(write_temp("deep.jsonl", "{\"input_ids\": [1, 2, 3], \"completion_mask\": [0, " + deep + ", 1]}\n"))
+                .find("line 1: completion_mask entry 1 is an array; a mask holds 0 or 1 per token"),
+            std::string::npos);
+  EXPECT_NE(error_of(write_temp("wrap.jsonl", "{\"input_ids\": [1, 2], \"labels\": [-100, 18446744073709551516]}\n"))
+                .find("labels entry 1 is 18446744073709551516; give a token id"),
+            std::string::npos);
+  EXPECT_NE(error_of(write_temp("ids.jsonl", "{\"input_ids\": [[1, 2], [3]]}\n"))
+                .find("line 1: input_ids entry 0 is an array, not a token id"),
+            std::string::npos);
+  ab::DataSource data;
+  ab::set_lengths(data, write_temp("zero.jsonl", "{\"input_ids\": [1, 2, 3], \"completion_mask\": [0, 0, 0]}\n"));
+  try {
+    ab::read_sample_source(data, 16, 512);
+    ADD_FAILURE() << "a file whose masks count nothing was taken";
+  } catch (const ab::UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("has a label that counts (completion_mask masks every one), so there is "
+                                             "nothing to train; check the masks"),
+              std::string::npos)
+        << error.what();
+  }
+  const std::string unread = write_temp("unread.jsonl", "{\"input_ids\": [1, 2, 3], \"completion_mask\": \"x\"}\n");
+  EXPECT_EQ(ab::read_lengths_file(unread, 16, /*completion_only_loss=*/false).unapplied_completion_masks, 1);
+}
+
+// TRL cuts no sample before wrapped packing: a 40-token sample stays 40 long at T = 16, and no
+// sample reads as cut.
+TEST(LabelMasks, WrappedPackingCutsNoSample) {
+  ab::DataSource data;
+  ab::set_lengths(data, write_temp("long.txt", "40\n5\n"));
+  data.packing = ab::Packing::kWrapped;
+  const std::optional<ab::SampleSource> wrapped = ab::read_sample_source(data, 16, 512);
+  EXPECT_EQ(wrapped->lengths, (std::vector<int64_t>{40, 5}));
+  EXPECT_EQ(wrapped->description.find("none cut (wrapped rows run on)") != std::string::npos, true) << wrapped->description;
+  data.packing = ab::Packing::kNone;
+  EXPECT_EQ(ab::read_sample_source(data, 16, 512)->lengths, (std::vector<int64_t>{16, 5}));
 }

@@ -587,3 +587,28 @@ TEST(LabelMasks, ExportRefusesWrappedRowsOfMaskedSamples) {
         << error.what();
   }
 }
+
+// Wrapped rows run on across samples, as TRL packs them (no cut before packing): samples of 20
+// tokens whose first 4 labels do not count, at T = 8 and 4 rows: row 0 predicts labels 1..7 of
+// the first sample (4 count), row 1 its 9..15 (7), row 2 its 17..19 and the next one's 0..3 (3),
+// row 3 the next one's 5..11 (7): 21 targets, TRL's count.
+TEST(LabelMasks, WrappedRowsCarryTheLabelsOfUncutSamples) {
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-wrapped_long.jsonl";
+  {
+    std::ofstream out(path);
+    std::string ids, mask;
+    for (int i = 0; i < 20; ++i) {
+      ids += (i ? "," : "") + std::to_string(i + 1);
+      mask += std::string(i ? "," : "") + (i < 4 ? "0" : "1");
+    }
+    for (int row = 0; row < 6; ++row) out << "{\"input_ids\": [" << ids << "], \"completion_mask\": [" << mask << "]}\n";
+  }
+  ab::DataSource data;
+  ab::set_lengths(data, path);
+  data.packing = ab::Packing::kWrapped;
+  ab::DataOptions o = data_options(8, 4);
+  o.distinct_batches = 1;
+  const ab::TokenBatch batch = ab::make_batches(data, o).front();
+  EXPECT_EQ(batch.sequence_targets, (std::vector<int64_t>{4, 7, 3, 7}));
+  EXPECT_EQ(batch.token_count, 21);
+}

@@ -535,6 +535,9 @@ TEST(TrainerConfig, CompletionAndAssistantOnlyLoss) {
   EXPECT_EQ(assistant_remarks(c), 1);
   EXPECT_EQ(assistant_remarks(ab::parse_trainer_config("assistant_only_loss: false\n", ab::ConfigFormat::kTrl, 1, "sft.yaml")), 0);
   EXPECT_NE(error_of("completion_only_loss: sometimes\n").find("completion_only_loss"), std::string::npos);
+  // axolotl's train_on_inputs: true labels the prompts too: a completion_mask is left out.
+  EXPECT_FALSE(read("train_on_inputs: true\n", ab::ConfigFormat::kAxolotl).data.completion_only_loss);
+  EXPECT_TRUE(read("train_on_inputs: false\n", ab::ConfigFormat::kAxolotl).data.completion_only_loss);
   // The command line wins.
   EXPECT_TRUE(read("completion_only_loss: false\n", ab::ConfigFormat::kTrl, 1,
                    [](const std::string& option) { return option == "--completion-only-loss"; })

@@ -384,19 +384,21 @@ def trl_labels(row, completion_only_loss):
     return [all(bool(m[j]) for m in masks) for j in range(n)]
 
 
-def trl_targets(rule, sample_rows, inputs, seq_len, ignore_masks=False):
+def trl_targets(rule, sample_rows, inputs, seq_len, ignore_masks=False, root="."):
     """The targets a Hugging Face model trains on for rows that hold the lengths file's rows
     `sample_rows`, cut to T as TRL truncates (keep_start): position t predicts inputs[t + 1] where
     label t + 1 counts (the model shifts the labels within the row), nothing past the sample.
     None when the export names no row per sequence. ignore_masks counts every label (wrong: shows
     that the check fails)."""
-    if sample_rows is None:
+    if sample_rows is None or not rule.get("rows_file"):
         return None
-    with open(rule["lengths_file"], encoding="utf-8-sig") as f:
-        lines = [line for line in f.read().splitlines()]
+    # Each batch row's line of the file, as accumbench read it (newlines only: a JSON string may
+    # hold U+2028, which str.splitlines would also split at).
+    with open(os.path.join(root, rule["rows_file"]), encoding="utf-8") as f:
+        lines = f.read().split("\n")
     expected = torch.full_like(inputs, -100)
-    for b, r in enumerate(sample_rows):
-        row = json.loads(lines[r])
+    for b in range(len(sample_rows)):
+        row = json.loads(lines[b])
         kept = [True] * len(trl_labels(row, False)) if ignore_masks else trl_labels(row, rule["completion_only_loss"])
         kept = kept[:seq_len]
         for t in range(len(kept) - 1):
@@ -421,10 +423,10 @@ def check_targets(index, root, ignore_label_masks=False):
         return True
     label_rule = index.get("labels") or {}
     if label_rule.get("masked_by"):
-        expected = trl_targets(label_rule, b.get("sample_rows"), inputs, b["seq_len"], ignore_label_masks)
+        expected = trl_targets(label_rule, b.get("sample_rows"), inputs, b["seq_len"], ignore_label_masks, root)
         ok = expected is not None and torch.equal(expected, targets)
-        what = (f"samples with labels masked by {label_rule['masked_by']}: TRL's labels rebuilt from "
-                f"{os.path.basename(label_rule['lengths_file'])}, shifted within each row")
+        what = (f"samples with labels masked by {label_rule['masked_by']}: TRL's labels rebuilt from the rows of "
+                f"{label_rule['lengths_file']}, shifted within each row")
     elif all(t == n - 1 for t, n in zip(counted, positions)):
         labels = inputs.masked_fill(mask == 0, -100)
         expected = torch.full_like(labels, -100)

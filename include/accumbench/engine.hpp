@@ -155,9 +155,10 @@ class Trainer {
   // nodes, on the current stream (see GraphedMicroStep's on_capture_stream).
   void install_backward_hooks();
   StepOutcome micro_steps(const TokenBatch& batch, const StepOptions& options, PhaseObserver* observer);
+  // counted: the micro-batch's targets that are not ignored (the chunked head gathers those rows).
   at::Tensor micro_step_loss(const at::Tensor& host_inputs, const at::Tensor& host_targets,
-                             const RowDocuments& documents, double divisor, bool last, const StepOptions& options,
-                             PhaseObserver* observer, int micro_step);
+                             const RowDocuments& documents, int64_t counted, double divisor, bool last,
+                             const StepOptions& options, PhaseObserver* observer, int micro_step);
 
   LanguageModel model_;
   c10::Device device_;

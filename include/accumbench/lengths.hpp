@@ -27,6 +27,9 @@ namespace accumbench {
 using LabelSpans = std::vector<std::pair<int64_t, int64_t>>;
 // The targets a sample of `length` positions trains under `kept`: its kept labels in [1, length).
 int64_t kept_targets(const LabelSpans& kept, int64_t length);
+// Its kept labels in [0, length): what it trains inside wrapped rows, where the previous
+// sample's last position predicts its label 0.
+int64_t kept_labels_in(const LabelSpans& kept, int64_t length);
 
 struct SampleLengths {
   std::vector<int64_t> lengths;  // positions (tokens) per sample, each in [1, T]; n - 1 targets
@@ -39,6 +42,8 @@ struct SampleLengths {
   std::string masked_by;
   // Rows with a completion_mask that --completion-only-loss false left unapplied.
   int64_t unapplied_completion_masks = 0;
+  std::vector<bool> cut;          // per sample: longer than T, cut to it
+  int64_t nothing_counts = 0;     // rows whose masks keep no label at all, before any cut
 };
 
 // A text file with one length per line, or JSONL whose rows have an `input_ids` array or a
@@ -51,6 +56,10 @@ struct SampleLengths {
 // UserError naming the line for a bad row (a blank line too), and for a missing or empty file or a
 // directory. A pipe works (`--lengths <(python lengths.py)`): read once, kept (read_file_bytes).
 SampleLengths read_lengths_file(const std::string& path, int64_t seq_len, bool completion_only_loss = true);
+
+// The lines read_lengths_file reads, as it reads them (line i: sample i's row); UserError when
+// the file cannot be read.
+std::vector<std::string> lengths_file_lines(const std::string& path);
 
 // The documents of a token stream: each ends after an `eos_id` (the last may end without one).
 // A document of n tokens (its eos id included) is a sample of n positions and n - 1 targets, as a
@@ -86,8 +95,8 @@ struct SampleSource {
   int64_t truncated = 0;           // how many were longer than T
   std::vector<LabelSpans> kept_labels;  // per sample when the rows mask labels (SampleLengths)
   std::string masked_by;                // the columns that did, "" when none
-  // Samples left out because the cut to T left them no label that counts: TRL drops them before
-  // training when it does not pack (its truncation step); it keeps them when it packs.
+  // Samples left out with no label that counts within T (their masks keep none, or not before
+  // the cut): TRL drops them before training when it does not pack; it keeps them when it packs.
   int64_t dropped = 0;
   // With samples dropped, the file row (0-based) each kept sample comes from; empty otherwise
   // (sample i is row i).

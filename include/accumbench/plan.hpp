@@ -80,6 +80,14 @@ struct PlanOptions {
   // --packing bfd: rows of T holding several documents, with positions (b, T) and, for explicit
   // attention, one block-diagonal mask per micro-step instead of each block's (T, T) causal mask.
   bool packed_documents = false;
+  // Rows of samples (not full windows): some targets do not count (each sample's last position,
+  // padding, masked labels), so accumbench's chunked head gathers the rows that do (its order,
+  // each chunk's gathered copy), as TRL's chunked_nll does; full windows are walked as views.
+  bool counted_rows_gathered = false;
+  // With it, [i]: the most targets any i + 1 samples of the data count (a lengths file's samples,
+  // one per row, largest first): no micro-batch of b gathers more than [b - 1] rows. Empty: T − 1
+  // per row (variable lengths, packed rows).
+  std::vector<int64_t> most_counted_targets;
   // --framework hf-trl: TRL's loss and metrics replace accumbench's loss head (--trl-loss).
   PlanFramework framework = PlanFramework::kPlain;
   TrlLoss trl_loss = TrlLoss::kChunkedNll;

@@ -29,6 +29,15 @@ struct LengthRow {
   bool unapplied_completion = false;  // a completion_mask that completion-only loss off left out
 };
 
+// A JSON value in an error: scalars as written (a string cut short), containers by kind (an
+// entry nested 100,000 deep would overflow dump()'s recursion, and a long one the message).
+std::string shown(const nlohmann::json& v) {
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  if (v.is_string()) return text::quoted(v.get<std::string>(), 40);
+  return v.dump();
+}
+
 // The entry count a mask column must have: one per token of the row.
 void require_entries(const nlohmann::json& column, const std::string& name, int64_t length, const std::string& where) {
   if (!column.is_array()) throw UserError(where + ": " + name + " is not an array; give one entry per token");
@@ -51,7 +60,7 @@ std::vector<bool> mask_column(const nlohmann::json& column, const std::string& n
     } else if (v.is_number_integer() && (v.get<int64_t>() == 0 || v.get<int64_t>() == 1)) {
       keep.push_back(v.get<int64_t>() == 1);
     } else {
-      throw UserError(where + ": " + name + " entry " + std::to_string(i) + " is " + v.dump() +
+      throw UserError(where + ": " + name + " entry " + std::to_string(i) + " is " + shown(v) +
                       "; a mask holds 0 or 1 per token");
     }
   }
@@ -84,8 +93,11 @@ void read_label_columns(const nlohmann::json& row, bool completion_only_loss, co
     keep.reserve(labels.size());
     for (size_t i = 0; i < labels.size(); ++i) {
       const nlohmann::json& v = labels[i];
-      if (!v.is_number_integer() || (v.get<int64_t>() < 0 && v.get<int64_t>() != -100)) {
-        throw UserError(where + ": labels entry " + std::to_string(i) + " is " + v.dump() +
+      // Past int64 no vocabulary reaches (and get<int64_t> would wrap it round, perhaps to -100).
+      const bool too_large = v.is_number_unsigned() &&
+                             v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+      if (!v.is_number_integer() || too_large || (v.get<int64_t>() < 0 && v.get<int64_t>() != -100)) {
+        throw UserError(where + ": labels entry " + std::to_string(i) + " is " + shown(v) +
                         "; give a token id, or -100 where the label does not count");
       }
       keep.push_back(v.get<int64_t>() != -100);
@@ -107,9 +119,9 @@ void read_label_columns(const nlohmann::json& row, bool completion_only_loss, co
     out.assistant = true;
   }
   if (row.contains("completion_mask")) {
-    const std::vector<bool> mask = mask_column(row["completion_mask"], "completion_mask", out.length, where);
+    // Off, TRL leaves the column unread: so does this.
     if (completion_only_loss) {
-      apply(mask);
+      apply(mask_column(row["completion_mask"], "completion_mask", out.length, where));
       out.completion = true;
     } else {
       out.unapplied_completion = true;
@@ -140,7 +152,14 @@ LengthRow parse_length_line(const std::string& line, const std::string& where, b
       throw UserError(where + " is not valid JSON; give one JSON object per line with input_ids or length");
     }
     if (row.contains("input_ids") && row["input_ids"].is_array()) {
-      out.length = static_cast<int64_t>(row["input_ids"].size());
+      const nlohmann::json& ids = row["input_ids"];
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (!ids[i].is_number_integer() || (!ids[i].is_number_unsigned() && ids[i].get<int64_t>() < 0)) {
+          throw UserError(where + ": input_ids entry " + std::to_string(i) + " is " + shown(ids[i]) +
+                          ", not a token id; give each row's ids as whole numbers");
+        }
+      }
+      out.length = static_cast<int64_t>(ids.size());
     } else if (row.contains("length") && row["length"].is_number_unsigned()) {
       // Past int64: longer than any T, so cut to it like every other long sample.
       const auto length = row["length"].get<uint64_t>();
@@ -186,7 +205,30 @@ LabelSpans cut_spans(const LabelSpans& spans, int64_t length) {
   return out;
 }
 
+// A lengths file's lines: a UTF-8 byte-order mark (Windows editors write one) skipped; blank
+// lines at the end (`echo >> lengths.txt`) end the file, one inside it is refused by the reader.
+std::vector<std::string> lines_of(const std::string& bytes) {
+  std::istringstream in(bytes);
+  if (bytes.rfind("\xEF\xBB\xBF", 0) == 0) in.seekg(3);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
+  while (!lines.empty() && lines.back().find_first_not_of(" \t\r") == std::string::npos) lines.pop_back();
+  return lines;
+}
+
 }  // namespace
+
+std::vector<std::string> lengths_file_lines(const std::string& path) {
+  const std::shared_ptr<const std::string> bytes = read_file_bytes(path);
+  if (bytes == nullptr) throw UserError("--lengths " + text::quoted(path, 240) + " " + why_unreadable(path));
+  return lines_of(*bytes);
+}
+
+int64_t kept_labels_in(const LabelSpans& kept, int64_t length) {
+  int64_t labels = 0;
+  for (const auto& [begin, end] : kept) labels += std::max<int64_t>(0, std::min(end, length) - begin);
+  return labels;
+}
 
 int64_t kept_targets(const LabelSpans& kept, int64_t length) {
   int64_t targets = 0;
@@ -209,12 +251,7 @@ SampleLengths read_lengths_file(const std::string& path, int64_t seq_len, bool c
     throw UserError("unknown --lengths " + text::quoted(path, 240) + "; use fixed or variable, or the path of a lengths file " +
                     "(one length per line, or JSONL rows with input_ids or length)");
   }
-  std::istringstream in(*bytes);
-  if (bytes->rfind("\xEF\xBB\xBF", 0) == 0) in.seekg(3);  // a UTF-8 byte-order mark (Windows editors write one)
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
-  // Blank lines at the end (`echo >> lengths.txt`) end the file; one inside it is refused.
-  while (!lines.empty() && lines.back().find_first_not_of(" \t\r") == std::string::npos) lines.pop_back();
+  const std::vector<std::string> lines = lines_of(*bytes);
   SampleLengths out;
   std::vector<std::optional<LabelSpans>> kept;
   bool masked = false, labels = false, completion = false, assistant = false;
@@ -227,8 +264,10 @@ SampleLengths read_lengths_file(const std::string& path, int64_t seq_len, bool c
       throw UserError(where + " holds " + shown + "; sample lengths must be positive");
     }
     out.truncated += length > seq_len ? 1 : 0;
+    out.cut.push_back(length > seq_len);
     out.lengths.push_back(std::min(length, seq_len));
     out.unapplied_completion_masks += row.unapplied_completion ? 1 : 0;
+    out.nothing_counts += row.kept && row.kept->empty() ? 1 : 0;
     masked = masked || row.kept.has_value();
     labels = labels || row.labels;
     completion = completion || row.completion;
@@ -302,11 +341,18 @@ std::vector<int64_t> read_token_ids(const std::string& path, int token_bytes, in
 }
 
 std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t seq_len, int64_t vocab_size) {
+  // TRL cuts no sample before wrapped packing (it truncates only when it does not pack): the
+  // stream carries a long one on into the next rows. Bounded all the same (a million rows' worth),
+  // so that a length of 2^63 neither overflows a sum nor asks for its tokens.
+  const int64_t rows_worth = std::numeric_limits<int64_t>::max() >> 20;
+  const int64_t cut = data.packing != Packing::kWrapped ? seq_len
+                      : seq_len > rows_worth            ? std::numeric_limits<int64_t>::max()
+                                                        : seq_len << 20;
   SampleSource source;
   SampleLengths lengths;
   std::string name;
   if (data.lengths == LengthMode::kFile) {
-    lengths = read_lengths_file(data.lengths_file, seq_len, data.completion_only_loss);
+    lengths = read_lengths_file(data.lengths_file, cut, data.completion_only_loss);
     name = data.lengths_file;
   } else if (!data.token_file.empty() && data.eos_id >= 0) {
     if (data.eos_id >= vocab_size) {
@@ -320,7 +366,7 @@ std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t s
                       ", so the whole file would be one document; check --eos-id and --token-bytes, or drop --eos-id "
                       "to cut the file into windows of --seq-len + 1 tokens");
     }
-    lengths = document_lengths(source.token_ids, data.eos_id, seq_len, &source.starts);
+    lengths = document_lengths(source.token_ids, data.eos_id, cut, &source.starts);
     name = data.token_file + " split at eos " + std::to_string(data.eos_id);
     if (lengths.lengths.empty()) {
       throw UserError("token file \"" + data.token_file + "\" has no document of two or more tokens between --eos-id " +
@@ -335,7 +381,7 @@ std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t s
       throw UserError(problem);
     }
   }
-  source.truncated = lengths.truncated;
+  source.truncated = data.packing == Packing::kWrapped ? 0 : lengths.truncated;
   source.masked_by = lengths.masked_by;
   if (lengths.kept_labels.empty()) {
     source.lengths = std::move(lengths.lengths);
@@ -343,41 +389,56 @@ std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t s
     // TRL drops the samples its cut to max_length leaves without a label that counts, unless it
     // packs (sft_trainer.py's _prepare_dataset: truncate, then filter, both skipped when packing;
     // the filter since 1.9.0, commit a10ff3e; before it such a sample stayed, with no target).
-    int64_t unmasked = 0, trained = 0;
+    // Wrapped rows run across samples: each label counts there, the first one included (the
+    // previous sample's last position predicts it), so the words count labels, not targets.
+    const bool wrapped = data.packing == Packing::kWrapped;
+    int64_t unmasked = 0, trained = 0, truncated = 0;
     for (size_t i = 0; i < lengths.lengths.size(); ++i) {
       if (data.packing == Packing::kNone && lengths.kept_labels[i].empty()) {
         ++source.dropped;
         continue;
       }
       source.rows.push_back(static_cast<int64_t>(i));
-      unmasked += lengths.lengths[i] - 1;
-      trained += kept_targets(lengths.kept_labels[i], lengths.lengths[i]);
-      source.lengths.push_back(lengths.lengths[i]);
+      const int64_t n = lengths.lengths[i];
+      unmasked += wrapped ? n : n - 1;
+      trained += wrapped ? kept_labels_in(lengths.kept_labels[i], n) : kept_targets(lengths.kept_labels[i], n);
+      truncated += lengths.cut[i] ? 1 : 0;
+      source.lengths.push_back(n);
       source.kept_labels.push_back(std::move(lengths.kept_labels[i]));
     }
+    if (!wrapped) source.truncated = truncated;  // the samples kept
     if (source.dropped == 0) source.rows.clear();
     if (source.lengths.empty()) {
+      if (lengths.nothing_counts == static_cast<int64_t>(lengths.lengths.size())) {
+        throw UserError("no row of lengths file \"" + name + "\" has a label that counts (" + source.masked_by +
+                        (source.masked_by.find(" and ") == std::string::npos ? " masks" : " mask") +
+                        " every one), so there is nothing to train; check the masks");
+      }
       throw UserError("every sample of lengths file \"" + name + "\" has its counted labels (" + source.masked_by +
                       ") past T=" + std::to_string(seq_len) + ", so the cut to T leaves nothing to train; raise " +
                       "--seq-len, or give rows whose counted labels start within it");
     }
+    const std::string what = wrapped ? " labels (" : " targets (";
     source.masking = source.masked_by + (source.masked_by.find(" and ") == std::string::npos ? " keeps " : " keep ") +
-                     text::format_count(trained) + " of " + text::format_count(unmasked) + " targets (" +
+                     text::format_count(trained) + " of " + text::format_count(unmasked) + what +
                      text::format_percent(unmasked > 0 ? static_cast<double>(trained) / static_cast<double>(unmasked) : 0.0, 1) +
                      ")";
     if (source.dropped > 0) {
-      source.masking += "; " + std::to_string(source.dropped) + (source.dropped == 1 ? " sample" : " samples") +
-                        " left out, the cut to T=" + std::to_string(seq_len) + " leaving no label that counts (as TRL " +
-                        "1.9+ drops them when it does not pack)";
+      source.masking += "; " + text::format_count(source.dropped) + (source.dropped == 1 ? " sample" : " samples") +
+                        " left out with no label that counts within T=" + std::to_string(seq_len) +
+                        " (as TRL 1.9+ drops them when it does not pack)";
     }
   }
   if (lengths.unapplied_completion_masks > 0) {
     source.masking += (source.masking.empty() ? "" : "; ") +
                       std::string("the prompts' labels count (--completion-only-loss false leaves completion_mask out)");
   }
+  // Wrapped rows cut no sample (the stream runs on into the next row).
   source.description = name + ": " + std::to_string(source.lengths.size()) +
-                       (source.lengths.size() == 1 ? " sample, " : " samples, ") +
-                       std::to_string(source.truncated) + " cut to T=" + std::to_string(seq_len) +
+                       (source.lengths.size() == 1 ? " sample" : " samples") +
+                       (data.packing == Packing::kWrapped ? std::string(", none cut (wrapped rows run on)")
+                                                          : ", " + std::to_string(source.truncated) + " cut to T=" +
+                                                                std::to_string(seq_len)) +
                        (source.masking.empty() ? "" : ", " + source.masking);
   return source;
 }
@@ -430,7 +491,9 @@ std::string idle_completion_only_loss_note(const WorkloadOptions& w) {
   }
   return "--completion-only-loss false changes nothing here: it lets a lengths file's completion_mask count the "
          "prompts' labels, and " +
-         (file ? "no row of " + w.data.lengths_file + " has one" : std::string("there is no lengths file"));
+         (file ? "no row of " + w.data.lengths_file + " has one it would apply (a row's labels column, where it has "
+                 "one, is taken as it is)"
+               : std::string("there is no lengths file"));
 }
 
 std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed) {

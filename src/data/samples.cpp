@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -35,8 +36,9 @@ struct SamplePool {
     return source && !source->rows.empty() ? source->rows[static_cast<size_t>(index)] : index;
   }
 
-  Tokens tokens(int64_t index) const {
-    const int64_t count = lengths[static_cast<size_t>(index)];
+  // Its first `limit` tokens at most (wrapped rows take no more than they fill).
+  Tokens tokens(int64_t index, int64_t limit = std::numeric_limits<int64_t>::max()) const {
+    const int64_t count = std::min(lengths[static_cast<size_t>(index)], limit);
     if (source && !source->token_ids.empty()) {
       const auto first = source->token_ids.begin() + source->starts[static_cast<size_t>(index)];
       return Tokens(first, first + count);
@@ -155,7 +157,7 @@ std::vector<TokenBatch> wrapped(const SamplePool& pool, const std::vector<int64_
   int64_t tokens = 0;
   for (size_t i = 0; tokens < tokens_needed; ++i) {
     const int64_t index = order[i % order.size()];
-    samples.push_back(pool.tokens(index));
+    samples.push_back(pool.tokens(index, tokens_needed - tokens));  // uncut samples (TRL's wrapped packing)
     tokens += static_cast<int64_t>(samples.back().size());
     if (const LabelSpans* kept = pool.kept(index)) {
       const std::vector<bool> keep = kept_mask(*kept, static_cast<int64_t>(samples.back().size()));

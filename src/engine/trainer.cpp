@@ -122,14 +122,14 @@ struct PhaseScope {
 
 at::Tensor summed_cross_entropy(LanguageModelImpl& model, const at::Tensor& inputs, const at::Tensor& targets,
                                 c10::DeviceType device_type, std::optional<at::ScalarType> autocast, bool chunked,
-                                int64_t chunk_tokens, const RowDocuments& documents) {
+                                int64_t chunk_tokens, const RowDocuments& documents, int64_t counted) {
   if (chunked) {
     at::Tensor hidden;  // (b, T, C)
     {
       compat::AutocastGuard guard(device_type, autocast);
       hidden = model.final_hidden(inputs, documents);
     }
-    return chunked_cross_entropy(hidden, model.head_weight(), targets, autocast, chunk_tokens);
+    return chunked_cross_entropy(hidden, model.head_weight(), targets, autocast, chunk_tokens, counted);
   }
   at::Tensor logits;  // (b, T, V)
   {
@@ -195,7 +195,7 @@ void Trainer::prepare(const TokenBatch& batch, const StepOptions& options) {
 // One micro-step's copy to the device, forward and backward (replayed from CUDA graphs when
 // captured); returns its loss, normalized and unscaled.
 at::Tensor Trainer::micro_step_loss(const at::Tensor& host_inputs, const at::Tensor& host_targets,
-                                    const RowDocuments& documents, double divisor, bool last,
+                                    const RowDocuments& documents, int64_t counted, double divisor, bool last,
                                     const StepOptions& options, PhaseObserver* observer, int micro_step) {
   const double loss_scale = options_.precision == Precision::kFp16 ? loss_scale_ : 1.0;
   at::Tensor loss;
@@ -223,7 +223,7 @@ at::Tensor Trainer::micro_step_loss(const at::Tensor& host_inputs, const at::Ten
     {
       PhaseScope scope(observer, Phase::kForward, micro_step);
       loss = summed_cross_entropy(*model_, inputs, targets, device_.type(), autocast_dtype(options_.precision),
-                                  options.chunked_loss, options.loss_chunk_tokens, documents) /
+                                  options.chunked_loss, options.loss_chunk_tokens, documents, counted) /
              divisor;
     }
     {
@@ -311,8 +311,8 @@ StepOutcome Trainer::micro_steps(const TokenBatch& batch, const StepOptions& opt
     const double divisor = options.loss_normalization == LossNormalization::kToken
                                ? static_cast<double>(outcome.tokens)
                                : static_cast<double>(std::max<int64_t>(1, batch.targets_in(k * micro, micro)) * accum * world_size);
-    const at::Tensor loss =
-        micro_step_loss(host_inputs, host_targets, documents, divisor, k == accum - 1, options, observer, micro_step);
+    const at::Tensor loss = micro_step_loss(host_inputs, host_targets, documents, batch.targets_in(k * micro, micro),
+                                            divisor, k == accum - 1, options, observer, micro_step);
     outcome.loss_sum = outcome.loss_sum.defined() ? outcome.loss_sum + loss : loss;
   }
   // The positions of the step's micro-batches as padded above; with data parallel every rank's

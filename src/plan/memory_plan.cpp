@@ -217,6 +217,12 @@ void PlanBuilder::final_norm_saved() {
   }
 }
 
+int64_t PlanBuilder::most_counted_rows() const {
+  const std::vector<int64_t>& most = o.most_counted_targets;
+  if (most.empty()) return std::max<int64_t>(1, b * (T - 1));
+  return std::max<int64_t>(1, most[static_cast<size_t>(std::min<int64_t>(b, static_cast<int64_t>(most.size())) - 1)]);
+}
+
 void PlanBuilder::loss_head() {
   const Table saved{&plan.saved};
   const Table fwd{&plan.forward_peak};
@@ -232,7 +238,11 @@ void PlanBuilder::loss_head() {
               "computed chunk by chunk in the forward, scaled in backward");
     if (!lora)
       saved.add("chunked loss: grad of the head weight", "V·d·4", V * d * kFp32, "accumulated over the chunks in fp32");
-    const int64_t r = loss_chunk_tokens(N, o.loss_chunk_tokens);
+    // Gathered, a chunk holds at most the micro-batch's counted rows.
+    // CUDA graphs walk every row (one fixed shape).
+    const bool gathered = o.counted_rows_gathered && !split.cuda_graphs;
+    const int64_t r = gathered ? std::min(loss_chunk_tokens(N, o.loss_chunk_tokens), most_counted_rows())
+                               : loss_chunk_tokens(N, o.loss_chunk_tokens);
     const std::string chunk = "r·V·4 (r=" + std::to_string(r) + ")";
     fwd.add("final hidden states", "b·T·d·" + rs(), N * d * w, "the head's input (the final norm's output), alive during the chunk loop");
     if (weights_cast()) {
@@ -240,6 +250,16 @@ void PlanBuilder::loss_head() {
               "the chunk matmuls' operands");
     }
     fwd.add("one chunk's logits, fp32", chunk, r * V * kFp32, "become softmax − one-hot in place");
+    if (gathered) {
+      // Samples leave rows whose target does not count: the chunks walk the others, gathered
+      // (index_select copies) in the order of a stable sort of the mask; the hidden states'
+      // gradient of a chunk is cast to fp32 before index_copy_ writes it into its rows.
+      fwd.add("counted rows' order", "b·T·8", N * kInt64, "a stable sort of the target mask, the counted rows first");
+      const int64_t cast = c == kFp32 ? 0 : r * d * kFp32;
+      fwd.add("one chunk's gathered rows", c == kFp32 ? "r·(d·c+8)" : "r·(d·c+8) + r·d·4", r * (d * c + kInt64) + cast,
+              c == kFp32 ? "its hidden states and targets, copied by index_select"
+                         : "its hidden states and targets, copied by index_select; its gradient cast to fp32");
+    }
     // The larger of log_softmax's output next to the logits and the gradient's cast to c plus
     // the weight gradient's per-chunk product in c, which the CPU's TensorIterator casts to fp32
     // in a temporary before adding it (CUDA casts in the kernel). fp32, and fp16 (whose range

@@ -114,6 +114,8 @@ struct PlanBuilder {
   void final_norm_saved();  // the final norm's saved tensors and the head's input (saved_tensors)
 
   // The loss head's tensors: saved, and the transients at the forward's and backward's peaks.
+  // The most rows a micro-batch's chunked head gathers (PlanOptions::most_counted_targets).
+  int64_t most_counted_rows() const;
   void loss_head();
 
   // --framework hf-trl (bench/reference/hf_trl.py, which cites each behaviour): compute_loss keeps

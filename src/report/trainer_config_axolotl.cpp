@@ -21,7 +21,7 @@ const std::set<std::string>& axolotl_unused_keys() {
       "evals_per_epoch", "saves_per_epoch", "eval_steps", "save_steps", "save_strategy", "eval_strategy",
       "save_total_limit", "save_first_step", "save_safetensors", "wandb_project", "wandb_entity", "wandb_watch",
       "wandb_name", "wandb_log_model", "use_wandb", "use_mlflow", "mlflow_experiment_name", "special_tokens",
-      "tokens", "chat_template", "default_system_message", "train_on_inputs", "strict",
+      "tokens", "chat_template", "default_system_message", "strict",
       "early_stopping_patience", "resume_from_checkpoint", "auto_resume_from_checkpoints", "local_rank", "debug",
       "hub_model_id", "hub_strategy", "push_dataset_to_hub", "eval_sample_packing", "eval_batch_size",
       "eval_sequence_len", "eval_max_new_tokens", "eval_table_size", "lora_fan_in_fan_out", "lora_model_dir",
@@ -279,6 +279,9 @@ void Reader::read_axolotl(int world_size) {
         true);
   }
   if (has("group_by_length") && boolean("group_by_length")) set("--group-by-length", "", "group_by_length");
+  // axolotl's prompt strategies label the prompt too under train_on_inputs (its prepared rows'
+  // labels hold the choice, taken as they are); a lengths file's completion_mask is then left out.
+  if (has("train_on_inputs") && boolean("train_on_inputs")) set("--completion-only-loss", "false", "train_on_inputs");
 
   if (has("adapter")) {
     const std::string adapter = "adapter: " + word("adapter");

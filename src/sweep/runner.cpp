@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <numeric>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -312,12 +313,18 @@ void require_targets(const WorkloadOptions& w, const std::optional<SampleSource>
                     "give samples of two tokens or more");
   }
   if (source && !source->kept_labels.empty()) {
+    // Wrapped rows run across samples: a sample's label 0 is the previous one's last target.
+    const bool wrapped = w.data.packing == Packing::kWrapped;
     int64_t targets = 0;
-    for (size_t i = 0; i < source->lengths.size(); ++i) targets += kept_targets(source->kept_labels[i], source->lengths[i]);
+    for (size_t i = 0; i < source->lengths.size(); ++i) {
+      targets += wrapped ? kept_labels_in(source->kept_labels[i], source->lengths[i])
+                         : kept_targets(source->kept_labels[i], source->lengths[i]);
+    }
     if (targets == 0) {
-      throw UserError("no sample of " + lengths_name(w.data) + " has a label that counts within T=" +
-                      std::to_string(w.seq_len) + " (" + source->masked_by + "), so there is nothing to train; " +
-                      "raise --seq-len, or give rows whose counted labels start within it");
+      throw UserError("no sample of " + lengths_name(w.data) + " has a target within T=" + std::to_string(w.seq_len) +
+                      ": the labels that count (" + source->masked_by + ") fall past it, or only on a sample's " +
+                      "first position, which nothing predicts; raise --seq-len, or give rows whose counted labels " +
+                      "start within it");
     }
   }
 }
@@ -327,6 +334,20 @@ void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
       read_sample_source(w.data, w.seq_len, std::numeric_limits<int64_t>::max());
   require_targets(w, source);
   if (!source) return;  // synthetic lengths reach T
+  if (w.data.packing == Packing::kNone && static_cast<int64_t>(source->lengths.size()) >= w.batch) {
+    // One sample per row, none repeated within a step: the chunked head gathers at most the b
+    // samples that count the most.
+    std::vector<int64_t> counted;
+    for (size_t i = 0; i < source->lengths.size(); ++i) {
+      counted.push_back(source->kept_labels.empty() ? source->lengths[i] - 1
+                                                    : kept_targets(source->kept_labels[i], source->lengths[i]));
+    }
+    const size_t most = std::min(counted.size(), static_cast<size_t>(std::max<int64_t>(1, w.batch)));
+    std::partial_sort(counted.begin(), counted.begin() + static_cast<std::ptrdiff_t>(most), counted.end(), std::greater<>());
+    counted.resize(most);
+    std::partial_sum(counted.begin(), counted.end(), counted.begin());
+    plan.most_counted_targets = std::move(counted);
+  }
   if (w.data.padding == Padding::kMax || w.data.packing != Packing::kNone) return;
   const WorstMicroBatch worst = worst_micro_batch(source->lengths, w.data, w.seq_len);
   plan.activation_seq_len = worst.padded_length;
@@ -454,6 +475,7 @@ PlanOptions sweep_plan_options(const WorkloadOptions& w, bool device_is_cuda, in
   // CUDA), the explicit masked softmax before.
   plan.attention = plan.libtorch_major >= 2 && device_is_cuda ? AttentionKind::kFlash : AttentionKind::kExplicit;
   plan.packed_documents = w.data.packing == Packing::kBfd && rows_are_samples(w.data);  // full windows are never packed
+  plan.counted_rows_gathered = rows_are_samples(w.data);
   plan_for_worst_micro_batch(plan, w);
   return plan;
 }

@@ -52,6 +52,8 @@ class ExportWriter {
 
   void text(const std::string& relative, const std::string& content) const {
     const fs::path path = root_ / relative;
+    std::error_code error;
+    fs::create_directories(path.parent_path(), error);
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << content;
     if (!out) fail(path);
@@ -122,16 +124,24 @@ Json batch_json(const ExportWriter& writer, const TokenBatch& batch) {
   return out;
 }
 
-// A lengths file's rows: where they are and how their labels were read, so that a reader rebuilds
-// each row's labels from the file (check_export.py); null for other data.
-Json labels_json(const WorkloadOptions& w) {
+// A lengths file's rows: how their labels were read and, in rows_file, each batch row's line of
+// the file as it was read (a pipe or a file edited later could not be read again), so that a
+// reader rebuilds each row's labels from the file's own text (check_export.py); null for other data.
+Json labels_json(const ExportWriter& writer, const WorkloadOptions& w, const TokenBatch& batch) {
   if (w.data.lengths != LengthMode::kFile) return nullptr;
   const SampleLengths file = read_lengths_file(w.data.lengths_file, w.seq_len, w.data.completion_only_loss);
-  std::error_code error;
-  const fs::path absolute = fs::absolute(w.data.lengths_file, error);
-  return Json{{"lengths_file", error ? w.data.lengths_file : absolute.string()},
-              {"completion_only_loss", w.data.completion_only_loss},
-              {"masked_by", file.masked_by}};
+  Json out{{"lengths_file", w.data.lengths_file},
+           {"completion_only_loss", w.data.completion_only_loss},
+           {"masked_by", file.masked_by},
+           {"rows_file", nullptr}};
+  if (!batch.sample_rows.empty()) {
+    const std::vector<std::string> lines = lengths_file_lines(w.data.lengths_file);
+    std::string rows;
+    for (const int64_t row : batch.sample_rows) rows += lines.at(static_cast<size_t>(row)) + "\n";
+    writer.text("batch/sample_rows.jsonl", rows);
+    out["rows_file"] = "batch/sample_rows.jsonl";
+  }
+  return out;
 }
 
 }  // namespace
@@ -171,7 +181,7 @@ void write_reference_step(const std::string& dir, const ReferenceStep& step) {
              {"loss", Json{{"value", step.loss},
                            {"normalization", "token: summed cross-entropy over the non-ignored targets / target_tokens"}}},
              {"batch", batch_json(writer, step.batch)},
-             {"labels", labels_json(step.workload)},
+             {"labels", labels_json(writer, step.workload, step.batch)},
              {"parameters", std::move(parameters)}};
   // --max-grad-norm: the norm the gradients above had before the optimizer step clipped them
   // (they are exported unclipped, as the reference computes them).

@@ -185,19 +185,21 @@ VerifySetup checked_setup(const VerifyOptions& options, const WorkloadOptions& w
                     "drop --base-quant or --export");
   }
   // index.json has each row's tokens and mask, not bfd's document boundaries, where positions
-  // restart and attention stops: the reference would compute another step.
+  // restart and attention stops: the reference would compute another step. check_export.py
+  // rebuilds masked labels from each row's line of the file, which a wrapped row cuts across.
+  const std::string masked_by =
+      !options.export_dir.empty() && w.data.lengths == LengthMode::kFile
+          ? read_lengths_file(w.data.lengths_file, std::max<int64_t>(1, w.seq_len), w.data.completion_only_loss).masked_by
+          : "";
   if (!options.export_dir.empty() && w.data.packing == Packing::kBfd) {
-    throw UserError("--export does not write --packing bfd's document boundaries, so the PyTorch reference would "
-                    "attend across documents; use --packing wrapped or none with --export, or drop --export");
+    throw UserError(std::string("--export does not write --packing bfd's document boundaries, so the PyTorch reference "
+                                "would attend across documents; use --packing ") +
+                    (masked_by.empty() ? "wrapped or none" : "none") + " with --export, or drop --export");
   }
-  // check_export.py rebuilds masked labels from each row's file row; a wrapped row cuts across rows.
-  if (!options.export_dir.empty() && w.data.packing == Packing::kWrapped && w.data.lengths == LengthMode::kFile) {
-    const SampleLengths file = read_lengths_file(w.data.lengths_file, std::max<int64_t>(1, w.seq_len), w.data.completion_only_loss);
-    if (!file.masked_by.empty()) {
-      throw UserError("--export names each row's sample so that check_export.py can rebuild its labels from " +
-                      w.data.lengths_file + " (its " + file.masked_by + "), and --packing wrapped cuts rows across " +
-                      "samples; use --packing none with --export, or drop --export");
-    }
+  if (!masked_by.empty() && w.data.packing == Packing::kWrapped) {
+    throw UserError("--export names each row's sample so that check_export.py can rebuild its labels from " +
+                    w.data.lengths_file + " (its " + masked_by + "), and --packing wrapped cuts rows across " +
+                    "samples; use --packing none with --export, or drop --export");
   }
   VerifySetup setup = prepare(w);
   // The reference attends as the engine does, to the whole causal prefix; transformers masks keys
