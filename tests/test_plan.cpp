@@ -2,6 +2,8 @@
 // measured peaks is in tests/test_memory.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <sstream>
 
 #include "accumbench/chunked_loss.hpp"
@@ -87,6 +89,35 @@ TEST(Plan, ChunkedLossReplacesTheLogitsByOneChunk) {
   const int64_t memory = int64_t{16} << 30;
   EXPECT_GT(ab::largest_micro_batch(m, o, ab::Precision::kBf16, ab::Checkpointing::kNone, memory, /*chunked_loss=*/true),
             ab::largest_micro_batch(m, o, ab::Precision::kBf16, ab::Checkpointing::kNone, memory));
+}
+
+// Over samples the chunked head gathers the counted rows: the order (N·8) and a chunk's gathered
+// rows, the chunk at most the micro-batch's counted targets: with a source of 4 samples counting
+// 5, 5, 5 and 5 targets (prefix sums 5, 10, 15, 20), a micro-batch of 8 repeats them twice: 40
+// rows, and of 3 holds 15. Under CUDA graphs every row, as before.
+TEST(Plan, ChunkedLossOverSamplesGathersTheCountedRows) {
+  const ab::ModelConfig m = ab::find_preset("gpt2-tiny");
+  ab::PlanOptions o = options(32, 8);
+  o.counted_rows_gathered = true;
+  o.most_counted_targets = {5, 10, 15, 20};
+  const int64_t V = m.vocab_size, d = m.d_model;
+  for (const auto& [micro, rows] : {std::pair<int64_t, int64_t>{8, 40}, {3, 15}, {4, 20}}) {
+    ab::SplitConfig chunked = split(micro, 1);
+    chunked.chunked_loss = true;
+    const ab::MemoryPlan p = ab::plan_memory(m, o, chunked);
+    EXPECT_EQ(line_bytes(p.forward_peak, "one chunk's logits, fp32"), rows * V * 4) << micro;
+    EXPECT_EQ(line_bytes(p.forward_peak, "counted rows' order"), micro * 32 * 8) << micro;
+    EXPECT_EQ(line_bytes(p.forward_peak, "one chunk's gathered rows"), rows * (d * 4 + 8)) << micro;
+  }
+  o.most_counted_targets.clear();  // variable lengths: T − 1 per row
+  ab::SplitConfig chunked = split(2, 4);
+  chunked.chunked_loss = true;
+  EXPECT_EQ(line_bytes(ab::plan_memory(m, o, chunked).forward_peak, "one chunk's logits, fp32"), 2 * 31 * V * 4);
+  chunked.cuda_graphs = true;
+  const ab::MemoryPlan graphed = ab::plan_memory(m, o, chunked);
+  EXPECT_EQ(line_bytes(graphed.forward_peak, "one chunk's logits, fp32"), 2 * 32 * V * 4);
+  EXPECT_TRUE(std::none_of(graphed.forward_peak.begin(), graphed.forward_peak.end(),
+                           [](const ab::PlanLine& line) { return line.name == "counted rows' order"; }));
 }
 
 TEST(Plan, AccumulationKeepsTheGradientsAliveDuringForward) {

@@ -95,6 +95,7 @@ struct SampleSource {
   int64_t truncated = 0;           // how many were longer than T
   std::vector<LabelSpans> kept_labels;  // per sample when the rows mask labels (SampleLengths)
   std::string masked_by;                // the columns that did, "" when none
+  int64_t nothing_counts = 0;           // samples whose masks keep no label at all, before any cut
   // Samples left out with no label that counts within T (their masks keep none, or not before
   // the cut): TRL drops them before training when it does not pack; it keeps them when it packs.
   int64_t dropped = 0;

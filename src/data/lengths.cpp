@@ -383,6 +383,7 @@ std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t s
   }
   source.truncated = data.packing == Packing::kWrapped ? 0 : lengths.truncated;
   source.masked_by = lengths.masked_by;
+  source.nothing_counts = lengths.nothing_counts;
   if (lengths.kept_labels.empty()) {
     source.lengths = std::move(lengths.lengths);
   } else {

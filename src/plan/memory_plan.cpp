@@ -220,7 +220,11 @@ void PlanBuilder::final_norm_saved() {
 int64_t PlanBuilder::most_counted_rows() const {
   const std::vector<int64_t>& most = o.most_counted_targets;
   if (most.empty()) return std::max<int64_t>(1, b * (T - 1));
-  return std::max<int64_t>(1, most[static_cast<size_t>(std::min<int64_t>(b, static_cast<int64_t>(most.size())) - 1)]);
+  // A source of m samples, m < b, repeats within a micro-batch: each of them b / m times, and
+  // the b % m that count the most once more.
+  const auto m = static_cast<int64_t>(most.size());
+  const int64_t repeats = (b / m) * most.back() + (b % m > 0 ? most[static_cast<size_t>(b % m - 1)] : 0);
+  return std::max<int64_t>(1, repeats);
 }
 
 void PlanBuilder::loss_head() {

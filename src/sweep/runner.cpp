@@ -320,6 +320,11 @@ void require_targets(const WorkloadOptions& w, const std::optional<SampleSource>
       targets += wrapped ? kept_labels_in(source->kept_labels[i], source->lengths[i])
                          : kept_targets(source->kept_labels[i], source->lengths[i]);
     }
+    if (source->nothing_counts == static_cast<int64_t>(source->lengths.size())) {
+      throw UserError("no row of " + lengths_name(w.data) + " has a label that counts (" + source->masked_by +
+                      (source->masked_by.find(" and ") == std::string::npos ? " masks" : " mask") +
+                      " every one), so there is nothing to train; check the masks");
+    }
     if (targets == 0) {
       throw UserError("no sample of " + lengths_name(w.data) + " has a target within T=" + std::to_string(w.seq_len) +
                       ": the labels that count (" + source->masked_by + ") fall past it, or only on a sample's " +
@@ -334,9 +339,9 @@ void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
       read_sample_source(w.data, w.seq_len, std::numeric_limits<int64_t>::max());
   require_targets(w, source);
   if (!source) return;  // synthetic lengths reach T
-  if (w.data.packing == Packing::kNone && static_cast<int64_t>(source->lengths.size()) >= w.batch) {
-    // One sample per row, none repeated within a step: the chunked head gathers at most the b
-    // samples that count the most.
+  if (w.data.packing == Packing::kNone) {
+    // One sample per row: the chunked head gathers at most the b samples that count the most
+    // (most_counted_rows repeats a source shorter than the micro-batch).
     std::vector<int64_t> counted;
     for (size_t i = 0; i < source->lengths.size(); ++i) {
       counted.push_back(source->kept_labels.empty() ? source->lengths[i] - 1
