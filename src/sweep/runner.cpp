@@ -9,8 +9,8 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
-#include <numeric>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <sstream>
 
