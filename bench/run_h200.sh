@@ -197,6 +197,16 @@ stage clip-off 40 build/accumbench sweep --model gpt2-124m --seq-len 512 --batch
   --device cuda --precision bf16 --warmup 1 --steps 10 --time-budget 0 --json "$work/clip-off.json"
 stage clip-on 40 build/accumbench sweep --model gpt2-124m --seq-len 512 --batch 8 --micro-batches 8 \
   --device cuda --precision bf16 --warmup 1 --steps 10 --time-budget 0 --max-grad-norm 1 --json "$work/clip-on.json"
+# The chunked head over counted rows (session 39): on samples it gathers the rows whose target
+# counts (a stable sort and index_select / index_copy_ on the device); with longest padding on chat
+# lengths and on prompt-completion rows (40 % counted) beside the plain head, time and peak
+# against the plan.
+stage chunked-gathered-chat 60 build/accumbench sweep --model gpt2-124m --seq-len 1024 --batch 32 --micro-batches 8,32 \
+  --lengths docs/examples/chat_lengths.txt --padding longest --device cuda --precision bf16 --chunked-loss \
+  --warmup 1 --steps 5 --time-budget 0 --json "$work/chunked-gathered-chat.json"
+stage chunked-gathered-masked 60 build/accumbench sweep --model gpt2-124m --seq-len 64 --batch 8 --micro-batches 2,8 \
+  --lengths tests/data/lengths/prompt_completion.jsonl --padding longest --device cuda --precision bf16 --chunked-loss \
+  --warmup 1 --steps 5 --time-budget 0 --json "$work/chunked-gathered-masked.json"
 stage tracer-overhead 90 build/tracer_overhead --device cuda --model gpt2-124m --seq-len 1024 --batch 8 --micro-batch 8
 stage anchor-compile 150 python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches 64 --compile
 grep '^{' "$work/anchor-compile.log" > "$work/anchor-compile.jsonl"
