@@ -420,8 +420,8 @@ TEST(LabelMasks, BadColumnsNameTheirLineAndTheFix) {
 
 // What a probe broke: an entry nested 100,000 deep is named by kind (dump() would recurse past
 // the stack), a label past int64 is refused (not wrapped round to -100), input_ids hold token ids,
-// a file whose masks count nothing says so, and a completion_mask that --completion-only-loss false leaves unread is not
-// checked (TRL does not read it either).
+// a file whose masks count nothing says so, and a completion_mask that --completion-only-loss
+// false leaves unread is not checked (TRL does not read it either).
 TEST(LabelMasks, ProbedEdges) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   EXPECT_NE(error_of(write_temp("deep.jsonl", "{\"input_ids\": [1, 2, 3], \"completion_mask\": [0, " + deep + ", 1]}\n"))

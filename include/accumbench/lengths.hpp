@@ -57,6 +57,11 @@ struct SampleLengths {
 // directory. A pipe works (`--lengths <(python lengths.py)`): read once, kept (read_file_bytes).
 SampleLengths read_lengths_file(const std::string& path, int64_t seq_len, bool completion_only_loss = true);
 
+// The sentence for rows whose masks keep no label at all: "no row of NAME has a label that counts
+// (completion_mask masks every one), so there is nothing to train; check the masks". `name` as
+// the caller names the source; `masked_by` as SampleLengths::masked_by.
+std::string nothing_counts_problem(const std::string& name, const std::string& masked_by);
+
 // The lines read_lengths_file reads, as it reads them (line i: sample i's row); UserError when
 // the file cannot be read.
 std::vector<std::string> lengths_file_lines(const std::string& path);

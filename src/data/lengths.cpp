@@ -216,7 +216,15 @@ std::vector<std::string> lines_of(const std::string& bytes) {
   return lines;
 }
 
+// "labels and assistant_masks" masked, not one column: the verb's plural.
+bool several_columns(const std::string& masked_by) { return masked_by.find(" and ") != std::string::npos; }
+
 }  // namespace
+
+std::string nothing_counts_problem(const std::string& name, const std::string& masked_by) {
+  return "no row of " + name + " has a label that counts (" + masked_by + (several_columns(masked_by) ? " mask" : " masks") +
+         " every one), so there is nothing to train; check the masks";
+}
 
 std::vector<std::string> lengths_file_lines(const std::string& path) {
   const std::shared_ptr<const std::string> bytes = read_file_bytes(path);
@@ -411,16 +419,14 @@ std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t s
     if (source.dropped == 0) source.rows.clear();
     if (source.lengths.empty()) {
       if (lengths.nothing_counts == static_cast<int64_t>(lengths.lengths.size())) {
-        throw UserError("no row of lengths file \"" + name + "\" has a label that counts (" + source.masked_by +
-                        (source.masked_by.find(" and ") == std::string::npos ? " masks" : " mask") +
-                        " every one), so there is nothing to train; check the masks");
+        throw UserError(nothing_counts_problem("lengths file \"" + name + "\"", source.masked_by));
       }
       throw UserError("every sample of lengths file \"" + name + "\" has its counted labels (" + source.masked_by +
                       ") past T=" + std::to_string(seq_len) + ", so the cut to T leaves nothing to train; raise " +
                       "--seq-len, or give rows whose counted labels start within it");
     }
     const std::string what = wrapped ? " labels (" : " targets (";
-    source.masking = source.masked_by + (source.masked_by.find(" and ") == std::string::npos ? " keeps " : " keep ") +
+    source.masking = source.masked_by + (several_columns(source.masked_by) ? " keep " : " keeps ") +
                      text::format_count(trained) + " of " + text::format_count(unmasked) + what +
                      text::format_percent(unmasked > 0 ? static_cast<double>(trained) / static_cast<double>(unmasked) : 0.0, 1) +
                      ")";

@@ -308,11 +308,12 @@ StepOutcome Trainer::micro_steps(const TokenBatch& batch, const StepOptions& opt
     // steps and, as DDP averages gradients, by the world size. A micro-batch without a target (its
     // samples one token each) adds a loss of zero under either (transformers' mean over no target
     // would be NaN).
+    const int64_t counted = batch.targets_in(k * micro, micro);  // this micro-batch's targets (host)
     const double divisor = options.loss_normalization == LossNormalization::kToken
                                ? static_cast<double>(outcome.tokens)
-                               : static_cast<double>(std::max<int64_t>(1, batch.targets_in(k * micro, micro)) * accum * world_size);
-    const at::Tensor loss = micro_step_loss(host_inputs, host_targets, documents, batch.targets_in(k * micro, micro),
-                                            divisor, k == accum - 1, options, observer, micro_step);
+                               : static_cast<double>(std::max<int64_t>(1, counted) * accum * world_size);
+    const at::Tensor loss =
+        micro_step_loss(host_inputs, host_targets, documents, counted, divisor, k == accum - 1, options, observer, micro_step);
     outcome.loss_sum = outcome.loss_sum.defined() ? outcome.loss_sum + loss : loss;
   }
   // The positions of the step's micro-batches as padded above; with data parallel every rank's

@@ -313,17 +313,15 @@ void require_targets(const WorkloadOptions& w, const std::optional<SampleSource>
                     "give samples of two tokens or more");
   }
   if (source && !source->kept_labels.empty()) {
+    if (source->nothing_counts == static_cast<int64_t>(source->lengths.size())) {
+      throw UserError(nothing_counts_problem(lengths_name(w.data), source->masked_by));
+    }
     // Wrapped rows run across samples: a sample's label 0 is the previous one's last target.
     const bool wrapped = w.data.packing == Packing::kWrapped;
     int64_t targets = 0;
     for (size_t i = 0; i < source->lengths.size(); ++i) {
       targets += wrapped ? kept_labels_in(source->kept_labels[i], source->lengths[i])
                          : kept_targets(source->kept_labels[i], source->lengths[i]);
-    }
-    if (source->nothing_counts == static_cast<int64_t>(source->lengths.size())) {
-      throw UserError("no row of " + lengths_name(w.data) + " has a label that counts (" + source->masked_by +
-                      (source->masked_by.find(" and ") == std::string::npos ? " masks" : " mask") +
-                      " every one), so there is nothing to train; check the masks");
     }
     if (targets == 0) {
       throw UserError("no sample of " + lengths_name(w.data) + " has a target within T=" + std::to_string(w.seq_len) +

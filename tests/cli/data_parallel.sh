@@ -72,13 +72,20 @@ if "PASS in every job of the lists (2)" not in text: fail("no last line")
 verify_clipping() {
   dp_run 2 verify --model gpt2-tiny --batch 8 --seq-len 32 --lengths variable --optimizer sgd --max-grad-norm 0.01 \
     --device cpu --threads 1
-  check "data parallel verify with clipping: the norm is said, every split passes" py '
+  dp_verify_check "data parallel verify with clipping: the norm is said, every split passes" \
+    "clipping at 0.01 (--max-grad-norm)"
+}
+
+# dp_verify_check WHAT TEXT: the two-rank verify in $out says its world size and TEXT, and each of
+# its 3 splits passes.
+dp_verify_check() {
+  check "$1" py '
 text = open(sys.argv[1], encoding="utf-8").read()
 if "data parallel over 2 ranks" not in text: fail("no world size in the header")
-if "clipping at 0.01 (--max-grad-norm)" not in text: fail("no clipping line")
+if sys.argv[2] not in text: fail("no %r" % sys.argv[2])
 rows = split_rows(sys.argv[1])
 if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" % rows)
-' "$out"
+' "$out" "$2"
 }
 
 # cli.data_parallel.sweep
@@ -246,12 +253,7 @@ dp_verify_passes_with() {
   local option=$1 value=$2
   dp_run 2 verify --model gpt2-tiny --batch 8 --seq-len 32 --lengths "$data/lengths/skewed.txt" \
     "--$option" "$value" --device cpu --threads 1
-  check "data parallel verify, $option $value: 2 ranks, every split passes" py '
-text = open(sys.argv[1], encoding="utf-8").read()
-if "data parallel over 2 ranks" not in text or sys.argv[2] not in text: fail("header")
-rows = split_rows(sys.argv[1])
-if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" % rows)
-' "$out" "$option $value"
+  dp_verify_check "data parallel verify, $option $value: 2 ranks, every split passes" "$option $value"
 }
 
 # cli.data_parallel.verify_longest_padding: each rank trims its own micro-batches to their longest
@@ -267,13 +269,8 @@ verify_bfd() { dp_verify_passes_with packing bfd; }
 verify_label_masks() {
   dp_run 2 verify --model gpt2-tiny --batch 8 --seq-len 32 --lengths "$data/lengths/prompt_completion.jsonl" \
     --padding longest --device cpu --threads 1
-  check "data parallel verify over masked labels: 2 ranks, the labels line, every split passes" py '
-text = open(sys.argv[1], encoding="utf-8").read()
-if "data parallel over 2 ranks" not in text: fail("header")
-if "completion_mask keeps 93 of 231 targets" not in text: fail("no labels line")
-rows = split_rows(sys.argv[1])
-if len(rows) != 3 or not all(r.endswith("PASS") for r in rows): fail("rows %s" % rows)
-' "$out"
+  dp_verify_check "data parallel verify over masked labels: 2 ranks, the labels line, every split passes" \
+    "completion_mask keeps 93 of 231 targets"
 }
 
 # cli.data_parallel.dead_peer: rank 1 killed with -9 once rank 0 has saved a split; rank 0 ends
