@@ -42,6 +42,16 @@ ab::TokenBatch variable_batch(const ab::ModelConfig& cfg, int64_t seq_len, int64
   return ab::make_synthetic_batches(data).front();
 }
 
+// verify's defaults on variable lengths with SGD (its update is the clipped gradient itself).
+ab::WorkloadOptions sgd_verify_workload() {
+  ab::WorkloadOptions w = ab::workload_defaults(ab::Command::kVerify);
+  w.data.lengths = ab::LengthMode::kVariable;
+  w.device = "cpu";
+  w.threads = 1;
+  w.optimizer.kind = ab::OptimizerKind::kSgd;
+  return w;
+}
+
 }  // namespace
 
 // Every gradient scaled by min(1, max_norm / (norm + 1e-6)), the norm over two dtypes at once;
@@ -123,17 +133,18 @@ TEST(Clipping, TrainerClipsTheAccumulatedGradientOnce) {
   plain.optimizer.max_grad_norm = 0;
   ab::Trainer unclipped(ab::build_model(cfg, /*seed=*/1), c10::Device(c10::kCPU), plain);
   EXPECT_FALSE(unclipped.step(batch, step).grad_norm.defined());
+  // The norm is a setting of the step (a sweep's list of norms shares one trainer): set, it clips.
+  unclipped.set_max_grad_norm(options.optimizer.max_grad_norm);
+  EXPECT_TRUE(unclipped.step(batch, step).grad_norm.defined());
+  unclipped.set_max_grad_norm(0);
+  EXPECT_FALSE(unclipped.step(batch, step).grad_norm.defined());
 }
 
 // verify: every split of a variable-length batch gives the whole batch's clipped update (SGD, so
 // the update is proportional to the clipped gradient; AdamW's first update hardly depends on a
 // common factor), and the reference really clipped: its norm is far above the bound.
 TEST(Clipping, VerifyPassesWithClipping) {
-  ab::WorkloadOptions w = ab::workload_defaults(ab::Command::kVerify);
-  w.data.lengths = ab::LengthMode::kVariable;
-  w.device = "cpu";
-  w.threads = 1;
-  w.optimizer.kind = ab::OptimizerKind::kSgd;
+  ab::WorkloadOptions w = sgd_verify_workload();
   w.optimizer.max_grad_norm = 0.01;
   const ab::VerifyResult r = ab::run_verify(w);
   EXPECT_TRUE(r.all_pass);
@@ -215,8 +226,7 @@ TEST(Clipping, PlannedTemporariesAsCounted) {
 }
 
 // The sweep's options record the norm only when clipping, so that files written before
-// --max-grad-norm resume as not clipping (recorded_option's default "0"), and a clipping sweep
-// does not resume them.
+// --max-grad-norm resume as not clipping (recorded_option's default "0"), and a list as given.
 TEST(Clipping, RecordedOnlyWhenClipping) {
   ab::WorkloadOptions w = ab::workload_defaults(ab::Command::kSweep);
   const auto plain = ab::describe_workload(w);
@@ -224,4 +234,68 @@ TEST(Clipping, RecordedOnlyWhenClipping) {
   for (const auto& [name, value] : plain) EXPECT_NE(name, "max_grad_norm");
   w.optimizer.max_grad_norm = 0.5;
   EXPECT_EQ(ab::recorded_option(ab::describe_workload(w), "max_grad_norm"), std::optional<std::string>("0.5"));
+  w.grid.other_max_grad_norms = {0, 1};
+  EXPECT_EQ(ab::recorded_option(ab::describe_workload(w), "max_grad_norm"), std::optional<std::string>("0.5,0,1"));
+}
+
+// --max-grad-norm 0,1 is a grid dimension, innermost: each job of the other lists without and with
+// clipping, named by its flag; --knobs keeps the optimizer inside backward for the unclipped job
+// alone and says so; --optimizer-in-backward refuses a list that clips; every norm is validated.
+TEST(Clipping, ListIsAGridDimension) {
+  ab::WorkloadOptions w = ab::workload_defaults(ab::Command::kSweep);
+  w.batch = 4;
+  w.micro_batches = {2, 4};
+  w.precisions = {ab::Precision::kFp32, ab::Precision::kBf16};
+  w.grid.other_max_grad_norms = {1};
+  const std::vector<ab::GridJob> jobs = ab::grid_jobs(w);
+  ASSERT_EQ(jobs.size(), 4u);
+  EXPECT_EQ(jobs[0].max_grad_norm, 0);
+  EXPECT_EQ(jobs[1].max_grad_norm, 1);
+  EXPECT_EQ(jobs[1].precision, ab::Precision::kFp32);
+  EXPECT_EQ(ab::job_flags(jobs[1], w), "--precision fp32 --max-grad-norm 1");
+  const ab::WorkloadOptions one = ab::job_workload(w, jobs[1]);
+  EXPECT_EQ(one.optimizer.max_grad_norm, 1);
+  EXPECT_EQ(ab::grid_max_grad_norms(one), std::vector<double>{1});
+  const std::vector<ab::SplitConfig> grid = ab::split_grid(w, 1);
+  ASSERT_EQ(grid.size(), 8u);
+  EXPECT_EQ(grid[2].max_grad_norm, 1);
+  EXPECT_EQ(grid[2].key(), "2\u00d72/fp32/clip1");
+  EXPECT_EQ(ab::job_of(grid[2]), jobs[1]);
+
+  w.precisions = {ab::Precision::kFp32};
+  w.grid.knobs = true;
+  for (const ab::SplitConfig& s : ab::split_grid(w, 1)) {
+    if (s.optimizer_in_backward) EXPECT_EQ(s.max_grad_norm, 0) << s.key();
+  }
+  EXPECT_EQ(ab::optimizer_in_backward_note(w, 1),
+            "--knobs leaves the optimizer inside backward out of the splits clipped at --max-grad-norm 1 (each "
+            "parameter would step before the global gradient norm it is clipped by is known); the --max-grad-norm 0 "
+            "splits have it");
+  w.grid.knobs = false;
+  w.grid.optimizer_in_backward = true;
+  EXPECT_THROW(ab::split_grid(w, 1), ab::UserError);
+  w.grid.optimizer_in_backward = false;
+  w.grid.other_max_grad_norms = {-1};
+  try {
+    ab::validate_workload(w);
+    FAIL() << "no error";
+  } catch (const ab::UserError& e) {
+    EXPECT_EQ(std::string(e.what()), "--max-grad-norm must be a finite number of 0 or more (0: no clipping), got -1");
+  }
+}
+
+// verify of --max-grad-norm 0,0.01: each job against its own reference (SGD: the update is the
+// clipped gradient), the clipped one's reference far above its bound, every split passing.
+TEST(Clipping, VerifyChecksEachNormOfAList) {
+  ab::WorkloadOptions w = sgd_verify_workload();
+  w.grid.other_max_grad_norms = {0.01};
+  const std::vector<ab::VerifyResult> results = ab::run_verify_jobs(ab::VerifyOptions{w, ""});
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].max_grad_norm, 0);
+  EXPECT_EQ(results[1].max_grad_norm, 0.01);
+  EXPECT_GT(results[1].reference_grad_norm, 10 * 0.01);
+  for (const ab::VerifyResult& r : results) {
+    EXPECT_TRUE(r.all_pass);
+    for (const ab::VerifySplit& s : r.splits) EXPECT_EQ(s.config.max_grad_norm, r.max_grad_norm) << s.config.key();
+  }
 }

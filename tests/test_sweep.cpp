@@ -782,6 +782,56 @@ TEST(Sweep, SeveralWeightsDtypesMeasureEachSplitAsItsOwnSweepWould) {
       << two.recommendation.reason;
 }
 
+// --max-grad-norm 0,0.5: each split measured without and with clipping, each as its own sweep
+// measures it (peak and plan to the byte: the one trainer's norm is a setting of the step), keyed
+// apart, named apart where the runs differ in it, and the recommendation says that the norms
+// compute different updates. A --resume of the unclipped file adds the clipped splits and keeps
+// the file's: the norm, like the other lists, may change on resume.
+TEST(Sweep, ClippingNormsAreAGridDimension) {
+  ab::SweepOptions o = tiny();
+  o.workload.micro_batches = {2, 4};
+  o.workload.optimizer.kind = ab::OptimizerKind::kSgd;  // no moments: the clipping's temporaries can set the peak
+  o.workload.grid.other_max_grad_norms = {0.5};
+  const ab::SweepResult together = ab::run_sweep(o);
+  ASSERT_EQ(together.runs.size(), 4u);
+  for (const double norm : {0.0, 0.5}) {
+    ab::SweepOptions alone = o;
+    alone.workload = ab::with_max_grad_norm(o.workload, norm);
+    for (const ab::RunResult& run : ab::run_sweep(alone).runs) {
+      const auto same = std::find_if(together.runs.begin(), together.runs.end(),
+                                     [&](const ab::RunResult& r) { return r.config.key() == run.config.key(); });
+      ASSERT_NE(same, together.runs.end()) << run.config.key();
+      ASSERT_EQ(same->status, ab::RunStatus::kOk) << same->error;
+      EXPECT_EQ(same->config.max_grad_norm, norm);
+      EXPECT_EQ(same->peak_allocated_bytes, run.peak_allocated_bytes) << run.config.key();
+      EXPECT_EQ(same->predicted_peak_bytes, run.predicted_peak_bytes) << run.config.key();
+    }
+  }
+  EXPECT_EQ(together.runs[2].config.key(), "2\u00d72 sgd/fp32/clip0.5");
+  EXPECT_EQ(ab::run_label(together.runs[2], together.runs), "2\u00d72 sgd clip0.5");
+  EXPECT_EQ(ab::run_label(together.runs[0], together.runs), "2\u00d72 sgd no-clip");
+  EXPECT_NE(together.recommendation.reason.find(
+                " The clipping norms (--max-grad-norm) compute different updates (clipping scales the step's gradient "
+                "down whenever its global norm is above the limit), which the choice above does not weigh; the fastest "
+                "split of each: no-clip "),
+            std::string::npos)
+      << together.recommendation.reason;
+  EXPECT_EQ(ab::recorded_option(together.context.options, "max_grad_norm"), std::optional<std::string>("0,0.5"));
+
+  ab::SweepOptions first = tiny();
+  first.workload.micro_batches = {2, 4};
+  first.workload.optimizer.kind = ab::OptimizerKind::kSgd;
+  const ab::SweepResult unclipped = ab::run_sweep(first);
+  const ab::SweepResult resumed = ab::run_sweep(o, nullptr, &unclipped);
+  ASSERT_EQ(resumed.runs.size(), 4u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(resumed.runs[i].config.max_grad_norm, 0);
+    EXPECT_EQ(resumed.runs[i].step_seconds.median, unclipped.runs[i].step_seconds.median);  // copied
+    EXPECT_EQ(resumed.runs[i + 2].config.max_grad_norm, 0.5);
+    EXPECT_EQ(resumed.runs[i + 2].status, ab::RunStatus::kOk) << resumed.runs[i + 2].error;
+  }
+}
+
 // --resume with an optimizer added: the file's splits are copied, the new optimizer's measured; a
 // file of another optimizer alone keeps its splits and the sweep measures this one's.
 TEST(Sweep, ResumeAddsAnOptimizer) {

@@ -158,6 +158,7 @@ struct WorkloadFlags {
   std::string kbit_prep = "peft";
   std::string completion_only_loss = "true";
   std::vector<std::string> adapter_dtypes = {"fp32"};  // --adapter-dtype (sweep: a list)
+  std::vector<double> max_grad_norms = {0};           // --max-grad-norm (a list)
   std::vector<std::string> optimizers;     // --optimizer (sweep: a list)
   std::string trl_config, axolotl_config;  // --trl-config, --axolotl-config (read_config)
   // The files the command reads, by option (after apply()), which no output may replace.
@@ -251,6 +252,10 @@ struct WorkloadFlags {
     if (adapters.empty()) throw ab::UserError("--adapter-dtype needs at least one dtype, as in --adapter-dtype bf16");
     w.lora.adapter_dtype = adapters.front();
     w.grid.other_adapter_dtypes.assign(adapters.begin() + 1, adapters.end());
+    // The first is the optimizer's norm (a trainer config's, when the option is not given), the rest the grid's others.
+    if (max_grad_norms.empty()) throw ab::UserError("--max-grad-norm needs at least one norm, as in --max-grad-norm 1 (0: no clipping)");
+    w.optimizer.max_grad_norm = max_grad_norms.front();
+    w.grid.other_max_grad_norms.assign(max_grad_norms.begin() + 1, max_grad_norms.end());
     // A trainer config's gradient_checkpointing counts as given: the file says what runs.
     const bool config_checkpointing = read_config(w);
     ab::apply_base_quant_defaults(w, checkpointing_given || config_checkpointing);
@@ -258,6 +263,7 @@ struct WorkloadFlags {
     once_each("--weights-dtype", dtypes, dtype_name);  // the grid keeps these once (first_then_others)
     once_each("--optimizer", kinds, [](ab::OptimizerKind k) { return ab::to_string(k); });
     once_each("--adapter-dtype", adapters, dtype_name);
+    once_each("--max-grad-norm", max_grad_norms, [](double norm) { return ab::text::format_number(norm); });
     return w;
   }
 
@@ -532,10 +538,12 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
                       "momentum, no state; transformers' optim=sgd)" + optimizer_count)
       ->delimiter(',')
       ->capture_default_str();
-  command->add_option("--max-grad-norm", w.optimizer.max_grad_norm,
+  command->add_option("--max-grad-norm", f.max_grad_norms,
                       "clip each step's gradient to this global L2 norm before the optimizer, as the Trainer's "
                       "max_grad_norm (torch.nn.utils.clip_grad_norm_; a --trl-config or --axolotl-config leaving "
-                      "the key out clips at 1); 0: no clipping. The optimizer inside backward cannot clip")
+                      "the key out clips at 1); 0: no clipping. The optimizer inside backward cannot clip" +
+                          list_help(f, "clipped at each norm, 0 not at all"))
+      ->delimiter(',')
       ->capture_default_str();
   command->add_option("--lora-rank", w.lora.rank, "LoRA rank on a frozen base (0: full fine-tuning)")
       ->capture_default_str();
@@ -761,7 +769,7 @@ struct SweepCommand {
                    "its loss and metrics on the logits, so its peak can be higher: plan --trl-config with these "
                    "settings plans TRL's own step before you train with them");
       }
-      print_emitted(emit, "the recommended split, " + best.config.label(), ab::trainer_settings(result, best));
+      print_emitted(emit, "the recommended split, " + ab::run_label(best, result.runs), ab::trainer_settings(result, best));
     }
     int unwritten = 0;
     if (primary) {
@@ -1139,7 +1147,9 @@ int PlanCommand::run() {
   std::cout << "splits of batch " << w.batch;
   if (w.world_size > 1) std::cout << " over " << w.world_size << " data-parallel ranks, " << o.batch << " per rank";
   std::cout << " (" << ab::join_precisions(w.precisions) << ", attention " << ab::to_string(o.attention)
-            << (w.optimizer.clips() ? ", gradients clipped to norm " + ab::text::format_number(w.optimizer.max_grad_norm) : "")
+            << (ab::grid_max_grad_norms(w).size() > 1 ? ", --max-grad-norm " + ab::join_norms(ab::grid_max_grad_norms(w))
+                : w.optimizer.clips()                 ? ", gradients clipped to norm " + ab::text::format_number(w.optimizer.max_grad_norm)
+                                                      : "")
             << "):\n";
   if (!o.worst_micro_batch.empty()) {
     // Real data: the activations are planned at the longest padded micro-batch, not at T.

@@ -132,6 +132,9 @@ class Trainer {
   // state is freed first, with fresh state (as reset_optimizer; gradients dropped); the same one
   // changes nothing. One trainer serves a sweep of several optimizers so.
   void set_optimizer(OptimizerKind kind);
+  // Steps from now on clip their gradients to this global norm (0: not at all); nothing else
+  // changes (a step with the optimizer inside backward refuses a norm above 0, as it does at build).
+  void set_max_grad_norm(double max_grad_norm);
 
   LanguageModel& model() { return model_; }
   c10::Device device() const { return device_; }

@@ -112,7 +112,8 @@ struct OptimizerOptions {
   double weight_decay = 0.01;
   // --max-grad-norm: after the last micro-step (and the all-reduce), every gradient is scaled so
   // that their global L2 norm is at most this (torch.nn.utils.clip_grad_norm_, which the Trainer
-  // calls before optimizer.step()); 0: no clipping, as a plain PyTorch loop.
+  // calls before optimizer.step()); 0: no clipping, as a plain PyTorch loop. The sweep's first
+  // when it sweeps several (GridOptions::other_max_grad_norms).
   double max_grad_norm = 0;
   bool clips() const { return max_grad_norm > 0; }
 };
@@ -245,6 +246,9 @@ struct GridOptions {
   // Also every point with LoRA's adapters stored in each of these dtypes (sweep's --adapter-dtype
   // list after its first, which is LoraOptions::adapter_dtype); plan and verify take one.
   std::vector<Precision> other_adapter_dtypes;
+  // Also every point clipped at each of these norms (--max-grad-norm's list after its first, which
+  // is OptimizerOptions::max_grad_norm; 0 is no clipping): sweep, plan and verify take the list.
+  std::vector<double> other_max_grad_norms;
 };
 
 // Everything that says which training step is measured, verified or planned.
@@ -341,5 +345,15 @@ WorkloadOptions with_weights_dtype(WorkloadOptions workload, Precision dtype);
 // with its adapters in `dtype` alone.
 std::vector<Precision> grid_adapter_dtypes(const WorkloadOptions& workload);
 WorkloadOptions with_adapter_dtype(WorkloadOptions workload, Precision dtype);
+// The same for clipping: optimizer.max_grad_norm, then grid.other_max_grad_norms (0 for none); and
+// the workload clipped at `norm` alone.
+std::vector<double> grid_max_grad_norms(const WorkloadOptions& workload);
+WorkloadOptions with_max_grad_norm(WorkloadOptions workload, double norm);
+// Whether any job of the workload clips (a norm above 0 in the list).
+bool grid_clips(const WorkloadOptions& workload);
+// "0,1": each norm exactly as format_number writes it (it reads back to the same double).
+std::string join_norms(const std::vector<double>& norms);
+// A split's clipping in its label's words: "clip1", "clip0.5"; "no-clip" for 0.
+std::string clipping_word(double max_grad_norm);
 
 }  // namespace accumbench

@@ -60,9 +60,9 @@ struct JobLargest {
 std::vector<JobLargest> largest_fitting_per_job(const ModelConfig& cfg, const PlanOptions& options,
                                                 const WorkloadOptions& workload, int64_t usable_bytes);
 // The job of the workload's lists that needs least memory, whose changes a plan or a sweep names
-// when nothing fits: the narrowest weights and adapters, the optimizer of the smallest state, and
-// the precision whose smallest split the plan finds lightest (autocast's casts of the weights can
-// outweigh its narrower activations).
+// when nothing fits: the narrowest weights and adapters, the optimizer of the smallest state, the
+// precision whose smallest split the plan finds lightest (autocast's casts of the weights can
+// outweigh its narrower activations), and no clipping where --max-grad-norm's list has 0.
 struct LightestJob {
   GridJob job;
   // How it was picked, where a list gave a choice: "adamw8bit (the smallest state of --optimizer

@@ -94,7 +94,7 @@ void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_by
                          const WorkloadOptions* workload = nullptr, const std::vector<std::string>& target_modules = {});
 // How the plan names a split among `plans`: shape_label() when every plan is of one job (the
 // header names it), else label() (the optimizer unless adamw, the dtypes unless fp32), and the
-// precision when the plans have several ("4×4 ckpt adamw8bit bf16").
+// precision and the clipping when the plans have several ("4×4 ckpt adamw8bit bf16 clip1").
 std::string plan_label(const MemoryPlan& plan, const std::vector<MemoryPlan>& plans);
 // The Trainer settings of the plans' splits past the first three (batch size, accumulation,
 // checkpointing, which differ by split): those every split shares, and those of one split that are
@@ -163,7 +163,8 @@ struct TrainerSettings {
 enum class SettingsFormat { kTrl, kAxolotl, kArgs };
 // --emit: "trl" | "axolotl" | "args"; UserError naming the choices.
 SettingsFormat settings_format_from_string(const std::string& text);
-// The split's shape, knobs, precision, optimizer, weights and adapter dtypes, the rest of the workload's;
+// The split's shape, knobs, precision, optimizer, weights and adapter dtypes (and its clipping norm
+// where the workload lists several), the rest of the workload's;
 // `target_modules`: peft_target_modules(model, workload.lora) ({} without LoRA).
 TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions& workload,
                                  const std::vector<std::string>& target_modules);

@@ -24,8 +24,9 @@ namespace accumbench {
 // signal; 9: interruption.saved_while_running and interruption.error (a file left unfinished says so).
 // 10: the optimizer in every run's split (a list sweeps each); 11: the weights' and adapters' dtypes in
 // every run's split; 12: a step's positions and computed positions count every rank's (data
-// parallel; they were rank 0's). Older files are upgraded as they are read (src/report/json_upgrade.cpp).
-inline constexpr int kJsonSchemaVersion = 12;
+// parallel; they were rank 0's); 13: the clipping norm in every run's split (--max-grad-norm's list
+// sweeps each). Older files are upgraded as they are read (src/report/json_upgrade.cpp).
+inline constexpr int kJsonSchemaVersion = 13;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -114,6 +115,10 @@ struct SplitConfig {
   Precision weights_dtype = Precision::kFp32;
   // What LoRA's adapters are stored in (sweep's --adapter-dtype list, the same way; fp32 without LoRA).
   Precision adapter_dtype = Precision::kFp32;
+  // The global norm the step's gradients are clipped to before the optimizer (--max-grad-norm's
+  // list is a grid dimension); 0: not clipped. A setting of the step, as the precision is: the label
+  // leaves it out, run_label and the reports' clip column name it where the splits differ in it.
+  double max_grad_norm = 0;
 
   // "8×8", "64×1 oib", "1×64 ckpt chunked-ce", "4×2 adamw8bit", "4×2 bf16-weights": micro × accum
   // plus the knobs that are on, then the optimizer unless it is adamw, then the weights' dtype and
@@ -124,7 +129,7 @@ struct SplitConfig {
   // split (a plan, its header; the plan's changes, their --optimizer and --weights-dtype).
   std::string shape_label() const;
   // Stable identity for --resume: label (optimizer and weights dtype included) plus precision (and the world size when
-  // above 1).
+  // above 1, the clipping norm when clipped: "4×2/fp32/clip1").
   std::string key() const;
 };
 
@@ -151,18 +156,20 @@ std::vector<SplitConfig> knob_variants(const SplitConfig& split, bool knobs, boo
 // `points`, followed with `chunked` by each of them again with the chunked cross-entropy.
 std::vector<SplitConfig> loss_variants(std::vector<SplitConfig> points, bool chunked);
 
-// One job of a workload's lists: a weights dtype, an adapter dtype, an optimizer and a precision.
-// Each changes the update or the memory a split needs, so what fits, and which split is best, is a
-// question per job; a sweep of several lists measures the splits of each, and the plan plans them.
+// One job of a workload's lists: a weights dtype, an adapter dtype, an optimizer, a precision and a
+// clipping norm. Each changes the update or the memory a split needs, so what fits, and which split
+// is best, is a question per job; a sweep of several lists measures the splits of each, and the plan
+// plans them.
 struct GridJob {
   Precision weights_dtype = Precision::kFp32;
   Precision adapter_dtype = Precision::kFp32;
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   Precision precision = Precision::kFp32;
+  double max_grad_norm = 0;
   bool operator==(const GridJob& other) const;
 };
 // The jobs in split_grid's order: the weights' dtypes outermost, then the adapters', the
-// optimizers, the precisions (each list in the order given).
+// optimizers, the precisions, the clipping norms (each list in the order given).
 std::vector<GridJob> grid_jobs(const WorkloadOptions& workload);
 GridJob job_of(const SplitConfig& split);
 // The workload with this job's one of each list.
@@ -324,7 +331,7 @@ inline constexpr double kLooseTimeModel = 0.20;
 
 struct TimeModel {
   Precision precision = Precision::kFp32;
-  std::string knobs;                 // the group's knobs as in its split labels ("", "ckpt", ...)
+  std::string knobs;                 // the group's knobs as in its split labels ("", "ckpt", ...; "clip1": clipped)
   double fixed_seconds = kNotMeasured;      // per micro-step, whatever its size
   double seconds_per_token = kNotMeasured;  // per computed position (padding included)
   double optimizer_seconds = kNotMeasured;  // median optimizer phase
@@ -346,8 +353,9 @@ struct Interruption {
   bool whole() const { return signal.empty() && !saved_while_running && error.empty(); }
 };
 
-// A run's name in every report: its label, and its precision when `runs` (the sweep's) hold several
-// ("8×8 bf16"; the label names every other dimension of the grid that varies).
+// A run's name in every report: its label, its precision when `runs` (the sweep's) hold several,
+// and its clipping when they differ in it ("8×8 bf16 clip1", "8×8 no-clip"; the label names every
+// other dimension of the grid that varies).
 std::string run_label(const RunResult& run, const std::vector<RunResult>& runs);
 
 struct SweepResult {

@@ -137,9 +137,9 @@ void require_verify_fits(const VerifyMemory& memory, const std::string& model, b
 // the whole batch in one micro-step with the plain loss head. Throws UserError on bad options.
 VerifyResult run_verify(const VerifyOptions& options);
 inline VerifyResult run_verify(const WorkloadOptions& workload) { return run_verify(VerifyOptions{workload, {}}); }
-// verify of a workload's lists (--precision, --optimizer, --weights-dtype, --adapter-dtype): each
-// job of grid_jobs on its own, its splits against its own reference (two jobs compute different
-// updates), in the grid's order; every job is checked before the first runs. A signal stops after
+// verify of a workload's lists (--precision, --optimizer, --weights-dtype, --adapter-dtype,
+// --max-grad-norm): each job of grid_jobs on its own, its splits against its own reference (two
+// jobs compute different updates), in the grid's order; every job is checked before the first runs. A signal stops after
 // the job it interrupted: the results end there. --export takes one job. `on_job`, when given, has
 // each job's result as the job ends (the CLI prints it then, not after the last job).
 std::vector<VerifyResult> run_verify_jobs(const VerifyOptions& options,

@@ -410,6 +410,8 @@ void Trainer::set_optimizer(OptimizerKind kind) {
   optimizer_ = make_optimizer(params_, options_.optimizer);
 }
 
+void Trainer::set_max_grad_norm(double max_grad_norm) { options_.optimizer.max_grad_norm = max_grad_norm; }
+
 void Trainer::reset_optimizer() {
   release_graphs();
   if (optimizer_) {  // none only after set_optimizer ran out of memory, which dropped the gradients

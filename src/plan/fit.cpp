@@ -87,6 +87,7 @@ LargestSplit largest_with(const ModelConfig& cfg, const Job& job, const char* wo
     split.optimizer = job.options.optimizer;  // the split names its job, as the grid's do
     split.weights_dtype = job.options.weights_dtype;
     split.adapter_dtype = job.options.lora.adapter_dtype;
+    split.max_grad_norm = job.options.max_grad_norm;
     const MemoryPlan plan = plan_memory(cfg, job.options, split);
     if (plan.peak_bytes <= usable_bytes) {
       largest.split = split;
@@ -308,7 +309,8 @@ bool was_tried(const SplitConfig& split, const std::vector<SplitConfig>& tried) 
     return t.micro_batch == split.micro_batch && t.activation_checkpointing == split.activation_checkpointing &&
            t.chunked_loss == split.chunked_loss && t.precision == split.precision &&
            t.optimizer_in_backward == split.optimizer_in_backward && t.optimizer == split.optimizer &&
-           t.weights_dtype == split.weights_dtype && t.adapter_dtype == split.adapter_dtype;
+           t.weights_dtype == split.weights_dtype && t.adapter_dtype == split.adapter_dtype &&
+           t.max_grad_norm == split.max_grad_norm;
   });
 }
 
@@ -341,6 +343,10 @@ LightestJob lightest_job(const ModelConfig& cfg, const PlanOptions& options, con
   lightest.job.optimizer =
       lightest_optimizer(cfg, with_adapter_dtype(with_weights_dtype(workload, lightest.job.weights_dtype),
                                                  lightest.job.adapter_dtype));
+  // No clipping where the list has it: clipping's temporaries only add to the optimizer phase, and
+  // only an unclipped step can have the optimizer inside backward.
+  const std::vector<double> norms = grid_max_grad_norms(workload);
+  lightest.job.max_grad_norm = *std::min_element(norms.begin(), norms.end());
   // The precision: the one whose smallest split (micro-batch 1, checkpointed) the plan finds lightest.
   lightest.job.precision = workload.precisions.front();
   int64_t least = -1;
@@ -382,6 +388,8 @@ LightestJob lightest_job(const ModelConfig& cfg, const PlanOptions& options, con
     add(" under ", to_string(lightest.job.precision) + " (of --precision " + join_precisions(workload.precisions) +
                        ", the lightest in the plan)");
   }
+  // Every norm above 0 needs the same memory: words only for the list's 0.
+  if (norms.size() > 1 && lightest.job.max_grad_norm == 0) add(" and ", "no clipping (of --max-grad-norm " + join_norms(norms) + ")");
   return lightest;
 }
 
@@ -419,9 +427,10 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
         flags += std::string(flags.empty() ? "" : " ") + "--optimizer-in-backward";
       }
       // As the sweep names its splits: the label (the optimizer unless adamw, the weights dtype
-      // unless fp32), then the precision.
+      // unless fp32), then the precision and the clipping where the lists hold several.
       const std::string label =
-          l.split.label() + (workload.precisions.size() > 1 ? " " + to_string(job.job.precision) : "");
+          l.split.label() + (workload.precisions.size() > 1 ? " " + to_string(job.job.precision) : "") +
+          (grid_max_grad_norms(workload).size() > 1 ? " " + clipping_word(job.job.max_grad_norm) : "");
       untried += (untried.empty() ? "" : " or ") + label + (flags.empty() ? "" : " (" + flags + ")");
     }
   }

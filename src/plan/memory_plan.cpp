@@ -523,6 +523,7 @@ PlanOptions plan_options_for(PlanOptions options, const GridJob& job) {
   options.optimizer = job.optimizer;
   options.weights_dtype = job.weights_dtype;
   options.lora.adapter_dtype = job.adapter_dtype;
+  options.max_grad_norm = job.max_grad_norm;
   return options;
 }
 

@@ -129,6 +129,22 @@ void add_identity_columns(std::vector<ColumnDef>& all) {
   // The label names a weights or adapter dtype other than fp32; the CSV names every run's.
   all.push_back(csv_only("weights_dtype", [](const RunResult& r) { return to_string(r.config.weights_dtype); }));
   all.push_back(csv_only("adapter_dtype", [](const RunResult& r) { return to_string(r.config.adapter_dtype); }));
+  {
+    // Clipping is a setting of the step, as the precision is: a column beside the label where the
+    // splits differ in it ("off" or the norm); the CSV names every run's (0: not clipped).
+    ColumnDef c;
+    c.id = "max_grad_norm";
+    c.header = "clip";
+    c.html_header = "clip";
+    c.csv = "max_grad_norm";
+    c.align = Align::kLeft;
+    c.console = c.markdown = c.html = Shown::kWhenVaries;
+    c.cell = [](const RunResult& r, const TableContext&) {
+      return r.config.max_grad_norm > 0 ? text::format_number(r.config.max_grad_norm) : std::string("off");
+    };
+    c.raw = [](const RunResult& r) { return text::format_number(r.config.max_grad_norm); };
+    all.push_back(c);
+  }
   all.push_back(csv_only("activation_checkpointing",
                          [](const RunResult& r) { return to_string(r.config.activation_checkpointing); }));
   all.push_back(csv_only("optimizer_in_backward", [](const RunResult& r) { return flag(r.config.optimizer_in_backward); }));
@@ -555,6 +571,7 @@ std::string legend(const std::vector<RunResult>& runs, const TableContext& conte
   const auto has = [&](const char* id) {
     return std::any_of(shown.begin(), shown.end(), [&](const ColumnDef* c) { return c->id == id; });
   };
+  if (has("max_grad_norm")) text += "; clip: the norm the step's gradients are clipped to (--max-grad-norm), off: none";
   if (has("fits") && !context.memory_limit) text += "; fits: - without --memory-limit";
   if (has("vs_fastest")) {
     // Over the fastest fitting split, or, when none fits the limit, the fastest of all (TableContext::of).

@@ -113,7 +113,7 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
     if (!x || !y) continue;
     // A grid dimension's list measures the same splits in any order: "fp32,bf16" is "bf16,fp32".
     const bool list = name == "precisions" || name == "optimizer" || name == "weights_dtype" ||
-                      name == "adapter_dtype" || name == "micro_batches";
+                      name == "adapter_dtype" || name == "max_grad_norm" || name == "micro_batches";
     // "all divisors" is a list too: every divisor of a rank's share of the batch.
     const auto items = [&name](const std::string& value, const SweepContext& c) {
       if (name != "micro_batches" || value != "all divisors" || c.world_size < 1 || c.batch % c.world_size != 0) {
@@ -150,17 +150,20 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   // it differs, and then reads as the other reports write it ("2×2 bf16", "2×2 world 2").
   bool mixed_precision = false;
   bool mixed_world = false;
+  bool mixed_clipping = false;
   const SplitConfig* first = nullptr;
   for (const SweepResult* sweep : {&a, &b}) {
     for (const RunResult& run : sweep->runs) {
       if (first == nullptr) first = &run.config;
       mixed_precision = mixed_precision || run.config.precision != first->precision;
       mixed_world = mixed_world || run.config.world_size != first->world_size;
+      mixed_clipping = mixed_clipping || run.config.max_grad_norm != first->max_grad_norm;
     }
   }
   const auto split_cell = [&](const SplitConfig& config) {
     std::string cell = config.label();
     if (mixed_precision) cell += " " + to_string(config.precision);
+    if (mixed_clipping) cell += " " + clipping_word(config.max_grad_norm);
     if (mixed_world) cell += " world " + std::to_string(config.world_size);
     return cell;
   };

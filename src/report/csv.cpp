@@ -43,7 +43,7 @@ void CsvReporter::report(const SweepResult& result, std::ostream& out) const {
   for (const std::string& name : workload_option_names()) {
     if (name == "model" || name == "seq_len" || name == "batch" || name == "micro_batches" || name == "device" ||
         name == "precisions" || name == "optimizer" || name == "weights_dtype" ||
-        name == "adapter_dtype")
+        name == "adapter_dtype" || name == "max_grad_norm")
       continue;
     workload.push_back({name, recorded_option(c.options, name).value_or("")});
   }

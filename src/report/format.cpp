@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <sstream>
 
 #include "accumbench/error.hpp"
@@ -159,9 +160,21 @@ std::string context_line(const SweepResult& result) {
     line << (several ? ", optimizers " : ", optimizer ") << optimizer_words(optimizers);
     if (!emulated.empty()) line << " (" << (several ? emulated + " " : "") << "emulated: memory exact, time approximate)";
   }
-  // The Trainer's clipping (--max-grad-norm): a pass over the gradients in every optimizer phase.
-  if (const std::string norm = option_value(c, "max_grad_norm"); !norm.empty() && norm != "0")
-    line << ", gradients clipped to norm " << norm;
+  // The Trainer's clipping (--max-grad-norm): a pass over the gradients in every optimizer phase;
+  // a list names each norm, the splits' clip column which is which.
+  const std::vector<double> norms =
+      distinct_of<double>(result, &SplitConfig::max_grad_norm, "max_grad_norm", [](const std::string& text) {
+        try {
+          return std::stod(text);
+        } catch (const std::exception&) {
+          throw UserError("not a norm");
+        }
+      });
+  if (norms.size() > 1) {
+    line << ", --max-grad-norm " << join_norms(norms) << " (0: not clipped)";
+  } else if (!norms.empty() && norms.front() > 0) {
+    line << ", gradients clipped to norm " << text::format_number(norms.front());
+  }
   if (c.memory_limit_bytes > 0) line << ", memory limit " << format_bytes(c.memory_limit_bytes);
   if (c.world_size > 1) {
     line << ", data parallel over " << c.world_size << " ranks (" << c.distributed_backend

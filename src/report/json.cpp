@@ -130,6 +130,7 @@ auto fields(S& s, V& v) -> IfIs<S, SplitConfig> {
   v("optimizer", s.optimizer);
   v("weights_dtype", s.weights_dtype);
   v("adapter_dtype", s.adapter_dtype);
+  v("max_grad_norm", s.max_grad_norm);
 }
 
 template <class S, class V>
@@ -551,6 +552,8 @@ void check_meaning(const SweepResult& r) {
     const std::string at = "runs[" + std::to_string(i) + "]";
     at_least_one(at + ".config.micro_batch", run.config.micro_batch);
     at_least_one(at + ".config.accum_steps", run.config.accum_steps);
+    if (!(std::isfinite(run.config.max_grad_norm) && run.config.max_grad_norm >= 0))
+      throw FormatError{at + ".config.max_grad_norm", "must be a number of 0 or more (0: not clipped)"};
     const int64_t made = run.config.micro_batch * run.config.accum_steps * r.context.world_size;
     if (made != r.context.batch)
       throw FormatError{at + ".config", "makes " + std::to_string(made) + " sequences per step but context.batch is " +

@@ -1,6 +1,9 @@
 // Older result files read as the current version (json_upgrade.hpp).
 #include "report/json_upgrade.hpp"
 
+#include <exception>
+#include <string>
+
 #include "accumbench/result.hpp"
 
 namespace accumbench {
@@ -178,6 +181,32 @@ void upgrade_from_version_11(Json& root) {
   }
 }
 
+// Version 12 clipped every split at one norm, named in the context's options only when above 0
+// (a string, format_number's exact digits): every run's split reads it as a number.
+void upgrade_from_version_12(Json& root) {
+  root["json_schema_version"] = 13;
+  double norm = 0;
+  if (root.contains("context") && root["context"].is_object()) {
+    Json& context = root["context"];
+    context["json_schema_version"] = 13;
+    if (context.contains("options") && context["options"].is_array()) {
+      for (const Json& option : context["options"]) {
+        if (!option.is_array() || option.size() != 2 || option[0] != "max_grad_norm" || !option[1].is_string()) continue;
+        try {
+          norm = std::stod(option[1].get<std::string>());
+        } catch (const std::exception&) {
+          norm = 0;  // not a number: validation of the options names it
+        }
+      }
+    }
+  }
+  if (!root.contains("runs") || !root["runs"].is_array()) return;
+  for (Json& run : root["runs"]) {
+    if (!run.is_object() || !run.contains("config") || !run["config"].is_object()) continue;
+    if (!run["config"].contains("max_grad_norm")) run["config"]["max_grad_norm"] = norm;
+  }
+}
+
 }  // namespace
 
 void upgrade_to_current_version(Json& root) {
@@ -203,6 +232,7 @@ void upgrade_to_current_version(Json& root) {
     option_into_every_split(root, 10, "adapter_dtype", "fp32");  // recorded only when bf16
   }
   if (version_is(11)) upgrade_from_version_11(root);
+  if (version_is(12)) upgrade_from_version_12(root);
 }
 
 }  // namespace accumbench

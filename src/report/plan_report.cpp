@@ -212,6 +212,7 @@ void add_job(nlohmann::json& entry, const GridJob& job) {
   entry["optimizer"] = to_string(job.optimizer);
   entry["weights_dtype"] = to_string(job.weights_dtype);
   entry["adapter_dtype"] = to_string(job.adapter_dtype);
+  entry["max_grad_norm"] = job.max_grad_norm;
 }
 }  // namespace
 

@@ -93,7 +93,10 @@ std::string plan_label(const MemoryPlan& plan, const std::vector<MemoryPlan>& pl
   if (one_job) return plan.split.shape_label();
   const bool one_precision = std::all_of(plans.begin(), plans.end(),
                                          [&](const MemoryPlan& p) { return p.split.precision == plan.split.precision; });
-  return plan.split.label() + (one_precision ? "" : " " + to_string(plan.split.precision));
+  const bool one_norm = std::all_of(plans.begin(), plans.end(),
+                                    [&](const MemoryPlan& p) { return p.split.max_grad_norm == plan.split.max_grad_norm; });
+  return plan.split.label() + (one_precision ? "" : " " + to_string(plan.split.precision)) +
+         (one_norm ? "" : " " + clipping_word(plan.split.max_grad_norm));
 }
 
 namespace {

@@ -137,7 +137,8 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.cuda = names_cuda(w.device);
   s.lr = w.optimizer.lr;
   s.weight_decay = w.optimizer.weight_decay;
-  s.max_grad_norm = w.optimizer.max_grad_norm;
+  // The split's job's norm: the workload's own, or where --max-grad-norm lists several, the split's.
+  s.max_grad_norm = grid_max_grad_norms(w).size() > 1 ? split.max_grad_norm : w.optimizer.max_grad_norm;
   s.completion_only_loss = w.data.completion_only_loss;
   return s;
 }
@@ -462,7 +463,15 @@ WorkloadOptions settings_workload(const SweepContext& context) {
       if (name == "tf32") w.tf32 = value != "off";
       if (name == "lr") w.optimizer.lr = std::stod(value);
       if (name == "weight_decay") w.optimizer.weight_decay = std::stod(value);
-      if (name == "max_grad_norm") w.optimizer.max_grad_norm = std::stod(value);
+      if (name == "max_grad_norm") {  // "1", or a list "0,1" (each split names its own)
+        std::vector<double> norms;
+        std::istringstream list(value);
+        for (std::string norm; std::getline(list, norm, ',');) norms.push_back(std::stod(norm));
+        if (!norms.empty()) {
+          w.optimizer.max_grad_norm = norms.front();
+          w.grid.other_max_grad_norms.assign(norms.begin() + 1, norms.end());
+        }
+      }
       if (name == "completion_only_loss") w.data.completion_only_loss = value != "false";
     } catch (const std::exception&) {
       // An option this version cannot read keeps its default; the settings are a translation.

@@ -205,6 +205,10 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
   if (grid_adapter_dtypes(w).size() != 1) {
     throw UserError("calibrate-framework measures one adapter dtype at a time; give --adapter-dtype one value");
   }
+  if (grid_max_grad_norms(w).size() != 1) {
+    throw UserError("calibrate-framework measures one --max-grad-norm at a time (clipping runs once per step, outside "
+                    "the time per micro-step); give one value");
+  }
   if (w.micro_batches.empty()) {
     for (int64_t m = 1; m <= w.batch; ++m) {
       if (w.batch % m == 0) w.micro_batches.push_back(m);

@@ -86,6 +86,7 @@ void check_profile_dir(const std::string& directory, c10::Device device) {
 // file), the memory limit (every "fits" is judged again), output and machine settings.
 bool may_differ_on_resume(const std::string& option) {
   static const char* const kFree[] = {"micro_batches", "precisions", "optimizer", "weights_dtype", "adapter_dtype",
+                                      "max_grad_norm",
                                       "knobs", "cuda_graphs", "chunked_loss", "activation_checkpointing",
                                       "optimizer_in_backward",
                                       "memory_limit_bytes", "try_predicted_oom", "profile_dir", "OMP_WAIT_POLICY",
@@ -171,7 +172,8 @@ void name_kept_runs_in_lists(std::vector<std::pair<std::string, std::string>>& o
       {"precisions", [](const SplitConfig& s) { return to_string(s.precision); }},
       {"optimizer", [](const SplitConfig& s) { return to_string(s.optimizer); }},
       {"weights_dtype", [](const SplitConfig& s) { return to_string(s.weights_dtype); }},
-      {"adapter_dtype", [](const SplitConfig& s) { return to_string(s.adapter_dtype); }}};
+      {"adapter_dtype", [](const SplitConfig& s) { return to_string(s.adapter_dtype); }},
+      {"max_grad_norm", [](const SplitConfig& s) { return text::format_number(s.max_grad_norm); }}};
   for (const auto& [name, value_of] : kLists) {
     const std::optional<std::string> now = recorded_option(options, name);
     if (!now || *now == "all divisors") continue;
@@ -194,7 +196,7 @@ void name_kept_runs_in_lists(std::vector<std::pair<std::string, std::string>>& o
     if (found != options.end()) {
       found->second = merged;
     } else {
-      options.emplace_back(name, merged);  // absent at its default (adapter_dtype fp32)
+      options.emplace_back(name, merged);  // absent at its default (adapter_dtype fp32, max_grad_norm 0)
     }
   }
 }
@@ -699,23 +701,30 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   decision_options.confidence = options.confidence;
   decision_options.framework_seconds_per_micro_step = framework.seconds_per_micro_step;
   decision_options.framework_source = framework.source;
-  // The splits not begun, by label; with the precision too where the table holds more than one
-  // (a bf16 resume of an fp32 file: "2×4" alone would name the fp32 row).
-  bool several_precisions = false;
-  for (const SplitConfig& split : grid) several_precisions = several_precisions || split.precision != grid[0].precision;
+  // The splits not begun, by label; with the precision and the clipping too where the table holds
+  // more than one (a bf16 resume of an fp32 file: "2×4" alone would name the fp32 row).
+  bool several_precisions = false, several_norms = false;
+  const auto note_differences = [&](const SplitConfig& split) {
+    several_precisions = several_precisions || split.precision != grid[0].precision;
+    several_norms = several_norms || split.max_grad_norm != grid[0].max_grad_norm;
+  };
+  for (const SplitConfig& split : grid) note_differences(split);
   if (resume != nullptr && !grid.empty()) {
-    for (const RunResult& run : resume->runs)
-      several_precisions = several_precisions || run.config.precision != grid[0].precision;
+    for (const RunResult& run : resume->runs) note_differences(run.config);
   }
   const auto not_begun = [&](size_t index) {
-    return grid[index].label() + (several_precisions ? " " + to_string(grid[index].precision) : "");
+    return grid[index].label() + (several_precisions ? " " + to_string(grid[index].precision) : "") +
+           (several_norms ? " " + clipping_word(grid[index].max_grad_norm) : "");
   };
   // A stopped file's splits that it never began and this grid leaves out stay not begun (named with
-  // or without their precision, as the file's grid named them).
+  // or without their precision and clipping, as the file's grid named them).
   if (resume != nullptr) {
     for (const std::string& label : resume->interruption.splits_not_run) {
       const bool in_grid = std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& s) {
-        return label == s.label() || label == s.label() + " " + to_string(s.precision);
+        for (const std::string& named : {s.label(), s.label() + " " + to_string(s.precision)}) {
+          if (label == named || label == named + " " + clipping_word(s.max_grad_norm)) return true;
+        }
+        return false;
       });
       if (!in_grid) result.interruption.splits_not_run.push_back(label);
     }

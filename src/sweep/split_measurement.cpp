@@ -68,7 +68,7 @@ std::string file_stem(const SplitConfig& split) {
       stem += label[i] == ' ' ? '-' : label[i];
     }
   }
-  return stem + "-" + to_string(split.precision);
+  return stem + "-" + to_string(split.precision) + (split.max_grad_norm > 0 ? "-" + clipping_word(split.max_grad_norm) : "");
 }
 
 }  // namespace
@@ -353,11 +353,13 @@ Trainer& SplitMeasurement::trainer_for(const SplitConfig& split) {
     train_options.precision = split.precision;
     train_options.optimizer = options_.workload.optimizer;
     train_options.optimizer.kind = split.optimizer;
+    train_options.optimizer.max_grad_norm = split.max_grad_norm;
     trainer_ = std::make_unique<Trainer>(model_, device_, train_options);
     trainer_->set_process_group(group_);
   }
   trainer_->set_precision(split.precision);
   trainer_->set_optimizer(split.optimizer);
+  trainer_->set_max_grad_norm(split.max_grad_norm);
   return *trainer_;
 }
 

@@ -519,17 +519,18 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   return reason + ".";
 }
 
-// With several optimizers or weights dtypes among the candidates: they compute different updates
-// (SGD has no moments, the 8-bit ones approximate AdamW's; 16-bit weights run 16-bit products and,
-// trained, round their updates), which the sweep's choice (time, then memory) does not weigh; the
-// fastest candidate of each, so that the user weighs the update against its cost. Empty with one
-// of each.
+// With several optimizers, weights dtypes or clipping norms among the candidates: they compute
+// different updates (SGD has no moments, the 8-bit ones approximate AdamW's; 16-bit weights run
+// 16-bit products and, trained, round their updates; clipping scales a gradient down whenever its
+// norm is above the limit), which the sweep's choice (time, then memory) does not weigh; the fastest
+// candidate of each, so that the user weighs the update against its cost. Empty with one of each.
 std::string per_update_sentence(const std::vector<RunResult>& runs, const std::vector<int>& candidates) {
-  using Update = std::tuple<OptimizerKind, Precision, Precision>;  // optimizer, weights, adapters
+  using Update = std::tuple<OptimizerKind, Precision, Precision, double>;  // optimizer, weights, adapters, clipping
   std::vector<Update> updates;
   std::vector<int> fastest;
   for (int i : candidates) {
-    const Update update = {runs[i].config.optimizer, runs[i].config.weights_dtype, runs[i].config.adapter_dtype};
+    const SplitConfig& c = runs[i].config;
+    const Update update = {c.optimizer, c.weights_dtype, c.adapter_dtype, c.max_grad_norm};
     const auto found = std::find(updates.begin(), updates.end(), update);
     if (found == updates.end()) {
       updates.push_back(update);
@@ -539,20 +540,22 @@ std::string per_update_sentence(const std::vector<RunResult>& runs, const std::v
     }
   }
   if (updates.size() < 2) return "";
-  bool optimizers = false, weights = false, adapters = false;
+  bool optimizers = false, weights = false, adapters = false, clipping = false;
   for (const Update& u : updates) {
     optimizers = optimizers || std::get<0>(u) != std::get<0>(updates[0]);
     weights = weights || std::get<1>(u) != std::get<1>(updates[0]);
     adapters = adapters || std::get<2>(u) != std::get<2>(updates[0]);
+    clipping = clipping || std::get<3>(u) != std::get<3>(updates[0]);
   }
   std::string list;
   for (size_t k = 0; k < updates.size(); ++k) {
     const RunResult& run = runs[fastest[k]];
     // Named as run_label names it, less what leads: the optimizer, then "on bf16 weights", "with
-    // bf16 adapters".
+    // bf16 adapters", then the clipping ("no-clip", "clip1").
     std::string lead = optimizers ? to_string(std::get<0>(updates[k])) : "";
     if (weights) lead += (lead.empty() ? "" : " on ") + to_string(std::get<1>(updates[k])) + " weights";
     if (adapters) lead += (lead.empty() ? "" : " with ") + to_string(std::get<2>(updates[k])) + " adapters";
+    if (clipping) lead += (lead.empty() ? "" : " ") + clipping_word(std::get<3>(updates[k]));
     list += (k == 0 ? "" : ", ") + lead + " " + run.config.shape_label() + precision_suffix(run, runs) + " (" +
             seconds_text(run.mean_seconds.value) + ", " + format_bytes(run.peak_allocated_bytes) +
             (bitsandbytes_optimizer(std::get<0>(updates[k])) ? "; time emulated" : "") + ")";
@@ -561,9 +564,13 @@ std::string per_update_sentence(const std::vector<RunResult>& runs, const std::v
                              : weights             ? "weights dtypes"
                              : adapters            ? "adapter dtypes"
                                                    : "";
-  const std::string subject = optimizers && !dtypes.empty() ? "The optimizers and the " + dtypes + " compute different updates"
-                              : optimizers                  ? "The optimizers compute different updates"
-                                                            : "The " + dtypes + " compute in different precision";
+  std::vector<std::string> parts;
+  if (optimizers) parts.push_back("optimizers");
+  if (!dtypes.empty()) parts.push_back(dtypes);
+  if (clipping) parts.push_back("clipping norms (--max-grad-norm)");
+  std::string subject = "The " + parts.front();
+  for (size_t k = 1; k < parts.size(); ++k) subject += (k + 1 == parts.size() ? " and the " : ", the ") + parts[k];
+  subject += parts.size() == 1 && !dtypes.empty() ? " compute in different precision" : " compute different updates";
   std::string why;
   if (weights) {
     why = "16-bit weights without autocast run 16-bit products, and a full fine-tune of them updates them in 16 bits, "
@@ -572,6 +579,10 @@ std::string per_update_sentence(const std::vector<RunResult>& runs, const std::v
   if (adapters) {
     why += std::string(why.empty() ? "" : "; ") +
            "bf16 adapters keep their gradients and updates in bf16, summed in bf16 across micro-steps";
+  }
+  if (clipping) {
+    why += std::string(why.empty() ? "" : "; ") +
+           "clipping scales the step's gradient down whenever its global norm is above the limit";
   }
   if (!why.empty()) why = " (" + why + ")";
   return " " + subject + why + ", which the choice above does not weigh; the fastest split of each: " + list + ".";

@@ -11,11 +11,14 @@ namespace accumbench {
 
 namespace {
 
-// "8×8 ckpt chunked-ce" -> "ckpt chunked-ce"; "8×8" -> "".
+// "8×8 ckpt chunked-ce" -> "ckpt chunked-ce"; "8×8" -> ""; clipped at 1: "clip1" after them (its
+// pass over the gradients is in the optimizer phase, which the model takes as one median).
 std::string knobs_of(const SplitConfig& split) {
   const std::string label = split.label();
   const auto space = label.find(' ');
-  return space == std::string::npos ? "" : label.substr(space + 1);
+  std::string knobs = space == std::string::npos ? "" : label.substr(space + 1);
+  if (split.max_grad_norm > 0) knobs += (knobs.empty() ? "" : " ") + clipping_word(split.max_grad_norm);
+  return knobs;
 }
 
 double mean_step_seconds(const RunResult& run) {

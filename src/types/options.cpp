@@ -504,6 +504,7 @@ void validate_workload(const WorkloadOptions& w) {
   if (w.batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(w.batch));
   validate_limits(w);
   validate_optimizer(w.optimizer);
+  for (double norm : w.grid.other_max_grad_norms) validate_optimizer(with_max_grad_norm(w, norm).optimizer);
   require_in_range("--dist-timeout", w.dist_timeout_seconds, 0, 86400, true, "a number of seconds in (0, 86400]");
   for (int64_t micro : w.micro_batches) {
     if (micro <= 0) throw UserError("micro-batch must be positive, got " + std::to_string(micro));
@@ -594,6 +595,31 @@ WorkloadOptions with_adapter_dtype(WorkloadOptions w, Precision dtype) {
   return w;
 }
 
+std::vector<double> grid_max_grad_norms(const WorkloadOptions& w) {
+  return first_then_others(w.optimizer.max_grad_norm, w.grid.other_max_grad_norms);
+}
+
+WorkloadOptions with_max_grad_norm(WorkloadOptions w, double norm) {
+  w.optimizer.max_grad_norm = norm;
+  w.grid.other_max_grad_norms.clear();
+  return w;
+}
+
+bool grid_clips(const WorkloadOptions& w) {
+  const std::vector<double> norms = grid_max_grad_norms(w);
+  return std::any_of(norms.begin(), norms.end(), [](double norm) { return norm > 0; });
+}
+
+std::string join_norms(const std::vector<double>& norms) {
+  std::string out;
+  for (size_t i = 0; i < norms.size(); ++i) out += (i ? "," : "") + text::format_number(norms[i]);
+  return out;
+}
+
+std::string clipping_word(double max_grad_norm) {
+  return max_grad_norm > 0 ? "clip" + text::format_number(max_grad_norm) : "no-clip";
+}
+
 std::string join_precisions(const std::vector<Precision>& precisions) {
   std::string out;
   for (size_t i = 0; i < precisions.size(); ++i) out += (i ? "," : "") + to_string(precisions[i]);
@@ -638,9 +664,9 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
   }
   // Only when off, so that files written before --tf32 existed (all with it on) still resume.
   if (!w.tf32) options.push_back({"tf32", "off"});
-  // Only when clipping, so that files written before --max-grad-norm existed still resume.
+  // Only when some job clips, so that files written before --max-grad-norm existed still resume.
   // Exact (format_number reads back to the same double), so that --resume tells 0.1234567 from 0.123457.
-  if (w.optimizer.clips()) options.push_back({"max_grad_norm", text::format_number(w.optimizer.max_grad_norm)});
+  if (grid_clips(w)) options.push_back({"max_grad_norm", join_norms(grid_max_grad_norms(w))});
   // Only when off, so that files written before --completion-only-loss existed still resume.
   if (!w.data.completion_only_loss) options.push_back({"completion_only_loss", "false"});
   return options;

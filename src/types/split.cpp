@@ -32,14 +32,18 @@ std::string SplitConfig::label() const {
 }
 
 std::string run_label(const RunResult& run, const std::vector<RunResult>& runs) {
-  for (const RunResult& other : runs) {
-    if (other.config.precision != run.config.precision) return run.config.label() + " " + to_string(run.config.precision);
-  }
-  return run.config.label();
+  const auto differ = [&](auto field) {
+    return std::any_of(runs.begin(), runs.end(), [&](const RunResult& other) { return other.config.*field != run.config.*field; });
+  };
+  std::string label = run.config.label();
+  if (differ(&SplitConfig::precision)) label += " " + to_string(run.config.precision);
+  if (differ(&SplitConfig::max_grad_norm)) label += " " + clipping_word(run.config.max_grad_norm);
+  return label;
 }
 
 std::string SplitConfig::key() const {
-  return label() + "/" + to_string(precision) + (world_size > 1 ? "/world" + std::to_string(world_size) : "");
+  return label() + "/" + to_string(precision) + (world_size > 1 ? "/world" + std::to_string(world_size) : "") +
+         (max_grad_norm > 0 ? "/" + clipping_word(max_grad_norm) : "");
 }
 
 std::vector<int64_t> divisors(int64_t n) {
@@ -163,7 +167,7 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
   const bool in_backward = w.grid.optimizer_in_backward;
   if (in_backward) {
     require_one_rank_for_optimizer_in_backward(world_size);
-    require_no_clipping_in_backward(w.optimizer.max_grad_norm);
+    for (double norm : grid_max_grad_norms(w)) require_no_clipping_in_backward(norm);
     // The optimizer inside backward steps each parameter as its gradient is complete, so a split
     // that accumulates cannot use it: those splits are left out (optimizer_in_backward_note says
     // which), and a list with none left is refused.
@@ -184,13 +188,14 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
     split.adapter_dtype = job.adapter_dtype;
     split.optimizer = job.optimizer;
     split.precision = job.precision;
+    split.max_grad_norm = job.max_grad_norm;
     split.world_size = world_size;
     split.activation_checkpointing = w.grid.checkpointing;
     for (int64_t micro : micro_batches) {
       split.micro_batch = micro;
       split.accum_steps = accumulation_steps(w.batch, micro, world_size);
       std::vector<SplitConfig> points;
-      for (SplitConfig point : knob_variants(split, w.grid.knobs, w.optimizer.clips())) {
+      for (SplitConfig point : knob_variants(split, w.grid.knobs, job.max_grad_norm > 0)) {
         // A plain knob fixes that knob for every point: the grid's variants of it collapse.
         if (in_backward) point.optimizer_in_backward = true;
         if (!contains(points, point)) points.push_back(point);
@@ -207,7 +212,7 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
 
 bool GridJob::operator==(const GridJob& other) const {
   return weights_dtype == other.weights_dtype && adapter_dtype == other.adapter_dtype && optimizer == other.optimizer &&
-         precision == other.precision;
+         precision == other.precision && max_grad_norm == other.max_grad_norm;
 }
 
 std::vector<GridJob> grid_jobs(const WorkloadOptions& w) {
@@ -216,8 +221,10 @@ std::vector<GridJob> grid_jobs(const WorkloadOptions& w) {
     for (Precision adapters : grid_adapter_dtypes(w)) {
       for (OptimizerKind optimizer : grid_optimizers(w)) {
         for (Precision precision : w.precisions) {
-          const GridJob job{weights, adapters, optimizer, precision};
-          if (std::find(jobs.begin(), jobs.end(), job) == jobs.end()) jobs.push_back(job);  // a precision given twice
+          for (double norm : grid_max_grad_norms(w)) {
+            const GridJob job{weights, adapters, optimizer, precision, norm};
+            if (std::find(jobs.begin(), jobs.end(), job) == jobs.end()) jobs.push_back(job);  // a precision given twice
+          }
         }
       }
     }
@@ -226,7 +233,7 @@ std::vector<GridJob> grid_jobs(const WorkloadOptions& w) {
 }
 
 GridJob job_of(const SplitConfig& split) {
-  return {split.weights_dtype, split.adapter_dtype, split.optimizer, split.precision};
+  return {split.weights_dtype, split.adapter_dtype, split.optimizer, split.precision, split.max_grad_norm};
 }
 
 WorkloadOptions job_workload(WorkloadOptions w, const GridJob& job) {
@@ -234,7 +241,7 @@ WorkloadOptions job_workload(WorkloadOptions w, const GridJob& job) {
   w.optimizer.kind = job.optimizer;
   w.grid.other_optimizers.clear();
   w.precisions = {job.precision};
-  return w;
+  return with_max_grad_norm(std::move(w), job.max_grad_norm);
 }
 
 std::string job_flags(const GridJob& job, const WorkloadOptions& w) {
@@ -246,6 +253,7 @@ std::string job_flags(const GridJob& job, const WorkloadOptions& w) {
   if (grid_adapter_dtypes(w).size() > 1) add("--adapter-dtype", to_string(job.adapter_dtype));
   if (grid_optimizers(w).size() > 1) add("--optimizer", to_string(job.optimizer));
   if (w.precisions.size() > 1) add("--precision", to_string(job.precision));
+  if (grid_max_grad_norms(w).size() > 1) add("--max-grad-norm", text::format_number(job.max_grad_norm));
   return flags;
 }
 
@@ -255,12 +263,22 @@ std::string optimizer_in_backward_note(const WorkloadOptions& w, int world_size)
   // The knob's oib point exists only beside accumulation 1: without such a split nothing is left out.
   const bool accumulation_one =
       std::find(micro_batches.begin(), micro_batches.end(), rank_batch) != micro_batches.end();
-  if (w.grid.knobs && !w.grid.optimizer_in_backward && (world_size > 1 || w.optimizer.clips()) && accumulation_one) {
+  // The norms that clip, and whether a job without clipping keeps the optimizer inside backward.
+  std::vector<double> clipping;
+  for (double norm : grid_max_grad_norms(w)) {
+    if (norm > 0) clipping.push_back(norm);
+  }
+  const bool some_unclipped = clipping.size() < grid_max_grad_norms(w).size();
+  if (w.grid.knobs && !w.grid.optimizer_in_backward && (world_size > 1 || !clipping.empty()) && accumulation_one) {
+    const std::string clipped_why = " (each parameter would step before the global gradient norm it is clipped by is known)";
+    if (world_size <= 1 && some_unclipped) {
+      return "--knobs leaves the optimizer inside backward out of the splits clipped at --max-grad-norm " +
+             join_norms(clipping) + clipped_why + "; the --max-grad-norm 0 splits have it";
+    }
     const std::string why =
         world_size > 1 ? "with " + std::to_string(world_size) +
                              " data-parallel ranks (each parameter would step before its gradient is summed over the ranks)"
-                       : "with --max-grad-norm " + text::format_number(w.optimizer.max_grad_norm) +
-                             " (each parameter would step before the global gradient norm it is clipped by is known)";
+                       : "with --max-grad-norm " + join_norms(clipping) + clipped_why;
     return "--knobs leaves the optimizer inside backward out " + why + ": it adds " +
            (w.grid.checkpointing == Checkpointing::kBlocks ? "nothing here, every split being checkpointed already"
                                                            : "the checkpointed splits only");
