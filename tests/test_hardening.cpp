@@ -219,8 +219,8 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
   ab::SweepResult bf16 = one_run("gpt2-mini", 64);
   for (ab::RunResult& run : bf16.runs) run.config.weights_dtype = ab::Precision::kBf16;
   ab::print_comparison(one_run("gpt2-mini", 64), bf16, apart);
-  EXPECT_NE(apart.str().find("note: no split was measured in both (a split is named by its shape, precision, optimizer "
-                             "and dtypes); to compare precisions, optimizers or dtypes, sweep them together"),
+  EXPECT_NE(apart.str().find("note: no split was measured in both (a split is named by its shape, precision, optimizer, "
+                             "dtypes and clipping); to compare them, sweep them together"),
             std::string::npos)
       << apart.str();
 

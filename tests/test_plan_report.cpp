@@ -712,4 +712,16 @@ TEST(PlanReport, ChangesToFitGiveUpClippingForTheOptimizerInsideBackward) {
     EXPECT_EQ(with[1].largest[i].split.label(), without[1].largest[i].split.label());
     EXPECT_EQ(with[1].largest[i].peak_bytes, without[1].largest[i].peak_bytes);
   }
+  // --max-grad-norm 0,1: the lightest job is the unclipped one, but the option would refuse the
+  // list's 1, so the change still gives the clipping up in so many words; and the words that pick
+  // the lightest job say it is the unclipped one.
+  Tiny listed = plain;
+  listed.workload.grid.other_max_grad_norms = {1};
+  const ab::LightestJob lightest = ab::lightest_job(listed.cfg, listed.options, listed.workload);
+  EXPECT_EQ(lightest.job.max_grad_norm, 0);
+  EXPECT_EQ(lightest.which, "no clipping (of --max-grad-norm 0,1)");
+  const std::vector<ab::FitChange> from_list = ab::changes_to_fit(listed.cfg, listed.options, listed.workload, lightest, usable);
+  ASSERT_EQ(from_list.size(), without.size());
+  EXPECT_EQ(from_list[1].options, "--optimizer-in-backward --max-grad-norm 0");
+  EXPECT_EQ(from_list[1].largest[0].peak_bytes, without[1].largest[0].peak_bytes);
 }

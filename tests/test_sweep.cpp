@@ -324,6 +324,27 @@ TEST(Sweep, SplitsNotBegunNameTheirPrecisionWhenTheGridHasTwo) {
   }
 }
 
+// A stopped file clipped at 1 alone named its splits not begun without a clipping word: resumed
+// without clipping, they are not this sweep's splits (which are unclipped), so they stay not begun,
+// named now with their norm beside this sweep's unclipped ones.
+TEST(Sweep, SplitsNotBegunOfAnotherNormStayNotBegun) {
+  ab::request_stop(0);
+  ab::SweepOptions clipped = tiny();
+  clipped.workload.optimizer.max_grad_norm = 1;
+  const ab::SweepResult stopped = ab::run_sweep(clipped, nullptr, nullptr, [](const ab::SweepProgress& progress) {
+    if (progress.round < 0 && progress.split_index == 0) ab::request_stop(SIGINT);
+  });
+  ab::request_stop(0);
+  ASSERT_EQ(stopped.interruption.splits_not_run, (std::vector<std::string>{"2\u00d72", "4\u00d71"}));
+  const ab::SweepResult resumed = ab::run_sweep(tiny(), nullptr, &stopped);
+  EXPECT_EQ(resumed.interruption.splits_not_run, (std::vector<std::string>{"2\u00d72 clip1", "4\u00d71 clip1"}));
+  for (const ab::RunResult& run : resumed.runs) {
+    if (run.config.max_grad_norm == 0) EXPECT_EQ(run.status, ab::RunStatus::kOk) << run.config.key();
+  }
+  // Resumed at its own norm, they are this sweep's: measured, and none is left.
+  EXPECT_TRUE(ab::run_sweep(clipped, nullptr, &stopped).interruption.splits_not_run.empty());
+}
+
 // A stop during the timed rounds ends them after the round in progress: every split keeps the
 // same number of steps, and the decision says why it is undecided.
 TEST(Sweep, AStopDuringTheRoundsEndsThemAndKeepsTheirSteps) {

@@ -1132,7 +1132,8 @@ int PlanCommand::run() {
   }
   // The table shown: the largest plain split (no knobs beyond the grid's own checkpointing, the
   // chunked loss head when it was asked for) of the first job of the lists that has one that
-  // fits, or the smallest of the first job when none does.
+  // fits; else the largest split with knobs that fits (--knobs: the optimizer inside backward may
+  // be the one that does); else the smallest of all.
   const ab::MemoryPlan* shown = nullptr;
   for (const ab::GridJob& job : ab::grid_jobs(w)) {
     for (const auto& p : plans) {
@@ -1143,7 +1144,15 @@ int PlanCommand::run() {
     }
     if (shown != nullptr) break;
   }
-  if (shown == nullptr) shown = &plans.front();
+  if (shown == nullptr && memory > 0) {  // no plain split fits (without a limit one is shown)
+    for (const auto& p : plans) {
+      if (p.peak_bytes <= memory && (shown == nullptr || p.split.micro_batch > shown->split.micro_batch)) shown = &p;
+    }
+  }
+  if (shown == nullptr) {
+    shown = &*std::min_element(plans.begin(), plans.end(),
+                               [](const ab::MemoryPlan& a, const ab::MemoryPlan& b) { return a.peak_bytes < b.peak_bytes; });
+  }
   std::cout << "splits of batch " << w.batch;
   if (w.world_size > 1) std::cout << " over " << w.world_size << " data-parallel ranks, " << o.batch << " per rank";
   std::cout << " (" << ab::join_precisions(w.precisions) << ", attention " << ab::to_string(o.attention)
@@ -1251,14 +1260,15 @@ struct CompareCommand {
 // CLI11 splits a list option at its commas and drops the empty items, so "--optimizer adamw,"
 // would run as "--optimizer adamw" without a word: a typo (a value left out) is refused instead.
 void refuse_empty_list_items(int argc, char** argv) {
-  static const char* const kLists[] = {"--micro-batches", "--micro-batch", "--precision",
-                                       "--optimizer",     "--weights-dtype", "--adapter-dtype", "--frameworks"};
+  static const char* const kLists[] = {"--micro-batches", "--micro-batch",   "--precision",     "--optimizer",
+                                       "--weights-dtype", "--adapter-dtype", "--max-grad-norm", "--frameworks"};
   const auto check = [](const std::string& flag, const std::string& value) {
     if (value.find(',') == std::string::npos) return;
     if (value.front() != ',' && value.back() != ',' && value.find(",,") == std::string::npos) return;
     const std::string example = flag == "--micro-batches" || flag == "--micro-batch" ? "1,2,4"
                                 : flag == "--optimizer"                           ? "adamw,sgd"
                                 : flag == "--frameworks"                          ? "plain,hf-trl"
+                                : flag == "--max-grad-norm"                       ? "0,1"
                                                                                   : "fp32,bf16";
     throw ab::UserError(flag + " " + ab::text::quoted(value, 60) +
                         " has an empty item (a comma too many, or a value left out); separate the values by single "

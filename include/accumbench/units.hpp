@@ -65,6 +65,9 @@ std::string format_exact(double value);
 // As printf's %g with the fewest significant digits, 6 or more, that read back to the same
 // double: 0.0002 → "0.0002" (format_exact: "2e-04"), 2e-5 → "2e-05", 1.23456789e-4 in full.
 std::string format_number(double value);
+// The double a text holds, as format_number wrote it: strtod's reading, a subnormal included (which
+// std::stod refuses); std::invalid_argument for text that is not one number.
+double number_from_text(const std::string& text);
 
 // A small count in words: 2 → "two" (0 to 8), digits beyond: 12 → "12".
 std::string number_word(std::size_t n);

@@ -207,10 +207,12 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
     changes.push_back({"--trl-loss chunked_nll", [](Job& j) { j.options.trl_loss = TrlLoss::kChunkedNll; }});
   // A full fine-tune's gradients, each freed as its parameter steps (exact, at accumulation 1; one
   // process, no fp16 loss scaling, accumbench's own loop); with clipping only by giving it up,
-  // which the change then says.
+  // which the change then says (also where the job is the unclipped one of a --max-grad-norm list
+  // that clips: the option refuses the list).
+  const bool clipping_given = options.clips_gradients() || (lists != nullptr && grid_clips(*lists));
   if (!lora && !workload.grid.optimizer_in_backward && options.framework == PlanFramework::kPlain &&
       options.world_size <= 1 && as_given.precision != Precision::kFp16) {
-    changes.push_back({options.clips_gradients() ? "--optimizer-in-backward --max-grad-norm 0" : "--optimizer-in-backward",
+    changes.push_back({clipping_given ? "--optimizer-in-backward --max-grad-norm 0" : "--optimizer-in-backward",
                        [](Job& j) {
                          j.in_backward = true;
                          j.options.max_grad_norm = 0;
@@ -422,9 +424,12 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
         flags += std::string(flags.empty() ? "" : " ") + "--activation-checkpointing " +
                  to_string(l.split.activation_checkpointing);
       }
-      if (l.split.optimizer_in_backward &&
+      // --knobs adds the optimizer inside backward at accumulation 1 (to an unclipped job): the
+      // micro-batch brings it. Without the knob, the option, and with a list that clips, no clipping.
+      if (l.split.optimizer_in_backward && !workload.grid.knobs &&
           !tried_any([&](const SplitConfig& t) { return t.optimizer_in_backward; })) {
-        flags += std::string(flags.empty() ? "" : " ") + "--optimizer-in-backward";
+        flags += std::string(flags.empty() ? "" : " ") + "--optimizer-in-backward" +
+                 (grid_clips(workload) ? " --max-grad-norm 0" : "");
       }
       // As the sweep names its splits: the label (the optimizer unless adamw, the weights dtype
       // unless fp32), then the precision and the clipping where the lists hold several.

@@ -241,9 +241,9 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
         << b.context.batch << "), and a split is micro-batch × accumulation of its own batch; each sweep's own "
         << "recommendation names its fastest split\n";
   } else if (none_pairs) {
-    out << "note: no split was measured in both (a split is named by its shape, precision, optimizer and dtypes); "
-           "to compare precisions, optimizers or dtypes, sweep them together (--precision, --optimizer, "
-           "--weights-dtype and --adapter-dtype take lists), which times them in paired rounds\n";
+    out << "note: no split was measured in both (a split is named by its shape, precision, optimizer, dtypes and "
+           "clipping); to compare them, sweep them together (--precision, --optimizer, --weights-dtype, "
+           "--adapter-dtype and --max-grad-norm take lists), which times them in paired rounds\n";
   }
   out << "\n";
   table.render(out);

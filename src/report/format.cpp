@@ -165,7 +165,7 @@ std::string context_line(const SweepResult& result) {
   const std::vector<double> norms =
       distinct_of<double>(result, &SplitConfig::max_grad_norm, "max_grad_norm", [](const std::string& text) {
         try {
-          return std::stod(text);
+          return text::number_from_text(text);
         } catch (const std::exception&) {
           throw UserError("not a norm");
         }

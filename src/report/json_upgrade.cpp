@@ -5,6 +5,7 @@
 #include <string>
 
 #include "accumbench/result.hpp"
+#include "accumbench/units.hpp"
 
 namespace accumbench {
 
@@ -193,7 +194,7 @@ void upgrade_from_version_12(Json& root) {
       for (const Json& option : context["options"]) {
         if (!option.is_array() || option.size() != 2 || option[0] != "max_grad_norm" || !option[1].is_string()) continue;
         try {
-          norm = std::stod(option[1].get<std::string>());
+          norm = text::number_from_text(option[1].get<std::string>());
         } catch (const std::exception&) {
           norm = 0;  // not a number: validation of the options names it
         }

@@ -466,7 +466,7 @@ WorkloadOptions settings_workload(const SweepContext& context) {
       if (name == "max_grad_norm") {  // "1", or a list "0,1" (each split names its own)
         std::vector<double> norms;
         std::istringstream list(value);
-        for (std::string norm; std::getline(list, norm, ',');) norms.push_back(std::stod(norm));
+        for (std::string norm; std::getline(list, norm, ',');) norms.push_back(text::number_from_text(norm));
         if (!norms.empty()) {
           w.optimizer.max_grad_norm = norms.front();
           w.grid.other_max_grad_norms.assign(norms.begin() + 1, norms.end());

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 
 #include "accumbench/data.hpp"
 #include "accumbench/decision.hpp"
@@ -199,6 +200,54 @@ void name_kept_runs_in_lists(std::vector<std::pair<std::string, std::string>>& o
       options.emplace_back(name, merged);  // absent at its default (adapter_dtype fp32, max_grad_norm 0)
     }
   }
+}
+
+// The values of a comma-list option of a file's context ("fp32,bf16"); none where it lacks it.
+std::vector<std::string> listed_values(const SweepContext& file, const char* option) {
+  std::vector<std::string> values;
+  std::stringstream stream(recorded_option(file.options, option).value_or(""));
+  for (std::string item; std::getline(stream, item, ',');) values.push_back(item);
+  return values;
+}
+
+// The file's one precision and one clipping norm in label words (" bf16", " clip1"), each "" where
+// its grid had several or the file does not say.
+std::pair<std::string, std::string> only_values(const SweepContext& file) {
+  const std::vector<std::string> precisions = listed_values(file, "precisions"), norms = listed_values(file, "max_grad_norm");
+  std::pair<std::string, std::string> words;
+  if (precisions.size() == 1) words.first = " " + precisions.front();
+  try {
+    if (norms.size() == 1) words.second = " " + clipping_word(text::number_from_text(norms.front()));
+  } catch (const std::invalid_argument&) {  // not a norm: the file does not say
+  }
+  return words;
+}
+
+// Whether `label`, a split a stopped file never began, is `split`: the file named its splits with
+// their precision and clipping where its grid had several (its options' lists), and where it had one
+// they are that one ("8×1" of a file clipped at 1 alone is not this sweep's 8×1 no-clip). A file
+// without the list (older) is read either way.
+bool names_split(const std::string& label, const SplitConfig& split, const SweepContext& file) {
+  const std::string precision = " " + to_string(split.precision), clipping = " " + clipping_word(split.max_grad_norm);
+  const std::vector<std::string> precisions = listed_values(file, "precisions");
+  const auto [only_precision, only_clipping] = only_values(file);
+  if (!only_precision.empty() && only_precision != precision) return false;  // another job of the file's
+  if (!only_clipping.empty() && only_clipping != clipping) return false;
+  // The words the file's label may carry after the split's own.
+  std::vector<std::string> precision_words = {only_precision.empty() ? precision : ""};
+  if (precisions.empty()) precision_words.push_back("");  // an older file: either
+  for (const std::string& p : precision_words) {
+    if (label == split.label() + p + (only_clipping.empty() ? clipping : "")) return true;
+  }
+  return false;
+}
+
+// A not-begun split of a stopped file as this sweep names it: the file's one precision or norm
+// added where this sweep's runs have several ("2×2" of a file clipped at 1 alone, beside this
+// sweep's unclipped splits: "2×2 clip1").
+std::string named_here(const std::string& label, const SweepContext& file, bool several_precisions, bool several_norms) {
+  const auto [only_precision, only_clipping] = only_values(file);
+  return label + (several_precisions ? only_precision : "") + (several_norms ? only_clipping : "");
 }
 
 // "AdamW moments", "adamw8bit state": what the resident-memory messages call the optimizer's state.
@@ -720,13 +769,10 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // or without their precision and clipping, as the file's grid named them).
   if (resume != nullptr) {
     for (const std::string& label : resume->interruption.splits_not_run) {
-      const bool in_grid = std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& s) {
-        for (const std::string& named : {s.label(), s.label() + " " + to_string(s.precision)}) {
-          if (label == named || label == named + " " + clipping_word(s.max_grad_norm)) return true;
-        }
-        return false;
-      });
-      if (!in_grid) result.interruption.splits_not_run.push_back(label);
+      const bool in_grid = std::any_of(grid.begin(), grid.end(),
+                                       [&](const SplitConfig& s) { return names_split(label, s, resume->context); });
+      if (!in_grid)
+        result.interruption.splits_not_run.push_back(named_here(label, resume->context, several_precisions, several_norms));
     }
   }
   // The file's runs, kept wherever this sweep does not finish a split (resumed_runs.hpp).

@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 
 #include "accumbench/error.hpp"
 
@@ -238,6 +239,13 @@ std::string format_number(double value) {
     if (!std::isfinite(value) || std::strtod(buffer, nullptr) == value) break;
   }
   return buffer;
+}
+
+double number_from_text(const std::string& text) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size()) throw std::invalid_argument("not a number: " + text);
+  return value;
 }
 
 std::string pad(const std::string& s, std::size_t width, Align align) {
