@@ -191,12 +191,11 @@ for r in json.load(open(sys.argv[2]))["runs"]:
     print(r["config"]["micro_batch"], "alone", r["peak_allocated_bytes"], r["peak_reserved_bytes"],
           "in the list", b["peak_allocated_bytes"], b["peak_reserved_bytes"])
 ' "$work/weights-list.json" "$work/weights-bf16.json"
-# --max-grad-norm (session 38): the clipping's pass in the optimizer phase on the H200, the same
-# sweep without and with it (the optimizer column and the step time tell its cost).
-stage clip-off 40 build/accumbench sweep --model gpt2-124m --seq-len 512 --batch 8 --micro-batches 8 \
-  --device cuda --precision bf16 --warmup 1 --steps 10 --time-budget 0 --json "$work/clip-off.json"
-stage clip-on 40 build/accumbench sweep --model gpt2-124m --seq-len 512 --batch 8 --micro-batches 8 \
-  --device cuda --precision bf16 --warmup 1 --steps 10 --time-budget 0 --max-grad-norm 1 --json "$work/clip-on.json"
+# --max-grad-norm (sessions 38, 40): the clipping's pass in the optimizer phase on the H200, each
+# split without and with it in one sweep (a list: paired rounds; the opt column and the step time
+# tell its cost, the plan column its memory).
+stage clip-list 60 build/accumbench sweep --model gpt2-124m --seq-len 512 --batch 8 --micro-batches 8 \
+  --device cuda --precision bf16 --warmup 1 --steps 10 --time-budget 0 --max-grad-norm 0,1 --json "$work/clip-list.json"
 # The chunked head over counted rows (session 39): on samples it gathers the rows whose target
 # counts (a stable sort and index_select / index_copy_ on the device); with longest padding on chat
 # lengths and on prompt-completion rows (40 % counted) beside the plain head, time and peak
