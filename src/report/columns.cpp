@@ -94,57 +94,41 @@ ColumnDef phase_column(const PhaseInfo& info) {
   return c;
 }
 
+// A left-aligned column of words about the run's split: `words` on the tables and in the CSV.
+ColumnDef split_words_column(const std::string& id, const std::string& header, const std::string& csv, Shown shown,
+                             std::function<std::string(const RunResult&)> words) {
+  ColumnDef c;
+  c.id = id;
+  c.header = c.html_header = header;
+  c.csv = csv;
+  c.align = Align::kLeft;
+  c.console = c.markdown = c.html = shown;
+  c.cell = [words](const RunResult& r, const TableContext&) { return words(r); };
+  c.raw = std::move(words);
+  return c;
+}
+
 // What the run was: the split, its grid point, its status.
 void add_identity_columns(std::vector<ColumnDef>& all) {
-  {
-    ColumnDef c;
-    c.id = "split";
-    c.header = "split";
-    c.html_header = "split";
-    c.csv = "label";
-    c.align = Align::kLeft;
-    c.console = c.markdown = c.html = Shown::kAlways;
-    c.cell = [](const RunResult& r, const TableContext&) { return r.config.label(); };
-    c.raw = [](const RunResult& r) { return r.config.label(); };
-    all.push_back(c);
-  }
+  all.push_back(split_words_column("split", "split", "label", Shown::kAlways, [](const RunResult& r) { return r.config.label(); }));
   all.push_back(csv_only("micro_batch", [](const RunResult& r) { return exact(r.config.micro_batch); }));
   all.push_back(csv_only("accum_steps", [](const RunResult& r) { return exact(r.config.accum_steps); }));
-  {
-    // The label spells out micro-batch, accumulation and the knobs; precision is the one sweep
-    // dimension it leaves out, so a precision sweep needs it beside the label.
-    ColumnDef c;
-    c.id = "precision";
-    c.header = "precision";
-    c.html_header = "precision";
-    c.csv = "precision";
-    c.align = Align::kLeft;
-    c.console = c.markdown = c.html = Shown::kWhenVaries;
-    c.cell = [](const RunResult& r, const TableContext&) { return to_string(r.config.precision); };
-    c.raw = [](const RunResult& r) { return to_string(r.config.precision); };
-    all.push_back(c);
-  }
+  // The label spells out micro-batch, accumulation, the knobs, the optimizer and the dtypes; the
+  // precision and the clipping, settings of the step, it leaves out, so a sweep of several needs
+  // them beside the label.
+  all.push_back(split_words_column("precision", "precision", "precision", Shown::kWhenVaries,
+                                   [](const RunResult& r) { return to_string(r.config.precision); }));
   // The label names an optimizer other than adamw; the CSV names every run's.
   all.push_back(csv_only("optimizer", [](const RunResult& r) { return to_string(r.config.optimizer); }));
   // The label names a weights or adapter dtype other than fp32; the CSV names every run's.
   all.push_back(csv_only("weights_dtype", [](const RunResult& r) { return to_string(r.config.weights_dtype); }));
   all.push_back(csv_only("adapter_dtype", [](const RunResult& r) { return to_string(r.config.adapter_dtype); }));
-  {
-    // Clipping is a setting of the step, as the precision is: a column beside the label where the
-    // splits differ in it ("off" or the norm); the CSV names every run's (0: not clipped).
-    ColumnDef c;
-    c.id = "max_grad_norm";
-    c.header = "clip";
-    c.html_header = "clip";
-    c.csv = "max_grad_norm";
-    c.align = Align::kLeft;
-    c.console = c.markdown = c.html = Shown::kWhenVaries;
-    c.cell = [](const RunResult& r, const TableContext&) {
-      return r.config.max_grad_norm > 0 ? text::format_number(r.config.max_grad_norm) : std::string("off");
-    };
-    c.raw = [](const RunResult& r) { return text::format_number(r.config.max_grad_norm); };
-    all.push_back(c);
-  }
+  // The clipping: "off" or the norm on the tables, every run's norm in the CSV (0: not clipped).
+  ColumnDef clip = split_words_column("max_grad_norm", "clip", "max_grad_norm", Shown::kWhenVaries, [](const RunResult& r) {
+    return r.config.max_grad_norm > 0 ? text::format_number(r.config.max_grad_norm) : std::string("off");
+  });
+  clip.raw = [](const RunResult& r) { return text::format_number(r.config.max_grad_norm); };
+  all.push_back(clip);
   all.push_back(csv_only("activation_checkpointing",
                          [](const RunResult& r) { return to_string(r.config.activation_checkpointing); }));
   all.push_back(csv_only("optimizer_in_backward", [](const RunResult& r) { return flag(r.config.optimizer_in_backward); }));

@@ -98,7 +98,7 @@ std::vector<Value> distinct_of(const SweepResult& result, Value SplitConfig::*fi
   for (std::string name; std::getline(list, name, ',');) {
     try {
       add(from_string(name));
-    } catch (const UserError&) {  // a name from another version: not one to describe
+    } catch (const std::exception&) {  // a name from another version: not one to describe
     }
   }
   return seen;
@@ -163,13 +163,7 @@ std::string context_line(const SweepResult& result) {
   // The Trainer's clipping (--max-grad-norm): a pass over the gradients in every optimizer phase;
   // a list names each norm, the splits' clip column which is which.
   const std::vector<double> norms =
-      distinct_of<double>(result, &SplitConfig::max_grad_norm, "max_grad_norm", [](const std::string& text) {
-        try {
-          return text::number_from_text(text);
-        } catch (const std::exception&) {
-          throw UserError("not a norm");
-        }
-      });
+      distinct_of(result, &SplitConfig::max_grad_norm, "max_grad_norm", text::number_from_text);
   if (norms.size() > 1) {
     line << ", --max-grad-norm " << join_norms(norms) << " (0: not clipped)";
   } else if (!norms.empty() && norms.front() > 0) {

@@ -162,6 +162,14 @@ std::vector<RunResult> runs_kept_from(const SweepResult& resume, const std::vect
   return kept;
 }
 
+// The values of a comma list ("fp32,bf16" -> fp32, bf16); none for "".
+std::vector<std::string> comma_items(const std::string& list) {
+  std::vector<std::string> values;
+  std::stringstream stream(list);
+  for (std::string item; std::getline(stream, item, ',');) values.push_back(item);
+  return values;
+}
+
 // A resumed file keeps the runs the new grid leaves out (runs_kept_from): the context names their
 // values too, so that "optimizer adamw" never heads a file that holds sgd runs. Each list of the
 // grid becomes this sweep's values, then the kept runs' others (every divisor holds any micro-batch).
@@ -178,9 +186,7 @@ void name_kept_runs_in_lists(std::vector<std::pair<std::string, std::string>>& o
   for (const auto& [name, value_of] : kLists) {
     const std::optional<std::string> now = recorded_option(options, name);
     if (!now || *now == "all divisors") continue;
-    std::vector<std::string> values;
-    std::stringstream stream(*now);
-    for (std::string item; std::getline(stream, item, ',');) values.push_back(item);
+    std::vector<std::string> values = comma_items(*now);
     const size_t given = values.size();
     for (const RunResult& run : kept) {
       const std::string value = value_of(run.config);
@@ -202,52 +208,36 @@ void name_kept_runs_in_lists(std::vector<std::pair<std::string, std::string>>& o
   }
 }
 
-// The values of a comma-list option of a file's context ("fp32,bf16"); none where it lacks it.
-std::vector<std::string> listed_values(const SweepContext& file, const char* option) {
-  std::vector<std::string> values;
-  std::stringstream stream(recorded_option(file.options, option).value_or(""));
-  for (std::string item; std::getline(stream, item, ',');) values.push_back(item);
-  return values;
-}
+// How a stopped file named the splits it never began: with their precision and clipping only
+// where its grid had several (its options' lists); where it had one, these hold that one in label
+// words (" bf16", " clip1"), and a file without a precisions list (older) may have named either way.
+struct FileNaming {
+  std::string only_precision, only_clipping;
+  bool precision_unknown = false;
+};
 
-// The file's one precision and one clipping norm in label words (" bf16", " clip1"), each "" where
-// its grid had several or the file does not say.
-std::pair<std::string, std::string> only_values(const SweepContext& file) {
-  const std::vector<std::string> precisions = listed_values(file, "precisions"), norms = listed_values(file, "max_grad_norm");
-  std::pair<std::string, std::string> words;
-  if (precisions.size() == 1) words.first = " " + precisions.front();
+FileNaming file_naming(const SweepContext& file) {
+  const std::vector<std::string> precisions = comma_items(recorded_option(file.options, "precisions").value_or(""));
+  const std::vector<std::string> norms = comma_items(recorded_option(file.options, "max_grad_norm").value_or(""));
+  FileNaming naming;
+  naming.precision_unknown = precisions.empty();
+  if (precisions.size() == 1) naming.only_precision = " " + precisions.front();
   try {
-    if (norms.size() == 1) words.second = " " + clipping_word(text::number_from_text(norms.front()));
+    if (norms.size() == 1) naming.only_clipping = " " + clipping_word(text::number_from_text(norms.front()));
   } catch (const std::invalid_argument&) {  // not a norm: the file does not say
   }
-  return words;
+  return naming;
 }
 
-// Whether `label`, a split a stopped file never began, is `split`: the file named its splits with
-// their precision and clipping where its grid had several (its options' lists), and where it had one
-// they are that one ("8×1" of a file clipped at 1 alone is not this sweep's 8×1 no-clip). A file
-// without the list (older) is read either way.
-bool names_split(const std::string& label, const SplitConfig& split, const SweepContext& file) {
+// Whether `label`, a split a stopped file never began, is `split` ("8×1" of a file clipped at 1
+// alone is not this sweep's 8×1 no-clip).
+bool names_split(const std::string& label, const SplitConfig& split, const FileNaming& file) {
   const std::string precision = " " + to_string(split.precision), clipping = " " + clipping_word(split.max_grad_norm);
-  const std::vector<std::string> precisions = listed_values(file, "precisions");
-  const auto [only_precision, only_clipping] = only_values(file);
-  if (!only_precision.empty() && only_precision != precision) return false;  // another job of the file's
-  if (!only_clipping.empty() && only_clipping != clipping) return false;
-  // The words the file's label may carry after the split's own.
-  std::vector<std::string> precision_words = {only_precision.empty() ? precision : ""};
-  if (precisions.empty()) precision_words.push_back("");  // an older file: either
-  for (const std::string& p : precision_words) {
-    if (label == split.label() + p + (only_clipping.empty() ? clipping : "")) return true;
-  }
-  return false;
-}
-
-// A not-begun split of a stopped file as this sweep names it: the file's one precision or norm
-// added where this sweep's runs have several ("2×2" of a file clipped at 1 alone, beside this
-// sweep's unclipped splits: "2×2 clip1").
-std::string named_here(const std::string& label, const SweepContext& file, bool several_precisions, bool several_norms) {
-  const auto [only_precision, only_clipping] = only_values(file);
-  return label + (several_precisions ? only_precision : "") + (several_norms ? only_clipping : "");
+  if (!file.only_precision.empty() && file.only_precision != precision) return false;  // another job of the file's
+  if (!file.only_clipping.empty() && file.only_clipping != clipping) return false;
+  const std::string named = split.label() + (file.only_precision.empty() ? precision : "") +
+                            (file.only_clipping.empty() ? clipping : "");
+  return label == named || (file.precision_unknown && label == split.label() + (file.only_clipping.empty() ? clipping : ""));
 }
 
 // "AdamW moments", "adamw8bit state": what the resident-memory messages call the optimizer's state.
@@ -767,12 +757,17 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   };
   // A stopped file's splits that it never began and this grid leaves out stay not begun (named with
   // or without their precision and clipping, as the file's grid named them).
+  // Carried over, they are named as this sweep names its splits: the file's one precision or norm
+  // added where this sweep's runs have several ("2×2" of a file clipped at 1 alone: "2×2 clip1").
   if (resume != nullptr) {
+    const FileNaming file = file_naming(resume->context);
     for (const std::string& label : resume->interruption.splits_not_run) {
-      const bool in_grid = std::any_of(grid.begin(), grid.end(),
-                                       [&](const SplitConfig& s) { return names_split(label, s, resume->context); });
-      if (!in_grid)
-        result.interruption.splits_not_run.push_back(named_here(label, resume->context, several_precisions, several_norms));
+      const bool in_grid =
+          std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& s) { return names_split(label, s, file); });
+      if (!in_grid) {
+        result.interruption.splits_not_run.push_back(label + (several_precisions ? file.only_precision : "") +
+                                                     (several_norms ? file.only_clipping : ""));
+      }
     }
   }
   // The file's runs, kept wherever this sweep does not finish a split (resumed_runs.hpp).

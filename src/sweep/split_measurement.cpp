@@ -353,7 +353,6 @@ Trainer& SplitMeasurement::trainer_for(const SplitConfig& split) {
     train_options.precision = split.precision;
     train_options.optimizer = options_.workload.optimizer;
     train_options.optimizer.kind = split.optimizer;
-    train_options.optimizer.max_grad_norm = split.max_grad_norm;
     trainer_ = std::make_unique<Trainer>(model_, device_, train_options);
     trainer_->set_process_group(group_);
   }

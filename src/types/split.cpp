@@ -3,6 +3,7 @@
 // strings are part of the JSON/CSV format and of --resume, so changing one is a format change:
 // bump kJsonSchemaVersion.
 #include <algorithm>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -264,11 +265,10 @@ std::string optimizer_in_backward_note(const WorkloadOptions& w, int world_size)
   const bool accumulation_one =
       std::find(micro_batches.begin(), micro_batches.end(), rank_batch) != micro_batches.end();
   // The norms that clip, and whether a job without clipping keeps the optimizer inside backward.
+  const std::vector<double> norms = grid_max_grad_norms(w);
   std::vector<double> clipping;
-  for (double norm : grid_max_grad_norms(w)) {
-    if (norm > 0) clipping.push_back(norm);
-  }
-  const bool some_unclipped = clipping.size() < grid_max_grad_norms(w).size();
+  std::copy_if(norms.begin(), norms.end(), std::back_inserter(clipping), [](double norm) { return norm > 0; });
+  const bool some_unclipped = clipping.size() < norms.size();
   if (w.grid.knobs && !w.grid.optimizer_in_backward && (world_size > 1 || !clipping.empty()) && accumulation_one) {
     const std::string clipped_why = " (each parameter would step before the global gradient norm it is clipped by is known)";
     if (world_size <= 1 && some_unclipped) {
