@@ -206,6 +206,12 @@ stage chunked-gathered-chat 60 build/accumbench sweep --model gpt2-124m --seq-le
 stage chunked-gathered-masked 60 build/accumbench sweep --model gpt2-124m --seq-len 64 --batch 8 --micro-batches 2,8 \
   --lengths tests/data/lengths/prompt_completion.jsonl --padding longest --device cuda --precision bf16 --chunked-loss \
   --warmup 1 --steps 5 --time-budget 0 --json "$work/chunked-gathered-masked.json"
+# --padding as a list (session 41): the README's chat-lengths question on the GPU, where a
+# micro-batch of one underuses the device: every split padded to T and to its longest sample in one
+# sweep (paired rounds), the recommendation choosing among both.
+stage padding-list 90 build/accumbench sweep --model gpt2-124m --seq-len 1024 --batch 32 --micro-batches 1,4,8,32 \
+  --lengths docs/examples/chat_lengths.txt --padding max,longest --device cuda --precision bf16 \
+  --warmup 1 --steps 5 --time-budget 0 --json "$work/padding-list.json"
 stage tracer-overhead 90 build/tracer_overhead --device cuda --model gpt2-124m --seq-len 1024 --batch 8 --micro-batch 8
 stage anchor-compile 150 python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches 64 --compile
 grep '^{' "$work/anchor-compile.log" > "$work/anchor-compile.jsonl"

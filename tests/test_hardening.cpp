@@ -220,7 +220,7 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
   for (ab::RunResult& run : bf16.runs) run.config.weights_dtype = ab::Precision::kBf16;
   ab::print_comparison(one_run("gpt2-mini", 64), bf16, apart);
   EXPECT_NE(apart.str().find("note: no split was measured in both (a split is named by its shape, precision, optimizer, "
-                             "dtypes and clipping); to compare them, sweep them together"),
+                             "dtypes, clipping and padding); to compare them, sweep them together"),
             std::string::npos)
       << apart.str();
 

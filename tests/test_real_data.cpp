@@ -338,6 +338,40 @@ TEST(RealData, PlanJudgesTheLongestPaddedMicroBatchOfTheWholeFile) {
   EXPECT_EQ(ab::sweep_plan_options(max, false, 2).activation_seq_len, 0);  // every row is T
 }
 
+// A --padding list plans each split at its own padding's longest micro-batch: lengths up to 10 pad
+// to 32 (max), 10 (longest) and 16 (multiple:8); each split of the list plans to the byte as the
+// plan of its padding alone, and the words name every padding.
+TEST(RealData, PlanOfAPaddingListJudgesEachPaddingsLongestMicroBatch) {
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-short_lengths_list.txt";
+  std::ofstream(path) << "3\n4\n2\n10\n5\n";
+  ab::WorkloadOptions w = skewed("max");
+  ab::set_lengths(w.data, path);
+  w.data.other_paddings = {{ab::Padding::kLongest, 0}, {ab::Padding::kMultiple, 8}};
+  const ab::PlanOptions o = ab::sweep_plan_options(w, /*device_is_cuda=*/false, /*token_batches=*/2);
+  ASSERT_EQ(o.worst_by_padding.size(), 3u);
+  EXPECT_EQ(o.activation_seq_len, 0);  // the first, max: every row is T
+  EXPECT_EQ(o.worst_micro_batch, "the one holding sample 4 of " + path +
+                                     " (10 positions), padded to 32 (--padding max), 10 (--padding longest), 16 "
+                                     "(--padding multiple:8)");
+  const ab::ModelConfig cfg = ab::find_preset("llama-tiny");
+  std::vector<int64_t> peaks;
+  for (const ab::SplitConfig& split : ab::split_grid(w, 1)) {
+    if (split.micro_batch != 4) continue;
+    const ab::WorkloadOptions alone = ab::with_padding(w, split.padding);
+    const ab::PlanOptions own = ab::sweep_plan_options(alone, false, 2);
+    EXPECT_EQ(ab::plan_options_for(o, split).activation_seq_len, own.activation_seq_len) << split.key();
+    EXPECT_EQ(ab::plan_memory(cfg, ab::plan_options_for(o, split), split).peak_bytes,
+              ab::plan_memory(cfg, ab::plan_options_for(own, split), split).peak_bytes)
+        << split.key();
+    peaks.push_back(ab::plan_memory(cfg, ab::plan_options_for(o, split), split).peak_bytes);
+  }
+  ASSERT_EQ(peaks.size(), 3u);
+  EXPECT_GT(peaks[0], peaks[2]);  // T = 32 over 16
+  EXPECT_GT(peaks[2], peaks[1]);  // 16 over 10
+  EXPECT_EQ(ab::plan_options_for(o, ab::split_grid(w, 1)[4]).worst_micro_batch,
+            "the one holding sample 4 of " + path + " (10 positions), padded to 10 (--padding longest)");
+}
+
 // A sweep on the skewed file (T = 32, batch 8, two steps of 8 samples) with longest padding:
 // micro-batches of 1 pad nothing, one micro-batch of 8 pads to its longest sample, the padding
 // fraction is Σ pad / Σ computed over the timed steps, computed positions per second exceed real
@@ -471,9 +505,9 @@ TEST(RealData, FitsJudgesTheLongestMicroBatchOfTheFile) {
   EXPECT_FALSE(tried.fits);
 }
 
-// A resumed sweep keeps the data's layout: splits measured with max padding are not mixed into a
-// sweep with longest padding.
-TEST(RealData, ResumeRefusesOtherPadding) {
+// A resumed sweep may add a padding (--padding is a grid dimension): the file's max split is kept as
+// measured and the longest one measured beside it; the layout of the rows (packing) must still match.
+TEST(RealData, ResumeAddsAPaddingAndRefusesOtherPacking) {
   ab::SweepOptions options;
   options.workload = skewed("max");
   options.workload.micro_batches = {8};
@@ -481,15 +515,22 @@ TEST(RealData, ResumeRefusesOtherPadding) {
   options.steps = 1;
   options.time_budget_seconds = 0;  // exactly these rounds
   const ab::SweepResult done = ab::run_sweep(options);
-  ab::set_padding(options.workload.data, "longest");
+  ab::SweepOptions longest = options;
+  ab::set_padding(longest.workload.data, "longest");
+  const ab::SweepResult both = ab::run_sweep(longest, {}, &done);
+  ASSERT_EQ(both.runs.size(), 2u);
+  EXPECT_EQ(both.runs[0].config.padding.padding, ab::Padding::kLongest);
+  EXPECT_EQ(both.runs[1].step_seconds.median, done.runs[0].step_seconds.median);  // kept as measured
+  EXPECT_EQ(ab::recorded_option(both.context.options, "padding"), std::optional<std::string>("longest,max"));
+  options.workload.data.packing = ab::Packing::kBfd;
   try {
     ab::run_sweep(options, {}, &done);
     FAIL() << "no UserError";
   } catch (const ab::UserError& error) {
-    EXPECT_NE(std::string(error.what()).find("--padding \"max\", this sweep has \"longest\""), std::string::npos)
+    EXPECT_NE(std::string(error.what()).find("--packing \"none\", this sweep has \"bfd\""), std::string::npos)
         << error.what();
   }
-  ab::set_padding(options.workload.data, "max");
+  options.workload.data.packing = ab::Packing::kNone;
   EXPECT_EQ(ab::run_sweep(options, {}, &done).runs.size(), 1u);  // the same options resume
 }
 

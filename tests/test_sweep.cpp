@@ -853,6 +853,65 @@ TEST(Sweep, ClippingNormsAreAGridDimension) {
   }
 }
 
+// --padding max,longest,multiple:8 is a grid dimension: each split measures what its own sweep of
+// that padding measures (the same positions computed, the same peak to the byte, the same plan), the
+// label names the padding where the runs differ, the recommendation chooses among every padding
+// (they compute the same update) and names the fastest of each; --resume may add a padding.
+TEST(Sweep, PaddingsAreAGridDimension) {
+  ab::SweepOptions o = tiny();
+  o.workload.micro_batches = {1, 4};
+  o.workload.data.lengths = ab::LengthMode::kVariable;
+  o.workload.data.other_paddings = {{ab::Padding::kLongest, 0}, {ab::Padding::kMultiple, 8}};
+  const ab::SweepResult together = ab::run_sweep(o);
+  ASSERT_EQ(together.runs.size(), 6u);
+  for (const ab::PaddingChoice& padding : ab::grid_paddings(o.workload)) {
+    ab::SweepOptions alone = o;
+    alone.workload = ab::with_padding(o.workload, padding);
+    for (const ab::RunResult& run : ab::run_sweep(alone).runs) {
+      const auto same = std::find_if(together.runs.begin(), together.runs.end(),
+                                     [&](const ab::RunResult& r) { return r.config.key() == run.config.key(); });
+      ASSERT_NE(same, together.runs.end()) << run.config.key();
+      ASSERT_EQ(same->status, ab::RunStatus::kOk) << same->error;
+      EXPECT_TRUE(same->config.padding == padding) << run.config.key();
+      ASSERT_EQ(same->steps.size(), run.steps.size());
+      for (size_t i = 0; i < run.steps.size(); ++i) {
+        EXPECT_EQ(same->steps[i].computed_positions, run.steps[i].computed_positions) << run.config.key();
+        EXPECT_EQ(same->steps[i].positions, run.steps[i].positions) << run.config.key();
+      }
+      EXPECT_EQ(same->peak_allocated_bytes, run.peak_allocated_bytes) << run.config.key();
+      EXPECT_EQ(same->predicted_peak_bytes, run.predicted_peak_bytes) << run.config.key();
+    }
+  }
+  // Padded to T, every micro-batch computes B·T positions; padded to its longest, fewer, and never
+  // fewer than its samples' own positions.
+  const auto computed = [](const ab::RunResult& run) { return run.steps.front().computed_positions; };
+  EXPECT_EQ(computed(together.runs[0]), 4 * 32);
+  EXPECT_LT(computed(together.runs[2]), computed(together.runs[0]));
+  EXPECT_GE(computed(together.runs[2]), together.runs[2].steps.front().positions);
+  EXPECT_LE(computed(together.runs[2]), computed(together.runs[4]));  // multiple:8 rounds the longest up
+  EXPECT_EQ(computed(together.runs[4]) % 8, 0);
+  EXPECT_EQ(together.runs[2].config.key(), "1\u00d74/fp32/pad-longest");
+  EXPECT_EQ(together.runs[0].config.key(), "1\u00d74/fp32");  // max: the key of a file without the list
+  EXPECT_EQ(ab::run_label(together.runs[5], together.runs), "4\u00d71 pad-multiple8");
+  EXPECT_EQ(ab::run_label(together.runs[0], together.runs), "1\u00d74 pad-max");
+  EXPECT_NE(together.recommendation.reason.find(" The paddings (--padding) compute the same update from the same "
+                                                "samples, so the choice is among them all; the fastest split of each: "),
+            std::string::npos)
+      << together.recommendation.reason;
+  EXPECT_EQ(ab::recorded_option(together.context.options, "padding"), std::optional<std::string>("max,longest,multiple:8"));
+
+  ab::SweepOptions first = o;
+  first.workload.data.other_paddings.clear();
+  const ab::SweepResult padded_to_t = ab::run_sweep(first);
+  const ab::SweepResult resumed = ab::run_sweep(o, nullptr, &padded_to_t);
+  ASSERT_EQ(resumed.runs.size(), 6u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(resumed.runs[i].step_seconds.median, padded_to_t.runs[i].step_seconds.median);  // copied
+    EXPECT_EQ(resumed.runs[i + 2].config.padding.padding, ab::Padding::kLongest);
+    EXPECT_EQ(resumed.runs[i + 2].status, ab::RunStatus::kOk) << resumed.runs[i + 2].error;
+  }
+}
+
 // --resume with an optimizer added: the file's splits are copied, the new optimizer's measured; a
 // file of another optimizer alone keeps its splits and the sweep measures this one's.
 TEST(Sweep, ResumeAddsAnOptimizer) {

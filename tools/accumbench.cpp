@@ -151,7 +151,8 @@ struct WorkloadFlags {
   ab::Command command;
   ab::WorkloadOptions workload;
   std::vector<std::string> precisions;
-  std::string lengths, normalization, memory_limit, padding, packing;
+  std::string lengths, normalization, memory_limit, packing;
+  std::vector<std::string> paddings;        // --padding (a list)
   std::vector<std::string> weights_dtypes;  // --weights-dtype (sweep: a list)
   std::string checkpointing = "-";  // "" when the option is given bare: blocks; "-" when not given
   std::string base_quant = "none";
@@ -205,7 +206,7 @@ struct WorkloadFlags {
     lengths = ab::to_string(workload.data.lengths);
     normalization = ab::to_string(workload.loss.normalization);
     weights_dtypes = {ab::to_string(workload.weights_dtype)};
-    padding = ab::padding_name(workload.data);
+    paddings = {ab::padding_name(workload.data)};
     packing = ab::to_string(workload.data.packing);
     optimizers = {ab::to_string(workload.optimizer.kind)};
   }
@@ -218,7 +219,12 @@ struct WorkloadFlags {
     for (const std::string& p : precisions) given_precisions.push_back(ab::precision_from_string(p));
     w.precisions = once_each("--precision", given_precisions, dtype_name);
     ab::set_lengths(w.data, lengths);
-    ab::set_padding(w.data, padding);
+    // The first is the data's padding, the rest the grid's others.
+    std::vector<ab::PaddingChoice> choices;
+    for (const std::string& name : paddings) choices.push_back(ab::padding_from_string(name));
+    if (choices.empty()) throw ab::UserError("--padding needs at least one padding, as in --padding longest");
+    ab::set_padding(w.data, choices.front());
+    w.data.other_paddings.assign(choices.begin() + 1, choices.end());
     w.data.packing = ab::packing_from_string(packing);
     w.data.completion_only_loss = ab::completion_only_loss_from_string(completion_only_loss);
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
@@ -264,6 +270,7 @@ struct WorkloadFlags {
     once_each("--optimizer", kinds, [](ab::OptimizerKind k) { return ab::to_string(k); });
     once_each("--adapter-dtype", adapters, dtype_name);
     once_each("--max-grad-norm", max_grad_norms, [](double norm) { return ab::text::format_number(norm); });
+    once_each("--padding", choices, [](const ab::PaddingChoice& p) { return ab::padding_name(p); });
     return w;
   }
 
@@ -465,9 +472,11 @@ void add_data_and_loss_options(CLI::App* command, WorkloadFlags& f) {
 void add_real_data_options(CLI::App* command, WorkloadFlags& f) {
   ab::DataSource& data = f.workload.data;
   if (f.command == ab::Command::kPlan) command->add_option("--lengths", f.lengths, kLengthsHelp)->capture_default_str();
-  command->add_option("--padding", f.padding,
+  command->add_option("--padding", f.paddings,
                       "max (every sample to T), longest (each micro-batch to its longest sample, TRL's default) or "
-                      "multiple:N (that, rounded up to a multiple of N)")
+                      "multiple:N (that, rounded up to a multiple of N)" +
+                          list_help(f, "padded each way: the same update, other shapes"))
+      ->delimiter(',')
       ->capture_default_str();
   command->add_flag("--group-by-length", data.group_by_length,
                     "order samples as transformers' LengthGroupedSampler (megabatches of the step's samples, sorted by "
@@ -1159,8 +1168,12 @@ int PlanCommand::run() {
             << (ab::grid_max_grad_norms(w).size() > 1 ? ", --max-grad-norm " + ab::join_norms(ab::grid_max_grad_norms(w))
                 : w.optimizer.clips()                 ? ", gradients clipped to norm " + ab::text::format_number(w.optimizer.max_grad_norm)
                                                       : "")
+            << (ab::grid_paddings(w).size() > 1 ? ", --padding " + ab::join_paddings(ab::grid_paddings(w)) : "")
             << "):\n";
-  if (!o.worst_micro_batch.empty()) {
+  if (o.worst_by_padding.size() > 1) {
+    // A --padding list: each padding's longest padded micro-batch (the same samples, padded its way).
+    std::cout << "activations at the longest padded micro-batch of each padding: " << o.worst_micro_batch << "\n";
+  } else if (!o.worst_micro_batch.empty()) {
     // Real data: the activations are planned at the longest padded micro-batch, not at T.
     std::cout << "activations at " << o.activation_length() << " positions, the longest padded micro-batch: "
               << o.worst_micro_batch << "\n";
@@ -1261,7 +1274,8 @@ struct CompareCommand {
 // would run as "--optimizer adamw" without a word: a typo (a value left out) is refused instead.
 void refuse_empty_list_items(int argc, char** argv) {
   static const char* const kLists[] = {"--micro-batches", "--micro-batch",   "--precision",     "--optimizer",
-                                       "--weights-dtype", "--adapter-dtype", "--max-grad-norm", "--frameworks"};
+                                       "--weights-dtype", "--adapter-dtype", "--max-grad-norm", "--frameworks",
+                                       "--padding"};
   const auto check = [](const std::string& flag, const std::string& value) {
     if (value.find(',') == std::string::npos) return;
     if (value.front() != ',' && value.back() != ',' && value.find(",,") == std::string::npos) return;
@@ -1269,6 +1283,7 @@ void refuse_empty_list_items(int argc, char** argv) {
                                 : flag == "--optimizer"                           ? "adamw,sgd"
                                 : flag == "--frameworks"                          ? "plain,hf-trl"
                                 : flag == "--max-grad-norm"                       ? "0,1"
+                                : flag == "--padding"                             ? "max,longest"
                                                                                   : "fp32,bf16";
     throw ab::UserError(flag + " " + ab::text::quoted(value, 60) +
                         " has an empty item (a comma too many, or a value left out); separate the values by single "

@@ -59,8 +59,9 @@ struct StepOptions {
   int64_t pad_multiple = 0;
 };
 
-// Copies --padding into `step`.
+// Copies --padding (the first of a list) into `step`; the second, one padding of the list.
 void apply_padding(StepOptions& step, const DataSource& data);
+void apply_padding(StepOptions& step, const PaddingChoice& padding);
 
 // Observes phase boundaries of a step (src/trace implements it). micro_step is -1 for the
 // optimizer phase. Called on the host thread, never inside a phase's work.

@@ -49,6 +49,21 @@ LengthMode length_mode_from_string(const std::string& text);  // fixed or variab
 // DataCollatorWithPadding default); to that rounded up to a multiple of DataSource::pad_multiple.
 enum class Padding { kMax, kLongest, kMultiple };
 std::string to_string(Padding padding);  // "max" | "longest" | "multiple"
+// One --padding value: the padding and, for Padding::kMultiple, its N.
+struct PaddingChoice {
+  Padding padding = Padding::kMax;
+  int64_t multiple = 0;
+  bool operator==(const PaddingChoice& other) const { return padding == other.padding && multiple == other.multiple; }
+  bool operator!=(const PaddingChoice& other) const { return !(*this == other); }
+  bool per_micro_batch() const { return padding != Padding::kMax; }
+};
+// "max" | "longest" | "multiple:8"; UserError for anything else (N must be positive).
+PaddingChoice padding_from_string(const std::string& text);
+std::string padding_name(const PaddingChoice& choice);  // "max", "longest", "multiple:8"
+// A split's padding in its label's words: "pad-max", "pad-longest", "pad-multiple8".
+std::string padding_word(const PaddingChoice& choice);
+// "max,longest,multiple:8"
+std::string join_paddings(const std::vector<PaddingChoice>& choices);
 // How samples are laid out in rows: one sample per row; concatenated and cut into rows of T
 // (attention crosses documents, as in pretraining loaders); or whole samples packed best-fit-
 // decreasing into rows of T, attention and positions restarting at each (TRL's "bfd").
@@ -139,6 +154,10 @@ struct DataSource {
   int64_t eos_id = -1;     // >= 0 with token_file: its documents, split after each eos_id, are the samples
   Padding padding = Padding::kMax;
   int64_t pad_multiple = 0;  // Padding::kMultiple's N
+  // --padding's list after its first (which is padding / pad_multiple): every split is also run
+  // padded each of these ways (data_paddings, grid_paddings). A data option, so that the checks
+  // made where the samples are read (a multiple past T) see every one.
+  std::vector<PaddingChoice> other_paddings;
   bool group_by_length = false;  // transformers' LengthGroupedSampler (src/data/samples.cpp)
   Packing packing = Packing::kNone;
   // A lengths file's completion_mask counts only the completions' labels (TRL's default for
@@ -156,14 +175,21 @@ void set_lengths(DataSource& data, const std::string& text);
 // --lengths as written: "fixed", "variable", the lengths file, or "documents of FILE split at eos N".
 std::string lengths_name(const DataSource& data);
 // --padding: "max" | "longest" | "multiple:N"; UserError for anything else (N must be positive).
+// Sets the first padding (a list's others stay).
 void set_padding(DataSource& data, const std::string& text);
-std::string padding_name(const DataSource& data);  // "max", "longest", "multiple:8"
+void set_padding(DataSource& data, const PaddingChoice& choice);
+PaddingChoice padding_of(const DataSource& data);  // the first padding
+std::string padding_name(const DataSource& data);  // the first's: "max", "longest", "multiple:8"
+// Every padding of --padding's list in the order given: the first, then other_paddings (a
+// padding given twice is kept once).
+std::vector<PaddingChoice> data_paddings(const DataSource& data);
 // The length a micro-batch whose longest sample has `longest` positions is padded to, at most T.
 int64_t padded_length(Padding padding, int64_t multiple, int64_t longest, int64_t seq_len);
 int64_t padded_length(const DataSource& data, int64_t longest, int64_t seq_len);
-// --padding multiple:N rounds a micro-batch of `longest` positions past T (TRL's pad_to_multiple_of
-// does not stop at max_length, and accumbench runs no row longer than T): the sentence that says so
-// and names the fix, or "" (other paddings, wrapped rows, or a rounding within T).
+// --padding multiple:N (any of the list's) rounds a micro-batch of `longest` positions past T
+// (TRL's pad_to_multiple_of does not stop at max_length, and accumbench runs no row longer than
+// T): the sentence that says so and names the fix, or "" (other paddings, wrapped rows, or a
+// rounding within T).
 std::string padding_past_seq_len_problem(const DataSource& data, int64_t longest, int64_t seq_len);
 
 // How the frozen base's block linears are stored under LoRA (--base-quant, QLoRA): as they are,
@@ -345,6 +371,10 @@ WorkloadOptions with_weights_dtype(WorkloadOptions workload, Precision dtype);
 // with its adapters in `dtype` alone.
 std::vector<Precision> grid_adapter_dtypes(const WorkloadOptions& workload);
 WorkloadOptions with_adapter_dtype(WorkloadOptions workload, Precision dtype);
+// The same for padding: data_paddings (the first, then data.other_paddings); and the workload
+// padded the one way `choice` says.
+std::vector<PaddingChoice> grid_paddings(const WorkloadOptions& workload);
+WorkloadOptions with_padding(WorkloadOptions workload, const PaddingChoice& choice);
 // The same for clipping: optimizer.max_grad_norm, then grid.other_max_grad_norms (0 for none); and
 // the workload clipped at `norm` alone.
 std::vector<double> grid_max_grad_norms(const WorkloadOptions& workload);

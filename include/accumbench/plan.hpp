@@ -77,6 +77,17 @@ struct PlanOptions {
   // later; activations are planned for it, the host token batches still for seq_len. 0: seq_len.
   int64_t activation_seq_len = 0;
   std::string worst_micro_batch;  // which micro-batch that is, in words; empty without real data
+  // The padding of the job planned (plan_options_for sets it from the split's; --padding's list is
+  // a grid dimension), and for each padding of the list, the two fields above as that padding
+  // gives them (max: 0 and ""), which plan_options_for copies for a split padded that way; the
+  // fields above then name every padding of the list at once (a header's words).
+  PaddingChoice padding;
+  struct PaddedWorst {
+    PaddingChoice padding;
+    int64_t activation_seq_len = 0;
+    std::string worst_micro_batch;
+  };
+  std::vector<PaddedWorst> worst_by_padding;
   // --packing bfd: rows of T holding several documents, with positions (b, T) and, for explicit
   // attention, one block-diagonal mask per micro-step instead of each block's (T, T) causal mask.
   bool packed_documents = false;

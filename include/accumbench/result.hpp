@@ -25,8 +25,9 @@ namespace accumbench {
 // 10: the optimizer in every run's split (a list sweeps each); 11: the weights' and adapters' dtypes in
 // every run's split; 12: a step's positions and computed positions count every rank's (data
 // parallel; they were rank 0's); 13: the clipping norm in every run's split (--max-grad-norm's list
-// sweeps each). Older files are upgraded as they are read (src/report/json_upgrade.cpp).
-inline constexpr int kJsonSchemaVersion = 13;
+// sweeps each); 14: the padding in every run's split (--padding's list sweeps each). Older files are
+// upgraded as they are read (src/report/json_upgrade.cpp).
+inline constexpr int kJsonSchemaVersion = 14;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -119,6 +120,11 @@ struct SplitConfig {
   // list is a grid dimension); 0: not clipped. A setting of the step, as the precision is: the label
   // leaves it out, run_label and the reports' clip column name it where the splits differ in it.
   double max_grad_norm = 0;
+  // How each micro-batch is padded (--padding's list is a grid dimension): a setting of the step,
+  // as the clipping is; every padding computes the same update from the same samples, so the
+  // recommendation chooses among them. run_label and the reports' padding column name it where the
+  // splits differ in it.
+  PaddingChoice padding;
 
   // "8×8", "64×1 oib", "1×64 ckpt chunked-ce", "4×2 adamw8bit", "4×2 bf16-weights": micro × accum
   // plus the knobs that are on, then the optimizer unless it is adamw, then the weights' dtype and
@@ -129,7 +135,7 @@ struct SplitConfig {
   // split (a plan, its header; the plan's changes, their --optimizer and --weights-dtype).
   std::string shape_label() const;
   // Stable identity for --resume: label (optimizer and weights dtype included) plus precision (and the world size when
-  // above 1, the clipping norm when clipped: "4×2/fp32/clip1").
+  // above 1, the clipping norm when clipped, the padding unless max: "4×2/fp32/clip1/pad-longest").
   std::string key() const;
 };
 
@@ -166,10 +172,11 @@ struct GridJob {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   Precision precision = Precision::kFp32;
   double max_grad_norm = 0;
+  PaddingChoice padding;
   bool operator==(const GridJob& other) const;
 };
 // The jobs in split_grid's order: the weights' dtypes outermost, then the adapters', the
-// optimizers, the precisions, the clipping norms (each list in the order given).
+// optimizers, the precisions, the clipping norms, the paddings (each list in the order given).
 std::vector<GridJob> grid_jobs(const WorkloadOptions& workload);
 GridJob job_of(const SplitConfig& split);
 // The workload with this job's one of each list.
@@ -354,8 +361,8 @@ struct Interruption {
 };
 
 // A run's name in every report: its label, its precision when `runs` (the sweep's) hold several,
-// and its clipping when they differ in it ("8×8 bf16 clip1", "8×8 no-clip"; the label names every
-// other dimension of the grid that varies).
+// its clipping and its padding when they differ in them ("8×8 bf16 clip1", "8×8 no-clip",
+// "2×4 pad-longest"; the label names every other dimension of the grid that varies).
 std::string run_label(const RunResult& run, const std::vector<RunResult>& runs);
 
 struct SweepResult {

@@ -37,9 +37,11 @@ StepOptions step_options_for(const SplitConfig& split, LossNormalization normali
   return step;
 }
 
-void apply_padding(StepOptions& step, const DataSource& data) {
-  step.padding = data.padding;
-  step.pad_multiple = data.pad_multiple;
+void apply_padding(StepOptions& step, const DataSource& data) { apply_padding(step, padding_of(data)); }
+
+void apply_padding(StepOptions& step, const PaddingChoice& padding) {
+  step.padding = padding.padding;
+  step.pad_multiple = padding.multiple;
 }
 
 c10::Device resolve_device(const std::string& name) {

@@ -88,6 +88,7 @@ LargestSplit largest_with(const ModelConfig& cfg, const Job& job, const char* wo
     split.weights_dtype = job.options.weights_dtype;
     split.adapter_dtype = job.options.lora.adapter_dtype;
     split.max_grad_norm = job.options.max_grad_norm;
+    split.padding = job.options.padding;
     const MemoryPlan plan = plan_memory(cfg, job.options, split);
     if (plan.peak_bytes <= usable_bytes) {
       largest.split = split;
@@ -312,7 +313,7 @@ bool was_tried(const SplitConfig& split, const std::vector<SplitConfig>& tried) 
            t.chunked_loss == split.chunked_loss && t.precision == split.precision &&
            t.optimizer_in_backward == split.optimizer_in_backward && t.optimizer == split.optimizer &&
            t.weights_dtype == split.weights_dtype && t.adapter_dtype == split.adapter_dtype &&
-           t.max_grad_norm == split.max_grad_norm;
+           t.max_grad_norm == split.max_grad_norm && t.padding == split.padding;
   });
 }
 
@@ -349,6 +350,17 @@ LightestJob lightest_job(const ModelConfig& cfg, const PlanOptions& options, con
   // only an unclipped step can have the optimizer inside backward.
   const std::vector<double> norms = grid_max_grad_norms(workload);
   lightest.job.max_grad_norm = *std::min_element(norms.begin(), norms.end());
+  // The padding whose longest padded micro-batch is the shortest (the same samples in each).
+  const std::vector<PaddingChoice> paddings = grid_paddings(workload);
+  const auto activation_length = [&](const PaddingChoice& padding) {
+    GridJob job = lightest.job;
+    job.padding = padding;
+    return plan_options_for(options, job).activation_length();
+  };
+  lightest.job.padding = paddings.front();
+  for (const PaddingChoice& padding : paddings) {
+    if (activation_length(padding) < activation_length(lightest.job.padding)) lightest.job.padding = padding;
+  }
   // The precision: the one whose smallest split (micro-batch 1, checkpointed) the plan finds lightest.
   lightest.job.precision = workload.precisions.front();
   int64_t least = -1;
@@ -392,6 +404,10 @@ LightestJob lightest_job(const ModelConfig& cfg, const PlanOptions& options, con
   }
   // Every norm above 0 needs the same memory: words only for the list's 0.
   if (norms.size() > 1 && lightest.job.max_grad_norm == 0) add(" and ", "no clipping (of --max-grad-norm " + join_norms(norms) + ")");
+  if (paddings.size() > 1) {
+    add(" and ", "--padding " + padding_name(lightest.job.padding) + " (of --padding " + join_paddings(paddings) +
+                     ", the shortest longest micro-batch)");
+  }
   return lightest;
 }
 
@@ -432,10 +448,11 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
                  (grid_clips(workload) ? " --max-grad-norm 0" : "");
       }
       // As the sweep names its splits: the label (the optimizer unless adamw, the weights dtype
-      // unless fp32), then the precision and the clipping where the lists hold several.
+      // unless fp32), then the precision, the clipping and the padding where the lists hold several.
       const std::string label =
           l.split.label() + (workload.precisions.size() > 1 ? " " + to_string(job.job.precision) : "") +
-          (grid_max_grad_norms(workload).size() > 1 ? " " + clipping_word(job.job.max_grad_norm) : "");
+          (grid_max_grad_norms(workload).size() > 1 ? " " + clipping_word(job.job.max_grad_norm) : "") +
+          (grid_paddings(workload).size() > 1 ? " " + padding_word(job.job.padding) : "");
       untried += (untried.empty() ? "" : " or ") + label + (flags.empty() ? "" : " (" + flags + ")");
     }
   }

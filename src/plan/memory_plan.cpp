@@ -524,6 +524,12 @@ PlanOptions plan_options_for(PlanOptions options, const GridJob& job) {
   options.weights_dtype = job.weights_dtype;
   options.lora.adapter_dtype = job.adapter_dtype;
   options.max_grad_norm = job.max_grad_norm;
+  options.padding = job.padding;
+  for (const PlanOptions::PaddedWorst& worst : options.worst_by_padding) {
+    if (worst.padding != job.padding) continue;
+    options.activation_seq_len = worst.activation_seq_len;
+    options.worst_micro_batch = worst.worst_micro_batch;
+  }
   return options;
 }
 

@@ -114,7 +114,7 @@ void add_identity_columns(std::vector<ColumnDef>& all) {
   all.push_back(csv_only("micro_batch", [](const RunResult& r) { return exact(r.config.micro_batch); }));
   all.push_back(csv_only("accum_steps", [](const RunResult& r) { return exact(r.config.accum_steps); }));
   // The label spells out micro-batch, accumulation, the knobs, the optimizer and the dtypes; the
-  // precision and the clipping, settings of the step, it leaves out, so a sweep of several needs
+  // precision, the clipping and the padding, settings of the step, it leaves out, so a sweep of several needs
   // them beside the label.
   all.push_back(split_words_column("precision", "precision", "precision", Shown::kWhenVaries,
                                    [](const RunResult& r) { return to_string(r.config.precision); }));
@@ -129,6 +129,10 @@ void add_identity_columns(std::vector<ColumnDef>& all) {
   });
   clip.raw = [](const RunResult& r) { return text::format_number(r.config.max_grad_norm); };
   all.push_back(clip);
+  // The padding: "max", "longest", "multiple:8" (--padding's words) where the splits differ in it;
+  // every run's in the CSV.
+  all.push_back(split_words_column("padding", "padded", "padding", Shown::kWhenVaries,
+                                   [](const RunResult& r) { return padding_name(r.config.padding); }));
   all.push_back(csv_only("activation_checkpointing",
                          [](const RunResult& r) { return to_string(r.config.activation_checkpointing); }));
   all.push_back(csv_only("optimizer_in_backward", [](const RunResult& r) { return flag(r.config.optimizer_in_backward); }));
@@ -556,6 +560,7 @@ std::string legend(const std::vector<RunResult>& runs, const TableContext& conte
     return std::any_of(shown.begin(), shown.end(), [&](const ColumnDef* c) { return c->id == id; });
   };
   if (has("max_grad_norm")) text += "; clip: the norm the step's gradients are clipped to (--max-grad-norm), off: none";
+  if (has("padding")) text += "; padded: how each micro-batch is padded (--padding)";
   if (has("fits") && !context.memory_limit) text += "; fits: - without --memory-limit";
   if (has("vs_fastest")) {
     // Over the fastest fitting split, or, when none fits the limit, the fastest of all (TableContext::of).

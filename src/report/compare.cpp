@@ -113,7 +113,8 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
     if (!x || !y) continue;
     // A grid dimension's list measures the same splits in any order: "fp32,bf16" is "bf16,fp32".
     const bool list = name == "precisions" || name == "optimizer" || name == "weights_dtype" ||
-                      name == "adapter_dtype" || name == "max_grad_norm" || name == "micro_batches";
+                      name == "adapter_dtype" || name == "max_grad_norm" || name == "padding" ||
+                      name == "micro_batches";
     // "all divisors" is a list too: every divisor of a rank's share of the batch.
     const auto items = [&name](const std::string& value, const SweepContext& c) {
       if (name != "micro_batches" || value != "all divisors" || c.world_size < 1 || c.batch % c.world_size != 0) {
@@ -151,6 +152,7 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   bool mixed_precision = false;
   bool mixed_world = false;
   bool mixed_clipping = false;
+  bool mixed_padding = false;
   const SplitConfig* first = nullptr;
   for (const SweepResult* sweep : {&a, &b}) {
     for (const RunResult& run : sweep->runs) {
@@ -158,12 +160,14 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
       mixed_precision = mixed_precision || run.config.precision != first->precision;
       mixed_world = mixed_world || run.config.world_size != first->world_size;
       mixed_clipping = mixed_clipping || run.config.max_grad_norm != first->max_grad_norm;
+      mixed_padding = mixed_padding || run.config.padding != first->padding;
     }
   }
   const auto split_cell = [&](const SplitConfig& config) {
     std::string cell = config.label();
     if (mixed_precision) cell += " " + to_string(config.precision);
     if (mixed_clipping) cell += " " + clipping_word(config.max_grad_norm);
+    if (mixed_padding) cell += " " + padding_word(config.padding);
     if (mixed_world) cell += " world " + std::to_string(config.world_size);
     return cell;
   };
@@ -241,9 +245,9 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
         << b.context.batch << "), and a split is micro-batch × accumulation of its own batch; each sweep's own "
         << "recommendation names its fastest split\n";
   } else if (none_pairs) {
-    out << "note: no split was measured in both (a split is named by its shape, precision, optimizer, dtypes and "
-           "clipping); to compare them, sweep them together (--precision, --optimizer, --weights-dtype, "
-           "--adapter-dtype and --max-grad-norm take lists), which times them in paired rounds\n";
+    out << "note: no split was measured in both (a split is named by its shape, precision, optimizer, dtypes, "
+           "clipping and padding); to compare them, sweep them together (--precision, --optimizer, --weights-dtype, "
+           "--adapter-dtype, --max-grad-norm and --padding take lists), which times them in paired rounds\n";
   }
   out << "\n";
   table.render(out);

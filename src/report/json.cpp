@@ -131,6 +131,7 @@ auto fields(S& s, V& v) -> IfIs<S, SplitConfig> {
   v("weights_dtype", s.weights_dtype);
   v("adapter_dtype", s.adapter_dtype);
   v("max_grad_norm", s.max_grad_norm);
+  v("padding", s.padding);
 }
 
 template <class S, class V>
@@ -247,6 +248,7 @@ Json encode(RunStatus value);
 Json encode(Precision value);
 Json encode(Checkpointing value);
 Json encode(OptimizerKind value);
+Json encode(const PaddingChoice& value);
 Json encode(DecisionKind value);
 Json encode(Verdict value);
 Json encode(const PhaseSeconds& value);
@@ -275,6 +277,7 @@ Json encode(RunStatus value) { return Json(run_status_name(value)); }
 Json encode(Precision value) { return Json(to_string(value)); }
 Json encode(Checkpointing value) { return Json(to_string(value)); }
 Json encode(OptimizerKind value) { return Json(to_string(value)); }
+Json encode(const PaddingChoice& value) { return Json(padding_name(value)); }  // "longest", "multiple:8"
 Json encode(DecisionKind value) { return Json(to_string(value)); }
 Json encode(Verdict value) { return Json(to_string(value)); }
 
@@ -322,6 +325,7 @@ void decode(const Json& j, const std::string& path, RunStatus& out);
 void decode(const Json& j, const std::string& path, Precision& out);
 void decode(const Json& j, const std::string& path, Checkpointing& out);
 void decode(const Json& j, const std::string& path, OptimizerKind& out);
+void decode(const Json& j, const std::string& path, PaddingChoice& out);
 void decode(const Json& j, const std::string& path, DecisionKind& out);
 void decode(const Json& j, const std::string& path, Verdict& out);
 void decode(const Json& j, const std::string& path, PhaseSeconds& out);
@@ -466,6 +470,10 @@ void decode(const Json& j, const std::string& path, Checkpointing& out) {
 
 void decode(const Json& j, const std::string& path, OptimizerKind& out) {
   decode_name(j, path, out, optimizer_kind_from_string);
+}
+
+void decode(const Json& j, const std::string& path, PaddingChoice& out) {
+  decode_name(j, path, out, padding_from_string);
 }
 
 void decode(const Json& j, const std::string& path, PhaseSeconds& out) {

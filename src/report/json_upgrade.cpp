@@ -234,6 +234,9 @@ void upgrade_to_current_version(Json& root) {
   }
   if (version_is(11)) upgrade_from_version_11(root);
   if (version_is(12)) upgrade_from_version_12(root);
+  // Version 13 padded every split one way, named in the context's options ("max" before --padding
+  // existed, where a file lacks it).
+  if (version_is(13)) option_into_every_split(root, 13, "padding", "max");
 }
 
 }  // namespace accumbench

@@ -145,12 +145,30 @@ namespace {
 // "bf16", or the list of a plan of several: "fp32,bf16".
 std::string precision_words(const PlanReport& r) { return join_precisions(r.workload.precisions); }
 
+// The longest padded micro-batch the plans' activations are planned at, in words: one padding's,
+// or each padding's of a --padding list ("; " between them); "" without real data padded per
+// micro-batch.
+std::string worst_micro_batches(const PlanReport& r) {
+  std::vector<std::string> seen;
+  for (const MemoryPlan& p : r.plans) {
+    const std::string& words = p.options.worst_micro_batch;
+    if (!words.empty() && std::find(seen.begin(), seen.end(), words) == seen.end()) seen.push_back(words);
+  }
+  std::string joined;
+  for (const std::string& words : seen) joined += (joined.empty() ? "" : "; ") + words;
+  return joined;
+}
+
 std::string context_words(const PlanReport& r) {
   const MemoryPlan& p = r.plans.front();
   std::string words = p.model.name + ", T=" + std::to_string(p.options.seq_len);
-  if (!p.options.worst_micro_batch.empty()) {
+  const bool one_padding = std::all_of(r.plans.begin(), r.plans.end(),
+                                       [&](const MemoryPlan& other) { return other.split.padding == p.split.padding; });
+  if (!p.options.worst_micro_batch.empty() && one_padding) {
     words += " (activations at " + std::to_string(p.options.activation_length()) +
              " positions, the longest padded micro-batch: " + p.options.worst_micro_batch + ")";
+  } else if (!one_padding && !worst_micro_batches(r).empty()) {
+    words += " (activations at the longest padded micro-batch of each padding: " + worst_micro_batches(r) + ")";
   }
   words += ", batch " + std::to_string(r.workload.batch);
   if (r.workload.world_size > 1) {
@@ -187,7 +205,8 @@ const char* const kPlanLegend =
 std::string legend(const PlanReport& r) {
   if (grid_jobs(r.workload).size() <= 1) return kPlanLegend;
   return std::string(kPlanLegend) + " A split of a list's job also names its optimizer unless adamw, its weights' and "
-         "adapters' dtypes unless fp32 (bf16-weights, bf16-adapters) and, with several, its precision.";
+         "adapters' dtypes unless fp32 (bf16-weights, bf16-adapters) and, with several, its precision, its clipping "
+         "(no-clip, clip1) and its padding (pad-max, pad-longest).";
 }
 
 std::string markdown_cell(const std::string& value) {
@@ -213,6 +232,7 @@ void add_job(nlohmann::json& entry, const GridJob& job) {
   entry["weights_dtype"] = to_string(job.weights_dtype);
   entry["adapter_dtype"] = to_string(job.adapter_dtype);
   entry["max_grad_norm"] = job.max_grad_norm;
+  entry["padding"] = padding_name(job.padding);
 }
 }  // namespace
 
@@ -224,9 +244,11 @@ std::string plan_json(const PlanReport& r) {
   const MemoryPlan& first = r.plans.front();
   context["model"] = first.model.name;
   context["seq_len"] = first.options.seq_len;
-  // Real data padded per micro-batch: the activations are planned at the longest padded one.
+  // Real data padded per micro-batch: the activations are planned at the longest padded one (the
+  // first split's here; each split's own, under a --padding list, in its entry).
   context["activation_seq_len"] = first.options.activation_length();
-  context["memory_judged_on"] = first.options.worst_micro_batch.empty() ? json(nullptr) : json(first.options.worst_micro_batch);
+  const std::string worst = worst_micro_batches(r);
+  context["memory_judged_on"] = worst.empty() ? json(nullptr) : json(worst);
   context["batch"] = r.workload.batch;
   context["world_size"] = r.workload.world_size;
   context["batch_per_rank"] = first.options.batch;
@@ -251,6 +273,7 @@ std::string plan_json(const PlanReport& r) {
     s["optimizer_in_backward"] = p.split.optimizer_in_backward;
     s["chunked_loss"] = p.split.chunked_loss;
     add_job(s, job_of(p.split));
+    s["activation_seq_len"] = p.options.activation_length();
     for (int phase = 0; phase < kPlanPhaseCount; ++phase) {
       s[std::string(plan_phase_name(static_cast<PlanPhase>(phase))) + "_bytes"] = p.phase_peak_bytes[phase];
     }

@@ -37,6 +37,8 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
   out << "memory plan: " << m.name << ", T=" << plan.options.seq_len << ", split " << plan.split.shape_label() << ", "
       << to_string(plan.split.precision) << ", attention " << to_string(plan.options.attention);
   if (plan.options.optimizer != OptimizerKind::kAdamW) out << ", optimizer " << to_string(plan.options.optimizer);
+  // One padding of a --padding list (its longest micro-batch, where per micro-batch, below).
+  if (plan.options.worst_by_padding.size() > 1) out << ", --padding " << padding_name(plan.split.padding);
   if (plan.options.framework != PlanFramework::kPlain)
     out << ", framework " << to_string(plan.options.framework) << " (TRL loss_type " << to_string(plan.options.trl_loss) << ")";
   out << "\n";
@@ -95,8 +97,11 @@ std::string plan_label(const MemoryPlan& plan, const std::vector<MemoryPlan>& pl
                                          [&](const MemoryPlan& p) { return p.split.precision == plan.split.precision; });
   const bool one_norm = std::all_of(plans.begin(), plans.end(),
                                     [&](const MemoryPlan& p) { return p.split.max_grad_norm == plan.split.max_grad_norm; });
+  const bool one_padding = std::all_of(plans.begin(), plans.end(),
+                                       [&](const MemoryPlan& p) { return p.split.padding == plan.split.padding; });
   return plan.split.label() + (one_precision ? "" : " " + to_string(plan.split.precision)) +
-         (one_norm ? "" : " " + clipping_word(plan.split.max_grad_norm));
+         (one_norm ? "" : " " + clipping_word(plan.split.max_grad_norm)) +
+         (one_padding ? "" : " " + padding_word(plan.split.padding));
 }
 
 namespace {

@@ -125,8 +125,10 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.adapter_dtype = split.adapter_dtype;
   s.target_modules = target_modules;
   s.lengths_vary = w.data.lengths != LengthMode::kFixed || w.data.eos_id >= 0;
-  s.padding = w.data.padding;
-  s.pad_multiple = w.data.pad_multiple;
+  // The split's padding where --padding lists several, else the workload's own.
+  const PaddingChoice padding = grid_paddings(w).size() > 1 ? split.padding : padding_of(w.data);
+  s.padding = padding.padding;
+  s.pad_multiple = padding.multiple;
   s.packing = w.data.packing;
   s.group_by_length = w.data.group_by_length;
   s.optimizer = split.optimizer;
@@ -446,7 +448,15 @@ WorkloadOptions settings_workload(const SweepContext& context) {
   // A file written before an option existed lacks it: its default stands.
   for (const auto& [name, value] : context.options) {
     try {
-      if (name == "padding") set_padding(w.data, value);
+      if (name == "padding") {  // "longest", or a list "max,longest" (each split names its own)
+        std::vector<PaddingChoice> paddings;
+        std::istringstream list(value);
+        for (std::string padding; std::getline(list, padding, ',');) paddings.push_back(padding_from_string(padding));
+        if (!paddings.empty()) {
+          set_padding(w.data, paddings.front());
+          w.data.other_paddings.assign(paddings.begin() + 1, paddings.end());
+        }
+      }
       if (name == "packing") w.data.packing = packing_from_string(value);
       if (name == "group_by_length") w.data.group_by_length = value == "true";
       if (name == "lengths") w.data.lengths = value == "fixed" ? LengthMode::kFixed : LengthMode::kVariable;

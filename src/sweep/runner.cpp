@@ -87,7 +87,7 @@ void check_profile_dir(const std::string& directory, c10::Device device) {
 // file), the memory limit (every "fits" is judged again), output and machine settings.
 bool may_differ_on_resume(const std::string& option) {
   static const char* const kFree[] = {"micro_batches", "precisions", "optimizer", "weights_dtype", "adapter_dtype",
-                                      "max_grad_norm",
+                                      "max_grad_norm", "padding", "memory_judged_on",
                                       "knobs", "cuda_graphs", "chunked_loss", "activation_checkpointing",
                                       "optimizer_in_backward",
                                       "memory_limit_bytes", "try_predicted_oom", "profile_dir", "OMP_WAIT_POLICY",
@@ -182,7 +182,8 @@ void name_kept_runs_in_lists(std::vector<std::pair<std::string, std::string>>& o
       {"optimizer", [](const SplitConfig& s) { return to_string(s.optimizer); }},
       {"weights_dtype", [](const SplitConfig& s) { return to_string(s.weights_dtype); }},
       {"adapter_dtype", [](const SplitConfig& s) { return to_string(s.adapter_dtype); }},
-      {"max_grad_norm", [](const SplitConfig& s) { return text::format_number(s.max_grad_norm); }}};
+      {"max_grad_norm", [](const SplitConfig& s) { return text::format_number(s.max_grad_norm); }},
+      {"padding", [](const SplitConfig& s) { return padding_name(s.padding); }}};
   for (const auto& [name, value_of] : kLists) {
     const std::optional<std::string> now = recorded_option(options, name);
     if (!now || *now == "all divisors") continue;
@@ -208,11 +209,12 @@ void name_kept_runs_in_lists(std::vector<std::pair<std::string, std::string>>& o
   }
 }
 
-// How a stopped file named the splits it never began: with their precision and clipping only
-// where its grid had several (its options' lists); where it had one, these hold that one in label
-// words (" bf16", " clip1"), and a file without a precisions list (older) may have named either way.
+// How a stopped file named the splits it never began: with their precision, clipping and padding
+// only where its grid had several (its options' lists); where it had one, these hold that one in
+// label words (" bf16", " clip1", " pad-longest"), and a file without a precisions list (older) may
+// have named either way.
 struct FileNaming {
-  std::string only_precision, only_clipping;
+  std::string only_precision, only_clipping, only_padding;
   bool precision_unknown = false;
 };
 
@@ -226,18 +228,25 @@ FileNaming file_naming(const SweepContext& file) {
     if (norms.size() == 1) naming.only_clipping = " " + clipping_word(text::number_from_text(norms.front()));
   } catch (const std::invalid_argument&) {  // not a norm: the file does not say
   }
+  const std::vector<std::string> paddings = comma_items(recorded_option(file.options, "padding").value_or("max"));
+  try {
+    if (paddings.size() == 1) naming.only_padding = " " + padding_word(padding_from_string(paddings.front()));
+  } catch (const UserError&) {  // not a padding: the file does not say
+  }
   return naming;
 }
 
 // Whether `label`, a split a stopped file never began, is `split` ("8×1" of a file clipped at 1
 // alone is not this sweep's 8×1 no-clip).
 bool names_split(const std::string& label, const SplitConfig& split, const FileNaming& file) {
-  const std::string precision = " " + to_string(split.precision), clipping = " " + clipping_word(split.max_grad_norm);
+  const std::string precision = " " + to_string(split.precision), clipping = " " + clipping_word(split.max_grad_norm),
+                    padding = " " + padding_word(split.padding);
   if (!file.only_precision.empty() && file.only_precision != precision) return false;  // another job of the file's
   if (!file.only_clipping.empty() && file.only_clipping != clipping) return false;
-  const std::string named = split.label() + (file.only_precision.empty() ? precision : "") +
-                            (file.only_clipping.empty() ? clipping : "");
-  return label == named || (file.precision_unknown && label == split.label() + (file.only_clipping.empty() ? clipping : ""));
+  if (!file.only_padding.empty() && file.only_padding != padding) return false;
+  const std::string rest = (file.only_clipping.empty() ? clipping : "") + (file.only_padding.empty() ? padding : "");
+  const std::string named = split.label() + (file.only_precision.empty() ? precision : "") + rest;
+  return label == named || (file.precision_unknown && label == split.label() + rest);
 }
 
 // "AdamW moments", "adamw8bit state": what the resident-memory messages call the optimizer's state.
@@ -392,15 +401,33 @@ void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
     std::partial_sum(counted.begin(), counted.end(), counted.begin());
     plan.most_counted_targets = std::move(counted);
   }
-  if (w.data.padding == Padding::kMax || w.data.packing != Packing::kNone) return;
-  const WorstMicroBatch worst = worst_micro_batch(source->lengths, w.data, w.seq_len);
-  plan.activation_seq_len = worst.padded_length;
-  const int64_t row = source->rows.empty() ? worst.sample : source->rows[static_cast<size_t>(worst.sample)];
-  plan.worst_micro_batch = "the one holding sample " + std::to_string(row + 1) + " of " +
-                           lengths_name(w.data) + " (" + std::to_string(worst.length) + " positions" +
-                           (source->truncated > 0 && worst.length == w.seq_len ? ", cut to T" : "") +
-                           "), padded to " + std::to_string(worst.padded_length) + " (--padding " +
-                           padding_name(w.data) + ")";
+  if (w.data.packing != Packing::kNone) return;
+  // Each padding of the list pads the same micro-batch the most: the one holding the longest sample.
+  const std::vector<PaddingChoice> paddings = grid_paddings(w);
+  std::string words;  // "the one holding sample 4 of FILE (10 positions), padded to"
+  std::string padded;  // " 16 (--padding multiple:16), 10 (--padding longest)"
+  for (const PaddingChoice& padding : paddings) {
+    if (!padding.per_micro_batch()) {
+      plan.worst_by_padding.push_back({padding, 0, ""});
+      if (paddings.size() > 1) padded += std::string(padded.empty() ? " " : ", ") + std::to_string(w.seq_len) + " (--padding max)";
+      continue;
+    }
+    const WorstMicroBatch worst = worst_micro_batch(source->lengths, with_padding(w, padding).data, w.seq_len);
+    const int64_t row = source->rows.empty() ? worst.sample : source->rows[static_cast<size_t>(worst.sample)];
+    words = "the one holding sample " + std::to_string(row + 1) + " of " + lengths_name(w.data) + " (" +
+            std::to_string(worst.length) + " positions" +
+            (source->truncated > 0 && worst.length == w.seq_len ? ", cut to T" : "") + "), padded to";
+    const std::string to = " " + std::to_string(worst.padded_length) + " (--padding " + padding_name(padding) + ")";
+    plan.worst_by_padding.push_back({padding, worst.padded_length, words + to});
+    padded += (padded.empty() ? "" : ",") + to;
+  }
+  if (words.empty()) {  // --padding max alone: every micro-batch is T
+    plan.worst_by_padding.clear();
+    return;
+  }
+  plan.activation_seq_len = plan.worst_by_padding.front().activation_seq_len;
+  plan.worst_micro_batch = words + padded;
+  plan.padding = paddings.front();
 }
 
 }  // namespace
@@ -511,6 +538,7 @@ PlanOptions sweep_plan_options(const WorkloadOptions& w, bool device_is_cuda, in
   plan.lora = w.lora;
   plan.optimizer = w.optimizer.kind;
   plan.max_grad_norm = w.optimizer.max_grad_norm;
+  plan.padding = padding_of(w.data);
   plan.batch = w.batch;
   plan.cpu = !device_is_cuda;
   plan.token_batches = token_batches;
@@ -740,12 +768,13 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   decision_options.confidence = options.confidence;
   decision_options.framework_seconds_per_micro_step = framework.seconds_per_micro_step;
   decision_options.framework_source = framework.source;
-  // The splits not begun, by label; with the precision and the clipping too where the table holds
+  // The splits not begun, by label; with the precision, the clipping and the padding too where the table holds
   // more than one (a bf16 resume of an fp32 file: "2×4" alone would name the fp32 row).
-  bool several_precisions = false, several_norms = false;
+  bool several_precisions = false, several_norms = false, several_paddings = false;
   const auto note_differences = [&](const SplitConfig& split) {
     several_precisions = several_precisions || split.precision != grid[0].precision;
     several_norms = several_norms || split.max_grad_norm != grid[0].max_grad_norm;
+    several_paddings = several_paddings || split.padding != grid[0].padding;
   };
   for (const SplitConfig& split : grid) note_differences(split);
   if (resume != nullptr && !grid.empty()) {
@@ -753,7 +782,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   }
   const auto not_begun = [&](size_t index) {
     return grid[index].label() + (several_precisions ? " " + to_string(grid[index].precision) : "") +
-           (several_norms ? " " + clipping_word(grid[index].max_grad_norm) : "");
+           (several_norms ? " " + clipping_word(grid[index].max_grad_norm) : "") +
+           (several_paddings ? " " + padding_word(grid[index].padding) : "");
   };
   // A stopped file's splits that it never began and this grid leaves out stay not begun (named with
   // or without their precision and clipping, as the file's grid named them).
@@ -766,7 +796,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
           std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& s) { return names_split(label, s, file); });
       if (!in_grid) {
         result.interruption.splits_not_run.push_back(label + (several_precisions ? file.only_precision : "") +
-                                                     (several_norms ? file.only_clipping : ""));
+                                                     (several_norms ? file.only_clipping : "") +
+                                                     (several_paddings ? file.only_padding : ""));
       }
     }
   }

@@ -68,7 +68,8 @@ std::string file_stem(const SplitConfig& split) {
       stem += label[i] == ' ' ? '-' : label[i];
     }
   }
-  return stem + "-" + to_string(split.precision) + (split.max_grad_norm > 0 ? "-" + clipping_word(split.max_grad_norm) : "");
+  return stem + "-" + to_string(split.precision) + (split.max_grad_norm > 0 ? "-" + clipping_word(split.max_grad_norm) : "") +
+         (split.padding.per_micro_batch() ? "-" + padding_word(split.padding) : "");
 }
 
 }  // namespace
@@ -147,7 +148,7 @@ RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size
   run.config = split;
   const LossOptions& loss = options_.workload.loss;
   slot.step = step_options_for(split, loss.normalization, loss.chunk_tokens);
-  apply_padding(slot.step, options_.workload.data);
+  apply_padding(slot.step, split.padding);
   if (!plan(run)) return run;
   try {
     compat::StepStatus setup;  // data parallel: a failure here must stop the split on every rank
@@ -308,7 +309,8 @@ void SplitMeasurement::judge_fits(RunResult& run) const {
   const int64_t limit = options_.workload.memory_limit_bytes;
   // With per-micro-batch padding the timed steps need not have met the longest micro-batch of the
   // lengths file; the plan for it must fit too (PlanOptions::activation_seq_len).
-  const bool worst_fits = plan_options_.activation_seq_len == 0 || run.predicted_peak_bytes <= limit;
+  const bool worst_fits =
+      plan_options_for(plan_options_, run.config).activation_seq_len == 0 || run.predicted_peak_bytes <= limit;
   run.fits = run.status == RunStatus::kOk && (limit == 0 || (run.peak_reserved_bytes <= limit && worst_fits));
 }
 

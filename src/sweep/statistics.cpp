@@ -519,6 +519,25 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   return reason + ".";
 }
 
+// The candidates grouped by `key_of` their split (`keys`, in first-seen order) and the fastest of
+// each group by mean step time, index for index.
+template <class Key, class KeyOf>
+std::vector<int> fastest_of_each(const std::vector<RunResult>& runs, const std::vector<int>& candidates,
+                                 std::vector<Key>& keys, KeyOf key_of) {
+  std::vector<int> fastest;
+  for (int i : candidates) {
+    const Key key = key_of(runs[i].config);
+    const auto found = std::find(keys.begin(), keys.end(), key);
+    if (found == keys.end()) {
+      keys.push_back(key);
+      fastest.push_back(i);
+    } else if (runs[i].mean_seconds.value < runs[fastest[found - keys.begin()]].mean_seconds.value) {
+      fastest[found - keys.begin()] = i;
+    }
+  }
+  return fastest;
+}
+
 // With several optimizers, weights dtypes or clipping norms among the candidates: they compute
 // different updates (SGD has no moments, the 8-bit ones approximate AdamW's; 16-bit weights run
 // 16-bit products and, trained, round their updates; clipping scales a gradient down whenever its
@@ -527,18 +546,9 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
 std::string per_update_sentence(const std::vector<RunResult>& runs, const std::vector<int>& candidates) {
   using Update = std::tuple<OptimizerKind, Precision, Precision, double>;  // optimizer, weights, adapters, clipping
   std::vector<Update> updates;
-  std::vector<int> fastest;
-  for (int i : candidates) {
-    const SplitConfig& c = runs[i].config;
-    const Update update = {c.optimizer, c.weights_dtype, c.adapter_dtype, c.max_grad_norm};
-    const auto found = std::find(updates.begin(), updates.end(), update);
-    if (found == updates.end()) {
-      updates.push_back(update);
-      fastest.push_back(i);
-    } else if (runs[i].mean_seconds.value < runs[fastest[found - updates.begin()]].mean_seconds.value) {
-      fastest[found - updates.begin()] = i;
-    }
-  }
+  const std::vector<int> fastest = fastest_of_each(runs, candidates, updates, [](const SplitConfig& c) {
+    return Update{c.optimizer, c.weights_dtype, c.adapter_dtype, c.max_grad_norm};
+  });
   if (updates.size() < 2) return "";
   bool optimizers = false, weights = false, adapters = false, clipping = false;
   for (const Update& u : updates) {
@@ -586,6 +596,24 @@ std::string per_update_sentence(const std::vector<RunResult>& runs, const std::v
   }
   if (!why.empty()) why = " (" + why + ")";
   return " " + subject + why + ", which the choice above does not weigh; the fastest split of each: " + list + ".";
+}
+
+// With several paddings among the candidates (--padding's list): they compute the same update from
+// the same samples, so the choice above is among them all; the fastest candidate of each, so that
+// the user sees what each padding costs at its best split. Empty with one padding.
+std::string per_padding_sentence(const std::vector<RunResult>& runs, const std::vector<int>& candidates) {
+  std::vector<PaddingChoice> paddings;
+  const std::vector<int> fastest =
+      fastest_of_each(runs, candidates, paddings, [](const SplitConfig& c) { return c.padding; });
+  if (paddings.size() < 2) return "";
+  std::string list;
+  for (size_t k = 0; k < paddings.size(); ++k) {
+    const RunResult& run = runs[fastest[k]];
+    list += (k == 0 ? "" : ", ") + run_label(run, runs) + " (" + seconds_text(run.mean_seconds.value) + ", " +
+            format_bytes(run.peak_allocated_bytes) + ")";
+  }
+  return " The paddings (--padding) compute the same update from the same samples, so the choice is among them all; "
+         "the fastest split of each: " + list + ".";
 }
 
 }  // namespace
@@ -641,7 +669,7 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
   rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes, evidence, engine_only.has_value()) +
                what_the_slowest_loses(runs, candidates, best, fit_time_models(runs), evidence,
                                       engine_only ? *engine_only : evidence, d.tie_tolerance, engine_only.has_value()) +
-               per_update_sentence(runs, candidates) + " " +
+               per_update_sentence(runs, candidates) + per_padding_sentence(runs, candidates) + " " +
                framework_sentence(options.framework_seconds_per_micro_step, options.framework_source);
   return rec;
 }

@@ -234,13 +234,12 @@ std::string lengths_name(const DataSource& data) {
   return data.lengths == LengthMode::kFile ? data.lengths_file : to_string(data.lengths);
 }
 
-void set_padding(DataSource& data, const std::string& text) {
+PaddingChoice padding_from_string(const std::string& text) {
   const std::string prefix = "multiple:";
-  data.pad_multiple = 0;
   if (text.rfind(prefix, 0) != 0) {
-    data.padding = value_of(kPaddingNames, text, "--padding");
-    if (data.padding == Padding::kMultiple) throw UserError("--padding multiple needs its N, as in multiple:8");
-    return;
+    const Padding padding = value_of(kPaddingNames, text, "--padding");
+    if (padding == Padding::kMultiple) throw UserError("--padding multiple needs its N, as in multiple:8");
+    return {padding, 0};
   }
   const std::string digits = text.substr(prefix.size());
   char* end = nullptr;
@@ -252,12 +251,36 @@ void set_padding(DataSource& data, const std::string& text) {
   if (digits.empty() || *end != '\0' || n <= 0) {
     throw UserError("--padding " + text + " needs a positive multiple, as in multiple:8 (pad each micro-batch to its longest sample rounded up to 8)");
   }
-  data.padding = Padding::kMultiple;
-  data.pad_multiple = n;
+  return {Padding::kMultiple, n};
 }
 
-std::string padding_name(const DataSource& data) {
-  return data.padding == Padding::kMultiple ? "multiple:" + std::to_string(data.pad_multiple) : to_string(data.padding);
+std::string padding_name(const PaddingChoice& choice) {
+  return choice.padding == Padding::kMultiple ? "multiple:" + std::to_string(choice.multiple) : to_string(choice.padding);
+}
+
+std::string padding_word(const PaddingChoice& choice) {
+  return "pad-" + (choice.padding == Padding::kMultiple ? "multiple" + std::to_string(choice.multiple) : to_string(choice.padding));
+}
+
+std::string join_paddings(const std::vector<PaddingChoice>& choices) {
+  std::string out;
+  for (size_t i = 0; i < choices.size(); ++i) out += (i ? "," : "") + padding_name(choices[i]);
+  return out;
+}
+
+void set_padding(DataSource& data, const std::string& text) { set_padding(data, padding_from_string(text)); }
+
+void set_padding(DataSource& data, const PaddingChoice& choice) {
+  data.padding = choice.padding;
+  data.pad_multiple = choice.multiple;
+}
+
+PaddingChoice padding_of(const DataSource& data) { return {data.padding, data.pad_multiple}; }
+
+std::string padding_name(const DataSource& data) { return padding_name(padding_of(data)); }
+
+std::vector<PaddingChoice> data_paddings(const DataSource& data) {
+  return first_then_others(padding_of(data), data.other_paddings);
 }
 
 int64_t padded_length(Padding padding, int64_t multiple, int64_t longest, int64_t seq_len) {
@@ -273,9 +296,10 @@ int64_t padded_length(const DataSource& data, int64_t longest, int64_t seq_len) 
   return padded_length(data.padding, data.pad_multiple, longest, seq_len);
 }
 
-std::string padding_past_seq_len_problem(const DataSource& data, int64_t longest, int64_t seq_len) {
-  if (data.padding != Padding::kMultiple || data.packing == Packing::kWrapped || data.pad_multiple <= 0) return "";
-  const int64_t n = data.pad_multiple;
+namespace {
+
+// --padding multiple:N past T: the sentence, or "".
+std::string multiple_past_seq_len_problem(const DataSource& data, int64_t n, int64_t longest, int64_t seq_len) {
   const bool packed = data.packing == Packing::kBfd;  // best-fit rows fill up to T, whatever the samples
   longest = packed ? seq_len : std::min(longest, seq_len);
   if (n <= seq_len && (longest + n - 1) / n * n <= seq_len) return "";
@@ -286,6 +310,18 @@ std::string padding_past_seq_len_problem(const DataSource& data, int64_t longest
          " (TRL's and axolotl's pad_to_multiple_of do not stop at max_length), and accumbench runs no row longer than "
          "--seq-len; "
          "pick an N that divides " + t + ", or a --seq-len that is a multiple of " + std::to_string(n);
+}
+
+}  // namespace
+
+std::string padding_past_seq_len_problem(const DataSource& data, int64_t longest, int64_t seq_len) {
+  for (const PaddingChoice& choice : data_paddings(data)) {
+    if (choice.padding != Padding::kMultiple || data.packing == Packing::kWrapped || choice.multiple <= 0) continue;
+    if (std::string problem = multiple_past_seq_len_problem(data, choice.multiple, longest, seq_len); !problem.empty()) {
+      return problem;
+    }
+  }
+  return "";
 }
 
 WorkloadOptions workload_defaults(Command command) {
@@ -396,12 +432,32 @@ std::vector<std::string> sample_arranging_options(const DataSource& data) {
 // What the real-data options can be combined with (lengths files are read in src/data).
 void validate_data_source(const WorkloadOptions& w) {
   const DataSource& data = w.data;
-  if (data.padding == Padding::kMultiple && data.pad_multiple <= 0) {
-    throw UserError("--padding multiple:" + std::to_string(data.pad_multiple) + " needs a positive multiple, as in multiple:8");
+  const std::vector<PaddingChoice> paddings = data_paddings(data);
+  for (const PaddingChoice& choice : paddings) {
+    if (choice.padding == Padding::kMultiple && choice.multiple <= 0) {
+      throw UserError("--padding multiple:" + std::to_string(choice.multiple) + " needs a positive multiple, as in multiple:8");
+    }
+    if (w.grid.cuda_graphs && choice.per_micro_batch()) {
+      throw UserError("--cuda-graphs replays one fixed micro-batch shape, but --padding " + padding_name(choice) +
+                      " changes the shape per micro-batch; use --padding max with --cuda-graphs or drop it");
+    }
   }
-  if (w.grid.cuda_graphs && data.padding != Padding::kMax) {
-    throw UserError("--cuda-graphs replays one fixed micro-batch shape, but --padding " + padding_name(data) +
-                    " changes the shape per micro-batch; use --padding max with --cuda-graphs or drop it");
+  // A list compares paddings of samples shorter than T: where every row is T tokens, each padding
+  // would run the same micro-batches, measured as many times over.
+  if (paddings.size() > 1) {
+    const std::string list = "--padding " + join_paddings(paddings);
+    if (data.packing == Packing::kWrapped) {
+      throw UserError(list + " compares nothing under --packing wrapped, whose rows are always T tokens of "
+                      "concatenated samples; give one --padding, or --packing none or bfd");
+    }
+    if (!data.token_file.empty() && data.eos_id < 0) {
+      throw UserError(list + " compares nothing: --tokens without --eos-id cuts full windows of --seq-len + 1 "
+                      "tokens, every row T long; give --eos-id N (its documents are the samples) or one --padding");
+    }
+    if (!rows_are_samples(data)) {
+      throw UserError(list + " compares nothing with --lengths fixed, where every sample is T tokens; give your "
+                      "dataset's lengths (--lengths FILE) or --lengths variable, or one --padding");
+    }
   }
   if (w.grid.cuda_graphs && data.packing == Packing::kBfd) {
     throw UserError("--cuda-graphs replays one fixed attention layout, but --packing bfd gives every micro-batch its own "
@@ -595,6 +651,14 @@ WorkloadOptions with_adapter_dtype(WorkloadOptions w, Precision dtype) {
   return w;
 }
 
+std::vector<PaddingChoice> grid_paddings(const WorkloadOptions& w) { return data_paddings(w.data); }
+
+WorkloadOptions with_padding(WorkloadOptions w, const PaddingChoice& choice) {
+  set_padding(w.data, choice);
+  w.data.other_paddings.clear();
+  return w;
+}
+
 std::vector<double> grid_max_grad_norms(const WorkloadOptions& w) {
   return first_then_others(w.optimizer.max_grad_norm, w.grid.other_max_grad_norms);
 }
@@ -636,7 +700,7 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
       {"device", w.device},
       {"precisions", join_precisions(w.precisions)},
       {"lengths", lengths_name(w.data)},
-      {"padding", padding_name(w.data)},
+      {"padding", join_paddings(data_paddings(w.data))},
       {"group_by_length", flag(w.data.group_by_length)},
       {"packing", to_string(w.data.packing)},
       {"loss_normalization", to_string(w.loss.normalization)},

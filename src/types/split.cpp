@@ -39,12 +39,14 @@ std::string run_label(const RunResult& run, const std::vector<RunResult>& runs) 
   std::string label = run.config.label();
   if (differ(&SplitConfig::precision)) label += " " + to_string(run.config.precision);
   if (differ(&SplitConfig::max_grad_norm)) label += " " + clipping_word(run.config.max_grad_norm);
+  if (differ(&SplitConfig::padding)) label += " " + padding_word(run.config.padding);
   return label;
 }
 
 std::string SplitConfig::key() const {
   return label() + "/" + to_string(precision) + (world_size > 1 ? "/world" + std::to_string(world_size) : "") +
-         (max_grad_norm > 0 ? "/" + clipping_word(max_grad_norm) : "");
+         (max_grad_norm > 0 ? "/" + clipping_word(max_grad_norm) : "") +
+         (padding.per_micro_batch() ? "/" + padding_word(padding) : "");
 }
 
 std::vector<int64_t> divisors(int64_t n) {
@@ -190,6 +192,7 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
     split.optimizer = job.optimizer;
     split.precision = job.precision;
     split.max_grad_norm = job.max_grad_norm;
+    split.padding = job.padding;
     split.world_size = world_size;
     split.activation_checkpointing = w.grid.checkpointing;
     for (int64_t micro : micro_batches) {
@@ -213,7 +216,7 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
 
 bool GridJob::operator==(const GridJob& other) const {
   return weights_dtype == other.weights_dtype && adapter_dtype == other.adapter_dtype && optimizer == other.optimizer &&
-         precision == other.precision && max_grad_norm == other.max_grad_norm;
+         precision == other.precision && max_grad_norm == other.max_grad_norm && padding == other.padding;
 }
 
 std::vector<GridJob> grid_jobs(const WorkloadOptions& w) {
@@ -223,8 +226,10 @@ std::vector<GridJob> grid_jobs(const WorkloadOptions& w) {
       for (OptimizerKind optimizer : grid_optimizers(w)) {
         for (Precision precision : w.precisions) {
           for (double norm : grid_max_grad_norms(w)) {
-            const GridJob job{weights, adapters, optimizer, precision, norm};
-            if (std::find(jobs.begin(), jobs.end(), job) == jobs.end()) jobs.push_back(job);  // a precision given twice
+            for (const PaddingChoice& padding : grid_paddings(w)) {
+              const GridJob job{weights, adapters, optimizer, precision, norm, padding};
+              if (std::find(jobs.begin(), jobs.end(), job) == jobs.end()) jobs.push_back(job);  // a precision given twice
+            }
           }
         }
       }
@@ -234,7 +239,7 @@ std::vector<GridJob> grid_jobs(const WorkloadOptions& w) {
 }
 
 GridJob job_of(const SplitConfig& split) {
-  return {split.weights_dtype, split.adapter_dtype, split.optimizer, split.precision, split.max_grad_norm};
+  return {split.weights_dtype, split.adapter_dtype, split.optimizer, split.precision, split.max_grad_norm, split.padding};
 }
 
 WorkloadOptions job_workload(WorkloadOptions w, const GridJob& job) {
@@ -242,7 +247,7 @@ WorkloadOptions job_workload(WorkloadOptions w, const GridJob& job) {
   w.optimizer.kind = job.optimizer;
   w.grid.other_optimizers.clear();
   w.precisions = {job.precision};
-  return with_max_grad_norm(std::move(w), job.max_grad_norm);
+  return with_padding(with_max_grad_norm(std::move(w), job.max_grad_norm), job.padding);
 }
 
 std::string job_flags(const GridJob& job, const WorkloadOptions& w) {
@@ -255,6 +260,7 @@ std::string job_flags(const GridJob& job, const WorkloadOptions& w) {
   if (grid_optimizers(w).size() > 1) add("--optimizer", to_string(job.optimizer));
   if (w.precisions.size() > 1) add("--precision", to_string(job.precision));
   if (grid_max_grad_norms(w).size() > 1) add("--max-grad-norm", text::format_number(job.max_grad_norm));
+  if (grid_paddings(w).size() > 1) add("--padding", padding_name(job.padding));
   return flags;
 }
 
