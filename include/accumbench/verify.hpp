@@ -112,6 +112,9 @@ struct VerifyResult {
   bool all_pass = true;
   std::string export_dir;         // where the reference step was exported; empty when not
   Interruption interruption;      // a signal stopped it between splits: its name, the splits not verified
+  // A job of the lists: the options that tell it from the others ("--max-grad-norm 0 --padding
+  // max", job_flags); "" with one job.
+  std::string job;
 };
 
 // What verify holds at its peak (src/sweep/verify_memory.cpp): the training step of its largest

@@ -40,6 +40,8 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
   // A job of --adapter-dtype fp32,bf16 is told apart in its first line too.
   if (r.lora.enabled() && r.lora.adapter_dtype != Precision::kFp32) out << ", " << to_string(r.lora.adapter_dtype) << " adapters";
   if (r.optimizer != OptimizerKind::kAdamW) out << ", optimizer " << to_string(r.optimizer);
+  // One job of the lists: its own values of each, the defaults (no clipping, max padding) included.
+  if (!r.job.empty()) out << "; job " << r.job;
   out << "\n";
   if (!r.label_masking.empty()) {
     out << "labels, over " << r.data.lengths_file << ": " << r.label_masking << "; this step trains " << r.tokens

@@ -353,6 +353,7 @@ std::vector<VerifyResult> run_verify_jobs(const VerifyOptions& options,
   std::vector<VerifyResult> results;
   for (size_t i = 0; i < jobs.size(); ++i) {
     results.push_back(verify_job(VerifyOptions{job_workload(w, jobs[i]), options.export_dir}, setups[i], group.get()));
+    if (jobs.size() > 1) results.back().job = job_flags(jobs[i], w);
     if (on_job) on_job(results.back());
     if (!results.back().interruption.signal.empty()) break;  // the jobs after it are not verified
   }
