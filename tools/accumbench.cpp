@@ -199,6 +199,12 @@ struct WorkloadFlags {
     }
     return message;
   }
+  // Whether the padding was chosen: given on the command line or set by a trainer config.
+  bool padding_chosen() const {
+    return given("--padding") || std::any_of(file_settings.begin(), file_settings.end(),
+                                             [](const ab::ConfigSetting& s) { return s.option == "--padding"; });
+  }
+
   bool one_job = false;  // calibrate-framework: one precision and dtype each (the sweep's defaults otherwise)
 
   explicit WorkloadFlags(ab::Command c) : command(c), workload(ab::workload_defaults(c)) {
@@ -283,6 +289,21 @@ struct WorkloadFlags {
 // A note on stderr (the results stay on stdout): what the options left out, and why.
 void print_note(const std::string& note) {
   if (!note.empty()) std::cerr << "accumbench: note: " << note << "\n";
+}
+
+// A sweep that padded samples to T by default (--padding not chosen) while some run computed
+// padding: TRL's and transformers' collators pad to the micro-batch's longest sample, which can
+// change the ranking; "" otherwise (fixed lengths, packed rows, a padding chosen).
+std::string padding_to_t_note(const ab::SweepResult& result) {
+  bool padded = false;
+  for (const ab::RunResult& run : result.runs) {
+    if (run.config.padding.per_micro_batch()) return "";
+    padded = padded || (run.status == ab::RunStatus::kOk && run.padding_fraction > 0);
+  }
+  if (!padded || ab::recorded_option(result.context.options, "packing").value_or("none") != "none") return "";
+  return "every sample was padded to T (--padding max, the default), but TRL's and transformers' collators pad each "
+         "micro-batch to its longest sample, where smaller micro-batches pad less: --padding max,longest measures both "
+         "in the same rounds";
 }
 
 // What the model's config means at this --seq-len: a sliding window it does not apply, positions
@@ -770,6 +791,7 @@ struct SweepCommand {
     if (primary) print_note(ab::oib_foreach_note(options.workload));
     if (primary) print_note(ab::short_source_note(options.workload));
     if (primary) print_note(ab::cpu_bf16_scratch_note(options.workload, result.context.device.rfind("cuda", 0) == 0));
+    if (primary && !flags.padding_chosen()) print_note(padding_to_t_note(result));
     if (primary) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
     if (primary && result.recommendation.best_index >= 0) {
       const ab::RunResult& best = result.runs[static_cast<size_t>(result.recommendation.best_index)];
