@@ -146,6 +146,35 @@ std::vector<Value> once_each(const std::string& flag, const std::vector<Value>& 
   return seen;
 }
 
+// A note on stderr (the results stay on stdout): what the options left out, and why.
+void print_note(const std::string& note) {
+  if (!note.empty()) std::cerr << "accumbench: note: " << note << "\n";
+}
+
+// A --padding list's values that pad every micro-batch alike (multiple:1 as longest, multiple:T as
+// max) would measure the same splits twice: the later is dropped, with a note.
+void drop_paddings_that_pad_alike(ab::WorkloadOptions& w) {
+  const auto canonical = [&w](ab::PaddingChoice p) {
+    if (p.padding == ab::Padding::kMultiple && p.multiple == 1) return ab::PaddingChoice{ab::Padding::kLongest, 0};
+    if (p.padding == ab::Padding::kMultiple && p.multiple == w.seq_len) return ab::PaddingChoice{ab::Padding::kMax, 0};
+    return p;
+  };
+  const std::vector<ab::PaddingChoice> given = ab::grid_paddings(w);
+  if (given.size() < 2) return;
+  std::vector<ab::PaddingChoice> kept;
+  for (const ab::PaddingChoice& p : given) {
+    const auto alike = std::find_if(kept.begin(), kept.end(), [&](const ab::PaddingChoice& k) { return canonical(k) == canonical(p); });
+    if (alike == kept.end()) {
+      kept.push_back(p);
+      continue;
+    }
+    print_note("--padding " + ab::padding_name(p) + " pads every micro-batch as " + ab::padding_name(*alike) +
+               " does at --seq-len " + std::to_string(w.seq_len) + "; it is measured once, as " + ab::padding_name(*alike));
+  }
+  ab::set_padding(w.data, kept.front());
+  w.data.other_paddings.assign(kept.begin() + 1, kept.end());
+}
+
 // The workload options as CLI11 fills them (words), turned into typed options by apply().
 struct WorkloadFlags {
   ab::Command command;
@@ -277,6 +306,7 @@ struct WorkloadFlags {
     once_each("--adapter-dtype", adapters, dtype_name);
     once_each("--max-grad-norm", max_grad_norms, [](double norm) { return ab::text::format_number(norm); });
     once_each("--padding", choices, [](const ab::PaddingChoice& p) { return ab::padding_name(p); });
+    drop_paddings_that_pad_alike(w);
     return w;
   }
 
@@ -286,10 +316,6 @@ struct WorkloadFlags {
   bool read_config(ab::WorkloadOptions& w) const;
 };
 
-// A note on stderr (the results stay on stdout): what the options left out, and why.
-void print_note(const std::string& note) {
-  if (!note.empty()) std::cerr << "accumbench: note: " << note << "\n";
-}
 
 // A sweep that padded samples to T by default (--padding not chosen) while some run computed
 // padding: TRL's and transformers' collators pad to the micro-batch's longest sample, which can
@@ -1075,11 +1101,13 @@ void PlanCommand::write_files(const ab::PlanReport& report) const {
 }
 
 // --trl-config describes a TRL job: planned as TRL runs it, with the file's loss_type (TRL's
-// default chunked_nll when it has none), unless --framework is given. accumbench's chunked head,
+// default chunked_nll when it has none), unless --framework plain is given. accumbench's chunked head,
 // which stands for chunked_nll in a sweep, is left out then: the plan models TRL's own.
 void PlanCommand::adopt_trl_loss(ab::WorkloadOptions& w) {
   const auto given = [this](const char* option) { return flags.given(option); };
-  if (w.trl_loss.empty() || given("--framework")) return;
+  // --framework plain plans accumbench's own loop; hf-trl given, TRL's with the file's loss_type
+  // unless --trl-loss is given too.
+  if (w.trl_loss.empty() || (given("--framework") && framework != "hf-trl")) return;
   framework = "hf-trl";
   const bool from_file = !given("--trl-loss");
   if (from_file) trl_loss = w.trl_loss;
@@ -1162,16 +1190,26 @@ int PlanCommand::run() {
     std::cout << "\n\n";
   }
   // The table shown: the largest plain split (no knobs beyond the grid's own checkpointing, the
-  // chunked loss head when it was asked for) of the first job of the lists that has one that
-  // fits; else the largest split with knobs that fits (--knobs: the optimizer inside backward may
+  // chunked loss head when it was asked for) of the first job of the lists (any padding of it) that
+  // has one that fits; else the largest split with knobs that fits (--knobs: the optimizer inside backward may
   // be the one that does); else the smallest of all.
+  // The paddings of a --padding list compute one update: the largest split of any of them (the
+  // first padding's among equals).
+  const auto same_update = [](ab::GridJob a, const ab::GridJob& b) {
+    a.padding = b.padding;
+    return a == b;
+  };
   const ab::MemoryPlan* shown = nullptr;
   for (const ab::GridJob& job : ab::grid_jobs(w)) {
     for (const auto& p : plans) {
-      const bool plain = ab::job_of(p.split) == job && p.split.optimizer_in_backward == w.grid.optimizer_in_backward &&
-                       p.split.activation_checkpointing == w.grid.checkpointing &&
+      const bool plain = same_update(ab::job_of(p.split), job) &&
+                         p.split.optimizer_in_backward == w.grid.optimizer_in_backward &&
+                         p.split.activation_checkpointing == w.grid.checkpointing &&
                          p.split.chunked_loss == w.loss.chunked;
-      if (plain && (memory == 0 || p.peak_bytes <= memory)) shown = &p;
+      if (plain && (memory == 0 || p.peak_bytes <= memory) &&
+          (shown == nullptr || p.split.micro_batch > shown->split.micro_batch)) {
+        shown = &p;
+      }
     }
     if (shown != nullptr) break;
   }
@@ -1192,9 +1230,10 @@ int PlanCommand::run() {
                                                       : "")
             << (ab::grid_paddings(w).size() > 1 ? ", --padding " + ab::join_paddings(ab::grid_paddings(w)) : "")
             << "):\n";
-  if (o.worst_by_padding.size() > 1) {
+  if (!o.worst_micro_batch_every_padding.empty()) {
     // A --padding list: each padding's longest padded micro-batch (the same samples, padded its way).
-    std::cout << "activations at the longest padded micro-batch of each padding: " << o.worst_micro_batch << "\n";
+    std::cout << "activations at the longest padded micro-batch of each padding: " << o.worst_micro_batch_every_padding
+              << "\n";
   } else if (!o.worst_micro_batch.empty()) {
     // Real data: the activations are planned at the longest padded micro-batch, not at T.
     std::cout << "activations at " << o.activation_length() << " positions, the longest padded micro-batch: "

@@ -88,6 +88,10 @@ struct PlanOptions {
     std::string worst_micro_batch;
   };
   std::vector<PaddedWorst> worst_by_padding;
+  // With a --padding list of paddings per micro-batch: the words naming every padding's at once
+  // ("…, padded to 64 (--padding max), 40 (--padding longest)"), which plan_options_for keeps;
+  // "" otherwise.
+  std::string worst_micro_batch_every_padding;
   // --packing bfd: rows of T holding several documents, with positions (b, T) and, for explicit
   // attention, one block-diagonal mask per micro-step instead of each block's (T, T) causal mask.
   bool packed_documents = false;

@@ -201,6 +201,7 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
   };
   std::vector<Change> changes;
   const bool lora = options.lora.enabled();
+
   // TRL's step has its own loss (--trl-loss); accumbench's chunked head stands in for it otherwise.
   if (!as_given.chunked && options.framework == PlanFramework::kPlain)
     changes.push_back({"--chunked-loss", [](Job& j) { j.chunked = true; }});

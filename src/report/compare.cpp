@@ -105,8 +105,10 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
   // stands for its default on the side that left it out.
   for (const std::string& name : option_names(a.options, b.options)) {
     if (name == "model" || name == "seq_len" || name == "batch" || name == "device" || name == "OMP_WAIT_POLICY" ||
-        name == "threads") {
-      continue;  // named above, or a property of the machine rather than of the measurement
+        name == "threads" || name == "memory_judged_on") {
+      // Named above, a property of the machine rather than of the measurement, or words derived
+      // from options compared themselves (the lengths, the padding).
+      continue;
     }
     if (decides_only(name) != deciding) continue;
     const std::optional<std::string> x = recorded_option(a.options, name), y = recorded_option(b.options, name);

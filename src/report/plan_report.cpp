@@ -146,17 +146,10 @@ namespace {
 std::string precision_words(const PlanReport& r) { return join_precisions(r.workload.precisions); }
 
 // The longest padded micro-batch the plans' activations are planned at, in words: one padding's,
-// or each padding's of a --padding list ("; " between them); "" without real data padded per
-// micro-batch.
+// or every padding's of a --padding list; "" without real data padded per micro-batch.
 std::string worst_micro_batches(const PlanReport& r) {
-  std::vector<std::string> seen;
-  for (const MemoryPlan& p : r.plans) {
-    const std::string& words = p.options.worst_micro_batch;
-    if (!words.empty() && std::find(seen.begin(), seen.end(), words) == seen.end()) seen.push_back(words);
-  }
-  std::string joined;
-  for (const std::string& words : seen) joined += (joined.empty() ? "" : "; ") + words;
-  return joined;
+  const PlanOptions& first = r.plans.front().options;
+  return first.worst_micro_batch_every_padding.empty() ? first.worst_micro_batch : first.worst_micro_batch_every_padding;
 }
 
 std::string context_words(const PlanReport& r) {

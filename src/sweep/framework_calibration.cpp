@@ -209,10 +209,6 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
     throw UserError("calibrate-framework measures one --max-grad-norm at a time (clipping runs once per step, outside "
                     "the time per micro-step); give one value");
   }
-  if (grid_paddings(w).size() != 1) {
-    throw UserError("calibrate-framework measures one --padding at a time (the time per micro-step it fits is of one "
-                    "padding's shapes); give one value");
-  }
   if (w.micro_batches.empty()) {
     for (int64_t m = 1; m <= w.batch; ++m) {
       if (w.batch % m == 0) w.micro_batches.push_back(m);

@@ -257,6 +257,14 @@ std::string precision_suffix(const RunResult& run, const std::vector<RunResult>&
   return "";
 }
 
+// " pad-longest" when the sweep's runs are padded several ways (--padding's list), else "".
+std::string padding_suffix(const RunResult& run, const std::vector<RunResult>& runs) {
+  for (const RunResult& other : runs) {
+    if (other.config.padding != run.config.padding) return " " + padding_word(run.config.padding);
+  }
+  return "";
+}
+
 std::string no_success_reason(const std::vector<RunResult>& runs, const std::vector<int>& ok,
                               int64_t memory_limit_bytes, const std::string& memory_advice) {
   if (runs.empty()) return "No split ran.";
@@ -566,7 +574,8 @@ std::string per_update_sentence(const std::vector<RunResult>& runs, const std::v
     if (weights) lead += (lead.empty() ? "" : " on ") + to_string(std::get<1>(updates[k])) + " weights";
     if (adapters) lead += (lead.empty() ? "" : " with ") + to_string(std::get<2>(updates[k])) + " adapters";
     if (clipping) lead += (lead.empty() ? "" : " ") + clipping_word(std::get<3>(updates[k]));
-    list += (k == 0 ? "" : ", ") + lead + " " + run.config.shape_label() + precision_suffix(run, runs) + " (" +
+    list += (k == 0 ? "" : ", ") + lead + " " + run.config.shape_label() + precision_suffix(run, runs) +
+            padding_suffix(run, runs) + " (" +
             seconds_text(run.mean_seconds.value) + ", " + format_bytes(run.peak_allocated_bytes) +
             (bitsandbytes_optimizer(std::get<0>(updates[k])) ? "; time emulated" : "") + ")";
   }

@@ -237,18 +237,22 @@ std::string lengths_name(const DataSource& data) {
 PaddingChoice padding_from_string(const std::string& text) {
   const std::string prefix = "multiple:";
   if (text.rfind(prefix, 0) != 0) {
-    const Padding padding = value_of(kPaddingNames, text, "--padding");
-    if (padding == Padding::kMultiple) throw UserError("--padding multiple needs its N, as in multiple:8");
-    return {padding, 0};
+    if (text == "multiple") throw UserError("--padding multiple needs its N, as in multiple:8");
+    if (text != "max" && text != "longest") {
+      throw UserError("unknown --padding " + text::quoted(text) + "; use max, longest or multiple:N (as in multiple:8)");
+    }
+    return {value_of(kPaddingNames, text, "--padding"), 0};
   }
   const std::string digits = text.substr(prefix.size());
+  // Digits only: strtoll would also take " 8" and "+8".
+  const bool all_digits = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
   char* end = nullptr;
   errno = 0;
-  const long long n = digits.empty() ? 0 : std::strtoll(digits.c_str(), &end, 10);
-  if (!digits.empty() && *end == '\0' && errno == ERANGE) {
+  const long long n = all_digits ? std::strtoll(digits.c_str(), &end, 10) : 0;
+  if (all_digits && errno == ERANGE) {
     throw UserError("--padding " + text::quoted(text, 60) + " is past any sequence length; pick an N up to --seq-len, as in multiple:8");
   }
-  if (digits.empty() || *end != '\0' || n <= 0) {
+  if (!all_digits || n <= 0) {
     throw UserError("--padding " + text + " needs a positive multiple, as in multiple:8 (pad each micro-batch to its longest sample rounded up to 8)");
   }
   return {Padding::kMultiple, n};
