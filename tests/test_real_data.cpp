@@ -15,6 +15,7 @@
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/plan.hpp"
+#include "accumbench/plan_fit.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/verify.hpp"
 
@@ -370,6 +371,44 @@ TEST(RealData, PlanOfAPaddingListJudgesEachPaddingsLongestMicroBatch) {
   EXPECT_GT(peaks[2], peaks[1]);  // 16 over 10
   EXPECT_EQ(ab::plan_options_for(o, ab::split_grid(w, 1)[4]).worst_micro_batch,
             "the one holding sample 4 of " + path + " (10 positions), padded to 10 (--padding longest)");
+}
+
+// Samples of at most 10 tokens padded to T = 32: when no split fits, the first change named is
+// --padding longest (the same update), and the splits it fits are those a plan of --padding longest
+// alone fits; with longest in the list already, it is no change to name.
+TEST(RealData, LongestPaddingIsTheFirstChangeWhenSamplesArePaddedToT) {
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-short_lengths_change.txt";
+  std::ofstream(path) << "3\n4\n2\n10\n5\n";
+  ab::WorkloadOptions w = skewed("max");
+  ab::set_lengths(w.data, path);
+  const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
+  const ab::PlanOptions o = ab::sweep_plan_options(w, false, 2);
+  EXPECT_EQ(o.longest_padding_activation_seq_len, 10);
+  ab::SplitConfig smallest;
+  smallest.micro_batch = 1;
+  smallest.accum_steps = 8;
+  smallest.activation_checkpointing = ab::Checkpointing::kBlocks;
+  const ab::WorkloadOptions longest = ab::with_padding(w, {ab::Padding::kLongest, 0});
+  const ab::PlanOptions lo = ab::sweep_plan_options(longest, false, 2);
+  // Between the smallest split's peak padded to the longest sample and padded to T.
+  const int64_t at_t = ab::plan_memory(cfg, o, smallest).peak_bytes;
+  smallest.padding = {ab::Padding::kLongest, 0};
+  const int64_t at_longest = ab::plan_memory(cfg, lo, smallest).peak_bytes;
+  ASSERT_LT(at_longest, at_t);
+  const int64_t usable = (at_longest + at_t) / 2;
+  const std::vector<ab::FitChange> changes = ab::changes_to_fit(cfg, o, w, usable);
+  ASSERT_FALSE(changes.empty());
+  EXPECT_EQ(changes.front().options, "--padding longest");
+  const std::vector<ab::LargestSplit> alone = ab::largest_fitting_splits(cfg, lo, longest, usable);
+  ASSERT_EQ(changes.front().largest.size(), alone.size());
+  for (size_t i = 0; i < alone.size(); ++i) {
+    EXPECT_EQ(changes.front().largest[i].split.micro_batch, alone[i].split.micro_batch) << alone[i].knobs;
+    EXPECT_EQ(changes.front().largest[i].peak_bytes, alone[i].peak_bytes) << alone[i].knobs;
+  }
+  EXPECT_GT(changes.front().largest.back().split.micro_batch, 0);  // 1×8 ckpt at least
+  ab::WorkloadOptions both = w;
+  both.data.other_paddings = {{ab::Padding::kLongest, 0}};
+  for (const ab::FitChange& c : ab::changes_to_fit(cfg, o, w, usable, &both)) EXPECT_NE(c.options, "--padding longest");
 }
 
 // A sweep on the skewed file (T = 32, batch 8, two steps of 8 samples) with longest padding:

@@ -92,6 +92,10 @@ struct PlanOptions {
   // ("…, padded to 64 (--padding max), 40 (--padding longest)"), which plan_options_for keeps;
   // "" otherwise.
   std::string worst_micro_batch_every_padding;
+  // Rows of samples (no packing): the activation length were each micro-batch padded to its longest
+  // sample (--padding longest, TRL's collator): the same update, which changes_to_fit offers where
+  // it is shorter than T. 0 where every row reaches T or no samples were read.
+  int64_t longest_padding_activation_seq_len = 0;
   // --packing bfd: rows of T holding several documents, with positions (b, T) and, for explicit
   // attention, one block-diagonal mask per micro-step instead of each block's (T, T) causal mask.
   bool packed_documents = false;

@@ -74,7 +74,8 @@ LightestJob lightest_job(const ModelConfig& cfg, const PlanOptions& options, con
 // "4×4; with checkpointing: 4×4 ckpt" (none where no split fits with those knobs)
 std::string largest_words(const std::vector<LargestSplit>& largest);
 // When no split fits in `usable_bytes` with any knob: each change not in effect yet, one at a time,
-// from what gives up least to most (the chunked loss, which is exact, or TRL's chunked_nll; for a
+// from what gives up least to most (samples padded to T: padding to each micro-batch's longest
+// sample, the same update; the chunked loss, which is exact, or TRL's chunked_nll; for a
 // full fine-tune, the optimizer inside backward, exact at accumulation 1; bf16 autocast; 8-bit
 // AdamW; 16-bit weights; LoRA r16 on every linear; a 4-bit NF4 base). When none of
 // them alone fits, every combination of the fewest changes that fits together (two, else three, ...),

@@ -201,7 +201,17 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
   };
   std::vector<Change> changes;
   const bool lora = options.lora.enabled();
-
+  // Samples padded to T: padded to each micro-batch's longest sample instead (TRL's collator) the
+  // step computes the same update on shorter activations, so it gives up nothing.
+  const int64_t longest = options.longest_padding_activation_seq_len;
+  const std::vector<PaddingChoice> listed_paddings = lists != nullptr ? grid_paddings(*lists) : std::vector<PaddingChoice>{};
+  if (options.padding.padding == Padding::kMax && longest > 0 && longest < options.seq_len &&
+      !listed(listed_paddings, PaddingChoice{Padding::kLongest, 0})) {
+    changes.push_back({"--padding longest", [longest](Job& j) {
+                         j.options.padding = {Padding::kLongest, 0};
+                         j.options.activation_seq_len = longest;
+                       }});
+  }
   // TRL's step has its own loss (--trl-loss); accumbench's chunked head stands in for it otherwise.
   if (!as_given.chunked && options.framework == PlanFramework::kPlain)
     changes.push_back({"--chunked-loss", [](Job& j) { j.chunked = true; }});

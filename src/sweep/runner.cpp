@@ -402,6 +402,8 @@ void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
     plan.most_counted_targets = std::move(counted);
   }
   if (w.data.packing != Packing::kNone) return;
+  plan.longest_padding_activation_seq_len =
+      worst_micro_batch(source->lengths, with_padding(w, {Padding::kLongest, 0}).data, w.seq_len).padded_length;
   // Each padding of the list pads the same micro-batch the most: the one holding the longest sample.
   const std::vector<PaddingChoice> paddings = grid_paddings(w);
   std::string words;  // "the one holding sample 4 of FILE (10 positions), padded to"
