@@ -275,6 +275,19 @@ TEST(HtmlReport, TimedStepsCountIsNamedForTheRecommendedSplitWhenTheyDiffer) {
   EXPECT_NE(differ.find("timed steps of "), std::string::npos);
 }
 
+// Runs clipped and padded several ways: the title names each list (the table's columns say which
+// run is which); one value of each, nothing.
+TEST(HtmlReport, TheTitleNamesTheClippingAndPaddingLists) {
+  SweepResult result = make_sweep();
+  EXPECT_NE(render_html(result).find("<title>accumbench — gpt2-tiny · seq len 64 · batch 4 · fp32 · AMD EPYC"),
+            std::string::npos);
+  result.runs[0].config.max_grad_norm = 1;
+  result.runs[1].config.padding = {Padding::kLongest, 0};
+  EXPECT_NE(render_html(result).find(
+                "<title>accumbench — gpt2-tiny · seq len 64 · batch 4 · fp32 · clip 1/off · padding max/longest · AMD EPYC"),
+            std::string::npos);
+}
+
 TEST(HtmlReport, AnEmulatedOptimizerIsMarkedApproximate) {
   SweepResult result = make_sweep();
   std::ostringstream plain;

@@ -50,15 +50,39 @@ std::string json_for_script(const std::string& json) {
   return out;
 }
 
+// The clipping norms and paddings of the runs where they differ ("clip off/1 \u00b7 padding
+// max/longest"; the table's clip and padded columns say which run is which), else "".
+std::string grid_list_words(const std::vector<RunResult>& runs) {
+  std::vector<std::string> norms, paddings;
+  const auto add = [](std::vector<std::string>& seen, const std::string& value) {
+    if (std::find(seen.begin(), seen.end(), value) == seen.end()) seen.push_back(value);
+  };
+  for (const RunResult& run : runs) {
+    add(norms, run.config.max_grad_norm > 0 ? text::format_number(run.config.max_grad_norm) : "off");
+    add(paddings, padding_name(run.config.padding));
+  }
+  const auto slashed = [](const std::vector<std::string>& values) {
+    std::string out;
+    for (const std::string& v : values) out += (out.empty() ? "" : "/") + v;
+    return out;
+  };
+  std::string words;
+  if (norms.size() > 1) words += "clip " + slashed(norms);
+  if (paddings.size() > 1) words += std::string(words.empty() ? "" : " \u00b7 ") + "padding " + slashed(paddings);
+  return words;
+}
+
 // Model, shape, precision (of every run, "bf16/fp32" when several), the weights' and adapters'
-// dtypes unless fp32 alone (text::dtype_words), the optimizers unless AdamW alone, device and ranks.
+// dtypes unless fp32 alone (text::dtype_words), the optimizers unless AdamW alone, the clipping
+// norms and paddings where the runs differ in them, device and ranks.
 std::string title_line(const SweepContext& c, const std::string& precisions, const std::string& dtypes,
-                       const std::string& optimizers) {
+                       const std::string& optimizers, const std::string& lists) {
   std::string t = c.model.empty() ? "unnamed model" : c.model;
   t += " \u00b7 seq len " + std::to_string(c.seq_len) + " \u00b7 batch " + std::to_string(c.batch);
   if (!precisions.empty()) t += " \u00b7 " + precisions;
   if (!dtypes.empty()) t += " \u00b7 " + dtypes;
   if (!optimizers.empty() && optimizers != "adamw") t += " \u00b7 " + optimizers;
+  if (!lists.empty()) t += " \u00b7 " + lists;
   if (!c.device_name.empty() || !c.device.empty())
     t += " \u00b7 " + (c.device_name.empty() ? c.device : c.device_name);
   if (c.world_size > 1) t += " \u00d7 " + std::to_string(c.world_size) + " ranks";
@@ -267,7 +291,8 @@ void HtmlReporter::report(const SweepResult& result, std::ostream& out) const {
   const std::vector<Slot> slots = make_slots(result);
   const std::string precisions = text::precisions_of(result.runs);
   const std::string title =
-      title_line(c, precisions, text::dtype_words(result), text::optimizer_words(text::optimizers_of(result)));
+      title_line(c, precisions, text::dtype_words(result), text::optimizer_words(text::optimizers_of(result)),
+                 grid_list_words(result.runs));
   std::string page = head(title);
   page += "<body>\n<main>\n";
   page +=
