@@ -561,6 +561,9 @@ TEST(RealData, ResumeAddsAPaddingAndRefusesOtherPacking) {
   EXPECT_EQ(both.runs[0].config.padding.padding, ab::Padding::kLongest);
   EXPECT_EQ(both.runs[1].step_seconds.median, done.runs[0].step_seconds.median);  // kept as measured
   EXPECT_EQ(ab::recorded_option(both.context.options, "padding"), std::optional<std::string>("longest,max"));
+  // The micro-batch memory is judged on, for the kept max runs too.
+  const std::string judged = ab::recorded_option(both.context.options, "memory_judged_on").value_or("");
+  EXPECT_NE(judged.find("(--padding longest), 32 (--padding max)"), std::string::npos) << judged;
   options.workload.data.packing = ab::Packing::kBfd;
   try {
     ab::run_sweep(options, {}, &done);

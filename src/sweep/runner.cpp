@@ -631,6 +631,18 @@ std::vector<std::pair<std::string, std::string>> describe_options(const SweepOpt
 
 namespace {
 
+// The micro-batch memory is judged on, in the context's options (replaced where there is one; none
+// where every row is T): what the predicted peaks and the fits verdict judge, for every padding of
+// `w`'s list.
+void describe_memory_judged_on(SweepContext& context, const WorkloadOptions& w) {
+  PlanOptions plan;
+  plan_for_worst_micro_batch(plan, w);
+  auto& options = context.options;
+  options.erase(std::remove_if(options.begin(), options.end(), [](const auto& o) { return o.first == "memory_judged_on"; }),
+                options.end());
+  if (!plan.worst_micro_batch.empty()) options.emplace_back("memory_judged_on", plan.worst_micro_batch);
+}
+
 // The real-data source (lengths file or documents) in the context block: how many samples, how
 // many were cut to T, and the micro-batch memory is judged on. The model's vocabulary checks the
 // documents' ids.
@@ -640,9 +652,7 @@ void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t v
     const std::string repeated = repeated_samples_words(*source, w.data, w.batch, w.seq_len);
     context.options.emplace_back("samples", source->description + (repeated.empty() ? "" : ", " + repeated));
   }
-  PlanOptions plan;
-  plan_for_worst_micro_batch(plan, w);  // what the predicted peaks and the fits verdict judge
-  if (!plan.worst_micro_batch.empty()) context.options.emplace_back("memory_judged_on", plan.worst_micro_batch);
+  describe_memory_judged_on(context, w);
 }
 
 // "3 splits not begun (1×8, 2×4, 4×2)": a count of splits in one state, then their names, after
@@ -763,6 +773,19 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // Runs read back from the file are judged again against today's limit.
   std::vector<RunResult> kept = resume != nullptr ? runs_kept_from(*resume, grid) : std::vector<RunResult>{};
   name_kept_runs_in_lists(result.context.options, kept);
+  // Kept runs of paddings this sweep does not list: the context names their longest micro-batch too.
+  if (const std::optional<std::string> paddings = recorded_option(result.context.options, "padding");
+      paddings && *paddings != join_paddings(grid_paddings(w))) {
+    WorkloadOptions with_kept = w;
+    std::vector<PaddingChoice> choices;
+    for (const std::string& name : comma_items(*paddings)) choices.push_back(padding_from_string(name));
+    set_padding(with_kept.data, choices.front());
+    with_kept.data.other_paddings.assign(choices.begin() + 1, choices.end());
+    try {
+      describe_memory_judged_on(result.context, with_kept);
+    } catch (const UserError&) {  // the kept paddings ran on these samples; should one not read, this sweep's words stay
+    }
+  }
   for (RunResult& run : kept) {
     if (run.status == RunStatus::kOk) measurement.judge_fits(run);
   }
