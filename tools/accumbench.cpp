@@ -988,8 +988,13 @@ struct VerifyCommand {
     if (!failed.empty()) {
       std::cout << "FAIL in " << failures << " of " << jobs.size() << " jobs of the lists: " << failed << "\n";
     } else if (left.empty()) {
+      // A --padding list's jobs share one reference (the whole batch, unpadded): each padding of a
+      // job computes that one update.
+      const size_t paddings = ab::grid_paddings(w).size();
       std::cout << "PASS in every job of the lists (" << jobs.size()
-                << "): each split computes its job's update as the job's whole batch does\n";
+                << "): each split computes its job's update as the job's whole batch does"
+                << (paddings > 1 ? ", in each of the " + std::to_string(paddings) + " paddings the same update" : "")
+                << "\n";
     }
     if (!left.empty()) std::cout << "jobs not started (interrupted): " << left << "; run verify again with those\n";
   }
