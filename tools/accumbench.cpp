@@ -316,7 +316,6 @@ struct WorkloadFlags {
   bool read_config(ab::WorkloadOptions& w) const;
 };
 
-
 // A sweep that padded samples to T by default (--padding not chosen) while some run computed
 // padding: TRL's and transformers' collators pad to the micro-batch's longest sample, which can
 // change the ranking; "" otherwise (fixed lengths, packed rows, a padding chosen).

@@ -430,7 +430,6 @@ void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
   plan.activation_seq_len = plan.worst_by_padding.front().activation_seq_len;
   plan.worst_micro_batch = words + padded;
   if (paddings.size() > 1) plan.worst_micro_batch_every_padding = plan.worst_micro_batch;
-  plan.padding = paddings.front();
 }
 
 }  // namespace

@@ -91,6 +91,14 @@ std::string join(const std::vector<T>& values) {
   return out.str();
 }
 
+// A list's values as `name` writes each, comma-separated: "fp32,bf16".
+template <typename T, typename Name>
+std::string join(const std::vector<T>& values, Name name) {
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + name(values[i]);
+  return out;
+}
+
 std::string flag(bool value) { return value ? "true" : "false"; }
 
 // A grid dimension's values in the order given: the workload's own, then the grid's others, a
@@ -267,9 +275,7 @@ std::string padding_word(const PaddingChoice& choice) {
 }
 
 std::string join_paddings(const std::vector<PaddingChoice>& choices) {
-  std::string out;
-  for (size_t i = 0; i < choices.size(); ++i) out += (i ? "," : "") + padding_name(choices[i]);
-  return out;
+  return join(choices, [](const PaddingChoice& c) { return padding_name(c); });
 }
 
 void set_padding(DataSource& data, const std::string& text) { set_padding(data, padding_from_string(text)); }
@@ -630,9 +636,7 @@ std::vector<OptimizerKind> grid_optimizers(const WorkloadOptions& w) {
 }
 
 std::string join_optimizers(const std::vector<OptimizerKind>& optimizers) {
-  std::string out;
-  for (size_t i = 0; i < optimizers.size(); ++i) out += (i ? "," : "") + to_string(optimizers[i]);
-  return out;
+  return join(optimizers, [](OptimizerKind kind) { return to_string(kind); });
 }
 
 std::vector<Precision> grid_weights_dtypes(const WorkloadOptions& w) {
@@ -679,9 +683,7 @@ bool grid_clips(const WorkloadOptions& w) {
 }
 
 std::string join_norms(const std::vector<double>& norms) {
-  std::string out;
-  for (size_t i = 0; i < norms.size(); ++i) out += (i ? "," : "") + text::format_number(norms[i]);
-  return out;
+  return join(norms, [](double norm) { return text::format_number(norm); });
 }
 
 std::string clipping_word(double max_grad_norm) {
@@ -689,9 +691,7 @@ std::string clipping_word(double max_grad_norm) {
 }
 
 std::string join_precisions(const std::vector<Precision>& precisions) {
-  std::string out;
-  for (size_t i = 0; i < precisions.size(); ++i) out += (i ? "," : "") + to_string(precisions[i]);
-  return out;
+  return join(precisions, [](Precision p) { return to_string(p); });
 }
 
 std::vector<std::pair<std::string, std::string>> describe_workload(const WorkloadOptions& w) {
