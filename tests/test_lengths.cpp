@@ -399,6 +399,29 @@ TEST(LabelMasks, AssistantMasksLabelsAndBoth) {
   EXPECT_EQ(off.unapplied_completion_masks, 1);
 }
 
+// Whether a completion_mask decides the labels (the Trainer settings then say
+// completion_only_loss: true): in a file that has one applied, not under
+// --completion-only-loss false, not for a file without one, a synthetic source or a refused file.
+TEST(LabelMasks, CompletionMaskCountsOnlyWhereOneApplies) {
+  const auto file = [](const std::string& name, bool completion_only_loss) {
+    ab::DataSource data;
+    ab::set_lengths(data, std::string(ACCUMBENCH_TEST_DATA) + "/lengths/" + name);
+    data.completion_only_loss = completion_only_loss;
+    return data;
+  };
+  EXPECT_TRUE(ab::completion_mask_counts(file("prompt_completion.jsonl", true), 32));
+  EXPECT_TRUE(ab::completion_mask_counts(file("chat_masks.jsonl", true), 64));  // one row has one
+  EXPECT_FALSE(ab::completion_mask_counts(file("prompt_completion.jsonl", false), 32));
+  EXPECT_FALSE(ab::completion_mask_counts(file("chat_masks.jsonl", false), 64));
+  EXPECT_FALSE(ab::completion_mask_counts(file("skewed.txt", true), 64));
+  EXPECT_FALSE(ab::completion_mask_counts(file("no_such_file.jsonl", true), 64));
+  ab::DataSource variable;
+  ab::set_lengths(variable, "variable");
+  EXPECT_FALSE(ab::completion_mask_counts(variable, 64));
+  EXPECT_TRUE(ab::completion_mask_counts(std::string("labels, completion_mask and assistant_masks")));
+  EXPECT_FALSE(ab::completion_mask_counts(std::string("labels and assistant_masks")));
+}
+
 TEST(LabelMasks, BadColumnsNameTheirLineAndTheFix) {
   EXPECT_NE(error_of(write_temp("short_mask.jsonl", "{\"input_ids\": [1, 2, 3], \"completion_mask\": [0, 1]}\n"))
                 .find("line 1: completion_mask has 2 entries for 3 tokens; give one per token"),

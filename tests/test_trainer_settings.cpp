@@ -489,3 +489,32 @@ TEST(TrainerSettings, CompletionOnlyLossOff) {
   context.options = ab::describe_workload(workload());
   EXPECT_TRUE(ab::settings_workload(context).data.completion_only_loss);
 }
+
+// A lengths file whose completion_mask counted: TRL's completion_only_loss: true (its null would
+// leave the mask of rows tokenized outside TRL unapplied); nothing for axolotl, whose prepared rows
+// carry their labels; nothing when --completion-only-loss false let the prompts count. A sweep file
+// says which columns masked (labels_masked_by), and its settings read that back.
+TEST(TrainerSettings, CompletionMaskAppliedWritesCompletionOnlyLossTrue) {
+  const auto has = [](const Lines& lines, const std::string& line) {
+    return std::find(lines.begin(), lines.end(), line) != lines.end();
+  };
+  ab::WorkloadOptions w = workload();
+  w.data.completion_mask_applied = true;
+  const ab::TrainerSettings s = ab::trainer_settings(split(4, 4), w, {});
+  EXPECT_TRUE(has(ab::settings_lines(s, ab::SettingsFormat::kTrl), "completion_only_loss: true"));
+  EXPECT_FALSE(has(ab::settings_lines(s, ab::SettingsFormat::kAxolotl), "train_on_inputs: true"));
+  EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kArgs).back().find("completion"), std::string::npos);
+  w.data.completion_only_loss = false;
+  const Lines off = ab::settings_lines(ab::trainer_settings(split(4, 4), w, {}), ab::SettingsFormat::kTrl);
+  EXPECT_TRUE(has(off, "completion_only_loss: false"));
+  EXPECT_FALSE(has(off, "completion_only_loss: true"));
+  EXPECT_FALSE(has(ab::settings_lines(ab::trainer_settings(split(4, 4), workload(), {}), ab::SettingsFormat::kTrl),
+                   "completion_only_loss: true"));
+  ab::SweepContext context;
+  context.options = ab::describe_workload(workload());
+  EXPECT_FALSE(ab::settings_workload(context).data.completion_mask_applied);
+  context.options.push_back({"labels_masked_by", "completion_mask and assistant_masks"});
+  EXPECT_TRUE(ab::settings_workload(context).data.completion_mask_applied);
+  context.options.back().second = "labels and assistant_masks";
+  EXPECT_FALSE(ab::settings_workload(context).data.completion_mask_applied);
+}

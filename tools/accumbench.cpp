@@ -1251,6 +1251,7 @@ int PlanCommand::run() {
   // The Trainer settings of the device planned for (tf32 and adamw_torch act on CUDA only).
   ab::WorkloadOptions planned = w;
   if (planned.device == "auto") planned.device = target.cuda ? "cuda" : "cpu";
+  planned.data.completion_mask_applied = ab::completion_mask_counts(w.data, w.seq_len);
   ab::print_split_summary(plans, memory, std::cout, &planned, target_modules);
   ab::PlanReport report{plans, planned, target_modules, device_words, limit, headroom_bytes, {}, {}, ""};
   report.largest = ab::largest_fitting_per_job(cfg, o, w, memory);

@@ -129,6 +129,12 @@ std::string short_source_note(const WorkloadOptions& w);
 // file, or none of its rows has one): the note that it changes nothing, or "" (reads the file; a
 // file the run will refuse gives "").
 std::string idle_completion_only_loss_note(const WorkloadOptions& w);
+// Whether a lengths file's completion_mask decides which of its labels count (DataSource::
+// completion_mask_applied): a file with such rows under --completion-only-loss true. False for any
+// other source, and for a file the run refuses (it says why itself).
+bool completion_mask_counts(const DataSource& data, int64_t seq_len);
+// The same, from SampleLengths::masked_by ("completion_mask", "completion_mask and assistant_masks").
+bool completion_mask_counts(const std::string& masked_by);
 
 // The order a seeded random sampler visits n samples in (a permutation of 0..n-1).
 std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed);

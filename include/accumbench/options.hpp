@@ -163,6 +163,11 @@ struct DataSource {
   // A lengths file's completion_mask counts only the completions' labels (TRL's default for
   // prompt-completion data); false: every label but those of labels / assistant_masks columns.
   bool completion_only_loss = true;
+  // Not an option but a fact of the lengths file, found where it is read
+  // (completion_mask_counts): its completion_mask decided which labels count. TRL applies such a
+  // mask under completion_only_loss: null only to prompt-completion data it tokenized itself, so
+  // --emit trl writes completion_only_loss: true for it.
+  bool completion_mask_applied = false;
 };
 
 // Whether the rows hold samples (a lengths file, --lengths variable, a token file's documents),

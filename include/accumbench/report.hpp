@@ -159,6 +159,10 @@ struct TrainerSettings {
   // --completion-only-loss: false writes TRL's completion_only_loss: false (axolotl's
   // train_on_inputs: true) and carries the flag in --emit args.
   bool completion_only_loss = true;
+  // The lengths file's completion_mask counted (DataSource::completion_mask_applied): TRL's
+  // completion_only_loss: true, since its null leaves the mask of a dataset tokenized outside TRL
+  // unapplied (axolotl's prepared rows carry their labels; its default leaves prompts out).
+  bool completion_mask_applied = false;
 };
 enum class SettingsFormat { kTrl, kAxolotl, kArgs };
 // --emit: "trl" | "axolotl" | "args"; UserError naming the choices.

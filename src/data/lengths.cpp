@@ -503,6 +503,19 @@ std::string idle_completion_only_loss_note(const WorkloadOptions& w) {
                : std::string("there is no lengths file"));
 }
 
+bool completion_mask_counts(const std::string& masked_by) {
+  return masked_by.find("completion_mask") != std::string::npos;
+}
+
+bool completion_mask_counts(const DataSource& data, int64_t seq_len) {
+  if (data.lengths != LengthMode::kFile || !data.completion_only_loss) return false;
+  try {
+    return completion_mask_counts(read_lengths_file(data.lengths_file, std::max<int64_t>(1, seq_len), true).masked_by);
+  } catch (const UserError&) {
+    return false;  // the run refuses the file with its own sentence
+  }
+}
+
 std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed) {
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), int64_t{0});

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "accumbench/error.hpp"
+#include "accumbench/lengths.hpp"
 #include "accumbench/report.hpp"
 #include "accumbench/units.hpp"
 
@@ -142,6 +143,7 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   // The split's job's norm: the workload's own, or where --max-grad-norm lists several, the split's.
   s.max_grad_norm = grid_max_grad_norms(w).size() > 1 ? split.max_grad_norm : w.optimizer.max_grad_norm;
   s.completion_only_loss = w.data.completion_only_loss;
+  s.completion_mask_applied = w.data.completion_only_loss && w.data.completion_mask_applied;
   return s;
 }
 
@@ -176,6 +178,10 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
   if (const int64_t multiple = pad_to_multiple_of(s)) keys.push_back({"pad_to_multiple_of", std::to_string(multiple)});
   if (s.group_by_length) keys.push_back({"group_by_length", "true"});
   if (!s.completion_only_loss) keys.push_back({"completion_only_loss", "false"});
+  // The mask counted: TRL's null would apply it to prompt-completion data it tokenizes itself and
+  // leave it unapplied on rows tokenized before (sft_trainer.py: null is true only where the first
+  // row has prompt and completion columns); true applies it to both.
+  if (s.completion_mask_applied) keys.push_back({"completion_only_loss", "true"});
   // What was measured: TRL's own loss where the plan modelled it, else the engine's (the chunked
   // head is TRL's chunked_nll; the whole logits, nll, which TRL 1.7+ no longer runs by default).
   keys.push_back({"loss_type", !s.loss_type.empty() ? s.loss_type : s.chunked_loss ? "chunked_nll" : "nll"});
@@ -483,6 +489,7 @@ WorkloadOptions settings_workload(const SweepContext& context) {
         }
       }
       if (name == "completion_only_loss") w.data.completion_only_loss = value != "false";
+      if (name == "labels_masked_by") w.data.completion_mask_applied = completion_mask_counts(value);
     } catch (const std::exception&) {
       // An option this version cannot read keeps its default; the settings are a translation.
     }

@@ -88,6 +88,8 @@ void check_profile_dir(const std::string& directory, c10::Device device) {
 bool may_differ_on_resume(const std::string& option) {
   static const char* const kFree[] = {"micro_batches", "precisions", "optimizer", "weights_dtype", "adapter_dtype",
                                       "max_grad_norm", "padding", "memory_judged_on",
+                                      // the samples' words already say it (a file from before it lacks it)
+                                      "labels_masked_by",
                                       "knobs", "cuda_graphs", "chunked_loss", "activation_checkpointing",
                                       "optimizer_in_backward",
                                       "memory_limit_bytes", "try_predicted_oom", "profile_dir", "OMP_WAIT_POLICY",
@@ -650,6 +652,9 @@ void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t v
   if (source) {
     const std::string repeated = repeated_samples_words(*source, w.data, w.batch, w.seq_len);
     context.options.emplace_back("samples", source->description + (repeated.empty() ? "" : ", " + repeated));
+    // Which columns decided the labels that count: the Trainer settings say completion_only_loss:
+    // true where a completion_mask did (trainer_settings.cpp).
+    if (!source->masked_by.empty()) context.options.emplace_back("labels_masked_by", source->masked_by);
   }
   describe_memory_judged_on(context, w);
 }
