@@ -437,6 +437,59 @@ TEST(Decisions, OneStallInThirtyRoundsDoesNotTurnAFivePercentLead) {
 // --framework-overhead: a split of 8 micro-steps measured at 0.100 s beats one of 1 at 0.110 s
 // for the engine alone; with 5 ms of framework time per micro-step (0.140 against 0.115 s) the
 // single micro-step is decided fastest, on the same measured rounds (±1 % seeded noise).
+// half_width_after: the half-width now at the count so far; narrower after more observations of
+// the same spread, about as 1/√t (×√(log t)); none below two observations.
+TEST(ConfidenceSequence, HalfWidthAfterMoreObservationsNarrows) {
+  ConfidenceSequence cs(0.05, 50);
+  for (double x : {1.0, 1.2, 0.9, 1.1, 1.0, 0.8}) cs.add(x);
+  EXPECT_DOUBLE_EQ(cs.half_width_after(6), cs.half_width());
+  EXPECT_LT(cs.half_width_after(24), cs.half_width());
+  EXPECT_GT(cs.half_width_after(24), cs.half_width() / 4);
+  EXPECT_LT(cs.half_width_after(1000), cs.half_width_after(100));
+  EXPECT_TRUE(std::isinf(cs.half_width_after(1)));
+}
+
+// The projection of the rounds a pair needs, made at the 10th round, against the rounds it took
+// when the rounds went on: splits 4 % apart (the tie band ±3 %) under 5 % noise, 60 seeds. Each
+// projection rests on 10 noisy rounds, so single ones miss; their median must be within a factor
+// of 1.5 of the truth, and four of five within 3×.
+TEST(Decisions, TheRoundsProjectedToDecideAreNearTheRoundsItTakes) {
+  std::vector<double> ratios;
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    FakeWorkload w({1.0, 1.04}, 0.05, seed);
+    RoundEvidence evidence(w.warm_up(), 0.95);
+    int64_t projected = 0, took = 0;
+    for (int64_t round = 1; round <= 20000 && took == 0; ++round) {
+      evidence.add_round({w.step(0), w.step(1)});
+      if (round == kMinRoundsToDecide) {
+        projected = evidence.rounds_to_decide(1, 0, 0.03, 1000000);
+        ASSERT_GE(projected, kMinRoundsToDecide) << seed;
+      }
+      if (round >= kMinRoundsToDecide && decide(evidence, {0, 1}, DecisionOptions{}).kind != DecisionKind::kUndecided) {
+        took = round;
+      }
+    }
+    ASSERT_GT(took, 0) << seed;
+    ratios.push_back(static_cast<double>(took) / static_cast<double>(projected));
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const double median = ratios[ratios.size() / 2];
+  EXPECT_GT(median, 1 / 1.5);
+  EXPECT_LT(median, 1.5);
+  const auto within = std::count_if(ratios.begin(), ratios.end(), [](double r) { return r > 1.0 / 3 && r < 3; });
+  EXPECT_GE(within, 48) << "median " << median;
+}
+
+// Nothing to project from below two rounds together; far apart with little noise, the minimum.
+TEST(Decisions, TheRoundsProjectedToDecideNeedTwoRounds) {
+  RoundEvidence evidence(2, 0.95);
+  evidence.add_round({1.0, 1.5});
+  EXPECT_EQ(evidence.rounds_to_decide(1, 0, 0.03, 1000), 0);
+  for (double noise : {0.01, -0.01, 0.0, 0.02}) evidence.add_round({1.0 + noise, 1.5 - noise});
+  EXPECT_EQ(evidence.rounds_to_decide(1, 0, 0.03, 1000), kMinRoundsToDecide);
+  EXPECT_EQ(evidence.rounds_to_decide(1, 0, 0.03, 5), 5);  // the cap
+}
+
 TEST(Decisions, FrameworkOverheadPerMicroStepTurnsTheDecision) {
   std::mt19937_64 rng(7);
   std::normal_distribution<double> noise(1.0, 0.01);

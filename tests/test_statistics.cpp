@@ -354,8 +354,8 @@ TEST(Recommend, UndecidedSaysSoWithTheIntervals) {
   EXPECT_TRUE(r.decision.budget_spent);
   EXPECT_EQ(r.best_index, 0);  // the lowest mean, as the best estimate
   EXPECT_EQ(r.reason.substr(0, r.reason.find(". ") + 1), "Undecided after 12 rounds (--time-budget spent): 8\u00d78 is ahead, but "
-            "4\u00d716 may still take 0.77\u20131.31\u00d7 its time (95 % confidence); a longer "
-            "--time-budget can decide.");
+            "4\u00d716 may still take 0.77\u20131.31\u00d7 its time (95 % confidence); if the step times hold "
+            "as measured, about 637 s more of rounds can decide.");
 }
 
 // The slowest split's ratio as the decisions estimate it, said as undecided when the rounds left it
@@ -393,7 +393,35 @@ TEST(Recommend, TooFewRoundsForAnIntervalSaysSo) {
   EXPECT_EQ(r.decision.kind, DecisionKind::kUndecided);
   EXPECT_EQ(r.reason.substr(0, r.reason.find(". ") + 1),
             "Undecided after 5 rounds (--time-budget spent): 8\u00d78 is ahead, but 4\u00d716 had fewer than 10 "
-            "rounds beside it, too few for an interval; a longer --time-budget can decide.");
+            "rounds beside it, too few for an interval; if the step times hold as measured, about 274 s more of "
+            "rounds can decide.");
+}
+
+// Undecided for too few rounds, with the rounds' clock known: the budget that would give each
+// open split its rounds, at the step times measured. 5 rounds of 1.0 s and 1.5 s steps (no noise)
+// need 5 more of each: 12.5 s of steps, which the clock ran 15 s over 12.5 s of timed steps (×1.2):
+// 15.0 s more, 30 s in all. Without the clock, the seconds of steps alone.
+TEST(Recommend, AnUndecidedSweepSaysTheBudgetThatWouldDecide) {
+  const std::vector<RunResult> runs = {timed(8, 8, 1.00, 5 * kGiB, 0.0, 0.0, 5), timed(4, 16, 1.50, 1 * kGiB, 0.0, 0.0, 5)};
+  DecisionOptions options;
+  options.budget_spent = true;
+  options.rounds_seconds = 15.0;
+  const Recommendation r = recommend(runs, 0, options);
+  ASSERT_EQ(r.decision.kind, DecisionKind::kUndecided);
+  EXPECT_EQ(r.reason.substr(0, r.reason.find(". ") + 1),
+            "Undecided after 5 rounds (--time-budget spent): 8\u00d78 is ahead, but 4\u00d716 had fewer than 10 "
+            "rounds beside it, too few for an interval; if the step times hold as measured, about 15.0 s more of "
+            "rounds can decide (--time-budget 30 in all).");
+  options.rounds_seconds = std::numeric_limits<double>::quiet_NaN();
+  const std::string unclocked = recommend(runs, 0, options).reason;
+  EXPECT_NE(unclocked.find("too few for an interval; if the step times hold as measured, about 12.5 s more of rounds "
+                           "can decide. "),
+            std::string::npos)
+      << unclocked;
+  // Timed in different sweeps: nothing paired to project from, the general words.
+  std::vector<RunResult> unpaired = runs;
+  unpaired[1].session = 2;
+  EXPECT_NE(recommend(unpaired, 0, options).reason.find("a longer --time-budget can decide"), std::string::npos);
 }
 
 // Splits timed in separate blocks (round -1, e.g. from an older file) are compared through their

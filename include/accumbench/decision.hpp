@@ -69,6 +69,9 @@ class ConfidenceSequence {
   int64_t count() const { return count_; }
   double mean() const;        // NaN before the first observation
   double half_width() const;  // +inf below two observations
+  // The half-width after `t` observations, were their spread the one measured so far: how the
+  // interval narrows as rounds go on. +inf below two observations (now, or t).
+  double half_width_after(int64_t t) const;
   double low() const;
   double high() const;
 
@@ -112,6 +115,12 @@ class RoundEvidence {
   // Seconds split a takes more than split b per step: the mean of t_a − t_b over the rounds both
   // ran in (without one, the difference of their means), winsorized as ratio's.
   double mean_difference(int a, int b) const;
+  // The paired rounds of a beside b after which their verdict would no longer be undecided, were
+  // the mean difference and the spread of their rounds so far to hold: the ratio's interval
+  // narrowed until it leaves 1 out (faster or slower) or lies within 1 ± tolerance (equivalent),
+  // whichever comes first; at least kMinRoundsToDecide, at most `cap`. 0: fewer than two rounds
+  // together, nothing to project from.
+  int64_t rounds_to_decide(int a, int b, double tolerance, int64_t cap) const;
 
  private:
   struct Step {
@@ -146,6 +155,9 @@ struct DecisionOptions {
   // What the plan fits when memory stopped every split (fit_advice in plan_fit.hpp); without
   // it the recommendation points at `accumbench plan`.
   std::string memory_advice;
+  // The seconds the latest sweep's rounds took by --time-budget's clock (RoundReport::seconds);
+  // NaN where unknown. An undecided recommendation then says what budget in all would decide.
+  double rounds_seconds = std::numeric_limits<double>::quiet_NaN();
 };
 
 // The verdict on every candidate against the fastest: the candidate that no other is ahead of by
@@ -177,6 +189,7 @@ struct RoundOptions {
 
 struct RoundReport {
   int64_t rounds = 0;
+  double seconds = 0;          // the rounds' clock (elapsed) when they ended: what --time-budget counts
   bool budget_spent = false;   // stopped with contenders still undecided
   bool interrupted = false;    // should_stop ended the rounds
   std::vector<int> failed;     // splits whose step failed (measure returned NaN)

@@ -348,10 +348,57 @@ const Comparison* comparison_of(const Decision& d, int index) {
   return nullptr;
 }
 
+// A --time-budget value: `seconds` rounded up to two significant digits (47.3 -> 48, 1234 -> 1300).
+int64_t budget_rounded_up(double seconds) {
+  if (seconds <= 10) return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(seconds)));
+  const double unit = std::pow(10.0, std::floor(std::log10(seconds)) - 1);
+  return static_cast<int64_t>(std::ceil(seconds / unit - 1e-9) * unit);
+}
+
+// What more rounds would cost to decide what is still open, were the step times to hold as measured
+// (RoundEvidence::rounds_to_decide): each open split timed until its own verdict, the fastest
+// beside the last of them, at their mean steps, scaled by what the rounds' clock ran over the
+// steps it timed (the host work between steps). "" where nothing can be projected: a split
+// compared unpaired (another sweep's), pairs that go round in a circle.
+std::string budget_to_decide(const std::vector<RunResult>& runs, const Decision& d, const RoundEvidence& evidence,
+                             double rounds_seconds) {
+  constexpr int64_t kCap = 1000000;  // RoundOptions::max_rounds
+  double step_seconds = 0;
+  int64_t longest = 0;
+  for (const Comparison& c : d.comparisons) {
+    if (c.verdict == Verdict::kFaster) return "";
+    if (c.verdict != Verdict::kUndecided) continue;
+    const int64_t paired = evidence.paired_rounds(c.index, d.fastest);
+    if (paired == 0) return "";
+    // At least one more round: the projection is to first order, the verdict is not.
+    const int64_t wanted = std::max({evidence.rounds_to_decide(c.index, d.fastest, d.tie_tolerance, kCap),
+                                     kMinRoundsToDecide, paired + 1});
+    const int64_t more = wanted - paired;
+    step_seconds += static_cast<double>(more) * runs[c.index].mean_seconds.value;
+    longest = std::max(longest, more);
+  }
+  step_seconds += static_cast<double>(longest) * runs[d.fastest].mean_seconds.value;
+  if (!(step_seconds > 0) || !std::isfinite(step_seconds)) return "";
+  // The latest sweep's steps in rounds, against the clock --time-budget counts.
+  int64_t latest = 0;
+  for (const RunResult& run : runs) latest = std::max(latest, run.session);
+  double timed = 0;
+  for (const RunResult& run : runs) {
+    if (run.session != latest || run.status != RunStatus::kOk) continue;
+    for (const StepSample& step : run.steps) timed += step.round >= 0 ? step.step_seconds : 0.0;
+  }
+  const bool clock = std::isfinite(rounds_seconds) && rounds_seconds > 0;
+  const double more = step_seconds * (clock && timed > 0 ? std::max(1.0, rounds_seconds / timed) : 1.0);
+  std::string words = "if the step times hold as measured, about " + text::format_duration(more) + " more of rounds can decide";
+  if (clock) words += " (--time-budget " + std::to_string(budget_rounded_up(rounds_seconds + more)) + " in all)";
+  return words;
+}
+
 // The first sentence: what the rounds decided and which split is recommended, with what is worth
-// knowing about it.
+// knowing about it. `rounds_seconds`: DecisionOptions::rounds_seconds.
 std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, const std::vector<int>& ties, int best,
-                       int64_t memory_limit_bytes, const RoundEvidence& decided, bool with_framework) {
+                       int64_t memory_limit_bytes, const RoundEvidence& decided, bool with_framework,
+                       double rounds_seconds) {
   const RunResult& b = runs[best];
   const RunResult& f = runs[d.fastest];
   // The mean step, which the decisions compare, and the tokens per second it gives; "a mean of",
@@ -429,8 +476,10 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
                   " rounds beside it, too few for an interval";
         }
         const char* stopped = d.interrupted ? " (interrupted)" : d.budget_spent ? " (--time-budget spent)" : "";
-        const char* more = d.interrupted ? "a sweep left to run to its end can decide"
-                                         : "a longer --time-budget can decide";
+        const std::string projected = d.interrupted ? "" : budget_to_decide(runs, d, decided, rounds_seconds);
+        const std::string more = d.interrupted        ? "a sweep left to run to its end can decide"
+                                 : projected.empty() ? "a longer --time-budget can decide"
+                                                     : projected;
         lead = "Undecided after " + counted(d.rounds, "round") + stopped + ": " + run_label(f, runs) +
                " is ahead, " + open + "; " + more + ". As it stands, " + lead;
       }
@@ -675,7 +724,8 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
   rec.tied_indices = ties;
   rec.decision = d;
   // Among the candidates only: a split over the memory limit is no option to compare with.
-  rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes, evidence, engine_only.has_value()) +
+  rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes, evidence, engine_only.has_value(),
+                          options.rounds_seconds) +
                what_the_slowest_loses(runs, candidates, best, fit_time_models(runs), evidence,
                                       engine_only ? *engine_only : evidence, d.tie_tolerance, engine_only.has_value()) +
                per_update_sentence(runs, candidates) + per_padding_sentence(runs, candidates) + " " +
