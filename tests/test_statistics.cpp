@@ -320,6 +320,11 @@ TEST(Recommend, TieGoesToTheLowerPeakMemory) {
   EXPECT_EQ(r.tied_indices, std::vector<int>({0, 3}));
   EXPECT_EQ(r.reason.substr(0, r.reason.find(". ") + 1), "4\u00d716 ties with the fastest split 8\u00d78 (it takes 1.01\u20131.02\u00d7 its time, equivalent "
             "within \u00b13 % at 95 % confidence) and is chosen for its lower peak memory (3.00 GiB vs 5.00 GiB).");
+  // Peaks a few KiB apart print alike in GiB: the sentence gives them in bytes.
+  runs[3].peak_allocated_bytes = 5 * kGiB - 4096;
+  const std::string close = recommend(runs).reason;
+  EXPECT_NE(close.find("chosen for its lower peak memory (5,368,705,024 vs 5,368,709,120 bytes)."), std::string::npos)
+      << close;
 }
 
 // 5 % slower, measured precisely: slower beyond the tolerance, so never a tie, whatever the memory.

@@ -348,6 +348,12 @@ const Comparison* comparison_of(const Decision& d, int index) {
   return nullptr;
 }
 
+// "43.5 MiB vs 66.9 MiB"; in bytes where the two round alike ("110,100,480 vs 110,104,576 bytes").
+std::string two_peaks(int64_t a, int64_t b) {
+  if (format_bytes(a) != format_bytes(b)) return format_bytes(a) + " vs " + format_bytes(b);
+  return text::format_count(a) + " vs " + text::format_count(b) + " bytes";
+}
+
 // A --time-budget value: `seconds` rounded up to two significant digits (47.3 -> 48, 1234 -> 1300).
 int64_t budget_rounded_up(double seconds) {
   if (seconds <= 10) return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(seconds)));
@@ -443,7 +449,7 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
         lead = run_label(b, runs) + " ties with the fastest split " + run_label(f, runs) + " (it takes " +
                times_text(c->ratio) + " its time, equivalent within " + tolerance_text(d) + " at " +
                confidence_text(d) + ") and is chosen for its lower peak memory (" +
-               format_bytes(b.peak_allocated_bytes) + " vs " + format_bytes(f.peak_allocated_bytes) + ")";
+               two_peaks(b.peak_allocated_bytes, f.peak_allocated_bytes) + ")";
       }
       if (d.kind == DecisionKind::kUndecided) {
         // What is still open, and the recommendation as the best estimate so far. A split with
