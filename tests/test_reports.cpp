@@ -547,6 +547,40 @@ TEST(PrintComparison, MatchedByKeyUnmatchedShownWithDash) {
   EXPECT_NE(overlapping.str().find("0.382  2.00\u00d7  unsure "), std::string::npos) << overlapping.str();
 }
 
+// Packed rows hold more samples: a step of B trains 4× A's real tokens and takes twice as long, so
+// B is the faster per token. The table adds tokens/s and its ratio, and a note says step times do
+// not compare; equal tokens per step (or a half-percent apart) keep the plain table.
+TEST(PrintComparison, StepsOfOtherTokensCompareByTokensPerSecond) {
+  const SweepResult a = sample_result();
+  SweepResult b = sample_result();
+  b.context.options.push_back({"packing", "bfd"});
+  b.runs[0].step_seconds.median = 0.382;
+  b.runs[0].step_seconds.ci_low = 0.378;
+  b.runs[0].step_seconds.ci_high = 0.386;
+  b.runs[0].tokens_per_step = 4 * 65536;
+  b.runs[0].tokens_per_second = 686240.8;
+  std::ostringstream out;
+  print_comparison(a, b, out);
+  expect_lines(lines_of(out.str()), {
+      "A: NVIDIA H200, model gpt2-124m, T=1024, batch 64, commit abc123def456, 2025-01-01T00:00:00Z",
+      "B: NVIDIA H200, model gpt2-124m, T=1024, batch 64, commit abc123def456, 2025-01-01T00:00:00Z",
+      "note: a step of B trains other tokens than a step of A (262,144 vs 65,536 real tokens per step at 8\u00d78), "
+      "so their step times do not compare; tokens/s does (an epoch takes its real tokens divided by tokens/s)",
+      "",
+      "split      A step s  B step s    B/A  differs  A tokens/s  B tokens/s    B/A    A peak    B peak    B/A",
+      "8\u00d78           0.191     0.382  2.00\u00d7  yes         343,120     686,241  2.00\u00d7  5.20 GiB  5.20 GiB  1.00\u00d7",
+      "1\u00d764 ckpt     0.402     0.402  1.00\u00d7  unsure      163,024     163,024  1.00\u00d7  3.00 GiB  3.00 GiB  1.00\u00d7",
+      "64\u00d71 oib        oom       oom      -  -               oom         oom      -         -         -      -",
+      "step s: median step time; differs: yes when the two medians' 95 % intervals do not overlap, unsure when they "
+      "do (the difference may be noise), - with fewer than 5 timed steps on a side; tokens/s: real (non-pad) tokens "
+      "per second at the median step",
+  });
+  b.runs[0].tokens_per_step = 65536 + 300;  // under half a percent: the same tokens
+  std::ostringstream same;
+  print_comparison(a, b, same);
+  EXPECT_EQ(same.str().find("tokens/s"), std::string::npos) << same.str();
+}
+
 TEST(PrintComparison, MixedPrecisionsNameEachRowsPrecision) {
   SweepResult a = sample_result();
   SweepResult b = sample_result();

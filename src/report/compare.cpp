@@ -40,6 +40,21 @@ std::string peak_cell(const RunResult* run) {
 
 bool usable(const RunResult* run) { return run != nullptr && run->status == RunStatus::kOk; }
 
+// Whether a step of the two trains different real tokens (packing puts several samples in a row,
+// another lengths file other samples): then their step times do not compare, tokens/s does. Half
+// a percent apart or more; padding, which adds no real token, does not count.
+bool tokens_differ(const RunResult* a, const RunResult* b) {
+  if (!usable(a) || !usable(b) || a->tokens_per_step <= 0 || b->tokens_per_step <= 0) return false;
+  const auto x = static_cast<double>(a->tokens_per_step), y = static_cast<double>(b->tokens_per_step);
+  return std::abs(x - y) > 0.005 * std::max(x, y);
+}
+
+std::string tokens_cell(const RunResult* run) {
+  if (run == nullptr) return "-";
+  if (run->status != RunStatus::kOk) return run_status_name(run->status);
+  return text::format_count(run->tokens_per_second);
+}
+
 // Whether B's median differs from A's beyond the noise: "yes" when the two medians' bootstrap 95 %
 // intervals do not overlap, "unsure" when they do (it may be noise: the sweeps were timed apart,
 // so no paired rounds can tell more), "-" below kStepsToCompare timed steps on a side or when one
@@ -174,15 +189,23 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
     return cell;
   };
 
+  // The first pair whose steps train different tokens: the table then compares tokens/s too.
+  const RunResult *tokens_a = nullptr, *tokens_b = nullptr;
+  for (const std::string& key : keys) {
+    const RunResult *ra = find_run(a, key), *rb = find_run(b, key);
+    if (tokens_a == nullptr && tokens_differ(ra, rb)) tokens_a = ra, tokens_b = rb;
+  }
+  const bool by_tokens = tokens_a != nullptr;
+
   using text::Align;
-  text::TextTable table({{"split", Align::kLeft},
-                         {"A step s", Align::kRight},
-                         {"B step s", Align::kRight},
-                         {"B/A", Align::kRight},
-                         {"differs", Align::kLeft},
-                         {"A peak", Align::kRight},
-                         {"B peak", Align::kRight},
-                         {"B/A", Align::kRight}});
+  std::vector<text::Column> columns = {{"split", Align::kLeft},   {"A step s", Align::kRight},
+                                                  {"B step s", Align::kRight}, {"B/A", Align::kRight},
+                                                  {"differs", Align::kLeft}};
+  if (by_tokens) {
+    for (const char* name : {"A tokens/s", "B tokens/s", "B/A"}) columns.push_back({name, Align::kRight});
+  }
+  for (const char* name : {"A peak", "B peak", "B/A"}) columns.push_back({name, Align::kRight});
+  text::TextTable table(columns);
   for (const std::string& key : keys) {
     const RunResult* ra = find_run(a, key);
     const RunResult* rb = find_run(b, key);
@@ -191,8 +214,16 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
     const std::string step_ratio = both ? text::format_ratio(step_seconds(*rb) / step_seconds(*ra), 2) : "-";
     const std::string peak_ratio =
         both && peak_bytes(*ra) > 0 ? text::format_ratio(peak_bytes(*rb) / peak_bytes(*ra), 2) : "-";
-    table.add_row({split_cell(any->config), step_cell(ra), step_cell(rb),
-                   step_ratio, differs_cell(ra, rb), peak_cell(ra), peak_cell(rb), peak_ratio});
+    std::vector<std::string> row = {split_cell(any->config), step_cell(ra), step_cell(rb), step_ratio,
+                                    differs_cell(ra, rb)};
+    if (by_tokens) {
+      row.push_back(tokens_cell(ra));
+      row.push_back(tokens_cell(rb));
+      row.push_back(both && ra->tokens_per_second > 0 ? text::format_ratio(rb->tokens_per_second / ra->tokens_per_second, 2)
+                                                      : "-");
+    }
+    for (const std::string& cell : {peak_cell(ra), peak_cell(rb), peak_ratio}) row.push_back(cell);
+    table.add_row(row);
   }
 
   out << "A: " << describe(a) << '\n' << "B: " << describe(b) << "\n";
@@ -251,10 +282,19 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
            "clipping and padding); to compare them, sweep them together (--precision, --optimizer, --weights-dtype, "
            "--adapter-dtype, --max-grad-norm and --padding take lists), which times them in paired rounds\n";
   }
+  if (by_tokens) {
+    out << "note: a step of B trains other tokens than a step of A (" << text::format_count(tokens_b->tokens_per_step)
+        << " vs " << text::format_count(tokens_a->tokens_per_step) << " real tokens per step at "
+        << split_cell(tokens_a->config)
+        << "), so their step times do not compare; tokens/s does (an epoch takes its real tokens divided by "
+           "tokens/s)\n";
+  }
   out << "\n";
   table.render(out);
   out << "step s: median step time; differs: yes when the two medians' 95 % intervals do not overlap, unsure when "
-         "they do (the difference may be noise), - with fewer than " << kStepsToCompare << " timed steps on a side\n";
+         "they do (the difference may be noise), - with fewer than " << kStepsToCompare << " timed steps on a side";
+  if (by_tokens) out << "; tokens/s: real (non-pad) tokens per second at the median step";
+  out << "\n";
 }
 
 }  // namespace accumbench
