@@ -103,10 +103,10 @@ struct PlanOptions {
   // padding, masked labels), so accumbench's chunked head gathers the rows that do (its order,
   // each chunk's gathered copy), as TRL's chunked_nll does; full windows are walked as views.
   bool counted_rows_gathered = false;
-  // With it, [i]: the most targets any i + 1 samples of the data count (a lengths file's samples,
-  // one per row, largest first; at most the batch's count of them): no micro-batch of b gathers
-  // more than [b - 1] rows, or with a shorter source, repeated, (b / m)·[m - 1] + [b % m - 1].
-  // Empty: T − 1 per row (variable lengths, packed rows).
+  // With it, [i]: the most targets any i + 1 rows of the data count (a lengths file's samples,
+  // one per row, or with --packing bfd the rows packed of them, largest first; at most the batch's
+  // count of them): no micro-batch of b gathers more than [b - 1] rows, or with a shorter source,
+  // repeated, (b / m)·[m - 1] + [b % m - 1]. Empty: T − 1 per row (variable lengths, wrapped rows).
   std::vector<int64_t> most_counted_targets;
   // --framework hf-trl: TRL's loss and metrics replace accumbench's loss head (--trl-loss).
   PlanFramework framework = PlanFramework::kPlain;

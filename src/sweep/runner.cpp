@@ -389,14 +389,32 @@ void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
       read_sample_source(w.data, w.seq_len, std::numeric_limits<int64_t>::max());
   require_targets(w, source);
   if (!source) return;  // synthetic lengths reach T
+  // The targets each sample counts (its n − 1, or those its masks keep).
+  const auto targets_of = [&](size_t i) {
+    return source->kept_labels.empty() ? source->lengths[i] - 1 : kept_targets(source->kept_labels[i], source->lengths[i]);
+  };
+  std::vector<int64_t> counted;  // per row of the data
   if (w.data.packing == Packing::kNone) {
-    // One sample per row: the chunked head gathers at most the b samples that count the most
-    // (most_counted_rows repeats a source shorter than the micro-batch).
-    std::vector<int64_t> counted;
-    for (size_t i = 0; i < source->lengths.size(); ++i) {
-      counted.push_back(source->kept_labels.empty() ? source->lengths[i] - 1
-                                                    : kept_targets(source->kept_labels[i], source->lengths[i]));
+    // One sample per row.
+    for (size_t i = 0; i < source->lengths.size(); ++i) counted.push_back(targets_of(i));
+  } else if (w.data.packing == Packing::kBfd) {
+    // The rows TRL's pack_dataset makes of the whole source (best_fit_decreasing in samples.cpp:
+    // groups of kBfdGroupSamples in source order), each counting its documents' targets. Wrapped
+    // rows depend on the order the samples are drawn in: T − 1 per row stands for them.
+    const auto n = static_cast<int64_t>(source->lengths.size());
+    for (int64_t first = 0; first < n; first += kBfdGroupSamples) {
+      const std::vector<int64_t> group(source->lengths.begin() + first,
+                                       source->lengths.begin() + std::min(n, first + kBfdGroupSamples));
+      for (const PackedRow& row : pack_bfd(group, w.seq_len)) {
+        int64_t row_targets = 0;
+        for (const int64_t sample : row.samples) row_targets += targets_of(static_cast<size_t>(first + sample));
+        counted.push_back(row_targets);
+      }
     }
+  }
+  if (!counted.empty()) {
+    // The chunked head gathers at most the b rows that count the most (most_counted_rows repeats a
+    // source shorter than the micro-batch).
     const size_t most = std::min(counted.size(), static_cast<size_t>(std::max<int64_t>(1, w.batch)));
     std::partial_sort(counted.begin(), counted.begin() + static_cast<std::ptrdiff_t>(most), counted.end(), std::greater<>());
     counted.resize(most);
