@@ -423,10 +423,34 @@ TEST(Recommend, AnUndecidedSweepSaysTheBudgetThatWouldDecide) {
                            "can decide. "),
             std::string::npos)
       << unclocked;
+  // Both splits are open: a --resume of the file would time them all again, so it is not offered.
+  options.rounds_seconds = 15.0;
+  options.resume_file = "sweep.json";
+  EXPECT_EQ(recommend(runs, 0, options).reason.find("--resume"), std::string::npos);
   // Timed in different sweeps: nothing paired to project from, the general words.
   std::vector<RunResult> unpaired = runs;
   unpaired[1].session = 2;
   EXPECT_NE(recommend(unpaired, 0, options).reason.find("a longer --time-budget can decide"), std::string::npos);
+}
+
+// With the sweep's file, a split already slower beyond doubt need not be timed again: the words
+// also name the --resume that times only the open splits (8×8 and 2×32; 4×16 is 1.5× slower).
+TEST(Recommend, AnUndecidedSweepWithAFileOffersAResumeOfTheOpenSplits) {
+  const std::vector<RunResult> runs = {timed(8, 8, 1.00, 5 * kGiB, 0.0, 0.0, 12), timed(4, 16, 1.50, 1 * kGiB, 0.0, 0.0, 12),
+                                       timed(2, 32, 1.05, 1 * kGiB, 0.0, 0.2, 12)};
+  DecisionOptions options;
+  options.budget_spent = true;
+  options.rounds_seconds = 50.0;
+  options.resume_file = "runs/sweep.json";
+  const Recommendation r = recommend(runs, 0, options);
+  ASSERT_EQ(r.decision.kind, DecisionKind::kUndecided);
+  const std::string& reason = r.reason;
+  const size_t resume = reason.find("; or --resume runs/sweep.json --time-budget ");
+  ASSERT_NE(resume, std::string::npos) << reason;
+  EXPECT_NE(reason.find(", which times the 2 splits still open again, the others kept). ", resume), std::string::npos)
+      << reason;
+  options.resume_file.clear();
+  EXPECT_EQ(recommend(runs, 0, options).reason.find("--resume"), std::string::npos);
 }
 
 // Splits timed in separate blocks (round -1, e.g. from an older file) are compared through their

@@ -158,6 +158,9 @@ struct DecisionOptions {
   // The seconds the latest sweep's rounds took by --time-budget's clock (RoundReport::seconds);
   // NaN where unknown. An undecided recommendation then says what budget in all would decide.
   double rounds_seconds = std::numeric_limits<double>::quiet_NaN();
+  // Where the sweep is saved (--json, or the --resume file); "" for none. An undecided
+  // recommendation then also says what a --resume of it, timing only the open splits, would take.
+  std::string resume_file;
 };
 
 // The verdict on every candidate against the fastest: the candidate that no other is ahead of by

@@ -364,13 +364,15 @@ int64_t budget_rounded_up(double seconds) {
 // What more rounds would cost to decide what is still open, were the step times to hold as measured
 // (RoundEvidence::rounds_to_decide): each open split timed until its own verdict, the fastest
 // beside the last of them, at their mean steps, scaled by what the rounds' clock ran over the
-// steps it timed (the host work between steps). "" where nothing can be projected: a split
-// compared unpaired (another sweep's), pairs that go round in a circle.
+// steps it timed (the host work between steps). With the sweep's file, also what a --resume of
+// it would take: it times the open splits again from their first round, and no other. "" where
+// nothing can be projected: a split compared unpaired (another sweep's), pairs that go round in a
+// circle.
 std::string budget_to_decide(const std::vector<RunResult>& runs, const Decision& d, const RoundEvidence& evidence,
-                             double rounds_seconds) {
+                             const DecisionOptions& options) {
   constexpr int64_t kCap = 1000000;  // RoundOptions::max_rounds
-  double step_seconds = 0;
-  int64_t longest = 0;
+  double more_steps = 0, resumed_steps = 0;  // seconds of steps: from here on, and from a first round
+  int64_t longest = 0, longest_resumed = 0, open = 1;
   for (const Comparison& c : d.comparisons) {
     if (c.verdict == Verdict::kFaster) return "";
     if (c.verdict != Verdict::kUndecided) continue;
@@ -379,12 +381,16 @@ std::string budget_to_decide(const std::vector<RunResult>& runs, const Decision&
     // At least one more round: the projection is to first order, the verdict is not.
     const int64_t wanted = std::max({evidence.rounds_to_decide(c.index, d.fastest, d.tie_tolerance, kCap),
                                      kMinRoundsToDecide, paired + 1});
-    const int64_t more = wanted - paired;
-    step_seconds += static_cast<double>(more) * runs[c.index].mean_seconds.value;
-    longest = std::max(longest, more);
+    const double mean = runs[c.index].mean_seconds.value;
+    more_steps += static_cast<double>(wanted - paired) * mean;
+    resumed_steps += static_cast<double>(wanted) * mean;
+    longest = std::max(longest, wanted - paired);
+    longest_resumed = std::max(longest_resumed, wanted);
+    ++open;
   }
-  step_seconds += static_cast<double>(longest) * runs[d.fastest].mean_seconds.value;
-  if (!(step_seconds > 0) || !std::isfinite(step_seconds)) return "";
+  more_steps += static_cast<double>(longest) * runs[d.fastest].mean_seconds.value;
+  resumed_steps += static_cast<double>(longest_resumed) * runs[d.fastest].mean_seconds.value;
+  if (!(more_steps > 0) || !std::isfinite(more_steps)) return "";
   // The latest sweep's steps in rounds, against the clock --time-budget counts.
   int64_t latest = 0;
   for (const RunResult& run : runs) latest = std::max(latest, run.session);
@@ -393,18 +399,30 @@ std::string budget_to_decide(const std::vector<RunResult>& runs, const Decision&
     if (run.session != latest || run.status != RunStatus::kOk) continue;
     for (const StepSample& step : run.steps) timed += step.round >= 0 ? step.step_seconds : 0.0;
   }
+  const double rounds_seconds = options.rounds_seconds;
   const bool clock = std::isfinite(rounds_seconds) && rounds_seconds > 0;
-  const double more = step_seconds * (clock && timed > 0 ? std::max(1.0, rounds_seconds / timed) : 1.0);
+  const double overhead = clock && timed > 0 ? std::max(1.0, rounds_seconds / timed) : 1.0;
+  const double more = more_steps * overhead;
   std::string words = "if the step times hold as measured, about " + text::format_duration(more) + " more of rounds can decide";
-  if (clock) words += " (--time-budget " + std::to_string(budget_rounded_up(rounds_seconds + more)) + " in all)";
+  if (clock) {
+    words += " (--time-budget " + std::to_string(budget_rounded_up(rounds_seconds + more)) + " in all";
+    // Only where a resume times fewer splits than the sweep did.
+    const auto split_count = static_cast<int64_t>(d.comparisons.size()) + 1;
+    if (!options.resume_file.empty() && open < split_count) {
+      words += "; or --resume " + options.resume_file + " --time-budget " +
+               std::to_string(budget_rounded_up(resumed_steps * overhead)) + ", which times the " +
+               std::to_string(open) + " splits still open again, the others kept";
+    }
+    words += ")";
+  }
   return words;
 }
 
 // The first sentence: what the rounds decided and which split is recommended, with what is worth
-// knowing about it. `rounds_seconds`: DecisionOptions::rounds_seconds.
+// knowing about it. `options`: the rounds' clock and the sweep's file (budget_to_decide).
 std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, const std::vector<int>& ties, int best,
                        int64_t memory_limit_bytes, const RoundEvidence& decided, bool with_framework,
-                       double rounds_seconds) {
+                       const DecisionOptions& options) {
   const RunResult& b = runs[best];
   const RunResult& f = runs[d.fastest];
   // The mean step, which the decisions compare, and the tokens per second it gives; "a mean of",
@@ -482,7 +500,7 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
                   " rounds beside it, too few for an interval";
         }
         const char* stopped = d.interrupted ? " (interrupted)" : d.budget_spent ? " (--time-budget spent)" : "";
-        const std::string projected = d.interrupted ? "" : budget_to_decide(runs, d, decided, rounds_seconds);
+        const std::string projected = d.interrupted ? "" : budget_to_decide(runs, d, decided, options);
         const std::string more = d.interrupted        ? "a sweep left to run to its end can decide"
                                  : projected.empty() ? "a longer --time-budget can decide"
                                                      : projected;
@@ -730,8 +748,7 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
   rec.tied_indices = ties;
   rec.decision = d;
   // Among the candidates only: a split over the memory limit is no option to compare with.
-  rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes, evidence, engine_only.has_value(),
-                          options.rounds_seconds) +
+  rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes, evidence, engine_only.has_value(), options) +
                what_the_slowest_loses(runs, candidates, best, fit_time_models(runs), evidence,
                                       engine_only ? *engine_only : evidence, d.tie_tolerance, engine_only.has_value()) +
                per_update_sentence(runs, candidates) + per_padding_sentence(runs, candidates) + " " +
