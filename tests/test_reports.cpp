@@ -548,8 +548,9 @@ TEST(PrintComparison, MatchedByKeyUnmatchedShownWithDash) {
 }
 
 // Packed rows hold more samples: a step of B trains 4× A's real tokens and takes twice as long, so
-// B is the faster per token. The table adds tokens/s and its ratio, and a note says step times do
-// not compare; equal tokens per step (or a half-percent apart) keep the plain table.
+// B is the faster per token. The table adds tokens/s and its ratio, `differs` compares tokens/s,
+// and a note says step times do not compare; tokens per step under a tenth apart keep the plain
+// table (the mean over the steps a split timed moves with their number).
 TEST(PrintComparison, StepsOfOtherTokensCompareByTokensPerSecond) {
   const SweepResult a = sample_result();
   SweepResult b = sample_result();
@@ -573,9 +574,15 @@ TEST(PrintComparison, StepsOfOtherTokensCompareByTokensPerSecond) {
       "64\u00d71 oib        oom       oom      -  -               oom         oom      -         -         -      -",
       "step s: median step time; differs: yes when the two medians' 95 % intervals do not overlap, unsure when they "
       "do (the difference may be noise), - with fewer than 5 timed steps on a side; tokens/s: real (non-pad) tokens "
-      "per second at the median step",
+      "per second at the median step (differs compares their intervals where the steps train a tenth or more other "
+      "tokens)",
   });
-  b.runs[0].tokens_per_step = 65536 + 300;  // under half a percent: the same tokens
+  // Twice the step time for twice the tokens: the same tokens/s, whose intervals overlap.
+  b.runs[0].tokens_per_step = 2 * 65536;
+  std::ostringstream twice;
+  print_comparison(a, b, twice);
+  EXPECT_NE(twice.str().find("2.00\u00d7  unsure "), std::string::npos) << twice.str();
+  b.runs[0].tokens_per_step = 65536 * 109 / 100;  // 9 % more: within what the steps timed move a mean by
   std::ostringstream same;
   print_comparison(a, b, same);
   EXPECT_EQ(same.str().find("tokens/s"), std::string::npos) << same.str();

@@ -517,4 +517,15 @@ TEST(TrainerSettings, CompletionMaskAppliedWritesCompletionOnlyLossTrue) {
   EXPECT_TRUE(ab::settings_workload(context).data.completion_mask_applied);
   context.options.back().second = "labels and assistant_masks";
   EXPECT_FALSE(ab::settings_workload(context).data.completion_mask_applied);
+  // A file from before labels_masked_by: its samples' words name the columns that masked.
+  context.options = ab::describe_workload(workload());
+  context.options.push_back({"samples", "pc.jsonl: 11 samples, 2 cut to T=32, completion_mask keeps 93 of 231 targets (40.3 %)"});
+  EXPECT_TRUE(ab::settings_workload(context).data.completion_mask_applied);
+  context.options.back().second =
+      "chat.jsonl: 8 samples, 0 cut to T=64, labels, completion_mask and assistant_masks keep 60 of 120 targets (50.0 %)";
+  EXPECT_TRUE(ab::settings_workload(context).data.completion_mask_applied);
+  context.options.back().second = "completion_mask_rows.jsonl: 8 samples, 0 cut to T=64, labels keeps 60 of 120 targets (50.0 %)";
+  EXPECT_FALSE(ab::settings_workload(context).data.completion_mask_applied);  // the name is no column
+  context.options.back().second = "rows.txt: 8 samples, 0 cut to T=64";
+  EXPECT_FALSE(ab::settings_workload(context).data.completion_mask_applied);
 }

@@ -447,6 +447,22 @@ std::vector<std::string> peft_target_modules(const ModelConfig& model, const Lor
   return peft_target_modules(model.arch, names, false);
 }
 
+namespace {
+
+// The columns that masked labels in a sweep's samples words (lengths.cpp's SampleSource
+// description: the name, the counts, then "COLUMNS keep(s) N of M ..."); "" where none did.
+std::string masking_columns(const std::string& samples) {
+  size_t counts = samples.find(" cut to T=");
+  if (counts == std::string::npos) counts = samples.find(", none cut (wrapped rows run on)");
+  if (counts == std::string::npos) return "";
+  const size_t start = samples.find(", ", counts + 1);
+  if (start == std::string::npos) return "";
+  const size_t keep = samples.find(" keep", start);
+  return keep == std::string::npos ? "" : samples.substr(start + 2, keep - start - 2);
+}
+
+}  // namespace
+
 WorkloadOptions settings_workload(const SweepContext& context) {
   WorkloadOptions w;
   w.seq_len = context.seq_len;
@@ -490,6 +506,10 @@ WorkloadOptions settings_workload(const SweepContext& context) {
       }
       if (name == "completion_only_loss") w.data.completion_only_loss = value != "false";
       if (name == "labels_masked_by") w.data.completion_mask_applied = completion_mask_counts(value);
+      // A file from before labels_masked_by: the samples' words name the columns that masked
+      // ("FILE: 11 samples, 2 cut to T=32, completion_mask keeps 93 of 231 targets ..."); a
+      // labels_masked_by, recorded after them, decides.
+      if (name == "samples") w.data.completion_mask_applied = completion_mask_counts(masking_columns(value));
     } catch (const std::exception&) {
       // An option this version cannot read keeps its default; the settings are a translation.
     }
