@@ -398,12 +398,12 @@ TEST(Recommend, TooFewRoundsForAnIntervalSaysSo) {
   EXPECT_EQ(r.decision.kind, DecisionKind::kUndecided);
   EXPECT_EQ(r.reason.substr(0, r.reason.find(". ") + 1),
             "Undecided after 5 rounds (--time-budget spent): 8\u00d78 is ahead, but 4\u00d716 had fewer than 10 "
-            "rounds beside it, too few for an interval; if the step times hold as measured, about 274 s more of "
-            "rounds can decide.");
+            "rounds beside it, too few for an interval; at least about 10.4 s more of rounds can decide, more where "
+            "a split with fewer than 10 rounds proves closer than its rounds so far show.");
 }
 
-// Undecided for too few rounds, with the rounds' clock known: the budget that would give each
-// open split its rounds, at the step times measured. 5 rounds of 1.0 s and 1.5 s steps (no noise)
+// Undecided for too few rounds, with the rounds' clock known: at least the budget that would give
+// each open split the rounds of an interval, at the step times measured. 5 rounds of 1.0 s and 1.5 s steps (no noise)
 // need 5 more of each: 12.5 s of steps, which the clock ran 15 s over 12.5 s of timed steps (×1.2):
 // 15.0 s more, 30 s in all. Without the clock, the seconds of steps alone.
 TEST(Recommend, AnUndecidedSweepSaysTheBudgetThatWouldDecide) {
@@ -415,12 +415,12 @@ TEST(Recommend, AnUndecidedSweepSaysTheBudgetThatWouldDecide) {
   ASSERT_EQ(r.decision.kind, DecisionKind::kUndecided);
   EXPECT_EQ(r.reason.substr(0, r.reason.find(". ") + 1),
             "Undecided after 5 rounds (--time-budget spent): 8\u00d78 is ahead, but 4\u00d716 had fewer than 10 "
-            "rounds beside it, too few for an interval; if the step times hold as measured, about 15.0 s more of "
-            "rounds can decide (--time-budget 30 in all).");
+            "rounds beside it, too few for an interval; at least about 15.0 s more of rounds can decide "
+            "(--time-budget 30 in all), more where a split with fewer than 10 rounds proves closer than its rounds "
+            "so far show.");
   options.rounds_seconds = std::numeric_limits<double>::quiet_NaN();
   const std::string unclocked = recommend(runs, 0, options).reason;
-  EXPECT_NE(unclocked.find("too few for an interval; if the step times hold as measured, about 12.5 s more of rounds "
-                           "can decide. "),
+  EXPECT_NE(unclocked.find("too few for an interval; at least about 12.5 s more of rounds can decide, more where "),
             std::string::npos)
       << unclocked;
   // Both splits are open: a --resume of the file would time them all again, so it is not offered.
