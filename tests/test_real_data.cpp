@@ -390,6 +390,42 @@ TEST(RealData, PackedRowsCapTheChunkAtTheirCountedTargets) {
   EXPECT_EQ(chunked, 2);
 }
 
+// --packing bfd with --padding longest trims a micro-batch of packed rows to its longest row, as one
+// of samples to its longest sample: the plan judges the longest row the packing makes of the whole
+// file (skewed.txt's 16 samples fill one row of 147 positions at T=256), not T. Measured within
+// 0.2 % (was planned at T: +90 % at 4×1).
+TEST(RealData, PackedRowsPaddedToTheirLongestArePlannedAtTheLongestRow) {
+  const std::string path = std::string(ACCUMBENCH_TEST_DATA) + "/lengths/skewed.txt";
+  ab::SweepOptions o;
+  ab::WorkloadOptions& w = o.workload;
+  w.model.preset = "gpt2-tiny";
+  w.seq_len = 256;
+  w.batch = 4;
+  w.micro_batches = {4};
+  w.device = "cpu";
+  w.threads = 1;
+  ab::set_lengths(w.data, path);
+  w.data.packing = ab::Packing::kBfd;
+  ab::set_padding(w.data, "longest");
+  const std::vector<ab::PackedRow> rows = ab::pack_bfd(ab::read_lengths_file(path, 256).lengths, 256);
+  ASSERT_EQ(rows.size(), 1u);
+  const ab::PlanOptions plan = ab::sweep_plan_options(w, /*device_is_cuda=*/false, /*token_batches=*/1);
+  EXPECT_EQ(plan.activation_seq_len, rows.front().length);
+  EXPECT_NE(plan.worst_micro_batch.find("the one holding packed row 1 of the 1 that --packing bfd makes of " + path +
+                                        " (147 positions), padded to 147 (--padding longest)"),
+            std::string::npos)
+      << plan.worst_micro_batch;
+  o.warmup = 1;
+  o.steps = 1;
+  o.time_budget_seconds = 0;
+  o.framework_overhead = "0";
+  const ab::RunResult run = ab::run_sweep(o).runs.front();
+  const double error = static_cast<double>(run.predicted_peak_bytes) / static_cast<double>(run.peak_allocated_bytes) - 1;
+  EXPECT_LT(std::abs(error), 0.002) << run.predicted_peak_bytes << " vs " << run.peak_allocated_bytes;
+  ab::set_padding(w.data, "max");  // rows of T: planned at T
+  EXPECT_EQ(ab::sweep_plan_options(w, false, 1).activation_seq_len, 0);
+}
+
 // A --padding list plans each split at its own padding's longest micro-batch: lengths up to 10 pad
 // to 32 (max), 10 (longest) and 16 (multiple:8); each split of the list plans to the byte as the
 // plan of its padding alone, and the words name every padding.

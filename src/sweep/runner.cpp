@@ -394,6 +394,7 @@ void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
     return source->kept_labels.empty() ? source->lengths[i] - 1 : kept_targets(source->kept_labels[i], source->lengths[i]);
   };
   std::vector<int64_t> counted;  // per row of the data
+  std::vector<int64_t> fills;    // --packing bfd: the positions each packed row holds
   if (w.data.packing == Packing::kNone) {
     // One sample per row.
     for (size_t i = 0; i < source->lengths.size(); ++i) counted.push_back(targets_of(i));
@@ -409,6 +410,7 @@ void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
         int64_t row_targets = 0;
         for (const int64_t sample : row.samples) row_targets += targets_of(static_cast<size_t>(first + sample));
         counted.push_back(row_targets);
+        fills.push_back(row.length);
       }
     }
   }
@@ -421,9 +423,15 @@ void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
     std::partial_sum(counted.begin(), counted.end(), counted.begin());
     plan.most_counted_targets = std::move(counted);
   }
-  if (w.data.packing != Packing::kNone) return;
-  plan.longest_padding_activation_seq_len =
-      worst_micro_batch(source->lengths, with_padding(w, {Padding::kLongest, 0}).data, w.seq_len).padded_length;
+  // Wrapped rows are T long; packed ones as long as their documents, a micro-batch of them padded
+  // to its longest row as a micro-batch of samples to its longest sample.
+  if (w.data.packing == Packing::kWrapped) return;
+  const bool packed = w.data.packing == Packing::kBfd;
+  const std::vector<int64_t>& lengths = packed ? fills : source->lengths;
+  if (!packed) {
+    plan.longest_padding_activation_seq_len =
+        worst_micro_batch(lengths, with_padding(w, {Padding::kLongest, 0}).data, w.seq_len).padded_length;
+  }
   // Each padding of the list pads the same micro-batch the most: the one holding the longest sample.
   const std::vector<PaddingChoice> paddings = grid_paddings(w);
   std::string words;  // "the one holding sample 4 of FILE (10 positions), padded to"
@@ -434,11 +442,17 @@ void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
       if (paddings.size() > 1) padded += std::string(padded.empty() ? " " : ", ") + std::to_string(w.seq_len) + " (--padding max)";
       continue;
     }
-    const WorstMicroBatch worst = worst_micro_batch(source->lengths, with_padding(w, padding).data, w.seq_len);
-    const int64_t row = source->rows.empty() ? worst.sample : source->rows[static_cast<size_t>(worst.sample)];
-    words = "the one holding sample " + std::to_string(row + 1) + " of " + lengths_name(w.data) + " (" +
-            std::to_string(worst.length) + " positions" +
-            (source->truncated > 0 && worst.length == w.seq_len ? ", cut to T" : "") + "), padded to";
+    const WorstMicroBatch worst = worst_micro_batch(lengths, with_padding(w, padding).data, w.seq_len);
+    if (packed) {
+      words = "the one holding packed row " + std::to_string(worst.sample + 1) + " of the " +
+              std::to_string(fills.size()) + " that --packing bfd makes of " + lengths_name(w.data) + " (" +
+              std::to_string(worst.length) + " positions), padded to";
+    } else {
+      const int64_t row = source->rows.empty() ? worst.sample : source->rows[static_cast<size_t>(worst.sample)];
+      words = "the one holding sample " + std::to_string(row + 1) + " of " + lengths_name(w.data) + " (" +
+              std::to_string(worst.length) + " positions" +
+              (source->truncated > 0 && worst.length == w.seq_len ? ", cut to T" : "") + "), padded to";
+    }
     const std::string to = " " + std::to_string(worst.padded_length) + " (--padding " + padding_name(padding) + ")";
     plan.worst_by_padding.push_back({padding, worst.padded_length, words + to});
     padded += (padded.empty() ? "" : ",") + to;
