@@ -341,6 +341,30 @@ TEST(RealData, PlanJudgesTheLongestPaddedMicroBatchOfTheWholeFile) {
   EXPECT_EQ(ab::sweep_plan_options(max, false, 2).activation_seq_len, 0);  // every row is T
 }
 
+namespace {
+
+// A short CPU sweep of gpt2-tiny over a lengths file packed with --packing bfd: one warm-up step,
+// one timed round, no framework overhead (the packed-rows plan tests below).
+ab::SweepOptions packed_sweep(const std::string& path, int64_t seq_len, int64_t batch, std::vector<int64_t> micro_batches) {
+  ab::SweepOptions o;
+  ab::WorkloadOptions& w = o.workload;
+  w.model.preset = "gpt2-tiny";
+  w.seq_len = seq_len;
+  w.batch = batch;
+  w.micro_batches = std::move(micro_batches);
+  w.device = "cpu";
+  w.threads = 1;
+  ab::set_lengths(w.data, path);
+  w.data.packing = ab::Packing::kBfd;
+  o.warmup = 1;
+  o.steps = 1;
+  o.time_budget_seconds = 0;
+  o.framework_overhead = "0";
+  return o;
+}
+
+}  // namespace
+
 // --packing bfd with the chunked head: the plan caps a chunk at the targets the rows TRL packs of
 // the whole file count (each row its documents' counted targets), no longer T − 1 per row. On the
 // 12 prompt-completion rows at T=32 (40 % of the targets counted) the chunked splits' peaks are
@@ -348,17 +372,9 @@ TEST(RealData, PlanJudgesTheLongestPaddedMicroBatchOfTheWholeFile) {
 // per row planned them 5.3 % and 15.6 % over), never below.
 TEST(RealData, PackedRowsCapTheChunkAtTheirCountedTargets) {
   const std::string path = std::string(ACCUMBENCH_TEST_DATA) + "/lengths/prompt_completion.jsonl";
-  ab::SweepOptions o;
+  ab::SweepOptions o = packed_sweep(path, 32, 8, {2, 8});
   ab::WorkloadOptions& w = o.workload;
-  w.model.preset = "gpt2-tiny";
-  w.seq_len = 32;
-  w.batch = 8;
-  w.micro_batches = {2, 8};
-  w.device = "cpu";
-  w.threads = 1;
   w.loss.chunked = true;
-  ab::set_lengths(w.data, path);
-  w.data.packing = ab::Packing::kBfd;
   // The rows by hand: pack_bfd of the file's lengths (cut to T), each row's counted targets.
   const ab::SampleLengths file = ab::read_lengths_file(path, 32);
   std::vector<int64_t> rows;
@@ -375,10 +391,6 @@ TEST(RealData, PackedRowsCapTheChunkAtTheirCountedTargets) {
   const ab::PlanOptions plan = ab::sweep_plan_options(w, /*device_is_cuda=*/false, /*token_batches=*/1);
   EXPECT_EQ(plan.most_counted_targets, rows);
   ASSERT_LT(rows.back(), 8 * 31);  // tighter than T − 1 per row
-  o.warmup = 1;
-  o.steps = 1;
-  o.time_budget_seconds = 0;
-  o.framework_overhead = "0";
   int chunked = 0;
   for (const ab::RunResult& run : ab::run_sweep(o).runs) {
     if (!run.config.chunked_loss) continue;
@@ -396,16 +408,8 @@ TEST(RealData, PackedRowsCapTheChunkAtTheirCountedTargets) {
 // 0.2 % (was planned at T: +90 % at 4×1).
 TEST(RealData, PackedRowsPaddedToTheirLongestArePlannedAtTheLongestRow) {
   const std::string path = std::string(ACCUMBENCH_TEST_DATA) + "/lengths/skewed.txt";
-  ab::SweepOptions o;
+  ab::SweepOptions o = packed_sweep(path, 256, 4, {4});
   ab::WorkloadOptions& w = o.workload;
-  w.model.preset = "gpt2-tiny";
-  w.seq_len = 256;
-  w.batch = 4;
-  w.micro_batches = {4};
-  w.device = "cpu";
-  w.threads = 1;
-  ab::set_lengths(w.data, path);
-  w.data.packing = ab::Packing::kBfd;
   ab::set_padding(w.data, "longest");
   const std::vector<ab::PackedRow> rows = ab::pack_bfd(ab::read_lengths_file(path, 256).lengths, 256);
   ASSERT_EQ(rows.size(), 1u);
@@ -415,10 +419,6 @@ TEST(RealData, PackedRowsPaddedToTheirLongestArePlannedAtTheLongestRow) {
                                         " (147 positions), padded to 147 (--padding longest)"),
             std::string::npos)
       << plan.worst_micro_batch;
-  o.warmup = 1;
-  o.steps = 1;
-  o.time_budget_seconds = 0;
-  o.framework_overhead = "0";
   const ab::RunResult run = ab::run_sweep(o).runs.front();
   const double error = static_cast<double>(run.predicted_peak_bytes) / static_cast<double>(run.peak_allocated_bytes) - 1;
   EXPECT_LT(std::abs(error), 0.002) << run.predicted_peak_bytes << " vs " << run.peak_allocated_bytes;
