@@ -179,5 +179,8 @@ std::vector<PackedRow> pack_bfd(const std::vector<int64_t>& lengths, int64_t seq
 // Samples TRL's pack_dataset packs together: datasets' map(batched=True) hands it 1000 rows at a
 // time (its default batch_size), and no bin takes samples from two such groups.
 inline constexpr int64_t kBfdGroupSamples = 1000;
+// The rows TRL's pack_dataset makes of a whole source: pack_bfd of each kBfdGroupSamples in source
+// order, the rows of each group after the last group's, their samples indices into `lengths`.
+std::vector<PackedRow> pack_bfd_in_groups(const std::vector<int64_t>& lengths, int64_t seq_len);
 
 }  // namespace accumbench

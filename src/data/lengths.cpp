@@ -454,12 +454,7 @@ std::string repeated_samples_words(const SampleSource& source, const DataSource&
   const auto samples = static_cast<int64_t>(source.lengths.size());
   const std::string step = "the step's " + std::to_string(batch) + " sequences";
   if (data.packing == Packing::kBfd) {
-    int64_t rows = 0;  // as the batches pack them: kBfdGroupSamples samples at a time
-    for (int64_t first = 0; first < samples; first += kBfdGroupSamples) {
-      const std::vector<int64_t> group(source.lengths.begin() + first,
-                                       source.lengths.begin() + std::min(samples, first + kBfdGroupSamples));
-      rows += static_cast<int64_t>(pack_bfd(group, seq_len).size());
-    }
+    const auto rows = static_cast<int64_t>(pack_bfd_in_groups(source.lengths, seq_len).size());  // as the batches pack them
     if (rows >= batch) return "";
     return "packed into " + std::to_string(rows) + (rows == 1 ? " row" : " rows") + ", fewer than " + step +
            ": each step repeats some";
@@ -593,6 +588,19 @@ std::vector<std::vector<int64_t>> pack_wrapped(const std::vector<std::vector<int
     }
   }
   if (!row.empty()) rows.push_back(std::move(row));
+  return rows;
+}
+
+std::vector<PackedRow> pack_bfd_in_groups(const std::vector<int64_t>& lengths, int64_t seq_len) {
+  std::vector<PackedRow> rows;
+  const auto n = static_cast<int64_t>(lengths.size());
+  for (int64_t first = 0; first < n; first += kBfdGroupSamples) {
+    const std::vector<int64_t> group(lengths.begin() + first, lengths.begin() + std::min(n, first + kBfdGroupSamples));
+    for (PackedRow& row : pack_bfd(group, seq_len)) {
+      for (int64_t& sample : row.samples) sample += first;
+      rows.push_back(std::move(row));
+    }
+  }
   return rows;
 }
 

@@ -205,16 +205,7 @@ std::vector<TokenBatch> wrapped(const SamplePool& pool, const std::vector<int64_
 // own inputs and shifted targets (no target crosses into the next document: TRL masks the label
 // where positions restart), then padding.
 std::vector<TokenBatch> best_fit_decreasing(const SamplePool& pool, const DataSource& data, const DataOptions& options) {
-  std::vector<PackedRow> bins;
-  const auto n = static_cast<int64_t>(pool.lengths.size());
-  for (int64_t first = 0; first < n; first += kBfdGroupSamples) {
-    const std::vector<int64_t> group(pool.lengths.begin() + first,
-                                     pool.lengths.begin() + std::min(n, first + kBfdGroupSamples));
-    for (PackedRow& row : pack_bfd(group, options.seq_len)) {
-      for (int64_t& sample : row.samples) sample += first;
-      bins.push_back(std::move(row));
-    }
-  }
+  const std::vector<PackedRow> bins = pack_bfd_in_groups(pool.lengths, options.seq_len);
   std::vector<int64_t> fills;
   for (const PackedRow& row : bins) fills.push_back(row.length);
   const std::vector<int64_t> order = data.group_by_length

@@ -402,16 +402,11 @@ void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
     // The rows TRL's pack_dataset makes of the whole source (best_fit_decreasing in samples.cpp:
     // groups of kBfdGroupSamples in source order), each counting its documents' targets. Wrapped
     // rows depend on the order the samples are drawn in: T − 1 per row stands for them.
-    const auto n = static_cast<int64_t>(source->lengths.size());
-    for (int64_t first = 0; first < n; first += kBfdGroupSamples) {
-      const std::vector<int64_t> group(source->lengths.begin() + first,
-                                       source->lengths.begin() + std::min(n, first + kBfdGroupSamples));
-      for (const PackedRow& row : pack_bfd(group, w.seq_len)) {
-        int64_t row_targets = 0;
-        for (const int64_t sample : row.samples) row_targets += targets_of(static_cast<size_t>(first + sample));
-        counted.push_back(row_targets);
-        fills.push_back(row.length);
-      }
+    for (const PackedRow& row : pack_bfd_in_groups(source->lengths, w.seq_len)) {
+      int64_t row_targets = 0;
+      for (const int64_t sample : row.samples) row_targets += targets_of(static_cast<size_t>(sample));
+      counted.push_back(row_targets);
+      fills.push_back(row.length);
     }
   }
   if (!counted.empty()) {
