@@ -251,6 +251,48 @@ bool names_split(const std::string& label, const SplitConfig& split, const FileN
   return label == named || (file.precision_unknown && label == split.label() + rest);
 }
 
+// The splits not begun, by label; with the precision, the clipping and the padding too where the
+// table holds more than one, this sweep's and a resumed file's runs together (a bf16 resume of an
+// fp32 file: "2×4" alone would name the fp32 row).
+class NotBegunNames {
+ public:
+  NotBegunNames(const std::vector<SplitConfig>& grid, const SweepResult* resume) {
+    if (grid.empty()) return;
+    const auto note = [&](const SplitConfig& split) {
+      precisions_ = precisions_ || split.precision != grid[0].precision;
+      norms_ = norms_ || split.max_grad_norm != grid[0].max_grad_norm;
+      paddings_ = paddings_ || split.padding != grid[0].padding;
+    };
+    for (const SplitConfig& split : grid) note(split);
+    if (resume != nullptr) {
+      for (const RunResult& run : resume->runs) note(run.config);
+    }
+  }
+
+  std::string operator()(const SplitConfig& split) const {
+    return split.label() + (precisions_ ? " " + to_string(split.precision) : "") +
+           (norms_ ? " " + clipping_word(split.max_grad_norm) : "") + (paddings_ ? " " + padding_word(split.padding) : "");
+  }
+
+  // A stopped file's splits that it never began and this grid leaves out stay not begun (read with or
+  // without their precision and clipping, as the file's grid named them). Carried over, they are
+  // named as this sweep names its splits: the file's one precision or norm added where this sweep's
+  // runs have several ("2×2" of a file clipped at 1 alone: "2×2 clip1").
+  void carry_from(const SweepResult& resume, const std::vector<SplitConfig>& grid, Interruption& interruption) const {
+    const FileNaming file = file_naming(resume.context);
+    for (const std::string& label : resume.interruption.splits_not_run) {
+      const bool in_grid =
+          std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& s) { return names_split(label, s, file); });
+      if (in_grid) continue;
+      interruption.splits_not_run.push_back(label + (precisions_ ? file.only_precision : "") +
+                                            (norms_ ? file.only_clipping : "") + (paddings_ ? file.only_padding : ""));
+    }
+  }
+
+ private:
+  bool precisions_ = false, norms_ = false, paddings_ = false;
+};
+
 // "AdamW moments", "adamw8bit state": what the resident-memory messages call the optimizer's state.
 std::string optimizer_state_name(OptimizerKind kind) {
   return full_precision_adamw(kind) ? "AdamW moments" : to_string(kind) + " state";
@@ -671,6 +713,22 @@ void describe_memory_judged_on(SweepContext& context, const WorkloadOptions& w) 
   if (!plan.worst_micro_batch.empty()) options.emplace_back("memory_judged_on", plan.worst_micro_batch);
 }
 
+// A resumed file's kept runs of paddings this sweep does not list: the context names their longest
+// micro-batch too (the options' padding list holds them, name_kept_runs_in_lists).
+void describe_kept_paddings(SweepContext& context, const WorkloadOptions& w) {
+  const std::optional<std::string> paddings = recorded_option(context.options, "padding");
+  if (!paddings || *paddings == join_paddings(grid_paddings(w))) return;
+  WorkloadOptions with_kept = w;
+  std::vector<PaddingChoice> choices;
+  for (const std::string& name : comma_items(*paddings)) choices.push_back(padding_from_string(name));
+  set_padding(with_kept.data, choices.front());
+  with_kept.data.other_paddings.assign(choices.begin() + 1, choices.end());
+  try {
+    describe_memory_judged_on(context, with_kept);
+  } catch (const UserError&) {  // the kept paddings ran on these samples; should one not read, this sweep's words stay
+  }
+}
+
 // The real-data source (lengths file or documents) in the context block: how many samples, how
 // many were cut to T, and the micro-batch memory is judged on. The model's vocabulary checks the
 // documents' ids.
@@ -751,6 +809,85 @@ std::string kept_unfinished_sentence(const SweepResult& result, const std::vecto
          (parts.size() > 1 ? " and " + parts[1] : "") + "; the --resume with the file's own lists measures them.";
 }
 
+// Data parallel: every rank must run the same rounds, so every rank decides on rank 0's times
+// and clock (a sum over the ranks of rank 0's values and zeros elsewhere), and a split that
+// failed on any rank leaves the rounds on every rank (each rank's failures, summed). The steps
+// agree on their failures already (Trainer::accumulate), so the sum only confirms them; a split
+// that it shows failed elsewhere but not here is recorded so, lest the ranks go apart. None
+// without a process group. The references are held until the rounds end.
+AgreeOnRound agree_on_rank_zero(compat::ProcessGroup* group, const c10::Device& device, const std::vector<int>& slot_of,
+                                std::vector<RunResult>& runs, SplitMeasurement& measurement) {
+  if (group == nullptr) return nullptr;
+  return [group, device, &slot_of, &runs, &measurement](std::vector<double>& seconds, double& elapsed) {
+    const auto n = static_cast<int64_t>(seconds.size());
+    // (2n + 1): rank 0's seconds (-1: none), its clock, then every rank's failures.
+    at::Tensor values = torch::zeros({2 * n + 1}, torch::kFloat64);
+    if (group->rank() == 0) {
+      for (int64_t i = 0; i < n; ++i) values[i] = std::isnan(seconds[i]) ? -1.0 : seconds[i];
+      values[n] = elapsed;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      if (runs[slot_of[i]].status != RunStatus::kOk) values[n + 1 + i] = 1.0;
+    }
+    values = values.to(device);
+    group->all_reduce_sum_async({values})->wait();
+    values = values.cpu();
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = values[i].item<double>();
+      const bool failed = values[n + 1 + i].item<double>() > 0;
+      seconds[i] = v < 0 || failed ? std::numeric_limits<double>::quiet_NaN() : v;
+      if (failed) measurement.record_failure_elsewhere(runs[slot_of[i]]);
+    }
+    elapsed = values[n].item<double>();
+  };
+}
+
+// How many splits share the rounds' confidence: every split with timed steps, as the final decision
+// shares it (evidence_from_runs), so a resumed file's runs kept as they were, or timed alone, count
+// too. With fewer here the rounds would stop on a verdict the final decision widens to undecided.
+int decision_family(const std::vector<RunResult>& runs, const std::vector<int>& slot_of, const std::vector<RunResult>& kept) {
+  const auto timed = [](const RunResult& run) { return run.status == RunStatus::kOk && !run.steps.empty(); };
+  int family = static_cast<int>(slot_of.size());
+  for (size_t index = 0; index < runs.size(); ++index) {
+    const bool in_rounds = std::find(slot_of.begin(), slot_of.end(), static_cast<int>(index)) != slot_of.end();
+    if (!in_rounds && timed(runs[index])) ++family;
+  }
+  return family + static_cast<int>(std::count_if(kept.begin(), kept.end(), timed));
+}
+
+// The interval of each timed split's mean, the engine's own: the evidence's holds the framework's
+// time too. Below kMinRoundsToDecide steps there is none ([0, ∞) inside the evidence): no bounds,
+// not a low of minus the framework's time.
+void engine_mean_intervals(std::vector<RunResult>& runs, const std::vector<int>& slot_of, const RoundEvidence& evidence,
+                           const std::vector<double>& framework_seconds) {
+  for (size_t k = 0; k < slot_of.size(); ++k) {
+    RunResult& run = runs[slot_of[k]];
+    if (run.status != RunStatus::kOk) continue;
+    const Estimate mean = evidence.mean_seconds(static_cast<int>(k));
+    const bool interval = std::isfinite(mean.high);
+    run.mean_seconds = Estimate{run.mean_seconds.value, interval ? mean.low - framework_seconds[k] : kNotMeasured,
+                                interval ? mean.high - framework_seconds[k] : kNotMeasured};
+  }
+}
+
+// Memory may have stopped every split: what the plan fits, in the limit or the device's memory less
+// the plan's default headroom, among other splits than those tried (this sweep's and those a --resume
+// file holds beyond them). Empty where the plan cannot model a change for this job: the
+// recommendation points at `plan` instead.
+std::string advice_when_none_succeeded(const SweepResult& result, const WorkloadOptions& w, const ModelConfig& cfg,
+                                       const c10::Device& device, const PlanOptions& plan) {
+  const int64_t device_bytes = device.is_cuda() ? result.context.device_memory_bytes : 0;
+  const int64_t usable =
+      w.memory_limit_bytes > 0 ? w.memory_limit_bytes : device_bytes - headroom_bytes(kDefaultHeadroom, device_bytes);
+  std::vector<SplitConfig> tried;
+  for (const RunResult& run : result.runs) tried.push_back(run.config);
+  try {
+    return fit_advice(cfg, plan, w, usable, tried);
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 }  // namespace
 
 SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split, const SweepResult* resume,
@@ -804,19 +941,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // Runs read back from the file are judged again against today's limit.
   std::vector<RunResult> kept = resume != nullptr ? runs_kept_from(*resume, grid) : std::vector<RunResult>{};
   name_kept_runs_in_lists(result.context.options, kept);
-  // Kept runs of paddings this sweep does not list: the context names their longest micro-batch too.
-  if (const std::optional<std::string> paddings = recorded_option(result.context.options, "padding");
-      paddings && *paddings != join_paddings(grid_paddings(w))) {
-    WorkloadOptions with_kept = w;
-    std::vector<PaddingChoice> choices;
-    for (const std::string& name : comma_items(*paddings)) choices.push_back(padding_from_string(name));
-    set_padding(with_kept.data, choices.front());
-    with_kept.data.other_paddings.assign(choices.begin() + 1, choices.end());
-    try {
-      describe_memory_judged_on(result.context, with_kept);
-    } catch (const UserError&) {  // the kept paddings ran on these samples; should one not read, this sweep's words stay
-    }
-  }
+  describe_kept_paddings(result.context, w);
   for (RunResult& run : kept) {
     if (run.status == RunStatus::kOk) measurement.judge_fits(run);
   }
@@ -825,39 +950,9 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   decision_options.confidence = options.confidence;
   decision_options.framework_seconds_per_micro_step = framework.seconds_per_micro_step;
   decision_options.framework_source = framework.source;
-  // The splits not begun, by label; with the precision, the clipping and the padding too where the table holds
-  // more than one (a bf16 resume of an fp32 file: "2×4" alone would name the fp32 row).
-  bool several_precisions = false, several_norms = false, several_paddings = false;
-  const auto note_differences = [&](const SplitConfig& split) {
-    several_precisions = several_precisions || split.precision != grid[0].precision;
-    several_norms = several_norms || split.max_grad_norm != grid[0].max_grad_norm;
-    several_paddings = several_paddings || split.padding != grid[0].padding;
-  };
-  for (const SplitConfig& split : grid) note_differences(split);
-  if (resume != nullptr && !grid.empty()) {
-    for (const RunResult& run : resume->runs) note_differences(run.config);
-  }
-  const auto not_begun = [&](size_t index) {
-    return grid[index].label() + (several_precisions ? " " + to_string(grid[index].precision) : "") +
-           (several_norms ? " " + clipping_word(grid[index].max_grad_norm) : "") +
-           (several_paddings ? " " + padding_word(grid[index].padding) : "");
-  };
-  // A stopped file's splits that it never began and this grid leaves out stay not begun (named with
-  // or without their precision and clipping, as the file's grid named them).
-  // Carried over, they are named as this sweep names its splits: the file's one precision or norm
-  // added where this sweep's runs have several ("2×2" of a file clipped at 1 alone: "2×2 clip1").
-  if (resume != nullptr) {
-    const FileNaming file = file_naming(resume->context);
-    for (const std::string& label : resume->interruption.splits_not_run) {
-      const bool in_grid =
-          std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& s) { return names_split(label, s, file); });
-      if (!in_grid) {
-        result.interruption.splits_not_run.push_back(label + (several_precisions ? file.only_precision : "") +
-                                                     (several_norms ? file.only_clipping : "") +
-                                                     (several_paddings ? file.only_padding : ""));
-      }
-    }
-  }
+  const NotBegunNames names(grid, resume);
+  if (resume != nullptr) names.carry_from(*resume, grid, result.interruption);
+  const auto not_begun = [&](size_t index) { return names(grid[index]); };
   // The file's runs, kept wherever this sweep does not finish a split (resumed_runs.hpp).
   const ResumedRuns file(resume, grid, options.steps, options.time_budget_seconds > 0,
                          [&](RunResult& run) { measurement.judge_fits(run); }, not_begun);
@@ -951,53 +1046,13 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   round_options.should_stop = [&] { return stopped || stop_agreed(); };
   const auto rounds_start = std::chrono::steady_clock::now();
   auto last_save = rounds_start;
-  // Data parallel: every rank must run the same rounds, so every rank decides on rank 0's times
-  // and clock (a sum over the ranks of rank 0's values and zeros elsewhere), and a split that
-  // failed on any rank leaves the rounds on every rank (each rank's failures, summed). The steps
-  // agree on their failures already (Trainer::accumulate), so the sum only confirms them; a split
-  // that it shows failed elsewhere but not here is recorded so, lest the ranks go apart.
-  AgreeOnRound agree;
-  if (group) {
-    agree = [&](std::vector<double>& seconds, double& elapsed) {
-      const auto n = static_cast<int64_t>(seconds.size());
-      // (2n + 1): rank 0's seconds (-1: none), its clock, then every rank's failures.
-      at::Tensor values = torch::zeros({2 * n + 1}, torch::kFloat64);
-      if (group->rank() == 0) {
-        for (int64_t i = 0; i < n; ++i) values[i] = std::isnan(seconds[i]) ? -1.0 : seconds[i];
-        values[n] = elapsed;
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        if (result.runs[slot_of[i]].status != RunStatus::kOk) values[n + 1 + i] = 1.0;
-      }
-      values = values.to(device);
-      group->all_reduce_sum_async({values})->wait();
-      values = values.cpu();
-      for (int64_t i = 0; i < n; ++i) {
-        const double v = values[i].item<double>();
-        const bool failed = values[n + 1 + i].item<double>() > 0;
-        seconds[i] = v < 0 || failed ? std::numeric_limits<double>::quiet_NaN() : v;
-        if (failed) measurement.record_failure_elsewhere(result.runs[slot_of[i]]);
-      }
-      elapsed = values[n].item<double>();
-    };
-  }
+  const AgreeOnRound agree = agree_on_rank_zero(group.get(), device, slot_of, result.runs, measurement);
   std::vector<double> framework_seconds;  // per split: what the framework adds to each of its steps
   for (int index : slot_of) {
     framework_seconds.push_back(framework_seconds_per_step(result.runs[index], framework.seconds_per_micro_step));
   }
   // Every rank's evidence is rank 0's times (agree), so its winsorizing bounds are the same too.
-  // The confidence is shared among every split with timed steps, as the final decision shares it
-  // (evidence_from_runs): a resumed file's runs kept as they were, or timed alone, count too. With
-  // fewer here the rounds would stop on a verdict the final decision widens to undecided.
-  int family = static_cast<int>(slot_of.size());
-  for (size_t index = 0; index < result.runs.size(); ++index) {
-    const RunResult& run = result.runs[index];
-    const bool in_rounds = std::find(slot_of.begin(), slot_of.end(), static_cast<int>(index)) != slot_of.end();
-    if (!in_rounds && run.status == RunStatus::kOk && !run.steps.empty()) ++family;
-  }
-  for (const RunResult& run : kept) {
-    if (run.status == RunStatus::kOk && !run.steps.empty()) ++family;
-  }
+  const int family = decision_family(result.runs, slot_of, kept);
   RoundEvidence evidence(static_cast<int>(slot_of.size()), options.confidence, framework_seconds, family);
   RoundReport report;
   int64_t rounds_run = 0;  // for the saves before the end
@@ -1029,17 +1084,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // 3. Finish: memory attribution, derived fields, profiles; intervals of the means.
   // Stopped by a signal: no more steps, so no --profile step either.
   for (int index : slot_of) measurement.finish(result.runs[index], index, /*final=*/!report.interrupted);
-  for (size_t k = 0; k < slot_of.size(); ++k) {
-    RunResult& run = result.runs[slot_of[k]];
-    if (run.status != RunStatus::kOk) continue;
-    const Estimate mean = evidence.mean_seconds(static_cast<int>(k));
-    // The interval of the engine's own mean: the evidence's holds the framework's time too. Below
-    // kMinRoundsToDecide steps there is none ([0, ∞) inside the evidence): no bounds, not a low
-    // of minus the framework's time.
-    const bool interval = std::isfinite(mean.high);
-    run.mean_seconds = Estimate{run.mean_seconds.value, interval ? mean.low - framework_seconds[k] : kNotMeasured,
-                                interval ? mean.high - framework_seconds[k] : kNotMeasured};
-  }
+  engine_mean_intervals(result.runs, slot_of, evidence, framework_seconds);
   const std::string kept_over_failures = file.keep_over_failures(result.runs);
   std::string kept_longer;
   if (stopped || report.interrupted) {
@@ -1055,18 +1100,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   if (report.interrupted) result.interruption.signal = stop_cause();
   result.recommendation = recommend(result.runs, w.memory_limit_bytes, final_decision);
   if (result.recommendation.best_index < 0) {
-    // Memory may have stopped every split: say what the plan fits, in the limit or the device's
-    // memory less the plan's default headroom.
-    const int64_t device_bytes = device.is_cuda() ? result.context.device_memory_bytes : 0;
-    const int64_t usable = w.memory_limit_bytes > 0 ? w.memory_limit_bytes
-                                                    : device_bytes - headroom_bytes(kDefaultHeadroom, device_bytes);
-    std::vector<SplitConfig> tried;  // this sweep's splits and those a --resume file holds beyond them
-    for (const RunResult& run : result.runs) tried.push_back(run.config);
-    try {
-      final_decision.memory_advice = fit_advice(cfg, measurement.plan_options(), w, usable, tried);
-    } catch (const std::exception&) {
-      // A change the plan cannot model for this job: the recommendation points at `plan` instead.
-    }
+    final_decision.memory_advice = advice_when_none_succeeded(result, w, cfg, device, measurement.plan_options());
     result.recommendation = recommend(result.runs, w.memory_limit_bytes, final_decision);
   }
   if (report.interrupted) {
