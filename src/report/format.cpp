@@ -193,9 +193,11 @@ std::string time_model_text(const TimeModel& model, const std::vector<RunResult>
   const std::string costs = model.fixed_seconds == 0       ? per_token + ", nothing fixed"
                             : model.seconds_per_token == 0 ? fixed + ", nothing per token"
                                                            : fixed + " + " + per_token;
+  // A fit closer than the 0.1 % shown would read "within 0.0 %", as if no split were off at all.
+  const std::string within =
+      model.max_relative_residual < 0.0005 ? "0.05 %" : text::format_percent(model.max_relative_residual, 1);
   std::string line = "Time model (" + group + "): each micro-step costs " + costs + ", the optimizer " +
-                     text::format_duration(model.optimizer_seconds) + " per step; it fits every split within " +
-                     text::format_percent(model.max_relative_residual, 1);
+                     text::format_duration(model.optimizer_seconds) + " per step; it fits every split within " + within;
   if (worst >= 0 && worst < static_cast<int>(runs.size())) line += " (worst: " + runs[worst].config.label() + ")";
   // Far off, the line is no explanation: say so rather than let its two numbers stand as one.
   if (model.max_relative_residual > kLooseTimeModel) {
