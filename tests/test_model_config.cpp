@@ -424,6 +424,55 @@ TEST(HfConfig, DefaultsFollowTransformers) {
   EXPECT_DOUBLE_EQ(l.rope_theta, 10000.0);
   EXPECT_FALSE(l.tied_embeddings);
   EXPECT_FALSE(l.qkv_bias);
+
+  // max_position_embeddings is no shape of a RoPE model: absent (the first Llama uploads, which
+  // named it max_sequence_length), each class's default, as transformers loads the file.
+  const auto positions = [](const std::string& type) {
+    return parse_hf_config(R"({"model_type":")" + type +
+                               R"(","vocab_size":512,"hidden_size":64,"intermediate_size":176,)"
+                               R"("num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,)"
+                               R"("max_sequence_length":256})",
+                           type)
+        .max_seq_len;
+  };
+  EXPECT_EQ(positions("llama"), 2048);
+  EXPECT_EQ(positions("mistral"), 131072);
+  EXPECT_EQ(positions("qwen2"), 32768);
+  EXPECT_EQ(positions("qwen3"), 32768);
+}
+
+// "architectures" names the checkpoint's class: a causal LM's (any ...ForCausalLM, GPT-2's
+// GPT2LMHeadModel) is what accumbench measures; a sequence classifier's or a bare model's head and
+// loss are another step, refused with the fix. Absent, null or empty: the causal LM.
+TEST(HfConfig, ArchitecturesMustNameACausalLanguageModel) {
+  const auto with = [](const std::string& type, const std::string& architectures) {
+    const std::string shape =
+        type == "gpt2" ? R"("vocab_size":512,"n_embd":64,"n_layer":2,"n_head":4,"n_positions":256)"
+                       : R"("vocab_size":512,"hidden_size":64,"intermediate_size":176,"num_hidden_layers":2,)"
+                         R"("num_attention_heads":4,"num_key_value_heads":4,"max_position_embeddings":256)";
+    return R"({"model_type":")" + type + R"(",)" + shape + architectures + "}";
+  };
+  const int64_t llama = parameter_count(parse_hf_config(with("llama", ""), "cfg.json"));
+  for (const char* causal : {R"(,"architectures":["LlamaForCausalLM"])", R"(,"architectures":["LLaMAForCausalLM"])",
+                             R"(,"architectures":null)", R"(,"architectures":[])",
+                             R"(,"architectures":["LlamaModel","LlamaForCausalLM"])"}) {
+    SCOPED_TRACE(causal);
+    EXPECT_EQ(parameter_count(parse_hf_config(with("llama", causal), "cfg.json")), llama);
+  }
+  EXPECT_NO_THROW(parse_hf_config(with("gpt2", R"(,"architectures":["GPT2LMHeadModel"])"), "cfg.json"));
+  EXPECT_EQ(user_error([&] {
+              parse_hf_config(with("llama", R"(,"architectures":["LlamaForSequenceClassification"])"), "cfg.json");
+            }),
+            "config \"cfg.json\": field \"architectures\" names LlamaForSequenceClassification, not a causal language "
+            "model (...ForCausalLM), whose head and loss are not the language-model step accumbench measures; remove "
+            "\"architectures\" to benchmark the causal language model of the same shape, or give a ...ForCausalLM "
+            "config");
+  EXPECT_CONTAINS(user_error([&] { parse_hf_config(with("mistral", R"(,"architectures":["MistralModel"])"), "cfg.json"); }),
+                  "names MistralModel, not a causal language model");
+  EXPECT_CONTAINS(user_error([&] { parse_hf_config(with("gpt2", R"(,"architectures":["GPT2DoubleHeadsModel"])"), "cfg.json"); }),
+                  "names GPT2DoubleHeadsModel");
+  EXPECT_CONTAINS(user_error([&] { parse_hf_config(with("llama", R"(,"architectures":"LlamaForCausalLM")"), "cfg.json"); }),
+                  "\"architectures\" is \"LlamaForCausalLM\" but must be a list of class names");
 }
 
 // num_key_value_heads left out takes each class's default (LlamaConfig: the head count,

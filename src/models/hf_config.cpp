@@ -376,7 +376,12 @@ ModelConfig llama_family_from(const FieldReader& f, const std::string& model_typ
   c.d_ff = f.positive_int("intermediate_size");
   c.n_layers = f.positive_int("num_hidden_layers");
   c.n_heads = f.positive_int("num_attention_heads");
-  c.max_seq_len = f.positive_int("max_position_embeddings");
+  // Not a shape here (RoPE has no position table): absent, the class's default, as transformers
+  // loads such a file (the first Llama uploads named it max_sequence_length, which it ignores).
+  const int64_t positions_default = model_type == "llama"     ? 2048
+                                    : model_type == "mistral" ? 4096 * 32
+                                                              : 32768;  // Qwen2Config, Qwen3Config
+  c.max_seq_len = f.positive_int_or("max_position_embeddings", positions_default);
   // num_key_value_heads absent: the class's default, the head count for LlamaConfig, 8 for
   // MistralConfig, 32 for Qwen2Config and Qwen3Config; null: the head count in every one.
   const bool kv_absent = !f.has("num_key_value_heads") && !f.is_null("num_key_value_heads");
@@ -476,6 +481,31 @@ std::string stored_quantisation(const json& root, const std::string& origin) {
   return q.boolean_or("load_in_8bit", false) ? "bitsandbytes int8" : "";
 }
 
+// "architectures" names the class the checkpoint was saved from. accumbench measures a causal
+// language model's step (the LM head over the vocabulary and its loss), so a sequence classifier
+// (...ForSequenceClassification, a d × num_labels head, as reward models ship) or a bare model
+// (MistralModel, no head, as embedding models ship) would be planned with a head and a loss it
+// does not have: refused. Absent, null or empty: the model_type's causal LM.
+void require_causal_lm(const json& root, const FieldReader& f) {
+  const auto it = root.find("architectures");
+  if (it == root.end() || it->is_null()) return;
+  if (!it->is_array()) f.wrong("architectures", *it, "a list of class names");
+  const auto ends_with = [](const std::string& name, const std::string& tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  for (const json& name : *it) {
+    if (!name.is_string()) f.wrong("architectures", *it, "a list of class names");
+    // LlamaForCausalLM, Qwen3ForCausalLM, the first uploads' LLaMAForCausalLM; GPT2LMHeadModel.
+    if (ends_with(name.get<std::string>(), "ForCausalLM") || ends_with(name.get<std::string>(), "LMHeadModel")) return;
+  }
+  if (it->empty()) return;
+  f.fail("field \"architectures\" names " + it->front().get<std::string>() +
+             ", not a causal language model (...ForCausalLM), whose head and loss are not the language-model step "
+             "accumbench measures",
+         "remove \"architectures\" to benchmark the causal language model of the same shape, or give a "
+         "...ForCausalLM config");
+}
+
 }  // namespace
 
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& origin) {
@@ -508,6 +538,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& ori
     fields.fail("model_type \"" + model_type + "\" is not supported",
                 std::string("use a config whose model_type is one of ") + kSupportedModelTypes);
   }
+  require_causal_lm(root, fields);
   cfg.name = origin;
   cfg.stored_quantised = stored_quantisation(root, origin);
   validate(cfg);  // the remaining shape rules (odd head_dim, overflow); messages name the file
