@@ -488,13 +488,14 @@ TEST(TrainerConfig, ListsUnknownAndUnusedKeys) {
             "not show it)");
   // The Trainer's gradient clipping is --max-grad-norm, not an unused key: the file's value, 1
   // (TrainingArguments' default) when left out. The Trainer clips only above 0, and TRL hands a null
-  // on as None; axolotl passes the key on only when truthy, so its 0 and null leave the 1, said.
+  // on as None; axolotl passes the key on whenever it is not None (067b021), so its 0 turns clipping
+  // off and its null leaves the 1, said (it read 0 as axolotl 0.9 did, clipping at 1).
   struct Clip {
     std::string text;
     double trl, axolotl;
   };
   for (const Clip& c : std::vector<Clip>{{"max_grad_norm: 0.3\n", 0.3, 0.3},
-                                         {"max_grad_norm: 0\n", 0, 1},
+                                         {"max_grad_norm: 0\n", 0, 0},
                                          {"max_grad_norm: null\n", 0, 1},
                                          {"max_grad_norm: -1\n", 0, 0},
                                          {"seed: 1\n", 1, 1}}) {
@@ -506,13 +507,18 @@ TEST(TrainerConfig, ListsUnknownAndUnusedKeys) {
       EXPECT_EQ(w.optimizer.max_grad_norm, format == ab::ConfigFormat::kTrl ? c.trl : c.axolotl) << c.text;
     }
   }
-  const ab::TrainerConfig zero = ab::parse_trainer_config("max_grad_norm: 0\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml");
+  const ab::TrainerConfig null = ab::parse_trainer_config("max_grad_norm: null\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml");
   const std::string said =
-      "sets max_grad_norm to 0, which axolotl does not pass on (it sets the key only when it is not 0 or null), so "
-      "the Trainer's default clips at 1: --max-grad-norm 1; give --max-grad-norm 0 to measure without clipping";
-  EXPECT_EQ(std::count_if(zero.remarks.begin(), zero.remarks.end(),
+      "sets max_grad_norm to null, which axolotl does not pass on (it sets the key only when it is not null), so the "
+      "Trainer's default clips at 1: --max-grad-norm 1; max_grad_norm: 0 (or --max-grad-norm 0) measures without "
+      "clipping";
+  EXPECT_EQ(std::count_if(null.remarks.begin(), null.remarks.end(),
                           [&](const ab::TrainerConfig::Remark& r) { return r.text == said; }),
             1);
+  const ab::TrainerConfig zero = ab::parse_trainer_config("max_grad_norm: 0\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml");
+  EXPECT_TRUE(std::none_of(zero.remarks.begin(), zero.remarks.end(), [](const ab::TrainerConfig::Remark& r) {
+    return r.text.find("max_grad_norm") != std::string::npos;
+  }));
   EXPECT_THROW(ab::parse_trainer_config("max_grad_norm: .nan\n", ab::ConfigFormat::kTrl, 1, "f.yaml"), ab::UserError);
 }
 

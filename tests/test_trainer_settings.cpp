@@ -124,8 +124,10 @@ TEST(TrainerSettings, LoraPaddingAndRanks) {
             (Lines{"# TRL SFTConfig, for trl sft --config FILE.yaml (per rank, 2 ranks; each key is also a --KEY flag)",
                    "per_device_train_batch_size: 2", "gradient_accumulation_steps: 4", "gradient_checkpointing: true",
                    "bf16: true", "fp16: false", "max_length: 1024", "packing: false", "pad_to_multiple_of: 8",
-                   "group_by_length: true",
-                   "# transformers 5 reads train_sampling_strategy: group_by_length instead", "loss_type: nll", "use_peft: true", "lora_r: 16", "lora_alpha: 32",
+                   "group_by_length: true", "train_sampling_strategy: group_by_length",
+                   "# group_by_length for transformers 4, train_sampling_strategy for 5: trl sft drops the one its "
+                   "transformers lacks",
+                   "loss_type: nll", "use_peft: true", "lora_r: 16", "lora_alpha: 32",
                    "lora_dropout: 0.05", "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]"}));
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl),
             (Lines{"# axolotl (per rank, 2 ranks)", "micro_batch_size: 2", "gradient_accumulation_steps: 4",
@@ -219,8 +221,8 @@ TEST(TrainerSettings, KnobsWithoutATrainerSettingAreNamed) {
             (Lines{"dtype: bfloat16", "# optimizer-in-backward (oib) has no Trainer or axolotl setting",
                    "# the chunked cross-entropy (chunked-ce) is TRL's loss_type: chunked_nll and has no axolotl "
                    "setting; use_liger_kernel's fused linear cross-entropy also never holds the whole logits",
-                   "# this run did not clip the gradients; TRL clips at max_grad_norm 1 unless the file sets another: "
-                   "a pass over the gradients in every step, which --max-grad-norm 1 measures"}));
+                   "# this run did not clip the gradients; TRL clips at max_grad_norm 1 unless the file sets another "
+                   "(0: none): a pass over the gradients in every step, which --max-grad-norm 1 measures"}));
   const Lines axolotl = ab::settings_lines(s, ab::SettingsFormat::kAxolotl);
   EXPECT_NE(std::find(axolotl.begin(), axolotl.end(), "bfloat16: true"), axolotl.end());
   EXPECT_NE(std::find(axolotl.begin(), axolotl.end(), "bf16: false"), axolotl.end());
@@ -528,4 +530,76 @@ TEST(TrainerSettings, CompletionMaskAppliedWritesCompletionOnlyLossTrue) {
   EXPECT_FALSE(ab::settings_workload(context).data.completion_mask_applied);  // the name is no column
   context.options.back().second = "rows.txt: 8 samples, 0 cut to T=64";
   EXPECT_FALSE(ab::settings_workload(context).data.completion_mask_applied);
+}
+
+// adamw on CUDA is the fused kernel, transformers' default only from PyTorch 2.8: named in the file
+// to paste, so that an older PyTorch does not run the foreach kernels (a copy of what trains during
+// the step) instead. On the CPU either default steps in place: nothing.
+TEST(TrainerSettings, FusedAdamWIsNamedOnCuda) {
+  for (const std::string device : {"cpu", "cuda"}) {
+    ab::WorkloadOptions w = workload();
+    w.device = device;
+    const Lines trl = ab::settings_lines(ab::trainer_settings(split(2, 4), w, {}), ab::SettingsFormat::kTrl);
+    const auto fused = std::find(trl.begin(), trl.end(), "optim: adamw_torch_fused");
+    EXPECT_EQ(fused != trl.end(), device == "cuda") << device;
+    if (fused != trl.end()) EXPECT_EQ(*(fused - 1), "loss_type: nll");
+  }
+}
+
+// A full fine-tune of fp16 weights under fp16 autocast: the Trainer's GradScaler refuses to unscale
+// fp16 gradients, so the job does not run there; every format says so. Adapters (fp32 by default)
+// and bf16 train, and say nothing.
+TEST(TrainerSettings, Fp16WeightsUnderFp16SayTheTrainerCannotRunThem) {
+  const std::string said =
+      "the Trainer cannot run this split: fp16: true steps through torch's GradScaler, which refuses to unscale the "
+      "fp16 gradients of fp16 weights (\"Attempting to unscale FP16 gradients\"); its fp16 jobs keep fp32 weights "
+      "(--weights-dtype fp32) or train adapters (--lora-rank)";
+  ab::SplitConfig sp = split(2, 4);
+  sp.precision = ab::Precision::kFp16;
+  sp.weights_dtype = ab::Precision::kFp16;
+  ab::WorkloadOptions w = workload();
+  w.device = "cuda";
+  w.weights_dtype = ab::Precision::kFp16;
+  const ab::TrainerSettings full = ab::trainer_settings(sp, w, {});
+  EXPECT_NE(ab::settings_summary(full).find("; " + said), std::string::npos) << ab::settings_summary(full);
+  for (const auto format : {ab::SettingsFormat::kTrl, ab::SettingsFormat::kAxolotl}) {
+    const Lines lines = ab::settings_lines(full, format);
+    EXPECT_NE(std::find(lines.begin(), lines.end(), "# " + said), lines.end());
+  }
+  w.lora.rank = 8;
+  EXPECT_EQ(ab::settings_summary(ab::trainer_settings(sp, w, {"all-linear"})).find("cannot run"), std::string::npos);
+  w.lora.rank = 0;
+  sp.precision = ab::Precision::kBf16;
+  sp.weights_dtype = ab::Precision::kBf16;
+  w.weights_dtype = ab::Precision::kBf16;
+  EXPECT_EQ(ab::settings_summary(ab::trainer_settings(sp, w, {})).find("cannot run"), std::string::npos);
+}
+
+// A lengths file's samples longer than T are cut to T, as TRL truncates to max_length; axolotl drops
+// them unless told (excess_length_strategy), so its settings say truncate for real samples, also read
+// back from a sweep's context (which names the file); synthetic lengths never pass T: nothing.
+TEST(TrainerSettings, AxolotlTruncatesRealSamplesAsMeasured) {
+  const auto has_truncate = [](const ab::TrainerSettings& s) {
+    const Lines lines = ab::settings_lines(s, ab::SettingsFormat::kAxolotl);
+    const auto at = std::find(lines.begin(), lines.end(), "excess_length_strategy: truncate");
+    return at != lines.end() && *(at - 1) == "sequence_len: " + std::to_string(s.max_length);
+  };
+  ab::WorkloadOptions w = workload();
+  w.data.lengths = ab::LengthMode::kVariable;
+  EXPECT_FALSE(has_truncate(ab::trainer_settings(split(2, 4), w, {})));
+  w.data.lengths = ab::LengthMode::kFile;
+  w.data.lengths_file = "chat_lengths.txt";
+  EXPECT_TRUE(has_truncate(ab::trainer_settings(split(2, 4), w, {})));
+  w.data.packing = ab::Packing::kWrapped;  // wrapped rows cut every document at T anyway: no axolotl key
+  EXPECT_FALSE(has_truncate(ab::trainer_settings(split(2, 4), w, {})));
+  w.data.packing = ab::Packing::kBfd;
+  EXPECT_TRUE(has_truncate(ab::trainer_settings(split(2, 4), w, {})));
+
+  ab::SweepResult result;
+  result.context.seq_len = 256;
+  result.context.batch = 8;
+  result.context.options = ab::describe_workload(w);
+  ab::RunResult run;
+  run.config = split(2, 4);
+  EXPECT_TRUE(has_truncate(ab::trainer_settings(result, run)));
 }

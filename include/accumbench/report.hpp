@@ -131,6 +131,7 @@ struct TrainerSettings {
   Precision adapter_dtype = Precision::kFp32;  // --adapter-dtype
   std::vector<std::string> target_modules;  // as PEFT takes them (peft_target_modules)
   bool lengths_vary = false;                // samples shorter than T: padding matters
+  bool real_samples = false;                // a lengths file's or a token file's documents, which may run past T
   Padding padding = Padding::kMax;
   int64_t pad_multiple = 0;
   Packing packing = Packing::kNone;

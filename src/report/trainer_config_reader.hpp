@@ -321,8 +321,9 @@ struct Reader {
   // The Trainer clips the gradients once per optimizer step when max_grad_norm is above 0
   // (transformers' `if args.max_grad_norm is not None and args.max_grad_norm > 0`), at
   // kTrainerMaxGradNorm when the key is left out. TRL hands a null on as None: no clipping.
-  // axolotl passes the key to TrainingArguments only when truthy (`if self.cfg.max_grad_norm:`), so
-  // its 0 and null leave the Trainer's 1 in place, said as a remark.
+  // axolotl passes the key to TrainingArguments whenever it is not None (core/builders/base.py at
+  // 067b021; up to 0.9 only when truthy), so its 0 turns clipping off and its null, its schema's
+  // default, leaves the Trainer's 1 in place, said as a remark.
   void clipping() {
     const std::string key = "max_grad_norm";
     const YAML::Node node = root[key];
@@ -333,12 +334,11 @@ struct Reader {
     }
     const double value = node.IsNull() ? 0 : number(key);
     if (!std::isfinite(value)) bad_value(key, "a finite number");
-    if (format == ConfigFormat::kAxolotl && value == 0) {
+    if (format == ConfigFormat::kAxolotl && node.IsNull()) {
       set("--max-grad-norm", num(kTrainerMaxGradNorm), key);
-      config.remarks.push_back({"sets max_grad_norm to " + std::string(node.IsNull() ? "null" : "0") +
-                                    ", which axolotl does not pass on (it sets the key only when it is not 0 or "
-                                    "null), so the Trainer's default clips at 1: --max-grad-norm 1; give --max-grad-norm "
-                                    "0 to measure without clipping",
+      config.remarks.push_back({"sets max_grad_norm to null, which axolotl does not pass on (it sets the key only when "
+                                "it is not null), so the Trainer's default clips at 1: --max-grad-norm 1; max_grad_norm: 0 "
+                                "(or --max-grad-norm 0) measures without clipping",
                                 {"--max-grad-norm"}});
       return;
     }

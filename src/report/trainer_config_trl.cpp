@@ -187,8 +187,8 @@ void Reader::read_trl(int world_size) {
   const bool grouped = has("group_by_length") && boolean("group_by_length");
   if (grouped) set("--group-by-length", "", "group_by_length");
   // transformers 5 replaced group_by_length with train_sampling_strategy: random (the default),
-  // sequential or group_by_length. Each transformers reads one of the two keys (and refuses the
-  // other): a file whose two disagree is refused.
+  // sequential or group_by_length. Each transformers reads one of the two keys (trl sft drops the
+  // other, --emit trl writes both): a file whose two disagree is refused.
   if (has("train_sampling_strategy")) {
     const std::string strategy = word("train_sampling_strategy");
     if (has("group_by_length") && grouped != (strategy == "group_by_length")) {

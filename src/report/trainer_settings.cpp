@@ -126,6 +126,7 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.adapter_dtype = split.adapter_dtype;
   s.target_modules = target_modules;
   s.lengths_vary = w.data.lengths != LengthMode::kFixed || w.data.eos_id >= 0;
+  s.real_samples = w.data.lengths == LengthMode::kFile || w.data.eos_id >= 0;
   // The split's padding where --padding lists several, else the workload's own.
   const PaddingChoice padding = grid_paddings(w).size() > 1 ? split.padding : padding_of(w.data);
   s.padding = padding.padding;
@@ -186,7 +187,7 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
   // head is TRL's chunked_nll; the whole logits, nll, which TRL 1.7+ no longer runs by default).
   keys.push_back({"loss_type", !s.loss_type.empty() ? s.loss_type : s.chunked_loss ? "chunked_nll" : "nll"});
   // Nothing for adamw: transformers' default, adamw_torch_fused from PyTorch 2.8 (adamw_torch before
-  // it, which is --optimizer adamw-foreach on CUDA).
+  // it, which is --optimizer adamw-foreach on CUDA); the pasted file names it (settings_lines).
   if (s.optimizer != OptimizerKind::kAdamW) keys.push_back({"optim", hf_optim_name(s.optimizer)});
   // Left out, TrainingArguments leaves TF32 off: an fp32 CUDA split measured with it on says so.
   if (tf32_acts(s)) keys.push_back({"tf32", "true"});
@@ -219,6 +220,15 @@ std::vector<std::string> untranslated_knobs(const TrainerSettings& s) {
                     "setting; use_liger_kernel's fused linear cross-entropy also never holds the whole logits");
   }
   if (s.cuda_graphs) notes.push_back("CUDA graphs have no Trainer or axolotl setting");
+  // A full fine-tune of fp16 weights under fp16 autocast trains fp16 gradients, which torch's
+  // GradScaler refuses to unscale (torch/amp/grad_scaler.py: "Attempting to unscale FP16 gradients.");
+  // the Trainer's fp16 steps through it, so the job does not run there (accumbench's own scaler
+  // unscales them).
+  if (s.lora_r == 0 && s.weights_dtype == Precision::kFp16 && s.precision == Precision::kFp16) {
+    notes.push_back("the Trainer cannot run this split: fp16: true steps through torch's GradScaler, which refuses to "
+                    "unscale the fp16 gradients of fp16 weights (\"Attempting to unscale FP16 gradients\"); its fp16 "
+                    "jobs keep fp32 weights (--weights-dtype fp32) or train adapters (--lora-rank)");
+  }
   if (s.lora_r > 0 && lora_alpha(s) != std::floor(lora_alpha(s))) {
     notes.push_back("lora_alpha " + number(lora_alpha(s)) + " is no whole number, which TRL's ModelConfig and "
                     "axolotl's schema refuse (an int); alpha scales the update, not its time or memory");
@@ -291,13 +301,26 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     lines.push_back("# TRL SFTConfig, for trl sft --config FILE.yaml (" + per_rank + "; each key is also a --KEY flag)");
     for (const auto& [key, value] : trl_settings(s)) {
       lines.push_back(key + ": " + value);
-      if (key == "group_by_length") lines.push_back("# transformers 5 reads train_sampling_strategy: group_by_length instead");
+      // adamw on CUDA is torch's fused kernel, the Trainer's default from PyTorch 2.8 only (before it
+      // adamw_torch, the foreach kernels, with a copy of what trains during the step): named in the
+      // file to paste. On the CPU nothing: either default steps the tensors in place there.
+      if (key == "loss_type" && s.optimizer == OptimizerKind::kAdamW && s.cuda) lines.push_back("optim: adamw_torch_fused");
+      // transformers 5 replaced the key by train_sampling_strategy; trl sft drops a config key its
+      // transformers lacks (parse_args_and_config(fail_with_unknown_args=False)), so both are written.
+      if (key == "group_by_length") {
+        lines.push_back("train_sampling_strategy: group_by_length");
+        lines.push_back("# group_by_length for transformers 4, train_sampling_strategy for 5: trl sft drops the one its "
+                        "transformers lacks");
+      }
     }
   } else if (format == SettingsFormat::kAxolotl) {
     lines.push_back("# axolotl (" + per_rank + ")");
     lines.push_back("micro_batch_size: " + std::to_string(s.per_device_train_batch_size));
     lines.push_back("gradient_accumulation_steps: " + std::to_string(s.gradient_accumulation_steps));
     lines.push_back("sequence_len: " + std::to_string(s.max_length));
+    // axolotl drops a sample longer than sequence_len unless told (handle_long_seq_in_dataset,
+    // utils/data/utils.py at 067b021); accumbench cuts it to T, as TRL truncates to max_length.
+    if (s.real_samples && s.packing != Packing::kWrapped) lines.push_back("excess_length_strategy: truncate");
     lines.push_back("gradient_checkpointing: " + yes(s.gradient_checkpointing));
     lines.push_back("bf16: " + yes(s.precision == Precision::kBf16));
     lines.push_back("fp16: " + yes(s.precision == Precision::kFp16));
@@ -419,7 +442,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     lines.push_back(std::string("# this run did not clip the gradients; ") +
                     (format == SettingsFormat::kTrl ? "TRL" : "axolotl") + " clips at max_grad_norm " +
                     text::format_number(kTrainerMaxGradNorm) +
-                    " unless the file sets another: a pass over the gradients in every step, which --max-grad-norm " +
+                    " unless the file sets another (0: none): a pass over the gradients in every step, which --max-grad-norm " +
                     text::format_number(kTrainerMaxGradNorm) + " measures");
   }
   return lines;
@@ -481,7 +504,12 @@ WorkloadOptions settings_workload(const SweepContext& context) {
       }
       if (name == "packing") w.data.packing = packing_from_string(value);
       if (name == "group_by_length") w.data.group_by_length = value == "true";
-      if (name == "lengths") w.data.lengths = value == "fixed" ? LengthMode::kFixed : LengthMode::kVariable;
+      // "fixed", "variable", or the lengths file's name ("documents of FILE ..." for a token file's)
+      if (name == "lengths") {
+        w.data.lengths = value == "fixed"      ? LengthMode::kFixed
+                         : value == "variable" ? LengthMode::kVariable
+                                               : LengthMode::kFile;
+      }
       if (name == "eos_id" && value != "none") w.data.eos_id = std::stoll(value);
       if (name == "weights_dtype") w.weights_dtype = weights_dtype_from_string(value);
       if (name == "lora_rank") w.lora.rank = std::stoll(value);
