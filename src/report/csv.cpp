@@ -47,9 +47,11 @@ void CsvReporter::report(const SweepResult& result, std::ostream& out) const {
       continue;
     workload.push_back({name, recorded_option(c.options, name).value_or("")});
   }
-  // The sweep's data source, which the workload's options leave out: a token file and its
-  // documents' end id (empty in files older than the fields).
-  for (const char* name : {"token_file", "eos_id"}) workload.push_back({name, recorded_option(c.options, name).value_or("")});
+  // What the sweep's options add that changes what was measured: the data source (a token file and
+  // its documents' end id), the chunked loss's chunk, the memory limit (the fits column and the
+  // splits skipped), the CPU threads and OpenMP's wait policy (times); empty in files older than them.
+  for (const char* name : {"token_file", "eos_id", "loss_chunk_tokens", "memory_limit_bytes", "threads", "OMP_WAIT_POLICY"})
+    workload.push_back({name, recorded_option(c.options, name).value_or("")});
   for (std::size_t i = 0; i < columns.size(); ++i) out << (i > 0 ? "," : "") << columns[i]->csv;
   for (const auto& [name, value] : workload) out << ',' << name;
   out << '\n';
