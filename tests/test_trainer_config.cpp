@@ -1073,3 +1073,40 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
   EXPECT_FALSE(read("", ab::ConfigFormat::kAxolotl).tf32);
   EXPECT_TRUE(ab::WorkloadOptions{}.tf32);
 }
+
+// axolotl drops a sample longer than sequence_len unless excess_length_strategy says truncate (its
+// handle_long_seq_in_dataset at 067b021); accumbench cuts real samples to T, so beside a lengths file
+// or a token file's documents the notes say which axolotl would do; nothing for synthetic lengths,
+// wrapped rows or truncate. Another value is refused as axolotl's schema refuses it.
+TEST(TrainerConfig, AxolotlsExcessLengthStrategyBesideRealSamples) {
+  const auto notes = [](const std::string& yaml, ab::LengthMode lengths, ab::Packing packing = ab::Packing::kNone) {
+    const ab::TrainerConfig c = ab::parse_trainer_config(yaml, ab::ConfigFormat::kAxolotl, 1, "ax.yml");
+    ab::WorkloadOptions w;
+    ab::apply_trainer_config(c, w, kNothingGiven);
+    w.data.lengths = lengths;
+    w.data.packing = packing;
+    std::string said;
+    for (const std::string& note : ab::trainer_config_notes(c, kNothingGiven, w))
+      if (note.find("sequence_len") != std::string::npos && note.find("excess_length_strategy") != std::string::npos)
+        said += note;
+    return said;
+  };
+  const std::string base = "sequence_len: 64\nmicro_batch_size: 2\ngradient_accumulation_steps: 2\n";
+  EXPECT_EQ(notes(base, ab::LengthMode::kFile),
+            "ax.yml: leaves out excess_length_strategy, so axolotl drops a sample longer than sequence_len, which "
+            "accumbench cuts to T instead (the context line counts those it cut); excess_length_strategy: truncate "
+            "trains what is measured");
+  EXPECT_NE(notes(base + "excess_length_strategy: raise\n", ab::LengthMode::kFile)
+                .find("sets excess_length_strategy: raise, which stops on a sample longer than sequence_len"),
+            std::string::npos);
+  EXPECT_NE(notes(base + "excess_length_strategy: drop\n", ab::LengthMode::kFile)
+                .find("sets excess_length_strategy: drop, which drops a sample"),
+            std::string::npos);
+  EXPECT_EQ(notes(base + "excess_length_strategy: truncate\n", ab::LengthMode::kFile), "");
+  EXPECT_EQ(notes(base, ab::LengthMode::kVariable), "");
+  EXPECT_EQ(notes(base, ab::LengthMode::kFile, ab::Packing::kWrapped), "");
+  EXPECT_NE(error_of(base + "excess_length_strategy: cut\n", ab::ConfigFormat::kAxolotl)
+                .find("excess_length_strategy is \"cut\", not drop, truncate or raise"),
+            std::string::npos)
+      << error_of(base + "excess_length_strategy: cut\n", ab::ConfigFormat::kAxolotl);
+}

@@ -65,6 +65,9 @@ struct TrainerConfig {
     std::vector<std::string> options;
   };
   std::vector<Remark> remarks;
+  // axolotl's excess_length_strategy as the file sets it ("" left out: axolotl drops a sample longer
+  // than sequence_len), said beside real samples, which accumbench cuts to T (trainer_config_notes).
+  std::string excess_length_strategy;
   // What the file sets that accumbench does not model, refused by apply_trainer_config (the whole
   // sentence, the file named) unless the command line gives one of `options`, which replace it.
   std::vector<Remark> refusals;

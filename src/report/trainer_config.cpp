@@ -355,6 +355,19 @@ std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
   for (const TrainerConfig::Remark& remark : config.remarks) {
     if (std::none_of(remark.options.begin(), remark.options.end(), given)) notes.push_back(config.path + ": " + remark.text);
   }
+  // Real samples longer than T: accumbench cuts them (TRL truncates to max_length too); axolotl drops
+  // them unless told (handle_long_seq_in_dataset, utils/data/utils.py at 067b021), or stops on them.
+  const bool real_samples = workload.data.lengths == LengthMode::kFile || workload.data.eos_id >= 0;
+  if (config.format == ConfigFormat::kAxolotl && real_samples && workload.data.packing != Packing::kWrapped &&
+      config.excess_length_strategy != "truncate") {
+    const std::string& strategy = config.excess_length_strategy;
+    const std::string what = strategy.empty()       ? "leaves out excess_length_strategy, so axolotl drops"
+                             : strategy == "raise" ? "sets excess_length_strategy: raise, which stops on"
+                                                   : "sets excess_length_strategy: drop, which drops";
+    notes.push_back(config.path + ": " + what +
+                    " a sample longer than sequence_len, which accumbench cuts to T instead (the context line counts "
+                    "those it cut); excess_length_strategy: truncate trains what is measured");
+  }
   if (!adapter_note.empty()) notes.push_back(adapter_note);
   if (!optimizer_note.empty()) notes.push_back(optimizer_note);
   if (!config.unused.empty()) {

@@ -28,7 +28,7 @@ const std::set<std::string>& axolotl_unused_keys() {
       "trust_remote_code", "is_llama_derived_model", "is_qwen_derived_model", "is_mistral_derived_model",
       "tokenizer_type", "tokenizer_config", "tokenizer_use_fast", "tokenizer_legacy",
       "gradient_checkpointing_kwargs", "loss_watchdog_threshold", "loss_watchdog_patience",
-      "gc_steps", "excess_length_strategy", "neftune_noise_alpha", "ddp_timeout", "ddp_bucket_cap_mb",
+      "gc_steps", "neftune_noise_alpha", "ddp_timeout", "ddp_bucket_cap_mb",
       "ddp_broadcast_buffers", "remove_unused_columns", "embeddings_skip_upcast", "fsdp_version",
       "dataloader_num_workers", "dataloader_pin_memory", "dataloader_prefetch_factor",
       "logging_dir", "report_to",
@@ -279,6 +279,12 @@ void Reader::read_axolotl(int world_size) {
         true);
   }
   if (has("group_by_length") && boolean("group_by_length")) set("--group-by-length", "", "group_by_length");
+  if (has("excess_length_strategy")) {
+    config.excess_length_strategy = word("excess_length_strategy");
+    if (config.excess_length_strategy != "drop" && config.excess_length_strategy != "truncate" &&
+        config.excess_length_strategy != "raise")
+      bad_value("excess_length_strategy", "drop, truncate or raise");
+  }
   // axolotl's prompt strategies label the prompt too under train_on_inputs (its prepared rows'
   // labels hold the choice, taken as they are); a lengths file's completion_mask is then left out.
   if (has("train_on_inputs") && boolean("train_on_inputs")) set("--completion-only-loss", "false", "train_on_inputs");
