@@ -16,6 +16,7 @@
 
 #include "accumbench/decision.hpp"
 #include "accumbench/error.hpp"
+#include "accumbench/units.hpp"
 #include "sweep/framework_overhead.hpp"
 
 namespace accumbench {
@@ -509,6 +510,55 @@ TEST(Decisions, FrameworkOverheadPerMicroStepTurnsTheDecision) {
   EXPECT_EQ(with.fastest, 1);
   EXPECT_NEAR(framework.mean_seconds(0).value - engine.mean_seconds(0).value, 0.040, 1e-12);
   EXPECT_NEAR(framework.mean_seconds(1).value - engine.mean_seconds(1).value, 0.005, 1e-12);
+}
+
+// A cache that is not what calibrate-framework writes is refused in one sentence naming what is
+// wrong in the file's own terms (a field by its name, a directory as such), never nlohmann's words
+// ("cannot use at() with array", "type must be string").
+TEST(FrameworkCache, AMalformedCacheIsSaidInItsOwnTerms) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("accumbench-framework-cache-bad-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path file = dir / "framework-overhead.json";
+  const auto error_of = [&](const std::string& text) {
+    std::ofstream(file) << text;
+    try {
+      read_framework_cache(file.string());
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::string entry = R"({"device_name": "H", "precision": "bf16", "framework": "hf-trl", "seconds_per_micro_step": 0.004)";
+  const std::pair<std::string, std::string> cases[] = {
+      {"[]", "(it holds a JSON array, not an object with \"entries\")"},
+      {R"({"entries": "x"})", "(it holds a JSON object without a list of \"entries\")"},
+      {"{}", "(it holds a JSON object without a list of \"entries\")"},
+      {R"({"entries": [5]})", "(an entry is number, not an object)"},
+      {R"({"entries": [)" + entry + R"(, "date": 5}]})", "(an entry's \"date\" is 5, not a string)"},
+      {R"({"entries": [{"device_name": "H", "precision": "bf16", "framework": "x", "seconds_per_micro_step": "fast"}]})",
+       "(an entry's \"seconds_per_micro_step\" is \"fast\", not a number)"},
+      {R"({"entries": [{"device_name": "H", "precision": "bf16", "framework": "x"}]})",
+       "(an entry has no \"seconds_per_micro_step\")"},
+  };
+  for (const auto& [text, said] : cases) {
+    const std::string error = error_of(text);
+    EXPECT_EQ(error, "the framework-overhead cache " + text::quoted(file.string()) +
+                         " is not what calibrate-framework writes " + said +
+                         "; delete it and run accumbench calibrate-framework again")
+        << text;
+  }
+  EXPECT_NE(error_of("{").find("(parse error at line 1, column 2"), std::string::npos) << error_of("{");  // the position
+  std::filesystem::remove(file);
+  std::filesystem::create_directories(file);  // a directory where the file belongs
+  try {
+    read_framework_cache(file.string());
+    ADD_FAILURE() << "a directory read as a cache";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("(it is a directory)"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // The cache of calibrate-framework, keyed by model, weights dtype and job: an entry from before

@@ -1514,6 +1514,17 @@ int run(int argc, char** argv) {
   return naming_file_keys(sweep.flags, [&] { return sweep.run(primary); });
 }
 
+// What the command printed must have reached stdout: on a full disk or a closed stdout the table of
+// a sweep without --json would be lost while the command said it succeeded.
+int with_output_checked(int code) {
+  std::cout.flush();
+  if (std::cout.good()) return code;
+  std::cerr << "accumbench: error: writing to standard output failed (a full disk or a closed stream), so what the "
+               "command printed there is lost; write the results to a file (--json FILE, which accumbench report "
+               "FILE prints again) or give stdout room\n";
+  return code == 0 ? ab::kUserErrorExitCode : code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1523,7 +1534,7 @@ int main(int argc, char** argv) {
     ab::use_passive_openmp_wait(argv);
   }
   try {
-    return run(argc, argv);
+    return with_output_checked(run(argc, argv));
   } catch (const ab::UserError& error) {
     std::cerr << "accumbench: error: " << error.what() << "\n";
     return ab::kUserErrorExitCode;

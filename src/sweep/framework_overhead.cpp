@@ -27,7 +27,27 @@ std::string env(const char* name) {
   return value != nullptr ? value : "";
 }
 
+// Every field the entry has is of the type calibrate-framework writes, and the ones it always writes
+// are there: an entry of another kind is said by its field's name, not in nlohmann's words.
+void check_entry_fields(const Json& j) {
+  if (!j.is_object()) throw std::invalid_argument("an entry is " + std::string(j.type_name()) + ", not an object");
+  for (const char* key : {"device_name", "precision", "framework", "seconds_per_micro_step"}) {
+    if (!j.contains(key)) throw std::invalid_argument("an entry has no \"" + std::string(key) + "\"");
+  }
+  for (const char* key : {"device_name", "precision", "framework", "job", "model", "weights_dtype", "date", "torch", "shape"}) {
+    if (j.contains(key) && !j.at(key).is_string())
+      throw std::invalid_argument("an entry's \"" + std::string(key) + "\" is " + text::shortened(j.at(key).dump(), 40) +
+                                  ", not a string");
+  }
+  for (const char* key : {"seconds_per_micro_step", "engine_seconds_per_micro_step", "reference_seconds_per_micro_step"}) {
+    if (j.contains(key) && !j.at(key).is_number())
+      throw std::invalid_argument("an entry's \"" + std::string(key) + "\" is " + text::shortened(j.at(key).dump(), 40) +
+                                  ", not a number");
+  }
+}
+
 FrameworkCacheEntry entry_from(const Json& j) {
+  check_entry_fields(j);
   FrameworkCacheEntry e;
   e.device_name = j.at("device_name").get<std::string>();
   e.precision = j.at("precision").get<std::string>();
@@ -92,15 +112,26 @@ std::string framework_cache_path() {
 }
 
 std::vector<FrameworkCacheEntry> read_framework_cache(const std::string& path) {
+  const auto not_the_cache = [&](const std::string& why) {
+    return UserError("the framework-overhead cache " + text::quoted(path) + " is not what calibrate-framework writes (" +
+                     text::shortened(why, 200) + "); delete it and run accumbench calibrate-framework again");
+  };
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw not_the_cache("it is a directory");
   std::ifstream in(path);
   if (!in) return {};
   std::vector<FrameworkCacheEntry> entries;
   try {
     const Json j = Json::parse(in);
+    if (!j.is_object() || !j.contains("entries") || !j.at("entries").is_array()) {
+      throw std::invalid_argument("it holds a JSON " + std::string(j.type_name()) +
+                                  (j.is_object() ? " without a list of \"entries\"" : ", not an object with \"entries\""));
+    }
     for (const Json& e : j.at("entries")) entries.push_back(entry_from(e));
+  } catch (const Json::parse_error& error) {
+    throw not_the_cache(text::json_error_text(error.what()));  // where the text stops being JSON
   } catch (const std::exception& error) {
-    throw UserError("the framework-overhead cache " + text::quoted(path) + " is not what calibrate-framework writes (" +
-                    text::shortened(text::json_error_text(error.what()), 200) + "); delete it and run accumbench calibrate-framework again");
+    throw not_the_cache(error.what());
   }
   return entries;
 }

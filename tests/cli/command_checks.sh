@@ -455,11 +455,29 @@ if d["kind"] == "undecided" and not d["budget_spent"] and not d["interrupted"]:
 ' "$work/b.json"
 }
 
+# cli.output.stdout_fails: a full stdout (/dev/full) loses what a command prints there; the command
+# says so on stderr and exits 2 instead of 0, and a --json file is written all the same.
+stdout_fails() {
+  [ -w /dev/full ] || { echo "no /dev/full here: nothing to check"; return 0; }
+  tiny_args --json "$work/full.json"
+  last_command="accumbench sweep ${args[*]} >/dev/full"
+  "$bin" sweep "${args[@]}" >/dev/full 2>"$err"
+  rc=$?
+  [ "$rc" -eq 2 ] || fail "exit status $rc, expected 2"
+  check "a failed stdout is said in one sentence" grep -q "^accumbench: error: writing to standard output failed" "$err"
+  check "the --json file is written all the same" test -s "$work/full.json"
+  last_command="accumbench models >/dev/full"
+  "$bin" models >/dev/full 2>"$err"
+  rc=$?
+  [ "$rc" -eq 2 ] || fail "models: exit status $rc, expected 2"
+}
+
 mode=${case_args[0]:-}
 case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
     verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom | framework_overhead | \
-    calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list | resume_new_limit) "$mode" ;;
+    calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list | resume_new_limit | \
+    stdout_fails) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
