@@ -836,8 +836,15 @@ struct SweepCommand {
     if (unwritten != 0) return unwritten;
     // Interrupted: the shell's code for the signal (130 for Ctrl-C), after everything is written.
     if (!result.interruption.signal.empty()) return interrupted_exit_code();
-    // Every split failed: the table says why; the exit code lets scripts notice.
-    return result.recommendation.best_index >= 0 ? 0 : 1;
+    // Every split failed or was predicted not to fit: the table and the recommendation say why and
+    // what would fit; stderr says so in one line (stdout may be a file), and the exit code lets
+    // scripts notice.
+    if (result.recommendation.best_index >= 0) return 0;
+    if (primary) {
+      std::cerr << "accumbench: error: no split ran successfully; the recommendation above says why"
+                << (result.context.memory_limit_bytes > 0 ? " and what would fit in --memory-limit" : "") << "\n";
+    }
+    return 1;
   }
 };
 
@@ -1444,6 +1451,30 @@ int parse_error(const CLI::App& app, const CLI::ParseError& error, int argc, cha
     }
     what = option.empty() ? "unexpected argument(s)" + list + " (a value without its option?)"
                           : option + " is not an option of `accumbench " + command + "`";
+  } else if (dynamic_cast<const CLI::ConversionError*>(&error) != nullptr) {
+    // CLI11's "Could not convert: --steps = 3000000000" (not a number, or past what the option's
+    // integer holds), said with what the option takes.
+    const std::string head = "Could not convert: ";
+    const auto equals = what.find(" = ");
+    if (what.rfind(head, 0) == 0 && equals != std::string::npos) {
+      const std::string option = what.substr(head.size(), equals - head.size());
+      const std::string value = what.substr(equals + 3);
+      std::string type;
+      try {
+        type = app.get_subcommands().front()->get_option(option)->get_type_name();
+      } catch (const CLI::Error&) {  // not an option of this name: CLI11's words stand
+      }
+      const bool whole = type.find("INT") != std::string::npos;
+      const size_t sign = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+      const bool integer = value.size() > sign && value.find_first_not_of("0123456789", sign) == std::string::npos;
+      if (!type.empty()) {
+        what = option + " " + ab::text::quoted(value) + " is not " +
+               (!whole    ? std::string("a number; give one")
+                : integer ? "a whole number " + option + " can hold; give " + (value[0] == '-' ? "a positive" : "a smaller") +
+                                " one"
+                          : std::string("a whole number; give one"));
+      }
+    }
   }
   // CLI11 echoes the offending value whole; a 500,000-character argument must not flood stderr.
   std::cerr << "accumbench: error: " << ab::text::shortened(what, 200) << "; see `accumbench " << command

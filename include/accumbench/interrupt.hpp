@@ -1,7 +1,8 @@
 // A sweep that the user stops (Ctrl-C, or SIGTERM from a job scheduler or torchrun) reports what
 // it measured instead of losing it. The first signal only asks: the sweep finishes the split or
 // round in progress, writes every output file and prints its table, and the process exits with
-// 128 + the signal's number. A second signal ends the process at once, as without the handler.
+// 128 + the signal's number. A second signal ends the process at once, as without the handler, and
+// so does the first one before anything is measured (measuring_begins).
 //
 //   accumbench::stop_on_interrupt("the split or round in progress");  // the CLI, before a sweep
 //   if (accumbench::stop_requested()) ...     // the sweep, between splits and rounds
@@ -16,6 +17,12 @@ namespace accumbench {
 // keeps its own signal handling. in_progress, a string literal, is what the handler's line says
 // finishes first ("stopping after <in_progress>, then reporting ...").
 void stop_on_interrupt(const char* in_progress);
+
+// The command has begun to measure: from here the first signal asks (above). Before it the handler
+// ends the process at once, as without it: there is nothing to report yet, and a read blocked on a
+// pipe or a wait for the other ranks would never reach a point where the stop is seen. The sweep
+// and verify call it before their first measured step; it does nothing without the handler.
+void measuring_begins();
 
 // True once a signal asked the sweep to stop (or request_stop was called).
 bool stop_requested();

@@ -937,6 +937,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     require_same_options_on_every_rank(*group, "sweep", compared);
   }
   // Past this point nothing throws a UserError for the whole sweep: failures belong to one split.
+  measuring_begins();  // a signal from here on reports what was measured (interrupt.hpp)
   SplitMeasurement measurement(options, cfg, device, memory, data, group.get(), result.context, on_step);
   // Runs read back from the file are judged again against today's limit.
   std::vector<RunResult> kept = resume != nullptr ? runs_kept_from(*resume, grid) : std::vector<RunResult>{};

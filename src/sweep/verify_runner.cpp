@@ -13,6 +13,7 @@
 #include "accumbench/data.hpp"
 #include "accumbench/engine.hpp"
 #include "accumbench/error.hpp"
+#include "accumbench/interrupt.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/verify.hpp"
 #include "compat/compat.hpp"
@@ -292,6 +293,7 @@ VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, 
   // optimizer step, in this process alone.
   StepOptions reference_options;
   reference_options.micro_batch = w.batch;
+  measuring_begins();  // a signal from here on reports the splits verified so far (interrupt.hpp)
   const Snapshot reference = one_step(trainer, initial, setup.batch, reference_options);
   result.reference_loss = reference.loss;
   result.max_grad_norm = w.optimizer.max_grad_norm;

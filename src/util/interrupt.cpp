@@ -14,6 +14,9 @@ namespace {
 
 std::atomic<int> g_stop_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "the handler stores into it");
+// Set once the command measures (measuring_begins): before, there is nothing to report.
+std::atomic<bool> g_measuring{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the handler reads it");
 // What the handler's line says finishes first; set once, before the handler is installed.
 const char* g_in_progress = "";
 
@@ -23,6 +26,14 @@ void write_stderr(const char* text) {
 }
 
 extern "C" void on_stop_signal(int signal_number) {
+  // Nothing measured yet (reading the inputs, perhaps blocked on a pipe, building the model, joining
+  // the other ranks): nothing to report, so the signal ends the process as without the handler.
+  // raise(3) is async-signal-safe; the signal stays blocked until the handler returns.
+  if (!g_measuring.load()) {
+    std::signal(signal_number, SIG_DFL);
+    std::raise(signal_number);
+    return;
+  }
   g_stop_signal.store(signal_number);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
@@ -51,6 +62,8 @@ void stop_on_interrupt(const char* in_progress) {
   }();
   (void)installed;
 }
+
+void measuring_begins() { g_measuring.store(true); }
 
 bool stop_requested() { return g_stop_signal.load() != 0; }
 

@@ -185,9 +185,28 @@ if d["interruption"]["saved_while_running"] or sorted(len(r["steps"]) for r in d
 ' "$json"
 }
 
+# cli.sweep.interrupt_before_measuring: a signal before anything is measured ends the process at
+# once, as without the handler: here a sweep blocked reading a token file from a pipe no one writes,
+# which a stop asked for would never reach (it said "stopping after ..." and hung until a second one).
+before_measuring() {
+  local fifo=$work/no_writer
+  rm -f "$fifo"
+  mkfifo "$fifo"
+  tiny_args --tokens "$fifo" --json "$work/never.json"
+  start_interruptible sweep "${args[@]}"
+  sleep 1
+  kill -0 "$pid" 2>/dev/null || fail "the sweep ended before the signal (it should wait on the pipe)"
+  local start=$SECONDS
+  stop_with_sigint
+  [ "$rc" -eq 130 ] || fail "exit status $rc after SIGINT, expected 130 (128 + SIGINT)"
+  [ $((SECONDS - start)) -le 5 ] || fail "the sweep took $((SECONDS - start)) s to end after SIGINT"
+  check "nothing promises a report of what was measured" bash -c '! grep -q "stopping after" "$1"' _ "$err"
+  check "no results file, as nothing was measured" test ! -e "$work/never.json"
+}
+
 mode=${case_args[0]:-}
 case "$mode" in
-  single | data_parallel | verify | ignored | output_lost) "$mode" ;;
+  single | data_parallel | verify | ignored | output_lost | before_measuring) "$mode" ;;
   *) fail "unknown mode '$mode'" ;;
 esac
 cli_pass
