@@ -725,3 +725,32 @@ TEST(PlanReport, ChangesToFitGiveUpClippingForTheOptimizerInsideBackward) {
   EXPECT_EQ(from_list[1].options, "--optimizer-in-backward --max-grad-norm 0");
   EXPECT_EQ(from_list[1].largest[0].peak_bytes, without[1].largest[0].peak_bytes);
 }
+
+// The byte columns widen where a value needs it: at the largest shape the options take
+// (batch × T = 2^28) qwen3-1.7b's peaks run to five-digit TiB, which ran into the next column
+// ("14926.06 TiB15436.93 TiB"). Every value keeps a space before it.
+TEST(PlanReport, ByteColumnsWidenForTheLargestShapes) {
+  const ab::ModelConfig cfg = ab::find_preset("qwen3-1.7b");
+  ab::PlanOptions options;
+  options.seq_len = 1 << 20;
+  options.batch = 256;
+  ab::WorkloadOptions workload;
+  workload.model.preset = "qwen3-1.7b";
+  workload.seq_len = options.seq_len;
+  workload.batch = options.batch;
+  std::ostringstream out;
+  ab::print_split_summary(ab::plan_splits(cfg, options, workload), 8 * kGiB, out, &workload, {});
+  const std::vector<std::string> lines = lines_of(out.str());
+  ASSERT_GE(lines.size(), 3u);
+  bool five_digits = false;
+  for (const std::string& line : lines) {
+    five_digits = five_digits || line.find("5436.93 TiB") != std::string::npos;
+    for (const char* unit : {"TiB", "GiB", "MiB"}) {
+      for (size_t at = line.find(unit); at != std::string::npos; at = line.find(unit, at + 1)) {
+        const size_t after = at + 3;
+        EXPECT_TRUE(after >= line.size() || line[after] == ' ') << line;
+      }
+    }
+  }
+  EXPECT_TRUE(five_digits) << out.str();
+}

@@ -883,6 +883,18 @@ TEST(Json, EditsNoSweepWritesAreRefused) {
   EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["peak_allocated_bytes"] = -5; })
                 .find("runs[0].peak_allocated_bytes is -5 but cannot be negative"),
             std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["config"]["world_size"] = 0; })
+                .find("runs[0].config.world_size is 0 but must be at least 1"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["steps"][0]["step_seconds"] = 0; })
+                .find("runs[0].steps[0].step_seconds is 0 but a timed step takes more than 0 s"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["steps"][0]["round"] = -2; })
+                .find("runs[0].steps[0].round is -2 but must be -1 (timed alone) or a round from 0 to 1000000000"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["steps"][0]["round"] = 1000000000000; })
+                .find("runs[0].steps[0].round is 1000000000000"),
+            std::string::npos);
   EXPECT_NE(refusal([](nlohmann::json& d) { d["recommendation"]["best_index"] = 17; })
                 .find("recommendation.best_index is 17 but the file holds"),
             std::string::npos);

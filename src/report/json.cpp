@@ -537,6 +537,9 @@ namespace {
 // What the format allows but no sweep writes: a hand edit or damage that would make the tables,
 // the recommendation and --resume's Trainer settings nonsense (a micro-batch of 0, a split that
 // does not make the batch, a negative time or peak, an index past the runs). Throws FormatError.
+// No sweep runs a billion rounds (at a millisecond a step, eleven days).
+constexpr int64_t kMaxRound = 1'000'000'000;
+
 void check_meaning(const SweepResult& r) {
   const auto at_least_one = [](const std::string& path, int64_t value) {
     if (value < 1) throw FormatError{path, "is " + std::to_string(value) + " but must be at least 1"};
@@ -560,6 +563,7 @@ void check_meaning(const SweepResult& r) {
     const std::string at = "runs[" + std::to_string(i) + "]";
     at_least_one(at + ".config.micro_batch", run.config.micro_batch);
     at_least_one(at + ".config.accum_steps", run.config.accum_steps);
+    at_least_one(at + ".config.world_size", run.config.world_size);
     if (!(std::isfinite(run.config.max_grad_norm) && run.config.max_grad_norm >= 0))
       throw FormatError{at + ".config.max_grad_norm", "must be a number of 0 or more (0: not clipped)"};
     const int64_t made = run.config.micro_batch * run.config.accum_steps * r.context.world_size;
@@ -573,8 +577,17 @@ void check_meaning(const SweepResult& r) {
     not_negative(at + ".step_seconds.count", static_cast<double>(run.step_seconds.count));
     not_negative(at + ".peak_allocated_bytes", static_cast<double>(run.peak_allocated_bytes));
     not_negative(at + ".peak_reserved_bytes", static_cast<double>(run.peak_reserved_bytes));
-    for (size_t k = 0; k < run.steps.size(); ++k)
-      not_negative(at + ".steps[" + std::to_string(k) + "].step_seconds", run.steps[k].step_seconds);
+    for (size_t k = 0; k < run.steps.size(); ++k) {
+      const std::string step = at + ".steps[" + std::to_string(k) + "]";
+      // A timed step takes some time: 0 would read as infinitely many tokens per second.
+      if (run.steps[k].step_seconds <= 0)
+        throw FormatError{step + ".step_seconds", "is " + text::format_exact(run.steps[k].step_seconds) +
+                                                      " but a timed step takes more than 0 s"};
+      // Its interleaved round, or -1 (a split timed alone); rounds are counted, not a date.
+      if (run.steps[k].round < -1 || run.steps[k].round > kMaxRound)
+        throw FormatError{step + ".round", "is " + std::to_string(run.steps[k].round) + " but must be -1 (timed alone) or a round from 0 to " +
+                                               std::to_string(kMaxRound)};
+    }
   }
   index_of("recommendation.best_index", r.recommendation.best_index);
   for (size_t k = 0; k < r.recommendation.tied_indices.size(); ++k)

@@ -150,20 +150,30 @@ void print_split_summary(const std::vector<MemoryPlan>& plans, int64_t memory_by
   size_t label_width = 16;  // wider only when a label needs it ("64×1 ckpt oib chunked-ce")
   for (const auto& plan : plans) label_width = std::max(label_width, text::display_width(plan_label(plan, plans)) + 1);
   const bool fits = memory_bytes > 0;
+  // The byte columns: 12 wide, wider where a value needs it ("15436.93 TiB" at 2^28 tokens), so that
+  // two values never run together.
+  size_t bytes_width = 12, spare_width = 11;
+  for (const auto& plan : plans) {
+    for (int p = 0; p < kPlanPhaseCount; ++p)
+      bytes_width = std::max(bytes_width, text::display_width(format_bytes(plan.phase_peak_bytes[p])) + 1);
+    bytes_width = std::max(bytes_width, text::display_width(format_bytes(plan.peak_bytes)) + 1);
+    if (fits) spare_width = std::max(spare_width, text::display_width(format_bytes(memory_bytes - plan.peak_bytes)) + 1);
+  }
   // paged-adamw8bit / paged-adamw32bit on CUDA: the peak with the paged state evicted, and whether that fits.
   const bool paged = std::any_of(plans.begin(), plans.end(), [](const MemoryPlan& p) { return p.evictable_bytes > 0; });
-  out << pad("split", label_width) << pad("forward", 12, true) << pad("backward", 12, true) << pad("optimizer", 12, true)
-      << pad("peak", 12, true) << "  " << pad("held by", 10) << (fits ? pad("spare", 11, true) + "  " : std::string())
+  out << pad("split", label_width) << pad("forward", bytes_width, true) << pad("backward", bytes_width, true)
+      << pad("optimizer", bytes_width, true) << pad("peak", bytes_width, true) << "  " << pad("held by", 10)
+      << (fits ? pad("spare", spare_width, true) + "  " : std::string())
       << (paged ? pad("peak paged out", 16) : std::string()) << (fits && paged ? pad("fits paged", 12) : std::string())
       << (fits ? pad("fits in " + format_bytes(memory_bytes), workload != nullptr ? 18 : 0) : std::string())
       << (workload != nullptr ? std::string("Trainer settings per rank") : std::string()) << "\n";
   const SettingKeys shared = workload != nullptr ? shared_trainer_keys(plans, *workload, target_modules) : SettingKeys{};
   for (const auto& plan : plans) {
     out << pad(plan_label(plan, plans), label_width);
-    for (int p = 0; p < kPlanPhaseCount; ++p) out << pad(format_bytes(plan.phase_peak_bytes[p]), 12, true);
-    out << pad(format_bytes(plan.peak_bytes), 12, true) << "  " << pad(plan_phase_name(plan.peak_phase), 10);
+    for (int p = 0; p < kPlanPhaseCount; ++p) out << pad(format_bytes(plan.phase_peak_bytes[p]), bytes_width, true);
+    out << pad(format_bytes(plan.peak_bytes), bytes_width, true) << "  " << pad(plan_phase_name(plan.peak_phase), 10);
     // spare: what is left of the memory at the peak (negative: what is missing).
-    if (fits) out << pad(format_bytes(memory_bytes - plan.peak_bytes), 11, true) << "  ";
+    if (fits) out << pad(format_bytes(memory_bytes - plan.peak_bytes), spare_width, true) << "  ";
     if (paged) out << pad(format_bytes(plan.peak_bytes - plan.evictable_bytes), 16);
     if (fits && paged) out << pad(plan.peak_bytes - plan.evictable_bytes <= memory_bytes ? "yes" : "no", 12);
     if (fits) out << pad(plan.peak_bytes <= memory_bytes ? "yes" : "no", workload != nullptr ? 18 : 0);
