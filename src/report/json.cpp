@@ -661,15 +661,16 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   const std::string temporary = path + ".tmp";
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    // Named as the user named it: the temporary beside it is how, not what, is lost.
     if (!out) {
-      throw UserError("cannot write " + temporary + " (" + std::strerror(errno) +
+      throw UserError("cannot write " + path + " (writing " + temporary + ": " + std::strerror(errno) +
                       "); check that the directory exists and is writable");
     }
     out << content;
     out.flush();
     if (!out) {
       std::remove(temporary.c_str());
-      throw UserError("cannot write " + temporary + " (" + std::strerror(errno) +
+      throw UserError("cannot write " + path + " (writing " + temporary + ": " + std::strerror(errno) +
                       "); check the free space of the disk");
     }
   }

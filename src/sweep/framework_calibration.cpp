@@ -140,7 +140,11 @@ void require_writable_cache(const std::string& path) {
 void require_python_with_torch(const std::string& python) {
   const ProcessOutput out = run_command(shell_quoted(python) + " -c 'import torch'");
   if (out.status != 0) {
-    throw UserError("--python " + text::quoted(python) + " cannot import torch (" + text::shortened(last_line(out.text), 160) +
+    // Its last line says why (ModuleNotFoundError ...); a program that prints nothing, its exit status.
+    const std::string said = last_line(out.text);
+    throw UserError("--python " + text::quoted(python) + " cannot import torch (" +
+                    (said.empty() ? "it exited with status " + std::to_string(out.status) + " and printed nothing"
+                                  : text::shortened(said, 160)) +
                     "); install python3-torch (scripts/install-deps.sh) or pass --python with a Python that imports torch");
   }
 }
