@@ -261,7 +261,7 @@ PaddingChoice padding_from_string(const std::string& text) {
     throw UserError("--padding " + text::quoted(text, 60) + " is past any sequence length; pick an N up to --seq-len, as in multiple:8");
   }
   if (!all_digits || n <= 0) {
-    throw UserError("--padding " + text + " needs a positive multiple, as in multiple:8 (pad each micro-batch to its longest sample rounded up to 8)");
+    throw UserError("--padding " + text::quoted(text, 60) + " needs a positive multiple, as in multiple:8 (pad each micro-batch to its longest sample rounded up to 8)");
   }
   return {Padding::kMultiple, n};
 }
