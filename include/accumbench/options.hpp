@@ -175,6 +175,9 @@ struct DataSource {
 // loader's full windows (--lengths fixed, a token file without --eos-id), on which grouping and
 // packing act on nothing (idle_data_options_note): the batches stay full windows.
 bool rows_are_samples(const DataSource& data);
+// Whether the samples are real ones (a lengths file's, a token file's documents), which may run past
+// T and are cut to it; --lengths variable draws none longer than T.
+bool real_samples(const DataSource& data);
 // --lengths: "fixed" | "variable" | the path of a lengths file (any other word).
 void set_lengths(DataSource& data, const std::string& text);
 // --lengths as written: "fixed", "variable", the lengths file, or "documents of FILE split at eos N".

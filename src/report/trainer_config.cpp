@@ -357,8 +357,7 @@ std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
   }
   // Real samples longer than T: accumbench cuts them (TRL truncates to max_length too); axolotl drops
   // them unless told (handle_long_seq_in_dataset, utils/data/utils.py at 067b021), or stops on them.
-  const bool real_samples = workload.data.lengths == LengthMode::kFile || workload.data.eos_id >= 0;
-  if (config.format == ConfigFormat::kAxolotl && real_samples && workload.data.packing != Packing::kWrapped &&
+  if (config.format == ConfigFormat::kAxolotl && real_samples(workload.data) && workload.data.packing != Packing::kWrapped &&
       config.excess_length_strategy != "truncate") {
     const std::string& strategy = config.excess_length_strategy;
     const std::string what = strategy.empty()       ? "leaves out excess_length_strategy, so axolotl drops"

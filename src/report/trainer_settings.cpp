@@ -126,7 +126,7 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.adapter_dtype = split.adapter_dtype;
   s.target_modules = target_modules;
   s.lengths_vary = w.data.lengths != LengthMode::kFixed || w.data.eos_id >= 0;
-  s.real_samples = w.data.lengths == LengthMode::kFile || w.data.eos_id >= 0;
+  s.real_samples = real_samples(w.data);
   // The split's padding where --padding lists several, else the workload's own.
   const PaddingChoice padding = grid_paddings(w).size() > 1 ? split.padding : padding_of(w.data);
   s.padding = padding.padding;

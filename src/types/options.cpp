@@ -358,6 +358,8 @@ bool rows_are_samples(const DataSource& data) {
   return data.token_file.empty() ? data.lengths != LengthMode::kFixed : data.eos_id >= 0;
 }
 
+bool real_samples(const DataSource& data) { return data.lengths == LengthMode::kFile || data.eos_id >= 0; }
+
 namespace {
 
 void validate_lora_options(const LoraOptions& lora) {
