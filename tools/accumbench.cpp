@@ -838,13 +838,24 @@ struct SweepCommand {
     if (!result.interruption.signal.empty()) return interrupted_exit_code();
     // Every split failed or was predicted not to fit: the table and the recommendation say why and
     // what would fit; stderr says so in one line (stdout may be a file), and the exit code lets
-    // scripts notice.
+    // scripts notice. Memory alone stopping every split (the plan's prediction or the allocator) is
+    // a --memory-limit this job cannot meet, bad input as an impossible limit is: exit 2, as for
+    // the limits refused before anything runs; a split whose step failed otherwise: exit 1.
     if (result.recommendation.best_index >= 0) return 0;
-    if (primary) {
+    const bool memory_stopped_all =
+        result.context.memory_limit_bytes > 0 && !result.runs.empty() &&
+        std::all_of(result.runs.begin(), result.runs.end(), [](const ab::RunResult& run) {
+          return run.status == ab::RunStatus::kOutOfMemory || run.status == ab::RunStatus::kPredictedOutOfMemory;
+        });
+    if (primary && memory_stopped_all) {
+      std::cerr << "accumbench: error: no split of this sweep fits in --memory-limit "
+                << ab::format_bytes(result.context.memory_limit_bytes)
+                << "; change the job as the recommendation above says, or raise the limit\n";
+    } else if (primary) {
       std::cerr << "accumbench: error: no split ran successfully; the recommendation above says why"
                 << (result.context.memory_limit_bytes > 0 ? " and what would fit in --memory-limit" : "") << "\n";
     }
-    return 1;
+    return memory_stopped_all ? 2 : 1;
   }
 };
 
