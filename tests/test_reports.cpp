@@ -651,6 +651,7 @@ SweepResult populated_result() {
   s2.skipped = true;
   s2.loss = kNaN;
   fast.steps = {s1, s2};
+  fast.step_seconds.count = 2;  // the summary of these two steps
   fast.timeline = {{0, Phase::kForward, 0.0, 0.05, 1000, 2000, 2500},
                    {-1, Phase::kOptimizer, 0.25, 0.03, 2000, 1000, 3000}};
 
@@ -697,7 +698,7 @@ TEST(Json, RoundTripIsLossless) {
   EXPECT_TRUE(std::isnan(fast.device_median_seconds[5]));
   EXPECT_EQ(fast.peak_breakdown.activations_bytes, 3500000000);
   EXPECT_EQ(fast.peak_breakdown.slack_bytes, 123456789);
-  EXPECT_EQ(fast.step_seconds.count, 10);
+  EXPECT_EQ(fast.step_seconds.count, 2);
   ASSERT_EQ(fast.timeline.size(), 2u);
   EXPECT_EQ(fast.timeline[1].micro_step, -1);
   EXPECT_EQ(fast.timeline[1].phase, Phase::kOptimizer);
@@ -894,6 +895,27 @@ TEST(Json, EditsNoSweepWritesAreRefused) {
             std::string::npos);
   EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["steps"][0]["round"] = 1000000000000; })
                 .find("runs[0].steps[0].round is 1000000000000"),
+            std::string::npos);
+  // A failed split keeps no step, and the recommendation never names one (every status set to
+  // oom by hand, the steps and the recommendation left as they were).
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["status"] = "oom"; })
+                .find("runs[0].steps holds 2 timed steps but the run's status is oom, which keeps none"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) {
+              d["runs"][0]["status"] = "predicted-oom";
+              d["runs"][0]["steps"] = nlohmann::json::array();
+              d["runs"][0]["step_seconds"]["count"] = 0;
+            }).find("recommendation.best_index names runs[0], whose status is predicted-oom, not ok"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["recommendation"]["tied_indices"][1] = 2; })
+                .find("recommendation.tied_indices[1] names runs[2], whose status is oom, not ok"),
+            std::string::npos);
+  // The summary counts the steps it holds; a timed step computes real positions.
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["step_seconds"]["count"] = 1000000; })
+                .find("runs[0].step_seconds.count is 1000000 but the run holds 2 timed steps"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["tokens_per_step"] = 0; })
+                .find("runs[0].tokens_per_step is 0 but a timed step computes at least one real position"),
             std::string::npos);
   EXPECT_NE(refusal([](nlohmann::json& d) { d["recommendation"]["best_index"] = 17; })
                 .find("recommendation.best_index is 17 but the file holds"),

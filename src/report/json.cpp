@@ -577,6 +577,19 @@ void check_meaning(const SweepResult& r) {
     not_negative(at + ".step_seconds.count", static_cast<double>(run.step_seconds.count));
     not_negative(at + ".peak_allocated_bytes", static_cast<double>(run.peak_allocated_bytes));
     not_negative(at + ".peak_reserved_bytes", static_cast<double>(run.peak_reserved_bytes));
+    // A failed split keeps no timed step (split_measurement clears them); a summary counts the
+    // steps it was made of; a timed step computes some real positions.
+    if (run.status != RunStatus::kOk && !run.steps.empty())
+      throw FormatError{at + ".steps", "holds " + std::to_string(run.steps.size()) + " timed steps but the run's status is " +
+                                           run_status_name(run.status) + ", which keeps none"};
+    // (A summary without its steps, as the tests' fixtures hold, still reads: the tables show it and
+    // the decisions, which need the steps, leave it out.)
+    if (!run.steps.empty() && run.step_seconds.count != static_cast<int64_t>(run.steps.size()))
+      throw FormatError{at + ".step_seconds.count", "is " + std::to_string(run.step_seconds.count) + " but the run holds " +
+                                                        std::to_string(run.steps.size()) + " timed steps"};
+    if (!run.steps.empty() && run.tokens_per_step < 1)
+      throw FormatError{at + ".tokens_per_step", "is " + std::to_string(run.tokens_per_step) +
+                                                     " but a timed step computes at least one real position"};
     for (size_t k = 0; k < run.steps.size(); ++k) {
       const std::string step = at + ".steps[" + std::to_string(k) + "]";
       // A timed step takes some time: 0 would read as infinitely many tokens per second.
@@ -589,14 +602,21 @@ void check_meaning(const SweepResult& r) {
                                                std::to_string(kMaxRound)};
     }
   }
-  index_of("recommendation.best_index", r.recommendation.best_index);
+  // What the recommendation names ran: a split that failed or was skipped is never recommended.
+  const auto ran = [&](const std::string& path, int index) {
+    index_of(path, index);
+    if (index >= 0 && r.runs[static_cast<size_t>(index)].status != RunStatus::kOk)
+      throw FormatError{path, "names runs[" + std::to_string(index) + "], whose status is " +
+                                  run_status_name(r.runs[static_cast<size_t>(index)].status) + ", not ok"};
+  };
+  ran("recommendation.best_index", r.recommendation.best_index);
   for (size_t k = 0; k < r.recommendation.tied_indices.size(); ++k)
-    index_of("recommendation.tied_indices[" + std::to_string(k) + "]", r.recommendation.tied_indices[k]);
+    ran("recommendation.tied_indices[" + std::to_string(k) + "]", r.recommendation.tied_indices[k]);
   const Decision& d = r.recommendation.decision;
-  index_of("recommendation.decision.fastest", d.fastest);
-  index_of("recommendation.decision.runner_up", d.runner_up);
+  ran("recommendation.decision.fastest", d.fastest);
+  ran("recommendation.decision.runner_up", d.runner_up);
   for (size_t k = 0; k < d.comparisons.size(); ++k)
-    index_of("recommendation.decision.comparisons[" + std::to_string(k) + "].index", d.comparisons[k].index);
+    ran("recommendation.decision.comparisons[" + std::to_string(k) + "].index", d.comparisons[k].index);
 }
 
 }  // namespace
