@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "accumbench/error.hpp"
@@ -27,40 +28,67 @@ std::string env(const char* name) {
   return value != nullptr ? value : "";
 }
 
-// Every field the entry has is of the type calibrate-framework writes, and the ones it always writes
-// are there: an entry of another kind is said by its field's name, not in nlohmann's words.
-void check_entry_fields(const Json& j) {
-  if (!j.is_object()) throw std::invalid_argument("an entry is " + std::string(j.type_name()) + ", not an object");
-  for (const char* key : {"device_name", "precision", "framework", "seconds_per_micro_step"}) {
-    if (!j.contains(key)) throw std::invalid_argument("an entry has no \"" + std::string(key) + "\"");
-  }
-  for (const char* key : {"device_name", "precision", "framework", "job", "model", "weights_dtype", "date", "torch", "shape"}) {
-    if (j.contains(key) && !j.at(key).is_string())
-      throw std::invalid_argument("an entry's \"" + std::string(key) + "\" is " + text::shortened(j.at(key).dump(), 40) +
-                                  ", not a string");
-  }
-  for (const char* key : {"seconds_per_micro_step", "engine_seconds_per_micro_step", "reference_seconds_per_micro_step"}) {
-    if (j.contains(key) && !j.at(key).is_number())
-      throw std::invalid_argument("an entry's \"" + std::string(key) + "\" is " + text::shortened(j.at(key).dump(), 40) +
-                                  ", not a number");
-  }
+// The entry's fields in the order the cache writes them (seq_len, a whole number read with its
+// fallback to the shape, last): one table for reading, checking and writing. A field without a
+// fallback is one calibrate-framework always wrote; the others read their fallback when missing
+// (entries written before LoRA could be calibrated are "full fine-tuning", before the model or the
+// weights' dtype were recorded "" and "fp32").
+struct EntryField {
+  const char* key;
+  std::string FrameworkCacheEntry::*text = nullptr;  // a string field, or
+  double FrameworkCacheEntry::*number = nullptr;     // a number field
+  std::optional<std::string> text_fallback;          // none, with number_fallback none: required
+  std::optional<double> number_fallback;
+};
+
+const std::vector<EntryField>& entry_fields() {
+  using E = FrameworkCacheEntry;
+  static const std::vector<EntryField> fields = {
+      {"device_name", &E::device_name, nullptr, std::nullopt, std::nullopt},
+      {"precision", &E::precision, nullptr, std::nullopt, std::nullopt},
+      {"framework", &E::framework, nullptr, std::nullopt, std::nullopt},
+      {"model", &E::model, nullptr, "", std::nullopt},
+      {"weights_dtype", &E::weights_dtype, nullptr, "fp32", std::nullopt},
+      {"job", &E::job, nullptr, "full fine-tuning", std::nullopt},
+      {"seconds_per_micro_step", nullptr, &E::seconds_per_micro_step, std::nullopt, std::nullopt},
+      {"engine_seconds_per_micro_step", nullptr, &E::engine_seconds_per_micro_step, std::nullopt, 0.0},
+      {"reference_seconds_per_micro_step", nullptr, &E::reference_seconds_per_micro_step, std::nullopt, 0.0},
+      {"date", &E::date, nullptr, "", std::nullopt},
+      {"torch", &E::torch, nullptr, "", std::nullopt},
+      {"shape", &E::shape, nullptr, "", std::nullopt},
+  };
+  return fields;
 }
 
+// Every field is of the type calibrate-framework writes and the ones it always writes are there: an
+// entry of another kind is said by its field's name, not in nlohmann's words.
 FrameworkCacheEntry entry_from(const Json& j) {
-  check_entry_fields(j);
+  if (!j.is_object()) throw std::invalid_argument("an entry is " + std::string(j.type_name()) + ", not an object");
   FrameworkCacheEntry e;
-  e.device_name = j.at("device_name").get<std::string>();
-  e.precision = j.at("precision").get<std::string>();
-  e.framework = j.at("framework").get<std::string>();
-  e.job = j.value("job", "full fine-tuning");  // entries written before LoRA could be calibrated
-  e.model = j.value("model", "");             // entries written before the model was recorded
-  e.weights_dtype = j.value("weights_dtype", "fp32");
-  e.seconds_per_micro_step = j.at("seconds_per_micro_step").get<double>();
-  e.engine_seconds_per_micro_step = j.value("engine_seconds_per_micro_step", 0.0);
-  e.reference_seconds_per_micro_step = j.value("reference_seconds_per_micro_step", 0.0);
-  e.date = j.value("date", "");
-  e.torch = j.value("torch", "");
-  e.shape = j.value("shape", "");
+  for (const EntryField& field : entry_fields()) {
+    const std::string key = field.key;
+    if (!j.contains(key)) {
+      if (field.text != nullptr && field.text_fallback) {
+        e.*field.text = *field.text_fallback;
+      } else if (field.number != nullptr && field.number_fallback) {
+        e.*field.number = *field.number_fallback;
+      } else {
+        throw std::invalid_argument("an entry has no \"" + key + "\"");
+      }
+      continue;
+    }
+    const Json& value = j.at(key);
+    const bool text = field.text != nullptr;
+    if (text ? !value.is_string() : !value.is_number()) {
+      throw std::invalid_argument("an entry's \"" + key + "\" is " + text::shortened(value.dump(), 40) + ", not a " +
+                                  (text ? "string" : "number"));
+    }
+    if (text) {
+      e.*field.text = value.get<std::string>();
+    } else {
+      e.*field.number = value.get<double>();
+    }
+  }
   // Entries written before T was a field name it in their shape ("gpt2-124m, T=256, ..."); a
   // shape without one is an unknown T (0).
   if (j.contains("seq_len") && !j.at("seq_len").is_null()) {
@@ -82,19 +110,16 @@ FrameworkCacheEntry entry_from(const Json& j) {
 }
 
 Json json_of(const FrameworkCacheEntry& e) {
-  return Json{{"device_name", e.device_name},
-              {"precision", e.precision},
-              {"framework", e.framework},
-              {"model", e.model},
-              {"weights_dtype", e.weights_dtype},
-              {"job", e.job},
-              {"seconds_per_micro_step", e.seconds_per_micro_step},
-              {"engine_seconds_per_micro_step", e.engine_seconds_per_micro_step},
-              {"reference_seconds_per_micro_step", e.reference_seconds_per_micro_step},
-              {"date", e.date},
-              {"torch", e.torch},
-              {"shape", e.shape},
-              {"seq_len", e.seq_len}};
+  Json j = Json::object();
+  for (const EntryField& field : entry_fields()) {
+    if (field.text != nullptr) {
+      j[field.key] = e.*field.text;
+    } else {
+      j[field.key] = e.*field.number;
+    }
+  }
+  j["seq_len"] = e.seq_len;
+  return j;
 }
 
 }  // namespace
