@@ -10,6 +10,9 @@ cpu (...)`) are compared up to the parenthesis.
 
   scripts/check_readme_plans.py [--build BUILD_DIR] [--readme README.md]
 
+A block whose last line is not an elision shows the output to its end: the command may print
+nothing after it.
+
 Exit 0 when every example matches; else prints the first README line not found per example, exit 1.
 """
 import argparse
@@ -76,6 +79,13 @@ def check(steps, build):
                     position = actual.index(want, position) + 1
                 except ValueError:
                     return command, want, actual
+            # A block that does not end in an elision shows the output to its end: a line the
+            # command prints after it (a key added to an emitted file) is missing from the README.
+            shown = [l for l in expected if l.strip()]
+            if shown and not shown[-1].strip().startswith("..."):
+                after = [l for l in actual[position:] if l.strip()]
+                if after:
+                    return command, "(the end of the output; it goes on with: " + after[0] + ")", actual
     return None, None, []
 
 
