@@ -887,7 +887,13 @@ struct CalibrateFrameworkCommand {
                         "the reference's modes to calibrate: plain, hf-trl (HF Trainer + TRL around the same math), hf "
                         "(transformers' own model, PEFT's LoRA; joins by itself on CUDA where transformers imports)")
         ->delimiter(',')
-        ->check(CLI::IsMember({"plain", "hf-trl", "hf"}))
+        ->check(CLI::Validator(
+            [](std::string& value) {
+              if (value.empty()) return std::string("an empty value; give one, or leave the option out");
+              if (value == "plain" || value == "hf-trl" || value == "hf") return std::string();
+              return ab::text::quoted(value, 40) + " is not a mode of the reference; give plain, hf-trl or hf";
+            },
+            ""))
         ->capture_default_str();
     return command;
   }

@@ -74,17 +74,27 @@ std::string last_line(const std::string& text) {
   return last;
 }
 
+// The script that times `framework` ("hf": transformers' own model, hf_real_step.py; else
+// step_bench.py) in --reference-dir; UserError when it is not there. A path the system cannot even
+// look up (a name too long, a loop of links) is said as a missing one, with the system's reason.
+fs::path reference_script(const FrameworkCalibrationOptions& o, const std::string& framework) {
+  const fs::path script = fs::path(o.reference_dir) / (framework == "hf" ? "hf_real_step.py" : "step_bench.py");
+  std::error_code looked_up;
+  if (!fs::exists(script, looked_up)) {
+    throw UserError("no " + text::quoted(text::shortened(script.string(), 200)) +
+                    (looked_up ? " (" + looked_up.message() + ")" : "") +
+                    ": pass --reference-dir, the folder of accumbench's bench/reference");
+  }
+  return script;
+}
+
 FrameworkCalibrationSide run_reference(const FrameworkCalibrationOptions& o, const std::string& framework,
                                        const std::string& export_dir, const std::string& device, int threads) {
   const WorkloadOptions& w = o.sweep.workload;
   // "hf": transformers' own model (hf_real_step.py, the same command line); else step_bench.py.
   // Both read the LoRA adapters from the index (write_model_index).
   const bool real = framework == "hf";
-  const fs::path script = fs::path(o.reference_dir) / (real ? "hf_real_step.py" : "step_bench.py");
-  if (!fs::exists(script)) {
-    throw UserError("no " + text::quoted(script.string()) + ": pass --reference-dir, the folder of accumbench's "
-                    "bench/reference");
-  }
+  const fs::path script = reference_script(o, framework);
   std::string splits;
   for (int64_t m : w.micro_batches) splits += (splits.empty() ? "" : ",") + std::to_string(m);
   std::string command = shell_quoted(o.python) + " " + shell_quoted(script.string()) + " --export " +
@@ -153,7 +163,8 @@ void require_python_with_torch(const std::string& python) {
 // imports. Empty when the probe does not run (an old checkout, a Python without torch).
 std::pair<std::string, bool> probe_packages(const FrameworkCalibrationOptions& o) {
   const fs::path script = fs::path(o.reference_dir) / "hf_real_step.py";
-  if (!fs::exists(script)) return {"", false};
+  std::error_code looked_up;
+  if (!fs::exists(script, looked_up)) return {"", false};
   const ProcessOutput out = run_command(shell_quoted(o.python) + " " + shell_quoted(script.string()) + " --probe");
   // ordered: the probe's own order (torch first)
   const nlohmann::ordered_json j = nlohmann::ordered_json::parse(last_line(out.text), nullptr, /*allow_exceptions=*/false);
@@ -223,6 +234,26 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
                     "with two values at least (e.g. 1," + std::to_string(w.batch) + ")");
   }
   if (o.reference_steps < 1) throw UserError("--steps must be at least 1, got " + std::to_string(o.reference_steps) + "; give the timed steps per split on each side");
+  // A mode given twice is timed once, as every list option's repeats are.
+  std::vector<std::string> frameworks;
+  std::vector<std::string> repeated;
+  const auto holds = [](const std::vector<std::string>& list, const std::string& name) {
+    return std::find(list.begin(), list.end(), name) != list.end();
+  };
+  for (const std::string& framework : o.frameworks) {
+    if (!holds(frameworks, framework)) {
+      frameworks.push_back(framework);
+    } else if (!holds(repeated, framework)) {
+      repeated.push_back(framework);
+    }
+  }
+  for (const std::string& framework : repeated) {
+    result.notes.push_back("--frameworks lists " + framework + " more than once; the repeats are dropped");
+  }
+  o.frameworks = frameworks;
+  // The reference's scripts, before the engine is measured: a --reference-dir without them would
+  // throw the engine's measurement away.
+  for (const std::string& framework : o.frameworks) (void)reference_script(o, framework);
   const ModelConfig cfg = resolve_model(w.model);
   // The cache, before anything is measured: a file it cannot read or a folder it cannot write
   // would throw the whole measurement away at the end.

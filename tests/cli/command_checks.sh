@@ -240,13 +240,15 @@ if c["framework_source"] != "--framework-overhead": fail("source %r" % c["framew
 
 # cli.calibrate_framework.plain: the PyTorch reference (Debian's python3-torch) and the engine on
 # the tiny shape; the cache it writes is what the next sweep's auto reads. Skipped without torch.
+# A mode given twice is timed once, with a note.
 calibrate_framework() {
   local python=${ACCUMBENCH_REFERENCE_PYTHON:-/usr/bin/python3}
   "$python" -c "import torch" 2>/dev/null || { echo "no torch in $python: skipped"; exit 77; }
   export ACCUMBENCH_CACHE_DIR="$work/cache"
-  expect 0 "plain: " "Python packages: torch " "accumbench: wrote $work/cache/framework-overhead.json" -- calibrate-framework \
+  expect 0 "plain: " "Python packages: torch " "accumbench: wrote $work/cache/framework-overhead.json" \
+    "note: --frameworks lists plain more than once; the repeats are dropped" -- calibrate-framework \
     --model gpt2-tiny --seq-len 32 --batch 4 --micro-batches 1,4 --device cpu --threads 1 --steps 3 \
-    --python "$python" --frameworks plain
+    --python "$python" --frameworks plain,plain
   check "the cache holds one plain fp32 entry for this CPU with finite slopes" py '
 import math
 e = load(sys.argv[1])["entries"]
