@@ -1,6 +1,7 @@
 // The training step: every split computes the whole batch's gradient and update (fp32, fixed and
 // variable lengths, both families); mean-of-means is right only for fixed lengths; the memory
 // knobs give the same update; bad splits are user errors.
+#include <limits>
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -128,6 +129,40 @@ TEST(Verify, OptimizerInBackwardIsJudgedOnItsUpdate) {
                             "those splits are judged on their loss and their update\n"),
             std::string::npos)
       << text.str();
+}
+
+// A FAIL says why where the run tells: a whole batch whose loss is not finite has nothing to match,
+// a mean of micro-batch means is the known bug, and a token-normalized split past the tolerance is
+// neither (the mean-of-means sentence blamed a normalization the run did not use).
+TEST(Verify, AFailSaysWhyAsTheRunTells) {
+  ab::VerifyResult r;
+  r.model = "gpt2-tiny";
+  r.batch = 4;
+  r.seq_len = 8;
+  r.all_pass = false;
+  ab::VerifySplit split;
+  split.config.micro_batch = 1;
+  split.config.accum_steps = 4;
+  split.rel_l2_grad_error = 0.5;
+  r.splits = {split};
+  const auto text_of = [](const ab::VerifyResult& result) {
+    std::ostringstream out;
+    ab::print_verify(result, out);
+    return out.str();
+  };
+  const std::string bug = "a loss averaged per micro-batch (mean-of-means) is the accumulation bug";
+  const std::string fault = "token normalization gives every split the whole batch's update up to rounding";
+  r.loss_normalization = ab::LossNormalization::kToken;
+  EXPECT_EQ(text_of(r).find(bug), std::string::npos);
+  EXPECT_NE(text_of(r).find(fault), std::string::npos);
+  r.loss_normalization = ab::LossNormalization::kMeanOfMeans;
+  EXPECT_NE(text_of(r).find(bug), std::string::npos);
+  r.reference_loss = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_NE(text_of(r).find("the whole batch's loss is nan, not a finite number: the step diverges, so no split can "
+                            "match it; check what scales it (--lr, --lora-alpha, the weights' dtype)\n"),
+            std::string::npos)
+      << text_of(r);
+  EXPECT_EQ(text_of(r).find(bug), std::string::npos);
 }
 
 // A stop (Ctrl-C; interrupt.hpp) is heard between splits: the splits not verified are named, and

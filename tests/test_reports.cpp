@@ -628,6 +628,24 @@ TEST(PrintComparison, MixedWorldSizesNameEachRowsWorld) {
   EXPECT_EQ(lines[9].rfind("8\u00d78 world 2 ", 0), 0u) << out.str();
 }
 
+// A split whose every timed step lost its loss to inf or nan is named above the table; one finite
+// step, or fp16's skipped steps beside finite ones, name nothing.
+TEST(ConsoleReporter, DivergedLossIsNoted) {
+  SweepResult result = sample_result();
+  StepSample step;
+  step.step_seconds = 0.2;
+  step.loss = std::numeric_limits<double>::quiet_NaN();
+  result.runs[0].steps = {step, step};
+  EXPECT_EQ(diverged_loss_note(result),
+            "the loss of 8\u00d78 is not finite in any timed step: the step diverges (its times are of arithmetic on "
+            "inf and nan), so check what scales it (--lr, --lora-alpha, the weights' dtype) before reading the times");
+  result.runs[0].steps[1].loss = 2.5;
+  EXPECT_EQ(diverged_loss_note(result), "");
+  result.runs[0].steps[1].skipped = true;  // fp16: an overflowed step, skipped
+  result.runs[0].steps[0].loss = 2.5;
+  EXPECT_EQ(diverged_loss_note(result), "");
+}
+
 // ---- JSON ------------------------------------------------------------------------------------
 
 // Every field set, NaN in several places, every status, non-alphabetical options.

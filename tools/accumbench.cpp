@@ -602,7 +602,7 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
       ->capture_default_str();
   command->add_option("--lora-rank", w.lora.rank, "LoRA rank on a frozen base (0: full fine-tuning)")
       ->capture_default_str();
-  command->add_option("--lora-alpha", w.lora.alpha, "LoRA alpha; the adapters are scaled by alpha / rank (default: 2 x rank)");
+  command->add_option("--lora-alpha", w.lora.alpha, "LoRA alpha, at most 1e6; the adapters are scaled by alpha / rank (default and 0: 2 x rank)");
   command->add_option("--lora-targets", w.lora.targets,
                       "all-linear (every block linear, not the LM head), attention, mlp, or a comma list of the "
                       "model's linears (q,k,v,o,gate,up,down; GPT-2: c_attn,c_proj,c_fc)")
@@ -817,6 +817,7 @@ struct SweepCommand {
     if (primary) print_note(ab::short_source_note(options.workload));
     if (primary) print_note(ab::cpu_bf16_scratch_note(options.workload, result.context.device.rfind("cuda", 0) == 0));
     if (primary && !flags.padding_chosen()) print_note(padding_to_t_note(result));
+    if (primary) print_note(ab::diverged_loss_note(result));
     if (primary) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
     if (primary && result.recommendation.best_index >= 0) {
       const ab::RunResult& best = result.runs[static_cast<size_t>(result.recommendation.best_index)];

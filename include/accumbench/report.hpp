@@ -25,6 +25,10 @@ class Reporter {
   virtual void report(const SweepResult& result, std::ostream& out) const = 0;
 };
 
+// The note printed above the table when some split's every timed step gave a loss that is not
+// finite (fp16's skipped steps aside): its times are of a diverging step; "" when none did.
+std::string diverged_loss_note(const SweepResult& result);
+
 // One row per split: split, step s ± spread, data/fwd/bwd/opt/other, tokens/s, MFU, peak memory,
 // fits, vs best; the recommendation below. ANSI colour only when `color` (the CLI passes isatty).
 class ConsoleReporter : public Reporter {

@@ -1,5 +1,6 @@
 // The table a person reads at the end of `accumbench sweep`: the console view of the column
 // table (columns.cpp), the recommendation below it.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,27 @@ void ConsoleReporter::report(const SweepResult& result, std::ostream& out) const
   for (const TimeModel& model : result.time_models) out << text::time_model_text(model, runs) << "\n";
   // The recommended split in the user's own trainer (--emit prints it ready to paste).
   if (context.best != nullptr) out << settings_summary(trainer_settings(result, *context.best)) << "\n";
+}
+
+// The splits whose every timed step gave a loss that is not finite (fp16's skipped steps aside):
+// their times are of a step that diverges, which no recommendation should be read from; "" when
+// there are none.
+std::string diverged_loss_note(const SweepResult& result) {
+  std::string labels;
+  for (const RunResult& run : result.runs) {
+    bool counted = false;
+    bool finite = false;
+    for (const StepSample& step : run.steps) {
+      if (step.skipped) continue;
+      counted = true;
+      finite = finite || std::isfinite(step.loss);
+    }
+    if (counted && !finite) labels += (labels.empty() ? "" : ", ") + run_label(run, result.runs);
+  }
+  if (labels.empty()) return "";
+  return "the loss of " + labels + " is not finite in any timed step: the step diverges (its times are of "
+         "arithmetic on inf and nan), so check what scales it (--lr, --lora-alpha, the weights' dtype) before "
+         "reading the times";
 }
 
 }  // namespace accumbench

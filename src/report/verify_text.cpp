@@ -140,9 +140,18 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
                        : "FAIL: some splits compute a different update than the whole batch")
         << "\n";
   }
-  if (!r.all_pass) {
+  // Why, where the run says: a whole batch without a finite loss has nothing to be matched; a
+  // mean of micro-batch means is the known bug; a token-normalized split that fails is not.
+  if (!r.all_pass && !std::isfinite(r.reference_loss)) {
+    out << "the whole batch's loss is " << r.reference_loss << ", not a finite number: the step diverges, so no split "
+        << "can match it; check what scales it (--lr, --lora-alpha, the weights' dtype)\n";
+  } else if (!r.all_pass && r.loss_normalization == LossNormalization::kMeanOfMeans) {
     out << "a loss averaged per micro-batch (mean-of-means) is the accumulation bug transformers fixed in 2024 "
            "(num_items_in_batch, PRs 34191 and 34198); README, \"verify\", says which frameworks normalize how\n";
+  } else if (!r.all_pass) {
+    out << "token normalization gives every split the whole batch's update up to rounding, so a split past the "
+           "tolerance is a fault in this step or a device that rounds more than the tolerance allows; please report "
+           "it with this output\n";
   }
 }
 

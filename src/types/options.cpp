@@ -362,6 +362,8 @@ bool real_samples(const DataSource& data) { return data.lengths == LengthMode::k
 
 namespace {
 
+constexpr double kMaxLoraAlpha = 1e6;
+
 void validate_lora_options(const LoraOptions& lora) {
   if (lora.rank < 0) {
     throw UserError("--lora-rank must not be negative, got " + std::to_string(lora.rank) + "; use 0 for full fine-tuning");
@@ -370,8 +372,11 @@ void validate_lora_options(const LoraOptions& lora) {
     throw UserError("--lora-alpha, --lora-targets and --lora-dropout shape LoRA adapters, which are off (--lora-rank 0); "
                     "add --lora-rank R or drop them");
   }
-  if (!(lora.alpha >= 0) || !std::isfinite(lora.alpha)) {
-    throw UserError("--lora-alpha must be a positive number (0: twice the rank), got " + number(lora.alpha));
+  // No LoRA setup scales its adapters by a million (alpha is the rank to a few times it): far
+  // beyond, the first step's gradients overflow fp32 and every loss reads nan.
+  if (!(lora.alpha >= 0) || !std::isfinite(lora.alpha) || lora.alpha > kMaxLoraAlpha) {
+    throw UserError("--lora-alpha must be a number from 0 (twice the rank) to 1e6, got " + number(lora.alpha) +
+                    "; alpha is usually the rank to a few times it");
   }
   if (!(lora.dropout >= 0 && lora.dropout < 1)) {
     throw UserError("--lora-dropout must be in [0, 1), got " + number(lora.dropout));
