@@ -928,6 +928,16 @@ TEST(Json, EditsNoSweepWritesAreRefused) {
   EXPECT_NE(refusal([](nlohmann::json& d) { d["recommendation"]["tied_indices"][1] = 2; })
                 .find("recommendation.tied_indices[1] names runs[2], whose status is oom, not ok"),
             std::string::npos);
+  // Rates and shares are never negative; padding is at most every position.
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["tokens_per_second"] = -1; })
+                .find("runs[0].tokens_per_second is -1 but cannot be negative"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][1]["phase_median_seconds"]["forward"] = -0.5; })
+                .find("runs[1].phase_median_seconds.forward is -0.5 but cannot be negative"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["padding_fraction"] = 1.5; })
+                .find("runs[0].padding_fraction is 1.5 but is a share of the positions computed, at most 1"),
+            std::string::npos);
   // The summary counts the steps it holds; a timed step computes real positions.
   EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["step_seconds"]["count"] = 1000000; })
                 .find("runs[0].step_seconds.count is 1000000 but the run holds 2 timed steps"),

@@ -577,6 +577,25 @@ void check_meaning(const SweepResult& r) {
     not_negative(at + ".step_seconds.count", static_cast<double>(run.step_seconds.count));
     not_negative(at + ".peak_allocated_bytes", static_cast<double>(run.peak_allocated_bytes));
     not_negative(at + ".peak_reserved_bytes", static_cast<double>(run.peak_reserved_bytes));
+    // Rates and shares are counted, never below zero (NaN: not measured, as on the CPU's MFU).
+    for (const auto& [name, value] :
+         {std::pair<const char*, double>{"tokens_per_step", static_cast<double>(run.tokens_per_step)},
+          {"tokens_per_second", run.tokens_per_second},
+          {"computed_tokens_per_second", run.computed_tokens_per_second},
+          {"samples_per_second", run.samples_per_second},
+          {"achieved_tflops", run.achieved_tflops},
+          {"hardware_tflops", run.hardware_tflops},
+          {"mfu", run.mfu},
+          {"padding_fraction", run.padding_fraction},
+          {"device_busy_fraction", run.device_busy_fraction}}) {
+      not_negative(at + "." + name, value);
+    }
+    for (int p = 0; p < kPhaseCount; ++p) {
+      not_negative(at + ".phase_median_seconds." + phase_name(static_cast<Phase>(p)), run.phase_median_seconds[p]);
+    }
+    if (run.padding_fraction > 1)
+      throw FormatError{at + ".padding_fraction", "is " + text::format_exact(run.padding_fraction) +
+                                                      " but is a share of the positions computed, at most 1"};
     // A failed split keeps no timed step (split_measurement clears them); a summary counts the
     // steps it was made of; a timed step computes some real positions.
     if (run.status != RunStatus::kOk && !run.steps.empty())
