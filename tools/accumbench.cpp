@@ -1565,12 +1565,18 @@ int run(int argc, char** argv) {
 
 // What the command printed must have reached stdout: on a full disk or a closed stdout the table of
 // a sweep without --json would be lost while the command said it succeeded.
-int with_output_checked(int code) {
+// The fix names a file option only for the commands that have one.
+int with_output_checked(int code, const std::string& command) {
   std::cout.flush();
   if (std::cout.good()) return code;
+  const std::string fix =
+      command == "sweep" ? "write the results to a file (--json FILE, which accumbench report FILE prints again) or "
+                           "give stdout room"
+      : command == "plan" ? "write the plan to a file (--json FILE) or give stdout room"
+                          : "send stdout to a file or a stream with room (> FILE)";
   std::cerr << "accumbench: error: writing to standard output failed (a full disk or a closed stream), so what the "
-               "command printed there is lost; write the results to a file (--json FILE, which accumbench report "
-               "FILE prints again) or give stdout room\n";
+               "command printed there is lost; "
+            << fix << "\n";
   return code == 0 ? ab::kUserErrorExitCode : code;
 }
 
@@ -1583,7 +1589,7 @@ int main(int argc, char** argv) {
     ab::use_passive_openmp_wait(argv);
   }
   try {
-    return with_output_checked(run(argc, argv));
+    return with_output_checked(run(argc, argv), argc > 1 ? argv[1] : "");
   } catch (const ab::UserError& error) {
     std::cerr << "accumbench: error: " << error.what() << "\n";
     return ab::kUserErrorExitCode;

@@ -468,11 +468,14 @@ stdout_fails() {
   rc=$?
   [ "$rc" -eq 2 ] || fail "exit status $rc, expected 2"
   check "a failed stdout is said in one sentence" grep -q "^accumbench: error: writing to standard output failed" "$err"
+  check "the sweep's fix is its --json" grep -q "write the results to a file (--json FILE" "$err"
   check "the --json file is written all the same" test -s "$work/full.json"
   last_command="accumbench models >/dev/full"
   "$bin" models >/dev/full 2>"$err"
   rc=$?
   [ "$rc" -eq 2 ] || fail "models: exit status $rc, expected 2"
+  # models has no --json: its fix is a stream with room.
+  check "models' fix names no option it lacks" grep -q "lost; send stdout to a file or a stream with room (> FILE)$" "$err"
 }
 
 mode=${case_args[0]:-}
