@@ -1266,7 +1266,7 @@ TEST(ParseBytes, RejectsEverythingElseWithTheAcceptedForms) {
     FAIL();
   } catch (const UserError& e) {
     EXPECT_STREQ(e.what(),
-                 "cannot read '16 XB' as a byte count; write a number with an optional unit, "
+                 "cannot read \"16 XB\" as a byte count; write a number with a unit, "
                  "e.g. 16GiB, 512MiB, 1.5G (1024-based), 16GB (1000-based) or 17179869184B "
                  "(bytes)");
   }

@@ -77,11 +77,11 @@ std::vector<BlockLinear> lora_targets(const ModelConfig& m, const std::string& t
         const bool head = name == "lm_head";
         const bool embedding = name == "embed_tokens" || name == "embed" || name == "wte" || name == "wpe";
         if (head || embedding) {
-          throw UserError("--lora-targets names \"" + name + "\", " + (head ? "the LM head" : "an embedding") +
+          throw UserError("--lora-targets names " + text::quoted(name, 60) + ", " + (head ? "the LM head" : "an embedding") +
                           ", which accumbench puts no adapter on (only the block linears); use all-linear, attention, "
                           "mlp or a comma list of " + known);
         }
-        throw UserError("--lora-targets names \"" + name + "\", which " + m.name + " does not have; use all-linear, " +
+        throw UserError("--lora-targets names " + text::quoted(name, 60) + ", which " + m.name + " does not have; use all-linear, " +
                         "attention, mlp or a comma list of " + known);
       }
       wanted.push_back(n);

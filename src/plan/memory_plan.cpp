@@ -16,6 +16,7 @@
 #include "accumbench/chunked_loss.hpp"
 #include "accumbench/error.hpp"
 #include "accumbench/optimizer_state.hpp"
+#include "accumbench/units.hpp"
 #include "plan/block_tensors.hpp"
 #include "plan/plan_builder.hpp"
 #include "plan/quantized_base.hpp"
@@ -27,7 +28,7 @@ std::string to_string(AttentionKind kind) { return kind == AttentionKind::kFlash
 AttentionKind attention_kind_from_string(const std::string& text) {
   if (text == "explicit") return AttentionKind::kExplicit;
   if (text == "flash") return AttentionKind::kFlash;
-  throw UserError("unknown --attention \"" + text + "\"; use explicit (LibTorch 1.x, CPU) or flash (LibTorch 2.x, CUDA)");
+  throw UserError("unknown --attention " + text::quoted(text, 60) + "; use explicit (LibTorch 1.x, CPU) or flash (LibTorch 2.x, CUDA)");
 }
 
 std::string to_string(PlanFramework framework) { return framework == PlanFramework::kHfTrl ? "hf-trl" : "plain"; }
@@ -43,7 +44,7 @@ TrlLoss trl_loss_from_string(const std::string& text) {
 PlanFramework plan_framework_from_string(const std::string& text) {
   if (text == "plain") return PlanFramework::kPlain;
   if (text == "hf-trl") return PlanFramework::kHfTrl;
-  throw UserError("unknown --framework \"" + text + "\"; use plain (accumbench's loop) or hf-trl (HF Trainer + TRL's SFTTrainer)");
+  throw UserError("unknown --framework " + text::quoted(text, 60) + "; use plain (accumbench's loop) or hf-trl (HF Trainer + TRL's SFTTrainer)");
 }
 
 const char* plan_phase_name(PlanPhase phase) {

@@ -58,8 +58,8 @@ std::string format_bytes(int64_t bytes) {
 
 int64_t parse_bytes(const std::string& text) {
   const auto fail = [&text]() -> UserError {
-    return UserError("cannot read '" + text +
-                     "' as a byte count; write a number with an optional unit, e.g. 16GiB, "
+    return UserError("cannot read " + text::quoted(text, 60) +
+                     " as a byte count; write a number with a unit, e.g. 16GiB, "
                      "512MiB, 1.5G (1024-based), 16GB (1000-based) or 17179869184B (bytes)");
   };
 
