@@ -95,8 +95,8 @@ TokenBatch make_batch(const at::Tensor& windows, const std::vector<int64_t>& len
 
 void check_shape(const DataOptions& o) {
   if (o.vocab_size <= 0) throw UserError("vocabulary size must be positive");
-  if (o.seq_len <= 0) throw UserError("--seq-len must be positive, got " + std::to_string(o.seq_len));
-  if (o.batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(o.batch));
+  if (o.seq_len <= 0) throw UserError("--seq-len must be positive, got " + std::to_string(o.seq_len) + "; give the tokens per sequence, e.g. --seq-len 1024");
+  if (o.batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(o.batch) + "; give the effective batch in sequences, e.g. --batch 64");
 }
 
 std::vector<TokenBatch> make_synthetic_batches(const DataOptions& options) {

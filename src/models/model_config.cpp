@@ -364,7 +364,7 @@ const ModelConfig& find_preset(const std::string& name) {
 }
 
 void check_sequence_length(const ModelConfig& cfg, int64_t seq_len) {
-  if (seq_len <= 0) throw UserError("--seq-len must be positive, got " + std::to_string(seq_len));
+  if (seq_len <= 0) throw UserError("--seq-len must be positive, got " + std::to_string(seq_len) + "; give the tokens per sequence, e.g. --seq-len 1024");
   // Only a learned position table (GPT-2's wpe) ends at max_seq_len; rotary positions go on, and
   // transformers runs a RoPE model past max_position_embeddings (context_length_note).
   if (cfg.arch == Architecture::kGpt2 && seq_len > cfg.max_seq_len) {

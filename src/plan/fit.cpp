@@ -16,6 +16,7 @@ namespace accumbench {
 
 int64_t headroom_bytes(const std::string& text, int64_t memory_limit_bytes) {
   int64_t bytes = 0;
+  if (text == "0") return 0;  // none: the same in every unit
   if (!text.empty() && text.back() == '%') {
     double percent = -1;
     try {
@@ -34,7 +35,7 @@ int64_t headroom_bytes(const std::string& text, int64_t memory_limit_bytes) {
       bytes = parse_memory_limit(text);
     } catch (const UserError&) {
       throw UserError("--headroom " + text::quoted(text) + " is neither a size with its unit (1GiB, 500MB) nor a "
-                      "percentage of the memory limit (5%)");
+                      "percentage of the memory limit (5%); write it as one of those, or 0 for none");
     }
   }
   if (memory_limit_bytes > 0 && bytes >= memory_limit_bytes) {

@@ -48,7 +48,7 @@ void check_sweep_options(const SweepOptions& options) {
     throw UserError("--warmup must be at least 1, got " + std::to_string(options.warmup) +
                     ": a split's memory is read in its first, untimed step");
   }
-  if (options.steps <= 0) throw UserError("--steps must be positive, got " + std::to_string(options.steps));
+  if (options.steps <= 0) throw UserError("--steps must be positive, got " + std::to_string(options.steps) + "; give the timed rounds per split, e.g. --steps 5");
   constexpr int kMaxSteps = 1000000;
   if (options.warmup > kMaxSteps || options.steps > kMaxSteps) {
     throw UserError("--warmup and --steps must be at most " + std::to_string(kMaxSteps) + "; use --time-budget for long runs");

@@ -573,14 +573,14 @@ std::string idle_data_options_note(const WorkloadOptions& w) {
 }
 
 void validate_workload(const WorkloadOptions& w) {
-  if (w.seq_len <= 0) throw UserError("--seq-len must be positive, got " + std::to_string(w.seq_len));
-  if (w.batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(w.batch));
+  if (w.seq_len <= 0) throw UserError("--seq-len must be positive, got " + std::to_string(w.seq_len) + "; give the tokens per sequence, e.g. --seq-len 1024");
+  if (w.batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(w.batch) + "; give the effective batch in sequences, e.g. --batch 64");
   validate_limits(w);
   validate_optimizer(w.optimizer);
   for (double norm : w.grid.other_max_grad_norms) validate_optimizer(with_max_grad_norm(w, norm).optimizer);
   require_in_range("--dist-timeout", w.dist_timeout_seconds, 0, 86400, true, "a number of seconds in (0, 86400]");
   for (int64_t micro : w.micro_batches) {
-    if (micro <= 0) throw UserError("micro-batch must be positive, got " + std::to_string(micro));
+    if (micro <= 0) throw UserError("micro-batch must be positive, got " + std::to_string(micro) + "; give --micro-batches values of 1 or more");
   }
   if (w.precisions.empty()) throw UserError("--precision needs at least one of fp32, bf16, fp16");
   const std::vector<Precision> weights = grid_weights_dtypes(w);

@@ -72,8 +72,8 @@ int64_t sequences_per_rank(int64_t batch, int world_size) {
 }
 
 int64_t accumulation_steps(int64_t batch, int64_t micro_batch, int world_size) {
-  if (micro_batch <= 0) throw UserError("micro-batch must be positive, got " + std::to_string(micro_batch));
-  if (batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(batch));
+  if (micro_batch <= 0) throw UserError("micro-batch must be positive, got " + std::to_string(micro_batch) + "; give sequences per micro-step, 1 or more");
+  if (batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(batch) + "; give the effective batch in sequences, e.g. --batch 64");
   if (world_size > 1) {
     const int64_t per_rank = sequences_per_rank(batch, world_size);
     if (per_rank % micro_batch != 0) {
