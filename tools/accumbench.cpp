@@ -878,6 +878,18 @@ struct CalibrateFrameworkCommand {
         "--framework-overhead auto");
     flags.one_job = true;
     add_workload_options(command, flags);
+    // The workload options the reference's step lacks are refused (refuse_what_the_reference_lacks,
+    // with the fix); the help says so rather than what sweep does with them.
+    for (const auto& [name, help] : std::initializer_list<std::pair<const char*, const char*>>{
+             {"--chunked-loss", "not here: the reference's step computes the plain loss head (sweep, verify and plan take it)"},
+             {"--knobs", "not here: the reference's step has no memory knobs (sweep and plan take it)"},
+             {"--optimizer-in-backward", "not here: the reference's step has no memory knobs (sweep, verify and plan take it)"},
+             {"--cuda-graphs", "not here: the reference's step is not replayed from CUDA graphs (sweep and verify take it)"},
+             {"--lengths", "fixed only: the reference draws fixed-length random tokens (sweep, verify and plan take the others)"},
+             {"--packing", "none only: the reference draws fixed-length random tokens (sweep, verify and plan pack)"},
+             {"--base-quant", "none only: the reference has no bitsandbytes base (sweep, verify and plan quantise it)"}}) {
+      command->get_option(name)->description(help);
+    }
     options.reference_dir = std::string(ACCUMBENCH_SOURCE_DIR) + "/bench/reference";
     command->add_option("--steps", options.sweep.steps, "timed steps per split on each side")->capture_default_str();
     command->add_option("--python", options.python, "a Python that imports torch, for the reference")
@@ -895,6 +907,7 @@ struct CalibrateFrameworkCommand {
               return ab::text::quoted(value, 40) + " is not a mode of the reference; give plain, hf-trl or hf";
             },
             ""))
+        ->type_name("TEXT:{plain,hf-trl,hf}")
         ->capture_default_str();
     return command;
   }
