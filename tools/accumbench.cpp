@@ -1346,7 +1346,10 @@ struct ReportCommand {
     const ab::SweepResult result = ab::load_sweep_result(input);
     files.write(result);
     const int unwritten = files.announce();
-    if (!files.any()) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
+    if (!files.any()) {
+      print_note(ab::diverged_loss_note(result));  // what the sweep noted that its steps still show
+      ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
+    }
     return unwritten;
   }
 };

@@ -18,6 +18,17 @@ report_table() {
     diff <(split_lines "$sweep_dir/sweep.out") <(split_lines "$out")
 }
 
+# cli.report.notes_a_diverged_loss: a file whose first split lost its loss to nan in every timed step
+# (JSON null) is reprinted with the sweep's note naming that split.
+report_diverged() {
+  py '
+r = load(sys.argv[1])
+for step in r["runs"][0]["steps"]: step["loss"] = None
+json.dump(r, open(sys.argv[2], "w"))
+' "$a_json" "$work/diverged.json"
+  expect 0 "is not finite in any timed step: the step diverges" "Recommendation:" -- report "$work/diverged.json"
+}
+
 # cli.report.markdown_equals_sweep
 report_markdown() {
   expect 0 -- report "$a_json" --markdown "$work/report.md"
@@ -95,7 +106,7 @@ resume_other_model() {
 
 mode=${case_args[0]:-}
 case $mode in
-  report_table | report_markdown | compare_self | memory_limit | try_predicted_oom | resume_other_model) "$mode" ;;
+  report_table | report_diverged | report_markdown | compare_self | memory_limit | try_predicted_oom | resume_other_model) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
