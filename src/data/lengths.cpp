@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <limits>
 #include <sstream>
@@ -134,6 +135,12 @@ void read_label_columns(const nlohmann::json& row, bool completion_only_loss, co
 LengthRow parse_length_line(const std::string& line, const std::string& where, bool completion_only_loss) {
   const size_t first = line.find_first_not_of(" \t\r");
   if (first == std::string::npos) throw UserError(where + " is empty; give one sample length per line");
+  // UTF-16 text (Windows PowerShell 5's `>` writes it, with its byte-order mark) reads as bytes
+  // with a NUL beside every character: said as what it is, with the fix.
+  if (line.rfind("\xFF\xFE", 0) == 0 || line.rfind("\xFE\xFF", 0) == 0) {
+    throw UserError(where + " starts with a UTF-16 byte-order mark: the file is UTF-16 text; save it as UTF-8 "
+                    "(PowerShell: Out-File -Encoding utf8; iconv -f UTF-16 -t UTF-8)");
+  }
   // Control bytes (a NUL above all) are no text: most likely a token file given to the wrong option.
   const bool binary = std::any_of(line.begin(), line.end(), [](char c) {
     const auto byte = static_cast<unsigned char>(c);
@@ -142,6 +149,11 @@ LengthRow parse_length_line(const std::string& line, const std::string& where, b
   if (binary) {
     throw UserError(where + " holds binary bytes, not text; a token file goes to --tokens (with --eos-id N for its "
                     "documents), and --lengths reads one length per line or JSONL rows");
+  }
+  // A JSON array (json.dump of a list, a datasets export without lines=True) is no JSONL.
+  if (line[first] == '[') {
+    throw UserError(where + " starts a JSON array; --lengths reads JSONL, one JSON object per line (pandas: "
+                    "to_json(orient=\"records\", lines=True); datasets: Dataset.to_json)");
   }
   LengthRow out;
   if (line[first] == '{') {
@@ -168,6 +180,14 @@ LengthRow parse_length_line(const std::string& line, const std::string& where, b
                        : static_cast<int64_t>(length);
     } else if (row.contains("length") && row["length"].is_number_integer()) {
       out.length = row["length"].get<int64_t>();
+    } else if (row.contains("length") && row["length"].is_number_float()) {
+      // Digits past uint64 parse as a float: longer than any T, as a text file's; else a fraction.
+      const double length = row["length"].get<double>();
+      if (!(std::isfinite(length) && length >= 9.2e18 && length == std::floor(length))) {
+        throw UserError(where + ": length " + shown(row["length"]) + " is not a whole number; give each row's " +
+                        "length as a whole count of tokens");
+      }
+      out.length = std::numeric_limits<int64_t>::max();
     } else {
       throw UserError(where + " has neither an input_ids array nor a length integer; give each JSONL row one of them");
     }
@@ -189,7 +209,20 @@ LengthRow parse_length_line(const std::string& line, const std::string& where, b
     used = 0;
   }
   if (used != text.size() || used == 0) {
-    throw UserError(where + " holds \"" + text + "\", which is not a number; give one sample length per line");
+    // Carriage returns inside the line: a file with old Mac line ends (\r alone) reads as one line.
+    if (text.find('\r') != std::string::npos) {
+      throw UserError(where + " holds carriage returns inside it: the file ends its lines with \\r alone (old Mac "
+                      "line ends); save it with \\n line ends (tr '\\r' '\\n')");
+    }
+    size_t parsed = 0;
+    try {
+      (void)std::stod(text, &parsed);
+    } catch (const std::exception&) {
+      parsed = 0;
+    }
+    throw UserError(where + " holds " + text::quoted(text, 60) +
+                    (parsed == text.size() ? ", which is not a whole number; give each length as a whole count of tokens"
+                                           : ", which is not a number; give one sample length per line"));
   }
   out.length = value;
   return out;
@@ -326,6 +359,26 @@ TokenFile::TokenFile(const std::string& path, int token_bytes) : path_(path), wi
     throw UserError("token file \"" + path + "\" has " + std::to_string(bytes_->size()) +
                     " bytes, not a multiple of the " + std::to_string(token_bytes) +
                     "-byte token width; pass the right --token-bytes");
+  }
+  // 4-byte ids read 2 bytes at a time come out as the id's low half, then its high half: for any
+  // vocabulary under 2^18 a value below 4 at every second position, which no real 2-byte stream
+  // holds (read on, the documents would be twice as long and half zeros, silently).
+  if (token_bytes == 2 && bytes_->size() >= 32) {
+    const auto half = [&](size_t k) {
+      return static_cast<unsigned>(static_cast<unsigned char>((*bytes_)[2 * k])) |
+             static_cast<unsigned>(static_cast<unsigned char>((*bytes_)[2 * k + 1])) << 8;
+    };
+    const size_t count = bytes_->size() / 2;
+    bool high_halves = true;
+    bool some_low_half_large = false;
+    for (size_t k = 0; k + 1 < count && high_halves; k += 2) {
+      high_halves = half(k + 1) < 4;
+      some_low_half_large = some_low_half_large || half(k) >= 4;
+    }
+    if (high_halves && some_low_half_large) {
+      throw UserError("token file " + text::quoted(path, 240) + " reads as 2-byte ids of which every second one is below "
+                      "4, the high halves of 4-byte ids; pass --token-bytes 4");
+    }
   }
 }
 

@@ -38,6 +38,12 @@ def main():
     write("vocab_target.u16", "H", ok[:131] + [VOCAB] + ok[132:])  # the last target of step 1
     write("vocab.u32", "I", [70000] + ok[1:])
     write_bytes("empty.u16", b"")
+    # Lengths files as other tools save them: UTF-16 with its byte-order mark (Windows PowerShell 5's
+    # `>`), carriage returns alone as line ends, a JSON array (json.dump of rows), a fractional length.
+    write_bytes("utf16_lengths.txt", "12\n7\n30\n5\n".encode("utf-16"))
+    write_bytes("cr_lengths.txt", b"12\r7\r30\r5\r")
+    write_bytes("array_rows.json", b'[{"input_ids": [1, 2, 3]}, {"input_ids": [4, 5]}]\n')
+    write_bytes("fraction_lengths.txt", b"12.0\n7\n")
     write_bytes("odd.u16", b"\x01\x00\x02")
     write_bytes("six.u32", b"\x00" * 6)
 
