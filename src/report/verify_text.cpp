@@ -68,6 +68,7 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
     out << "every sequence of this step holds the same number of target tokens ("
         << (r.data.packing == Packing::kWrapped ? "--packing wrapped fills every row"
             : r.data.packing == Packing::kBfd   ? "every packed row is as full"
+            : !r.label_masking.empty()          ? "its samples count as many labels each"
                                                 : "its samples are equally long")
         << "): any loss normalization gives the same update here; lengths that differ within the step check the "
         << "token-weighted normalization\n";

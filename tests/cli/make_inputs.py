@@ -44,6 +44,13 @@ def main():
     write_bytes("cr_lengths.txt", b"12\r7\r30\r5\r")
     write_bytes("array_rows.json", b'[{"input_ids": [1, 2, 3]}, {"input_ids": [4, 5]}]\n')
     write_bytes("fraction_lengths.txt", b"12.0\n7\n")
+    # Four prompt-completion rows of different lengths whose completions are 3 tokens each: the
+    # step's sequences count as many labels, though the samples differ in length.
+    rows = []
+    for n in (8, 11, 6, 14):
+        rows.append('{"input_ids": [%s], "completion_mask": [%s]}' % (
+            ", ".join(str(5 + i) for i in range(n)), ", ".join(["0"] * (n - 3) + ["1"] * 3)))
+    write_bytes("equal_completions.jsonl", ("\n".join(rows) + "\n").encode())
     write_bytes("odd.u16", b"\x01\x00\x02")
     write_bytes("six.u32", b"\x00" * 6)
 
