@@ -296,8 +296,14 @@ SampleLengths read_lengths_file(const std::string& path, int64_t seq_len, bool c
   SampleLengths out;
   std::vector<std::optional<LabelSpans>> kept;
   bool masked = false, labels = false, completion = false, assistant = false;
+  // JSONL when its first line is a JSON object: a blank line there asks for one object per line.
+  const size_t opening = lines.empty() ? std::string::npos : lines.front().find_first_not_of(" \t\r");
+  const bool jsonl = opening != std::string::npos && lines.front()[opening] == '{';
   for (size_t index = 0; index < lines.size(); ++index) {
     const std::string where = "lengths file \"" + path + "\" line " + std::to_string(index + 1);
+    if (jsonl && lines[index].find_first_not_of(" \t\r") == std::string::npos) {
+      throw UserError(where + " is empty; JSONL holds one JSON object on every line, so remove the blank line");
+    }
     LengthRow row = parse_length_line(lines[index], where, completion_only_loss);
     const int64_t length = row.length;
     if (length <= 0) {

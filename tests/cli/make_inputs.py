@@ -51,6 +51,7 @@ def main():
         rows.append('{"input_ids": [%s], "completion_mask": [%s]}' % (
             ", ".join(str(5 + i) for i in range(n)), ", ".join(["0"] * (n - 3) + ["1"] * 3)))
     write_bytes("equal_completions.jsonl", ("\n".join(rows) + "\n").encode())
+    write_bytes("blank_between_rows.jsonl", ("\n\n".join(rows) + "\n").encode())
     write_bytes("odd.u16", b"\x01\x00\x02")
     write_bytes("six.u32", b"\x00" * 6)
 
