@@ -289,6 +289,9 @@ SampleLengths read_lengths_file(const std::string& path, int64_t seq_len, bool c
       throw UserError("--lengths " + text::quoted(path, 240) + " does not exist; give the path of a lengths file " +
                       "(one length per line, or JSONL rows with input_ids or length), or fixed or variable");
     }
+    if (path == "-") {  // the shells' word for standard input, which a path names here
+      throw UserError("--lengths - is no file; to read standard input give --lengths /dev/stdin");
+    }
     throw UserError("unknown --lengths " + text::quoted(path, 240) + "; use fixed or variable, or the path of a lengths file " +
                     "(one length per line, or JSONL rows with input_ids or length)");
   }
