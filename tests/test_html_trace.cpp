@@ -293,6 +293,20 @@ TEST(HtmlReport, TheTitleNamesTheClippingAndPaddingLists) {
             std::string::npos);
 }
 
+// The sweep's notes in a card of their own under the recommendation, escaped; a sweep that noted
+// nothing has no such card.
+TEST(HtmlReport, TheSweepsNotesUnderTheRecommendation) {
+  SweepResult result = make_sweep();
+  EXPECT_EQ(render_html(result).find("id=\"notes\""), std::string::npos);
+  result.notes = {"--group-by-length changes nothing here", "a <b> & \"c\""};
+  const std::string html = render_html(result);
+  EXPECT_NE(html.find("<section class=\"card notes\" id=\"notes\"><h2>Notes</h2><ul><li>--group-by-length changes "
+                      "nothing here</li><li>a &lt;b&gt; &amp; &quot;c&quot;</li></ul></section>"),
+            std::string::npos);
+  EXPECT_LT(html.find("id=\"recommendation\""), html.find("id=\"notes\""));
+  EXPECT_LT(html.find("id=\"notes\""), html.find("id=\"chart-step-time\""));
+}
+
 TEST(HtmlReport, AnEmulatedOptimizerIsMarkedApproximate) {
   SweepResult result = make_sweep();
   std::ostringstream plain;

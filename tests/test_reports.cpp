@@ -516,6 +516,28 @@ TEST(MarkdownReporter, EscapesPipes) {
   EXPECT_EQ(lines[6], "| 64\u00d71 oib | - | - | - | - | - | - | - | - | - | - | 150.00 GiB | no | - | oom: a\\|b |");
 }
 
+// The sweep's notes (stored, then the diverged-loss note derived from the steps) as a list between
+// the context line and the table; none: the table right under the context line, as before.
+TEST(MarkdownReporter, NotesBetweenTheContextLineAndTheTable) {
+  SweepResult result = sample_result();
+  EXPECT_EQ(report_lines(MarkdownReporter(), result)[2].rfind("| split |", 0), 0u);
+  result.notes = {"--group-by-length changes nothing here", "a <b> | c"};
+  StepSample step;
+  step.step_seconds = 0.2;
+  step.loss = kNaN;
+  result.runs[0].steps = {step};
+  const std::vector<std::string> lines = report_lines(MarkdownReporter(), result);
+  ASSERT_GE(lines.size(), 8u);
+  EXPECT_EQ(lines[1], "");
+  EXPECT_EQ(lines[2], "Notes:");
+  EXPECT_EQ(lines[3], "");
+  EXPECT_EQ(lines[4], "- --group-by-length changes nothing here");
+  EXPECT_EQ(lines[5], "- a &lt;b&gt; \\| c");
+  EXPECT_EQ(lines[6].rfind("- the loss of 8\u00d78 is not finite in any timed step", 0), 0u) << lines[6];
+  EXPECT_EQ(lines[7], "");
+  EXPECT_EQ(lines[8].rfind("| split |", 0), 0u) << lines[8];
+}
+
 // ---- compare ---------------------------------------------------------------------------------
 
 TEST(PrintComparison, MatchedByKeyUnmatchedShownWithDash) {
@@ -646,6 +668,22 @@ TEST(ConsoleReporter, DivergedLossIsNoted) {
   EXPECT_EQ(diverged_loss_note(result), "");
 }
 
+// What report, Markdown and HTML say of a sweep's notes: the stored ones in order, then the
+// diverged-loss note; an empty stored note is skipped.
+TEST(SweepNotes, StoredThenDerived) {
+  SweepResult result = sample_result();
+  EXPECT_TRUE(sweep_notes(result).empty());
+  result.notes = {"first", "", "second"};
+  EXPECT_EQ(sweep_notes(result), (std::vector<std::string>{"first", "second"}));
+  StepSample step;
+  step.step_seconds = 0.2;
+  step.loss = kNaN;
+  result.runs[0].steps = {step};
+  const std::vector<std::string> notes = sweep_notes(result);
+  ASSERT_EQ(notes.size(), 3u);
+  EXPECT_EQ(notes[2], diverged_loss_note(result));
+}
+
 // ---- JSON ------------------------------------------------------------------------------------
 
 // Every field set, NaN in several places, every status, non-alphabetical options.
@@ -690,9 +728,11 @@ TEST(Json, RoundTripIsLossless) {
   SweepResult original = populated_result();
   original.interruption = Interruption{"SIGINT", {"8\u00d71", "16\u00d71"}};
   original.recommendation.decision.interrupted = true;
+  original.notes = {"--group-by-length ... changes nothing here", "quote \" and \u00d7"};
   const std::string text = to_json(original);
   const SweepResult back = sweep_result_from_json(text, "test.json");
   EXPECT_EQ(to_json(back), text);
+  EXPECT_EQ(back.notes, original.notes);
 
   // The re-serialized text would hide a field both directions forgot; check values directly.
   EXPECT_EQ(back.context.options, original.context.options);
@@ -735,7 +775,7 @@ TEST(Json, RoundTripIsLossless) {
 
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
   const std::string text = to_json(populated_result());
-  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 14,\n  \"context\": {\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 15,\n  \"context\": {\n", 0), 0u);
   EXPECT_NE(text.find("\"options\": [\n      [\n        \"seq-len\",\n        \"1024\"\n      ],"),
             std::string::npos);
   EXPECT_NE(text.find("\"loss\": null"), std::string::npos);
@@ -768,7 +808,7 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "file written by `accumbench sweep --json`");
   EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
   EXPECT_EQ(user_error_of("{\"json_schema_version\": 1}"),
-            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 14; rerun the "
+            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 15; rerun the "
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());
@@ -1130,6 +1170,27 @@ TEST(Json, Version13ReadsThePaddingIntoEverySplit) {
     EXPECT_NE(std::string(e.what()).find("runs[0].config.padding is \"multiple:0\", not a known value"), std::string::npos)
         << e.what();
   }
+}
+
+// Version 14 kept no notes (stderr only): it reads with none and writes back as the current version;
+// an empty note is no sentence a sweep writes.
+TEST(Json, Version14ReadsWithoutNotes) {
+  SweepResult original = populated_result();
+  nlohmann::json doc = nlohmann::json::parse(to_json(original));
+  ASSERT_TRUE(doc.contains("notes"));
+  doc.erase("notes");
+  doc["json_schema_version"] = 14;
+  doc["context"]["json_schema_version"] = 14;
+  const SweepResult back = sweep_result_from_json(doc.dump(), "v14.json");
+  EXPECT_EQ(back.context.json_schema_version, kJsonSchemaVersion);
+  EXPECT_TRUE(back.notes.empty());
+  EXPECT_EQ(to_json(back), to_json(original));
+  nlohmann::json current = nlohmann::json::parse(to_json(original));
+  current.erase("notes");
+  EXPECT_NE(user_error_of(current.dump()).find("notes"), std::string::npos) << user_error_of(current.dump());
+  current["notes"] = {"said", ""};
+  EXPECT_NE(user_error_of(current.dump()).find("notes[1] is empty but a note says something"), std::string::npos)
+      << user_error_of(current.dump());
 }
 
 // A version-2 file (written before the chunked loss existed) reads as version 5 with the chunked

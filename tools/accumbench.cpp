@@ -802,22 +802,32 @@ struct SweepCommand {
     const bool progress = primary && stderr_is_tty();
     // Worded before the run: re-reading the config afterwards could fail and lose the report.
     const std::vector<std::string> model_notes = shape_notes(ab::resolve_model(options.workload.model), options.workload.seq_len);
+    // The notes printed above the table, kept in the result too (every save of it: the JSON, then
+    // report, Markdown and HTML say them); those of the device and the padding read the runs.
+    std::vector<std::string> job_notes = {ab::optimizer_in_backward_note(options.workload, launched_world_size())};
+    job_notes.insert(job_notes.end(), model_notes.begin(), model_notes.end());
+    for (const std::string& note :
+         {ab::idle_data_options_note(options.workload), ab::idle_completion_only_loss_note(options.workload),
+          ab::idle_weights_dtype_note(options.workload), ab::oib_foreach_note(options.workload),
+          ab::short_source_note(options.workload)}) {
+      job_notes.push_back(note);
+    }
+    const bool padding_chosen = flags.padding_chosen();
+    const auto noted = [&](ab::SweepResult sweep) {
+      sweep.notes.clear();
+      std::vector<std::string> all = job_notes;
+      all.push_back(ab::cpu_bf16_scratch_note(options.workload, sweep.context.device.rfind("cuda", 0) == 0));
+      if (!padding_chosen) all.push_back(padding_to_t_note(sweep));
+      for (std::string& note : all) if (!note.empty()) sweep.notes.push_back(std::move(note));
+      return sweep;
+    };
     ab::stop_on_interrupt("the split or round in progress");  // Ctrl-C: the splits so far are reported (interrupt.hpp)
-    const ab::SweepResult result = ab::run_sweep(
-        options, [&](const ab::SweepResult& partial) { if (primary) files.write(partial); },
-        resuming ? &resume : nullptr, progress ? ab::ProgressCallback(print_progress) : ab::ProgressCallback());
+    const ab::SweepResult result = noted(ab::run_sweep(
+        options, [&](const ab::SweepResult& partial) { if (primary) files.write(noted(partial)); },
+        resuming ? &resume : nullptr, progress ? ab::ProgressCallback(print_progress) : ab::ProgressCallback()));
     if (progress) std::cerr << "\r\033[K" << std::flush;
     // After the run, so that an error in the options stays the one line on stderr.
-    if (primary) print_note(ab::optimizer_in_backward_note(options.workload, launched_world_size()));
-    for (const std::string& note : model_notes) if (primary) print_note(note);
-    if (primary) print_note(ab::idle_data_options_note(options.workload));
-    if (primary) print_note(ab::idle_completion_only_loss_note(options.workload));
-    if (primary) print_note(ab::idle_weights_dtype_note(options.workload));
-    if (primary) print_note(ab::oib_foreach_note(options.workload));
-    if (primary) print_note(ab::short_source_note(options.workload));
-    if (primary) print_note(ab::cpu_bf16_scratch_note(options.workload, result.context.device.rfind("cuda", 0) == 0));
-    if (primary && !flags.padding_chosen()) print_note(padding_to_t_note(result));
-    if (primary) print_note(ab::diverged_loss_note(result));
+    for (const std::string& note : ab::sweep_notes(result)) if (primary) print_note(note);
     if (primary) ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
     if (primary && result.recommendation.best_index >= 0) {
       const ab::RunResult& best = result.runs[static_cast<size_t>(result.recommendation.best_index)];
@@ -1347,7 +1357,7 @@ struct ReportCommand {
     files.write(result);
     const int unwritten = files.announce();
     if (!files.any()) {
-      print_note(ab::diverged_loss_note(result));  // what the sweep noted that its steps still show
+      for (const std::string& note : ab::sweep_notes(result)) print_note(note);  // as the sweep said them
       ab::ConsoleReporter({stdout_is_tty()}).report(result, std::cout);
     }
     return unwritten;

@@ -29,6 +29,10 @@ class Reporter {
 // finite (fp16's skipped steps aside): its times are of a diverging step; "" when none did.
 std::string diverged_loss_note(const SweepResult& result);
 
+// Every note of a sweep, as its stderr said them above the table: the stored ones
+// (SweepResult::notes), then the diverged-loss note. What `report`, Markdown and HTML print.
+std::vector<std::string> sweep_notes(const SweepResult& result);
+
 // One row per split: split, step s ± spread, data/fwd/bwd/opt/other, tokens/s, MFU, peak memory,
 // fits, vs best; the recommendation below. ANSI colour only when `color` (the CLI passes isatty).
 class ConsoleReporter : public Reporter {

@@ -25,9 +25,10 @@ namespace accumbench {
 // 10: the optimizer in every run's split (a list sweeps each); 11: the weights' and adapters' dtypes in
 // every run's split; 12: a step's positions and computed positions count every rank's (data
 // parallel; they were rank 0's); 13: the clipping norm in every run's split (--max-grad-norm's list
-// sweeps each); 14: the padding in every run's split (--padding's list sweeps each). Older files are
-// upgraded as they are read (src/report/json_upgrade.cpp).
-inline constexpr int kJsonSchemaVersion = 14;
+// sweeps each); 14: the padding in every run's split (--padding's list sweeps each); 15: the sweep's
+// notes (what its options left idle, what the model's config means at its T, the device's caveats),
+// which only stderr had. Older files are upgraded as they are read (src/report/json_upgrade.cpp).
+inline constexpr int kJsonSchemaVersion = 15;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -371,6 +372,11 @@ struct SweepResult {
   Recommendation recommendation;
   std::vector<TimeModel> time_models;
   Interruption interruption;
+  // What the sweep noted on stderr before its table, one sentence each: options that changed
+  // nothing, what the model's config means at this T, a caveat of the device, a padding that TRL
+  // would choose otherwise. Kept so that `report`, Markdown and HTML say them too; a note derived
+  // from the runs (report.hpp's diverged_loss_note) is not stored, every reader derives it.
+  std::vector<std::string> notes;
 };
 
 }  // namespace accumbench

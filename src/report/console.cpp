@@ -74,4 +74,14 @@ std::string diverged_loss_note(const SweepResult& result) {
          "reading the times";
 }
 
+std::vector<std::string> sweep_notes(const SweepResult& result) {
+  std::vector<std::string> notes;
+  for (const std::string& note : result.notes) {
+    if (!note.empty()) notes.push_back(note);
+  }
+  const std::string diverged = diverged_loss_note(result);
+  if (!diverged.empty()) notes.push_back(diverged);
+  return notes;
+}
+
 }  // namespace accumbench

@@ -527,6 +527,7 @@ std::string to_json(const SweepResult& result) {
   root["recommendation"] = encode(result.recommendation);
   root["time_models"] = encode(result.time_models);
   root["interruption"] = encode(result.interruption);
+  root["notes"] = encode(result.notes);
   // error_handler_t::replace: an exception message from a failed run may hold invalid UTF-8;
   // the file must still be written.
   return root.dump(2, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n";
@@ -636,6 +637,10 @@ void check_meaning(const SweepResult& r) {
   ran("recommendation.decision.runner_up", d.runner_up);
   for (size_t k = 0; k < d.comparisons.size(); ++k)
     ran("recommendation.decision.comparisons[" + std::to_string(k) + "].index", d.comparisons[k].index);
+  // A note is a sentence the sweep printed; it never stores an empty one.
+  for (size_t k = 0; k < r.notes.size(); ++k) {
+    if (r.notes[k].empty()) throw FormatError{"notes[" + std::to_string(k) + "]", "is empty but a note says something"};
+  }
 }
 
 }  // namespace
@@ -675,6 +680,7 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
     decode(member(root, "", "recommendation"), "recommendation", result.recommendation);
     decode(member(root, "", "time_models"), "time_models", result.time_models);
     decode(member(root, "", "interruption"), "interruption", result.interruption);
+    decode(member(root, "", "notes"), "notes", result.notes);
     check_meaning(result);
   } catch (const FormatError& e) {
     const std::string where = e.path.empty() ? "the top level" : e.path;

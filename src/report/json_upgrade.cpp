@@ -237,6 +237,12 @@ void upgrade_to_current_version(Json& root) {
   // Version 13 padded every split one way, named in the context's options ("max" before --padding
   // existed, where a file lacks it).
   if (version_is(13)) option_into_every_split(root, 13, "padding", "max");
+  // Version 14 printed its notes on stderr only: none were kept.
+  if (version_is(14)) {
+    root["json_schema_version"] = 15;
+    if (root.contains("context") && root["context"].is_object()) root["context"]["json_schema_version"] = 15;
+    if (!root.contains("notes")) root["notes"] = Json::array();
+  }
 }
 
 }  // namespace accumbench

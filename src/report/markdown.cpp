@@ -38,6 +38,13 @@ void MarkdownReporter::report(const SweepResult& result, std::ostream& out) cons
   const std::vector<const report::ColumnDef*> shown = report::shown_columns(View::kMarkdown, result.runs, context);
 
   out << markdown_cell(text::context_line(result)) << "\n\n";
+  // The sweep's notes, as its stderr said them above the table (what the options left idle, ...).
+  const std::vector<std::string> notes = sweep_notes(result);
+  if (!notes.empty()) {
+    out << "Notes:\n\n";
+    for (const std::string& note : notes) out << "- " << markdown_cell(note) << '\n';
+    out << '\n';
+  }
   std::string header = "|", rule = "|";
   for (const report::ColumnDef* column : shown) {
     header += " " + column->header + " |";

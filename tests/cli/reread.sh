@@ -29,6 +29,24 @@ json.dump(r, open(sys.argv[2], "w"))
   expect 0 "is not finite in any timed step: the step diverges" "Recommendation:" -- report "$work/diverged.json"
 }
 
+# cli.report.says_the_sweeps_notes: a sweep's note (here --group-by-length on fixed lengths, which
+# changes nothing) is kept in its JSON; report says it on stderr as the sweep did, and the
+# Markdown and HTML that report writes hold it.
+report_notes() {
+  local note="--group-by-length acts on samples of different lengths, but with --lengths fixed every sample is T tokens"
+  tiny_args --batch 2 --group-by-length --json "$work/noted.json"
+  expect 0 "$note" -- sweep "${args[@]}"
+  check "the JSON keeps the note" py '
+notes = load(sys.argv[1])["notes"]
+if len(notes) != 1 or not notes[0].startswith(sys.argv[2]): fail("notes %r" % notes)
+' "$work/noted.json" "$note"
+  expect 0 "$note" "Recommendation:" -- report "$work/noted.json"
+  check "report's note is on stderr, as the sweep's" grep -qF "accumbench: note: $note" "$err"
+  expect 0 -- report "$work/noted.json" --markdown "$work/noted.md" --html "$work/noted.html"
+  check "the Markdown lists the note" grep -qF -- "- $note" "$work/noted.md"
+  check "the HTML has a notes card" grep -qF "<h2>Notes</h2><ul><li>$note" "$work/noted.html"
+}
+
 # cli.report.markdown_equals_sweep
 report_markdown() {
   expect 0 -- report "$a_json" --markdown "$work/report.md"
@@ -106,7 +124,7 @@ resume_other_model() {
 
 mode=${case_args[0]:-}
 case $mode in
-  report_table | report_diverged | report_markdown | compare_self | memory_limit | try_predicted_oom | resume_other_model) "$mode" ;;
+  report_table | report_diverged | report_notes | report_markdown | compare_self | memory_limit | try_predicted_oom | resume_other_model) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
