@@ -10,6 +10,7 @@
 #include <csignal>
 #include <functional>
 #include <map>
+#include <optional>
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
@@ -126,23 +127,23 @@ void require_inputs_kept(const std::vector<std::pair<std::string, std::string>>&
   }
 }
 
-// A list's values once each, in their first places; a repeat gets a note ("--optimizer lists adamw
-// more than once"), since it is more often another value mistyped than a wish.
+// A list's values once each, in their first places; a repeat gets a note in `notes` ("--optimizer
+// lists adamw more than once"), since it is more often another value mistyped than a wish.
 template <typename Value, typename Name>
-std::vector<Value> once_each(const std::string& flag, const std::vector<Value>& values, Name name) {
+std::vector<Value> once_each(const std::string& flag, const std::vector<Value>& values, Name name,
+                             std::vector<std::string>& notes) {
   std::vector<Value> seen, repeated;
   for (const Value& value : values) {
     const bool again = std::find(seen.begin(), seen.end(), value) != seen.end();
     if (again && std::find(repeated.begin(), repeated.end(), value) == repeated.end()) repeated.push_back(value);
     if (!again) seen.push_back(value);
   }
-  const char* rank = std::getenv("RANK");  // under torchrun, rank 0 says it
-  if (repeated.empty() || (rank != nullptr && std::atoi(rank) != 0)) return seen;
+  if (repeated.empty()) return seen;
   std::string words;
   for (size_t i = 0; i < repeated.size(); ++i) {
     words += (i == 0 ? "" : i + 1 == repeated.size() ? " and " : ", ") + name(repeated[i]);
   }
-  print_note(flag + " lists " + words + " more than once; the repeats are dropped");
+  notes.push_back(flag + " lists " + words + " more than once; the repeats are dropped");
   return seen;
 }
 
@@ -152,8 +153,8 @@ void print_note(const std::string& note) {
 }
 
 // A --padding list's values that pad every micro-batch alike (multiple:1 as longest, multiple:T as
-// max) would measure the same splits twice: the later is dropped, with a note.
-void drop_paddings_that_pad_alike(ab::WorkloadOptions& w) {
+// max) would measure the same splits twice: the later is dropped, with a note in `notes`.
+void drop_paddings_that_pad_alike(ab::WorkloadOptions& w, std::vector<std::string>& notes) {
   const auto canonical = [&w](ab::PaddingChoice p) {
     if (p.padding == ab::Padding::kMultiple && p.multiple == 1) return ab::PaddingChoice{ab::Padding::kLongest, 0};
     if (p.padding == ab::Padding::kMultiple && p.multiple == w.seq_len) return ab::PaddingChoice{ab::Padding::kMax, 0};
@@ -168,7 +169,7 @@ void drop_paddings_that_pad_alike(ab::WorkloadOptions& w) {
       kept.push_back(p);
       continue;
     }
-    print_note("--padding " + ab::padding_name(p) + " pads every micro-batch as " + ab::padding_name(*alike) +
+notes.push_back("--padding " + ab::padding_name(p) + " pads every micro-batch as " + ab::padding_name(*alike) +
                " does at --seq-len " + std::to_string(w.seq_len) + "; it is measured once, as " + ab::padding_name(*alike));
   }
   ab::set_padding(w.data, kept.front());
@@ -209,6 +210,15 @@ struct WorkloadFlags {
   // path, set by read_config: a value refused later under an option's name names the key too.
   mutable std::vector<ab::ConfigSetting> file_settings;
   mutable std::string file_path;
+  // What reading the options noted (a trainer config as read and what it left out, a list's repeats
+  // dropped), said by the command with its other notes once its checks have passed
+  // (take_option_notes), so that a refusal stays stderr's one line.
+  mutable std::vector<std::string> option_notes;
+  std::vector<std::string> take_option_notes() const {
+    std::vector<std::string> notes;
+    notes.swap(option_notes);
+    return notes;
+  }
 
   // `message` (a UserError's) with the file and key behind the option it starts with, when a
   // trainer config set that option: "--lr must be ..., got -1" said of `learning_rate: -1`.
@@ -252,7 +262,7 @@ struct WorkloadFlags {
     const auto dtype_name = [](ab::Precision p) { return ab::to_string(p); };
     std::vector<ab::Precision> given_precisions;
     for (const std::string& p : precisions) given_precisions.push_back(ab::precision_from_string(p));
-    w.precisions = once_each("--precision", given_precisions, dtype_name);
+    w.precisions = once_each("--precision", given_precisions, dtype_name, option_notes);
     ab::set_lengths(w.data, lengths);
     // The first is the data's padding, the rest the grid's others.
     std::vector<ab::PaddingChoice> choices;
@@ -300,13 +310,13 @@ struct WorkloadFlags {
     // A trainer config's gradient_checkpointing counts as given: the file says what runs.
     const bool config_checkpointing = read_config(w);
     ab::apply_base_quant_defaults(w, checkpointing_given || config_checkpointing);
-    w.micro_batches = once_each("--micro-batches", w.micro_batches, [](int64_t m) { return std::to_string(m); });
-    once_each("--weights-dtype", dtypes, dtype_name);  // the grid keeps these once (first_then_others)
-    once_each("--optimizer", kinds, [](ab::OptimizerKind k) { return ab::to_string(k); });
-    once_each("--adapter-dtype", adapters, dtype_name);
-    once_each("--max-grad-norm", max_grad_norms, [](double norm) { return ab::text::format_number(norm); });
-    once_each("--padding", choices, [](const ab::PaddingChoice& p) { return ab::padding_name(p); });
-    drop_paddings_that_pad_alike(w);
+    w.micro_batches = once_each("--micro-batches", w.micro_batches, [](int64_t m) { return std::to_string(m); }, option_notes);
+    once_each("--weights-dtype", dtypes, dtype_name, option_notes);  // the grid keeps these once (first_then_others)
+    once_each("--optimizer", kinds, [](ab::OptimizerKind k) { return ab::to_string(k); }, option_notes);
+    once_each("--adapter-dtype", adapters, dtype_name, option_notes);
+    once_each("--max-grad-norm", max_grad_norms, [](double norm) { return ab::text::format_number(norm); }, option_notes);
+    once_each("--padding", choices, [](const ab::PaddingChoice& p) { return ab::padding_name(p); }, option_notes);
+    drop_paddings_that_pad_alike(w, option_notes);
     return w;
   }
 
@@ -393,11 +403,12 @@ bool WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
       std::any_of(config.settings.begin(), config.settings.end(),
                   [](const ab::ConfigSetting& s) { return s.option == "--activation-checkpointing"; });
   if (rank != nullptr && std::atoi(rank) != 0) return sets_checkpointing;
-  for (const std::string& note : ab::trainer_config_notes(config, given, w)) print_note(note);
+  const std::vector<std::string> read_notes = ab::trainer_config_notes(config, given, w);
+  option_notes.insert(option_notes.end(), read_notes.begin(), read_notes.end());
   // plan models TRL's own chunked_nll (PlanCommand::adopt_trl_loss); the engine's heads differ.
   if (command != ab::Command::kPlan && config.trl_loss_by_default && !w.loss.chunked) {
     const std::string subcommand = command == ab::Command::kSweep ? "sweep" : "verify";
-    print_note(trl_config + " leaves out loss_type: TRL 1.7+ then runs chunked_nll, which never holds the whole "
+    option_notes.push_back(trl_config + " leaves out loss_type: TRL 1.7+ then runs chunked_nll, which never holds the whole "
                "logits; this " + subcommand + " runs accumbench's full-logits head (TRL's nll), whose peaks are "
                "higher by up to the logits. plan --trl-config plans TRL's own loss; --chunked-loss adds "
                "accumbench's chunked head, the engine's nearest");
@@ -804,18 +815,24 @@ struct SweepCommand {
     const std::vector<std::string> model_notes = shape_notes(ab::resolve_model(options.workload.model), options.workload.seq_len);
     // The notes printed above the table, kept in the result too (every save of it: the JSON, then
     // report, Markdown and HTML say them); those of the device and the padding read the runs.
-    std::vector<std::string> job_notes = {ab::optimizer_in_backward_note(options.workload, launched_world_size())};
-    job_notes.insert(job_notes.end(), model_notes.begin(), model_notes.end());
-    for (const std::string& note :
-         {ab::idle_data_options_note(options.workload), ab::idle_completion_only_loss_note(options.workload),
-          ab::idle_weights_dtype_note(options.workload), ab::oib_foreach_note(options.workload),
-          ab::short_source_note(options.workload)}) {
-      job_notes.push_back(note);
-    }
+    // Worded at the first save, after the sweep's checks: a note reads the data (short_source_note),
+    // whose refusal is the sweep's to word.
+    std::optional<std::vector<std::string>> job_notes;
     const bool padding_chosen = flags.padding_chosen();
     const auto noted = [&](ab::SweepResult sweep) {
+      if (!job_notes) {
+        job_notes = flags.take_option_notes();
+        job_notes->push_back(ab::optimizer_in_backward_note(options.workload, launched_world_size()));
+        job_notes->insert(job_notes->end(), model_notes.begin(), model_notes.end());
+        for (const std::string& note :
+             {ab::idle_data_options_note(options.workload), ab::idle_completion_only_loss_note(options.workload),
+              ab::idle_weights_dtype_note(options.workload), ab::oib_foreach_note(options.workload),
+              ab::short_source_note(options.workload)}) {
+          job_notes->push_back(note);
+        }
+      }
       sweep.notes.clear();
-      std::vector<std::string> all = job_notes;
+      std::vector<std::string> all = *job_notes;
       all.push_back(ab::cpu_bf16_scratch_note(options.workload, sweep.context.device.rfind("cuda", 0) == 0));
       if (!padding_chosen) all.push_back(padding_to_t_note(sweep));
       for (std::string& note : all) if (!note.empty()) sweep.notes.push_back(std::move(note));
@@ -927,6 +944,7 @@ struct CalibrateFrameworkCommand {
     options.sweep.warmup = 1;
     options.reference_steps = options.sweep.steps;
     const ab::FrameworkCalibration c = ab::calibrate_framework(options);
+    for (const std::string& note : flags.take_option_notes()) print_note(note);
     for (const std::string& note : c.notes) print_note(note);
     std::vector<const ab::FrameworkCalibrationSide*> sides = {&c.engine};
     for (const auto& side : c.references) sides.push_back(&side);
@@ -989,6 +1007,7 @@ struct VerifyCommand {
     const auto notes = [&] {
       if (noted || !primary) return;
       noted = true;
+      for (const std::string& note : flags.take_option_notes()) print_note(note);
       print_note(ab::optimizer_in_backward_note(w, launched_world_size()));
       for (const std::string& note : model_notes) print_note(note);
       print_note(ab::idle_data_options_note(w));
@@ -1172,7 +1191,7 @@ void PlanCommand::adopt_trl_loss(ab::WorkloadOptions& w) {
                                                   : "TRL's default since 1.7.0";
     why = flags.trl_config + (w.trl_loss_by_default ? " leaves out loss_type: " + since : "'s loss_type");
   }
-  print_note("planning TRL's step: --framework hf-trl --trl-loss " + trl_loss + " (" + why + ")" +
+  flags.option_notes.push_back("planning TRL's step: --framework hf-trl --trl-loss " + trl_loss + " (" + why + ")" +
              (replaced_chunked ? ", in place of the --chunked-loss it reads as for a sweep" : "") +
              "; --framework plain plans accumbench's own loop");
 }
@@ -1187,7 +1206,7 @@ int PlanCommand::run() {
   adopt_trl_loss(w);
   // Under torchrun, plan still runs alone: a launch's world is planned with --world-size.
   if (launched_world_size() > 1 && !flags.given("--world-size")) {
-    print_note("WORLD_SIZE=" + std::to_string(launched_world_size()) + " is set, but plan runs in one process and plans " +
+    flags.option_notes.push_back("WORLD_SIZE=" + std::to_string(launched_world_size()) + " is set, but plan runs in one process and plans " +
                "--world-size " + std::to_string(w.world_size) + "; give --world-size " +
                std::to_string(launched_world_size()) + " to plan each rank's share");
   }
@@ -1204,6 +1223,7 @@ int PlanCommand::run() {
   const int64_t memory = limit - headroom_bytes;
   // Planned before anything is printed, so that a refused option leaves stdout empty.
   const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, o, w);
+  for (const std::string& note : flags.take_option_notes()) print_note(note);
   print_note(ab::optimizer_in_backward_note(w, w.world_size));
   for (const std::string& note : shape_notes(cfg, w.seq_len)) print_note(note);
   print_note(ab::cpu_bf16_scratch_note(w, target.cuda));
