@@ -129,6 +129,28 @@ TEST(PlanReport, MarkdownLines) {
   EXPECT_NE(free[0].find("no memory limit"), std::string::npos);
 }
 
+// What plan noted on stderr: the JSON's notes (an empty array without any), a list between the
+// context line and the Markdown table, a card under the HTML page's header.
+TEST(PlanReport, NotesInEveryFile) {
+  const Tiny t;
+  ab::PlanReport r = t.report(0, 0);
+  EXPECT_EQ(nlohmann::json::parse(ab::plan_json(r))["notes"], nlohmann::json::array());
+  EXPECT_EQ(lines_of(ab::plan_markdown(r))[2].rfind("| split |", 0), 0u);
+  EXPECT_EQ(ab::plan_html(r).find("id=\"notes\""), std::string::npos);
+  r.notes = {"--group-by-length changes nothing here", "a <b> | c"};
+  EXPECT_EQ(nlohmann::json::parse(ab::plan_json(r))["notes"],
+            (nlohmann::json{"--group-by-length changes nothing here", "a <b> | c"}));
+  const std::vector<std::string> md = lines_of(ab::plan_markdown(r));
+  ASSERT_GE(md.size(), 7u);
+  EXPECT_EQ(md[2], "Notes:");
+  EXPECT_EQ(md[4], "- --group-by-length changes nothing here");
+  EXPECT_EQ(md[5], "- a &lt;b&gt; \\| c");
+  EXPECT_EQ(md[7].rfind("| split |", 0), 0u) << md[7];
+  EXPECT_NE(ab::plan_html(r).find("<section class=\"card notes\" id=\"notes\"><h2>Notes</h2><ul><li>--group-by-length "
+                                  "changes nothing here</li><li>a &lt;b&gt; | c</li></ul></section>"),
+            std::string::npos);
+}
+
 // JSON: the same splits with numbers; spare = usable − peak; null where there is no limit.
 TEST(PlanReport, JsonFields) {
   const Tiny t;

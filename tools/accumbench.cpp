@@ -1223,29 +1223,31 @@ int PlanCommand::run() {
   const int64_t memory = limit - headroom_bytes;
   // Planned before anything is printed, so that a refused option leaves stdout empty.
   const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, o, w);
-  for (const std::string& note : flags.take_option_notes()) print_note(note);
-  print_note(ab::optimizer_in_backward_note(w, w.world_size));
-  for (const std::string& note : shape_notes(cfg, w.seq_len)) print_note(note);
-  print_note(ab::cpu_bf16_scratch_note(w, target.cuda));
+  // The notes on stderr, kept for the files too (--json's notes, Markdown, HTML).
+  std::vector<std::string> notes = flags.take_option_notes();
+  notes.push_back(ab::optimizer_in_backward_note(w, w.world_size));
+  for (const std::string& note : shape_notes(cfg, w.seq_len)) notes.push_back(note);
+  notes.push_back(ab::cpu_bf16_scratch_note(w, target.cuda));
   if (limit <= 0 && flags.cli->count("--headroom") > 0) {
-    print_note("--headroom " + headroom + " keeps nothing back: there is no memory limit to take it from (" +
-               (target.cuda ? std::string("no GPU attached to read its memory, and no --memory-limit")
-                            : std::string("the CPU without --memory-limit")) +
-               ")");
+    notes.push_back("--headroom " + headroom + " keeps nothing back: there is no memory limit to take it from (" +
+                    (target.cuda ? std::string("no GPU attached to read its memory, and no --memory-limit")
+                                 : std::string("the CPU without --memory-limit")) +
+                    ")");
   }
-  print_note(ab::idle_data_options_note(w));
-  print_note(ab::idle_completion_only_loss_note(w));
-  print_note(ab::idle_weights_dtype_note(w));
-  print_note(ab::oib_foreach_note(w));
-  print_note(ab::short_source_note(w));
+  for (const std::string& note : {ab::idle_data_options_note(w), ab::idle_completion_only_loss_note(w),
+                                  ab::idle_weights_dtype_note(w), ab::oib_foreach_note(w), ab::short_source_note(w)}) {
+    notes.push_back(note);
+  }
   // The plan is arithmetic and holds for NCCL; a sweep of the same job over Gloo would stop.
   if (!target.cuda) {
     try {
       ab::require_reducible_gradients(w, "cpu", w.world_size);
     } catch (const ab::UserError& refusal) {
-      print_note(std::string("sweep and verify refuse this job on the CPU: ") + refusal.what());
+      notes.push_back(std::string("sweep and verify refuse this job on the CPU: ") + refusal.what());
     }
   }
+  notes.erase(std::remove(notes.begin(), notes.end(), std::string()), notes.end());
+  for (const std::string& note : notes) print_note(note);
   // The device the plan assumes, always: its attention kernel and memory change the answer.
   std::string device_words = w.device + " (not attached here: PyTorch 2.x on CUDA assumed)";
   if (!target.attached) {
@@ -1321,7 +1323,7 @@ int PlanCommand::run() {
   if (planned.device == "auto") planned.device = target.cuda ? "cuda" : "cpu";
   planned.data.completion_mask_applied = ab::completion_mask_counts(w.data, w.seq_len);
   ab::print_split_summary(plans, memory, std::cout, &planned, target_modules);
-  ab::PlanReport report{plans, planned, target_modules, device_words, limit, headroom_bytes, {}, {}, ""};
+  ab::PlanReport report{plans, planned, target_modules, device_words, limit, headroom_bytes, {}, {}, "", notes};
   report.largest = ab::largest_fitting_per_job(cfg, o, w, memory);
   // Nothing fits in any job of the lists: the changes to the lightest of them.
   if (memory > 0 && std::none_of(report.largest.begin(), report.largest.end(), [](const ab::JobLargest& job) { return job.fits(); })) {

@@ -28,6 +28,9 @@ struct PlanReport {
   // When nothing fits in any job: changes_to_fit of the lightest (lightest_job), and its `which`.
   std::vector<FitChange> changes;
   std::string changes_which;
+  // What plan noted on stderr (an option left idle, what the model's config means at this T, ...),
+  // one sentence each: the JSON's notes, a list above the Markdown table, a card in the HTML.
+  std::vector<std::string> notes;
   // What the splits may use: the limit less the headroom (0 without a limit).
   int64_t usable_bytes() const { return memory_limit_bytes > 0 ? memory_limit_bytes - headroom_bytes : 0; }
 };

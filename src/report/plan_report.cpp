@@ -306,12 +306,18 @@ std::string plan_json(const PlanReport& r) {
   out["changes_to_fit"] = changes;
   // The job the changes are to, when the lists gave a choice (lightest_job); null otherwise.
   out["changes_to"] = r.changes_which.empty() ? json(nullptr) : json(r.changes_which);
+  out["notes"] = r.notes;
   return out.dump(2) + "\n";
 }
 
 std::string plan_markdown(const PlanReport& r) {
   std::ostringstream out;
   out << "**accumbench plan:** " << markdown_cell(context_words(r)) << "; " << markdown_cell(memory_words(r)) << "\n\n";
+  if (!r.notes.empty()) {
+    out << "Notes:\n\n";
+    for (const std::string& note : r.notes) out << "- " << markdown_cell(note) << "\n";
+    out << "\n";
+  }
   const std::vector<const PlanColumn*> columns = shown_plan_columns(r);
   std::string header = "|", rule = "|";
   for (const PlanColumn* c : columns) {
@@ -356,6 +362,11 @@ std::string plan_html(const PlanReport& r) {
   h += "<header><h1>accumbench plan \u00b7 " + html_escape(r.plans.front().model.name) + "</h1>";
   h += "<p class=\"subtitle\">" + html_escape(context_words(r)) + "</p>";
   h += "<p class=\"subtitle\">" + html_escape(memory_words(r)) + "</p></header>\n";
+  if (!r.notes.empty()) {
+    h += "<section class=\"card notes\" id=\"notes\"><h2>Notes</h2><ul>";
+    for (const std::string& note : r.notes) h += "<li>" + html_escape(note) + "</li>";
+    h += "</ul></section>\n";
+  }
   h += "<section class=\"card table-card\"><h2>Splits</h2><div class=\"table-wrap\"><table id=\"plan-table\"><thead><tr>";
   const std::vector<const PlanColumn*> columns = shown_plan_columns(r);
   for (const PlanColumn* c : columns) h += (c->right ? "<th>" : "<th class=\"text\">") + html_escape(c->header) + "</th>";

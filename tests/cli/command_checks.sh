@@ -203,7 +203,18 @@ for s in j["splits"]:
 page = open(sys.argv[2], encoding="utf-8").read()
 start = page.index("id=\"accumbench-plan\">") + len("id=\"accumbench-plan\">")
 if json.loads(page[start:page.index("</script>", start)]) != j: fail("the HTML embeds other data")
+if j["notes"] != []: fail("notes %r where plan noted nothing" % j["notes"])
 ' "$work/plan.json" "$work/plan.html"
+  # What plan notes on stderr (here an option that changes nothing) is the JSON's notes, in order.
+  expect 0 "splits of batch 4" -- plan --model gpt2-tiny --seq-len 32 --batch 4 --device cpu --group-by-length \
+    --json "$work/noted.json"
+  check "the JSON's notes are stderr's notes" py '
+notes = load(sys.argv[1])["notes"]
+said = [l[len("accumbench: note: "):] for l in open(sys.argv[2], encoding="utf-8").read().splitlines()
+        if l.startswith("accumbench: note: ")]
+if not notes or notes != said: fail("notes %r, stderr %r" % (notes, said))
+if "--group-by-length" not in notes[0]: fail(notes[0])
+' "$work/noted.json" "$err"
 }
 
 # cli.verify.refuses_what_the_host_cannot_hold: the issue's case, verify of qwen2.5-0.5b at T=32
