@@ -100,7 +100,7 @@ TEST(LengthsFile, HugeLengthsAreCutBinaryIsNamedTrailingBlanksEnd) {
             "lengths file \"" + ::testing::TempDir() + std::to_string(::getpid()) +
                 "-minus.txt\" line 2 holds a negative length; sample lengths must be positive");
   EXPECT_NE(error_of(write_temp("tokens.u16", std::string("\x05\x00\x0a\x00", 4)))
-                .find("line 1 holds binary bytes, not text; a token file goes to --tokens"),
+                .find("line 1 holds binary bytes, not text; a token file goes to `sweep --tokens`"),
             std::string::npos);
   EXPECT_EQ(ab::read_lengths_file(write_temp("trailing.txt", "4\n5\n\n \r\n"), 16).lengths,
             (std::vector<int64_t>{4, 5}));

@@ -147,7 +147,7 @@ LengthRow parse_length_line(const std::string& line, const std::string& where, b
     return (byte < 0x20 && c != '\t' && c != '\r') || byte == 0x7F;
   });
   if (binary) {
-    throw UserError(where + " holds binary bytes, not text; a token file goes to --tokens (with --eos-id N for its "
+    throw UserError(where + " holds binary bytes, not text; a token file goes to `sweep --tokens` (with --eos-id N for its "
                     "documents), and --lengths reads one length per line or JSONL rows");
   }
   // A JSON array (json.dump of a list, a datasets export without lines=True) is no JSONL.
