@@ -108,6 +108,79 @@ TEST(LossNormalization, MeanOfMeansDiffersOnVariableLengths) {
   }
 }
 
+// Mean-of-means computes the whole batch's update exactly when a split's micro-batches hold equal
+// target counts: a split with a skew fails, one without passes (8×1 always: one micro-batch of all).
+TEST(LossNormalization, MeanOfMeansSkewFollowsTheMicroBatchCounts) {
+  ab::WorkloadOptions o = small("gpt2-tiny", "variable");
+  o.loss.normalization = ab::LossNormalization::kMeanOfMeans;
+  const ab::VerifyResult r = ab::run_verify(o);
+  ASSERT_EQ(r.splits.size(), 4u);
+  for (const auto& s : r.splits) {
+    if (s.config.accum_steps == 1) EXPECT_EQ(s.normalization_skew, 0) << s.config.label();
+    EXPECT_EQ(s.pass, s.normalization_skew == 0) << s.config.label();
+    if (s.normalization_skew == 0) EXPECT_LT(s.rel_l2_grad_error, 1e-5) << s.config.label();
+  }
+  EXPECT_GT(r.splits[0].normalization_skew, 0);  // 1×8: eight sequences of different lengths
+  // Token normalization has no skew to judge.
+  o.loss.normalization = ab::LossNormalization::kToken;
+  for (const auto& s : ab::run_verify(o).splits) EXPECT_EQ(s.normalization_skew, 0) << s.config.label();
+}
+
+// A tiny --adam-eps makes AdamW's first step lr·sign(g): elements whose gradient is zero up to
+// rounding take either sign. They are left out of the update's comparison (the gradient's bar judges
+// them), so correct splits pass (at 1e-30 1×8's update error was 2.8e-2 with a gradient error of 1.6e-7).
+TEST(Verify, ATinyAdamEpsStillPasses) {
+  ab::WorkloadOptions o = small("gpt2-tiny", "variable");
+  o.optimizer.eps = 1e-30;
+  const ab::VerifyResult r = ab::run_verify(o);
+  for (const auto& s : r.splits) {
+    EXPECT_LT(s.rel_l2_grad_error, 1e-5) << s.config.label();
+    EXPECT_LT(s.rel_l2_update_error, 1e-3) << s.config.label();
+  }
+  EXPECT_TRUE(r.all_pass);
+}
+
+// bf16's bar can hide a mean-of-means skew that fp32's shows: such a split fails, and a line says
+// why; a verify whose splits all run the whole batch in one micro-step says it checked no accumulation.
+TEST(Verify, WhatTheBarCannotTellIsSaid) {
+  ab::VerifyResult r;
+  r.model = "gpt2-tiny";
+  r.batch = 8;
+  r.seq_len = 32;
+  r.precision = ab::Precision::kBf16;
+  r.loss_normalization = ab::LossNormalization::kMeanOfMeans;
+  r.all_pass = false;
+  ab::VerifySplit split;
+  split.config.micro_batch = 4;
+  split.config.accum_steps = 2;
+  split.within_tolerance = true;
+  split.normalization_skew = 0.1234;
+  r.splits = {split};
+  const auto text_of = [](const ab::VerifyResult& result) {
+    std::ostringstream out;
+    ab::print_verify(result, out);
+    return out.str();
+  };
+  EXPECT_NE(text_of(r).find("\n4\u00d72 fails within the tolerance: its micro-batches hold different numbers of "
+                            "targets, so mean-of-means weights their tokens up to 12.3 % apart from the whole batch's, a "
+                            "different update that this precision's rounding hides; --precision fp32 measures it\n"),
+            std::string::npos)
+      << text_of(r);
+  EXPECT_EQ(text_of(r).find("nothing is accumulated"), std::string::npos);
+  r.splits[0].within_tolerance = false;  // measured past the bar: the table says it
+  EXPECT_EQ(text_of(r).find("within the tolerance:"), std::string::npos);
+  r.splits[0].config = {};
+  r.splits[0].config.micro_batch = 8;
+  r.splits[0].config.accum_steps = 1;
+  r.splits[0].normalization_skew = 0;
+  r.splits[0].pass = r.all_pass = true;
+  EXPECT_NE(text_of(r).find("\nevery split verified computes the whole batch in one micro-step, as the reference does: "
+                            "nothing is accumulated, so the loss normalization is not checked; give --micro-batches "
+                            "below 8 to check accumulation\n"),
+            std::string::npos)
+      << text_of(r);
+}
+
 // The optimizer inside backward frees each gradient as its parameter steps: its split is judged on
 // its loss and update, and the gradient columns say "-" rather than a difference of 0 never measured.
 TEST(Verify, OptimizerInBackwardIsJudgedOnItsUpdate) {
@@ -155,6 +228,19 @@ TEST(Verify, AFailSaysWhyAsTheRunTells) {
   r.loss_normalization = ab::LossNormalization::kToken;
   EXPECT_EQ(text_of(r).find(bug), std::string::npos);
   EXPECT_NE(text_of(r).find(fault), std::string::npos);
+  EXPECT_NE(text_of(r).find("please report it"), std::string::npos);
+  // A LoRA scale far above the usual: its rounding, not a fault (alpha 1000 at rank 8 gave 1.5e-5).
+  r.lora.rank = 8;
+  r.lora.alpha = 1000;
+  EXPECT_NE(text_of(r).find("but a LoRA scale of 125 (--lora-alpha 1000 / rank 8) makes the adapters' products "
+                            "dominate the step and its rounding grow past the tolerance; verify at the alpha you train "
+                            "with (usually 1 to 4 times the rank)\n"),
+            std::string::npos)
+      << text_of(r);
+  EXPECT_EQ(text_of(r).find("please report it"), std::string::npos);
+  r.lora.alpha = 256;  // scale 32 passed the bar: a FAIL there is still reported as a fault
+  EXPECT_NE(text_of(r).find("please report it"), std::string::npos);
+  r.lora = {};
   r.loss_normalization = ab::LossNormalization::kMeanOfMeans;
   EXPECT_NE(text_of(r).find(bug), std::string::npos);
   r.reference_loss = std::numeric_limits<double>::quiet_NaN();
