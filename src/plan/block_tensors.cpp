@@ -32,7 +32,6 @@ struct Blocks {
   std::string s;
   Blocks(const Dtypes& dt, FrozenPrefix from, int64_t L)
       : n(dt.frozen_prefix >= from ? L - 1 : L), s(dt.frozen_prefix >= from ? "(L−1)" : "L") {}
-  explicit Blocks(int64_t L) : n(L), s("L") {}  // every block
 };
 
 // bmm_operands_are_views: the saved q, k, v that are block locals (GPT-2: views of c_attn's
@@ -162,12 +161,12 @@ size_t attention_probabilities(const PlanOptions& o, const Blocks& att, int64_t 
 // x's dtype. Under CUDA autocast pow runs in fp32 (an autocast fp32 op), so x is saved as an fp32
 // copy and the sum with it promotes the rest to fp32, 0.5·x excepted: 4 + 4 + 4 + c bytes for the
 // fused op's c. (Measured on the CPU against bench/reference/hf_trl.py: tests/reference/plan_memory.sh.)
-void hf_activation_saved(const ModelConfig& m, const PlanOptions& o, int64_t L, int64_t N, const Dtypes& dt,
+void hf_activation_saved(const ModelConfig& m, const PlanOptions& o, const Blocks& blocks, int64_t N, const Dtypes& dt,
                          const Table& t) {
   if (!hf_activation_op_by_op(m, o)) return;
   const bool fp32_pow = hf_activation_pow_in_fp32(o, dt.autocast);
-  t.add("gelu_new op by op: tanh, 1 + tanh, 0.5·x", fp32_pow ? "L·b·T·f·12" : "L·3·b·T·f·c",
-        L * N * m.d_ff * (fp32_pow ? 3 * kFp32 : 3 * dt.c),
+  t.add("gelu_new op by op: tanh, 1 + tanh, 0.5·x", blocks.s + (fp32_pow ? "·b·T·f·12" : "·3·b·T·f·c"),
+        blocks.n * N * m.d_ff * (fp32_pow ? 3 * kFp32 : 3 * dt.c),
         fp32_pow ? "transformers' NewGELUActivation; autocast runs pow in fp32, so x's fp32 copy, the tanh and "
                    "1 + tanh are fp32"
                  : "transformers' NewGELUActivation saves them besides x");
@@ -230,7 +229,8 @@ FrozenPrefix frozen_prefix_of(const ModelConfig& m, const PlanOptions& o, bool c
   const bool gpt2 = m.arch == Architecture::kGpt2;
   if (gpt2 ? count_of(adapted, {"c_attn"}) > 0 : count_of(adapted, {"q", "k", "v"}) > 0) return FrozenPrefix::kInput;
   if (count_of(adapted, {gpt2 ? "attn_c_proj" : "o"}) > 0) return FrozenPrefix::kAttention;
-  return FrozenPrefix::kToMlp;
+  if (gpt2 ? count_of(adapted, {"c_fc"}) > 0 : count_of(adapted, {"gate", "up"}) > 0) return FrozenPrefix::kToMlp;
+  return FrozenPrefix::kToMlpOut;
 }
 
 int64_t frozen_prefix_weight_numel(const ModelConfig& m, FrozenPrefix prefix) {
@@ -240,6 +240,7 @@ int64_t frozen_prefix_weight_numel(const ModelConfig& m, FrozenPrefix prefix) {
   if (prefix >= FrozenPrefix::kInput) numel += gpt2 ? d * 3 * a : d * (a + 2 * kv);  // c_attn / q, k, v
   if (prefix >= FrozenPrefix::kAttention) numel += a * d;                            // attn_c_proj / o
   if (prefix >= FrozenPrefix::kToMlp) numel += gpt2 ? d * m.d_ff : 2 * d * m.d_ff;   // c_fc / gate, up
+  if (prefix >= FrozenPrefix::kToMlpOut) numel += m.d_ff * d;                       // mlp_c_proj / down
   return numel;
 }
 
@@ -274,7 +275,7 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   const int64_t N = b * T;
   size_t released_before_softmax = 0;  // set below with explicit attention
   const Blocks x{dt, FrozenPrefix::kInput, L}, att{dt, FrozenPrefix::kAttention, L}, res{dt, FrozenPrefix::kToMlp, L};
-  const Blocks all{L};
+  const Blocks mlp{dt, FrozenPrefix::kToMlpOut, L};
   t.add(kBlockInputLine, x.s + (w == kFp32 ? "·b·T·d·4" : "·b·T·d·w"), x.n * N * d * w,
         "the residual stream (weights' dtype), saved by ln_1");
   t.add("ln_1 mean, rstd", x.s + "·2·b·T·4", x.n * 2 * N * kFp32, "saved by layer_norm's backward");
@@ -307,9 +308,12 @@ size_t gpt2_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, c
   if (res.n == 0) locals += N * d * w;  // h
   // ln_2(h) is a temporary of the block's last full expression, alive until the block returns.
   if (!linear_input(m, t, "ln_2 output", {"c_fc"}, saving, L, N, d, "d", dt, w, o, locals, res)) locals += N * d * w;
-  t.add("c_fc output", "L·b·T·f·c", L * N * f * c, "gelu saves its input");
-  hf_activation_saved(m, o, L, N, dt, t);
-  const bool gelu_saved = linear_input(m, t, kMlpOutInputLine[0], {"mlp_c_proj"}, saving, L, N, f, "f", dt, c, o, locals, all);
+  // Block 0 under LoRA on mlp_c_proj alone: gelu's input needs no gradient, and c_fc's output is a
+  // temporary of the block's last expression.
+  t.add("c_fc output", mlp.s + "·b·T·f·c", mlp.n * N * f * c, "gelu saves its input");
+  if (mlp.n == 0) locals += N * f * c;
+  hf_activation_saved(m, o, mlp, N, dt, t);
+  const bool gelu_saved = linear_input(m, t, kMlpOutInputLine[0], {"mlp_c_proj"}, saving, L, N, f, "f", dt, c, o, locals, mlp);
   if (t.end_locals != nullptr) *t.end_locals = locals + (gelu_saved ? 0 : N * f * c);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
   adapter_intermediates(m, o, N, dt, t);
@@ -392,7 +396,7 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   const int64_t f = m.d_ff, L = m.n_layers;
   const int64_t N = b * T;
   const Blocks x{dt, FrozenPrefix::kInput, L}, att{dt, FrozenPrefix::kAttention, L}, res{dt, FrozenPrefix::kToMlp, L};
-  const Blocks all{L};
+  const Blocks mlp{dt, FrozenPrefix::kToMlpOut, L};
   t.add(kBlockInputLine, x.s + "·b·T·d·4", x.n * N * d * kFp32, "fp32 residual stream, saved by RMSNorm's pow and mul");
   if (o.libtorch_major < 2) {
     t.add("input RMSNorm x²", x.s + "·b·T·d·4", x.n * N * d * kFp32, "LibTorch 1.x's mean backward keeps its input x.pow(2)");
@@ -432,10 +436,13 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   if (!linear_input(m, t, "post-attention RMSNorm output", {"gate", "up"}, saving, L, N, d, "d", dt, w, o, locals, res))
     locals += N * d * w;  // m
   const std::string act = to_string(m.activation);
-  t.add("gate projection", "L·b·T·f·c", L * N * f * c, act + " saves its input");
-  hf_activation_saved(m, o, L, N, dt, t);
-  t.add(act + "(gate), up projection", "L·2·b·T·f·c", L * 2 * N * f * c, act + "(g)·u saves both operands");
-  const bool product_saved = linear_input(m, t, kMlpOutInputLine[1], {"down"}, saving, L, N, f, "f", dt, c, o, locals, all);
+  // Block 0 under LoRA on down_proj alone: nothing before its adapter needs a gradient, and the
+  // gate and up projections and the activation are temporaries of the block's last expression.
+  t.add("gate projection", mlp.s + "·b·T·f·c", mlp.n * N * f * c, act + " saves its input");
+  hf_activation_saved(m, o, mlp, N, dt, t);
+  t.add(act + "(gate), up projection", mlp.s + "·2·b·T·f·c", mlp.n * 2 * N * f * c, act + "(g)·u saves both operands");
+  if (mlp.n == 0) locals += 3 * N * f * c;
+  const bool product_saved = linear_input(m, t, kMlpOutInputLine[1], {"down"}, saving, L, N, f, "f", dt, c, o, locals, mlp);
   if (t.end_locals != nullptr) *t.end_locals = locals + (product_saved ? 0 : N * f * c);
   const size_t released = o.attention == AttentionKind::kExplicit ? released_before_softmax : t.lines->size();
   adapter_intermediates(m, o, N, dt, t);

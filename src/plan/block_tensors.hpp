@@ -81,6 +81,7 @@ enum class FrozenPrefix {
   kInput,      // adapters on the attention's input projections: the first norm saves nothing
   kAttention,  // the first adapter is on the attention's output projection: the attention too
   kToMlp,      // adapters only in the MLP: the attention, the residual add and the second norm too
+  kToMlpOut,   // adapters only on the MLP's output projection: its input projections and activation too
 };
 
 // The names of the block tables' lines for a linear group's input (linear_input's `what`): each

@@ -83,11 +83,11 @@ Int8Groups int8_inputs(const ModelConfig& m, const PlanOptions& o, int64_t N, co
       gpt2 ? std::array<Group, kLinearGroups>{Group{{"c_attn"}, d, w, FrozenPrefix::kInput},
                                               Group{{"attn_c_proj"}, a, c, FrozenPrefix::kAttention},
                                               Group{{"c_fc"}, d, w, FrozenPrefix::kToMlp},
-                                              Group{{"mlp_c_proj"}, f, c, FrozenPrefix::kNone}}
+                                              Group{{"mlp_c_proj"}, f, c, FrozenPrefix::kToMlpOut}}
            : std::array<Group, kLinearGroups>{Group{{"q", "k", "v"}, d, w, FrozenPrefix::kInput},
                                               Group{{"o"}, a, c, FrozenPrefix::kAttention},
                                               Group{{"gate", "up"}, d, w, FrozenPrefix::kToMlp},
-                                              Group{{"down"}, f, c, FrozenPrefix::kNone}};
+                                              Group{{"down"}, f, c, FrozenPrefix::kToMlpOut}};
   const bool dropout = o.lora.dropout > 0;
   for (size_t i = 0; i < groups.size(); ++i) {
     const Group& g = groups[i];
