@@ -103,6 +103,10 @@ struct VerifyResult {
   Precision precision = Precision::kFp32;
   LengthMode lengths = LengthMode::kFixed;
   DataSource data;                // lengths file, padding, grouping, packing as given
+  // A lengths file's samples and how many were cut to T (-1: none cut, wrapped rows run on), as
+  // the sweep's context line counts them; 0 samples without a file.
+  int64_t samples = 0;
+  int64_t samples_cut = 0;
   // Over the whole lengths file, when its rows mask labels: "completion_mask keeps 293 of 1,021
   // targets (28.7 %)" (SampleSource::masking); "" otherwise.
   std::string label_masking;

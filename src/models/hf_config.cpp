@@ -521,7 +521,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& ori
   } catch (const json::out_of_range& e) {
     // nlohmann reports a number such as 1e999 that no double can hold as out_of_range 406.
     throw UserError("config \"" + origin + "\" holds a number too large for a double (" +
-                    text::shortened(e.what(), 120) + "); fix the file or download config.json again");
+                    text::shortened(text::json_error_text(e.what()), 120) + "); fix the file or download config.json again");
   }
   if (!root.is_object())
     throw UserError("config \"" + origin + "\" holds a JSON " + root.type_name() +

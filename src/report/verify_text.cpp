@@ -29,6 +29,13 @@ constexpr double kUsualLoraScale = 32;
 
 std::string data_words(const VerifyResult& r) {
   std::string words = r.lengths == LengthMode::kFile ? "lengths from " + r.data.lengths_file : to_string(r.lengths) + " lengths";
+  // As the sweep's context line counts them: "(16 samples, 1 cut to T=32)".
+  if (r.lengths == LengthMode::kFile && r.samples > 0) {
+    words += " (" + std::to_string(r.samples) + (r.samples == 1 ? " sample, " : " samples, ") +
+             (r.samples_cut < 0 ? std::string("none cut: wrapped rows run on")
+                                : std::to_string(r.samples_cut) + " cut to T=" + std::to_string(r.seq_len)) +
+             ")";
+  }
   if (r.data.padding != Padding::kMax) words += ", padding " + padding_name(r.data);
   if (r.data.group_by_length) words += ", grouped by length";
   if (r.data.packing != Packing::kNone) words += ", packing " + to_string(r.data.packing);

@@ -310,6 +310,8 @@ VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, 
   result.data = w.data;
   if (const std::optional<SampleSource> source = read_sample_source(w.data, w.seq_len, setup.model.vocab_size)) {
     result.label_masking = source->masking;
+    result.samples = static_cast<int64_t>(source->lengths.size());
+    result.samples_cut = w.data.packing == Packing::kWrapped ? -1 : source->truncated;
   }
   const std::vector<int64_t>& rows = setup.batch.sequence_targets;
   result.equal_sequences = std::adjacent_find(rows.begin(), rows.end(), std::not_equal_to<>()) == rows.end();
