@@ -32,6 +32,28 @@ struct Blocks {
   std::string s;
   Blocks(const Dtypes& dt, FrozenPrefix from, int64_t L)
       : n(dt.frozen_prefix >= from ? L - 1 : L), s(dt.frozen_prefix >= from ? "(L−1)" : "L") {}
+  Blocks(bool block0_saves, int64_t L) : n(block0_saves ? L : L - 1), s(block0_saves ? "L" : "(L−1)") {}
+};
+
+// Block 0 under adapters on some of the attention's input projections (frozen prefix kInput,
+// LoRA without checkpointing): which of q, k and v take a gradient there, and so which of the
+// attention's operands autograd keeps (bmm keeps an operand only for the other's gradient;
+// softmax and masked_fill keep theirs only where the scores take one). Every block saves all of
+// them in a full fine-tune, with every one of q, k, v adapted, or with more than block 0 frozen
+// (then `att` leaves block 0 out of all). A lone block keeps the count of all three (safe side:
+// its forward moments read the unsaved operands as the block's locals).
+struct AttentionGrads {
+  Blocks q, k, v, scores;
+  AttentionGrads(const Dtypes& dt, const std::vector<std::string>& saving, const Blocks& att, int64_t L)
+      : q(takes(dt, saving, "q", att, L)), k(takes(dt, saving, "k", att, L)), v(takes(dt, saving, "v", att, L)),
+        scores(q.n >= k.n ? q : k) {}
+
+ private:
+  static Blocks takes(const Dtypes& dt, const std::vector<std::string>& saving, const char* name, const Blocks& att,
+                      int64_t L) {
+    if (dt.frozen_prefix != FrozenPrefix::kInput || L < 2) return att;
+    return Blocks(count_of(saving, {name}) > 0, L);
+  }
 };
 
 // bmm_operands_are_views: the saved q, k, v that are block locals (GPT-2: views of c_attn's
@@ -137,22 +159,32 @@ void attention_moment(const Table& t, size_t lines_end, int64_t scores, int64_t 
 // the softmax's own forward moment with a 16-bit c: the masked scores, their fp32 copy (softmax's
 // input) and its output, before the cast and v's copy exist; `held`: the attention's own locals
 // alive by then that no line before it counts (GQA's repeated k and v).
-size_t attention_probabilities(const PlanOptions& o, const Blocks& att, int64_t b, int64_t H, int64_t T, int64_t c,
-                               const Table& t, int64_t locals, int64_t held) {
+// `scores`: the blocks whose scores take a gradient (softmax and masked_fill keep theirs); `values`:
+// those whose v does (bmm(probabilities, v) keeps the probabilities for it); fp32, the two are one
+// tensor, kept where either keeps it (`either`).
+size_t attention_probabilities(const PlanOptions& o, const Blocks& scores, const Blocks& values, const Blocks& either,
+                               int64_t b, int64_t H, int64_t T, int64_t c, const Table& t, int64_t locals, int64_t held) {
   const int64_t probabilities = b * H * T * T;
-  t.add("attention probabilities, fp32", att.s + "·b·H·T·T·4", att.n * probabilities * kFp32,
-        "softmax (in fp32) saves its output (b, H, T, T)");
+  const Blocks& kept = c != kFp32 ? scores : either;
+  t.add("attention probabilities, fp32", kept.s + "·b·H·T·T·4", kept.n * probabilities * kFp32,
+        c != kFp32 || scores.n == either.n ? "softmax (in fp32) saves its output (b, H, T, T)"
+                                           : "softmax (in fp32) saves its output (b, H, T, T); in block 0 bmm(probabilities, v) does");
   const int64_t mask = o.packed_documents ? 0 : T * T * kBool;
   if (!o.packed_documents) {  // packed rows share one mask (packed_rows_saved)
-    t.add("causal mask", att.s + "·T·T·1", att.n * mask, "masked_fill saves the (T, T) bool mask");
+    t.add("causal mask", scores.s + "·T·T·1", scores.n * mask, "masked_fill saves the (T, T) bool mask");
   }
   const size_t released = t.lines->size();
   if (c != kFp32) {
     attention_moment(t, released, probabilities * (c + kFp32) + mask + held, locals);
-    t.add("attention probabilities cast to c", att.s + "·b·H·T·T·c", att.n * probabilities * c,
+    t.add("attention probabilities cast to c", values.s + "·b·H·T·T·c", values.n * probabilities * c,
           "bmm(probabilities, v) saves its operand, softmax's output cast back");
   }
   return released;
+}
+
+size_t attention_probabilities(const PlanOptions& o, const Blocks& att, int64_t b, int64_t H, int64_t T, int64_t c,
+                               const Table& t, int64_t locals, int64_t held) {
+  return attention_probabilities(o, att, att, att, b, H, T, c, t, locals, held);
 }
 
 // --framework hf-trl, activation gelu_new: transformers computes it op by op (activations.py
@@ -331,16 +363,25 @@ namespace {
 // Qwen3's q_norm and k_norm (llama.cpp: RmsNorm on the (b, T, n, hd) views of q_proj's and
 // k_proj's outputs, before RoPE): the tensors of the block's RMSNorms, over a + kv channels.
 void llama_qk_norm_saved(const ModelConfig& m, const PlanOptions& o, int64_t N, const Dtypes& dt, const Blocks& att,
-                         const Table& t) {
+                         const AttentionGrads& grads, const Table& t) {
   const int64_t a = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim, H = m.n_heads, Hkv = m.n_kv_heads;
   const bool cast = dt.autocast;
-  t.add("q/k RMSNorm fp32 inputs", att.s + "·b·T·(a+kv)·4", att.n * N * (a + kv) * kFp32,
+  // q's and k's parts alike, or each in the blocks where it takes a gradient (block 0's adapters).
+  const auto lines = [&](const std::string& q_width, const std::string& k_width, int64_t q_n, int64_t k_n, int64_t bytes) {
+    if (grads.q.n == grads.k.n) {
+      return std::pair<std::string, int64_t>{grads.q.s + "·b·T·(" + q_width + "+" + k_width + ")·4",
+                                             grads.q.n * N * (q_n + k_n) * bytes};
+    }
+    return std::pair<std::string, int64_t>{grads.q.s + "·b·T·" + q_width + "·4 + " + grads.k.s + "·b·T·" + k_width + "·4",
+                                           (grads.q.n * q_n + grads.k.n * k_n) * N * bytes};
+  };
+  const auto inputs = lines("a", "kv", a, kv, kFp32);
+  t.add("q/k RMSNorm fp32 inputs", inputs.first, inputs.second,
         cast ? "x.to(fp32) copies q_proj's and k_proj's outputs; pow and mul save the copies"
              : "q_proj's and k_proj's outputs themselves (to(fp32) is a no-op); pow and mul save them");
-  if (o.libtorch_major < 2) {
-    t.add("q/k RMSNorm x²", att.s + "·b·T·(a+kv)·4", att.n * N * (a + kv) * kFp32, "LibTorch 1.x's mean backward keeps its input");
-  }
-  t.add("q/k RMSNorm rsqrt", att.s + "·b·T·(H+Hkv)·4", att.n * N * (H + Hkv) * kFp32, "rsqrt saves its output, one per head");
+  if (o.libtorch_major < 2) t.add("q/k RMSNorm x²", inputs.first, inputs.second, "LibTorch 1.x's mean backward keeps its input");
+  const auto rsqrt = lines("H", "Hkv", H, Hkv, kFp32);
+  t.add("q/k RMSNorm rsqrt", rsqrt.first, rsqrt.second, "rsqrt saves its output, one per head");
   if (!o.lora.enabled()) {  // weight · normed saves normed only for the weight's gradient
     t.add("q/k RMSNorm normed, in c", att.s + "·b·T·(a+kv)·c", att.n * N * (a + kv) * dt.c,
           cast ? "weight · normed.to(c) saves the cast (its fp32 weight makes q, k fp32 again)"
@@ -365,8 +406,12 @@ size_t llama_attention_saved(const ModelConfig& m, const PlanOptions& o, int64_t
     return 0;
   }
   const bool gqa = m.n_kv_heads != m.n_heads;
-  t.add("rotated q copy", att.s + "·b·T·a·c", att.n * N * a * c, "matmul folds q into a bmm operand (a copy), bmm saves it");
-  t.add(gqa ? "k repeated to H heads" : "rotated k copy", att.s + "·b·T·a·c", att.n * N * a * c,
+  // bmm keeps each operand for the other's gradient: q for k's, k for q's, v for the scores'.
+  const AttentionGrads grads(dt, saving, att, L);
+  t.add("rotated q copy", grads.k.s + "·b·T·a·c", grads.k.n * N * a * c,
+        grads.k.n == att.n ? "matmul folds q into a bmm operand (a copy), bmm saves it"
+                           : "matmul folds q into a bmm operand (a copy), bmm saves it for k's gradient (none in block 0)");
+  t.add(gqa ? "k repeated to H heads" : "rotated k copy", grads.q.s + "·b·T·a·c", grads.q.n * N * a * c,
         gqa ? "repeat_interleave (b, Hkv, T, hd) -> (b, H, T, hd); bmm saves it" : "bmm operand copy, saved");
   const bool saved_as_views = bmm_saves_views(b, m.n_heads, att);  // the rotated q (k, v) locals themselves
   if (saved_as_views && rotated_qk_bytes(dt) == c) locals -= N * (a + (gqa ? 0 : kv)) * c;
@@ -376,8 +421,10 @@ size_t llama_attention_saved(const ModelConfig& m, const PlanOptions& o, int64_t
   // below), alive already at the softmax.
   const int64_t keys_held = gqa && rotated_qk_bytes(dt) != c ? N * a * rotated_qk_bytes(dt) : 0;
   const int64_t values_held = gqa ? N * a * c : 0;
-  const size_t released_before_softmax = attention_probabilities(o, att, b, H, T, c, t, locals, keys_held + values_held);
-  t.add(gqa ? "v repeated to H heads" : "v copy", att.s + "·b·T·a·c", att.n * N * a * c, "bmm(probabilities, v) saves it");
+  const size_t released_before_softmax =
+      attention_probabilities(o, grads.scores, grads.v, att, b, H, T, c, t, locals, keys_held + values_held);
+  t.add(gqa ? "v repeated to H heads" : "v copy", grads.scores.s + "·b·T·a·c", grads.scores.n * N * a * c,
+        "bmm(probabilities, v) saves it");
   if (saved_as_views && !gqa) locals -= N * kv * c;
   attention_moment(t, t.lines->size(),
                    b * H * T * T * c + N * a * c + (o.packed_documents ? 0 : T * T * kBool) + keys_held, locals);
@@ -417,7 +464,7 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   } else if (rotated_qk_bytes(dt) != c) {
     locals += N * (a + kv) * rotated_qk_bytes(dt);  // flash saves autocast's casts; the rotated q, k stay besides
   }
-  if (m.qk_norm) llama_qk_norm_saved(m, o, N, dt, att, t);
+  if (m.qk_norm) llama_qk_norm_saved(m, o, N, dt, att, AttentionGrads(dt, saving, att, L), t);
   // RoPE saves nothing: cos and sin do not require grad, so q·cos and rotate_half(q)·sin keep
   // no operand, and the projections are freed once the rotated q, k exist (Qwen3: once normed).
   const size_t released_before_softmax = llama_attention_saved(m, o, b, dt, att, saving, t, locals);
