@@ -61,6 +61,10 @@ Bar bar;
 // adapter_dtype_problem accepts); the default set draws PEFT's fp32 adapters.
 ab::Precision adapter_dtype = ab::Precision::kFp32;
 
+// --partial-targets: every case LoRA on some of a block's linears only (PEFT's default q,v among
+// them), where block 0 saves only what the adapters' gradients need (the frozen prefix).
+bool partial_targets = false;
+
 // Deterministic draws on every standard library (std::uniform_int_distribution is not).
 struct Draw {
   std::mt19937_64 rng;
@@ -177,6 +181,12 @@ Case draw_case(uint64_t seed, int index, bool all) {
       o.lora.rank = d.pick<int64_t>({2, 4, 8});
       o.lora.targets = d.pick<const char*>({"all-linear", "all-linear", "attention", "mlp"});
       if (d.chance(30)) o.lora.dropout = 0.1;
+    }
+    if (partial_targets) {
+      if (!o.lora.enabled()) continue;
+      o.lora.targets = std::string(c.family) == "gpt2"
+                           ? d.pick<const char*>({"c_attn", "attn_c_proj", "c_fc", "mlp_c_proj", "attn_c_proj,mlp_c_proj"})
+                           : d.pick<const char*>({"q,v", "q,v", "v", "k", "q", "k,v", "o", "v,o", "gate", "down", "up,down"});
     }
     o.weights_dtype = d.chance(30) ? ab::Precision::kBf16 : ab::Precision::kFp32;
     // QLoRA (--base-quant), only with LoRA; drawn last so that every earlier draw stays as it was.
@@ -385,8 +395,9 @@ void print_failure(const Case& c, const Outcome& r) {
 }
 
 int usage() {
-  std::cerr << "usage: accumbench_plan_properties [--seed S] [--cases N] [--case I] [--summary] [--all] [--live] [--predict-only] [--within PCT] [--onednn] [--adapter-dtype bf16]\n"
+  std::cerr << "usage: accumbench_plan_properties [--seed S] [--cases N] [--case I] [--summary] [--all] [--live] [--predict-only] [--within PCT] [--onednn] [--adapter-dtype bf16] [--partial-targets]\n"
                "  --adapter-dtype bf16: every case LoRA with bf16 adapters (TRL's QLoRA), where they are planned\n"
+               "  --partial-targets: every case LoRA on some linears only (q,v, v, down, ...)\n"
                "  --within PCT: hold each case to |error| <= PCT % (peak and phases) instead of the bar\n"
                "  --predict-only: the plan's peak and phase peaks per case, nothing measured (diff them across a refactoring)\n"
                "  --live (with --case): the blocks alive at each measured phase's peak, with the shapes their sizes match\n"
@@ -450,6 +461,7 @@ int main(int argc, char** argv) {
     else if (arg == "--predict-only") predict_only = true;
     else if (arg == "--onednn") onednn = true;
     else if (arg == "--adapter-dtype") adapter_dtype = ab::adapter_dtype_from_string(value());
+    else if (arg == "--partial-targets") partial_targets = true;
     else if (arg == "--within") bar.max_error = bar.max_under = std::atof(value().c_str()) / 100;
     else return usage();
   }

@@ -51,7 +51,7 @@ struct AttentionGrads {
  private:
   static Blocks takes(const Dtypes& dt, const std::vector<std::string>& saving, const char* name, const Blocks& att,
                       int64_t L) {
-    if (dt.frozen_prefix != FrozenPrefix::kInput || L < 2) return att;
+    if (dt.frozen_prefix != FrozenPrefix::kInput) return att;
     return Blocks(count_of(saving, {name}) > 0, L);
   }
 };
@@ -485,9 +485,19 @@ size_t llama_block_saved(const ModelConfig& m, const PlanOptions& o, int64_t b, 
   const std::string act = to_string(m.activation);
   // Block 0 under LoRA on down_proj alone: nothing before its adapter needs a gradient, and the
   // gate and up projections and the activation are temporaries of the block's last expression.
-  t.add("gate projection", mlp.s + "·b·T·f·c", mlp.n * N * f * c, act + " saves its input");
-  hf_activation_saved(m, o, mlp, N, dt, t);
-  t.add(act + "(gate), up projection", mlp.s + "·2·b·T·f·c", mlp.n * 2 * N * f * c, act + "(g)·u saves both operands");
+  // Under adapters on one of gate and up (not both), block 0's product keeps an operand only for
+  // the other's gradient: act(gate) for up's, up for gate's; the activation its input for gate's.
+  const bool one_of_gate_up = dt.frozen_prefix == FrozenPrefix::kToMlp && L > 1 && count_of(saving, {"gate", "up"}) == 1;
+  const Blocks gate = one_of_gate_up ? Blocks(count_of(saving, {"gate"}) > 0, L) : mlp;
+  const Blocks up = one_of_gate_up ? Blocks(count_of(saving, {"up"}) > 0, L) : mlp;
+  t.add("gate projection", gate.s + "·b·T·f·c", gate.n * N * f * c, act + " saves its input");
+  hf_activation_saved(m, o, gate, N, dt, t);
+  if (gate.n == up.n) {
+    t.add(act + "(gate), up projection", up.s + "·2·b·T·f·c", up.n * 2 * N * f * c, act + "(g)·u saves both operands");
+  } else {
+    t.add(act + "(gate), up projection", up.s + "·b·T·f·c + " + gate.s + "·b·T·f·c", (up.n + gate.n) * N * f * c,
+          act + "(g)·u saves both operands; in block 0 only the one the other's gradient needs");
+  }
   if (mlp.n == 0) locals += 3 * N * f * c;
   const bool product_saved = linear_input(m, t, kMlpOutInputLine[1], {"down"}, saving, L, N, f, "f", dt, c, o, locals, mlp);
   if (t.end_locals != nullptr) *t.end_locals = locals + (product_saved ? 0 : N * f * c);
