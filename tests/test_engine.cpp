@@ -167,6 +167,16 @@ TEST(Verify, WhatTheBarCannotTellIsSaid) {
             std::string::npos)
       << text_of(r);
   EXPECT_EQ(text_of(r).find("nothing is accumulated"), std::string::npos);
+  // fp32 autocast over bf16 weights (or adapters): the flag that made the step 16-bit is named.
+  r.precision = ab::Precision::kFp32;
+  r.weights_dtype = ab::Precision::kBf16;
+  EXPECT_NE(text_of(r).find("rounding hides; --weights-dtype fp32 measures it\n"), std::string::npos) << text_of(r);
+  r.weights_dtype = ab::Precision::kFp32;
+  r.lora.rank = 4;
+  r.lora.adapter_dtype = ab::Precision::kBf16;
+  EXPECT_NE(text_of(r).find("rounding hides; --adapter-dtype fp32 measures it\n"), std::string::npos) << text_of(r);
+  r.lora = {};
+  r.precision = ab::Precision::kBf16;
   r.splits[0].within_tolerance = false;  // measured past the bar: the table says it
   EXPECT_EQ(text_of(r).find("within the tolerance:"), std::string::npos);
   r.splits[0].config = {};
@@ -179,6 +189,14 @@ TEST(Verify, WhatTheBarCannotTellIsSaid) {
                             "below 8 to check accumulation\n"),
             std::string::npos)
       << text_of(r);
+  r.splits[0].config.optimizer_in_backward = true;
+  EXPECT_NE(text_of(r).find("the optimizer inside backward runs without accumulation, so verify without "
+                            "--optimizer-in-backward to check accumulation\n"),
+            std::string::npos)
+      << text_of(r);
+  r.batch = 1;
+  r.splits[0].config.micro_batch = 1;
+  EXPECT_NE(text_of(r).find("; give --batch 2 or more to check accumulation\n"), std::string::npos) << text_of(r);
 }
 
 // The optimizer inside backward frees each gradient as its parameter steps: its split is judged on

@@ -1191,6 +1191,10 @@ TEST(Json, Version14ReadsWithoutNotes) {
   current["notes"] = {"said", ""};
   EXPECT_NE(user_error_of(current.dump()).find("notes[1] is empty but a note says something"), std::string::npos)
       << user_error_of(current.dump());
+  current["notes"] = {"  "};
+  EXPECT_NE(user_error_of(current.dump()).find("notes[0] is empty but a note says something"), std::string::npos);
+  current["notes"] = {"one\ntwo"};
+  EXPECT_NE(user_error_of(current.dump()).find("notes[0] breaks a line but a note is one line"), std::string::npos);
 }
 
 // A version-2 file (written before the chunked loss existed) reads as version 5 with the chunked

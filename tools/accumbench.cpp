@@ -406,7 +406,9 @@ bool WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
   const std::vector<std::string> read_notes = ab::trainer_config_notes(config, given, w);
   option_notes.insert(option_notes.end(), read_notes.begin(), read_notes.end());
   // plan models TRL's own chunked_nll (PlanCommand::adopt_trl_loss); the engine's heads differ.
-  if (command != ab::Command::kPlan && config.trl_loss_by_default && !w.loss.chunked) {
+  // calibrate-framework (one_job) times a loop's host time around either head, and refuses
+  // --chunked-loss: nothing to note there.
+  if (command != ab::Command::kPlan && !one_job && config.trl_loss_by_default && !w.loss.chunked) {
     const std::string subcommand = command == ab::Command::kSweep ? "sweep" : "verify";
     option_notes.push_back(trl_config + " leaves out loss_type: TRL 1.7+ then runs chunked_nll, which never holds the whole "
                "logits; this " + subcommand + " runs accumbench's full-logits head (TRL's nll), whose peaks are "
@@ -835,7 +837,13 @@ struct SweepCommand {
       std::vector<std::string> all = *job_notes;
       all.push_back(ab::cpu_bf16_scratch_note(options.workload, sweep.context.device.rfind("cuda", 0) == 0));
       if (!padding_chosen) all.push_back(padding_to_t_note(sweep));
-      for (std::string& note : all) if (!note.empty()) sweep.notes.push_back(std::move(note));
+      // A resumed file keeps its runs, and with them what its sweep noted of them (a bf16 split's
+      // caveat where this sweep measures fp32 only): each note once.
+      if (resuming) all.insert(all.end(), resume.notes.begin(), resume.notes.end());
+      for (std::string& note : all) {
+        if (!note.empty() && std::find(sweep.notes.begin(), sweep.notes.end(), note) == sweep.notes.end())
+          sweep.notes.push_back(std::move(note));
+      }
       return sweep;
     };
     ab::stop_on_interrupt("the split or round in progress");  // Ctrl-C: the splits so far are reported (interrupt.hpp)

@@ -637,9 +637,13 @@ void check_meaning(const SweepResult& r) {
   ran("recommendation.decision.runner_up", d.runner_up);
   for (size_t k = 0; k < d.comparisons.size(); ++k)
     ran("recommendation.decision.comparisons[" + std::to_string(k) + "].index", d.comparisons[k].index);
-  // A note is a sentence the sweep printed; it never stores an empty one.
+  // A note is a sentence the sweep printed on one stderr line: never blank, never broken.
   for (size_t k = 0; k < r.notes.size(); ++k) {
-    if (r.notes[k].empty()) throw FormatError{"notes[" + std::to_string(k) + "]", "is empty but a note says something"};
+    const std::string& note = r.notes[k];
+    if (note.find_first_not_of(" \t") == std::string::npos)
+      throw FormatError{"notes[" + std::to_string(k) + "]", "is empty but a note says something"};
+    if (note.find_first_of("\n\r") != std::string::npos)
+      throw FormatError{"notes[" + std::to_string(k) + "]", "breaks a line but a note is one line"};
   }
 }
 

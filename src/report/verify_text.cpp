@@ -169,8 +169,16 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
     out << hidden << (hidden_count == 1 ? " fails within the tolerance: its" : " fail within the tolerance: their")
         << " micro-batches hold different numbers of targets, so "
         << "mean-of-means weights their tokens up to " << text::format_percent(hidden_skew, 1)
-        << " apart from the whole batch's, a different update that this precision's rounding hides"
-        << (judged != Precision::kFp32 ? "; --precision fp32 measures it" : "") << "\n";
+        << " apart from the whole batch's, a different update that this precision's rounding hides";
+    // What made the step compute in 16 bits: autocast, else the weights, else the adapters.
+    if (judged != Precision::kFp32) {
+      out << "; "
+          << (r.precision != Precision::kFp32       ? "--precision fp32"
+              : r.weights_dtype != Precision::kFp32 ? "--weights-dtype fp32"
+                                                    : "--adapter-dtype fp32")
+          << " measures it";
+    }
+    out << "\n";
   }
   // Every split verified runs the whole batch in one micro-step, as the reference does (one
   // process): nothing was accumulated, so a PASS says nothing of the normalization.
@@ -178,8 +186,15 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
       r.world_size == 1 && !r.splits.empty() &&
       std::all_of(r.splits.begin(), r.splits.end(), [](const VerifySplit& s) { return s.config.accum_steps == 1; });
   if (none_accumulates) {
+    // What would accumulate: a larger batch, the optimizer outside backward, or smaller micro-batches.
+    const bool oib = std::all_of(r.splits.begin(), r.splits.end(),
+                                 [](const VerifySplit& s) { return s.config.optimizer_in_backward; });
     out << "every split verified computes the whole batch in one micro-step, as the reference does: nothing is "
-        << "accumulated, so the loss normalization is not checked; give --micro-batches below " << r.batch
+        << "accumulated, so the loss normalization is not checked; "
+        << (r.batch == 1 ? std::string("give --batch 2 or more")
+            : oib        ? std::string("the optimizer inside backward runs without accumulation, so verify without "
+                                       "--optimizer-in-backward")
+                         : "give --micro-batches below " + std::to_string(r.batch))
         << " to check accumulation\n";
   }
   // Why, where the run says: a whole batch without a finite loss has nothing to be matched; a

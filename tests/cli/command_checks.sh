@@ -408,6 +408,10 @@ if options["optimizer"] != "sgd,adamw": fail("optimizer %r" % options["optimizer
 if options["micro_batches"] != "1,2,4": fail("micro_batches %r" % options["micro_batches"])
 runs = sorted((r["config"]["micro_batch"], r["config"]["optimizer"]) for r in result["runs"])
 if runs != [(1, "sgd"), (2, "adamw"), (2, "sgd"), (4, "adamw"), (4, "sgd")]: fail("runs %r" % runs)
+# The file keeps what its first sweep noted of the runs it keeps, once each.
+notes = result["notes"]
+if notes.count("--micro-batches lists 2 more than once; the repeats are dropped") != 1: fail("notes %r" % notes)
+if len(set(notes)) != len(notes): fail("a note twice: %r" % notes)
 ' "$work/a.json"
   # A stopped file (saved while running: 2×2 sgd one timed step short of --steps 2, "1×4 sgd" never
   # begun) resumed with adamw alone keeps them as they were, and says so; compare warns.
