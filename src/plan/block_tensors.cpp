@@ -40,8 +40,8 @@ struct Blocks {
 // attention's operands autograd keeps (bmm keeps an operand only for the other's gradient;
 // softmax and masked_fill keep theirs only where the scores take one). Every block saves all of
 // them in a full fine-tune, with every one of q, k, v adapted, or with more than block 0 frozen
-// (then `att` leaves block 0 out of all). A lone block keeps the count of all three (safe side:
-// its forward moments read the unsaved operands as the block's locals).
+// (then `att` leaves block 0 out of all). A lone block (L = 1) leaves them out too, and is still
+// planned over in some drawn cases (README, Known limits: plan_properties --partial-targets).
 struct AttentionGrads {
   Blocks q, k, v, scores;
   AttentionGrads(const Dtypes& dt, const std::vector<std::string>& saving, const Blocks& att, int64_t L)
