@@ -169,8 +169,9 @@ void drop_paddings_that_pad_alike(ab::WorkloadOptions& w, std::vector<std::strin
       kept.push_back(p);
       continue;
     }
-notes.push_back("--padding " + ab::padding_name(p) + " pads every micro-batch as " + ab::padding_name(*alike) +
-               " does at --seq-len " + std::to_string(w.seq_len) + "; it is measured once, as " + ab::padding_name(*alike));
+    notes.push_back("--padding " + ab::padding_name(p) + " pads every micro-batch as " + ab::padding_name(*alike) +
+                    " does at --seq-len " + std::to_string(w.seq_len) + "; it is measured once, as " +
+                    ab::padding_name(*alike));
   }
   ab::set_padding(w.data, kept.front());
   w.data.other_paddings.assign(kept.begin() + 1, kept.end());
@@ -410,10 +411,10 @@ bool WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
   // --chunked-loss: nothing to note there.
   if (command != ab::Command::kPlan && !one_job && config.trl_loss_by_default && !w.loss.chunked) {
     const std::string subcommand = command == ab::Command::kSweep ? "sweep" : "verify";
-    option_notes.push_back(trl_config + " leaves out loss_type: TRL 1.7+ then runs chunked_nll, which never holds the whole "
-               "logits; this " + subcommand + " runs accumbench's full-logits head (TRL's nll), whose peaks are "
-               "higher by up to the logits. plan --trl-config plans TRL's own loss; --chunked-loss adds "
-               "accumbench's chunked head, the engine's nearest");
+    option_notes.push_back(trl_config + " leaves out loss_type: TRL 1.7+ then runs chunked_nll, which never holds the "
+                           "whole logits; this " + subcommand + " runs accumbench's full-logits head (TRL's nll), whose "
+                           "peaks are higher by up to the logits. plan --trl-config plans TRL's own loss; --chunked-loss "
+                           "adds accumbench's chunked head, the engine's nearest");
   }
   return sets_checkpointing;
 }
@@ -1200,8 +1201,8 @@ void PlanCommand::adopt_trl_loss(ab::WorkloadOptions& w) {
     why = flags.trl_config + (w.trl_loss_by_default ? " leaves out loss_type: " + since : "'s loss_type");
   }
   flags.option_notes.push_back("planning TRL's step: --framework hf-trl --trl-loss " + trl_loss + " (" + why + ")" +
-             (replaced_chunked ? ", in place of the --chunked-loss it reads as for a sweep" : "") +
-             "; --framework plain plans accumbench's own loop");
+                               (replaced_chunked ? ", in place of the --chunked-loss it reads as for a sweep" : "") +
+                               "; --framework plain plans accumbench's own loop");
 }
 
 int PlanCommand::run() {
@@ -1214,9 +1215,10 @@ int PlanCommand::run() {
   adopt_trl_loss(w);
   // Under torchrun, plan still runs alone: a launch's world is planned with --world-size.
   if (launched_world_size() > 1 && !flags.given("--world-size")) {
-    flags.option_notes.push_back("WORLD_SIZE=" + std::to_string(launched_world_size()) + " is set, but plan runs in one process and plans " +
-               "--world-size " + std::to_string(w.world_size) + "; give --world-size " +
-               std::to_string(launched_world_size()) + " to plan each rank's share");
+    flags.option_notes.push_back("WORLD_SIZE=" + std::to_string(launched_world_size()) +
+                                 " is set, but plan runs in one process and plans --world-size " +
+                                 std::to_string(w.world_size) + "; give --world-size " +
+                                 std::to_string(launched_world_size()) + " to plan each rank's share");
   }
   if (!emit.empty()) ab::settings_format_from_string(emit);
   const ab::ModelConfig cfg = ab::resolve_model(w.model);

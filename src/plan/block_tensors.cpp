@@ -182,6 +182,7 @@ size_t attention_probabilities(const PlanOptions& o, const Blocks& scores, const
   return released;
 }
 
+// The same where the scores and v take a gradient in the same blocks (GPT-2's one c_attn).
 size_t attention_probabilities(const PlanOptions& o, const Blocks& att, int64_t b, int64_t H, int64_t T, int64_t c,
                                const Table& t, int64_t locals, int64_t held) {
   return attention_probabilities(o, att, att, att, b, H, T, c, t, locals, held);
