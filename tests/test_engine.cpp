@@ -39,6 +39,13 @@ ab::WorkloadOptions small(const std::string& preset, const std::string& lengths)
   return o;
 }
 
+// What `accumbench verify` prints for `result`.
+std::string text_of(const ab::VerifyResult& result) {
+  std::ostringstream out;
+  ab::print_verify(result, out);
+  return out.str();
+}
+
 // One synthetic step of `batch` variable-length sequences padded to `seq_len` for cfg's vocabulary.
 ab::TokenBatch variable_batch(const ab::ModelConfig& cfg, int64_t seq_len, int64_t batch) {
   ab::DataOptions d;
@@ -156,11 +163,6 @@ TEST(Verify, WhatTheBarCannotTellIsSaid) {
   split.within_tolerance = true;
   split.normalization_skew = 0.1234;
   r.splits = {split};
-  const auto text_of = [](const ab::VerifyResult& result) {
-    std::ostringstream out;
-    ab::print_verify(result, out);
-    return out.str();
-  };
   EXPECT_NE(text_of(r).find("\n4\u00d72 fails within the tolerance: its micro-batches hold different numbers of "
                             "targets, so mean-of-means weights their tokens up to 12.3 % apart from the whole batch's, a "
                             "different update that this precision's rounding hides; --precision fp32 measures it\n"),
@@ -236,11 +238,6 @@ TEST(Verify, AFailSaysWhyAsTheRunTells) {
   split.config.accum_steps = 4;
   split.rel_l2_grad_error = 0.5;
   r.splits = {split};
-  const auto text_of = [](const ab::VerifyResult& result) {
-    std::ostringstream out;
-    ab::print_verify(result, out);
-    return out.str();
-  };
   const std::string bug = "a loss averaged per micro-batch (mean-of-means) is the accumulation bug";
   const std::string fault = "token normalization gives every split the whole batch's update up to rounding";
   r.loss_normalization = ab::LossNormalization::kToken;

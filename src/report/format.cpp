@@ -206,4 +206,27 @@ std::string time_model_text(const TimeModel& model, const std::vector<RunResult>
   return line + ".";
 }
 
+std::string markdown_cell(const std::string& value) {
+  std::string escaped;
+  for (char c : value) {
+    switch (c) {
+      case '|': escaped += "\\|"; break;
+      case '\n':
+      case '\r': escaped += ' '; break;
+      case '<': escaped += "&lt;"; break;
+      case '>': escaped += "&gt;"; break;
+      case '&': escaped += "&amp;"; break;
+      default: escaped += c;
+    }
+  }
+  return escaped;
+}
+
+std::string markdown_notes(const std::vector<std::string>& notes) {
+  if (notes.empty()) return "";
+  std::string list = "Notes:\n\n";
+  for (const std::string& note : notes) list += "- " + markdown_cell(note) + "\n";
+  return list + "\n";
+}
+
 }  // namespace accumbench::text

@@ -44,4 +44,11 @@ std::string base_quant_words(const std::string& kind, bool double_quant, bool kb
 // the console and Markdown reporters open with it.
 std::string context_line(const SweepResult& result);
 
+// Outside text as one Markdown table cell or list item: "|" escaped, line breaks as spaces, and
+// "<", ">", "&" as entities (every renderer would read them as HTML).
+std::string markdown_cell(const std::string& value);
+// A command's notes as a Markdown list under "Notes:", then a blank line; "" without notes (the
+// sweep's and plan's Markdown, above their tables).
+std::string markdown_notes(const std::vector<std::string>& notes);
+
 }  // namespace accumbench::text

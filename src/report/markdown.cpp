@@ -10,41 +10,15 @@
 
 namespace accumbench {
 
-namespace {
-
-// A "|" inside a cell would end the cell; newlines would end the row; "<", ">" and "&" would be
-// read as HTML by every Markdown renderer (a model path or an error message is outside text).
-std::string markdown_cell(const std::string& value) {
-  std::string escaped;
-  for (char c : value) {
-    switch (c) {
-      case '|': escaped += "\\|"; break;
-      case '\n':
-      case '\r': escaped += ' '; break;
-      case '<': escaped += "&lt;"; break;
-      case '>': escaped += "&gt;"; break;
-      case '&': escaped += "&amp;"; break;
-      default: escaped += c;
-    }
-  }
-  return escaped;
-}
-
-}  // namespace
 
 void MarkdownReporter::report(const SweepResult& result, std::ostream& out) const {
   using report::View;
   const report::TableContext context = report::TableContext::of(result);
   const std::vector<const report::ColumnDef*> shown = report::shown_columns(View::kMarkdown, result.runs, context);
 
-  out << markdown_cell(text::context_line(result)) << "\n\n";
+  out << text::markdown_cell(text::context_line(result)) << "\n\n";
   // The sweep's notes, as its stderr said them above the table (what the options left idle, ...).
-  const std::vector<std::string> notes = sweep_notes(result);
-  if (!notes.empty()) {
-    out << "Notes:\n\n";
-    for (const std::string& note : notes) out << "- " << markdown_cell(note) << '\n';
-    out << '\n';
-  }
+  out << text::markdown_notes(sweep_notes(result));
   std::string header = "|", rule = "|";
   for (const report::ColumnDef* column : shown) {
     header += " " + column->header + " |";
@@ -54,20 +28,20 @@ void MarkdownReporter::report(const SweepResult& result, std::ostream& out) cons
   for (const RunResult& run : result.runs) {
     out << '|';
     for (const report::ColumnDef* column : shown) {
-      out << ' ' << markdown_cell(report::cell_text(*column, View::kMarkdown, run, context)) << " |";
+      out << ' ' << text::markdown_cell(report::cell_text(*column, View::kMarkdown, run, context)) << " |";
     }
     out << '\n';
   }
 
   // After a blank line: a line right under the table would be read as one more row.
-  out << '\n' << markdown_cell(report::legend(result.runs, context, shown)) << '\n';
+  out << '\n' << text::markdown_cell(report::legend(result.runs, context, shown)) << '\n';
   out << "\n**Recommendation:** " << (context.best != nullptr ? run_label(*context.best, result.runs) : std::string("none"))
-      << " \xE2\x80\x94 " << markdown_cell(result.recommendation.reason) << '\n';
+      << " \xE2\x80\x94 " << text::markdown_cell(result.recommendation.reason) << '\n';
   for (const TimeModel& model : result.time_models) {
-    out << '\n' << markdown_cell(text::time_model_text(model, result.runs)) << '\n';
+    out << '\n' << text::markdown_cell(text::time_model_text(model, result.runs)) << '\n';
   }
   if (context.best != nullptr) {
-    out << '\n' << markdown_cell(settings_summary(trainer_settings(result, *context.best))) << '\n';
+    out << '\n' << text::markdown_cell(settings_summary(trainer_settings(result, *context.best))) << '\n';
   }
 }
 

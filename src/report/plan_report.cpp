@@ -11,6 +11,7 @@
 #include "accumbench/report.hpp"
 #include "accumbench/units.hpp"
 #include "accumbench_report_css.hpp"  // html::kReportCss, generated from report.css
+#include "report/format.hpp"
 #include "report/html/text.hpp"
 
 namespace accumbench {
@@ -202,19 +203,6 @@ std::string legend(const PlanReport& r) {
          "(no-clip, clip1) and its padding (pad-max, pad-longest).";
 }
 
-std::string markdown_cell(const std::string& value) {
-  std::string escaped;
-  for (char c : value) {
-    if (c == '|') escaped += "\\|";
-    else if (c == '<') escaped += "&lt;";
-    else if (c == '>') escaped += "&gt;";
-    else if (c == '&') escaped += "&amp;";
-    else if (c == '\n') escaped += ' ';
-    else escaped += c;
-  }
-  return escaped;
-}
-
 }  // namespace
 
 namespace {
@@ -312,12 +300,8 @@ std::string plan_json(const PlanReport& r) {
 
 std::string plan_markdown(const PlanReport& r) {
   std::ostringstream out;
-  out << "**accumbench plan:** " << markdown_cell(context_words(r)) << "; " << markdown_cell(memory_words(r)) << "\n\n";
-  if (!r.notes.empty()) {
-    out << "Notes:\n\n";
-    for (const std::string& note : r.notes) out << "- " << markdown_cell(note) << "\n";
-    out << "\n";
-  }
+  out << "**accumbench plan:** " << text::markdown_cell(context_words(r)) << "; " << text::markdown_cell(memory_words(r)) << "\n\n";
+  out << text::markdown_notes(r.notes);
   const std::vector<const PlanColumn*> columns = shown_plan_columns(r);
   std::string header = "|", rule = "|";
   for (const PlanColumn* c : columns) {
@@ -327,26 +311,26 @@ std::string plan_markdown(const PlanReport& r) {
   out << header << "\n" << rule << "\n";
   for (const MemoryPlan& p : r.plans) {
     out << "|";
-    for (const PlanColumn* c : columns) out << " " << markdown_cell(c->cell(p, r)) << " |";
+    for (const PlanColumn* c : columns) out << " " << text::markdown_cell(c->cell(p, r)) << " |";
     out << "\n";
   }
-  out << "\nEvery split also: " << markdown_cell(shared_settings(r)) << "\n";
+  out << "\nEvery split also: " << text::markdown_cell(shared_settings(r)) << "\n";
   const std::vector<std::string> largest = largest_lines(r);
-  if (!largest.empty()) out << "\n" << markdown_cell(largest.front()) << "\n";
+  if (!largest.empty()) out << "\n" << text::markdown_cell(largest.front()) << "\n";
   for (size_t i = 1; i < largest.size(); ++i)  // per job: "--optimizer adamw8bit: 8×2; ..."
-    out << (i == 1 ? "\n" : "") << "- `" << r.largest[i - 1].flags << "`: " << markdown_cell(largest_words(r.largest[i - 1].largest)) << "\n";
+    out << (i == 1 ? "\n" : "") << "- `" << r.largest[i - 1].flags << "`: " << text::markdown_cell(largest_words(r.largest[i - 1].largest)) << "\n";
   const std::vector<std::string> changes = changes_lines(r);
   if (!changes.empty()) {
-    out << "\n" << markdown_cell(changes.front()) << "\n\n";
+    out << "\n" << text::markdown_cell(changes.front()) << "\n\n";
     const std::string heading = together_heading(r.changes);
     for (size_t i = 0; i < r.changes.size(); ++i) {
       const FitChange& c = r.changes[i];
       if (!heading.empty() && c.together() && (i == 0 || !r.changes[i - 1].together()))
-        out << "\n" << markdown_cell(heading) << "\n\n";
+        out << "\n" << text::markdown_cell(heading) << "\n\n";
       out << "- " << (c.together() && heading.empty() ? "all of them together, " : "") << "`" << c.options
-          << "`: " << markdown_cell(largest_words(c.largest)) << "\n";
+          << "`: " << text::markdown_cell(largest_words(c.largest)) << "\n";
     }
-    if (nothing_fits(r.changes)) out << "\n" << markdown_cell(changes.back()) << "\n";
+    if (nothing_fits(r.changes)) out << "\n" << text::markdown_cell(changes.back()) << "\n";
   }
   out << "\n" << legend(r) << "\n";
   return out.str();
@@ -362,11 +346,7 @@ std::string plan_html(const PlanReport& r) {
   h += "<header><h1>accumbench plan \u00b7 " + html_escape(r.plans.front().model.name) + "</h1>";
   h += "<p class=\"subtitle\">" + html_escape(context_words(r)) + "</p>";
   h += "<p class=\"subtitle\">" + html_escape(memory_words(r)) + "</p></header>\n";
-  if (!r.notes.empty()) {
-    h += "<section class=\"card notes\" id=\"notes\"><h2>Notes</h2><ul>";
-    for (const std::string& note : r.notes) h += "<li>" + html_escape(note) + "</li>";
-    h += "</ul></section>\n";
-  }
+  h += html::notes_card(r.notes);
   h += "<section class=\"card table-card\"><h2>Splits</h2><div class=\"table-wrap\"><table id=\"plan-table\"><thead><tr>";
   const std::vector<const PlanColumn*> columns = shown_plan_columns(r);
   for (const PlanColumn* c : columns) h += (c->right ? "<th>" : "<th class=\"text\">") + html_escape(c->header) + "</th>";

@@ -215,15 +215,6 @@ std::string bytes_with_unit(int64_t bytes, const std::string& zero_means) {
   return text::format_count(bytes) + " B (" + format_bytes(bytes) + ")";
 }
 
-// The sweep's notes, as its stderr said them above the table; nothing when it noted nothing.
-std::string notes_section(const SweepResult& result) {
-  const std::vector<std::string> notes = sweep_notes(result);
-  if (notes.empty()) return "";
-  std::string h = "<section class=\"card notes\" id=\"notes\"><h2>Notes</h2><ul>";
-  for (const std::string& note : notes) h += "<li>" + html_escape(note) + "</li>";
-  return h + "</ul></section>\n";
-}
-
 std::string context_section(const SweepResult& result) {
   const SweepContext& c = result.context;
   std::string h =
@@ -309,7 +300,7 @@ void HtmlReporter::report(const SweepResult& result, std::ostream& out) const {
   page += "<p class=\"subtitle\">" + html_escape(title) +
           (c.date.empty() ? "" : " \u00b7 " + html_escape(c.date)) + "</p></header>\n";
   page += recommendation_section(result, slots);
-  page += notes_section(result);
+  page += notes_card(sweep_notes(result));  // as the sweep's stderr said them
   page += chart_sections(result, slots);
   page += table_section(result, slots);
   page += context_section(result);

@@ -59,4 +59,11 @@ double text_width(const std::string& s, double font_size) {
   return static_cast<double>(text::display_width(s)) * font_size * 0.56;
 }
 
+std::string notes_card(const std::vector<std::string>& notes) {
+  if (notes.empty()) return "";
+  std::string h = "<section class=\"card notes\" id=\"notes\"><h2>Notes</h2><ul>";
+  for (const std::string& note : notes) h += "<li>" + html_escape(note) + "</li>";
+  return h + "</ul></section>\n";
+}
+
 }  // namespace accumbench::html

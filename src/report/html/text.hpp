@@ -8,11 +8,16 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace accumbench::html {
 
 // For text content and attribute values alike: & < > " ' become entities.
 std::string html_escape(const std::string& s);
+
+// A command's notes as a card (id "notes") of a list, escaped; "" without notes (the sweep's page,
+// under its recommendation, and plan's, under its header).
+std::string notes_card(const std::vector<std::string>& notes);
 
 inline constexpr char kDash[] = "\u2014";  // shown for a number that was not measured
 
