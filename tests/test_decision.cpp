@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include <unistd.h>
@@ -510,6 +511,49 @@ TEST(Decisions, FrameworkOverheadPerMicroStepTurnsTheDecision) {
   EXPECT_EQ(with.fastest, 1);
   EXPECT_NEAR(framework.mean_seconds(0).value - engine.mean_seconds(0).value, 0.040, 1e-12);
   EXPECT_NEAR(framework.mean_seconds(1).value - engine.mean_seconds(1).value, 0.005, 1e-12);
+}
+
+// A --packing list: a packed step takes twice the time of an unpacked one but trains four times the
+// tokens, so per real token (the scales) the packed split is the faster; the step times alone name
+// the other. Within one packing the scales are the same in a round and the ratio is the step times'.
+// From saved runs (evidence_from_runs) the scales come from each step's positions, only where the
+// runs differ in packing.
+TEST(Decisions, PackingsAreComparedPerRealToken) {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> noise(1.0, 0.01);
+  RoundEvidence as_timed(3, 0.95), per_token(3, 0.95);
+  std::vector<RunResult> runs(3);
+  runs[0].config.packing = Packing::kBfd;
+  runs[2].config.micro_batch = 2;
+  for (int r = 0; r < 20; ++r) {
+    const std::vector<double> seconds = {0.200 * noise(rng), 0.100 * noise(rng), 0.120 * noise(rng)};
+    const std::vector<int64_t> positions = {4000, 1000, 1000};
+    as_timed.add_round(seconds);
+    per_token.add_round(seconds, {per_token_scale(positions[0]), per_token_scale(positions[1]), per_token_scale(positions[2])});
+    for (int i = 0; i < 3; ++i) {
+      StepSample step;
+      step.step_seconds = seconds[i];
+      step.positions = positions[i];
+      step.round = r;
+      runs[i].steps.push_back(step);
+      runs[i].session = 1;
+    }
+  }
+  EXPECT_EQ(decide(as_timed, {0, 1, 2}, DecisionOptions{}).fastest, 1);
+  const Decision d = decide(per_token, {0, 1, 2}, DecisionOptions{});
+  EXPECT_EQ(d.kind, DecisionKind::kFastest);
+  EXPECT_EQ(d.fastest, 0);
+  EXPECT_NEAR(per_token.ratio(1, 0).value, 2.0, 0.05);
+  EXPECT_NEAR(per_token.ratio(2, 1).value, as_timed.ratio(2, 1).value, 1e-12);  // one packing: as timed
+  EXPECT_NEAR(per_token.mean_seconds(0).value, as_timed.mean_seconds(0).value * kTokenUnit / 4000, 1e-9);
+  EXPECT_THROW(per_token.add_round({0.1, 0.1, 0.1}, {1.0}), std::invalid_argument);
+
+  EXPECT_TRUE(compared_per_token(runs));
+  EXPECT_EQ(decide(evidence_from_runs(runs, 0.95), {0, 1, 2}, DecisionOptions{}).fastest, 0);
+  EXPECT_EQ(decide(evidence_from_runs(runs, 0.95, 0, /*as_timed=*/true), {0, 1, 2}, DecisionOptions{}).fastest, 1);
+  runs[0].config.packing = Packing::kNone;  // one packing: the step times decide
+  EXPECT_FALSE(compared_per_token(runs));
+  EXPECT_EQ(decide(evidence_from_runs(runs, 0.95), {0, 1, 2}, DecisionOptions{}).fastest, 1);
 }
 
 // A cache that is not what calibrate-framework writes is refused in one sentence naming what is

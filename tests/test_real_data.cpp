@@ -18,6 +18,7 @@
 #include "accumbench/lengths.hpp"
 #include "accumbench/plan.hpp"
 #include "accumbench/plan_fit.hpp"
+#include "accumbench/plan_report.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/verify.hpp"
 
@@ -458,6 +459,40 @@ TEST(RealData, PlanOfAPaddingListJudgesEachPaddingsLongestMicroBatch) {
   EXPECT_GT(peaks[2], peaks[1]);  // 16 over 10
   EXPECT_EQ(ab::plan_options_for(o, ab::split_grid(w, 1)[4]).worst_micro_batch,
             "the one holding sample 4 of " + path + " (10 positions), padded to 10 (--padding longest)");
+}
+
+// A --packing list plans each split on its own packing's rows: lengths up to 10 with longest padding
+// pad a micro-batch of samples to 10, while bfd packs all five (24 tokens) into one row of 24; each
+// split plans to the byte as the plan of its packing alone holding both packings' host batches, and
+// the header's words name each packing's longest micro-batch.
+TEST(RealData, PlanOfAPackingListPlansEachPackingsRows) {
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-short_lengths_packings.txt";
+  std::ofstream(path) << "3\n4\n2\n10\n5\n";
+  ab::WorkloadOptions w = skewed("longest");
+  ab::set_lengths(w.data, path);
+  w.data.other_packings = {ab::Packing::kBfd};
+  const ab::PlanOptions o = ab::sweep_plan_options(w, /*device_is_cuda=*/false, /*token_batches=*/2);
+  ASSERT_EQ(o.rows_by_packing.size(), 2u);
+  EXPECT_EQ(o.token_batches, 4);  // two distinct batches of each packing
+  EXPECT_EQ(o.activation_seq_len, 10);  // the first, none
+  const ab::ModelConfig cfg = ab::find_preset("llama-tiny");
+  std::vector<int64_t> lengths;
+  for (const ab::SplitConfig& split : ab::split_grid(w, 1)) {
+    if (split.micro_batch != 4) continue;
+    const ab::PlanOptions own = ab::sweep_plan_options(ab::with_packing(w, split.packing), false, 4);
+    const ab::PlanOptions mine = ab::plan_options_for(o, split);
+    EXPECT_EQ(mine.activation_seq_len, own.activation_seq_len) << split.key();
+    EXPECT_EQ(mine.packed_documents, split.packing == ab::Packing::kBfd) << split.key();
+    EXPECT_EQ(ab::plan_memory(cfg, mine, split).peak_bytes, ab::plan_memory(cfg, ab::plan_options_for(own, split), split).peak_bytes)
+        << split.key();
+    lengths.push_back(mine.activation_seq_len);
+  }
+  EXPECT_EQ(lengths, (std::vector<int64_t>{10, 24}));
+  EXPECT_EQ(ab::activation_length_line(o),
+            "activations at the longest micro-batch of each packing: --packing none: 10 positions, the one holding "
+            "sample 4 of " + path + " (10 positions), padded to 10 (--padding longest); --packing bfd: 24 positions, "
+            "the one holding packed row 1 of the 1 that --packing bfd makes of " + path +
+            " (24 positions), padded to 24 (--padding longest)");
 }
 
 // Samples of at most 10 tokens padded to T = 32: when no split fits, the first change named is

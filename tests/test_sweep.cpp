@@ -912,6 +912,66 @@ TEST(Sweep, PaddingsAreAGridDimension) {
   }
 }
 
+// --packing none,bfd is a grid dimension: each split trains on the positions its own sweep of that
+// packing trains on, and holds the other packing's host batches besides, which its plan counts (the
+// plan's error is the one alone's); the key and label name the packing; the recommendation weighs the
+// splits per real token and names the fastest of each packing; a resume of the same lists copies the
+// file's splits and measures the new micro-batch under both packings.
+TEST(Sweep, PackingsAreAGridDimension) {
+  ab::SweepOptions o = tiny();
+  o.workload.micro_batches = {1, 4};
+  o.workload.data.lengths = ab::LengthMode::kVariable;
+  o.workload.data.padding = ab::Padding::kLongest;
+  o.workload.data.other_packings = {ab::Packing::kBfd};
+  const ab::SweepResult together = ab::run_sweep(o);
+  ASSERT_EQ(together.runs.size(), 4u);
+  for (const ab::Packing packing : ab::grid_packings(o.workload)) {
+    ab::SweepOptions alone = o;
+    alone.workload = ab::with_packing(o.workload, packing);
+    for (const ab::RunResult& run : ab::run_sweep(alone).runs) {
+      const auto same = std::find_if(together.runs.begin(), together.runs.end(),
+                                     [&](const ab::RunResult& r) { return r.config.key() == run.config.key(); });
+      ASSERT_NE(same, together.runs.end()) << run.config.key();
+      ASSERT_EQ(same->status, ab::RunStatus::kOk) << same->error;
+      EXPECT_EQ(same->config.packing, packing) << run.config.key();
+      ASSERT_EQ(same->steps.size(), run.steps.size());
+      for (size_t i = 0; i < run.steps.size(); ++i) {
+        EXPECT_EQ(same->steps[i].positions, run.steps[i].positions) << run.config.key();
+        EXPECT_EQ(same->steps[i].computed_positions, run.steps[i].computed_positions) << run.config.key();
+      }
+      EXPECT_GT(same->peak_allocated_bytes, run.peak_allocated_bytes) << run.config.key();  // the other's batches
+      EXPECT_EQ(same->predicted_peak_bytes - same->peak_allocated_bytes, run.predicted_peak_bytes - run.peak_allocated_bytes)
+          << run.config.key();
+    }
+  }
+  // Packed rows hold several samples: more real positions per step than one sample per row.
+  EXPECT_GT(together.runs[2].steps.front().positions, together.runs[0].steps.front().positions);
+  EXPECT_EQ(together.runs[2].config.key(), "1\u00d74/fp32/pad-longest/pack-bfd");
+  EXPECT_EQ(together.runs[0].config.key(), "1\u00d74/fp32/pad-longest");
+  EXPECT_EQ(ab::run_label(together.runs[3], together.runs), "4\u00d71 pack-bfd");
+  EXPECT_EQ(ab::run_label(together.runs[1], together.runs), "4\u00d71 unpacked");
+  EXPECT_NE(together.recommendation.reason.find(" The packings (--packing) put other amounts of data in a step (a "
+                                                "packed row holds several samples, so its step averages more of them: "
+                                                "an update of its own), so the splits are compared per real token, as "
+                                                "an epoch of the data takes them, and each ratio above is per token; "
+                                                "the fastest split of each: "),
+            std::string::npos)
+      << together.recommendation.reason;
+  EXPECT_EQ(ab::recorded_option(together.context.options, "packing"), std::optional<std::string>("none,bfd"));
+
+  ab::SweepOptions more = o;
+  more.workload.micro_batches = {1, 2, 4};
+  const ab::SweepResult resumed = ab::run_sweep(more, nullptr, &together);
+  ASSERT_EQ(resumed.runs.size(), 6u);
+  EXPECT_EQ(resumed.runs[0].step_seconds.median, together.runs[0].step_seconds.median);  // copied
+  EXPECT_EQ(resumed.runs[5].step_seconds.median, together.runs[3].step_seconds.median);
+  for (const size_t i : {1, 4}) {
+    EXPECT_EQ(resumed.runs[i].config.micro_batch, 2);
+    EXPECT_EQ(resumed.runs[i].status, ab::RunStatus::kOk) << resumed.runs[i].error;
+  }
+  EXPECT_EQ(resumed.runs[4].config.packing, ab::Packing::kBfd);
+}
+
 // --resume with an optimizer added: the file's splits are copied, the new optimizer's measured; a
 // file of another optimizer alone keeps its splits and the sweep measures this one's.
 TEST(Sweep, ResumeAddsAnOptimizer) {

@@ -182,8 +182,9 @@ struct WorkloadFlags {
   ab::Command command;
   ab::WorkloadOptions workload;
   std::vector<std::string> precisions;
-  std::string lengths, normalization, memory_limit, packing;
+  std::string lengths, normalization, memory_limit;
   std::vector<std::string> paddings;        // --padding (a list)
+  std::vector<std::string> packings;        // --packing (a list)
   std::vector<std::string> weights_dtypes;  // --weights-dtype (sweep: a list)
   std::string checkpointing = "-";  // "" when the option is given bare: blocks; "-" when not given
   std::string base_quant = "none";
@@ -253,7 +254,7 @@ struct WorkloadFlags {
     normalization = ab::to_string(workload.loss.normalization);
     weights_dtypes = {ab::to_string(workload.weights_dtype)};
     paddings = {ab::padding_name(workload.data)};
-    packing = ab::to_string(workload.data.packing);
+    packings = {ab::to_string(workload.data.packing)};
     optimizers = {ab::to_string(workload.optimizer.kind)};
   }
 
@@ -271,7 +272,12 @@ struct WorkloadFlags {
     if (choices.empty()) throw ab::UserError("--padding needs at least one padding, as in --padding longest");
     ab::set_padding(w.data, choices.front());
     w.data.other_paddings.assign(choices.begin() + 1, choices.end());
-    w.data.packing = ab::packing_from_string(packing);
+    // The first is the data's packing, the rest the grid's others.
+    std::vector<ab::Packing> packed;
+    for (const std::string& name : packings) packed.push_back(ab::packing_from_string(name));
+    if (packed.empty()) throw ab::UserError("--packing needs at least one packing, as in --packing bfd");
+    w.data.packing = packed.front();
+    w.data.other_packings.assign(packed.begin() + 1, packed.end());
     w.data.completion_only_loss = ab::completion_only_loss_from_string(completion_only_loss);
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
     // The first is the workload's weights dtype, the rest the grid's others.
@@ -317,6 +323,7 @@ struct WorkloadFlags {
     once_each("--adapter-dtype", adapters, dtype_name, option_notes);
     once_each("--max-grad-norm", max_grad_norms, [](double norm) { return ab::text::format_number(norm); }, option_notes);
     once_each("--padding", choices, [](const ab::PaddingChoice& p) { return ab::padding_name(p); }, option_notes);
+    once_each("--packing", packed, [](ab::Packing p) { return ab::to_string(p); }, option_notes);
     drop_paddings_that_pad_alike(w, option_notes);
     return w;
   }
@@ -334,9 +341,11 @@ std::string padding_to_t_note(const ab::SweepResult& result) {
   bool padded = false;
   for (const ab::RunResult& run : result.runs) {
     if (run.config.padding.per_micro_batch()) return "";
-    padded = padded || (run.status == ab::RunStatus::kOk && run.padding_fraction > 0);
+    // Packed rows pad only their tails, which TRL's padding-free collator does not pad at all.
+    padded = padded || (run.status == ab::RunStatus::kOk && run.config.packing == ab::Packing::kNone &&
+                        run.padding_fraction > 0);
   }
-  if (!padded || ab::recorded_option(result.context.options, "packing").value_or("none") != "none") return "";
+  if (!padded) return "";
   return "every sample was padded to T (--padding max, the default), but TRL's and transformers' collators pad each "
          "micro-batch to its longest sample, where smaller micro-batches pad less: --padding max,longest measures both "
          "in the same rounds";
@@ -541,10 +550,12 @@ void add_real_data_options(CLI::App* command, WorkloadFlags& f) {
   command->add_flag("--group-by-length", data.group_by_length,
                     "order samples as transformers' LengthGroupedSampler (megabatches of the step's samples, sorted by "
                     "length, the longest first)");
-  command->add_option("--packing", f.packing,
+  command->add_option("--packing", f.packings,
                       "none (one sample per row), wrapped (samples concatenated and cut into rows of T; attention "
                       "crosses documents) or bfd (whole samples packed best-fit-decreasing into rows of T, as TRL; "
-                      "attention and positions restart at each)")
+                      "attention and positions restart at each)" +
+                          list_help(f, "on each packing's rows of the same samples, compared per real token"))
+      ->delimiter(',')
       ->capture_default_str();
   command->add_option("--completion-only-loss", f.completion_only_loss,
                       "true: a lengths file's completion_mask leaves the prompts' labels out of the loss (TRL's "
@@ -1312,17 +1323,10 @@ int PlanCommand::run() {
             << (ab::grid_max_grad_norms(w).size() > 1 ? ", --max-grad-norm " + ab::join_norms(ab::grid_max_grad_norms(w))
                 : w.optimizer.clips()                 ? ", gradients clipped to norm " + ab::text::format_number(w.optimizer.max_grad_norm)
                                                       : "")
+            << (ab::grid_packings(w).size() > 1 ? ", --packing " + ab::join_packings(ab::grid_packings(w)) : "")
             << (ab::grid_paddings(w).size() > 1 ? ", --padding " + ab::join_paddings(ab::grid_paddings(w)) : "")
             << "):\n";
-  if (!o.worst_micro_batch_every_padding.empty()) {
-    // A --padding list: each padding's longest padded micro-batch (the same samples, padded its way).
-    std::cout << "activations at the longest padded micro-batch of each padding: " << o.worst_micro_batch_every_padding
-              << "\n";
-  } else if (!o.worst_micro_batch.empty()) {
-    // Real data: the activations are planned at the longest padded micro-batch, not at T.
-    std::cout << "activations at " << o.activation_length() << " positions, the longest padded micro-batch: "
-              << o.worst_micro_batch << "\n";
-  }
+  if (const std::string line = ab::activation_length_line(o); !line.empty()) std::cout << line << "\n";
   if (limit > 0) {
     std::cout << "memory limit " << ab::format_bytes(limit) << " less headroom " << ab::format_bytes(headroom_bytes)
               << " (--headroom " << headroom << "): " << ab::format_bytes(memory) << " for the splits\n";
@@ -1424,7 +1428,7 @@ struct CompareCommand {
 void refuse_empty_list_items(int argc, char** argv) {
   static const char* const kLists[] = {"--micro-batches", "--micro-batch",   "--precision",     "--optimizer",
                                        "--weights-dtype", "--adapter-dtype", "--max-grad-norm", "--frameworks",
-                                       "--padding"};
+                                       "--padding",       "--packing"};
   const auto check = [](const std::string& flag, const std::string& value) {
     if (value.find(',') == std::string::npos) return;
     if (value.front() != ',' && value.back() != ',' && value.find(",,") == std::string::npos) return;
@@ -1433,6 +1437,7 @@ void refuse_empty_list_items(int argc, char** argv) {
                                 : flag == "--frameworks"                          ? "plain,hf-trl"
                                 : flag == "--max-grad-norm"                       ? "0,1"
                                 : flag == "--padding"                             ? "max,longest"
+                                : flag == "--packing"                             ? "none,bfd"
                                                                                   : "fp32,bf16";
     throw ab::UserError(flag + " " + ab::text::quoted(value, 60) +
                         " has an empty item (a comma too many, or a value left out); separate the values by single "

@@ -96,10 +96,13 @@ class RoundEvidence {
   // splits with timed steps when some have none (a predicted out-of-memory split in a file).
   RoundEvidence(int splits, double confidence, std::vector<double> added_seconds = {}, int family = 0);
 
-  // Step times of one interleaved round (NaN where a split did not run).
-  void add_round(const std::vector<double>& seconds);
+  // Step times of one interleaved round (NaN where a split did not run). `scales` (empty: 1 each):
+  // what each step counts as, times its winsorized seconds (plus the added time): the splits of a
+  // --packing list train different amounts of data per step, and are compared per real token
+  // (per_token_scale), which makes every estimate below one of seconds per kTokenUnit tokens.
+  void add_round(const std::vector<double>& seconds, const std::vector<double>& scales = {});
   // One step of split i outside the rounds (not paired with anything).
-  void add_unpaired(int split, double seconds);
+  void add_unpaired(int split, double seconds, double scale = 1.0);
 
   int splits() const { return static_cast<int>(steps_.size()); }
   int64_t rounds() const { return rounds_; }
@@ -126,8 +129,10 @@ class RoundEvidence {
   struct Step {
     int64_t round;  // −1: timed outside the rounds
     double seconds;
+    double scale;   // 1, or per real token (add_round)
   };
-  double winsorized(int split, double seconds) const;  // capped at bound(split), plus the added time
+  // Capped at bound(split), plus the added time, times the step's scale.
+  double winsorized(int split, const Step& step) const;
   // Over the rounds a < b both ran in: the difference t_a − t_b and the two step times, each
   // winsorized at its bound over those rounds, plus the added time.
   struct Shared {
@@ -167,6 +172,18 @@ struct DecisionOptions {
 // the paired estimate of their ratio (Decision in result.hpp).
 Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidates, const DecisionOptions& options);
 
+// Splits that train different amounts of data per step (a --packing list: a packed row holds
+// several samples) are compared per real token: each step's time (with any framework time) is
+// multiplied by kTokenUnit / the real positions it trained, so that the decision weighs seconds per
+// million tokens, what an epoch of the data takes. Within one packing every split of a round trains
+// the same samples, so the paired ratios of its splits are those of their step times.
+inline constexpr double kTokenUnit = 1e6;
+inline double per_token_scale(int64_t positions) {
+  return positions > 0 ? kTokenUnit / static_cast<double>(positions) : 1.0;
+}
+// Whether `runs` differ in packing, and are so compared per real token.
+bool compared_per_token(const std::vector<RunResult>& runs);
+
 // What --framework-overhead adds to each step of `run`: the time per micro-step × its micro-steps.
 inline double framework_seconds_per_step(const RunResult& run, double framework_seconds_per_micro_step) {
   return framework_seconds_per_micro_step * static_cast<double>(run.config.accum_steps);
@@ -177,14 +194,19 @@ inline double framework_seconds_per_step(const RunResult& run, double framework_
 // alone) are unpaired. Every run is winsorized at its bound over all its steps (the clip_seconds
 // older files wrote from the warm-up is not used). `framework_seconds_per_micro_step` is added to
 // every step (framework_seconds_per_step).
+// Runs that differ in packing are compared per real token (compared_per_token), unless `as_timed`:
+// the step times themselves (what a difference in seconds per step is said from).
 RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double confidence,
-                                 double framework_seconds_per_micro_step = 0);
+                                 double framework_seconds_per_micro_step = 0, bool as_timed = false);
 
 struct RoundOptions {
   int min_rounds = 5;          // --steps: every split, every round, before any stops
   double budget_seconds = 0;   // --time-budget: more rounds for the undecided until this; 0: none
   int64_t max_rounds = 1000000;
   DecisionOptions decision;
+  // Per real token (a --packing list): the scale of split's step in a round, asked right after the
+  // round measured it (RoundEvidence::add_round's scales); unset: 1.
+  std::function<double(int split)> step_scale;
   // Asked before every round: true ends the rounds there (a signal, interrupt.hpp). With data
   // parallel it must answer alike on every rank (the runner agrees on it over the group).
   std::function<bool()> should_stop;

@@ -70,6 +70,10 @@ std::string join_paddings(const std::vector<PaddingChoice>& choices);
 enum class Packing { kNone, kWrapped, kBfd };
 std::string to_string(Packing packing);  // "none" | "wrapped" | "bfd"
 Packing packing_from_string(const std::string& text);
+// A split's packing in its label's words: "unpacked", "pack-wrapped", "pack-bfd".
+std::string packing_word(Packing packing);
+// "none,bfd"
+std::string join_packings(const std::vector<Packing>& packings);
 
 // What model to build: a preset name or a Hugging Face config.json (which wins when given), and
 // the seed of its random weights and of the synthetic tokens.
@@ -160,6 +164,11 @@ struct DataSource {
   std::vector<PaddingChoice> other_paddings;
   bool group_by_length = false;  // transformers' LengthGroupedSampler (src/data/samples.cpp)
   Packing packing = Packing::kNone;
+  // --packing's list after its first (which is packing): every split is also run on the rows each
+  // of these packings makes of the same samples (data_packings, grid_packings). A packed row holds
+  // several samples, so the jobs' steps train on different amounts of data: the sweep compares
+  // them per real token (decision.hpp).
+  std::vector<Packing> other_packings;
   // A lengths file's completion_mask counts only the completions' labels (TRL's default for
   // prompt-completion data); false: every label but those of labels / assistant_masks columns.
   bool completion_only_loss = true;
@@ -383,6 +392,11 @@ WorkloadOptions with_adapter_dtype(WorkloadOptions workload, Precision dtype);
 // padded the one way `choice` says.
 std::vector<PaddingChoice> grid_paddings(const WorkloadOptions& workload);
 WorkloadOptions with_padding(WorkloadOptions workload, const PaddingChoice& choice);
+// The same for packing: data.packing, then data.other_packings (a packing given twice is kept
+// once); and the workload packed the one way `packing` says.
+std::vector<Packing> data_packings(const DataSource& data);
+std::vector<Packing> grid_packings(const WorkloadOptions& workload);
+WorkloadOptions with_packing(WorkloadOptions workload, Packing packing);
 // The same for clipping: optimizer.max_grad_norm, then grid.other_max_grad_norms (0 for none); and
 // the workload clipped at `norm` alone.
 std::vector<double> grid_max_grad_norms(const WorkloadOptions& workload);

@@ -108,6 +108,21 @@ struct PlanOptions {
   // count of them): no micro-batch of b gathers more than [b - 1] rows, or with a shorter source,
   // repeated, (b / m)·[m - 1] + [b % m - 1]. Empty: T − 1 per row (variable lengths, wrapped rows).
   std::vector<int64_t> most_counted_targets;
+  // The packing of the job planned (plan_options_for sets it from the split's; --packing's list is a
+  // grid dimension), and with a list, for each packing the fields above that its rows decide, as
+  // that packing gives them, which plan_options_for copies for a split packed that way.
+  Packing packing = Packing::kNone;
+  struct PackedRows {
+    Packing packing = Packing::kNone;
+    int64_t activation_seq_len = 0;
+    std::string worst_micro_batch;
+    std::vector<PaddedWorst> worst_by_padding;
+    std::string worst_micro_batch_every_padding;
+    int64_t longest_padding_activation_seq_len = 0;
+    bool packed_documents = false;
+    std::vector<int64_t> most_counted_targets;
+  };
+  std::vector<PackedRows> rows_by_packing;
   // --framework hf-trl: TRL's loss and metrics replace accumbench's loss head (--trl-loss).
   PlanFramework framework = PlanFramework::kPlain;
   TrlLoss trl_loss = TrlLoss::kChunkedNll;

@@ -58,6 +58,11 @@ const std::vector<PlanColumn>& plan_columns();
 // The columns shown for this report: those needing a limit only with one.
 std::vector<const PlanColumn*> shown_plan_columns(const PlanReport& report);
 
+// What the plans' activations are planned at, as the plan's header says it ("activations at 147
+// positions, the longest padded micro-batch: ..."; a --padding list's every padding, a --packing
+// list's every packing); "" where every micro-batch is T long.
+std::string activation_length_line(const PlanOptions& options);
+
 std::string plan_json(const PlanReport& report);
 std::string plan_markdown(const PlanReport& report);
 std::string plan_html(const PlanReport& report);

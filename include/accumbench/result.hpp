@@ -27,8 +27,9 @@ namespace accumbench {
 // parallel; they were rank 0's); 13: the clipping norm in every run's split (--max-grad-norm's list
 // sweeps each); 14: the padding in every run's split (--padding's list sweeps each); 15: the sweep's
 // notes (what its options left idle, what the model's config means at its T, the device's caveats),
-// which only stderr had. Older files are upgraded as they are read (src/report/json_upgrade.cpp).
-inline constexpr int kJsonSchemaVersion = 15;
+// which only stderr had; 16: the packing in every run's split (--packing's list sweeps each). Older
+// files are upgraded as they are read (src/report/json_upgrade.cpp).
+inline constexpr int kJsonSchemaVersion = 16;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -126,6 +127,11 @@ struct SplitConfig {
   // recommendation chooses among them. run_label and the reports' padding column name it where the
   // splits differ in it.
   PaddingChoice padding;
+  // How samples are laid out in rows (--packing's list is a grid dimension): each packing makes its
+  // own rows of the same samples, so a step of packed rows trains on more samples than one of
+  // unpacked rows; the decision compares such splits per real token. run_label and the reports'
+  // packed column name it where the splits differ in it.
+  Packing packing = Packing::kNone;
 
   // "8×8", "64×1 oib", "1×64 ckpt chunked-ce", "4×2 adamw8bit", "4×2 bf16-weights": micro × accum
   // plus the knobs that are on, then the optimizer unless it is adamw, then the weights' dtype and
@@ -136,7 +142,8 @@ struct SplitConfig {
   // split (a plan, its header; the plan's changes, their --optimizer and --weights-dtype).
   std::string shape_label() const;
   // Stable identity for --resume: label (optimizer and weights dtype included) plus precision (and the world size when
-  // above 1, the clipping norm when clipped, the padding unless max: "4×2/fp32/clip1/pad-longest").
+  // above 1, the clipping norm when clipped, the padding unless max, the packing unless none:
+  // "4×2/fp32/clip1/pad-longest/pack-bfd").
   std::string key() const;
 };
 
@@ -174,10 +181,12 @@ struct GridJob {
   Precision precision = Precision::kFp32;
   double max_grad_norm = 0;
   PaddingChoice padding;
+  Packing packing = Packing::kNone;
   bool operator==(const GridJob& other) const;
 };
 // The jobs in split_grid's order: the weights' dtypes outermost, then the adapters', the
-// optimizers, the precisions, the clipping norms, the paddings (each list in the order given).
+// optimizers, the precisions, the clipping norms, the packings, the paddings (each list in the
+// order given).
 std::vector<GridJob> grid_jobs(const WorkloadOptions& workload);
 GridJob job_of(const SplitConfig& split);
 // The workload with this job's one of each list.

@@ -325,7 +325,7 @@ bool was_tried(const SplitConfig& split, const std::vector<SplitConfig>& tried) 
            t.chunked_loss == split.chunked_loss && t.precision == split.precision &&
            t.optimizer_in_backward == split.optimizer_in_backward && t.optimizer == split.optimizer &&
            t.weights_dtype == split.weights_dtype && t.adapter_dtype == split.adapter_dtype &&
-           t.max_grad_norm == split.max_grad_norm && t.padding == split.padding;
+           t.max_grad_norm == split.max_grad_norm && t.padding == split.padding && t.packing == split.packing;
   });
 }
 

@@ -129,7 +129,7 @@ void PlanBuilder::resident_tensors() {
   if (o.cpu) {
     const int64_t B = o.batch;
     resident.add("token batches (inputs, targets)", "2·n·B·T·8", 2 * o.token_batches * B * o.seq_len * kInt64,
-                 "the runner's n distinct host batches; on the CPU they are the device memory");
+                 "the runner's n distinct host batches (of every packing); on the CPU they are the device memory");
   }
   if (m.arch == Architecture::kLlama) {
     resident.add("rotary cos, sin", "2·T·hd·" + std::string(w == c ? "c" : "w"), 2 * T * m.head_dim * w,
@@ -526,6 +526,17 @@ PlanOptions plan_options_for(PlanOptions options, const GridJob& job) {
   options.lora.adapter_dtype = job.adapter_dtype;
   options.max_grad_norm = job.max_grad_norm;
   options.padding = job.padding;
+  options.packing = job.packing;
+  for (const PlanOptions::PackedRows& rows : options.rows_by_packing) {
+    if (rows.packing != job.packing) continue;
+    options.activation_seq_len = rows.activation_seq_len;
+    options.worst_micro_batch = rows.worst_micro_batch;
+    options.worst_by_padding = rows.worst_by_padding;
+    options.worst_micro_batch_every_padding = rows.worst_micro_batch_every_padding;
+    options.longest_padding_activation_seq_len = rows.longest_padding_activation_seq_len;
+    options.packed_documents = rows.packed_documents;
+    options.most_counted_targets = rows.most_counted_targets;
+  }
   for (const PlanOptions::PaddedWorst& worst : options.worst_by_padding) {
     if (worst.padding != job.padding) continue;
     options.activation_seq_len = worst.activation_seq_len;

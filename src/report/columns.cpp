@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "accumbench/decision.hpp"
 #include "report/format.hpp"
 
 namespace accumbench::report {
@@ -133,6 +134,10 @@ void add_identity_columns(std::vector<ColumnDef>& all) {
   // every run's in the CSV.
   all.push_back(split_words_column("padding", "padded", "padding", Shown::kWhenVaries,
                                    [](const RunResult& r) { return padding_name(r.config.padding); }));
+  // The packing: "none", "wrapped", "bfd" (--packing's words) where the splits differ in it; every
+  // run's in the CSV.
+  all.push_back(split_words_column("packing", "packed", "packing", Shown::kWhenVaries,
+                                   [](const RunResult& r) { return to_string(r.config.packing); }));
   all.push_back(csv_only("activation_checkpointing",
                          [](const RunResult& r) { return to_string(r.config.activation_checkpointing); }));
   all.push_back(csv_only("optimizer_in_backward", [](const RunResult& r) { return flag(r.config.optimizer_in_backward); }));
@@ -337,7 +342,7 @@ void add_verdict_columns(std::vector<ColumnDef>& all) {
     c.console = Shown::kAlways;
     c.measured = true;
     c.cell = [](const RunResult& r, const TableContext& t) {
-      return t.fastest != nullptr ? text::format_ratio(r.step_seconds.median / t.fastest->step_seconds.median, 2) : "-";
+      return t.fastest != nullptr ? text::format_ratio(t.compared_seconds(r) / t.compared_seconds(*t.fastest), 2) : "-";
     };
     all.push_back(c);
   }
@@ -482,16 +487,24 @@ TableContext TableContext::of(const SweepResult& result) {
       std::isfinite(result.runs[fastest].step_seconds.median)) {
     context.fastest = &result.runs[fastest];
   }
+  context.per_token = compared_per_token(result.runs);
   for (const bool must_fit : {true, false}) {
     if (context.fastest != nullptr) break;
     for (const RunResult& run : result.runs) {
       if (!ok(run) || !std::isfinite(run.step_seconds.median) || (must_fit && !run.fits)) continue;
-      if (context.fastest == nullptr || run.step_seconds.median < context.fastest->step_seconds.median) context.fastest = &run;
+      if (context.fastest == nullptr || context.compared_seconds(run) < context.compared_seconds(*context.fastest)) {
+        context.fastest = &run;
+      }
     }
     if (context.fastest != nullptr) break;
   }
   context.memory_limit = result.context.memory_limit_bytes > 0;
   return context;
+}
+
+double TableContext::compared_seconds(const RunResult& run) const {
+  return per_token && run.tokens_per_step > 0 ? run.step_seconds.median / static_cast<double>(run.tokens_per_step)
+                                              : run.step_seconds.median;
 }
 
 const std::vector<ColumnDef>& columns() {
@@ -571,12 +584,14 @@ std::string legend(const std::vector<RunResult>& runs, const TableContext& conte
     return std::any_of(shown.begin(), shown.end(), [&](const ColumnDef* c) { return c->id == id; });
   };
   if (has("max_grad_norm")) text += "; clip: the norm the step's gradients are clipped to (--max-grad-norm), off: none";
+  if (has("packing")) text += "; packed: how samples are laid out in rows (--packing), compared per real token";
   if (has("padding")) text += "; padded: how each micro-batch is padded (--padding)";
   if (has("fits") && !context.memory_limit) text += "; fits: - without --memory-limit";
   if (has("vs_fastest")) {
     // Over the fastest fitting split, or, when none fits the limit, the fastest of all (TableContext::of).
     const bool fitting = context.memory_limit && context.fastest != nullptr && context.fastest->fits;
-    text += std::string("; vs fastest: median step time over the fastest ") + (fitting ? "fitting " : "") + "split's" +
+    text += std::string("; vs fastest: median step time") + (context.per_token ? " per real token" : "") +
+            " over the fastest " + (fitting ? "fitting " : "") + "split's" +
             (context.memory_limit && context.fastest != nullptr && !fitting ? ", none of which fits the memory limit" : "");
   }
   return text;

@@ -46,6 +46,11 @@ struct TableContext {
   const Decision* decision = nullptr;
   std::string verdict(const RunResult& run) const;  // "fastest", "slower", "tie", "undecided" or "-"
   double time_divisor = 1.0;  // seconds per unit of the HTML table's times
+  // The runs differ in packing (--packing's list): "vs fastest" compares the median time per real
+  // token, as the decision does (compared_per_token), since their steps train other amounts of data.
+  bool per_token = false;
+  // What "vs fastest" compares of a run: its median step time, or that per real token.
+  double compared_seconds(const RunResult& run) const;
   static TableContext of(const SweepResult& result);
 };
 

@@ -177,7 +177,7 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   bool mixed_precision = false;
   bool mixed_world = false;
   bool mixed_clipping = false;
-  bool mixed_padding = false;
+  bool mixed_padding = false, mixed_packing = false;
   const SplitConfig* first = nullptr;
   for (const SweepResult* sweep : {&a, &b}) {
     for (const RunResult& run : sweep->runs) {
@@ -186,12 +186,14 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
       mixed_world = mixed_world || run.config.world_size != first->world_size;
       mixed_clipping = mixed_clipping || run.config.max_grad_norm != first->max_grad_norm;
       mixed_padding = mixed_padding || run.config.padding != first->padding;
+      mixed_packing = mixed_packing || run.config.packing != first->packing;
     }
   }
   const auto split_cell = [&](const SplitConfig& config) {
     std::string cell = config.label();
     if (mixed_precision) cell += " " + to_string(config.precision);
     if (mixed_clipping) cell += " " + clipping_word(config.max_grad_norm);
+    if (mixed_packing) cell += " " + packing_word(config.packing);
     if (mixed_padding) cell += " " + padding_word(config.padding);
     if (mixed_world) cell += " world " + std::to_string(config.world_size);
     return cell;

@@ -132,6 +132,7 @@ auto fields(S& s, V& v) -> IfIs<S, SplitConfig> {
   v("adapter_dtype", s.adapter_dtype);
   v("max_grad_norm", s.max_grad_norm);
   v("padding", s.padding);
+  v("packing", s.packing);
 }
 
 template <class S, class V>
@@ -249,6 +250,7 @@ Json encode(Precision value);
 Json encode(Checkpointing value);
 Json encode(OptimizerKind value);
 Json encode(const PaddingChoice& value);
+Json encode(Packing value);
 Json encode(DecisionKind value);
 Json encode(Verdict value);
 Json encode(const PhaseSeconds& value);
@@ -277,7 +279,8 @@ Json encode(RunStatus value) { return Json(run_status_name(value)); }
 Json encode(Precision value) { return Json(to_string(value)); }
 Json encode(Checkpointing value) { return Json(to_string(value)); }
 Json encode(OptimizerKind value) { return Json(to_string(value)); }
-Json encode(const PaddingChoice& value) { return Json(padding_name(value)); }  // "longest", "multiple:8"
+Json encode(const PaddingChoice& value) { return Json(padding_name(value)); }
+Json encode(Packing value) { return Json(to_string(value)); }  // "longest", "multiple:8"
 Json encode(DecisionKind value) { return Json(to_string(value)); }
 Json encode(Verdict value) { return Json(to_string(value)); }
 
@@ -326,6 +329,7 @@ void decode(const Json& j, const std::string& path, Precision& out);
 void decode(const Json& j, const std::string& path, Checkpointing& out);
 void decode(const Json& j, const std::string& path, OptimizerKind& out);
 void decode(const Json& j, const std::string& path, PaddingChoice& out);
+void decode(const Json& j, const std::string& path, Packing& out);
 void decode(const Json& j, const std::string& path, DecisionKind& out);
 void decode(const Json& j, const std::string& path, Verdict& out);
 void decode(const Json& j, const std::string& path, PhaseSeconds& out);
@@ -475,6 +479,8 @@ void decode(const Json& j, const std::string& path, OptimizerKind& out) {
 void decode(const Json& j, const std::string& path, PaddingChoice& out) {
   decode_name(j, path, out, padding_from_string);
 }
+
+void decode(const Json& j, const std::string& path, Packing& out) { decode_name(j, path, out, packing_from_string); }
 
 void decode(const Json& j, const std::string& path, PhaseSeconds& out) {
   if (!j.is_object()) wrong_type(j, path, "an object keyed by phase");

@@ -243,6 +243,8 @@ void upgrade_to_current_version(Json& root) {
     if (root.contains("context") && root["context"].is_object()) root["context"]["json_schema_version"] = 15;
     if (!root.contains("notes")) root["notes"] = Json::array();
   }
+  // Version 15 packed every split one way, named in the context's options.
+  if (version_is(15)) option_into_every_split(root, 15, "packing", "none");
 }
 
 }  // namespace accumbench

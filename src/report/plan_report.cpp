@@ -153,12 +153,29 @@ std::string worst_micro_batches(const PlanReport& r) {
   return first.worst_micro_batch_every_padding.empty() ? first.worst_micro_batch : first.worst_micro_batch_every_padding;
 }
 
+// A --packing list: each packing's longest micro-batch ("--packing none: ...; --packing bfd: rows of
+// T"); "" with one packing.
+std::string every_packings_micro_batch(const PlanOptions& o) {
+  if (o.rows_by_packing.size() < 2) return "";
+  std::string words;
+  for (const PlanOptions::PackedRows& rows : o.rows_by_packing) {
+    const std::string worst = !rows.worst_micro_batch_every_padding.empty() ? rows.worst_micro_batch_every_padding
+                              : !rows.worst_micro_batch.empty()
+                                  ? std::to_string(rows.activation_seq_len) + " positions, " + rows.worst_micro_batch
+                                  : "rows of T=" + std::to_string(o.seq_len);
+    words += (words.empty() ? "" : "; ") + std::string("--packing ") + to_string(rows.packing) + ": " + worst;
+  }
+  return words;
+}
+
 std::string context_words(const PlanReport& r) {
   const MemoryPlan& p = r.plans.front();
   std::string words = p.model.name + ", T=" + std::to_string(p.options.seq_len);
   const bool one_padding = std::all_of(r.plans.begin(), r.plans.end(),
                                        [&](const MemoryPlan& other) { return other.split.padding == p.split.padding; });
-  if (!p.options.worst_micro_batch.empty() && one_padding) {
+  if (const std::string packings = every_packings_micro_batch(p.options); !packings.empty()) {
+    words += " (activations at the longest micro-batch of each packing: " + packings + ")";
+  } else if (!p.options.worst_micro_batch.empty() && one_padding) {
     words += " (activations at " + std::to_string(p.options.activation_length()) +
              " positions, the longest padded micro-batch: " + p.options.worst_micro_batch + ")";
   } else if (!one_padding && !worst_micro_batches(r).empty()) {
@@ -174,6 +191,26 @@ std::string context_words(const PlanReport& r) {
     words += ", framework " + to_string(p.options.framework) + " (TRL loss_type " + to_string(p.options.trl_loss) + ")";
   return words;
 }
+
+}  // namespace
+
+std::string activation_length_line(const PlanOptions& o) {
+  if (const std::string packings = every_packings_micro_batch(o); !packings.empty()) {
+    return "activations at the longest micro-batch of each packing: " + packings;
+  }
+  // A --padding list: each padding's longest padded micro-batch (the same samples, padded its way).
+  if (!o.worst_micro_batch_every_padding.empty()) {
+    return "activations at the longest padded micro-batch of each padding: " + o.worst_micro_batch_every_padding;
+  }
+  // Real data: the activations are planned at the longest padded micro-batch, not at T.
+  if (!o.worst_micro_batch.empty()) {
+    return "activations at " + std::to_string(o.activation_length()) + " positions, the longest padded micro-batch: " +
+           o.worst_micro_batch;
+  }
+  return "";
+}
+
+namespace {
 
 std::string memory_words(const PlanReport& r) {
   if (r.memory_limit_bytes <= 0) return "no memory limit: pass --memory-limit to see which splits fit";
@@ -200,7 +237,7 @@ std::string legend(const PlanReport& r) {
   if (grid_jobs(r.workload).size() <= 1) return kPlanLegend;
   return std::string(kPlanLegend) + " A split of a list's job also names its optimizer unless adamw, its weights' and "
          "adapters' dtypes unless fp32 (bf16-weights, bf16-adapters) and, with several, its precision, its clipping "
-         "(no-clip, clip1) and its padding (pad-max, pad-longest).";
+         "(no-clip, clip1), its packing (unpacked, pack-bfd) and its padding (pad-max, pad-longest).";
 }
 
 }  // namespace
@@ -214,6 +251,7 @@ void add_job(nlohmann::json& entry, const GridJob& job) {
   entry["adapter_dtype"] = to_string(job.adapter_dtype);
   entry["max_grad_norm"] = job.max_grad_norm;
   entry["padding"] = padding_name(job.padding);
+  entry["packing"] = to_string(job.packing);
 }
 }  // namespace
 
@@ -228,7 +266,8 @@ std::string plan_json(const PlanReport& r) {
   // Real data padded per micro-batch: the activations are planned at the longest padded one (the
   // first split's here; each split's own, under a --padding list, in its entry).
   context["activation_seq_len"] = first.options.activation_length();
-  const std::string worst = worst_micro_batches(r);
+  const std::string packings = every_packings_micro_batch(first.options);
+  const std::string worst = packings.empty() ? worst_micro_batches(r) : packings;
   context["memory_judged_on"] = worst.empty() ? json(nullptr) : json(worst);
   context["batch"] = r.workload.batch;
   context["world_size"] = r.workload.world_size;

@@ -38,6 +38,7 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
       << to_string(plan.split.precision) << ", attention " << to_string(plan.options.attention);
   if (plan.options.optimizer != OptimizerKind::kAdamW) out << ", optimizer " << to_string(plan.options.optimizer);
   // One padding of a --padding list (its longest micro-batch, where per micro-batch, below).
+  if (plan.options.rows_by_packing.size() > 1) out << ", --packing " << to_string(plan.split.packing);
   if (plan.options.worst_by_padding.size() > 1) out << ", --padding " << padding_name(plan.split.padding);
   if (plan.options.framework != PlanFramework::kPlain)
     out << ", framework " << to_string(plan.options.framework) << " (TRL loss_type " << to_string(plan.options.trl_loss) << ")";
@@ -99,8 +100,11 @@ std::string plan_label(const MemoryPlan& plan, const std::vector<MemoryPlan>& pl
                                     [&](const MemoryPlan& p) { return p.split.max_grad_norm == plan.split.max_grad_norm; });
   const bool one_padding = std::all_of(plans.begin(), plans.end(),
                                        [&](const MemoryPlan& p) { return p.split.padding == plan.split.padding; });
+  const bool one_packing = std::all_of(plans.begin(), plans.end(),
+                                       [&](const MemoryPlan& p) { return p.split.packing == plan.split.packing; });
   return plan.split.label() + (one_precision ? "" : " " + to_string(plan.split.precision)) +
          (one_norm ? "" : " " + clipping_word(plan.split.max_grad_norm)) +
+         (one_packing ? "" : " " + packing_word(plan.split.packing)) +
          (one_padding ? "" : " " + padding_word(plan.split.padding));
 }
 

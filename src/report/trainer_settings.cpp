@@ -131,7 +131,8 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   const PaddingChoice padding = grid_paddings(w).size() > 1 ? split.padding : padding_of(w.data);
   s.padding = padding.padding;
   s.pad_multiple = padding.multiple;
-  s.packing = w.data.packing;
+  // The split's packing where --packing lists several, else the workload's own.
+  s.packing = grid_packings(w).size() > 1 ? split.packing : w.data.packing;
   s.group_by_length = w.data.group_by_length;
   s.optimizer = split.optimizer;
   s.optimizer_in_backward = split.optimizer_in_backward;
@@ -502,7 +503,15 @@ WorkloadOptions settings_workload(const SweepContext& context) {
           w.data.other_paddings.assign(paddings.begin() + 1, paddings.end());
         }
       }
-      if (name == "packing") w.data.packing = packing_from_string(value);
+      if (name == "packing") {  // "bfd", or a list "none,bfd" (each split names its own)
+        std::vector<Packing> packings;
+        std::istringstream list(value);
+        for (std::string packing; std::getline(list, packing, ',');) packings.push_back(packing_from_string(packing));
+        if (!packings.empty()) {
+          w.data.packing = packings.front();
+          w.data.other_packings.assign(packings.begin() + 1, packings.end());
+        }
+      }
       if (name == "group_by_length") w.data.group_by_length = value == "true";
       // "fixed", "variable", or the lengths file's name ("documents of FILE ..." for a token file's)
       if (name == "lengths") {

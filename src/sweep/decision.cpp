@@ -112,23 +112,26 @@ double RoundEvidence::bound(int split) const {
   return bounds_[split];
 }
 
-double RoundEvidence::winsorized(int split, double seconds) const {
-  return std::min(seconds, bound(split)) + (added_seconds_.empty() ? 0.0 : added_seconds_[split]);
+double RoundEvidence::winsorized(int split, const Step& step) const {
+  return (std::min(step.seconds, bound(split)) + (added_seconds_.empty() ? 0.0 : added_seconds_[split])) * step.scale;
 }
 
-void RoundEvidence::add_round(const std::vector<double>& seconds) {
+void RoundEvidence::add_round(const std::vector<double>& seconds, const std::vector<double>& scales) {
   const int n = splits();
   if (static_cast<int>(seconds.size()) != n) throw std::invalid_argument("RoundEvidence::add_round: one time per split");
+  if (!scales.empty() && static_cast<int>(scales.size()) != n) {
+    throw std::invalid_argument("RoundEvidence::add_round: one scale per split");
+  }
   for (int a = 0; a < n; ++a) {
     if (std::isnan(seconds[a])) continue;
-    steps_[a].push_back(Step{rounds_, seconds[a]});
+    steps_[a].push_back(Step{rounds_, seconds[a], scales.empty() ? 1.0 : scales[a]});
     bounds_[a] = kNaN;
   }
   ++rounds_;
 }
 
-void RoundEvidence::add_unpaired(int split, double seconds) {
-  steps_[split].push_back(Step{-1, seconds});
+void RoundEvidence::add_unpaired(int split, double seconds, double scale) {
+  steps_[split].push_back(Step{-1, seconds, scale});
   bounds_[split] = kNaN;
 }
 
@@ -136,7 +139,7 @@ RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
   // Both lists are in the order the rounds were added; steps outside the rounds (−1) pair with none.
   const std::vector<Step>& x = steps_[a];
   const std::vector<Step>& y = steps_[b];
-  std::vector<double> xs, ys;
+  std::vector<double> xs, ys, x_scales, y_scales;
   size_t i = 0, j = 0;
   while (i < x.size() && j < y.size()) {
     if (x[i].round < 0 || (y[j].round >= 0 && x[i].round < y[j].round)) {
@@ -144,6 +147,8 @@ RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
     } else if (y[j].round < 0 || y[j].round < x[i].round) {
       ++j;
     } else {
+      x_scales.push_back(x[i].scale);
+      y_scales.push_back(y[j].scale);
       xs.push_back(x[i++].seconds);
       ys.push_back(y[j++].seconds);
     }
@@ -156,7 +161,8 @@ RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
   const ConfidenceSequence fresh(alpha_each_, kTightestAtRounds);
   Shared shared{fresh, fresh, fresh};
   for (size_t r = 0; r < xs.size(); ++r) {
-    const double ta = std::min(xs[r], bound_a) + added_a, tb = std::min(ys[r], bound_b) + added_b;
+    const double ta = (std::min(xs[r], bound_a) + added_a) * x_scales[r];
+    const double tb = (std::min(ys[r], bound_b) + added_b) * y_scales[r];
     shared.difference.add(ta - tb);
     shared.first.add(ta);
     shared.second.add(tb);
@@ -193,7 +199,7 @@ Estimate ratio_of_means(const Estimate& ma, const Estimate& mb) {
 
 Estimate RoundEvidence::mean_seconds(int split) const {
   ConfidenceSequence mean(alpha_each_, kTightestAtRounds);
-  for (const Step& s : steps_[split]) mean.add(winsorized(split, s.seconds));
+  for (const Step& s : steps_[split]) mean.add(winsorized(split, s));
   return estimate_of(mean);
 }
 
@@ -328,8 +334,13 @@ Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidate
   return d;
 }
 
+bool compared_per_token(const std::vector<RunResult>& runs) {
+  return std::any_of(runs.begin(), runs.end(),
+                     [&](const RunResult& run) { return run.config.packing != runs.front().config.packing; });
+}
+
 RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double confidence,
-                                 double framework_seconds_per_micro_step) {
+                                 double framework_seconds_per_micro_step, bool as_timed) {
   std::vector<double> added;
   int timed = 0;
   for (const RunResult& run : runs) {
@@ -337,24 +348,27 @@ RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double conf
     if (run.status == RunStatus::kOk && !run.steps.empty()) ++timed;
   }
   RoundEvidence evidence(static_cast<int>(runs.size()), confidence, std::move(added), timed);
+  const bool per_token = !as_timed && compared_per_token(runs);
   // Rounds by (session, round): the runs timed together in one sweep are paired round by round,
   // also when a resumed file holds runs of several sweeps; runs of different sweeps share no
   // round, so they are compared through their means (as steps timed alone, with no round, are).
-  std::map<std::pair<int64_t, int64_t>, std::vector<double>> rounds;
+  std::map<std::pair<int64_t, int64_t>, std::pair<std::vector<double>, std::vector<double>>> rounds;  // times, scales
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunResult& run = runs[i];
     if (run.status != RunStatus::kOk) continue;
     for (const StepSample& s : run.steps) {
+      const double scale = per_token ? per_token_scale(s.positions) : 1.0;
       if (run.session != 0 && s.round >= 0) {
-        std::vector<double>& round = rounds[{run.session, s.round}];
-        if (round.empty()) round.assign(runs.size(), kNaN);
-        round[i] = s.step_seconds;
+        auto& [seconds, scales] = rounds[{run.session, s.round}];
+        if (seconds.empty()) seconds.assign(runs.size(), kNaN), scales.assign(runs.size(), 1.0);
+        seconds[i] = s.step_seconds;
+        scales[i] = scale;
       } else {
-        evidence.add_unpaired(static_cast<int>(i), s.step_seconds);
+        evidence.add_unpaired(static_cast<int>(i), s.step_seconds, scale);
       }
     }
   }
-  for (const auto& [index, seconds] : rounds) evidence.add_round(seconds);
+  for (const auto& [index, round] : rounds) evidence.add_round(round.first, round.second);
   return evidence;
 }
 
@@ -422,7 +436,14 @@ RoundReport run_rounds(RoundEvidence& evidence, const std::vector<bool>& candida
         }
       }
     }
-    evidence.add_round(seconds);
+    std::vector<double> scales;
+    if (options.step_scale) {
+      scales.assign(n, 1.0);
+      for (int split : live) {
+        if (!std::isnan(seconds[split])) scales[split] = options.step_scale(split);
+      }
+    }
+    evidence.add_round(seconds, scales);
     report.rounds = round + 1;
     report.seconds = elapsed_seconds;  // rank 0's where agree replaced it
     if (after_round) after_round(round, live);

@@ -188,7 +188,8 @@ void refuse_what_the_reference_lacks(WorkloadOptions& w, std::vector<std::string
   };
   if (w.lora.quantized()) refuse("quantised base (bitsandbytes)", "add --base-quant none");
   if (w.loss.chunked) refuse("chunked cross-entropy", "drop --chunked-loss");
-  if (w.data.lengths != LengthMode::kFixed || !w.data.token_file.empty() || w.data.packing != Packing::kNone) {
+  if (w.data.lengths != LengthMode::kFixed || !w.data.token_file.empty() || w.data.packing != Packing::kNone ||
+      !w.data.other_packings.empty()) {
     refuse("lengths other than T (it draws fixed-length random tokens)", "drop --lengths and --packing");
   }
   if (w.grid.knobs || w.grid.optimizer_in_backward || w.grid.cuda_graphs) {

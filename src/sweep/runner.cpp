@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -218,6 +219,7 @@ void name_kept_runs_in_lists(std::vector<std::pair<std::string, std::string>>& o
 struct FileNaming {
   std::string only_precision, only_clipping, only_padding;
   bool precision_unknown = false;
+  bool several_packings = false;  // a --packing list: every split named with its packing ("pack-bfd")
 };
 
 FileNaming file_naming(const SweepContext& file) {
@@ -230,6 +232,7 @@ FileNaming file_naming(const SweepContext& file) {
     if (norms.size() == 1) naming.only_clipping = " " + clipping_word(text::number_from_text(norms.front()));
   } catch (const std::invalid_argument&) {  // not a norm: the file does not say
   }
+  naming.several_packings = comma_items(recorded_option(file.options, "packing").value_or("none")).size() > 1;
   const std::vector<std::string> paddings = comma_items(recorded_option(file.options, "padding").value_or("max"));
   try {
     if (paddings.size() == 1) naming.only_padding = " " + padding_word(padding_from_string(paddings.front()));
@@ -246,7 +249,9 @@ bool names_split(const std::string& label, const SplitConfig& split, const FileN
   if (!file.only_precision.empty() && file.only_precision != precision) return false;  // another job of the file's
   if (!file.only_clipping.empty() && file.only_clipping != clipping) return false;
   if (!file.only_padding.empty() && file.only_padding != padding) return false;
-  const std::string rest = (file.only_clipping.empty() ? clipping : "") + (file.only_padding.empty() ? padding : "");
+  const std::string rest = (file.only_clipping.empty() ? clipping : "") +
+                           (file.several_packings ? " " + packing_word(split.packing) : "") +
+                           (file.only_padding.empty() ? padding : "");
   const std::string named = split.label() + (file.only_precision.empty() ? precision : "") + rest;
   return label == named || (file.precision_unknown && label == split.label() + rest);
 }
@@ -262,6 +267,7 @@ class NotBegunNames {
       precisions_ = precisions_ || split.precision != grid[0].precision;
       norms_ = norms_ || split.max_grad_norm != grid[0].max_grad_norm;
       paddings_ = paddings_ || split.padding != grid[0].padding;
+      packings_ = packings_ || split.packing != grid[0].packing;
     };
     for (const SplitConfig& split : grid) note(split);
     if (resume != nullptr) {
@@ -271,7 +277,8 @@ class NotBegunNames {
 
   std::string operator()(const SplitConfig& split) const {
     return split.label() + (precisions_ ? " " + to_string(split.precision) : "") +
-           (norms_ ? " " + clipping_word(split.max_grad_norm) : "") + (paddings_ ? " " + padding_word(split.padding) : "");
+           (norms_ ? " " + clipping_word(split.max_grad_norm) : "") + (packings_ ? " " + packing_word(split.packing) : "") +
+           (paddings_ ? " " + padding_word(split.padding) : "");
   }
 
   // A stopped file's splits that it never began and this grid leaves out stay not begun (read with or
@@ -290,7 +297,7 @@ class NotBegunNames {
   }
 
  private:
-  bool precisions_ = false, norms_ = false, paddings_ = false;
+  bool precisions_ = false, norms_ = false, paddings_ = false, packings_ = false;
 };
 
 // "AdamW moments", "adamw8bit state": what the resident-memory messages call the optimizer's state.
@@ -614,15 +621,34 @@ PlanOptions sweep_plan_options(const WorkloadOptions& w, bool device_is_cuda, in
   plan.padding = padding_of(w.data);
   plan.batch = w.batch;
   plan.cpu = !device_is_cuda;
-  plan.token_batches = token_batches;
+  // The runner keeps each packing's batches (--packing's list: one set per packing).
+  plan.token_batches = token_batches * static_cast<int>(grid_packings(w).size());
   plan.libtorch_major = compat::libtorch_major_version();
   // compat::causal_attention: scaled_dot_product_attention from LibTorch 2.0 (flash kernels on
   // CUDA), the explicit masked softmax before.
   plan.attention = plan.libtorch_major >= 2 && device_is_cuda ? AttentionKind::kFlash : AttentionKind::kExplicit;
-  plan.packed_documents = w.data.packing == Packing::kBfd && rows_are_samples(w.data);  // full windows are never packed
   plan.counted_rows_gathered = rows_are_samples(w.data);
-  plan_for_worst_micro_batch(plan, w);
-  return plan;
+  // Each packing's rows: the first's in the fields themselves, every one's in rows_by_packing with a
+  // list (plan_options_for picks a split's).
+  const auto rows_of = [&plan](const WorkloadOptions& packed) {
+    PlanOptions one = plan;
+    one.packing = packed.data.packing;
+    one.packed_documents = packed.data.packing == Packing::kBfd && rows_are_samples(packed.data);  // full windows are never packed
+    plan_for_worst_micro_batch(one, packed);
+    return one;
+  };
+  const std::vector<Packing> packings = grid_packings(w);
+  std::vector<PlanOptions::PackedRows> rows;
+  PlanOptions first;
+  for (const Packing packing : packings) {
+    const PlanOptions one = rows_of(with_packing(w, packing));
+    rows.push_back({packing, one.activation_seq_len, one.worst_micro_batch, one.worst_by_padding,
+                    one.worst_micro_batch_every_padding, one.longest_padding_activation_seq_len, one.packed_documents,
+                    one.most_counted_targets});
+    if (rows.size() == 1) first = one;
+  }
+  if (packings.size() > 1) first.rows_by_packing = std::move(rows);
+  return first;
 }
 
 bool cuda_attached() { return compat::cuda_available(); }
@@ -705,12 +731,20 @@ namespace {
 // where every row is T): what the predicted peaks and the fits verdict judge, for every padding of
 // `w`'s list.
 void describe_memory_judged_on(SweepContext& context, const WorkloadOptions& w) {
-  PlanOptions plan;
-  plan_for_worst_micro_batch(plan, w);
+  // Each packing of a --packing list judges memory on its own rows' longest micro-batch.
+  const std::vector<Packing> packings = grid_packings(w);
+  std::string words;
+  for (const Packing packing : packings) {
+    PlanOptions plan;
+    plan_for_worst_micro_batch(plan, with_packing(w, packing));
+    if (plan.worst_micro_batch.empty()) continue;
+    words += (words.empty() ? "" : "; ") + (packings.size() > 1 ? "--packing " + to_string(packing) + ": " : "") +
+             plan.worst_micro_batch;
+  }
   auto& options = context.options;
   options.erase(std::remove_if(options.begin(), options.end(), [](const auto& o) { return o.first == "memory_judged_on"; }),
                 options.end());
-  if (!plan.worst_micro_batch.empty()) options.emplace_back("memory_judged_on", plan.worst_micro_batch);
+  if (!words.empty()) options.emplace_back("memory_judged_on", words);
 }
 
 // A resumed file's kept runs of paddings this sweep does not list: the context names their longest
@@ -870,6 +904,24 @@ void engine_mean_intervals(std::vector<RunResult>& runs, const std::vector<int>&
   }
 }
 
+// The evidence of the rounds as timed, the splits' steps in their rounds (RoundEvidence as the rounds
+// built it, without run_rounds' per-token scales).
+RoundEvidence rounds_as_timed(const std::vector<RunResult>& runs, const std::vector<int>& slot_of, double confidence,
+                              const std::vector<double>& framework_seconds, int family) {
+  RoundEvidence timed(static_cast<int>(slot_of.size()), confidence, framework_seconds, family);
+  std::map<int64_t, std::vector<double>> rounds;
+  for (size_t k = 0; k < slot_of.size(); ++k) {
+    for (const StepSample& step : runs[slot_of[k]].steps) {
+      if (step.round < 0) continue;
+      std::vector<double>& round = rounds[step.round];
+      if (round.empty()) round.assign(slot_of.size(), std::numeric_limits<double>::quiet_NaN());
+      round[k] = step.step_seconds;
+    }
+  }
+  for (const auto& [index, seconds] : rounds) timed.add_round(seconds);
+  return timed;
+}
+
 // Memory may have stopped every split: what the plan fits, in the limit or the device's memory less
 // the plan's default headroom, among other splits than those tried (this sweep's and those a --resume
 // file holds beyond them). Empty where the plan cannot model a change for this job: the
@@ -925,7 +977,10 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   result.context.framework_source = framework.source;
   if (resume != nullptr) check_resume(*resume, result.context);
   describe_samples(result.context, w, cfg.vocab_size);
-  const StepBatches data(load_batches(w, cfg, device, launch));
+  PackedBatches data;
+  for (const Packing packing : grid_packings(w)) {
+    data.add(packing, StepBatches(load_batches(with_packing(w, packing), cfg, device, launch)));
+  }
   check_memory_limit_holds_the_model(w, cfg);
   // Joins the other ranks last, after every check that could stop this one alone.
   const std::unique_ptr<compat::ProcessGroup> group =
@@ -1041,6 +1096,16 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       1, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   for (int index : slot_of) result.runs[index].session = session;
   RoundOptions round_options;
+  // Splits of different packings are weighed per real token (decision.hpp): each step by the
+  // positions it trained, read right after the round measured it.
+  std::vector<RunResult> configs_seen = result.runs;
+  configs_seen.insert(configs_seen.end(), kept.begin(), kept.end());
+  if (compared_per_token(configs_seen)) {
+    round_options.step_scale = [&](int split) {
+      const RunResult& run = result.runs[slot_of[split]];
+      return run.steps.empty() ? 1.0 : per_token_scale(run.steps.back().positions);
+    };
+  }
   round_options.min_rounds = options.steps;
   round_options.budget_seconds = options.time_budget_seconds;
   round_options.decision = decision_options;
@@ -1085,7 +1150,14 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // 3. Finish: memory attribution, derived fields, profiles; intervals of the means.
   // Stopped by a signal: no more steps, so no --profile step either.
   for (int index : slot_of) measurement.finish(result.runs[index], index, /*final=*/!report.interrupted);
-  engine_mean_intervals(result.runs, slot_of, evidence, framework_seconds);
+  if (round_options.step_scale) {
+    // The rounds' evidence weighed seconds per token: the means' intervals are the steps' as timed.
+    engine_mean_intervals(result.runs, slot_of,
+                          rounds_as_timed(result.runs, slot_of, options.confidence, framework_seconds, family),
+                          framework_seconds);
+  } else {
+    engine_mean_intervals(result.runs, slot_of, evidence, framework_seconds);
+  }
   const std::string kept_over_failures = file.keep_over_failures(result.runs);
   std::string kept_longer;
   if (stopped || report.interrupted) {

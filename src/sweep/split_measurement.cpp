@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <limits>
+#include <stdexcept>
 
 #include "accumbench/decision.hpp"
 #include "accumbench/error.hpp"
@@ -69,7 +70,8 @@ std::string file_stem(const SplitConfig& split) {
     }
   }
   return stem + "-" + to_string(split.precision) + (split.max_grad_norm > 0 ? "-" + clipping_word(split.max_grad_norm) : "") +
-         (split.padding.per_micro_batch() ? "-" + padding_word(split.padding) : "");
+         (split.padding.per_micro_batch() ? "-" + padding_word(split.padding) : "") +
+         (split.packing != Packing::kNone ? "-" + packing_word(split.packing) : "");
 }
 
 }  // namespace
@@ -77,6 +79,7 @@ std::string file_stem(const SplitConfig& split) {
 // What one split keeps between its own block and its rounds.
 struct SplitMeasurement::Slot {
   StepOptions step;
+  Packing packing = Packing::kNone;  // whose batches it trains on
   // Data parallel: this rank's share of every batch, dealt in the split's micro-batches (shard).
   std::optional<StepBatches> share;
   std::unique_ptr<StepTracer> tracer;
@@ -87,7 +90,7 @@ struct SplitMeasurement::Slot {
 };
 
 SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfig& cfg, c10::Device device,
-                                   MemoryProbe& memory, const StepBatches& data, compat::ProcessGroup* group,
+                                   MemoryProbe& memory, const PackedBatches& data, compat::ProcessGroup* group,
                                    const SweepContext& context, ProgressCallback on_step)
     : options_(options), cfg_(cfg), device_(device), memory_(memory), data_(data), group_(group),
       context_(context), on_step_(std::move(on_step)), sweep_start_(std::chrono::steady_clock::now()) {
@@ -98,14 +101,23 @@ SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfi
   configure_training(*model_, options.workload.weights_dtype, options.workload.lora);
   storage_ = std::make_pair(options.workload.weights_dtype, options.workload.lora.adapter_dtype);
   memory_.set_limit_bytes(options.workload.memory_limit_bytes);
-  plan_options_ = sweep_plan_options(options.workload, device.is_cuda(), static_cast<int>(data.size()));
+  plan_options_ = sweep_plan_options(options.workload, device.is_cuda(), static_cast<int>(data.distinct_batches()));
   plan_options_.world_size = context.world_size;
   plan_options_.batch = options.workload.batch / context.world_size;  // each rank holds its share
 }
 
 SplitMeasurement::~SplitMeasurement() = default;
 
-const StepBatches& SplitMeasurement::batches(const Slot& slot) const { return slot.share ? *slot.share : data_; }
+const StepBatches& PackedBatches::of(Packing packing) const {
+  for (const auto& [p, batches] : batches_) {
+    if (p == packing) return batches;
+  }
+  throw std::logic_error("no batches of --packing " + to_string(packing));
+}
+
+const StepBatches& SplitMeasurement::batches(const Slot& slot) const {
+  return slot.share ? *slot.share : data_.of(slot.packing);
+}
 
 void SplitMeasurement::record_failure(RunResult& run, const std::exception& error) {
   if (const auto* agreed = dynamic_cast<const compat::RankFailure*>(&error)) {
@@ -148,6 +160,7 @@ RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size
   run.config = split;
   const LossOptions& loss = options_.workload.loss;
   slot.step = step_options_for(split, loss.normalization, loss.chunk_tokens);
+  slot.packing = split.packing;
   apply_padding(slot.step, split.padding);
   if (!plan(run)) return run;
   try {
@@ -162,7 +175,9 @@ RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size
       slot.parameter_bytes = trainer.parameter_bytes();
       slot.trainable_parameter_bytes = trainer.trainable_parameter_bytes();
       slot.optimizer_state_bytes = trainer.optimizer_state_bytes();
-      if (group_ != nullptr) slot.share = data_.dealt(group_->rank(), group_->world_size(), split.micro_batch);
+      if (group_ != nullptr) {
+        slot.share = data_.of(split.packing).dealt(group_->rank(), group_->world_size(), split.micro_batch);
+      }
       trainer.prepare(batches(slot).batch(0), slot.step);       // CUDA graphs: warmup + capture, untimed
       slot.tracer = std::make_unique<StepTracer>(device_, &memory_);
     } catch (const FatalRunError&) {

@@ -28,10 +28,23 @@ namespace compat {
 class ProcessGroup;
 }
 
+// The batches of every packing of a sweep (--packing's list), each built once: a split trains on
+// its own packing's rows of the same samples.
+class PackedBatches {
+ public:
+  void add(Packing packing, StepBatches batches) { batches_.emplace_back(packing, std::move(batches)); }
+  // Throws std::logic_error for a packing not added.
+  const StepBatches& of(Packing packing) const;
+  size_t distinct_batches() const { return batches_.empty() ? 0 : batches_.front().second.size(); }
+
+ private:
+  std::vector<std::pair<Packing, StepBatches>> batches_;
+};
+
 class SplitMeasurement {
  public:
   SplitMeasurement(const SweepOptions& options, const ModelConfig& cfg, c10::Device device, MemoryProbe& memory,
-                   const StepBatches& data, compat::ProcessGroup* group, const SweepContext& context,
+                   const PackedBatches& data, compat::ProcessGroup* group, const SweepContext& context,
                    ProgressCallback on_step);
   ~SplitMeasurement();
   // The split alone: plan, prepare, warm-up steps (at least one) after an emptied cache, which
@@ -79,7 +92,7 @@ class SplitMeasurement {
   const ModelConfig& cfg_;
   c10::Device device_;
   MemoryProbe& memory_;
-  const StepBatches& data_;  // every rank's sequences of each step: each split deals this rank's share
+  const PackedBatches& data_;  // every rank's sequences of each step: each split deals this rank's share
   compat::ProcessGroup* group_;
   const SweepContext& context_;
   ProgressCallback on_step_;

@@ -265,6 +265,14 @@ std::string padding_suffix(const RunResult& run, const std::vector<RunResult>& r
   return "";
 }
 
+// " pack-bfd" when the sweep's runs are packed several ways (--packing's list), else "".
+std::string packing_suffix(const RunResult& run, const std::vector<RunResult>& runs) {
+  for (const RunResult& other : runs) {
+    if (other.config.packing != run.config.packing) return " " + packing_word(run.config.packing);
+  }
+  return "";
+}
+
 std::string no_success_reason(const std::vector<RunResult>& runs, const std::vector<int>& ok,
                               int64_t memory_limit_bytes, const std::string& memory_advice) {
   if (runs.empty()) return "No split ran.";
@@ -441,7 +449,11 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
   // The mean step, which the decisions compare, and the tokens per second it gives; "a mean of",
   // since the table's step column and tokens/s are per median step. With a framework's host time
   // the decisions compare the means with it added: that mean, beside the engine's.
-  const double mean = with_framework ? decided.mean_seconds(best).value : b.mean_seconds.value;
+  // Per real token (a --packing list) the evidence's means are seconds per kTokenUnit tokens.
+  const double mean = !with_framework            ? b.mean_seconds.value
+                      : compared_per_token(runs) ? b.mean_seconds.value +
+                                                       framework_seconds_per_step(b, options.framework_seconds_per_micro_step)
+                                                 : decided.mean_seconds(best).value;
   const double tokens_per_second = b.tokens_per_step > 0 ? static_cast<double>(b.tokens_per_step) / mean
                                                          : b.tokens_per_second * b.mean_seconds.value / mean;
   const std::string per_step =
@@ -578,6 +590,10 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   std::string reason = " " + run_label(s, runs) + (ratio.low > 1.0 ? " is " : " looks ");
   if (host_bound(s)) reason += host_bound_words(s) + " and ";
   reason += text::format_ratio(ratio.value, ratio.value < 1.095 ? 2 : 1) + " slower";
+  // Splits of different packings train different amounts of data per step: compared per token,
+  // and their phases per step say nothing of one another.
+  const bool other_rows = s.config.packing != b.config.packing;
+  if (other_rows) reason += " per real token";
   if (with_framework) reason += " with the framework's host time";
   if (!(ratio.low > 1.0)) {
     reason += std::isfinite(ratio.high) ? " (undecided: " + times_text(ratio) + " its time)"
@@ -587,7 +603,7 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   const PhaseSeconds best_phases = limiting_phase_seconds(b);
   int widest = -1;
   double widest_seconds = 0.0;
-  for (int p = 0; p < kPhaseCount; ++p) {
+  for (int p = 0; p < kPhaseCount && !other_rows; ++p) {
     const double difference = slow_phases[p] - best_phases[p];
     if (difference > widest_seconds) {
       widest = p;
@@ -661,7 +677,7 @@ std::string per_update_sentence(const std::vector<RunResult>& runs, const std::v
     if (adapters) lead += (lead.empty() ? "" : " with ") + to_string(std::get<2>(updates[k])) + " adapters";
     if (clipping) lead += (lead.empty() ? "" : " ") + clipping_word(std::get<3>(updates[k]));
     list += (k == 0 ? "" : ", ") + lead + " " + run.config.shape_label() + precision_suffix(run, runs) +
-            padding_suffix(run, runs) + " (" +
+            packing_suffix(run, runs) + padding_suffix(run, runs) + " (" +
             seconds_text(run.mean_seconds.value) + ", " + format_bytes(run.peak_allocated_bytes) +
             (bitsandbytes_optimizer(std::get<0>(updates[k])) ? "; time emulated" : "") + ")";
   }
@@ -691,6 +707,28 @@ std::string per_update_sentence(const std::vector<RunResult>& runs, const std::v
   }
   if (!why.empty()) why = " (" + why + ")";
   return " " + subject + why + ", which the choice above does not weigh; the fastest split of each: " + list + ".";
+}
+
+// With several packings among the candidates (--packing's list): a packed row holds several samples,
+// so a step of each trains on another amount of data, and the choice above weighed the splits per
+// real token (compared_per_token), as an epoch of the data would take them; the fastest candidate
+// of each with its step time and tokens per second. Empty with one packing.
+std::string per_packing_sentence(const std::vector<RunResult>& runs, const std::vector<int>& candidates) {
+  std::vector<Packing> packings;
+  const std::vector<int> fastest =
+      fastest_of_each(runs, candidates, packings, [](const SplitConfig& c) { return c.packing; });
+  if (packings.size() < 2) return "";
+  std::string list;
+  for (size_t k = 0; k < packings.size(); ++k) {
+    const RunResult& run = runs[fastest[k]];
+    const double tokens_per_second =
+        run.tokens_per_step > 0 ? static_cast<double>(run.tokens_per_step) / run.mean_seconds.value : run.tokens_per_second;
+    list += (k == 0 ? "" : ", ") + run_label(run, runs) + " (" + seconds_text(run.mean_seconds.value) + " per step, " +
+            text::format_count(tokens_per_second) + " tokens/s, " + format_bytes(run.peak_allocated_bytes) + ")";
+  }
+  return " The packings (--packing) put other amounts of data in a step (a packed row holds several samples, so its "
+         "step averages more of them: an update of its own), so the splits are compared per real token, as an epoch "
+         "of the data takes them, and each ratio above is per token; the fastest split of each: " + list + ".";
 }
 
 // With several paddings among the candidates (--padding's list): they compute the same update from
@@ -728,9 +766,13 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
     return rec;
   }
   const RoundEvidence evidence = evidence_from_runs(runs, options.confidence, options.framework_seconds_per_micro_step);
-  // Without a framework's time the decision's evidence is the engine's too: built once.
-  std::optional<RoundEvidence> engine_only;
-  if (options.framework_seconds_per_micro_step > 0) engine_only.emplace(evidence_from_runs(runs, options.confidence));
+  // The engine's step times as timed, for differences in seconds per step: the decision's evidence
+  // unless it adds a framework's time or weighs the splits per real token (a --packing list).
+  const bool with_framework = options.framework_seconds_per_micro_step > 0;
+  std::optional<RoundEvidence> as_timed;
+  if (with_framework || compared_per_token(runs)) {
+    as_timed.emplace(evidence_from_runs(runs, options.confidence, 0, /*as_timed=*/true));
+  }
   Decision d = decide(evidence, candidates, options);
   // The rounds of the latest sweep (a resumed file also holds an earlier one's, numbered from 0): the
   // largest session stamp, the wall clock at its start.
@@ -761,10 +803,11 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
   rec.tied_indices = ties;
   rec.decision = d;
   // Among the candidates only: a split over the memory limit is no option to compare with.
-  rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes, evidence, engine_only.has_value(), options) +
+  rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes, evidence, with_framework, options) +
                what_the_slowest_loses(runs, candidates, best, fit_time_models(runs), evidence,
-                                      engine_only ? *engine_only : evidence, d.tie_tolerance, engine_only.has_value()) +
-               per_update_sentence(runs, candidates) + per_padding_sentence(runs, candidates) + " " +
+                                      as_timed ? *as_timed : evidence, d.tie_tolerance, with_framework) +
+               per_update_sentence(runs, candidates) + per_packing_sentence(runs, candidates) +
+               per_padding_sentence(runs, candidates) + " " +
                framework_sentence(options.framework_seconds_per_micro_step, options.framework_source);
   return rec;
 }

@@ -142,6 +142,7 @@ OptimizerKind optimizer_kind_from_string(const std::string& text) {
 std::string hf_optim_name(OptimizerKind kind) { return name_of(kHfOptimNames, kind); }
 std::string to_string(Packing packing) { return name_of(kPackingNames, packing); }
 Packing packing_from_string(const std::string& text) { return value_of(kPackingNames, text, "--packing"); }
+std::string packing_word(Packing packing) { return packing == Packing::kNone ? "unpacked" : "pack-" + to_string(packing); }
 std::string to_string(BaseQuant quant) { return name_of(kBaseQuantNames, quant); }
 BaseQuant base_quant_from_string(const std::string& text) { return value_of(kBaseQuantNames, text, "--base-quant"); }
 
@@ -278,6 +279,10 @@ std::string join_paddings(const std::vector<PaddingChoice>& choices) {
   return join(choices, [](const PaddingChoice& c) { return padding_name(c); });
 }
 
+std::string join_packings(const std::vector<Packing>& packings) {
+  return join(packings, [](Packing p) { return to_string(p); });
+}
+
 void set_padding(DataSource& data, const std::string& text) { set_padding(data, padding_from_string(text)); }
 
 void set_padding(DataSource& data, const PaddingChoice& choice) {
@@ -325,10 +330,14 @@ std::string multiple_past_seq_len_problem(const DataSource& data, int64_t n, int
 }  // namespace
 
 std::string padding_past_seq_len_problem(const DataSource& data, int64_t longest, int64_t seq_len) {
-  for (const PaddingChoice& choice : data_paddings(data)) {
-    if (choice.padding != Padding::kMultiple || data.packing == Packing::kWrapped || choice.multiple <= 0) continue;
-    if (std::string problem = multiple_past_seq_len_problem(data, choice.multiple, longest, seq_len); !problem.empty()) {
-      return problem;
+  for (const Packing packing : data_packings(data)) {
+    DataSource one = data;
+    one.packing = packing;
+    for (const PaddingChoice& choice : data_paddings(data)) {
+      if (choice.padding != Padding::kMultiple || packing == Packing::kWrapped || choice.multiple <= 0) continue;
+      if (std::string problem = multiple_past_seq_len_problem(one, choice.multiple, longest, seq_len); !problem.empty()) {
+        return problem;
+      }
     }
   }
   return "";
@@ -441,7 +450,8 @@ void validate_limits(const WorkloadOptions& w) {
 // with samples all of one length they have nothing to act on.
 std::vector<std::string> sample_arranging_options(const DataSource& data) {
   std::vector<std::string> options;
-  if (data.packing != Packing::kNone) options.push_back("--packing " + to_string(data.packing));
+  const std::vector<Packing> packings = data_packings(data);
+  if (packings.size() > 1 || data.packing != Packing::kNone) options.push_back("--packing " + join_packings(packings));
   if (data.group_by_length) options.push_back("--group-by-length");
   return options;
 }
@@ -461,9 +471,16 @@ void validate_data_source(const WorkloadOptions& w) {
   }
   // A list compares paddings of samples shorter than T: where every row is T tokens, each padding
   // would run the same micro-batches, measured as many times over.
+  const std::vector<Packing> packings = data_packings(data);
+  const bool some_wrapped = std::find(packings.begin(), packings.end(), Packing::kWrapped) != packings.end();
   if (paddings.size() > 1) {
     const std::string list = "--padding " + join_paddings(paddings);
-    if (data.packing == Packing::kWrapped) {
+    if (some_wrapped && packings.size() > 1) {
+      throw UserError(list + " compares nothing under --packing wrapped, whose rows are always T tokens of "
+                      "concatenated samples; give one --padding, or drop wrapped from --packing " +
+                      join_packings(packings));
+    }
+    if (some_wrapped) {
       throw UserError(list + " compares nothing under --packing wrapped, whose rows are always T tokens of "
                       "concatenated samples; give one --padding, or --packing none or bfd");
     }
@@ -476,9 +493,26 @@ void validate_data_source(const WorkloadOptions& w) {
                       "dataset's lengths (--lengths FILE) or --lengths variable, or one --padding");
     }
   }
-  if (w.grid.cuda_graphs && data.packing == Packing::kBfd) {
+  // A list compares the rows each packing makes of samples of different lengths: full windows are
+  // the same rows whatever packs them.
+  if (packings.size() > 1) {
+    const std::string list = "--packing " + join_packings(packings);
+    if (!data.token_file.empty() && data.eos_id < 0) {
+      throw UserError(list + " compares nothing: --tokens without --eos-id cuts full windows of --seq-len + 1 "
+                      "tokens, which no packing changes; give --eos-id N (its documents are the samples) or one "
+                      "--packing");
+    }
+    if (!rows_are_samples(data)) {
+      throw UserError(list + " compares nothing with --lengths fixed, where every sample is a full row of T tokens; "
+                      "give your dataset's lengths (--lengths FILE) or --lengths variable, or one --packing");
+    }
+  }
+  if (w.grid.cuda_graphs && std::find(packings.begin(), packings.end(), Packing::kBfd) != packings.end()) {
     throw UserError("--cuda-graphs replays one fixed attention layout, but --packing bfd gives every micro-batch its own "
-                    "documents; use --packing none or wrapped with --cuda-graphs, or drop it");
+                    "documents; " +
+                    (packings.size() > 1 ? "drop bfd from --packing " + join_packings(packings) + " with --cuda-graphs"
+                                         : std::string("use --packing none or wrapped with --cuda-graphs")) +
+                    ", or drop it");
   }
   if (data.token_file.empty() && data.lengths != LengthMode::kFile) {
     // Synthetic samples reach T (fixed: all of them; variable: uniform up to T). A lengths file or
@@ -561,11 +595,13 @@ std::string idle_data_options_note(const WorkloadOptions& w) {
     note += (note.empty() ? "" : "; ") + std::string("--padding ") + padding_name(data) + " pads nothing: --tokens "
             "without --eos-id cuts full windows of --seq-len + 1 tokens, every row T long";
   }
-  if (data.packing == Packing::kWrapped && data.group_by_length) {
+  const std::vector<Packing> packings = data_packings(data);
+  const bool some_wrapped = std::find(packings.begin(), packings.end(), Packing::kWrapped) != packings.end();
+  if (some_wrapped && data.group_by_length) {
     note += (note.empty() ? "" : "; ") + std::string("--group-by-length changes nothing under --packing wrapped, "
             "whose rows are always T tokens of concatenated samples");
   }
-  if (data.packing == Packing::kWrapped && data.padding != Padding::kMax) {
+  if (some_wrapped && data.padding != Padding::kMax) {
     note += (note.empty() ? "" : "; ") + std::string("--padding ") + padding_name(data) +
             " pads nothing under --packing wrapped, whose rows are always T tokens of concatenated samples";
   }
@@ -674,6 +710,16 @@ WorkloadOptions with_padding(WorkloadOptions w, const PaddingChoice& choice) {
   return w;
 }
 
+std::vector<Packing> data_packings(const DataSource& data) { return first_then_others(data.packing, data.other_packings); }
+
+std::vector<Packing> grid_packings(const WorkloadOptions& w) { return data_packings(w.data); }
+
+WorkloadOptions with_packing(WorkloadOptions w, Packing packing) {
+  w.data.packing = packing;
+  w.data.other_packings.clear();
+  return w;
+}
+
 std::vector<double> grid_max_grad_norms(const WorkloadOptions& w) {
   return first_then_others(w.optimizer.max_grad_norm, w.grid.other_max_grad_norms);
 }
@@ -713,7 +759,7 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
       {"lengths", lengths_name(w.data)},
       {"padding", join_paddings(data_paddings(w.data))},
       {"group_by_length", flag(w.data.group_by_length)},
-      {"packing", to_string(w.data.packing)},
+      {"packing", join_packings(data_packings(w.data))},
       {"loss_normalization", to_string(w.loss.normalization)},
       {"optimizer", join_optimizers(grid_optimizers(w))},
       {"lr", number(w.optimizer.lr)},

@@ -39,6 +39,7 @@ std::string run_label(const RunResult& run, const std::vector<RunResult>& runs) 
   std::string label = run.config.label();
   if (differ(&SplitConfig::precision)) label += " " + to_string(run.config.precision);
   if (differ(&SplitConfig::max_grad_norm)) label += " " + clipping_word(run.config.max_grad_norm);
+  if (differ(&SplitConfig::packing)) label += " " + packing_word(run.config.packing);
   if (differ(&SplitConfig::padding)) label += " " + padding_word(run.config.padding);
   return label;
 }
@@ -46,7 +47,8 @@ std::string run_label(const RunResult& run, const std::vector<RunResult>& runs) 
 std::string SplitConfig::key() const {
   return label() + "/" + to_string(precision) + (world_size > 1 ? "/world" + std::to_string(world_size) : "") +
          (max_grad_norm > 0 ? "/" + clipping_word(max_grad_norm) : "") +
-         (padding.per_micro_batch() ? "/" + padding_word(padding) : "");
+         (padding.per_micro_batch() ? "/" + padding_word(padding) : "") +
+         (packing != Packing::kNone ? "/" + packing_word(packing) : "");
 }
 
 std::vector<int64_t> divisors(int64_t n) {
@@ -193,6 +195,7 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
     split.precision = job.precision;
     split.max_grad_norm = job.max_grad_norm;
     split.padding = job.padding;
+    split.packing = job.packing;
     split.world_size = world_size;
     split.activation_checkpointing = w.grid.checkpointing;
     for (int64_t micro : micro_batches) {
@@ -216,7 +219,8 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
 
 bool GridJob::operator==(const GridJob& other) const {
   return weights_dtype == other.weights_dtype && adapter_dtype == other.adapter_dtype && optimizer == other.optimizer &&
-         precision == other.precision && max_grad_norm == other.max_grad_norm && padding == other.padding;
+         precision == other.precision && max_grad_norm == other.max_grad_norm && padding == other.padding &&
+         packing == other.packing;
 }
 
 std::vector<GridJob> grid_jobs(const WorkloadOptions& w) {
@@ -226,9 +230,11 @@ std::vector<GridJob> grid_jobs(const WorkloadOptions& w) {
       for (OptimizerKind optimizer : grid_optimizers(w)) {
         for (Precision precision : w.precisions) {
           for (double norm : grid_max_grad_norms(w)) {
-            for (const PaddingChoice& padding : grid_paddings(w)) {
-              const GridJob job{weights, adapters, optimizer, precision, norm, padding};
-              if (std::find(jobs.begin(), jobs.end(), job) == jobs.end()) jobs.push_back(job);  // a precision given twice
+            for (const Packing packing : grid_packings(w)) {
+              for (const PaddingChoice& padding : grid_paddings(w)) {
+                const GridJob job{weights, adapters, optimizer, precision, norm, padding, packing};
+                if (std::find(jobs.begin(), jobs.end(), job) == jobs.end()) jobs.push_back(job);  // a precision given twice
+              }
             }
           }
         }
@@ -239,7 +245,8 @@ std::vector<GridJob> grid_jobs(const WorkloadOptions& w) {
 }
 
 GridJob job_of(const SplitConfig& split) {
-  return {split.weights_dtype, split.adapter_dtype, split.optimizer, split.precision, split.max_grad_norm, split.padding};
+  return {split.weights_dtype, split.adapter_dtype, split.optimizer, split.precision, split.max_grad_norm, split.padding,
+          split.packing};
 }
 
 WorkloadOptions job_workload(WorkloadOptions w, const GridJob& job) {
@@ -247,7 +254,7 @@ WorkloadOptions job_workload(WorkloadOptions w, const GridJob& job) {
   w.optimizer.kind = job.optimizer;
   w.grid.other_optimizers.clear();
   w.precisions = {job.precision};
-  return with_padding(with_max_grad_norm(std::move(w), job.max_grad_norm), job.padding);
+  return with_packing(with_padding(with_max_grad_norm(std::move(w), job.max_grad_norm), job.padding), job.packing);
 }
 
 std::string job_flags(const GridJob& job, const WorkloadOptions& w) {
@@ -260,6 +267,7 @@ std::string job_flags(const GridJob& job, const WorkloadOptions& w) {
   if (grid_optimizers(w).size() > 1) add("--optimizer", to_string(job.optimizer));
   if (w.precisions.size() > 1) add("--precision", to_string(job.precision));
   if (grid_max_grad_norms(w).size() > 1) add("--max-grad-norm", text::format_number(job.max_grad_norm));
+  if (grid_packings(w).size() > 1) add("--packing", to_string(job.packing));
   if (grid_paddings(w).size() > 1) add("--padding", padding_name(job.padding));
   return flags;
 }

@@ -50,16 +50,18 @@ std::string json_for_script(const std::string& json) {
   return out;
 }
 
-// The clipping norms and paddings of the runs where they differ ("clip off/1 \u00b7 padding
-// max/longest"; the table's clip and padded columns say which run is which), else "".
+// The clipping norms, paddings and packings of the runs where they differ ("clip off/1 \u00b7 padding
+// max/longest \u00b7 packing none/bfd"; the table's clip, padded and packed columns say which run is
+// which), else "".
 std::string grid_list_words(const std::vector<RunResult>& runs) {
-  std::vector<std::string> norms, paddings;
+  std::vector<std::string> norms, paddings, packings;
   const auto add = [](std::vector<std::string>& seen, const std::string& value) {
     if (std::find(seen.begin(), seen.end(), value) == seen.end()) seen.push_back(value);
   };
   for (const RunResult& run : runs) {
     add(norms, run.config.max_grad_norm > 0 ? text::format_number(run.config.max_grad_norm) : "off");
     add(paddings, padding_name(run.config.padding));
+    add(packings, to_string(run.config.packing));
   }
   const auto slashed = [](const std::vector<std::string>& values) {
     std::string out;
@@ -69,6 +71,7 @@ std::string grid_list_words(const std::vector<RunResult>& runs) {
   std::string words;
   if (norms.size() > 1) words += "clip " + slashed(norms);
   if (paddings.size() > 1) words += std::string(words.empty() ? "" : " \u00b7 ") + "padding " + slashed(paddings);
+  if (packings.size() > 1) words += std::string(words.empty() ? "" : " \u00b7 ") + "packing " + slashed(packings);
   return words;
 }
 
