@@ -293,6 +293,28 @@ TEST(HtmlReport, TheTitleNamesTheClippingAndPaddingLists) {
             std::string::npos);
 }
 
+// Runs packed several ways (--packing's list): the headline's "vs slowest split" and the step-time
+// chart's "+N%" compare time per real token, as the decision does (1×4 packed trains four times the
+// tokens of 2×2 in 1.35 times its time), and say so; the title names the packings.
+TEST(HtmlReport, PackingsAreComparedPerRealToken) {
+  SweepResult result = make_sweep();
+  result.runs[0].config.packing = Packing::kBfd;
+  result.runs[0].tokens_per_step = 4 * 256;
+  result.recommendation.best_index = 0;
+  const std::string html = render_html(result);
+  // (0.0305 / 256) / (0.0412 / 1024) = 2.96
+  EXPECT_NE(html.find("vs slowest split, per real token</div><div class=\"v\">2.96\u00d7 faster"), std::string::npos);
+  EXPECT_NE(html.find("Median step time per split, stacked by phase (the % above each: per real token, as the packings "
+                      "are compared)"),
+            std::string::npos);
+  EXPECT_NE(html.find(" \u00b7 packing bfd/none \u00b7 "), std::string::npos);
+  result.runs[0].config.packing = Packing::kNone;
+  result.recommendation.best_index = 1;
+  const std::string one = render_html(result);
+  EXPECT_EQ(one.find("per real token"), std::string::npos);
+  EXPECT_NE(one.find("vs slowest split</div>"), std::string::npos);
+}
+
 // The sweep's notes in a card of their own under the recommendation, escaped; a sweep that noted
 // nothing has no such card.
 TEST(HtmlReport, TheSweepsNotesUnderTheRecommendation) {

@@ -749,4 +749,34 @@ TEST(Recommend, ACycleOfPairsIsNamed) {
             "tokens/s). 2\u00d72 is 1.1\u00d7 slower." + std::string(kEngineOnly));
 }
 
+// A --packing list: the packed splits train four times the tokens in twice the time, so per real
+// token they are the faster; the decision, the slowest split's sentence, the packings' sentence and
+// the paddings' "fastest split of each" all weigh them per token, and the mean quoted is the step's.
+TEST(Recommend, PackingsAreWeighedPerRealToken) {
+  std::vector<RunResult> runs = {timed(8, 1, 0.100, kGiB), timed(8, 1, 0.200, kGiB), timed(8, 1, 0.090, kGiB),
+                                 timed(8, 1, 0.180, kGiB)};
+  runs[1].config.packing = runs[3].config.packing = Packing::kBfd;
+  runs[2].config.padding = runs[3].config.padding = {Padding::kLongest, 0};
+  for (RunResult& run : runs) {
+    const int64_t positions = run.config.packing == Packing::kBfd ? 4 * 65536 : 65536;
+    for (StepSample& s : run.steps) s.tokens = s.positions = s.computed_positions = positions;
+    run.tokens_per_step = positions;
+  }
+  const Recommendation r = recommend(runs);
+  EXPECT_EQ(r.best_index, 3);
+  EXPECT_EQ(r.decision.kind, DecisionKind::kFastest);
+  const std::string& why = r.reason;
+  EXPECT_EQ(why.rfind("8\u00d71 pack-bfd pad-longest is fastest at a mean of 0.180 s per step (1,455,", 0), 0u) << why;
+  // 0.100 s for 65,536 tokens over 0.180 s for 262,144: 2.2 times the time per token.
+  EXPECT_NE(why.find(" 8\u00d71 unpacked pad-max is 2.2\u00d7 slower per real token."), std::string::npos) << why;
+  EXPECT_NE(why.find("the fastest split of each: 8\u00d71 pack-bfd pad-max (0.200 s, 1.00 GiB), 8\u00d71 pack-bfd "
+                     "pad-longest (0.180 s, 1.00 GiB)."),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find(" The packings (--packing) put other amounts of data in a step"), std::string::npos) << why;
+  EXPECT_NE(why.find("the fastest split of each: 8\u00d71 unpacked pad-longest (0.0900 s per step, 727,"),
+            std::string::npos)
+      << why;
+}
+
 }  // namespace accumbench

@@ -273,9 +273,12 @@ struct WorkloadFlags {
     ab::set_padding(w.data, choices.front());
     w.data.other_paddings.assign(choices.begin() + 1, choices.end());
     // The first is the data's packing, the rest the grid's others.
-    std::vector<ab::Packing> packed;
-    for (const std::string& name : packings) packed.push_back(ab::packing_from_string(name));
-    if (packed.empty()) throw ab::UserError("--packing needs at least one packing, as in --packing bfd");
+    std::vector<ab::Packing> given_packings;
+    for (const std::string& name : packings) given_packings.push_back(ab::packing_from_string(name));
+    if (given_packings.empty()) throw ab::UserError("--packing needs at least one packing, as in --packing bfd");
+    // Once each before anything reads the list (calibrate-framework refuses a list of more than one).
+    const std::vector<ab::Packing> packed =
+        once_each("--packing", given_packings, [](ab::Packing p) { return ab::to_string(p); }, option_notes);
     w.data.packing = packed.front();
     w.data.other_packings.assign(packed.begin() + 1, packed.end());
     w.data.completion_only_loss = ab::completion_only_loss_from_string(completion_only_loss);
@@ -323,7 +326,6 @@ struct WorkloadFlags {
     once_each("--adapter-dtype", adapters, dtype_name, option_notes);
     once_each("--max-grad-norm", max_grad_norms, [](double norm) { return ab::text::format_number(norm); }, option_notes);
     once_each("--padding", choices, [](const ab::PaddingChoice& p) { return ab::padding_name(p); }, option_notes);
-    once_each("--packing", packed, [](ab::Packing p) { return ab::to_string(p); }, option_notes);
     drop_paddings_that_pad_alike(w, option_notes);
     return w;
   }
@@ -1161,6 +1163,7 @@ ab::PlanOptions PlanCommand::plan_options(const ab::WorkloadOptions& w, const ab
   ab::PlanOptions o = target.options;
   o.batch = ab::sequences_per_rank(w.batch, w.world_size);  // one rank's share
   o.world_size = w.world_size;
+  ab::count_dealt_shares(o, w);  // a sweep of this grid over the ranks, on the CPU
   if (attention != "auto") o.attention = ab::attention_kind_from_string(attention);
   o.framework = ab::plan_framework_from_string(framework);
   if (!trl_loss.empty()) {

@@ -56,6 +56,11 @@ struct PlanOptions {
   // each the whole step's inputs and targets). CUDA: only one micro-batch's copy is on the device.
   bool cpu = true;
   int token_batches = 2;
+  // Data parallel on the CPU: every rank keeps the whole step's batches (the global batch), and a
+  // split with more than one micro-batch per rank deals its share as copies, which a sweep keeps for
+  // all its rounds: the batches those copies hold, over every such split of the grid
+  // (count_dealt_shares). 0 in one process.
+  int dealt_batches = 0;
   // Autograd formulas differ between LibTorch 1.x and 2.x (mean's backward keeps its input on 1.x).
   int libtorch_major = 1;
   // Data-parallel ranks. Above 1 the all-reduce buckets copy the gradients at the end of the
@@ -220,6 +225,10 @@ int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, 
 
 // The options planned for one job of a workload's lists (or a split of it): its optimizer, its
 // weights' dtype and its adapters' (the precision is the split's own, SplitConfig).
+// Sets options.dealt_batches for a sweep of `workload`'s grid over options.world_size ranks on the
+// CPU (0 otherwise): token_batches' distinct batches of each split's own packing, for each split
+// with more than one micro-batch per rank.
+void count_dealt_shares(PlanOptions& options, const WorkloadOptions& workload);
 PlanOptions plan_options_for(PlanOptions options, const GridJob& job);
 PlanOptions plan_options_for(const PlanOptions& options, const SplitConfig& split);
 

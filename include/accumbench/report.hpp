@@ -143,6 +143,7 @@ struct TrainerSettings {
   Padding padding = Padding::kMax;
   int64_t pad_multiple = 0;
   Packing packing = Packing::kNone;
+  bool packing_listed = false;  // --packing lists several: --emit args names the split's, none included
   bool group_by_length = false;
   // --optimizer; TrainingArguments.optim (hf_optim_name), printed when not AdamW (the Trainer's
   // default optimizer is an AdamW with the same update).

@@ -533,12 +533,23 @@ std::string repeated_samples_words(const SampleSource& source, const DataSource&
 }
 
 std::string short_source_note(const WorkloadOptions& w) {
-  const std::optional<SampleSource> source = read_sample_source(w.data, w.seq_len, std::numeric_limits<int64_t>::max());
-  if (!source) return "";
-  const std::string words = repeated_samples_words(*source, w.data, w.batch, w.seq_len);
-  if (words.empty()) return "";
-  return source->description + ", " + words + " (a training run would start its next epoch there); for steps like "
-         "a real run's, give a source that fills --batch " + std::to_string(w.batch) + " sequences";
+  // Each packing of a --packing list makes its own rows of the samples: some may repeat, some not.
+  const std::vector<Packing> packings = data_packings(w.data);
+  std::string note;
+  for (const Packing packing : packings) {
+    DataSource data = w.data;
+    data.packing = packing;
+    data.other_packings.clear();
+    const std::optional<SampleSource> source = read_sample_source(data, w.seq_len, std::numeric_limits<int64_t>::max());
+    if (!source) return "";
+    const std::string words = repeated_samples_words(*source, data, w.batch, w.seq_len);
+    if (words.empty()) continue;
+    note += (note.empty() ? "" : "; ") + (packings.size() > 1 ? "with --packing " + to_string(packing) + ", " : "") +
+            source->description + ", " + words;
+  }
+  if (note.empty()) return "";
+  return note + " (a training run would start its next epoch there); for steps like a real run's, give a source that "
+         "fills --batch " + std::to_string(w.batch) + " sequences";
 }
 
 std::string idle_completion_only_loss_note(const WorkloadOptions& w) {

@@ -464,6 +464,7 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
       const std::string label =
           l.split.label() + (workload.precisions.size() > 1 ? " " + to_string(job.job.precision) : "") +
           (grid_max_grad_norms(workload).size() > 1 ? " " + clipping_word(job.job.max_grad_norm) : "") +
+          (grid_packings(workload).size() > 1 ? " " + packing_word(job.job.packing) : "") +
           (grid_paddings(workload).size() > 1 ? " " + padding_word(job.job.padding) : "");
       untried += (untried.empty() ? "" : " or ") + label + (flags.empty() ? "" : " (" + flags + ")");
     }

@@ -128,8 +128,21 @@ void PlanBuilder::resident_tensors() {
   optimizer_state_lines(o.optimizer, trained_tensor_numels(m, o.lora), t, n_t, o.cpu, resident, &plan.evictable_bytes);
   if (o.cpu) {
     const int64_t B = o.batch;
-    resident.add("token batches (inputs, targets)", "2·n·B·T·8", 2 * o.token_batches * B * o.seq_len * kInt64,
-                 "the runner's n distinct host batches (of every packing); on the CPU they are the device memory");
+    const int64_t W = o.world_size;
+    if (W > 1) {
+      resident.add("token batches (inputs, targets)", "2·n·W·B·T·8", 2 * o.token_batches * W * B * o.seq_len * kInt64,
+                   "the runner's n distinct host batches (of every packing), every rank's sequences in each; on the "
+                   "CPU they are the device memory");
+    } else {
+      resident.add("token batches (inputs, targets)", "2·n·B·T·8", 2 * o.token_batches * B * o.seq_len * kInt64,
+                   "the runner's n distinct host batches (of every packing); on the CPU they are the device memory");
+    }
+    if (o.dealt_batches > 0) {
+      resident.add("dealt shares (inputs, targets)", "2·" + std::to_string(o.dealt_batches) + "·B·T·8",
+                   2 * o.dealt_batches * B * o.seq_len * kInt64,
+                   "this rank's share of each batch, copied in its micro-batches' order by every split of the sweep "
+                   "with several micro-batches per rank, kept for the rounds");
+    }
   }
   if (m.arch == Architecture::kLlama) {
     resident.add("rotary cos, sin", "2·T·hd·" + std::string(w == c ? "c" : "w"), 2 * T * m.head_dim * w,
@@ -518,6 +531,15 @@ int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, 
     (fits(mid) ? lo : hi) = mid;
   }
   return lo;
+}
+
+void count_dealt_shares(PlanOptions& options, const WorkloadOptions& workload) {
+  options.dealt_batches = 0;
+  if (!options.cpu || options.world_size <= 1) return;
+  const int per_packing = options.token_batches / std::max(1, static_cast<int>(grid_packings(workload).size()));
+  for (const SplitConfig& split : split_grid(workload, options.world_size)) {
+    if (split.accum_steps > 1) options.dealt_batches += per_packing;
+  }
 }
 
 PlanOptions plan_options_for(PlanOptions options, const GridJob& job) {

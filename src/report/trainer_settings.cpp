@@ -132,7 +132,8 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.padding = padding.padding;
   s.pad_multiple = padding.multiple;
   // The split's packing where --packing lists several, else the workload's own.
-  s.packing = grid_packings(w).size() > 1 ? split.packing : w.data.packing;
+  s.packing_listed = grid_packings(w).size() > 1;
+  s.packing = s.packing_listed ? split.packing : w.data.packing;
   s.group_by_length = w.data.group_by_length;
   s.optimizer = split.optimizer;
   s.optimizer_in_backward = split.optimizer_in_backward;
@@ -414,7 +415,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     if (s.double_quant) args += " --double-quant";
     if (s.base_quant != BaseQuant::kNone && !s.kbit_upcast) args += " --kbit-prep none";
     if (s.lora_r > 0 && s.adapter_dtype != Precision::kFp32) args += " --adapter-dtype " + to_string(s.adapter_dtype);
-    if (s.packing != Packing::kNone) args += " --packing " + to_string(s.packing);
+    if (s.packing != Packing::kNone || s.packing_listed) args += " --packing " + to_string(s.packing);
     if (s.lengths_vary && s.packing == Packing::kNone) {
       DataSource data;
       data.padding = s.padding;

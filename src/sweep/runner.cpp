@@ -767,13 +767,29 @@ void describe_kept_paddings(SweepContext& context, const WorkloadOptions& w) {
 // many were cut to T, and the micro-batch memory is judged on. The model's vocabulary checks the
 // documents' ids.
 void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t vocab_size) {
-  const std::optional<SampleSource> source = read_sample_source(w.data, w.seq_len, vocab_size);
-  if (source) {
-    const std::string repeated = repeated_samples_words(*source, w.data, w.batch, w.seq_len);
-    context.options.emplace_back("samples", source->description + (repeated.empty() ? "" : ", " + repeated));
+  // Each packing of a --packing list makes its own rows (how many samples a cut or a mask leaves, how
+  // many rows, whether a step repeats some): named each where they differ from the first's words.
+  const std::vector<Packing> packings = grid_packings(w);
+  std::vector<std::pair<Packing, std::string>> words;
+  std::string masked_by;
+  for (const Packing packing : packings) {
+    const WorkloadOptions one = with_packing(w, packing);
+    const std::optional<SampleSource> source = read_sample_source(one.data, w.seq_len, vocab_size);
+    if (!source) break;
+    const std::string repeated = repeated_samples_words(*source, one.data, w.batch, w.seq_len);
+    words.emplace_back(packing, source->description + (repeated.empty() ? "" : ", " + repeated));
+    masked_by = source->masked_by;
+  }
+  if (!words.empty()) {
+    const bool alike = std::all_of(words.begin(), words.end(), [&](const auto& p) { return p.second == words[0].second; });
+    std::string samples = alike ? words[0].second : "";
+    for (size_t i = 0; i < words.size() && !alike; ++i) {
+      samples += (i == 0 ? "" : "; ") + std::string("--packing ") + to_string(words[i].first) + ": " + words[i].second;
+    }
+    context.options.emplace_back("samples", samples);
     // Which columns decided the labels that count: the Trainer settings say completion_only_loss:
     // true where a completion_mask did (trainer_settings.cpp).
-    if (!source->masked_by.empty()) context.options.emplace_back("labels_masked_by", source->masked_by);
+    if (!masked_by.empty()) context.options.emplace_back("labels_masked_by", masked_by);
   }
   describe_memory_judged_on(context, w);
 }

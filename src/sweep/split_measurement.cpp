@@ -104,6 +104,7 @@ SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfi
   plan_options_ = sweep_plan_options(options.workload, device.is_cuda(), static_cast<int>(data.distinct_batches()));
   plan_options_.world_size = context.world_size;
   plan_options_.batch = options.workload.batch / context.world_size;  // each rank holds its share
+  count_dealt_shares(plan_options_, options.workload);
 }
 
 SplitMeasurement::~SplitMeasurement() = default;

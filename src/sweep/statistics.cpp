@@ -630,10 +630,17 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
 }
 
 // The candidates grouped by `key_of` their split (`keys`, in first-seen order) and the fastest of
-// each group by mean step time, index for index.
+// each group by mean step time, index for index; by mean time per real token where the runs differ
+// in packing (compared_per_token), as the decision weighs them.
 template <class Key, class KeyOf>
 std::vector<int> fastest_of_each(const std::vector<RunResult>& runs, const std::vector<int>& candidates,
                                  std::vector<Key>& keys, KeyOf key_of) {
+  const bool per_token = compared_per_token(runs);
+  const auto compared = [&](int i) {
+    const RunResult& run = runs[i];
+    return per_token && run.tokens_per_step > 0 ? run.mean_seconds.value / static_cast<double>(run.tokens_per_step)
+                                                : run.mean_seconds.value;
+  };
   std::vector<int> fastest;
   for (int i : candidates) {
     const Key key = key_of(runs[i].config);
@@ -641,7 +648,7 @@ std::vector<int> fastest_of_each(const std::vector<RunResult>& runs, const std::
     if (found == keys.end()) {
       keys.push_back(key);
       fastest.push_back(i);
-    } else if (runs[i].mean_seconds.value < runs[fastest[found - keys.begin()]].mean_seconds.value) {
+    } else if (compared(i) < compared(fastest[found - keys.begin()])) {
       fastest[found - keys.begin()] = i;
     }
   }

@@ -75,6 +75,17 @@ std::vector<Slot> make_slots(const SweepResult& result) {
   return slots;
 }
 
+bool slots_per_token(const std::vector<Slot>& slots) {
+  return std::any_of(slots.begin(), slots.end(),
+                     [&](const Slot& s) { return s.run->config.packing != slots.front().run->config.packing; });
+}
+
+double compared_median(const Slot& s, bool per_token) {
+  const RunResult& run = *s.run;
+  return per_token && run.tokens_per_step > 0 ? run.step_seconds.median / static_cast<double>(run.tokens_per_step)
+                                              : run.step_seconds.median;
+}
+
 bool phase_shown(const std::vector<Slot>& slots, int ph) {
   if (static_cast<Phase>(ph) != Phase::kAllReduce) return true;
   for (const Slot& s : slots) {

@@ -106,14 +106,19 @@ std::string kpis(const SweepResult& result, const std::vector<Slot>& slots, cons
   const int64_t limit = memory_limit(result.context);
   h += kpi("peak memory", format_bytes(best.peak_allocated_bytes) +
                               (limit > 0 ? " of " + format_bytes(limit) : ""));
+  // Per real token where the runs differ in packing (a --packing list), as the decision compares them.
+  const bool per_token = slots_per_token(slots);
   double slowest = kNotMeasured;
   for (const Slot& s : slots) {
-    const double m = s.run->step_seconds.median;
+    const double m = compared_median(s, per_token);
     if (s.ok && finite(m) && !(m <= slowest)) slowest = m;
   }
-  const double median = best.step_seconds.median;
+  Slot chosen;
+  chosen.run = &best;
+  const double median = compared_median(chosen, per_token);
   if (finite(slowest) && finite(median) && median > 0 && slowest > median * 1.0005) {
-    h += kpi("vs slowest split", text::format_ratio(slowest / median, 2) + " faster");
+    h += kpi(per_token ? "vs slowest split, per real token" : "vs slowest split",
+             text::format_ratio(slowest / median, 2) + " faster");
   }
   // The rounds keep the contenders longer: one count only when every split has it.
   const bool same_count = std::all_of(slots.begin(), slots.end(), [&](const Slot& s) {

@@ -45,10 +45,11 @@ StepBar step_bar(const RunResult& run) {
 
 namespace {
 
-double fastest_median(const std::vector<Slot>& slots) {
+// The lowest median of the slots, per real token where they differ in packing (slots_per_token).
+double fastest_median(const std::vector<Slot>& slots, bool per_token) {
   double best = kNotMeasured;
   for (const Slot& s : slots) {
-    const double m = s.run->step_seconds.median;
+    const double m = compared_median(s, per_token);
     if (s.ok && finite(m) && !(m >= best)) best = m;
   }
   return best;
@@ -98,15 +99,17 @@ double draw_bar(Svg& svg, const Panel& p, std::size_t i, const StepBar& bar, con
   return label_y;
 }
 
-// The median over the column, and under it "fastest" or "+26%" where the columns are wide enough.
+// The median over the column, and under it "fastest" or "+26%" where the columns are wide enough
+// (per real token where the slots differ in packing: `fastest` is then that too).
 void draw_value(Svg& svg, const Panel& p, std::size_t i, const Slot& s, double label_y,
-                double fastest) {
+                double fastest, bool per_token) {
   const double median = s.run->step_seconds.median;
+  const double compared = compared_median(s, per_token);
   std::string relative;
-  if (finite(median) && finite(fastest) && p.slot_width() >= 56) {
-    relative = median <= fastest
+  if (finite(compared) && finite(fastest) && p.slot_width() >= 56) {
+    relative = compared <= fastest
                    ? "fastest"
-                   : "+" + text::format_significant((median / fastest - 1) * 100, 2) + "%";
+                   : "+" + text::format_significant((compared / fastest - 1) * 100, 2) + "%";
   }
   const double value_y = label_y - (relative.empty() ? 7 : 21);
   svg.text(p.center(i), value_y, format_duration(median),
@@ -143,12 +146,16 @@ std::string step_time_chart(const std::vector<Slot>& slots) {
       max_seconds = std::max(max_seconds, bars.back().whisker_high);
   }
   const Unit unit = time_unit(max_seconds);
+  const bool per_token = slots_per_token(slots);
   ColumnChart chart = start_column_chart(
-      "Median step time per split, stacked by phase", "hatch-step", step_legend(slots), slots,
+      per_token ? "Median step time per split, stacked by phase (the % above each: per real token, as the "
+                  "packings are compared)"
+                : "Median step time per split, stacked by phase",
+      "hatch-step", step_legend(slots), slots,
       nice_axis(max_seconds / unit.divisor * 1.12), "step time (" + unit.name + ")");
   Svg& svg = chart.svg;
   const Panel& p = chart.panel;
-  const double fastest = fastest_median(slots);
+  const double fastest = fastest_median(slots, per_token);
   for (std::size_t i = 0; i < slots.size(); ++i) {
     if (!slots[i].ok) {
       draw_gap(svg, p, i, slots[i], "hatch-step");
@@ -157,7 +164,7 @@ std::string step_time_chart(const std::vector<Slot>& slots) {
     svg.open_group({{"class", "bar"}}, bar_tooltip(slots, slots[i], bars[i]));
     const double label_y = draw_bar(svg, p, i, bars[i], unit);
     svg.close_group();
-    draw_value(svg, p, i, slots[i], label_y, fastest);
+    draw_value(svg, p, i, slots[i], label_y, fastest, per_token);
   }
   return finish_column_chart(chart, slots);
 }
