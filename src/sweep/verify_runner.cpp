@@ -190,16 +190,21 @@ VerifySplit compare(const SplitConfig& config, const Snapshot& got, const Snapsh
   return split;
 }
 
-// Mean-of-means weights a target of micro-batch j by 1/(k·n_j), the whole batch each by 1/N: how
-// far apart at most, as a share of 1/N (VerifySplit::normalization_skew). A micro-batch without
-// targets weights none.
-double mean_of_means_skew(const TokenBatch& batch, const SplitConfig& config) {
+// Mean-of-means weights a target of micro-batch j by 1/(k·n_j), and with data parallel by
+// 1/(W·k·n_j) as DDP averages the ranks' gradients (the engine's divisor); the whole batch each by
+// 1/N: how far apart at most, as a share of 1/N (VerifySplit::normalization_skew), over every rank's
+// micro-batches (shard deals them as the split does). A micro-batch without targets weights none.
+double mean_of_means_skew(const TokenBatch& batch, const SplitConfig& config, int world_size) {
   const int64_t total = batch.step_tokens();
+  const int64_t ways = config.accum_steps * world_size;
   double skew = 0;
-  for (int64_t j = 0; j < config.accum_steps; ++j) {
-    const int64_t n = batch.targets_in(j * config.micro_batch, config.micro_batch);
-    if (n <= 0 || n * config.accum_steps == total) continue;
-    skew = std::max(skew, std::abs(static_cast<double>(total) / static_cast<double>(config.accum_steps * n) - 1.0));
+  for (int rank = 0; rank < world_size; ++rank) {
+    const TokenBatch share = world_size > 1 ? shard(batch, rank, world_size, config.micro_batch) : batch;
+    for (int64_t j = 0; j < config.accum_steps; ++j) {
+      const int64_t n = share.targets_in(j * config.micro_batch, config.micro_batch);
+      if (n <= 0 || n * ways == total) continue;
+      skew = std::max(skew, std::abs(static_cast<double>(total) / static_cast<double>(ways * n) - 1.0));
+    }
   }
   return skew;
 }
@@ -360,8 +365,8 @@ VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, 
     const Snapshot got = one_step(trainer, initial, share, step);
     result.splits.push_back(compare(config, got, reference, initial_cpu, result));
     VerifySplit& split = result.splits.back();
-    if (w.loss.normalization == LossNormalization::kMeanOfMeans && setup.launch.world_size == 1) {
-      split.normalization_skew = mean_of_means_skew(setup.batch, config);
+    if (w.loss.normalization == LossNormalization::kMeanOfMeans) {
+      split.normalization_skew = mean_of_means_skew(setup.batch, config, setup.launch.world_size);
       split.pass = split.pass && split.normalization_skew == 0;
     }
     result.all_pass = result.all_pass && split.pass;

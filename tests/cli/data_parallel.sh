@@ -159,6 +159,19 @@ for x in r["runs"]:
 ' "$work/dp-packings.json"
 }
 
+# cli.data_parallel.verify_mean_of_means_skew: over two ranks mean-of-means divides each micro-batch's
+# loss by its own targets, the accumulation steps and the world size (DDP's average): seven samples of
+# 32 tokens and one of 30 weight the short one's micro-batch's tokens 2.5 % apart at 2×2, which bf16's
+# bar (3e-2) cannot resolve; verify fails both splits by their counts and says so (it judged the
+# skew in one process only before).
+verify_mean_of_means_skew() {
+  printf '32\n32\n32\n32\n32\n32\n32\n30\n' > "$work/seven.txt"
+  dp_want_rc=1 dp_run 2 verify --model gpt2-tiny --seq-len 32 --batch 8 --lengths "$work/seven.txt" \
+    --loss-normalization mean-of-means --precision bf16 --micro-batches 2,4 --device cpu --threads 1 --dist-timeout 60
+  check "both splits fail within the tolerance, by their counts" \
+    grep -q '^2×2, 4×1 fail within the tolerance: their micro-batches hold different numbers of targets, so mean-of-means weights their tokens up to 2.5 % apart' "$out"
+}
+
 # cli.data_parallel.mismatch: ranks started with different arguments stop, every one, with a
 # sentence naming the option, before any collective.
 mismatch() {
@@ -408,7 +421,7 @@ if lines != [want]: fail("%r" % lines)
 
 mode=${case_args[0]:-}
 case $mode in
-  verify | verify_lists | verify_clipping | verify_label_masks | sweep | lora_plan | packing_list_plan | mismatch | launch_mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice | port_in_use | bf16_gloo) "$mode" ;;
+  verify | verify_lists | verify_clipping | verify_label_masks | sweep | lora_plan | packing_list_plan | verify_mean_of_means_skew | mismatch | launch_mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice | port_in_use | bf16_gloo) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
