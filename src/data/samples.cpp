@@ -251,13 +251,19 @@ std::vector<TokenBatch> with_targets(std::vector<TokenBatch> batches, int64_t se
   for (size_t step = 0; step < batches.size(); ++step) {
     if (batches[step].token_count > 0) continue;
     const std::vector<int64_t>& n = batches[step].sequence_tokens;
-    const std::string masked_by = data.lengths == LengthMode::kFile
-                                      ? read_lengths_file(data.lengths_file, seq_len, data.completion_only_loss).masked_by
-                                      : "";
-    if (!masked_by.empty() && std::any_of(n.begin(), n.end(), [](int64_t length) { return length > 1; })) {
-      throw UserError("step " + std::to_string(step + 1) + "'s samples have no label that counts (" + masked_by +
-                      "), which leaves no target; give rows whose counted labels fall within T=" +
-                      std::to_string(seq_len) + ", or a source with more of them");
+    const SampleLengths file = data.lengths == LengthMode::kFile
+                                   ? read_lengths_file(data.lengths_file, seq_len, data.completion_only_loss)
+                                   : SampleLengths{};
+    if (!file.masked_by.empty() && std::any_of(n.begin(), n.end(), [](int64_t length) { return length > 1; })) {
+      // Some sample counts a label (else the source was refused where it was read): the seeded draw
+      // of this step's rows met none of them.
+      const auto rows = static_cast<int64_t>(n.size());
+      throw UserError("step " + std::to_string(step + 1) + "'s " + std::to_string(rows) + (rows == 1 ? " row holds" : " rows hold") +
+                      " no label that counts (" + file.masked_by + "), which leaves no target: " +
+                      std::to_string(file.nothing_counts) + " of the " + std::to_string(file.lengths.size()) +
+                      " samples of " + data.lengths_file + " count none (and the cut to T=" + std::to_string(seq_len) +
+                      " can leave others without one), and the step drew only such samples; give a source with more "
+                      "samples whose labels count within T, a larger --batch, or another --seed");
     }
     throw UserError("step " + std::to_string(step + 1) + "'s samples are all one token long, which leaves no target " +
                     "(a sample of n tokens trains n - 1); " +
