@@ -199,6 +199,8 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
   };
   const std::string reordered = compared("weights_dtype", "fp32,bf16", "bf16,fp32");
   EXPECT_EQ(reordered.find("warning"), std::string::npos) << reordered;
+  const std::string packings = compared("packing", "none,bfd", "bfd,none");
+  EXPECT_EQ(packings.find("warning"), std::string::npos) << packings;
   const std::string other = compared("weights_dtype", "fp32,bf16", "bf16");
   EXPECT_NE(other.find("weights_dtype (fp32,bf16 vs bf16)"), std::string::npos) << other;
   EXPECT_EQ(other.find("note: no split"), std::string::npos) << other;  // the runs pair up
@@ -221,7 +223,9 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
   for (ab::RunResult& run : bf16.runs) run.config.weights_dtype = ab::Precision::kBf16;
   ab::print_comparison(one_run("gpt2-mini", 64), bf16, apart);
   EXPECT_NE(apart.str().find("note: no split was measured in both (a split is named by its shape, precision, optimizer, "
-                             "dtypes, clipping and padding); to compare them, sweep them together"),
+                             "dtypes, clipping, packing and padding); to compare them, sweep them together "
+                             "(--precision, --optimizer, --weights-dtype, --adapter-dtype, --max-grad-norm, --packing "
+                             "and --padding take lists)"),
             std::string::npos)
       << apart.str();
 

@@ -308,6 +308,7 @@ TEST(HtmlReport, PackingsAreComparedPerRealToken) {
                       "are compared)"),
             std::string::npos);
   EXPECT_NE(html.find(" \u00b7 packing bfd/none \u00b7 "), std::string::npos);
+  EXPECT_NE(html.find("; samples/s counts rows, and a packed row holds several samples"), std::string::npos);
   result.runs[0].config.packing = Packing::kNone;
   result.recommendation.best_index = 1;
   const std::string one = render_html(result);

@@ -1105,6 +1105,21 @@ TEST(TrainerConfig, AxolotlsExcessLengthStrategyBesideRealSamples) {
   EXPECT_EQ(notes(base + "excess_length_strategy: truncate\n", ab::LengthMode::kFile), "");
   EXPECT_EQ(notes(base, ab::LengthMode::kVariable), "");
   EXPECT_EQ(notes(base, ab::LengthMode::kFile, ab::Packing::kWrapped), "");
+  // A --packing list whose first is wrapped still has jobs that cut samples to T: said, in any order.
+  const auto listed = [&](const std::string& yaml, ab::Packing first, ab::Packing other) {
+    const ab::TrainerConfig c = ab::parse_trainer_config(yaml, ab::ConfigFormat::kAxolotl, 1, "ax.yml");
+    ab::WorkloadOptions w;
+    ab::apply_trainer_config(c, w, kNothingGiven);
+    w.data.lengths = ab::LengthMode::kFile;
+    w.data.packing = first;
+    w.data.other_packings = {other};
+    std::string said;
+    for (const std::string& note : ab::trainer_config_notes(c, kNothingGiven, w))
+      if (note.find("excess_length_strategy") != std::string::npos) said += note;
+    return said;
+  };
+  EXPECT_EQ(listed(base, ab::Packing::kWrapped, ab::Packing::kNone), notes(base, ab::LengthMode::kFile));
+  EXPECT_EQ(listed(base, ab::Packing::kNone, ab::Packing::kWrapped), notes(base, ab::LengthMode::kFile));
   EXPECT_NE(error_of(base + "excess_length_strategy: cut\n", ab::ConfigFormat::kAxolotl)
                 .find("excess_length_strategy is \"cut\", not drop, truncate or raise"),
             std::string::npos)

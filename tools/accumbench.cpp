@@ -340,17 +340,21 @@ struct WorkloadFlags {
 // padding: TRL's and transformers' collators pad to the micro-batch's longest sample, which can
 // change the ranking; "" otherwise (fixed lengths, packed rows, a padding chosen).
 std::string padding_to_t_note(const ab::SweepResult& result) {
-  bool padded = false;
+  bool padded = false, wrapped = false;
   for (const ab::RunResult& run : result.runs) {
     if (run.config.padding.per_micro_batch()) return "";
     // Packed rows pad only their tails, which TRL's padding-free collator does not pad at all.
     padded = padded || (run.status == ab::RunStatus::kOk && run.config.packing == ab::Packing::kNone &&
                         run.padding_fraction > 0);
+    wrapped = wrapped || run.config.packing == ab::Packing::kWrapped;
   }
   if (!padded) return "";
-  return "every sample was padded to T (--padding max, the default), but TRL's and transformers' collators pad each "
-         "micro-batch to its longest sample, where smaller micro-batches pad less: --padding max,longest measures both "
-         "in the same rounds";
+  // A --padding list is refused beside wrapped in a --packing list (its rows are always T long).
+  return std::string("every sample was padded to T (--padding max, the default), but TRL's and transformers' collators "
+                     "pad each micro-batch to its longest sample, where smaller micro-batches pad less: ") +
+         (wrapped ? "--padding longest measures that (a --padding list is refused beside --packing wrapped, whose rows "
+                    "are always T long: drop wrapped to measure both in the same rounds)"
+                  : "--padding max,longest measures both in the same rounds");
 }
 
 // What the model's config means at this --seq-len: a sliding window it does not apply, positions

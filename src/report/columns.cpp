@@ -584,7 +584,10 @@ std::string legend(const std::vector<RunResult>& runs, const TableContext& conte
     return std::any_of(shown.begin(), shown.end(), [&](const ColumnDef* c) { return c->id == id; });
   };
   if (has("max_grad_norm")) text += "; clip: the norm the step's gradients are clipped to (--max-grad-norm), off: none";
-  if (has("packing")) text += "; packed: how samples are laid out in rows (--packing), compared per real token";
+  if (has("packing")) {
+    text += "; packed: how samples are laid out in rows (--packing), compared per real token";
+    if (has("samples_per_second")) text += "; samples/s counts rows, and a packed row holds several samples";
+  }
   if (has("padding")) text += "; padded: how each micro-batch is padded (--padding)";
   if (has("fits") && !context.memory_limit) text += "; fits: - without --memory-limit";
   if (has("vs_fastest")) {

@@ -139,7 +139,7 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
     // A grid dimension's list measures the same splits in any order: "fp32,bf16" is "bf16,fp32".
     const bool list = name == "precisions" || name == "optimizer" || name == "weights_dtype" ||
                       name == "adapter_dtype" || name == "max_grad_norm" || name == "padding" ||
-                      name == "micro_batches";
+                      name == "packing" || name == "micro_batches";
     // "all divisors" is a list too: every divisor of a rank's share of the batch.
     const auto items = [&name](const std::string& value, const SweepContext& c) {
       if (name != "micro_batches" || value != "all divisors" || c.world_size < 1 || c.batch % c.world_size != 0) {
@@ -289,8 +289,9 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
         << "recommendation names its fastest split\n";
   } else if (none_pairs) {
     out << "note: no split was measured in both (a split is named by its shape, precision, optimizer, dtypes, "
-           "clipping and padding); to compare them, sweep them together (--precision, --optimizer, --weights-dtype, "
-           "--adapter-dtype, --max-grad-norm and --padding take lists), which times them in paired rounds\n";
+           "clipping, packing and padding); to compare them, sweep them together (--precision, --optimizer, "
+           "--weights-dtype, --adapter-dtype, --max-grad-norm, --packing and --padding take lists), which times them "
+           "in paired rounds\n";
   }
   if (by_tokens) {
     out << "note: a step of B trains other tokens than a step of A (" << text::format_count(tokens_b->tokens_per_step)

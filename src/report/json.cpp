@@ -279,8 +279,8 @@ Json encode(RunStatus value) { return Json(run_status_name(value)); }
 Json encode(Precision value) { return Json(to_string(value)); }
 Json encode(Checkpointing value) { return Json(to_string(value)); }
 Json encode(OptimizerKind value) { return Json(to_string(value)); }
-Json encode(const PaddingChoice& value) { return Json(padding_name(value)); }
-Json encode(Packing value) { return Json(to_string(value)); }  // "longest", "multiple:8"
+Json encode(const PaddingChoice& value) { return Json(padding_name(value)); }  // "longest", "multiple:8"
+Json encode(Packing value) { return Json(to_string(value)); }                    // "none", "bfd"
 Json encode(DecisionKind value) { return Json(to_string(value)); }
 Json encode(Verdict value) { return Json(to_string(value)); }
 

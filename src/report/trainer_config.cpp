@@ -357,7 +357,9 @@ std::vector<std::string> trainer_config_notes(const TrainerConfig& config,
   }
   // Real samples longer than T: accumbench cuts them (TRL truncates to max_length too); axolotl drops
   // them unless told (handle_long_seq_in_dataset, utils/data/utils.py at 067b021), or stops on them.
-  if (config.format == ConfigFormat::kAxolotl && real_samples(workload.data) && workload.data.packing != Packing::kWrapped &&
+  const std::vector<Packing> packings = data_packings(workload.data);  // wrapped rows cut no sample
+  const bool some_cut = std::any_of(packings.begin(), packings.end(), [](Packing p) { return p != Packing::kWrapped; });
+  if (config.format == ConfigFormat::kAxolotl && real_samples(workload.data) && some_cut &&
       config.excess_length_strategy != "truncate") {
     const std::string& strategy = config.excess_length_strategy;
     const std::string what = strategy.empty()       ? "leaves out excess_length_strategy, so axolotl drops"

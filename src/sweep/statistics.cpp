@@ -795,13 +795,18 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
   for (const Comparison& c : d.comparisons) {
     if (c.verdict == Verdict::kEquivalent) ties.push_back(c.index);
   }
-  // Among ties: lowest peak memory, then the faster.
+  // Among ties: lowest peak memory, then the faster (per real token where the packings differ).
+  const bool per_token = compared_per_token(runs);
+  const auto faster = [&](int a, int b) {
+    return per_token ? evidence.mean_seconds(a).value < evidence.mean_seconds(b).value
+                     : runs[a].mean_seconds.value < runs[b].mean_seconds.value;
+  };
   int best = ties.front();
   for (int i : ties) {
     const RunResult& a = runs[i];
     const RunResult& b = runs[best];
     if (a.peak_allocated_bytes < b.peak_allocated_bytes ||
-        (a.peak_allocated_bytes == b.peak_allocated_bytes && a.mean_seconds.value < b.mean_seconds.value)) {
+        (a.peak_allocated_bytes == b.peak_allocated_bytes && faster(i, best))) {
       best = i;
     }
   }
