@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <fstream>
 #include <csignal>
 #include <sstream>
 #include <cstdio>
@@ -145,6 +146,29 @@ TEST(Verify, ATinyAdamEpsStillPasses) {
     EXPECT_LT(s.rel_l2_update_error, 1e-3) << s.config.label();
   }
   EXPECT_TRUE(r.all_pass);
+}
+
+// Under mean-of-means a micro-batch without a target (samples of one token) counts as a loss of 0 in
+// the split's average: the splits that have one are named, and why their loss is low. Four samples
+// of one token among eight: 1×8 meets such micro-batches whatever the seeded order.
+TEST(Verify, MicroBatchesWithoutATargetAreNamedUnderMeanOfMeans) {
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-one_token_samples.txt";
+  std::ofstream(path) << "1\n1\n1\n1\n20\n30\n25\n12\n";
+  ab::WorkloadOptions o = small("gpt2-tiny", "fixed");
+  ab::set_lengths(o.data, path);
+  o.loss.normalization = ab::LossNormalization::kMeanOfMeans;
+  o.micro_batches = {1, 8};
+  const ab::VerifyResult r = ab::run_verify(o);
+  ASSERT_EQ(r.splits.size(), 2u);
+  EXPECT_EQ(r.splits[0].micro_batches_without_target, 4);  // 1×8: each one-token sample alone
+  EXPECT_LT(r.splits[0].loss, 0.75 * r.reference_loss);    // four of eight means count as 0
+  EXPECT_EQ(r.splits[1].micro_batches_without_target, 0);
+  EXPECT_NE(text_of(r).find("\n1\u00d78 has micro-batches without a target (samples of one token, or labels all "
+                            "masked): mean-of-means counts each one's loss as 0 in its average"),
+            std::string::npos)
+      << text_of(r);
+  o.loss.normalization = ab::LossNormalization::kToken;  // token normalization has nothing to count
+  EXPECT_EQ(ab::run_verify(o).splits[0].micro_batches_without_target, 0);
 }
 
 // bf16's bar can hide a mean-of-means skew that fp32's shows: such a split fails, and a line says

@@ -69,11 +69,14 @@ struct VerifySplit {
   // False for the optimizer inside backward: each gradient is freed once its parameter stepped, so
   // the split is judged on its loss and its update alone.
   bool gradients_compared = true;
-  // Mean-of-means (one process): how far the split weights a target token from the whole batch's
-  // 1/N at most, |N/(k·n_j) − 1| over its k micro-batches of n_j targets; 0 when every micro-batch
-  // holds N/k, where both normalizations give one update. Above 0 the split computes another
-  // update by construction, and fails even where the precision's bar cannot resolve it (bf16).
+  // Mean-of-means: how far the split weights a target token from the whole batch's 1/N at most,
+  // |N/(W·k·n_j) − 1| over the k micro-batches of n_j targets of each of W ranks; 0 when every
+  // micro-batch holds N/(W·k), where both normalizations give one update. Above 0 the split computes
+  // another update by construction, and fails even where the precision's bar cannot resolve it (bf16).
   double normalization_skew = 0;
+  // Mean-of-means: its micro-batches (every rank's) without a target, whose loss the average counts as
+  // 0 (the engine's; PyTorch's mean over no target is NaN).
+  int64_t micro_batches_without_target = 0;
   bool pass = false;
   // Its errors are within the tolerances (pass, but for a skewed normalization).
   bool within_tolerance = false;

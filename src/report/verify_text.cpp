@@ -180,6 +180,21 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
     }
     out << "\n";
   }
+  // Mean-of-means splits with a micro-batch of no target: its loss counts as 0 in the average, which
+  // alone pulls the split's loss down (PyTorch's mean over no target is NaN, and a run trains on it).
+  std::string empty;
+  int empty_count = 0;
+  for (const auto& s : r.splits) {
+    if (s.micro_batches_without_target <= 0) continue;
+    empty += (empty.empty() ? "" : ", ") + s.config.label();
+    ++empty_count;
+  }
+  if (!empty.empty()) {
+    out << empty << (empty_count == 1 ? " has" : " have")
+        << " micro-batches without a target (samples of one token, or labels all masked): mean-of-means counts each "
+           "one's loss as 0 in its average, which pulls the loss down (in PyTorch the mean over no target is NaN, and so "
+           "would the step's gradients be)\n";
+  }
   // Every split verified runs the whole batch in one micro-step, as the reference does (one
   // process): nothing was accumulated, so a PASS says nothing of the normalization.
   const bool none_accumulates =

@@ -194,14 +194,17 @@ VerifySplit compare(const SplitConfig& config, const Snapshot& got, const Snapsh
 // 1/(W·k·n_j) as DDP averages the ranks' gradients (the engine's divisor); the whole batch each by
 // 1/N: how far apart at most, as a share of 1/N (VerifySplit::normalization_skew), over every rank's
 // micro-batches (shard deals them as the split does). A micro-batch without targets weights none.
-double mean_of_means_skew(const TokenBatch& batch, const SplitConfig& config, int world_size) {
+// Also counts the micro-batches without a target (VerifySplit::micro_batches_without_target).
+double mean_of_means_skew(const TokenBatch& batch, const SplitConfig& config, int world_size, int64_t& without_target) {
   const int64_t total = batch.step_tokens();
   const int64_t ways = config.accum_steps * world_size;
   double skew = 0;
+  without_target = 0;
   for (int rank = 0; rank < world_size; ++rank) {
     const TokenBatch share = world_size > 1 ? shard(batch, rank, world_size, config.micro_batch) : batch;
     for (int64_t j = 0; j < config.accum_steps; ++j) {
       const int64_t n = share.targets_in(j * config.micro_batch, config.micro_batch);
+      if (n <= 0) ++without_target;
       if (n <= 0 || n * ways == total) continue;
       skew = std::max(skew, std::abs(static_cast<double>(total) / static_cast<double>(ways * n) - 1.0));
     }
@@ -366,7 +369,8 @@ VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, 
     result.splits.push_back(compare(config, got, reference, initial_cpu, result));
     VerifySplit& split = result.splits.back();
     if (w.loss.normalization == LossNormalization::kMeanOfMeans) {
-      split.normalization_skew = mean_of_means_skew(setup.batch, config, setup.launch.world_size);
+      split.normalization_skew =
+          mean_of_means_skew(setup.batch, config, setup.launch.world_size, split.micro_batches_without_target);
       split.pass = split.pass && split.normalization_skew == 0;
     }
     result.all_pass = result.all_pass && split.pass;
