@@ -668,7 +668,7 @@ TEST(RealData, FitsJudgesTheLongestMicroBatchOfTheFile) {
 
 // A resumed sweep may add a padding (--padding is a grid dimension): the file's max split is kept as
 // measured and the longest one measured beside it; the layout of the rows (packing) must still match.
-TEST(RealData, ResumeAddsAPaddingAndRefusesOtherPacking) {
+TEST(RealData, ResumeAddsAPaddingOrAPacking) {
   ab::SweepOptions options;
   options.workload = skewed("max");
   options.workload.micro_batches = {8};
@@ -686,14 +686,18 @@ TEST(RealData, ResumeAddsAPaddingAndRefusesOtherPacking) {
   // The micro-batch memory is judged on, for the kept max runs too.
   const std::string judged = ab::recorded_option(both.context.options, "memory_judged_on").value_or("");
   EXPECT_NE(judged.find("(--padding longest), 32 (--padding max)"), std::string::npos) << judged;
+  // Another packing is measured beside the file's (keys tell them apart), and the context names both
+  // packings' rows.
   options.workload.data.packing = ab::Packing::kBfd;
-  try {
-    ab::run_sweep(options, {}, &done);
-    FAIL() << "no UserError";
-  } catch (const ab::UserError& error) {
-    EXPECT_NE(std::string(error.what()).find("--packing \"none\", this sweep has \"bfd\""), std::string::npos)
-        << error.what();
-  }
+  const ab::SweepResult packed = ab::run_sweep(options, {}, &done);
+  ASSERT_EQ(packed.runs.size(), 2u);
+  EXPECT_EQ(packed.runs[0].config.packing, ab::Packing::kBfd);
+  EXPECT_EQ(packed.runs[0].status, ab::RunStatus::kOk) << packed.runs[0].error;
+  EXPECT_EQ(packed.runs[1].step_seconds.median, done.runs[0].step_seconds.median);  // kept as measured
+  EXPECT_EQ(ab::recorded_option(packed.context.options, "packing"), std::optional<std::string>("bfd,none"));
+  const std::string samples = ab::recorded_option(packed.context.options, "samples").value_or("");
+  EXPECT_EQ(samples.rfind("--packing bfd: ", 0), 0u) << samples;
+  EXPECT_NE(samples.find("; --packing none: "), std::string::npos) << samples;
   options.workload.data.packing = ab::Packing::kNone;
   EXPECT_EQ(ab::run_sweep(options, {}, &done).runs.size(), 1u);  // the same options resume
 }

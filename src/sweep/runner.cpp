@@ -88,7 +88,7 @@ void check_profile_dir(const std::string& directory, c10::Device device) {
 // file), the memory limit (every "fits" is judged again), output and machine settings.
 bool may_differ_on_resume(const std::string& option) {
   static const char* const kFree[] = {"micro_batches", "precisions", "optimizer", "weights_dtype", "adapter_dtype",
-                                      "max_grad_norm", "padding", "memory_judged_on",
+                                      "max_grad_norm", "padding", "packing", "memory_judged_on",
                                       // the samples' words already say it (a file from before it lacks it)
                                       "labels_masked_by",
                                       "knobs", "cuda_graphs", "chunked_loss", "activation_checkpointing",
@@ -186,7 +186,8 @@ void name_kept_runs_in_lists(std::vector<std::pair<std::string, std::string>>& o
       {"weights_dtype", [](const SplitConfig& s) { return to_string(s.weights_dtype); }},
       {"adapter_dtype", [](const SplitConfig& s) { return to_string(s.adapter_dtype); }},
       {"max_grad_norm", [](const SplitConfig& s) { return text::format_number(s.max_grad_norm); }},
-      {"padding", [](const SplitConfig& s) { return padding_name(s.padding); }}};
+      {"padding", [](const SplitConfig& s) { return padding_name(s.padding); }},
+      {"packing", [](const SplitConfig& s) { return to_string(s.packing); }}};
   for (const auto& [name, value_of] : kLists) {
     const std::optional<std::string> now = recorded_option(options, name);
     if (!now || *now == "all divisors") continue;
@@ -219,7 +220,10 @@ void name_kept_runs_in_lists(std::vector<std::pair<std::string, std::string>>& o
 struct FileNaming {
   std::string only_precision, only_clipping, only_padding;
   bool precision_unknown = false;
-  bool several_packings = false;  // a --packing list: every split named with its packing ("pack-bfd")
+  // One packing: it in label words (" pack-bfd"), its splits named without it; "" with a --packing
+  // list, whose splits were named with theirs.
+  std::string only_packing;
+  bool several_packings = false;
 };
 
 FileNaming file_naming(const SweepContext& file) {
@@ -232,7 +236,12 @@ FileNaming file_naming(const SweepContext& file) {
     if (norms.size() == 1) naming.only_clipping = " " + clipping_word(text::number_from_text(norms.front()));
   } catch (const std::invalid_argument&) {  // not a norm: the file does not say
   }
-  naming.several_packings = comma_items(recorded_option(file.options, "packing").value_or("none")).size() > 1;
+  const std::vector<std::string> packings = comma_items(recorded_option(file.options, "packing").value_or("none"));
+  naming.several_packings = packings.size() > 1;
+  try {
+    if (packings.size() == 1) naming.only_packing = " " + packing_word(packing_from_string(packings.front()));
+  } catch (const UserError&) {  // not a packing: the file does not say
+  }
   const std::vector<std::string> paddings = comma_items(recorded_option(file.options, "padding").value_or("max"));
   try {
     if (paddings.size() == 1) naming.only_padding = " " + padding_word(padding_from_string(paddings.front()));
@@ -249,6 +258,7 @@ bool names_split(const std::string& label, const SplitConfig& split, const FileN
   if (!file.only_precision.empty() && file.only_precision != precision) return false;  // another job of the file's
   if (!file.only_clipping.empty() && file.only_clipping != clipping) return false;
   if (!file.only_padding.empty() && file.only_padding != padding) return false;
+  if (!file.only_packing.empty() && file.only_packing != " " + packing_word(split.packing)) return false;
   const std::string rest = (file.only_clipping.empty() ? clipping : "") +
                            (file.several_packings ? " " + packing_word(split.packing) : "") +
                            (file.only_padding.empty() ? padding : "");
@@ -292,7 +302,8 @@ class NotBegunNames {
           std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& s) { return names_split(label, s, file); });
       if (in_grid) continue;
       interruption.splits_not_run.push_back(label + (precisions_ ? file.only_precision : "") +
-                                            (norms_ ? file.only_clipping : "") + (paddings_ ? file.only_padding : ""));
+                                            (norms_ ? file.only_clipping : "") + (packings_ ? file.only_packing : "") +
+                                            (paddings_ ? file.only_padding : ""));
     }
   }
 
@@ -747,26 +758,46 @@ void describe_memory_judged_on(SweepContext& context, const WorkloadOptions& w) 
   if (!words.empty()) options.emplace_back("memory_judged_on", words);
 }
 
-// A resumed file's kept runs of paddings this sweep does not list: the context names their longest
-// micro-batch too (the options' padding list holds them, name_kept_runs_in_lists).
-void describe_kept_paddings(SweepContext& context, const WorkloadOptions& w) {
+// The real-data source's words (samples, masking columns) for `w`'s packings, replacing any.
+void describe_samples_of(SweepContext& context, const WorkloadOptions& w, int64_t vocab_size);
+
+// A resumed file's kept runs of paddings or packings this sweep does not list: the context names
+// their samples' rows and longest micro-batch too (the options' lists hold them,
+// name_kept_runs_in_lists).
+void describe_kept_paddings(SweepContext& context, const WorkloadOptions& w, int64_t vocab_size) {
   const std::optional<std::string> paddings = recorded_option(context.options, "padding");
-  if (!paddings || *paddings == join_paddings(grid_paddings(w))) return;
+  const std::optional<std::string> packings = recorded_option(context.options, "packing");
+  const bool more_paddings = paddings && *paddings != join_paddings(grid_paddings(w));
+  const bool more_packings = packings && *packings != join_packings(grid_packings(w));
+  if (!more_paddings && !more_packings) return;
   WorkloadOptions with_kept = w;
-  std::vector<PaddingChoice> choices;
-  for (const std::string& name : comma_items(*paddings)) choices.push_back(padding_from_string(name));
-  set_padding(with_kept.data, choices.front());
-  with_kept.data.other_paddings.assign(choices.begin() + 1, choices.end());
   try {
+    if (more_paddings) {
+      std::vector<PaddingChoice> choices;
+      for (const std::string& name : comma_items(*paddings)) choices.push_back(padding_from_string(name));
+      set_padding(with_kept.data, choices.front());
+      with_kept.data.other_paddings.assign(choices.begin() + 1, choices.end());
+    }
+    if (more_packings) {
+      std::vector<Packing> kinds;
+      for (const std::string& name : comma_items(*packings)) kinds.push_back(packing_from_string(name));
+      with_kept.data.packing = kinds.front();
+      with_kept.data.other_packings.assign(kinds.begin() + 1, kinds.end());
+      describe_samples_of(context, with_kept, vocab_size);
+    }
     describe_memory_judged_on(context, with_kept);
-  } catch (const UserError&) {  // the kept paddings ran on these samples; should one not read, this sweep's words stay
+  } catch (const UserError&) {  // the kept runs ran on these samples; should one not read, this sweep's words stay
   }
 }
 
 // The real-data source (lengths file or documents) in the context block: how many samples, how
 // many were cut to T, and the micro-batch memory is judged on. The model's vocabulary checks the
 // documents' ids.
-void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t vocab_size) {
+void describe_samples_of(SweepContext& context, const WorkloadOptions& w, int64_t vocab_size) {
+  auto& options = context.options;
+  options.erase(std::remove_if(options.begin(), options.end(),
+                               [](const auto& o) { return o.first == "samples" || o.first == "labels_masked_by"; }),
+                options.end());
   // Each packing of a --packing list makes its own rows (how many samples a cut or a mask leaves, how
   // many rows, whether a step repeats some): named each where they differ from the first's words.
   const std::vector<Packing> packings = grid_packings(w);
@@ -791,6 +822,10 @@ void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t v
     // true where a completion_mask did (trainer_settings.cpp).
     if (!masked_by.empty()) context.options.emplace_back("labels_masked_by", masked_by);
   }
+}
+
+void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t vocab_size) {
+  describe_samples_of(context, w, vocab_size);
   describe_memory_judged_on(context, w);
 }
 
@@ -1013,7 +1048,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // Runs read back from the file are judged again against today's limit.
   std::vector<RunResult> kept = resume != nullptr ? runs_kept_from(*resume, grid) : std::vector<RunResult>{};
   name_kept_runs_in_lists(result.context.options, kept);
-  describe_kept_paddings(result.context, w);
+  describe_kept_paddings(result.context, w, cfg.vocab_size);
   for (RunResult& run : kept) {
     if (run.status == RunStatus::kOk) measurement.judge_fits(run);
   }
