@@ -48,7 +48,43 @@ std::string to_string(TrlLoss loss);                 // "nll", "chunked_nll"
 TrlLoss trl_loss_from_string(const std::string& text);  // UserError otherwise
 inline constexpr int64_t kTrlChunkTokens = 256;      // TRL's _CHUNKED_LM_HEAD_CHUNK_SIZE
 
-struct PlanOptions {
+// What the data's rows decide of a plan (one packing's rows of the samples, each padding of them):
+// PlanOptions holds the planned job's, and with a --packing list each packing's too.
+struct PlannedRows {
+  // Real data with per-micro-batch padding: the positions of the longest padded micro-batch of
+  // the whole lengths file (worst_micro_batch in lengths.hpp), which a real run meets sooner or
+  // later; activations are planned for it, the host token batches still for seq_len. 0: seq_len.
+  int64_t activation_seq_len = 0;
+  std::string worst_micro_batch;  // which micro-batch that is, in words; empty without real data
+  // For each padding of a --padding list (PlanOptions::padding), the two fields above as that
+  // padding gives them (max: 0 and ""), which plan_options_for copies for a split padded that way;
+  // the fields above then name every padding of the list at once (a header's words).
+  struct PaddedWorst {
+    PaddingChoice padding;
+    int64_t activation_seq_len = 0;
+    std::string worst_micro_batch;
+  };
+  std::vector<PaddedWorst> worst_by_padding;
+  // With a --padding list of paddings per micro-batch: the words naming every padding's at once
+  // ("…, padded to 64 (--padding max), 40 (--padding longest)"), which plan_options_for keeps;
+  // "" otherwise.
+  std::string worst_micro_batch_every_padding;
+  // Rows of samples (no packing): the activation length were each micro-batch padded to its longest
+  // sample (--padding longest, TRL's collator): the same update, which changes_to_fit offers where
+  // it is shorter than T. 0 where every row reaches T or no samples were read.
+  int64_t longest_padding_activation_seq_len = 0;
+  // --packing bfd: rows of T holding several documents, with positions (b, T) and, for explicit
+  // attention, one block-diagonal mask per micro-step instead of each block's (T, T) causal mask.
+  bool packed_documents = false;
+  // Where counted rows are gathered (PlanOptions::counted_rows_gathered), [i]: the most targets any
+  // i + 1 rows of the data count (a lengths file's samples,
+  // one per row, or with --packing bfd the rows packed of them, largest first; at most the batch's
+  // count of them): no micro-batch of b gathers more than [b - 1] rows, or with a shorter source,
+  // repeated, (b / m)·[m - 1] + [b % m - 1]. Empty: T − 1 per row (variable lengths, wrapped rows).
+  std::vector<int64_t> most_counted_targets;
+};
+
+struct PlanOptions : PlannedRows {
   int64_t seq_len = 1024;
   int64_t batch = 64;  // effective batch, in sequences
   AttentionKind attention = AttentionKind::kExplicit;
@@ -77,55 +113,20 @@ struct PlanOptions {
   // and the optimizer cannot step inside backward.
   double max_grad_norm = 0;
   bool clips_gradients() const { return max_grad_norm > 0; }
-  // Real data with per-micro-batch padding: the positions of the longest padded micro-batch of
-  // the whole lengths file (worst_micro_batch in lengths.hpp), which a real run meets sooner or
-  // later; activations are planned for it, the host token batches still for seq_len. 0: seq_len.
-  int64_t activation_seq_len = 0;
-  std::string worst_micro_batch;  // which micro-batch that is, in words; empty without real data
   // The padding of the job planned (plan_options_for sets it from the split's; --padding's list is
-  // a grid dimension), and for each padding of the list, the two fields above as that padding
-  // gives them (max: 0 and ""), which plan_options_for copies for a split padded that way; the
-  // fields above then name every padding of the list at once (a header's words).
+  // a grid dimension; PlannedRows::worst_by_padding holds each padding's longest micro-batch).
   PaddingChoice padding;
-  struct PaddedWorst {
-    PaddingChoice padding;
-    int64_t activation_seq_len = 0;
-    std::string worst_micro_batch;
-  };
-  std::vector<PaddedWorst> worst_by_padding;
-  // With a --padding list of paddings per micro-batch: the words naming every padding's at once
-  // ("…, padded to 64 (--padding max), 40 (--padding longest)"), which plan_options_for keeps;
-  // "" otherwise.
-  std::string worst_micro_batch_every_padding;
-  // Rows of samples (no packing): the activation length were each micro-batch padded to its longest
-  // sample (--padding longest, TRL's collator): the same update, which changes_to_fit offers where
-  // it is shorter than T. 0 where every row reaches T or no samples were read.
-  int64_t longest_padding_activation_seq_len = 0;
-  // --packing bfd: rows of T holding several documents, with positions (b, T) and, for explicit
-  // attention, one block-diagonal mask per micro-step instead of each block's (T, T) causal mask.
-  bool packed_documents = false;
   // Rows of samples (not full windows): some targets do not count (each sample's last position,
   // padding, masked labels), so accumbench's chunked head gathers the rows that do (its order,
   // each chunk's gathered copy), as TRL's chunked_nll does; full windows are walked as views.
   bool counted_rows_gathered = false;
-  // With it, [i]: the most targets any i + 1 rows of the data count (a lengths file's samples,
-  // one per row, or with --packing bfd the rows packed of them, largest first; at most the batch's
-  // count of them): no micro-batch of b gathers more than [b - 1] rows, or with a shorter source,
-  // repeated, (b / m)·[m - 1] + [b % m - 1]. Empty: T − 1 per row (variable lengths, wrapped rows).
-  std::vector<int64_t> most_counted_targets;
   // The packing of the job planned (plan_options_for sets it from the split's; --packing's list is a
-  // grid dimension), and with a list, for each packing the fields above that its rows decide, as
-  // that packing gives them, which plan_options_for copies for a split packed that way.
+  // grid dimension), and with a list each packing's PlannedRows, which plan_options_for copies for
+  // a split packed that way.
   Packing packing = Packing::kNone;
   struct PackedRows {
     Packing packing = Packing::kNone;
-    int64_t activation_seq_len = 0;
-    std::string worst_micro_batch;
-    std::vector<PaddedWorst> worst_by_padding;
-    std::string worst_micro_batch_every_padding;
-    int64_t longest_padding_activation_seq_len = 0;
-    bool packed_documents = false;
-    std::vector<int64_t> most_counted_targets;
+    PlannedRows rows;
   };
   std::vector<PackedRows> rows_by_packing;
   // --framework hf-trl: TRL's loss and metrics replace accumbench's loss head (--trl-loss).

@@ -549,15 +549,8 @@ PlanOptions plan_options_for(PlanOptions options, const GridJob& job) {
   options.max_grad_norm = job.max_grad_norm;
   options.padding = job.padding;
   options.packing = job.packing;
-  for (const PlanOptions::PackedRows& rows : options.rows_by_packing) {
-    if (rows.packing != job.packing) continue;
-    options.activation_seq_len = rows.activation_seq_len;
-    options.worst_micro_batch = rows.worst_micro_batch;
-    options.worst_by_padding = rows.worst_by_padding;
-    options.worst_micro_batch_every_padding = rows.worst_micro_batch_every_padding;
-    options.longest_padding_activation_seq_len = rows.longest_padding_activation_seq_len;
-    options.packed_documents = rows.packed_documents;
-    options.most_counted_targets = rows.most_counted_targets;
+  for (const PlanOptions::PackedRows& packed : options.rows_by_packing) {
+    if (packed.packing == job.packing) static_cast<PlannedRows&>(options) = packed.rows;
   }
   for (const PlanOptions::PaddedWorst& worst : options.worst_by_padding) {
     if (worst.padding != job.padding) continue;

@@ -503,8 +503,7 @@ TableContext TableContext::of(const SweepResult& result) {
 }
 
 double TableContext::compared_seconds(const RunResult& run) const {
-  return per_token && run.tokens_per_step > 0 ? run.step_seconds.median / static_cast<double>(run.tokens_per_step)
-                                              : run.step_seconds.median;
+  return accumbench::compared_seconds(run.step_seconds.median, run, per_token);
 }
 
 const std::vector<ColumnDef>& columns() {

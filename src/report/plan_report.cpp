@@ -158,12 +158,13 @@ std::string worst_micro_batches(const PlanReport& r) {
 std::string every_packings_micro_batch(const PlanOptions& o) {
   if (o.rows_by_packing.size() < 2) return "";
   std::string words;
-  for (const PlanOptions::PackedRows& rows : o.rows_by_packing) {
+  for (const PlanOptions::PackedRows& packed : o.rows_by_packing) {
+    const PlannedRows& rows = packed.rows;
     const std::string worst = !rows.worst_micro_batch_every_padding.empty() ? rows.worst_micro_batch_every_padding
                               : !rows.worst_micro_batch.empty()
                                   ? std::to_string(rows.activation_seq_len) + " positions, " + rows.worst_micro_batch
                                   : "rows of T=" + std::to_string(o.seq_len);
-    words += (words.empty() ? "" : "; ") + std::string("--packing ") + to_string(rows.packing) + ": " + worst;
+    words += (words.empty() ? "" : "; ") + std::string("--packing ") + to_string(packed.packing) + ": " + worst;
   }
   return words;
 }

@@ -653,9 +653,7 @@ PlanOptions sweep_plan_options(const WorkloadOptions& w, bool device_is_cuda, in
   PlanOptions first;
   for (const Packing packing : packings) {
     const PlanOptions one = rows_of(with_packing(w, packing));
-    rows.push_back({packing, one.activation_seq_len, one.worst_micro_batch, one.worst_by_padding,
-                    one.worst_micro_batch_every_padding, one.longest_padding_activation_seq_len, one.packed_documents,
-                    one.most_counted_targets});
+    rows.push_back({packing, one});  // its PlannedRows
     if (rows.size() == 1) first = one;
   }
   if (packings.size() > 1) first.rows_by_packing = std::move(rows);

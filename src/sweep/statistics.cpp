@@ -636,11 +636,7 @@ template <class Key, class KeyOf>
 std::vector<int> fastest_of_each(const std::vector<RunResult>& runs, const std::vector<int>& candidates,
                                  std::vector<Key>& keys, KeyOf key_of) {
   const bool per_token = compared_per_token(runs);
-  const auto compared = [&](int i) {
-    const RunResult& run = runs[i];
-    return per_token && run.tokens_per_step > 0 ? run.mean_seconds.value / static_cast<double>(run.tokens_per_step)
-                                                : run.mean_seconds.value;
-  };
+  const auto compared = [&](int i) { return compared_seconds(runs[i].mean_seconds.value, runs[i], per_token); };
   std::vector<int> fastest;
   for (int i : candidates) {
     const Key key = key_of(runs[i].config);

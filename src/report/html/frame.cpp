@@ -6,6 +6,7 @@
 #include <functional>
 #include <utility>
 
+#include "accumbench/decision.hpp"
 #include "accumbench/report.hpp"
 #include "report/format.hpp"
 #include "report/html/text.hpp"
@@ -81,9 +82,7 @@ bool slots_per_token(const std::vector<Slot>& slots) {
 }
 
 double compared_median(const Slot& s, bool per_token) {
-  const RunResult& run = *s.run;
-  return per_token && run.tokens_per_step > 0 ? run.step_seconds.median / static_cast<double>(run.tokens_per_step)
-                                              : run.step_seconds.median;
+  return compared_seconds(s.run->step_seconds.median, *s.run, per_token);
 }
 
 bool phase_shown(const std::vector<Slot>& slots, int ph) {
