@@ -471,7 +471,7 @@ TEST(RealData, PlanOfAPackingListPlansEachPackingsRows) {
   ab::WorkloadOptions w = skewed("longest");
   ab::set_lengths(w.data, path);
   w.data.other_packings = {ab::Packing::kBfd};
-  const ab::PlanOptions o = ab::sweep_plan_options(w, /*device_is_cuda=*/false, /*token_batches=*/2);
+  const ab::PlanOptions o = ab::sweep_plan_options(w, /*device_is_cuda=*/false, ab::planned_token_batches(w));
   ASSERT_EQ(o.rows_by_packing.size(), 2u);
   EXPECT_EQ(o.token_batches, 4);  // two distinct batches of each packing
   EXPECT_EQ(o.activation_seq_len, 10);  // the first, none
@@ -664,6 +664,151 @@ TEST(RealData, FitsJudgesTheLongestMicroBatchOfTheFile) {
   const ab::RunResult tried = ab::run_sweep(options).runs.at(0);
   EXPECT_EQ(tried.status, ab::RunStatus::kOk) << tried.error;
   EXPECT_FALSE(tried.fits);
+}
+
+// --distinct-steps: a number of steps, or epoch, one pass over the file. An epoch of 20 samples at
+// 8 a step is 3 steps whose rows visit every sample, the last step running on into the first 4 rows
+// of the order; bfd's epoch is its packed rows' and wrapped's its tokens' rows of T over the batch.
+// The plan counts every packing's steps, a token file cut into windows has no more steps than it
+// holds, and an epoch of synthetic lengths or more batches than the host can keep are refused.
+TEST(RealData, DistinctStepsPassOverTheFileOnce) {
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-twenty_lengths.txt";
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 20; ++i) out << 2 + (i * 7) % 29 << "\n";  // 2..30, below T = 32
+  }
+  ab::WorkloadOptions w = skewed("longest");
+  ab::set_lengths(w.data, path);
+  w.data.distinct_steps = ab::DataSource::kEpochSteps;
+  ASSERT_EQ(ab::epoch_steps(w.data, 32, 8), 3);
+  ab::DataOptions o = data_options(32, 8);
+  o.distinct_batches = ab::distinct_steps_of(w.data, 32, 8);
+  ASSERT_EQ(o.distinct_batches, 3);
+  std::vector<int64_t> visits(20, 0);
+  for (const ab::TokenBatch& step : ab::make_batches(w.data, o)) {
+    for (const int64_t row : step.sample_rows) ++visits[static_cast<size_t>(row)];
+  }
+  EXPECT_EQ(std::count(visits.begin(), visits.end(), 1), 16);  // every sample once, 4 of them twice
+  EXPECT_EQ(std::count(visits.begin(), visits.end(), 2), 4);
+  // The other packings' epochs, from their own rows.
+  const std::optional<ab::SampleSource> source = ab::read_sample_source(w.data, 32, 512);
+  ASSERT_TRUE(source.has_value());
+  const auto bins = static_cast<int64_t>(ab::pack_bfd_in_groups(source->lengths, 32).size());
+  const int64_t tokens = std::accumulate(source->lengths.begin(), source->lengths.end(), int64_t{0});
+  EXPECT_EQ(ab::epoch_steps(ab::with_packing(w, ab::Packing::kBfd).data, 32, 8), (bins + 7) / 8);
+  EXPECT_EQ(ab::epoch_steps(ab::with_packing(w, ab::Packing::kWrapped).data, 32, 8), ((tokens + 31) / 32 + 7) / 8);
+  w.data.other_packings = {ab::Packing::kWrapped};
+  EXPECT_EQ(ab::planned_token_batches(w), 3 + ((tokens + 31) / 32 + 7) / 8);
+  EXPECT_EQ(ab::sweep_plan_options(w, false, ab::planned_token_batches(w)).token_batches, ab::planned_token_batches(w));
+  w.data.other_packings.clear();
+  w.data.distinct_steps = 5;  // past the epoch: the order again
+  EXPECT_EQ(ab::planned_token_batches(w), 5);
+  EXPECT_NE(ab::distinct_steps_past_epoch_note(w).find("more than the 3 steps of 8 sequences"), std::string::npos)
+      << ab::distinct_steps_past_epoch_note(w);
+  // A token file of 3 steps of windows (8 × 33 tokens each, and a few more) keeps 3 however many are asked.
+  const std::string tokens_path = ::testing::TempDir() + std::to_string(::getpid()) + "-three_steps.bin";
+  {
+    std::ofstream out(tokens_path, std::ios::binary);
+    for (int i = 0; i < 3 * 8 * 33 + 10; ++i) {
+      const uint16_t id = static_cast<uint16_t>(i % 500);
+      out.write(reinterpret_cast<const char*>(&id), sizeof id);
+    }
+  }
+  ab::WorkloadOptions windows = skewed("max");
+  ab::set_lengths(windows.data, "fixed");
+  windows.data.token_file = tokens_path;
+  windows.data.distinct_steps = 10;
+  EXPECT_EQ(ab::distinct_steps_of(windows.data, 32, 8), 3);
+  o.distinct_batches = ab::distinct_steps_of(windows.data, 32, 8);
+  EXPECT_EQ(ab::load_token_file(tokens_path, 2, o).size(), 3u);
+  // Refused: an epoch of endless synthetic samples, more batches than half the host memory.
+  ab::WorkloadOptions variable = skewed("longest");
+  ab::set_lengths(variable.data, "variable");
+  variable.data.distinct_steps = ab::DataSource::kEpochSteps;
+  EXPECT_THROW(ab::validate_workload(variable), ab::UserError);
+  w.data.distinct_steps = 64;  // 64 steps of 8 × 33 int64 twice: 270,336 bytes
+  EXPECT_NO_THROW(ab::require_distinct_steps_fit(w, 0));  // not known: not checked
+  EXPECT_NO_THROW(ab::require_distinct_steps_fit(w, 1 << 20));
+  try {
+    ab::require_distinct_steps_fit(w, 256 << 10);
+    ADD_FAILURE() << "64 steps of batches in 128 KiB";
+  } catch (const ab::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--distinct-steps 64 keeps 64 steps of batches"), std::string::npos) << e.what();
+  }
+}
+
+// A sweep over more distinct steps keeps each one's batch, which on the CPU is device memory: the
+// plan counts them (2·n·B·T·8) and the measured peak grows by what the plan adds, to within a few
+// bytes. The rounds cycle through the steps: 6 rounds after one warm-up step meet 6 of the 8.
+TEST(RealData, DistinctStepsArePlannedAndTimed) {
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-sixty_four_lengths.txt";
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 64; ++i) out << 3 + (i * 11) % 30 << "\n";
+  }
+  ab::SweepOptions options;
+  options.workload = skewed("longest");
+  ab::set_lengths(options.workload.data, path);
+  options.workload.micro_batches = {4};
+  options.warmup = 1;
+  options.steps = 6;
+  options.time_budget_seconds = 0;  // exactly these rounds
+  const ab::RunResult two = ab::run_sweep(options).runs.at(0);
+  options.workload.data.distinct_steps = ab::DataSource::kEpochSteps;  // 64 samples, 8 a step
+  const ab::SweepResult epoch = ab::run_sweep(options);
+  const ab::RunResult eight = epoch.runs.at(0);
+  ASSERT_EQ(two.status, ab::RunStatus::kOk) << two.error;
+  ASSERT_EQ(eight.status, ab::RunStatus::kOk) << eight.error;
+  const int64_t added = 6 * 2 * 8 * 32 * 8;  // six more steps of (B, T) inputs and targets
+  EXPECT_EQ(eight.predicted_peak_bytes - two.predicted_peak_bytes, added);
+  EXPECT_NEAR(static_cast<double>(eight.peak_reserved_bytes - two.peak_reserved_bytes), static_cast<double>(added), 64.0);
+  std::vector<int64_t> targets;
+  for (const ab::StepSample& step : eight.steps) targets.push_back(step.tokens);
+  std::vector<int64_t> expected;
+  ab::DataOptions o = data_options(32, 8);
+  o.distinct_batches = 8;
+  const std::vector<ab::TokenBatch> batches = ab::make_batches(options.workload.data, o);
+  for (int round = 0; round < 6; ++round) expected.push_back(batches[static_cast<size_t>(1 + round)].token_count);
+  EXPECT_EQ(targets, expected);
+  EXPECT_NE(ab::recorded_option(epoch.context.options, "samples").value_or("").find(", an epoch of 8 steps"),
+            std::string::npos);
+  EXPECT_EQ(ab::recorded_option(epoch.context.options, "distinct_steps"), std::optional<std::string>("epoch"));
+  // A file of two steps resumes only into a sweep of the same steps.
+  ab::SweepOptions two_steps = options;
+  two_steps.workload.data.distinct_steps = ab::DataSource::kDefaultDistinctSteps;
+  const ab::SweepResult file = ab::run_sweep(two_steps);
+  try {
+    ab::run_sweep(options, {}, &file);
+    ADD_FAILURE() << "an epoch's steps resumed a file of two";
+  } catch (const ab::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--resume file was measured with --distinct-steps \"2\", this sweep has \"epoch\""),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// verify --distinct-steps checks every split on each step against that step's whole batch: a
+// result per step (in a list's jobs, steps within a job), each on other samples.
+TEST(RealData, VerifyChecksEveryDistinctStep) {
+  ab::WorkloadOptions w = skewed("longest");
+  w.data.distinct_steps = 2;
+  w.data.other_paddings = {ab::PaddingChoice{ab::Padding::kMax, 0}};
+  const std::vector<ab::VerifyResult> results = ab::run_verify_jobs(ab::VerifyOptions{w, {}});
+  ASSERT_EQ(results.size(), 4u);  // two paddings, two steps each
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].step, static_cast<int>(i % 2));
+    EXPECT_EQ(results[i].steps, 2);
+    EXPECT_TRUE(results[i].all_pass) << i;
+    EXPECT_EQ(results[i].tokens, results[i % 2].tokens);  // each padding, the same steps
+  }
+  EXPECT_NE(results[0].tokens, results[1].tokens);  // two steps of other samples
+  w.loss.normalization = ab::LossNormalization::kMeanOfMeans;
+  w.data.other_paddings.clear();
+  const std::vector<ab::VerifyResult> skewed_steps = ab::run_verify_jobs(ab::VerifyOptions{w, {}});
+  ASSERT_EQ(skewed_steps.size(), 2u);
+  EXPECT_TRUE(std::any_of(skewed_steps.begin(), skewed_steps.end(), [](const ab::VerifyResult& r) { return !r.all_pass; }));
+  // --export writes one step.
+  EXPECT_THROW(ab::run_verify_jobs(ab::VerifyOptions{w, ::testing::TempDir() + "distinct-export"}), ab::UserError);
 }
 
 // A resumed sweep may add a padding (--padding is a grid dimension): the file's max split is kept as

@@ -406,7 +406,7 @@ TEST(ConsoleReporter, NoRecommendation) {
 
 // The sample's options name none of the workload's keys: empty fields, and the defaults of the
 // options a sweep records only when they differ.
-const std::string kWorkload = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,,,,,,,,,,,,,,none,false,peft,on,true,,,,,,";
+const std::string kWorkload = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,,,,,,,,,,,,,,none,false,peft,on,true,2,,,,,,";
 
 TEST(CsvReporter, HeaderAndOneLinePerRun) {
   expect_lines(report_lines(CsvReporter(), sample_result()), {
@@ -420,7 +420,7 @@ TEST(CsvReporter, HeaderAndOneLinePerRun) {
       "achieved_tflops,hardware_tflops,mfu,peak_allocated_bytes,peak_reserved_bytes,predicted_peak_bytes,fits,error,"
       "model,seq_len,batch,device,device_name,seed,lengths,group_by_length,loss_normalization,"
       "lr,beta1,beta2,eps,weight_decay,lora_rank,lora_alpha,lora_targets,lora_dropout,"
-      "base_quant,double_quant,kbit_prep,tf32,completion_only_loss,token_file,eos_id,loss_chunk_tokens,"
+      "base_quant,double_quant,kbit_prep,tf32,completion_only_loss,distinct_steps,token_file,eos_id,loss_chunk_tokens,"
       "memory_limit_bytes,threads,OMP_WAIT_POLICY",
       "8\u00d78,8,8,bf16,adamw,fp32,fp32,0,max,none,none,false,false,false,1,ok,10,0.1915,0.19,0.193,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
       "0.0012,0.0021,0.0453,0.0987,0,0.0301,0.0137,0.93,343120.4,0,0,335.08,295,295,0.298,5583457484,"
@@ -456,7 +456,7 @@ TEST(CsvReporter, WorkloadColumnsFromTheSweepsOptions) {
   const std::vector<std::string> lines = report_lines(CsvReporter(), result);
   ASSERT_EQ(lines.size(), 4u);
   const std::string tail = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,0,fixed,false,token,0.0001,0.9,0.999,"
-                           "1e-08,0.01,16,32,\"q_proj,v_proj\",0,nf4,true,peft,on,true,shard0.bin,none,auto,41943040,1,"
+                           "1e-08,0.01,16,32,\"q_proj,v_proj\",0,nf4,true,peft,on,true,2,shard0.bin,none,auto,41943040,1,"
                            "PASSIVE";
   for (size_t i = 1; i < lines.size(); ++i) {
     ASSERT_GE(lines[i].size(), tail.size());

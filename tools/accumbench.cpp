@@ -190,6 +190,7 @@ struct WorkloadFlags {
   std::string base_quant = "none";
   std::string kbit_prep = "peft";
   std::string completion_only_loss = "true";
+  std::string distinct_steps = "2";
   std::vector<std::string> adapter_dtypes = {"fp32"};  // --adapter-dtype (sweep: a list)
   std::vector<double> max_grad_norms = {0};           // --max-grad-norm (a list)
   std::vector<std::string> optimizers;     // --optimizer (sweep: a list)
@@ -282,6 +283,7 @@ struct WorkloadFlags {
     w.data.packing = packed.front();
     w.data.other_packings.assign(packed.begin() + 1, packed.end());
     w.data.completion_only_loss = ab::completion_only_loss_from_string(completion_only_loss);
+    if (given("--distinct-steps")) w.data.distinct_steps = ab::distinct_steps_from_string(distinct_steps);
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
     // The first is the workload's weights dtype, the rest the grid's others.
     std::vector<ab::Precision> dtypes;
@@ -563,6 +565,16 @@ void add_real_data_options(CLI::App* command, WorkloadFlags& f) {
                           list_help(f, "on each packing's rows of the same samples, compared per real token"))
       ->delimiter(',')
       ->capture_default_str();
+  const char* const steps_help =
+      f.command == ab::Command::kSweep
+          ? "the steps of data every split cycles through: a number, or epoch (one pass over the lengths or token "
+            "file); every split is timed on each when --steps reaches it. Default 2: the rounds alternate between two"
+      : f.command == ab::Command::kVerify
+          ? "verify this many steps of the data, each split against each step's whole batch: a number, or epoch "
+            "(every step of one pass over the lengths or token file). Default: the first step"
+          : "the steps of data the sweep keeps (on the CPU their batches are device memory): a number, or epoch "
+            "(one pass over the lengths or token file). Default 2";
+  command->add_option("--distinct-steps", f.distinct_steps, steps_help)->type_name("N|epoch");
   command->add_option("--completion-only-loss", f.completion_only_loss,
                       "true: a lengths file's completion_mask leaves the prompts' labels out of the loss (TRL's "
                       "default for prompt-completion data); false: they count. A labels column (-100: left out) and "
@@ -847,7 +859,8 @@ struct SweepCommand {
         for (const std::string& note :
              {ab::idle_data_options_note(options.workload), ab::idle_completion_only_loss_note(options.workload),
               ab::idle_weights_dtype_note(options.workload), ab::oib_foreach_note(options.workload),
-              ab::short_source_note(options.workload)}) {
+              ab::short_source_note(options.workload), ab::distinct_steps_past_epoch_note(options.workload),
+              ab::distinct_steps_rounds_note(options)}) {
           job_notes->push_back(note);
         }
       }
@@ -940,6 +953,7 @@ struct CalibrateFrameworkCommand {
              {"--cuda-graphs", "not here: the reference's step is not replayed from CUDA graphs (sweep and verify take it)"},
              {"--lengths", "fixed only: the reference draws fixed-length random tokens (sweep, verify and plan take the others)"},
              {"--packing", "none only: the reference draws fixed-length random tokens (sweep, verify and plan pack)"},
+             {"--distinct-steps", "not here: the reference draws fixed-length random tokens, every step alike (sweep, verify and plan take it)"},
              {"--base-quant", "none only: the reference has no bitsandbytes base (sweep, verify and plan quantise it)"}}) {
       command->get_option(name)->description(help);
     }
@@ -1040,6 +1054,7 @@ struct VerifyCommand {
       print_note(ab::idle_completion_only_loss_note(w));
       print_note(ab::idle_weights_dtype_note(w));
       print_note(ab::short_source_note(w));
+      print_note(ab::distinct_steps_past_epoch_note(w));
     };
     size_t printed = 0;
     const std::vector<ab::VerifyResult> results =
@@ -1061,34 +1076,49 @@ struct VerifyCommand {
   }
 
  private:
-  // With lists, a last line over the jobs: which failed, which a signal left unverified.
+  // With lists or --distinct-steps, a last line over the jobs and steps: which failed, which a signal
+  // left unverified.
   static void print_jobs_summary(const ab::WorkloadOptions& w, const std::vector<ab::VerifyResult>& results) {
     const std::vector<ab::GridJob> jobs = ab::grid_jobs(w);
-    if (jobs.size() <= 1) return;
+    // Every job verifies the same steps of the data (run_verify_jobs); the first result says how many.
+    const size_t steps = results.empty() ? 1 : static_cast<size_t>(std::max(1, results.front().steps));
+    if (jobs.size() <= 1 && steps <= 1) return;
+    const auto name = [&](size_t job, size_t step) {
+      std::string words = jobs.size() > 1 ? ab::job_flags(jobs[job], w) : "";
+      if (steps > 1) words += (words.empty() ? "step " : " step ") + std::to_string(step + 1);
+      return words;
+    };
     std::string failed, left;
     size_t failures = 0;
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      const std::string flags = ab::job_flags(jobs[i], w);
+    for (size_t i = 0; i < jobs.size() * steps; ++i) {
+      const std::string unit = name(i / steps, i % steps);
       if (i >= results.size()) {
-        left += (left.empty() ? "" : "; ") + flags;
+        left += (left.empty() ? "" : "; ") + unit;
       } else if (!results[i].all_pass) {
-        failed += (failed.empty() ? "" : "; ") + flags;
+        failed += (failed.empty() ? "" : "; ") + unit;
         ++failures;
       }
     }
+    const std::string units = jobs.size() > 1 && steps > 1 ? "jobs' steps" : jobs.size() > 1 ? "jobs of the lists" : "steps";
     std::cout << "\n";
     if (!failed.empty()) {
-      std::cout << "FAIL in " << failures << " of " << jobs.size() << " jobs of the lists: " << failed << "\n";
+      std::cout << "FAIL in " << failures << " of " << jobs.size() * steps << " " << units << ": " << failed << "\n";
     } else if (left.empty()) {
       // A --padding list's jobs share one reference (the whole batch, unpadded): each padding of a
       // job computes that one update.
       const size_t paddings = ab::grid_paddings(w).size();
-      std::cout << "PASS in every job of the lists (" << jobs.size()
-                << "): each split computes its job's update as the job's whole batch does"
+      std::cout << "PASS in every " << (jobs.size() > 1 ? "job of the lists (" + std::to_string(jobs.size()) + ")" : "")
+                << (jobs.size() > 1 && steps > 1 ? " on every " : "")
+                << (steps > 1 ? "step of the data (" + std::to_string(steps) + ")" : "") << ": each split computes "
+                << (jobs.size() > 1 ? "its job's" : "the") << " update as " << (steps > 1 ? "each step's" : "the job's")
+                << " whole batch does"
                 << (paddings > 1 ? ", in each of the " + std::to_string(paddings) + " paddings the same update" : "")
                 << "\n";
     }
-    if (!left.empty()) std::cout << "jobs not started (interrupted): " << left << "; run verify again with those\n";
+    if (!left.empty()) {
+      std::cout << (jobs.size() > 1 ? "jobs" : "steps") << " not started (interrupted): " << left
+                << (steps > 1 ? "; run verify again" : "; run verify again with those") << "\n";
+    }
   }
 };
 
@@ -1263,7 +1293,8 @@ int PlanCommand::run() {
                     ")");
   }
   for (const std::string& note : {ab::idle_data_options_note(w), ab::idle_completion_only_loss_note(w),
-                                  ab::idle_weights_dtype_note(w), ab::oib_foreach_note(w), ab::short_source_note(w)}) {
+                                  ab::idle_weights_dtype_note(w), ab::oib_foreach_note(w), ab::short_source_note(w),
+                                  ab::distinct_steps_past_epoch_note(w)}) {
     notes.push_back(note);
   }
   // The plan is arithmetic and holds for NCCL; a sweep of the same job over Gloo would stop.

@@ -35,7 +35,7 @@ struct DataOptions {
   LengthMode lengths = LengthMode::kFixed;
   double min_length_fraction = 0.25;     // variable lengths are uniform in [ceil(f·T), T]
   uint64_t seed = 0;
-  int distinct_batches = 2;              // steps cycle through this many different batches
+  int distinct_batches = kDistinctBatchesByDefault;  // steps cycle through this many different batches
   bool pin_memory = false;               // page-locked host memory for async copies to CUDA
 };
 

@@ -125,6 +125,22 @@ std::string repeated_samples_words(const SampleSource& source, const DataSource&
 // The same as a note for the CLI (reads the source again): "" without real data or when it fills a step.
 std::string short_source_note(const WorkloadOptions& w);
 
+// The rows one pass over the source makes: its samples (one per row), bfd's packed rows, or with
+// wrapped packing its tokens' rows of T (at least one).
+int64_t rows_in_source(const SampleSource& source, const DataSource& data, int64_t seq_len);
+// The steps one pass over `data` takes at `batch` sequences a step: its rows over the batch,
+// rounded up (the last step runs on into the first rows, as the batches cycle), or for a token file
+// cut into full windows its whole steps of batch × (T + 1) tokens. 0 for synthetic data.
+int64_t epoch_steps(const DataSource& data, int64_t seq_len, int64_t batch);
+// The distinct steps a run of `data` cycles through: --distinct-steps' count, epoch_steps with
+// epoch, kDistinctBatchesByDefault where it is not given.
+int distinct_steps_of(const DataSource& data, int64_t seq_len, int64_t batch);
+
+// --distinct-steps N past one pass over a lengths or token file (epoch_steps): the note that names
+// each packing's pass and says that the steps after it run over the same rows again (a token
+// file's windows stop there); "" otherwise.
+std::string distinct_steps_past_epoch_note(const WorkloadOptions& w);
+
 // --completion-only-loss false without a completion_mask for it to leave unapplied (no lengths
 // file, or none of its rows has one): the note that it changes nothing, or "" (reads the file; a
 // file the run will refuse gives "").

@@ -150,6 +150,11 @@ struct LossOptions {
 };
 
 // Where the tokens come from and how they are laid out in a micro-batch.
+// The steps of data a sweep cycles through unless --distinct-steps says otherwise, and the most it
+// may ask for (each is a whole step's batch kept in host memory).
+inline constexpr int kDistinctBatchesByDefault = 2;
+inline constexpr int64_t kMaxDistinctSteps = int64_t{1} << 16;
+
 struct DataSource {
   LengthMode lengths = LengthMode::kFixed;
   std::string lengths_file;  // LengthMode::kFile: one length per line, or JSONL (input_ids or length)
@@ -177,6 +182,13 @@ struct DataSource {
   // mask under completion_only_loss: null only to prompt-completion data it tokenized itself, so
   // --emit trl writes completion_only_loss: true for it.
   bool completion_mask_applied = false;
+  // --distinct-steps: the steps of the data a sweep cycles through (its host batches, and verify's
+  // reference steps). kDefaultDistinctSteps where not given (two: the rounds alternate), a count,
+  // or kEpochSteps: as many as one pass over the source takes (epoch_steps, src/data/lengths.cpp).
+  int64_t distinct_steps = kDefaultDistinctSteps;
+  static constexpr int64_t kDefaultDistinctSteps = 0;
+  static constexpr int64_t kEpochSteps = -1;
+  bool distinct_steps_given() const { return distinct_steps != kDefaultDistinctSteps; }
 };
 
 // Whether the rows hold samples (a lengths file, --lengths variable, a token file's documents),
@@ -187,6 +199,10 @@ bool rows_are_samples(const DataSource& data);
 // Whether the samples are real ones (a lengths file's, a token file's documents), which may run past
 // T and are cut to it; --lengths variable draws none longer than T.
 bool real_samples(const DataSource& data);
+// --distinct-steps: a positive count or "epoch"; UserError for anything else.
+int64_t distinct_steps_from_string(const std::string& text);
+// --distinct-steps as written ("epoch", "8"); "2" where not given.
+std::string distinct_steps_name(const DataSource& data);
 // --lengths: "fixed" | "variable" | the path of a lengths file (any other word).
 void set_lengths(DataSource& data, const std::string& text);
 // --lengths as written: "fixed", "variable", the lengths file, or "documents of FILE split at eos N".

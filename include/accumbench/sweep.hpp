@@ -70,7 +70,18 @@ using ProgressCallback = std::function<void(const SweepProgress& progress)>;
 
 // The plan's options for `workload` on `device_is_cuda`: attention kind from the LibTorch
 // version and device (explicit softmax on 1.x or the CPU, flash on CUDA 2.x).
+// `token_batches`: every host batch the run keeps (planned_token_batches for a sweep's).
 PlanOptions sweep_plan_options(const WorkloadOptions& workload, bool device_is_cuda, int token_batches);
+// The host batches a sweep of `workload` keeps: each packing's distinct steps (distinct_steps_of).
+int planned_token_batches(const WorkloadOptions& workload);
+// The host memory this process may use: /proc/meminfo's MemAvailable over the ranks torchrun
+// started on this machine (LOCAL_WORLD_SIZE); 0 when it cannot be read.
+int64_t available_host_bytes_per_process();
+// --distinct-steps more than --steps: the note that a split may be timed on only some of them; "".
+std::string distinct_steps_rounds_note(const SweepOptions& options);
+// --distinct-steps asks for more steps than the sweep may keep: an epoch past kMaxDistinctSteps, or
+// batches above half of `available_host_bytes` (0: not known, not checked). UserError naming a count that fits.
+void require_distinct_steps_fit(const WorkloadOptions& workload, int64_t available_host_bytes);
 
 // What `accumbench plan` plans for. The plan is arithmetic, so --device cuda needs no GPU here:
 // without one attached it plans for PyTorch 2.x on CUDA (flash attention, 2.x autograd), the
@@ -80,7 +91,7 @@ struct PlanTarget {
   bool cuda = false;
   bool attached = true;
 };
-// The host token batches it counts are the sweep's (DataOptions::distinct_batches).
+// The host token batches it counts are the sweep's (planned_token_batches).
 PlanTarget plan_target(const WorkloadOptions& workload);
 // Whether a GPU is attached, so that --device auto runs on CUDA.
 bool cuda_attached();

@@ -132,6 +132,9 @@ struct VerifyResult {
   // A job of the lists: the options that tell it from the others ("--max-grad-norm 0 --padding
   // max", job_flags); "" with one job.
   std::string job;
+  // --distinct-steps: the step of the data verified (0-based) and how many of its job's are.
+  int step = 0;
+  int steps = 1;
 };
 
 // What verify holds at its peak (src/sweep/verify_memory.cpp): the training step of its largest
@@ -154,13 +157,15 @@ void require_verify_fits(const VerifyMemory& memory, const std::string& model, b
                          int64_t host_available_bytes);
 
 // The splits are split_grid(workload) (one job of the lists; grid.knobs is not a verify option) against
-// the whole batch in one micro-step with the plain loss head. Throws UserError on bad options.
+// the whole batch in one micro-step with the plain loss head, on the data's first step (run_verify_jobs
+// verifies each of --distinct-steps). Throws UserError on bad options.
 VerifyResult run_verify(const VerifyOptions& options);
 inline VerifyResult run_verify(const WorkloadOptions& workload) { return run_verify(VerifyOptions{workload, {}}); }
 // verify of a workload's lists (--precision, --optimizer, --weights-dtype, --adapter-dtype,
 // --max-grad-norm): each job of grid_jobs on its own, its splits against its own reference (two
 // jobs compute different updates), in the grid's order; every job is checked before the first runs. A signal stops after
-// the job it interrupted: the results end there. --export takes one job. `on_job`, when given, has
+// the job it interrupted: the results end there. --export takes one job. With --distinct-steps each
+// job is verified on each step of the data (a result per job and step, steps within a job). `on_job`, when given, has
 // each job's result as the job ends (the CLI prints it then, not after the last job).
 std::vector<VerifyResult> run_verify_jobs(const VerifyOptions& options,
                                           const std::function<void(const VerifyResult&)>& on_job = {});

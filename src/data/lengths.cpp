@@ -552,6 +552,57 @@ std::string short_source_note(const WorkloadOptions& w) {
          "fills --batch " + std::to_string(w.batch) + " sequences";
 }
 
+int64_t rows_in_source(const SampleSource& source, const DataSource& data, int64_t seq_len) {
+  if (data.packing == Packing::kBfd) return static_cast<int64_t>(pack_bfd_in_groups(source.lengths, seq_len).size());
+  if (data.packing == Packing::kWrapped) {
+    const int64_t tokens = std::accumulate(source.lengths.begin(), source.lengths.end(), int64_t{0});
+    return std::max<int64_t>(1, (tokens + seq_len - 1) / seq_len);
+  }
+  return static_cast<int64_t>(source.lengths.size());
+}
+
+int64_t epoch_steps(const DataSource& data, int64_t seq_len, int64_t batch) {
+  if (batch <= 0 || seq_len <= 0) return 0;
+  if (!data.token_file.empty() && data.eos_id < 0) {
+    // load_token_file's steps: whole windows of T + 1, whole steps of them.
+    const TokenFile file(data.token_file, data.token_bytes);
+    return std::max<int64_t>(1, file.size() / ((seq_len + 1) * batch));
+  }
+  const std::optional<SampleSource> source = read_sample_source(data, seq_len, std::numeric_limits<int64_t>::max());
+  if (!source) return 0;
+  return std::max<int64_t>(1, (rows_in_source(*source, data, seq_len) + batch - 1) / batch);
+}
+
+int distinct_steps_of(const DataSource& data, int64_t seq_len, int64_t batch) {
+  if (!data.distinct_steps_given()) return kDistinctBatchesByDefault;
+  int64_t steps = data.distinct_steps == DataSource::kEpochSteps ? epoch_steps(data, seq_len, batch) : data.distinct_steps;
+  // A token file cut into full windows has no more steps than its pass (load_token_file stops there).
+  if (!data.token_file.empty() && data.eos_id < 0) steps = std::min(steps, epoch_steps(data, seq_len, batch));
+  return static_cast<int>(std::clamp<int64_t>(steps, 1, kMaxDistinctSteps));
+}
+
+std::string distinct_steps_past_epoch_note(const WorkloadOptions& w) {
+  if (!w.data.distinct_steps_given() || w.data.distinct_steps == DataSource::kEpochSteps) return "";
+  std::string past;  // each packing whose pass is shorter: "12 (--packing none)"
+  const std::vector<Packing> packings = data_packings(w.data);
+  for (const Packing packing : packings) {
+    DataSource data = w.data;
+    data.packing = packing;
+    data.other_packings.clear();
+    const int64_t epoch = epoch_steps(data, w.seq_len, w.batch);
+    if (epoch <= 0 || epoch >= w.data.distinct_steps) continue;
+    past += (past.empty() ? "" : ", ") + std::to_string(epoch) +
+            (packings.size() > 1 ? " (--packing " + to_string(packing) + ")" : "");
+  }
+  if (past.empty()) return "";
+  const bool windows = !w.data.token_file.empty() && w.data.eos_id < 0;
+  return "--distinct-steps " + std::to_string(w.data.distinct_steps) + " is more than the " + past + " steps of " +
+         std::to_string(w.batch) + " sequences one pass over " + lengths_name(w.data) + " takes: " +
+         (windows ? "the file has no more windows, so the steps stop there"
+                  : "the steps after it run over the same rows again, as a second epoch would") +
+         "; --distinct-steps epoch passes over it once";
+}
+
 std::string idle_completion_only_loss_note(const WorkloadOptions& w) {
   if (w.data.completion_only_loss) return "";
   const bool file = w.data.lengths == LengthMode::kFile;

@@ -15,6 +15,7 @@
 
 #include "accumbench/chunked_loss.hpp"
 #include "accumbench/error.hpp"
+#include "accumbench/lengths.hpp"
 #include "accumbench/optimizer_state.hpp"
 #include "accumbench/units.hpp"
 #include "plan/block_tensors.hpp"
@@ -131,11 +132,13 @@ void PlanBuilder::resident_tensors() {
     const int64_t W = o.world_size;
     if (W > 1) {
       resident.add("token batches (inputs, targets)", "2·n·W·B·T·8", 2 * o.token_batches * W * B * o.seq_len * kInt64,
-                   "the runner's n distinct host batches (of every packing), every rank's sequences in each; on the "
-                   "CPU they are the device memory");
+                   "the runner's n = " + std::to_string(o.token_batches) +
+                       " distinct host batches (--distinct-steps, of every packing), every rank's sequences in each; on "
+                       "the CPU they are the device memory");
     } else {
       resident.add("token batches (inputs, targets)", "2·n·B·T·8", 2 * o.token_batches * B * o.seq_len * kInt64,
-                   "the runner's n distinct host batches (of every packing); on the CPU they are the device memory");
+                   "the runner's n = " + std::to_string(o.token_batches) +
+                       " distinct host batches (--distinct-steps, of every packing); on the CPU they are the device memory");
     }
     if (o.dealt_batches > 0) {
       resident.add("dealt shares (inputs, targets)", "2·" + std::to_string(o.dealt_batches) + "·B·T·8",
@@ -536,9 +539,12 @@ int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, 
 void count_dealt_shares(PlanOptions& options, const WorkloadOptions& workload) {
   options.dealt_batches = 0;
   if (!options.cpu || options.world_size <= 1) return;
-  const int per_packing = options.token_batches / std::max(1, static_cast<int>(grid_packings(workload).size()));
+  // Each such split copies every step of its own packing (with --distinct-steps epoch, each packing
+  // its own count).
   for (const SplitConfig& split : split_grid(workload, options.world_size)) {
-    if (split.accum_steps > 1) options.dealt_batches += per_packing;
+    if (split.accum_steps > 1) {
+      options.dealt_batches += distinct_steps_of(with_packing(workload, split.packing).data, workload.seq_len, workload.batch);
+    }
   }
 }
 

@@ -55,6 +55,7 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
   if (r.optimizer != OptimizerKind::kAdamW) out << ", optimizer " << to_string(r.optimizer);
   // One job of the lists: its own values of each, the defaults (no clipping, max padding) included.
   if (!r.job.empty()) out << "; job " << r.job;
+  if (r.steps > 1) out << "; step " << r.step + 1 << " of " << r.steps;
   out << "\n";
   if (!r.label_masking.empty()) {
     out << "labels, over " << r.data.lengths_file << ": " << r.label_masking << "; this step trains " << r.tokens

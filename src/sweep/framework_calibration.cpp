@@ -192,6 +192,10 @@ void refuse_what_the_reference_lacks(WorkloadOptions& w, std::vector<std::string
       !w.data.other_packings.empty()) {
     refuse("lengths other than T (it draws fixed-length random tokens)", "drop --lengths and --packing");
   }
+  if (w.data.distinct_steps_given()) {
+    refuse("steps of data to cycle through (it draws fixed-length random tokens, every step alike)",
+           "drop --distinct-steps");
+  }
   if (w.grid.knobs || w.grid.optimizer_in_backward || w.grid.cuda_graphs) {
     refuse("memory knobs or CUDA graphs", "drop --knobs, --optimizer-in-backward and --cuda-graphs");
   }

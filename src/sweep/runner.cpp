@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
@@ -383,6 +385,7 @@ std::vector<TokenBatch> load_batches(const WorkloadOptions& w, const ModelConfig
   data_options.lengths = w.data.lengths;
   data_options.seed = w.model.seed;
   data_options.world_size = launch.world_size;
+  data_options.distinct_batches = distinct_steps_of(w.data, w.seq_len, w.batch);
   // Every rank builds the same global batches (same seed or file); each split deals its share.
   return make_batches(w.data, data_options);
 }
@@ -632,8 +635,8 @@ PlanOptions sweep_plan_options(const WorkloadOptions& w, bool device_is_cuda, in
   plan.padding = padding_of(w.data);
   plan.batch = w.batch;
   plan.cpu = !device_is_cuda;
-  // The runner keeps each packing's batches (--packing's list: one set per packing).
-  plan.token_batches = token_batches * static_cast<int>(grid_packings(w).size());
+  // Every host batch the runner keeps: each packing's distinct steps (planned_token_batches).
+  plan.token_batches = token_batches;
   plan.libtorch_major = compat::libtorch_major_version();
   // compat::causal_attention: scaled_dot_product_attention from LibTorch 2.0 (flash kernels on
   // CUDA), the explicit masked softmax before.
@@ -662,9 +665,73 @@ PlanOptions sweep_plan_options(const WorkloadOptions& w, bool device_is_cuda, in
 
 bool cuda_attached() { return compat::cuda_available(); }
 
+// The host memory this process may use: the kernel's MemAvailable (/proc/meminfo; free pages and
+// the caches it can drop), shared by the ranks torchrun started on this machine (LOCAL_WORLD_SIZE).
+// 0 when it cannot be read: then nothing is refused.
+int64_t available_host_bytes_per_process() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") {
+      const char* local = std::getenv("LOCAL_WORLD_SIZE");
+      const int64_t ranks = local != nullptr && std::atoi(local) > 1 ? std::atoi(local) : 1;
+      return kib * 1024 / ranks;
+    }
+  }
+  return 0;
+}
+
+int planned_token_batches(const WorkloadOptions& w) {
+  int batches = 0;
+  for (const Packing packing : grid_packings(w)) batches += distinct_steps_of(with_packing(w, packing).data, w.seq_len, w.batch);
+  return batches;
+}
+
+void require_distinct_steps_fit(const WorkloadOptions& w, int64_t available_host_bytes) {
+  if (!w.data.distinct_steps_given()) return;
+  const std::string given = "--distinct-steps " + distinct_steps_name(w.data);
+  int64_t steps = 0;
+  for (const Packing packing : grid_packings(w)) {
+    const DataSource data = with_packing(w, packing).data;
+    const int64_t epoch = data.distinct_steps == DataSource::kEpochSteps ? epoch_steps(data, w.seq_len, w.batch) : 0;
+    if (epoch > kMaxDistinctSteps) {
+      throw UserError(given + " would keep " + text::format_count(epoch) + " steps of " + lengths_name(w.data) +
+                      (grid_packings(w).size() > 1 ? " (--packing " + to_string(packing) + ")" : "") +
+                      ", more than the " + text::format_count(kMaxDistinctSteps) +
+                      " a sweep holds; give a number of steps, as in --distinct-steps 64");
+    }
+    steps += distinct_steps_of(data, w.seq_len, w.batch);
+  }
+  // Each step's inputs and targets, int64, (B, T + 1) at most.
+  const int64_t bytes = steps * w.batch * (w.seq_len + 1) * 8 * 2;
+  if (available_host_bytes > 0 && bytes > available_host_bytes / 2) {
+    throw UserError(given + " keeps " + text::format_count(steps) + " steps of batches, " + format_bytes(bytes) +
+                    " of host memory, more than half the " + format_bytes(available_host_bytes) +
+                    " this process may use; give fewer steps, as in --distinct-steps " +
+                    std::to_string(std::max<int64_t>(1, steps * available_host_bytes / 2 / bytes / 2)));
+  }
+}
+
+std::string distinct_steps_rounds_note(const SweepOptions& options) {
+  const WorkloadOptions& w = options.workload;
+  if (!w.data.distinct_steps_given()) return "";
+  int most = 0;  // the most steps any packing cycles through
+  for (const Packing packing : grid_packings(w)) {
+    most = std::max(most, distinct_steps_of(with_packing(w, packing).data, w.seq_len, w.batch));
+  }
+  if (options.steps >= most) return "";
+  return "--distinct-steps " + distinct_steps_name(w.data) + " cycles through " + std::to_string(most) +
+         " steps, more than the --steps " + std::to_string(options.steps) +
+         " rounds every split is sure to be timed in: a split that stops there is timed on " +
+         std::to_string(options.steps) + " of them (the rounds after --steps time only the splits still in the race); "
+         "give --steps " + std::to_string(most) + " to time every split on each";
+}
+
 PlanTarget plan_target(const WorkloadOptions& w) {
   validate_workload(w);
-  const int token_batches = DataOptions{}.distinct_batches;
+  const int token_batches = planned_token_batches(w);
   PlanTarget target;
   if (names_cuda(w.device) && !compat::cuda_available()) {
     target.cuda = true;
@@ -806,7 +873,13 @@ void describe_samples_of(SweepContext& context, const WorkloadOptions& w, int64_
     const std::optional<SampleSource> source = read_sample_source(one.data, w.seq_len, vocab_size);
     if (!source) break;
     const std::string repeated = repeated_samples_words(*source, one.data, w.batch, w.seq_len);
-    words.emplace_back(packing, source->description + (repeated.empty() ? "" : ", " + repeated));
+    // --distinct-steps: the steps the runs cycle through ("an epoch of 64 steps", "8 distinct steps").
+    const int steps = distinct_steps_of(one.data, w.seq_len, w.batch);
+    const std::string cycled = !w.data.distinct_steps_given() ? ""
+                               : w.data.distinct_steps == DataSource::kEpochSteps
+                                   ? ", an epoch of " + std::to_string(steps) + (steps == 1 ? " step" : " steps")
+                                   : ", " + std::to_string(steps) + (steps == 1 ? " distinct step" : " distinct steps");
+    words.emplace_back(packing, source->description + (repeated.empty() ? "" : ", " + repeated) + cycled);
     masked_by = source->masked_by;
   }
   if (!words.empty()) {
@@ -1026,6 +1099,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   result.context.framework_source = framework.source;
   if (resume != nullptr) check_resume(*resume, result.context);
   describe_samples(result.context, w, cfg.vocab_size);
+  require_distinct_steps_fit(w, available_host_bytes_per_process());
   PackedBatches data;
   for (const Packing packing : grid_packings(w)) {
     data.add(packing, StepBatches(load_batches(with_packing(w, packing), cfg, device, launch)));

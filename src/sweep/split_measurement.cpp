@@ -101,7 +101,7 @@ SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfi
   configure_training(*model_, options.workload.weights_dtype, options.workload.lora);
   storage_ = std::make_pair(options.workload.weights_dtype, options.workload.lora.adapter_dtype);
   memory_.set_limit_bytes(options.workload.memory_limit_bytes);
-  plan_options_ = sweep_plan_options(options.workload, device.is_cuda(), static_cast<int>(data.distinct_batches()));
+  plan_options_ = sweep_plan_options(options.workload, device.is_cuda(), static_cast<int>(data.total_batches()));
   plan_options_.world_size = context.world_size;
   plan_options_.batch = options.workload.batch / context.world_size;  // each rank holds its share
   count_dealt_shares(plan_options_, options.workload);

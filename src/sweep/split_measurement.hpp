@@ -35,7 +35,12 @@ class PackedBatches {
   void add(Packing packing, StepBatches batches) { batches_.emplace_back(packing, std::move(batches)); }
   // Throws std::logic_error for a packing not added.
   const StepBatches& of(Packing packing) const;
-  size_t distinct_batches() const { return batches_.empty() ? 0 : batches_.front().second.size(); }
+  // Every packing's batches together: the host memory the plan counts (planned_token_batches).
+  size_t total_batches() const {
+    size_t total = 0;
+    for (const auto& packed : batches_) total += packed.second.size();
+    return total;
+  }
 
  private:
   std::vector<std::pair<Packing, StepBatches>> batches_;

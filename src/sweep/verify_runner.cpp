@@ -61,24 +61,6 @@ Snapshot one_step(Trainer& trainer, const std::vector<at::Tensor>& initial, cons
   return snapshot;
 }
 
-// The host memory this process may use: the kernel's MemAvailable (/proc/meminfo; free pages and
-// the caches it can drop), shared by the ranks torchrun started on this machine (LOCAL_WORLD_SIZE).
-// 0 when it cannot be read: then nothing is refused.
-int64_t available_host_bytes_per_process() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  int64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") {
-      const char* local = std::getenv("LOCAL_WORLD_SIZE");
-      const int64_t ranks = local != nullptr && std::atoi(local) > 1 ? std::atoi(local) : 1;
-      return kib * 1024 / ranks;
-    }
-  }
-  return 0;
-}
-
 // Everything verify needs before the first step: device, model shape, grid, and the one batch.
 struct VerifySetup {
   c10::Device device{c10::kCPU};
@@ -86,7 +68,8 @@ struct VerifySetup {
   ModelConfig model;
   Precision precision = Precision::kFp32;
   std::vector<SplitConfig> grid;
-  TokenBatch batch;       // the whole step
+  // The whole steps verified: the first, or with --distinct-steps each of that many (the sweep's).
+  std::vector<TokenBatch> batches;
 };
 
 VerifySetup prepare(const WorkloadOptions& w) {
@@ -116,8 +99,10 @@ VerifySetup prepare(const WorkloadOptions& w) {
   s.precision = w.precisions.front();
   s.grid = split_grid(w, s.launch.world_size);
   // Its own memory, before anything is allocated: refused with a sentence, not killed.
+  require_distinct_steps_fit(w, available_host_bytes_per_process());
+  const int steps = w.data.distinct_steps_given() ? distinct_steps_of(w.data, w.seq_len, w.batch) : 1;
   const VerifyMemory memory =
-      verify_memory(s.model, sweep_plan_options(w, s.device.is_cuda(), /*token_batches=*/1), w, s.launch.world_size);
+      verify_memory(s.model, sweep_plan_options(w, s.device.is_cuda(), steps), w, s.launch.world_size);
   require_verify_fits(memory, s.model.name, s.device.is_cuda(),
                       s.device.is_cuda() ? describe_environment(s.device.str()).device_memory_bytes : 0,
                       available_host_bytes_per_process());
@@ -125,9 +110,9 @@ VerifySetup prepare(const WorkloadOptions& w) {
   DataOptions data = data_options_for(s.model.vocab_size, w.seq_len, w.batch, s.device.is_cuda());
   data.lengths = w.data.lengths;
   data.seed = w.model.seed;
-  data.distinct_batches = 1;
-  data.world_size = s.launch.world_size;  // the same samples as the sweep's first step
-  s.batch = make_batches(w.data, data).front();
+  data.distinct_batches = steps;
+  data.world_size = s.launch.world_size;  // the same samples as the sweep's first steps
+  s.batches = make_batches(w.data, data);
   return s;
 }
 
@@ -274,7 +259,8 @@ std::vector<std::pair<std::string, std::string>> rank_compared(const WorkloadOpt
 
 // One job's verify over `group` (null: one process). The jobs of a list share one group: a group
 // made again per job would let a fast rank reach the old store as it closes.
-VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, compat::ProcessGroup* group);
+// `step`: which of setup.batches it verifies.
+VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, compat::ProcessGroup* group, size_t step);
 
 }  // namespace
 
@@ -283,13 +269,14 @@ VerifyResult run_verify(const VerifyOptions& options) {
   const std::unique_ptr<compat::ProcessGroup> group =
       compat::ProcessGroup::from_environment(setup.device, options.workload.dist_timeout_seconds);
   if (group) require_same_options_on_every_rank(*group, "verify", rank_compared(options.workload));
-  return verify_job(options, setup, group.get());
+  return verify_job(options, setup, group.get(), 0);
 }
 
 namespace {
 
-VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, compat::ProcessGroup* group) {
+VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, compat::ProcessGroup* group, size_t step) {
   const WorkloadOptions w = without_dropout(options.workload);
+  const TokenBatch& batch = setup.batches[step];
   if (!options.export_dir.empty() && setup.launch.rank == 0) create_export_directory(options.export_dir);
   TrainOptions train_options;
   train_options.precision = setup.precision;
@@ -312,7 +299,9 @@ VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, 
   result.dropout_off = options.workload.lora.enabled() ? options.workload.lora.dropout : 0;
   result.seq_len = w.seq_len;
   result.batch = w.batch;
-  result.tokens = setup.batch.token_count;
+  result.tokens = batch.token_count;
+  result.step = static_cast<int>(step);
+  result.steps = static_cast<int>(setup.batches.size());
   result.precision = setup.precision;
   result.lengths = w.data.lengths;
   result.data = w.data;
@@ -321,7 +310,7 @@ VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, 
     result.samples = static_cast<int64_t>(source->lengths.size());
     result.samples_cut = w.data.packing == Packing::kWrapped ? -1 : source->truncated;
   }
-  const std::vector<int64_t>& rows = setup.batch.sequence_targets;
+  const std::vector<int64_t>& rows = batch.sequence_targets;
   result.equal_sequences = std::adjacent_find(rows.begin(), rows.end(), std::not_equal_to<>()) == rows.end();
   result.loss_normalization = w.loss.normalization;
   result.world_size = setup.launch.world_size;
@@ -335,17 +324,17 @@ VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, 
   StepOptions reference_options;
   reference_options.micro_batch = w.batch;
   measuring_begins();  // a signal from here on reports the splits verified so far (interrupt.hpp)
-  const Snapshot reference = one_step(trainer, initial, setup.batch, reference_options);
+  const Snapshot reference = one_step(trainer, initial, batch, reference_options);
   result.reference_loss = reference.loss;
   result.max_grad_norm = w.optimizer.max_grad_norm;
   result.reference_grad_norm = reference.grad_norm;
   // Every rank computed the same reference alone; one writes it.
   if (!options.export_dir.empty() && setup.launch.rank == 0) {
-    ReferenceStep step{setup.model, w, setup.precision, setup.batch, {}, reference.gradients, reference.loss,
-                       reference.grad_norm};
+    ReferenceStep exported{setup.model, w, setup.precision, batch, {}, reference.gradients, reference.loss,
+                             reference.grad_norm};
     const auto named = trainer.model()->named_parameters();
-    for (size_t i = 0; i < named.size(); ++i) step.weights.emplace_back(named[i].key(), initial[i]);
-    write_reference_step(options.export_dir, step);
+    for (size_t i = 0; i < named.size(); ++i) exported.weights.emplace_back(named[i].key(), initial[i]);
+    write_reference_step(options.export_dir, exported);
     result.export_dir = options.export_dir;
   }
   trainer.set_process_group(group);
@@ -363,14 +352,14 @@ VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, 
     // gradients over the ranks; the reference is still the whole batch in one process, computed by
     // every rank alone.
     const TokenBatch share = setup.launch.world_size > 1
-                                 ? shard(setup.batch, setup.launch.rank, setup.launch.world_size, config.micro_batch)
-                                 : setup.batch;
+                                 ? shard(batch, setup.launch.rank, setup.launch.world_size, config.micro_batch)
+                                 : batch;
     const Snapshot got = one_step(trainer, initial, share, step);
     result.splits.push_back(compare(config, got, reference, initial_cpu, result));
     VerifySplit& split = result.splits.back();
     if (w.loss.normalization == LossNormalization::kMeanOfMeans) {
       split.normalization_skew =
-          mean_of_means_skew(setup.batch, config, setup.launch.world_size, split.micro_batches_without_target);
+          mean_of_means_skew(batch, config, setup.launch.world_size, split.micro_batches_without_target);
       split.pass = split.pass && split.normalization_skew == 0;
     }
     result.all_pass = result.all_pass && split.pass;
@@ -389,6 +378,11 @@ std::vector<VerifyResult> run_verify_jobs(const VerifyOptions& options,
     throw UserError("--export writes one reference step, and the lists make " + std::to_string(jobs.size()) +
                     " jobs (" + job_flags(jobs.front(), w) + ", ...); give one of each list with --export");
   }
+  if (w.data.distinct_steps_given() && !options.export_dir.empty()) {
+    throw UserError("--export writes one reference step, and --distinct-steps " + distinct_steps_name(w.data) +
+                    " verifies " + (w.data.distinct_steps == 1 ? "one" : "several") +
+                    "; drop --distinct-steps with --export (the first step is exported)");
+  }
   // Every job checked before the first runs: a refused one loses no verified job.
   std::vector<VerifySetup> setups;
   for (const GridJob& job : jobs) {
@@ -400,11 +394,17 @@ std::vector<VerifyResult> run_verify_jobs(const VerifyOptions& options,
   // Once, with the lists (the exchange's store key is one: a second would read the first's).
   if (group) require_same_options_on_every_rank(*group, "verify", rank_compared(w));
   std::vector<VerifyResult> results;
+  // Each job, each of its steps (--distinct-steps) against that step's own whole batch.
   for (size_t i = 0; i < jobs.size(); ++i) {
-    results.push_back(verify_job(VerifyOptions{job_workload(w, jobs[i]), options.export_dir}, setups[i], group.get()));
-    if (jobs.size() > 1) results.back().job = job_flags(jobs[i], w);
-    if (on_job) on_job(results.back());
-    if (!results.back().interruption.signal.empty()) break;  // the jobs after it are not verified
+    bool stopped = false;
+    for (size_t step = 0; step < setups[i].batches.size() && !stopped; ++step) {
+      results.push_back(
+          verify_job(VerifyOptions{job_workload(w, jobs[i]), options.export_dir}, setups[i], group.get(), step));
+      if (jobs.size() > 1) results.back().job = job_flags(jobs[i], w);
+      if (on_job) on_job(results.back());
+      stopped = !results.back().interruption.signal.empty();  // the steps and jobs after it are not verified
+    }
+    if (stopped) break;
   }
   return results;
 }

@@ -156,6 +156,21 @@ void set_lengths(DataSource& data, const std::string& text) {
   data.lengths_file = text;
 }
 
+int64_t distinct_steps_from_string(const std::string& text) {
+  if (text == "epoch") return DataSource::kEpochSteps;
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (!text.empty() && text.size() <= 9 && std::all_of(text.begin(), text.end(), digit) && std::stoll(text) > 0) {
+    return std::stoll(text);
+  }
+  throw UserError("--distinct-steps " + text::quoted(text) + " is neither a positive number of steps nor epoch; give "
+                  "the steps of data to cycle through, as in --distinct-steps 8, or epoch (one pass over the file)");
+}
+
+std::string distinct_steps_name(const DataSource& data) {
+  if (data.distinct_steps == DataSource::kEpochSteps) return "epoch";
+  return std::to_string(data.distinct_steps_given() ? data.distinct_steps : int64_t{kDistinctBatchesByDefault});
+}
+
 bool completion_only_loss_from_string(const std::string& text) {
   if (text == "true") return true;
   if (text == "false") return false;
@@ -222,6 +237,7 @@ std::optional<std::string> recorded_option(const std::vector<std::pair<std::stri
   if (name == "tf32") return std::string("on");
   if (name == "max_grad_norm") return std::string("0");
   if (name == "completion_only_loss") return std::string("true");
+  if (name == "distinct_steps") return std::to_string(kDistinctBatchesByDefault);
   return std::nullopt;
 }
 
@@ -444,6 +460,7 @@ void validate_limits(const WorkloadOptions& w) {
   require_at_most("--world-size", w.world_size, int64_t{1} << 16, "data-parallel ranks");
   require_at_most("--loss-chunk-tokens", w.loss.chunk_tokens, int64_t{1} << 31, "tokens per chunk");
   require_at_most("--lora-rank", w.lora.rank, int64_t{1} << 16, "adapter rank");
+  require_at_most("--distinct-steps", w.data.distinct_steps, kMaxDistinctSteps, "steps of data");
 }
 
 // The options that arrange samples of different lengths ("--packing bfd", "--group-by-length"):
@@ -520,6 +537,11 @@ void validate_data_source(const WorkloadOptions& w) {
     if (const std::string problem = padding_past_seq_len_problem(data, w.seq_len, w.seq_len); !problem.empty()) {
       throw UserError(problem);
     }
+  }
+  if (data.distinct_steps == DataSource::kEpochSteps && data.token_file.empty() && data.lengths != LengthMode::kFile) {
+    throw UserError(std::string("--distinct-steps epoch needs a lengths file or a token file to pass over, and --lengths ") +
+                    (data.lengths == LengthMode::kVariable ? "variable draws" : "fixed makes") +
+                    " new samples without end; give a number of steps, as in --distinct-steps 8, or --lengths FILE");
   }
   if (data.token_bytes != 2 && data.token_bytes != 4) {
     throw UserError("--token-bytes " + std::to_string(data.token_bytes) +
@@ -790,6 +812,8 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
   if (grid_clips(w)) options.push_back({"max_grad_norm", join_norms(grid_max_grad_norms(w))});
   // Only when off, so that files written before --completion-only-loss existed still resume.
   if (!w.data.completion_only_loss) options.push_back({"completion_only_loss", "false"});
+  // Only when given, so that files written before --distinct-steps existed (all of two) still resume.
+  if (w.data.distinct_steps_given()) options.push_back({"distinct_steps", distinct_steps_name(w.data)});
   return options;
 }
 
@@ -802,6 +826,7 @@ std::vector<std::string> workload_option_names() {
   every.tf32 = false;
   every.optimizer.max_grad_norm = kTrainerMaxGradNorm;
   every.data.completion_only_loss = false;
+  every.data.distinct_steps = DataSource::kEpochSteps;
   std::vector<std::string> names;
   for (const auto& option : describe_workload(every)) names.push_back(option.first);
   return names;
