@@ -213,10 +213,11 @@ stage padding-list 90 build/accumbench sweep --model gpt2-124m --seq-len 1024 --
   --lengths docs/examples/chat_lengths.txt --padding max,longest --device cuda --precision bf16 \
   --warmup 1 --steps 5 --time-budget 0 --json "$work/padding-list.json"
 # --packing as a list (session 46): longest padding against bfd packing (the variable-length flash
-# kernel) in one sweep of paired rounds, compared per real token, as an epoch of the data takes them.
-stage packing-list 90 build/accumbench sweep --model gpt2-124m --seq-len 1024 --batch 32 --micro-batches 1,4,8,32 \
-  --lengths docs/examples/chat_lengths.txt --padding longest --packing none,bfd --device cuda --precision bf16 \
-  --warmup 1 --steps 5 --time-budget 0 --json "$work/packing-list.json"
+# kernel) in one sweep of paired rounds, compared per real token, over a whole epoch of the file
+# (--distinct-steps epoch, session 47: 16 unpacked steps at batch 32, every split timed on each).
+stage packing-list 120 build/accumbench sweep --model gpt2-124m --seq-len 1024 --batch 32 --micro-batches 1,4,8,32 \
+  --lengths docs/examples/chat_lengths.txt --padding longest --packing none,bfd --distinct-steps epoch --device cuda \
+  --precision bf16 --warmup 1 --steps 16 --time-budget 0 --json "$work/packing-list.json"
 stage tracer-overhead 90 build/tracer_overhead --device cuda --model gpt2-124m --seq-len 1024 --batch 8 --micro-batch 8
 stage anchor-compile 150 python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches 64 --compile
 grep '^{' "$work/anchor-compile.log" > "$work/anchor-compile.jsonl"
