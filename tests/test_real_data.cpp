@@ -10,6 +10,7 @@
 #include <cmath>
 #include <fstream>
 #include <numeric>
+#include <sstream>
 
 #include <unistd.h>  // getpid: ctest runs test processes in parallel; each writes its own files
 #include "accumbench/data.hpp"
@@ -19,6 +20,7 @@
 #include "accumbench/plan.hpp"
 #include "accumbench/plan_fit.hpp"
 #include "accumbench/plan_report.hpp"
+#include "accumbench/report.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/verify.hpp"
 
@@ -809,6 +811,21 @@ TEST(RealData, VerifyChecksEveryDistinctStep) {
   EXPECT_TRUE(std::any_of(skewed_steps.begin(), skewed_steps.end(), [](const ab::VerifyResult& r) { return !r.all_pass; }));
   // --export writes one step.
   EXPECT_THROW(ab::run_verify_jobs(ab::VerifyOptions{w, ::testing::TempDir() + "distinct-export"}), ab::UserError);
+  // Full windows under LoRA: the later step's block leaves out the model's and the data's lines the
+  // first step's block said, and names its step.
+  ab::WorkloadOptions windows = skewed("max");
+  ab::set_lengths(windows.data, "fixed");
+  windows.data.distinct_steps = 2;
+  windows.lora.rank = 4;
+  const std::vector<ab::VerifyResult> lora = ab::run_verify_jobs(ab::VerifyOptions{windows, {}});
+  ASSERT_EQ(lora.size(), 2u);
+  std::ostringstream first, second;
+  ab::print_verify(lora[0], first);
+  ab::print_verify(lora[1], second);
+  EXPECT_NE(first.str().find("; step 1 of 2\nLoRA rank 4 on "), std::string::npos) << first.str();
+  EXPECT_NE(first.str().find("every sequence has T tokens (--lengths fixed"), std::string::npos) << first.str();
+  EXPECT_NE(second.str().find("; step 2 of 2\nreference: 1 micro-batch of 8"), std::string::npos) << second.str();
+  EXPECT_EQ(second.str().find("LoRA rank"), std::string::npos) << second.str();
 }
 
 // A resumed sweep may add a padding (--padding is a grid dimension): the file's max split is kept as

@@ -61,7 +61,8 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
     out << "labels, over " << r.data.lengths_file << ": " << r.label_masking << "; this step trains " << r.tokens
         << (r.loss_normalization == LossNormalization::kToken ? " targets, every split's loss divisor\n" : " targets\n");
   }
-  if (r.lora.enabled()) {
+  // A later step of --distinct-steps has the first's model lines above it (the same job).
+  if (r.lora.enabled() && r.step == 0) {
     out << "LoRA rank " << r.lora.rank << " on " << r.lora.targets
         << (r.lora.adapter_dtype != Precision::kFp32 ? ", adapters in " + to_string(r.lora.adapter_dtype) : "") << ", "
         << text::trainable_line(r.trainable_parameters, r.parameters)
@@ -75,10 +76,10 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
           << ": every split runs on the same quantised weights (time approximate: LibTorch ops, not bitsandbytes' kernels)\n";
     }
   }
-  if (r.lengths == LengthMode::kFixed) {
+  if (r.lengths == LengthMode::kFixed && r.step == 0) {
     out << "every sequence has T tokens (--lengths fixed, as sweep and plan): any loss normalization gives the same "
         << "update here; --lengths variable or a lengths file checks the token-weighted normalization\n";
-  } else if (r.equal_sequences) {
+  } else if (r.equal_sequences && r.lengths != LengthMode::kFixed) {
     out << "every sequence of this step holds the same number of target tokens ("
         << (r.data.packing == Packing::kWrapped ? "--packing wrapped fills every row"
             : r.data.packing == Packing::kBfd   ? "every packed row is as full"
