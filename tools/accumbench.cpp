@@ -1286,6 +1286,10 @@ int PlanCommand::run() {
   notes.push_back(ab::optimizer_in_backward_note(w, w.world_size));
   for (const std::string& note : shape_notes(cfg, w.seq_len)) notes.push_back(note);
   notes.push_back(ab::cpu_bf16_scratch_note(w, target.cuda));
+  if (target.cuda && w.data.distinct_steps_given()) {
+    notes.push_back("--distinct-steps " + ab::distinct_steps_name(w.data) + " changes nothing in a CUDA plan: the " +
+                    "sweep keeps its steps' batches in host memory, and only one micro-batch's copy is on the device");
+  }
   if (limit <= 0 && flags.cli->count("--headroom") > 0) {
     notes.push_back("--headroom " + headroom + " keeps nothing back: there is no memory limit to take it from (" +
                     (target.cuda ? std::string("no GPU attached to read its memory, and no --memory-limit")
