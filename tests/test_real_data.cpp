@@ -739,6 +739,11 @@ TEST(RealData, DistinctStepsPassOverTheFileOnce) {
   }
 }
 
+ab::WorkloadOptions two_steps_workload(ab::WorkloadOptions w) {
+  w.data.distinct_steps = ab::DataSource::kDefaultDistinctSteps;
+  return w;
+}
+
 // A sweep over more distinct steps keeps each one's batch, which on the CPU is device memory: the
 // plan counts them (2·n·B·T·8) and the measured peak grows by what the plan adds, to within a few
 // bytes. The rounds cycle through the steps: 6 rounds after one warm-up step meet 6 of the 8.
@@ -775,6 +780,12 @@ TEST(RealData, DistinctStepsArePlannedAndTimed) {
   EXPECT_NE(ab::recorded_option(epoch.context.options, "samples").value_or("").find(", an epoch of 8 steps"),
             std::string::npos);
   EXPECT_EQ(ab::recorded_option(epoch.context.options, "distinct_steps"), std::optional<std::string>("epoch"));
+  // Six rounds of eight steps: the note names the split and its count; a resumed file's is worded again.
+  const std::string note = ab::distinct_steps_rounds_note(epoch, options.workload);
+  EXPECT_EQ(note, "--distinct-steps epoch: 1 split was timed on fewer than every step (4×2 on 6 of 8), so its times "
+                  "stand for those steps only; --steps 8 times every split on each");
+  EXPECT_TRUE(ab::note_recomputed_on_resume(note));
+  EXPECT_EQ(ab::distinct_steps_rounds_note(epoch, two_steps_workload(options.workload)), "");
   // A file of two steps resumes only into a sweep of the same steps.
   ab::SweepOptions two_steps = options;
   two_steps.workload.data.distinct_steps = ab::DataSource::kDefaultDistinctSteps;

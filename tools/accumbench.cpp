@@ -859,8 +859,7 @@ struct SweepCommand {
         for (const std::string& note :
              {ab::idle_data_options_note(options.workload), ab::idle_completion_only_loss_note(options.workload),
               ab::idle_weights_dtype_note(options.workload), ab::oib_foreach_note(options.workload),
-              ab::short_source_note(options.workload), ab::distinct_steps_past_epoch_note(options.workload),
-              ab::distinct_steps_rounds_note(options)}) {
+              ab::short_source_note(options.workload), ab::distinct_steps_past_epoch_note(options.workload)}) {
           job_notes->push_back(note);
         }
       }
@@ -868,9 +867,13 @@ struct SweepCommand {
       std::vector<std::string> all = *job_notes;
       all.push_back(ab::cpu_bf16_scratch_note(options.workload, sweep.context.device.rfind("cuda", 0) == 0));
       if (!padding_chosen) all.push_back(padding_to_t_note(sweep));
+      all.push_back(ab::distinct_steps_rounds_note(sweep, options.workload));
       // A resumed file keeps its runs, and with them what its sweep noted of them (a bf16 split's
-      // caveat where this sweep measures fp32 only): each note once.
-      if (resuming) all.insert(all.end(), resume.notes.begin(), resume.notes.end());
+      // caveat where this sweep measures fp32 only): each note once, but those worded again here.
+      if (resuming) {
+        std::copy_if(resume.notes.begin(), resume.notes.end(), std::back_inserter(all),
+                     [](const std::string& note) { return !ab::note_recomputed_on_resume(note); });
+      }
       for (std::string& note : all) {
         if (!note.empty() && std::find(sweep.notes.begin(), sweep.notes.end(), note) == sweep.notes.end())
           sweep.notes.push_back(std::move(note));

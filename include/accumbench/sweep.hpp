@@ -77,8 +77,12 @@ int planned_token_batches(const WorkloadOptions& workload);
 // The host memory this process may use: /proc/meminfo's MemAvailable over the ranks torchrun
 // started on this machine (LOCAL_WORLD_SIZE); 0 when it cannot be read.
 int64_t available_host_bytes_per_process();
-// --distinct-steps more than --steps: the note that a split may be timed on only some of them; "".
-std::string distinct_steps_rounds_note(const SweepOptions& options);
+// --distinct-steps: the runs of `result` (kept ones too) timed on fewer steps than their packing
+// cycles through, named with their counts, and the --steps that times each on every step; "".
+std::string distinct_steps_rounds_note(const SweepResult& result, const WorkloadOptions& workload);
+// A note of a --resume file that the resumed sweep words again from its own options and every run
+// (the --distinct-steps notes): left out of the file's notes, so that an old count does not stay.
+bool note_recomputed_on_resume(const std::string& note);
 // --distinct-steps asks for more steps than the sweep may keep: an epoch past kMaxDistinctSteps, or
 // batches above half of `available_host_bytes` (0: not known, not checked). UserError naming a count that fits.
 void require_distinct_steps_fit(const WorkloadOptions& workload, int64_t available_host_bytes);

@@ -714,20 +714,29 @@ void require_distinct_steps_fit(const WorkloadOptions& w, int64_t available_host
   }
 }
 
-std::string distinct_steps_rounds_note(const SweepOptions& options) {
-  const WorkloadOptions& w = options.workload;
+std::string distinct_steps_rounds_note(const SweepResult& result, const WorkloadOptions& w) {
   if (!w.data.distinct_steps_given()) return "";
-  int most = 0;  // the most steps any packing cycles through
-  for (const Packing packing : grid_packings(w)) {
-    most = std::max(most, distinct_steps_of(with_packing(w, packing).data, w.seq_len, w.batch));
+  // Each timed run against its packing's steps (a resumed file's runs too: the same data).
+  std::string short_runs;
+  int count = 0, most = 0;
+  for (const RunResult& run : result.runs) {
+    if (run.status != RunStatus::kOk || run.steps.empty()) continue;
+    const int steps = distinct_steps_of(with_packing(w, run.config.packing).data, w.seq_len, w.batch);
+    most = std::max(most, steps);
+    if (static_cast<int>(run.steps.size()) >= steps) continue;
+    if (++count <= 4) {
+      short_runs += (short_runs.empty() ? "" : ", ") + run_label(run, result.runs) + " on " +
+                    std::to_string(run.steps.size()) + " of " + std::to_string(steps);
+    }
   }
-  if (options.steps >= most) return "";
-  return "--distinct-steps " + distinct_steps_name(w.data) + " cycles through " + std::to_string(most) +
-         " steps, more than the --steps " + std::to_string(options.steps) +
-         " rounds every split is sure to be timed in: a split that stops there is timed on " +
-         std::to_string(options.steps) + " of them (the rounds after --steps time only the splits still in the race); "
-         "give --steps " + std::to_string(most) + " to time every split on each";
+  if (count == 0) return "";
+  return "--distinct-steps " + distinct_steps_name(w.data) + ": " + std::to_string(count) +
+         (count == 1 ? " split was" : " splits were") + " timed on fewer than every step (" + short_runs +
+         (count > 4 ? ", ..." : "") + "), so " + (count == 1 ? "its times stand" : "their times stand") +
+         " for those steps only; --steps " + std::to_string(most) + " times every split on each";
 }
+
+bool note_recomputed_on_resume(const std::string& note) { return note.rfind("--distinct-steps ", 0) == 0; }
 
 PlanTarget plan_target(const WorkloadOptions& w) {
   validate_workload(w);
