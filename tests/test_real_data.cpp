@@ -728,6 +728,19 @@ TEST(RealData, DistinctStepsPassOverTheFileOnce) {
   ab::set_lengths(variable.data, "variable");
   variable.data.distinct_steps = ab::DataSource::kEpochSteps;
   EXPECT_THROW(ab::validate_workload(variable), ab::UserError);
+  // An epoch past the steps a sweep holds is refused by plan too (it plans the sweep's batches).
+  const std::string big = ::testing::TempDir() + std::to_string(::getpid()) + "-many_lengths.txt";
+  {
+    std::ofstream out(big);
+    for (int64_t i = 0; i < 4 * ab::kMaxDistinctSteps + 1; ++i) out << "5\n";
+  }
+  ab::WorkloadOptions many = skewed("max");
+  many.batch = 4;
+  ab::set_lengths(many.data, big);
+  many.data.distinct_steps = ab::DataSource::kEpochSteps;
+  EXPECT_THROW(ab::plan_target(many), ab::UserError);
+  many.data.distinct_steps = ab::kMaxDistinctSteps;  // as many, counted: planned
+  EXPECT_EQ(ab::plan_target(many).options.token_batches, ab::kMaxDistinctSteps);
   w.data.distinct_steps = 64;  // 64 steps of 8 × 33 int64 twice: 270,336 bytes
   EXPECT_NO_THROW(ab::require_distinct_steps_fit(w, 0));  // not known: not checked
   EXPECT_NO_THROW(ab::require_distinct_steps_fit(w, 1 << 20));
@@ -735,7 +748,17 @@ TEST(RealData, DistinctStepsPassOverTheFileOnce) {
     ab::require_distinct_steps_fit(w, 256 << 10);
     ADD_FAILURE() << "64 steps of batches in 128 KiB";
   } catch (const ab::UserError& e) {
+    // 128 KiB hold 31 steps of 4,224 bytes.
     EXPECT_NE(std::string(e.what()).find("--distinct-steps 64 keeps 64 steps of batches"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("give fewer steps, as in --distinct-steps 31"), std::string::npos) << e.what();
+  }
+  w.data.distinct_steps = 1;  // not even one step fits: the fix is elsewhere
+  try {
+    ab::require_distinct_steps_fit(w, 4096);
+    ADD_FAILURE() << "a step of 4,224 bytes in 2 KiB";
+  } catch (const ab::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("keeps 1 step of batches"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("give a smaller --batch or --seq-len"), std::string::npos) << e.what();
   }
 }
 

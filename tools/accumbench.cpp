@@ -571,9 +571,9 @@ void add_real_data_options(CLI::App* command, WorkloadFlags& f) {
             "file); every split is timed on each when --steps reaches it. Default 2: the rounds alternate between two"
       : f.command == ab::Command::kVerify
           ? "verify this many steps of the data, each split against each step's whole batch: a number, or epoch "
-            "(every step of one pass over the lengths or token file). Default: the first step"
+            "(every step of one pass over the lengths file). Default: the first step"
           : "the steps of data the sweep keeps (on the CPU their batches are device memory): a number, or epoch "
-            "(one pass over the lengths or token file). Default 2";
+            "(one pass over the lengths file). Default 2";
   command->add_option("--distinct-steps", f.distinct_steps, steps_help)->type_name("N|epoch");
   command->add_option("--completion-only-loss", f.completion_only_loss,
                       "true: a lengths file's completion_mask leaves the prompts' labels out of the loss (TRL's "
@@ -1083,44 +1083,57 @@ struct VerifyCommand {
   // left unverified.
   static void print_jobs_summary(const ab::WorkloadOptions& w, const std::vector<ab::VerifyResult>& results) {
     const std::vector<ab::GridJob> jobs = ab::grid_jobs(w);
-    // Every job verifies the same steps of the data (run_verify_jobs); the first result says how many.
-    const size_t steps = results.empty() ? 1 : static_cast<size_t>(std::max(1, results.front().steps));
-    if (jobs.size() <= 1 && steps <= 1) return;
-    const auto name = [&](size_t job, size_t step) {
-      std::string words = jobs.size() > 1 ? ab::job_flags(jobs[job], w) : "";
-      if (steps > 1) words += (words.empty() ? "step " : " step ") + std::to_string(step + 1);
-      return words;
-    };
+    // The results come job by job, each job's steps in order (run_verify_jobs); each job has its own
+    // count of steps (with --distinct-steps epoch, each packing its own epoch).
     std::string failed, left;
-    size_t failures = 0;
-    for (size_t i = 0; i < jobs.size() * steps; ++i) {
-      const std::string unit = name(i / steps, i % steps);
-      if (i >= results.size()) {
-        left += (left.empty() ? "" : "; ") + unit;
-      } else if (!results[i].all_pass) {
-        failed += (failed.empty() ? "" : "; ") + unit;
+    size_t failures = 0, units = 0, next = 0;
+    int most_steps = 1;
+    bool equal_steps = true;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const std::string flags = jobs.size() > 1 ? ab::job_flags(jobs[i], w) : "";
+      const auto name = [&](int step, int steps) {
+        return steps > 1 ? flags + (flags.empty() ? "step " : " step ") + std::to_string(step + 1) : flags;
+      };
+      const size_t first = next;
+      while (next < results.size() && (jobs.size() == 1 || results[next].job == flags)) ++next;
+      if (next == first) {  // a signal stopped the jobs before this one began
+        left += (left.empty() ? "" : "; ") + flags;
+        continue;
+      }
+      const int steps = std::max(1, results[first].steps);
+      if (i > 0 && steps != most_steps) equal_steps = false;
+      most_steps = std::max(most_steps, steps);
+      units += static_cast<size_t>(steps);
+      for (size_t k = first; k < next; ++k) {
+        if (results[k].all_pass) continue;
+        failed += (failed.empty() ? "" : "; ") + name(results[k].step, steps);
         ++failures;
       }
+      for (int step = static_cast<int>(next - first); step < steps; ++step) left += (left.empty() ? "" : "; ") + name(step, steps);
     }
-    const std::string units = jobs.size() > 1 && steps > 1 ? "jobs' steps" : jobs.size() > 1 ? "jobs of the lists" : "steps";
+    if (jobs.size() <= 1 && most_steps <= 1) return;
+    const bool stepped = most_steps > 1;
+    const std::string what = jobs.size() > 1 && stepped ? "jobs' steps" : jobs.size() > 1 ? "jobs of the lists" : "steps";
     std::cout << "\n";
     if (!failed.empty()) {
-      std::cout << "FAIL in " << failures << " of " << jobs.size() * steps << " " << units << ": " << failed << "\n";
+      std::cout << "FAIL in " << failures << " of " << units << " " << what << ": " << failed << "\n";
     } else if (left.empty()) {
       // A --padding list's jobs share one reference (the whole batch, unpadded): each padding of a
       // job computes that one update.
       const size_t paddings = ab::grid_paddings(w).size();
       std::cout << "PASS in every " << (jobs.size() > 1 ? "job of the lists (" + std::to_string(jobs.size()) + ")" : "")
-                << (jobs.size() > 1 && steps > 1 ? " on every " : "")
-                << (steps > 1 ? "step of the data (" + std::to_string(steps) + ")" : "") << ": each split computes "
-                << (jobs.size() > 1 ? "its job's" : "the") << " update as " << (steps > 1 ? "each step's" : "the job's")
-                << " whole batch does"
+                << (jobs.size() > 1 && stepped ? " on every " : "")
+                << (stepped ? "step of the data (" +
+                                  (equal_steps ? std::to_string(most_steps) : std::to_string(units) + " in all") + ")"
+                            : "")
+                << ": each split computes " << (jobs.size() > 1 ? "its job's" : "the") << " update as "
+                << (stepped ? "each step's" : "the job's") << " whole batch does"
                 << (paddings > 1 ? ", in each of the " + std::to_string(paddings) + " paddings the same update" : "")
                 << "\n";
     }
     if (!left.empty()) {
-      std::cout << (jobs.size() > 1 ? "jobs" : "steps") << " not started (interrupted): " << left
-                << (steps > 1 ? "; run verify again" : "; run verify again with those") << "\n";
+      std::cout << (stepped ? "steps" : "jobs") << " not started (interrupted): " << left
+                << (stepped ? "; run verify again" : "; run verify again with those") << "\n";
     }
   }
 };

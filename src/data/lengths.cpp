@@ -597,7 +597,8 @@ std::string distinct_steps_past_epoch_note(const WorkloadOptions& w) {
   if (past.empty()) return "";
   const bool windows = !w.data.token_file.empty() && w.data.eos_id < 0;
   return "--distinct-steps " + std::to_string(w.data.distinct_steps) + " is more than the " + past + " steps of " +
-         std::to_string(w.batch) + " sequences one pass over " + lengths_name(w.data) + " takes: " +
+         std::to_string(w.batch) + " sequences one pass over " + (windows ? w.data.token_file : lengths_name(w.data)) +
+         " takes: " +
          (windows ? "the file has no more windows, so the steps stop there"
                   : "the steps after it run over the same rows again, as a second epoch would") +
          "; --distinct-steps epoch passes over it once";

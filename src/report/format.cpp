@@ -73,11 +73,9 @@ std::string data_words(const SweepContext& c) {
   // A token file cut into windows names no samples: its name, so that the header says what trained.
   const std::string tokens = option_value(c, "token_file");
   if (samples.empty() && !tokens.empty() && tokens != "synthetic") words += ", tokens " + tokens + " (windows of T + 1)";
-  // --distinct-steps where no samples' words name the steps (synthetic lengths, a token file's windows).
-  const std::string distinct = option_value(c, "distinct_steps");
-  if (samples.empty() && !distinct.empty()) {
-    words += distinct == "epoch" ? ", distinct steps: one pass over the file" : ", " + distinct + " distinct steps";
-  }
+  // --distinct-steps where no samples' words count the steps (synthetic lengths, a token file's windows).
+  const std::string steps = option_value(c, "steps_of_data");
+  if (samples.empty() && !steps.empty()) words += ", " + steps;
   const std::string padding = option_value(c, "padding");
   if (!padding.empty() && padding != "max") words += ", padding " + padding;
   if (option_value(c, "group_by_length") == "true") words += ", grouped by length";

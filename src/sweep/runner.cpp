@@ -704,13 +704,19 @@ void require_distinct_steps_fit(const WorkloadOptions& w, int64_t available_host
     }
     steps += distinct_steps_of(data, w.seq_len, w.batch);
   }
-  // Each step's inputs and targets, int64, (B, T + 1) at most.
-  const int64_t bytes = steps * w.batch * (w.seq_len + 1) * 8 * 2;
+  // Each step's inputs and targets, int64, (B, T + 1) at most, once per packing.
+  const auto packings = static_cast<int64_t>(grid_packings(w).size());
+  const int64_t step_bytes = w.batch * (w.seq_len + 1) * 8 * 2;
+  const int64_t bytes = steps * step_bytes;
   if (available_host_bytes > 0 && bytes > available_host_bytes / 2) {
-    throw UserError(given + " keeps " + text::format_count(steps) + " steps of batches, " + format_bytes(bytes) +
-                    " of host memory, more than half the " + format_bytes(available_host_bytes) +
-                    " this process may use; give fewer steps, as in --distinct-steps " +
-                    std::to_string(std::max<int64_t>(1, steps * available_host_bytes / 2 / bytes / 2)));
+    // The most steps of every packing that fit in half of it.
+    const int64_t fitting = available_host_bytes / 2 / (step_bytes * packings);
+    throw UserError(given + " keeps " + text::format_count(steps) + (steps == 1 ? " step" : " steps") + " of batches, " +
+                    format_bytes(bytes) + " of host memory, more than half the " + format_bytes(available_host_bytes) +
+                    " this process may use; " +
+                    (fitting >= 1 ? "give fewer steps, as in --distinct-steps " + std::to_string(fitting)
+                                  : std::string("one step of each packing takes more already: free memory, or give a "
+                                                "smaller --batch or --seq-len")));
   }
 }
 
@@ -740,6 +746,7 @@ bool note_recomputed_on_resume(const std::string& note) { return note.rfind("--d
 
 PlanTarget plan_target(const WorkloadOptions& w) {
   validate_workload(w);
+  require_distinct_steps_fit(w, /*available_host_bytes=*/0);  // the sweep's limit on steps; a plan holds no batches
   const int token_batches = planned_token_batches(w);
   PlanTarget target;
   if (names_cuda(w.device) && !compat::cuda_available()) {
@@ -907,6 +914,14 @@ void describe_samples_of(SweepContext& context, const WorkloadOptions& w, int64_
 void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t vocab_size) {
   describe_samples_of(context, w, vocab_size);
   describe_memory_judged_on(context, w);
+  // --distinct-steps where no samples' words count the steps (synthetic lengths, a token file's
+  // windows, which stop at the file's end): the steps kept, in the header's words.
+  if (w.data.distinct_steps_given() && !recorded_option(context.options, "samples")) {
+    const int steps = distinct_steps_of(w.data, w.seq_len, w.batch);
+    context.options.emplace_back("steps_of_data", w.data.distinct_steps == DataSource::kEpochSteps
+                                                      ? "an epoch of " + std::to_string(steps) + (steps == 1 ? " step" : " steps")
+                                                      : std::to_string(steps) + (steps == 1 ? " distinct step" : " distinct steps"));
+  }
 }
 
 // "3 splits not begun (1×8, 2×4, 4×2)": a count of splits in one state, then their names, after

@@ -539,7 +539,7 @@ void validate_data_source(const WorkloadOptions& w) {
     }
   }
   if (data.distinct_steps == DataSource::kEpochSteps && data.token_file.empty() && data.lengths != LengthMode::kFile) {
-    throw UserError(std::string("--distinct-steps epoch needs a lengths file or a token file to pass over, and --lengths ") +
+    throw UserError(std::string("--distinct-steps epoch needs a lengths file (or sweep's --tokens) to pass over, and --lengths ") +
                     (data.lengths == LengthMode::kVariable ? "variable draws" : "fixed makes") +
                     " new samples without end; give a number of steps, as in --distinct-steps 8, or --lengths FILE");
   }
