@@ -871,6 +871,15 @@ void describe_kept_paddings(SweepContext& context, const WorkloadOptions& w, int
   }
 }
 
+// The steps of data a run of `w` (one packing) cycles through, as the header says them: "an epoch of
+// 64 steps" (--distinct-steps epoch) or "8 distinct steps".
+std::string steps_of_data_words(const WorkloadOptions& w) {
+  const int steps = distinct_steps_of(w.data, w.seq_len, w.batch);
+  return w.data.distinct_steps == DataSource::kEpochSteps
+             ? "an epoch of " + std::to_string(steps) + (steps == 1 ? " step" : " steps")
+             : std::to_string(steps) + (steps == 1 ? " distinct step" : " distinct steps");
+}
+
 // The real-data source (lengths file or documents) in the context block: how many samples, how
 // many were cut to T, and the micro-batch memory is judged on. The model's vocabulary checks the
 // documents' ids.
@@ -889,12 +898,8 @@ void describe_samples_of(SweepContext& context, const WorkloadOptions& w, int64_
     const std::optional<SampleSource> source = read_sample_source(one.data, w.seq_len, vocab_size);
     if (!source) break;
     const std::string repeated = repeated_samples_words(*source, one.data, w.batch, w.seq_len);
-    // --distinct-steps: the steps the runs cycle through ("an epoch of 64 steps", "8 distinct steps").
-    const int steps = distinct_steps_of(one.data, w.seq_len, w.batch);
-    const std::string cycled = !w.data.distinct_steps_given() ? ""
-                               : w.data.distinct_steps == DataSource::kEpochSteps
-                                   ? ", an epoch of " + std::to_string(steps) + (steps == 1 ? " step" : " steps")
-                                   : ", " + std::to_string(steps) + (steps == 1 ? " distinct step" : " distinct steps");
+    // --distinct-steps: the steps the runs cycle through.
+    const std::string cycled = w.data.distinct_steps_given() ? ", " + steps_of_data_words(one) : "";
     words.emplace_back(packing, source->description + (repeated.empty() ? "" : ", " + repeated) + cycled);
     masked_by = source->masked_by;
   }
@@ -917,10 +922,7 @@ void describe_samples(SweepContext& context, const WorkloadOptions& w, int64_t v
   // --distinct-steps where no samples' words count the steps (synthetic lengths, a token file's
   // windows, which stop at the file's end): the steps kept, in the header's words.
   if (w.data.distinct_steps_given() && !recorded_option(context.options, "samples")) {
-    const int steps = distinct_steps_of(w.data, w.seq_len, w.batch);
-    context.options.emplace_back("steps_of_data", w.data.distinct_steps == DataSource::kEpochSteps
-                                                      ? "an epoch of " + std::to_string(steps) + (steps == 1 ? " step" : " steps")
-                                                      : std::to_string(steps) + (steps == 1 ? " distinct step" : " distinct steps"));
+    context.options.emplace_back("steps_of_data", steps_of_data_words(w));
   }
 }
 
