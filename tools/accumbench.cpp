@@ -850,6 +850,7 @@ struct SweepCommand {
     // Worded at the first save, after the sweep's checks: a note reads the data (short_source_note),
     // whose refusal is the sweep's to word.
     std::optional<std::vector<std::string>> job_notes;
+    std::map<ab::Packing, int> steps_of_data;  // each packing's --distinct-steps, counted once
     const bool padding_chosen = flags.padding_chosen();
     const auto noted = [&](ab::SweepResult sweep) {
       if (!job_notes) {
@@ -867,7 +868,7 @@ struct SweepCommand {
       std::vector<std::string> all = *job_notes;
       all.push_back(ab::cpu_bf16_scratch_note(options.workload, sweep.context.device.rfind("cuda", 0) == 0));
       if (!padding_chosen) all.push_back(padding_to_t_note(sweep));
-      all.push_back(ab::distinct_steps_rounds_note(sweep, options.workload));
+      all.push_back(ab::distinct_steps_rounds_note(sweep, options.workload, &steps_of_data));
       // A resumed file keeps its runs, and with them what its sweep noted of them (a bf16 split's
       // caveat where this sweep measures fp32 only): each note once, but those worded again here.
       if (resuming) {

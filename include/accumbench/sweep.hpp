@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,7 +80,9 @@ int planned_token_batches(const WorkloadOptions& workload);
 int64_t available_host_bytes_per_process();
 // --distinct-steps: the runs of `result` (kept ones too) timed on fewer steps than their packing
 // cycles through, named with their counts, and the --steps that times each on every step; "".
-std::string distinct_steps_rounds_note(const SweepResult& result, const WorkloadOptions& workload);
+// `steps_cache` (optional) keeps each packing's count between calls: an epoch reads the file.
+std::string distinct_steps_rounds_note(const SweepResult& result, const WorkloadOptions& workload,
+                                      std::map<Packing, int>* steps_cache = nullptr);
 // A note of a --resume file that the resumed sweep words again from its own options and every run
 // (the --distinct-steps notes): left out of the file's notes, so that an old count does not stay.
 bool note_recomputed_on_resume(const std::string& note);

@@ -9,6 +9,7 @@
 #include "accumbench/plan.hpp"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <ostream>
 #include <sstream>
@@ -540,11 +541,13 @@ void count_dealt_shares(PlanOptions& options, const WorkloadOptions& workload) {
   options.dealt_batches = 0;
   if (!options.cpu || options.world_size <= 1) return;
   // Each such split copies every step of its own packing (with --distinct-steps epoch, each packing
-  // its own count).
+  // its own count: counted once per packing, an epoch reads the file).
+  std::map<Packing, int> steps;
+  for (const Packing packing : grid_packings(workload)) {
+    steps[packing] = distinct_steps_of(with_packing(workload, packing).data, workload.seq_len, workload.batch);
+  }
   for (const SplitConfig& split : split_grid(workload, options.world_size)) {
-    if (split.accum_steps > 1) {
-      options.dealt_batches += distinct_steps_of(with_packing(workload, split.packing).data, workload.seq_len, workload.batch);
-    }
+    if (split.accum_steps > 1) options.dealt_batches += steps[split.packing];
   }
 }
 

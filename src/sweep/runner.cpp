@@ -720,14 +720,21 @@ void require_distinct_steps_fit(const WorkloadOptions& w, int64_t available_host
   }
 }
 
-std::string distinct_steps_rounds_note(const SweepResult& result, const WorkloadOptions& w) {
+std::string distinct_steps_rounds_note(const SweepResult& result, const WorkloadOptions& w,
+                                      std::map<Packing, int>* steps_cache) {
   if (!w.data.distinct_steps_given()) return "";
-  // Each timed run against its packing's steps (a resumed file's runs too: the same data).
+  std::map<Packing, int> own;
+  std::map<Packing, int>& cache = steps_cache != nullptr ? *steps_cache : own;
+  // Each timed run against its packing's steps (a resumed file's runs too: the same data), each
+  // packing's counted once (an epoch reads the file).
   std::string short_runs;
   int count = 0, most = 0;
   for (const RunResult& run : result.runs) {
     if (run.status != RunStatus::kOk || run.steps.empty()) continue;
-    const int steps = distinct_steps_of(with_packing(w, run.config.packing).data, w.seq_len, w.batch);
+    const auto known = cache.find(run.config.packing);
+    const int steps = known != cache.end() ? known->second
+                                           : cache[run.config.packing] = distinct_steps_of(
+                                                 with_packing(w, run.config.packing).data, w.seq_len, w.batch);
     most = std::max(most, steps);
     if (static_cast<int>(run.steps.size()) >= steps) continue;
     if (++count <= 4) {
