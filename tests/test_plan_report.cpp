@@ -163,6 +163,7 @@ TEST(PlanReport, JsonFields) {
   EXPECT_EQ(j["context"]["memory_limit_bytes"], limit);
   EXPECT_EQ(j["context"]["headroom_bytes"], limit / 20);
   EXPECT_EQ(j["context"]["usable_bytes"], limit - limit / 20);
+  EXPECT_EQ(j["context"]["token_batches"], 2);  // the sweep's two steps (--distinct-steps), on the CPU
   ASSERT_EQ(j["splits"].size(), r.plans.size());
   for (size_t i = 0; i < r.plans.size(); ++i) {
     const nlohmann::json& s = j["splits"][i];

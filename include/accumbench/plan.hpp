@@ -91,7 +91,7 @@ struct PlanOptions : PlannedRows {
   // CPU: the host token batches are device memory too (DataOptions::distinct_batches of them,
   // each the whole step's inputs and targets). CUDA: only one micro-batch's copy is on the device.
   bool cpu = true;
-  int token_batches = 2;
+  int token_batches = kDistinctBatchesByDefault;
   // Data parallel on the CPU: every rank keeps the whole step's batches (the global batch), and a
   // split with more than one micro-batch per rank deals its share as copies, which a sweep keeps for
   // all its rounds: the batches those copies hold, over every such split of the grid

@@ -273,6 +273,8 @@ std::string plan_json(const PlanReport& r) {
   context["batch"] = r.workload.batch;
   context["world_size"] = r.workload.world_size;
   context["batch_per_rank"] = first.options.batch;
+  // The sweep's host batches (--distinct-steps of every packing), device memory on the CPU only.
+  context["token_batches"] = first.options.cpu ? json(first.options.token_batches) : json(nullptr);
   context["precision"] = precision_words(r);  // "fp32,bf16" for a plan of both
   context["attention"] = to_string(first.options.attention);
   context["framework"] = to_string(first.options.framework);  // plan --framework
