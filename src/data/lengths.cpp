@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 #include <map>
@@ -564,21 +565,32 @@ int64_t rows_in_source(const SampleSource& source, const DataSource& data, int64
 int64_t epoch_steps(const DataSource& data, int64_t seq_len, int64_t batch) {
   if (batch <= 0 || seq_len <= 0) return 0;
   if (!data.token_file.empty() && data.eos_id < 0) {
-    // load_token_file's steps: whole windows of T + 1, whole steps of them.
-    const TokenFile file(data.token_file, data.token_bytes);
-    return std::max<int64_t>(1, file.size() / ((seq_len + 1) * batch));
+    // load_token_file's steps: whole windows of T + 1, whole steps of them. A regular file's ids are
+    // counted from its size (a pretraining shard is gigabytes; load_token_file checks its content);
+    // a pipe is read once and kept (read_file_bytes).
+    std::error_code error;
+    const auto bytes = std::filesystem::is_regular_file(data.token_file, error)
+                           ? static_cast<int64_t>(std::filesystem::file_size(data.token_file, error))
+                           : -1;
+    const int64_t ids = bytes >= 0 && !error ? bytes / data.token_bytes : TokenFile(data.token_file, data.token_bytes).size();
+    return std::max<int64_t>(1, ids / ((seq_len + 1) * batch));
   }
   const std::optional<SampleSource> source = read_sample_source(data, seq_len, std::numeric_limits<int64_t>::max());
   if (!source) return 0;
   return std::max<int64_t>(1, (rows_in_source(*source, data, seq_len) + batch - 1) / batch);
 }
 
-int distinct_steps_of(const DataSource& data, int64_t seq_len, int64_t batch) {
+int64_t requested_distinct_steps(const DataSource& data, int64_t seq_len, int64_t batch) {
   if (!data.distinct_steps_given()) return kDistinctBatchesByDefault;
-  int64_t steps = data.distinct_steps == DataSource::kEpochSteps ? epoch_steps(data, seq_len, batch) : data.distinct_steps;
+  const bool windows = !data.token_file.empty() && data.eos_id < 0;
+  if (data.distinct_steps != DataSource::kEpochSteps && !windows) return data.distinct_steps;
+  const int64_t epoch = epoch_steps(data, seq_len, batch);
   // A token file cut into full windows has no more steps than its pass (load_token_file stops there).
-  if (!data.token_file.empty() && data.eos_id < 0) steps = std::min(steps, epoch_steps(data, seq_len, batch));
-  return static_cast<int>(std::clamp<int64_t>(steps, 1, kMaxDistinctSteps));
+  return data.distinct_steps == DataSource::kEpochSteps ? epoch : std::min(data.distinct_steps, epoch);
+}
+
+int distinct_steps_of(const DataSource& data, int64_t seq_len, int64_t batch) {
+  return static_cast<int>(std::clamp<int64_t>(requested_distinct_steps(data, seq_len, batch), 1, kMaxDistinctSteps));
 }
 
 std::string distinct_steps_past_epoch_note(const WorkloadOptions& w) {
@@ -586,10 +598,7 @@ std::string distinct_steps_past_epoch_note(const WorkloadOptions& w) {
   std::string past;  // each packing whose pass is shorter: "12 (--packing none)"
   const std::vector<Packing> packings = data_packings(w.data);
   for (const Packing packing : packings) {
-    DataSource data = w.data;
-    data.packing = packing;
-    data.other_packings.clear();
-    const int64_t epoch = epoch_steps(data, w.seq_len, w.batch);
+    const int64_t epoch = epoch_steps(with_packing(w, packing).data, w.seq_len, w.batch);
     if (epoch <= 0 || epoch >= w.data.distinct_steps) continue;
     past += (past.empty() ? "" : ", ") + std::to_string(epoch) +
             (packings.size() > 1 ? " (--packing " + to_string(packing) + ")" : "");

@@ -694,15 +694,14 @@ void require_distinct_steps_fit(const WorkloadOptions& w, int64_t available_host
   const std::string given = "--distinct-steps " + distinct_steps_name(w.data);
   int64_t steps = 0;
   for (const Packing packing : grid_packings(w)) {
-    const DataSource data = with_packing(w, packing).data;
-    const int64_t epoch = data.distinct_steps == DataSource::kEpochSteps ? epoch_steps(data, w.seq_len, w.batch) : 0;
-    if (epoch > kMaxDistinctSteps) {
-      throw UserError(given + " would keep " + text::format_count(epoch) + " steps of " + lengths_name(w.data) +
+    const int64_t requested = requested_distinct_steps(with_packing(w, packing).data, w.seq_len, w.batch);
+    if (requested > kMaxDistinctSteps) {  // a count past it is refused with the other limits (validate_limits)
+      throw UserError(given + " would keep " + text::format_count(requested) + " steps of " + lengths_name(w.data) +
                       (grid_packings(w).size() > 1 ? " (--packing " + to_string(packing) + ")" : "") +
                       ", more than the " + text::format_count(kMaxDistinctSteps) +
                       " a sweep holds; give a number of steps, as in --distinct-steps 64");
     }
-    steps += distinct_steps_of(data, w.seq_len, w.batch);
+    steps += requested;
   }
   // Each step's inputs and targets, int64, (B, T + 1) at most, once per packing.
   const auto packings = static_cast<int64_t>(grid_packings(w).size());

@@ -378,10 +378,10 @@ std::vector<VerifyResult> run_verify_jobs(const VerifyOptions& options,
     throw UserError("--export writes one reference step, and the lists make " + std::to_string(jobs.size()) +
                     " jobs (" + job_flags(jobs.front(), w) + ", ...); give one of each list with --export");
   }
-  if (w.data.distinct_steps_given() && !options.export_dir.empty() && distinct_steps_of(w.data, w.seq_len, w.batch) > 1) {
+  if (const int steps = w.data.distinct_steps_given() ? distinct_steps_of(w.data, w.seq_len, w.batch) : 1;
+      steps > 1 && !options.export_dir.empty()) {
     throw UserError("--export writes one reference step, and --distinct-steps " + distinct_steps_name(w.data) +
-                    " verifies " + std::to_string(distinct_steps_of(w.data, w.seq_len, w.batch)) +
-                    "; drop --distinct-steps with --export (the first step is exported)");
+                    " verifies " + std::to_string(steps) + "; drop --distinct-steps with --export (the first step is exported)");
   }
   // Every job checked before the first runs: a refused one loses no verified job.
   std::vector<VerifySetup> setups;
