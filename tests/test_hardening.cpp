@@ -223,9 +223,9 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
   for (ab::RunResult& run : bf16.runs) run.config.weights_dtype = ab::Precision::kBf16;
   ab::print_comparison(one_run("gpt2-mini", 64), bf16, apart);
   EXPECT_NE(apart.str().find("note: no split was measured in both (a split is named by its shape, precision, optimizer, "
-                             "dtypes, clipping, packing and padding); to compare them, sweep them together "
-                             "(--precision, --optimizer, --weights-dtype, --adapter-dtype, --max-grad-norm, --packing "
-                             "and --padding take lists)"),
+                             "dtypes, clipping, packing, grouping and padding); to compare them, sweep them "
+                             "together (--precision, --optimizer, --weights-dtype, --adapter-dtype, --max-grad-norm, "
+                             "--packing, --group-by-length and --padding take lists)"),
             std::string::npos)
       << apart.str();
 

@@ -305,7 +305,7 @@ TEST(HtmlReport, PackingsAreComparedPerRealToken) {
   // (0.0305 / 256) / (0.0412 / 1024) = 2.96
   EXPECT_NE(html.find("vs slowest split, per real token</div><div class=\"v\">2.96\u00d7 faster"), std::string::npos);
   EXPECT_NE(html.find("Median step time per split, stacked by phase (the % above each: per real token, as the packings "
-                      "are compared)"),
+                      "and orders are compared)"),
             std::string::npos);
   EXPECT_NE(html.find(" \u00b7 packing bfd/none \u00b7 "), std::string::npos);
   EXPECT_NE(html.find("; samples/s counts rows, and a packed row holds several samples"), std::string::npos);

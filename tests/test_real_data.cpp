@@ -707,6 +707,21 @@ TEST(RealData, DistinctStepsPassOverTheFileOnce) {
   EXPECT_EQ(ab::planned_token_batches(w), 5);
   EXPECT_NE(ab::distinct_steps_past_epoch_note(w).find("more than the 3 steps of 8 sequences"), std::string::npos)
       << ab::distinct_steps_past_epoch_note(w);
+  // Both orders: each keeps its own steps. Compared on fewer steps than the pass, the note says the
+  // grouped order's first steps hold its longest samples; over the epoch (or past it) it says nothing.
+  w.data.other_groupings = {true};
+  EXPECT_EQ(ab::planned_token_batches(w), 10);
+  EXPECT_EQ(ab::grouping_list_steps_note(w), "");
+  w.data.distinct_steps = 2;
+  EXPECT_EQ(ab::planned_token_batches(w), 4);
+  EXPECT_NE(ab::grouping_list_steps_note(w).find("--group-by-length false,true compares the orders on 2 of the 3 steps "
+                                                 "one pass over "),
+            std::string::npos)
+      << ab::grouping_list_steps_note(w);
+  w.data.distinct_steps = ab::DataSource::kEpochSteps;
+  EXPECT_EQ(ab::grouping_list_steps_note(w), "");
+  w.data.other_groupings.clear();
+  w.data.distinct_steps = 5;
   // A token file of 3 steps of windows (8 × 33 tokens each, and a few more) keeps 3 however many are asked.
   const std::string tokens_path = ::testing::TempDir() + std::to_string(::getpid()) + "-three_steps.bin";
   {

@@ -207,9 +207,9 @@ TEST(ConsoleReporter, ClippingNormsOfTheRunsInAColumn) {
       << lines[6];
   EXPECT_EQ(lines[8].rfind("Recommendation: 8\u00d78 clip1 \u2014 ", 0), 0u) << lines[8];
   const std::vector<std::string> csv = report_lines(CsvReporter(), result);
-  EXPECT_NE(csv[0].find(",adapter_dtype,max_grad_norm,padding,packing,activation_checkpointing,"), std::string::npos) << csv[0];
+  EXPECT_NE(csv[0].find(",adapter_dtype,max_grad_norm,padding,packing,group_by_length,activation_checkpointing,"), std::string::npos) << csv[0];
   EXPECT_NE(csv[1].find(",adamw,fp32,fp32,1,max,none,"), std::string::npos) << csv[1];
-  EXPECT_NE(csv[2].find(",adamw,fp32,fp32,0,max,none,blocks,"), std::string::npos) << csv[2];
+  EXPECT_NE(csv[2].find(",adamw,fp32,fp32,0,max,none,false,blocks,"), std::string::npos) << csv[2];
   const SweepResult back = sweep_result_from_json(to_json(result), "clip.json");
   EXPECT_EQ(back.runs[0].config.max_grad_norm, 1);
   EXPECT_EQ(back.runs[0].config.key(), "8\u00d78/bf16/clip1");
@@ -235,9 +235,9 @@ TEST(ConsoleReporter, PaddingsOfTheRunsInAColumn) {
   EXPECT_NE(lines[6].find("; padded: how each micro-batch is padded (--padding);"), std::string::npos) << lines[6];
   EXPECT_EQ(lines[8].rfind("Recommendation: 8\u00d78 pad-longest \u2014 ", 0), 0u) << lines[8];
   const std::vector<std::string> csv = report_lines(CsvReporter(), result);
-  EXPECT_NE(csv[0].find(",max_grad_norm,padding,packing,activation_checkpointing,"), std::string::npos) << csv[0];
+  EXPECT_NE(csv[0].find(",max_grad_norm,padding,packing,group_by_length,activation_checkpointing,"), std::string::npos) << csv[0];
   EXPECT_NE(csv[1].find(",fp32,0,longest,none,"), std::string::npos) << csv[1];
-  EXPECT_NE(csv[2].find(",fp32,0,max,none,blocks,"), std::string::npos) << csv[2];
+  EXPECT_NE(csv[2].find(",fp32,0,max,none,false,blocks,"), std::string::npos) << csv[2];
   const SweepResult back = sweep_result_from_json(to_json(result), "padding.json");
   EXPECT_EQ(back.runs[0].config.key(), "8\u00d78/bf16/pad-longest");
   EXPECT_EQ(back.runs[1].config.key(), "1\u00d764 ckpt/bf16");
@@ -268,9 +268,9 @@ TEST(ConsoleReporter, PackingsOfTheRunsInAColumn) {
   EXPECT_NE(lines[6].find("; vs fastest: median step time per real token over the fastest split's"), std::string::npos)
       << lines[6];
   const std::vector<std::string> csv = report_lines(CsvReporter(), result);
-  EXPECT_NE(csv[0].find(",padding,packing,activation_checkpointing,"), std::string::npos) << csv[0];
-  EXPECT_NE(csv[1].find(",max,none,none,"), std::string::npos) << csv[1];
-  EXPECT_NE(csv[2].find(",max,bfd,blocks,"), std::string::npos) << csv[2];
+  EXPECT_NE(csv[0].find(",padding,packing,group_by_length,activation_checkpointing,"), std::string::npos) << csv[0];
+  EXPECT_NE(csv[1].find(",max,none,false,none,"), std::string::npos) << csv[1];
+  EXPECT_NE(csv[2].find(",max,bfd,false,blocks,"), std::string::npos) << csv[2];
   const SweepResult back = sweep_result_from_json(to_json(result), "packing.json");
   EXPECT_EQ(back.runs[0].config.key(), "8\u00d78/bf16");
   EXPECT_EQ(back.runs[1].config.key(), "1\u00d764 ckpt/bf16/pack-bfd");
@@ -278,6 +278,37 @@ TEST(ConsoleReporter, PackingsOfTheRunsInAColumn) {
   for (RunResult& run : result.runs) run.config.packing = Packing::kBfd;
   const std::vector<std::string> one = report_lines(ConsoleReporter(), result);
   EXPECT_EQ(one[2].find(" packed "), std::string::npos) << one[2];
+  EXPECT_EQ(one[6].find("per real token"), std::string::npos) << one[6];
+}
+
+// Runs of both orders (--group-by-length false,true): a grouped column, the per-token comparison
+// (a grouped step holds other samples), the legend, every run's order in the CSV, the key and the
+// label read back from the JSON; one order alone shows no column.
+TEST(ConsoleReporter, GroupingsOfTheRunsInAColumn) {
+  SweepResult result = sample_result();
+  result.runs[1].config.group_by_length = true;
+  result.runs[1].tokens_per_step = 4 * 65536;
+  const std::vector<std::string> lines = report_lines(ConsoleReporter(), result);
+  ASSERT_GE(lines.size(), 8u);
+  EXPECT_EQ(lines[2].rfind("split      grouped         step s", 0), 0u) << lines[2];
+  EXPECT_EQ(lines[3].rfind("8\u00d78        false    0.191 \u00b1 0.002", 0), 0u) << lines[3];
+  EXPECT_EQ(lines[4].rfind("1\u00d764 ckpt  true     0.402 \u00b1 0.008", 0), 0u) << lines[4];
+  EXPECT_NE(lines[3].find(" 1.90\u00d7"), std::string::npos) << lines[3];  // 0.191 / 65536 over 0.402 / 262144
+  EXPECT_NE(lines[6].find("; grouped: whether the sampler groups samples by length (--group-by-length), compared per "
+                          "real token;"),
+            std::string::npos)
+      << lines[6];
+  const std::vector<std::string> csv = report_lines(CsvReporter(), result);
+  EXPECT_NE(csv[1].find(",max,none,false,none,"), std::string::npos) << csv[1];
+  EXPECT_NE(csv[2].find(",max,none,true,blocks,"), std::string::npos) << csv[2];
+  const SweepResult back = sweep_result_from_json(to_json(result), "grouped.json");
+  EXPECT_EQ(back.runs[0].config.key(), "8\u00d78/bf16");
+  EXPECT_EQ(back.runs[1].config.key(), "1\u00d764 ckpt/bf16/grouped");
+  EXPECT_EQ(run_label(back.runs[1], back.runs), "1\u00d764 ckpt grouped");
+  EXPECT_EQ(run_label(back.runs[0], back.runs), "8\u00d78 ungrouped");
+  for (RunResult& run : result.runs) run.config.group_by_length = true;
+  const std::vector<std::string> one = report_lines(ConsoleReporter(), result);
+  EXPECT_EQ(one[2].find(" grouped "), std::string::npos) << one[2];
   EXPECT_EQ(one[6].find("per real token"), std::string::npos) << one[6];
 }
 
@@ -298,7 +329,7 @@ TEST(ConsoleReporter, HeaderNamesTheWeightsDtypesOfTheRuns) {
   for (RunResult& run : result.runs) run.config.weights_dtype = Precision::kBf16;
   EXPECT_EQ(report_lines(ConsoleReporter(), result)[0], std::string(kContextLine) + ", bf16 weights");
   const std::vector<std::string> csv = report_lines(CsvReporter(), result);
-  EXPECT_NE(csv[0].find(",optimizer,weights_dtype,adapter_dtype,max_grad_norm,padding,packing,activation_checkpointing,"), std::string::npos) << csv[0];
+  EXPECT_NE(csv[0].find(",optimizer,weights_dtype,adapter_dtype,max_grad_norm,padding,packing,group_by_length,activation_checkpointing,"), std::string::npos) << csv[0];
   EXPECT_NE(csv[1].find(",adamw,bf16,fp32,"), std::string::npos) << csv[1];
 }
 
@@ -406,30 +437,30 @@ TEST(ConsoleReporter, NoRecommendation) {
 
 // The sample's options name none of the workload's keys: empty fields, and the defaults of the
 // options a sweep records only when they differ.
-const std::string kWorkload = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,,,,,,,,,,,,,,none,false,peft,on,true,2,,,,,,";
+const std::string kWorkload = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,,,,,,,,,,,,,none,false,peft,on,true,2,,,,,,";
 
 TEST(CsvReporter, HeaderAndOneLinePerRun) {
   expect_lines(report_lines(CsvReporter(), sample_result()), {
       "label,micro_batch,accum_steps,precision,optimizer,weights_dtype,adapter_dtype,max_grad_norm,padding,packing,"
-      "activation_checkpointing,optimizer_in_backward,"
+      "group_by_length,activation_checkpointing,optimizer_in_backward,"
       "cuda_graphs,chunked_loss,world_size,status,steps,mean_seconds,mean_seconds_low,mean_seconds_high,"
       "step_seconds_median,step_seconds_min,step_seconds_mean,"
       "step_seconds_stddev,step_seconds_cv,step_seconds_ci_low,step_seconds_ci_high,data_seconds,"
       "h2d_seconds,forward_seconds,backward_seconds,allreduce_seconds,optimizer_seconds,other_seconds,"
       "device_busy_fraction,tokens_per_second,computed_tokens_per_second,padding_fraction,samples_per_second,"
       "achieved_tflops,hardware_tflops,mfu,peak_allocated_bytes,peak_reserved_bytes,predicted_peak_bytes,fits,error,"
-      "model,seq_len,batch,device,device_name,seed,lengths,group_by_length,loss_normalization,"
+      "model,seq_len,batch,device,device_name,seed,lengths,loss_normalization,"
       "lr,beta1,beta2,eps,weight_decay,lora_rank,lora_alpha,lora_targets,lora_dropout,"
       "base_quant,double_quant,kbit_prep,tf32,completion_only_loss,distinct_steps,token_file,eos_id,loss_chunk_tokens,"
       "memory_limit_bytes,threads,OMP_WAIT_POLICY",
-      "8\u00d78,8,8,bf16,adamw,fp32,fp32,0,max,none,none,false,false,false,1,ok,10,0.1915,0.19,0.193,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
+      "8\u00d78,8,8,bf16,adamw,fp32,fp32,0,max,none,false,none,false,false,false,1,ok,10,0.1915,0.19,0.193,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
       "0.0012,0.0021,0.0453,0.0987,0,0.0301,0.0137,0.93,343120.4,0,0,335.08,295,295,0.298,5583457484,"
       "6442450944,5368709120,true," + kWorkload,
-      "1\u00d764 ckpt,1,64,bf16,adamw,fp32,fp32,0,max,none,blocks,false,false,false,1,ok,10,,,,0.402,0.397,0.403,0.004,0.00993,0.398,"
+      "1\u00d764 ckpt,1,64,bf16,adamw,fp32,fp32,0,max,none,false,blocks,false,false,false,1,ok,10,,,,0.402,0.397,0.403,0.004,0.00993,0.398,"
       "0.41,0.0011,0.002,0.1205,0.261,0,0.0099,0.0075,0.48,163024,0,0,159.2,140.2,187.3,0.141,3221225472,"
       "3221225472,-1,true," + kWorkload,
       // A failed run has no measurements: empty fields, not zeros.
-      "64\u00d71 oib,64,1,bf16,adamw,fp32,fp32,0,max,none,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,,,,,,,,,161061273600,false,"
+      "64\u00d71 oib,64,1,bf16,adamw,fp32,fp32,0,max,none,false,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,,,,,,,,,161061273600,false,"
       "CUDA out of memory. Tried to allocate 2.00 GiB" + kWorkload,
   });
 }
@@ -455,7 +486,7 @@ TEST(CsvReporter, WorkloadColumnsFromTheSweepsOptions) {
   result.context.options.emplace_back("OMP_WAIT_POLICY", "PASSIVE");
   const std::vector<std::string> lines = report_lines(CsvReporter(), result);
   ASSERT_EQ(lines.size(), 4u);
-  const std::string tail = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,0,fixed,false,token,0.0001,0.9,0.999,"
+  const std::string tail = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,0,fixed,token,0.0001,0.9,0.999,"
                            "1e-08,0.01,16,32,\"q_proj,v_proj\",0,nf4,true,peft,on,true,2,shard0.bin,none,auto,41943040,1,"
                            "PASSIVE";
   for (size_t i = 1; i < lines.size(); ++i) {
@@ -809,7 +840,7 @@ TEST(Json, RoundTripIsLossless) {
 
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
   const std::string text = to_json(populated_result());
-  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 16,\n  \"context\": {\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 17,\n  \"context\": {\n", 0), 0u);
   EXPECT_NE(text.find("\"options\": [\n      [\n        \"seq-len\",\n        \"1024\"\n      ],"),
             std::string::npos);
   EXPECT_NE(text.find("\"loss\": null"), std::string::npos);
@@ -842,7 +873,7 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "file written by `accumbench sweep --json`");
   EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
   EXPECT_EQ(user_error_of("{\"json_schema_version\": 1}"),
-            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 16; rerun the "
+            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 17; rerun the "
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());
@@ -1238,6 +1269,40 @@ TEST(Json, Version15ReadsThePackingIntoEverySplit) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("runs[0].config.packing is \"tight\", not a known value"), std::string::npos)
         << e.what();
+  }
+}
+
+// Version 16 grouped every split one way, the context's group_by_length ("true" or "false", a
+// string): every run's split reads it as a boolean, and a file without the option reads false.
+TEST(Json, Version16ReadsTheGroupingIntoEverySplit) {
+  SweepResult original = populated_result();
+  original.context.options.erase(std::remove_if(original.context.options.begin(), original.context.options.end(),
+                                                [](const auto& o) { return o.first == "group_by_length"; }),
+                                 original.context.options.end());
+  original.context.options.emplace_back("group_by_length", "true");
+  for (RunResult& run : original.runs) run.config.group_by_length = true;
+  nlohmann::json doc = nlohmann::json::parse(to_json(original));
+  EXPECT_EQ(doc["runs"][0]["config"]["group_by_length"], true);
+  doc["json_schema_version"] = 16;
+  doc["context"]["json_schema_version"] = 16;
+  for (auto& run : doc["runs"]) run["config"].erase("group_by_length");
+  const SweepResult back = sweep_result_from_json(doc.dump(), "v16.json");
+  EXPECT_EQ(back.context.json_schema_version, kJsonSchemaVersion);
+  ASSERT_FALSE(back.runs.empty());
+  EXPECT_TRUE(back.runs[0].config.group_by_length);
+  EXPECT_NE(back.runs[0].config.key().find("/grouped"), std::string::npos) << back.runs[0].config.key();
+  EXPECT_EQ(to_json(back), to_json(original));
+  doc["context"]["options"].erase(std::remove_if(doc["context"]["options"].begin(), doc["context"]["options"].end(),
+                                                 [](const nlohmann::json& o) { return o[0] == "group_by_length"; }),
+                                  doc["context"]["options"].end());
+  EXPECT_FALSE(sweep_result_from_json(doc.dump(), "v16.json").runs[0].config.group_by_length);
+  nlohmann::json bad = nlohmann::json::parse(to_json(original));
+  bad["runs"][0]["config"]["group_by_length"] = "yes";
+  try {
+    sweep_result_from_json(bad.dump(), "bad.json");
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("runs[0].config.group_by_length"), std::string::npos) << e.what();
   }
 }
 

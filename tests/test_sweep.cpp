@@ -912,6 +912,29 @@ TEST(Sweep, PaddingsAreAGridDimension) {
   }
 }
 
+// A sweep of a data list (`together`) against the sweep of one of its values (`alone`): every split
+// of `alone` is in `together` under the same key, with `of_value` its value, and trains the same
+// positions in every step; `together` holds the other values' host batches too, which its plan
+// counts (the plan's error is the same).
+template <class OfValue>
+void expect_each_split_as_alone(const ab::SweepResult& together, const ab::SweepOptions& alone, OfValue of_value) {
+  for (const ab::RunResult& run : ab::run_sweep(alone).runs) {
+    const auto same = std::find_if(together.runs.begin(), together.runs.end(),
+                                   [&](const ab::RunResult& r) { return r.config.key() == run.config.key(); });
+    ASSERT_NE(same, together.runs.end()) << run.config.key();
+    ASSERT_EQ(same->status, ab::RunStatus::kOk) << same->error;
+    EXPECT_TRUE(of_value(same->config)) << run.config.key();
+    ASSERT_EQ(same->steps.size(), run.steps.size());
+    for (size_t i = 0; i < run.steps.size(); ++i) {
+      EXPECT_EQ(same->steps[i].positions, run.steps[i].positions) << run.config.key();
+      EXPECT_EQ(same->steps[i].computed_positions, run.steps[i].computed_positions) << run.config.key();
+    }
+    EXPECT_GT(same->peak_allocated_bytes, run.peak_allocated_bytes) << run.config.key();  // the other's batches
+    EXPECT_EQ(same->predicted_peak_bytes - same->peak_allocated_bytes, run.predicted_peak_bytes - run.peak_allocated_bytes)
+        << run.config.key();
+  }
+}
+
 // --packing none,bfd is a grid dimension: each split trains on the positions its own sweep of that
 // packing trains on, and holds the other packing's host batches besides, which its plan counts (the
 // plan's error is the one alone's); the key and label name the packing; the recommendation weighs the
@@ -928,21 +951,7 @@ TEST(Sweep, PackingsAreAGridDimension) {
   for (const ab::Packing packing : ab::grid_packings(o.workload)) {
     ab::SweepOptions alone = o;
     alone.workload = ab::with_packing(o.workload, packing);
-    for (const ab::RunResult& run : ab::run_sweep(alone).runs) {
-      const auto same = std::find_if(together.runs.begin(), together.runs.end(),
-                                     [&](const ab::RunResult& r) { return r.config.key() == run.config.key(); });
-      ASSERT_NE(same, together.runs.end()) << run.config.key();
-      ASSERT_EQ(same->status, ab::RunStatus::kOk) << same->error;
-      EXPECT_EQ(same->config.packing, packing) << run.config.key();
-      ASSERT_EQ(same->steps.size(), run.steps.size());
-      for (size_t i = 0; i < run.steps.size(); ++i) {
-        EXPECT_EQ(same->steps[i].positions, run.steps[i].positions) << run.config.key();
-        EXPECT_EQ(same->steps[i].computed_positions, run.steps[i].computed_positions) << run.config.key();
-      }
-      EXPECT_GT(same->peak_allocated_bytes, run.peak_allocated_bytes) << run.config.key();  // the other's batches
-      EXPECT_EQ(same->predicted_peak_bytes - same->peak_allocated_bytes, run.predicted_peak_bytes - run.peak_allocated_bytes)
-          << run.config.key();
-    }
+    expect_each_split_as_alone(together, alone, [&](const ab::SplitConfig& c) { return c.packing == packing; });
   }
   // Packed rows hold several samples: more real positions per step than one sample per row.
   EXPECT_GT(together.runs[2].steps.front().positions, together.runs[0].steps.front().positions);
@@ -970,6 +979,57 @@ TEST(Sweep, PackingsAreAGridDimension) {
     EXPECT_EQ(resumed.runs[i].status, ab::RunStatus::kOk) << resumed.runs[i].error;
   }
   EXPECT_EQ(resumed.runs[4].config.packing, ab::Packing::kBfd);
+}
+
+// --group-by-length false,true: each split on the steps each order makes of the same samples (every
+// step's positions those of the order's sweep alone), keyed and labelled by its order, compared per
+// real token (the sentence names the orders); the plan counts the other order's host batches as the
+// run holds them; --resume adds an order to a sweep of one, keeping the file's runs.
+TEST(Sweep, GroupingsAreAGridDimension) {
+  ab::SweepOptions o = tiny();
+  o.workload.micro_batches = {2, 4};
+  o.workload.data.lengths = ab::LengthMode::kVariable;
+  o.workload.data.padding = ab::Padding::kLongest;
+  o.workload.data.other_groupings = {true};
+  const ab::SweepResult together = ab::run_sweep(o);
+  ASSERT_EQ(together.runs.size(), 4u);
+  for (const bool grouped : ab::grid_groupings(o.workload)) {
+    ab::SweepOptions alone = o;
+    alone.workload = ab::with_grouping(o.workload, grouped);
+    expect_each_split_as_alone(together, alone, [&](const ab::SplitConfig& c) { return c.group_by_length == grouped; });
+  }
+  // Sorted by length, a grouped step's micro-batches hold samples of like length: less padding at 2×2.
+  const auto computed = [](const ab::RunResult& run) {  // over the two distinct steps
+    int64_t sum = 0;
+    for (size_t i = 0; i < 2 && i < run.steps.size(); ++i) sum += run.steps[i].computed_positions - run.steps[i].positions;
+    return sum;
+  };
+  EXPECT_LT(computed(together.runs[2]), computed(together.runs[0]));
+  EXPECT_EQ(together.runs[2].config.key(), "2\u00d72/fp32/pad-longest/grouped");
+  EXPECT_EQ(together.runs[0].config.key(), "2\u00d72/fp32/pad-longest");
+  EXPECT_EQ(ab::run_label(together.runs[3], together.runs), "4\u00d71 grouped");
+  EXPECT_EQ(ab::run_label(together.runs[1], together.runs), "4\u00d71 ungrouped");
+  EXPECT_NE(together.recommendation.reason.find(" The orders (--group-by-length) put other samples in a step (a grouped "
+                                                "step holds samples of like length, a random one any: each step an "
+                                                "update of its own), so the splits are compared per real token"),
+            std::string::npos)
+      << together.recommendation.reason;
+  EXPECT_EQ(ab::recorded_option(together.context.options, "group_by_length"), std::optional<std::string>("false,true"));
+  // The plan command counts the host batches the sweep held: two steps of each order.
+  EXPECT_EQ(ab::planned_token_batches(o.workload), 4);
+  EXPECT_EQ(ab::plan_target(o.workload).options.token_batches, 4);
+
+  ab::SweepOptions first = o;
+  first.workload = ab::with_grouping(o.workload, false);
+  const ab::SweepResult ungrouped = ab::run_sweep(first);
+  const ab::SweepResult resumed = ab::run_sweep(o, nullptr, &ungrouped);
+  ASSERT_EQ(resumed.runs.size(), 4u);
+  EXPECT_EQ(resumed.runs[0].step_seconds.median, ungrouped.runs[0].step_seconds.median);  // copied
+  EXPECT_EQ(resumed.runs[1].step_seconds.median, ungrouped.runs[1].step_seconds.median);
+  for (const size_t i : {2, 3}) {
+    EXPECT_TRUE(resumed.runs[i].config.group_by_length);
+    EXPECT_EQ(resumed.runs[i].status, ab::RunStatus::kOk) << resumed.runs[i].error;
+  }
 }
 
 // --resume with an optimizer added: the file's splits are copied, the new optimizer's measured; a

@@ -287,6 +287,37 @@ TEST(TrainerSettings, ReadBackFromASweepsContext) {
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl)[8], "# packing wrapped (documents cut at T) has no axolotl key");
 }
 
+// A sweep of both orders (--group-by-length false,true): each split's settings group as its own
+// order does, and --emit args names the order of an ungrouped split too (the context's list holds
+// both, so leaving it out would not say which).
+TEST(TrainerSettings, TheSplitsGrouping) {
+  ab::SweepResult result;
+  result.context.seq_len = 128;
+  result.context.batch = 8;
+  ab::WorkloadOptions w = workload();
+  w.data.lengths = ab::LengthMode::kVariable;
+  w.data.padding = ab::Padding::kLongest;
+  w.data.other_groupings = {true};
+  result.context.options = ab::describe_workload(w);
+  ab::RunResult run;
+  run.config = split(2, 4);
+  ab::TrainerSettings s = ab::trainer_settings(result, run);
+  EXPECT_FALSE(s.group_by_length);
+  EXPECT_TRUE(s.grouping_listed);
+  EXPECT_NE(ab::settings_lines(s, ab::SettingsFormat::kArgs).back().find(" --padding longest --group-by-length false"),
+            std::string::npos)
+      << ab::settings_lines(s, ab::SettingsFormat::kArgs).back();
+  run.config.group_by_length = true;
+  s = ab::trainer_settings(result, run);
+  EXPECT_TRUE(s.group_by_length);
+  const Lines trl = ab::settings_lines(s, ab::SettingsFormat::kTrl);
+  EXPECT_NE(std::find(trl.begin(), trl.end(), "group_by_length: true"), trl.end());
+  EXPECT_NE(std::find(trl.begin(), trl.end(), "train_sampling_strategy: group_by_length"), trl.end());
+  const std::string args = ab::settings_lines(s, ab::SettingsFormat::kArgs).back();
+  EXPECT_NE(args.find(" --group-by-length"), std::string::npos) << args;
+  EXPECT_EQ(args.find(" --group-by-length false"), std::string::npos) << args;
+}
+
 // A sweep of several weights dtypes: each split's settings load the model in its own dtype (the
 // context's list names them all).
 TEST(TrainerSettings, TheSplitsWeightsDtype) {

@@ -185,6 +185,7 @@ struct WorkloadFlags {
   std::string lengths, normalization, memory_limit;
   std::vector<std::string> paddings;        // --padding (a list)
   std::vector<std::string> packings;        // --packing (a list)
+  std::vector<std::string> groupings;       // --group-by-length (a list; {""} when given bare: true)
   std::vector<std::string> weights_dtypes;  // --weights-dtype (sweep: a list)
   std::string checkpointing = "-";  // "" when the option is given bare: blocks; "-" when not given
   std::string base_quant = "none";
@@ -282,6 +283,14 @@ struct WorkloadFlags {
         once_each("--packing", given_packings, [](ab::Packing p) { return ab::to_string(p); }, option_notes);
     w.data.packing = packed.front();
     w.data.other_packings.assign(packed.begin() + 1, packed.end());
+    if (given("--group-by-length")) {  // else false, or a trainer config's (read_config)
+      std::vector<bool> given_groupings;
+      for (const std::string& name : groupings) given_groupings.push_back(name.empty() || ab::grouping_from_string(name));
+      const std::vector<bool> grouped =
+          once_each("--group-by-length", given_groupings, [](bool g) { return std::string(g ? "true" : "false"); }, option_notes);
+      w.data.group_by_length = grouped.front();
+      w.data.other_groupings.assign(grouped.begin() + 1, grouped.end());
+    }
     w.data.completion_only_loss = ab::completion_only_loss_from_string(completion_only_loss);
     if (given("--distinct-steps")) w.data.distinct_steps = ab::distinct_steps_from_string(distinct_steps);
     w.loss.normalization = ab::loss_normalization_from_string(normalization);
@@ -547,7 +556,6 @@ void add_data_and_loss_options(CLI::App* command, WorkloadFlags& f) {
 
 // Real data: how samples are padded, ordered and packed (plan: which lengths to judge memory on).
 void add_real_data_options(CLI::App* command, WorkloadFlags& f) {
-  ab::DataSource& data = f.workload.data;
   if (f.command == ab::Command::kPlan) command->add_option("--lengths", f.lengths, kLengthsHelp)->capture_default_str();
   command->add_option("--padding", f.paddings,
                       "max (every sample to T), longest (each micro-batch to its longest sample, TRL's default) or "
@@ -555,9 +563,16 @@ void add_real_data_options(CLI::App* command, WorkloadFlags& f) {
                           list_help(f, "padded each way: the same update, other shapes"))
       ->delimiter(',')
       ->capture_default_str();
-  command->add_flag("--group-by-length", data.group_by_length,
-                    "order samples as transformers' LengthGroupedSampler (megabatches of the step's samples, sorted by "
-                    "length, the longest first)");
+  // Bare, it is the flag it always was (true); with values, a list of true and false.
+  command->add_option("--group-by-length", f.groupings,
+                      "order samples as transformers' LengthGroupedSampler (megabatches of the step's samples, sorted by "
+                      "length, the longest first); bare: true; false: a seeded random order" +
+                          (f.command == ab::Command::kPlan && !f.one_job
+                               ? std::string("; a list (false,true) is planned once: the order changes no tensor's size")
+                               : list_help(f, std::string("on each order's steps of the same samples") +
+                                                  (f.command == ab::Command::kSweep ? ", compared per real token" : ""))))
+      ->expected(0, 8)
+      ->delimiter(',');
   command->add_option("--packing", f.packings,
                       "none (one sample per row), wrapped (samples concatenated and cut into rows of T; attention "
                       "crosses documents) or bfd (whole samples packed best-fit-decreasing into rows of T, as TRL; "
@@ -860,7 +875,8 @@ struct SweepCommand {
         for (const std::string& note :
              {ab::idle_data_options_note(options.workload), ab::idle_completion_only_loss_note(options.workload),
               ab::idle_weights_dtype_note(options.workload), ab::oib_foreach_note(options.workload),
-              ab::short_source_note(options.workload), ab::distinct_steps_past_epoch_note(options.workload)}) {
+              ab::short_source_note(options.workload), ab::distinct_steps_past_epoch_note(options.workload),
+              ab::grouping_list_steps_note(options.workload)}) {
           job_notes->push_back(note);
         }
       }
@@ -1288,7 +1304,17 @@ int PlanCommand::run() {
   if (!emit.empty()) ab::settings_format_from_string(emit);
   const ab::ModelConfig cfg = ab::resolve_model(w.model);
   ab::validate_lora(cfg, w.lora);  // the rank against the model, a checkpoint stored quantised
-  const ab::PlanTarget target = ab::plan_target(w);
+  const ab::PlanTarget target = ab::plan_target(w);  // the CPU's host batches: every order's (below)
+  // The order the sampler visits the samples in changes no tensor's size (the longest micro-batch is
+  // judged either way): a --group-by-length list is planned once, with the first order.
+  if (const std::vector<bool> orders = ab::grid_groupings(w); orders.size() > 1) {
+    flags.option_notes.push_back(
+        "--group-by-length " + ab::join_groupings(orders) + ": the order of the samples changes no tensor's size, so " +
+        "each split is planned once for every order" +
+        (target.cuda ? std::string() : std::string(" (the host batches count each order's, as a sweep keeps them)")) +
+        "; a sweep times each");
+    w = ab::with_grouping(std::move(w), orders.front());
+  }
   const ab::PlanOptions o = plan_options(w, target);
   const int64_t limit = memory_bytes(w, target);
   // What the splits may use: the limit less the headroom (the CUDA context and fragmentation).
@@ -1487,7 +1513,7 @@ struct CompareCommand {
 void refuse_empty_list_items(int argc, char** argv) {
   static const char* const kLists[] = {"--micro-batches", "--micro-batch",   "--precision",     "--optimizer",
                                        "--weights-dtype", "--adapter-dtype", "--max-grad-norm", "--frameworks",
-                                       "--padding",       "--packing"};
+                                       "--padding",       "--packing",       "--group-by-length"};
   const auto check = [](const std::string& flag, const std::string& value) {
     if (value.find(',') == std::string::npos) return;
     if (value.front() != ',' && value.back() != ',' && value.find(",,") == std::string::npos) return;
@@ -1497,6 +1523,7 @@ void refuse_empty_list_items(int argc, char** argv) {
                                 : flag == "--max-grad-norm"                       ? "0,1"
                                 : flag == "--padding"                             ? "max,longest"
                                 : flag == "--packing"                             ? "none,bfd"
+                                : flag == "--group-by-length"                     ? "false,true"
                                                                                   : "fp32,bf16";
     throw ab::UserError(flag + " " + ab::text::quoted(value, 60) +
                         " has an empty item (a comma too many, or a value left out); separate the values by single "

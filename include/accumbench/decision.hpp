@@ -173,15 +173,17 @@ struct DecisionOptions {
 Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidates, const DecisionOptions& options);
 
 // Splits that train different amounts of data per step (a --packing list: a packed row holds
-// several samples) are compared per real token: each step's time (with any framework time) is
+// several samples; a --group-by-length list: a grouped step holds other samples than a random one)
+// are compared per real token: each step's time (with any framework time) is
 // multiplied by kTokenUnit / the real positions it trained, so that the decision weighs seconds per
-// million tokens, what an epoch of the data takes. Within one packing every split of a round trains
-// the same samples, so the paired ratios of its splits are those of their step times.
+// million tokens, what an epoch of the data takes. Within one packing and order every split of a
+// round trains the same samples, so the paired ratios of its splits are those of their step times.
 inline constexpr double kTokenUnit = 1e6;
 inline double per_token_scale(int64_t positions) {
   return positions > 0 ? kTokenUnit / static_cast<double>(positions) : 1.0;
 }
-// Whether `runs` differ in packing, and are so compared per real token.
+// Whether `runs` differ in their rows (packing or grouping: SplitConfig::rows), and are so compared
+// per real token.
 bool compared_per_token(const std::vector<RunResult>& runs);
 // `seconds` of a step of `run` (its median or mean), per real token where `per_token`: what the
 // reports compare of splits that differ in packing.

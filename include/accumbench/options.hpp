@@ -74,6 +74,26 @@ Packing packing_from_string(const std::string& text);
 std::string packing_word(Packing packing);
 // "none,bfd"
 std::string join_packings(const std::vector<Packing>& packings);
+// --group-by-length's list: "true" | "false"; UserError for anything else.
+bool grouping_from_string(const std::string& text);
+// A split's grouping in its label's words: "grouped", "ungrouped".
+std::string grouping_word(bool group_by_length);
+// "false,true"
+std::string join_groupings(const std::vector<bool>& groupings);
+
+// The rows a split's steps train on: how the samples are laid out in rows (packing) and the order
+// the sampler visits them in (grouped by length or random). Both are grid dimensions, and each
+// pair makes other steps of the same samples: splits whose rows differ are compared per real token
+// (decision.hpp), and each pair's batches are built once (the runner's host batches).
+struct StepRows {
+  Packing packing = Packing::kNone;
+  bool grouped = false;
+  bool operator==(const StepRows& other) const { return packing == other.packing && grouped == other.grouped; }
+  bool operator!=(const StepRows& other) const { return !(*this == other); }
+  bool operator<(const StepRows& other) const {
+    return packing != other.packing ? packing < other.packing : grouped < other.grouped;
+  }
+};
 
 // What model to build: a preset name or a Hugging Face config.json (which wins when given), and
 // the seed of its random weights and of the synthetic tokens.
@@ -168,6 +188,11 @@ struct DataSource {
   // made where the samples are read (a multiple past T) see every one.
   std::vector<PaddingChoice> other_paddings;
   bool group_by_length = false;  // transformers' LengthGroupedSampler (src/data/samples.cpp)
+  // --group-by-length's list after its first (which is group_by_length): every split is also run on
+  // the steps the other order makes of the same samples (data_groupings, grid_groupings); grouped
+  // steps hold other samples than random ones, so the sweep compares them per real token, as it
+  // compares packings.
+  std::vector<bool> other_groupings;
   Packing packing = Packing::kNone;
   // --packing's list after its first (which is packing): every split is also run on the rows each
   // of these packings makes of the same samples (data_packings, grid_packings). A packed row holds
@@ -413,6 +438,15 @@ WorkloadOptions with_padding(WorkloadOptions workload, const PaddingChoice& choi
 std::vector<Packing> data_packings(const DataSource& data);
 std::vector<Packing> grid_packings(const WorkloadOptions& workload);
 WorkloadOptions with_packing(WorkloadOptions workload, Packing packing);
+// The same for grouping: data.group_by_length, then data.other_groupings; and the workload whose
+// sampler groups (or not) as `grouped` says.
+std::vector<bool> data_groupings(const DataSource& data);
+std::vector<bool> grid_groupings(const WorkloadOptions& workload);
+WorkloadOptions with_grouping(WorkloadOptions workload, bool grouped);
+// Every packing × grouping of the grid, packings outermost (grid_jobs' order); and the workload with
+// that one packing and grouping.
+std::vector<StepRows> grid_step_rows(const WorkloadOptions& workload);
+WorkloadOptions with_step_rows(WorkloadOptions workload, const StepRows& rows);
 // The same for clipping: optimizer.max_grad_norm, then grid.other_max_grad_norms (0 for none); and
 // the workload clipped at `norm` alone.
 std::vector<double> grid_max_grad_norms(const WorkloadOptions& workload);

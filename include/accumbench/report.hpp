@@ -145,6 +145,7 @@ struct TrainerSettings {
   Packing packing = Packing::kNone;
   bool packing_listed = false;  // --packing lists several: --emit args names the split's, none included
   bool group_by_length = false;
+  bool grouping_listed = false;  // --group-by-length lists both: --emit args names the split's, false included
   // --optimizer; TrainingArguments.optim (hf_optim_name), printed when not AdamW (the Trainer's
   // default optimizer is an AdamW with the same update).
   OptimizerKind optimizer = OptimizerKind::kAdamW;

@@ -27,9 +27,10 @@ namespace accumbench {
 // parallel; they were rank 0's); 13: the clipping norm in every run's split (--max-grad-norm's list
 // sweeps each); 14: the padding in every run's split (--padding's list sweeps each); 15: the sweep's
 // notes (what its options left idle, what the model's config means at its T, the device's caveats),
-// which only stderr had; 16: the packing in every run's split (--packing's list sweeps each). Older
-// files are upgraded as they are read (src/report/json_upgrade.cpp).
-inline constexpr int kJsonSchemaVersion = 16;
+// which only stderr had; 16: the packing in every run's split (--packing's list sweeps each); 17:
+// the grouping in every run's split (--group-by-length's list sweeps each). Older files are upgraded
+// as they are read (src/report/json_upgrade.cpp).
+inline constexpr int kJsonSchemaVersion = 17;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -132,6 +133,12 @@ struct SplitConfig {
   // unpacked rows; the decision compares such splits per real token. run_label and the reports'
   // packed column name it where the splits differ in it.
   Packing packing = Packing::kNone;
+  // Whether the sampler groups samples by length (--group-by-length's list is a grid dimension, as
+  // the packing is): grouped steps hold other samples than random ones, so splits that differ in it
+  // are compared per real token too. run_label and the reports' grouped column name it where the
+  // splits differ in it.
+  bool group_by_length = false;
+  StepRows rows() const { return {packing, group_by_length}; }
 
   // "8×8", "64×1 oib", "1×64 ckpt chunked-ce", "4×2 adamw8bit", "4×2 bf16-weights": micro × accum
   // plus the knobs that are on, then the optimizer unless it is adamw, then the weights' dtype and
@@ -143,7 +150,7 @@ struct SplitConfig {
   std::string shape_label() const;
   // Stable identity for --resume: label (optimizer and weights dtype included) plus precision (and the world size when
   // above 1, the clipping norm when clipped, the padding unless max, the packing unless none:
-  // "4×2/fp32/clip1/pad-longest/pack-bfd").
+  // "4×2/fp32/clip1/pad-longest/pack-bfd/grouped"; grouped only when grouped).
   std::string key() const;
 };
 
@@ -182,11 +189,12 @@ struct GridJob {
   double max_grad_norm = 0;
   PaddingChoice padding;
   Packing packing = Packing::kNone;
+  bool group_by_length = false;
   bool operator==(const GridJob& other) const;
 };
 // The jobs in split_grid's order: the weights' dtypes outermost, then the adapters', the
-// optimizers, the precisions, the clipping norms, the packings, the paddings (each list in the
-// order given).
+// optimizers, the precisions, the clipping norms, the packings, the groupings, the paddings (each
+// list in the order given).
 std::vector<GridJob> grid_jobs(const WorkloadOptions& workload);
 GridJob job_of(const SplitConfig& split);
 // The workload with this job's one of each list.

@@ -325,7 +325,8 @@ bool was_tried(const SplitConfig& split, const std::vector<SplitConfig>& tried) 
            t.chunked_loss == split.chunked_loss && t.precision == split.precision &&
            t.optimizer_in_backward == split.optimizer_in_backward && t.optimizer == split.optimizer &&
            t.weights_dtype == split.weights_dtype && t.adapter_dtype == split.adapter_dtype &&
-           t.max_grad_norm == split.max_grad_norm && t.padding == split.padding && t.packing == split.packing;
+           t.max_grad_norm == split.max_grad_norm && t.padding == split.padding && t.packing == split.packing &&
+           t.group_by_length == split.group_by_length;
   });
 }
 
@@ -465,6 +466,7 @@ std::string fit_advice(const ModelConfig& cfg, const PlanOptions& options, const
           l.split.label() + (workload.precisions.size() > 1 ? " " + to_string(job.job.precision) : "") +
           (grid_max_grad_norms(workload).size() > 1 ? " " + clipping_word(job.job.max_grad_norm) : "") +
           (grid_packings(workload).size() > 1 ? " " + packing_word(job.job.packing) : "") +
+          (grid_groupings(workload).size() > 1 ? " " + grouping_word(job.job.group_by_length) : "") +
           (grid_paddings(workload).size() > 1 ? " " + padding_word(job.job.padding) : "");
       untried += (untried.empty() ? "" : " or ") + label + (flags.empty() ? "" : " (" + flags + ")");
     }

@@ -138,6 +138,10 @@ void add_identity_columns(std::vector<ColumnDef>& all) {
   // run's in the CSV.
   all.push_back(split_words_column("packing", "packed", "packing", Shown::kWhenVaries,
                                    [](const RunResult& r) { return to_string(r.config.packing); }));
+  // The order: "true" (grouped by length) or "false" (--group-by-length's words) where the splits
+  // differ in it; every run's in the CSV.
+  all.push_back(split_words_column("group_by_length", "grouped", "group_by_length", Shown::kWhenVaries,
+                                   [](const RunResult& r) { return flag(r.config.group_by_length); }));
   all.push_back(csv_only("activation_checkpointing",
                          [](const RunResult& r) { return to_string(r.config.activation_checkpointing); }));
   all.push_back(csv_only("optimizer_in_backward", [](const RunResult& r) { return flag(r.config.optimizer_in_backward); }));
@@ -586,6 +590,9 @@ std::string legend(const std::vector<RunResult>& runs, const TableContext& conte
   if (has("packing")) {
     text += "; packed: how samples are laid out in rows (--packing), compared per real token";
     if (has("samples_per_second")) text += "; samples/s counts rows, and a packed row holds several samples";
+  }
+  if (has("group_by_length")) {
+    text += "; grouped: whether the sampler groups samples by length (--group-by-length), compared per real token";
   }
   if (has("padding")) text += "; padded: how each micro-batch is padded (--padding)";
   if (has("fits") && !context.memory_limit) text += "; fits: - without --memory-limit";

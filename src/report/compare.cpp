@@ -139,7 +139,7 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
     // A grid dimension's list measures the same splits in any order: "fp32,bf16" is "bf16,fp32".
     const bool list = name == "precisions" || name == "optimizer" || name == "weights_dtype" ||
                       name == "adapter_dtype" || name == "max_grad_norm" || name == "padding" ||
-                      name == "packing" || name == "micro_batches";
+                      name == "packing" || name == "group_by_length" || name == "micro_batches";
     // "all divisors" is a list too: every divisor of a rank's share of the batch.
     const auto items = [&name](const std::string& value, const SweepContext& c) {
       if (name != "micro_batches" || value != "all divisors" || c.world_size < 1 || c.batch % c.world_size != 0) {
@@ -177,7 +177,7 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   bool mixed_precision = false;
   bool mixed_world = false;
   bool mixed_clipping = false;
-  bool mixed_padding = false, mixed_packing = false;
+  bool mixed_padding = false, mixed_packing = false, mixed_grouping = false;
   const SplitConfig* first = nullptr;
   for (const SweepResult* sweep : {&a, &b}) {
     for (const RunResult& run : sweep->runs) {
@@ -187,6 +187,7 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
       mixed_clipping = mixed_clipping || run.config.max_grad_norm != first->max_grad_norm;
       mixed_padding = mixed_padding || run.config.padding != first->padding;
       mixed_packing = mixed_packing || run.config.packing != first->packing;
+      mixed_grouping = mixed_grouping || run.config.group_by_length != first->group_by_length;
     }
   }
   const auto split_cell = [&](const SplitConfig& config) {
@@ -194,6 +195,7 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
     if (mixed_precision) cell += " " + to_string(config.precision);
     if (mixed_clipping) cell += " " + clipping_word(config.max_grad_norm);
     if (mixed_packing) cell += " " + packing_word(config.packing);
+    if (mixed_grouping) cell += " " + grouping_word(config.group_by_length);
     if (mixed_padding) cell += " " + padding_word(config.padding);
     if (mixed_world) cell += " world " + std::to_string(config.world_size);
     return cell;
@@ -289,9 +291,9 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
         << "recommendation names its fastest split\n";
   } else if (none_pairs) {
     out << "note: no split was measured in both (a split is named by its shape, precision, optimizer, dtypes, "
-           "clipping, packing and padding); to compare them, sweep them together (--precision, --optimizer, "
-           "--weights-dtype, --adapter-dtype, --max-grad-norm, --packing and --padding take lists), which times them "
-           "in paired rounds\n";
+           "clipping, packing, grouping and padding); to compare them, sweep them together (--precision, --optimizer, "
+           "--weights-dtype, --adapter-dtype, --max-grad-norm, --packing, --group-by-length and --padding take "
+           "lists), which times them in paired rounds\n";
   }
   if (by_tokens) {
     out << "note: a step of B trains other tokens than a step of A (" << text::format_count(tokens_b->tokens_per_step)

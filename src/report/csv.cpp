@@ -35,7 +35,7 @@ void CsvReporter::report(const SweepResult& result, std::ostream& out) const {
   const SweepContext& c = result.context;
   // The workload: the context's own fields (the device as resolved), then every option the context
   // records (describe_workload) but the grid's (micro-batches, precisions, optimizers, dtypes, clipping,
-  // padding, packing), which the run columns give; an option a sweep records only when set is its default where the file lacks
+  // padding, packing, grouping), which the run columns give; an option a sweep records only when set is its default where the file lacks
   // it (recorded_option), any option newer than the file `report` reads an empty field.
   std::vector<std::pair<std::string, std::string>> workload = {
       {"model", c.model}, {"seq_len", std::to_string(c.seq_len)}, {"batch", std::to_string(c.batch)},
@@ -43,7 +43,8 @@ void CsvReporter::report(const SweepResult& result, std::ostream& out) const {
   for (const std::string& name : workload_option_names()) {
     if (name == "model" || name == "seq_len" || name == "batch" || name == "micro_batches" || name == "device" ||
         name == "precisions" || name == "optimizer" || name == "weights_dtype" ||
-        name == "adapter_dtype" || name == "max_grad_norm" || name == "padding" || name == "packing")
+        name == "adapter_dtype" || name == "max_grad_norm" || name == "padding" || name == "packing" ||
+        name == "group_by_length")
       continue;
     workload.push_back({name, recorded_option(c.options, name).value_or("")});
   }

@@ -78,7 +78,9 @@ std::string data_words(const SweepContext& c) {
   if (samples.empty() && !steps.empty()) words += ", " + steps;
   const std::string padding = option_value(c, "padding");
   if (!padding.empty() && padding != "max") words += ", padding " + padding;
-  if (option_value(c, "group_by_length") == "true") words += ", grouped by length";
+  const std::string grouped = option_value(c, "group_by_length");
+  if (grouped == "true") words += ", grouped by length";
+  if (grouped.find(',') != std::string::npos) words += ", grouped by length or not (--group-by-length " + grouped + ")";
   const std::string packing = option_value(c, "packing");
   if (!packing.empty() && packing != "none") words += ", packing " + packing;
   return words;

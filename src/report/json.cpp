@@ -133,6 +133,7 @@ auto fields(S& s, V& v) -> IfIs<S, SplitConfig> {
   v("max_grad_norm", s.max_grad_norm);
   v("padding", s.padding);
   v("packing", s.packing);
+  v("group_by_length", s.group_by_length);
 }
 
 template <class S, class V>

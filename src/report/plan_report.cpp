@@ -253,6 +253,7 @@ void add_job(nlohmann::json& entry, const GridJob& job) {
   entry["max_grad_norm"] = job.max_grad_norm;
   entry["padding"] = padding_name(job.padding);
   entry["packing"] = to_string(job.packing);
+  entry["group_by_length"] = job.group_by_length;
 }
 }  // namespace
 

@@ -134,7 +134,9 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   // The split's packing where --packing lists several, else the workload's own.
   s.packing_listed = grid_packings(w).size() > 1;
   s.packing = s.packing_listed ? split.packing : w.data.packing;
-  s.group_by_length = w.data.group_by_length;
+  // The split's grouping where --group-by-length lists both, else the workload's own.
+  s.grouping_listed = grid_groupings(w).size() > 1;
+  s.group_by_length = s.grouping_listed ? split.group_by_length : w.data.group_by_length;
   s.optimizer = split.optimizer;
   s.optimizer_in_backward = split.optimizer_in_backward;
   s.chunked_loss = split.chunked_loss;
@@ -422,7 +424,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       data.pad_multiple = s.pad_multiple;
       args += " --padding " + padding_name(data);
     }
-    if (s.group_by_length) args += " --group-by-length";
+    if (s.group_by_length || s.grouping_listed) args += std::string(" --group-by-length") + (s.group_by_length ? "" : " false");
     if (!s.completion_only_loss) args += " --completion-only-loss false";
     if (s.optimizer != OptimizerKind::kAdamW) args += " --optimizer " + to_string(s.optimizer);
     const OptimizerOptions defaults;
@@ -488,6 +490,21 @@ std::string masking_columns(const std::string& samples) {
 
 }  // namespace
 
+namespace {
+
+// The values of a comma list, each read by `parse` (which throws UserError on a bad one); UserError
+// for an empty list.
+template <class Value>
+std::vector<Value> comma_values(const std::string& list, Value (*parse)(const std::string&)) {
+  std::vector<Value> values;
+  std::istringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) values.push_back(parse(item));
+  if (values.empty()) throw UserError("an empty list");
+  return values;
+}
+
+}  // namespace
+
 WorkloadOptions settings_workload(const SweepContext& context) {
   WorkloadOptions w;
   w.seq_len = context.seq_len;
@@ -495,25 +512,23 @@ WorkloadOptions settings_workload(const SweepContext& context) {
   // A file written before an option existed lacks it: its default stands.
   for (const auto& [name, value] : context.options) {
     try {
-      if (name == "padding") {  // "longest", or a list "max,longest" (each split names its own)
-        std::vector<PaddingChoice> paddings;
-        std::istringstream list(value);
-        for (std::string padding; std::getline(list, padding, ',');) paddings.push_back(padding_from_string(padding));
-        if (!paddings.empty()) {
-          set_padding(w.data, paddings.front());
-          w.data.other_paddings.assign(paddings.begin() + 1, paddings.end());
-        }
+      // A data list: "longest" or "max,longest", "bfd" or "none,bfd", "true" or "false,true" (each
+      // split names its own); the first is the data's own, the rest the grid's others.
+      if (name == "padding") {
+        const std::vector<PaddingChoice> paddings = comma_values(value, padding_from_string);
+        set_padding(w.data, paddings.front());
+        w.data.other_paddings.assign(paddings.begin() + 1, paddings.end());
       }
-      if (name == "packing") {  // "bfd", or a list "none,bfd" (each split names its own)
-        std::vector<Packing> packings;
-        std::istringstream list(value);
-        for (std::string packing; std::getline(list, packing, ',');) packings.push_back(packing_from_string(packing));
-        if (!packings.empty()) {
-          w.data.packing = packings.front();
-          w.data.other_packings.assign(packings.begin() + 1, packings.end());
-        }
+      if (name == "packing") {
+        const std::vector<Packing> packings = comma_values(value, packing_from_string);
+        w.data.packing = packings.front();
+        w.data.other_packings.assign(packings.begin() + 1, packings.end());
       }
-      if (name == "group_by_length") w.data.group_by_length = value == "true";
+      if (name == "group_by_length") {
+        const std::vector<bool> groupings = comma_values(value, grouping_from_string);
+        w.data.group_by_length = groupings.front();
+        w.data.other_groupings.assign(groupings.begin() + 1, groupings.end());
+      }
       // "fixed", "variable", or the lengths file's name ("documents of FILE ..." for a token file's)
       if (name == "lengths") {
         w.data.lengths = value == "fixed"      ? LengthMode::kFixed

@@ -336,7 +336,7 @@ Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidate
 
 bool compared_per_token(const std::vector<RunResult>& runs) {
   return std::any_of(runs.begin(), runs.end(),
-                     [&](const RunResult& run) { return run.config.packing != runs.front().config.packing; });
+                     [&](const RunResult& run) { return run.config.rows() != runs.front().config.rows(); });
 }
 
 RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double confidence,

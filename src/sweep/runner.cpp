@@ -90,7 +90,7 @@ void check_profile_dir(const std::string& directory, c10::Device device) {
 // file), the memory limit (every "fits" is judged again), output and machine settings.
 bool may_differ_on_resume(const std::string& option) {
   static const char* const kFree[] = {"micro_batches", "precisions", "optimizer", "weights_dtype", "adapter_dtype",
-                                      "max_grad_norm", "padding", "packing", "memory_judged_on",
+                                      "max_grad_norm", "padding", "packing", "group_by_length", "memory_judged_on",
                                       // the samples' words already say it (a file from before it lacks it)
                                       "labels_masked_by",
                                       "knobs", "cuda_graphs", "chunked_loss", "activation_checkpointing",
@@ -189,7 +189,8 @@ void name_kept_runs_in_lists(std::vector<std::pair<std::string, std::string>>& o
       {"adapter_dtype", [](const SplitConfig& s) { return to_string(s.adapter_dtype); }},
       {"max_grad_norm", [](const SplitConfig& s) { return text::format_number(s.max_grad_norm); }},
       {"padding", [](const SplitConfig& s) { return padding_name(s.padding); }},
-      {"packing", [](const SplitConfig& s) { return to_string(s.packing); }}};
+      {"packing", [](const SplitConfig& s) { return to_string(s.packing); }},
+      {"group_by_length", [](const SplitConfig& s) { return std::string(s.group_by_length ? "true" : "false"); }}};
   for (const auto& [name, value_of] : kLists) {
     const std::optional<std::string> now = recorded_option(options, name);
     if (!now || *now == "all divisors") continue;
@@ -226,6 +227,9 @@ struct FileNaming {
   // list, whose splits were named with theirs.
   std::string only_packing;
   bool several_packings = false;
+  // The same for grouping (" grouped", " ungrouped").
+  std::string only_grouping;
+  bool several_groupings = false;
 };
 
 FileNaming file_naming(const SweepContext& file) {
@@ -244,6 +248,12 @@ FileNaming file_naming(const SweepContext& file) {
     if (packings.size() == 1) naming.only_packing = " " + packing_word(packing_from_string(packings.front()));
   } catch (const UserError&) {  // not a packing: the file does not say
   }
+  const std::vector<std::string> groupings = comma_items(recorded_option(file.options, "group_by_length").value_or("false"));
+  naming.several_groupings = groupings.size() > 1;
+  try {
+    if (groupings.size() == 1) naming.only_grouping = " " + grouping_word(grouping_from_string(groupings.front()));
+  } catch (const UserError&) {  // not a grouping: the file does not say
+  }
   const std::vector<std::string> paddings = comma_items(recorded_option(file.options, "padding").value_or("max"));
   try {
     if (paddings.size() == 1) naming.only_padding = " " + padding_word(padding_from_string(paddings.front()));
@@ -261,8 +271,10 @@ bool names_split(const std::string& label, const SplitConfig& split, const FileN
   if (!file.only_clipping.empty() && file.only_clipping != clipping) return false;
   if (!file.only_padding.empty() && file.only_padding != padding) return false;
   if (!file.only_packing.empty() && file.only_packing != " " + packing_word(split.packing)) return false;
+  if (!file.only_grouping.empty() && file.only_grouping != " " + grouping_word(split.group_by_length)) return false;
   const std::string rest = (file.only_clipping.empty() ? clipping : "") +
                            (file.several_packings ? " " + packing_word(split.packing) : "") +
+                           (file.several_groupings ? " " + grouping_word(split.group_by_length) : "") +
                            (file.only_padding.empty() ? padding : "");
   const std::string named = split.label() + (file.only_precision.empty() ? precision : "") + rest;
   return label == named || (file.precision_unknown && label == split.label() + rest);
@@ -280,6 +292,7 @@ class NotBegunNames {
       norms_ = norms_ || split.max_grad_norm != grid[0].max_grad_norm;
       paddings_ = paddings_ || split.padding != grid[0].padding;
       packings_ = packings_ || split.packing != grid[0].packing;
+      groupings_ = groupings_ || split.group_by_length != grid[0].group_by_length;
     };
     for (const SplitConfig& split : grid) note(split);
     if (resume != nullptr) {
@@ -290,7 +303,7 @@ class NotBegunNames {
   std::string operator()(const SplitConfig& split) const {
     return split.label() + (precisions_ ? " " + to_string(split.precision) : "") +
            (norms_ ? " " + clipping_word(split.max_grad_norm) : "") + (packings_ ? " " + packing_word(split.packing) : "") +
-           (paddings_ ? " " + padding_word(split.padding) : "");
+           (groupings_ ? " " + grouping_word(split.group_by_length) : "") + (paddings_ ? " " + padding_word(split.padding) : "");
   }
 
   // A stopped file's splits that it never began and this grid leaves out stay not begun (read with or
@@ -305,12 +318,12 @@ class NotBegunNames {
       if (in_grid) continue;
       interruption.splits_not_run.push_back(label + (precisions_ ? file.only_precision : "") +
                                             (norms_ ? file.only_clipping : "") + (packings_ ? file.only_packing : "") +
-                                            (paddings_ ? file.only_padding : ""));
+                                            (groupings_ ? file.only_grouping : "") + (paddings_ ? file.only_padding : ""));
     }
   }
 
  private:
-  bool precisions_ = false, norms_ = false, paddings_ = false, packings_ = false;
+  bool precisions_ = false, norms_ = false, paddings_ = false, packings_ = false, groupings_ = false;
 };
 
 // "AdamW moments", "adamw8bit state": what the resident-memory messages call the optimizer's state.
@@ -684,9 +697,11 @@ int64_t available_host_bytes_per_process() {
 }
 
 int planned_token_batches(const WorkloadOptions& w) {
+  // Each packing's steps, built once per order of the samples (--group-by-length's list): an order
+  // changes which samples a step holds, not how many steps there are.
   int batches = 0;
   for (const Packing packing : grid_packings(w)) batches += distinct_steps_of(with_packing(w, packing).data, w.seq_len, w.batch);
-  return batches;
+  return batches * static_cast<int>(grid_groupings(w).size());
 }
 
 void require_distinct_steps_fit(const WorkloadOptions& w, int64_t available_host_bytes) {
@@ -703,8 +718,10 @@ void require_distinct_steps_fit(const WorkloadOptions& w, int64_t available_host
     }
     steps += requested;
   }
-  // Each step's inputs and targets, int64, (B, T + 1) at most, once per packing.
-  const auto packings = static_cast<int64_t>(grid_packings(w).size());
+  // Each step's inputs and targets, int64, (B, T + 1) at most, once per packing and order.
+  const auto orders = static_cast<int64_t>(grid_groupings(w).size());
+  steps *= orders;
+  const auto packings = static_cast<int64_t>(grid_packings(w).size()) * orders;
   const int64_t step_bytes = w.batch * (w.seq_len + 1) * 8 * 2;
   const int64_t bytes = steps * step_bytes;
   if (available_host_bytes > 0 && bytes > available_host_bytes / 2) {
@@ -1133,8 +1150,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   describe_samples(result.context, w, cfg.vocab_size);
   require_distinct_steps_fit(w, available_host_bytes_per_process());
   PackedBatches data;
-  for (const Packing packing : grid_packings(w)) {
-    data.add(packing, StepBatches(load_batches(with_packing(w, packing), cfg, device, launch)));
+  for (const StepRows& rows : grid_step_rows(w)) {
+    data.add(rows, StepBatches(load_batches(with_step_rows(w, rows), cfg, device, launch)));
   }
   check_memory_limit_holds_the_model(w, cfg);
   // Joins the other ranks last, after every check that could stop this one alone.

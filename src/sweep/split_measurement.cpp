@@ -71,7 +71,8 @@ std::string file_stem(const SplitConfig& split) {
   }
   return stem + "-" + to_string(split.precision) + (split.max_grad_norm > 0 ? "-" + clipping_word(split.max_grad_norm) : "") +
          (split.padding.per_micro_batch() ? "-" + padding_word(split.padding) : "") +
-         (split.packing != Packing::kNone ? "-" + packing_word(split.packing) : "");
+         (split.packing != Packing::kNone ? "-" + packing_word(split.packing) : "") +
+         (split.group_by_length ? "-grouped" : "");
 }
 
 }  // namespace
@@ -79,7 +80,7 @@ std::string file_stem(const SplitConfig& split) {
 // What one split keeps between its own block and its rounds.
 struct SplitMeasurement::Slot {
   StepOptions step;
-  Packing packing = Packing::kNone;  // whose batches it trains on
+  StepRows rows;  // whose batches it trains on
   // Data parallel: this rank's share of every batch, dealt in the split's micro-batches (shard).
   std::optional<StepBatches> share;
   std::unique_ptr<StepTracer> tracer;
@@ -109,15 +110,16 @@ SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfi
 
 SplitMeasurement::~SplitMeasurement() = default;
 
-const StepBatches& PackedBatches::of(Packing packing) const {
-  for (const auto& [p, batches] : batches_) {
-    if (p == packing) return batches;
+const StepBatches& PackedBatches::of(const StepRows& rows) const {
+  for (const auto& [r, batches] : batches_) {
+    if (r == rows) return batches;
   }
-  throw std::logic_error("no batches of --packing " + to_string(packing));
+  throw std::logic_error("no batches of --packing " + to_string(rows.packing) + " --group-by-length " +
+                         (rows.grouped ? "true" : "false"));
 }
 
 const StepBatches& SplitMeasurement::batches(const Slot& slot) const {
-  return slot.share ? *slot.share : data_.of(slot.packing);
+  return slot.share ? *slot.share : data_.of(slot.rows);
 }
 
 void SplitMeasurement::record_failure(RunResult& run, const std::exception& error) {
@@ -161,7 +163,7 @@ RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size
   run.config = split;
   const LossOptions& loss = options_.workload.loss;
   slot.step = step_options_for(split, loss.normalization, loss.chunk_tokens);
-  slot.packing = split.packing;
+  slot.rows = split.rows();
   apply_padding(slot.step, split.padding);
   if (!plan(run)) return run;
   try {
@@ -177,7 +179,7 @@ RunResult SplitMeasurement::prepare(const SplitConfig& split, size_t index, size
       slot.trainable_parameter_bytes = trainer.trainable_parameter_bytes();
       slot.optimizer_state_bytes = trainer.optimizer_state_bytes();
       if (group_ != nullptr) {
-        slot.share = data_.of(split.packing).dealt(group_->rank(), group_->world_size(), split.micro_batch);
+        slot.share = data_.of(split.rows()).dealt(group_->rank(), group_->world_size(), split.micro_batch);
       }
       trainer.prepare(batches(slot).batch(0), slot.step);       // CUDA graphs: warmup + capture, untimed
       slot.tracer = std::make_unique<StepTracer>(device_, &memory_);

@@ -28,14 +28,14 @@ namespace compat {
 class ProcessGroup;
 }
 
-// The batches of every packing of a sweep (--packing's list), each built once: a split trains on
-// its own packing's rows of the same samples.
+// The batches of every packing and order of a sweep (--packing's and --group-by-length's lists),
+// each built once: a split trains on its own rows of the same samples.
 class PackedBatches {
  public:
-  void add(Packing packing, StepBatches batches) { batches_.emplace_back(packing, std::move(batches)); }
-  // Throws std::logic_error for a packing not added.
-  const StepBatches& of(Packing packing) const;
-  // Every packing's batches together: the host memory the plan counts (planned_token_batches).
+  void add(const StepRows& rows, StepBatches batches) { batches_.emplace_back(rows, std::move(batches)); }
+  // Throws std::logic_error for rows not added.
+  const StepBatches& of(const StepRows& rows) const;
+  // Every packing's and order's batches together: the host memory the plan counts (planned_token_batches).
   size_t total_batches() const {
     size_t total = 0;
     for (const auto& packed : batches_) total += packed.second.size();
@@ -43,7 +43,7 @@ class PackedBatches {
   }
 
  private:
-  std::vector<std::pair<Packing, StepBatches>> batches_;
+  std::vector<std::pair<StepRows, StepBatches>> batches_;
 };
 
 class SplitMeasurement {

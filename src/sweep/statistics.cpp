@@ -265,12 +265,14 @@ std::string padding_suffix(const RunResult& run, const std::vector<RunResult>& r
   return "";
 }
 
-// " pack-bfd" when the sweep's runs are packed several ways (--packing's list), else "".
-std::string packing_suffix(const RunResult& run, const std::vector<RunResult>& runs) {
-  for (const RunResult& other : runs) {
-    if (other.config.packing != run.config.packing) return " " + packing_word(run.config.packing);
-  }
-  return "";
+// " pack-bfd" when the sweep's runs are packed several ways (--packing's list), then " grouped" when
+// they are ordered both ways (--group-by-length's list); "" with one of each.
+std::string rows_suffix(const RunResult& run, const std::vector<RunResult>& runs) {
+  const auto differ = [&](auto field) {
+    return std::any_of(runs.begin(), runs.end(), [&](const RunResult& other) { return other.config.*field != run.config.*field; });
+  };
+  return (differ(&SplitConfig::packing) ? " " + packing_word(run.config.packing) : "") +
+         (differ(&SplitConfig::group_by_length) ? " " + grouping_word(run.config.group_by_length) : "");
 }
 
 std::string no_success_reason(const std::vector<RunResult>& runs, const std::vector<int>& ok,
@@ -592,7 +594,7 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   reason += text::format_ratio(ratio.value, ratio.value < 1.095 ? 2 : 1) + " slower";
   // Splits of different packings train different amounts of data per step: compared per token,
   // and their phases per step say nothing of one another.
-  const bool other_rows = s.config.packing != b.config.packing;
+  const bool other_rows = s.config.rows() != b.config.rows();
   if (other_rows) reason += " per real token";
   if (with_framework) reason += " with the framework's host time";
   if (!(ratio.low > 1.0)) {
@@ -680,7 +682,7 @@ std::string per_update_sentence(const std::vector<RunResult>& runs, const std::v
     if (adapters) lead += (lead.empty() ? "" : " with ") + to_string(std::get<2>(updates[k])) + " adapters";
     if (clipping) lead += (lead.empty() ? "" : " ") + clipping_word(std::get<3>(updates[k]));
     list += (k == 0 ? "" : ", ") + lead + " " + run.config.shape_label() + precision_suffix(run, runs) +
-            packing_suffix(run, runs) + padding_suffix(run, runs) + " (" +
+            rows_suffix(run, runs) + padding_suffix(run, runs) + " (" +
             seconds_text(run.mean_seconds.value) + ", " + format_bytes(run.peak_allocated_bytes) +
             (bitsandbytes_optimizer(std::get<0>(updates[k])) ? "; time emulated" : "") + ")";
   }
@@ -712,26 +714,34 @@ std::string per_update_sentence(const std::vector<RunResult>& runs, const std::v
   return " " + subject + why + ", which the choice above does not weigh; the fastest split of each: " + list + ".";
 }
 
-// With several packings among the candidates (--packing's list): a packed row holds several samples,
-// so a step of each trains on another amount of data, and the choice above weighed the splits per
-// real token (compared_per_token), as an epoch of the data would take them; the fastest candidate
-// of each with its step time and tokens per second. Empty with one packing.
-std::string per_packing_sentence(const std::vector<RunResult>& runs, const std::vector<int>& candidates) {
-  std::vector<Packing> packings;
-  const std::vector<int> fastest =
-      fastest_of_each(runs, candidates, packings, [](const SplitConfig& c) { return c.packing; });
-  if (packings.size() < 2) return "";
+// With several packings or orders among the candidates (--packing's, --group-by-length's lists): a
+// packed row holds several samples, and a grouped step samples of like length, so a step of each
+// trains on other data, and the choice above weighed the splits per real token
+// (compared_per_token), as an epoch of the data would take them; the fastest candidate of each with
+// its step time and tokens per second. Empty with one of each.
+std::string per_rows_sentence(const std::vector<RunResult>& runs, const std::vector<int>& candidates) {
+  std::vector<StepRows> rows;
+  const std::vector<int> fastest = fastest_of_each(runs, candidates, rows, [](const SplitConfig& c) { return c.rows(); });
+  if (rows.size() < 2) return "";
+  const bool packings = std::any_of(rows.begin(), rows.end(), [&](const StepRows& r) { return r.packing != rows[0].packing; });
+  const bool orders = std::any_of(rows.begin(), rows.end(), [&](const StepRows& r) { return r.grouped != rows[0].grouped; });
   std::string list;
-  for (size_t k = 0; k < packings.size(); ++k) {
+  for (size_t k = 0; k < rows.size(); ++k) {
     const RunResult& run = runs[fastest[k]];
     const double tokens_per_second =
         run.tokens_per_step > 0 ? static_cast<double>(run.tokens_per_step) / run.mean_seconds.value : run.tokens_per_second;
     list += (k == 0 ? "" : ", ") + run_label(run, runs) + " (" + seconds_text(run.mean_seconds.value) + " per step, " +
             text::format_count(tokens_per_second) + " tokens/s, " + format_bytes(run.peak_allocated_bytes) + ")";
   }
-  return " The packings (--packing) put other amounts of data in a step (a packed row holds several samples, so its "
-         "step averages more of them: an update of its own), so the splits are compared per real token, as an epoch "
-         "of the data takes them, and each ratio above is per token; the fastest split of each: " + list + ".";
+  const std::string packed = "The packings (--packing) put other amounts of data in a step (a packed row holds several "
+                             "samples, so its step averages more of them: an update of its own)";
+  const std::string ordered = "the orders (--group-by-length) put other samples in a step (a grouped step holds samples "
+                              "of like length, a random one any: each step an update of its own)";
+  const std::string subject = packings && orders ? packed + ", and " + ordered
+                              : packings         ? packed
+                                                 : "The" + ordered.substr(3);
+  return " " + subject + ", so the splits are compared per real token, as an epoch of the data takes them, and each "
+         "ratio above is per token; the fastest split of each: " + list + ".";
 }
 
 // With several paddings among the candidates (--padding's list): they compute the same update from
@@ -814,7 +824,7 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
   rec.reason = why_chosen(runs, d, ties, best, memory_limit_bytes, evidence, with_framework, options) +
                what_the_slowest_loses(runs, candidates, best, fit_time_models(runs), evidence,
                                       as_timed ? *as_timed : evidence, d.tie_tolerance, with_framework) +
-               per_update_sentence(runs, candidates) + per_packing_sentence(runs, candidates) +
+               per_update_sentence(runs, candidates) + per_rows_sentence(runs, candidates) +
                per_padding_sentence(runs, candidates) + " " +
                framework_sentence(options.framework_seconds_per_micro_step, options.framework_source);
   return rec;

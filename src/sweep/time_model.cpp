@@ -14,13 +14,14 @@ namespace {
 // "8×8 ckpt chunked-ce" -> "ckpt chunked-ce"; "8×8" -> ""; clipped at 1: "clip1" after them (its
 // pass over the gradients is in the optimizer phase, which the model takes as one median); with
 // several paddings among the runs, the split's last ("pad-longest": other shapes, fitted apart), and
-// with several packings its packing ("pack-bfd": other rows).
-std::string knobs_of(const SplitConfig& split, bool several_paddings, bool several_packings) {
+// with several packings or orders its rows ("pack-bfd grouped": other rows).
+std::string knobs_of(const SplitConfig& split, bool several_paddings, bool several_packings, bool several_orders) {
   const std::string label = split.label();
   const auto space = label.find(' ');
   std::string knobs = space == std::string::npos ? "" : label.substr(space + 1);
   if (split.max_grad_norm > 0) knobs += (knobs.empty() ? "" : " ") + clipping_word(split.max_grad_norm);
   if (several_packings) knobs += (knobs.empty() ? "" : " ") + packing_word(split.packing);
+  if (several_orders) knobs += (knobs.empty() ? "" : " ") + grouping_word(split.group_by_length);
   if (several_paddings) knobs += (knobs.empty() ? "" : " ") + padding_word(split.padding);
   return knobs;
 }
@@ -45,12 +46,15 @@ std::vector<TimeModel> fit_time_models(const std::vector<RunResult>& runs) {
   const bool several_packings = std::any_of(runs.begin(), runs.end(), [&](const RunResult& run) {
     return run.config.packing != runs.front().config.packing;
   });
+  const bool several_orders = std::any_of(runs.begin(), runs.end(), [&](const RunResult& run) {
+    return run.config.group_by_length != runs.front().config.group_by_length;
+  });
   std::map<std::pair<Precision, std::string>, std::vector<int>> groups;
   for (int i = 0; i < static_cast<int>(runs.size()); ++i) {
     const RunResult& run = runs[i];
     if (run.status != RunStatus::kOk || !std::isfinite(mean_step_seconds(run)) || run.steps.empty()) continue;
     if (run.config.optimizer_in_backward) continue;  // its optimizer runs inside backward: another model
-    groups[{run.config.precision, knobs_of(run.config, several_paddings, several_packings)}].push_back(i);
+    groups[{run.config.precision, knobs_of(run.config, several_paddings, several_packings, several_orders)}].push_back(i);
   }
   std::vector<TimeModel> models;
   for (const auto& [key, members] : groups) {

@@ -299,6 +299,17 @@ std::string join_packings(const std::vector<Packing>& packings) {
   return join(packings, [](Packing p) { return to_string(p); });
 }
 
+bool grouping_from_string(const std::string& text) {
+  if (text == "true") return true;
+  if (text == "false") return false;
+  throw UserError("--group-by-length " + text::quoted(text) + " is neither true nor false; give true (transformers' "
+                  "LengthGroupedSampler), false (a random order) or both, as in --group-by-length false,true");
+}
+
+std::string grouping_word(bool group_by_length) { return group_by_length ? "grouped" : "ungrouped"; }
+
+std::string join_groupings(const std::vector<bool>& groupings) { return join(groupings, flag); }
+
 void set_padding(DataSource& data, const std::string& text) { set_padding(data, padding_from_string(text)); }
 
 void set_padding(DataSource& data, const PaddingChoice& choice) {
@@ -469,7 +480,12 @@ std::vector<std::string> sample_arranging_options(const DataSource& data) {
   std::vector<std::string> options;
   const std::vector<Packing> packings = data_packings(data);
   if (packings.size() > 1 || data.packing != Packing::kNone) options.push_back("--packing " + join_packings(packings));
-  if (data.group_by_length) options.push_back("--group-by-length");
+  const std::vector<bool> groupings = data_groupings(data);
+  if (groupings.size() > 1) {
+    options.push_back("--group-by-length " + join_groupings(groupings));
+  } else if (data.group_by_length) {
+    options.push_back("--group-by-length");
+  }
   return options;
 }
 
@@ -522,6 +538,31 @@ void validate_data_source(const WorkloadOptions& w) {
     if (!rows_are_samples(data)) {
       throw UserError(list + " compares nothing with --lengths fixed, where every sample is a full row of T tokens; "
                       "give your dataset's lengths (--lengths FILE) or --lengths variable, or one --packing");
+    }
+  }
+  // A list compares the steps each order makes of samples of different lengths: full windows, and
+  // wrapped rows (always T tokens of concatenated samples), are the same steps in any order.
+  if (const std::vector<bool> groupings = data_groupings(data); groupings.size() > 1) {
+    const std::string list = "--group-by-length " + join_groupings(groupings);
+    if (!data.token_file.empty() && data.eos_id < 0) {
+      throw UserError(list + " compares nothing: --tokens without --eos-id cuts full windows of --seq-len + 1 "
+                      "tokens, all of one length; give --eos-id N (its documents are the samples) or one --group-by-length");
+    }
+    if (!rows_are_samples(data)) {
+      throw UserError(list + " compares nothing with --lengths fixed, where every sample is T tokens; give your "
+                      "dataset's lengths (--lengths FILE) or --lengths variable, or one --group-by-length");
+    }
+    if (some_wrapped) {
+      throw UserError(list + " compares nothing under --packing wrapped, whose rows are always T tokens of "
+                      "concatenated samples; " +
+                      (packings.size() > 1 ? "drop wrapped from --packing " + join_packings(packings) + ", or give one --group-by-length"
+                                           : std::string("give one --group-by-length, or --packing none or bfd")));
+    }
+    // Padded to T, a grouped step runs the shapes a random one does: only which samples it holds differs.
+    if (std::none_of(paddings.begin(), paddings.end(), [](const PaddingChoice& c) { return c.per_micro_batch(); })) {
+      throw UserError(list + " compares nothing with --padding max, which pads every row to T: both orders run the "
+                      "same shapes, and only which samples a step holds differs; give --padding longest (TRL's "
+                      "default) or multiple:N, or a --padding list with one of them");
     }
   }
   if (w.grid.cuda_graphs && std::find(packings.begin(), packings.end(), Packing::kBfd) != packings.end()) {
@@ -742,6 +783,30 @@ WorkloadOptions with_packing(WorkloadOptions w, Packing packing) {
   return w;
 }
 
+std::vector<bool> data_groupings(const DataSource& data) {
+  return first_then_others(data.group_by_length, data.other_groupings);
+}
+
+std::vector<bool> grid_groupings(const WorkloadOptions& w) { return data_groupings(w.data); }
+
+WorkloadOptions with_grouping(WorkloadOptions w, bool grouped) {
+  w.data.group_by_length = grouped;
+  w.data.other_groupings.clear();
+  return w;
+}
+
+std::vector<StepRows> grid_step_rows(const WorkloadOptions& w) {
+  std::vector<StepRows> rows;
+  for (const Packing packing : grid_packings(w)) {
+    for (const bool grouped : grid_groupings(w)) rows.push_back({packing, grouped});
+  }
+  return rows;
+}
+
+WorkloadOptions with_step_rows(WorkloadOptions w, const StepRows& rows) {
+  return with_grouping(with_packing(std::move(w), rows.packing), rows.grouped);
+}
+
 std::vector<double> grid_max_grad_norms(const WorkloadOptions& w) {
   return first_then_others(w.optimizer.max_grad_norm, w.grid.other_max_grad_norms);
 }
@@ -780,7 +845,7 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
       {"precisions", join_precisions(w.precisions)},
       {"lengths", lengths_name(w.data)},
       {"padding", join_paddings(data_paddings(w.data))},
-      {"group_by_length", flag(w.data.group_by_length)},
+      {"group_by_length", join_groupings(data_groupings(w.data))},
       {"packing", join_packings(data_packings(w.data))},
       {"loss_normalization", to_string(w.loss.normalization)},
       {"optimizer", join_optimizers(grid_optimizers(w))},

@@ -40,6 +40,7 @@ std::string run_label(const RunResult& run, const std::vector<RunResult>& runs) 
   if (differ(&SplitConfig::precision)) label += " " + to_string(run.config.precision);
   if (differ(&SplitConfig::max_grad_norm)) label += " " + clipping_word(run.config.max_grad_norm);
   if (differ(&SplitConfig::packing)) label += " " + packing_word(run.config.packing);
+  if (differ(&SplitConfig::group_by_length)) label += " " + grouping_word(run.config.group_by_length);
   if (differ(&SplitConfig::padding)) label += " " + padding_word(run.config.padding);
   return label;
 }
@@ -48,7 +49,7 @@ std::string SplitConfig::key() const {
   return label() + "/" + to_string(precision) + (world_size > 1 ? "/world" + std::to_string(world_size) : "") +
          (max_grad_norm > 0 ? "/" + clipping_word(max_grad_norm) : "") +
          (padding.per_micro_batch() ? "/" + padding_word(padding) : "") +
-         (packing != Packing::kNone ? "/" + packing_word(packing) : "");
+         (packing != Packing::kNone ? "/" + packing_word(packing) : "") + (group_by_length ? "/grouped" : "");
 }
 
 std::vector<int64_t> divisors(int64_t n) {
@@ -196,6 +197,7 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
     split.max_grad_norm = job.max_grad_norm;
     split.padding = job.padding;
     split.packing = job.packing;
+    split.group_by_length = job.group_by_length;
     split.world_size = world_size;
     split.activation_checkpointing = w.grid.checkpointing;
     for (int64_t micro : micro_batches) {
@@ -220,7 +222,7 @@ std::vector<SplitConfig> split_grid(const WorkloadOptions& w, int world_size) {
 bool GridJob::operator==(const GridJob& other) const {
   return weights_dtype == other.weights_dtype && adapter_dtype == other.adapter_dtype && optimizer == other.optimizer &&
          precision == other.precision && max_grad_norm == other.max_grad_norm && padding == other.padding &&
-         packing == other.packing;
+         packing == other.packing && group_by_length == other.group_by_length;
 }
 
 std::vector<GridJob> grid_jobs(const WorkloadOptions& w) {
@@ -230,9 +232,9 @@ std::vector<GridJob> grid_jobs(const WorkloadOptions& w) {
       for (OptimizerKind optimizer : grid_optimizers(w)) {
         for (Precision precision : w.precisions) {
           for (double norm : grid_max_grad_norms(w)) {
-            for (const Packing packing : grid_packings(w)) {
+            for (const StepRows& rows : grid_step_rows(w)) {
               for (const PaddingChoice& padding : grid_paddings(w)) {
-                const GridJob job{weights, adapters, optimizer, precision, norm, padding, packing};
+                const GridJob job{weights, adapters, optimizer, precision, norm, padding, rows.packing, rows.grouped};
                 if (std::find(jobs.begin(), jobs.end(), job) == jobs.end()) jobs.push_back(job);  // a precision given twice
               }
             }
@@ -246,7 +248,7 @@ std::vector<GridJob> grid_jobs(const WorkloadOptions& w) {
 
 GridJob job_of(const SplitConfig& split) {
   return {split.weights_dtype, split.adapter_dtype, split.optimizer, split.precision, split.max_grad_norm, split.padding,
-          split.packing};
+          split.packing, split.group_by_length};
 }
 
 WorkloadOptions job_workload(WorkloadOptions w, const GridJob& job) {
@@ -254,7 +256,8 @@ WorkloadOptions job_workload(WorkloadOptions w, const GridJob& job) {
   w.optimizer.kind = job.optimizer;
   w.grid.other_optimizers.clear();
   w.precisions = {job.precision};
-  return with_packing(with_padding(with_max_grad_norm(std::move(w), job.max_grad_norm), job.padding), job.packing);
+  return with_step_rows(with_padding(with_max_grad_norm(std::move(w), job.max_grad_norm), job.padding),
+                        {job.packing, job.group_by_length});
 }
 
 std::string job_flags(const GridJob& job, const WorkloadOptions& w) {
@@ -268,6 +271,7 @@ std::string job_flags(const GridJob& job, const WorkloadOptions& w) {
   if (w.precisions.size() > 1) add("--precision", to_string(job.precision));
   if (grid_max_grad_norms(w).size() > 1) add("--max-grad-norm", text::format_number(job.max_grad_norm));
   if (grid_packings(w).size() > 1) add("--packing", to_string(job.packing));
+  if (grid_groupings(w).size() > 1) add("--group-by-length", job.group_by_length ? "true" : "false");
   if (grid_paddings(w).size() > 1) add("--padding", padding_name(job.padding));
   return flags;
 }

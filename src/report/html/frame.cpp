@@ -78,7 +78,7 @@ std::vector<Slot> make_slots(const SweepResult& result) {
 
 bool slots_per_token(const std::vector<Slot>& slots) {
   return std::any_of(slots.begin(), slots.end(),
-                     [&](const Slot& s) { return s.run->config.packing != slots.front().run->config.packing; });
+                     [&](const Slot& s) { return s.run->config.rows() != slots.front().run->config.rows(); });
 }
 
 double compared_median(const Slot& s, bool per_token) {

@@ -50,11 +50,11 @@ std::string json_for_script(const std::string& json) {
   return out;
 }
 
-// The clipping norms, paddings and packings of the runs where they differ ("clip off/1 \u00b7 padding
-// max/longest \u00b7 packing none/bfd"; the table's clip, padded and packed columns say which run is
-// which), else "".
+// The clipping norms, paddings, packings and orders of the runs where they differ ("clip off/1 \u00b7
+// padding max/longest \u00b7 packing none/bfd \u00b7 grouped false/true"; the table's clip, padded, packed
+// and grouped columns say which run is which), else "".
 std::string grid_list_words(const std::vector<RunResult>& runs) {
-  std::vector<std::string> norms, paddings, packings;
+  std::vector<std::string> norms, paddings, packings, groupings;
   const auto add = [](std::vector<std::string>& seen, const std::string& value) {
     if (std::find(seen.begin(), seen.end(), value) == seen.end()) seen.push_back(value);
   };
@@ -62,6 +62,7 @@ std::string grid_list_words(const std::vector<RunResult>& runs) {
     add(norms, run.config.max_grad_norm > 0 ? text::format_number(run.config.max_grad_norm) : "off");
     add(paddings, padding_name(run.config.padding));
     add(packings, to_string(run.config.packing));
+    add(groupings, run.config.group_by_length ? "true" : "false");
   }
   const auto slashed = [](const std::vector<std::string>& values) {
     std::string out;
@@ -72,6 +73,7 @@ std::string grid_list_words(const std::vector<RunResult>& runs) {
   if (norms.size() > 1) words += "clip " + slashed(norms);
   if (paddings.size() > 1) words += std::string(words.empty() ? "" : " \u00b7 ") + "padding " + slashed(paddings);
   if (packings.size() > 1) words += std::string(words.empty() ? "" : " \u00b7 ") + "packing " + slashed(packings);
+  if (groupings.size() > 1) words += std::string(words.empty() ? "" : " \u00b7 ") + "grouped " + slashed(groupings);
   return words;
 }
 
@@ -106,7 +108,8 @@ std::string kpis(const SweepResult& result, const std::vector<Slot>& slots, cons
   const int64_t limit = memory_limit(result.context);
   h += kpi("peak memory", format_bytes(best.peak_allocated_bytes) +
                               (limit > 0 ? " of " + format_bytes(limit) : ""));
-  // Per real token where the runs differ in packing (a --packing list), as the decision compares them.
+  // Per real token where the runs differ in rows (a --packing or --group-by-length list), as the decision
+  // compares them.
   const bool per_token = slots_per_token(slots);
   double slowest = kNotMeasured;
   for (const Slot& s : slots) {

@@ -45,7 +45,7 @@ StepBar step_bar(const RunResult& run) {
 
 namespace {
 
-// The lowest median of the slots, per real token where they differ in packing (slots_per_token).
+// The lowest median of the slots, per real token where they differ in rows (slots_per_token).
 double fastest_median(const std::vector<Slot>& slots, bool per_token) {
   double best = kNotMeasured;
   for (const Slot& s : slots) {
@@ -100,7 +100,7 @@ double draw_bar(Svg& svg, const Panel& p, std::size_t i, const StepBar& bar, con
 }
 
 // The median over the column, and under it "fastest" or "+26%" where the columns are wide enough
-// (per real token where the slots differ in packing: `fastest` is then that too).
+// (per real token where the slots differ in rows: `fastest` is then that too).
 void draw_value(Svg& svg, const Panel& p, std::size_t i, const Slot& s, double label_y,
                 double fastest, bool per_token) {
   const double median = s.run->step_seconds.median;
@@ -149,7 +149,7 @@ std::string step_time_chart(const std::vector<Slot>& slots) {
   const bool per_token = slots_per_token(slots);
   ColumnChart chart = start_column_chart(
       per_token ? "Median step time per split, stacked by phase (the % above each: per real token, as the "
-                  "packings are compared)"
+                  "packings and orders are compared)"
                 : "Median step time per split, stacked by phase",
       "hatch-step", step_legend(slots), slots,
       nice_axis(max_seconds / unit.divisor * 1.12), "step time (" + unit.name + ")");
