@@ -218,6 +218,11 @@ stage padding-list 90 build/accumbench sweep --model gpt2-124m --seq-len 1024 --
 stage packing-list 120 build/accumbench sweep --model gpt2-124m --seq-len 1024 --batch 32 --micro-batches 1,4,8,32 \
   --lengths docs/examples/chat_lengths.txt --padding longest --packing none,bfd --distinct-steps epoch --device cuda \
   --precision bf16 --warmup 1 --steps 16 --time-budget 0 --json "$work/packing-list.json"
+# --group-by-length as a list (session 48): both orders of the chat lengths over one epoch, longest
+# padding, compared per real token (the README's CPU sweep of the same question).
+stage grouping-list 90 build/accumbench sweep --model gpt2-124m --seq-len 1024 --batch 32 --micro-batches 1,8,32 \
+  --lengths docs/examples/chat_lengths.txt --padding longest --group-by-length false,true --distinct-steps epoch \
+  --device cuda --precision bf16 --warmup 1 --steps 16 --time-budget 0 --json "$work/grouping-list.json"
 stage tracer-overhead 90 build/tracer_overhead --device cuda --model gpt2-124m --seq-len 1024 --batch 8 --micro-batch 8
 stage anchor-compile 150 python3 "$anchor" --preset gpt2-124m --seq-len 1024 --batch 64 --micro-batches 64 --compile
 grep '^{' "$work/anchor-compile.log" > "$work/anchor-compile.jsonl"
