@@ -881,15 +881,23 @@ struct SweepCommand {
         }
       }
       sweep.notes.clear();
+      sweep.command_notes.clear();
+      for (const std::string& note : *job_notes) {
+        if (!note.empty() && std::find(sweep.command_notes.begin(), sweep.command_notes.end(), note) == sweep.command_notes.end())
+          sweep.command_notes.push_back(note);
+      }
       std::vector<std::string> all = *job_notes;
       all.push_back(ab::cpu_bf16_scratch_note(options.workload, sweep.context.device.rfind("cuda", 0) == 0));
       if (!padding_chosen) all.push_back(padding_to_t_note(sweep));
       all.push_back(ab::distinct_steps_rounds_note(sweep, options.workload, &steps_of_data));
       // A resumed file keeps its runs, and with them what its sweep noted of them (a bf16 split's
-      // caveat where this sweep measures fp32 only): each note once, but those worded again here.
+      // caveat where this sweep measures fp32 only): each note once, but those worded again here
+      // (the file's command's notes, this command says its own; the notes computed from the runs).
       if (resuming) {
-        std::copy_if(resume.notes.begin(), resume.notes.end(), std::back_inserter(all),
-                     [](const std::string& note) { return !ab::note_recomputed_on_resume(note); });
+        std::copy_if(resume.notes.begin(), resume.notes.end(), std::back_inserter(all), [&](const std::string& note) {
+          const auto& said = resume.command_notes;
+          return !ab::note_recomputed_on_resume(note) && std::find(said.begin(), said.end(), note) == said.end();
+        });
       }
       for (std::string& note : all) {
         if (!note.empty() && std::find(sweep.notes.begin(), sweep.notes.end(), note) == sweep.notes.end())
