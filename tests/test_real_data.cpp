@@ -711,15 +711,21 @@ TEST(RealData, DistinctStepsPassOverTheFileOnce) {
   // grouped order's first steps hold its longest samples; over the epoch (or past it) it says nothing.
   w.data.other_groupings = {true};
   EXPECT_EQ(ab::planned_token_batches(w), 10);
-  EXPECT_EQ(ab::grouping_list_steps_note(w), "");
+  EXPECT_EQ(ab::grouping_list_steps_note(w, 16), "");
   w.data.distinct_steps = 2;
   EXPECT_EQ(ab::planned_token_batches(w), 4);
-  EXPECT_NE(ab::grouping_list_steps_note(w).find("--group-by-length false,true compares the orders on 2 of the 3 steps "
-                                                 "one pass over "),
+  EXPECT_NE(ab::grouping_list_steps_note(w, 16).find("--group-by-length false,true compares the orders on 2 of the 3 "
+                                                     "steps one pass over "),
             std::string::npos)
-      << ab::grouping_list_steps_note(w);
+      << ab::grouping_list_steps_note(w, 16);
   w.data.distinct_steps = ab::DataSource::kEpochSteps;
-  EXPECT_EQ(ab::grouping_list_steps_note(w), "");
+  EXPECT_EQ(ab::grouping_list_steps_note(w, 3), "");
+  // Every step of the epoch held, but fewer rounds timed: the note counts the rounds.
+  EXPECT_NE(ab::grouping_list_steps_note(w, 1).find("compares the orders on 1 of the 3 steps"), std::string::npos);
+  EXPECT_NE(ab::grouping_list_steps_note(w, 1).find("; --distinct-steps epoch --steps 3 compares the orders on the same "
+                                                    "samples"),
+            std::string::npos)
+      << ab::grouping_list_steps_note(w, 1);
   w.data.other_groupings.clear();
   w.data.distinct_steps = 5;
   // A token file of 3 steps of windows (8 × 33 tokens each, and a few more) keeps 3 however many are asked.

@@ -187,6 +187,32 @@ TEST(Sweep, ResumeMeasuresAgainSplitsShortOfTheirRounds) {
   EXPECT_EQ(resumed.runs[2].step_seconds.median, first.runs[2].step_seconds.median);
 }
 
+// --steps may grow on --resume (to time every split on each of an epoch's steps, say): the splits of
+// this grid that the file timed on fewer rounds are measured again with the new count; one this
+// grid leaves out keeps the file's rounds, and the recommendation says it is short of --steps.
+// A smaller --steps keeps every run of the file.
+TEST(Sweep, ResumeWithMoreStepsMeasuresTheShortSplitsAgain) {
+  const ab::SweepResult first = ab::run_sweep(tiny());
+  ab::SweepOptions more = tiny();
+  more.steps = 3;
+  more.workload.micro_batches = {1, 2};
+  const ab::SweepResult resumed = ab::run_sweep(more, nullptr, &first);
+  ASSERT_EQ(resumed.runs.size(), 3u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(resumed.runs[i].steps.size(), 3u) << resumed.runs[i].config.label();  // measured again
+    EXPECT_NE(resumed.runs[i].session, first.runs[i].session);
+  }
+  EXPECT_EQ(resumed.runs[2].config.micro_batch, 4);
+  EXPECT_EQ(resumed.runs[2].step_seconds.median, first.runs[2].step_seconds.median);  // kept, 2 rounds
+  EXPECT_NE(resumed.recommendation.reason.find("1 split short of --steps 3 (timed steps 4\u00d71: 2)"), std::string::npos)
+      << resumed.recommendation.reason;
+  ab::SweepOptions fewer = tiny();
+  fewer.steps = 1;
+  const ab::SweepResult kept = ab::run_sweep(fewer, nullptr, &first);
+  ASSERT_EQ(kept.runs.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(kept.runs[i].step_seconds.median, first.runs[i].step_seconds.median);
+}
+
 // Ctrl-C during the warm-ups (interrupt.hpp; the progress callback stands in for the signal): the
 // splits begun keep their memory, the others are named, nothing is timed, and --resume finishes
 // the grid from the file.
@@ -429,9 +455,10 @@ TEST(Sweep, ResumeRefusesAnotherConfiguration) {
         << e.what();
   }
   other = tiny();
-  other.steps = 3;
+  other.warmup = 2;  // which step of the data each round trains
   EXPECT_THROW(ab::run_sweep(other, nullptr, &first), ab::UserError);
-  // How long to go on deciding changes no finished split: a resume may take another budget.
+  // How long to go on deciding changes no finished split: a resume may take another budget (and
+  // another --steps: Sweep.ResumeWithMoreStepsMeasuresTheShortSplitsAgain).
   other = tiny();
   other.time_budget_seconds = 1;
   EXPECT_NO_THROW(ab::run_sweep(other, nullptr, &first));

@@ -289,7 +289,7 @@ TEST(TrainerSettings, ReadBackFromASweepsContext) {
 
 // A sweep of both orders (--group-by-length false,true): each split's settings group as its own
 // order does, and --emit args names the order of an ungrouped split too (the context's list holds
-// both, so leaving it out would not say which).
+// both, so leaving it out would not say which; nor would it override a trainer config that groups).
 TEST(TrainerSettings, TheSplitsGrouping) {
   ab::SweepResult result;
   result.context.seq_len = 128;
@@ -316,6 +316,19 @@ TEST(TrainerSettings, TheSplitsGrouping) {
   const std::string args = ab::settings_lines(s, ab::SettingsFormat::kArgs).back();
   EXPECT_NE(args.find(" --group-by-length"), std::string::npos) << args;
   EXPECT_EQ(args.find(" --group-by-length false"), std::string::npos) << args;
+  // One order, random: still named wherever samples are ordered, so that the flags override a
+  // trainer config that groups; full windows have no order to name.
+  w.data.other_groupings.clear();
+  result.context.options = ab::describe_workload(w);
+  run.config.group_by_length = false;
+  EXPECT_NE(ab::settings_lines(ab::trainer_settings(result, run), ab::SettingsFormat::kArgs).back().find(
+                " --group-by-length false"),
+            std::string::npos);
+  w.data.lengths = ab::LengthMode::kFixed;
+  result.context.options = ab::describe_workload(w);
+  EXPECT_EQ(ab::settings_lines(ab::trainer_settings(result, run), ab::SettingsFormat::kArgs).back().find(
+                "--group-by-length"),
+            std::string::npos);
 }
 
 // A sweep of several weights dtypes: each split's settings load the model in its own dtype (the

@@ -876,7 +876,7 @@ struct SweepCommand {
              {ab::idle_data_options_note(options.workload), ab::idle_completion_only_loss_note(options.workload),
               ab::idle_weights_dtype_note(options.workload), ab::oib_foreach_note(options.workload),
               ab::short_source_note(options.workload), ab::distinct_steps_past_epoch_note(options.workload),
-              ab::grouping_list_steps_note(options.workload)}) {
+              ab::grouping_list_steps_note(options.workload, options.steps)}) {
           job_notes->push_back(note);
         }
       }
@@ -1315,11 +1315,13 @@ int PlanCommand::run() {
   const ab::PlanTarget target = ab::plan_target(w);  // the CPU's host batches: every order's (below)
   // The order the sampler visits the samples in changes no tensor's size (the longest micro-batch is
   // judged either way): a --group-by-length list is planned once, with the first order.
-  if (const std::vector<bool> orders = ab::grid_groupings(w); orders.size() > 1) {
+  const std::vector<bool> orders = ab::grid_groupings(w);
+  if (orders.size() > 1) {
     flags.option_notes.push_back(
         "--group-by-length " + ab::join_groupings(orders) + ": the order of the samples changes no tensor's size, so " +
         "each split is planned once for every order" +
         (target.cuda ? std::string() : std::string(" (the host batches count each order's, as a sweep keeps them)")) +
+        "; its Trainer settings (--emit) are the first order's, --group-by-length " + (orders.front() ? "true" : "false") +
         "; a sweep times each");
     w = ab::with_grouping(std::move(w), orders.front());
   }
@@ -1430,7 +1432,8 @@ int PlanCommand::run() {
   if (planned.device == "auto") planned.device = target.cuda ? "cuda" : "cpu";
   planned.data.completion_mask_applied = ab::completion_mask_counts(w.data, w.seq_len);
   ab::print_split_summary(plans, memory, std::cout, &planned, target_modules);
-  ab::PlanReport report{plans, planned, target_modules, device_words, limit, headroom_bytes, {}, {}, "", notes};
+  ab::PlanReport report{plans, planned, target_modules, device_words, limit, headroom_bytes, {}, {}, "", notes, {}};
+  if (orders.size() > 1) report.orders_planned_once = orders;
   report.largest = ab::largest_fitting_per_job(cfg, o, w, memory);
   // Nothing fits in any job of the lists: the changes to the lightest of them.
   if (memory > 0 && std::none_of(report.largest.begin(), report.largest.end(), [](const ab::JobLargest& job) { return job.fits(); })) {

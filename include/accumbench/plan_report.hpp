@@ -31,6 +31,9 @@ struct PlanReport {
   // What plan noted on stderr (an option left idle, what the model's config means at this T, ...),
   // one sentence each: the JSON's notes, a list above the Markdown table, a card in the HTML.
   std::vector<std::string> notes;
+  // --group-by-length's list where it holds both orders, which the plan plans once, with the first
+  // (the JSON's options name the list); empty with one order.
+  std::vector<bool> orders_planned_once;
   // What the splits may use: the limit less the headroom (0 without a limit).
   int64_t usable_bytes() const { return memory_limit_bytes > 0 ? memory_limit_bytes - headroom_bytes : 0; }
 };

@@ -286,6 +286,7 @@ std::string plan_json(const PlanReport& r) {
   context["headroom_bytes"] = r.memory_limit_bytes > 0 ? json(r.headroom_bytes) : json(nullptr);
   context["usable_bytes"] = r.memory_limit_bytes > 0 ? json(r.usable_bytes()) : json(nullptr);
   for (const auto& [name, value] : describe_workload(r.workload)) context["options"][name] = value;
+  if (r.orders_planned_once.size() > 1) context["options"]["group_by_length"] = join_groupings(r.orders_planned_once);
   out["context"] = context;
   json splits = json::array();
   for (const MemoryPlan& p : r.plans) {

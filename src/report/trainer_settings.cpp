@@ -424,7 +424,13 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       data.pad_multiple = s.pad_multiple;
       args += " --padding " + padding_name(data);
     }
-    if (s.group_by_length || s.grouping_listed) args += std::string(" --group-by-length") + (s.group_by_length ? "" : " false");
+    // The order, wherever samples are ordered (false too: these flags may sit beside a trainer
+    // config that groups, which the command line overrides).
+    if (s.group_by_length) {
+      args += " --group-by-length";
+    } else if (s.grouping_listed || (s.lengths_vary && s.packing != Packing::kWrapped)) {
+      args += " --group-by-length false";
+    }
     if (!s.completion_only_loss) args += " --completion-only-loss false";
     if (s.optimizer != OptimizerKind::kAdamW) args += " --optimizer " + to_string(s.optimizer);
     const OptimizerOptions defaults;

@@ -192,6 +192,11 @@ void refuse_what_the_reference_lacks(WorkloadOptions& w, std::vector<std::string
       !w.data.other_packings.empty()) {
     refuse("lengths other than T (it draws fixed-length random tokens)", "drop --lengths and --packing");
   }
+  // A --padding or --group-by-length list compares layouts of samples shorter than T.
+  if (data_paddings(w.data).size() > 1 || data_groupings(w.data).size() > 1) {
+    refuse("samples to pad or order (it draws fixed-length random tokens)",
+           "give one --padding and one --group-by-length, or none");
+  }
   if (w.data.distinct_steps_given()) {
     refuse("steps of data to cycle through (it draws fixed-length random tokens, every step alike)",
            "drop --distinct-steps");

@@ -99,7 +99,10 @@ bool may_differ_on_resume(const std::string& option) {
                                       "peak_tflops", "tie_tolerance", "confidence",
                                       // how long to go on deciding, or to wait for other ranks:
                                       // neither changes what a finished split measured
-                                      "time_budget_seconds", "dist_timeout_seconds"};
+                                      "time_budget_seconds", "dist_timeout_seconds",
+                                      // the rounds every split takes: a split of the file with fewer
+                                      // timed steps is measured again (ResumedRuns::finished)
+                                      "steps"};
   for (const char* free : kFree) {
     if (option == free) return true;
   }

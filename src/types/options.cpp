@@ -558,11 +558,16 @@ void validate_data_source(const WorkloadOptions& w) {
                       (packings.size() > 1 ? "drop wrapped from --packing " + join_packings(packings) + ", or give one --group-by-length"
                                            : std::string("give one --group-by-length, or --packing none or bfd")));
     }
-    // Padded to T, a grouped step runs the shapes a random one does: only which samples it holds differs.
-    if (std::none_of(paddings.begin(), paddings.end(), [](const PaddingChoice& c) { return c.per_micro_batch(); })) {
-      throw UserError(list + " compares nothing with --padding max, which pads every row to T: both orders run the "
-                      "same shapes, and only which samples a step holds differs; give --padding longest (TRL's "
-                      "default) or multiple:N, or a --padding list with one of them");
+    // Padded to T (max, or a multiple of T or more), a grouped step runs the shapes a random one
+    // does: only which samples it holds differs.
+    const auto to_t = [&w](const PaddingChoice& c) {
+      return !c.per_micro_batch() || (c.padding == Padding::kMultiple && c.multiple >= w.seq_len);
+    };
+    if (std::all_of(paddings.begin(), paddings.end(), to_t)) {
+      throw UserError(list + " compares nothing with --padding " + join_paddings(paddings) + ", which pads every row " +
+                      "to T=" + std::to_string(w.seq_len) + ": both orders run the same shapes, and only which " +
+                      "samples a step holds differs; give --padding longest (TRL's default) or multiple:N with N " +
+                      "below T, or a --padding list with one of them");
     }
   }
   if (w.grid.cuda_graphs && std::find(packings.begin(), packings.end(), Packing::kBfd) != packings.end()) {

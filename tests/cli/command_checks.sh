@@ -215,6 +215,15 @@ said = [l[len("accumbench: note: "):] for l in open(sys.argv[2], encoding="utf-8
 if not notes or notes != said: fail("notes %r, stderr %r" % (notes, said))
 if "--group-by-length" not in notes[0]: fail(notes[0])
 ' "$work/noted.json" "$err"
+  # Both orders are planned once, with the first; the JSON's options name the list, its splits the first.
+  expect 0 "its Trainer settings (--emit) are the first order's, --group-by-length true" -- plan --model gpt2-tiny \
+    --seq-len 32 --batch 4 --device cpu --lengths "$data/lengths/skewed.txt" --padding longest \
+    --group-by-length true,false --json "$work/orders.json"
+  check "the JSON names both orders, each split the one planned" py '
+j = load(sys.argv[1])
+if j["context"]["options"]["group_by_length"] != "true,false": fail("options %r" % j["context"]["options"])
+if [s["group_by_length"] for s in j["splits"]] != [True, True, True]: fail("splits %r" % j["splits"])
+' "$work/orders.json"
 }
 
 # cli.verify.refuses_what_the_host_cannot_hold: the issue's case, verify of qwen2.5-0.5b at T=32
