@@ -307,6 +307,12 @@ TEST(TrainerSettings, TheSplitsGrouping) {
   EXPECT_NE(ab::settings_lines(s, ab::SettingsFormat::kArgs).back().find(" --padding longest --group-by-length false"),
             std::string::npos)
       << ab::settings_lines(s, ab::SettingsFormat::kArgs).back();
+  // The YAML files say the random order too: pasted into a config that groups, they would not.
+  const Lines random = ab::settings_lines(s, ab::SettingsFormat::kTrl);
+  EXPECT_NE(std::find(random.begin(), random.end(), "group_by_length: false"), random.end());
+  EXPECT_NE(std::find(random.begin(), random.end(), "train_sampling_strategy: random"), random.end());
+  const Lines axolotl = ab::settings_lines(s, ab::SettingsFormat::kAxolotl);
+  EXPECT_NE(std::find(axolotl.begin(), axolotl.end(), "group_by_length: false"), axolotl.end());
   run.config.group_by_length = true;
   s = ab::trainer_settings(result, run);
   EXPECT_TRUE(s.group_by_length);

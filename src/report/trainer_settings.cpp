@@ -181,7 +181,8 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
     keys.push_back({"attn_implementation", "flash_attention_2"});
   }
   if (const int64_t multiple = pad_to_multiple_of(s)) keys.push_back({"pad_to_multiple_of", std::to_string(multiple)});
-  if (s.group_by_length) keys.push_back({"group_by_length", "true"});
+  // Grouped, or random where --group-by-length lists both (the split's order, said either way).
+  if (s.group_by_length || s.grouping_listed) keys.push_back({"group_by_length", yes(s.group_by_length)});
   if (!s.completion_only_loss) keys.push_back({"completion_only_loss", "false"});
   // The mask counted: TRL's null would apply it to prompt-completion data it tokenizes itself and
   // leave it unapplied on rows tokenized before (sft_trainer.py: null is true only where the first
@@ -312,7 +313,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       // transformers 5 replaced the key by train_sampling_strategy; trl sft drops a config key its
       // transformers lacks (parse_args_and_config(fail_with_unknown_args=False)), so both are written.
       if (key == "group_by_length") {
-        lines.push_back("train_sampling_strategy: group_by_length");
+        lines.push_back(std::string("train_sampling_strategy: ") + (s.group_by_length ? "group_by_length" : "random"));
         lines.push_back("# group_by_length for transformers 4, train_sampling_strategy for 5: trl sft drops the one its "
                         "transformers lacks");
       }
@@ -365,7 +366,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     } else if (!s.lengths_vary && s.packing == Packing::kNone && t_rounds) {
       lines.push_back(multiple_of_t);  // samples of T: unset would round them up to a multiple of 64
     }
-    if (s.group_by_length) lines.push_back("group_by_length: true");
+    if (s.group_by_length || s.grouping_listed) lines.push_back("group_by_length: " + yes(s.group_by_length));
     // axolotl's prompt strategies leave the prompt's labels out unless train_on_inputs.
     if (!s.completion_only_loss) lines.push_back("train_on_inputs: true");
     // axolotl's optimizer key takes transformers' OptimizerNames; its default is adamw_torch_fused.
