@@ -707,26 +707,38 @@ TEST(RealData, DistinctStepsPassOverTheFileOnce) {
   EXPECT_EQ(ab::planned_token_batches(w), 5);
   EXPECT_NE(ab::distinct_steps_past_epoch_note(w).find("more than the 3 steps of 8 sequences"), std::string::npos)
       << ab::distinct_steps_past_epoch_note(w);
-  // Both orders: each keeps its own steps. Compared on fewer steps than the pass, the note says the
-  // grouped order's first steps hold its longest samples; over the epoch (or past it) it says nothing.
+  // Both orders: each keeps its own steps. Runs of both that met fewer steps of the data than a pass
+  // takes (steps held or rounds timed): the note says the grouped order's first steps hold its
+  // longest samples; runs of one order, or over the whole epoch (or past it), nothing.
   w.data.other_groupings = {true};
   EXPECT_EQ(ab::planned_token_batches(w), 10);
-  EXPECT_EQ(ab::grouping_list_steps_note(w, 16), "");
+  const auto runs_of = [](size_t grouped_rounds, size_t random_rounds) {
+    ab::SweepResult result;
+    for (const size_t rounds : {grouped_rounds, random_rounds}) {
+      ab::RunResult run;
+      run.config.group_by_length = result.runs.empty();
+      run.steps.resize(rounds);
+      result.runs.push_back(run);
+    }
+    return result;
+  };
+  EXPECT_EQ(ab::grouping_list_steps_note(runs_of(16, 16), w), "");
+  EXPECT_EQ(ab::grouping_list_steps_note(runs_of(1, 0), w), "");  // one order timed
   w.data.distinct_steps = 2;
   EXPECT_EQ(ab::planned_token_batches(w), 4);
-  EXPECT_NE(ab::grouping_list_steps_note(w, 16).find("--group-by-length false,true compares the orders on 2 of the 3 "
-                                                     "steps one pass over "),
+  EXPECT_NE(ab::grouping_list_steps_note(runs_of(16, 16), w).find("--group-by-length false,true: the orders are "
+                                                                  "compared on 2 of the 3 steps one pass over "),
             std::string::npos)
-      << ab::grouping_list_steps_note(w, 16);
+      << ab::grouping_list_steps_note(runs_of(16, 16), w);
   w.data.distinct_steps = ab::DataSource::kEpochSteps;
-  EXPECT_EQ(ab::grouping_list_steps_note(w, 3), "");
-  // Every step of the epoch held, but fewer rounds timed: the note counts the rounds.
-  EXPECT_NE(ab::grouping_list_steps_note(w, 1).find("compares the orders on 1 of the 3 steps"), std::string::npos);
-  EXPECT_NE(ab::grouping_list_steps_note(w, 1).find("; --distinct-steps epoch --steps 3 compares the orders on the same "
-                                                    "samples"),
-            std::string::npos)
-      << ab::grouping_list_steps_note(w, 1);
+  EXPECT_EQ(ab::grouping_list_steps_note(runs_of(3, 40), w), "");
+  // Every step of the epoch held, but fewer rounds timed by one run (a kept run of a resumed file, say).
+  const std::string rounds = ab::grouping_list_steps_note(runs_of(3, 1), w);
+  EXPECT_NE(rounds.find("compared on 1 of the 3 steps"), std::string::npos) << rounds;
+  EXPECT_NE(rounds.find("; --distinct-steps epoch --steps 3 compares the orders on the same samples"), std::string::npos)
+      << rounds;
   w.data.other_groupings.clear();
+  EXPECT_NE(ab::grouping_list_steps_note(runs_of(3, 1), w), "");  // from the runs, whatever this sweep lists
   w.data.distinct_steps = 5;
   // A token file of 3 steps of windows (8 × 33 tokens each, and a few more) keeps 3 however many are asked.
   const std::string tokens_path = ::testing::TempDir() + std::to_string(::getpid()) + "-three_steps.bin";
@@ -824,11 +836,10 @@ TEST(RealData, DistinctStepsArePlannedAndTimed) {
   EXPECT_NE(ab::recorded_option(epoch.context.options, "samples").value_or("").find(", an epoch of 8 steps"),
             std::string::npos);
   EXPECT_EQ(ab::recorded_option(epoch.context.options, "distinct_steps"), std::optional<std::string>("epoch"));
-  // Six rounds of eight steps: the note names the split and its count; a resumed file's is worded again.
+  // Six rounds of eight steps: the note names the split and its count.
   const std::string note = ab::distinct_steps_rounds_note(epoch, options.workload);
   EXPECT_EQ(note, "--distinct-steps epoch: 1 split was timed on fewer than every step (4×2 on 6 of 8), so its times "
                   "stand for those steps only; --steps 8 times every split on each");
-  EXPECT_TRUE(ab::note_recomputed_on_resume(note));
   EXPECT_EQ(ab::distinct_steps_rounds_note(epoch, two_steps_workload(options.workload)), "");
   // A file of two steps resumes only into a sweep of the same steps.
   ab::SweepOptions two_steps = options;

@@ -1273,8 +1273,7 @@ TEST(Json, Version15ReadsThePackingIntoEverySplit) {
 }
 
 // Version 16 grouped every split one way, the context's group_by_length ("true" or "false", a
-// string): every run's split reads it as a boolean, and a file without the option reads false; it
-// kept no command_notes (read as none). Version 17 keeps them.
+// string): every run's split reads it as a boolean, and a file without the option reads false.
 TEST(Json, Version16ReadsTheGroupingIntoEverySplit) {
   SweepResult original = populated_result();
   original.context.options.erase(std::remove_if(original.context.options.begin(), original.context.options.end(),
@@ -1282,22 +1281,16 @@ TEST(Json, Version16ReadsTheGroupingIntoEverySplit) {
                                  original.context.options.end());
   original.context.options.emplace_back("group_by_length", "true");
   for (RunResult& run : original.runs) run.config.group_by_length = true;
-  original.notes = {"--micro-batches lists 2 more than once; the repeats are dropped", "a note of the runs"};
-  original.command_notes = {"--micro-batches lists 2 more than once; the repeats are dropped"};
-  EXPECT_EQ(sweep_result_from_json(to_json(original), "v17.json").command_notes, original.command_notes);
   nlohmann::json doc = nlohmann::json::parse(to_json(original));
   EXPECT_EQ(doc["runs"][0]["config"]["group_by_length"], true);
   doc["json_schema_version"] = 16;
   doc["context"]["json_schema_version"] = 16;
   for (auto& run : doc["runs"]) run["config"].erase("group_by_length");
-  doc.erase("command_notes");  // version 16 kept none: every note is carried by a --resume
   const SweepResult back = sweep_result_from_json(doc.dump(), "v16.json");
   EXPECT_EQ(back.context.json_schema_version, kJsonSchemaVersion);
   ASSERT_FALSE(back.runs.empty());
   EXPECT_TRUE(back.runs[0].config.group_by_length);
   EXPECT_NE(back.runs[0].config.key().find("/grouped"), std::string::npos) << back.runs[0].config.key();
-  EXPECT_TRUE(back.command_notes.empty());
-  original.command_notes.clear();
   EXPECT_EQ(to_json(back), to_json(original));
   doc["context"]["options"].erase(std::remove_if(doc["context"]["options"].begin(), doc["context"]["options"].end(),
                                                  [](const nlohmann::json& o) { return o[0] == "group_by_length"; }),

@@ -347,6 +347,18 @@ struct WorkloadFlags {
   bool read_config(ab::WorkloadOptions& w) const;
 };
 
+// `w` with the precisions and weights dtypes of every run of `result` too (a resumed file's kept
+// runs of a dtype this sweep does not measure): what the device's bf16 caveat is said of.
+ab::WorkloadOptions with_dtypes_of_runs(ab::WorkloadOptions w, const ab::SweepResult& result) {
+  for (const ab::RunResult& run : result.runs) {
+    const ab::SplitConfig& c = run.config;
+    if (std::find(w.precisions.begin(), w.precisions.end(), c.precision) == w.precisions.end()) w.precisions.push_back(c.precision);
+    const std::vector<ab::Precision> dtypes = ab::grid_weights_dtypes(w);
+    if (std::find(dtypes.begin(), dtypes.end(), c.weights_dtype) == dtypes.end()) w.grid.other_weights_dtypes.push_back(c.weights_dtype);
+  }
+  return w;
+}
+
 // A sweep that padded samples to T by default (--padding not chosen) while some run computed
 // padding: TRL's and transformers' collators pad to the micro-batch's longest sample, which can
 // change the ranking; "" otherwise (fixed lengths, packed rows, a padding chosen).
@@ -875,30 +887,20 @@ struct SweepCommand {
         for (const std::string& note :
              {ab::idle_data_options_note(options.workload), ab::idle_completion_only_loss_note(options.workload),
               ab::idle_weights_dtype_note(options.workload), ab::oib_foreach_note(options.workload),
-              ab::short_source_note(options.workload), ab::distinct_steps_past_epoch_note(options.workload),
-              ab::grouping_list_steps_note(options.workload, options.steps)}) {
+              ab::short_source_note(options.workload), ab::distinct_steps_past_epoch_note(options.workload)}) {
           job_notes->push_back(note);
         }
       }
+      // Every note is this command's, worded at each save over every run the file will hold (a
+      // resumed file's kept runs too): none of a --resume file's is carried over, so that what its
+      // sweep said of its own command line (a repeat, an idle option) or of fewer runs does not stay.
       sweep.notes.clear();
-      sweep.command_notes.clear();
-      for (const std::string& note : *job_notes) {
-        if (!note.empty() && std::find(sweep.command_notes.begin(), sweep.command_notes.end(), note) == sweep.command_notes.end())
-          sweep.command_notes.push_back(note);
-      }
       std::vector<std::string> all = *job_notes;
-      all.push_back(ab::cpu_bf16_scratch_note(options.workload, sweep.context.device.rfind("cuda", 0) == 0));
+      all.push_back(ab::cpu_bf16_scratch_note(with_dtypes_of_runs(options.workload, sweep),
+                                              sweep.context.device.rfind("cuda", 0) == 0));
       if (!padding_chosen) all.push_back(padding_to_t_note(sweep));
       all.push_back(ab::distinct_steps_rounds_note(sweep, options.workload, &steps_of_data));
-      // A resumed file keeps its runs, and with them what its sweep noted of them (a bf16 split's
-      // caveat where this sweep measures fp32 only): each note once, but those worded again here
-      // (the file's command's notes, this command says its own; the notes computed from the runs).
-      if (resuming) {
-        std::copy_if(resume.notes.begin(), resume.notes.end(), std::back_inserter(all), [&](const std::string& note) {
-          const auto& said = resume.command_notes;
-          return !ab::note_recomputed_on_resume(note) && std::find(said.begin(), said.end(), note) == said.end();
-        });
-      }
+      all.push_back(ab::grouping_list_steps_note(sweep, options.workload, &steps_of_data));
       for (std::string& note : all) {
         if (!note.empty() && std::find(sweep.notes.begin(), sweep.notes.end(), note) == sweep.notes.end())
           sweep.notes.push_back(std::move(note));

@@ -143,12 +143,6 @@ int distinct_steps_of(const DataSource& data, int64_t seq_len, int64_t batch);
 // each packing's pass and says that the steps after it run over the same rows again (a token
 // file's windows stop there); "" otherwise.
 std::string distinct_steps_past_epoch_note(const WorkloadOptions& w);
-// A --group-by-length list timed on fewer steps than one pass over a lengths or token file (the
-// steps it cycles through, at most `rounds`, --steps): grouping sorts up to 50 steps of samples at
-// a time, longest first, so the first grouped steps hold the longest samples and the per-token
-// comparison of the orders leans toward grouping; the note says so and names --distinct-steps epoch
-// with the --steps it takes. "" otherwise (synthetic lengths draw only the steps' own samples).
-std::string grouping_list_steps_note(const WorkloadOptions& w, int rounds);
 
 // --completion-only-loss false without a completion_mask for it to leave unapplied (no lengths
 // file, or none of its rows has one): the note that it changes nothing, or "" (reads the file; a

@@ -28,8 +28,7 @@ namespace accumbench {
 // sweeps each); 14: the padding in every run's split (--padding's list sweeps each); 15: the sweep's
 // notes (what its options left idle, what the model's config means at its T, the device's caveats),
 // which only stderr had; 16: the packing in every run's split (--packing's list sweeps each); 17:
-// the grouping in every run's split (--group-by-length's list sweeps each), and which notes were the
-// command's (command_notes, which a --resume does not carry over). Older files are upgraded
+// the grouping in every run's split (--group-by-length's list sweeps each). Older files are upgraded
 // as they are read (src/report/json_upgrade.cpp).
 inline constexpr int kJsonSchemaVersion = 17;
 
@@ -394,11 +393,9 @@ struct SweepResult {
   // nothing, what the model's config means at this T, a caveat of the device, a padding that TRL
   // would choose otherwise. Kept so that `report`, Markdown and HTML say them too; a note derived
   // from the runs (report.hpp's diverged_loss_note) is not stored, every reader derives it.
+  // A --resume words them again for its own command line and every run it holds, kept ones
+  // included: none of the file's is carried over.
   std::vector<std::string> notes;
-  // Those of `notes` that the command said of its own options and model (a list's repeats, an idle
-  // option, the model's config at this T), which a --resume words again for its own command line: a
-  // resumed file's are not carried over (a file from before schema 17: none known, all carried).
-  std::vector<std::string> command_notes;
 };
 
 }  // namespace accumbench

@@ -83,9 +83,14 @@ int64_t available_host_bytes_per_process();
 // `steps_cache` (optional) keeps each packing's count between calls: an epoch reads the file.
 std::string distinct_steps_rounds_note(const SweepResult& result, const WorkloadOptions& workload,
                                       std::map<Packing, int>* steps_cache = nullptr);
-// A note of a --resume file that the resumed sweep words again from its own options and every run
-// (the --distinct-steps notes): left out of the file's notes, so that an old count does not stay.
-bool note_recomputed_on_resume(const std::string& note);
+// Runs of both orders (--group-by-length's list; a resumed file's kept runs too) on a lengths or
+// token file, one of them timed on fewer steps than a pass over the file takes (the steps it cycles
+// through, or its rounds): grouping sorts up to 50 steps of samples at a time, longest first, so the
+// first grouped steps hold the longest samples and the per-token comparison of the orders leans
+// toward grouping; the note says so and names --distinct-steps epoch with the --steps it takes.
+// "" otherwise (synthetic lengths draw only the steps' own samples). `steps_cache` as above.
+std::string grouping_list_steps_note(const SweepResult& result, const WorkloadOptions& workload,
+                                     std::map<Packing, int>* steps_cache = nullptr);
 // --distinct-steps asks for more steps than the sweep may keep: an epoch past kMaxDistinctSteps, or
 // batches above half of `available_host_bytes` (0: not known, not checked). UserError naming a count that fits.
 void require_distinct_steps_fit(const WorkloadOptions& workload, int64_t available_host_bytes);

@@ -613,28 +613,6 @@ std::string distinct_steps_past_epoch_note(const WorkloadOptions& w) {
          "; --distinct-steps epoch passes over it once";
 }
 
-std::string grouping_list_steps_note(const WorkloadOptions& w, int rounds) {
-  const std::vector<bool> orders = data_groupings(w.data);
-  if (orders.size() < 2 || !real_samples(w.data)) return "";
-  // Each packing's pass over the source, against the steps the runs cycle through and time.
-  std::string short_of;
-  int64_t longest_epoch = 0;
-  for (const Packing packing : data_packings(w.data)) {
-    const DataSource data = with_packing(w, packing).data;
-    const int64_t epoch = epoch_steps(data, w.seq_len, w.batch);
-    longest_epoch = std::max(longest_epoch, epoch);
-    const int64_t timed = std::min<int64_t>(distinct_steps_of(data, w.seq_len, w.batch), std::max(1, rounds));
-    if (epoch <= 0 || timed >= epoch || !short_of.empty()) continue;
-    short_of = std::to_string(timed) + " of the " + std::to_string(epoch);
-  }
-  if (short_of.empty()) return "";
-  return "--group-by-length " + join_groupings(orders) + " compares the orders on " + short_of + " steps one pass over " +
-         lengths_name(w.data) + " takes, but transformers' LengthGroupedSampler sorts up to 50 steps of samples at a "
-         "time, longest first, so a grouped step among the first holds longer samples than a grouped epoch's average "
-         "(and a random step any): the per-token comparison leans toward the grouped order; --distinct-steps epoch "
-         "--steps " + std::to_string(longest_epoch) + " compares the orders on the same samples";
-}
-
 std::string idle_completion_only_loss_note(const WorkloadOptions& w) {
   if (w.data.completion_only_loss) return "";
   const bool file = w.data.lengths == LengthMode::kFile;

@@ -250,7 +250,8 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   for (const auto& [name, result] : {std::pair<const char*, const SweepResult*>{"A", &a}, {"B", &b}}) {
     const Interruption& stop = result->interruption;
     if (stop.whole()) {
-      // A --resume with shorter lists keeps what a stopped file had not finished outside them.
+      // A --resume with shorter lists keeps what the file had not finished outside them (a stopped
+      // sweep's splits, or runs short of a --steps raised since).
       int64_t steps = 0;
       try {
         steps = std::stoll(recorded_option(result->context.options, "steps").value_or("0"));
@@ -261,8 +262,8 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
         if (run.status == RunStatus::kOk && static_cast<int64_t>(run.steps.size()) < steps) ++short_runs;
       }
       if (short_runs == 0 && stop.splits_not_run.empty()) continue;
-      out << "warning: " << name << " keeps splits an earlier, stopped sweep did not finish (" << short_runs
-          << " short of --steps, " << stop.splits_not_run.size()
+      out << "warning: " << name << " keeps splits outside its last sweep's lists that are not measured to its --steps ("
+          << short_runs << " short of --steps, " << stop.splits_not_run.size()
           << " never begun); its recommendation names them, and --resume with their lists finishes them\n";
       continue;
     }

@@ -535,7 +535,6 @@ std::string to_json(const SweepResult& result) {
   root["time_models"] = encode(result.time_models);
   root["interruption"] = encode(result.interruption);
   root["notes"] = encode(result.notes);
-  root["command_notes"] = encode(result.command_notes);
   // error_handler_t::replace: an exception message from a failed run may hold invalid UTF-8;
   // the file must still be written.
   return root.dump(2, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n";
@@ -693,7 +692,6 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
     decode(member(root, "", "time_models"), "time_models", result.time_models);
     decode(member(root, "", "interruption"), "interruption", result.interruption);
     decode(member(root, "", "notes"), "notes", result.notes);
-    decode(member(root, "", "command_notes"), "command_notes", result.command_notes);
     check_meaning(result);
   } catch (const FormatError& e) {
     const std::string where = e.path.empty() ? "the top level" : e.path;

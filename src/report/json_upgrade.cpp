@@ -246,11 +246,9 @@ void upgrade_to_current_version(Json& root) {
   // Version 15 packed every split one way, named in the context's options.
   if (version_is(15)) option_into_every_split(root, 15, "packing", "none");
   // Version 16 grouped every split one way, the context's group_by_length ("true" or "false"; the
-  // split's field is a boolean), and kept no command_notes: none known, every note of the file is
-  // carried by a --resume.
+  // split's field is a boolean).
   if (version_is(16)) {
     option_into_every_split(root, 16, "group_by_length", "false");
-    if (!root.contains("command_notes")) root["command_notes"] = Json::array();
     if (root.contains("runs") && root["runs"].is_array()) {
       for (Json& run : root["runs"]) {
         if (!run.is_object() || !run.contains("config") || !run["config"].is_object()) continue;

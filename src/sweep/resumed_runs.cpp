@@ -82,8 +82,8 @@ std::string ResumedRuns::keep_longer(std::vector<RunResult>& runs) const {
     }
   }
   if (count == 0) return std::string();
-  return " " + std::to_string(count) + (count == 1 ? " split reads" : " splits read") +
-         " as the --resume file had it, with more timed steps than this sweep reached.";
+  return " " + std::to_string(count) + (count == 1 ? " split reads as the --resume file had it" : " splits read as the --resume file had them") +
+         ", with more timed steps than this sweep reached.";
 }
 
 std::string ResumedRuns::keep_over_failures(std::vector<RunResult>& runs) const {

@@ -768,7 +768,40 @@ std::string distinct_steps_rounds_note(const SweepResult& result, const Workload
          " for those steps only; --steps " + std::to_string(most) + " times every split on each";
 }
 
-bool note_recomputed_on_resume(const std::string& note) { return note.rfind("--distinct-steps ", 0) == 0; }
+std::string grouping_list_steps_note(const SweepResult& result, const WorkloadOptions& w,
+                                     std::map<Packing, int>* steps_cache) {
+  const auto timed = [](const RunResult& run) { return run.status == RunStatus::kOk && !run.steps.empty(); };
+  const bool grouped = std::any_of(result.runs.begin(), result.runs.end(),
+                                   [&](const RunResult& run) { return timed(run) && run.config.group_by_length; });
+  const bool random = std::any_of(result.runs.begin(), result.runs.end(),
+                                  [&](const RunResult& run) { return timed(run) && !run.config.group_by_length; });
+  if (!grouped || !random || !real_samples(w.data)) return "";
+  std::map<Packing, int> own;
+  std::map<Packing, int>& cache = steps_cache != nullptr ? *steps_cache : own;
+  std::map<Packing, int64_t> epochs;  // each packing's pass, read once (a token file's from its size)
+  int64_t shortest = -1, epoch_of_shortest = 0, longest_epoch = 0;
+  for (const RunResult& run : result.runs) {
+    if (!timed(run)) continue;
+    const Packing packing = run.config.packing;
+    const DataSource data = with_packing(w, packing).data;
+    if (epochs.count(packing) == 0) epochs[packing] = epoch_steps(data, w.seq_len, w.batch);
+    const int64_t epoch = epochs[packing];
+    if (epoch <= 0) continue;
+    longest_epoch = std::max(longest_epoch, epoch);
+    const auto known = cache.find(packing);
+    const int distinct = known != cache.end() ? known->second : cache[packing] = distinct_steps_of(data, w.seq_len, w.batch);
+    // The steps of the data its rounds met: each round trains the next step of the cycle.
+    const int64_t met = std::min<int64_t>(static_cast<int64_t>(run.steps.size()), distinct);
+    if (met < epoch && (shortest < 0 || met < shortest)) shortest = met, epoch_of_shortest = epoch;
+  }
+  if (shortest < 0) return "";
+  return "--group-by-length false,true: the orders are compared on " + std::to_string(shortest) + " of the " +
+         std::to_string(epoch_of_shortest) + " steps one pass over " + lengths_name(w.data) +
+         " takes, but transformers' LengthGroupedSampler sorts up to 50 steps of samples at a time, longest first, so "
+         "a grouped step among the first holds longer samples than a grouped epoch's average (and a random step any): "
+         "the per-token comparison leans toward the grouped order; --distinct-steps epoch --steps " +
+         std::to_string(longest_epoch) + " compares the orders on the same samples";
+}
 
 PlanTarget plan_target(const WorkloadOptions& w) {
   validate_workload(w);
@@ -998,8 +1031,9 @@ std::string unfinished_sentence(const SweepResult& result, int64_t rounds, int64
          missing + ".";
 }
 
-// A resume whose lists leave out splits that a stopped file had not finished keeps them as they
-// were: the first sentence names them, so that the file never reads as a finished sweep of them.
+// A resume whose lists leave out splits that the file had not finished (a stopped sweep's, or runs
+// short of a --steps raised since) keeps them as they were: the first sentence names them, so that
+// the file never reads as a finished sweep of them.
 std::string kept_unfinished_sentence(const SweepResult& result, const std::vector<RunResult>& kept, int64_t steps) {
   std::vector<std::string> short_runs;  // "2×4: 3", its timed steps
   for (const RunResult& run : kept) {
@@ -1013,7 +1047,7 @@ std::string kept_unfinished_sentence(const SweepResult& result, const std::vecto
     parts.push_back(named_splits(short_runs, "short of --steps " + std::to_string(steps), "timed steps "));
   }
   if (!not_run.empty()) parts.push_back(named_splits(not_run, "never begun"));
-  return "Kept from the --resume file unfinished, outside this sweep's lists: " + parts[0] +
+  return "Kept from the --resume file as it had them, outside this sweep's lists: " + parts[0] +
          (parts.size() > 1 ? " and " + parts[1] : "") + "; the --resume with the file's own lists measures them.";
 }
 

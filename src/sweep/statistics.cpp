@@ -592,7 +592,7 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   std::string reason = " " + run_label(s, runs) + (ratio.low > 1.0 ? " is " : " looks ");
   if (host_bound(s)) reason += host_bound_words(s) + " and ";
   reason += text::format_ratio(ratio.value, ratio.value < 1.095 ? 2 : 1) + " slower";
-  // Splits of different packings train different amounts of data per step: compared per token,
+  // Splits of different rows (packings, orders) train other data per step: compared per token,
   // and their phases per step say nothing of one another.
   const bool other_rows = s.config.rows() != b.config.rows();
   if (other_rows) reason += " per real token";
@@ -735,11 +735,11 @@ std::string per_rows_sentence(const std::vector<RunResult>& runs, const std::vec
   }
   const std::string packed = "The packings (--packing) put other amounts of data in a step (a packed row holds several "
                              "samples, so its step averages more of them: an update of its own)";
-  const std::string ordered = "the orders (--group-by-length) put other samples in a step (a grouped step holds samples "
-                              "of like length, a random one any: each step an update of its own)";
-  const std::string subject = packings && orders ? packed + ", and " + ordered
+  const std::string ordered = "orders (--group-by-length) put other samples in a step (a grouped step holds samples of "
+                              "like length, a random one any: each step an update of its own)";
+  const std::string subject = packings && orders ? packed + ", and the " + ordered
                               : packings         ? packed
-                                                 : "The" + ordered.substr(3);
+                                                 : "The " + ordered;
   return " " + subject + ", so the splits are compared per real token, as an epoch of the data takes them, and each "
          "ratio above is per token; the fastest split of each: " + list + ".";
 }

@@ -404,11 +404,10 @@ resume_edited_lengths() {
 resume_shorter_list() {
   tiny_args --micro-batches 2,4,2 --optimizer adamw,sgd --json "$work/a.json"
   expect 0 "Recommendation:" -- sweep "${args[@]}"
-  check "a micro-batch given twice is recorded once, and the note is the command's" py '
+  check "a micro-batch given twice is recorded once, and noted" py '
 result = load(sys.argv[1])
 if dict(result["context"]["options"])["micro_batches"] != "2,4": fail("not 2,4")
-repeat = "--micro-batches lists 2 more than once; the repeats are dropped"
-if repeat not in result["notes"] or repeat not in result["command_notes"]: fail("notes %r" % result)
+if "--micro-batches lists 2 more than once; the repeats are dropped" not in result["notes"]: fail("notes %r" % result)
 ' "$work/a.json"
   cp "$work/a.json" "$work/stopped.json"
   tiny_args --micro-batches 1 --optimizer sgd --resume "$work/a.json" --json "$work/a.json"
@@ -420,10 +419,10 @@ if options["optimizer"] != "sgd,adamw": fail("optimizer %r" % options["optimizer
 if options["micro_batches"] != "1,2,4": fail("micro_batches %r" % options["micro_batches"])
 runs = sorted((r["config"]["micro_batch"], r["config"]["optimizer"]) for r in result["runs"])
 if runs != [(1, "sgd"), (2, "adamw"), (2, "sgd"), (4, "adamw"), (4, "sgd")]: fail("runs %r" % runs)
-# The file keeps what its first sweep noted of the runs it keeps, once each, but not what that
-# sweep said of its own command line (a repeat this command does not have).
+# The notes are those of this command, over every run: not what the first sweep said of its own
+# command line (a repeat this command does not have).
 notes = result["notes"]
-if any("more than once" in note for note in notes + result["command_notes"]): fail("notes %r" % notes)
+if any("more than once" in note for note in notes): fail("notes %r" % notes)
 if len(set(notes)) != len(notes): fail("a note twice: %r" % notes)
 ' "$work/a.json"
   # A stopped file (saved while running: 2×2 sgd one timed step short of --steps 2, "1×4 sgd" never
@@ -440,13 +439,13 @@ for run in result["runs"]:
 json.dump(result, open(sys.argv[1], "w"))
 ' "$work/stopped.json"
   tiny_args --micro-batches 2,4 --optimizer adamw --resume "$work/stopped.json" --json "$work/stopped.json"
-  expect 0 "Kept from the --resume file unfinished, outside this sweep's lists: 1 split short of --steps 2 (timed steps 2×2 sgd: 1) and 1 split never begun (1×4 sgd); the --resume with the file's own lists measures them." -- \
+  expect 0 "Kept from the --resume file as it had them, outside this sweep's lists: 1 split short of --steps 2 (timed steps 2×2 sgd: 1) and 1 split never begun (1×4 sgd); the --resume with the file's own lists measures them." -- \
     sweep "${args[@]}"
   check "the resumed file still names the split never begun" py '
 stop = load(sys.argv[1])["interruption"]
 if stop["splits_not_run"] != ["1×4 sgd"] or stop["saved_while_running"]: fail("interruption %r" % stop)
 ' "$work/stopped.json"
-  expect 0 "warning: A keeps splits an earlier, stopped sweep did not finish (1 short of --steps, 1 never begun)" -- \
+  expect 0 "warning: A keeps splits outside its last sweep's lists that are not measured to its --steps (1 short of --steps, 1 never begun)" -- \
     compare "$work/stopped.json" "$work/a.json"
 }
 
