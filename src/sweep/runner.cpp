@@ -181,8 +181,11 @@ std::vector<std::string> comma_items(const std::string& list) {
 // A resumed file keeps the runs the new grid leaves out (runs_kept_from): the context names their
 // values too, so that "optimizer adamw" never heads a file that holds sgd runs. Each list of the
 // grid becomes this sweep's values, then the kept runs' others (every divisor holds any micro-batch).
+// `not_begun`: a stopped file's splits never begun ("8×2", "1×4 sgd"), whose micro-batches the list
+// names too, so that the --resume with the file's own lists reaches them (the other values of their
+// labels are not read back: a kept run of the same job names those).
 void name_kept_runs_in_lists(std::vector<std::pair<std::string, std::string>>& options,
-                             const std::vector<RunResult>& kept) {
+                             const std::vector<RunResult>& kept, const std::vector<std::string>& not_begun) {
   using Value = std::string (*)(const SplitConfig&);
   static const std::pair<const char*, Value> kLists[] = {
       {"micro_batches", [](const SplitConfig& s) { return std::to_string(s.micro_batch); }},
@@ -201,6 +204,15 @@ void name_kept_runs_in_lists(std::vector<std::pair<std::string, std::string>>& o
     const size_t given = values.size();
     for (const RunResult& run : kept) {
       const std::string value = value_of(run.config);
+      if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
+    }
+    for (const std::string& label : std::string(name) == "micro_batches" ? not_begun : std::vector<std::string>{}) {
+      const size_t times = label.find("\xC3\x97");  // "8×2": the micro-batch before the sign
+      if (times == 0 || times == std::string::npos ||
+          label.find_first_not_of("0123456789") != times) {
+        continue;  // not a label this version writes
+      }
+      const std::string value = std::to_string(std::stoll(label.substr(0, times)));
       if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
     }
     if (values.size() == given) continue;
@@ -1205,7 +1217,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   SplitMeasurement measurement(options, cfg, device, memory, data, group.get(), result.context, on_step);
   // Runs read back from the file are judged again against today's limit.
   std::vector<RunResult> kept = resume != nullptr ? runs_kept_from(*resume, grid) : std::vector<RunResult>{};
-  name_kept_runs_in_lists(result.context.options, kept);
+  name_kept_runs_in_lists(result.context.options, kept,
+                          resume != nullptr ? resume->interruption.splits_not_run : std::vector<std::string>{});
   describe_kept_paddings(result.context, w, cfg.vocab_size);
   for (RunResult& run : kept) {
     if (run.status == RunStatus::kOk) measurement.judge_fits(run);

@@ -441,10 +441,23 @@ json.dump(result, open(sys.argv[1], "w"))
   tiny_args --micro-batches 2,4 --optimizer adamw --resume "$work/stopped.json" --json "$work/stopped.json"
   expect 0 "Kept from the --resume file as it had them, outside this sweep's lists: 1 split short of --steps 2 (timed steps 2×2 sgd: 1) and 1 split never begun (1×4 sgd); the --resume with the file's own lists measures them." -- \
     sweep "${args[@]}"
-  check "the resumed file still names the split never begun" py '
-stop = load(sys.argv[1])["interruption"]
+  check "the resumed file still names the split never begun, and its lists reach it" py '
+result = load(sys.argv[1])
+stop = result["interruption"]
 if stop["splits_not_run"] != ["1×4 sgd"] or stop["saved_while_running"]: fail("interruption %r" % stop)
+options = dict(result["context"]["options"])
+if options["micro_batches"] != "1,2,4" or options["optimizer"] != "adamw,sgd": fail("lists %r" % options)
 ' "$work/stopped.json"
+  # The --resume with the file's own lists measures what it kept unfinished.
+  cp "$work/stopped.json" "$work/finished.json"
+  tiny_args --micro-batches 1,2,4 --optimizer adamw,sgd --resume "$work/finished.json" --json "$work/finished.json"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  check "nothing is left unfinished" py '
+result = load(sys.argv[1])
+if result["interruption"]["splits_not_run"]: fail("interruption %r" % result["interruption"])
+short = [r["config"]["micro_batch"] for r in result["runs"] if r["status"] == "ok" and len(r["steps"]) < 2]
+if short: fail("short of --steps: %r" % short)
+' "$work/finished.json"
   expect 0 "warning: A keeps splits outside its last sweep's lists that are not measured to its --steps (1 short of --steps, 1 never begun)" -- \
     compare "$work/stopped.json" "$work/a.json"
 }
