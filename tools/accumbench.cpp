@@ -157,7 +157,7 @@ void print_note(const std::string& note) {
 void drop_paddings_that_pad_alike(ab::WorkloadOptions& w, std::vector<std::string>& notes) {
   const auto canonical = [&w](ab::PaddingChoice p) {
     if (p.padding == ab::Padding::kMultiple && p.multiple == 1) return ab::PaddingChoice{ab::Padding::kLongest, 0};
-    if (p.padding == ab::Padding::kMultiple && p.multiple == w.seq_len) return ab::PaddingChoice{ab::Padding::kMax, 0};
+    if (ab::pads_every_row_to_t(p, w.seq_len)) return ab::PaddingChoice{ab::Padding::kMax, 0};
     return p;
   };
   const std::vector<ab::PaddingChoice> given = ab::grid_paddings(w);

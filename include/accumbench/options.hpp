@@ -62,6 +62,9 @@ PaddingChoice padding_from_string(const std::string& text);
 std::string padding_name(const PaddingChoice& choice);  // "max", "longest", "multiple:8"
 // A split's padding in its label's words: "pad-max", "pad-longest", "pad-multiple8".
 std::string padding_word(const PaddingChoice& choice);
+// Whether `choice` pads every micro-batch to T=seq_len whatever its samples: max, or multiple:T (a
+// multiple past T is refused apart, padding_past_seq_len_problem).
+bool pads_every_row_to_t(const PaddingChoice& choice, int64_t seq_len);
 // "max,longest,multiple:8"
 std::string join_paddings(const std::vector<PaddingChoice>& choices);
 // How samples are laid out in rows: one sample per row; concatenated and cut into rows of T
@@ -90,9 +93,6 @@ struct StepRows {
   bool grouped = false;
   bool operator==(const StepRows& other) const { return packing == other.packing && grouped == other.grouped; }
   bool operator!=(const StepRows& other) const { return !(*this == other); }
-  bool operator<(const StepRows& other) const {
-    return packing != other.packing ? packing < other.packing : grouped < other.grouped;
-  }
 };
 
 // What model to build: a preset name or a Hugging Face config.json (which wins when given), and

@@ -736,12 +736,12 @@ void require_distinct_steps_fit(const WorkloadOptions& w, int64_t available_host
   // Each step's inputs and targets, int64, (B, T + 1) at most, once per packing and order.
   const auto orders = static_cast<int64_t>(grid_groupings(w).size());
   steps *= orders;
-  const auto packings = static_cast<int64_t>(grid_packings(w).size()) * orders;
+  const auto step_rows = static_cast<int64_t>(grid_packings(w).size()) * orders;
   const int64_t step_bytes = w.batch * (w.seq_len + 1) * 8 * 2;
   const int64_t bytes = steps * step_bytes;
   if (available_host_bytes > 0 && bytes > available_host_bytes / 2) {
-    // The most steps of every packing that fit in half of it.
-    const int64_t fitting = available_host_bytes / 2 / (step_bytes * packings);
+    // The most steps of every packing and order that fit in half of it.
+    const int64_t fitting = available_host_bytes / 2 / (step_bytes * step_rows);
     throw UserError(given + " keeps " + text::format_count(steps) + (steps == 1 ? " step" : " steps") + " of batches, " +
                     format_bytes(bytes) + " of host memory, more than half the " + format_bytes(available_host_bytes) +
                     " this process may use; " +
@@ -750,6 +750,18 @@ void require_distinct_steps_fit(const WorkloadOptions& w, int64_t available_host
                                                 "smaller --batch or --seq-len")));
   }
 }
+
+namespace {
+
+// The distinct steps `packing`'s runs cycle through, counted once per packing in `cache` (an epoch
+// reads the file).
+int cached_distinct_steps(std::map<Packing, int>& cache, const WorkloadOptions& w, Packing packing) {
+  const auto known = cache.find(packing);
+  if (known != cache.end()) return known->second;
+  return cache[packing] = distinct_steps_of(with_packing(w, packing).data, w.seq_len, w.batch);
+}
+
+}  // namespace
 
 std::string distinct_steps_rounds_note(const SweepResult& result, const WorkloadOptions& w,
                                       std::map<Packing, int>* steps_cache) {
@@ -762,10 +774,7 @@ std::string distinct_steps_rounds_note(const SweepResult& result, const Workload
   int count = 0, most = 0;
   for (const RunResult& run : result.runs) {
     if (run.status != RunStatus::kOk || run.steps.empty()) continue;
-    const auto known = cache.find(run.config.packing);
-    const int steps = known != cache.end() ? known->second
-                                           : cache[run.config.packing] = distinct_steps_of(
-                                                 with_packing(w, run.config.packing).data, w.seq_len, w.batch);
+    const int steps = cached_distinct_steps(cache, w, run.config.packing);
     most = std::max(most, steps);
     if (static_cast<int>(run.steps.size()) >= steps) continue;
     if (++count <= 4) {
@@ -795,13 +804,11 @@ std::string grouping_list_steps_note(const SweepResult& result, const WorkloadOp
   for (const RunResult& run : result.runs) {
     if (!timed(run)) continue;
     const Packing packing = run.config.packing;
-    const DataSource data = with_packing(w, packing).data;
-    if (epochs.count(packing) == 0) epochs[packing] = epoch_steps(data, w.seq_len, w.batch);
+    if (epochs.count(packing) == 0) epochs[packing] = epoch_steps(with_packing(w, packing).data, w.seq_len, w.batch);
     const int64_t epoch = epochs[packing];
     if (epoch <= 0) continue;
     longest_epoch = std::max(longest_epoch, epoch);
-    const auto known = cache.find(packing);
-    const int distinct = known != cache.end() ? known->second : cache[packing] = distinct_steps_of(data, w.seq_len, w.batch);
+    const int distinct = cached_distinct_steps(cache, w, packing);
     // The steps of the data its rounds met: each round trains the next step of the cycle.
     const int64_t met = std::min<int64_t>(static_cast<int64_t>(run.steps.size()), distinct);
     if (met < epoch && (shortest < 0 || met < shortest)) shortest = met, epoch_of_shortest = epoch;

@@ -291,6 +291,10 @@ std::string padding_word(const PaddingChoice& choice) {
   return "pad-" + (choice.padding == Padding::kMultiple ? "multiple" + std::to_string(choice.multiple) : to_string(choice.padding));
 }
 
+bool pads_every_row_to_t(const PaddingChoice& choice, int64_t seq_len) {
+  return choice.padding == Padding::kMax || (choice.padding == Padding::kMultiple && choice.multiple == seq_len);
+}
+
 std::string join_paddings(const std::vector<PaddingChoice>& choices) {
   return join(choices, [](const PaddingChoice& c) { return padding_name(c); });
 }
@@ -560,10 +564,7 @@ void validate_data_source(const WorkloadOptions& w) {
     }
     // Padded to T (max, or a multiple of T or more), a grouped step runs the shapes a random one
     // does: only which samples it holds differs.
-    const auto to_t = [&w](const PaddingChoice& c) {
-      return !c.per_micro_batch() || (c.padding == Padding::kMultiple && c.multiple >= w.seq_len);
-    };
-    if (std::all_of(paddings.begin(), paddings.end(), to_t)) {
+    if (std::all_of(paddings.begin(), paddings.end(), [&w](const PaddingChoice& c) { return pads_every_row_to_t(c, w.seq_len); })) {
       throw UserError(list + " compares nothing with --padding " + join_paddings(paddings) + ", which pads every row " +
                       "to T=" + std::to_string(w.seq_len) + ": both orders run the same shapes, and only which " +
                       "samples a step holds differs; give --padding longest (TRL's default) or multiple:N with N " +
