@@ -132,6 +132,8 @@ int64_t rows_in_source(const SampleSource& source, const DataSource& data, int64
 // rounded up (the last step runs on into the first rows, as the batches cycle), or for a token file
 // cut into full windows its whole steps of batch × (T + 1) tokens. 0 for synthetic data.
 int64_t epoch_steps(const DataSource& data, int64_t seq_len, int64_t batch);
+// The same from a source already read: its rows over the batch, rounded up (at least one).
+int64_t epoch_steps(const SampleSource& source, const DataSource& data, int64_t seq_len, int64_t batch);
 // The distinct steps --distinct-steps asks of `data`: its count, epoch_steps with epoch (a token
 // file's windows at most as many as it holds), kDistinctBatchesByDefault where it is not given;
 // not limited (require_distinct_steps_fit refuses past kMaxDistinctSteps).

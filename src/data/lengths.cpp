@@ -577,7 +577,12 @@ int64_t epoch_steps(const DataSource& data, int64_t seq_len, int64_t batch) {
   }
   const std::optional<SampleSource> source = read_sample_source(data, seq_len, std::numeric_limits<int64_t>::max());
   if (!source) return 0;
-  return std::max<int64_t>(1, (rows_in_source(*source, data, seq_len) + batch - 1) / batch);
+  return epoch_steps(*source, data, seq_len, batch);
+}
+
+int64_t epoch_steps(const SampleSource& source, const DataSource& data, int64_t seq_len, int64_t batch) {
+  if (batch <= 0 || seq_len <= 0) return 0;
+  return std::max<int64_t>(1, (rows_in_source(source, data, seq_len) + batch - 1) / batch);
 }
 
 int64_t requested_distinct_steps(const DataSource& data, int64_t seq_len, int64_t batch) {

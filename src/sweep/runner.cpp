@@ -797,14 +797,19 @@ std::string grouping_list_steps_note(const SweepResult& result, const WorkloadOp
   const bool random = std::any_of(result.runs.begin(), result.runs.end(),
                                   [&](const RunResult& run) { return timed(run) && !run.config.group_by_length; });
   if (!grouped || !random || !real_samples(w.data)) return "";
+  // Samples all of one length (or all cut to T) make the same steps in either order: nothing leans.
+  const std::optional<SampleSource> source = read_sample_source(w.data, w.seq_len, std::numeric_limits<int64_t>::max());
+  if (!source || std::adjacent_find(source->lengths.begin(), source->lengths.end(), std::not_equal_to<>()) ==
+                     source->lengths.end())
+    return "";
   std::map<Packing, int> own;
   std::map<Packing, int>& cache = steps_cache != nullptr ? *steps_cache : own;
-  std::map<Packing, int64_t> epochs;  // each packing's pass, read once (a token file's from its size)
+  std::map<Packing, int64_t> epochs;  // each packing's pass, from the source read above
   int64_t shortest = -1, epoch_of_shortest = 0, longest_epoch = 0;
   for (const RunResult& run : result.runs) {
     if (!timed(run)) continue;
     const Packing packing = run.config.packing;
-    if (epochs.count(packing) == 0) epochs[packing] = epoch_steps(with_packing(w, packing).data, w.seq_len, w.batch);
+    if (epochs.count(packing) == 0) epochs[packing] = epoch_steps(*source, with_packing(w, packing).data, w.seq_len, w.batch);
     const int64_t epoch = epochs[packing];
     if (epoch <= 0) continue;
     longest_epoch = std::max(longest_epoch, epoch);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -304,8 +305,14 @@ std::string join_packings(const std::vector<Packing>& packings) {
 }
 
 bool grouping_from_string(const std::string& text) {
-  if (text == "true") return true;
-  if (text == "false") return false;
+  // The words a boolean takes where users come from: transformers' argument parser (True, yes, 1...)
+  // and a CLI11 flag given a value (on/off).
+  std::string word = text;
+  std::transform(word.begin(), word.end(), word.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* yes : {"true", "t", "yes", "y", "on", "1"})
+    if (word == yes) return true;
+  for (const char* no : {"false", "f", "no", "n", "off", "0"})
+    if (word == no) return false;
   throw UserError("--group-by-length " + text::quoted(text) + " is neither true nor false; give true (transformers' "
                   "LengthGroupedSampler), false (a random order) or both, as in --group-by-length false,true");
 }

@@ -43,6 +43,17 @@ if not any(r["config"]["optimizer_in_backward"] for r in runs): fail("no optimiz
 ' "$work/knobs.json"
 }
 
+# cli.sweep.grouping_note_of_equal_lengths: samples all of one length make the same steps in
+# either order, so no note says the comparison leans toward grouping (it does with skewed.txt,
+# commands.tsv's sweep.grouping_list).
+grouping_equal_lengths() {
+  local i
+  for ((i = 0; i < 40; i++)); do echo 20; done >"$work/equal.txt"
+  tiny_args --lengths "$work/equal.txt" --padding longest --group-by-length false,true --steps 1
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  check "no leaning note where every sample is 20 tokens" bash -c '! grep -q "the orders are compared on" "$1" "$2"' _ "$out" "$err"
+}
+
 # cli.sweep.precisions
 precisions() {
   tiny_args --micro-batches 4 --precision fp32,bf16
@@ -523,7 +534,7 @@ case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
     verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom | framework_overhead | \
     calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list | resume_new_limit | \
-    stdout_fails) "$mode" ;;
+    stdout_fails | grouping_equal_lengths) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
