@@ -427,9 +427,14 @@ TEST(Recommend, AnUndecidedSweepSaysTheBudgetThatWouldDecide) {
   options.rounds_seconds = 15.0;
   options.resume_file = "sweep.json";
   EXPECT_EQ(recommend(runs, 0, options).reason.find("--resume"), std::string::npos);
-  // Timed in different sweeps: nothing paired to project from, the general words.
+  // Timed in different sweeps (a --resume kept one): nothing paired to project from, and more
+  // rounds of this sweep pair nothing; a resume that times them together can.
   std::vector<RunResult> unpaired = runs;
   unpaired[1].session = 2;
+  EXPECT_NE(recommend(unpaired, 0, options)
+                .reason.find("; the --resume sweep.json with the file's own lists times them side by side, which can decide."),
+            std::string::npos);
+  options.resume_file.clear();
   EXPECT_NE(recommend(unpaired, 0, options).reason.find("a longer --time-budget can decide"), std::string::npos);
 }
 
@@ -724,7 +729,7 @@ TEST(Recommend, AFrameworksTimeIsNamedWhereItIsIncluded) {
 // Pairs compared on the rounds both ran in can go round in a circle (1×4 ran in the first 10
 // rounds only; Decisions.ACycleOfPairedVerdictsIsUndecided): the split faster beyond doubt than
 // the one ahead is not said to "may still" be faster, the circle is named, and the one ahead is
-// the best estimate, not "fastest".
+// the best estimate, not "fastest". The rounds said are the one ahead's, beside the most any ran.
 TEST(Recommend, ACycleOfPairsIsNamed) {
   std::vector<RunResult> runs = {timed(1, 4, 1.0, kGiB, 0, 0, 90), timed(2, 2, 1.0, kGiB, 0, 0, 90), timed(4, 1, 1.0, kGiB, 0, 0, 90)};
   for (int r = 0; r < 90; ++r) {
@@ -743,7 +748,7 @@ TEST(Recommend, ACycleOfPairsIsNamed) {
   const Recommendation r = recommend(runs);
   EXPECT_EQ(r.decision.kind, DecisionKind::kUndecided);
   EXPECT_EQ(r.reason,
-            "Undecided after 90 rounds: 1\u00d74 is ahead, but 4\u00d71 takes 0.94\u20130.96\u00d7 its time (95 % "
+            "Undecided after 10 rounds of 1\u00d74 (up to 90 of the others): 1\u00d74 is ahead, but 4\u00d71 takes 0.94\u20130.96\u00d7 its time (95 % "
             "confidence; the pairs, each compared on the rounds both ran in, go round in a circle); a longer "
             "--time-budget can decide. As it stands, 1\u00d74 is the best estimate at a mean of 1.00 s per step (65,536 "
             "tokens/s). 2\u00d72 is 1.1\u00d7 slower." + std::string(kEngineOnly));

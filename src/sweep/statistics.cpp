@@ -528,11 +528,28 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
         }
         const char* stopped = d.interrupted ? " (interrupted)" : d.budget_spent ? " (--time-budget spent)" : "";
         const std::string projected = d.interrupted ? "" : budget_to_decide(runs, d, decided, options);
-        const std::string more = d.interrupted        ? "a sweep left to run to its end can decide"
-                                 : projected.empty() ? "a longer --time-budget can decide"
-                                                     : projected;
-        lead = "Undecided after " + counted(d.rounds, "round") + stopped + ": " + run_label(f, runs) +
-               " is ahead, " + open + "; " + more + ". As it stands, " + lead;
+        // Splits timed in different sweeps (a --resume kept one, timed another) share no round:
+        // more rounds of this sweep do not pair them, a resume that times them together does.
+        const bool unpaired = std::any_of(d.comparisons.begin(), d.comparisons.end(), [&](const Comparison& c) {
+          return (c.verdict == Verdict::kUndecided || c.verdict == Verdict::kFaster) &&
+                 decided.paired_rounds(c.index, d.fastest) == 0;
+        });
+        const std::string more = d.interrupted ? "a sweep left to run to its end can decide"
+                                 : !projected.empty() ? projected
+                                 : unpaired && !options.resume_file.empty()
+                                     ? "the --resume " + options.resume_file +
+                                           " with the file's own lists times them side by side, which can decide"
+                                     : "a longer --time-budget can decide";
+        // The rounds the fastest took part in: all of this sweep's, unless a --resume kept it as
+        // an earlier sweep timed it.
+        int64_t fastest_rounds = 0;
+        for (const StepSample& s : f.steps) fastest_rounds = std::max<int64_t>(fastest_rounds, s.round + 1);
+        const std::string rounds = fastest_rounds > 0 && fastest_rounds < d.rounds
+                                       ? counted(fastest_rounds, "round") + " of " + run_label(f, runs) + " (up to " +
+                                             std::to_string(d.rounds) + " of the others)"
+                                       : counted(d.rounds, "round");
+        lead = "Undecided after " + rounds + stopped + ": " + run_label(f, runs) + " is ahead, " + open + "; " + more +
+               ". As it stands, " + lead;
       }
       break;
     }

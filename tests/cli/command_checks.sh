@@ -473,6 +473,18 @@ if short: fail("short of --steps: %r" % short)
     compare "$work/stopped.json" "$work/a.json"
 }
 
+# cli.resume.raised_steps_undecided: a resume with a raised --steps whose lists leave out the
+# fastest split keeps it with its 3 rounds: "Undecided after" counts that split's rounds, not the
+# re-timed one's 12, and the fix is a resume that times them side by side (a longer --time-budget of
+# this command never would).
+resume_raised_steps() {
+  tiny_args --batch 8 --micro-batches 1,8 --steps 3 --time-budget 0 --json "$work/a.json"
+  expect 0 "Recommendation: 8×1" -- sweep "${args[@]}"
+  tiny_args --batch 8 --micro-batches 1 --steps 12 --time-budget 0 --resume "$work/a.json" --json "$work/a.json"
+  expect 0 "Undecided after 3 rounds of 8×1 (up to 12 of the others): 8×1 is ahead" \
+    "the --resume $work/a.json with the file's own lists times them side by side, which can decide" -- sweep "${args[@]}"
+}
+
 # cli.resume.new_limit_keeps_times: a file left undecided (2 rounds, too few for an interval) is
 # resumed with a --time-budget, which times its contenders again, and a --memory-limit that skips
 # 8×1 as predicted out of memory: the skip measures nothing, so 8×1 keeps the file's timed steps,
@@ -534,7 +546,7 @@ case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
     verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom | framework_overhead | \
     calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list | resume_new_limit | \
-    stdout_fails | grouping_equal_lengths) "$mode" ;;
+    stdout_fails | grouping_equal_lengths | resume_raised_steps) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
