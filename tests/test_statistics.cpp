@@ -427,6 +427,14 @@ TEST(Recommend, AnUndecidedSweepSaysTheBudgetThatWouldDecide) {
   options.rounds_seconds = 15.0;
   options.resume_file = "sweep.json";
   EXPECT_EQ(recommend(runs, 0, options).reason.find("--resume"), std::string::npos);
+  // A --resume that ran no round (every split kept as the file had it) has no clock: a resume with a
+  // budget times both again from their first round, 10 rounds each of 1.0 s and 1.5 s steps.
+  options.rounds_seconds = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_NE(recommend(runs, 0, options)
+                .reason.find("can decide (--resume sweep.json --time-budget 25, which times the 2 splits still open again), "),
+            std::string::npos)
+      << recommend(runs, 0, options).reason;
+  options.rounds_seconds = 15.0;
   // Timed in different sweeps (a --resume kept one): nothing paired to project from, and more
   // rounds of this sweep pair nothing; a resume that times them together can.
   std::vector<RunResult> unpaired = runs;

@@ -433,6 +433,14 @@ std::string budget_to_decide(const std::vector<RunResult>& runs, const Decision&
                std::to_string(open) + " splits still open again, the others kept";
     }
     words += ")";
+  } else if (!options.resume_file.empty()) {
+    // No rounds in this sweep (a --resume that kept every split as its file had them): no clock,
+    // and the budget of a command like it would time nothing; a resume with a budget times the
+    // open splits again from their first round.
+    words += " (--resume " + options.resume_file + " --time-budget " +
+             std::to_string(budget_rounded_up(resumed_steps)) + ", which times the " + std::to_string(open) +
+             " splits still open again" + (open < static_cast<int64_t>(d.comparisons.size()) + 1 ? ", the others kept" : "") +
+             ")";
   }
   if (too_few) {
     words += ", more where a split with fewer than " + std::to_string(kMinRoundsToDecide) +
