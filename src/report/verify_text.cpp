@@ -45,7 +45,7 @@ std::string data_words(const VerifyResult& r) {
 }  // namespace
 
 void print_verify(const VerifyResult& r, std::ostream& out) {
-  out << "verify " << r.model << " (" << r.parameters << " parameters), T=" << r.seq_len << ", batch " << r.batch
+  out << "verify " << r.model << " (" << text::format_count(r.parameters) << " parameters), T=" << r.seq_len << ", batch " << r.batch
       << ", " << r.tokens << " target tokens, " << data_words(r) << ", " << to_string(r.precision)
       << ", loss normalization " << to_string(r.loss_normalization);
   if (r.world_size > 1) out << ", data parallel over " << r.world_size << " ranks (splits per rank)";
