@@ -59,6 +59,21 @@ TEST(LengthsFile, TextLinesAreLengthsCutToT) {
   EXPECT_EQ(got.truncated, 2);  // 20 and 17 are above T = 16; 16 is not
 }
 
+// A file parsed once is kept for the process (start-up reads it in several places), keyed by its
+// bytes: the same path rewritten with other lengths of the same size reads the new ones at once,
+// and the same bytes at another T are cut to that T.
+TEST(LengthsFile, AParsedFileIsReadAgainWhenItsBytesChange) {
+  const std::string path = write_temp("rewritten.txt", "12\n5\n");
+  EXPECT_EQ(ab::read_lengths_file(path, 16).lengths, (std::vector<int64_t>{12, 5}));
+  EXPECT_EQ(ab::read_lengths_file(path, 16).lengths, (std::vector<int64_t>{12, 5}));
+  EXPECT_EQ(ab::read_lengths_file(path, 8).lengths, (std::vector<int64_t>{8, 5}));
+  std::ofstream(path) << "21\n9\n";  // the same size
+  EXPECT_EQ(ab::read_lengths_file(path, 16).lengths, (std::vector<int64_t>{16, 9}));
+  EXPECT_EQ(ab::read_lengths_file(path, 16).truncated, 1);
+  std::ofstream(path) << "x\n";  // an error is not kept either: the file read again says it
+  EXPECT_NE(error_of(path).find("line 1"), std::string::npos) << error_of(path);
+}
+
 TEST(LengthsFile, AByteOrderMarkIsNotPartOfTheFirstLine) {
   EXPECT_EQ(ab::read_lengths_file(write_temp("bom.txt", "\xEF\xBB\xBF" "12\r\n5\r\n"), 16).lengths,
             (std::vector<int64_t>{12, 5}));

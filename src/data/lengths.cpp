@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <limits>
 #include <sstream>
+#include <string_view>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <random>
 
@@ -241,12 +243,24 @@ LabelSpans cut_spans(const LabelSpans& spans, int64_t length) {
 
 // A lengths file's lines: a UTF-8 byte-order mark (Windows editors write one) skipped; blank
 // lines at the end (`echo >> lengths.txt`) end the file, one inside it is refused by the reader.
+// Views into `bytes`, which must outlive them (no copy of a file of gigabytes).
+std::vector<std::string_view> line_views(const std::string& bytes) {
+  std::string_view rest(bytes);
+  if (rest.rfind("\xEF\xBB\xBF", 0) == 0) rest.remove_prefix(3);
+  std::vector<std::string_view> lines;
+  while (!rest.empty()) {
+    const size_t end = rest.find('\n');
+    lines.push_back(rest.substr(0, end));
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end + 1);
+  }
+  while (!lines.empty() && lines.back().find_first_not_of(" \t\r") == std::string_view::npos) lines.pop_back();
+  return lines;
+}
+
 std::vector<std::string> lines_of(const std::string& bytes) {
-  std::istringstream in(bytes);
-  if (bytes.rfind("\xEF\xBB\xBF", 0) == 0) in.seekg(3);
   std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
-  while (!lines.empty() && lines.back().find_first_not_of(" \t\r") == std::string::npos) lines.pop_back();
+  for (const std::string_view line : line_views(bytes)) lines.emplace_back(line);
   return lines;
 }
 
@@ -278,6 +292,49 @@ int64_t kept_targets(const LabelSpans& kept, int64_t length) {
   return targets;
 }
 
+namespace {
+
+// A lengths file parsed at one T: the same path, options and bytes (their size and hash).
+struct LengthsKey {
+  std::string path;
+  int64_t seq_len = 0;
+  bool completion_only_loss = false;
+  size_t size = 0;
+  size_t hash = 0;
+  bool operator==(const LengthsKey& o) const {
+    return path == o.path && seq_len == o.seq_len && completion_only_loss == o.completion_only_loss && size == o.size &&
+           hash == o.hash;
+  }
+};
+
+// The last few files parsed in this process (a test binary reads many; a command one or two).
+constexpr size_t kParsedFilesKept = 4;
+std::mutex parsed_mutex;
+std::deque<std::pair<LengthsKey, SampleLengths>>& parsed_files() {
+  static std::deque<std::pair<LengthsKey, SampleLengths>> files;
+  return files;
+}
+
+std::optional<SampleLengths> parsed_lengths(const LengthsKey& key) {
+  const std::lock_guard<std::mutex> lock(parsed_mutex);
+  for (const auto& [known, lengths] : parsed_files()) {
+    if (known == key) return lengths;
+  }
+  return std::nullopt;
+}
+
+void keep_parsed_lengths(const LengthsKey& key, const SampleLengths& lengths) {
+  const std::lock_guard<std::mutex> lock(parsed_mutex);
+  std::deque<std::pair<LengthsKey, SampleLengths>>& files = parsed_files();
+  files.emplace_back(key, lengths);
+  if (files.size() > kParsedFilesKept) files.pop_front();
+}
+
+SampleLengths parse_lengths_file(const std::string& bytes, const std::string& path, int64_t seq_len,
+                                 bool completion_only_loss);
+
+}  // namespace
+
 SampleLengths read_lengths_file(const std::string& path, int64_t seq_len, bool completion_only_loss) {
   const std::shared_ptr<const std::string> bytes = read_file_bytes(path);
   if (bytes == nullptr) {
@@ -296,7 +353,21 @@ SampleLengths read_lengths_file(const std::string& path, int64_t seq_len, bool c
     throw UserError("unknown --lengths " + text::quoted(path, 240) + "; use fixed or variable, or the path of a lengths file " +
                     "(one length per line, or JSONL rows with input_ids or length)");
   }
-  const std::vector<std::string> lines = lines_of(*bytes);
+  // Start-up reads a source in several places (the plan's longest micro-batch, each packing's
+  // epoch, the notes): a file already parsed, the same bytes at the same T, is not parsed again
+  // (a JSONL dataset of gigabytes takes seconds each time).
+  const LengthsKey key{path, seq_len, completion_only_loss, bytes->size(), std::hash<std::string_view>{}(*bytes)};
+  if (const std::optional<SampleLengths> known = parsed_lengths(key)) return *known;
+  SampleLengths out = parse_lengths_file(*bytes, path, seq_len, completion_only_loss);
+  keep_parsed_lengths(key, out);
+  return out;
+}
+
+namespace {
+
+SampleLengths parse_lengths_file(const std::string& bytes, const std::string& path, int64_t seq_len,
+                                 bool completion_only_loss) {
+  const std::vector<std::string_view> lines = line_views(bytes);
   SampleLengths out;
   std::vector<std::optional<LabelSpans>> kept;
   bool masked = false, labels = false, completion = false, assistant = false;
@@ -308,7 +379,7 @@ SampleLengths read_lengths_file(const std::string& path, int64_t seq_len, bool c
     if (jsonl && lines[index].find_first_not_of(" \t\r") == std::string::npos) {
       throw UserError(where + " is empty; JSONL holds one JSON object on every line, so remove the blank line");
     }
-    LengthRow row = parse_length_line(lines[index], where, completion_only_loss);
+    LengthRow row = parse_length_line(std::string(lines[index]), where, completion_only_loss);
     const int64_t length = row.length;
     if (length <= 0) {
       const std::string shown = length == std::numeric_limits<int64_t>::min() ? "a negative length" : "the length " + std::to_string(length);
@@ -338,6 +409,8 @@ SampleLengths read_lengths_file(const std::string& path, int64_t seq_len, bool c
   }
   return out;
 }
+
+}  // namespace
 
 SampleLengths document_lengths(const std::vector<int64_t>& tokens, int64_t eos_id, int64_t seq_len,
                                std::vector<int64_t>* starts) {
