@@ -1313,6 +1313,7 @@ int PlanCommand::run() {
   }
   if (!emit.empty()) ab::settings_format_from_string(emit);
   const ab::ModelConfig cfg = ab::resolve_model(w.model);
+  ab::check_sequence_length(cfg, w.seq_len);  // before the data is read (a dataset takes seconds)
   ab::validate_lora(cfg, w.lora);  // the rank against the model, a checkpoint stored quantised
   const ab::PlanTarget target = ab::plan_target(w);  // the CPU's host batches: every order's (below)
   // The order the sampler visits the samples in changes no tensor's size (the longest micro-batch is
