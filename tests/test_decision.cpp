@@ -556,6 +556,35 @@ TEST(Decisions, PackingsAreComparedPerRealToken) {
   EXPECT_EQ(decide(evidence_from_runs(runs, 0.95), {0, 1, 2}, DecisionOptions{}).fastest, 1);
 }
 
+// Steps of different sizes (a grouped order's short and long steps) are weighed as an epoch takes
+// them: a split's total time over its total tokens. Splits 0 and 1 run the same steps (100 and 1,000
+// tokens in turn): split 1 is faster on the short steps (0.8 s against 1.0 s) and slower on the
+// long ones (11.0 s against 10.0 s), 11.8 s against 11.0 s a pair of steps, so split 0 is the faster,
+// by step times and per token alike. Weighing each step by its own tokens (1 / 100 against 1 / 1,000)
+// made the short steps count ten times as much, and named split 1 (0.95×). Split 2, of other rows,
+// trains 1,100 tokens in every step in 10.5 s: 0.955× split 0 per token.
+TEST(Decisions, PerTokenWeighsTheStepsByTheirTokens) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(1.0, 0.002);
+  RoundEvidence per_token(3, 0.95);
+  for (int r = 0; r < 40; ++r) {
+    const bool long_step = r % 2 == 1;
+    const std::vector<double> seconds = {(long_step ? 10.0 : 1.0) * noise(rng), (long_step ? 11.0 : 0.8) * noise(rng),
+                                         5.25 * noise(rng)};
+    const double own = per_token_scale(long_step ? 1000 : 100);
+    per_token.add_round(seconds, {own, own, per_token_scale(550)});
+  }
+  const Decision d = decide(per_token, {0, 1, 2}, DecisionOptions{});
+  EXPECT_EQ(d.fastest, 2);
+  EXPECT_NEAR(per_token.ratio(1, 0).value, 11.8 / 11.0, 0.002);
+  EXPECT_NEAR(per_token.ratio(2, 0).value, 10.5 / 11.0, 0.002);
+  // Per real token: seconds per kTokenUnit tokens, the total over the total.
+  EXPECT_NEAR(per_token.mean_seconds(0).value, 11.0 / 1100 * kTokenUnit, 0.002 * 11.0 / 1100 * kTokenUnit);
+  const Decision two = decide(per_token, {0, 1}, DecisionOptions{});
+  EXPECT_EQ(two.kind, DecisionKind::kFastest);
+  EXPECT_EQ(two.fastest, 0);
+}
+
 // A cache that is not what calibrate-framework writes is refused in one sentence naming what is
 // wrong in the file's own terms (a field by its name, a directory as such), never nlohmann's words
 // ("cannot use at() with array", "type must be string").

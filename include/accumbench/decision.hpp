@@ -97,9 +97,11 @@ class RoundEvidence {
   RoundEvidence(int splits, double confidence, std::vector<double> added_seconds = {}, int family = 0);
 
   // Step times of one interleaved round (NaN where a split did not run). `scales` (empty: 1 each):
-  // what each step counts as, times its winsorized seconds (plus the added time): the splits of a
-  // --packing list train different amounts of data per step, and are compared per real token
-  // (per_token_scale), which makes every estimate below one of seconds per kTokenUnit tokens.
+  // what each step counts as (per_token_scale of its positions): the splits of a --packing or
+  // --group-by-length list train different amounts of data per step, and are compared per real
+  // token. Every estimate below is then one of seconds per kTokenUnit tokens, a split's total time
+  // over its total tokens (its steps' times × one scale, kTokenUnit over their mean positions,
+  // over the rounds compared), as an epoch of the data takes them.
   void add_round(const std::vector<double>& seconds, const std::vector<double>& scales = {});
   // One step of split i outside the rounds (not paired with anything).
   void add_unpaired(int split, double seconds, double scale = 1.0);
@@ -108,7 +110,7 @@ class RoundEvidence {
   int64_t rounds() const { return rounds_; }
   int64_t count(int split) const { return static_cast<int64_t>(steps_[split].size()); }
   int64_t paired_rounds(int a, int b) const;
-  // Split i's winsorizing bound over its steps so far (winsorizing_bound).
+  // Split i's winsorizing bound over its steps so far (winsorizing_bound), on each step's seconds × its scale.
   double bound(int split) const;
   // Winsorized mean step seconds of split i, with its interval.
   Estimate mean_seconds(int split) const;
@@ -131,8 +133,9 @@ class RoundEvidence {
     double seconds;
     double scale;   // 1, or per real token (add_round)
   };
-  // Capped at bound(split), plus the added time, times the step's scale.
-  double winsorized(int split, const Step& step) const;
+  // Capped where its seconds per token (× its own scale) reach bound(split), plus the added time,
+  // times `scale` (the split's common scale).
+  double winsorized(int split, const Step& step, double scale) const;
   // Over the rounds a < b both ran in: the difference t_a − t_b and the two step times, each
   // winsorized at its bound over those rounds, plus the added time.
   struct Shared {
@@ -174,10 +177,11 @@ Decision decide(const RoundEvidence& evidence, const std::vector<int>& candidate
 
 // Splits that train different amounts of data per step (a --packing list: a packed row holds
 // several samples; a --group-by-length list: a grouped step holds other samples than a random one)
-// are compared per real token: each step's time (with any framework time) is
-// multiplied by kTokenUnit / the real positions it trained, so that the decision weighs seconds per
-// million tokens, what an epoch of the data takes. Within one packing and order every split of a
-// round trains the same samples, so the paired ratios of its splits are those of their step times.
+// are compared per real token: the steps' times (with any framework time) are multiplied by
+// kTokenUnit / the mean real positions of the steps compared, so that the decision weighs seconds
+// per million tokens, the total time over the total tokens, what an epoch of the data takes. Within
+// one packing and order every split of a round trains the same samples, so the paired ratios of
+// its splits are those of their step times.
 inline constexpr double kTokenUnit = 1e6;
 inline double per_token_scale(int64_t positions) {
   return positions > 0 ? kTokenUnit / static_cast<double>(positions) : 1.0;

@@ -106,15 +106,33 @@ double RoundEvidence::bound(int split) const {
   if (std::isnan(bounds_[split])) {
     std::vector<double> seconds;
     seconds.reserve(steps_[split].size());
-    for (const Step& s : steps_[split]) seconds.push_back(s.seconds);
+    for (const Step& s : steps_[split]) seconds.push_back(s.seconds * s.scale);
     bounds_[split] = winsorizing_bound(std::move(seconds));
   }
   return bounds_[split];
 }
 
-double RoundEvidence::winsorized(int split, const Step& step) const {
-  return (std::min(step.seconds, bound(split)) + (added_seconds_.empty() ? 0.0 : added_seconds_[split])) * step.scale;
+double RoundEvidence::winsorized(int split, const Step& step, double scale) const {
+  return (std::min(step.seconds, bound(split) / step.scale) + (added_seconds_.empty() ? 0.0 : added_seconds_[split])) *
+         scale;
 }
+
+namespace {
+
+// One scale for all of a split's steps (per real token: kTokenUnit over the mean positions of the
+// steps, 1 / the mean of 1 / scale), so that a mean of scaled steps is the steps' total time over
+// their total tokens, as an epoch takes them. Each step by its own positions would weigh a short
+// step's seconds per token as much as a long one's, and two splits on the same steps (one packing
+// and order) could then rank otherwise than by their time.
+template <typename Scales>
+double common_scale(const Scales& scales) {
+  double inverse = 0;
+  int64_t count = 0;
+  for (const double scale : scales) inverse += 1.0 / scale, ++count;
+  return count > 0 && inverse > 0 ? static_cast<double>(count) / inverse : 1.0;
+}
+
+}  // namespace
 
 void RoundEvidence::add_round(const std::vector<double>& seconds, const std::vector<double>& scales) {
   const int n = splits();
@@ -154,15 +172,20 @@ RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
     }
   }
   // Bounds from the shared rounds alone: a split timed on after the other was set aside must not
-  // have its shared steps cut at a bound its later steps set.
-  const double bound_a = winsorizing_bound(xs), bound_b = winsorizing_bound(ys);
+  // have its shared steps cut at a bound its later steps set. Per real token the bound is on each
+  // step's seconds per token (bound()), so that a step longer in tokens is not cut as slow.
+  std::vector<double> x_rates = xs, y_rates = ys;
+  for (size_t r = 0; r < xs.size(); ++r) x_rates[r] *= x_scales[r], y_rates[r] *= y_scales[r];
+  const double bound_a = winsorizing_bound(std::move(x_rates)), bound_b = winsorizing_bound(std::move(y_rates));
   const double added_a = added_seconds_.empty() ? 0.0 : added_seconds_[a];
   const double added_b = added_seconds_.empty() ? 0.0 : added_seconds_[b];
+  // Per real token, each side's tokens over the shared rounds (common_scale).
+  const double scale_a = common_scale(x_scales), scale_b = common_scale(y_scales);
   const ConfidenceSequence fresh(alpha_each_, kTightestAtRounds);
   Shared shared{fresh, fresh, fresh};
   for (size_t r = 0; r < xs.size(); ++r) {
-    const double ta = (std::min(xs[r], bound_a) + added_a) * x_scales[r];
-    const double tb = (std::min(ys[r], bound_b) + added_b) * y_scales[r];
+    const double ta = (std::min(xs[r], bound_a / x_scales[r]) + added_a) * scale_a;
+    const double tb = (std::min(ys[r], bound_b / y_scales[r]) + added_b) * scale_b;
     shared.difference.add(ta - tb);
     shared.first.add(ta);
     shared.second.add(tb);
@@ -199,7 +222,11 @@ Estimate ratio_of_means(const Estimate& ma, const Estimate& mb) {
 
 Estimate RoundEvidence::mean_seconds(int split) const {
   ConfidenceSequence mean(alpha_each_, kTightestAtRounds);
-  for (const Step& s : steps_[split]) mean.add(winsorized(split, s));
+  std::vector<double> scales;
+  scales.reserve(steps_[split].size());
+  for (const Step& s : steps_[split]) scales.push_back(s.scale);
+  const double scale = common_scale(scales);
+  for (const Step& s : steps_[split]) mean.add(winsorized(split, s, scale));
   return estimate_of(mean);
 }
 
