@@ -350,6 +350,7 @@ TEST(Winsorizing, TheSlowestTwentiethCountsAsTheStepBelowItAndNoStepAsMoreThanTh
   for (int i = 1; i <= 40; ++i) forty.push_back(i);
   EXPECT_DOUBLE_EQ(winsorizing_bound(forty), 38.0);             // the two slowest of 40 meet the 38th
   EXPECT_TRUE(std::isinf(winsorizing_bound({5})));
+  EXPECT_TRUE(std::isinf(winsorizing_bound({1, 2})));  // two steps: their mean is their mean, not the faster
   EXPECT_TRUE(std::isinf(winsorizing_bound({})));
 }
 

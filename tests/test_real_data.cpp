@@ -709,7 +709,7 @@ TEST(RealData, DistinctStepsPassOverTheFileOnce) {
       << ab::distinct_steps_past_epoch_note(w);
   // Both orders: each keeps its own steps. Runs of both that met fewer steps of the data than a pass
   // takes (steps held or rounds timed): the note says the grouped order's first steps hold its
-  // longest samples; runs of one order, or over the whole epoch (or past it), nothing.
+  // longest samples; runs over the whole epoch (or past it), nothing.
   w.data.other_groupings = {true};
   EXPECT_EQ(ab::planned_token_batches(w), 10);
   const auto runs_of = [](size_t grouped_rounds, size_t random_rounds) {
@@ -722,23 +722,32 @@ TEST(RealData, DistinctStepsPassOverTheFileOnce) {
     }
     return result;
   };
-  EXPECT_EQ(ab::grouping_list_steps_note(runs_of(16, 16), w), "");
-  EXPECT_EQ(ab::grouping_list_steps_note(runs_of(1, 0), w), "");  // one order timed
+  EXPECT_EQ(ab::grouping_steps_note(runs_of(16, 16), w), "");
+  // The grouped order alone, timed on fewer steps than the epoch: its times are those of its first,
+  // longest steps.
+  const std::string alone = ab::grouping_steps_note(runs_of(1, 0), w);
+  EXPECT_NE(alone.find("--group-by-length: the splits were timed on 1 of the 3 steps one pass over "), std::string::npos)
+      << alone;
+  EXPECT_NE(alone.find("so these steps hold longer samples than an epoch's average, and their times and tokens/s are "
+                       "those of long samples; --distinct-steps epoch --steps 3 times them over the epoch"),
+            std::string::npos)
+      << alone;
+  EXPECT_EQ(ab::grouping_steps_note(runs_of(16, 0), w), "");  // over the epoch
   w.data.distinct_steps = 2;
   EXPECT_EQ(ab::planned_token_batches(w), 4);
-  EXPECT_NE(ab::grouping_list_steps_note(runs_of(16, 16), w).find("--group-by-length false,true: the orders are "
+  EXPECT_NE(ab::grouping_steps_note(runs_of(16, 16), w).find("--group-by-length false,true: the orders are "
                                                                   "compared on 2 of the 3 steps one pass over "),
             std::string::npos)
-      << ab::grouping_list_steps_note(runs_of(16, 16), w);
+      << ab::grouping_steps_note(runs_of(16, 16), w);
   w.data.distinct_steps = ab::DataSource::kEpochSteps;
-  EXPECT_EQ(ab::grouping_list_steps_note(runs_of(3, 40), w), "");
+  EXPECT_EQ(ab::grouping_steps_note(runs_of(3, 40), w), "");
   // Every step of the epoch held, but fewer rounds timed by one run (a kept run of a resumed file, say).
-  const std::string rounds = ab::grouping_list_steps_note(runs_of(3, 1), w);
+  const std::string rounds = ab::grouping_steps_note(runs_of(3, 1), w);
   EXPECT_NE(rounds.find("compared on 1 of the 3 steps"), std::string::npos) << rounds;
   EXPECT_NE(rounds.find("; --distinct-steps epoch --steps 3 compares the orders on the same samples"), std::string::npos)
       << rounds;
   w.data.other_groupings.clear();
-  EXPECT_NE(ab::grouping_list_steps_note(runs_of(3, 1), w), "");  // from the runs, whatever this sweep lists
+  EXPECT_NE(ab::grouping_steps_note(runs_of(3, 1), w), "");  // from the runs, whatever this sweep lists
   w.data.distinct_steps = 5;
   // A token file of 3 steps of windows (8 × 33 tokens each, and a few more) keeps 3 however many are asked.
   const std::string tokens_path = ::testing::TempDir() + std::to_string(::getpid()) + "-three_steps.bin";

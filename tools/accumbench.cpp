@@ -900,7 +900,7 @@ struct SweepCommand {
                                               sweep.context.device.rfind("cuda", 0) == 0));
       if (!padding_chosen) all.push_back(padding_to_t_note(sweep));
       all.push_back(ab::distinct_steps_rounds_note(sweep, options.workload, &steps_of_data));
-      all.push_back(ab::grouping_list_steps_note(sweep, options.workload, &steps_of_data));
+      all.push_back(ab::grouping_steps_note(sweep, options.workload, &steps_of_data));
       for (std::string& note : all) {
         if (!note.empty() && std::find(sweep.notes.begin(), sweep.notes.end(), note) == sweep.notes.end())
           sweep.notes.push_back(std::move(note));

@@ -48,7 +48,8 @@
 namespace accumbench {
 
 // The winsorizing bound (see Method): the lower of kClipFactor × the median of a split's n steps
-// and their (n − k)-th smallest, k = max(1, ⌊n / kTrimmedShare⌋); +inf below two steps.
+// and their (n − k)-th smallest, k = max(1, ⌊n / kTrimmedShare⌋); +inf below three steps (of two,
+// clipping the slower to the faster would make their mean the faster).
 inline constexpr double kClipFactor = 3.0;
 inline constexpr int64_t kTrimmedShare = 20;
 double winsorizing_bound(std::vector<double> seconds);

@@ -83,13 +83,15 @@ int64_t available_host_bytes_per_process();
 // `steps_cache` (optional) keeps each packing's count between calls: an epoch reads the file.
 std::string distinct_steps_rounds_note(const SweepResult& result, const WorkloadOptions& workload,
                                       std::map<Packing, int>* steps_cache = nullptr);
-// Runs of both orders (--group-by-length's list; a resumed file's kept runs too) on a lengths or
-// token file, one of them timed on fewer steps than a pass over the file takes (the steps it cycles
-// through, or its rounds): grouping sorts up to 50 steps of samples at a time, longest first, so the
-// first grouped steps hold the longest samples and the per-token comparison of the orders leans
-// toward grouping; the note says so and names --distinct-steps epoch with the --steps it takes.
-// "" otherwise (synthetic lengths draw only the steps' own samples). `steps_cache` as above.
-std::string grouping_list_steps_note(const SweepResult& result, const WorkloadOptions& workload,
+// Grouped runs (--group-by-length, alone or in a list; a resumed file's kept runs too) on a
+// lengths or token file whose samples differ in length, one of them timed on fewer steps than a
+// pass over the file takes (the steps it cycles through, or its rounds): grouping sorts up to 50
+// steps of samples at a time, the megabatch of the longest first, so the first grouped steps hold
+// the longest samples. With both orders the per-token comparison leans toward grouping; alone, the
+// grouped times are those of long samples. The note says so and names --distinct-steps epoch with
+// the --steps it takes. "" otherwise (synthetic lengths draw only the steps' own samples).
+// `steps_cache` as above.
+std::string grouping_steps_note(const SweepResult& result, const WorkloadOptions& workload,
                                      std::map<Packing, int>* steps_cache = nullptr);
 // --distinct-steps asks for more steps than the sweep may keep: an epoch past kMaxDistinctSteps, or
 // batches above half of `available_host_bytes` (0: not known, not checked). UserError naming a count that fits.

@@ -134,6 +134,31 @@ void read_label_columns(const nlohmann::json& row, bool completion_only_loss, co
   if (out.assistant || out.completion) out.kept = spans_of(keep);
 }
 
+// A row padded before it was saved (an attention_mask whose zeros end it) trains only its
+// unpadded positions, as the Trainer's attention and loss see them: its length is cut to them (with
+// its kept labels). Zeros before a one (left padding, a hole) and a mask of other than one entry per
+// token are refused; a mask of ones changes nothing.
+LabelSpans cut_spans(const LabelSpans& spans, int64_t length);  // below
+
+void unpad(const nlohmann::json& attention_mask, const std::string& where, LengthRow& out) {
+  const std::vector<bool> attended = mask_column(attention_mask, "attention_mask", out.length, where);
+  const auto first_zero = std::find(attended.begin(), attended.end(), false);
+  if (first_zero == attended.end()) return;
+  const auto unpadded = static_cast<int64_t>(first_zero - attended.begin());
+  const auto later_one = std::find(first_zero, attended.end(), true);
+  if (later_one != attended.end()) {
+    throw UserError(where + ": attention_mask masks position " + std::to_string(unpadded) + " before position " +
+                    std::to_string(later_one - attended.begin()) +
+                    " it attends (left padding, or a hole); --lengths reads rows unpadded or padded on the right: "
+                    "save the rows without their padding");
+  }
+  if (unpadded == 0) {
+    throw UserError(where + ": attention_mask masks every token, so the row trains nothing; drop the row or fix its mask");
+  }
+  out.length = unpadded;
+  if (out.kept) out.kept = cut_spans(*out.kept, unpadded);
+}
+
 // One line's length (and label masks); `where` is "lengths file \"P\" line N".
 LengthRow parse_length_line(const std::string& line, const std::string& where, bool completion_only_loss) {
   const size_t first = line.find_first_not_of(" \t\r");
@@ -195,6 +220,7 @@ LengthRow parse_length_line(const std::string& line, const std::string& where, b
       throw UserError(where + " has neither an input_ids array nor a length integer; give each JSONL row one of them");
     }
     if (out.length > 0) read_label_columns(row, completion_only_loss, where, out);
+    if (out.length > 0 && row.contains("input_ids") && row.contains("attention_mask")) unpad(row["attention_mask"], where, out);
     return out;
   }
   const std::string text = line.substr(first, line.find_last_not_of(" \t\r") + 1 - first);

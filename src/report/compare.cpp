@@ -243,8 +243,27 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   if (!differences.empty()) out << "warning: the two sweeps measured different configurations: " << differences << "\n";
   const std::string deciding = configuration_differences(a.context, b.context, /*deciding=*/true);
   if (!deciding.empty()) {
-    out << "note: the two sweeps differ in how long they measured or how they decided, not in what they measured: "
-        << deciding << "\n";
+    // With several distinct steps of data, rounds train step after step of it: a sweep of fewer
+    // rounds met fewer of them (the grouped order's longest first), and its steps' tokens may say so.
+    const bool steps_differ = deciding.rfind("steps (", 0) == 0 || deciding.find(", steps (") != std::string::npos;
+    // Recorded only where given (recorded_option reads a default into a file without it).
+    const auto distinct_steps_given = [](const SweepContext& c) {
+      return std::any_of(c.options.begin(), c.options.end(), [](const auto& o) { return o.first == "distinct_steps"; });
+    };
+    if (steps_differ && (distinct_steps_given(a.context) || distinct_steps_given(b.context))) {
+      out << "note: the two sweeps differ in how long they measured or how they decided: " << deciding
+          << "; under --distinct-steps each round trains the next step of the data, so a sweep of fewer rounds "
+             "than the data has steps timed only the first of them";
+      if (by_tokens) {
+        out << ", and the same split's steps trained other tokens (" << split_cell(tokens_a->config) << ": "
+            << text::format_count(tokens_a->tokens_per_step) << " against " << text::format_count(tokens_b->tokens_per_step)
+            << " a step): compare the tokens/s";
+      }
+      out << "\n";
+    } else {
+      out << "note: the two sweeps differ in how long they measured or how they decided, not in what they measured: "
+          << deciding << "\n";
+    }
   }
   // A stopped sweep's splits may have fewer timed steps than the other's, or none.
   for (const auto& [name, result] : {std::pair<const char*, const SweepResult*>{"A", &a}, {"B", &b}}) {

@@ -419,7 +419,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     if (s.base_quant != BaseQuant::kNone && !s.kbit_upcast) args += " --kbit-prep none";
     if (s.lora_r > 0 && s.adapter_dtype != Precision::kFp32) args += " --adapter-dtype " + to_string(s.adapter_dtype);
     if (s.packing != Packing::kNone || s.packing_listed) args += " --packing " + to_string(s.packing);
-    if (s.lengths_vary && s.packing == Packing::kNone) {
+    if (s.lengths_vary && s.packing != Packing::kWrapped) {  // bfd's rows are padded per micro-batch too
       DataSource data;
       data.padding = s.padding;
       data.pad_multiple = s.pad_multiple;

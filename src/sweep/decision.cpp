@@ -81,7 +81,9 @@ double ConfidenceSequence::high() const { return mean() + half_width(); }
 
 double winsorizing_bound(std::vector<double> seconds) {
   const auto n = static_cast<int64_t>(seconds.size());
-  if (n < 2) return kInf;
+  // Two steps tell no stall from the other step: clipping the slower to the faster would make
+  // their "mean" the faster one.
+  if (n < 3) return kInf;
   const int64_t k = std::max<int64_t>(1, n / kTrimmedShare);
   std::nth_element(seconds.begin(), seconds.begin() + (n - k - 1), seconds.end());
   const double below_the_slowest = seconds[static_cast<size_t>(n - k - 1)];

@@ -138,7 +138,18 @@ void check_resume(const SweepResult& resume, const SweepContext& now) {
     throw UserError("--resume file was measured with " + what + " " + text::quoted(then, 60) + ", this sweep has " +
                     text::quoted(wanted, 60) + "; resume with the same options, or write to a new file");
   };
-  if (done.model != now.model) mismatch("model", done.model, now.model);
+  // A file named by another path (relative against absolute, moved, copied) with the same content
+  // is the same input: its fingerprints match, and the path and the words derived from it
+  // (the model's name from its config.json, the samples' description) are not compared.
+  const auto same_file = [&](const char* fingerprint) {
+    const std::optional<std::string> then = recorded_option(done.options, fingerprint);
+    const std::optional<std::string> wanted = recorded_option(now.options, fingerprint);
+    return then && wanted && *then == *wanted && !then->empty() && *then != "preset" && *then != "synthetic";
+  };
+  const bool same_model_file = same_file("model_file_fingerprint");
+  const bool same_lengths_file = same_file("lengths_file_fingerprint");
+  const bool same_token_file = same_file("token_file_fingerprint");
+  if (done.model != now.model && !same_model_file) mismatch("model", done.model, now.model);
   if (done.seq_len != now.seq_len) mismatch("--seq-len", std::to_string(done.seq_len), std::to_string(now.seq_len));
   if (done.batch != now.batch) mismatch("--batch", std::to_string(done.batch), std::to_string(now.batch));
   if (done.world_size != now.world_size) {
@@ -150,6 +161,9 @@ void check_resume(const SweepResult& resume, const SweepContext& now) {
   // --base-quant, stands for its default on the side that left it out).
   for (const std::string& name : option_names(now.options, done.options)) {
     if (may_differ_on_resume(name)) continue;
+    if ((name == "model" && same_model_file) || (name == "lengths" && same_lengths_file) ||
+        (name == "token_file" && same_token_file) || (name == "samples" && (same_lengths_file || same_token_file)))
+      continue;
     const std::optional<std::string> then = recorded_option(done.options, name), wanted = recorded_option(now.options, name);
     if (!wanted) continue;  // derived from options this sweep does not have (a lengths file's samples)
     if (!then) {
@@ -789,14 +803,14 @@ std::string distinct_steps_rounds_note(const SweepResult& result, const Workload
          " for those steps only; --steps " + std::to_string(most) + " times every split on each";
 }
 
-std::string grouping_list_steps_note(const SweepResult& result, const WorkloadOptions& w,
+std::string grouping_steps_note(const SweepResult& result, const WorkloadOptions& w,
                                      std::map<Packing, int>* steps_cache) {
   const auto timed = [](const RunResult& run) { return run.status == RunStatus::kOk && !run.steps.empty(); };
   const bool grouped = std::any_of(result.runs.begin(), result.runs.end(),
                                    [&](const RunResult& run) { return timed(run) && run.config.group_by_length; });
   const bool random = std::any_of(result.runs.begin(), result.runs.end(),
                                   [&](const RunResult& run) { return timed(run) && !run.config.group_by_length; });
-  if (!grouped || !random || !real_samples(w.data)) return "";
+  if (!grouped || !real_samples(w.data)) return "";
   // Samples all of one length (or all cut to T) make the same steps in either order: nothing leans.
   const std::optional<SampleSource> source = read_sample_source(w.data, w.seq_len, std::numeric_limits<int64_t>::max());
   if (!source || std::adjacent_find(source->lengths.begin(), source->lengths.end(), std::not_equal_to<>()) ==
@@ -819,6 +833,14 @@ std::string grouping_list_steps_note(const SweepResult& result, const WorkloadOp
     if (met < epoch && (shortest < 0 || met < shortest)) shortest = met, epoch_of_shortest = epoch;
   }
   if (shortest < 0) return "";
+  if (!random) {
+    return "--group-by-length: the splits were timed on " + std::to_string(shortest) + " of the " +
+           std::to_string(epoch_of_shortest) + " steps one pass over " + lengths_name(w.data) +
+           " takes, and transformers' LengthGroupedSampler puts the longest samples first (the megabatch of up to 50 "
+           "steps that holds the longest, sorted longest first), so these steps hold longer samples than an epoch's "
+           "average, and their times and tokens/s are those of long samples; --distinct-steps epoch --steps " +
+           std::to_string(longest_epoch) + " times them over the epoch";
+  }
   return "--group-by-length false,true: the orders are compared on " + std::to_string(shortest) + " of the " +
          std::to_string(epoch_of_shortest) + " steps one pass over " + lengths_name(w.data) +
          " takes, but transformers' LengthGroupedSampler sorts up to 50 steps of samples at a time, longest first, so "

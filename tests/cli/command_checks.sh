@@ -485,6 +485,34 @@ resume_raised_steps() {
     "the --resume $work/a.json with the file's own lists times them side by side, which can decide" -- sweep "${args[@]}"
 }
 
+# cli.resume.same_lengths_by_another_path: a lengths file named by another path (relative against
+# absolute) with the same content is the same input; other content is refused by its content.
+resume_lengths_path() {
+  cp "$data/lengths/skewed.txt" "$work/lengths.txt"
+  tiny_args --lengths lengths.txt --padding longest --micro-batches 1,4 --steps 2 --time-budget 0 --json "$work/a.json"
+  pushd "$work" >/dev/null || fail "no $work"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  popd >/dev/null || fail "no way back"
+  tiny_args --lengths "$work/lengths.txt" --padding longest --micro-batches 1,2,4 --steps 2 --time-budget 0 \
+    --resume "$work/a.json" --json "$work/a.json"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  echo 7 >>"$work/lengths.txt"
+  expect 2 "the content of the --lengths file" -- sweep "${args[@]}"
+}
+
+# cli.compare.distinct_steps_of_other_rounds: two sweeps over an epoch of 4 steps, of 1 and 4 rounds,
+# timed other steps of the data: compare says so rather than "not in what they measured".
+compare_distinct_steps() {
+  tiny_args --batch 8 --micro-batches 2,8 --lengths "$data/lengths/skewed.txt" --padding longest --group-by-length \
+    --distinct-steps epoch --steps 1 --time-budget 0 --json "$work/one.json"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  tiny_args --batch 8 --micro-batches 2,8 --lengths "$data/lengths/skewed.txt" --padding longest --group-by-length \
+    --distinct-steps epoch --steps 4 --time-budget 0 --json "$work/four.json"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  expect 0 "note: the two sweeps differ in how long they measured or how they decided: steps (1 vs 4); under --distinct-steps each round trains the next step of the data, so a sweep of fewer rounds than the data has steps timed only the first of them" \
+    -- compare "$work/one.json" "$work/four.json"
+}
+
 # cli.resume.new_limit_keeps_times: a file left undecided (2 rounds, too few for an interval) is
 # resumed with a --time-budget, which times its contenders again, and a --memory-limit that skips
 # 8×1 as predicted out of memory: the skip measures nothing, so 8×1 keeps the file's timed steps,
@@ -546,7 +574,7 @@ case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
     verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom | framework_overhead | \
     calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list | resume_new_limit | \
-    stdout_fails | grouping_equal_lengths | resume_raised_steps) "$mode" ;;
+    stdout_fails | grouping_equal_lengths | resume_raised_steps | resume_lengths_path | compare_distinct_steps) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
