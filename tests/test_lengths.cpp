@@ -486,29 +486,26 @@ TEST(LabelMasks, ProbedEdges) {
   EXPECT_EQ(ab::read_lengths_file(unread, 16, /*completion_only_loss=*/false).unapplied_completion_masks, 1);
 }
 
-// A row saved padded on the right trains its attended tokens only: its length and kept labels are
-// cut there. Padding on the left (a zero before a one), a mask of nothing and a mask of another
-// length are refused, each in one sentence; a mask of ones changes nothing.
-TEST(LabelMasks, AnAttentionMaskEndingInZerosIsPadding) {
-  const ab::SampleLengths padded = ab::read_lengths_file(
-      write_temp("padded.jsonl",
-                 "{\"input_ids\": [5, 6, 7, 8, 0, 0], \"attention_mask\": [1, 1, 1, 1, 0, 0], "
-                 "\"labels\": [-100, 6, 7, 8, -100, -100]}\n"
-                 "{\"input_ids\": [5, 6, 7], \"attention_mask\": [1, 1, 1]}\n"),
-      16);
-  EXPECT_EQ(padded.lengths, (std::vector<int64_t>{4, 3}));
-  ASSERT_EQ(padded.kept_labels.size(), 2u);
-  EXPECT_EQ(padded.kept_labels[0], (ab::LabelSpans{{1, 4}}));
-  EXPECT_NE(error_of(write_temp("left.jsonl", "{\"input_ids\": [0, 0, 5, 6], \"attention_mask\": [0, 0, 1, 1]}\n"))
-                .find("line 1: attention_mask masks position 0 before position 2 it attends (left padding, or a hole); "
-                      "--lengths reads rows unpadded or padded on the right: save the rows without their padding"),
-            std::string::npos);
-  EXPECT_NE(error_of(write_temp("none.jsonl", "{\"input_ids\": [0, 0], \"attention_mask\": [0, 0]}\n"))
-                .find("line 1: attention_mask masks every token, so the row trains nothing"),
-            std::string::npos);
-  EXPECT_NE(error_of(write_temp("short.jsonl", "{\"input_ids\": [1, 2, 3], \"attention_mask\": [1, 1]}\n"))
-                .find("line 1: attention_mask has 2 entries for 3 tokens; give one per token"),
-            std::string::npos);
+// An attention_mask is not read (TRL's collator builds its own, of ones, and trains every
+// input_id): a row saved padded keeps its length, padding included, and is counted for the note.
+TEST(LabelMasks, AnAttentionMaskIsCountedNotApplied) {
+  const std::string path = write_temp("padded.jsonl",
+                                      "{\"input_ids\": [5, 6, 7, 8, 0, 0], \"attention_mask\": [1, 1, 1, 1, 0, 0]}\n"
+                                      "{\"input_ids\": [5, 6, 7], \"attention_mask\": [1, 1, 1]}\n"
+                                      "{\"input_ids\": [5, 6], \"attention_mask\": [true, false, true]}\n");
+  const ab::SampleLengths padded = ab::read_lengths_file(path, 16);
+  EXPECT_EQ(padded.lengths, (std::vector<int64_t>{6, 3, 2}));
+  EXPECT_EQ(padded.padded_rows, 2);
+  ab::WorkloadOptions w;
+  w.seq_len = 16;
+  ab::set_lengths(w.data, path);
+  EXPECT_NE(ab::padded_rows_note(w).find("2 rows of " + path + " hold attention_mask zeros (padding saved with the "
+                                         "rows): TRL's collator builds its own attention_mask, of ones, and trains "
+                                         "every input_id"),
+            std::string::npos)
+      << ab::padded_rows_note(w);
+  ab::set_lengths(w.data, write_temp("unpadded.jsonl", "{\"input_ids\": [5, 6], \"attention_mask\": [1, 1]}\n"));
+  EXPECT_EQ(ab::padded_rows_note(w), "");
 }
 
 // TRL cuts no sample before wrapped packing: a 40-token sample stays 40 long at T = 16, and no

@@ -886,6 +886,7 @@ struct SweepCommand {
         job_notes->insert(job_notes->end(), model_notes.begin(), model_notes.end());
         for (const std::string& note :
              {ab::idle_data_options_note(options.workload), ab::idle_completion_only_loss_note(options.workload),
+              ab::padded_rows_note(options.workload),
               ab::idle_weights_dtype_note(options.workload), ab::oib_foreach_note(options.workload),
               ab::short_source_note(options.workload), ab::distinct_steps_past_epoch_note(options.workload)}) {
           job_notes->push_back(note);
@@ -1082,6 +1083,7 @@ struct VerifyCommand {
       for (const std::string& note : model_notes) print_note(note);
       print_note(ab::idle_data_options_note(w));
       print_note(ab::idle_completion_only_loss_note(w));
+      print_note(ab::padded_rows_note(w));
       print_note(ab::idle_weights_dtype_note(w));
       print_note(ab::short_source_note(w));
       print_note(ab::distinct_steps_past_epoch_note(w));
@@ -1352,7 +1354,7 @@ int PlanCommand::run() {
                                  : std::string("the CPU without --memory-limit")) +
                     ")");
   }
-  for (const std::string& note : {ab::idle_data_options_note(w), ab::idle_completion_only_loss_note(w),
+  for (const std::string& note : {ab::idle_data_options_note(w), ab::idle_completion_only_loss_note(w), ab::padded_rows_note(w),
                                   ab::idle_weights_dtype_note(w), ab::oib_foreach_note(w), ab::short_source_note(w),
                                   ab::distinct_steps_past_epoch_note(w)}) {
     notes.push_back(note);

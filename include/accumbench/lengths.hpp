@@ -44,6 +44,7 @@ struct SampleLengths {
   int64_t unapplied_completion_masks = 0;
   std::vector<bool> cut;          // per sample: longer than T, cut to it
   int64_t nothing_counts = 0;     // rows whose masks keep no label at all, before any cut
+  int64_t padded_rows = 0;        // JSONL rows whose attention_mask holds a zero (read as unpadded)
 };
 
 // A text file with one length per line, or JSONL whose rows have an `input_ids` array or a
@@ -146,6 +147,10 @@ int distinct_steps_of(const DataSource& data, int64_t seq_len, int64_t batch);
 // file's windows stop there); "" otherwise.
 std::string distinct_steps_past_epoch_note(const WorkloadOptions& w);
 
+// JSONL rows saved padded (an attention_mask with a zero): TRL's collator ignores the column and
+// trains every input_id, as accumbench does, so the note says the padding counts as tokens and how
+// to measure without it; "" for other data or rows without zeros.
+std::string padded_rows_note(const WorkloadOptions& w);
 // --completion-only-loss false without a completion_mask for it to leave unapplied (no lengths
 // file, or none of its rows has one): the note that it changes nothing, or "" (reads the file; a
 // file the run will refuse gives "").

@@ -31,6 +31,7 @@ struct LengthRow {
   bool completion = false;         // completion_mask applied
   bool assistant = false;          // assistant_masks applied
   bool unapplied_completion = false;  // a completion_mask that completion-only loss off left out
+  bool padded = false;                // an attention_mask with a zero (padding saved with the row)
 };
 
 // A JSON value in an error: scalars as written (a string cut short), containers by kind (an
@@ -134,31 +135,6 @@ void read_label_columns(const nlohmann::json& row, bool completion_only_loss, co
   if (out.assistant || out.completion) out.kept = spans_of(keep);
 }
 
-// A row padded before it was saved (an attention_mask whose zeros end it) trains only its
-// unpadded positions, as the Trainer's attention and loss see them: its length is cut to them (with
-// its kept labels). Zeros before a one (left padding, a hole) and a mask of other than one entry per
-// token are refused; a mask of ones changes nothing.
-LabelSpans cut_spans(const LabelSpans& spans, int64_t length);  // below
-
-void unpad(const nlohmann::json& attention_mask, const std::string& where, LengthRow& out) {
-  const std::vector<bool> attended = mask_column(attention_mask, "attention_mask", out.length, where);
-  const auto first_zero = std::find(attended.begin(), attended.end(), false);
-  if (first_zero == attended.end()) return;
-  const auto unpadded = static_cast<int64_t>(first_zero - attended.begin());
-  const auto later_one = std::find(first_zero, attended.end(), true);
-  if (later_one != attended.end()) {
-    throw UserError(where + ": attention_mask masks position " + std::to_string(unpadded) + " before position " +
-                    std::to_string(later_one - attended.begin()) +
-                    " it attends (left padding, or a hole); --lengths reads rows unpadded or padded on the right: "
-                    "save the rows without their padding");
-  }
-  if (unpadded == 0) {
-    throw UserError(where + ": attention_mask masks every token, so the row trains nothing; drop the row or fix its mask");
-  }
-  out.length = unpadded;
-  if (out.kept) out.kept = cut_spans(*out.kept, unpadded);
-}
-
 // One line's length (and label masks); `where` is "lengths file \"P\" line N".
 LengthRow parse_length_line(const std::string& line, const std::string& where, bool completion_only_loss) {
   const size_t first = line.find_first_not_of(" \t\r");
@@ -220,7 +196,14 @@ LengthRow parse_length_line(const std::string& line, const std::string& where, b
       throw UserError(where + " has neither an input_ids array nor a length integer; give each JSONL row one of them");
     }
     if (out.length > 0) read_label_columns(row, completion_only_loss, where, out);
-    if (out.length > 0 && row.contains("input_ids") && row.contains("attention_mask")) unpad(row["attention_mask"], where, out);
+    // Padding saved with the row: TRL's collator builds its own attention_mask of ones, so the
+    // zeros change nothing it trains; counted for a note.
+    if (row.contains("input_ids") && row.contains("attention_mask") && row["attention_mask"].is_array()) {
+      const nlohmann::json& mask = row["attention_mask"];
+      out.padded = std::any_of(mask.begin(), mask.end(), [](const nlohmann::json& v) {
+        return (v.is_boolean() && !v.get<bool>()) || (v.is_number() && v.get<double>() == 0);
+      });
+    }
     return out;
   }
   const std::string text = line.substr(first, line.find_last_not_of(" \t\r") + 1 - first);
@@ -415,6 +398,7 @@ SampleLengths parse_lengths_file(const std::string& bytes, const std::string& pa
     out.cut.push_back(length > seq_len);
     out.lengths.push_back(std::min(length, seq_len));
     out.unapplied_completion_masks += row.unapplied_completion ? 1 : 0;
+    out.padded_rows += row.padded ? 1 : 0;
     out.nothing_counts += row.kept && row.kept->empty() ? 1 : 0;
     masked = masked || row.kept.has_value();
     labels = labels || row.labels;
@@ -715,6 +699,22 @@ std::string distinct_steps_past_epoch_note(const WorkloadOptions& w) {
          (windows ? "the file has no more windows, so the steps stop there"
                   : "the steps after it run over the same rows again, as a second epoch would") +
          "; --distinct-steps epoch passes over it once";
+}
+
+std::string padded_rows_note(const WorkloadOptions& w) {
+  if (w.data.lengths != LengthMode::kFile) return "";
+  int64_t padded = 0;
+  try {
+    padded = read_lengths_file(w.data.lengths_file, std::max<int64_t>(1, w.seq_len), w.data.completion_only_loss).padded_rows;
+  } catch (const UserError&) {
+    return "";  // the run refuses the file with its own sentence
+  }
+  if (padded == 0) return "";
+  return std::to_string(padded) + (padded == 1 ? " row" : " rows") + " of " + w.data.lengths_file +
+         (padded == 1 ? " holds" : " hold") +
+         " attention_mask zeros (padding saved with the rows): TRL's collator builds its own attention_mask, "
+         "of ones, and trains every input_id, so accumbench counts them as tokens too; save the rows unpadded to "
+         "measure the job without them";
 }
 
 std::string idle_completion_only_loss_note(const WorkloadOptions& w) {
