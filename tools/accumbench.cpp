@@ -923,7 +923,12 @@ struct SweepCommand {
                    "its loss and metrics on the logits, so its peak can be higher: plan --trl-config with these "
                    "settings plans TRL's own step before you train with them");
       }
-      print_emitted(emit, "the recommended split, " + ab::run_label(best, result.runs), ab::trainer_settings(result, best));
+      // Undecided, the split is the best estimate so far: the header says so, as the recommendation does.
+      const bool undecided = result.recommendation.decision.kind == ab::DecisionKind::kUndecided;
+      print_emitted(emit,
+                    "the recommended split, " + ab::run_label(best, result.runs) +
+                        (undecided ? " (undecided: the best estimate so far; see the recommendation)" : ""),
+                    ab::trainer_settings(result, best));
     }
     int unwritten = 0;
     if (primary) {
