@@ -586,6 +586,22 @@ TEST(Decisions, PerTokenWeighsTheStepsByTheirTokens) {
   EXPECT_EQ(two.fastest, 0);
 }
 
+// The winsorizing judges each step's seconds per token: one step of ten times the tokens taking
+// ten times as long is no stall and counts in full; a step of the usual tokens taking ten times as
+// long is one, and counts as the step below it. Per step (weigh_per_token(false)) the mean is then
+// of seconds per step. (A run's own mean: FinalizeRun.ALongStepIsNoStall.)
+TEST(Winsorizing, ALongStepIsNoStall) {
+  for (const bool stall : {false, true}) {
+    RoundEvidence evidence(1, 0.95);
+    evidence.weigh_per_token(false);
+    for (int r = 0; r < 20; ++r) {
+      const bool odd = r == 7;
+      evidence.add_round({odd ? 10.0 : 1.0}, {per_token_scale(odd && !stall ? 1000 : 100)});
+    }
+    EXPECT_NEAR(evidence.mean_seconds(0).value, stall ? 1.0 : 29.0 / 20, 1e-12) << stall;
+  }
+}
+
 // A cache that is not what calibrate-framework writes is refused in one sentence naming what is
 // wrong in the file's own terms (a field by its name, a directory as such), never nlohmann's words
 // ("cannot use at() with array", "type must be string").

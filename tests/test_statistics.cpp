@@ -233,6 +233,23 @@ TEST(FinalizeRun, DeviceBusyFractionAndMfuOnCuda) {
   EXPECT_EQ(run.peak_allocated_bytes, 500);
 }
 
+// A run's winsorized mean judges each step's seconds per token (Winsorizing.ALongStepIsNoStall):
+// a step of ten times the tokens in ten times the time counts in full, one of the usual tokens in
+// ten times the time is a stall and counts as the step below it.
+TEST(FinalizeRun, ALongStepIsNoStall) {
+  RunResult run;
+  for (int r = 0; r < 20; ++r) {
+    StepSample step;
+    step.step_seconds = r == 7 ? 10.0 : 1.0;
+    step.positions = r == 7 ? 1000 : 100;
+    step.round = r;
+    run.steps.push_back(step);
+  }
+  EXPECT_NEAR(winsorized_mean(run), 29.0 / 20, 1e-12);
+  run.steps[7].positions = 100;
+  EXPECT_NEAR(winsorized_mean(run), 1.0, 1e-12);
+}
+
 TEST(FinalizeRun, FailedRunsAreLeftAlone) {
   RunResult run = cpu_run();
   run.status = RunStatus::kOutOfMemory;

@@ -98,12 +98,17 @@ class RoundEvidence {
   RoundEvidence(int splits, double confidence, std::vector<double> added_seconds = {}, int family = 0);
 
   // Step times of one interleaved round (NaN where a split did not run). `scales` (empty: 1 each):
-  // what each step counts as (per_token_scale of its positions): the splits of a --packing or
-  // --group-by-length list train different amounts of data per step, and are compared per real
-  // token. Every estimate below is then one of seconds per kTokenUnit tokens, a split's total time
-  // over its total tokens (its steps' times × one scale, kTokenUnit over their mean positions,
-  // over the rounds compared), as an epoch of the data takes them.
+  // per_token_scale of the positions each step trained. A step's time is winsorized on its
+  // seconds per token, so that a step of many tokens (a grouped order's longest) is not clipped as
+  // a stall. Where the splits are weighed per token (weigh_per_token: the splits of a --packing or
+  // --group-by-length list train different amounts of data per step), every estimate below is one
+  // of seconds per kTokenUnit tokens, a split's total time over its total tokens (its steps' times ×
+  // one scale, kTokenUnit over their mean positions, over the rounds compared), as an epoch of the
+  // data takes them; otherwise of seconds per step.
   void add_round(const std::vector<double>& seconds, const std::vector<double>& scales = {});
+  // Whether the estimates are per real token (true, the default) or per step (scales then only
+  // place each step's winsorizing bound).
+  void weigh_per_token(bool per_token) { per_token_ = per_token; }
   // One step of split i outside the rounds (not paired with anything).
   void add_unpaired(int split, double seconds, double scale = 1.0);
 
@@ -139,8 +144,11 @@ class RoundEvidence {
   double winsorized(int split, const Step& step, double scale) const;
   // Over the rounds a < b both ran in: the difference t_a − t_b and the two step times, each
   // winsorized at its bound over those rounds, plus the added time.
+  // first_rates, second_rates: the same steps each at its own per-token scale (seconds per token,
+  // alike from short step to long): the precision of a mean whose steps differ in size (a grouped
+  // order's), which the spread of their plain times would overstate.
   struct Shared {
-    ConfidenceSequence difference, first, second;
+    ConfidenceSequence difference, first, second, first_rates, second_rates;
   };
   Shared shared(int a, int b) const;
 
@@ -149,6 +157,7 @@ class RoundEvidence {
   std::vector<double> added_seconds_;
   int64_t rounds_ = 0;
   mutable std::vector<double> bounds_;  // cached per split; NaN: to compute again
+  bool per_token_ = true;               // weigh_per_token
 };
 
 struct DecisionOptions {

@@ -182,15 +182,18 @@ RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
   const double added_a = added_seconds_.empty() ? 0.0 : added_seconds_[a];
   const double added_b = added_seconds_.empty() ? 0.0 : added_seconds_[b];
   // Per real token, each side's tokens over the shared rounds (common_scale).
-  const double scale_a = common_scale(x_scales), scale_b = common_scale(y_scales);
+  const double scale_a = per_token_ ? common_scale(x_scales) : 1.0;
+  const double scale_b = per_token_ ? common_scale(y_scales) : 1.0;
   const ConfidenceSequence fresh(alpha_each_, kTightestAtRounds);
-  Shared shared{fresh, fresh, fresh};
+  Shared shared{fresh, fresh, fresh, fresh, fresh};
   for (size_t r = 0; r < xs.size(); ++r) {
-    const double ta = (std::min(xs[r], bound_a / x_scales[r]) + added_a) * scale_a;
-    const double tb = (std::min(ys[r], bound_b / y_scales[r]) + added_b) * scale_b;
-    shared.difference.add(ta - tb);
-    shared.first.add(ta);
-    shared.second.add(tb);
+    const double clipped_a = std::min(xs[r], bound_a / x_scales[r]) + added_a;
+    const double clipped_b = std::min(ys[r], bound_b / y_scales[r]) + added_b;
+    shared.difference.add(clipped_a * scale_a - clipped_b * scale_b);
+    shared.first.add(clipped_a * scale_a);
+    shared.second.add(clipped_b * scale_b);
+    shared.first_rates.add(clipped_a * x_scales[r]);
+    shared.second_rates.add(clipped_b * y_scales[r]);
   }
   return shared;
 }
@@ -227,7 +230,7 @@ Estimate RoundEvidence::mean_seconds(int split) const {
   std::vector<double> scales;
   scales.reserve(steps_[split].size());
   for (const Step& s : steps_[split]) scales.push_back(s.scale);
-  const double scale = common_scale(scales);
+  const double scale = per_token_ ? common_scale(scales) : 1.0;
   for (const Step& s : steps_[split]) mean.add(winsorized(split, s, scale));
   return estimate_of(mean);
 }
@@ -250,8 +253,16 @@ Estimate RoundEvidence::ratio(int a, int b) const {
   }
   const double delta_low = a < b ? p.difference.low() : -p.difference.high();
   const double delta_high = a < b ? p.difference.high() : -p.difference.low();
-  const Estimate mb = estimate_of(b_shared);
-  const double c = mb.low, d = mb.high;
+  // mean_b's interval: its per-token rate's, relative, at mean_b (equal for steps of one size; for
+  // steps of many sizes the rates' spread is the noise, the plain times' their sizes too).
+  const ConfidenceSequence& b_rates = a < b ? p.second_rates : p.first_rates;
+  const Estimate rate = estimate_of(b_rates);
+  if (!(rate.value > 0)) {
+    r.low = 0.0;
+    r.high = kInf;
+    return r;
+  }
+  const double c = b_shared.mean() * rate.low / rate.value, d = b_shared.mean() * rate.high / rate.value;
   r.low = c > 0 ? 1.0 + (delta_low >= 0 ? delta_low / d : delta_low / c) : -kInf;
   r.high = c > 0 ? 1.0 + (delta_high >= 0 ? delta_high / c : delta_high / d) : kInf;
   r.low = std::max(r.low, 0.0);
@@ -276,8 +287,10 @@ int64_t RoundEvidence::rounds_to_decide(int a, int b, double tolerance, int64_t 
   const double wanted = std::max(distance, tolerance - distance);
   // The ratio's half-width to first order, (hw_δ + |ratio − 1|·hw_b) / mean_b (ratio's bounds
   // divide δ's by the bounds of mean_b); both sequences narrow alike with t.
+  const ConfidenceSequence& b_rates = a < b ? p.second_rates : p.first_rates;
+  if (!(b_rates.mean() > 0)) return 0;
   const auto width = [&](int64_t t) {
-    return (p.difference.half_width_after(t) + distance * b_shared.half_width_after(t)) / mean_b;
+    return (p.difference.half_width_after(t) + distance * b_rates.half_width_after(t) * mean_b / b_rates.mean()) / mean_b;
   };
   int64_t undecided = std::max(now, kMinRoundsToDecide) - 1;  // the width is not below wanted here ...
   int64_t decided = undecided + 1;                               // ... and is here, once found
@@ -378,6 +391,7 @@ RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double conf
   }
   RoundEvidence evidence(static_cast<int>(runs.size()), confidence, std::move(added), timed);
   const bool per_token = !as_timed && compared_per_token(runs);
+  evidence.weigh_per_token(per_token);  // each step's positions place its bound either way
   // Rounds by (session, round): the runs timed together in one sweep are paired round by round,
   // also when a resumed file holds runs of several sweeps; runs of different sweeps share no
   // round, so they are compared through their means (as steps timed alone, with no round, are).
@@ -386,7 +400,7 @@ RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double conf
     const RunResult& run = runs[i];
     if (run.status != RunStatus::kOk) continue;
     for (const StepSample& s : run.steps) {
-      const double scale = per_token ? per_token_scale(s.positions) : 1.0;
+      const double scale = per_token_scale(s.positions);
       if (run.session != 0 && s.round >= 0) {
         auto& [seconds, scales] = rounds[{run.session, s.round}];
         if (seconds.empty()) seconds.assign(runs.size(), kNaN), scales.assign(runs.size(), 1.0);

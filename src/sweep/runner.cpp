@@ -1163,16 +1163,18 @@ void engine_mean_intervals(std::vector<RunResult>& runs, const std::vector<int>&
 RoundEvidence rounds_as_timed(const std::vector<RunResult>& runs, const std::vector<int>& slot_of, double confidence,
                               const std::vector<double>& framework_seconds, int family) {
   RoundEvidence timed(static_cast<int>(slot_of.size()), confidence, framework_seconds, family);
-  std::map<int64_t, std::vector<double>> rounds;
+  timed.weigh_per_token(false);  // seconds per step; each step's positions place its bound
+  std::map<int64_t, std::pair<std::vector<double>, std::vector<double>>> rounds;  // seconds, scales
   for (size_t k = 0; k < slot_of.size(); ++k) {
     for (const StepSample& step : runs[slot_of[k]].steps) {
       if (step.round < 0) continue;
-      std::vector<double>& round = rounds[step.round];
-      if (round.empty()) round.assign(slot_of.size(), std::numeric_limits<double>::quiet_NaN());
-      round[k] = step.step_seconds;
+      auto& [seconds, scales] = rounds[step.round];
+      if (seconds.empty()) seconds.assign(slot_of.size(), std::numeric_limits<double>::quiet_NaN()), scales.assign(slot_of.size(), 1.0);
+      seconds[k] = step.step_seconds;
+      scales[k] = per_token_scale(step.positions);
     }
   }
-  for (const auto& [index, seconds] : rounds) timed.add_round(seconds);
+  for (const auto& [index, round] : rounds) timed.add_round(round.first, round.second);
   return timed;
 }
 
@@ -1356,12 +1358,13 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // positions it trained, read right after the round measured it.
   std::vector<RunResult> configs_seen = result.runs;
   configs_seen.insert(configs_seen.end(), kept.begin(), kept.end());
-  if (compared_per_token(configs_seen)) {
-    round_options.step_scale = [&](int split) {
-      const RunResult& run = result.runs[slot_of[split]];
-      return run.steps.empty() ? 1.0 : per_token_scale(run.steps.back().positions);
-    };
-  }
+  // Every step's positions place its winsorizing bound (a grouped order's long steps are no
+  // stalls); the estimates are per token only where the splits differ in rows.
+  const bool per_token = compared_per_token(configs_seen);
+  round_options.step_scale = [&](int split) {
+    const RunResult& run = result.runs[slot_of[split]];
+    return run.steps.empty() ? 1.0 : per_token_scale(run.steps.back().positions);
+  };
   round_options.min_rounds = options.steps;
   round_options.budget_seconds = options.time_budget_seconds;
   round_options.decision = decision_options;
@@ -1376,6 +1379,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // Every rank's evidence is rank 0's times (agree), so its winsorizing bounds are the same too.
   const int family = decision_family(result.runs, slot_of, kept);
   RoundEvidence evidence(static_cast<int>(slot_of.size()), options.confidence, framework_seconds, family);
+  evidence.weigh_per_token(per_token);
   RoundReport report;
   int64_t rounds_run = 0;  // for the saves before the end
   try {
@@ -1406,7 +1410,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // 3. Finish: memory attribution, derived fields, profiles; intervals of the means.
   // Stopped by a signal: no more steps, so no --profile step either.
   for (int index : slot_of) measurement.finish(result.runs[index], index, /*final=*/!report.interrupted);
-  if (round_options.step_scale) {
+  if (per_token) {
     // The rounds' evidence weighed seconds per token: the means' intervals are the steps' as timed.
     engine_mean_intervals(result.runs, slot_of,
                           rounds_as_timed(result.runs, slot_of, options.confidence, framework_seconds, family),

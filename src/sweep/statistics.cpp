@@ -115,18 +115,31 @@ std::pair<double, double> bootstrap_median_interval(const std::vector<double>& v
   return {medians[k], medians[last - k]};
 }
 
+namespace {
+
+// The bound on the run's seconds per token (per_token_scale of each step's positions): a step of
+// many tokens (a grouped order's longest) is no stall, and is not clipped as one.
+double rate_bound(const RunResult& run) {
+  std::vector<double> rates;
+  for (const StepSample& s : run.steps) rates.push_back(s.step_seconds * per_token_scale(s.positions));
+  return winsorizing_bound(std::move(rates));
+}
+
+}  // namespace
+
 double winsorizing_bound(const RunResult& run) {
   if (run.steps.empty()) return kNaN;
-  std::vector<double> seconds;
-  for (const StepSample& s : run.steps) seconds.push_back(s.step_seconds);
-  return winsorizing_bound(std::move(seconds));
+  // In seconds, for a step of the run's mean positions (each step's own clip scales with its size).
+  double inverse = 0;
+  for (const StepSample& s : run.steps) inverse += 1.0 / per_token_scale(s.positions);
+  return rate_bound(run) * inverse / static_cast<double>(run.steps.size());
 }
 
 double winsorized_mean(const RunResult& run) {
   if (run.steps.empty()) return kNaN;
-  const double clip = winsorizing_bound(run);
+  const double bound = rate_bound(run);
   double sum = 0;
-  for (const StepSample& s : run.steps) sum += std::min(s.step_seconds, clip);
+  for (const StepSample& s : run.steps) sum += std::min(s.step_seconds, bound / per_token_scale(s.positions));
   return sum / static_cast<double>(run.steps.size());
 }
 
