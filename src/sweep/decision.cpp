@@ -174,8 +174,8 @@ RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
     }
   }
   // Bounds from the shared rounds alone: a split timed on after the other was set aside must not
-  // have its shared steps cut at a bound its later steps set. Per real token the bound is on each
-  // step's seconds per token (bound()), so that a step longer in tokens is not cut as slow.
+  // have its shared steps cut at a bound its later steps set. The bound is on each step's seconds
+  // per token (as bound()'s), so that a step longer in tokens is not cut as slow.
   std::vector<double> x_rates = xs, y_rates = ys;
   for (size_t r = 0; r < xs.size(); ++r) x_rates[r] *= x_scales[r], y_rates[r] *= y_scales[r];
   const double bound_a = winsorizing_bound(std::move(x_rates)), bound_b = winsorizing_bound(std::move(y_rates));
