@@ -196,6 +196,12 @@ inline constexpr double kTokenUnit = 1e6;
 inline double per_token_scale(int64_t positions) {
   return positions > 0 ? kTokenUnit / static_cast<double>(positions) : 1.0;
 }
+// One scale for all of a split's steps, given each step's per_token_scale: kTokenUnit over their
+// mean positions (1 / the mean of 1 / scale; 1 for none), so that a mean of scaled steps is the
+// steps' total time over their total tokens, as an epoch takes them. Each step by its own positions
+// would weigh a short step's seconds per token as much as a long one's, and two splits on the same
+// steps (one packing and order) could then rank otherwise than by their time.
+double common_scale(const std::vector<double>& scales);
 // Whether `runs` differ in their rows (packing or grouping: SplitConfig::rows), and are so compared
 // per real token.
 bool compared_per_token(const std::vector<RunResult>& runs);
@@ -225,8 +231,9 @@ struct RoundOptions {
   double budget_seconds = 0;   // --time-budget: more rounds for the undecided until this; 0: none
   int64_t max_rounds = 1000000;
   DecisionOptions decision;
-  // Per real token (a --packing list): the scale of split's step in a round, asked right after the
-  // round measured it (RoundEvidence::add_round's scales); unset: 1.
+  // The per_token_scale of split's step in a round (its positions), asked right after the round
+  // measured it (RoundEvidence::add_round's scales: they place each step's winsorizing bound, and
+  // weigh it where the evidence is per token); unset: 1.
   std::function<double(int split)> step_scale;
   // Asked before every round: true ends the rounds there (a signal, interrupt.hpp). With data
   // parallel it must answer alike on every rank (the runner agrees on it over the group).

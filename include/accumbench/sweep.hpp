@@ -92,7 +92,7 @@ std::string distinct_steps_rounds_note(const SweepResult& result, const Workload
 // the --steps it takes. "" otherwise (synthetic lengths draw only the steps' own samples).
 // `steps_cache` as above.
 std::string grouping_steps_note(const SweepResult& result, const WorkloadOptions& workload,
-                                     std::map<Packing, int>* steps_cache = nullptr);
+                                std::map<Packing, int>* steps_cache = nullptr);
 // --distinct-steps asks for more steps than the sweep may keep: an epoch past kMaxDistinctSteps, or
 // batches above half of `available_host_bytes` (0: not known, not checked). UserError naming a count that fits.
 void require_distinct_steps_fit(const WorkloadOptions& workload, int64_t available_host_bytes);

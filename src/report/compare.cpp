@@ -245,7 +245,7 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   if (!deciding.empty()) {
     // With several distinct steps of data, rounds train step after step of it: a sweep of fewer
     // rounds met fewer of them (the grouped order's longest first), and its steps' tokens may say so.
-    const bool steps_differ = deciding.rfind("steps (", 0) == 0 || deciding.find(", steps (") != std::string::npos;
+    const bool steps_differ = recorded_option(a.context.options, "steps") != recorded_option(b.context.options, "steps");
     // Recorded only where given (recorded_option reads a default into a file without it).
     const auto distinct_steps_given = [](const SweepContext& c) {
       return std::any_of(c.options.begin(), c.options.end(), [](const auto& o) { return o.first == "distinct_steps"; });

@@ -119,22 +119,11 @@ double RoundEvidence::winsorized(int split, const Step& step, double scale) cons
          scale;
 }
 
-namespace {
-
-// One scale for all of a split's steps (per real token: kTokenUnit over the mean positions of the
-// steps, 1 / the mean of 1 / scale), so that a mean of scaled steps is the steps' total time over
-// their total tokens, as an epoch takes them. Each step by its own positions would weigh a short
-// step's seconds per token as much as a long one's, and two splits on the same steps (one packing
-// and order) could then rank otherwise than by their time.
-template <typename Scales>
-double common_scale(const Scales& scales) {
+double common_scale(const std::vector<double>& scales) {
   double inverse = 0;
-  int64_t count = 0;
-  for (const double scale : scales) inverse += 1.0 / scale, ++count;
-  return count > 0 && inverse > 0 ? static_cast<double>(count) / inverse : 1.0;
+  for (const double scale : scales) inverse += 1.0 / scale;
+  return !scales.empty() && inverse > 0 ? static_cast<double>(scales.size()) / inverse : 1.0;
 }
-
-}  // namespace
 
 void RoundEvidence::add_round(const std::vector<double>& seconds, const std::vector<double>& scales) {
   const int n = splits();

@@ -804,7 +804,7 @@ std::string distinct_steps_rounds_note(const SweepResult& result, const Workload
 }
 
 std::string grouping_steps_note(const SweepResult& result, const WorkloadOptions& w,
-                                     std::map<Packing, int>* steps_cache) {
+                                std::map<Packing, int>* steps_cache) {
   const auto timed = [](const RunResult& run) { return run.status == RunStatus::kOk && !run.steps.empty(); };
   const bool grouped = std::any_of(result.runs.begin(), result.runs.end(),
                                    [&](const RunResult& run) { return timed(run) && run.config.group_by_length; });
@@ -833,20 +833,19 @@ std::string grouping_steps_note(const SweepResult& result, const WorkloadOptions
     if (met < epoch && (shortest < 0 || met < shortest)) shortest = met, epoch_of_shortest = epoch;
   }
   if (shortest < 0) return "";
+  const std::string steps_met = std::to_string(shortest) + " of the " + std::to_string(epoch_of_shortest) +
+                                " steps one pass over " + lengths_name(w.data) + " takes";
+  const std::string over_the_epoch = "--distinct-steps epoch --steps " + std::to_string(longest_epoch);
   if (!random) {
-    return "--group-by-length: the splits were timed on " + std::to_string(shortest) + " of the " +
-           std::to_string(epoch_of_shortest) + " steps one pass over " + lengths_name(w.data) +
-           " takes, and transformers' LengthGroupedSampler puts the longest samples first (the megabatch of up to 50 "
+    return "--group-by-length: the splits were timed on " + steps_met +
+           ", and transformers' LengthGroupedSampler puts the longest samples first (the megabatch of up to 50 "
            "steps that holds the longest, sorted longest first), so these steps hold longer samples than an epoch's "
-           "average, and their times and tokens/s are those of long samples; --distinct-steps epoch --steps " +
-           std::to_string(longest_epoch) + " times them over the epoch";
+           "average, and their times and tokens/s are those of long samples; " + over_the_epoch + " times them over the epoch";
   }
-  return "--group-by-length false,true: the orders are compared on " + std::to_string(shortest) + " of the " +
-         std::to_string(epoch_of_shortest) + " steps one pass over " + lengths_name(w.data) +
-         " takes, but transformers' LengthGroupedSampler sorts up to 50 steps of samples at a time, longest first, so "
+  return "--group-by-length false,true: the orders are compared on " + steps_met +
+         ", but transformers' LengthGroupedSampler sorts up to 50 steps of samples at a time, longest first, so "
          "a grouped step among the first holds longer samples than a grouped epoch's average (and a random step any): "
-         "the per-token comparison leans toward the grouped order; --distinct-steps epoch --steps " +
-         std::to_string(longest_epoch) + " compares the orders on the same samples";
+         "the per-token comparison leans toward the grouped order; " + over_the_epoch + " compares the orders on the same samples";
 }
 
 PlanTarget plan_target(const WorkloadOptions& w) {
@@ -1354,8 +1353,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       1, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   for (int index : slot_of) result.runs[index].session = session;
   RoundOptions round_options;
-  // Splits of different packings are weighed per real token (decision.hpp): each step by the
-  // positions it trained, read right after the round measured it.
+  // Splits of different rows (packings, orders) are weighed per real token (decision.hpp), by the
+  // positions their steps trained, read right after the round measured each.
   std::vector<RunResult> configs_seen = result.runs;
   configs_seen.insert(configs_seen.end(), kept.begin(), kept.end());
   // Every step's positions place its winsorizing bound (a grouped order's long steps are no

@@ -130,9 +130,9 @@ double rate_bound(const RunResult& run) {
 double winsorizing_bound(const RunResult& run) {
   if (run.steps.empty()) return kNaN;
   // In seconds, for a step of the run's mean positions (each step's own clip scales with its size).
-  double inverse = 0;
-  for (const StepSample& s : run.steps) inverse += 1.0 / per_token_scale(s.positions);
-  return rate_bound(run) * inverse / static_cast<double>(run.steps.size());
+  std::vector<double> scales;
+  for (const StepSample& s : run.steps) scales.push_back(per_token_scale(s.positions));
+  return rate_bound(run) / common_scale(scales);
 }
 
 double winsorized_mean(const RunResult& run) {
