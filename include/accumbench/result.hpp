@@ -264,9 +264,10 @@ struct RunResult {
 
   std::vector<PhaseSpan> timeline;   // phases of the last timed step
 
-  // Decisions (decision.hpp): step times are winsorized at clip_seconds (winsorizing_bound of the
-  // timed steps, written by finalize_run), and runs pair by round only within one session (one
-  // sweep process).
+  // Decisions (decision.hpp): step times are winsorized on their seconds per real token;
+  // clip_seconds is that bound for a step of the run's mean positions (winsorizing_bound of the
+  // timed steps, written by finalize_run). Runs pair by round only within one session (one sweep
+  // process).
   double clip_seconds = kNotMeasured;
   int64_t session = 0;               // 0: not timed in interleaved rounds
   Estimate mean_seconds;             // winsorized mean step time with its confidence interval
