@@ -281,6 +281,39 @@ TEST(ConsoleReporter, PackingsOfTheRunsInAColumn) {
   EXPECT_EQ(one[6].find("per real token"), std::string::npos) << one[6];
 }
 
+// Steps of many sizes (a grouped epoch): the split's step, phases and "vs fastest" read its mean step,
+// an epoch's time over its steps (typical_step_seconds), not the median step of one size, and the
+// legend says so; a split of one size keeps its median beside it.
+TEST(ConsoleReporter, StepsOfManySizesShowTheirMean) {
+  SweepResult result = sample_result();
+  RunResult& grouped = result.runs[0];
+  for (const auto& [positions, backward] : {std::pair<int64_t, double>{30000, 0.05}, {65536, 0.10}, {100000, 0.15}}) {
+    StepSample step;
+    step.step_seconds = 2.5 * backward;
+    step.host_seconds = {0.001, 0.002, 0.04, backward, 0.03, 0.01};
+    step.positions = step.computed_positions = step.tokens = positions;
+    grouped.steps.push_back(step);
+  }
+  grouped.mean_seconds = {0.25, 0.20, 0.30};
+  const std::vector<std::string> lines = report_lines(ConsoleReporter(), result);
+  ASSERT_GE(lines.size(), 7u);
+  EXPECT_EQ(lines[3].rfind("8\u00d78        0.250 \u00b1 0.050      1.0     2.0    40.0   100.0    30.0      10.0", 0), 0u) << lines[3];
+  EXPECT_EQ(lines[4].rfind("1\u00d764 ckpt  0.402 \u00b1 0.008", 0), 0u) << lines[4];
+  EXPECT_NE(lines[4].find(" 1.61\u00d7"), std::string::npos) << lines[4];  // 0.402 over 0.250
+  EXPECT_NE(lines[6].find("; step s: the mean step where a split's steps differ in size (an epoch's time over its "
+                          "steps; the phases and rates from it); vs fastest: step time (median, or mean where the "
+                          "steps differ in size) over the fastest split's"),
+            std::string::npos)
+      << lines[6];
+  result.runs.resize(1);
+  const std::vector<std::string> alone = report_lines(ConsoleReporter(), result);
+  ASSERT_GE(alone.size(), 5u);
+  EXPECT_NE(alone[4].find("; step s: the mean step, since the steps differ in size (an epoch's time over its steps; "
+                          "the phases and rates from it); vs fastest: mean step time over the fastest split's"),
+            std::string::npos)
+      << alone[4];
+}
+
 // Runs of both orders (--group-by-length false,true): a grouped column, the per-token comparison
 // (a grouped step holds other samples), the legend, every run's order in the CSV, the key and the
 // label read back from the JSON; one order alone shows no column.

@@ -11,6 +11,7 @@
 #include "accumbench/statistics.hpp"
 #include "accumbench/throughput.hpp"
 #include "report/format.hpp"
+#include "sweep/resumed_runs.hpp"
 
 namespace accumbench {
 namespace {
@@ -154,6 +155,7 @@ StepSample step(double seconds, PhaseSeconds host, int64_t tokens, int64_t peak_
   return s;
 }
 
+// Steps of one size (every step computes 4,096 positions, padding included; one has 96 fewer real).
 RunResult cpu_run() {
   RunResult run;
   run.config.micro_batch = 2;
@@ -162,6 +164,7 @@ RunResult cpu_run() {
   run.steps.push_back(step(0.30, {0.01, 0.0, 0.06, 0.12, 0.02, 0.09}, 4096, 100));
   run.steps.push_back(step(0.20, {0.03, 0.0, 0.04, 0.10, 0.02, 0.01}, 4000, 300));
   run.steps.push_back(step(0.25, {0.02, 0.0, 0.05, 0.14, 0.02, 0.02}, 4096, 200));
+  for (StepSample& s : run.steps) s.computed_positions = 4096;
   return run;
 }
 
@@ -183,6 +186,68 @@ TEST(FinalizeRun, DerivedNumbersOnCpu) {
   EXPECT_DOUBLE_EQ(run.achieved_tflops, 16.256);        // 1e9 · 4064 / 0.25 / 1e12
   EXPECT_TRUE(std::isnan(run.mfu));            // CPU: no peak, no MFU
   EXPECT_EQ(run.peak_allocated_bytes, 300);
+}
+
+// Steps of many sizes (a grouped epoch: 1,000, 2,000 and 9,000 positions): the median step is the
+// middle size's, the epoch's time is their sum, so the rates, the shown step and the phases read
+// the mean step (typical_step_seconds); the median stays in step_seconds.
+TEST(FinalizeRun, StepsOfManySizesReadTheirMean) {
+  RunResult run;
+  run.config.micro_batch = 4;
+  run.config.accum_steps = 2;
+  run.steps.push_back(step(0.1, {0.0, 0.0, 0.04, 0.05, 0.01, 0.0}, 1000, 100));
+  run.steps.push_back(step(0.2, {0.0, 0.0, 0.08, 0.11, 0.01, 0.0}, 2000, 100));
+  run.steps.push_back(step(0.9, {0.0, 0.0, 0.38, 0.51, 0.01, 0.0}, 9000, 100));
+  finalize_run(run, /*flops_per_token=*/1e9, /*peak_tflops=*/kNaN);
+  EXPECT_TRUE(steps_differ_in_size(run));
+  EXPECT_EQ(run.step_seconds.median, 0.2);
+  // Winsorized per token: 0.1, 0.2 and 0.9 s are 100 µs per token each, so none is clipped.
+  EXPECT_DOUBLE_EQ(run.mean_seconds.value, 0.4);
+  EXPECT_DOUBLE_EQ(typical_step_seconds(run), 0.4);
+  EXPECT_DOUBLE_EQ(run.tokens_per_second, 4000.0 / 0.4);  // 12,000 tokens in 1.2 s
+  EXPECT_DOUBLE_EQ(run.samples_per_second, 8 / 0.4);
+  EXPECT_DOUBLE_EQ(run.achieved_tflops, 1e9 * 4000.0 / 0.4 / 1e12);
+  EXPECT_NEAR(typical_phase_seconds(run)[static_cast<int>(Phase::kBackward)], 0.67 / 3, 1e-15);
+  EXPECT_EQ(run.phase_median_seconds[static_cast<int>(Phase::kBackward)], 0.11);
+  // Steps of one size keep the median.
+  const RunResult uniform = [] {
+    RunResult r = cpu_run();
+    finalize_run(r, 1e9, kNaN);
+    return r;
+  }();
+  EXPECT_FALSE(steps_differ_in_size(uniform));
+  EXPECT_EQ(typical_step_seconds(uniform), 0.25);
+}
+
+// A --resume file from a build that read steps of many sizes at their median: its rates are read
+// again over the mean step, as this build's sweep would have written them; a file of this build's
+// and steps of one size are unchanged.
+TEST(FinalizeRun, AResumedFilesRatesOverTheMeanStep) {
+  SweepResult file;
+  RunResult grouped;
+  grouped.config.micro_batch = 4;
+  grouped.config.accum_steps = 2;
+  grouped.steps.push_back(step(0.1, {0.0, 0.0, 0.04, 0.05, 0.01, 0.0}, 1000, 100));
+  grouped.steps.push_back(step(0.2, {0.0, 0.0, 0.08, 0.11, 0.01, 0.0}, 2000, 100));
+  grouped.steps.push_back(step(0.9, {0.0, 0.0, 0.38, 0.51, 0.01, 0.0}, 9000, 100));
+  finalize_run(grouped, /*flops_per_token=*/1e9, /*peak_tflops=*/100.0);
+  RunResult older = grouped;  // the older build's rates: over the median step, 0.2 s
+  for (double* rate : {&older.tokens_per_second, &older.computed_tokens_per_second, &older.samples_per_second,
+                       &older.achieved_tflops, &older.hardware_tflops, &older.mfu}) {
+    *rate *= 2.0;
+  }
+  RunResult uniform = cpu_run();
+  finalize_run(uniform, 1e9, 100.0);
+  file.runs = {older, grouped, uniform};
+  const SweepResult now = with_this_builds_means(file);
+  for (const RunResult& run : {now.runs[0], now.runs[1]}) {
+    EXPECT_DOUBLE_EQ(run.tokens_per_second, 4000.0 / 0.4);
+    EXPECT_DOUBLE_EQ(run.computed_tokens_per_second, 4000.0 / 0.4);
+    EXPECT_DOUBLE_EQ(run.samples_per_second, 8 / 0.4);
+    EXPECT_DOUBLE_EQ(run.achieved_tflops, grouped.achieved_tflops);
+    EXPECT_DOUBLE_EQ(run.mfu, grouped.mfu);
+  }
+  EXPECT_EQ(now.runs[2].tokens_per_second, uniform.tokens_per_second);
 }
 
 // Real data over steps of different batches: the mean token count is a half (69.5). The rates use

@@ -39,9 +39,21 @@ double winsorizing_bound(const RunResult& run);
 // decisions are made on.
 double winsorized_mean(const RunResult& run);
 
+// Whether a run's timed steps computed different numbers of positions (real data padded to each
+// micro-batch's longest, a grouped order, an epoch's distinct steps): its median step is then one
+// size's step, and what an epoch of them takes is their mean.
+bool steps_differ_in_size(const RunResult& run);
+// The step time a run's rates read and the tables show: its median, or, where its steps differ in
+// size, its winsorized mean (mean_seconds: the steps' total time over their count, as the decision
+// weighs them). NaN without steps.
+double typical_step_seconds(const RunResult& run);
+// Each phase's host seconds per step likewise: the medians (phase_median_seconds), or, where the
+// steps differ in size, the means over the timed steps.
+PhaseSeconds typical_phase_seconds(const RunResult& run);
+
 // Fills the derived fields of a run from its steps: step_seconds summary, per-phase medians,
 // device busy fraction, tokens/s, samples/s, achieved TFLOP/s and MFU (NaN when peak_tflops is
-// NaN), peak memory. `flops_per_token` comes from the context.
+// NaN; the rates over typical_step_seconds), peak memory. `flops_per_token` comes from the context.
 // `recompute_flops_per_token`: what checkpointing adds, counted in hardware_tflops only.
 void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, double recompute_flops_per_token = 0);
 

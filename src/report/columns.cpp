@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "accumbench/decision.hpp"
+#include "accumbench/statistics.hpp"
 #include "report/format.hpp"
 
 namespace accumbench::report {
@@ -85,12 +86,12 @@ ColumnDef phase_column(const PhaseInfo& info) {
                                         : Shown::kAlways;
   c.html = info.data_parallel_only ? Shown::kWhenDataParallel : Shown::kAlways;
   c.measured = true;
-  c.number = [index](const RunResult& r) { return r.phase_median_seconds[index]; };
-  c.cell = [index](const RunResult& r, const TableContext&) { return milliseconds(r.phase_median_seconds[index]); };
-  c.raw = [index](const RunResult& r) { return exact(r.phase_median_seconds[index]); };
-  const Phase phase = info.phase;
-  c.html_cell = [phase](const RunResult& r, const TableContext& t) {
-    return html_significant(r.phase_median_seconds[static_cast<int>(phase)] / t.time_divisor, 4);
+  // The median over the steps, or the mean where they differ in size (typical_phase_seconds).
+  c.number = [index](const RunResult& r) { return typical_phase_seconds(r)[index]; };
+  c.cell = [index](const RunResult& r, const TableContext&) { return milliseconds(typical_phase_seconds(r)[index]); };
+  c.raw = [index](const RunResult& r) { return exact(typical_phase_seconds(r)[index]); };
+  c.html_cell = [index](const RunResult& r, const TableContext& t) {
+    return html_significant(typical_phase_seconds(r)[index] / t.time_divisor, 4);
   };
   return c;
 }
@@ -182,7 +183,15 @@ void add_step_time_columns(std::vector<ColumnDef>& all) {
     c.id = "step_seconds";
     c.header = "step s";
     c.console = c.markdown = Shown::kAlways;
-    c.cell = [](const RunResult& r, const TableContext&) { return text::format_step_seconds(r.step_seconds); };
+    // Steps of many sizes: their mean (typical_step_seconds) ± the farther end of its interval.
+    c.cell = [](const RunResult& r, const TableContext&) {
+      if (!steps_differ_in_size(r)) return text::format_step_seconds(r.step_seconds);
+      Summary mean = r.step_seconds;
+      mean.median = typical_step_seconds(r);
+      mean.ci_low = r.mean_seconds.low;
+      mean.ci_high = r.mean_seconds.high;
+      return text::format_step_seconds(mean);
+    };
     all.push_back(c);
   }
   all.push_back(step_statistic("step_seconds_min", "min", &Summary::min));
@@ -340,7 +349,8 @@ void add_verdict_columns(std::vector<ColumnDef>& all) {
     // Median step time over the fastest split's, the one the rounds decided (TableContext::of; not
     // the recommended one's: a tie goes to the split with less memory, which may be a little
     // slower); one over --memory-limit reads what it would have saved (0.48×). A split the means
-    // put behind may read a little under 1.00 by medians.
+    // put behind may read a little under 1.00 by medians. Steps of many sizes compare their means
+    // (typical_step_seconds), as the decision does.
     c.id = "vs_fastest";
     c.header = "vs fastest";
     c.console = Shown::kAlways;
@@ -488,14 +498,14 @@ TableContext TableContext::of(const SweepResult& result) {
   const int fastest = result.recommendation.decision.fastest;
   if (result.recommendation.decision.kind != DecisionKind::kNone && fastest >= 0 &&
       fastest < static_cast<int>(result.runs.size()) && ok(result.runs[fastest]) &&
-      std::isfinite(result.runs[fastest].step_seconds.median)) {
+      std::isfinite(typical_step_seconds(result.runs[fastest]))) {
     context.fastest = &result.runs[fastest];
   }
   context.per_token = compared_per_token(result.runs);
   for (const bool must_fit : {true, false}) {
     if (context.fastest != nullptr) break;
     for (const RunResult& run : result.runs) {
-      if (!ok(run) || !std::isfinite(run.step_seconds.median) || (must_fit && !run.fits)) continue;
+      if (!ok(run) || !std::isfinite(typical_step_seconds(run)) || (must_fit && !run.fits)) continue;
       if (context.fastest == nullptr || context.compared_seconds(run) < context.compared_seconds(*context.fastest)) {
         context.fastest = &run;
       }
@@ -507,7 +517,7 @@ TableContext TableContext::of(const SweepResult& result) {
 }
 
 double TableContext::compared_seconds(const RunResult& run) const {
-  return accumbench::compared_seconds(run.step_seconds.median, run, per_token);
+  return accumbench::compared_seconds(typical_step_seconds(run), run, per_token);
 }
 
 const std::vector<ColumnDef>& columns() {
@@ -596,10 +606,25 @@ std::string legend(const std::vector<RunResult>& runs, const TableContext& conte
   }
   if (has("padding")) text += "; padded: how each micro-batch is padded (--padding)";
   if (has("fits") && !context.memory_limit) text += "; fits: - without --memory-limit";
+  // Steps of many sizes read their mean (typical_step_seconds): said once, for every split or some.
+  size_t timed = 0, many_sizes = 0;
+  for (const RunResult& run : runs) {
+    if (!ok(run) || !std::isfinite(typical_step_seconds(run))) continue;
+    ++timed;
+    if (steps_differ_in_size(run)) ++many_sizes;
+  }
+  const bool all_many_sizes = many_sizes > 0 && many_sizes == timed;
+  if (many_sizes > 0 && has("step_seconds")) {
+    text += std::string("; step s: the mean step") + (all_many_sizes ? ", since the steps differ in size" : " where a split's steps differ in size") +
+            " (an epoch's time over its steps; the phases and rates from it)";
+  }
   if (has("vs_fastest")) {
     // Over the fastest fitting split, or, when none fits the limit, the fastest of all (TableContext::of).
     const bool fitting = context.memory_limit && context.fastest != nullptr && context.fastest->fits;
-    text += std::string("; vs fastest: median step time") + (context.per_token ? " per real token" : "") +
+    const std::string statistic = all_many_sizes ? "mean step time"
+                                  : many_sizes > 0 ? "step time (median, or mean where the steps differ in size)"
+                                                   : "median step time";
+    text += "; vs fastest: " + statistic + (context.per_token ? " per real token" : "") +
             " over the fastest " + (fitting ? "fitting " : "") + "split's" +
             (context.memory_limit && context.fastest != nullptr && !fitting ? ", none of which fits the memory limit" : "");
   }

@@ -39,17 +39,18 @@ enum class Shown {
 // memory limit was given ("fits"), and the HTML table's time unit.
 struct TableContext {
   const RunResult* best = nullptr;
-  const RunResult* fastest = nullptr;  // the finished run that fits with the lowest median step time
+  const RunResult* fastest = nullptr;  // the decided fastest, else the fitting run with the lowest step time
   bool memory_limit = false;           // --memory-limit given: "fits" says yes or no, else "-"
   // The decision on each run (the "decided" column): a run's verdict is found by its place in runs.
   const std::vector<RunResult>* runs = nullptr;
   const Decision* decision = nullptr;
   std::string verdict(const RunResult& run) const;  // "fastest", "slower", "tie", "undecided" or "-"
   double time_divisor = 1.0;  // seconds per unit of the HTML table's times
-  // The runs differ in packing (--packing's list): "vs fastest" compares the median time per real
-  // token, as the decision does (compared_per_token), since their steps train other amounts of data.
+  // The runs differ in packing (--packing's list): "vs fastest" compares the time per real token,
+  // as the decision does (compared_per_token), since their steps train other amounts of data.
   bool per_token = false;
-  // What "vs fastest" compares of a run: its median step time, or that per real token.
+  // What "vs fastest" compares of a run: its step time (typical_step_seconds: the median, or the
+  // mean of steps of many sizes), or that per real token.
   double compared_seconds(const RunResult& run) const;
   static TableContext of(const SweepResult& result);
 };

@@ -2,6 +2,7 @@
 #include "sweep/resumed_runs.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "accumbench/statistics.hpp"
@@ -17,6 +18,20 @@ SweepResult with_this_builds_means(const SweepResult& file) {
     const double mean = winsorized_mean(run);
     // A mean that moved keeps no interval from the bound it had (the decisions recompute theirs).
     if (mean != run.mean_seconds.value) run.mean_seconds = Estimate{mean, kNotMeasured, kNotMeasured};
+    // The rates over this build's step time (typical_step_seconds: an older file's steps of many
+    // sizes were read at their median): the step time the file's rates used is its mean real
+    // tokens per step (finalize_run's) over its tokens/s.
+    const double step = typical_step_seconds(run);
+    double positions = 0;
+    for (const StepSample& s : run.steps) positions += static_cast<double>(s.positions);
+    positions /= static_cast<double>(run.steps.size());
+    if (steps_differ_in_size(run) && positions > 0 && run.tokens_per_second > 0 && std::isfinite(step) && step > 0) {
+      const double factor = positions / run.tokens_per_second / step;
+      for (double* rate : {&run.tokens_per_second, &run.computed_tokens_per_second, &run.samples_per_second,
+                           &run.achieved_tflops, &run.hardware_tflops, &run.mfu}) {
+        *rate *= factor;
+      }
+    }
   }
   return out;
 }

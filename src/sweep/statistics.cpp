@@ -143,6 +143,28 @@ double winsorized_mean(const RunResult& run) {
   return sum / static_cast<double>(run.steps.size());
 }
 
+bool steps_differ_in_size(const RunResult& run) {
+  return std::any_of(run.steps.begin(), run.steps.end(), [&](const StepSample& s) {
+    return s.computed_positions != run.steps.front().computed_positions;
+  });
+}
+
+double typical_step_seconds(const RunResult& run) {
+  if (!steps_differ_in_size(run)) return run.step_seconds.median;
+  return std::isfinite(run.mean_seconds.value) ? run.mean_seconds.value : winsorized_mean(run);
+}
+
+PhaseSeconds typical_phase_seconds(const RunResult& run) {
+  if (!steps_differ_in_size(run)) return run.phase_median_seconds;
+  PhaseSeconds seconds{};
+  for (int p = 0; p < kPhaseCount; ++p) {
+    std::vector<double> host;
+    for (const StepSample& step : run.steps) host.push_back(step.host_seconds[p]);
+    seconds[p] = mean(host);
+  }
+  return seconds;
+}
+
 Summary summarize(const std::vector<double>& values) {
   Summary s;
   s.median = median(values);
@@ -191,6 +213,8 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
   }
 
   const double step_median = run.step_seconds.median;
+  // The rates: per median step, or, over steps of many sizes, per mean step (typical_step_seconds).
+  const double step_time = typical_step_seconds(run);
   // kOther is the untimed remainder of the wall time, not device work; NaN (CPU) propagates.
   double device_busy_seconds = 0.0;
   for (int p = 0; p < kPhaseCount; ++p) {
@@ -199,14 +223,14 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
   run.device_busy_fraction = device_busy_seconds / step_median;
 
   // Real data: the steps train on batches of different real-token counts (the rounds cycle through
-  // the distinct batches), so the rates take the mean count per step over the median step time, the
+  // the distinct batches), so the rates take the mean count per step over the step time, the
   // real positions (tokens, as TRL's num_tokens counts them, not the targets: a sample's last token
   // has none) and the computed positions alike: tokens/s over computed/s is then the padding's
   // complement (a median count read the commonest batch, which can have no padding at all). The
   // rates use the mean itself, not the whole number shown.
   const double tokens_per_step = mean(tokens);
   run.tokens_per_step = static_cast<int64_t>(std::llround(tokens_per_step));
-  run.tokens_per_second = tokens_per_step / step_median;
+  run.tokens_per_second = tokens_per_step / step_time;
   int64_t positions = 0, computed_positions = 0;
   std::vector<double> computed;
   for (const StepSample& step : run.steps) {
@@ -214,14 +238,14 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
     computed_positions += step.computed_positions;
     computed.push_back(static_cast<double>(step.computed_positions));
   }
-  run.computed_tokens_per_second = mean(computed) / step_median;
+  run.computed_tokens_per_second = mean(computed) / step_time;
   run.padding_fraction =
       computed_positions > 0 ? static_cast<double>(computed_positions - positions) / static_cast<double>(computed_positions) : 0.0;
   // Every rank's samples, as tokens/s; MFU against every rank's devices.
   run.samples_per_second =
-      static_cast<double>(run.config.micro_batch * run.config.accum_steps * run.config.world_size) / step_median;
-  run.achieved_tflops = flops_per_token * tokens_per_step / step_median / 1e12;
-  run.hardware_tflops = (flops_per_token + recompute_flops_per_token) * tokens_per_step / step_median / 1e12;
+      static_cast<double>(run.config.micro_batch * run.config.accum_steps * run.config.world_size) / step_time;
+  run.achieved_tflops = flops_per_token * tokens_per_step / step_time / 1e12;
+  run.hardware_tflops = (flops_per_token + recompute_flops_per_token) * tokens_per_step / step_time / 1e12;
   run.mfu =
       (std::isfinite(peak_tflops) && peak_tflops > 0.0) ? run.achieved_tflops / (peak_tflops * run.config.world_size) : kNaN;
 }
@@ -233,6 +257,15 @@ namespace {
 
 std::string seconds_text(double seconds) { return text::format_significant(seconds, 3) + " s"; }
 
+// The mean real tokens per step over the timed steps, unrounded (tokens_per_step is the whole
+// number): the table's tokens/s and the recommendation's then agree. 0 without steps.
+double real_tokens_per_step(const RunResult& run) {
+  if (run.steps.empty()) return static_cast<double>(run.tokens_per_step);
+  double positions = 0;
+  for (const StepSample& s : run.steps) positions += static_cast<double>(s.positions);
+  return positions / static_cast<double>(run.steps.size());
+}
+
 // "mostly in backward": the words after "mostly" (the phase table's).
 std::string phase_words(Phase phase) { return phase_info(phase).words; }
 
@@ -241,7 +274,7 @@ std::string phase_words(Phase phase) { return phase_info(phase).words; }
 // alone hides device work that the host waits for elsewhere; device time alone hides a
 // host-bound phase. On CPU only host time exists. kOther is host-only by definition.
 PhaseSeconds limiting_phase_seconds(const RunResult& run) {
-  PhaseSeconds seconds = run.phase_median_seconds;
+  PhaseSeconds seconds = typical_phase_seconds(run);
   for (int p = 0; p < kPhaseCount; ++p) {
     const double device = run.device_median_seconds[p];
     if (static_cast<Phase>(p) != Phase::kOther && std::isfinite(device)) {
@@ -470,15 +503,15 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
   const RunResult& b = runs[best];
   const RunResult& f = runs[d.fastest];
   // The mean step, which the decisions compare, and the tokens per second it gives; "a mean of",
-  // since the table's step column and tokens/s are per median step. With a framework's host time
+  // since the table's step column and tokens/s are per median step (unless the steps differ in size). With a framework's host time
   // the decisions compare the means with it added: that mean, beside the engine's.
   // Per real token (a --packing list) the evidence's means are seconds per kTokenUnit tokens.
   const double mean = !with_framework            ? b.mean_seconds.value
                       : compared_per_token(runs) ? b.mean_seconds.value +
                                                        framework_seconds_per_step(b, options.framework_seconds_per_micro_step)
                                                  : decided.mean_seconds(best).value;
-  const double tokens_per_second = b.tokens_per_step > 0 ? static_cast<double>(b.tokens_per_step) / mean
-                                                         : b.tokens_per_second * b.mean_seconds.value / mean;
+  const double tokens_per_second = real_tokens_per_step(b) > 0 ? real_tokens_per_step(b) / mean
+                                                               : b.tokens_per_second * b.mean_seconds.value / mean;
   const std::string per_step =
       "a mean of " + seconds_text(mean) + " per step" + (with_framework ? " with the framework's host time" : "") + " (" +
       text::format_count(tokens_per_second) + " tokens/s" +
@@ -580,7 +613,7 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
 
   std::vector<std::string> clauses;
   if (host_bound(b)) clauses.push_back("it is " + host_bound_words(b));
-  const double optimizer_share = b.phase_median_seconds[static_cast<int>(Phase::kOptimizer)] / b.mean_seconds.value;
+  const double optimizer_share = typical_phase_seconds(b)[static_cast<int>(Phase::kOptimizer)] / b.mean_seconds.value;
   // Above a tenth of the step the optimizer is worth knowing about: it is the part that
   // accumulation amortizes and that fused/in-backward optimizers shrink.
   if (optimizer_share > 0.10) {
@@ -767,7 +800,7 @@ std::string per_rows_sentence(const std::vector<RunResult>& runs, const std::vec
   for (size_t k = 0; k < rows.size(); ++k) {
     const RunResult& run = runs[fastest[k]];
     const double tokens_per_second =
-        run.tokens_per_step > 0 ? static_cast<double>(run.tokens_per_step) / run.mean_seconds.value : run.tokens_per_second;
+        real_tokens_per_step(run) > 0 ? real_tokens_per_step(run) / run.mean_seconds.value : run.tokens_per_second;
     list += (k == 0 ? "" : ", ") + run_label(run, runs) + " (" + seconds_text(run.mean_seconds.value) + " per step, " +
             text::format_count(tokens_per_second) + " tokens/s, " + format_bytes(run.peak_allocated_bytes) + ")";
   }

@@ -38,6 +38,7 @@ struct StepBar {
   double whisker_low = kNotMeasured;
   double whisker_high = kNotMeasured;
   bool whisker_is_interval = false;  // bootstrap interval of the median, else min..max of steps
+  bool means = false;  // steps of many sizes: their means (typical_step_seconds), the mean's interval
 };
 
 StepBar step_bar(const RunResult& run);

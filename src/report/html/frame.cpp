@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "accumbench/decision.hpp"
+#include "accumbench/statistics.hpp"
 #include "accumbench/report.hpp"
 #include "report/format.hpp"
 #include "report/html/text.hpp"
@@ -82,7 +83,7 @@ bool slots_per_token(const std::vector<Slot>& slots) {
 }
 
 double compared_median(const Slot& s, bool per_token) {
-  return compared_seconds(s.run->step_seconds.median, *s.run, per_token);
+  return compared_seconds(typical_step_seconds(*s.run), *s.run, per_token);
 }
 
 bool phase_shown(const std::vector<Slot>& slots, int ph) {

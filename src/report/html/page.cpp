@@ -15,6 +15,7 @@
 
 #include "accumbench/report.hpp"
 #include "accumbench/result.hpp"
+#include "accumbench/statistics.hpp"
 #include "accumbench_report_css.hpp"  // html::kReportCss, generated from report.css
 #include "report/format.hpp"
 #include "report/html/charts.hpp"
@@ -102,7 +103,7 @@ std::string kpi(const std::string& key, const std::string& value) {
 // The recommended split's headline numbers.
 std::string kpis(const SweepResult& result, const std::vector<Slot>& slots, const RunResult& best) {
   std::string h = "<div class=\"kpis\">";
-  h += kpi("median step", format_duration(best.step_seconds.median));
+  h += kpi(steps_differ_in_size(best) ? "mean step" : "median step", format_duration(typical_step_seconds(best)));
   h += kpi("tokens / s", format_compact(best.tokens_per_second));
   if (finite(best.mfu)) h += kpi("MFU", format_mfu(best.mfu));
   const int64_t limit = memory_limit(result.context);

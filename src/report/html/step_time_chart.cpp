@@ -1,9 +1,10 @@
-// Chart 1 of the HTML report: median step time per split, stacked by phase, with the spread as a
+// Chart 1 of the HTML report: median step time per split (the mean of steps of many sizes), stacked by phase, with the spread as a
 // whisker and the distance to the fastest split over each column.
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "accumbench/statistics.hpp"
 #include "report/format.hpp"
 #include "report/html/charts.hpp"
 #include "report/html/text.hpp"
@@ -13,22 +14,28 @@ namespace accumbench::html {
 StepBar step_bar(const RunResult& run) {
   StepBar bar;
   double sum = 0;
+  // Steps of many sizes draw their means (typical_step_seconds), as the table reads them.
+  const bool means = steps_differ_in_size(run);
+  const PhaseSeconds phases = typical_phase_seconds(run);
   for (int ph = 0; ph < kPhaseCount; ++ph) {
-    const double v = run.phase_median_seconds[ph];
+    const double v = phases[ph];
     bar.medians[ph] = finite(v) && v > 0 ? v : 0;
     sum += bar.medians[ph];
   }
   // Medians of parts need not add up to the median of the whole: the bar draws each phase's
   // share of their sum at the step's median, rather than inventing an "other" for the gap.
-  const double median = run.step_seconds.median;
+  const double median = typical_step_seconds(run);
   const double scale = finite(median) && sum > 0 ? median / sum : 1.0;
   for (int ph = 0; ph < kPhaseCount; ++ph) bar.segments[ph] = bar.medians[ph] * scale;
   bar.total = finite(median) ? median : sum;
 
   const Summary& s = run.step_seconds;
-  if (finite(s.ci_low) && finite(s.ci_high)) {
-    bar.whisker_low = s.ci_low;
-    bar.whisker_high = s.ci_high;
+  const double low = means ? run.mean_seconds.low : s.ci_low;
+  const double high = means ? run.mean_seconds.high : s.ci_high;
+  bar.means = means;
+  if (finite(low) && finite(high)) {
+    bar.whisker_low = low;
+    bar.whisker_high = high;
     bar.whisker_is_interval = true;
   } else if (!run.steps.empty()) {
     bar.whisker_low = bar.whisker_high = run.steps.front().step_seconds;
@@ -57,7 +64,7 @@ double fastest_median(const std::vector<Slot>& slots, bool per_token) {
 
 std::string bar_tooltip(const std::vector<Slot>& slots, const Slot& s, const StepBar& bar) {
   const RunResult& run = *s.run;
-  std::string tooltip = s.label + ": median " + format_duration(run.step_seconds.median) +
+  std::string tooltip = s.label + (bar.means ? ": mean " : ": median ") + format_duration(bar.total) +
                         " over " + std::to_string(run.step_seconds.count) + " timed steps";
   for (const PhaseInfo& info : phase_table()) {  // timeline order
     const int ph = static_cast<int>(info.phase);
@@ -67,7 +74,8 @@ std::string bar_tooltip(const std::vector<Slot>& slots, const Slot& s, const Ste
   }
   if (finite(bar.whisker_low)) {
     tooltip += std::string("\n") +
-               (bar.whisker_is_interval ? "interval of the median " : "min\u2013max ") +
+               (bar.whisker_is_interval ? (bar.means ? "interval of the mean " : "interval of the median ")
+                                        : "min\u2013max ") +
                format_duration(bar.whisker_low) + " \u2013 " + format_duration(bar.whisker_high);
   }
   return tooltip;
@@ -103,7 +111,7 @@ double draw_bar(Svg& svg, const Panel& p, std::size_t i, const StepBar& bar, con
 // (per real token where the slots differ in rows: `fastest` is then that too).
 void draw_value(Svg& svg, const Panel& p, std::size_t i, const Slot& s, double label_y,
                 double fastest, bool per_token) {
-  const double median = s.run->step_seconds.median;
+  const double median = typical_step_seconds(*s.run);
   const double compared = compared_median(s, per_token);
   std::string relative;
   if (finite(compared) && finite(fastest) && p.slot_width() >= 56) {

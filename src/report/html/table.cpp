@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "accumbench/report.hpp"
+#include "accumbench/statistics.hpp"
 #include "report/columns.hpp"
 #include "report/format.hpp"
 #include "report/html/charts.hpp"
@@ -67,7 +68,7 @@ std::string run_row(const std::vector<const ColumnDef*>& columns, const Slot& s,
 std::string table_section(const SweepResult& result, const std::vector<Slot>& slots) {
   double max_median = 0;
   for (const Slot& s : slots) {
-    if (s.ok && finite(s.run->step_seconds.median)) max_median = std::max(max_median, s.run->step_seconds.median);
+    if (s.ok && finite(typical_step_seconds(*s.run))) max_median = std::max(max_median, typical_step_seconds(*s.run));
   }
   const Unit unit = time_unit(max_median > 0 ? max_median : 1);
   report::TableContext context = report::TableContext::of(result);  // slots point into result.runs
