@@ -344,6 +344,48 @@ TEST(RealData, PlanJudgesTheLongestPaddedMicroBatchOfTheWholeFile) {
   EXPECT_EQ(ab::sweep_plan_options(max, false, 2).activation_seq_len, 0);  // every row is T
 }
 
+// --lengths variable: the plan judges memory on the samples the sweep's steps hold, drawn as
+// make_synthetic_batches draws them (synthetic_sample_lengths replays its generator), not on T: at
+// T=128 and batch 4 the 8 samples of two steps reach 108 positions, and llama-tiny's 4×1 was planned
+// 18 % above its measured peak at T (a --memory-limit of 12.5 MiB then skipped it as predicted-oom,
+// and the sweep recommended the slower 1×4). Every split is now planned within 0.1 % of its peak.
+TEST(RealData, PlanJudgesTheVariableLengthsTheStepsHold) {
+  ab::DataOptions d = ab::data_options_for(ab::find_preset("llama-tiny").vocab_size, 128, 4, /*cuda=*/false);
+  d.lengths = ab::LengthMode::kVariable;
+  std::vector<int64_t> drawn;
+  for (const ab::TokenBatch& batch : ab::make_synthetic_batches(d)) {
+    drawn.insert(drawn.end(), batch.sequence_tokens.begin(), batch.sequence_tokens.end());
+  }
+  EXPECT_EQ(ab::synthetic_sample_lengths(d), drawn);
+  ab::SweepOptions o;
+  ab::WorkloadOptions& w = o.workload;
+  w.model.preset = "llama-tiny";
+  w.seq_len = 128;
+  w.batch = 4;
+  w.micro_batches = {1, 4};
+  w.device = "cpu";
+  w.threads = 1;
+  w.data.lengths = ab::LengthMode::kVariable;
+  ab::set_padding(w.data, "longest");
+  const ab::PlanOptions plan = ab::sweep_plan_options(w, /*device_is_cuda=*/false, /*token_batches=*/2);
+  EXPECT_EQ(plan.activation_seq_len, *std::max_element(drawn.begin(), drawn.end()));
+  EXPECT_LT(plan.activation_seq_len, 128);
+  EXPECT_NE(plan.worst_micro_batch.find("the longest of the 8 samples --lengths variable draws"), std::string::npos)
+      << plan.worst_micro_batch;
+  o.warmup = 1;
+  o.steps = 2;
+  o.time_budget_seconds = 0;
+  o.framework_overhead = "0";
+  w.memory_limit_bytes = static_cast<int64_t>(12.5 * 1024 * 1024);
+  const ab::SweepResult result = ab::run_sweep(o);
+  ASSERT_EQ(result.runs.size(), 2u);
+  for (const ab::RunResult& run : result.runs) {
+    EXPECT_EQ(run.status, ab::RunStatus::kOk) << run.config.label() << ": " << run.error;
+    const double error = static_cast<double>(run.predicted_peak_bytes) / static_cast<double>(run.peak_allocated_bytes) - 1;
+    EXPECT_LT(std::abs(error), 0.001) << run.config.label();
+  }
+}
+
 namespace {
 
 // A short CPU sweep of gpt2-tiny over a lengths file packed with --packing bfd: one warm-up step,

@@ -90,6 +90,10 @@ TokenBatch shard(const TokenBatch& step, int rank, int world_size, int64_t micro
 
 // Seeded random tokens; `distinct_batches` different steps.
 std::vector<TokenBatch> make_synthetic_batches(const DataOptions& options);
+// The sample lengths of make_synthetic_batches(options), every batch's in turn (T each unless
+// --lengths variable), drawn as it draws them but without the tokens' tensors: what a plan of
+// variable lengths sizes activations by.
+std::vector<int64_t> synthetic_sample_lengths(const DataOptions& options);
 
 // The batches a run cycles through, one per optimizer step.
 class StepBatches {
@@ -113,6 +117,11 @@ class StepBatches {
 // (rows_are_samples false) and plain variable lengths come from make_synthetic_batches /
 // load_token_file. Throws UserError for a step without a target (its samples one token each).
 std::vector<TokenBatch> make_batches(const DataSource& data, const DataOptions& options);
+
+// --lengths variable: the lengths of the samples make_batches(data, options) lays out, every one
+// the steps hold (make_synthetic_batches' padded samples, or the pool a grouped or packed order
+// draws from); empty for other lengths.
+std::vector<int64_t> variable_sample_lengths(const DataSource& data, const DataOptions& options);
 
 // A batch of (B, T) from explicit sample lengths with seeded random tokens (tests, examples):
 // samples of n tokens, n - 1 targets each.

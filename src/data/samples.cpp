@@ -62,6 +62,12 @@ SamplePool make_pool(const DataSource& data, const DataOptions& options, int64_t
     pool.lengths = pool.source->lengths;
     return pool;
   }
+  // Variable lengths one per row: the samples make_synthetic_batches draws, so that an order
+  // (--group-by-length) rearranges the plain order's samples rather than drawing others.
+  if (options.lengths == LengthMode::kVariable && samples_per_row == 1) {
+    pool.lengths = synthetic_sample_lengths(options);
+    return pool;
+  }
   // Fixed or variable synthetic lengths, as many samples as the steps take (bfd: rows of T hold
   // up to 1 / min_length_fraction of them).
   const int64_t count = options.batch * std::max(1, options.distinct_batches) * samples_per_row;
@@ -272,22 +278,29 @@ std::vector<TokenBatch> with_targets(std::vector<TokenBatch> batches, int64_t se
   return batches;
 }
 
+// Full windows stay full windows, whatever would group or pack samples (a note says it does
+// nothing); variable lengths without either are make_synthetic_batches' padded samples.
+bool plain_synthetic(const DataSource& data) {
+  return !rows_are_samples(data) ||
+         (data.lengths == LengthMode::kVariable && !data.group_by_length && data.packing == Packing::kNone);
+}
+
+// The samples a pool draws per row of a step (bfd: rows of T hold up to 1 / min_length_fraction).
+int64_t pool_samples_per_row(const DataSource& data, const DataOptions& options) {
+  return data.packing == Packing::kBfd
+             ? std::max<int64_t>(1, static_cast<int64_t>(std::floor(1.0 / options.min_length_fraction)))
+             : 1;
+}
+
 // The batches of make_batches, before with_targets checks them.
 std::vector<TokenBatch> build_batches(const DataSource& data, const DataOptions& options) {
   check_shape(options);
   const bool documents = !data.token_file.empty() && data.eos_id >= 0;
   if (!data.token_file.empty() && !documents) return load_token_file(data.token_file, data.token_bytes, options);
-  // Full windows stay full windows, whatever would group or pack samples (a note says it does
-  // nothing); variable lengths without either are make_synthetic_batches' padded samples.
-  const bool plain = !rows_are_samples(data) ||
-                     (data.lengths == LengthMode::kVariable && !data.group_by_length && data.packing == Packing::kNone);
-  if (plain) return make_synthetic_batches(options);
+  if (plain_synthetic(data)) return make_synthetic_batches(options);
   DataOptions with_lengths = options;
   with_lengths.lengths = data.lengths;
-  const int64_t samples_per_row =
-      data.packing == Packing::kBfd
-          ? std::max<int64_t>(1, static_cast<int64_t>(std::floor(1.0 / options.min_length_fraction)))
-          : 1;
+  const int64_t samples_per_row = pool_samples_per_row(data, options);
   const SamplePool pool = make_pool(data, with_lengths, samples_per_row);
   if (data.packing == Packing::kBfd) return best_fit_decreasing(pool, data, options);
   const auto n = static_cast<int64_t>(pool.lengths.size());
@@ -303,6 +316,14 @@ std::vector<TokenBatch> build_batches(const DataSource& data, const DataOptions&
 
 std::vector<TokenBatch> make_batches(const DataSource& data, const DataOptions& options) {
   return with_targets(build_batches(data, options), options.seq_len, data);
+}
+
+std::vector<int64_t> variable_sample_lengths(const DataSource& data, const DataOptions& options) {
+  if (data.lengths != LengthMode::kVariable || !rows_are_samples(data)) return {};
+  DataOptions with_lengths = options;
+  with_lengths.lengths = data.lengths;
+  if (plain_synthetic(data)) return synthetic_sample_lengths(with_lengths);
+  return make_pool(data, with_lengths, pool_samples_per_row(data, options)).lengths;
 }
 
 TokenBatch batch_with_lengths(const std::vector<int64_t>& lengths, const DataOptions& options) {

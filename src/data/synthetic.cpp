@@ -99,22 +99,52 @@ void check_shape(const DataOptions& o) {
   if (o.batch <= 0) throw UserError("--batch must be positive, got " + std::to_string(o.batch) + "; give the effective batch in sequences, e.g. --batch 64");
 }
 
+namespace {
+
+// The draws of synthetic batches, in make_synthetic_batches' order: per batch its windows' tokens,
+// then (variable lengths) its samples' lengths, from one generator; synthetic_sample_lengths
+// replays them without the tensors.
+struct SyntheticDraws {
+  explicit SyntheticDraws(const DataOptions& options)
+      : rng(options.seed),
+        length(std::max<int64_t>(1, static_cast<int64_t>(std::ceil(options.min_length_fraction *
+                                                                   static_cast<double>(options.seq_len)))),
+               options.seq_len),
+        token(0, options.vocab_size - 1),
+        window_tokens(options.batch * (options.seq_len + 1)) {}
+  std::mt19937_64 rng;
+  std::uniform_int_distribution<int64_t> length;
+  std::uniform_int_distribution<int64_t> token;
+  int64_t window_tokens;  // one batch's windows: batch × (T + 1)
+};
+
+}  // namespace
+
+std::vector<int64_t> synthetic_sample_lengths(const DataOptions& options) {
+  check_shape(options);
+  SyntheticDraws draw(options);
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < std::max(1, options.distinct_batches); ++i) {
+    for (int64_t j = 0; j < draw.window_tokens; ++j) draw.token(draw.rng);
+    for (int64_t j = 0; j < options.batch; ++j) {
+      lengths.push_back(options.lengths == LengthMode::kVariable ? draw.length(draw.rng) : options.seq_len);
+    }
+  }
+  return lengths;
+}
+
 std::vector<TokenBatch> make_synthetic_batches(const DataOptions& options) {
   check_shape(options);
   std::vector<TokenBatch> batches;
-  std::mt19937_64 rng(options.seed);
-  const int64_t min_len = std::max<int64_t>(
-      1, static_cast<int64_t>(std::ceil(options.min_length_fraction * static_cast<double>(options.seq_len))));
-  std::uniform_int_distribution<int64_t> length_dist(min_len, options.seq_len);
-  std::uniform_int_distribution<int64_t> token_dist(0, options.vocab_size - 1);
+  SyntheticDraws draw(options);
   for (int i = 0; i < std::max(1, options.distinct_batches); ++i) {
     at::Tensor windows = torch::empty({options.batch, options.seq_len + 1}, torch::kLong);
     int64_t* data = windows.data_ptr<int64_t>();
-    for (int64_t j = 0; j < windows.numel(); ++j) data[j] = token_dist(rng);
+    for (int64_t j = 0; j < draw.window_tokens; ++j) data[j] = draw.token(draw.rng);
     std::vector<int64_t> lengths(options.batch, options.seq_len);
     const bool variable = options.lengths == LengthMode::kVariable;
     if (variable) {
-      for (auto& len : lengths) len = length_dist(rng);
+      for (auto& len : lengths) len = draw.length(draw.rng);
     }
     // Variable lengths are padded samples; fixed ones a pretraining loader's full windows.
     batches.push_back(make_batch(windows, lengths, variable ? RowKind::kSample : RowKind::kWindow, options.pin_memory));

@@ -489,11 +489,24 @@ void require_targets(const WorkloadOptions& w, const std::optional<SampleSource>
   }
 }
 
+// --lengths variable: the samples the sweep's steps hold, drawn as make_batches draws them (the
+// seed and the model's vocabulary decide them), as a source of lengths; nullopt otherwise.
+std::optional<SampleSource> variable_source(const WorkloadOptions& w) {
+  if (w.data.lengths != LengthMode::kVariable || !rows_are_samples(w.data)) return std::nullopt;
+  DataOptions options = data_options_for(resolve_model(w.model).vocab_size, w.seq_len, w.batch, /*cuda=*/false);
+  options.seed = w.model.seed;
+  options.distinct_batches = distinct_steps_of(w.data, w.seq_len, w.batch);
+  SampleSource source;
+  source.lengths = variable_sample_lengths(w.data, options);
+  return source;
+}
+
 void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
-  const std::optional<SampleSource> source =
-      read_sample_source(w.data, w.seq_len, std::numeric_limits<int64_t>::max());
+  std::optional<SampleSource> source = read_sample_source(w.data, w.seq_len, std::numeric_limits<int64_t>::max());
   require_targets(w, source);
-  if (!source) return;  // synthetic lengths reach T
+  // Synthetic variable lengths are the samples the steps hold, which seldom reach T.
+  const bool variable = !source && (source = variable_source(w)).has_value();
+  if (!source) return;  // fixed synthetic lengths are T
   // The targets each sample counts (its n − 1, or those its masks keep).
   const auto targets_of = [&](size_t i) {
     return source->kept_labels.empty() ? source->lengths[i] - 1 : kept_targets(source->kept_labels[i], source->lengths[i]);
@@ -543,10 +556,13 @@ void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
       continue;
     }
     const WorstMicroBatch worst = worst_micro_batch(lengths, with_padding(w, padding).data, w.seq_len);
+    const std::string drawn = "the " + std::to_string(source->lengths.size()) + " samples --lengths variable draws";
     if (packed) {
       words = "the one holding packed row " + std::to_string(worst.sample + 1) + " of the " +
-              std::to_string(fills.size()) + " that --packing bfd makes of " + lengths_name(w.data) + " (" +
-              std::to_string(worst.length) + " positions), padded to";
+              std::to_string(fills.size()) + " that --packing bfd makes of " + (variable ? drawn : lengths_name(w.data)) +
+              " (" + std::to_string(worst.length) + " positions), padded to";
+    } else if (variable) {
+      words = "the one holding the longest of " + drawn + " (" + std::to_string(worst.length) + " positions), padded to";
     } else {
       const int64_t row = source->rows.empty() ? worst.sample : source->rows[static_cast<size_t>(worst.sample)];
       words = "the one holding sample " + std::to_string(row + 1) + " of " + lengths_name(w.data) + " (" +
