@@ -338,6 +338,21 @@ struct WorkloadFlags {
     once_each("--max-grad-norm", max_grad_norms, [](double norm) { return ab::text::format_number(norm); }, option_notes);
     once_each("--padding", choices, [](const ab::PaddingChoice& p) { return ab::padding_name(p); }, option_notes);
     drop_paddings_that_pad_alike(w, option_notes);
+    if (given("--model") && given("--hf-config")) {
+      option_notes.push_back("--hf-config " + w.model.hf_config + " names the model, so --model " + w.model.preset +
+                             " is not used; give one of the two");
+    }
+    // --lora-targets as a list of names (a trainer config's regular expression is kept as written).
+    if (w.lora.targets.find_first_of("()[]{}|*+?\\^$") == std::string::npos) {
+      std::vector<std::string> names;
+      std::stringstream list(w.lora.targets);
+      for (std::string name; std::getline(list, name, ',');) names.push_back(name);
+      const std::vector<std::string> kept = once_each("--lora-targets", names, [](const std::string& n) { return n; }, option_notes);
+      if (kept.size() < names.size()) {
+        w.lora.targets.clear();
+        for (const std::string& name : kept) w.lora.targets += (w.lora.targets.empty() ? "" : ",") + name;
+      }
+    }
     return w;
   }
 
@@ -381,9 +396,10 @@ std::string padding_to_t_note(const ab::SweepResult& result) {
 }
 
 // What the model's config means at this --seq-len: a sliding window it does not apply, positions
-// beyond max_position_embeddings. Worded before a run: re-reading the config after could fail.
-std::vector<std::string> shape_notes(const ab::ModelConfig& cfg, int64_t seq_len) {
-  return {ab::sliding_window_note(cfg, seq_len), ab::context_length_note(cfg, seq_len), ab::dropout_note(cfg)};
+// beyond max_position_embeddings; dropout it does not run; 16-bit stored weights trained in fp32. Worded before a run: re-reading the config after could fail.
+std::vector<std::string> shape_notes(const ab::ModelConfig& cfg, const ab::WorkloadOptions& w) {
+  return {ab::sliding_window_note(cfg, w.seq_len), ab::context_length_note(cfg, w.seq_len), ab::dropout_note(cfg),
+          ab::stored_dtype_note(cfg, ab::grid_weights_dtypes(w))};
 }
 
 // The shell's exit status for a run stopped by a signal: 128 + its number (130 for Ctrl-C); a rank
@@ -871,7 +887,7 @@ struct SweepCommand {
     options.json_path = files.json;
     const bool progress = primary && stderr_is_tty();
     // Worded before the run: re-reading the config afterwards could fail and lose the report.
-    const std::vector<std::string> model_notes = shape_notes(ab::resolve_model(options.workload.model), options.workload.seq_len);
+    const std::vector<std::string> model_notes = shape_notes(ab::resolve_model(options.workload.model), options.workload);
     // The notes printed above the table, kept in the result too (every save of it: the JSON, then
     // report, Markdown and HTML say them); those of the device and the padding read the runs.
     // Worded at the first save, after the sweep's checks: a note reads the data (short_source_note),
@@ -1075,7 +1091,7 @@ struct VerifyCommand {
 
   int run(bool primary) {
     const ab::WorkloadOptions w = flags.apply();
-    const std::vector<std::string> model_notes = shape_notes(ab::resolve_model(w.model), w.seq_len);  // before the run
+    const std::vector<std::string> model_notes = shape_notes(ab::resolve_model(w.model), w);  // before the run
     ab::stop_on_interrupt("the split in progress");  // Ctrl-C: the splits verified so far are printed (interrupt.hpp)
     // Lists: each job of them on its own (its splits against its own reference).
     // Each job's result as it ends (a list of jobs takes one verify each), after the notes.
@@ -1347,7 +1363,7 @@ int PlanCommand::run() {
   // The notes on stderr, kept for the files too (--json's notes, Markdown, HTML).
   std::vector<std::string> notes = flags.take_option_notes();
   notes.push_back(ab::optimizer_in_backward_note(w, w.world_size));
-  for (const std::string& note : shape_notes(cfg, w.seq_len)) notes.push_back(note);
+  for (const std::string& note : shape_notes(cfg, w)) notes.push_back(note);
   notes.push_back(ab::cpu_bf16_scratch_note(w, target.cuda));
   if (target.cuda && w.data.distinct_steps_given()) {
     notes.push_back("--distinct-steps " + ab::distinct_steps_name(w.data) + " changes nothing in a CUDA plan: the " +

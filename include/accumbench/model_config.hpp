@@ -89,6 +89,9 @@ struct ModelConfig {
   // A Hugging Face config's dropout probabilities that are not 0 ("attn_pdrop 0.1, ..."), which
   // transformers applies in training and the engine does not (dropout_note); empty for presets.
   std::string dropout;
+  // A config.json's 16-bit checkpoint dtype (its "dtype", or "torch_dtype" before transformers 5):
+  // "bfloat16" or "float16"; empty for fp32, for none, and for presets (stored_dtype_note).
+  std::string stored_dtype;
   // A config.json's quantization_config (a checkpoint saved quantised): how its block linears are
   // stored, "bitsandbytes nf4", "bitsandbytes nf4 with double quant", "bitsandbytes fp4",
   // "bitsandbytes int8", or the quant_method ("gptq", "awq", ...); empty for an unquantised one.
@@ -110,6 +113,10 @@ std::string sliding_window_note(const ModelConfig& cfg, int64_t seq_len);
 // A sentence when the config sets dropout (cfg.dropout): transformers trains with it on, the
 // engine without; empty otherwise.
 std::string dropout_note(const ModelConfig& cfg);
+// A sentence when the config stores its weights in 16 bits (cfg.stored_dtype) and the job trains
+// them in fp32 alone (`weights_dtypes`, --weights-dtype's list): which one a Hugging Face job holds
+// depends on how it loads the model, and --weights-dtype names the other; "" otherwise.
+std::string stored_dtype_note(const ModelConfig& cfg, const std::vector<Precision>& weights_dtypes);
 
 // A sentence when a RoPE model runs past its max_position_embeddings (allowed, as in
 // transformers: only GPT-2's learned table refuses, check_sequence_length); empty otherwise.

@@ -541,6 +541,14 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& ori
   require_causal_lm(root, fields);
   cfg.name = origin;
   cfg.stored_quantised = stored_quantisation(root, origin);
+  // The checkpoint's dtype (transformers 4's torch_dtype, 5's dtype), kept where it is 16-bit.
+  for (const char* key : {"dtype", "torch_dtype"}) {
+    const json* dtype = fields.find(key);
+    if (dtype != nullptr && dtype->is_string() && (*dtype == "bfloat16" || *dtype == "float16")) {
+      cfg.stored_dtype = dtype->get<std::string>();
+      break;
+    }
+  }
   validate(cfg);  // the remaining shape rules (odd head_dim, overflow); messages name the file
   return cfg;
 }

@@ -402,6 +402,18 @@ std::string dropout_note(const ModelConfig& cfg) {
          "copy of the file to compare the same step";
 }
 
+std::string stored_dtype_note(const ModelConfig& cfg, const std::vector<Precision>& weights_dtypes) {
+  if (cfg.stored_dtype.empty()) return "";
+  if (std::any_of(weights_dtypes.begin(), weights_dtypes.end(), [](Precision p) { return p != Precision::kFp32; })) {
+    return "";
+  }
+  const std::string flag = cfg.stored_dtype == "bfloat16" ? "bf16" : "fp16";
+  return cfg.name + " stores its weights in " + cfg.stored_dtype + "; here they train in fp32 (--weights-dtype fp32, " +
+         "the default), as TRL's ModelConfig (dtype float32) and transformers 4's from_pretrained without a dtype " +
+         "load them, while transformers 5 loads the stored " + cfg.stored_dtype + " by default: --weights-dtype " + flag +
+         " measures that job, --weights-dtype fp32," + flag + " both";
+}
+
 std::string sliding_window_note(const ModelConfig& cfg, int64_t seq_len) {
   if (cfg.sliding_window <= 0 || seq_len <= cfg.sliding_window) return "";
   const std::string where = cfg.sliding_window_layers < cfg.n_layers
