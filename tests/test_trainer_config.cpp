@@ -253,6 +253,41 @@ TEST(TrainerConfig, TargetModulesMatchAsPeftMatchesThem) {
             std::string::npos);
 }
 
+// rsLoRA (PEFT's use_rslora) scales the adapters by alpha / sqrt(r), the update's size only: read from
+// either trainer's key as --lora-rslora (16 / sqrt(16) = 4, where alpha / r is 1), left false when
+// the file turns it off; a key beside no adapters is listed as unused.
+TEST(TrainerConfig, RsLoraIsTheScaleOverTheRootOfTheRank) {
+  const ab::WorkloadOptions trl = read("model_name_or_path: llama-tiny\nuse_peft: true\nlora_r: 16\nlora_alpha: 16\nuse_rslora: true\n");
+  EXPECT_TRUE(trl.lora.rslora);
+  EXPECT_DOUBLE_EQ(ab::lora_scaling(trl.lora), 4.0);
+  EXPECT_FALSE(read("model_name_or_path: llama-tiny\nuse_peft: true\nlora_r: 16\nuse_rslora: false\n").lora.rslora);
+  const ab::WorkloadOptions axolotl =
+      read("base_model: llama-tiny\nadapter: lora\nlora_r: 16\nlora_alpha: 16\npeft_use_rslora: true\nlora_target_linear: true\n",
+           ab::ConfigFormat::kAxolotl);
+  EXPECT_TRUE(axolotl.lora.rslora);
+  EXPECT_DOUBLE_EQ(ab::lora_scaling(axolotl.lora), 4.0);
+  ab::LoraOptions plain = trl.lora;
+  plain.rslora = false;
+  EXPECT_DOUBLE_EQ(ab::lora_scaling(plain), 1.0);
+  const ab::TrainerConfig unused =
+      ab::parse_trainer_config("model_name_or_path: llama-tiny\nuse_rslora: true\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  EXPECT_NE(std::find(unused.unused.begin(), unused.unused.end(), "use_rslora (no use_peft)"), unused.unused.end());
+}
+
+// lora_alpha: 0 is PEFT's scale of 0 (alpha / r), not accumbench's "twice the rank": refused in both
+// formats rather than run as another alpha.
+TEST(TrainerConfig, AZeroLoraAlphaIsRefused) {
+  const std::string expected =
+      "sft.yaml sets lora_alpha: 0, which PEFT takes as a scale of 0 (the adapters would train to no effect); set "
+      "lora_alpha to the alpha you train with (accumbench's --lora-alpha 0 stands for twice the rank, so it cannot "
+      "mean this)";
+  EXPECT_EQ(error_of("model_name_or_path: llama-tiny\nuse_peft: true\nlora_r: 8\nlora_alpha: 0\n"), expected);
+  EXPECT_EQ(error_of("base_model: llama-tiny\nadapter: lora\nlora_r: 8\nlora_alpha: 0\nlora_target_linear: true\n",
+                     ab::ConfigFormat::kAxolotl),
+            expected);
+  EXPECT_EQ(read("model_name_or_path: llama-tiny\nuse_peft: true\nlora_r: 8\nlora_alpha: 4\n").lora.alpha, 4.0);
+}
+
 // axolotl's targets: lora_target_modules joined by lora_target_linear's find_all_linear_names,
 // which finds GPT-2's Conv1D projections only as a quantised base's layers; no target at all, and
 // adapters on some layers or with exclusions, are refused.
@@ -674,6 +709,15 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
     cases.push_back(c);
   }
   {
+    // rsLoRA: use_rslora (TRL), peft_use_rslora (axolotl), read back as --lora-rslora.
+    Case c = cases.front();
+    c.name = "rank-stabilized LoRA";
+    c.w.lora.rank = 16;
+    c.w.lora.alpha = 16;
+    c.w.lora.rslora = true;
+    cases.push_back(c);
+  }
+  {
     // On CUDA: an fp32 split measured with TF32 writes tf32: true (the Trainer's default is off);
     // torch's default AdamW kernels are optim adamw_torch, which reads back as foreach there.
     Case c = cases.front();
@@ -708,6 +752,8 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
     EXPECT_EQ(back.lora.rank, c.w.lora.rank);
     if (c.w.lora.enabled()) {
       EXPECT_DOUBLE_EQ(back.lora.alpha, c.w.lora.alpha);
+      EXPECT_EQ(back.lora.rslora, c.w.lora.rslora);
+      EXPECT_DOUBLE_EQ(ab::lora_scaling(back.lora), ab::lora_scaling(c.w.lora));
       EXPECT_NEAR(back.lora.dropout, c.w.lora.dropout, 1e-12);
       // The same adapters: the names differ ("attention" vs PEFT's), the layers do not.
       EXPECT_EQ(ab::lora_parameter_count(model, back.lora), ab::lora_parameter_count(model, c.w.lora));
@@ -735,6 +781,7 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
     EXPECT_EQ(from_axolotl.grid.checkpointing, c.w.grid.checkpointing);
     EXPECT_EQ(from_axolotl.data.packing, c.w.data.packing);
     EXPECT_EQ(from_axolotl.lora.rank, c.w.lora.rank);
+    EXPECT_EQ(from_axolotl.lora.rslora, c.w.lora.rslora);
     EXPECT_EQ(from_axolotl.optimizer.kind, c.w.optimizer.kind);
     EXPECT_EQ(from_axolotl.tf32, back.tf32);
   }

@@ -693,6 +693,9 @@ void add_training_options(CLI::App* command, WorkloadFlags& f) {
                       "all-linear (every block linear, not the LM head), attention, mlp, or a comma list of the "
                       "model's linears (q,k,v,o,gate,up,down; GPT-2: c_attn,c_proj,c_fc)")
       ->capture_default_str();
+  command->add_flag("--lora-rslora", w.lora.rslora,
+                    "scale the adapters by alpha / sqrt(rank), as PEFT's use_rslora (rank-stabilized LoRA), not alpha / "
+                    "rank: the update's size, not the step's time or memory");
   command->add_option("--lora-dropout", w.lora.dropout,
                       "dropout on each adapter's input (trl sft --use_peft defaults to 0.05)")
       ->capture_default_str();

@@ -290,6 +290,9 @@ std::string weights_dtype_device_problem(Precision dtype, bool cuda, bool planni
 struct LoraOptions {
   int64_t rank = 0;
   double alpha = 0;                    // 0: 2·rank; the scaling is alpha / rank
+  // --lora-rslora: PEFT's use_rslora, the scaling alpha / sqrt(rank) (rank-stabilized LoRA): the
+  // update's size only, not a tensor's shape, a step's time or its memory.
+  bool rslora = false;
   std::string targets = "all-linear";  // all-linear | attention | mlp | a comma list of names
   double dropout = 0;
   // QLoRA: the frozen base quantised (LoRA only). double_quant quantises NF4's absmax again

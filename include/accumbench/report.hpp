@@ -132,6 +132,7 @@ struct TrainerSettings {
   int64_t lora_r = 0;                       // 0: full fine-tuning
   double lora_alpha = 0;                    // 0: 2·r
   double lora_dropout = 0;
+  bool lora_rslora = false;                 // use_rslora: alpha / sqrt(r)
   std::string lora_targets;                 // as accumbench takes them (--lora-targets)
   BaseQuant base_quant = BaseQuant::kNone;  // QLoRA: load_in_4bit (nf4) or load_in_8bit (int8)
   bool double_quant = false;                // bnb_4bit_use_double_quant

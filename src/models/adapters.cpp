@@ -2,6 +2,7 @@
 // a target list names, and how many trainable parameters the adapters add. No LibTorch: the plan
 // and the CLI's checks use it without building a model.
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <regex>
 #include <set>
@@ -312,7 +313,8 @@ int64_t lora_parameter_count(const ModelConfig& m, const LoraOptions& lora) {
 double lora_scaling(const LoraOptions& lora) {
   if (!lora.enabled()) return 0.0;
   const double alpha = lora.alpha > 0 ? lora.alpha : 2.0 * static_cast<double>(lora.rank);
-  return alpha / static_cast<double>(lora.rank);
+  const double rank = static_cast<double>(lora.rank);
+  return alpha / (lora.rslora ? std::sqrt(rank) : rank);
 }
 
 }  // namespace accumbench

@@ -54,7 +54,7 @@ bool overridden(const ConfigSetting& s, const std::function<bool(const std::stri
 // given on the command line are read from `w`, so the answer is the same before and after the
 // file is applied.
 bool moot(const ConfigSetting& s, const std::function<bool(const std::string&)>& given, const WorkloadOptions& w) {
-  static const std::set<std::string> kAdapterOptions = {"--lora-alpha", "--lora-targets", "--lora-dropout",
+  static const std::set<std::string> kAdapterOptions = {"--lora-alpha", "--lora-targets", "--lora-dropout", "--lora-rslora",
                                                          "--base-quant", "--double-quant", "--kbit-prep"};
   if (given("--lora-rank") && !w.lora.enabled() && kAdapterOptions.count(s.option) != 0) return true;
   if (s.option == "--kbit-prep" && given("--base-quant") && w.lora.base_quant == BaseQuant::kNone) return true;
@@ -119,6 +119,8 @@ void apply_setting(const ConfigSetting& s, WorkloadOptions& w) {
     w.lora.rank = whole_number(s);
   } else if (o == "--lora-alpha") {
     w.lora.alpha = real_number(s);
+  } else if (o == "--lora-rslora") {
+    w.lora.rslora = s.value == "true";
   } else if (o == "--lora-dropout") {
     w.lora.dropout = real_number(s);
   } else if (o == "--lora-targets") {

@@ -112,7 +112,6 @@ void Reader::read_axolotl(int world_size) {
   refuse_if_on("unfrozen_parameters", "trains only some parameters");
   refuse_if_on("lora_modules_to_save", "trains whole modules beside the adapters");
   refuse_if_on("peft_use_dora", "trains DoRA adapters");
-  refuse_if_on("peft_use_rslora", "scales the adapters by alpha / sqrt(r)");
   refuse_if_on("xformers_attention", "picks xformers' attention kernel");
   refuse_if_on("flex_attention", "picks flex attention");
   refuse_if_on("s2_attention", "picks shifted-sparse attention");
@@ -294,8 +293,10 @@ void Reader::read_axolotl(int world_size) {
     if (!has("lora_r")) throw UserError(path + " sets " + adapter + " without lora_r; add lora_r");
     set("--lora-rank", std::to_string(whole("lora_r")), "lora_r");
     if (!has("lora_alpha")) throw UserError(path + " sets " + adapter + " without lora_alpha; add lora_alpha");
+    if (number("lora_alpha") == 0.0) refuse_zero_alpha();
     set("--lora-alpha", num(number("lora_alpha")), "lora_alpha");
     set("--lora-dropout", num(has("lora_dropout") ? number("lora_dropout") : 0.0), "lora_dropout");
+    if (has("peft_use_rslora") && boolean("peft_use_rslora")) set("--lora-rslora", "true", "peft_use_rslora");
     // _build_peft_lora_config (src/axolotl/loaders/adapter.py): lora_target_modules, or [],
     // joined by find_all_linear_names' modules under lora_target_linear; PeftConfig takes the
     // layer selections as they are.
@@ -310,7 +311,7 @@ void Reader::read_axolotl(int world_size) {
                       "module and PEFT stops; add lora_target_linear: true or list lora_target_modules");
     }
   } else {
-    for (const char* key : {"lora_r", "lora_alpha", "lora_dropout", "lora_target_linear", "lora_target_modules"}) {
+    for (const char* key : {"lora_r", "lora_alpha", "lora_dropout", "lora_target_linear", "lora_target_modules", "peft_use_rslora"}) {
       if (has(key)) config.unused.push_back(std::string(key) + " (no adapter)");
     }
   }

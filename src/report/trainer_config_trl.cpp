@@ -73,7 +73,6 @@ void Reader::read_trl(int world_size) {
   refuse_if_on("fsdp_config", "shards the training state with FSDP");
   refuse_if_on("auto_find_batch_size", "changes the per-device batch while training");
   refuse_if_on("use_dora", "trains DoRA adapters");
-  refuse_if_on("use_rslora", "scales the adapters by alpha / sqrt(r)");
   refuse_if_on("lora_modules_to_save", "trains whole modules beside the adapters");
   refuse_if_on("lora_target_parameters", "puts adapters on parameters rather than modules");
   // GRPO's and RLOO's configs (trl/trainer/grpo_config.py): generation and rewards, not SFT's step.
@@ -239,12 +238,14 @@ void Reader::read_trl(int world_size) {
   // LoRA (ModelConfig, with trl sft's --use_peft).
   if (has("use_peft") && boolean("use_peft")) {
     set("--lora-rank", std::to_string(has("lora_r") ? whole("lora_r") : 16), "lora_r");
+    if (has("lora_alpha") && number("lora_alpha") == 0.0) refuse_zero_alpha();
     set("--lora-alpha", num(has("lora_alpha") ? number("lora_alpha") : 32.0), "lora_alpha");
     set("--lora-dropout", num(has("lora_dropout") ? number("lora_dropout") : 0.05), "lora_dropout");
+    if (has("use_rslora") && boolean("use_rslora")) set("--lora-rslora", "true", "use_rslora");
     if (has("lora_target_modules")) lora_targets("lora_target_modules");
     else config.lora_default_targets = true;
   } else {
-    for (const char* key : {"lora_r", "lora_alpha", "lora_dropout", "lora_target_modules"}) {
+    for (const char* key : {"lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "use_rslora"}) {
       if (has(key)) config.unused.push_back(std::string(key) + " (no use_peft)");
     }
   }

@@ -119,6 +119,7 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.lora_r = w.lora.rank;
   s.lora_alpha = w.lora.alpha;
   s.lora_dropout = w.lora.dropout;
+  s.lora_rslora = w.lora.rslora;
   s.lora_targets = w.lora.targets;
   s.base_quant = w.lora.base_quant;
   s.double_quant = w.lora.double_quant;
@@ -206,6 +207,7 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
     keys.push_back({"lora_alpha", number(lora_alpha(s))});
     keys.push_back({"lora_dropout", number(s.lora_dropout)});
     keys.push_back({"lora_target_modules", trl_target_modules(s.target_modules)});
+    if (s.lora_rslora) keys.push_back({"use_rslora", "true"});
   }
   if (s.base_quant == BaseQuant::kNf4) {
     keys.push_back({"load_in_4bit", "true"});
@@ -392,6 +394,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       lines.push_back("lora_r: " + std::to_string(s.lora_r));
       lines.push_back("lora_alpha: " + number(lora_alpha(s)));
       lines.push_back("lora_dropout: " + number(s.lora_dropout));
+      if (s.lora_rslora) lines.push_back("peft_use_rslora: true");
       if (s.target_modules == std::vector<std::string>{"all-linear"}) {
         lines.push_back("lora_target_linear: true");
       } else {
@@ -413,6 +416,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     if (s.lora_r > 0) {
       args += " --lora-rank " + std::to_string(s.lora_r) + " --lora-alpha " + number(lora_alpha(s)) +
               " --lora-targets " + s.lora_targets + " --lora-dropout " + number(s.lora_dropout);
+      if (s.lora_rslora) args += " --lora-rslora";
     }
     if (s.base_quant != BaseQuant::kNone) args += " --base-quant " + to_string(s.base_quant);
     if (s.double_quant) args += " --double-quant";
@@ -550,6 +554,7 @@ WorkloadOptions settings_workload(const SweepContext& context) {
       if (name == "lora_dropout" && value != "-") w.lora.dropout = std::stod(value);
       if (name == "base_quant") w.lora.base_quant = base_quant_from_string(value);
       if (name == "double_quant") w.lora.double_quant = value == "true";
+      if (name == "lora_rslora") w.lora.rslora = value == "true";
       if (name == "kbit_prep") w.lora.kbit_upcast = kbit_upcast_from_string(value);
       if (name == "adapter_dtype") w.lora.adapter_dtype = adapter_dtype_from_string(value);
       if (name == "tf32") w.tf32 = value != "off";

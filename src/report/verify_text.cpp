@@ -6,6 +6,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "accumbench/model_config.hpp"
 #include "accumbench/report.hpp"
 #include "report/format.hpp"
 
@@ -64,6 +65,8 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
   // A later step of --distinct-steps has the first's model lines above it (the same job).
   if (r.lora.enabled() && r.step == 0) {
     out << "LoRA rank " << r.lora.rank << " on " << r.lora.targets
+        << (r.lora.rslora ? ", rsLoRA (scaled by alpha / sqrt(rank) = " + general(lora_scaling(r.lora), 4) + ")"
+                          : "")
         << (r.lora.adapter_dtype != Precision::kFp32 ? ", adapters in " + to_string(r.lora.adapter_dtype) : "") << ", "
         << text::trainable_line(r.trainable_parameters, r.parameters)
         << "; B drawn from N(0, 0.02) instead of zero, so that gradients reach A too\n";

@@ -233,6 +233,7 @@ std::optional<std::string> recorded_option(const std::vector<std::pair<std::stri
   }
   if (name == "base_quant") return to_string(BaseQuant::kNone);
   if (name == "double_quant") return std::string("false");
+  if (name == "lora_rslora") return std::string("false");
   if (name == "kbit_prep") return kbit_prep_name(true);
   if (name == "adapter_dtype") return to_string(Precision::kFp32);
   if (name == "tf32") return std::string("on");
@@ -415,9 +416,9 @@ void validate_lora_options(const LoraOptions& lora) {
   if (lora.rank < 0) {
     throw UserError("--lora-rank must not be negative, got " + std::to_string(lora.rank) + "; use 0 for full fine-tuning");
   }
-  if (lora.rank == 0 && (lora.alpha != 0 || lora.dropout != 0 || lora.targets != "all-linear")) {
-    throw UserError("--lora-alpha, --lora-targets and --lora-dropout shape LoRA adapters, which are off (--lora-rank 0); "
-                    "add --lora-rank R or drop them");
+  if (lora.rank == 0 && (lora.alpha != 0 || lora.dropout != 0 || lora.targets != "all-linear" || lora.rslora)) {
+    throw UserError("--lora-alpha, --lora-targets, --lora-dropout and --lora-rslora shape LoRA adapters, which are off "
+                    "(--lora-rank 0); add --lora-rank R or drop them");
   }
   // No LoRA setup scales its adapters by a million (alpha is the rank to a few times it): far
   // beyond, the first step's gradients overflow fp32 and every loss reads nan.
@@ -873,6 +874,8 @@ std::vector<std::pair<std::string, std::string>> describe_workload(const Workloa
       {"lora_targets", w.lora.enabled() ? w.lora.targets : "-"},
       {"lora_dropout", w.lora.enabled() ? number(w.lora.dropout) : "-"},
   };
+  // Only when on, so that files written before --lora-rslora existed still resume.
+  if (w.lora.enabled() && w.lora.rslora) options.push_back({"lora_rslora", "true"});
   // Only when not fp32 alone, so that files written before --adapter-dtype existed still resume.
   const std::vector<Precision> adapters = grid_adapter_dtypes(w);
   if (adapters != std::vector<Precision>{Precision::kFp32}) options.push_back({"adapter_dtype", join_precisions(adapters)});
