@@ -421,6 +421,46 @@ TEST(Decisions, TheSlowerInEveryRoundIsNeverFastest) {
   EXPECT_GT(evidence.ratio(0, 1).value, 1.05);
 }
 
+// An epoch of 16 steps of sizes 1 to 16, timed three times over (48 rounds): split 0 is faster on
+// the short steps and slower on the long ones, 2.6 % slower over the epoch, with 1 % noise per step.
+// Counted as 48 draws of one distribution, the step sizes' spread is taken for noise and the pair
+// stays undecided; stratified by the step each round trained (its strata's means, the spread
+// within them), it is decided slower. The stratified mean of a balanced design is the plain one.
+TEST(Decisions, AnEpochsStepsAreStrataNotNoise) {
+  RoundEvidence plain(2, 0.95), stratified(2, 0.95);
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(1.0, 0.01);
+  for (int r = 0; r < 48; ++r) {
+    const int step = r % 16;
+    const double size = step + 1;
+    const double b = (0.01 * size + 0.01) * noise(rng);
+    const double a = (0.01 * size + 0.01 + 0.001 * (size - 6)) * noise(rng);
+    plain.add_round({a, b});
+    stratified.add_round({a, b}, {}, {Stratum{step, 16}, Stratum{step, 16}});
+  }
+  EXPECT_NEAR(stratified.mean_seconds(0).value, plain.mean_seconds(0).value, 1e-12);
+  EXPECT_NEAR(stratified.ratio(0, 1).value, plain.ratio(0, 1).value, 1e-12);
+  EXPECT_NEAR(stratified.ratio(0, 1).value, 1.026, 0.005);
+  const Decision undecided = decide(plain, {0, 1}, DecisionOptions{});
+  ASSERT_EQ(undecided.comparisons.size(), 1u);
+  EXPECT_EQ(undecided.comparisons[0].verdict, Verdict::kUndecided);
+  const Decision decided = decide(stratified, {0, 1}, DecisionOptions{});
+  EXPECT_EQ(decided.fastest, 1);
+  ASSERT_EQ(decided.comparisons.size(), 1u);
+  EXPECT_EQ(decided.comparisons[0].verdict, Verdict::kSlower);
+  const Estimate narrow = stratified.ratio(0, 1), wide = plain.ratio(0, 1);
+  EXPECT_LT(narrow.high - narrow.low, (wide.high - wide.low) / 3);
+  // Fewer rounds than the epoch has steps: the steps seen are a sample of it, not its strata.
+  RoundEvidence part(2, 0.95), part_plain(2, 0.95);
+  for (int r = 0; r < 12; ++r) {
+    const double a = 0.01 * (r + 1), b = 0.011 * (r + 1);
+    part.add_round({a, b}, {}, {Stratum{r, 16}, Stratum{r, 16}});
+    part_plain.add_round({a, b});
+  }
+  EXPECT_EQ(part.ratio(0, 1).low, part_plain.ratio(0, 1).low);
+  EXPECT_EQ(part.ratio(0, 1).high, part_plain.ratio(0, 1).high);
+}
+
 // One stall of 30 step times in 30 rounds, in the faster split (5 % ahead, 2 % noise): capped at
 // 3 medians it would add 2/30 of a step to its mean and turn the lead; the slowest twentieth's
 // bound keeps it. Over 100 seeds the slower split is never named.

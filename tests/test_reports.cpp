@@ -873,7 +873,7 @@ TEST(Json, RoundTripIsLossless) {
 
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
   const std::string text = to_json(populated_result());
-  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 17,\n  \"context\": {\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 18,\n  \"context\": {\n", 0), 0u);
   EXPECT_NE(text.find("\"options\": [\n      [\n        \"seq-len\",\n        \"1024\"\n      ],"),
             std::string::npos);
   EXPECT_NE(text.find("\"loss\": null"), std::string::npos);
@@ -906,7 +906,7 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "file written by `accumbench sweep --json`");
   EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
   EXPECT_EQ(user_error_of("{\"json_schema_version\": 1}"),
-            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 17; rerun the "
+            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 18; rerun the "
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());
@@ -1045,6 +1045,12 @@ TEST(Json, EditsNoSweepWritesAreRefused) {
             std::string::npos);
   EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["steps"][0]["step_seconds"] = 0; })
                 .find("runs[0].steps[0].step_seconds is 0 but a timed step takes more than 0 s"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["steps"][0]["data_step"] = 7, d["runs"][0]["steps"][0]["data_steps"] = 2; })
+                .find("runs[0].steps[0].data_step is 7 of 2 but must be one of its run's distinct steps"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["context"]["trainable_parameters"] = 1000000000000; })
+                .find("context.trainable_parameters is 1000000000000 but must be from 0 to context.parameters"),
             std::string::npos);
   EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["steps"][0]["round"] = -2; })
                 .find("runs[0].steps[0].round is -2 but must be -1 (timed alone) or a round from 0 to 1000000000"),
@@ -1303,6 +1309,28 @@ TEST(Json, Version15ReadsThePackingIntoEverySplit) {
     EXPECT_NE(std::string(e.what()).find("runs[0].config.packing is \"tight\", not a known value"), std::string::npos)
         << e.what();
   }
+}
+
+// Version 17 did not record the batch each step trained on: its steps read as not recorded (-1 of 0),
+// which the decisions do not stratify, and the file otherwise reads as written.
+TEST(Json, Version17StepsReadWithoutTheirBatch) {
+  SweepResult original = populated_result();
+  for (RunResult& run : original.runs) {
+    for (StepSample& step : run.steps) step.data_step = -1, step.data_steps = 0;
+  }
+  nlohmann::json doc = nlohmann::json::parse(to_json(original));
+  ASSERT_FALSE(doc["runs"][0]["steps"].empty());
+  EXPECT_EQ(doc["runs"][0]["steps"][0]["data_step"], -1);
+  doc["json_schema_version"] = 17;
+  doc["context"]["json_schema_version"] = 17;
+  for (auto& run : doc["runs"]) {
+    for (auto& step : run["steps"]) step.erase("data_step"), step.erase("data_steps");
+  }
+  const SweepResult back = sweep_result_from_json(doc.dump(), "v17.json");
+  EXPECT_EQ(back.context.json_schema_version, kJsonSchemaVersion);
+  EXPECT_EQ(back.runs[0].steps[0].data_step, -1);
+  EXPECT_EQ(back.runs[0].steps[0].data_steps, 0);
+  EXPECT_EQ(to_json(back), to_json(original));
 }
 
 // Version 16 grouped every split one way, the context's group_by_length ("true" or "false", a

@@ -67,6 +67,12 @@ class ConfidenceSequence {
  public:
   ConfidenceSequence(double alpha, double tightest_at);
   void add(double x);
+  // Observations of the strata of an epoch, `strata` of them (its distinct steps, each timed in
+  // several rounds), as (stratum, x): once every stratum holds one and some hold more, the mean is
+  // the strata's (each weighing alike, as the epoch does) and the spread the one within them (a
+  // step's size is no noise), over as many observations as there are; otherwise each is add()ed.
+  // Replaces what the sequence held.
+  void add_strata(const std::vector<std::pair<int64_t, double>>& observations, int64_t strata);
   int64_t count() const { return count_; }
   double mean() const;        // NaN before the first observation
   double half_width() const;  // +inf below two observations
@@ -82,7 +88,15 @@ class ConfidenceSequence {
   double z_;  // normal quantile at alpha / 2, for the small-sample widening
   int64_t count_ = 0;
   double mean_ = 0;
-  double squares_ = 0;  // Σ (x − mean)², Welford
+  double squares_ = 0;  // Σ (x − mean)², Welford; stratified: (count − 1) × count × the mean's variance
+  int64_t strata_ = 0;  // add_strata's strata, whose means cost as many degrees of freedom
+};
+
+// Which of a run's distinct batches a step trained on (StepSample::data_step of data_steps): the
+// stratum RoundEvidence weighs its rounds by. `of` 0: not known.
+struct Stratum {
+  int64_t index = -1;
+  int64_t of = 0;
 };
 
 // The evidence of one sweep: every split's step times by round, with the confidence sequences of
@@ -105,12 +119,15 @@ class RoundEvidence {
   // of seconds per kTokenUnit tokens, a split's total time over its total tokens (its steps' times ×
   // one scale, kTokenUnit over their mean positions, over the rounds compared), as an epoch of the
   // data takes them; otherwise of seconds per step.
-  void add_round(const std::vector<double>& seconds, const std::vector<double>& scales = {});
+  // `strata` (empty: none known): the distinct batch each step trained on; where two splits' rounds
+  // are strata of one epoch, their estimates are stratified (ConfidenceSequence::add_strata).
+  void add_round(const std::vector<double>& seconds, const std::vector<double>& scales = {},
+                 const std::vector<Stratum>& strata = {});
   // Whether the estimates are per real token (true, the default) or per step (scales then only
   // place each step's winsorizing bound).
   void weigh_per_token(bool per_token) { per_token_ = per_token; }
   // One step of split i outside the rounds (not paired with anything).
-  void add_unpaired(int split, double seconds, double scale = 1.0);
+  void add_unpaired(int split, double seconds, double scale = 1.0, Stratum stratum = {});
 
   int splits() const { return static_cast<int>(steps_.size()); }
   int64_t rounds() const { return rounds_; }
@@ -138,6 +155,7 @@ class RoundEvidence {
     int64_t round;  // −1: timed outside the rounds
     double seconds;
     double scale;   // 1, or per real token (add_round)
+    Stratum stratum;
   };
   // Capped where its seconds per token (× its own scale) reach bound(split), plus the added time,
   // times `scale` (the split's common scale).
@@ -235,6 +253,8 @@ struct RoundOptions {
   // measured it (RoundEvidence::add_round's scales: they place each step's winsorizing bound, and
   // weigh it where the evidence is per token); unset: 1.
   std::function<double(int split)> step_scale;
+  // The distinct batch split's step of the round trained on (unset: none known).
+  std::function<Stratum(int split)> step_stratum;
   // Asked before every round: true ends the rounds there (a signal, interrupt.hpp). With data
   // parallel it must answer alike on every rank (the runner agrees on it over the group).
   std::function<bool()> should_stop;

@@ -28,9 +28,10 @@ namespace accumbench {
 // sweeps each); 14: the padding in every run's split (--padding's list sweeps each); 15: the sweep's
 // notes (what its options left idle, what the model's config means at its T, the device's caveats),
 // which only stderr had; 16: the packing in every run's split (--packing's list sweeps each); 17:
-// the grouping in every run's split (--group-by-length's list sweeps each). Older files are upgraded
+// the grouping in every run's split (--group-by-length's list sweeps each); 18: each step's
+// data_step of data_steps (the decisions' strata). Older files are upgraded
 // as they are read (src/report/json_upgrade.cpp).
-inline constexpr int kJsonSchemaVersion = 17;
+inline constexpr int kJsonSchemaVersion = 18;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -90,6 +91,10 @@ struct StepSample {
   int64_t peak_allocated_bytes = 0;    // peak during this step
   bool skipped = false;                // fp16: step skipped because gradients overflowed
   int64_t round = -1;                  // the interleaved round it was timed in; -1: its own block
+  // Which of the run's data_steps distinct batches it trained on (the steps cycle through them):
+  // the decisions' strata. -1 and 0: not recorded (files before schema 18).
+  int64_t data_step = -1;
+  int64_t data_steps = 0;
 };
 
 // Where the peak bytes went (at the moment of the peak).

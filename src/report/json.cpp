@@ -60,6 +60,8 @@ auto fields(S& s, V& v) -> IfIs<S, StepSample> {
   v("peak_allocated_bytes", s.peak_allocated_bytes);
   v("skipped", s.skipped);
   v("round", s.round);
+  v("data_step", s.data_step);
+  v("data_steps", s.data_steps);
 }
 
 template <class S, class V>
@@ -560,6 +562,12 @@ void check_meaning(const SweepResult& r) {
   at_least_one("context.batch", r.context.batch);
   at_least_one("context.seq_len", r.context.seq_len);
   at_least_one("context.world_size", r.context.world_size);
+  // What trains is part of the model (LoRA's adapters are counted in both).
+  if (r.context.trainable_parameters < 0 || r.context.trainable_parameters > r.context.parameters) {
+    throw FormatError{"context.trainable_parameters", "is " + std::to_string(r.context.trainable_parameters) +
+                                                          " but must be from 0 to context.parameters (" +
+                                                          std::to_string(r.context.parameters) + ")"};
+  }
   const auto index_of = [&](const std::string& path, int index) {
     if (index < -1 || index >= static_cast<int>(r.runs.size()))
       throw FormatError{path, "is " + std::to_string(index) + " but the file holds " + std::to_string(r.runs.size()) +
@@ -627,6 +635,13 @@ void check_meaning(const SweepResult& r) {
       if (run.steps[k].round < -1 || run.steps[k].round > kMaxRound)
         throw FormatError{step + ".round", "is " + std::to_string(run.steps[k].round) + " but must be -1 (timed alone) or a round from 0 to " +
                                                std::to_string(kMaxRound)};
+      // The batch it trained, one of its run's distinct ones, or -1 of 0 (not recorded).
+      const StepSample& sample = run.steps[k];
+      const bool unrecorded = sample.data_step == -1 && sample.data_steps == 0;
+      if (!unrecorded && (sample.data_steps < 1 || sample.data_step < 0 || sample.data_step >= sample.data_steps))
+        throw FormatError{step + ".data_step", "is " + std::to_string(sample.data_step) + " of " +
+                                                   std::to_string(sample.data_steps) +
+                                                   " but must be one of its run's distinct steps (from 0 to data_steps - 1), or -1 of 0"};
     }
   }
   // What the recommendation names ran: a split that failed or was skipped is never recommended.

@@ -257,6 +257,21 @@ void upgrade_to_current_version(Json& root) {
       }
     }
   }
+  // Version 17 did not record which distinct batch a step trained on: its rounds are not stratified.
+  if (version_is(17)) {
+    root["json_schema_version"] = 18;
+    if (root.contains("context") && root["context"].is_object()) root["context"]["json_schema_version"] = 18;
+    if (root.contains("runs") && root["runs"].is_array()) {
+      for (Json& run : root["runs"]) {
+        if (!run.is_object() || !run.contains("steps") || !run["steps"].is_array()) continue;
+        for (Json& step : run["steps"]) {
+          if (!step.is_object()) continue;
+          if (!step.contains("data_step")) step["data_step"] = -1;
+          if (!step.contains("data_steps")) step["data_steps"] = 0;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace accumbench

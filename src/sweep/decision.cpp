@@ -55,6 +55,41 @@ void ConfidenceSequence::add(double x) {
   squares_ += delta * (x - mean_);
 }
 
+void ConfidenceSequence::add_strata(const std::vector<std::pair<int64_t, double>>& observations, int64_t strata) {
+  count_ = 0, mean_ = 0, squares_ = 0, strata_ = 0;
+  std::map<int64_t, std::pair<int64_t, double>> sums;  // per stratum: count, sum
+  bool known = strata > 1;
+  for (const auto& [stratum, x] : observations) {
+    known = known && stratum >= 0 && stratum < strata;
+    auto& [n, sum] = sums[stratum];
+    ++n, sum += x;
+  }
+  const auto n = static_cast<int64_t>(observations.size());
+  // Every stratum seen, and two degrees of freedom within them: else the plain sequence (the steps
+  // seen stand for the epoch as a sample of it).
+  if (!known || static_cast<int64_t>(sums.size()) != strata || n - strata < 2) {
+    for (const auto& observation : observations) add(observation.second);
+    return;
+  }
+  double within = 0, inverse_counts = 0, mean = 0;
+  for (const auto& [stratum, x] : observations) {
+    const auto& [count, sum] = sums.at(stratum);
+    within += (x - sum / static_cast<double>(count)) * (x - sum / static_cast<double>(count));
+  }
+  for (const auto& [stratum, count_sum] : sums) {
+    mean += count_sum.second / static_cast<double>(count_sum.first);
+    inverse_counts += 1.0 / static_cast<double>(count_sum.first);
+  }
+  const double s = static_cast<double>(strata);
+  // The strata's mean has variance σ² / S² · Σ 1/n_s (σ² pooled within them): as the variance of
+  // n observations, n times that.
+  const double variance_of_mean = within / static_cast<double>(n - strata) * inverse_counts / (s * s);
+  count_ = n;
+  mean_ = mean / s;
+  squares_ = variance_of_mean * static_cast<double>(n) * static_cast<double>(n - 1);
+  strata_ = strata;
+}
+
 double ConfidenceSequence::mean() const { return count_ > 0 ? mean_ : kNaN; }
 
 double ConfidenceSequence::half_width() const { return half_width_after(count_); }
@@ -66,8 +101,10 @@ double ConfidenceSequence::half_width_after(int64_t observations) const {
   // (simulated: 8.8 % misses at a nominal 5 % from 10 observations on). Widening σ̂ by Student's
   // t over the normal quantile, a factor that tends to 1, brings that near the nominal level for
   // symmetric noise without changing the limit.
+  // Degrees of freedom: one per observation, less one per mean estimated (the strata's, or one).
+  const double freedom = std::max(1.0, t - static_cast<double>(std::max<int64_t>(1, strata_)));
   const double sigma =
-      std::sqrt(squares_ / (static_cast<double>(count_) - 1.0)) * student_quantile(z_, t - 1.0) / z_;
+      std::sqrt(squares_ / (static_cast<double>(count_) - 1.0)) * student_quantile(z_, freedom) / z_;
   // Waudby-Smith et al. (2024), Theorem 2.2 (two-sided asymptotic confidence sequence):
   // σ̂_t · sqrt( 2(tρ² + 1) / (t²ρ²) · log( sqrt(tρ² + 1) / α ) ).
   const double trho = t * rho_squared_;
@@ -125,22 +162,26 @@ double common_scale(const std::vector<double>& scales) {
   return !scales.empty() && inverse > 0 ? static_cast<double>(scales.size()) / inverse : 1.0;
 }
 
-void RoundEvidence::add_round(const std::vector<double>& seconds, const std::vector<double>& scales) {
+void RoundEvidence::add_round(const std::vector<double>& seconds, const std::vector<double>& scales,
+                              const std::vector<Stratum>& strata) {
   const int n = splits();
   if (static_cast<int>(seconds.size()) != n) throw std::invalid_argument("RoundEvidence::add_round: one time per split");
   if (!scales.empty() && static_cast<int>(scales.size()) != n) {
     throw std::invalid_argument("RoundEvidence::add_round: one scale per split");
   }
+  if (!strata.empty() && static_cast<int>(strata.size()) != n) {
+    throw std::invalid_argument("RoundEvidence::add_round: one stratum per split");
+  }
   for (int a = 0; a < n; ++a) {
     if (std::isnan(seconds[a])) continue;
-    steps_[a].push_back(Step{rounds_, seconds[a], scales.empty() ? 1.0 : scales[a]});
+    steps_[a].push_back(Step{rounds_, seconds[a], scales.empty() ? 1.0 : scales[a], strata.empty() ? Stratum{} : strata[a]});
     bounds_[a] = kNaN;
   }
   ++rounds_;
 }
 
-void RoundEvidence::add_unpaired(int split, double seconds, double scale) {
-  steps_[split].push_back(Step{-1, seconds, scale});
+void RoundEvidence::add_unpaired(int split, double seconds, double scale, Stratum stratum) {
+  steps_[split].push_back(Step{-1, seconds, scale, stratum});
   bounds_[split] = kNaN;
 }
 
@@ -149,6 +190,8 @@ RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
   const std::vector<Step>& x = steps_[a];
   const std::vector<Step>& y = steps_[b];
   std::vector<double> xs, ys, x_scales, y_scales;
+  std::vector<int64_t> keys;  // the stratum of each shared round, where both steps trained one batch of one epoch
+  int64_t strata = -1;        // the epoch's distinct steps, from the first shared round on; 0: not one epoch's
   size_t i = 0, j = 0;
   while (i < x.size() && j < y.size()) {
     if (x[i].round < 0 || (y[j].round >= 0 && x[i].round < y[j].round)) {
@@ -158,6 +201,9 @@ RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
     } else {
       x_scales.push_back(x[i].scale);
       y_scales.push_back(y[j].scale);
+      if (strata < 0) strata = x[i].stratum.of;
+      if (x[i].stratum.of != strata || y[j].stratum.of != strata || x[i].stratum.index != y[j].stratum.index) strata = 0;
+      keys.push_back(x[i].stratum.index);
       xs.push_back(x[i++].seconds);
       ys.push_back(y[j++].seconds);
     }
@@ -175,15 +221,22 @@ RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
   const double scale_b = per_token_ ? common_scale(y_scales) : 1.0;
   const ConfidenceSequence fresh(alpha_each_, kTightestAtRounds);
   Shared shared{fresh, fresh, fresh, fresh, fresh};
+  // Each sequence over the rounds' strata (add_strata: plain where they are not one epoch's).
+  std::vector<std::pair<int64_t, double>> difference, first, second, first_rates, second_rates;
   for (size_t r = 0; r < xs.size(); ++r) {
     const double clipped_a = std::min(xs[r], bound_a / x_scales[r]) + added_a;
     const double clipped_b = std::min(ys[r], bound_b / y_scales[r]) + added_b;
-    shared.difference.add(clipped_a * scale_a - clipped_b * scale_b);
-    shared.first.add(clipped_a * scale_a);
-    shared.second.add(clipped_b * scale_b);
-    shared.first_rates.add(clipped_a * x_scales[r]);
-    shared.second_rates.add(clipped_b * y_scales[r]);
+    difference.emplace_back(keys[r], clipped_a * scale_a - clipped_b * scale_b);
+    first.emplace_back(keys[r], clipped_a * scale_a);
+    second.emplace_back(keys[r], clipped_b * scale_b);
+    first_rates.emplace_back(keys[r], clipped_a * x_scales[r]);
+    second_rates.emplace_back(keys[r], clipped_b * y_scales[r]);
   }
+  shared.difference.add_strata(difference, strata);
+  shared.first.add_strata(first, strata);
+  shared.second.add_strata(second, strata);
+  shared.first_rates.add_strata(first_rates, strata);
+  shared.second_rates.add_strata(second_rates, strata);
   return shared;
 }
 
@@ -220,7 +273,13 @@ Estimate RoundEvidence::mean_seconds(int split) const {
   scales.reserve(steps_[split].size());
   for (const Step& s : steps_[split]) scales.push_back(s.scale);
   const double scale = per_token_ ? common_scale(scales) : 1.0;
-  for (const Step& s : steps_[split]) mean.add(winsorized(split, s, scale));
+  std::vector<std::pair<int64_t, double>> observations;
+  int64_t strata = steps_[split].empty() ? 0 : steps_[split].front().stratum.of;
+  for (const Step& s : steps_[split]) {
+    if (s.stratum.of != strata) strata = 0;
+    observations.emplace_back(s.stratum.index, winsorized(split, s, scale));
+  }
+  mean.add_strata(observations, strata);
   return estimate_of(mean);
 }
 
@@ -384,23 +443,31 @@ RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double conf
   // Rounds by (session, round): the runs timed together in one sweep are paired round by round,
   // also when a resumed file holds runs of several sweeps; runs of different sweeps share no
   // round, so they are compared through their means (as steps timed alone, with no round, are).
-  std::map<std::pair<int64_t, int64_t>, std::pair<std::vector<double>, std::vector<double>>> rounds;  // times, scales
+  struct Round {
+    std::vector<double> seconds, scales;
+    std::vector<Stratum> strata;
+  };
+  std::map<std::pair<int64_t, int64_t>, Round> rounds;
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunResult& run = runs[i];
     if (run.status != RunStatus::kOk) continue;
     for (const StepSample& s : run.steps) {
       const double scale = per_token_scale(s.positions);
+      const Stratum stratum{s.data_step, s.data_steps};
       if (run.session != 0 && s.round >= 0) {
-        auto& [seconds, scales] = rounds[{run.session, s.round}];
-        if (seconds.empty()) seconds.assign(runs.size(), kNaN), scales.assign(runs.size(), 1.0);
-        seconds[i] = s.step_seconds;
-        scales[i] = scale;
+        Round& round = rounds[{run.session, s.round}];
+        if (round.seconds.empty()) {
+          round.seconds.assign(runs.size(), kNaN), round.scales.assign(runs.size(), 1.0), round.strata.assign(runs.size(), Stratum{});
+        }
+        round.seconds[i] = s.step_seconds;
+        round.scales[i] = scale;
+        round.strata[i] = stratum;
       } else {
-        evidence.add_unpaired(static_cast<int>(i), s.step_seconds, scale);
+        evidence.add_unpaired(static_cast<int>(i), s.step_seconds, scale, stratum);
       }
     }
   }
-  for (const auto& [index, round] : rounds) evidence.add_round(round.first, round.second);
+  for (const auto& [index, round] : rounds) evidence.add_round(round.seconds, round.scales, round.strata);
   return evidence;
 }
 
@@ -469,13 +536,20 @@ RoundReport run_rounds(RoundEvidence& evidence, const std::vector<bool>& candida
       }
     }
     std::vector<double> scales;
+    std::vector<Stratum> strata;
+    if (options.step_stratum) {
+      strata.assign(static_cast<size_t>(n), Stratum{});
+      for (int split = 0; split < n; ++split) {
+        if (!std::isnan(seconds[split])) strata[split] = options.step_stratum(split);
+      }
+    }
     if (options.step_scale) {
       scales.assign(n, 1.0);
       for (int split : live) {
         if (!std::isnan(seconds[split])) scales[split] = options.step_scale(split);
       }
     }
-    evidence.add_round(seconds, scales);
+    evidence.add_round(seconds, scales, strata);
     report.rounds = round + 1;
     report.seconds = elapsed_seconds;  // rank 0's where agree replaced it
     if (after_round) after_round(round, live);

@@ -1179,17 +1179,26 @@ RoundEvidence rounds_as_timed(const std::vector<RunResult>& runs, const std::vec
                               const std::vector<double>& framework_seconds, int family) {
   RoundEvidence timed(static_cast<int>(slot_of.size()), confidence, framework_seconds, family);
   timed.weigh_per_token(false);  // seconds per step; each step's positions place its bound
-  std::map<int64_t, std::pair<std::vector<double>, std::vector<double>>> rounds;  // seconds, scales
+  struct Round {
+    std::vector<double> seconds, scales;
+    std::vector<Stratum> strata;
+  };
+  std::map<int64_t, Round> rounds;
   for (size_t k = 0; k < slot_of.size(); ++k) {
     for (const StepSample& step : runs[slot_of[k]].steps) {
       if (step.round < 0) continue;
-      auto& [seconds, scales] = rounds[step.round];
-      if (seconds.empty()) seconds.assign(slot_of.size(), std::numeric_limits<double>::quiet_NaN()), scales.assign(slot_of.size(), 1.0);
-      seconds[k] = step.step_seconds;
-      scales[k] = per_token_scale(step.positions);
+      Round& round = rounds[step.round];
+      if (round.seconds.empty()) {
+        round.seconds.assign(slot_of.size(), std::numeric_limits<double>::quiet_NaN());
+        round.scales.assign(slot_of.size(), 1.0);
+        round.strata.assign(slot_of.size(), Stratum{});
+      }
+      round.seconds[k] = step.step_seconds;
+      round.scales[k] = per_token_scale(step.positions);
+      round.strata[k] = Stratum{step.data_step, step.data_steps};
     }
   }
-  for (const auto& [index, round] : rounds) timed.add_round(round.first, round.second);
+  for (const auto& [index, round] : rounds) timed.add_round(round.seconds, round.scales, round.strata);
   return timed;
 }
 
@@ -1379,6 +1388,11 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   round_options.step_scale = [&](int split) {
     const RunResult& run = result.runs[slot_of[split]];
     return run.steps.empty() ? 1.0 : per_token_scale(run.steps.back().positions);
+  };
+  // The batch each round's step trained on: the rounds over an epoch's steps are its strata.
+  round_options.step_stratum = [&](int split) {
+    const RunResult& run = result.runs[slot_of[split]];
+    return run.steps.empty() ? Stratum{} : Stratum{run.steps.back().data_step, run.steps.back().data_steps};
   };
   round_options.min_rounds = options.steps;
   round_options.budget_seconds = options.time_budget_seconds;

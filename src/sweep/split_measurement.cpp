@@ -244,6 +244,8 @@ StepSample SplitMeasurement::traced_step(Slot& slot, int64_t batch_index) {
   sample.positions = outcome.positions;
   sample.computed_positions = outcome.computed_positions;
   sample.skipped = outcome.skipped;
+  sample.data_steps = static_cast<int64_t>(batches(slot).size());
+  sample.data_step = batch_index % sample.data_steps;
   return sample;
 }
 
