@@ -82,16 +82,27 @@ std::vector<const PlanColumn*> shown_plan_columns(const PlanReport& report) {
   return shown;
 }
 
+// The largest splits in words; where every split of the table is checkpointed, the one without
+// checkpointing is named so ("without checkpointing: 2×4"), since no row of the table is it.
+std::string largest_said(const PlanReport& r, std::vector<LargestSplit> largest) {
+  if (r.workload.grid.checkpointing == Checkpointing::kBlocks) {
+    for (LargestSplit& l : largest) {
+      if (l.knobs.empty()) l.knobs = "without checkpointing";
+    }
+  }
+  return largest_words(largest);
+}
+
 std::vector<std::string> largest_lines(const PlanReport& r) {
   if (r.largest.empty() || r.plans.empty()) return {};
   const std::string what = "largest split of " + std::to_string(r.plans.front().options.batch) +
                            (r.workload.world_size > 1 ? " per rank" : "") + " that fits in " + format_bytes(r.usable_bytes());
-  if (r.largest.size() == 1) return {what + ": " + largest_words(r.largest.front().largest)};
+  if (r.largest.size() == 1) return {what + ": " + largest_said(r, r.largest.front().largest)};
   std::vector<std::string> lines = {what + ", for each job of the lists:"};
   size_t width = 0;
   for (const JobLargest& job : r.largest) width = std::max(width, job.flags.size());
   for (const JobLargest& job : r.largest)
-    lines.push_back("  " + job.flags + std::string(width - job.flags.size() + 2, ' ') + largest_words(job.largest));
+    lines.push_back("  " + job.flags + std::string(width - job.flags.size() + 2, ' ') + largest_said(r, job.largest));
   return lines;
 }
 
@@ -123,7 +134,7 @@ std::vector<std::string> changes_lines(const PlanReport& r) {
       if (c.together() == together) width = std::max(width, c.options.size());
     for (const FitChange& c : r.changes)
       if (c.together() == together)
-        lines.push_back("  " + c.options + std::string(width - c.options.size() + 2, ' ') + largest_words(c.largest));
+        lines.push_back("  " + c.options + std::string(width - c.options.size() + 2, ' ') + largest_said(r, c.largest));
   };
   add_group(false);
   const std::string heading = together_heading(r.changes);
@@ -133,7 +144,7 @@ std::vector<std::string> changes_lines(const PlanReport& r) {
   } else if (nothing_fits(r.changes)) {
     const FitChange& all = r.changes.back();
     if (all.together())
-      lines.push_back("none alone or in any combination; all of them together (" + all.options + "): " + largest_words(all.largest));
+      lines.push_back("none alone or in any combination; all of them together (" + all.options + "): " + largest_said(r, all.largest));
     lines.push_back("nothing tried fits: a shorter --seq-len, a smaller model or more memory is needed (more data-parallel ranks "
                     "do not help: each holds the whole model and at least one sequence)");
   }
@@ -362,7 +373,7 @@ std::string plan_markdown(const PlanReport& r) {
   const std::vector<std::string> largest = largest_lines(r);
   if (!largest.empty()) out << "\n" << text::markdown_cell(largest.front()) << "\n";
   for (size_t i = 1; i < largest.size(); ++i)  // per job: "--optimizer adamw8bit: 8×2; ..."
-    out << (i == 1 ? "\n" : "") << "- `" << r.largest[i - 1].flags << "`: " << text::markdown_cell(largest_words(r.largest[i - 1].largest)) << "\n";
+    out << (i == 1 ? "\n" : "") << "- `" << r.largest[i - 1].flags << "`: " << text::markdown_cell(largest_said(r, r.largest[i - 1].largest)) << "\n";
   const std::vector<std::string> changes = changes_lines(r);
   if (!changes.empty()) {
     out << "\n" << text::markdown_cell(changes.front()) << "\n\n";
@@ -372,7 +383,7 @@ std::string plan_markdown(const PlanReport& r) {
       if (!heading.empty() && c.together() && (i == 0 || !r.changes[i - 1].together()))
         out << "\n" << text::markdown_cell(heading) << "\n\n";
       out << "- " << (c.together() && heading.empty() ? "all of them together, " : "") << "`" << c.options
-          << "`: " << text::markdown_cell(largest_words(c.largest)) << "\n";
+          << "`: " << text::markdown_cell(largest_said(r, c.largest)) << "\n";
     }
     if (nothing_fits(r.changes)) out << "\n" << text::markdown_cell(changes.back()) << "\n";
   }
@@ -410,7 +421,7 @@ std::string plan_html(const PlanReport& r) {
   if (largest.size() > 1) {
     h += "<ul class=\"note\">";
     for (const JobLargest& job : r.largest)
-      h += "<li><code>" + html_escape(job.flags) + "</code>: " + html_escape(largest_words(job.largest)) + "</li>";
+      h += "<li><code>" + html_escape(job.flags) + "</code>: " + html_escape(largest_said(r, job.largest)) + "</li>";
     h += "</ul>";
   }
   const std::vector<std::string> changes = changes_lines(r);
@@ -422,7 +433,7 @@ std::string plan_html(const PlanReport& r) {
       if (!heading.empty() && c.together() && (i == 0 || !r.changes[i - 1].together()))
         h += "</ul><p class=\"note\">" + html_escape(heading) + "</p><ul class=\"note\">";
       h += "<li>" + std::string(c.together() && heading.empty() ? "all of them together, " : "") + "<code>" +
-           html_escape(c.options) + "</code>: " + html_escape(largest_words(c.largest)) + "</li>";
+           html_escape(c.options) + "</code>: " + html_escape(largest_said(r, c.largest)) + "</li>";
     }
     h += "</ul>";
     if (nothing_fits(r.changes)) h += "<p class=\"note\">" + html_escape(changes.back()) + "</p>";
