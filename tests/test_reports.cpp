@@ -638,6 +638,35 @@ TEST(MarkdownReporter, NotesBetweenTheContextLineAndTheTable) {
 
 // ---- compare ---------------------------------------------------------------------------------
 
+// Runs whose steps differ in size (a grouped epoch) are compared at their mean step with the rounds'
+// interval of it, as their tables read them (the medians 0.191 and 0.382 would say 2.00×), and the
+// legend says so.
+TEST(PrintComparison, StepsOfManySizesCompareTheirMeans) {
+  SweepResult a = sample_result();
+  a.runs.resize(1);
+  for (const int64_t positions : {30000, 65536, 100000, 65536, 30000}) {
+    StepSample step;
+    step.step_seconds = 0.2;
+    step.positions = step.computed_positions = step.tokens = positions;
+    a.runs[0].steps.push_back(step);
+  }
+  a.runs[0].step_seconds.count = 5;
+  a.runs[0].mean_seconds = {0.25, 0.24, 0.26};
+  SweepResult b = a;
+  b.runs[0].step_seconds.median = 0.382;
+  b.runs[0].mean_seconds = {0.30, 0.29, 0.31};
+  std::ostringstream out;
+  print_comparison(a, b, out);
+  const std::vector<std::string> lines = lines_of(out.str());
+  ASSERT_GE(lines.size(), 5u);
+  EXPECT_EQ(lines[4].rfind("8\u00d78       0.250     0.300  1.20\u00d7  yes", 0), 0u) << lines[4];
+  EXPECT_EQ(lines[5].rfind("step s: median step time, or the mean step where a split's steps differ in size (its "
+                           "table's); differs: yes when the two 95 % intervals do not overlap",
+                           0),
+            0u)
+      << lines[5];
+}
+
 TEST(PrintComparison, MatchedByKeyUnmatchedShownWithDash) {
   const SweepResult a = sample_result();
   SweepResult b = sample_result();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "accumbench/model_config.hpp"
@@ -217,6 +218,38 @@ TEST(FinalizeRun, StepsOfManySizesReadTheirMean) {
   }();
   EXPECT_FALSE(steps_differ_in_size(uniform));
   EXPECT_EQ(typical_step_seconds(uniform), 0.25);
+}
+
+// An epoch of two distinct steps timed unevenly (the short one three times, the long one once, as
+// rounds that stop part-way through a later pass leave them): the mean step is the epoch's, each
+// step alike (0.2 s, not the rounds' plain 0.15 s), and so are the rates, the tokens per step and
+// the decisions' mean of the same steps, so the table's step and its interval agree.
+TEST(FinalizeRun, AnEpochTimedUnevenlyWeighsEachStepAlike) {
+  RunResult run;
+  run.config.micro_batch = 2;
+  run.config.accum_steps = 2;
+  for (const auto& [index, seconds, positions] :
+       {std::tuple<int64_t, double, int64_t>{0, 0.1, 1000}, {1, 0.3, 3000}, {0, 0.1, 1000}, {0, 0.1, 1000}}) {
+    StepSample s = step(seconds, {0.0, 0.0, seconds / 2, seconds / 2, 0.0, 0.0}, positions, 100);
+    s.data_step = index;
+    s.data_steps = 2;
+    run.steps.push_back(s);
+  }
+  finalize_run(run, /*flops_per_token=*/1e9, /*peak_tflops=*/kNaN);
+  EXPECT_DOUBLE_EQ(run.mean_seconds.value, 0.2);
+  EXPECT_DOUBLE_EQ(typical_step_seconds(run), 0.2);
+  EXPECT_EQ(run.tokens_per_step, 2000);
+  EXPECT_DOUBLE_EQ(run.tokens_per_second, 2000 / 0.2);
+  RoundEvidence evidence(1, 0.95);
+  for (const StepSample& s : run.steps) {
+    evidence.add_round({s.step_seconds}, {per_token_scale(s.positions)}, {Stratum{s.data_step, s.data_steps}});
+  }
+  evidence.weigh_per_token(false);
+  EXPECT_DOUBLE_EQ(evidence.mean_seconds(0).value, run.mean_seconds.value);
+  // Without the batches recorded (an older file), the plain mean.
+  for (StepSample& s : run.steps) s.data_step = -1, s.data_steps = 0;
+  finalize_run(run, 1e9, kNaN);
+  EXPECT_DOUBLE_EQ(run.mean_seconds.value, 0.15);
 }
 
 // A --resume file from a build that read steps of many sizes at their median: its rates are read

@@ -279,13 +279,27 @@ TEST(TrainerConfig, RsLoraIsTheScaleOverTheRootOfTheRank) {
 TEST(TrainerConfig, AZeroLoraAlphaIsRefused) {
   const std::string expected =
       "sft.yaml sets lora_alpha: 0, which PEFT takes as a scale of 0 (the adapters would train to no effect); set "
-      "lora_alpha to the alpha you train with (accumbench's --lora-alpha 0 stands for twice the rank, so it cannot "
-      "mean this)";
+      "lora_alpha to the alpha you train with, or give --lora-alpha (accumbench's --lora-alpha 0 stands for twice "
+      "the rank, so it cannot mean this)";
   EXPECT_EQ(error_of("model_name_or_path: llama-tiny\nuse_peft: true\nlora_r: 8\nlora_alpha: 0\n"), expected);
   EXPECT_EQ(error_of("base_model: llama-tiny\nadapter: lora\nlora_r: 8\nlora_alpha: 0\nlora_target_linear: true\n",
                      ab::ConfigFormat::kAxolotl),
             expected);
   EXPECT_EQ(read("model_name_or_path: llama-tiny\nuse_peft: true\nlora_r: 8\nlora_alpha: 4\n").lora.alpha, 4.0);
+  // The command line's --lora-alpha replaces it, and its --lora-rank 0 drops the adapters with it.
+  ab::WorkloadOptions given;
+  given.lora.alpha = 16;
+  ab::apply_trainer_config(
+      ab::parse_trainer_config("model_name_or_path: llama-tiny\nuse_peft: true\nlora_r: 8\nlora_alpha: 0\n",
+                               ab::ConfigFormat::kTrl, 1, "sft.yaml"),
+      given, [](const std::string& option) { return option == "--lora-alpha"; });
+  EXPECT_EQ(given.lora.alpha, 16.0);
+  ab::WorkloadOptions full;
+  ab::apply_trainer_config(
+      ab::parse_trainer_config("model_name_or_path: llama-tiny\nuse_peft: true\nlora_r: 8\nlora_alpha: 0\n",
+                               ab::ConfigFormat::kTrl, 1, "sft.yaml"),
+      full, [](const std::string& option) { return option == "--lora-rank"; });
+  EXPECT_FALSE(full.lora.enabled());
 }
 
 // axolotl's targets: lora_target_modules joined by lora_target_linear's find_all_linear_names,

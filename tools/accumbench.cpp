@@ -396,7 +396,8 @@ std::string padding_to_t_note(const ab::SweepResult& result) {
 }
 
 // What the model's config means at this --seq-len: a sliding window it does not apply, positions
-// beyond max_position_embeddings; dropout it does not run; 16-bit stored weights trained in fp32. Worded before a run: re-reading the config after could fail.
+// beyond max_position_embeddings; dropout it does not run; 16-bit stored weights trained in fp32.
+// Worded before a run: re-reading the config after could fail.
 std::vector<std::string> shape_notes(const ab::ModelConfig& cfg, const ab::WorkloadOptions& w) {
   return {ab::sliding_window_note(cfg, w.seq_len), ab::context_length_note(cfg, w.seq_len), ab::dropout_note(cfg),
           ab::stored_dtype_note(cfg, ab::grid_weights_dtypes(w))};

@@ -68,10 +68,10 @@ class ConfidenceSequence {
   ConfidenceSequence(double alpha, double tightest_at);
   void add(double x);
   // Observations of the strata of an epoch, `strata` of them (its distinct steps, each timed in
-  // several rounds), as (stratum, x): once every stratum holds one and some hold more, the mean is
-  // the strata's (each weighing alike, as the epoch does) and the spread the one within them (a
-  // step's size is no noise), over as many observations as there are; otherwise each is add()ed.
-  // Replaces what the sequence held.
+  // several rounds), as (stratum, x): once every stratum holds one, the mean is the strata's (each
+  // weighing alike, as the epoch does), and once some hold two or more (two degrees of freedom
+  // within them) the spread is the one within them (a step's size is no noise), over as many
+  // observations as there are; with a stratum unseen each is add()ed. Replaces what it held.
   void add_strata(const std::vector<std::pair<int64_t, double>>& observations, int64_t strata);
   int64_t count() const { return count_; }
   double mean() const;        // NaN before the first observation

@@ -36,7 +36,8 @@ Summary summarize(const std::vector<double>& values);
 // file's clip_seconds is not read); NaN without steps.
 double winsorizing_bound(const RunResult& run);
 // Mean step seconds of a run's timed steps, each capped at winsorizing_bound: the mean the
-// decisions are made on.
+// decisions are made on (over an epoch's distinct steps, every one timed, the mean of each step's
+// own mean: ConfidenceSequence::add_strata).
 double winsorized_mean(const RunResult& run);
 
 // Whether a run's timed steps computed different numbers of positions (real data padded to each

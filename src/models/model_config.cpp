@@ -411,7 +411,8 @@ std::string stored_dtype_note(const ModelConfig& cfg, const std::vector<Precisio
   return cfg.name + " stores its weights in " + cfg.stored_dtype + "; here they train in fp32 (--weights-dtype fp32, " +
          "the default), as TRL's ModelConfig (dtype float32) and transformers 4's from_pretrained without a dtype " +
          "load them, while transformers 5 loads the stored " + cfg.stored_dtype + " by default: --weights-dtype " + flag +
-         " measures that job, --weights-dtype fp32," + flag + " both";
+         " measures that job, --weights-dtype fp32," + flag + " both" +
+         (flag == "fp16" ? " (on a CUDA device: the CPU has no fp16 matrix products)" : "");
 }
 
 std::string sliding_window_note(const ModelConfig& cfg, int64_t seq_len) {

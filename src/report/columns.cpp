@@ -183,6 +183,7 @@ void add_step_time_columns(std::vector<ColumnDef>& all) {
     c.id = "step_seconds";
     c.header = "step s";
     c.console = c.markdown = Shown::kAlways;
+    c.number = [](const RunResult& r) { return typical_step_seconds(r); };  // the CSV keeps the median
     // Steps of many sizes: their mean (typical_step_seconds) ± the farther end of its interval.
     c.cell = [](const RunResult& r, const TableContext&) {
       if (!steps_differ_in_size(r)) return text::format_step_seconds(r.step_seconds);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "accumbench/report.hpp"
+#include "accumbench/statistics.hpp"
 #include "report/columns.hpp"
 #include "report/format.hpp"
 
@@ -70,8 +71,15 @@ constexpr int64_t kStepsToCompare = 5;
 // of tokens/s, the step's real tokens over each end of the step time's interval.
 std::string differs_cell(const RunResult* a, const RunResult* b, bool per_token) {
   if (!usable(a) || !usable(b)) return "-";
-  const Summary& x = a->step_seconds;
-  const Summary& y = b->step_seconds;
+  // A run whose steps differ in size is compared at its mean step, with the rounds' interval of it
+  // (typical_step_seconds), as its table row reads.
+  const auto compared = [](const RunResult& run) {
+    Summary s = run.step_seconds;
+    if (steps_differ_in_size(run)) s.ci_low = run.mean_seconds.low, s.ci_high = run.mean_seconds.high;
+    return s;
+  };
+  const Summary x = compared(*a);
+  const Summary y = compared(*b);
   if (x.count < kStepsToCompare || y.count < kStepsToCompare) return "-";
   if (!std::isfinite(x.ci_low) || !std::isfinite(x.ci_high) || !std::isfinite(y.ci_low) || !std::isfinite(y.ci_high)) {
     return "-";
@@ -324,10 +332,22 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   }
   out << "\n";
   table.render(out);
-  out << "step s: median step time; differs: yes when the two medians' 95 % intervals do not overlap, unsure when "
-         "they do (the difference may be noise), - with fewer than " << kStepsToCompare << " timed steps on a side";
+  // Runs whose steps differ in size are compared at their mean step (differs_cell), as their tables read them.
+  const auto many_sizes = [](const SweepResult& sweep) {
+    return std::any_of(sweep.runs.begin(), sweep.runs.end(), [](const RunResult& run) { return steps_differ_in_size(run); });
+  };
+  const bool means = many_sizes(a) || many_sizes(b);
+  if (means) {
+    out << "step s: median step time, or the mean step where a split's steps differ in size (its table's); differs: yes "
+           "when the two 95 % intervals do not overlap, unsure when they do (the difference may be noise), - with fewer "
+           "than " << kStepsToCompare << " timed steps on a side";
+  } else {
+    out << "step s: median step time; differs: yes when the two medians' 95 % intervals do not overlap, unsure when "
+           "they do (the difference may be noise), - with fewer than " << kStepsToCompare << " timed steps on a side";
+  }
   if (by_tokens) {
-    out << "; tokens/s: real (non-pad) tokens per second at the median step (differs compares their intervals "
+    out << "; tokens/s: real (non-pad) tokens per second at the " << (means ? "step time above" : "median step")
+        << " (differs compares their intervals "
            "where the steps train a tenth or more other tokens)";
   }
   out << "\n";

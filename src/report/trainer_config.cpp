@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <vector>
 
@@ -252,6 +253,13 @@ void apply_trainer_config(const TrainerConfig& config, WorkloadOptions& workload
   }
   for (const ConfigSetting& s : config.settings) {
     if (overridden(s, given) || moot(s, given, workload)) continue;
+    // lora_alpha: 0 scales PEFT's adapters by 0 (their update is zero), where accumbench's
+    // --lora-alpha 0 stands for twice the rank: neither reading would be the file's job.
+    if (s.option == "--lora-alpha" && !s.by_default && std::strtod(s.value.c_str(), nullptr) == 0.0) {
+      throw UserError(config.path + " sets lora_alpha: 0, which PEFT takes as a scale of 0 (the adapters would train to " +
+                      "no effect); set lora_alpha to the alpha you train with, or give --lora-alpha (accumbench's " +
+                      "--lora-alpha 0 stands for twice the rank, so it cannot mean this)");
+    }
     try {
       apply_setting(s, workload);
     } catch (const UserError& error) {

@@ -293,7 +293,6 @@ void Reader::read_axolotl(int world_size) {
     if (!has("lora_r")) throw UserError(path + " sets " + adapter + " without lora_r; add lora_r");
     set("--lora-rank", std::to_string(whole("lora_r")), "lora_r");
     if (!has("lora_alpha")) throw UserError(path + " sets " + adapter + " without lora_alpha; add lora_alpha");
-    if (number("lora_alpha") == 0.0) refuse_zero_alpha();
     set("--lora-alpha", num(number("lora_alpha")), "lora_alpha");
     set("--lora-dropout", num(has("lora_dropout") ? number("lora_dropout") : 0.0), "lora_dropout");
     if (has("peft_use_rslora") && boolean("peft_use_rslora")) set("--lora-rslora", "true", "peft_use_rslora");

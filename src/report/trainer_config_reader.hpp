@@ -146,13 +146,6 @@ struct Reader {
   [[noreturn]] void refuse(const std::string& key, const std::string& what, const std::string& fix) const {
     throw UserError(path + " sets " + shown_setting(key) + ", which " + what + " and accumbench does not model; " + fix);
   }
-  // lora_alpha: 0 scales PEFT's adapters by 0 (their update is zero), where accumbench's
-  // --lora-alpha 0 stands for twice the rank: neither reading would be the file's job.
-  [[noreturn]] void refuse_zero_alpha() const {
-    throw UserError(path + " sets lora_alpha: 0, which PEFT takes as a scale of 0 (the adapters would train to no " +
-                    "effect); set lora_alpha to the alpha you train with (accumbench's --lora-alpha 0 stands for " +
-                    "twice the rank, so it cannot mean this)");
-  }
   // The same for a key that is on, collected: every such key of the file in one sentence
   // (refuse_collected, after the file is read), so that removing one does not reveal the next.
   std::vector<std::pair<std::string, std::string>> refused;  // key, what it does

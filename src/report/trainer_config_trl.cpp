@@ -238,7 +238,6 @@ void Reader::read_trl(int world_size) {
   // LoRA (ModelConfig, with trl sft's --use_peft).
   if (has("use_peft") && boolean("use_peft")) {
     set("--lora-rank", std::to_string(has("lora_r") ? whole("lora_r") : 16), "lora_r");
-    if (has("lora_alpha") && number("lora_alpha") == 0.0) refuse_zero_alpha();
     set("--lora-alpha", num(has("lora_alpha") ? number("lora_alpha") : 32.0), "lora_alpha");
     set("--lora-dropout", num(has("lora_dropout") ? number("lora_dropout") : 0.05), "lora_dropout");
     if (has("use_rslora") && boolean("use_rslora")) set("--lora-rslora", "true", "use_rslora");

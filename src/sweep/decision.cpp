@@ -65,10 +65,18 @@ void ConfidenceSequence::add_strata(const std::vector<std::pair<int64_t, double>
     ++n, sum += x;
   }
   const auto n = static_cast<int64_t>(observations.size());
-  // Every stratum seen, and two degrees of freedom within them: else the plain sequence (the steps
-  // seen stand for the epoch as a sample of it).
-  if (!known || static_cast<int64_t>(sums.size()) != strata || n - strata < 2) {
+  // Some stratum unseen: the plain sequence (the steps seen stand for the epoch as a sample of it).
+  if (!known || static_cast<int64_t>(sums.size()) != strata) {
     for (const auto& observation : observations) add(observation.second);
+    return;
+  }
+  // Every stratum seen, but no two degrees of freedom within them: the epoch's mean (each stratum
+  // alike, as winsorized_mean's), with the plain spread, which holds the strata's differences too.
+  if (n - strata < 2) {
+    for (const auto& observation : observations) add(observation.second);
+    double mean = 0;
+    for (const auto& [stratum, count_sum] : sums) mean += count_sum.second / static_cast<double>(count_sum.first);
+    mean_ = mean / static_cast<double>(strata);
     return;
   }
   double within = 0, inverse_counts = 0, mean = 0;

@@ -25,7 +25,9 @@ SweepResult with_this_builds_means(const SweepResult& file) {
     double positions = 0;
     for (const StepSample& s : run.steps) positions += static_cast<double>(s.positions);
     positions /= static_cast<double>(run.steps.size());
-    if (steps_differ_in_size(run) && positions > 0 && run.tokens_per_second > 0 && std::isfinite(step) && step > 0) {
+    // (A file of schema 18 or later, whose steps record their batch, was written over the mean step.)
+    const bool older = run.steps.front().data_steps == 0;
+    if (older && steps_differ_in_size(run) && positions > 0 && run.tokens_per_second > 0 && std::isfinite(step) && step > 0) {
       const double factor = positions / run.tokens_per_second / step;
       for (double* rate : {&run.tokens_per_second, &run.computed_tokens_per_second, &run.samples_per_second,
                            &run.achieved_tflops, &run.hardware_tflops, &run.mfu}) {

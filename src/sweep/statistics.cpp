@@ -125,6 +125,22 @@ double rate_bound(const RunResult& run) {
   return winsorizing_bound(std::move(rates));
 }
 
+// The mean of `value` over a run's timed steps, weighed as winsorized_mean weighs them: over an
+// epoch's distinct steps every one of which was timed, each step alike (ConfidenceSequence::add_strata).
+template <class Value>
+double steps_mean(const RunResult& run, Value value) {
+  if (run.steps.empty()) return kNaN;
+  std::vector<std::pair<int64_t, double>> values;
+  int64_t strata = run.steps.front().data_steps;
+  for (const StepSample& s : run.steps) {
+    if (s.data_steps != strata) strata = 0;
+    values.emplace_back(s.data_step, value(s));
+  }
+  ConfidenceSequence mean(0.05, 1.0);
+  mean.add_strata(values, strata);
+  return mean.mean();
+}
+
 }  // namespace
 
 double winsorizing_bound(const RunResult& run) {
@@ -138,9 +154,8 @@ double winsorizing_bound(const RunResult& run) {
 double winsorized_mean(const RunResult& run) {
   if (run.steps.empty()) return kNaN;
   const double bound = rate_bound(run);
-  double sum = 0;
-  for (const StepSample& s : run.steps) sum += std::min(s.step_seconds, bound / per_token_scale(s.positions));
-  return sum / static_cast<double>(run.steps.size());
+  // Each step alike over an epoch's distinct steps (steps_mean), as the decisions take them.
+  return steps_mean(run, [&](const StepSample& s) { return std::min(s.step_seconds, bound / per_token_scale(s.positions)); });
 }
 
 bool steps_differ_in_size(const RunResult& run) {
@@ -182,10 +197,8 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
   if (run.status != RunStatus::kOk) return;
 
   std::vector<double> step_seconds;
-  std::vector<double> tokens;
   for (const StepSample& step : run.steps) {
     step_seconds.push_back(step.step_seconds);
-    tokens.push_back(static_cast<double>(step.positions));  // the real tokens it processed
     run.peak_allocated_bytes = std::max(run.peak_allocated_bytes, step.peak_allocated_bytes);
   }
   run.step_seconds = summarize(step_seconds);
@@ -228,17 +241,17 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
   // has none) and the computed positions alike: tokens/s over computed/s is then the padding's
   // complement (a median count read the commonest batch, which can have no padding at all). The
   // rates use the mean itself, not the whole number shown.
-  const double tokens_per_step = mean(tokens);
+  // Over an epoch's distinct steps each alike, as the mean step (steps_mean).
+  const double tokens_per_step = steps_mean(run, [](const StepSample& s) { return static_cast<double>(s.positions); });
   run.tokens_per_step = static_cast<int64_t>(std::llround(tokens_per_step));
   run.tokens_per_second = tokens_per_step / step_time;
   int64_t positions = 0, computed_positions = 0;
-  std::vector<double> computed;
   for (const StepSample& step : run.steps) {
     positions += step.positions;
     computed_positions += step.computed_positions;
-    computed.push_back(static_cast<double>(step.computed_positions));
   }
-  run.computed_tokens_per_second = mean(computed) / step_time;
+  run.computed_tokens_per_second =
+      steps_mean(run, [](const StepSample& s) { return static_cast<double>(s.computed_positions); }) / step_time;
   run.padding_fraction =
       computed_positions > 0 ? static_cast<double>(computed_positions - positions) / static_cast<double>(computed_positions) : 0.0;
   // Every rank's samples, as tokens/s; MFU against every rank's devices.
@@ -261,9 +274,7 @@ std::string seconds_text(double seconds) { return text::format_significant(secon
 // number): the table's tokens/s and the recommendation's then agree. 0 without steps.
 double real_tokens_per_step(const RunResult& run) {
   if (run.steps.empty()) return static_cast<double>(run.tokens_per_step);
-  double positions = 0;
-  for (const StepSample& s : run.steps) positions += static_cast<double>(s.positions);
-  return positions / static_cast<double>(run.steps.size());
+  return steps_mean(run, [](const StepSample& s) { return static_cast<double>(s.positions); });
 }
 
 // "mostly in backward": the words after "mostly" (the phase table's).
@@ -503,8 +514,9 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
   const RunResult& b = runs[best];
   const RunResult& f = runs[d.fastest];
   // The mean step, which the decisions compare, and the tokens per second it gives; "a mean of",
-  // since the table's step column and tokens/s are per median step (unless the steps differ in size). With a framework's host time
-  // the decisions compare the means with it added: that mean, beside the engine's.
+  // since the table's step column and tokens/s are per median step (unless the steps differ in
+  // size). With a framework's host time the decisions compare the means with it added: that mean,
+  // beside the engine's.
   // Per real token (a --packing list) the evidence's means are seconds per kTokenUnit tokens.
   const double mean = !with_framework            ? b.mean_seconds.value
                       : compared_per_token(runs) ? b.mean_seconds.value +
