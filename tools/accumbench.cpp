@@ -424,9 +424,10 @@ bool WorkloadFlags::read_config(ab::WorkloadOptions& w) const {
   ab::TrainerConfig config = ab::read_trainer_config(trl ? trl_config : axolotl_config,
                                                      trl ? ab::ConfigFormat::kTrl : ab::ConfigFormat::kAxolotl, world);
   if (command == ab::Command::kPlan) {
-    // The optimizer's hyperparameters and the seed change no tensor's size: plan takes none of
-    // them, so the file's are neither applied, checked nor named (nor the defaults it leaves out).
-    static const std::set<std::string> kNotPlanned = {"--lr", "--weight-decay", "--beta1", "--beta2", "--adam-eps", "--seed"};
+    // The optimizer's hyperparameters change no tensor's size: plan takes none of them, so the
+    // file's are neither applied, checked nor named (nor the defaults it leaves out).
+    // (The seed stays: it draws --lengths variable's samples, whose lengths plan judges.)
+    static const std::set<std::string> kNotPlanned = {"--lr", "--weight-decay", "--beta1", "--beta2", "--adam-eps"};
     const auto not_planned = [](const std::string& option) { return kNotPlanned.count(option) != 0; };
     auto& settings = config.settings;
     settings.erase(std::remove_if(settings.begin(), settings.end(),
@@ -500,22 +501,24 @@ const char* const kSplitLegend =
     "from CUDA graphs; then, in sweep and verify, the optimizer unless it is adamw (adamw8bit, sgd, ...) and the "
     "weights' dtype unless it is fp32 (bf16-weights, fp16-weights).";
 
-// Which model (and, where values matter, the seed of its random weights and tokens; plan's
-// memory does not depend on them).
+// Which model, and the seed of its random weights and tokens (plan: of the samples --lengths
+// variable draws, whose lengths decide the activations; the weights' values change no size).
 void add_model_options(CLI::App* command, WorkloadFlags& f) {
   ab::ModelOptions& model = f.workload.model;
   command->add_option("--model", model.preset, "model preset (see `accumbench models`)")->capture_default_str();
   command->add_option("--hf-config", model.hf_config,
                       "model_type gpt2, llama, qwen2, qwen3, mistral; a config.json, a model directory, or a Hub id from the local cache; overrides --model");
-  if (f.command != ab::Command::kPlan) {
-    command->add_option("--seed", model.seed, "seed of the random weights and tokens")
-        ->check(CLI::Validator(
-            [](std::string& value) -> std::string {
-              return !value.empty() && value[0] == '-' ? value + " is negative; give a seed of 0 or more" : "";
-            },
-            ""))
-        ->capture_default_str();
-  }
+  command->add_option("--seed", model.seed,
+                      f.command == ab::Command::kPlan
+                          ? "seed of the samples --lengths variable draws, as sweep draws them (their lengths decide "
+                            "the activations; nothing else in the plan depends on it)"
+                          : "seed of the random weights and tokens")
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            return !value.empty() && value[0] == '-' ? value + " is negative; give a seed of 0 or more" : "";
+          },
+          ""))
+      ->capture_default_str();
 }
 
 // How a subcommand takes a list of precisions, optimizers or dtypes: sweep runs, plan plans and
@@ -1372,6 +1375,10 @@ int PlanCommand::run() {
   if (target.cuda && w.data.distinct_steps_given()) {
     notes.push_back("--distinct-steps " + ab::distinct_steps_name(w.data) + " changes nothing in a CUDA plan: the " +
                     "sweep keeps its steps' batches in host memory, and only one micro-batch's copy is on the device");
+  }
+  if (flags.cli->count("--seed") > 0 && w.data.lengths != ab::LengthMode::kVariable) {
+    notes.push_back("--seed " + std::to_string(w.model.seed) + " changes nothing in this plan: it draws the samples of "
+                    "--lengths variable, and the weights' and tokens' values change no tensor's size");
   }
   if (limit <= 0 && flags.cli->count("--headroom") > 0) {
     notes.push_back("--headroom " + headroom + " keeps nothing back: there is no memory limit to take it from (" +
