@@ -520,6 +520,53 @@ TEST(HfConfig, RopeThetaIsReadWhereEitherVersionSavesIt) {
   EXPECT_DOUBLE_EQ(parse_hf_config(head + R"(,"rope_parameters":{"rope_type":"default"}})", "none").rope_theta, 10000.0);
   EXPECT_THROW(parse_hf_config(head + R"(,"rope_parameters":{"rope_theta":-1}})", "bad"), UserError);
   EXPECT_THROW(parse_hf_config(head + R"(,"rope_parameters":7})", "bad"), UserError);
+  // Both, agreeing: read; disagreeing: refused, since each version of transformers reads its own.
+  EXPECT_DOUBLE_EQ(parse_hf_config(head + R"(,"rope_theta":5e5,"rope_parameters":{"rope_theta":500000}})", "both")
+                       .rope_theta,
+                   5e5);
+  try {
+    parse_hf_config(head + R"(,"rope_theta":1e4,"rope_parameters":{"rope_theta":1e6}})", "c.json");
+    ADD_FAILURE() << "two RoPE bases were read";
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(),
+                 "config \"c.json\": field \"rope_theta\" (10000.0) differs from \"rope_parameters.rope_theta\" (1000000.0): "
+                 "transformers 4 rotates with the first, 5 with the second; make the two agree (the RoPE base the "
+                 "model was trained with), or remove one");
+  }
+}
+
+// A file with rope_scaling and rope_parameters (edited for one version of transformers, read by
+// the other) is read when both state the same scaling, and refused when they differ.
+TEST(HfConfig, RopeScalingAndRopeParametersMustAgree) {
+  const std::string head = R"({"model_type":"llama","vocab_size":512,"hidden_size":64,"intermediate_size":176,)"
+                           R"("num_hidden_layers":2,"num_attention_heads":4,"max_position_embeddings":256)";
+  const auto parse = [&](const std::string& fields) { return parse_hf_config(head + fields + "}", "c.json"); };
+  // The same scaling ("type" is the older name of "rope_type"; rope_parameters keeps the base too).
+  const ModelConfig same = parse(R"(,"rope_scaling":{"type":"linear","factor":4.0},)"
+                                 R"("rope_parameters":{"rope_type":"linear","factor":4.0,"rope_theta":1e6})");
+  EXPECT_EQ(same.rope_scaling.type, RopeType::kLinear);
+  EXPECT_DOUBLE_EQ(same.rope_theta, 1e6);
+  // rope_parameters holding the base alone, or "default", states no scaling.
+  EXPECT_EQ(parse(R"(,"rope_scaling":{"type":"linear","factor":2.0},"rope_parameters":{"rope_theta":1e6})")
+                .rope_scaling.type,
+            RopeType::kLinear);
+  EXPECT_EQ(parse(R"(,"rope_scaling":{"type":"linear","factor":2.0},"rope_parameters":{"rope_type":"default"})")
+                .rope_scaling.type,
+            RopeType::kLinear);
+  try {
+    parse(R"(,"rope_scaling":{"type":"linear","factor":2.0},"rope_parameters":{"rope_type":"linear","factor":4.0})");
+    ADD_FAILURE() << "two scalings were read";
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(),
+                 "config \"c.json\": fields \"rope_scaling\" ({\"factor\":2.0,\"rope_type\":\"linear\"}) and "
+                 "\"rope_parameters\" ({\"factor\":4.0,\"rope_type\":\"linear\"}) state different rotary scalings: "
+                 "transformers 4 reads the first, 5 the second; make the two agree (the scaling the model was trained "
+                 "with), or remove one");
+  }
+  // A null rope_scaling states nothing (transformers' default), and a base only at the top is read.
+  const ModelConfig yarn = parse(R"(,"rope_parameters":{"rope_type":"yarn","factor":4.0},"rope_scaling":null,"rope_theta":2e4)");
+  EXPECT_EQ(yarn.rope_scaling.type, RopeType::kYarn);
+  EXPECT_DOUBLE_EQ(yarn.rope_theta, 2e4);
 }
 
 // rope_scaling (transformers 4) or rope_parameters (5): each type's keys and defaults as

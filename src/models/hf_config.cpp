@@ -126,8 +126,12 @@ class FieldReader {
 
 // The RoPE base: "rope_theta" at the top (transformers 4), or inside "rope_parameters"
 // (transformers 5, which saves it there; for per-layer-type parameters, the full attention's).
+// A file holding both (one written by transformers 4, edited for 5, or the other way) must agree:
+// each version reads its own key, so two values would train two models.
 double rope_theta_of(const FieldReader& f) {
-  if (f.has("rope_theta") || !f.has("rope_parameters")) return f.positive_number_or("rope_theta", 10000.0);
+  const bool top = f.has("rope_theta");
+  const double top_theta = f.positive_number_or("rope_theta", 10000.0);
+  if (!f.has("rope_parameters")) return top_theta;
   const json* parameters = f.find("rope_parameters");
   if (!parameters->is_object()) f.wrong("rope_parameters", *parameters, "an object");
   const json* holder = parameters;
@@ -136,16 +140,52 @@ double rope_theta_of(const FieldReader& f) {
     holder = &(*parameters)["full_attention"];
   }
   const auto theta = holder->find("rope_theta");
-  if (theta == holder->end() || theta->is_null()) return 10000.0;
+  if (theta == holder->end() || theta->is_null()) return top_theta;
   if (!theta->is_number() || !(theta->get<double>() > 0.0) || !std::isfinite(theta->get<double>()))
     f.wrong("rope_parameters.rope_theta", *theta, "a positive number");
+  if (top && theta->get<double>() != top_theta)
+    f.fail("field \"rope_theta\" (" + f.find("rope_theta")->dump() + ") differs from \"rope_parameters.rope_theta\" (" +
+               theta->dump() + "): transformers 4 rotates with the first, 5 with the second",
+           "make the two agree (the RoPE base the model was trained with), or remove one");
   return theta->get<double>();
 }
 
 // The rope scaling object: "rope_scaling" (transformers 4), or "rope_parameters" (transformers 5,
 // which keeps rope_theta beside the scaling's keys; for per-layer-type parameters, the full
 // attention's). nullptr when the file has none.
+// The scaling an object states, as one comparable object: rope_theta left out (rope_theta_of reads
+// it), "type" read as "rope_type", a per-layer-type object's full attention's, a "default" type as
+// none. Empty: no scaling.
+json stated_scaling(const json& object) {
+  json scaling = object.contains("full_attention") && object["full_attention"].is_object() &&
+                         !object.contains("rope_type") && !object.contains("type")
+                     ? object["full_attention"]
+                     : object;
+  if (!scaling.is_object()) return json::object();
+  scaling.erase("rope_theta");
+  if (scaling.contains("type") && !scaling.contains("rope_type")) scaling["rope_type"] = scaling["type"];
+  scaling.erase("type");
+  for (auto it = scaling.begin(); it != scaling.end();) it = it->is_null() ? scaling.erase(it) : std::next(it);
+  if (scaling.size() == 1 && scaling.contains("rope_type") && scaling["rope_type"] == "default") return json::object();
+  return scaling;
+}
+
+// rope_scaling and rope_parameters both state a scaling: they must agree, as rope_theta_of asks of
+// the base, since transformers 4 reads the first and 5 the second.
+void require_one_rope_scaling(const FieldReader& f) {
+  const json* old_key = f.find("rope_scaling");
+  const json* new_key = f.find("rope_parameters");
+  if (old_key == nullptr || new_key == nullptr || !old_key->is_object() || !new_key->is_object()) return;
+  const json said_old = stated_scaling(*old_key);
+  const json said_new = stated_scaling(*new_key);
+  if (said_new.empty() || said_old == said_new) return;
+  f.fail("fields \"rope_scaling\" (" + said_old.dump() + ") and \"rope_parameters\" (" + said_new.dump() +
+             ") state different rotary scalings: transformers 4 reads the first, 5 the second",
+         "make the two agree (the scaling the model was trained with), or remove one");
+}
+
 const json* rope_scaling_object(const FieldReader& f, std::string& key) {
+  require_one_rope_scaling(f);
   key = f.has("rope_scaling") ? "rope_scaling" : "rope_parameters";
   const json* object = f.find(key.c_str());
   if (object == nullptr) return nullptr;
