@@ -470,7 +470,7 @@ TEST(ConsoleReporter, NoRecommendation) {
 
 // The sample's options name none of the workload's keys: empty fields, and the defaults of the
 // options a sweep records only when they differ.
-const std::string kWorkload = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,,,,,,,,,,,,,none,false,peft,on,true,2,,,,,,";
+const std::string kWorkload = ",gpt2-124m,124439808,0,1024,64,cuda:0,NVIDIA H200,,,,,,,,,,,,,none,false,peft,on,true,2,,,,,,";
 
 TEST(CsvReporter, HeaderAndOneLinePerRun) {
   expect_lines(report_lines(CsvReporter(), sample_result()), {
@@ -482,7 +482,7 @@ TEST(CsvReporter, HeaderAndOneLinePerRun) {
       "h2d_seconds,forward_seconds,backward_seconds,allreduce_seconds,optimizer_seconds,other_seconds,"
       "device_busy_fraction,tokens_per_second,computed_tokens_per_second,padding_fraction,samples_per_second,"
       "achieved_tflops,hardware_tflops,mfu,peak_allocated_bytes,peak_reserved_bytes,predicted_peak_bytes,fits,error,"
-      "model,seq_len,batch,device,device_name,seed,lengths,loss_normalization,"
+      "model,parameters,trainable_parameters,seq_len,batch,device,device_name,seed,lengths,loss_normalization,"
       "lr,beta1,beta2,eps,weight_decay,lora_rank,lora_alpha,lora_targets,lora_dropout,"
       "base_quant,double_quant,kbit_prep,tf32,completion_only_loss,distinct_steps,token_file,eos_id,loss_chunk_tokens,"
       "memory_limit_bytes,threads,OMP_WAIT_POLICY",
@@ -519,13 +519,26 @@ TEST(CsvReporter, WorkloadColumnsFromTheSweepsOptions) {
   result.context.options.emplace_back("OMP_WAIT_POLICY", "PASSIVE");
   const std::vector<std::string> lines = report_lines(CsvReporter(), result);
   ASSERT_EQ(lines.size(), 4u);
-  const std::string tail = ",gpt2-124m,1024,64,cuda:0,NVIDIA H200,0,fixed,token,0.0001,0.9,0.999,"
+  const std::string tail = ",gpt2-124m,124439808,0,1024,64,cuda:0,NVIDIA H200,0,fixed,token,0.0001,0.9,0.999,"
                            "1e-08,0.01,16,32,\"q_proj,v_proj\",0,nf4,true,peft,on,true,2,shard0.bin,none,auto,41943040,1,"
                            "PASSIVE";
   for (size_t i = 1; i < lines.size(); ++i) {
     ASSERT_GE(lines[i].size(), tail.size());
     EXPECT_EQ(lines[i].substr(lines[i].size() - tail.size()), tail) << lines[i];
   }
+}
+
+// A CPU sweep's CSV: the parameters and those that train (a LoRA's adapters) as counted, and tf32
+// "-", which acts on CUDA's fp32 products alone.
+TEST(CsvReporter, ACpuSweepSaysItsParametersAndNoTf32) {
+  SweepResult result = sample_result();
+  result.context.device = "cpu";
+  result.context.device_name = "Xeon";
+  result.context.trainable_parameters = 811008;
+  const std::vector<std::string> lines = report_lines(CsvReporter(), result);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_NE(lines[1].find(",gpt2-124m,124439808,811008,1024,64,cpu,Xeon,"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find(",none,false,peft,-,true,2,"), std::string::npos) << lines[1];
 }
 
 TEST(CsvReporter, QuotesFieldsWithCommasAndQuotesPerRfc4180) {

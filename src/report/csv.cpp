@@ -37,15 +37,30 @@ void CsvReporter::report(const SweepResult& result, std::ostream& out) const {
   // records (describe_workload) but the grid's (micro-batches, precisions, optimizers, dtypes, clipping,
   // padding, packing, grouping), which the run columns give; an option a sweep records only when set is its default where the file lacks
   // it (recorded_option), any option newer than the file `report` reads an empty field.
+  // The model's parameters and those that train (the adapters' with LoRA), which say what the
+  // split's time and memory are of; empty where the context has no count.
+  const std::string parameters = c.parameters > 0 ? std::to_string(c.parameters) : "";
+  const std::string trainable = c.parameters > 0 ? std::to_string(c.trainable_parameters) : "";
   std::vector<std::pair<std::string, std::string>> workload = {
-      {"model", c.model}, {"seq_len", std::to_string(c.seq_len)}, {"batch", std::to_string(c.batch)},
-      {"device", c.device}, {"device_name", c.device_name}};
+      {"model", c.model},
+      {"parameters", parameters},
+      {"trainable_parameters", trainable},
+      {"seq_len", std::to_string(c.seq_len)},
+      {"batch", std::to_string(c.batch)},
+      {"device", c.device},
+      {"device_name", c.device_name}};
+  // TF32 acts on CUDA's fp32 matrix products alone: "-" on the CPU, as lora_alpha without LoRA.
+  const bool cuda = c.device.rfind("cuda", 0) == 0;
   for (const std::string& name : workload_option_names()) {
     if (name == "model" || name == "seq_len" || name == "batch" || name == "micro_batches" || name == "device" ||
         name == "precisions" || name == "optimizer" || name == "weights_dtype" ||
         name == "adapter_dtype" || name == "max_grad_norm" || name == "padding" || name == "packing" ||
         name == "group_by_length")
       continue;
+    if (name == "tf32" && !cuda) {
+      workload.push_back({name, "-"});
+      continue;
+    }
     workload.push_back({name, recorded_option(c.options, name).value_or("")});
   }
   // What the sweep's options add that changes what was measured: the data source (a token file and
