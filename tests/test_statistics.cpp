@@ -238,6 +238,9 @@ TEST(FinalizeRun, AnEpochTimedUnevenlyWeighsEachStepAlike) {
   finalize_run(run, /*flops_per_token=*/1e9, /*peak_tflops=*/kNaN);
   EXPECT_DOUBLE_EQ(run.mean_seconds.value, 0.2);
   EXPECT_DOUBLE_EQ(typical_step_seconds(run), 0.2);
+  // The phases weigh the batches alike too, and add up to the step: 0.1 + 0.1, not 0.075 each.
+  EXPECT_DOUBLE_EQ(typical_phase_seconds(run)[2], 0.1);
+  EXPECT_DOUBLE_EQ(typical_phase_seconds(run)[3], 0.1);
   EXPECT_EQ(run.tokens_per_step, 2000);
   EXPECT_DOUBLE_EQ(run.tokens_per_second, 2000 / 0.2);
   RoundEvidence evidence(1, 0.95);

@@ -49,7 +49,8 @@ bool steps_differ_in_size(const RunResult& run);
 // weighs them). NaN without steps.
 double typical_step_seconds(const RunResult& run);
 // Each phase's host seconds per step likewise: the medians (phase_median_seconds), or, where the
-// steps differ in size, the means over the timed steps.
+// steps differ in size, the means over the timed steps, weighed as the mean step is (an epoch's
+// batches alike once every one was timed).
 PhaseSeconds typical_phase_seconds(const RunResult& run);
 
 // Fills the derived fields of a run from its steps: step_seconds summary, per-phase medians,

@@ -171,11 +171,11 @@ double typical_step_seconds(const RunResult& run) {
 
 PhaseSeconds typical_phase_seconds(const RunResult& run) {
   if (!steps_differ_in_size(run)) return run.phase_median_seconds;
+  // Weighed as the step is (steps_mean): over an epoch timed unevenly, each batch alike, so that the
+  // phases add up to the mean step less what winsorizing took off it.
   PhaseSeconds seconds{};
   for (int p = 0; p < kPhaseCount; ++p) {
-    std::vector<double> host;
-    for (const StepSample& step : run.steps) host.push_back(step.host_seconds[p]);
-    seconds[p] = mean(host);
+    seconds[p] = steps_mean(run, [p](const StepSample& s) { return s.host_seconds[p]; });
   }
   return seconds;
 }
