@@ -242,6 +242,9 @@ TEST(FinalizeRun, AnEpochTimedUnevenlyWeighsEachStepAlike) {
   EXPECT_DOUBLE_EQ(typical_phase_seconds(run)[2], 0.1);
   EXPECT_DOUBLE_EQ(typical_phase_seconds(run)[3], 0.1);
   EXPECT_EQ(run.tokens_per_step, 2000);
+  // The time model's positions per step likewise (1500 by the plain mean).
+  EXPECT_DOUBLE_EQ(mean_computed_positions(run), 2000);
+  EXPECT_DOUBLE_EQ(run.computed_tokens_per_second, 2000 / 0.2);
   EXPECT_DOUBLE_EQ(run.tokens_per_second, 2000 / 0.2);
   RoundEvidence evidence(1, 0.95);
   for (const StepSample& s : run.steps) {

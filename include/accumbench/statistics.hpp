@@ -40,6 +40,11 @@ double winsorizing_bound(const RunResult& run);
 // own mean: ConfidenceSequence::add_strata).
 double winsorized_mean(const RunResult& run);
 
+// The positions a step computed (padding included, every rank's), over the timed steps weighed as
+// winsorized_mean weighs their time (an epoch's batches alike once every one was timed). NaN
+// without steps.
+double mean_computed_positions(const RunResult& run);
+
 // Whether a run's timed steps computed different numbers of positions (real data padded to each
 // micro-batch's longest, a grouped order, an epoch's distinct steps): its median step is then one
 // size's step, and what an epoch of them takes is their mean.

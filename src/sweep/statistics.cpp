@@ -158,6 +158,10 @@ double winsorized_mean(const RunResult& run) {
   return steps_mean(run, [&](const StepSample& s) { return std::min(s.step_seconds, bound / per_token_scale(s.positions)); });
 }
 
+double mean_computed_positions(const RunResult& run) {
+  return steps_mean(run, [](const StepSample& s) { return static_cast<double>(s.computed_positions); });
+}
+
 bool steps_differ_in_size(const RunResult& run) {
   return std::any_of(run.steps.begin(), run.steps.end(), [&](const StepSample& s) {
     return s.computed_positions != run.steps.front().computed_positions;
@@ -250,8 +254,7 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
     positions += step.positions;
     computed_positions += step.computed_positions;
   }
-  run.computed_tokens_per_second =
-      steps_mean(run, [](const StepSample& s) { return static_cast<double>(s.computed_positions); }) / step_time;
+  run.computed_tokens_per_second = mean_computed_positions(run) / step_time;
   run.padding_fraction =
       computed_positions > 0 ? static_cast<double>(computed_positions - positions) / static_cast<double>(computed_positions) : 0.0;
   // Every rank's samples, as tokens/s; MFU against every rank's devices.

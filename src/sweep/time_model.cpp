@@ -30,11 +30,10 @@ double mean_step_seconds(const RunResult& run) {
   return std::isfinite(run.mean_seconds.value) ? run.mean_seconds.value : run.step_seconds.median;
 }
 
-// One rank's positions (a step counts every rank's; each rank computes its share in parallel).
+// One rank's positions (a step counts every rank's; each rank computes its share in parallel),
+// weighed over the steps as the mean step time the model fits is (an epoch's batches alike).
 double computed_positions_per_step(const RunResult& run) {
-  double sum = 0;
-  for (const StepSample& s : run.steps) sum += static_cast<double>(s.computed_positions);
-  return run.steps.empty() ? 0.0 : sum / static_cast<double>(run.steps.size()) / std::max(1, run.config.world_size);
+  return run.steps.empty() ? 0.0 : mean_computed_positions(run) / std::max(1, run.config.world_size);
 }
 
 }  // namespace
