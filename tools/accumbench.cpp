@@ -932,8 +932,22 @@ struct SweepCommand {
       return sweep;
     };
     ab::stop_on_interrupt("the split or round in progress");  // Ctrl-C: the splits so far are reported (interrupt.hpp)
+    // A sweep whose every split the plan skipped measured nothing: its files would hold no more than
+    // the table says, and would replace an earlier sweep's results at those paths. None is written.
+    // (A resumed file keeps its runs, and is written.)
+    const auto measured_anything = [&](const ab::SweepResult& sweep) {
+      return resuming || std::any_of(sweep.runs.begin(), sweep.runs.end(), [](const ab::RunResult& run) {
+               return run.status != ab::RunStatus::kPredictedOutOfMemory;
+             });
+    };
+    bool wrote_files = false;
     const ab::SweepResult result = noted(ab::run_sweep(
-        options, [&](const ab::SweepResult& partial) { if (primary) files.write(noted(partial)); },
+        options,
+        [&](const ab::SweepResult& partial) {
+          if (!primary || !measured_anything(partial)) return;
+          files.write(noted(partial));
+          wrote_files = true;
+        },
         resuming ? &resume : nullptr, progress ? ab::ProgressCallback(print_progress) : ab::ProgressCallback()));
     if (progress) std::cerr << "\r\033[K" << std::flush;
     // After the run, so that an error in the options stays the one line on stderr.
@@ -954,9 +968,13 @@ struct SweepCommand {
                     ab::trainer_settings(result, best));
     }
     int unwritten = 0;
-    if (primary) {
+    if (primary && wrote_files) {
       std::cout << std::flush;  // the "wrote" lines come last on a terminal
       unwritten = files.announce();
+    } else if (primary && files.any()) {
+      std::cout << std::flush;
+      print_note("nothing was measured (the plan skipped every split), so no file was written: " +
+                 std::string("whatever the paths held before is kept"));
     }
     // A file the end could not write (a full disk): the table above still holds every measurement.
     if (unwritten != 0) return unwritten;
@@ -968,10 +986,13 @@ struct SweepCommand {
     // a --memory-limit this job cannot meet, bad input as an impossible limit is: exit 2, as for
     // the limits refused before anything runs; a split whose step failed otherwise: exit 1.
     if (result.recommendation.best_index >= 0) return 0;
+    // A split timed but over the limit (a --resume file's, measured without it, or a peak beyond
+    // it) is stopped by memory too.
     const bool memory_stopped_all =
         result.context.memory_limit_bytes > 0 && !result.runs.empty() &&
         std::all_of(result.runs.begin(), result.runs.end(), [](const ab::RunResult& run) {
-          return run.status == ab::RunStatus::kOutOfMemory || run.status == ab::RunStatus::kPredictedOutOfMemory;
+          return run.status == ab::RunStatus::kOutOfMemory || run.status == ab::RunStatus::kPredictedOutOfMemory ||
+                 (run.status == ab::RunStatus::kOk && !run.fits);
         });
     if (primary && memory_stopped_all) {
       std::cerr << "accumbench: error: no split of this sweep fits in --memory-limit "

@@ -572,11 +572,39 @@ stdout_fails() {
 }
 
 mode=${case_args[0]:-}
+# cli.sweep.nothing_fits_keeps_files: a limit the plan says no split fits measures nothing, so its
+# files are not written over an earlier sweep's (exit 2, as the limit is the input to fix); resumed
+# under it, the file's timed splits do not fit either: exit 2 with the same sentence, not "no split
+# ran successfully" (exit 1, helper-80's findings).
+nothing_fits_keeps_files() {
+  tiny_args --micro-batches 1,4 --json "$work/a.json"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  cp "$work/a.json" "$work/before.json"
+  tiny_args --micro-batches 1,4 --memory-limit 2.6MiB --json "$work/a.json" --csv "$work/a.csv"
+  expect 2 "no split of this sweep fits in --memory-limit 2.6 MiB" \
+    "nothing was measured (the plan skipped every split), so no file was written" -- sweep "${args[@]}"
+  check "the earlier JSON is kept" cmp -s "$work/a.json" "$work/before.json"
+  check "no CSV of nothing measured" test ! -e "$work/a.csv"
+  check "no wrote line" bash -c '! grep -q "wrote" "$1"' _ "$err"
+  tiny_args --micro-batches 1,4 --memory-limit 2.6MiB --resume "$work/a.json" --json "$work/a.json"
+  expect 2 "no split of this sweep fits in --memory-limit 2.6 MiB" -- sweep "${args[@]}"
+  check "not said to have failed" bash -c '! grep -q "no split ran successfully" "$1"' _ "$err"
+  check "the resumed file keeps both splits' steps, neither fitting" py '
+import json
+before = {r["config"]["micro_batch"]: r for r in json.load(open(sys.argv[2]))["runs"]}
+after = {r["config"]["micro_batch"]: r for r in load(sys.argv[1])["runs"]}
+for b in (1, 4):
+    if after[b]["status"] != "ok" or after[b]["fits"]: fail("%d: status %r fits %r" % (b, after[b]["status"], after[b]["fits"]))
+    if after[b]["steps"] != before[b]["steps"]: fail("%d: steps changed" % b)
+' "$work/a.json" "$work/before.json"
+}
+
 case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
     verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom | framework_overhead | \
     calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list | resume_new_limit | \
-    stdout_fails | grouping_equal_lengths | resume_raised_steps | resume_lengths_path | compare_distinct_steps) "$mode" ;;
+    stdout_fails | grouping_equal_lengths | resume_raised_steps | resume_lengths_path | compare_distinct_steps | \
+    nothing_fits_keeps_files) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
