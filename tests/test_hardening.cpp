@@ -208,7 +208,38 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
   const std::string divisors_same = compared("micro_batches", "all divisors", "8,4,2,1");
   EXPECT_EQ(divisors_same.find("warning"), std::string::npos) << divisors_same;
   const std::string divisors_other = compared("micro_batches", "all divisors", "1,2,4");
-  EXPECT_NE(divisors_other.find("micro_batches (all divisors vs 1,2,4)"), std::string::npos) << divisors_other;
+  EXPECT_EQ(divisors_other.find("warning"), std::string::npos) << divisors_other;  // no row measured otherwise
+  EXPECT_NE(divisors_other.find("note: the two sweeps measured other micro-batches (all divisors vs 1,2,4): each "
+                                "split is compared where both measured it"),
+            std::string::npos)
+      << divisors_other;
+  // Two CPU sweeps: TF32 acts on nothing there; other threads or OpenMP wait policies change every
+  // step's time, and a note says so (on CUDA neither is said).
+  const std::string tf32 = compared("tf32", "on", "off");
+  EXPECT_EQ(tf32.find("tf32"), std::string::npos) << tf32;
+  ab::SweepResult one_thread = one_run("gpt2-mini", 64), two_threads = one_run("gpt2-mini", 64);
+  one_thread.context.threads = 1;
+  two_threads.context.threads = 2;
+  one_thread.context.options.push_back({"OMP_WAIT_POLICY", "PASSIVE"});
+  two_threads.context.options.push_back({"OMP_WAIT_POLICY", "ACTIVE"});
+  std::ostringstream cpus;
+  ab::print_comparison(one_thread, two_threads, cpus);
+  EXPECT_NE(cpus.str().find("note: the two sweeps ran with other CPU settings: threads (1 vs 2), OMP_WAIT_POLICY "
+                            "(PASSIVE vs ACTIVE); every step's time depends on them, so the ratios measure them too"),
+            std::string::npos)
+      << cpus.str();
+  one_thread.context.device = two_threads.context.device = "cuda:0";
+  std::ostringstream gpus;
+  ab::print_comparison(one_thread, two_threads, gpus);
+  EXPECT_EQ(gpus.str().find("CPU settings"), std::string::npos) << gpus.str();
+  // The Python loop's overhead per micro-step changes the decision, not the steps: a note.
+  ab::SweepResult overhead = one_run("gpt2-mini", 64);
+  overhead.context.framework_seconds_per_micro_step = 0.005;
+  std::ostringstream framework;
+  ab::print_comparison(one_run("gpt2-mini", 64), overhead, framework);
+  EXPECT_NE(framework.str().find("not in what they measured: framework overhead (0 ms vs 5.00 ms per micro-step)"),
+            std::string::npos)
+      << framework.str();
   // Two batches: no split pairs, and the note says why rather than naming precisions.
   std::ostringstream batches;
   ab::SweepResult sixteen = one_run("gpt2-mini", 64);

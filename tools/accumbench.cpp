@@ -881,7 +881,14 @@ struct SweepCommand {
   int run(bool primary) {
     options.workload = flags.apply();
     // Given, it wins over a trainer config's tf32 (read by flags.apply); else that one stands.
-    if (flags.cli->get_option("--tf32")->count() > 0) options.workload.tf32 = tf32 == "on";
+    if (flags.cli->get_option("--tf32")->count() > 0) {
+      options.workload.tf32 = tf32 == "on";
+      const std::string& device = options.workload.device;
+      if (device == "cpu" || (device == "auto" && !ab::cuda_attached())) {
+        flags.option_notes.push_back("--tf32 " + tf32 + " changes nothing on the CPU: TF32 is a mode of CUDA's fp32 "
+                                     "matrix products");
+      }
+    }
     if (!emit.empty()) ab::settings_format_from_string(emit);  // a typo stops before the sweep, not after
     ab::SweepResult resume;
     const bool resuming = !resume_path.empty();

@@ -117,6 +117,58 @@ std::vector<std::string> sorted_items(const std::string& list) {
   return items;
 }
 
+bool on_cuda(const SweepContext& c) { return c.device.rfind("cuda", 0) == 0; }
+
+// Two CPU sweeps run with different threads or OpenMP wait policies: their times differ by that too
+// (PASSIVE against ACTIVE made steps 2.5–4× apart on 2 cores), which a comparison of two builds or
+// two machines would otherwise read as theirs. Empty where they agree or either ran on CUDA.
+std::string cpu_settings_note(const SweepContext& a, const SweepContext& b) {
+  if (on_cuda(a) || on_cuda(b)) return "";
+  std::vector<std::string> differences;
+  if (a.threads > 0 && b.threads > 0 && a.threads != b.threads)
+    differences.push_back("threads (" + std::to_string(a.threads) + " vs " + std::to_string(b.threads) + ")");
+  const std::optional<std::string> x = recorded_option(a.options, "OMP_WAIT_POLICY");
+  const std::optional<std::string> y = recorded_option(b.options, "OMP_WAIT_POLICY");
+  if (x && y && *x != *y) differences.push_back("OMP_WAIT_POLICY (" + *x + " vs " + *y + ")");
+  if (differences.empty()) return "";
+  std::string text = differences.front();
+  if (differences.size() > 1) text += ", " + differences.back();
+  return "note: the two sweeps ran with other CPU settings: " + text +
+         "; every step's time depends on them, so the ratios measure them too";
+}
+
+// Two sweeps of other --micro-batches lists: each split is compared where both measured it, and a
+// split of one alone is shown with the other side empty. Empty where the lists hold the same.
+std::string micro_batches_note(const SweepContext& a, const SweepContext& b) {
+  const auto listed = [](const SweepContext& c) {
+    const std::optional<std::string> value = recorded_option(c.options, "micro_batches");
+    if (!value || *value != "all divisors" || c.world_size < 1 || c.batch % c.world_size != 0) {
+      return value ? sorted_items(*value) : std::vector<std::string>{};
+    }
+    std::vector<std::string> items;
+    for (const int64_t d : divisors(c.batch / c.world_size)) items.push_back(std::to_string(d));
+    std::sort(items.begin(), items.end());
+    return items;
+  };
+  const std::optional<std::string> x = recorded_option(a.options, "micro_batches");
+  const std::optional<std::string> y = recorded_option(b.options, "micro_batches");
+  if (!x || !y || listed(a) == listed(b)) return "";
+  return "note: the two sweeps measured other micro-batches (" + text::shortened(*x, 40) + " vs " +
+         text::shortened(*y, 40) + "): each split is compared where both measured it, one that only one measured "
+         "has the other side empty";
+}
+
+// The per-micro-step host time of a Python loop each sweep's decision added (--framework-overhead),
+// which changes the recommendation, not the steps measured. Empty where they agree.
+std::string framework_difference(const SweepContext& a, const SweepContext& b) {
+  const double x = a.framework_seconds_per_micro_step, y = b.framework_seconds_per_micro_step;
+  if (x == y || (std::isnan(x) && std::isnan(y))) return "";
+  const auto ms = [](double seconds) {
+    return (seconds == 0 ? std::string("0") : text::format_significant(seconds * 1e3, 3)) + " ms";
+  };
+  return "framework overhead (" + ms(x) + " vs " + ms(y) + " per micro-step)";
+}
+
 // What differs between the two sweeps' configurations, "model (a vs b), seq_len (...)"; empty when
 // they measured the same thing (compare is meant for two devices or two builds of one sweep).
 // `deciding`: the options that only change how long they measured or how they decided
@@ -134,11 +186,13 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
   }
   // A's options, then those only B has; one recorded only when set (--base-quant, --kbit-prep)
   // stands for its default on the side that left it out.
+  const bool on_cpus = !on_cuda(a) && !on_cuda(b);
   for (const std::string& name : option_names(a.options, b.options)) {
     if (name == "model" || name == "seq_len" || name == "batch" || name == "device" || name == "OMP_WAIT_POLICY" ||
-        name == "threads" || name == "memory_judged_on") {
-      // Named above, a property of the machine rather than of the measurement, or words derived
-      // from options compared themselves (the lengths, the padding).
+        name == "threads" || name == "memory_judged_on" || (name == "tf32" && on_cpus)) {
+      // Named above, a property of the machine rather than of the measurement (cpu_settings_note),
+      // words derived from options compared themselves (the lengths, the padding), or TF32 where
+      // it acts on nothing.
       continue;
     }
     if (decides_only(name) != deciding) continue;
@@ -158,6 +212,9 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
       return sorted_items(listed);
     };
     if (list && items(*x, a) == items(*y, b)) continue;
+    // Splits of other micro-batches never share a row: not a difference in what a row measured
+    // (micro_batches_note says it).
+    if (name == "micro_batches") continue;
     differ(name, *x, *y);
   }
   std::string text;
@@ -249,7 +306,12 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   out << "A: " << describe(a) << '\n' << "B: " << describe(b) << "\n";
   const std::string differences = configuration_differences(a.context, b.context);
   if (!differences.empty()) out << "warning: the two sweeps measured different configurations: " << differences << "\n";
-  const std::string deciding = configuration_differences(a.context, b.context, /*deciding=*/true);
+  for (const std::string& note : {cpu_settings_note(a.context, b.context), micro_batches_note(a.context, b.context)}) {
+    if (!note.empty()) out << note << "\n";
+  }
+  std::string deciding = configuration_differences(a.context, b.context, /*deciding=*/true);
+  const std::string framework = framework_difference(a.context, b.context);
+  if (!framework.empty()) deciding += (deciding.empty() ? "" : ", ") + framework;
   if (!deciding.empty()) {
     // With several distinct steps of data, rounds train step after step of it: a sweep of fewer
     // rounds met fewer of them (the grouped order's longest first), and its steps' tokens may say so.

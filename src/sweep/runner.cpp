@@ -95,7 +95,7 @@ bool may_differ_on_resume(const std::string& option) {
                                       "labels_masked_by",
                                       "knobs", "cuda_graphs", "chunked_loss", "activation_checkpointing",
                                       "optimizer_in_backward",
-                                      "memory_limit_bytes", "try_predicted_oom", "profile_dir", "OMP_WAIT_POLICY",
+                                      "memory_limit_bytes", "try_predicted_oom", "profile_dir",
                                       "peak_tflops", "tie_tolerance", "confidence",
                                       // how long to go on deciding, or to wait for other ranks:
                                       // neither changes what a finished split measured
@@ -119,6 +119,7 @@ std::string resume_option_words(const std::string& name) {
       {"samples", "the samples of --lengths"},
       {"memory_judged_on", "the micro-batch memory is judged on"},
       {"token_file", "--tokens"},
+      {"OMP_WAIT_POLICY", "the environment's OMP_WAIT_POLICY"},
       {"eps", "--adam-eps"}};
   for (const auto& [option, words] : kWords) {
     if (name == option) return words;
@@ -159,13 +160,23 @@ void check_resume(const SweepResult& resume, const SweepContext& now) {
   if (done.device_name != now.device_name) mismatch("device", done.device_name, now.device_name);
   // Every option either side recorded, this sweep's first (an option recorded only when set, as
   // --base-quant, stands for its default on the side that left it out).
+  // On the CPU: TF32 acts on nothing there, and OpenMP's wait policy changes every step's time
+  // (2.5–4× on 2 cores), as the thread count does, which is compared as the threads that ran ("all"
+  // on a machine of 2 is 2).
+  const bool cpu = now.device.rfind("cuda", 0) != 0;
+  if (done.threads > 0 && now.threads > 0 && done.threads != now.threads)
+    mismatch("--threads", std::to_string(done.threads) + (done.threads == 1 ? " thread" : " threads"),
+             std::to_string(now.threads) + (now.threads == 1 ? " thread" : " threads"));
   for (const std::string& name : option_names(now.options, done.options)) {
     if (may_differ_on_resume(name)) continue;
     if ((name == "model" && same_model_file) || (name == "lengths" && same_lengths_file) ||
         (name == "token_file" && same_token_file) || (name == "samples" && (same_lengths_file || same_token_file)))
       continue;
+    if ((name == "tf32" && cpu) || (name == "OMP_WAIT_POLICY" && !cpu)) continue;
+    if (name == "threads" && done.threads > 0 && now.threads > 0) continue;  // compared above
     const std::optional<std::string> then = recorded_option(done.options, name), wanted = recorded_option(now.options, name);
     if (!wanted) continue;  // derived from options this sweep does not have (a lengths file's samples)
+    if (!then && name == "OMP_WAIT_POLICY") continue;  // files from before it was recorded: cannot tell
     if (!then) {
       throw UserError("--resume file was written before accumbench recorded " + resume_option_words(name) +
                       ", so it cannot tell whether its splits match this sweep; write to a new file");

@@ -599,12 +599,31 @@ for b in (1, 4):
 ' "$work/a.json" "$work/before.json"
 }
 
+# cli.sweep.resume_cpu_settings: a --resume file is compared by the threads that ran, not the
+# option's words ("all" on a machine of 2 is --threads 2); TF32, which acts on nothing on the CPU,
+# may differ; OpenMP's wait policy, which changes every CPU step's time, may not (helper-80).
+resume_cpu_settings() {
+  tiny_args --micro-batches 1,4 --threads 0 --json "$work/a.json"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  local threads
+  threads=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["context"]["threads"])' "$work/a.json")
+  tiny_args --micro-batches 1,4 --threads "$threads" --tf32 off --steps 3 --resume "$work/a.json"
+  expect 0 "Recommendation:" "note: --tf32 off changes nothing on the CPU" -- sweep "${args[@]}"
+  tiny_args --micro-batches 1,4 --threads "$threads" --resume "$work/a.json"
+  OMP_WAIT_POLICY=ACTIVE expect 2 "--resume file was measured with the environment's OMP_WAIT_POLICY \"PASSIVE\", this sweep has \"ACTIVE\"" \
+    -- sweep "${args[@]}"
+  if [ "$threads" -gt 1 ]; then
+    tiny_args --micro-batches 1,4 --threads 1 --resume "$work/a.json"
+    expect 2 "--resume file was measured with --threads \"$threads threads\", this sweep has \"1 thread\"" -- sweep "${args[@]}"
+  fi
+}
+
 case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
     verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom | framework_overhead | \
     calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list | resume_new_limit | \
     stdout_fails | grouping_equal_lengths | resume_raised_steps | resume_lengths_path | compare_distinct_steps | \
-    nothing_fits_keeps_files) "$mode" ;;
+    nothing_fits_keeps_files | resume_cpu_settings) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
