@@ -889,6 +889,10 @@ struct SweepCommand {
                                      "matrix products");
       }
     }
+    if (options.try_predicted_oom && options.workload.memory_limit_bytes == 0) {
+      flags.option_notes.push_back("--try-predicted-oom changes nothing without --memory-limit: no split is judged "
+                                   "against a limit, so none is skipped as predicted not to fit");
+    }
     if (!emit.empty()) ab::settings_format_from_string(emit);  // a typo stops before the sweep, not after
     ab::SweepResult resume;
     const bool resuming = !resume_path.empty();

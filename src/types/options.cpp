@@ -659,10 +659,17 @@ std::string idle_data_options_note(const WorkloadOptions& w) {
   const DataSource& data = w.data;
   std::string note;
   if (data.lengths == LengthMode::kFixed && data.token_file.empty()) {
-    const std::vector<std::string> idle = sample_arranging_options(data);
+    std::vector<std::string> idle = sample_arranging_options(data);
+    // Every micro-batch's longest sample is T, so each padding pads to T, as max does.
+    const std::vector<PaddingChoice> paddings = data_paddings(data);
+    if (std::any_of(paddings.begin(), paddings.end(), [](const PaddingChoice& p) { return p.per_micro_batch(); })) {
+      idle.insert(idle.begin(), "--padding " + join_paddings(paddings));
+    }
     if (!idle.empty()) {
       const bool one = idle.size() == 1;
-      note = (one ? idle[0] + " acts" : idle[0] + " and " + idle[1] + " act") +
+      std::string named = idle.front();
+      for (size_t i = 1; i < idle.size(); ++i) named += (i + 1 == idle.size() ? " and " : ", ") + idle[i];
+      note = (one ? named + " acts" : named + " act") +
              " on samples of different lengths, but with --lengths fixed every sample is T tokens, so " +
              (one ? "it changes" : "they change") +
              " nothing here; give your dataset's lengths (--lengths FILE) or --lengths variable";
