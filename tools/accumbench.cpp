@@ -1547,12 +1547,13 @@ struct ReportCommand {
 
   CLI::App* add_to(CLI::App& app) {
     CLI::App* command = app.add_subcommand("report", "render a saved sweep JSON again (console, or files)");
-    command->add_option("results", input, "a JSON file written by `accumbench sweep --json`")->required();
+    command->add_option("results", input, "a JSON file written by `accumbench sweep --json`");
     files.add_to(command, /*sweeping=*/false);
     return command;
   }
 
   int run() const {
+    if (input.empty()) throw ab::UserError("report needs the JSON file a sweep wrote: accumbench report FILE.json");
     files.require_writable(input, "the results file");
     const ab::SweepResult result = ab::load_sweep_result(input);
     files.write(result);
@@ -1570,12 +1571,16 @@ struct CompareCommand {
 
   CLI::App* add_to(CLI::App& app) {
     CLI::App* command = app.add_subcommand("compare", "compare two sweep JSON files split by split");
-    command->add_option("a", a, "baseline JSON")->required();
-    command->add_option("b", b, "other JSON")->required();
+    command->add_option("a", a, "baseline JSON");
+    command->add_option("b", b, "other JSON");
     return command;
   }
 
   int run() const {
+    if (a.empty() || b.empty()) {
+      throw ab::UserError(std::string("compare needs two JSON files that sweeps wrote") +
+                          (a.empty() ? "" : ", and got one") + ": accumbench compare A.json B.json");
+    }
     const ab::SweepResult first = ab::load_sweep_result(a);  // in order: errors name the first bad file
     const ab::SweepResult second = ab::load_sweep_result(b);
     try {
@@ -1611,6 +1616,11 @@ void refuse_empty_list_items(int argc, char** argv) {
   };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    // Bare, --group-by-length is true; an empty value (an unset shell variable) is not the flag.
+    if (arg == "--group-by-length=" || (arg == "--group-by-length" && i + 1 < argc && argv[i + 1][0] == '\0')) {
+      throw ab::UserError("--group-by-length has an empty value; give true or false (or a list, false,true), or the "
+                          "flag alone for true");
+    }
     for (const char* list : kLists) {
       const std::string flag = list;
       if (arg.rfind(flag + "=", 0) == 0) check(flag, arg.substr(flag.size() + 1));
@@ -1642,6 +1652,11 @@ void harden_values(CLI::App& app) {
           while (first + 1 < value.size() && value[first] == '0' &&
                  std::isdigit(static_cast<unsigned char>(value[first + 1])))
             ++first;
+          // CLI11 reads 0x10 as 16 and 0b11 as 3: a number in another base is refused, not guessed.
+          if (value.size() > sign + 1 && value[sign] == '0' &&
+              std::string("xXbBoO").find(value[sign + 1]) != std::string::npos) {
+            return ab::text::shortened(value, 40) + " is not a decimal whole number; write it in decimal digits";
+          }
           const bool digits = value.size() > sign &&
                               std::all_of(value.begin() + static_cast<std::ptrdiff_t>(sign), value.end(),
                                           [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; });
