@@ -104,6 +104,16 @@ TEST(Units, DurationsKeepThreeDigits) {
   EXPECT_EQ(text::format_duration(-5e-4), "-500 \u00b5s");
 }
 
+// A ratio keeps its decimals, and two digits where they would round it to 0 (compare's peak B/A of
+// 2.8 MiB against 2.29 GiB read 0.00×).
+TEST(Units, RatiosNeverReadZero) {
+  EXPECT_EQ(text::format_ratio(1.234, 2), "1.23\u00d7");
+  EXPECT_EQ(text::format_ratio(0.005, 2), "0.01\u00d7");
+  EXPECT_EQ(text::format_ratio(0.0012, 2), "0.0012\u00d7");
+  EXPECT_EQ(text::format_ratio(0.0, 2), "0.00\u00d7");
+  EXPECT_EQ(text::format_ratio(std::nan(""), 2), "-");
+}
+
 // A list as a sentence gives it.
 TEST(Units, AndListReadsAsASentence) {
   EXPECT_EQ(text::and_list({}), "");

@@ -42,6 +42,14 @@ const CLI::Validator kNonEmptyPath(
     [](std::string& value) { return value.empty() ? std::string("an empty path names no file; give a path") : std::string(); },
     "");
 
+// "-" reads as stdout in many tools; here it would be a file named "-" beside the table on stdout.
+const CLI::Validator kFileNotDash(
+    [](std::string& value) {
+      return value == "-" ? std::string("- would write a file named \"-\" (stdout holds the table); give a file path")
+                          : std::string();
+    },
+    "");
+
 struct OutputFiles {
   std::string json, csv, markdown, html, trace;
 
@@ -49,15 +57,20 @@ struct OutputFiles {
   void add_to(CLI::App* command, bool sweeping) {
     command->add_option("--json", json, sweeping ? "write the results as JSON (rewritten after every split)"
                                                  : "write the results as JSON (the current schema)")
-        ->check(kNonEmptyPath);
+        ->check(kNonEmptyPath)
+        ->check(kFileNotDash);
     command->add_option("--csv", csv, "write one CSV line per split")
-        ->check(kNonEmptyPath);
+        ->check(kNonEmptyPath)
+        ->check(kFileNotDash);
     command->add_option("--markdown", markdown, "write a Markdown table (the measurements that always matter, and every column that varies between splits)")
-        ->check(kNonEmptyPath);
+        ->check(kNonEmptyPath)
+        ->check(kFileNotDash);
     command->add_option("--html", html, "write a self-contained HTML report with charts")
-        ->check(kNonEmptyPath);
+        ->check(kNonEmptyPath)
+        ->check(kFileNotDash);
     command->add_option("--trace", trace, "write a Chrome/Perfetto trace (one process per split)")
-        ->check(kNonEmptyPath);
+        ->check(kNonEmptyPath)
+        ->check(kFileNotDash);
   }
   bool any() const { return !json.empty() || !csv.empty() || !markdown.empty() || !html.empty() || !trace.empty(); }
   std::vector<std::pair<std::string, std::string>> named() const {
@@ -897,6 +910,7 @@ struct SweepCommand {
     ab::SweepResult resume;
     const bool resuming = !resume_path.empty();
     if (resuming) {
+      ab::require_readable_file(resume_path, "--resume file");  // named as the option, before the reader's words
       resume = ab::load_sweep_result(resume_path);
       if (files.json.empty()) files.json = resume_path;
     }
@@ -1278,11 +1292,14 @@ struct PlanCommand {
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
     command->add_option("--json", json_path, "write the split table as JSON (with every split's Trainer settings)")
-        ->check(kNonEmptyPath);
+        ->check(kNonEmptyPath)
+        ->check(kFileNotDash);
     command->add_option("--markdown", markdown_path, "write the split table as Markdown")
-        ->check(kNonEmptyPath);
+        ->check(kNonEmptyPath)
+        ->check(kFileNotDash);
     command->add_option("--html", html_path, "write the split table as a self-contained HTML page")
-        ->check(kNonEmptyPath);
+        ->check(kNonEmptyPath)
+        ->check(kFileNotDash);
   }
   void write_files(const ab::PlanReport& report) const;
   void adopt_trl_loss(ab::WorkloadOptions& w);

@@ -447,7 +447,9 @@ TokenFile::TokenFile(const std::string& path, int token_bytes) : path_(path), wi
   }
   bytes_ = read_file_bytes(path);
   if (bytes_ == nullptr) throw UserError("token file " + text::quoted(path, 240) + " " + why_unreadable(path) + "; check the path");
-  if (bytes_->empty()) throw UserError("token file \"" + path + "\" is empty");
+  if (bytes_->empty())
+    throw UserError("token file \"" + path + "\" is empty; give a file of token ids (uint16, or uint32 with "
+                    "--token-bytes 4), as a tokenizer's output written with numpy's tofile");
   if (bytes_->size() % static_cast<size_t>(token_bytes) != 0) {
     throw UserError("token file \"" + path + "\" has " + std::to_string(bytes_->size()) +
                     " bytes, not a multiple of the " + std::to_string(token_bytes) +

@@ -63,7 +63,10 @@ std::vector<BlockLinear> lora_targets(const ModelConfig& m, const std::string& t
   }
   std::string known;
   for (const BlockLinear& l : all) known += (known.empty() ? "" : ",") + l.name;
-  known += m.arch == Architecture::kGpt2 ? " (c_proj names both projections)" : " (or their Hugging Face names, q_proj, ...)";
+  // GPT-2's in Hugging Face's names, as the help gives them; the two c_proj apart by their module.
+  known = m.arch == Architecture::kGpt2 ? "c_attn,c_proj,c_fc (c_proj names both projections; attn_c_proj or "
+                                          "mlp_c_proj one of them)"
+                                        : known + " (or their Hugging Face names, q_proj, ...)";
   std::vector<std::string> wanted;
   for (const std::string& name : split_names(targets)) {
     if (name == "all-linear" || name == "attention" || name == "mlp") {

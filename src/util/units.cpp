@@ -222,6 +222,8 @@ std::string format_percent(double fraction, int decimals) {
 
 std::string format_ratio(double ratio, int decimals) {
   if (!std::isfinite(ratio)) return "-";
+  // A ratio the decimals would round to 0 (2.8 MiB against 2.29 GiB: 0.0012) keeps two digits.
+  if (ratio > 0 && ratio < 0.5 * std::pow(10.0, -decimals)) return format_significant(ratio, 2) + "\xC3\x97";
   return format_fixed(ratio, decimals) + "\xC3\x97";  // ×
 }
 
