@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -1499,6 +1500,22 @@ TEST(Json, FileWriteAndLoad) {
 
   EXPECT_THROW(load_sweep_result(path), UserError);
   EXPECT_THROW(write_file_atomically("/nonexistent-dir/x/sweep.json", "{}"), UserError);
+}
+
+// A symbolic link is written through, as the shell's `>` writes: the link stays a link, and the
+// file it names (here by a relative path) holds the content.
+TEST(Json, FileWriteThroughASymbolicLink) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("accumbench-link-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "real.json") << "old";
+  fs::create_symlink("real.json", dir / "link.json");
+  write_file_atomically((dir / "link.json").string(), "new");
+  EXPECT_TRUE(fs::is_symlink(dir / "link.json"));
+  std::ifstream real(dir / "real.json");
+  const std::string content((std::istreambuf_iterator<char>(real)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "new");
+  fs::remove_all(dir);
 }
 
 TEST(Json, InvalidUtf8InAnErrorMessageIsReplacedNotFatal) {

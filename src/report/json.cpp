@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -729,7 +730,16 @@ SweepResult load_sweep_result(const std::string& path) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& content) {
-  const std::string temporary = path + ".tmp";
+  // A symbolic link is written through, as `>` would: the file it names gets the content, and the
+  // link stays (a rename onto the link would replace it with a plain file).
+  std::string target = path;
+  std::error_code error;
+  for (int hops = 0; hops < 40 && std::filesystem::is_symlink(target, error); ++hops) {
+    const std::filesystem::path link = std::filesystem::read_symlink(target, error);
+    if (error) break;
+    target = (link.is_absolute() ? link : std::filesystem::path(target).parent_path() / link).string();
+  }
+  const std::string temporary = target + ".tmp";
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     // Named as the user named it: the temporary beside it is how, not what, is lost.
@@ -747,7 +757,7 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   }
   // rename() replaces the old file in one step: a reader sees the old or the new content, never
   // half of one.
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+  if (std::rename(temporary.c_str(), target.c_str()) != 0) {
     const std::string reason = std::strerror(errno);
     std::remove(temporary.c_str());
     throw UserError("cannot replace " + path + " (" + reason +
