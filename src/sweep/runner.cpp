@@ -158,8 +158,6 @@ void check_resume(const SweepResult& resume, const SweepContext& now) {
   }
   if (done.libtorch_version != now.libtorch_version) mismatch("LibTorch", done.libtorch_version, now.libtorch_version);
   if (done.device_name != now.device_name) mismatch("device", done.device_name, now.device_name);
-  // Every option either side recorded, this sweep's first (an option recorded only when set, as
-  // --base-quant, stands for its default on the side that left it out).
   // On the CPU: TF32 acts on nothing there, and OpenMP's wait policy changes every step's time
   // (2.5–4× on 2 cores), as the thread count does, which is compared as the threads that ran ("all"
   // on a machine of 2 is 2).
@@ -167,6 +165,8 @@ void check_resume(const SweepResult& resume, const SweepContext& now) {
   if (done.threads > 0 && now.threads > 0 && done.threads != now.threads)
     mismatch("--threads", std::to_string(done.threads) + (done.threads == 1 ? " thread" : " threads"),
              std::to_string(now.threads) + (now.threads == 1 ? " thread" : " threads"));
+  // Every option either side recorded, this sweep's first (an option recorded only when set, as
+  // --base-quant, stands for its default on the side that left it out).
   for (const std::string& name : option_names(now.options, done.options)) {
     if (may_differ_on_resume(name)) continue;
     if ((name == "model" && same_model_file) || (name == "lengths" && same_lengths_file) ||
