@@ -1275,12 +1275,41 @@ struct PlanCommand {
                         "fp32 logits, which TRL's per-step metrics keep and copy after the loss)")
         ->type_name("chunked_nll|nll");
     add_handover_options(command);
+    add_sweep_only_options(command);
     return command;
   }
 
   int run();
 
  private:
+  // A sweep's options that change what is timed or how it decides, never a tensor's size: plan
+  // takes them, so that a sweep's command line plans as it is (the sweep's recommendation says
+  // "accumbench plan with the same options"), and names them in one note.
+  std::map<std::string, std::string> sweep_only;
+  bool sweep_only_try_oom = false;
+  void add_sweep_only_options(CLI::App* command) {
+    static const char* const kSweepOnly[] = {
+        "--steps",        "--warmup",     "--time-budget",  "--tie-tolerance", "--confidence",
+        "--threads",      "--lr",         "--beta1",        "--beta2",         "--adam-eps",
+        "--weight-decay", "--tf32",       "--peak-tflops",  "--dist-timeout",  "--framework-overhead",
+        "--loss-normalization"};
+    const char* const group = "A sweep's options, taken so that its command line plans as it is; they change no "
+                              "tensor's size, and the plan ignores them";
+    for (const char* name : kSweepOnly) command->add_option(name, sweep_only[name], "ignored")->group(group);
+    command->add_flag("--try-predicted-oom", sweep_only_try_oom, "ignored")->group(group);
+  }
+  // The note naming those given ("" without any).
+  std::string sweep_only_note() const {
+    std::vector<std::string> given;
+    for (const auto& [name, value] : sweep_only) {
+      if (flags.cli->count(name) > 0) given.push_back(name);
+    }
+    if (sweep_only_try_oom) given.push_back("--try-predicted-oom");
+    if (given.empty()) return "";
+    return ab::text::and_list(given) + (given.size() == 1 ? " is a sweep's option, which changes" : " are a sweep's options, which change") +
+           " what is timed or how it decides, not any tensor's size: the plan ignores " +
+           (given.size() == 1 ? "it" : "them");
+  }
   void add_handover_options(CLI::App* command) {
     command->add_option("--headroom", headroom,
                         "memory kept free of the limit for what the plan does not count (on CUDA: the context and "
@@ -1418,6 +1447,7 @@ int PlanCommand::run() {
   const std::vector<ab::MemoryPlan> plans = ab::plan_splits(cfg, o, w);
   // The notes on stderr, kept for the files too (--json's notes, Markdown, HTML).
   std::vector<std::string> notes = flags.take_option_notes();
+  notes.push_back(sweep_only_note());
   notes.push_back(ab::optimizer_in_backward_note(w, w.world_size));
   for (const std::string& note : shape_notes(cfg, w)) notes.push_back(note);
   notes.push_back(ab::cpu_bf16_scratch_note(w, target.cuda));
