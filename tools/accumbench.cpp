@@ -790,6 +790,24 @@ void add_config_options(CLI::App* command, WorkloadFlags& f) {
   trl->excludes(axolotl);
 }
 
+// A token file's ids in place of synthetic tokens; with --eos-id its documents are the samples
+// (sweep measures them; plan judges the activations on their lengths, as the sweep's plan does).
+void add_token_file_options(CLI::App* command, WorkloadFlags& flags) {
+  command->add_option("--tokens", flags.workload.data.token_file,
+                      "token file (uint16 or uint32 ids) instead of synthetic tokens");
+  command->add_option("--token-bytes", flags.workload.data.token_bytes, "bytes per token id in --tokens: 2 or 4")
+      ->capture_default_str();
+  command->add_option("--eos-id", flags.workload.data.eos_id,
+                      "split --tokens into documents after each token N: they are the samples (lengths, padding)")
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            return !value.empty() && value[0] == '-' ? value + " is not a token id; give your tokenizer's "
+                                                               "end-of-sequence id (0 or more)"
+                                                     : "";
+          },
+          ""));
+}
+
 // Every option of the workload, on one subcommand.
 void add_workload_options(CLI::App* command, WorkloadFlags& flags) {
   command->footer(kSplitLegend);
@@ -871,19 +889,7 @@ struct SweepCommand {
                         "default, and a trainer's without tf32: true, is off); fp32 steps' time only")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
-    command->add_option("--tokens", flags.workload.data.token_file,
-                        "token file (uint16 or uint32 ids) instead of synthetic tokens");
-    command->add_option("--token-bytes", flags.workload.data.token_bytes, "bytes per token id in --tokens: 2 or 4")
-        ->capture_default_str();
-    command->add_option("--eos-id", flags.workload.data.eos_id,
-                        "split --tokens into documents after each token N: they are the samples (lengths, padding)")
-        ->check(CLI::Validator(
-            [](std::string& value) -> std::string {
-              return !value.empty() && value[0] == '-' ? value + " is not a token id; give your tokenizer's "
-                                                                 "end-of-sequence id (0 or more)"
-                                                       : "";
-            },
-            ""));
+    add_token_file_options(command, flags);
     command->add_option("--resume", resume_path, "skip splits already measured in this JSON file (and keep writing it)")
         ->check(kNonEmptyPath);
     command->add_option("--emit", emit, emit_help("the recommended split"))->type_name("trl|axolotl|args");
@@ -1274,6 +1280,7 @@ struct PlanCommand {
                         "the head and the loss in checkpointed chunks of 256 tokens, no full logits) or nll (the full "
                         "fp32 logits, which TRL's per-step metrics keep and copy after the loss)")
         ->type_name("chunked_nll|nll");
+    add_token_file_options(command, flags);
     add_handover_options(command);
     add_sweep_only_options(command);
     return command;
