@@ -171,7 +171,7 @@ TEST(PlanReport, JsonFields) {
     EXPECT_EQ(s["peak_bytes"], r.plans[i].peak_bytes);
     EXPECT_EQ(s["spare_bytes"], r.usable_bytes() - r.plans[i].peak_bytes);
     EXPECT_EQ(s["fits"], r.plans[i].peak_bytes <= r.usable_bytes());
-    EXPECT_EQ(s["trainer_settings"]["per_device_train_batch_size"], std::to_string(r.plans[i].split.micro_batch));
+    EXPECT_EQ(s["trainer_settings"]["per_device_train_batch_size"], r.plans[i].split.micro_batch);
     EXPECT_EQ(s["backward_bytes"], r.plans[i].phase_peak_bytes[1]);
   }
   EXPECT_EQ(j["largest_fitting"][0]["split"], "8×1");  // 64 MiB holds every split of gpt2-tiny
@@ -632,6 +632,30 @@ TEST(PlanReport, ListsPlanEachJobAsItsOwnPlan) {
   EXPECT_TRUE(j["changes_to"].is_null());
 }
 
+// The JSON's Trainer settings typed as the YAML they are written for reads them: numbers, booleans,
+// a list of modules, a one-module pattern as its text.
+TEST(PlanReport, JsonTrainerSettingsAreTyped) {
+  Tiny t;
+  t.workload.lora.rank = 4;
+  t.workload.lora.dropout = 0.05;
+  t.workload.lora.targets = "c_attn";
+  t.options.lora = t.workload.lora;
+  ab::PlanReport r = t.report(0, 0);
+  r.target_modules = ab::peft_target_modules(t.cfg, t.workload.lora);
+  nlohmann::json settings = nlohmann::json::parse(ab::plan_json(r))["splits"][0]["trainer_settings"];
+  EXPECT_EQ(settings["per_device_train_batch_size"], 1);
+  EXPECT_TRUE(settings["per_device_train_batch_size"].is_number_integer());
+  EXPECT_EQ(settings["gradient_checkpointing"], false);
+  EXPECT_EQ(settings["use_peft"], true);
+  EXPECT_EQ(settings["lora_r"], 4);
+  EXPECT_DOUBLE_EQ(settings["lora_dropout"].get<double>(), 0.05);
+  EXPECT_EQ(settings["lora_target_modules"], ".*\\.c_attn");  // TRL's one-module pattern, unquoted
+  EXPECT_EQ(settings["loss_type"], "nll");
+  r.target_modules = {"c_attn", "c_proj"};
+  settings = nlohmann::json::parse(ab::plan_json(r))["splits"][0]["trainer_settings"];
+  EXPECT_EQ(settings["lora_target_modules"], nlohmann::json::array({"c_attn", "c_proj"}));
+}
+
 // Two precisions: the label names the precision (the other lists are single), the context both.
 TEST(PlanReport, ListsOfPrecisionsNameEachSplitsPrecision) {
   Tiny t;
@@ -643,7 +667,7 @@ TEST(PlanReport, ListsOfPrecisionsNameEachSplitsPrecision) {
   const nlohmann::json j = nlohmann::json::parse(ab::plan_json(r));
   EXPECT_EQ(j["context"]["precision"], "fp32,bf16");
   EXPECT_EQ(j["splits"][7]["precision"], "bf16");
-  EXPECT_EQ(j["splits"][7]["trainer_settings"]["bf16"], "true");
+  EXPECT_EQ(j["splits"][7]["trainer_settings"]["bf16"], true);
   // bf16= differs between the splits: a row's own key, not one every split shares.
   EXPECT_EQ(lines_of(ab::plan_markdown(r))[4].substr(0, 13), "| 1\u00d78 fp32 |");
   EXPECT_NE(ab::plan_markdown(r).find("Every split also: fp16=false max_length=64 packing=false loss_type=nll\n"), std::string::npos);

@@ -1327,7 +1327,7 @@ struct PlanCommand {
                         "largest that fits, or the smallest), with each group's formula; off: the split table only")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
-    command->add_option("--json", json_path, "write the split table as JSON (with every split's Trainer settings)")
+    command->add_option("--json", json_path, "write the split table as JSON (with every split's Trainer settings, typed as the YAML reads them)")
         ->check(kNonEmptyPath)
         ->check(kFileNotDash);
     command->add_option("--markdown", markdown_path, "write the split table as Markdown")

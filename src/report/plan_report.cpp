@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "accumbench/error.hpp"
@@ -268,6 +271,38 @@ void add_job(nlohmann::json& entry, const GridJob& job) {
 }
 }  // namespace
 
+namespace {
+// A Trainer setting's value as the YAML file it is written for types it: true and false, whole and
+// real numbers, a [list] of module names, a 'quoted' pattern as its text; a word stays a string.
+nlohmann::json typed_setting(const std::string& value) {
+  if (value == "true" || value == "false") return value == "true";
+  if (value.size() >= 2 && value.front() == '[' && value.back() == ']') {
+    nlohmann::json items = nlohmann::json::array();
+    std::stringstream in(value.substr(1, value.size() - 2));
+    for (std::string item; std::getline(in, item, ',');) {
+      item.erase(0, item.find_first_not_of(' '));
+      item.erase(item.find_last_not_of(' ') + 1);
+      if (!item.empty()) items.push_back(item);
+    }
+    return items;
+  }
+  if (value.size() >= 2 && value.front() == '\'' && value.back() == '\'') {
+    std::string text = value.substr(1, value.size() - 2);
+    for (size_t at = text.find("''"); at != std::string::npos; at = text.find("''", at + 1)) text.erase(at, 1);
+    return text;
+  }
+  if (!value.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    const long long whole = std::strtoll(value.c_str(), &end, 10);
+    if (errno == 0 && end == value.c_str() + value.size()) return static_cast<int64_t>(whole);
+    const double real = std::strtod(value.c_str(), &end);
+    if (end == value.c_str() + value.size() && std::isfinite(real)) return real;
+  }
+  return value;
+}
+}  // namespace
+
 std::string plan_json(const PlanReport& r) {
   using nlohmann::json;
   json out;
@@ -319,7 +354,7 @@ std::string plan_json(const PlanReport& r) {
     s["fits"] = r.memory_limit_bytes > 0 ? json(fits(p, r)) : json(nullptr);
     json settings;
     for (const auto& [key, value] : trl_settings(trainer_settings(p, r.workload, r.target_modules))) {
-      settings[key] = value;
+      settings[key] = typed_setting(value);
     }
     s["trainer_settings"] = settings;
     splits.push_back(s);
