@@ -966,8 +966,10 @@ struct SweepCommand {
     // A sweep whose every split the plan skipped measured nothing: its files would hold no more than
     // the table says, and would replace an earlier sweep's results at those paths. None is written.
     // (A resumed file keeps its runs, and is written.)
+    // (A save before any split ended, or of a sweep stopped then, is written as it always was.)
     const auto measured_anything = [&](const ab::SweepResult& sweep) {
-      return resuming || std::any_of(sweep.runs.begin(), sweep.runs.end(), [](const ab::RunResult& run) {
+      return resuming || sweep.runs.empty() ||
+             std::any_of(sweep.runs.begin(), sweep.runs.end(), [](const ab::RunResult& run) {
                return run.status != ab::RunStatus::kPredictedOutOfMemory;
              });
     };
