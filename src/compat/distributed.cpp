@@ -80,8 +80,9 @@ class JoinNotice {
  public:
   static constexpr double kAfterSeconds = 3;
 
-  JoinNotice(std::string address, int remaining) : address_(std::move(address)), remaining_(remaining) {
-    thread_ = std::thread([this] {
+  JoinNotice(std::string address, int remaining, double timeout_seconds)
+      : address_(std::move(address)), remaining_(remaining) {
+    thread_ = std::thread([this, timeout_seconds] {
       std::unique_lock<std::mutex> lock(mutex_);
       if (cv_.wait_for(lock, std::chrono::duration<double>(kAfterSeconds), [this] { return done_; })) return;
       const int n = remaining_.load();
@@ -89,7 +90,10 @@ class JoinNotice {
         std::cerr << "accumbench: every rank joined at " << address_ << "; waiting for them to connect to each other"
                   << std::endl;
       } else {
+        // A rank that stopped at once (a refused option) never comes: say how long the wait lasts.
         std::cerr << "accumbench: waiting for " << n << (n == 1 ? " rank" : " ranks") << " at " << address_
+                  << ", for up to " << static_cast<int64_t>(timeout_seconds) << " s (--dist-timeout); if "
+                  << (n == 1 ? "that rank" : "one of them") << " already stopped with an error, Ctrl-C stops this one"
                   << std::endl;
       }
     });
@@ -248,7 +252,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::from_environment(c10::Device device,
   require_backend(device);
   const std::string address = env.master_addr + ":" + std::to_string(env.master_port);
   // Until the store answers, this rank cannot know who has joined: all the others, for all it knows.
-  JoinNotice notice(address, env.world_size - 1);
+  JoinNotice notice(address, env.world_size - 1, timeout_seconds);
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(env.master_port);
   options.isServer = env.rank == 0;
