@@ -542,6 +542,18 @@ TEST(CsvReporter, ACpuSweepSaysItsParametersAndNoTf32) {
   EXPECT_NE(lines[1].find(",none,false,peft,-,true,2,"), std::string::npos) << lines[1];
 }
 
+// Runs of a --padding list share a shape: each line's label names its padding, as the tables'
+// split names do, so that no two lines read the same.
+TEST(CsvReporter, LabelsNameWhatAListVaries) {
+  SweepResult result = sample_result();
+  result.runs[1] = result.runs[0];
+  result.runs[1].config.padding = PaddingChoice{Padding::kLongest, 0};
+  const std::vector<std::string> lines = report_lines(CsvReporter(), result);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[1].rfind("8\u00d78 pad-max,", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[2].rfind("8\u00d78 pad-longest,", 0), 0u) << lines[2];
+}
+
 TEST(CsvReporter, QuotesFieldsWithCommasAndQuotesPerRfc4180) {
   SweepResult result = sample_result();
   result.runs[2].status = RunStatus::kError;

@@ -75,7 +75,11 @@ void CsvReporter::report(const SweepResult& result, std::ostream& out) const {
   for (const auto& [name, value] : workload) shared += "," + csv_field(value);
   for (const RunResult& run : result.runs) {
     for (std::size_t i = 0; i < columns.size(); ++i) {
-      out << (i > 0 ? "," : "") << csv_field(report::cell_text(*columns[i], View::kCsv, run, {}));
+      // The label names the run as every report does (run_label): with a --precision, --padding or
+      // --packing list, its value too, so that no two lines share one.
+      const std::string cell = columns[i]->csv == "label" ? run_label(run, result.runs)
+                                                          : report::cell_text(*columns[i], View::kCsv, run, {});
+      out << (i > 0 ? "," : "") << csv_field(cell);
     }
     out << shared << '\n';
   }
