@@ -306,6 +306,53 @@ TEST(RealData, WrappedPackingFillsEveryRow) {
   }
 }
 
+// --group-by-length puts a step's longest samples in its first micro-batch: the plan places each
+// micro-batch where it falls, the first before any gradient exists (planned as a split without
+// accumulation runs its one micro-step), the later ones at their own longest with the gradients.
+// Before, every split was planned with the longest sample and the gradients at once: 1×8, 2×4 and
+// 4×2 of the skewed file at T=64 5.5 %, 19.2 % and 13.5 % above their measured peaks.
+TEST(RealData, AGroupedStepIsPlannedWhereItsMicroBatchesFall) {
+  ab::WorkloadOptions w = skewed("longest");
+  w.seq_len = 64;
+  w.data.group_by_length = true;
+  ab::PlanOptions o = ab::sweep_plan_options(w, /*device_is_cuda=*/false, /*token_batches=*/2);
+  ASSERT_EQ(o.grouped_lengths.size(), ab::read_sample_source(w.data, 64, 512)->lengths.size());
+  EXPECT_EQ(o.grouped_step, 8);
+  const int64_t longest = o.activation_length();
+  EXPECT_EQ(o.grouped_lengths.front(), longest);  // the longest sample comes first
+  const ab::ModelConfig cfg = ab::find_preset("gpt2-tiny");
+  ab::SplitConfig split;
+  split.micro_batch = 2;
+  split.accum_steps = 4;
+  split.padding = ab::PaddingChoice{ab::Padding::kLongest, 0};
+  split.group_by_length = true;
+  const ab::MemoryPlan grouped = ab::plan_memory(cfg, ab::plan_options_for(o, split), split);
+  EXPECT_EQ(grouped.first_micro_batch_length, longest);
+  const int64_t later = grouped.options.activation_length();
+  EXPECT_LT(later, longest);
+  // The later micro-batches' plan, and the first's as its one micro-step without accumulation.
+  ab::PlanOptions at_later = ab::plan_options_for(o, split), at_first = at_later;
+  at_later.grouped_lengths.clear();
+  at_later.activation_seq_len = later;
+  at_first.grouped_lengths.clear();
+  ab::SplitConfig one_step = split;
+  one_step.accum_steps = 1;
+  const ab::MemoryPlan with_gradients = ab::plan_memory(cfg, at_later, split);
+  const ab::MemoryPlan before_them = ab::plan_memory(cfg, at_first, one_step);
+  for (const ab::PlanPhase phase : {ab::PlanPhase::kForward, ab::PlanPhase::kBackward}) {
+    const int p = static_cast<int>(phase);
+    EXPECT_EQ(grouped.phase_peak_bytes[p], std::max(with_gradients.phase_peak_bytes[p], before_them.phase_peak_bytes[p]));
+  }
+  EXPECT_LT(grouped.peak_bytes, ab::plan_memory(cfg, at_first, split).peak_bytes);  // the longest with the gradients
+  // A random order may put the longest sample in any micro-batch: planned as before.
+  ab::WorkloadOptions random = w;
+  random.data.group_by_length = false;
+  EXPECT_TRUE(ab::sweep_plan_options(random, false, 2).grouped_lengths.empty());
+  ab::GridJob ungrouped = ab::job_of(split);
+  ungrouped.group_by_length = false;
+  EXPECT_TRUE(ab::plan_options_for(o, ungrouped).grouped_lengths.empty());
+}
+
 TEST(RealData, CudaGraphsRefuseAChangingShape) {
   ab::WorkloadOptions w = skewed("longest");
   w.grid.cuda_graphs = true;

@@ -613,7 +613,8 @@ void add_real_data_options(CLI::App* command, WorkloadFlags& f) {
                       "order samples as transformers' LengthGroupedSampler (megabatches of the step's samples, sorted by "
                       "length, the longest first); bare: true; false: a seeded random order" +
                           (f.command == ab::Command::kPlan && !f.one_job
-                               ? std::string("; a list (false,true) is planned once: the order changes no tensor's size")
+                               ? std::string("; a list (false,true) is planned once, as the random order (its longest micro-batch may "
+                                           "come after the first, with the gradients)")
                                : list_help(f, std::string("on each order's steps of the same samples") +
                                                   (f.command == ab::Command::kSweep ? ", compared per real token" : ""))))
       ->expected(0, 8)
@@ -1433,19 +1434,26 @@ int PlanCommand::run() {
   ab::check_sequence_length(cfg, w.seq_len);  // before the data is read (a dataset takes seconds)
   ab::validate_lora(cfg, w.lora);  // the rank against the model, a checkpoint stored quantised
   const ab::PlanTarget target = ab::plan_target(w);  // the CPU's host batches: every order's (below)
-  // The order the sampler visits the samples in changes no tensor's size (the longest micro-batch is
-  // judged either way): a --group-by-length list is planned once, with the first order.
+  // A --group-by-length list is planned once, as the random order, whose longest micro-batch may
+  // come at any micro-step (a grouped step's comes first, before the gradients: less); its Trainer
+  // settings are the first order's.
   const std::vector<bool> orders = ab::grid_groupings(w);
   if (orders.size() > 1) {
     flags.option_notes.push_back(
-        "--group-by-length " + ab::join_groupings(orders) + ": the order of the samples changes no tensor's size, so " +
-        "each split is planned once for every order" +
+        "--group-by-length " + ab::join_groupings(orders) + ": each split is planned once for both orders" +
         (target.cuda ? std::string() : std::string(" (the host batches count each order's, as a sweep keeps them)")) +
-        "; its Trainer settings (--emit) are the first order's, --group-by-length " + (orders.front() ? "true" : "false") +
+        ", as the random one, whose longest micro-batch may come after a step's first, with the gradients (a grouped "
+        "order alone plans lower: its steps hold their longest samples first); its Trainer settings (--emit) are the first order's, --group-by-length " + (orders.front() ? "true" : "false") +
         "; a sweep times each");
     w = ab::with_grouping(std::move(w), orders.front());
   }
-  const ab::PlanOptions o = plan_options(w, target);
+  ab::PlanOptions o = plan_options(w, target);
+  // Planned once for both orders: as the random one, whose longest micro-batch may come at any
+  // micro-step (a grouped step's comes first, before the gradients: less).
+  if (orders.size() > 1) {
+    o.grouped_lengths.clear();
+    for (ab::PlanOptions::PackedRows& rows : o.rows_by_packing) rows.rows.grouped_lengths.clear();
+  }
   const int64_t limit = memory_bytes(w, target);
   // What the splits may use: the limit less the headroom (the CUDA context and fragmentation).
   // Checked even without a limit to take it from: 150% or -1GiB is a mistake either way.

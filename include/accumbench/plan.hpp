@@ -82,6 +82,13 @@ struct PlannedRows {
   // count of them): no micro-batch of b gathers more than [b - 1] rows, or with a shorter source,
   // repeated, (b / m)·[m - 1] + [b % m - 1]. Empty: T − 1 per row (variable lengths, wrapped rows).
   std::vector<int64_t> most_counted_targets;
+  // --group-by-length, one order, one process, rows of samples: the source's sample lengths (cut to
+  // T) in the order a grouped epoch visits them, `grouped_step` to a step. A grouped step holds its
+  // longest samples first, so each split is planned by where its micro-batches fall (plan_memory):
+  // a step's first micro-batch before any gradient exists, the later ones with the gradients at
+  // their own longest. Empty: every micro-batch as the longest of the data, with the gradients.
+  std::vector<int64_t> grouped_lengths;
+  int64_t grouped_step = 0;
 };
 
 struct PlanOptions : PlannedRows {
@@ -192,6 +199,13 @@ struct MemoryPlan {
   std::array<int64_t, kPlanPhaseCount> phase_peak_bytes{};
   int64_t peak_bytes = 0;
   PlanPhase peak_phase = PlanPhase::kForward;
+  // A grouped order's first micro-batch of a step (PlannedRows::grouped_lengths), planned apart: its
+  // activation length and its forward and backward peaks, before any gradient exists, which
+  // phase_peak_bytes include; 0 where every micro-batch of the split is planned alike (the tables
+  // above are then the later micro-batches').
+  int64_t first_micro_batch_length = 0;
+  int64_t first_micro_batch_forward_bytes = 0;
+  int64_t first_micro_batch_backward_bytes = 0;
 };
 
 // Bytes of the optimizer's state for what trains (the model, or its LoRA adapters), as the plan's

@@ -65,6 +65,9 @@ std::vector<const PlanColumn*> shown_plan_columns(const PlanReport& report);
 // positions, the longest padded micro-batch: ..."; a --padding list's every padding, a --packing
 // list's every packing); "" where every micro-batch is T long.
 std::string activation_length_line(const PlanOptions& options);
+// With one grouped order (PlannedRows::grouped_lengths): how the plan places a step's micro-batches,
+// after "; "; "" otherwise.
+std::string grouped_words(const PlanOptions& options);
 
 std::string plan_json(const PlanReport& report);
 std::string plan_markdown(const PlanReport& report);

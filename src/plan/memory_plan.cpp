@@ -503,8 +503,9 @@ void PlanBuilder::clipping_temporaries() {
 
 }  // namespace plan_detail
 
-MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitConfig& split) {
-  check_split(m, o, split);
+namespace {
+
+MemoryPlan build_plan(const ModelConfig& m, const PlanOptions& o, const SplitConfig& split) {
   PlanBuilder builder(m, o, split);
   builder.resident_tensors();
   builder.gradients();
@@ -518,6 +519,67 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
   builder.dequant_transients();
   builder.phase_peaks();
   return std::move(builder.plan);
+}
+
+// Over a grouped epoch (PlannedRows::grouped_lengths), the longest padded micro-batch of b that
+// comes first in its step, and the longest of those after it.
+struct GroupedMicroBatches {
+  int64_t first = 0, later = 0;
+};
+
+GroupedMicroBatches grouped_micro_batches(const PlanOptions& o, int64_t b) {
+  GroupedMicroBatches g;
+  const std::vector<int64_t>& lengths = o.grouped_lengths;
+  const auto n = static_cast<int64_t>(lengths.size());
+  for (int64_t start = 0; start < n; start += o.grouped_step) {
+    const int64_t end = std::min(n, start + o.grouped_step);
+    for (int64_t at = start; at < end; at += b) {
+      const int64_t longest = *std::max_element(lengths.begin() + at, lengths.begin() + std::min(end, at + b));
+      const int64_t padded = padded_length(o.padding.padding, o.padding.multiple, longest, o.seq_len);
+      int64_t& slot = at == start ? g.first : g.later;
+      slot = std::max(slot, padded);
+    }
+  }
+  return g;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitConfig& split) {
+  check_split(m, o, split);
+  if (o.grouped_lengths.empty() || o.grouped_step <= 0 || o.world_size > 1 || split.accum_steps <= 1 ||
+      split.cuda_graphs || !o.padding.per_micro_batch()) {
+    return build_plan(m, o, split);
+  }
+  // A grouped step's micro-batches, each where it falls: the later ones with every gradient alive,
+  // at their own longest; the first, the step's longest samples, as a split without accumulation
+  // runs its one micro-step (the gradients made during its backward). Measured before: 1×8 of a
+  // skewed file planned up to 17 % above its peak with the longest sample and the gradients at once.
+  const GroupedMicroBatches g = grouped_micro_batches(o, split.micro_batch);
+  if (g.later <= 0 || g.later >= o.activation_length()) return build_plan(m, o, split);
+  PlanOptions later = o;
+  later.activation_seq_len = g.later;
+  MemoryPlan plan = build_plan(m, later, split);
+  PlanOptions first_options = o;
+  first_options.activation_seq_len = g.first;
+  SplitConfig first_split = split;
+  first_split.accum_steps = 1;
+  const MemoryPlan first = build_plan(m, first_options, first_split);
+  plan.first_micro_batch_length = g.first;
+  plan.first_micro_batch_forward_bytes = first.phase_peak_bytes[static_cast<int>(PlanPhase::kForward)];
+  plan.first_micro_batch_backward_bytes = first.phase_peak_bytes[static_cast<int>(PlanPhase::kBackward)];
+  for (const PlanPhase phase : {PlanPhase::kForward, PlanPhase::kBackward}) {
+    int64_t& bytes = plan.phase_peak_bytes[static_cast<int>(phase)];
+    bytes = std::max(bytes, first.phase_peak_bytes[static_cast<int>(phase)]);
+  }
+  plan.peak_bytes = 0;
+  for (int p = 0; p < kPlanPhaseCount; ++p) {
+    if (plan.phase_peak_bytes[p] > plan.peak_bytes) {
+      plan.peak_bytes = plan.phase_peak_bytes[p];
+      plan.peak_phase = static_cast<PlanPhase>(p);
+    }
+  }
+  return plan;
 }
 
 int64_t largest_micro_batch(const ModelConfig& cfg, const PlanOptions& options, Precision precision,
@@ -573,6 +635,7 @@ PlanOptions plan_options_for(PlanOptions options, const GridJob& job) {
     options.activation_seq_len = worst.activation_seq_len;
     options.worst_micro_batch = worst.worst_micro_batch;
   }
+  if (!job.group_by_length) options.grouped_lengths.clear();  // a random order: any micro-batch may be the longest
   return options;
 }
 

@@ -220,9 +220,16 @@ std::string activation_length_line(const PlanOptions& o) {
   // Real data: the activations are planned at the longest padded micro-batch, not at T.
   if (!o.worst_micro_batch.empty()) {
     return "activations at " + std::to_string(o.activation_length()) + " positions, the longest padded micro-batch: " +
-           o.worst_micro_batch;
+           o.worst_micro_batch + grouped_words(o);
   }
   return "";
+}
+
+std::string grouped_words(const PlanOptions& o) {
+  if (o.grouped_lengths.empty() || o.world_size > 1) return "";
+  return "; --group-by-length puts a step's longest samples in its first micro-batch, planned before any gradient "
+         "exists, and each later micro-batch at its own longest, with the gradients (per split: activation_seq_len "
+         "in --json)";
 }
 
 namespace {
@@ -345,6 +352,9 @@ std::string plan_json(const PlanReport& r) {
     s["chunked_loss"] = p.split.chunked_loss;
     add_job(s, job_of(p.split));
     s["activation_seq_len"] = p.options.activation_length();
+    // A grouped step's first micro-batch, planned apart (before any gradient): null where not.
+    s["first_micro_batch_activation_seq_len"] =
+        p.first_micro_batch_length > 0 ? json(p.first_micro_batch_length) : json(nullptr);
     for (int phase = 0; phase < kPlanPhaseCount; ++phase) {
       s[std::string(plan_phase_name(static_cast<PlanPhase>(phase))) + "_bytes"] = p.phase_peak_bytes[phase];
     }

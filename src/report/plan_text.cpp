@@ -56,7 +56,14 @@ void print_plan(const MemoryPlan& plan, std::ostream& out) {
     out << "  base quantised " << text::base_quant_words(to_string(lora.base_quant), lora.double_quant, lora.kbit_upcast)
         << " (bitsandbytes' storage); a sweep's time of it is approximate: dequantised by LibTorch ops, not bitsandbytes' kernels\n";
   }
-  if (!plan.options.worst_micro_batch.empty()) {
+  if (plan.first_micro_batch_length > 0) {
+    // plan_memory's grouped step: the tables are the later micro-batches', the first's peaks apart.
+    out << "  --group-by-length: the tables below are a step's later micro-batches, at most T="
+        << plan.options.activation_seq_len << " positions, with every gradient alive; its first micro-batch, the step's "
+        << "longest samples (at most " << plan.first_micro_batch_length << " positions), runs before any gradient exists: "
+        << "forward " << format_bytes(plan.first_micro_batch_forward_bytes) << ", backward "
+        << format_bytes(plan.first_micro_batch_backward_bytes) << " (in the peaks per phase)\n";
+  } else if (!plan.options.worst_micro_batch.empty()) {
     out << "  activations for the longest micro-batch of the data, " << plan.options.worst_micro_batch
         << ": T=" << plan.options.activation_seq_len << " in the formulas below, except the host token batches\n";
   }

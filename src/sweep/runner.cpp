@@ -556,6 +556,17 @@ void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
     plan.longest_padding_activation_seq_len =
         worst_micro_batch(lengths, with_padding(w, {Padding::kLongest, 0}).data, w.seq_len).padded_length;
   }
+  // A grouped order among the jobs: the whole source in the order a grouped epoch visits it, for
+  // plan_memory to place each micro-batch of a grouped job in its step (plan_options_for clears it
+  // for a random order's, whose longest micro-batch may come at any micro-step; one process, a
+  // source of a step or more).
+  const std::vector<bool> orders = grid_groupings(w);
+  if (!packed && std::find(orders.begin(), orders.end(), true) != orders.end() && w.world_size <= 1 &&
+      static_cast<int64_t>(lengths.size()) >= w.batch) {
+    for (const int64_t sample : length_grouped_order(lengths, w.batch, w.model.seed))
+      plan.grouped_lengths.push_back(lengths[static_cast<size_t>(sample)]);
+    plan.grouped_step = w.batch;
+  }
   // Each padding of the list pads the same micro-batch the most: the one holding the longest sample.
   const std::vector<PaddingChoice> paddings = grid_paddings(w);
   std::string words;  // "the one holding sample 4 of FILE (10 positions), padded to"
