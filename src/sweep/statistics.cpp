@@ -687,11 +687,24 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
     reason += std::isfinite(ratio.high) ? " (undecided: " + times_text(ratio) + " its time)"
                                         : " (too few rounds to decide)";
   }
+  const int64_t extra = s.config.accum_steps - b.config.accum_steps;
+  // With a framework's host time per micro-step, the part of the gap it adds (more micro-steps, more
+  // of it), said apart from the engine's: where the engine alone is no slower, the phases explain
+  // nothing and are not named.
+  const double engine_gap = engine.mean_difference(slowest, best);
+  const double framework_gap = with_framework ? decided.mean_difference(slowest, best) - engine_gap : 0.0;
+  const bool framework_explains = with_framework && framework_gap > 0 && !other_rows;
+  const std::string more_steps =
+      extra > 0 ? " over its " + std::to_string(extra) + (extra == 1 ? " more micro-step" : " more micro-steps") : "";
+  if (framework_explains && engine_gap <= 0) {
+    reason += ": the framework's host time adds " + text::format_duration(framework_gap) + " per step" + more_steps +
+              ", while the engine alone is " + text::format_duration(-engine_gap) + " faster";
+  }
   const PhaseSeconds slow_phases = limiting_phase_seconds(s);
   const PhaseSeconds best_phases = limiting_phase_seconds(b);
   int widest = -1;
   double widest_seconds = 0.0;
-  for (int p = 0; p < kPhaseCount && !other_rows; ++p) {
+  for (int p = 0; p < kPhaseCount && !other_rows && !(framework_explains && engine_gap <= 0); ++p) {
     const double difference = slow_phases[p] - best_phases[p];
     if (difference > widest_seconds) {
       widest = p;
@@ -701,12 +714,15 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   if (widest >= 0) {
     reason += ", mostly " + phase_words(static_cast<Phase>(widest)) + " (+" + text::format_duration(widest_seconds) + ")";
   }
+  if (framework_explains && engine_gap > 0) {
+    reason += "; of its gap the framework's host time is " + text::format_duration(framework_gap) + " per step" +
+              more_steps + ", the engine's " + text::format_duration(engine_gap);
+  }
   const TimeModel* model = time_model_of(models, slowest);
-  const int64_t extra = s.config.accum_steps - b.config.accum_steps;
   if (model != nullptr && model == time_model_of(models, best) && extra > 0 && model->fixed_seconds > 0 &&
       model->max_relative_residual <= kLooseTimeModel) {
     const double fixed = static_cast<double>(extra) * model->fixed_seconds;
-    const double gap = engine.mean_difference(slowest, best);
+    const double gap = engine_gap;
     // The model fits each split only within its residual, so its estimate may exceed the gap.
     reason += "; " + std::to_string(extra) + (extra == 1 ? " more micro-step \u00d7 " : " more micro-steps \u00d7 ") + text::format_duration(model->fixed_seconds) +
               " of fixed cost each = " + text::format_duration(fixed) +
