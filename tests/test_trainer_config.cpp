@@ -221,6 +221,11 @@ TEST(TrainerConfig, TargetModulesMatchAsPeftMatchesThem) {
                  ab::ConfigFormat::kAxolotl)
                 .lora.targets,
             "q");
+  // ... and one name as a one-name list (axolotl's load_lora under lora_target_linear, joined with
+  // the linears; its adapter builder always): not TRL's whole-path pattern.
+  const std::string axolotl = "base_model: llama-tiny\nadapter: lora\nlora_r: 4\nlora_alpha: 8\nlora_target_modules: q_proj\n";
+  EXPECT_EQ(read(axolotl, ab::ConfigFormat::kAxolotl).lora.targets, "q");
+  EXPECT_EQ(read(axolotl + "lora_target_linear: true\n", ab::ConfigFormat::kAxolotl).lora.targets, "all-linear");
   EXPECT_EQ(error_of(llama + "[q, v]\n"),
             "sft.yaml: lora_target_modules names \"q\", which matches no module of llama-tiny (PEFT compares each name "
             "with the end of a module's path, as model.layers.0.self_attn.q_proj); use q_proj, k_proj, v_proj, "

@@ -348,11 +348,15 @@ struct Reader {
   // PEFT's target_modules, kept as the file gives them: matched once the model is known. TRL's
   // ModelConfig.__post_init__ turns a one-element list into its element (trl/trainer/model_config.py
   // at bc13ae6), which PEFT then reads as a pattern; axolotl passes a list as a list.
+  // axolotl turns one name into a one-name list (its load_lora under lora_target_linear, its
+  // adapter builder always), which PEFT matches as a list: by the end of a module's path.
   void lora_targets(const std::string& key) {
     PeftTargetModules& targets = config.lora_target_modules;
     targets.key = key;
     const std::vector<std::string> names = words(key);
-    if (root[key].IsScalar()) {
+    if (root[key].IsScalar() && format == ConfigFormat::kAxolotl) {
+      targets.names = names;
+    } else if (root[key].IsScalar()) {
       targets.pattern = names.front();
     } else if (format == ConfigFormat::kTrl && names.size() == 1) {
       targets.pattern = names.front();
