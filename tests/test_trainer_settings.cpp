@@ -156,9 +156,11 @@ TEST(TrainerSettings, PackingAndPaddingMaps) {
   ab::TrainerSettings s = ab::trainer_settings(split(1, 16), w, {"all-linear"});
   const Lines trl = ab::settings_lines(s, ab::SettingsFormat::kTrl);
   EXPECT_EQ(Lines(trl.begin() + 7, trl.end()),
-            (Lines{"packing: true", "packing_strategy: bfd", "padding_free: true", "attn_implementation: flash_attention_2",
-                   "loss_type: nll", "use_peft: true", "lora_r: 8", "lora_alpha: 16", "lora_dropout: 0",
-                   "lora_target_modules: [all-linear]"}));
+            (Lines{"packing: true", "packing_strategy: bfd", "padding_free: true",
+                   "# measured with every packed row padded to max_length (--padding max); TRL's bfd packing pads "
+                   "nothing, which accumbench measures with --padding longest",
+                   "attn_implementation: flash_attention_2", "loss_type: nll", "use_peft: true", "lora_r: 8",
+                   "lora_alpha: 16", "lora_dropout: 0", "lora_target_modules: [all-linear]"}));
   // Packed samples stay apart under flash attention only; axolotl pads packed rows to T unless told.
   const Lines axolotl = ab::settings_lines(s, ab::SettingsFormat::kAxolotl);
   EXPECT_EQ(Lines(axolotl.begin() + 7, axolotl.end()),
@@ -168,6 +170,10 @@ TEST(TrainerSettings, PackingAndPaddingMaps) {
   w.data.padding = ab::Padding::kLongest;
   const Lines longest = ab::settings_lines(ab::trainer_settings(split(1, 16), w, {"all-linear"}), ab::SettingsFormat::kAxolotl);
   EXPECT_EQ(longest.at(9), "pad_to_sequence_len: false");
+  // Padded per micro-batch, the packed rows are what TRL's padding-free rows compute: no comment.
+  const Lines trl_longest = ab::settings_lines(ab::trainer_settings(split(1, 16), w, {"all-linear"}), ab::SettingsFormat::kTrl);
+  EXPECT_EQ(trl_longest.at(9), "padding_free: true");
+  EXPECT_EQ(trl_longest.at(10), "attn_implementation: flash_attention_2");
   w.data.padding = ab::Padding::kMax;
   w.data.packing = ab::Packing::kNone;
   w.lora.rank = 0;

@@ -314,6 +314,12 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       if (key == "loss_type" && s.optimizer == OptimizerKind::kAdamW && s.cuda) lines.push_back("optim: adamw_torch_fused");
       // transformers 5 replaced the key by train_sampling_strategy; trl sft drops a config key its
       // transformers lacks (parse_args_and_config(fail_with_unknown_args=False)), so both are written.
+      // TRL's bfd packing runs padding-free: a split measured with its packed rows padded to T
+      // (--padding max) did more work than the file below asks for.
+      if (key == "padding_free" && s.padding == Padding::kMax) {
+        lines.push_back("# measured with every packed row padded to max_length (--padding max); TRL's bfd packing "
+                        "pads nothing, which accumbench measures with --padding longest");
+      }
       if (key == "group_by_length") {
         lines.push_back(std::string("train_sampling_strategy: ") + (s.group_by_length ? "group_by_length" : "random"));
         lines.push_back("# group_by_length for transformers 4, train_sampling_strategy for 5: trl sft drops the one its "
