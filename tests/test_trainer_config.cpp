@@ -781,9 +781,15 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
       EXPECT_EQ(back.data.padding, c.w.data.padding);
       EXPECT_EQ(back.data.pad_multiple, c.w.data.pad_multiple);
     }
-    // And the settings it prints again are the same lines.
+    // And the settings it prints again are the same lines, but for the comment a bfd split padded
+    // to T gets: TRL's bfd rows are padding-free, which the file reads back as.
     const ab::TrainerSettings again = ab::trainer_settings(c.split, back, ab::peft_target_modules(model, back.lora));
-    EXPECT_EQ(joined(ab::settings_lines(again, ab::SettingsFormat::kTrl)), yaml);
+    std::string expected = yaml;
+    const std::string padded_rows = "# measured with every packed row padded to max_length";
+    if (const size_t at = expected.find(padded_rows); at != std::string::npos) {
+      expected.erase(at, expected.find('\n', at) + 1 - at);
+    }
+    EXPECT_EQ(joined(ab::settings_lines(again, ab::SettingsFormat::kTrl)), expected);
 
     // axolotl: the same, from its keys.
     const std::string axolotl = joined(ab::settings_lines(out, ab::SettingsFormat::kAxolotl));
