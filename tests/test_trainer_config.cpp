@@ -576,6 +576,26 @@ TEST(TrainerConfig, ListsUnknownAndUnusedKeys) {
   EXPECT_THROW(ab::parse_trainer_config("max_grad_norm: .nan\n", ab::ConfigFormat::kTrl, 1, "f.yaml"), ab::UserError);
 }
 
+// A reentrant checkpoint keeps each block's recomputed output through its backward, which the
+// engine's non-reentrant one lets go: axolotl's default (normalize_config) and an explicit
+// use_reentrant: true are said; TRL's default (false, as transformers 5's) and false are not.
+TEST(TrainerConfig, AReentrantCheckpointIsSaid) {
+  const auto reentrant_remarks = [](const std::string& yaml, ab::ConfigFormat format) {
+    const ab::TrainerConfig config = ab::parse_trainer_config(yaml, format, 1, "f.yaml");
+    return std::count_if(config.remarks.begin(), config.remarks.end(), [](const ab::TrainerConfig::Remark& r) {
+      return r.text.rfind("checkpoints with use_reentrant: true", 0) == 0;
+    });
+  };
+  const auto axolotl = ab::ConfigFormat::kAxolotl, trl = ab::ConfigFormat::kTrl;
+  EXPECT_EQ(reentrant_remarks("gradient_checkpointing: true\n", axolotl), 1);
+  EXPECT_EQ(reentrant_remarks("gradient_checkpointing: false\n", axolotl), 0);
+  EXPECT_EQ(reentrant_remarks("gradient_checkpointing: true\ngradient_checkpointing_kwargs: {use_reentrant: false}\n", axolotl), 0);
+  EXPECT_EQ(reentrant_remarks("gradient_checkpointing: true\n", trl), 0);
+  EXPECT_EQ(reentrant_remarks("gradient_checkpointing_kwargs:\n  use_reentrant: true\n", trl), 1);  // checkpointing: TRL's default
+  EXPECT_EQ(reentrant_remarks("gradient_checkpointing: false\ngradient_checkpointing_kwargs: {use_reentrant: true}\n", trl), 0);
+  EXPECT_THROW(ab::parse_trainer_config("gradient_checkpointing_kwargs: true\n", trl, 1, "f.yaml"), ab::UserError);
+}
+
 // TRL's completion_only_loss: false lets a lengths file's completion_mask go unapplied; null and
 // true are TRL's default (the mask applies). assistant_only_loss: true is a remark: the rows say
 // which labels count. Neither is an unused key.

@@ -27,7 +27,7 @@ const std::set<std::string>& axolotl_unused_keys() {
       "eval_sequence_len", "eval_max_new_tokens", "eval_table_size", "lora_fan_in_fan_out", "lora_model_dir",
       "trust_remote_code", "is_llama_derived_model", "is_qwen_derived_model", "is_mistral_derived_model",
       "tokenizer_type", "tokenizer_config", "tokenizer_use_fast", "tokenizer_legacy",
-      "gradient_checkpointing_kwargs", "loss_watchdog_threshold", "loss_watchdog_patience",
+      "loss_watchdog_threshold", "loss_watchdog_patience",
       "gc_steps", "neftune_noise_alpha", "ddp_timeout", "ddp_bucket_cap_mb",
       "ddp_broadcast_buffers", "remove_unused_columns", "embeddings_skip_upcast", "fsdp_version",
       "dataloader_num_workers", "dataloader_pin_memory", "dataloader_prefetch_factor",
@@ -247,6 +247,8 @@ void Reader::read_axolotl(int world_size) {
   }
   set("--activation-checkpointing", checkpointing ? "blocks" : "none", "gradient_checkpointing",
       !has("gradient_checkpointing"));
+  reentrant_checkpointing(checkpointing, /*reentrant_by_default=*/true,
+                          "axolotl's default: normalize_config sets it where gradient_checkpointing_kwargs is left out");
 
   // axolotl's sample packing keeps samples whole, attention restarting at each: bfd.
   const bool packing = has("sample_packing") && boolean("sample_packing");

@@ -45,7 +45,7 @@ const std::set<std::string>& trl_unused_keys() {
       "dataloader_prefetch_factor", "run_name", "disable_tqdm", "remove_unused_columns", "label_names",
       "load_best_model_at_end", "metric_for_best_model", "greater_is_better", "ignore_data_skip",
       "label_smoothing_factor", "report_to", "push_to_hub", "hub_model_id", "hub_strategy", "hub_token",
-      "hub_private_repo", "hub_always_push", "resume_from_checkpoint", "gradient_checkpointing_kwargs",
+      "hub_private_repo", "hub_always_push", "resume_from_checkpoint",
       "include_num_input_tokens_seen", "include_tokens_per_second", "neftune_noise_alpha",
       "torch_empty_cache_steps", "average_tokens_across_devices", "half_precision_backend", "fp16_opt_level",
       "skip_memory_metrics", "restore_callback_states_from_checkpoint", "past_index", "project",
@@ -156,6 +156,7 @@ void Reader::read_trl(int world_size) {
   const bool checkpointing = has("gradient_checkpointing") ? boolean("gradient_checkpointing") : true;
   set("--activation-checkpointing", checkpointing ? "blocks" : "none", "gradient_checkpointing",
       !has("gradient_checkpointing"));
+  reentrant_checkpointing(checkpointing, /*reentrant_by_default=*/false, "");
 
   // The data's layout.
   const bool packing = has("packing") && boolean("packing");
