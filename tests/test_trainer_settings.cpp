@@ -73,7 +73,8 @@ TEST(TrainerSettings, PlainSplitInEveryFormat) {
             "# this run's learning_rate 0.0003 (TRL's default: 2e-05) and weight_decay 0.1 (TRL's default: 0) change "
             "the update, not the time");
   EXPECT_EQ(ab::settings_lines(c, ab::SettingsFormat::kAxolotl).back(),
-            "# this run's weight_decay 0.1 (axolotl's default: 0) changes the update, not the time");
+            "# this run's learning_rate 0.0003 (axolotl requires the key) and weight_decay 0.1 (axolotl's default: 0) "
+            "change the update, not the time");
   EXPECT_EQ(ab::settings_lines(c, ab::SettingsFormat::kArgs).back(),
             "--batch 16 --micro-batches 4 --seq-len 1024 --precision fp32 --activation-checkpointing none --lr 0.0003 "
             "--weight-decay 0.1 --max-grad-norm 1");
@@ -98,8 +99,20 @@ TEST(TrainerSettings, PlainSplitInEveryFormat) {
             "# this run's learning_rate 0.0003 (TRL's default: 2e-05), weight_decay 0.1 (TRL's default: 0) and "
             "max_grad_norm 0.3 (TRL's default: 1) change the update, not the time");
   EXPECT_EQ(ab::settings_lines(ab::trainer_settings(split(4, 4), chosen, {}), ab::SettingsFormat::kAxolotl).back(),
-            "# this run's weight_decay 0.1 (axolotl's default: 0) and max_grad_norm 0.3 (axolotl's default: 1) change "
+            "# this run's learning_rate 0.0003 (axolotl requires the key), weight_decay 0.1 (axolotl's default: 0) and "
+            "max_grad_norm 0.3 (axolotl's default: 1) change the update, not the time");
+  // AdamW's betas and epsilon: said where not the Trainer's (accumbench's are the same), carried by args.
+  chosen.optimizer.max_grad_norm = 1;
+  chosen.optimizer.weight_decay = 0;
+  chosen.optimizer.lr = 2e-5;
+  chosen.optimizer.beta2 = 0.95;
+  chosen.optimizer.eps = 1e-6;
+  EXPECT_EQ(ab::settings_lines(ab::trainer_settings(split(4, 4), chosen, {}), ab::SettingsFormat::kTrl).back(),
+            "# this run's adam_beta2 0.95 (TRL's default: 0.999) and adam_epsilon 1e-06 (TRL's default: 1e-08) change "
             "the update, not the time");
+  EXPECT_EQ(ab::settings_lines(ab::trainer_settings(split(4, 4), chosen, {}), ab::SettingsFormat::kArgs).back(),
+            "--batch 16 --micro-batches 4 --seq-len 1024 --precision fp32 --activation-checkpointing none --lr 2e-05 "
+            "--weight-decay 0 --beta2 0.95 --adam-eps 1e-06 --max-grad-norm 1");
 }
 
 // bf16 with checkpointing over 2 ranks, LoRA on Qwen-style names, real lengths padded to a

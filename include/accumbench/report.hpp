@@ -164,6 +164,9 @@ struct TrainerSettings {
   // a comment when they are not the trainer's. Negative: no part of the job (plan takes none).
   double lr = -1;
   double weight_decay = -1;
+  // AdamW's betas and epsilon, said likewise where they are not the Trainer's (0.9, 0.999, 1e-8,
+  // accumbench's too); negative: no part of the job.
+  double beta1 = -1, beta2 = -1, eps = -1;
   // --max-grad-norm (0: no clipping): --emit args carries it when clipping; the trainers' formats
   // say it in a comment when it clips at other than their default (kTrainerMaxGradNorm). Plan takes
   // it (it decides whether the optimizer may step inside backward).

@@ -146,6 +146,9 @@ TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions
   s.cuda = names_cuda(w.device);
   s.lr = w.optimizer.lr;
   s.weight_decay = w.optimizer.weight_decay;
+  s.beta1 = w.optimizer.beta1;
+  s.beta2 = w.optimizer.beta2;
+  s.eps = w.optimizer.eps;
   // The split's job's norm: the workload's own, or where --max-grad-norm lists several, the split's.
   s.max_grad_norm = grid_max_grad_norms(w).size() > 1 ? split.max_grad_norm : w.optimizer.max_grad_norm;
   s.completion_only_loss = w.data.completion_only_loss;
@@ -159,7 +162,8 @@ TrainerSettings trainer_settings(const MemoryPlan& plan, const WorkloadOptions& 
   s.weights_dtype = plan.options.weights_dtype;  // what the plan planned (a change may be to it)
   s.adapter_dtype = plan.options.lora.adapter_dtype;
   if (plan.options.framework == PlanFramework::kHfTrl) s.loss_type = to_string(plan.options.trl_loss);
-  s.lr = s.weight_decay = -1;  // plan takes no learning rate or decay (its clipping norm stays: it plans the norms)
+  // plan takes no learning rate, decay, betas or epsilon (its clipping norm stays: it plans the norms)
+  s.lr = s.weight_decay = s.beta1 = s.beta2 = s.eps = -1;
   return s;
 }
 
@@ -287,6 +291,18 @@ std::string hyperparameter_note(const TrainerSettings& s, SettingsFormat format)
   if (format == SettingsFormat::kTrl && s.lr >= 0 && s.lr != kTrlLearningRate && s.lr != ours.lr) {
     parts.push_back("learning_rate " + text::format_number(s.lr) + " (" + trainer +
                     "'s default: " + text::format_number(kTrlLearningRate) + ")");
+  }
+  // axolotl has no default learning rate: its config must give one.
+  if (format == SettingsFormat::kAxolotl && s.lr >= 0 && s.lr != ours.lr) {
+    parts.push_back("learning_rate " + text::format_number(s.lr) + " (axolotl requires the key)");
+  }
+  // TrainingArguments' adam_beta1, adam_beta2 and adam_epsilon (axolotl's keys too) default to ours.
+  const std::pair<const char*, std::pair<double, double>> adam[] = {
+      {"adam_beta1", {s.beta1, ours.beta1}}, {"adam_beta2", {s.beta2, ours.beta2}}, {"adam_epsilon", {s.eps, ours.eps}}};
+  for (const auto& [key, values] : adam) {
+    if (values.first >= 0 && values.first != values.second)
+      parts.push_back(std::string(key) + " " + text::format_number(values.first) + " (" + trainer +
+                      "'s default: " + text::format_number(values.second) + ")");
   }
   if (s.weight_decay >= 0 && s.weight_decay != 0 && s.weight_decay != ours.weight_decay)
     parts.push_back("weight_decay " + text::format_number(s.weight_decay) + " (" + trainer + "'s default: 0)");
@@ -448,6 +464,9 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     if (s.lr >= 0 && s.lr != defaults.lr) args += " --lr " + text::format_number(s.lr);
     if (s.weight_decay >= 0 && s.weight_decay != defaults.weight_decay)
       args += " --weight-decay " + text::format_number(s.weight_decay);
+    if (s.beta1 >= 0 && s.beta1 != defaults.beta1) args += " --beta1 " + text::format_number(s.beta1);
+    if (s.beta2 >= 0 && s.beta2 != defaults.beta2) args += " --beta2 " + text::format_number(s.beta2);
+    if (s.eps >= 0 && s.eps != defaults.eps) args += " --adam-eps " + text::format_number(s.eps);
     if (s.max_grad_norm != defaults.max_grad_norm) args += " --max-grad-norm " + text::format_number(s.max_grad_norm);
     // The split's flags only, as the YAML formats give the split's keys: the model, the data files
     // and the measurement options are the run's own.
@@ -566,6 +585,9 @@ WorkloadOptions settings_workload(const SweepContext& context) {
       if (name == "tf32") w.tf32 = value != "off";
       if (name == "lr") w.optimizer.lr = std::stod(value);
       if (name == "weight_decay") w.optimizer.weight_decay = std::stod(value);
+      if (name == "beta1") w.optimizer.beta1 = std::stod(value);
+      if (name == "beta2") w.optimizer.beta2 = std::stod(value);
+      if (name == "eps") w.optimizer.eps = std::stod(value);
       if (name == "max_grad_norm") {  // "1", or a list "0,1" (each split names its own)
         std::vector<double> norms;
         std::istringstream list(value);
