@@ -233,7 +233,8 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
       throw UserError("--framework-overhead takes milliseconds per micro-step from 0 to 60000 (e.g. 12.5) or auto, not " +
                       text::quoted(spec));
     }
-    o.seconds_per_micro_step = ms / 1000.0;
+    // Below a nanosecond no clock tells it from none (1e-300 printed as "1e-303 s of host time").
+    o.seconds_per_micro_step = ms < 1e-6 ? 0.0 : ms / 1000.0;
     o.source = "--framework-overhead";
     o.added = true;
     return o;
