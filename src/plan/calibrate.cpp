@@ -73,6 +73,7 @@ Calibration calibrate(const ModelConfig& cfg, const PlanOptions& options, const 
     o.activation_seq_len = 0;
     o.worst_micro_batch.clear();
     o.packed_documents = false;
+    o.grouped_lengths.clear();  // full rows in any order
     *predicted = plan_memory(cfg, o, s).peak_bytes;
     return measure_step_peak(cfg, o, s, device);
   };
