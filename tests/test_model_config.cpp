@@ -546,13 +546,13 @@ TEST(HfConfig, RopeScalingAndRopeParametersMustAgree) {
                                  R"("rope_parameters":{"rope_type":"linear","factor":4.0,"rope_theta":1e6})");
   EXPECT_EQ(same.rope_scaling.type, RopeType::kLinear);
   EXPECT_DOUBLE_EQ(same.rope_theta, 1e6);
-  // rope_parameters holding the base alone, or "default", states no scaling.
+  // rope_parameters holding the base alone states no scaling; both saying "default" agree.
   EXPECT_EQ(parse(R"(,"rope_scaling":{"type":"linear","factor":2.0},"rope_parameters":{"rope_theta":1e6})")
                 .rope_scaling.type,
             RopeType::kLinear);
-  EXPECT_EQ(parse(R"(,"rope_scaling":{"type":"linear","factor":2.0},"rope_parameters":{"rope_type":"default"})")
+  EXPECT_EQ(parse(R"(,"rope_scaling":{"rope_type":"default"},"rope_parameters":{"rope_type":"default"})")
                 .rope_scaling.type,
-            RopeType::kLinear);
+            RopeType::kDefault);
   try {
     parse(R"(,"rope_scaling":{"type":"linear","factor":2.0},"rope_parameters":{"rope_type":"linear","factor":4.0})");
     ADD_FAILURE() << "two scalings were read";
@@ -563,6 +563,9 @@ TEST(HfConfig, RopeScalingAndRopeParametersMustAgree) {
                  "transformers 4 reads the first, 5 the second; make the two agree (the scaling the model was trained "
                  "with), or remove one");
   }
+  // rope_parameters saying "default" (no scaling) against a scaling in rope_scaling: two models.
+  EXPECT_THROW(parse(R"(,"rope_scaling":{"type":"linear","factor":2.0},"rope_parameters":{"rope_type":"default","rope_theta":1e4})"),
+               UserError);
   // A null rope_scaling states nothing (transformers' default), and a base only at the top is read.
   const ModelConfig yarn = parse(R"(,"rope_parameters":{"rope_type":"yarn","factor":4.0},"rope_scaling":null,"rope_theta":2e4)");
   EXPECT_EQ(yarn.rope_scaling.type, RopeType::kYarn);

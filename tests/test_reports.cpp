@@ -1527,6 +1527,14 @@ TEST(Json, FileWriteThroughASymbolicLink) {
   std::ifstream real(dir / "real.json");
   const std::string content((std::istreambuf_iterator<char>(real)), std::istreambuf_iterator<char>());
   EXPECT_EQ(content, "new");
+  // A link into a directory that does not exist is refused before anything is measured, as a path
+  // there would be; a loop of links is refused too.
+  fs::create_symlink("missing/x.json", dir / "dangling.json");
+  EXPECT_THROW(require_writable_file((dir / "dangling.json").string(), "--json"), UserError);
+  fs::create_symlink("b.json", dir / "a.json");
+  fs::create_symlink("a.json", dir / "b.json");
+  EXPECT_THROW(require_writable_file((dir / "a.json").string(), "--json"), UserError);
+  EXPECT_THROW(write_file_atomically((dir / "a.json").string(), "x"), UserError);
   fs::remove_all(dir);
 }
 

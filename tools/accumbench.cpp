@@ -1302,9 +1302,10 @@ struct PlanCommand {
         "--steps",        "--warmup",     "--time-budget",  "--tie-tolerance", "--confidence",
         "--threads",      "--lr",         "--beta1",        "--beta2",         "--adam-eps",
         "--weight-decay", "--tf32",       "--peak-tflops",  "--dist-timeout",  "--framework-overhead",
-        "--loss-normalization"};
-    const char* const group = "A sweep's options, taken so that its command line plans as it is; they change no "
-                              "tensor's size, and the plan ignores them";
+        "--loss-normalization", "--csv", "--trace", "--profile", "--resume"};
+    const char* const group = "A sweep's options, taken so that its command line plans as it is; they change the "
+                              "update, what is timed or what is written, not any tensor's size, and the plan ignores "
+                              "them";
     for (const char* name : kSweepOnly) command->add_option(name, sweep_only[name], "ignored")->group(group);
     command->add_flag("--try-predicted-oom", sweep_only_try_oom, "ignored")->group(group);
   }
@@ -1317,7 +1318,7 @@ struct PlanCommand {
     if (sweep_only_try_oom) given.push_back("--try-predicted-oom");
     if (given.empty()) return "";
     return ab::text::and_list(given) + (given.size() == 1 ? " is a sweep's option, which changes" : " are a sweep's options, which change") +
-           " what is timed or how it decides, not any tensor's size: the plan ignores " +
+           " the update, what is timed or what is written, not any tensor's size: the plan ignores " +
            (given.size() == 1 ? "it" : "them");
   }
   void add_handover_options(CLI::App* command) {

@@ -73,6 +73,8 @@ double number_from_text(const std::string& text);
 std::string number_word(std::size_t n);
 // Items as a sentence lists them: "a", "a and b", "a, b and c"; "" for none.
 std::string and_list(const std::vector<std::string>& items);
+// ASCII letters in upper case ("passive" -> "PASSIVE"), for values read in any case.
+std::string upper(std::string text);
 
 // A value from outside as a message quotes it: in double quotes, cut to `max_chars` characters
 // with "…" when longer, so a 500,000-character argument does not flood the terminal.
@@ -137,6 +139,9 @@ void require_readable_file(const std::string& path, const std::string& what);
 // directory, FIFO or device. Checked before a sweep measures anything, so that a mistyped
 // --json does not surface only when the first result is saved. `what`: the option ("--json").
 void require_writable_file(const std::string& path, const std::string& what);
+// The file a write to `path` lands in: `path`, or where its chain of symbolic links ends (the
+// shell's `>` writes through a link); UserError for a loop of links.
+std::string written_path(const std::string& path);
 
 // Throws UserError when two of `named` (option, path; empty paths are skipped) are the same file,
 // by its canonical path or, where both exist, its inode: a report written over the sweep's JSON,

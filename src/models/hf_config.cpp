@@ -154,8 +154,8 @@ double rope_theta_of(const FieldReader& f) {
 // which keeps rope_theta beside the scaling's keys; for per-layer-type parameters, the full
 // attention's). nullptr when the file has none.
 // The scaling an object states, as one comparable object: rope_theta left out (rope_theta_of reads
-// it), "type" read as "rope_type", a per-layer-type object's full attention's, a "default" type as
-// none. Empty: no scaling.
+// it), "type" read as "rope_type", a per-layer-type object's full attention's ("default" states no
+// scaling, which another scaling contradicts). Empty: it states nothing (the base alone).
 json stated_scaling(const json& object) {
   json scaling = object.contains("full_attention") && object["full_attention"].is_object() &&
                          !object.contains("rope_type") && !object.contains("type")
@@ -166,7 +166,6 @@ json stated_scaling(const json& object) {
   if (scaling.contains("type") && !scaling.contains("rope_type")) scaling["rope_type"] = scaling["type"];
   scaling.erase("type");
   for (auto it = scaling.begin(); it != scaling.end();) it = it->is_null() ? scaling.erase(it) : std::next(it);
-  if (scaling.size() == 1 && scaling.contains("rope_type") && scaling["rope_type"] == "default") return json::object();
   return scaling;
 }
 

@@ -129,7 +129,7 @@ std::string cpu_settings_note(const SweepContext& a, const SweepContext& b) {
     differences.push_back("threads (" + std::to_string(a.threads) + " vs " + std::to_string(b.threads) + ")");
   const std::optional<std::string> x = recorded_option(a.options, "OMP_WAIT_POLICY");
   const std::optional<std::string> y = recorded_option(b.options, "OMP_WAIT_POLICY");
-  if (x && y && *x != *y) differences.push_back("OMP_WAIT_POLICY (" + *x + " vs " + *y + ")");
+  if (x && y && text::upper(*x) != text::upper(*y)) differences.push_back("OMP_WAIT_POLICY (" + *x + " vs " + *y + ")");
   if (differences.empty()) return "";
   std::string text = differences.front();
   if (differences.size() > 1) text += ", " + differences.back();

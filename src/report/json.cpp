@@ -25,6 +25,7 @@
 
 #include "accumbench/error.hpp"
 #include "accumbench/report.hpp"
+#include "accumbench/units.hpp"
 #include "report/json_upgrade.hpp"
 
 namespace accumbench {
@@ -732,13 +733,7 @@ SweepResult load_sweep_result(const std::string& path) {
 void write_file_atomically(const std::string& path, const std::string& content) {
   // A symbolic link is written through, as `>` would: the file it names gets the content, and the
   // link stays (a rename onto the link would replace it with a plain file).
-  std::string target = path;
-  std::error_code error;
-  for (int hops = 0; hops < 40 && std::filesystem::is_symlink(target, error); ++hops) {
-    const std::filesystem::path link = std::filesystem::read_symlink(target, error);
-    if (error) break;
-    target = (link.is_absolute() ? link : std::filesystem::path(target).parent_path() / link).string();
-  }
+  const std::string target = written_path(path);
   const std::string temporary = target + ".tmp";
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);

@@ -332,9 +332,12 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       // transformers lacks (parse_args_and_config(fail_with_unknown_args=False)), so both are written.
       // TRL's bfd packing runs padding-free: a split measured with its packed rows padded to T
       // (--padding max) did more work than the file below asks for.
-      if (key == "padding_free" && s.padding == Padding::kMax) {
-        lines.push_back("# measured with every packed row padded to max_length (--padding max); TRL's bfd packing "
-                        "pads nothing, which accumbench measures with --padding longest");
+      if (key == "padding_free" && s.padding != Padding::kLongest) {
+        lines.push_back(std::string("# measured with every packed row padded to ") +
+                        (s.padding == Padding::kMax ? "max_length (--padding max)"
+                                                    : "a multiple of " + std::to_string(s.pad_multiple) +
+                                                          " (--padding multiple:" + std::to_string(s.pad_multiple) + ")") +
+                        "; TRL's bfd packing pads nothing, which accumbench measures with --padding longest");
       }
       if (key == "group_by_length") {
         lines.push_back(std::string("train_sampling_strategy: ") + (s.group_by_length ? "group_by_length" : "random"));

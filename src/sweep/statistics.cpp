@@ -696,15 +696,18 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   const bool framework_explains = with_framework && framework_gap > 0 && !other_rows;
   const std::string more_steps =
       extra > 0 ? " over its " + std::to_string(extra) + (extra == 1 ? " more micro-step" : " more micro-steps") : "";
-  if (framework_explains && engine_gap <= 0) {
+  // The framework's time is most of the gap: said first, and the engine's phases are not named.
+  const bool framework_first = framework_explains && framework_gap >= engine_gap;
+  if (framework_first) {
     reason += ": the framework's host time adds " + text::format_duration(framework_gap) + " per step" + more_steps +
-              ", while the engine alone is " + text::format_duration(-engine_gap) + " faster";
+              (engine_gap > 0 ? ", the engine " + text::format_duration(engine_gap)
+                              : ", while the engine alone is " + text::format_duration(-engine_gap) + " faster");
   }
   const PhaseSeconds slow_phases = limiting_phase_seconds(s);
   const PhaseSeconds best_phases = limiting_phase_seconds(b);
   int widest = -1;
   double widest_seconds = 0.0;
-  for (int p = 0; p < kPhaseCount && !other_rows && !(framework_explains && engine_gap <= 0); ++p) {
+  for (int p = 0; p < kPhaseCount && !other_rows && !framework_first; ++p) {
     const double difference = slow_phases[p] - best_phases[p];
     if (difference > widest_seconds) {
       widest = p;
@@ -714,7 +717,7 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   if (widest >= 0) {
     reason += ", mostly " + phase_words(static_cast<Phase>(widest)) + " (+" + text::format_duration(widest_seconds) + ")";
   }
-  if (framework_explains && engine_gap > 0) {
+  if (framework_explains && !framework_first) {
     reason += "; of its gap the framework's host time is " + text::format_duration(framework_gap) + " per step" +
               more_steps + ", the engine's " + text::format_duration(engine_gap);
   }

@@ -137,6 +137,11 @@ std::string number_word(std::size_t n) {
   return n < 9 ? std::string(kWords[n]) : std::to_string(n);
 }
 
+std::string upper(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return text;
+}
+
 std::string and_list(const std::vector<std::string>& items) {
   std::string words;
   for (size_t i = 0; i < items.size(); ++i) words += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
@@ -385,8 +390,24 @@ std::string file_fingerprint(const std::string& path) {
   return hex;
 }
 
-void require_writable_file(const std::string& path, const std::string& what) {
-  const std::string shown = text::quoted(path, 240);
+std::string written_path(const std::string& path) {
+  std::string target = path;
+  std::error_code error;
+  for (int hops = 0; std::filesystem::is_symlink(target, error); ++hops) {
+    if (hops == 40) {
+      throw UserError(text::quoted(path, 240) + " is a loop of symbolic links; give the path of a file to write");
+    }
+    const std::filesystem::path link = std::filesystem::read_symlink(target, error);
+    if (error) break;
+    target = (link.is_absolute() ? link : std::filesystem::path(target).parent_path() / link).string();
+  }
+  return target;
+}
+
+void require_writable_file(const std::string& named, const std::string& what) {
+  const std::string shown = text::quoted(named, 240);
+  // A link is written through (write_file_atomically): its target's directory must take the file.
+  const std::string path = written_path(named);
   struct stat info {};
   if (::stat(path.c_str(), &info) == 0) {
     if (S_ISDIR(info.st_mode)) throw UserError(what + " " + shown + " is a directory; give the path of a file to write");
