@@ -42,9 +42,11 @@ const CLI::Validator kNonEmptyPath(
     [](std::string& value) { return value.empty() ? std::string("an empty path names no file; give a path") : std::string(); },
     "");
 
-// "-" reads as stdout in many tools; here it would be a file named "-" beside the table on stdout.
-const CLI::Validator kFileNotDash(
+// An output file: a path (kNonEmptyPath), and not "-", which reads as stdout in many tools but here
+// would be a file named "-" beside the table on stdout.
+const CLI::Validator kOutputPath(
     [](std::string& value) {
+      if (const std::string empty = kNonEmptyPath(value); !empty.empty()) return empty;
       return value == "-" ? std::string("- would write a file named \"-\" (stdout holds the table); give a file path")
                           : std::string();
     },
@@ -57,20 +59,15 @@ struct OutputFiles {
   void add_to(CLI::App* command, bool sweeping) {
     command->add_option("--json", json, sweeping ? "write the results as JSON (rewritten after every split)"
                                                  : "write the results as JSON (the current schema)")
-        ->check(kNonEmptyPath)
-        ->check(kFileNotDash);
+        ->check(kOutputPath);
     command->add_option("--csv", csv, "write one CSV line per split")
-        ->check(kNonEmptyPath)
-        ->check(kFileNotDash);
+        ->check(kOutputPath);
     command->add_option("--markdown", markdown, "write a Markdown table (the measurements that always matter, and every column that varies between splits)")
-        ->check(kNonEmptyPath)
-        ->check(kFileNotDash);
+        ->check(kOutputPath);
     command->add_option("--html", html, "write a self-contained HTML report with charts")
-        ->check(kNonEmptyPath)
-        ->check(kFileNotDash);
+        ->check(kOutputPath);
     command->add_option("--trace", trace, "write a Chrome/Perfetto trace (one process per split)")
-        ->check(kNonEmptyPath)
-        ->check(kFileNotDash);
+        ->check(kOutputPath);
   }
   bool any() const { return !json.empty() || !csv.empty() || !markdown.empty() || !html.empty() || !trace.empty(); }
   std::vector<std::pair<std::string, std::string>> named() const {
@@ -966,8 +963,7 @@ struct SweepCommand {
     ab::stop_on_interrupt("the split or round in progress");  // Ctrl-C: the splits so far are reported (interrupt.hpp)
     // A sweep whose every split the plan skipped measured nothing: its files would hold no more than
     // the table says, and would replace an earlier sweep's results at those paths. None is written.
-    // (A resumed file keeps its runs, and is written.)
-    // (A save before any split ended, or of a sweep stopped then, is written as it always was.)
+    // (A resumed file keeps its runs, and is written; so is a save before any split ended.)
     const auto measured_anything = [&](const ab::SweepResult& sweep) {
       return resuming || sweep.runs.empty() ||
              std::any_of(sweep.runs.begin(), sweep.runs.end(), [](const ab::RunResult& run) {
@@ -1007,8 +1003,8 @@ struct SweepCommand {
       unwritten = files.announce();
     } else if (primary && files.any()) {
       std::cout << std::flush;
-      print_note("nothing was measured (the plan skipped every split), so no file was written: " +
-                 std::string("whatever the paths held before is kept"));
+      print_note("nothing was measured (the plan skipped every split), so no file was written: whatever the paths "
+                 "held before is kept");
     }
     // A file the end could not write (a full disk): the table above still holds every measurement.
     if (unwritten != 0) return unwritten;
@@ -1292,8 +1288,8 @@ struct PlanCommand {
   int run();
 
  private:
-  // A sweep's options that change what is timed or how it decides, never a tensor's size: plan
-  // takes them, so that a sweep's command line plans as it is (the sweep's recommendation says
+  // A sweep's options that change the update, what is timed or what is written, never a tensor's
+  // size: plan takes them, so that a sweep's command line plans as it is (the sweep's recommendation says
   // "accumbench plan with the same options"), and names them in one note.
   std::map<std::string, std::string> sweep_only;
   bool sweep_only_try_oom = false;
@@ -1332,14 +1328,11 @@ struct PlanCommand {
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
     command->add_option("--json", json_path, "write the split table as JSON (with every split's Trainer settings, typed as the YAML reads them)")
-        ->check(kNonEmptyPath)
-        ->check(kFileNotDash);
+        ->check(kOutputPath);
     command->add_option("--markdown", markdown_path, "write the split table as Markdown")
-        ->check(kNonEmptyPath)
-        ->check(kFileNotDash);
+        ->check(kOutputPath);
     command->add_option("--html", html_path, "write the split table as a self-contained HTML page")
-        ->check(kNonEmptyPath)
-        ->check(kFileNotDash);
+        ->check(kOutputPath);
   }
   void write_files(const ab::PlanReport& report) const;
   void adopt_trl_loss(ab::WorkloadOptions& w);

@@ -579,13 +579,7 @@ MemoryPlan plan_memory(const ModelConfig& m, const PlanOptions& o, const SplitCo
     int64_t& bytes = plan.phase_peak_bytes[static_cast<int>(phase)];
     bytes = std::max(bytes, first.phase_peak_bytes[static_cast<int>(phase)]);
   }
-  plan.peak_bytes = 0;
-  for (int p = 0; p < kPlanPhaseCount; ++p) {
-    if (plan.phase_peak_bytes[p] > plan.peak_bytes) {
-      plan.peak_bytes = plan.phase_peak_bytes[p];
-      plan.peak_phase = static_cast<PlanPhase>(p);
-    }
-  }
+  plan_detail::settle_peak(plan);
   return plan;
 }
 

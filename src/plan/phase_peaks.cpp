@@ -432,6 +432,10 @@ void PlanBuilder::phase_peaks() {
                          resident_bytes - grad_bytes;
     plan.phase_peak_bytes[static_cast<int>(PlanPhase::kOptimizer)] += std::max<int64_t>(0, pool);
   }
+  settle_peak(plan);
+}
+
+void settle_peak(MemoryPlan& plan) {
   plan.peak_bytes = 0;
   for (int p = 0; p < kPlanPhaseCount; ++p) {
     if (plan.phase_peak_bytes[p] > plan.peak_bytes) {

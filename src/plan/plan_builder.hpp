@@ -346,4 +346,7 @@ struct PlanBuilder {
   void phase_peaks();
 };
 
+// The plan's peak and the phase that holds it, from its phase peaks.
+void settle_peak(MemoryPlan& plan);
+
 }  // namespace accumbench::plan_detail

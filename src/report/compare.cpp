@@ -117,7 +117,7 @@ std::vector<std::string> sorted_items(const std::string& list) {
   return items;
 }
 
-bool on_cuda(const SweepContext& c) { return c.device.rfind("cuda", 0) == 0; }
+bool on_cuda(const SweepContext& c) { return names_cuda(c.device); }
 
 // Two CPU sweeps run with different threads or OpenMP wait policies: their times differ by that too
 // (PASSIVE against ACTIVE made steps 2.5–4× apart on 2 cores), which a comparison of two builds or
@@ -140,15 +140,15 @@ std::string cpu_settings_note(const SweepContext& a, const SweepContext& b) {
 // Two sweeps of other --micro-batches lists: each split is compared where both measured it, and a
 // split of one alone is shown with the other side empty. Empty where the lists hold the same.
 std::string micro_batches_note(const SweepContext& a, const SweepContext& b) {
+  // "all divisors" is a list too: every divisor of a rank's share of the batch.
   const auto listed = [](const SweepContext& c) {
     const std::optional<std::string> value = recorded_option(c.options, "micro_batches");
     if (!value || *value != "all divisors" || c.world_size < 1 || c.batch % c.world_size != 0) {
       return value ? sorted_items(*value) : std::vector<std::string>{};
     }
-    std::vector<std::string> items;
-    for (const int64_t d : divisors(c.batch / c.world_size)) items.push_back(std::to_string(d));
-    std::sort(items.begin(), items.end());
-    return items;
+    std::string every;
+    for (const int64_t d : divisors(c.batch / c.world_size)) every += (every.empty() ? "" : ",") + std::to_string(d);
+    return sorted_items(every);
   };
   const std::optional<std::string> x = recorded_option(a.options, "micro_batches");
   const std::optional<std::string> y = recorded_option(b.options, "micro_batches");
@@ -189,10 +189,10 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
   const bool on_cpus = !on_cuda(a) && !on_cuda(b);
   for (const std::string& name : option_names(a.options, b.options)) {
     if (name == "model" || name == "seq_len" || name == "batch" || name == "device" || name == "OMP_WAIT_POLICY" ||
-        name == "threads" || name == "memory_judged_on" || (name == "tf32" && on_cpus)) {
+        name == "threads" || name == "memory_judged_on" || (name == "tf32" && on_cpus) || name == "micro_batches") {
       // Named above, a property of the machine rather than of the measurement (cpu_settings_note),
-      // words derived from options compared themselves (the lengths, the padding), or TF32 where
-      // it acts on nothing.
+      // words derived from options compared themselves (the lengths, the padding), TF32 where it
+      // acts on nothing, or the splits measured, which never share a row (micro_batches_note).
       continue;
     }
     if (decides_only(name) != deciding) continue;
@@ -201,20 +201,8 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
     // A grid dimension's list measures the same splits in any order: "fp32,bf16" is "bf16,fp32".
     const bool list = name == "precisions" || name == "optimizer" || name == "weights_dtype" ||
                       name == "adapter_dtype" || name == "max_grad_norm" || name == "padding" ||
-                      name == "packing" || name == "group_by_length" || name == "micro_batches";
-    // "all divisors" is a list too: every divisor of a rank's share of the batch.
-    const auto items = [&name](const std::string& value, const SweepContext& c) {
-      if (name != "micro_batches" || value != "all divisors" || c.world_size < 1 || c.batch % c.world_size != 0) {
-        return sorted_items(value);
-      }
-      std::string listed;
-      for (const int64_t d : divisors(c.batch / c.world_size)) listed += (listed.empty() ? "" : ",") + std::to_string(d);
-      return sorted_items(listed);
-    };
-    if (list && items(*x, a) == items(*y, b)) continue;
-    // Splits of other micro-batches never share a row: not a difference in what a row measured
-    // (micro_batches_note says it).
-    if (name == "micro_batches") continue;
+                      name == "packing" || name == "group_by_length";
+    if (list && sorted_items(*x) == sorted_items(*y)) continue;
     differ(name, *x, *y);
   }
   std::string text;

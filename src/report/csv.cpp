@@ -50,7 +50,7 @@ void CsvReporter::report(const SweepResult& result, std::ostream& out) const {
       {"device", c.device},
       {"device_name", c.device_name}};
   // TF32 acts on CUDA's fp32 matrix products alone: "-" on the CPU, as lora_alpha without LoRA.
-  const bool cuda = c.device.rfind("cuda", 0) == 0;
+  const bool cuda = names_cuda(c.device);
   for (const std::string& name : workload_option_names()) {
     if (name == "model" || name == "seq_len" || name == "batch" || name == "micro_batches" || name == "device" ||
         name == "precisions" || name == "optimizer" || name == "weights_dtype" ||

@@ -161,10 +161,10 @@ void check_resume(const SweepResult& resume, const SweepContext& now) {
   // On the CPU: TF32 acts on nothing there, and OpenMP's wait policy changes every step's time
   // (2.5–4× on 2 cores), as the thread count does, which is compared as the threads that ran ("all"
   // on a machine of 2 is 2).
-  const bool cpu = now.device.rfind("cuda", 0) != 0;
+  const bool cpu = !names_cuda(now.device);
+  const auto threads = [](int n) { return std::to_string(n) + (n == 1 ? " thread" : " threads"); };
   if (done.threads > 0 && now.threads > 0 && done.threads != now.threads)
-    mismatch("--threads", std::to_string(done.threads) + (done.threads == 1 ? " thread" : " threads"),
-             std::to_string(now.threads) + (now.threads == 1 ? " thread" : " threads"));
+    mismatch("--threads", threads(done.threads), threads(now.threads));
   // Every option either side recorded, this sweep's first (an option recorded only when set, as
   // --base-quant, stands for its default on the side that left it out).
   for (const std::string& name : option_names(now.options, done.options)) {
