@@ -232,6 +232,14 @@ TEST(TrainerConfig, TargetModulesMatchAsPeftMatchesThem) {
             "o_proj, gate_proj, up_proj or down_proj");
   EXPECT_NE(error_of(llama + "[all-linear, q_proj]\n").find("all-linear alone, not in a list, is PEFT's shorthand"),
             std::string::npos);
+  // axolotl makes even one name a list, so its all-linear is a module name; its own key is
+  // lora_target_linear.
+  EXPECT_EQ(error_of("base_model: llama-tiny\nadapter: lora\nlora_r: 4\nlora_alpha: 8\nlora_target_modules: all-linear\n",
+                     ab::ConfigFormat::kAxolotl),
+            "sft.yaml: lora_target_modules names \"all-linear\", which matches no module of llama-tiny (PEFT compares "
+            "each name with the end of a module's path, as model.layers.0.self_attn.q_proj); use q_proj, k_proj, "
+            "v_proj, o_proj, gate_proj, up_proj or down_proj (axolotl passes PEFT a list, where all-linear is no "
+            "shorthand; lora_target_linear: true puts adapters on every linear layer)");
   EXPECT_EQ(error_of(llama + "[embed_tokens, q_proj]\n"),
             "sft.yaml: lora_target_modules matches model.embed_tokens (the token embedding), which PEFT can adapt but "
             "accumbench puts no adapter on; name only the block linears, as q_proj, k_proj, v_proj, o_proj, "

@@ -180,7 +180,10 @@ std::vector<BlockLinear> lora_targets(const ModelConfig& cfg, const std::string&
 // phrase to follow the key's name, "names \"q\", which matches no module ...") when a name
 // matches nothing, or a match is no block linear (the embeddings, the LM head, a norm), or the
 // matched linears differ between layers.
-std::string targets_from_peft_names(const ModelConfig& cfg, const std::vector<std::string>& names);
+// `all_linear_hint`: what to say where "all-linear" is one of the names (PEFT's shorthand only as a
+// string, not in a list).
+std::string targets_from_peft_names(const ModelConfig& cfg, const std::vector<std::string>& names,
+                                    const std::string& all_linear_hint = "all-linear alone, not in a list, is PEFT's shorthand");
 std::string targets_from_peft_pattern(const ModelConfig& cfg, const std::string& pattern);
 // Throws UserError when the LoRA options do not fit this model: a rank above a target's smaller
 // dimension, an unknown target.

@@ -219,7 +219,8 @@ std::string example_path(const ModelConfig& m) {
 
 }  // namespace
 
-std::string targets_from_peft_names(const ModelConfig& m, const std::vector<std::string>& names) {
+std::string targets_from_peft_names(const ModelConfig& m, const std::vector<std::string>& names,
+                                    const std::string& all_linear_hint) {
   const std::vector<HfModule> modules = hf_modules(m);
   std::vector<const HfModule*> matched;
   for (const std::string& name : names) {
@@ -236,7 +237,7 @@ std::string targets_from_peft_names(const ModelConfig& m, const std::vector<std:
     if (!any) {
       throw UserError("names " + text::quoted(name) + ", which matches no module of " + m.name +
                       " (PEFT compares each name with the end of a module's path, as " + example_path(m) + "); use " +
-                      hf_names(m) + (name == "all-linear" ? " (all-linear alone, not in a list, is PEFT's shorthand)" : ""));
+                      hf_names(m) + (name == "all-linear" ? " (" + all_linear_hint + ")" : ""));
     }
   }
   return targets_of_matches(m, matched, hf_names(m));

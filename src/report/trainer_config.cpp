@@ -161,12 +161,22 @@ std::string peft_default_targets(const ModelConfig& model) {
   return model.arch == Architecture::kGpt2 ? "c_attn" : "q_proj,v_proj";
 }
 
+// axolotl hands lora_target_modules to PEFT as a list, where "all-linear" is a module name rather
+// than PEFT's shorthand; axolotl's own key for every linear is lora_target_linear.
+std::string all_linear_hint(const TrainerConfig& config) {
+  if (config.format == ConfigFormat::kAxolotl) {
+    return "axolotl passes PEFT a list, where all-linear is no shorthand; lora_target_linear: true puts adapters on "
+           "every linear layer";
+  }
+  return "all-linear alone, not in a list, is PEFT's shorthand";
+}
+
 // The file's target_modules as --lora-targets for this model, or UserError naming the file and key.
 std::string lora_targets_of(const TrainerConfig& config, const ModelConfig& model, bool quantized_base) {
   const PeftTargetModules& t = config.lora_target_modules;
   try {
     const std::string listed = t.key.empty() ? ""
-                               : t.pattern.empty() && !t.one_name_list ? targets_from_peft_names(model, t.names)
+                               : t.pattern.empty() && !t.one_name_list ? targets_from_peft_names(model, t.names, all_linear_hint(config))
                                                                         : targets_from_peft_pattern(model, t.pattern);
     if (!t.all_linear) return listed;
     // find_all_linear_names finds GPT-2's Conv1D projections only as bitsandbytes' layers.
