@@ -2,7 +2,9 @@
 // it measured instead of losing it. The first signal only asks: the sweep finishes the split or
 // round in progress, writes every output file and prints its table, and the process exits with
 // 128 + the signal's number. A second signal ends the process at once, as without the handler, and
-// so does the first one before anything is measured (measuring_begins).
+// so does the first one before anything is measured (measuring_begins). A second signal within half
+// a second of the first is the same request arriving twice (GNU timeout signals its command and
+// then its process group) and is let go.
 //
 //   accumbench::stop_on_interrupt("the split or round in progress");  // the CLI, before a sweep
 //   if (accumbench::stop_requested()) ...     // the sweep, between splits and rounds

@@ -1,11 +1,13 @@
 // The stop flag behind interrupt.hpp. The handler does only what a signal handler may: it stores
-// the signal number, puts the default action back (so a second signal ends the process) and
-// writes one line with write(2).
+// the signal number and its time (clock_gettime), writes one line with write(2), and on a second
+// signal puts the default action back and raises it, ending the process.
 #include "accumbench/interrupt.hpp"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <csignal>
 #include <cstring>
 
@@ -19,6 +21,21 @@ std::atomic<bool> g_measuring{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "the handler reads it");
 // What the handler's line says finishes first; set once, before the handler is installed.
 const char* g_in_progress = "";
+// When the first stop signal came (CLOCK_MONOTONIC, ns); read and written only by the handler,
+// which the kernel does not re-enter for the signal it is handling.
+std::atomic<int64_t> g_first_signal_ns{0};  // 0: none yet
+static_assert(std::atomic<int64_t>::is_always_lock_free, "the handler stores into it");
+// One request can arrive twice: GNU timeout signals its command and then its own process group,
+// which holds the command (`timeout -s INT 60 accumbench sweep ...`), and `kill 0` from a script
+// reaches every process of the group. A second signal this soon after the first is that echo, not
+// a person asking again; quitting on it lost every round of the split in progress.
+constexpr int64_t kEchoNs = 500'000'000;
+
+int64_t monotonic_ns() {
+  struct timespec now {};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
 
 void write_stderr(const char* text) {
   const ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));  // both async-signal-safe
@@ -34,9 +51,15 @@ extern "C" void on_stop_signal(int signal_number) {
     std::raise(signal_number);
     return;
   }
+  const int64_t now = monotonic_ns();
+  if (g_first_signal_ns.load() != 0) {
+    if (now - g_first_signal_ns.load() < kEchoNs) return;
+    std::signal(signal_number, SIG_DFL);
+    std::raise(signal_number);
+    return;
+  }
+  g_first_signal_ns.store(now);
   g_stop_signal.store(signal_number);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
   write_stderr("\naccumbench: stopping after ");
   write_stderr(g_in_progress);
   write_stderr(", then reporting what was measured; interrupt again to quit at once\n");

@@ -204,9 +204,25 @@ before_measuring() {
   check "no results file, as nothing was measured" test ! -e "$work/never.json"
 }
 
+# cli.sweep.interrupt_echo: one request that arrives twice (GNU `timeout -s INT` signals its command
+# and then its process group) stops the sweep as one signal does, its table printed and its files
+# written (it quit at once, losing the rounds, before).
+echo_signal() {
+  tiny_args --batch 8 --steps 200 --json "$json"
+  start_interruptible sweep "${args[@]}"
+  wait_for_json "$pid" || fail "the sweep ended or hung before its JSON held a run"
+  kill -INT "$pid"
+  sleep 0.02
+  stop_with_sigint
+  [ "$rc" -eq 130 ] || fail "exit status $rc after SIGINT twice at once, expected 130 (128 + SIGINT)"
+  check "a signal echoed 20 ms later still reports what was measured" \
+    grep -q '^Recommendation: .*Interrupted by SIGINT: the timed rounds stopped after' "$out"
+  check_stopped_json SIGINT 4
+}
+
 mode=${case_args[0]:-}
 case "$mode" in
-  single | data_parallel | verify | ignored | output_lost | before_measuring) "$mode" ;;
+  single | data_parallel | verify | ignored | output_lost | before_measuring | echo_signal) "$mode" ;;
   *) fail "unknown mode '$mode'" ;;
 esac
 cli_pass
