@@ -169,16 +169,29 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
   ab::SweepResult longer = one_run("gpt2-mini", 64);
   longer.context.options.push_back({"steps", "30"});
   longer.context.options.push_back({"time_budget_seconds", "60"});
+  longer.context.options.push_back({"memory_limit_bytes", "5242880"});
   ab::SweepResult shorter = one_run("gpt2-mini", 64);
   shorter.context.options.push_back({"steps", "5"});
   shorter.context.options.push_back({"time_budget_seconds", "0"});
+  shorter.context.options.push_back({"memory_limit_bytes", "0"});
   std::ostringstream budgets;
   ab::print_comparison(shorter, longer, budgets);
   EXPECT_EQ(budgets.str().find("different configurations"), std::string::npos) << budgets.str();
   EXPECT_NE(budgets.str().find("note: the two sweeps differ in how long they measured or how they decided, not in what "
-                               "they measured: steps (5 vs 30), time_budget_seconds (0 vs 60)"),
+                               "they measured: steps (5 vs 30), time_budget_seconds (0 vs 60), --memory-limit (none vs "
+                               "5.0 MiB)"),
             std::string::npos)
       << budgets.str();
+  // The warm-up changes what a timed step finds (--resume refuses another): what they measured.
+  ab::SweepResult warmed = one_run("gpt2-mini", 64);
+  warmed.context.options.push_back({"warmup", "3"});
+  ab::SweepResult cold = one_run("gpt2-mini", 64);
+  cold.context.options.push_back({"warmup", "1"});
+  std::ostringstream warmups;
+  ab::print_comparison(cold, warmed, warmups);
+  EXPECT_NE(warmups.str().find("warning: the two sweeps measured different configurations: warmup (1 vs 3)"),
+            std::string::npos)
+      << warmups.str();
   // An option recorded only when set (--base-quant, --kbit-prep) is its default where left out.
   std::ostringstream quantised;
   ab::SweepResult q = one_run("gpt2-mini", 64);

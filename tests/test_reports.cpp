@@ -489,10 +489,10 @@ TEST(CsvReporter, HeaderAndOneLinePerRun) {
       "memory_limit_bytes,threads,OMP_WAIT_POLICY",
       "8\u00d78,8,8,bf16,adamw,fp32,fp32,0,max,none,false,none,false,false,false,1,ok,10,0.1915,0.19,0.193,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
       "0.0012,0.0021,0.0453,0.0987,0,0.0301,0.0137,0.93,343120.4,0,0,335.08,295,295,0.298,5583457484,"
-      "6442450944,5368709120,true," + kWorkload,
+      "6442450944,5368709120,," + kWorkload,
       "1\u00d764 ckpt,1,64,bf16,adamw,fp32,fp32,0,max,none,false,blocks,false,false,false,1,ok,10,,,,0.402,0.397,0.403,0.004,0.00993,0.398,"
       "0.41,0.0011,0.002,0.1205,0.261,0,0.0099,0.0075,0.48,163024,0,0,159.2,140.2,187.3,0.141,3221225472,"
-      "3221225472,-1,true," + kWorkload,
+      "3221225472,-1,," + kWorkload,
       // A failed run has no measurements: empty fields, not zeros.
       "64\u00d71 oib,64,1,bf16,adamw,fp32,fp32,0,max,none,false,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,,,,,,,,,161061273600,false,"
       "CUDA out of memory. Tried to allocate 2.00 GiB" + kWorkload,
@@ -713,6 +713,8 @@ TEST(PrintComparison, MatchedByKeyUnmatchedShownWithDash) {
       "A: NVIDIA H200, model gpt2-124m, T=1024, batch 64, commit abc123def456, "
       "2025-01-01T00:00:00Z",
       "B: NVIDIA A100-SXM4-80GB, model gpt2-124m, T=1024, batch 64, 2025-01-01T00:00:00Z",
+      "note: the two sweeps ran on other devices (NVIDIA H200 vs NVIDIA A100-SXM4-80GB); the ratios compare the "
+      "devices, with whatever else differs",
       "",
       "split      A step s  B step s    B/A  differs    A peak     B peak    B/A",
       "8\u00d78           0.191     0.382  2.00\u00d7  yes      5.20 GiB  10.40 GiB  2.00\u00d7",
@@ -926,9 +928,46 @@ TEST(Json, RoundTripIsLossless) {
   EXPECT_EQ(back.recommendation.reason, "tied \u00d7 reason");
 }
 
+// What a split never timed did not measure is null, not a measured 0, and reads back as the sweep
+// held it; fits is null without a limit; a run says which statistic its tables read (schema 19).
+TEST(Json, WhatWasNotMeasuredIsNull) {
+  SweepResult result = sample_result();
+  RunResult skipped;
+  skipped.config = result.runs[1].config;
+  skipped.config.micro_batch = 64;
+  skipped.config.accum_steps = 1;
+  skipped.config.activation_checkpointing = Checkpointing::kNone;
+  skipped.status = RunStatus::kPredictedOutOfMemory;
+  skipped.predicted_peak_bytes = 80 * kGiB;
+  skipped.fits = false;
+  result.runs.push_back(skipped);
+  result.context.memory_limit_bytes = 0;
+  const nlohmann::ordered_json file = nlohmann::ordered_json::parse(to_json(result));
+  const auto& never = file["runs"][3];
+  for (const char* key : {"tokens_per_step", "tokens_per_second", "computed_tokens_per_second", "padding_fraction",
+                          "samples_per_second", "achieved_tflops", "hardware_tflops", "peak_allocated_bytes",
+                          "peak_reserved_bytes", "tables_read", "phase_mean_seconds"}) {
+    EXPECT_TRUE(never[key].is_null()) << key << ": " << never[key];
+  }
+  EXPECT_TRUE(never["phase_median_seconds"]["forward"].is_null());
+  EXPECT_TRUE(never["device_median_seconds"]["optimizer"].is_null());
+  EXPECT_EQ(never["fits"], false);              // out of memory: no, limit or not
+  EXPECT_TRUE(file["runs"][0]["fits"].is_null());  // no limit: nothing to fit in
+  EXPECT_EQ(file["runs"][0]["tables_read"], "median");
+  EXPECT_TRUE(file["runs"][0]["phase_mean_seconds"].is_null());
+
+  const SweepResult back = sweep_result_from_json(to_json(result), "sweep.json");
+  EXPECT_EQ(back.runs[3].tokens_per_second, 0.0);
+  EXPECT_EQ(back.runs[3].peak_allocated_bytes, 0);
+  EXPECT_EQ(back.runs[3].phase_median_seconds[static_cast<int>(Phase::kForward)], 0.0);
+  EXPECT_FALSE(back.runs[3].fits);
+  EXPECT_TRUE(back.runs[0].fits);
+  EXPECT_EQ(back.runs[0].tokens_per_step, result.runs[0].tokens_per_step);
+}
+
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
   const std::string text = to_json(populated_result());
-  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 18,\n  \"context\": {\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 19,\n  \"context\": {\n", 0), 0u);
   EXPECT_NE(text.find("\"options\": [\n      [\n        \"seq-len\",\n        \"1024\"\n      ],"),
             std::string::npos);
   EXPECT_NE(text.find("\"loss\": null"), std::string::npos);
@@ -961,7 +1000,7 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "file written by `accumbench sweep --json`");
   EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
   EXPECT_EQ(user_error_of("{\"json_schema_version\": 1}"),
-            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 18; rerun the "
+            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 19; rerun the "
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());

@@ -226,7 +226,7 @@ bool compared_per_token(const std::vector<RunResult>& runs);
 // `seconds` of a step of `run` (its median or mean), per real token where `per_token`: what the
 // reports compare of splits that differ in packing.
 inline double compared_seconds(double seconds, const RunResult& run, bool per_token) {
-  return per_token && run.tokens_per_step > 0 ? seconds / static_cast<double>(run.tokens_per_step) : seconds;
+  return per_token && run.tokens_per_step > 0 ? seconds / run.tokens_per_step : seconds;
 }
 
 // What --framework-overhead adds to each step of `run`: the time per micro-step × its micro-steps.

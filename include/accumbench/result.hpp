@@ -31,7 +31,7 @@ namespace accumbench {
 // the grouping in every run's split (--group-by-length's list sweeps each); 18: each step's
 // data_step of data_steps (the decisions' strata). Older files are upgraded
 // as they are read (src/report/json_upgrade.cpp).
-inline constexpr int kJsonSchemaVersion = 18;
+inline constexpr int kJsonSchemaVersion = 19;
 
 // Phases of one optimizer step. kOther is the step's wall time minus the timed phases.
 // kAllReduce (data parallel: the gradients' all-reduce before the optimizer step) is numbered
@@ -250,7 +250,7 @@ struct RunResult {
   PhaseSeconds device_median_seconds{};  // median over steps of device_seconds (NaN on CPU)
   double device_busy_fraction = kNotMeasured;  // sum of device phase time / step time (CUDA)
 
-  int64_t tokens_per_step = 0;       // mean real (non-pad) positions per optimizer step, every rank's
+  double tokens_per_step = 0;        // mean real (non-pad) positions per optimizer step, every rank's
   double tokens_per_second = 0;      // tokens_per_step / median step: real tokens per second
   // Positions computed per second, padding included (× world size), and the share of them that
   // was padding: Σ (computed − non-pad) / Σ computed over the timed steps.

@@ -2,6 +2,7 @@
 // and after a change), one row per split.
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -49,7 +50,7 @@ constexpr double kOtherTokens = 0.10;
 
 bool tokens_differ(const RunResult* a, const RunResult* b) {
   if (!usable(a) || !usable(b) || a->tokens_per_step <= 0 || b->tokens_per_step <= 0) return false;
-  const auto x = static_cast<double>(a->tokens_per_step), y = static_cast<double>(b->tokens_per_step);
+  const double x = a->tokens_per_step, y = b->tokens_per_step;
   return std::abs(x - y) >= kOtherTokens * std::max(x, y);
 }
 
@@ -86,13 +87,15 @@ std::string differs_cell(const RunResult* a, const RunResult* b, bool per_token)
   }
   if (!per_token) return y.ci_low > x.ci_high || y.ci_high < x.ci_low ? "yes" : "unsure";
   if (!(x.ci_low > 0) || !(y.ci_low > 0)) return "-";
-  const auto ta = static_cast<double>(a->tokens_per_step), tb = static_cast<double>(b->tokens_per_step);
+  const double ta = a->tokens_per_step, tb = b->tokens_per_step;
   return tb / y.ci_high > ta / x.ci_low || tb / y.ci_low < ta / x.ci_high ? "yes" : "unsure";
 }
 
 // Options that change how long a sweep measured or how it decided, not what it measured.
 bool decides_only(const std::string& name) {
-  return name == "warmup" || name == "steps" || name == "time_budget_seconds" || name == "tie_tolerance" ||
+  // (The warm-up is not among them: it changes what a timed step finds, the caches and the
+  // allocator's pool, so --resume refuses another one.)
+  return name == "steps" || name == "time_budget_seconds" || name == "tie_tolerance" ||
          name == "confidence" || name == "memory_limit_bytes" || name == "try_predicted_oom" ||
          name == "profile_dir" || name == "peak_tflops" || name == "dist_timeout_seconds";
 }
@@ -118,6 +121,16 @@ std::vector<std::string> sorted_items(const std::string& list) {
 }
 
 bool on_cuda(const SweepContext& c) { return names_cuda(c.device); }
+
+// Two devices, the comparison compare is most often for: said, so that the ratios read as the
+// devices' and not as a change of the engine.
+std::string device_note(const SweepContext& a, const SweepContext& b) {
+  const std::string x = a.device_name.empty() ? a.device : a.device_name;
+  const std::string y = b.device_name.empty() ? b.device : b.device_name;
+  if (x == y) return "";
+  return "note: the two sweeps ran on other devices (" + text::shortened(x, 60) + " vs " + text::shortened(y, 60) +
+         "); the ratios compare the devices, with whatever else differs";
+}
 
 // Two CPU sweeps run with different threads or OpenMP wait policies: their times differ by that too
 // (PASSIVE against ACTIVE made steps 2.5–4× apart on 2 cores), which a comparison of two builds or
@@ -203,6 +216,18 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
                       name == "adapter_dtype" || name == "max_grad_norm" || name == "padding" ||
                       name == "packing" || name == "group_by_length";
     if (list && sorted_items(*x) == sorted_items(*y)) continue;
+    if (name == "memory_limit_bytes") {  // in the units a limit is given in; 0: none
+      const auto limit = [](const std::string& bytes) {
+        try {
+          const int64_t value = std::stoll(bytes);
+          return value > 0 ? format_bytes(value) : std::string("none");
+        } catch (const std::exception&) {
+          return bytes;
+        }
+      };
+      differ("--memory-limit", limit(*x), limit(*y));
+      continue;
+    }
     differ(name, *x, *y);
   }
   std::string text;
@@ -294,7 +319,8 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   out << "A: " << describe(a) << '\n' << "B: " << describe(b) << "\n";
   const std::string differences = configuration_differences(a.context, b.context);
   if (!differences.empty()) out << "warning: the two sweeps measured different configurations: " << differences << "\n";
-  for (const std::string& note : {cpu_settings_note(a.context, b.context), micro_batches_note(a.context, b.context)}) {
+  for (const std::string& note : {device_note(a.context, b.context), cpu_settings_note(a.context, b.context),
+                                  micro_batches_note(a.context, b.context)}) {
     if (!note.empty()) out << note << "\n";
   }
   std::string deciding = configuration_differences(a.context, b.context, /*deciding=*/true);

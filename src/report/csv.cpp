@@ -77,8 +77,12 @@ void CsvReporter::report(const SweepResult& result, std::ostream& out) const {
     for (std::size_t i = 0; i < columns.size(); ++i) {
       // The label names the run as every report does (run_label): with a --precision, --padding or
       // --packing list, its value too, so that no two lines share one.
+      // fits: empty without --memory-limit, as the JSON's null (nothing to fit in), but for a split
+      // that ran out of the device's memory.
+      const bool no_verdict = columns[i]->csv == "fits" && c.memory_limit_bytes <= 0 && run.fits;
       const std::string cell = columns[i]->csv == "label" ? run_label(run, result.runs)
-                                                          : report::cell_text(*columns[i], View::kCsv, run, {});
+                               : no_verdict              ? std::string()
+                                                         : report::cell_text(*columns[i], View::kCsv, run, {});
       out << (i > 0 ? "," : "") << csv_field(cell);
     }
     out << shared << '\n';

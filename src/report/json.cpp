@@ -25,6 +25,7 @@
 
 #include "accumbench/error.hpp"
 #include "accumbench/report.hpp"
+#include "accumbench/statistics.hpp"
 #include "accumbench/units.hpp"
 #include "report/json_upgrade.hpp"
 
@@ -527,6 +528,37 @@ void decode(const Json& j, const std::string& path, S& record) {
   fields(record, reader);
 }
 
+// What a file says beyond the record, for its readers (read_unmeasured_back undoes the nulls):
+// - a split never timed (oom, predicted-oom, an error) has null for what it did not measure, not 0;
+// - fits is null without --memory-limit (there was nothing to fit in), as in the tables, but for a
+//   split out of the device's memory (false);
+// - tables_read: which statistic of the timed steps the tables show, "median", or "mean" for steps
+//   of many sizes (typical_step_seconds), and then phase_mean_seconds, their phases' means
+//   (typical_phase_seconds); derived from the steps, so not read back.
+void annotate_run(const RunResult& run, bool memory_limit, Json& j) {
+  if (!memory_limit && run.fits) j["fits"] = nullptr;
+  const bool timed = run.status == RunStatus::kOk && (!run.steps.empty() || run.step_seconds.count > 0);
+  if (!timed) {
+    for (const char* key : {"tokens_per_step", "tokens_per_second", "computed_tokens_per_second", "padding_fraction",
+                            "samples_per_second", "achieved_tflops", "hardware_tflops"}) {
+      j[key] = nullptr;
+    }
+    // An out-of-memory split can keep the peak it reached before it failed.
+    for (const char* key : {"peak_allocated_bytes", "peak_reserved_bytes"}) {
+      if (j[key] == 0) j[key] = nullptr;
+    }
+    for (const char* key : {"phase_median_seconds", "device_median_seconds"}) {
+      for (auto& [phase, seconds] : j[key].items()) {
+        (void)phase;
+        seconds = nullptr;
+      }
+    }
+  }
+  const bool means = timed && steps_differ_in_size(run);
+  j["tables_read"] = !timed ? Json(nullptr) : Json(means ? "mean" : "median");
+  j["phase_mean_seconds"] = means ? encode(typical_phase_seconds(run)) : Json(nullptr);
+}
+
 }  // namespace
 
 std::string to_json(const SweepResult& result) {
@@ -535,6 +567,9 @@ std::string to_json(const SweepResult& result) {
   root["json_schema_version"] = kJsonSchemaVersion;
   root["context"] = encode(result.context);
   root["runs"] = encode(result.runs);
+  for (size_t i = 0; i < result.runs.size(); ++i) {
+    annotate_run(result.runs[i], result.context.memory_limit_bytes > 0, root["runs"][i]);
+  }
   root["recommendation"] = encode(result.recommendation);
   root["time_models"] = encode(result.time_models);
   root["interruption"] = encode(result.interruption);
@@ -597,7 +632,7 @@ void check_meaning(const SweepResult& r) {
     not_negative(at + ".peak_reserved_bytes", static_cast<double>(run.peak_reserved_bytes));
     // Rates and shares are counted, never below zero (NaN: not measured, as on the CPU's MFU).
     for (const auto& [name, value] :
-         {std::pair<const char*, double>{"tokens_per_step", static_cast<double>(run.tokens_per_step)},
+         {std::pair<const char*, double>{"tokens_per_step", run.tokens_per_step},
           {"tokens_per_second", run.tokens_per_second},
           {"computed_tokens_per_second", run.computed_tokens_per_second},
           {"samples_per_second", run.samples_per_second},
@@ -625,7 +660,7 @@ void check_meaning(const SweepResult& r) {
       throw FormatError{at + ".step_seconds.count", "is " + std::to_string(run.step_seconds.count) + " but the run holds " +
                                                         std::to_string(run.steps.size()) + " timed steps"};
     if (!run.steps.empty() && run.tokens_per_step < 1)
-      throw FormatError{at + ".tokens_per_step", "is " + std::to_string(run.tokens_per_step) +
+      throw FormatError{at + ".tokens_per_step", "is " + text::format_exact(run.tokens_per_step) +
                                                      " but a timed step computes at least one real position"};
     for (size_t k = 0; k < run.steps.size(); ++k) {
       const std::string step = at + ".steps[" + std::to_string(k) + "]";
@@ -694,6 +729,7 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
                              "pass a file written by `accumbench sweep --json`");
   }
   upgrade_to_current_version(root);
+  read_unmeasured_back(root);
   const Json version = root["json_schema_version"];  // read after the upgrade, which may move members
   if (!version.is_number_integer() || version.get<int64_t>() != kJsonSchemaVersion) {
     throw UserError(origin + " has json_schema_version " + version.dump() +

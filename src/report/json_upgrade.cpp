@@ -272,6 +272,41 @@ void upgrade_to_current_version(Json& root) {
       }
     }
   }
+  // Version 18 rounded tokens_per_step to a whole number (an integer reads as the mean it stood
+  // for), wrote a split never timed with zeros where 19 writes null, and fits: true without a
+  // limit: what 19 reads back below.
+  if (version_is(18)) {
+    root["json_schema_version"] = 19;
+    if (root.contains("context") && root["context"].is_object()) root["context"]["json_schema_version"] = 19;
+  }
+}
+
+void read_unmeasured_back(Json& root) {
+  if (!root.contains("runs") || !root["runs"].is_array()) return;
+  for (Json& run : root["runs"]) {
+    if (!run.is_object()) continue;
+    if (run.contains("fits") && run["fits"].is_null()) run["fits"] = true;
+    const bool ok = run.contains("status") && run["status"] == "ok";
+    const bool timed = run.contains("steps") && run["steps"].is_array() && !run["steps"].empty();
+    const bool summarized = run.contains("step_seconds") && run["step_seconds"].is_object() &&
+                            run["step_seconds"].contains("count") && run["step_seconds"]["count"].is_number() &&
+                            run["step_seconds"]["count"].get<double>() > 0;
+    if (ok && (timed || summarized)) continue;
+    for (const char* key : {"tokens_per_step", "tokens_per_second", "computed_tokens_per_second", "padding_fraction",
+                            "samples_per_second", "achieved_tflops", "hardware_tflops"}) {
+      if (run.contains(key) && run[key].is_null()) run[key] = 0.0;
+    }
+    for (const char* key : {"peak_allocated_bytes", "peak_reserved_bytes"}) {
+      if (run.contains(key) && run[key].is_null()) run[key] = 0;
+    }
+    for (const char* key : {"phase_median_seconds", "device_median_seconds"}) {
+      if (!run.contains(key) || !run[key].is_object()) continue;
+      for (auto& [phase, seconds] : run[key].items()) {
+        (void)phase;
+        if (seconds.is_null()) seconds = 0.0;
+      }
+    }
+  }
 }
 
 }  // namespace accumbench

@@ -11,4 +11,9 @@ namespace accumbench {
 // version it does not know is left for the reader to refuse.
 void upgrade_to_current_version(nlohmann::ordered_json& root);
 
+// What a file writes as null because nothing was measured, read back as the sweep holds it: a split
+// never timed (oom, predicted-oom, an error; or no steps and no summary) has 0 for its rates, peaks
+// and phases, and a run without a memory limit fits (true).
+void read_unmeasured_back(nlohmann::ordered_json& root);
+
 }  // namespace accumbench

@@ -247,7 +247,7 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
   // rates use the mean itself, not the whole number shown.
   // Over an epoch's distinct steps each alike, as the mean step (steps_mean).
   const double tokens_per_step = steps_mean(run, [](const StepSample& s) { return static_cast<double>(s.positions); });
-  run.tokens_per_step = static_cast<int64_t>(std::llround(tokens_per_step));
+  run.tokens_per_step = tokens_per_step;
   run.tokens_per_second = tokens_per_step / step_time;
   int64_t positions = 0, computed_positions = 0;
   for (const StepSample& step : run.steps) {
@@ -273,10 +273,10 @@ namespace {
 
 std::string seconds_text(double seconds) { return text::format_significant(seconds, 3) + " s"; }
 
-// The mean real tokens per step over the timed steps, unrounded (tokens_per_step is the whole
-// number): the table's tokens/s and the recommendation's then agree. 0 without steps.
+// The mean real tokens per step over the timed steps, weighed as the mean step is (steps_mean):
+// the table's tokens/s and the recommendation's then agree. The file's figure without steps.
 double real_tokens_per_step(const RunResult& run) {
-  if (run.steps.empty()) return static_cast<double>(run.tokens_per_step);
+  if (run.steps.empty()) return run.tokens_per_step;
   return steps_mean(run, [](const StepSample& s) { return static_cast<double>(s.positions); });
 }
 

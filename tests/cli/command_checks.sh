@@ -650,12 +650,49 @@ for r in load(sys.argv[1])["runs"]:
   done
 }
 
+# cli.sweep.json_reads_as_the_tables: rows of steps of many sizes (padding to each micro-batch's
+# longest) show their mean phases; the JSON says so (tables_read "mean") and holds those means
+# (phase_mean_seconds), to the CSV's digit. A split skipped as predicted out of memory writes null
+# for what it never measured, not 0; tokens_per_step is the mean, not a whole number; fits is null
+# without a limit.
+json_reads_as_the_tables() {
+  tiny_args --lengths "$data/lengths/skewed.txt" --padding longest --batch 8 --micro-batches 1,8 --steps 3 \
+    --json "$work/a.json" --csv "$work/a.csv"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  check "the JSON's phase means are the CSV's phases, and its rates are the tables'" py '
+rows = {r["label"]: r for r in csv.DictReader(open(sys.argv[2], encoding="utf-8"))}
+for run in load(sys.argv[1])["runs"]:
+    label = "%d\u00d7%d" % (run["config"]["micro_batch"], run["config"]["accum_steps"])
+    row = rows[label]
+    if run["tables_read"] != "mean": fail("%s reads %r" % (label, run["tables_read"]))
+    for phase in ("forward", "backward", "optimizer"):
+        if abs(run["phase_mean_seconds"][phase] - float(row[phase + "_seconds"])) > 1e-9 * max(1.0, float(row[phase + "_seconds"])):
+            fail("%s %s: JSON %r, CSV %r" % (label, phase, run["phase_mean_seconds"][phase], row[phase + "_seconds"]))
+    if run["fits"] is not None or row["fits"] != "": fail("%s fits %r / %r without a limit" % (label, run["fits"], row["fits"]))
+    steps = run["steps"]
+    if not any(s["positions"] != steps[0]["positions"] for s in steps): fail("%s: steps of one size" % label)
+' "$work/a.json" "$work/a.csv"
+  tiny_args --lengths "$data/lengths/skewed.txt" --padding longest --batch 8 --micro-batches 1,8 --steps 2 --memory-limit 2.9MiB \
+    --json "$work/b.json"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  check "the split skipped as predicted out of memory has null for what it never measured" py '
+runs = {r["config"]["micro_batch"]: r for r in load(sys.argv[1])["runs"]}
+skipped = runs[8]
+if skipped["status"] != "predicted-oom": fail("8x1 status %r" % skipped["status"])
+for key in ("tokens_per_second", "tokens_per_step", "peak_allocated_bytes", "achieved_tflops", "tables_read"):
+    if skipped[key] is not None: fail("8x1 %s is %r" % (key, skipped[key]))
+if skipped["phase_median_seconds"]["forward"] is not None: fail("8x1 forward %r" % skipped["phase_median_seconds"])
+if skipped["fits"] is not False or runs[1]["fits"] is not True: fail("fits %r %r" % (skipped["fits"], runs[1]["fits"]))
+' "$work/b.json"
+  expect 0 "1×8" -- report "$work/b.json"
+}
+
 case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
     verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom | framework_overhead | \
     calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list | resume_new_limit | \
     stdout_fails | grouping_equal_lengths | resume_raised_steps | resume_lengths_path | compare_distinct_steps | \
-    nothing_fits_keeps_files | resume_cpu_settings | grouped_plan_matches) "$mode" ;;
+    nothing_fits_keeps_files | resume_cpu_settings | grouped_plan_matches | json_reads_as_the_tables) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass

@@ -331,4 +331,8 @@ std::string finish_column_chart(ColumnChart& chart, const std::vector<Slot>& slo
   return chart.svg.finish(kChartWidth, chart.height);
 }
 
+bool any_means(const std::vector<Slot>& slots) {
+  return std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.ok && steps_differ_in_size(*s.run); });
+}
+
 }  // namespace accumbench::html

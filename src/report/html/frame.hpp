@@ -63,6 +63,10 @@ struct Slot {
 
 std::vector<Slot> make_slots(const SweepResult& result);
 
+// Whether some slot's timed steps differ in size (steps_differ_in_size): its row and bars read
+// means, which the captions then say.
+bool any_means(const std::vector<Slot>& slots);
+
 // Whether the slots' runs differ in packing (a --packing list): the charts then compare their
 // medians per real token, as the decision does (compared_per_token in decision.hpp).
 bool slots_per_token(const std::vector<Slot>& slots);

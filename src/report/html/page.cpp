@@ -178,7 +178,8 @@ std::string chart_section(const std::string& id, const std::string& title, const
 }
 
 std::string throughput_note(const SweepContext& c, const std::vector<Slot>& slots) {
-  return std::string("Non-ignored target tokens per second of wall time.") +
+  return std::string("Real (non-pad) tokens per second of wall time, counted as TRL's num_tokens counts them: every "
+                     "position of the samples, padding left out.") +
          (any_mfu(slots) ? " MFU = achieved model FLOP/s \u00f7 device peak (" +
                                text::format_significant(c.peak_tflops, 4) + " TFLOP/s)."
                          : " MFU is not shown: the peak FLOP/s of this device is unknown.");
@@ -199,10 +200,16 @@ std::string memory_note(const SweepContext& c) {
 std::string chart_sections(const SweepResult& result, const std::vector<Slot>& slots) {
   std::string h = chart_section(
       "chart-step-time", "Step time by phase",
-      "Median seconds per optimizer step, split into phases: each phase's median over the timed steps, "
-      "drawn as its share of their sum, since medians of parts need not add up to the median of the whole. "
-      "Whiskers: bootstrap interval of the median, or min\u2013max of the timed steps where no "
-      "interval was computed.",
+      any_means(slots)
+          ? "Median seconds per optimizer step (the mean for a split whose steps differ in size), split into "
+            "phases: each phase's median (or mean) over the timed steps, drawn as its share of their sum, since "
+            "medians of parts need not add up to the median of the whole. Whiskers: bootstrap interval of the "
+            "median (the rounds' interval of a mean), or min\u2013max of the timed steps where no interval was "
+            "computed."
+          : "Median seconds per optimizer step, split into phases: each phase's median over the timed steps, "
+            "drawn as its share of their sum, since medians of parts need not add up to the median of the whole. "
+            "Whiskers: bootstrap interval of the median, or min\u2013max of the timed steps where no "
+            "interval was computed.",
       step_time_chart(slots));
   h += chart_section("chart-throughput", "Throughput", throughput_note(result.context, slots),
                      throughput_chart(slots));

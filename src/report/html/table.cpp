@@ -77,8 +77,9 @@ std::string table_section(const SweepResult& result, const std::vector<Slot>& sl
 
   std::string h =
       "<section class=\"card table-card\"><h2>All numbers</h2><p class=\"note\">Times in " + unit.name +
-      " per optimizer step; each phase column is that phase's median over the timed steps, as in "
-      "every other report, so the columns need not add up to the step's median. The mean is the one the decisions and the "
+      " per optimizer step; each phase column is that phase's median over the timed steps" +
+      std::string(any_means(slots) ? " (its mean for a split whose steps differ in size, as that split's step time)" : "") +
+      ", as in every other report, so the columns need not add up to the step's time. The mean is the one the decisions and the "
       "recommendation use, winsorized: each split's slowest twentieth of steps counts as the step just below them, and no "
       "step as more than 3\u00d7 the median (the CSV's step_seconds_mean is the plain mean). Memory is 1024-based. A failed run "
       "shows its error in place of the measurements.</p>";
