@@ -364,6 +364,39 @@ TEST(HfConfig, Qwen3DefaultsFollowQwen3Config) {
     EXPECT_FALSE(other.qk_norm) << type;
     EXPECT_EQ(other.head_dim, 16) << type;
   }
+  // head_dim null: Llama's config reads it as hidden / heads; Qwen3's keeps the null, from which
+  // transformers builds no model (4: Linear(None); 5: the config refuses it), so neither does this.
+  const std::string qwen3_null =
+      R"({"model_type":"qwen3","vocab_size":512,"hidden_size":64,"intermediate_size":176,)"
+      R"("num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"head_dim":null,"max_position_embeddings":256})";
+  try {
+    parse_hf_config(qwen3_null, "q.json");
+    ADD_FAILURE() << "a Qwen3 head_dim of null was read";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "config \"q.json\": field \"head_dim\" is null, which transformers' Qwen3 cannot build a model from (it "
+              "takes the value as given, where Llama's config reads null as hidden_size / num_attention_heads); give "
+              "the head size, or leave the field out for Qwen3's default of 128");
+  }
+}
+
+// The checkpoint's dtype: transformers 4.56 and 5 read dtype, and torch_dtype only without it.
+TEST(HfConfig, DtypeWinsOverTorchDtype) {
+  const std::string llama =
+      R"({"model_type":"llama","vocab_size":512,"hidden_size":64,"intermediate_size":176,"num_hidden_layers":2,)"
+      R"("num_attention_heads":4,"num_key_value_heads":4,"max_position_embeddings":256)";
+  EXPECT_EQ(parse_hf_config(llama + R"(,"torch_dtype":"bfloat16"})", "l").stored_dtype, "bfloat16");
+  EXPECT_EQ(parse_hf_config(llama + R"(,"torch_dtype":"bfloat16","dtype":"float32"})", "l").stored_dtype, "");
+  EXPECT_EQ(parse_hf_config(llama + R"(,"torch_dtype":"float32","dtype":"float16"})", "l").stored_dtype, "float16");
+  // A required field given as null is named so, not as missing.
+  try {
+    parse_hf_config(R"({"model_type":"llama","vocab_size":null,"hidden_size":64,"intermediate_size":176,)"
+                    R"("num_hidden_layers":2,"num_attention_heads":4})",
+                    "l");
+    ADD_FAILURE() << "a null vocab_size was read";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("required field \"vocab_size\" is null"), std::string::npos) << e.what();
+  }
 }
 
 TEST(HfConfig, Qwen3SmallUntiedShapeFromItsDirectory) {
@@ -787,7 +820,7 @@ TEST(HfConfig, BadValuesNameTheField) {
       {llama_head + R"("hidden_size":-64,"num_attention_heads":4})", {"\"hidden_size\" is -64"}},
       {llama_head + R"("hidden_size":64.0,"num_attention_heads":4})", {"\"hidden_size\" is 64.0"}},
       {llama_head + R"("hidden_size":null,"num_attention_heads":4})",
-       {"\"hidden_size\" is missing"}},
+       {"\"hidden_size\" is null"}},
       {llama_head + R"("hidden_size":18446744073709551615,"num_attention_heads":4})",
        {"\"hidden_size\"", "below 2^63"}},
       {llama_head + R"("hidden_size":64,"num_attention_heads":5})",

@@ -102,7 +102,7 @@ class FieldReader {
   }
 
   [[noreturn]] void missing(const char* key) const {
-    fail(std::string("required field \"") + key + "\" is missing",
+    fail(std::string("required field \"") + key + (is_null(key) ? "\" is null" : "\" is missing"),
          "add it, or use the model's config.json exactly as its Hugging Face repository ships it");
   }
 
@@ -444,6 +444,13 @@ ModelConfig llama_family_from(const FieldReader& f, const std::string& model_typ
   // hidden_size / num_attention_heads, except Qwen3Config, whose head_dim defaults to 128.
   if (f.has("head_dim")) {
     c.head_dim = f.positive_int("head_dim");
+  } else if (model_type == "qwen3" && f.is_null("head_dim")) {
+    // Qwen3Config keeps the null and Qwen3Attention reads it as given (transformers 4), or the
+    // config refuses it (5): no model is built, where Llama's, Mistral's and Qwen2's read null as
+    // hidden_size / num_attention_heads.
+    f.fail("field \"head_dim\" is null, which transformers' Qwen3 cannot build a model from (it takes the value "
+           "as given, where Llama's config reads null as hidden_size / num_attention_heads)",
+           "give the head size, or leave the field out for Qwen3's default of 128");
   } else if (model_type == "qwen3") {
     c.head_dim = 128;
   } else {
@@ -489,8 +496,8 @@ ModelConfig llama_family_from(const FieldReader& f, const std::string& model_typ
     // faithfully, and counting it as something else would skew every memory prediction.
     if (f.boolean_or("attention_bias", false))
       f.fail(
-          "field \"attention_bias\" is true, which adds a bias to o_proj that the Llama model "
-          "here does not have",
+          "field \"attention_bias\" is true, which adds biases to q/k/v_proj and o_proj that the Llama "
+          "model here does not have",
           "set it to false to benchmark the same shape without attention biases");
     if (f.boolean_or("mlp_bias", false))
       f.fail("field \"mlp_bias\" is true, which the Llama model here does not support",
@@ -580,13 +587,12 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& ori
   require_causal_lm(root, fields);
   cfg.name = origin;
   cfg.stored_quantised = stored_quantisation(root, origin);
-  // The checkpoint's dtype (transformers 4's torch_dtype, 5's dtype), kept where it is 16-bit.
-  for (const char* key : {"dtype", "torch_dtype"}) {
-    const json* dtype = fields.find(key);
-    if (dtype != nullptr && dtype->is_string() && (*dtype == "bfloat16" || *dtype == "float16")) {
-      cfg.stored_dtype = dtype->get<std::string>();
-      break;
-    }
+  // The checkpoint's dtype (transformers 4's torch_dtype, 4.56's and 5's dtype, which wins where
+  // a file has both), kept where it is 16-bit.
+  const json* dtype = fields.find("dtype");
+  if (dtype == nullptr) dtype = fields.find("torch_dtype");
+  if (dtype != nullptr && dtype->is_string() && (*dtype == "bfloat16" || *dtype == "float16")) {
+    cfg.stored_dtype = dtype->get<std::string>();
   }
   validate(cfg);  // the remaining shape rules (odd head_dim, overflow); messages name the file
   return cfg;

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <system_error>
 #include <sstream>
 
 #include "accumbench/error.hpp"
@@ -359,6 +361,15 @@ const ModelConfig& find_preset(const std::string& name) {
     if (cfg.name == name) return cfg;
   std::string names;
   for (const ModelConfig& cfg : presets()) names += (names.empty() ? "" : ", ") + cfg.name;
+  // A path or a Hub id given to --model is meant for --hf-config.
+  std::error_code error;
+  const bool json_name = name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
+  const bool looks_like_config = name.find('/') != std::string::npos || json_name || std::filesystem::exists(name, error);
+  if (looks_like_config) {
+    throw UserError("--model takes a preset name, and " + text::quoted(name) +
+                    " is none; a config.json, a model directory or a Hub id goes in --hf-config " + text::quoted(name) +
+                    " (presets: " + names + ")");
+  }
   throw UserError("unknown model preset " + text::quoted(name) +
                   "; run \"accumbench models\" to list presets (" + names + ")");
 }
