@@ -554,6 +554,51 @@ TEST(Decisions, FrameworkOverheadPerMicroStepTurnsTheDecision) {
   EXPECT_NEAR(framework.mean_seconds(1).value - engine.mean_seconds(1).value, 0.005, 1e-12);
 }
 
+// A resumed file whose contenders were timed again under another load: split 0 and split 1 were
+// timed together in session 1 (split 1 at 1.3× split 0's time beyond doubt, then kept), split 0 and
+// split 2 again in session 2 on a machine twice as busy. Split 0 keeps its session-1 steps beside
+// its session-2 ones (StepSample::session), so split 1 is still compared with it on the rounds they
+// shared, and stays slower; with split 0's session-1 steps dropped (as before schema 19), split 1
+// was compared through the two means across sessions, and was put ahead of both.
+TEST(Decisions, AResumedSplitKeepsItsEarlierRoundsToPairWith) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> noise(1.0, 0.02);
+  std::vector<RunResult> runs(3);
+  for (int i = 0; i < 3; ++i) runs[i].config.micro_batch = i + 1;
+  const auto add = [&](int i, int64_t session, int64_t round, double seconds) {
+    StepSample step;
+    step.step_seconds = seconds;
+    step.positions = 1000;
+    step.round = round;
+    step.session = session;
+    runs[i].steps.push_back(step);
+  };
+  for (int r = 0; r < 30; ++r) {
+    add(0, 1, r, 0.100 * noise(rng));
+    add(1, 1, r, 0.130 * noise(rng));
+  }
+  for (int r = 0; r < 30; ++r) {
+    add(0, 2, r, 0.200 * noise(rng));  // twice as busy
+    add(2, 2, r, 0.202 * noise(rng));
+  }
+  runs[0].session = runs[2].session = 2;
+  runs[1].session = 1;
+  const Decision d = decide(evidence_from_runs(runs, 0.95), {0, 1, 2}, DecisionOptions{});
+  EXPECT_EQ(d.fastest, 0);
+  const RoundEvidence evidence = evidence_from_runs(runs, 0.95);
+  EXPECT_EQ(evidence.paired_rounds(1, 0), 30);
+  EXPECT_EQ(evidence.paired_rounds(2, 0), 30);
+  EXPECT_GT(evidence.ratio(1, 0).low, 1.2);
+  for (const Comparison& c : d.comparisons) {
+    if (c.index == 1) EXPECT_EQ(c.verdict, Verdict::kSlower);
+  }
+  // Split 0's session-1 steps dropped: split 1's 0.13 s against split 0's mean of 0.2 s.
+  runs[0].steps.erase(runs[0].steps.begin(), runs[0].steps.begin() + 30);
+  const RoundEvidence without = evidence_from_runs(runs, 0.95);
+  EXPECT_EQ(without.paired_rounds(1, 0), 0);
+  EXPECT_LT(without.ratio(1, 0).value, 0.7);
+}
+
 // A --packing list: a packed step takes twice the time of an unpacked one but trains four times the
 // tokens, so per real token (the scales) the packed split is the faster; the step times alone name
 // the other. Within one packing the scales are the same in a round and the ratio is the step times'.

@@ -965,6 +965,26 @@ TEST(Json, WhatWasNotMeasuredIsNull) {
   EXPECT_EQ(back.runs[0].tokens_per_step, result.runs[0].tokens_per_step);
 }
 
+// Each timed step names the sweep that timed it (schema 19); a file of schema 18 reads its steps as
+// its run's session, the only one a run held then.
+TEST(Json, StepsCarryTheirSession) {
+  SweepResult result = populated_result();
+  result.runs[0].session = 42;
+  result.runs[0].steps[0].session = 7;
+  const SweepResult back = sweep_result_from_json(to_json(result), "sweep.json");
+  EXPECT_EQ(back.runs[0].steps[0].session, 7);
+  EXPECT_EQ(back.runs[0].steps[1].session, 0);
+  EXPECT_EQ(session_of(back.runs[0], back.runs[0].steps[1]), 42);
+
+  nlohmann::ordered_json old = nlohmann::ordered_json::parse(to_json(result));
+  old["json_schema_version"] = 18;
+  old["context"]["json_schema_version"] = 18;
+  for (auto& step : old["runs"][0]["steps"]) step.erase("session");
+  const SweepResult upgraded = sweep_result_from_json(old.dump(), "old.json");
+  EXPECT_EQ(upgraded.runs[0].steps[0].session, 42);
+  EXPECT_EQ(upgraded.runs[0].steps[1].session, 42);
+}
+
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
   const std::string text = to_json(populated_result());
   EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 19,\n  \"context\": {\n", 0), 0u);

@@ -99,6 +99,9 @@ TEST(Bootstrap, ReproducibleAndBracketsTheMedian) {
 TEST(Units, DurationsKeepThreeDigits) {
   EXPECT_EQ(text::format_duration(0.00491), "4.91 ms");
   EXPECT_EQ(text::format_duration(2.5e-7), "250 ns");
+  EXPECT_EQ(text::format_duration(0.000001 * 1e-3), "1.00 ns");  // --framework-overhead 0.000001 (ms): 9.99…e-10 s
+  EXPECT_EQ(text::format_duration(0.9996e-3), "1.00 ms");
+  EXPECT_EQ(text::format_duration(0.9994e-3), "999 \u00b5s");
   EXPECT_EQ(text::format_duration(1e-303), "1e-303 s");
   EXPECT_EQ(text::format_duration(0.0), "0.00 s");
   EXPECT_EQ(text::format_duration(-5e-4), "-500 \u00b5s");
@@ -752,6 +755,34 @@ TEST(Recommend, MentionsALargeOptimizerShare) {
   const std::string reason = recommend(runs).reason;
   EXPECT_NE(reason.find("; the optimizer takes 15 % of its step."), std::string::npos) << reason;
   EXPECT_NE(reason.find(" 1\u00d764 is 1.5\u00d7 slower, mostly in forward (+130 ms)."), std::string::npos) << reason;
+}
+
+// "Mostly in" reads the two splits' phases in the rounds both ran in. 1×64 was timed in the first 10
+// rounds only, on a quiet machine, its backward 40 ms longer than 8×8's and its optimizer 2 ms; 8×8
+// went on for 40 more rounds on a machine whose load stretched its backward to 180 ms. By each
+// split's own medians the gap was in the optimizer (+2 ms; 8×8's median backward is a busy round's);
+// paired, it is backward (+40 ms).
+TEST(Recommend, ThePhaseOfTheGapIsReadOnPairedRounds) {
+  std::vector<RunResult> runs = {timed(8, 8, 0.200, 2 * kGiB, 0.01, 0.002, 50), timed(1, 64, 0.240, 2 * kGiB, 0.01, 0.002, 10)};
+  const int forward = static_cast<int>(Phase::kForward), backward = static_cast<int>(Phase::kBackward),
+            optimizer = static_cast<int>(Phase::kOptimizer);
+  for (size_t k = 0; k < runs[0].steps.size(); ++k) {
+    StepSample& s = runs[0].steps[k];
+    s.host_seconds[forward] = 0.080;
+    s.host_seconds[backward] = k < 10 ? 0.100 : 0.180;
+    s.host_seconds[optimizer] = 0.010;
+  }
+  for (StepSample& s : runs[1].steps) {
+    s.host_seconds[forward] = 0.080;
+    s.host_seconds[backward] = 0.140;
+    s.host_seconds[optimizer] = 0.012;
+  }
+  runs[0].phase_median_seconds[forward] = 0.080, runs[0].phase_median_seconds[backward] = 0.180;
+  runs[0].phase_median_seconds[optimizer] = 0.010;
+  runs[1].phase_median_seconds[forward] = 0.080, runs[1].phase_median_seconds[backward] = 0.140;
+  runs[1].phase_median_seconds[optimizer] = 0.012;
+  const std::string reason = recommend(runs).reason;
+  EXPECT_NE(reason.find("slower, mostly in backward (+40.0 ms)"), std::string::npos) << reason;
 }
 
 // Three splits of one precision: the time model's fixed cost per micro-step names the slowest's loss.

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <sstream>
 #include <set>
+#include <thread>
 
 #include "accumbench/cpu_runtime.hpp"
 #include "accumbench/error.hpp"
@@ -930,6 +931,7 @@ struct SweepCommand {
     // whose refusal is the sweep's to word.
     std::optional<std::vector<std::string>> job_notes;
     std::map<ab::Packing, int> steps_of_data;  // each packing's --distinct-steps, counted once
+    double busiest = 0;                        // the highest load average read at a save
     const bool padding_chosen = flags.padding_chosen();
     const auto noted = [&](ab::SweepResult sweep) {
       if (!job_notes) {
@@ -953,6 +955,9 @@ struct SweepCommand {
                                               sweep.context.device.rfind("cuda", 0) == 0));
       if (!padding_chosen) all.push_back(padding_to_t_note(sweep));
       all.push_back(ab::distinct_steps_rounds_note(sweep, options.workload, &steps_of_data));
+      busiest = std::max(busiest, ab::load_average());
+      sweep.context.load_average = busiest;
+      sweep.context.cpu_cores = static_cast<int>(std::thread::hardware_concurrency());
       all.push_back(ab::grouping_steps_note(sweep, options.workload, &steps_of_data));
       for (std::string& note : all) {
         if (!note.empty() && std::find(sweep.notes.begin(), sweep.notes.end(), note) == sweep.notes.end())

@@ -29,8 +29,15 @@ class Reporter {
 // finite (fp16's skipped steps aside): its times are of a diverging step; "" when none did.
 std::string diverged_loss_note(const SweepResult& result);
 
+// A sentence when more threads wanted a CPU than the machine had while the sweep ran (its context's
+// load average above its cores by half a core or more): other work took turns with the steps,
+// which moves the times between rounds, widens the intervals and can turn close decisions from one
+// sweep to the next. "" on an idle enough machine, or where the load was not read.
+std::string busy_machine_note(const SweepContext& context);
+
 // Every note of a sweep, as its stderr said them above the table: the stored ones
-// (SweepResult::notes), then the diverged-loss note. What `report`, Markdown and HTML print.
+// (SweepResult::notes), then the diverged-loss and busy-machine notes. What `report`, Markdown and
+// HTML print.
 std::vector<std::string> sweep_notes(const SweepResult& result);
 
 // One row per split: split, step s ± spread, data/fwd/bwd/opt/other, tokens/s, MFU, peak memory,

@@ -95,6 +95,10 @@ struct StepSample {
   // the decisions' strata. -1 and 0: not recorded (files before schema 18).
   int64_t data_step = -1;
   int64_t data_steps = 0;
+  // The sweep that timed it (RunResult::session, the wall clock at its start): a split a --resume
+  // times again keeps the file's steps beside its own, each pairing with the others of its sweep's
+  // round. 0: its run's session (files before schema 19).
+  int64_t session = 0;
 };
 
 // Where the peak bytes went (at the moment of the peak).
@@ -278,6 +282,11 @@ struct RunResult {
   Estimate mean_seconds;             // winsorized mean step time with its confidence interval
 };
 
+// The sweep that timed `step` of `run`: its own stamp, else its run's.
+inline int64_t session_of(const RunResult& run, const StepSample& step) {
+  return step.session != 0 ? step.session : run.session;
+}
+
 // What the rounds decided (decision.hpp). kFastest: every other candidate is slower beyond doubt;
 // kTie: the rest are slower or equivalent within the tolerance, and some are equivalent (the least
 // memory wins); kUndecided: some candidates could still be faster or slower when the rounds ended.
@@ -342,6 +351,10 @@ struct SweepContext {
   // came from ("" : nothing, the engine alone; src/sweep/framework_overhead.hpp).
   double framework_seconds_per_micro_step = 0;
   std::string framework_source;
+  // The machine's load while the sweep ran: the highest 1-minute load average read at its saves,
+  // and its CPU cores (busy_machine_note). 0: not read (files before schema 19, other systems).
+  double load_average = 0;
+  int cpu_cores = 0;
 
   // Every option as given (name, value), in CLI order, so a report is self-describing.
   std::vector<std::pair<std::string, std::string>> options;

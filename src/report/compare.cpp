@@ -416,7 +416,8 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   if (means) {
     out << "step s: median step time, or the mean step where a split's steps differ in size (its table's); differs: yes "
            "when the two 95 % intervals do not overlap, unsure when they do (the difference may be noise), - with fewer "
-           "than " << kStepsToCompare << " timed steps on a side";
+           "than " << kStepsToCompare << " timed steps on a side, or a mean without its interval (fewer than "
+        << kMinRoundsToDecide << " rounds)";
   } else {
     out << "step s: median step time; differs: yes when the two medians' 95 % intervals do not overlap, unsure when "
            "they do (the difference may be noise), - with fewer than " << kStepsToCompare << " timed steps on a side";

@@ -65,6 +65,7 @@ auto fields(S& s, V& v) -> IfIs<S, StepSample> {
   v("round", s.round);
   v("data_step", s.data_step);
   v("data_steps", s.data_steps);
+  v("session", s.session);
 }
 
 template <class S, class V>
@@ -224,6 +225,8 @@ auto fields(S& s, V& v) -> IfIs<S, SweepContext> {
   v("memory_limit_bytes", s.memory_limit_bytes);
   v("framework_seconds_per_micro_step", s.framework_seconds_per_micro_step);
   v("framework_source", s.framework_source);
+  v("load_average", s.load_average);
+  v("cpu_cores", s.cpu_cores);
   v("options", s.options);
 }
 

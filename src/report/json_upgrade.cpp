@@ -274,10 +274,24 @@ void upgrade_to_current_version(Json& root) {
   }
   // Version 18 rounded tokens_per_step to a whole number (an integer reads as the mean it stood
   // for), wrote a split never timed with zeros where 19 writes null, and fits: true without a
-  // limit: what 19 reads back below.
+  // limit (read back below); its runs' steps were all of the run's own session.
   if (version_is(18)) {
     root["json_schema_version"] = 19;
-    if (root.contains("context") && root["context"].is_object()) root["context"]["json_schema_version"] = 19;
+    if (root.contains("context") && root["context"].is_object()) {
+      Json& context = root["context"];
+      context["json_schema_version"] = 19;
+      if (!context.contains("load_average")) context["load_average"] = 0.0;
+      if (!context.contains("cpu_cores")) context["cpu_cores"] = 0;
+    }
+    if (root.contains("runs") && root["runs"].is_array()) {
+      for (Json& run : root["runs"]) {
+        if (!run.is_object() || !run.contains("steps") || !run["steps"].is_array()) continue;
+        const Json session = run.contains("session") ? Json(run["session"]) : Json(0);
+        for (Json& step : run["steps"]) {
+          if (step.is_object() && !step.contains("session")) step["session"] = session;
+        }
+      }
+    }
   }
 }
 

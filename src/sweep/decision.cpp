@@ -462,8 +462,9 @@ RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double conf
     for (const StepSample& s : run.steps) {
       const double scale = per_token_scale(s.positions);
       const Stratum stratum{s.data_step, s.data_steps};
-      if (run.session != 0 && s.round >= 0) {
-        Round& round = rounds[{run.session, s.round}];
+      const int64_t session = session_of(run, s);
+      if (session != 0 && s.round >= 0) {
+        Round& round = rounds[{session, s.round}];
         if (round.seconds.empty()) {
           round.seconds.assign(runs.size(), kNaN), round.scales.assign(runs.size(), 1.0), round.strata.assign(runs.size(), Stratum{});
         }

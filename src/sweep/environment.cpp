@@ -54,6 +54,12 @@ int configure_threads(int threads) {
   return at::get_num_threads();
 }
 
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double load = 0;
+  return in >> load ? load : 0.0;
+}
+
 std::string cpu_bf16_scratch_note(const WorkloadOptions& workload, bool cuda) {
   const std::vector<Precision> weights = grid_weights_dtypes(workload);
   const bool bf16 = std::find(weights.begin(), weights.end(), Precision::kBf16) != weights.end() ||

@@ -1384,6 +1384,21 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
       continue;
     }
     measured[index] = true;
+    // A split the file timed, timed again (a contender of an undecided file, a split short of
+    // --steps): the file's steps stay beside this sweep's, each with the sweep that timed it, so
+    // that it still pairs with the file's other splits over the rounds they shared (a kept split,
+    // slower beyond doubt over those, stays so; compared through means across sweeps, a drift of
+    // the machine's load between them could put it ahead).
+    if (const RunResult* timed = file.timed_run(grid[index]);
+        timed != nullptr && result.runs.back().status == RunStatus::kOk && measurement.in_rounds(result.runs.back())) {
+      std::vector<StepSample> earlier;
+      for (StepSample step : timed->steps) {
+        step.session = session_of(*timed, step);
+        earlier.push_back(step);
+      }
+      std::vector<StepSample>& steps = result.runs.back().steps;
+      steps.insert(steps.begin(), earlier.begin(), earlier.end());
+    }
     save(finished_copies(), index + 1, 0, "");  // its memory, before the rounds time it
   }
 

@@ -291,6 +291,7 @@ double SplitMeasurement::timed_step(RunResult& run, size_t index, int64_t round)
     // Every split of round r trains on the same samples: step r after the warm-up.
     StepSample sample = traced_step(slot, std::max(1, options_.warmup) + round);
     sample.round = round;
+    sample.session = run.session;
     run.steps.push_back(sample);
     return sample.step_seconds;
   } catch (const FatalRunError&) {

@@ -2,8 +2,10 @@
 #include "accumbench/statistics.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
@@ -298,6 +300,47 @@ PhaseSeconds limiting_phase_seconds(const RunResult& run) {
   return seconds;
 }
 
+// Each phase's gap of `slow` over `fast` where their steps were timed in the same rounds: the
+// median over those rounds of the two steps' difference (each phase read as limiting_phase_seconds
+// reads it), as the decision pairs them; a drift of the machine's load between a split set aside
+// early and one timed to the end does not enter it, nor does one stall. Without kMinPairedPhases
+// shared rounds: the two splits' own phases.
+constexpr int kMinPairedPhases = 5;
+PhaseSeconds phase_gaps(const RunResult& slow, const RunResult& fast) {
+  const auto limiting = [](const StepSample& s) {
+    PhaseSeconds seconds = s.host_seconds;
+    for (int p = 0; p < kPhaseCount; ++p) {
+      if (static_cast<Phase>(p) != Phase::kOther && std::isfinite(s.device_seconds[p])) {
+        seconds[p] = std::max(seconds[p], s.device_seconds[p]);
+      }
+    }
+    return seconds;
+  };
+  std::map<std::pair<int64_t, int64_t>, const StepSample*> fast_rounds;
+  for (const StepSample& s : fast.steps) {
+    if (s.round >= 0 && session_of(fast, s) != 0) fast_rounds[{session_of(fast, s), s.round}] = &s;
+  }
+  // A step that recorded no phase (a summary's fixture) pairs with nothing.
+  const auto timed_phases = [](const StepSample& s) {
+    return std::any_of(s.host_seconds.begin(), s.host_seconds.end(), [](double v) { return v > 0; });
+  };
+  std::array<std::vector<double>, kPhaseCount> differences;
+  for (const StepSample& s : slow.steps) {
+    const auto found = fast_rounds.find({session_of(slow, s), s.round});
+    if (s.round < 0 || found == fast_rounds.end() || !timed_phases(s) || !timed_phases(*found->second)) continue;
+    const PhaseSeconds a = limiting(s), b = limiting(*found->second);
+    for (int p = 0; p < kPhaseCount; ++p) differences[p].push_back(a[p] - b[p]);
+  }
+  PhaseSeconds gaps{};
+  if (static_cast<int>(differences[0].size()) < kMinPairedPhases) {
+    const PhaseSeconds a = limiting_phase_seconds(slow), b = limiting_phase_seconds(fast);
+    for (int p = 0; p < kPhaseCount; ++p) gaps[p] = a[p] - b[p];
+    return gaps;
+  }
+  for (int p = 0; p < kPhaseCount; ++p) gaps[p] = median(differences[p]);
+  return gaps;
+}
+
 bool host_bound(const RunResult& run) {
   // NaN (CPU: no device timeline) compares false: a CPU run is never called host-bound.
   return run.device_busy_fraction < 0.5;
@@ -431,6 +474,22 @@ int64_t budget_rounded_up(double seconds) {
   return static_cast<int64_t>(std::ceil(seconds / unit - 1e-9) * unit);
 }
 
+// The greatest session stamp of any timed step: the latest sweep of a resumed file.
+int64_t latest_session(const std::vector<RunResult>& runs) {
+  int64_t latest = 0;
+  for (const RunResult& run : runs) {
+    if (run.status != RunStatus::kOk) continue;
+    for (const StepSample& step : run.steps) latest = std::max(latest, session_of(run, step));
+  }
+  return latest;
+}
+
+// The rounds of `session` that `run` took part in: its steps timed in them.
+int64_t rounds_in(const RunResult& run, int64_t session) {
+  return std::count_if(run.steps.begin(), run.steps.end(),
+                       [&](const StepSample& s) { return s.round >= 0 && session_of(run, s) == session; });
+}
+
 // What more rounds would cost to decide what is still open, were the step times to hold as measured
 // (RoundEvidence::rounds_to_decide): each open split timed until its own verdict, the fastest
 // beside the last of them, at their mean steps, scaled by what the rounds' clock ran over the
@@ -470,12 +529,13 @@ std::string budget_to_decide(const std::vector<RunResult>& runs, const Decision&
   resumed_steps += static_cast<double>(longest_resumed) * runs[d.fastest].mean_seconds.value;
   if (!(more_steps > 0) || !std::isfinite(more_steps)) return "";
   // The latest sweep's steps in rounds, against the clock --time-budget counts.
-  int64_t latest = 0;
-  for (const RunResult& run : runs) latest = std::max(latest, run.session);
+  const int64_t latest = latest_session(runs);
   double timed = 0;
   for (const RunResult& run : runs) {
-    if (run.session != latest || run.status != RunStatus::kOk) continue;
-    for (const StepSample& step : run.steps) timed += step.round >= 0 ? step.step_seconds : 0.0;
+    if (run.status != RunStatus::kOk) continue;
+    for (const StepSample& step : run.steps) {
+      if (session_of(run, step) == latest && step.round >= 0) timed += step.step_seconds;
+    }
   }
   const double rounds_seconds = options.rounds_seconds;
   const bool clock = std::isfinite(rounds_seconds) && rounds_seconds > 0;
@@ -597,22 +657,28 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
         }
         const char* stopped = d.interrupted ? " (interrupted)" : d.budget_spent ? " (--time-budget spent)" : "";
         const std::string projected = d.interrupted ? "" : budget_to_decide(runs, d, decided, options);
-        // Splits timed in different sweeps (a --resume kept one, timed another) share no round:
-        // more rounds of this sweep do not pair them, a resume that times them together does.
-        const bool unpaired = std::any_of(d.comparisons.begin(), d.comparisons.end(), [&](const Comparison& c) {
+        // An open pair one of which this sweep did not time (a --resume kept it as the file had
+        // it): more rounds of this command never pair them again, a resume that times them
+        // together does.
+        const int64_t latest = latest_session(runs);
+        const bool apart = std::any_of(d.comparisons.begin(), d.comparisons.end(), [&](const Comparison& c) {
           return (c.verdict == Verdict::kUndecided || c.verdict == Verdict::kFaster) &&
-                 decided.paired_rounds(c.index, d.fastest) == 0;
+                 (rounds_in(runs[c.index], latest) == 0 || rounds_in(f, latest) == 0);
         });
         const std::string more = d.interrupted ? "a sweep left to run to its end can decide"
-                                 : !projected.empty() ? projected
-                                 : unpaired && !options.resume_file.empty()
+                                 : apart && !options.resume_file.empty()
                                      ? "the --resume " + options.resume_file +
                                            " with the file's own lists times them side by side, which can decide"
-                                     : "a longer --time-budget can decide";
+                                 : !projected.empty() ? projected
+                                                      : "a longer --time-budget can decide";
         // The rounds the fastest took part in: all of this sweep's, unless a --resume kept it as
         // an earlier sweep timed it.
-        int64_t fastest_rounds = 0;
-        for (const StepSample& s : f.steps) fastest_rounds = std::max<int64_t>(fastest_rounds, s.round + 1);
+        // The rounds the fastest took part in, in the latest sweep that timed it: all of this
+        // sweep's, unless it dropped out (decided, then open again) or a --resume kept it as an
+        // earlier sweep timed it.
+        int64_t its_latest = 0;
+        for (const StepSample& s : f.steps) its_latest = std::max(its_latest, session_of(f, s));
+        const int64_t fastest_rounds = rounds_in(f, its_latest);
         const std::string rounds = fastest_rounds > 0 && fastest_rounds < d.rounds
                                        ? counted(fastest_rounds, "round") + " of " + run_label(f, runs) + " (up to " +
                                              std::to_string(d.rounds) + " of the others)"
@@ -703,12 +769,11 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
               (engine_gap > 0 ? ", the engine " + text::format_duration(engine_gap)
                               : ", while the engine alone is " + text::format_duration(-engine_gap) + " faster");
   }
-  const PhaseSeconds slow_phases = limiting_phase_seconds(s);
-  const PhaseSeconds best_phases = limiting_phase_seconds(b);
+  const PhaseSeconds gaps = phase_gaps(s, b);
   int widest = -1;
   double widest_seconds = 0.0;
   for (int p = 0; p < kPhaseCount && !other_rows && !framework_first; ++p) {
-    const double difference = slow_phases[p] - best_phases[p];
+    const double difference = gaps[p];
     if (difference > widest_seconds) {
       widest = p;
       widest_seconds = difference;
@@ -726,7 +791,11 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
       model->max_relative_residual <= kLooseTimeModel) {
     const double fixed = static_cast<double>(extra) * model->fixed_seconds;
     const double gap = engine_gap;
-    // The model fits each split only within its residual, so its estimate may exceed the gap.
+    // The model fits each split only within its residual, so its estimate may exceed the gap, by
+    // as much as that residual of the slower split's step; beyond it the model (fitted on each
+    // split's own mean, over rounds the machine's load may have moved) does not explain this gap
+    // (paired), and is not said to.
+    if (fixed > gap + model->max_relative_residual * s.mean_seconds.value) return reason + ".";
     reason += "; " + std::to_string(extra) + (extra == 1 ? " more micro-step \u00d7 " : " more micro-steps \u00d7 ") + text::format_duration(model->fixed_seconds) +
               " of fixed cost each = " + text::format_duration(fixed) +
               (fixed < gap ? " of its " + text::format_duration(gap) + " more per step"
@@ -895,11 +964,14 @@ Recommendation recommend(const std::vector<RunResult>& runs, int64_t memory_limi
   // The rounds of the latest sweep (a resumed file also holds an earlier one's, numbered from 0): the
   // largest session stamp, the wall clock at its start.
   int64_t latest = 0;
-  for (int i : candidates) latest = std::max(latest, runs[i].session);
+  for (int i : candidates) {
+    for (const StepSample& s : runs[i].steps) latest = std::max(latest, session_of(runs[i], s));
+  }
   d.rounds = 0;
   for (int i : candidates) {
-    if (runs[i].session != latest) continue;
-    for (const StepSample& s : runs[i].steps) d.rounds = std::max<int64_t>(d.rounds, s.round + 1);
+    for (const StepSample& s : runs[i].steps) {
+      if (session_of(runs[i], s) == latest) d.rounds = std::max<int64_t>(d.rounds, s.round + 1);
+    }
   }
 
   std::vector<int> ties = {d.fastest};

@@ -187,10 +187,13 @@ std::string format_fixed(double value, int decimals) {
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds)) return "-";
   const double magnitude = std::abs(seconds);
-  if (magnitude >= 1.0 || magnitude == 0.0) return format_significant(seconds, 3) + " s";
-  if (magnitude >= 1e-3) return format_significant(seconds * 1e3, 3) + " ms";
-  if (magnitude >= 1e-6) return format_significant(seconds * 1e6, 3) + " \u00b5s";
-  if (magnitude >= 1e-9) return format_significant(seconds * 1e9, 3) + " ns";
+  // Each unit from where three significant digits round up to 1.00 of it: 0.000001 ms, which is
+  // 9.99999…e-10 s in binary, reads "1.00 ns", not "1e-09 s" or "1000 ps".
+  constexpr double kRoundsUp = 0.9995;
+  if (magnitude >= kRoundsUp || magnitude == 0.0) return format_significant(seconds, 3) + " s";
+  if (magnitude >= kRoundsUp * 1e-3) return format_significant(seconds * 1e3, 3) + " ms";
+  if (magnitude >= kRoundsUp * 1e-6) return format_significant(seconds * 1e6, 3) + " \u00b5s";
+  if (magnitude >= kRoundsUp * 1e-9) return format_significant(seconds * 1e9, 3) + " ns";
   // Below a nanosecond (a value given by hand, e.g. 1e-300 ms): three significant digits in
   // scientific notation, not hundreds of zeros.
   char buffer[32];

@@ -67,13 +67,17 @@ for want in ("stopping after the split or round in progress", "wrote " + sys.arg
   check "the CSV holds the 4 splits" test "$(wc -l <"$work/stopped.csv")" -eq 5
   check_stopped_json SIGINT 4
 
+  cp "$json" "$work/stopped-before-resume.json"
   tiny_args --batch 8 --steps 200 --resume "$json"
   expect 0 "8×1" "Recommendation:" -- sweep "${args[@]}"
-  check "resume measured every split again for its 200 rounds, and the file says it ran to its end" py '
+  check "resume measured every split again for its 200 rounds beside the file's steps, and the file says it ran to its end" py '
 d = load(sys.argv[1])
+before = {key(r): len(r["steps"]) for r in load(sys.argv[2])["runs"]}
 if d["interruption"] != {"signal": "", "splits_not_run": [], "saved_while_running": False, "error": ""}: fail("interruption %s" % d["interruption"])
-if sorted(len(r["steps"]) for r in d["runs"]) != [200] * 4: fail("steps %s" % [len(r["steps"]) for r in d["runs"]])
-' "$json"
+for r in d["runs"]:
+    own = sum(1 for s in r["steps"] if s["session"] == r["session"])
+    if own != 200 or len(r["steps"]) != 200 + before[key(r)]: fail("%s: %d steps, %d this sweep'"'"'s" % (key(r), len(r["steps"]), own))
+' "$json" "$work/stopped-before-resume.json"
 }
 
 # cli.data_parallel.interrupt: SIGTERM to rank 1 alone (as a scheduler might); both ranks stop after

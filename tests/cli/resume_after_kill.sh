@@ -58,13 +58,17 @@ if fewer: fail("timed steps (after, before) %s" % fewer)
 ' "$work/killed.json" "$json"
 
 expect 0 "8×1" "Recommendation:" -- sweep "${args[@]}"
-check "resume measured the unfinished splits again, each for its 200 rounds" py '
+check "resume measured the unfinished splits again, each for its 200 rounds beside the file's steps" py '
 after = load(sys.argv[1])
+before = {key(r): len(r["steps"]) for r in load(sys.argv[2])["runs"]}
 keys = sorted(key(r) for r in after["runs"])
 if keys != ["%s fp32 ckpt=none oib=False" % s for s in ("1x8", "2x4", "4x2", "8x1")]:
     fail("runs after resume %s" % keys)
-if any(r["status"] != "ok" or len(r["steps"]) != 200 for r in after["runs"]): fail("a run failed or is short")
+for r in after["runs"]:
+    own = sum(1 for s in r["steps"] if s["session"] == r["session"])
+    if r["status"] != "ok" or own != 200 or len(r["steps"]) < 200 + before[key(r)]:
+        fail("%s: %d steps, %d of them this sweep'"'"'s; the killed file held %d" % (key(r), len(r["steps"]), own, before[key(r)]))
 if not after["interruption"] == {"signal": "", "splits_not_run": [], "saved_while_running": False, "error": ""}:
     fail("the finished file is not whole: %s" % after["interruption"])
-' "$json"
+' "$json" "$work/killed.json"
 cli_pass
