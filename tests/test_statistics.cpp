@@ -785,6 +785,19 @@ TEST(Recommend, ThePhaseOfTheGapIsReadOnPairedRounds) {
   EXPECT_NE(reason.find("slower, mostly in backward (+40.0 ms)"), std::string::npos) << reason;
 }
 
+// An open split with its 10 rounds whose interval still has no upper bound (steps too noisy) is
+// said so with its rounds, not as one with too few rounds for an interval.
+TEST(Recommend, AnUnboundedIntervalIsNotCalledTooFewRounds) {
+  std::vector<RunResult> runs = {timed(8, 8, 0.200, 2 * kGiB, 0.9, 0.97, 10), timed(1, 64, 0.210, 2 * kGiB, 0.9, 0.97, 10)};
+  const Recommendation r = recommend(runs);
+  ASSERT_EQ(r.decision.kind, DecisionKind::kUndecided) << r.reason;
+  ASSERT_FALSE(std::isfinite(r.decision.comparisons.front().ratio.high)) << r.reason;
+  EXPECT_EQ(r.reason.find("fewer than 10 rounds"), std::string::npos) << r.reason;
+  EXPECT_EQ(r.reason.find("too few rounds"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("1\u00d764 (10 paired rounds) still has no upper bound"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("1\u00d764 looks 1.02\u00d7 slower (undecided: no upper bound yet)"), std::string::npos) << r.reason;
+}
+
 // Three splits of one precision: the time model's fixed cost per micro-step names the slowest's loss.
 TEST(Recommend, TheTimeModelExplainsTheSlowest) {
   // step = n · 10 ms + 65,536 tokens · 1 µs + 5 ms: 1×64 0.7105 s, 8×8 0.1505 s, 64×1 0.0805 s.

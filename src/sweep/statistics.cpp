@@ -631,11 +631,17 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
         // A split faster beyond doubt than the one ahead: the pairs, each compared on the rounds
         // both ran in, went round in a circle (decide's pick ended on a move), which more rounds of
         // them together can settle.
-        std::string list, too_few, faster;
+        // A split with its rounds but still no upper bound (steps too noisy for one): said with
+        // its rounds, not as one with too few.
+        std::string list, too_few, unbounded, faster;
+        int unbounded_count = 0;
         for (const Comparison& c : d.comparisons) {
           if (c.verdict != Verdict::kUndecided && c.verdict != Verdict::kFaster) continue;
           const std::string name = run_label(runs[c.index], runs);
-          if (!std::isfinite(c.ratio.high)) {
+          if (!std::isfinite(c.ratio.high) && c.paired_rounds >= kMinRoundsToDecide) {
+            unbounded += (unbounded.empty() ? "" : ", ") + name + " (" + counted(c.paired_rounds, "paired round") + ")";
+            ++unbounded_count;
+          } else if (!std::isfinite(c.ratio.high)) {
             too_few += (too_few.empty() ? "" : ", ") + name;
           } else if (c.verdict == Verdict::kFaster) {
             faster += (faster.empty() ? "" : ", ") + name + " takes " + times_text(c.ratio) + " its time";
@@ -654,6 +660,11 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
         if (!too_few.empty()) {
           open += (open.empty() ? "but " : "; ") + too_few + " had fewer than " + std::to_string(kMinRoundsToDecide) +
                   " rounds beside it, too few for an interval";
+        }
+        if (!unbounded.empty()) {
+          open += (open.empty() ? "but " : "; ") + unbounded +
+                  (unbounded_count > 1 ? " still have" : " still has") +
+                  " no upper bound, the steps too noisy beside the fastest's for one so far";
         }
         const char* stopped = d.interrupted ? " (interrupted)" : d.budget_spent ? " (--time-budget spent)" : "";
         const std::string projected = d.interrupted ? "" : budget_to_decide(runs, d, decided, options);
@@ -750,8 +761,9 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
   if (other_rows) reason += " per real token";
   if (with_framework) reason += " with the framework's host time";
   if (!(ratio.low > 1.0)) {
-    reason += std::isfinite(ratio.high) ? " (undecided: " + times_text(ratio) + " its time)"
-                                        : " (too few rounds to decide)";
+    reason += std::isfinite(ratio.high)                                      ? " (undecided: " + times_text(ratio) + " its time)"
+              : decided.paired_rounds(slowest, best) >= kMinRoundsToDecide ? " (undecided: no upper bound yet)"
+                                                                          : " (too few rounds to decide)";
   }
   const int64_t extra = s.config.accum_steps - b.config.accum_steps;
   // With a framework's host time per micro-step, the part of the gap it adds (more micro-steps, more
