@@ -8,6 +8,7 @@
 #include <cmath>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <sstream>
 #include <string_view>
@@ -440,6 +441,56 @@ SampleLengths document_lengths(const std::vector<int64_t>& tokens, int64_t eos_i
   return out;
 }
 
+namespace {
+
+// 4-byte ids read 2 bytes at a time come out as the id's low half, then its high half: for any
+// vocabulary under 2^18 a value below 4 at every second position, which no real 2-byte stream
+// holds (read on, the documents would be twice as long and half zeros, silently). `bytes`: the
+// whole file, or its head.
+void refuse_wide_ids_read_narrow(const std::string& bytes, const std::string& path) {
+  if (bytes.size() < 32) return;
+  const auto half = [&](size_t k) {
+    return static_cast<unsigned>(static_cast<unsigned char>(bytes[2 * k])) |
+           static_cast<unsigned>(static_cast<unsigned char>(bytes[2 * k + 1])) << 8;
+  };
+  const size_t count = bytes.size() / 2;
+  bool high_halves = true;
+  bool some_low_half_large = false;
+  for (size_t k = 0; k + 1 < count && high_halves; k += 2) {
+    high_halves = half(k + 1) < 4;
+    some_low_half_large = some_low_half_large || half(k) >= 4;
+  }
+  if (high_halves && some_low_half_large) {
+    throw UserError("token file " + text::quoted(path, 240) + " reads as 2-byte ids of which every second one is below "
+                    "4, the high halves of 4-byte ids; pass --token-bytes 4");
+  }
+}
+
+// What TokenFile's constructor refuses, without reading a large regular file whole (a pretraining
+// shard is gigabytes): up to 64 MiB it is read as the sweep reads it; beyond, its size and its
+// first 64 KiB are checked.
+void check_token_file(const std::string& path, int token_bytes) {
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (!std::filesystem::is_regular_file(status)) {
+    // Missing, a directory, unreadable: its sentence. A pipe is the sweep's to read, once.
+    if (!std::filesystem::is_fifo(status) && !std::filesystem::is_character_file(status)) TokenFile(path, token_bytes);
+    return;
+  }
+  const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path, error));
+  if (error || bytes <= (int64_t{64} << 20) || (token_bytes != 2 && token_bytes != 4)) {
+    TokenFile(path, token_bytes);
+    return;
+  }
+  if (bytes % token_bytes != 0) TokenFile(path, token_bytes);  // its sentence
+  if (token_bytes != 2) return;
+  std::ifstream in(path, std::ios::binary);
+  std::string head(static_cast<size_t>(1) << 16, '\0');
+  if (in.read(&head[0], static_cast<std::streamsize>(head.size()))) refuse_wide_ids_read_narrow(head, path);
+}
+
+}  // namespace
+
 TokenFile::TokenFile(const std::string& path, int token_bytes) : path_(path), width_(token_bytes) {
   if (token_bytes != 2 && token_bytes != 4) {
     throw UserError("--token-bytes " + std::to_string(token_bytes) +
@@ -455,26 +506,7 @@ TokenFile::TokenFile(const std::string& path, int token_bytes) : path_(path), wi
                     " bytes, not a multiple of the " + std::to_string(token_bytes) +
                     "-byte token width; pass the right --token-bytes");
   }
-  // 4-byte ids read 2 bytes at a time come out as the id's low half, then its high half: for any
-  // vocabulary under 2^18 a value below 4 at every second position, which no real 2-byte stream
-  // holds (read on, the documents would be twice as long and half zeros, silently).
-  if (token_bytes == 2 && bytes_->size() >= 32) {
-    const auto half = [&](size_t k) {
-      return static_cast<unsigned>(static_cast<unsigned char>((*bytes_)[2 * k])) |
-             static_cast<unsigned>(static_cast<unsigned char>((*bytes_)[2 * k + 1])) << 8;
-    };
-    const size_t count = bytes_->size() / 2;
-    bool high_halves = true;
-    bool some_low_half_large = false;
-    for (size_t k = 0; k + 1 < count && high_halves; k += 2) {
-      high_halves = half(k + 1) < 4;
-      some_low_half_large = some_low_half_large || half(k) >= 4;
-    }
-    if (high_halves && some_low_half_large) {
-      throw UserError("token file " + text::quoted(path, 240) + " reads as 2-byte ids of which every second one is below "
-                      "4, the high halves of 4-byte ids; pass --token-bytes 4");
-    }
-  }
+  if (token_bytes == 2) refuse_wide_ids_read_narrow(*bytes_, path);
 }
 
 int64_t TokenFile::id(int64_t i, int64_t vocab_size) const {
@@ -529,6 +561,9 @@ std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t s
                       std::to_string(data.eos_id) + " tokens; check --eos-id and --token-bytes");
     }
   } else {
+    // Token windows: no samples to read, but the file is checked as the sweep's loader checks it
+    // (a plan refused nothing: a missing file, or uint32 ids read as uint16, planned as fine).
+    if (!data.token_file.empty()) check_token_file(data.token_file, data.token_bytes);
     return std::nullopt;
   }
   if (!lengths.lengths.empty()) {
