@@ -599,6 +599,29 @@ TEST(Decisions, AResumedSplitKeepsItsEarlierRoundsToPairWith) {
   EXPECT_LT(without.ratio(1, 0).value, 0.7);
 }
 
+// Each sweep's steps are winsorized against that sweep's own: in a quiet sweep split 1 takes 1.1×
+// split 0's time; resumed on a machine 20 times as busy, it takes 0.6× of it. One bound over both
+// sweeps (3× a median the quiet steps set) cut every busy step of both to its split's bound, whose
+// ratio is the quiet one's, and so read split 1 as slower beyond doubt; per sweep, the busy rounds
+// count as timed, and split 1 is not slower.
+TEST(Decisions, EachSweepsStepsAreWinsorizedOnTheirOwn) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> noise(1.0, 0.01);
+  RoundEvidence evidence(2, 0.95);
+  for (int r = 0; r < 30; ++r) evidence.add_round({0.010 * noise(rng), 0.011 * noise(rng)}, {}, {}, /*regime=*/1);
+  for (int r = 0; r < 25; ++r) evidence.add_round({0.200 * noise(rng), 0.120 * noise(rng)}, {}, {}, /*regime=*/2);
+  EXPECT_LT(evidence.ratio(1, 0).value, 1.0);
+  EXPECT_LT(evidence.ratio(1, 0).low, 1.0);
+  EXPECT_LT(evidence.mean_seconds(1).value, evidence.mean_seconds(0).value);
+  // One regime for all: the busy steps cut at the quiet sweep's bounds.
+  RoundEvidence one(2, 0.95);
+  std::mt19937_64 again(11);
+  std::normal_distribution<double> same(1.0, 0.01);
+  for (int r = 0; r < 30; ++r) one.add_round({0.010 * same(again), 0.011 * same(again)});
+  for (int r = 0; r < 25; ++r) one.add_round({0.200 * same(again), 0.120 * same(again)});
+  EXPECT_GT(one.ratio(1, 0).low, 1.0);
+}
+
 // A --packing list: a packed step takes twice the time of an unpacked one but trains four times the
 // tokens, so per real token (the scales) the packed split is the faster; the step times alone name
 // the other. Within one packing the scales are the same in a round and the ratio is the step times'.

@@ -41,6 +41,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <map>
 #include <vector>
 
 #include "accumbench/result.hpp"
@@ -121,8 +122,11 @@ class RoundEvidence {
   // data takes them; otherwise of seconds per step.
   // `strata` (empty: none known): the distinct batch each step trained on; where two splits' rounds
   // are strata of one epoch, their estimates are stratified (ConfidenceSequence::add_strata).
+  // `regime`: the sweep that timed the round (a resumed file's rounds come from several, each on
+  // the machine as it was then): a step is winsorized against the steps of its own regime only, so
+  // that a busier sweep's steps are not all cut at a bound a quieter one's set.
   void add_round(const std::vector<double>& seconds, const std::vector<double>& scales = {},
-                 const std::vector<Stratum>& strata = {});
+                 const std::vector<Stratum>& strata = {}, int64_t regime = 0);
   // Whether the estimates are per real token (true, the default) or per step (scales then only
   // place each step's winsorizing bound).
   void weigh_per_token(bool per_token) { per_token_ = per_token; }
@@ -133,8 +137,9 @@ class RoundEvidence {
   int64_t rounds() const { return rounds_; }
   int64_t count(int split) const { return static_cast<int64_t>(steps_[split].size()); }
   int64_t paired_rounds(int a, int b) const;
-  // Split i's winsorizing bound over its steps so far (winsorizing_bound), on each step's seconds × its scale.
-  double bound(int split) const;
+  // Split i's winsorizing bound over its steps so far of `regime` (winsorizing_bound), on each
+  // step's seconds × its scale.
+  double bound(int split, int64_t regime = 0) const;
   // Winsorized mean step seconds of split i, with its interval.
   Estimate mean_seconds(int split) const;
   // mean(a) / mean(b), with its interval: over the rounds a and b shared, from their paired
@@ -156,6 +161,7 @@ class RoundEvidence {
     double seconds;
     double scale;   // 1, or per real token (add_round)
     Stratum stratum;
+    int64_t regime = 0;  // the sweep that timed it (add_round)
   };
   // Capped where its seconds per token (× its own scale) reach bound(split), plus the added time,
   // times `scale` (the split's common scale).
@@ -174,7 +180,7 @@ class RoundEvidence {
   std::vector<std::vector<Step>> steps_;
   std::vector<double> added_seconds_;
   int64_t rounds_ = 0;
-  mutable std::vector<double> bounds_;  // cached per split; NaN: to compute again
+  mutable std::vector<std::map<int64_t, double>> bounds_;  // cached per split and regime; cleared as steps come
   bool per_token_ = true;               // weigh_per_token
 };
 

@@ -296,9 +296,21 @@ void upgrade_to_current_version(Json& root) {
 }
 
 void read_unmeasured_back(Json& root) {
+  // Schema 19 grew while it was written (files of the builds between): what the first of them
+  // lacked reads as not recorded.
+  if (root.contains("context") && root["context"].is_object()) {
+    Json& context = root["context"];
+    if (!context.contains("load_average")) context["load_average"] = 0.0;
+    if (!context.contains("cpu_cores")) context["cpu_cores"] = 0;
+  }
   if (!root.contains("runs") || !root["runs"].is_array()) return;
   for (Json& run : root["runs"]) {
     if (!run.is_object()) continue;
+    if (run.contains("steps") && run["steps"].is_array()) {
+      for (Json& step : run["steps"]) {
+        if (step.is_object() && !step.contains("session")) step["session"] = 0;  // its run's
+      }
+    }
     if (run.contains("fits") && run["fits"].is_null()) run["fits"] = true;
     const bool ok = run.contains("status") && run["status"] == "ok";
     const bool timed = run.contains("steps") && run["steps"].is_array() && !run["steps"].empty();

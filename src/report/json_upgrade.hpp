@@ -13,7 +13,8 @@ void upgrade_to_current_version(nlohmann::ordered_json& root);
 
 // What a file writes as null because nothing was measured, read back as the sweep holds it: a split
 // never timed (oom, predicted-oom, an error; or no steps and no summary) has 0 for its rates, peaks
-// and phases, and a run without a memory limit fits (true).
+// and phases, and a run without a memory limit fits (true). A schema-19 file of the builds that
+// wrote it before its last fields (steps' session, the context's load) reads them as not recorded.
 void read_unmeasured_back(nlohmann::ordered_json& root);
 
 }  // namespace accumbench

@@ -146,21 +146,23 @@ RoundEvidence::RoundEvidence(int splits, double confidence, std::vector<double> 
   // Bonferroni over every mean and, per pair, its difference and its two means over the rounds
   // they shared: the family the decisions can draw from.
   alpha_each_ = (1.0 - confidence) / (k + 3 * k * (k - 1) / 2);
-  bounds_.assign(steps_.size(), kNaN);
+  bounds_.assign(steps_.size(), {});
 }
 
-double RoundEvidence::bound(int split) const {
-  if (std::isnan(bounds_[split])) {
-    std::vector<double> seconds;
-    seconds.reserve(steps_[split].size());
-    for (const Step& s : steps_[split]) seconds.push_back(s.seconds * s.scale);
-    bounds_[split] = winsorizing_bound(std::move(seconds));
+double RoundEvidence::bound(int split, int64_t regime) const {
+  const auto cached = bounds_[split].find(regime);
+  if (cached != bounds_[split].end()) return cached->second;
+  std::vector<double> seconds;
+  seconds.reserve(steps_[split].size());
+  for (const Step& s : steps_[split]) {
+    if (s.regime == regime) seconds.push_back(s.seconds * s.scale);
   }
-  return bounds_[split];
+  return bounds_[split][regime] = winsorizing_bound(std::move(seconds));
 }
 
 double RoundEvidence::winsorized(int split, const Step& step, double scale) const {
-  return (std::min(step.seconds, bound(split) / step.scale) + (added_seconds_.empty() ? 0.0 : added_seconds_[split])) *
+  return (std::min(step.seconds, bound(split, step.regime) / step.scale) +
+          (added_seconds_.empty() ? 0.0 : added_seconds_[split])) *
          scale;
 }
 
@@ -171,7 +173,7 @@ double common_scale(const std::vector<double>& scales) {
 }
 
 void RoundEvidence::add_round(const std::vector<double>& seconds, const std::vector<double>& scales,
-                              const std::vector<Stratum>& strata) {
+                              const std::vector<Stratum>& strata, int64_t regime) {
   const int n = splits();
   if (static_cast<int>(seconds.size()) != n) throw std::invalid_argument("RoundEvidence::add_round: one time per split");
   if (!scales.empty() && static_cast<int>(scales.size()) != n) {
@@ -182,15 +184,16 @@ void RoundEvidence::add_round(const std::vector<double>& seconds, const std::vec
   }
   for (int a = 0; a < n; ++a) {
     if (std::isnan(seconds[a])) continue;
-    steps_[a].push_back(Step{rounds_, seconds[a], scales.empty() ? 1.0 : scales[a], strata.empty() ? Stratum{} : strata[a]});
-    bounds_[a] = kNaN;
+    steps_[a].push_back(
+        Step{rounds_, seconds[a], scales.empty() ? 1.0 : scales[a], strata.empty() ? Stratum{} : strata[a], regime});
+    bounds_[a].clear();
   }
   ++rounds_;
 }
 
 void RoundEvidence::add_unpaired(int split, double seconds, double scale, Stratum stratum) {
   steps_[split].push_back(Step{-1, seconds, scale, stratum});
-  bounds_[split] = kNaN;
+  bounds_[split].clear();
 }
 
 RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
@@ -198,6 +201,7 @@ RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
   const std::vector<Step>& x = steps_[a];
   const std::vector<Step>& y = steps_[b];
   std::vector<double> xs, ys, x_scales, y_scales;
+  std::vector<int64_t> regimes;  // the sweep that timed each shared round
   std::vector<int64_t> keys;  // the stratum of each shared round, where both steps trained one batch of one epoch
   int64_t strata = -1;        // the epoch's distinct steps, from the first shared round on; 0: not one epoch's
   size_t i = 0, j = 0;
@@ -212,16 +216,26 @@ RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
       if (strata < 0) strata = x[i].stratum.of;
       if (x[i].stratum.of != strata || y[j].stratum.of != strata || x[i].stratum.index != y[j].stratum.index) strata = 0;
       keys.push_back(x[i].stratum.index);
+      regimes.push_back(x[i].regime);
       xs.push_back(x[i++].seconds);
       ys.push_back(y[j++].seconds);
     }
   }
   // Bounds from the shared rounds alone: a split timed on after the other was set aside must not
   // have its shared steps cut at a bound its later steps set. The bound is on each step's seconds
-  // per token (as bound()'s), so that a step longer in tokens is not cut as slow.
-  std::vector<double> x_rates = xs, y_rates = ys;
-  for (size_t r = 0; r < xs.size(); ++r) x_rates[r] *= x_scales[r], y_rates[r] *= y_scales[r];
-  const double bound_a = winsorizing_bound(std::move(x_rates)), bound_b = winsorizing_bound(std::move(y_rates));
+  // per token (as bound()'s), so that a step longer in tokens is not cut as slow; and each
+  // regime's (sweep's) rounds have their own, as bound()'s.
+  std::map<int64_t, std::pair<double, double>> bounds;  // regime -> (a's, b's)
+  for (const int64_t regime : regimes) {
+    if (bounds.count(regime) != 0) continue;
+    std::vector<double> x_rates, y_rates;
+    for (size_t r = 0; r < xs.size(); ++r) {
+      if (regimes[r] != regime) continue;
+      x_rates.push_back(xs[r] * x_scales[r]);
+      y_rates.push_back(ys[r] * y_scales[r]);
+    }
+    bounds[regime] = {winsorizing_bound(std::move(x_rates)), winsorizing_bound(std::move(y_rates))};
+  }
   const double added_a = added_seconds_.empty() ? 0.0 : added_seconds_[a];
   const double added_b = added_seconds_.empty() ? 0.0 : added_seconds_[b];
   // Per real token, each side's tokens over the shared rounds (common_scale).
@@ -232,6 +246,7 @@ RoundEvidence::Shared RoundEvidence::shared(int a, int b) const {
   // Each sequence over the rounds' strata (add_strata: plain where they are not one epoch's).
   std::vector<std::pair<int64_t, double>> difference, first, second, first_rates, second_rates;
   for (size_t r = 0; r < xs.size(); ++r) {
+    const auto [bound_a, bound_b] = bounds[regimes[r]];
     const double clipped_a = std::min(xs[r], bound_a / x_scales[r]) + added_a;
     const double clipped_b = std::min(ys[r], bound_b / y_scales[r]) + added_b;
     difference.emplace_back(keys[r], clipped_a * scale_a - clipped_b * scale_b);
@@ -476,7 +491,7 @@ RoundEvidence evidence_from_runs(const std::vector<RunResult>& runs, double conf
       }
     }
   }
-  for (const auto& [index, round] : rounds) evidence.add_round(round.seconds, round.scales, round.strata);
+  for (const auto& [index, round] : rounds) evidence.add_round(round.seconds, round.scales, round.strata, index.first);
   return evidence;
 }
 

@@ -1207,11 +1207,11 @@ RoundEvidence rounds_as_timed(const std::vector<RunResult>& runs, const std::vec
     std::vector<double> seconds, scales;
     std::vector<Stratum> strata;
   };
-  std::map<int64_t, Round> rounds;
+  std::map<std::pair<int64_t, int64_t>, Round> rounds;  // by (session, round): a resumed split's earlier steps too
   for (size_t k = 0; k < slot_of.size(); ++k) {
     for (const StepSample& step : runs[slot_of[k]].steps) {
       if (step.round < 0) continue;
-      Round& round = rounds[step.round];
+      Round& round = rounds[{session_of(runs[slot_of[k]], step), step.round}];
       if (round.seconds.empty()) {
         round.seconds.assign(slot_of.size(), std::numeric_limits<double>::quiet_NaN());
         round.scales.assign(slot_of.size(), 1.0);
@@ -1222,7 +1222,7 @@ RoundEvidence rounds_as_timed(const std::vector<RunResult>& runs, const std::vec
       round.strata[k] = Stratum{step.data_step, step.data_steps};
     }
   }
-  for (const auto& [index, round] : rounds) timed.add_round(round.seconds, round.scales, round.strata);
+  for (const auto& [index, round] : rounds) timed.add_round(round.seconds, round.scales, round.strata, index.first);
   return timed;
 }
 
@@ -1478,14 +1478,12 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // 3. Finish: memory attribution, derived fields, profiles; intervals of the means.
   // Stopped by a signal: no more steps, so no --profile step either.
   for (int index : slot_of) measurement.finish(result.runs[index], index, /*final=*/!report.interrupted);
-  if (per_token) {
-    // The rounds' evidence weighed seconds per token: the means' intervals are the steps' as timed.
-    engine_mean_intervals(result.runs, slot_of,
-                          rounds_as_timed(result.runs, slot_of, options.confidence, framework_seconds, family),
-                          framework_seconds);
-  } else {
-    engine_mean_intervals(result.runs, slot_of, evidence, framework_seconds);
-  }
+  // The means' intervals over every step the splits hold (a resumed split's earlier sweep's too,
+  // as its mean is; the rounds' evidence held this sweep's only), as timed (the rounds' evidence
+  // weighed seconds per token where the splits differ in rows).
+  engine_mean_intervals(result.runs, slot_of,
+                        rounds_as_timed(result.runs, slot_of, options.confidence, framework_seconds, family),
+                        framework_seconds);
   const std::string kept_over_failures = file.keep_over_failures(result.runs);
   std::string kept_longer;
   if (stopped || report.interrupted) {

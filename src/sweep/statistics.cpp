@@ -119,13 +119,20 @@ std::pair<double, double> bootstrap_median_interval(const std::vector<double>& v
 
 namespace {
 
-// The bound on the run's seconds per token (per_token_scale of each step's positions): a step of
-// many tokens (a grouped order's longest) is no stall, and is not clipped as one.
-double rate_bound(const RunResult& run) {
+// The bound on the run's seconds per token (per_token_scale of each step's positions) over its
+// steps of `session` (a resumed split's earlier sweep ran on the machine as it was then, each sweep
+// its own bound, as RoundEvidence's regimes): a step of many tokens (a grouped order's longest) is
+// no stall, and is not clipped as one.
+double rate_bound(const RunResult& run, int64_t session) {
   std::vector<double> rates;
-  for (const StepSample& s : run.steps) rates.push_back(s.step_seconds * per_token_scale(s.positions));
+  for (const StepSample& s : run.steps) {
+    if (session_of(run, s) == session) rates.push_back(s.step_seconds * per_token_scale(s.positions));
+  }
   return winsorizing_bound(std::move(rates));
 }
+
+// The sweep that timed the run's last step.
+int64_t last_session(const RunResult& run) { return run.steps.empty() ? run.session : session_of(run, run.steps.back()); }
 
 // The mean of `value` over a run's timed steps, weighed as winsorized_mean weighs them: over an
 // epoch's distinct steps every one of which was timed, each step alike (ConfidenceSequence::add_strata).
@@ -148,16 +155,26 @@ double steps_mean(const RunResult& run, Value value) {
 double winsorizing_bound(const RunResult& run) {
   if (run.steps.empty()) return kNaN;
   // In seconds, for a step of the run's mean positions (each step's own clip scales with its size).
+  // The latest sweep's, for a resumed split that holds an earlier one's steps too.
+  const int64_t latest = last_session(run);
   std::vector<double> scales;
-  for (const StepSample& s : run.steps) scales.push_back(per_token_scale(s.positions));
-  return rate_bound(run) / common_scale(scales);
+  for (const StepSample& s : run.steps) {
+    if (session_of(run, s) == latest) scales.push_back(per_token_scale(s.positions));
+  }
+  return rate_bound(run, latest) / common_scale(scales);
 }
 
 double winsorized_mean(const RunResult& run) {
   if (run.steps.empty()) return kNaN;
-  const double bound = rate_bound(run);
+  std::map<int64_t, double> bounds;  // per sweep
+  for (const StepSample& s : run.steps) {
+    const int64_t session = session_of(run, s);
+    if (bounds.count(session) == 0) bounds[session] = rate_bound(run, session);
+  }
   // Each step alike over an epoch's distinct steps (steps_mean), as the decisions take them.
-  return steps_mean(run, [&](const StepSample& s) { return std::min(s.step_seconds, bound / per_token_scale(s.positions)); });
+  return steps_mean(run, [&](const StepSample& s) {
+    return std::min(s.step_seconds, bounds[session_of(run, s)] / per_token_scale(s.positions));
+  });
 }
 
 double mean_computed_positions(const RunResult& run) {
