@@ -351,8 +351,9 @@ struct SweepContext {
   // came from ("" : nothing, the engine alone; src/sweep/framework_overhead.hpp).
   double framework_seconds_per_micro_step = 0;
   std::string framework_source;
-  // The machine's load while the sweep ran: the highest 1-minute load average read at its saves,
-  // and its CPU cores (busy_machine_note). 0: not read (files before schema 19, other systems).
+  // The machine's load while the sweep ran: the highest read at its saves (the 1-minute average, or
+  // the threads runnable at that moment where more; load_average()), and its CPU cores
+  // (busy_machine_note). 0: not read (files before schema 19, other systems).
   double load_average = 0;
   int cpu_cores = 0;
 

@@ -150,7 +150,8 @@ void require_model_fits_device(const WorkloadOptions& workload, const ModelConfi
 // oneDNN matmul scratch the plan does not count; empty otherwise or on CUDA.
 std::string cpu_bf16_scratch_note(const WorkloadOptions& workload, bool cuda);
 
-// The 1-minute load average (/proc/loadavg), 0 where it cannot be read (SweepContext::load_average).
+// The machine's load now (/proc/loadavg): the 1-minute average, or the threads runnable at this
+// moment where more; 0 where it cannot be read (SweepContext::load_average).
 double load_average();
 
 // Date, host, device name and memory, driver, LibTorch version, build type, git commit.

@@ -89,8 +89,8 @@ std::vector<std::string> sweep_notes(const SweepResult& result) {
 std::string busy_machine_note(const SweepContext& context) {
   const int cores = context.cpu_cores;
   if (cores <= 0 || context.load_average < cores + 0.5) return "";
-  return "the machine was busy while this sweep ran (a load average of " + text::format_fixed(context.load_average, 1) +
-         " over a minute, on " + std::to_string(cores) + (cores == 1 ? " core" : " cores") +
+  return "the machine was busy while this sweep ran (a load of " + text::format_fixed(context.load_average, 1) +
+         " on " + std::to_string(cores) + (cores == 1 ? " core" : " cores") +
          "): other work took turns with the steps, which moves their times from round to round, widens the "
          "intervals and can turn a close decision from one sweep to the next; an idle machine measures the splits "
          "as they run alone";

@@ -55,9 +55,21 @@ int configure_threads(int threads) {
 }
 
 double load_average() {
+  // "2.06 2.64 2.36 3/85 28479": the 1-minute average lags a load that began seconds ago (a short
+  // resume beside three busy loops read 2.0 on 2 cores), so the threads runnable now (3, this one
+  // among them) count too.
   std::ifstream in("/proc/loadavg");
-  double load = 0;
-  return in >> load ? load : 0.0;
+  double minute = 0, five = 0, fifteen = 0;
+  std::string runnable;
+  if (!(in >> minute >> five >> fifteen >> runnable)) return minute > 0 ? minute : 0.0;
+  const auto slash = runnable.find('/');
+  double now = 0;
+  try {
+    now = slash == std::string::npos ? 0.0 : std::stod(runnable.substr(0, slash));
+  } catch (const std::exception&) {
+    now = 0;
+  }
+  return std::max(minute, now);
 }
 
 std::string cpu_bf16_scratch_note(const WorkloadOptions& workload, bool cuda) {
