@@ -40,8 +40,8 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <string>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "accumbench/result.hpp"

@@ -466,26 +466,24 @@ void refuse_wide_ids_read_narrow(const std::string& bytes, const std::string& pa
   }
 }
 
-// What TokenFile's constructor refuses, without reading a large regular file whole (a pretraining
-// shard is gigabytes): up to 64 MiB it is read as the sweep reads it; beyond, its size and its
-// first 64 KiB are checked.
+// What TokenFile's constructor refuses, without reading the file whole (a pretraining shard is
+// gigabytes, and the sweep's loader reads it anyway): where TokenFile would refuse it (a bad width,
+// a missing file, a directory, an empty file, a size off the width) it is left to say so; else the
+// first 64 KiB are checked for 4-byte ids read as 2-byte ones.
 void check_token_file(const std::string& path, int token_bytes) {
   std::error_code error;
   const std::filesystem::file_status status = std::filesystem::status(path, error);
-  if (!std::filesystem::is_regular_file(status)) {
-    // Missing, a directory, unreadable: its sentence. A pipe is the sweep's to read, once.
-    if (!std::filesystem::is_fifo(status) && !std::filesystem::is_character_file(status)) TokenFile(path, token_bytes);
+  if (std::filesystem::is_fifo(status) || std::filesystem::is_character_file(status)) return;  // the sweep's to read, once
+  const auto bytes = std::filesystem::is_regular_file(status) ? std::filesystem::file_size(path, error) : 0;
+  if ((token_bytes != 2 && token_bytes != 4) || !std::filesystem::is_regular_file(status) || error || bytes == 0 ||
+      bytes % static_cast<uintmax_t>(token_bytes) != 0) {
+    TokenFile(path, token_bytes);  // its sentence
     return;
   }
-  const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path, error));
-  if (error || bytes <= (int64_t{64} << 20) || (token_bytes != 2 && token_bytes != 4)) {
-    TokenFile(path, token_bytes);
-    return;
-  }
-  if (bytes % token_bytes != 0) TokenFile(path, token_bytes);  // its sentence
   if (token_bytes != 2) return;
   std::ifstream in(path, std::ios::binary);
-  std::string head(static_cast<size_t>(1) << 16, '\0');
+  if (!in) TokenFile(path, token_bytes);  // unreadable: its sentence
+  std::string head(static_cast<size_t>(std::min<uintmax_t>(bytes, uintmax_t{1} << 16)) & ~size_t{3}, '\0');
   if (in.read(&head[0], static_cast<std::streamsize>(head.size()))) refuse_wide_ids_read_narrow(head, path);
 }
 

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <system_error>
 #include <sstream>
+#include <system_error>
 
 #include "accumbench/error.hpp"
 #include "accumbench/units.hpp"

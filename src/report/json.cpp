@@ -542,15 +542,12 @@ void annotate_run(const RunResult& run, bool memory_limit, Json& j) {
   if (!memory_limit && run.fits) j["fits"] = nullptr;
   const bool timed = run.status == RunStatus::kOk && (!run.steps.empty() || run.step_seconds.count > 0);
   if (!timed) {
-    for (const char* key : {"tokens_per_step", "tokens_per_second", "computed_tokens_per_second", "padding_fraction",
-                            "samples_per_second", "achieved_tflops", "hardware_tflops"}) {
-      j[key] = nullptr;
-    }
+    for (const char* key : kUnmeasuredRates) j[key] = nullptr;
     // An out-of-memory split can keep the peak it reached before it failed.
-    for (const char* key : {"peak_allocated_bytes", "peak_reserved_bytes"}) {
+    for (const char* key : kUnmeasuredPeaks) {
       if (j[key] == 0) j[key] = nullptr;
     }
-    for (const char* key : {"phase_median_seconds", "device_median_seconds"}) {
+    for (const char* key : kUnmeasuredPhases) {
       for (auto& [phase, seconds] : j[key].items()) {
         (void)phase;
         seconds = nullptr;

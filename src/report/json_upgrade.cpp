@@ -276,13 +276,8 @@ void upgrade_to_current_version(Json& root) {
   // for), wrote a split never timed with zeros where 19 writes null, and fits: true without a
   // limit (read back below); its runs' steps were all of the run's own session.
   if (version_is(18)) {
-    root["json_schema_version"] = 19;
-    if (root.contains("context") && root["context"].is_object()) {
-      Json& context = root["context"];
-      context["json_schema_version"] = 19;
-      if (!context.contains("load_average")) context["load_average"] = 0.0;
-      if (!context.contains("cpu_cores")) context["cpu_cores"] = 0;
-    }
+    root["json_schema_version"] = 19;  // the context's load reads as not recorded (read_unmeasured_back)
+    if (root.contains("context") && root["context"].is_object()) root["context"]["json_schema_version"] = 19;
     if (root.contains("runs") && root["runs"].is_array()) {
       for (Json& run : root["runs"]) {
         if (!run.is_object() || !run.contains("steps") || !run["steps"].is_array()) continue;
@@ -318,14 +313,13 @@ void read_unmeasured_back(Json& root) {
                             run["step_seconds"].contains("count") && run["step_seconds"]["count"].is_number() &&
                             run["step_seconds"]["count"].get<double>() > 0;
     if (ok && (timed || summarized)) continue;
-    for (const char* key : {"tokens_per_step", "tokens_per_second", "computed_tokens_per_second", "padding_fraction",
-                            "samples_per_second", "achieved_tflops", "hardware_tflops"}) {
+    for (const char* key : kUnmeasuredRates) {
       if (run.contains(key) && run[key].is_null()) run[key] = 0.0;
     }
-    for (const char* key : {"peak_allocated_bytes", "peak_reserved_bytes"}) {
+    for (const char* key : kUnmeasuredPeaks) {
       if (run.contains(key) && run[key].is_null()) run[key] = 0;
     }
-    for (const char* key : {"phase_median_seconds", "device_median_seconds"}) {
+    for (const char* key : kUnmeasuredPhases) {
       if (!run.contains(key) || !run[key].is_object()) continue;
       for (auto& [phase, seconds] : run[key].items()) {
         (void)phase;

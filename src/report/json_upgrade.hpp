@@ -17,4 +17,12 @@ void upgrade_to_current_version(nlohmann::ordered_json& root);
 // wrote it before its last fields (steps' session, the context's load) reads them as not recorded.
 void read_unmeasured_back(nlohmann::ordered_json& root);
 
+// What a split never timed did not measure (null in the file, read back as 0): its rates, its
+// peaks (but a peak an out-of-memory split reached), and each phase of these.
+inline constexpr const char* kUnmeasuredRates[] = {"tokens_per_step",    "tokens_per_second", "computed_tokens_per_second",
+                                                   "padding_fraction",   "samples_per_second", "achieved_tflops",
+                                                   "hardware_tflops"};
+inline constexpr const char* kUnmeasuredPeaks[] = {"peak_allocated_bytes", "peak_reserved_bytes"};
+inline constexpr const char* kUnmeasuredPhases[] = {"phase_median_seconds", "device_median_seconds"};
+
 }  // namespace accumbench

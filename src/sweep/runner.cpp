@@ -1197,21 +1197,21 @@ void engine_mean_intervals(std::vector<RunResult>& runs, const std::vector<int>&
   }
 }
 
-// The evidence of the rounds as timed, the splits' steps in their rounds (RoundEvidence as the rounds
-// built it, without run_rounds' per-token scales).
-RoundEvidence rounds_as_timed(const std::vector<RunResult>& runs, const std::vector<int>& slot_of, double confidence,
-                              const std::vector<double>& framework_seconds, int family) {
-  RoundEvidence timed(static_cast<int>(slot_of.size()), confidence, framework_seconds, family);
-  timed.weigh_per_token(false);  // seconds per step; each step's positions place its bound
+// Adds the steps the slots' runs hold, in their rounds keyed by (session, round), each round's regime
+// its session: what rounds_as_timed rebuilds after the rounds, and what a resume's rounds start
+// from (a re-timed split's earlier sweep's steps), so that they stop on the evidence the final
+// decision weighs. Steps outside the rounds, or of no known sweep, are left to that decision.
+void add_timed_rounds(RoundEvidence& evidence, const std::vector<RunResult>& runs, const std::vector<int>& slot_of) {
   struct Round {
     std::vector<double> seconds, scales;
     std::vector<Stratum> strata;
   };
-  std::map<std::pair<int64_t, int64_t>, Round> rounds;  // by (session, round): a resumed split's earlier steps too
+  std::map<std::pair<int64_t, int64_t>, Round> rounds;
   for (size_t k = 0; k < slot_of.size(); ++k) {
     for (const StepSample& step : runs[slot_of[k]].steps) {
-      if (step.round < 0) continue;
-      Round& round = rounds[{session_of(runs[slot_of[k]], step), step.round}];
+      const int64_t session = session_of(runs[slot_of[k]], step);
+      if (step.round < 0 || session == 0) continue;
+      Round& round = rounds[{session, step.round}];
       if (round.seconds.empty()) {
         round.seconds.assign(slot_of.size(), std::numeric_limits<double>::quiet_NaN());
         round.scales.assign(slot_of.size(), 1.0);
@@ -1222,7 +1222,16 @@ RoundEvidence rounds_as_timed(const std::vector<RunResult>& runs, const std::vec
       round.strata[k] = Stratum{step.data_step, step.data_steps};
     }
   }
-  for (const auto& [index, round] : rounds) timed.add_round(round.seconds, round.scales, round.strata, index.first);
+  for (const auto& [index, round] : rounds) evidence.add_round(round.seconds, round.scales, round.strata, index.first);
+}
+
+// The evidence of the rounds as timed, the splits' steps in their rounds (RoundEvidence as the rounds
+// built it, without run_rounds' per-token scales).
+RoundEvidence rounds_as_timed(const std::vector<RunResult>& runs, const std::vector<int>& slot_of, double confidence,
+                              const std::vector<double>& framework_seconds, int family) {
+  RoundEvidence timed(static_cast<int>(slot_of.size()), confidence, framework_seconds, family);
+  timed.weigh_per_token(false);  // seconds per step; each step's positions place its bound
+  add_timed_rounds(timed, runs, slot_of);
   return timed;
 }
 
@@ -1391,13 +1400,9 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     // the machine's load between them could put it ahead).
     if (const RunResult* timed = file.timed_run(grid[index]);
         timed != nullptr && result.runs.back().status == RunStatus::kOk && measurement.in_rounds(result.runs.back())) {
-      std::vector<StepSample> earlier;
-      for (StepSample step : timed->steps) {
-        step.session = session_of(*timed, step);
-        earlier.push_back(step);
-      }
       std::vector<StepSample>& steps = result.runs.back().steps;
-      steps.insert(steps.begin(), earlier.begin(), earlier.end());
+      steps.insert(steps.begin(), timed->steps.begin(), timed->steps.end());
+      for (size_t k = 0; k < timed->steps.size(); ++k) steps[k].session = session_of(*timed, steps[k]);
     }
     save(finished_copies(), index + 1, 0, "");  // its memory, before the rounds time it
   }
@@ -1448,6 +1453,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   const int family = decision_family(result.runs, slot_of, kept);
   RoundEvidence evidence(static_cast<int>(slot_of.size()), options.confidence, framework_seconds, family);
   evidence.weigh_per_token(per_token);
+  add_timed_rounds(evidence, result.runs, slot_of);  // a resume's re-timed splits' earlier rounds
   RoundReport report;
   int64_t rounds_run = 0;  // for the saves before the end
   try {
