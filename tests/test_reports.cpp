@@ -985,9 +985,65 @@ TEST(Json, StepsCarryTheirSession) {
   EXPECT_EQ(upgraded.runs[0].steps[1].session, 42);
 }
 
+// How long the sweep's threads waited for a CPU, over how long (schema 20), reads back; a file of
+// schema 19 reads it as not read.
+TEST(Json, TheThreadsWaitForACpuReadsBack) {
+  SweepResult result = populated_result();
+  result.context.cpu_wait_seconds = 2.5;
+  result.context.cpu_wait_span_seconds = 10.0;
+  const SweepResult back = sweep_result_from_json(to_json(result), "sweep.json");
+  EXPECT_EQ(back.context.cpu_wait_seconds, 2.5);
+  EXPECT_EQ(back.context.cpu_wait_span_seconds, 10.0);
+
+  nlohmann::ordered_json old = nlohmann::ordered_json::parse(to_json(result));
+  old["json_schema_version"] = 19;
+  old["context"]["json_schema_version"] = 19;
+  old["context"].erase("cpu_wait_seconds");
+  old["context"].erase("cpu_wait_span_seconds");
+  const SweepResult upgraded = sweep_result_from_json(old.dump(), "old.json");
+  EXPECT_EQ(upgraded.context.json_schema_version, kJsonSchemaVersion);
+  EXPECT_EQ(upgraded.context.cpu_wait_seconds, 0.0);
+  EXPECT_EQ(upgraded.context.cpu_wait_span_seconds, 0.0);
+  EXPECT_EQ(busy_machine_note(upgraded.context), "");
+}
+
+// The busy-machine note: from the load read at the saves, from the threads' wait for a CPU (a burst
+// between two saves), or both; a sweep that ran more threads than cores is told so, with the fix.
+TEST(Report, TheBusyMachineNoteSaysItsEvidence) {
+  SweepContext context;
+  context.cpu_cores = 2;
+  context.threads = 2;
+  context.load_average = 2.4;
+  context.cpu_wait_seconds = 0.5;
+  context.cpu_wait_span_seconds = 10;
+  EXPECT_EQ(busy_machine_note(context), "");  // 0.05 threads waiting on average: idle enough
+  const std::string tail =
+      " with the steps, which moves their times from round to round, widens the intervals and can turn a close "
+      "decision from one sweep to the next; an idle machine measures the splits as they run alone";
+  context.cpu_wait_seconds = 1.0;
+  EXPECT_EQ(busy_machine_note(context),
+            "the machine was busy while this sweep ran (its threads waited 1.00 s in all for a CPU over its 10.0 s): "
+            "other work took turns" + tail);
+  context.load_average = 4.0;
+  context.cpu_wait_seconds = 8.75;
+  EXPECT_EQ(busy_machine_note(context),
+            "the machine was busy while this sweep ran (a load of 4.0 on 2 cores; its threads waited 8.75 s in all "
+            "for a CPU over its 10.0 s): other work took turns" + tail);
+  context.cpu_wait_span_seconds = 0;  // not read (schema 19): the load alone
+  EXPECT_EQ(busy_machine_note(context),
+            "the machine was busy while this sweep ran (a load of 4.0 on 2 cores): other work took turns" + tail);
+  context.threads = 2;
+  context.world_size = 2;
+  EXPECT_EQ(busy_machine_note(context),
+            "the machine was busy while this sweep ran (a load of 4.0 on 2 cores): its 4 threads (over 2 processes) "
+            "on 2 cores and any other work took turns with the steps, which moves their times from round to round, "
+            "widens the intervals and can turn a close decision from one sweep to the next; --threads 1 on an idle "
+            "machine measures the splits as they run alone");
+}
+
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {
   const std::string text = to_json(populated_result());
-  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 19,\n  \"context\": {\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"json_schema_version\": 20,\n  \"context\": {\n", 0), 0u);
   EXPECT_NE(text.find("\"options\": [\n      [\n        \"seq-len\",\n        \"1024\"\n      ],"),
             std::string::npos);
   EXPECT_NE(text.find("\"loss\": null"), std::string::npos);
@@ -1020,7 +1076,7 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "file written by `accumbench sweep --json`");
   EXPECT_EQ(user_error_of("[1, 2]"), user_error_of("{}"));
   EXPECT_EQ(user_error_of("{\"json_schema_version\": 1}"),
-            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 19; rerun the "
+            "sweep.json has json_schema_version 1 but this accumbench reads versions 2 to 20; rerun the "
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());

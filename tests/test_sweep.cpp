@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <csignal>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "accumbench/error.hpp"
 #include "accumbench/interrupt.hpp"
@@ -36,6 +39,28 @@ std::string key(const ab::SplitConfig& c) {
          (c.chunked_loss ? " chunked" : "");
 }
 }  // namespace
+
+// cpu_wait_seconds reads the run queue's delay: three busy threads per core for a third of a second
+// must wait about two thirds of their time (on 2 cores, 6 × 0.3 s wanted, 2 × 0.3 s had).
+TEST(Sweep, TheThreadsWaitForACpuIsRead) {
+  const double before = accumbench::cpu_wait_seconds();
+  ASSERT_TRUE(std::isfinite(before)) << "no /proc/self/task/*/schedstat on this system";
+  const int threads = 3 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  for (int i = 0; i < threads; ++i) {
+    spinners.emplace_back([&stop] {
+      volatile uint64_t n = 0;
+      while (!stop.load(std::memory_order_relaxed)) n = n + 1;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double during = accumbench::cpu_wait_seconds();  // the spinners are still threads of this process
+  stop = true;
+  for (std::thread& t : spinners) t.join();
+  // At least a tenth of what they wanted and did not get (0.2 s per core) counts as waiting.
+  EXPECT_GT(during - before, 0.02 * threads / 3.0) << "waited " << during - before << " s";
+}
 
 TEST(Sweep, MeasuresEverySplitAndRecommendsOne) {
   int callbacks = 0;

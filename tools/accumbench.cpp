@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <functional>
@@ -932,6 +933,9 @@ struct SweepCommand {
     std::optional<std::vector<std::string>> job_notes;
     std::map<ab::Packing, int> steps_of_data;  // each packing's --distinct-steps, counted once
     double busiest = 0;                        // the highest load average read at a save
+    // The threads' wait for a CPU from here, before the first split, to each save (cpu_wait_seconds).
+    const double waited_before = ab::cpu_wait_seconds();
+    const auto sweep_began = std::chrono::steady_clock::now();
     const bool padding_chosen = flags.padding_chosen();
     const auto noted = [&](ab::SweepResult sweep) {
       if (!job_notes) {
@@ -958,6 +962,12 @@ struct SweepCommand {
       busiest = std::max(busiest, ab::load_average());
       sweep.context.load_average = busiest;
       sweep.context.cpu_cores = static_cast<int>(std::thread::hardware_concurrency());
+      const double waited = ab::cpu_wait_seconds() - waited_before;
+      if (std::isfinite(waited)) {
+        sweep.context.cpu_wait_seconds = std::max(0.0, waited);
+        sweep.context.cpu_wait_span_seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - sweep_began).count();
+      }
       all.push_back(ab::grouping_steps_note(sweep, options.workload, &steps_of_data));
       for (std::string& note : all) {
         if (!note.empty() && std::find(sweep.notes.begin(), sweep.notes.end(), note) == sweep.notes.end())

@@ -154,6 +154,12 @@ std::string cpu_bf16_scratch_note(const WorkloadOptions& workload, bool cuda);
 // moment where more; 0 where it cannot be read (SweepContext::load_average).
 double load_average();
 
+// How long this process's threads have waited, runnable, for a CPU so far: the run-queue delay of
+// each thread (/proc/self/task/*/schedstat, second field) summed, in seconds; NaN where it cannot
+// be read. Two readings bracket a stretch of the sweep (SweepContext::cpu_wait_seconds): other work
+// on the machine, or more threads than cores, is what makes a thread wait.
+double cpu_wait_seconds();
+
 // Date, host, device name and memory, driver, LibTorch version, build type, git commit.
 SweepContext describe_environment(const std::string& device_name);
 

@@ -88,12 +88,34 @@ std::vector<std::string> sweep_notes(const SweepResult& result) {
 
 std::string busy_machine_note(const SweepContext& context) {
   const int cores = context.cpu_cores;
-  if (cores <= 0 || context.load_average < cores + 0.5) return "";
-  return "the machine was busy while this sweep ran (a load of " + text::format_fixed(context.load_average, 1) +
-         " on " + std::to_string(cores) + (cores == 1 ? " core" : " cores") +
-         "): other work took turns with the steps, which moves their times from round to round, widens the "
-         "intervals and can turn a close decision from one sweep to the next; an idle machine measures the splits "
-         "as they run alone";
+  const bool loaded = cores > 0 && context.load_average >= cores + 0.5;
+  // The threads' wait for a CPU, as threads waiting at any moment on average (two waiting half the
+  // time: 1.0). A tenth moves step times by as much as the decisions' tie tolerance, a few times.
+  const double span = context.cpu_wait_span_seconds;
+  const bool waited = span > 0 && context.cpu_wait_seconds >= kBusyWaitShare * span;
+  if (!loaded && !waited) return "";
+  std::vector<std::string> evidence;
+  if (loaded) {
+    evidence.push_back("a load of " + text::format_fixed(context.load_average, 1) + " on " + std::to_string(cores) +
+                       (cores == 1 ? " core" : " cores"));
+  }
+  if (waited) {
+    evidence.push_back("its threads waited " + text::format_duration(context.cpu_wait_seconds) +
+                       " in all for a CPU over its " + text::format_duration(span));
+  }
+  // A sweep that ran more threads than the machine has cores (per process × data-parallel ranks)
+  // waited on itself: that is its own doing, not other work's.
+  const int ranks = std::max(1, context.world_size);
+  const bool own = cores > 0 && context.threads > 0 && static_cast<int64_t>(context.threads) * ranks > cores;
+  const std::string who =
+      own ? "its " + std::to_string(context.threads * ranks) + " threads" + (ranks > 1 ? " (over " + std::to_string(ranks) + " processes)" : "") +
+                " on " + std::to_string(cores) + (cores == 1 ? " core" : " cores") + " and any other work took turns"
+          : "other work took turns";
+  return "the machine was busy while this sweep ran (" + evidence.front() + (evidence.size() > 1 ? "; " + evidence.back() : "") + "): " + who +
+         " with the steps, which moves their times from round to round, widens the intervals and can turn a close "
+         "decision from one sweep to the next; " +
+         (own ? "--threads " + std::to_string(std::max(1, cores / ranks)) + " on an idle machine measures the splits as they run alone"
+              : "an idle machine measures the splits as they run alone");
 }
 
 }  // namespace accumbench

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "accumbench/sweep.hpp"
@@ -70,6 +72,25 @@ double load_average() {
     now = 0;
   }
   return std::max(minute, now);
+}
+
+double cpu_wait_seconds() {
+  // "9518340000 8755700000 4121": nanoseconds on a CPU, waiting on a run queue, time slices. A
+  // thread that ended took its delay with it; the sweep's threads (the main one, the intra-op pool)
+  // live as long as it does.
+  std::error_code error;
+  std::filesystem::directory_iterator tasks("/proc/self/task", error);
+  if (error) return std::numeric_limits<double>::quiet_NaN();
+  double waited = 0;
+  bool read = false;
+  for (const auto& task : tasks) {
+    std::ifstream in(task.path() / "schedstat");
+    unsigned long long on_cpu = 0, waiting = 0;
+    if (!(in >> on_cpu >> waiting)) continue;
+    waited += static_cast<double>(waiting) * 1e-9;
+    read = true;
+  }
+  return read ? waited : std::numeric_limits<double>::quiet_NaN();
 }
 
 std::string cpu_bf16_scratch_note(const WorkloadOptions& workload, bool cuda) {
