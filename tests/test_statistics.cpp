@@ -562,10 +562,11 @@ TEST(Recommend, AnUndecidedSweepSaysTheBudgetThatWouldDecide) {
   options.resume_file = "sweep.json";
   EXPECT_EQ(recommend(runs, 0, options).reason.find("--resume"), std::string::npos);
   // A --resume that ran no round (every split kept as the file had it) has no clock: a resume with a
-  // budget times both again from their first round, 10 rounds each of 1.0 s and 1.5 s steps.
+  // budget times both again in rounds that go on from the file's 5, the 5 more of 1.0 s and 1.5 s
+  // steps that bring them to 10 (it was 25 s, 10 rounds of each, as though from the first round).
   options.rounds_seconds = std::numeric_limits<double>::quiet_NaN();
   EXPECT_NE(recommend(runs, 0, options)
-                .reason.find("can decide (--resume sweep.json --time-budget 25, which times the 2 splits still open again), "),
+                .reason.find("can decide (--resume sweep.json --time-budget 13, which times the 2 splits still open again), "),
             std::string::npos)
       << recommend(runs, 0, options).reason;
   options.rounds_seconds = 15.0;
@@ -596,6 +597,23 @@ TEST(Recommend, AnUndecidedSweepWithAFileOffersAResumeOfTheOpenSplits) {
   ASSERT_NE(resume, std::string::npos) << reason;
   EXPECT_NE(reason.find(", which times the 2 splits still open again, the others kept). ", resume), std::string::npos)
       << reason;
+  // The resume goes on from the file's 12 rounds and times fewer splits: it needs less than the
+  // sweep again from its first round (it was projected from a first round, and asked for more).
+  const std::string decide = "more of rounds can decide (--time-budget ";
+  const size_t in_all = reason.find(decide);
+  ASSERT_NE(in_all, std::string::npos) << reason;
+  const int whole = std::stoi(reason.substr(in_all + decide.size()));
+  const int resumed = std::stoi(reason.substr(resume + std::string("; or --resume runs/sweep.json --time-budget ").size()));
+  EXPECT_LE(resumed, whole - 50) << reason;  // the 50 s the sweep's rounds took are not run again (it read 230)
+  // At least --steps rounds of each: a resume with --steps 40 asks for more.
+  options.min_rounds = 40;
+  const std::string longer = recommend(runs, 0, options).reason;
+  const size_t resume40 = longer.find("; or --resume runs/sweep.json --time-budget ");
+  ASSERT_NE(resume40, std::string::npos) << longer;
+  EXPECT_GE(std::stoi(longer.substr(resume40 + std::string("; or --resume runs/sweep.json --time-budget ").size())),
+            40 * (1.00 + 1.05))
+      << longer;
+  options.min_rounds = 5;
   options.resume_file.clear();
   EXPECT_EQ(recommend(runs, 0, options).reason.find("--resume"), std::string::npos);
 }

@@ -201,8 +201,10 @@ struct DecisionOptions {
   // NaN where unknown. An undecided recommendation then says what budget in all would decide.
   double rounds_seconds = std::numeric_limits<double>::quiet_NaN();
   // Where the sweep is saved (--json, or the --resume file); "" for none. An undecided
-  // recommendation then also says what a --resume of it, timing only the open splits, would take.
+  // recommendation then also says what a --resume of it, timing only the open splits, would take:
+  // the rounds still wanted after the file's, but at least `min_rounds` (--steps) of each.
   std::string resume_file;
+  int64_t min_rounds = 5;
 };
 
 // The verdict on every candidate against the fastest: the candidate that no other is ahead of by

@@ -511,14 +511,16 @@ int64_t rounds_in(const RunResult& run, int64_t session) {
 // (RoundEvidence::rounds_to_decide): each open split timed until its own verdict, the fastest
 // beside the last of them, at their mean steps, scaled by what the rounds' clock ran over the
 // steps it timed (the host work between steps). With the sweep's file, also what a --resume of
-// it would take: it times the open splits again from their first round, and no other. "" where
+// it would take: it times the open splits, and no other, in rounds that go on from the file's
+// (add_timed_rounds), each for the rounds still wanted but at least its --steps. "" where
 // nothing can be projected: a split compared unpaired (another sweep's), pairs that go round in a
 // circle.
 std::string budget_to_decide(const std::vector<RunResult>& runs, const Decision& d, const RoundEvidence& evidence,
                              const DecisionOptions& options) {
   constexpr int64_t kCap = 1000000;  // RoundOptions::max_rounds
-  double more_steps = 0, resumed_steps = 0;  // seconds of steps: from here on, and from a first round
+  double more_steps = 0, resumed_steps = 0;  // seconds of steps: from here on, and in a resume
   int64_t longest = 0, longest_resumed = 0, open = 1;
+  const int64_t least = std::max<int64_t>(1, options.min_rounds);  // a resume's --steps
   // Below kMinRoundsToDecide rounds the spread and the difference are too rough to project from
   // (seen: budgets projected from 5 rounds decided 1 time in 9): the words then give the least it
   // takes, the rounds that bring every open split to an interval.
@@ -537,9 +539,9 @@ std::string budget_to_decide(const std::vector<RunResult>& runs, const Decision&
             : std::max(evidence.rounds_to_decide(c.index, d.fastest, d.tie_tolerance, kCap), paired + 1);
     const double mean = runs[c.index].mean_seconds.value;
     more_steps += static_cast<double>(wanted - paired) * mean;
-    resumed_steps += static_cast<double>(wanted) * mean;
+    resumed_steps += static_cast<double>(std::max(wanted - paired, least)) * mean;
     longest = std::max(longest, wanted - paired);
-    longest_resumed = std::max(longest_resumed, wanted);
+    longest_resumed = std::max(longest_resumed, std::max(wanted - paired, least));
     ++open;
   }
   more_steps += static_cast<double>(longest) * runs[d.fastest].mean_seconds.value;
@@ -573,7 +575,7 @@ std::string budget_to_decide(const std::vector<RunResult>& runs, const Decision&
   } else if (!options.resume_file.empty()) {
     // No rounds in this sweep (a --resume that kept every split as its file had them): no clock,
     // and the budget of a command like it would time nothing; a resume with a budget times the
-    // open splits again from their first round.
+    // open splits again, in rounds that go on from the file's.
     words += " (--resume " + options.resume_file + " --time-budget " +
              std::to_string(budget_rounded_up(resumed_steps)) + ", which times the " + std::to_string(open) +
              " splits still open again" + (open < static_cast<int64_t>(d.comparisons.size()) + 1 ? ", the others kept" : "") +
