@@ -279,10 +279,11 @@ std::vector<std::string> adapter_dtype_notes(const TrainerSettings& s, SettingsF
   return {};
 }
 
-// The run's learning rate, weight decay and clipping norm where the trainer's defaults differ: a
+// The run's learning rate, weight decay and Adam constants where the trainer's defaults differ: a
 // comment, not keys, since they change the update, not the time, and the user's own file has its
-// own (TRL's SFTConfig: learning_rate 2e-5; TrainingArguments' and axolotl's weight_decay 0 and
-// max_grad_norm 1; axolotl requires learning_rate). Plan's settings have no learning rate or decay.
+// own (TRL's SFTConfig: learning_rate 2e-5; TrainingArguments' and axolotl's weight_decay 0;
+// axolotl requires learning_rate). Plan's settings have no learning rate or decay. A clipping norm
+// is a key (clip_key): clipping is a pass over the gradients in every step.
 std::string hyperparameter_note(const TrainerSettings& s, SettingsFormat format) {
   // Said when chosen: neither accumbench's default (which no one picked) nor the trainer's.
   const OptimizerOptions ours;
@@ -306,14 +307,22 @@ std::string hyperparameter_note(const TrainerSettings& s, SettingsFormat format)
   }
   if (s.weight_decay >= 0 && s.weight_decay != 0 && s.weight_decay != ours.weight_decay)
     parts.push_back("weight_decay " + text::format_number(s.weight_decay) + " (" + trainer + "'s default: 0)");
-  // A clipping run at another norm than the Trainer's: a threshold, the same pass over the gradients.
-  if (s.max_grad_norm > 0 && s.max_grad_norm != kTrainerMaxGradNorm)
-    parts.push_back("max_grad_norm " + text::format_number(s.max_grad_norm) + " (" + trainer +
-                    "'s default: " + text::format_number(kTrainerMaxGradNorm) + ")");
   if (parts.empty()) return "";
   return "this run's " + text::and_list(parts) + (parts.size() > 1 ? " change" : " changes") + " the update, not the time";
 }
 
+}  // namespace
+
+// The run's clipping norm as a key where it clips at another norm than the trainers' default
+// (TrainingArguments' max_grad_norm 1; axolotl's unset leaves it there): a threshold chosen for the
+// run, the same pass over the gradients. A run that did not clip (accumbench's default) gets a
+// comment instead (settings_lines): the user's own file keeps its clipping.
+namespace {
+std::string clip_key(const TrainerSettings& s) {
+  if (s.max_grad_norm > 0 && s.max_grad_norm != kTrainerMaxGradNorm)
+    return "max_grad_norm: " + text::format_number(s.max_grad_norm);
+  return "";
+}
 }  // namespace
 
 std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat format) {
@@ -323,13 +332,20 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
   if (format == SettingsFormat::kTrl) {
     lines.push_back("# TRL SFTConfig, for trl sft --config FILE.yaml (" + per_rank + "; each key is also a --KEY flag)");
     for (const auto& [key, value] : trl_settings(s)) {
+      // transformers 5 replaced group_by_length by train_sampling_strategy, and trl sft hands a
+      // config key no parser of its own knows to accelerate launch, which stops on it
+      // (trl/cli/commands/training.py): one key, transformers 5's, and the other as a comment.
+      if (key == "group_by_length") {
+        lines.push_back(std::string("train_sampling_strategy: ") + (s.group_by_length ? "group_by_length" : "random"));
+        lines.push_back("# with transformers 4 write group_by_length: " + value +
+                        " instead (trl sft stops on a key its transformers lacks)");
+        continue;
+      }
       lines.push_back(key + ": " + value);
       // adamw on CUDA is torch's fused kernel, the Trainer's default from PyTorch 2.8 only (before it
       // adamw_torch, the foreach kernels, with a copy of what trains during the step): named in the
       // file to paste. On the CPU nothing: either default steps the tensors in place there.
       if (key == "loss_type" && s.optimizer == OptimizerKind::kAdamW && s.cuda) lines.push_back("optim: adamw_torch_fused");
-      // transformers 5 replaced the key by train_sampling_strategy; trl sft drops a config key its
-      // transformers lacks (parse_args_and_config(fail_with_unknown_args=False)), so both are written.
       // TRL's bfd packing runs padding-free: a split measured with its packed rows padded to T
       // (--padding max) did more work than the file below asks for.
       if (key == "padding_free" && s.padding != Padding::kLongest) {
@@ -339,12 +355,8 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
                                                           " (--padding multiple:" + std::to_string(s.pad_multiple) + ")") +
                         "; TRL's bfd packing pads nothing, which accumbench measures with --padding longest");
       }
-      if (key == "group_by_length") {
-        lines.push_back(std::string("train_sampling_strategy: ") + (s.group_by_length ? "group_by_length" : "random"));
-        lines.push_back("# group_by_length for transformers 4, train_sampling_strategy for 5: trl sft drops the one its "
-                        "transformers lacks");
-      }
     }
+    if (const std::string clip = clip_key(s); !clip.empty()) lines.push_back(clip);
   } else if (format == SettingsFormat::kAxolotl) {
     lines.push_back("# axolotl (" + per_rank + ")");
     lines.push_back("micro_batch_size: " + std::to_string(s.per_device_train_batch_size));
@@ -399,6 +411,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     // axolotl's optimizer key takes transformers' OptimizerNames; its default is adamw_torch_fused.
     if (s.optimizer != OptimizerKind::kAdamW) lines.push_back("optimizer: " + hf_optim_name(s.optimizer));
     if (tf32_acts(s)) lines.push_back("tf32: true");  // axolotl's default is off too
+    if (const std::string clip = clip_key(s); !clip.empty()) lines.push_back(clip);
     if (s.base_quant == BaseQuant::kNf4) {
       lines.push_back("adapter: qlora");
       lines.push_back("load_in_4bit: true");
