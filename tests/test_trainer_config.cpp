@@ -535,6 +535,42 @@ TEST(TrainerConfig, QuantisedBaseAndOptimizersAreRead) {
   EXPECT_EQ(lora.unused, Lines{"bnb_config_kwargs (4-bit only; no load_in_4bit)"});
 }
 
+// A key a letter or two from a known one is a misspelling: trl sft stops on it (a key none of its
+// parsers knows goes to accelerate launch), so a TRL file is refused with the key it meant; axolotl
+// ignores it, and so its default stands here as there, noted with the key it meant.
+TEST(TrainerConfig, AMisspeltKeyIsNamedWithTheKeyItMeant) {
+  EXPECT_EQ(error_of("per_device_train_batch_sise: 4\n"),
+            "sft.yaml sets per_device_train_batch_sise, which is no key of TRL, transformers or accelerate (trl sft "
+            "stops on it): did you mean per_device_train_batch_size? fix the key in the file");
+  EXPECT_EQ(error_of("lora_rr: 8\n"),
+            "sft.yaml sets lora_rr, which is no key of TRL, transformers or accelerate (trl sft stops on it): did you "
+            "mean lora_r? fix the key in the file");
+  EXPECT_EQ(read("per_device_train_batch_size: 4\nseed: 3\nnum_machines: 1\n").batch, 4);  // known, not misspelt
+  const ab::TrainerConfig axolotl =
+      ab::parse_trainer_config("micro_batch_sise: 4\n", ab::ConfigFormat::kAxolotl, 1, "ax.yaml");
+  EXPECT_EQ(axolotl.unknown, Lines{"micro_batch_sise (did you mean micro_batch_size? axolotl ignores it too)"});
+}
+
+// YAML merge keys are applied as PyYAML's safe_load applies them for both trainers: the merged
+// mapping's keys, an earlier merged mapping over a later, the file's own keys over both.
+// yaml-cpp left `<<` a key, and the batch split at TRL's defaults (8 x 1, helper-89).
+TEST(TrainerConfig, YamlMergeKeysAreApplied) {
+  const std::string anchored = "base: &b\n  per_device_train_batch_size: 3\n  gradient_accumulation_steps: 4\n";
+  ab::WorkloadOptions w = read(anchored + "<<: *b\n");
+  EXPECT_EQ(w.batch, 12);
+  w = read(anchored + "<<: *b\nper_device_train_batch_size: 1\n");  // the file's own key wins
+  EXPECT_EQ(w.batch, 4);
+  w = read(anchored + "other: &o\n  per_device_train_batch_size: 5\n  max_length: 32\n<<: [*o, *b]\n");
+  EXPECT_EQ(w.batch, 20);  // the first merged mapping's 5 over the second's 3, times its 4 steps
+  EXPECT_EQ(w.seq_len, 32);
+  const ab::WorkloadOptions ax = read("base: &b\n  micro_batch_size: 2\n  gradient_accumulation_steps: 3\n<<: *b\n",
+                                      ab::ConfigFormat::kAxolotl);
+  EXPECT_EQ(ax.batch, 6);
+  EXPECT_EQ(error_of("<<: 3\n"),
+            "sft.yaml: the merge key << on line 1 takes a mapping (<<: *name of an anchored mapping) or a list of them; "
+            "fix it in the file");
+}
+
 // A key not understood is listed, not dropped silently; known keys without effect are listed
 // apart.
 TEST(TrainerConfig, ListsUnknownAndUnusedKeys) {

@@ -196,6 +196,73 @@ std::string lora_targets_of(const TrainerConfig& config, const ModelConfig& mode
   }
 }
 
+// A mapping with its YAML merge keys applied (`<<: *defaults`, or a list of such), as PyYAML's
+// safe_load applies them for TRL and axolotl: the merged mappings' keys first, an earlier one
+// winning over a later, and the mapping's own keys over all. yaml-cpp 0.7 reads `<<` as a key like
+// any other, which left a file's batch split at the defaults (helper-89).
+YAML::Node with_merge_keys(const YAML::Node& node, const std::string& path) {
+  if (!node.IsMap()) return node;
+  YAML::Node out(YAML::NodeType::Map);
+  for (const auto& item : node) {
+    if (item.first.Scalar() != "<<") continue;
+    const YAML::Node& value = item.second;
+    std::vector<YAML::Node> sources;
+    if (value.IsMap()) sources.push_back(value);
+    if (value.IsSequence()) {
+      for (const YAML::Node& source : value) sources.push_back(source);
+    }
+    if (sources.empty() || std::any_of(sources.begin(), sources.end(), [](const YAML::Node& n) { return !n.IsMap(); })) {
+      throw UserError(path + ": the merge key << on line " + std::to_string(item.first.Mark().line + 1) +
+                      " takes a mapping (<<: *name of an anchored mapping) or a list of them; fix it in the file");
+    }
+    for (const YAML::Node& source : sources) {
+      for (const auto& merged : with_merge_keys(source, path)) {
+        const std::string key = merged.first.Scalar();
+        if (!out[key].IsDefined() || out[key].IsNull()) out[key] = merged.second;
+      }
+    }
+  }
+  for (const auto& item : node) {
+    const std::string key = item.first.Scalar();
+    if (key != "<<") out[key] = with_merge_keys(item.second, path);
+  }
+  return out;
+}
+
+// Edits (insert, delete, replace, swap two neighbours) from `a` to `b`, up to `cap` + 1.
+size_t edits_between(const std::string& a, const std::string& b, size_t cap) {
+  const size_t n = a.size(), m = b.size();
+  if ((n > m ? n - m : m - n) > cap) return cap + 1;
+  std::vector<std::vector<size_t>> d(n + 1, std::vector<size_t>(m + 1));
+  for (size_t i = 0; i <= n; ++i) d[i][0] = i;
+  for (size_t j = 0; j <= m; ++j) d[0][j] = j;
+  for (size_t i = 1; i <= n; ++i) {
+    for (size_t j = 1; j <= m; ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return std::min(d[n][m], cap + 1);
+}
+
+// The known key `key` is most likely a misspelling of: one edit away (two for keys of 8 characters
+// or more), "" when none is that close. `known`: the keys the reader handles and those it knows
+// are unused.
+std::string nearest_key(const std::string& key, const std::set<std::string>& known) {
+  if (key.size() < 4) return "";
+  const size_t cap = key.size() >= 8 ? 2 : 1;
+  std::string best;
+  size_t best_edits = cap + 1;
+  for (const std::string& candidate : known) {
+    const size_t edits = edits_between(key, candidate, cap);
+    if (edits < best_edits) {
+      best_edits = edits;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 TrainerConfig parse_trainer_config(const std::string& yaml_text, ConfigFormat format, int world_size,
@@ -229,6 +296,7 @@ TrainerConfig parse_trainer_config(const std::string& yaml_text, ConfigFormat fo
                       "); TRL and axolotl would take the last value, accumbench takes none: keep one");
     }
   }
+  root = with_merge_keys(root, path);
   Reader reader{root, format, path, {}, {}, {}};
   reader.config.path = path;
   reader.config.format = format;
@@ -236,11 +304,24 @@ TrainerConfig parse_trainer_config(const std::string& yaml_text, ConfigFormat fo
   else reader.read_axolotl(std::max(1, world_size));
   reader.refuse_collected();
   const std::set<std::string>& unused = format == ConfigFormat::kTrl ? trl_unused_keys() : axolotl_unused_keys();
+  std::set<std::string> known = reader.read;
+  known.insert(unused.begin(), unused.end());
   for (const auto& item : root) {
     const std::string key = item.first.Scalar();
     if (reader.read.count(key) != 0) continue;
-    if (unused.count(key) != 0) reader.config.unused.push_back(key);
-    else reader.config.unknown.push_back(key);
+    if (unused.count(key) != 0) {
+      reader.config.unused.push_back(key);
+      continue;
+    }
+    // A key a letter or two from a known one is a misspelling: trl sft hands a key none of its
+    // parsers knows to accelerate launch, which stops on it (trl/cli/commands/training.py), so the
+    // file would not train; axolotl ignores it, and so its default stands, as here (noted).
+    const std::string near = nearest_key(key, known);
+    if (!near.empty() && format == ConfigFormat::kTrl) {
+      throw UserError(path + " sets " + key + ", which is no key of TRL, transformers or accelerate (trl sft stops on "
+                      "it): did you mean " + near + "? fix the key in the file");
+    }
+    reader.config.unknown.push_back(near.empty() ? key : key + " (did you mean " + near + "? axolotl ignores it too)");
   }
   return reader.config;
 }

@@ -49,7 +49,14 @@ const std::set<std::string>& trl_unused_keys() {
       "include_num_input_tokens_seen", "include_tokens_per_second", "neftune_noise_alpha",
       "torch_empty_cache_steps", "average_tokens_across_devices", "half_precision_backend", "fp16_opt_level",
       "skip_memory_metrics", "restore_callback_states_from_checkpoint", "past_index", "project",
-      "trackio_space_id", "batch_eval_metrics", "eval_do_concat_batches", "save_steps"};
+      "trackio_space_id", "batch_eval_metrics", "eval_do_concat_batches", "optim_args", "optim_target_modules",
+      "length_column_name", "ddp_static_graph", "jit_mode_eval", "debug", "accelerator_config", "include_for_metrics",
+      "include_inputs_for_metrics", "eval_use_gather_object", "hub_revision", "tpu_num_cores", "tpu_metrics_debug",
+      "liger_kernel_config", "use_mps_device", "mp_parameters", "ray_scope", "parallelism_config",
+      "use_legacy_prediction_loop", "split_batches", "dispatch_batches", "save_strategy",
+      // accelerate launch's own keys, which trl sft passes on to it
+      "num_machines", "machine_rank", "main_process_ip", "main_process_port", "same_network", "rdzv_backend",
+      "config_file", "gpu_ids", "quiet"};
   return keys;
 }
 
