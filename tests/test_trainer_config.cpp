@@ -872,7 +872,8 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
     EXPECT_EQ(from_axolotl.lora.rank, c.w.lora.rank);
     EXPECT_EQ(from_axolotl.lora.rslora, c.w.lora.rslora);
     EXPECT_EQ(from_axolotl.optimizer.kind, c.w.optimizer.kind);
-    EXPECT_EQ(from_axolotl.tf32, back.tf32);
+    // TF32 acts on fp32 CUDA matmuls only; elsewhere axolotl's "auto" reads as on, to no effect.
+    if (c.w.device == "cuda" && c.split.precision == ab::Precision::kFp32) EXPECT_EQ(from_axolotl.tf32, back.tf32);
   }
 }
 
@@ -1206,7 +1207,11 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
   EXPECT_TRUE(read("tf32: true\n").tf32);
   EXPECT_FALSE(read("tf32: false\n").tf32);
   EXPECT_TRUE(read("tf32: true\n", ab::ConfigFormat::kAxolotl).tf32);
-  EXPECT_FALSE(read("", ab::ConfigFormat::kAxolotl).tf32);
+  // axolotl's default, "auto", is TF32 wherever the GPU has it (Ampere and later; check_tf32).
+  EXPECT_TRUE(read("", ab::ConfigFormat::kAxolotl).tf32);
+  EXPECT_TRUE(read("tf32: auto\n", ab::ConfigFormat::kAxolotl).tf32);
+  EXPECT_FALSE(read("tf32: false\n", ab::ConfigFormat::kAxolotl).tf32);
+  EXPECT_EQ(error_of("tf32: auto\n"), "sft.yaml: tf32 is \"auto\", not true or false; fix the key in the file");
   EXPECT_TRUE(ab::WorkloadOptions{}.tf32);
 }
 

@@ -418,6 +418,10 @@ TEST(TrainerSettings, Tf32WhereAnFp32CudaSplitRanWithIt) {
     const bool yml = std::find(axolotl.begin(), axolotl.end(), "tf32: true") != axolotl.end();
     EXPECT_EQ(trl, c.written) << c.device << " " << ab::to_string(c.precision) << " tf32 " << c.tf32;
     EXPECT_EQ(yml, c.written) << c.device << " " << ab::to_string(c.precision) << " tf32 " << c.tf32;
+    // axolotl's default is TF32 on ("auto" on any GPU since Ampere): an fp32 CUDA split measured
+    // without it says so.
+    const bool off = std::find(axolotl.begin(), axolotl.end(), "tf32: false") != axolotl.end();
+    EXPECT_EQ(off, c.device == "cuda:0" && c.precision == ab::Precision::kFp32 && !c.tf32) << c.device;
   }
 }
 

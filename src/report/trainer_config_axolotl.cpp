@@ -4,6 +4,7 @@
 //   training.py, peft.py; utils/config/__init__.py normalize_config; core/builders/causal.py):
 //   sequence_len 512; micro_batch_size 1; gradient_accumulation_steps 1 (or batch_size /
 //   micro_batch_size when only batch_size is given); bf16 "auto" (bf16 on any GPU since Ampere);
+//   tf32 "auto" (TF32 on any GPU since Ampere);
 //   gradient_checkpointing false (or "offload"/"offload_disk"); sample_packing false; the collator
 //   pads to the longest sample rounded up to pad_to_multiple_of (default 64) unless
 //   pad_to_sequence_len is true (to sequence_len) or false (to the longest sample); optimizer
@@ -327,7 +328,7 @@ void Reader::read_axolotl(int world_size) {
     bnb_config_kwargs();
   }
   if (adapter_kind == "lora" || adapter_kind == "qlora") lora_remarks(adapter_kind, weights, bf16 ? "bf16" : fp16 ? "fp16" : "fp32");
-  tf32();
+  tf32(/*auto_on=*/true);
   optimizer("optimizer");
   if (!has("learning_rate")) {
     config.remarks.push_back({"leaves out learning_rate, which axolotl requires; accumbench's --lr " +

@@ -294,8 +294,12 @@ struct Reader {
 
   // tf32: transformers turns TF32 matmuls on with true and off with false; left out, PyTorch's
   // default (off) stands; axolotl turns it on only with true. A sweep on CUDA follows (--tf32).
-  void tf32() {
-    const bool on = has("tf32") && boolean("tf32");
+  // TF32: TrainingArguments' tf32 None leaves PyTorch's default, off; axolotl's "auto", its
+  // default, turns it on wherever the GPU has TF32 (Ampere and later, the GPUs accumbench plans for;
+  // schemas/config.py check_tf32 at 067b021), as its bf16 "auto" is bf16 there.
+  void tf32(bool auto_on = false) {
+    const bool stated_auto = auto_on && has("tf32") && root["tf32"].IsScalar() && root["tf32"].Scalar() == "auto";
+    const bool on = has("tf32") && !stated_auto ? boolean("tf32") : auto_on;  // TRL's "auto" is refused
     set("--tf32", on ? "on" : "off", "tf32", !has("tf32"));
   }
 

@@ -410,7 +410,8 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     if (!s.completion_only_loss) lines.push_back("train_on_inputs: true");
     // axolotl's optimizer key takes transformers' OptimizerNames; its default is adamw_torch_fused.
     if (s.optimizer != OptimizerKind::kAdamW) lines.push_back("optimizer: " + hf_optim_name(s.optimizer));
-    if (tf32_acts(s)) lines.push_back("tf32: true");  // axolotl's default is off too
+    // axolotl's default, "auto", is TF32 on any GPU since Ampere: an fp32 CUDA split says what it ran.
+    if (s.cuda && s.precision == Precision::kFp32) lines.push_back("tf32: " + yes(tf32_acts(s)));
     if (const std::string clip = clip_key(s); !clip.empty()) lines.push_back(clip);
     if (s.base_quant == BaseQuant::kNf4) {
       lines.push_back("adapter: qlora");
