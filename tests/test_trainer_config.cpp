@@ -221,10 +221,19 @@ TEST(TrainerConfig, TargetModulesMatchAsPeftMatchesThem) {
                  ab::ConfigFormat::kAxolotl)
                 .lora.targets,
             "q");
-  // ... and one name as a one-name list (axolotl's load_lora under lora_target_linear, joined with
-  // the linears; its adapter builder always): not TRL's whole-path pattern.
+  // ... but one name written as a string reaches PEFT as that string, a whole-path pattern, as
+  // TRL's (_build_peft_lora_config wraps it in a list only under lora_target_linear, joined with the
+  // linears; helper-89).
   const std::string axolotl = "base_model: llama-tiny\nadapter: lora\nlora_r: 4\nlora_alpha: 8\nlora_target_modules: q_proj\n";
-  EXPECT_EQ(read(axolotl, ab::ConfigFormat::kAxolotl).lora.targets, "q");
+  EXPECT_EQ(error_of(axolotl, ab::ConfigFormat::kAxolotl),
+            "sft.yaml: lora_target_modules reaches PEFT as the string it is (axolotl makes it a list only beside "
+            "lora_target_linear: true) and is the pattern \"q_proj\", which matches no module's whole path in "
+            "llama-tiny (PEFT matches a pattern against the whole path, as model.layers.0.self_attn.q_proj); write a "
+            "pattern such as '.*\\.q_proj', or a list: [q_proj]");
+  EXPECT_EQ(read("base_model: llama-tiny\nadapter: lora\nlora_r: 4\nlora_alpha: 8\nlora_target_modules: '.*\\.q_proj'\n",
+                 ab::ConfigFormat::kAxolotl)
+                .lora.targets,
+            "q");
   EXPECT_EQ(read(axolotl + "lora_target_linear: true\n", ab::ConfigFormat::kAxolotl).lora.targets, "all-linear");
   EXPECT_EQ(error_of(llama + "[q, v]\n"),
             "sft.yaml: lora_target_modules names \"q\", which matches no module of llama-tiny (PEFT compares each name "
@@ -232,14 +241,15 @@ TEST(TrainerConfig, TargetModulesMatchAsPeftMatchesThem) {
             "o_proj, gate_proj, up_proj or down_proj");
   EXPECT_NE(error_of(llama + "[all-linear, q_proj]\n").find("all-linear alone, not in a list, is PEFT's shorthand"),
             std::string::npos);
-  // axolotl makes even one name a list, so its all-linear is a module name; its own key is
-  // lora_target_linear.
-  EXPECT_EQ(error_of("base_model: llama-tiny\nadapter: lora\nlora_r: 4\nlora_alpha: 8\nlora_target_modules: all-linear\n",
-                     ab::ConfigFormat::kAxolotl),
+  // axolotl's string all-linear reaches PEFT as its shorthand; in a list it is a module name (its
+  // own key for every linear is lora_target_linear).
+  const std::string ax_lora = "base_model: llama-tiny\nadapter: lora\nlora_r: 4\nlora_alpha: 8\n";
+  EXPECT_EQ(read(ax_lora + "lora_target_modules: all-linear\n", ab::ConfigFormat::kAxolotl).lora.targets, "all-linear");
+  EXPECT_EQ(error_of(ax_lora + "lora_target_modules: [all-linear]\n", ab::ConfigFormat::kAxolotl),
             "sft.yaml: lora_target_modules names \"all-linear\", which matches no module of llama-tiny (PEFT compares "
             "each name with the end of a module's path, as model.layers.0.self_attn.q_proj); use q_proj, k_proj, "
-            "v_proj, o_proj, gate_proj, up_proj or down_proj (axolotl passes PEFT a list, where all-linear is no "
-            "shorthand; lora_target_linear: true puts adapters on every linear layer)");
+            "v_proj, o_proj, gate_proj, up_proj or down_proj (in a list all-linear is no shorthand; "
+            "lora_target_linear: true puts adapters on every linear layer)");
   EXPECT_EQ(error_of(llama + "[embed_tokens, q_proj]\n"),
             "sft.yaml: lora_target_modules matches model.embed_tokens (the token embedding), which PEFT can adapt but "
             "accumbench puts no adapter on; name only the block linears, as q_proj, k_proj, v_proj, o_proj, "

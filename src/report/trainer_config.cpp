@@ -161,12 +161,11 @@ std::string peft_default_targets(const ModelConfig& model) {
   return model.arch == Architecture::kGpt2 ? "c_attn" : "q_proj,v_proj";
 }
 
-// axolotl hands lora_target_modules to PEFT as a list, where "all-linear" is a module name rather
-// than PEFT's shorthand; axolotl's own key for every linear is lora_target_linear.
+// In a list "all-linear" is a module name rather than PEFT's shorthand; axolotl's own key for every
+// linear is lora_target_linear (a string, which axolotl hands PEFT as it is, is the shorthand).
 std::string all_linear_hint(const TrainerConfig& config) {
   if (config.format == ConfigFormat::kAxolotl) {
-    return "axolotl passes PEFT a list, where all-linear is no shorthand; lora_target_linear: true puts adapters on "
-           "every linear layer";
+    return "in a list all-linear is no shorthand; lora_target_linear: true puts adapters on every linear layer";
   }
   return "all-linear alone, not in a list, is PEFT's shorthand";
 }
@@ -188,11 +187,14 @@ std::string lora_targets_of(const TrainerConfig& config, const ModelConfig& mode
                     "lora_target_modules: [c_attn, c_proj, c_fc]");
   } catch (const UserError& error) {
     if (t.key.empty() || std::string(error.what()).rfind(config.path, 0) == 0) throw;
+    const bool axolotl_string = config.format == ConfigFormat::kAxolotl && !t.pattern.empty();
     throw UserError(config.path + ": " + t.key + " " +
                     (t.one_name_list ? "[" + t.pattern + "] reaches PEFT as one string (TRL's ModelConfig unwraps a "
                                                          "one-name list) and "
-                                     : std::string()) +
-                    error.what());
+                     : axolotl_string ? "reaches PEFT as the string it is (axolotl makes it a list only beside "
+                                        "lora_target_linear: true) and "
+                                      : std::string()) +
+                    error.what() + (axolotl_string ? ", or a list: [" + t.pattern + "]" : ""));
   }
 }
 

@@ -358,7 +358,10 @@ struct Reader {
     PeftTargetModules& targets = config.lora_target_modules;
     targets.key = key;
     const std::vector<std::string> names = words(key);
-    if (root[key].IsScalar() && format == ConfigFormat::kAxolotl) {
+    // axolotl wraps one name in a list only beside lora_target_linear (_build_peft_lora_config,
+    // loaders/adapter.py at 067b021); otherwise the string reaches PEFT, which matches it as a
+    // regular expression against each module's whole name, as TRL's.
+    if (root[key].IsScalar() && format == ConfigFormat::kAxolotl && targets.all_linear) {
       targets.names = names;
     } else if (root[key].IsScalar()) {
       targets.pattern = names.front();
