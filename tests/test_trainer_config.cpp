@@ -545,6 +545,39 @@ TEST(TrainerConfig, QuantisedBaseAndOptimizersAreRead) {
   EXPECT_EQ(lora.unused, Lines{"bnb_config_kwargs (4-bit only; no load_in_4bit)"});
 }
 
+// axolotl refuses a file without two of micro_batch_size, gradient_accumulation_steps and
+// batch_size (check_batch_size_fields): said, with the split read, unless --batch replaces it.
+TEST(TrainerConfig, AnAxolotlFileWithoutItsBatchSplitIsSaid) {
+  const auto remark_of = [](const std::string& yaml) {
+    const ab::TrainerConfig c = ab::parse_trainer_config("base_model: llama-tiny\n" + yaml, ab::ConfigFormat::kAxolotl, 1, "ax.yml");
+    for (const ab::TrainerConfig::Remark& r : c.remarks) {
+      if (r.text.find("check_batch_size_fields") != std::string::npos) return r.text;
+    }
+    return std::string("(none)");
+  };
+  EXPECT_EQ(remark_of(""),
+            "sets none of micro_batch_size, gradient_accumulation_steps and batch_size, and axolotl refuses a file "
+            "without two of them (check_batch_size_fields); read here as 1 per device x 1 accumulation step, the split "
+            "to add to the file");
+  EXPECT_EQ(remark_of("micro_batch_size: 4\n"),
+            "sets one of micro_batch_size, gradient_accumulation_steps and batch_size, and axolotl refuses a file "
+            "without two of them (check_batch_size_fields); read here as 4 per device x 1 accumulation step, the split "
+            "to add to the file");
+  EXPECT_EQ(remark_of("micro_batch_size: 4\ngradient_accumulation_steps: 2\n"), "(none)");
+  EXPECT_EQ(remark_of("micro_batch_size: 2\nbatch_size: 8\n"), "(none)");
+  // Its schema types lora_alpha as an int: 16.0 passes, 12.5 is refused there and here.
+  const std::string lora = "base_model: llama-tiny\nadapter: lora\nlora_r: 8\nlora_target_linear: true\n";
+  EXPECT_EQ(read(lora + "lora_alpha: 16.0\n", ab::ConfigFormat::kAxolotl).lora.alpha, 16.0);
+  EXPECT_EQ(error_of(lora + "lora_alpha: 12.5\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml: lora_alpha is 12.5, which axolotl's schema refuses (an integer); write a whole number");
+  const ab::TrainerConfig c = ab::parse_trainer_config("base_model: llama-tiny\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml");
+  ab::WorkloadOptions w;
+  const auto batch_given = [](const std::string& option) { return option == "--batch"; };
+  ab::apply_trainer_config(c, w, batch_given);
+  for (const std::string& note : ab::trainer_config_notes(c, batch_given, w))
+    EXPECT_EQ(note.find("check_batch_size_fields"), std::string::npos) << note;
+}
+
 // A key a letter or two from a known one is a misspelling: trl sft stops on it (a key none of its
 // parsers knows goes to accelerate launch), so a TRL file is refused with the key it meant; axolotl
 // ignores it, and so its default stands here as there, noted with the key it meant.
@@ -1156,7 +1189,7 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
   // axolotl: adapter: lora with load_in_4bit is an unquantised base, cast to fp32.
   const std::string lora =
       "base_model: llama-tiny\nadapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\nbf16: true\n"
-      "learning_rate: 0.0002\n";
+      "learning_rate: 0.0002\nmicro_batch_size: 2\ngradient_accumulation_steps: 2\n";
   const ab::TrainerConfig lora4 =
       ab::parse_trainer_config(lora + "load_in_4bit: true\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml");
   w = ab::WorkloadOptions{};

@@ -10,6 +10,8 @@
 //   pad_to_sequence_len is true (to sequence_len) or false (to the longest sample); optimizer
 //   "adamw_torch_fused"; lora_dropout 0.0.
 
+#include <cmath>
+
 #include "report/trainer_config_reader.hpp"
 
 namespace accumbench::trainer_config_detail {
@@ -216,6 +218,20 @@ void Reader::read_axolotl(int world_size) {
     }
   }
   batch(micro, accumulation, world_size, "micro_batch_size x gradient_accumulation_steps");
+  // check_batch_size_fields (utils/schemas/validation.py at 067b021): at least two of the three set.
+  int batch_keys = 0;
+  for (const char* key : {"micro_batch_size", "gradient_accumulation_steps", "batch_size"}) {
+    if (has(key) && !(root[key].IsScalar() && (root[key].Scalar() == "0" || root[key].Scalar() == "false"))) ++batch_keys;
+  }
+  if (batch_keys < 2) {
+    config.remarks.push_back(
+        {"sets " + std::string(batch_keys == 0 ? "none" : "one") +
+             " of micro_batch_size, gradient_accumulation_steps and batch_size, and axolotl refuses a file without two "
+             "of them (check_batch_size_fields); read here as " + std::to_string(micro) + " per device x " +
+             std::to_string(accumulation) + (accumulation == 1 ? " accumulation step" : " accumulation steps") +
+             ", the split to add to the file",
+         {"--batch"}});
+  }
 
   // bf16: auto is bf16 on any GPU since Ampere, the devices accumbench plans for.
   const bool bf16_auto = !has("bf16") || (root["bf16"].IsScalar() && root["bf16"].Scalar() == "auto");
@@ -296,7 +312,13 @@ void Reader::read_axolotl(int world_size) {
     if (!has("lora_r")) throw UserError(path + " sets " + adapter + " without lora_r; add lora_r");
     set("--lora-rank", std::to_string(whole("lora_r")), "lora_r");
     if (!has("lora_alpha")) throw UserError(path + " sets " + adapter + " without lora_alpha; add lora_alpha");
-    set("--lora-alpha", num(number("lora_alpha")), "lora_alpha");
+    // axolotl's schema types lora_alpha as an int (schemas/peft.py at 067b021): 16.0 passes, 12.5 not.
+    const double alpha = number("lora_alpha");
+    if (alpha != std::floor(alpha)) {
+      throw UserError(where("lora_alpha") + " is " + num(alpha) + ", which axolotl's schema refuses (an integer); "
+                      "write a whole number");
+    }
+    set("--lora-alpha", num(alpha), "lora_alpha");
     set("--lora-dropout", num(has("lora_dropout") ? number("lora_dropout") : 0.0), "lora_dropout");
     if (has("peft_use_rslora") && boolean("peft_use_rslora")) set("--lora-rslora", "true", "peft_use_rslora");
     // _build_peft_lora_config (src/axolotl/loaders/adapter.py): lora_target_modules, or [],
