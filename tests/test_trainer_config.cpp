@@ -534,8 +534,17 @@ TEST(TrainerConfig, QuantisedBaseAndOptimizersAreRead) {
   EXPECT_EQ(kwargs.unused, (Lines{"bnb_config_kwargs.bnb_4bit_quant_storage", "bnb_config_kwargs.llm_int8_threshold (8-bit only)"}));
   EXPECT_EQ(kwargs.unknown, Lines{"bnb_config_kwargs.my_arg"});
   EXPECT_EQ(error_of(qlora + "bnb_config_kwargs:\n  bnb_4bit_quant_type: fp4\n", ab::ConfigFormat::kAxolotl),
-            "sft.yaml: bnb_config_kwargs.bnb_4bit_quant_type is \"fp4\", which picks bitsandbytes' fp4 codes (or no "
-            "code) and accumbench does not model it; use nf4, or remove the key");
+            "sft.yaml: bnb_config_kwargs.bnb_4bit_quant_type is \"fp4\", which picks bitsandbytes' fp4 codes and "
+            "accumbench does not model it; use nf4, or remove the key");
+  EXPECT_EQ(error_of(qlora + "bnb_config_kwargs:\n  bnb_4bit_quant_type: int4\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml: bnb_config_kwargs.bnb_4bit_quant_type is \"int4\", not nf4 or fp4 (bitsandbytes' two 4-bit "
+            "codes; accumbench models nf4); fix the key in the file");
+  EXPECT_EQ(error_of("load_in_4bit: true\nbnb_4bit_quant_type: int4\n"),
+            "sft.yaml: bnb_4bit_quant_type is \"int4\", not nf4 or fp4 (bitsandbytes' two 4-bit codes; accumbench "
+            "models nf4); fix the key in the file");
+  EXPECT_EQ(error_of("dtype: float64\n"),
+            "sft.yaml: dtype is \"float64\", not one of ModelConfig's choices that accumbench models: float32, bfloat16 "
+            "or float16; fix the key in the file");
   EXPECT_EQ(error_of(qlora + "bnb_config_kwargs: [1]\n", ab::ConfigFormat::kAxolotl),
             "sft.yaml: bnb_config_kwargs is \"[1]\", not a mapping of BitsAndBytesConfig arguments; fix the key in the "
             "file");

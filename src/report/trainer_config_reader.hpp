@@ -214,7 +214,8 @@ struct Reader {
     }
     if (on("load_in_4bit")) {
       const std::string type = has(quant_type_key) ? word(quant_type_key) : "nf4";
-      if (type != "nf4") refuse(quant_type_key, "picks bitsandbytes' fp4 codes", "use nf4, or remove the key");
+      if (type == "fp4") refuse(quant_type_key, "picks bitsandbytes' fp4 codes", "use nf4, or remove the key");
+      if (type != "nf4") bad_value(quant_type_key, "nf4 or fp4 (bitsandbytes' two 4-bit codes; accumbench models nf4)");
       set("--base-quant", "nf4", has(quant_type_key) ? "load_in_4bit, " + quant_type_key : "load_in_4bit");
       const bool nested = nested_key.empty() ? nested_default : (has(nested_key) ? boolean(nested_key) : nested_default);
       if (nested) set("--double-quant", "", nested_key.empty() ? "load_in_4bit (axolotl's qlora loader)" : nested_key);
@@ -247,9 +248,12 @@ struct Reader {
       const YAML::Node value = item.second;
       if (name == "bnb_4bit_quant_type") {
         if (!value.IsScalar() || value.Scalar() != "nf4") {
+          const bool fp4 = value.IsScalar() && value.Scalar() == "fp4";
           throw UserError(where(shown) + " is " + text::quoted(YAML::Dump(value)) +
-                          ", which picks bitsandbytes' fp4 codes (or no code) and accumbench does not model it; use "
-                          "nf4, or remove the key");
+                          (fp4 ? ", which picks bitsandbytes' fp4 codes and accumbench does not model it; use nf4, or "
+                                 "remove the key"
+                               : ", not nf4 or fp4 (bitsandbytes' two 4-bit codes; accumbench models nf4); fix the key "
+                                 "in the file"));
         }
       } else if (name == "bnb_4bit_use_double_quant") {
         bool nested = false;

@@ -156,7 +156,8 @@ void Reader::read_trl(int world_size) {
     if (dtype == "float32") set("--weights-dtype", "fp32", dtype_key);
     else if (dtype == "bfloat16") set("--weights-dtype", "bf16", dtype_key);
     else if (dtype == "float16") set("--weights-dtype", "fp16", dtype_key);
-    else refuse(dtype_key, "leaves the weights' dtype to the checkpoint", "write float32, bfloat16 or float16");
+    else if (dtype == "auto") refuse(dtype_key, "leaves the weights' dtype to the checkpoint", "write float32, bfloat16 or float16");
+    else bad_value(dtype_key, "one of ModelConfig's choices that accumbench models: float32, bfloat16 or float16");
     weights = dtype == "bfloat16" ? "bf16" : dtype == "float16" ? "fp16" : "fp32";
   }
   precision_word = bf16 ? "bf16" : fp16 ? "fp16" : "fp32";
