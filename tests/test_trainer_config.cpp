@@ -388,6 +388,10 @@ TEST(TrainerConfig, RefusesWhatIsNotModelled) {
   EXPECT_EQ(error_of("per_device_train_batch_size: four\n"),
             "sft.yaml: per_device_train_batch_size is \"four\", not a positive whole number; fix the key in the file");
   EXPECT_NE(error_of("max_length: [1\n").find("sft.yaml is not YAML"), std::string::npos);
+  // A NUL in the file is shown escaped: the sentence and its fix are not cut short at it.
+  const std::string nul("model_name_or_path: \"a\\\0b\"\n", 27);
+  EXPECT_EQ(error_of(nul), "sft.yaml is not YAML (line 1: unknown escape character: \\x00); pass the file trl sft "
+                           "--config reads");
   // Switched off, or the AdamW accumbench runs: accepted.
   EXPECT_EQ(error_of("load_in_4bit: false\nuse_liger_kernel: false\noptim: adamw_torch_fused\nfsdp: \"\"\n"),
             "(no error)");

@@ -281,7 +281,17 @@ TrainerConfig parse_trainer_config(const std::string& yaml_text, ConfigFormat fo
     }
     if (!documents.empty()) root = documents.front();
   } catch (const YAML::Exception& error) {
-    throw UserError(path + " is not YAML (line " + std::to_string(error.mark.line + 1) + ": " + error.msg +
+    // yaml-cpp quotes the offending character, a NUL too, which would cut the sentence short.
+    std::string message;
+    for (const char c : error.msg) {
+      if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) {
+        message += c;
+      } else {
+        static const char kHex[] = "0123456789abcdef";
+        message += std::string("\\x") + kHex[(static_cast<unsigned char>(c) >> 4) & 0xf] + kHex[c & 0xf];
+      }
+    }
+    throw UserError(path + " is not YAML (line " + std::to_string(error.mark.line + 1) + ": " + message +
                     "); pass the file " + (format == ConfigFormat::kTrl ? "trl sft --config" : "axolotl train") +
                     " reads");
   }
