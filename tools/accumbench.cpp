@@ -241,12 +241,15 @@ struct WorkloadFlags {
   std::string naming_file_key(const std::string& message) const {
     // The option the message starts with, else one it names with the file's value ("cannot be
     // combined with --max-grad-norm 1"): a setting of the file either way.
-    const auto named = [&message](const ab::ConfigSetting& s) {
-      return message.rfind(s.option + " ", 0) == 0 ||
-             (!s.value.empty() && message.find(" " + s.option + " " + s.value + " ") != std::string::npos);
+    // The option it starts with first: "--padding multiple:64 pads ... past --seq-len 32" is the
+    // padding's doing (axolotl's default pad_to_multiple_of), though the file set --seq-len too.
+    const auto starts = [&message](const ab::ConfigSetting& s) { return message.rfind(s.option + " ", 0) == 0; };
+    const auto mentions = [&message](const ab::ConfigSetting& s) {
+      return !s.value.empty() && message.find(" " + s.option + " " + s.value + " ") != std::string::npos;
     };
+    const auto first = std::find_if(file_settings.begin(), file_settings.end(), starts);
     for (const ab::ConfigSetting& s : file_settings) {
-      if (!named(s)) continue;
+      if (first != file_settings.end() ? &s != &*first : !mentions(s)) continue;
       const std::string source = s.by_default ? "the trainer's default for " + s.keys + ", which it leaves out" : s.keys;
       return message + " (" + file_path + " sets " + s.option + (s.value.empty() ? "" : " " + s.value) + " from " +
              source + "; " + (s.by_default ? "set the key" : "fix the key") + " in the file, or give " + s.option +
