@@ -154,7 +154,8 @@ TEST(TrainerSettings, LoraPaddingAndRanks) {
                    "lora_dropout: 0.05", "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]"}));
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kAxolotl),
             (Lines{"# axolotl (per rank, 2 ranks)", "micro_batch_size: 2", "gradient_accumulation_steps: 4",
-                   "sequence_len: 1024", "gradient_checkpointing: true", "bf16: true", "fp16: false",
+                   "sequence_len: 1024", "gradient_checkpointing: true", "gradient_checkpointing_kwargs:",
+                   "  use_reentrant: false", "bf16: true", "fp16: false",
                    "# axolotl's bf16: true also loads the weights in bf16; these were measured in fp32 "
                    "(--weights-dtype bf16 measures axolotl's job)",
                    "sample_packing: false", "pad_to_multiple_of: 8", "group_by_length: true",

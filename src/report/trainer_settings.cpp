@@ -366,6 +366,11 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     // utils/data/utils.py at 067b021); accumbench cuts it to T, as TRL truncates to max_length.
     if (s.real_samples && s.packing != Packing::kWrapped) lines.push_back("excess_length_strategy: truncate");
     lines.push_back("gradient_checkpointing: " + yes(s.gradient_checkpointing));
+    // axolotl's normalize_config checkpoints reentrant unless told: the checkpoint measured is not.
+    if (s.gradient_checkpointing) {
+      lines.push_back("gradient_checkpointing_kwargs:");
+      lines.push_back("  use_reentrant: false");
+    }
     lines.push_back("bf16: " + yes(s.precision == Precision::kBf16));
     lines.push_back("fp16: " + yes(s.precision == Precision::kFp16));
     // resolve_dtype loads the model in bfloat16 under bf16 (float16 under fp16), or with
@@ -374,9 +379,13 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     if (s.weights_dtype == Precision::kBf16 && s.precision != Precision::kBf16) lines.push_back("bfloat16: true");
     if (s.weights_dtype == Precision::kFp16 && s.precision != Precision::kFp16) lines.push_back("float16: true");
     if (s.weights_dtype == Precision::kFp32 && s.precision != Precision::kFp32) {
+      // A full fine-tune of fp16 weights under fp16 does not run there (untranslated_knobs says why).
+      const bool runs = s.precision != Precision::kFp16 || s.lora_r > 0;
       lines.push_back("# axolotl's " + to_string(s.precision) + ": true also loads the weights in " + to_string(s.precision) +
-                      "; these were measured in fp32 (--weights-dtype " + to_string(s.precision) +
-                      " measures axolotl's job)");
+                      "; these were measured in fp32 (" +
+                      (runs ? "--weights-dtype " + to_string(s.precision) + " measures axolotl's job)"
+                            : "a full fine-tune of fp16 weights does not run under its GradScaler, which refuses to "
+                              "unscale fp16 gradients: axolotl has no setting for this job)"));
     }
     // axolotl's sample packing keeps documents whole, attention restarting at each: bfd's layout.
     lines.push_back("sample_packing: " + yes(s.packing == Packing::kBfd));
