@@ -446,6 +446,23 @@ TEST(HfConfig, DefaultsFollowTransformers) {
                       R"("n_positions":256,"n_inner":100})",
                       "inline");
   EXPECT_EQ(g_inner.d_ff, 100);
+  // GPT2Config's attribute_map: the common names set the same fields (helper-90 was refused).
+  const ModelConfig g_common =
+      parse_hf_config(R"({"model_type":"gpt2","vocab_size":512,"hidden_size":64,"num_hidden_layers":2,)"
+                      R"("num_attention_heads":4,"max_position_embeddings":256})",
+                      "inline");
+  expect_same_shape(g_common, find_preset("gpt2-tiny"));
+  EXPECT_EQ(g_common.max_seq_len, 256);
+  try {
+    parse_hf_config(R"({"model_type":"gpt2","vocab_size":512,"n_embd":64,"hidden_size":128,"n_layer":2,)"
+                    R"("n_head":4,"n_positions":256})",
+                    "inline");
+    ADD_FAILURE() << "n_embd and hidden_size differing were accepted";
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(),
+                 "config \"inline\": fields \"n_embd\" (64) and \"hidden_size\" (128), which GPT2Config maps to it, "
+                 "differ; keep one of them");
+  }
 
   // llama: KV heads default to heads, head_dim to hidden/heads, rope_theta to 10000, untied.
   const ModelConfig l = parse_hf_config(

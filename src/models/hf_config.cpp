@@ -361,12 +361,24 @@ ModelConfig gpt2_from(const FieldReader& f) {
   ModelConfig c;
   c.arch = Architecture::kGpt2;
   c.vocab_size = f.positive_int("vocab_size");
-  c.d_model = f.positive_int("n_embd");
-  c.n_layers = f.positive_int("n_layer");
-  c.n_heads = f.positive_int("n_head");
+  // GPT2Config's attribute_map: hidden_size, num_hidden_layers, num_attention_heads and
+  // max_position_embeddings set n_embd, n_layer, n_head and n_positions (a config written with the
+  // common names loads the same model). Both given and different: refused, as no one file says which.
+  const auto field = [&f](const char* name, const char* alias) {
+    if (f.has(name) && f.has(alias) && f.positive_int(name) != f.positive_int(alias)) {
+      f.fail(std::string("fields \"") + name + "\" (" + std::to_string(f.positive_int(name)) + ") and \"" + alias +
+                 "\" (" + std::to_string(f.positive_int(alias)) + "), which GPT2Config maps to it, differ",
+             std::string("keep one of them"));
+    }
+    return f.has(name) || !f.has(alias) ? name : alias;
+  };
+  c.d_model = f.positive_int(field("n_embd", "hidden_size"));
+  c.n_layers = f.positive_int(field("n_layer", "num_hidden_layers"));
+  c.n_heads = f.positive_int(field("n_head", "num_attention_heads"));
   // n_positions sizes the wpe table; n_ctx is its older alias (both are 1024 in gpt2's file).
-  if (f.has("n_positions"))
-    c.max_seq_len = f.positive_int("n_positions");
+  const char* positions = field("n_positions", "max_position_embeddings");
+  if (f.has(positions))
+    c.max_seq_len = f.positive_int(positions);
   else if (f.has("n_ctx"))
     c.max_seq_len = f.positive_int("n_ctx");
   else
