@@ -985,60 +985,70 @@ TEST(Json, StepsCarryTheirSession) {
   EXPECT_EQ(upgraded.runs[0].steps[1].session, 42);
 }
 
-// How long the sweep's threads waited for a CPU, over how long (schema 20), reads back; a file of
-// schema 19 reads it as not read.
-TEST(Json, TheThreadsWaitForACpuReadsBack) {
+// The CPU time other processes took while the sweep ran, over how long (schema 20), reads back; a
+// file of schema 19 reads it as not read.
+TEST(Json, OtherProcessesCpuTimeReadsBack) {
   SweepResult result = populated_result();
-  result.context.cpu_wait_seconds = 2.5;
-  result.context.cpu_wait_span_seconds = 10.0;
+  result.context.other_cpu_seconds = 2.5;
+  result.context.other_cpu_span_seconds = 10.0;
   const SweepResult back = sweep_result_from_json(to_json(result), "sweep.json");
-  EXPECT_EQ(back.context.cpu_wait_seconds, 2.5);
-  EXPECT_EQ(back.context.cpu_wait_span_seconds, 10.0);
+  EXPECT_EQ(back.context.other_cpu_seconds, 2.5);
+  EXPECT_EQ(back.context.other_cpu_span_seconds, 10.0);
 
   nlohmann::ordered_json old = nlohmann::ordered_json::parse(to_json(result));
   old["json_schema_version"] = 19;
   old["context"]["json_schema_version"] = 19;
-  old["context"].erase("cpu_wait_seconds");
-  old["context"].erase("cpu_wait_span_seconds");
+  old["context"].erase("other_cpu_seconds");
+  old["context"].erase("other_cpu_span_seconds");
   const SweepResult upgraded = sweep_result_from_json(old.dump(), "old.json");
   EXPECT_EQ(upgraded.context.json_schema_version, kJsonSchemaVersion);
-  EXPECT_EQ(upgraded.context.cpu_wait_seconds, 0.0);
-  EXPECT_EQ(upgraded.context.cpu_wait_span_seconds, 0.0);
-  EXPECT_EQ(busy_machine_note(upgraded.context), "");
+  EXPECT_EQ(upgraded.context.other_cpu_seconds, 0.0);
+  EXPECT_EQ(upgraded.context.other_cpu_span_seconds, 0.0);
 }
 
-// The busy-machine note: from the load read at the saves, from the threads' wait for a CPU (a burst
-// between two saves), or both; a sweep that ran more threads than cores is told so, with the fix.
+// The busy-machine note: other processes' CPU time beyond the cores the sweep left free (a burst
+// between two saves counts, the sweep's own threads do not); a sweep of more threads than cores is
+// told so, with the fix; files before schema 20 go by the load read at the saves.
 TEST(Report, TheBusyMachineNoteSaysItsEvidence) {
   SweepContext context;
   context.cpu_cores = 2;
   context.threads = 2;
-  context.load_average = 2.4;
-  context.cpu_wait_seconds = 0.5;
-  context.cpu_wait_span_seconds = 10;
-  EXPECT_EQ(busy_machine_note(context), "");  // 0.05 threads waiting on average: idle enough
+  context.load_average = 3.0;  // the runnable threads at a save, the sweep's own among them
+  context.other_cpu_span_seconds = 10;
+  context.other_cpu_seconds = 0.2;
+  EXPECT_EQ(busy_machine_note(context), "");  // 0.02 of a core: idle enough, whatever the load read
   const std::string tail =
       " with the steps, which moves their times from round to round, widens the intervals and can turn a close "
       "decision from one sweep to the next; an idle machine measures the splits as they run alone";
-  context.cpu_wait_seconds = 1.0;
+  context.other_cpu_seconds = 9.0;
   EXPECT_EQ(busy_machine_note(context),
-            "the machine was busy while this sweep ran (its threads waited 1.00 s in all for a CPU over its 10.0 s): "
-            "other work took turns" + tail);
+            "the machine was busy while this sweep ran (other processes used 0.9 of its 2 cores on average): other "
+            "work took turns" + tail);
+  // One thread on 2 cores leaves one free: another process's one core takes nothing from it.
+  context.threads = 1;
+  EXPECT_EQ(busy_machine_note(context), "");
+  context.other_cpu_seconds = 13.0;
+  EXPECT_NE(busy_machine_note(context), "");
+  // Two ranks of one thread: the other rank's core is the sweep's own.
+  context.world_size = 2;
+  context.other_cpu_seconds = 10.0;
+  EXPECT_EQ(busy_machine_note(context), "");
+  // Two ranks of two threads on 2 cores: more threads than cores.
+  context.threads = 2;
+  context.other_cpu_seconds = 20.0;
+  EXPECT_EQ(busy_machine_note(context),
+            "the sweep ran more threads than the machine has cores (4 threads over 2 processes on 2 cores): they took "
+            "turns with the steps, which moves their times from round to round, widens the intervals and can turn a "
+            "close decision from one sweep to the next; --threads 1 on an idle machine measures the splits as they run "
+            "alone");
+  // Not read (schema 19): the load alone.
+  context.world_size = 1;
+  context.other_cpu_span_seconds = 0;
   context.load_average = 4.0;
-  context.cpu_wait_seconds = 8.75;
-  EXPECT_EQ(busy_machine_note(context),
-            "the machine was busy while this sweep ran (a load of 4.0 on 2 cores; its threads waited 8.75 s in all "
-            "for a CPU over its 10.0 s): other work took turns" + tail);
-  context.cpu_wait_span_seconds = 0;  // not read (schema 19): the load alone
   EXPECT_EQ(busy_machine_note(context),
             "the machine was busy while this sweep ran (a load of 4.0 on 2 cores): other work took turns" + tail);
-  context.threads = 2;
-  context.world_size = 2;
-  EXPECT_EQ(busy_machine_note(context),
-            "the machine was busy while this sweep ran (a load of 4.0 on 2 cores): its 4 threads (over 2 processes) "
-            "on 2 cores and any other work took turns with the steps, which moves their times from round to round, "
-            "widens the intervals and can turn a close decision from one sweep to the next; --threads 1 on an idle "
-            "machine measures the splits as they run alone");
+  context.load_average = 2.4;
+  EXPECT_EQ(busy_machine_note(context), "");
 }
 
 TEST(Json, LayoutVersionFirstNaNAsNullPhasesByName) {

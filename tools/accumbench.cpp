@@ -936,8 +936,8 @@ struct SweepCommand {
     std::optional<std::vector<std::string>> job_notes;
     std::map<ab::Packing, int> steps_of_data;  // each packing's --distinct-steps, counted once
     double busiest = 0;                        // the highest load average read at a save
-    // The threads' wait for a CPU from here, before the first split, to each save (cpu_wait_seconds).
-    const double waited_before = ab::cpu_wait_seconds();
+    // Other processes' CPU time from here, before the first split, to each save (cpu_times).
+    const ab::CpuTimes cpu_before = ab::cpu_times();
     const auto sweep_began = std::chrono::steady_clock::now();
     const bool padding_chosen = flags.padding_chosen();
     const auto noted = [&](ab::SweepResult sweep) {
@@ -965,10 +965,12 @@ struct SweepCommand {
       busiest = std::max(busiest, ab::load_average());
       sweep.context.load_average = busiest;
       sweep.context.cpu_cores = static_cast<int>(std::thread::hardware_concurrency());
-      const double waited = ab::cpu_wait_seconds() - waited_before;
-      if (std::isfinite(waited)) {
-        sweep.context.cpu_wait_seconds = std::max(0.0, waited);
-        sweep.context.cpu_wait_span_seconds =
+      const ab::CpuTimes cpu_now = ab::cpu_times();
+      const double others = (cpu_now.machine_busy_seconds - cpu_before.machine_busy_seconds) -
+                            (cpu_now.own_seconds - cpu_before.own_seconds);
+      if (std::isfinite(others)) {
+        sweep.context.other_cpu_seconds = std::max(0.0, others);
+        sweep.context.other_cpu_span_seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - sweep_began).count();
       }
       all.push_back(ab::grouping_steps_note(sweep, options.workload, &steps_of_data));

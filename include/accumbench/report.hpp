@@ -29,13 +29,14 @@ class Reporter {
 // finite (fp16's skipped steps aside): its times are of a diverging step; "" when none did.
 std::string diverged_loss_note(const SweepResult& result);
 
-// A sentence when more threads wanted a CPU than the machine had while the sweep ran: its context's
-// load average above its cores by half a core or more, or its threads waiting for a CPU
-// (cpu_wait_seconds) a tenth of the sweep's time or more, as threads waiting at any moment on
-// average. Other work (or more threads than cores, which it names) took turns with the steps,
-// which moves the times between rounds, widens the intervals and can turn close decisions from one
-// sweep to the next. "" on an idle enough machine, or where neither was read.
-inline constexpr double kBusyWaitShare = 0.10;
+// A sentence when more threads wanted a CPU than the machine had while the sweep ran: other
+// processes (SweepContext::other_cpu_seconds, less the sweep's other data-parallel ranks) used a
+// quarter of a core or more beyond the cores its threads left free, or its own threads outnumbered
+// the cores (named, with the --threads that fits). They took turns with the steps, which moves
+// the times between rounds, widens the intervals and can turn close decisions from one sweep to
+// the next. Files before schema 20: the load read at the saves above the cores by half a core.
+// "" on an idle enough machine, or where nothing was read.
+inline constexpr double kBusyCores = 0.25;
 std::string busy_machine_note(const SweepContext& context);
 
 // Every note of a sweep, as its stderr said them above the table: the stored ones

@@ -30,8 +30,8 @@ namespace accumbench {
 // which only stderr had; 16: the packing in every run's split (--packing's list sweeps each); 17:
 // the grouping in every run's split (--group-by-length's list sweeps each); 18: each step's
 // data_step of data_steps (the decisions' strata); 19: never-measured values null, each step's
-// session, the context's load; 20: the context's cpu_wait_seconds over cpu_wait_span_seconds (how
-// long the sweep's threads waited for a CPU). Older files are upgraded
+// session, the context's load; 20: the context's other_cpu_seconds over other_cpu_span_seconds (the
+// CPU time other processes took while the sweep ran). Older files are upgraded
 // as they are read (src/report/json_upgrade.cpp).
 inline constexpr int kJsonSchemaVersion = 20;
 
@@ -358,12 +358,12 @@ struct SweepContext {
   // (busy_machine_note). 0: not read (files before schema 19, other systems).
   double load_average = 0;
   int cpu_cores = 0;
-  // How long the sweep's threads waited, runnable, for a CPU (cpu_wait_seconds(), summed over its
-  // threads: two waiting for a second are two seconds), over how many seconds of the sweep, from
-  // before its first split to its last save. Direct where the load is not: a burst between two
-  // saves is counted. 0, 0: not read (files before schema 20, other systems).
-  double cpu_wait_seconds = 0;
-  double cpu_wait_span_seconds = 0;
+  // The CPU time other processes used while the sweep ran (the machine's busy time, a hypervisor's
+  // steal included, less the sweep's own; cpu_times()), over how many seconds of it, from before its
+  // first split to its last save. Direct where the load is not: a burst between two saves counts,
+  // and the sweep's own threads do not. 0 over 0: not read (files before schema 20, other systems).
+  double other_cpu_seconds = 0;
+  double other_cpu_span_seconds = 0;
 
   // Every option as given (name, value), in CLI order, so a report is self-describing.
   std::vector<std::pair<std::string, std::string>> options;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -154,11 +155,15 @@ std::string cpu_bf16_scratch_note(const WorkloadOptions& workload, bool cuda);
 // moment where more; 0 where it cannot be read (SweepContext::load_average).
 double load_average();
 
-// How long this process's threads have waited, runnable, for a CPU so far: the run-queue delay of
-// each thread (/proc/self/task/*/schedstat, second field) summed, in seconds; NaN where it cannot
-// be read. Two readings bracket a stretch of the sweep (SweepContext::cpu_wait_seconds): other work
-// on the machine, or more threads than cores, is what makes a thread wait.
-double cpu_wait_seconds();
+// The CPU time the whole machine has spent busy (user, system, interrupts and a hypervisor's steal,
+// /proc/stat) and this process's own (getrusage), in seconds since boot and since it began; NaN
+// where they cannot be read. Two readings bracket a stretch of the sweep: the busy time that is
+// not its own is other processes' (SweepContext::other_cpu_seconds).
+struct CpuTimes {
+  double machine_busy_seconds = std::numeric_limits<double>::quiet_NaN();
+  double own_seconds = std::numeric_limits<double>::quiet_NaN();
+};
+CpuTimes cpu_times();
 
 // Date, host, device name and memory, driver, LibTorch version, build type, git commit.
 SweepContext describe_environment(const std::string& device_name);

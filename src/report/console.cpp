@@ -88,34 +88,35 @@ std::vector<std::string> sweep_notes(const SweepResult& result) {
 
 std::string busy_machine_note(const SweepContext& context) {
   const int cores = context.cpu_cores;
-  const bool loaded = cores > 0 && context.load_average >= cores + 0.5;
-  // The threads' wait for a CPU, as threads waiting at any moment on average (two waiting half the
-  // time: 1.0). A tenth moves step times by as much as the decisions' tie tolerance, a few times.
-  const double span = context.cpu_wait_span_seconds;
-  const bool waited = span > 0 && context.cpu_wait_seconds >= kBusyWaitShare * span;
-  if (!loaded && !waited) return "";
-  std::vector<std::string> evidence;
-  if (loaded) {
-    evidence.push_back("a load of " + text::format_fixed(context.load_average, 1) + " on " + std::to_string(cores) +
-                       (cores == 1 ? " core" : " cores"));
-  }
-  if (waited) {
-    evidence.push_back("its threads waited " + text::format_duration(context.cpu_wait_seconds) +
-                       " in all for a CPU over its " + text::format_duration(span));
-  }
-  // A sweep that ran more threads than the machine has cores (per process × data-parallel ranks)
-  // waited on itself: that is its own doing, not other work's.
   const int ranks = std::max(1, context.world_size);
-  const bool own = cores > 0 && context.threads > 0 && static_cast<int64_t>(context.threads) * ranks > cores;
-  const std::string who =
-      own ? "its " + std::to_string(context.threads * ranks) + " threads" + (ranks > 1 ? " (over " + std::to_string(ranks) + " processes)" : "") +
-                " on " + std::to_string(cores) + (cores == 1 ? " core" : " cores") + " and any other work took turns"
-          : "other work took turns";
-  return "the machine was busy while this sweep ran (" + evidence.front() + (evidence.size() > 1 ? "; " + evidence.back() : "") + "): " + who +
-         " with the steps, which moves their times from round to round, widens the intervals and can turn a close "
-         "decision from one sweep to the next; " +
-         (own ? "--threads " + std::to_string(std::max(1, cores / ranks)) + " on an idle machine measures the splits as they run alone"
-              : "an idle machine measures the splits as they run alone");
+  const int64_t ours = context.threads > 0 ? static_cast<int64_t>(context.threads) * ranks : 0;
+  const std::string on_cores = std::to_string(cores) + (cores == 1 ? " core" : " cores");
+  // More threads than cores (per process × data-parallel ranks): the sweep waited on itself.
+  const bool own = cores > 0 && ours > cores;
+  const std::string threads = std::to_string(ours) + " threads" + (ranks > 1 ? " over " + std::to_string(ranks) + " processes" : "");
+  const std::string tail =
+      " with the steps, which moves their times from round to round, widens the intervals and can turn a close "
+      "decision from one sweep to the next; " +
+      (own ? "--threads " + std::to_string(std::max(1, cores / ranks)) + " on an idle machine measures the splits as they run alone"
+           : std::string("an idle machine measures the splits as they run alone"));
+  const double span = context.other_cpu_span_seconds;
+  if (span > 0 && cores > 0) {
+    // Other processes' cores on average, less this sweep's other ranks (each its threads' worth),
+    // against the cores the sweep left free.
+    const double others = context.other_cpu_seconds / span;
+    const double strangers = others - static_cast<double>((ranks - 1) * std::max(0, context.threads));
+    const double free = std::max<double>(0, static_cast<double>(cores - ours));
+    const bool busy = strangers >= free + kBusyCores;
+    if (!busy && !own) return "";
+    if (!busy) return "the sweep ran more threads than the machine has cores (" + threads + " on " + on_cores + "): they took turns" + tail;
+    return "the machine was busy while this sweep ran (other processes used " + text::format_fixed(others, 1) +
+           " of its " + on_cores + " on average" + (own ? "; and its " + threads + " are more than the cores" : "") +
+           "): " + (own ? "its threads and other work took turns" : "other work took turns") + tail;
+  }
+  // Files before schema 20: the load read at the saves (which counts the sweep's own threads).
+  if (cores <= 0 || context.load_average < cores + 0.5) return "";
+  return "the machine was busy while this sweep ran (a load of " + text::format_fixed(context.load_average, 1) + " on " +
+         on_cores + "): " + (own ? "its " + threads + " and any other work took turns" : "other work took turns") + tail;
 }
 
 }  // namespace accumbench

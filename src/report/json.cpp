@@ -227,8 +227,8 @@ auto fields(S& s, V& v) -> IfIs<S, SweepContext> {
   v("framework_source", s.framework_source);
   v("load_average", s.load_average);
   v("cpu_cores", s.cpu_cores);
-  v("cpu_wait_seconds", s.cpu_wait_seconds);
-  v("cpu_wait_span_seconds", s.cpu_wait_span_seconds);
+  v("other_cpu_seconds", s.other_cpu_seconds);
+  v("other_cpu_span_seconds", s.other_cpu_span_seconds);
   v("options", s.options);
 }
 

@@ -288,14 +288,14 @@ void upgrade_to_current_version(Json& root) {
       }
     }
   }
-  // Version 19 did not read how long the sweep's threads waited for a CPU: not read (0 over 0).
+  // Version 19 did not read the CPU time other processes took: not read (0 over 0).
   if (version_is(19)) {
     root["json_schema_version"] = 20;
     if (root.contains("context") && root["context"].is_object()) {
       Json& context = root["context"];
       context["json_schema_version"] = 20;
-      if (!context.contains("cpu_wait_seconds")) context["cpu_wait_seconds"] = 0.0;
-      if (!context.contains("cpu_wait_span_seconds")) context["cpu_wait_span_seconds"] = 0.0;
+      if (!context.contains("other_cpu_seconds")) context["other_cpu_seconds"] = 0.0;
+      if (!context.contains("other_cpu_span_seconds")) context["other_cpu_span_seconds"] = 0.0;
     }
   }
 }

@@ -1,10 +1,10 @@
 // Facts about the machine for the report's context block, and the CPU thread count of a run.
 #include <torch/torch.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <thread>
@@ -74,23 +74,24 @@ double load_average() {
   return std::max(minute, now);
 }
 
-double cpu_wait_seconds() {
-  // "9518340000 8755700000 4121": nanoseconds on a CPU, waiting on a run queue, time slices. A
-  // thread that ended took its delay with it; the sweep's threads (the main one, the intra-op pool)
-  // live as long as it does.
-  std::error_code error;
-  std::filesystem::directory_iterator tasks("/proc/self/task", error);
-  if (error) return std::numeric_limits<double>::quiet_NaN();
-  double waited = 0;
-  bool read = false;
-  for (const auto& task : tasks) {
-    std::ifstream in(task.path() / "schedstat");
-    unsigned long long on_cpu = 0, waiting = 0;
-    if (!(in >> on_cpu >> waiting)) continue;
-    waited += static_cast<double>(waiting) * 1e-9;
-    read = true;
+CpuTimes cpu_times() {
+  CpuTimes times;
+  // "cpu  10284802 0 412 2462311 45 0 15 0 0 0": user, nice, system, idle, iowait, irq, softirq,
+  // steal, guest, guest_nice in clock ticks (guest time is counted in user already).
+  std::ifstream in("/proc/stat");
+  std::string label;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  const long ticks = sysconf(_SC_CLK_TCK);
+  if (in >> label >> user >> nice >> system >> idle >> iowait >> irq >> softirq && label == "cpu" && ticks > 0) {
+    if (!(in >> steal)) steal = 0;
+    times.machine_busy_seconds = (user + nice + system + irq + softirq + steal) / static_cast<double>(ticks);
   }
-  return read ? waited : std::numeric_limits<double>::quiet_NaN();
+  rusage own{};
+  if (getrusage(RUSAGE_SELF, &own) == 0) {
+    const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+    times.own_seconds = seconds(own.ru_utime) + seconds(own.ru_stime);
+  }
+  return times;
 }
 
 std::string cpu_bf16_scratch_note(const WorkloadOptions& workload, bool cuda) {
