@@ -212,6 +212,31 @@ TEST(MemoryPlan, Qwen3WithinThreePercentOfMeasured) {
   }
 }
 
+// Biased projections (attention_bias on q/k/v and o, Llama's mlp_bias on the MLP; Qwen3's
+// attention_bias under its q/k norm): the plan counts their weights, gradients and moments, with
+// and without checkpointing and LoRA, within the bar (measured: within 0.011 %).
+TEST(MemoryPlan, BiasedProjectionsWithinThreePercentOfMeasured) {
+  for (const char* file : {"llama-tiny-biases.json", "qwen3-tiny-attention-bias.json"}) {
+    const ab::ModelConfig cfg = ab::load_hf_config(std::string(ACCUMBENCH_TEST_DATA) + "/../reference/" + file);
+    ASSERT_TRUE(cfg.o_bias);
+    for (const bool lora : {false, true}) {
+      for (const auto checkpointing : {ab::Checkpointing::kNone, ab::Checkpointing::kBlocks}) {
+        for (const auto& [micro, accum] : {std::pair<int64_t, int64_t>{1, 2}, {2, 1}}) {
+          ab::PlanOptions o = plan_options(micro * accum);
+          if (lora) o.lora.rank = 4;
+          ab::SplitConfig s = split_of(micro, accum, "fp32");
+          s.activation_checkpointing = checkpointing;
+          const int64_t predicted = ab::plan_memory(cfg, o, s).peak_bytes;
+          const int64_t measured = ab::measure_step_peak(cfg, o, s, "cpu");
+          const double error = relative_error(predicted, measured);
+          EXPECT_LT(std::abs(error), 0.03) << file << " lora " << lora << " " << s.label() << ": " << 100 * error << " %";
+          EXPECT_GT(error, -0.02) << file << " lora " << lora << " " << s.label();
+        }
+      }
+    }
+  }
+}
+
 // Large parameters, small activations (T=16, one sequence): the optimizer step holds the plain
 // step's peak (weights + 2 moments + gradients + AdamW's temporaries). Stepping inside backward
 // frees each gradient at once; what remains at the end of backward is the token embedding's

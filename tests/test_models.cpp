@@ -74,8 +74,10 @@ TEST(Models, Qwen3QkNormsNormalizeEachHead) {
 }
 
 TEST(Models, HfConfigsBuildTheirShapes) {
-  for (const char* file : {"gpt2.json", "qwen2.json", "qwen3_untied"}) {
-    const ab::ModelConfig cfg = ab::load_hf_config(std::string(ACCUMBENCH_TEST_DATA) + "/hf/" + file);
+  // The biased ones: attention_bias and mlp_bias (Llama), attention_bias (Qwen3).
+  for (const char* file : {"hf/gpt2.json", "hf/qwen2.json", "hf/qwen3_untied", "../reference/llama-tiny-biases.json",
+                           "../reference/qwen3-tiny-attention-bias.json"}) {
+    const ab::ModelConfig cfg = ab::load_hf_config(std::string(ACCUMBENCH_TEST_DATA) + "/" + file);
     ab::LanguageModel model = ab::build_model(cfg, 0);
     EXPECT_EQ(ab::count_parameters(*model), ab::parameter_count(cfg)) << file;
   }

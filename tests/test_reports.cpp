@@ -131,6 +131,40 @@ const char* const kContextLine =
 
 // ---- console ---------------------------------------------------------------------------------
 
+// "decided" is paired (the rounds' means), "vs fastest" median over median: a split slower beyond
+// doubt whose median reads no slower (the machine's speed moved between rounds) is marked, and the
+// legend says why (helper-87 saw a row read 0.76× and "slower").
+TEST(ConsoleReporter, ASlowerSplitWhoseMedianReadsNoSlowerIsMarked) {
+  SweepResult result = sample_result();
+  result.runs.pop_back();  // the out-of-memory split
+  for (RunResult& run : result.runs) run.session = 1;  // timed in interleaved rounds
+  Decision& d = result.recommendation.decision;
+  d.kind = DecisionKind::kFastest;
+  d.fastest = 0;
+  d.rounds = 20;
+  Comparison slower;
+  slower.index = 1;
+  slower.ratio = {1.10, 1.05, 1.15};
+  slower.paired_rounds = 20;
+  slower.verdict = Verdict::kSlower;
+  d.comparisons = {slower};
+  const auto table = [&result] {
+    std::string text;
+    for (const std::string& line : report_lines(ConsoleReporter(), result)) text += line + "\n";
+    return text;
+  };
+  const std::string why =
+      "; slower*: slower over the rounds both ran (their paired means), though its median step reads no slower (the "
+      "machine's speed moved between rounds)";
+  std::string text = table();
+  EXPECT_NE(text.find(" 2.10\u00d7  slower\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find(why), std::string::npos) << text;
+  result.runs[1].step_seconds.median = 0.185;  // 0.97× the fastest's 0.191 by medians
+  text = table();
+  EXPECT_NE(text.find(" 0.97\u00d7  slower*\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(why), std::string::npos) << text;
+}
+
 TEST(ConsoleReporter, TableAndRecommendation) {
   // Each row is split after the "opt ms" column to fit the line.
   expect_lines(report_lines(ConsoleReporter(), sample_result()), {

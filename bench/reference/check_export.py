@@ -453,7 +453,8 @@ def describe(index):
              m.get("activation", "default activation")]
     if m.get("rope_scaling"):
         words.append(f"rope {m['rope_scaling']['rope_type']} x{m['rope_scaling']['factor']:g}")
-    words += [w for w, on in (("q/k/v bias", m["qkv_bias"]), ("q/k norm", m["qk_norm"]),
+    words += [w for w, on in (("q/k/v bias", m["qkv_bias"]), ("o bias", m.get("o_bias", False)),
+                              ("MLP bias", m.get("mlp_bias", False)), ("q/k norm", m["qk_norm"]),
                               ("untied head", not m["tied_embeddings"])) if on]
     lengths = "fixed lengths" if min(b["sequence_tokens"]) == b["seq_len"] else \
         f"lengths {min(b['sequence_tokens'])}..{max(b['sequence_tokens'])} (padded)"

@@ -74,11 +74,13 @@ def hf_config(transformers, m):
                   rope_theta=m["rope_theta"], max_position_embeddings=m["max_seq_len"],
                   tie_word_embeddings=m["tied_embeddings"], hidden_act=m.get("activation", "silu"),
                   attention_dropout=0.0, use_cache=False)
+    # attention_bias: q/k/v and o biased (Llama, Qwen3); Qwen2 biases q/k/v alone.
+    attention_bias = m.get("o_bias", False)
     if m["qk_norm"]:
-        return transformers.Qwen3Config(**common)
-    if m["qkv_bias"]:
+        return transformers.Qwen3Config(**common, attention_bias=attention_bias)
+    if m["qkv_bias"] and not attention_bias:
         return transformers.Qwen2Config(**common)
-    return transformers.LlamaConfig(**common)
+    return transformers.LlamaConfig(**common, attention_bias=attention_bias, mlp_bias=m.get("mlp_bias", False))
 
 
 # accumbench's block linear names (index.json lora.linears) -> PEFT target_modules entries, which

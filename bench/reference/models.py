@@ -243,11 +243,13 @@ class LlamaBlock(torch.nn.Module):
         self.v_proj = AdaptedLinear(d, self.n_kv_heads * hd, cfg["qkv_bias"])
         self.q_norm = RmsNorm(hd, cfg["norm_eps"]) if cfg["qk_norm"] else None
         self.k_norm = RmsNorm(hd, cfg["norm_eps"]) if cfg["qk_norm"] else None
-        self.o_proj = AdaptedLinear(self.n_heads * hd, d, False)
+        # attention_bias (Llama, Qwen3) and Llama's mlp_bias; exports before them have neither.
+        self.o_proj = AdaptedLinear(self.n_heads * hd, d, cfg.get("o_bias", False))
         self.post_attention_layernorm = RmsNorm(d, cfg["norm_eps"])
-        self.gate_proj = AdaptedLinear(d, cfg["d_ff"], False)
-        self.up_proj = AdaptedLinear(d, cfg["d_ff"], False)
-        self.down_proj = AdaptedLinear(cfg["d_ff"], d, False)
+        mlp_bias = cfg.get("mlp_bias", False)
+        self.gate_proj = AdaptedLinear(d, cfg["d_ff"], mlp_bias)
+        self.up_proj = AdaptedLinear(d, cfg["d_ff"], mlp_bias)
+        self.down_proj = AdaptedLinear(cfg["d_ff"], d, mlp_bias)
         self.act = F.silu  # set by CausalLM
 
 

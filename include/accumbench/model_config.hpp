@@ -76,6 +76,8 @@ struct ModelConfig {
   double norm_eps = 1e-5;
   bool tied_embeddings = true;
   bool qkv_bias = false;    // Qwen2 puts a bias on q/k/v projections
+  bool o_bias = false;      // Llama's and Qwen3's attention_bias: on o_proj too (q/k/v: qkv_bias)
+  bool mlp_bias = false;    // Llama's mlp_bias: on gate_proj, up_proj and down_proj
   bool qk_norm = false;     // Qwen3: RMSNorm (weight of size head_dim, shared by the heads) on
                             // each head's q and k before RoPE
   Activation activation = Activation::kGeluNew;  // kSilu for the Llama family

@@ -495,25 +495,14 @@ ModelConfig llama_family_from(const FieldReader& f, const std::string& model_typ
     c.qkv_bias = true;  // Qwen2Attention: q/k/v_proj bias=True, o_proj bias=False, always
   } else if (model_type == "qwen3") {
     // Qwen3Attention: q_norm, k_norm (RMSNorm over head_dim) before RoPE; no bias unless
-    // attention_bias, which (as in Llama) puts one on o_proj too.
+    // attention_bias, which (as in Llama) puts one on o_proj too. Qwen3MLP has none.
     c.qk_norm = true;
-    if (f.boolean_or("attention_bias", false))
-      f.fail(
-          "field \"attention_bias\" is true, which adds biases to q/k/v_proj and o_proj that the "
-          "Qwen3 model here does not have",
-          "set it to false to benchmark the same shape without attention biases");
+    c.qkv_bias = c.o_bias = f.boolean_or("attention_bias", false);
   } else if (model_type == "llama") {
-    // LlamaAttention puts attention_bias on o_proj as well as q/k/v, and mlp_bias on all three
-    // MLP projections; the Llama module here has neither, so such a file cannot be modelled
-    // faithfully, and counting it as something else would skew every memory prediction.
-    if (f.boolean_or("attention_bias", false))
-      f.fail(
-          "field \"attention_bias\" is true, which adds biases to q/k/v_proj and o_proj that the Llama "
-          "model here does not have",
-          "set it to false to benchmark the same shape without attention biases");
-    if (f.boolean_or("mlp_bias", false))
-      f.fail("field \"mlp_bias\" is true, which the Llama model here does not support",
-             "set it to false to benchmark the same shape without MLP biases");
+    // LlamaAttention puts attention_bias on q/k/v and o_proj, LlamaMLP mlp_bias on all three MLP
+    // projections.
+    c.qkv_bias = c.o_bias = f.boolean_or("attention_bias", false);
+    c.mlp_bias = f.boolean_or("mlp_bias", false);
   }
   return c;
 }

@@ -1,6 +1,6 @@
 // Llama family (HF transformers modeling_llama.py; Qwen2 and Mistral share it): pre-RMSNorm
 // blocks, rotary position embeddings, grouped-query attention, SwiGLU MLP, no biases except
-// Qwen2's q/k/v projections, head tied or untied.
+// Qwen2's q/k/v projections and what attention_bias (q/k/v/o) and mlp_bias add, head tied or untied.
 #include "models/blocks.hpp"
 
 #include <cmath>
@@ -136,11 +136,11 @@ class LlamaBlockImpl : public TransformerBlockImpl {
       q_norm = register_module("q_norm", RmsNorm(head_dim_, cfg.norm_eps));
       k_norm = register_module("k_norm", RmsNorm(head_dim_, cfg.norm_eps));
     }
-    o_proj = register_module("o_proj", linear(n_heads_ * head_dim_, d, false));
+    o_proj = register_module("o_proj", linear(n_heads_ * head_dim_, d, cfg.o_bias));
     post_attention_layernorm = register_module("post_attention_layernorm", RmsNorm(d, cfg.norm_eps));
-    gate_proj = register_module("gate_proj", linear(d, cfg.d_ff, false));
-    up_proj = register_module("up_proj", linear(d, cfg.d_ff, false));
-    down_proj = register_module("down_proj", linear(cfg.d_ff, d, false));
+    gate_proj = register_module("gate_proj", linear(d, cfg.d_ff, cfg.mlp_bias));
+    up_proj = register_module("up_proj", linear(d, cfg.d_ff, cfg.mlp_bias));
+    down_proj = register_module("down_proj", linear(cfg.d_ff, d, cfg.mlp_bias));
   }
 
   at::Tensor forward(const at::Tensor& x, const PackedRows* packed) override {  // x: (B, T, C)
@@ -246,7 +246,7 @@ class LlamaImpl : public LanguageModelImpl {
       if (p.key().find("layernorm") != std::string::npos || p.key().rfind("norm.", 0) == 0) continue;
       if (p.key().find("q_norm.") != std::string::npos || p.key().find("k_norm.") != std::string::npos) continue;
       if (p.value().dim() == 1) {
-        p.value().zero_();  // q/k/v biases (Qwen2)
+        p.value().zero_();  // the projections' biases (Qwen2's q/k/v, attention_bias, mlp_bias)
       } else {
         p.value().normal_(0.0, 0.02);
       }

@@ -104,7 +104,8 @@ int64_t block_parameters(const ModelConfig& cfg, const CheckedCount& c) {
     return c.add(c.add(c.add(norms, qkv), c.add(attn_out, fc)), mlp_out);
   }
   // Llama-family block (HF LlamaDecoderLayer / Qwen2DecoderLayer / Qwen3DecoderLayer): no biases
-  // except the q/k/v bias of Qwen2; q and o use n_heads·head_dim, which may differ from d
+  // except the q/k/v bias of Qwen2 and what attention_bias (q/k/v and o) and Llama's mlp_bias (the
+  // three MLP projections) add; q and o use n_heads·head_dim, which may differ from d
   // (explicit head_dim in config.json), k and v use n_kv_heads·head_dim (grouped-query attention).
   const int64_t q_width = c.mul(cfg.n_heads, cfg.head_dim);
   const int64_t kv_width = c.mul(cfg.n_kv_heads, cfg.head_dim);
@@ -114,8 +115,10 @@ int64_t block_parameters(const ModelConfig& cfg, const CheckedCount& c) {
   // Qwen3Attention's q_norm and k_norm: one RMSNorm weight of size head_dim each, shared by all
   // heads (not H·hd: the norm runs over the last dim of the (…, H, hd) view).
   if (cfg.qk_norm) attn = c.add(attn, c.mul(2, cfg.head_dim));
-  attn = c.add(attn, c.mul(q_width, d));             // o_proj, no bias
-  const int64_t mlp = c.mul(3, c.mul(d, cfg.d_ff));  // gate, up, down
+  attn = c.add(attn, c.mul(q_width, d));  // o_proj
+  if (cfg.o_bias) attn = c.add(attn, d);
+  int64_t mlp = c.mul(3, c.mul(d, cfg.d_ff));  // gate, up, down
+  if (cfg.mlp_bias) mlp = c.add(mlp, c.add(c.mul(2, cfg.d_ff), d));
   return c.add(c.add(norms, attn), mlp);
 }
 

@@ -28,7 +28,8 @@ std::vector<int64_t> trained_tensor_numels(const ModelConfig& m, const LoraOptio
   for (int64_t layer = 0; layer < m.n_layers; ++layer) {
     for (const BlockLinear& l : block_linears(m)) {
       numels.push_back(l.in * l.out);
-      const bool bias = m.arch == Architecture::kGpt2 || (m.qkv_bias && (l.name == "q" || l.name == "k" || l.name == "v"));
+      const bool bias = m.arch == Architecture::kGpt2 || (m.qkv_bias && (l.name == "q" || l.name == "k" || l.name == "v")) ||
+                        (m.o_bias && l.name == "o") || (m.mlp_bias && (l.name == "gate" || l.name == "up" || l.name == "down"));
       if (bias) numels.push_back(l.out);
     }
     // Norm weights (and GPT-2's LayerNorm biases): two per block, Qwen3's q and k norms.

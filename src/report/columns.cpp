@@ -381,7 +381,9 @@ void add_verdict_columns(std::vector<ColumnDef>& all) {
     c.align = Align::kLeft;
     c.console = c.markdown = c.html = Shown::kWhenInRounds;
     c.measured = true;
-    c.cell = [](const RunResult& r, const TableContext& t) { return t.verdict(r); };
+    c.cell = [](const RunResult& r, const TableContext& t) {
+      return t.verdict(r) + (t.slower_against_its_median(r) ? "*" : "");
+    };
     all.push_back(c);
   }
   {
@@ -484,6 +486,12 @@ std::string TableContext::verdict(const RunResult& run) const {
     }
   }
   return "-";  // not a candidate (failed, or over the memory limit)
+}
+
+bool TableContext::slower_against_its_median(const RunResult& run) const {
+  if (fastest == nullptr || &run == fastest || verdict(run) != "slower") return false;
+  // As "vs fastest" prints it (two decimals): 1.00× or less.
+  return compared_seconds(run) / compared_seconds(*fastest) < 1.005;
 }
 
 TableContext TableContext::of(const SweepResult& result) {
@@ -628,6 +636,10 @@ std::string legend(const std::vector<RunResult>& runs, const TableContext& conte
     text += "; vs fastest: " + statistic + (context.per_token ? " per real token" : "") +
             " over the fastest " + (fitting ? "fitting " : "") + "split's" +
             (context.memory_limit && context.fastest != nullptr && !fitting ? ", none of which fits the memory limit" : "");
+  }
+  if (has("decided") && std::any_of(runs.begin(), runs.end(), [&](const RunResult& r) { return context.slower_against_its_median(r); })) {
+    text += "; slower*: slower over the rounds both ran (their paired means), though its median step reads no slower "
+            "(the machine's speed moved between rounds)";
   }
   return text;
 }

@@ -45,6 +45,10 @@ struct TableContext {
   const std::vector<RunResult>* runs = nullptr;
   const Decision* decision = nullptr;
   std::string verdict(const RunResult& run) const;  // "fastest", "slower", "tie", "undecided" or "-"
+  // Slower beyond doubt over the rounds both ran (paired means), though "vs fastest", median over
+  // median, reads 1.00× or less: under drift the two disagree, and the "decided" cell marks it
+  // ("slower*", explained by the legend).
+  bool slower_against_its_median(const RunResult& run) const;
   double time_divisor = 1.0;  // seconds per unit of the HTML table's times
   // The runs differ in packing (--packing's list): "vs fastest" compares the time per real token,
   // as the decision does (compared_per_token), since their steps train other amounts of data.

@@ -202,6 +202,7 @@ std::string framework_model(const ModelConfig& cfg) {
          std::to_string(cfg.d_ff) + ", vocab " + std::to_string(cfg.vocab_size) +
          (cfg.head_dim > 0 && cfg.head_dim * cfg.n_heads != cfg.d_model ? ", head_dim " + std::to_string(cfg.head_dim) : "") +
          (cfg.tied_embeddings ? "" : ", untied head") + (cfg.qkv_bias ? ", q/k/v bias" : "") +
+         (cfg.o_bias ? ", o bias" : "") + (cfg.mlp_bias ? ", MLP bias" : "") +
          (cfg.qk_norm ? ", q/k norm" : "") +
          (cfg.sliding_window > 0 ? ", window " + std::to_string(cfg.sliding_window) : "");
 }

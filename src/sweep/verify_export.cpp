@@ -86,7 +86,7 @@ Json model_json(const ModelConfig& m) {
               {"d_model", m.d_model},     {"n_layers", m.n_layers},      {"n_heads", m.n_heads},
               {"n_kv_heads", m.n_kv_heads}, {"head_dim", m.head_dim},    {"d_ff", m.d_ff},
               {"max_seq_len", m.max_seq_len}, {"rope_theta", m.rope_theta}, {"norm_eps", m.norm_eps},
-              {"tied_embeddings", m.tied_embeddings}, {"qkv_bias", m.qkv_bias}, {"qk_norm", m.qk_norm},
+              {"tied_embeddings", m.tied_embeddings}, {"qkv_bias", m.qkv_bias}, {"o_bias", m.o_bias}, {"mlp_bias", m.mlp_bias}, {"qk_norm", m.qk_norm},
               {"activation", to_string(m.activation)}};
 }
 

@@ -25,7 +25,7 @@ m = json.load(open(sys.argv[1]))["model"]
 want = dict(name="gpt2-tiny", arch="gpt2", vocab_size=512, max_seq_len=256, n_layers=2, d_model=64)
 for k, v in want.items():
     if m.get(k) != v: fail("%s: %r, not %r" % (k, m.get(k), v))
-for k in ("n_heads", "n_kv_heads", "head_dim", "d_ff", "norm_eps", "rope_theta", "tied_embeddings", "qkv_bias", "qk_norm"):
+for k in ("n_heads", "n_kv_heads", "head_dim", "d_ff", "norm_eps", "rope_theta", "tied_embeddings", "qkv_bias", "o_bias", "mlp_bias", "qk_norm"):
     if k not in m: fail("no %s" % k)
 ' "$out"
 }
