@@ -647,12 +647,10 @@ void add_real_data_options(CLI::App* command, WorkloadFlags& f) {
 
 void add_grid_options(CLI::App* command, WorkloadFlags& f) {
   ab::WorkloadOptions& w = f.workload;
-  if (f.command != ab::Command::kVerify) {
-    command->add_flag("--knobs", w.grid.knobs,
-                      "also " + verb(f.command) +
-                          " each split with activation checkpointing (unless every split has it), and with the "
-                          "optimizer inside backward (at accumulation 1)");
-  }
+  command->add_flag("--knobs", w.grid.knobs,
+                    "also " + verb(f.command) +
+                        " each split with activation checkpointing (unless every split has it), and with the "
+                        "optimizer inside backward (at accumulation 1)");
   // A value, as the README and the JSON name it; given bare (the older flag), blocks.
   command->add_option("--activation-checkpointing", f.checkpointing,
                       "none or blocks: " + verb(f.command) +
@@ -1164,12 +1162,14 @@ struct VerifyCommand {
                         "write the initial weights, the batch, the config and the whole batch's loss and "
                         "gradients to this directory for bench/reference/ (docs/EXPORT.md)")
         ->check(kNonEmptyPath);
+    add_measurement_options(command);
     return command;
   }
 
   int run(bool primary) {
     const ab::WorkloadOptions w = flags.apply();
     const std::vector<std::string> model_notes = shape_notes(ab::resolve_model(w.model), w);  // before the run
+    flags.option_notes.push_back(measurement_note());
     ab::stop_on_interrupt("the split in progress");  // Ctrl-C: the splits verified so far are printed (interrupt.hpp)
     // Lists: each job of them on its own (its splits against its own reference).
     // Each job's result as it ends (a list of jobs takes one verify each), after the notes.
@@ -1207,6 +1207,33 @@ struct VerifyCommand {
   }
 
  private:
+  // A sweep's options that change what is timed, judged or written, never the update: verify takes
+  // them, so that a sweep's command line verifies as it is, and names them in one note (plan takes
+  // them likewise). --tf32, which changes fp32 matmuls on CUDA, and the token files, which verify
+  // does not read, stay refused.
+  std::map<std::string, std::string> measurement;
+  bool measurement_try_oom = false;
+  void add_measurement_options(CLI::App* command) {
+    static const char* const kMeasurement[] = {
+        "--steps", "--warmup", "--time-budget", "--tie-tolerance", "--confidence", "--peak-tflops",
+        "--framework-overhead", "--memory-limit", "--csv", "--html", "--json", "--markdown", "--trace", "--profile",
+        "--resume", "--emit"};
+    const char* const group = "A sweep's options, taken so that its command line verifies as it is; they change what "
+                              "is timed, judged or written, not the update, and verify ignores them";
+    for (const char* name : kMeasurement) command->add_option(name, measurement[name], "ignored")->group(group);
+    command->add_flag("--try-predicted-oom", measurement_try_oom, "ignored")->group(group);
+  }
+  std::string measurement_note() const {
+    std::vector<std::string> given;
+    for (const auto& [name, value] : measurement) {
+      if (flags.cli->count(name) > 0) given.push_back(name);
+    }
+    if (measurement_try_oom) given.push_back("--try-predicted-oom");
+    if (given.empty()) return "";
+    return ab::text::and_list(given) + (given.size() == 1 ? " is a sweep's option, which changes" : " are a sweep's options, which change") +
+           " what is timed, judged or written, not the update: verify ignores " + (given.size() == 1 ? "it" : "them");
+  }
+
   // With lists or --distinct-steps, a last line over the jobs and steps: which failed, which a signal
   // left unverified.
   static void print_jobs_summary(const ab::WorkloadOptions& w, const std::vector<ab::VerifyResult>& results) {
