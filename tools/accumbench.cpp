@@ -415,7 +415,7 @@ std::string padding_to_t_note(const ab::SweepResult& result) {
 // Worded before a run: re-reading the config after could fail.
 std::vector<std::string> shape_notes(const ab::ModelConfig& cfg, const ab::WorkloadOptions& w) {
   return {ab::sliding_window_note(cfg, w.seq_len), ab::context_length_note(cfg, w.seq_len), ab::dropout_note(cfg),
-          ab::stored_dtype_note(cfg, ab::grid_weights_dtypes(w))};
+          ab::stored_dtype_note(cfg, ab::grid_weights_dtypes(w)), ab::lora_rank_note(cfg, w.lora)};
 }
 
 // The shell's exit status for a run stopped by a signal: 128 + its number (130 for Ctrl-C); a rank

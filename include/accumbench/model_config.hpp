@@ -190,6 +190,9 @@ std::string targets_from_peft_pattern(const ModelConfig& cfg, const std::string&
 // Throws UserError when the LoRA options do not fit this model: a rank above a target's smaller
 // dimension, an unknown target.
 void validate_lora(const ModelConfig& cfg, const LoraOptions& lora);
+// A sentence when --lora-rank is above the smaller dimension of an adapted linear (legal in PEFT;
+// the update cannot have more than that rank); "" otherwise.
+std::string lora_rank_note(const ModelConfig& cfg, const LoraOptions& lora);
 // Trainable adapter parameters: L · Σ over the targets of r·(in + out).
 int64_t lora_parameter_count(const ModelConfig& cfg, const LoraOptions& lora);
 // alpha / rank, with alpha 0 meaning 2·rank (the CLI's default).

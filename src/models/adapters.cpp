@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -297,14 +298,25 @@ void validate_lora(const ModelConfig& m, const LoraOptions& lora) {
                       "LoRA adapters; add " + flags + " to measure it as it loads");
     }
   }
-  if (!lora.enabled()) return;
+  // A rank above a linear's smaller dimension is legal in PEFT (the update's rank cannot exceed it,
+  // so the extra adapter width buys nothing): built and planned as given, said by a note
+  // (lora_rank_note).
+}
+
+std::string lora_rank_note(const ModelConfig& m, const LoraOptions& lora) {
+  if (!lora.enabled()) return "";
+  std::vector<std::string> narrow;
+  int64_t smallest = std::numeric_limits<int64_t>::max();
   for (const BlockLinear& l : lora_targets(m, lora.targets)) {
     const int64_t smaller = std::min(l.in, l.out);
-    if (lora.rank > smaller) {
-      throw UserError("--lora-rank " + std::to_string(lora.rank) + " is larger than " + l.name + "'s smaller dimension (" +
-                      std::to_string(smaller) + ") in " + m.name + "; pick a rank of at most " + std::to_string(smaller));
-    }
+    if (lora.rank <= smaller) continue;
+    narrow.push_back(l.name);
+    smallest = std::min(smallest, smaller);
   }
+  if (narrow.empty()) return "";
+  return "--lora-rank " + std::to_string(lora.rank) + " is above the smaller dimension of " + text::and_list(narrow) +
+         " in " + m.name + " (down to " + std::to_string(smallest) + "): PEFT builds such adapters, whose update cannot "
+         "have more than that rank, so the extra width costs memory and time for nothing";
 }
 
 int64_t lora_parameter_count(const ModelConfig& m, const LoraOptions& lora) {
