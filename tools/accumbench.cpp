@@ -1150,6 +1150,29 @@ struct CalibrateFrameworkCommand {
 
 // ---- verify ----
 
+// A sweep's options another command takes so that a sweep's command line runs there as it is, each
+// ignored, and named in one note when given (plan: those that change no tensor's size; verify: those
+// that change no update).
+struct IgnoredSweepOptions {
+  std::map<std::string, std::string> values;
+  bool try_predicted_oom = false;
+  void add_to(CLI::App* command, const std::vector<const char*>& names, const std::string& group) {
+    for (const char* name : names) command->add_option(name, values[name], "ignored")->group(group);
+    command->add_flag("--try-predicted-oom", try_predicted_oom, "ignored")->group(group);
+  }
+  // "--json and --steps are a sweep's options, which change <what>: <who> ignores them"; "" for none.
+  std::string note(const CLI::App* cli, const std::string& what, const std::string& who) const {
+    std::vector<std::string> given;
+    for (const auto& [name, value] : values) {
+      if (cli != nullptr && cli->count(name) > 0) given.push_back(name);
+    }
+    if (try_predicted_oom) given.push_back("--try-predicted-oom");
+    if (given.empty()) return "";
+    return ab::text::and_list(given) + (given.size() == 1 ? " is a sweep's option, which changes " : " are a sweep's options, which change ") +
+           what + ": " + who + " ignores " + (given.size() == 1 ? "it" : "them");
+  }
+};
+
 struct VerifyCommand {
   WorkloadFlags flags{ab::Command::kVerify};
   std::string export_dir;
@@ -1211,27 +1234,17 @@ struct VerifyCommand {
   // them, so that a sweep's command line verifies as it is, and names them in one note (plan takes
   // them likewise). --tf32, which changes fp32 matmuls on CUDA, and the token files, which verify
   // does not read, stay refused.
-  std::map<std::string, std::string> measurement;
-  bool measurement_try_oom = false;
+  IgnoredSweepOptions measurement;
   void add_measurement_options(CLI::App* command) {
-    static const char* const kMeasurement[] = {
-        "--steps", "--warmup", "--time-budget", "--tie-tolerance", "--confidence", "--peak-tflops",
-        "--framework-overhead", "--memory-limit", "--csv", "--html", "--json", "--markdown", "--trace", "--profile",
-        "--resume", "--emit"};
-    const char* const group = "A sweep's options, taken so that its command line verifies as it is; they change what "
-                              "is timed, judged or written, not the update, and verify ignores them";
-    for (const char* name : kMeasurement) command->add_option(name, measurement[name], "ignored")->group(group);
-    command->add_flag("--try-predicted-oom", measurement_try_oom, "ignored")->group(group);
+    measurement.add_to(command,
+                       {"--steps", "--warmup", "--time-budget", "--tie-tolerance", "--confidence", "--peak-tflops",
+                        "--framework-overhead", "--memory-limit", "--csv", "--html", "--json", "--markdown", "--trace",
+                        "--profile", "--resume", "--emit"},
+                       "A sweep's options, taken so that its command line verifies as it is; they change what is "
+                       "timed, judged or written, not the update, and verify ignores them");
   }
   std::string measurement_note() const {
-    std::vector<std::string> given;
-    for (const auto& [name, value] : measurement) {
-      if (flags.cli->count(name) > 0) given.push_back(name);
-    }
-    if (measurement_try_oom) given.push_back("--try-predicted-oom");
-    if (given.empty()) return "";
-    return ab::text::and_list(given) + (given.size() == 1 ? " is a sweep's option, which changes" : " are a sweep's options, which change") +
-           " what is timed, judged or written, not the update: verify ignores " + (given.size() == 1 ? "it" : "them");
+    return measurement.note(flags.cli, "what is timed, judged or written, not the update", "verify");
   }
 
   // With lists or --distinct-steps, a last line over the jobs and steps: which failed, which a signal
@@ -1338,31 +1351,18 @@ struct PlanCommand {
   // A sweep's options that change the update, what is timed or what is written, never a tensor's
   // size: plan takes them, so that a sweep's command line plans as it is (the sweep's recommendation says
   // "accumbench plan with the same options"), and names them in one note.
-  std::map<std::string, std::string> sweep_only;
-  bool sweep_only_try_oom = false;
+  IgnoredSweepOptions sweep_only;
   void add_sweep_only_options(CLI::App* command) {
-    static const char* const kSweepOnly[] = {
-        "--steps",        "--warmup",     "--time-budget",  "--tie-tolerance", "--confidence",
-        "--threads",      "--lr",         "--beta1",        "--beta2",         "--adam-eps",
-        "--weight-decay", "--tf32",       "--peak-tflops",  "--dist-timeout",  "--framework-overhead",
-        "--loss-normalization", "--csv", "--trace", "--profile", "--resume"};
-    const char* const group = "A sweep's options, taken so that its command line plans as it is; they change the "
-                              "update, what is timed or what is written, not any tensor's size, and the plan ignores "
-                              "them";
-    for (const char* name : kSweepOnly) command->add_option(name, sweep_only[name], "ignored")->group(group);
-    command->add_flag("--try-predicted-oom", sweep_only_try_oom, "ignored")->group(group);
+    sweep_only.add_to(command,
+                      {"--steps", "--warmup", "--time-budget", "--tie-tolerance", "--confidence", "--threads", "--lr",
+                       "--beta1", "--beta2", "--adam-eps", "--weight-decay", "--tf32", "--peak-tflops", "--dist-timeout",
+                       "--framework-overhead", "--loss-normalization", "--csv", "--trace", "--profile", "--resume"},
+                      "A sweep's options, taken so that its command line plans as it is; they change the update, what "
+                      "is timed or what is written, not any tensor's size, and the plan ignores them");
   }
   // The note naming those given ("" without any).
   std::string sweep_only_note() const {
-    std::vector<std::string> given;
-    for (const auto& [name, value] : sweep_only) {
-      if (flags.cli->count(name) > 0) given.push_back(name);
-    }
-    if (sweep_only_try_oom) given.push_back("--try-predicted-oom");
-    if (given.empty()) return "";
-    return ab::text::and_list(given) + (given.size() == 1 ? " is a sweep's option, which changes" : " are a sweep's options, which change") +
-           " the update, what is timed or what is written, not any tensor's size: the plan ignores " +
-           (given.size() == 1 ? "it" : "them");
+    return sweep_only.note(flags.cli, "the update, what is timed or what is written, not any tensor's size", "the plan");
   }
   void add_handover_options(CLI::App* command) {
     command->add_option("--headroom", headroom,
