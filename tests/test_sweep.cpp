@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <thread>
 
 #include "accumbench/error.hpp"
@@ -65,6 +66,24 @@ TEST(Sweep, TheMachinesAndTheProcesssCpuTimeAreRead) {
   EXPECT_GT(own, 0.1 * threads) << "own " << own;
   // The machine's busy time holds this process's (clock ticks: 10 ms each, per core, of slack).
   EXPECT_GE(machine + 0.02 * threads + 0.05, own) << "machine " << machine << ", own " << own;
+}
+
+// Without --threads, PyTorch's own default: OMP_NUM_THREADS where set (torchrun sets 1 for each of
+// several processes; a list's first level), else every hardware thread.
+TEST(Sweep, DefaultThreadsFollowOmpNumThreads) {
+  const char* before = std::getenv("OMP_NUM_THREADS");
+  const std::string saved = before != nullptr ? before : "";
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  unsetenv("OMP_NUM_THREADS");
+  EXPECT_EQ(accumbench::default_threads(), hardware);
+  setenv("OMP_NUM_THREADS", "1", 1);
+  EXPECT_EQ(accumbench::default_threads(), 1);
+  setenv("OMP_NUM_THREADS", "3,2", 1);
+  EXPECT_EQ(accumbench::default_threads(), 3);
+  setenv("OMP_NUM_THREADS", "many", 1);
+  EXPECT_EQ(accumbench::default_threads(), hardware);
+  if (before != nullptr) setenv("OMP_NUM_THREADS", saved.c_str(), 1);
+  else unsetenv("OMP_NUM_THREADS");
 }
 
 TEST(Sweep, MeasuresEverySplitAndRecommendsOne) {

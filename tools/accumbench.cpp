@@ -756,7 +756,9 @@ void add_run_options(CLI::App* command, WorkloadFlags& f) {
         ->capture_default_str();
     return;
   }
-  command->add_option("--threads", w.threads, "CPU threads (0: every hardware thread)")->capture_default_str();
+  command->add_option("--threads", w.threads,
+                      "CPU threads (0: OMP_NUM_THREADS where set, as PyTorch reads it, else every hardware thread)")
+      ->capture_default_str();
   command->add_option("--dist-timeout", w.dist_timeout_seconds,
                       "data parallel: seconds a rank waits for the others (joining, and every collective)")
       ->capture_default_str();

@@ -172,8 +172,10 @@ SweepContext describe_environment(const std::string& device_name);
 // 1.13.1, CPU only)" (", CUDA" when LibTorch was built with it).
 std::string build_description();
 
-// Sets LibTorch's intra-op threads: `threads`, or every hardware thread when 0 (LibTorch 1.13
-// defaults to one). Returns the number in use.
+// The threads a step runs on without --threads: OMP_NUM_THREADS where it is set, as PyTorch reads it
+// (torchrun sets 1 for each of several processes), else every hardware thread.
+int default_threads();
+// Sets LibTorch's intra-op threads: `threads`, or default_threads() when 0. Returns the number in use.
 int configure_threads(int threads);
 
 // ---- calibrate-framework ----

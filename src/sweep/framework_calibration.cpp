@@ -305,7 +305,7 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
   const fs::path export_dir = fs::temp_directory_path() / ("accumbench-calibrate-" + std::to_string(::getpid()));
   write_model_index(export_dir.string(), cfg, w);
   result.packages = packages;
-  const int threads = w.threads > 0 ? w.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = w.threads > 0 ? w.threads : default_threads();
   try {
     for (const std::string& framework : o.frameworks) {
       FrameworkCalibrationSide side = run_reference(o, framework, export_dir.string(), sweep.context.device, threads);
