@@ -924,7 +924,7 @@ TEST(Recommend, AFrameworksTimeIsNamedWhereItIsIncluded) {
             "in the engine alone): the runner-up 1\u00d764 takes 2.31\u20132.35\u00d7 its time (95 % confidence, 20 "
             "paired rounds). 1\u00d764 is host-bound (device busy 23 % of the step) and 2.3\u00d7 slower with the "
             "framework's host time, mostly in backward (+140 ms); of its gap the framework's host time is 56.0 ms per "
-            "step over its 56 more micro-steps, the engine's 209 ms. Decided with 1.00 ms of framework host time added "
+            "step over its 56 more micro-steps, the engine's 209 ms. Weighed with 1.00 ms of framework host time added "
             "to every micro-step (--framework-overhead); the step times shown are the engine's.");
   // A framework's time that turns the decision: the slower split is faster in the engine alone,
   // and its phases are not said to explain a gap the framework's time makes.

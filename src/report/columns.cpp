@@ -511,6 +511,7 @@ TableContext TableContext::of(const SweepResult& result) {
     context.fastest = &result.runs[fastest];
   }
   context.per_token = compared_per_token(result.runs);
+  context.framework_seconds_per_micro_step = std::max(0.0, result.context.framework_seconds_per_micro_step);
   for (const bool must_fit : {true, false}) {
     if (context.fastest != nullptr) break;
     for (const RunResult& run : result.runs) {
@@ -526,7 +527,8 @@ TableContext TableContext::of(const SweepResult& result) {
 }
 
 double TableContext::compared_seconds(const RunResult& run) const {
-  return accumbench::compared_seconds(typical_step_seconds(run), run, per_token);
+  return accumbench::compared_seconds(typical_step_seconds(run) + framework_seconds_per_step(run, framework_seconds_per_micro_step),
+                                      run, per_token);
 }
 
 const std::vector<ColumnDef>& columns() {
@@ -633,7 +635,12 @@ std::string legend(const std::vector<RunResult>& runs, const TableContext& conte
     const std::string statistic = all_many_sizes ? "mean step time"
                                   : many_sizes > 0 ? "step time (median, or mean where the steps differ in size)"
                                                    : "median step time";
-    text += "; vs fastest: " + statistic + (context.per_token ? " per real token" : "") +
+    text += "; vs fastest: " + statistic +
+            (context.framework_seconds_per_micro_step > 0
+                 ? " with the framework's host time (" + text::format_duration(context.framework_seconds_per_micro_step) +
+                       " per micro-step)"
+                 : "") +
+            (context.per_token ? " per real token" : "") +
             " over the fastest " + (fitting ? "fitting " : "") + "split's" +
             (context.memory_limit && context.fastest != nullptr && !fitting ? ", none of which fits the memory limit" : "");
   }

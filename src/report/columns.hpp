@@ -53,8 +53,11 @@ struct TableContext {
   // The runs differ in packing (--packing's list): "vs fastest" compares the time per real token,
   // as the decision does (compared_per_token), since their steps train other amounts of data.
   bool per_token = false;
+  // --framework-overhead as the decisions added it to every micro-step (the context's): "vs fastest"
+  // adds it too, so that the column compares what "decided" weighed.
+  double framework_seconds_per_micro_step = 0;
   // What "vs fastest" compares of a run: its step time (typical_step_seconds: the median, or the
-  // mean of steps of many sizes), or that per real token.
+  // mean of steps of many sizes) with the framework's time of its micro-steps, or that per real token.
   double compared_seconds(const RunResult& run) const;
   static TableContext of(const SweepResult& result);
 };

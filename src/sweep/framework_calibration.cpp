@@ -240,8 +240,10 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
     }
   }
   if (w.micro_batches.size() < 2) {
-    throw UserError("calibrate-framework needs two splits or more to fit a time per micro-step; give --micro-batches "
-                    "with two values at least (e.g. 1," + std::to_string(w.batch) + ")");
+    // A batch of 1 has one split: only a larger batch gives a second.
+    throw UserError("calibrate-framework needs two splits or more to fit a time per micro-step; " +
+                    (w.batch < 2 ? std::string("--batch 1 has one split only: give --batch 2 or more")
+                                 : "give --micro-batches with two different values at least (e.g. 1," + std::to_string(w.batch) + ")"));
   }
   if (o.reference_steps < 1) throw UserError("--steps must be at least 1, got " + std::to_string(o.reference_steps) + "; give the timed steps per split on each side");
   // A mode given twice is timed once, as every list option's repeats are.

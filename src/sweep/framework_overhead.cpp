@@ -383,7 +383,7 @@ std::string framework_sentence(double seconds_per_micro_step, const std::string&
     return "Engine only: a Python training loop adds host time per micro-step (not calibrated on this machine).";
   }
   if (!(seconds_per_micro_step > 0)) return "Engine only: no framework host time added (" + source + ").";
-  return "Decided with " + text::format_duration(seconds_per_micro_step) +
+  return "Weighed with " + text::format_duration(seconds_per_micro_step) +
          " of framework host time added to every micro-step (" + source +
          "); the step times shown are the engine's.";
 }

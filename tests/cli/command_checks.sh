@@ -257,7 +257,7 @@ verify_oom() {
 framework_overhead() {
   export ACCUMBENCH_CACHE_DIR="$work/cache"
   tiny_args --json "$work/given.json" --framework-overhead 7.5
-  expect 0 "Decided with 7.50 ms of framework host time added to every micro-step (--framework-overhead)" \
+  expect 0 "Weighed with 7.50 ms of framework host time added to every micro-step (--framework-overhead)" \
     -- sweep "${args[@]}"
   check "the JSON context holds the overhead and its source" py '
 c = load(sys.argv[1])["context"]
