@@ -764,6 +764,43 @@ TEST(FrameworkCache, AMalformedCacheIsSaidInItsOwnTerms) {
 // framework's entry for another job; the closest other job (the same adapters first) is used only
 // when the job has none, and the source says whose time it is. Another model's or weights dtype's entry is never used, and the source
 // says what the device has; an entry from before models were recorded is such an entry.
+// An entry's conditions (threads, LoRA dropout, TRL's loss): a calibration under others does not
+// replace it, a sweep reads its own conditions' entry first, and another's with its conditions named
+// (helper-92: a --threads 2 calibration replaced the --threads 1 one, which a sweep then read as its own).
+TEST(FrameworkCache, EntriesKeepTheirConditions) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("accumbench-framework-conditions-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(setenv("ACCUMBENCH_CACHE_DIR", dir.c_str(), 1), 0);
+  FrameworkCacheEntry one;
+  one.device_name = "H";
+  one.precision = "fp32";
+  one.framework = "plain";
+  one.model = "M";
+  one.seq_len = 32;
+  one.conditions = "1 thread";
+  one.seconds_per_micro_step = 0.001;
+  one.date = "2026-12-07";
+  FrameworkCacheEntry two = one;
+  two.conditions = "2 threads";
+  two.seconds_per_micro_step = 0.003;
+  write_framework_cache(framework_cache_path(), {one});
+  write_framework_cache(framework_cache_path(), {two});
+  ASSERT_EQ(read_framework_cache(framework_cache_path()).size(), 2u);
+  const auto with = [](const std::string& conditions) {
+    return FrameworkKey{Precision::kFp32, Precision::kFp32, "M", "full fine-tuning", 32, conditions};
+  };
+  EXPECT_DOUBLE_EQ(resolve_framework_overhead("auto", "H", with("1 thread")).seconds_per_micro_step, 0.001);
+  EXPECT_DOUBLE_EQ(resolve_framework_overhead("auto", "H", with("2 threads")).seconds_per_micro_step, 0.003);
+  EXPECT_EQ(resolve_framework_overhead("auto", "H", with("2 threads")).source, "calibrated 2026-12-07, plain, full fine-tuning");
+  EXPECT_EQ(resolve_framework_overhead("auto", "H", with("4 threads")).source.find(
+                ", not this sweep's 4 threads: calibrate-framework with the same options measures it"),
+            resolve_framework_overhead("auto", "H", with("4 threads")).source.size() -
+                std::string(", not this sweep's 4 threads: calibrate-framework with the same options measures it").size());
+  std::filesystem::remove_all(dir);
+  unsetenv("ACCUMBENCH_CACHE_DIR");
+}
+
 TEST(FrameworkCache, EachJobReadsItsOwnEntryAndFallsBackSayingSo) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("accumbench-framework-cache-test-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);

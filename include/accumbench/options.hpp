@@ -417,6 +417,9 @@ std::vector<std::string> workload_option_names();
 // given twice is kept once).
 std::vector<OptimizerKind> grid_optimizers(const WorkloadOptions& workload);
 // "adamw,adamw8bit"
+// The threads a step runs on without --threads: OMP_NUM_THREADS where it is set, as PyTorch reads it
+// (torchrun sets 1 for each of several processes), else every hardware thread.
+int default_threads();
 std::string join_optimizers(const std::vector<OptimizerKind>& optimizers);
 
 // "fp32,bf16"

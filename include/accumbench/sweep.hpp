@@ -172,10 +172,8 @@ SweepContext describe_environment(const std::string& device_name);
 // 1.13.1, CPU only)" (", CUDA" when LibTorch was built with it).
 std::string build_description();
 
-// The threads a step runs on without --threads: OMP_NUM_THREADS where it is set, as PyTorch reads it
-// (torchrun sets 1 for each of several processes), else every hardware thread.
-int default_threads();
-// Sets LibTorch's intra-op threads: `threads`, or default_threads() when 0. Returns the number in use.
+// Sets LibTorch's intra-op threads: `threads`, or default_threads() (options.hpp) when 0. Returns the
+// number in use.
 int configure_threads(int threads);
 
 // ---- calibrate-framework ----

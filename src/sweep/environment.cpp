@@ -51,16 +51,6 @@ std::string utc_now_iso8601() {
 
 }  // namespace
 
-int default_threads() {
-  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp != nullptr) {
-    // "4", or a list for nested levels ("4,2"), whose first is the outer level's.
-    char* end = nullptr;
-    const long wanted = std::strtol(omp, &end, 10);
-    if (end != omp && wanted > 0 && wanted <= (1 << 16)) return static_cast<int>(wanted);
-  }
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 int configure_threads(int threads) {
   const int wanted = threads > 0 ? threads : default_threads();
   at::set_num_threads(wanted);

@@ -333,6 +333,7 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
     e.model = framework_model(cfg);
     e.weights_dtype = to_string(grid_weights_dtypes(w).front());
     e.job = result.job;
+    e.conditions = framework_conditions(w);
     e.seconds_per_micro_step = side.seconds_per_micro_step - result.engine.seconds_per_micro_step;
     e.engine_seconds_per_micro_step = result.engine.seconds_per_micro_step;
     e.reference_seconds_per_micro_step = side.seconds_per_micro_step;

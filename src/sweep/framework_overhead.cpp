@@ -1,5 +1,7 @@
 #include "sweep/framework_overhead.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -11,6 +13,7 @@
 #include <sstream>
 
 #include "accumbench/error.hpp"
+#include "accumbench/sweep.hpp"
 #include "accumbench/units.hpp"
 
 namespace accumbench {
@@ -56,6 +59,7 @@ const std::vector<EntryField>& entry_fields() {
       {"date", &E::date, nullptr, "", std::nullopt},
       {"torch", &E::torch, nullptr, "", std::nullopt},
       {"shape", &E::shape, nullptr, "", std::nullopt},
+      {"conditions", &E::conditions, nullptr, "", std::nullopt},
   };
   return fields;
 }
@@ -168,7 +172,8 @@ void write_framework_cache(const std::string& path, const std::vector<FrameworkC
                              [&](const FrameworkCacheEntry& old) {
                                return old.device_name == e.device_name && old.precision == e.precision &&
                                       old.model == e.model && old.weights_dtype == e.weights_dtype &&
-                                      old.framework == e.framework && old.job == e.job && old.seq_len == e.seq_len;
+                                      old.framework == e.framework && old.job == e.job && old.seq_len == e.seq_len &&
+                                      old.conditions == e.conditions;
                              }),
               all.end());
     all.push_back(e);
@@ -177,11 +182,18 @@ void write_framework_cache(const std::string& path, const std::vector<FrameworkC
   for (const FrameworkCacheEntry& e : all) list.push_back(json_of(e));
   std::error_code ec;
   if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path(), ec);
-  std::ofstream out(path);
-  out << Json{{"entries", list}}.dump(2) << "\n";
-  if (!out) {
-    throw UserError("cannot write the framework-overhead cache " + text::quoted(path) +
-                    "; set ACCUMBENCH_CACHE_DIR to a folder you can write to");
+  // Written beside it, then renamed over it: a write stopped halfway (a signal, a full disk) leaves
+  // the old file whole, whose damage every sweep with auto, the default, would stop on.
+  const std::string partial = path + ".partial-" + std::to_string(::getpid());
+  {
+    std::ofstream out(partial);
+    out << Json{{"entries", list}}.dump(2) << "\n";
+    out.close();
+    if (!out || (fs::rename(partial, path, ec), ec)) {
+      fs::remove(partial, ec);
+      throw UserError("cannot write the framework-overhead cache " + text::quoted(path) +
+                      "; set ACCUMBENCH_CACHE_DIR to a folder you can write to");
+    }
   }
 }
 
@@ -194,6 +206,14 @@ std::string framework_job(const WorkloadOptions& workload, const ModelConfig& cf
     job = "LoRA on " + (targets.size() == block_linears(cfg).size() ? std::string("all-linear") : names);
   }
   return job + (workload.grid.checkpointing == Checkpointing::kBlocks ? ", checkpointed" : "");
+}
+
+std::string framework_conditions(const WorkloadOptions& workload) {
+  const int threads = workload.threads > 0 ? workload.threads : default_threads();
+  std::string words = std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+  if (workload.lora.enabled() && workload.lora.dropout > 0) words += ", LoRA dropout " + text::format_number(workload.lora.dropout);
+  if (workload.trl_loss == "nll") words += ", TRL loss nll";
+  return words;
 }
 
 std::string framework_model(const ModelConfig& cfg) {
@@ -263,6 +283,9 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
   // Of two entries, the one to use: the closer T; at the same distance (T=32 and T=128 for 64),
   // the newer calibration, then the smaller T, whatever the file's order.
   const auto before = [&](const FrameworkCacheEntry& a, const FrameworkCacheEntry& b) {
+    // The same conditions (threads, dropout, TRL's loss) before any other.
+    const bool ca = a.conditions == key.conditions, cb = b.conditions == key.conditions;
+    if (ca != cb) return ca;
     const double da = t_distance(a), db = t_distance(b);
     if (da != db && !(std::abs(da - db) <= 1e-9)) return da < db;  // two unknown Ts (inf) tie too
     if (a.date != b.date) return a.date > b.date;
@@ -289,6 +312,11 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
           o.source += "; at " + (e.seq_len > 0 ? "T=" + std::to_string(e.seq_len) : std::string("a T not recorded")) +
                       ", not this T=" + std::to_string(key.seq_len) + ": calibrate-framework with this model and --seq-len " +
                       std::to_string(key.seq_len) + " measures it";
+        }
+        // (An entry from before the conditions were recorded is taken as it is.)
+        if (!key.conditions.empty() && !e.conditions.empty() && e.conditions != key.conditions) {
+          o.source += "; with " + e.conditions + ", not this sweep's " + key.conditions +
+                      ": calibrate-framework with the same options measures it";
         }
         if (e.seconds_per_micro_step < 0) {
           o.source += "; it measured -" + text::format_duration(-e.seconds_per_micro_step) +
@@ -344,7 +372,8 @@ FrameworkOverhead sweep_framework_overhead(const std::string& spec, const std::s
   const std::vector<Precision> weights = grid_weights_dtypes(workload);
   const std::string model = framework_model(cfg);
   const FrameworkOverhead first = resolve_framework_overhead(
-      spec, device_name, {workload.precisions.front(), weights.front(), model, jobs.front(), workload.seq_len});
+      spec, device_name,
+      {workload.precisions.front(), weights.front(), model, jobs.front(), workload.seq_len, framework_conditions(workload)});
   if (spec != "auto") return first;
   // Each job's time and where it came from, named by what tells the jobs apart.
   std::string each, sources;
@@ -352,7 +381,8 @@ FrameworkOverhead sweep_framework_overhead(const std::string& spec, const std::s
   for (Precision precision : workload.precisions) {
     for (Precision weights_dtype : weights) {
       for (const std::string& job : jobs) {
-        const FrameworkOverhead o = resolve_framework_overhead(spec, device_name, {precision, weights_dtype, model, job, workload.seq_len});
+        const FrameworkOverhead o = resolve_framework_overhead(
+            spec, device_name, {precision, weights_dtype, model, job, workload.seq_len, framework_conditions(workload)});
         differ = differ || o.seconds_per_micro_step != first.seconds_per_micro_step || o.added != first.added;
         several = several || o.source != first.source;
         const std::string name = to_string(precision) +

@@ -43,13 +43,17 @@ struct FrameworkCacheEntry {
   // The sequence length it ran at (on a GPU a longer step hides more of the host time); 0 when
   // unknown (an entry whose shape names no T).
   int64_t seq_len = 0;
+  // What else the two sides' times follow (framework_conditions): "1 thread", ", LoRA dropout 0.05",
+  // ", TRL loss nll"; "" in entries written before it was recorded.
+  std::string conditions;
 };
 
 std::string framework_cache_path();
 // Missing file: no entries. A file that is not such JSON: UserError naming it.
 std::vector<FrameworkCacheEntry> read_framework_cache(const std::string& path);
-// Replaces the entries with the same device name, precision, model, weights dtype, framework, job
-// and T; creates the folder.
+// Replaces the entries with the same device name, precision, model, weights dtype, framework, job,
+// T and conditions; creates the folder, and writes a file beside it that it renames over the old,
+// so that a stopped write leaves the old file whole.
 void write_framework_cache(const std::string& path, const std::vector<FrameworkCacheEntry>& entries);
 
 // The job words of a workload's cache entry: "full fine-tuning" or "LoRA on <the adapted block
@@ -57,6 +61,11 @@ void write_framework_cache(const std::string& path, const std::vector<FrameworkC
 // ", checkpointed" when every split checkpoints its blocks. PEFT runs a Python forward per adapted
 // linear, so the linears are part of the job.
 std::string framework_job(const WorkloadOptions& workload, const ModelConfig& cfg);
+
+// The conditions of a workload's cache entry besides its job: the CPU threads both sides ran on
+// (--threads, else default_threads()), LoRA's dropout when not 0 (a Python forward per adapter),
+// and TRL's loss_type when not its default chunked_nll: "2 threads", "1 thread, LoRA dropout 0.05".
+std::string framework_conditions(const WorkloadOptions& workload);
 
 // The model words of a cache entry: its family, sizes and extra modules, which a Python loop's
 // time follows ("llama, 2 layers, d_model 64, 4 heads (2 kv), d_ff 176, vocab 512, q/k norm"); not
@@ -70,6 +79,7 @@ struct FrameworkKey {
   std::string model;  // framework_model
   std::string job;    // framework_job
   int64_t seq_len = 0;  // T; 0: any
+  std::string conditions;  // framework_conditions; "" : any
 };
 
 struct FrameworkOverhead {
