@@ -21,6 +21,9 @@ cd "$(dirname "$0")/.."
 bin=${ACCUMBENCH:-build/accumbench}
 py=${PYTHON:-/usr/bin/python3}
 threads=${THREADS:-2}
+# OpenBLAS (Debian's pthread build) keeps its own pool of every core whatever torch.set_num_threads
+# says; accumbench sets it to --threads, so the reference's is set alike.
+export OPENBLAS_NUM_THREADS=$threads
 warmup=${WARMUP:-1}
 steps=${STEPS:-2}   # tiny shapes (host overhead in ms) need more: STEPS=20
 shapes=${SHAPES:-"gpt2-124m:256:8:1,2,8 smollm2-135m:128:8:1,2,8"}

@@ -1,5 +1,6 @@
 // Facts about the machine for the report's context block, and the CPU thread count of a run.
 #include <torch/torch.h>
+#include <dlfcn.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -54,6 +55,13 @@ std::string utc_now_iso8601() {
 int configure_threads(int threads) {
   const int wanted = threads > 0 ? threads : default_threads();
   at::set_num_threads(wanted);
+  // OpenBLAS built with its own threads (Debian's libopenblas0-pthread, which LibTorch's matrix
+  // products call on the CPU) keeps a pool of every core whatever OpenMP is told: --threads 1 ran
+  // its sgemm on two (helper-91). Looked up at run time, since another BLAS may be linked.
+  using SetThreads = void (*)(int);
+  if (const auto set_blas_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    set_blas_threads(wanted);
+  }
   return at::get_num_threads();
 }
 

@@ -97,7 +97,9 @@ FrameworkCalibrationSide run_reference(const FrameworkCalibrationOptions& o, con
   const fs::path script = reference_script(o, framework);
   std::string splits;
   for (int64_t m : w.micro_batches) splits += (splits.empty() ? "" : ",") + std::to_string(m);
-  std::string command = shell_quoted(o.python) + " " + shell_quoted(script.string()) + " --export " +
+  // OpenBLAS's own pool as the engine's (configure_threads): torch.set_num_threads leaves it at every core.
+  std::string command = "OPENBLAS_NUM_THREADS=" + std::to_string(threads) + " " + shell_quoted(o.python) + " " +
+                        shell_quoted(script.string()) + " --export " +
                         shell_quoted(export_dir) + " --seq-len " + std::to_string(w.seq_len) + " --batch " +
                         std::to_string(w.batch) + " --micro-batches " + splits + " --warmup 1 --steps " +
                         std::to_string(o.reference_steps) + " --threads " + std::to_string(threads) +
