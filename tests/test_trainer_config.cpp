@@ -224,12 +224,20 @@ TEST(TrainerConfig, TargetModulesMatchAsPeftMatchesThem) {
   // ... but one name written as a string reaches PEFT as that string, a whole-path pattern, as
   // TRL's (_build_peft_lora_config wraps it in a list only under lora_target_linear, joined with the
   // linears; helper-89).
-  const std::string axolotl = "base_model: llama-tiny\nadapter: lora\nlora_r: 4\nlora_alpha: 8\nlora_target_modules: q_proj\n";
+  const std::string ax_head = "base_model: llama-tiny\nadapter: lora\nlora_r: 4\nlora_alpha: 8\n";
+  const std::string axolotl = ax_head + "lora_target_modules: q_proj\n";
   EXPECT_EQ(error_of(axolotl, ab::ConfigFormat::kAxolotl),
             "sft.yaml: lora_target_modules reaches PEFT as the string it is (axolotl makes it a list only beside "
             "lora_target_linear: true) and is the pattern \"q_proj\", which matches no module's whole path in "
             "llama-tiny (PEFT matches a pattern against the whole path, as model.layers.0.self_attn.q_proj); write a "
             "pattern such as '.*\\.q_proj', or a list: [q_proj]");
+  // Names joined by | make a list of them; a real pattern has none to offer (PEFT's list matches
+  // names, not patterns: helper-91 saw '[.*]' offered).
+  EXPECT_NE(error_of(ax_head + "lora_target_modules: q_proj|v_proj\n", ab::ConfigFormat::kAxolotl).find(", or a list: [q_proj, v_proj]"),
+            std::string::npos);
+  const std::string pattern = error_of(ax_head + "lora_target_modules: '.*_projection'\n", ab::ConfigFormat::kAxolotl);
+  EXPECT_NE(pattern.find("matches no module's whole path"), std::string::npos) << pattern;
+  EXPECT_EQ(pattern.find("or a list"), std::string::npos) << pattern;
   EXPECT_EQ(read("base_model: llama-tiny\nadapter: lora\nlora_r: 4\nlora_alpha: 8\nlora_target_modules: '.*\\.q_proj'\n",
                  ab::ConfigFormat::kAxolotl)
                 .lora.targets,
@@ -601,7 +609,11 @@ TEST(TrainerConfig, AMisspeltKeyIsNamedWithTheKeyItMeant) {
   EXPECT_EQ(error_of("lora_rr: 8\n"),
             "sft.yaml sets lora_rr, which is no key of TRL, transformers or accelerate (trl sft stops on it): did you "
             "mean lora_r? fix the key in the file");
-  EXPECT_EQ(read("per_device_train_batch_size: 4\nseed: 3\nnum_machines: 1\n").batch, 4);  // known, not misspelt
+  EXPECT_EQ(read("per_device_train_batch_size: 4\nseed: 3\nnum_machines: 1\nmixed_precision: bf16\n").batch, 4);  // known
+  // Three letters: one edit from fp16 (helper-91: fp1 was ignored, and the plan ran bf16).
+  EXPECT_EQ(error_of("fp1: true\n"),
+            "sft.yaml sets fp1, which is no key of TRL, transformers or accelerate (trl sft stops on it): did you mean "
+            "fp16? fix the key in the file");
   const ab::TrainerConfig axolotl =
       ab::parse_trainer_config("micro_batch_sise: 4\n", ab::ConfigFormat::kAxolotl, 1, "ax.yaml");
   EXPECT_EQ(axolotl.unknown, Lines{"micro_batch_sise (did you mean micro_batch_size? axolotl ignores it too)"});
@@ -1270,6 +1282,11 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
   EXPECT_TRUE(read("", ab::ConfigFormat::kAxolotl).tf32);
   EXPECT_TRUE(read("tf32: auto\n", ab::ConfigFormat::kAxolotl).tf32);
   EXPECT_FALSE(read("tf32: false\n", ab::ConfigFormat::kAxolotl).tf32);
+  // An explicit null stays None there, which its builder reads as off (helper-91); bf16: null skips
+  // auto and trains in fp32.
+  EXPECT_FALSE(read("tf32: null\n", ab::ConfigFormat::kAxolotl).tf32);
+  EXPECT_EQ(read("bf16: null\n", ab::ConfigFormat::kAxolotl).precisions, std::vector<ab::Precision>{ab::Precision::kFp32});
+  EXPECT_EQ(read("", ab::ConfigFormat::kAxolotl).precisions, std::vector<ab::Precision>{ab::Precision::kBf16});
   EXPECT_EQ(error_of("tf32: auto\n"), "sft.yaml: tf32 is \"auto\", not true or false; fix the key in the file");
   EXPECT_TRUE(ab::WorkloadOptions{}.tf32);
 }

@@ -188,13 +188,21 @@ std::string lora_targets_of(const TrainerConfig& config, const ModelConfig& mode
   } catch (const UserError& error) {
     if (t.key.empty() || std::string(error.what()).rfind(config.path, 0) == 0) throw;
     const bool axolotl_string = config.format == ConfigFormat::kAxolotl && !t.pattern.empty();
+    // A list to write instead, where the string is names (q_proj, or q_proj|v_proj): PEFT matches a
+    // list's names by the end of the path, not as a pattern, so '.*' has none.
+    std::string as_list;
+    if (axolotl_string && t.pattern.find_first_of("()[]{}*+?\\^$ ") == std::string::npos) {
+      std::string names = t.pattern;
+      for (size_t at = names.find('|'); at != std::string::npos; at = names.find('|', at)) names.replace(at, 1, ", ");
+      if (names.find(", , ") == std::string::npos && names.front() != ',' && names.back() != ' ') as_list = "[" + names + "]";
+    }
     throw UserError(config.path + ": " + t.key + " " +
                     (t.one_name_list ? "[" + t.pattern + "] reaches PEFT as one string (TRL's ModelConfig unwraps a "
                                                          "one-name list) and "
                      : axolotl_string ? "reaches PEFT as the string it is (axolotl makes it a list only beside "
                                         "lora_target_linear: true) and "
                                       : std::string()) +
-                    error.what() + (axolotl_string ? ", or a list: [" + t.pattern + "]" : ""));
+                    error.what() + (as_list.empty() ? "" : ", or a list: " + as_list));
   }
 }
 
@@ -248,10 +256,10 @@ size_t edits_between(const std::string& a, const std::string& b, size_t cap) {
 }
 
 // The known key `key` is most likely a misspelling of: one edit away (two for keys of 8 characters
-// or more), "" when none is that close. `known`: the keys the reader handles and those it knows
+// or more; keys of 3 characters at least), "" when none is that close. `known`: the keys the reader handles and those it knows
 // are unused.
 std::string nearest_key(const std::string& key, const std::set<std::string>& known) {
-  if (key.size() < 4) return "";
+  if (key.size() < 3) return "";  // fp1 for fp16, sed for seed
   const size_t cap = key.size() >= 8 ? 2 : 1;
   std::string best;
   size_t best_edits = cap + 1;

@@ -234,9 +234,11 @@ void Reader::read_axolotl(int world_size) {
   }
 
   // bf16: auto is bf16 on any GPU since Ampere, the devices accumbench plans for.
-  const bool bf16_auto = !has("bf16") || (root["bf16"].IsScalar() && root["bf16"].Scalar() == "auto");
+  // Left out, bf16 is "auto"; an explicit null stays None, which skips auto and trains without it.
+  const bool bf16_null = root["bf16"].IsDefined() && root["bf16"].IsNull();
+  const bool bf16_auto = (!has("bf16") && !bf16_null) || (root["bf16"].IsScalar() && root["bf16"].Scalar() == "auto");
   const bool fp16 = has("fp16") && boolean("fp16");
-  const bool bf16 = bf16_auto ? !fp16 : boolean("bf16");  // auto gives way to an explicit fp16
+  const bool bf16 = bf16_auto ? !fp16 : !bf16_null && boolean("bf16");  // auto gives way to an explicit fp16
   precision(bf16, fp16, "bf16", !has("bf16") && !fp16);
   // resolve_dtype (utils/config/__init__.py): bf16 (or bfloat16) loads the model in bfloat16, fp16
   // (or float16) in float16, else float32; so bf16: true is bf16 weights under bf16 autocast.

@@ -303,7 +303,10 @@ struct Reader {
   // schemas/config.py check_tf32 at 067b021), as its bf16 "auto" is bf16 there.
   void tf32(bool auto_on = false) {
     const bool stated_auto = auto_on && has("tf32") && root["tf32"].IsScalar() && root["tf32"].Scalar() == "auto";
-    const bool on = has("tf32") && !stated_auto ? boolean("tf32") : auto_on;  // TRL's "auto" is refused
+    // axolotl's explicit null stays None, which its builder reads as off (`cfg.tf32 is True`); left
+    // out, its default is auto.
+    const bool stated_null = root["tf32"].IsDefined() && root["tf32"].IsNull();
+    const bool on = has("tf32") && !stated_auto ? boolean("tf32") : auto_on && !stated_null;  // TRL's "auto" is refused
     set("--tf32", on ? "on" : "off", "tf32", !has("tf32"));
   }
 

@@ -56,7 +56,10 @@ const std::set<std::string>& trl_unused_keys() {
       "use_legacy_prediction_loop", "split_batches", "dispatch_batches", "save_strategy",
       // accelerate launch's own keys, which trl sft passes on to it
       "num_machines", "machine_rank", "main_process_ip", "main_process_port", "same_network", "rdzv_backend",
-      "config_file", "gpu_ids", "quiet"};
+      "config_file", "gpu_ids", "quiet", "cpu", "multi_gpu",
+      // accelerate's own precision: the Trainer's bf16/fp16 set it for the run (TrainingArguments
+      // exports ACCELERATE_MIXED_PRECISION from them)
+      "mixed_precision"};
   return keys;
 }
 
