@@ -1113,7 +1113,18 @@ struct CalibrateFrameworkCommand {
     options.sweep.workload = flags.apply();
     options.sweep.warmup = 1;
     options.reference_steps = options.sweep.steps;
-    const ab::FrameworkCalibration c = ab::calibrate_framework(options);
+    // Ctrl-C or SIGTERM: the engine's split or the Python reference in progress stops, its temporary
+    // folder goes, and the cache is left as it was (a calibration is one measurement or none).
+    ab::stop_on_interrupt("the step in progress", "then leaving the cache as it was");
+    ab::measuring_begins();
+    ab::FrameworkCalibration c;
+    try {
+      c = ab::calibrate_framework(options);
+    } catch (const ab::Interrupted& stopped) {
+      std::cerr << "accumbench: calibrate-framework " << stopped.what()
+                << ": nothing was written, and the cache keeps its earlier calibrations\n";
+      return interrupted_exit_code();
+    }
     for (const std::string& note : flags.take_option_notes()) print_note(note);
     for (const std::string& note : c.notes) print_note(note);
     std::vector<const ab::FrameworkCalibrationSide*> sides = {&c.engine};

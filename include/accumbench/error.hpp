@@ -24,6 +24,13 @@ class FatalRunError : public std::runtime_error {
   explicit FatalRunError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A stop signal (interrupt.hpp) ended a command that keeps nothing partial (calibrate-framework):
+// its message says what was left as it was; the command exits 128 + the signal.
+class Interrupted : public std::runtime_error {
+ public:
+  explicit Interrupted(const std::string& message) : std::runtime_error(message) {}
+};
+
 // Exit code for user mistakes (bad preset, bad config file, batch not divisible, ...).
 inline constexpr int kUserErrorExitCode = 2;
 

@@ -18,7 +18,8 @@ namespace accumbench {
 // the process inherited as ignored. Library code never calls it: a program that embeds the sweep
 // keeps its own signal handling. in_progress, a string literal, is what the handler's line says
 // finishes first ("stopping after <in_progress>, then reporting ...").
-void stop_on_interrupt(const char* in_progress);
+// `then`, also a literal, what comes after it ("then reporting what was measured" when null).
+void stop_on_interrupt(const char* in_progress, const char* then = nullptr);
 
 // The command has begun to measure: from here the first signal asks (above). Before it the handler
 // ends the process at once, as without it: there is nothing to report yet, and a read blocked on a

@@ -1,8 +1,13 @@
 // calibrate-framework (accumbench/sweep.hpp): the engine's sweep and the Python reference's step
 // times on the same splits, a line through each over the accumulation steps, and the difference of
 // the slopes written to the framework-overhead cache.
+#include <poll.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +19,7 @@
 #include <utility>
 
 #include "accumbench/error.hpp"
+#include "accumbench/interrupt.hpp"
 #include "accumbench/model_config.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/units.hpp"
@@ -54,13 +60,58 @@ struct ProcessOutput {
   std::string text;
 };
 
+// `command` through sh, its stdout and stderr read; in a process group of its own, which a stop
+// signal (interrupt.hpp) ends at once: the reference is stopped, not left to run to its end after
+// accumbench is gone (helper-92), and Interrupted is thrown.
 ProcessOutput run_command(const std::string& command) {
   ProcessOutput out;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) throw UserError("cannot start " + text::quoted(command) + "; check --python");
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) throw UserError("cannot start " + text::quoted(command) + " (no pipe); check --python");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);  // its own group: one kill stops sh and the Python under it
+  std::string shell_command = command;
+  char* argv[] = {const_cast<char*>("sh"), const_cast<char*>("-c"), shell_command.data(), nullptr};
+  pid_t child = 0;
+  const int spawned = posix_spawn(&child, "/bin/sh", &actions, &attributes, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  close(pipe_fds[1]);
+  if (spawned != 0) {
+    close(pipe_fds[0]);
+    throw UserError("cannot start " + text::quoted(command) + "; check --python");
+  }
   char buffer[4096];
-  while (fgets(buffer, sizeof buffer, pipe) != nullptr) out.text += buffer;
-  const int status = pclose(pipe);
+  bool stopped = false;
+  for (;;) {
+    if (stop_requested()) {
+      kill(-child, SIGTERM);
+      stopped = true;
+      break;
+    }
+    pollfd readable{pipe_fds[0], POLLIN, 0};
+    const int ready = poll(&readable, 1, 200);  // a stop is seen within 0.2 s
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;
+    const ssize_t n = read(pipe_fds[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.text.append(buffer, static_cast<size_t>(n));
+  }
+  close(pipe_fds[0]);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (stopped) {
+    throw Interrupted("stopped by " + signal_name(stop_signal()) + " while the PyTorch reference ran (stopped too)");
+  }
   out.status = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
   return out;
 }
@@ -289,6 +340,9 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
   o.sweep.time_budget_seconds = 0;
   o.sweep.framework_overhead = "0";
   const SweepResult sweep = run_sweep(o.sweep);
+  if (stop_requested()) {
+    throw Interrupted("stopped by " + signal_name(stop_signal()) + " while the engine's splits were timed");
+  }
   result.batch = w.batch;
   result.device_name = sweep.context.device_name;
   result.precision = to_string(w.precisions.front());

@@ -21,6 +21,7 @@ std::atomic<bool> g_measuring{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "the handler reads it");
 // What the handler's line says finishes first; set once, before the handler is installed.
 const char* g_in_progress = "";
+const char* g_then = "then reporting what was measured";
 // When the first stop signal came (CLOCK_MONOTONIC, ns); read and written only by the handler,
 // which the kernel does not re-enter for the signal it is handling.
 std::atomic<int64_t> g_first_signal_ns{0};  // 0: none yet
@@ -62,14 +63,17 @@ extern "C" void on_stop_signal(int signal_number) {
   g_stop_signal.store(signal_number);
   write_stderr("\naccumbench: stopping after ");
   write_stderr(g_in_progress);
-  write_stderr(", then reporting what was measured; interrupt again to quit at once\n");
+  write_stderr(", ");
+  write_stderr(g_then);
+  write_stderr("; interrupt again to quit at once\n");
 }
 
 }  // namespace
 
-void stop_on_interrupt(const char* in_progress) {
-  static const bool installed = [in_progress] {
+void stop_on_interrupt(const char* in_progress, const char* then) {
+  static const bool installed = [in_progress, then] {
     g_in_progress = in_progress;
+    if (then != nullptr) g_then = then;
     struct sigaction action {};
     action.sa_handler = on_stop_signal;
     sigemptyset(&action.sa_mask);

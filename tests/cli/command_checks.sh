@@ -687,12 +687,42 @@ if skipped["fits"] is not False or runs[1]["fits"] is not True: fail("fits %r %r
   expect 0 "1×8" -- report "$work/b.json"
 }
 
+# cli.calibrate.interrupt: a stop signal while the Python reference runs stops it too (its own
+# process group), removes the temporary export and writes no cache: one sentence, exit 143 for
+# SIGTERM (a background job of a script ignores SIGINT, as the handler leaves it).
+calibrate_framework_interrupt() {
+  local python=${ACCUMBENCH_REFERENCE_PYTHON:-/usr/bin/python3}
+  "$python" -c "import torch" 2>/dev/null || { echo "no torch in $python: skipped"; exit 77; }
+  export ACCUMBENCH_CACHE_DIR="$work/cache"
+  last_command="accumbench calibrate-framework ... (SIGTERM while the reference runs)"
+  "$bin" calibrate-framework --model qwen3-tiny --seq-len 64 --batch 8 --micro-batches 1,8 --device cpu --threads 1 \
+    --steps 200 --python "$python" --frameworks plain >"$out" 2>"$err" &
+  local pid=$! waited=0
+  # The reference's command line names the export folder, which names accumbench's pid.
+  until pgrep -f "accumbench-calibrate-$pid" >/dev/null; do
+    sleep 0.2
+    waited=$((waited + 1))
+    [ "$waited" -lt 1500 ] || { kill -9 "$pid"; fail "the reference never started"; }
+    kill -0 "$pid" 2>/dev/null || fail "calibrate-framework ended before its reference started"
+  done
+  kill -TERM "$pid"
+  wait "$pid"
+  rc=$?
+  [ "$rc" -eq 143 ] || fail "exit status $rc, expected 143"
+  check "one sentence says what stopped and what was kept" grep -q "^accumbench: calibrate-framework stopped by SIGTERM while the PyTorch reference ran (stopped too): nothing was written, and the cache keeps its earlier calibrations$" "$err"
+  sleep 0.5
+  check "the reference was stopped" bash -c '! pgrep -f "accumbench-calibrate-$1" >/dev/null' _ "$pid"
+  check "the temporary export was removed" test ! -e "${TMPDIR:-/tmp}/accumbench-calibrate-$pid"
+  check "no cache was written" test ! -e "$work/cache/framework-overhead.json"
+}
+
 case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
     verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom | framework_overhead | \
     calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list | resume_new_limit | \
     stdout_fails | grouping_equal_lengths | resume_raised_steps | resume_lengths_path | compare_distinct_steps | \
-    nothing_fits_keeps_files | resume_cpu_settings | grouped_plan_matches | json_reads_as_the_tables) "$mode" ;;
+    nothing_fits_keeps_files | resume_cpu_settings | grouped_plan_matches | json_reads_as_the_tables | \
+    calibrate_framework_interrupt) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
