@@ -1151,9 +1151,21 @@ struct CalibrateFrameworkCommand {
     std::cout << "\n\n";
     for (const auto& side : c.references) {
       const double overhead = side.seconds_per_micro_step - c.engine.seconds_per_micro_step;
-      std::cout << side.name << ": " << (overhead < 0 ? "-" : "+")
-                << ab::text::format_duration(std::abs(overhead)) << " per micro-step against the engine"
-                << (overhead < 0 ? " (below zero: noise; sweep --framework-overhead auto counts it as 0)" : "") << "\n";
+      const auto signed_duration = [](double seconds) {
+        return std::string(seconds < 0 ? "-" : "+") + ab::text::format_duration(std::abs(seconds));
+      };
+      std::cout << side.name << ": " << signed_duration(overhead) << " per micro-step against the engine";
+      // The interval the steps give (helper-92: four runs read +0.98, -5.20, +2.41 and +1.10 ms).
+      const bool interval = std::isfinite(side.overhead_low) && std::isfinite(side.overhead_high);
+      if (interval) {
+        std::cout << " (95 %: " << signed_duration(side.overhead_low) << " \u2026 " << signed_duration(side.overhead_high);
+        if (side.overhead_low <= 0 && side.overhead_high >= 0) {
+          std::cout << "; not told from 0 at these steps: more --steps, or an idle machine, narrows it";
+        }
+        std::cout << ")";
+      }
+      if (overhead < 0) std::cout << "; below zero, sweep --framework-overhead auto counts it as 0";
+      std::cout << "\n";
     }
     if (!c.packages.empty()) std::cout << "Python packages: " << c.packages << "\n";
     std::cout << "accumbench: wrote " << c.cache_path << " (sweep --framework-overhead auto reads it)\n";

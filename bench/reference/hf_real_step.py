@@ -212,7 +212,7 @@ def main():
             torch.cuda.reset_peak_memory_stats(device)
             run()
             peak = torch.cuda.max_memory_allocated(device)
-        print(json.dumps(dict(mb=mb, ga=a.batch // mb, step_s=statistics.median(times), steps=a.steps,
+        print(json.dumps(dict(mb=mb, ga=a.batch // mb, step_s=statistics.median(times), steps=a.steps, times=times,
                               peak_bytes=peak, peak_gib=None if peak is None else round(peak / 2**30, 3))), flush=True)
     return 0
 

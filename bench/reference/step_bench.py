@@ -208,7 +208,7 @@ def main():
             state = [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
             before = live_bytes(list(model.parameters()) + state)  # gradients are None between steps
             peak = before + profiled_peak_delta(run)
-        print(json.dumps(dict(mb=mb, ga=a.batch // mb, step_s=statistics.median(times), steps=a.steps,
+        print(json.dumps(dict(mb=mb, ga=a.batch // mb, step_s=statistics.median(times), steps=a.steps, times=times,
                               peak_bytes=peak, peak_gib=round(peak / 2**30, 3))), flush=True)
 
 

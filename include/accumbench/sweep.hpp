@@ -198,6 +198,12 @@ struct FrameworkCalibrationSide {
   std::vector<double> step_seconds;  // per split, parallel to micro_batches
   double seconds_per_micro_step = 0; // the fitted slope a
   std::string torch;                 // the reference's PyTorch version (its header line); "" for the engine
+  // Each split's timed steps, parallel to micro_batches (empty where the side gave its medians alone).
+  std::vector<std::vector<double>> step_samples;
+  // A reference's time per micro-step against the engine's, 95 % bootstrap interval (the splits'
+  // steps resampled on both sides, each median refitted); NaN without the steps to resample.
+  double overhead_low = std::numeric_limits<double>::quiet_NaN();
+  double overhead_high = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct FrameworkCalibration {

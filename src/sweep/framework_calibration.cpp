@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <random>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -39,20 +40,60 @@ std::string shell_quoted(const std::string& value) {
   return out + "'";
 }
 
-// Least squares t = a·n + c over the splits; the slope a is the time per micro-step.
-void fit_line(FrameworkCalibrationSide& side, int64_t batch) {
-  const size_t k = side.micro_batches.size();
+// Least squares t = a·n + c over the splits (n: each split's accumulation steps); the slope a.
+double slope(const std::vector<int64_t>& micro_batches, const std::vector<double>& seconds, int64_t batch) {
+  const size_t k = micro_batches.size();
   double sn = 0, st = 0, snn = 0, snt = 0;
   for (size_t i = 0; i < k; ++i) {
-    const double n = static_cast<double>(batch / side.micro_batches[i]);
+    const double n = static_cast<double>(batch / micro_batches[i]);
     sn += n;
-    st += side.step_seconds[i];
+    st += seconds[i];
     snn += n * n;
-    snt += n * side.step_seconds[i];
+    snt += n * seconds[i];
   }
   const double kd = static_cast<double>(k);
   const double denominator = kd * snn - sn * sn;
-  side.seconds_per_micro_step = denominator != 0 ? (kd * snt - sn * st) / denominator : 0.0;
+  return denominator != 0 ? (kd * snt - sn * st) / denominator : 0.0;
+}
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// The reference's time per micro-step against the engine's, as a 95 % bootstrap interval: each
+// split's steps resampled on both sides, its median and the slopes refitted (2,000 times, a fixed
+// seed, so the same steps give the same interval). Left NaN where a side gave no steps.
+void bootstrap_overhead(FrameworkCalibrationSide& reference, const FrameworkCalibrationSide& engine, int64_t batch) {
+  const auto resampled = [batch](const FrameworkCalibrationSide& side, std::mt19937_64& rng) {
+    std::vector<double> medians;
+    for (const std::vector<double>& steps : side.step_samples) {
+      std::uniform_int_distribution<size_t> pick(0, steps.size() - 1);
+      std::vector<double> drawn(steps.size());
+      for (double& d : drawn) d = steps[pick(rng)];
+      medians.push_back(median_of(std::move(drawn)));
+    }
+    return slope(side.micro_batches, medians, batch);
+  };
+  const auto complete = [](const FrameworkCalibrationSide& side) {
+    return side.step_samples.size() == side.micro_batches.size() &&
+           std::none_of(side.step_samples.begin(), side.step_samples.end(), [](const auto& s) { return s.empty(); });
+  };
+  if (!complete(reference) || !complete(engine)) return;
+  constexpr int kDraws = 2000;
+  std::mt19937_64 rng(20261207);
+  std::vector<double> differences;
+  differences.reserve(kDraws);
+  for (int i = 0; i < kDraws; ++i) differences.push_back(resampled(reference, rng) - resampled(engine, rng));
+  std::sort(differences.begin(), differences.end());
+  reference.overhead_low = differences[static_cast<size_t>(0.025 * kDraws)];
+  reference.overhead_high = differences[static_cast<size_t>(0.975 * kDraws) - 1];
+}
+
+// The side's slope over its medians: the time per micro-step.
+void fit_line(FrameworkCalibrationSide& side, int64_t batch) {
+  side.seconds_per_micro_step = slope(side.micro_batches, side.step_seconds, batch);
 }
 
 struct ProcessOutput {
@@ -173,6 +214,13 @@ FrameworkCalibrationSide run_reference(const FrameworkCalibrationOptions& o, con
     if (!j.is_object() || !j.contains("mb") || !j.contains("step_s")) continue;
     side.micro_batches.push_back(j["mb"].get<int64_t>());
     side.step_seconds.push_back(j["step_s"].get<double>());
+    std::vector<double> steps;  // each timed step, where the script gives them
+    if (j.contains("times") && j["times"].is_array()) {
+      for (const auto& t : j["times"]) {
+        if (t.is_number()) steps.push_back(t.get<double>());
+      }
+    }
+    side.step_samples.push_back(std::move(steps));
   }
   if (out.status != 0 || side.micro_batches.size() != w.micro_batches.size()) {
     throw UserError("the PyTorch reference (" + framework + ") did not run: " + text::quoted(command, 200) +
@@ -355,6 +403,9 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
     }
     result.engine.micro_batches.push_back(run.config.micro_batch);
     result.engine.step_seconds.push_back(run.step_seconds.median);
+    std::vector<double> steps;
+    for (const StepSample& step : run.steps) steps.push_back(step.step_seconds);
+    result.engine.step_samples.push_back(std::move(steps));
   }
   fit_line(result.engine, w.batch);
 
@@ -368,6 +419,7 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
     for (const std::string& framework : o.frameworks) {
       FrameworkCalibrationSide side = run_reference(o, framework, export_dir.string(), sweep.context.device, threads);
       fit_line(side, w.batch);
+      bootstrap_overhead(side, result.engine, w.batch);
       result.references.push_back(std::move(side));
     }
   } catch (...) {

@@ -276,7 +276,8 @@ calibrate_framework() {
   local python=${ACCUMBENCH_REFERENCE_PYTHON:-/usr/bin/python3}
   "$python" -c "import torch" 2>/dev/null || { echo "no torch in $python: skipped"; exit 77; }
   export ACCUMBENCH_CACHE_DIR="$work/cache"
-  expect 0 "plain: " "Python packages: torch " "accumbench: wrote $work/cache/framework-overhead.json" \
+  expect 0 "plain: " "per micro-step against the engine (95 %: " "Python packages: torch " \
+    "accumbench: wrote $work/cache/framework-overhead.json" \
     "note: --frameworks lists plain more than once; the repeats are dropped" -- calibrate-framework \
     --model gpt2-tiny --seq-len 32 --batch 4 --micro-batches 1,4 --device cpu --threads 1 --steps 3 \
     --python "$python" --frameworks plain,plain
