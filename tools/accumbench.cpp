@@ -1131,7 +1131,11 @@ struct CalibrateFrameworkCommand {
     for (const auto& side : c.references) sides.push_back(&side);
     // The model and shape too: the cache keeps an entry per model (framework_model).
     std::cout << "median step s, " << ab::resolve_model(options.sweep.workload.model).name << " at T="
-              << options.sweep.workload.seq_len << ", " << c.device_name << ", " << c.precision << ", batch " << c.batch
+              << options.sweep.workload.seq_len << ", " << c.device_name << ", " << c.precision
+              << (options.sweep.workload.weights_dtype != ab::Precision::kFp32
+                      ? " with " + ab::to_string(options.sweep.workload.weights_dtype) + " weights"
+                      : std::string())
+              << ", batch " << c.batch
               << ", " << c.job << "\n\n";
     std::cout << ab::text::pad("split", 8);
     for (const auto* side : sides) std::cout << ab::text::pad(side->name, 12, ab::text::Align::kRight);
@@ -1373,7 +1377,7 @@ struct PlanCommand {
   int run();
 
  private:
-  // A sweep's options that change the update, what is timed or what is written, never a tensor's
+  // A sweep's options that change the update, what is timed, decided or written, never a tensor's
   // size: plan takes them, so that a sweep's command line plans as it is (the sweep's recommendation says
   // "accumbench plan with the same options"), and names them in one note.
   IgnoredSweepOptions sweep_only;
@@ -1383,11 +1387,11 @@ struct PlanCommand {
                        "--beta1", "--beta2", "--adam-eps", "--weight-decay", "--tf32", "--peak-tflops", "--dist-timeout",
                        "--framework-overhead", "--loss-normalization", "--csv", "--trace", "--profile", "--resume"},
                       "A sweep's options, taken so that its command line plans as it is; they change the update, what "
-                      "is timed or what is written, not any tensor's size, and the plan ignores them");
+                      "is timed, decided or written, not any tensor's size, and the plan ignores them");
   }
   // The note naming those given ("" without any).
   std::string sweep_only_note() const {
-    return sweep_only.note(flags.cli, "the update, what is timed or what is written, not any tensor's size", "the plan");
+    return sweep_only.note(flags.cli, "the update, what is timed, decided or written, not any tensor's size", "the plan");
   }
   void add_handover_options(CLI::App* command) {
     command->add_option("--headroom", headroom,

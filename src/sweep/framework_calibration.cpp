@@ -223,9 +223,14 @@ FrameworkCalibrationSide run_reference(const FrameworkCalibrationOptions& o, con
     side.step_samples.push_back(std::move(steps));
   }
   if (out.status != 0 || side.micro_batches.size() != w.micro_batches.size()) {
+    const std::string said = last_line(out.text);
     throw UserError("the PyTorch reference (" + framework + ") did not run: " + text::quoted(command, 200) +
-                    " exited with " + std::to_string(out.status) + " (" + text::shortened(last_line(out.text), 200) +
-                    "); install python3-torch (scripts/install-deps.sh) or pass --python with a Python that imports torch");
+                    " exited with " + std::to_string(out.status) +
+                    (said.empty() ? " and printed nothing" : " (" + text::shortened(said, 200) + ")") +
+                    (out.status == 0 ? ", and gave " + std::to_string(side.micro_batches.size()) + " of the " +
+                                           std::to_string(w.micro_batches.size()) + " splits' timings"
+                                     : std::string()) +
+                    "; install python3-torch (scripts/install-deps.sh) or pass --python with a Python that imports torch");
   }
   return side;
 }
