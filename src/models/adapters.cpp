@@ -298,9 +298,10 @@ void validate_lora(const ModelConfig& m, const LoraOptions& lora) {
                       "LoRA adapters; add " + flags + " to measure it as it loads");
     }
   }
-  // A rank above a linear's smaller dimension is legal in PEFT (the update's rank cannot exceed it,
-  // so the extra adapter width buys nothing): built and planned as given, said by a note
-  // (lora_rank_note).
+  // The targets name linears of this model (UserError otherwise). A rank above a linear's smaller
+  // dimension is legal in PEFT (the update's rank cannot exceed it, so the extra adapter width buys
+  // nothing): built and planned as given, said by a note (lora_rank_note).
+  (void)lora_targets(m, lora.targets);
 }
 
 std::string lora_rank_note(const ModelConfig& m, const LoraOptions& lora) {
