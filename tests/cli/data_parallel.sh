@@ -143,13 +143,17 @@ plan_within_peaks() {
 # plan within PERCENT of its measured peak. Gloo's worker can still hold an all-reduce's buffers
 # when rank 0's backward peaks, on a loaded machine only (cli.data_parallel.sweep; in one probe 3
 # first splits of 17 were 12.7 % over their plan, none measured alone): a sweep off its plan is
-# measured once more, and the second stands.
+# measured again, up to twice, and the third stands (ctest -j2 once put both of two runs of
+# cli.data_parallel.last_bucket_plan off; alone, 3 of 3 within).
 dp_sweep_within_plan() {
   local what=$1 percent=$2 json=$3
   shift 3
-  dp_run 2 sweep "$@"
-  if peaks_within "$percent" "$json" >/dev/null; then return 0; fi
-  echo "     ($what: rank 0's peaks off the plan by more than $percent %: $(peaks_within "$percent" "$json"); measured once more)"
+  local attempt
+  for attempt in 1 2; do
+    dp_run 2 sweep "$@"
+    if peaks_within "$percent" "$json" >/dev/null; then return 0; fi
+    echo "     ($what: rank 0's peaks off the plan by more than $percent %: $(peaks_within "$percent" "$json"); measured once more)"
+  done
   dp_run 2 sweep "$@"
   plan_within_peaks "$what" "$percent" "$json"
 }
