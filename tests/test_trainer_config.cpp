@@ -634,6 +634,11 @@ TEST(TrainerConfig, YamlMergeKeysAreApplied) {
   const ab::WorkloadOptions ax = read("base: &b\n  micro_batch_size: 2\n  gradient_accumulation_steps: 3\n<<: *b\n",
                                       ab::ConfigFormat::kAxolotl);
   EXPECT_EQ(ax.batch, 6);
+  // Two merge keys in one mapping: PyYAML applies both in their order, the last's keys winning
+  // (flatten_mapping), where a list's first wins.
+  w = read("a: &a\n  per_device_train_batch_size: 5\nb: &b\n  per_device_train_batch_size: 3\n"
+           "  gradient_accumulation_steps: 2\n<<: *a\n<<: *b\n");
+  EXPECT_EQ(w.batch, 6);
   EXPECT_EQ(error_of("<<: 3\n"),
             "sft.yaml: the merge key << on line 1 takes a mapping (<<: *name of an anchored mapping) or a list of them; "
             "fix it in the file");

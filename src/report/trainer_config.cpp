@@ -207,9 +207,10 @@ std::string lora_targets_of(const TrainerConfig& config, const ModelConfig& mode
 }
 
 // A mapping with its YAML merge keys applied (`<<: *defaults`, or a list of such), as PyYAML's
-// safe_load applies them for TRL and axolotl: the merged mappings' keys first, an earlier one
-// winning over a later, and the mapping's own keys over all. yaml-cpp 0.7 reads `<<` as a key like
-// any other, which left a file's batch split at the defaults (helper-89).
+// safe_load applies them for TRL and axolotl (flatten_mapping): the merged pairs first, then the
+// mapping's own, a later pair winning; a list's mappings are merged last to first (so its first
+// wins), separate merge keys in their order (so the last wins). yaml-cpp 0.7 reads `<<` as a key
+// like any other, which left a file's batch split at the defaults (helper-89).
 YAML::Node with_merge_keys(const YAML::Node& node, const std::string& path) {
   if (!node.IsMap()) return node;
   YAML::Node out(YAML::NodeType::Map);
@@ -219,17 +220,14 @@ YAML::Node with_merge_keys(const YAML::Node& node, const std::string& path) {
     std::vector<YAML::Node> sources;
     if (value.IsMap()) sources.push_back(value);
     if (value.IsSequence()) {
-      for (const YAML::Node& source : value) sources.push_back(source);
+      for (const YAML::Node& source : value) sources.insert(sources.begin(), source);  // last to first
     }
     if (sources.empty() || std::any_of(sources.begin(), sources.end(), [](const YAML::Node& n) { return !n.IsMap(); })) {
       throw UserError(path + ": the merge key << on line " + std::to_string(item.first.Mark().line + 1) +
                       " takes a mapping (<<: *name of an anchored mapping) or a list of them; fix it in the file");
     }
     for (const YAML::Node& source : sources) {
-      for (const auto& merged : with_merge_keys(source, path)) {
-        const std::string key = merged.first.Scalar();
-        if (!out[key].IsDefined() || out[key].IsNull()) out[key] = merged.second;
-      }
+      for (const auto& merged : with_merge_keys(source, path)) out[merged.first.Scalar()] = merged.second;
     }
   }
   for (const auto& item : node) {
@@ -311,7 +309,8 @@ TrainerConfig parse_trainer_config(const std::string& yaml_text, ConfigFormat fo
   std::set<std::string> seen;
   for (const auto& item : root) {
     const std::string key = item.first.Scalar();
-    if (!seen.insert(key).second) {
+    // PyYAML applies every merge key of a mapping (with_merge_keys does too).
+    if (key != "<<" && !seen.insert(key).second) {
       throw UserError(path + " sets " + key + " twice (again on line " + std::to_string(item.first.Mark().line + 1) +
                       "); TRL and axolotl would take the last value, accumbench takes none: keep one");
     }
