@@ -922,6 +922,22 @@ struct SweepCommand {
       ab::require_readable_file(resume_path, "--resume file");  // named as the option, before the reader's words
       resume = ab::load_sweep_result(resume_path);
       if (files.json.empty()) files.json = resume_path;
+      // The decisions are this command's: a resume without the file's --tie-tolerance or
+      // --confidence decides otherwise than the sweep it goes on from, which is said (helper-91).
+      const ab::Decision& before = resume.recommendation.decision;
+      if (before.kind != ab::DecisionKind::kNone &&
+          (std::abs(before.tie_tolerance - options.tie_tolerance) > 1e-12 ||
+           std::abs(before.confidence - options.confidence) > 1e-12)) {
+        const auto words = [](double tolerance, double confidence) {
+          return "a tie tolerance of " + ab::text::format_number(tolerance) + " at " +
+                 ab::text::format_number(confidence) + " confidence";
+        };
+        flags.option_notes.push_back(
+            "the --resume file's sweep decided with " + words(before.tie_tolerance, before.confidence) +
+            ", this one decides every split with " + words(options.tie_tolerance, options.confidence) +
+            "; give --tie-tolerance " + ab::text::format_number(before.tie_tolerance) + " --confidence " +
+            ab::text::format_number(before.confidence) + " to decide as it did");
+      }
     }
     files.require_writable(resume_path, "--resume");  // every rank alike, before any joins (the same paths)
     require_inputs_kept(files.named(), flags.inputs());

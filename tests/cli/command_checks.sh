@@ -688,6 +688,19 @@ if skipped["fits"] is not False or runs[1]["fits"] is not True: fail("fits %r %r
   expect 0 "1×8" -- report "$work/b.json"
 }
 
+# cli.resume.tolerance_note: a resume decides with its own --tie-tolerance and --confidence; where
+# they are not the file's, a note says so and gives the file's.
+resume_tolerance_note() {
+  tiny_args --micro-batches 1,4 --tie-tolerance 0.01 --json "$work/a.json"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  cp "$work/a.json" "$work/b.json"
+  tiny_args --micro-batches 1,4 --tie-tolerance 0.01 --resume "$work/a.json"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  check "the same tolerance: no note" bash -c '! grep -q "resume file.s sweep decided with" "$1"' _ "$err"
+  tiny_args --micro-batches 1,4 --resume "$work/b.json"
+  expect 0 "note: the --resume file's sweep decided with a tie tolerance of 0.01 at 0.95 confidence, this one decides every split with a tie tolerance of 0.03 at 0.95 confidence; give --tie-tolerance 0.01 --confidence 0.95 to decide as it did" -- sweep "${args[@]}"
+}
+
 # cli.calibrate.interrupt: a stop signal while the Python reference runs stops it too (its own
 # process group), removes the temporary export and writes no cache: one sentence, exit 143 for
 # SIGTERM (a background job of a script ignores SIGINT, as the handler leaves it).
@@ -723,7 +736,7 @@ case $mode in
     calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list | resume_new_limit | \
     stdout_fails | grouping_equal_lengths | resume_raised_steps | resume_lengths_path | compare_distinct_steps | \
     nothing_fits_keeps_files | resume_cpu_settings | grouped_plan_matches | json_reads_as_the_tables | \
-    calibrate_framework_interrupt) "$mode" ;;
+    calibrate_framework_interrupt | resume_tolerance_note) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
