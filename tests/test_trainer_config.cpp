@@ -1290,6 +1290,8 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
   // An explicit null stays None there, which its builder reads as off (helper-91); bf16: null skips
   // auto and trains in fp32.
   EXPECT_FALSE(read("tf32: null\n", ab::ConfigFormat::kAxolotl).tf32);
+  EXPECT_EQ(error_of("tf32: maybe\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml: tf32 is \"maybe\", not true, false or auto; fix the key in the file");
   EXPECT_EQ(read("bf16: null\n", ab::ConfigFormat::kAxolotl).precisions, std::vector<ab::Precision>{ab::Precision::kFp32});
   EXPECT_EQ(read("", ab::ConfigFormat::kAxolotl).precisions, std::vector<ab::Precision>{ab::Precision::kBf16});
   EXPECT_EQ(error_of("tf32: auto\n"), "sft.yaml: tf32 is \"auto\", not true or false; fix the key in the file");

@@ -306,6 +306,9 @@ struct Reader {
     // axolotl's explicit null stays None, which its builder reads as off (`cfg.tf32 is True`); left
     // out, its default is auto.
     const bool stated_null = root["tf32"].IsDefined() && root["tf32"].IsNull();
+    bool parsed = false;
+    if (auto_on && has("tf32") && !stated_auto && !YAML::convert<bool>::decode(root["tf32"], parsed))
+      bad_value("tf32", "true, false or auto");  // axolotl's schema takes auto too
     const bool on = has("tf32") && !stated_auto ? boolean("tf32") : auto_on && !stated_null;  // TRL's "auto" is refused
     set("--tf32", on ? "on" : "off", "tf32", !has("tf32"));
   }
