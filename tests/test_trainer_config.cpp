@@ -243,6 +243,12 @@ TEST(TrainerConfig, TargetModulesMatchAsPeftMatchesThem) {
                 .lora.targets,
             "q");
   EXPECT_EQ(read(axolotl + "lora_target_linear: true\n", ab::ConfigFormat::kAxolotl).lora.targets, "all-linear");
+  // Empty: PEFT gets no module (helper-91: the refusal named --lora-targets, not the key).
+  EXPECT_EQ(error_of(ax_head + "lora_target_modules: ''\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml: lora_target_modules is empty, which gives PEFT no module to adapt (it stops); name the modules, "
+            "or use lora_target_linear: true");
+  EXPECT_EQ(read(ax_head + "lora_target_modules: []\nlora_target_linear: true\n", ab::ConfigFormat::kAxolotl).lora.targets,
+            "all-linear");
   EXPECT_EQ(error_of(llama + "[q, v]\n"),
             "sft.yaml: lora_target_modules names \"q\", which matches no module of llama-tiny (PEFT compares each name "
             "with the end of a module's path, as model.layers.0.self_attn.q_proj); use q_proj, k_proj, v_proj, "

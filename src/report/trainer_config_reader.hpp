@@ -367,6 +367,14 @@ struct Reader {
   void lora_targets(const std::string& key) {
     PeftTargetModules& targets = config.lora_target_modules;
     targets.key = key;
+    const YAML::Node node = root[key];
+    const bool empty = (node.IsSequence() && node.size() == 0) || (node.IsScalar() && node.Scalar().empty());
+    if (empty && !(format == ConfigFormat::kAxolotl && targets.all_linear)) {
+      throw UserError(where(key) + " is empty, which gives PEFT no module to adapt (it stops); name the modules, or " +
+                      (format == ConfigFormat::kTrl ? std::string("remove the key for PEFT's default for the model")
+                                                    : std::string("use lora_target_linear: true")));
+    }
+    if (empty) return;  // axolotl: lora_target_linear's linears alone
     const std::vector<std::string> names = words(key);
     // axolotl wraps one name in a list only beside lora_target_linear (_build_peft_lora_config,
     // loaders/adapter.py at 067b021); otherwise the string reaches PEFT, which matches it as a
