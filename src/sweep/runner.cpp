@@ -1368,7 +1368,16 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     return runs;
   };
   for (size_t index = 0; index < grid.size(); ++index) {
-    if (stop_agreed()) {
+    // A collective: a peer gone between two splits fails here, and the splits finished are saved
+    // with the error, as within one (cli.data_parallel.dead_peer once saw the file without it).
+    bool stop_now = false;
+    try {
+      stop_now = stop_agreed();
+    } catch (const FatalRunError& error) {
+      save(finished_copies(), index, 0, error.what());
+      throw;
+    }
+    if (stop_now) {
       stopped = true;
       stopped_at = index;
       break;
