@@ -22,6 +22,7 @@
 #include "accumbench/error.hpp"
 #include "accumbench/interrupt.hpp"
 #include "accumbench/model_config.hpp"
+#include "accumbench/statistics.hpp"
 #include "accumbench/sweep.hpp"
 #include "accumbench/units.hpp"
 #include "sweep/framework_overhead.hpp"
@@ -56,12 +57,6 @@ double slope(const std::vector<int64_t>& micro_batches, const std::vector<double
   return denominator != 0 ? (kd * snt - sn * st) / denominator : 0.0;
 }
 
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 // The reference's time per micro-step against the engine's, as a 95 % bootstrap interval: each
 // split's steps resampled on both sides, its median and the slopes refitted (2,000 times, a fixed
 // seed, so the same steps give the same interval). Left NaN where a side gave no steps.
@@ -72,7 +67,7 @@ void bootstrap_overhead(FrameworkCalibrationSide& reference, const FrameworkCali
       std::uniform_int_distribution<size_t> pick(0, steps.size() - 1);
       std::vector<double> drawn(steps.size());
       for (double& d : drawn) d = steps[pick(rng)];
-      medians.push_back(median_of(std::move(drawn)));
+      medians.push_back(median(std::move(drawn)));
     }
     return slope(side.micro_batches, medians, batch);
   };
