@@ -1300,6 +1300,12 @@ TEST(TrainerConfig, WhatTheTrainersDoBeyondTheirKeys) {
             "sft.yaml: tf32 is \"maybe\", not true, false or auto; fix the key in the file");
   EXPECT_EQ(read("bf16: null\n", ab::ConfigFormat::kAxolotl).precisions, std::vector<ab::Precision>{ab::Precision::kFp32});
   EXPECT_EQ(read("", ab::ConfigFormat::kAxolotl).precisions, std::vector<ab::Precision>{ab::Precision::kBf16});
+  // axolotl's bf16 takes auto as well (helper-96: the refusal said "true or false"); TRL's does not.
+  EXPECT_EQ(error_of("bf16: maybe\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml: bf16 is \"maybe\", not true, false or auto; fix the key in the file");
+  EXPECT_EQ(error_of("bf16: [true]\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml: bf16 is \"[true]\", not true, false or auto; fix the key in the file");
+  EXPECT_EQ(error_of("bf16: maybe\n"), "sft.yaml: bf16 is \"maybe\", not true or false; fix the key in the file");
   EXPECT_EQ(error_of("tf32: auto\n"), "sft.yaml: tf32 is \"auto\", not true or false; fix the key in the file");
   EXPECT_TRUE(ab::WorkloadOptions{}.tf32);
 }

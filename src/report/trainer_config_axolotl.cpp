@@ -238,6 +238,10 @@ void Reader::read_axolotl(int world_size) {
   const bool bf16_null = root["bf16"].IsDefined() && root["bf16"].IsNull();
   const bool bf16_auto = (!has("bf16") && !bf16_null) || (root["bf16"].IsScalar() && root["bf16"].Scalar() == "auto");
   const bool fp16 = has("fp16") && boolean("fp16");
+  if (!bf16_auto && !bf16_null) {
+    bool value = false;
+    if (!root["bf16"].IsScalar() || !YAML::convert<bool>::decode(root["bf16"], value)) bad_value("bf16", "true, false or auto");
+  }
   const bool bf16 = bf16_auto ? !fp16 : !bf16_null && boolean("bf16");  // auto gives way to an explicit fp16
   precision(bf16, fp16, "bf16", !has("bf16") && !fp16);
   // resolve_dtype (utils/config/__init__.py): bf16 (or bfloat16) loads the model in bfloat16, fp16
