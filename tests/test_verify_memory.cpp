@@ -6,6 +6,12 @@
 #include "accumbench/model_config.hpp"
 #include "accumbench/verify.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include <limits>
+
+#include "accumbench/report.hpp"
+
 namespace ab = accumbench;
 
 namespace {
@@ -88,4 +94,44 @@ TEST(VerifyMemory, RefusesWhatTheMachineCannotHold) {
   // On CUDA the host holds only the fp64 copies; the device holds the step and the copy.
   EXPECT_NO_THROW(ab::require_verify_fits(v, "qwen2.5-0.5b", true, 24 * kGiB, v.snapshot_bytes + 1));
   EXPECT_THROW(ab::require_verify_fits(v, "qwen2.5-0.5b", true, v.step_bytes, 64 * kGiB), ab::UserError);
+}
+
+// verify --json (src/report/verify_json.cpp): what no number is stays null (JSON has no NaN), an
+// optimizer-in-backward split's gradients were not compared, and the verdict says what the run
+// proved: fail beats everything, a signal or a file written while jobs still run is incomplete.
+TEST(VerifyJson, NullsAndVerdicts) {
+  const ab::WorkloadOptions w = workload("gpt2-tiny", 32, 4);
+  ab::VerifyResult r;
+  r.model = "gpt2-tiny";
+  r.lengths = ab::LengthMode::kVariable;
+  r.reference_loss = std::numeric_limits<double>::quiet_NaN();
+  ab::VerifySplit oib;
+  oib.config.micro_batch = 4;
+  oib.config.optimizer_in_backward = true;
+  oib.gradients_compared = false;
+  oib.loss = 6.5;
+  oib.pass = true;
+  r.splits.push_back(oib);
+  const nlohmann::json one = nlohmann::json::parse(ab::verify_json(w, {r}, true));
+  const nlohmann::json& job = one["jobs"][0];
+  EXPECT_EQ(one["verdict"], "pass");
+  EXPECT_TRUE(job["reference_loss"].is_null());
+  EXPECT_TRUE(job["reference_grad_norm"].is_null());
+  EXPECT_TRUE(job["splits"][0]["rel_l2_grad_error"].is_null());
+  EXPECT_EQ(job["splits"][0]["split"], "4×1 oib");
+  EXPECT_EQ(job["splits"][0]["loss"], 6.5);
+  // One micro-step of the whole batch accumulates nothing: the normalization went unchecked.
+  EXPECT_EQ(job["normalization_checked"], false);
+  EXPECT_EQ(nlohmann::json::parse(ab::verify_json(w, {r}, false))["verdict"], "incomplete");
+  ab::VerifyResult stopped = r;
+  stopped.interruption.signal = "SIGINT";
+  stopped.interruption.splits_not_run = {"1×4"};
+  const nlohmann::json cut = nlohmann::json::parse(ab::verify_json(w, {stopped}, true));
+  EXPECT_EQ(cut["verdict"], "incomplete");
+  EXPECT_EQ(cut["jobs"][0]["interrupted_by"], "SIGINT");
+  EXPECT_EQ(cut["jobs"][0]["splits_not_verified"], nlohmann::json::array({"1×4"}));
+  ab::VerifyResult failed = r;
+  failed.all_pass = false;
+  EXPECT_EQ(nlohmann::json::parse(ab::verify_json(w, {stopped, failed}, false))["verdict"], "fail");
+  EXPECT_EQ(nlohmann::json::parse(ab::verify_json(w, {}, true))["verdict"], "incomplete");
 }

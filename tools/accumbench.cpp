@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
@@ -137,6 +138,20 @@ void require_inputs_kept(const std::vector<std::pair<std::string, std::string>>&
       if (!output.second.empty() && !input.second.empty()) ab::require_distinct_files({input, output});
     }
   }
+}
+
+// plan and verify take a sweep's command line as it is, and their own --json is another file's
+// format: a sweep's results at that path (its json_schema_version near the top) are refused rather
+// than replaced, since they cannot be measured again for free.
+void require_no_sweep_results(const std::string& path, const std::string& command) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  if (head.find("\"json_schema_version\"") == std::string::npos) return;
+  throw ab::UserError(path + " holds a sweep's results, which " + command + " --json would replace with its own; give " +
+                      command + " --json another file");
 }
 
 // A list's values once each, in their first places; a repeat gets a note in `notes` ("--optimizer
@@ -1221,6 +1236,7 @@ struct IgnoredSweepOptions {
 struct VerifyCommand {
   WorkloadFlags flags{ab::Command::kVerify};
   std::string export_dir;
+  std::string json_path;  // --json: every job's verdict for a script (ab::verify_json)
 
   CLI::App* add_to(CLI::App& app) {
     CLI::App* command =
@@ -1230,12 +1246,21 @@ struct VerifyCommand {
                         "write the initial weights, the batch, the config and the whole batch's loss and "
                         "gradients to this directory for bench/reference/ (docs/EXPORT.md)")
         ->check(kNonEmptyPath);
+    command->add_option("--json", json_path,
+                        "write every split's errors, the tolerances and the verdict (pass, fail or incomplete) as "
+                        "JSON; rewritten after each job, so an error in a later one keeps those before it")
+        ->check(kOutputPath);
     add_measurement_options(command);
     return command;
   }
 
   int run(bool primary) {
     const ab::WorkloadOptions w = flags.apply();
+    if (!json_path.empty()) {
+      ab::require_writable_file(json_path, "--json");
+      require_inputs_kept({{"--json", json_path}}, flags.inputs());
+      require_no_sweep_results(json_path, "verify");
+    }
     const std::vector<std::string> model_notes = shape_notes(ab::resolve_model(w.model), w);  // before the run
     flags.option_notes.push_back(measurement_note());
     ab::stop_on_interrupt("the split in progress");  // Ctrl-C: the splits verified so far are printed (interrupt.hpp)
@@ -1256,6 +1281,7 @@ struct VerifyCommand {
       print_note(ab::distinct_steps_past_epoch_note(w));
     };
     size_t printed = 0;
+    std::vector<ab::VerifyResult> so_far;  // for --json, rewritten after each job
     const std::vector<ab::VerifyResult> results =
         ab::run_verify_jobs(ab::VerifyOptions{w, export_dir}, [&](const ab::VerifyResult& result) {
           notes();
@@ -1263,9 +1289,17 @@ struct VerifyCommand {
           if (printed++ > 0) std::cout << "\n";
           ab::print_verify(result, std::cout);
           std::cout << std::flush;
+          if (!json_path.empty()) {
+            so_far.push_back(result);
+            ab::write_file_atomically(json_path, ab::verify_json(w, so_far, /*finished=*/false));
+          }
         });
     notes();
     if (primary) print_jobs_summary(w, results);
+    if (primary && !json_path.empty()) {
+      ab::write_file_atomically(json_path, ab::verify_json(w, results, /*finished=*/true));
+      std::cerr << "accumbench: wrote " << json_path << "\n";
+    }
     // A split that failed is the finding; otherwise an interrupted verify exits as the signal asks.
     const bool all_pass =
         std::all_of(results.begin(), results.end(), [](const ab::VerifyResult& r) { return r.all_pass; });
@@ -1283,7 +1317,7 @@ struct VerifyCommand {
   void add_measurement_options(CLI::App* command) {
     measurement.add_to(command,
                        {"--steps", "--warmup", "--time-budget", "--tie-tolerance", "--confidence", "--peak-tflops",
-                        "--framework-overhead", "--memory-limit", "--csv", "--html", "--json", "--markdown", "--trace",
+                        "--framework-overhead", "--memory-limit", "--csv", "--html", "--markdown", "--trace",
                         "--profile", "--resume", "--emit"},
                        "A sweep's options, taken so that its command line verifies as it is; they change what is "
                        "timed, judged or written, not the update, and verify ignores them");
@@ -1503,6 +1537,7 @@ void PlanCommand::adopt_trl_loss(ab::WorkloadOptions& w) {
 int PlanCommand::run() {
   ab::WorkloadOptions w = flags.apply();
   if (!json_path.empty()) ab::require_writable_file(json_path, "--json");
+  if (!json_path.empty()) require_no_sweep_results(json_path, "plan");
   if (!markdown_path.empty()) ab::require_writable_file(markdown_path, "--markdown");
   if (!html_path.empty()) ab::require_writable_file(html_path, "--html");
   ab::require_distinct_files({{"--json", json_path}, {"--markdown", markdown_path}, {"--html", html_path}});

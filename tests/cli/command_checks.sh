@@ -701,6 +701,51 @@ resume_tolerance_note() {
   expect 0 "note: the --resume file's sweep decided with a tie tolerance of 0.01 at 0.95 confidence, this one decides every split with a tie tolerance of 0.03 at 0.95 confidence; give --tie-tolerance 0.01 --confidence 0.95 to decide as it did" -- sweep "${args[@]}"
 }
 
+# cli.verify.json: verify --json holds what the console shows, job by job: every split's errors
+# (the console's to its three digits), the tolerances and the verdict; a failing list is "fail"
+# with exit 1, fixed lengths say that the normalization went unchecked; a sweep's results at the
+# path are refused, not replaced.
+verify_json() {
+  tiny_verify_args --lengths variable --loss-normalization mean-of-means --max-grad-norm 0,1 --json "$work/v.json"
+  expect 1 "FAIL" "wrote $work/v.json" -- verify "${args[@]}"
+  check "verify --json: two failing jobs of three splits, each row's errors as the console's" py '
+v = load(sys.argv[1])
+if v["kind"] != "accumbench verify" or v["verdict"] != "fail": fail("kind/verdict %s %s" % (v["kind"], v["verdict"]))
+jobs = v["jobs"]
+if [j["job"] for j in jobs] != ["--max-grad-norm 0", "--max-grad-norm 1"]: fail("jobs %s" % [j["job"] for j in jobs])
+if [j["max_grad_norm"] for j in jobs] != [0, 1] or jobs[0]["reference_grad_norm"] is not None: fail("clipping")
+rows = split_rows(sys.argv[2])
+entries = [s for j in jobs for s in j["splits"]]
+if len(rows) != 6 or len(entries) != 6: fail("%d rows, %d entries" % (len(rows), len(entries)))
+for row, s in zip(rows, entries):
+    words = row.split()
+    shown = [words[0], "%.6f" % s["loss"], "%.2e" % s["max_abs_grad_diff"], "%.2e" % s["rel_l2_grad_error"],
+             "%.2e" % s["max_weight_diff"], "%.2e" % s["rel_l2_update_error"], "PASS" if s["pass"] else "FAIL"]
+    if s["split"] != words[0] or words != shown: fail("row %r, entry %s" % (row, shown))
+for j in jobs:
+    if j["all_pass"] or not j["normalization_checked"] or j["loss_normalization"] != "mean-of-means": fail("job %s" % j)
+    if (j["gradient_tolerance"], j["update_tolerance"], j["judged_in"]) != (1e-05, 0.01, "fp32"): fail("tolerances %s" % j)
+    if j["splits"][-1]["pass"] is not True or j["splits"][0]["pass"] is not False: fail("verdicts %s" % j["splits"])
+if v["options"]["loss_normalization"] != "mean-of-means": fail("options %s" % v["options"])
+' "$work/v.json" "$out"
+  tiny_verify_args --json "$work/fixed.json"
+  expect 0 "PASS" -- verify "${args[@]}"
+  check "verify --json on fixed lengths: pass, the normalization not checked" py '
+v = load(sys.argv[1])
+if v["verdict"] != "pass" or len(v["jobs"]) != 1 or v["jobs"][0]["job"] is not None: fail("%s" % v)
+if v["jobs"][0]["normalization_checked"] is not False or v["jobs"][0]["lengths"] != "fixed": fail("%s" % v["jobs"][0])
+' "$work/fixed.json"
+  tiny_args --micro-batches 4 --json "$work/sweep.json"
+  expect 0 "Recommendation:" -- sweep "${args[@]}"
+  cp "$work/sweep.json" "$work/sweep-copy.json"
+  tiny_verify_args --json "$work/sweep.json"
+  expect_user_error "$work/sweep.json holds a sweep's results, which verify --json would replace with its own; give verify --json another file" -- verify "${args[@]}"
+  check "the sweep's results are kept" cmp "$work/sweep.json" "$work/sweep-copy.json"
+  expect_user_error "$work/sweep.json holds a sweep's results, which plan --json would replace with its own" -- \
+    plan --model gpt2-tiny --seq-len 32 --batch 4 --json "$work/sweep.json"
+  check "the sweep's results are kept by plan" cmp "$work/sweep.json" "$work/sweep-copy.json"
+}
+
 # cli.calibrate.interrupt: a stop signal while the Python reference runs stops it too (its own
 # process group), removes the temporary export and writes no cache: one sentence, exit 143 for
 # SIGTERM (a background job of a script ignores SIGINT, as the handler leaves it).
@@ -736,7 +781,7 @@ case $mode in
     calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list | resume_new_limit | \
     stdout_fails | grouping_equal_lengths | resume_raised_steps | resume_lengths_path | compare_distinct_steps | \
     nothing_fits_keeps_files | resume_cpu_settings | grouped_plan_matches | json_reads_as_the_tables | \
-    calibrate_framework_interrupt | resume_tolerance_note) "$mode" ;;
+    calibrate_framework_interrupt | resume_tolerance_note | verify_json) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
