@@ -92,6 +92,14 @@ class TokenFile {
   std::shared_ptr<const std::string> bytes_;
 };
 
+// The sentence for a token file of `count` ids that holds fewer than one step's windows of T + 1
+// (the sweep's loader and the plan refuse it alike).
+std::string too_few_tokens_problem(const std::string& path, int64_t count, int64_t seq_len, int64_t batch);
+// plan --tokens without --eos-id, checked as the sweep's loader would read it: at least one step's
+// windows (batch × (T + 1) ids) and every id of the `steps` steps it reads within the vocabulary
+// (at most the first 64 MiB: a pretraining shard is gigabytes). Pipes are the sweep's to read, once.
+void check_token_windows(const DataSource& data, int64_t seq_len, int64_t batch, int64_t vocab_size, int64_t steps);
+
 // Every id of a token file (TokenFile's errors).
 std::vector<int64_t> read_token_ids(const std::string& path, int token_bytes, int64_t vocab_size);
 

@@ -507,16 +507,57 @@ TokenFile::TokenFile(const std::string& path, int token_bytes) : path_(path), wi
   if (token_bytes == 2) refuse_wide_ids_read_narrow(*bytes_, path);
 }
 
-int64_t TokenFile::id(int64_t i, int64_t vocab_size) const {
-  const char* at = bytes_->data() + static_cast<size_t>(i) * static_cast<size_t>(width_);
+namespace {
+
+// The little-endian id of `width` bytes at `at`; UserError naming its position when it is >= vocab_size.
+int64_t decode_id(const char* at, int width, int64_t position, int64_t vocab_size, const std::string& path) {
   uint32_t id = 0;
-  for (int k = width_ - 1; k >= 0; --k) id = (id << 8) | static_cast<unsigned char>(at[k]);
+  for (int k = width - 1; k >= 0; --k) id = (id << 8) | static_cast<unsigned char>(at[k]);
   if (static_cast<int64_t>(id) >= vocab_size) {
-    throw UserError("token file \"" + path_ + "\" holds token id " + std::to_string(id) + " at position " +
-                    std::to_string(i) + ", outside the model's vocabulary of " + std::to_string(vocab_size) +
+    throw UserError("token file \"" + path + "\" holds token id " + std::to_string(id) + " at position " +
+                    std::to_string(position) + ", outside the model's vocabulary of " + std::to_string(vocab_size) +
                     "; use a matching model or token width");
   }
   return id;
+}
+
+}  // namespace
+
+int64_t TokenFile::id(int64_t i, int64_t vocab_size) const {
+  return decode_id(bytes_->data() + static_cast<size_t>(i) * static_cast<size_t>(width_), width_, i, vocab_size, path_);
+}
+
+std::string too_few_tokens_problem(const std::string& path, int64_t count, int64_t seq_len, int64_t batch) {
+  const int64_t need = (seq_len + 1) * batch;
+  if (count >= need) return "";
+  return "token file \"" + path + "\" holds " + std::to_string(count) + " tokens, fewer than one step needs (" +
+         std::to_string(need) + " = batch × (seq-len + 1)); use a longer file or a smaller batch";
+}
+
+void check_token_windows(const DataSource& data, int64_t seq_len, int64_t batch, int64_t vocab_size, int64_t steps) {
+  if (data.token_file.empty() || data.eos_id >= 0 || seq_len <= 0 || batch <= 0) return;
+  check_token_file(data.token_file, data.token_bytes);  // what TokenFile refuses, first
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(data.token_file, error)) return;
+  const auto bytes = std::filesystem::file_size(data.token_file, error);
+  if (error) return;
+  const int width = data.token_bytes;
+  const int64_t count = static_cast<int64_t>(bytes) / width;
+  if (const std::string problem = too_few_tokens_problem(data.token_file, count, seq_len, batch); !problem.empty()) {
+    throw UserError(problem);
+  }
+  // load_token_file's steps: whole steps of windows, the first `steps` of them.
+  const int64_t step_ids = (seq_len + 1) * batch;
+  const int64_t read = std::min({count / step_ids * step_ids, std::max<int64_t>(1, steps) * step_ids,
+                                 (int64_t{64} << 20) / width});
+  std::ifstream in(data.token_file, std::ios::binary);
+  std::vector<char> chunk(size_t{1} << 20);
+  for (int64_t done = 0; done < read && in;) {
+    const int64_t ids = std::min<int64_t>(read - done, static_cast<int64_t>(chunk.size()) / width);
+    if (!in.read(chunk.data(), static_cast<std::streamsize>(ids * width))) return;  // the sweep's to say
+    for (int64_t i = 0; i < ids; ++i) decode_id(chunk.data() + i * width, width, done + i, vocab_size, data.token_file);
+    done += ids;
+  }
 }
 
 std::vector<int64_t> read_token_ids(const std::string& path, int token_bytes, int64_t vocab_size) {

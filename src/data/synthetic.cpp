@@ -168,10 +168,7 @@ std::vector<TokenBatch> load_token_file(const std::string& path, int token_bytes
   const int64_t window = options.seq_len + 1;
   const int64_t windows_per_batch = options.batch;
   const int64_t batches = count / (window * windows_per_batch);
-  if (batches == 0) {
-    throw UserError("token file \"" + path + "\" holds " + std::to_string(count) + " tokens, fewer than one step needs (" +
-                    std::to_string(window * windows_per_batch) + " = batch × (seq-len + 1)); use a longer file or a smaller batch");
-  }
+  if (batches == 0) throw UserError(too_few_tokens_problem(path, count, options.seq_len, windows_per_batch));
   std::vector<TokenBatch> out;
   const int64_t used = std::min<int64_t>(batches, std::max(1, options.distinct_batches));
   for (int64_t b = 0; b < used; ++b) {

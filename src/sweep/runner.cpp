@@ -515,7 +515,12 @@ std::optional<SampleSource> variable_source(const WorkloadOptions& w) {
 }
 
 void plan_for_worst_micro_batch(PlanOptions& plan, const WorkloadOptions& w) {
-  std::optional<SampleSource> source = read_sample_source(w.data, w.seq_len, std::numeric_limits<int64_t>::max());
+  // The data as the sweep's loader reads it, against the model's vocabulary: a token file's ids,
+  // --eos-id, and a file of windows too short for one step are refused here as there (helper-93:
+  // a plan took them).
+  const int64_t vocab_size = resolve_model(w.model).vocab_size;
+  check_token_windows(w.data, w.seq_len, w.batch, vocab_size, distinct_steps_of(w.data, w.seq_len, w.batch));
+  std::optional<SampleSource> source = read_sample_source(w.data, w.seq_len, vocab_size);
   require_targets(w, source);
   // Synthetic variable lengths are the samples the steps hold, which seldom reach T.
   const bool variable = !source && (source = variable_source(w)).has_value();
