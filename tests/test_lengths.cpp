@@ -86,6 +86,19 @@ TEST(LengthsFile, JsonlRowsGiveInputIdsOrLength) {
       write_temp("rows.jsonl", "{\"input_ids\": [5, 6, 7]}\n{\"length\": 9, \"text\": \"x\"}\n{\"input_ids\": [1]}\n"), 16);
   EXPECT_EQ(got.lengths, (std::vector<int64_t>{3, 9, 1}));
   EXPECT_EQ(got.truncated, 0);
+  // A whole length written as a float is that length; a length beside ids must be their count
+  // (helper-93: 1e1 was "not a whole number", and 12 beside 3 ids silently read as 3).
+  EXPECT_EQ(ab::read_lengths_file(write_temp("floats.jsonl", "{\"length\": 1e1}\n{\"length\": 4.0}\n"
+                                                             "{\"length\": 3, \"input_ids\": [1, 2, 3]}\n"),
+                                  16)
+                .lengths,
+            (std::vector<int64_t>{10, 4, 3}));
+  EXPECT_EQ(error_of(write_temp("half.jsonl", "{\"length\": 2.5}\n")),
+            "lengths file \"" + ::testing::TempDir() + std::to_string(::getpid()) +
+                "-half.jsonl\" line 1: length 2.5 is not a whole number; give each row's length as a whole count of tokens");
+  EXPECT_NE(error_of(write_temp("disagree.jsonl", "{\"length\": 12, \"input_ids\": [1, 2, 3]}\n"))
+                .find("line 1: length 12 disagrees with its 3 input_ids; drop the length column or make it the ids' count"),
+            std::string::npos);
 }
 
 TEST(LengthsFile, BadRowsNameTheirLine) {

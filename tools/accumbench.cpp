@@ -978,7 +978,7 @@ struct SweepCommand {
         job_notes->insert(job_notes->end(), model_notes.begin(), model_notes.end());
         for (const std::string& note :
              {ab::idle_data_options_note(options.workload), ab::idle_completion_only_loss_note(options.workload),
-              ab::padded_rows_note(options.workload),
+              ab::mean_of_means_note(options.workload), ab::padded_rows_note(options.workload),
               ab::idle_weights_dtype_note(options.workload), ab::oib_foreach_note(options.workload),
               ab::short_source_note(options.workload), ab::distinct_steps_past_epoch_note(options.workload)}) {
           job_notes->push_back(note);

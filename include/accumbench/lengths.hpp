@@ -163,6 +163,9 @@ std::string padded_rows_note(const WorkloadOptions& w);
 // file, or none of its rows has one): the note that it changes nothing, or "" (reads the file; a
 // file the run will refuse gives "").
 std::string idle_completion_only_loss_note(const WorkloadOptions& w);
+// "" or, for a sweep under --loss-normalization mean-of-means on samples (whose micro-batches may
+// hold different numbers of targets), the note that its splits train different updates.
+std::string mean_of_means_note(const WorkloadOptions& w);
 // Whether a lengths file's completion_mask decides which of its labels count (DataSource::
 // completion_mask_applied): a file with such rows under --completion-only-loss true. False for any
 // other source, and for a file the run refuses (it says why itself).

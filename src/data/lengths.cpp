@@ -177,6 +177,12 @@ LengthRow parse_length_line(const std::string& line, const std::string& where, b
         }
       }
       out.length = static_cast<int64_t>(ids.size());
+      // A length beside the ids that says otherwise: which one the user meant is not ours to guess.
+      const nlohmann::json& length = row.contains("length") ? row["length"] : nlohmann::json();
+      if (length.is_number() && !(length.get<double>() == static_cast<double>(out.length))) {
+        throw UserError(where + ": length " + shown(length) + " disagrees with its " + std::to_string(out.length) +
+                        " input_ids; drop the length column or make it the ids' count");
+      }
     } else if (row.contains("length") && row["length"].is_number_unsigned()) {
       // Past int64: longer than any T, so cut to it like every other long sample.
       const auto length = row["length"].get<uint64_t>();
@@ -187,12 +193,14 @@ LengthRow parse_length_line(const std::string& line, const std::string& where, b
       out.length = row["length"].get<int64_t>();
     } else if (row.contains("length") && row["length"].is_number_float()) {
       // Digits past uint64 parse as a float: longer than any T, as a text file's; else a fraction.
+      // A whole number written as a float (10.0, 1e1: pandas writes an int column with a gap as floats)
+      // is that count (helper-93: "length 10.0 is not a whole number").
       const double length = row["length"].get<double>();
-      if (!(std::isfinite(length) && length >= 9.2e18 && length == std::floor(length))) {
+      if (!(std::isfinite(length) && length == std::floor(length))) {
         throw UserError(where + ": length " + shown(row["length"]) + " is not a whole number; give each row's " +
                         "length as a whole count of tokens");
       }
-      out.length = std::numeric_limits<int64_t>::max();
+      out.length = length >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(length);
     } else {
       throw UserError(where + " has neither an input_ids array nor a length integer; give each JSONL row one of them");
     }
@@ -810,6 +818,16 @@ std::string idle_completion_only_loss_note(const WorkloadOptions& w) {
          (file ? "no row of " + w.data.lengths_file + " has one it would apply (a row's labels column, where it has "
                  "one, is taken as it is)"
                : std::string("there is no lengths file"));
+}
+
+std::string mean_of_means_note(const WorkloadOptions& w) {
+  // Full windows hold T targets each: every micro-batch the same count, one update either way.
+  if (w.loss.normalization != LossNormalization::kMeanOfMeans || !rows_are_samples(w.data)) return "";
+  return "--loss-normalization mean-of-means divides each micro-batch's loss by its own targets, so splits whose "
+         "micro-batches hold different numbers of them train different updates (the accumulation bug transformers "
+         "fixed in 2024; `accumbench verify` with these options says by how much, and a Trainer since then "
+         "normalizes by the whole batch's tokens); the times compare all the same, the loss costing what token "
+         "normalization's does";
 }
 
 bool completion_mask_counts(const std::string& masked_by) {

@@ -3,6 +3,7 @@
 #include "accumbench/options.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -172,9 +173,23 @@ std::string distinct_steps_name(const DataSource& data) {
   return std::to_string(data.distinct_steps_given() ? data.distinct_steps : int64_t{kDistinctBatchesByDefault});
 }
 
+namespace {
+// The words a boolean takes where users come from: transformers' argument parser (True, yes, 1...)
+// and a CLI11 flag given a value (on/off); nullopt for any other.
+std::optional<bool> boolean_word(const std::string& text) {
+  std::string word = text;
+  std::transform(word.begin(), word.end(), word.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* yes : {"true", "t", "yes", "y", "on", "1"})
+    if (word == yes) return true;
+  for (const char* no : {"false", "f", "no", "n", "off", "0"})
+    if (word == no) return false;
+  return std::nullopt;
+}
+}  // namespace
+
 bool completion_only_loss_from_string(const std::string& text) {
-  if (text == "true") return true;
-  if (text == "false") return false;
+  // The spellings --group-by-length takes (helper-93: True was refused here, taken there).
+  if (const std::optional<bool> value = boolean_word(text)) return *value;
   throw UserError("--completion-only-loss " + text::quoted(text) + " is neither true nor false; use true (a lengths "
                   "file's completion_mask leaves the prompts' labels out, TRL's default) or false (they count)");
 }
@@ -306,14 +321,7 @@ std::string join_packings(const std::vector<Packing>& packings) {
 }
 
 bool grouping_from_string(const std::string& text) {
-  // The words a boolean takes where users come from: transformers' argument parser (True, yes, 1...)
-  // and a CLI11 flag given a value (on/off).
-  std::string word = text;
-  std::transform(word.begin(), word.end(), word.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const char* yes : {"true", "t", "yes", "y", "on", "1"})
-    if (word == yes) return true;
-  for (const char* no : {"false", "f", "no", "n", "off", "0"})
-    if (word == no) return false;
+  if (const std::optional<bool> value = boolean_word(text)) return *value;
   throw UserError("--group-by-length " + text::quoted(text) + " is neither true nor false; give true (transformers' "
                   "LengthGroupedSampler), false (a random order) or both, as in --group-by-length false,true");
 }
