@@ -1271,6 +1271,23 @@ TEST(Json, EditsNoSweepWritesAreRefused) {
   EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["steps"][0]["step_seconds"] = 0; })
                 .find("runs[0].steps[0].step_seconds is 0 but a timed step takes more than 0 s"),
             std::string::npos);
+  // helper-95: a null step time (NaN as written) blanked its split in a resume; negative counts and
+  // phase times, and a negative machine, were carried into the rewritten file.
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["steps"][0]["step_seconds"] = nullptr; })
+                .find("runs[0].steps[0].step_seconds is null but a timed step takes more than 0 s"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["steps"][0]["tokens"] = -5; })
+                .find("runs[0].steps[0].tokens is -5 but cannot be negative"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["steps"][0]["host_seconds"]["forward"] = -1; })
+                .find("runs[0].steps[0].host_seconds.forward is -1 but cannot be negative"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["context"]["cpu_cores"] = -2; })
+                .find("context.cpu_cores is -2 but cannot be negative"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& d) { d["context"]["load_average"] = -1; })
+                .find("context.load_average is -1 but is a count of runnable threads"),
+            std::string::npos);
   EXPECT_NE(refusal([](nlohmann::json& d) { d["runs"][0]["steps"][0]["data_step"] = 7, d["runs"][0]["steps"][0]["data_steps"] = 2; })
                 .find("runs[0].steps[0].data_step is 7 of 2 but must be one of its run's distinct steps"),
             std::string::npos);

@@ -600,6 +600,12 @@ void check_meaning(const SweepResult& r) {
   };
   at_least_one("context.batch", r.context.batch);
   at_least_one("context.seq_len", r.context.seq_len);
+  // The machine's counts (0: not recorded, in files before they were); the load is a mean of them.
+  not_negative("context.threads", static_cast<double>(r.context.threads));
+  not_negative("context.cpu_cores", static_cast<double>(r.context.cpu_cores));
+  if (!std::isfinite(r.context.load_average) || r.context.load_average < 0)
+    throw FormatError{"context.load_average", "is " + text::format_exact(r.context.load_average) +
+                                                  " but is a count of runnable threads, a number of 0 or more"};
   at_least_one("context.world_size", r.context.world_size);
   // What trains is part of the model (LoRA's adapters are counted in both).
   if (r.context.trainable_parameters < 0 || r.context.trainable_parameters > r.context.parameters) {
@@ -667,9 +673,23 @@ void check_meaning(const SweepResult& r) {
     for (size_t k = 0; k < run.steps.size(); ++k) {
       const std::string step = at + ".steps[" + std::to_string(k) + "]";
       // A timed step takes some time: 0 would read as infinitely many tokens per second.
-      if (run.steps[k].step_seconds <= 0)
-        throw FormatError{step + ".step_seconds", "is " + text::format_exact(run.steps[k].step_seconds) +
+      // (null, which NaN is written as, too: helper-95's edited step blanked its split in a resume.)
+      if (!(std::isfinite(run.steps[k].step_seconds) && run.steps[k].step_seconds > 0))
+        throw FormatError{step + ".step_seconds", "is " +
+                                                      (std::isfinite(run.steps[k].step_seconds)
+                                                           ? text::format_exact(run.steps[k].step_seconds)
+                                                           : std::string("null")) +
                                                       " but a timed step takes more than 0 s"};
+      // Counts and phase times are never below zero (NaN: a device time not measured, as on the CPU).
+      not_negative(step + ".tokens", static_cast<double>(run.steps[k].tokens));
+      not_negative(step + ".positions", static_cast<double>(run.steps[k].positions));
+      not_negative(step + ".computed_positions", static_cast<double>(run.steps[k].computed_positions));
+      not_negative(step + ".peak_allocated_bytes", static_cast<double>(run.steps[k].peak_allocated_bytes));
+      for (int p = 0; p < kPhaseCount; ++p) {
+        const std::string phase = phase_name(static_cast<Phase>(p));
+        not_negative(step + ".host_seconds." + phase, run.steps[k].host_seconds[p]);
+        not_negative(step + ".device_seconds." + phase, run.steps[k].device_seconds[p]);
+      }
       // Its interleaved round, or -1 (a split timed alone); rounds are counted, not a date.
       if (run.steps[k].round < -1 || run.steps[k].round > kMaxRound)
         throw FormatError{step + ".round", "is " + std::to_string(run.steps[k].round) + " but must be -1 (timed alone) or a round from 0 to " +
