@@ -1690,9 +1690,19 @@ TEST(Json, MissingFieldOrWrongTypeNamesThePlace) {
 
 TEST(Json, FileWriteAndLoad) {
   const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "-accumbench_test_sweep.json";
+  // A file of the user's named like a temporary is not ours to touch (helper-95: "<path>.tmp" was).
+  std::ofstream(path + ".tmp") << "mine";
   write_file_atomically(path, to_json(populated_result()));
-  std::ifstream tmp(path + ".tmp");
-  EXPECT_FALSE(tmp.good());  // the temporary was renamed away
+  std::string kept;
+  std::getline(std::ifstream(path + ".tmp"), kept);
+  EXPECT_EQ(kept, "mine");
+  std::remove((path + ".tmp").c_str());
+  // The temporary was renamed away: nothing but the file is left beside it.
+  const std::string stem = std::filesystem::path(path).filename().string();
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path())) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_FALSE(name.rfind(stem, 0) == 0 && name != stem) << name;
+  }
   const SweepResult back = load_sweep_result(path);
   EXPECT_EQ(to_json(back), to_json(populated_result()));
   std::remove(path.c_str());

@@ -6,8 +6,13 @@
 // "time_models": [...], "interruption": {"signal": "", "splits_not_run": [],
 // "saved_while_running": false, "error": ""}}.
 // NaN ("not measured") is written as null and read back as NaN; JSON has no NaN literal.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -792,21 +797,38 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   // A symbolic link is written through, as `>` would: the file it names gets the content, and the
   // link stays (a rename onto the link would replace it with a plain file).
   const std::string target = written_path(path);
-  const std::string temporary = target + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    // Named as the user named it: the temporary beside it is how, not what, is lost.
-    if (!out) {
-      throw UserError("cannot write " + path + " (writing " + temporary + ": " + std::strerror(errno) +
-                      "); check that the directory exists and is writable");
-    }
-    out << content;
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw UserError("cannot write " + path + " (writing " + temporary + ": " + std::strerror(errno) +
-                      "); check the free space of the disk");
-    }
+  // A temporary of this process's own (helper-95: a fixed "<path>.tmp" was shared by two sweeps
+  // writing one file, and replaced a file of the user's by that name), created, never reused.
+  static std::atomic<unsigned> serial{0};
+  std::string temporary;
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    temporary = target + "." + std::to_string(::getpid()) + "-" + std::to_string(serial++) + ".tmp";
+    fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  // Named as the user named it: the temporary beside it is how, not what, is lost.
+  if (fd < 0) {
+    throw UserError("cannot write " + path + " (writing " + temporary + ": " + std::strerror(errno) +
+                    "); check that the directory exists and is writable");
+  }
+  // The file replaced keeps its permissions, as `>` leaves them.
+  struct stat old {};
+  if (::stat(target.c_str(), &old) == 0 && S_ISREG(old.st_mode)) (void)::fchmod(fd, old.st_mode & 07777);
+  size_t written = 0;
+  while (written < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    written += static_cast<size_t>(n);
+  }
+  const int write_errno = written == content.size() ? 0 : (errno != 0 ? errno : ENOSPC);
+  const bool closed = ::close(fd) == 0;
+  if (write_errno != 0 || !closed) {
+    const std::string reason = std::strerror(write_errno != 0 ? write_errno : errno);
+    std::remove(temporary.c_str());
+    throw UserError("cannot write " + path + " (writing " + temporary + ": " + reason +
+                    "); check the free space of the disk");
   }
   // rename() replaces the old file in one step: a reader sees the old or the new content, never
   // half of one.

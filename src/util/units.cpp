@@ -431,8 +431,8 @@ void require_writable_file(const std::string& named, const std::string& what) {
                     " is not writable; check its permissions or write the file elsewhere");
   }
   // access() says yes to root everywhere, and to a read-only or pseudo file system (/sys, /proc):
-  // only creating the temporary that write_file_atomically writes tells.
-  const std::string temporary = path + ".tmp";
+  // only creating a file beside it, as write_file_atomically creates its temporary, tells.
+  const std::string temporary = path + "." + std::to_string(::getpid()) + "-probe.tmp";
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd >= 0) {
     ::close(fd);
@@ -440,9 +440,6 @@ void require_writable_file(const std::string& named, const std::string& what) {
   } else if (errno != EEXIST) {
     throw UserError(what + " " + shown + " cannot be written: creating a file in " + directory_shown + " fails (" +
                     std::strerror(errno) + "); write the file elsewhere");
-  } else if (::stat(temporary.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
-    throw UserError(what + " " + shown + " cannot be written: " + text::quoted(temporary, 240) +
-                    ", where accumbench writes it before it replaces the file, is not a regular file; remove it");
   }
 }
 
