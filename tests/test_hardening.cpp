@@ -106,6 +106,14 @@ TEST(Messages, LongValuesAreCutShort) {
   EXPECT_EQ(ab::text::shortened("\u00d7\u00d7\u00d7", 2), "\u00d7\u00d7\u2026 (6 bytes)");  // never cuts a character
 }
 
+// A value with control bytes keeps the message on one line (helper-95: --model $'gpt2-tiny\n' broke
+// it in two): quoted values, and anything main prints, escape them.
+TEST(Messages, ControlBytesAreEscaped) {
+  EXPECT_EQ(ab::text::quoted("gpt2-tiny\n\t\r\x1b[31m\x7f"), "\"gpt2-tiny\\n\\t\\r\\x1b[31m\\x7f\"");
+  EXPECT_EQ(ab::text::escaped_controls("caf\u00e9 \u00d7"), "caf\u00e9 \u00d7");  // UTF-8 stays as it is
+  EXPECT_EQ(user_error([] { ab::find_preset("gpt2-tiny\n"); }).find('\n'), std::string::npos);
+}
+
 TEST(Messages, DirectoriesAndMissingFilesAreNamed) {
   const std::string dir = std::filesystem::temp_directory_path().string();
   EXPECT_NE(user_error([&] { ab::require_readable_file(dir, "--tokens"); }).find("is a directory"), std::string::npos);

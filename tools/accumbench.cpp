@@ -2020,10 +2020,11 @@ int main(int argc, char** argv) {
   try {
     return with_output_checked(run(argc, argv), argc > 1 ? argv[1] : "");
   } catch (const ab::UserError& error) {
-    std::cerr << "accumbench: error: " << error.what() << "\n";
+    // One line whatever a value it names holds (a path or a preset name with a newline in it).
+    std::cerr << "accumbench: error: " << ab::text::escaped_controls(error.what()) << "\n";
     return ab::kUserErrorExitCode;
   } catch (const ab::FatalRunError& error) {  // a data-parallel peer gone: saved, then stopped
-    std::cerr << "accumbench: error: " << error.what() << "\n";
+    std::cerr << "accumbench: error: " << ab::text::escaped_controls(error.what()) << "\n";
     return 1;
   } catch (const std::exception& error) {
     std::cerr << "accumbench: internal error: " << error.what() << "\n";

@@ -77,8 +77,11 @@ std::string and_list(const std::vector<std::string>& items);
 std::string upper(std::string text);
 
 // A value from outside as a message quotes it: in double quotes, cut to `max_chars` characters
-// with "…" when longer, so a 500,000-character argument does not flood the terminal.
+// with "…" when longer, so a 500,000-character argument does not flood the terminal, and its
+// control bytes written as C escapes (\n, \t, \x1b), so that the message stays one line.
 std::string quoted(const std::string& value, std::size_t max_chars = 80);
+// Control bytes (below 0x20, and 0x7F) as C escapes; every other byte as it is.
+std::string escaped_controls(const std::string& text);
 // The same cut without the quotes.
 std::string shortened(const std::string& value, std::size_t max_chars = 80);
 // A JSON parser's message as a sentence quotes it: nlohmann's "[json.exception.parse_error.101] "

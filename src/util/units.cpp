@@ -335,8 +335,31 @@ std::string json_error_text(const std::string& what) {
   return out;
 }
 
+std::string escaped_controls(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7F) {
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      static const char* const kHex = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xF];
+    }
+  }
+  return out;
+}
+
 std::string quoted(const std::string& value, std::size_t max_chars) {
-  return "\"" + shortened(value, max_chars) + "\"";
+  return "\"" + escaped_controls(shortened(value, max_chars)) + "\"";
 }
 
 }  // namespace text
