@@ -230,7 +230,7 @@ TEST(Compare, WarnsWhenTheConfigurationsDiffer) {
   EXPECT_EQ(divisors_same.find("warning"), std::string::npos) << divisors_same;
   const std::string divisors_other = compared("micro_batches", "all divisors", "1,2,4");
   EXPECT_EQ(divisors_other.find("warning"), std::string::npos) << divisors_other;  // no row measured otherwise
-  EXPECT_NE(divisors_other.find("note: the two sweeps measured other micro-batches (all divisors vs 1,2,4): each "
+  EXPECT_NE(divisors_other.find("note: the two sweeps measured other micro-batches (all divisors of 8: 1,2,4,8 vs 1,2,4): each "
                                 "split is compared where both measured it"),
             std::string::npos)
       << divisors_other;

@@ -1806,6 +1806,19 @@ TEST(ParseBytes, RejectsEverythingElseWithTheAcceptedForms) {
                  "e.g. 16GiB, 512MiB, 1.5G (1024-based), 16GB (1000-based) or 17179869184B "
                  "(bytes)");
   }
+  // Too large is said as too large, a unit past TiB as such (helper-95).
+  const auto message = [](const char* text) {
+    try {
+      parse_bytes(text);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message("99999999999TiB"),
+            "\"99999999999TiB\" is more bytes than a 64-bit count holds (8 EiB); write a size in GiB or TiB");
+  EXPECT_EQ(message("1PiB"), "\"1PiB\" is past the largest unit taken, TiB (or TB); no device has that much memory: "
+                             "write the size in TiB, GiB or bytes");
 }
 
 TEST(SplitConfig, LabelAndKey) {

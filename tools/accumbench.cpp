@@ -1970,7 +1970,14 @@ int run(int argc, char** argv) {
       ab::print_models(ab::presets(), std::cout);
       return 0;
     }
-    std::cout << ab::model_index_json(ab::resolve_model(ab::model_options_for(model_index)));
+    try {
+      std::cout << ab::model_index_json(ab::resolve_model(ab::model_options_for(model_index)));
+    } catch (const ab::UserError& error) {
+      // The config is read as --hf-config reads it; named as the user gave it (helper-95).
+      const std::string what = error.what(), read_as = "--hf-config ";
+      if (what.rfind(read_as, 0) != 0) throw;
+      throw ab::UserError("models --index " + what.substr(read_as.size()));
+    }
     return 0;
   }
   if (*compare_cmd) return compare.run();

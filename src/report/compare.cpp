@@ -166,9 +166,15 @@ std::string micro_batches_note(const SweepContext& a, const SweepContext& b) {
   const std::optional<std::string> x = recorded_option(a.options, "micro_batches");
   const std::optional<std::string> y = recorded_option(b.options, "micro_batches");
   if (!x || !y || listed(a) == listed(b)) return "";
-  return "note: the two sweeps measured other micro-batches (" + text::shortened(*x, 40) + " vs " +
-         text::shortened(*y, 40) + "): each split is compared where both measured it, one that only one measured "
-         "has the other side empty";
+  // "all divisors" says which (helper-95: "all divisors vs all divisors" of two batches).
+  const auto shown = [&](const SweepContext& c, const std::string& value) {
+    if (value != "all divisors") return text::shortened(value, 40);
+    std::string items;
+    for (const std::string& item : listed(c)) items += (items.empty() ? "" : ",") + item;
+    return text::shortened("all divisors of " + std::to_string(c.batch / std::max(1, c.world_size)) + ": " + items, 60);
+  };
+  return "note: the two sweeps measured other micro-batches (" + shown(a, *x) + " vs " + shown(b, *y) +
+         "): each split is compared where both measured it, one that only one measured has the other side empty";
 }
 
 // The per-micro-step host time of a Python loop each sweep's decision added (--framework-overhead),

@@ -149,7 +149,7 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
     for (const std::string& label : stop.splits_not_run) names += (names.empty() ? "" : ", ") + label;
     out << "Interrupted by " << stop.signal << ": " << stop.splits_not_run.size()
         << (stop.splits_not_run.size() == 1 ? " split" : " splits") << " not verified (" << names
-        << "); run verify again to check them\n";
+        << "); run verify again to check " << (stop.splits_not_run.size() == 1 ? "it" : "them") << "\n";
   }
   if (r.all_pass && !stop.signal.empty()) {
     out << (r.splits.empty() ? "no split verified" : "PASS so far: every split above computes the same update as the whole batch")

@@ -111,11 +111,21 @@ int64_t parse_bytes(const std::string& text) {
   for (const Unit& u : kUnits) {
     if (unit == u.name) found = &u;
   }
-  if (found == nullptr) throw fail();
+  // Said as what it is (helper-95: 1PiB and 10^20 GiB were "cannot read ... as a byte count").
+  if (found == nullptr) {
+    if (unit == "p" || unit == "pib" || unit == "pb" || unit == "e" || unit == "eib" || unit == "eb") {
+      throw UserError(text::quoted(text, 60) + " is past the largest unit taken, TiB (or TB); no device has that much "
+                      "memory: write the size in TiB, GiB or bytes");
+    }
+    throw fail();
+  }
 
   const double bytes = std::round(number * found->scale);
   // 2^63 is exactly representable; anything at or above it does not fit in int64_t.
-  if (!(bytes < 9223372036854775808.0)) throw fail();
+  if (!(bytes < 9223372036854775808.0)) {
+    throw UserError(text::quoted(text, 60) + " is more bytes than a 64-bit count holds (8 EiB); write a size in "
+                    "GiB or TiB");
+  }
   return static_cast<int64_t>(bytes);
 }
 
