@@ -773,6 +773,21 @@ TEST(PlanReport, ChangesToFitGiveUpClippingForTheOptimizerInsideBackward) {
   EXPECT_EQ(from_list[1].largest[0].peak_bytes, without[1].largest[0].peak_bytes);
 }
 
+// --knobs plans the optimizer-inside-backward splits already: the change is not offered again
+// (helper-94), as a list's value is not.
+TEST(PlanReport, KnobsTakeTheOptimizerInsideBackwardOffTheChanges) {
+  Tiny knobs;
+  knobs.workload.grid.knobs = true;
+  const int64_t usable = smallest_peak(knobs, {0}) - 1;
+  const std::vector<ab::FitChange> changes = ab::changes_to_fit(knobs.cfg, knobs.options, knobs.workload, usable);
+  ASSERT_GE(changes.size(), 2u);
+  for (const ab::FitChange& change : changes) {
+    EXPECT_EQ(change.options.find("--optimizer-in-backward"), std::string::npos) << change.options;
+  }
+  Tiny plain;
+  EXPECT_EQ(ab::changes_to_fit(plain.cfg, plain.options, plain.workload, usable)[1].options, "--optimizer-in-backward");
+}
+
 // The byte columns widen where a value needs it: at the largest shape the options take
 // (batch × T = 2^28) qwen3-1.7b's peaks run to five-digit TiB, which ran into the next column
 // ("14926.06 TiB15436.93 TiB"). Every value keeps a space before it.

@@ -223,7 +223,8 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
   // which the change then says (also where the job is the unclipped one of a --max-grad-norm list
   // that clips: the option refuses the list).
   const bool clipping_given = options.clips_gradients() || (lists != nullptr && grid_clips(*lists));
-  if (!lora && !workload.grid.optimizer_in_backward && options.framework == PlanFramework::kPlain &&
+  // --knobs plans the oib splits already (helper-94: the change was offered beside them).
+  if (!lora && !workload.grid.optimizer_in_backward && !workload.grid.knobs && options.framework == PlanFramework::kPlain &&
       options.world_size <= 1 && as_given.precision != Precision::kFp16) {
     changes.push_back({clipping_given ? "--optimizer-in-backward --max-grad-norm 0" : "--optimizer-in-backward",
                        [](Job& j) {
