@@ -348,7 +348,12 @@ void PendingReduce::wait() {
     t.copy_(flat.narrow(0, offset, n).view(t.sizes()));
     offset += n;
   }
-  state_->flat.clear();  // frees the bucket's copy now, not when the handle goes
+  // Frees the bucket's copy now. Dropping our handle is not enough: the backend's work object,
+  // which Gloo's worker thread lets go of some time after the wait returns, holds the same tensor,
+  // and until then the copy stayed alive into the optimizer step (a whole set of gradients above
+  // the plan in some steps of two ranks). set_() empties the one TensorImpl all handles share.
+  for (at::Tensor& copy : state_->flat) copy.set_();
+  state_->flat.clear();
 }
 
 std::unique_ptr<PendingReduce> ProcessGroup::all_reduce_sum_async(std::vector<at::Tensor> tensors) {

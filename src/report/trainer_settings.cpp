@@ -178,6 +178,9 @@ std::vector<std::pair<std::string, std::string>> trl_settings(const TrainerSetti
       {"packing", yes(s.packing != Packing::kNone)},
   };
   if (s.packing != Packing::kNone) keys.push_back({"packing_strategy", to_string(s.packing)});
+  // The processes, which trl sft hands to accelerate launch: the file then trains the measured
+  // batch, and reads back as it (helper-96: without it, a 2-rank split read back as half the batch).
+  if (s.world_size > 1) keys.push_back({"num_processes", std::to_string(s.world_size)});
   // TRL's bfd packing runs padding-free (every row's documents flattened, positions restarting),
   // which keeps documents apart only with flash attention (SFTTrainer warns of cross-contamination
   // under another kernel); attn_implementation is ModelConfig's, read from the same file.
