@@ -116,7 +116,7 @@ for x in r["runs"]:
   # alive after its all-reduce was waited for, until Gloo's worker thread let go of the work that
   # held it: a whole set of gradients above the plan in some steps (4.02 MB against 3.43 at 2×2
   # under ctest -j2, 2026-12-07); PendingReduce::wait now frees it (set_), and six loaded two-rank
-  # sweeps measured the plan to the byte. Measured again, up to twice, as dp_sweep_within_plan does.
+  # sweeps measured every split within 68 bytes of it. Measured again, up to twice, as dp_sweep_within_plan does.
   local attempt
   for attempt in 1 2; do
     if peaks_within 2 "$work/dp.json" >/dev/null; then break; fi
