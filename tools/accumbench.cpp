@@ -1022,14 +1022,34 @@ struct SweepCommand {
              });
     };
     bool wrote_files = false;
-    const ab::SweepResult result = noted(ab::run_sweep(
-        options,
-        [&](const ab::SweepResult& partial) {
-          if (!primary || !measured_anything(partial)) return;
-          files.write(noted(partial));
-          wrote_files = true;
-        },
-        resuming ? &resume : nullptr, progress ? ab::ProgressCallback(print_progress) : ab::ProgressCallback()));
+    // The last save, whose error a peer gone mid-sweep leaves in it: printed as the table of what
+    // was finished before the error's sentence (helper-98: the file kept it, the console nothing).
+    std::optional<ab::SweepResult> last_saved;
+    const auto run = [&] {
+      return ab::run_sweep(
+          options,
+          [&](const ab::SweepResult& partial) {
+            if (!primary || !measured_anything(partial)) return;
+            last_saved = noted(partial);
+            files.write(*last_saved);
+            wrote_files = true;
+          },
+          resuming ? &resume : nullptr, progress ? ab::ProgressCallback(print_progress) : ab::ProgressCallback());
+    };
+    ab::SweepResult swept;
+    try {
+      swept = run();
+    } catch (const ab::FatalRunError&) {
+      if (progress) std::cerr << "\r\033[K" << std::flush;
+      if (primary && last_saved && !last_saved->interruption.error.empty()) {
+        for (const std::string& note : ab::sweep_notes(*last_saved)) print_note(note);
+        ab::ConsoleReporter({stdout_is_tty()}).report(*last_saved, std::cout);
+        std::cout << std::flush;
+        files.announce();
+      }
+      throw;
+    }
+    const ab::SweepResult result = noted(std::move(swept));
     if (progress) std::cerr << "\r\033[K" << std::flush;
     // After the run, so that an error in the options stays the one line on stderr.
     for (const std::string& note : ab::sweep_notes(result)) if (primary) print_note(note);

@@ -391,6 +391,9 @@ dead_peer() {
   wait "$rank0" || rc=$?
   [ "$rc" -eq 1 ] || fail "rank 0 exited $rc, expected 1 (a peer gone ends the run)"
   check "rank 0 says why in one sentence" grep -q "accumbench: error: an all-reduce with the other ranks failed" "$err"
+  check "rank 0 prints the table of what was finished, which says the error stopped it" \
+    grep -q "^Recommendation: .*Stopped by an error (an all-reduce with the other ranks failed" "$out"
+  check "and names the file it saved" grep -q "^accumbench: wrote $json$" "$err"
   check "no abort and no uncaught exception" py '
 text = open(sys.argv[1], encoding="utf-8").read()
 if "terminate called" in text or "internal error" in text: fail(text[:300])
