@@ -302,8 +302,10 @@ std::unique_ptr<ProcessGroup> ProcessGroup::from_environment(c10::Device device,
   } catch (const std::exception& error) {  // c10's and the store's socket errors (a port in use, no answer)
     const std::string why = first_line(error);
     if (env.rank == 0 && why.find("Address already in use") != std::string::npos) {
+      // Another job, or a second process started as RANK=0 of this one (helper-98).
       throw UserError("MASTER_PORT " + std::to_string(env.master_port) + " is already in use on rank 0's machine (" +
-                      env.master_addr + "); start every rank with a free MASTER_PORT");
+                      env.master_addr + "), by another job or another process started with RANK=0; give each "
+                      "process its own RANK, and every rank a free MASTER_PORT");
     }
     throw could_not_join(why);
   }

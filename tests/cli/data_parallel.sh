@@ -476,8 +476,9 @@ print(s.getsockname()[1], flush=True); time.sleep(60)' >"$holder" &
   [ "$rc" -eq 2 ] || fail "rank 0 exited $rc, expected 2"
   check "one line on stderr: the port and the fix" py '
 lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
-want = "accumbench: error: MASTER_PORT " + sys.argv[2] + " is already in use on rank 0\x27s machine (127.0.0.1); " \
-       "start every rank with a free MASTER_PORT"
+want = "accumbench: error: MASTER_PORT " + sys.argv[2] + " is already in use on rank 0\x27s machine (127.0.0.1), " \
+       "by another job or another process started with RANK=0; give each process its own RANK, and every rank a " \
+       "free MASTER_PORT"
 if lines != [want]: fail("%r" % lines)
 ' "$err" "$port"
 }
