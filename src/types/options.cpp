@@ -706,7 +706,9 @@ void validate_workload(const WorkloadOptions& w) {
   validate_limits(w);
   validate_optimizer(w.optimizer);
   for (double norm : w.grid.other_max_grad_norms) validate_optimizer(with_max_grad_norm(w, norm).optimizer);
-  require_in_range("--dist-timeout", w.dist_timeout_seconds, 0, 86400, true, "a number of seconds in (0, 86400]");
+  // Below a second no rank can join (helper-98: 0.001 gave the store's socket timeout on rank 0).
+  require_in_range("--dist-timeout", w.dist_timeout_seconds, 1, 86400, false,
+                   "a number of seconds in [1, 86400] (joining takes a second or more)");
   for (int64_t micro : w.micro_batches) {
     if (micro <= 0) throw UserError("micro-batch must be positive, got " + std::to_string(micro) + "; give --micro-batches values of 1 or more");
   }
