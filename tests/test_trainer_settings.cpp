@@ -146,7 +146,7 @@ TEST(TrainerSettings, LoraPaddingAndRanks) {
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kTrl),
             (Lines{"# TRL SFTConfig, for trl sft --config FILE.yaml (per rank, 2 ranks; each key is also a --KEY flag)",
                    "per_device_train_batch_size: 2", "gradient_accumulation_steps: 4", "gradient_checkpointing: true",
-                   "bf16: true", "fp16: false", "max_length: 1024", "packing: false", "pad_to_multiple_of: 8",
+                   "bf16: true", "fp16: false", "max_length: 1024", "packing: false", "num_processes: 2", "pad_to_multiple_of: 8",
                    "train_sampling_strategy: group_by_length",
                    "# with transformers 4 write group_by_length: true instead (trl sft stops on a key its "
                    "transformers lacks)",

@@ -2,6 +2,8 @@
 #include "accumbench/statistics.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -164,17 +166,26 @@ double winsorizing_bound(const RunResult& run) {
   return rate_bound(run, latest) / common_scale(scales);
 }
 
-double winsorized_mean(const RunResult& run) {
-  if (run.steps.empty()) return kNaN;
-  std::map<int64_t, double> bounds;  // per sweep
+namespace {
+
+// Each step's time as winsorized_mean takes it: at most its sweep's bound, scaled to its size.
+std::function<double(const StepSample&)> capped_step_seconds(const RunResult& run) {
+  auto bounds = std::make_shared<std::map<int64_t, double>>();  // per sweep
   for (const StepSample& s : run.steps) {
     const int64_t session = session_of(run, s);
-    if (bounds.count(session) == 0) bounds[session] = rate_bound(run, session);
+    if (bounds->count(session) == 0) (*bounds)[session] = rate_bound(run, session);
   }
+  return [&run, bounds](const StepSample& s) {
+    return std::min(s.step_seconds, bounds->at(session_of(run, s)) / per_token_scale(s.positions));
+  };
+}
+
+}  // namespace
+
+double winsorized_mean(const RunResult& run) {
+  if (run.steps.empty()) return kNaN;
   // Each step alike over an epoch's distinct steps (steps_mean), as the decisions take them.
-  return steps_mean(run, [&](const StepSample& s) {
-    return std::min(s.step_seconds, bounds[session_of(run, s)] / per_token_scale(s.positions));
-  });
+  return steps_mean(run, capped_step_seconds(run));
 }
 
 double mean_computed_positions(const RunResult& run) {
@@ -194,11 +205,18 @@ double typical_step_seconds(const RunResult& run) {
 
 PhaseSeconds typical_phase_seconds(const RunResult& run) {
   if (!steps_differ_in_size(run)) return run.phase_median_seconds;
-  // Weighed as the step is (steps_mean): over an epoch timed unevenly, each batch alike, so that the
-  // phases add up to the mean step less what winsorizing took off it.
+  // Weighed as the step is (steps_mean): over an epoch timed unevenly, each batch alike; and capped
+  // as the step is: a step winsorizing cut keeps its phases in their shares of what is left of it,
+  // since which phase stalled is not known (helper-99: a stalled step's uncapped phases made a row's
+  // phases add up to 2.3 times its step).
+  if (run.steps.empty()) return PhaseSeconds{};
+  const auto capped = capped_step_seconds(run);
   PhaseSeconds seconds{};
   for (int p = 0; p < kPhaseCount; ++p) {
-    seconds[p] = steps_mean(run, [p](const StepSample& s) { return s.host_seconds[p]; });
+    seconds[p] = steps_mean(run, [&capped, p](const StepSample& s) {
+      const double share = s.step_seconds > 0 ? std::min(1.0, capped(s) / s.step_seconds) : 1.0;
+      return s.host_seconds[p] * share;
+    });
   }
   return seconds;
 }
