@@ -348,6 +348,14 @@ TEST(ConsoleReporter, StepsOfManySizesShowTheirMean) {
   EXPECT_EQ(lines[3].rfind("8\u00d78        0.250 \u00b1 0.050      1.0     1.9    38.9    98.6    29.2       9.7", 0), 0u) << lines[3];
   EXPECT_EQ(lines[4].rfind("1\u00d764 ckpt  0.402 \u00b1 0.008", 0), 0u) << lines[4];
   EXPECT_NE(lines[4].find(" 1.61\u00d7"), std::string::npos) << lines[4];  // 0.402 over 0.250
+  {
+    // Under 10 rounds the mean has no interval, and the row no ± (it showed the steps' standard
+    // deviation, stalls included: helper-99).
+    SweepResult few = result;
+    few.runs[0].mean_seconds.low = few.runs[0].mean_seconds.high = std::numeric_limits<double>::quiet_NaN();
+    const std::vector<std::string> rows = report_lines(ConsoleReporter(), few);
+    EXPECT_EQ(rows[3].rfind("8\u00d78                0.250      1.0", 0), 0u) << rows[3];
+  }
   EXPECT_NE(lines[6].find("; step s: the mean step where a split's steps differ in size (an epoch's time over its "
                           "steps; the phases and rates from it); vs fastest: step time (median, or mean where the "
                           "steps differ in size) over the fastest split's"),

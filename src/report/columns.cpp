@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "accumbench/decision.hpp"
@@ -191,6 +192,9 @@ void add_step_time_columns(std::vector<ColumnDef>& all) {
       mean.median = typical_step_seconds(r);
       mean.ci_low = r.mean_seconds.low;
       mean.ci_high = r.mean_seconds.high;
+      // Under 10 rounds the mean has no interval: no ±, rather than the steps' standard deviation,
+      // stalls included, under the interval's sign (helper-99: "0.0128 ± 0.0344").
+      mean.stddev = std::numeric_limits<double>::quiet_NaN();
       return text::format_step_seconds(mean);
     };
     all.push_back(c);
@@ -208,10 +212,14 @@ void add_step_time_columns(std::vector<ColumnDef>& all) {
     c.html = Shown::kAlways;
     c.measured = true;
     c.html_cell = [](const RunResult& r, const TableContext& t) {
-      const Summary& s = r.step_seconds;
-      if (!std::isfinite(s.ci_low) || !std::isfinite(s.ci_high)) return std::string(kHtmlDash);
-      return text::format_significant(s.ci_low / t.time_divisor, 4) + " \u2013 " +
-             text::format_significant(s.ci_high / t.time_divisor, 4);
+      // The interval of what the step column shows: the median's, or the mean's where the steps
+      // differ in size.
+      const bool mean = steps_differ_in_size(r);
+      const double low = mean ? r.mean_seconds.low : r.step_seconds.ci_low;
+      const double high = mean ? r.mean_seconds.high : r.step_seconds.ci_high;
+      if (!std::isfinite(low) || !std::isfinite(high)) return std::string(kHtmlDash);
+      return text::format_significant(low / t.time_divisor, 4) + " \u2013 " +
+             text::format_significant(high / t.time_divisor, 4);
     };
     all.push_back(c);
   }
