@@ -316,6 +316,27 @@ TEST(HtmlReport, PackingsAreComparedPerRealToken) {
   EXPECT_NE(one.find("vs slowest split</div>"), std::string::npos);
 }
 
+// With --framework-overhead the headline ratio adds the framework's time per micro-step, as the
+// console's "vs fastest" and the decision do, and says so (helper-99: it gave the engine's alone).
+TEST(HtmlReport, TheHeadlineRatioWeighsTheFrameworksTime) {
+  SweepResult result = make_sweep();
+  const auto ratio = [](const std::string& html, const std::string& key) {
+    const std::string head = key + "</div><div class=\"v\">";
+    const size_t at = html.find(head);
+    return at == std::string::npos ? std::string("none") : html.substr(at + head.size(), html.find(' ', at + head.size()) - at - head.size());
+  };
+  const std::string engine = ratio(render_html(result), "vs slowest split");
+  ASSERT_NE(engine, "none");
+  // Every split of make_sweep takes the batch in another number of micro-steps: a large cost per
+  // micro-step moves the ratio.
+  result.context.framework_seconds_per_micro_step = 0.5;
+  const std::string html = render_html(result);
+  const std::string framework = ratio(html, "vs slowest split, with the framework&#39;s host time");
+  EXPECT_NE(framework, "none");
+  EXPECT_NE(framework, engine);
+  EXPECT_EQ(html.find("vs slowest split</div>"), std::string::npos);
+}
+
 // The sweep's notes in a card of their own under the recommendation, escaped; a sweep that noted
 // nothing has no such card.
 TEST(HtmlReport, TheSweepsNotesUnderTheRecommendation) {

@@ -532,24 +532,26 @@ TEST(CsvReporter, HeaderAndOneLinePerRun) {
   expect_lines(report_lines(CsvReporter(), sample_result()), {
       "label,micro_batch,accum_steps,precision,optimizer,weights_dtype,adapter_dtype,max_grad_norm,padding,packing,"
       "group_by_length,activation_checkpointing,optimizer_in_backward,"
-      "cuda_graphs,chunked_loss,world_size,status,steps,mean_seconds,mean_seconds_low,mean_seconds_high,"
+      "cuda_graphs,chunked_loss,world_size,status,steps,tables_read,mean_seconds,mean_seconds_low,mean_seconds_high,"
       "step_seconds_median,step_seconds_min,step_seconds_mean,"
       "step_seconds_stddev,step_seconds_cv,step_seconds_ci_low,step_seconds_ci_high,data_seconds,"
       "h2d_seconds,forward_seconds,backward_seconds,allreduce_seconds,optimizer_seconds,other_seconds,"
       "device_busy_fraction,tokens_per_second,computed_tokens_per_second,padding_fraction,samples_per_second,"
-      "achieved_tflops,hardware_tflops,mfu,peak_allocated_bytes,peak_reserved_bytes,predicted_peak_bytes,fits,error,"
+      "achieved_tflops,hardware_tflops,mfu,peak_allocated_bytes,peak_reserved_bytes,predicted_peak_bytes,fits,vs_fastest,decided,error,"
       "model,parameters,trainable_parameters,seq_len,batch,device,device_name,seed,lengths,loss_normalization,"
       "lr,beta1,beta2,eps,weight_decay,lora_rank,lora_alpha,lora_targets,lora_dropout,"
       "base_quant,double_quant,kbit_prep,tf32,completion_only_loss,distinct_steps,token_file,eos_id,loss_chunk_tokens,"
       "memory_limit_bytes,threads,OMP_WAIT_POLICY",
-      "8\u00d78,8,8,bf16,adamw,fp32,fp32,0,max,none,false,none,false,false,false,1,ok,10,0.1915,0.19,0.193,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
+      // vs_fastest: the step time over the fastest's (0.402 / 0.191 = 2.10); decided: empty where no
+      // rounds decided (the tables' "-").
+      "8\u00d78,8,8,bf16,adamw,fp32,fp32,0,max,none,false,none,false,false,false,1,ok,10,median,0.1915,0.19,0.193,0.191,0.189,0.1915,0.0012,0.00627,0.189,0.193,"
       "0.0012,0.0021,0.0453,0.0987,0,0.0301,0.0137,0.93,343120.4,0,0,335.08,295,295,0.298,5583457484,"
-      "6442450944,5368709120,," + kWorkload,
-      "1\u00d764 ckpt,1,64,bf16,adamw,fp32,fp32,0,max,none,false,blocks,false,false,false,1,ok,10,,,,0.402,0.397,0.403,0.004,0.00993,0.398,"
+      "6442450944,5368709120,,1,," + kWorkload,
+      "1\u00d764 ckpt,1,64,bf16,adamw,fp32,fp32,0,max,none,false,blocks,false,false,false,1,ok,10,median,,,,0.402,0.397,0.403,0.004,0.00993,0.398,"
       "0.41,0.0011,0.002,0.1205,0.261,0,0.0099,0.0075,0.48,163024,0,0,159.2,140.2,187.3,0.141,3221225472,"
-      "3221225472,-1,," + kWorkload,
+      "3221225472,-1,,2.1047120418848166,," + kWorkload,
       // A failed run has no measurements: empty fields, not zeros.
-      "64\u00d71 oib,64,1,bf16,adamw,fp32,fp32,0,max,none,false,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,,,,,,,,,161061273600,false,"
+      "64\u00d71 oib,64,1,bf16,adamw,fp32,fp32,0,max,none,false,none,true,false,false,1,oom,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,161061273600,false,,,"
       "CUDA out of memory. Tried to allocate 2.00 GiB" + kWorkload,
   });
 }
@@ -615,7 +617,7 @@ TEST(CsvReporter, QuotesFieldsWithCommasAndQuotesPerRfc4180) {
   result.runs[2].error = "bad value \"x\", giving up";
   const std::vector<std::string> lines = report_lines(CsvReporter(), result);
   ASSERT_EQ(lines.size(), 4u);
-  const std::string expected_tail = ",false,\"bad value \"\"x\"\", giving up\"" + kWorkload;
+  const std::string expected_tail = ",false,,,\"bad value \"\"x\"\", giving up\"" + kWorkload;
   EXPECT_EQ(lines[3].substr(lines[3].size() - expected_tail.size()), expected_tail);
 }
 
@@ -626,7 +628,7 @@ TEST(CsvReporter, AnUnboundedIntervalIsAnEmptyField) {
   result.runs[0].mean_seconds = {0.1915, 0.0, std::numeric_limits<double>::infinity()};
   const std::vector<std::string> lines = report_lines(CsvReporter(), result);
   ASSERT_EQ(lines.size(), 4u);
-  EXPECT_NE(lines[1].find(",ok,10,0.1915,0,,0.191,"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find(",ok,10,median,0.1915,0,,0.191,"), std::string::npos) << lines[1];
   const SweepResult read_back = sweep_result_from_json(to_json(result), "r.json");
   EXPECT_EQ(report_lines(CsvReporter(), read_back), lines);
 }

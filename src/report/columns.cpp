@@ -164,6 +164,8 @@ void add_identity_columns(std::vector<ColumnDef>& all) {
 // The step time and its statistics.
 void add_step_time_columns(std::vector<ColumnDef>& all) {
   all.push_back(csv_only("steps", [](const RunResult& r) { return exact(r.step_seconds.count); }, true));
+  // What the step and phase columns read: the median, or the mean where the steps differ in size.
+  all.push_back(csv_only("tables_read", [](const RunResult& r) { return std::string(steps_differ_in_size(r) ? "mean" : "median"); }, true));
   // The mean the decisions are made on (winsorized, decision.hpp) with its confidence interval; the
   // HTML table's "mean" is this one, the one the recommendation quotes (the steps' plain mean is the
   // CSV's step_seconds_mean: a stalled step moves it, not the decision).
@@ -361,11 +363,17 @@ void add_verdict_columns(std::vector<ColumnDef>& all) {
     // put behind may read a little under 1.00 by medians. Steps of many sizes compare their means
     // (typical_step_seconds), as the decision does.
     c.id = "vs_fastest";
-    c.header = "vs fastest";
-    c.console = Shown::kAlways;
+    c.header = c.html_header = "vs fastest";
+    // The page and the CSV too (helper-99: the page had only an engine-only headline ratio, and a
+    // spreadsheet could not rank the splits as the decision did).
+    c.csv = "vs_fastest";
+    c.console = c.html = Shown::kAlways;
     c.measured = true;
     c.cell = [](const RunResult& r, const TableContext& t) {
       return t.fastest != nullptr ? text::format_ratio(t.compared_seconds(r) / t.compared_seconds(*t.fastest), 2) : "-";
+    };
+    c.raw_in_context = [](const RunResult& r, const TableContext& t) {
+      return t.fastest != nullptr ? exact(t.compared_seconds(r) / t.compared_seconds(*t.fastest)) : std::string();
     };
     all.push_back(c);
   }
@@ -386,11 +394,17 @@ void add_verdict_columns(std::vector<ColumnDef>& all) {
     ColumnDef c;
     c.id = "decided";
     c.header = c.html_header = "decided";
+    c.csv = "decided";
     c.align = Align::kLeft;
     c.console = c.markdown = c.html = Shown::kWhenInRounds;
     c.measured = true;
     c.cell = [](const RunResult& r, const TableContext& t) {
       return t.verdict(r) + (t.slower_against_its_median(r) ? "*" : "");
+    };
+    // Empty where the rounds decided nothing about it (the tables' "-").
+    c.raw_in_context = [](const RunResult& r, const TableContext& t) {
+      const std::string verdict = t.verdict(r);
+      return verdict == "-" ? std::string() : verdict + (t.slower_against_its_median(r) ? "*" : "");
     };
     all.push_back(c);
   }
@@ -575,7 +589,7 @@ std::vector<const ColumnDef*> shown_columns(View view, const std::vector<RunResu
 }
 
 std::string cell_text(const ColumnDef& c, View view, const RunResult& run, const TableContext& context) {
-  if (view == View::kCsv) return c.measured && !ok(run) ? "" : c.raw(run);
+  if (view == View::kCsv) return c.measured && !ok(run) ? "" : c.raw_in_context ? c.raw_in_context(run, context) : c.raw(run);
   if (view == View::kHtml) {
     // One dash for "not measured" across the page (the console's "-" is the HTML's "—").
     const std::string text =

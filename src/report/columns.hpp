@@ -84,6 +84,8 @@ struct ColumnDef {
   // The HTML cell's class: "text" for words, with "status-bad" where the cell reads as a problem.
   std::function<std::string(const RunResult&)> html_class;
   std::function<std::string(const RunResult&)> raw;  // CSV, exact
+  // CSV, exact, for a value that depends on the other runs ("vs fastest", "decided"); before raw.
+  std::function<std::string(const RunResult&, const TableContext&)> raw_in_context;
 };
 
 // Every column, in table order.

@@ -31,7 +31,8 @@ std::string csv_field(const std::string& value) {
 
 void CsvReporter::report(const SweepResult& result, std::ostream& out) const {
   using report::View;
-  const std::vector<const report::ColumnDef*> columns = report::shown_columns(View::kCsv, result.runs, report::TableContext::of(result));
+  const report::TableContext context = report::TableContext::of(result);
+  const std::vector<const report::ColumnDef*> columns = report::shown_columns(View::kCsv, result.runs, context);
   const SweepContext& c = result.context;
   // The workload: the context's own fields (the device as resolved), then every option the context
   // records (describe_workload) but the grid's (micro-batches, precisions, optimizers, dtypes, clipping,
@@ -82,7 +83,7 @@ void CsvReporter::report(const SweepResult& result, std::ostream& out) const {
       const bool no_verdict = columns[i]->csv == "fits" && c.memory_limit_bytes <= 0 && run.fits;
       const std::string cell = columns[i]->csv == "label" ? run_label(run, result.runs)
                                : no_verdict              ? std::string()
-                                                         : report::cell_text(*columns[i], View::kCsv, run, {});
+                                                         : report::cell_text(*columns[i], View::kCsv, run, context);
       out << (i > 0 ? "," : "") << csv_field(cell);
     }
     out << shared << '\n';
