@@ -803,6 +803,35 @@ TEST(Recommend, ThePhaseOfTheGapIsReadOnPairedRounds) {
   EXPECT_NE(reason.find("slower, mostly in backward (+40.0 ms)"), std::string::npos) << reason;
 }
 
+// Steps of many sizes (a grouped epoch) are weighed by their means, the gap's phase too: paired
+// medians read a short step's difference (helper's grouped 32×1 was "mostly in forward (+433 µs)"
+// of 78 ms more). Here 8 short steps differ by 10 ms of backward, 2 long ones by 450 ms of forward:
+// medians say backward +10 ms, the means forward +90 ms.
+TEST(Recommend, StepsOfManySizesGiveTheGapsPhaseByTheirMeans) {
+  const int forward = static_cast<int>(Phase::kForward), backward = static_cast<int>(Phase::kBackward);
+  const auto grouped = [&](int64_t micro, int64_t accum, double long_forward, double long_backward, double short_backward) {
+    RunResult run = timed(micro, accum, 0.1, 2 * kGiB, 0.0, 0.0, 10);
+    for (size_t k = 0; k < run.steps.size(); ++k) {
+      StepSample& step = run.steps[k];
+      const bool long_step = k % 5 == 4;
+      step.tokens = step.positions = step.computed_positions = long_step ? 10000 : 1000;
+      step.host_seconds[forward] = long_step ? long_forward : 0.05;
+      step.host_seconds[backward] = long_step ? long_backward : short_backward;
+      step.step_seconds = step.host_seconds[forward] + step.host_seconds[backward] + 0.01;
+    }
+    std::vector<double> all;
+    for (const StepSample& step : run.steps) all.push_back(step.step_seconds);
+    run.step_seconds = summarize(all);
+    run.mean_seconds.value = winsorized_mean(run);
+    run.tokens_per_second = 2800 / run.mean_seconds.value;
+    return run;
+  };
+  const std::vector<RunResult> runs = {grouped(2, 16, 0.10, 0.40, 0.03), grouped(32, 1, 0.55, 0.40, 0.04)};
+  ASSERT_TRUE(steps_differ_in_size(runs[1]));
+  const std::string reason = recommend(runs).reason;
+  EXPECT_NE(reason.find(", mostly in forward (+90.0 ms)."), std::string::npos) << reason;
+}
+
 // An open split with its 10 rounds whose interval still has no upper bound (steps too noisy) is
 // said so with its rounds, not as one with too few rounds for an interval.
 TEST(Recommend, AnUnboundedIntervalIsNotCalledTooFewRounds) {
