@@ -694,7 +694,7 @@ TEST(Recommend, SeveralOptimizersNameTheFastestSplitOfEach) {
   const Recommendation r = recommend(runs);
   EXPECT_EQ(r.best_index, 2);
   EXPECT_NE(r.reason.find(" The optimizers compute different updates, which the choice above does not weigh; the "
-                          "fastest split of each: adamw 8\u00d71 fp32 (0.150 s, 5.00 GiB), adamw8bit 4\u00d72 fp32 "
+                          "fastest split of each, by its mean step: adamw 8\u00d71 fp32 (0.150 s, 5.00 GiB), adamw8bit 4\u00d72 fp32 "
                           "(0.120 s, 2.00 GiB; time emulated)."),
             std::string::npos)
       << r.reason;
@@ -1016,12 +1016,12 @@ TEST(Recommend, PackingsAreWeighedPerRealToken) {
   EXPECT_EQ(why.rfind("8\u00d71 pack-bfd pad-longest is fastest at a mean of 0.180 s per step (1,455,", 0), 0u) << why;
   // 0.100 s for 65,536 tokens over 0.180 s for 262,144: 2.2 times the time per token.
   EXPECT_NE(why.find(" 8\u00d71 unpacked pad-max is 2.2\u00d7 slower per real token."), std::string::npos) << why;
-  EXPECT_NE(why.find("the fastest split of each: 8\u00d71 pack-bfd pad-max (0.200 s, 1.00 GiB), 8\u00d71 pack-bfd "
+  EXPECT_NE(why.find("the fastest split of each, by its mean step: 8\u00d71 pack-bfd pad-max (0.200 s, 1.00 GiB), 8\u00d71 pack-bfd "
                      "pad-longest (0.180 s, 1.00 GiB)."),
             std::string::npos)
       << why;
   EXPECT_NE(why.find(" The packings (--packing) put other amounts of data in a step"), std::string::npos) << why;
-  EXPECT_NE(why.find("the fastest split of each: 8\u00d71 unpacked pad-longest (0.0900 s per step, 727,"),
+  EXPECT_NE(why.find("the fastest split of each, by its mean step: 8\u00d71 unpacked pad-longest (0.0900 s per step, 727,"),
             std::string::npos)
       << why;
 }

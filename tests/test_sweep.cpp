@@ -749,7 +749,7 @@ TEST(Sweep, SeveralOptimizersMeasureEachSplitAsItsOwnSweepWould) {
     }
   }
   EXPECT_NE(together.recommendation.reason.find("The optimizers compute different updates, which the choice above does "
-                                                "not weigh; the fastest split of each: adamw "),
+                                                "not weigh; the fastest split of each, by its mean step: adamw "),
             std::string::npos)
       << together.recommendation.reason;
   EXPECT_NE(together.recommendation.reason.find("; time emulated), sgd "), std::string::npos)
@@ -911,7 +911,7 @@ TEST(Sweep, ClippingNormsAreAGridDimension) {
   EXPECT_NE(together.recommendation.reason.find(
                 " The clipping norms (--max-grad-norm) compute different updates (clipping scales the step's gradient "
                 "down whenever its global norm is above the limit), which the choice above does not weigh; the fastest "
-                "split of each: no-clip "),
+                "split of each, by its mean step: no-clip "),
             std::string::npos)
       << together.recommendation.reason;
   EXPECT_EQ(ab::recorded_option(together.context.options, "max_grad_norm"), std::optional<std::string>("0,0.5"));
@@ -972,7 +972,7 @@ TEST(Sweep, PaddingsAreAGridDimension) {
   EXPECT_EQ(ab::run_label(together.runs[5], together.runs), "4\u00d71 pad-multiple8");
   EXPECT_EQ(ab::run_label(together.runs[0], together.runs), "1\u00d74 pad-max");
   EXPECT_NE(together.recommendation.reason.find(" The paddings (--padding) compute the same update from the same "
-                                                "samples, so the choice is among them all; the fastest split of each: "),
+                                                "samples, so the choice is among them all; the fastest split of each, by its mean step: "),
             std::string::npos)
       << together.recommendation.reason;
   EXPECT_EQ(ab::recorded_option(together.context.options, "padding"), std::optional<std::string>("max,longest,multiple:8"));
@@ -1040,7 +1040,7 @@ TEST(Sweep, PackingsAreAGridDimension) {
                                                 "packed row holds several samples, so its step averages more of them: "
                                                 "an update of its own), so the splits are compared per real token, as "
                                                 "an epoch of the data takes them, and each ratio above is per token; "
-                                                "the fastest split of each: "),
+                                                "the fastest split of each, by its mean step: "),
             std::string::npos)
       << together.recommendation.reason;
   EXPECT_EQ(ab::recorded_option(together.context.options, "packing"), std::optional<std::string>("none,bfd"));

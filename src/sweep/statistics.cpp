@@ -941,7 +941,7 @@ std::string per_update_sentence(const std::vector<RunResult>& runs, const std::v
            "clipping scales the step's gradient down whenever its global norm is above the limit";
   }
   if (!why.empty()) why = " (" + why + ")";
-  return " " + subject + why + ", which the choice above does not weigh; the fastest split of each: " + list + ".";
+  return " " + subject + why + ", which the choice above does not weigh; the fastest split of each, by its mean step: " + list + ".";
 }
 
 // With several packings or orders among the candidates (--packing's, --group-by-length's lists): a
@@ -971,7 +971,7 @@ std::string per_rows_sentence(const std::vector<RunResult>& runs, const std::vec
                               : packings         ? packed
                                                  : "The " + ordered;
   return " " + subject + ", so the splits are compared per real token, as an epoch of the data takes them, and each "
-         "ratio above is per token; the fastest split of each: " + list + ".";
+         "ratio above is per token; the fastest split of each, by its mean step: " + list + ".";
 }
 
 // With several paddings among the candidates (--padding's list): they compute the same update from
@@ -989,7 +989,7 @@ std::string per_padding_sentence(const std::vector<RunResult>& runs, const std::
             format_bytes(run.peak_allocated_bytes) + ")";
   }
   return " The paddings (--padding) compute the same update from the same samples, so the choice is among them all; "
-         "the fastest split of each: " + list + ".";
+         "the fastest split of each, by its mean step: " + list + ".";
 }
 
 }  // namespace
