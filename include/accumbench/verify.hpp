@@ -66,6 +66,12 @@ struct VerifySplit {
   double rel_l2_grad_error = 0;
   double max_weight_diff = 0;       // reported, not judged (see update_tolerance)
   double rel_l2_update_error = 0;
+  // With clipping (--max-grad-norm): the global norm the split's clip measured on its accumulated
+  // gradients, and its relative error against the reference's, judged at the gradient's bar: a clip
+  // that measured something else (a micro-batch's gradients, one rank's) shows here, where AdamW's
+  // first update, hardly moved by a common scale, would hide it. NaN without clipping.
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();
+  double rel_grad_norm_error = std::numeric_limits<double>::quiet_NaN();
   // False for the optimizer inside backward: each gradient is freed once its parameter stepped, so
   // the split is judged on its loss and its update alone.
   bool gradients_compared = true;

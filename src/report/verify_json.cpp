@@ -40,6 +40,8 @@ Json split_entry(const VerifySplit& s) {
   e["rel_l2_grad_error"] = s.gradients_compared ? finite_or_null(s.rel_l2_grad_error) : Json(nullptr);
   e["max_weight_diff"] = finite_or_null(s.max_weight_diff);
   e["rel_l2_update_error"] = finite_or_null(s.rel_l2_update_error);
+  e["grad_norm"] = finite_or_null(s.grad_norm);  // the clip's measurement; null without clipping
+  e["rel_grad_norm_error"] = finite_or_null(s.rel_grad_norm_error);
   e["normalization_skew"] = s.normalization_skew;
   e["micro_batches_without_target"] = s.micro_batches_without_target;
   e["within_tolerance"] = s.within_tolerance;

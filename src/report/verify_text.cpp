@@ -97,6 +97,13 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
     const bool scaled = r.reference_grad_norm > r.max_grad_norm;
     out << "clipping at " << text::format_number(r.max_grad_norm) << " (--max-grad-norm): the reference's gradient norm is "
         << general(r.reference_grad_norm, 4);
+    // The splits' own norms, the clip's measurement, against it (VerifySplit::rel_grad_norm_error).
+    double worst = -1;
+    for (const VerifySplit& split : r.splits) {
+      if (std::isfinite(split.rel_grad_norm_error)) worst = std::max(worst, split.rel_grad_norm_error);
+    }
+    if (worst == 0) out << " (each split's own: the same)";
+    if (worst > 0) out << " (each split's own: within " << general(worst, 3) << " of it)";
     if (!scaled) {
       out << ", under it: nothing is scaled\n";
     } else {

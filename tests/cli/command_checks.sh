@@ -735,6 +735,21 @@ v = load(sys.argv[1])
 if v["verdict"] != "pass" or len(v["jobs"]) != 1 or v["jobs"][0]["job"] is not None: fail("%s" % v)
 if v["jobs"][0]["normalization_checked"] is not False or v["jobs"][0]["lengths"] != "fixed": fail("%s" % v["jobs"][0])
 ' "$work/fixed.json"
+  # With clipping every split's own norm, the clip's measurement, is judged against the reference's.
+  tiny_verify_args --lengths variable --max-grad-norm 0.01 --optimizer sgd --json "$work/clip.json"
+  expect 0 "(each split's own: " "so every split's gradient is scaled by" -- verify "${args[@]}"
+  check "verify --json with clipping: each split's gradient norm within the gradient's bar of the reference's" py '
+v = load(sys.argv[1])
+job = v["jobs"][0]
+if not job["reference_grad_norm"] or job["reference_grad_norm"] <= 0.01: fail("reference norm %s" % job["reference_grad_norm"])
+for s in job["splits"]:
+    if s["grad_norm"] is None or s["rel_grad_norm_error"] is None or s["rel_grad_norm_error"] > 1e-5: fail("split %s" % s)
+    if abs(s["grad_norm"] / job["reference_grad_norm"] - 1) > 1e-5: fail("norm %s" % s)
+' "$work/clip.json"
+  check "verify --json without clipping: no norm" py '
+v = load(sys.argv[1])
+if any(s["grad_norm"] is not None for s in v["jobs"][0]["splits"]): fail("%s" % v["jobs"][0]["splits"])
+' "$work/fixed.json"
   tiny_args --micro-batches 4 --json "$work/sweep.json"
   expect 0 "Recommendation:" -- sweep "${args[@]}"
   cp "$work/sweep.json" "$work/sweep-copy.json"
