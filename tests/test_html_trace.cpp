@@ -337,6 +337,17 @@ TEST(HtmlReport, TheHeadlineRatioWeighsTheFrameworksTime) {
   EXPECT_EQ(html.find("vs slowest split</div>"), std::string::npos);
 }
 
+// A split whose steps differ in size is drawn at its mean: the step chart's title says so (helper-99:
+// "Median" over bars that were means).
+TEST(HtmlReport, TheStepChartSaysWhereItDrawsMeans) {
+  SweepResult result = make_sweep();
+  EXPECT_NE(render_html(result).find("Median step time per split, stacked by phase"), std::string::npos);
+  result.runs[0].steps[1].computed_positions = result.runs[0].steps[0].computed_positions + 64;
+  EXPECT_NE(render_html(result).find(
+                "Median step time per split (the mean for a split whose steps differ in size), stacked by phase"),
+            std::string::npos);
+}
+
 // The sweep's notes in a card of their own under the recommendation, escaped; a sweep that noted
 // nothing has no such card.
 TEST(HtmlReport, TheSweepsNotesUnderTheRecommendation) {

@@ -155,10 +155,12 @@ std::string step_time_chart(const std::vector<Slot>& slots) {
   }
   const Unit unit = time_unit(max_seconds);
   const bool per_token = slots_per_token(slots);
+  // A split whose steps differ in size is drawn at its mean (typical_step_seconds), and said so.
+  const bool means = std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.ok && steps_differ_in_size(*s.run); });
+  const std::string title = std::string("Median step time per split") +
+                            (means ? " (the mean for a split whose steps differ in size)" : "") + ", stacked by phase";
   ColumnChart chart = start_column_chart(
-      per_token ? "Median step time per split, stacked by phase (the % above each: per real token, as the "
-                  "packings and orders are compared)"
-                : "Median step time per split, stacked by phase",
+      per_token ? title + " (the % above each: per real token, as the packings and orders are compared)" : title,
       "hatch-step", step_legend(slots), slots,
       nice_axis(max_seconds / unit.divisor * 1.12), "step time (" + unit.name + ")");
   Svg& svg = chart.svg;
