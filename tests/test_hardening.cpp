@@ -146,6 +146,35 @@ ab::SweepResult one_run(const std::string& model, int64_t seq_len) {
 
 }  // namespace
 
+// compare of a sweep and its --resume continuation: B's splits hold A's steps (each step records
+// the sweep that timed it), said in a note; two sweeps run apart say nothing (helper-99).
+TEST(Compare, SaysWhenOneFileHoldsTheOthersSteps) {
+  const auto with_steps = [](std::initializer_list<int64_t> sessions) {
+    ab::SweepResult r = one_run("gpt2-mini", 64);
+    r.runs[0].session = *sessions.begin();
+    for (const int64_t session : sessions) {
+      ab::StepSample step;
+      step.step_seconds = 0.5;
+      step.session = session;
+      r.runs[0].steps.push_back(step);
+    }
+    return r;
+  };
+  const auto compared = [](const ab::SweepResult& x, const ab::SweepResult& y) {
+    std::ostringstream out;
+    ab::print_comparison(x, y, out);
+    return out.str();
+  };
+  const std::string resumed = compared(with_steps({100, 100}), with_steps({100, 100, 200, 200}));
+  EXPECT_NE(resumed.find("note: B holds 2 of its 4 timed steps from A's sweep (a --resume continues its file), so the "
+                         "two are not independent measurements"),
+            std::string::npos)
+      << resumed;
+  EXPECT_EQ(compared(with_steps({100, 100}), with_steps({300, 300})).find("timed steps from"), std::string::npos);
+  EXPECT_NE(compared(with_steps({100}), with_steps({100})).find("note: A and B hold the same sweep's timed steps"),
+            std::string::npos);
+}
+
 // A JSON parser's message in a sentence: no nlohmann tag, no raw byte of a binary file.
 TEST(JsonErrorText, DropsTheTagAndEscapesBytes) {
   EXPECT_EQ(ab::text::json_error_text("[json.exception.parse_error.101] parse error at line 1, column 1: "

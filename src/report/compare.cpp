@@ -1,6 +1,7 @@
 // `accumbench compare a.json b.json`: two sweeps side by side (two devices, two builds, before
 // and after a change), one row per split.
 #include <algorithm>
+#include <set>
 #include <cmath>
 #include <exception>
 #include <optional>
@@ -152,6 +153,43 @@ std::string cpu_settings_note(const SweepContext& a, const SweepContext& b) {
 
 // Two sweeps of other --micro-batches lists: each split is compared where both measured it, and a
 // split of one alone is shown with the other side empty. Empty where the lists hold the same.
+// B a --resume of A (or A of B): its splits hold the other's timed steps (each step records the
+// sweep that timed it), so the two are not independent measurements (helper-99). Empty otherwise.
+std::string shared_steps_note(const SweepResult& a, const SweepResult& b) {
+  const auto sessions = [](const SweepResult& r) {
+    std::set<int64_t> out;
+    for (const RunResult& run : r.runs) {
+      for (const StepSample& step : run.steps) {
+        if (const int64_t session = session_of(run, step); session != 0) out.insert(session);
+      }
+    }
+    return out;
+  };
+  const auto shared_in = [](const SweepResult& r, const std::set<int64_t>& others) {
+    int64_t shared = 0, all = 0;
+    for (const RunResult& run : r.runs) {
+      for (const StepSample& step : run.steps) {
+        ++all;
+        if (others.count(session_of(run, step)) > 0) ++shared;
+      }
+    }
+    return std::make_pair(shared, all);
+  };
+  const auto [in_b, of_b] = shared_in(b, sessions(a));
+  const auto [in_a, of_a] = shared_in(a, sessions(b));
+  if (in_b == 0 && in_a == 0) return "";
+  if (in_b == of_b && in_a == of_a) {
+    return "note: A and B hold the same sweep's timed steps (one file and its copy, or a --resume that timed nothing "
+           "more): every pair compares a run with itself";
+  }
+  const bool b_holds = in_b >= in_a;
+  const int64_t shared = b_holds ? in_b : in_a, all = b_holds ? of_b : of_a;
+  return std::string("note: ") + (b_holds ? "B" : "A") + " holds " + std::to_string(shared) + " of its " +
+         std::to_string(all) + " timed steps from " + (b_holds ? "A" : "B") +
+         "'s sweep (a --resume continues its file), so the two are not independent measurements: their "
+         "differences are the later steps' alone, diluted; compare sweeps run apart to tell a change";
+}
+
 std::string micro_batches_note(const SweepContext& a, const SweepContext& b) {
   // "all divisors" is a list too: every divisor of a rank's share of the batch.
   const auto listed = [](const SweepContext& c) {
@@ -326,7 +364,7 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   const std::string differences = configuration_differences(a.context, b.context);
   if (!differences.empty()) out << "warning: the two sweeps measured different configurations: " << differences << "\n";
   for (const std::string& note : {device_note(a.context, b.context), cpu_settings_note(a.context, b.context),
-                                  micro_batches_note(a.context, b.context)}) {
+                                  micro_batches_note(a.context, b.context), shared_steps_note(a, b)}) {
     if (!note.empty()) out << note << "\n";
   }
   std::string deciding = configuration_differences(a.context, b.context, /*deciding=*/true);
