@@ -51,14 +51,33 @@ ResumedRuns::ResumedRuns(const SweepResult* file, const std::vector<SplitConfig>
   // --time-budget to decide in, its contenders are timed again, together, in this sweep's rounds
   // (paired rounds of one session, which the file's older rounds are not); the splits already
   // slower beyond doubt keep their times. Without one, the file's times are kept.
-  if (file == nullptr || !retime_undecided || file->recommendation.decision.kind != DecisionKind::kUndecided) return;
+  if (file == nullptr || !retime_undecided) return;
   const Decision& d = file->recommendation.decision;
   const auto mark = [&](int i) {
     if (i >= 0 && static_cast<size_t>(i) < undecided_.size()) undecided_[static_cast<size_t>(i)] = true;
   };
-  mark(d.fastest);
-  for (const Comparison& c : d.comparisons) {
-    if (c.verdict == Verdict::kUndecided || c.verdict == Verdict::kFaster) mark(c.index);
+  if (d.kind == DecisionKind::kUndecided) {
+    mark(d.fastest);
+    for (const Comparison& c : d.comparisons) {
+      if (c.verdict == Verdict::kUndecided || c.verdict == Verdict::kFaster) mark(c.index);
+    }
+    return;
+  }
+  // A resume that times splits the file lacks (a longer list, a new precision): the file's fastest
+  // is timed again beside them, so that they race it in paired rounds; timed alone they ended
+  // undecided against it, the budget unspent (helper-103).
+  // (A split the plan skipped in the file is likely skipped again: it is not counted.)
+  const bool times_new = std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& split) {
+    return std::none_of(file->runs.begin(), file->runs.end(), [&](const RunResult& run) {
+      return run.config.key() == split.key() &&
+             (run.status == RunStatus::kPredictedOutOfMemory ||
+              (run.status == RunStatus::kOk && static_cast<int64_t>(run.steps.size()) >= steps));
+    });
+  });
+  if (!times_new || d.fastest < 0) return;
+  const SplitConfig& fastest = file->runs[static_cast<size_t>(d.fastest)].config;
+  if (std::any_of(grid.begin(), grid.end(), [&](const SplitConfig& split) { return split.key() == fastest.key(); })) {
+    mark(d.fastest);
   }
 }
 

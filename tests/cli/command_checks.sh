@@ -496,6 +496,30 @@ resume_raised_steps() {
   if missing=$(missing_patterns "$out" -- "$ahead"); then fail "output lacks \"$missing\""; fi
 }
 
+# cli.resume.new_split_races_the_fastest: a --resume that adds a split (2×4) times the file's fastest
+# again beside it, in the same rounds, so the two are compared on paired rounds (timed alone, the
+# new split ended undecided against the kept fastest with the budget unspent: helper-103).
+resume_new_split() {
+  # 1×8 against 8×1 (about 2× apart here) is decided in the first sweep's 10 rounds; were it not,
+  # its contenders would be timed again anyway and the check below could not fail.
+  tiny_args --batch 8 --micro-batches 1,8 --steps 10 --time-budget 2 --json "$work/a.json"
+  expect 0 "Recommendation: " -- sweep "${args[@]}"
+  check "the first sweep decided" py '
+if load(sys.argv[1])["recommendation"]["decision"]["kind"] == "undecided": fail("undecided")
+' "$work/a.json"
+  tiny_args --batch 8 --micro-batches 1,2,8 --steps 6 --time-budget 3 --resume "$work/a.json" --json "$work/a.json"
+  expect 0 "Recommendation: " -- sweep "${args[@]}"
+  check "the new 2×4 and the file's fastest share this sweep's rounds" py '
+r = load(sys.argv[1])
+runs = r["runs"]
+new = [x for x in runs if x["config"]["micro_batch"] == 2][0]
+latest = max(s["session"] for s in new["steps"])
+rounds = lambda x: {s["round"] for s in x["steps"] if s["session"] == latest}
+raced = [x for x in runs if x is not new and len(rounds(x) & rounds(new)) >= 6]
+if not raced: fail("no kept split timed in the rounds of 2x4: %s" % [(x["config"]["micro_batch"], sorted(rounds(x))) for x in runs])
+' "$work/a.json"
+}
+
 # cli.resume.same_lengths_by_another_path: a lengths file named by another path (relative against
 # absolute) with the same content is the same input; other content is refused by its content.
 resume_lengths_path() {
@@ -796,7 +820,7 @@ case $mode in
     calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list | resume_new_limit | \
     stdout_fails | grouping_equal_lengths | resume_raised_steps | resume_lengths_path | compare_distinct_steps | \
     nothing_fits_keeps_files | resume_cpu_settings | grouped_plan_matches | json_reads_as_the_tables | \
-    calibrate_framework_interrupt | resume_tolerance_note | verify_json) "$mode" ;;
+    calibrate_framework_interrupt | resume_tolerance_note | verify_json | resume_new_split) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
