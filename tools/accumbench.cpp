@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -1277,6 +1278,21 @@ struct VerifyCommand {
   int run(bool primary) {
     const ab::WorkloadOptions w = flags.apply();
     if (!json_path.empty()) {
+      // The export is a directory of files a reference reads (index.json first): the JSON may be
+      // neither that directory nor a file in it (helper-101: it replaced the export's index.json).
+      if (!export_dir.empty()) {
+        const auto normal = [](const std::string& path) {
+          std::filesystem::path p = std::filesystem::absolute(path).lexically_normal();
+          return p.filename().empty() ? p.parent_path() : p;  // "dir/" as "dir"
+        };
+        const std::filesystem::path json = normal(json_path), dir = normal(export_dir);
+        if (std::mismatch(dir.begin(), dir.end(), json.begin(), json.end()).first == dir.end()) {
+          throw ab::UserError("--json " + ab::text::quoted(json_path, 240) + " is " +
+                              (json == dir ? std::string("the --export directory")
+                                           : "inside the --export directory " + ab::text::quoted(export_dir, 240)) +
+                              ", whose files the reference reads; write the JSON elsewhere");
+        }
+      }
       ab::require_writable_file(json_path, "--json");
       require_inputs_kept({{"--json", json_path}}, flags.inputs());
       require_no_sweep_results(json_path, "verify");
