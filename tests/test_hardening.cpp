@@ -170,6 +170,9 @@ TEST(Compare, SaysWhenOneFileHoldsTheOthersSteps) {
                          "two are not independent measurements"),
             std::string::npos)
       << resumed;
+  // The other way round, the continuation is A (helper-101: it named the original).
+  const std::string reversed = compared(with_steps({100, 100, 200, 200}), with_steps({100, 100}));
+  EXPECT_NE(reversed.find("note: A holds 2 of its 4 timed steps from B's sweep"), std::string::npos) << reversed;
   EXPECT_EQ(compared(with_steps({100, 100}), with_steps({300, 300})).find("timed steps from"), std::string::npos);
   EXPECT_NE(compared(with_steps({100}), with_steps({100})).find("note: A and B hold the same sweep's timed steps"),
             std::string::npos);

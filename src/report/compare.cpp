@@ -182,7 +182,9 @@ std::string shared_steps_note(const SweepResult& a, const SweepResult& b) {
     return "note: A and B hold the same sweep's timed steps (one file and its copy, or a --resume that timed nothing "
            "more): every pair compares a run with itself";
   }
-  const bool b_holds = in_b >= in_a;
+  // The continuation is the file whose steps are not all shared (it timed more): every step of the
+  // file it continues is in it (helper-101: "B holds 8 of its 8" named the original).
+  const bool b_holds = in_a == of_a ? true : in_b == of_b ? false : in_b * of_a <= in_a * of_b;
   const int64_t shared = b_holds ? in_b : in_a, all = b_holds ? of_b : of_a;
   return std::string("note: ") + (b_holds ? "B" : "A") + " holds " + std::to_string(shared) + " of its " +
          std::to_string(all) + " timed steps from " + (b_holds ? "A" : "B") +
