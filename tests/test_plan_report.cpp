@@ -773,6 +773,23 @@ TEST(PlanReport, ChangesToFitGiveUpClippingForTheOptimizerInsideBackward) {
   EXPECT_EQ(from_list[1].largest[0].peak_bytes, without[1].largest[0].peak_bytes);
 }
 
+// Under fp16 autocast a full fine-tune is not offered fp16 weights, which the Trainer's GradScaler
+// refuses to unscale (helper-102); with LoRA it is, the adapters training in fp32.
+TEST(PlanReport, Fp16WeightsAreOfferedOnlyWhereTheTrainerRunsThem) {
+  Tiny full;
+  full.options.cpu = false;  // fp16 is planned for CUDA
+  full.workload.precisions = {ab::Precision::kFp16};
+  const int64_t usable = smallest_peak(full, {0}) / 4;
+  for (const ab::FitChange& change : ab::changes_to_fit(full.cfg, full.options, full.workload, usable)) {
+    EXPECT_EQ(change.options.find("--weights-dtype fp16"), std::string::npos) << change.options;
+  }
+  Tiny lora = full;
+  lora.options.lora.rank = lora.workload.lora.rank = 4;
+  const std::vector<ab::FitChange> changes = ab::changes_to_fit(lora.cfg, lora.options, lora.workload, usable);
+  EXPECT_TRUE(std::any_of(changes.begin(), changes.end(),
+                          [](const ab::FitChange& c) { return c.options == "--weights-dtype fp16"; }));
+}
+
 // --knobs plans the optimizer-inside-backward splits already: the change is not offered again
 // (helper-94), as a list's value is not.
 TEST(PlanReport, KnobsTakeTheOptimizerInsideBackwardOffTheChanges) {

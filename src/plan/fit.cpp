@@ -247,7 +247,11 @@ std::vector<FitChange> changes_to_fit(const ModelConfig& cfg, const PlanOptions&
                        false, false, true});
   if (options.weights_dtype == Precision::kFp32 && !options.lora.quantized()) {
     const Precision half = as_given.precision == Precision::kFp16 ? Precision::kFp16 : Precision::kBf16;
-    if (!listed(listed_weights, half))
+    // A full fine-tune of fp16 weights under fp16 autocast is what the Trainer's GradScaler refuses
+    // ("Attempting to unscale FP16 gradients", trainer_settings.cpp): not offered (helper-102: a T4
+    // user was told it fits). With LoRA the trained adapters stay fp32, and it runs.
+    const bool trainer_refuses = half == Precision::kFp16 && !lora;
+    if (!listed(listed_weights, half) && !trainer_refuses)
       changes.push_back({"--weights-dtype " + to_string(half), [half](Job& j) { j.options.weights_dtype = half; }});
   }
   if (!lora) changes.push_back({"--lora-rank 16", [](Job& j) { j.options.lora.rank = 16; }, true});
