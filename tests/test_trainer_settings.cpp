@@ -146,7 +146,7 @@ TEST(TrainerSettings, LoraPaddingAndRanks) {
   EXPECT_EQ(ab::settings_lines(s, ab::SettingsFormat::kTrl),
             (Lines{"# TRL SFTConfig, for trl sft --config FILE.yaml (per rank, 2 ranks; each key is also a --KEY flag)",
                    "per_device_train_batch_size: 2", "gradient_accumulation_steps: 4", "gradient_checkpointing: true",
-                   "bf16: true", "fp16: false", "max_length: 1024", "packing: false", "num_processes: 2", "pad_to_multiple_of: 8",
+                   "bf16: true", "# bf16 needs an Ampere or newer GPU (compute capability 8.0+); on a T4 or V100 write fp16: true instead, and measure it with --precision fp16 on that card", "fp16: false", "max_length: 1024", "packing: false", "num_processes: 2", "pad_to_multiple_of: 8",
                    "train_sampling_strategy: group_by_length",
                    "# with transformers 4 write group_by_length: true instead (trl sft stops on a key its "
                    "transformers lacks)",
@@ -183,7 +183,7 @@ TEST(TrainerSettings, PackingAndPaddingMaps) {
             (Lines{"packing: true", "packing_strategy: bfd", "padding_free: true",
                    "# measured with every packed row padded to max_length (--padding max); TRL's bfd packing pads "
                    "nothing, which accumbench measures with --padding longest",
-                   "attn_implementation: flash_attention_2", "loss_type: nll", "use_peft: true", "lora_r: 8",
+                   "attn_implementation: flash_attention_2", "# flash_attention_2 needs an Ampere or newer GPU; without it, pack with packing_strategy: wrapped (accumbench's --packing wrapped) instead of bfd's padding-free rows", "loss_type: nll", "use_peft: true", "lora_r: 8",
                    "lora_alpha: 16", "lora_dropout: 0", "lora_target_modules: [all-linear]"}));
   // Packed samples stay apart under flash attention only; axolotl pads packed rows to T unless told.
   const Lines axolotl = ab::settings_lines(s, ab::SettingsFormat::kAxolotl);

@@ -345,6 +345,14 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
         continue;
       }
       lines.push_back(key + ": " + value);
+      // What needs an Ampere or newer GPU, said where the file asks for it (helper-102: a T4 user
+      // pasting these gets a file the card cannot run).
+      if (key == "bf16" && value == "true")
+        lines.push_back("# bf16 needs an Ampere or newer GPU (compute capability 8.0+); on a T4 or V100 write fp16: true "
+                        "instead, and measure it with --precision fp16 on that card");
+      if (key == "attn_implementation" && value == "flash_attention_2")
+        lines.push_back("# flash_attention_2 needs an Ampere or newer GPU; without it, pack with packing_strategy: wrapped "
+                        "(accumbench's --packing wrapped) instead of bfd's padding-free rows");
       // adamw on CUDA is torch's fused kernel, the Trainer's default from PyTorch 2.8 only (before it
       // adamw_torch, the foreach kernels, with a copy of what trains during the step): named in the
       // file to paste. On the CPU nothing: either default steps the tensors in place there.
