@@ -751,6 +751,11 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
     throw UserError(origin + " is a plan (`accumbench plan --json`), not a sweep's results; a plan is read as it is, "
                              "and `report`, `compare` and --resume take a file written by `accumbench sweep --json`");
   }
+  // verify's JSON says what it is (helper-101: "not an accumbench result"), as a plan's does.
+  if (root.is_object() && root.contains("kind") && root["kind"] == "accumbench verify") {
+    throw UserError(origin + " holds verify's results (`accumbench verify --json`), not a sweep's; `report`, `compare` "
+                    "and --resume take a file written by `accumbench sweep --json`");
+  }
   if (!root.is_object() || !root.contains("json_schema_version")) {
     throw UserError(origin + " has no json_schema_version, so it is not an accumbench result; "
                              "pass a file written by `accumbench sweep --json`");

@@ -770,6 +770,7 @@ for s in job["splits"]:
     if s["grad_norm"] is None or s["rel_grad_norm_error"] is None or s["rel_grad_norm_error"] > 1e-5: fail("split %s" % s)
     if abs(s["grad_norm"] / job["reference_grad_norm"] - 1) > 1e-5: fail("norm %s" % s)
 ' "$work/clip.json"
+  expect_user_error "$work/fixed.json holds verify's results (\`accumbench verify --json\`), not a sweep's" -- report "$work/fixed.json"
   check "verify --json without clipping: no norm" py '
 v = load(sys.argv[1])
 if any(s["grad_norm"] is not None for s in v["jobs"][0]["splits"]): fail("%s" % v["jobs"][0]["splits"])
