@@ -1082,7 +1082,8 @@ TEST_F(HubCache, IdWithoutAnOrganisation) {
   EXPECT_EQ(load_hf_config("small-qwen").name, "small-qwen");
   const std::string missing = user_error([] { load_hf_config("gpt2"); });
   EXPECT_CONTAINS(missing, (cache_ / "models--gpt2").string());
-  EXPECT_CONTAINS(missing, "or a preset's name: accumbench models");
+  EXPECT_CONTAINS(missing, "or give --model gpt2-124m, the preset written from its config.json");
+  EXPECT_CONTAINS(user_error([] { load_hf_config("distilgpt2"); }), "or a preset's name: accumbench models");
 }
 
 TEST_F(HubCache, HfHomeIsUsedWithoutHubCache) {
@@ -1100,6 +1101,9 @@ TEST_F(HubCache, RefusesWhatItCannotResolve) {
   EXPECT_CONTAINS(missing, "not in the local Hugging Face cache");
   EXPECT_CONTAINS(missing, (cache_ / "models--Qwen--Qwen3-1.7B").string());
   EXPECT_CONTAINS(missing, "$HF_HUB_CACHE");
+  // A model a preset was written from is named with it (helper-102); another id is not.
+  EXPECT_CONTAINS(missing, "or give --model qwen3-1.7b, the preset written from its config.json");
+  EXPECT_EQ(user_error([] { load_hf_config("test-org/unknown"); }).find("--model "), std::string::npos);
   EXPECT_CONTAINS(missing, "huggingface-cli download Qwen/Qwen3-1.7B config.json");
 
   // Several snapshots and no refs/main: no guess.

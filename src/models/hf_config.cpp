@@ -658,6 +658,30 @@ fs::path cached_snapshot(const std::string& id, const fs::path& repo_dir) {
                   " and no refs/main to choose one; pass the snapshot directory you mean instead of the id");
 }
 
+// The preset written from a Hub model's config.json (model_config.cpp), by its id (the Instruct
+// and Base variants share the shape); "" for another id.
+std::string preset_of_hub_id(const std::string& id) {
+  std::string name = id;
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* suffix : {"-instruct", "-base"}) {
+    const std::string tail = suffix;
+    if (name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0)
+      name.resize(name.size() - tail.size());
+  }
+  static const std::pair<const char*, const char*> kKnown[] = {
+      {"gpt2", "gpt2-124m"},           {"openai-community/gpt2", "gpt2-124m"},
+      {"gpt2-medium", "gpt2-350m"},    {"openai-community/gpt2-medium", "gpt2-350m"},
+      {"gpt2-large", "gpt2-774m"},     {"openai-community/gpt2-large", "gpt2-774m"},
+      {"gpt2-xl", "gpt2-1.5b"},        {"openai-community/gpt2-xl", "gpt2-1.5b"},
+      {"huggingfacetb/smollm2-135m", "smollm2-135m"}, {"huggingfacetb/smollm2-360m", "smollm2-360m"},
+      {"qwen/qwen2.5-0.5b", "qwen2.5-0.5b"},          {"meta-llama/llama-3.2-1b", "llama-3.2-1b"},
+      {"qwen/qwen3-0.6b", "qwen3-0.6b"},              {"qwen/qwen3-1.7b", "qwen3-1.7b"},
+  };
+  for (const auto& [hub, preset] : kKnown)
+    if (name == hub) return preset;
+  return "";
+}
+
 // The config.json of a Hub id from the local cache only: --hf-config never downloads.
 std::string cached_hub_config(const std::string& id) {
   // models--ORG--NAME, or models--NAME for an id without an organisation.
@@ -671,7 +695,10 @@ std::string cached_hub_config(const std::string& id) {
                     "Hugging Face cache (looked for " + repo_dir.string() + ", from " + hub_cache_origin() +
                     "); download it with huggingface-cli download " + id +
                     " config.json, set HF_HUB_CACHE to the cache that holds it, or pass the path of its config.json" +
-                    (id.find('/') == std::string::npos ? " (or a preset's name: accumbench models)" : ""));
+                    (!preset_of_hub_id(id).empty()
+                         ? "; or give --model " + preset_of_hub_id(id) + ", the preset written from its config.json"
+                     : id.find('/') == std::string::npos ? " (or a preset's name: accumbench models)"
+                                                          : ""));
   const fs::path config = cached_snapshot(id, repo_dir) / "config.json";
   if (!fs::is_regular_file(config, ec))
     throw UserError("the cached Hub model \"" + id + "\" has no " + config.string() +
