@@ -189,6 +189,7 @@ struct DecisionOptions {
   double confidence = 0.95;     // of all intervals together
   bool budget_spent = false;    // the runner stopped on --time-budget (the words of an undecided)
   bool interrupted = false;     // a signal stopped the runner (the words of an undecided)
+  bool stopped_by_error = false;  // with interrupted: an error did (a peer gone), not a signal
   // --framework-overhead: seconds a Python training loop adds to every micro-step, added to each
   // split's steps (× its accumulation steps) before deciding; `framework_source` says where the
   // number came from ("" with none: the engine alone, which the recommendation then says).

@@ -1347,6 +1347,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     partial.interruption.error = error;
     DecisionOptions decision = decision_options;
     decision.interrupted = true;  // an undecided verdict says a sweep left to its end can decide
+    decision.stopped_by_error = !error.empty();  // helper-101: a peer gone read "(interrupted)"
     partial.recommendation = recommend(partial.runs, w.memory_limit_bytes, decision);
     partial.recommendation.reason =
         unfinished_sentence(partial, rounds, options.steps, profiled, options.json_path) + kept_longer + " " +

@@ -706,7 +706,9 @@ std::string why_chosen(const std::vector<RunResult>& runs, const Decision& d, co
                   (unbounded_count > 1 ? " still have" : " still has") +
                   " no upper bound, the steps too noisy beside the fastest's for one so far";
         }
-        const char* stopped = d.interrupted ? " (interrupted)" : d.budget_spent ? " (--time-budget spent)" : "";
+        const char* stopped = d.interrupted ? (options.stopped_by_error ? " (stopped by an error)" : " (interrupted)")
+                              : d.budget_spent ? " (--time-budget spent)"
+                                               : "";
         const std::string projected = d.interrupted ? "" : budget_to_decide(runs, d, decided, options);
         // An open pair one of which this sweep did not time (a --resume kept it as the file had
         // it): more rounds of this command never pair them again, a resume that times them

@@ -394,6 +394,7 @@ dead_peer() {
   check "rank 0 prints the table of what was finished, which says the error stopped it" \
     grep -q "^Recommendation: .*Stopped by an error (an all-reduce with the other ranks failed" "$out"
   check "and names the file it saved" grep -q "^accumbench: wrote $json$" "$err"
+  check "an error, not a signal, stopped its rounds" bash -c '! grep -q "(interrupted)" "$1"' _ "$out"
   check "no abort and no uncaught exception" py '
 text = open(sys.argv[1], encoding="utf-8").read()
 if "terminate called" in text or "internal error" in text: fail(text[:300])
