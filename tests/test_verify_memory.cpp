@@ -134,4 +134,9 @@ TEST(VerifyJson, NullsAndVerdicts) {
   failed.all_pass = false;
   EXPECT_EQ(nlohmann::json::parse(ab::verify_json(w, {stopped, failed}, false))["verdict"], "fail");
   EXPECT_EQ(nlohmann::json::parse(ab::verify_json(w, {}, true))["verdict"], "incomplete");
+  // An error that ended the run (a data-parallel peer gone) is said, and nothing passes with it.
+  EXPECT_TRUE(one["error"].is_null());
+  const nlohmann::json lost = nlohmann::json::parse(ab::verify_json(w, {r}, true, "rank 1 is gone"));
+  EXPECT_EQ(lost["error"], "rank 1 is gone");
+  EXPECT_EQ(lost["verdict"], "incomplete");
 }

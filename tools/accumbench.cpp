@@ -1318,7 +1318,16 @@ struct VerifyCommand {
     };
     size_t printed = 0;
     std::vector<ab::VerifyResult> so_far;  // for --json, rewritten after each job
-    const std::vector<ab::VerifyResult> results =
+    // A peer gone (data parallel) ends the run with an error: the file keeps the jobs before it and says why.
+    const auto keep_error = [&](const std::string& error) {
+      if (primary && !json_path.empty()) {
+        ab::write_file_atomically(json_path, ab::verify_json(w, so_far, /*finished=*/false, error));
+        std::cerr << "accumbench: wrote " << json_path << "\n";
+      }
+    };
+    std::vector<ab::VerifyResult> results;
+    try {
+    results =
         ab::run_verify_jobs(ab::VerifyOptions{w, export_dir}, [&](const ab::VerifyResult& result) {
           notes();
           if (!primary) return;
@@ -1330,6 +1339,10 @@ struct VerifyCommand {
             ab::write_file_atomically(json_path, ab::verify_json(w, so_far, /*finished=*/false));
           }
         });
+    } catch (const ab::FatalRunError& error) {
+      keep_error(error.what());
+      throw;
+    }
     notes();
     if (primary) print_jobs_summary(w, results);
     if (primary && !json_path.empty()) {

@@ -228,7 +228,9 @@ void print_verify(const VerifyResult& result, std::ostream& out);
 // verify --json (src/report/verify_json.cpp): every job's splits, errors and tolerances, and one
 // "verdict": pass, fail, or incomplete (a signal stopped it, or `finished` is false: written while
 // later jobs still run, so that an error in one keeps the jobs before it).
-std::string verify_json(const WorkloadOptions& workload, const std::vector<VerifyResult>& results, bool finished);
+// `error`: what ended the run early (a data-parallel peer gone), "" for none; written as "error".
+std::string verify_json(const WorkloadOptions& workload, const std::vector<VerifyResult>& results, bool finished,
+                        const std::string& error = "");
 
 // ---- the presets (src/report/models_text.cpp) ----
 // `accumbench models`: one line per preset with its shape and parameter count.

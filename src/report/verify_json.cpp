@@ -104,7 +104,8 @@ Json job_entry(const VerifyResult& r) {
 
 }  // namespace
 
-std::string verify_json(const WorkloadOptions& workload, const std::vector<VerifyResult>& results, bool finished) {
+std::string verify_json(const WorkloadOptions& workload, const std::vector<VerifyResult>& results, bool finished,
+                        const std::string& error) {
   Json out;
   out["kind"] = "accumbench verify";
   Json options = Json::object();
@@ -117,7 +118,8 @@ std::string verify_json(const WorkloadOptions& workload, const std::vector<Verif
       std::any_of(results.begin(), results.end(), [](const VerifyResult& r) { return !r.interruption.signal.empty(); });
   const bool any_split =
       std::any_of(results.begin(), results.end(), [](const VerifyResult& r) { return !r.splits.empty(); });
-  out["verdict"] = any_fail ? "fail" : (finished && !stopped && any_split) ? "pass" : "incomplete";
+  out["verdict"] = any_fail ? "fail" : (finished && !stopped && any_split && error.empty()) ? "pass" : "incomplete";
+  out["error"] = error.empty() ? Json(nullptr) : Json(error);  // helper-101: a peer gone left no trace
   Json jobs = Json::array();
   for (const VerifyResult& r : results) jobs.push_back(job_entry(r));
   out["jobs"] = jobs;
