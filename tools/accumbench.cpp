@@ -1318,12 +1318,13 @@ struct VerifyCommand {
     };
     size_t printed = 0;
     std::vector<ab::VerifyResult> so_far;  // for --json, rewritten after each job
-    // A peer gone (data parallel) ends the run with an error: the file keeps the jobs before it and says why.
-    const auto keep_error = [&](const std::string& error) {
-      if (primary && !json_path.empty()) {
-        ab::write_file_atomically(json_path, ab::verify_json(w, so_far, /*finished=*/false, error));
-        std::cerr << "accumbench: wrote " << json_path << "\n";
-      }
+    // --json, rank 0's: after each job, at the end, and with the error of a data-parallel peer gone
+    // (the file keeps the jobs before it and says why); `say` names the file on stderr.
+    const auto write_json = [&](const std::vector<ab::VerifyResult>& jobs, bool finished, const std::string& error,
+                                bool say) {
+      if (!primary || json_path.empty()) return;
+      ab::write_file_atomically(json_path, ab::verify_json(w, jobs, finished, error));
+      if (say) std::cerr << "accumbench: wrote " << json_path << "\n";
     };
     std::vector<ab::VerifyResult> results;
     try {
@@ -1334,21 +1335,16 @@ struct VerifyCommand {
           if (printed++ > 0) std::cout << "\n";
           ab::print_verify(result, std::cout);
           std::cout << std::flush;
-          if (!json_path.empty()) {
-            so_far.push_back(result);
-            ab::write_file_atomically(json_path, ab::verify_json(w, so_far, /*finished=*/false));
-          }
+          so_far.push_back(result);
+          write_json(so_far, /*finished=*/false, "", /*say=*/false);
         });
     } catch (const ab::FatalRunError& error) {
-      keep_error(error.what());
+      write_json(so_far, /*finished=*/false, error.what(), /*say=*/true);
       throw;
     }
     notes();
     if (primary) print_jobs_summary(w, results);
-    if (primary && !json_path.empty()) {
-      ab::write_file_atomically(json_path, ab::verify_json(w, results, /*finished=*/true));
-      std::cerr << "accumbench: wrote " << json_path << "\n";
-    }
+    write_json(results, /*finished=*/true, "", /*say=*/true);
     // A split that failed is the finding; otherwise an interrupted verify exits as the signal asks.
     const bool all_pass =
         std::all_of(results.begin(), results.end(), [](const ab::VerifyResult& r) { return r.all_pass; });

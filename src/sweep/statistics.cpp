@@ -2,8 +2,6 @@
 #include "accumbench/statistics.hpp"
 
 #include <algorithm>
-#include <functional>
-#include <memory>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -169,14 +167,14 @@ double winsorizing_bound(const RunResult& run) {
 namespace {
 
 // Each step's time as winsorized_mean takes it: at most its sweep's bound, scaled to its size.
-std::function<double(const StepSample&)> capped_step_seconds(const RunResult& run) {
-  auto bounds = std::make_shared<std::map<int64_t, double>>();  // per sweep
+auto capped_step_seconds(const RunResult& run) {
+  std::map<int64_t, double> bounds;  // per sweep
   for (const StepSample& s : run.steps) {
     const int64_t session = session_of(run, s);
-    if (bounds->count(session) == 0) (*bounds)[session] = rate_bound(run, session);
+    if (bounds.count(session) == 0) bounds[session] = rate_bound(run, session);
   }
-  return [&run, bounds](const StepSample& s) {
-    return std::min(s.step_seconds, bounds->at(session_of(run, s)) / per_token_scale(s.positions));
+  return [&run, bounds = std::move(bounds)](const StepSample& s) {
+    return std::min(s.step_seconds, bounds.at(session_of(run, s)) / per_token_scale(s.positions));
   };
 }
 

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "accumbench/decision.hpp"
 #include "accumbench/report.hpp"
 #include "accumbench/result.hpp"
 #include "accumbench/statistics.hpp"
 #include "accumbench_report_css.hpp"  // html::kReportCss, generated from report.css
+#include "report/columns.hpp"
 #include "report/format.hpp"
 #include "report/html/charts.hpp"
 #include "report/html/frame.hpp"
@@ -112,22 +112,18 @@ std::string kpis(const SweepResult& result, const std::vector<Slot>& slots, cons
                               (limit > 0 ? " of " + format_bytes(limit) : ""));
   // Per real token where the runs differ in rows (a --packing or --group-by-length list), as the decision
   // compares them.
-  const bool per_token = slots_per_token(slots);
-  // With --framework-overhead, as the console's "vs fastest" and the decision weigh them (helper-99:
-  // the page gave the engine-only ratio beside a recommendation that added the framework's time).
-  const double framework = std::max(0.0, result.context.framework_seconds_per_micro_step);
-  const auto compared = [&](const RunResult& run) {
-    return compared_seconds(typical_step_seconds(run) + framework_seconds_per_step(run, framework), run, per_token);
-  };
+  // With --framework-overhead, as the console's "vs fastest" and the decision weigh them
+  // (TableContext::compared_seconds; helper-99: the page gave the engine-only ratio).
+  const report::TableContext table = report::TableContext::of(result);
   double slowest = kNotMeasured;
   for (const Slot& s : slots) {
-    const double m = compared(*s.run);
+    const double m = table.compared_seconds(*s.run);
     if (s.ok && finite(m) && !(m <= slowest)) slowest = m;
   }
-  const double median = compared(best);
+  const double median = table.compared_seconds(best);
   if (finite(slowest) && finite(median) && median > 0 && slowest > median * 1.0005) {
-    h += kpi(std::string(per_token ? "vs slowest split, per real token" : "vs slowest split") +
-                 (framework > 0 ? ", with the framework's host time" : ""),
+    h += kpi(std::string(table.per_token ? "vs slowest split, per real token" : "vs slowest split") +
+                 (table.framework_seconds_per_micro_step > 0 ? ", with the framework's host time" : ""),
              text::format_ratio(slowest / median, 2) + " faster");
   }
   // The rounds keep the contenders longer: one count only when every split has it.
