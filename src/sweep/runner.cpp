@@ -1085,9 +1085,11 @@ std::string named_splits(const std::vector<std::string>& names, const std::strin
 
 // The first sentence of the recommendation of a sweep that is not whole (result.hpp, Interruption):
 // what stopped it, how far it got, and how to measure the rest. `rounds` were run of `min_rounds`
-// (--steps) that every split is timed in; `profiled`: --profile was asked for (its steps come last).
+// (--steps) that every split is timed in; `mid_round`: an error stopped the next one, with some
+// splits timed in it (the decision counts it: "Undecided after rounds + 1 rounds"); `profiled`:
+// --profile was asked for (its steps come last).
 std::string unfinished_sentence(const SweepResult& result, int64_t rounds, int64_t min_rounds, bool profiled,
-                                const std::string& json_path) {
+                                const std::string& json_path, bool mid_round = false) {
   const Interruption& stop = result.interruption;
   const bool running = stop.signal.empty() && stop.error.empty();
   std::vector<std::string> parts;
@@ -1101,6 +1103,10 @@ std::string unfinished_sentence(const SweepResult& result, int64_t rounds, int64
   if (untimed > 0) {
     parts.push_back(std::to_string(untimed) + (untimed == 1 ? " split with its memory" : " splits with their memory") +
                     " measured but no timed step");
+  } else if (mid_round) {
+    parts.push_back("the timed rounds stopped during round " + std::to_string(rounds + 1) +
+                    (rounds < min_rounds ? " of --steps " + std::to_string(min_rounds)
+                                         : ", every split past its --steps " + std::to_string(min_rounds)));
   } else if (rounds < min_rounds) {
     parts.push_back(reached + std::to_string(rounds) + " of --steps " + std::to_string(min_rounds));
   } else {
@@ -1336,7 +1342,8 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   // `rounds` timed rounds run; `error`: the one that ends the sweep now. The file's other splits
   // follow this sweep's, so an interrupted resume keeps them.
   const bool profiled = !options.profile_dir.empty();
-  const auto save = [&](std::vector<RunResult> runs, size_t begun, int64_t rounds, const std::string& error) {
+  const auto save = [&](std::vector<RunResult> runs, size_t begun, int64_t rounds, const std::string& error,
+                        bool mid_round = false) {
     if (!on_split) return;
     SweepResult partial = result;
     partial.runs = std::move(runs);
@@ -1350,7 +1357,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
     decision.stopped_by_error = !error.empty();  // helper-101: a peer gone read "(interrupted)"
     partial.recommendation = recommend(partial.runs, w.memory_limit_bytes, decision);
     partial.recommendation.reason =
-        unfinished_sentence(partial, rounds, options.steps, profiled, options.json_path) + kept_longer + " " +
+        unfinished_sentence(partial, rounds, options.steps, profiled, options.json_path, mid_round) + kept_longer + " " +
         partial.recommendation.reason;
     partial.time_models = fit_time_models(partial.runs);
     on_split(partial);
@@ -1492,7 +1499,14 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
           }
         });
   } catch (const FatalRunError& error) {
-    save(finished_copies(), grid.size(), rounds_run, error.what());
+    // A peer lost mid-round leaves that round timed for some splits (kept, and counted by the decision).
+    bool mid_round = false;
+    for (int index : slot_of) {
+      for (const StepSample& step : result.runs[index].steps) {
+        mid_round |= session_of(result.runs[index], step) == session && step.round >= rounds_run;
+      }
+    }
+    save(finished_copies(), grid.size(), rounds_run, error.what(), mid_round);
     throw;
   }
 

@@ -366,7 +366,7 @@ verify_label_masks() {
     "completion_mask keeps 93 of 231 targets"
 }
 
-# cli.data_parallel.dead_peer: rank 1 killed with -9 once rank 0 has saved a split; rank 0 ends
+# cli.data_parallel.dead_peer: rank 1 killed with -9 once rank 0 has saved timed steps; rank 0 ends
 # with exit 1 and one sentence (no abort on an uncaught Gloo exception), its JSON keeping the
 # finished splits.
 dead_peer() {
@@ -383,7 +383,10 @@ dead_peer() {
   background_pids+=("$rank0")
   local deadline=$((SECONDS + run_limit_s))
   while [ "$SECONDS" -lt "$deadline" ] && kill -0 "$rank0" 2>/dev/null; do
-    if python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["runs"] else 1)' "$json" 2>/dev/null; then break; fi
+    # Killed once the timed rounds have begun (a save with timed steps), so that the loss falls
+    # mid-round as a rule: what the rounds' counts below are checked for.
+    if python3 -c 'import json, sys; sys.exit(0 if any(r.get("steps") for r in json.load(open(sys.argv[1]))["runs"]) else 1)' \
+      "$json" 2>/dev/null; then break; fi
     sleep 0.1
   done
   kill -9 "$rank1" 2>/dev/null
@@ -404,8 +407,14 @@ r = load(sys.argv[1])
 if not any(x["status"] == "ok" for x in r["runs"]): fail("no finished split in %s" % [x["status"] for x in r["runs"]])
 stop = r["interruption"]
 if "all-reduce with the other ranks failed" not in stop["error"] or stop["saved_while_running"]: fail("interruption %s" % stop)
-if not r["recommendation"]["reason"].startswith("Stopped by an error (an all-reduce with the other ranks failed"):
-    fail("reason %s" % r["recommendation"]["reason"][:200])
+reason = r["recommendation"]["reason"]
+if not reason.startswith("Stopped by an error (an all-reduce with the other ranks failed"):
+    fail("reason %s" % reason[:200])
+import re
+# helper-101: "stopped after 3" beside "Undecided after 4 rounds" (a round the loss cut short counted once).
+stopped = re.search(r"timed rounds stopped (?:after|during round) (\d+)", reason)
+undecided = re.search(r"Undecided after (\d+) rounds? \(stopped by an error\)", reason)
+if stopped and undecided and stopped.group(1) != undecided.group(1): fail("rounds counted apart: %s" % reason[:400])
 ' "$json"
 }
 
