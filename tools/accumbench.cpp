@@ -362,6 +362,13 @@ struct WorkloadFlags {
     // A trainer config's gradient_checkpointing counts as given: the file says what runs.
     const bool config_checkpointing = read_config(w);
     ab::apply_base_quant_defaults(w, checkpointing_given || config_checkpointing);
+    // --lengths fixed is also the default, which a token file's documents replace: typed, it says
+    // otherwise than --eos-id (validate_workload refuses the other --lengths beside it).
+    if (given("--lengths") && w.data.lengths == ab::LengthMode::kFixed && w.data.eos_id >= 0 && !w.data.token_file.empty()) {
+      throw ab::UserError("--lengths fixed and --eos-id both give the sample lengths (--eos-id takes the documents of " +
+                          w.data.token_file + " as the samples); drop --lengths fixed, or drop --eos-id for full windows "
+                          "of --seq-len + 1 tokens");
+    }
     w.micro_batches = once_each("--micro-batches", w.micro_batches, [](int64_t m) { return std::to_string(m); }, option_notes);
     once_each("--weights-dtype", dtypes, dtype_name, option_notes);  // the grid keeps these once (first_then_others)
     once_each("--optimizer", kinds, [](ab::OptimizerKind k) { return ab::to_string(k); }, option_notes);
@@ -1339,6 +1346,8 @@ struct VerifyCommand {
           write_json(so_far, /*finished=*/false, "", /*say=*/false);
         });
     } catch (const ab::FatalRunError& error) {
+      // What was verified stays on screen with what was not (helper-101: a peer's loss said nothing of it).
+      if (primary) print_jobs_summary(w, so_far, "not verified (stopped by an error)");
       write_json(so_far, /*finished=*/false, error.what(), /*say=*/true);
       throw;
     }
@@ -1373,7 +1382,10 @@ struct VerifyCommand {
 
   // With lists or --distinct-steps, a last line over the jobs and steps: which failed, which a signal
   // left unverified.
-  static void print_jobs_summary(const ab::WorkloadOptions& w, const std::vector<ab::VerifyResult>& results) {
+  // `left_words`: what the rest are, "not started (interrupted)" after a signal (the job it stopped
+  // is in `results`), "not verified (stopped by an error)" after an error (the job it stopped is not).
+  static void print_jobs_summary(const ab::WorkloadOptions& w, const std::vector<ab::VerifyResult>& results,
+                                 const std::string& left_words = "not started (interrupted)") {
     const std::vector<ab::GridJob> jobs = ab::grid_jobs(w);
     // The results come job by job, each job's steps in order (run_verify_jobs); each job has its own
     // count of steps (with --distinct-steps epoch, each packing its own epoch).
@@ -1424,7 +1436,7 @@ struct VerifyCommand {
                 << "\n";
     }
     if (!left.empty()) {
-      std::cout << (stepped ? "steps" : "jobs") << " not started (interrupted): " << left
+      std::cout << (stepped ? "steps" : "jobs") << " " << left_words << ": " << left
                 << (stepped ? "; run verify again" : "; run verify again with those") << "\n";
     }
   }
@@ -1766,6 +1778,17 @@ int PlanCommand::run() {
                                                                : ": none fits in " + ab::format_bytes(memory) + ", the smallest"),
                 ab::trainer_settings(*shown, planned, target_modules));
   write_files(report);
+  // No split fits, and no change the plan tries makes one fit: the limit is impossible for this
+  // job, as a sweep finds it (exit 2 there too), after the plan that shows why.
+  const bool impossible = !report.changes.empty() &&
+                          std::none_of(report.changes.begin(), report.changes.end(),
+                                       [](const ab::FitChange& change) { return change.fits(); });
+  if (impossible) {
+    throw ab::UserError("nothing fits in the " + ab::format_bytes(memory) + " left for the splits (" +
+                        (w.memory_limit_bytes > 0 ? "--memory-limit " : "the GPU's ") + ab::format_bytes(limit) +
+                        " less --headroom), even with every change the plan tried above; plan a shorter --seq-len or "
+                        "a smaller model, or give more memory");
+  }
   return 0;
 }
 
