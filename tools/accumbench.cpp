@@ -1591,6 +1591,30 @@ void PlanCommand::adopt_trl_loss(ab::WorkloadOptions& w) {
                                "; --framework plain plans accumbench's own loop");
 }
 
+// The largest split of `shown`'s kind (its job, knobs and precision; any micro-batch of the
+// table) whose peak under TRL's own step fits in `memory`: each planned with --framework hf-trl and
+// the loss_type its settings write (chunked_nll for the chunked head, else nll). nullopt: none fits.
+std::optional<ab::MemoryPlan> largest_under_trl(const ab::ModelConfig& cfg, const std::vector<ab::MemoryPlan>& plans,
+                                                const ab::MemoryPlan& shown, int64_t memory) {
+  std::optional<ab::MemoryPlan> best;
+  for (const ab::MemoryPlan& p : plans) {
+    ab::SplitConfig same_kind = p.split;
+    same_kind.micro_batch = shown.split.micro_batch;
+    same_kind.accum_steps = shown.split.accum_steps;
+    if (same_kind.key() != shown.split.key()) continue;
+    if (best && p.split.micro_batch <= best->split.micro_batch) continue;
+    ab::PlanOptions trl = p.options;
+    trl.framework = ab::PlanFramework::kHfTrl;
+    trl.trl_loss = p.split.chunked_loss ? ab::TrlLoss::kChunkedNll : ab::TrlLoss::kNll;
+    ab::SplitConfig split = p.split;
+    split.chunked_loss = false;  // TRL's own chunked loss stands for accumbench's head
+    ab::MemoryPlan planned = ab::plan_memory(cfg, trl, split);
+    planned.split.chunked_loss = p.split.chunked_loss;  // the table's split, to find its row and label
+    if (planned.peak_bytes <= memory) best = std::move(planned);
+  }
+  return best;
+}
+
 int PlanCommand::run() {
   ab::WorkloadOptions w = flags.apply();
   if (!json_path.empty()) ab::require_writable_file(json_path, "--json");
@@ -1764,19 +1788,38 @@ int PlanCommand::run() {
     for (const auto& p : plans) calibrations.push_back(ab::calibrate(cfg, ab::plan_options_for(o, p.split), p.split, w.device, 1, 2));
     ab::print_calibrated(plans, calibrations, std::cout);
   }
-  // accumbench's own loop planned: TRL's step holds its loss and metrics on the logits too, which
-  // can put the split the settings name over the limit there.
+  std::string heading = "split " + ab::plan_label(*shown, plans) +
+                        (memory == 0 ? ": the largest planned (no memory limit given)"
+                         : shown->peak_bytes <= memory ? ": the largest that fits in " + ab::format_bytes(memory)
+                                                       : ": none fits in " + ab::format_bytes(memory) + ", the smallest");
+  const ab::MemoryPlan* emitted = shown;
+  // accumbench's own loop planned, TRL's settings asked for: TRL's step also holds its loss and
+  // metrics on the logits, which can put the table's split over the limit there (helper-102). The
+  // file names the largest split of the same kind that fits under TRL's own step.
+  std::optional<ab::MemoryPlan> trl_step;
   if (emit == "trl" && o.framework == ab::PlanFramework::kPlain) {
-    print_note("the TRL settings below come from accumbench's own loop (--framework plain); TRL's step also holds "
-               "its loss and metrics on the logits, so its peak can be higher: plan --framework hf-trl (or "
-               "--trl-config with these settings) plans TRL's own step before you train with them");
+    if (memory == 0) {
+      print_note("the TRL settings below come from accumbench's own loop (--framework plain); TRL's step also holds "
+                 "its loss and metrics on the logits, so its peak can be higher: plan --framework hf-trl (or "
+                 "--trl-config with these settings) plans TRL's own step before you train with them");
+    } else {
+      trl_step = largest_under_trl(cfg, plans, *shown, memory);
+      const std::string trl_loss_words = shown->split.chunked_loss ? "chunked_nll" : "nll";
+      if (!trl_step) {
+        heading += "; none of its kind fits under TRL's own step (--framework hf-trl --trl-loss " + trl_loss_words + ")";
+      } else if (trl_step->split.micro_batch != shown->split.micro_batch) {
+        heading = "split " + ab::plan_label(*trl_step, plans) + ": the largest that fits in " + ab::format_bytes(memory) +
+                  " under TRL's own step (--framework hf-trl --trl-loss " + trl_loss_words + ", " +
+                  ab::format_bytes(trl_step->peak_bytes) + "), which holds its loss and metrics on the logits too; " +
+                  "accumbench's own loop fits " + ab::plan_label(*shown, plans);
+        emitted = &*std::find_if(plans.begin(), plans.end(), [&](const ab::MemoryPlan& p) { return p.split.key() == trl_step->split.key(); });
+      } else {
+        heading += ", under TRL's own step too (--framework hf-trl --trl-loss " + trl_loss_words + ": " +
+                   ab::format_bytes(trl_step->peak_bytes) + ")";
+      }
+    }
   }
-  print_emitted(emit,
-                "split " + ab::plan_label(*shown, plans) +
-                    (memory == 0 ? ": the largest planned (no memory limit given)"
-                                 : shown->peak_bytes <= memory ? ": the largest that fits in " + ab::format_bytes(memory)
-                                                               : ": none fits in " + ab::format_bytes(memory) + ", the smallest"),
-                ab::trainer_settings(*shown, planned, target_modules));
+  print_emitted(emit, heading, ab::trainer_settings(*emitted, planned, target_modules));
   write_files(report);
   // No split fits, and no change the plan tries makes one fit: the limit is impossible for this
   // job, as a sweep finds it (exit 2 there too), after the plan that shows why.
