@@ -304,8 +304,8 @@ TEST(HtmlReport, PackingsAreComparedPerRealToken) {
   const std::string html = render_html(result);
   // (0.0305 / 256) / (0.0412 / 1024) = 2.96
   EXPECT_NE(html.find("vs slowest split, per real token</div><div class=\"v\">2.96\u00d7 faster"), std::string::npos);
-  EXPECT_NE(html.find("Median step time per split, stacked by phase (the % above each: per real token, as the packings "
-                      "and orders are compared)"),
+  EXPECT_NE(html.find("Median step time per split, stacked by phase (the % above each: per real token against the fastest, "
+                      "as the packings and orders are compared)"),
             std::string::npos);
   EXPECT_NE(html.find(" \u00b7 packing bfd/none \u00b7 "), std::string::npos);
   EXPECT_NE(html.find("; samples/s counts rows, and a packed row holds several samples"), std::string::npos);
@@ -335,6 +335,25 @@ TEST(HtmlReport, TheHeadlineRatioWeighsTheFrameworksTime) {
   EXPECT_NE(framework, "none");
   EXPECT_NE(framework, engine);
   EXPECT_EQ(html.find("vs slowest split</div>"), std::string::npos);
+}
+
+// The step chart's "fastest" and "+N%" are the table's "vs fastest": over the split the rounds
+// decided fastest, though another's median is lower (helper-106: the chart called that one fastest
+// and the recommended split "+11%").
+TEST(HtmlReport, TheStepChartComparesWithTheDecidedFastest) {
+  SweepResult result = make_sweep();  // 1×4 at 41.2 ms, 2×2 at 30.5 ms
+  result.recommendation.best_index = 0;
+  result.recommendation.decision.kind = DecisionKind::kFastest;
+  result.recommendation.decision.fastest = 0;
+  const std::string html = render_html(result);
+  const size_t chart = html.find("id=\"chart-step-time\"");
+  ASSERT_NE(chart, std::string::npos);
+  const std::string section = html.substr(chart, html.find("id=\"chart-throughput\"") - chart);
+  EXPECT_NE(section.find(">fastest<"), std::string::npos);
+  // 30.5 / 41.2 − 1 = −26 %: the split with the lower median reads below the decided fastest.
+  EXPECT_NE(section.find(">\u221226%<"), std::string::npos) << section.substr(0, 4000);
+  EXPECT_EQ(section.find(">+35%<"), std::string::npos);
+  EXPECT_NE(section.find("(the % above each: against the fastest, as the table&#39;s vs fastest)"), std::string::npos);
 }
 
 // A split whose steps differ in size is drawn at its mean: the step chart's title says so (helper-99:

@@ -9,13 +9,16 @@
 #include <vector>
 
 #include "accumbench/result.hpp"
+#include "report/columns.hpp"
 #include "report/html/frame.hpp"
 
 namespace accumbench::html {
 
 // Median step time per split, stacked by phase, with the spread as a whisker
 // (step_time_chart.cpp).
-std::string step_time_chart(const std::vector<Slot>& slots);
+// `table`: what the table's "vs fastest" compares (TableContext::of): the label over each column is
+// its ratio to the decided fastest split's, as that column reads it.
+std::string step_time_chart(const std::vector<Slot>& slots, const report::TableContext& table);
 
 // Tokens/s per split, and MFU per split where the device peak is known (throughput_chart.cpp).
 std::string throughput_chart(const std::vector<Slot>& slots);

@@ -77,15 +77,6 @@ std::vector<Slot> make_slots(const SweepResult& result) {
   return slots;
 }
 
-bool slots_per_token(const std::vector<Slot>& slots) {
-  return std::any_of(slots.begin(), slots.end(),
-                     [&](const Slot& s) { return s.run->config.rows() != slots.front().run->config.rows(); });
-}
-
-double compared_median(const Slot& s, bool per_token) {
-  return compared_seconds(typical_step_seconds(*s.run), *s.run, per_token);
-}
-
 bool phase_shown(const std::vector<Slot>& slots, int ph) {
   if (static_cast<Phase>(ph) != Phase::kAllReduce) return true;
   for (const Slot& s : slots) {

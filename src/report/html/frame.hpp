@@ -67,12 +67,6 @@ std::vector<Slot> make_slots(const SweepResult& result);
 // means, which the captions then say.
 bool any_means(const std::vector<Slot>& slots);
 
-// Whether the slots' runs differ in packing (a --packing list): the charts then compare their
-// medians per real token, as the decision does (compared_per_token in decision.hpp).
-bool slots_per_token(const std::vector<Slot>& slots);
-// What the charts compare of a slot's run: its step time (typical_step_seconds: the median, or the
-// mean of steps of many sizes), or that per real token.
-double compared_median(const Slot& s, bool per_token);
 
 // The allreduce phase exists only with data parallel (world size > 1); without it, it is left
 // out of legends, tooltips and the table rather than shown as zeros.

@@ -212,7 +212,7 @@ std::string chart_sections(const SweepResult& result, const std::vector<Slot>& s
             "drawn as its share of their sum, since medians of parts need not add up to the median of the whole. "
             "Whiskers: bootstrap interval of the median, or min\u2013max of the timed steps where no "
             "interval was computed.",
-      step_time_chart(slots));
+      step_time_chart(slots, report::TableContext::of(result)));
   h += chart_section("chart-throughput", "Throughput", throughput_note(result.context, slots),
                      throughput_chart(slots));
   h += chart_section("chart-memory", "Peak memory", memory_note(result.context),

@@ -52,16 +52,6 @@ StepBar step_bar(const RunResult& run) {
 
 namespace {
 
-// The lowest median of the slots, per real token where they differ in rows (slots_per_token).
-double fastest_median(const std::vector<Slot>& slots, bool per_token) {
-  double best = kNotMeasured;
-  for (const Slot& s : slots) {
-    const double m = compared_median(s, per_token);
-    if (s.ok && finite(m) && !(m >= best)) best = m;
-  }
-  return best;
-}
-
 std::string bar_tooltip(const std::vector<Slot>& slots, const Slot& s, const StepBar& bar) {
   const RunResult& run = *s.run;
   std::string tooltip = s.label + (bar.means ? ": mean " : ": median ") + format_duration(bar.total) +
@@ -107,17 +97,22 @@ double draw_bar(Svg& svg, const Panel& p, std::size_t i, const StepBar& bar, con
   return label_y;
 }
 
-// The median over the column, and under it "fastest" or "+26%" where the columns are wide enough
-// (per real token where the slots differ in rows: `fastest` is then that too).
+// The median over the column, and under it "fastest" (the decided fastest split, the table's) or
+// its distance from it, "+26%" ("-3%" for a split whose own median is lower: the decision ranks
+// the rounds' paired means), where the columns are wide enough; per real token where the table
+// compares so, and with the framework's time where --framework-overhead added it (the table's
+// "vs fastest").
 void draw_value(Svg& svg, const Panel& p, std::size_t i, const Slot& s, double label_y,
-                double fastest, bool per_token) {
+                const report::TableContext& table) {
   const double median = typical_step_seconds(*s.run);
-  const double compared = compared_median(s, per_token);
+  const double compared = table.compared_seconds(*s.run);
+  const double fastest = table.fastest != nullptr ? table.compared_seconds(*table.fastest) : kNotMeasured;
   std::string relative;
-  if (finite(compared) && finite(fastest) && p.slot_width() >= 56) {
-    relative = compared <= fastest
-                   ? "fastest"
-                   : "+" + text::format_significant((compared / fastest - 1) * 100, 2) + "%";
+  if (finite(compared) && finite(fastest) && fastest > 0 && p.slot_width() >= 56) {
+    const double percent = (compared / fastest - 1) * 100;
+    relative = s.run == table.fastest ? "fastest"
+               : percent >= 0         ? "+" + text::format_significant(percent, 2) + "%"
+                                      : "\u2212" + text::format_significant(-percent, 2) + "%";
   }
   const double value_y = label_y - (relative.empty() ? 7 : 21);
   svg.text(p.center(i), value_y, format_duration(median),
@@ -142,7 +137,7 @@ std::vector<LegendEntry> step_legend(const std::vector<Slot>& slots) {
 
 }  // namespace
 
-std::string step_time_chart(const std::vector<Slot>& slots) {
+std::string step_time_chart(const std::vector<Slot>& slots, const report::TableContext& table) {
   if (slots.empty()) return empty_chart("No runs in this sweep");
   std::vector<StepBar> bars;
   double max_seconds = 0;
@@ -154,18 +149,18 @@ std::string step_time_chart(const std::vector<Slot>& slots) {
       max_seconds = std::max(max_seconds, bars.back().whisker_high);
   }
   const Unit unit = time_unit(max_seconds);
-  const bool per_token = slots_per_token(slots);
+  const bool per_token = table.per_token;
   // A split whose steps differ in size is drawn at its mean (typical_step_seconds), and said so.
   const bool means = std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.ok && steps_differ_in_size(*s.run); });
   const std::string title = std::string("Median step time per split") +
                             (means ? " (the mean for a split whose steps differ in size)" : "") + ", stacked by phase";
   ColumnChart chart = start_column_chart(
-      per_token ? title + " (the % above each: per real token, as the packings and orders are compared)" : title,
+      title + (per_token ? " (the % above each: per real token against the fastest, as the packings and orders are compared)"
+                         : " (the % above each: against the fastest, as the table's vs fastest)"),
       "hatch-step", step_legend(slots), slots,
       nice_axis(max_seconds / unit.divisor * 1.12), "step time (" + unit.name + ")");
   Svg& svg = chart.svg;
   const Panel& p = chart.panel;
-  const double fastest = fastest_median(slots, per_token);
   for (std::size_t i = 0; i < slots.size(); ++i) {
     if (!slots[i].ok) {
       draw_gap(svg, p, i, slots[i], "hatch-step");
@@ -174,7 +169,7 @@ std::string step_time_chart(const std::vector<Slot>& slots) {
     svg.open_group({{"class", "bar"}}, bar_tooltip(slots, slots[i], bars[i]));
     const double label_y = draw_bar(svg, p, i, bars[i], unit);
     svg.close_group();
-    draw_value(svg, p, i, slots[i], label_y, fastest, per_token);
+    draw_value(svg, p, i, slots[i], label_y, table);
   }
   return finish_column_chart(chart, slots);
 }
