@@ -144,6 +144,12 @@ TEST(Preset, SmallPresetsHaveTheChosenShapes) {
 
   for (const ModelConfig* cfg : {&gt, &gm, &lt, &lm, &qt})
     EXPECT_TRUE(cfg->published_parameters.empty());
+  // A published preset names the Hub ids it was written from (a Hub id not in the cache suggests
+  // the preset by them); a test size none.
+  for (const ModelConfig& cfg : presets()) {
+    SCOPED_TRACE(cfg.name);
+    EXPECT_EQ(cfg.hub_ids.empty(), cfg.published_parameters.empty());
+  }
   for (const ModelConfig* cfg : {&gt, &gm, &lt, &lm}) EXPECT_FALSE(cfg->qk_norm);
 }
 

@@ -88,6 +88,9 @@ struct ModelConfig {
   // or as layer_types lists them).
   int64_t sliding_window_layers = 0;
   std::string published_parameters;  // e.g. "124M"; empty for test presets
+  // The Hugging Face Hub ids whose config.json the preset was written from, as the Hub spells them
+  // ("Qwen/Qwen3-1.7B"; GPT-2's also without the organisation, its legacy id); empty for test presets.
+  std::vector<std::string> hub_ids;
   // A Hugging Face config's dropout probabilities that are not 0 ("attn_pdrop 0.1, ..."), which
   // transformers applies in training and the engine does not (dropout_note); empty for presets.
   std::string dropout;

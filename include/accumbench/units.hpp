@@ -136,6 +136,15 @@ std::string file_fingerprint(const std::string& path);
 // directory, a FIFO or a device gets "is a directory" and the like. `what` is the option that
 // named it ("--tokens", "--hf-config").
 void require_readable_file(const std::string& path, const std::string& what);
+// Throws UserError when the regular file at `path` is larger than `limit` bytes, which a file of
+// its kind never is (a config.json is kilobytes; helper-104: a weights file given as --hf-config
+// was read whole). `what`: the option ("--hf-config"); `kind`: "a Hugging Face config.json". Other
+// kinds of path (a pipe) are left to their reader.
+// The name of a temporary file beside `path`: "<path>.<tag>.tmp", or, where that name would pass
+// the file system's 255 bytes of a name (a legal long name of the user's), ".accumbench-<tag>.tmp"
+// in the same directory (helper-104: a 250-character --json name was refused).
+std::string temporary_beside(const std::string& path, const std::string& tag);
+void require_file_size_at_most(const std::string& path, int64_t limit, const std::string& what, const std::string& kind);
 
 // Throws UserError unless a file can be written at `path` (write_file_atomically: a temporary
 // beside it, renamed over it): the directory exists and is writable, and `path` is not a

@@ -4,7 +4,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cmath>
 #include <deque>
 #include <filesystem>
@@ -360,6 +367,10 @@ SampleLengths read_lengths_file(const std::string& path, int64_t seq_len, bool c
     if (why == "is a directory" || why.rfind("is a device", 0) == 0) {
       throw UserError("--lengths " + text::quoted(path, 240) + " " + why + "; give a lengths file");
     }
+    // There, but not readable (its permissions): not an unknown word (helper-104).
+    if (why == "cannot be read") {
+      throw UserError("--lengths " + text::quoted(path, 240) + " cannot be read; check its permissions");
+    }
     // A value that looks like a path (a.txt, data/lengths) is a file that is not there.
     if (why == "does not exist" && path.find_first_of("/.") != std::string::npos) {
       throw UserError("--lengths " + text::quoted(path, 240) + " does not exist; give the path of a lengths file " +
@@ -455,7 +466,7 @@ namespace {
 // vocabulary under 2^18 a value below 4 at every second position, which no real 2-byte stream
 // holds (read on, the documents would be twice as long and half zeros, silently). `bytes`: the
 // whole file, or its head.
-void refuse_wide_ids_read_narrow(const std::string& bytes, const std::string& path) {
+void refuse_wide_ids_read_narrow(std::string_view bytes, const std::string& path) {
   if (bytes.size() < 32) return;
   const auto half = [&](size_t k) {
     return static_cast<unsigned>(static_cast<unsigned char>(bytes[2 * k])) |
@@ -502,17 +513,39 @@ TokenFile::TokenFile(const std::string& path, int token_bytes) : path_(path), wi
     throw UserError("--token-bytes " + std::to_string(token_bytes) +
                     ": token ids are 2 (uint16) or 4 (uint32) bytes wide; pass --token-bytes 2 or 4");
   }
-  bytes_ = read_file_bytes(path);
-  if (bytes_ == nullptr) throw UserError("token file " + text::quoted(path, 240) + " " + why_unreadable(path) + "; check the path");
-  if (bytes_->empty())
+  struct stat info {};
+  const int fd = ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) ? ::open(path.c_str(), O_RDONLY) : -1;
+  if (fd >= 0 && info.st_size > 0) {
+    // Mapped, not read: only the pages of the windows a sweep takes are ever loaded (helper-104: a
+    // 10 GB shard was read whole, then widened, until memory ran out).
+    void* mapped = ::mmap(nullptr, static_cast<size_t>(info.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (mapped == MAP_FAILED) {
+      throw UserError("token file " + text::quoted(path, 240) + " cannot be mapped into memory (" + std::strerror(errno) +
+                      "); check the file");
+    }
+    const size_t length = static_cast<size_t>(info.st_size);
+    owner_ = std::shared_ptr<const void>(mapped, [length](const void* at) { ::munmap(const_cast<void*>(at), length); });
+    data_ = static_cast<const char*>(mapped);
+    size_ = length;
+  } else {
+    if (fd >= 0) ::close(fd);
+    std::shared_ptr<const std::string> bytes = read_file_bytes(path);
+    if (bytes == nullptr) throw UserError("token file " + text::quoted(path, 240) + " " + why_unreadable(path) + "; check the path");
+    data_ = bytes->data();
+    size_ = bytes->size();
+    owner_ = std::move(bytes);
+  }
+  if (size_ == 0)
     throw UserError("token file \"" + path + "\" is empty; give a file of token ids (uint16, or uint32 with "
                     "--token-bytes 4), as a tokenizer's output written with numpy's tofile");
-  if (bytes_->size() % static_cast<size_t>(token_bytes) != 0) {
-    throw UserError("token file \"" + path + "\" has " + std::to_string(bytes_->size()) +
+  if (size_ % static_cast<size_t>(token_bytes) != 0) {
+    throw UserError("token file \"" + path + "\" has " + std::to_string(size_) +
                     " bytes, not a multiple of the " + std::to_string(token_bytes) +
                     "-byte token width; pass the right --token-bytes");
   }
-  if (token_bytes == 2) refuse_wide_ids_read_narrow(*bytes_, path);
+  // The first MiB decides (a shard of gigabytes is not scanned whole before its first window).
+  if (token_bytes == 2) refuse_wide_ids_read_narrow(std::string_view(data_, std::min<size_t>(size_, size_t{1} << 20)), path);
 }
 
 namespace {
@@ -532,7 +565,7 @@ int64_t decode_id(const char* at, int width, int64_t position, int64_t vocab_siz
 }  // namespace
 
 int64_t TokenFile::id(int64_t i, int64_t vocab_size) const {
-  return decode_id(bytes_->data() + static_cast<size_t>(i) * static_cast<size_t>(width_), width_, i, vocab_size, path_);
+  return decode_id(data_ + static_cast<size_t>(i) * static_cast<size_t>(width_), width_, i, vocab_size, path_);
 }
 
 std::string too_few_tokens_problem(const std::string& path, int64_t count, int64_t seq_len, int64_t batch) {
@@ -570,6 +603,17 @@ void check_token_windows(const DataSource& data, int64_t seq_len, int64_t batch,
 
 std::vector<int64_t> read_token_ids(const std::string& path, int token_bytes, int64_t vocab_size) {
   const TokenFile file(path, token_bytes);
+  // Every id as int64 (the documents' samples are cut from them): refused where that would take
+  // more than half of this machine's memory (helper-104: a 10 GB shard ran it out of memory).
+  const double physical = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  const double widened = static_cast<double>(file.size()) * sizeof(int64_t);
+  if (physical > 0 && widened > physical / 2) {
+    throw UserError("token file " + text::quoted(path, 240) + " holds " + std::to_string(file.size()) +
+                    " ids, and --eos-id reads every one to split its documents (" + format_bytes(static_cast<int64_t>(widened)) +
+                    "), more than half of this machine's " + format_bytes(static_cast<int64_t>(physical)) +
+                    " of memory; give a shard of it (e.g. head -c 1G FILE > shard.bin), or drop --eos-id for windows, "
+                    "which read only what the steps take");
+  }
   std::vector<int64_t> ids(static_cast<size_t>(file.size()));
   for (int64_t i = 0; i < file.size(); ++i) ids[static_cast<size_t>(i)] = file.id(i, vocab_size);
   return ids;

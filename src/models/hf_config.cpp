@@ -658,27 +658,23 @@ fs::path cached_snapshot(const std::string& id, const fs::path& repo_dir) {
                   " and no refs/main to choose one; pass the snapshot directory you mean instead of the id");
 }
 
-// The preset written from a Hub model's config.json (model_config.cpp), by its id (the Instruct
-// and Base variants share the shape); "" for another id.
+// The preset written from a Hub model's config.json (ModelConfig::hub_ids), by its id, in any case
+// (the Instruct and Base variants share the shape); "" for another id.
 std::string preset_of_hub_id(const std::string& id) {
-  std::string name = id;
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto lower = [](std::string text) {
+    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return text;
+  };
+  std::string name = lower(id);
   for (const char* suffix : {"-instruct", "-base"}) {
     const std::string tail = suffix;
     if (name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0)
       name.resize(name.size() - tail.size());
   }
-  static const std::pair<const char*, const char*> kKnown[] = {
-      {"gpt2", "gpt2-124m"},           {"openai-community/gpt2", "gpt2-124m"},
-      {"gpt2-medium", "gpt2-350m"},    {"openai-community/gpt2-medium", "gpt2-350m"},
-      {"gpt2-large", "gpt2-774m"},     {"openai-community/gpt2-large", "gpt2-774m"},
-      {"gpt2-xl", "gpt2-1.5b"},        {"openai-community/gpt2-xl", "gpt2-1.5b"},
-      {"huggingfacetb/smollm2-135m", "smollm2-135m"}, {"huggingfacetb/smollm2-360m", "smollm2-360m"},
-      {"qwen/qwen2.5-0.5b", "qwen2.5-0.5b"},          {"meta-llama/llama-3.2-1b", "llama-3.2-1b"},
-      {"qwen/qwen3-0.6b", "qwen3-0.6b"},              {"qwen/qwen3-1.7b", "qwen3-1.7b"},
-  };
-  for (const auto& [hub, preset] : kKnown)
-    if (name == hub) return preset;
+  for (const ModelConfig& preset : presets()) {
+    for (const std::string& hub : preset.hub_ids)
+      if (name == lower(hub)) return preset.name;
+  }
   return "";
 }
 
@@ -708,6 +704,8 @@ std::string cached_hub_config(const std::string& id) {
 
 std::string read_config_text(const std::string& path) {
   require_readable_file(path, "--hf-config");
+  require_file_size_at_most(path, int64_t{64} << 20, "--hf-config",
+                            "a Hugging Face config.json, which is kilobytes (a weights file?)");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw UserError("cannot read config \"" + path + "\" (" + std::strerror(errno) +

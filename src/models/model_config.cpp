@@ -300,23 +300,31 @@ std::vector<ModelConfig> make_presets() {
   // Counts: 124,439,808 / 354,823,168 / 774,030,080 / 1,557,611,200, as GPT2LMHeadModel reports
   // them; OpenAI's corrected names (124M, 355M, 774M, 1.5B) replace the paper's 117M/345M/762M.
   p.push_back(gpt2("gpt2-124m", 50257, 768, 12, 12, 1024, 4 * 768, "124M"));
+  p.back().hub_ids = {"openai-community/gpt2", "gpt2"};
   p.push_back(gpt2("gpt2-350m", 50257, 1024, 24, 16, 1024, 4 * 1024, "355M"));
+  p.back().hub_ids = {"openai-community/gpt2-medium", "gpt2-medium"};
   p.push_back(gpt2("gpt2-774m", 50257, 1280, 36, 20, 1024, 4 * 1280, "774M"));
+  p.back().hub_ids = {"openai-community/gpt2-large", "gpt2-large"};
   p.push_back(gpt2("gpt2-1.5b", 50257, 1600, 48, 25, 1024, 4 * 1600, "1.5B"));
+  p.back().hub_ids = {"openai-community/gpt2-xl", "gpt2-xl"};
 
   // HuggingFaceTB/SmolLM2-135M and -360M config.json (LlamaForCausalLM, tied, rope_theta 1e5).
   p.push_back(llama("smollm2-135m", {49152, 576, 30, 9, 3, 1536, 8192, 100000.0, 1e-5, true, false},
                     "135M"));
+  p.back().hub_ids = {"HuggingFaceTB/SmolLM2-135M"};
   p.push_back(llama("smollm2-360m",
                     {49152, 960, 32, 15, 5, 2560, 8192, 100000.0, 1e-5, true, false}, "360M"));
+  p.back().hub_ids = {"HuggingFaceTB/SmolLM2-360M"};
   // Qwen/Qwen2.5-0.5B config.json (Qwen2ForCausalLM: q/k/v bias, tied); model card: 0.49B.
   p.push_back(llama("qwen2.5-0.5b",
                     {151936, 896, 24, 14, 2, 4864, 32768, 1000000.0, 1e-6, true, true}, "0.49B"));
+  p.back().hub_ids = {"Qwen/Qwen2.5-0.5B"};
   // meta-llama/Llama-3.2-1B config.json (head_dim 64 = 2048/32, tied); model card: 1.23B. Its
   // llama3 rope_scaling (factor 32, low_freq_factor 1, high_freq_factor 4, original 8192 positions)
   // rescales the RoPE frequencies only: no shape or cost.
   p.push_back(llama("llama-3.2-1b",
                     {128256, 2048, 16, 32, 8, 8192, 131072, 500000.0, 1e-5, true, false}, "1.23B"));
+  p.back().hub_ids = {"meta-llama/Llama-3.2-1B"};
   p.back().rope_scaling.type = RopeType::kLlama3;
   p.back().rope_scaling.factor = 32.0;
   p.back().rope_scaling.original_max_positions = 8192;
@@ -325,8 +333,10 @@ std::vector<ModelConfig> make_presets() {
   // and 0.44B non-embedding; 1.7B and 1.4B (checked in tests/test_model_config.cpp).
   p.push_back(llama("qwen3-0.6b",
                     {151936, 1024, 28, 16, 8, 3072, 40960, 1000000.0, 1e-6, true, false, 128, true}, "0.6B"));
+  p.back().hub_ids = {"Qwen/Qwen3-0.6B"};
   p.push_back(llama("qwen3-1.7b",
                     {151936, 2048, 28, 16, 8, 6144, 40960, 1000000.0, 1e-6, true, false, 128, true}, "1.7B"));
+  p.back().hub_ids = {"Qwen/Qwen3-1.7B"};
 
   // Small shapes for CPU tests and the default run; not published models.
   // gpt2-mini is the default sweep model: big enough that a step is not pure overhead, small

@@ -788,6 +788,7 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
 
 SweepResult load_sweep_result(const std::string& path) {
   require_readable_file(path, "the result file");
+  require_file_size_at_most(path, int64_t{2} << 30, "the result file", "any sweep's results");
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw UserError("cannot read " + path + " (" + std::strerror(errno) +
@@ -808,7 +809,7 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   std::string temporary;
   int fd = -1;
   for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    temporary = target + "." + std::to_string(::getpid()) + "-" + std::to_string(serial++) + ".tmp";
+    temporary = temporary_beside(target, std::to_string(::getpid()) + "-" + std::to_string(serial++));
     fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }

@@ -386,10 +386,18 @@ std::shared_ptr<const std::string> read_file_bytes(const std::string& path) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) return nullptr;
   auto bytes = std::make_shared<std::string>();
-  if (S_ISREG(info.st_mode)) bytes->reserve(static_cast<std::size_t>(info.st_size));
   char buffer[65536];
   std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) bytes->append(buffer, n);
+  try {
+    if (S_ISREG(info.st_mode)) bytes->reserve(static_cast<std::size_t>(info.st_size));
+    while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) bytes->append(buffer, n);
+  } catch (const std::bad_alloc&) {  // helper-104: "internal error: std::bad_alloc", exit 1
+    std::fclose(file);
+    throw UserError(text::quoted(path, 240) + " is larger than this process can hold in memory (" +
+                    format_bytes(S_ISREG(info.st_mode) ? static_cast<int64_t>(info.st_size)
+                                                       : static_cast<int64_t>(bytes->size())) +
+                    " and more); give a smaller file");
+  }
   std::fclose(file);
   if (!S_ISREG(info.st_mode)) kept.emplace(path, bytes);
   return bytes;
@@ -465,7 +473,7 @@ void require_writable_file(const std::string& named, const std::string& what) {
   }
   // access() says yes to root everywhere, and to a read-only or pseudo file system (/sys, /proc):
   // only creating a file beside it, as write_file_atomically creates its temporary, tells.
-  const std::string temporary = path + "." + std::to_string(::getpid()) + "-probe.tmp";
+  const std::string temporary = temporary_beside(path, std::to_string(::getpid()) + "-probe");
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd >= 0) {
     ::close(fd);
@@ -499,6 +507,21 @@ void require_distinct_files(const std::vector<std::pair<std::string, std::string
                       ", and one would replace the other; give each its own path");
     }
   }
+}
+
+std::string temporary_beside(const std::string& path, const std::string& tag) {
+  const auto slash = path.find_last_of('/');
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  const std::string suffix = "." + tag + ".tmp";
+  if (name.size() + suffix.size() <= 255) return path + suffix;
+  return (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + ".accumbench-" + tag + ".tmp";
+}
+
+void require_file_size_at_most(const std::string& path, int64_t limit, const std::string& what, const std::string& kind) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode) || info.st_size <= limit) return;
+  throw UserError(what + " " + text::quoted(path, 240) + " is " + format_bytes(info.st_size) + ", far larger than " + kind +
+                  " (at most " + format_bytes(limit) + " is read); check the path");
 }
 
 void require_readable_file(const std::string& path, const std::string& what) {

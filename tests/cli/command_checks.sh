@@ -815,13 +815,55 @@ calibrate_framework_interrupt() {
   check "no cache was written" test ! -e "$work/cache/framework-overhead.json"
 }
 
+# cli.verify.export_replaced: a second export into the folder of an earlier one that cannot be
+# written whole (here: "updated" is a file, so the updated weights cannot go under it) leaves no
+# index.json: the earlier export's index over the newer weights read as a PASS's files (helper-104).
+export_replaced() {
+  local dir=$work/exp
+  tiny_verify_args --export "$dir"
+  expect 0 "PASS" -- verify "${args[@]}"
+  check "the first export has its index and its updated weights" test -f "$dir/index.json" -a -d "$dir/updated"
+  rm -rf "$dir/updated"
+  echo "not a directory" >"$dir/updated"
+  tiny_verify_args --export "$dir" --seed 1
+  expect_user_error "cannot write" "$dir/updated/" "for verify --export" "give a directory you can write to" -- verify "${args[@]}"
+  check "the earlier index.json is gone, so the folder reads as no export" test ! -e "$dir/index.json"
+}
+
+# cli.input.oversized_files: a file far larger than its kind is refused before it is read
+# (helper-104: a 3 GB --hf-config took 68 s and 6.4 GB of memory before "not valid JSON"); sparse
+# files, so the test writes nothing.
+oversized_files() {
+  truncate -s 100M "$work/model.safetensors"
+  truncate -s 3G "$work/huge.json"
+  expect_user_error "--hf-config \"$work/model.safetensors\" is 100.0 MiB, far larger than a Hugging Face config.json" \
+    "(at most 64.0 MiB is read); check the path" -- plan --hf-config "$work/model.safetensors" --seq-len 32 --batch 4
+  expect_user_error "--trl-config \"$work/model.safetensors\" is 100.0 MiB, far larger than a TRL YAML config" -- \
+    plan --trl-config "$work/model.safetensors" --model gpt2-tiny
+  expect_user_error "the result file \"$work/huge.json\" is 3.00 GiB, far larger than any sweep's results" -- \
+    report "$work/huge.json"
+}
+
+# cli.output.long_file_name: a legal name of 250 bytes is written (its temporary beside it takes a
+# shorter name than "<name>.<pid>-<n>.tmp", which passed 255 bytes: helper-104).
+long_file_name() {
+  local name
+  name="$work/$(printf 'a%.0s' $(seq 245)).json"
+  expect 0 "splits of batch 4" -- plan --model gpt2-tiny --seq-len 32 --batch 4 --json "$name" --detail off
+  check "the 250-byte name holds the plan's JSON" py '
+import json, sys
+if not json.load(open(sys.argv[1]))["splits"]: fail("no splits")
+' "$name"
+  check "no temporary is left beside it" bash -c '! ls -A "$1" | grep -q "\.tmp$"' _ "$work"
+}
+
 case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
     verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom | framework_overhead | \
     calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list | resume_new_limit | \
     stdout_fails | grouping_equal_lengths | resume_raised_steps | resume_lengths_path | compare_distinct_steps | \
     nothing_fits_keeps_files | resume_cpu_settings | grouped_plan_matches | json_reads_as_the_tables | \
-    calibrate_framework_interrupt | resume_tolerance_note | verify_json | resume_new_split) "$mode" ;;
+    calibrate_framework_interrupt | resume_tolerance_note | verify_json | resume_new_split | export_replaced | oversized_files | long_file_name) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
