@@ -205,6 +205,78 @@ TEST(Optimizers, SgdIsTorchSgd) {
   EXPECT_LT(rel_l2(p.detach(), expected), 1e-7);
 }
 
+// The Trainer's two parameter groups (transformers' get_decay_parameter_names): no decay on
+// biases and the norms' weights, decay on every matrix and embedding, and on LoRA's adapters.
+TEST(Optimizers, WeightDecayGroupsAsTheTrainer) {
+  ab::ModelConfig biased = ab::find_preset("qwen3-tiny");
+  biased.qkv_bias = biased.o_bias = biased.mlp_bias = true;
+  biased.tied_embeddings = false;
+  ab::LoraOptions lora;
+  lora.rank = 4;
+  const std::vector<std::pair<ab::ModelConfig, ab::LoraOptions>> cases = {
+      {ab::find_preset("gpt2-tiny"), {}}, {ab::find_preset("llama-tiny"), {}}, {biased, {}}, {biased, lora}};
+  for (const auto& [cfg, l] : cases) {
+    SCOPED_TRACE(cfg.name + (l.enabled() ? " LoRA" : ""));
+    ab::LanguageModel model = ab::build_model(cfg, 0);
+    ab::configure_training(*model, ab::Precision::kFp32, l);
+    const std::vector<bool> decays = ab::weight_decay_flags(*model);
+    std::vector<std::string> kept, decayed;
+    for (const auto& item : model->named_parameters()) {
+      if (!item.value().requires_grad()) continue;
+      (decays[kept.size() + decayed.size()] ? decayed : kept).push_back(item.key());
+    }
+    ASSERT_EQ(decays.size(), ab::trainable_parameters(*model).size());
+    for (const std::string& name : decayed) {
+      EXPECT_EQ(name.find("bias"), std::string::npos) << name;
+      EXPECT_EQ(name.find("norm"), std::string::npos) << name;
+      EXPECT_EQ(name.find("ln_"), std::string::npos) << name;
+    }
+    if (l.enabled()) {  // only the adapters train, and all of them decay
+      EXPECT_TRUE(kept.empty());
+      for (const std::string& name : decayed) EXPECT_NE(name.find("lora_"), std::string::npos) << name;
+      continue;
+    }
+    // Kept: 1-D tensors only (biases, norm weights), every one of them.
+    std::vector<at::Tensor> params = ab::trainable_parameters(*model);
+    for (size_t i = 0; i < params.size(); ++i) EXPECT_EQ(decays[i], params[i].dim() > 1) << i;
+    EXPECT_FALSE(kept.empty());
+  }
+  // The names as the three families have them (gpt2: ln_1 is an nn.LayerNorm, its name matches no pattern).
+  ab::LanguageModel gpt2 = ab::build_model(ab::find_preset("gpt2-tiny"), 0);
+  ab::configure_training(*gpt2, ab::Precision::kFp32, {});
+  const std::vector<bool> flags = ab::weight_decay_flags(*gpt2);
+  size_t i = 0;
+  for (const auto& item : gpt2->named_parameters()) {
+    const std::string& name = item.key();
+    const bool expected = name.find("ln_") == std::string::npos && name.find("bias") == std::string::npos;
+    EXPECT_EQ(flags[i++], expected) << name;
+  }
+}
+
+// Each optimizer decays only its decayed group: with a zero gradient AdamW's and SGD's update is
+// the decay alone (8-bit AdamW's too: 0 / (0 + eps)), so the kept tensor does not move.
+TEST(Optimizers, WeightDecayActsOnTheDecayedGroupOnly) {
+  for (ab::OptimizerKind kind : {ab::OptimizerKind::kAdamW, ab::OptimizerKind::kAdamWForeach, ab::OptimizerKind::kAdamW8bit,
+                                 ab::OptimizerKind::kSgd}) {
+    SCOPED_TRACE(ab::to_string(kind));
+    at::Tensor decayed = torch::randn({8192}).set_requires_grad(true), kept = torch::randn({8192}).set_requires_grad(true);
+    const at::Tensor start_decayed = decayed.detach().clone(), start_kept = kept.detach().clone();
+    decayed.mutable_grad() = torch::zeros({8192});
+    kept.mutable_grad() = torch::zeros({8192});
+    ab::OptimizerOptions o = options_of(kind);
+    o.weight_decay = 0.1;
+    ab::make_optimizer({decayed, kept}, o, {true, false})->step();
+    EXPECT_TRUE(torch::equal(kept.detach(), start_kept));
+    EXPECT_LT(rel_l2(decayed.detach(), start_decayed * (1.0 - o.lr * o.weight_decay)), 1e-7);
+    EXPECT_FALSE(torch::equal(decayed.detach(), start_decayed));
+    // Per parameter (the optimizer inside backward steps each alone) the same.
+    at::Tensor again = start_kept.clone().set_requires_grad(true);
+    again.mutable_grad() = torch::zeros({8192});
+    ab::make_optimizer({again}, o, {false})->step_one(0);
+    EXPECT_TRUE(torch::equal(again.detach(), start_kept));
+  }
+}
+
 // The peak a step allocates on top of state and gradient, against optimizer_step_temporary_bytes,
 // for fp32 and bf16 parameters, a tensor below min_8bit_size, and one larger than a pass (2^20).
 TEST(Optimizers, StepTemporariesAsCounted) {

@@ -790,7 +790,7 @@ void add_run_options(CLI::App* command, WorkloadFlags& f) {
   command->add_option("--beta1", o.beta1, "AdamW beta1")->capture_default_str();
   command->add_option("--beta2", o.beta2, "AdamW beta2")->capture_default_str();
   command->add_option("--adam-eps", o.eps, "AdamW epsilon")->capture_default_str();
-  command->add_option("--weight-decay", o.weight_decay, "weight decay (AdamW's decoupled; SGD's as torch.optim.SGD)")
+  command->add_option("--weight-decay", o.weight_decay, "weight decay, as the Trainer groups it: not on biases or norm weights (AdamW's decoupled; SGD's as torch.optim.SGD)")
       ->capture_default_str();
 }
 

@@ -100,8 +100,8 @@ def load_export(root):
             index = json.load(f)
     except OSError as e:
         raise ExportError(f"cannot read {index_path} ({e.strerror}); run `accumbench verify --export {root}` first")
-    if index.get("format") != "accumbench-reference-step" or index.get("version") != 1:
-        raise ExportError(f"{index_path} is not an accumbench reference step of version 1")
+    if index.get("format") != "accumbench-reference-step" or index.get("version") not in (1, 2):
+        raise ExportError(f"{index_path} is not an accumbench reference step of version 1 or 2")
     if index.get("byte_order") != "little" or sys.byteorder != "little":
         raise ExportError("the export and this host must both be little-endian")
     return index
@@ -372,6 +372,103 @@ def check_clipping(index, grads, norm_type=2.0):
     return ok
 
 
+# transformers' Trainer.get_decay_parameter_names (trainer_pt_utils.get_parameter_names with these
+# patterns and nn.LayerNorm as the forbidden layer type): the parameters the weight decay acts on.
+NO_DECAY_PATTERNS = [r"bias", r"layernorm", r"rmsnorm", r"(?:^|\.)norm(?:$|\.)", r"_norm(?:$|\.)"]
+
+
+def trainer_decay_names(module, prefix=""):
+    """The names of `module`'s parameters in the Trainer's decayed group, written from transformers'
+    rule: every parameter of a child that is no nn.LayerNorm and whose lower-cased name matches no
+    pattern of NO_DECAY_PATTERNS, recursively, and the module's own parameters likewise."""
+    import re
+    patterns = [re.compile(p) for p in NO_DECAY_PATTERNS]
+    names = []
+    for name, child in module.named_children():
+        if isinstance(child, torch.nn.LayerNorm):
+            continue
+        names += [n for n in trainer_decay_names(child, f"{prefix}{name}.")
+                  if not any(p.search(n.lower()) for p in patterns)]
+    names += [f"{prefix}{k}" for k in module._parameters
+              if module._parameters[k] is not None and not any(p.search(f"{prefix}{k}".lower()) for p in patterns)]
+    return names
+
+
+# The update check: the weights after one optimizer step from the export's weights and (unclipped)
+# gradients, clipped as torch.nn.utils.clip_grad_norm_ clips, against accumbench's. fp32 weights: the
+# reference steps float64 copies (the exact update of those numbers), and accumbench's float32
+# weights carry the rounding of w − Δw, a few units of w's last place each: the bar is 1e-5 of
+# the update, or 4 units of float32's roundoff of ‖w‖ where that is larger (an SGD step of a
+# clipped gradient moves w by less than its rounding). 16-bit weights: torch steps them in their
+# own dtype, as accumbench does, and verify's bar between splits holds (0.25).
+UPDATE_TOLERANCE = 1e-5
+FLOAT32_ROUNDOFF = 2.0 ** -24
+LOW_PRECISION_UPDATE_TOLERANCE = 0.25
+
+
+def check_update(index, root, wrong_decay=False):
+    """Prints the update check (version 2 exports): the Trainer's decay groups, written from
+    transformers' rule over the reference model's modules, against the export's per-parameter flags;
+    then the step of torch.optim's AdamW (or SGD) over those groups against accumbench's updated
+    weights. 8-bit AdamW's first step is fp32 AdamW's (its moments start at zero and are quantised
+    after the update), but for the decay's order, which differs by lr·wd of the update. wrong_decay:
+    decay every parameter (the grouping before transformers') to show that the check fails. Returns
+    True when it passes or the export has no update (version 1)."""
+    if index.get("version", 1) < 2:
+        return True
+    opt = index["optimizer"]
+    model = build_reference(index, root, "rotate_half")
+    decayed = set(trainer_decay_names(model))
+    trainable = [p for p in index["parameters"] if p["grad"] is not None]
+    flags_ok = all(p["weight_decay"] == (p["name"] in decayed) for p in trainable)
+    kept = sorted(p["name"] for p in trainable if p["name"] not in decayed)
+    left_out = f"({', '.join(kept[:4])}{', ...' if len(kept) > 4 else ''})" if kept else "(no bias or norm trains)"
+    print(f"weight decay groups: {len(trainable) - len(kept)} decayed, {len(kept)} not {left_out}, as transformers' "
+          f"Trainer groups them {'PASS' if flags_ok else 'FAIL'}")
+    if wrong_decay:
+        decayed = {p["name"] for p in trainable}
+    weights = index.get("weights_dtype", "fp32")
+    exact = weights == "fp32"  # the exact update, in float64; 16-bit weights step in their dtype
+    params = {p["name"]: (read_tensor(root, p["weight"]).double() if exact else read_tensor(root, p["weight"]))
+              .requires_grad_() for p in trainable}
+    for p in trainable:
+        grad = read_tensor(root, p["grad"])
+        params[p["name"]].grad = grad.double() if exact else grad
+    if index.get("clipping"):
+        torch.nn.utils.clip_grad_norm_(list(params.values()), index["clipping"]["max_grad_norm"])
+    groups = [{"params": [params[n] for n in params if n in decayed], "weight_decay": opt["weight_decay"]},
+              {"params": [params[n] for n in params if n not in decayed], "weight_decay": 0.0}]
+    groups = [g for g in groups if g["params"]]
+    kind = opt["kind"]
+    if kind == "sgd":
+        optimizer = torch.optim.SGD(groups, lr=opt["lr"])
+    else:  # adamw, adamw-foreach and the 8-bit/paged ones (their first step is AdamW's)
+        optimizer = torch.optim.AdamW(groups, lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"],
+                                      foreach=kind == "adamw-foreach")
+    before = {n: t.detach().clone() for n, t in params.items()}
+    optimizer.step()
+    diff_sq = ref_sq = w_sq = 0.0
+    for p in trainable:
+        ours = read_tensor(root, p["updated"]).double() - before[p["name"]].double()
+        theirs = params[p["name"]].detach().double() - before[p["name"]].double()
+        diff_sq += (ours - theirs).pow(2).sum().item()
+        ref_sq += theirs.pow(2).sum().item()
+        w_sq += before[p["name"]].double().pow(2).sum().item()
+    err = math.sqrt(diff_sq / ref_sq) if ref_sq > 0 else math.sqrt(diff_sq)
+    if exact:
+        rounding = 4 * FLOAT32_ROUNDOFF * math.sqrt(w_sq / ref_sq) if ref_sq > 0 else math.inf
+        tol = max(UPDATE_TOLERANCE, rounding)
+        if kind not in ("adamw", "adamw-foreach", "sgd"):
+            tol = max(tol, 10 * opt["lr"] * opt["weight_decay"])  # the decay's order (bitsandbytes decays after)
+    else:
+        tol = LOW_PRECISION_UPDATE_TOLERANCE
+    ok = math.isfinite(err) and err <= tol
+    print(f"update: torch.optim.{'SGD' if kind == 'sgd' else 'AdamW'} over the Trainer's groups "
+          f"(lr {opt['lr']:g}, weight decay {opt['weight_decay']:g}{', clipped' if index.get('clipping') else ''}), "
+          f"relative L2 error of the update {err:.2e} (tolerance {tol:.1e}) {'PASS' if ok else 'FAIL'}")
+    return flags_ok and ok
+
+
 def trl_labels(row, completion_only_loss):
     """Which labels of one tokenized row count, as TRL's SFTTrainer builds them (build_labels in
     trl/trainer/sft_trainer.py): a labels column as it is (-100: does not count); otherwise a label
@@ -480,6 +577,8 @@ def main():
     parser.add_argument("--ignore-label-masks", action="store_true",
                         help="rebuild the labels of a masked lengths file as if every label counted (wrong: shows "
                              "that the targets check fails)")
+    parser.add_argument("--wrong-decay", action="store_true",
+                        help="decay every parameter in the update check (wrong: shows that the check fails)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--framework", choices=("plain", "hf-trl"), default="plain",
                         help="hf-trl: also the step as HF Trainer + TRL SFTTrainer run it, checked against plain")
@@ -508,10 +607,11 @@ def main():
             loss, grads = hf[0], hf[1]  # accumbench is compared with the hf-trl step below
         ok = compare(index, args.export_dir, loss, grads, args.framework == "plain") and ok
         ok = check_clipping(index, grads, args.clip_norm_type) and ok
+        ok = check_update(index, args.export_dir, args.wrong_decay) and ok
     except ExportError as e:
         print(f"check_export: {e}", file=sys.stderr)
         return 2
-    print("PASS: accumbench computes the reference's loss and gradients" if ok
+    print("PASS: accumbench computes the reference's loss, gradients and update" if ok
           else "FAIL: accumbench and the reference differ")
     return 0 if ok else 1
 

@@ -168,6 +168,7 @@ class Trainer {
   c10::Device device_;
   TrainOptions options_;
   std::vector<at::Tensor> params_;
+  std::vector<bool> decays_;  // weight_decay_flags(params_): the Trainer's decayed group
   std::unique_ptr<Optimizer> optimizer_;  // TrainOptions::optimizer.kind (src/engine/optimizer.hpp)
   std::unique_ptr<GraphedMicroStep> graphed_;  // with StepOptions::cuda_graphs
   compat::ProcessGroup* group_ = nullptr;      // not owned

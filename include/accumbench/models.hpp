@@ -92,6 +92,12 @@ void cast_weights(LanguageModelImpl& model, Precision weights_dtype, const LoraO
 
 // The parameters that train: all of them, or the adapters' with LoRA.
 std::vector<at::Tensor> trainable_parameters(const torch::nn::Module& module);
+// One flag per parameter of trainable_parameters, in its order: whether the Trainer's weight decay
+// acts on it. transformers' Trainer.get_decay_parameter_names leaves out every parameter of an
+// nn.LayerNorm and every one whose lower-cased name matches bias, layernorm, rmsnorm, a "norm"
+// module or a "_norm" one: GPT-2's ln_*, Llama's input_layernorm, post_attention_layernorm and
+// norm, Qwen3's q_norm and k_norm, and every bias; the matrices, embeddings and LoRA adapters decay.
+std::vector<bool> weight_decay_flags(const torch::nn::Module& module);
 
 int64_t count_parameters(const torch::nn::Module& module);
 

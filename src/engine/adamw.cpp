@@ -25,8 +25,9 @@ void AdamW::step_one(size_t index) {
   const OptimizerOptions& o = options_;
   const int64_t step = ++step_count_[index];
   step_tensors_stale_ = true;
-  // torch.optim.adamw._single_tensor_adamw, term by term.
-  param.mul_(1.0 - o.lr * o.weight_decay);
+  // torch.optim.adamw._single_tensor_adamw, term by term (its group's weight decay: none on the
+  // biases and norm weights, as the Trainer groups them).
+  if (decays(index)) param.mul_(1.0 - o.lr * o.weight_decay);
   exp_avg_[index].mul_(o.beta1).add_(grad, 1.0 - o.beta1);
   exp_avg_sq_[index].mul_(o.beta2).addcmul_(grad, grad, 1.0 - o.beta2);
   const double bias_correction1 = 1.0 - std::pow(o.beta1, static_cast<double>(step));
@@ -64,10 +65,19 @@ void AdamW::step() {
       exp_avg_sqs.push_back(exp_avg_sq_[i]);
       steps.push_back(step_tensor_[i]);
     }
-    // The fused kernel reads the already-incremented step, as torch.optim increments first.
+    // The fused kernel reads the already-incremented step, as torch.optim increments first. One
+    // call per parameter group, as torch.optim makes them: the decayed, then the rest.
     at::_foreach_add_(steps, 1.0);
-    if (compat::fused_adamw(params, grads, exp_avgs, exp_avg_sqs, steps, options_.lr, options_.beta1,
-                            options_.beta2, options_.weight_decay, options_.eps)) {
+    const auto group = [&](bool decayed) {
+      std::vector<at::Tensor> p, g, m, v, t;
+      for (size_t k = 0; k < indices.size(); ++k) {
+        if (decays(indices[k]) != decayed) continue;
+        p.push_back(params[k]), g.push_back(grads[k]), m.push_back(exp_avgs[k]), v.push_back(exp_avg_sqs[k]), t.push_back(steps[k]);
+      }
+      return p.empty() || compat::fused_adamw(p, g, m, v, t, options_.lr, options_.beta1, options_.beta2,
+                                             decayed ? options_.weight_decay : 0.0, options_.eps);
+    };
+    if (group(true) && group(false)) {
       for (size_t i : indices) ++step_count_[i];
       return;
     }
@@ -96,7 +106,13 @@ void AdamW::step_foreach(const std::vector<size_t>& indices) {
   }
   step_tensors_stale_ = true;
   const OptimizerOptions& o = options_;
-  at::_foreach_mul_(params, 1.0 - o.lr * o.weight_decay);
+  // The decay of the decayed group only (the Trainer's groups); every other line is the same
+  // for both groups, so one list runs them, with torch's temporaries of the whole list.
+  std::vector<at::Tensor> decayed;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    if (decays(indices[k])) decayed.push_back(params[k]);
+  }
+  if (!decayed.empty()) at::_foreach_mul_(decayed, 1.0 - o.lr * o.weight_decay);
   at::_foreach_mul_(exp_avgs, o.beta1);
   at::_foreach_add_(exp_avgs, grads, 1.0 - o.beta1);
   at::_foreach_mul_(exp_avg_sqs, o.beta2);

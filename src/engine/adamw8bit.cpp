@@ -117,13 +117,14 @@ void AdamW8bit::step_one(size_t index) {
   State& s = state_[index];
   ++s.step;
   const int64_t n = param.numel();
-  for (int64_t begin = 0; begin < n; begin += kStepChunk) step_chunk(s, param, grad, begin, std::min(kStepChunk, n - begin));
+  for (int64_t begin = 0; begin < n; begin += kStepChunk)
+    step_chunk(s, param, grad, begin, std::min(kStepChunk, n - begin), decays(index));
 }
 
 // One pass over elements [begin, begin + length) (begin a multiple of the block). The order of
 // allocations is what optimizer_step_temporary_bytes counts.
 void AdamW8bit::step_chunk(State& s, const at::Tensor& param, const at::Tensor& grad, int64_t begin,
-                           int64_t length) const {
+                           int64_t length, bool decayed) const {
   const OptimizerOptions& o = options_;
   const int64_t first_block = begin / kQuantBlock, blocks = quant_blocks(length);
   at::Tensor p = param.view({-1}).narrow(0, begin, length);
@@ -155,7 +156,7 @@ void AdamW8bit::step_chunk(State& s, const at::Tensor& param, const at::Tensor& 
     at::Tensor p32 = p.scalar_type() == at::kFloat ? p : p.to(at::kFloat);
     p32.addcdiv_(m, denom, step_size);
     denom.reset();
-    if (o.weight_decay > 0) p32.mul_(1.0 - o.lr * o.weight_decay);
+    if (o.weight_decay > 0 && decayed) p32.mul_(1.0 - o.lr * o.weight_decay);
     if (!p32.is_same(p)) p.copy_(p32);
   }
   if (s.quantized) {

@@ -50,7 +50,9 @@ class AdamW8bit : public Optimizer {
     at::Tensor absmax1, absmax2;  // (ceil(n/256),) fp32; undefined for fp32 moments
     int64_t step = 0;
   };
-  void step_chunk(State& s, const at::Tensor& param, const at::Tensor& grad, int64_t begin, int64_t length) const;
+  // `decayed`: the parameter is in the Trainer's decayed group (Optimizer::set_decays).
+  void step_chunk(State& s, const at::Tensor& param, const at::Tensor& grad, int64_t begin, int64_t length,
+                  bool decayed) const;
 
   OptimizerOptions options_;
   std::vector<State> state_;

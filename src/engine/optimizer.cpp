@@ -43,7 +43,7 @@ class Sgd : public Optimizer {
     at::Tensor& param = params_[index];
     const at::Tensor& grad = param.grad();
     if (!grad.defined()) return;
-    if (options_.weight_decay != 0) param.mul_(1.0 - options_.lr * options_.weight_decay);
+    if (options_.weight_decay != 0 && decays(index)) param.mul_(1.0 - options_.lr * options_.weight_decay);
     param.add_(grad, -options_.lr);
   }
   void reset() override {}
@@ -55,16 +55,21 @@ class Sgd : public Optimizer {
 
 }  // namespace
 
-std::unique_ptr<Optimizer> make_optimizer(std::vector<at::Tensor> params, const OptimizerOptions& options) {
+std::unique_ptr<Optimizer> make_optimizer(std::vector<at::Tensor> params, const OptimizerOptions& options,
+                                          std::vector<bool> decays) {
+  TORCH_CHECK(decays.empty() || decays.size() == params.size(), "one weight-decay flag per parameter");
+  std::unique_ptr<Optimizer> optimizer;
   switch (options.kind) {
     case OptimizerKind::kAdamW:
-    case OptimizerKind::kAdamWForeach: return std::make_unique<AdamW>(std::move(params), options);
+    case OptimizerKind::kAdamWForeach: optimizer = std::make_unique<AdamW>(std::move(params), options); break;
     case OptimizerKind::kAdamW8bit:
     case OptimizerKind::kPagedAdamW8bit:
-    case OptimizerKind::kPagedAdamW32bit: return std::make_unique<AdamW8bit>(std::move(params), options);
-    case OptimizerKind::kSgd: return std::make_unique<Sgd>(std::move(params), options);
+    case OptimizerKind::kPagedAdamW32bit: optimizer = std::make_unique<AdamW8bit>(std::move(params), options); break;
+    case OptimizerKind::kSgd: optimizer = std::make_unique<Sgd>(std::move(params), options); break;
   }
-  TORCH_CHECK(false, "unknown optimizer kind");
+  TORCH_CHECK(optimizer, "unknown optimizer kind");
+  optimizer->set_decays(std::move(decays));
+  return optimizer;
 }
 
 }  // namespace accumbench

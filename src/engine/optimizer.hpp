@@ -29,13 +29,20 @@ class Optimizer {
   virtual void reset() = 0;  // the state as freshly built (zero moments, step counts)
   virtual int64_t state_bytes() const = 0;
   const std::vector<at::Tensor>& params() const { return params_; }
+  // Which parameters the weight decay acts on, one flag per parameter (empty: every one), as the
+  // Trainer's two parameter groups split them (decays_weight, models.hpp).
+  void set_decays(std::vector<bool> decays) { decays_ = std::move(decays); }
 
  protected:
   explicit Optimizer(std::vector<at::Tensor> params) : params_(std::move(params)) {}
+  bool decays(size_t index) const { return decays_.empty() || decays_[index]; }
   std::vector<at::Tensor> params_;
+  std::vector<bool> decays_;
 };
 
 // The optimizer `options.kind` names over `params` (engine/adamw.cpp, adamw8bit.cpp, sgd.cpp).
-std::unique_ptr<Optimizer> make_optimizer(std::vector<at::Tensor> params, const OptimizerOptions& options);
+// `decays`: which of them the weight decay acts on (empty: all), set_decays.
+std::unique_ptr<Optimizer> make_optimizer(std::vector<at::Tensor> params, const OptimizerOptions& options,
+                                          std::vector<bool> decays = {});
 
 }  // namespace accumbench

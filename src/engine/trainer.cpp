@@ -85,7 +85,8 @@ Trainer::Trainer(LanguageModel model, c10::Device device, TrainOptions options)
   model_->set_autocast_dtype(autocast_dtype(options_.precision));
   params_ = trainable_parameters(*model_);  // with LoRA only the adapters: no .grad, no moments for the base
   TORCH_CHECK(!params_.empty(), "a model without trainable parameters");
-  optimizer_ = make_optimizer(params_, options_.optimizer);
+  decays_ = weight_decay_flags(*model_);  // the Trainer's two parameter groups
+  optimizer_ = make_optimizer(params_, options_.optimizer, decays_);
   if (options_.precision == Precision::kFp16) loss_scale_ = options_.initial_loss_scale;
   fp16_scale_started_ = options_.precision == Precision::kFp16;
   install_backward_hooks();
@@ -409,7 +410,7 @@ void Trainer::set_optimizer(OptimizerKind kind) {
   optimizer_.reset();  // its state goes before the new one is allocated: one state at a time
   options_.optimizer.kind = kind;
   // Out of memory here leaves no optimizer: the next set_optimizer builds one again.
-  optimizer_ = make_optimizer(params_, options_.optimizer);
+  optimizer_ = make_optimizer(params_, options_.optimizer, decays_);
 }
 
 void Trainer::set_max_grad_norm(double max_grad_norm) { options_.optimizer.max_grad_norm = max_grad_norm; }

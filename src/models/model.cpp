@@ -2,6 +2,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cctype>
+#include <regex>
 
 #include "accumbench/models.hpp"
 #include "compat/compat.hpp"
@@ -188,6 +190,25 @@ std::vector<at::Tensor> trainable_parameters(const torch::nn::Module& module) {
     if (p.requires_grad()) trainable.push_back(p);
   }
   return trainable;
+}
+
+std::vector<bool> weight_decay_flags(const torch::nn::Module& module) {
+  std::vector<std::string> layer_norms;  // "h0.ln_1.": the nn.LayerNorm modules' prefixes
+  for (const auto& item : module.named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    if (item.value()->as<torch::nn::LayerNorm>() != nullptr) layer_norms.push_back(item.key() + ".");
+  }
+  static const std::regex no_decay(R"(bias|layernorm|rmsnorm|(?:^|\.)norm(?:$|\.)|_norm(?:$|\.))");
+  std::vector<bool> flags;
+  for (const auto& item : module.named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    std::string name = item.key();
+    const bool in_layer_norm = std::any_of(layer_norms.begin(), layer_norms.end(), [&name](const std::string& prefix) {
+      return name.compare(0, prefix.size(), prefix) == 0;
+    });
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    flags.push_back(!in_layer_norm && !std::regex_search(name, no_decay));
+  }
+  return flags;
 }
 
 int64_t count_parameters(const torch::nn::Module& module) {

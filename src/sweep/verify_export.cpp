@@ -4,6 +4,8 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -44,9 +46,11 @@ class ExportWriter {
     const fs::path path = root_ / relative;
     std::error_code error;
     fs::create_directories(path.parent_path(), error);
+    errno = 0;
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(static_cast<const char*>(host.data_ptr()), static_cast<std::streamsize>(host.nbytes()));
-    if (!out) fail(path);
+    out.close();  // a full disk shows at the flush
+    if (!out) fail(path, errno);
     return Json{{"file", relative}, {"dtype", dtype_name(host.scalar_type())}, {"shape", host.sizes().vec()}};
   }
 
@@ -54,15 +58,20 @@ class ExportWriter {
     const fs::path path = root_ / relative;
     std::error_code error;
     fs::create_directories(path.parent_path(), error);
+    errno = 0;
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << content;
-    if (!out) fail(path);
+    out.close();
+    if (!out) fail(path, errno);
   }
 
  private:
-  [[noreturn]] static void fail(const fs::path& path) {
-    throw UserError("cannot write " + text::quoted(path.string()) +
-                    " for verify --export; give a directory you can write to");
+  // `error`: errno after the failed write or flush (0: not known), named in the sentence (helper-104:
+  // a full disk read "give a directory you can write to").
+  [[noreturn]] static void fail(const fs::path& path, int error) {
+    throw UserError("cannot write " + text::quoted(path.string()) + " for verify --export" +
+                    (error != 0 ? " (" + std::string(std::strerror(error)) + ")" : std::string()) +
+                    "; give a directory you can write to, with room for the export");
   }
   fs::path root_;
 };
@@ -158,6 +167,14 @@ void create_export_directory(const std::string& dir) {
 
 void write_reference_step(const std::string& dir, const ReferenceStep& step) {
   create_export_directory(dir);
+  // An earlier export's index goes first: files rewritten under it would read as that export, and a
+  // write that fails half-way would leave a complete-looking index over other weights (helper-104).
+  std::error_code removed;
+  fs::remove(fs::path(dir) / "index.json", removed);
+  if (removed) {
+    throw UserError("verify --export cannot replace the earlier export in " + text::quoted(dir) + " (" +
+                    removed.message() + "); give a directory you can write to");
+  }
   const ExportWriter writer{fs::path(dir)};
   Json parameters = Json::array();
   for (size_t i = 0; i < step.weights.size(); ++i) {
@@ -168,10 +185,15 @@ void write_reference_step(const std::string& dir, const ReferenceStep& step) {
     entry["grad"] = step.gradients[i].defined()
                         ? writer.tensor("grads/" + name + ".bin", step.gradients[i].to(weight.scalar_type()))
                         : Json(nullptr);
+    // The weight after the optimizer step, and whether its group decays (version 2).
+    const bool trains = step.gradients[i].defined() && i < step.updated.size() && step.updated[i].defined();
+    entry["updated"] = trains ? writer.tensor("updated/" + name + ".bin", step.updated[i].to(weight.scalar_type()))
+                              : Json(nullptr);
+    entry["weight_decay"] = trains && i < step.decays.size() ? Json(static_cast<bool>(step.decays[i])) : Json(nullptr);
     parameters.push_back(std::move(entry));
   }
   Json index{{"format", "accumbench-reference-step"},
-             {"version", 1},
+             {"version", 2},
              {"byte_order", "little"},
              {"model", model_json(step.model)},
              {"lora", lora_json(step.model, step.workload)},
@@ -182,7 +204,13 @@ void write_reference_step(const std::string& dir, const ReferenceStep& step) {
                            {"normalization", "token: summed cross-entropy over the non-ignored targets / target_tokens"}}},
              {"batch", batch_json(writer, step.batch)},
              {"labels", labels_json(writer, step.workload, step.batch)},
-             {"parameters", std::move(parameters)}};
+             {"parameters", std::move(parameters)},
+             {"optimizer", Json{{"kind", to_string(step.workload.optimizer.kind)},
+                                {"lr", step.workload.optimizer.lr},
+                                {"beta1", step.workload.optimizer.beta1},
+                                {"beta2", step.workload.optimizer.beta2},
+                                {"eps", step.workload.optimizer.eps},
+                                {"weight_decay", step.workload.optimizer.weight_decay}}}};
   // --max-grad-norm: the norm the gradients above had before the optimizer step clipped them
   // (they are exported unclipped, as the reference computes them).
   index["clipping"] = step.workload.optimizer.clips()

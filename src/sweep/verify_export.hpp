@@ -27,6 +27,10 @@ struct ReferenceStep {
   std::vector<at::Tensor> gradients;  // parallel to `weights`; undefined for frozen parameters
   double loss = 0;                // token-normalized: summed cross-entropy / target tokens
   double grad_norm = 0;           // with --max-grad-norm: the gradients' global L2 norm before clipping
+  // Parallel to `weights`: each after the reference's optimizer step (undefined for frozen ones),
+  // and whether the weight decay acted on it (the Trainer's decayed group; weight_decay_flags).
+  std::vector<at::Tensor> updated;
+  std::vector<bool> decays;
 };
 
 // Creates `dir` when missing; throws UserError when it cannot (verify calls it before any step,

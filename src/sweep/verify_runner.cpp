@@ -338,9 +338,15 @@ VerifyResult verify_job(const VerifyOptions& options, const VerifySetup& setup, 
   // Every rank computed the same reference alone; one writes it.
   if (!options.export_dir.empty() && setup.launch.rank == 0) {
     ReferenceStep exported{setup.model, w, setup.precision, batch, {}, reference.gradients, reference.loss,
-                             reference.grad_norm};
+                             reference.grad_norm, {}, {}};
     const auto named = trainer.model()->named_parameters();
-    for (size_t i = 0; i < named.size(); ++i) exported.weights.emplace_back(named[i].key(), initial[i]);
+    const std::vector<bool> decays = weight_decay_flags(*trainer.model());  // one per trainable parameter
+    for (size_t i = 0, trained = 0; i < named.size(); ++i) {
+      exported.weights.emplace_back(named[i].key(), initial[i]);
+      const bool trains = named[i].value().requires_grad();
+      exported.updated.push_back(trains ? reference.weights[i] : at::Tensor());
+      exported.decays.push_back(trains && decays[trained++]);
+    }
     write_reference_step(options.export_dir, exported);
     result.export_dir = options.export_dir;
   }
