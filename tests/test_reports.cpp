@@ -224,6 +224,17 @@ TEST(ConsoleReporter, HeaderNamesTheOptimizersOfTheRuns) {
   EXPECT_EQ(report_lines(ConsoleReporter(), result)[0], std::string(kContextLine) + ", optimizer sgd");
 }
 
+// A precision of the list that no split reached (a sweep stopped first) is named as not begun: the
+// header does not read as the sweep asked (helper-106).
+TEST(ConsoleReporter, ContextNamesPrecisionsNotBegun) {
+  SweepResult result = sample_result();
+  result.context.options.emplace_back("precisions", "bf16,fp16");
+  const std::string line = report_lines(ConsoleReporter(), result)[0];
+  EXPECT_EQ(line, std::string(kContextLine) + " (fp16 not begun)");
+  result.context.options.back().second = "bf16";
+  EXPECT_EQ(report_lines(ConsoleReporter(), result)[0].find("not begun"), std::string::npos);
+}
+
 // A token file cut into windows has no "samples" line of its own: the header names the file.
 TEST(ConsoleReporter, ContextNamesATokenFilesWindows) {
   SweepResult result = sample_result();
@@ -1020,6 +1031,36 @@ TEST(Json, WhatWasNotMeasuredIsNull) {
   EXPECT_FALSE(back.runs[3].fits);
   EXPECT_TRUE(back.runs[0].fits);
   EXPECT_EQ(back.runs[0].tokens_per_step, result.runs[0].tokens_per_step);
+}
+
+// A split that ran but was never timed (a sweep stopped in its warm-up) reads back as the sweep held
+// it: rates and phases not measured (NaN), so the tables say "-", not "0 tokens/s" (helper-106).
+TEST(Json, AWarmedUpSplitReadsBackUntimed) {
+  SweepResult result = sample_result();
+  RunResult& warmed = result.runs[1];
+  // As finalize_run leaves a run without timed steps.
+  warmed.steps.clear();
+  warmed.step_seconds = Summary{};
+  warmed.phase_median_seconds.fill(kNaN);
+  warmed.device_median_seconds.fill(kNaN);
+  warmed.tokens_per_second = warmed.computed_tokens_per_second = warmed.samples_per_second = kNaN;
+  warmed.achieved_tflops = warmed.hardware_tflops = kNaN;
+  const SweepResult back = sweep_result_from_json(to_json(result), "sweep.json");
+  const RunResult& read = back.runs[1];
+  EXPECT_EQ(read.status, RunStatus::kOk);
+  EXPECT_TRUE(std::isnan(read.tokens_per_second));
+  EXPECT_TRUE(std::isnan(read.samples_per_second));
+  EXPECT_TRUE(std::isnan(read.achieved_tflops));
+  EXPECT_TRUE(std::isnan(read.phase_median_seconds[static_cast<int>(Phase::kForward)]));
+  EXPECT_EQ(read.peak_allocated_bytes, warmed.peak_allocated_bytes);
+  bool found = false;
+  for (const std::string& line : report_lines(MarkdownReporter(), back)) {
+    if (line.rfind("| " + read.config.label() + " |", 0) != 0) continue;
+    found = true;
+    EXPECT_EQ(line.find("| 0 |"), std::string::npos) << line;
+    EXPECT_EQ(line.find("| 0.0 |"), std::string::npos) << line;
+  }
+  EXPECT_TRUE(found);
 }
 
 // Each timed step names the sweep that timed it (schema 19); a file of schema 18 reads its steps as

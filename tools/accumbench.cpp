@@ -438,7 +438,10 @@ std::string padding_to_t_note(const ab::SweepResult& result) {
 // Worded before a run: re-reading the config after could fail.
 std::vector<std::string> shape_notes(const ab::ModelConfig& cfg, const ab::WorkloadOptions& w) {
   return {ab::sliding_window_note(cfg, w.seq_len), ab::context_length_note(cfg, w.seq_len), ab::dropout_note(cfg),
-          ab::stored_dtype_note(cfg, ab::grid_weights_dtypes(w)), ab::lora_rank_note(cfg, w.lora)};
+          // A 4-bit base prepared by PEFT holds every other parameter in fp32 whatever the dtype
+          // (idle_weights_dtype_note): no dtype to name (helper-107: the two notes disagreed).
+          w.lora.quantized() && w.lora.kbit_upcast ? std::string() : ab::stored_dtype_note(cfg, ab::grid_weights_dtypes(w)),
+          ab::lora_rank_note(cfg, w.lora)};
 }
 
 // The shell's exit status for a run stopped by a signal: 128 + its number (130 for Ctrl-C); a rank
@@ -964,6 +967,8 @@ struct SweepCommand {
     }
     files.require_writable(resume_path, "--resume");  // every rank alike, before any joins (the same paths)
     require_inputs_kept(files.named(), flags.inputs());
+    // The one process that writes it holds it for the whole sweep (a second sweep to it is refused).
+    if (primary && !files.json.empty()) ab::lock_written_file(files.json, "--json");
     options.json_path = files.json;
     const bool progress = primary && stderr_is_tty();
     // Worded before the run: re-reading the config afterwards could fail and lose the report.

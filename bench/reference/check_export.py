@@ -399,8 +399,8 @@ def trainer_decay_names(module, prefix=""):
 # reference steps float64 copies (the exact update of those numbers), and accumbench's float32
 # weights carry the rounding of w − Δw, a few units of w's last place each: the bar is 1e-5 of
 # the update, or 4 units of float32's roundoff of ‖w‖ where that is larger (an SGD step of a
-# clipped gradient moves w by less than its rounding). 16-bit weights: torch steps them in their
-# own dtype, as accumbench does, and verify's bar between splits holds (0.25).
+# clipped gradient moves w by less than its rounding). 16-bit weights or adapters: torch steps them in
+# their own dtype, as accumbench does, and verify's bar between splits holds (0.25).
 UPDATE_TOLERANCE = 1e-5
 FLOAT32_ROUNDOFF = 2.0 ** -24
 LOW_PRECISION_UPDATE_TOLERANCE = 0.25
@@ -427,8 +427,9 @@ def check_update(index, root, wrong_decay=False):
           f"Trainer groups them {'PASS' if flags_ok else 'FAIL'}")
     if wrong_decay:
         decayed = {p["name"] for p in trainable}
-    weights = index.get("weights_dtype", "fp32")
-    exact = weights == "fp32"  # the exact update, in float64; 16-bit weights step in their dtype
+    # The exact update, in float64, where everything that trains is float32; 16-bit weights or
+    # adapters (--adapter-dtype bf16) step in their dtype, as accumbench steps them.
+    exact = all(p["weight"]["dtype"] == "float32" for p in trainable)
     params = {p["name"]: (read_tensor(root, p["weight"]).double() if exact else read_tensor(root, p["weight"]))
               .requires_grad_() for p in trainable}
     for p in trainable:

@@ -140,6 +140,18 @@ void require_readable_file(const std::string& path, const std::string& what);
 // its kind never is (a config.json is kilobytes; helper-104: a weights file given as --hf-config
 // was read whole). `what`: the option ("--hf-config"); `kind`: "a Hugging Face config.json". Other
 // kinds of path (a pipe) are left to their reader.
+// accumbench's cache directory: $ACCUMBENCH_CACHE_DIR, else $XDG_CACHE_HOME/accumbench, else
+// $HOME/.cache/accumbench (./.cache/accumbench without a HOME). Not created here.
+std::string cache_directory();
+
+// Holds an advisory lock on the file a long run writes again and again (a sweep's --json), for
+// the process's life, so that a second accumbench writing the same file is refused rather than
+// each replacing the other's saves (helper-104: both said "wrote same.json", one's results lost).
+// The lock is a file in cache_directory()/locks named by the path's canonical form; where that
+// cannot be made (a read-only cache) nothing is locked. UserError naming the other process's pid
+// when it holds the lock. `option`: "--json".
+void lock_written_file(const std::string& path, const std::string& option);
+
 // The name of a temporary file beside `path`: "<path>.<tag>.tmp", or, where that name would pass
 // the file system's 255 bytes of a name (a legal long name of the user's), ".accumbench-<tag>.tmp"
 // in the same directory (helper-104: a 250-character --json name was refused).

@@ -432,7 +432,7 @@ std::string stored_dtype_note(const ModelConfig& cfg, const std::vector<Precisio
     return "";
   }
   const std::string flag = cfg.stored_dtype == "bfloat16" ? "bf16" : "fp16";
-  return cfg.name + " stores its weights in " + cfg.stored_dtype + "; here they train in fp32 (--weights-dtype fp32, " +
+  return cfg.name + " stores its weights in " + cfg.stored_dtype + "; here they are held in fp32 (--weights-dtype fp32, " +
          "the default), as TRL's ModelConfig (dtype float32) and transformers 4's from_pretrained without a dtype " +
          "load them, while transformers 5 loads the stored " + cfg.stored_dtype + " by default: --weights-dtype " + flag +
          " measures that job, --weights-dtype fp32," + flag + " both" +

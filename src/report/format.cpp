@@ -142,7 +142,17 @@ std::string context_line(const SweepResult& result) {
   } else {
     line << c.device_name << " (" << c.device << ")";
   }
-  const std::string precisions = precisions_of(result.runs);
+  std::string precisions = precisions_of(result.runs);
+  // A precision asked for that no split has (a sweep stopped before any of its splits began): named,
+  // so that the header does not read as the sweep asked (helper-106: "precision fp32" of fp32,bf16).
+  std::string not_begun;
+  std::istringstream asked(option_value(c, "precisions"));
+  for (std::string name; std::getline(asked, name, ',');) {
+    const bool ran = std::any_of(result.runs.begin(), result.runs.end(),
+                                 [&name](const RunResult& run) { return to_string(run.config.precision) == name; });
+    if (!ran && !name.empty()) not_begun += (not_begun.empty() ? "" : "/") + name;
+  }
+  if (!precisions.empty() && !not_begun.empty()) precisions += " (" + not_begun + " not begun)";
   if (!precisions.empty()) line << ", precision " << precisions;
   if (const std::string weights = dtype_words(result); !weights.empty()) line << ", " << weights;
   line << data_words(c);

@@ -323,14 +323,19 @@ void read_unmeasured_back(Json& root) {
                             run["step_seconds"].contains("count") && run["step_seconds"]["count"].is_number() &&
                             run["step_seconds"]["count"].get<double>() > 0;
     if (ok && (timed || summarized)) continue;
+    // A split that ran but was never timed (a sweep stopped in its warm-up) reads its rates and
+    // phases back as not measured (null: NaN), as finalize_run leaves them: the tables show "-", not
+    // "0 tokens/s" (helper-106); its counts per step are 0. A failed split's measured columns show
+    // "-" by its status.
     for (const char* key : kUnmeasuredRates) {
-      if (run.contains(key) && run[key].is_null()) run[key] = 0.0;
+      const bool count = std::string(key) == "tokens_per_step" || std::string(key) == "padding_fraction";
+      if (run.contains(key) && run[key].is_null() && (!ok || count)) run[key] = 0.0;
     }
     for (const char* key : kUnmeasuredPeaks) {
       if (run.contains(key) && run[key].is_null()) run[key] = 0;
     }
     for (const char* key : kUnmeasuredPhases) {
-      if (!run.contains(key) || !run[key].is_object()) continue;
+      if (ok || !run.contains(key) || !run[key].is_object()) continue;
       for (auto& [phase, seconds] : run[key].items()) {
         (void)phase;
         if (seconds.is_null()) seconds = 0.0;

@@ -26,11 +26,6 @@ namespace {
 // A Python loop's host time per micro-step is milliseconds; a minute is far beyond any.
 constexpr double kMaxFrameworkSeconds = 60.0;
 
-std::string env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? value : "";
-}
-
 // The entry's fields in the order the cache writes them (seq_len, a whole number read with its
 // fallback to the shape, last): one table for reading, checking and writing. A field without a
 // fallback is one calibrate-framework always wrote; the others read their fallback when missing
@@ -128,17 +123,7 @@ Json json_of(const FrameworkCacheEntry& e) {
 
 }  // namespace
 
-std::string framework_cache_path() {
-  fs::path dir;
-  if (!env("ACCUMBENCH_CACHE_DIR").empty()) {
-    dir = env("ACCUMBENCH_CACHE_DIR");
-  } else if (!env("XDG_CACHE_HOME").empty()) {
-    dir = fs::path(env("XDG_CACHE_HOME")) / "accumbench";
-  } else {
-    dir = fs::path(env("HOME").empty() ? "." : env("HOME")) / ".cache" / "accumbench";
-  }
-  return (dir / "framework-overhead.json").string();
-}
+std::string framework_cache_path() { return (fs::path(cache_directory()) / "framework-overhead.json").string(); }
 
 std::vector<FrameworkCacheEntry> read_framework_cache(const std::string& path) {
   const auto not_the_cache = [&](const std::string& why) {
@@ -260,7 +245,16 @@ FrameworkOverhead resolve_framework_overhead(const std::string& spec, const std:
     o.added = true;
     return o;
   }
-  const std::vector<FrameworkCacheEntry> entries = read_framework_cache(framework_cache_path());
+  // auto is the default: a cache that cannot be read leaves the sweep to the engine's time, said, rather
+  // than stopping a sweep that never asked for it (helper-104; --framework-overhead auto given or
+  // not, calibrate-framework still refuses the file when it would write it).
+  std::vector<FrameworkCacheEntry> entries;
+  try {
+    entries = read_framework_cache(framework_cache_path());
+  } catch (const UserError& error) {
+    o.source = std::string(error.what()) + "; engine only until then";
+    return o;
+  }
   const std::string precision = to_string(key.precision);
   const std::string weights = to_string(key.weights_dtype);
   // How close an entry's job is to this one: the same job; LoRA on other linears, checkpointed

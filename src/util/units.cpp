@@ -18,6 +18,7 @@
 #include "accumbench/error.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -507,6 +508,48 @@ void require_distinct_files(const std::vector<std::pair<std::string, std::string
                       ", and one would replace the other; give each its own path");
     }
   }
+}
+
+std::string cache_directory() {
+  const auto env = [](const char* name) {
+    const char* value = std::getenv(name);
+    return std::string(value != nullptr ? value : "");
+  };
+  if (!env("ACCUMBENCH_CACHE_DIR").empty()) return env("ACCUMBENCH_CACHE_DIR");
+  if (!env("XDG_CACHE_HOME").empty()) return (std::filesystem::path(env("XDG_CACHE_HOME")) / "accumbench").string();
+  return (std::filesystem::path(env("HOME").empty() ? "." : env("HOME")) / ".cache" / "accumbench").string();
+}
+
+void lock_written_file(const std::string& path, const std::string& option) {
+  std::error_code error;
+  const std::string canonical =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(path, error), error).string();
+  if (error) return;
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a of the canonical path
+  for (unsigned char c : canonical) hash = (hash ^ c) * 1099511628211ull;
+  const std::filesystem::path dir = std::filesystem::path(cache_directory()) / "locks";
+  std::filesystem::create_directories(dir, error);
+  if (error) return;
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx.lock", static_cast<unsigned long long>(hash));
+  const std::string lock = (dir / name).string();
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int why = errno;
+    char pid[32] = {0};
+    const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
+    ::close(fd);
+    if (why != EWOULDBLOCK) return;
+    std::string holder = n > 0 ? std::string(pid, static_cast<size_t>(n)) : std::string();
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    throw UserError("another accumbench" + (holder.empty() ? std::string() : " (pid " + holder + ")") + " is writing " +
+                    text::quoted(path, 240) + " (its " + option + "); wait for it to finish, or give this one another " +
+                    option + " file");
+  }
+  const std::string mine = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) == 0) (void)::pwrite(fd, mine.data(), mine.size(), 0);
+  // Kept open (and locked) until the process ends: the lock goes with it, however it ends.
 }
 
 std::string temporary_beside(const std::string& path, const std::string& tag) {

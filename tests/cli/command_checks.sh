@@ -857,13 +857,50 @@ if not json.load(open(sys.argv[1]))["splits"]: fail("no splits")
   check "no temporary is left beside it" bash -c '! ls -A "$1" | grep -q "\.tmp$"' _ "$work"
 }
 
+# cli.plan.stored_dtype_note_not_under_peft_qlora: a 4-bit base prepared by PEFT holds every other
+# parameter in fp32 whatever --weights-dtype says, so the config's stored dtype gets no note
+# naming --weights-dtype (helper-107: it said "--weights-dtype bf16 measures that job", and with
+# it another note said the option changes nothing).
+stored_dtype_qlora() {
+  expect 0 "stores its weights in bfloat16; here they are held in fp32" -- \
+    plan --hf-config "$data/hf/llama.json" --seq-len 32 --batch 4 --device cpu --lora-rank 4
+  expect 0 "splits of batch 4" -- plan --hf-config "$data/hf/llama.json" --seq-len 32 --batch 4 --device cpu --lora-rank 4 \
+    --base-quant nf4
+  check "no stored-dtype note under --base-quant nf4 --kbit-prep peft" bash -c '! grep -q "stores its weights in" "$1" "$2"' _ "$out" "$err"
+}
+
+# cli.sweep.json_locked: a second sweep writing the --json a running one writes is refused, naming
+# the first's pid (helper-104: both rewrote the file after every split, one's results lost, both
+# said "wrote"); once the first has ended, the file is free again.
+json_locked() {
+  export ACCUMBENCH_CACHE_DIR="$work/cache"
+  local json=$work/same.json
+  tiny_args --steps 400 --json "$json"
+  "$bin" sweep "${args[@]}" >"$work/first.out" 2>&1 &
+  local first=$!
+  background_pids+=("$first")
+  local waited=0
+  until [ -s "$json" ]; do  # the lock is taken before the first save
+    sleep 0.1
+    waited=$((waited + 1))
+    [ "$waited" -lt 600 ] || fail "the first sweep saved nothing"
+  done
+  tiny_args --json "$work/./same.json"  # the same file by another spelling
+  expect_user_error "another accumbench (pid $first) is writing \"$work/./same.json\" (its --json)" \
+    "wait for it to finish, or give this one another --json file" -- sweep "${args[@]}"
+  kill -INT "$first"
+  wait "$first" || true
+  tiny_args --json "$json"
+  expect 0 "wrote $json" -- sweep "${args[@]}"
+}
+
 case $mode in
   models | knobs | precisions | chunked_loss | token_file | help_defaults | verify_token | verify_chunked | \
     verify_oib | plan_chunked | plan_calibrate | emit_round_trip | plan_outputs | verify_oom | framework_overhead | \
     calibrate_framework | calibrate_framework_lora | pipes | resume_edited_lengths | resume_shorter_list | resume_new_limit | \
     stdout_fails | grouping_equal_lengths | resume_raised_steps | resume_lengths_path | compare_distinct_steps | \
     nothing_fits_keeps_files | resume_cpu_settings | grouped_plan_matches | json_reads_as_the_tables | \
-    calibrate_framework_interrupt | resume_tolerance_note | verify_json | resume_new_split | export_replaced | oversized_files | long_file_name) "$mode" ;;
+    calibrate_framework_interrupt | resume_tolerance_note | verify_json | resume_new_split | export_replaced | oversized_files | long_file_name | stored_dtype_qlora | json_locked) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
