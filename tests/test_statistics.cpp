@@ -803,6 +803,28 @@ TEST(Recommend, ThePhaseOfTheGapIsReadOnPairedRounds) {
   EXPECT_NE(reason.find("slower, mostly in backward (+40.0 ms)"), std::string::npos) << reason;
 }
 
+// The slowest split's ratio pairs the rounds both ran; the table's "vs fastest" reads each split's
+// median over its own rounds. 1×64 ran the first 10 rounds beside 8×8 (1.2× its time); 8×8 went on
+// for 40 rounds on a machine that ran it 2.5× slower, so by medians 1×64 reads 0.48×: the sentence
+// says the two differ and why (helper-110: 1.7× beside a table's 3.85×, unexplained).
+TEST(Recommend, SaysWhereTheTablesMediansPartFromThePairedRatio) {
+  std::vector<RunResult> runs = {timed(8, 8, 0.200, 2 * kGiB, 0.01, 0.002, 50), timed(1, 64, 0.240, 2 * kGiB, 0.01, 0.002, 10)};
+  std::vector<double> all;
+  for (size_t k = 10; k < runs[0].steps.size(); ++k) runs[0].steps[k].step_seconds *= 2.5;
+  for (const StepSample& step : runs[0].steps) all.push_back(step.step_seconds);
+  runs[0].step_seconds = summarize(all);
+  runs[0].mean_seconds.value = winsorized_mean(runs[0]);
+  const std::string reason = recommend(runs).reason;
+  EXPECT_NE(reason.find("1\u00d764 is 1.2\u00d7 slower (by the medians of the rounds each ran, as the table compares "
+                        "them, 0.48\u00d7: the machine's speed changed between those rounds, and this figure pairs the "
+                        "rounds both ran)"),
+            std::string::npos)
+      << reason;
+  // Rounds of one speed: no such words.
+  const std::vector<RunResult> steady = {timed(8, 8, 0.200, 2 * kGiB, 0.01, 0.002, 50), timed(1, 64, 0.240, 2 * kGiB, 0.01, 0.002, 10)};
+  EXPECT_EQ(recommend(steady).reason.find("by the medians of the rounds"), std::string::npos);
+}
+
 // Steps of many sizes (a grouped epoch) are weighed by their means, the gap's phase too: paired
 // medians read a short step's difference (helper's grouped 32×1 was "mostly in forward (+433 µs)"
 // of 78 ms more). Here 8 short steps differ by 10 ms of backward, 2 long ones by 450 ms of forward:

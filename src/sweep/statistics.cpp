@@ -809,6 +809,16 @@ std::string what_the_slowest_loses(const std::vector<RunResult>& runs, const std
               : decided.paired_rounds(slowest, best) >= kMinRoundsToDecide ? " (undecided: no upper bound yet)"
                                                                           : " (too few rounds to decide)";
   }
+  // The table's "vs fastest" reads each split's median over the rounds it ran: where a split left
+  // the rounds early and the machine's speed changed after, the two figures part (helper-110: 3.85×
+  // in the table beside 1.7× here), and the sentence says which one pairs the rounds.
+  if (!with_framework && !other_rows) {
+    const double table = typical_step_seconds(s) / typical_step_seconds(b);
+    if (std::isfinite(table) && table > 0 && (table > ratio.value * 1.25 || table * 1.25 < ratio.value)) {
+      reason += " (by the medians of the rounds each ran, as the table compares them, " + text::format_ratio(table, 2) +
+                ": the machine's speed changed between those rounds, and this figure pairs the rounds both ran)";
+    }
+  }
   const int64_t extra = s.config.accum_steps - b.config.accum_steps;
   // With a framework's host time per micro-step, the part of the gap it adds (more micro-steps, more
   // of it), said apart from the engine's: where the engine alone is no slower, the phases explain
