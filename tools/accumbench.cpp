@@ -1816,8 +1816,13 @@ int PlanCommand::run() {
         heading = "split " + ab::plan_label(*trl_step, plans) + ": the largest that fits in " + ab::format_bytes(memory) +
                   " under TRL's own step (--framework hf-trl --trl-loss " + trl_loss_words + ", " +
                   ab::format_bytes(trl_step->peak_bytes) + "), which holds its loss and metrics on the logits too; " +
-                  "accumbench's own loop fits " + ab::plan_label(*shown, plans);
+                  "accumbench's own loop fits " +
+                  (shown->peak_bytes <= memory ? ab::plan_label(*shown, plans) : std::string("none of them"));
         emitted = &*std::find_if(plans.begin(), plans.end(), [&](const ab::MemoryPlan& p) { return p.split.key() == trl_step->split.key(); });
+      } else if (shown->peak_bytes > memory) {  // TRL's own loss holds less than accumbench's loop here
+        heading = "split " + ab::plan_label(*shown, plans) + ": none fits in " + ab::format_bytes(memory) +
+                  " in accumbench's own loop, but under TRL's own step (--framework hf-trl --trl-loss " + trl_loss_words +
+                  ") it does, at " + ab::format_bytes(trl_step->peak_bytes);
       } else {
         heading += ", under TRL's own step too (--framework hf-trl --trl-loss " + trl_loss_words + ": " +
                    ab::format_bytes(trl_step->peak_bytes) + ")";
@@ -1828,14 +1833,19 @@ int PlanCommand::run() {
   write_files(report);
   // No split fits, and no change the plan tries makes one fit: the limit is impossible for this
   // job, as a sweep finds it (exit 2 there too), after the plan that shows why.
-  const bool impossible = !report.changes.empty() &&
+  // (No change left to try, every one already given, is no change that fits: helper-108.)
+  const bool impossible = memory > 0 &&
+                          std::none_of(report.largest.begin(), report.largest.end(),
+                                       [](const ab::JobLargest& job) { return job.fits(); }) &&
                           std::none_of(report.changes.begin(), report.changes.end(),
                                        [](const ab::FitChange& change) { return change.fits(); });
   if (impossible) {
     throw ab::UserError("nothing fits in the " + ab::format_bytes(memory) + " left for the splits (" +
                         (w.memory_limit_bytes > 0 ? "--memory-limit " : "the GPU's ") + ab::format_bytes(limit) +
-                        " less --headroom), even with every change the plan tried above; plan a shorter --seq-len or "
-                        "a smaller model, or give more memory");
+                        " less --headroom), " +
+                        (report.changes.empty() ? std::string("and every change the plan would try is already given")
+                                                : std::string("even with every change the plan tried above")) +
+                        "; plan a shorter --seq-len or a smaller model, or give more memory");
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,24 +76,23 @@ std::vector<std::string> lengths_file_lines(const std::string& path);
 SampleLengths document_lengths(const std::vector<int64_t>& tokens, int64_t eos_id, int64_t seq_len,
                                std::vector<int64_t>* starts = nullptr);
 
-// A token file of little-endian uint16 or uint32 ids: a regular file mapped into memory (a
-// pretraining shard of many gigabytes is read only where its windows are), a pipe read once
-// (read_file_bytes). The constructor throws UserError when the width is not 2 or 4 or the file is
-// missing, empty or not a whole number of ids; ids are decoded one at a time, so a large file is
-// never widened to int64 as a whole.
+// A token file of little-endian uint16 or uint32 ids: of a regular file only its first `max_ids`
+// ids are read (a pretraining shard of many gigabytes costs the windows a sweep takes), a pipe is
+// read once, whole (read_file_bytes). The constructor throws UserError when the width is not 2 or 4
+// or the file is missing, empty, not a whole number of ids, or shorter than its size said while it
+// was read; ids are decoded one at a time, so a large file is never widened to int64 as a whole.
 class TokenFile {
  public:
-  TokenFile(const std::string& path, int token_bytes);
-  int64_t size() const { return static_cast<int64_t>(size_) / width_; }
-  // The id at index i; throws UserError naming the position when it is >= vocab_size.
+  TokenFile(const std::string& path, int token_bytes, int64_t max_ids = std::numeric_limits<int64_t>::max());
+  int64_t size() const { return static_cast<int64_t>(size_) / width_; }  // every id of the file
+  // The id at index i (below max_ids); throws UserError naming the position when it is >= vocab_size.
   int64_t id(int64_t i, int64_t vocab_size) const;
 
  private:
   std::string path_;
   int width_;
-  std::shared_ptr<const void> owner_;  // the mapping, or the bytes read
-  const char* data_ = nullptr;
-  std::size_t size_ = 0;
+  std::shared_ptr<const std::string> bytes_;  // the ids read
+  std::size_t size_ = 0;                      // the file's bytes
 };
 
 // The sentence for a token file of `count` ids that holds fewer than one step's windows of T + 1

@@ -129,7 +129,8 @@ std::string why_unreadable(const std::string& path);
 
 // FNV-1a 64-bit hash of a file's bytes (read_file_bytes), as 16 hex digits; "" when it cannot be
 // read. Identifies a config.json, lengths or token file in a result's context, so --resume can
-// tell an edited file.
+// tell an edited file. A regular file above 256 MiB (a token shard) is sampled: its size and 256
+// blocks of 64 KiB spread over it.
 std::string file_fingerprint(const std::string& path);
 
 // Throws UserError unless `path` names a regular file that can be opened for reading: a

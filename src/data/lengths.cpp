@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 #include <string_view>
 #include <map>
 #include <mutex>
@@ -508,33 +508,47 @@ void check_token_file(const std::string& path, int token_bytes) {
 
 }  // namespace
 
-TokenFile::TokenFile(const std::string& path, int token_bytes) : path_(path), width_(token_bytes) {
+TokenFile::TokenFile(const std::string& path, int token_bytes, int64_t max_ids) : path_(path), width_(token_bytes) {
   if (token_bytes != 2 && token_bytes != 4) {
     throw UserError("--token-bytes " + std::to_string(token_bytes) +
                     ": token ids are 2 (uint16) or 4 (uint32) bytes wide; pass --token-bytes 2 or 4");
   }
   struct stat info {};
-  const int fd = ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) ? ::open(path.c_str(), O_RDONLY) : -1;
-  if (fd >= 0 && info.st_size > 0) {
-    // Mapped, not read: only the pages of the windows a sweep takes are ever loaded (helper-104: a
-    // 10 GB shard was read whole, then widened, until memory ran out).
-    void* mapped = ::mmap(nullptr, static_cast<size_t>(info.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (mapped == MAP_FAILED) {
-      throw UserError("token file " + text::quoted(path, 240) + " cannot be mapped into memory (" + std::strerror(errno) +
-                      "); check the file");
+  const int fd = ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+  if (fd >= 0) {
+    // Only the ids asked for (helper-104: a 10 GB shard was read whole, then widened, until memory
+    // ran out), read, not mapped: a file cut short while it is read is a sentence, not a SIGBUS
+    // (helper-108). The first MiB at least, for the width check below.
+    size_ = static_cast<size_t>(info.st_size);
+    const int64_t wanted_ids = std::max<int64_t>(max_ids, (int64_t{1} << 20) / token_bytes);
+    const size_t wanted = wanted_ids >= static_cast<int64_t>(size_ / static_cast<size_t>(token_bytes))
+                              ? size_
+                              : static_cast<size_t>(wanted_ids) * static_cast<size_t>(token_bytes);
+    auto bytes = std::make_shared<std::string>();
+    size_t got = 0;
+    try {
+      bytes->resize(wanted);
+      while (got < wanted) {
+        const ssize_t n = ::read(fd, &(*bytes)[got], wanted - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += static_cast<size_t>(n);
+      }
+    } catch (const std::bad_alloc&) {
+      ::close(fd);
+      throw UserError("token file " + text::quoted(path, 240) + " asks for " + format_bytes(static_cast<int64_t>(wanted)) +
+                      " of ids, more than this process can hold in memory; give a shard of it");
     }
-    const size_t length = static_cast<size_t>(info.st_size);
-    owner_ = std::shared_ptr<const void>(mapped, [length](const void* at) { ::munmap(const_cast<void*>(at), length); });
-    data_ = static_cast<const char*>(mapped);
-    size_ = length;
+    ::close(fd);
+    if (got < wanted) {
+      throw UserError("token file " + text::quoted(path, 240) + " ended after " + std::to_string(got) + " of its " +
+                      std::to_string(wanted) + " bytes while it was read (changed meanwhile?); give a file nothing writes");
+    }
+    bytes_ = std::move(bytes);
   } else {
-    if (fd >= 0) ::close(fd);
-    std::shared_ptr<const std::string> bytes = read_file_bytes(path);
-    if (bytes == nullptr) throw UserError("token file " + text::quoted(path, 240) + " " + why_unreadable(path) + "; check the path");
-    data_ = bytes->data();
-    size_ = bytes->size();
-    owner_ = std::move(bytes);
+    bytes_ = read_file_bytes(path);
+    if (bytes_ == nullptr) throw UserError("token file " + text::quoted(path, 240) + " " + why_unreadable(path) + "; check the path");
+    size_ = bytes_->size();
   }
   if (size_ == 0)
     throw UserError("token file \"" + path + "\" is empty; give a file of token ids (uint16, or uint32 with "
@@ -545,7 +559,7 @@ TokenFile::TokenFile(const std::string& path, int token_bytes) : path_(path), wi
                     "-byte token width; pass the right --token-bytes");
   }
   // The first MiB decides (a shard of gigabytes is not scanned whole before its first window).
-  if (token_bytes == 2) refuse_wide_ids_read_narrow(std::string_view(data_, std::min<size_t>(size_, size_t{1} << 20)), path);
+  if (token_bytes == 2) refuse_wide_ids_read_narrow(std::string_view(*bytes_).substr(0, size_t{1} << 20), path);
 }
 
 namespace {
@@ -565,7 +579,11 @@ int64_t decode_id(const char* at, int width, int64_t position, int64_t vocab_siz
 }  // namespace
 
 int64_t TokenFile::id(int64_t i, int64_t vocab_size) const {
-  return decode_id(data_ + static_cast<size_t>(i) * static_cast<size_t>(width_), width_, i, vocab_size, path_);
+  const size_t at = static_cast<size_t>(i) * static_cast<size_t>(width_);
+  if (at + static_cast<size_t>(width_) > bytes_->size()) {
+    throw std::logic_error("token id " + std::to_string(i) + " of " + path_ + " was not read");
+  }
+  return decode_id(bytes_->data() + at, width_, i, vocab_size, path_);
 }
 
 std::string too_few_tokens_problem(const std::string& path, int64_t count, int64_t seq_len, int64_t batch) {

@@ -163,10 +163,11 @@ const TokenBatch& StepBatches::batch(int64_t step) const {
 std::vector<TokenBatch> load_token_file(const std::string& path, int token_bytes,
                                         const DataOptions& options) {
   check_shape(options);
-  const TokenFile file(path, token_bytes);
-  const int64_t count = file.size();
   const int64_t window = options.seq_len + 1;
   const int64_t windows_per_batch = options.batch;
+  // The ids of the batches taken, no more (a shard of gigabytes is not read whole).
+  const TokenFile file(path, token_bytes, std::max(1, options.distinct_batches) * window * windows_per_batch);
+  const int64_t count = file.size();
   const int64_t batches = count / (window * windows_per_batch);
   if (batches == 0) throw UserError(too_few_tokens_problem(path, count, options.seq_len, windows_per_batch));
   std::vector<TokenBatch> out;

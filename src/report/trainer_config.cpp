@@ -346,7 +346,7 @@ TrainerConfig parse_trainer_config(const std::string& yaml_text, ConfigFormat fo
 }
 
 TrainerConfig read_trainer_config(const std::string& path, ConfigFormat format, int world_size) {
-  require_file_size_at_most(path, int64_t{64} << 20, option_name(format), std::string("a ") + format_name(format) + " YAML config");
+  require_file_size_at_most(path, int64_t{64} << 20, option_name(format), std::string(format == ConfigFormat::kTrl ? "a " : "an ") + format_name(format) + " YAML config");
   const std::shared_ptr<const std::string> text = read_file_bytes(path);  // a pipe too
   if (text == nullptr) {
     const std::string why = why_unreadable(path);

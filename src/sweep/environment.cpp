@@ -11,6 +11,7 @@
 #include <limits>
 #include <thread>
 
+#include "accumbench/error.hpp"
 #include "accumbench/sweep.hpp"
 #include "compat/compat.hpp"
 
@@ -54,6 +55,16 @@ std::string utc_now_iso8601() {
 
 int configure_threads(int threads) {
   const int wanted = threads > 0 ? threads : default_threads();
+  // Without --threads, OMP_NUM_THREADS sets them (default_threads): held to --threads' limit
+  // (helper-104: 5000 hung in creating the thread pool before anything was measured). Here, where
+  // sweep and verify set them, not for plan, which runs none.
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 0 && wanted > 4 * hardware) {
+    throw UserError("OMP_NUM_THREADS=" + std::string(std::getenv("OMP_NUM_THREADS")) + " asks for " +
+                    std::to_string(wanted) + " threads, above the limit of " + std::to_string(4 * hardware) +
+                    " (four times this machine's " + std::to_string(hardware) +
+                    " hardware threads); set it lower, or pass --threads N, which it then leaves alone");
+  }
   at::set_num_threads(wanted);
   // OpenBLAS built with its own threads (Debian's libopenblas0-pthread, which LibTorch's matrix
   // products call on the CPU) keeps a pool of every core whatever OpenMP is told: --threads 1 ran

@@ -488,14 +488,6 @@ void validate_limits(const WorkloadOptions& w) {
   require_at_most("--batch × --seq-len", w.batch * w.seq_len, kMaxStepTokens, "tokens per step");
   const int64_t hardware = std::max(1u, std::thread::hardware_concurrency());
   require_at_most("--threads", w.threads, 4 * hardware, "four times this machine's " + std::to_string(hardware) + " hardware threads");
-  // Without --threads, OMP_NUM_THREADS sets them (default_threads): held to the same limit (helper-104:
-  // 5000 hung in creating the thread pool before anything was measured).
-  if (w.threads <= 0 && default_threads() > 4 * hardware) {
-    throw UserError("OMP_NUM_THREADS=" + std::string(std::getenv("OMP_NUM_THREADS")) + " asks for " +
-                    std::to_string(default_threads()) + " threads, above the limit of " + std::to_string(4 * hardware) +
-                    " (four times this machine's " + std::to_string(hardware) +
-                    " hardware threads); set it lower, or pass --threads N, which it then leaves alone");
-  }
   require_at_most("--world-size", w.world_size, int64_t{1} << 16, "data-parallel ranks");
   require_at_most("--loss-chunk-tokens", w.loss.chunk_tokens, int64_t{1} << 31, "tokens per chunk");
   require_at_most("--lora-rank", w.lora.rank, int64_t{1} << 16, "adapter rank");

@@ -417,8 +417,25 @@ std::string file_fingerprint(const std::string& path) {
     for (std::size_t i = 0; i < n; ++i) hash = (hash ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
   };
   struct stat info {};
-  if (::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode)) {
-    // Streamed: a token file of gigabytes is not held twice.
+  constexpr int64_t kSampledAbove = int64_t{256} << 20;
+  if (::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && info.st_size > kSampledAbove) {
+    // A pretraining shard of gigabytes is sampled, not read whole before every sweep (helper-108: 73 s
+    // for 20 GB): its size and 256 blocks of 64 KiB spread over it, the first and the last among
+    // them. An edit that keeps the size and misses every block goes unseen.
+    std::FILE* file = std::fopen(path.c_str(), "rb");
+    if (file == nullptr) return "";
+    const std::string size = std::to_string(info.st_size);
+    add(size.data(), size.size());
+    char buffer[65536];
+    constexpr int kBlocks = 256;
+    for (int k = 0; k < kBlocks; ++k) {
+      const int64_t at = (static_cast<int64_t>(info.st_size) - int64_t{sizeof buffer}) / (kBlocks - 1) * k;
+      if (::fseeko(file, static_cast<off_t>(at), SEEK_SET) != 0) break;
+      add(buffer, std::fread(buffer, 1, sizeof buffer, file));
+    }
+    std::fclose(file);
+  } else if (::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode)) {
+    // Streamed: a token file is not held twice.
     std::FILE* file = std::fopen(path.c_str(), "rb");
     if (file == nullptr) return "";
     char buffer[65536];
@@ -464,6 +481,13 @@ void require_writable_file(const std::string& named, const std::string& what) {
   const auto slash = path.find_last_of('/');
   const std::string directory = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
   const std::string directory_shown = text::quoted(directory, 240);
+  // A name past the file system's 255 bytes can be neither created nor renamed onto; said before
+  // anything runs (the temporary beside it takes a short name of its own: temporary_beside).
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.size() > 255) {
+    throw UserError(what + " " + shown + " has a name of " + std::to_string(name.size()) +
+                    " bytes, more than a file system takes (255); give a shorter name");
+  }
   if (::stat(directory.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
     throw UserError(what + " " + shown + " is in " + directory_shown +
                     ", which is not an existing directory; create it or write the file elsewhere");

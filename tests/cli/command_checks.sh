@@ -855,6 +855,11 @@ import json, sys
 if not json.load(open(sys.argv[1]))["splits"]: fail("no splits")
 ' "$name"
   check "no temporary is left beside it" bash -c '! ls -A "$1" | grep -q "\.tmp$"' _ "$work"
+  # One byte past what a file system takes: refused before anything runs (helper-108: the short
+  # temporary let the check pass, and the sweep lost its results at the rename).
+  name="$work/$(printf 'b%.0s' $(seq 256))"
+  expect_user_error "has a name of 256 bytes, more than a file system takes (255); give a shorter name" -- \
+    sweep --model gpt2-tiny --seq-len 32 --batch 4 --device cpu --threads 1 --warmup 1 --steps 2 --json "$name"
 }
 
 # cli.plan.stored_dtype_note_not_under_peft_qlora: a 4-bit base prepared by PEFT holds every other
@@ -888,7 +893,7 @@ json_locked() {
   tiny_args --json "$work/./same.json"  # the same file by another spelling
   expect_user_error "another accumbench (pid $first) is writing \"$work/./same.json\" (its --json)" \
     "wait for it to finish, or give this one another --json file" -- sweep "${args[@]}"
-  kill -INT "$first"
+  kill -TERM "$first"  # (SIGINT is ignored by a background job of a script)
   wait "$first" || true
   tiny_args --json "$json"
   expect 0 "wrote $json" -- sweep "${args[@]}"
