@@ -620,21 +620,26 @@ void check_token_windows(const DataSource& data, int64_t seq_len, int64_t batch,
 }
 
 std::vector<int64_t> read_token_ids(const std::string& path, int token_bytes, int64_t vocab_size) {
-  const TokenFile file(path, token_bytes);
-  // Every id as int64 (the documents' samples are cut from them): refused where that would take
-  // more than half of this machine's memory (helper-104: a 10 GB shard ran it out of memory).
+  // Every id as int64 (the documents' samples are cut from them): refused, before anything is read,
+  // where that would take more than half of this machine's memory (helper-104: a 10 GB shard ran it
+  // out of memory). A pipe's size is known only once read (TokenFile).
+  struct stat info {};
+  const double ids = ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && (token_bytes == 2 || token_bytes == 4)
+                         ? static_cast<double>(info.st_size / token_bytes)
+                         : 0.0;
   const double physical = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  const double widened = static_cast<double>(file.size()) * sizeof(int64_t);
+  const double widened = ids * sizeof(int64_t);
   if (physical > 0 && widened > physical / 2) {
-    throw UserError("token file " + text::quoted(path, 240) + " holds " + std::to_string(file.size()) +
+    throw UserError("token file " + text::quoted(path, 240) + " holds " + std::to_string(static_cast<int64_t>(ids)) +
                     " ids, and --eos-id reads every one to split its documents (" + format_bytes(static_cast<int64_t>(widened)) +
                     "), more than half of this machine's " + format_bytes(static_cast<int64_t>(physical)) +
                     " of memory; give a shard of it (e.g. head -c 1G FILE > shard.bin), or drop --eos-id for windows, "
                     "which read only what the steps take");
   }
-  std::vector<int64_t> ids(static_cast<size_t>(file.size()));
-  for (int64_t i = 0; i < file.size(); ++i) ids[static_cast<size_t>(i)] = file.id(i, vocab_size);
-  return ids;
+  const TokenFile file(path, token_bytes);
+  std::vector<int64_t> out(static_cast<size_t>(file.size()));
+  for (int64_t i = 0; i < file.size(); ++i) out[static_cast<size_t>(i)] = file.id(i, vocab_size);
+  return out;
 }
 
 std::optional<SampleSource> read_sample_source(const DataSource& data, int64_t seq_len, int64_t vocab_size) {

@@ -30,7 +30,7 @@ class Optimizer {
   virtual int64_t state_bytes() const = 0;
   const std::vector<at::Tensor>& params() const { return params_; }
   // Which parameters the weight decay acts on, one flag per parameter (empty: every one), as the
-  // Trainer's two parameter groups split them (decays_weight, models.hpp).
+  // Trainer's two parameter groups split them (weight_decay_flags, models.hpp).
   void set_decays(std::vector<bool> decays) { decays_ = std::move(decays); }
 
  protected:

@@ -411,14 +411,22 @@ std::string why_unreadable(const std::string& path) {
   return S_ISDIR(info.st_mode) ? "is a directory" : "cannot be read";
 }
 
+namespace {
+constexpr uint64_t kFnvOffsetBasis = 14695981039346656037ull;
+// FNV-1a 64-bit of `n` bytes, continued from `hash`.
+uint64_t fnv1a(uint64_t hash, const char* data, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) hash = (hash ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
+  return hash;
+}
+}  // namespace
+
 std::string file_fingerprint(const std::string& path) {
-  uint64_t hash = 14695981039346656037ull;  // FNV-1a offset basis
-  const auto add = [&hash](const char* data, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) hash = (hash ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
-  };
+  uint64_t hash = kFnvOffsetBasis;
+  const auto add = [&hash](const char* data, std::size_t n) { hash = fnv1a(hash, data, n); };
   struct stat info {};
   constexpr int64_t kSampledAbove = int64_t{256} << 20;
-  if (::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && info.st_size > kSampledAbove) {
+  const bool regular = ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
+  if (regular && info.st_size > kSampledAbove) {
     // A pretraining shard of gigabytes is sampled, not read whole before every sweep (helper-108: 73 s
     // for 20 GB): its size and 256 blocks of 64 KiB spread over it, the first and the last among
     // them. An edit that keeps the size and misses every block goes unseen.
@@ -434,7 +442,7 @@ std::string file_fingerprint(const std::string& path) {
       add(buffer, std::fread(buffer, 1, sizeof buffer, file));
     }
     std::fclose(file);
-  } else if (::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode)) {
+  } else if (regular) {
     // Streamed: a token file is not held twice.
     std::FILE* file = std::fopen(path.c_str(), "rb");
     if (file == nullptr) return "";
@@ -549,8 +557,7 @@ void lock_written_file(const std::string& path, const std::string& option) {
   const std::string canonical =
       std::filesystem::weakly_canonical(std::filesystem::absolute(path, error), error).string();
   if (error) return;
-  uint64_t hash = 14695981039346656037ull;  // FNV-1a of the canonical path
-  for (unsigned char c : canonical) hash = (hash ^ c) * 1099511628211ull;
+  const uint64_t hash = fnv1a(kFnvOffsetBasis, canonical.data(), canonical.size());  // the lock's name
   const std::filesystem::path dir = std::filesystem::path(cache_directory()) / "locks";
   std::filesystem::create_directories(dir, error);
   if (error) return;
