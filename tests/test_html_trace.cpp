@@ -450,9 +450,11 @@ TEST(HtmlReport, MemoryChartDrawsLimitAndPredictions) {
 TEST(HtmlReport, TimelineShowsEachPickedRunOnceWithEveryPhase) {
   const SweepResult result = make_sweep();
   const std::string chart = chart_element(render_html(result), "chart-timeline");
-  // Recommended 2×2 is also the largest micro-batch that ran; 1×4 is the smallest.
-  EXPECT_NE(chart.find("recommended, largest micro-batch"), std::string::npos);
-  EXPECT_NE(chart.find("smallest micro-batch"), std::string::npos);
+  // Recommended 2×2 is also the largest micro-batch that ran (4×1 ran out of memory); 1×4 is the
+  // smallest, and no smaller one was listed.
+  EXPECT_NE(chart.find("recommended, largest micro-batch that ran"), std::string::npos);
+  EXPECT_NE(chart.find("smallest micro-batch · "), std::string::npos);
+  EXPECT_EQ(chart.find("smallest micro-batch that ran"), std::string::npos);
   EXPECT_EQ(count(chart, "class=\"boundary-line\""), 2u);
   EXPECT_EQ(count(chart, "<g class=\"span\">"),
             result.runs[0].timeline.size() + result.runs[1].timeline.size());

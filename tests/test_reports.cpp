@@ -791,6 +791,7 @@ TEST(PrintComparison, MatchedByKeyUnmatchedShownWithDash) {
       "2\u00d732              -     0.250      -  -               -   4.00 GiB      -",
       "step s: median step time; differs: yes when the two medians' 95 % intervals do not overlap, unsure when they "
       "do (the difference may be noise), - with fewer than 5 timed steps on a side",
+      "recommended: A 8\u00d78 (fastest by its table), B 8\u00d78 (fastest by its table)",
   });
   // The same medians with overlapping intervals: the difference may be noise.
   b.runs[0].step_seconds.ci_low = 0.190;
@@ -828,6 +829,7 @@ TEST(PrintComparison, StepsOfOtherTokensCompareByTokensPerSecond) {
       "do (the difference may be noise), - with fewer than 5 timed steps on a side; tokens/s: real (non-pad) tokens "
       "per second at the median step (differs compares their intervals where the steps train a tenth or more other "
       "tokens)",
+      "recommended: A 8\u00d78 (fastest by its table), B 8\u00d78 (fastest by its table)",
   });
   // Twice the step time for twice the tokens: the same tokens/s, whose intervals overlap.
   b.runs[0].tokens_per_step = 2 * 65536;
@@ -838,6 +840,57 @@ TEST(PrintComparison, StepsOfOtherTokensCompareByTokensPerSecond) {
   std::ostringstream same;
   print_comparison(a, b, same);
   EXPECT_EQ(same.str().find("tokens/s"), std::string::npos) << same.str();
+}
+
+// Each sweep's recommendation closes the comparison; where they differ, what may explain it: a tie
+// that holds the other's pick, an undecided sweep, a busy machine, other configurations. Both
+// decided on idle machines from one configuration: the rows are where they part.
+TEST(PrintComparison, RecommendationsAndWhyTheyDiffer) {
+  SweepResult a = sample_result();
+  SweepResult b = sample_result();
+  a.recommendation.decision.kind = DecisionKind::kFastest;
+  a.recommendation.decision.rounds = 12;
+  a.recommendation.tied_indices = {0};
+  b.recommendation.tied_indices = {1};
+  b.recommendation.best_index = 1;
+  b.recommendation.decision.kind = DecisionKind::kUndecided;
+  b.recommendation.decision.rounds = 40;
+  const auto tail = [&](int n) {
+    std::ostringstream out;
+    print_comparison(a, b, out);
+    std::vector<std::string> lines = lines_of(out.str());
+    return std::vector<std::string>(lines.end() - std::min<int>(n, static_cast<int>(lines.size())), lines.end());
+  };
+  expect_lines(tail(2), {
+      "recommended: A 8\u00d78 (decided in 12 rounds), B 1\u00d764 ckpt (undecided after 40 rounds)",
+      "note: the two sweeps recommend different splits: B's is undecided (a --resume with a --time-budget times the "
+      "undecided more rounds)",
+  });
+  // B ties A's pick with its own, on a busy machine (3.1 of 2 cores taken by other processes).
+  b.recommendation.decision.kind = DecisionKind::kTie;
+  b.recommendation.tied_indices = {1, 0};
+  b.context.cpu_cores = 2;
+  b.context.threads = 2;
+  b.context.other_cpu_seconds = 31;
+  b.context.other_cpu_span_seconds = 10;
+  expect_lines(tail(3), {
+      "recommended: A 8\u00d78 (decided in 12 rounds), B 1\u00d764 ckpt (tied with 1 other in 40 rounds)",
+      "note: B: the machine was busy while this sweep ran (other processes used 3.1 of its 2 cores on average): the "
+      "steps took turns on the cores, which moves their times from round to round and can turn a close decision "
+      "from one sweep to the next",
+      "note: the two sweeps recommend different splits: one sweep ties the other's pick with its own; B's machine "
+      "was busy",
+  });
+  b.recommendation.decision.kind = DecisionKind::kFastest;
+  b.recommendation.tied_indices = {1};
+  b.context.other_cpu_seconds = 0;
+  expect_lines(tail(2), {
+      "recommended: A 8\u00d78 (decided in 12 rounds), B 1\u00d764 ckpt (decided in 40 rounds)",
+      "note: the two sweeps recommend different splits: both decided, on idle machines, from the same configuration; "
+      "the rows above show where their step times part",
+  });
+  b.recommendation.best_index = 0;  // the same pick: no note
+  expect_lines(tail(1), {"recommended: A 8\u00d78 (decided in 12 rounds), B 8\u00d78 (decided in 40 rounds)"});
 }
 
 TEST(PrintComparison, MixedPrecisionsNameEachRowsPrecision) {

@@ -4,6 +4,7 @@
 #include <set>
 #include <cmath>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -284,6 +285,82 @@ std::string configuration_differences(const SweepContext& a, const SweepContext&
 
 }  // namespace
 
+// How a sweep's recommendation was reached, in a word or two: "decided in 12 rounds", "tied with
+// 2 others", "undecided after 40 rounds", "the only split measured".
+std::string decision_words(const Recommendation& r) {
+  const Decision& d = r.decision;
+  const std::string rounds = std::to_string(d.rounds) + (d.rounds == 1 ? " round" : " rounds");
+  switch (d.kind) {
+    case DecisionKind::kOnly: return "the only split measured";
+    case DecisionKind::kFastest: return "decided in " + rounds;
+    case DecisionKind::kTie: {
+      const size_t others = r.tied_indices.empty() ? 0 : r.tied_indices.size() - 1;
+      return "tied with " + std::to_string(others) + (others == 1 ? " other" : " others") + " in " + rounds;
+    }
+    case DecisionKind::kUndecided: return "undecided after " + rounds;
+    case DecisionKind::kNone: break;
+  }
+  return "fastest by its table";  // files before the decision was recorded
+}
+
+// Each sweep's recommended split, and where they differ what may explain it: an undecided
+// recommendation, a busy machine (either moves a close decision from one sweep to the next), or
+// different configurations.
+void print_recommendations(const SweepResult& a, const SweepResult& b,
+                           const std::function<std::string(const SplitConfig&)>& cell, std::ostream& out) {
+  const auto best = [](const SweepResult& sweep) -> const RunResult* {
+    const int i = sweep.recommendation.best_index;
+    return i >= 0 && i < static_cast<int>(sweep.runs.size()) ? &sweep.runs[static_cast<size_t>(i)] : nullptr;
+  };
+  const RunResult* best_a = best(a);
+  const RunResult* best_b = best(b);
+  const auto words = [&](const SweepResult& sweep, const RunResult* run) {
+    return run == nullptr ? std::string("none (no split ran)") : cell(run->config) + " (" + decision_words(sweep.recommendation) + ")";
+  };
+  out << "recommended: A " << words(a, best_a) << ", B " << words(b, best_b) << "\n";
+  const std::string busy_a = busy_machine_note(a.context), busy_b = busy_machine_note(b.context);
+  if (!busy_a.empty() || !busy_b.empty()) {
+    // Each note's first clause, up to its measure in parentheses; one shared consequence.
+    const auto clause = [](const std::string& note) { return note.substr(0, note.find("): ") + 1); };
+    out << "note: ";
+    if (!busy_a.empty()) out << "A: " << clause(busy_a) << (busy_b.empty() ? "" : "; ");
+    if (!busy_b.empty()) out << "B: " << clause(busy_b);
+    out << ": the steps took turns on the cores, which moves their times from round to round and can turn a close "
+           "decision from one sweep to the next\n";
+  }
+  if (best_a == nullptr || best_b == nullptr || best_a->config.key() == best_b->config.key()) return;
+  // Does either sweep count the other's pick among its equals?
+  const auto tied_in = [](const SweepResult& sweep, const std::string& key) {
+    for (int i : sweep.recommendation.tied_indices) {
+      if (i >= 0 && i < static_cast<int>(sweep.runs.size()) && sweep.runs[static_cast<size_t>(i)].config.key() == key)
+        return true;
+    }
+    return false;
+  };
+  std::vector<std::string> why;
+  if (tied_in(a, best_b->config.key()) || tied_in(b, best_a->config.key()))
+    why.push_back("one sweep ties the other's pick with its own");
+  for (const auto& [name, sweep] : {std::pair<const char*, const SweepResult*>{"A", &a}, {"B", &b}}) {
+    if (sweep->recommendation.decision.kind == DecisionKind::kUndecided)
+      why.push_back(std::string(name) + "'s is undecided");
+  }
+  if (!busy_a.empty() || !busy_b.empty())
+    why.push_back(std::string(!busy_a.empty() && !busy_b.empty() ? "both machines were" : !busy_a.empty() ? "A's machine was" : "B's machine was") +
+                  " busy");
+  if (!configuration_differences(a.context, b.context).empty()) why.push_back("they measured different configurations");
+  out << "note: the two sweeps recommend different splits";
+  if (why.empty()) {
+    out << ": both decided, on idle machines, from the same configuration; the rows above show where their step times "
+           "part\n";
+    return;
+  }
+  out << ": ";
+  for (size_t i = 0; i < why.size(); ++i) out << (i == 0 ? "" : "; ") << why[i];
+  const bool undecided = a.recommendation.decision.kind == DecisionKind::kUndecided ||
+                         b.recommendation.decision.kind == DecisionKind::kUndecided;
+  out << (undecided ? " (a --resume with a --time-budget times the undecided more rounds)" : "") << "\n";
+}
+
 void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& out) {
   // A's order first, then splits only B has, so a sweep compared with itself reads top to bottom.
   std::vector<std::string> keys;
@@ -474,6 +551,7 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
            "where the steps train a tenth or more other tokens)";
   }
   out << "\n";
+  print_recommendations(a, b, split_cell, out);
 }
 
 }  // namespace accumbench

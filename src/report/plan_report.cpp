@@ -250,7 +250,7 @@ std::string shared_settings(const PlanReport& r) {
 }
 
 const char* const kPlanLegend =
-    "Splits read micro-batch x accumulation steps per rank; ckpt = activation checkpointing, oib = the optimizer "
+    "Splits read micro-batch \u00d7 accumulation steps per rank; ckpt = activation checkpointing, oib = the optimizer "
     "inside backward, chunked-ce = the chunked cross-entropy. held by = the phase at the peak; spare = usable memory "
     "left at the peak (negative: missing).";
 

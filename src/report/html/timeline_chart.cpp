@@ -49,8 +49,16 @@ std::vector<TimelinePick> timeline_picks(const SweepResult& result) {
   const int best = result.recommendation.best_index;
   if (best >= 0 && best < static_cast<int>(result.runs.size()) && usable(best))
     add(best, "recommended");
-  add(smallest, "smallest micro-batch");
-  add(largest, "largest micro-batch");
+  // "that ran" where a larger (or smaller) micro-batch was listed but has no timeline (oom, an error).
+  const auto beyond = [&](int pick, bool larger) {
+    for (const RunResult& r : result.runs) {
+      if (larger ? r.config.micro_batch > run(pick).config.micro_batch : r.config.micro_batch < run(pick).config.micro_batch)
+        return true;
+    }
+    return false;
+  };
+  if (smallest >= 0) add(smallest, beyond(smallest, false) ? "smallest micro-batch that ran" : "smallest micro-batch");
+  if (largest >= 0) add(largest, beyond(largest, true) ? "largest micro-batch that ran" : "largest micro-batch");
   std::stable_sort(picks.begin(), picks.end(), [&](const TimelinePick& a, const TimelinePick& b) {
     return run(a.index).config.micro_batch < run(b.index).config.micro_batch;
   });
