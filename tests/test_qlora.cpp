@@ -103,6 +103,23 @@ TEST(Nf4, DoubleQuantRestoresTheAbsmax) {
 }
 
 // The stored bytes are the closed forms of quantized_weight_bytes, element for element.
+// LLM.int8's storage (Int8Params._quantize): the weight cast to fp16, then row_stats = max |row|
+// and round(W·127/row) in fp32 from the fp16 values. Quantising the fp32 weight directly moves
+// some codes by one (the check can tell the two apart).
+TEST(Int8, QuantisesTheFp16CastAsBitsandbytes) {
+  torch::manual_seed(7);
+  const at::Tensor weight = torch::randn({513, 512}) * 0.02;
+  const ab::QuantizedWeight q = ab::quantize_weight(weight, ab::BaseQuant::kInt8, false);
+  const at::Tensor w16 = weight.to(at::kHalf).to(at::kFloat);
+  const at::Tensor rows16 = std::get<0>(w16.abs().max(1));
+  const at::Tensor codes16 = at::round(w16 * (127.0 / rows16).unsqueeze(1)).to(at::kChar);
+  const at::Tensor rows32 = std::get<0>(weight.abs().max(1));
+  const at::Tensor codes32 = at::round(weight * (127.0 / rows32).unsqueeze(1)).to(at::kChar);
+  EXPECT_TRUE(torch::equal(q.absmax, rows16));
+  EXPECT_TRUE(torch::equal(q.codes, codes16));
+  EXPECT_GT(torch::ne(codes16, codes32).sum().item<int64_t>(), 0) << "the check could not tell the two apart";
+}
+
 TEST(QuantizedStorage, BytesAreExact) {
   for (auto [out, in] : {std::pair<int64_t, int64_t>{64, 64}, {3, 7}, {128, 300}, {176, 64}}) {
     for (bool dq : {false, true}) {

@@ -156,8 +156,13 @@ void AdamW8bit::step_chunk(State& s, const at::Tensor& param, const at::Tensor& 
     at::Tensor p32 = p.scalar_type() == at::kFloat ? p : p.to(at::kFloat);
     p32.addcdiv_(m, denom, step_size);
     denom.reset();
-    if (o.weight_decay > 0 && decayed) p32.mul_(1.0 - o.lr * o.weight_decay);
-    if (!p32.is_same(p)) p.copy_(p32);
+    // The kernels hold p in its own dtype (p_vals of type T): a 16-bit weight is rounded after the
+    // update and again after the decay, which multiplies in fp32 what was rounded.
+    if (!p32.is_same(p)) {
+      p.copy_(p32);
+      p32.reset();
+    }
+    if (o.weight_decay > 0 && decayed) p.mul_(1.0 - o.lr * o.weight_decay);
   }
   if (s.quantized) {
     blockwise::quantize(m, midpoints1_, largest_negative1_, s.state1.narrow(0, begin, length), s.absmax1.narrow(0, first_block, blocks));

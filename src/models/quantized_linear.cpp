@@ -135,9 +135,11 @@ QuantizedWeight quantize_weight(const at::Tensor& weight, BaseQuant kind, bool d
   q.in = weight.size(1);
   const at::Tensor w = weight.detach().to(at::kFloat);
   if (kind == BaseQuant::kInt8) {
-    // int8_vectorwise_quant without outliers (threshold 0): row_stats = max |row|, round(W·127/row).
-    q.absmax = std::get<0>(w.abs().max(/*dim=*/1));
-    q.codes = at::round(w * (127.0 / q.absmax.clamp_min(1e-38)).unsqueeze(1)).to(at::kChar);
+    // Int8Params._quantize casts the weight to fp16 first, then int8_vectorwise_quant without
+    // outliers (threshold 0): row_stats = max |row|, round(W·127/row), in fp32 from the fp16 values.
+    const at::Tensor w16 = weight.detach().to(at::kHalf).to(at::kFloat);
+    q.absmax = std::get<0>(w16.abs().max(/*dim=*/1));
+    q.codes = at::round(w16 * (127.0 / q.absmax.clamp_min(1e-38)).unsqueeze(1)).to(at::kChar);
     return q;
   }
   TORCH_CHECK(kind == BaseQuant::kNf4, "quantize_weight: nothing to quantise to");
