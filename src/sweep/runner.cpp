@@ -483,7 +483,7 @@ void require_targets(const WorkloadOptions& w, const std::optional<SampleSource>
                     "give samples of two tokens or more");
   }
   if (source && !source->kept_labels.empty()) {
-    if (source->nothing_counts == static_cast<int64_t>(source->lengths.size())) {
+    if (source->nothing_counts == static_cast<int64_t>(source->lengths.size()) + source->dropped) {  // every row, those dropped too
       throw UserError(nothing_counts_problem(lengths_name(w.data), source->masked_by));
     }
     // Wrapped rows run across samples: a sample's label 0 is the previous one's last target.

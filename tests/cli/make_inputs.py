@@ -52,6 +52,11 @@ def main():
             ", ".join(str(5 + i) for i in range(n)), ", ".join(["0"] * (n - 3) + ["1"] * 3)))
     write_bytes("equal_completions.jsonl", ("\n".join(rows) + "\n").encode())
     write_bytes("blank_between_rows.jsonl", ("\n\n".join(rows) + "\n").encode())
+    # As many rows whose masks keep nothing (TRL drops them) as rows that train: the rows that train
+    # are the file's whole step, not "no row has a label that counts".
+    half = ['{"input_ids": [%s], "completion_mask": [%s]}' % (", ".join(str(5 + i) for i in range(8)),
+                                                             ", ".join(["0"] * (8 - k) + ["1"] * k)) for k in (0, 4, 0, 4)]
+    write_bytes("half_masked.jsonl", ("\n".join(half) + "\n").encode())
     write_bytes("odd.u16", b"\x01\x00\x02")
     write_bytes("six.u32", b"\x00" * 6)
 
