@@ -284,14 +284,11 @@ void finalize_run(RunResult& run, double flops_per_token, double peak_tflops, do
   const double tokens_per_step = steps_mean(run, [](const StepSample& s) { return static_cast<double>(s.positions); });
   run.tokens_per_step = tokens_per_step;
   run.tokens_per_second = tokens_per_step / step_time;
-  int64_t positions = 0, computed_positions = 0;
-  for (const StepSample& step : run.steps) {
-    positions += step.positions;
-    computed_positions += step.computed_positions;
-  }
-  run.computed_tokens_per_second = mean_computed_positions(run) / step_time;
-  run.padding_fraction =
-      computed_positions > 0 ? static_cast<double>(computed_positions - positions) / static_cast<double>(computed_positions) : 0.0;
+  // The padding from the same two means, so that it is tokens/s over computed/s's complement
+  // where the steps timed cover the distinct steps unevenly (an odd --steps over two batches).
+  const double computed_per_step = mean_computed_positions(run);
+  run.computed_tokens_per_second = computed_per_step / step_time;
+  run.padding_fraction = computed_per_step > 0 ? 1.0 - tokens_per_step / computed_per_step : 0.0;
   // Every rank's samples, as tokens/s; MFU against every rank's devices.
   run.samples_per_second =
       static_cast<double>(run.config.micro_batch * run.config.accum_steps * run.config.world_size) / step_time;
