@@ -892,7 +892,8 @@ struct SweepCommand {
     command->add_option("--confidence", options.confidence, "confidence of all the sweep's intervals together")
         ->capture_default_str();
     command->add_flag("--try-predicted-oom", options.try_predicted_oom,
-                      "run splits that the memory plan predicts will not fit under --memory-limit");
+                      "run splits that the memory plan predicts will not fit under --memory-limit (on the CPU "
+                      "without one: in the host memory available, which skips them lest the OOM killer end the sweep)");
     command->add_option("--profile", options.profile_dir,
                         "directory: one more step per split under PyTorch's Kineto profiler, saved as "
                         "<split>-<precision>.trace.json (CUDA, LibTorch 2.x); device busy then comes from the GPU's kernel time")
@@ -937,9 +938,10 @@ struct SweepCommand {
                                      "matrix products");
       }
     }
-    if (options.try_predicted_oom && options.workload.memory_limit_bytes == 0) {
-      flags.option_notes.push_back("--try-predicted-oom changes nothing without --memory-limit: no split is judged "
-                                   "against a limit, so none is skipped as predicted not to fit");
+    const bool on_cpu = options.workload.device == "cpu" || (options.workload.device == "auto" && !ab::cuda_attached());
+    if (options.try_predicted_oom && options.workload.memory_limit_bytes == 0 && !on_cpu) {
+      flags.option_notes.push_back("--try-predicted-oom changes nothing without --memory-limit on a GPU: no split is "
+                                   "judged against a limit, so none is skipped as predicted not to fit");
     }
     if (!emit.empty()) ab::settings_format_from_string(emit);  // a typo stops before the sweep, not after
     ab::SweepResult resume;

@@ -98,6 +98,17 @@ SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfi
   // The limit holds from the configured model on: the engine builds every weight in fp32 and then
   // casts or quantises it, a transient a job loading its weights in their stored dtype never has
   // (under a CPU limit between the two, the sweep stopped inside the cast with an internal error).
+  if (!device.is_cuda() && options.workload.memory_limit_bytes == 0) {
+    host_bytes_ = available_host_bytes_per_process();
+    // Every rank skips the same splits (a split one rank skipped and another ran would hang the
+    // other's all-reduce): the least any rank has.
+    if (group_ != nullptr) {
+      for (const std::string& bytes : group_->exchange("accumbench/host_bytes", std::to_string(host_bytes_))) {
+        const int64_t theirs = std::stoll(bytes);
+        if (theirs > 0 && (host_bytes_ == 0 || theirs < host_bytes_)) host_bytes_ = theirs;
+      }
+    }
+  }
   model_ = build_model(cfg, options.workload.model.seed);
   configure_training(*model_, options.workload.weights_dtype, options.workload.lora);
   storage_ = std::make_pair(options.workload.weights_dtype, options.workload.lora.adapter_dtype);
@@ -342,6 +353,14 @@ bool SplitMeasurement::plan(RunResult& run) {
     run.predicted_peak_bytes = -1;  // a split the plan rejects fails later with the engine's message
   }
   const int64_t limit = options_.workload.memory_limit_bytes;
+  if (limit == 0 && host_bytes_ > 0 && run.predicted_peak_bytes > host_bytes_ && !options_.try_predicted_oom) {
+    run.status = RunStatus::kPredictedOutOfMemory;
+    run.error = "predicted peak " + format_bytes(run.predicted_peak_bytes) + " exceeds the " + format_bytes(host_bytes_) +
+                " of host memory available (skipped, lest the kernel's out-of-memory killer end the sweep; "
+                "--try-predicted-oom runs it anyway)";
+    finalize_run(run, context_.flops_per_token, kNotMeasured);
+    return false;
+  }
   if (limit == 0 || run.predicted_peak_bytes <= limit || options_.try_predicted_oom) return true;
   run.status = RunStatus::kPredictedOutOfMemory;
   // Two sizes that round alike are written in bytes, lest "4.2 MiB exceeds 4.2 MiB" contradict itself.

@@ -105,6 +105,10 @@ class SplitMeasurement {
   // What model_'s weights and adapters are stored in; none while a cast is unfinished.
   std::optional<std::pair<Precision, Precision>> storage_;
   PlanOptions plan_options_;
+  // On the CPU without --memory-limit: the host memory available when the sweep began (0: not
+  // read). A split planned past it is skipped as predicted-oom rather than left to the kernel's
+  // OOM killer, which would end the sweep.
+  int64_t host_bytes_ = 0;
   std::unique_ptr<Trainer> trainer_;
   std::chrono::steady_clock::time_point sweep_start_;
   std::vector<std::unique_ptr<Slot>> slots_;
