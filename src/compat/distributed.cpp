@@ -2,6 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -251,6 +254,18 @@ std::unique_ptr<ProcessGroup> ProcessGroup::from_environment(c10::Device device,
   if (env.world_size == 1) return nullptr;
   require_backend(device);
   const std::string address = env.master_addr + ":" + std::to_string(env.master_port);
+  // A name that does not resolve would only time out, after --dist-timeout, in words about the socket.
+  {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int resolved = getaddrinfo(env.master_addr.c_str(), nullptr, &hints, &found);
+    if (found != nullptr) freeaddrinfo(found);
+    if (resolved != 0) {
+      throw UserError("MASTER_ADDR " + env.master_addr + " does not resolve on this machine (" + gai_strerror(resolved) +
+                      "); give rank 0's IP address, or a host name every rank's machine resolves");
+    }
+  }
   // Until the store answers, this rank cannot know who has joined: all the others, for all it knows.
   JoinNotice notice(address, env.world_size - 1, timeout_seconds);
   c10d::TCPStoreOptions options;
@@ -283,6 +298,12 @@ std::unique_ptr<ProcessGroup> ProcessGroup::from_environment(c10::Device device,
         throw UserError("rank " + std::to_string(env.rank) + " was started with WORLD_SIZE=" + world + ", rank 0 at " +
                         address + " with WORLD_SIZE=" + theirs + "; start every rank with the same WORLD_SIZE");
       }
+    }
+    // A second process started with this RANK (rank 0's twin finds its port taken, above) would
+    // wait on collectives that never pair up: each rank counts itself in under its own key first.
+    if (impl->store->add("accumbench/rank/" + std::to_string(env.rank), 1) > 1) {
+      throw UserError("another process already joined the process group at " + address + " as RANK=" +
+                      std::to_string(env.rank) + "; give each process its own RANK, 0 to WORLD_SIZE-1");
     }
     const std::string key = "accumbench/joined";
     impl->store->add(key, 1);
@@ -338,8 +359,12 @@ void PendingReduce::wait() {
   try {
     work->wait();
   } catch (const std::exception& error) {
+    // Rank 0 may be the one that left: another rank cannot promise its save.
+    const bool first = launch_environment().rank == 0;
     throw CollectiveError("an all-reduce with the other ranks failed (" + first_line(error) +
-                          "): a rank has left or stopped answering; the run stops here, and rank 0 saves what was finished");
+                          "): a rank has left or stopped answering; the run stops here" +
+                          (first ? std::string(", and this rank saves what was finished")
+                                 : std::string(", and rank 0, unless it is the one that left, saves what was finished")));
   }
   const at::Tensor& flat = state_->flat.front();
   if (flat.is_same(state_->tensors.front())) return;  // reduced in place

@@ -935,7 +935,8 @@ int default_threads() {
     // "4", or a list for nested levels ("4,2"), whose first is the outer level's.
     char* end = nullptr;
     const long wanted = std::strtol(omp, &end, 10);
-    if (end != omp && wanted > 0 && wanted <= (1 << 16)) return static_cast<int>(wanted);
+    // Above any limit: held at 2^20, which configure_threads refuses with the value given.
+    if (end != omp && wanted > 0) return static_cast<int>(std::min<long>(wanted, 1L << 20));
   }
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }

@@ -493,9 +493,47 @@ if lines != [want]: fail("%r" % lines)
 ' "$err" "$port"
 }
 
+# cli.data_parallel.duplicate_rank: two processes started as RANK=1 beside rank 0. The one that
+# joins second is refused at once (exit 2, one sentence naming the RANK), the other two run.
+duplicate_rank() {
+  local port first second zero
+  port=$(free_port) || fail "no free port"
+  tiny_verify_args --dist-timeout 30
+  last_command="WORLD_SIZE=2 RANK=0, then RANK=1 twice, MASTER_ADDR=127.0.0.1 MASTER_PORT=$port accumbench verify ${args[*]}"
+  # Rank 0 first, so that its store listens when the twins connect (a client that meets no server
+  # retries its connection, in LibTorch 1.13 at times until the timeout).
+  WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" verify "${args[@]}" \
+    >"$out" 2>"$err" &
+  zero=$!
+  background_pids+=("$zero")
+  sleep 2
+  WORLD_SIZE=2 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" verify "${args[@]}" \
+    >"$out.a" 2>&1 &
+  first=$!
+  background_pids+=("$first")
+  WORLD_SIZE=2 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout "$run_limit_s" "$bin" verify "${args[@]}" \
+    >"$out.b" 2>&1 &
+  second=$!
+  background_pids+=("$second")
+  rc=0
+  wait "$zero" || rc=$?
+  local rc_a=0 rc_b=0
+  wait "$first" || rc_a=$?
+  wait "$second" || rc_b=$?
+  [ "$rc" -eq 0 ] || fail "rank 0 exited $rc, expected 0"
+  check "one RANK=1 runs, its twin is refused with the sentence" py '
+rcs = sorted([int(sys.argv[3]), int(sys.argv[4])])
+if rcs != [0, 2]: fail("the two RANK=1 processes exited %s" % rcs)
+refused = [open(p, encoding="utf-8").read() for p in (sys.argv[1], sys.argv[2])]
+want = "accumbench: error: another process already joined the process group at 127.0.0.1:" + sys.argv[5] + \
+       " as RANK=1; give each process its own RANK, 0 to WORLD_SIZE-1"
+if not any(t.strip().splitlines()[-1:] == [want] for t in refused): fail("%r" % refused)
+' "$out.a" "$out.b" "$rc_a" "$rc_b" "$port"
+}
+
 mode=${case_args[0]:-}
 case $mode in
-  verify | verify_lists | verify_clipping | verify_label_masks | sweep | lora_plan | packing_list_plan | distinct_steps_plan | last_bucket_plan | verify_mean_of_means_skew | mismatch | launch_mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice | port_in_use | bf16_gloo) "$mode" ;;
+  verify | verify_lists | verify_clipping | verify_label_masks | sweep | lora_plan | packing_list_plan | distinct_steps_plan | last_bucket_plan | verify_mean_of_means_skew | mismatch | launch_mismatch | verify_longest_padding | verify_bfd | dead_peer | oom_one_rank | join_notice | port_in_use | bf16_gloo | duplicate_rank) "$mode" ;;
   *) echo "$case_name: unknown mode \"$mode\"" >&2; exit 2 ;;
 esac
 cli_pass
