@@ -190,6 +190,9 @@ LengthRow parse_length_line(const std::string& line, const std::string& where, b
         throw UserError(where + ": length " + shown(length) + " disagrees with its " + std::to_string(out.length) +
                         " input_ids; drop the length column or make it the ids' count");
       }
+    } else if (row.contains("input_ids") && !row["input_ids"].is_null()) {
+      throw UserError(where + ": input_ids is " + shown(row["input_ids"]) + ", not an array of token ids; give each "
+                      "row's ids as a list, or leave input_ids out and give its length");
     } else if (row.contains("length") && row["length"].is_number_unsigned()) {
       // Past int64: longer than any T, so cut to it like every other long sample.
       const auto length = row["length"].get<uint64_t>();
@@ -243,10 +246,19 @@ LengthRow parse_length_line(const std::string& line, const std::string& where, b
                       "line ends); save it with \\n line ends (tr '\\r' '\\n')");
     }
     size_t parsed = 0;
+    double number = 0;
     try {
-      (void)std::stod(text, &parsed);
+      number = std::stod(text, &parsed);
     } catch (const std::exception&) {
       parsed = 0;
+    }
+    // A whole number written as a float (12.0, 1e2), as a JSONL row's length may be (helper-112).
+    if (parsed == text.size() && std::isfinite(number) && number == std::floor(number) &&
+        text.find_first_of("xXpP") == std::string::npos) {
+      out.length = number >= 9.2e18 ? std::numeric_limits<int64_t>::max()
+                 : number <= -9.2e18 ? std::numeric_limits<int64_t>::min()
+                                     : static_cast<int64_t>(number);
+      return out;
     }
     throw UserError(where + " holds " + text::quoted(text, 60) +
                     (parsed == text.size() ? ", which is not a whole number; give each length as a whole count of tokens"

@@ -43,7 +43,9 @@ def main():
     write_bytes("utf16_lengths.txt", "12\n7\n30\n5\n".encode("utf-16"))
     write_bytes("cr_lengths.txt", b"12\r7\r30\r5\r")
     write_bytes("array_rows.json", b'[{"input_ids": [1, 2, 3]}, {"input_ids": [4, 5]}]\n')
-    write_bytes("fraction_lengths.txt", b"12.0\n7\n")
+    write_bytes("fraction_lengths.txt", b"12.5\n7\n")
+    write_bytes("whole_float_lengths.txt", b"12.0\n7\n1e1\n5\n")  # whole numbers written as floats
+    write_bytes("string_ids.jsonl", b'{"input_ids": "abc", "length": 4}\n')
     # Four prompt-completion rows of different lengths whose completions are 3 tokens each: the
     # step's sequences count as many labels, though the samples differ in length.
     rows = []
