@@ -59,6 +59,9 @@ int integer_variable(const char* name, const char* value, const char* example) {
     size_t used = 0;
     const int parsed = std::stoi(value, &used);
     if (used == std::string(value).size()) return parsed;
+  } catch (const std::out_of_range&) {
+    throw UserError(std::string(name) + "=\"" + std::string(value).substr(0, 40) + "\" is far beyond any world of "
+                    "processes; set it as torchrun does (e.g. " + name + "=" + example + ")");
   } catch (const std::exception&) {
   }
   throw UserError(std::string(name) + "=\"" + value + "\" is not an integer; set it as torchrun does (e.g. " + name +

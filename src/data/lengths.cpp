@@ -504,7 +504,10 @@ void refuse_wide_ids_read_narrow(std::string_view bytes, const std::string& path
 void check_token_file(const std::string& path, int token_bytes) {
   std::error_code error;
   const std::filesystem::file_status status = std::filesystem::status(path, error);
-  if (std::filesystem::is_fifo(status) || std::filesystem::is_character_file(status)) return;  // the sweep's to read, once
+  if (std::filesystem::is_fifo(status)) return;  // the sweep's to read, once
+  if (std::filesystem::is_character_file(status) || std::filesystem::is_block_file(status)) {
+    throw UserError("token file " + text::quoted(path, 240) + " " + why_unreadable(path) + "; check the path");  // as the sweep says
+  }
   const auto bytes = std::filesystem::is_regular_file(status) ? std::filesystem::file_size(path, error) : 0;
   if ((token_bytes != 2 && token_bytes != 4) || !std::filesystem::is_regular_file(status) || error || bytes == 0 ||
       bytes % static_cast<uintmax_t>(token_bytes) != 0) {

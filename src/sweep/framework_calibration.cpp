@@ -347,6 +347,12 @@ FrameworkCalibration calibrate_framework(const FrameworkCalibrationOptions& opti
                                  : "give --micro-batches with two different values at least (e.g. 1," + std::to_string(w.batch) + ")"));
   }
   if (o.reference_steps < 1) throw UserError("--steps must be at least 1, got " + std::to_string(o.reference_steps) + "; give the timed steps per split on each side");
+  // Before the Python probes (about 20 s), in calibrate-framework's own words (the sweep's named
+  // --warmup and --time-budget, which calibrate-framework has not).
+  if (o.reference_steps > 1000) {
+    throw UserError("--steps " + std::to_string(o.reference_steps) + " is more than calibrate-framework needs (at most "
+                    "1000 timed steps per split on each side; the default is " + std::to_string(FrameworkCalibrationOptions{}.reference_steps) + ")");
+  }
   // A mode given twice is timed once, as every list option's repeats are.
   std::vector<std::string> frameworks;
   std::vector<std::string> repeated;

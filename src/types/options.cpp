@@ -161,8 +161,9 @@ void set_lengths(DataSource& data, const std::string& text) {
 int64_t distinct_steps_from_string(const std::string& text) {
   if (text == "epoch") return DataSource::kEpochSteps;
   const auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  if (!text.empty() && text.size() <= 9 && std::all_of(text.begin(), text.end(), digit) && std::stoll(text) > 0) {
-    return std::stoll(text);
+  if (!text.empty() && std::all_of(text.begin(), text.end(), digit) && text.find_first_not_of('0') != std::string::npos) {
+    // Past 18 digits: above any limit, which the caller's check names (it said "not a number").
+    return text.size() > 18 ? std::numeric_limits<int64_t>::max() : std::stoll(text);
   }
   throw UserError("--distinct-steps " + text::quoted(text) + " is neither a positive number of steps nor epoch; give "
                   "the steps of data to cycle through, as in --distinct-steps 8, or epoch (one pass over the file)");
