@@ -1241,6 +1241,11 @@ TEST(Json, MissingOrWrongSchemaVersion) {
             "sweep with this build or read it with the build that wrote it");
   EXPECT_EQ(user_error_of("{\"json_schema_version\": \"1\"}").find("json_schema_version \"1\""),
             std::string("sweep.json has ").size());
+  // 20.0 or "20" is no version: said so, not "reads versions 2 to 20" (helper-113).
+  EXPECT_EQ(user_error_of("{\"json_schema_version\": 20.0}"),
+            "sweep.json has json_schema_version 20.0, not a whole number as accumbench writes it; pass a file written "
+            "by `accumbench sweep --json`, or write the version as a whole number");
+  EXPECT_NE(user_error_of("{\"json_schema_version\": \"20\"}").find("\"20\", not a whole number"), std::string::npos);
 }
 
 // A result as a version-3 file (before LoRA) held it: every parameter trains, no recompute

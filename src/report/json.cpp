@@ -760,6 +760,11 @@ SweepResult sweep_result_from_json(const std::string& json_text, const std::stri
     throw UserError(origin + " has no json_schema_version, so it is not an accumbench result; "
                              "pass a file written by `accumbench sweep --json`");
   }
+  if (!root["json_schema_version"].is_number_integer()) {  // 20.0, "20": no version, whatever it reads as
+    throw UserError(origin + " has json_schema_version " + root["json_schema_version"].dump().substr(0, 40) +
+                    ", not a whole number as accumbench writes it; pass a file written by `accumbench sweep --json`, "
+                    "or write the version as a whole number");
+  }
   upgrade_to_current_version(root);
   read_unmeasured_back(root);
   const Json version = root["json_schema_version"];  // read after the upgrade, which may move members
