@@ -77,8 +77,21 @@ void AdamW::step() {
       return p.empty() || compat::fused_adamw(p, g, m, v, t, options_.lr, options_.beta1, options_.beta2,
                                              decayed ? options_.weight_decay : 0.0, options_.eps);
     };
-    if (group(true) && group(false)) {
+    const bool decayed_fused = group(true);
+    if (decayed_fused && group(false)) {
       for (size_t i : indices) ++step_count_[i];
+      return;
+    }
+    // No fused kernel in this build: one tensor at a time. Should only the decayed group have gone
+    // through it, that group keeps its step (stepped twice, it would move twice as far).
+    if (decayed_fused) {
+      for (size_t i : indices) {
+        if (decays(i)) ++step_count_[i];
+      }
+      step_tensors_stale_ = true;
+      for (size_t i : indices) {
+        if (!decays(i)) step_one(i);
+      }
       return;
     }
     at::_foreach_sub_(steps, 1.0);
