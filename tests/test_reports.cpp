@@ -747,6 +747,7 @@ TEST(PrintComparison, StepsOfManySizesCompareTheirMeans) {
   a.runs[0].step_seconds.count = 5;
   a.runs[0].mean_seconds = {0.25, 0.24, 0.26};
   SweepResult b = a;
+  for (StepSample& step : b.runs[0].steps) step.step_seconds = 0.3;  // B's own steps (the same ones read "same")
   b.runs[0].step_seconds.median = 0.382;
   b.runs[0].mean_seconds = {0.30, 0.29, 0.31};
   std::ostringstream out;
@@ -891,6 +892,26 @@ TEST(PrintComparison, RecommendationsAndWhyTheyDiffer) {
   });
   b.recommendation.best_index = 0;  // the same pick: no note
   expect_lines(tail(1), {"recommended: A 8\u00d78 (decided in 12 rounds), B 8\u00d78 (decided in 40 rounds)"});
+}
+
+// A file compared with its copy: every row holds the very same steps, "same", not "unsure" (helper-113).
+TEST(PrintComparison, TheSameStepsReadSame) {
+  SweepResult a = sample_result();
+  for (int i = 0; i < 5; ++i) {
+    StepSample step;
+    step.step_seconds = 0.19 + 0.001 * i;
+    a.runs[0].steps.push_back(step);
+  }
+  a.runs[0].step_seconds.count = 5;
+  std::ostringstream out;
+  print_comparison(a, a, out);
+  EXPECT_NE(out.str().find("0.191  1.00\u00d7  same "), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("; same: both hold the very same timed steps (nothing to tell apart)"), std::string::npos);
+  SweepResult b = a;
+  b.runs[0].steps[4].step_seconds = 0.2;  // one step of its own: compared as two measurements
+  std::ostringstream apart;
+  print_comparison(a, b, apart);
+  EXPECT_EQ(apart.str().find("same"), std::string::npos) << apart.str();
 }
 
 TEST(PrintComparison, MixedPrecisionsNameEachRowsPrecision) {

@@ -72,8 +72,19 @@ constexpr int64_t kStepsToCompare = 5;
 
 // `per_token`: the two steps train different tokens (tokens_differ), so the intervals compared are
 // of tokens/s, the step's real tokens over each end of the step time's interval.
+// Both hold the very same timed steps (a file and its copy, or rows a --resume kept as they were).
+bool same_steps(const RunResult* a, const RunResult* b) {
+  if (!usable(a) || !usable(b) || a->steps.empty() || a->steps.size() != b->steps.size()) return false;
+  for (size_t i = 0; i < a->steps.size(); ++i) {
+    const StepSample &x = a->steps[i], &y = b->steps[i];
+    if (x.step_seconds != y.step_seconds || session_of(*a, x) != session_of(*b, y) || x.round != y.round) return false;
+  }
+  return true;
+}
+
 std::string differs_cell(const RunResult* a, const RunResult* b, bool per_token) {
   if (!usable(a) || !usable(b)) return "-";
+  if (same_steps(a, b)) return "same";
   // A run whose steps differ in size is compared at its mean step, with the rounds' interval of it
   // (typical_step_seconds), as its table row reads.
   const auto compared = [](const RunResult& run) {
@@ -531,6 +542,8 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
   }
   out << "\n";
   table.render(out);
+  bool any_same = false;
+  for (const std::string& key : keys) any_same = any_same || same_steps(find_run(a, key), find_run(b, key));
   // Runs whose steps differ in size are compared at their mean step (differs_cell), as their tables read them.
   const auto many_sizes = [](const SweepResult& sweep) {
     return std::any_of(sweep.runs.begin(), sweep.runs.end(), [](const RunResult& run) { return steps_differ_in_size(run); });
@@ -550,6 +563,7 @@ void print_comparison(const SweepResult& a, const SweepResult& b, std::ostream& 
         << " (differs compares their intervals "
            "where the steps train a tenth or more other tokens)";
   }
+  if (any_same) out << "; same: both hold the very same timed steps (nothing to tell apart)";
   out << "\n";
   print_recommendations(a, b, split_cell, out);
 }
