@@ -529,6 +529,21 @@ TEST(Sweep, ResumeRefusesAnotherConfiguration) {
       EXPECT_NE(std::string(e.what()).find("measured with " + words), std::string::npos) << e.what();
     }
   }
+  // A CPU of the same name with other cores is another machine (helper-113); the same cores resume.
+  ab::SweepResult elsewhere = first;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  elsewhere.context.cpu_cores = cores + 62;
+  try {
+    ab::run_sweep(tiny(), nullptr, &elsewhere);
+    FAIL() << "a file of another machine's cores was resumed";
+  } catch (const ab::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--resume file was measured on a CPU of " + std::to_string(cores + 62) +
+                                         " cores, this machine has " + std::to_string(cores)),
+              std::string::npos)
+        << e.what();
+  }
+  elsewhere.context.cpu_cores = cores;
+  EXPECT_NO_THROW(ab::run_sweep(tiny(), nullptr, &elsewhere));
 }
 
 // A resumed sweep over fewer micro-batches keeps the file's other splits, and judges every

@@ -162,6 +162,15 @@ void check_resume(const SweepResult& resume, const SweepContext& now) {
   // (2.5–4× on 2 cores), as the thread count does, which is compared as the threads that ran ("all"
   // on a machine of 2 is 2).
   const bool cpu = !names_cuda(now.device);
+  // Two CPUs of one model name ("AMD EPYC") are not one machine: the cores tell them apart (the
+  // host name does not, a container's changes at every start). helper-113: a file of 64 cores
+  // resumed on 2, its steps and the new ones merged without a word.
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (cpu && done.cpu_cores > 0 && cores > 0 && done.cpu_cores != cores) {
+    throw UserError("--resume file was measured on a CPU of " + std::to_string(done.cpu_cores) + " cores, this machine has " +
+                    std::to_string(cores) + " (both named " + text::quoted(done.device_name, 60) +
+                    "): its steps and this sweep's would not be one machine's; resume on that machine, or write to a new file");
+  }
   const auto threads = [](int n) { return std::to_string(n) + (n == 1 ? " thread" : " threads"); };
   if (done.threads > 0 && now.threads > 0 && done.threads != now.threads)
     mismatch("--threads", threads(done.threads), threads(now.threads));
