@@ -442,6 +442,41 @@ TEST(TrainerConfig, RefusesWhatIsNotModelled) {
             "sft.yaml: max_length is \"1_024\", not a positive whole number; fix the key in the file");
 }
 
+// TRL hands an explicit null on as None (TrlParser.set_defaults_with_config makes it the argparse
+// default): gradient_checkpointing null is off, not SFTConfig's true; a null where the run would
+// stop on None is refused; a boolean whose default is false or None reads null as left out.
+TEST(TrainerConfig, ATrlNullIsNoneNotTheDefault) {
+  const ab::TrainerConfig c = ab::parse_trainer_config("gradient_checkpointing: null\n", ab::ConfigFormat::kTrl, 1, "sft.yaml");
+  ab::WorkloadOptions w;
+  ab::apply_trainer_config(c, w, kNothingGiven);
+  EXPECT_EQ(w.grid.checkpointing, ab::Checkpointing::kNone);
+  EXPECT_EQ(std::count_if(c.remarks.begin(), c.remarks.end(), [](const ab::TrainerConfig::Remark& r) {
+              return r.text.rfind("sets gradient_checkpointing to null", 0) == 0;
+            }), 1);
+  EXPECT_EQ(read("gradient_checkpointing:\n").grid.checkpointing, ab::Checkpointing::kNone);
+  EXPECT_EQ(read("").grid.checkpointing, ab::Checkpointing::kBlocks);
+  // axolotl treats a null as unset: its default, off, either way.
+  EXPECT_EQ(read("gradient_checkpointing: null\n", ab::ConfigFormat::kAxolotl).grid.checkpointing, ab::Checkpointing::kNone);
+  EXPECT_EQ(error_of("seed: null\n"), "sft.yaml sets seed to null, which TRL passes on as None (not as its default), "
+                                      "and the training stops on it; give a value or leave the key out");
+  EXPECT_EQ(error_of("per_device_train_batch_size:\nlearning_rate: null\nnum_processes: null\n"),
+            "sft.yaml sets per_device_train_batch_size, learning_rate and num_processes to null, which TRL passes on as "
+            "None (not as their defaults), and the training stops on it; give each a value or leave the keys out");
+  for (const char* key : {"gradient_accumulation_steps", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon"})
+    EXPECT_NE(error_of(std::string(key) + ": null\n").find("sets " + std::string(key) + " to null"), std::string::npos) << key;
+  // The LoRA keys only under use_peft (ModelConfig keeps a None it does not use).
+  EXPECT_NE(error_of("use_peft: true\nlora_r: null\n").find("sets lora_r to null"), std::string::npos);
+  EXPECT_NE(error_of("use_peft: true\nlora_alpha: null\nlora_dropout: null\n").find("sets lora_alpha and lora_dropout"),
+            std::string::npos);
+  EXPECT_EQ(error_of("lora_r: null\n"), "(no error)");
+  // Defaults of false or None (bf16's None is `not fp16`): a null is left out.
+  const ab::WorkloadOptions off = read("fp16: null\nbf16: null\npacking: null\nuse_peft: null\ngroup_by_length: null\n"
+                                       "completion_only_loss: null\n");
+  EXPECT_EQ(off.precisions, std::vector<ab::Precision>{ab::Precision::kBf16});
+  EXPECT_EQ(off.data.packing, ab::Packing::kNone);
+  EXPECT_FALSE(off.lora.enabled());
+}
+
 // optim: adamw_torch is torch.optim.AdamW with its own default kernels: foreach on CUDA
 // (--optimizer adamw-foreach), one tensor at a time on the CPU (accumbench's adamw there). The
 // device is the workload's: --device, use_cpu, or auto where a GPU is attached or not; the command

@@ -74,6 +74,30 @@ std::string Reader::legacy_trl_key() {
 
 void Reader::read_trl(int world_size) {
   std::string weights = "fp32", precision_word;  // as the file sets them (ModelConfig's dtype default)
+  // An explicit null is no key left out in TRL: TrlParser.set_defaults_with_config (trl/scripts/
+  // utils.py at f2cd577) makes each of the file's values its argparse default, None included, so
+  // the dataclass gets None where it has a default of its own. For these keys the run then stops
+  // (the Trainer multiplies the batch sizes, torch's AdamW and PEFT compare the hyperparameters,
+  // set_seed hands None to torch.manual_seed, and a key handed on to accelerate launch arrives as
+  // `--num_processes None`); the LoRA keys count only under use_peft (ModelConfig holds None
+  // without using it otherwise).
+  std::vector<std::string> nulls;
+  const bool peft = has("use_peft") && boolean("use_peft");
+  for (const char* key : {"per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate", "weight_decay",
+                          "adam_beta1", "adam_beta2", "adam_epsilon", "seed", "lora_r", "lora_alpha", "lora_dropout",
+                          "num_processes"}) {
+    const bool lora = std::string(key).rfind("lora_", 0) == 0;
+    if (root[key].IsDefined() && root[key].IsNull() && (peft || !lora)) nulls.push_back(key);
+  }
+  if (!nulls.empty()) {
+    std::string listed;
+    for (size_t i = 0; i < nulls.size(); ++i)
+      listed += std::string(i == 0 ? "" : i + 1 == nulls.size() ? " and " : ", ") + nulls[i];
+    const bool one = nulls.size() == 1;
+    throw UserError(path + " sets " + listed + " to null, which TRL passes on as None (not as " +
+                    (one ? "its default" : "their defaults") + "), and the training stops on it; give " +
+                    (one ? "a value" : "each a value") + " or leave " + (one ? "the key" : "the keys") + " out");
+  }
   model("model_name_or_path");
   refuse_if_on("use_liger_kernel", "swaps in Liger's fused kernels");
   refuse_if_on("torch_compile", "compiles the model");
@@ -164,9 +188,18 @@ void Reader::read_trl(int world_size) {
     weights = dtype == "bfloat16" ? "bf16" : dtype == "float16" ? "fp16" : "fp32";
   }
   precision_word = bf16 ? "bf16" : fp16 ? "fp16" : "fp32";
-  const bool checkpointing = has("gradient_checkpointing") ? boolean("gradient_checkpointing") : true;
+  // A null is None, not SFTConfig's default true (see the nulls above): the Trainer's `if
+  // args.gradient_checkpointing:` leaves checkpointing off.
+  const bool checkpointing_null = root["gradient_checkpointing"].IsDefined() && root["gradient_checkpointing"].IsNull();
+  const bool checkpointing = has("gradient_checkpointing") ? boolean("gradient_checkpointing") : !checkpointing_null;
   set("--activation-checkpointing", checkpointing ? "blocks" : "none", "gradient_checkpointing",
-      !has("gradient_checkpointing"));
+      !has("gradient_checkpointing") && !checkpointing_null);
+  if (checkpointing_null) {
+    config.remarks.push_back({"sets gradient_checkpointing to null, which TRL passes on as None, not as SFTConfig's "
+                              "default true, so the Trainer does not checkpoint: --activation-checkpointing none; "
+                              "write true or false to say which",
+                              {"--activation-checkpointing"}});
+  }
   reentrant_checkpointing(checkpointing, /*reentrant_by_default=*/false, "");
 
   // The data's layout.
