@@ -424,6 +424,31 @@ TEST(TrainerConfig, RefusesWhatIsNotModelled) {
   }
   EXPECT_EQ(error_of("model_type: LlamaForCausalLM\ngptq: false\nreward_model: false\n", ab::ConfigFormat::kAxolotl),
             "(no error)");
+  // axolotl keys that change memory or time, read as not understood before (helper-118).
+  for (const std::string yaml :
+       {"batch_flattening: true", "chunked_cross_entropy: true", "lora_rank_pattern: {q_proj: 8}", "layer_offloading: true",
+        "qat: {weight_dtype: int8}", "fp32_norms: true", "selective_checkpointing: true",
+        "selective_checkpointing: {save: [sdpa]}", "resize_token_embeddings_to_32x: true",
+        "batch_flattening: auto\nmicro_batch_size: 2\nattn_implementation: flash_attention_2"}) {
+    const std::string key = yaml.substr(0, yaml.find(':'));
+    const std::string error = error_of(yaml + "\n", ab::ConfigFormat::kAxolotl);
+    EXPECT_NE(error.find("sets " + key), std::string::npos) << yaml << ": " << error;
+  }
+  EXPECT_EQ(error_of("chunked_cross_entropy: true\n", ab::ConfigFormat::kAxolotl),
+            "sft.yaml sets chunked_cross_entropy: true, which computes the loss over the whole logits one fp32 chunk at "
+            "a time, compiled (accumbench's --chunked-loss never holds the logits, which is not the same memory) and "
+            "accumbench does not model; remove the key to measure without it");
+  // Off, empty, or an auto that stays off (one sample per micro-batch, packing, no varlen kernel).
+  EXPECT_EQ(error_of("batch_flattening: false\nchunked_cross_entropy: false\nlora_rank_pattern: {}\n"
+                     "layer_offloading: false\nfp32_norms: false\nselective_checkpointing: false\n"
+                     "resize_token_embeddings_to_32x: false\nqat:\n",
+                     ab::ConfigFormat::kAxolotl),
+            "(no error)");
+  for (const std::string yaml : {"batch_flattening: auto\nmicro_batch_size: 1\nattn_implementation: flash_attention_2",
+                                 "batch_flattening: auto\nmicro_batch_size: 4\nattn_implementation: sdpa",
+                                 "batch_flattening: auto\nmicro_batch_size: 4\nsample_packing: true\nattn_implementation: "
+                                 "flash_attention_2"})
+    EXPECT_EQ(error_of(yaml + "\n", ab::ConfigFormat::kAxolotl), "(no error)") << yaml;
   EXPECT_NE(error_of("reward_funcs: [accuracy_reward]\n").find("sets reward_funcs"), std::string::npos);
   // Every such key of a file in one sentence: removing one does not reveal the next.
   EXPECT_EQ(error_of("torch_compile: true\nuse_dora: true\nfsdp: [full_shard]\n"),

@@ -160,6 +160,24 @@ void Reader::read_axolotl(int world_size) {
   refuse_if_on("fused_attn_kernel", "swaps in a fused RMSNorm and RoPE kernel");
   refuse_if_on("flash_attn_fuse_mlp", "swaps in xformers' fused SwiGLU MLP");
   refuse_if_on("flash_attn_rms_norm", "swaps in flash-attn's fused RMSNorm");
+  // What axolotl 067b021 reads that changes memory or time beyond the keys above:
+  // loaders/patch_manager.py (chunked_cross_entropy: monkeypatch/loss/chunked.py, torchtune's
+  // CEWithChunkedOutputLoss, which still takes the whole (b, T, V) logits from the head and upcasts
+  // one chunk at a time under torch.compile, so accumbench's --chunked-loss, which never holds the
+  // logits, is not it), loaders/adapter.py (lora_rank_pattern: other ranks per module),
+  // core/trainers/mixins/layer_offloading.py, loaders/model.py (qat's fake quantisation,
+  // selective_checkpointing's saved ops, fp32_norms, which needs FSDP2, and
+  // _resize_token_embeddings' multiple of 32).
+  refuse_if_on("chunked_cross_entropy",
+               "computes the loss over the whole logits one fp32 chunk at a time, compiled (accumbench's "
+               "--chunked-loss never holds the logits, which is not the same memory)");
+  refuse_if_on("lora_rank_pattern", "gives some modules' adapters other ranks than lora_r");
+  refuse_if_on("layer_offloading", "offloads the layers' weights to the CPU during the step");
+  refuse_if_on("qat", "trains with fake quantisation (quantisation-aware training)");
+  refuse_if_on("selective_checkpointing", "saves some operations' outputs inside each checkpointed block");
+  refuse_if_on("fp32_norms", "keeps the norms in fp32 under FSDP2");
+  refuse_if_on("resize_token_embeddings_to_32x", "resizes the embeddings and head to the tokenizer's length rounded "
+                                                 "up to a multiple of 32");
   for (const char* key : {"dp_shard_size", "expert_parallel_size"}) {
     if (has(key) && whole(key) > 1) refuse(key, "shards the model over devices", "remove the key");
   }
@@ -275,6 +293,17 @@ void Reader::read_axolotl(int world_size) {
 
   // axolotl's sample packing keeps samples whole, attention restarting at each: bfd.
   const bool packing = has("sample_packing") && boolean("sample_packing");
+  // batch_flattening (DataCollatorWithFlattening, core/builders/causal.py): each micro-batch as one
+  // row without padding. Its "auto" turns it on under a varlen attention kernel without
+  // sample_packing above one sample per micro-batch (check_batch_flattening_fa,
+  // utils/schemas/validation.py at 067b021).
+  if (has("batch_flattening")) {
+    const bool stated_auto = root["batch_flattening"].IsScalar() && root["batch_flattening"].Scalar() == "auto";
+    const bool varlen = (has("attn_implementation") && word("attn_implementation").find("flash") != std::string::npos) ||
+                        on("flash_attention");
+    if (stated_auto ? varlen && !packing && micro > 1 : on("batch_flattening"))
+      refused.emplace_back("batch_flattening", "flattens each micro-batch into one row without padding");
+  }
   set("--packing", packing ? "bfd" : "none", "sample_packing");
   // The collator (core/builders/causal.py): pad_to_sequence_len true pads every batch to
   // pad_to_multiple_of (64 by default) × ceil(sequence_len / it), which is T only when T is such
