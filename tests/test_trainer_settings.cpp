@@ -168,6 +168,22 @@ TEST(TrainerSettings, LoraPaddingAndRanks) {
             "--group-by-length --max-grad-norm 1");
 }
 
+// Numbers are written as the shortest text that reads back to the same double: six significant
+// digits would emit another dropout and alpha than were measured.
+TEST(TrainerSettings, NumbersKeepEveryDigit) {
+  ab::WorkloadOptions w = workload();
+  w.lora.rank = 8;
+  w.lora.alpha = 16.5;
+  w.lora.dropout = 0.123456789;
+  const ab::TrainerSettings s = ab::trainer_settings(split(2, 8), w, {"c_attn"});
+  for (const ab::SettingsFormat format : {ab::SettingsFormat::kTrl, ab::SettingsFormat::kAxolotl}) {
+    const Lines lines = ab::settings_lines(s, format);
+    EXPECT_NE(std::find(lines.begin(), lines.end(), "lora_dropout: 0.123456789"), lines.end());
+    EXPECT_NE(std::find(lines.begin(), lines.end(), "lora_alpha: 16.5"), lines.end());
+  }
+  EXPECT_NE(ab::settings_lines(s, ab::SettingsFormat::kArgs)[1].find("--lora-dropout 0.123456789 "), std::string::npos);
+}
+
 // bfd packing is TRL's packing (padding-free) and axolotl's sample packing; --padding max on
 // real lengths is pad_to_multiple_of T and axolotl's pad_to_sequence_len (false for --padding
 // longest, which axolotl would otherwise pad to a multiple of 64); fixed lengths need no

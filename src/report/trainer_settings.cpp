@@ -39,11 +39,9 @@ std::string yes(bool value) { return value ? "true" : "false"; }
 // TF32 changes fp32 matmuls on CUDA only.
 bool tf32_acts(const TrainerSettings& s) { return s.tf32 && s.cuda && s.precision == Precision::kFp32; }
 
-std::string number(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
+// The shortest text that reads back to the same double, as the readers' num() writes it: a stream's
+// six significant digits would turn --lora-dropout 0.123456789 into another dropout.
+std::string number(double value) { return text::format_number(value); }
 
 std::string yaml_list(const std::vector<std::string>& items) {
   std::string text = "[";
