@@ -399,6 +399,15 @@ TEST(TrainerConfig, RefusesWhatIsNotModelled) {
     EXPECT_NE(error_of(yaml + "\n").find("sets " + key), std::string::npos) << yaml << ": " << error_of(yaml + "\n");
   }
   EXPECT_EQ(error_of("bf16: true\nfp16: true\n"), "sft.yaml sets both bf16 and fp16; keep the one the training uses");
+  // axolotl's resolve_dtype turns fp16 off under bf16: a bf16 job, with bf16 weights, said in a remark.
+  const ab::WorkloadOptions both = read("bf16: true\nfp16: true\n", ab::ConfigFormat::kAxolotl);
+  EXPECT_EQ(both.precisions, std::vector<ab::Precision>{ab::Precision::kBf16});
+  EXPECT_EQ(both.weights_dtype, ab::Precision::kBf16);
+  const ab::TrainerConfig both_config =
+      ab::parse_trainer_config("bf16: true\nfp16: true\n", ab::ConfigFormat::kAxolotl, 1, "ax.yml");
+  EXPECT_EQ(std::count_if(both_config.remarks.begin(), both_config.remarks.end(),
+                          [](const ab::TrainerConfig::Remark& r) { return r.text.rfind("sets both bf16: true and fp16: true", 0) == 0; }),
+            1);
   EXPECT_EQ(error_of("per_device_train_batch_size: four\n"),
             "sft.yaml: per_device_train_batch_size is \"four\", not a positive whole number; fix the key in the file");
   EXPECT_NE(error_of("max_length: [1\n").find("sft.yaml is not YAML"), std::string::npos);

@@ -255,12 +255,20 @@ void Reader::read_axolotl(int world_size) {
   // Left out, bf16 is "auto"; an explicit null stays None, which skips auto and trains without it.
   const bool bf16_null = root["bf16"].IsDefined() && root["bf16"].IsNull();
   const bool bf16_auto = (!has("bf16") && !bf16_null) || (root["bf16"].IsScalar() && root["bf16"].Scalar() == "auto");
-  const bool fp16 = has("fp16") && boolean("fp16");
+  bool fp16 = has("fp16") && boolean("fp16");
   if (!bf16_auto && !bf16_null) {
     bool value = false;
     if (!root["bf16"].IsScalar() || !YAML::convert<bool>::decode(root["bf16"], value)) bad_value("bf16", "true, false or auto");
   }
   const bool bf16 = bf16_auto ? !fp16 : !bf16_null && boolean("bf16");  // auto gives way to an explicit fp16
+  // resolve_dtype (utils/config/__init__.py at 067b021): `if cfg.bf16: cfg.fp16 = False`, so a file
+  // with both trains bf16 (and loads the weights in bf16), where TRL's TrainingArguments refuses both.
+  if (bf16 && fp16) {
+    fp16 = false;
+    config.remarks.push_back({"sets both bf16: true and fp16: true; axolotl's resolve_dtype turns fp16 off when bf16 is "
+                              "on, so it trains bf16: --precision bf16 (remove fp16 to say so in the file)",
+                              {"--precision"}});
+  }
   precision(bf16, fp16, "bf16", !has("bf16") && !fp16);
   // resolve_dtype (utils/config/__init__.py): bf16 (or bfloat16) loads the model in bfloat16, fp16
   // (or float16) in float16, else float32; so bf16: true is bf16 weights under bf16 autocast.
