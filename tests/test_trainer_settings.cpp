@@ -210,6 +210,16 @@ TEST(TrainerSettings, PackingAndPaddingMaps) {
   w.data.padding = ab::Padding::kLongest;
   const Lines longest = ab::settings_lines(ab::trainer_settings(split(1, 16), w, {"all-linear"}), ab::SettingsFormat::kAxolotl);
   EXPECT_EQ(longest.at(9), "pad_to_sequence_len: false");
+  // Packed rows padded to a multiple of N: no axolotl key pads them so, which a comment says (TRL's
+  // file says it under padding_free).
+  ab::set_padding(w.data, "multiple:16");
+  const Lines multiple = ab::settings_lines(ab::trainer_settings(split(1, 16), w, {"all-linear"}), ab::SettingsFormat::kAxolotl);
+  EXPECT_EQ(Lines(multiple.begin() + 9, multiple.begin() + 11),
+            (Lines{"pad_to_sequence_len: false",
+                   "# measured with every packed row padded to a multiple of 16 (--padding multiple:16); axolotl's "
+                   "sample_packing pads to the longest row (pad_to_sequence_len: false) or to sequence_len (true, also "
+                   "when unset), which accumbench measures with --padding longest or max"}));
+  w.data.padding = ab::Padding::kLongest;
   // Padded per micro-batch, the packed rows are what TRL's padding-free rows compute: no comment.
   const Lines trl_longest = ab::settings_lines(ab::trainer_settings(split(1, 16), w, {"all-linear"}), ab::SettingsFormat::kTrl);
   EXPECT_EQ(trl_longest.at(9), "padding_free: true");

@@ -413,6 +413,15 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       // false for packed rows measured padded to their longest.
       lines.push_back(std::string("pad_to_sequence_len: ") + (s.padding == Padding::kMax ? "true" : "false"));
       if (s.padding == Padding::kMax && t_rounds) lines.push_back(multiple_of_t);
+      // Packed rows padded to a multiple of N have no axolotl key: its unset pad_to_sequence_len
+      // becomes true under sample_packing (hint_sample_packing_padding, utils/schemas/validation.py
+      // at 067b021), and false pads each batch to its longest row, which the file above asks for.
+      if (s.padding == Padding::kMultiple) {
+        lines.push_back("# measured with every packed row padded to a multiple of " + std::to_string(s.pad_multiple) +
+                        " (--padding multiple:" + std::to_string(s.pad_multiple) +
+                        "); axolotl's sample_packing pads to the longest row (pad_to_sequence_len: false) or to "
+                        "sequence_len (true, also when unset), which accumbench measures with --padding longest or max");
+      }
     } else if (multiple > 0 && multiple == s.max_length) {
       lines.push_back("pad_to_sequence_len: true");
       if (t_rounds) lines.push_back(multiple_of_t);
