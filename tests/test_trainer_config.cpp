@@ -786,6 +786,23 @@ TEST(TrainerConfig, AReentrantCheckpointIsSaid) {
   EXPECT_EQ(reentrant_remarks("gradient_checkpointing_kwargs:\n  use_reentrant: true\n", trl), 1);  // checkpointing: TRL's default
   EXPECT_EQ(reentrant_remarks("gradient_checkpointing: false\ngradient_checkpointing_kwargs: {use_reentrant: true}\n", trl), 0);
   EXPECT_THROW(ab::parse_trainer_config("gradient_checkpointing_kwargs: true\n", trl, 1, "f.yaml"), ab::UserError);
+  // TrainingArguments reads a TRL string that starts with "{" as JSON (_VALID_DICT_FIELDS), with
+  // "true"/"false" strings as booleans (_convert_str_dict); axolotl's schema takes a mapping only.
+  EXPECT_EQ(reentrant_remarks("gradient_checkpointing_kwargs: '{\"use_reentrant\": true}'\n", trl), 1);
+  EXPECT_EQ(reentrant_remarks("gradient_checkpointing_kwargs: '{\"use_reentrant\": \"True\"}'\n", trl), 1);
+  EXPECT_EQ(reentrant_remarks("gradient_checkpointing_kwargs: '{\"use_reentrant\": false}'\n", trl), 0);
+  EXPECT_EQ(reentrant_remarks("gradient_checkpointing_kwargs: '{}'\n", trl), 0);
+  EXPECT_EQ(error_of("gradient_checkpointing_kwargs: '{use_reentrant: true}'\n"),
+            "sft.yaml: gradient_checkpointing_kwargs is \"{use_reentrant: true}\", not a mapping, as {use_reentrant: "
+            "false}, or its JSON text, as '{\"use_reentrant\": false}'; fix the key in the file");
+  EXPECT_EQ(error_of("gradient_checkpointing_kwargs: '{\"use_reentrant\": 2}'\n"),
+            "sft.yaml: gradient_checkpointing_kwargs.use_reentrant is not true or false; fix the key in the file");
+  EXPECT_EQ(error_of("gradient_checkpointing: true\ngradient_checkpointing_kwargs: '{\"use_reentrant\": true}'\n", axolotl),
+            "sft.yaml: gradient_checkpointing_kwargs is \"{\"use_reentrant\": true}\", not a mapping, as "
+            "{use_reentrant: false}; fix the key in the file");
+  // A list or mapping where a word belongs is shown in YAML's flow style, on one line.
+  EXPECT_EQ(error_of("packing_strategy: {a: 1}\npacking: true\n"),
+            "sft.yaml: packing_strategy is \"{a: 1}\", not a single value; fix the key in the file");
 }
 
 // TRL's completion_only_loss: false lets a lengths file's completion_mask go unapplied; null and

@@ -7,9 +7,11 @@
 //   reader.read_trl(/*world_size=*/1);   // reader.config: settings, remarks; reader.read: the keys seen
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -50,13 +52,24 @@ struct Reader {
 
   std::string where(const std::string& key) const { return path + ": " + key; }
 
-  [[noreturn]] void bad_value(const std::string& key, const std::string& expected) const {
-    std::string shown;
+  // The value as the file gives it, in quotes: a scalar's text, a list or mapping in YAML's flow
+  // style (a dump of the node would show a quoted string in two pairs of quotes, a mapping on many
+  // lines).
+  static std::string shown_value(const YAML::Node& node) {
     try {
-      shown = text::quoted(YAML::Dump(root[key]));
+      if (node.IsScalar()) return text::quoted(node.Scalar());
+      YAML::Emitter out;
+      out.SetMapFormat(YAML::Flow);
+      out.SetSeqFormat(YAML::Flow);
+      out << node;
+      return text::quoted(out.c_str());
     } catch (const std::exception&) {
-      shown = "its value";
+      return "its value";
     }
+  }
+
+  [[noreturn]] void bad_value(const std::string& key, const std::string& expected) const {
+    const std::string shown = shown_value(root[key]);
     throw UserError(where(key) + " is " + shown + ", not " + expected + "; fix the key in the file");
   }
 
@@ -249,7 +262,7 @@ struct Reader {
       if (name == "bnb_4bit_quant_type") {
         if (!value.IsScalar() || value.Scalar() != "nf4") {
           const bool fp4 = value.IsScalar() && value.Scalar() == "fp4";
-          throw UserError(where(shown) + " is " + text::quoted(YAML::Dump(value)) +
+          throw UserError(where(shown) + " is " + shown_value(value) +
                           (fp4 ? ", which picks bitsandbytes' fp4 codes and accumbench does not model it; use nf4, or "
                                  "remove the key"
                                : ", not nf4 or fp4 (bitsandbytes' two 4-bit codes; accumbench models nf4); fix the key "
@@ -258,7 +271,7 @@ struct Reader {
       } else if (name == "bnb_4bit_use_double_quant") {
         bool nested = false;
         if (!value.IsScalar() || !YAML::convert<bool>::decode(value, nested)) {
-          throw UserError(where(shown) + " is " + text::quoted(YAML::Dump(value)) +
+          throw UserError(where(shown) + " is " + shown_value(value) +
                           ", not true or false; fix the key in the file");
         }
         auto& settings = config.settings;
@@ -399,7 +412,25 @@ struct Reader {
     const std::string key = "gradient_checkpointing_kwargs";
     bool reentrant = reentrant_by_default;
     bool stated = false;
-    if (has(key)) {
+    const bool json_text = format == ConfigFormat::kTrl && has(key) && root[key].IsScalar() &&
+                           root[key].Scalar().rfind('{', 0) == 0;
+    if (json_text) {
+      // TrainingArguments.__post_init__ (transformers at 00349ae) reads a string that starts with
+      // "{" in its _VALID_DICT_FIELDS, gradient_checkpointing_kwargs one, with json.loads, then
+      // _convert_str_dict turns "true"/"false" into booleans.
+      const nlohmann::json kwargs = nlohmann::json::parse(root[key].Scalar(), nullptr, /*allow_exceptions=*/false);
+      if (kwargs.is_discarded() || !kwargs.is_object())
+        bad_value(key, "a mapping, as {use_reentrant: false}, or its JSON text, as '{\"use_reentrant\": false}'");
+      const auto found = kwargs.find("use_reentrant");
+      if (found != kwargs.end() && !found->is_null()) {
+        std::string lowered = found->is_string() ? found->get<std::string>() : "";
+        std::transform(lowered.begin(), lowered.end(), lowered.begin(), [](unsigned char c) { return std::tolower(c); });
+        if (!found->is_boolean() && lowered != "true" && lowered != "false")
+          throw UserError(where(key) + ".use_reentrant is not true or false; fix the key in the file");
+        reentrant = found->is_boolean() ? found->get<bool>() : lowered == "true";
+        stated = true;
+      }
+    } else if (has(key)) {
       const YAML::Node kwargs = root[key];
       if (!kwargs.IsMap()) bad_value(key, "a mapping, as {use_reentrant: false}");
       if (kwargs["use_reentrant"].IsDefined() && !kwargs["use_reentrant"].IsNull()) {
