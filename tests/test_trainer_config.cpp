@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "accumbench/error.hpp"
 #include "accumbench/model_config.hpp"
@@ -841,7 +844,7 @@ TEST(TrainerConfig, TheCommandLineOverridesTheFile) {
   w.seq_len = 32;
   w.model.preset = "gpt2-tiny";
   const ab::TrainerConfig c = ab::parse_trainer_config(
-      "model_name_or_path: Qwen/Qwen2.5-0.5B\nmax_length: 2048\nper_device_train_batch_size: 2\n",
+      "model_name_or_path: some-org/some-model\nmax_length: 2048\nper_device_train_batch_size: 2\n",
       ab::ConfigFormat::kTrl, 1, "sft.yaml");
   ab::apply_trainer_config(c, w, given);
   EXPECT_EQ(w.seq_len, 32);
@@ -1043,6 +1046,73 @@ TEST(TrainerConfig, EmitReadBackIsTheSameWorkload) {
     // TF32 acts on fp32 CUDA matmuls only; elsewhere axolotl's "auto" reads as on, to no effect.
     if (c.w.device == "cuda" && c.split.precision == ab::Precision::kFp32) EXPECT_EQ(from_axolotl.tf32, back.tf32);
   }
+}
+
+// The emitted file names the model (a preset's Hub id), and --trl-config / --axolotl-config read
+// that id back as the preset, without the Hugging Face cache: the same job, the same lines.
+TEST(TrainerConfig, TheEmittedModelReadsBackAsThePreset) {
+  ab::WorkloadOptions w;
+  w.model.preset = "qwen2.5-0.5b";
+  w.seq_len = 1024;
+  w.batch = 16;
+  w.precisions = {ab::Precision::kBf16};
+  w.grid.checkpointing = ab::Checkpointing::kBlocks;
+  w.optimizer.max_grad_norm = ab::kTrainerMaxGradNorm;
+  ab::SplitConfig split;
+  split.micro_batch = 4;
+  split.accum_steps = 4;
+  split.precision = ab::Precision::kBf16;
+  split.activation_checkpointing = ab::Checkpointing::kBlocks;
+  const ab::TrainerSettings out = ab::trainer_settings(split, w, {});
+  const Lines trl = ab::settings_lines(out, ab::SettingsFormat::kTrl);
+  const Lines axolotl = ab::settings_lines(out, ab::SettingsFormat::kAxolotl);
+  EXPECT_EQ(trl.at(1), "model_name_or_path: Qwen/Qwen2.5-0.5B");
+  EXPECT_EQ(axolotl.at(1), "base_model: Qwen/Qwen2.5-0.5B");
+  ::setenv("HF_HUB_CACHE", "/nonexistent/accumbench-test-cache", 1);  // no cache to read the id from
+  for (const auto& [format, lines] : {std::make_pair(ab::ConfigFormat::kTrl, trl), std::make_pair(ab::ConfigFormat::kAxolotl, axolotl)}) {
+    ab::WorkloadOptions back;  // accumbench's defaults: gpt2-mini, fp32, T=128
+    ab::apply_trainer_config(ab::parse_trainer_config(joined(lines), format, 1, "emitted.yaml"), back, kNothingGiven);
+    SCOPED_TRACE(joined(lines));
+    EXPECT_EQ(back.model.preset, "qwen2.5-0.5b");
+    EXPECT_EQ(back.model.hf_config, "");
+    EXPECT_EQ(back.seq_len, w.seq_len);
+    EXPECT_EQ(back.batch, w.batch);
+    EXPECT_EQ(back.precisions, w.precisions);
+    EXPECT_EQ(back.grid.checkpointing, w.grid.checkpointing);
+    EXPECT_EQ(back.optimizer.max_grad_norm, w.optimizer.max_grad_norm);
+    EXPECT_EQ(ab::settings_lines(ab::trainer_settings(split, back, {}), format == ab::ConfigFormat::kTrl
+                                                                         ? ab::SettingsFormat::kTrl
+                                                                         : ab::SettingsFormat::kAxolotl),
+              lines);
+  }
+  ::unsetenv("HF_HUB_CACHE");
+  // The Hub's other spellings of a preset's model: its Instruct variant, another case.
+  EXPECT_EQ(read("model_name_or_path: Qwen/Qwen2.5-0.5B-Instruct\n").model.preset, "qwen2.5-0.5b");
+  EXPECT_EQ(read("base_model: openai-community/gpt2\n", ab::ConfigFormat::kAxolotl).model.preset, "gpt2-124m");
+  // What names the model otherwise: --hf-config's Hub id, its directory; accumbench's own small
+  // presets name none (no key); a config file of another name is said in a comment.
+  ab::ModelOptions m;
+  m.preset = "gpt2-tiny";
+  EXPECT_EQ(ab::trainer_model_name(m), "");
+  m.hf_config = "some-org/some-model";
+  EXPECT_EQ(ab::trainer_model_name(m), "some-org/some-model");
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "accumbench-model-name-test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << "{}";
+  std::ofstream(dir / "shape.json") << "{}";
+  m.hf_config = (dir / "config.json").string();
+  EXPECT_EQ(ab::trainer_model_name(m), dir.string());
+  m.hf_config = dir.string();
+  EXPECT_EQ(ab::trainer_model_name(m), dir.string());
+  ab::WorkloadOptions plain = w;
+  plain.model.preset = "gpt2-tiny";
+  for (const std::string& line : ab::settings_lines(ab::trainer_settings(split, plain, {}), ab::SettingsFormat::kTrl))
+    EXPECT_EQ(line.find("model_name_or_path"), std::string::npos) << line;
+  plain.model.hf_config = (dir / "shape.json").string();
+  EXPECT_EQ(ab::settings_lines(ab::trainer_settings(split, plain, {}), ab::SettingsFormat::kAxolotl).at(1),
+            "# base_model: " + (dir / "shape.json").string() +
+                " is a config file, not a model directory or Hub id: write the model it describes");
+  std::filesystem::remove_all(dir);
 }
 
 // What TRL and axolotl refuse or read otherwise is refused: a repeated key (PyYAML keeps the last

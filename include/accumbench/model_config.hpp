@@ -152,6 +152,15 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& ori
 // looked and what to do) when a directory has no config.json or an id is not cached.
 std::string resolve_hf_config_path(const std::string& spec);
 
+// The preset written from a Hub model's config.json (ModelConfig::hub_ids), by the model's id in
+// any case ("Qwen/Qwen2.5-0.5B-Instruct" too: the Instruct and Base variants share the shape); ""
+// for another id.
+std::string preset_of_hub_id(const std::string& id);
+// What a trainer config's model_name_or_path (TRL) or base_model (axolotl) names for `model`: a
+// preset's Hub id, --hf-config's Hub id or model directory (a config.json's directory); "" where
+// nothing truthful names it (accumbench's own small presets, a config file not named config.json).
+std::string trainer_model_name(const ModelOptions& model);
+
 // The local Hub cache huggingface_hub uses: $HF_HUB_CACHE, else $HF_HOME/hub, else
 // ~/.cache/huggingface/hub.
 std::string hf_hub_cache_dir();

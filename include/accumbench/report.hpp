@@ -132,6 +132,10 @@ void print_calibrated(const std::vector<MemoryPlan>& plans, const std::vector<Ca
 // SFTConfig, axolotl's keys, or accumbench's flags. Pure (no LibTorch, no files but a saved
 // sweep's model config).
 struct TrainerSettings {
+  // model_name_or_path / base_model (trainer_model_name): "" where nothing names the model; then
+  // `model_spec` is the --hf-config spec that named none (a comment says so), "" for a preset.
+  std::string model;
+  std::string model_spec;
   int64_t per_device_train_batch_size = 1;  // the micro-batch
   int64_t gradient_accumulation_steps = 1;
   int world_size = 1;                       // ranks; the two above are per rank

@@ -658,26 +658,6 @@ fs::path cached_snapshot(const std::string& id, const fs::path& repo_dir) {
                   " and no refs/main to choose one; pass the snapshot directory you mean instead of the id");
 }
 
-// The preset written from a Hub model's config.json (ModelConfig::hub_ids), by its id, in any case
-// (the Instruct and Base variants share the shape); "" for another id.
-std::string preset_of_hub_id(const std::string& id) {
-  const auto lower = [](std::string text) {
-    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return text;
-  };
-  std::string name = lower(id);
-  for (const char* suffix : {"-instruct", "-base"}) {
-    const std::string tail = suffix;
-    if (name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0)
-      name.resize(name.size() - tail.size());
-  }
-  for (const ModelConfig& preset : presets()) {
-    for (const std::string& hub : preset.hub_ids)
-      if (name == lower(hub)) return preset.name;
-  }
-  return "";
-}
-
 // The config.json of a Hub id from the local cache only: --hf-config never downloads.
 std::string cached_hub_config(const std::string& id) {
   // models--ORG--NAME, or models--NAME for an id without an organisation.
@@ -728,6 +708,48 @@ std::string hf_hub_cache_dir() {
   if (!hf_home.empty()) return (fs::path(hf_home) / "hub").string();
   const std::string home = env_or_empty("HOME");
   return ((home.empty() ? fs::path("~") : fs::path(home)) / ".cache" / "huggingface" / "hub").string();
+}
+
+// The preset written from a Hub model's config.json (ModelConfig::hub_ids), by its id, in any case
+// (the Instruct and Base variants share the shape); "" for another id.
+std::string preset_of_hub_id(const std::string& id) {
+  const auto lower = [](std::string text) {
+    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return text;
+  };
+  std::string name = lower(id);
+  for (const char* suffix : {"-instruct", "-base"}) {
+    const std::string tail = suffix;
+    if (name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0)
+      name.resize(name.size() - tail.size());
+  }
+  for (const ModelConfig& preset : presets()) {
+    for (const std::string& hub : preset.hub_ids)
+      if (name == lower(hub)) return preset.name;
+  }
+  return "";
+}
+
+// model_name_or_path / base_model for --emit trl|axolotl: what from_pretrained loads the model
+// from. A preset's first Hub id (the Hub model its shape was written from); --hf-config's Hub id as
+// given; a model directory as given, a config.json's directory (from_pretrained takes the
+// directory, not the file). "" where nothing names the model: accumbench's own small presets, a
+// config file of another name, a spec that is neither path nor Hub id.
+std::string trainer_model_name(const ModelOptions& model) {
+  std::string spec = model.hf_config;
+  if (spec.empty()) {
+    for (const ModelConfig& preset : presets())
+      if (preset.name == model.preset) return preset.hub_ids.empty() ? "" : preset.hub_ids.front();
+    spec = model.preset;  // a saved sweep's context names a config path where --hf-config ran
+  }
+  std::error_code ec;
+  if (fs::is_directory(spec, ec)) return spec;
+  if (fs::exists(spec, ec)) {
+    if (fs::path(spec).filename() != "config.json") return "";
+    const fs::path directory = fs::path(spec).parent_path();
+    return directory.empty() ? "." : directory.string();
+  }
+  return looks_like_hub_id(spec) ? spec : "";
 }
 
 std::string resolve_hf_config_path(const std::string& spec) {

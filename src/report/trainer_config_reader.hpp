@@ -14,6 +14,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -181,12 +182,17 @@ struct Reader {
     config.settings.push_back({option, value, keys, by_default});
   }
 
-  // model_name_or_path / base_model: an accumbench preset by its name, else --hf-config's spec (a
-  // config.json, a model directory, or a Hub id from the local cache).
+  // model_name_or_path / base_model: an accumbench preset by its name or by the Hub id it was
+  // written from (preset_of_hub_id: what --emit trl|axolotl writes, read back without the Hugging
+  // Face cache), else --hf-config's spec (a config.json, a model directory, or a Hub id from the
+  // local cache).
   void model(const std::string& key) {
     if (!has(key)) return;
     const std::string name = word(key);
-    set(model_options_for(name).hf_config.empty() ? "--model" : "--hf-config", name, key);
+    std::error_code ec;
+    const std::string preset = std::filesystem::exists(name, ec) ? "" : preset_of_hub_id(name);
+    if (!preset.empty()) set("--model", preset, key + " (" + name + ")");
+    else set(model_options_for(name).hf_config.empty() ? "--model" : "--hf-config", name, key);
   }
 
   void precision(bool bf16, bool fp16, const std::string& keys, bool by_default) {

@@ -20,13 +20,17 @@
 //   transformers' BitsAndBytesConfig: load_in_4bit, bnb_4bit_quant_type, use_bnb_nested_quant
 //   (its bnb_4bit_use_double_quant), load_in_8bit; TRL passes its dtype as
 //   bnb_4bit_compute_dtype. axolotl: adapter: qlora with load_in_4bit, or load_in_8bit.
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "accumbench/error.hpp"
 #include "accumbench/lengths.hpp"
+#include "accumbench/model_config.hpp"
 #include "accumbench/report.hpp"
 #include "accumbench/units.hpp"
 
@@ -106,6 +110,12 @@ std::vector<std::string> peft_target_modules(Architecture arch, const std::vecto
 TrainerSettings trainer_settings(const SplitConfig& split, const WorkloadOptions& w,
                                  const std::vector<std::string>& target_modules) {
   TrainerSettings s;
+  s.model = trainer_model_name(w.model);
+  if (s.model.empty()) {
+    const bool preset = w.model.hf_config.empty() &&
+                        std::any_of(presets().begin(), presets().end(), [&](const ModelConfig& p) { return p.name == w.model.preset; });
+    if (!preset) s.model_spec = w.model.hf_config.empty() ? w.model.preset : w.model.hf_config;
+  }
   s.per_device_train_batch_size = split.micro_batch;
   s.gradient_accumulation_steps = split.accum_steps;
   s.world_size = split.world_size;
@@ -324,6 +334,25 @@ std::string clip_key(const TrainerSettings& s) {
     return "max_grad_norm: " + text::format_number(s.max_grad_norm);
   return "";
 }
+
+// The model's key, which --trl-config / --axolotl-config read back (a preset's Hub id as that
+// preset). accumbench's own small presets are no model to train: no key. A --hf-config file that
+// is not a model directory's config.json names nothing from_pretrained loads: said instead.
+void model_lines(const TrainerSettings& s, const std::string& key, std::vector<std::string>& lines) {
+  if (!s.model.empty()) {
+    // A directory's path may hold what YAML reads otherwise (": ", "#", a leading quote): single-quoted then.
+    const bool plain = std::all_of(s.model.begin(), s.model.end(), [](unsigned char c) {
+      return std::isalnum(c) || std::strchr("/._-", c) != nullptr;
+    });
+    std::string quoted = "'";
+    for (const char c : s.model) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+    lines.push_back(key + ": " + (plain ? s.model : quoted + "'"));
+  }
+  else if (!s.model_spec.empty())
+    lines.push_back("# " + key + ": " + text::escaped_controls(s.model_spec) +
+                    " is a config file, not a model directory or Hub id: write the model it describes");
+}
+
 }  // namespace
 
 std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat format) {
@@ -332,6 +361,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
       s.world_size > 1 ? "per rank, " + std::to_string(s.world_size) + " ranks" : "one process";
   if (format == SettingsFormat::kTrl) {
     lines.push_back("# TRL SFTConfig, for trl sft --config FILE.yaml (" + per_rank + "; each key is also a --KEY flag)");
+    model_lines(s, "model_name_or_path", lines);
     for (const auto& [key, value] : trl_settings(s)) {
       // transformers 5 replaced group_by_length by train_sampling_strategy, and trl sft hands a
       // config key no parser of its own knows to accelerate launch, which stops on it
@@ -368,6 +398,7 @@ std::vector<std::string> settings_lines(const TrainerSettings& s, SettingsFormat
     if (const std::string clip = clip_key(s); !clip.empty()) lines.push_back(clip);
   } else if (format == SettingsFormat::kAxolotl) {
     lines.push_back("# axolotl (" + per_rank + ")");
+    model_lines(s, "base_model", lines);
     lines.push_back("micro_batch_size: " + std::to_string(s.per_device_train_batch_size));
     lines.push_back("gradient_accumulation_steps: " + std::to_string(s.gradient_accumulation_steps));
     lines.push_back("sequence_len: " + std::to_string(s.max_length));
