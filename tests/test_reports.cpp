@@ -1205,6 +1205,13 @@ TEST(Report, TheBusyMachineNoteSaysItsEvidence) {
   context.world_size = 2;
   context.other_cpu_seconds = 10.0;
   EXPECT_EQ(busy_machine_note(context), "");
+  // Beyond it, the number said is the strangers' alone (helper-111: 1.6, of which 1.0 was rank 1).
+  context.other_cpu_seconds = 16.0;
+  EXPECT_EQ(busy_machine_note(context).rfind(
+                "the machine was busy while this sweep ran (other processes used 0.6 of its 2 cores on average, beside "
+                "its 2 ranks): other work took turns", 0),
+            0u)
+      << busy_machine_note(context);
   // Two ranks of two threads on 2 cores: more threads than cores.
   context.threads = 2;
   context.other_cpu_seconds = 20.0;

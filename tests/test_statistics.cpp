@@ -569,6 +569,15 @@ TEST(Recommend, AnUndecidedSweepSaysTheBudgetThatWouldDecide) {
                 .reason.find("can decide (--resume sweep.json --time-budget 13, which times the 2 splits still open again), "),
             std::string::npos)
       << recommend(runs, 0, options).reason;
+  // One of them kept outside this command's lists (--micro-batches 8 over a file of 8 and 4): the
+  // same command would time 8×8 alone, so the resume asks for the file's own lists (helper-113).
+  options.outside_lists = {runs[1].config.key()};
+  EXPECT_NE(recommend(runs, 0, options)
+                .reason.find("(--resume sweep.json --time-budget 13 with the file's own lists (this command's leave some "
+                             "of them out), which times the 2 splits still open again)"),
+            std::string::npos)
+      << recommend(runs, 0, options).reason;
+  options.outside_lists.clear();
   options.rounds_seconds = 15.0;
   // Timed in different sweeps (a --resume kept one): nothing paired to project from, and more
   // rounds of this sweep pair nothing; a resume that times them together can.

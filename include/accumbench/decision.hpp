@@ -206,6 +206,9 @@ struct DecisionOptions {
   // the rounds still wanted after the file's, but at least `min_rounds` (--steps) of each.
   std::string resume_file;
   int64_t min_rounds = 5;
+  // The keys (SplitConfig::key) of the runs a --resume kept outside this sweep's lists: a resume
+  // with the same lists would not time them again, so the words ask for the file's own lists.
+  std::vector<std::string> outside_lists;
 };
 
 // The verdict on every candidate against the fastest: the candidate that no other is ahead of by

@@ -109,8 +109,9 @@ std::string busy_machine_note(const SweepContext& context) {
     const bool busy = strangers >= free + kBusyCores;
     if (!busy && !own) return "";
     if (!busy) return "the sweep ran more threads than the machine has cores (" + threads + " on " + on_cores + "): they took turns" + tail;
-    return "the machine was busy while this sweep ran (other processes used " + text::format_fixed(others, 1) +
-           " of its " + on_cores + " on average" + (own ? "; and its " + threads + " are more than the cores" : "") +
+    // The sweep's own other ranks are not "other processes" (helper-111: 1.0 of a 2-rank sweep's 1.6 was its rank 1).
+    return "the machine was busy while this sweep ran (other processes used " + text::format_fixed(std::max(0.0, strangers), 1) +
+           " of its " + on_cores + " on average" + (ranks > 1 ? ", beside its " + std::to_string(ranks) + " ranks" : "") + (own ? "; and its " + threads + " are more than the cores" : "") +
            "): " + (own ? "its threads and other work took turns" : "other work took turns") + tail;
   }
   // Files before schema 20: the load read at the saves (which counts the sweep's own threads).

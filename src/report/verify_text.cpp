@@ -84,10 +84,13 @@ void print_verify(const VerifyResult& r, std::ostream& out) {
         << "update here; --lengths variable or a lengths file checks the token-weighted normalization\n";
   } else if (r.equal_sequences && r.lengths != LengthMode::kFixed) {
     out << "every sequence of this step holds the same number of target tokens ("
-        << (r.data.packing == Packing::kWrapped ? "--packing wrapped fills every row"
-            : r.data.packing == Packing::kBfd   ? "every packed row is as full"
-            : !r.label_masking.empty()          ? "its samples count as many labels each"
-                                                : "its samples are equally long")
+        // Masked labels first: with them the counts are equal by what the masks keep, however
+        // full the rows (helper-112: "every packed row is as full" of rows filled 16, 16, 9, 15).
+        << (!r.label_masking.empty() && r.data.packing == Packing::kNone ? "its samples count as many labels each"
+            : !r.label_masking.empty()            ? "its rows count as many labels each, by what the masks keep"
+            : r.data.packing == Packing::kWrapped ? "--packing wrapped fills every row"
+            : r.data.packing == Packing::kBfd     ? "every packed row is as full"
+                                                  : "its samples are equally long")
         << "): any loss normalization gives the same update here; lengths that differ within the step check the "
         << "token-weighted normalization\n";
   }

@@ -1541,6 +1541,7 @@ SweepResult run_sweep(const SweepOptions& options, const SweepCallback& on_split
   final_decision.rounds_seconds = report.seconds;
   final_decision.resume_file = options.json_path;
   final_decision.min_rounds = options.steps;
+  for (const RunResult& run : kept) final_decision.outside_lists.push_back(run.config.key());
   if (report.interrupted) result.interruption.signal = stop_cause();
   result.recommendation = recommend(result.runs, w.memory_limit_bytes, final_decision);
   if (result.recommendation.best_index < 0) {

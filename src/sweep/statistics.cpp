@@ -563,6 +563,15 @@ std::string budget_to_decide(const std::vector<RunResult>& runs, const Decision&
   more_steps += static_cast<double>(longest) * runs[d.fastest].mean_seconds.value;
   resumed_steps += static_cast<double>(longest_resumed) * runs[d.fastest].mean_seconds.value;
   if (!(more_steps > 0) || !std::isfinite(more_steps)) return "";
+  // An open split this command's lists leave out (a --resume kept it): the same command would time
+  // the others alone (helper-113), so a resume needs the file's own lists.
+  const auto outside = [&](int index) {
+    return std::find(options.outside_lists.begin(), options.outside_lists.end(), runs[index].config.key()) !=
+           options.outside_lists.end();
+  };
+  bool beyond_lists = outside(d.fastest);
+  for (const Comparison& c : d.comparisons) beyond_lists = beyond_lists || (c.verdict == Verdict::kUndecided && outside(c.index));
+  const std::string own_lists = beyond_lists ? " with the file's own lists (this command's leave some of them out)" : "";
   // The latest sweep's steps in rounds, against the clock --time-budget counts.
   const int64_t latest = latest_session(runs);
   double timed = 0;
@@ -584,7 +593,7 @@ std::string budget_to_decide(const std::vector<RunResult>& runs, const Decision&
     const auto split_count = static_cast<int64_t>(d.comparisons.size()) + 1;
     if (!options.resume_file.empty() && open < split_count) {
       words += "; or --resume " + options.resume_file + " --time-budget " +
-               std::to_string(budget_rounded_up(resumed_steps * overhead)) + ", which times the " +
+               std::to_string(budget_rounded_up(resumed_steps * overhead)) + own_lists + ", which times the " +
                std::to_string(open) + " splits still open again, the others kept";
     }
     words += ")";
@@ -593,7 +602,7 @@ std::string budget_to_decide(const std::vector<RunResult>& runs, const Decision&
     // and the budget of a command like it would time nothing; a resume with a budget times the
     // open splits again, in rounds that go on from the file's.
     words += " (--resume " + options.resume_file + " --time-budget " +
-             std::to_string(budget_rounded_up(resumed_steps)) + ", which times the " + std::to_string(open) +
+             std::to_string(budget_rounded_up(resumed_steps)) + own_lists + ", which times the " + std::to_string(open) +
              " splits still open again" + (open < static_cast<int64_t>(d.comparisons.size()) + 1 ? ", the others kept" : "") +
              ")";
   }
