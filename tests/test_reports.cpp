@@ -1929,6 +1929,20 @@ TEST(ParseBytes, MemoryLimitNeedsAUnit) {
               "(1000-based) or 24B for bytes");
   }
   EXPECT_THROW(parse_memory_limit("24 parsecs"), UserError);
+  // 0 leaves nothing (its suggested 0GiB was refused next); a long value is said once, cut short.
+  const auto refusal = [](const std::string& text) {
+    try {
+      parse_memory_limit(text);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal("0"), "--memory-limit \"0\" leaves no memory for any split; give the memory the job may use, with its "
+                          "unit (e.g. 24GiB)");
+  const std::string message = refusal(std::string(300, '0') + "5");
+  EXPECT_LT(message.size(), 200u) << message;
+  EXPECT_NE(message.find("has no unit and would mean that many bytes"), std::string::npos) << message;
 }
 
 TEST(ParseBytes, RejectsEverythingElseWithTheAcceptedForms) {

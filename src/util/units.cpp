@@ -133,6 +133,14 @@ int64_t parse_bytes(const std::string& text) {
 int64_t parse_memory_limit(const std::string& text) {
   const bool has_unit = std::any_of(text.begin(), text.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
   const int64_t bytes = parse_bytes(text);  // garbage is refused with the accepted forms first
+  if (!has_unit && bytes == 0) {  // "0GiB" would only be refused next, as leaving nothing (helper-117)
+    throw UserError("--memory-limit " + text::quoted(text, 24) + " leaves no memory for any split; give the memory the "
+                    "job may use, with its unit (e.g. 24GiB)");
+  }
+  if (!has_unit && text.size() > 24) {  // the value once, cut short, not four times whole
+    throw UserError("--memory-limit " + text::quoted(text, 24) + " has no unit and would mean that many bytes; write "
+                    "the unit: GiB (1024-based), GB (1000-based) or B for bytes");
+  }
   if (!has_unit) {
     throw UserError("--memory-limit " + text + " has no unit and would mean " + text +
                     " bytes; write the unit: " + text + "GiB (1024-based), " + text + "GB (1000-based) or " + text +
