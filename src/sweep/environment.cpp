@@ -55,11 +55,12 @@ std::string utc_now_iso8601() {
 }  // namespace
 
 int configure_threads(int threads) {
+  long long requested = 0;  // OMP_NUM_THREADS's first level, read once here
   if (const char* omp = std::getenv("OMP_NUM_THREADS"); threads <= 0 && omp != nullptr) {
     // libgomp warns of a value it cannot read and runs on every core; say it once, with the fix.
     char* end = nullptr;
     errno = 0;
-    const long long n = std::strtoll(omp, &end, 10);
+    const long long n = requested = std::strtoll(omp, &end, 10);
     while (end != omp && *end == ' ') ++end;
     if (end == omp || (*end != '\0' && *end != ',') || n <= 0 || errno == ERANGE) {
       throw UserError("OMP_NUM_THREADS=\"" + std::string(omp).substr(0, 40) +
@@ -73,9 +74,8 @@ int configure_threads(int threads) {
   // sweep and verify set them, not for plan, which runs none.
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (threads <= 0 && wanted > 4 * hardware) {
-    const std::string given = std::getenv("OMP_NUM_THREADS");
-    throw UserError("OMP_NUM_THREADS=" + given + " asks for " +
-                    (wanted < (1 << 20) ? std::to_string(wanted) : given.substr(0, given.find(','))) + " threads, above the limit of " + std::to_string(4 * hardware) +
+    throw UserError("OMP_NUM_THREADS=" + std::string(std::getenv("OMP_NUM_THREADS")) + " asks for " +
+                    std::to_string(requested) + " threads, above the limit of " + std::to_string(4 * hardware) +
                     " (four times this machine's " + std::to_string(hardware) +
                     " hardware threads); set it lower, or pass --threads N, which it then leaves alone");
   }

@@ -95,9 +95,6 @@ SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfi
                                    const SweepContext& context, ProgressCallback on_step)
     : options_(options), cfg_(cfg), device_(device), memory_(memory), data_(data), group_(group),
       context_(context), on_step_(std::move(on_step)), sweep_start_(std::chrono::steady_clock::now()) {
-  // The limit holds from the configured model on: the engine builds every weight in fp32 and then
-  // casts or quantises it, a transient a job loading its weights in their stored dtype never has
-  // (under a CPU limit between the two, the sweep stopped inside the cast with an internal error).
   if (!device.is_cuda() && options.workload.memory_limit_bytes == 0) {
     host_bytes_ = available_host_bytes_per_process();
     // Every rank skips the same splits (a split one rank skipped and another ran would hang the
@@ -109,6 +106,9 @@ SplitMeasurement::SplitMeasurement(const SweepOptions& options, const ModelConfi
       }
     }
   }
+  // The limit holds from the configured model on: the engine builds every weight in fp32 and then
+  // casts or quantises it, a transient a job loading its weights in their stored dtype never has
+  // (under a CPU limit between the two, the sweep stopped inside the cast with an internal error).
   model_ = build_model(cfg, options.workload.model.seed);
   configure_training(*model_, options.workload.weights_dtype, options.workload.lora);
   storage_ = std::make_pair(options.workload.weights_dtype, options.workload.lora.adapter_dtype);
